@@ -1,0 +1,123 @@
+import { createLocalJWKSet, jwtVerify, type JWTPayload } from 'jose';
+import type { Provider } from 'oidc-provider';
+import { providerJwks } from './provider-internals.js';
+
+/** What the plugin needs to know of an access token this provider issued, whatever its format. */
+export interface VerifiedAccessToken {
+  format: 'jwt' | 'opaque';
+  /** The account, or the client for client-credentials tokens. */
+  sub: string;
+  clientId: string;
+  scopes: ReadonlySet<string>;
+  audience: readonly string[];
+  exp: number;
+  jti: string;
+  /** An `act` claim the token already carries (it is itself an impersonation token). */
+  act?: Record<string, unknown>;
+  /** Sender constraint, when the token is DPoP- or certificate-bound. */
+  cnf?: { jkt?: string; 'x5t#S256'?: string };
+}
+
+export type AccessTokenModel = 'AccessToken' | 'ClientCredentials';
+
+const localKeySets = new WeakMap<Provider, ReturnType<typeof createLocalJWKSet>>();
+
+function keySetOf(provider: Provider): ReturnType<typeof createLocalJWKSet> {
+  let keySet = localKeySets.get(provider);
+  if (!keySet) {
+    keySet = createLocalJWKSet(providerJwks(provider) as Parameters<typeof createLocalJWKSet>[0]);
+    localKeySets.set(provider, keySet);
+  }
+  return keySet;
+}
+
+/**
+ * Verifies an access token of this provider: a JWT by signature against the
+ * provider's own keys, `iss`, `typ: at+jwt` and `exp`; an opaque token by
+ * lookup through the provider's adapter (which also applies expiry and
+ * session binding). Resolves `undefined` for anything that is not a valid,
+ * unexpired token of ours; rejects only when the store cannot be reached.
+ */
+export async function verifyAccessToken(
+  provider: Provider,
+  value: string,
+  model: AccessTokenModel,
+): Promise<VerifiedAccessToken | undefined> {
+  if (!value) return undefined;
+  if (value.split('.').length === 3) return verifyJwt(provider, value);
+
+  const token = model === 'AccessToken'
+    ? await provider.AccessToken.find(value)
+    : await provider.ClientCredentials.find(value);
+  if (!token || token.isExpired) return undefined;
+  const stored = token as unknown as {
+    accountId?: string; clientId: string; scope?: string; aud?: string | string[]; exp: number; jti: string;
+    extra?: Record<string, unknown>; jkt?: string; 'x5t#S256'?: string;
+  };
+  const sub = model === 'AccessToken' ? stored.accountId : stored.clientId;
+  if (!sub) return undefined;
+  const act = stored.extra?.['act'];
+  return {
+    format: 'opaque',
+    sub,
+    clientId: stored.clientId,
+    scopes: scopeSet(stored.scope),
+    audience: audienceList(stored.aud),
+    exp: stored.exp,
+    jti: stored.jti,
+    ...(isObject(act) ? { act } : {}),
+    ...cnfOf(stored.jkt, stored['x5t#S256']),
+  };
+}
+
+async function verifyJwt(provider: Provider, value: string): Promise<VerifiedAccessToken | undefined> {
+  let payload: JWTPayload;
+  try {
+    ({ payload } = await jwtVerify(value, keySetOf(provider), {
+      issuer: provider.issuer,
+      typ: 'at+jwt',
+      requiredClaims: ['exp', 'sub', 'client_id', 'jti'],
+    }));
+  } catch {
+    return undefined;
+  }
+  const clientId = payload['client_id'];
+  const scope = payload['scope'];
+  const act = payload['act'];
+  const cnf = payload['cnf'];
+  if (typeof clientId !== 'string' || typeof payload.sub !== 'string' || (scope !== undefined && typeof scope !== 'string')) {
+    return undefined;
+  }
+  return {
+    format: 'jwt',
+    sub: payload.sub,
+    clientId,
+    scopes: scopeSet(scope),
+    audience: audienceList(payload.aud),
+    exp: payload.exp!,
+    jti: payload.jti!,
+    ...(isObject(act) ? { act } : {}),
+    ...(isObject(cnf) ? cnfOf(cnf['jkt'], cnf['x5t#S256']) : {}),
+  };
+}
+
+/** Scopes are a set of space-separated names: `openid` is not in `openidx`. */
+export function scopeSet(scope: string | undefined): ReadonlySet<string> {
+  return new Set(scope ? scope.split(' ').filter(Boolean) : []);
+}
+
+function audienceList(aud: unknown): string[] {
+  if (typeof aud === 'string') return [aud];
+  return Array.isArray(aud) ? aud.filter((entry): entry is string => typeof entry === 'string') : [];
+}
+
+function cnfOf(jkt: unknown, x5t: unknown): { cnf?: VerifiedAccessToken['cnf'] } {
+  const cnf: NonNullable<VerifiedAccessToken['cnf']> = {};
+  if (typeof jkt === 'string') cnf.jkt = jkt;
+  if (typeof x5t === 'string') cnf['x5t#S256'] = x5t;
+  return Object.keys(cnf).length ? { cnf } : {};
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}

@@ -1,0 +1,147 @@
+import { LRUCache } from 'lru-cache';
+import type { Adapter, AdapterPayload } from 'oidc-provider';
+import type { AtomicConsume } from './contract.js';
+
+export interface MemoryAdapterOptions {
+  /** Most entries kept across all models; the least recently used go first. Default 100,000. */
+  max?: number;
+  /**
+   * Called when an unexpired entry is pushed out by the bound. For a subject
+   * token this means a token that was handed out can no longer be redeemed.
+   */
+  onEvict?: (model: string, id: string) => void;
+}
+
+export interface MemoryAdapterStats {
+  /** Entries currently held. */
+  size: number;
+  /** Unexpired entries pushed out because `max` was reached, by model name. */
+  evictedUnexpired: Record<string, number>;
+}
+
+export interface MemoryAdapterClass {
+  new (name: string): Adapter & AtomicConsume;
+  /** A snapshot of the shared store's size and evictions. */
+  stats(): MemoryAdapterStats;
+  /** Drops every entry (tests and demos). */
+  clear(): void;
+}
+
+const DEFAULT_MAX = 100_000;
+
+/**
+ * An oidc-provider adapter kept in this process, bounded and TTL-aware, with
+ * the atomic `consumeOnce` the subject-token store needs. Every model shares
+ * one LRU, so the bound is a bound on the process. One instance per provider:
+ * several processes need a shared store (see the Redis adapter).
+ */
+export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryAdapterClass {
+  const max = options.max ?? DEFAULT_MAX;
+  if (!Number.isSafeInteger(max) || max < 1) {
+    throw new TypeError('createMemoryAdapter: max must be a positive integer');
+  }
+  const evictedUnexpired: Record<string, number> = {};
+  const storage: LRUCache<string, AdapterPayload | string[] | string> = new LRUCache({
+    max,
+    ttlAutopurge: false,
+    dispose(value, key, reason) {
+      if (reason !== 'evict' || isExpired(value)) return;
+      const separator = key.indexOf(':');
+      const model = key.slice(0, separator);
+      // Index entries (grant, uid, user code) carry no secret state of their own.
+      if (model === 'grant' || model === 'uid' || model === 'userCode') return;
+      evictedUnexpired[model] = (evictedUnexpired[model] ?? 0) + 1;
+      options.onEvict?.(model, key.slice(separator + 1));
+    },
+  });
+
+  class MemoryAdapter implements Adapter, AtomicConsume {
+    readonly #name: string;
+
+    constructor(name: string) {
+      this.#name = name;
+    }
+
+    static stats(): MemoryAdapterStats {
+      return { size: storage.size, evictedUnexpired: { ...evictedUnexpired } };
+    }
+
+    static clear(): void {
+      storage.clear();
+    }
+
+    #key(id: string): string {
+      return `${this.#name}:${id}`;
+    }
+
+    async upsert(id: string, payload: AdapterPayload, expiresIn?: number): Promise<void> {
+      const key = this.#key(id);
+      const ttl = expiresIn ? expiresIn * 1000 : undefined;
+      if (payload.grantId) {
+        const grantKey = `grant:${payload.grantId}`;
+        const keys = storage.get(grantKey);
+        const list = Array.isArray(keys) ? keys : [];
+        list.push(key);
+        storage.set(grantKey, list, { ttl });
+      }
+      if (payload.userCode) {
+        storage.set(`userCode:${payload.userCode}`, id, { ttl });
+      }
+      if (payload.uid) {
+        storage.set(`uid:${payload.uid}`, id, { ttl });
+      }
+      storage.set(key, structuredClone(payload), { ttl });
+    }
+
+    async find(id: string): Promise<AdapterPayload | undefined> {
+      const found = storage.get(this.#key(id));
+      return isPayload(found) ? structuredClone(found) : undefined;
+    }
+
+    async findByUid(uid: string): Promise<AdapterPayload | undefined> {
+      const id = storage.get(`uid:${uid}`);
+      return typeof id === 'string' ? this.find(id) : undefined;
+    }
+
+    async findByUserCode(userCode: string): Promise<AdapterPayload | undefined> {
+      const id = storage.get(`userCode:${userCode}`);
+      return typeof id === 'string' ? this.find(id) : undefined;
+    }
+
+    async consume(id: string): Promise<void> {
+      await this.consumeOnce(id);
+    }
+
+    // JavaScript runs this body without yielding, so check and set are one step.
+    async consumeOnce(id: string): Promise<boolean> {
+      const key = this.#key(id);
+      const found = storage.get(key, { updateAgeOnGet: false });
+      if (!isPayload(found) || found.consumed) return false;
+      found.consumed = Math.floor(Date.now() / 1000);
+      return true;
+    }
+
+    async destroy(id: string): Promise<void> {
+      storage.delete(this.#key(id));
+    }
+
+    async revokeByGrantId(grantId: string): Promise<void> {
+      const grantKey = `grant:${grantId}`;
+      const keys = storage.get(grantKey);
+      if (Array.isArray(keys)) {
+        for (const key of keys) storage.delete(key);
+      }
+      storage.delete(grantKey);
+    }
+  }
+
+  return MemoryAdapter;
+}
+
+function isPayload(value: unknown): value is AdapterPayload {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function isExpired(value: unknown): boolean {
+  return isPayload(value) && typeof value.exp === 'number' && value.exp * 1000 <= Date.now();
+}

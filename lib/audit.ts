@@ -1,0 +1,46 @@
+import type Koa from 'koa';
+import type { Provider } from 'oidc-provider';
+import type { JsonObject } from './options.js';
+
+/** Event names emitted on the provider (`provider.on(name, (event, ctx) => ...)`). */
+export const EVENTS = {
+  subjectTokenCreated: 'impersonation.subject_token.created',
+  subjectTokenRefused: 'impersonation.subject_token.refused',
+  exchangeSucceeded: 'impersonation.exchange.succeeded',
+  exchangeRefused: 'impersonation.exchange.refused',
+} as const;
+
+export type ImpersonationEventName = typeof EVENTS[keyof typeof EVENTS];
+
+/**
+ * What every impersonation event carries. Fields are absent when the step that
+ * learns them was not reached (a refused exchange may not know its subject).
+ * Never a raw token: `subjectTokenId` is a non-secret id.
+ */
+export interface ImpersonationEvent {
+  /** Non-secret id of the subject token. */
+  subjectTokenId?: string;
+  /** The impersonated user. */
+  subject?: string;
+  /** The acting user (from the actor token, or the subject token's actor binding). */
+  actor?: string;
+  /** The client exchanging the token, or, for creation, the client it is bound to. */
+  clientId?: string;
+  /** The Management API caller that created the subject token. */
+  createdBy?: string;
+  resource?: string;
+  scope?: string;
+  /** The creation `context` (ticket, reason, ...). */
+  context?: JsonObject;
+  /** `jti` of the issued access token, on success. */
+  accessTokenId?: string;
+  /** Expiry (seconds since the epoch) of what was created or issued. */
+  expiresAt?: number;
+  /** On refusals: the OAuth error code and its description. */
+  error?: string;
+  reason?: string;
+}
+
+export function emit(provider: Provider, name: ImpersonationEventName, event: ImpersonationEvent, ctx: Koa.Context): void {
+  provider.emit(name, Object.freeze({ ...event }), ctx);
+}

@@ -1,0 +1,81 @@
+import type { AccessToken, ClientCredentials, Configuration, KoaContextWithOIDC } from 'oidc-provider';
+import { errors, invalidRequest } from '../errors.js';
+import type { CustomJwtClaimsFunction, CustomJwtClaimsInput } from '../options.js';
+import type { ActClaim } from './actor.js';
+
+/** Claims that identify, bind or limit a token: no hook may set them. */
+export const RESERVED_CLAIMS: ReadonlySet<string> = new Set([
+  'sub', 'aud', 'iss', 'exp', 'iat', 'nbf', 'jti', 'client_id', 'scope', 'act', 'cnf',
+  // oidc-provider's own payload members, which introspection of opaque tokens would let extra shadow
+  'authorization_details', 'token_type', 'may_act',
+]);
+
+type ExtraTokenClaims = NonNullable<Configuration['extraTokenClaims']>;
+
+/**
+ * Carries the claims an exchange decided from the grant handler to
+ * oidc-provider's `extraTokenClaims`, which runs inside `token.save()`. Keyed by
+ * the token object, so nothing leaks between requests.
+ */
+export class ExchangeClaims {
+  readonly #byToken = new WeakMap<object, Record<string, unknown>>();
+
+  attach(token: AccessToken, claims: Record<string, unknown>): void {
+    this.#byToken.set(token, claims);
+  }
+
+  /** Wraps the deployment's own `extraTokenClaims`; ours are added after, so `act` cannot be shadowed. */
+  wrap(existing: ExtraTokenClaims | undefined): ExtraTokenClaims {
+    const byToken = this.#byToken;
+    return async function extraTokenClaims(ctx: KoaContextWithOIDC, token: AccessToken | ClientCredentials) {
+      const base = existing ? await existing(ctx, token) : undefined;
+      const ours = byToken.get(token);
+      if (!ours) return base;
+      const kept = base ? Object.fromEntries(Object.entries(base).filter(([name]) => !RESERVED_CLAIMS.has(name))) : {};
+      return { ...kept, ...ours };
+    };
+  }
+}
+
+export function actClaims(act: ActClaim | undefined): Record<string, unknown> {
+  return act ? { act } : {};
+}
+
+/**
+ * Runs the integrator's `getCustomJwtClaims` under a deadline and checks what
+ * it returns. Any failure is an `invalid_request` naming the cause; it happens
+ * before the subject token is redeemed, so the token stays usable.
+ */
+export async function runCustomClaims(
+  hook: CustomJwtClaimsFunction,
+  input: CustomJwtClaimsInput,
+  timeoutMs: number,
+): Promise<Record<string, unknown>> {
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(invalidRequest(`getCustomJwtClaims did not answer within ${timeoutMs} ms`)), timeoutMs);
+  });
+  let result: unknown;
+  try {
+    result = await Promise.race([Promise.resolve().then(() => hook(input)), deadline]);
+  } catch (error) {
+    if (error instanceof errors.InvalidRequest) throw error;
+    throw invalidRequest('getCustomJwtClaims failed', error);
+  } finally {
+    clearTimeout(timer);
+  }
+
+  if (typeof result !== 'object' || result === null || Array.isArray(result)) {
+    throw invalidRequest('getCustomJwtClaims must return an object');
+  }
+  const reserved = Object.keys(result).filter((name) => RESERVED_CLAIMS.has(name));
+  if (reserved.length) {
+    throw invalidRequest(`getCustomJwtClaims may not set reserved claims: ${reserved.join(', ')}`);
+  }
+  try {
+    // Claims must survive a JWT or the adapter; a BigInt or a cycle would fail later, at save.
+    return JSON.parse(JSON.stringify(result)) as Record<string, unknown>;
+  } catch (error) {
+    throw invalidRequest('getCustomJwtClaims returned claims that are not JSON', error);
+  }
+}

@@ -1,0 +1,16 @@
+export { createImpersonation } from './plugin.js';
+export type { Impersonation, InstallOptions } from './plugin.js';
+export type {
+  CreationPolicyInput, CustomJwtClaimsFunction, CustomJwtClaimsInput, ExchangePolicyInput, ImpersonationOptions,
+  JsonObject, JsonPrimitive, JsonValue, ManagementAuthResult, ManagementCaller, PolicyDecision, ResolvedOptions,
+} from './options.js';
+export { EVENTS } from './audit.js';
+export type { ImpersonationEvent, ImpersonationEventName } from './audit.js';
+export { ACCESS_TOKEN_TYPE, TOKEN_EXCHANGE_GRANT } from './exchange/grant.js';
+export { RESERVED_CLAIMS } from './exchange/claims.js';
+export type { ActClaim } from './exchange/actor.js';
+export { SUBJECT_TOKEN_PREFIX } from './subject-tokens/token.js';
+export { SUBJECT_TOKEN_MODEL } from './subject-tokens/store.js';
+export { createMemoryAdapter } from './adapters/memory.js';
+export type { MemoryAdapterClass, MemoryAdapterOptions, MemoryAdapterStats } from './adapters/memory.js';
+export type { AtomicAdapter, AtomicConsume } from './adapters/contract.js';

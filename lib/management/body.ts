@@ -1,0 +1,42 @@
+import type Koa from 'koa';
+import { ManagementError } from '../errors.js';
+import type { JsonObject } from '../options.js';
+
+/**
+ * Reads a JSON object body of at most `limit` bytes. Koa leaves body parsing
+ * to the application, and a dependency for one bounded read is not worth it.
+ */
+export async function readJsonObject(ctx: Koa.Context, limit: number): Promise<JsonObject> {
+  if (!ctx.is('application/json')) {
+    throw new ManagementError(400, 'invalid_request', 'Content-Type must be application/json');
+  }
+  const declared = Number(ctx.get('content-length'));
+  if (Number.isFinite(declared) && declared > limit) throw tooLarge(limit);
+
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of ctx.req as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (size > limit) throw tooLarge(limit);
+    chunks.push(chunk);
+  }
+
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+  } catch {
+    throw new ManagementError(400, 'invalid_request', 'body is not valid JSON');
+  }
+  if (!isJsonObject(parsed)) {
+    throw new ManagementError(400, 'invalid_request', 'body must be a JSON object');
+  }
+  return parsed;
+}
+
+export function isJsonObject(value: unknown): value is JsonObject {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function tooLarge(limit: number): ManagementError {
+  return new ManagementError(413, 'request_too_large', `body exceeds ${limit} bytes`);
+}

@@ -1,0 +1,37 @@
+import type Koa from 'koa';
+import type { Provider } from 'oidc-provider';
+import { verifyAccessToken } from '../access-token.js';
+import type { ManagementAuthResult, ResolvedOptions } from '../options.js';
+
+/**
+ * The built-in check of who calls the Management API: a bearer access token
+ * that this provider issued through `client_credentials` for the management
+ * resource, carrying the management scope.
+ */
+export function createCallerCheck(provider: Provider, options: ResolvedOptions) {
+  return async function authenticateManagementRequest(ctx: Koa.Context): Promise<ManagementAuthResult> {
+    const value = bearerToken(ctx.get('authorization'));
+    if (!value) return { error: 'invalid_token', description: 'a Bearer access token is required' };
+
+    const token = await verifyAccessToken(provider, value, 'ClientCredentials');
+    if (!token) return { error: 'invalid_token', description: 'the access token is invalid or expired' };
+    if (token.sub !== token.clientId) {
+      return { error: 'invalid_token', description: 'a client_credentials access token is required' };
+    }
+    if (!token.audience.includes(options.managementResource)) {
+      return { error: 'invalid_token', description: 'the access token is not for the Management API' };
+    }
+    if (token.cnf) {
+      return { error: 'invalid_token', description: 'sender-constrained access tokens are not accepted here' };
+    }
+    if (!token.scopes.has(options.managementScope)) {
+      return { error: 'insufficient_scope', description: `the access token lacks the ${options.managementScope} scope` };
+    }
+    return { clientId: token.clientId };
+  };
+}
+
+function bearerToken(header: string): string | undefined {
+  const match = /^Bearer +([A-Za-z0-9\-._~+/]+=*) *$/i.exec(header);
+  return match?.[1];
+}

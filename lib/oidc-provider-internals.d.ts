@@ -1,0 +1,16 @@
+// Types for the two oidc-provider modules that provider-internals.ts imports.
+// They are outside oidc-provider's semantic versioning and ship no types.
+declare module 'oidc-provider/lib/helpers/grants.js' {
+  export const resolveRequestedResources: (...args: unknown[]) => Promise<unknown[]>;
+  export const validateClientScope: (...args: unknown[]) => Set<string>;
+  export const validateDpop: (...args: unknown[]) => Promise<unknown>;
+  export const checkDpopReplay: (...args: unknown[]) => Promise<void>;
+  export const checkDpopRequired: (...args: unknown[]) => void;
+  export const checkMtlsCert: (...args: unknown[]) => unknown;
+  export const buildTokenResponse: (...args: unknown[]) => Record<string, unknown>;
+}
+
+declare module 'oidc-provider/lib/helpers/weak_cache.js' {
+  const instance: (provider: object) => unknown;
+  export default instance;
+}

@@ -1,0 +1,159 @@
+import type Koa from 'koa';
+import type { Account } from 'oidc-provider';
+
+export type JsonPrimitive = string | number | boolean | null;
+export type JsonValue = JsonPrimitive | JsonObject | JsonValue[];
+export interface JsonObject { [key: string]: JsonValue }
+
+/** A policy answer: `true` allows; `false` or `{ reason }` refuses (the reason goes to the audit event and the error). */
+export type PolicyDecision = boolean | { reason: string };
+
+export interface ManagementCaller {
+  /** The client of the machine-to-machine token that called the Management API. */
+  clientId: string;
+}
+
+/** What a management authenticator decides: a caller, or why not (401 or 403). */
+export type ManagementAuthResult = ManagementCaller | { error: 'invalid_token' | 'insufficient_scope'; description?: string };
+
+export interface CreationPolicyInput {
+  subject: string;
+  account: Account;
+  caller: ManagementCaller;
+  context: JsonObject;
+}
+
+export interface ExchangePolicyInput {
+  clientId: string;
+  subject: string;
+  /** The actor's account id, when an actor token was sent. */
+  actor?: string;
+  resource: string;
+  scope: string[];
+  context: JsonObject;
+}
+
+export interface CustomJwtClaimsInput {
+  /** The claims the access token is about to carry (read-only view). */
+  token: Readonly<Record<string, unknown>>;
+  context: {
+    grant: {
+      type: 'urn:ietf:params:oauth:grant-type:token-exchange';
+      /** The `context` sent when the subject token was created. */
+      subjectTokenContext: JsonObject;
+    };
+    client: { id: string };
+    user: { id: string };
+    actor?: { id: string };
+  };
+  environmentVariables: Readonly<Record<string, string>>;
+}
+
+export type CustomJwtClaimsFunction = (input: CustomJwtClaimsInput) => Record<string, unknown> | Promise<Record<string, unknown>>;
+
+export interface ImpersonationOptions {
+  /** Resource indicator (absolute URI) of the Management API; M2M tokens must be issued for it. */
+  managementResource: string;
+  /** Scope that allows creating subject tokens. Default `subject-tokens:create`. */
+  managementScope?: string;
+  /** Path of the subject-token endpoint. Default `/api/subject-tokens`. */
+  managementPath?: string;
+  /** Lifetime of M2M tokens for the Management API, seconds. Default 300. */
+  managementTokenTTL?: number;
+  /** Format of M2M tokens for the Management API. Default `jwt`. */
+  managementTokenFormat?: 'jwt' | 'opaque';
+  /** Replaces the built-in M2M bearer-token check. */
+  authenticateManagementRequest?: (ctx: Koa.Context) => ManagementAuthResult | Promise<ManagementAuthResult>;
+  /** Subject-token lifetime, seconds. Default 60; at most 3600. */
+  subjectTokenTTL?: number;
+  /** Cap on the impersonation access token's lifetime, seconds; the resource server's TTL wins if lower. Default 900. */
+  accessTokenTTL?: number;
+  /** Largest creation `context`, in bytes of its JSON. Default 2048. */
+  maxContextBytes?: number;
+  /** Creation-time policy: may this user be impersonated at all? */
+  canImpersonate?: (input: CreationPolicyInput) => PolicyDecision | Promise<PolicyDecision>;
+  /** Exchange-time policy: may this client and actor impersonate this subject now? */
+  canExchange?: (input: ExchangePolicyInput) => PolicyDecision | Promise<PolicyDecision>;
+  /** Adds claims to the issued access token (spec 2.7). */
+  getCustomJwtClaims?: CustomJwtClaimsFunction;
+  /** How long `getCustomJwtClaims` may take, milliseconds. Default 2000. */
+  customClaimsTimeout?: number;
+  /** Passed to `getCustomJwtClaims` as `environmentVariables`. Default `{}`. */
+  environmentVariables?: Record<string, string>;
+}
+
+export type ResolvedOptions = Required<Omit<ImpersonationOptions,
+  'authenticateManagementRequest' | 'canImpersonate' | 'canExchange' | 'getCustomJwtClaims'>>
+  & Pick<ImpersonationOptions,
+    'authenticateManagementRequest' | 'canImpersonate' | 'canExchange' | 'getCustomJwtClaims'>;
+
+const DEFAULTS = {
+  managementScope: 'subject-tokens:create',
+  managementPath: '/api/subject-tokens',
+  managementTokenTTL: 300,
+  managementTokenFormat: 'jwt',
+  subjectTokenTTL: 60,
+  accessTokenTTL: 900,
+  maxContextBytes: 2048,
+  customClaimsTimeout: 2000,
+} as const;
+
+const SCOPE_TOKEN = /^[\x21\x23-\x5B\x5D-\x7E]+$/;
+
+/** Checks every option once, at start-up, and names the one that is wrong. */
+export function resolveOptions(input: ImpersonationOptions): ResolvedOptions {
+  if (typeof input !== 'object' || input === null) {
+    throw new TypeError('impersonation options must be an object');
+  }
+  const options: ResolvedOptions = {
+    ...DEFAULTS,
+    environmentVariables: {},
+    ...stripUndefined(input),
+  } as ResolvedOptions;
+
+  const resource = URL.parse(String(options.managementResource));
+  if (typeof options.managementResource !== 'string' || !resource || resource.hash) {
+    fail('managementResource', 'must be an absolute URI without a fragment');
+  }
+  if (!SCOPE_TOKEN.test(options.managementScope)) fail('managementScope', 'must be a single scope name');
+  if (!options.managementPath.startsWith('/')) fail('managementPath', 'must start with "/"');
+  if (options.managementTokenFormat !== 'jwt' && options.managementTokenFormat !== 'opaque') {
+    fail('managementTokenFormat', 'must be "jwt" or "opaque"');
+  }
+  positiveInteger('managementTokenTTL', options.managementTokenTTL, 86_400);
+  positiveInteger('subjectTokenTTL', options.subjectTokenTTL, 3600);
+  positiveInteger('accessTokenTTL', options.accessTokenTTL, 86_400);
+  positiveInteger('maxContextBytes', options.maxContextBytes, 1_048_576);
+  positiveInteger('customClaimsTimeout', options.customClaimsTimeout, 60_000);
+  for (const name of ['authenticateManagementRequest', 'canImpersonate', 'canExchange', 'getCustomJwtClaims'] as const) {
+    if (options[name] !== undefined && typeof options[name] !== 'function') fail(name, 'must be a function');
+  }
+  const env = options.environmentVariables;
+  if (typeof env !== 'object' || env === null || Object.values(env).some((value) => typeof value !== 'string')) {
+    fail('environmentVariables', 'must be an object of strings');
+  }
+  return Object.freeze({ ...options, environmentVariables: Object.freeze({ ...env }) });
+}
+
+function positiveInteger(name: string, value: unknown, max: number): void {
+  if (!Number.isSafeInteger(value) || (value as number) < 1 || (value as number) > max) {
+    fail(name, `must be an integer from 1 to ${max}`);
+  }
+}
+
+function fail(name: string, message: string): never {
+  throw new TypeError(`impersonation option ${name} ${message}`);
+}
+
+function stripUndefined<T extends object>(value: T): Partial<T> {
+  return Object.fromEntries(Object.entries(value).filter(([, entry]) => entry !== undefined)) as Partial<T>;
+}
+
+/** `undefined` when the policy allowed; otherwise the reason it refused. */
+export function refusalReason(decision: PolicyDecision, fallback: string): string | undefined {
+  if (decision === true) return undefined;
+  if (typeof decision === 'object' && decision !== null && typeof decision.reason === 'string' && decision.reason) {
+    return decision.reason;
+  }
+  return fallback;
+}

@@ -1,0 +1,120 @@
+import type Koa from 'koa';
+import type { Configuration, KoaContextWithOIDC, Provider, ResourceServer } from 'oidc-provider';
+import { hasAtomicConsume, instantiateAdapter } from './adapters/contract.js';
+import { createMemoryAdapter } from './adapters/memory.js';
+import { errors } from './errors.js';
+import { ExchangeClaims } from './exchange/claims.js';
+import {
+  createExchangeHandler, EXCHANGE_DUPLICATES, EXCHANGE_PARAMETERS, TOKEN_EXCHANGE_GRANT,
+} from './exchange/grant.js';
+import { createManagementRouter } from './management/router.js';
+import { resolveOptions, type ImpersonationOptions, type ResolvedOptions } from './options.js';
+import { providerAdapter, providerConfiguration } from './provider-internals.js';
+import { SUBJECT_TOKEN_MODEL, SubjectTokenStore } from './subject-tokens/store.js';
+
+export interface InstallOptions {
+  /**
+   * Where to mount the Management API router. Default: the provider itself,
+   * which puts it under the provider's mount path; pass the parent Koa app when
+   * the provider is mounted below it (e.g. at `/oidc`) and the API should not be.
+   */
+  app?: Koa;
+}
+
+export interface Impersonation {
+  /** The validated options, defaults filled in. */
+  readonly options: Readonly<ResolvedOptions>;
+  /**
+   * Returns the provider configuration with what the plugin needs added:
+   * resource indicators for the Management API, the `act` and custom claims in
+   * `extraTokenClaims`, and, when none is set, a memory adapter the provider and
+   * the subject-token store share. Pass the result to `new Provider()`.
+   */
+  configure(configuration: Configuration): Configuration;
+  /** Registers the token-exchange grant and mounts the Management API on a provider built from `configure()`. */
+  install(provider: Provider, installOptions?: InstallOptions): void;
+}
+
+export function createImpersonation(input: ImpersonationOptions): Impersonation {
+  const options = resolveOptions(input);
+  const claims = new ExchangeClaims();
+  const configured = new WeakSet<object>();
+
+  return {
+    options,
+
+    configure(configuration) {
+      const resourceIndicators = configuration.features?.resourceIndicators ?? {};
+      if (resourceIndicators.enabled === false) {
+        throw new TypeError('impersonation needs features.resourceIndicators; do not disable it');
+      }
+      const extraTokenClaims = claims.wrap(configuration.extraTokenClaims);
+      configured.add(extraTokenClaims);
+      return {
+        ...configuration,
+        adapter: configuration.adapter ?? createMemoryAdapter(),
+        extraTokenClaims,
+        features: {
+          ...configuration.features,
+          resourceIndicators: {
+            ...resourceIndicators,
+            enabled: true,
+            getResourceServerInfo: managementResourceInfo(options, resourceIndicators.getResourceServerInfo),
+          },
+        },
+      };
+    },
+
+    install(provider, { app } = {}) {
+      const configuration = providerConfiguration(provider);
+      if (!configured.has(configuration.extraTokenClaims as object)) {
+        throw new TypeError('build the Provider from impersonation.configure(configuration) before install()');
+      }
+      const adapter = instantiateAdapter(providerAdapter(provider), SUBJECT_TOKEN_MODEL);
+      if (!hasAtomicConsume(adapter)) {
+        throw new TypeError('the provider\'s adapter has no consumeOnce(id): subject tokens need an atomic consume '
+          + 'to be single-use (see "Adapters" in the README); use createMemoryAdapter(), the Redis adapter, or add it');
+      }
+      const store = new SubjectTokenStore(adapter);
+      provider.registerGrantType(
+        TOKEN_EXCHANGE_GRANT,
+        createExchangeHandler({ options, store, claims }),
+        [...EXCHANGE_PARAMETERS],
+        [...EXCHANGE_DUPLICATES],
+      );
+      const router = createManagementRouter(provider, options, store);
+      (app ?? provider).use(router.routes()).use(router.allowedMethods());
+    },
+  };
+}
+
+type GetResourceServerInfo = (ctx: KoaContextWithOIDC, resource: string, client: NonNullable<KoaContextWithOIDC['oidc']['client']>)
+  => ResourceServer | Promise<ResourceServer>;
+
+/**
+ * Answers for the Management API resource and passes every other resource to
+ * the deployment's own function. The management scope is handed out only
+ * through `client_credentials`, and only to clients whose `scope` metadata
+ * lists it: oidc-provider checks a client's `scope` only for OIDC scopes, not
+ * for resource scopes, so without this any client could mint itself one.
+ */
+function managementResourceInfo(
+  options: ResolvedOptions,
+  existing: GetResourceServerInfo | undefined,
+): GetResourceServerInfo {
+  return async function getResourceServerInfo(ctx, resource, client) {
+    if (resource !== options.managementResource) {
+      if (!existing) throw new errors.InvalidTarget();
+      return existing(ctx, resource, client);
+    }
+    const allowed = new Set((client.scope ?? '').split(' '));
+    if (ctx.oidc.params?.['grant_type'] !== 'client_credentials' || !allowed.has(options.managementScope)) {
+      throw new errors.InvalidTarget('this client may not obtain tokens for the Management API');
+    }
+    return {
+      scope: options.managementScope,
+      accessTokenFormat: options.managementTokenFormat,
+      accessTokenTTL: options.managementTokenTTL,
+    };
+  };
+}

@@ -1,0 +1,83 @@
+/**
+ * The only module that reaches into oidc-provider beyond its public API. The
+ * grant helpers are what oidc-provider's own grants use, so the exchange gets
+ * the same resource, scope, DPoP and mTLS handling; they sit outside semantic
+ * versioning, hence the pinned peer range and test/provider-internals.test.ts.
+ */
+import * as grants from 'oidc-provider/lib/helpers/grants.js';
+import instance from 'oidc-provider/lib/helpers/weak_cache.js';
+import type {
+  Adapter, AdapterConstructor, AdapterFactory, Configuration, JWKS, KoaContextWithOIDC, Provider, ResourceServerInstance,
+} from 'oidc-provider';
+
+export interface DpopProof {
+  thumbprint: string;
+  jti: string;
+  iat: number;
+}
+
+export interface TokenResponseInput {
+  accessToken: string;
+  expiresIn: number;
+  scope?: string;
+  tokenType: string;
+  issuedTokenType: string;
+}
+
+interface ProviderInternals {
+  configuration: Configuration & { findAccount: NonNullable<Configuration['findAccount']> };
+  jwks: JWKS;
+  Adapter: AdapterConstructor | AdapterFactory;
+}
+
+function internals(provider: Provider): ProviderInternals {
+  const found = instance(provider) as ProviderInternals | undefined;
+  if (!found?.configuration) throw new TypeError('not an oidc-provider instance');
+  return found;
+}
+
+export function providerConfiguration(provider: Provider): ProviderInternals['configuration'] {
+  return internals(provider).configuration;
+}
+
+/** The provider's public signing keys, as its jwks_uri serves them. */
+export function providerJwks(provider: Provider): JWKS {
+  return internals(provider).jwks;
+}
+
+/** The adapter the provider itself stores its models with. */
+export function providerAdapter(provider: Provider): AdapterConstructor | AdapterFactory {
+  return internals(provider).Adapter;
+}
+
+export function resolveRequestedResources(ctx: KoaContextWithOIDC): Promise<ResourceServerInstance[]> {
+  return grants.resolveRequestedResources(ctx.oidc.provider, ctx) as Promise<ResourceServerInstance[]>;
+}
+
+/** Refuses scopes the client's own `scope` metadata does not allow. */
+export function validateClientScope(ctx: KoaContextWithOIDC, scopes: Iterable<string>): void {
+  grants.validateClientScope(ctx.oidc.provider, ctx, new Set(scopes));
+}
+
+export async function validateDpop(ctx: KoaContextWithOIDC): Promise<DpopProof | undefined> {
+  return await grants.validateDpop(ctx.oidc.provider, ctx) as DpopProof | undefined;
+}
+
+export function checkDpopReplay(ctx: KoaContextWithOIDC, proof: DpopProof): Promise<void> {
+  return grants.checkDpopReplay(ctx.oidc.provider, ctx, proof, ctx.oidc.client!.clientId);
+}
+
+export function checkDpopRequired(ctx: KoaContextWithOIDC, proof: DpopProof | undefined): void {
+  grants.checkDpopRequired(ctx.oidc.provider, ctx, proof);
+}
+
+/** The client certificate, when the client uses certificate-bound access tokens. */
+export function checkMtlsCert(ctx: KoaContextWithOIDC): string | undefined {
+  return grants.checkMtlsCert(ctx.oidc.provider, ctx) as string | undefined;
+}
+
+export function buildTokenResponse(ctx: KoaContextWithOIDC, input: TokenResponseInput): Record<string, unknown> {
+  return grants.buildTokenResponse(ctx.oidc.provider, input);
+}
+
+export type { Adapter };

@@ -1,0 +1,109 @@
+import type { Adapter, AdapterPayload } from 'oidc-provider';
+import type { AtomicAdapter } from '../adapters/contract.js';
+import type { JsonObject } from '../options.js';
+import { hashSubjectToken, mintSubjectToken, newSubjectTokenId } from './token.js';
+
+/** The adapter model name the subject tokens are kept under. */
+export const SUBJECT_TOKEN_MODEL = 'SubjectToken';
+
+/**
+ * How long a redeemed or expired record outlives its expiry, so that a late
+ * replay is told "already used" or "expired" instead of "unknown".
+ */
+const TOMBSTONE_SECONDS = 300;
+
+export interface SubjectTokenRecord {
+  /** Non-secret id for audit events. */
+  id: string;
+  /** The impersonated user (account id). */
+  subject: string;
+  context: JsonObject;
+  /** The client of the Management API caller that asked for it. */
+  createdBy: string;
+  /** Optional binding: only this client may redeem it. */
+  clientId?: string;
+  /** Optional binding: only this actor (account id) may redeem it. */
+  actor?: string;
+  iat: number;
+  exp: number;
+  /** Set once, by the atomic consume. */
+  consumed?: number;
+}
+
+export interface NewSubjectToken {
+  subject: string;
+  context: JsonObject;
+  createdBy: string;
+  clientId?: string;
+  actor?: string;
+  ttl: number;
+}
+
+export type FoundSubjectToken =
+  | { state: 'unknown' }
+  | { state: 'consumed' | 'expired' | 'valid'; key: string; record: SubjectTokenRecord };
+
+/** Save, find and redeem-once, on top of an adapter that stores only the token's hash. */
+export class SubjectTokenStore {
+  readonly #adapter: AtomicAdapter;
+
+  constructor(adapter: AtomicAdapter) {
+    this.#adapter = adapter;
+  }
+
+  async create(input: NewSubjectToken): Promise<{ value: string; record: SubjectTokenRecord }> {
+    const value = mintSubjectToken();
+    const iat = nowSeconds();
+    const record: SubjectTokenRecord = {
+      id: newSubjectTokenId(),
+      subject: input.subject,
+      context: input.context,
+      createdBy: input.createdBy,
+      ...(input.clientId === undefined ? {} : { clientId: input.clientId }),
+      ...(input.actor === undefined ? {} : { actor: input.actor }),
+      iat,
+      exp: iat + input.ttl,
+    };
+    await this.#adapter.upsert(hashSubjectToken(value), toPayload(record), input.ttl + TOMBSTONE_SECONDS);
+    return { value, record };
+  }
+
+  async find(value: string): Promise<FoundSubjectToken> {
+    const key = hashSubjectToken(value);
+    const payload = await this.#adapter.find(key);
+    const record = payload ? fromPayload(payload) : undefined;
+    if (!record) return { state: 'unknown' };
+    if (record.consumed) return { state: 'consumed', key, record };
+    if (record.exp <= nowSeconds()) return { state: 'expired', key, record };
+    return { state: 'valid', key, record };
+  }
+
+  /** True for exactly one caller per token; false when someone else already redeemed it. */
+  redeem(key: string): Promise<boolean> {
+    return this.#adapter.consumeOnce(key);
+  }
+}
+
+function nowSeconds(): number {
+  return Math.floor(Date.now() / 1000);
+}
+
+function toPayload(record: SubjectTokenRecord): AdapterPayload {
+  // `kind` lets an adapter that lists entries tell ours from oidc-provider's.
+  return { kind: SUBJECT_TOKEN_MODEL, ...record } as unknown as AdapterPayload;
+}
+
+function fromPayload(payload: AdapterPayload): SubjectTokenRecord | undefined {
+  const candidate = payload as unknown as Partial<SubjectTokenRecord> & { kind?: unknown };
+  if (
+    candidate.kind !== SUBJECT_TOKEN_MODEL
+    || typeof candidate.id !== 'string'
+    || typeof candidate.subject !== 'string'
+    || typeof candidate.exp !== 'number'
+  ) {
+    return undefined;
+  }
+  return candidate as SubjectTokenRecord;
+}
+
+export type { Adapter };

@@ -1,0 +1,29 @@
+import { createHash, randomBytes } from 'node:crypto';
+
+/** Every subject token starts with this, so secret scanners can recognise a leaked one. */
+export const SUBJECT_TOKEN_PREFIX = 'ist_';
+
+const RANDOM_BYTES = 32; // 256 bits
+const SHAPE = new RegExp(`^${SUBJECT_TOKEN_PREFIX}[A-Za-z0-9_-]{43}$`);
+
+export function mintSubjectToken(): string {
+  return SUBJECT_TOKEN_PREFIX + randomBytes(RANDOM_BYTES).toString('base64url');
+}
+
+/** A value that cannot be ours is refused before any store round trip. */
+export function looksLikeSubjectToken(value: string): boolean {
+  return SHAPE.test(value);
+}
+
+/**
+ * The store key. A fast unsalted hash is enough: the input has 256 bits of
+ * randomness, so neither guessing nor a precomputed table can invert it.
+ */
+export function hashSubjectToken(value: string): string {
+  return createHash('sha256').update(value).digest('base64url');
+}
+
+/** A non-secret id for audit trails: it names a token without allowing its redemption. */
+export function newSubjectTokenId(): string {
+  return `stid_${randomBytes(12).toString('base64url')}`;
+}
