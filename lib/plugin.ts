@@ -12,6 +12,8 @@ import { resolveOptions, type ImpersonationOptions, type ResolvedOptions } from 
 import { providerAdapter, providerConfiguration } from './provider-internals.js';
 import { SUBJECT_TOKEN_MODEL, SubjectTokenStore } from './subject-tokens/store.js';
 
+const DEFAULT_SCOPES = ['openid', 'offline_access'];
+
 export interface InstallOptions {
   /**
    * Where to mount the Management API router. Default: the provider itself,
@@ -53,6 +55,8 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
       return {
         ...configuration,
         adapter: configuration.adapter ?? createMemoryAdapter(),
+        // Listed so that a client's `scope` metadata may name it (that is how a client is allowed it).
+        scopes: [...new Set([...configuration.scopes ?? DEFAULT_SCOPES, options.managementScope])],
         extraTokenClaims,
         features: {
           ...configuration.features,

@@ -1,0 +1,177 @@
+import { createHash, randomBytes } from 'node:crypto';
+import type { AddressInfo } from 'node:net';
+import { createServer, type Server } from 'node:http';
+import type Koa from 'koa';
+import Provider, { errors, type Configuration, type KoaContextWithOIDC } from 'oidc-provider';
+import { createImpersonation, type ImpersonationOptions, type MemoryAdapterClass } from '../../lib/index.js';
+import { testAdapter } from './adapter.js';
+import type { AdapterSource } from '../../lib/adapters/contract.js';
+
+export const TOKEN_EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';
+export const ACCESS_TOKEN = 'urn:ietf:params:oauth:token-type:access_token';
+export const API = 'https://api.example.com';
+export const OPAQUE_API = 'https://opaque.example.com';
+export const ACTOR_API = 'https://actor.example.com';
+export const MANAGEMENT = 'https://id.example.com/api';
+export const MANAGEMENT_SCOPE = 'subject-tokens:create';
+export const REDIRECT_URI = 'http://127.0.0.1/callback';
+
+export const CLIENTS = {
+  console: { client_id: 'support-console' },
+  web: { client_id: 'support-web', client_secret: 'support-web-secret' },
+  backend: { client_id: 'impersonation-backend', client_secret: 'backend-secret' },
+  noScopeBackend: { client_id: 'plain-m2m', client_secret: 'plain-m2m-secret' },
+  notAllowed: { client_id: 'no-exchange', client_secret: 'no-exchange-secret' },
+} as const;
+
+export const USERS = ['alice', 'bob', 'carol', 'admin'];
+
+export interface TestProvider {
+  provider: Provider;
+  issuer: string;
+  /** Base URL of the HTTP server (token endpoint at `${base}/token`). */
+  base: string;
+  server: Server;
+  adapter: AdapterSource;
+  close(): Promise<void>;
+}
+
+export interface TestProviderOptions {
+  plugin?: Partial<ImpersonationOptions>;
+  configuration?: Partial<Configuration>;
+  adapter?: AdapterSource;
+}
+
+/** A real provider with the plugin, listening on 127.0.0.1 on a free port. */
+export async function startProvider(options: TestProviderOptions = {}): Promise<TestProvider> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const issuer = base;
+  const adapter = options.adapter ?? await testAdapter();
+
+  const impersonation = createImpersonation({
+    managementResource: MANAGEMENT,
+    ...options.plugin,
+  });
+  const configuration = impersonation.configure({
+    adapter,
+    clients: [
+      {
+        client_id: CLIENTS.console.client_id,
+        token_endpoint_auth_method: 'none',
+        grant_types: ['authorization_code', TOKEN_EXCHANGE],
+        response_types: ['code'],
+        redirect_uris: [REDIRECT_URI],
+      },
+      {
+        ...CLIENTS.web,
+        token_endpoint_auth_method: 'client_secret_basic',
+        grant_types: ['authorization_code', TOKEN_EXCHANGE],
+        response_types: ['code'],
+        redirect_uris: [REDIRECT_URI],
+      },
+      {
+        ...CLIENTS.backend,
+        token_endpoint_auth_method: 'client_secret_basic',
+        grant_types: ['client_credentials'],
+        response_types: [],
+        redirect_uris: [],
+        scope: MANAGEMENT_SCOPE,
+      },
+      {
+        ...CLIENTS.noScopeBackend,
+        token_endpoint_auth_method: 'client_secret_basic',
+        grant_types: ['client_credentials'],
+        response_types: [],
+        redirect_uris: [],
+      },
+      {
+        ...CLIENTS.notAllowed,
+        token_endpoint_auth_method: 'client_secret_basic',
+        grant_types: ['authorization_code'],
+        response_types: ['code'],
+        redirect_uris: [REDIRECT_URI],
+      },
+    ],
+    findAccount(_ctx: KoaContextWithOIDC, sub: string) {
+      if (!USERS.includes(sub)) return undefined;
+      return { accountId: sub, claims: () => ({ sub, name: sub }) };
+    },
+    scopes: ['openid', 'profile', 'offline_access'],
+    claims: { openid: ['sub'], profile: ['name'] },
+    pkce: { required: () => true },
+    features: {
+      devInteractions: { enabled: false },
+      clientCredentials: { enabled: true },
+      introspection: { enabled: true },
+      revocation: { enabled: true },
+      resourceIndicators: {
+        enabled: true,
+        defaultResource: () => undefined,
+        useGrantedResource: () => true,
+        getResourceServerInfo(_ctx, resource) {
+          switch (resource) {
+            case API: return { scope: 'profile:read profile:write', accessTokenFormat: 'jwt', accessTokenTTL: 3600 };
+            case OPAQUE_API: return { scope: 'read write', accessTokenFormat: 'opaque', accessTokenTTL: 120 };
+            case ACTOR_API: return { scope: 'openid profile:read', accessTokenFormat: 'jwt' };
+            default: throw new errors.InvalidTarget();
+          }
+        },
+      },
+    },
+    ttl: {
+      AccessToken: (_ctx, token) => token.resourceServer?.accessTokenTTL ?? 3600,
+      ClientCredentials: (_ctx, token) => token.resourceServer?.accessTokenTTL ?? 600,
+      Grant: 3600,
+      Interaction: 600,
+      Session: 3600,
+      AuthorizationCode: 60,
+      IdToken: 3600,
+    },
+    interactions: { url: (_ctx, interaction) => `/interaction/${interaction.uid}` },
+    ...options.configuration,
+  });
+
+  const provider = new Provider(issuer, configuration);
+  impersonation.install(provider);
+  provider.use(loginRoutes(provider));
+  server.on('request', provider.callback());
+  return {
+    provider,
+    issuer,
+    base,
+    server,
+    adapter,
+    close: () => new Promise((resolve) => {
+      server.closeAllConnections();
+      server.close(() => resolve());
+    }),
+  };
+}
+
+/** A scripted login: POST /interaction/:uid/login with `login`, granting what was asked. */
+function loginRoutes(provider: Provider): Koa.Middleware {
+  return async (ctx, next) => {
+    const match = /^\/interaction\/([^/]+)\/login$/.exec(ctx.path);
+    if (!match || ctx.method !== 'POST') return next();
+    const details = await provider.interactionDetails(ctx.req, ctx.res);
+    const login = String(ctx.query['login']);
+    const grant = new provider.Grant({ accountId: login, clientId: String(details.params['client_id']) });
+    grant.addOIDCScope(String(details.params['scope']));
+    const resource = details.params['resource'];
+    if (typeof resource === 'string') grant.addResourceScope(resource, String(details.params['scope']));
+    const grantId = await grant.save();
+    ctx.redirect(await provider.interactionResult(ctx.req, ctx.res, {
+      login: { accountId: login },
+      consent: { grantId },
+    }, { mergeWithLastSubmission: false }));
+  };
+}
+
+export function pkcePair(): { verifier: string; challenge: string } {
+  const verifier = randomBytes(32).toString('base64url');
+  return { verifier, challenge: createHash('sha256').update(verifier).digest('base64url') };
+}
+
+export type { MemoryAdapterClass };
