@@ -44,3 +44,15 @@ export interface ImpersonationEvent {
 export function emit(provider: Provider, name: ImpersonationEventName, event: ImpersonationEvent, ctx: Koa.Context): void {
   provider.emit(name, Object.freeze({ ...event }), ctx);
 }
+
+export type ImpersonationListener = (event: ImpersonationEvent, ctx: Koa.Context) => void;
+
+/**
+ * Subscribes to an impersonation event with its types (oidc-provider's typings
+ * know only its own events); returns the unsubscribe function.
+ */
+export function onImpersonationEvent(provider: Provider, name: ImpersonationEventName, listener: ImpersonationListener): () => void {
+  const emitter = provider as unknown as NodeJS.EventEmitter;
+  emitter.on(name, listener);
+  return () => { emitter.off(name, listener); };
+}

@@ -4,8 +4,8 @@ export type {
   CreationPolicyInput, CustomJwtClaimsFunction, CustomJwtClaimsInput, ExchangePolicyInput, ImpersonationOptions,
   JsonObject, JsonPrimitive, JsonValue, ManagementAuthResult, ManagementCaller, PolicyDecision, ResolvedOptions,
 } from './options.js';
-export { EVENTS } from './audit.js';
-export type { ImpersonationEvent, ImpersonationEventName } from './audit.js';
+export { EVENTS, onImpersonationEvent } from './audit.js';
+export type { ImpersonationEvent, ImpersonationEventName, ImpersonationListener } from './audit.js';
 export { ACCESS_TOKEN_TYPE, TOKEN_EXCHANGE_GRANT } from './exchange/grant.js';
 export { RESERVED_CLAIMS } from './exchange/claims.js';
 export type { ActClaim } from './exchange/actor.js';

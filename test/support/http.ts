@@ -49,10 +49,10 @@ export async function tokenRequest(
 export async function m2mToken(
   tp: TestProvider,
   client: ClientCredentials = CLIENTS.backend,
-  scope: string | undefined = MANAGEMENT_SCOPE,
+  scope: string | null = MANAGEMENT_SCOPE,
   resource: string = MANAGEMENT,
 ): Promise<string> {
-  const result = await tokenRequest(tp, { grant_type: 'client_credentials', scope, resource }, client);
+  const result = await tokenRequest(tp, { grant_type: 'client_credentials', scope: scope ?? undefined, resource }, client);
   if (result.status !== 200) throw new Error(`client_credentials failed: ${JSON.stringify(result.body)}`);
   return result.body['access_token'] as string;
 }
