@@ -6,6 +6,7 @@
  */
 import * as grants from 'oidc-provider/lib/helpers/grants.js';
 import instance from 'oidc-provider/lib/helpers/weak_cache.js';
+import { errors } from 'oidc-provider';
 import type {
   Adapter, AdapterConstructor, AdapterFactory, Configuration, JWKS, KoaContextWithOIDC, Provider, ResourceServerInstance,
 } from 'oidc-provider';
@@ -63,12 +64,13 @@ export async function validateDpop(ctx: KoaContextWithOIDC): Promise<DpopProof |
   return await grants.validateDpop(ctx.oidc.provider, ctx) as DpopProof | undefined;
 }
 
+/** A replayed proof is an invalid proof (RFC 9449 `invalid_dpop_proof`), not an invalid grant. */
 export function checkDpopReplay(ctx: KoaContextWithOIDC, proof: DpopProof): Promise<void> {
-  return grants.checkDpopReplay(ctx.oidc.provider, ctx, proof, ctx.oidc.client!.clientId);
+  return grants.checkDpopReplay(ctx.oidc.provider, ctx, proof, ctx.oidc.client!.clientId, errors.InvalidDpopProof);
 }
 
 export function checkDpopRequired(ctx: KoaContextWithOIDC, proof: DpopProof | undefined): void {
-  grants.checkDpopRequired(ctx.oidc.provider, ctx, proof);
+  grants.checkDpopRequired(ctx.oidc.provider, ctx, proof, errors.InvalidRequest);
 }
 
 /** The client certificate, when the client uses certificate-bound access tokens. */

@@ -116,7 +116,9 @@ class Jar {
 export async function userAccessToken(
   tp: TestProvider,
   user: string,
-  { client = CLIENTS.console, scope = 'openid profile', resource }: { client?: ClientCredentials; scope?: string; resource?: string } = {},
+  { client = CLIENTS.console, scope = 'openid profile', resource, headers = {} }: {
+    client?: ClientCredentials; scope?: string; resource?: string; headers?: Record<string, string>;
+  } = {},
 ): Promise<string> {
   const jar = new Jar();
   const { verifier, challenge } = pkcePair();
@@ -163,7 +165,7 @@ export async function userAccessToken(
     redirect_uri: REDIRECT_URI,
     code_verifier: verifier,
     ...(resource ? { resource } : {}),
-  }, client);
+  }, client, headers);
   if (result.status !== 200) throw new Error(`code redemption failed: ${JSON.stringify(result.body)}`);
   return result.body['access_token'] as string;
 }

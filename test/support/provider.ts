@@ -114,7 +114,7 @@ export async function startProvider(options: TestProviderOptions = {}): Promise<
           switch (resource) {
             case API: return { scope: 'profile:read profile:write', accessTokenFormat: 'jwt', accessTokenTTL: 3600 };
             case OPAQUE_API: return { scope: 'read write', accessTokenFormat: 'opaque', accessTokenTTL: 120 };
-            case ACTOR_API: return { scope: 'openid profile:read', accessTokenFormat: 'jwt' };
+            case ACTOR_API: return { scope: 'openid openidx profile:read', accessTokenFormat: 'jwt' };
             default: throw new errors.InvalidTarget();
           }
         },
