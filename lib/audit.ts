@@ -42,7 +42,7 @@ export interface ImpersonationEvent {
 }
 
 export function emit(provider: Provider, name: ImpersonationEventName, event: ImpersonationEvent, ctx: Koa.Context): void {
-  provider.emit(name, Object.freeze({ ...event }), ctx);
+  (provider as unknown as NodeJS.EventEmitter).emit(name, Object.freeze({ ...event }), ctx);
 }
 
 export type ImpersonationListener = (event: ImpersonationEvent, ctx: Koa.Context) => void;

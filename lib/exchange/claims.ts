@@ -24,13 +24,21 @@ export class ExchangeClaims {
     this.#byToken.set(token, claims);
   }
 
-  /** Wraps the deployment's own `extraTokenClaims`; ours are added after, so `act` cannot be shadowed. */
+  /**
+   * Wraps the deployment's own `extraTokenClaims`. Ours are added after its
+   * claims, minus the reserved ones; `act` is dropped from every token it
+   * shapes, so only an exchange can ever put an actor into a token.
+   */
   wrap(existing: ExtraTokenClaims | undefined): ExtraTokenClaims {
     const byToken = this.#byToken;
     return async function extraTokenClaims(ctx: KoaContextWithOIDC, token: AccessToken | ClientCredentials) {
       const base = existing ? await existing(ctx, token) : undefined;
       const ours = byToken.get(token);
-      if (!ours) return base;
+      if (!ours) {
+        if (!base || !('act' in base)) return base;
+        const { act: _dropped, ...rest } = base;
+        return rest;
+      }
       const kept = base ? Object.fromEntries(Object.entries(base).filter(([name]) => !RESERVED_CLAIMS.has(name))) : {};
       return { ...kept, ...ours };
     };
