@@ -1,0 +1,104 @@
+import { expect } from 'chai';
+import { createMemoryAdapter } from '../lib/index.js';
+
+describe('memory adapter', () => {
+  it('stores, finds, destroys and isolates models', async () => {
+    const Memory = createMemoryAdapter();
+    const tokens = new Memory('AccessToken');
+    const codes = new Memory('AuthorizationCode');
+    await tokens.upsert('a', { jti: 'a', grantId: 'g1' }, 60);
+    expect(await tokens.find('a')).to.deep.equal({ jti: 'a', grantId: 'g1' });
+    expect(await codes.find('a')).to.equal(undefined);
+    await tokens.destroy('a');
+    expect(await tokens.find('a')).to.equal(undefined);
+  });
+
+  it('returns copies, so a caller cannot change what is stored', async () => {
+    const tokens = new (createMemoryAdapter())('AccessToken');
+    await tokens.upsert('a', { jti: 'a', scope: 'read' }, 60);
+    const found = (await tokens.find('a'))!;
+    found.scope = 'write';
+    expect((await tokens.find('a'))!.scope).to.equal('read');
+  });
+
+  it('forgets entries when expiresIn runs out', async () => {
+    const tokens = new (createMemoryAdapter())('AccessToken');
+    await tokens.upsert('a', { jti: 'a' }, 1);
+    expect(await tokens.find('a')).to.not.equal(undefined);
+    await new Promise((resolve) => setTimeout(resolve, 1100));
+    expect(await tokens.find('a')).to.equal(undefined);
+  });
+
+  it('finds by uid and by user code, and revokes by grant id', async () => {
+    const Memory = createMemoryAdapter();
+    const sessions = new Memory('Session');
+    const devices = new Memory('DeviceCode');
+    const tokens = new Memory('AccessToken');
+    await sessions.upsert('s', { uid: 'u-1' }, 60);
+    await devices.upsert('d', { userCode: 'ABCD-EFGH' }, 60);
+    await tokens.upsert('t1', { grantId: 'g' }, 60);
+    await tokens.upsert('t2', { grantId: 'g' }, 60);
+    await tokens.upsert('t3', { grantId: 'other' }, 60);
+    expect(await sessions.findByUid('u-1')).to.deep.equal({ uid: 'u-1' });
+    expect(await sessions.findByUid('nope')).to.equal(undefined);
+    expect(await devices.findByUserCode('ABCD-EFGH')).to.deep.equal({ userCode: 'ABCD-EFGH' });
+    expect(await devices.findByUserCode('nope')).to.equal(undefined);
+    await tokens.revokeByGrantId('g');
+    expect(await tokens.find('t1')).to.equal(undefined);
+    expect(await tokens.find('t2')).to.equal(undefined);
+    expect(await tokens.find('t3')).to.not.equal(undefined);
+  });
+
+  describe('consumeOnce: the atomic-consume contract', () => {
+    it('is true for exactly one of many concurrent callers', async () => {
+      const store = new (createMemoryAdapter())('SubjectToken');
+      await store.upsert('k', { jti: 'k' }, 60);
+      const results = await Promise.all(Array.from({ length: 50 }, () => store.consumeOnce('k')));
+      expect(results.filter(Boolean)).to.have.length(1);
+      expect((await store.find('k'))!.consumed).to.be.a('number');
+    });
+
+    it('is false for a missing or expired entry', async () => {
+      const store = new (createMemoryAdapter())('SubjectToken');
+      expect(await store.consumeOnce('missing')).to.equal(false);
+      await store.upsert('short', { jti: 'short' }, 1);
+      await new Promise((resolve) => setTimeout(resolve, 1100));
+      expect(await store.consumeOnce('short')).to.equal(false);
+    });
+
+    it('backs oidc-provider\'s consume()', async () => {
+      const codes = new (createMemoryAdapter())('AuthorizationCode');
+      await codes.upsert('c', { jti: 'c' }, 60);
+      await codes.consume('c');
+      expect((await codes.find('c'))!.consumed).to.be.a('number');
+      expect(await codes.consumeOnce('c')).to.equal(false);
+    });
+  });
+
+  describe('the bound', () => {
+    it('evicts least recently used entries and counts unexpired ones by model, with a callback', async () => {
+      const evicted: string[] = [];
+      const Memory = createMemoryAdapter({ max: 3, onEvict: (model, id) => evicted.push(`${model}:${id}`) });
+      const store = new Memory('SubjectToken');
+      for (const id of ['a', 'b', 'c', 'd', 'e']) await store.upsert(id, { jti: id, exp: Math.floor(Date.now() / 1000) + 60 }, 60);
+      expect(await store.find('a')).to.equal(undefined);
+      expect(await store.find('e')).to.not.equal(undefined);
+      expect(evicted).to.deep.equal(['SubjectToken:a', 'SubjectToken:b']);
+      expect(Memory.stats()).to.deep.equal({ size: 3, evictedUnexpired: { SubjectToken: 2 } });
+      Memory.clear();
+      expect(Memory.stats().size).to.equal(0);
+    });
+
+    it('does not count entries that had already expired', async () => {
+      const Memory = createMemoryAdapter({ max: 1 });
+      const store = new Memory('SubjectToken');
+      await store.upsert('old', { jti: 'old', exp: Math.floor(Date.now() / 1000) - 1 }, 60);
+      await store.upsert('new', { jti: 'new' }, 60);
+      expect(Memory.stats().evictedUnexpired).to.deep.equal({});
+    });
+
+    it('refuses a bound that is not a positive integer', () => {
+      expect(() => createMemoryAdapter({ max: 0 })).to.throw(TypeError, /max/);
+    });
+  });
+});

@@ -1,0 +1,41 @@
+import { expect } from 'chai';
+import * as grants from 'oidc-provider/lib/helpers/grants.js';
+import { providerAdapter, providerConfiguration, providerJwks } from '../lib/provider-internals.js';
+import { startProvider, type TestProvider } from './support/provider.js';
+
+// oidc-provider's internals are outside its semantic versioning. If an upgrade
+// moves them, this file fails first, naming what moved.
+describe('provider-internals: the one deep import into oidc-provider', () => {
+  let tp: TestProvider;
+  before(async () => { tp = await startProvider(); });
+  after(() => tp.close());
+
+  it('finds every grant helper the exchange uses', () => {
+    for (const name of [
+      'resolveRequestedResources', 'validateClientScope', 'validateDpop', 'checkDpopReplay', 'checkDpopRequired', 'checkMtlsCert', 'buildTokenResponse',
+    ] as const) {
+      expect(grants[name], name).to.be.a('function');
+    }
+  });
+
+  it('reads the configuration the provider was built with', () => {
+    const configuration = providerConfiguration(tp.provider);
+    expect(configuration.findAccount).to.be.a('function');
+    expect(configuration.extraTokenClaims).to.be.a('function');
+  });
+
+  it('reads the provider\'s adapter', () => {
+    expect(providerAdapter(tp.provider)).to.equal(tp.adapter);
+  });
+
+  it('reads the public signing keys the jwks_uri serves, without private parts', async () => {
+    const served = await (await fetch(`${tp.base}/jwks`)).json();
+    const jwks = providerJwks(tp.provider);
+    expect(JSON.parse(JSON.stringify(jwks))).to.deep.equal(served);
+    for (const key of jwks.keys) expect(key).to.not.have.property('d');
+  });
+
+  it('refuses something that is not a provider', () => {
+    expect(() => providerConfiguration({} as never)).to.throw(TypeError, /oidc-provider/);
+  });
+});
