@@ -1,0 +1,249 @@
+import { Redis, type Cluster, type RedisOptions } from 'ioredis';
+import type { Adapter, AdapterPayload } from 'oidc-provider';
+import type { AtomicConsume } from './contract.js';
+
+export interface RedisAdapterOptions {
+  /**
+   * A client you own (`Redis` or `Cluster`); the adapter never closes it.
+   * Give it `REDIS_CLIENT_OPTIONS` so that an outage fails fast and nothing is
+   * replayed after the caller was told it failed.
+   */
+  client?: Redis | Cluster;
+  /** Where to connect when no client is given. Default `redis://127.0.0.1:6379`. */
+  url?: string;
+  /** Put in front of every key, so that several deployments can share one server. Default `oidc:`. */
+  keyPrefix?: string;
+}
+
+export interface RedisAdapterClass {
+  new (name: string): Adapter & AtomicConsume;
+  /** Closes the connection opened from `url`; a client passed in is left to its owner. */
+  disconnect(): Promise<void>;
+}
+
+/**
+ * Client options for an identity service: a call fails within about a second
+ * when Redis is down instead of waiting in a queue, and a command is never
+ * sent again after its caller got an error. A replayed `consumeOnce` would burn
+ * a subject token whose exchange was answered with an error.
+ */
+export const REDIS_CLIENT_OPTIONS = {
+  enableOfflineQueue: false,
+  autoResendUnfulfilledCommands: false,
+  // Rejects the commands in flight as soon as the connection drops.
+  maxRetriesPerRequest: 0,
+  // Bounds a call on a connection that died without closing.
+  commandTimeout: 2000,
+  connectTimeout: 2000,
+  // Never gives up, so the service serves again as soon as Redis is back.
+  retryStrategy: (attempt: number) => Math.min(attempt * 50, 500),
+} satisfies RedisOptions;
+
+/** How long a call waits for a (re)connection before it fails; longer than the longest retry delay. */
+const READY_WAIT_MS = 1000;
+
+/** oidc-provider's models whose entries revokeByGrantId removes, as in its own memory adapter. */
+const GRANTABLE = new Set([
+  'AccessToken', 'AuthorizationCode', 'RefreshToken', 'DeviceCode', 'BackchannelAuthenticationRequest', 'PreAuthorizedCode',
+]);
+
+/*
+ * Every script touches one key only, so each runs unchanged on Redis Cluster.
+ * Scripts are sent by EVALSHA (ioredis falls back to EVAL once after a
+ * NOSCRIPT, which is safe: NOSCRIPT means nothing ran).
+ */
+const SCRIPTS = {
+  // The payload stays opaque to Lua: only the `consumed` field is set, in
+  // place, which also keeps the key's TTL. Decoding and re-encoding the JSON
+  // with cjson would turn [] into {} and round numbers to 14 digits.
+  impersonationConsumeOnce: `
+if redis.call('HEXISTS', KEYS[1], 'payload') == 0 then return 0 end
+return redis.call('HSETNX', KEYS[1], 'consumed', ARGV[1])`,
+  // Replaces the whole entry, so that a `consumed` of an earlier version cannot survive.
+  impersonationWrite: `
+redis.call('DEL', KEYS[1])
+redis.call('HSET', KEYS[1], 'payload', ARGV[1])
+if ARGV[2] ~= '' then redis.call('HSET', KEYS[1], 'consumed', ARGV[2]) end
+if tonumber(ARGV[3]) > 0 then redis.call('PEXPIRE', KEYS[1], ARGV[3]) end
+return 1`,
+  // The index must outlive its longest-lived member, or revokeByGrantId would
+  // miss that token: the TTL only grows, and a member without one makes the
+  // index permanent. Plain EXPIRE GT would need Redis 7.
+  impersonationAddToGrant: `
+local before = redis.call('PTTL', KEYS[1])
+redis.call('SADD', KEYS[1], ARGV[1])
+local ttl = tonumber(ARGV[2])
+if ttl <= 0 then redis.call('PERSIST', KEYS[1])
+elseif before == -2 or (before >= 0 and before < ttl) then redis.call('PEXPIRE', KEYS[1], ttl) end
+return 1`,
+} as const;
+
+interface Scripts {
+  impersonationConsumeOnce(key: string, now: number): Promise<number>;
+  impersonationWrite(key: string, payload: string, consumed: string, ttlMs: number): Promise<number>;
+  impersonationAddToGrant(key: string, member: string, ttlMs: number): Promise<number>;
+}
+
+type ScriptedClient = (Redis | Cluster) & Scripts;
+
+/**
+ * An oidc-provider adapter on Redis (ioredis; Redis 6/7, Valkey) for every
+ * model oidc-provider stores and for the plugin's subject tokens, with the
+ * atomic `consumeOnce` as one script call.
+ *
+ * Key layout, P being `keyPrefix`:
+ *   P<Model>:{<id>}               hash: `payload` (JSON), `consumed` (JSON, set once)
+ *   P<Model>:uid:{<uid>}          string: the id (Session, for findByUid)
+ *   P<Model>:userCode:{<code>}    string: the id (DeviceCode, for findByUserCode)
+ *   Pgrant:{<grantId>}            set: entry keys of the grant's tokens (revokeByGrantId)
+ * Redis Cluster hashes only the first {...} of a key. The grant's record
+ * (P`Grant:{<grantId>}`) and its index share the slot of the grant id; a
+ * token's own key cannot carry its grant id, since find(id) receives only the
+ * token's id. Nothing here needs two keys in one slot: every command and script
+ * names a single key. A {tag} in `keyPrefix` comes first and so wins, which
+ * puts a whole deployment into one slot.
+ */
+export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdapterClass {
+  if (options.client && options.url) throw new TypeError('createRedisAdapter: pass client or url, not both');
+  const prefix = options.keyPrefix ?? 'oidc:';
+  if (typeof prefix !== 'string') throw new TypeError('createRedisAdapter: keyPrefix must be a string');
+
+  const owned = options.client === undefined;
+  const client = options.client ?? new Redis(options.url ?? 'redis://127.0.0.1:6379', REDIS_CLIENT_OPTIONS);
+  // Each failed call rejects and is reported by the request it failed; the
+  // client's own per-retry error events would only repeat that.
+  if (owned) client.on('error', () => {});
+  for (const [name, lua] of Object.entries(SCRIPTS)) client.defineCommand(name, { numberOfKeys: 1, lua });
+  const redis = client as ScriptedClient;
+  const whenReady = readiness(client);
+
+  const grantKey = (grantId: string): string => `${prefix}grant:{${grantId}}`;
+
+  class RedisAdapter implements Adapter, AtomicConsume {
+    readonly #name: string;
+
+    constructor(name: string) {
+      this.#name = name;
+    }
+
+    static async disconnect(): Promise<void> {
+      if (!owned) return;
+      if (client.status === 'ready') await client.quit();
+      else client.disconnect();
+    }
+
+    #key(id: string): string {
+      return `${prefix}${this.#name}:{${id}}`;
+    }
+
+    #indexKey(index: 'uid' | 'userCode', value: string): string {
+      return `${prefix}${this.#name}:${index}:{${value}}`;
+    }
+
+    async upsert(id: string, payload: AdapterPayload, expiresIn?: number): Promise<void> {
+      await whenReady();
+      const key = this.#key(id);
+      const ttl = ttlMs(expiresIn);
+      const { consumed, ...stored } = payload;
+      // Indexes before the entry: should the entry write then fail, an index
+      // points at nothing; the other way round a token could escape revokeByGrantId.
+      await Promise.all([
+        payload.grantId && GRANTABLE.has(this.#name) ? redis.impersonationAddToGrant(grantKey(payload.grantId), key, ttl) : undefined,
+        payload.uid ? setPointer(this.#indexKey('uid', payload.uid), id, ttl) : undefined,
+        payload.userCode ? setPointer(this.#indexKey('userCode', payload.userCode), id, ttl) : undefined,
+      ]);
+      await redis.impersonationWrite(key, JSON.stringify(stored), consumed ? JSON.stringify(consumed) : '', ttl);
+    }
+
+    async find(id: string): Promise<AdapterPayload | undefined> {
+      await whenReady();
+      const [payload, consumed] = await redis.hmget(this.#key(id), 'payload', 'consumed');
+      if (!payload) return undefined;
+      const found = JSON.parse(payload) as AdapterPayload;
+      if (consumed) found.consumed = JSON.parse(consumed);
+      return found;
+    }
+
+    async findByUid(uid: string): Promise<AdapterPayload | undefined> {
+      return this.#findBy('uid', uid);
+    }
+
+    async findByUserCode(userCode: string): Promise<AdapterPayload | undefined> {
+      return this.#findBy('userCode', userCode);
+    }
+
+    async #findBy(index: 'uid' | 'userCode', value: string): Promise<AdapterPayload | undefined> {
+      await whenReady();
+      const id = await redis.get(this.#indexKey(index, value));
+      return id === null ? undefined : this.find(id);
+    }
+
+    async consume(id: string): Promise<void> {
+      await this.consumeOnce(id);
+    }
+
+    async consumeOnce(id: string): Promise<boolean> {
+      await whenReady();
+      return await redis.impersonationConsumeOnce(this.#key(id), Math.floor(Date.now() / 1000)) === 1;
+    }
+
+    // Indexes are left to expire: one may already point at a newer entry (a
+    // Session keeps its uid when its id is rotated), and a stale one finds nothing.
+    async destroy(id: string): Promise<void> {
+      await whenReady();
+      await redis.del(this.#key(id));
+    }
+
+    async revokeByGrantId(grantId: string): Promise<void> {
+      await whenReady();
+      const index = grantKey(grantId);
+      const members = await redis.smembers(index);
+      // One DEL per key: on Cluster the members live in different slots.
+      await Promise.all(members.map((key) => redis.del(key)));
+      await redis.del(index);
+    }
+  }
+
+  async function setPointer(key: string, id: string, ttl: number): Promise<void> {
+    if (ttl > 0) await redis.set(key, id, 'PX', ttl);
+    else await redis.set(key, id);
+  }
+
+  return RedisAdapter;
+}
+
+/** oidc-provider's `expiresIn` (seconds) as milliseconds; 0 means no expiry. */
+function ttlMs(expiresIn: number | undefined): number {
+  if (typeof expiresIn !== 'number' || !Number.isFinite(expiresIn)) return 0;
+  // Something already expired still gets a TTL, of 1 ms, rather than none.
+  return Math.max(1, Math.round(expiresIn * 1000));
+}
+
+/**
+ * Resolves once the client is connected, waiting at most READY_WAIT_MS. A
+ * command is thus only ever sent on a live connection (so it cannot sit in a
+ * queue and run after its caller gave up), while a call that arrives during
+ * startup or a reconnect still succeeds. Callers waiting together share one
+ * listener.
+ */
+function readiness(client: Redis | Cluster): () => Promise<void> {
+  let waiting: Promise<void> | undefined;
+  return () => {
+    if (client.status === 'ready') return Promise.resolve();
+    if (client.status === 'end') return Promise.reject(new Error('Redis connection closed'));
+    waiting ??= new Promise<void>((resolve, reject) => {
+      const settle = (error?: Error): void => {
+        clearTimeout(timer);
+        client.off('ready', onReady);
+        waiting = undefined;
+        if (error) reject(error);
+        else resolve();
+      };
+      const onReady = (): void => settle();
+      const timer = setTimeout(() => settle(new Error(`Redis is unreachable (connection ${client.status})`)), READY_WAIT_MS);
+      client.on('ready', onReady);
+      if (client.status === 'wait') client.connect().catch(() => {});
+    });
+    return waiting;
+  };
+}
