@@ -75,7 +75,7 @@ export function checkDpopRequired(ctx: KoaContextWithOIDC, proof: DpopProof | un
 
 /** The client certificate, when the client uses certificate-bound access tokens. */
 export function checkMtlsCert(ctx: KoaContextWithOIDC): string | undefined {
-  return grants.checkMtlsCert(ctx.oidc.provider, ctx) as string | undefined;
+  return grants.checkMtlsCert(ctx.oidc.provider, ctx, errors.InvalidRequest) as string | undefined;
 }
 
 export function buildTokenResponse(ctx: KoaContextWithOIDC, input: TokenResponseInput): Record<string, unknown> {

@@ -1,10 +1,12 @@
+import { createHash, X509Certificate } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { expect } from 'chai';
 import { createLocalJWKSet, jwtVerify } from 'jose';
 import { EVENTS, onImpersonationEvent, type ImpersonationEvent } from '../lib/index.js';
 import { providerJwks } from '../lib/provider-internals.js';
 import { DpopKey } from './support/dpop.js';
 import {
-  ACCESS_TOKEN, ACTOR_API, API, CLIENTS, MANAGEMENT, OPAQUE_API, startProvider, type TestProvider,
+  ACCESS_TOKEN, ACTOR_API, API, CLIENT_CERT_HEADER, CLIENTS, MANAGEMENT, OPAQUE_API, startProvider, type TestProvider,
 } from './support/provider.js';
 import {
   basic, decodeHeader, decodeJwt, exchange, m2mToken, subjectToken, userAccessToken, type Reply,
@@ -354,6 +356,37 @@ describe('token exchange grant', () => {
         dpop: await key.proof(`${tp.base}/token`),
       });
       expect(result.status, JSON.stringify(result.body)).to.equal(200);
+    });
+  });
+
+  describe('mutual TLS', () => {
+    const pem = readFileSync(new URL('../../test/fixtures/client-cert.pem', import.meta.url), 'utf8');
+    const thumbprint = createHash('sha256').update(new X509Certificate(pem).raw).digest('base64url');
+
+    it('binds the token to the client certificate: cnf.x5t#S256', async () => {
+      const result = await exchange(tp, { subject_token: await subjectToken(tp), resource: API }, CLIENTS.mtls, {
+        [CLIENT_CERT_HEADER]: encodeURIComponent(pem),
+      });
+      expect(result.status, JSON.stringify(result.body)).to.equal(200);
+      expect(decodeJwt(result.body['access_token'] as string)['cnf']).to.deep.equal({ 'x5t#S256': thumbprint });
+    });
+
+    it('refuses a certificate-bound client without its certificate, and keeps the subject token', async () => {
+      const subject = await subjectToken(tp);
+      expectError(await exchange(tp, { subject_token: subject, resource: API }, CLIENTS.mtls), 400, 'invalid_request', /certificate/);
+      const result = await exchange(tp, { subject_token: subject, resource: API }, CLIENTS.mtls, { [CLIENT_CERT_HEADER]: encodeURIComponent(pem) });
+      expect(result.status).to.equal(200);
+    });
+
+    it('accepts a certificate-bound actor token only over the same certificate', async () => {
+      const bound = await userAccessToken(tp, 'alice', { client: CLIENTS.mtls, headers: { [CLIENT_CERT_HEADER]: encodeURIComponent(pem) } });
+      const subject = await subjectToken(tp);
+      expectError(await exchange(tp, { subject_token: subject, resource: API, ...actorParams(bound) }), 400, 'invalid_request', /certificate-bound/);
+      const result = await exchange(tp, { subject_token: subject, resource: API, ...actorParams(bound) }, CLIENTS.mtls, {
+        [CLIENT_CERT_HEADER]: encodeURIComponent(pem),
+      });
+      expect(result.status, JSON.stringify(result.body)).to.equal(200);
+      expect(decodeJwt(result.body['access_token'] as string)['act']).to.deep.equal({ sub: 'alice' });
     });
   });
 

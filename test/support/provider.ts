@@ -18,11 +18,14 @@ export const REDIRECT_URI = 'http://127.0.0.1/callback';
 
 export const CLIENTS = {
   console: { client_id: 'support-console' },
+  mtls: { client_id: 'mtls-console' },
   web: { client_id: 'support-web', client_secret: 'support-web-secret' },
   backend: { client_id: 'impersonation-backend', client_secret: 'backend-secret' },
   noScopeBackend: { client_id: 'plain-m2m', client_secret: 'plain-m2m-secret' },
   notAllowed: { client_id: 'no-exchange', client_secret: 'no-exchange-secret' },
 } as const;
+
+export const CLIENT_CERT_HEADER = 'x-client-cert';
 
 export const USERS = ['alice', 'bob', 'carol', 'admin'];
 
@@ -65,6 +68,14 @@ export async function startProvider(options: TestProviderOptions = {}): Promise<
         redirect_uris: [REDIRECT_URI],
       },
       {
+        client_id: CLIENTS.mtls.client_id,
+        token_endpoint_auth_method: 'none',
+        grant_types: ['authorization_code', TOKEN_EXCHANGE],
+        response_types: ['code'],
+        redirect_uris: [REDIRECT_URI],
+        tls_client_certificate_bound_access_tokens: true,
+      },
+      {
         ...CLIENTS.web,
         token_endpoint_auth_method: 'client_secret_basic',
         grant_types: ['authorization_code', TOKEN_EXCHANGE],
@@ -104,6 +115,15 @@ export async function startProvider(options: TestProviderOptions = {}): Promise<
     features: {
       devInteractions: { enabled: false },
       clientCredentials: { enabled: true },
+      // Stands in for a TLS-terminating proxy that forwards the client certificate.
+      mTLS: {
+        enabled: true,
+        certificateBoundAccessTokens: true,
+        getCertificate: (ctx) => {
+          const header = ctx.get(CLIENT_CERT_HEADER);
+          return header ? decodeURIComponent(header) : undefined;
+        },
+      },
       introspection: { enabled: true },
       revocation: { enabled: true },
       resourceIndicators: {
