@@ -43,6 +43,8 @@ export interface TestProviderOptions {
   plugin?: Partial<ImpersonationOptions>;
   configuration?: Partial<Configuration>;
   adapter?: AdapterSource;
+  /** Default: the base URL. Several processes acting as one provider share one. */
+  issuer?: string;
 }
 
 /** A real provider with the plugin, listening on 127.0.0.1 on a free port. */
@@ -50,7 +52,7 @@ export async function startProvider(options: TestProviderOptions = {}): Promise<
   const server = createServer();
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  const issuer = base;
+  const issuer = options.issuer ?? base;
   const adapter = options.adapter ?? await testAdapter();
 
   const impersonation = createImpersonation({
