@@ -1,0 +1,403 @@
+/**
+ * The integrator's backend of the demo (spec 4.1), the support console it
+ * serves, and a demo resource API for https://api.example.com.
+ */
+import { createHash, randomBytes } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
+import type http from 'node:http';
+import Router from '@koa/router';
+import { createRemoteJWKSet, jwtVerify, type JWTPayload } from 'jose';
+import Koa from 'koa';
+import { closeServer, escapeHtml, HttpError, listen, page, portOf, readJson, serve } from './http.js';
+import { consolePage, type ConsoleConfig } from './console-page.js';
+import { API_RESOURCE, CLIENTS, demoSecrets, type DemoSecrets } from './seed.js';
+
+export interface BackendOptions {
+  /** A server from `listen()`, when the port must be known before the identity service is built. */
+  server?: http.Server;
+  /** Port to listen on when no server is given. Default 3001; 0 picks a free one. */
+  port?: number;
+  /** Address to bind when no server is given. Default 127.0.0.1. */
+  bindAddress?: string;
+  /** Host name in this backend's URLs (redirect URIs). Default `localhost`. */
+  hostname?: string;
+  /** Issuer of the identity service, e.g. http://localhost:3000/oidc. */
+  issuer: string;
+  /** Subject-token endpoint of the Management API. Default: /api/subject-tokens at the issuer's origin. */
+  managementUrl?: string;
+  /** Resource indicator of the Management API. Default: /api at the issuer's origin. */
+  managementResource?: string;
+  /** Default `subject-tokens:create`. */
+  managementScope?: string;
+  secrets?: DemoSecrets;
+  /** Bound on every call to the identity service, milliseconds. Default 5000. */
+  timeoutMs?: number;
+  log?: (line: string) => void;
+}
+
+export interface Backend {
+  /** http://{hostname}:{port} */
+  url: string;
+  server: http.Server;
+  /** How many M2M tokens were fetched (the rest came from the cache). */
+  readonly m2mTokensFetched: number;
+  close(): Promise<void>;
+}
+
+interface Actor {
+  sub: string;
+  name?: string;
+  roles: string[];
+}
+
+interface ImpersonationRequest {
+  userId: string;
+  reason: string;
+  ticketId: string;
+}
+
+const SUPPORT_ROLE = 'support';
+const MAX_FIELD = { userId: 256, reason: 500, ticketId: 100 } as const;
+
+export async function startBackend(options: BackendOptions): Promise<Backend> {
+  const server = options.server ?? await listen(options.port ?? 3001, options.bindAddress);
+  const url = `http://${options.hostname ?? 'localhost'}:${portOf(server)}`;
+  const issuer = options.issuer.replace(/\/$/, '');
+  const identityOrigin = new URL(issuer).origin;
+  const endpoints = {
+    authorization: `${issuer}/auth`,
+    token: `${issuer}/token`,
+    userinfo: `${issuer}/me`,
+    jwks: `${issuer}/jwks`,
+    management: options.managementUrl ?? `${identityOrigin}/api/subject-tokens`,
+  };
+  const managementResource = options.managementResource ?? `${identityOrigin}/api`;
+  const managementScope = options.managementScope ?? 'subject-tokens:create';
+  const secrets = options.secrets ?? demoSecrets();
+  const timeoutMs = options.timeoutMs ?? 5000;
+  const log = options.log ?? (() => {});
+  const jwks = createRemoteJWKSet(new URL(endpoints.jwks), { timeoutDuration: timeoutMs });
+
+  /** Calls the identity service; a network failure or timeout is a 502, never a hang. */
+  async function call(target: string, init: RequestInit): Promise<Response> {
+    try {
+      return await fetch(target, { ...init, redirect: 'manual', signal: AbortSignal.timeout(timeoutMs) });
+    } catch (error) {
+      log(`[backend] ${init.method ?? 'GET'} ${target} failed: ${(error as Error).message}`);
+      throw new HttpError(502, 'bad_gateway', `the identity service cannot be reached (${new URL(target).pathname})`);
+    }
+  }
+
+  const m2m = new M2mTokenCache(async () => {
+    const response = await call(endpoints.token, {
+      method: 'POST',
+      headers: {
+        authorization: basic(CLIENTS.backend, secrets.backendClientSecret),
+        'content-type': 'application/x-www-form-urlencoded',
+      },
+      body: new URLSearchParams({ grant_type: 'client_credentials', resource: managementResource, scope: managementScope }),
+    });
+    const body = await jsonOf(response);
+    if (!response.ok || typeof body?.['access_token'] !== 'string' || typeof body['expires_in'] !== 'number') {
+      log(`[backend] client_credentials failed: ${response.status} ${JSON.stringify(body)}`);
+      throw new HttpError(502, 'bad_gateway', 'the backend could not obtain its machine-to-machine token');
+    }
+    return { value: body['access_token'], expiresIn: body['expires_in'] };
+  });
+
+  /** The actor's access token, checked by the identity service itself (userinfo): any failure is a 401. */
+  async function authenticateActor(ctx: Koa.Context): Promise<Actor> {
+    const token = bearer(ctx.get('authorization'));
+    if (!token) {
+      ctx.set('WWW-Authenticate', 'Bearer');
+      throw new HttpError(401, 'invalid_token', 'a Bearer access token of the support engineer is required');
+    }
+    const response = await call(endpoints.userinfo, { headers: { authorization: `Bearer ${token}` } });
+    const claims = await jsonOf(response);
+    if (response.status >= 500) throw new HttpError(502, 'bad_gateway', `the identity service answered ${response.status}`);
+    if (!response.ok || typeof claims?.['sub'] !== 'string') {
+      ctx.set('WWW-Authenticate', 'Bearer error="invalid_token"');
+      throw new HttpError(401, 'invalid_token', 'the access token is invalid or expired; sign in again');
+    }
+    const roles = Array.isArray(claims['roles']) ? claims['roles'].filter((role): role is string => typeof role === 'string') : [];
+    return { sub: claims['sub'], ...(typeof claims['name'] === 'string' ? { name: claims['name'] } : {}), roles };
+  }
+
+  async function createSubjectToken(request: ImpersonationRequest, actor: Actor): Promise<{ status: number; body: unknown }> {
+    const body = JSON.stringify({
+      userId: request.userId,
+      context: { ticketId: request.ticketId, reason: request.reason, supportEngineerId: actor.sub },
+    });
+    for (let attempt = 0; ; attempt += 1) {
+      const token = await m2m.get();
+      const response = await call(endpoints.management, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+        body,
+      });
+      const answer = await jsonOf(response);
+      if (response.status === 401 && attempt === 0) {
+        // Revoked, or the identity service restarted: fetch a fresh M2M token once.
+        m2m.invalidate();
+        continue;
+      }
+      if (response.ok && typeof answer?.['subjectToken'] === 'string' && typeof answer['expiresIn'] === 'number') {
+        return { status: 200, body: { subjectToken: answer['subjectToken'], expiresIn: answer['expiresIn'] } };
+      }
+      log(`[backend] Management API answered ${response.status} ${JSON.stringify(answer)}`);
+      if (response.ok || response.status === 401) {
+        throw new HttpError(502, 'bad_gateway', `the Management API answered ${response.status}`);
+      }
+      // Its refusal (403, 404, 400, 503, ...) is passed on as it is.
+      return {
+        status: response.status,
+        body: {
+          error: typeof answer?.['error'] === 'string' ? answer['error'] : 'management_api_error',
+          error_description: typeof answer?.['error_description'] === 'string'
+            ? answer['error_description']
+            : `the Management API answered ${response.status}`,
+        },
+      };
+    }
+  }
+
+  const consoleConfig: ConsoleConfig = {
+    issuer,
+    clientId: CLIENTS.console,
+    redirectUri: `${url}/callback`,
+    authorizationEndpoint: endpoints.authorization,
+    tokenEndpoint: endpoints.token,
+    userinfoEndpoint: endpoints.userinfo,
+    resource: API_RESOURCE,
+    scope: 'profile:read',
+  };
+  const consoleScript = await readFile(new URL('./browser/console.js', import.meta.url), 'utf8');
+  const webLogins = new Map<string, { verifier: string; expires: number }>();
+
+  const router = new Router();
+
+  router.get(['/', '/callback'], (ctx) => {
+    ctx.set('Cache-Control', 'no-store');
+    ctx.set('Content-Security-Policy', [
+      "default-src 'none'", "script-src 'self'", "style-src 'unsafe-inline'", `connect-src 'self' ${identityOrigin}`,
+      "img-src 'self' data:", "base-uri 'none'", "form-action 'self'", "frame-ancestors 'none'",
+    ].join('; '));
+    ctx.type = 'html';
+    ctx.body = consolePage(consoleConfig);
+  });
+
+  router.get('/console.js', (ctx) => {
+    ctx.set('Cache-Control', 'no-cache');
+    ctx.type = 'text/javascript';
+    ctx.body = consoleScript;
+  });
+
+  router.post('/api/request-impersonation', async (ctx) => {
+    ctx.set('Cache-Control', 'no-store');
+    const actor = await authenticateActor(ctx);
+    if (!actor.roles.includes(SUPPORT_ROLE)) {
+      throw new HttpError(403, 'access_denied', `${actor.sub} is not support staff and may not impersonate users`);
+    }
+    const request = parseImpersonationRequest(await readJson(ctx));
+    if (request.userId === actor.sub) throw new HttpError(400, 'invalid_request', 'you cannot impersonate yourself');
+    const { status, body } = await createSubjectToken(request, actor);
+    log(`[backend] ${actor.sub} requested impersonation of ${request.userId} (ticket ${request.ticketId}): ${status}`);
+    ctx.status = status;
+    ctx.body = body;
+  });
+
+  // The demo resource API: accepts only JWT access tokens for https://api.example.com.
+  router.get('/api/me', async (ctx) => {
+    ctx.set('Cache-Control', 'no-store');
+    const token = bearer(ctx.get('authorization'));
+    if (!token) {
+      ctx.set('WWW-Authenticate', 'Bearer');
+      throw new HttpError(401, 'invalid_token', 'a Bearer access token is required');
+    }
+    let payload: JWTPayload;
+    try {
+      ({ payload } = await jwtVerify(token, jwks, {
+        issuer, audience: API_RESOURCE, typ: 'at+jwt', requiredClaims: ['sub', 'exp'],
+      }));
+    } catch (error) {
+      const reason = (error as { code?: string }).code === 'ERR_JWKS_TIMEOUT'
+        ? 'the signing keys could not be fetched'
+        : `the access token is not valid for ${API_RESOURCE}: ${(error as Error).message}`;
+      ctx.set('WWW-Authenticate', 'Bearer error="invalid_token"');
+      throw new HttpError(401, 'invalid_token', reason);
+    }
+    const act = payload['act'] as { sub?: unknown } | undefined;
+    const actor = typeof act?.sub === 'string' ? act.sub : null;
+    ctx.body = {
+      message: actor ? `${actor} is acting as ${payload.sub}` : `${payload.sub} is acting as themselves`,
+      subject: payload.sub,
+      actor,
+      client_id: payload['client_id'] ?? null,
+      scope: payload['scope'] ?? null,
+      impersonation_context: payload['impersonation_context'] ?? null,
+      expires_at: new Date(payload.exp! * 1000).toISOString(),
+    };
+  });
+
+  // The confidential web client: a server-side sign-in that shows the actor token, for the curl walk-through.
+  router.get('/web/login', (ctx) => {
+    const state = randomBytes(16).toString('base64url');
+    const verifier = randomBytes(32).toString('base64url');
+    const now = Date.now();
+    for (const [key, entry] of webLogins) if (entry.expires < now) webLogins.delete(key);
+    webLogins.set(state, { verifier, expires: now + 10 * 60_000 });
+    ctx.cookies.set('web_state', state, { httpOnly: true, sameSite: 'lax', path: '/web', overwrite: true });
+    const target = new URL(endpoints.authorization);
+    target.search = new URLSearchParams({
+      client_id: CLIENTS.web,
+      response_type: 'code',
+      scope: 'openid profile',
+      redirect_uri: `${url}/web/callback`,
+      state,
+      code_challenge: createHash('sha256').update(verifier).digest('base64url'),
+      code_challenge_method: 'S256',
+      prompt: 'login',
+    }).toString();
+    ctx.redirect(target.href);
+  });
+
+  router.get('/web/callback', async (ctx) => {
+    ctx.set('Cache-Control', 'no-store');
+    const state = typeof ctx.query['state'] === 'string' ? ctx.query['state'] : '';
+    const pending = webLogins.get(state);
+    webLogins.delete(state);
+    if (typeof ctx.query['error'] === 'string') {
+      throw new HttpError(400, ctx.query['error'], String(ctx.query['error_description'] ?? 'the sign-in failed'));
+    }
+    if (!pending || pending.expires < Date.now() || ctx.cookies.get('web_state') !== state || typeof ctx.query['code'] !== 'string') {
+      throw new HttpError(400, 'invalid_request', 'this sign-in is unknown or expired; start again at /web/login');
+    }
+    const response = await call(endpoints.token, {
+      method: 'POST',
+      headers: {
+        authorization: basic(CLIENTS.web, secrets.webClientSecret),
+        'content-type': 'application/x-www-form-urlencoded',
+      },
+      body: new URLSearchParams({
+        grant_type: 'authorization_code',
+        code: ctx.query['code'],
+        redirect_uri: `${url}/web/callback`,
+        code_verifier: pending.verifier,
+      }),
+    });
+    const tokens = await jsonOf(response);
+    if (!response.ok || typeof tokens?.['access_token'] !== 'string') {
+      throw new HttpError(502, String(tokens?.['error'] ?? 'bad_gateway'), String(tokens?.['error_description'] ?? `token endpoint answered ${response.status}`));
+    }
+    const userinfo = await jsonOf(await call(endpoints.userinfo, { headers: { authorization: `Bearer ${tokens['access_token']}` } }));
+    ctx.type = 'html';
+    ctx.body = webTokenPage(String(userinfo?.['sub'] ?? '?'), tokens['access_token'], Number(tokens['expires_in']));
+  });
+
+  const app = new Koa();
+  app.on('error', (error: Error) => log(`[backend] ${error.stack ?? error.message}`));
+  app.use(async (ctx, next) => {
+    try {
+      await next();
+    } catch (caught) {
+      const error = caught instanceof HttpError
+        ? caught
+        : new HttpError(500, 'server_error', 'the backend failed; see its log');
+      if (!(caught instanceof HttpError)) ctx.app.emit('error', caught, ctx);
+      ctx.status = error.status;
+      ctx.set('Cache-Control', 'no-store');
+      if (ctx.path.startsWith('/api/')) {
+        ctx.body = { error: error.error, error_description: error.message };
+      } else {
+        ctx.type = 'html';
+        ctx.body = page('Support web', `<header><h1>Support web</h1></header>
+<main><div class="card"><h2>Sign-in failed</h2><div class="error" role="alert">${escapeHtml(`${error.error}: ${error.message}`)}</div>
+<a class="button" href="/web/login">Start again</a></div></main>`);
+      }
+    }
+  });
+  app.use(router.routes()).use(router.allowedMethods());
+
+  serve(server, app);
+  return {
+    url,
+    server,
+    get m2mTokensFetched() { return m2m.fetched; },
+    close: () => closeServer(server),
+  };
+}
+
+/** The M2M token, reused until shortly before it expires; concurrent callers share one request. */
+class M2mTokenCache {
+  #value: string | undefined;
+  #refreshAt = 0;
+  #pending: Promise<string> | undefined;
+  fetched = 0;
+
+  constructor(private readonly fetchToken: () => Promise<{ value: string; expiresIn: number }>) {}
+
+  get(): Promise<string> {
+    if (this.#value && Date.now() < this.#refreshAt) return Promise.resolve(this.#value);
+    this.#pending ??= this.fetchToken().then(({ value, expiresIn }) => {
+      this.fetched += 1;
+      this.#value = value;
+      // Renew 30 seconds early (or halfway, for short-lived tokens).
+      this.#refreshAt = Date.now() + (expiresIn - Math.min(30, expiresIn / 2)) * 1000;
+      return value;
+    }).finally(() => {
+      this.#pending = undefined;
+    });
+    return this.#pending;
+  }
+
+  invalidate(): void {
+    this.#value = undefined;
+    this.#refreshAt = 0;
+  }
+}
+
+function parseImpersonationRequest(body: unknown): ImpersonationRequest {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) {
+    throw new HttpError(400, 'invalid_request', 'the body must be a JSON object with userId, reason and ticketId');
+  }
+  const fields = body as Record<string, unknown>;
+  const unknown = Object.keys(fields).filter((name) => !(name in MAX_FIELD));
+  if (unknown.length) throw new HttpError(400, 'invalid_request', `unknown field: ${unknown.join(', ')}`);
+  const read = (name: keyof typeof MAX_FIELD): string => {
+    const value = fields[name];
+    if (typeof value !== 'string' || !value.trim()) throw new HttpError(400, 'invalid_request', `${name} is required (a non-empty string)`);
+    if (value.length > MAX_FIELD[name]) throw new HttpError(400, 'invalid_request', `${name} is longer than ${MAX_FIELD[name]} characters`);
+    return value.trim();
+  };
+  return { userId: read('userId'), reason: read('reason'), ticketId: read('ticketId') };
+}
+
+function bearer(header: string): string | undefined {
+  return /^Bearer +([A-Za-z0-9\-._~+/]+=*) *$/i.exec(header)?.[1];
+}
+
+/** RFC 6749 2.3.1: id and secret are form-encoded before they are joined. */
+function basic(id: string, secret: string): string {
+  return `Basic ${Buffer.from(`${encodeURIComponent(id)}:${encodeURIComponent(secret)}`).toString('base64')}`;
+}
+
+async function jsonOf(response: Response): Promise<Record<string, unknown> | undefined> {
+  try {
+    const value = await response.json() as unknown;
+    return typeof value === 'object' && value !== null && !Array.isArray(value) ? value as Record<string, unknown> : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function webTokenPage(sub: string, accessToken: string, expiresIn: number): string {
+  return page('Support web', `<header><h1>Support web</h1><span class="who">signed in as ${escapeHtml(sub)}</span></header>
+<main><div class="card">
+  <h2>Your access token (the actor token)</h2>
+  <p>Scope <code>openid profile</code>, no resource; valid for ${escapeHtml(expiresIn)} seconds. Use it as
+  <code>ACTOR_TOKEN</code> in the curl walk-through of the README.</p>
+  <pre id="access-token">${escapeHtml(accessToken)}</pre>
+  <pre>export ACTOR_TOKEN='${escapeHtml(accessToken)}'</pre>
+  <a class="button secondary" href="/">Support console</a>
+</div></main>`);
+}

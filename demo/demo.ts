@@ -1,0 +1,76 @@
+import { startBackend, type Backend, type BackendOptions } from './backend.js';
+import { closeServer, listen, LOOPBACK, portOf } from './http.js';
+import { startIdentityService, type IdentityService } from './identity-service.js';
+import { demoSecrets, type DemoSecrets } from './seed.js';
+
+export interface DemoOptions {
+  /** Default 3000; 0 picks a free port. */
+  identityPort?: number;
+  /** Default 3001; 0 picks a free port. */
+  backendPort?: number;
+  /** Host name in every URL; the browser must use the same. Default `localhost`. */
+  hostname?: string;
+  /** Bind address of both servers. Default 127.0.0.1. */
+  bindAddress?: string;
+  subjectTokenTTL?: number;
+  secrets?: DemoSecrets;
+  log?: (line: string) => void;
+  /** Overrides for the backend (e.g. a Management API address that is down). */
+  backend?: Partial<Pick<BackendOptions, 'managementUrl' | 'timeoutMs'>>;
+}
+
+export interface Demo {
+  identity: IdentityService;
+  backend: Backend;
+  close(): Promise<void>;
+}
+
+/**
+ * Starts both halves of the demo. Both servers listen first, so each side's
+ * URL is known (even on port 0) before the other side is configured with it.
+ */
+export async function startDemo(options: DemoOptions = {}): Promise<Demo> {
+  const bindAddress = options.bindAddress ?? LOOPBACK;
+  const hostname = options.hostname ?? 'localhost';
+  const identityServer = await listen(options.identityPort ?? 3000, bindAddress);
+  let backendServer;
+  try {
+    backendServer = await listen(options.backendPort ?? 3001, bindAddress);
+  } catch (error) {
+    await closeServer(identityServer);
+    throw error;
+  }
+  try {
+    const secrets = options.secrets ?? demoSecrets();
+    const log = options.log ?? (() => {});
+    const identity = await startIdentityService({
+      server: identityServer,
+      hostname,
+      backendOrigin: `http://${hostname}:${portOf(backendServer)}`,
+      ...(options.subjectTokenTTL === undefined ? {} : { subjectTokenTTL: options.subjectTokenTTL }),
+      secrets,
+      log,
+    });
+    const backend = await startBackend({
+      server: backendServer,
+      hostname,
+      issuer: identity.issuer,
+      managementUrl: identity.managementUrl,
+      managementResource: identity.managementResource,
+      managementScope: identity.impersonation.options.managementScope,
+      secrets,
+      log,
+      ...options.backend,
+    });
+    return {
+      identity,
+      backend,
+      close: async () => {
+        await Promise.all([backend.close(), identity.close()]);
+      },
+    };
+  } catch (error) {
+    await Promise.all([closeServer(identityServer), closeServer(backendServer)]);
+    throw error;
+  }
+}

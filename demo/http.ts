@@ -1,0 +1,128 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type Koa from 'koa';
+
+/** Default bind address: the demo is for this machine only. */
+export const LOOPBACK = '127.0.0.1';
+
+/** Starts an HTTP server with no handler yet, so its port is known before the app that needs it is built. */
+export async function listen(port: number, host: string = LOOPBACK): Promise<http.Server> {
+  const server = http.createServer();
+  // Bound every connection, so a stuck peer cannot keep the demo or a test alive.
+  server.requestTimeout = 30_000;
+  server.headersTimeout = 10_000;
+  server.keepAliveTimeout = 2_000;
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  return server;
+}
+
+export function portOf(server: http.Server): number {
+  return (server.address() as AddressInfo).port;
+}
+
+/** Attaches a Koa app to a server from `listen()`. */
+export function serve(server: http.Server, app: Koa): void {
+  server.removeAllListeners('request');
+  server.on('request', app.callback());
+}
+
+export async function closeServer(server: http.Server): Promise<void> {
+  if (!server.listening) return;
+  const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+  server.closeAllConnections();
+  await closed;
+}
+
+export class HttpError extends Error {
+  constructor(readonly status: number, readonly error: string, description: string) {
+    super(description);
+  }
+}
+
+/** Reads a request body of at most `limit` bytes. */
+export async function readBody(ctx: Koa.Context, limit = 16 * 1024): Promise<string> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of ctx.req as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (size > limit) throw new HttpError(413, 'request_too_large', `body exceeds ${limit} bytes`);
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+export async function readForm(ctx: Koa.Context): Promise<URLSearchParams> {
+  if (!ctx.is('application/x-www-form-urlencoded')) {
+    throw new HttpError(415, 'invalid_request', 'expected a form (application/x-www-form-urlencoded)');
+  }
+  return new URLSearchParams(await readBody(ctx));
+}
+
+export async function readJson(ctx: Koa.Context): Promise<unknown> {
+  if (!ctx.is('application/json')) {
+    throw new HttpError(400, 'invalid_request', 'Content-Type must be application/json');
+  }
+  const text = await readBody(ctx);
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    throw new HttpError(400, 'invalid_request', 'body is not valid JSON');
+  }
+}
+
+export function escapeHtml(value: unknown): string {
+  return String(value)
+    .replace(/&/g, '&amp;')
+    .replace(/</g, '&lt;')
+    .replace(/>/g, '&gt;')
+    .replace(/"/g, '&quot;')
+    .replace(/'/g, '&#39;');
+}
+
+/** Shared look of the demo's server-rendered pages. */
+export const STYLE = `
+:root { color-scheme: light; --fg: #1f2933; --muted: #616e7c; --line: #d9e2ec; --accent: #2f6fdb; --bad: #b42318; --bad-bg: #fef3f2; --ok: #067647; --ok-bg: #ecfdf3; }
+* { box-sizing: border-box; }
+body { margin: 0; font: 15px/1.5 system-ui, -apple-system, "Segoe UI", sans-serif; color: var(--fg); background: #f5f7fa; }
+header { background: #102a43; color: #fff; padding: 12px 24px; display: flex; align-items: center; gap: 16px; }
+header h1 { font-size: 18px; margin: 0; flex: 1; }
+header .who { font-size: 14px; opacity: .9; }
+main { max-width: 880px; margin: 24px auto; padding: 0 16px; }
+.card { background: #fff; border: 1px solid var(--line); border-radius: 8px; padding: 20px 24px; margin-bottom: 16px; }
+.card h2 { font-size: 16px; margin: 0 0 12px; }
+label { display: block; font-weight: 600; margin: 12px 0 4px; }
+input, textarea { width: 100%; padding: 8px 10px; border: 1px solid #bcccdc; border-radius: 6px; font: inherit; }
+button, .button { display: inline-block; margin-top: 16px; padding: 8px 18px; border: 0; border-radius: 6px; background: var(--accent); color: #fff; font: inherit; font-weight: 600; cursor: pointer; text-decoration: none; }
+button.secondary, .button.secondary { background: #e4e7eb; color: var(--fg); }
+button:disabled { opacity: .6; cursor: wait; }
+.error { border: 1px solid #fda29b; background: var(--bad-bg); color: var(--bad); border-radius: 6px; padding: 10px 14px; margin: 12px 0; white-space: pre-wrap; }
+.ok { color: var(--ok); }
+.muted { color: var(--muted); font-size: 13px; }
+code, pre { font-family: ui-monospace, "SFMono-Regular", Menlo, monospace; font-size: 13px; }
+pre { background: #f0f4f8; border-radius: 6px; padding: 10px 12px; overflow-x: auto; white-space: pre-wrap; word-break: break-all; margin: 6px 0; }
+table { border-collapse: collapse; width: 100%; }
+th, td { text-align: left; vertical-align: top; padding: 6px 8px; border-bottom: 1px solid var(--line); }
+th { width: 190px; color: var(--muted); font-weight: 600; }
+`;
+
+export function page(title: string, body: string, head = ''): string {
+  return `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>${escapeHtml(title)}</title>
+<style>${STYLE}</style>
+${head}
+</head>
+<body>
+${body}
+</body>
+</html>`;
+}
