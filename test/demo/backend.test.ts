@@ -1,0 +1,316 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { expect } from 'chai';
+import { decodeJwt } from 'jose';
+import { startDemo, type Demo } from '../../demo/demo.js';
+import {
+  basic, callResourceApi, CookieJar, exchange, quiet, request, requestImpersonation, signIn, REQUEST_TIMEOUT,
+} from './helpers.js';
+
+const BOB = { userId: 'bob', reason: 'Cannot see the invoices', ticketId: 'T-1234' };
+
+describe('demo: integrator backend (POST /api/request-impersonation)', function () {
+  this.timeout(20_000);
+  let demo: Demo;
+  let alice: string;
+  let bob: string;
+
+  before(async () => {
+    demo = await startDemo({ identityPort: 0, backendPort: 0, log: quiet });
+    alice = await signIn(demo, { login: 'alice', password: 'alice-password' });
+    bob = await signIn(demo, { login: 'bob', password: 'bob-password' });
+  });
+
+  after(async () => {
+    await demo?.close();
+  });
+
+  describe('success', () => {
+    it('returns a subject token for support staff, which the console exchanges with the actor token', async () => {
+      const answer = await requestImpersonation(demo, alice, BOB);
+      expect(answer.status).to.equal(200);
+      expect(answer.body).to.have.keys('subjectToken', 'expiresIn');
+      expect(answer.body['subjectToken']).to.be.a('string');
+      expect(answer.body['expiresIn']).to.equal(60);
+      expect(answer.headers.get('cache-control')).to.equal('no-store');
+
+      const exchanged = await exchange(demo, answer.body['subjectToken'] as string, alice);
+      expect(exchanged.status, JSON.stringify(exchanged.body)).to.equal(200);
+      expect(exchanged.body).to.not.have.property('refresh_token');
+      const claims = decodeJwt(exchanged.body['access_token'] as string);
+      expect(claims.sub).to.equal('bob');
+      expect(claims.aud).to.equal('https://api.example.com');
+      expect(claims['act']).to.deep.equal({ sub: 'alice' });
+      expect(claims['impersonation_context']).to.deep.equal({
+        ticket_id: 'T-1234', reason: 'Cannot see the invoices', support_engineer: 'alice',
+      });
+
+      const api = await callResourceApi(demo, exchanged.body['access_token'] as string);
+      expect(api.status).to.equal(200);
+      expect(api.body).to.include({ subject: 'bob', actor: 'alice', message: 'alice is acting as bob' });
+
+      const replay = await exchange(demo, answer.body['subjectToken'] as string, alice);
+      expect(replay.status).to.equal(400);
+    });
+
+    it('accepts an openid profile token of the confidential support-web client too', async () => {
+      const web = await signIn(demo, { login: 'alice', password: 'alice-password', client: 'support-web' });
+      const answer = await requestImpersonation(demo, web, BOB);
+      expect(answer.status).to.equal(200);
+      const exchanged = await exchange(demo, answer.body['subjectToken'] as string, web);
+      expect(exchanged.status, JSON.stringify(exchanged.body)).to.equal(200);
+      expect(decodeJwt(exchanged.body['access_token'] as string)['act']).to.deep.equal({ sub: 'alice' });
+    });
+
+    it('reuses its M2M token instead of fetching one per request', async () => {
+      const before = demo.backend.m2mTokensFetched;
+      expect(before).to.be.at.least(1);
+      for (let i = 0; i < 3; i += 1) {
+        expect((await requestImpersonation(demo, alice, BOB)).status).to.equal(200);
+      }
+      expect(demo.backend.m2mTokensFetched).to.equal(before);
+    });
+  });
+
+  describe('the actor', () => {
+    it('401 without a token', async () => {
+      const answer = await requestImpersonation(demo, undefined, BOB);
+      expect(answer.status).to.equal(401);
+      expect(answer.body['error']).to.equal('invalid_token');
+      expect(answer.headers.get('www-authenticate')).to.equal('Bearer');
+    });
+
+    it('401 with a token the identity service does not know', async () => {
+      const answer = await requestImpersonation(demo, 'not-a-real-token', BOB);
+      expect(answer.status).to.equal(401);
+      expect(answer.body['error']).to.equal('invalid_token');
+    });
+
+    it('401 with a token of another scheme', async () => {
+      const response = await fetch(`${demo.backend.url}/api/request-impersonation`, {
+        method: 'POST',
+        headers: { authorization: basic('alice', 'alice-password'), 'content-type': 'application/json' },
+        body: JSON.stringify(BOB),
+        signal: AbortSignal.timeout(REQUEST_TIMEOUT),
+      });
+      expect(response.status).to.equal(401);
+    });
+
+    it('401 with an M2M token instead of a user token', async () => {
+      const response = await fetch(`${demo.identity.issuer}/token`, {
+        method: 'POST',
+        headers: { authorization: basic('impersonation-backend', 'impersonation-backend-secret') },
+        body: new URLSearchParams({
+          grant_type: 'client_credentials', resource: demo.identity.managementResource, scope: 'subject-tokens:create',
+        }),
+        signal: AbortSignal.timeout(REQUEST_TIMEOUT),
+      });
+      const { access_token: m2m } = await response.json() as { access_token: string };
+      expect((await requestImpersonation(demo, m2m, BOB)).status).to.equal(401);
+    });
+
+    it('403 when the actor is not support staff', async () => {
+      const answer = await requestImpersonation(demo, bob, { ...BOB, userId: 'carol' });
+      expect(answer.status).to.equal(403);
+      expect(answer.body['error']).to.equal('access_denied');
+      expect(answer.body['error_description']).to.contain('bob is not support staff');
+    });
+  });
+
+  describe('the body', () => {
+    const cases: Array<[string, unknown, string?]> = [
+      ['not JSON', '{"userId": ', undefined],
+      ['a JSON array', '[]', undefined],
+      ['missing userId', JSON.stringify({ reason: 'r', ticketId: 't' })],
+      ['an empty userId', JSON.stringify({ ...BOB, userId: '  ' })],
+      ['a numeric ticketId', JSON.stringify({ ...BOB, ticketId: 1234 })],
+      ['missing reason', JSON.stringify({ userId: 'bob', ticketId: 't' })],
+      ['an unknown field', JSON.stringify({ ...BOB, admin: true })],
+      ['a reason that is too long', JSON.stringify({ ...BOB, reason: 'x'.repeat(501) })],
+      ['a form instead of JSON', 'userId=bob&reason=r&ticketId=t', 'application/x-www-form-urlencoded'],
+      ['the actor themselves', JSON.stringify({ ...BOB, userId: 'alice' })],
+    ];
+    for (const [name, body, contentType] of cases) {
+      it(`400 for ${name}`, async () => {
+        const answer = await requestImpersonation(demo, alice, body as string, contentType);
+        expect(answer.status).to.equal(400);
+        expect(answer.body['error']).to.equal('invalid_request');
+        expect(answer.body['error_description']).to.be.a('string').and.not.equal('');
+      });
+    }
+  });
+
+  describe('Management API refusals are passed on', () => {
+    it('403 for carol, who is protected from impersonation', async () => {
+      const answer = await requestImpersonation(demo, alice, { ...BOB, userId: 'carol' });
+      expect(answer.status).to.equal(403);
+      expect(answer.body).to.deep.equal({ error: 'access_denied', error_description: 'carol is protected from impersonation' });
+    });
+
+    it('404 for a user that does not exist', async () => {
+      const answer = await requestImpersonation(demo, alice, { ...BOB, userId: 'mallory' });
+      expect(answer.status).to.equal(404);
+      expect(answer.body['error']).to.equal('user_not_found');
+    });
+  });
+});
+
+describe('demo: the backend when the Management API fails', function () {
+  this.timeout(20_000);
+
+  it('502 when the Management API cannot be reached', async () => {
+    const closedPort = await freePort();
+    const demo = await startDemo({
+      identityPort: 0,
+      backendPort: 0,
+      log: quiet,
+      backend: { managementUrl: `http://127.0.0.1:${closedPort}/api/subject-tokens`, timeoutMs: 2000 },
+    });
+    try {
+      const alice = await signIn(demo, { login: 'alice', password: 'alice-password' });
+      const answer = await requestImpersonation(demo, alice, BOB);
+      expect(answer.status).to.equal(502);
+      expect(answer.body['error']).to.equal('bad_gateway');
+      expect(answer.body['error_description']).to.contain('cannot be reached');
+    } finally {
+      await demo.close();
+    }
+  });
+
+  it('502 when the Management API does not answer in time', async () => {
+    const stalled = http.createServer(() => { /* never answers */ });
+    await new Promise<void>((resolve) => stalled.listen(0, '127.0.0.1', resolve));
+    const demo = await startDemo({
+      identityPort: 0,
+      backendPort: 0,
+      log: quiet,
+      backend: { managementUrl: `http://127.0.0.1:${(stalled.address() as AddressInfo).port}/api/subject-tokens`, timeoutMs: 500 },
+    });
+    try {
+      const alice = await signIn(demo, { login: 'alice', password: 'alice-password' });
+      const answer = await requestImpersonation(demo, alice, BOB);
+      expect(answer.status).to.equal(502);
+    } finally {
+      await demo.close();
+      stalled.closeAllConnections();
+      await new Promise((resolve) => stalled.close(resolve));
+    }
+  });
+
+  it('passes on the status of a Management API that answers 503', async () => {
+    const calls: string[] = [];
+    const failing = http.createServer((req, res) => {
+      calls.push(`${req.method} ${req.url} ${req.headers.authorization?.split(' ')[0]}`);
+      res.writeHead(503, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ error: 'temporarily_unavailable', error_description: 'store down' }));
+    });
+    await new Promise<void>((resolve) => failing.listen(0, '127.0.0.1', resolve));
+    const demo = await startDemo({
+      identityPort: 0,
+      backendPort: 0,
+      log: quiet,
+      backend: { managementUrl: `http://127.0.0.1:${(failing.address() as AddressInfo).port}/api/subject-tokens` },
+    });
+    try {
+      const alice = await signIn(demo, { login: 'alice', password: 'alice-password' });
+      const answer = await requestImpersonation(demo, alice, BOB);
+      expect(answer.status).to.equal(503);
+      expect(answer.body).to.deep.equal({ error: 'temporarily_unavailable', error_description: 'store down' });
+      expect(calls).to.deep.equal(['POST /api/subject-tokens Bearer']);
+    } finally {
+      await demo.close();
+      failing.closeAllConnections();
+      await new Promise((resolve) => failing.close(resolve));
+    }
+  });
+
+  it('502 when the whole identity service is down', async () => {
+    const demo = await startDemo({ identityPort: 0, backendPort: 0, log: quiet, backend: { timeoutMs: 2000 } });
+    try {
+      const alice = await signIn(demo, { login: 'alice', password: 'alice-password' });
+      await demo.identity.close();
+      const answer = await requestImpersonation(demo, alice, BOB);
+      expect(answer.status).to.equal(502);
+    } finally {
+      await demo.close();
+    }
+  });
+});
+
+describe('demo: resource API (GET /api/me) and settings', function () {
+  this.timeout(20_000);
+  let demo: Demo;
+
+  before(async () => {
+    demo = await startDemo({ identityPort: 0, backendPort: 0, log: quiet, subjectTokenTTL: 7 });
+  });
+
+  after(async () => {
+    await demo?.close();
+  });
+
+  it('401 without a token, and for tokens that are not JWTs for https://api.example.com', async () => {
+    expect((await callResourceApi(demo)).status).to.equal(401);
+    const alice = await signIn(demo, { login: 'alice', password: 'alice-password' });
+    const opaque = await callResourceApi(demo, alice);
+    expect(opaque.status).to.equal(401);
+    expect(opaque.body['error']).to.equal('invalid_token');
+
+    const response = await fetch(`${demo.identity.issuer}/token`, {
+      method: 'POST',
+      headers: { authorization: basic('impersonation-backend', 'impersonation-backend-secret') },
+      body: new URLSearchParams({
+        grant_type: 'client_credentials', resource: demo.identity.managementResource, scope: 'subject-tokens:create',
+      }),
+      signal: AbortSignal.timeout(REQUEST_TIMEOUT),
+    });
+    const { access_token: m2m } = await response.json() as { access_token: string };
+    expect(decodeJwt(m2m).aud).to.equal(demo.identity.managementResource);
+    expect((await callResourceApi(demo, m2m)).status).to.equal(401);
+  });
+
+  it('an exchange without actor token gives a token without act, which the API reports', async () => {
+    const alice = await signIn(demo, { login: 'alice', password: 'alice-password' });
+    const answer = await requestImpersonation(demo, alice, BOB);
+    const exchanged = await exchange(demo, answer.body['subjectToken'] as string);
+    expect(exchanged.status, JSON.stringify(exchanged.body)).to.equal(200);
+    const api = await callResourceApi(demo, exchanged.body['access_token'] as string);
+    expect(api.status).to.equal(200);
+    expect(api.body).to.include({ subject: 'bob', actor: null, message: 'bob is acting as themselves' });
+  });
+
+  it('subjectTokenTTL (SUBJECT_TOKEN_TTL) sets the subject-token lifetime', async () => {
+    const alice = await signIn(demo, { login: 'alice', password: 'alice-password' });
+    const answer = await requestImpersonation(demo, alice, BOB);
+    expect(answer.body['expiresIn']).to.equal(7);
+  });
+
+  it('the login form refuses a wrong password and says so', async () => {
+    const jar = new CookieJar();
+    const authorize = `${demo.identity.issuer}/auth?${new URLSearchParams({
+      client_id: 'support-console', response_type: 'code', scope: 'openid profile',
+      redirect_uri: `${demo.backend.url}/callback`, code_challenge: 'x'.repeat(43), code_challenge_method: 'S256',
+    })}`;
+    const started = await request(jar, authorize);
+    expect(started.status).to.equal(303);
+    const interaction = new URL(started.headers.get('location')!, authorize).href;
+    const form = await request(jar, interaction);
+    const html = await form.text();
+    expect(html).to.contain('name="login"').and.contain('name="password"');
+    const refused = await request(jar, `${interaction}/login`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams({ login: 'alice', password: 'wrong' }),
+    });
+    expect(refused.status).to.equal(401);
+    expect(await refused.text()).to.contain('Invalid login or password.');
+  });
+});
+
+async function freePort(): Promise<number> {
+  const server = http.createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}

@@ -1,0 +1,168 @@
+import { createHash, randomBytes } from 'node:crypto';
+import type { Demo } from '../../demo/demo.js';
+
+/** Bound on every request a test makes. */
+export const REQUEST_TIMEOUT = 5000;
+
+/** Cookies of one user agent. Every server of a test is on the same host, where cookies ignore the port. */
+export class CookieJar {
+  readonly #cookies = new Map<string, string>();
+
+  header(): string {
+    return [...this.#cookies].map(([name, value]) => `${name}=${value}`).join('; ');
+  }
+
+  store(response: Response): void {
+    for (const line of response.headers.getSetCookie()) {
+      const [pair = '', ...attributes] = line.split(';');
+      const separator = pair.indexOf('=');
+      const name = pair.slice(0, separator).trim();
+      const value = pair.slice(separator + 1).trim();
+      const expired = attributes.some((attribute) => {
+        const [key = '', date = ''] = attribute.split('=');
+        return key.trim().toLowerCase() === 'expires' && Date.parse(date) <= Date.now();
+      });
+      if (expired || !value) this.#cookies.delete(name);
+      else this.#cookies.set(name, value);
+    }
+  }
+}
+
+/** One request, redirects not followed, cookies kept in `jar`. */
+export async function request(jar: CookieJar, url: string, init: RequestInit = {}): Promise<Response> {
+  const headers = new Headers(init.headers);
+  const cookie = jar.header();
+  if (cookie) headers.set('cookie', cookie);
+  const response = await fetch(url, { ...init, headers, redirect: 'manual', signal: AbortSignal.timeout(REQUEST_TIMEOUT) });
+  jar.store(response);
+  return response;
+}
+
+export function basic(id: string, secret: string): string {
+  return `Basic ${Buffer.from(`${id}:${secret}`).toString('base64')}`;
+}
+
+export interface SignInOptions {
+  login: string;
+  password: string;
+  /** `support-console` (public, the default) or `support-web` (confidential). */
+  client?: 'support-console' | 'support-web';
+  scope?: string;
+}
+
+/**
+ * What a browser does to sign in, over plain HTTP: authorization request,
+ * the login form, resume, then the code for tokens. Resolves the access token.
+ */
+export async function signIn(demo: Demo, options: SignInOptions): Promise<string> {
+  const client = options.client ?? 'support-console';
+  const redirectUri = client === 'support-console' ? `${demo.backend.url}/callback` : `${demo.backend.url}/web/callback`;
+  const jar = new CookieJar();
+  const verifier = randomBytes(32).toString('base64url');
+  const state = randomBytes(8).toString('base64url');
+  const authorize = new URL(`${demo.identity.issuer}/auth`);
+  authorize.search = new URLSearchParams({
+    client_id: client,
+    response_type: 'code',
+    scope: options.scope ?? 'openid profile',
+    redirect_uri: redirectUri,
+    state,
+    code_challenge: createHash('sha256').update(verifier).digest('base64url'),
+    code_challenge_method: 'S256',
+  }).toString();
+
+  let response = await request(jar, authorize.href);
+  const interaction = new URL(location(response), authorize).href;
+  response = await request(jar, interaction);
+  if (response.status !== 200) throw new Error(`login page answered ${response.status}`);
+  response = await request(jar, `${interaction}/login`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    body: new URLSearchParams({ login: options.login, password: options.password }),
+  });
+  response = await request(jar, new URL(location(response), interaction).href);
+  const callback = new URL(location(response));
+  if (callback.searchParams.get('state') !== state || !callback.searchParams.get('code')) {
+    throw new Error(`sign-in did not end with a code: ${callback.href}`);
+  }
+
+  const headers: Record<string, string> = { 'content-type': 'application/x-www-form-urlencoded' };
+  const body = new URLSearchParams({
+    grant_type: 'authorization_code',
+    code: callback.searchParams.get('code')!,
+    redirect_uri: redirectUri,
+    code_verifier: verifier,
+  });
+  if (client === 'support-web') headers['authorization'] = basic('support-web', 'support-web-secret');
+  else body.set('client_id', client);
+  response = await request(jar, `${demo.identity.issuer}/token`, { method: 'POST', headers, body });
+  const tokens = await response.json() as { access_token?: string };
+  if (response.status !== 200 || !tokens.access_token) throw new Error(`token request answered ${response.status}: ${JSON.stringify(tokens)}`);
+  return tokens.access_token;
+}
+
+function location(response: Response): string {
+  const value = response.headers.get('location');
+  if (response.status < 300 || response.status > 399 || !value) {
+    throw new Error(`expected a redirect, got ${response.status}`);
+  }
+  return value;
+}
+
+export interface ImpersonationBody {
+  userId?: unknown;
+  reason?: unknown;
+  ticketId?: unknown;
+  [field: string]: unknown;
+}
+
+/** POST /api/request-impersonation of the backend. */
+export async function requestImpersonation(
+  demo: Demo,
+  token: string | undefined,
+  body: ImpersonationBody | string,
+  contentType = 'application/json',
+): Promise<{ status: number; body: Record<string, unknown>; headers: Headers }> {
+  const headers: Record<string, string> = { 'content-type': contentType };
+  if (token !== undefined) headers['authorization'] = `Bearer ${token}`;
+  const response = await fetch(`${demo.backend.url}/api/request-impersonation`, {
+    method: 'POST',
+    headers,
+    body: typeof body === 'string' ? body : JSON.stringify(body),
+    signal: AbortSignal.timeout(REQUEST_TIMEOUT),
+  });
+  return { status: response.status, body: await response.json() as Record<string, unknown>, headers: response.headers };
+}
+
+export const TOKEN_EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';
+export const ACCESS_TOKEN_TYPE = 'urn:ietf:params:oauth:token-type:access_token';
+
+/** The exchange as the public console does it. */
+export async function exchange(demo: Demo, subjectToken: string, actorToken?: string): Promise<{ status: number; body: Record<string, unknown> }> {
+  const body = new URLSearchParams({
+    grant_type: TOKEN_EXCHANGE,
+    client_id: 'support-console',
+    scope: 'profile:read',
+    subject_token: subjectToken,
+    subject_token_type: ACCESS_TOKEN_TYPE,
+    resource: 'https://api.example.com',
+  });
+  if (actorToken) {
+    body.set('actor_token', actorToken);
+    body.set('actor_token_type', ACCESS_TOKEN_TYPE);
+  }
+  const response = await fetch(`${demo.identity.issuer}/token`, {
+    method: 'POST', body, signal: AbortSignal.timeout(REQUEST_TIMEOUT),
+  });
+  return { status: response.status, body: await response.json() as Record<string, unknown> };
+}
+
+export async function callResourceApi(demo: Demo, token?: string): Promise<{ status: number; body: Record<string, unknown> }> {
+  const response = await fetch(`${demo.backend.url}/api/me`, {
+    headers: token ? { authorization: `Bearer ${token}` } : {},
+    signal: AbortSignal.timeout(REQUEST_TIMEOUT),
+  });
+  return { status: response.status, body: await response.json() as Record<string, unknown> };
+}
+
+export const quiet = (): void => {};
