@@ -1,0 +1,134 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { expect } from 'chai';
+import { exportJWK, generateKeyPair } from 'jose';
+import { assertRedisReachable, testPrefix } from '../support/adapter.js';
+import { decodeJwt, exchange, m2mToken, managementRequest, type Reply } from '../support/http.js';
+import { API, type TestProvider } from '../support/provider.js';
+
+const INSTANCES = 4;
+const ISSUER = 'https://id.multi-process.example';
+const SCRIPT = fileURLToPath(new URL('./server-process.js', import.meta.url));
+
+/** A provider in another process: the HTTP helpers read only `base`. */
+type Instance = TestProvider;
+
+describe('Redis adapter: several provider processes sharing one Redis', function () {
+  this.timeout(60_000);
+  const children: ChildProcess[] = [];
+  let instances: Instance[];
+  let management: string;
+
+  before(async () => {
+    await assertRedisReachable();
+    const { privateKey } = await generateKeyPair('RS256', { extractable: true });
+    const jwks = JSON.stringify({ keys: [{ ...await exportJWK(privateKey), kid: 'shared-1', alg: 'RS256', use: 'sig' }] });
+    const env = { ...process.env, ISSUER, JWKS: jwks, KEY_PREFIX: testPrefix() };
+    const ports = await Promise.all(Array.from({ length: INSTANCES }, () => {
+      const child = spawn(process.execPath, [SCRIPT], { env, stdio: ['pipe', 'pipe', 'pipe'] });
+      children.push(child);
+      return portOf(child);
+    }));
+    instances = ports.map((port) => ({ base: `http://127.0.0.1:${port}` }) as Instance);
+    // Issued by the first instance and accepted by all: same issuer, same keys.
+    management = await m2mToken(instances[0]!);
+  });
+
+  after(async () => {
+    await Promise.all(children.map(async (child) => {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      const exited = once(child, 'exit');
+      child.kill('SIGTERM');
+      await exited;
+    }));
+  });
+
+  it('redeems one subject token exactly once when 50 requests race over 4 processes', async () => {
+    const token = await createSubjectToken(instances[1]!);
+    const replies = await Promise.all(Array.from({ length: 50 }, (_, i) => redeem(instances[i % INSTANCES]!, token)));
+    const counts = tally(replies);
+    console.log(`      one token, 50 concurrent exchanges over ${INSTANCES} processes: ${JSON.stringify(counts)}`);
+    expect(counts).to.deep.equal({ issued: 1, invalid_request: 49 });
+    const issued = decodeJwt(replies.find((reply) => reply.status === 200)!.body['access_token'] as string);
+    expect(issued['iss']).to.equal(ISSUER);
+    expect(issued['sub']).to.equal('bob');
+  });
+
+  it('never redeems any of 200 subject tokens twice when each is raced by all 4 processes', async () => {
+    const tokens: string[] = [];
+    for (const batch of chunks(Array.from({ length: 200 }, (_, i) => i), 25)) {
+      tokens.push(...await Promise.all(batch.map((i) => createSubjectToken(instances[i % INSTANCES]!))));
+    }
+    expect(new Set(tokens).size).to.equal(200);
+
+    const winners: number[] = [];
+    const all: Reply[] = [];
+    for (const batch of chunks(tokens, 25)) {
+      await Promise.all(batch.map(async (token) => {
+        const replies = await Promise.all(instances.map((instance) => redeem(instance, token)));
+        all.push(...replies);
+        winners.push(replies.filter((reply) => reply.status === 200).length);
+      }));
+    }
+    const summary = {
+      tokens: tokens.length,
+      exchanges: all.length,
+      ...tally(all),
+      redeemedOnce: winners.filter((count) => count === 1).length,
+      doubleRedemptions: winners.filter((count) => count > 1).length,
+      neverRedeemed: winners.filter((count) => count === 0).length,
+    };
+    console.log(`      200 tokens, 4 concurrent exchanges each: ${JSON.stringify(summary)}`);
+    expect(summary).to.deep.equal({
+      tokens: 200, exchanges: 800, issued: 200, invalid_request: 600, redeemedOnce: 200, doubleRedemptions: 0, neverRedeemed: 0,
+    });
+  });
+
+  async function createSubjectToken(instance: Instance): Promise<string> {
+    const reply = await managementRequest(instance, { userId: 'bob' }, management);
+    if (reply.status !== 201) throw new Error(`creation failed on ${instance.base}: ${reply.status} ${JSON.stringify(reply.body)}`);
+    return reply.body['subjectToken'] as string;
+  }
+});
+
+function redeem(instance: Instance, subjectToken: string): Promise<Reply> {
+  return exchange(instance, { subject_token: subjectToken, resource: API, scope: 'profile:read' });
+}
+
+/** Counts replies by outcome: `issued`, or the OAuth error code (or the status when there is none). */
+function tally(replies: Reply[]): Record<string, number> {
+  const counts: Record<string, number> = {};
+  for (const reply of replies) {
+    const outcome = reply.status === 200 ? 'issued' : `${String(reply.body['error'] ?? reply.status)}`;
+    counts[outcome] = (counts[outcome] ?? 0) + 1;
+  }
+  return counts;
+}
+
+function chunks<T>(items: T[], size: number): T[][] {
+  return Array.from({ length: Math.ceil(items.length / size) }, (_, i) => items.slice(i * size, (i + 1) * size));
+}
+
+/** Resolves with the port a child prints; rejects with its stderr if it exits or stays silent. */
+function portOf(child: ChildProcess): Promise<number> {
+  let stderr = '';
+  child.stderr!.on('data', (chunk: Buffer) => { stderr = (stderr + chunk.toString()).slice(-4000); });
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => fail('did not print its port within 15 s'), 15_000);
+    const lines = createInterface({ input: child.stdout! });
+    lines.on('line', (line) => {
+      const match = /^PORT (\d+)$/.exec(line);
+      if (match) {
+        clearTimeout(timer);
+        resolve(Number(match[1]));
+      }
+    });
+    child.once('exit', (code) => fail(`exited with ${code}`));
+    function fail(why: string): void {
+      clearTimeout(timer);
+      reject(new Error(`provider process ${why}:\n${stderr}`));
+    }
+  });
+}
