@@ -168,6 +168,8 @@ export async function startBackend(options: BackendOptions): Promise<Backend> {
     authorizationEndpoint: endpoints.authorization,
     tokenEndpoint: endpoints.token,
     userinfoEndpoint: endpoints.userinfo,
+    endSessionEndpoint: `${issuer}/session/end`,
+    postLogoutRedirectUri: `${url}/`,
     resource: API_RESOURCE,
     scope: 'profile:read',
   };
@@ -256,7 +258,6 @@ export async function startBackend(options: BackendOptions): Promise<Backend> {
       state,
       code_challenge: createHash('sha256').update(verifier).digest('base64url'),
       code_challenge_method: 'S256',
-      prompt: 'login',
     }).toString();
     ctx.redirect(target.href);
   });

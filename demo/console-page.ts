@@ -8,6 +8,9 @@ export interface ConsoleConfig {
   authorizationEndpoint: string;
   tokenEndpoint: string;
   userinfoEndpoint: string;
+  /** RP-initiated logout: signing out ends the identity service's session too. */
+  endSessionEndpoint: string;
+  postLogoutRedirectUri: string;
   /** The resource the impersonation token is for. */
   resource: string;
   /** The scope asked for in the exchange. */

@@ -87,6 +87,7 @@ export async function startIdentityService(options: IdentityServiceOptions): Pro
         grant_types: ['authorization_code', TOKEN_EXCHANGE_GRANT],
         response_types: ['code'],
         redirect_uris: [`${options.backendOrigin}/callback`],
+        post_logout_redirect_uris: [`${options.backendOrigin}/`],
       },
       {
         client_id: CLIENTS.web,
@@ -125,8 +126,28 @@ export async function startIdentityService(options: IdentityServiceOptions): Pro
       Session: 8 * 3600,
     },
     clientBasedCORS: (_ctx, origin, client) => client.clientId === CLIENTS.console && origin === options.backendOrigin,
+    // oidc-provider's own pages load a web font from the internet; the demo's stay on this machine.
+    renderError: (ctx, out) => {
+      ctx.type = 'html';
+      ctx.body = messagePage('Something went wrong', `<div class="error" role="alert" id="oidc-error">${
+        escapeHtml([out.error, out.error_description].filter(Boolean).join(': '))}</div>`);
+    },
     features: {
       devInteractions: { enabled: false },
+      rpInitiatedLogout: {
+        enabled: true,
+        logoutSource: (ctx, form) => {
+          ctx.type = 'html';
+          ctx.body = messagePage('Sign out', `<p>Sign out of the identity service at <code>${escapeHtml(ctx.host)}</code>?</p>
+${form}
+<button id="logout-yes" type="submit" form="op.logoutForm" name="logout" value="yes" autofocus>Sign out</button>
+<button class="secondary" type="submit" form="op.logoutForm">Stay signed in</button>`);
+        },
+        postLogoutSuccessSource: (ctx) => {
+          ctx.type = 'html';
+          ctx.body = messagePage('Signed out', '<p>You are signed out of the identity service.</p>');
+        },
+      },
       clientCredentials: { enabled: true },
       resourceIndicators: {
         enabled: true,
@@ -341,6 +362,13 @@ function loginPage(details: Interaction, clientId: string, login = '', error?: s
     <p class="muted">Requested scope: <code>${escapeHtml(scope)}</code>. Demo users: alice (support staff), bob, carol.</p>
   </div>
 </main>`);
+}
+
+function messagePage(title: string, content: string): string {
+  return page(title, `<header><h1>Identity service</h1></header>
+<main><div class="card" style="max-width: 480px; margin: 40px auto;"><h2>${escapeHtml(title)}</h2>
+${content}
+</div></main>`);
 }
 
 function landingPage(issuer: string, backendOrigin: string): string {

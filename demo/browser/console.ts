@@ -114,7 +114,6 @@ async function signIn(): Promise<void> {
     state,
     code_challenge: await challengeOf(verifier),
     code_challenge_method: 'S256',
-    prompt: 'login',
   }).toString();
   location.assign(target.href);
 }
@@ -302,10 +301,14 @@ async function start(): Promise<void> {
     signIn().catch((error: Error) => showError(`Sign-in failed: ${error.message}`));
   });
   element('sign-out').addEventListener('click', () => {
+    // Forget the tokens here, then end the session at the identity service, which returns to this page.
     sessionStorage.removeItem(SESSION_KEY);
-    clearError();
-    resetResults();
-    render();
+    const target = new URL(config.endSessionEndpoint);
+    target.search = new URLSearchParams({
+      client_id: config.clientId,
+      post_logout_redirect_uri: config.postLogoutRedirectUri,
+    }).toString();
+    location.assign(target.href);
   });
   element<HTMLFormElement>('impersonate-form').addEventListener('submit', (event) => {
     void impersonate(event);

@@ -66,7 +66,15 @@ describe('demo: support console in headless Chromium', function () {
   async function signIn(login: string, password: string): Promise<void> {
     await page.goto(`${demo.backend.url}/`);
     await page.locator('body[data-ready="true"]').waitFor();
-    if (await page.locator('#sign-out').isVisible()) await page.click('#sign-out');
+    if (await page.locator('#sign-out').isVisible()) {
+      // Signing out ends the identity service's session as well (RP-initiated logout).
+      await page.click('#sign-out');
+      await page.waitForURL(`${demo.identity.issuer}/session/end**`);
+      await page.click('#logout-yes');
+      await page.waitForURL(`${demo.backend.url}/`);
+      await page.locator('body[data-ready="true"]').waitFor();
+      expect(await page.locator('#sign-in-card').isVisible()).to.equal(true);
+    }
     await page.click('#sign-in');
     await page.waitForURL(`${demo.identity.baseUrl}/interaction/**`);
     await page.fill('input[name="login"]', login);
