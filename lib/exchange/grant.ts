@@ -140,8 +140,15 @@ export function createExchangeHandler({ options, store, claims }: GrantDependenc
       const accessToken = await token.save();
 
       // Single use is decided here, by one atomic operation, after everything else passed.
-      if (!await store.redeem(key)) {
-        if (token.format === 'opaque') await token.destroy();
+      let redeemed: boolean;
+      try {
+        redeemed = await store.redeem(key);
+      } catch (error) {
+        await discard(token);
+        throw error;
+      }
+      if (!redeemed) {
+        await discard(token);
         throw invalidRequest('subject_token was already used');
       }
 
@@ -216,6 +223,16 @@ function grantedScopes(ctx: KoaContextWithOIDC, scope: string | undefined, resou
   }
   validateClientScope(ctx, requested);
   return requested;
+}
+
+/** An opaque token that lost the race (or whose redemption failed) must not stay live. */
+async function discard(token: AccessToken): Promise<void> {
+  if (token.format !== 'opaque') return;
+  try {
+    await token.destroy();
+  } catch {
+    // The store is failing; the token expires on its own and nobody ever received it.
+  }
 }
 
 function nowSeconds(): number {
