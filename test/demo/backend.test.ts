@@ -4,7 +4,8 @@ import { expect } from 'chai';
 import { decodeJwt } from 'jose';
 import { startDemo, type Demo } from '../../demo/demo.js';
 import {
-  basic, callResourceApi, CookieJar, exchange, quiet, request, requestImpersonation, signIn, REQUEST_TIMEOUT,
+  ACCESS_TOKEN_TYPE, basic, callResourceApi, CookieJar, exchange, follow, quiet, request, requestImpersonation, signIn,
+  REQUEST_TIMEOUT, TOKEN_EXCHANGE,
 } from './helpers.js';
 
 const BOB = { userId: 'bob', reason: 'Cannot see the invoices', ticketId: 'T-1234' };
@@ -60,6 +61,59 @@ describe('demo: integrator backend (POST /api/request-impersonation)', function 
       const exchanged = await exchange(demo, answer.body['subjectToken'] as string, web);
       expect(exchanged.status, JSON.stringify(exchanged.body)).to.equal(200);
       expect(decodeJwt(exchanged.body['access_token'] as string)['act']).to.deep.equal({ sub: 'alice' });
+    });
+
+    it('the support-web sign-in (/web/login) shows an actor token that the curl walk-through can use', async () => {
+      const jar = new CookieJar();
+      let response = await follow(jar, `${demo.backend.url}/web/login`);
+      expect(response.url).to.match(/\/interaction\/[^/]+$/);
+      response = await follow(jar, `${response.url}/login`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        body: new URLSearchParams({ login: 'alice', password: 'alice-password' }),
+      });
+      expect(response.url).to.match(/\/web\/callback\?/);
+      const html = await response.text();
+      const token = /<pre id="access-token">([^<]+)<\/pre>/.exec(html)?.[1];
+      expect(token, html).to.be.a('string');
+
+      const answer = await requestImpersonation(demo, token, BOB);
+      expect(answer.status).to.equal(200);
+      const exchanged = await fetch(`${demo.identity.issuer}/token`, {
+        method: 'POST',
+        headers: { authorization: basic('support-web', 'support-web-secret') },
+        body: new URLSearchParams({
+          grant_type: TOKEN_EXCHANGE,
+          scope: 'profile:read',
+          subject_token: answer.body['subjectToken'] as string,
+          subject_token_type: ACCESS_TOKEN_TYPE,
+          resource: 'https://api.example.com',
+          actor_token: token!,
+          actor_token_type: ACCESS_TOKEN_TYPE,
+        }),
+        signal: AbortSignal.timeout(REQUEST_TIMEOUT),
+      });
+      const body = await exchanged.json() as { access_token: string };
+      expect(exchanged.status, JSON.stringify(body)).to.equal(200);
+      expect(decodeJwt(body.access_token)).to.include({ sub: 'bob', client_id: 'support-web' });
+    });
+
+    it('the support-web client without its Basic credentials gets 401 invalid_client', async () => {
+      const answer = await requestImpersonation(demo, alice, BOB);
+      const exchanged = await fetch(`${demo.identity.issuer}/token`, {
+        method: 'POST',
+        body: new URLSearchParams({
+          grant_type: TOKEN_EXCHANGE,
+          client_id: 'support-web',
+          scope: 'profile:read',
+          subject_token: answer.body['subjectToken'] as string,
+          subject_token_type: ACCESS_TOKEN_TYPE,
+          resource: 'https://api.example.com',
+        }),
+        signal: AbortSignal.timeout(REQUEST_TIMEOUT),
+      });
+      expect(exchanged.status).to.equal(401);
+      expect((await exchanged.json() as { error: string }).error).to.equal('invalid_client');
     });
 
     it('reuses its M2M token instead of fetching one per request', async () => {

@@ -38,6 +38,24 @@ export async function request(jar: CookieJar, url: string, init: RequestInit = {
   return response;
 }
 
+/** Like a browser: follows up to 10 redirects (303 turns a POST into a GET); `response.url` is where it ended. */
+export async function follow(jar: CookieJar, url: string, init: RequestInit = {}): Promise<Response & { url: string }> {
+  let target = url;
+  let current = init;
+  for (let hop = 0; hop < 10; hop += 1) {
+    const response = await request(jar, target, current);
+    const next = response.headers.get('location');
+    if (response.status < 300 || response.status > 399 || !next) {
+      Object.defineProperty(response, 'url', { value: target });
+      return response;
+    }
+    await response.body?.cancel();
+    target = new URL(next, target).href;
+    current = {};
+  }
+  throw new Error(`too many redirects from ${url}`);
+}
+
 export function basic(id: string, secret: string): string {
   return `Basic ${Buffer.from(`${id}:${secret}`).toString('base64')}`;
 }
