@@ -180,6 +180,7 @@ export async function startBackend(options: BackendOptions): Promise<Backend> {
 
   router.get(['/', '/callback'], (ctx) => {
     ctx.set('Cache-Control', 'no-store');
+    ctx.set('Referrer-Policy', 'no-referrer');
     ctx.set('Content-Security-Policy', [
       "default-src 'none'", "script-src 'self'", "style-src 'unsafe-inline'", `connect-src 'self' ${identityOrigin}`,
       "img-src 'self' data:", "base-uri 'none'", "form-action 'self'", "frame-ancestors 'none'",

@@ -109,8 +109,7 @@ export async function startIdentityService(options: IdentityServiceOptions): Pro
         scope: managementScope,
       },
     ],
-    // oidc-provider accepts in a client's `scope` metadata only scopes listed here.
-    scopes: ['openid', 'offline_access', 'profile', managementScope],
+    scopes: ['openid', 'offline_access', 'profile'],
     claims: { openid: ['sub'], profile: ['name', 'roles'] },
     findAccount: (_ctx, id) => accountOf(users.get(id)),
     cookies: { keys: [randomBytes(32).toString('base64url')] },
