@@ -49,6 +49,28 @@ describe('memory adapter', () => {
     expect(await tokens.find('t3')).to.not.equal(undefined);
   });
 
+  it('revokes only grantable models by grant id, never an interaction or a session', async () => {
+    const Memory = createMemoryAdapter();
+    const interactions = new Memory('Interaction');
+    const tokens = new Memory('AccessToken');
+    await interactions.upsert('i', { grantId: 'g' }, 60);
+    await tokens.upsert('t', { grantId: 'g' }, 60);
+    await tokens.revokeByGrantId('g');
+    expect(await tokens.find('t')).to.equal(undefined);
+    expect(await interactions.find('i')).to.not.equal(undefined);
+  });
+
+  it('keeps the grant index as long as its longest-lived entry', async () => {
+    const Memory = createMemoryAdapter();
+    const tokens = new Memory('AccessToken');
+    const codes = new Memory('AuthorizationCode');
+    await tokens.upsert('long', { grantId: 'g' }, 3600);
+    await codes.upsert('short', { grantId: 'g' }, 1);
+    await new Promise((resolve) => setTimeout(resolve, 1100));
+    await tokens.revokeByGrantId('g');
+    expect(await tokens.find('long')).to.equal(undefined);
+  });
+
   describe('consumeOnce: the atomic-consume contract', () => {
     it('is true for exactly one of many concurrent callers', async () => {
       const store = new (createMemoryAdapter())('SubjectToken');

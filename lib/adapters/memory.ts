@@ -29,6 +29,9 @@ export interface MemoryAdapterClass {
 
 const DEFAULT_MAX = 100_000;
 
+/** The models revokeByGrantId removes, as in oidc-provider's own adapter (never an Interaction or Session). */
+const GRANTABLE = new Set(['AccessToken', 'AuthorizationCode', 'RefreshToken', 'DeviceCode', 'BackchannelAuthenticationRequest']);
+
 /**
  * An oidc-provider adapter kept in this process, bounded and TTL-aware, with
  * the atomic `consumeOnce` the subject-token store needs. Every model shares
@@ -77,12 +80,15 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
     async upsert(id: string, payload: AdapterPayload, expiresIn?: number): Promise<void> {
       const key = this.#key(id);
       const ttl = expiresIn ? expiresIn * 1000 : undefined;
-      if (payload.grantId) {
+      if (payload.grantId && GRANTABLE.has(this.#name)) {
         const grantKey = `grant:${payload.grantId}`;
         const keys = storage.get(grantKey);
         const list = Array.isArray(keys) ? keys : [];
         list.push(key);
-        storage.set(grantKey, list, { ttl });
+        // The index must outlive every entry it lists, or revokeByGrantId would miss live tokens.
+        const remaining = storage.getRemainingTTL(grantKey);
+        const indexTtl = ttl === undefined || remaining === Infinity ? undefined : Math.max(ttl, remaining);
+        storage.set(grantKey, list, indexTtl === undefined ? {} : { ttl: indexTtl });
       }
       if (payload.userCode) {
         storage.set(`userCode:${payload.userCode}`, id, { ttl });
