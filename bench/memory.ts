@@ -1,0 +1,133 @@
+/**
+ * Heap per outstanding subject token in the memory adapter, and what happens at
+ * its bound. Run with --expose-gc (bench/run.ts spawns it so):
+ *
+ *   node --expose-gc build/bench/memory.js [--count 100000] [--json]
+ *
+ * 1. Fills a createMemoryAdapter() at its default bound (100,000 entries) with
+ *    `count` subject tokens through SubjectTokenStore, as the Management API
+ *    would, and reports the growth of the V8 heap and of ArrayBuffer memory
+ *    (lru-cache keeps its links and TTLs in typed arrays, outside the V8 heap),
+ *    measured from before the adapter was created, so the slots the LRU
+ *    preallocates for `max` entries count too.
+ * 2. Creates 1% more than the bound: every extra token evicts a live one, which
+ *    onEvict and stats().evictedUnexpired count, and an evicted token can no
+ *    longer be redeemed (the bench checks that it is "unknown").
+ */
+import { createMemoryAdapter, SUBJECT_TOKEN_MODEL, type MemoryAdapterClass } from '../lib/index.js';
+import { SubjectTokenStore } from '../lib/subject-tokens/store.js';
+
+export interface MemoryResult {
+  count: number;
+  max: number;
+  heapBytes: number;
+  arrayBufferBytes: number;
+  /** Heap plus ArrayBuffer growth, per token: what the target (≤ 1 KiB) is checked against. */
+  bytesPerToken: number;
+  heapBytesPerToken: number;
+  /** Of the growth, what the empty adapter took (LRU slots for `max`), per token. */
+  preallocatedPerToken: number;
+  createsPerSecond: number;
+  overflow: number;
+  evictedUnexpired: number;
+  onEvictCalls: number;
+  evictedTokenState: string;
+  newestTokenState: string;
+}
+
+const gc = (globalThis as { gc?: () => void }).gc;
+
+function settle(): NodeJS.MemoryUsage {
+  // Several passes: weak callbacks and finalizers free more on the next one.
+  for (let pass = 0; pass < 4; pass += 1) gc!();
+  return process.memoryUsage();
+}
+
+export async function measureMemory(count: number): Promise<MemoryResult> {
+  if (!gc) throw new Error('run with node --expose-gc');
+  const max = count;
+  let evictions = 0;
+
+  const before = settle();
+  const Adapter: MemoryAdapterClass = createMemoryAdapter({ max, onEvict: () => { evictions += 1; } });
+  const store = new SubjectTokenStore(new Adapter(SUBJECT_TOKEN_MODEL));
+  const empty = settle();
+
+  let first = '';
+  let started = performance.now();
+  for (let i = 0; i < count; i += 1) {
+    const { value } = await store.create({
+      subject: `user-${i % 5000}`,
+      context: { ticketId: `T-${100000 + i}`, reason: 'checkout fails' },
+      createdBy: 'impersonation-backend',
+      ttl: 60,
+    });
+    if (i === 0) first = value;
+  }
+  const createsPerSecond = count / ((performance.now() - started) / 1000);
+  const after = settle();
+
+  const heapBytes = after.heapUsed - before.heapUsed;
+  const arrayBufferBytes = after.arrayBuffers - before.arrayBuffers;
+  const preallocated = (empty.heapUsed - before.heapUsed) + (empty.arrayBuffers - before.arrayBuffers);
+
+  // The bound: 1% more tokens than fit. The oldest (least recently used) go first.
+  const overflow = Math.max(1, Math.ceil(count / 100));
+  let newest = '';
+  started = performance.now();
+  for (let i = 0; i < overflow; i += 1) {
+    ({ value: newest } = await store.create({
+      subject: 'bob', context: { ticketId: `T-overflow-${i}` }, createdBy: 'impersonation-backend', ttl: 60,
+    }));
+  }
+  const evictedTokenState = (await store.find(first)).state;
+  const newestTokenState = (await store.find(newest)).state;
+
+  return {
+    count,
+    max,
+    heapBytes,
+    arrayBufferBytes,
+    bytesPerToken: (heapBytes + arrayBufferBytes) / count,
+    heapBytesPerToken: heapBytes / count,
+    preallocatedPerToken: preallocated / count,
+    createsPerSecond,
+    overflow,
+    evictedUnexpired: Adapter.stats().evictedUnexpired[SUBJECT_TOKEN_MODEL] ?? 0,
+    onEvictCalls: evictions,
+    evictedTokenState,
+    newestTokenState,
+  };
+}
+
+export function describeMemory(result: MemoryResult): string[] {
+  const lines = [
+    `memory adapter: ${result.count.toLocaleString('en')} outstanding subject tokens (max ${result.max.toLocaleString('en')}): `
+      + `heap +${mib(result.heapBytes)}, ArrayBuffers +${mib(result.arrayBufferBytes)}; `
+      + `${Math.round(result.bytesPerToken)} B per token (${Math.round(result.heapBytesPerToken)} B of V8 heap; `
+      + `${Math.round(result.preallocatedPerToken)} B of it the LRU's preallocated slots); `
+      + `${Math.round(result.createsPerSecond).toLocaleString('en')} store.create()/s in-process`,
+    `memory adapter at its bound: ${result.overflow.toLocaleString('en')} tokens beyond max=${result.max.toLocaleString('en')} `
+      + `-> evictedUnexpired.SubjectToken=${result.evictedUnexpired}, onEvict called ${result.onEvictCalls} times; `
+      + `the oldest token now finds "${result.evictedTokenState}", the newest "${result.newestTokenState}"`,
+  ];
+  if (result.evictedUnexpired > 0) {
+    lines.push(`WARNING: the memory adapter evicted ${result.evictedUnexpired} unexpired subject tokens at its bound `
+      + `(max=${result.max}); they can no longer be redeemed. Size max for the peak of outstanding tokens.`);
+  }
+  return lines;
+}
+
+function mib(bytes: number): string {
+  return `${(bytes / 1024 / 1024).toFixed(1)} MiB`;
+}
+
+// Run directly: node --expose-gc build/bench/memory.js [--count N] [--json]
+if (process.argv[1] && import.meta.url === new URL(`file://${process.argv[1]}`).href) {
+  const countIndex = process.argv.indexOf('--count');
+  const count = countIndex > 0 ? Number(process.argv[countIndex + 1]) : 100_000;
+  if (!Number.isSafeInteger(count) || count < 100) throw new TypeError('--count must be an integer >= 100');
+  const result = await measureMemory(count);
+  if (process.argv.includes('--json')) console.log(JSON.stringify(result));
+  else for (const line of describeMemory(result)) console.log(line);
+}

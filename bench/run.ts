@@ -1,0 +1,601 @@
+/**
+ * `npm run bench`: throughput and latency of the plugin against oidc-provider's
+ * own client_credentials grant, on one machine, in one run, against one
+ * provider per adapter.
+ *
+ *   node build/bench/run.js [--smoke] [--rounds N] [--duration S] [--memory-only]
+ *                           [--only SCENARIO[,SCENARIO]] [--profile] [--skip-memory]
+ *
+ * The provider runs in a child process (bench/server.ts), autocannon in this
+ * one: with two cores each gets one, and neither steals the other's event loop.
+ * Each adapter gets `rounds` rounds; a round runs every scenario once for
+ * `duration` seconds at 16 connections, in the order A B C D, the next round
+ * D C B A, so that a drift of the machine falls on baseline and candidates
+ * alike. Runs are summed: requests/s is all 2xx over all windows, p50/p99 are
+ * over every 2xx latency of every window.
+ *
+ * Exchanges need a fresh subject token each: they come from a pool filled by
+ * the timed creation runs and, before each exchange run and outside its window,
+ * topped up through the Management API to 1.5x what the fastest run so far
+ * could use. Tokens older than 40 s are dropped (subject tokens live 60 s).
+ *
+ * Exit code: 0 whatever the targets say (a MISS is a finding, not a failure);
+ * 1 when something failed: a non-2xx or connection error rate above 0.1%, the
+ * pool ran dry, Redis unreachable, the server died.
+ */
+import { spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { readdirSync, mkdirSync } from 'node:fs';
+import { availableParallelism, cpus } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Redis } from 'ioredis';
+import { API, CLIENTS, MANAGEMENT, MANAGEMENT_SCOPE, TOKEN_EXCHANGE, ACCESS_TOKEN, type TestProvider } from '../test/support/provider.js';
+import { basic, userAccessToken } from '../test/support/http.js';
+import { fire, percentile, type RequestSpec, type RunRecord } from './load.js';
+import { describeMemory, type MemoryResult } from './memory.js';
+import { summarizeProfile } from './profile.js';
+import type { AdapterKind, ServerStats } from './protocol.js';
+import { startServer, type ServerProcess } from './server-process.js';
+
+// ---------------------------------------------------------------- options
+
+interface Settings {
+  smoke: boolean;
+  rounds: number;
+  duration: number;
+  warmup: number;
+  connections: number;
+  adapters: AdapterKind[];
+  only: ScenarioName[] | undefined;
+  profile: boolean;
+  memoryCount: number | 0;
+}
+
+const SCENARIOS = ['baseline', 'create', 'exchange', 'exchange-actor'] as const;
+type ScenarioName = typeof SCENARIOS[number];
+
+const LABELS: Record<ScenarioName, string> = {
+  baseline: 'client_credentials (baseline)',
+  create: 'create subject token (Management API)',
+  exchange: 'token exchange',
+  'exchange-actor': 'token exchange + actor_token',
+};
+
+function parseSettings(argv: string[]): Settings {
+  const value = (name: string): string | undefined => {
+    const index = argv.indexOf(name);
+    return index >= 0 ? argv[index + 1] : undefined;
+  };
+  const smoke = argv.includes('--smoke');
+  const only = value('--only')?.split(',').map((name) => {
+    if (!(SCENARIOS as readonly string[]).includes(name)) throw new TypeError(`--only: unknown scenario ${name} (${SCENARIOS.join(', ')})`);
+    return name as ScenarioName;
+  });
+  const settings: Settings = {
+    smoke,
+    rounds: Number(value('--rounds') ?? (smoke ? 2 : 6)),
+    duration: Number(value('--duration') ?? (smoke ? 1 : 4)),
+    warmup: smoke ? 1 : 2,
+    connections: 16,
+    adapters: argv.includes('--memory-only') ? ['memory'] : ['memory', 'redis'],
+    only,
+    profile: argv.includes('--profile'),
+    memoryCount: argv.includes('--skip-memory') ? 0 : smoke ? 5_000 : 100_000,
+  };
+  if (!Number.isSafeInteger(settings.rounds) || settings.rounds < 1) throw new TypeError('--rounds must be a positive integer');
+  // autocannon checks its deadline once a second: a window is a whole number of seconds.
+  if (!Number.isSafeInteger(settings.duration) || settings.duration < 1) throw new TypeError('--duration must be a positive integer (seconds)');
+  return settings;
+}
+
+const settings = parseSettings(process.argv.slice(2));
+const REDIS_URL = process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379';
+/** Above this share of non-2xx responses or connection errors the numbers mean nothing: exit 1. */
+const ERROR_TOLERANCE = 0.001;
+/** Subject tokens live 60 s; one older than this is not handed to a run. */
+const TOKEN_MAX_AGE_MS = 40_000;
+const SUBJECT_TOKEN_BODY = JSON.stringify({ userId: 'bob', context: { ticketId: 'T-4711', reason: 'checkout fails' } });
+/** Shaped like a subject token, known to nobody: what a run gets should the pool run dry (a 400, counted). */
+const NO_TOKEN = `ist_${'A'.repeat(43)}`;
+
+const problems: string[] = [];
+const log = (line: string): void => { console.log(line); };
+
+// ---------------------------------------------------------------- subject-token pool
+
+class TokenPool {
+  #values: string[] = [];
+  #born: number[] = [];
+  #head = 0;
+  stale = 0;
+  exhausted = 0;
+
+  add(value: string): void {
+    this.#values.push(value);
+    this.#born.push(Date.now());
+  }
+
+  /** The oldest token young enough to redeem, or undefined. */
+  take(): string | undefined {
+    const oldest = Date.now() - TOKEN_MAX_AGE_MS;
+    while (this.#head < this.#values.length) {
+      const index = this.#head++;
+      if (this.#born[index]! >= oldest) return this.#values[index];
+      this.stale += 1;
+    }
+    return undefined;
+  }
+
+  /** Tokens that will still be young enough `withinMs` from now. */
+  usable(withinMs: number): number {
+    const oldest = Date.now() + withinMs - TOKEN_MAX_AGE_MS;
+    this.#compact();
+    let count = 0;
+    for (let index = this.#values.length - 1; index >= this.#head && this.#born[index]! >= oldest; index -= 1) count += 1;
+    return count;
+  }
+
+  #compact(): void {
+    if (this.#head < 10_000) return;
+    this.#values = this.#values.slice(this.#head);
+    this.#born = this.#born.slice(this.#head);
+    this.#head = 0;
+  }
+}
+
+// ---------------------------------------------------------------- one adapter's run
+
+interface ScenarioTotals {
+  runs: RunRecord[];
+  /** Provider CPU seconds used during the timed windows. */
+  serverCpu: number;
+}
+
+interface AdapterResult {
+  adapter: AdapterKind;
+  totals: Partial<Record<ScenarioName, ScenarioTotals>>;
+  endStats: ServerStats;
+  untimed: { requests: number; failed: number };
+  pool: { stale: number; exhausted: number };
+  /** Abandoned requests the provider logged as "Error: aborted". */
+  abortedLogged: number;
+}
+
+function form(params: Record<string, string>): string {
+  return new URLSearchParams(params).toString();
+}
+
+/**
+ * The provider's output, passed through, except the "Error: aborted" stacks Koa
+ * prints for Management API requests whose connection autocannon closes at
+ * the end of a window: those are counted.
+ */
+class ServerLog {
+  aborted = 0;
+  #inStack = false;
+
+  readonly line = (line: string): void => {
+    if (/^\s*Error: aborted$/.test(line)) {
+      this.aborted += 1;
+      this.#inStack = true;
+      return;
+    }
+    if (this.#inStack && /^\s+at /.test(line)) return;
+    this.#inStack = false;
+    if (line.trim()) log(`  [server] ${line}`);
+  };
+}
+
+async function runAdapter(adapter: AdapterKind, prefix: string, profileDir: string | undefined): Promise<AdapterResult> {
+  const serverLog = new ServerLog();
+  const server = await startServer({
+    adapter,
+    redisUrl: REDIS_URL,
+    redisPrefix: prefix,
+    execArgv: profileDir ? ['--cpu-prof', '--cpu-prof-dir', profileDir] : [],
+    log: serverLog.line,
+  });
+  try {
+    const result = await measure(adapter, server);
+    return { ...result, abortedLogged: serverLog.aborted };
+  } finally {
+    await server.close();
+  }
+}
+
+async function measure(adapter: AdapterKind, server: ServerProcess): Promise<Omit<AdapterResult, 'abortedLogged'>> {
+  const { base } = server;
+  const tp = { base } as TestProvider;
+  const connections = settings.connections;
+  const pool = new TokenPool();
+  const untimed = { requests: 0, failed: 0 };
+  const bestRate: Partial<Record<ScenarioName, number>> = {};
+
+  // Credentials the requests carry, obtained once through the real flows.
+  const actorToken = await userAccessToken(tp, 'alice');
+  const backendAuth = basic(CLIENTS.backend);
+  const m2m = async (): Promise<string> => {
+    const response = await fetch(`${base}/token`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded', authorization: backendAuth },
+      body: form({ grant_type: 'client_credentials', scope: MANAGEMENT_SCOPE, resource: MANAGEMENT }),
+      signal: AbortSignal.timeout(10_000),
+    });
+    const body = await response.json() as { access_token?: string };
+    if (response.status !== 200 || !body.access_token) throw new Error(`M2M token: ${response.status} ${JSON.stringify(body)}`);
+    return body.access_token;
+  };
+
+  const baselineRequest: RequestSpec = {
+    method: 'POST',
+    path: '/token',
+    headers: { 'content-type': 'application/x-www-form-urlencoded', authorization: basic(CLIENTS.noScopeBackend) },
+    body: form({ grant_type: 'client_credentials', resource: API, scope: 'profile:read' }),
+  };
+  const creationRequest = (token: string): RequestSpec => ({
+    method: 'POST',
+    path: '/api/subject-tokens',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+    body: SUBJECT_TOKEN_BODY,
+    onResponse(status, body) {
+      if (status === 201) pool.add((JSON.parse(body) as { subjectToken: string }).subjectToken);
+    },
+  });
+  const exchangeRequest = (withActor: boolean): RequestSpec => {
+    const fixed = form({
+      grant_type: TOKEN_EXCHANGE,
+      client_id: CLIENTS.console.client_id,
+      subject_token_type: ACCESS_TOKEN,
+      resource: API,
+      scope: 'profile:read',
+      ...(withActor ? { actor_token: actorToken, actor_token_type: ACCESS_TOKEN } : {}),
+    });
+    return {
+      method: 'POST',
+      path: '/token',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      setupRequest(request) {
+        let token = pool.take();
+        if (token === undefined) {
+          pool.exhausted += 1;
+          token = NO_TOKEN;
+        }
+        // Subject tokens are base64url: nothing to escape.
+        request.body = `${fixed}&subject_token=${token}`;
+        return request;
+      },
+    };
+  };
+
+  const requestsFor = async (scenario: ScenarioName): Promise<RequestSpec[]> => {
+    switch (scenario) {
+      case 'baseline': return [baselineRequest];
+      case 'create': return [creationRequest(await m2m())];
+      case 'exchange': return [exchangeRequest(false)];
+      case 'exchange-actor': return [exchangeRequest(true)];
+    }
+  };
+
+  /** Outside any window: enough young tokens for one exchange run at the best rate seen so far, x1.5. */
+  const topUp = async (seconds: number): Promise<void> => {
+    const rate = Math.max(bestRate.baseline ?? 0, bestRate.exchange ?? 0, bestRate['exchange-actor'] ?? 0, 500);
+    const needed = Math.ceil(rate * (seconds + 0.5) * 1.5) + connections * 4;
+    const missing = needed - pool.usable(seconds * 1000 + 5000);
+    if (missing <= 0) return;
+    const run = await fire({
+      base, connections, amount: Math.max(missing, connections), requests: [creationRequest(await m2m())],
+    });
+    untimed.requests += run.ok + run.non2xx;
+    untimed.failed += run.non2xx + run.errors;
+  };
+
+  const runOnce = async (scenario: ScenarioName, seconds: number): Promise<{ run: RunRecord; serverCpu: number }> => {
+    if (scenario === 'exchange' || scenario === 'exchange-actor') await topUp(seconds);
+    const requests = await requestsFor(scenario);
+    const before = await server.stats();
+    const run = await fire({ base, connections, duration: seconds, requests });
+    const after = await server.stats();
+    const serverCpu = (after.cpu.user + after.cpu.system - before.cpu.user - before.cpu.system) / 1e6;
+    bestRate[scenario] = Math.max(bestRate[scenario] ?? 0, run.ok / run.seconds);
+    // Let the last abandoned requests finish on the server before the next window opens.
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    return { run, serverCpu };
+  };
+
+  const scenarios = SCENARIOS.filter((name) => !settings.only || settings.only.includes(name));
+
+  // One check request per scenario, so that a broken setup fails with its reason rather than as a rate.
+  await checkOnce(base, baselineRequest, 200, 'client_credentials');
+  await checkOnce(base, { ...creationRequest(await m2m()), onResponse: undefined }, 201, 'subject token creation');
+
+  // Warm-up (JIT, connections, caches), untimed; also the first rate estimates.
+  for (const scenario of scenarios) {
+    const { run } = await runOnce(scenario, settings.warmup);
+    untimed.requests += run.ok + run.non2xx;
+    untimed.failed += run.non2xx + run.errors;
+    if (run.non2xx || run.errors) {
+      log(`  warm-up ${scenario}: ${run.non2xx} non-2xx (${JSON.stringify(run.statuses)}), ${run.errors} connection errors`);
+    }
+  }
+
+  const totals: Partial<Record<ScenarioName, ScenarioTotals>> = {};
+  for (let round = 0; round < settings.rounds; round += 1) {
+    const order = round % 2 === 0 ? scenarios : [...scenarios].reverse();
+    const parts: string[] = [];
+    for (const scenario of order) {
+      const { run, serverCpu } = await runOnce(scenario, settings.duration);
+      const entry = totals[scenario] ??= { runs: [], serverCpu: 0 };
+      entry.runs.push(run);
+      entry.serverCpu += serverCpu;
+      parts.push(`${scenario} ${Math.round(run.ok / run.seconds)}/s${run.non2xx ? ` (${run.non2xx} non-2xx)` : ''}`);
+    }
+    log(`  ${adapter} round ${round + 1}/${settings.rounds}: ${parts.join(', ')}`);
+  }
+
+  return {
+    adapter,
+    totals,
+    endStats: await server.stats(),
+    untimed,
+    pool: { stale: pool.stale, exhausted: pool.exhausted },
+  };
+}
+
+async function checkOnce(base: string, request: RequestSpec, expected: number, what: string): Promise<void> {
+  const response = await fetch(`${base}${request.path}`, {
+    method: request.method ?? 'GET',
+    headers: request.headers as Record<string, string>,
+    body: request.body as string,
+    signal: AbortSignal.timeout(10_000),
+  });
+  const text = await response.text();
+  if (response.status !== expected) throw new Error(`${what}: expected ${expected}, got ${response.status} ${text}`);
+}
+
+// ---------------------------------------------------------------- summary
+
+interface Row {
+  adapter: AdapterKind;
+  scenario: ScenarioName;
+  rps: number;
+  p50: number;
+  p99: number;
+  requests: number;
+  non2xx: number;
+  errors: number;
+  serverCpuShare: number;
+  generatorCpuShare: number;
+}
+
+function summarize(result: AdapterResult): Row[] {
+  const rows: Row[] = [];
+  for (const scenario of SCENARIOS) {
+    const totals = result.totals[scenario];
+    if (!totals) continue;
+    const seconds = totals.runs.reduce((sum, run) => sum + run.seconds, 0);
+    const latencies = Float64Array.from(totals.runs.flatMap((run) => run.latencies)).sort();
+    const ok = totals.runs.reduce((sum, run) => sum + run.ok, 0);
+    rows.push({
+      adapter: result.adapter,
+      scenario,
+      rps: ok / seconds,
+      p50: percentile(latencies, 50),
+      p99: percentile(latencies, 99),
+      requests: ok + totals.runs.reduce((sum, run) => sum + run.non2xx, 0),
+      non2xx: totals.runs.reduce((sum, run) => sum + run.non2xx, 0),
+      errors: totals.runs.reduce((sum, run) => sum + run.errors, 0),
+      serverCpuShare: totals.serverCpu / seconds,
+      generatorCpuShare: totals.runs.reduce((sum, run) => sum + run.generatorCpu, 0) / seconds,
+    });
+  }
+  return rows;
+}
+
+function table(rows: Row[]): string[] {
+  const header = ['adapter', 'scenario', 'req/s', 'p50 ms', 'p99 ms', 'req/s ÷ baseline', 'p99 ÷ baseline', 'requests', 'non-2xx', 'provider CPU', 'autocannon CPU'];
+  const lines = [header, header.map((cell, index) => (index < 2 ? '---' : '---:'))];
+  for (const row of rows) {
+    const baseline = rows.find((candidate) => candidate.adapter === row.adapter && candidate.scenario === 'baseline');
+    lines.push([
+      row.adapter,
+      LABELS[row.scenario],
+      row.rps.toFixed(0),
+      row.p50.toFixed(1),
+      row.p99.toFixed(1),
+      baseline ? (row.rps / baseline.rps).toFixed(2) : 'n/a',
+      baseline ? (row.p99 / baseline.p99).toFixed(2) : 'n/a',
+      String(row.requests),
+      String(row.non2xx + row.errors),
+      `${Math.round(row.serverCpuShare * 100)}%`,
+      `${Math.round(row.generatorCpuShare * 100)}%`,
+    ]);
+  }
+  return lines.map((cells) => `| ${cells.join(' | ')} |`);
+}
+
+interface Target { label: string; value: number; limit: number; better: 'higher' | 'lower'; unit: string }
+
+function targets(rows: Row[], memory: MemoryResult | undefined): Target[] {
+  const list: Target[] = [];
+  const row = (adapter: AdapterKind, scenario: ScenarioName) => rows.find((r) => r.adapter === adapter && r.scenario === scenario);
+  for (const adapter of settings.adapters) {
+    const baseline = row(adapter, 'baseline');
+    if (!baseline) continue;
+    const actor = row(adapter, 'exchange-actor');
+    if (actor) {
+      const limit = adapter === 'memory' ? 0.9 : 0.8;
+      list.push({ label: `${adapter}: exchange + actor_token req/s ≥ ${limit} × client_credentials`, value: actor.rps / baseline.rps, limit, better: 'higher', unit: '×' });
+    }
+    const create = row(adapter, 'create');
+    if (create) {
+      list.push({ label: `${adapter}: creation req/s ≥ 0.9 × client_credentials`, value: create.rps / baseline.rps, limit: 0.9, better: 'higher', unit: '×' });
+    }
+    for (const scenario of ['exchange', 'exchange-actor'] as const) {
+      const candidate = row(adapter, scenario);
+      if (candidate) {
+        list.push({ label: `${adapter}: ${LABELS[scenario]} p99 ≤ 1.5 × client_credentials p99`, value: candidate.p99 / baseline.p99, limit: 1.5, better: 'lower', unit: '×' });
+      }
+    }
+  }
+  if (memory) {
+    list.push({ label: 'memory adapter: heap per outstanding subject token ≤ 1 KiB', value: memory.bytesPerToken, limit: 1024, better: 'lower', unit: ' B' });
+  }
+  return list;
+}
+
+function formatTarget(target: Target): string {
+  const pass = target.better === 'higher' ? target.value >= target.limit : target.value <= target.limit;
+  const value = target.unit === ' B' ? `${Math.round(target.value)} B` : `${target.value.toFixed(2)}×`;
+  return `${pass ? 'PASS' : 'MISS'}  ${target.label}: ${value}`;
+}
+
+// ---------------------------------------------------------------- Redis, memory child, profile
+
+async function redisReachable(): Promise<void> {
+  const client = new Redis(REDIS_URL, { lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 0, retryStrategy: () => null, connectTimeout: 2000 });
+  client.on('error', () => {});
+  try {
+    await client.connect();
+    await client.ping();
+  } catch (error) {
+    throw new Error(`Redis is not reachable at ${REDIS_URL} (set REDIS_URL, or pass --memory-only): ${(error as Error).message}`);
+  } finally {
+    client.disconnect();
+  }
+}
+
+/** Deletes every key under the run's prefix; returns how many there were. */
+async function deleteKeys(prefix: string): Promise<number> {
+  const client = new Redis(REDIS_URL, { lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 0, retryStrategy: () => null });
+  client.on('error', () => {});
+  let deleted = 0;
+  try {
+    await client.connect();
+    let cursor = '0';
+    do {
+      const [next, keys] = await client.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 1000);
+      if (keys.length) deleted += await client.del(...keys);
+      cursor = next;
+    } while (cursor !== '0');
+  } finally {
+    client.disconnect();
+  }
+  return deleted;
+}
+
+/** bench/memory.ts in a child with --expose-gc, so that gc() can be called and nothing else is on its heap. */
+function runMemoryChild(count: number): Promise<MemoryResult> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ['--expose-gc', fileURLToPath(new URL('./memory.js', import.meta.url)), '--count', String(count), '--json'], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    let output = '';
+    child.stdout.on('data', (chunk: Buffer) => { output += chunk.toString(); });
+    child.on('error', reject);
+    child.on('exit', (code) => {
+      if (code !== 0) { reject(new Error(`the memory measurement exited with ${code}`)); return; }
+      try {
+        resolve(JSON.parse(output.trim().split('\n').at(-1)!) as MemoryResult);
+      } catch (error) {
+        reject(error instanceof Error ? error : new Error(String(error)));
+      }
+    });
+  });
+}
+
+// ---------------------------------------------------------------- main
+
+async function main(): Promise<void> {
+  const started = performance.now();
+  const cores = availableParallelism();
+  log(`oidc-provider-impersonation bench${settings.smoke ? ' (smoke)' : ''}: ${new Date().toISOString()}, `
+    + `node ${process.version}, ${cores} cores (${cpus()[0]?.model.trim() ?? 'unknown CPU'})`);
+  log(`  ${settings.rounds} rounds × ${settings.duration} s per scenario at ${settings.connections} connections, `
+    + `interleaved (A B C D, D C B A, …); provider in a child process, autocannon in this one`);
+
+  const profileDir = settings.profile ? join(process.cwd(), 'build', 'bench-profiles', String(Date.now())) : undefined;
+  if (profileDir) mkdirSync(profileDir, { recursive: true });
+
+  const results: AdapterResult[] = [];
+  for (const adapter of settings.adapters) {
+    if (adapter === 'redis') {
+      await redisReachable();
+      const prefix = `bench:${randomUUID()}:`;
+      try {
+        results.push(await runAdapter(adapter, prefix, profileDir && join(profileDir, adapter)));
+      } finally {
+        const deleted = await deleteKeys(prefix);
+        log(`  redis: deleted ${deleted} keys under ${prefix}`);
+      }
+    } else {
+      results.push(await runAdapter(adapter, '', profileDir && join(profileDir, adapter)));
+    }
+  }
+
+  let memory: MemoryResult | undefined;
+  if (settings.memoryCount) {
+    log(`  memory adapter: filling with ${settings.memoryCount.toLocaleString('en')} subject tokens (node --expose-gc child)`);
+    memory = await runMemoryChild(settings.memoryCount);
+  }
+
+  const rows = results.flatMap(summarize);
+  log('');
+  for (const line of table(rows)) log(line);
+  log('');
+  if (memory) for (const line of describeMemory(memory)) log(line);
+
+  for (const result of results) {
+    const stats = result.endStats.adapter;
+    if (stats) {
+      const evicted = stats.evictedUnexpired['SubjectToken'] ?? 0;
+      log(`memory adapter of the provider after the run: ${stats.size} entries, evictedUnexpired ${JSON.stringify(stats.evictedUnexpired)}`);
+      if (evicted > 0) log(`WARNING: the provider's memory adapter evicted ${evicted} unexpired subject tokens during the run`);
+    }
+    if (result.abortedLogged) {
+      log(`${result.adapter}: ${result.abortedLogged} Management API requests cut off at the end of a window were logged by the provider as "Error: aborted" (not shown)`);
+    }
+    if (result.pool.exhausted) problems.push(`${result.adapter}: the subject-token pool ran dry ${result.pool.exhausted} times`);
+    if (result.untimed.failed > result.untimed.requests * ERROR_TOLERANCE) {
+      problems.push(`${result.adapter}: ${result.untimed.failed} of ${result.untimed.requests} untimed requests (warm-up, token creation) failed`);
+    }
+  }
+  for (const row of rows) {
+    if (row.non2xx + row.errors > Math.max(0, row.requests * ERROR_TOLERANCE)) {
+      const statuses: Record<string, number> = {};
+      for (const run of results.find((r) => r.adapter === row.adapter)!.totals[row.scenario]!.runs) {
+        for (const [status, count] of Object.entries(run.statuses)) statuses[status] = (statuses[status] ?? 0) + count;
+      }
+      problems.push(`${row.adapter} ${row.scenario}: ${row.non2xx} non-2xx and ${row.errors} connection errors `
+        + `in ${row.requests} requests (statuses ${JSON.stringify(statuses)})`);
+    }
+  }
+
+  log('');
+  for (const target of targets(rows, memory)) log(formatTarget(target));
+
+  if (profileDir) {
+    for (const adapter of settings.adapters) {
+      const dir = join(profileDir, adapter);
+      for (const file of readdirSync(dir).filter((name) => name.endsWith('.cpuprofile'))) {
+        log('');
+        log(`CPU profile of the provider (${adapter}): ${join(dir, file)}`);
+        for (const line of summarizeProfile(join(dir, file))) log(line);
+      }
+    }
+  }
+
+  log('');
+  log(`done in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+  if (problems.length) {
+    for (const problem of problems) console.error(`ERROR: ${problem}`);
+    process.exitCode = 1;
+  }
+}
+
+try {
+  await main();
+} catch (error) {
+  console.error('bench failed:', error);
+  process.exitCode = 1;
+}

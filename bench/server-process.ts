@@ -1,0 +1,87 @@
+/** Starts bench/server.ts in a child process and talks to it over IPC. */
+import { fork, type ChildProcess } from 'node:child_process';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import type { AdapterKind, ParentMessage, ServerMessage, ServerStats } from './protocol.js';
+
+export interface ServerProcess {
+  base: string;
+  pid: number;
+  stats(): Promise<ServerStats>;
+  /** Asks the server to exit and waits for it (a --cpu-prof profile is written by then). */
+  close(): Promise<void>;
+}
+
+export interface ServerProcessOptions {
+  adapter: AdapterKind;
+  redisUrl: string;
+  redisPrefix: string;
+  /** Extra node flags for the child, e.g. --cpu-prof. */
+  execArgv?: string[];
+  /** Receives the child's output lines (oidc-provider's warnings among them). */
+  log(line: string): void;
+}
+
+const READY_TIMEOUT_MS = 20_000;
+
+export async function startServer(options: ServerProcessOptions): Promise<ServerProcess> {
+  const child: ChildProcess = fork(fileURLToPath(new URL('./server.js', import.meta.url)), [], {
+    env: { ...process.env, BENCH_ADAPTER: options.adapter, REDIS_URL: options.redisUrl, BENCH_PREFIX: options.redisPrefix },
+    execArgv: options.execArgv ?? [],
+    stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
+  });
+  for (const stream of [child.stdout, child.stderr]) {
+    if (stream) createInterface({ input: stream }).on('line', options.log);
+  }
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+
+  let nextId = 0;
+  const pending = new Map<number, (stats: ServerStats) => void>();
+  const ready = new Promise<{ base: string; pid: number }>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error('the bench server did not start within 20 s')), READY_TIMEOUT_MS);
+    void exited.then((code) => {
+      clearTimeout(timer);
+      reject(new Error(`the bench server exited with code ${code} before it was ready`));
+    });
+    child.on('message', (message: ServerMessage) => {
+      if (message.type === 'ready') {
+        clearTimeout(timer);
+        resolve({ base: message.base, pid: message.pid });
+      } else if (message.type === 'stats') {
+        const { type: _type, id, ...stats } = message;
+        pending.get(id)?.(stats);
+        pending.delete(id);
+      }
+    });
+  });
+  let started: { base: string; pid: number };
+  try {
+    started = await ready;
+  } catch (error) {
+    child.kill();
+    throw error;
+  }
+
+  const sendMessage = (message: ParentMessage): void => { child.send(message); };
+  return {
+    ...started,
+    stats() {
+      const id = nextId++;
+      return new Promise<ServerStats>((resolve, reject) => {
+        const timer = setTimeout(() => {
+          pending.delete(id);
+          reject(new Error('the bench server did not answer a stats request'));
+        }, 5000);
+        pending.set(id, (stats) => { clearTimeout(timer); resolve(stats); });
+        sendMessage({ type: 'stats', id });
+      });
+    },
+    async close() {
+      if (child.exitCode !== null) return;
+      sendMessage({ type: 'close' });
+      const timer = setTimeout(() => child.kill(), 15_000);
+      await exited;
+      clearTimeout(timer);
+    },
+  };
+}

@@ -1,0 +1,73 @@
+/**
+ * The provider under load, in a process of its own (started by bench/run.ts
+ * with fork()): the test harness's provider (test/support/provider.ts), with
+ * the plugin, on 127.0.0.1 and a free port, on the adapter BENCH_ADAPTER names.
+ *
+ *   BENCH_ADAPTER  memory (default) | redis
+ *   REDIS_URL      default redis://127.0.0.1:6379
+ *   BENCH_PREFIX   Redis key prefix (run.ts passes a unique one and deletes its keys afterwards)
+ *
+ * Started by hand (`node build/bench/server.js`) it prints its base URL; under
+ * fork() it also reports it over IPC, answers `stats` (CPU time, memory, the
+ * memory adapter's size and evictions) and exits on `close`.
+ */
+import { createMemoryAdapter, type MemoryAdapterClass } from '../lib/index.js';
+import { createRedisAdapter, type RedisAdapterClass } from '../lib/adapters/redis.js';
+import { startProvider } from '../test/support/provider.js';
+import type { ParentMessage, ServerMessage } from './protocol.js';
+
+const kind = process.env['BENCH_ADAPTER'] === 'redis' ? 'redis' : 'memory';
+const evicted: Record<string, number> = {};
+
+let memory: MemoryAdapterClass | undefined;
+let redis: RedisAdapterClass | undefined;
+if (kind === 'memory') {
+  // A full run creates some 150,000 subject tokens, each kept 6 minutes (60 s and a
+  // 5-minute tombstone): above the default bound of 100,000, which would evict live
+  // ones and fail their exchanges. bench/memory.ts measures the bound itself.
+  memory = createMemoryAdapter({
+    max: Number(process.env['BENCH_MEMORY_MAX'] ?? 1_000_000),
+    onEvict: (model) => { evicted[model] = (evicted[model] ?? 0) + 1; },
+  });
+} else {
+  redis = createRedisAdapter({
+    url: process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379',
+    keyPrefix: process.env['BENCH_PREFIX'] ?? `bench:${process.pid}:`,
+  });
+}
+
+const tp = await startProvider({ adapter: (memory ?? redis)! });
+
+function send(message: ServerMessage): void {
+  process.send?.(message);
+}
+
+async function shutdown(): Promise<void> {
+  await tp.close();
+  await redis?.disconnect();
+  // Exiting (not being killed) lets --cpu-prof write its profile.
+  process.exit(0);
+}
+
+process.on('message', (message: ParentMessage) => {
+  switch (message.type) {
+    case 'stats':
+      send({
+        type: 'stats',
+        id: message.id,
+        cpu: process.cpuUsage(),
+        heapUsed: process.memoryUsage().heapUsed,
+        adapter: memory ? { ...memory.stats(), onEvict: { ...evicted } } : null,
+      });
+      break;
+    case 'close':
+      void shutdown();
+      break;
+  }
+});
+// The parent went away without saying so: do not linger.
+process.on('disconnect', () => { void shutdown(); });
+process.on('SIGTERM', () => { void shutdown(); });
+
+console.log(`bench server (${kind} adapter) listening on ${tp.base}`);
+send({ type: 'ready', base: tp.base, adapter: kind, pid: process.pid });
