@@ -128,7 +128,8 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
 
     static async disconnect(): Promise<void> {
       if (!owned) return;
-      if (client.status === 'ready') await client.quit();
+      // QUIT lets replies in flight arrive; a connection that is already gone can only be dropped.
+      if (client.status === 'ready') await client.quit().catch(() => client.disconnect());
       else client.disconnect();
     }
 
