@@ -54,6 +54,7 @@ describe('Redis adapter', () => {
     expect(await client.pttl(`${prefix}Interaction:uid:{u-short}`)).to.be.within(29_000, 30_000);
     expect(await client.pttl(`${prefix}Interaction:{forever}`)).to.equal(-1);
     expect(await client.pttl(`${prefix}Interaction:uid:{u-forever}`)).to.equal(-1);
+    await client.del(`${prefix}Interaction:{forever}`, `${prefix}Interaction:uid:{u-forever}`);
   });
 
   it('lets an entry expire', async () => {
@@ -164,6 +165,7 @@ describe('Redis adapter', () => {
     await access.upsert('forever', { grantId: 'g3' });
     await access.upsert('short-2', { grantId: 'g3' }, 10);
     expect(await client.pttl(`${prefix}grant:{g3}`)).to.equal(-1);
+    await access.revokeByGrantId('g3');
   });
 
   it('keeps deployments with different prefixes apart', async () => {

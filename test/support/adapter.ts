@@ -23,9 +23,15 @@ export function testPrefix(): string {
  * default; the suite's second run sets TEST_ADAPTER=redis.
  */
 export async function testAdapter(): Promise<AdapterSource> {
-  if (process.env['TEST_ADAPTER'] === 'redis') return redisTestAdapter();
-  return createMemoryAdapter();
+  if (process.env['TEST_ADAPTER'] !== 'redis') return createMemoryAdapter();
+  // Checked once per run: without Redis every suite fails at once in its
+  // setup, rather than test by test after a second's wait per call.
+  reachable ??= assertRedisReachable();
+  await reachable;
+  return redisTestAdapter();
 }
+
+let reachable: Promise<void> | undefined;
 
 /** A Redis adapter with a key prefix of its own, so that providers and tests never see each other's entries. */
 export function redisTestAdapter(options: { url?: string; keyPrefix?: string } = {}): RedisAdapterClass {
@@ -45,12 +51,13 @@ export function redisClient(): Redis {
 /** Rejects with a clear message when Redis cannot be reached, so that a Redis suite fails rather than skips. */
 export async function assertRedisReachable(): Promise<void> {
   const client = redisClient();
-  client.on('error', () => {});
+  let cause: Error | undefined;
+  client.on('error', (error: Error) => { cause ??= error; });
   try {
     await client.connect();
     await client.ping();
   } catch (error) {
-    throw new Error(`Redis is not reachable at ${REDIS_URL} (set REDIS_URL): ${(error as Error).message}`);
+    throw new Error(`Redis is not reachable at ${REDIS_URL} (set REDIS_URL): ${(cause ?? error as Error).message}`);
   } finally {
     client.disconnect();
   }
