@@ -22,8 +22,9 @@ export interface RedisAdapterClass {
 }
 
 /**
- * Client options for an identity service: a call fails within about a second
- * when Redis is down instead of waiting in a queue, and a command is never
+ * Client options for an identity service: a call fails within a second when
+ * Redis is down (two when it stops answering) instead of waiting in a queue,
+ * and a command is never
  * sent again after its caller got an error. A replayed `consumeOnce` would burn
  * a subject token whose exchange was answered with an error.
  */
@@ -32,8 +33,9 @@ export const REDIS_CLIENT_OPTIONS = {
   autoResendUnfulfilledCommands: false,
   // Rejects the commands in flight as soon as the connection drops.
   maxRetriesPerRequest: 0,
-  // Bounds a call on a connection that died without closing.
-  commandTimeout: 2000,
+  // A connection that stops answering (Redis hung, a network path gone
+  // silent) is dropped, which rejects its calls, and replaced.
+  socketTimeout: 2000,
   connectTimeout: 2000,
   // Never gives up, so the service serves again as soon as Redis is back.
   retryStrategy: (attempt: number) => Math.min(attempt * 50, 500),

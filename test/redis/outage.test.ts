@@ -15,6 +15,8 @@ class RedisRelay {
   readonly #sockets = new Set<Socket>();
   #server: Server | undefined;
   port = 0;
+  /** Connections stay open but nothing passes: a Redis that hangs, or a network path gone silent. */
+  frozen = false;
 
   /** The Redis URL with the relay in place of the server (credentials and database kept). */
   get url(): string {
@@ -33,7 +35,9 @@ class RedisRelay {
         socket.on('close', () => this.#sockets.delete(socket));
         socket.on('error', () => { downstream.destroy(); upstream.destroy(); });
       }
-      downstream.pipe(upstream).pipe(downstream);
+      // Chunks are dropped, not queued, while frozen: what is lost never reaches Redis.
+      downstream.on('data', (chunk: Buffer) => { if (!this.frozen) upstream.write(chunk); });
+      upstream.on('data', (chunk: Buffer) => { if (!this.frozen) downstream.write(chunk); });
     });
     server.listen(this.port, '127.0.0.1');
     await once(server, 'listening');
@@ -75,7 +79,10 @@ describe('Redis adapter: Redis unreachable', function () {
     });
     onImpersonationEvent(tp.provider, EVENTS.exchangeSucceeded, () => { issued += 1; });
   });
-  afterEach(() => relay.start().catch(() => {}));
+  afterEach(() => {
+    relay.frozen = false;
+    return relay.start();
+  });
   after(async () => {
     await tp?.close();
     await relay.stop();
@@ -111,6 +118,27 @@ describe('Redis adapter: Redis unreachable', function () {
     await relay.start();
     expect(await exchangeStatus(token), 'the same subject token still works').to.equal(200);
     expect(await exchangeStatus(token), 'and only once').to.equal(400);
+  });
+
+  it('fails fast when Redis stops answering on an open connection, and recovers when it answers again', async () => {
+    const token = await subjectToken(tp);
+    const before = issued;
+    relay.frozen = true;
+    const started = Date.now();
+    expectServerError(await redeem(token, API));
+    expect(Date.now() - started, 'the dead connection is dropped, not waited on').to.be.below(4000);
+    expect(issued).to.equal(before);
+
+    relay.frozen = false;
+    // A connection attempt made while frozen is itself dropped after the socket timeout.
+    const deadline = Date.now() + 5000;
+    let reply = await redeem(token, API);
+    while (reply.status >= 500 && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 250));
+      reply = await redeem(token, API);
+    }
+    expect(reply.status, JSON.stringify(reply.body)).to.equal(200);
+    expect(issued).to.equal(before + 1);
   });
 
   for (const resource of [API, OPAQUE_API]) {
