@@ -24,9 +24,9 @@ export interface RedisAdapterClass {
 /**
  * Client options for an identity service: a call fails within a second when
  * Redis is down (two when it stops answering) instead of waiting in a queue,
- * and a command is never
- * sent again after its caller got an error. A replayed `consumeOnce` would burn
- * a subject token whose exchange was answered with an error.
+ * and a command is never sent again after its caller got an error. A replayed
+ * `consumeOnce` would burn a subject token whose exchange was answered with an
+ * error.
  */
 export const REDIS_CLIENT_OPTIONS = {
   enableOfflineQueue: false,
