@@ -1,13 +1,13 @@
 import type { AccessToken, KoaContextWithOIDC, Provider, ResourceServerInstance } from 'oidc-provider';
 import { scopeSet } from '../access-token.js';
 import { emit, EVENTS, type ImpersonationEvent } from '../audit.js';
-import { errors, invalidRequest, invalidScope, invalidTarget } from '../errors.js';
-import { refusalReason, type ResolvedOptions } from '../options.js';
+import { invalidRequest, invalidScope, invalidTarget } from '../errors.js';
+import { refusalReason, type CustomJwtClaimsInput, type ResolvedOptions } from '../options.js';
 import {
-  buildTokenResponse, checkDpopReplay, checkDpopRequired, checkMtlsCert, providerConfiguration,
+  type DpopProof, buildTokenResponse, checkDpopReplay, checkDpopRequired, checkMtlsCert, providerConfiguration,
   resolveRequestedResources, validateClientScope, validateDpop,
 } from '../provider-internals.js';
-import type { SubjectTokenStore } from '../subject-tokens/store.js';
+import type { SubjectTokenRecord, SubjectTokenStore } from '../subject-tokens/store.js';
 import { looksLikeSubjectToken } from '../subject-tokens/token.js';
 import { actFor, validateActorToken, type ActClaim } from './actor.js';
 import { actClaims, runCustomClaims, type ExchangeClaims } from './claims.js';
@@ -80,21 +80,10 @@ export function createExchangeHandler({ options, store, claims }: GrantDependenc
         scope: scopes.join(' ') || undefined,
         resourceServer,
       } as ConstructorParameters<Provider['AccessToken']>[0]);
-      const certificate = checkMtlsCert(ctx);
-      if (certificate) token.setThumbprint('x5t', certificate);
-      if (dpop) token.setThumbprint('jkt', dpop.thumbprint);
+      bindToSender(ctx, token, dpop);
 
-      let act: ActClaim | undefined;
-      if (params.actor_token !== undefined) {
-        const actor = await validateActorToken(ctx, params.actor_token, dpop, (token as { 'x5t#S256'?: string })['x5t#S256']);
-        if (record.actor !== undefined && record.actor !== actor.sub) {
-          throw invalidRequest('actor_token is not from the actor this subject_token is bound to');
-        }
-        act = actFor(actor);
-        audit.actor = actor.sub;
-      } else if (record.actor !== undefined) {
-        throw invalidRequest('subject_token is bound to an actor; send that actor\'s actor_token');
-      }
+      const act = await actorOf(ctx, params, record, dpop, token);
+      if (act) audit.actor = act.sub;
 
       const account = await providerConfiguration(provider).findAccount(ctx, record.subject);
       if (!account) throw invalidRequest('subject_token names a user that no longer exists');
@@ -114,22 +103,7 @@ export function createExchangeHandler({ options, store, claims }: GrantDependenc
       // The lower of our cap and the resource server's lifetime wins.
       (token as { expiresIn?: number }).expiresIn = Math.min(options.accessTokenTTL, token.expiration);
       const custom = options.getCustomJwtClaims
-        ? await runCustomClaims(options.getCustomJwtClaims, {
-          token: Object.freeze({
-            sub: record.subject,
-            aud: token.aud,
-            client_id: client.clientId,
-            scope: token.scope,
-            ...actClaims(act),
-          }),
-          context: {
-            grant: { type: TOKEN_EXCHANGE_GRANT, subjectTokenContext: structuredClone(record.context) },
-            client: { id: client.clientId },
-            user: { id: record.subject },
-            ...(act ? { actor: { id: act.sub } } : {}),
-          },
-          environmentVariables: options.environmentVariables,
-        }, options.customClaimsTimeout)
+        ? await runCustomClaims(options.getCustomJwtClaims, customClaimsInput(token, record, act, options), options.customClaimsTimeout)
         : {};
       claims.attach(token, { ...custom, ...actClaims(act) });
 
@@ -171,6 +145,52 @@ export function createExchangeHandler({ options, store, claims }: GrantDependenc
       }, ctx);
       throw error;
     }
+  };
+}
+
+/** DPoP and mTLS bind the issued token exactly as oidc-provider's own grants do. */
+function bindToSender(ctx: KoaContextWithOIDC, token: AccessToken, dpop: DpopProof | undefined): void {
+  const certificate = checkMtlsCert(ctx);
+  if (certificate) token.setThumbprint('x5t', certificate);
+  if (dpop) token.setThumbprint('jkt', dpop.thumbprint);
+}
+
+/** The `act` claim, from the actor token; a subject token bound to an actor requires that actor's. */
+async function actorOf(
+  ctx: KoaContextWithOIDC,
+  params: ExchangeParams,
+  record: SubjectTokenRecord,
+  dpop: DpopProof | undefined,
+  token: AccessToken,
+): Promise<ActClaim | undefined> {
+  if (params.actor_token === undefined) {
+    if (record.actor !== undefined) throw invalidRequest('subject_token is bound to an actor; send that actor\'s actor_token');
+    return undefined;
+  }
+  const certificateThumbprint = (token as { 'x5t#S256'?: string })['x5t#S256'];
+  const actor = await validateActorToken(ctx, params.actor_token, dpop, certificateThumbprint);
+  if (record.actor !== undefined && record.actor !== actor.sub) {
+    throw invalidRequest('actor_token is not from the actor this subject_token is bound to');
+  }
+  return actFor(actor);
+}
+
+function customClaimsInput(
+  token: AccessToken,
+  record: SubjectTokenRecord,
+  act: ActClaim | undefined,
+  options: ResolvedOptions,
+): CustomJwtClaimsInput {
+  const clientId = token.client!.clientId;
+  return {
+    token: Object.freeze({ sub: record.subject, aud: token.aud, client_id: clientId, scope: token.scope, ...actClaims(act) }),
+    context: {
+      grant: { type: TOKEN_EXCHANGE_GRANT, subjectTokenContext: structuredClone(record.context) },
+      client: { id: clientId },
+      user: { id: record.subject },
+      ...(act ? { actor: { id: act.sub } } : {}),
+    },
+    environmentVariables: options.environmentVariables,
   };
 }
 
@@ -239,5 +259,3 @@ function nowSeconds(): number {
   return Math.floor(Date.now() / 1000);
 }
 
-export type { AccessToken };
-export { errors };
