@@ -1,3 +1,4 @@
+import type { AdapterSource } from '../lib/adapters/contract.js';
 import { startBackend, type Backend, type BackendOptions } from './backend.js';
 import { closeServer, listen, LOOPBACK, portOf } from './http.js';
 import { startIdentityService, type IdentityService } from './identity-service.js';
@@ -14,6 +15,8 @@ export interface DemoOptions {
   bindAddress?: string;
   subjectTokenTTL?: number;
   secrets?: DemoSecrets;
+  /** The identity service's adapter (e.g. Redis, so that two demo instances share state). */
+  adapter?: AdapterSource;
   log?: (line: string) => void;
   /** Overrides for the backend (e.g. a Management API address that is down). */
   backend?: Partial<Pick<BackendOptions, 'managementUrl' | 'timeoutMs'>>;
@@ -49,6 +52,7 @@ export async function startDemo(options: DemoOptions = {}): Promise<Demo> {
       backendOrigin: `http://${hostname}:${portOf(backendServer)}`,
       ...(options.subjectTokenTTL === undefined ? {} : { subjectTokenTTL: options.subjectTokenTTL }),
       secrets,
+      ...(options.adapter ? { adapter: options.adapter } : {}),
       log,
     });
     const backend = await startBackend({

@@ -1,3 +1,4 @@
+import type { AdapterSource } from '../lib/adapters/contract.js';
 /**
  * The identity service of the demo: oidc-provider with the impersonation
  * plugin, mounted at /oidc of a parent Koa app that also serves the login
@@ -29,6 +30,8 @@ export interface IdentityServiceOptions {
   /** Subject-token lifetime, seconds. Default: the plugin's (60). */
   subjectTokenTTL?: number;
   secrets?: DemoSecrets;
+  /** The provider's adapter, shared with the subject-token store. Default: the plugin's memory adapter. */
+  adapter?: AdapterSource;
   /** Where audit events and errors go. Default: nowhere. */
   log?: (line: string) => void;
 }
@@ -169,7 +172,7 @@ ${form}
     },
   };
 
-  const provider = new Provider(issuer, impersonation.configure(configuration));
+  const provider = new Provider(issuer, impersonation.configure(options.adapter ? { ...configuration, adapter: options.adapter } : configuration));
   // Provider's typings know only oidc-provider's own events.
   const events = provider as unknown as EventEmitter;
   for (const name of Object.values(EVENTS)) {

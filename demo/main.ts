@@ -2,6 +2,7 @@
  * `npm run demo`: the identity service on PORT (3000) and the integrator
  * backend with the support console on BACKEND_PORT (3001), in one process.
  */
+import { createRedisAdapter } from '../lib/adapters/redis.js';
 import { startDemo } from './demo.js';
 import { demoSecrets } from './seed.js';
 
@@ -22,12 +23,16 @@ function seconds(name: string): number | undefined {
 }
 
 const secrets = demoSecrets();
+// With REDIS_URL the provider and the subject tokens live in Redis, shared by every demo instance.
+const redisUrl = process.env['REDIS_URL'];
+const adapter = redisUrl ? createRedisAdapter({ url: redisUrl, keyPrefix: 'demo:' }) : undefined;
 const subjectTokenTTL = seconds('SUBJECT_TOKEN_TTL');
 const demo = await startDemo({
   identityPort: port('PORT', 3000),
   backendPort: port('BACKEND_PORT', 3001),
   ...(subjectTokenTTL === undefined ? {} : { subjectTokenTTL }),
   secrets,
+  ...(adapter ? { adapter } : {}),
   log: (line) => console.log(line),
 });
 const { identity, backend } = demo;
@@ -44,6 +49,7 @@ Impersonation demo is running.
 
   Users: ${secrets.users.map((user) => `${user.id} / ${user.password}${user.roles.includes('support') ? ' (support staff)' : ''}${user.impersonable ? '' : ' (not impersonable)'}`).join(', ')}
   Subject-token lifetime: ${identity.impersonation.options.subjectTokenTTL} s
+  Store: ${adapter ? `Redis at ${redisUrl} (prefix demo:)` : 'in memory'}
 
 Open ${backend.url}/, sign in as alice, impersonate bob. Ctrl+C stops.
 `);
@@ -53,6 +59,6 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   process.on(signal, () => {
     if (stopping) process.exit(1);
     stopping = true;
-    demo.close().then(() => process.exit(0), () => process.exit(1));
+    demo.close().then(() => adapter?.disconnect()).then(() => process.exit(0), () => process.exit(1));
   });
 }

@@ -7,7 +7,8 @@ import type { Adapter, AdapterConstructor, AdapterFactory, AdapterPayload } from
  *
  * `consumeOnce(id)` atomically marks the entry `id` consumed and resolves
  * `true` only for the one call that moved it from unconsumed to consumed. It
- * resolves `false` when the entry is missing, expired or already consumed. It
+ * resolves `false` when the entry is missing (never stored, or gone with its TTL)
+ * or already consumed. It
  * rejects (never resolves `false`) when the store cannot be reached, so an
  * outage is never mistaken for a replay.
  */
