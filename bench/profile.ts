@@ -3,7 +3,7 @@
  * where the main thread's time goes, by package and by function, and the
  * inclusive time of the plugin's own functions.
  *
- *   node build/bench/profile.js FILE.cpuprofile [--top N]
+ *   node build/bench/profile.js FILE.cpuprofile... [--top N]
  *
  * Only the main thread is sampled: work Node hands to its thread pool (WebCrypto
  * signatures, which jose uses) does not appear here except as the JS that
@@ -47,65 +47,79 @@ function frameKey(frame: CallFrame): string {
   return `${frame.functionName || '(anonymous)'} ${shortUrl(frame.url)}:${frame.lineNumber + 1}`;
 }
 
-export function summarizeProfile(file: string, top = 20): string[] {
-  const profile = JSON.parse(readFileSync(file, 'utf8')) as CpuProfile;
-  const byId = new Map(profile.nodes.map((node) => [node.id, node]));
-  const self = new Map<number, number>();
-  // timeDeltas[i] is the time since the previous sample; charge it to the sample it ends.
-  for (let index = 0; index < profile.samples.length; index += 1) {
-    const id = profile.samples[index]!;
-    self.set(id, (self.get(id) ?? 0) + (profile.timeDeltas[index] ?? 0));
-  }
-  const total = [...self.values()].reduce((sum, value) => sum + value, 0);
-  const share = (micros: number): string => `${((micros / total) * 100).toFixed(1).padStart(5)}%`;
+export interface SummaryOptions {
+  /** Requests served while the profiles ran: adds microseconds per request. */
+  requests?: number;
+  top?: number;
+}
 
+/** Self and inclusive times of one or more profiles (e.g. every window of one scenario), added up. */
+export function summarizeProfile(files: string | string[], { requests, top = 20 }: SummaryOptions = {}): string[] {
   const byBucket = new Map<string, number>();
   const byFunction = new Map<string, number>();
-  for (const [id, micros] of self) {
-    const frame = byId.get(id)!.callFrame;
-    const bucket = bucketOf(frame);
-    byBucket.set(bucket, (byBucket.get(bucket) ?? 0) + micros);
-    if (!SPECIAL.has(frame.functionName)) byFunction.set(frameKey(frame), (byFunction.get(frameKey(frame)) ?? 0) + micros);
+  const inclusive = new Map<string, number>();
+  let total = 0;
+  let seconds = 0;
+  const add = (map: Map<string, number>, key: string, micros: number): void => { map.set(key, (map.get(key) ?? 0) + micros); };
+
+  for (const file of Array.isArray(files) ? files : [files]) {
+    const profile = JSON.parse(readFileSync(file, 'utf8')) as CpuProfile;
+    seconds += (profile.endTime - profile.startTime) / 1e6;
+    const byId = new Map(profile.nodes.map((node) => [node.id, node]));
+    const self = new Map<number, number>();
+    // timeDeltas[i] is the time since the previous sample; charge it to the sample it ends.
+    for (let index = 0; index < profile.samples.length; index += 1) {
+      const id = profile.samples[index]!;
+      self.set(id, (self.get(id) ?? 0) + (profile.timeDeltas[index] ?? 0));
+    }
+    for (const [id, micros] of self) {
+      total += micros;
+      const frame = byId.get(id)!.callFrame;
+      add(byBucket, bucketOf(frame), micros);
+      if (!SPECIAL.has(frame.functionName)) add(byFunction, frameKey(frame), micros);
+    }
+
+    // Inclusive time of the plugin's functions, counted once per stack even when one recurses.
+    const totalOf = new Map<number, number>();
+    const computeTotal = (node: ProfileNode): number => {
+      let sum = self.get(node.id) ?? 0;
+      for (const child of node.children ?? []) sum += computeTotal(byId.get(child)!);
+      totalOf.set(node.id, sum);
+      return sum;
+    };
+    const root = profile.nodes[0]!;
+    computeTotal(root);
+    const walk = (node: ProfileNode, onStack: Set<string>): void => {
+      const key = frameKey(node.callFrame);
+      const fresh = !onStack.has(key);
+      if (fresh && bucketOf(node.callFrame) === 'plugin (lib/)') add(inclusive, key, totalOf.get(node.id)!);
+      if (fresh) onStack.add(key);
+      for (const child of node.children ?? []) walk(byId.get(child)!, onStack);
+      if (fresh) onStack.delete(key);
+    };
+    walk(root, new Set());
   }
 
-  // Inclusive time of each function, counted once per stack even when it recurses.
-  const inclusive = new Map<string, number>();
-  const root = profile.nodes[0]!;
-  const totalOf = new Map<number, number>();
-  const computeTotal = (node: ProfileNode): number => {
-    let sum = self.get(node.id) ?? 0;
-    for (const child of node.children ?? []) sum += computeTotal(byId.get(child)!);
-    totalOf.set(node.id, sum);
-    return sum;
-  };
-  computeTotal(root);
-  const walk = (node: ProfileNode, onStack: Set<string>): void => {
-    const key = frameKey(node.callFrame);
-    const fresh = !onStack.has(key);
-    if (fresh && bucketOf(node.callFrame) === 'plugin (lib/)') inclusive.set(key, (inclusive.get(key) ?? 0) + totalOf.get(node.id)!);
-    if (fresh) onStack.add(key);
-    for (const child of node.children ?? []) walk(byId.get(child)!, onStack);
-    if (fresh) onStack.delete(key);
-  };
-  walk(root, new Set());
-
   const idle = byBucket.get('(idle)') ?? 0;
-  const seconds = (profile.endTime - profile.startTime) / 1e6;
-  const lines = [
-    `main thread: ${seconds.toFixed(1)} s sampled, busy ${share(total - idle).trim()} (idle ${share(idle).trim()})`,
+  const share = (micros: number): string => `${((micros / total) * 100).toFixed(1).padStart(5)}%`
+    + (requests ? ` ${(micros / requests).toFixed(1).padStart(6)} µs/req` : '');
+  const list = (map: Map<string, number>, count: number): string[] => [...map]
+    .sort((a, b) => b[1] - a[1]).slice(0, count).map(([name, micros]) => `  ${share(micros)}  ${name}`);
+  return [
+    `main thread: ${seconds.toFixed(1)} s sampled, busy ${((1 - idle / total) * 100).toFixed(1)}%`
+      + (requests ? `, ${((total - idle) / requests).toFixed(0)} µs of main-thread time per request (${requests} requests)` : ''),
     'self time by package:',
-    ...[...byBucket].sort((a, b) => b[1] - a[1]).slice(0, 14).map(([name, micros]) => `  ${share(micros)}  ${name}`),
+    ...list(byBucket, 14),
     `top ${top} functions by self time:`,
-    ...[...byFunction].sort((a, b) => b[1] - a[1]).slice(0, top).map(([name, micros]) => `  ${share(micros)}  ${name}`),
+    ...list(byFunction, top),
     'plugin functions by inclusive time:',
-    ...[...inclusive].sort((a, b) => b[1] - a[1]).slice(0, 15).map(([name, micros]) => `  ${share(micros)}  ${name}`),
+    ...list(inclusive, 15),
   ];
-  return lines;
 }
 
 if (process.argv[1] && import.meta.url === new URL(`file://${process.argv[1]}`).href) {
-  const file = process.argv[2];
-  if (!file) throw new TypeError('usage: node build/bench/profile.js FILE.cpuprofile [--top N]');
+  if (!process.argv[2]) throw new TypeError('usage: node build/bench/profile.js FILE.cpuprofile... [--top N]');
   const topIndex = process.argv.indexOf('--top');
-  for (const line of summarizeProfile(file, topIndex > 0 ? Number(process.argv[topIndex + 1]) : 20)) console.log(line);
+  const files = process.argv.slice(2).filter((arg, index, all) => arg !== '--top' && all[index - 1] !== '--top');
+  for (const line of summarizeProfile(files, { top: topIndex > 0 ? Number(process.argv[topIndex + 1]) : 20 })) console.log(line);
 }

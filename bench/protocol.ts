@@ -3,12 +3,17 @@ import type { MemoryAdapterStats } from '../lib/index.js';
 
 export type AdapterKind = 'memory' | 'redis';
 
+/** Requests carry an id; the server answers each with a `reply` of the same id. */
 export type ParentMessage =
   | { type: 'stats'; id: number }
+  /** Starts V8's CPU profiler (the one --cpu-prof uses) through the inspector. */
+  | { type: 'profile-start'; id: number }
+  /** Stops it and writes the .cpuprofile to `file`. */
+  | { type: 'profile-stop'; id: number; file: string }
   | { type: 'close' };
 
 export interface ServerStats {
-  /** process.cpuUsage() of the provider process, in microseconds. */
+  /** process.cpuUsage() of the provider process (all its threads), in microseconds. */
   cpu: NodeJS.CpuUsage;
   heapUsed: number;
   /** The memory adapter's own stats plus what its onEvict saw; null on Redis. */
@@ -17,4 +22,4 @@ export interface ServerStats {
 
 export type ServerMessage =
   | { type: 'ready'; base: string; adapter: AdapterKind; pid: number }
-  | ({ type: 'stats'; id: number } & ServerStats);
+  | { type: 'reply'; id: number; stats?: ServerStats; error?: string };

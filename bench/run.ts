@@ -3,8 +3,8 @@
  * own client_credentials grant, on one machine, in one run, against one
  * provider per adapter.
  *
- *   node build/bench/run.js [--smoke] [--rounds N] [--duration S] [--memory-only]
- *                           [--only SCENARIO[,SCENARIO]] [--profile] [--skip-memory]
+ *   node build/bench/run.js [--smoke] [--rounds N] [--duration S] [--memory-only | --redis-only]
+ *                           [--only SCENARIO[,SCENARIO]] [--skip-memory] [--profile] [--cpu-prof]
  *
  * The provider runs in a child process (bench/server.ts), autocannon in this
  * one: with two cores each gets one, and neither steals the other's event loop.
@@ -19,13 +19,19 @@
  * topped up through the Management API to 1.5x what the fastest run so far
  * could use. Tokens older than 40 s are dropped (subject tokens live 60 s).
  *
+ * --profile records the provider's CPU profile (V8's sampler, through the
+ * inspector) during every timed window and prints, per adapter and scenario,
+ * where the main thread's time went; --cpu-prof starts the provider with
+ * node --cpu-prof instead (one profile of the whole process). Both slow the
+ * provider down: their numbers are for the profile, not for the table.
+ *
  * Exit code: 0 whatever the targets say (a MISS is a finding, not a failure);
  * 1 when something failed: a non-2xx or connection error rate above 0.1%, the
  * pool ran dry, Redis unreachable, the server died.
  */
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { readdirSync, mkdirSync } from 'node:fs';
+import { readdirSync, readFileSync, mkdirSync } from 'node:fs';
 import { availableParallelism, cpus } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -49,6 +55,7 @@ interface Settings {
   adapters: AdapterKind[];
   only: ScenarioName[] | undefined;
   profile: boolean;
+  cpuProf: boolean;
   memoryCount: number | 0;
 }
 
@@ -74,13 +81,14 @@ function parseSettings(argv: string[]): Settings {
   });
   const settings: Settings = {
     smoke,
-    rounds: Number(value('--rounds') ?? (smoke ? 2 : 6)),
-    duration: Number(value('--duration') ?? (smoke ? 1 : 4)),
+    rounds: Number(value('--rounds') ?? (smoke ? 2 : 8)),
+    duration: Number(value('--duration') ?? (smoke ? 1 : 3)),
     warmup: smoke ? 1 : 2,
     connections: 16,
-    adapters: argv.includes('--memory-only') ? ['memory'] : ['memory', 'redis'],
+    adapters: argv.includes('--memory-only') ? ['memory'] : argv.includes('--redis-only') ? ['redis'] : ['memory', 'redis'],
     only,
     profile: argv.includes('--profile'),
+    cpuProf: argv.includes('--cpu-prof'),
     memoryCount: argv.includes('--skip-memory') ? 0 : smoke ? 5_000 : 100_000,
   };
   if (!Number.isSafeInteger(settings.rounds) || settings.rounds < 1) throw new TypeError('--rounds must be a positive integer');
@@ -148,8 +156,10 @@ class TokenPool {
 
 interface ScenarioTotals {
   runs: RunRecord[];
-  /** Provider CPU seconds used during the timed windows. */
+  /** Provider CPU seconds (all its threads) used during the timed windows. */
   serverCpu: number;
+  /** CPU seconds the rest of the machine used meanwhile (Redis, other processes); NaN off Linux. */
+  otherCpu: number;
 }
 
 interface AdapterResult {
@@ -193,18 +203,22 @@ async function runAdapter(adapter: AdapterKind, prefix: string, profileDir: stri
     adapter,
     redisUrl: REDIS_URL,
     redisPrefix: prefix,
-    execArgv: profileDir ? ['--cpu-prof', '--cpu-prof-dir', profileDir] : [],
+    execArgv: profileDir && settings.cpuProf ? ['--cpu-prof', '--cpu-prof-dir', join(profileDir, 'process')] : [],
     log: serverLog.line,
   });
   try {
-    const result = await measure(adapter, server);
+    const result = await measure(adapter, server, settings.profile ? profileDir : undefined);
     return { ...result, abortedLogged: serverLog.aborted };
   } finally {
     await server.close();
   }
 }
 
-async function measure(adapter: AdapterKind, server: ServerProcess): Promise<Omit<AdapterResult, 'abortedLogged'>> {
+async function measure(
+  adapter: AdapterKind,
+  server: ServerProcess,
+  profileDir: string | undefined,
+): Promise<Omit<AdapterResult, 'abortedLogged'>> {
   const { base } = server;
   const tp = { base } as TestProvider;
   const connections = settings.connections;
@@ -277,9 +291,14 @@ async function measure(adapter: AdapterKind, server: ServerProcess): Promise<Omi
     }
   };
 
-  /** Outside any window: enough young tokens for one exchange run at the best rate seen so far, x1.5. */
+  /**
+   * Outside any window: enough young tokens for one exchange run at 1.5x the
+   * best exchange rate seen so far (before any, 1.5x the baseline's; before
+   * that, a generous guess).
+   */
   const topUp = async (seconds: number): Promise<void> => {
-    const rate = Math.max(bestRate.baseline ?? 0, bestRate.exchange ?? 0, bestRate['exchange-actor'] ?? 0, 500);
+    const exchangeRate = Math.max(bestRate.exchange ?? 0, bestRate['exchange-actor'] ?? 0);
+    const rate = exchangeRate || (bestRate.baseline ? bestRate.baseline * 1.5 : 4000);
     const needed = Math.ceil(rate * (seconds + 0.5) * 1.5) + connections * 4;
     const missing = needed - pool.usable(seconds * 1000 + 5000);
     if (missing <= 0) return;
@@ -290,17 +309,26 @@ async function measure(adapter: AdapterKind, server: ServerProcess): Promise<Omi
     untimed.failed += run.non2xx + run.errors;
   };
 
-  const runOnce = async (scenario: ScenarioName, seconds: number): Promise<{ run: RunRecord; serverCpu: number }> => {
+  const runOnce = async (
+    scenario: ScenarioName,
+    seconds: number,
+    profile?: string,
+  ): Promise<{ run: RunRecord; serverCpu: number; otherCpu: number }> => {
     if (scenario === 'exchange' || scenario === 'exchange-actor') await topUp(seconds);
     const requests = await requestsFor(scenario);
+    if (profile) await server.profileStart();
     const before = await server.stats();
+    const machineBefore = machineCpuSeconds();
     const run = await fire({ base, connections, duration: seconds, requests });
+    const machineAfter = machineCpuSeconds();
     const after = await server.stats();
+    if (profile) await server.profileStop(profile);
     const serverCpu = (after.cpu.user + after.cpu.system - before.cpu.user - before.cpu.system) / 1e6;
+    const otherCpu = Math.max(0, machineAfter - machineBefore - serverCpu - run.generatorCpu);
     bestRate[scenario] = Math.max(bestRate[scenario] ?? 0, run.ok / run.seconds);
     // Let the last abandoned requests finish on the server before the next window opens.
     await new Promise((resolve) => setTimeout(resolve, 200));
-    return { run, serverCpu };
+    return { run, serverCpu, otherCpu };
   };
 
   const scenarios = SCENARIOS.filter((name) => !settings.only || settings.only.includes(name));
@@ -324,10 +352,12 @@ async function measure(adapter: AdapterKind, server: ServerProcess): Promise<Omi
     const order = round % 2 === 0 ? scenarios : [...scenarios].reverse();
     const parts: string[] = [];
     for (const scenario of order) {
-      const { run, serverCpu } = await runOnce(scenario, settings.duration);
-      const entry = totals[scenario] ??= { runs: [], serverCpu: 0 };
+      const profile = profileDir && join(profileDir, `${scenario}.${round + 1}.cpuprofile`);
+      const { run, serverCpu, otherCpu } = await runOnce(scenario, settings.duration, profile);
+      const entry = totals[scenario] ??= { runs: [], serverCpu: 0, otherCpu: 0 };
       entry.runs.push(run);
       entry.serverCpu += serverCpu;
+      entry.otherCpu += otherCpu;
       parts.push(`${scenario} ${Math.round(run.ok / run.seconds)}/s${run.non2xx ? ` (${run.non2xx} non-2xx)` : ''}`);
     }
     log(`  ${adapter} round ${round + 1}/${settings.rounds}: ${parts.join(', ')}`);
@@ -364,8 +394,11 @@ interface Row {
   requests: number;
   non2xx: number;
   errors: number;
+  /** Provider CPU (all threads) per 2xx response, in ms. */
+  cpuPerRequest: number;
   serverCpuShare: number;
   generatorCpuShare: number;
+  otherCpuShare: number;
 }
 
 function summarize(result: AdapterResult): Row[] {
@@ -385,7 +418,9 @@ function summarize(result: AdapterResult): Row[] {
       requests: ok + totals.runs.reduce((sum, run) => sum + run.non2xx, 0),
       non2xx: totals.runs.reduce((sum, run) => sum + run.non2xx, 0),
       errors: totals.runs.reduce((sum, run) => sum + run.errors, 0),
+      cpuPerRequest: (totals.serverCpu * 1000) / ok,
       serverCpuShare: totals.serverCpu / seconds,
+      otherCpuShare: totals.otherCpu / seconds,
       generatorCpuShare: totals.runs.reduce((sum, run) => sum + run.generatorCpu, 0) / seconds,
     });
   }
@@ -393,7 +428,10 @@ function summarize(result: AdapterResult): Row[] {
 }
 
 function table(rows: Row[]): string[] {
-  const header = ['adapter', 'scenario', 'req/s', 'p50 ms', 'p99 ms', 'req/s ÷ baseline', 'p99 ÷ baseline', 'requests', 'non-2xx', 'provider CPU', 'autocannon CPU'];
+  const header = [
+    'adapter', 'scenario', 'req/s', 'p50 ms', 'p99 ms', 'req/s ÷ baseline', 'p99 ÷ baseline',
+    'provider CPU ms/req', 'CPU/req ÷ baseline', 'requests', 'non-2xx', 'CPU: provider / autocannon / rest',
+  ];
   const lines = [header, header.map((cell, index) => (index < 2 ? '---' : '---:'))];
   for (const row of rows) {
     const baseline = rows.find((candidate) => candidate.adapter === row.adapter && candidate.scenario === 'baseline');
@@ -405,10 +443,12 @@ function table(rows: Row[]): string[] {
       row.p99.toFixed(1),
       baseline ? (row.rps / baseline.rps).toFixed(2) : 'n/a',
       baseline ? (row.p99 / baseline.p99).toFixed(2) : 'n/a',
+      row.cpuPerRequest.toFixed(2),
+      baseline ? (row.cpuPerRequest / baseline.cpuPerRequest).toFixed(2) : 'n/a',
       String(row.requests),
       String(row.non2xx + row.errors),
-      `${Math.round(row.serverCpuShare * 100)}%`,
-      `${Math.round(row.generatorCpuShare * 100)}%`,
+      [row.serverCpuShare, row.generatorCpuShare, row.otherCpuShare]
+        .map((share) => (Number.isNaN(share) ? '?' : `${Math.round(share * 100)}%`)).join(' / '),
     ]);
   }
   return lines.map((cells) => `| ${cells.join(' | ')} |`);
@@ -450,7 +490,19 @@ function formatTarget(target: Target): string {
   return `${pass ? 'PASS' : 'MISS'}  ${target.label}: ${value}`;
 }
 
-// ---------------------------------------------------------------- Redis, memory child, profile
+// ---------------------------------------------------------------- Redis, memory child, machine
+
+/** CPU seconds all processes of the machine used so far (Linux /proc/stat, USER_HZ 100); NaN elsewhere. */
+function machineCpuSeconds(): number {
+  try {
+    const fields = readFileSync('/proc/stat', 'utf8').split('\n', 1)[0]!.trim().split(/\s+/).slice(1).map(Number);
+    // user nice system idle iowait irq softirq steal: everything but idle and iowait.
+    const [user = 0, nice = 0, system = 0, , , irq = 0, softirq = 0, steal = 0] = fields;
+    return (user + nice + system + irq + softirq + steal) / 100;
+  } catch {
+    return Number.NaN;
+  }
+}
 
 async function redisReachable(): Promise<void> {
   const client = new Redis(REDIS_URL, { lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 0, retryStrategy: () => null, connectTimeout: 2000 });
@@ -506,6 +558,11 @@ function runMemoryChild(count: number): Promise<MemoryResult> {
 
 // ---------------------------------------------------------------- main
 
+function mkdir(path: string): string {
+  mkdirSync(path, { recursive: true });
+  return path;
+}
+
 async function main(): Promise<void> {
   const started = performance.now();
   const cores = availableParallelism();
@@ -514,8 +571,9 @@ async function main(): Promise<void> {
   log(`  ${settings.rounds} rounds × ${settings.duration} s per scenario at ${settings.connections} connections, `
     + `interleaved (A B C D, D C B A, …); provider in a child process, autocannon in this one`);
 
-  const profileDir = settings.profile ? join(process.cwd(), 'build', 'bench-profiles', String(Date.now())) : undefined;
-  if (profileDir) mkdirSync(profileDir, { recursive: true });
+  const profileDir = settings.profile || settings.cpuProf
+    ? join(process.cwd(), 'build', 'bench-profiles', new Date().toISOString().replace(/[:.]/g, '-'))
+    : undefined;
 
   const results: AdapterResult[] = [];
   for (const adapter of settings.adapters) {
@@ -523,13 +581,13 @@ async function main(): Promise<void> {
       await redisReachable();
       const prefix = `bench:${randomUUID()}:`;
       try {
-        results.push(await runAdapter(adapter, prefix, profileDir && join(profileDir, adapter)));
+        results.push(await runAdapter(adapter, prefix, profileDir && mkdir(join(profileDir, adapter))));
       } finally {
         const deleted = await deleteKeys(prefix);
         log(`  redis: deleted ${deleted} keys under ${prefix}`);
       }
     } else {
-      results.push(await runAdapter(adapter, '', profileDir && join(profileDir, adapter)));
+      results.push(await runAdapter(adapter, '', profileDir && mkdir(join(profileDir, adapter))));
     }
   }
 
@@ -575,12 +633,22 @@ async function main(): Promise<void> {
   for (const target of targets(rows, memory)) log(formatTarget(target));
 
   if (profileDir) {
-    for (const adapter of settings.adapters) {
-      const dir = join(profileDir, adapter);
-      for (const file of readdirSync(dir).filter((name) => name.endsWith('.cpuprofile'))) {
+    for (const result of results) {
+      const dir = join(profileDir, result.adapter);
+      for (const scenario of settings.profile ? SCENARIOS : []) {
+        const runs = result.totals[scenario]?.runs;
+        if (!runs) continue;
+        const files = readdirSync(dir).filter((name) => name.startsWith(`${scenario}.`)).map((name) => join(dir, name));
         log('');
-        log(`CPU profile of the provider (${adapter}): ${join(dir, file)}`);
-        for (const line of summarizeProfile(join(dir, file))) log(line);
+        log(`CPU profile of the provider, ${result.adapter}, ${LABELS[scenario]} (${files.length} windows, ${join(dir, `${scenario}.*.cpuprofile`)}):`);
+        for (const line of summarizeProfile(files, { requests: runs.reduce((sum, run) => sum + run.ok + run.non2xx, 0) })) log(line);
+      }
+      if (settings.cpuProf) {
+        for (const file of readdirSync(join(dir, 'process')).filter((name) => name.endsWith('.cpuprofile'))) {
+          log('');
+          log(`CPU profile of the whole provider process (node --cpu-prof), ${result.adapter}: ${join(dir, 'process', file)}`);
+          for (const line of summarizeProfile(join(dir, 'process', file))) log(line);
+        }
       }
     }
   }

@@ -8,6 +8,10 @@ export interface ServerProcess {
   base: string;
   pid: number;
   stats(): Promise<ServerStats>;
+  /** Starts the provider's CPU profiler (inspector, as --cpu-prof would). */
+  profileStart(): Promise<void>;
+  /** Stops it and has the provider write the profile to `file`. */
+  profileStop(file: string): Promise<void>;
   /** Asks the server to exit and waits for it (a --cpu-prof profile is written by then). */
   close(): Promise<void>;
 }
@@ -36,7 +40,7 @@ export async function startServer(options: ServerProcessOptions): Promise<Server
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
 
   let nextId = 0;
-  const pending = new Map<number, (stats: ServerStats) => void>();
+  const pending = new Map<number, (reply: Extract<ServerMessage, { type: 'reply' }>) => void>();
   const ready = new Promise<{ base: string; pid: number }>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error('the bench server did not start within 20 s')), READY_TIMEOUT_MS);
     void exited.then((code) => {
@@ -47,10 +51,9 @@ export async function startServer(options: ServerProcessOptions): Promise<Server
       if (message.type === 'ready') {
         clearTimeout(timer);
         resolve({ base: message.base, pid: message.pid });
-      } else if (message.type === 'stats') {
-        const { type: _type, id, ...stats } = message;
-        pending.get(id)?.(stats);
-        pending.delete(id);
+      } else if (message.type === 'reply') {
+        pending.get(message.id)?.(message);
+        pending.delete(message.id);
       }
     });
   });
@@ -63,18 +66,34 @@ export async function startServer(options: ServerProcessOptions): Promise<Server
   }
 
   const sendMessage = (message: ParentMessage): void => { child.send(message); };
+  type Request = Exclude<ParentMessage, { type: 'close' }>;
+  const request = (message: Omit<Request, 'id'>): Promise<Extract<ServerMessage, { type: 'reply' }>> => {
+    const id = nextId++;
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        pending.delete(id);
+        reject(new Error(`the bench server did not answer ${message.type}`));
+      }, 10_000);
+      pending.set(id, (reply) => {
+        clearTimeout(timer);
+        if (reply.error) reject(new Error(`bench server, ${message.type}: ${reply.error}`));
+        else resolve(reply);
+      });
+      sendMessage({ ...message, id } as Request);
+    });
+  };
   return {
     ...started,
-    stats() {
-      const id = nextId++;
-      return new Promise<ServerStats>((resolve, reject) => {
-        const timer = setTimeout(() => {
-          pending.delete(id);
-          reject(new Error('the bench server did not answer a stats request'));
-        }, 5000);
-        pending.set(id, (stats) => { clearTimeout(timer); resolve(stats); });
-        sendMessage({ type: 'stats', id });
-      });
+    async stats() {
+      const reply = await request({ type: 'stats' });
+      if (!reply.stats) throw new Error('the bench server sent no stats');
+      return reply.stats;
+    },
+    async profileStart() {
+      await request({ type: 'profile-start' });
+    },
+    async profileStop(file) {
+      await request({ type: 'profile-stop', file } as Omit<Request, 'id'>);
     },
     async close() {
       if (child.exitCode !== null) return;

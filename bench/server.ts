@@ -11,6 +11,8 @@
  * fork() it also reports it over IPC, answers `stats` (CPU time, memory, the
  * memory adapter's size and evictions) and exits on `close`.
  */
+import { writeFile } from 'node:fs/promises';
+import { Session } from 'node:inspector/promises';
 import { createMemoryAdapter, type MemoryAdapterClass } from '../lib/index.js';
 import { createRedisAdapter, type RedisAdapterClass } from '../lib/adapters/redis.js';
 import { startProvider } from '../test/support/provider.js';
@@ -49,21 +51,47 @@ async function shutdown(): Promise<void> {
   process.exit(0);
 }
 
-process.on('message', (message: ParentMessage) => {
+let profiler: Session | undefined;
+
+async function answer(message: Exclude<ParentMessage, { type: 'close' }>): Promise<void> {
   switch (message.type) {
     case 'stats':
       send({
-        type: 'stats',
+        type: 'reply',
         id: message.id,
-        cpu: process.cpuUsage(),
-        heapUsed: process.memoryUsage().heapUsed,
-        adapter: memory ? { ...memory.stats(), onEvict: { ...evicted } } : null,
+        stats: {
+          cpu: process.cpuUsage(),
+          heapUsed: process.memoryUsage().heapUsed,
+          adapter: memory ? { ...memory.stats(), onEvict: { ...evicted } } : null,
+        },
       });
-      break;
-    case 'close':
-      void shutdown();
-      break;
+      return;
+    case 'profile-start':
+      if (!profiler) {
+        profiler = new Session();
+        profiler.connect();
+        await profiler.post('Profiler.enable');
+      }
+      await profiler.post('Profiler.start');
+      send({ type: 'reply', id: message.id });
+      return;
+    case 'profile-stop': {
+      if (!profiler) throw new Error('the profiler was not started');
+      const { profile } = await profiler.post('Profiler.stop');
+      await writeFile(message.file, JSON.stringify(profile));
+      send({ type: 'reply', id: message.id });
+    }
   }
+}
+
+process.on('message', (message: ParentMessage) => {
+  if (message.type === 'close') {
+    void shutdown();
+    return;
+  }
+  answer(message).catch((error: unknown) => {
+    send({ type: 'reply', id: message.id, error: String(error) });
+  });
 });
 // The parent went away without saying so: do not linger.
 process.on('disconnect', () => { void shutdown(); });
