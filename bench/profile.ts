@@ -5,7 +5,8 @@
  *
  *   node build/bench/profile.js FILE.cpuprofile... [--top N]
  *
- * Only the main thread is sampled: work Node hands to its thread pool (WebCrypto
+ * Samples under the bench's own frames (bench/server.ts answering the load
+ * generator, stopping the profiler) are left out. Only the main thread is sampled: work Node hands to its thread pool (WebCrypto
  * signatures, which jose uses) does not appear here except as the JS that
  * schedules it and the callbacks that resume it.
  */
@@ -66,10 +67,20 @@ export function summarizeProfile(files: string | string[], { requests, top = 20 
     const profile = JSON.parse(readFileSync(file, 'utf8')) as CpuProfile;
     seconds += (profile.endTime - profile.startTime) / 1e6;
     const byId = new Map(profile.nodes.map((node) => [node.id, node]));
+    // The bench's own work in the provider (answering stats, stopping and
+    // serializing this very profile) is left out.
+    const ours = new Set<number>();
+    const markOurs = (node: ProfileNode, inside: boolean): void => {
+      const mine = inside || bucketOf(node.callFrame) === 'bench';
+      if (mine) ours.add(node.id);
+      for (const child of node.children ?? []) markOurs(byId.get(child)!, mine);
+    };
+    markOurs(profile.nodes[0]!, false);
     const self = new Map<number, number>();
     // timeDeltas[i] is the time since the previous sample; charge it to the sample it ends.
     for (let index = 0; index < profile.samples.length; index += 1) {
       const id = profile.samples[index]!;
+      if (ours.has(id)) continue;
       self.set(id, (self.get(id) ?? 0) + (profile.timeDeltas[index] ?? 0));
     }
     for (const [id, micros] of self) {
