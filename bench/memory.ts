@@ -105,7 +105,7 @@ export function describeMemory(result: MemoryResult): string[] {
     `memory adapter: ${result.count.toLocaleString('en')} outstanding subject tokens (max ${result.max.toLocaleString('en')}): `
       + `heap +${mib(result.heapBytes)}, ArrayBuffers +${mib(result.arrayBufferBytes)}; `
       + `${Math.round(result.bytesPerToken)} B per token (${Math.round(result.heapBytesPerToken)} B of V8 heap; `
-      + `${Math.round(result.preallocatedPerToken)} B of it the LRU's preallocated slots); `
+      + `${Math.max(0, Math.round(result.preallocatedPerToken))} B of it the LRU's preallocated slots); `
       + `${Math.round(result.createsPerSecond).toLocaleString('en')} store.create()/s in-process`,
     `memory adapter at its bound: ${result.overflow.toLocaleString('en')} tokens beyond max=${result.max.toLocaleString('en')} `
       + `-> evictedUnexpired.SubjectToken=${result.evictedUnexpired}, onEvict called ${result.onEvictCalls} times; `

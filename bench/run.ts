@@ -7,7 +7,9 @@
  *                           [--only SCENARIO[,SCENARIO]] [--skip-memory] [--profile] [--cpu-prof]
  *
  * The provider runs in a child process (bench/server.ts), autocannon in this
- * one: with two cores each gets one, and neither steals the other's event loop.
+ * one, so that neither runs on the other's event loop: the operating system
+ * spreads them (and the provider's thread pool, where jose's WebCrypto signs)
+ * over the cores, and the table shows each one's CPU.
  * Each adapter gets `rounds` rounds; a round runs every scenario once for
  * `duration` seconds at 16 connections, in the order A B C D E, the next round
  * E D C B A, so that a drift of the machine falls on baseline and candidates
@@ -36,8 +38,8 @@ import { availableParallelism, cpus } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
-import { ACTOR_API, API, CLIENTS, MANAGEMENT, MANAGEMENT_SCOPE, TOKEN_EXCHANGE, ACCESS_TOKEN, type TestProvider } from '../test/support/provider.js';
-import { basic, userAccessToken } from '../test/support/http.js';
+import { ACTOR_API, API, CLIENTS, TOKEN_EXCHANGE, ACCESS_TOKEN, type TestProvider } from '../test/support/provider.js';
+import { basic, m2mToken, userAccessToken } from '../test/support/http.js';
 import { fire, percentile, type RequestSpec, type RunRecord } from './load.js';
 import { describeMemory, type MemoryResult } from './memory.js';
 import { summarizeProfile } from './profile.js';
@@ -56,7 +58,8 @@ interface Settings {
   only: ScenarioName[] | undefined;
   profile: boolean;
   cpuProf: boolean;
-  memoryCount: number | 0;
+  /** Subject tokens for the heap measurement; 0 skips it. */
+  memoryCount: number;
 }
 
 const SCENARIOS = ['baseline', 'create', 'exchange', 'exchange-actor', 'exchange-actor-jwt'] as const;
@@ -119,7 +122,6 @@ class TokenPool {
   #values: string[] = [];
   #born: number[] = [];
   #head = 0;
-  stale = 0;
   exhausted = 0;
 
   add(value: string): void {
@@ -133,7 +135,6 @@ class TokenPool {
     while (this.#head < this.#values.length) {
       const index = this.#head++;
       if (this.#born[index]! >= oldest) return this.#values[index];
-      this.stale += 1;
     }
     return undefined;
   }
@@ -170,7 +171,8 @@ interface AdapterResult {
   totals: Partial<Record<ScenarioName, ScenarioTotals>>;
   endStats: ServerStats;
   untimed: { requests: number; failed: number };
-  pool: { stale: number; exhausted: number };
+  /** Exchange requests that found the pool empty (and sent an unknown token). */
+  poolExhausted: number;
   /** Abandoned requests the provider logged as "Error: aborted". */
   abortedLogged: number;
 }
@@ -235,18 +237,8 @@ async function measure(
   // issued as a JWT for a resource (checked by signature, no store access).
   const actorToken = await userAccessToken(tp, 'alice');
   const jwtActorToken = await userAccessToken(tp, 'alice', { scope: 'openid profile:read', resource: ACTOR_API });
-  const backendAuth = basic(CLIENTS.backend);
-  const m2m = async (): Promise<string> => {
-    const response = await fetch(`${base}/token`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/x-www-form-urlencoded', authorization: backendAuth },
-      body: form({ grant_type: 'client_credentials', scope: MANAGEMENT_SCOPE, resource: MANAGEMENT }),
-      signal: AbortSignal.timeout(10_000),
-    });
-    const body = await response.json() as { access_token?: string };
-    if (response.status !== 200 || !body.access_token) throw new Error(`M2M token: ${response.status} ${JSON.stringify(body)}`);
-    return body.access_token;
-  };
+  // The backend's M2M token for the Management API (fetched per run: it lives 5 minutes).
+  const m2m = (): Promise<string> => m2mToken(tp);
 
   const baselineRequest: RequestSpec = {
     method: 'POST',
@@ -376,7 +368,7 @@ async function measure(
     totals,
     endStats: await server.stats(),
     untimed,
-    pool: { stale: pool.stale, exhausted: pool.exhausted },
+    poolExhausted: pool.exhausted,
   };
 }
 
@@ -579,6 +571,7 @@ async function main(): Promise<void> {
     + `node ${process.version}, ${cores} cores (${cpus()[0]?.model.trim() ?? 'unknown CPU'})`);
   log(`  ${settings.rounds} rounds × ${settings.duration} s per scenario at ${settings.connections} connections, `
     + `interleaved (A B C D E, E D C B A, …); provider in a child process, autocannon in this one`);
+  if (settings.smoke) log('  smoke run: 1-second windows, no warm-up; the numbers only show that the script works');
 
   const profileDir = settings.profile || settings.cpuProf
     ? join(process.cwd(), 'build', 'bench-profiles', new Date().toISOString().replace(/[:.]/g, '-'))
@@ -622,7 +615,7 @@ async function main(): Promise<void> {
     if (result.abortedLogged) {
       log(`${result.adapter}: ${result.abortedLogged} Management API requests cut off at the end of a window were logged by the provider as "Error: aborted" (not shown)`);
     }
-    if (result.pool.exhausted) problems.push(`${result.adapter}: the subject-token pool ran dry ${result.pool.exhausted} times`);
+    if (result.poolExhausted) problems.push(`${result.adapter}: the subject-token pool ran dry ${result.poolExhausted} times`);
     if (result.untimed.failed > result.untimed.requests * ERROR_TOLERANCE) {
       problems.push(`${result.adapter}: ${result.untimed.failed} of ${result.untimed.requests} untimed requests (warm-up, token creation) failed`);
     }
