@@ -1,4 +1,6 @@
+import { hash } from 'node:crypto';
 import { createLocalJWKSet, jwtVerify, type JWTPayload } from 'jose';
+import { LRUCache } from 'lru-cache';
 import type { Provider } from 'oidc-provider';
 import { providerJwks } from './provider-internals.js';
 
@@ -20,15 +22,31 @@ export interface VerifiedAccessToken {
 
 export type AccessTokenModel = 'AccessToken' | 'ClientCredentials';
 
-const localKeySets = new WeakMap<Provider, ReturnType<typeof createLocalJWKSet>>();
+interface JwtVerifier {
+  keySet: ReturnType<typeof createLocalJWKSet>;
+  /**
+   * JWTs already verified, by SHA-256 of the whole token, until their `exp`. A
+   * JWT's validity is its bytes, the provider's keys (fixed for the life of a
+   * Provider) and the clock, so a hit answers exactly what verifying again
+   * would. It spares the signature check for the tokens that come back on
+   * every call: the backend's M2M token and a support engineer's actor token.
+   */
+  verified: LRUCache<string, VerifiedAccessToken>;
+}
 
-function keySetOf(provider: Provider): ReturnType<typeof createLocalJWKSet> {
-  let keySet = localKeySets.get(provider);
-  if (!keySet) {
-    keySet = createLocalJWKSet(providerJwks(provider) as Parameters<typeof createLocalJWKSet>[0]);
-    localKeySets.set(provider, keySet);
+const VERIFIED_JWT_CACHE_SIZE = 10_000;
+const verifiers = new WeakMap<Provider, JwtVerifier>();
+
+function verifierOf(provider: Provider): JwtVerifier {
+  let verifier = verifiers.get(provider);
+  if (!verifier) {
+    verifier = {
+      keySet: createLocalJWKSet(providerJwks(provider) as Parameters<typeof createLocalJWKSet>[0]),
+      verified: new LRUCache({ max: VERIFIED_JWT_CACHE_SIZE }),
+    };
+    verifiers.set(provider, verifier);
   }
-  return keySet;
+  return verifier;
 }
 
 /**
@@ -71,9 +89,20 @@ export async function verifyAccessToken(
 }
 
 async function verifyJwt(provider: Provider, value: string): Promise<VerifiedAccessToken | undefined> {
+  const verifier = verifierOf(provider);
+  const cacheKey = hash('sha256', value, 'base64url');
+  const cached = verifier.verified.get(cacheKey);
+  if (cached) return cached.exp * 1000 > Date.now() ? cached : undefined;
+
+  const token = await verifyJwtSignature(provider, verifier, value);
+  if (token) verifier.verified.set(cacheKey, token, { ttl: Math.max(1, token.exp * 1000 - Date.now()) });
+  return token;
+}
+
+async function verifyJwtSignature(provider: Provider, verifier: JwtVerifier, value: string): Promise<VerifiedAccessToken | undefined> {
   let payload: JWTPayload;
   try {
-    ({ payload } = await jwtVerify(value, keySetOf(provider), {
+    ({ payload } = await jwtVerify(value, verifier.keySet, {
       issuer: provider.issuer,
       typ: 'at+jwt',
       requiredClaims: ['exp', 'sub', 'client_id', 'jti'],
@@ -88,7 +117,7 @@ async function verifyJwt(provider: Provider, value: string): Promise<VerifiedAcc
   if (typeof clientId !== 'string' || typeof payload.sub !== 'string' || (scope !== undefined && typeof scope !== 'string')) {
     return undefined;
   }
-  return {
+  return Object.freeze({
     format: 'jwt',
     sub: payload.sub,
     clientId,
@@ -98,7 +127,7 @@ async function verifyJwt(provider: Provider, value: string): Promise<VerifiedAcc
     jti: payload.jti!,
     ...(isObject(act) ? { act } : {}),
     ...(isObject(cnf) ? cnfOf(cnf['jkt'], cnf['x5t#S256']) : {}),
-  };
+  } as const);
 }
 
 /** Scopes are a set of space-separated names: `openid` is not in `openidx`. */

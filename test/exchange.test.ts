@@ -6,7 +6,7 @@ import { EVENTS, onImpersonationEvent, type ImpersonationEvent } from '../lib/in
 import { providerJwks } from '../lib/provider-internals.js';
 import { DpopKey } from './support/dpop.js';
 import {
-  ACCESS_TOKEN, ACTOR_API, API, CLIENT_CERT_HEADER, CLIENTS, MANAGEMENT, OPAQUE_API, startProvider, type TestProvider,
+  ACCESS_TOKEN, ACTOR_API, API, CLIENT_CERT_HEADER, CLIENTS, MANAGEMENT, OPAQUE_API, SHORT_API, startProvider, type TestProvider,
 } from './support/provider.js';
 import {
   basic, decodeHeader, decodeJwt, exchange, m2mToken, subjectToken, userAccessToken, type Reply,
@@ -294,6 +294,15 @@ describe('token exchange grant', () => {
       } finally {
         await other.close();
       }
+    });
+
+    it('refuses a JWT actor token once it expires, though it was accepted (and its signature check remembered) before', async () => {
+      const shortLived = await userAccessToken(tp, 'alice', { scope: 'openid', resource: SHORT_API });
+      const first = await exchange(tp, { subject_token: await subjectToken(tp), resource: API, ...actorParams(shortLived) });
+      expect(first.status, JSON.stringify(first.body)).to.equal(200);
+      await new Promise((resolve) => setTimeout(resolve, ((decodeJwt(shortLived)['exp'] as number) + 1) * 1000 - Date.now()));
+      const again = await exchange(tp, { subject_token: await subjectToken(tp), resource: API, ...actorParams(shortLived) });
+      expectError(again, 400, 'invalid_request', /actor_token/);
     });
 
     it('refuses a revoked actor token', async () => {

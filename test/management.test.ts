@@ -1,7 +1,11 @@
+import { Readable } from 'node:stream';
+import type Koa from 'koa';
 import { expect } from 'chai';
 import type { Adapter } from 'oidc-provider';
 import { EVENTS, SUBJECT_TOKEN_PREFIX, onImpersonationEvent, type ImpersonationEvent } from '../lib/index.js';
 import { instantiateAdapter } from '../lib/adapters/contract.js';
+import { ManagementError } from '../lib/errors.js';
+import { readJsonObject } from '../lib/management/body.js';
 import { hashSubjectToken } from '../lib/subject-tokens/token.js';
 import { CLIENTS, MANAGEMENT, startProvider, type TestProvider } from './support/provider.js';
 import { managementRequest, m2mToken, userAccessToken, tokenRequest } from './support/http.js';
@@ -85,6 +89,21 @@ describe('Management API: POST /api/subject-tokens', () => {
         expect(result.status, value).to.equal(401);
         expect(result.headers.get('www-authenticate')).to.match(/^Bearer error="invalid_token"/);
         expect(result.body['error']).to.equal('invalid_token');
+      }
+    });
+
+    it('answers 401 once the M2M token expires, though it was accepted (and its signature check remembered) before', async () => {
+      const short = await startProvider({ plugin: { managementTokenTTL: 1 } });
+      try {
+        const value = await m2mToken(short);
+        expect((await managementRequest(short, { userId: 'bob' }, value)).status).to.equal(201);
+        const exp = JSON.parse(Buffer.from(value.split('.')[1]!, 'base64url').toString()).exp as number;
+        await new Promise((resolve) => setTimeout(resolve, (exp + 1) * 1000 - Date.now()));
+        const expired = await managementRequest(short, { userId: 'bob' }, value);
+        expect(expired.status).to.equal(401);
+        expect(expired.body['error']).to.equal('invalid_token');
+      } finally {
+        await short.close();
       }
     });
 
@@ -255,5 +274,38 @@ describe('Management API: POST /api/subject-tokens', () => {
         await custom.close();
       }
     });
+  });
+});
+
+describe('Management API: reading the body', () => {
+  function contextReading(chunks: Array<string | Error>): Koa.Context {
+    const req = new Readable({ read() {} });
+    for (const chunk of chunks) {
+      if (chunk instanceof Error) queueMicrotask(() => req.destroy(chunk));
+      else req.push(chunk);
+    }
+    return { is: () => 'application/json', get: () => '', req } as unknown as Koa.Context;
+  }
+
+  it('answers 400 when the client goes away mid-body, not a 500 that reports the service as failing', async () => {
+    const aborted = Object.assign(new Error('aborted'), { code: 'ECONNRESET' });
+    let failure: unknown;
+    try {
+      await readJsonObject(contextReading(['{"userId":', aborted]), 1024);
+    } catch (error) {
+      failure = error;
+    }
+    expect(failure).to.be.instanceOf(ManagementError);
+    expect(failure).to.include({ status: 400, error: 'invalid_request' });
+  });
+
+  it('stops reading at the limit', async () => {
+    let failure: unknown;
+    try {
+      await readJsonObject(contextReading(['{"userId":"', 'x'.repeat(2000)]), 1024);
+    } catch (error) {
+      failure = error;
+    }
+    expect(failure).to.include({ status: 413, error: 'request_too_large' });
   });
 });

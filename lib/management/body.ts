@@ -15,10 +15,16 @@ export async function readJsonObject(ctx: Koa.Context, limit: number): Promise<J
 
   const chunks: Buffer[] = [];
   let size = 0;
-  for await (const chunk of ctx.req as AsyncIterable<Buffer>) {
-    size += chunk.length;
-    if (size > limit) throw tooLarge(limit);
-    chunks.push(chunk);
+  try {
+    for await (const chunk of ctx.req as AsyncIterable<Buffer>) {
+      size += chunk.length;
+      if (size > limit) throw tooLarge(limit);
+      chunks.push(chunk);
+    }
+  } catch (error) {
+    if (error instanceof ManagementError) throw error;
+    // The client went away mid-body: its request, not the service, failed.
+    throw new ManagementError(400, 'invalid_request', 'the request body could not be read', { cause: error });
   }
 
   let parsed: unknown;

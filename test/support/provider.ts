@@ -12,6 +12,8 @@ export const ACCESS_TOKEN = 'urn:ietf:params:oauth:token-type:access_token';
 export const API = 'https://api.example.com';
 export const OPAQUE_API = 'https://opaque.example.com';
 export const ACTOR_API = 'https://actor.example.com';
+/** JWT access tokens that expire after 2 s. */
+export const SHORT_API = 'https://short.example.com';
 export const MANAGEMENT = 'https://id.example.com/api';
 export const MANAGEMENT_SCOPE = 'subject-tokens:create';
 export const REDIRECT_URI = 'http://127.0.0.1/callback';
@@ -137,6 +139,7 @@ export async function startProvider(options: TestProviderOptions = {}): Promise<
             case API: return { scope: 'profile:read profile:write', accessTokenFormat: 'jwt', accessTokenTTL: 3600 };
             case OPAQUE_API: return { scope: 'read write', accessTokenFormat: 'opaque', accessTokenTTL: 120 };
             case ACTOR_API: return { scope: 'openid openidx profile:read', accessTokenFormat: 'jwt' };
+            case SHORT_API: return { scope: 'openid', accessTokenFormat: 'jwt', accessTokenTTL: 2 };
             default: throw new errors.InvalidTarget();
           }
         },
