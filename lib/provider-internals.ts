@@ -8,7 +8,7 @@ import * as grants from 'oidc-provider/lib/helpers/grants.js';
 import instance from 'oidc-provider/lib/helpers/weak_cache.js';
 import { errors } from 'oidc-provider';
 import type {
-  Adapter, AdapterConstructor, AdapterFactory, Configuration, JWKS, KoaContextWithOIDC, Provider, ResourceServerInstance,
+  AdapterConstructor, AdapterFactory, Configuration, JWKS, KoaContextWithOIDC, Provider, ResourceServerInstance,
 } from 'oidc-provider';
 
 export interface DpopProof {
@@ -82,4 +82,3 @@ export function buildTokenResponse(ctx: KoaContextWithOIDC, input: TokenResponse
   return grants.buildTokenResponse(ctx.oidc.provider, input);
 }
 
-export type { Adapter };

@@ -1,4 +1,4 @@
-import type { Adapter, AdapterPayload } from 'oidc-provider';
+import type { AdapterPayload } from 'oidc-provider';
 import type { AtomicAdapter } from '../adapters/contract.js';
 import type { JsonObject } from '../options.js';
 import { hashSubjectToken, mintSubjectToken, newSubjectTokenId } from './token.js';
@@ -106,4 +106,3 @@ function fromPayload(payload: AdapterPayload): SubjectTokenRecord | undefined {
   return candidate as SubjectTokenRecord;
 }
 
-export type { Adapter };

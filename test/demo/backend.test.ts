@@ -151,15 +151,7 @@ describe('demo: integrator backend (POST /api/request-impersonation)', function 
     });
 
     it('401 with an M2M token instead of a user token', async () => {
-      const response = await fetch(`${demo.identity.issuer}/token`, {
-        method: 'POST',
-        headers: { authorization: basic('impersonation-backend', 'impersonation-backend-secret') },
-        body: new URLSearchParams({
-          grant_type: 'client_credentials', resource: demo.identity.managementResource, scope: 'subject-tokens:create',
-        }),
-        signal: AbortSignal.timeout(REQUEST_TIMEOUT),
-      });
-      const { access_token: m2m } = await response.json() as { access_token: string };
+      const m2m = await managementToken(demo);
       expect((await requestImpersonation(demo, m2m, BOB)).status).to.equal(401);
     });
 
@@ -310,15 +302,7 @@ describe('demo: resource API (GET /api/me) and settings', function () {
     expect(opaque.status).to.equal(401);
     expect(opaque.body['error']).to.equal('invalid_token');
 
-    const response = await fetch(`${demo.identity.issuer}/token`, {
-      method: 'POST',
-      headers: { authorization: basic('impersonation-backend', 'impersonation-backend-secret') },
-      body: new URLSearchParams({
-        grant_type: 'client_credentials', resource: demo.identity.managementResource, scope: 'subject-tokens:create',
-      }),
-      signal: AbortSignal.timeout(REQUEST_TIMEOUT),
-    });
-    const { access_token: m2m } = await response.json() as { access_token: string };
+    const m2m = await managementToken(demo);
     expect(decodeJwt(m2m).aud).to.equal(demo.identity.managementResource);
     expect((await callResourceApi(demo, m2m)).status).to.equal(401);
   });
@@ -360,6 +344,20 @@ describe('demo: resource API (GET /api/me) and settings', function () {
     expect(await refused.text()).to.contain('Invalid login or password.');
   });
 });
+
+/** The M2M token the backend would get for the Management API. */
+async function managementToken(demo: Demo): Promise<string> {
+  const response = await fetch(`${demo.identity.issuer}/token`, {
+    method: 'POST',
+    headers: { authorization: basic('impersonation-backend', 'impersonation-backend-secret') },
+    body: new URLSearchParams({
+      grant_type: 'client_credentials', resource: demo.identity.managementResource, scope: 'subject-tokens:create',
+    }),
+    signal: AbortSignal.timeout(REQUEST_TIMEOUT),
+  });
+  const { access_token: m2m } = await response.json() as { access_token: string };
+  return m2m;
+}
 
 async function freePort(): Promise<number> {
   const server = http.createServer();
