@@ -25,7 +25,6 @@ export type ManagementErrorCode =
   | 'insufficient_scope'
   | 'access_denied'
   | 'user_not_found'
-  | 'unsupported_media_type'
   | 'request_too_large'
   | 'temporarily_unavailable'
   | 'server_error';

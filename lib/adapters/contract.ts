@@ -1,4 +1,4 @@
-import type { Adapter, AdapterConstructor, AdapterFactory, AdapterPayload } from 'oidc-provider';
+import type { Adapter, AdapterConstructor, AdapterFactory } from 'oidc-provider';
 
 /**
  * The one operation single use rests on. oidc-provider's own `consume(id)`
@@ -37,4 +37,3 @@ function isConstructor(value: AdapterSource): value is AdapterConstructor {
   return typeof value.prototype === 'object' && value.prototype !== null;
 }
 
-export type { Adapter, AdapterPayload };
