@@ -3,7 +3,7 @@
  * own client_credentials grant, on one machine, in one run, against one
  * provider per adapter.
  *
- *   node build/bench/run.js [--smoke] [--rounds N] [--duration S] [--memory-only | --redis-only]
+ *   node build/bench/run.js [--smoke] [--rounds N] [--duration S] [--connections C] [--memory-only | --redis-only]
  *                           [--only SCENARIO[,SCENARIO]] [--skip-memory] [--profile] [--cpu-prof]
  *
  * The provider runs in a child process (bench/server.ts), autocannon in this
@@ -90,7 +90,7 @@ function parseSettings(argv: string[]): Settings {
     duration: Number(value('--duration') ?? (smoke ? 1 : 3)),
     // The smoke run skips the warm-up: it keeps the script working, its numbers mean little.
     warmup: smoke ? 0 : 2,
-    connections: 16,
+    connections: Number(value('--connections') ?? 16),
     adapters: argv.includes('--memory-only') ? ['memory'] : argv.includes('--redis-only') ? ['redis'] : ['memory', 'redis'],
     only,
     profile: argv.includes('--profile'),
@@ -162,6 +162,8 @@ interface ScenarioTotals {
   runs: RunRecord[];
   /** Provider CPU seconds (all its threads) used during the timed windows. */
   serverCpu: number;
+  /** Of serverCpu, the main thread's (NaN without /proc). */
+  mainCpu: number;
   /** CPU seconds the rest of the machine used meanwhile (Redis, other processes); NaN off Linux. */
   otherCpu: number;
 }
@@ -240,17 +242,25 @@ async function measure(
   // The backend's M2M token for the Management API (fetched per run: it lives 5 minutes).
   const m2m = (): Promise<string> => m2mToken(tp);
 
+  // Exchanges need a new body for every request, so autocannon builds each one
+  // as it sends it (setupRequest). The other scenarios are built the same way,
+  // though their requests never change: autocannon would otherwise build them
+  // once and resend the bytes, and on a machine it shares with the provider the
+  // baseline would get CPU that the exchanges give to the load generator.
+  const rebuiltEachTime = (request: RequestSpec): RequestSpec => request;
   const baselineRequest: RequestSpec = {
     method: 'POST',
     path: '/token',
     headers: { 'content-type': 'application/x-www-form-urlencoded', authorization: basic(CLIENTS.noScopeBackend) },
     body: form({ grant_type: 'client_credentials', resource: API, scope: 'profile:read' }),
+    setupRequest: rebuiltEachTime,
   };
   const creationRequest = (token: string): RequestSpec => ({
     method: 'POST',
     path: '/api/subject-tokens',
     headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
     body: SUBJECT_TOKEN_BODY,
+    setupRequest: rebuiltEachTime,
     onResponse(status, body) {
       if (status === 201) pool.add((JSON.parse(body) as { subjectToken: string }).subjectToken);
     },
@@ -313,9 +323,12 @@ async function measure(
     scenario: ScenarioName,
     seconds: number,
     profile?: string,
-  ): Promise<{ run: RunRecord; serverCpu: number; otherCpu: number }> => {
+  ): Promise<{ run: RunRecord; serverCpu: number; mainCpu: number; otherCpu: number }> => {
     if (EXCHANGES.includes(scenario)) await topUp(seconds);
     const requests = await requestsFor(scenario);
+    // Every window starts from a collected heap: the top-up before an exchange
+    // window would otherwise leave its garbage to that window, and to no other.
+    await server.settle();
     if (profile) await server.profileStart();
     const before = await server.stats();
     const machineBefore = machineCpuSeconds();
@@ -325,10 +338,11 @@ async function measure(
     if (profile) await server.profileStop(profile);
     const serverCpu = (after.cpu.user + after.cpu.system - before.cpu.user - before.cpu.system) / 1e6;
     const otherCpu = Math.max(0, machineAfter - machineBefore - serverCpu - run.generatorCpu);
+    const mainCpu = after.threads && before.threads ? after.threads.main - before.threads.main : Number.NaN;
     bestRate[scenario] = Math.max(bestRate[scenario] ?? 0, run.ok / run.seconds);
     // Let the last abandoned requests finish on the server before the next window opens.
     await new Promise((resolve) => setTimeout(resolve, 200));
-    return { run, serverCpu, otherCpu };
+    return { run, serverCpu, mainCpu, otherCpu };
   };
 
   const scenarios = SCENARIOS.filter((name) => !settings.only || settings.only.includes(name));
@@ -353,10 +367,11 @@ async function measure(
     const parts: string[] = [];
     for (const scenario of order) {
       const profile = profileDir && join(profileDir, `${scenario}.${round + 1}.cpuprofile`);
-      const { run, serverCpu, otherCpu } = await runOnce(scenario, settings.duration, profile);
-      const entry = totals[scenario] ??= { runs: [], serverCpu: 0, otherCpu: 0 };
+      const { run, serverCpu, mainCpu, otherCpu } = await runOnce(scenario, settings.duration, profile);
+      const entry = totals[scenario] ??= { runs: [], serverCpu: 0, mainCpu: 0, otherCpu: 0 };
       entry.runs.push(run);
       entry.serverCpu += serverCpu;
+      entry.mainCpu += mainCpu;
       entry.otherCpu += otherCpu;
       parts.push(`${scenario} ${Math.round(run.ok / run.seconds)}/s${run.non2xx ? ` (${run.non2xx} non-2xx)` : ''}`);
     }
@@ -396,6 +411,8 @@ interface Row {
   errors: number;
   /** Provider CPU (all threads) per 2xx response, in ms. */
   cpuPerRequest: number;
+  /** The main thread's part of it (NaN without /proc). */
+  mainCpuPerRequest: number;
   serverCpuShare: number;
   generatorCpuShare: number;
   otherCpuShare: number;
@@ -419,6 +436,7 @@ function summarize(result: AdapterResult): Row[] {
       non2xx: totals.runs.reduce((sum, run) => sum + run.non2xx, 0),
       errors: totals.runs.reduce((sum, run) => sum + run.errors, 0),
       cpuPerRequest: (totals.serverCpu * 1000) / ok,
+      mainCpuPerRequest: (totals.mainCpu * 1000) / ok,
       serverCpuShare: totals.serverCpu / seconds,
       otherCpuShare: totals.otherCpu / seconds,
       generatorCpuShare: totals.runs.reduce((sum, run) => sum + run.generatorCpu, 0) / seconds,
@@ -430,7 +448,7 @@ function summarize(result: AdapterResult): Row[] {
 function table(rows: Row[]): string[] {
   const header = [
     'adapter', 'scenario', 'req/s', 'p50 ms', 'p99 ms', 'req/s ÷ baseline', 'p99 ÷ baseline',
-    'provider CPU ms/req', 'CPU/req ÷ baseline', 'requests', 'non-2xx', 'CPU: provider / autocannon / rest',
+    'provider CPU ms/req (main thread)', 'CPU/req ÷ baseline', 'requests', 'non-2xx', 'CPU: provider / autocannon / rest',
   ];
   const lines = [header, header.map((cell, index) => (index < 2 ? '---' : '---:'))];
   for (const row of rows) {
@@ -443,7 +461,7 @@ function table(rows: Row[]): string[] {
       row.p99.toFixed(1),
       baseline ? (row.rps / baseline.rps).toFixed(2) : 'n/a',
       baseline ? (row.p99 / baseline.p99).toFixed(2) : 'n/a',
-      row.cpuPerRequest.toFixed(2),
+      `${row.cpuPerRequest.toFixed(2)} (${Number.isNaN(row.mainCpuPerRequest) ? '?' : row.mainCpuPerRequest.toFixed(2)})`,
       baseline ? (row.cpuPerRequest / baseline.cpuPerRequest).toFixed(2) : 'n/a',
       String(row.requests),
       String(row.non2xx + row.errors),

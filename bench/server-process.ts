@@ -8,6 +8,8 @@ export interface ServerProcess {
   base: string;
   pid: number;
   stats(): Promise<ServerStats>;
+  /** Has the provider collect its garbage (a full GC) and waits until it did. */
+  settle(): Promise<void>;
   /** Starts the provider's CPU profiler (inspector, as --cpu-prof would). */
   profileStart(): Promise<void>;
   /** Stops it and has the provider write the profile to `file`. */
@@ -31,7 +33,7 @@ const READY_TIMEOUT_MS = 20_000;
 export async function startServer(options: ServerProcessOptions): Promise<ServerProcess> {
   const child: ChildProcess = fork(fileURLToPath(new URL('./server.js', import.meta.url)), [], {
     env: { ...process.env, BENCH_ADAPTER: options.adapter, REDIS_URL: options.redisUrl, BENCH_PREFIX: options.redisPrefix },
-    execArgv: options.execArgv ?? [],
+    execArgv: ['--expose-gc', ...options.execArgv ?? []],
     stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
   });
   for (const stream of [child.stdout, child.stderr]) {
@@ -88,6 +90,9 @@ export async function startServer(options: ServerProcessOptions): Promise<Server
       const reply = await request({ type: 'stats' });
       if (!reply.stats) throw new Error('the bench server sent no stats');
       return reply.stats;
+    },
+    async settle() {
+      await request({ type: 'settle' });
     },
     async profileStart() {
       await request({ type: 'profile-start' });

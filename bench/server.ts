@@ -11,6 +11,7 @@
  * fork() it also reports it over IPC, answers `stats` (CPU time, memory, the
  * memory adapter's size and evictions) and exits on `close`.
  */
+import { readdirSync, readFileSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import { Session } from 'node:inspector/promises';
 import { createMemoryAdapter, type MemoryAdapterClass } from '../lib/index.js';
@@ -51,6 +52,27 @@ async function shutdown(): Promise<void> {
   process.exit(0);
 }
 
+/** Clock ticks per second of /proc's utime and stime (USER_HZ, 100 on Linux). */
+const TICKS_PER_SECOND = 100;
+
+function threadCpu(): { main: number; others: number } | null {
+  try {
+    let main = 0;
+    let others = 0;
+    for (const tid of readdirSync('/proc/self/task')) {
+      // The fields after the parenthesised name: utime and stime are the 12th and 13th.
+      const stat = readFileSync(`/proc/self/task/${tid}/stat`, 'utf8');
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      const seconds = (Number(fields[11]) + Number(fields[12])) / TICKS_PER_SECOND;
+      if (Number(tid) === process.pid) main += seconds;
+      else others += seconds;
+    }
+    return { main, others };
+  } catch {
+    return null;
+  }
+}
+
 let profiler: Session | undefined;
 
 async function answer(message: Exclude<ParentMessage, { type: 'close' }>): Promise<void> {
@@ -61,10 +83,16 @@ async function answer(message: Exclude<ParentMessage, { type: 'close' }>): Promi
         id: message.id,
         stats: {
           cpu: process.cpuUsage(),
+          threads: threadCpu(),
           heapUsed: process.memoryUsage().heapUsed,
           adapter: memory ? { ...memory.stats(), onEvict: { ...evicted } } : null,
         },
       });
+      return;
+    case 'settle':
+      // Started with --expose-gc by bench/server-process.ts.
+      (globalThis as { gc?: () => void }).gc?.();
+      send({ type: 'reply', id: message.id });
       return;
     case 'profile-start':
       if (!profiler) {

@@ -30,6 +30,11 @@ export interface RedisAdapterClass {
  */
 export const REDIS_CLIENT_OPTIONS = {
   enableOfflineQueue: false,
+  // Commands issued in the same tick (the concurrent requests' lookups) go out
+  // in one write and come back in one read: fewer system calls on both sides.
+  // The bench measured +4% exchanges per second with an opaque actor token and
+  // Redis's own CPU down from 11% to 3% of a core.
+  enableAutoPipelining: true,
   autoResendUnfulfilledCommands: false,
   // Rejects the commands in flight as soon as the connection drops.
   maxRetriesPerRequest: 0,
