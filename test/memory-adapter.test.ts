@@ -13,12 +13,20 @@ describe('memory adapter', () => {
     expect(await tokens.find('a')).to.equal(undefined);
   });
 
-  it('returns copies, so a caller cannot change what is stored', async () => {
+  it('keeps deep copies, so a caller cannot change what is stored, before or after', async () => {
+    const sessions = new (createMemoryAdapter())('Session');
+    const given = { jti: 's', authorizations: { app: { grantId: 'g1' } } };
+    await sessions.upsert('s', given, 60);
+    given.authorizations.app.grantId = 'changed after upsert';
+    const found = (await sessions.find('s'))! as unknown as typeof given;
+    found.authorizations.app.grantId = 'changed after find';
+    expect(await sessions.find('s')).to.deep.equal({ jti: 's', authorizations: { app: { grantId: 'g1' } } });
+  });
+
+  it('gives back what JSON keeps, as the Redis adapter does', async () => {
     const tokens = new (createMemoryAdapter())('AccessToken');
-    await tokens.upsert('a', { jti: 'a', scope: 'read' }, 60);
-    const found = (await tokens.find('a'))!;
-    found.scope = 'write';
-    expect((await tokens.find('a'))!.scope).to.equal('read');
+    await tokens.upsert('a', { jti: 'a', scope: undefined, aud: ['x'], extra: {} }, 60);
+    expect(await tokens.find('a')).to.deep.equal({ jti: 'a', aud: ['x'], extra: {} });
   });
 
   it('forgets entries when expiresIn runs out', async () => {
@@ -86,6 +94,17 @@ describe('memory adapter', () => {
       await store.upsert('short', { jti: 'short' }, 1);
       await new Promise((resolve) => setTimeout(resolve, 1100));
       expect(await store.consumeOnce('short')).to.equal(false);
+    });
+
+    it('follows upsert: a new version starts unconsumed, a payload saved as consumed stays consumed', async () => {
+      const store = new (createMemoryAdapter())('SubjectToken');
+      await store.upsert('k', { jti: 'k' }, 60);
+      expect(await store.consumeOnce('k')).to.equal(true);
+      await store.upsert('k', { jti: 'k' }, 60);
+      expect((await store.find('k'))!.consumed).to.equal(undefined);
+      await store.upsert('k', { jti: 'k', consumed: 123 }, 60);
+      expect((await store.find('k'))!.consumed).to.equal(123);
+      expect(await store.consumeOnce('k')).to.equal(false);
     });
 
     it('backs oidc-provider\'s consume()', async () => {

@@ -29,6 +29,18 @@ export interface MemoryAdapterClass {
 
 const DEFAULT_MAX = 100_000;
 
+/**
+ * An entry as kept: the payload as JSON text, as the Redis adapter keeps it, so
+ * that both adapters give back the same values (no `undefined`, no shared
+ * objects). Parsing the text is also the cheapest deep copy. `consumed` lives
+ * beside it, so that the atomic consume changes a number, not the text.
+ */
+interface Entry {
+  json: string;
+  exp: number | undefined;
+  consumed?: unknown;
+}
+
 /** The models revokeByGrantId removes, as in oidc-provider's own adapter (never an Interaction or Session). */
 const GRANTABLE = new Set(['AccessToken', 'AuthorizationCode', 'RefreshToken', 'DeviceCode', 'BackchannelAuthenticationRequest']);
 
@@ -44,7 +56,7 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
     throw new TypeError('createMemoryAdapter: max must be a positive integer');
   }
   const evictedUnexpired: Record<string, number> = {};
-  const storage: LRUCache<string, AdapterPayload | string[] | string> = new LRUCache({
+  const storage: LRUCache<string, Entry | string[] | string> = new LRUCache({
     max,
     ttlAutopurge: false,
     dispose(value, key, reason) {
@@ -96,12 +108,18 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
       if (payload.uid) {
         storage.set(`uid:${payload.uid}`, id, { ttl });
       }
-      storage.set(key, structuredClone(payload), { ttl });
+      const { consumed, ...stored } = payload;
+      const entry: Entry = { json: JSON.stringify(stored), exp: typeof payload.exp === 'number' ? payload.exp : undefined };
+      if (consumed) entry.consumed = consumed;
+      storage.set(key, entry, { ttl });
     }
 
     async find(id: string): Promise<AdapterPayload | undefined> {
       const found = storage.get(this.#key(id));
-      return isPayload(found) ? structuredClone(found) : undefined;
+      if (!isEntry(found)) return undefined;
+      const payload = JSON.parse(found.json) as AdapterPayload;
+      if (found.consumed) payload.consumed = found.consumed;
+      return payload;
     }
 
     async findByUid(uid: string): Promise<AdapterPayload | undefined> {
@@ -122,7 +140,7 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
     async consumeOnce(id: string): Promise<boolean> {
       const key = this.#key(id);
       const found = storage.get(key, { updateAgeOnGet: false });
-      if (!isPayload(found) || found.consumed) return false;
+      if (!isEntry(found) || found.consumed) return false;
       found.consumed = Math.floor(Date.now() / 1000);
       return true;
     }
@@ -144,10 +162,10 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
   return MemoryAdapter;
 }
 
-function isPayload(value: unknown): value is AdapterPayload {
+function isEntry(value: unknown): value is Entry {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
 function isExpired(value: unknown): boolean {
-  return isPayload(value) && typeof value.exp === 'number' && value.exp * 1000 <= Date.now();
+  return isEntry(value) && value.exp !== undefined && value.exp * 1000 <= Date.now();
 }

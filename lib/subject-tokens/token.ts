@@ -1,4 +1,4 @@
-import { createHash, randomBytes } from 'node:crypto';
+import { hash, randomBytes } from 'node:crypto';
 
 /** Every subject token starts with this, so secret scanners can recognise a leaked one. */
 export const SUBJECT_TOKEN_PREFIX = 'ist_';
@@ -20,7 +20,7 @@ export function looksLikeSubjectToken(value: string): boolean {
  * randomness, so neither guessing nor a precomputed table can invert it.
  */
 export function hashSubjectToken(value: string): string {
-  return createHash('sha256').update(value).digest('base64url');
+  return hash('sha256', value, 'base64url');
 }
 
 /** A non-secret id for audit trails: it names a token without allowing its redemption. */
