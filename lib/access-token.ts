@@ -42,7 +42,8 @@ function verifierOf(provider: Provider): JwtVerifier {
   if (!verifier) {
     verifier = {
       keySet: createLocalJWKSet(providerJwks(provider) as Parameters<typeof createLocalJWKSet>[0]),
-      verified: new LRUCache({ max: VERIFIED_JWT_CACHE_SIZE }),
+      // ttlResolution 0: read the clock on each check instead of arming a timer every millisecond to cache it.
+      verified: new LRUCache({ max: VERIFIED_JWT_CACHE_SIZE, ttlResolution: 0 }),
     };
     verifiers.set(provider, verifier);
   }

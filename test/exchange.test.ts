@@ -2,7 +2,7 @@ import { createHash, X509Certificate } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { expect } from 'chai';
 import { createLocalJWKSet, jwtVerify } from 'jose';
-import { EVENTS, onImpersonationEvent, type ImpersonationEvent } from '../lib/index.js';
+import { createMemoryAdapter, EVENTS, onImpersonationEvent, type ImpersonationEvent } from '../lib/index.js';
 import { providerJwks } from '../lib/provider-internals.js';
 import { DpopKey } from './support/dpop.js';
 import {
@@ -473,6 +473,58 @@ describe('token exchange grant', () => {
         tp.provider.off('access_token.destroyed', onDestroyed as never);
       }
     });
+  });
+});
+
+describe('token exchange grant: the store fails while the actor token is looked up', () => {
+  // The real memory adapter underneath; only reads of access tokens fail, on demand.
+  let failAccessTokenReads = false;
+  const Memory = createMemoryAdapter();
+  class AccessTokenReadsFail extends Memory {
+    readonly #model: string;
+    constructor(model: string) {
+      super(model);
+      this.#model = model;
+    }
+    override async find(id: string) {
+      if (failAccessTokenReads && this.#model === 'AccessToken') throw new Error('store unreachable');
+      return super.find(id);
+    }
+  }
+  let tp: TestProvider;
+  let alice: string;
+  const unhandled: unknown[] = [];
+  const onUnhandled = (reason: unknown): void => { unhandled.push(reason); };
+  before(async () => {
+    tp = await startProvider({ adapter: AccessTokenReadsFail });
+    alice = await userAccessToken(tp, 'alice');
+    process.on('unhandledRejection', onUnhandled);
+  });
+  afterEach(() => { failAccessTokenReads = false; });
+  after(async () => {
+    process.off('unhandledRejection', onUnhandled);
+    await tp.close();
+  });
+
+  it('answers 500 server_error, issues nothing and keeps the subject token', async () => {
+    const subject = await subjectToken(tp);
+    failAccessTokenReads = true;
+    const failed = await exchange(tp, { subject_token: subject, resource: API, scope: 'profile:read', ...actorParams(alice) });
+    expectError(failed, 500, 'server_error');
+    expect(failed.body).to.not.have.property('access_token');
+
+    failAccessTokenReads = false;
+    const redeemed = await exchange(tp, { subject_token: subject, resource: API, scope: 'profile:read', ...actorParams(alice) });
+    expect(redeemed.status, JSON.stringify(redeemed.body)).to.equal(200);
+  });
+
+  it('still refuses a bad subject token first, and leaves no rejection unhandled', async () => {
+    failAccessTokenReads = true;
+    const unknown = await exchange(tp, { subject_token: `ist_${'B'.repeat(43)}`, resource: API, ...actorParams(alice) });
+    expectError(unknown, 400, 'invalid_request', /subject_token is unknown/);
+    // An unhandled rejection is reported after the microtask queue drains.
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(unhandled).to.deep.equal([]);
   });
 });
 

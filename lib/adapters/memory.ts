@@ -59,6 +59,8 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
   const storage: LRUCache<string, Entry | string[] | string> = new LRUCache({
     max,
     ttlAutopurge: false,
+    // Read the clock on each check; the default caches it for 1 ms with a timer armed every millisecond.
+    ttlResolution: 0,
     dispose(value, key, reason) {
       if (reason !== 'evict' || isExpired(value)) return;
       const separator = key.indexOf(':');

@@ -11,18 +11,29 @@ export interface ActClaim {
 }
 
 /**
+ * An actor-token lookup under way. It never rejects (a store failure is its
+ * outcome), so it may be left unawaited when the exchange is refused first.
+ */
+export type ActorTokenLookup = Promise<{ token: VerifiedAccessToken | undefined } | { failure: unknown }>;
+
+export function lookUpActorToken(ctx: KoaContextWithOIDC, value: string): ActorTokenLookup {
+  return verifyAccessToken(ctx.oidc.provider, value, 'AccessToken').then((token) => ({ token }), (failure: unknown) => ({ failure }));
+}
+
+/**
  * An actor token must be a valid, unexpired access token of this provider,
  * issued to a user, with `openid` in its scope set. A sender-constrained actor
  * token counts only with its proof: presenting a DPoP-bound token as a bare
  * string would turn a stolen copy back into a bearer credential.
  */
 export async function validateActorToken(
-  ctx: KoaContextWithOIDC,
-  value: string,
+  lookup: ActorTokenLookup,
   dpop: DpopProof | undefined,
   certificateThumbprint: string | undefined,
 ): Promise<VerifiedAccessToken> {
-  const token = await verifyAccessToken(ctx.oidc.provider, value, 'AccessToken');
+  const outcome = await lookup;
+  if ('failure' in outcome) throw outcome.failure;
+  const { token } = outcome;
   if (!token) {
     throw invalidRequest('actor_token is invalid, expired or not issued by this server');
   }

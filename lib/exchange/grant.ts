@@ -9,7 +9,7 @@ import {
 } from '../provider-internals.js';
 import type { SubjectTokenRecord, SubjectTokenStore } from '../subject-tokens/store.js';
 import { looksLikeSubjectToken } from '../subject-tokens/token.js';
-import { actFor, validateActorToken, type ActClaim } from './actor.js';
+import { actFor, lookUpActorToken, validateActorToken, type ActClaim, type ActorTokenLookup } from './actor.js';
 import { actClaims, runCustomClaims, type ExchangeClaims } from './claims.js';
 
 export const TOKEN_EXCHANGE_GRANT = 'urn:ietf:params:oauth:grant-type:token-exchange';
@@ -54,6 +54,10 @@ export function createExchangeHandler({ options, store, claims }: GrantDependenc
     try {
       checkParameters(params);
 
+      // The actor token is looked up while the subject token is: on Redis the two
+      // reads go out together. Its verdict is only read after every check of the
+      // subject token, so the order of refusals stays that of the protocol.
+      const actorLookup = params.actor_token === undefined ? undefined : lookUpActorToken(ctx, params.actor_token);
       const found = await store.find(params.subject_token!);
       if (found.state === 'unknown') throw invalidRequest('subject_token is unknown');
       const { record, key } = found;
@@ -82,7 +86,7 @@ export function createExchangeHandler({ options, store, claims }: GrantDependenc
       } as ConstructorParameters<Provider['AccessToken']>[0]);
       bindToSender(ctx, token, dpop);
 
-      const act = await actorOf(ctx, params, record, dpop, token);
+      const act = await actorOf(actorLookup, record, dpop, token);
       if (act) audit.actor = act.sub;
 
       const account = await providerConfiguration(provider).findAccount(ctx, record.subject);
@@ -157,18 +161,17 @@ function bindToSender(ctx: KoaContextWithOIDC, token: AccessToken, dpop: DpopPro
 
 /** The `act` claim, from the actor token; a subject token bound to an actor requires that actor's. */
 async function actorOf(
-  ctx: KoaContextWithOIDC,
-  params: ExchangeParams,
+  actorLookup: ActorTokenLookup | undefined,
   record: SubjectTokenRecord,
   dpop: DpopProof | undefined,
   token: AccessToken,
 ): Promise<ActClaim | undefined> {
-  if (params.actor_token === undefined) {
+  if (actorLookup === undefined) {
     if (record.actor !== undefined) throw invalidRequest('subject_token is bound to an actor; send that actor\'s actor_token');
     return undefined;
   }
   const certificateThumbprint = (token as { 'x5t#S256'?: string })['x5t#S256'];
-  const actor = await validateActorToken(ctx, params.actor_token, dpop, certificateThumbprint);
+  const actor = await validateActorToken(actorLookup, dpop, certificateThumbprint);
   if (record.actor !== undefined && record.actor !== actor.sub) {
     throw invalidRequest('actor_token is not from the actor this subject_token is bound to');
   }
