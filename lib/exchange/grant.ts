@@ -137,16 +137,14 @@ export function createExchangeHandler({ options, store, claims }: GrantDependenc
         tokenType: token.tokenType,
         issuedTokenType: ACCESS_TOKEN_TYPE,
       });
-      emit(provider, EVENTS.exchangeSucceeded, {
-        ...audit, accessTokenId: token.jti, expiresAt: token.exp ?? nowSeconds() + token.expiration,
-      }, ctx);
+      audit.accessTokenId = token.jti;
+      audit.expiresAt = token.exp ?? nowSeconds() + token.expiration;
+      emit(provider, EVENTS.exchangeSucceeded, audit, ctx);
     } catch (error) {
       const described = error as { error?: string; error_description?: string; message?: string };
-      emit(provider, EVENTS.exchangeRefused, {
-        ...audit,
-        error: described.error ?? 'server_error',
-        reason: described.error_description ?? 'internal error',
-      }, ctx);
+      audit.error = described.error ?? 'server_error';
+      audit.reason = described.error_description ?? 'internal error';
+      emit(provider, EVENTS.exchangeRefused, audit, ctx);
       throw error;
     }
   };

@@ -49,7 +49,8 @@ export function createManagementRouter(provider: Provider, options: ResolvedOpti
         subject: request.userId, account, caller, context: request.context,
       }), 'this user may not be impersonated');
       if (refused) {
-        emit(provider, EVENTS.subjectTokenRefused, { ...audit, error: 'access_denied', reason: refused }, ctx);
+        Object.assign(audit, { error: 'access_denied', reason: refused });
+        emit(provider, EVENTS.subjectTokenRefused, audit, ctx);
         throw new ManagementError(403, 'access_denied', refused);
       }
     }
@@ -66,7 +67,9 @@ export function createManagementRouter(provider: Provider, options: ResolvedOpti
     ctx.status = 201;
     ctx.set('Cache-Control', 'no-store');
     ctx.body = { subjectToken: value, expiresIn: options.subjectTokenTTL };
-    emit(provider, EVENTS.subjectTokenCreated, { ...audit, subjectTokenId: record.id, expiresAt: record.exp }, ctx);
+    audit.subjectTokenId = record.id;
+    audit.expiresAt = record.exp;
+    emit(provider, EVENTS.subjectTokenCreated, audit, ctx);
   });
 
   return router;
