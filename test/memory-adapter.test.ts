@@ -25,8 +25,17 @@ describe('memory adapter', () => {
 
   it('gives back what JSON keeps, as the Redis adapter does', async () => {
     const tokens = new (createMemoryAdapter())('AccessToken');
-    await tokens.upsert('a', { jti: 'a', scope: undefined, aud: ['x'], extra: {} }, 60);
-    expect(await tokens.find('a')).to.deep.equal({ jti: 'a', aud: ['x'], extra: {} });
+    await tokens.upsert('a', { jti: 'a', scope: undefined, aud: ['x', { y: [1, null] }] as never, extra: {}, at: new Date(0) as never }, 60);
+    expect(await tokens.find('a')).to.deep.equal({ jti: 'a', aud: ['x', { y: [1, null] }], extra: {}, at: '1970-01-01T00:00:00.000Z' });
+  });
+
+  it('keeps a "__proto__" member a member, never a prototype', async () => {
+    const tokens = new (createMemoryAdapter())('AccessToken');
+    await tokens.upsert('a', JSON.parse('{"jti":"a","extra":{"__proto__":{"admin":true}}}') as never, 60);
+    const found = (await tokens.find('a'))! as { extra: Record<string, unknown> };
+    expect(Object.keys(found.extra)).to.deep.equal(['__proto__']);
+    expect(Object.getPrototypeOf(found.extra)).to.equal(Object.prototype);
+    expect((found.extra as { admin?: boolean }).admin).to.equal(undefined);
   });
 
   it('forgets entries when expiresIn runs out', async () => {
