@@ -60,8 +60,8 @@ export function validateClientScope(ctx: KoaContextWithOIDC, scopes: Iterable<st
   grants.validateClientScope(ctx.oidc.provider, ctx, new Set(scopes));
 }
 
-export async function validateDpop(ctx: KoaContextWithOIDC): Promise<DpopProof | undefined> {
-  return await grants.validateDpop(ctx.oidc.provider, ctx) as DpopProof | undefined;
+export function validateDpop(ctx: KoaContextWithOIDC): Promise<DpopProof | undefined> {
+  return grants.validateDpop(ctx.oidc.provider, ctx) as Promise<DpopProof | undefined>;
 }
 
 /** A replayed proof is an invalid proof (RFC 9449 `invalid_dpop_proof`), not an invalid grant. */

@@ -14,14 +14,16 @@ type ExtraTokenClaims = NonNullable<Configuration['extraTokenClaims']>;
 
 /**
  * Carries the claims an exchange decided from the grant handler to
- * oidc-provider's `extraTokenClaims`, which runs inside `token.save()`. Keyed by
- * the token object, so nothing leaks between requests.
+ * oidc-provider's `extraTokenClaims`, which runs inside `token.save()`. They ride
+ * on the token object itself, so nothing leaks between requests (a WeakMap
+ * did the same at several times the cost).
  */
 export class ExchangeClaims {
-  readonly #byToken = new WeakMap<object, Record<string, unknown>>();
+  /** A symbol of this instance's own: only an exchange of this plugin can set it, and no payload ever lists it. */
+  readonly #key = Symbol('impersonation exchange claims');
 
   attach(token: AccessToken, claims: Record<string, unknown>): void {
-    this.#byToken.set(token, claims);
+    (token as unknown as Record<symbol, Record<string, unknown>>)[this.#key] = claims;
   }
 
   /**
@@ -30,10 +32,10 @@ export class ExchangeClaims {
    * shapes, so only an exchange can ever put an actor into a token.
    */
   wrap(existing: ExtraTokenClaims | undefined): ExtraTokenClaims {
-    const byToken = this.#byToken;
+    const key = this.#key;
     return async function extraTokenClaims(ctx: KoaContextWithOIDC, token: AccessToken | ClientCredentials) {
       const base = existing ? await existing(ctx, token) : undefined;
-      const ours = byToken.get(token);
+      const ours = (token as unknown as Record<symbol, Record<string, unknown> | undefined>)[key];
       if (!ours) {
         if (!base || !('act' in base)) return base;
         const { act: _dropped, ...rest } = base;
