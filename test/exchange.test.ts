@@ -437,6 +437,19 @@ describe('token exchange grant', () => {
         stop();
       }
     });
+
+    it('never reports an exchange as refused because a listener of its success threw', async () => {
+      const refused: ImpersonationEvent[] = [];
+      const stopRefused = onImpersonationEvent(tp.provider, EVENTS.exchangeRefused, (event) => refused.push(event));
+      const stopThrowing = onImpersonationEvent(tp.provider, EVENTS.exchangeSucceeded, () => { throw new Error('audit sink down'); });
+      try {
+        await exchange(tp, { subject_token: await subjectToken(tp), resource: API, scope: 'profile:read', ...actorParams(alice) });
+        expect(refused).to.deep.equal([]);
+      } finally {
+        stopThrowing();
+        stopRefused();
+      }
+    });
   });
 
   describe('single use under concurrency', () => {

@@ -141,6 +141,8 @@ export function createExchangeHandler({ options, store, claims }: GrantDependenc
       audit.expiresAt = token.exp ?? nowSeconds() + token.expiration;
       emit(provider, EVENTS.exchangeSucceeded, audit, ctx);
     } catch (error) {
+      // A listener of the success event threw: the exchange itself was not refused.
+      if (audit.accessTokenId !== undefined) throw error;
       const described = error as { error?: string; error_description?: string; message?: string };
       audit.error = described.error ?? 'server_error';
       audit.reason = described.error_description ?? 'internal error';
