@@ -98,6 +98,7 @@ function parseSettings(argv: string[]): Settings {
     memoryCount: argv.includes('--skip-memory') ? 0 : smoke ? 5_000 : 100_000,
   };
   if (!Number.isSafeInteger(settings.rounds) || settings.rounds < 1) throw new TypeError('--rounds must be a positive integer');
+  if (!Number.isSafeInteger(settings.connections) || settings.connections < 1) throw new TypeError('--connections must be a positive integer');
   // autocannon checks its deadline once a second: a window is a whole number of seconds.
   if (!Number.isSafeInteger(settings.duration) || settings.duration < 1) throw new TypeError('--duration must be a positive integer (seconds)');
   return settings;
