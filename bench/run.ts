@@ -410,6 +410,8 @@ interface Row {
   requests: number;
   non2xx: number;
   errors: number;
+  /** 2xx responses per second in each round's window, in round order. */
+  roundRates: number[];
   /** Provider CPU (all threads) per 2xx response, in ms. */
   cpuPerRequest: number;
   /** The main thread's part of it (NaN without /proc). */
@@ -436,6 +438,7 @@ function summarize(result: AdapterResult): Row[] {
       requests: ok + totals.runs.reduce((sum, run) => sum + run.non2xx, 0),
       non2xx: totals.runs.reduce((sum, run) => sum + run.non2xx, 0),
       errors: totals.runs.reduce((sum, run) => sum + run.errors, 0),
+      roundRates: totals.runs.map((run) => run.ok / run.seconds),
       cpuPerRequest: (totals.serverCpu * 1000) / ok,
       mainCpuPerRequest: (totals.mainCpu * 1000) / ok,
       serverCpuShare: totals.serverCpu / seconds,
@@ -448,7 +451,7 @@ function summarize(result: AdapterResult): Row[] {
 
 function table(rows: Row[]): string[] {
   const header = [
-    'adapter', 'scenario', 'req/s', 'p50 ms', 'p99 ms', 'req/s ÷ baseline', 'p99 ÷ baseline',
+    'adapter', 'scenario', 'req/s', 'p50 ms', 'p99 ms', 'req/s ÷ baseline', 'same round: median (min–max)', 'p99 ÷ baseline',
     'provider CPU ms/req (main thread)', 'CPU/req ÷ baseline', 'requests', 'non-2xx', 'CPU: provider / autocannon / rest',
   ];
   const lines = [header, header.map((cell, index) => (index < 2 ? '---' : '---:'))];
@@ -461,6 +464,7 @@ function table(rows: Row[]): string[] {
       row.p50.toFixed(1),
       row.p99.toFixed(1),
       baseline ? (row.rps / baseline.rps).toFixed(2) : 'n/a',
+      baseline && row !== baseline ? roundRatios(row, baseline) : '',
       baseline ? (row.p99 / baseline.p99).toFixed(2) : 'n/a',
       `${row.cpuPerRequest.toFixed(2)} (${Number.isNaN(row.mainCpuPerRequest) ? '?' : row.mainCpuPerRequest.toFixed(2)})`,
       baseline ? (row.cpuPerRequest / baseline.cpuPerRequest).toFixed(2) : 'n/a',
@@ -471,6 +475,18 @@ function table(rows: Row[]): string[] {
     ]);
   }
   return lines.map((cells) => `| ${cells.join(' | ')} |`);
+}
+
+/**
+ * The ratio to the baseline window of the same round, for every round: how far
+ * the machine's drift moves the pooled ratio next to it.
+ */
+function roundRatios(row: Row, baseline: Row): string {
+  const ratios = row.roundRates.map((rate, round) => rate / baseline.roundRates[round]!).sort((a, b) => a - b);
+  if (ratios.length === 0) return 'n/a';
+  const middle = ratios.length / 2;
+  const median = ratios.length % 2 ? ratios[Math.floor(middle)]! : (ratios[middle - 1]! + ratios[middle]!) / 2;
+  return `${median.toFixed(2)} (${ratios[0]!.toFixed(2)}–${ratios.at(-1)!.toFixed(2)})`;
 }
 
 interface Target { label: string; value: number; limit: number; better: 'higher' | 'lower'; unit: string }
@@ -591,6 +607,10 @@ async function main(): Promise<void> {
   log(`  ${settings.rounds} rounds × ${settings.duration} s per scenario at ${settings.connections} connections, `
     + `interleaved (A B C D E, E D C B A, …); provider in a child process, autocannon in this one`);
   if (settings.smoke) log('  smoke run: 1-second windows, no warm-up; the numbers only show that the script works');
+  if (Number(process.versions.node.split('.')[0]) < 22) {
+    log('  note: oidc-provider 9 supports Node.js 22 LTS and later; this runtime\'s V8 is slow on tokens that carry claims '
+      + 'from extraTokenClaims, act included (README, "Benchmarks")');
+  }
 
   const profileDir = settings.profile || settings.cpuProf
     ? join(process.cwd(), 'build', 'bench-profiles', new Date().toISOString().replace(/[:.]/g, '-'))
