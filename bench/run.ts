@@ -10,10 +10,12 @@
  * one, so that neither runs on the other's event loop: the operating system
  * spreads them (and the provider's thread pool, where jose's WebCrypto signs)
  * over the cores, and the table shows each one's CPU.
- * Each adapter gets `rounds` rounds; a round runs every scenario once for
- * `duration` seconds at 16 connections, in the order A B C D E, the next round
- * E D C B A, so that a drift of the machine falls on baseline and candidates
- * alike. Runs are summed: requests/s is all 2xx over all windows, p50/p99 are
+ * Each adapter gets `rounds` rounds; a round runs every candidate scenario
+ * once for `duration` seconds at 16 connections, each between two baseline
+ * windows, in the order B C1 B C2 B C3 B C4 B, the next round in reverse
+ * (C4 first), so that a drift of the machine falls on baseline and candidates
+ * alike; each candidate window is also compared with the two baseline windows
+ * around it. Runs are summed: requests/s is all 2xx over all windows, p50/p99 are
  * over every 2xx latency of every window.
  *
  * Exchanges need a fresh subject token each: they come from a pool filled by
@@ -86,7 +88,7 @@ function parseSettings(argv: string[]): Settings {
   });
   const settings: Settings = {
     smoke,
-    rounds: Number(value('--rounds') ?? (smoke ? 2 : 8)),
+    rounds: Number(value('--rounds') ?? (smoke ? 2 : 6)),
     duration: Number(value('--duration') ?? (smoke ? 1 : 3)),
     // The smoke run skips the warm-up: it keeps the script working, its numbers mean little.
     warmup: smoke ? 0 : 2,
@@ -161,6 +163,8 @@ class TokenPool {
 
 interface ScenarioTotals {
   runs: RunRecord[];
+  /** Each window's rate over the mean of the baseline windows just before and after it. */
+  pairedRatios: number[];
   /** Provider CPU seconds (all its threads) used during the timed windows. */
   serverCpu: number;
   /** Of serverCpu, the main thread's (NaN without /proc). */
@@ -303,15 +307,15 @@ async function measure(
   };
 
   /**
-   * Outside any window: enough young tokens for one exchange run at 1.5x the
-   * best exchange rate seen so far (before any, 1.5x the baseline's; before
-   * that, a generous guess).
+   * Outside any window: enough young tokens for one exchange run of `seconds`
+   * starting `startsIn` seconds from now, at 1.5x the best exchange rate seen
+   * so far (before any, 1.5x the baseline's; before that, a generous guess).
    */
-  const topUp = async (seconds: number): Promise<void> => {
+  const topUp = async (seconds: number, startsIn = 0): Promise<void> => {
     const exchangeRate = Math.max(...EXCHANGES.map((name) => bestRate[name] ?? 0));
     const rate = exchangeRate || (bestRate.baseline ? bestRate.baseline * 1.5 : 4000);
     const needed = Math.ceil(rate * (seconds + 0.5) * 1.5) + connections * 4;
-    const missing = needed - pool.usable(seconds * 1000 + 5000);
+    const missing = needed - pool.usable((startsIn + seconds) * 1000 + 5000);
     if (missing <= 0) return;
     const run = await fire({
       base, connections, amount: Math.max(missing, connections), requests: [creationRequest(await m2m())],
@@ -362,21 +366,51 @@ async function measure(
     }
   }
 
-  const totals: Partial<Record<ScenarioName, ScenarioTotals>> = {};
+  // Every candidate window sits between two baseline windows (a round's last
+  // baseline is the next round's first), so each has a baseline measured just
+  // before and just after it: the machine drifts over tens of seconds, and a
+  // candidate is compared with the baseline of its own moment.
+  const candidates = scenarios.filter((name) => name !== 'baseline');
+  const bracketed = scenarios.includes('baseline');
+  const schedule: { scenario: ScenarioName; round: number }[] = [];
   for (let round = 0; round < settings.rounds; round += 1) {
-    const order = round % 2 === 0 ? scenarios : [...scenarios].reverse();
-    const parts: string[] = [];
+    const order = round % 2 === 0 ? candidates : [...candidates].reverse();
+    if (bracketed && round === 0) schedule.push({ scenario: 'baseline', round });
     for (const scenario of order) {
-      const profile = profileDir && join(profileDir, `${scenario}.${round + 1}.cpuprofile`);
-      const { run, serverCpu, mainCpu, otherCpu } = await runOnce(scenario, settings.duration, profile);
-      const entry = totals[scenario] ??= { runs: [], serverCpu: 0, mainCpu: 0, otherCpu: 0 };
-      entry.runs.push(run);
-      entry.serverCpu += serverCpu;
-      entry.mainCpu += mainCpu;
-      entry.otherCpu += otherCpu;
-      parts.push(`${scenario} ${Math.round(run.ok / run.seconds)}/s${run.non2xx ? ` (${run.non2xx} non-2xx)` : ''}`);
+      schedule.push({ scenario, round });
+      if (bracketed) schedule.push({ scenario: 'baseline', round });
     }
-    log(`  ${adapter} round ${round + 1}/${settings.rounds}: ${parts.join(', ')}`);
+  }
+
+  const totals: Partial<Record<ScenarioName, ScenarioTotals>> = {};
+  const rates: number[] = [];
+  let parts: string[] = [];
+  for (const [index, { scenario, round }] of schedule.entries()) {
+    // An exchange's subject tokens are created before the baseline window in front of it, so that
+    // nothing but a collection (which starts every window) separates the two windows.
+    const next = schedule[index + 1];
+    if (scenario === 'baseline' && next && EXCHANGES.includes(next.scenario)) {
+      await topUp(settings.duration, settings.duration + 1);
+    }
+    const profile = profileDir && join(profileDir, `${scenario}.${index + 1}.cpuprofile`);
+    const { run, serverCpu, mainCpu, otherCpu } = await runOnce(scenario, settings.duration, profile);
+    const entry = totals[scenario] ??= { runs: [], pairedRatios: [], serverCpu: 0, mainCpu: 0, otherCpu: 0 };
+    entry.runs.push(run);
+    entry.serverCpu += serverCpu;
+    entry.mainCpu += mainCpu;
+    entry.otherCpu += otherCpu;
+    rates.push(run.ok / run.seconds);
+    parts.push(`${scenario} ${Math.round(run.ok / run.seconds)}/s${run.non2xx ? ` (${run.non2xx} non-2xx)` : ''}`);
+    if (next?.round !== round) {
+      log(`  ${adapter} round ${round + 1}/${settings.rounds}: ${parts.join(', ')}`);
+      parts = [];
+    }
+  }
+  if (bracketed) {
+    for (const [index, { scenario }] of schedule.entries()) {
+      if (scenario === 'baseline') continue;
+      totals[scenario]!.pairedRatios.push(rates[index]! / ((rates[index - 1]! + rates[index + 1]!) / 2));
+    }
   }
 
   return {
@@ -410,8 +444,8 @@ interface Row {
   requests: number;
   non2xx: number;
   errors: number;
-  /** 2xx responses per second in each round's window, in round order. */
-  roundRates: number[];
+  /** Each window's rate over that of the baseline windows on either side of it. */
+  pairedRatios: number[];
   /** Provider CPU (all threads) per 2xx response, in ms. */
   cpuPerRequest: number;
   /** The main thread's part of it (NaN without /proc). */
@@ -438,7 +472,7 @@ function summarize(result: AdapterResult): Row[] {
       requests: ok + totals.runs.reduce((sum, run) => sum + run.non2xx, 0),
       non2xx: totals.runs.reduce((sum, run) => sum + run.non2xx, 0),
       errors: totals.runs.reduce((sum, run) => sum + run.errors, 0),
-      roundRates: totals.runs.map((run) => run.ok / run.seconds),
+      pairedRatios: totals.pairedRatios,
       cpuPerRequest: (totals.serverCpu * 1000) / ok,
       mainCpuPerRequest: (totals.mainCpu * 1000) / ok,
       serverCpuShare: totals.serverCpu / seconds,
@@ -451,7 +485,7 @@ function summarize(result: AdapterResult): Row[] {
 
 function table(rows: Row[]): string[] {
   const header = [
-    'adapter', 'scenario', 'req/s', 'p50 ms', 'p99 ms', 'req/s ÷ baseline', 'same round: median (min–max)', 'p99 ÷ baseline',
+    'adapter', 'scenario', 'req/s', 'p50 ms', 'p99 ms', 'req/s ÷ baseline', '÷ neighbouring baselines: median (min–max)', 'p99 ÷ baseline',
     'provider CPU ms/req (main thread)', 'CPU/req ÷ baseline', 'requests', 'non-2xx', 'CPU: provider / autocannon / rest',
   ];
   const lines = [header, header.map((cell, index) => (index < 2 ? '---' : '---:'))];
@@ -464,7 +498,7 @@ function table(rows: Row[]): string[] {
       row.p50.toFixed(1),
       row.p99.toFixed(1),
       baseline ? (row.rps / baseline.rps).toFixed(2) : 'n/a',
-      baseline && row !== baseline ? roundRatios(row, baseline) : '',
+      row.scenario === 'baseline' ? '' : spread(row.pairedRatios),
       baseline ? (row.p99 / baseline.p99).toFixed(2) : 'n/a',
       `${row.cpuPerRequest.toFixed(2)} (${Number.isNaN(row.mainCpuPerRequest) ? '?' : row.mainCpuPerRequest.toFixed(2)})`,
       baseline ? (row.cpuPerRequest / baseline.cpuPerRequest).toFixed(2) : 'n/a',
@@ -477,16 +511,13 @@ function table(rows: Row[]): string[] {
   return lines.map((cells) => `| ${cells.join(' | ')} |`);
 }
 
-/**
- * The ratio to the baseline window of the same round, for every round: how far
- * the machine's drift moves the pooled ratio next to it.
- */
-function roundRatios(row: Row, baseline: Row): string {
-  const ratios = row.roundRates.map((rate, round) => rate / baseline.roundRates[round]!).sort((a, b) => a - b);
+/** Median and range of the ratios of single windows: how much the pooled ratio beside it can be trusted. */
+function spread(ratios: readonly number[]): string {
   if (ratios.length === 0) return 'n/a';
-  const middle = ratios.length / 2;
-  const median = ratios.length % 2 ? ratios[Math.floor(middle)]! : (ratios[middle - 1]! + ratios[middle]!) / 2;
-  return `${median.toFixed(2)} (${ratios[0]!.toFixed(2)}–${ratios.at(-1)!.toFixed(2)})`;
+  const sorted = [...ratios].sort((a, b) => a - b);
+  const middle = sorted.length / 2;
+  const median = sorted.length % 2 ? sorted[Math.floor(middle)]! : (sorted[middle - 1]! + sorted[middle]!) / 2;
+  return `${median.toFixed(2)} (${sorted[0]!.toFixed(2)}–${sorted.at(-1)!.toFixed(2)})`;
 }
 
 interface Target { label: string; value: number; limit: number; better: 'higher' | 'lower'; unit: string }
@@ -605,7 +636,8 @@ async function main(): Promise<void> {
   log(`oidc-provider-impersonation bench${settings.smoke ? ' (smoke)' : ''}: ${new Date().toISOString()}, `
     + `node ${process.version}, ${cores} cores (${cpus()[0]?.model.trim() ?? 'unknown CPU'})`);
   log(`  ${settings.rounds} rounds × ${settings.duration} s per scenario at ${settings.connections} connections, `
-    + `interleaved (A B C D E, E D C B A, …); provider in a child process, autocannon in this one`);
+    + 'every candidate window between two baseline windows (B C1 B C2 … B, then in reverse); '
+    + 'provider in a child process, autocannon in this one');
   if (settings.smoke) log('  smoke run: 1-second windows, no warm-up; the numbers only show that the script works');
   if (Number(process.versions.node.split('.')[0]) < 22) {
     log('  note: oidc-provider 9 supports Node.js 22 LTS and later; this runtime\'s V8 is slow on tokens that carry claims '
