@@ -19,9 +19,10 @@
  * over every 2xx latency of every window.
  *
  * Exchanges need a fresh subject token each: they come from a pool filled by
- * the timed creation runs and, before each exchange run and outside its window,
- * topped up through the Management API to 1.5x what the fastest run so far
- * could use. Tokens older than 40 s are dropped (subject tokens live 60 s).
+ * the timed creation runs and, outside any window (before the baseline window
+ * in front of each exchange window), topped up through the Management API to
+ * 1.5x what the fastest run so far could use. Tokens older than 40 s are
+ * dropped (subject tokens live 60 s).
  *
  * --profile records the provider's CPU profile (V8's sampler, through the
  * inspector) during every timed window and prints, per adapter and scenario,
