@@ -6,7 +6,7 @@ export type AdapterKind = 'memory' | 'redis';
 /** Requests carry an id; the server answers each with a `reply` of the same id. */
 export type ParentMessage =
   | { type: 'stats'; id: number }
-  /** A full garbage collection, so that a window does not pay for the garbage of what came before it. */
+  /** A young-generation collection, so that a window does not pay for the garbage of what came before it. */
   | { type: 'settle'; id: number }
   /** Starts V8's CPU profiler (the one --cpu-prof uses) through the inspector. */
   | { type: 'profile-start'; id: number }
@@ -18,11 +18,12 @@ export interface ServerStats {
   /** process.cpuUsage() of the provider process (all its threads), in microseconds. */
   cpu: NodeJS.CpuUsage;
   /**
-   * CPU seconds of the main thread (JavaScript, the event loop) and of every
-   * other thread (libuv's pool, where signatures are computed, and V8's GC and
-   * compiler helpers), from /proc; null where /proc is not there.
+   * CPU seconds, from /proc, of the main thread (JavaScript, the event loop),
+   * of libuv's pool (where signatures are computed) and of the other threads
+   * (V8's concurrent GC and compiler, Node's own; null where libuv does not name
+   * its threads, as on Node 20); null where /proc is not there.
    */
-  threads: { main: number; others: number } | null;
+  threads: { main: number; pool: number; v8: number | null } | null;
   heapUsed: number;
   /** The memory adapter's own stats plus what its onEvict saw; null on Redis. */
   adapter: (MemoryAdapterStats & { onEvict: Record<string, number> }) | null;

@@ -170,6 +170,8 @@ interface ScenarioTotals {
   serverCpu: number;
   /** Of serverCpu, the main thread's (NaN without /proc). */
   mainCpu: number;
+  /** Of serverCpu, that of V8's helper threads: concurrent GC and compilation (NaN without /proc). */
+  v8Cpu: number;
   /** CPU seconds the rest of the machine used meanwhile (Redis, other processes); NaN off Linux. */
   otherCpu: number;
 }
@@ -329,11 +331,12 @@ async function measure(
     scenario: ScenarioName,
     seconds: number,
     profile?: string,
-  ): Promise<{ run: RunRecord; serverCpu: number; mainCpu: number; otherCpu: number }> => {
+  ): Promise<{ run: RunRecord; serverCpu: number; mainCpu: number; v8Cpu: number; otherCpu: number }> => {
     if (EXCHANGES.includes(scenario)) await topUp(seconds);
     const requests = await requestsFor(scenario);
-    // Every window starts from a collected heap: the top-up before an exchange
-    // window would otherwise leave its garbage to that window, and to no other.
+    // Every window starts with an empty young generation: the top-up before an
+    // exchange window would otherwise leave its garbage to that window, and to no
+    // other. Only a scavenge (see bench/server.ts): a full GC flushes compiled code.
     await server.settle();
     if (profile) await server.profileStart();
     const before = await server.stats();
@@ -345,10 +348,11 @@ async function measure(
     const serverCpu = (after.cpu.user + after.cpu.system - before.cpu.user - before.cpu.system) / 1e6;
     const otherCpu = Math.max(0, machineAfter - machineBefore - serverCpu - run.generatorCpu);
     const mainCpu = after.threads && before.threads ? after.threads.main - before.threads.main : Number.NaN;
+    const v8Cpu = after.threads?.v8 != null && before.threads?.v8 != null ? after.threads.v8 - before.threads.v8 : Number.NaN;
     bestRate[scenario] = Math.max(bestRate[scenario] ?? 0, run.ok / run.seconds);
     // Let the last abandoned requests finish on the server before the next window opens.
     await new Promise((resolve) => setTimeout(resolve, 200));
-    return { run, serverCpu, mainCpu, otherCpu };
+    return { run, serverCpu, mainCpu, v8Cpu, otherCpu };
   };
 
   const scenarios = SCENARIOS.filter((name) => !settings.only || settings.only.includes(name));
@@ -394,11 +398,12 @@ async function measure(
       await topUp(settings.duration, settings.duration + 1);
     }
     const profile = profileDir && join(profileDir, `${scenario}.${index + 1}.cpuprofile`);
-    const { run, serverCpu, mainCpu, otherCpu } = await runOnce(scenario, settings.duration, profile);
-    const entry = totals[scenario] ??= { runs: [], pairedRatios: [], serverCpu: 0, mainCpu: 0, otherCpu: 0 };
+    const { run, serverCpu, mainCpu, v8Cpu, otherCpu } = await runOnce(scenario, settings.duration, profile);
+    const entry = totals[scenario] ??= { runs: [], pairedRatios: [], serverCpu: 0, mainCpu: 0, v8Cpu: 0, otherCpu: 0 };
     entry.runs.push(run);
     entry.serverCpu += serverCpu;
     entry.mainCpu += mainCpu;
+    entry.v8Cpu += v8Cpu;
     entry.otherCpu += otherCpu;
     rates.push(run.ok / run.seconds);
     parts.push(`${scenario} ${Math.round(run.ok / run.seconds)}/s${run.non2xx ? ` (${run.non2xx} non-2xx)` : ''}`);
@@ -451,6 +456,8 @@ interface Row {
   cpuPerRequest: number;
   /** The main thread's part of it (NaN without /proc). */
   mainCpuPerRequest: number;
+  /** V8's helper threads' part of it (NaN without /proc). */
+  v8CpuPerRequest: number;
   serverCpuShare: number;
   generatorCpuShare: number;
   otherCpuShare: number;
@@ -476,6 +483,7 @@ function summarize(result: AdapterResult): Row[] {
       pairedRatios: totals.pairedRatios,
       cpuPerRequest: (totals.serverCpu * 1000) / ok,
       mainCpuPerRequest: (totals.mainCpu * 1000) / ok,
+      v8CpuPerRequest: (totals.v8Cpu * 1000) / ok,
       serverCpuShare: totals.serverCpu / seconds,
       otherCpuShare: totals.otherCpu / seconds,
       generatorCpuShare: totals.runs.reduce((sum, run) => sum + run.generatorCpu, 0) / seconds,
@@ -487,7 +495,7 @@ function summarize(result: AdapterResult): Row[] {
 function table(rows: Row[]): string[] {
   const header = [
     'adapter', 'scenario', 'req/s', 'p50 ms', 'p99 ms', 'req/s ÷ baseline', '÷ neighbouring baselines: median (min–max)', 'p99 ÷ baseline',
-    'provider CPU ms/req (main thread)', 'CPU/req ÷ baseline', 'requests', 'non-2xx', 'CPU: provider / autocannon / rest',
+    'provider CPU ms/req (main thread / V8 helpers)', 'CPU/req ÷ baseline', 'requests', 'non-2xx', 'CPU: provider / autocannon / rest',
   ];
   const lines = [header, header.map((cell, index) => (index < 2 ? '---' : '---:'))];
   for (const row of rows) {
@@ -501,7 +509,7 @@ function table(rows: Row[]): string[] {
       baseline ? (row.rps / baseline.rps).toFixed(2) : 'n/a',
       row.scenario === 'baseline' ? '' : spread(row.pairedRatios),
       baseline ? (row.p99 / baseline.p99).toFixed(2) : 'n/a',
-      `${row.cpuPerRequest.toFixed(2)} (${Number.isNaN(row.mainCpuPerRequest) ? '?' : row.mainCpuPerRequest.toFixed(2)})`,
+      `${row.cpuPerRequest.toFixed(2)} (${[row.mainCpuPerRequest, row.v8CpuPerRequest].map((ms) => (Number.isNaN(ms) ? '?' : ms.toFixed(2))).join(' / ')})`,
       baseline ? (row.cpuPerRequest / baseline.cpuPerRequest).toFixed(2) : 'n/a',
       String(row.requests),
       String(row.non2xx + row.errors),

@@ -8,7 +8,7 @@ export interface ServerProcess {
   base: string;
   pid: number;
   stats(): Promise<ServerStats>;
-  /** Has the provider collect its garbage (a full GC) and waits until it did. */
+  /** Has the provider collect its young garbage (a scavenge) and waits until it did. */
   settle(): Promise<void>;
   /** Starts the provider's CPU profiler (inspector, as --cpu-prof would). */
   profileStart(): Promise<void>;

@@ -17,7 +17,7 @@ import { Session } from 'node:inspector/promises';
 import { createMemoryAdapter, type MemoryAdapterClass } from '../lib/index.js';
 import { createRedisAdapter, type RedisAdapterClass } from '../lib/adapters/redis.js';
 import { startProvider } from '../test/support/provider.js';
-import type { ParentMessage, ServerMessage } from './protocol.js';
+import type { ParentMessage, ServerMessage, ServerStats } from './protocol.js';
 
 const kind = process.env['BENCH_ADAPTER'] === 'redis' ? 'redis' : 'memory';
 const evicted: Record<string, number> = {};
@@ -55,19 +55,32 @@ async function shutdown(): Promise<void> {
 /** Clock ticks per second of /proc's utime and stime (USER_HZ, 100 on Linux). */
 const TICKS_PER_SECOND = 100;
 
-function threadCpu(): { main: number; others: number } | null {
+/**
+ * CPU seconds per kind of thread. libuv names its pool threads `libuv-worker`
+ * (where jose's WebCrypto signatures run); the other threads are V8's
+ * platform workers (concurrent GC and JIT compilation) and Node's own. Where
+ * the pool's threads have no name, V8's part is null.
+ */
+function threadCpu(): ServerStats['threads'] {
   try {
-    let main = 0;
-    let others = 0;
+    const threads = { main: 0, pool: 0, v8: 0 };
+    let pool = 0;
     for (const tid of readdirSync('/proc/self/task')) {
       // The fields after the parenthesised name: utime and stime are the 12th and 13th.
       const stat = readFileSync(`/proc/self/task/${tid}/stat`, 'utf8');
+      const name = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
       const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
       const seconds = (Number(fields[11]) + Number(fields[12])) / TICKS_PER_SECOND;
-      if (Number(tid) === process.pid) main += seconds;
-      else others += seconds;
+      if (Number(tid) === process.pid) threads.main += seconds;
+      else if (name === 'libuv-worker') {
+        threads.pool += seconds;
+        pool += 1;
+      } else {
+        threads.v8 += seconds;
+      }
     }
-    return { main, others };
+    // libuv names its threads from 1.48 on (Node 22); before that the pool cannot be told apart.
+    return pool === 0 ? { ...threads, v8: null } : threads;
   } catch {
     return null;
   }
@@ -90,8 +103,12 @@ async function answer(message: Exclude<ParentMessage, { type: 'close' }>): Promi
       });
       return;
     case 'settle':
-      // Started with --expose-gc by bench/server-process.ts.
-      (globalThis as { gc?: () => void }).gc?.();
+      // Started with --expose-gc by bench/server-process.ts. A scavenge, not a
+      // full GC: gc() is a memory-reducing collection that also flushes compiled
+      // code, so every window would begin by compiling its hot functions again
+      // (some 200 per window, up to a second of V8's helper threads per 3-second
+      // window on 2 cores, more for the scenario with more code).
+      (globalThis as { gc?: (options: { type: 'minor'; execution: 'sync' }) => void }).gc?.({ type: 'minor', execution: 'sync' });
       send({ type: 'reply', id: message.id });
       return;
     case 'profile-start':
