@@ -149,7 +149,7 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
     }
 
     async upsert(id: string, payload: AdapterPayload, expiresIn?: number): Promise<void> {
-      await whenReady();
+      if (client.status !== 'ready') await whenReady();
       const key = this.#key(id);
       const ttl = ttlMs(expiresIn);
       const { consumed, ...stored } = payload;
@@ -164,7 +164,7 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
     }
 
     async find(id: string): Promise<AdapterPayload | undefined> {
-      await whenReady();
+      if (client.status !== 'ready') await whenReady();
       const [payload, consumed] = await redis.hmget(this.#key(id), 'payload', 'consumed');
       if (!payload) return undefined;
       const found = JSON.parse(payload) as AdapterPayload;
@@ -181,7 +181,7 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
     }
 
     async #findBy(index: 'uid' | 'userCode', value: string): Promise<AdapterPayload | undefined> {
-      await whenReady();
+      if (client.status !== 'ready') await whenReady();
       const id = await redis.get(this.#indexKey(index, value));
       return id === null ? undefined : this.find(id);
     }
@@ -191,19 +191,19 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
     }
 
     async consumeOnce(id: string): Promise<boolean> {
-      await whenReady();
+      if (client.status !== 'ready') await whenReady();
       return await redis.impersonationConsumeOnce(this.#key(id), Math.floor(Date.now() / 1000)) === 1;
     }
 
     // Indexes are left to expire: one may already point at a newer entry (a
     // Session keeps its uid when its id is rotated), and a stale one finds nothing.
     async destroy(id: string): Promise<void> {
-      await whenReady();
+      if (client.status !== 'ready') await whenReady();
       await redis.del(this.#key(id));
     }
 
     async revokeByGrantId(grantId: string): Promise<void> {
-      await whenReady();
+      if (client.status !== 'ready') await whenReady();
       const index = grantKey(grantId);
       const members = await redis.smembers(index);
       // One DEL per key: on Cluster the members live in different slots.
@@ -232,7 +232,8 @@ function ttlMs(expiresIn: number | undefined): number {
  * command is thus only ever sent on a live connection (so it cannot sit in a
  * queue and run after its caller gave up), while a call that arrives during
  * startup or a reconnect still succeeds. Callers waiting together share one
- * listener.
+ * listener. Callers check `status` first: on a ready client an `await` would
+ * only cost a promise and a turn of the microtask queue on every call.
  */
 function readiness(client: Redis | Cluster): () => Promise<void> {
   let waiting: Promise<void> | undefined;
