@@ -104,10 +104,11 @@ async function answer(message: Exclude<ParentMessage, { type: 'close' }>): Promi
       return;
     case 'settle':
       // Started with --expose-gc by bench/server-process.ts. A scavenge, not a
-      // full GC: gc() is a memory-reducing collection that also flushes compiled
-      // code, so every window would begin by compiling its hot functions again
-      // (some 200 per window, up to a second of V8's helper threads per 3-second
-      // window on 2 cores, more for the scenario with more code).
+      // full GC: after a full GC of the idle provider, V8 compiled the hot
+      // functions again in every window (--trace-opt: some 200 per window against
+      // 3 to 30 after a scavenge), which cost up to a second of its helper
+      // threads per 3-second window on 2 cores, and more to the scenarios with
+      // more code in their path.
       (globalThis as { gc?: (options: { type: 'minor'; execution: 'sync' }) => void }).gc?.({ type: 'minor', execution: 'sync' });
       send({ type: 'reply', id: message.id });
       return;
