@@ -317,6 +317,24 @@ describe('token exchange grant', () => {
       expectError(result, 400, 'invalid_request', /actor_token/);
     });
 
+    it('refuses an opaque actor token once its user\'s session ended, though it was accepted before', async () => {
+      const actor = await userAccessToken(tp, 'alice');
+      const first = await exchange(tp, { subject_token: await subjectToken(tp), resource: API, ...actorParams(actor) });
+      expect(first.status, JSON.stringify(first.body)).to.equal(200);
+
+      // What a logout does to the session, through oidc-provider's own models.
+      const stored = await tp.provider.AccessToken.find(actor);
+      const session = await tp.provider.Session.findByUid(stored!.sessionUid!);
+      expect(session, 'the actor token is bound to a live session').to.not.equal(undefined);
+      await session!.destroy();
+
+      const subject = await subjectToken(tp);
+      const again = await exchange(tp, { subject_token: subject, resource: API, ...actorParams(actor) });
+      expectError(again, 400, 'invalid_request', /actor_token/);
+      const unspent = await exchange(tp, { subject_token: subject, resource: API });
+      expect(unspent.status, 'the refused exchange kept the subject token').to.equal(200);
+    });
+
     it('nests an act the actor token already carries (RFC 8693 4.1), never dropping it', async () => {
       // carol acts for dave... here: alice impersonates bob on a resource that grants openid,
       // and that impersonation token then acts as the actor of a second exchange for carol's ticket.

@@ -1,4 +1,5 @@
 import { Redis, type Cluster, type RedisOptions } from 'ioredis';
+import { LRUCache } from 'lru-cache';
 import type { Adapter, AdapterPayload } from 'oidc-provider';
 import type { AtomicConsume } from './contract.js';
 
@@ -45,6 +46,9 @@ export const REDIS_CLIENT_OPTIONS = {
   // Never gives up, so the service serves again as soon as Redis is back.
   retryStrategy: (attempt: number) => Math.min(attempt * 50, 500),
 } satisfies RedisOptions;
+
+/** How many uid → id pointers findByUid remembers, per createRedisAdapter(). */
+const REMEMBERED_UIDS = 10_000;
 
 /** How long a call waits for a (re)connection before it fails; longer than the longest retry delay. */
 const READY_WAIT_MS = 1000;
@@ -100,7 +104,8 @@ type ScriptedClient = (Redis | Cluster) & Scripts;
  *
  * Key layout, P being `keyPrefix`:
  *   P<Model>:{<id>}               hash: `payload` (JSON), `consumed` (JSON, set once)
- *   P<Model>:uid:{<uid>}          string: the id (Session, for findByUid)
+ *   P<Model>:uid:{<uid>}          string: the id (Session, for findByUid; each process remembers the
+ *                                 ones it read, and checks them against the entry's uid)
  *   P<Model>:userCode:{<code>}    string: the id (DeviceCode, for findByUserCode)
  *   Pgrant:{<grantId>}            set: entry keys of the grant's tokens (revokeByGrantId)
  * Redis Cluster hashes only the first {...} of a key. The grant's record
@@ -125,6 +130,13 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
   const whenReady = readiness(client);
 
   const grantKey = (grantId: string): string => `${prefix}grant:{${grantId}}`;
+  // The pointers findByUid read, by index key. Only the pointer's round trip is
+  // saved: the entry is still read from Redis each time and must carry the uid,
+  // so a stale pointer finds nothing and the index is read again. A Session's id
+  // changes only through resetIdentifier(), and oidc-provider destroys the old id
+  // before it saves the new one; a logout destroys the entry. Revocation is thus
+  // seen at once, on every instance.
+  const uidPointers = new LRUCache<string, string>({ max: REMEMBERED_UIDS });
 
   class RedisAdapter implements Adapter, AtomicConsume {
     readonly #name: string;
@@ -173,17 +185,28 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
     }
 
     async findByUid(uid: string): Promise<AdapterPayload | undefined> {
-      return this.#findBy('uid', uid);
+      const index = this.#indexKey('uid', uid);
+      const remembered = uidPointers.get(index);
+      if (remembered !== undefined) {
+        const entry = await this.find(remembered);
+        if (entry?.uid === uid) return entry;
+        uidPointers.delete(index);
+      }
+      const id = await this.#pointer(index);
+      const entry = id === undefined ? undefined : await this.find(id);
+      if (entry?.uid !== uid) return undefined;
+      uidPointers.set(index, id!);
+      return entry;
     }
 
     async findByUserCode(userCode: string): Promise<AdapterPayload | undefined> {
-      return this.#findBy('userCode', userCode);
+      const id = await this.#pointer(this.#indexKey('userCode', userCode));
+      return id === undefined ? undefined : this.find(id);
     }
 
-    async #findBy(index: 'uid' | 'userCode', value: string): Promise<AdapterPayload | undefined> {
+    async #pointer(indexKey: string): Promise<string | undefined> {
       if (client.status !== 'ready') await whenReady();
-      const id = await redis.get(this.#indexKey(index, value));
-      return id === null ? undefined : this.find(id);
+      return (await redis.get(indexKey)) ?? undefined;
     }
 
     async consume(id: string): Promise<void> {

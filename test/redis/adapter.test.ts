@@ -135,6 +135,38 @@ describe('Redis adapter', () => {
     expect(await codes.findByUserCode('ZZZZ-ZZZZ')).to.equal(undefined);
   });
 
+  it('findByUid() remembers the pointer it read, and never trusts it over the entry', async () => {
+    const sessions = new Adapter('Session');
+    await sessions.upsert('sid-1', { uid: 'uid-1', accountId: 'alice' }, 60);
+    expect(await sessions.findByUid('uid-1')).to.deep.equal({ uid: 'uid-1', accountId: 'alice' });
+    // The index read is what is saved: with the pointer gone, the entry is still found.
+    await client.del(`${prefix}Session:uid:{uid-1}`);
+    expect(await sessions.findByUid('uid-1'), 'remembered pointer').to.deep.equal({ uid: 'uid-1', accountId: 'alice' });
+
+    // The entry itself is read every time: a change to it shows at once.
+    await sessions.upsert('sid-1', { uid: 'uid-1', accountId: 'alice', authorizations: {} }, 60);
+    expect(await sessions.findByUid('uid-1')).to.deep.equal({ uid: 'uid-1', accountId: 'alice', authorizations: {} });
+
+    // Another instance rotates the id as oidc-provider does (old id destroyed, new one saved):
+    // the remembered id finds nothing, and the index names the new one.
+    const otherInstance = new (redisTestAdapter({ keyPrefix: prefix }))('Session');
+    await otherInstance.destroy('sid-1');
+    await otherInstance.upsert('sid-2', { uid: 'uid-1', accountId: 'alice', rotated: true }, 60);
+    expect(await sessions.findByUid('uid-1')).to.deep.equal({ uid: 'uid-1', accountId: 'alice', rotated: true });
+
+    // A logout on the other instance is seen here at once.
+    await otherInstance.destroy('sid-2');
+    expect(await sessions.findByUid('uid-1')).to.equal(undefined);
+
+    // An entry is only ever the answer for its own uid, whatever a pointer, read or remembered, says.
+    await sessions.upsert('sid-3', { uid: 'uid-3', accountId: 'bob' }, 60);
+    await client.set(`${prefix}Session:uid:{uid-4}`, 'sid-3', 'EX', 60);
+    expect(await sessions.findByUid('uid-4')).to.equal(undefined);
+    expect(await sessions.findByUid('uid-3')).to.deep.equal({ uid: 'uid-3', accountId: 'bob' });
+    await sessions.upsert('sid-3', { uid: 'uid-5', accountId: 'bob' }, 60);
+    expect(await sessions.findByUid('uid-3')).to.equal(undefined);
+  });
+
   it('revokeByGrantId() removes every token of the grant, of every grantable model, and nothing else', async () => {
     const access = new Adapter('AccessToken');
     const refresh = new Adapter('RefreshToken');
