@@ -336,7 +336,7 @@ async function measure(
     const requests = await requestsFor(scenario);
     // Every window starts with an empty young generation: the top-up before an
     // exchange window would otherwise leave its garbage to that window, and to no
-    // other. Only a scavenge (see bench/server.ts): a full GC flushes compiled code.
+    // other. Only a scavenge: after a full GC, V8 compiled the hot code again (bench/server.ts).
     await server.settle();
     if (profile) await server.profileStart();
     const before = await server.stats();

@@ -135,7 +135,9 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
   // so a stale pointer finds nothing and the index is read again. A Session's id
   // changes only through resetIdentifier(), and oidc-provider destroys the old id
   // before it saves the new one; a logout destroys the entry. Revocation is thus
-  // seen at once, on every instance.
+  // seen at once, on every instance. (Two concurrent rotations of one session can
+  // leave two entries of its uid, both still served by cookie: the index names
+  // the one saved last, a remembered pointer may name the other.)
   const uidPointers = new LRUCache<string, string>({ max: REMEMBERED_UIDS });
 
   class RedisAdapter implements Adapter, AtomicConsume {
@@ -193,9 +195,10 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
         uidPointers.delete(index);
       }
       const id = await this.#pointer(index);
-      const entry = id === undefined ? undefined : await this.find(id);
+      if (id === undefined) return undefined;
+      const entry = await this.find(id);
       if (entry?.uid !== uid) return undefined;
-      uidPointers.set(index, id!);
+      uidPointers.set(index, id);
       return entry;
     }
 
