@@ -18,12 +18,12 @@ export interface ServerStats {
   /** process.cpuUsage() of the provider process (all its threads), in microseconds. */
   cpu: NodeJS.CpuUsage;
   /**
-   * CPU seconds, from /proc, of the main thread (JavaScript, the event loop),
-   * of libuv's pool (where signatures are computed) and of the other threads
-   * (V8's concurrent GC and compiler, Node's own; null where libuv does not name
-   * its threads, as on Node 20); null where /proc is not there.
+   * CPU seconds, from /proc, of the main thread (JavaScript, the event loop) and
+   * of the threads other than libuv's pool (V8's concurrent GC and compiler,
+   * Node's own; null where libuv does not name its threads, as on Node 20); null
+   * where /proc is not there. The pool, where signatures are computed, has the rest.
    */
-  threads: { main: number; pool: number; v8: number | null } | null;
+  threads: { main: number; v8: number | null } | null;
   heapUsed: number;
   /** The memory adapter's own stats plus what its onEvict saw; null on Redis. */
   adapter: (MemoryAdapterStats & { onEvict: Record<string, number> }) | null;

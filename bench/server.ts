@@ -56,15 +56,16 @@ async function shutdown(): Promise<void> {
 const TICKS_PER_SECOND = 100;
 
 /**
- * CPU seconds per kind of thread. libuv names its pool threads `libuv-worker`
- * (where jose's WebCrypto signatures run); the other threads are V8's
- * platform workers (concurrent GC and JIT compilation) and Node's own. Where
- * the pool's threads have no name, V8's part is null.
+ * CPU seconds of the main thread and of V8's helpers. libuv names its pool
+ * threads `libuv-worker` (where jose's WebCrypto signatures run; their share
+ * is what process.cpuUsage() leaves); the other threads are V8's platform
+ * workers (concurrent GC and JIT compilation) and Node's own. Where the pool's
+ * threads have no name, V8's part is null.
  */
 function threadCpu(): ServerStats['threads'] {
   try {
-    const threads = { main: 0, pool: 0, v8: 0 };
-    let pool = 0;
+    const threads = { main: 0, v8: 0 };
+    let poolNamed = false;
     for (const tid of readdirSync('/proc/self/task')) {
       // The fields after the parenthesised name: utime and stime are the 12th and 13th.
       const stat = readFileSync(`/proc/self/task/${tid}/stat`, 'utf8');
@@ -72,15 +73,11 @@ function threadCpu(): ServerStats['threads'] {
       const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
       const seconds = (Number(fields[11]) + Number(fields[12])) / TICKS_PER_SECOND;
       if (Number(tid) === process.pid) threads.main += seconds;
-      else if (name === 'libuv-worker') {
-        threads.pool += seconds;
-        pool += 1;
-      } else {
-        threads.v8 += seconds;
-      }
+      else if (name === 'libuv-worker') poolNamed = true;
+      else threads.v8 += seconds;
     }
     // libuv names its threads from 1.48 on (Node 22); before that the pool cannot be told apart.
-    return pool === 0 ? { ...threads, v8: null } : threads;
+    return poolNamed ? threads : { ...threads, v8: null };
   } catch {
     return null;
   }
