@@ -6,10 +6,11 @@ import { createHash, randomBytes } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import type http from 'node:http';
 import Router from '@koa/router';
-import { createRemoteJWKSet, jwtVerify, type JWTPayload } from 'jose';
+import { createRemoteJWKSet } from 'jose';
 import Koa from 'koa';
 import { closeServer, escapeHtml, HttpError, listen, page, portOf, readJson, serve } from './http.js';
 import { consolePage, type ConsoleConfig } from './console-page.js';
+import { createTokenCheck } from './resource-api.js';
 import { API_RESOURCE, CLIENTS, demoSecrets, type DemoSecrets } from './seed.js';
 
 export interface BackendOptions {
@@ -48,6 +49,8 @@ interface Actor {
   sub: string;
   name?: string;
   roles: string[];
+  /** The application the engineer signed in with: the subject token is bound to it. */
+  clientId: string;
 }
 
 interface ImpersonationRequest {
@@ -57,6 +60,8 @@ interface ImpersonationRequest {
 }
 
 const SUPPORT_ROLE = 'support';
+/** The applications support staff impersonate from; each subject token is bound to the one in use. */
+const SUPPORT_APPLICATIONS: ReadonlySet<string> = new Set([CLIENTS.console, CLIENTS.web]);
 const MAX_FIELD = { userId: 256, reason: 500, ticketId: 100 } as const;
 
 export async function startBackend(options: BackendOptions): Promise<Backend> {
@@ -68,6 +73,7 @@ export async function startBackend(options: BackendOptions): Promise<Backend> {
     authorization: `${issuer}/auth`,
     token: `${issuer}/token`,
     userinfo: `${issuer}/me`,
+    introspection: `${issuer}/token/introspection`,
     jwks: `${issuer}/jwks`,
     management: options.managementUrl ?? `${identityOrigin}/api/subject-tokens`,
   };
@@ -99,34 +105,61 @@ export async function startBackend(options: BackendOptions): Promise<Backend> {
     });
     const body = await jsonOf(response);
     if (!response.ok || typeof body?.['access_token'] !== 'string' || typeof body['expires_in'] !== 'number') {
-      log(`[backend] client_credentials failed: ${response.status} ${JSON.stringify(body)}`);
+      log(`[backend] client_credentials failed: ${response.status} ${String(body?.['error'] ?? '')} ${String(body?.['error_description'] ?? '')}`);
       throw new HttpError(502, 'bad_gateway', 'the backend could not obtain its machine-to-machine token');
     }
     return { value: body['access_token'], expiresIn: body['expires_in'] };
   });
 
-  /** The actor's access token, checked by the identity service itself (userinfo): any failure is a 401. */
+  /**
+   * The actor's access token, checked by the identity service itself: userinfo
+   * says who it is, introspection which application it was issued to. Any
+   * failure is a 401.
+   */
   async function authenticateActor(ctx: Koa.Context): Promise<Actor> {
     const token = bearer(ctx.get('authorization'));
     if (!token) {
       ctx.set('WWW-Authenticate', 'Bearer');
       throw new HttpError(401, 'invalid_token', 'a Bearer access token of the support engineer is required');
     }
-    const response = await call(endpoints.userinfo, { headers: { authorization: `Bearer ${token}` } });
-    const claims = await jsonOf(response);
-    if (response.status >= 500) throw new HttpError(502, 'bad_gateway', `the identity service answered ${response.status}`);
-    if (!response.ok || typeof claims?.['sub'] !== 'string') {
+    const [userinfo, introspection] = await Promise.all([
+      call(endpoints.userinfo, { headers: { authorization: `Bearer ${token}` } }),
+      call(endpoints.introspection, {
+        method: 'POST',
+        headers: {
+          authorization: basic(CLIENTS.backend, secrets.backendClientSecret),
+          'content-type': 'application/x-www-form-urlencoded',
+        },
+        body: new URLSearchParams({ token }),
+      }),
+    ]);
+    if (userinfo.status >= 500 || introspection.status >= 500) {
+      throw new HttpError(502, 'bad_gateway', `the identity service answered ${Math.max(userinfo.status, introspection.status)}`);
+    }
+    const [claims, details] = await Promise.all([jsonOf(userinfo), jsonOf(introspection)]);
+    // Introspection answers 400 for a JWT: only the opaque tokens of a sign-in are actor tokens here.
+    if (!userinfo.ok || !introspection.ok || typeof claims?.['sub'] !== 'string' || details?.['active'] !== true
+      || details['sub'] !== claims['sub'] || typeof details['client_id'] !== 'string') {
       ctx.set('WWW-Authenticate', 'Bearer error="invalid_token"');
       throw new HttpError(401, 'invalid_token', 'the access token is invalid or expired; sign in again');
     }
     const roles = Array.isArray(claims['roles']) ? claims['roles'].filter((role): role is string => typeof role === 'string') : [];
-    return { sub: claims['sub'], ...(typeof claims['name'] === 'string' ? { name: claims['name'] } : {}), roles };
+    return {
+      sub: claims['sub'],
+      ...(typeof claims['name'] === 'string' ? { name: claims['name'] } : {}),
+      roles,
+      clientId: details['client_id'],
+    };
   }
 
   async function createSubjectToken(request: ImpersonationRequest, actor: Actor): Promise<{ status: number; body: unknown }> {
+    // Bound to the engineer and the application they signed in with: a subject
+    // token that leaks can be redeemed only there, and only with their own token.
     const body = JSON.stringify({
       userId: request.userId,
       context: { ticketId: request.ticketId, reason: request.reason, supportEngineerId: actor.sub },
+      actorId: actor.sub,
+      clientId: actor.clientId,
     });
     for (let attempt = 0; ; attempt += 1) {
       const token = await m2m.get();
@@ -144,7 +177,8 @@ export async function startBackend(options: BackendOptions): Promise<Backend> {
       if (response.ok && typeof answer?.['subjectToken'] === 'string' && typeof answer['expiresIn'] === 'number') {
         return { status: 200, body: { subjectToken: answer['subjectToken'], expiresIn: answer['expiresIn'] } };
       }
-      log(`[backend] Management API answered ${response.status} ${JSON.stringify(answer)}`);
+      // Only the error fields: a malformed success could still carry a subject token.
+      log(`[backend] Management API answered ${response.status} ${String(answer?.['error'] ?? '')} ${String(answer?.['error_description'] ?? '')}`);
       if (response.ok || response.status === 401) {
         throw new HttpError(502, 'bad_gateway', `the Management API answered ${response.status}`);
       }
@@ -198,6 +232,9 @@ export async function startBackend(options: BackendOptions): Promise<Backend> {
   router.post('/api/request-impersonation', async (ctx) => {
     ctx.set('Cache-Control', 'no-store');
     const actor = await authenticateActor(ctx);
+    if (!SUPPORT_APPLICATIONS.has(actor.clientId)) {
+      throw new HttpError(403, 'access_denied', 'impersonation is requested from the support console or support-web only');
+    }
     if (!actor.roles.includes(SUPPORT_ROLE)) {
       throw new HttpError(403, 'access_denied', `${actor.sub} is not support staff and may not impersonate users`);
     }
@@ -209,26 +246,13 @@ export async function startBackend(options: BackendOptions): Promise<Backend> {
     ctx.body = body;
   });
 
-  // The demo resource API: accepts only JWT access tokens for https://api.example.com.
+  // The demo resource API: JWT access tokens for https://api.example.com, sender constraint honoured.
+  const verifyRequest = createTokenCheck({
+    issuer, audience: API_RESOURCE, jwks, publicUrl: (ctx) => `${url}${ctx.path}`,
+  });
   router.get('/api/me', async (ctx) => {
     ctx.set('Cache-Control', 'no-store');
-    const token = bearer(ctx.get('authorization'));
-    if (!token) {
-      ctx.set('WWW-Authenticate', 'Bearer');
-      throw new HttpError(401, 'invalid_token', 'a Bearer access token is required');
-    }
-    let payload: JWTPayload;
-    try {
-      ({ payload } = await jwtVerify(token, jwks, {
-        issuer, audience: API_RESOURCE, typ: 'at+jwt', requiredClaims: ['sub', 'exp'],
-      }));
-    } catch (error) {
-      const reason = (error as { code?: string }).code === 'ERR_JWKS_TIMEOUT'
-        ? 'the signing keys could not be fetched'
-        : `the access token is not valid for ${API_RESOURCE}: ${(error as Error).message}`;
-      ctx.set('WWW-Authenticate', 'Bearer error="invalid_token"');
-      throw new HttpError(401, 'invalid_token', reason);
-    }
+    const payload = await verifyRequest(ctx);
     const act = payload['act'] as { sub?: unknown } | undefined;
     const actor = typeof act?.sub === 'string' ? act.sub : null;
     ctx.body = {
@@ -238,7 +262,7 @@ export async function startBackend(options: BackendOptions): Promise<Backend> {
       client_id: payload['client_id'] ?? null,
       scope: payload['scope'] ?? null,
       impersonation_context: payload['impersonation_context'] ?? null,
-      expires_at: new Date(payload.exp! * 1000).toISOString(),
+      expires_at: new Date(payload.exp * 1000).toISOString(),
     };
   });
 

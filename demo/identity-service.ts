@@ -151,6 +151,8 @@ ${form}
         },
       },
       clientCredentials: { enabled: true },
+      // The backend learns which application an engineer's token was issued to, and binds the subject token to it.
+      introspection: { enabled: true },
       resourceIndicators: {
         enabled: true,
         // Without a resource the access token is for userinfo: the actor token of the flow.

@@ -14,6 +14,8 @@ export interface VerifiedAccessToken {
   audience: readonly string[];
   exp: number;
   jti: string;
+  /** The Grant behind an opaque token (JWTs do not name theirs). */
+  grantId?: string;
   /** An `act` claim the token already carries (it is itself an impersonation token). */
   act?: Record<string, unknown>;
   /** Sender constraint, when the token is DPoP- or certificate-bound. */
@@ -71,7 +73,7 @@ export async function verifyAccessToken(
   if (!token || token.isExpired) return undefined;
   const stored = token as unknown as {
     accountId?: string; clientId: string; scope?: string; aud?: string | string[]; exp: number; jti: string;
-    extra?: Record<string, unknown>; jkt?: string; 'x5t#S256'?: string;
+    grantId?: string; extra?: Record<string, unknown>; jkt?: string; 'x5t#S256'?: string;
   };
   const sub = model === 'AccessToken' ? stored.accountId : stored.clientId;
   if (!sub) return undefined;
@@ -84,6 +86,7 @@ export async function verifyAccessToken(
     audience: audienceList(stored.aud),
     exp: stored.exp,
     jti: stored.jti,
+    ...(typeof stored.grantId === 'string' ? { grantId: stored.grantId } : {}),
     ...(isObject(act) ? { act } : {}),
     ...cnfOf(stored.jkt, stored['x5t#S256']),
   };
@@ -130,6 +133,19 @@ async function verifyJwtSignature(provider: Provider, verifier: JwtVerifier, val
     ...(isObject(cnf) ? cnfOf(cnf['jkt'], cnf['x5t#S256']) : {}),
   } as const);
 }
+
+/**
+ * A name for an issued access token that is safe to log. A JWT's `jti` names
+ * it without being it; an opaque token's `jti` *is* its value, so it is named
+ * by the SHA-256 of that value instead (a resource server holding the token
+ * can compute the same name).
+ */
+export function publicTokenId(format: string | undefined, jti: string): string {
+  return format === 'opaque' ? `${OPAQUE_ID_PREFIX}${hash('sha256', jti, 'base64url')}` : jti;
+}
+
+/** Prefix of an opaque token's public id. */
+export const OPAQUE_ID_PREFIX = 'sha256.';
 
 /** Scopes are a set of space-separated names: `openid` is not in `openidx`. */
 export function scopeSet(scope: string | undefined): ReadonlySet<string> {

@@ -15,7 +15,7 @@ export type ImpersonationEventName = typeof EVENTS[keyof typeof EVENTS];
 /**
  * What every impersonation event carries. Fields are absent when the step that
  * learns them was not reached (a refused exchange may not know its subject).
- * Never a raw token: `subjectTokenId` is a non-secret id.
+ * Never a token value or a secret: tokens are named by non-secret ids.
  */
 export interface ImpersonationEvent {
   /** Non-secret id of the subject token. */
@@ -32,7 +32,11 @@ export interface ImpersonationEvent {
   scope?: string;
   /** The creation `context` (ticket, reason, ...). */
   context?: JsonObject;
-  /** `jti` of the issued access token, on success. */
+  /**
+   * On success, a non-secret name of the issued access token: a JWT's `jti`;
+   * for an opaque token (whose `jti` is its value) `sha256.` and the base64url
+   * SHA-256 of the value.
+   */
   accessTokenId?: string;
   /** Expiry (seconds since the epoch) of what was created or issued. */
   expiresAt?: number;

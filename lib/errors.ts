@@ -11,12 +11,27 @@ export function invalidRequest(description: string, cause?: unknown): errors.Inv
   return new errors.InvalidRequest(description, 400, cause === undefined ? undefined : { cause });
 }
 
+/** 401 `invalid_client`; the detail goes to `error_detail`, which oidc-provider does not send. */
+export function invalidClient(detail: string): errors.InvalidClientAuth {
+  return new errors.InvalidClientAuth(detail);
+}
+
 export function invalidTarget(description: string): errors.InvalidTarget {
   return new errors.InvalidTarget(description);
 }
 
 export function invalidScope(description: string, scope: string): errors.InvalidScope {
   return new errors.InvalidScope(description, scope);
+}
+
+/**
+ * A store that would have to forget security state to take one more entry.
+ * 503 `temporarily_unavailable` at the token endpoint (and any other of
+ * oidc-provider's); the Management API answers it as a store outage, also 503.
+ */
+export function storeFull(model: string): errors.TemporarilyUnavailable {
+  const error = new errors.TemporarilyUnavailable(`the ${model} store is full; retry shortly`);
+  return Object.assign(error, { status: 503, statusCode: 503, expose: true });
 }
 
 export type ManagementErrorCode =

@@ -74,6 +74,12 @@ export interface ImpersonationOptions {
   canImpersonate?: (input: CreationPolicyInput) => PolicyDecision | Promise<PolicyDecision>;
   /** Exchange-time policy: may this client and actor impersonate this subject now? */
   canExchange?: (input: ExchangePolicyInput) => PolicyDecision | Promise<PolicyDecision>;
+  /**
+   * Clients, besides the exchanging one, whose users' access tokens are
+   * accepted as actor tokens (e.g. the support application's other front
+   * end). Default: none, so an actor token must come from the exchanging client.
+   */
+  actorClients?: string[];
   /** Adds claims to the issued access token (spec 2.7). */
   getCustomJwtClaims?: CustomJwtClaimsFunction;
   /** How long `getCustomJwtClaims` may take, milliseconds. Default 2000. */
@@ -108,6 +114,7 @@ export function resolveOptions(input: ImpersonationOptions): ResolvedOptions {
   const options: ResolvedOptions = {
     ...DEFAULTS,
     environmentVariables: {},
+    actorClients: [],
     ...stripUndefined(input),
   } as ResolvedOptions;
 
@@ -128,11 +135,18 @@ export function resolveOptions(input: ImpersonationOptions): ResolvedOptions {
   for (const name of ['authenticateManagementRequest', 'canImpersonate', 'canExchange', 'getCustomJwtClaims'] as const) {
     if (options[name] !== undefined && typeof options[name] !== 'function') fail(name, 'must be a function');
   }
+  if (!Array.isArray(options.actorClients) || options.actorClients.some((id) => typeof id !== 'string' || !id)) {
+    fail('actorClients', 'must be an array of client ids');
+  }
   const env = options.environmentVariables;
   if (typeof env !== 'object' || env === null || Object.values(env).some((value) => typeof value !== 'string')) {
     fail('environmentVariables', 'must be an object of strings');
   }
-  return Object.freeze({ ...options, environmentVariables: Object.freeze({ ...env }) });
+  return Object.freeze({
+    ...options,
+    actorClients: Object.freeze([...options.actorClients]) as string[],
+    environmentVariables: Object.freeze({ ...env }),
+  });
 }
 
 function positiveInteger(name: string, value: unknown, max: number): void {

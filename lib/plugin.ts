@@ -8,6 +8,7 @@ import {
   createExchangeHandler, EXCHANGE_DUPLICATES, EXCHANGE_PARAMETERS, TOKEN_EXCHANGE_GRANT,
 } from './exchange/grant.js';
 import { createManagementRouter } from './management/router.js';
+import { isolateManagementScopes } from './management/scope-isolation.js';
 import { resolveOptions, type ImpersonationOptions, type ResolvedOptions } from './options.js';
 import { providerAdapter, providerConfiguration } from './provider-internals.js';
 import { SUBJECT_TOKEN_MODEL, SubjectTokenStore } from './subject-tokens/store.js';
@@ -55,7 +56,8 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
       return {
         ...configuration,
         adapter: configuration.adapter ?? createMemoryAdapter(),
-        // Listed so that a client's `scope` metadata may name it (that is how a client is allowed it).
+        // Listed so that a client's `scope` metadata may name it (that is how a client is allowed it);
+        // install() keeps it out of discovery and of every end-user grant.
         scopes: [...new Set([...configuration.scopes ?? DEFAULT_SCOPES, options.managementScope])],
         extraTokenClaims,
         features: {
@@ -79,6 +81,7 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
         throw new TypeError('the provider\'s adapter has no consumeOnce(id): subject tokens need an atomic consume '
           + 'to be single-use (see "Adapters" in the README); use createMemoryAdapter(), the Redis adapter, or add it');
       }
+      isolateManagementScopes(provider, new Set([options.managementScope]));
       const store = new SubjectTokenStore(adapter);
       provider.registerGrantType(
         TOKEN_EXCHANGE_GRANT,

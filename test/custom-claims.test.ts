@@ -105,6 +105,29 @@ describe('custom claims: getCustomJwtClaims (spec 2.7)', () => {
     });
   }
 
+  const authenticationClaims = ['acr', 'amr', 'auth_time', 'sid', 'azp', 'nonce', 'typ', 'at_hash', 'c_hash', 's_hash', 'events', 'may_act'];
+  for (const claim of authenticationClaims) {
+    it(`refuses ${claim} from the hook: an impersonation token never claims how the customer authenticated`, async () => {
+      behaviour = () => ({ [claim]: 'forged' });
+      const result = await exchange(tp, { subject_token: await subjectToken(tp), resource: API });
+      expect(result.status).to.equal(400);
+      expect(result.body['error_description']).to.equal(`getCustomJwtClaims may not set reserved claims: ${claim}`);
+    });
+  }
+
+  it('drops the authentication claims a deployment\'s extraTokenClaims adds, from impersonation tokens only', async () => {
+    const forged = Object.fromEntries(authenticationClaims.map((claim) => [claim, 'forged']));
+    const other = await startProvider({ configuration: { extraTokenClaims: () => ({ ...forged, tenant: 'acme' }) } });
+    try {
+      const result = await exchange(other, { subject_token: await subjectToken(other), resource: API });
+      const claims = decodeJwt(result.body['access_token'] as string);
+      expect(claims['tenant']).to.equal('acme');
+      for (const claim of authenticationClaims) expect(claims, claim).to.not.have.property(claim);
+    } finally {
+      await other.close();
+    }
+  });
+
   it('does not expose the hook\'s internal error message to the client', async () => {
     behaviour = () => { throw new Error('password=hunter2'); };
     const result = await exchange(tp, { subject_token: await subjectToken(tp), resource: API });

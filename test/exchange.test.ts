@@ -86,10 +86,10 @@ describe('token exchange grant', () => {
       expect(introspection['act']).to.deep.equal({ sub: 'alice' });
     });
 
-    it('grants no scope when none is asked for', async () => {
+    it('grants no scope when none is asked for, and says so with an empty scope', async () => {
       const result = await exchange(tp, { subject_token: await subjectToken(tp), resource: API });
       expect(result.status).to.equal(200);
-      expect(result.body).to.not.have.property('scope');
+      expect(result.body['scope']).to.equal('');
       expect(decodeJwt(result.body['access_token'] as string)).to.not.have.property('scope');
     });
   });

@@ -125,30 +125,91 @@ describe('memory adapter', () => {
     });
   });
 
-  describe('the bound', () => {
-    it('evicts least recently used entries and counts unexpired ones by model, with a callback', async () => {
+  describe('the bounds', () => {
+    const inAMinute = () => Math.floor(Date.now() / 1000) + 60;
+
+    it('bounds each model on its own: a flood of one kind evicts only that kind, counted, with a callback', async () => {
       const evicted: string[] = [];
       const Memory = createMemoryAdapter({ max: 3, onEvict: (model, id) => evicted.push(`${model}:${id}`) });
-      const store = new Memory('SubjectToken');
-      for (const id of ['a', 'b', 'c', 'd', 'e']) await store.upsert(id, { jti: id, exp: Math.floor(Date.now() / 1000) + 60 }, 60);
-      expect(await store.find('a')).to.equal(undefined);
-      expect(await store.find('e')).to.not.equal(undefined);
-      expect(evicted).to.deep.equal(['SubjectToken:a', 'SubjectToken:b']);
-      expect(Memory.stats()).to.deep.equal({ size: 3, evictedUnexpired: { SubjectToken: 2 } });
+      const interactions = new Memory('Interaction');
+      const sessions = new Memory('Session');
+      await sessions.upsert('s', { jti: 's', uid: 'u', exp: inAMinute() }, 60);
+      for (const id of ['a', 'b', 'c', 'd', 'e']) await interactions.upsert(id, { jti: id, exp: inAMinute() }, 60);
+      expect(await interactions.find('a')).to.equal(undefined);
+      expect(await interactions.find('e')).to.not.equal(undefined);
+      expect(await sessions.find('s')).to.not.equal(undefined);
+      expect(await sessions.findByUid('u')).to.not.equal(undefined);
+      expect(evicted).to.deep.equal(['Interaction:a', 'Interaction:b']);
+      const stats = Memory.stats();
+      expect(stats.size).to.equal(4);
+      expect(stats.evictedUnexpired).to.deep.equal({ Interaction: 2 });
+      expect(stats.models['Interaction']).to.deep.equal({ size: 3, max: 3, protected: false });
       Memory.clear();
       expect(Memory.stats().size).to.equal(0);
     });
 
+    it('takes a bound per model from limits', async () => {
+      const Memory = createMemoryAdapter({ max: 10, limits: { Interaction: 2 } });
+      const interactions = new Memory('Interaction');
+      for (const id of ['a', 'b', 'c']) await interactions.upsert(id, { jti: id }, 60);
+      expect(Memory.stats().models['Interaction']!.size).to.equal(2);
+      expect(Memory.stats().models['Interaction']!.max).to.equal(2);
+    });
+
+    for (const model of ['SubjectToken', 'ReplayDetection', 'Custom']) {
+      it(`never evicts an unexpired ${model} entry: when full, a new one is refused with 503 and the old ones stay`, async () => {
+        const Memory = createMemoryAdapter({ max: 2, protectedModels: ['Custom'] });
+        const store = new Memory(model);
+        await store.upsert('a', { jti: 'a' }, 60);
+        await store.upsert('b', { jti: 'b' }, 60);
+        let refused: { status?: number; error?: string } | undefined;
+        try {
+          await store.upsert('c', { jti: 'c' }, 60);
+        } catch (error) {
+          refused = error as typeof refused;
+        }
+        expect(refused).to.include({ status: 503, error: 'temporarily_unavailable' });
+        expect(await store.find('a')).to.not.equal(undefined);
+        expect(await store.find('b')).to.not.equal(undefined);
+        expect(await store.find('c')).to.equal(undefined);
+        // Rewriting an entry that is already there needs no room.
+        await store.upsert('a', { jti: 'a', consumed: 1 }, 60);
+        expect(Memory.stats().refusedFull).to.deep.equal({ [model]: 1 });
+      });
+    }
+
+    it('sweeps expired entries out, so that they never hold a protected bound', async () => {
+      const Memory = createMemoryAdapter({ max: 2 });
+      const store = new Memory('SubjectToken');
+      await store.upsert('a', { jti: 'a' }, 1);
+      await store.upsert('b', { jti: 'b' }, 1);
+      await new Promise((resolve) => setTimeout(resolve, 1100));
+      await store.upsert('c', { jti: 'c' }, 60);
+      await store.upsert('d', { jti: 'd' }, 60);
+      expect(Memory.stats().models['SubjectToken']!.size).to.equal(2);
+    });
+
     it('does not count entries that had already expired', async () => {
       const Memory = createMemoryAdapter({ max: 1 });
-      const store = new Memory('SubjectToken');
+      const store = new Memory('Interaction');
       await store.upsert('old', { jti: 'old', exp: Math.floor(Date.now() / 1000) - 1 }, 60);
       await store.upsert('new', { jti: 'new' }, 60);
       expect(Memory.stats().evictedUnexpired).to.deep.equal({});
     });
 
-    it('refuses a bound that is not a positive integer', () => {
+    it('takes a grant\'s tokens with its index when the index is pushed out, so that no token outlives its revocation', async () => {
+      const Memory = createMemoryAdapter({ max: 10, limits: { Grant: 1 } });
+      const tokens = new Memory('AccessToken');
+      await tokens.upsert('t1', { jti: 't1', grantId: 'g1' }, 60);
+      await tokens.upsert('t2', { jti: 't2', grantId: 'g2' }, 60);
+      expect(await tokens.find('t1')).to.equal(undefined);
+      expect(await tokens.find('t2')).to.not.equal(undefined);
+    });
+
+    it('refuses bounds that are not positive integers, and protectedModels that is not a list', () => {
       expect(() => createMemoryAdapter({ max: 0 })).to.throw(TypeError, /max/);
+      expect(() => createMemoryAdapter({ limits: { Session: 1.5 } })).to.throw(TypeError, /limits\.Session/);
+      expect(() => createMemoryAdapter({ protectedModels: 'Session' as never })).to.throw(TypeError, /protectedModels/);
     });
   });
 });

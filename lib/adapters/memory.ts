@@ -1,33 +1,58 @@
 import { LRUCache } from 'lru-cache';
 import type { Adapter, AdapterPayload } from 'oidc-provider';
+import { storeFull } from '../errors.js';
 import type { AtomicConsume } from './contract.js';
 
 export interface MemoryAdapterOptions {
-  /** Most entries kept across all models; the least recently used go first. Default 100,000. */
+  /** Most entries of each model not named in `limits`. Default 100,000. */
   max?: number;
+  /** Bounds of single models, by model name: `{ Interaction: 10_000 }`. */
+  limits?: Record<string, number>;
   /**
-   * Called when an unexpired entry is pushed out by the bound. For a subject
-   * token this means a token that was handed out can no longer be redeemed.
+   * Models kept besides the built-in ones (`SubjectToken`, `ReplayDetection`)
+   * whose unexpired entries are never evicted: when such a model is full,
+   * storing one more fails instead of forgetting an older one.
+   */
+  protectedModels?: string[];
+  /**
+   * Called when an unexpired entry of a model that may evict is pushed out by
+   * its bound (a Session pushed out is a user signed out).
    */
   onEvict?: (model: string, id: string) => void;
 }
 
 export interface MemoryAdapterStats {
-  /** Entries currently held. */
+  /** Entries currently held, all models. */
   size: number;
-  /** Unexpired entries pushed out because `max` was reached, by model name. */
+  /** Entries held, and the bound, by model name. */
+  models: Record<string, { size: number; max: number; protected: boolean }>;
+  /** Unexpired entries pushed out because their model's bound was reached, by model name. */
   evictedUnexpired: Record<string, number>;
+  /** Writes refused because a protected model was full of unexpired entries, by model name. */
+  refusedFull: Record<string, number>;
 }
 
 export interface MemoryAdapterClass {
   new (name: string): Adapter & AtomicConsume;
-  /** A snapshot of the shared store's size and evictions. */
+  /** A snapshot of the store's sizes, evictions and refusals. */
   stats(): MemoryAdapterStats;
   /** Drops every entry (tests and demos). */
   clear(): void;
 }
 
 const DEFAULT_MAX = 100_000;
+
+/**
+ * Security state that must outlive any flood: an unredeemed subject token
+ * forgotten is a support engineer locked out; a forgotten replay entry lets a
+ * DPoP proof or client assertion be used twice.
+ */
+const ALWAYS_PROTECTED = ['SubjectToken', 'ReplayDetection'];
+
+/** How often a model's expired entries are swept out, at most: on a write, never by a timer. */
+const PURGE_INTERVAL_MS = 5000;
+/** When a model is full, at most one sweep per this many milliseconds before a write evicts or is refused. */
+const FULL_PURGE_INTERVAL_MS = 1000;
 
 /**
  * An entry as kept: the payload after a JSON round trip, so that it holds what
@@ -47,97 +72,168 @@ interface JsonPayload { [key: string]: JsonValue }
 /** The models revokeByGrantId removes, as in oidc-provider's own adapter (never an Interaction or Session). */
 const GRANTABLE = new Set(['AccessToken', 'AuthorizationCode', 'RefreshToken', 'DeviceCode', 'BackchannelAuthenticationRequest']);
 
+/** One model's entries and the pointers to them (uid, user code), each bounded by the model's bound. */
+interface ModelStore {
+  readonly name: string;
+  readonly max: number;
+  readonly protected: boolean;
+  readonly entries: LRUCache<string, Entry>;
+  readonly pointers: LRUCache<string, string>;
+  nextPurge: number;
+  lastFullPurge: number;
+}
+
+/** A grant's tokens, as `model` and `id`, for revokeByGrantId. */
+type GrantMembers = Array<[model: string, id: string]>;
+
 /**
- * An oidc-provider adapter kept in this process, bounded and TTL-aware, with
- * the atomic `consumeOnce` the subject-token store needs. Every model shares
- * one LRU, so the bound is a bound on the process. One instance per provider:
- * several processes need a shared store (see the Redis adapter).
+ * An oidc-provider adapter kept in this process, with the atomic `consumeOnce`
+ * the subject-token store needs. Every model has a bound of its own, so that
+ * a flood of one kind (an Interaction per unauthenticated `GET /auth`) can
+ * only push out entries of that kind. Protected models (subject tokens, replay
+ * detection) never lose an unexpired entry: when full, a write fails with 503
+ * `temporarily_unavailable`. Expired entries are swept out on writes, so they
+ * never hold a bound. One instance per provider: several processes need a
+ * shared store (see the Redis adapter).
  */
 export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryAdapterClass {
   const max = options.max ?? DEFAULT_MAX;
-  if (!Number.isSafeInteger(max) || max < 1) {
-    throw new TypeError('createMemoryAdapter: max must be a positive integer');
+  assertBound('max', max);
+  const limits = { ...options.limits };
+  for (const [model, limit] of Object.entries(limits)) assertBound(`limits.${model}`, limit);
+  if (options.protectedModels !== undefined
+    && (!Array.isArray(options.protectedModels) || options.protectedModels.some((model) => typeof model !== 'string'))) {
+    throw new TypeError('createMemoryAdapter: protectedModels must be an array of model names');
   }
+  const protectedModels = new Set([...ALWAYS_PROTECTED, ...options.protectedModels ?? []]);
   const evictedUnexpired: Record<string, number> = {};
-  const storage: LRUCache<string, Entry | string[] | string> = new LRUCache({
-    max,
-    ttlAutopurge: false,
-    // Read the clock on each check; the default caches it for 1 ms with a timer armed every millisecond.
+  const refusedFull: Record<string, number> = {};
+  const models = new Map<string, ModelStore>();
+
+  // Whatever pushes a grant's index out takes the grant's tokens with it: a
+  // token that revokeByGrantId could no longer find must not stay usable.
+  const grants: LRUCache<string, GrantMembers> = new LRUCache({
+    max: limits['Grant'] ?? max,
     ttlResolution: 0,
-    dispose(value, key, reason) {
-      if (reason !== 'evict' || isExpired(value)) return;
-      const separator = key.indexOf(':');
-      const model = key.slice(0, separator);
-      // Index entries (grant, uid, user code) carry no secret state of their own.
-      if (model === 'grant' || model === 'uid' || model === 'userCode') return;
-      evictedUnexpired[model] = (evictedUnexpired[model] ?? 0) + 1;
-      options.onEvict?.(model, key.slice(separator + 1));
+    dispose(members, _grantId, reason) {
+      if (reason !== 'evict') return;
+      for (const [model, id] of members) models.get(model)?.entries.delete(id);
     },
   });
 
+  function modelStore(name: string): ModelStore {
+    let store = models.get(name);
+    if (store) return store;
+    const bound = limits[name] ?? max;
+    const isProtected = protectedModels.has(name);
+    store = {
+      name,
+      max: bound,
+      protected: isProtected,
+      entries: new LRUCache<string, Entry>({
+        max: bound,
+        // Read the clock on each check; the default caches it for 1 ms with a timer armed every millisecond.
+        ttlResolution: 0,
+        dispose(value, id, reason) {
+          if (reason !== 'evict' || isExpired(value)) return;
+          evictedUnexpired[name] = (evictedUnexpired[name] ?? 0) + 1;
+          options.onEvict?.(name, id);
+        },
+      }),
+      pointers: new LRUCache<string, string>({ max: bound, ttlResolution: 0 }),
+      nextPurge: 0,
+      lastFullPurge: 0,
+    };
+    models.set(name, store);
+    return store;
+  }
+
+  /** Makes room for one new entry: sweeps expired ones when due; a protected model that is still full refuses. */
+  function admit(store: ModelStore, id: string): void {
+    const now = Date.now();
+    if (now >= store.nextPurge) {
+      store.entries.purgeStale();
+      store.pointers.purgeStale();
+      store.nextPurge = now + PURGE_INTERVAL_MS;
+    }
+    if (store.entries.size < store.max || store.entries.peek(id, { allowStale: true }) !== undefined) return;
+    if (now - store.lastFullPurge >= FULL_PURGE_INTERVAL_MS) {
+      store.lastFullPurge = now;
+      store.entries.purgeStale();
+      if (store.entries.size < store.max) return;
+    }
+    if (store.protected) {
+      refusedFull[store.name] = (refusedFull[store.name] ?? 0) + 1;
+      throw storeFull(store.name);
+    }
+  }
+
   class MemoryAdapter implements Adapter, AtomicConsume {
     readonly #name: string;
+    readonly #store: ModelStore;
 
     constructor(name: string) {
       this.#name = name;
+      this.#store = modelStore(name);
     }
 
     static stats(): MemoryAdapterStats {
-      return { size: storage.size, evictedUnexpired: { ...evictedUnexpired } };
+      let size = 0;
+      const perModel: MemoryAdapterStats['models'] = {};
+      for (const store of models.values()) {
+        size += store.entries.size;
+        perModel[store.name] = { size: store.entries.size, max: store.max, protected: store.protected };
+      }
+      return { size, models: perModel, evictedUnexpired: { ...evictedUnexpired }, refusedFull: { ...refusedFull } };
     }
 
     static clear(): void {
-      storage.clear();
-    }
-
-    #key(id: string): string {
-      return `${this.#name}:${id}`;
+      for (const store of models.values()) {
+        store.entries.clear();
+        store.pointers.clear();
+      }
+      grants.clear();
     }
 
     async upsert(id: string, payload: AdapterPayload, expiresIn?: number): Promise<void> {
-      const key = this.#key(id);
+      const store = this.#store;
+      admit(store, id);
       const ttl = expiresIn ? expiresIn * 1000 : undefined;
       if (payload.grantId && GRANTABLE.has(this.#name)) {
-        const grantKey = `grant:${payload.grantId}`;
-        const keys = storage.get(grantKey);
-        const list = Array.isArray(keys) ? keys : [];
-        list.push(key);
+        const members = grants.get(payload.grantId) ?? [];
+        members.push([this.#name, id]);
         // The index must outlive every entry it lists, or revokeByGrantId would miss live tokens.
-        const remaining = storage.getRemainingTTL(grantKey);
+        const remaining = grants.getRemainingTTL(payload.grantId);
         const indexTtl = ttl === undefined || remaining === Infinity ? undefined : Math.max(ttl, remaining);
-        storage.set(grantKey, list, indexTtl === undefined ? {} : { ttl: indexTtl });
+        grants.set(payload.grantId, members, indexTtl === undefined ? {} : { ttl: indexTtl });
       }
-      if (payload.userCode) {
-        storage.set(`userCode:${payload.userCode}`, id, { ttl });
-      }
-      if (payload.uid) {
-        storage.set(`uid:${payload.uid}`, id, { ttl });
-      }
+      if (payload.userCode) store.pointers.set(`userCode:${payload.userCode}`, id, { ttl });
+      if (payload.uid) store.pointers.set(`uid:${payload.uid}`, id, { ttl });
       const { consumed, ...stored } = payload;
       const entry: Entry = {
         payload: JSON.parse(JSON.stringify(stored)) as JsonPayload,
         exp: typeof payload.exp === 'number' ? payload.exp : undefined,
       };
       if (consumed) entry.consumed = consumed;
-      storage.set(key, entry, { ttl });
+      store.entries.set(id, entry, { ttl });
     }
 
     async find(id: string): Promise<AdapterPayload | undefined> {
-      const found = storage.get(this.#key(id));
-      if (!isEntry(found)) return undefined;
+      const found = this.#store.entries.get(id);
+      if (!found) return undefined;
       const payload = copyJson(found.payload) as AdapterPayload;
       if (found.consumed) payload.consumed = found.consumed;
       return payload;
     }
 
     async findByUid(uid: string): Promise<AdapterPayload | undefined> {
-      const id = storage.get(`uid:${uid}`);
-      return typeof id === 'string' ? this.find(id) : undefined;
+      const id = this.#store.pointers.get(`uid:${uid}`);
+      return id === undefined ? undefined : this.find(id);
     }
 
     async findByUserCode(userCode: string): Promise<AdapterPayload | undefined> {
-      const id = storage.get(`userCode:${userCode}`);
-      return typeof id === 'string' ? this.find(id) : undefined;
+      const id = this.#store.pointers.get(`userCode:${userCode}`);
+      return id === undefined ? undefined : this.find(id);
     }
 
     async consume(id: string): Promise<void> {
@@ -146,28 +242,31 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
 
     // JavaScript runs this body without yielding, so check and set are one step.
     async consumeOnce(id: string): Promise<boolean> {
-      const key = this.#key(id);
-      const found = storage.get(key, { updateAgeOnGet: false });
-      if (!isEntry(found) || found.consumed) return false;
+      const found = this.#store.entries.get(id, { updateAgeOnGet: false });
+      if (!found || found.consumed) return false;
       found.consumed = Math.floor(Date.now() / 1000);
       return true;
     }
 
     async destroy(id: string): Promise<void> {
-      storage.delete(this.#key(id));
+      this.#store.entries.delete(id);
     }
 
     async revokeByGrantId(grantId: string): Promise<void> {
-      const grantKey = `grant:${grantId}`;
-      const keys = storage.get(grantKey);
-      if (Array.isArray(keys)) {
-        for (const key of keys) storage.delete(key);
-      }
-      storage.delete(grantKey);
+      const members = grants.get(grantId);
+      grants.delete(grantId);
+      if (!members) return;
+      for (const [model, id] of members) models.get(model)?.entries.delete(id);
     }
   }
 
   return MemoryAdapter;
+}
+
+function assertBound(name: string, value: unknown): void {
+  if (!Number.isSafeInteger(value) || (value as number) < 1) {
+    throw new TypeError(`createMemoryAdapter: ${name} must be a positive integer`);
+  }
 }
 
 /** A deep copy of what JSON.parse made: three times faster than parsing the text again. */
@@ -183,10 +282,6 @@ function copyJson<T extends JsonValue>(value: T): T {
   return copy as T;
 }
 
-function isEntry(value: unknown): value is Entry {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
-function isExpired(value: unknown): boolean {
-  return isEntry(value) && value.exp !== undefined && value.exp * 1000 <= Date.now();
+function isExpired(entry: Entry): boolean {
+  return entry.exp !== undefined && entry.exp * 1000 <= Date.now();
 }

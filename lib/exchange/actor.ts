@@ -1,7 +1,7 @@
 import type { KoaContextWithOIDC } from 'oidc-provider';
 import { verifyAccessToken, type VerifiedAccessToken } from '../access-token.js';
 import { invalidRequest } from '../errors.js';
-import type { DpopProof } from '../provider-internals.js';
+import { providerConfiguration, type DpopProof } from '../provider-internals.js';
 
 /** RFC 8693 4.1: the current actor, with earlier actors nested below. */
 export interface ActClaim {
@@ -17,25 +17,51 @@ export interface ActClaim {
 export type ActorTokenLookup = Promise<{ token: VerifiedAccessToken | undefined } | { failure: unknown }>;
 
 export function lookUpActorToken(ctx: KoaContextWithOIDC, value: string): ActorTokenLookup {
-  return verifyAccessToken(ctx.oidc.provider, value, 'AccessToken').then((token) => ({ token }), (failure: unknown) => ({ failure }));
+  return findHonouredToken(ctx, value).then((token) => ({ token }), (failure: unknown) => ({ failure }));
 }
 
 /**
- * An actor token must be a valid, unexpired access token of this provider,
- * issued to a user, with `openid` in its scope set. A sender-constrained actor
- * token counts only with its proof: presenting a DPoP-bound token as a bare
- * string would turn a stolen copy back into a bearer credential.
+ * The token as oidc-provider's own userinfo endpoint would still honour it:
+ * found, unexpired and session-bound as `AccessToken.find` checks, and, for an
+ * opaque token, its Grant still there, unexpired, of the same client and
+ * account. A revoked grant or a logout thus ends the token's use as an actor
+ * token at once. A JWT names no grant; it is honoured until its `exp`.
+ */
+async function findHonouredToken(ctx: KoaContextWithOIDC, value: string): Promise<VerifiedAccessToken | undefined> {
+  const token = await verifyAccessToken(ctx.oidc.provider, value, 'AccessToken');
+  if (token?.format !== 'opaque') return token;
+  if (token.grantId === undefined) return undefined;
+  const grant = await ctx.oidc.provider.Grant.find(token.grantId, { ignoreExpiration: true });
+  if (!grant || grant.isExpired || grant.clientId !== token.clientId || grant.accountId !== token.sub) return undefined;
+  return token;
+}
+
+export interface ActorRules {
+  /** Clients besides the exchanging one whose users' tokens count as actor tokens. */
+  actorClients: ReadonlySet<string>;
+  dpop: DpopProof | undefined;
+  certificateThumbprint: string | undefined;
+}
+
+/**
+ * An actor token must be a token oidc-provider still honours, issued to a
+ * user who still exists, with `openid` in its scope set, to the exchanging
+ * client or one the deployment names in `actorClients`: a user's token from
+ * some other relying party proves nothing about who sits at this one. A
+ * sender-constrained actor token counts only with its proof: presenting a
+ * DPoP-bound token as a bare string would turn a stolen copy back into a
+ * bearer credential.
  */
 export async function validateActorToken(
+  ctx: KoaContextWithOIDC,
   lookup: ActorTokenLookup,
-  dpop: DpopProof | undefined,
-  certificateThumbprint: string | undefined,
+  rules: ActorRules,
 ): Promise<VerifiedAccessToken> {
   const outcome = await lookup;
   if ('failure' in outcome) throw outcome.failure;
   const { token } = outcome;
   if (!token) {
-    throw invalidRequest('actor_token is invalid, expired or not issued by this server');
+    throw invalidRequest('actor_token is invalid, expired, revoked or not issued by this server');
   }
   if (token.sub === token.clientId) {
     throw invalidRequest('actor_token does not represent a user');
@@ -43,11 +69,23 @@ export async function validateActorToken(
   if (!token.scopes.has('openid')) {
     throw invalidRequest('actor_token must carry the openid scope');
   }
-  if (token.cnf?.jkt && token.cnf.jkt !== dpop?.thumbprint) {
+  if (token.cnf?.jkt && token.cnf.jkt !== rules.dpop?.thumbprint) {
     throw invalidRequest('actor_token is DPoP-bound; the request must carry a DPoP proof of the same key');
   }
-  if (token.cnf?.['x5t#S256'] && token.cnf['x5t#S256'] !== certificateThumbprint) {
+  if (token.cnf?.['x5t#S256'] && token.cnf['x5t#S256'] !== rules.certificateThumbprint) {
     throw invalidRequest('actor_token is certificate-bound; the request must use the same client certificate');
+  }
+  if (token.clientId !== ctx.oidc.client!.clientId) {
+    if (!rules.actorClients.has(token.clientId)) {
+      throw invalidRequest('actor_token was issued to a client whose tokens are not accepted as actor tokens here');
+    }
+    if (!await ctx.oidc.provider.Client.find(token.clientId)) {
+      throw invalidRequest('actor_token was issued to a client that no longer exists');
+    }
+  }
+  const account = await providerConfiguration(ctx.oidc.provider).findAccount(ctx, token.sub);
+  if (!account || account.accountId !== token.sub) {
+    throw invalidRequest('actor_token names a user that no longer exists');
   }
   return token;
 }

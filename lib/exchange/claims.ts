@@ -8,6 +8,9 @@ export const RESERVED_CLAIMS: ReadonlySet<string> = new Set([
   'sub', 'aud', 'iss', 'exp', 'iat', 'nbf', 'jti', 'client_id', 'scope', 'act', 'cnf',
   // oidc-provider's own payload members, which introspection of opaque tokens would let extra shadow
   'authorization_details', 'token_type', 'may_act',
+  // How and when a user authenticated, and ID-token-only claims: an impersonation
+  // token must never claim anything about the customer's own sign-in.
+  'acr', 'amr', 'auth_time', 'sid', 'azp', 'nonce', 'typ', 'at_hash', 'c_hash', 's_hash', 'events',
 ]);
 
 type ExtraTokenClaims = NonNullable<Configuration['extraTokenClaims']>;

@@ -1,7 +1,7 @@
 import type { AccessToken, KoaContextWithOIDC, Provider, ResourceServerInstance } from 'oidc-provider';
-import { scopeSet } from '../access-token.js';
+import { publicTokenId, scopeSet } from '../access-token.js';
 import { emit, EVENTS, type ImpersonationEvent } from '../audit.js';
-import { invalidRequest, invalidScope, invalidTarget } from '../errors.js';
+import { invalidClient, invalidRequest, invalidScope, invalidTarget } from '../errors.js';
 import { refusalReason, type CustomJwtClaimsInput, type ResolvedOptions } from '../options.js';
 import {
   type DpopProof, buildTokenResponse, checkDpopReplay, checkDpopRequired, checkMtlsCert, providerConfiguration,
@@ -45,6 +45,7 @@ export interface GrantDependencies {
  * last, so a refused exchange never burns it.
  */
 export function createExchangeHandler({ options, store, claims }: GrantDependencies) {
+  const actorClients: ReadonlySet<string> = new Set(options.actorClients);
   return async function tokenExchangeHandler(ctx: KoaContextWithOIDC): Promise<void> {
     const provider: Provider = ctx.oidc.provider;
     const client = ctx.oidc.client!;
@@ -52,6 +53,7 @@ export function createExchangeHandler({ options, store, claims }: GrantDependenc
     const audit: ImpersonationEvent = { clientId: client.clientId };
 
     try {
+      checkClientAuthentication(ctx);
       checkParameters(params);
 
       // The actor token is looked up while the subject token is: on Redis the two
@@ -86,7 +88,7 @@ export function createExchangeHandler({ options, store, claims }: GrantDependenc
       } as ConstructorParameters<Provider['AccessToken']>[0]);
       bindToSender(ctx, token, dpop);
 
-      const act = await actorOf(actorLookup, record, dpop, token);
+      const act = await actorOf(ctx, actorLookup, record, dpop, token, actorClients);
       if (act) audit.actor = act.sub;
 
       const account = await providerConfiguration(provider).findAccount(ctx, record.subject);
@@ -133,11 +135,12 @@ export function createExchangeHandler({ options, store, claims }: GrantDependenc
       ctx.body = buildTokenResponse(ctx, {
         accessToken,
         expiresIn: token.expiration,
-        ...(token.scope ? { scope: token.scope } : {}),
+        // Spec 2.5 lists scope as a field of every response: empty when nothing was granted.
+        scope: token.scope ?? '',
         tokenType: token.tokenType,
         issuedTokenType: ACCESS_TOKEN_TYPE,
       });
-      audit.accessTokenId = token.jti;
+      audit.accessTokenId = publicTokenId(token.format, token.jti);
       audit.expiresAt = token.exp ?? nowSeconds() + token.expiration;
       emit(provider, EVENTS.exchangeSucceeded, audit, ctx);
     } catch (error) {
@@ -161,17 +164,19 @@ function bindToSender(ctx: KoaContextWithOIDC, token: AccessToken, dpop: DpopPro
 
 /** The `act` claim, from the actor token; a subject token bound to an actor requires that actor's. */
 async function actorOf(
+  ctx: KoaContextWithOIDC,
   actorLookup: ActorTokenLookup | undefined,
   record: SubjectTokenRecord,
   dpop: DpopProof | undefined,
   token: AccessToken,
+  actorClients: ReadonlySet<string>,
 ): Promise<ActClaim | undefined> {
   if (actorLookup === undefined) {
     if (record.actor !== undefined) throw invalidRequest('subject_token is bound to an actor; send that actor\'s actor_token');
     return undefined;
   }
   const certificateThumbprint = (token as { 'x5t#S256'?: string })['x5t#S256'];
-  const actor = await validateActorToken(actorLookup, dpop, certificateThumbprint);
+  const actor = await validateActorToken(ctx, actorLookup, { actorClients, dpop, certificateThumbprint });
   if (record.actor !== undefined && record.actor !== actor.sub) {
     throw invalidRequest('actor_token is not from the actor this subject_token is bound to');
   }
@@ -195,6 +200,18 @@ function customClaimsInput(
     },
     environmentVariables: options.environmentVariables,
   };
+}
+
+/**
+ * oidc-provider lets a `client_secret_basic` client send its secret in the
+ * body as well. Spec 5.2 does not: such a client that does not use the Basic
+ * header is answered 401 `invalid_client`.
+ */
+function checkClientAuthentication(ctx: KoaContextWithOIDC): void {
+  if (ctx.oidc.client!.clientAuthMethod !== 'client_secret_basic') return;
+  if (!/^basic /i.test(ctx.get('authorization'))) {
+    throw invalidClient('this client must authenticate with HTTP Basic (client_secret_basic)');
+  }
 }
 
 function checkParameters(params: ExchangeParams): void {

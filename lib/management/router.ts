@@ -25,7 +25,8 @@ interface CreationRequest {
 /** `POST {managementPath}`: creates a subject token for a user, for a trusted backend. */
 export function createManagementRouter(provider: Provider, options: ResolvedOptions, store: SubjectTokenStore): Router {
   const authenticate = options.authenticateManagementRequest ?? createCallerCheck(provider, options);
-  const router = new Router();
+  // Exact paths, as a proxy's exact-path rule would match them: no case folding, no trailing slash.
+  const router = new Router({ sensitive: true, strict: true });
 
   router.post(options.managementPath, renderErrors, async (ctx) => {
     const caller = await storeCall(() => authenticate(ctx));
@@ -152,6 +153,11 @@ function badRequest(description: string): ManagementError {
   return new ManagementError(400, 'invalid_request', description);
 }
 
+/**
+ * A description fit for a quoted-string of `WWW-Authenticate`: printable
+ * ASCII only. CR or LF would split the header (Node refuses to send it: a 500),
+ * and non-Latin-1 text cannot be sent at all.
+ */
 function quoted(value: string): string {
-  return value.replace(/["\\]/g, '');
+  return value.replace(/[^\x20-\x7E]+/g, ' ').replace(/["\\]/g, '').trim();
 }

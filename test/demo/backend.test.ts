@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { expect } from 'chai';
@@ -7,6 +8,7 @@ import {
   ACCESS_TOKEN_TYPE, basic, callResourceApi, CookieJar, exchange, follow, quiet, request, requestImpersonation, signIn,
   REQUEST_TIMEOUT, TOKEN_EXCHANGE,
 } from './helpers.js';
+import { DpopKey } from '../support/dpop.js';
 
 const BOB = { userId: 'bob', reason: 'Cannot see the invoices', ticketId: 'T-1234' };
 
@@ -54,11 +56,11 @@ describe('demo: integrator backend (POST /api/request-impersonation)', function 
       expect(replay.status).to.equal(400);
     });
 
-    it('accepts an openid profile token of the confidential support-web client too', async () => {
+    it('accepts an openid profile token of the confidential support-web client too, for an exchange by that client', async () => {
       const web = await signIn(demo, { login: 'alice', password: 'alice-password', client: 'support-web' });
       const answer = await requestImpersonation(demo, web, BOB);
       expect(answer.status).to.equal(200);
-      const exchanged = await exchange(demo, answer.body['subjectToken'] as string, web);
+      const exchanged = await exchange(demo, answer.body['subjectToken'] as string, web, { id: 'support-web', secret: 'support-web-secret' });
       expect(exchanged.status, JSON.stringify(exchanged.body)).to.equal(200);
       expect(decodeJwt(exchanged.body['access_token'] as string)['act']).to.deep.equal({ sub: 'alice' });
     });
@@ -307,14 +309,73 @@ describe('demo: resource API (GET /api/me) and settings', function () {
     expect((await callResourceApi(demo, m2m)).status).to.equal(401);
   });
 
-  it('an exchange without actor token gives a token without act, which the API reports', async () => {
+  it('binds every subject token to the requesting engineer and the application they signed in with', async () => {
     const alice = await signIn(demo, { login: 'alice', password: 'alice-password' });
-    const answer = await requestImpersonation(demo, alice, BOB);
-    const exchanged = await exchange(demo, answer.body['subjectToken'] as string);
+    const bob = await signIn(demo, { login: 'bob', password: 'bob-password' });
+    const aliceWeb = await signIn(demo, { login: 'alice', password: 'alice-password', client: 'support-web' });
+    const subject = (await requestImpersonation(demo, alice, BOB)).body['subjectToken'] as string;
+
+    const refusals: Array<[string, Awaited<ReturnType<typeof exchange>>, RegExp]> = [
+      ['no actor token', await exchange(demo, subject), /bound to an actor/],
+      ['another user\'s token', await exchange(demo, subject, bob), /not from the actor/],
+      ['another application', await exchange(demo, subject, aliceWeb, { id: 'support-web', secret: 'support-web-secret' }), /another client/],
+    ];
+    for (const [name, result, description] of refusals) {
+      expect(result.status, name).to.equal(400);
+      expect(result.body['error_description'], name).to.match(description);
+    }
+    const exchanged = await exchange(demo, subject, alice);
+    expect(exchanged.status, JSON.stringify(exchanged.body)).to.equal(200);
+  });
+
+  it('reports a token without act as the subject acting as themselves', async () => {
+    const created = await fetch(demo.identity.managementUrl, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${await managementToken(demo)}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ userId: 'bob' }),
+      signal: AbortSignal.timeout(REQUEST_TIMEOUT),
+    });
+    const { subjectToken } = await created.json() as { subjectToken: string };
+    const exchanged = await exchange(demo, subjectToken);
     expect(exchanged.status, JSON.stringify(exchanged.body)).to.equal(200);
     const api = await callResourceApi(demo, exchanged.body['access_token'] as string);
     expect(api.status).to.equal(200);
     expect(api.body).to.include({ subject: 'bob', actor: null, message: 'bob is acting as themselves' });
+  });
+
+  it('honours a DPoP-bound token only with the DPoP scheme and a fresh proof of its key for this request', async () => {
+    const alice = await signIn(demo, { login: 'alice', password: 'alice-password' });
+    const subject = (await requestImpersonation(demo, alice, BOB)).body['subjectToken'] as string;
+    const key = await DpopKey.generate();
+    const exchanged = await exchange(demo, subject, alice, undefined, { dpop: await key.proof(`${demo.identity.issuer}/token`) });
+    expect(exchanged.status, JSON.stringify(exchanged.body)).to.equal(200);
+    expect(exchanged.body['token_type']).to.equal('DPoP');
+    const token = exchanged.body['access_token'] as string;
+    const me = `${demo.backend.url}/api/me`;
+    const ath = createHash('sha256').update(token).digest('base64url');
+    const call = async (authorization: string, proof?: string) => {
+      const response = await fetch(me, {
+        headers: { authorization, ...(proof ? { dpop: proof } : {}) }, signal: AbortSignal.timeout(REQUEST_TIMEOUT),
+      });
+      return { status: response.status, body: await response.json() as Record<string, unknown> };
+    };
+
+    const other = await DpopKey.generate();
+    const refused: Array<[string, Awaited<ReturnType<typeof call>>]> = [
+      ['as a Bearer token', await call(`Bearer ${token}`)],
+      ['as a Bearer token with a proof', await call(`Bearer ${token}`, await key.proof(me, 'GET', { ath }))],
+      ['without a proof', await call(`DPoP ${token}`)],
+      ['with a proof of another key', await call(`DPoP ${token}`, await other.proof(me, 'GET', { ath }))],
+      ['with a proof for another request', await call(`DPoP ${token}`, await key.proof(me, 'POST', { ath }))],
+      ['with a proof for another token', await call(`DPoP ${token}`, await key.proof(me, 'GET', { ath: 'x'.repeat(43) }))],
+    ];
+    for (const [name, result] of refused) expect(result.status, name).to.equal(401);
+
+    const proof = await key.proof(me, 'GET', { ath });
+    const accepted = await call(`DPoP ${token}`, proof);
+    expect(accepted.status, JSON.stringify(accepted.body)).to.equal(200);
+    expect(accepted.body).to.include({ subject: 'bob', actor: 'alice' });
+    expect((await call(`DPoP ${token}`, proof)).status, 'a replayed proof').to.equal(401);
   });
 
   it('subjectTokenTTL (SUBJECT_TOKEN_TTL) sets the subject-token lifetime', async () => {

@@ -155,11 +155,18 @@ export async function requestImpersonation(
 export const TOKEN_EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';
 export const ACCESS_TOKEN_TYPE = 'urn:ietf:params:oauth:token-type:access_token';
 
-/** The exchange as the public console does it. */
-export async function exchange(demo: Demo, subjectToken: string, actorToken?: string): Promise<{ status: number; body: Record<string, unknown> }> {
+/** The token exchange as the console makes it (public client), or as support-web does (HTTP Basic). */
+export async function exchange(
+  demo: Demo,
+  subjectToken: string,
+  actorToken?: string,
+  client: { id: string; secret?: string } = { id: 'support-console' },
+  headers: Record<string, string> = {},
+): Promise<{ status: number; body: Record<string, unknown> }> {
+  if (client.secret) headers['authorization'] = `Basic ${Buffer.from(`${client.id}:${client.secret}`).toString('base64')}`;
   const body = new URLSearchParams({
     grant_type: TOKEN_EXCHANGE,
-    client_id: 'support-console',
+    ...(client.secret ? {} : { client_id: client.id }),
     scope: 'profile:read',
     subject_token: subjectToken,
     subject_token_type: ACCESS_TOKEN_TYPE,
@@ -170,7 +177,7 @@ export async function exchange(demo: Demo, subjectToken: string, actorToken?: st
     body.set('actor_token_type', ACCESS_TOKEN_TYPE);
   }
   const response = await fetch(`${demo.identity.issuer}/token`, {
-    method: 'POST', body, signal: AbortSignal.timeout(REQUEST_TIMEOUT),
+    method: 'POST', headers, body, signal: AbortSignal.timeout(REQUEST_TIMEOUT),
   });
   return { status: response.status, body: await response.json() as Record<string, unknown> };
 }

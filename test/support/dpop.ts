@@ -11,8 +11,9 @@ export class DpopKey {
     return new DpopKey(privateKey, jwk, await calculateJwkThumbprint(jwk));
   }
 
-  proof(htu: string, htm = 'POST'): Promise<string> {
-    return new SignJWT({ htm, htu, jti: randomUUID() })
+  /** A proof for `htm` `htu`; `claims` adds e.g. `ath`, the hash of the access token it goes with. */
+  proof(htu: string, htm = 'POST', claims: Record<string, unknown> = {}): Promise<string> {
+    return new SignJWT({ htm, htu, jti: randomUUID(), ...claims })
       .setProtectedHeader({ alg: 'ES256', typ: 'dpop+jwt', jwk: this.jwk })
       .setIssuedAt()
       .sign(this.privateKey);
