@@ -1,0 +1,240 @@
+/**
+ * The canary: every token value and secret that the flows present or issue is
+ * collected, then searched for in every impersonation event, every error
+ * oidc-provider reports to a deployment's listeners, every log line of the
+ * demo and every response. A value may appear only in the response that
+ * issues it (the subject token at creation, the access token at the exchange,
+ * an actor token at its own sign-in).
+ */
+import { randomBytes } from 'node:crypto';
+import { expect } from 'chai';
+import { EVENTS } from '../lib/index.js';
+import { startDemo, type Demo } from '../demo/demo.js';
+import { DpopKey } from './support/dpop.js';
+import {
+  ACTOR_API, API, CLIENTS, OPAQUE_API, startProvider, type TestProvider,
+} from './support/provider.js';
+import {
+  ACCESS_TOKEN, exchange, managementRequest, m2mToken, tokenRequest, userAccessToken, type Reply,
+} from './support/http.js';
+import * as demoHttp from './demo/helpers.js';
+
+interface Seen {
+  label: string;
+  text: string;
+  /** Values this response hands out, and so may contain. */
+  issues: string[];
+}
+
+class Canary {
+  readonly secrets = new Set<string>();
+  readonly sinks: Array<{ label: string; text: string }> = [];
+  readonly responses: Seen[] = [];
+
+  secret(...values: Array<string | undefined>): void {
+    for (const value of values) if (value) this.secrets.add(value);
+  }
+
+  sink(label: string, value: unknown): void {
+    this.sinks.push({ label, text: typeof value === 'string' ? value : JSON.stringify(value) });
+  }
+
+  response(label: string, reply: Reply, issues: Array<string | undefined> = []): Reply {
+    const issued = issues.filter((value): value is string => typeof value === 'string');
+    this.secret(...issued);
+    this.responses.push({
+      label,
+      text: `${JSON.stringify(reply.body)} ${reply.headers.get('www-authenticate') ?? ''}`,
+      issues: issued,
+    });
+    return reply;
+  }
+
+  /** Every place a secret appears where it should not. */
+  leaks(): string[] {
+    const found: string[] = [];
+    for (const secret of this.secrets) {
+      for (const sink of this.sinks) if (sink.text.includes(secret)) found.push(`${sink.label} contains ${secret.slice(0, 12)}…`);
+      for (const seen of this.responses) {
+        const rest = seen.issues.reduce((text, issued) => text.split(issued).join(''), seen.text);
+        if (rest.includes(secret)) found.push(`response ${seen.label} contains ${secret.slice(0, 12)}…`);
+      }
+    }
+    return found;
+  }
+}
+
+/** An error as a deployment's `grant.error`/`server_error` listener would log it. */
+function describeError(error: unknown): string {
+  const { message, stack, error_description: description, error_detail: detail } = error as Record<string, unknown>;
+  return [message, description, detail, stack].filter(Boolean).join(' | ');
+}
+
+describe('canary: no token value or secret leaves its place', function () {
+  this.timeout(60_000);
+  const canary = new Canary();
+  let tp: TestProvider;
+
+  before(async () => {
+    tp = await startProvider({
+      plugin: {
+        canImpersonate: ({ subject }) => (subject === 'admin' ? { reason: 'administrators are protected' } : true),
+        canExchange: ({ subject }) => subject !== 'carol',
+        getCustomJwtClaims: ({ context }) => ({ ticket: context.grant.subjectTokenContext['ticketId'] ?? null }),
+      },
+    });
+    const emitter = tp.provider as unknown as NodeJS.EventEmitter;
+    for (const name of Object.values(EVENTS)) emitter.on(name, (event: unknown) => canary.sink(`event ${name}`, event));
+    for (const name of ['grant.error', 'server_error', 'introspection.error', 'userinfo.error']) {
+      emitter.on(name, (_ctx: unknown, error: unknown) => canary.sink(`${name} listener`, describeError(error)));
+    }
+    for (const client of Object.values(CLIENTS)) canary.secret('client_secret' in client ? client.client_secret : undefined);
+  });
+  after(() => tp.close());
+
+  async function create(label: string, body: Record<string, unknown>, m2m?: string): Promise<string> {
+    const token = m2m ?? await m2mToken(tp);
+    canary.secret(token);
+    const reply = await managementRequest(tp, body, token);
+    canary.response(`create ${label}`, reply, [reply.body['subjectToken'] as string | undefined]);
+    expect(reply.status, JSON.stringify(reply.body)).to.equal(201);
+    return reply.body['subjectToken'] as string;
+  }
+
+  async function swap(
+    label: string,
+    params: Record<string, string | undefined>,
+    client: typeof CLIENTS[keyof typeof CLIENTS] = CLIENTS.console,
+    headers: Record<string, string> = {},
+  ): Promise<Reply> {
+    canary.secret(params['subject_token'], params['actor_token'], headers['dpop']);
+    const reply = await exchange(tp, params, client, headers);
+    return canary.response(`exchange ${label}`, reply, [reply.body['access_token'] as string | undefined]);
+  }
+
+  it('over the whole flow: JWT and opaque resource servers, with and without an actor, success and every refusal', async () => {
+    const opaqueActor = await userAccessToken(tp, 'alice');
+    const jwtActor = await userAccessToken(tp, 'alice', { scope: 'openid', resource: ACTOR_API });
+    const webActor = await userAccessToken(tp, 'alice', { client: CLIENTS.web });
+    const noOpenid = await userAccessToken(tp, 'alice', { scope: 'profile:read', resource: API });
+    canary.secret(opaqueActor, jwtActor, webActor, noOpenid);
+    const tampered = `${jwtActor.slice(0, -4)}AAAA`;
+    const actors: Array<[string, string | undefined]> = [['no actor', undefined], ['opaque actor', opaqueActor], ['JWT actor', jwtActor]];
+
+    for (const [format, resource] of [['JWT', API], ['opaque', OPAQUE_API]] as const) {
+      const scope = resource === API ? 'profile:read' : 'read';
+      for (const [who, actor] of actors) {
+        const label = `${format} ${who}`;
+        const actorParams = actor ? { actor_token: actor, actor_token_type: ACCESS_TOKEN } : {};
+        const subject = await create(label, { userId: 'bob', context: { ticketId: 'T-1' } });
+        expect((await swap(label, { subject_token: subject, resource, scope, ...actorParams })).status).to.equal(200);
+        expect((await swap(`${label} replayed`, { subject_token: subject, resource, scope, ...actorParams })).status).to.equal(400);
+      }
+
+      const fresh = () => create(`${format} for a refusal`, { userId: 'bob' });
+      const refusals: Array<[string, Record<string, string | undefined>, typeof CLIENTS[keyof typeof CLIENTS]?]> = [
+        ['unknown subject token', { subject_token: `ist_${randomBytes(32).toString('base64url')}` }],
+        ['an access token as subject token', { subject_token: opaqueActor }],
+        ['bound to another client', { subject_token: await create('client-bound', { userId: 'bob', clientId: CLIENTS.web.client_id }) }],
+        ['bound actor missing', { subject_token: await create('actor-bound', { userId: 'bob', actorId: 'alice' }) }],
+        ['tampered actor token', { subject_token: await fresh(), actor_token: tampered, actor_token_type: ACCESS_TOKEN }],
+        ['actor token of another client', { subject_token: await fresh(), actor_token: webActor, actor_token_type: ACCESS_TOKEN }],
+        ['actor token without openid', { subject_token: await fresh(), actor_token: noOpenid, actor_token_type: ACCESS_TOKEN }],
+        ['subject token as actor token', { subject_token: await fresh(), actor_token: await fresh(), actor_token_type: ACCESS_TOKEN }],
+        ['policy refusal', { subject_token: await create('carol', { userId: 'carol' }) }],
+        ['invalid scope', { subject_token: await fresh(), scope: 'admin' }],
+        ['wrong subject_token_type', { subject_token: await fresh(), subject_token_type: 'urn:ietf:params:oauth:token-type:jwt' }],
+      ];
+      for (const [name, params, client] of refusals) {
+        const reply = await swap(`${format} ${name}`, { resource, ...params }, client);
+        expect(reply.status, `${name}: ${JSON.stringify(reply.body)}`).to.be.within(400, 401);
+      }
+      const unknownResource = await swap(`${format} unknown resource`, { subject_token: await fresh(), resource: 'https://nowhere.example.com' });
+      expect(unknownResource.status).to.equal(400);
+
+      const key = await DpopKey.generate();
+      const proof = await key.proof(`${tp.base}/token`);
+      expect((await swap(`${format} DPoP`, { subject_token: await fresh(), resource }, CLIENTS.console, { dpop: proof })).status).to.equal(200);
+      expect((await swap(`${format} DPoP replay`, { subject_token: await fresh(), resource }, CLIENTS.console, { dpop: proof })).status).to.equal(400);
+
+      const posted = await tokenRequest(tp, {
+        grant_type: 'urn:ietf:params:oauth:grant-type:token-exchange', subject_token: await fresh(), subject_token_type: ACCESS_TOKEN,
+        resource, client_id: CLIENTS.web.client_id, client_secret: CLIENTS.web.client_secret,
+      }, undefined);
+      expect(canary.response(`${format} secret in the body`, posted).status).to.equal(401);
+    }
+
+    // The Management API's refusals.
+    const m2m = await m2mToken(tp);
+    const noScope = await m2mToken(tp, CLIENTS.backend, null);
+    canary.secret(m2m, noScope);
+    const management: Array<[string, unknown, string | undefined]> = [
+      ['no token', { userId: 'bob' }, undefined],
+      ['tampered token', { userId: 'bob' }, `${m2m.slice(0, -4)}AAAA`],
+      ['user token', { userId: 'bob' }, opaqueActor],
+      ['token without the scope', { userId: 'bob' }, noScope],
+      ['unknown user', { userId: 'nobody' }, m2m],
+      ['protected user', { userId: 'admin' }, m2m],
+      ['unknown field', { userId: 'bob', token: m2m }, m2m],
+      ['bad binding', { userId: 'bob', clientId: CLIENTS.notAllowed.client_id }, m2m],
+    ];
+    for (const [name, body, token] of management) {
+      canary.secret(token);
+      const reply = canary.response(`management ${name}`, await managementRequest(tp, body, token));
+      expect(reply.status, name).to.be.within(400, 404);
+    }
+
+    expect(canary.sinks.length, 'events were collected').to.be.above(40);
+    expect(canary.leaks()).to.deep.equal([]);
+  });
+
+  it('is a canary that sings: it finds a token value put into an event', () => {
+    const probe = new Canary();
+    probe.secret('ist_canary');
+    probe.sink('event', { accessTokenId: 'ist_canary' });
+    expect(probe.leaks()).to.have.length(1);
+  });
+
+  describe('the demo', () => {
+    let demo: Demo;
+    const lines: string[] = [];
+    before(async () => {
+      demo = await startDemo({ identityPort: 0, backendPort: 0, log: (line) => lines.push(line) });
+    });
+    after(() => demo?.close());
+
+    it('logs no token value or secret over the flow and its refusals', async () => {
+      const demoCanary = new Canary();
+      demoCanary.secret('support-web-secret', 'impersonation-backend-secret');
+      const alice = await demoHttp.signIn(demo, { login: 'alice', password: 'alice-password' });
+      const aliceWeb = await demoHttp.signIn(demo, { login: 'alice', password: 'alice-password', client: 'support-web' });
+      const bob = await demoHttp.signIn(demo, { login: 'bob', password: 'bob-password' });
+      demoCanary.secret(alice, aliceWeb, bob);
+      const request = { userId: 'bob', reason: 'Cannot see the invoices', ticketId: 'T-1234' };
+
+      const granted = await demoHttp.requestImpersonation(demo, alice, request);
+      const subject = granted.body['subjectToken'] as string;
+      demoCanary.secret(subject);
+      const exchanged = await demoHttp.exchange(demo, subject, alice);
+      const accessToken = exchanged.body['access_token'] as string;
+      demoCanary.secret(accessToken);
+      expect((await demoHttp.callResourceApi(demo, accessToken)).status).to.equal(200);
+
+      // Refusals: replay, wrong actor, wrong client, not support staff, protected user, bad tokens.
+      expect((await demoHttp.exchange(demo, subject, alice)).status).to.equal(400);
+      const second = (await demoHttp.requestImpersonation(demo, alice, request)).body['subjectToken'] as string;
+      demoCanary.secret(second);
+      expect((await demoHttp.exchange(demo, second, bob)).status).to.equal(400);
+      expect((await demoHttp.exchange(demo, second, aliceWeb, { id: 'support-web', secret: 'support-web-secret' })).status).to.equal(400);
+      expect((await demoHttp.requestImpersonation(demo, bob, request)).status).to.equal(403);
+      expect((await demoHttp.requestImpersonation(demo, alice, { ...request, userId: 'carol' })).status).to.equal(403);
+      expect((await demoHttp.requestImpersonation(demo, `${alice}x`, request)).status).to.equal(401);
+      expect((await demoHttp.callResourceApi(demo, `${accessToken.slice(0, -4)}AAAA`)).status).to.equal(401);
+      expect((await demoHttp.callResourceApi(demo, alice)).status).to.equal(401);
+
+      expect(lines.length, 'the demo logged the flow').to.be.above(5);
+      for (const [index, line] of lines.entries()) demoCanary.sink(`demo log line ${index}`, line);
+      expect(demoCanary.leaks()).to.deep.equal([]);
+    });
+  });
+});
