@@ -159,8 +159,8 @@ describe('canary: no token value or secret leaves its place', function () {
 
       const posted = await tokenRequest(tp, {
         grant_type: 'urn:ietf:params:oauth:grant-type:token-exchange', subject_token: await fresh(), subject_token_type: ACCESS_TOKEN,
-        resource, client_id: CLIENTS.web.client_id, client_secret: CLIENTS.web.client_secret,
-      }, undefined);
+        resource, client_secret: CLIENTS.web.client_secret,
+      }, { client_id: CLIENTS.web.client_id });
       expect(canary.response(`${format} secret in the body`, posted).status).to.equal(401);
     }
 

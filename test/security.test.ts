@@ -143,9 +143,8 @@ describe('security guarantees', () => {
         subject_token: subject,
         subject_token_type: ACCESS_TOKEN,
         resource: API,
-        client_id: CLIENTS.web.client_id,
         client_secret: CLIENTS.web.client_secret,
-      }, undefined);
+      }, { client_id: CLIENTS.web.client_id });
       expectError(posted, 401, 'invalid_client');
       expect((await exchange(tp, { subject_token: subject, resource: API }, CLIENTS.web)).status).to.equal(200);
     });
