@@ -10,9 +10,10 @@
  *    (lru-cache keeps its links and TTLs in typed arrays, outside the V8 heap),
  *    measured from before the adapter was created, so the slots the LRU
  *    preallocates for `max` entries count too.
- * 2. Creates 1% more than the bound: every extra token evicts a live one, which
- *    onEvict and stats().evictedUnexpired count, and an evicted token can no
- *    longer be redeemed (the bench checks that it is "unknown").
+ * 2. Creates 1% more than the bound: subject tokens are never evicted while
+ *    unexpired, so every extra one is refused (503 temporarily_unavailable,
+ *    counted in stats().refusedFull) and the oldest stays redeemable (the
+ *    bench checks that it is still "valid").
  */
 import { createMemoryAdapter, SUBJECT_TOKEN_MODEL, type MemoryAdapterClass } from '../lib/index.js';
 import { SubjectTokenStore } from '../lib/subject-tokens/store.js';
@@ -29,10 +30,11 @@ export interface MemoryResult {
   preallocatedPerToken: number;
   createsPerSecond: number;
   overflow: number;
+  /** Creations refused because the bound was full of unexpired tokens. */
+  refusedWhenFull: number;
   evictedUnexpired: number;
   onEvictCalls: number;
-  evictedTokenState: string;
-  newestTokenState: string;
+  oldestTokenState: string;
 }
 
 const gc = (globalThis as { gc?: () => void }).gc;
@@ -54,7 +56,7 @@ export async function measureMemory(count: number): Promise<MemoryResult> {
   const empty = settle();
 
   let first = '';
-  let started = performance.now();
+  const started = performance.now();
   for (let i = 0; i < count; i += 1) {
     const { value } = await store.create({
       subject: `user-${i % 5000}`,
@@ -71,17 +73,18 @@ export async function measureMemory(count: number): Promise<MemoryResult> {
   const arrayBufferBytes = after.arrayBuffers - before.arrayBuffers;
   const preallocated = (empty.heapUsed - before.heapUsed) + (empty.arrayBuffers - before.arrayBuffers);
 
-  // The bound: 1% more tokens than fit. The oldest (least recently used) go first.
+  // The bound: 1% more tokens than fit. None is made room for; each is refused.
   const overflow = Math.max(1, Math.ceil(count / 100));
-  let newest = '';
-  started = performance.now();
+  let refusedWhenFull = 0;
   for (let i = 0; i < overflow; i += 1) {
-    ({ value: newest } = await store.create({
-      subject: 'bob', context: { ticketId: `T-overflow-${i}` }, createdBy: 'impersonation-backend', ttl: 60,
-    }));
+    try {
+      await store.create({ subject: 'bob', context: { ticketId: `T-overflow-${i}` }, createdBy: 'impersonation-backend', ttl: 60 });
+    } catch (error) {
+      if ((error as { status?: number }).status !== 503) throw error;
+      refusedWhenFull += 1;
+    }
   }
-  const evictedTokenState = (await store.find(first)).state;
-  const newestTokenState = (await store.find(newest)).state;
+  const oldestTokenState = (await store.find(first)).state;
 
   return {
     count,
@@ -93,10 +96,10 @@ export async function measureMemory(count: number): Promise<MemoryResult> {
     preallocatedPerToken: preallocated / count,
     createsPerSecond,
     overflow,
+    refusedWhenFull,
     evictedUnexpired: Adapter.stats().evictedUnexpired[SUBJECT_TOKEN_MODEL] ?? 0,
     onEvictCalls: evictions,
-    evictedTokenState,
-    newestTokenState,
+    oldestTokenState,
   };
 }
 
@@ -107,13 +110,12 @@ export function describeMemory(result: MemoryResult): string[] {
       + `${Math.round(result.bytesPerToken)} B per token (${Math.round(result.heapBytesPerToken)} B of V8 heap; `
       + `${Math.max(0, Math.round(result.preallocatedPerToken))} B of it the LRU's preallocated slots); `
       + `${Math.round(result.createsPerSecond).toLocaleString('en')} store.create()/s in-process`,
-    `memory adapter at its bound: ${result.overflow.toLocaleString('en')} tokens beyond max=${result.max.toLocaleString('en')} `
-      + `-> evictedUnexpired.SubjectToken=${result.evictedUnexpired}, onEvict called ${result.onEvictCalls} times; `
-      + `the oldest token now finds "${result.evictedTokenState}", the newest "${result.newestTokenState}"`,
+    `memory adapter at its bound: ${result.overflow.toLocaleString('en')} creations beyond max=${result.max.toLocaleString('en')} `
+      + `-> ${result.refusedWhenFull} refused (503), evictedUnexpired.SubjectToken=${result.evictedUnexpired}, `
+      + `onEvict called ${result.onEvictCalls} times; the oldest token still finds "${result.oldestTokenState}"`,
   ];
-  if (result.evictedUnexpired > 0) {
-    lines.push(`WARNING: the memory adapter evicted ${result.evictedUnexpired} unexpired subject tokens at its bound `
-      + `(max=${result.max}); they can no longer be redeemed. Size max for the peak of outstanding tokens.`);
+  if (result.evictedUnexpired > 0 || result.oldestTokenState !== 'valid') {
+    lines.push(`WARNING: the memory adapter lost ${result.evictedUnexpired} unexpired subject tokens at its bound (max=${result.max}).`);
   }
   return lines;
 }

@@ -1,4 +1,4 @@
-// Types for the two oidc-provider modules that provider-internals.ts imports.
+// Types for the oidc-provider modules that provider-internals.ts imports.
 // They are outside oidc-provider's semantic versioning and ship no types.
 declare module 'oidc-provider/lib/helpers/grants.js' {
   export const resolveRequestedResources: (...args: unknown[]) => Promise<unknown[]>;
@@ -13,4 +13,8 @@ declare module 'oidc-provider/lib/helpers/grants.js' {
 declare module 'oidc-provider/lib/helpers/weak_cache.js' {
   const instance: (provider: object) => unknown;
   export default instance;
+}
+
+declare module 'oidc-provider/lib/models/token_helpers.js' {
+  export const checkSessionBinding: <T>(provider: object, token: T) => Promise<T | undefined>;
 }

@@ -5,10 +5,11 @@
  * versioning, hence the pinned peer range and test/provider-internals.test.ts.
  */
 import * as grants from 'oidc-provider/lib/helpers/grants.js';
+import { checkSessionBinding } from 'oidc-provider/lib/models/token_helpers.js';
 import instance from 'oidc-provider/lib/helpers/weak_cache.js';
 import { errors } from 'oidc-provider';
 import type {
-  AdapterConstructor, AdapterFactory, Configuration, JWKS, KoaContextWithOIDC, Provider, ResourceServerInstance,
+  AccessToken, AdapterConstructor, AdapterFactory, Configuration, JWKS, KoaContextWithOIDC, Provider, ResourceServerInstance,
 } from 'oidc-provider';
 
 export interface DpopProof {
@@ -49,6 +50,20 @@ export function providerJwks(provider: Provider): JWKS {
 /** The adapter the provider itself stores its models with. */
 export function providerAdapter(provider: Provider): AdapterConstructor | AdapterFactory {
   return internals(provider).Adapter;
+}
+
+/** `AccessToken.find` without its session check (an option oidc-provider's typings do not declare). */
+export function findAccessTokenUnbound(provider: Provider, value: string): Promise<AccessToken | undefined> {
+  return provider.AccessToken.find(value, { ignoreSessionBinding: true } as { ignoreExpiration?: boolean });
+}
+
+/**
+ * The session check `AccessToken.find` makes (the token's session still
+ * exists, for the same account and grant), for a token found with
+ * `ignoreSessionBinding`, so that it can run beside another lookup.
+ */
+export function sessionBindingHolds(provider: Provider, token: AccessToken): Promise<boolean> {
+  return checkSessionBinding(provider, token).then((bound) => bound !== undefined);
 }
 
 export function resolveRequestedResources(ctx: KoaContextWithOIDC): Promise<ResourceServerInstance[]> {

@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import * as grants from 'oidc-provider/lib/helpers/grants.js';
+import * as tokenHelpers from 'oidc-provider/lib/models/token_helpers.js';
 import { providerAdapter, providerConfiguration, providerJwks } from '../lib/provider-internals.js';
 import { startProvider, type TestProvider } from './support/provider.js';
 
@@ -16,6 +17,10 @@ describe('provider-internals: the one deep import into oidc-provider', () => {
     ] as const) {
       expect(grants[name], name).to.be.a('function');
     }
+  });
+
+  it('finds the session-binding check of oidc-provider\'s token models', () => {
+    expect(tokenHelpers.checkSessionBinding).to.be.a('function');
   });
 
   it('reads the configuration the provider was built with', () => {

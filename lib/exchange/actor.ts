@@ -16,24 +16,12 @@ export interface ActClaim {
  */
 export type ActorTokenLookup = Promise<{ token: VerifiedAccessToken | undefined } | { failure: unknown }>;
 
-export function lookUpActorToken(ctx: KoaContextWithOIDC, value: string): ActorTokenLookup {
-  return findHonouredToken(ctx, value).then((token) => ({ token }), (failure: unknown) => ({ failure }));
-}
-
 /**
- * The token as oidc-provider's own userinfo endpoint would still honour it:
- * found, unexpired and session-bound as `AccessToken.find` checks, and, for an
- * opaque token, its Grant still there, unexpired, of the same client and
- * account. A revoked grant or a logout thus ends the token's use as an actor
- * token at once. A JWT names no grant; it is honoured until its `exp`.
+ * Looks the actor token up as oidc-provider would still honour it (see
+ * verifyAccessToken). A JWT names no grant; it is honoured until its `exp`.
  */
-async function findHonouredToken(ctx: KoaContextWithOIDC, value: string): Promise<VerifiedAccessToken | undefined> {
-  const token = await verifyAccessToken(ctx.oidc.provider, value, 'AccessToken');
-  if (token?.format !== 'opaque') return token;
-  if (token.grantId === undefined) return undefined;
-  const grant = await ctx.oidc.provider.Grant.find(token.grantId, { ignoreExpiration: true });
-  if (!grant || grant.isExpired || grant.clientId !== token.clientId || grant.accountId !== token.sub) return undefined;
-  return token;
+export function lookUpActorToken(ctx: KoaContextWithOIDC, value: string): ActorTokenLookup {
+  return verifyAccessToken(ctx.oidc.provider, value, 'AccessToken').then((token) => ({ token }), (failure: unknown) => ({ failure }));
 }
 
 export interface ActorRules {
