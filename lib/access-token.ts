@@ -14,6 +14,9 @@ export interface VerifiedAccessToken {
   audience: readonly string[];
   exp: number;
   jti: string;
+  /** An opaque user token's Grant and oidc-provider session (a JWT names neither). */
+  grantId?: string;
+  sessionUid?: string;
   /** An `act` claim the token already carries (it is itself an impersonation token). */
   act?: Record<string, unknown>;
   /** Sender constraint, when the token is DPoP- or certificate-bound. */
@@ -71,7 +74,7 @@ export async function verifyAccessToken(
   if (!token || token.isExpired) return undefined;
   const stored = token as unknown as {
     accountId?: string; clientId: string; scope?: string; aud?: string | string[]; exp: number; jti: string;
-    extra?: Record<string, unknown>; jkt?: string; 'x5t#S256'?: string;
+    grantId?: string; sessionUid?: string; extra?: Record<string, unknown>; jkt?: string; 'x5t#S256'?: string;
   };
   const sub = model === 'AccessToken' ? stored.accountId : stored.clientId;
   if (!sub) return undefined;
@@ -84,6 +87,8 @@ export async function verifyAccessToken(
     audience: audienceList(stored.aud),
     exp: stored.exp,
     jti: stored.jti,
+    ...(typeof stored.grantId === 'string' ? { grantId: stored.grantId } : {}),
+    ...(typeof stored.sessionUid === 'string' ? { sessionUid: stored.sessionUid } : {}),
     ...(isObject(act) ? { act } : {}),
     ...cnfOf(stored.jkt, stored['x5t#S256']),
   };

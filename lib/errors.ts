@@ -40,6 +40,8 @@ export type ManagementErrorCode =
   | 'insufficient_scope'
   | 'access_denied'
   | 'user_not_found'
+  | 'not_found'
+  | 'already_redeemed'
   | 'request_too_large'
   | 'temporarily_unavailable'
   | 'server_error';

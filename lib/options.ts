@@ -8,6 +8,9 @@ export interface JsonObject { [key: string]: JsonValue }
 /** A policy answer: `true` allows; `false` or `{ reason }` refuses (the reason goes to the audit event and the error). */
 export type PolicyDecision = boolean | { reason: string };
 
+/** An exchange policy may also narrow: `{ scope }` grants that subset of the requested scopes (never more). */
+export type ExchangeDecision = PolicyDecision | { scope: string[] };
+
 export interface ManagementCaller {
   /** The client of the machine-to-machine token that called the Management API. */
   clientId: string;
@@ -56,14 +59,20 @@ export interface ImpersonationOptions {
   managementResource: string;
   /** Scope that allows creating subject tokens. Default `subject-tokens:create`. */
   managementScope?: string;
+  /** Scope that allows listing and reading impersonation sessions. Default `impersonations:read`. */
+  readScope?: string;
+  /** Scope that allows revoking sessions and withdrawing subject tokens. Default `impersonations:revoke`. */
+  revokeScope?: string;
   /** Path of the subject-token endpoint. Default `/api/subject-tokens`. */
   managementPath?: string;
+  /** Path of the impersonation sessions (and, below it, `/revocations`). Default `/api/impersonations`. */
+  sessionsPath?: string;
   /** Lifetime of M2M tokens for the Management API, seconds. Default 300. */
   managementTokenTTL?: number;
   /** Format of M2M tokens for the Management API. Default `jwt`. */
   managementTokenFormat?: 'jwt' | 'opaque';
-  /** Replaces the built-in M2M bearer-token check. */
-  authenticateManagementRequest?: (ctx: Koa.Context) => ManagementAuthResult | Promise<ManagementAuthResult>;
+  /** Replaces the built-in M2M bearer-token check; `required.scope` is the scope the endpoint needs. */
+  authenticateManagementRequest?: (ctx: Koa.Context, required: { scope: string }) => ManagementAuthResult | Promise<ManagementAuthResult>;
   /** Subject-token lifetime, seconds. Default 60; at most 3600. */
   subjectTokenTTL?: number;
   /** Cap on the impersonation access token's lifetime, seconds; the resource server's TTL wins if lower. Default 900. */
@@ -73,7 +82,7 @@ export interface ImpersonationOptions {
   /** Creation-time policy: may this user be impersonated at all? */
   canImpersonate?: (input: CreationPolicyInput) => PolicyDecision | Promise<PolicyDecision>;
   /** Exchange-time policy: may this client and actor impersonate this subject now? */
-  canExchange?: (input: ExchangePolicyInput) => PolicyDecision | Promise<PolicyDecision>;
+  canExchange?: (input: ExchangePolicyInput) => ExchangeDecision | Promise<ExchangeDecision>;
   /**
    * Clients, besides the exchanging one, whose users' access tokens are
    * accepted as actor tokens (e.g. the support application's other front
@@ -95,7 +104,10 @@ export type ResolvedOptions = Required<Omit<ImpersonationOptions,
 
 const DEFAULTS = {
   managementScope: 'subject-tokens:create',
+  readScope: 'impersonations:read',
+  revokeScope: 'impersonations:revoke',
   managementPath: '/api/subject-tokens',
+  sessionsPath: '/api/impersonations',
   managementTokenTTL: 300,
   managementTokenFormat: 'jwt',
   subjectTokenTTL: 60,
@@ -122,8 +134,16 @@ export function resolveOptions(input: ImpersonationOptions): ResolvedOptions {
   if (typeof options.managementResource !== 'string' || !resource || resource.hash) {
     fail('managementResource', 'must be an absolute URI without a fragment');
   }
-  if (!SCOPE_TOKEN.test(options.managementScope)) fail('managementScope', 'must be a single scope name');
-  if (!options.managementPath.startsWith('/')) fail('managementPath', 'must start with "/"');
+  for (const name of ['managementScope', 'readScope', 'revokeScope'] as const) {
+    if (typeof options[name] !== 'string' || !SCOPE_TOKEN.test(options[name])) fail(name, 'must be a single scope name');
+  }
+  if (managementScopes(options).size !== 3) fail('readScope', 'and revokeScope must differ from each other and from managementScope');
+  for (const name of ['managementPath', 'sessionsPath'] as const) {
+    if (typeof options[name] !== 'string' || !/^\/[A-Za-z0-9._~\-/]*[A-Za-z0-9._~-]$/.test(options[name])) {
+      fail(name, 'must be an absolute path without a trailing slash');
+    }
+  }
+  if (options.sessionsPath === options.managementPath) fail('sessionsPath', 'must differ from managementPath');
   if (options.managementTokenFormat !== 'jwt' && options.managementTokenFormat !== 'opaque') {
     fail('managementTokenFormat', 'must be "jwt" or "opaque"');
   }
@@ -147,6 +167,11 @@ export function resolveOptions(input: ImpersonationOptions): ResolvedOptions {
     actorClients: Object.freeze([...options.actorClients]) as string[],
     environmentVariables: Object.freeze({ ...env }),
   });
+}
+
+/** The scopes of the Management API: none of them is an OIDC scope. */
+export function managementScopes(options: Pick<ResolvedOptions, 'managementScope' | 'readScope' | 'revokeScope'>): ReadonlySet<string> {
+  return new Set([options.managementScope, options.readScope, options.revokeScope]);
 }
 
 function positiveInteger(name: string, value: unknown, max: number): void {

@@ -1,6 +1,6 @@
 import type Koa from 'koa';
 import type { Configuration, KoaContextWithOIDC, Provider, ResourceServer } from 'oidc-provider';
-import { hasAtomicConsume, instantiateAdapter } from './adapters/contract.js';
+import { hasAtomicConsume, hasSortedIndexes, instantiateAdapter } from './adapters/contract.js';
 import { createMemoryAdapter } from './adapters/memory.js';
 import { errors } from './errors.js';
 import { ExchangeClaims } from './exchange/claims.js';
@@ -9,8 +9,9 @@ import {
 } from './exchange/grant.js';
 import { createManagementRouter } from './management/router.js';
 import { isolateManagementScopes } from './management/scope-isolation.js';
-import { resolveOptions, type ImpersonationOptions, type ResolvedOptions } from './options.js';
+import { managementScopes, resolveOptions, type ImpersonationOptions, type ResolvedOptions } from './options.js';
 import { providerAdapter, providerConfiguration } from './provider-internals.js';
+import { SESSION_MODEL, SessionStore } from './sessions/store.js';
 import { SUBJECT_TOKEN_MODEL, SubjectTokenStore } from './subject-tokens/store.js';
 
 const DEFAULT_SCOPES = ['openid', 'offline_access'];
@@ -58,7 +59,7 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
         adapter: configuration.adapter ?? createMemoryAdapter(),
         // Listed so that a client's `scope` metadata may name it (that is how a client is allowed it);
         // install() keeps it out of discovery and of every end-user grant.
-        scopes: [...new Set([...configuration.scopes ?? DEFAULT_SCOPES, options.managementScope])],
+        scopes: [...new Set([...configuration.scopes ?? DEFAULT_SCOPES, ...managementScopes(options)])],
         extraTokenClaims,
         features: {
           ...configuration.features,
@@ -81,15 +82,22 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
         throw new TypeError('the provider\'s adapter has no consumeOnce(id): subject tokens need an atomic consume '
           + 'to be single-use (see "Adapters" in the README); use createMemoryAdapter(), the Redis adapter, or add it');
       }
-      isolateManagementScopes(provider, new Set([options.managementScope]));
+      const sessionAdapter = instantiateAdapter(providerAdapter(provider), SESSION_MODEL);
+      if (!hasAtomicConsume(sessionAdapter) || !hasSortedIndexes(sessionAdapter)) {
+        throw new TypeError('the provider\'s adapter has no sorted indexes (indexAdd, indexRemove, indexRange): '
+          + 'impersonation sessions are listed and revoked through them (see "Adapters" in the README); '
+          + 'use createMemoryAdapter(), the Redis adapter, or add them');
+      }
+      isolateManagementScopes(provider, managementScopes(options));
       const store = new SubjectTokenStore(adapter);
+      const sessions = new SessionStore(sessionAdapter);
       provider.registerGrantType(
         TOKEN_EXCHANGE_GRANT,
-        createExchangeHandler({ options, store, claims }),
+        createExchangeHandler({ options, store, sessions, claims }),
         [...EXCHANGE_PARAMETERS],
         [...EXCHANGE_DUPLICATES],
       );
-      const router = createManagementRouter(provider, options, store);
+      const router = createManagementRouter(provider, options, { subjectTokens: store, sessions });
       (app ?? provider).use(router.routes()).use(router.allowedMethods());
     },
   };
@@ -114,12 +122,14 @@ function managementResourceInfo(
       if (!existing) throw new errors.InvalidTarget();
       return existing(ctx, resource, client);
     }
-    const allowed = new Set((client.scope ?? '').split(' '));
-    if (ctx.oidc.params?.['grant_type'] !== 'client_credentials' || !allowed.has(options.managementScope)) {
+    const scopes = managementScopes(options);
+    const allowed = (client.scope ?? '').split(' ').filter((name) => scopes.has(name));
+    if (ctx.oidc.params?.['grant_type'] !== 'client_credentials' || !allowed.length) {
       throw new errors.InvalidTarget('this client may not obtain tokens for the Management API');
     }
+    // Only the management scopes the client's metadata lists.
     return {
-      scope: options.managementScope,
+      scope: allowed.join(' '),
       accessTokenFormat: options.managementTokenFormat,
       accessTokenTTL: options.managementTokenTTL,
     };

@@ -29,7 +29,7 @@ describe('Management API: POST /api/subject-tokens', () => {
       const result = await managementRequest(tp, { userId: 'bob', context: { ticketId: 'T-1' } }, token);
       expect(result.status).to.equal(201);
       expect(result.headers.get('cache-control')).to.equal('no-store');
-      expect(Object.keys(result.body).sort()).to.deep.equal(['expiresIn', 'subjectToken']);
+      expect(Object.keys(result.body).sort()).to.deep.equal(['expiresIn', 'id', 'subjectToken']);
       const subjectToken = result.body['subjectToken'] as string;
       expect(subjectToken.startsWith(SUBJECT_TOKEN_PREFIX)).to.equal(true);
       const random = Buffer.from(subjectToken.slice(SUBJECT_TOKEN_PREFIX.length), 'base64url');

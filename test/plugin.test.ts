@@ -52,7 +52,7 @@ describe('createImpersonation: options, configure() and install()', () => {
     it('adds resource indicators, the management scope and a shared memory adapter, keeping the rest', () => {
       const impersonation = createImpersonation({ managementResource: MANAGEMENT });
       const configuration = impersonation.configure({ scopes: ['openid', 'profile'], ttl: { AccessToken: 60 } });
-      expect(configuration.scopes).to.deep.equal(['openid', 'profile', 'subject-tokens:create']);
+      expect(configuration.scopes).to.deep.equal(['openid', 'profile', 'subject-tokens:create', 'impersonations:read', 'impersonations:revoke']);
       expect(configuration.ttl).to.deep.equal({ AccessToken: 60 });
       expect(configuration.features?.resourceIndicators?.enabled).to.equal(true);
       expect(configuration.adapter).to.be.a('function');

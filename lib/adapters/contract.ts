@@ -37,3 +37,40 @@ function isConstructor(value: AdapterSource): value is AdapterConstructor {
   return typeof value.prototype === 'object' && value.prototype !== null;
 }
 
+
+/** A member of a sorted index and its score: the time (ms since the epoch) it stops being live. */
+export interface IndexEntry {
+  member: string;
+  expiresAt: number;
+}
+
+/**
+ * Sorted indexes of ids, so that impersonation sessions can be listed by
+ * subject, actor or client, and revocations served, without scanning the
+ * store. Each member carries its expiry; an expired member is never returned
+ * and is dropped on the next write to its index. Like `consumeOnce`, every
+ * operation rejects when the store cannot be reached.
+ */
+export interface SortedIndexes {
+  /** Adds `member` to `index` (or moves it to its new expiry). */
+  indexAdd(index: string, member: string, expiresAt: number): Promise<void>;
+  indexRemove(index: string, member: string): Promise<void>;
+  /**
+   * Live members, latest expiry first, strictly after `after` in that order
+   * (ties broken by member, descending), at most `limit`.
+   */
+  indexRange(index: string, after: IndexEntry | undefined, limit: number): Promise<IndexEntry[]>;
+}
+
+export type ImpersonationAdapter = AtomicAdapter & SortedIndexes;
+
+export function hasSortedIndexes(adapter: Adapter): adapter is Adapter & SortedIndexes {
+  const candidate = adapter as Partial<SortedIndexes>;
+  return typeof candidate.indexAdd === 'function' && typeof candidate.indexRemove === 'function'
+    && typeof candidate.indexRange === 'function';
+}
+
+/** Whether `entry` comes after `position` in an index's order (expiry descending, then member descending). */
+export function comesAfter(entry: IndexEntry, position: IndexEntry): boolean {
+  return entry.expiresAt < position.expiresAt || (entry.expiresAt === position.expiresAt && entry.member < position.member);
+}

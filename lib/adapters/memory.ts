@@ -1,7 +1,7 @@
 import { LRUCache } from 'lru-cache';
 import type { Adapter, AdapterPayload } from 'oidc-provider';
 import { storeFull } from '../errors.js';
-import type { AtomicConsume } from './contract.js';
+import { comesAfter, type AtomicConsume, type IndexEntry, type SortedIndexes } from './contract.js';
 
 export interface MemoryAdapterOptions {
   /** Most entries of each model not named in `limits`. Default 100,000. */
@@ -33,7 +33,7 @@ export interface MemoryAdapterStats {
 }
 
 export interface MemoryAdapterClass {
-  new (name: string): Adapter & AtomicConsume;
+  new (name: string): Adapter & AtomicConsume & SortedIndexes;
   /** A snapshot of the store's sizes, evictions and refusals. */
   stats(): MemoryAdapterStats;
   /** Drops every entry (tests and demos). */
@@ -47,10 +47,12 @@ const DEFAULT_MAX = 100_000;
  * forgotten is a support engineer locked out; a forgotten replay entry lets a
  * DPoP proof or client assertion be used twice.
  */
-const ALWAYS_PROTECTED = ['SubjectToken', 'ReplayDetection'];
+const ALWAYS_PROTECTED = ['SubjectToken', 'ReplayDetection', 'ImpersonationSession'];
 
 /** How often a model's expired entries are swept out, at most: on a write, never by a timer. */
 const PURGE_INTERVAL_MS = 5000;
+/** A model's indexes hold at most this many members per entry its bound allows (a session sits in up to six). */
+const INDEX_MEMBERS_PER_ENTRY = 8;
 /** When a model is full, at most one sweep per this many milliseconds before a write evicts or is refused. */
 const FULL_PURGE_INTERVAL_MS = 1000;
 
@@ -79,8 +81,17 @@ interface ModelStore {
   readonly protected: boolean;
   readonly entries: LRUCache<string, Entry>;
   readonly pointers: LRUCache<string, string>;
+  /** Sorted indexes by name; never evicted, bounded in all by INDEX_MEMBERS_PER_ENTRY × `max` members. */
+  readonly indexes: Map<string, SortedIndex>;
+  indexedMembers: number;
   nextPurge: number;
   lastFullPurge: number;
+}
+
+/** Entries ascending by (expiresAt, member), and each member's expiry, to find its entry by binary search. */
+interface SortedIndex {
+  entries: IndexEntry[];
+  expiries: Map<string, number>;
 }
 
 /** A grant's tokens, as `model` and `id`, for revokeByGrantId. */
@@ -141,6 +152,8 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
         },
       }),
       pointers: new LRUCache<string, string>({ max: bound, ttlResolution: 0 }),
+      indexes: new Map(),
+      indexedMembers: 0,
       nextPurge: 0,
       lastFullPurge: 0,
     };
@@ -154,6 +167,10 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
     if (now >= store.nextPurge) {
       store.entries.purgeStale();
       store.pointers.purgeStale();
+      for (const [name, index] of store.indexes) {
+        pruneIndex(store, index, now);
+        if (!index.entries.length) store.indexes.delete(name);
+      }
       store.nextPurge = now + PURGE_INTERVAL_MS;
     }
     if (store.entries.size < store.max || store.entries.peek(id, { allowStale: true }) !== undefined) return;
@@ -168,7 +185,28 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
     }
   }
 
-  class MemoryAdapter implements Adapter, AtomicConsume {
+  /** Drops the expired members at the front of an index. */
+  function pruneIndex(store: ModelStore, index: SortedIndex, now: number): void {
+    const { entries } = index;
+    let expired = 0;
+    while (expired < entries.length && entries[expired]!.expiresAt <= now) {
+      index.expiries.delete(entries[expired]!.member);
+      expired += 1;
+    }
+    if (!expired) return;
+    entries.splice(0, expired);
+    store.indexedMembers -= expired;
+  }
+
+  function removeMember(store: ModelStore, index: SortedIndex, member: string): void {
+    const expiresAt = index.expiries.get(member);
+    if (expiresAt === undefined) return;
+    index.entries.splice(lowerBound(index.entries, { member, expiresAt }), 1);
+    index.expiries.delete(member);
+    store.indexedMembers -= 1;
+  }
+
+  class MemoryAdapter implements Adapter, AtomicConsume, SortedIndexes {
     readonly #name: string;
     readonly #store: ModelStore;
 
@@ -191,6 +229,8 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
       for (const store of models.values()) {
         store.entries.clear();
         store.pointers.clear();
+        store.indexes.clear();
+        store.indexedMembers = 0;
       }
       grants.clear();
     }
@@ -252,6 +292,45 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
       this.#store.entries.delete(id);
     }
 
+    async indexAdd(name: string, member: string, expiresAt: number): Promise<void> {
+      const store = this.#store;
+      let index = store.indexes.get(name);
+      if (!index) {
+        index = { entries: [], expiries: new Map() };
+        store.indexes.set(name, index);
+      }
+      pruneIndex(store, index, Date.now());
+      if (index.expiries.has(member)) removeMember(store, index, member);
+      else if (store.indexedMembers >= store.max * INDEX_MEMBERS_PER_ENTRY) {
+        refusedFull[store.name] = (refusedFull[store.name] ?? 0) + 1;
+        throw storeFull(store.name);
+      }
+      const entry = { member, expiresAt };
+      index.entries.splice(lowerBound(index.entries, entry), 0, entry);
+      index.expiries.set(member, expiresAt);
+      store.indexedMembers += 1;
+    }
+
+    async indexRemove(name: string, member: string): Promise<void> {
+      const index = this.#store.indexes.get(name);
+      if (!index) return;
+      removeMember(this.#store, index, member);
+      if (!index.entries.length) this.#store.indexes.delete(name);
+    }
+
+    async indexRange(name: string, after: IndexEntry | undefined, limit: number): Promise<IndexEntry[]> {
+      const entries = this.#store.indexes.get(name)?.entries;
+      if (!entries) return [];
+      const now = Date.now();
+      const found: IndexEntry[] = [];
+      for (let at = (after ? lowerBound(entries, after) : entries.length) - 1; at >= 0 && found.length < limit; at -= 1) {
+        const entry = entries[at]!;
+        if (entry.expiresAt <= now) break;
+        if (!after || comesAfter(entry, after)) found.push({ ...entry });
+      }
+      return found;
+    }
+
     async revokeByGrantId(grantId: string): Promise<void> {
       const members = grants.get(grantId);
       grants.delete(grantId);
@@ -261,6 +340,19 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
   }
 
   return MemoryAdapter;
+}
+
+/** The first position whose entry is not before `entry` in ascending (expiresAt, member) order. */
+function lowerBound(entries: IndexEntry[], entry: IndexEntry): number {
+  let low = 0;
+  let high = entries.length;
+  while (low < high) {
+    const middle = (low + high) >>> 1;
+    const candidate = entries[middle]!;
+    if (candidate.expiresAt < entry.expiresAt || (candidate.expiresAt === entry.expiresAt && candidate.member < entry.member)) low = middle + 1;
+    else high = middle;
+  }
+  return low;
 }
 
 function assertBound(name: string, value: unknown): void {

@@ -1,7 +1,7 @@
 import { Redis, type Cluster, type RedisOptions } from 'ioredis';
 import { LRUCache } from 'lru-cache';
 import type { Adapter, AdapterPayload } from 'oidc-provider';
-import type { AtomicConsume } from './contract.js';
+import { comesAfter, type AtomicConsume, type IndexEntry, type SortedIndexes } from './contract.js';
 
 export interface RedisAdapterOptions {
   /**
@@ -17,7 +17,7 @@ export interface RedisAdapterOptions {
 }
 
 export interface RedisAdapterClass {
-  new (name: string): Adapter & AtomicConsume;
+  new (name: string): Adapter & AtomicConsume & SortedIndexes;
   /** Closes the connection opened from `url`; a client passed in is left to its owner. */
   disconnect(): Promise<void>;
 }
@@ -87,12 +87,21 @@ local ttl = tonumber(ARGV[2])
 if ttl <= 0 then redis.call('PERSIST', KEYS[1])
 elseif before == -2 or (before >= 0 and before < ttl) then redis.call('PEXPIRE', KEYS[1], ttl) end
 return 1`,
+  // A sorted index scored by expiry: expired members go first, and the key
+  // itself expires with its last member.
+  impersonationIndexAdd: `
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[3])
+redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
+local last = redis.call('ZREVRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+redis.call('PEXPIREAT', KEYS[1], math.floor(tonumber(last[2])) + 1000)
+return 1`,
 } as const;
 
 interface Scripts {
   impersonationConsumeOnce(key: string, now: number): Promise<number>;
   impersonationWrite(key: string, payload: string, consumed: string, ttlMs: number): Promise<number>;
   impersonationAddToGrant(key: string, member: string, ttlMs: number): Promise<number>;
+  impersonationIndexAdd(key: string, member: string, expiresAt: number, now: number): Promise<number>;
 }
 
 type ScriptedClient = (Redis | Cluster) & Scripts;
@@ -108,6 +117,7 @@ type ScriptedClient = (Redis | Cluster) & Scripts;
  *                                 ones it read, and checks them against the entry's uid)
  *   P<Model>:userCode:{<code>}    string: the id (DeviceCode, for findByUserCode)
  *   Pgrant:{<grantId>}            set: entry keys of the grant's tokens (revokeByGrantId)
+ *   P<Model>:index:{<index>}      sorted set: ids scored by expiry (SortedIndexes)
  * Redis Cluster hashes only the first {...} of a key. The grant's record
  * (P`Grant:{<grantId>}`) and its index share the slot of the grant id; a
  * token's own key cannot carry its grant id, since find(id) receives only the
@@ -140,7 +150,7 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
   // the one saved last, a remembered pointer may name the other.)
   const uidPointers = new LRUCache<string, string>({ max: REMEMBERED_UIDS });
 
-  class RedisAdapter implements Adapter, AtomicConsume {
+  class RedisAdapter implements Adapter, AtomicConsume, SortedIndexes {
     readonly #name: string;
 
     constructor(name: string) {
@@ -158,7 +168,7 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
       return `${prefix}${this.#name}:{${id}}`;
     }
 
-    #indexKey(index: 'uid' | 'userCode', value: string): string {
+    #indexKey(index: 'uid' | 'userCode' | 'index', value: string): string {
       return `${prefix}${this.#name}:${index}:{${value}}`;
     }
 
@@ -226,6 +236,35 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
     async destroy(id: string): Promise<void> {
       if (client.status !== 'ready') await whenReady();
       await redis.del(this.#key(id));
+    }
+
+    async indexAdd(index: string, member: string, expiresAt: number): Promise<void> {
+      if (client.status !== 'ready') await whenReady();
+      await redis.impersonationIndexAdd(this.#indexKey('index', index), member, expiresAt, Date.now());
+    }
+
+    async indexRemove(index: string, member: string): Promise<void> {
+      if (client.status !== 'ready') await whenReady();
+      await redis.zrem(this.#indexKey('index', index), member);
+    }
+
+    async indexRange(index: string, after: IndexEntry | undefined, limit: number): Promise<IndexEntry[]> {
+      if (client.status !== 'ready') await whenReady();
+      const key = this.#indexKey('index', index);
+      const max = after ? String(after.expiresAt) : '+inf';
+      const min = `(${Date.now()}`;
+      const found: IndexEntry[] = [];
+      // Members that tie with `after` on expiry come first and are skipped; read on until `limit` are found.
+      const batch = limit + 16;
+      for (let offset = 0; found.length < limit; offset += batch) {
+        const reply = await redis.zrevrangebyscore(key, max, min, 'WITHSCORES', 'LIMIT', offset, batch);
+        for (let at = 0; at < reply.length && found.length < limit; at += 2) {
+          const entry = { member: reply[at]!, expiresAt: Number(reply[at + 1]) };
+          if (!after || comesAfter(entry, after)) found.push(entry);
+        }
+        if (reply.length < batch * 2) break;
+      }
+      return found;
     }
 
     async revokeByGrantId(grantId: string): Promise<void> {

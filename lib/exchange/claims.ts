@@ -1,6 +1,7 @@
 import type { AccessToken, ClientCredentials, Configuration, KoaContextWithOIDC } from 'oidc-provider';
 import { errors, invalidRequest } from '../errors.js';
 import type { CustomJwtClaimsFunction, CustomJwtClaimsInput } from '../options.js';
+import { SESSION_CLAIM } from '../sessions/record.js';
 import type { ActClaim } from './actor.js';
 
 /** Claims that identify, bind or limit a token: no hook may set them. */
@@ -8,6 +9,8 @@ export const RESERVED_CLAIMS: ReadonlySet<string> = new Set([
   'sub', 'aud', 'iss', 'exp', 'iat', 'nbf', 'jti', 'client_id', 'scope', 'act', 'cnf',
   // oidc-provider's own payload members, which introspection of opaque tokens would let extra shadow
   'authorization_details', 'token_type', 'may_act',
+  // The impersonation session the token belongs to: what a revocation is checked against.
+  SESSION_CLAIM,
   // How and when a user authenticated, and ID-token-only claims: an impersonation
   // token must never claim anything about the customer's own sign-in.
   'acr', 'amr', 'auth_time', 'sid', 'azp', 'nonce', 'typ', 'at_hash', 'c_hash', 's_hash', 'events',

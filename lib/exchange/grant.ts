@@ -2,13 +2,18 @@ import type { AccessToken, KoaContextWithOIDC, Provider, ResourceServerInstance 
 import { publicTokenId, scopeSet } from '../access-token.js';
 import { emit, EVENTS, type ImpersonationEvent } from '../audit.js';
 import { invalidClient, invalidRequest, invalidScope, invalidTarget } from '../errors.js';
-import { refusalReason, type CustomJwtClaimsInput, type ResolvedOptions } from '../options.js';
+import {
+  refusalReason, type CustomJwtClaimsInput, type ExchangeDecision, type PolicyDecision, type ResolvedOptions,
+} from '../options.js';
 import {
   type DpopProof, buildTokenResponse, checkDpopReplay, checkDpopRequired, checkMtlsCert, providerConfiguration,
   resolveRequestedResources, validateClientScope, validateDpop,
 } from '../provider-internals.js';
+import { newSessionId, SESSION_CLAIM, type SessionRecord } from '../sessions/record.js';
+import type { SessionStore } from '../sessions/store.js';
 import type { SubjectTokenRecord, SubjectTokenStore } from '../subject-tokens/store.js';
 import { looksLikeSubjectToken } from '../subject-tokens/token.js';
+import type { VerifiedAccessToken } from '../access-token.js';
 import { actFor, lookUpActorToken, validateActorToken, type ActClaim, type ActorTokenLookup } from './actor.js';
 import { actClaims, runCustomClaims, type ExchangeClaims } from './claims.js';
 
@@ -35,6 +40,7 @@ interface ExchangeParams {
 export interface GrantDependencies {
   options: ResolvedOptions;
   store: SubjectTokenStore;
+  sessions: SessionStore;
   claims: ExchangeClaims;
 }
 
@@ -44,7 +50,7 @@ export interface GrantDependencies {
  * grant. The steps below read as the protocol; the subject token is redeemed
  * last, so a refused exchange never burns it.
  */
-export function createExchangeHandler({ options, store, claims }: GrantDependencies) {
+export function createExchangeHandler({ options, store, sessions, claims }: GrantDependencies) {
   const actorClients: ReadonlySet<string> = new Set(options.actorClients);
   return async function tokenExchangeHandler(ctx: KoaContextWithOIDC): Promise<void> {
     const provider: Provider = ctx.oidc.provider;
@@ -67,6 +73,7 @@ export function createExchangeHandler({ options, store, claims }: GrantDependenc
         subjectTokenId: record.id, subject: record.subject, createdBy: record.createdBy, context: record.context,
         ...(record.actor === undefined ? {} : { actor: record.actor }),
       });
+      if (found.state === 'withdrawn') throw invalidRequest('subject_token was withdrawn');
       if (found.state === 'consumed') throw invalidRequest('subject_token was already used');
       if (found.state === 'expired') throw invalidRequest('subject_token has expired');
       if (record.clientId !== undefined && record.clientId !== client.clientId) {
@@ -75,7 +82,7 @@ export function createExchangeHandler({ options, store, claims }: GrantDependenc
 
       const resourceServer = await resolveSingleResource(ctx);
       audit.resource = resourceServer.identifier();
-      const scopes = grantedScopes(ctx, params.scope, resourceServer);
+      let scopes = grantedScopes(ctx, params.scope, resourceServer);
       audit.scope = scopes.join(' ');
 
       const dpop = await validateDpop(ctx);
@@ -88,47 +95,67 @@ export function createExchangeHandler({ options, store, claims }: GrantDependenc
       } as ConstructorParameters<Provider['AccessToken']>[0]);
       bindToSender(ctx, token, dpop);
 
-      const act = await actorOf(ctx, actorLookup, record, dpop, token, actorClients);
+      const actor = await actorOf(ctx, actorLookup, record, dpop, token, actorClients);
+      const act = actor && actFor(actor);
       if (act) audit.actor = act.sub;
 
       const account = await providerConfiguration(provider).findAccount(ctx, record.subject);
       if (!account) throw invalidRequest('subject_token names a user that no longer exists');
 
       if (options.canExchange) {
-        const refused = refusalReason(await options.canExchange({
+        const decision = await options.canExchange({
           clientId: client.clientId,
           subject: record.subject,
           ...(act ? { actor: act.sub } : {}),
           resource: resourceServer.identifier(),
           scope: scopes,
           context: record.context,
-        }), 'the exchange policy refused this impersonation');
-        if (refused) throw invalidRequest(refused);
+        });
+        scopes = narrowedScopes(decision, scopes);
+        token.scope = scopes.join(' ') || undefined;
+        audit.scope = scopes.join(' ');
       }
 
       // The lower of our cap and the resource server's lifetime wins.
-      (token as { expiresIn?: number }).expiresIn = Math.min(options.accessTokenTTL, token.expiration);
+      const expiresIn = Math.min(options.accessTokenTTL, token.expiration);
+      (token as { expiresIn?: number }).expiresIn = expiresIn;
       const custom = options.getCustomJwtClaims
         ? await runCustomClaims(options.getCustomJwtClaims, customClaimsInput(token, record, act, options), options.customClaimsTimeout)
         : {};
-      claims.attach(token, { ...custom, ...actClaims(act) });
+      const session = sessionOf(record, client.clientId, resourceServer.identifier(), scopes, actor, expiresIn);
+      audit.sessionId = session.id;
+      claims.attach(token, { ...custom, ...actClaims(act), [SESSION_CLAIM]: session.id });
 
       checkDpopRequired(ctx, dpop);
       if (dpop) await checkDpopReplay(ctx, dpop);
 
+      // The session is recorded before the token exists; an opaque token is
+      // backed by a Grant of its own, so introspection, userinfo and revocation
+      // treat it as oidc-provider treats any token, and revoking the session
+      // revokes the Grant.
       ctx.oidc.entity('AccessToken', token);
-      const accessToken = await token.save();
+      const opaque = (resourceServer.accessTokenFormat ?? 'opaque') === 'opaque';
+      let accessToken: string;
+      if (opaque) {
+        const [grantId] = await Promise.all([backingGrant(provider, session, expiresIn).save(), sessions.save(session)]);
+        session.grantId = grantId;
+        token.grantId = grantId;
+        accessToken = await token.save();
+      } else {
+        [accessToken] = await Promise.all([token.save(), sessions.save(session)]);
+      }
+      session.accessTokenId = publicTokenId(token.format, token.jti);
 
       // Single use is decided here, by one atomic operation, after everything else passed.
       let redeemed: boolean;
       try {
         redeemed = await store.redeem(key);
       } catch (error) {
-        await discard(token);
+        await discard(provider, token, session, sessions);
         throw error;
       }
       if (!redeemed) {
-        await discard(token);
+        await discard(provider, token, session, sessions);
         throw invalidRequest('subject_token was already used');
       }
 
@@ -140,7 +167,7 @@ export function createExchangeHandler({ options, store, claims }: GrantDependenc
         tokenType: token.tokenType,
         issuedTokenType: ACCESS_TOKEN_TYPE,
       });
-      audit.accessTokenId = publicTokenId(token.format, token.jti);
+      audit.accessTokenId = session.accessTokenId;
       audit.expiresAt = token.exp ?? nowSeconds() + token.expiration;
       emit(provider, EVENTS.exchangeSucceeded, audit, ctx);
     } catch (error) {
@@ -170,7 +197,7 @@ async function actorOf(
   dpop: DpopProof | undefined,
   token: AccessToken,
   actorClients: ReadonlySet<string>,
-): Promise<ActClaim | undefined> {
+): Promise<VerifiedAccessToken | undefined> {
   if (actorLookup === undefined) {
     if (record.actor !== undefined) throw invalidRequest('subject_token is bound to an actor; send that actor\'s actor_token');
     return undefined;
@@ -180,7 +207,58 @@ async function actorOf(
   if (record.actor !== undefined && record.actor !== actor.sub) {
     throw invalidRequest('actor_token is not from the actor this subject_token is bound to');
   }
-  return actFor(actor);
+  return actor;
+}
+
+/**
+ * `canExchange` allows (`true`), refuses (`false`, `{ reason }`) or narrows
+ * (`{ scope: [...] }`, a subset of what was asked). A policy that names a
+ * scope not asked for is refused rather than obeyed: it can never widen.
+ */
+function narrowedScopes(decision: ExchangeDecision, requested: string[]): string[] {
+  if (typeof decision === 'object' && decision !== null && 'scope' in decision && Array.isArray(decision.scope)) {
+    const asked = new Set(requested);
+    const narrowed = [...new Set(decision.scope)];
+    const wider = narrowed.filter((name) => typeof name !== 'string' || !asked.has(name));
+    if (wider.length) throw invalidRequest('the exchange policy may narrow the requested scope, never widen it');
+    return requested.filter((name) => narrowed.includes(name));
+  }
+  const refused = refusalReason(decision as PolicyDecision, 'the exchange policy refused this impersonation');
+  if (refused) throw invalidRequest(refused);
+  return requested;
+}
+
+function sessionOf(
+  record: SubjectTokenRecord,
+  clientId: string,
+  resource: string,
+  scope: string[],
+  actor: VerifiedAccessToken | undefined,
+  expiresIn: number,
+): SessionRecord {
+  const createdAt = nowSeconds();
+  return {
+    id: newSessionId(),
+    subject: record.subject,
+    ...(actor ? { actor: actor.sub } : {}),
+    clientId,
+    resource,
+    scope,
+    context: record.context,
+    subjectTokenId: record.id,
+    accessTokenId: '',
+    ...(actor?.grantId === undefined ? {} : { actorGrantId: actor.grantId }),
+    ...(actor?.sessionUid === undefined ? {} : { actorSessionUid: actor.sessionUid }),
+    createdAt,
+    expiresAt: createdAt + expiresIn,
+  };
+}
+
+function backingGrant(provider: Provider, session: SessionRecord, expiresIn: number): InstanceType<Provider['Grant']> {
+  const grant = new provider.Grant({ accountId: session.subject, clientId: session.clientId });
+  if (session.scope.length) grant.addResourceScope(session.resource, session.scope.join(' '));
+  (grant as { expiresIn?: number }).expiresIn = expiresIn;
+  return grant;
 }
 
 function customClaimsInput(
@@ -265,14 +343,18 @@ function grantedScopes(ctx: KoaContextWithOIDC, scope: string | undefined, resou
   return requested;
 }
 
-/** An opaque token that lost the race (or whose redemption failed) must not stay live. */
-async function discard(token: AccessToken): Promise<void> {
-  if (token.format !== 'opaque') return;
-  try {
-    await token.destroy();
-  } catch {
-    // The store is failing; the token expires on its own and nobody ever received it.
-  }
+/**
+ * What an exchange that lost the race (or whose redemption failed) wrote must
+ * not stay live or listed: its opaque token, the token's Grant, its session.
+ */
+async function discard(provider: Provider, token: AccessToken, session: SessionRecord, sessions: SessionStore): Promise<void> {
+  await Promise.all([
+    token.format === 'opaque' ? token.destroy() : undefined,
+    session.grantId === undefined ? undefined : provider.Grant.adapter.destroy(session.grantId),
+    sessions.discard(session),
+  ]).catch(() => {
+    // The store is failing; all of it expires on its own and nobody ever received the token.
+  });
 }
 
 function nowSeconds(): number {

@@ -6,10 +6,10 @@ import type { ManagementAuthResult, ResolvedOptions } from '../options.js';
 /**
  * The built-in check of who calls the Management API: a bearer access token
  * that this provider issued through `client_credentials` for the management
- * resource, carrying the management scope.
+ * resource, carrying the scope the endpoint requires.
  */
 export function createCallerCheck(provider: Provider, options: ResolvedOptions) {
-  return async function authenticateManagementRequest(ctx: Koa.Context): Promise<ManagementAuthResult> {
+  return async function authenticateManagementRequest(ctx: Koa.Context, required: { scope: string }): Promise<ManagementAuthResult> {
     const value = bearerToken(ctx.get('authorization'));
     if (!value) return { error: 'invalid_token', description: 'a Bearer access token is required' };
 
@@ -24,8 +24,8 @@ export function createCallerCheck(provider: Provider, options: ResolvedOptions) 
     if (token.cnf) {
       return { error: 'invalid_token', description: 'sender-constrained access tokens are not accepted here' };
     }
-    if (!token.scopes.has(options.managementScope)) {
-      return { error: 'insufficient_scope', description: `the access token lacks the ${options.managementScope} scope` };
+    if (!token.scopes.has(required.scope)) {
+      return { error: 'insufficient_scope', description: `the access token lacks the ${required.scope} scope` };
     }
     return { clientId: token.clientId };
   };

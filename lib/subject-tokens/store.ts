@@ -28,6 +28,8 @@ export interface SubjectTokenRecord {
   exp: number;
   /** Set once, by the atomic consume. */
   consumed?: number;
+  /** Set when the Management API withdrew it before redemption. */
+  withdrawn?: number;
 }
 
 export interface NewSubjectToken {
@@ -41,7 +43,13 @@ export interface NewSubjectToken {
 
 export type FoundSubjectToken =
   | { state: 'unknown' }
-  | { state: 'consumed' | 'expired' | 'valid'; key: string; record: SubjectTokenRecord };
+  | { state: 'consumed' | 'withdrawn' | 'expired' | 'valid'; key: string; record: SubjectTokenRecord };
+
+/** What withdrawing a subject token by its id did. */
+export type Withdrawal = 'withdrawn' | 'unknown' | 'redeemed';
+
+/** The entry that finds a record's store key from its public id, for withdrawal. */
+const ID_POINTER = 'SubjectTokenId';
 
 /** Save, find and redeem-once, on top of an adapter that stores only the token's hash. */
 export class SubjectTokenStore {
@@ -64,7 +72,11 @@ export class SubjectTokenStore {
       iat,
       exp: iat + input.ttl,
     };
-    await this.#adapter.upsert(hashSubjectToken(value), toPayload(record), input.ttl + TOMBSTONE_SECONDS);
+    const key = hashSubjectToken(value);
+    await Promise.all([
+      this.#adapter.upsert(key, toPayload(record), input.ttl + TOMBSTONE_SECONDS),
+      this.#adapter.upsert(record.id, { kind: ID_POINTER, key } as unknown as AdapterPayload, input.ttl + TOMBSTONE_SECONDS),
+    ]);
     return { value, record };
   }
 
@@ -73,9 +85,30 @@ export class SubjectTokenStore {
     const payload = await this.#adapter.find(key);
     const record = payload ? fromPayload(payload) : undefined;
     if (!record) return { state: 'unknown' };
+    if (record.withdrawn) return { state: 'withdrawn', key, record };
     if (record.consumed) return { state: 'consumed', key, record };
     if (record.exp <= nowSeconds()) return { state: 'expired', key, record };
     return { state: 'valid', key, record };
+  }
+
+  /**
+   * Withdraws an unredeemed token by its public id. The same atomic consume
+   * that redeems decides, so a withdrawal and an exchange racing for one token
+   * cannot both win. Withdrawing again is a no-op that answers `withdrawn`.
+   */
+  async withdraw(id: string): Promise<Withdrawal> {
+    const pointer = await this.#adapter.find(id) as { kind?: unknown; key?: unknown } | undefined;
+    if (pointer?.kind !== ID_POINTER || typeof pointer.key !== 'string') return 'unknown';
+    const { key } = pointer;
+    const payload = await this.#adapter.find(key);
+    const record = payload ? fromPayload(payload) : undefined;
+    if (!record) return 'unknown';
+    if (record.withdrawn) return 'withdrawn';
+    if (!await this.#adapter.consumeOnce(key)) return 'redeemed';
+    const now = nowSeconds();
+    const kept = Math.max(1, record.exp + TOMBSTONE_SECONDS - now);
+    await this.#adapter.upsert(key, toPayload({ ...record, consumed: now, withdrawn: now }), kept);
+    return 'withdrawn';
   }
 
   /** True for exactly one caller per token; false when someone else already redeemed it. */

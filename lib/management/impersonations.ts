@@ -1,0 +1,131 @@
+import type Router from '@koa/router';
+import type Koa from 'koa';
+import type { Provider } from 'oidc-provider';
+import type { IndexEntry } from '../adapters/contract.js';
+import { emit, EVENTS } from '../audit.js';
+import { ManagementError } from '../errors.js';
+import type { ResolvedOptions } from '../options.js';
+import { closeSession } from '../sessions/close.js';
+import { isSessionId, viewOf } from '../sessions/record.js';
+import type { SessionFilter, SessionStore } from '../sessions/store.js';
+import { readJsonObject } from './body.js';
+import { authorize, badRequest, isIdentifier, storeCall, type Authenticate } from './http.js';
+
+const DEFAULT_LIMIT = 20;
+const MAX_LIMIT = 100;
+const LIST_PARAMETERS = new Set(['subject', 'actor', 'clientId', 'limit', 'cursor']);
+const MAX_REASON = 500;
+
+/**
+ * `GET {sessionsPath}`: active sessions, filtered and paged.
+ * `GET {sessionsPath}/{id}`: one session, whatever its state.
+ * `DELETE {sessionsPath}/{id}`: revokes it; opaque tokens at once, JWTs through the feed.
+ * `GET {sessionsPath}/revocations`: the feed of closed sessions whose tokens have not expired.
+ */
+export function impersonationRoutes(
+  router: Router,
+  provider: Provider,
+  options: ResolvedOptions,
+  sessions: SessionStore,
+  authenticate: Authenticate,
+): void {
+  const path = options.sessionsPath;
+
+  // Public, as the JWKS is: it lists random ids and only ever makes a resource server refuse more.
+  router.get(`${path}/revocations`, async (ctx) => {
+    const after = readCursor(ctx.query['cursor'], new Set(['cursor']), ctx.query);
+    const entries = await storeCall(() => sessions.closedSince(after, MAX_PAGE_OF_REVOCATIONS));
+    const last = entries.at(-1);
+    ctx.body = {
+      revoked: entries.map((entry) => ({ id: entry.member, expiresAt: Math.ceil(entry.expiresAt / 1000) })),
+      nextCursor: entries.length === MAX_PAGE_OF_REVOCATIONS && last ? cursorOf(last) : null,
+    };
+    emit(provider, EVENTS.revocationsServed, { count: entries.length }, ctx);
+  });
+
+  router.get(path, async (ctx) => {
+    await authorize(ctx, authenticate, options.readScope);
+    const filter = readFilter(ctx.query);
+    const limit = readLimit(ctx.query['limit']);
+    const after = readCursor(ctx.query['cursor'], LIST_PARAMETERS, ctx.query);
+    const page = await storeCall(() => sessions.list(filter, limit, after));
+    ctx.body = { items: page.items.map(viewOf), nextCursor: page.next ? cursorOf(page.next) : null };
+  });
+
+  router.get(`${path}/:id`, async (ctx) => {
+    await authorize(ctx, authenticate, options.readScope);
+    ctx.body = viewOf(await existing(sessions, ctx.params['id']!));
+  });
+
+  router.delete(`${path}/:id`, async (ctx) => {
+    const caller = await authorize(ctx, authenticate, options.revokeScope);
+    const reason = await readReason(ctx);
+    const record = await existing(sessions, ctx.params['id']!);
+    await storeCall(() => closeSession(provider, sessions, record, { revokedBy: caller.clientId, ...(reason ? { reason } : {}) }, ctx));
+    ctx.status = 204;
+  });
+}
+
+/** Revoked ids one feed page lists. */
+const MAX_PAGE_OF_REVOCATIONS = 1000;
+
+async function existing(sessions: SessionStore, id: string) {
+  const record = isSessionId(id) ? await storeCall(() => sessions.find(id)) : undefined;
+  if (!record) throw new ManagementError(404, 'not_found', 'no impersonation session has this id');
+  return record;
+}
+
+function readFilter(query: Koa.Context['query']): SessionFilter {
+  const filter: SessionFilter = {};
+  for (const name of ['subject', 'actor', 'clientId'] as const) {
+    const value = query[name];
+    if (value === undefined) continue;
+    if (!isIdentifier(value)) throw badRequest(`${name} must be given once, as a non-empty string`);
+    filter[name] = value;
+  }
+  return filter;
+}
+
+function readLimit(value: unknown): number {
+  if (value === undefined) return DEFAULT_LIMIT;
+  const limit = typeof value === 'string' && /^[1-9][0-9]{0,2}$/.test(value) ? Number(value) : NaN;
+  if (!(limit >= 1 && limit <= MAX_LIMIT)) throw badRequest(`limit must be an integer from 1 to ${MAX_LIMIT}`);
+  return limit;
+}
+
+/** Cursors are opaque to callers: a position in an index, base64url JSON. */
+function cursorOf(position: IndexEntry): string {
+  return Buffer.from(JSON.stringify([position.expiresAt, position.member])).toString('base64url');
+}
+
+function readCursor(value: unknown, allowed: ReadonlySet<string>, query: Koa.Context['query']): IndexEntry | undefined {
+  const unknown = Object.keys(query).filter((name) => !allowed.has(name));
+  if (unknown.length) throw badRequest(`unknown query parameter: ${unknown.join(', ')}`);
+  if (value === undefined) return undefined;
+  try {
+    if (typeof value !== 'string' || value.length > 200) throw new Error('not a cursor');
+    const [expiresAt, member] = JSON.parse(Buffer.from(value, 'base64url').toString('utf8')) as unknown[];
+    if (Number.isSafeInteger(expiresAt) && typeof member === 'string' && member.length <= 64) {
+      return { expiresAt: expiresAt as number, member };
+    }
+  } catch {
+    // reported below
+  }
+  throw badRequest('cursor is not one this API returned');
+}
+
+/** The optional `{ "reason" }` of a revocation. */
+async function readReason(ctx: Koa.Context): Promise<string | undefined> {
+  if (!ctx.request.length && !ctx.get('transfer-encoding')) return undefined;
+  const body = await readJsonObject(ctx, 4096);
+  const unknown = Object.keys(body).filter((name) => name !== 'reason');
+  if (unknown.length) throw badRequest(`unknown field: ${unknown.join(', ')}`);
+  const { reason } = body;
+  if (reason === undefined) return undefined;
+  if (typeof reason !== 'string' || !reason.trim() || reason.length > MAX_REASON) {
+    throw badRequest(`reason must be a non-empty string of at most ${MAX_REASON} characters`);
+  }
+  return reason.trim();
+}
+
+

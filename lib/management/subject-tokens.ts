@@ -1,0 +1,114 @@
+import type Router from '@koa/router';
+import type { Provider } from 'oidc-provider';
+import { emit, EVENTS, type ImpersonationEvent } from '../audit.js';
+import { ManagementError } from '../errors.js';
+import { TOKEN_EXCHANGE_GRANT } from '../exchange/grant.js';
+import { refusalReason, type JsonObject, type ResolvedOptions } from '../options.js';
+import { providerConfiguration } from '../provider-internals.js';
+import type { SubjectTokenStore } from '../subject-tokens/store.js';
+import { isJsonObject, readJsonObject } from './body.js';
+import { authorize, badRequest, isIdentifier, storeCall, type Authenticate } from './http.js';
+
+const BODY_FIELDS = new Set(['userId', 'context', 'clientId', 'actorId']);
+/** Room for `userId` and the bindings on top of the context cap. */
+const BODY_OVERHEAD = 4096;
+
+interface CreationRequest {
+  userId: string;
+  context: JsonObject;
+  clientId?: string;
+  actorId?: string;
+}
+
+/**
+ * `POST {managementPath}`: creates a subject token for a user, for a trusted backend.
+ * `DELETE {managementPath}/{id}`: withdraws one that was not redeemed yet.
+ */
+export function subjectTokenRoutes(
+  router: Router,
+  provider: Provider,
+  options: ResolvedOptions,
+  store: SubjectTokenStore,
+  authenticate: Authenticate,
+): void {
+  router.post(options.managementPath, async (ctx) => {
+    const caller = await authorize(ctx, authenticate, options.managementScope);
+    const request = parseCreation(await readJsonObject(ctx, options.maxContextBytes + BODY_OVERHEAD), options);
+    const audit: ImpersonationEvent = {
+      subject: request.userId,
+      createdBy: caller.clientId,
+      context: request.context,
+      ...(request.clientId === undefined ? {} : { clientId: request.clientId }),
+      ...(request.actorId === undefined ? {} : { actor: request.actorId }),
+    };
+
+    const account = await storeCall(() => providerConfiguration(provider).findAccount(ctx as never, request.userId));
+    if (!account) throw new ManagementError(404, 'user_not_found', 'no user has this userId');
+    if (request.clientId !== undefined) await assertExchangeClient(provider, request.clientId);
+
+    if (options.canImpersonate) {
+      const refused = refusalReason(await options.canImpersonate({
+        subject: request.userId, account, caller, context: request.context,
+      }), 'this user may not be impersonated');
+      if (refused) {
+        Object.assign(audit, { error: 'access_denied', reason: refused });
+        emit(provider, EVENTS.subjectTokenRefused, audit, ctx);
+        throw new ManagementError(403, 'access_denied', refused);
+      }
+    }
+
+    const { value, record } = await storeCall(() => store.create({
+      subject: request.userId,
+      context: request.context,
+      createdBy: caller.clientId,
+      ...(request.clientId === undefined ? {} : { clientId: request.clientId }),
+      ...(request.actorId === undefined ? {} : { actor: request.actorId }),
+      ttl: options.subjectTokenTTL,
+    }));
+
+    ctx.status = 201;
+    ctx.body = { subjectToken: value, expiresIn: options.subjectTokenTTL, id: record.id };
+    audit.subjectTokenId = record.id;
+    audit.expiresAt = record.exp;
+    emit(provider, EVENTS.subjectTokenCreated, audit, ctx);
+  });
+
+  router.delete(`${options.managementPath}/:id`, async (ctx) => {
+    const caller = await authorize(ctx, authenticate, options.revokeScope);
+    const id = ctx.params['id']!;
+    const outcome = /^stid_[A-Za-z0-9_-]{16}$/.test(id) ? await storeCall(() => store.withdraw(id)) : 'unknown';
+    if (outcome === 'unknown') throw new ManagementError(404, 'not_found', 'no subject token has this id (or it expired)');
+    if (outcome === 'redeemed') {
+      throw new ManagementError(409, 'already_redeemed', 'the subject token was already exchanged; revoke its impersonation session instead');
+    }
+    ctx.status = 204;
+    emit(provider, EVENTS.subjectTokenWithdrawn, { subjectTokenId: id, revokedBy: caller.clientId }, ctx);
+  });
+}
+
+function parseCreation(body: JsonObject, options: ResolvedOptions): CreationRequest {
+  const unknown = Object.keys(body).filter((field) => !BODY_FIELDS.has(field));
+  if (unknown.length) throw badRequest(`unknown field: ${unknown.join(', ')}`);
+
+  const { userId, context = {}, clientId, actorId } = body;
+  if (!isIdentifier(userId)) throw badRequest('userId must be a non-empty string');
+  if (!isJsonObject(context)) throw badRequest('context must be a JSON object');
+  if (Buffer.byteLength(JSON.stringify(context)) > options.maxContextBytes) {
+    throw new ManagementError(413, 'request_too_large', `context exceeds ${options.maxContextBytes} bytes of JSON`);
+  }
+  if (clientId !== undefined && !isIdentifier(clientId)) throw badRequest('clientId must be a non-empty string');
+  if (actorId !== undefined && !isIdentifier(actorId)) throw badRequest('actorId must be a non-empty string');
+  return {
+    userId,
+    context,
+    ...(clientId === undefined ? {} : { clientId }),
+    ...(actorId === undefined ? {} : { actorId }),
+  };
+}
+
+async function assertExchangeClient(provider: Provider, clientId: string): Promise<void> {
+  const client = await storeCall(() => provider.Client.find(clientId));
+  if (!client?.grantTypeAllowed(TOKEN_EXCHANGE_GRANT)) {
+    throw badRequest('clientId does not name a client allowed to use token exchange');
+  }
+}

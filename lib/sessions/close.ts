@@ -1,0 +1,54 @@
+import type Koa from 'koa';
+import type { Provider } from 'oidc-provider';
+import { emit, EVENTS, type ImpersonationEvent } from '../audit.js';
+import type { EndReason, SessionRecord } from './record.js';
+import { stateOf } from './record.js';
+import type { SessionStore } from './store.js';
+
+export type CloseRequest = { revokedBy: string; reason?: string } | { endReason: EndReason };
+
+/**
+ * Stops an impersonation session. An opaque token's Grant and the token go
+ * first, then the record says so and the session moves to the revocation
+ * feed, which is what stops its JWTs at resource servers. Should the store
+ * fail halfway, the record still says active and closing again finishes the
+ * job. Closing a session that is no longer active changes nothing.
+ */
+export async function closeSession(
+  provider: Provider,
+  sessions: SessionStore,
+  record: SessionRecord,
+  request: CloseRequest,
+  ctx: Koa.Context | undefined,
+): Promise<SessionRecord> {
+  if (stateOf(record) !== 'active') return record;
+  if (record.grantId !== undefined) {
+    await Promise.all([provider.AccessToken.revokeByGrantId(record.grantId), provider.Grant.adapter.destroy(record.grantId)]);
+  }
+  const at = Math.floor(Date.now() / 1000);
+  const closed = await sessions.close(record, 'revokedBy' in request
+    ? { revoked: { at, by: request.revokedBy, ...(request.reason ? { reason: request.reason } : {}) } }
+    : { ended: { at, reason: request.endReason } });
+
+  const event: ImpersonationEvent = {
+    sessionId: record.id,
+    subject: record.subject,
+    ...(record.actor === undefined ? {} : { actor: record.actor }),
+    clientId: record.clientId,
+    resource: record.resource,
+    scope: record.scope.join(' '),
+    context: record.context,
+    subjectTokenId: record.subjectTokenId,
+    accessTokenId: record.accessTokenId,
+    expiresAt: record.expiresAt,
+  };
+  if ('revokedBy' in request) {
+    event.revokedBy = request.revokedBy;
+    if (request.reason) event.reason = request.reason;
+    emit(provider, EVENTS.sessionRevoked, event, ctx);
+  } else {
+    event.endReason = request.endReason;
+    emit(provider, EVENTS.sessionEnded, event, ctx);
+  }
+  return closed;
+}

@@ -1,0 +1,97 @@
+import { randomBytes } from 'node:crypto';
+import type { JsonObject } from '../options.js';
+
+/** Every impersonation session id starts with this. */
+export const SESSION_ID_PREFIX = 'imp_';
+
+/**
+ * The claim naming the impersonation session in every token an exchange
+ * issues (reserved: no hook can set it). Resource servers check it against the
+ * revocation feed; introspection shows it.
+ */
+export const SESSION_CLAIM = 'impersonation_session';
+
+export type SessionState = 'active' | 'revoked' | 'ended' | 'expired';
+
+/** Why a session ended without a revocation. */
+export type EndReason = 'actor_logout' | 'actor_grant_revoked';
+
+/** One successful exchange: who acts for whom, where, until when, and what became of it. Times in seconds. */
+export interface SessionRecord {
+  id: string;
+  subject: string;
+  actor?: string;
+  clientId: string;
+  resource: string;
+  scope: string[];
+  context: JsonObject;
+  subjectTokenId: string;
+  accessTokenId: string;
+  /** The Grant behind an opaque impersonation token. */
+  grantId?: string;
+  /** The actor token's Grant and oidc-provider session: their end ends this session. */
+  actorGrantId?: string;
+  actorSessionUid?: string;
+  createdAt: number;
+  expiresAt: number;
+  revoked?: { at: number; by: string; reason?: string };
+  ended?: { at: number; reason: EndReason };
+}
+
+/** What the Management API shows of a session. */
+export interface SessionView {
+  id: string;
+  subject: string;
+  actor: string | null;
+  clientId: string;
+  resource: string;
+  scope: string;
+  context: JsonObject;
+  createdAt: string;
+  expiresAt: string;
+  state: SessionState;
+  revokedAt?: string;
+  revokedBy?: string;
+  revocationReason?: string;
+  endedAt?: string;
+  endReason?: EndReason;
+}
+
+export function newSessionId(): string {
+  return `${SESSION_ID_PREFIX}${randomBytes(16).toString('base64url')}`;
+}
+
+export function isSessionId(value: string): boolean {
+  return /^imp_[A-Za-z0-9_-]{22}$/.test(value);
+}
+
+export function stateOf(record: SessionRecord, now = Date.now() / 1000): SessionState {
+  if (record.revoked) return 'revoked';
+  if (record.ended) return 'ended';
+  return record.expiresAt <= now ? 'expired' : 'active';
+}
+
+export function viewOf(record: SessionRecord): SessionView {
+  return {
+    id: record.id,
+    subject: record.subject,
+    actor: record.actor ?? null,
+    clientId: record.clientId,
+    resource: record.resource,
+    scope: record.scope.join(' '),
+    context: record.context,
+    createdAt: rfc3339(record.createdAt),
+    expiresAt: rfc3339(record.expiresAt),
+    state: stateOf(record),
+    ...(record.revoked ? {
+      revokedAt: rfc3339(record.revoked.at),
+      revokedBy: record.revoked.by,
+      ...(record.revoked.reason ? { revocationReason: record.revoked.reason } : {}),
+    } : {}),
+    ...(record.ended ? { endedAt: rfc3339(record.ended.at), endReason: record.ended.reason } : {}),
+  };
+}
+
+function rfc3339(seconds: number): string {
+  return new Date(seconds * 1000).toISOString();
+}

@@ -1,0 +1,170 @@
+import type { AdapterPayload } from 'oidc-provider';
+import type { ImpersonationAdapter, IndexEntry } from '../adapters/contract.js';
+import { stateOf, type SessionRecord } from './record.js';
+
+/** The adapter model name the impersonation sessions and their indexes are kept under. */
+export const SESSION_MODEL = 'ImpersonationSession';
+
+/** How long a record outlives its tokens, so that it can still be read and told apart from an unknown id. */
+const KEPT_AFTER_EXPIRY = 3600;
+
+/** Most members one index read returns; listing and the feed page through more. */
+const MAX_BATCH = 1000;
+/** Index batches one listing page reads at most, so that a filter matching little stays bounded. */
+const MAX_BATCHES_PER_PAGE = 10;
+
+const ACTIVE = 'active';
+const REVOKED = 'revoked';
+const bySubject = (subject: string) => `subject:${subject}`;
+const byActor = (actor: string) => `actor:${actor}`;
+const byClient = (clientId: string) => `client:${clientId}`;
+const byActorGrant = (grantId: string) => `actor-grant:${grantId}`;
+const byActorSession = (uid: string) => `actor-session:${uid}`;
+
+export interface SessionFilter {
+  subject?: string;
+  actor?: string;
+  clientId?: string;
+}
+
+export interface SessionPage {
+  items: SessionRecord[];
+  /** Where the next page starts; absent when this page reached the end. */
+  next?: IndexEntry;
+}
+
+/** A change that closes a session: a revocation or an end. */
+export type Closing = Pick<SessionRecord, 'revoked'> | Pick<SessionRecord, 'ended'>;
+
+/**
+ * Impersonation sessions on top of an adapter with sorted indexes: the record
+ * by id; active sessions indexed by subject, actor and client (and all of
+ * them), so that listing reads an index, never the whole store; by the actor
+ * token's Grant and oidc-provider session, so that their end finds what they
+ * started; and closed sessions whose tokens may still be alive, for the
+ * revocation feed. Every index member expires with the session's tokens.
+ */
+export class SessionStore {
+  readonly #adapter: ImpersonationAdapter;
+
+  constructor(adapter: ImpersonationAdapter) {
+    this.#adapter = adapter;
+  }
+
+  async save(record: SessionRecord): Promise<void> {
+    const expiresAt = record.expiresAt * 1000;
+    await Promise.all([
+      this.#adapter.upsert(record.id, toPayload(record), keptFor(record)),
+      ...indexesOf(record).map((index) => this.#adapter.indexAdd(index, record.id, expiresAt)),
+    ]);
+  }
+
+  /** Removes a session whose token was never handed out (a lost race, a failed redemption). */
+  async discard(record: SessionRecord): Promise<void> {
+    await Promise.all([
+      this.#adapter.destroy(record.id),
+      ...indexesOf(record).map((index) => this.#adapter.indexRemove(index, record.id)),
+    ]);
+  }
+
+  async find(id: string): Promise<SessionRecord | undefined> {
+    const payload = await this.#adapter.find(id);
+    return payload ? fromPayload(payload) : undefined;
+  }
+
+  /** Records the revocation or end, takes the session out of the active indexes and into the revoked one. */
+  async close(record: SessionRecord, closing: Closing): Promise<SessionRecord> {
+    const closed: SessionRecord = { ...record, ...closing };
+    await this.#adapter.upsert(closed.id, toPayload(closed), keptFor(closed));
+    await Promise.all([
+      ...activeIndexesOf(record).map((index) => this.#adapter.indexRemove(index, record.id)),
+      this.#adapter.indexAdd(REVOKED, record.id, record.expiresAt * 1000),
+    ]);
+    return closed;
+  }
+
+  /**
+   * Active sessions, latest expiry first, read from the narrowest index the
+   * filter names. A page may hold fewer than `limit` items and still have a
+   * next one, when the index holds many that the rest of the filter drops.
+   */
+  async list(filter: SessionFilter, limit: number, after: IndexEntry | undefined): Promise<SessionPage> {
+    const index = filter.subject !== undefined ? bySubject(filter.subject)
+      : filter.actor !== undefined ? byActor(filter.actor)
+        : filter.clientId !== undefined ? byClient(filter.clientId)
+          : ACTIVE;
+    const items: SessionRecord[] = [];
+    let position = after;
+    for (let batches = 0; batches < MAX_BATCHES_PER_PAGE; batches += 1) {
+      const size = Math.min(MAX_BATCH, limit - items.length);
+      const entries = await this.#adapter.indexRange(index, position, size);
+      const records = await Promise.all(entries.map((entry) => this.find(entry.member)));
+      for (const [at, record] of records.entries()) {
+        position = entries[at];
+        if (record && stateOf(record) === 'active' && matches(record, filter)) items.push(record);
+      }
+      if (entries.length < size) return { items };
+      if (items.length >= limit) break;
+    }
+    return { items, ...(position ? { next: position } : {}) };
+  }
+
+  /** Closed sessions whose tokens have not expired yet, latest expiry first. */
+  closedSince(after: IndexEntry | undefined, limit: number): Promise<IndexEntry[]> {
+    return this.#adapter.indexRange(REVOKED, after, Math.min(limit, MAX_BATCH));
+  }
+
+  /** Active sessions started with an actor token of this Grant, or of this oidc-provider session. */
+  async startedWith(actor: { grantId: string } | { sessionUid: string }): Promise<string[]> {
+    const index = 'grantId' in actor ? byActorGrant(actor.grantId) : byActorSession(actor.sessionUid);
+    const ids: string[] = [];
+    let position: IndexEntry | undefined;
+    for (;;) {
+      const entries = await this.#adapter.indexRange(index, position, MAX_BATCH);
+      ids.push(...entries.map((entry) => entry.member));
+      if (entries.length < MAX_BATCH) return ids;
+      position = entries.at(-1);
+    }
+  }
+}
+
+function activeIndexesOf(record: SessionRecord): string[] {
+  return [
+    ACTIVE,
+    bySubject(record.subject),
+    byClient(record.clientId),
+    ...(record.actor === undefined ? [] : [byActor(record.actor)]),
+  ];
+}
+
+function indexesOf(record: SessionRecord): string[] {
+  return [
+    ...activeIndexesOf(record),
+    ...(record.actorGrantId === undefined ? [] : [byActorGrant(record.actorGrantId)]),
+    ...(record.actorSessionUid === undefined ? [] : [byActorSession(record.actorSessionUid)]),
+  ];
+}
+
+function matches(record: SessionRecord, filter: SessionFilter): boolean {
+  return (filter.subject === undefined || record.subject === filter.subject)
+    && (filter.actor === undefined || record.actor === filter.actor)
+    && (filter.clientId === undefined || record.clientId === filter.clientId);
+}
+
+function keptFor(record: SessionRecord): number {
+  return Math.max(1, record.expiresAt + KEPT_AFTER_EXPIRY - Math.floor(Date.now() / 1000));
+}
+
+function toPayload(record: SessionRecord): AdapterPayload {
+  // `kind` lets an adapter that lists entries tell ours from oidc-provider's.
+  return { kind: SESSION_MODEL, ...record } as unknown as AdapterPayload;
+}
+
+function fromPayload(payload: AdapterPayload): SessionRecord | undefined {
+  const candidate = payload as unknown as Partial<SessionRecord> & { kind?: unknown };
+  if (candidate.kind !== SESSION_MODEL || typeof candidate.id !== 'string' || typeof candidate.expiresAt !== 'number') {
+    return undefined;
+  }
+  const { kind: _kind, ...record } = candidate;
+  return record as SessionRecord;
+}
