@@ -52,6 +52,16 @@ export function providerAdapter(provider: Provider): AdapterConstructor | Adapte
   return internals(provider).Adapter;
 }
 
+/**
+ * Gives a token its id (and format) before `save()`, as `save()` itself would
+ * first: records that name the token can then be written beside it.
+ */
+export function assignTokenId(token: AccessToken): string {
+  const model = token as unknown as { jti?: string; generateTokenId(): string };
+  model.jti ??= model.generateTokenId();
+  return model.jti;
+}
+
 /** `AccessToken.find` without its session check (an option oidc-provider's typings do not declare). */
 export function findAccessTokenUnbound(provider: Provider, value: string): Promise<AccessToken | undefined> {
   return provider.AccessToken.find(value, { ignoreSessionBinding: true } as { ignoreExpiration?: boolean });

@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import type { AccessToken, KoaContextWithOIDC, Provider, ResourceServerInstance } from 'oidc-provider';
 import { publicTokenId, scopeSet } from '../access-token.js';
 import { emit, EVENTS, type ImpersonationEvent } from '../audit.js';
@@ -6,7 +7,7 @@ import {
   refusalReason, type CustomJwtClaimsInput, type ExchangeDecision, type PolicyDecision, type ResolvedOptions,
 } from '../options.js';
 import {
-  type DpopProof, buildTokenResponse, checkDpopReplay, checkDpopRequired, checkMtlsCert, providerConfiguration,
+  type DpopProof, assignTokenId, buildTokenResponse, checkDpopReplay, checkDpopRequired, checkMtlsCert, providerConfiguration,
   resolveRequestedResources, validateClientScope, validateDpop,
 } from '../provider-internals.js';
 import { newSessionId, SESSION_CLAIM, type SessionRecord } from '../sessions/record.js';
@@ -134,17 +135,18 @@ export function createExchangeHandler({ options, store, sessions, claims }: Gran
       // treat it as oidc-provider treats any token, and revoking the session
       // revokes the Grant.
       ctx.oidc.entity('AccessToken', token);
-      const opaque = (resourceServer.accessTokenFormat ?? 'opaque') === 'opaque';
+      const jti = assignTokenId(token); // sets token.format too: read it only after
+      session.accessTokenId = publicTokenId(token.format, jti);
       let accessToken: string;
-      if (opaque) {
-        const [grantId] = await Promise.all([backingGrant(provider, session, expiresIn).save(), sessions.save(session)]);
-        session.grantId = grantId;
-        token.grantId = grantId;
+      if (token.format === 'opaque') {
+        const grant = backingGrant(provider, session, expiresIn);
+        session.grantId = grant.jti;
+        token.grantId = grant.jti;
+        await Promise.all([grant.save(), sessions.save(session)]);
         accessToken = await token.save();
       } else {
         [accessToken] = await Promise.all([token.save(), sessions.save(session)]);
       }
-      session.accessTokenId = publicTokenId(token.format, token.jti);
 
       // Single use is decided here, by one atomic operation, after everything else passed.
       let redeemed: boolean;
@@ -255,7 +257,8 @@ function sessionOf(
 }
 
 function backingGrant(provider: Provider, session: SessionRecord, expiresIn: number): InstanceType<Provider['Grant']> {
-  const grant = new provider.Grant({ accountId: session.subject, clientId: session.clientId });
+  // Its id is chosen here so that the session record can name it before either is written.
+  const grant = new provider.Grant({ jti: randomBytes(32).toString('base64url'), accountId: session.subject, clientId: session.clientId } as never);
   if (session.scope.length) grant.addResourceScope(session.resource, session.scope.join(' '));
   (grant as { expiresIn?: number }).expiresIn = expiresIn;
   return grant;

@@ -16,6 +16,8 @@ export const ACTOR_API = 'https://actor.example.com';
 export const SHORT_API = 'https://short.example.com';
 export const MANAGEMENT = 'https://id.example.com/api';
 export const MANAGEMENT_SCOPE = 'subject-tokens:create';
+export const READ_SCOPE = 'impersonations:read';
+export const REVOKE_SCOPE = 'impersonations:revoke';
 export const REDIRECT_URI = 'http://127.0.0.1/callback';
 
 export const CLIENTS = {
@@ -23,6 +25,8 @@ export const CLIENTS = {
   mtls: { client_id: 'mtls-console' },
   web: { client_id: 'support-web', client_secret: 'support-web-secret' },
   backend: { client_id: 'impersonation-backend', client_secret: 'backend-secret' },
+  /** The support team's administration: lists and revokes impersonations. */
+  admin: { client_id: 'impersonation-admin', client_secret: 'admin-secret' },
   noScopeBackend: { client_id: 'plain-m2m', client_secret: 'plain-m2m-secret' },
   notAllowed: { client_id: 'no-exchange', client_secret: 'no-exchange-secret' },
 } as const;
@@ -93,6 +97,14 @@ export async function startProvider(options: TestProviderOptions = {}): Promise<
         response_types: [],
         redirect_uris: [],
         scope: MANAGEMENT_SCOPE,
+      },
+      {
+        ...CLIENTS.admin,
+        token_endpoint_auth_method: 'client_secret_basic',
+        grant_types: ['client_credentials'],
+        response_types: [],
+        redirect_uris: [],
+        scope: `${READ_SCOPE} ${REVOKE_SCOPE}`,
       },
       {
         ...CLIENTS.noScopeBackend,

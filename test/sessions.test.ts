@@ -1,0 +1,250 @@
+import { expect } from 'chai';
+import { EVENTS, onImpersonationEvent, type ImpersonationEvent } from '../lib/index.js';
+import {
+  API, CLIENTS, OPAQUE_API, READ_SCOPE, REVOKE_SCOPE, startProvider, type TestProvider,
+} from './support/provider.js';
+import {
+  ACCESS_TOKEN, basic, decodeJwt, exchange, managementRequest, m2mToken, subjectToken, userAccessToken, type Reply,
+} from './support/http.js';
+
+const SESSIONS = '/api/impersonations';
+
+async function call(tp: TestProvider, method: string, path: string, token?: string, body?: unknown): Promise<Reply> {
+  const headers: Record<string, string> = {};
+  if (token) headers['authorization'] = `Bearer ${token}`;
+  if (body !== undefined) headers['content-type'] = 'application/json';
+  const response = await fetch(`${tp.base}${path}`, {
+    method, headers, ...(body === undefined ? {} : { body: JSON.stringify(body) }), signal: AbortSignal.timeout(10_000),
+  });
+  const text = await response.text();
+  return { status: response.status, headers: response.headers, body: text ? JSON.parse(text) as Record<string, unknown> : {} };
+}
+
+async function introspect(tp: TestProvider, token: string): Promise<Record<string, unknown>> {
+  const response = await fetch(`${tp.base}/token/introspection`, {
+    method: 'POST',
+    headers: { authorization: basic(CLIENTS.web), 'content-type': 'application/x-www-form-urlencoded' },
+    body: new URLSearchParams({ token }),
+  });
+  return await response.json() as Record<string, unknown>;
+}
+
+function expectError(result: Reply, status: number, error: string, description?: RegExp): void {
+  expect(result.status, JSON.stringify(result.body)).to.equal(status);
+  expect(result.body['error']).to.equal(error);
+  if (description) expect(result.body['error_description']).to.match(description);
+}
+
+describe('impersonation sessions', () => {
+  let tp: TestProvider;
+  let alice: string;
+  let admin: string;
+  let readOnly: string;
+  const events: Array<[string, ImpersonationEvent]> = [];
+
+  before(async () => {
+    tp = await startProvider({
+      plugin: {
+        // Read-only unless the ticket says writes are allowed; carol never.
+        canExchange: ({ subject, scope, context }) => {
+          if (subject === 'carol') return false;
+          if (context['widen']) return { scope: [...scope, 'profile:admin'] };
+          return context['writes'] ? true : { scope: scope.filter((name) => !name.endsWith(':write')) };
+        },
+      },
+    });
+    alice = await userAccessToken(tp, 'alice');
+    admin = await m2mToken(tp, CLIENTS.admin, `${READ_SCOPE} ${REVOKE_SCOPE}`);
+    readOnly = await m2mToken(tp, CLIENTS.admin, READ_SCOPE);
+    for (const name of [EVENTS.sessionRevoked, EVENTS.subjectTokenWithdrawn, EVENTS.revocationsServed, EVENTS.exchangeSucceeded]) {
+      onImpersonationEvent(tp.provider, name, (event) => events.push([name, event]));
+    }
+  });
+  after(() => tp.close());
+
+  async function impersonate(
+    resource = API,
+    body: Record<string, unknown> = { userId: 'bob', context: { ticketId: 'T-1' } },
+    scope = 'profile:read',
+  ): Promise<{ token: string; session: string; reply: Reply }> {
+    const reply = await exchange(tp, {
+      subject_token: await subjectToken(tp, body), resource, scope, actor_token: alice, actor_token_type: ACCESS_TOKEN,
+    });
+    expect(reply.status, JSON.stringify(reply.body)).to.equal(200);
+    const token = reply.body['access_token'] as string;
+    const session = resource === API
+      ? decodeJwt(token)['impersonation_session'] as string
+      : (await introspect(tp, token))['impersonation_session'] as string;
+    return { token, session, reply };
+  }
+
+  describe('a session per exchange', () => {
+    it('names its session in the token and the success event, and lists it with who, whom, where and why', async () => {
+      events.length = 0;
+      const { session } = await impersonate();
+      expect(session).to.match(/^imp_[A-Za-z0-9_-]{22}$/);
+      const succeeded = events.find(([name]) => name === EVENTS.exchangeSucceeded)![1];
+      expect(succeeded.sessionId).to.equal(session);
+
+      const read = await call(tp, 'GET', `${SESSIONS}/${session}`, readOnly);
+      expect(read.status).to.equal(200);
+      expect(read.body).to.include({
+        id: session, subject: 'bob', actor: 'alice', clientId: CLIENTS.console.client_id, resource: API, scope: 'profile:read', state: 'active',
+      });
+      expect(read.body['context']).to.deep.equal({ ticketId: 'T-1' });
+      expect(Date.parse(read.body['createdAt'] as string)).to.be.closeTo(Date.now(), 5000);
+      expect(Date.parse(read.body['expiresAt'] as string) - Date.parse(read.body['createdAt'] as string)).to.equal(900_000);
+      expect(read.headers.get('cache-control')).to.equal('no-store');
+
+      const listed = await call(tp, 'GET', `${SESSIONS}?subject=bob&limit=100`, readOnly);
+      expect((listed.body['items'] as Array<{ id: string }>).map((item) => item.id)).to.include(session);
+    });
+
+    it('backs an opaque token with a Grant: introspection shows act and the session', async () => {
+      const { token, session } = await impersonate(OPAQUE_API, { userId: 'bob' }, 'read');
+      const introspection = await introspect(tp, token);
+      expect(introspection).to.include({ active: true, sub: 'bob', impersonation_session: session });
+      expect(introspection['act']).to.deep.equal({ sub: 'alice' });
+      const stored = await tp.provider.AccessToken.find(token);
+      const grant = await tp.provider.Grant.find(stored!.grantId!);
+      expect(grant).to.include({ accountId: 'bob', clientId: CLIENTS.console.client_id });
+    });
+  });
+
+  describe('listing', () => {
+    it('filters by subject, actor and client, and pages with limit and an opaque cursor', async () => {
+      const mine = [];
+      for (let i = 0; i < 3; i += 1) mine.push((await impersonate(API, { userId: 'admin' })).session);
+      const seen: string[] = [];
+      let cursor: string | null = null;
+      do {
+        const page: Reply = await call(tp, 'GET', `${SESSIONS}?subject=admin&actor=alice&clientId=${CLIENTS.console.client_id}&limit=2${cursor ? `&cursor=${cursor}` : ''}`, readOnly);
+        expect(page.status, JSON.stringify(page.body)).to.equal(200);
+        const items = page.body['items'] as Array<{ id: string; subject: string }>;
+        expect(items.length).to.be.at.most(2);
+        for (const item of items) expect(item.subject).to.equal('admin');
+        seen.push(...items.map((item) => item.id));
+        cursor = page.body['nextCursor'] as string | null;
+      } while (cursor);
+      expect(seen.sort()).to.deep.equal(mine.sort());
+      const nobody = await call(tp, 'GET', `${SESSIONS}?actor=nobody`, readOnly);
+      expect(nobody.body).to.deep.equal({ items: [], nextCursor: null });
+    });
+
+    const refusals: Array<[string, string, RegExp]> = [
+      ['a cursor it never returned', '?cursor=bm90LWEtY3Vyc29y', /cursor/],
+      ['a limit of 0', '?limit=0', /limit/],
+      ['a limit above 100', '?limit=101', /limit/],
+      ['a limit that is not a number', '?limit=ten', /limit/],
+      ['an unknown parameter', '?state=revoked', /unknown query parameter: state/],
+      ['a filter given twice', '?subject=bob&subject=carol', /subject/],
+      ['an empty filter', '?actor=', /actor/],
+    ];
+    for (const [name, query, description] of refusals) {
+      it(`answers 400 invalid_request for ${name}`, async () => {
+        expectError(await call(tp, 'GET', `${SESSIONS}${query}`, readOnly), 400, 'invalid_request', description);
+      });
+    }
+  });
+
+  describe('who may call', () => {
+    it('answers 401 without a token, 403 for a token without the scope each endpoint needs', async () => {
+      const { session } = await impersonate();
+      const creator = await m2mToken(tp);
+      expectError(await call(tp, 'GET', SESSIONS), 401, 'invalid_token');
+      expectError(await call(tp, 'GET', SESSIONS, 'not-a-token'), 401, 'invalid_token');
+      const forbidden = await call(tp, 'GET', SESSIONS, creator);
+      expectError(forbidden, 403, 'insufficient_scope');
+      expect(forbidden.headers.get('www-authenticate')).to.equal(`Bearer error="insufficient_scope", scope="${READ_SCOPE}"`);
+      expectError(await call(tp, 'GET', `${SESSIONS}/${session}`, creator), 403, 'insufficient_scope');
+      expectError(await call(tp, 'DELETE', `${SESSIONS}/${session}`, readOnly), 403, 'insufficient_scope');
+      expectError(await call(tp, 'DELETE', `/api/subject-tokens/stid_AAAAAAAAAAAAAAAA`, readOnly), 403, 'insufficient_scope');
+      expectError(await managementRequest(tp, { userId: 'bob' }, admin), 403, 'insufficient_scope');
+    });
+
+    it('answers 404 for an unknown or malformed session id', async () => {
+      expectError(await call(tp, 'GET', `${SESSIONS}/imp_AAAAAAAAAAAAAAAAAAAAAA`, readOnly), 404, 'not_found');
+      expectError(await call(tp, 'GET', `${SESSIONS}/nonsense`, readOnly), 404, 'not_found');
+      expectError(await call(tp, 'DELETE', `${SESSIONS}/imp_AAAAAAAAAAAAAAAAAAAAAA`, admin), 404, 'not_found');
+    });
+
+    it('never advertises the new scopes, nor lets an end-user flow carry them', async () => {
+      const discovery = await (await fetch(`${tp.base}/.well-known/openid-configuration`)).json() as { scopes_supported: string[] };
+      expect(discovery.scopes_supported).to.not.include.members([READ_SCOPE, REVOKE_SCOPE]);
+      const token = await userAccessToken(tp, 'alice', { scope: `openid ${READ_SCOPE} ${REVOKE_SCOPE}` });
+      expect(String((await introspect(tp, token))['scope'])).to.equal('openid');
+    });
+  });
+
+  describe('revocation', () => {
+    it('revokes a JWT session: 204, recorded with who and why, off the list, on the revocation feed, idempotent', async () => {
+      events.length = 0;
+      const { session } = await impersonate();
+      const revoked = await call(tp, 'DELETE', `${SESSIONS}/${session}`, admin, { reason: 'ticket closed' });
+      expect(revoked.status, JSON.stringify(revoked.body)).to.equal(204);
+      const read = await call(tp, 'GET', `${SESSIONS}/${session}`, readOnly);
+      expect(read.body).to.include({ state: 'revoked', revokedBy: CLIENTS.admin.client_id, revocationReason: 'ticket closed' });
+      const listed = await call(tp, 'GET', `${SESSIONS}?subject=bob&limit=100`, readOnly);
+      expect((listed.body['items'] as Array<{ id: string }>).map((item) => item.id)).to.not.include(session);
+
+      const feed = await call(tp, 'GET', `${SESSIONS}/revocations`);
+      expect(feed.status).to.equal(200);
+      expect((feed.body['revoked'] as Array<{ id: string }>).map((entry) => entry.id)).to.include(session);
+
+      expect((await call(tp, 'DELETE', `${SESSIONS}/${session}`, admin)).status).to.equal(204);
+      const revokedEvents = events.filter(([name]) => name === EVENTS.sessionRevoked).map(([, event]) => event);
+      expect(revokedEvents).to.have.length(1);
+      expect(revokedEvents[0]).to.include({ sessionId: session, subject: 'bob', actor: 'alice', revokedBy: CLIENTS.admin.client_id, reason: 'ticket closed' });
+      expect(events.some(([name]) => name === EVENTS.revocationsServed)).to.equal(true);
+    });
+
+    it('revokes an opaque session: its token introspects active: false at once', async () => {
+      const { token, session } = await impersonate(OPAQUE_API, { userId: 'bob' }, 'read');
+      expect((await introspect(tp, token))['active']).to.equal(true);
+      expect((await call(tp, 'DELETE', `${SESSIONS}/${session}`, admin)).status).to.equal(204);
+      expect(await introspect(tp, token)).to.deep.equal({ active: false });
+    });
+
+    it('refuses a revocation body that is not { reason }', async () => {
+      const { session } = await impersonate();
+      expectError(await call(tp, 'DELETE', `${SESSIONS}/${session}`, admin, { reason: 'x', by: 'me' }), 400, 'invalid_request', /unknown field: by/);
+      expectError(await call(tp, 'DELETE', `${SESSIONS}/${session}`, admin, { reason: '' }), 400, 'invalid_request', /reason/);
+      expect((await call(tp, 'GET', `${SESSIONS}/${session}`, readOnly)).body['state']).to.equal('active');
+    });
+  });
+
+  describe('withdrawing a subject token', () => {
+    it('answers 204; a later exchange is invalid_request; again 204; unknown 404; a redeemed one 409', async () => {
+      events.length = 0;
+      const created = await managementRequest(tp, { userId: 'bob' }, await m2mToken(tp));
+      const { subjectToken: value, id } = created.body as { subjectToken: string; id: string };
+      expect(id).to.match(/^stid_/);
+      expect((await call(tp, 'DELETE', `/api/subject-tokens/${id}`, admin)).status).to.equal(204);
+      expectError(await exchange(tp, { subject_token: value, resource: API }), 400, 'invalid_request', /withdrawn/);
+      expect((await call(tp, 'DELETE', `/api/subject-tokens/${id}`, admin)).status).to.equal(204);
+      expect(events.filter(([name]) => name === EVENTS.subjectTokenWithdrawn).map(([, event]) => event.subjectTokenId)).to.deep.equal([id, id]);
+
+      expectError(await call(tp, 'DELETE', '/api/subject-tokens/stid_AAAAAAAAAAAAAAAA', admin), 404, 'not_found');
+      expectError(await call(tp, 'DELETE', '/api/subject-tokens/nonsense', admin), 404, 'not_found');
+      const redeemed = await managementRequest(tp, { userId: 'bob' }, await m2mToken(tp));
+      expect((await exchange(tp, { subject_token: redeemed.body['subjectToken'] as string, resource: API })).status).to.equal(200);
+      expectError(await call(tp, 'DELETE', `/api/subject-tokens/${redeemed.body['id'] as string}`, admin), 409, 'already_redeemed');
+    });
+  });
+
+  describe('a policy that narrows', () => {
+    it('grants fewer scopes than asked, and the response says which', async () => {
+      const { reply, token } = await impersonate(API, { userId: 'bob' }, 'profile:read profile:write');
+      expect(reply.body['scope']).to.equal('profile:read');
+      expect(decodeJwt(token)['scope']).to.equal('profile:read');
+      const allowed = await impersonate(API, { userId: 'bob', context: { writes: true } }, 'profile:read profile:write');
+      expect(allowed.reply.body['scope']).to.equal('profile:read profile:write');
+    });
+
+    it('can never widen: such an answer refuses the exchange and burns nothing', async () => {
+      const subject = await subjectToken(tp, { userId: 'bob', context: { widen: true } });
+      const result = await exchange(tp, { subject_token: subject, resource: API, scope: 'profile:read' });
+      expectError(result, 400, 'invalid_request', /never widen/);
+    });
+  });
+});
