@@ -7,6 +7,7 @@ import { readFile } from 'node:fs/promises';
 import type http from 'node:http';
 import Router from '@koa/router';
 import { createRemoteJWKSet } from 'jose';
+import { createImpersonationVerifier } from '../lib/resource-server/index.js';
 import Koa from 'koa';
 import { closeServer, escapeHtml, HttpError, listen, page, portOf, readJson, serve } from './http.js';
 import { consolePage, type ConsoleConfig } from './console-page.js';
@@ -26,6 +27,8 @@ export interface BackendOptions {
   issuer: string;
   /** Subject-token endpoint of the Management API. Default: /api/subject-tokens at the issuer's origin. */
   managementUrl?: string;
+  /** The revocation feed of impersonation sessions. Default: /api/impersonations/revocations at the issuer's origin. */
+  revocationsUrl?: string;
   /** Resource indicator of the Management API. Default: /api at the issuer's origin. */
   managementResource?: string;
   /** Default `subject-tokens:create`. */
@@ -246,10 +249,16 @@ export async function startBackend(options: BackendOptions): Promise<Backend> {
     ctx.body = body;
   });
 
-  // The demo resource API: JWT access tokens for https://api.example.com, sender constraint honoured.
-  const verifyRequest = createTokenCheck({
-    issuer, audience: API_RESOURCE, jwks, publicUrl: (ctx) => `${url}${ctx.path}`,
+  // The demo resource API: JWT access tokens for https://api.example.com, revocations and sender constraint honoured.
+  const verifier = createImpersonationVerifier({
+    issuer,
+    audience: API_RESOURCE,
+    jwks,
+    revocationsUri: options.revocationsUrl ?? `${identityOrigin}/api/impersonations/revocations`,
+    refreshInterval: 250,
   });
+  verifier.ready().catch((error: Error) => log(`[backend] the revocation feed is not readable yet: ${error.message}`));
+  const verifyRequest = createTokenCheck({ verifier, publicUrl: (ctx) => `${url}${ctx.path}` });
   router.get('/api/me', async (ctx) => {
     ctx.set('Cache-Control', 'no-store');
     const payload = await verifyRequest(ctx);
@@ -349,7 +358,10 @@ export async function startBackend(options: BackendOptions): Promise<Backend> {
     url,
     server,
     get m2mTokensFetched() { return m2m.fetched; },
-    close: () => closeServer(server),
+    close: () => {
+      verifier.close();
+      return closeServer(server);
+    },
   };
 }
 

@@ -109,7 +109,8 @@ export async function startIdentityService(options: IdentityServiceOptions): Pro
         grant_types: ['client_credentials'],
         response_types: [],
         redirect_uris: [],
-        scope: managementScope,
+        // Creates subject tokens; lists and stops impersonations for the console.
+        scope: [managementScope, impersonation.options.readScope, impersonation.options.revokeScope].join(' '),
       },
     ],
     scopes: ['openid', 'offline_access', 'profile'],

@@ -1,20 +1,21 @@
 /**
  * The demo resource API (https://api.example.com): accepts JWT access tokens
- * of the identity service for that resource, and honours their sender
- * constraint. A DPoP-bound token (`cnf.jkt`) counts only with the DPoP scheme
+ * of the identity service for that resource, verified by the package's
+ * resource-server helper, which also refuses tokens of revoked impersonation
+ * sessions within a second. It honours their sender constraint. A DPoP-bound token (`cnf.jkt`) counts only with the DPoP scheme
  * and a fresh proof of the same key for this very request (RFC 9449 7.1): a
  * stolen copy presented as Bearer, or with another key's proof, is refused.
  */
 import { hash } from 'node:crypto';
-import { calculateJwkThumbprint, EmbeddedJWK, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose';
+import { calculateJwkThumbprint, EmbeddedJWK, jwtVerify, type JWTPayload } from 'jose';
 import type Koa from 'koa';
 import { LRUCache } from 'lru-cache';
+import { ImpersonationTokenError, type ImpersonationVerifier } from '../lib/resource-server/index.js';
 import { HttpError } from './http.js';
 
 export interface ResourceApiOptions {
-  issuer: string;
-  audience: string;
-  jwks: JWTVerifyGetKey;
+  /** Verifies the token's signature, issuer, audience and impersonation session. */
+  verifier: ImpersonationVerifier;
   /** The URL this API is reached at, as a DPoP proof's `htu` must name it. */
   publicUrl: (ctx: Koa.Context) => string;
 }
@@ -37,14 +38,11 @@ export function createTokenCheck(options: ResourceApiOptions) {
     }
     let payload: JWTPayload;
     try {
-      ({ payload } = await jwtVerify(token, options.jwks, {
-        issuer: options.issuer, audience: options.audience, typ: 'at+jwt', requiredClaims: ['sub', 'exp'],
-      }));
+      ({ payload } = await options.verifier.verify(token));
     } catch (error) {
-      const reason = (error as { code?: string }).code === 'ERR_JWKS_TIMEOUT'
-        ? 'the signing keys could not be fetched'
-        : `the access token is not valid for ${options.audience}`;
-      throw refused(ctx, scheme, reason);
+      if (!(error instanceof ImpersonationTokenError)) throw error;
+      if (error.status === 503) throw new HttpError(503, 'temporarily_unavailable', error.message);
+      throw refused(ctx, scheme, error.code === 'session_revoked' ? error.message : `the access token is not valid for this API: ${error.message}`);
     }
     const cnf = payload['cnf'] as { jkt?: unknown; 'x5t#S256'?: unknown } | undefined;
     if (cnf?.['x5t#S256'] !== undefined) {

@@ -328,6 +328,28 @@ describe('demo: resource API (GET /api/me) and settings', function () {
     expect(exchanged.status, JSON.stringify(exchanged.body)).to.equal(200);
   });
 
+  it('refuses the token of a revoked impersonation within one second (DELETE /api/impersonations/{id})', async () => {
+    const alice = await signIn(demo, { login: 'alice', password: 'alice-password' });
+    const subject = (await requestImpersonation(demo, alice, BOB)).body['subjectToken'] as string;
+    const token = (await exchange(demo, subject, alice)).body['access_token'] as string;
+    expect((await callResourceApi(demo, token)).status).to.equal(200);
+    const session = decodeJwt(token)['impersonation_session'] as string;
+    const revoke = await fetch(`${new URL(demo.identity.issuer).origin}/api/impersonations/${session}`, {
+      method: 'DELETE',
+      headers: { authorization: `Bearer ${await managementToken(demo, 'impersonations:revoke')}` },
+      signal: AbortSignal.timeout(REQUEST_TIMEOUT),
+    });
+    expect(revoke.status).to.equal(204);
+    const revokedAt = Date.now();
+    let answer = await callResourceApi(demo, token);
+    while (answer.status === 200 && Date.now() - revokedAt < 1000) {
+      await new Promise((resolve) => setTimeout(resolve, 25));
+      answer = await callResourceApi(demo, token);
+    }
+    expect(answer.status, 'refused within 1 s').to.equal(401);
+    expect(answer.body['error_description']).to.equal('this impersonation was stopped');
+  });
+
   it('reports a token without act as the subject acting as themselves', async () => {
     const created = await fetch(demo.identity.managementUrl, {
       method: 'POST',
@@ -407,12 +429,12 @@ describe('demo: resource API (GET /api/me) and settings', function () {
 });
 
 /** The M2M token the backend would get for the Management API. */
-async function managementToken(demo: Demo): Promise<string> {
+async function managementToken(demo: Demo, scope = 'subject-tokens:create'): Promise<string> {
   const response = await fetch(`${demo.identity.issuer}/token`, {
     method: 'POST',
     headers: { authorization: basic('impersonation-backend', 'impersonation-backend-secret') },
     body: new URLSearchParams({
-      grant_type: 'client_credentials', resource: demo.identity.managementResource, scope: 'subject-tokens:create',
+      grant_type: 'client_credentials', resource: demo.identity.managementResource, scope,
     }),
     signal: AbortSignal.timeout(REQUEST_TIMEOUT),
   });

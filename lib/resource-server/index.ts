@@ -1,0 +1,154 @@
+/**
+ * What a resource server imports (`oidc-provider-impersonation/resource-server`):
+ * verifies JWT access tokens of the identity service and refuses those whose
+ * impersonation session was revoked or ended. Revocations come from the
+ * identity service's feed, read in the background every `refreshInterval`, so a
+ * request costs a signature check and a Map lookup, never a network call.
+ * When the feed cannot be read for longer than `maxStaleness`, impersonation
+ * tokens are refused (fail closed); other tokens are not affected.
+ */
+import { createRemoteJWKSet, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose';
+// The record module only: a resource server has no oidc-provider installed.
+import { SESSION_CLAIM } from '../sessions/record.js';
+
+export { SESSION_CLAIM };
+
+export interface ImpersonationVerifierOptions {
+  /** The identity service's issuer (`iss`). */
+  issuer: string;
+  /** This resource server's identifier (`aud`). */
+  audience: string | string[];
+  /** The issuer's JWKS: a URL (cached by jose) or a key resolver. Default `${issuer}/jwks`. */
+  jwks?: string | URL | JWTVerifyGetKey;
+  /** The revocation feed, e.g. `https://id.example.com/api/impersonations/revocations`. */
+  revocationsUri: string | URL;
+  /** How often the feed is read, milliseconds. Default 500. */
+  refreshInterval?: number;
+  /** Impersonation tokens are refused when the feed was last read longer ago than this, milliseconds. Default 5000. */
+  maxStaleness?: number;
+  /** Bound on one read of the feed, milliseconds. Default 2000. */
+  timeout?: number;
+}
+
+export type ImpersonationTokenErrorCode = 'invalid_token' | 'session_revoked' | 'revocations_unavailable';
+
+/** Why a token was refused; `status` is what to answer (401, or 503 when revocations cannot be known). */
+export class ImpersonationTokenError extends Error {
+  readonly code: ImpersonationTokenErrorCode;
+  readonly status: 401 | 503;
+
+  constructor(code: ImpersonationTokenErrorCode, message: string) {
+    super(message);
+    this.name = 'ImpersonationTokenError';
+    this.code = code;
+    this.status = code === 'revocations_unavailable' ? 503 : 401;
+  }
+}
+
+export interface VerifiedToken {
+  payload: JWTPayload;
+  /** `sub`: the customer, for an impersonation token. */
+  subject: string;
+  /** `act`: who is acting, when this is an impersonation token with an actor. */
+  actor?: { sub: string; act?: unknown };
+  /** The impersonation session, when this is an impersonation token. */
+  sessionId?: string;
+  scopes: ReadonlySet<string>;
+}
+
+export interface ImpersonationVerifier {
+  verify(token: string): Promise<VerifiedToken>;
+  /** Resolves once the feed was read (or rejects when the first read fails). */
+  ready(): Promise<void>;
+  /** Stops reading the feed. */
+  close(): void;
+  /** Sessions known revoked, and when the feed was last read (ms since the epoch, 0 before the first read). */
+  readonly state: { revoked: number; refreshedAt: number; failures: number };
+}
+
+export function createImpersonationVerifier(options: ImpersonationVerifierOptions): ImpersonationVerifier {
+  const refreshInterval = positive('refreshInterval', options.refreshInterval ?? 500);
+  const maxStaleness = positive('maxStaleness', options.maxStaleness ?? 5000);
+  const timeout = positive('timeout', options.timeout ?? 2000);
+  const keys = typeof options.jwks === 'function'
+    ? options.jwks
+    : createRemoteJWKSet(new URL(options.jwks ?? `${options.issuer.replace(/\/$/, '')}/jwks`));
+  const feed = new URL(options.revocationsUri);
+
+  let revoked = new Map<string, number>();
+  let refreshedAt = 0;
+  let failures = 0;
+  let timer: NodeJS.Timeout | undefined;
+  let closed = false;
+
+  async function readFeed(): Promise<void> {
+    const next = new Map<string, number>();
+    let cursor: string | null = null;
+    do {
+      const url = new URL(feed);
+      if (cursor) url.searchParams.set('cursor', cursor);
+      const response = await fetch(url, { signal: AbortSignal.timeout(timeout), headers: { accept: 'application/json' } });
+      if (!response.ok) throw new Error(`the revocation feed answered ${response.status}`);
+      const page = await response.json() as { revoked?: Array<{ id?: unknown; expiresAt?: unknown }>; nextCursor?: unknown };
+      if (!Array.isArray(page.revoked)) throw new Error('the revocation feed sent no list');
+      for (const entry of page.revoked) {
+        if (typeof entry.id === 'string' && typeof entry.expiresAt === 'number') next.set(entry.id, entry.expiresAt);
+      }
+      cursor = typeof page.nextCursor === 'string' ? page.nextCursor : null;
+    } while (cursor);
+    revoked = next;
+    refreshedAt = Date.now();
+  }
+
+  function schedule(): void {
+    if (closed) return;
+    timer = setTimeout(() => {
+      readFeed().then(() => { failures = 0; }, () => { failures += 1; }).finally(schedule);
+    }, refreshInterval);
+    timer.unref();
+  }
+
+  const first = readFeed().finally(schedule);
+  first.catch(() => { failures += 1; });
+
+  return {
+    async verify(token) {
+      let payload: JWTPayload;
+      try {
+        ({ payload } = await jwtVerify(token, keys, { issuer: options.issuer, audience: options.audience, typ: 'at+jwt', requiredClaims: ['sub', 'exp'] }));
+      } catch {
+        throw new ImpersonationTokenError('invalid_token', 'the access token is invalid, expired or not for this resource');
+      }
+      const sessionId = payload[SESSION_CLAIM];
+      if (sessionId !== undefined) {
+        if (typeof sessionId !== 'string') throw new ImpersonationTokenError('invalid_token', 'the impersonation session claim is malformed');
+        if (Date.now() - refreshedAt > maxStaleness) {
+          throw new ImpersonationTokenError('revocations_unavailable', 'revocations of impersonation sessions cannot be read; retry shortly');
+        }
+        if (revoked.has(sessionId)) throw new ImpersonationTokenError('session_revoked', 'this impersonation was stopped');
+      }
+      const act = payload['act'] as { sub?: unknown } | undefined;
+      const scope = payload['scope'];
+      return {
+        payload,
+        subject: payload.sub!,
+        ...(typeof act?.sub === 'string' ? { actor: act as { sub: string } } : {}),
+        ...(typeof sessionId === 'string' ? { sessionId } : {}),
+        scopes: new Set(typeof scope === 'string' ? scope.split(' ').filter(Boolean) : []),
+      };
+    },
+    ready: () => first,
+    close() {
+      closed = true;
+      clearTimeout(timer);
+    },
+    get state() {
+      return { revoked: revoked.size, refreshedAt, failures };
+    },
+  };
+}
+
+function positive(name: string, value: number): number {
+  if (!Number.isSafeInteger(value) || value < 1) throw new TypeError(`createImpersonationVerifier: ${name} must be a positive integer`);
+  return value;
+}
