@@ -11,6 +11,7 @@ import { createManagementRouter } from './management/router.js';
 import { isolateManagementScopes } from './management/scope-isolation.js';
 import { managementScopes, resolveOptions, type ImpersonationOptions, type ResolvedOptions } from './options.js';
 import { providerAdapter, providerConfiguration } from './provider-internals.js';
+import { endWithActor } from './sessions/actor-end.js';
 import { SESSION_MODEL, SessionStore } from './sessions/store.js';
 import { SUBJECT_TOKEN_MODEL, SubjectTokenStore } from './subject-tokens/store.js';
 
@@ -97,6 +98,7 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
         [...EXCHANGE_PARAMETERS],
         [...EXCHANGE_DUPLICATES],
       );
+      endWithActor(provider, sessions);
       const router = createManagementRouter(provider, options, { subjectTokens: store, sessions });
       (app ?? provider).use(router.routes()).use(router.allowedMethods());
     },

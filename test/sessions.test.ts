@@ -4,7 +4,7 @@ import {
   API, CLIENTS, OPAQUE_API, READ_SCOPE, REVOKE_SCOPE, startProvider, type TestProvider,
 } from './support/provider.js';
 import {
-  ACCESS_TOKEN, basic, decodeJwt, exchange, managementRequest, m2mToken, subjectToken, userAccessToken, type Reply,
+  ACCESS_TOKEN, basic, decodeJwt, exchange, logout, managementRequest, m2mToken, subjectToken, userAccessToken, userSignIn, type Reply,
 } from './support/http.js';
 
 const SESSIONS = '/api/impersonations';
@@ -56,7 +56,7 @@ describe('impersonation sessions', () => {
     alice = await userAccessToken(tp, 'alice');
     admin = await m2mToken(tp, CLIENTS.admin, `${READ_SCOPE} ${REVOKE_SCOPE}`);
     readOnly = await m2mToken(tp, CLIENTS.admin, READ_SCOPE);
-    for (const name of [EVENTS.sessionRevoked, EVENTS.subjectTokenWithdrawn, EVENTS.revocationsServed, EVENTS.exchangeSucceeded]) {
+    for (const name of [EVENTS.sessionRevoked, EVENTS.sessionEnded, EVENTS.subjectTokenWithdrawn, EVENTS.revocationsServed, EVENTS.exchangeSucceeded]) {
       onImpersonationEvent(tp.provider, name, (event) => events.push([name, event]));
     }
   });
@@ -210,6 +210,42 @@ describe('impersonation sessions', () => {
       expectError(await call(tp, 'DELETE', `${SESSIONS}/${session}`, admin, { reason: 'x', by: 'me' }), 400, 'invalid_request', /unknown field: by/);
       expectError(await call(tp, 'DELETE', `${SESSIONS}/${session}`, admin, { reason: '' }), 400, 'invalid_request', /reason/);
       expect((await call(tp, 'GET', `${SESSIONS}/${session}`, readOnly)).body['state']).to.equal('active');
+    });
+  });
+
+  describe('the actor\'s logout', () => {
+    it('ends every impersonation started from that sign-in, JWT and opaque, and no other', async () => {
+      events.length = 0;
+      const signedIn = await userSignIn(tp, 'alice');
+      const started = async (resource: string, scope: string, actorToken: string) => {
+        const reply = await exchange(tp, {
+          subject_token: await subjectToken(tp), resource, scope, actor_token: actorToken, actor_token_type: ACCESS_TOKEN,
+        });
+        expect(reply.status, JSON.stringify(reply.body)).to.equal(200);
+        return reply.body['access_token'] as string;
+      };
+      const jwt = await started(API, 'profile:read', signedIn.accessToken);
+      const opaque = await started(OPAQUE_API, 'read', signedIn.accessToken);
+      const elsewhere = await started(API, 'profile:read', alice);
+      const jwtSession = decodeJwt(jwt)['impersonation_session'] as string;
+      const opaqueSession = (await introspect(tp, opaque))['impersonation_session'] as string;
+
+      await logout(tp, signedIn.cookies);
+      const deadline = Date.now() + 1000;
+      let read = await call(tp, 'GET', `${SESSIONS}/${jwtSession}`, readOnly);
+      while (read.body['state'] === 'active' && Date.now() < deadline) {
+        await new Promise((resolve) => setTimeout(resolve, 25));
+        read = await call(tp, 'GET', `${SESSIONS}/${jwtSession}`, readOnly);
+      }
+      expect(read.body).to.include({ state: 'ended', endReason: 'actor_logout' });
+      expect((await call(tp, 'GET', `${SESSIONS}/${opaqueSession}`, readOnly)).body['state']).to.equal('ended');
+      expect(await introspect(tp, opaque)).to.deep.equal({ active: false });
+      const feed = await call(tp, 'GET', `${SESSIONS}/revocations`);
+      expect((feed.body['revoked'] as Array<{ id: string }>).map((entry) => entry.id)).to.include.members([jwtSession, opaqueSession]);
+      const other = decodeJwt(elsewhere)['impersonation_session'] as string;
+      expect((await call(tp, 'GET', `${SESSIONS}/${other}`, readOnly)).body['state']).to.equal('active');
+      const ended = events.filter(([name]) => name === EVENTS.sessionEnded).map(([, event]) => event.sessionId);
+      expect(ended.sort()).to.deep.equal([jwtSession, opaqueSession].sort());
     });
   });
 

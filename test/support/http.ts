@@ -116,10 +116,19 @@ class Jar {
 export async function userAccessToken(
   tp: TestProvider,
   user: string,
+  options: { client?: ClientCredentials; scope?: string; resource?: string; headers?: Record<string, string> } = {},
+): Promise<string> {
+  return (await userSignIn(tp, user, options)).accessToken;
+}
+
+/** The sign-in of userAccessToken, with the browser's cookies (for a logout later). */
+export async function userSignIn(
+  tp: TestProvider,
+  user: string,
   { client = CLIENTS.console, scope = 'openid profile', resource, headers = {} }: {
     client?: ClientCredentials; scope?: string; resource?: string; headers?: Record<string, string>;
   } = {},
-): Promise<string> {
+): Promise<{ accessToken: string; cookies: string }> {
   const jar = new Jar();
   const { verifier, challenge } = pkcePair();
   const authorize = new URL(`${tp.base}/auth`);
@@ -167,7 +176,23 @@ export async function userAccessToken(
     ...(resource ? { resource } : {}),
   }, client, headers);
   if (result.status !== 200) throw new Error(`code redemption failed: ${JSON.stringify(result.body)}`);
-  return result.body['access_token'] as string;
+  return { accessToken: result.body['access_token'] as string, cookies: jar.header() };
+}
+
+/** An RP-initiated logout in the browser that signed in: the end-session form, confirmed. */
+export async function logout(tp: TestProvider, cookies: string): Promise<void> {
+  const form = await fetch(`${tp.base}/session/end`, { headers: { cookie: cookies }, signal: AbortSignal.timeout(10_000) });
+  const xsrf = /name="xsrf" value="([^"]+)"/.exec(await form.text())?.[1];
+  if (!xsrf) throw new Error('the end-session page has no xsrf field');
+  const confirmed = await fetch(`${tp.base}/session/end/confirm`, {
+    method: 'POST',
+    headers: { cookie: cookies, 'content-type': 'application/x-www-form-urlencoded' },
+    body: new URLSearchParams({ xsrf, logout: 'yes' }),
+    redirect: 'manual',
+    signal: AbortSignal.timeout(10_000),
+  });
+  await confirmed.arrayBuffer();
+  if (confirmed.status >= 400) throw new Error(`logout failed with ${confirmed.status}`);
 }
 
 export function decodeJwt(token: string): Record<string, unknown> {
