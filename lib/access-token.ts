@@ -17,6 +17,9 @@ export interface VerifiedAccessToken {
   /** An opaque user token's Grant and oidc-provider session (a JWT names neither). */
   grantId?: string;
   sessionUid?: string;
+  /** A JWT's `auth_time` and `acr`, when it carries them (an opaque token's are its session's). */
+  authTime?: number;
+  acr?: string;
   /** An `act` claim the token already carries (it is itself an impersonation token). */
   act?: Record<string, unknown>;
   /** Sender constraint, when the token is DPoP- or certificate-bound. */
@@ -152,6 +155,8 @@ async function verifyJwtSignature(provider: Provider, verifier: JwtVerifier, val
     audience: audienceList(payload.aud),
     exp: payload.exp!,
     jti: payload.jti!,
+    ...(typeof payload['auth_time'] === 'number' ? { authTime: payload['auth_time'] } : {}),
+    ...(typeof payload['acr'] === 'string' ? { acr: payload['acr'] } : {}),
     ...(isObject(act) ? { act } : {}),
     ...(isObject(cnf) ? cnfOf(cnf['jkt'], cnf['x5t#S256']) : {}),
   } as const);

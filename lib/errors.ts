@@ -24,6 +24,11 @@ export function invalidScope(description: string, scope: string): errors.Invalid
   return new errors.InvalidScope(description, scope);
 }
 
+/** RFC 9470: the actor must sign in again, more recently or more strongly. */
+export function insufficientUserAuthentication(description: string): errors.CustomOIDCProviderError {
+  return new errors.CustomOIDCProviderError('insufficient_user_authentication', description);
+}
+
 /**
  * A store that would have to forget security state to take one more entry.
  * 503 `temporarily_unavailable` at the token endpoint (and any other of

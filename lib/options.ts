@@ -19,6 +19,11 @@ export interface ManagementCaller {
 /** What a management authenticator decides: a caller, or why not (401 or 403). */
 export type ManagementAuthResult = ManagementCaller | { error: 'invalid_token' | 'insufficient_scope'; description?: string };
 
+export interface ActorAuthentication {
+  maxAge?: number;
+  acrValues?: string[];
+}
+
 export interface CreationPolicyInput {
   subject: string;
   account: Account;
@@ -89,6 +94,13 @@ export interface ImpersonationOptions {
    * end). Default: none, so an actor token must come from the exchanging client.
    */
   actorClients?: string[];
+  /**
+   * How recent and strong the actor's sign-in must be (step-up, RFC 9470):
+   * `maxAge` seconds since it, and an `acr` among `acrValues`. Checked against
+   * the session behind an opaque actor token, or a JWT's `auth_time` and `acr`.
+   * A stale or weak sign-in gets `insufficient_user_authentication`. Default: none.
+   */
+  actorAuthentication?: ActorAuthentication;
   /** Adds claims to the issued access token (spec 2.7). */
   getCustomJwtClaims?: CustomJwtClaimsFunction;
   /** How long `getCustomJwtClaims` may take, milliseconds. Default 2000. */
@@ -98,9 +110,9 @@ export interface ImpersonationOptions {
 }
 
 export type ResolvedOptions = Required<Omit<ImpersonationOptions,
-  'authenticateManagementRequest' | 'canImpersonate' | 'canExchange' | 'getCustomJwtClaims'>>
+  'authenticateManagementRequest' | 'canImpersonate' | 'canExchange' | 'getCustomJwtClaims' | 'actorAuthentication'>>
   & Pick<ImpersonationOptions,
-    'authenticateManagementRequest' | 'canImpersonate' | 'canExchange' | 'getCustomJwtClaims'>;
+    'authenticateManagementRequest' | 'canImpersonate' | 'canExchange' | 'getCustomJwtClaims' | 'actorAuthentication'>;
 
 const DEFAULTS = {
   managementScope: 'subject-tokens:create',
@@ -157,6 +169,16 @@ export function resolveOptions(input: ImpersonationOptions): ResolvedOptions {
   }
   if (!Array.isArray(options.actorClients) || options.actorClients.some((id) => typeof id !== 'string' || !id)) {
     fail('actorClients', 'must be an array of client ids');
+  }
+  const freshness = options.actorAuthentication;
+  if (freshness !== undefined) {
+    if (typeof freshness !== 'object' || freshness === null) fail('actorAuthentication', 'must be an object');
+    if (freshness.maxAge !== undefined) positiveInteger('actorAuthentication.maxAge', freshness.maxAge, 86_400 * 30);
+    if (freshness.acrValues !== undefined && (!Array.isArray(freshness.acrValues) || !freshness.acrValues.length
+      || freshness.acrValues.some((value) => typeof value !== 'string' || !/^[\x21-\x7E]+$/.test(value)))) {
+      fail('actorAuthentication.acrValues', 'must be a non-empty array of acr values');
+    }
+    if (freshness.maxAge === undefined && freshness.acrValues === undefined) fail('actorAuthentication', 'needs maxAge or acrValues');
   }
   const env = options.environmentVariables;
   if (typeof env !== 'object' || env === null || Object.values(env).some((value) => typeof value !== 'string')) {

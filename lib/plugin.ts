@@ -4,6 +4,7 @@ import { hasAtomicConsume, hasSortedIndexes, instantiateAdapter } from './adapte
 import { createMemoryAdapter } from './adapters/memory.js';
 import { errors } from './errors.js';
 import { ExchangeClaims } from './exchange/claims.js';
+import { stepUpDetails } from './exchange/freshness.js';
 import {
   createExchangeHandler, EXCHANGE_DUPLICATES, EXCHANGE_PARAMETERS, TOKEN_EXCHANGE_GRANT,
 } from './exchange/grant.js';
@@ -99,6 +100,7 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
         [...EXCHANGE_DUPLICATES],
       );
       endWithActor(provider, sessions);
+      if (options.actorAuthentication) provider.use(stepUpDetails());
       const router = createManagementRouter(provider, options, { subjectTokens: store, sessions });
       (app ?? provider).use(router.routes()).use(router.allowedMethods());
     },

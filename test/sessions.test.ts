@@ -284,3 +284,53 @@ describe('impersonation sessions', () => {
     });
   });
 });
+
+describe('actor freshness (step-up, RFC 9470)', function () {
+  this.timeout(20_000);
+
+  it('refuses a sign-in older than maxAge with insufficient_user_authentication and max_age, burning nothing', async () => {
+    const tp = await startProvider({ plugin: { actorAuthentication: { maxAge: 2 } } });
+    try {
+      const fresh = await userAccessToken(tp, 'alice');
+      const subject = await subjectToken(tp);
+      expect((await exchange(tp, { subject_token: await subjectToken(tp), resource: API, actor_token: fresh, actor_token_type: ACCESS_TOKEN })).status)
+        .to.equal(200);
+      await new Promise((resolve) => setTimeout(resolve, 3100));
+      const stale = await exchange(tp, { subject_token: subject, resource: API, actor_token: fresh, actor_token_type: ACCESS_TOKEN });
+      expectError(stale, 400, 'insufficient_user_authentication', /sign in again/);
+      expect(stale.body['max_age']).to.equal(2);
+      const again = await userAccessToken(tp, 'alice');
+      expect((await exchange(tp, { subject_token: subject, resource: API, actor_token: again, actor_token_type: ACCESS_TOKEN })).status)
+        .to.equal(200);
+    } finally {
+      await tp.close();
+    }
+  });
+
+  it('refuses a sign-in whose acr is not among acrValues, and a JWT actor token that states neither', async () => {
+    const tp = await startProvider({ plugin: { actorAuthentication: { acrValues: ['urn:example:mfa'] } } });
+    try {
+      const opaque = await userAccessToken(tp, 'alice');
+      const weak = await exchange(tp, { subject_token: await subjectToken(tp), resource: API, actor_token: opaque, actor_token_type: ACCESS_TOKEN });
+      expectError(weak, 400, 'insufficient_user_authentication');
+      expect(weak.body['acr_values']).to.equal('urn:example:mfa');
+      const jwt = await userAccessToken(tp, 'alice', { scope: 'openid', resource: 'https://actor.example.com' });
+      const unknown = await exchange(tp, { subject_token: await subjectToken(tp), resource: API, actor_token: jwt, actor_token_type: ACCESS_TOKEN });
+      expectError(unknown, 400, 'insufficient_user_authentication');
+    } finally {
+      await tp.close();
+    }
+  });
+
+  it('validates the option', async () => {
+    for (const actorAuthentication of [{}, { maxAge: 0 }, { acrValues: [] }, { acrValues: ['a b'] }]) {
+      let thrown: unknown;
+      try {
+        await startProvider({ plugin: { actorAuthentication } });
+      } catch (error) {
+        thrown = error;
+      }
+      expect(String(thrown)).to.match(/actorAuthentication/);
+    }
+  });
+});

@@ -17,6 +17,7 @@ import { looksLikeSubjectToken } from '../subject-tokens/token.js';
 import type { VerifiedAccessToken } from '../access-token.js';
 import { actFor, lookUpActorToken, validateActorToken, type ActClaim, type ActorTokenLookup } from './actor.js';
 import { actClaims, runCustomClaims, type ExchangeClaims } from './claims.js';
+import { checkActorAuthentication } from './freshness.js';
 
 export const TOKEN_EXCHANGE_GRANT = 'urn:ietf:params:oauth:grant-type:token-exchange';
 export const ACCESS_TOKEN_TYPE = 'urn:ietf:params:oauth:token-type:access_token';
@@ -97,6 +98,7 @@ export function createExchangeHandler({ options, store, sessions, claims }: Gran
       bindToSender(ctx, token, dpop);
 
       const actor = await actorOf(ctx, actorLookup, record, dpop, token, actorClients);
+      if (actor && options.actorAuthentication) await checkActorAuthentication(ctx, actor, options.actorAuthentication);
       const act = actor && actFor(actor);
       if (act) audit.actor = act.sub;
 
