@@ -5,8 +5,8 @@ import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
 import { exportJWK, generateKeyPair } from 'jose';
 import { assertRedisReachable, testPrefix } from '../support/adapter.js';
-import { decodeJwt, exchange, m2mToken, managementRequest, type Reply } from '../support/http.js';
-import { API, type TestProvider } from '../support/provider.js';
+import { basic, decodeJwt, exchange, m2mToken, managementRequest, type Reply } from '../support/http.js';
+import { API, CLIENTS, OPAQUE_API, READ_SCOPE, REVOKE_SCOPE, type TestProvider } from '../support/provider.js';
 
 const INSTANCES = 4;
 const ISSUER = 'https://id.multi-process.example';
@@ -91,6 +91,40 @@ describe('Redis adapter: several provider processes sharing one Redis', function
     if (reply.status !== 201) throw new Error(`creation failed on ${instance.base}: ${reply.status} ${JSON.stringify(reply.body)}`);
     return reply.body['subjectToken'] as string;
   }
+
+  it('lists, reads and revokes on one process a session started on another; every process then refuses its tokens', async () => {
+    const [first, second, third, fourth] = instances as [Instance, Instance, Instance, Instance];
+    const admin = await m2mToken(second, CLIENTS.admin, `${READ_SCOPE} ${REVOKE_SCOPE}`);
+    const jwt = await redeem(first, await createSubjectToken(first));
+    const opaque = await exchange(first, { subject_token: await createSubjectToken(first), resource: OPAQUE_API, scope: 'read' });
+    expect(opaque.status, JSON.stringify(opaque.body)).to.equal(200);
+    const jwtSession = decodeJwt(jwt.body['access_token'] as string)['impersonation_session'] as string;
+    const introspect = async (instance: Instance) => (await fetch(`${instance.base}/token/introspection`, {
+      method: 'POST',
+      headers: { authorization: basic(CLIENTS.web), 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams({ token: opaque.body['access_token'] as string }),
+    })).json() as Promise<Record<string, unknown>>;
+    const opaqueSession = (await introspect(third))['impersonation_session'] as string;
+    const ids = [jwtSession, opaqueSession];
+
+    // The listing pages through every session of bob (earlier tests made hundreds) and finds both.
+    const listed: string[] = [];
+    let cursor: string | null = null;
+    do {
+      const page: Reply = await sessionsCall(second, 'GET', `/api/impersonations?subject=bob&limit=100${cursor ? `&cursor=${cursor}` : ''}`, admin);
+      listed.push(...(page.body['items'] as Array<{ id: string }>).map((item) => item.id));
+      cursor = page.body['nextCursor'] as string | null;
+    } while (cursor);
+    expect(listed).to.include.members(ids);
+    expect(new Set(listed).size).to.equal(listed.length);
+    expect((await sessionsCall(third, 'GET', `/api/impersonations/${jwtSession}`, admin)).body['state']).to.equal('active');
+
+    for (const id of ids) expect((await sessionsCall(second, 'DELETE', `/api/impersonations/${id}`, admin)).status).to.equal(204);
+    const feed = await sessionsCall(third, 'GET', '/api/impersonations/revocations');
+    expect((feed.body['revoked'] as Array<{ id: string }>).map((entry) => entry.id)).to.include.members(ids);
+    expect((await sessionsCall(fourth, 'GET', `/api/impersonations/${jwtSession}`, admin)).body['state']).to.equal('revoked');
+    expect(await introspect(fourth)).to.deep.equal({ active: false });
+  });
 });
 
 function redeem(instance: Instance, subjectToken: string): Promise<Reply> {
@@ -131,4 +165,12 @@ function portOf(child: ChildProcess): Promise<number> {
       reject(new Error(`provider process ${why}:\n${stderr}`));
     }
   });
+}
+
+async function sessionsCall(instance: Instance, method: string, path: string, token?: string): Promise<Reply> {
+  const response = await fetch(`${instance.base}${path}`, {
+    method, headers: token ? { authorization: `Bearer ${token}` } : {}, signal: AbortSignal.timeout(10_000),
+  });
+  const text = await response.text();
+  return { status: response.status, headers: response.headers, body: text ? JSON.parse(text) as Record<string, unknown> : {} };
 }

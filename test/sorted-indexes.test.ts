@@ -1,0 +1,74 @@
+import { expect } from 'chai';
+import { createMemoryAdapter } from '../lib/index.js';
+import type { ImpersonationAdapter } from '../lib/adapters/contract.js';
+import { assertRedisReachable, redisTestAdapter } from './support/adapter.js';
+
+// The contract the session store relies on, checked on both adapters the package ships.
+const adapters: Array<[string, () => Promise<ImpersonationAdapter>]> = [
+  ['memory', async () => new (createMemoryAdapter())('ImpersonationSession')],
+  ['Redis', async () => {
+    await assertRedisReachable();
+    return new (redisTestAdapter())('ImpersonationSession');
+  }],
+];
+
+for (const [name, open] of adapters) {
+  describe(`sorted indexes (${name} adapter)`, () => {
+    let store: ImpersonationAdapter;
+    const later = (seconds: number) => Date.now() + seconds * 1000;
+    beforeEach(async () => { store = await open(); });
+
+    it('returns live members latest expiry first, ties by member descending, and pages after a position', async () => {
+      const base = later(60);
+      for (const [member, at] of [['a', base], ['b', base + 1000], ['c', base + 1000], ['d', base + 2000]] as const) {
+        await store.indexAdd('all', member, at);
+      }
+      const everything = await store.indexRange('all', undefined, 10);
+      expect(everything.map((entry) => entry.member)).to.deep.equal(['d', 'c', 'b', 'a']);
+      const first = await store.indexRange('all', undefined, 2);
+      expect(first.map((entry) => entry.member)).to.deep.equal(['d', 'c']);
+      const rest = await store.indexRange('all', first.at(-1), 2);
+      expect(rest.map((entry) => entry.member)).to.deep.equal(['b', 'a']);
+      expect(await store.indexRange('all', rest.at(-1), 2)).to.deep.equal([]);
+    });
+
+    it('moves a member re-added with a new expiry, and removes one', async () => {
+      await store.indexAdd('x', 'm', later(10));
+      await store.indexAdd('x', 'n', later(20));
+      await store.indexAdd('x', 'm', later(30));
+      expect((await store.indexRange('x', undefined, 10)).map((entry) => entry.member)).to.deep.equal(['m', 'n']);
+      await store.indexRemove('x', 'm');
+      await store.indexRemove('x', 'never-there');
+      expect((await store.indexRange('x', undefined, 10)).map((entry) => entry.member)).to.deep.equal(['n']);
+    });
+
+    it('never returns an expired member', async () => {
+      await store.indexAdd('short', 'gone', Date.now() + 300);
+      await store.indexAdd('short', 'kept', later(60));
+      await new Promise((resolve) => setTimeout(resolve, 400));
+      expect((await store.indexRange('short', undefined, 10)).map((entry) => entry.member)).to.deep.equal(['kept']);
+      expect(await store.indexRange('unknown', undefined, 10)).to.deep.equal([]);
+    });
+
+    it('keeps indexes of one name apart from another\'s', async () => {
+      await store.indexAdd('subject:bob', 's1', later(60));
+      await store.indexAdd('subject:carol', 's2', later(60));
+      expect((await store.indexRange('subject:bob', undefined, 10)).map((entry) => entry.member)).to.deep.equal(['s1']);
+    });
+  });
+}
+
+describe('sorted indexes (memory adapter): the bound', () => {
+  it('refuses one member too many with 503, never dropping a live one', async () => {
+    const store = new (createMemoryAdapter({ limits: { ImpersonationSession: 1 } }))('ImpersonationSession');
+    for (let i = 0; i < 8; i += 1) await store.indexAdd('all', `m${i}`, Date.now() + 60_000);
+    let refused: { status?: number } | undefined;
+    try {
+      await store.indexAdd('all', 'one-too-many', Date.now() + 60_000);
+    } catch (error) {
+      refused = error as { status?: number };
+    }
+    expect(refused?.status).to.equal(503);
+    expect(await store.indexRange('all', undefined, 100)).to.have.length(8);
+  });
+});
