@@ -51,7 +51,8 @@ export async function measureMemory(count: number): Promise<MemoryResult> {
   let evictions = 0;
 
   const before = settle();
-  const Adapter: MemoryAdapterClass = createMemoryAdapter({ max, onEvict: () => { evictions += 1; } });
+  // A subject token takes two entries: its record and the pointer from its public id.
+  const Adapter: MemoryAdapterClass = createMemoryAdapter({ max: max * 2, onEvict: () => { evictions += 1; } });
   const store = new SubjectTokenStore(new Adapter(SUBJECT_TOKEN_MODEL));
   const empty = settle();
 

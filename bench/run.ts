@@ -45,6 +45,7 @@ import { ACTOR_API, API, CLIENTS, TOKEN_EXCHANGE, ACCESS_TOKEN, type TestProvide
 import { basic, m2mToken, userAccessToken } from '../test/support/http.js';
 import { fire, percentile, type RequestSpec, type RunRecord } from './load.js';
 import { describeMemory, type MemoryResult } from './memory.js';
+import { describeVerifier, type VerifierResult } from './resource-server.js';
 import { summarizeProfile } from './profile.js';
 import type { AdapterKind, ServerStats } from './protocol.js';
 import { startServer, type ServerProcess } from './server-process.js';
@@ -63,6 +64,7 @@ interface Settings {
   cpuProf: boolean;
   /** Subject tokens for the heap measurement; 0 skips it. */
   memoryCount: number;
+  verifierCount: number;
 }
 
 const SCENARIOS = ['baseline', 'create', 'exchange', 'exchange-actor', 'exchange-actor-jwt'] as const;
@@ -99,6 +101,7 @@ function parseSettings(argv: string[]): Settings {
     profile: argv.includes('--profile'),
     cpuProf: argv.includes('--cpu-prof'),
     memoryCount: argv.includes('--skip-memory') ? 0 : smoke ? 5_000 : 100_000,
+    verifierCount: smoke ? 2_000 : 20_000,
   };
   if (!Number.isSafeInteger(settings.rounds) || settings.rounds < 1) throw new TypeError('--rounds must be a positive integer');
   if (!Number.isSafeInteger(settings.connections) || settings.connections < 1) throw new TypeError('--connections must be a positive integer');
@@ -614,17 +617,26 @@ async function deleteKeys(prefix: string): Promise<number> {
 
 /** bench/memory.ts in a child with --expose-gc, so that gc() can be called and nothing else is on its heap. */
 function runMemoryChild(count: number): Promise<MemoryResult> {
+  return runJsonChild<MemoryResult>('memory', ['--expose-gc', fileURLToPath(new URL('./memory.js', import.meta.url)), '--count', String(count), '--json']);
+}
+
+/** bench/resource-server.ts in a child: its provider and verifier share nothing with the load. */
+function runVerifierChild(count: number): Promise<VerifierResult> {
+  return runJsonChild<VerifierResult>('resource-server', [fileURLToPath(new URL('./resource-server.js', import.meta.url)), '--count', String(count), '--json']);
+}
+
+function runJsonChild<T>(name: string, args: string[]): Promise<T> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--expose-gc', fileURLToPath(new URL('./memory.js', import.meta.url)), '--count', String(count), '--json'], {
+    const child = spawn(process.execPath, args, {
       stdio: ['ignore', 'pipe', 'inherit'],
     });
     let output = '';
     child.stdout.on('data', (chunk: Buffer) => { output += chunk.toString(); });
     child.on('error', reject);
     child.on('exit', (code) => {
-      if (code !== 0) { reject(new Error(`the memory measurement exited with ${code}`)); return; }
+      if (code !== 0) { reject(new Error(`the ${name} measurement exited with ${code}`)); return; }
       try {
-        resolve(JSON.parse(output.trim().split('\n').at(-1)!) as MemoryResult);
+        resolve(JSON.parse(output.trim().split('\n').at(-1)!) as T);
       } catch (error) {
         reject(error instanceof Error ? error : new Error(String(error)));
       }
@@ -679,11 +691,15 @@ async function main(): Promise<void> {
     memory = await runMemoryChild(settings.memoryCount);
   }
 
+  log(`  resource-server helper: ${settings.verifierCount.toLocaleString('en')} verifications per variant (child process)`);
+  const verifier = await runVerifierChild(settings.verifierCount);
+
   const rows = results.flatMap(summarize);
   log('');
   for (const line of table(rows)) log(line);
   log('');
   if (memory) for (const line of describeMemory(memory)) log(line);
+  for (const line of describeVerifier(verifier)) log(line);
 
   for (const result of results) {
     const stats = result.endStats.adapter;

@@ -21,7 +21,7 @@ for (const [name, open] of adapters) {
     it('returns live members latest expiry first, ties by member descending, and pages after a position', async () => {
       const base = later(60);
       for (const [member, at] of [['a', base], ['b', base + 1000], ['c', base + 1000], ['d', base + 2000]] as const) {
-        await store.indexAdd('all', member, at);
+        await store.indexAdd(['all'], member, at);
       }
       const everything = await store.indexRange('all', undefined, 10);
       expect(everything.map((entry) => entry.member)).to.deep.equal(['d', 'c', 'b', 'a']);
@@ -33,26 +33,34 @@ for (const [name, open] of adapters) {
     });
 
     it('moves a member re-added with a new expiry, and removes one', async () => {
-      await store.indexAdd('x', 'm', later(10));
-      await store.indexAdd('x', 'n', later(20));
-      await store.indexAdd('x', 'm', later(30));
+      await store.indexAdd(['x'], 'm', later(10));
+      await store.indexAdd(['x'], 'n', later(20));
+      await store.indexAdd(['x'], 'm', later(30));
       expect((await store.indexRange('x', undefined, 10)).map((entry) => entry.member)).to.deep.equal(['m', 'n']);
-      await store.indexRemove('x', 'm');
-      await store.indexRemove('x', 'never-there');
+      await store.indexRemove(['x'], 'm');
+      await store.indexRemove(['x'], 'never-there');
       expect((await store.indexRange('x', undefined, 10)).map((entry) => entry.member)).to.deep.equal(['n']);
     });
 
     it('never returns an expired member', async () => {
-      await store.indexAdd('short', 'gone', Date.now() + 300);
-      await store.indexAdd('short', 'kept', later(60));
+      await store.indexAdd(['short'], 'gone', Date.now() + 300);
+      await store.indexAdd(['short'], 'kept', later(60));
       await new Promise((resolve) => setTimeout(resolve, 400));
       expect((await store.indexRange('short', undefined, 10)).map((entry) => entry.member)).to.deep.equal(['kept']);
       expect(await store.indexRange('unknown', undefined, 10)).to.deep.equal([]);
     });
 
+    it('adds a member to several indexes in one call', async () => {
+      await store.indexAdd(['one', 'two'], 'both', later(60));
+      expect((await store.indexRange('one', undefined, 10)).map((entry) => entry.member)).to.deep.equal(['both']);
+      expect((await store.indexRange('two', undefined, 10)).map((entry) => entry.member)).to.deep.equal(['both']);
+      await store.indexRemove(['one', 'two'], 'both');
+      expect(await store.indexRange('two', undefined, 10)).to.deep.equal([]);
+    });
+
     it('keeps indexes of one name apart from another\'s', async () => {
-      await store.indexAdd('subject:bob', 's1', later(60));
-      await store.indexAdd('subject:carol', 's2', later(60));
+      await store.indexAdd(['subject:bob'], 's1', later(60));
+      await store.indexAdd(['subject:carol'], 's2', later(60));
       expect((await store.indexRange('subject:bob', undefined, 10)).map((entry) => entry.member)).to.deep.equal(['s1']);
     });
   });
@@ -61,14 +69,15 @@ for (const [name, open] of adapters) {
 describe('sorted indexes (memory adapter): the bound', () => {
   it('refuses one member too many with 503, never dropping a live one', async () => {
     const store = new (createMemoryAdapter({ limits: { ImpersonationSession: 1 } }))('ImpersonationSession');
-    for (let i = 0; i < 8; i += 1) await store.indexAdd('all', `m${i}`, Date.now() + 60_000);
+    for (let i = 0; i < 8; i += 1) await store.indexAdd(['all'], `m${i}`, Date.now() + 60_000);
     let refused: { status?: number } | undefined;
     try {
-      await store.indexAdd('all', 'one-too-many', Date.now() + 60_000);
+      await store.indexAdd(['all', 'other'], 'one-too-many', Date.now() + 60_000);
     } catch (error) {
       refused = error as { status?: number };
     }
     expect(refused?.status).to.equal(503);
     expect(await store.indexRange('all', undefined, 100)).to.have.length(8);
+    expect(await store.indexRange('other', undefined, 100), 'all or none').to.have.length(0);
   });
 });

@@ -52,9 +52,9 @@ export interface IndexEntry {
  * operation rejects when the store cannot be reached.
  */
 export interface SortedIndexes {
-  /** Adds `member` to `index` (or moves it to its new expiry). */
-  indexAdd(index: string, member: string, expiresAt: number): Promise<void>;
-  indexRemove(index: string, member: string): Promise<void>;
+  /** Adds `member` to each of `indexes` (or moves it to its new expiry there): all of them, or none. */
+  indexAdd(indexes: readonly string[], member: string, expiresAt: number): Promise<void>;
+  indexRemove(indexes: readonly string[], member: string): Promise<void>;
   /**
    * Live members, latest expiry first, strictly after `after` in that order
    * (ties broken by member, descending), at most `limit`.

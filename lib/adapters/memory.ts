@@ -292,30 +292,43 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
       this.#store.entries.delete(id);
     }
 
-    async indexAdd(name: string, member: string, expiresAt: number): Promise<void> {
+    async indexAdd(names: readonly string[], member: string, expiresAt: number): Promise<void> {
       const store = this.#store;
-      let index = store.indexes.get(name);
-      if (!index) {
-        index = { entries: [], expiries: new Map() };
-        store.indexes.set(name, index);
-      }
-      pruneIndex(store, index, Date.now());
-      if (index.expiries.has(member)) removeMember(store, index, member);
-      else if (store.indexedMembers >= store.max * INDEX_MEMBERS_PER_ENTRY) {
+      const now = Date.now();
+      const indexes = names.map((name) => {
+        let index = store.indexes.get(name);
+        if (!index) {
+          index = { entries: [], expiries: new Map() };
+          store.indexes.set(name, index);
+        }
+        pruneIndex(store, index, now);
+        return index;
+      });
+      // All or none: the room is checked before any index changes.
+      const added = indexes.filter((index) => !index.expiries.has(member)).length;
+      if (store.indexedMembers + added > store.max * INDEX_MEMBERS_PER_ENTRY) {
         refusedFull[store.name] = (refusedFull[store.name] ?? 0) + 1;
         throw storeFull(store.name);
       }
       const entry = { member, expiresAt };
-      index.entries.splice(lowerBound(index.entries, entry), 0, entry);
-      index.expiries.set(member, expiresAt);
-      store.indexedMembers += 1;
+      for (const index of indexes) {
+        if (index.expiries.has(member)) removeMember(store, index, member);
+        const at = lowerBound(index.entries, entry);
+        // New sessions usually expire last: appending is the common case, and far cheaper than a splice.
+        if (at === index.entries.length) index.entries.push({ ...entry });
+        else index.entries.splice(at, 0, { ...entry });
+        index.expiries.set(member, expiresAt);
+        store.indexedMembers += 1;
+      }
     }
 
-    async indexRemove(name: string, member: string): Promise<void> {
-      const index = this.#store.indexes.get(name);
-      if (!index) return;
-      removeMember(this.#store, index, member);
-      if (!index.entries.length) this.#store.indexes.delete(name);
+    async indexRemove(names: readonly string[], member: string): Promise<void> {
+      for (const name of names) {
+        const index = this.#store.indexes.get(name);
+        if (!index) continue;
+        removeMember(this.#store, index, member);
+        if (!index.entries.length) this.#store.indexes.delete(name);
+      }
     }
 
     async indexRange(name: string, after: IndexEntry | undefined, limit: number): Promise<IndexEntry[]> {

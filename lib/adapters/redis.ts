@@ -87,21 +87,28 @@ local ttl = tonumber(ARGV[2])
 if ttl <= 0 then redis.call('PERSIST', KEYS[1])
 elseif before == -2 or (before >= 0 and before < ttl) then redis.call('PEXPIRE', KEYS[1], ttl) end
 return 1`,
-  // A sorted index scored by expiry: expired members go first, and the key
-  // itself expires with its last member.
-  impersonationIndexAdd: `
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[3])
-redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
-local last = redis.call('ZREVRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-redis.call('PEXPIREAT', KEYS[1], math.floor(tonumber(last[2])) + 1000)
-return 1`,
 } as const;
+
+/**
+ * Adds a member to sorted indexes scored by expiry, all in one call: expired
+ * members go first, and each key expires with its last member. Its keys share
+ * one hash tag, so it runs unchanged on Redis Cluster.
+ */
+const INDEX_ADD = `
+for _, key in ipairs(KEYS) do
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', ARGV[3])
+  redis.call('ZADD', key, ARGV[2], ARGV[1])
+  local last = redis.call('ZREVRANGE', key, 0, 0, 'WITHSCORES')
+  redis.call('PEXPIREAT', key, math.floor(tonumber(last[2])) + 1000)
+end
+return 1`;
 
 interface Scripts {
   impersonationConsumeOnce(key: string, now: number): Promise<number>;
   impersonationWrite(key: string, payload: string, consumed: string, ttlMs: number): Promise<number>;
   impersonationAddToGrant(key: string, member: string, ttlMs: number): Promise<number>;
-  impersonationIndexAdd(key: string, member: string, expiresAt: number, now: number): Promise<number>;
+  /** `impersonationIndexAdd(numberOfKeys, ...keys, member, expiresAt, now)` */
+  impersonationIndexAdd(...args: Array<string | number>): Promise<number>;
 }
 
 type ScriptedClient = (Redis | Cluster) & Scripts;
@@ -117,7 +124,8 @@ type ScriptedClient = (Redis | Cluster) & Scripts;
  *                                 ones it read, and checks them against the entry's uid)
  *   P<Model>:userCode:{<code>}    string: the id (DeviceCode, for findByUserCode)
  *   Pgrant:{<grantId>}            set: entry keys of the grant's tokens (revokeByGrantId)
- *   P<Model>:index:{<index>}      sorted set: ids scored by expiry (SortedIndexes)
+ *   P<Model>:index:{<Model>}:<index>  sorted set: ids scored by expiry (SortedIndexes); one hash tag
+ *                                 for all of a model's indexes, so that one script updates several
  * Redis Cluster hashes only the first {...} of a key. The grant's record
  * (P`Grant:{<grantId>}`) and its index share the slot of the grant id; a
  * token's own key cannot carry its grant id, since find(id) receives only the
@@ -136,6 +144,7 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
   // client's own per-retry error events would only repeat that.
   if (owned) client.on('error', () => {});
   for (const [name, lua] of Object.entries(SCRIPTS)) client.defineCommand(name, { numberOfKeys: 1, lua });
+  client.defineCommand('impersonationIndexAdd', { lua: INDEX_ADD });
   const redis = client as ScriptedClient;
   const whenReady = readiness(client);
 
@@ -168,7 +177,7 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
       return `${prefix}${this.#name}:{${id}}`;
     }
 
-    #indexKey(index: 'uid' | 'userCode' | 'index', value: string): string {
+    #indexKey(index: 'uid' | 'userCode', value: string): string {
       return `${prefix}${this.#name}:${index}:{${value}}`;
     }
 
@@ -238,19 +247,25 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
       await redis.del(this.#key(id));
     }
 
-    async indexAdd(index: string, member: string, expiresAt: number): Promise<void> {
+    async indexAdd(indexes: readonly string[], member: string, expiresAt: number): Promise<void> {
+      if (!indexes.length) return;
       if (client.status !== 'ready') await whenReady();
-      await redis.impersonationIndexAdd(this.#indexKey('index', index), member, expiresAt, Date.now());
+      const keys = indexes.map((index) => this.#sortedIndexKey(index));
+      await redis.impersonationIndexAdd(keys.length, ...keys, member, expiresAt, Date.now());
     }
 
-    async indexRemove(index: string, member: string): Promise<void> {
+    async indexRemove(indexes: readonly string[], member: string): Promise<void> {
       if (client.status !== 'ready') await whenReady();
-      await redis.zrem(this.#indexKey('index', index), member);
+      await Promise.all(indexes.map((index) => redis.zrem(this.#sortedIndexKey(index), member)));
+    }
+
+    #sortedIndexKey(index: string): string {
+      return `${prefix}${this.#name}:index:{${this.#name}}:${index}`;
     }
 
     async indexRange(index: string, after: IndexEntry | undefined, limit: number): Promise<IndexEntry[]> {
       if (client.status !== 'ready') await whenReady();
-      const key = this.#indexKey('index', index);
+      const key = this.#sortedIndexKey(index);
       const max = after ? String(after.expiresAt) : '+inf';
       const min = `(${Date.now()}`;
       const found: IndexEntry[] = [];

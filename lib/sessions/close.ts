@@ -9,10 +9,10 @@ export type CloseRequest = { revokedBy: string; reason?: string } | { endReason:
 
 /**
  * Stops an impersonation session. An opaque token's Grant and the token go
- * first, then the record says so and the session moves to the revocation
- * feed, which is what stops its JWTs at resource servers. Should the store
- * fail halfway, the record still says active and closing again finishes the
- * job. Closing a session that is no longer active changes nothing.
+ * first, then the session enters the revocation feed (which is what stops its
+ * JWTs at resource servers) and its record says so. Should the store fail
+ * halfway, closing again finishes the job. Of concurrent closes, one emits the
+ * event; closing a session that is no longer active changes nothing.
  */
 export async function closeSession(
   provider: Provider,
@@ -26,9 +26,10 @@ export async function closeSession(
     await Promise.all([provider.AccessToken.revokeByGrantId(record.grantId), provider.Grant.adapter.destroy(record.grantId)]);
   }
   const at = Math.floor(Date.now() / 1000);
-  const closed = await sessions.close(record, 'revokedBy' in request
+  const { record: closed, closedNow } = await sessions.close(record, 'revokedBy' in request
     ? { revoked: { at, by: request.revokedBy, ...(request.reason ? { reason: request.reason } : {}) } }
     : { ended: { at, reason: request.endReason } });
+  if (!closedNow) return closed;
 
   const event: ImpersonationEvent = {
     sessionId: record.id,

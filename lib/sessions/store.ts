@@ -17,7 +17,6 @@ const ACTIVE = 'active';
 const REVOKED = 'revoked';
 const bySubject = (subject: string) => `subject:${subject}`;
 const byActor = (actor: string) => `actor:${actor}`;
-const byClient = (clientId: string) => `client:${clientId}`;
 const byActorGrant = (grantId: string) => `actor-grant:${grantId}`;
 const byActorSession = (uid: string) => `actor-session:${uid}`;
 
@@ -38,8 +37,8 @@ export type Closing = Pick<SessionRecord, 'revoked'> | Pick<SessionRecord, 'ende
 
 /**
  * Impersonation sessions on top of an adapter with sorted indexes: the record
- * by id; active sessions indexed by subject, actor and client (and all of
- * them), so that listing reads an index, never the whole store; by the actor
+ * by id; active sessions indexed by subject and actor (and all of them), so
+ * that listing reads an index, never the whole store; by the actor
  * token's Grant and oidc-provider session, so that their end finds what they
  * started; and closed sessions whose tokens may still be alive, for the
  * revocation feed. Every index member expires with the session's tokens.
@@ -55,16 +54,13 @@ export class SessionStore {
     const expiresAt = record.expiresAt * 1000;
     await Promise.all([
       this.#adapter.upsert(record.id, toPayload(record), keptFor(record)),
-      ...indexesOf(record).map((index) => this.#adapter.indexAdd(index, record.id, expiresAt)),
+      this.#adapter.indexAdd(indexesOf(record), record.id, expiresAt),
     ]);
   }
 
   /** Removes a session whose token was never handed out (a lost race, a failed redemption). */
   async discard(record: SessionRecord): Promise<void> {
-    await Promise.all([
-      this.#adapter.destroy(record.id),
-      ...indexesOf(record).map((index) => this.#adapter.indexRemove(index, record.id)),
-    ]);
+    await Promise.all([this.#adapter.destroy(record.id), this.#adapter.indexRemove(indexesOf(record), record.id)]);
   }
 
   async find(id: string): Promise<SessionRecord | undefined> {
@@ -72,15 +68,28 @@ export class SessionStore {
     return payload ? fromPayload(payload) : undefined;
   }
 
-  /** Records the revocation or end, takes the session out of the active indexes and into the revoked one. */
-  async close(record: SessionRecord, closing: Closing): Promise<SessionRecord> {
+  /**
+   * Closes a session once. The revoked index (what the feed serves, and so
+   * what stops JWTs) comes first and is idempotent; then the record's atomic
+   * consume picks the one closer that reports it (`closedNow`), so concurrent
+   * closes (a logout revokes a Grant and destroys a session at once) emit one
+   * event. A closer that lost finds the record already closed, or, if the
+   * winner failed halfway, finishes the record itself.
+   */
+  async close(record: SessionRecord, closing: Closing): Promise<{ record: SessionRecord; closedNow: boolean }> {
+    await this.#adapter.indexAdd([REVOKED], record.id, record.expiresAt * 1000);
+    const won = await this.#adapter.consumeOnce(record.id);
+    if (!won) {
+      const current = await this.find(record.id);
+      if (current && stateOf(current) !== 'active') return { record: current, closedNow: false };
+    }
     const closed: SessionRecord = { ...record, ...closing };
-    await this.#adapter.upsert(closed.id, toPayload(closed), keptFor(closed));
+    const payload = { ...toPayload(closed), consumed: Math.floor(Date.now() / 1000) } as AdapterPayload;
     await Promise.all([
-      ...activeIndexesOf(record).map((index) => this.#adapter.indexRemove(index, record.id)),
-      this.#adapter.indexAdd(REVOKED, record.id, record.expiresAt * 1000),
+      this.#adapter.upsert(closed.id, payload, keptFor(closed)),
+      this.#adapter.indexRemove(activeIndexesOf(record), record.id),
     ]);
-    return closed;
+    return { record: closed, closedNow: won };
   }
 
   /**
@@ -89,10 +98,10 @@ export class SessionStore {
    * next one, when the index holds many that the rest of the filter drops.
    */
   async list(filter: SessionFilter, limit: number, after: IndexEntry | undefined): Promise<SessionPage> {
+    // A client filter alone reads all active sessions: clients are few, subjects and actors many.
     const index = filter.subject !== undefined ? bySubject(filter.subject)
       : filter.actor !== undefined ? byActor(filter.actor)
-        : filter.clientId !== undefined ? byClient(filter.clientId)
-          : ACTIVE;
+        : ACTIVE;
     const items: SessionRecord[] = [];
     let position = after;
     for (let batches = 0; batches < MAX_BATCHES_PER_PAGE; batches += 1) {
@@ -132,7 +141,6 @@ function activeIndexesOf(record: SessionRecord): string[] {
   return [
     ACTIVE,
     bySubject(record.subject),
-    byClient(record.clientId),
     ...(record.actor === undefined ? [] : [byActor(record.actor)]),
   ];
 }
@@ -165,6 +173,6 @@ function fromPayload(payload: AdapterPayload): SessionRecord | undefined {
   if (candidate.kind !== SESSION_MODEL || typeof candidate.id !== 'string' || typeof candidate.expiresAt !== 'number') {
     return undefined;
   }
-  const { kind: _kind, ...record } = candidate;
+  const { kind: _kind, consumed: _closed, ...record } = candidate as typeof candidate & { consumed?: unknown };
   return record as SessionRecord;
 }
