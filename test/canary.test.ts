@@ -15,7 +15,7 @@ import {
   ACTOR_API, API, CLIENTS, OPAQUE_API, startProvider, type TestProvider,
 } from './support/provider.js';
 import {
-  ACCESS_TOKEN, exchange, managementRequest, m2mToken, tokenRequest, userAccessToken, type Reply,
+  ACCESS_TOKEN, exchange, logout, managementRequest, m2mToken, tokenRequest, userAccessToken, userSignIn, type Reply,
 } from './support/http.js';
 import * as demoHttp from './demo/helpers.js';
 
@@ -62,6 +62,15 @@ class Canary {
     }
     return found;
   }
+}
+
+async function http(tp: TestProvider, method: string, path: string, token?: string, body?: unknown): Promise<Reply> {
+  const headers: Record<string, string> = {};
+  if (token) headers['authorization'] = `Bearer ${token}`;
+  if (body !== undefined) headers['content-type'] = 'application/json';
+  const response = await fetch(`${tp.base}${path}`, { method, headers, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
+  const text = await response.text();
+  return { status: response.status, headers: response.headers, body: text ? JSON.parse(text) as Record<string, unknown> : {} };
 }
 
 /** An error as a deployment's `grant.error`/`server_error` listener would log it. */
@@ -182,6 +191,43 @@ describe('canary: no token value or secret leaves its place', function () {
       canary.secret(token);
       const reply = canary.response(`management ${name}`, await managementRequest(tp, body, token));
       expect(reply.status, name).to.be.within(400, 404);
+    }
+
+    // Sessions: list, read, stop (JWT and opaque), the feed, withdrawal, and the actor's logout.
+    const admin = await m2mToken(tp, CLIENTS.admin, 'impersonations:read impersonations:revoke');
+    canary.secret(admin);
+    const session = async (token: string) => {
+      const named = token.split('.').length === 3
+        ? JSON.parse(Buffer.from(token.split('.')[1]!, 'base64url').toString())['impersonation_session']
+        : undefined;
+      return named as string | undefined;
+    };
+    const signedIn = await userSignIn(tp, 'alice');
+    canary.secret(signedIn.accessToken);
+    const started = [];
+    for (const resource of [API, OPAQUE_API]) {
+      const reply = await swap(`session on ${resource}`, {
+        subject_token: await create('session', { userId: 'bob' }), resource, actor_token: signedIn.accessToken, actor_token_type: ACCESS_TOKEN,
+      });
+      started.push(reply.body['access_token'] as string);
+    }
+    const listed = canary.response('list sessions', await http(tp, 'GET', '/api/impersonations?subject=bob&limit=100', admin));
+    const ids = (listed.body['items'] as Array<{ id: string }>).map((item) => item.id);
+    expect(ids.length).to.be.above(2);
+    canary.response('read a session', await http(tp, 'GET', `/api/impersonations/${ids[0]!}`, admin));
+    canary.response('stop a session', await http(tp, 'DELETE', `/api/impersonations/${ids[1]!}`, admin, { reason: 'ticket closed' }));
+    expect(await session(started[0]!)).to.be.a('string');
+    const created = await managementRequest(tp, { userId: 'bob' }, m2m);
+    canary.response('create to withdraw', created, [created.body['subjectToken'] as string]);
+    canary.response('withdraw', await http(tp, 'DELETE', `/api/subject-tokens/${created.body['id'] as string}`, admin));
+    canary.response('withdrawn exchange', await exchange(tp, { subject_token: created.body['subjectToken'] as string, resource: API }));
+    await logout(tp, signedIn.cookies);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    canary.response('revocation feed', await http(tp, 'GET', '/api/impersonations/revocations'));
+    for (const token of started) canary.secret(token);
+    const names = new Set(canary.sinks.map((sink) => sink.label));
+    for (const name of [EVENTS.sessionRevoked, EVENTS.sessionEnded, EVENTS.subjectTokenWithdrawn, EVENTS.revocationsServed]) {
+      expect(names, name).to.include(`event ${name}`);
     }
 
     expect(canary.sinks.length, 'events were collected').to.be.above(40);
