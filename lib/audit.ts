@@ -79,3 +79,37 @@ export function onImpersonationEvent(provider: Provider, name: ImpersonationEven
   emitter.on(name, listener);
   return () => { emitter.off(name, listener); };
 }
+
+/**
+ * A durable record of impersonation events (for example the PostgreSQL audit
+ * log). Unlike listeners, it is awaited: a subject token is handed out, and
+ * an impersonation token delivered, only after its record was appended; an
+ * append that rejects stops them (5xx, nothing burned).
+ */
+export interface AuditSink {
+  append(name: ImpersonationEventName, event: ImpersonationEvent): Promise<void>;
+}
+
+/**
+ * Emits to listeners and appends to the sink. A `required` record stops what
+ * it records when it cannot be written; any other failure to append is reported
+ * on the app's `error` event and changes nothing (a refusal stays a refusal).
+ */
+export async function record(
+  provider: Provider,
+  sink: AuditSink | undefined,
+  name: ImpersonationEventName,
+  event: ImpersonationEvent,
+  ctx: Koa.Context | undefined,
+  { required = false, emitted = true }: { required?: boolean; emitted?: boolean } = {},
+): Promise<void> {
+  if (sink) {
+    try {
+      await sink.append(name, Object.freeze({ ...event }));
+    } catch (error) {
+      if (required) throw error;
+      (provider as unknown as { app: NodeJS.EventEmitter }).app.emit('error', error, ctx);
+    }
+  }
+  if (emitted) emit(provider, name, event, ctx);
+}

@@ -1,5 +1,6 @@
 import type Koa from 'koa';
 import type { Account } from 'oidc-provider';
+import type { AuditSink } from './audit.js';
 
 export type JsonPrimitive = string | number | boolean | null;
 export type JsonValue = JsonPrimitive | JsonObject | JsonValue[];
@@ -101,6 +102,11 @@ export interface ImpersonationOptions {
    * A stale or weak sign-in gets `insufficient_user_authentication`. Default: none.
    */
   actorAuthentication?: ActorAuthentication;
+  /**
+   * A durable trail (e.g. `createPostgresAuditLog()`), awaited: no subject
+   * token and no impersonation token is handed out before its record is.
+   */
+  auditLog?: AuditSink;
   /** Adds claims to the issued access token (spec 2.7). */
   getCustomJwtClaims?: CustomJwtClaimsFunction;
   /** How long `getCustomJwtClaims` may take, milliseconds. Default 2000. */
@@ -110,9 +116,9 @@ export interface ImpersonationOptions {
 }
 
 export type ResolvedOptions = Required<Omit<ImpersonationOptions,
-  'authenticateManagementRequest' | 'canImpersonate' | 'canExchange' | 'getCustomJwtClaims' | 'actorAuthentication'>>
+  'authenticateManagementRequest' | 'canImpersonate' | 'canExchange' | 'getCustomJwtClaims' | 'actorAuthentication' | 'auditLog'>>
   & Pick<ImpersonationOptions,
-    'authenticateManagementRequest' | 'canImpersonate' | 'canExchange' | 'getCustomJwtClaims' | 'actorAuthentication'>;
+    'authenticateManagementRequest' | 'canImpersonate' | 'canExchange' | 'getCustomJwtClaims' | 'actorAuthentication' | 'auditLog'>;
 
 const DEFAULTS = {
   managementScope: 'subject-tokens:create',
@@ -169,6 +175,9 @@ export function resolveOptions(input: ImpersonationOptions): ResolvedOptions {
   }
   if (!Array.isArray(options.actorClients) || options.actorClients.some((id) => typeof id !== 'string' || !id)) {
     fail('actorClients', 'must be an array of client ids');
+  }
+  if (options.auditLog !== undefined && typeof (options.auditLog as { append?: unknown })?.append !== 'function') {
+    fail('auditLog', 'must have an append(name, event) method');
   }
   const freshness = options.actorAuthentication;
   if (freshness !== undefined) {

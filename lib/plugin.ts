@@ -99,7 +99,7 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
         [...EXCHANGE_PARAMETERS],
         [...EXCHANGE_DUPLICATES],
       );
-      endWithActor(provider, sessions);
+      endWithActor(provider, sessions, options.auditLog);
       if (options.actorAuthentication) provider.use(stepUpDetails());
       const router = createManagementRouter(provider, options, { subjectTokens: store, sessions });
       (app ?? provider).use(router.routes()).use(router.allowedMethods());

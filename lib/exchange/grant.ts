@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { AccessToken, KoaContextWithOIDC, Provider, ResourceServerInstance } from 'oidc-provider';
 import { publicTokenId, scopeSet } from '../access-token.js';
-import { emit, EVENTS, type ImpersonationEvent } from '../audit.js';
+import { emit, EVENTS, record as recordEvent, type ImpersonationEvent } from '../audit.js';
 import { invalidClient, invalidRequest, invalidScope, invalidTarget } from '../errors.js';
 import {
   refusalReason, type CustomJwtClaimsInput, type ExchangeDecision, type PolicyDecision, type ResolvedOptions,
@@ -59,6 +59,7 @@ export function createExchangeHandler({ options, store, sessions, claims }: Gran
     const client = ctx.oidc.client!;
     const params = ctx.oidc.params as ExchangeParams;
     const audit: ImpersonationEvent = { clientId: client.clientId };
+    let delivered = false;
 
     try {
       checkClientAuthentication(ctx);
@@ -150,6 +151,20 @@ export function createExchangeHandler({ options, store, sessions, claims }: Gran
         [accessToken] = await Promise.all([token.save(), sessions.save(session)]);
       }
 
+      audit.accessTokenId = session.accessTokenId;
+      audit.expiresAt = session.expiresAt;
+      // The record of the issuance is durable before the subject token is
+      // redeemed: a trail that cannot be written stops the exchange with
+      // nothing burned. A lost race below is recorded as a refusal after it.
+      if (options.auditLog) {
+        try {
+          await options.auditLog.append(EVENTS.exchangeSucceeded, Object.freeze({ ...audit }));
+        } catch (error) {
+          await discard(provider, token, session, sessions);
+          throw error;
+        }
+      }
+
       // Single use is decided here, by one atomic operation, after everything else passed.
       let redeemed: boolean;
       try {
@@ -171,16 +186,15 @@ export function createExchangeHandler({ options, store, sessions, claims }: Gran
         tokenType: token.tokenType,
         issuedTokenType: ACCESS_TOKEN_TYPE,
       });
-      audit.accessTokenId = session.accessTokenId;
-      audit.expiresAt = token.exp ?? nowSeconds() + token.expiration;
+      delivered = true;
       emit(provider, EVENTS.exchangeSucceeded, audit, ctx);
     } catch (error) {
       // A listener of the success event threw: the exchange itself was not refused.
-      if (audit.accessTokenId !== undefined) throw error;
+      if (delivered) throw error;
       const described = error as { error?: string; error_description?: string; message?: string };
       audit.error = described.error ?? 'server_error';
       audit.reason = described.error_description ?? 'internal error';
-      emit(provider, EVENTS.exchangeRefused, audit, ctx);
+      await recordEvent(provider, options.auditLog, EVENTS.exchangeRefused, audit, ctx);
       throw error;
     }
   };

@@ -61,7 +61,7 @@ export function impersonationRoutes(
     const caller = await authorize(ctx, authenticate, options.revokeScope);
     const reason = await readReason(ctx);
     const record = await existing(sessions, ctx.params['id']!);
-    await storeCall(() => closeSession(provider, sessions, record, { revokedBy: caller.clientId, ...(reason ? { reason } : {}) }, ctx));
+    await storeCall(() => closeSession(provider, sessions, record, { revokedBy: caller.clientId, ...(reason ? { reason } : {}) }, ctx, options.auditLog));
     ctx.status = 204;
   });
 }

@@ -1,6 +1,6 @@
 import type Router from '@koa/router';
 import type { Provider } from 'oidc-provider';
-import { emit, EVENTS, type ImpersonationEvent } from '../audit.js';
+import { EVENTS, record as recordEvent, type ImpersonationEvent } from '../audit.js';
 import { ManagementError } from '../errors.js';
 import { TOKEN_EXCHANGE_GRANT } from '../exchange/grant.js';
 import { refusalReason, type JsonObject, type ResolvedOptions } from '../options.js';
@@ -52,7 +52,7 @@ export function subjectTokenRoutes(
       }), 'this user may not be impersonated');
       if (refused) {
         Object.assign(audit, { error: 'access_denied', reason: refused });
-        emit(provider, EVENTS.subjectTokenRefused, audit, ctx);
+        await recordEvent(provider, options.auditLog, EVENTS.subjectTokenRefused, audit, ctx);
         throw new ManagementError(403, 'access_denied', refused);
       }
     }
@@ -66,11 +66,18 @@ export function subjectTokenRoutes(
       ttl: options.subjectTokenTTL,
     }));
 
-    ctx.status = 201;
-    ctx.body = { subjectToken: value, expiresIn: options.subjectTokenTTL, id: record.id };
     audit.subjectTokenId = record.id;
     audit.expiresAt = record.exp;
-    emit(provider, EVENTS.subjectTokenCreated, audit, ctx);
+    // No subject token without its record: one whose record cannot be written is withdrawn, never handed out.
+    try {
+      await recordEvent(provider, options.auditLog, EVENTS.subjectTokenCreated, audit, ctx, { required: true, emitted: false });
+    } catch (error) {
+      await store.withdraw(record.id).catch(() => {});
+      throw new ManagementError(503, 'temporarily_unavailable', 'the audit trail cannot be written; no subject token was issued', { cause: error });
+    }
+    ctx.status = 201;
+    ctx.body = { subjectToken: value, expiresIn: options.subjectTokenTTL, id: record.id };
+    await recordEvent(provider, undefined, EVENTS.subjectTokenCreated, audit, ctx);
   });
 
   router.delete(`${options.managementPath}/:id`, async (ctx) => {
@@ -82,7 +89,7 @@ export function subjectTokenRoutes(
       throw new ManagementError(409, 'already_redeemed', 'the subject token was already exchanged; revoke its impersonation session instead');
     }
     ctx.status = 204;
-    emit(provider, EVENTS.subjectTokenWithdrawn, { subjectTokenId: id, revokedBy: caller.clientId }, ctx);
+    await recordEvent(provider, options.auditLog, EVENTS.subjectTokenWithdrawn, { subjectTokenId: id, revokedBy: caller.clientId }, ctx);
   });
 }
 

@@ -1,6 +1,7 @@
 import type { EventEmitter } from 'node:events';
 import type Koa from 'koa';
 import type { KoaContextWithOIDC, Provider } from 'oidc-provider';
+import type { AuditSink } from '../audit.js';
 import { closeSession } from './close.js';
 import type { EndReason } from './record.js';
 import type { SessionStore } from './store.js';
@@ -14,12 +15,12 @@ import type { SessionStore } from './store.js';
  * failure to do so is reported on the provider's `error` event, as any error
  * of its app.
  */
-export function endWithActor(provider: Provider, sessions: SessionStore): void {
+export function endWithActor(provider: Provider, sessions: SessionStore, auditLog: AuditSink | undefined): void {
   const emitter = provider as unknown as EventEmitter;
 
   emitter.on('grant.revoked', (ctx: KoaContextWithOIDC, grantId: string) => {
     const reason: EndReason = ctx?.oidc?.route === 'end_session_confirm' ? 'actor_logout' : 'actor_grant_revoked';
-    report(endAll(provider, sessions, { grantId }, reason, ctx), ctx);
+    report(endAll(provider, sessions, auditLog, { grantId }, reason, ctx), ctx);
   });
 
   emitter.on('session.destroyed', (session: { uid?: unknown }) => {
@@ -28,7 +29,7 @@ export function endWithActor(provider: Provider, sessions: SessionStore): void {
     // oidc-provider also destroys a session's old entry when it rotates its id; the uid lives on then.
     report(provider.Session.findByUid(uid).then((alive) => (alive
       ? undefined
-      : endAll(provider, sessions, { sessionUid: uid }, 'actor_logout', undefined))), undefined);
+      : endAll(provider, sessions, auditLog, { sessionUid: uid }, 'actor_logout', undefined))), undefined);
   });
 
   function report(work: Promise<unknown>, ctx: Koa.Context | undefined): void {
@@ -39,6 +40,7 @@ export function endWithActor(provider: Provider, sessions: SessionStore): void {
 async function endAll(
   provider: Provider,
   sessions: SessionStore,
+  auditLog: AuditSink | undefined,
   actor: { grantId: string } | { sessionUid: string },
   reason: EndReason,
   ctx: Koa.Context | undefined,
@@ -46,6 +48,6 @@ async function endAll(
   const ids = await sessions.startedWith(actor);
   await Promise.all(ids.map(async (id) => {
     const record = await sessions.find(id);
-    if (record) await closeSession(provider, sessions, record, { endReason: reason }, ctx);
+    if (record) await closeSession(provider, sessions, record, { endReason: reason }, ctx, auditLog);
   }));
 }

@@ -1,6 +1,6 @@
 import type Koa from 'koa';
 import type { Provider } from 'oidc-provider';
-import { emit, EVENTS, type ImpersonationEvent } from '../audit.js';
+import { EVENTS, record as recordEvent, type AuditSink, type ImpersonationEvent } from '../audit.js';
 import type { EndReason, SessionRecord } from './record.js';
 import { stateOf } from './record.js';
 import type { SessionStore } from './store.js';
@@ -20,6 +20,7 @@ export async function closeSession(
   record: SessionRecord,
   request: CloseRequest,
   ctx: Koa.Context | undefined,
+  auditLog: AuditSink | undefined,
 ): Promise<SessionRecord> {
   if (stateOf(record) !== 'active') return record;
   if (record.grantId !== undefined) {
@@ -46,10 +47,10 @@ export async function closeSession(
   if ('revokedBy' in request) {
     event.revokedBy = request.revokedBy;
     if (request.reason) event.reason = request.reason;
-    emit(provider, EVENTS.sessionRevoked, event, ctx);
+    await recordEvent(provider, auditLog, EVENTS.sessionRevoked, event, ctx);
   } else {
     event.endReason = request.endReason;
-    emit(provider, EVENTS.sessionEnded, event, ctx);
+    await recordEvent(provider, auditLog, EVENTS.sessionEnded, event, ctx);
   }
   return closed;
 }

@@ -1,0 +1,387 @@
+/**
+ * `oidc-provider-impersonation/audit-postgres`: a durable, tamper-evident trail
+ * of impersonation events in PostgreSQL (`pg` is an optional peer dependency).
+ *
+ * Each row's hash covers its number, its canonical content and the previous
+ * row's hash. PostgreSQL computes it, in one function that locks the chain's
+ * head row: appends from any number of provider instances form one chain, in
+ * one round trip each, with the lock never held across the network. With a key,
+ * every `checkpointEvery` rows a signed checkpoint (HMAC-SHA-256 or Ed25519)
+ * pins the chain, so that even rewriting every row from some point on, hashes
+ * included, is detected.
+ */
+import {
+  createHmac, createPrivateKey, createPublicKey, sign, timingSafeEqual, verify as verifySignature, type KeyObject,
+} from 'node:crypto';
+import pg from 'pg';
+import type { AuditSink, ImpersonationEvent, ImpersonationEventName } from '../audit.js';
+import { canonicalContent, canonicalJson, GENESIS, rowFromContent, rowHash, rowOf, type AuditRow } from './chain.js';
+
+export interface PostgresAuditLogOptions {
+  /** A pool you own (the log never ends it), or a connection string for a pool of its own. */
+  pool?: pg.Pool;
+  connectionString?: string;
+  /** Schema of the tables. Default: the connection's search path. */
+  schema?: string;
+  /** Table name. Default `impersonation_audit` (with `_head` and `_checkpoints` beside it). */
+  table?: string;
+  /**
+   * Default true: an append that fails rejects, so that nothing it would record
+   * happens (no token without its record). False: best effort, failures are
+   * counted (`failures`) and reported to `onFailure`.
+   */
+  failClosed?: boolean;
+  onFailure?: (error: unknown) => void;
+  /** Signs a checkpoint every `checkpointEvery` rows: `{ hmac: secret }` or `{ ed25519: private key (PEM or KeyObject) }`. */
+  signingKey?: SigningKey;
+  /** Default 100. */
+  checkpointEvery?: number;
+}
+
+export type SigningKey = { hmac: string | Buffer } | { ed25519: string | KeyObject };
+/** What verifies checkpoints: the HMAC secret, or the Ed25519 public (or private) key. */
+export type VerificationKey = { hmac: string | Buffer } | { ed25519: string | KeyObject };
+
+export type VerifyResult =
+  | { ok: true; count: number; checkpoints: number }
+  | { ok: false; count: number; seq: number; problem: string };
+
+export interface AuditQuery {
+  subject?: string;
+  actor?: string;
+  /** Rows at or after / before this time. */
+  since?: Date;
+  until?: Date;
+  /** Default 50, at most 500. */
+  limit?: number;
+  /** From a previous page's `nextCursor`. */
+  cursor?: string;
+}
+
+export interface AuditEntry extends AuditRow {
+  seq: number;
+  hash: string;
+}
+
+export interface PostgresAuditLog extends AuditSink {
+  /** Creates the tables and the append function if they are missing; safe to run from several instances at once. */
+  migrate(): Promise<void>;
+  /** Walks the whole chain; with a key, checks the checkpoints too. */
+  verify(options?: { key?: VerificationKey; requireCheckpoints?: boolean }): Promise<VerifyResult>;
+  /** Newest first. */
+  query(filter?: AuditQuery): Promise<{ items: AuditEntry[]; nextCursor: string | null }>;
+  /** Appends that failed in best-effort mode. */
+  readonly failures: number;
+  /** Ends the pool it opened (a pool passed in is left to its owner). */
+  close(): Promise<void>;
+}
+
+const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,40}$/;
+
+export function createPostgresAuditLog(options: PostgresAuditLogOptions): PostgresAuditLog {
+  if (!options.pool === !options.connectionString) throw new TypeError('createPostgresAuditLog: pass pool or connectionString');
+  const table = options.table ?? 'impersonation_audit';
+  for (const [name, value] of [['table', table], ['schema', options.schema]] as const) {
+    if (value !== undefined && !IDENTIFIER.test(value)) throw new TypeError(`createPostgresAuditLog: ${name} must be a plain SQL identifier`);
+  }
+  const checkpointEvery = options.checkpointEvery ?? 100;
+  if (!Number.isSafeInteger(checkpointEvery) || checkpointEvery < 1) throw new TypeError('createPostgresAuditLog: checkpointEvery must be a positive integer');
+  const signer = options.signingKey ? signerOf(options.signingKey) : undefined;
+  const failClosed = options.failClosed ?? true;
+
+  const owned = !options.pool;
+  const pool = options.pool ?? new pg.Pool({ connectionString: options.connectionString, max: 10, connectionTimeoutMillis: 2000 });
+  // An idle client that loses its connection must not crash the process; the next query reports the outage.
+  if (owned) pool.on('error', () => {});
+  const names = namesOf(options.schema, table);
+  let migrated: Promise<void> | undefined;
+  let failures = 0;
+
+  function migrate(): Promise<void> {
+    migrated ??= runMigration(pool, names).catch((error: unknown) => {
+      migrated = undefined; // retried on the next call: the database may be back
+      throw error;
+    });
+    return migrated;
+  }
+
+  async function append(name: ImpersonationEventName, event: ImpersonationEvent): Promise<void> {
+    const row = rowOf(name, event);
+    try {
+      await migrate();
+      const { rows } = await pool.query<{ seq: string; hash: string }>(
+        `SELECT seq, hash FROM ${names.append}($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
+        [row.at, row.event, row.subject, row.actor, row.clientId, row.resource, row.scope,
+          row.context === null ? null : JSON.stringify(row.context), row.subjectTokenId, row.sessionId, row.accessTokenId,
+          row.outcome, row.reason, canonicalContent(row)],
+      );
+      const { seq, hash } = rows[0]!;
+      if (signer && Number(seq) % checkpointEvery === 0) {
+        await pool.query(`INSERT INTO ${names.checkpoints} (seq, hash, key_id, signature) VALUES ($1, $2, $3, $4) ON CONFLICT (seq) DO NOTHING`,
+          [seq, hash, signer.kind, signer.sign(checkpointText(seq, hash))]);
+      }
+    } catch (error) {
+      if (failClosed) throw error;
+      failures += 1;
+      options.onFailure?.(error);
+    }
+  }
+
+  return {
+    append,
+    migrate,
+    get failures() { return failures; },
+    verify: async (verifyOptions = {}) => {
+      await migrate();
+      return verifyChain(pool, names, verifyOptions.key, verifyOptions.requireCheckpoints ? checkpointEvery : undefined);
+    },
+    query: async (filter = {}) => {
+      await migrate();
+      return queryTrail(pool, names, filter);
+    },
+    close: async () => {
+      if (owned) await pool.end();
+    },
+  };
+}
+
+interface Names {
+  table: string;
+  head: string;
+  checkpoints: string;
+  append: string;
+  subjectIndex: string;
+  actorIndex: string;
+  lock: string;
+}
+
+function namesOf(schema: string | undefined, table: string): Names {
+  const qualify = (name: string) => (schema ? `"${schema}"."${name}"` : `"${name}"`);
+  return {
+    table: qualify(table),
+    head: qualify(`${table}_head`),
+    checkpoints: qualify(`${table}_checkpoints`),
+    append: qualify(`${table}_append`),
+    subjectIndex: `"${table}_subject"`,
+    actorIndex: `"${table}_actor"`,
+    lock: `${schema ?? ''}.${table}`,
+  };
+}
+
+/** Idempotent, and serialised by an advisory lock so that instances starting together do not race. */
+async function runMigration(pool: pg.Pool, names: Names): Promise<void> {
+  const client = await pool.connect();
+  try {
+    await client.query('BEGIN');
+    await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [names.lock]);
+    await client.query(`
+      CREATE TABLE IF NOT EXISTS ${names.table} (
+        seq bigint PRIMARY KEY,
+        at timestamptz NOT NULL,
+        event text NOT NULL,
+        subject text, actor text, client_id text, resource text, scope text,
+        context jsonb,
+        subject_token_id text, session_id text, access_token_id text,
+        outcome text NOT NULL,
+        reason text,
+        content text NOT NULL,
+        prev_hash text NOT NULL,
+        hash text NOT NULL
+      );
+      CREATE INDEX IF NOT EXISTS ${names.subjectIndex} ON ${names.table} (subject, seq);
+      CREATE INDEX IF NOT EXISTS ${names.actorIndex} ON ${names.table} (actor, seq);
+      CREATE TABLE IF NOT EXISTS ${names.head} (
+        id smallint PRIMARY KEY CHECK (id = 1),
+        seq bigint NOT NULL,
+        hash text NOT NULL
+      );
+      INSERT INTO ${names.head} (id, seq, hash) VALUES (1, 0, '${GENESIS}') ON CONFLICT (id) DO NOTHING;
+      CREATE TABLE IF NOT EXISTS ${names.checkpoints} (
+        seq bigint PRIMARY KEY,
+        hash text NOT NULL,
+        key_id text NOT NULL,
+        signature text NOT NULL,
+        at timestamptz NOT NULL DEFAULT now()
+      );
+      CREATE OR REPLACE FUNCTION ${names.append}(
+        p_at timestamptz, p_event text, p_subject text, p_actor text, p_client_id text, p_resource text, p_scope text,
+        p_context jsonb, p_subject_token_id text, p_session_id text, p_access_token_id text, p_outcome text, p_reason text,
+        p_content text
+      ) RETURNS TABLE (seq bigint, hash text) LANGUAGE plpgsql AS $fn$
+      DECLARE
+        head_seq bigint;
+        head_hash text;
+        next_hash text;
+      BEGIN
+        SELECT h.seq, h.hash INTO head_seq, head_hash FROM ${names.head} h WHERE h.id = 1 FOR UPDATE;
+        next_hash := encode(sha256(convert_to(head_hash || ':' || (head_seq + 1)::text || ':' || p_content, 'UTF8')), 'hex');
+        INSERT INTO ${names.table} (seq, at, event, subject, actor, client_id, resource, scope, context,
+          subject_token_id, session_id, access_token_id, outcome, reason, content, prev_hash, hash)
+        VALUES (head_seq + 1, p_at, p_event, p_subject, p_actor, p_client_id, p_resource, p_scope, p_context,
+          p_subject_token_id, p_session_id, p_access_token_id, p_outcome, p_reason, p_content, head_hash, next_hash);
+        UPDATE ${names.head} h SET seq = head_seq + 1, hash = next_hash WHERE h.id = 1;
+        RETURN QUERY SELECT head_seq + 1, next_hash;
+      END
+      $fn$;
+    `);
+    await client.query('COMMIT');
+  } catch (error) {
+    await client.query('ROLLBACK').catch(() => {});
+    throw error;
+  } finally {
+    client.release();
+  }
+}
+
+interface StoredRow {
+  seq: string;
+  at: Date;
+  event: string;
+  subject: string | null;
+  actor: string | null;
+  client_id: string | null;
+  resource: string | null;
+  scope: string | null;
+  context: unknown;
+  subject_token_id: string | null;
+  session_id: string | null;
+  access_token_id: string | null;
+  outcome: string;
+  reason: string | null;
+  content: string;
+  prev_hash: string;
+  hash: string;
+}
+
+function rowOfStored(stored: StoredRow): AuditRow {
+  return {
+    at: stored.at.toISOString(),
+    event: stored.event,
+    subject: stored.subject,
+    actor: stored.actor,
+    clientId: stored.client_id,
+    resource: stored.resource,
+    scope: stored.scope,
+    context: stored.context,
+    subjectTokenId: stored.subject_token_id,
+    sessionId: stored.session_id,
+    accessTokenId: stored.access_token_id,
+    outcome: stored.outcome,
+    reason: stored.reason,
+  };
+}
+
+const VERIFY_BATCH = 1000;
+
+/**
+ * Walks the chain in order: numbers without gaps from 1, each `prev_hash` the
+ * previous row's hash, each hash over its number and content, each typed
+ * column what the content says, and the head where the chain ends. With a
+ * key: every checkpoint's signature, and its hash that of its row.
+ */
+async function verifyChain(pool: pg.Pool, names: Names, key: VerificationKey | undefined, requireEvery: number | undefined): Promise<VerifyResult> {
+  let expectedSeq = 1;
+  let previousHash = GENESIS;
+  const hashes = new Map<number, string>();
+  for (;;) {
+    const { rows } = await pool.query<StoredRow>(
+      `SELECT * FROM ${names.table} WHERE seq >= $1 ORDER BY seq LIMIT ${VERIFY_BATCH}`, [expectedSeq],
+    );
+    for (const stored of rows) {
+      const seq = Number(stored.seq);
+      const count = expectedSeq - 1;
+      const bad = (problem: string): VerifyResult => ({ ok: false, count, seq, problem });
+      if (seq !== expectedSeq) return { ok: false, count, seq: expectedSeq, problem: `row ${expectedSeq} is missing (the next row is ${seq})` };
+      if (stored.prev_hash !== previousHash) return bad('its link to the previous row does not match (a row was removed, inserted or reordered)');
+      if (rowHash(previousHash, seq, stored.content) !== stored.hash) return bad('its content does not match its hash');
+      let claimed: AuditRow;
+      try {
+        claimed = rowFromContent(stored.content);
+      } catch {
+        return bad('its content is not a row of this trail');
+      }
+      if (canonicalJson(claimed) !== canonicalJson(rowOfStored(stored))) return bad('a column does not match the content its hash covers');
+      if (key) hashes.set(seq, stored.hash);
+      previousHash = stored.hash;
+      expectedSeq += 1;
+    }
+    if (rows.length < VERIFY_BATCH) break;
+  }
+  const count = expectedSeq - 1;
+  const { rows: [head] } = await pool.query<{ seq: string; hash: string }>(`SELECT seq, hash FROM ${names.head} WHERE id = 1`);
+  if (!head || Number(head.seq) !== count || head.hash !== previousHash) {
+    return { ok: false, count, seq: count + 1, problem: 'the chain does not end where its head says (rows were removed from the end, or the head was moved)' };
+  }
+  let checkpoints = 0;
+  if (key) {
+    const verifier = verifierOf(key);
+    const { rows } = await pool.query<{ seq: string; hash: string; signature: string }>(`SELECT seq, hash, signature FROM ${names.checkpoints} ORDER BY seq`);
+    const signed = new Set<number>();
+    for (const checkpoint of rows) {
+      const seq = Number(checkpoint.seq);
+      if (!verifier(checkpointText(checkpoint.seq, checkpoint.hash), checkpoint.signature)) {
+        return { ok: false, count, seq, problem: 'its checkpoint\'s signature does not verify' };
+      }
+      if (seq > count || hashes.get(seq) !== checkpoint.hash) {
+        return { ok: false, count, seq, problem: 'the chain was rewritten up to here: its hash is not the one its signed checkpoint pins' };
+      }
+      signed.add(seq);
+      checkpoints += 1;
+    }
+    if (requireEvery) {
+      for (let seq = requireEvery; seq <= count; seq += requireEvery) {
+        if (!signed.has(seq)) return { ok: false, count, seq, problem: 'its signed checkpoint is missing' };
+      }
+    }
+  }
+  return { ok: true, count, checkpoints };
+}
+
+async function queryTrail(pool: pg.Pool, names: Names, filter: AuditQuery): Promise<{ items: AuditEntry[]; nextCursor: string | null }> {
+  const limit = filter.limit ?? 50;
+  if (!Number.isSafeInteger(limit) || limit < 1 || limit > 500) throw new TypeError('limit must be an integer from 1 to 500');
+  const conditions: string[] = [];
+  const values: unknown[] = [];
+  const add = (condition: string, value: unknown) => {
+    values.push(value);
+    conditions.push(condition.replace('?', `$${values.length}`));
+  };
+  if (filter.subject !== undefined) add('subject = ?', filter.subject);
+  if (filter.actor !== undefined) add('actor = ?', filter.actor);
+  if (filter.since !== undefined) add('at >= ?', filter.since);
+  if (filter.until !== undefined) add('at < ?', filter.until);
+  if (filter.cursor !== undefined) {
+    const before = Number(Buffer.from(filter.cursor, 'base64url').toString('utf8'));
+    if (!Number.isSafeInteger(before) || before < 1) throw new TypeError('cursor is not one this log returned');
+    add('seq < ?', before);
+  }
+  const where = conditions.length ? `WHERE ${conditions.join(' AND ')}` : '';
+  const { rows } = await pool.query<StoredRow>(`SELECT * FROM ${names.table} ${where} ORDER BY seq DESC LIMIT ${limit}`, values);
+  const items = rows.map((stored) => ({ seq: Number(stored.seq), hash: stored.hash, ...rowOfStored(stored) }));
+  const last = items.at(-1);
+  return { items, nextCursor: items.length === limit && last ? Buffer.from(String(last.seq)).toString('base64url') : null };
+}
+
+function checkpointText(seq: string | number, hash: string): string {
+  return `impersonation-audit-checkpoint:${seq}:${hash}`;
+}
+
+function signerOf(key: SigningKey): { kind: string; sign(text: string): string } {
+  if ('hmac' in key) return { kind: 'hmac-sha256', sign: (text) => createHmac('sha256', key.hmac).update(text).digest('base64url') };
+  const privateKey = typeof key.ed25519 === 'string' ? createPrivateKey(key.ed25519) : key.ed25519;
+  if (privateKey.asymmetricKeyType !== 'ed25519' || privateKey.type !== 'private') throw new TypeError('signingKey.ed25519 must be an Ed25519 private key');
+  return { kind: 'ed25519', sign: (text) => sign(null, Buffer.from(text), privateKey).toString('base64url') };
+}
+
+function verifierOf(key: VerificationKey): (text: string, signature: string) => boolean {
+  if ('hmac' in key) {
+    return (text, signature) => {
+      const expected = createHmac('sha256', key.hmac).update(text).digest();
+      const given = Buffer.from(signature, 'base64url');
+      return given.length === expected.length && timingSafeEqual(given, expected);
+    };
+  }
+  const given = key.ed25519;
+  const publicKey = typeof given !== 'string' && given.type === 'public' ? given : createPublicKey(given);
+  return (text, signature) => verifySignature(null, Buffer.from(text), publicKey, Buffer.from(signature, 'base64url'));
+}

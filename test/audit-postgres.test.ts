@@ -1,0 +1,160 @@
+import { generateKeyPairSync } from 'node:crypto';
+import { expect } from 'chai';
+import pg from 'pg';
+import { createPostgresAuditLog, type PostgresAuditLog } from '../lib/audit-postgres/index.js';
+import { canonicalContent, rowFromContent, rowHash } from '../lib/audit-postgres/chain.js';
+import { EVENTS } from '../lib/index.js';
+import { DATABASE_URL, testSchema } from './support/postgres.js';
+import { API, CLIENTS, OPAQUE_API, READ_SCOPE, REVOKE_SCOPE, startProvider, type TestProvider } from './support/provider.js';
+import { ACCESS_TOKEN, exchange, m2mToken, subjectToken, userAccessToken } from './support/http.js';
+
+const TABLE = 'impersonation_audit';
+
+describe('PostgreSQL audit log: a hash chain that tells what was changed', function () {
+  this.timeout(30_000);
+  let schema: string;
+  let pool: pg.Pool;
+  let log: PostgresAuditLog;
+  let tp: TestProvider;
+  const hmac = { hmac: 'checkpoint-secret' };
+
+  before(async () => {
+    schema = await testSchema();
+    pool = new pg.Pool({ connectionString: DATABASE_URL, max: 5 });
+    log = createPostgresAuditLog({ pool, schema, signingKey: hmac, checkpointEvery: 5 });
+    tp = await startProvider({
+      plugin: { auditLog: log, canImpersonate: ({ subject }) => subject !== 'admin' },
+    });
+    // A full flow: creations, exchanges (JWT and opaque, with an actor), refusals, a revocation.
+    const alice = await userAccessToken(tp, 'alice');
+    for (const resource of [API, OPAQUE_API, API]) {
+      const result = await exchange(tp, {
+        subject_token: await subjectToken(tp, { userId: 'bob', context: { ticketId: 'T-1', reason: 'invoices' } }),
+        resource, actor_token: alice, actor_token_type: ACCESS_TOKEN,
+      });
+      expect(result.status, JSON.stringify(result.body)).to.equal(200);
+    }
+    expect((await exchange(tp, { subject_token: `ist_${'A'.repeat(43)}`, resource: API })).status).to.equal(400);
+    const admin = await m2mToken(tp, CLIENTS.admin, `${READ_SCOPE} ${REVOKE_SCOPE}`);
+    const { items } = await (await fetch(`${tp.base}/api/impersonations?subject=bob`, { headers: { authorization: `Bearer ${admin}` } })).json() as { items: Array<{ id: string }> };
+    await fetch(`${tp.base}/api/impersonations/${items[0]!.id}`, { method: 'DELETE', headers: { authorization: `Bearer ${admin}` } });
+  });
+  after(async () => {
+    await tp?.close();
+    await pool?.end();
+  });
+
+  const table = () => `"${schema}"."${TABLE}"`;
+
+  it('records the whole flow, and the chain verifies', async () => {
+    const { rows } = await pool.query(`SELECT event, subject, actor, outcome FROM ${table()} ORDER BY seq`);
+    const events = rows.map((row: { event: string }) => row.event);
+    expect(events.filter((name) => name === EVENTS.subjectTokenCreated)).to.have.length(3);
+    expect(events.filter((name) => name === EVENTS.exchangeSucceeded)).to.have.length(3);
+    expect(events).to.include.members([EVENTS.exchangeRefused, EVENTS.sessionRevoked]);
+    expect(rows.find((row: { event: string }) => row.event === EVENTS.exchangeSucceeded)).to.include({ subject: 'bob', actor: 'alice', outcome: 'success' });
+    const verified = await log.verify({ key: hmac, requireCheckpoints: true });
+    expect(verified).to.deep.equal({ ok: true, count: rows.length, checkpoints: Math.floor(rows.length / 5) });
+  });
+
+  const columns = ['at', 'event', 'subject', 'actor', 'client_id', 'resource', 'scope', 'context', 'subject_token_id',
+    'session_id', 'access_token_id', 'outcome', 'reason', 'content', 'prev_hash', 'hash'];
+  for (const column of columns) {
+    it(`detects an UPDATE of ${column} at the row it changed`, async () => {
+      const seq = 4;
+      const { rows: [before] } = await pool.query(`SELECT ${column} AS value FROM ${table()} WHERE seq = $1`, [seq]);
+      const forged = column === 'at' ? new Date(0)
+        : column === 'context' ? JSON.stringify({ ticketId: 'T-FORGED' })
+          : column === 'content' ? '["forged"]' : 'forged';
+      await pool.query(`UPDATE ${table()} SET ${column} = $1 WHERE seq = $2`, [forged, seq]);
+      try {
+        const result = await log.verify();
+        expect(result, JSON.stringify(result)).to.include({ ok: false, seq });
+      } finally {
+        await pool.query(`UPDATE ${table()} SET ${column} = $1 WHERE seq = $2`, [column === 'context' && before.value !== null ? JSON.stringify(before.value) : before.value, seq]);
+      }
+      expect((await log.verify()).ok).to.equal(true);
+    });
+  }
+
+  it('detects a deleted row, a swapped pair and an inserted row, each at the right row', async () => {
+    const snapshot = (await pool.query(`SELECT * FROM ${table()} ORDER BY seq`)).rows as Array<Record<string, unknown>>;
+    const restore = async () => {
+      await pool.query(`DELETE FROM ${table()}`);
+      for (const row of snapshot) {
+        const names = Object.keys(row);
+        await pool.query(`INSERT INTO ${table()} (${names.join(', ')}) VALUES (${names.map((_, i) => `$${i + 1}`).join(', ')})`,
+          names.map((name) => (name === 'context' && row[name] !== null ? JSON.stringify(row[name]) : row[name])));
+      }
+      expect((await log.verify()).ok).to.equal(true);
+    };
+
+    await pool.query(`DELETE FROM ${table()} WHERE seq = 3`);
+    expect(await log.verify()).to.include({ ok: false, seq: 3 });
+    await restore();
+
+    // Rows 3 and 4 trade places, numbers kept.
+    await pool.query(`UPDATE ${table()} SET seq = -1 WHERE seq = 3`);
+    await pool.query(`UPDATE ${table()} SET seq = 3 WHERE seq = 4`);
+    await pool.query(`UPDATE ${table()} SET seq = 4 WHERE seq = -1`);
+    expect(await log.verify()).to.include({ ok: false, seq: 3 });
+    await restore();
+
+    // A row slipped in at 3 with a correct link and hash of its own; the rows after it renumbered.
+    await pool.query(`UPDATE ${table()} SET seq = seq + 1000000 WHERE seq >= 3`);
+    await pool.query(`UPDATE ${table()} SET seq = seq - 999999 WHERE seq >= 1000000`);
+    const previous = snapshot[1]!;
+    const content = canonicalContent({ ...rowFromContent(previous['content'] as string), subject: 'carol' });
+    await pool.query(`INSERT INTO ${table()} SELECT 3, at, event, 'carol', actor, client_id, resource, scope, context, subject_token_id, session_id,
+      access_token_id, outcome, reason, $1, $2, $3 FROM ${table()} WHERE seq = 2`, [content, previous['hash'], rowHash(previous['hash'] as string, 3, content)]);
+    expect(await log.verify()).to.include({ ok: false, seq: 4 });
+    await restore();
+  });
+
+  it('with a key, detects a rewrite of the whole chain from some row on, hashes and head included', async () => {
+    const snapshot = (await pool.query(`SELECT seq, content, prev_hash, hash FROM ${table()} ORDER BY seq`)).rows as Array<{ seq: string; content: string; prev_hash: string; hash: string }>;
+    const { rows: [head] } = await pool.query(`SELECT seq, hash FROM "${schema}"."${TABLE}_head"`);
+    let previous = snapshot[1]!.hash;
+    for (const row of snapshot.slice(2)) {
+      const content = canonicalContent({ ...rowFromContent(row.content), reason: 'rewritten' });
+      const hash = rowHash(previous, row.seq, content);
+      await pool.query(`UPDATE ${table()} SET content = $1, reason = 'rewritten', prev_hash = $2, hash = $3 WHERE seq = $4`, [content, previous, hash, row.seq]);
+      previous = hash;
+    }
+    await pool.query(`UPDATE "${schema}"."${TABLE}_head" SET hash = $1`, [previous]);
+    try {
+      expect((await log.verify()).ok, 'without a key the rewrite is consistent').to.equal(true);
+      expect(await log.verify({ key: hmac })).to.include({ ok: false, seq: 5 });
+      expect(await log.verify({ key: { hmac: 'another-secret' } })).to.include({ ok: false });
+    } finally {
+      for (const row of snapshot) {
+        const original = rowFromContent(row.content);
+        await pool.query(`UPDATE ${table()} SET content = $1, reason = $2, prev_hash = $3, hash = $4 WHERE seq = $5`,
+          [row.content, original.reason, row.prev_hash, row.hash, row.seq]);
+      }
+      await pool.query(`UPDATE "${schema}"."${TABLE}_head" SET hash = $1`, [head.hash]);
+    }
+    expect((await log.verify({ key: hmac })).ok).to.equal(true);
+  });
+
+  it('signs checkpoints with Ed25519 too, verified with the public key', async () => {
+    const { privateKey, publicKey } = generateKeyPairSync('ed25519');
+    const ed = createPostgresAuditLog({ pool, schema, table: 'ed_audit', signingKey: { ed25519: privateKey }, checkpointEvery: 2 });
+    for (let i = 0; i < 5; i += 1) await ed.append(EVENTS.subjectTokenCreated, { subject: `user-${i}`, subjectTokenId: `stid_${i}` });
+    expect(await ed.verify({ key: { ed25519: publicKey }, requireCheckpoints: true })).to.deep.equal({ ok: true, count: 5, checkpoints: 2 });
+    await pool.query(`DELETE FROM "${schema}"."ed_audit_checkpoints" WHERE seq = 2`);
+    expect(await ed.verify({ key: { ed25519: publicKey }, requireCheckpoints: true })).to.include({ ok: false, seq: 2 });
+  });
+
+  it('answers queries by subject and actor, newest first, paged', async () => {
+    const first = await log.query({ subject: 'bob', limit: 2 });
+    expect(first.items).to.have.length(2);
+    expect(first.items[0]!.seq).to.be.above(first.items[1]!.seq);
+    for (const item of first.items) expect(item.subject).to.equal('bob');
+    const next = await log.query({ subject: 'bob', limit: 2, cursor: first.nextCursor! });
+    expect(next.items[0]!.seq).to.be.below(first.items[1]!.seq);
+    const byActor = await log.query({ actor: 'alice', since: new Date(Date.now() - 60_000) });
+    expect(byActor.items.length).to.be.at.least(3);
+    expect((await log.query({ actor: 'nobody' })).items).to.deep.equal([]);
+  });
+});
