@@ -6,7 +6,8 @@ import { canonicalContent, rowFromContent, rowHash } from '../lib/audit-postgres
 import { EVENTS } from '../lib/index.js';
 import { DATABASE_URL, testSchema } from './support/postgres.js';
 import { API, CLIENTS, OPAQUE_API, READ_SCOPE, REVOKE_SCOPE, startProvider, type TestProvider } from './support/provider.js';
-import { ACCESS_TOKEN, exchange, m2mToken, subjectToken, userAccessToken } from './support/http.js';
+import { ACCESS_TOKEN, exchange, managementRequest, m2mToken, subjectToken, userAccessToken } from './support/http.js';
+import { TcpRelay } from './support/relay.js';
 
 const TABLE = 'impersonation_audit';
 
@@ -156,5 +157,58 @@ describe('PostgreSQL audit log: a hash chain that tells what was changed', funct
     const byActor = await log.query({ actor: 'alice', since: new Date(Date.now() - 60_000) });
     expect(byActor.items.length).to.be.at.least(3);
     expect((await log.query({ actor: 'nobody' })).items).to.deep.equal([]);
+  });
+});
+
+describe('PostgreSQL audit log: PostgreSQL unreachable', function () {
+  this.timeout(30_000);
+  const relay = new TcpRelay(DATABASE_URL, 5432);
+  let schema: string;
+  before(async () => {
+    schema = await testSchema();
+    await relay.start();
+  });
+  afterEach(() => relay.start());
+  after(() => relay.stop());
+
+  it('fails closed: no subject token and no impersonation token without its record, nothing burned, back without a restart', async () => {
+    const log = createPostgresAuditLog({ connectionString: relay.url, schema });
+    const tp = await startProvider({ plugin: { auditLog: log } });
+    try {
+      const subject = await subjectToken(tp);
+      await relay.stop();
+      const created = await managementRequest(tp, { userId: 'bob' }, await m2mToken(tp));
+      expect(created.status, JSON.stringify(created.body)).to.equal(503);
+      expect(created.body).to.include({ error: 'temporarily_unavailable' });
+      expect(created.body).to.not.have.property('subjectToken');
+      const refused = await exchange(tp, { subject_token: subject, resource: API });
+      expect(refused.status, JSON.stringify(refused.body)).to.equal(500);
+      expect(refused.body).to.not.have.property('access_token');
+
+      await relay.start();
+      const redeemed = await exchange(tp, { subject_token: subject, resource: API });
+      expect(redeemed.status, JSON.stringify(redeemed.body)).to.equal(200);
+      expect((await log.verify()).ok).to.equal(true);
+    } finally {
+      await tp.close();
+      await log.close();
+    }
+  });
+
+  it('in best effort (failClosed: false), goes on and counts what it could not write', async () => {
+    const failures: unknown[] = [];
+    const log = createPostgresAuditLog({ connectionString: relay.url, schema, table: 'best_effort', failClosed: false, onFailure: (error) => failures.push(error) });
+    const tp = await startProvider({ plugin: { auditLog: log } });
+    try {
+      await log.migrate();
+      await relay.stop();
+      const result = await exchange(tp, { subject_token: await subjectToken(tp), resource: API });
+      expect(result.status).to.equal(200);
+      expect(log.failures).to.equal(2);
+      expect(failures).to.have.length(2);
+    } finally {
+      await tp.close();
+      await log.close();
+    }
   });
 });

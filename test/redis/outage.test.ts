@@ -1,62 +1,13 @@
-import { once } from 'node:events';
-import { connect, createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import { expect } from 'chai';
 import { EVENTS, onImpersonationEvent } from '../../lib/index.js';
 import { assertRedisReachable, REDIS_URL, redisTestAdapter } from '../support/adapter.js';
 import { exchange, m2mToken, managementRequest, subjectToken, type Reply } from '../support/http.js';
 import { API, OPAQUE_API, startProvider, type TestProvider } from '../support/provider.js';
-
-/**
- * A TCP relay to Redis that the test can cut and restore, so that the provider
- * loses its store while the shared Redis server keeps running for everyone else.
- */
-class RedisRelay {
-  readonly #target = new URL(REDIS_URL);
-  readonly #sockets = new Set<Socket>();
-  #server: Server | undefined;
-  port = 0;
-  /** Connections stay open but nothing passes: a Redis that hangs, or a network path gone silent. */
-  frozen = false;
-
-  /** The Redis URL with the relay in place of the server (credentials and database kept). */
-  get url(): string {
-    const url = new URL(this.#target.href);
-    url.hostname = '127.0.0.1';
-    url.port = String(this.port);
-    return url.href;
-  }
-
-  async start(): Promise<void> {
-    if (this.#server) return;
-    const server = createServer((downstream) => {
-      const upstream = connect(Number(this.#target.port || 6379), this.#target.hostname);
-      for (const socket of [downstream, upstream]) {
-        this.#sockets.add(socket);
-        socket.on('close', () => this.#sockets.delete(socket));
-        socket.on('error', () => { downstream.destroy(); upstream.destroy(); });
-      }
-      // Chunks are dropped, not queued, while frozen: what is lost never reaches Redis.
-      downstream.on('data', (chunk: Buffer) => { if (!this.frozen) upstream.write(chunk); });
-      upstream.on('data', (chunk: Buffer) => { if (!this.frozen) downstream.write(chunk); });
-    });
-    server.listen(this.port, '127.0.0.1');
-    await once(server, 'listening');
-    this.port = (server.address() as AddressInfo).port;
-    this.#server = server;
-  }
-
-  /** Refuses new connections and drops the open ones, as a Redis that went away would. */
-  async stop(): Promise<void> {
-    const server = this.#server;
-    this.#server = undefined;
-    for (const socket of this.#sockets) socket.destroy();
-    if (server) await new Promise((resolve) => server.close(resolve));
-  }
-}
+import { TcpRelay } from '../support/relay.js';
 
 describe('Redis adapter: Redis unreachable', function () {
   this.timeout(30_000);
-  const relay = new RedisRelay();
+  const relay = new TcpRelay(REDIS_URL, 6379);
   let tp: TestProvider;
   let issued = 0;
   /** Set by a test: the exchange policy cuts Redis, i.e. after every check and before the redemption. */
