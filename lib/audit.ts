@@ -88,6 +88,17 @@ export function onImpersonationEvent(provider: Provider, name: ImpersonationEven
  */
 export interface AuditSink {
   append(name: ImpersonationEventName, event: ImpersonationEvent): Promise<void>;
+  /** When present, `GET {sessionsPath}/events` answers from it (newest first, paged). */
+  query?(filter: AuditQueryFilter): Promise<{ items: unknown[]; nextCursor: string | null }>;
+}
+
+export interface AuditQueryFilter {
+  subject?: string;
+  actor?: string;
+  since?: Date;
+  until?: Date;
+  limit?: number;
+  cursor?: string;
 }
 
 /**

@@ -43,6 +43,39 @@ export function impersonationRoutes(
     emit(provider, EVENTS.revocationsServed, { count: entries.length }, ctx);
   });
 
+  // What a customer can be shown of who acted on their account: the audit trail, by subject or actor.
+  const trail = options.auditLog;
+  if (trail?.query) {
+    const query = trail.query.bind(trail);
+    router.get(`${path}/events`, async (ctx) => {
+      await authorize(ctx, authenticate, options.readScope);
+      const allowed = new Set(['subject', 'actor', 'since', 'until', 'limit', 'cursor']);
+      const unknown = Object.keys(ctx.query).filter((name) => !allowed.has(name));
+      if (unknown.length) throw badRequest(`unknown query parameter: ${unknown.join(', ')}`);
+      const filter = readFilter(ctx.query);
+      const cursor = ctx.query['cursor'];
+      if (cursor !== undefined && (typeof cursor !== 'string' || !/^[A-Za-z0-9_-]{1,40}$/.test(cursor))) {
+        throw badRequest('cursor is not one this API returned');
+      }
+      const page = await storeCall(async () => {
+        try {
+          return await query({
+            ...(filter.subject === undefined ? {} : { subject: filter.subject }),
+            ...(filter.actor === undefined ? {} : { actor: filter.actor }),
+            ...readTime(ctx.query, 'since'),
+            ...readTime(ctx.query, 'until'),
+            limit: readLimit(ctx.query['limit']),
+            ...(cursor === undefined ? {} : { cursor }),
+          });
+        } catch (error) {
+          if (error instanceof TypeError) throw badRequest(error.message);
+          throw error;
+        }
+      });
+      ctx.body = page;
+    });
+  }
+
   router.get(path, async (ctx) => {
     await authorize(ctx, authenticate, options.readScope);
     const filter = readFilter(ctx.query);
@@ -84,6 +117,14 @@ function readFilter(query: Koa.Context['query']): SessionFilter {
     filter[name] = value;
   }
   return filter;
+}
+
+function readTime(query: Koa.Context['query'], name: 'since' | 'until'): { since?: Date; until?: Date } {
+  const value = query[name];
+  if (value === undefined) return {};
+  const time = typeof value === 'string' && /^\d{4}-\d{2}-\d{2}T/.test(value) ? new Date(value) : undefined;
+  if (!time || Number.isNaN(time.getTime())) throw badRequest(`${name} must be an RFC 3339 time`);
+  return { [name]: time };
 }
 
 function readLimit(value: unknown): number {
