@@ -1,4 +1,7 @@
+import { spawn } from 'node:child_process';
 import { generateKeyPairSync } from 'node:crypto';
+import { once } from 'node:events';
+import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
 import pg from 'pg';
 import { createPostgresAuditLog, type PostgresAuditLog } from '../lib/audit-postgres/index.js';
@@ -234,5 +237,44 @@ describe('PostgreSQL audit log: PostgreSQL unreachable', function () {
       await tp.close();
       await log.close();
     }
+  });
+});
+
+describe('the command: audit verify and audit export', function () {
+  this.timeout(30_000);
+
+  async function run(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+    const child = spawn(process.execPath, [fileURLToPath(new URL('../lib/cli/main.js', import.meta.url)), ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk: Buffer) => { stdout += chunk.toString(); });
+    child.stderr.on('data', (chunk: Buffer) => { stderr += chunk.toString(); });
+    const [code] = await once(child, 'exit') as [number | null];
+    return { code, stdout, stderr };
+  }
+
+  it('prints ok with the count and exits 0, names the first bad row and exits 1; exports JSON lines and CSV', async () => {
+    const schema = await testSchema();
+    const log = createPostgresAuditLog({ connectionString: DATABASE_URL, schema, signingKey: { hmac: 'k' }, checkpointEvery: 2 });
+    for (let i = 0; i < 4; i += 1) await log.append(EVENTS.subjectTokenCreated, { subject: `user-${i}`, context: { ticketId: `T-${i}`, reason: 'a, "quoted" reason' } });
+    const base = ['audit', 'verify', '--database-url', DATABASE_URL, '--schema', schema];
+    expect(await run(base)).to.include({ code: 0, stdout: 'ok: 4 rows verified\n' });
+    expect(await run([...base, '--key', 'hmac:k', '--require-checkpoints', '2'])).to.include({ code: 0, stdout: 'ok: 4 rows verified, 2 signed checkpoints\n' });
+
+    const exported = await run(['audit', 'export', '--database-url', DATABASE_URL, '--schema', schema, '--format', 'jsonl']);
+    const lines = exported.stdout.trim().split('\n').map((line) => JSON.parse(line) as { seq: number; subject: string; hash: string });
+    expect(lines.map((line) => line.seq)).to.deep.equal([1, 2, 3, 4]);
+    const csv = await run(['audit', 'export', '--database-url', DATABASE_URL, '--schema', schema, '--format', 'csv', '--since', '2000-01-01T00:00:00Z']);
+    expect(csv.stdout.split('\n')[0]).to.match(/^seq,at,event,subject/);
+    expect(csv.stdout).to.include('"{""reason"":""a, \\""quoted\\"" reason""');
+
+    await log.close();
+    const pool = new pg.Pool({ connectionString: DATABASE_URL });
+    await pool.query(`UPDATE "${schema}"."impersonation_audit" SET subject = 'mallory' WHERE seq = 3`);
+    await pool.end();
+    const bad = await run(base);
+    expect(bad.code).to.equal(1);
+    expect(bad.stdout).to.match(/^bad row 3: /);
+    expect((await run(['audit', 'nonsense'])).code).to.equal(2);
   });
 });

@@ -1,0 +1,53 @@
+import pg from 'pg';
+import { canonicalJson } from './chain.js';
+
+export interface ExportOptions {
+  schema?: string | undefined;
+  table?: string | undefined;
+  since?: Date | undefined;
+  until?: Date | undefined;
+  format: 'jsonl' | 'csv';
+}
+
+const COLUMNS = ['seq', 'at', 'event', 'subject', 'actor', 'client_id', 'resource', 'scope', 'context',
+  'subject_token_id', 'session_id', 'access_token_id', 'outcome', 'reason', 'prev_hash', 'hash'] as const;
+const BATCH = 1000;
+const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,40}$/;
+
+/** The trail in order, a line at a time: JSON lines, or CSV with a header, hashes included so that a copy can be checked. */
+export async function* exportTrail(connectionString: string, options: ExportOptions): AsyncGenerator<string> {
+  const table = options.table ?? 'impersonation_audit';
+  for (const value of [table, options.schema]) {
+    if (value !== undefined && !IDENTIFIER.test(value)) throw new TypeError('schema and table must be plain SQL identifiers');
+  }
+  const qualified = options.schema ? `"${options.schema}"."${table}"` : `"${table}"`;
+  const client = new pg.Client({ connectionString, connectionTimeoutMillis: 5000 });
+  await client.connect();
+  try {
+    if (options.format === 'csv') yield `${COLUMNS.join(',')}\n`;
+    let after = 0;
+    for (;;) {
+      const values: unknown[] = [after];
+      let where = 'seq > $1';
+      if (options.since) { values.push(options.since); where += ` AND at >= $${values.length}`; }
+      if (options.until) { values.push(options.until); where += ` AND at < $${values.length}`; }
+      const { rows } = await client.query<Record<string, unknown>>(
+        `SELECT ${COLUMNS.join(', ')} FROM ${qualified} WHERE ${where} ORDER BY seq LIMIT ${BATCH}`, values,
+      );
+      for (const row of rows) {
+        const record: Record<string, unknown> = { ...row, seq: Number(row['seq']), at: (row['at'] as Date).toISOString() };
+        yield options.format === 'jsonl' ? `${JSON.stringify(record)}\n` : `${COLUMNS.map((name) => csvField(record[name])).join(',')}\n`;
+      }
+      if (rows.length < BATCH) return;
+      after = Number(rows.at(-1)!['seq']);
+    }
+  } finally {
+    await client.end();
+  }
+}
+
+function csvField(value: unknown): string {
+  if (value === null || value === undefined) return '';
+  const text = typeof value === 'object' ? canonicalJson(value) : String(value);
+  return /[",\n\r]/.test(text) ? `"${text.replace(/"/g, '""')}"` : text;
+}
