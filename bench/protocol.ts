@@ -1,7 +1,8 @@
 /** Messages between bench/run.ts and the provider process (bench/server.ts). */
 import type { MemoryAdapterStats } from '../lib/index.js';
 
-export type AdapterKind = 'memory' | 'redis';
+/** The provider's store; `memory+pg-audit` is the memory store with the PostgreSQL audit log awaited on every exchange. */
+export type AdapterKind = 'memory' | 'redis' | 'memory+pg-audit';
 
 /** Requests carry an id; the server answers each with a `reply` of the same id. */
 export type ParentMessage =

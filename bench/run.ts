@@ -3,7 +3,7 @@
  * own client_credentials grant, on one machine, in one run, against one
  * provider per adapter.
  *
- *   node build/bench/run.js [--smoke] [--rounds N] [--duration S] [--connections C] [--memory-only | --redis-only]
+ *   node build/bench/run.js [--smoke] [--rounds N] [--duration S] [--connections C] [--memory-only | --redis-only | --audit-only]
  *                           [--only SCENARIO[,SCENARIO]] [--skip-memory] [--profile] [--cpu-prof]
  *
  * The provider runs in a child process (bench/server.ts), autocannon in this
@@ -44,6 +44,7 @@ import { Redis } from 'ioredis';
 import { ACTOR_API, API, CLIENTS, TOKEN_EXCHANGE, ACCESS_TOKEN, type TestProvider } from '../test/support/provider.js';
 import { basic, m2mToken, userAccessToken } from '../test/support/http.js';
 import { fire, percentile, type RequestSpec, type RunRecord } from './load.js';
+import pg from 'pg';
 import { describeMemory, type MemoryResult } from './memory.js';
 import { describeVerifier, type VerifierResult } from './resource-server.js';
 import { summarizeProfile } from './profile.js';
@@ -96,7 +97,8 @@ function parseSettings(argv: string[]): Settings {
     // The smoke run skips the warm-up: it keeps the script working, its numbers mean little.
     warmup: smoke ? 0 : 2,
     connections: Number(value('--connections') ?? 16),
-    adapters: argv.includes('--memory-only') ? ['memory'] : argv.includes('--redis-only') ? ['redis'] : ['memory', 'redis'],
+    adapters: argv.includes('--memory-only') ? ['memory'] : argv.includes('--redis-only') ? ['redis']
+      : argv.includes('--audit-only') ? ['memory+pg-audit'] : ['memory', 'redis', 'memory+pg-audit'],
     only,
     profile: argv.includes('--profile'),
     cpuProf: argv.includes('--cpu-prof'),
@@ -112,6 +114,7 @@ function parseSettings(argv: string[]): Settings {
 
 const settings = parseSettings(process.argv.slice(2));
 const REDIS_URL = process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379';
+const DATABASE_URL = process.env['DATABASE_URL'] ?? 'postgres://postgres@127.0.0.1:5432/test';
 /** Above this share of non-2xx responses or connection errors the numbers mean nothing: exit 1. */
 const ERROR_TOLERANCE = 0.001;
 /** Subject tokens live 60 s; one older than this is not handed to a run. */
@@ -215,12 +218,13 @@ class ServerLog {
   };
 }
 
-async function runAdapter(adapter: AdapterKind, prefix: string, profileDir: string | undefined): Promise<AdapterResult> {
+async function runAdapter(adapter: AdapterKind, prefix: string, profileDir: string | undefined, auditSchema?: string): Promise<AdapterResult> {
   const serverLog = new ServerLog();
   const server = await startServer({
     adapter,
     redisUrl: REDIS_URL,
     redisPrefix: prefix,
+    ...(auditSchema ? { auditSchema } : {}),
     execArgv: profileDir && settings.cpuProf ? ['--cpu-prof', '--cpu-prof-dir', join(profileDir, 'process')] : [],
     log: serverLog.line,
   });
@@ -546,6 +550,10 @@ function targets(rows: Row[], memory: MemoryResult | undefined): Target[] {
       const limit = adapter === 'memory' ? 0.9 : 0.8;
       list.push({ label: `${adapter}: ${LABELS[scenario]} req/s ≥ ${limit} × client_credentials`, value: actor.rps / baseline.rps, limit, better: 'higher', unit: '×' });
     }
+    const audited = adapter === 'memory+pg-audit' ? row(adapter, 'exchange') : undefined;
+    if (audited) {
+      list.push({ label: `${adapter}: token exchange with the PostgreSQL audit log req/s ≥ 0.8 × client_credentials`, value: audited.rps / baseline.rps, limit: 0.8, better: 'higher', unit: '×' });
+    }
     const create = row(adapter, 'create');
     if (create) {
       list.push({ label: `${adapter}: creation req/s ≥ 0.9 × client_credentials`, value: create.rps / baseline.rps, limit: 0.9, better: 'higher', unit: '×' });
@@ -615,6 +623,17 @@ async function deleteKeys(prefix: string): Promise<number> {
   return deleted;
 }
 
+/** A connection to DATABASE_URL, or an error saying how to start PostgreSQL (or pass --memory-only / --redis-only). */
+async function postgres(): Promise<pg.Client> {
+  const client = new pg.Client({ connectionString: DATABASE_URL, connectionTimeoutMillis: 3000 });
+  try {
+    await client.connect();
+  } catch (error) {
+    throw new Error(`PostgreSQL is not reachable at ${DATABASE_URL} (set DATABASE_URL, start it, or pass --memory-only): ${(error as Error).message}`);
+  }
+  return client;
+}
+
 /** bench/memory.ts in a child with --expose-gc, so that gc() can be called and nothing else is on its heap. */
 function runMemoryChild(count: number): Promise<MemoryResult> {
   return runJsonChild<MemoryResult>('memory', ['--expose-gc', fileURLToPath(new URL('./memory.js', import.meta.url)), '--count', String(count), '--json']);
@@ -679,6 +698,18 @@ async function main(): Promise<void> {
       } finally {
         const deleted = await deleteKeys(prefix);
         log(`  redis: deleted ${deleted} keys under ${prefix}`);
+      }
+    } else if (adapter === 'memory+pg-audit') {
+      const schema = `bench_${randomUUID().replace(/-/g, '').slice(0, 12)}`;
+      const database = await postgres();
+      try {
+        await database.query(`CREATE SCHEMA "${schema}"`);
+        results.push(await runAdapter(adapter, '', profileDir && mkdir(join(profileDir, 'pg-audit')), schema));
+        const { rows: [counted] } = await database.query(`SELECT count(*)::int AS rows FROM "${schema}"."impersonation_audit"`);
+        log(`  memory+pg-audit: ${(counted as { rows: number }).rows} rows appended to one chain in schema ${schema} (dropped)`);
+      } finally {
+        await database.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).catch(() => {});
+        await database.end();
       }
     } else {
       results.push(await runAdapter(adapter, '', profileDir && mkdir(join(profileDir, adapter))));

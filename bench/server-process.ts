@@ -22,6 +22,8 @@ export interface ServerProcessOptions {
   adapter: AdapterKind;
   redisUrl: string;
   redisPrefix: string;
+  /** The schema of the PostgreSQL audit log, for `memory+pg-audit`. */
+  auditSchema?: string;
   /** Extra node flags for the child, e.g. --cpu-prof. */
   execArgv?: string[];
   /** Receives the child's output lines (oidc-provider's warnings among them). */
@@ -32,7 +34,10 @@ const READY_TIMEOUT_MS = 20_000;
 
 export async function startServer(options: ServerProcessOptions): Promise<ServerProcess> {
   const child: ChildProcess = fork(fileURLToPath(new URL('./server.js', import.meta.url)), [], {
-    env: { ...process.env, BENCH_ADAPTER: options.adapter, REDIS_URL: options.redisUrl, BENCH_PREFIX: options.redisPrefix },
+    env: {
+      ...process.env, BENCH_ADAPTER: options.adapter, REDIS_URL: options.redisUrl, BENCH_PREFIX: options.redisPrefix,
+      ...(options.auditSchema ? { BENCH_AUDIT_SCHEMA: options.auditSchema } : {}),
+    },
     execArgv: ['--expose-gc', ...options.execArgv ?? []],
     stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
   });

@@ -3,7 +3,8 @@
  * with fork()): the test harness's provider (test/support/provider.ts), with
  * the plugin, on 127.0.0.1 and a free port, on the adapter BENCH_ADAPTER names.
  *
- *   BENCH_ADAPTER  memory (default) | redis
+ *   BENCH_ADAPTER  memory (default) | redis | memory+pg-audit (memory, and the PostgreSQL audit log
+ *                  in schema BENCH_AUDIT_SCHEMA of DATABASE_URL)
  *   REDIS_URL      default redis://127.0.0.1:6379
  *   BENCH_PREFIX   Redis key prefix (run.ts passes a unique one and deletes its keys afterwards)
  *
@@ -16,10 +17,17 @@ import { writeFile } from 'node:fs/promises';
 import { Session } from 'node:inspector/promises';
 import { createMemoryAdapter, type MemoryAdapterClass } from '../lib/index.js';
 import { createRedisAdapter, type RedisAdapterClass } from '../lib/adapters/redis.js';
+import { createPostgresAuditLog } from '../lib/audit-postgres/index.js';
 import { startProvider } from '../test/support/provider.js';
 import type { ParentMessage, ServerMessage, ServerStats } from './protocol.js';
 
 const kind = process.env['BENCH_ADAPTER'] === 'redis' ? 'redis' : 'memory';
+const auditLog = process.env['BENCH_ADAPTER'] === 'memory+pg-audit'
+  ? createPostgresAuditLog({
+    connectionString: process.env['DATABASE_URL'] ?? 'postgres://postgres@127.0.0.1:5432/test',
+    schema: process.env['BENCH_AUDIT_SCHEMA']!,
+  })
+  : undefined;
 const evicted: Record<string, number> = {};
 
 let memory: MemoryAdapterClass | undefined;
@@ -39,7 +47,7 @@ if (kind === 'memory') {
   });
 }
 
-const tp = await startProvider({ adapter: (memory ?? redis)! });
+const tp = await startProvider({ adapter: (memory ?? redis)!, ...(auditLog ? { plugin: { auditLog } } : {}) });
 
 function send(message: ServerMessage): void {
   process.send?.(message);
@@ -48,6 +56,7 @@ function send(message: ServerMessage): void {
 async function shutdown(): Promise<void> {
   await tp.close();
   await redis?.disconnect();
+  await auditLog?.close();
   // Exiting (not being killed) lets --cpu-prof write its profile.
   process.exit(0);
 }

@@ -5,7 +5,8 @@
  * Each row's hash covers its number, its canonical content and the previous
  * row's hash. PostgreSQL computes it, in one function that locks the chain's
  * head row: appends from any number of provider instances form one chain, in
- * one round trip each, with the lock never held across the network. With a key,
+ * one round trip, with the lock never held across the network. Appends that
+ * arrive together are committed together (group commit). With a key,
  * every `checkpointEvery` rows a signed checkpoint (HMAC-SHA-256 or Ed25519)
  * pins the chain, so that even rewriting every row from some point on, hashes
  * included, is detected.
@@ -78,6 +79,15 @@ export interface PostgresAuditLog extends AuditSink {
 
 const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,40}$/;
 
+/** Most rows one group commit writes. */
+const MAX_BATCH_ROWS = 200;
+
+interface Pending {
+  row: AuditRow;
+  resolve(): void;
+  reject(error: unknown): void;
+}
+
 export function createPostgresAuditLog(options: PostgresAuditLogOptions): PostgresAuditLog {
   if (!options.pool === !options.connectionString) throw new TypeError('createPostgresAuditLog: pass pool or connectionString');
   const table = options.table ?? 'impersonation_audit';
@@ -105,21 +115,47 @@ export function createPostgresAuditLog(options: PostgresAuditLogOptions): Postgr
     return migrated;
   }
 
+  // Group commit: appends that arrive while a batch is in flight wait for it
+  // and go together, in one call, under one lock of the head, in one commit.
+  // Each still resolves only once its own row is durable.
+  let queue: Pending[] = [];
+  let flushing = false;
+
+  function flush(): void {
+    if (flushing || !queue.length) return;
+    flushing = true;
+    const batch = queue.slice(0, MAX_BATCH_ROWS);
+    queue = queue.slice(batch.length);
+    writeBatch(batch).then(
+      () => { for (const pending of batch) pending.resolve(); },
+      (error: unknown) => { for (const pending of batch) pending.reject(error); },
+    ).finally(() => {
+      flushing = false;
+      flush();
+    });
+  }
+
+  async function writeBatch(batch: Pending[]): Promise<void> {
+    await migrate();
+    const { rows } = await pool.query<{ seq: string; hash: string }>(
+      `SELECT seq, hash FROM ${names.append}($1::jsonb)`,
+      [JSON.stringify(batch.map(({ row }) => ({ ...row, content: canonicalContent(row) })))],
+    );
+    if (!signer) return;
+    const due = rows.filter(({ seq }) => Number(seq) % checkpointEvery === 0);
+    for (const { seq, hash } of due) {
+      await pool.query(`INSERT INTO ${names.checkpoints} (seq, hash, key_id, signature) VALUES ($1, $2, $3, $4) ON CONFLICT (seq) DO NOTHING`,
+        [seq, hash, signer.kind, signer.sign(checkpointText(seq, hash))]);
+    }
+  }
+
   async function append(name: ImpersonationEventName, event: ImpersonationEvent): Promise<void> {
     const row = rowOf(name, event);
     try {
-      await migrate();
-      const { rows } = await pool.query<{ seq: string; hash: string }>(
-        `SELECT seq, hash FROM ${names.append}($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
-        [row.at, row.event, row.subject, row.actor, row.clientId, row.resource, row.scope,
-          row.context === null ? null : JSON.stringify(row.context), row.subjectTokenId, row.sessionId, row.accessTokenId,
-          row.outcome, row.reason, canonicalContent(row)],
-      );
-      const { seq, hash } = rows[0]!;
-      if (signer && Number(seq) % checkpointEvery === 0) {
-        await pool.query(`INSERT INTO ${names.checkpoints} (seq, hash, key_id, signature) VALUES ($1, $2, $3, $4) ON CONFLICT (seq) DO NOTHING`,
-          [seq, hash, signer.kind, signer.sign(checkpointText(seq, hash))]);
-      }
+      await new Promise<void>((resolve, reject) => {
+        queue.push({ row, resolve, reject });
+        flush();
+      });
     } catch (error) {
       if (failClosed) throw error;
       failures += 1;
@@ -203,24 +239,26 @@ async function runMigration(pool: pg.Pool, names: Names): Promise<void> {
         signature text NOT NULL,
         at timestamptz NOT NULL DEFAULT now()
       );
-      CREATE OR REPLACE FUNCTION ${names.append}(
-        p_at timestamptz, p_event text, p_subject text, p_actor text, p_client_id text, p_resource text, p_scope text,
-        p_context jsonb, p_subject_token_id text, p_session_id text, p_access_token_id text, p_outcome text, p_reason text,
-        p_content text
-      ) RETURNS TABLE (seq bigint, hash text) LANGUAGE plpgsql AS $fn$
+      CREATE OR REPLACE FUNCTION ${names.append}(p_rows jsonb) RETURNS TABLE (seq bigint, hash text) LANGUAGE plpgsql AS $fn$
       DECLARE
         head_seq bigint;
         head_hash text;
-        next_hash text;
+        r jsonb;
       BEGIN
         SELECT h.seq, h.hash INTO head_seq, head_hash FROM ${names.head} h WHERE h.id = 1 FOR UPDATE;
-        next_hash := encode(sha256(convert_to(head_hash || ':' || (head_seq + 1)::text || ':' || p_content, 'UTF8')), 'hex');
-        INSERT INTO ${names.table} (seq, at, event, subject, actor, client_id, resource, scope, context,
-          subject_token_id, session_id, access_token_id, outcome, reason, content, prev_hash, hash)
-        VALUES (head_seq + 1, p_at, p_event, p_subject, p_actor, p_client_id, p_resource, p_scope, p_context,
-          p_subject_token_id, p_session_id, p_access_token_id, p_outcome, p_reason, p_content, head_hash, next_hash);
-        UPDATE ${names.head} h SET seq = head_seq + 1, hash = next_hash WHERE h.id = 1;
-        RETURN QUERY SELECT head_seq + 1, next_hash;
+        FOR r IN SELECT value FROM jsonb_array_elements(p_rows) LOOP
+          seq := head_seq + 1;
+          hash := encode(sha256(convert_to(head_hash || ':' || seq::text || ':' || (r->>'content'), 'UTF8')), 'hex');
+          INSERT INTO ${names.table} (seq, at, event, subject, actor, client_id, resource, scope, context,
+            subject_token_id, session_id, access_token_id, outcome, reason, content, prev_hash, hash)
+          VALUES (seq, (r->>'at')::timestamptz, r->>'event', r->>'subject', r->>'actor', r->>'clientId', r->>'resource',
+            r->>'scope', CASE WHEN jsonb_typeof(r->'context') = 'null' THEN NULL ELSE r->'context' END,
+            r->>'subjectTokenId', r->>'sessionId', r->>'accessTokenId', r->>'outcome', r->>'reason', r->>'content', head_hash, hash);
+          head_seq := seq;
+          head_hash := hash;
+          RETURN NEXT;
+        END LOOP;
+        UPDATE ${names.head} h SET seq = head_seq, hash = head_hash WHERE h.id = 1;
       END
       $fn$;
     `);
