@@ -1,9 +1,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { once } from 'node:events';
-import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
 import { createPostgresAuditLog } from '../lib/audit-postgres/index.js';
+import { portOf, stopChildren } from './support/children.js';
 import { DATABASE_URL, testSchema } from './support/postgres.js';
 import { API, type TestProvider } from './support/provider.js';
 import { exchange, subjectToken } from './support/http.js';
@@ -16,14 +15,7 @@ describe('PostgreSQL audit log: four processes appending at once keep one chain'
   this.timeout(60_000);
   const children: ChildProcess[] = [];
 
-  after(async () => {
-    await Promise.all(children.map(async (child) => {
-      if (child.exitCode !== null || child.signalCode !== null) return;
-      const exited = once(child, 'exit');
-      child.kill('SIGTERM');
-      await exited;
-    }));
-  });
+  after(() => stopChildren(children));
 
   it(`${EXCHANGES} exchanges over ${PROCESSES} processes: every row chained, numbered without gaps`, async () => {
     const schema = await testSchema();
@@ -31,13 +23,9 @@ describe('PostgreSQL audit log: four processes appending at once keep one chain'
     const log = createPostgresAuditLog({ connectionString: DATABASE_URL, schema });
     await log.migrate();
     const instances = await Promise.all(Array.from({ length: PROCESSES }, async () => {
-      const child = spawn(process.execPath, [SCRIPT], { env: { ...process.env, AUDIT_SCHEMA: schema }, stdio: ['pipe', 'pipe', 'inherit'] });
+      const child = spawn(process.execPath, [SCRIPT], { env: { ...process.env, AUDIT_SCHEMA: schema }, stdio: ['pipe', 'pipe', 'pipe'] });
       children.push(child);
-      const line = await new Promise<string>((resolve, reject) => {
-        createInterface({ input: child.stdout! }).on('line', (text) => { if (text.startsWith('PORT ')) resolve(text); });
-        child.once('exit', (code) => reject(new Error(`audit process exited with ${code}`)));
-      });
-      return { base: `http://127.0.0.1:${line.slice(5)}` } as TestProvider;
+      return { base: `http://127.0.0.1:${await portOf(child)}` } as TestProvider;
     }));
     const started = Date.now();
     const results = await Promise.all(Array.from({ length: EXCHANGES }, async (_, i) => {

@@ -5,20 +5,14 @@
  */
 import { createPostgresAuditLog } from '../lib/audit-postgres/index.js';
 import { DATABASE_URL } from './support/postgres.js';
+import { serveUntilParentLeaves } from './support/children.js';
 import { startProvider } from './support/provider.js';
 
 const log = createPostgresAuditLog({ connectionString: DATABASE_URL, schema: process.env['AUDIT_SCHEMA']! });
 const tp = await startProvider({ plugin: { auditLog: log } });
 process.stdout.write(`PORT ${new URL(tp.base).port}\n`);
 
-let closing = false;
-async function shutdown(): Promise<void> {
-  if (closing) return;
-  closing = true;
+serveUntilParentLeaves(async () => {
   await tp.close();
   await log.close();
-  process.exit(0);
-}
-process.stdin.on('end', () => void shutdown());
-process.stdin.resume();
-process.on('SIGTERM', () => void shutdown());
+});

@@ -9,16 +9,10 @@ import {
   ACCESS_TOKEN, ACTOR_API, API, CLIENT_CERT_HEADER, CLIENTS, MANAGEMENT, OPAQUE_API, SHORT_API, startProvider, type TestProvider,
 } from './support/provider.js';
 import {
-  basic, decodeHeader, decodeJwt, exchange, m2mToken, subjectToken, userAccessToken, type Reply,
+  actorParams, decodeHeader, decodeJwt, exchange, expectError, introspect, m2mToken, subjectToken, userAccessToken,
 } from './support/http.js';
 
-const actorParams = (actor: string) => ({ actor_token: actor, actor_token_type: ACCESS_TOKEN });
 
-function expectError(result: Reply, status: number, error: string, description?: RegExp): void {
-  expect(result.status, JSON.stringify(result.body)).to.equal(status);
-  expect(result.body['error']).to.equal(error);
-  if (description) expect(result.body['error_description']).to.match(description);
-}
 
 describe('token exchange grant', () => {
   let tp: TestProvider;
@@ -81,7 +75,7 @@ describe('token exchange grant', () => {
       const accessToken = result.body['access_token'] as string;
       expect(accessToken.split('.')).to.have.length(1);
 
-      const introspection = await tokenIntrospection(tp, accessToken);
+      const introspection = await introspect(tp, accessToken);
       expect(introspection).to.include({ active: true, sub: 'bob', aud: OPAQUE_API, scope: 'read', client_id: CLIENTS.console.client_id });
       expect(introspection['act']).to.deep.equal({ sub: 'alice' });
     });
@@ -497,8 +491,8 @@ describe('token exchange grant', () => {
         expect(saved).to.include(winner);
         const losers = saved.filter((jti) => jti !== winner);
         expect([...destroyed].sort()).to.deep.equal([...losers].sort());
-        for (const jti of losers) expect((await tokenIntrospection(tp, jti))['active']).to.equal(false);
-        expect((await tokenIntrospection(tp, winner))['active']).to.equal(true);
+        for (const jti of losers) expect((await introspect(tp, jti))['active']).to.equal(false);
+        expect((await introspect(tp, winner))['active']).to.equal(true);
       } finally {
         tp.provider.off('access_token.saved', onSaved as never);
         tp.provider.off('access_token.destroyed', onDestroyed as never);
@@ -559,12 +553,4 @@ describe('token exchange grant: the store fails while the actor token is looked 
   });
 });
 
-async function tokenIntrospection(tp: TestProvider, token: string): Promise<Record<string, unknown>> {
-  const response = await fetch(`${tp.base}/token/introspection`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/x-www-form-urlencoded', authorization: basic(CLIENTS.web) },
-    body: new URLSearchParams({ token }),
-  });
-  return response.json() as Promise<Record<string, unknown>>;
-}
 

@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import { createMemoryAdapter, type MemoryAdapterClass } from '../lib/index.js';
 import { DpopKey } from './support/dpop.js';
 import { API, CLIENTS, REDIRECT_URI, pkcePair, startProvider, type TestProvider } from './support/provider.js';
-import { ACCESS_TOKEN, exchange, managementRequest, m2mToken, subjectToken, userAccessToken, type Reply } from './support/http.js';
+import { ACCESS_TOKEN, exchange, expectError, managementRequest, m2mToken, subjectToken, userAccessToken } from './support/http.js';
 
 const BOUND = 500;
 const FLOOD = 700;
@@ -23,10 +23,6 @@ async function startSignIn(tp: TestProvider): Promise<number> {
   return response.status;
 }
 
-function expectError(result: Reply, status: number, error: string): void {
-  expect(result.status, JSON.stringify(result.body)).to.equal(status);
-  expect(result.body['error']).to.equal(error);
-}
 
 describe('memory store under a flood of unauthenticated requests', () => {
   let tp: TestProvider;

@@ -6,25 +6,11 @@ import {
   ACTOR_API, API, CLIENTS, MANAGEMENT, MANAGEMENT_SCOPE, OPAQUE_API, USERS, startProvider, type TestProvider,
 } from './support/provider.js';
 import {
-  ACCESS_TOKEN, basic, decodeJwt, exchange, m2mToken, subjectToken, tokenRequest, userAccessToken, type Reply,
+  ACCESS_TOKEN, actorParams, decodeJwt, exchange, expectError, introspect, m2mToken, subjectToken, tokenRequest, userAccessToken,
 } from './support/http.js';
 
-const actorParams = (actor: string) => ({ actor_token: actor, actor_token_type: ACCESS_TOKEN });
 
-function expectError(result: Reply, status: number, error: string, description?: RegExp): void {
-  expect(result.status, JSON.stringify(result.body)).to.equal(status);
-  expect(result.body['error']).to.equal(error);
-  if (description) expect(result.body['error_description']).to.match(description);
-}
 
-async function introspect(tp: TestProvider, token: string): Promise<Record<string, unknown>> {
-  const response = await fetch(`${tp.base}/token/introspection`, {
-    method: 'POST',
-    headers: { authorization: basic(CLIENTS.backend), 'content-type': 'application/x-www-form-urlencoded' },
-    body: new URLSearchParams({ token }),
-  });
-  return await response.json() as Record<string, unknown>;
-}
 
 describe('security guarantees', () => {
   let tp: TestProvider;

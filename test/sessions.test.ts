@@ -4,7 +4,7 @@ import {
   API, CLIENTS, OPAQUE_API, READ_SCOPE, REVOKE_SCOPE, startProvider, type TestProvider,
 } from './support/provider.js';
 import {
-  ACCESS_TOKEN, basic, decodeJwt, exchange, logout, managementRequest, m2mToken, subjectToken, userAccessToken, userSignIn, type Reply,
+  ACCESS_TOKEN, decodeJwt, exchange, expectError, introspect, logout, managementRequest, m2mToken, subjectToken, userAccessToken, userSignIn, type Reply,
 } from './support/http.js';
 
 const SESSIONS = '/api/impersonations';
@@ -20,20 +20,7 @@ async function call(tp: TestProvider, method: string, path: string, token?: stri
   return { status: response.status, headers: response.headers, body: text ? JSON.parse(text) as Record<string, unknown> : {} };
 }
 
-async function introspect(tp: TestProvider, token: string): Promise<Record<string, unknown>> {
-  const response = await fetch(`${tp.base}/token/introspection`, {
-    method: 'POST',
-    headers: { authorization: basic(CLIENTS.web), 'content-type': 'application/x-www-form-urlencoded' },
-    body: new URLSearchParams({ token }),
-  });
-  return await response.json() as Record<string, unknown>;
-}
 
-function expectError(result: Reply, status: number, error: string, description?: RegExp): void {
-  expect(result.status, JSON.stringify(result.body)).to.equal(status);
-  expect(result.body['error']).to.equal(error);
-  if (description) expect(result.body['error_description']).to.match(description);
-}
 
 describe('impersonation sessions', () => {
   let tp: TestProvider;

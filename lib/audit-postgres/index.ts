@@ -15,7 +15,7 @@ import {
   createHmac, createPrivateKey, createPublicKey, sign, timingSafeEqual, verify as verifySignature, type KeyObject,
 } from 'node:crypto';
 import pg from 'pg';
-import type { AuditSink, ImpersonationEvent, ImpersonationEventName } from '../audit.js';
+import type { AuditQueryFilter, AuditSink, ImpersonationEvent, ImpersonationEventName } from '../audit.js';
 import { canonicalContent, canonicalJson, GENESIS, rowFromContent, rowHash, rowOf, type AuditRow } from './chain.js';
 
 export interface PostgresAuditLogOptions {
@@ -47,17 +47,8 @@ export type VerifyResult =
   | { ok: true; count: number; checkpoints: number }
   | { ok: false; count: number; seq: number; problem: string };
 
-export interface AuditQuery {
-  subject?: string;
-  actor?: string;
-  /** Rows at or after / before this time. */
-  since?: Date;
-  until?: Date;
-  /** Default 50, at most 500. */
-  limit?: number;
-  /** From a previous page's `nextCursor`. */
-  cursor?: string;
-}
+/** `since` inclusive, `until` exclusive; `limit` default 50, at most 500; `cursor` from a previous page's `nextCursor`. */
+export type AuditQuery = AuditQueryFilter;
 
 export interface AuditEntry extends AuditRow {
   seq: number;

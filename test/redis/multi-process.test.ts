@@ -1,10 +1,9 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { once } from 'node:events';
-import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
 import { exportJWK, generateKeyPair } from 'jose';
 import { assertRedisReachable, testPrefix } from '../support/adapter.js';
+import { portOf, stopChildren } from '../support/children.js';
 import { basic, decodeJwt, exchange, m2mToken, managementRequest, type Reply } from '../support/http.js';
 import { API, CLIENTS, OPAQUE_API, READ_SCOPE, REVOKE_SCOPE, type TestProvider } from '../support/provider.js';
 
@@ -36,14 +35,7 @@ describe('Redis adapter: several provider processes sharing one Redis', function
     management = await m2mToken(instances[0]!);
   });
 
-  after(async () => {
-    await Promise.all(children.map(async (child) => {
-      if (child.exitCode !== null || child.signalCode !== null) return;
-      const exited = once(child, 'exit');
-      child.kill('SIGTERM');
-      await exited;
-    }));
-  });
+  after(() => stopChildren(children));
 
   it('redeems one subject token exactly once when 50 requests race over 4 processes', async () => {
     const token = await createSubjectToken(instances[1]!);
@@ -146,27 +138,6 @@ function chunks<T>(items: T[], size: number): T[][] {
 }
 
 /** Resolves with the port a child prints; rejects with its stderr if it exits or stays silent. */
-function portOf(child: ChildProcess): Promise<number> {
-  let stderr = '';
-  child.stderr!.on('data', (chunk: Buffer) => { stderr = (stderr + chunk.toString()).slice(-4000); });
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => fail('did not print its port within 15 s'), 15_000);
-    const lines = createInterface({ input: child.stdout! });
-    lines.on('line', (line) => {
-      const match = /^PORT (\d+)$/.exec(line);
-      if (match) {
-        clearTimeout(timer);
-        resolve(Number(match[1]));
-      }
-    });
-    child.once('exit', (code) => fail(`exited with ${code}`));
-    function fail(why: string): void {
-      clearTimeout(timer);
-      reject(new Error(`provider process ${why}:\n${stderr}`));
-    }
-  });
-}
-
 async function sessionsCall(instance: Instance, method: string, path: string, token?: string): Promise<Reply> {
   const response = await fetch(`${instance.base}${path}`, {
     method, headers: token ? { authorization: `Bearer ${token}` } : {}, signal: AbortSignal.timeout(10_000),

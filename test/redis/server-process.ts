@@ -7,6 +7,7 @@
 import type { JWK } from 'jose';
 import { createRedisAdapter } from '../../lib/adapters/redis.js';
 import { REDIS_URL } from '../support/adapter.js';
+import { serveUntilParentLeaves } from '../support/children.js';
 import { startProvider } from '../support/provider.js';
 
 const issuer = required('ISSUER');
@@ -17,17 +18,10 @@ const Adapter = createRedisAdapter({ url: REDIS_URL, keyPrefix });
 const tp = await startProvider({ adapter: Adapter, issuer, configuration: { jwks } });
 process.stdout.write(`PORT ${new URL(tp.base).port}\n`);
 
-let closing = false;
-async function shutdown(): Promise<void> {
-  if (closing) return;
-  closing = true;
+serveUntilParentLeaves(async () => {
   await tp.close();
   await Adapter.disconnect();
-  process.exit(0);
-}
-process.stdin.on('end', () => void shutdown());
-process.stdin.resume();
-process.on('SIGTERM', () => void shutdown());
+});
 
 function required(name: string): string {
   const value = process.env[name];

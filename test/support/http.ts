@@ -1,3 +1,4 @@
+import { expect } from 'chai';
 import { ACCESS_TOKEN, CLIENTS, MANAGEMENT, MANAGEMENT_SCOPE, REDIRECT_URI, TOKEN_EXCHANGE, pkcePair, type TestProvider } from './provider.js';
 
 export interface Reply {
@@ -206,3 +207,23 @@ export function decodeHeader(token: string): Record<string, unknown> {
 }
 
 export { ACCESS_TOKEN, TOKEN_EXCHANGE };
+
+/** The parameters that send an actor token. */
+export const actorParams = (actor: string) => ({ actor_token: actor, actor_token_type: ACCESS_TOKEN });
+
+/** An OAuth-style error with this status and code (and a description matching `description`). */
+export function expectError(result: Reply, status: number, error: string, description?: RegExp): void {
+  expect(result.status, JSON.stringify(result.body)).to.equal(status);
+  expect(result.body['error']).to.equal(error);
+  if (description) expect(result.body['error_description']).to.match(description);
+}
+
+/** Introspection of `token` by the confidential support-web client. */
+export async function introspect(tp: TestProvider, token: string): Promise<Record<string, unknown>> {
+  const response = await fetch(`${tp.base}/token/introspection`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded', authorization: basic(CLIENTS.web) },
+    body: new URLSearchParams({ token }),
+  });
+  return await response.json() as Record<string, unknown>;
+}
