@@ -141,14 +141,20 @@ export function createExchangeHandler({ options, store, sessions, claims }: Gran
       const jti = assignTokenId(token); // sets token.format too: read it only after
       session.accessTokenId = publicTokenId(token.format, jti);
       let accessToken: string;
-      if (token.format === 'opaque') {
-        const grant = backingGrant(provider, session, expiresIn);
-        session.grantId = grant.jti;
-        token.grantId = grant.jti;
-        await Promise.all([grant.save(), sessions.save(session)]);
-        accessToken = await token.save();
-      } else {
-        [accessToken] = await Promise.all([token.save(), sessions.save(session)]);
+      try {
+        if (token.format === 'opaque') {
+          const grant = backingGrant(provider, session, expiresIn);
+          session.grantId = grant.jti;
+          token.grantId = grant.jti;
+          await Promise.all([grant.save(), sessions.save(session)]);
+          accessToken = await token.save();
+        } else {
+          [accessToken] = await Promise.all([token.save(), sessions.save(session)]);
+        }
+      } catch (error) {
+        // Some of it may have been written: none of it may stay listed or live.
+        await discard(provider, token, session, sessions);
+        throw error;
       }
 
       audit.accessTokenId = session.accessTokenId;
