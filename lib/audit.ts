@@ -102,9 +102,10 @@ export interface AuditQueryFilter {
 }
 
 /**
- * Emits to listeners and appends to the sink. A `required` record stops what
- * it records when it cannot be written; any other failure to append is reported
- * on the app's `error` event and changes nothing (a refusal stays a refusal).
+ * Appends to the sink, best effort, and emits to listeners: for events whose
+ * record must not change their outcome (a refusal stays a refusal, a stop stays
+ * a stop). A failure to append is reported on the app's `error` event. Where no
+ * token may go out without its record, callers append themselves and fail.
  */
 export async function record(
   provider: Provider,
@@ -112,15 +113,13 @@ export async function record(
   name: ImpersonationEventName,
   event: ImpersonationEvent,
   ctx: Koa.Context | undefined,
-  { required = false, emitted = true }: { required?: boolean; emitted?: boolean } = {},
 ): Promise<void> {
   if (sink) {
     try {
       await sink.append(name, Object.freeze({ ...event }));
     } catch (error) {
-      if (required) throw error;
       (provider as unknown as { app: NodeJS.EventEmitter }).app.emit('error', error, ctx);
     }
   }
-  if (emitted) emit(provider, name, event, ctx);
+  emit(provider, name, event, ctx);
 }

@@ -46,7 +46,7 @@ export interface IndexEntry {
 
 /**
  * Sorted indexes of ids, so that impersonation sessions can be listed by
- * subject, actor or client, and revocations served, without scanning the
+ * subject or actor, and revocations served, without scanning the
  * store. Each member carries its expiry; an expired member is never returned
  * and is dropped on the next write to its index. Like `consumeOnce`, every
  * operation rejects when the store cannot be reached.

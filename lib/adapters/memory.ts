@@ -9,7 +9,7 @@ export interface MemoryAdapterOptions {
   /** Bounds of single models, by model name: `{ Interaction: 10_000 }`. */
   limits?: Record<string, number>;
   /**
-   * Models kept besides the built-in ones (`SubjectToken`, `ReplayDetection`)
+   * Models kept besides the built-in ones (`SubjectToken`, `ReplayDetection`, `ImpersonationSession`)
    * whose unexpired entries are never evicted: when such a model is full,
    * storing one more fails instead of forgetting an older one.
    */

@@ -1,6 +1,6 @@
 import type Koa from 'koa';
 import { ManagementError } from '../errors.js';
-import type { ManagementAuthResult, ManagementCaller, ResolvedOptions } from '../options.js';
+import type { ManagementAuthResult, ManagementCaller } from '../options.js';
 
 /** Every Management API answer is an OAuth-style error or a success, never cached. */
 export async function renderErrors(ctx: Koa.Context, next: Koa.Next): Promise<void> {
@@ -59,9 +59,6 @@ export const MAX_ID_LENGTH = 1024;
 export function isIdentifier(value: unknown): value is string {
   return typeof value === 'string' && value.length > 0 && value.length <= MAX_ID_LENGTH && value.trim() === value;
 }
-
-/** The paths of the Management API, for the scopes and exact matching they share. */
-export type ManagementPaths = Pick<ResolvedOptions, 'managementPath' | 'sessionsPath'>;
 
 /**
  * A description fit for a quoted-string of `WWW-Authenticate`: printable

@@ -1,6 +1,6 @@
 import type Router from '@koa/router';
 import type { Provider } from 'oidc-provider';
-import { EVENTS, record as recordEvent, type ImpersonationEvent } from '../audit.js';
+import { emit, EVENTS, record as recordEvent, type ImpersonationEvent } from '../audit.js';
 import { ManagementError } from '../errors.js';
 import { TOKEN_EXCHANGE_GRANT } from '../exchange/grant.js';
 import { refusalReason, type JsonObject, type ResolvedOptions } from '../options.js';
@@ -69,15 +69,17 @@ export function subjectTokenRoutes(
     audit.subjectTokenId = record.id;
     audit.expiresAt = record.exp;
     // No subject token without its record: one whose record cannot be written is withdrawn, never handed out.
-    try {
-      await recordEvent(provider, options.auditLog, EVENTS.subjectTokenCreated, audit, ctx, { required: true, emitted: false });
-    } catch (error) {
-      await store.withdraw(record.id).catch(() => {});
-      throw new ManagementError(503, 'temporarily_unavailable', 'the audit trail cannot be written; no subject token was issued', { cause: error });
+    if (options.auditLog) {
+      try {
+        await options.auditLog.append(EVENTS.subjectTokenCreated, Object.freeze({ ...audit }));
+      } catch (error) {
+        await store.withdraw(record.id).catch(() => {});
+        throw new ManagementError(503, 'temporarily_unavailable', 'the audit trail cannot be written; no subject token was issued', { cause: error });
+      }
     }
     ctx.status = 201;
     ctx.body = { subjectToken: value, expiresIn: options.subjectTokenTTL, id: record.id };
-    await recordEvent(provider, undefined, EVENTS.subjectTokenCreated, audit, ctx);
+    emit(provider, EVENTS.subjectTokenCreated, audit, ctx);
   });
 
   router.delete(`${options.managementPath}/:id`, async (ctx) => {
