@@ -97,3 +97,18 @@ node -e '
   }
   console.log(`the curl commands got an impersonation token for ${claims.sub}, audience ${claims.aud}`);
 '
+
+echo "the README's actor sign-in, then the exchange with the actor token added"
+{
+  block quick-start-actor
+  block quick-start-curl | sed '$ s/$/ \\/'
+  block quick-start-actor-exchange
+} | sed "s#localhost:3000#localhost:$PORT#g" > actor.sh
+bash -euo pipefail actor.sh > actor.out || { cat actor.out server.log; echo "the README's actor commands failed"; exit 1; }
+node -e '
+  const out = require("node:fs").readFileSync("actor.out", "utf8");
+  const body = JSON.parse(out.slice(out.lastIndexOf("{\"access_token\"")));
+  const claims = JSON.parse(Buffer.from(body.access_token.split(".")[1], "base64url"));
+  if (claims.sub !== "bob" || claims.act?.sub !== "alice") { console.error("unexpected exchange answer", out); process.exit(1); }
+  console.log(`with the actor token: ${claims.act.sub} acts as ${claims.sub}`);
+'
