@@ -118,7 +118,8 @@ export async function record(
     try {
       await sink.append(name, Object.freeze({ ...event }));
     } catch (error) {
-      (provider as unknown as { app: NodeJS.EventEmitter }).app.emit('error', error, ctx);
+      // The provider is the Koa app: its 'error' listeners (or Koa's logger) report the failure.
+      (provider as unknown as NodeJS.EventEmitter).emit('error', error, ctx);
     }
   }
   emit(provider, name, event, ctx);

@@ -8,6 +8,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { expect } from 'chai';
+import type Koa from 'koa';
 import { canonicalContent, rowOf } from '../lib/audit-postgres/chain.js';
 import { EVENTS } from '../lib/index.js';
 import { startDemo, type Demo } from '../demo/demo.js';
@@ -101,7 +102,7 @@ describe('canary: no token value or secret leaves its place', function () {
       emitter.on(name, (_ctx: unknown, error: unknown) => canary.sink(`${name} listener`, describeError(error)));
     }
     // Where the plugin reports what it could not do (a trail or a store that failed), as Koa apps do.
-    tp.provider.app.on('error', (error: unknown) => canary.sink('app error', describeError(error)));
+    (tp.provider as Koa).on('error', (error: unknown) => canary.sink('app error', describeError(error)));
     for (const client of Object.values(CLIENTS)) canary.secret('client_secret' in client ? client.client_secret : undefined);
   });
   after(() => tp.close());

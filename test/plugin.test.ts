@@ -1,7 +1,11 @@
 import { expect } from 'chai';
 import Provider from 'oidc-provider';
 import { createImpersonation, createMemoryAdapter, type ImpersonationOptions } from '../lib/index.js';
+import { TEST_JWKS } from './support/keys.js';
 import { MANAGEMENT, startProvider } from './support/provider.js';
+
+/** Keys and no development login, so the providers built here print no warnings. */
+const QUIET = { jwks: TEST_JWKS, features: { devInteractions: { enabled: false } } };
 
 describe('createImpersonation: options, configure() and install()', () => {
   describe('options are validated up front, naming the culprit', () => {
@@ -74,7 +78,7 @@ describe('createImpersonation: options, configure() and install()', () => {
   describe('install()', () => {
     it('refuses a provider that was not built from configure()', () => {
       const impersonation = createImpersonation({ managementResource: MANAGEMENT });
-      const provider = new Provider('http://127.0.0.1:1', {});
+      const provider = new Provider('http://127.0.0.1:1', { ...QUIET, adapter: createMemoryAdapter() });
       expect(() => impersonation.install(provider)).to.throw(TypeError, /configure/);
     });
 
@@ -89,7 +93,7 @@ describe('createImpersonation: options, configure() and install()', () => {
         async revokeByGrantId() {}
       }
       const impersonation = createImpersonation({ managementResource: MANAGEMENT });
-      const provider = new Provider('http://127.0.0.1:1', impersonation.configure({ adapter: LegacyAdapter }));
+      const provider = new Provider('http://127.0.0.1:1', impersonation.configure({ ...QUIET, adapter: LegacyAdapter }));
       expect(() => impersonation.install(provider)).to.throw(TypeError, /consumeOnce/);
     });
 

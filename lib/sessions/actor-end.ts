@@ -33,7 +33,7 @@ export function endWithActor(provider: Provider, sessions: SessionStore, auditLo
   });
 
   function report(work: Promise<unknown>, ctx: Koa.Context | undefined): void {
-    work.catch((error: unknown) => provider.app.emit('error', error, ctx));
+    work.catch((error: unknown) => provider.emit('error', error, ctx));
   }
 }
 

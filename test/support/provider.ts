@@ -5,6 +5,7 @@ import type Koa from 'koa';
 import Provider, { errors, type Configuration, type KoaContextWithOIDC } from 'oidc-provider';
 import { createImpersonation, type ImpersonationOptions, type MemoryAdapterClass } from '../../lib/index.js';
 import { testAdapter } from './adapter.js';
+import { TEST_JWKS } from './keys.js';
 import type { AdapterSource } from '../../lib/adapters/contract.js';
 
 export const TOKEN_EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';
@@ -42,6 +43,8 @@ export interface TestProvider {
   base: string;
   server: Server;
   adapter: AdapterSource;
+  /** What the app reported as failures (5xx): kept here instead of Koa printing each stack. */
+  appErrors: unknown[];
   close(): Promise<void>;
 }
 
@@ -67,6 +70,7 @@ export async function startProvider(options: TestProviderOptions = {}): Promise<
   });
   const configuration = impersonation.configure({
     adapter,
+    jwks: TEST_JWKS,
     clients: [
       {
         client_id: CLIENTS.console.client_id,
@@ -172,6 +176,9 @@ export async function startProvider(options: TestProviderOptions = {}): Promise<
 
   const provider = new Provider(issuer, configuration);
   impersonation.install(provider);
+  const appErrors: unknown[] = [];
+  // Tests provoke outages on purpose; each asserts the answer, so the stack need not be printed.
+  (provider as Koa).on('error', (error: unknown) => appErrors.push(error));
   provider.use(loginRoutes(provider));
   server.on('request', provider.callback());
   return {
@@ -180,6 +187,7 @@ export async function startProvider(options: TestProviderOptions = {}): Promise<
     base,
     server,
     adapter,
+    appErrors,
     close: () => new Promise((resolve) => {
       server.closeAllConnections();
       server.close(() => resolve());
