@@ -20,6 +20,8 @@ export interface ServerProcess {
 
 export interface ServerProcessOptions {
   adapter: AdapterKind;
+  /** Set the provider up as a deployment runs it (bench/server.ts, BENCH_DEPLOYMENT). */
+  deployment?: boolean;
   redisUrl: string;
   redisPrefix: string;
   /** The schema of the PostgreSQL audit log, for `memory+pg-audit`. */
@@ -37,6 +39,7 @@ export async function startServer(options: ServerProcessOptions): Promise<Server
     env: {
       ...process.env, BENCH_ADAPTER: options.adapter, REDIS_URL: options.redisUrl, BENCH_PREFIX: options.redisPrefix,
       ...(options.auditSchema ? { BENCH_AUDIT_SCHEMA: options.auditSchema } : {}),
+      ...(options.deployment ? { BENCH_DEPLOYMENT: '1' } : {}),
     },
     execArgv: ['--expose-gc', ...options.execArgv ?? []],
     stdio: ['ignore', 'pipe', 'pipe', 'ipc'],

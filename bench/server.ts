@@ -7,6 +7,7 @@
  *                  in schema BENCH_AUDIT_SCHEMA of DATABASE_URL)
  *   REDIS_URL      default redis://127.0.0.1:6379
  *   BENCH_PREFIX   Redis key prefix (run.ts passes a unique one and deletes its keys afterwards)
+ *   BENCH_DEPLOYMENT  1: the provider as a deployment runs it (bench/deployment.ts)
  *
  * Started by hand (`node build/bench/server.js`) it prints its base URL; under
  * fork() it also reports it over IPC, answers `stats` (CPU time, memory, the
@@ -19,6 +20,7 @@ import { createMemoryAdapter, type MemoryAdapterClass } from '../lib/index.js';
 import { createRedisAdapter, type RedisAdapterClass } from '../lib/adapters/redis.js';
 import { createPostgresAuditLog } from '../lib/audit-postgres/index.js';
 import { startProvider } from '../test/support/provider.js';
+import { deploymentSetup } from './deployment.js';
 import type { ParentMessage, ServerMessage, ServerStats } from './protocol.js';
 
 const kind = process.env['BENCH_ADAPTER'] === 'redis' ? 'redis' : 'memory';
@@ -47,7 +49,12 @@ if (kind === 'memory') {
   });
 }
 
-const tp = await startProvider({ adapter: (memory ?? redis)!, ...(auditLog ? { plugin: { auditLog } } : {}) });
+const deployment = process.env['BENCH_DEPLOYMENT'] === '1' ? deploymentSetup() : undefined;
+const tp = await startProvider({
+  adapter: (memory ?? redis)!,
+  plugin: { ...deployment?.plugin, ...(auditLog ? { auditLog } : {}) },
+});
+deployment?.listen(tp.provider);
 
 function send(message: ServerMessage): void {
   process.send?.(message);
@@ -57,6 +64,7 @@ async function shutdown(): Promise<void> {
   await tp.close();
   await redis?.disconnect();
   await auditLog?.close();
+  await deployment?.close();
   // Exiting (not being killed) lets --cpu-prof write its profile.
   process.exit(0);
 }
