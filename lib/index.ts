@@ -16,3 +16,7 @@ export type { MemoryAdapterClass, MemoryAdapterOptions, MemoryAdapterStats } fro
 export type { AtomicAdapter, AtomicConsume } from './adapters/contract.js';
 export { createRedisAdapter, REDIS_CLIENT_OPTIONS } from './adapters/redis.js';
 export type { RedisAdapterClass, RedisAdapterOptions } from './adapters/redis.js';
+export { createMemoryAuditLog } from './audit/memory.js';
+export type { AuditEntry, MemoryAuditLog, MemoryAuditLogOptions } from './audit/memory.js';
+export type { VerifyResult } from './audit/chain.js';
+export type { AuditQueryFilter, AuditSink } from './audit.js';
