@@ -63,15 +63,34 @@ import { startServer, type ServerProcess } from './server-process.js';
 interface Configuration {
   adapter: AdapterKind;
   deployment: boolean;
+  /** The scenarios it runs, when not all (before --only). */
+  scenarios?: readonly ScenarioName[];
   /** How rows, targets and logs name it. */
   name: string;
 }
 
 const DEPLOYMENT_SCENARIOS: readonly ScenarioName[] = ['baseline', 'create', 'exchange-actor'];
 
-function configuration(adapter: AdapterKind, deployment: boolean): Configuration {
-  return { adapter, deployment, name: deployment ? `${adapter} · deployment` : adapter };
+function configuration(adapter: AdapterKind, deployment: boolean, scenarios?: readonly ScenarioName[]): Configuration {
+  return {
+    adapter,
+    deployment,
+    name: deployment ? `${adapter} · deployment` : adapter,
+    ...(scenarios ? { scenarios } : deployment ? { scenarios: DEPLOYMENT_SCENARIOS } : {}),
+  };
 }
+
+/**
+ * What --smoke runs, in about a minute: every scenario on memory, and each
+ * other provider with the baseline and the exchange its targets name, so that
+ * every configuration's code runs once.
+ */
+const SMOKE_CONFIGURATIONS: Configuration[] = [
+  configuration('memory', false),
+  configuration('redis', false, ['baseline', 'exchange-actor']),
+  configuration('memory+pg-audit', false, ['baseline', 'exchange']),
+  configuration('memory', true, ['baseline', 'exchange-actor']),
+];
 
 interface Settings {
   smoke: boolean;
@@ -112,7 +131,7 @@ function parseSettings(argv: string[]): Settings {
   });
   const settings: Settings = {
     smoke,
-    rounds: Number(value('--rounds') ?? (smoke ? 2 : 6)),
+    rounds: Number(value('--rounds') ?? (smoke ? 1 : 6)),
     duration: Number(value('--duration') ?? (smoke ? 1 : 3)),
     // The smoke run skips the warm-up: it keeps the script working, its numbers mean little.
     warmup: smoke ? 0 : 2,
@@ -136,6 +155,9 @@ function parseSettings(argv: string[]): Settings {
  * and --no-deployment pick the providers set up as a deployment or the plain ones.
  */
 function configurationsOf(argv: string[]): Configuration[] {
+  if (argv.includes('--smoke') && !['--memory-only', '--redis-only', '--audit-only', '--deployment-only', '--no-deployment'].some((flag) => argv.includes(flag))) {
+    return SMOKE_CONFIGURATIONS;
+  }
   const adapters: AdapterKind[] = argv.includes('--memory-only') ? ['memory'] : argv.includes('--redis-only') ? ['redis']
     : argv.includes('--audit-only') ? ['memory+pg-audit'] : ['memory', 'redis', 'memory+pg-audit'];
   const kinds = argv.includes('--deployment-only') ? [true] : argv.includes('--no-deployment') ? [false] : [false, true];
@@ -399,7 +421,7 @@ async function measure(
   };
 
   const scenarios = SCENARIOS.filter((name) => (!settings.only || settings.only.includes(name))
-    && (!config.deployment || DEPLOYMENT_SCENARIOS.includes(name)));
+    && (!config.scenarios || config.scenarios.includes(name)));
 
   // One check request per scenario, so that a broken setup fails with its reason rather than as a rate.
   await checkOnce(base, baselineRequest, 200, 'client_credentials');
