@@ -65,6 +65,9 @@ try {
   );
 }
 
+// Stop here rather than spend a minute installing a browser for a run that cannot start.
+if (problems.length) stop();
+
 if (!isExecutable(CHROMIUM)) {
   // The demo's browser test drives Debian's Chromium; nothing ever downloads a browser build.
   const install = ['apt-get', ['install', '-y', '-qq', 'chromium']];
@@ -82,8 +85,10 @@ if (!isExecutable(CHROMIUM)) {
   }
 }
 
-if (problems.length) {
-  console.error(`npm test needs these services first:\n\n${problems.join('\n\n')}\n`);
+if (problems.length) stop();
+
+function stop() {
+  console.error(`npm test needs these first:\n\n${problems.join('\n\n')}\n`);
   process.exit(1);
 }
 

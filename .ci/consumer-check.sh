@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# The package as a newcomer gets it: `npm pack`, then in an empty directory
+# the README's install lines (with the tarball in place of the registry's
+# copy), its TypeScript quick start under strict tsc, its JavaScript quick
+# start, and its curl commands against that running quick start.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+REPO=$PWD
+WORK=$(mktemp -d)
+SERVER_PID=
+cleanup() {
+  [ -n "$SERVER_PID" ] && kill "$SERVER_PID" 2>/dev/null || true
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+block() { node "$REPO/.ci/readme-block.mjs" "$1"; }
+
+echo "packing"
+TARBALL="$WORK/$(npm pack --silent --pack-destination "$WORK" | tail -n 1)"
+tar -tzf "$TARBALL" > "$WORK/contents"
+for file in dist/index.js dist/index.d.ts dist/resource-server/index.js dist/audit-postgres/index.js dist/cli/main.js \
+  LICENSE README.md CHANGELOG.md package.json; do
+  grep -qx "package/$file" "$WORK/contents" || { echo "the tarball lacks $file"; cat "$WORK/contents"; exit 1; }
+done
+if grep -qE '^package/(build|test|demo|bench|lib)/' "$WORK/contents"; then
+  echo "the tarball ships development files:"; grep -E '^package/(build|test|demo|bench|lib)/' "$WORK/contents"; exit 1
+fi
+echo "$(wc -l < "$WORK/contents") files in $(basename "$TARBALL")"
+
+mkdir "$WORK/app"
+cd "$WORK/app"
+npm init -y > /dev/null
+npm pkg set type=module   # oidc-provider 9 is ESM only
+
+echo "installing as the README says"
+run_install_block() {
+  # The registry's package name becomes the tarball; everything else is as written.
+  block "$1" | sed "s#oidc-provider-impersonation#$TARBALL#g" | sed 's/^npm install/npm install --no-audit --no-fund --loglevel=error/' > "$WORK/$1.sh"
+  bash -euo pipefail "$WORK/$1.sh"
+}
+run_install_block install
+run_install_block install-ts
+
+echo "source maps resolve to the TypeScript they were built from"
+node -e '
+  const fs = require("node:fs"), path = require("node:path");
+  const root = "node_modules/oidc-provider-impersonation/dist";
+  let maps = 0;
+  for (const file of fs.readdirSync(root, { recursive: true })) {
+    if (!file.endsWith(".js.map")) continue;
+    maps++;
+    const map = JSON.parse(fs.readFileSync(path.join(root, file), "utf8"));
+    const contents = map.sourcesContent ?? [];
+    if (!map.sources.length || contents.length !== map.sources.length || contents.some((text) => typeof text !== "string" || !text.length)) {
+      console.error(`${file}: its sources are not inlined`); process.exit(1);
+    }
+    const js = fs.readFileSync(path.join(root, file.replace(/\.map$/, "")), "utf8");
+    if (!js.includes(`sourceMappingURL=${path.basename(file)}`)) { console.error(`${file}: not referenced`); process.exit(1); }
+  }
+  if (!maps) { console.error("no source maps shipped"); process.exit(1); }
+  console.log(`${maps} source maps, every source inlined`);
+'
+
+echo "TypeScript quick start (and the JavaScript one, which the README says is valid TypeScript) under strict tsc"
+block quick-start-ts > quick-start.ts
+block quick-start > quick-start-js.ts
+cat > tsconfig.json <<'JSON'
+{
+  "compilerOptions": {
+    "strict": true,
+    "target": "es2022",
+    "module": "nodenext",
+    "moduleResolution": "nodenext",
+    "noEmit": true,
+    "skipLibCheck": true
+  },
+  "files": ["quick-start.ts", "quick-start-js.ts"]
+}
+JSON
+npx tsc -p tsconfig.json
+
+echo "JavaScript quick start, and the README's curl commands against it"
+block quick-start > quick-start.mjs
+PORT=$(node -e 'const s = require("node:net").createServer().listen(0, "127.0.0.1", () => { console.log(s.address().port); s.close(); })')
+PORT=$PORT node quick-start.mjs > server.log 2>&1 &
+SERVER_PID=$!
+for _ in $(seq 1 50); do grep -q listening server.log && break; sleep 0.2; done
+grep -q listening server.log || { cat server.log; echo "the quick start did not start"; exit 1; }
+block quick-start-curl | sed "s#localhost:3000#localhost:$PORT#g" > curl.sh
+bash -euo pipefail curl.sh > curl.out || { cat curl.out server.log; echo "the README's curl commands failed"; exit 1; }
+node -e '
+  const out = require("node:fs").readFileSync("curl.out", "utf8");
+  const body = JSON.parse(out.slice(out.lastIndexOf("{\"access_token\"")));
+  const claims = JSON.parse(Buffer.from(body.access_token.split(".")[1], "base64url"));
+  if (body.issued_token_type !== "urn:ietf:params:oauth:token-type:access_token" || claims.sub !== "bob") {
+    console.error("unexpected exchange answer", out); process.exit(1);
+  }
+  console.log(`the curl commands got an impersonation token for ${claims.sub}, audience ${claims.aud}`);
+'

@@ -1,0 +1,324 @@
+/**
+ * The OpenAPI description of the Management API against the running service:
+ * every endpoint is driven over HTTP through its success and error answers,
+ * and each answer (status, headers, content type, body) must be one the
+ * description documents, so the description cannot drift from the code.
+ *
+ * The document itself is checked by @seriousme/openapi-schema-validator (the
+ * official OpenAPI 3.1 JSON Schemas); answers by Ajv's JSON Schema 2020-12
+ * validator, the dialect OpenAPI 3.1 schemas are written in.
+ */
+import { readFileSync } from 'node:fs';
+import { Validator } from '@seriousme/openapi-schema-validator';
+import { Ajv2020 } from 'ajv/dist/2020.js';
+import formats from 'ajv-formats';
+import { expect } from 'chai';
+import pg from 'pg';
+import { createPostgresAuditLog } from '../lib/audit-postgres/index.js';
+import { REDIS_URL, redisTestAdapter } from './support/adapter.js';
+import { ACCESS_TOKEN, exchange, m2mToken, subjectToken, userAccessToken } from './support/http.js';
+import { DATABASE_URL, testSchema } from './support/postgres.js';
+import { API, CLIENTS, READ_SCOPE, REVOKE_SCOPE, startProvider, type TestProvider } from './support/provider.js';
+import { TcpRelay } from './support/relay.js';
+
+type Json = Record<string, unknown>;
+type Method = 'get' | 'post' | 'delete';
+
+const DESCRIPTION = new URL('../../docs/management-api.openapi.json', import.meta.url);
+const document = JSON.parse(readFileSync(DESCRIPTION, 'utf8')) as {
+  paths: Record<string, Partial<Record<Method, Operation>>>;
+  components: { responses: Record<string, ResponseObject>; headers: Record<string, HeaderObject> };
+};
+
+interface Operation {
+  requestBody?: { content: Record<string, unknown> };
+  responses: Record<string, ResponseObject | { $ref: string }>;
+}
+interface ResponseObject {
+  headers?: Record<string, HeaderObject | { $ref: string }>;
+  content?: Record<string, { schema: unknown }>;
+}
+interface HeaderObject {
+  required?: boolean;
+  schema: Json;
+}
+
+const BASE_ID = 'urn:oidc-provider-impersonation:management-api';
+const ajv = new Ajv2020({ strict: false, allErrors: true });
+(formats as unknown as (ajv: Ajv2020) => void)(ajv);
+// The whole description is added once, so a schema is compiled by its JSON pointer and its $refs resolve.
+ajv.addSchema({ ...document, $id: BASE_ID });
+
+function pointer(...parts: string[]): string {
+  return `${BASE_ID}#/${parts.map((part) => part.replace(/~/g, '~0').replace(/\//g, '~1')).join('/')}`;
+}
+
+function resolve<T>(value: T | { $ref: string }): { object: T; at: string[] } {
+  if (value && typeof value === 'object' && '$ref' in value) {
+    const at = value.$ref.replace(/^#\//, '').split('/');
+    let object: unknown = document;
+    for (const part of at) object = (object as Json)[part];
+    return { object: object as T, at };
+  }
+  return { object: value as T, at: [] };
+}
+
+function assertValid(schemaRef: string, value: unknown, what: string): void {
+  const validate = ajv.getSchema(schemaRef) ?? ajv.compile({ $ref: schemaRef });
+  if (!validate(value)) {
+    throw new Error(`${what} does not match the description: ${ajv.errorsText(validate.errors)}\n${JSON.stringify(value)}`);
+  }
+}
+
+/** What the tests exercised, as `METHOD path status`. */
+const exercised = new Set<string>();
+
+interface Call {
+  token?: string;
+  body?: unknown;
+  /** A raw body, sent as it is. */
+  raw?: string;
+  contentType?: string;
+  /** The request is one the description allows: its body is checked against the request schema too. */
+  conforming?: boolean;
+}
+
+/** Sends a request to `path` (the template it instantiates named separately) and checks the answer against the description. */
+async function call(tp: TestProvider, method: Method, template: string, path: string, options: Call = {}): Promise<{ status: number; body: Json }> {
+  const operation = document.paths[template]?.[method];
+  if (!operation) throw new Error(`the description has no ${method.toUpperCase()} ${template}`);
+
+  const headers: Record<string, string> = {};
+  if (options.token !== undefined) headers['authorization'] = `Bearer ${options.token}`;
+  let body: string | undefined = options.raw;
+  if (options.body !== undefined) body = JSON.stringify(options.body);
+  if (body !== undefined) headers['content-type'] = options.contentType ?? 'application/json';
+  if (options.conforming && options.body !== undefined) {
+    expect(operation.requestBody, `${method} ${template} takes no body`).to.not.equal(undefined);
+    assertValid(pointer('paths', template, method, 'requestBody', 'content', 'application/json', 'schema'), options.body, 'the request body');
+  }
+
+  const response = await fetch(`${tp.base}${path}`, { method: method.toUpperCase(), headers, body, signal: AbortSignal.timeout(10_000) });
+  const text = await response.text();
+  const what = `${method.toUpperCase()} ${path} → ${response.status}`;
+
+  const documented = operation.responses[String(response.status)];
+  if (!documented) throw new Error(`${what}: the description documents no ${response.status} for ${method.toUpperCase()} ${template} (${text})`);
+  const { object: answer, at } = resolve<ResponseObject>(documented);
+  const base = at.length ? at : ['paths', template, method, 'responses', String(response.status)];
+
+  for (const [name, header] of Object.entries(answer.headers ?? {})) {
+    const { object } = resolve<HeaderObject>(header);
+    const value = response.headers.get(name);
+    if (value === null) {
+      if (object.required) throw new Error(`${what}: the required header ${name} is missing`);
+      continue;
+    }
+    if (!ajv.validate(object.schema, value)) throw new Error(`${what}: header ${name}: ${JSON.stringify(value)} ${ajv.errorsText()}`);
+  }
+
+  let parsed: Json = {};
+  if (answer.content) {
+    const [mediaType] = Object.keys(answer.content);
+    const contentType = response.headers.get('content-type') ?? '';
+    expect(contentType.split(';')[0], `${what}: content type`).to.equal(mediaType);
+    parsed = JSON.parse(text) as Json;
+    assertValid(pointer(...base, 'content', mediaType!, 'schema'), parsed, what);
+  } else {
+    expect(text, `${what}: the description documents no body`).to.equal('');
+  }
+  exercised.add(`${method.toUpperCase()} ${template} ${response.status}`);
+  return { status: response.status, body: parsed };
+}
+
+describe('Management API: the OpenAPI description matches the running service', function () {
+  this.timeout(60_000);
+  let schema: string;
+  let pool: pg.Pool;
+  let tp: TestProvider;
+  let creator: string;
+  let admin: string;
+  let reader: string;
+  let sessionId: string;
+
+  before(async () => {
+    schema = await testSchema();
+    pool = new pg.Pool({ connectionString: DATABASE_URL, max: 3 });
+    tp = await startProvider({
+      plugin: {
+        auditLog: createPostgresAuditLog({ pool, schema }),
+        canImpersonate: ({ subject }) => subject !== 'admin' || { reason: 'administrators cannot be impersonated' },
+      },
+    });
+    creator = await m2mToken(tp);
+    admin = await m2mToken(tp, CLIENTS.admin, `${READ_SCOPE} ${REVOKE_SCOPE}`);
+    reader = await m2mToken(tp, CLIENTS.admin, READ_SCOPE);
+    const alice = await userAccessToken(tp, 'alice');
+    for (let round = 0; round < 2; round += 1) {
+      const exchanged = await exchange(tp, {
+        subject_token: await subjectToken(tp, { userId: 'bob', context: { ticketId: `T-${round}` } }),
+        resource: API, scope: 'profile:read', actor_token: alice, actor_token_type: ACCESS_TOKEN,
+      });
+      expect(exchanged.status, JSON.stringify(exchanged.body)).to.equal(200);
+    }
+  });
+  after(async () => {
+    await tp?.close();
+    await pool?.end();
+  });
+
+  it('is a valid OpenAPI 3.1 document', async () => {
+    const validator = new Validator();
+    const result = await validator.validate(document as never);
+    expect(result.errors ?? [], JSON.stringify(result.errors)).to.deep.equal([]);
+    expect(result.valid).to.equal(true);
+    expect(validator.version).to.equal('3.1');
+  });
+
+  describe('POST /api/subject-tokens', () => {
+    const path = '/api/subject-tokens';
+    it('201 with a token, and every refusal', async () => {
+      const created = await call(tp, 'post', path, path, {
+        token: creator, conforming: true,
+        body: { userId: 'bob', context: { ticketId: 'T-9', reason: 'invoices' }, clientId: 'support-console', actorId: 'alice' },
+      });
+      expect(created.status).to.equal(201);
+      expect((await call(tp, 'post', path, path, { token: creator, raw: '{"userId":"bob"}', contentType: 'text/plain' })).status).to.equal(400);
+      expect((await call(tp, 'post', path, path, { token: creator, body: { userId: 'bob', actorID: 'alice' } })).status).to.equal(400);
+      expect((await call(tp, 'post', path, path, { body: { userId: 'bob' } })).status).to.equal(401);
+      expect((await call(tp, 'post', path, path, { token: 'not-a-token', body: { userId: 'bob' } })).status).to.equal(401);
+      expect((await call(tp, 'post', path, path, { token: admin, body: { userId: 'bob' } })).body['error']).to.equal('insufficient_scope');
+      expect((await call(tp, 'post', path, path, { token: creator, conforming: true, body: { userId: 'admin' } })).body['error']).to.equal('access_denied');
+      expect((await call(tp, 'post', path, path, { token: creator, conforming: true, body: { userId: 'nobody' } })).status).to.equal(404);
+      expect((await call(tp, 'post', path, path, { token: creator, body: { userId: 'bob', context: { text: 'x'.repeat(3000) } } })).status).to.equal(413);
+    });
+  });
+
+  describe('DELETE /api/subject-tokens/{id}', () => {
+    const template = '/api/subject-tokens/{id}';
+    it('204, 404, 409 and the authentication refusals', async () => {
+      const created = await call(tp, 'post', '/api/subject-tokens', '/api/subject-tokens', { token: creator, conforming: true, body: { userId: 'bob' } });
+      const id = created.body['id'] as string;
+      expect((await call(tp, 'delete', template, `/api/subject-tokens/${id}`, { token: admin })).status).to.equal(204);
+      expect((await call(tp, 'delete', template, `/api/subject-tokens/${id}`, { token: admin })).status).to.equal(204);
+      expect((await call(tp, 'delete', template, `/api/subject-tokens/stid_${'A'.repeat(16)}`, { token: admin })).status).to.equal(404);
+      expect((await call(tp, 'delete', template, `/api/subject-tokens/${id}`)).status).to.equal(401);
+      expect((await call(tp, 'delete', template, `/api/subject-tokens/${id}`, { token: creator })).status).to.equal(403);
+
+      const redeemed = await call(tp, 'post', '/api/subject-tokens', '/api/subject-tokens', { token: creator, conforming: true, body: { userId: 'bob' } });
+      expect((await exchange(tp, { subject_token: redeemed.body['subjectToken'] as string, resource: API })).status).to.equal(200);
+      expect((await call(tp, 'delete', template, `/api/subject-tokens/${redeemed.body['id'] as string}`, { token: admin })).status).to.equal(409);
+    });
+  });
+
+  describe('GET /api/impersonations', () => {
+    const path = '/api/impersonations';
+    it('200 pages, and every refusal', async () => {
+      const first = await call(tp, 'get', path, `${path}?subject=bob&actor=alice&limit=1`, { token: reader });
+      expect(first.status).to.equal(200);
+      expect(first.body['nextCursor']).to.be.a('string');
+      const next = await call(tp, 'get', path, `${path}?subject=bob&actor=alice&limit=1&cursor=${first.body['nextCursor'] as string}`, { token: reader });
+      expect(next.status).to.equal(200);
+      sessionId = (first.body['items'] as Array<{ id: string }>)[0]!.id;
+      expect((await call(tp, 'get', path, `${path}?limit=0`, { token: reader })).status).to.equal(400);
+      expect((await call(tp, 'get', path, `${path}?user=bob`, { token: reader })).status).to.equal(400);
+      expect((await call(tp, 'get', path, path)).status).to.equal(401);
+      expect((await call(tp, 'get', path, path, { token: creator })).status).to.equal(403);
+    });
+  });
+
+  describe('GET and DELETE /api/impersonations/{id}', () => {
+    const template = '/api/impersonations/{id}';
+    it('200 and 204, and every refusal', async () => {
+      expect((await call(tp, 'get', template, `/api/impersonations/${sessionId}`, { token: reader })).body['state']).to.equal('active');
+      expect((await call(tp, 'get', template, '/api/impersonations/imp_unknown', { token: reader })).status).to.equal(404);
+      expect((await call(tp, 'get', template, `/api/impersonations/${sessionId}`)).status).to.equal(401);
+      expect((await call(tp, 'get', template, `/api/impersonations/${sessionId}`, { token: creator })).status).to.equal(403);
+
+      expect((await call(tp, 'delete', template, `/api/impersonations/${sessionId}`, { token: admin, body: { note: 'x' } })).status).to.equal(400);
+      expect((await call(tp, 'delete', template, `/api/impersonations/${sessionId}`)).status).to.equal(401);
+      expect((await call(tp, 'delete', template, `/api/impersonations/${sessionId}`, { token: reader })).status).to.equal(403);
+      expect((await call(tp, 'delete', template, '/api/impersonations/imp_unknown', { token: admin })).status).to.equal(404);
+      expect((await call(tp, 'delete', template, `/api/impersonations/${sessionId}`, { token: admin, conforming: true, body: { reason: 'ticket closed' } })).status).to.equal(204);
+      const revoked = await call(tp, 'get', template, `/api/impersonations/${sessionId}`, { token: reader });
+      expect(revoked.body).to.include({ state: 'revoked', revocationReason: 'ticket closed' });
+    });
+  });
+
+  describe('GET /api/impersonations/revocations', () => {
+    const path = '/api/impersonations/revocations';
+    it('200 without credentials, 400 for an unknown parameter', async () => {
+      const feed = await call(tp, 'get', path, path);
+      expect(feed.body['revoked']).to.deep.include.members([{ id: sessionId, expiresAt: (feed.body['revoked'] as Array<{ expiresAt: number }>)[0]!.expiresAt }]);
+      expect((await call(tp, 'get', path, `${path}?since=1`)).status).to.equal(400);
+      expect((await call(tp, 'get', path, `${path}?cursor=%%%`)).status).to.equal(400);
+    });
+  });
+
+  describe('GET /api/impersonations/events', () => {
+    const path = '/api/impersonations/events';
+    it('200 rows of the audit trail, and every refusal', async () => {
+      const page = await call(tp, 'get', path, `${path}?subject=bob&limit=5`, { token: reader });
+      expect(page.body['items']).to.have.length(5);
+      expect((await call(tp, 'get', path, `${path}?since=yesterday`, { token: reader })).status).to.equal(400);
+      expect((await call(tp, 'get', path, path)).status).to.equal(401);
+      expect((await call(tp, 'get', path, path, { token: creator })).status).to.equal(403);
+    });
+  });
+
+  describe('when the store and the audit log cannot answer', () => {
+    const redis = new TcpRelay(REDIS_URL, 6379);
+    const postgres = new TcpRelay(DATABASE_URL, 5432);
+    let down: TestProvider;
+    let downPool: pg.Pool;
+    let downCreator: string;
+    let downAdmin: string;
+    let downSession: string;
+
+    before(async () => {
+      await redis.start();
+      await postgres.start();
+      downPool = new pg.Pool({ connectionString: postgres.url, max: 2, connectionTimeoutMillis: 2000 });
+      downPool.on('error', () => {});
+      down = await startProvider({
+        adapter: redisTestAdapter({ url: redis.url }),
+        plugin: { auditLog: createPostgresAuditLog({ pool: downPool, schema }) },
+      });
+      downCreator = await m2mToken(down);
+      downAdmin = await m2mToken(down, CLIENTS.admin, `${READ_SCOPE} ${REVOKE_SCOPE}`);
+      expect((await exchange(down, { subject_token: await subjectToken(down), resource: API })).status).to.equal(200);
+      const listed = await call(down, 'get', '/api/impersonations', '/api/impersonations', { token: downAdmin });
+      downSession = (listed.body['items'] as Array<{ id: string }>)[0]!.id;
+      await redis.stop();
+      await postgres.stop();
+    });
+    after(async () => {
+      await down?.close();
+      await downPool?.end().catch(() => {});
+    });
+
+    it('answers 503 temporarily_unavailable at every endpoint', async () => {
+      const answers = [
+        await call(down, 'post', '/api/subject-tokens', '/api/subject-tokens', { token: downCreator, body: { userId: 'bob' } }),
+        await call(down, 'delete', '/api/subject-tokens/{id}', `/api/subject-tokens/stid_${'A'.repeat(16)}`, { token: downAdmin }),
+        await call(down, 'get', '/api/impersonations', '/api/impersonations', { token: downAdmin }),
+        await call(down, 'get', '/api/impersonations/{id}', `/api/impersonations/${downSession}`, { token: downAdmin }),
+        await call(down, 'delete', '/api/impersonations/{id}', `/api/impersonations/${downSession}`, { token: downAdmin }),
+        await call(down, 'get', '/api/impersonations/revocations', '/api/impersonations/revocations'),
+        await call(down, 'get', '/api/impersonations/events', '/api/impersonations/events', { token: downAdmin }),
+      ];
+      expect(answers.map((answer) => answer.status)).to.deep.equal(Array(answers.length).fill(503));
+    });
+  });
+
+  // Last: mocha runs a describe's own tests before its nested describes.
+  describe('coverage', () => it('exercised every answer the description documents', () => {
+    const documented: string[] = [];
+    for (const [template, operations] of Object.entries(document.paths)) {
+      for (const [method, operation] of Object.entries(operations)) {
+        for (const status of Object.keys(operation.responses)) documented.push(`${method.toUpperCase()} ${template} ${status}`);
+      }
+    }
+    expect(documented.filter((entry) => !exercised.has(entry))).to.deep.equal([]);
+  }));
+});
