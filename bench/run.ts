@@ -3,7 +3,8 @@
  * own client_credentials grant, on one machine, in one run, against one
  * provider per adapter.
  *
- *   node build/bench/run.js [--smoke] [--rounds N] [--duration S] [--connections C] [--memory-only | --redis-only | --audit-only]
+ *   node build/bench/run.js [--smoke] [--rounds N] [--duration S] [--connections C]
+ *                           [--memory-only | --redis-only | --postgres-only | --audit-only]
  *                           [--deployment-only | --no-deployment]
  *                           [--only SCENARIO[,SCENARIO]] [--skip-memory] [--profile] [--cpu-prof]
  *
@@ -151,7 +152,7 @@ function parseSettings(argv: string[]): Settings {
 }
 
 /**
- * --memory-only, --redis-only, --audit-only pick the store; --deployment-only
+ * --memory-only, --redis-only, --postgres-only, --audit-only pick the store; --deployment-only
  * and --no-deployment pick the providers set up as a deployment or the plain ones.
  */
 function configurationsOf(argv: string[]): Configuration[] {
@@ -159,7 +160,8 @@ function configurationsOf(argv: string[]): Configuration[] {
     return SMOKE_CONFIGURATIONS;
   }
   const adapters: AdapterKind[] = argv.includes('--memory-only') ? ['memory'] : argv.includes('--redis-only') ? ['redis']
-    : argv.includes('--audit-only') ? ['memory+pg-audit'] : ['memory', 'redis', 'memory+pg-audit'];
+    : argv.includes('--postgres-only') ? ['postgres']
+      : argv.includes('--audit-only') ? ['memory+pg-audit'] : ['memory', 'redis', 'postgres', 'memory+pg-audit'];
   const kinds = argv.includes('--deployment-only') ? [true] : argv.includes('--no-deployment') ? [false] : [false, true];
   return kinds.flatMap((deployment) => adapters.map((adapter) => configuration(adapter, deployment)));
 }
@@ -274,7 +276,7 @@ async function runAdapter(
   config: Configuration,
   prefix: string,
   profileDir: string | undefined,
-  auditSchema?: string,
+  schemas: { auditSchema?: string; storeSchema?: string } = {},
 ): Promise<AdapterResult> {
   const serverLog = new ServerLog();
   const server = await startServer({
@@ -282,7 +284,7 @@ async function runAdapter(
     deployment: config.deployment,
     redisUrl: REDIS_URL,
     redisPrefix: prefix,
-    ...(auditSchema ? { auditSchema } : {}),
+    ...schemas,
     execArgv: profileDir && settings.cpuProf ? ['--cpu-prof', '--cpu-prof-dir', join(profileDir, 'process')] : [],
     log: serverLog.line,
   });
@@ -778,12 +780,24 @@ async function main(): Promise<void> {
         const deleted = await deleteKeys(prefix);
         log(`  ${config.name}: deleted ${deleted} keys under ${prefix}`);
       }
+    } else if (adapter === 'postgres') {
+      const schema = `bench_${randomUUID().replace(/-/g, '').slice(0, 12)}`;
+      const database = await postgres();
+      try {
+        await database.query(`CREATE SCHEMA "${schema}"`);
+        results.push(await runAdapter(config, '', profileFolder(), { storeSchema: schema }));
+        const { rows: [counted] } = await database.query(`SELECT count(*)::int AS rows FROM "${schema}"."oidc_provider_store"`);
+        log(`  ${config.name}: ${(counted as { rows: number }).rows} rows in the store's table in schema ${schema} (dropped)`);
+      } finally {
+        await database.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).catch(() => {});
+        await database.end();
+      }
     } else if (adapter === 'memory+pg-audit') {
       const schema = `bench_${randomUUID().replace(/-/g, '').slice(0, 12)}`;
       const database = await postgres();
       try {
         await database.query(`CREATE SCHEMA "${schema}"`);
-        results.push(await runAdapter(config, '', profileFolder(), schema));
+        results.push(await runAdapter(config, '', profileFolder(), { auditSchema: schema }));
         const { rows: [counted] } = await database.query(`SELECT count(*)::int AS rows FROM "${schema}"."impersonation_audit"`);
         log(`  ${config.name}: ${(counted as { rows: number }).rows} rows appended to one chain in schema ${schema} (dropped)`);
       } finally {

@@ -26,6 +26,8 @@ export interface ServerProcessOptions {
   redisPrefix: string;
   /** The schema of the PostgreSQL audit log, for `memory+pg-audit`. */
   auditSchema?: string;
+  /** The schema of the PostgreSQL adapter's tables, for `postgres`. */
+  storeSchema?: string;
   /** Extra node flags for the child, e.g. --cpu-prof. */
   execArgv?: string[];
   /** Receives the child's output lines (oidc-provider's warnings among them). */
@@ -39,6 +41,7 @@ export async function startServer(options: ServerProcessOptions): Promise<Server
     env: {
       ...process.env, BENCH_ADAPTER: options.adapter, REDIS_URL: options.redisUrl, BENCH_PREFIX: options.redisPrefix,
       ...(options.auditSchema ? { BENCH_AUDIT_SCHEMA: options.auditSchema } : {}),
+      ...(options.storeSchema ? { BENCH_STORE_SCHEMA: options.storeSchema } : {}),
       ...(options.deployment ? { BENCH_DEPLOYMENT: '1' } : {}),
     },
     execArgv: ['--expose-gc', ...options.execArgv ?? []],

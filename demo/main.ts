@@ -2,9 +2,9 @@
  * `npm run demo`: the identity service on PORT (3000) and the integrator
  * backend with the support console on BACKEND_PORT (3001), in one process.
  */
-import { createRedisAdapter } from '../lib/adapters/redis.js';
 import { startDemo } from './demo.js';
 import { demoSecrets } from './seed.js';
+import { demoStore } from './store.js';
 
 function port(name: string, fallback: number): number {
   const raw = process.env[name];
@@ -23,9 +23,8 @@ function seconds(name: string): number | undefined {
 }
 
 const secrets = demoSecrets();
-// With REDIS_URL the provider and the subject tokens live in Redis, shared by every demo instance.
-const redisUrl = process.env['REDIS_URL'];
-const adapter = redisUrl ? createRedisAdapter({ url: redisUrl, keyPrefix: 'demo:' }) : undefined;
+// With REDIS_URL, or else DATABASE_URL, the provider and the subject tokens live there, shared by every demo instance.
+const { adapter, description: storeDescription } = demoStore(process.env);
 const subjectTokenTTL = seconds('SUBJECT_TOKEN_TTL');
 const demo = await startDemo({
   identityPort: port('PORT', 3000),
@@ -49,7 +48,7 @@ Impersonation demo is running.
 
   Users: ${secrets.users.map((user) => `${user.id} / ${user.password}${user.roles.includes('support') ? ' (support staff)' : ''}${user.impersonable ? '' : ' (not impersonable)'}`).join(', ')}
   Subject-token lifetime: ${identity.impersonation.options.subjectTokenTTL} s
-  Store: ${adapter ? `Redis at ${redisUrl} (prefix demo:)` : 'in memory'}
+  Store: ${storeDescription}
 
 Open ${backend.url}/, sign in as alice, impersonate bob. Ctrl+C stops.
 `);
