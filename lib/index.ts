@@ -16,5 +16,5 @@ export type { MemoryAdapterClass, MemoryAdapterOptions, MemoryAdapterStats } fro
 export type {
   AdapterSource, AtomicAdapter, AtomicConsume, ImpersonationAdapter, IndexEntry, SortedIndexes,
 } from './adapters/contract.js';
-export { createRedisAdapter, REDIS_CLIENT_OPTIONS } from './adapters/redis.js';
+export { createRedisAdapter, REDIS_CLIENT_OPTIONS, REDIS_CLUSTER_OPTIONS } from './adapters/redis.js';
 export type { RedisAdapterClass, RedisAdapterOptions } from './adapters/redis.js';
