@@ -4,23 +4,10 @@ import {
   API, CLIENTS, OPAQUE_API, READ_SCOPE, REVOKE_SCOPE, startProvider, type TestProvider,
 } from './support/provider.js';
 import {
-  ACCESS_TOKEN, decodeJwt, exchange, expectError, introspect, logout, managementRequest, m2mToken, subjectToken, userAccessToken, userSignIn, type Reply,
+  ACCESS_TOKEN, apiRequest as call, decodeJwt, exchange, expectError, introspect, logout, managementRequest, m2mToken, subjectToken, userAccessToken, userSignIn, type Reply,
 } from './support/http.js';
 
 const SESSIONS = '/api/impersonations';
-
-async function call(tp: TestProvider, method: string, path: string, token?: string, body?: unknown): Promise<Reply> {
-  const headers: Record<string, string> = {};
-  if (token) headers['authorization'] = `Bearer ${token}`;
-  if (body !== undefined) headers['content-type'] = 'application/json';
-  const response = await fetch(`${tp.base}${path}`, {
-    method, headers, ...(body === undefined ? {} : { body: JSON.stringify(body) }), signal: AbortSignal.timeout(10_000),
-  });
-  const text = await response.text();
-  return { status: response.status, headers: response.headers, body: text ? JSON.parse(text) as Record<string, unknown> : {} };
-}
-
-
 
 describe('impersonation sessions', () => {
   let tp: TestProvider;
