@@ -260,6 +260,8 @@ export async function startBackend(options: BackendOptions): Promise<Backend> {
     postLogoutRedirectUri: `${url}/`,
     resource: API_RESOURCE,
     scope: 'profile:read',
+    editScope: 'profile:read profile:write',
+    accountUrl: `${url}/account`,
   };
   const consoleScript = await readFile(new URL('./browser/console.js', import.meta.url), 'utf8');
   const webLogins = new Map<string, { verifier: string; expires: number }>();
