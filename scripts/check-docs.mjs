@@ -11,12 +11,15 @@ const README_LIMIT = 15_000;
 
 const files = [
   ...readdirSync(root).filter((name) => name.endsWith('.md')),
-  ...readdirSync(path.join(root, 'docs')).filter((name) => name.endsWith('.md')).map((name) => `docs/${name}`),
+  ...readdirSync(path.join(root, 'docs'))
+    .filter((name) => name.endsWith('.md'))
+    .map((name) => `docs/${name}`),
 ];
 const problems = [];
 
 const readme = readFileSync(path.join(root, 'README.md'), 'utf8');
-if (readme.length > README_LIMIT) problems.push(`README.md: ${readme.length} characters, more than ${README_LIMIT}; move reference text to docs/`);
+if (readme.length > README_LIMIT)
+  problems.push(`README.md: ${readme.length} characters, more than ${README_LIMIT}; move reference text to docs/`);
 
 /** Markdown without fenced code blocks and inline code, where links are not links. */
 function prose(text) {
@@ -75,4 +78,6 @@ if (problems.length) {
   console.error(problems.join('\n'));
   process.exit(1);
 }
-console.log(`documentation: ${files.length} Markdown files, links and anchors resolve; README.md ${readme.length} characters`);
+console.log(
+  `documentation: ${files.length} Markdown files, links and anchors resolve; README.md ${readme.length} characters`,
+);

@@ -45,7 +45,8 @@ const redisUrl = new URL(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379');
 try {
   const answer = await probe(redisUrl, 6379, 'PING\r\n');
   // A server that asks for a password still answers: the URL carries it.
-  if (!answer.startsWith('+PONG') && !answer.startsWith('-NOAUTH')) throw new Error(`unexpected answer ${JSON.stringify(answer.slice(0, 40))}`);
+  if (!answer.startsWith('+PONG') && !answer.startsWith('-NOAUTH'))
+    throw new Error(`unexpected answer ${JSON.stringify(answer.slice(0, 40))}`);
 } catch (error) {
   problems.push(
     `Redis is not answering at ${redisUrl.host} (${error.message}); set REDIS_URL, or start it:\n` +
@@ -78,10 +79,14 @@ if (!isExecutable(CHROMIUM)) {
       execFileSync('apt-get', ['update', '-qq'], { stdio: 'inherit', env });
       execFileSync(install[0], install[1], { stdio: ['ignore', 'ignore', 'inherit'], env });
     } catch (error) {
-      problems.push(`Installing chromium failed (${error.message}); run:\n  apt-get update && apt-get install -y chromium`);
+      problems.push(
+        `Installing chromium failed (${error.message}); run:\n  apt-get update && apt-get install -y chromium`,
+      );
     }
   } else {
-    problems.push(`${CHROMIUM} is missing (the demo's browser test needs it); run:\n  sudo apt-get install -y chromium`);
+    problems.push(
+      `${CHROMIUM} is missing (the demo's browser test needs it); run:\n  sudo apt-get install -y chromium`,
+    );
   }
 }
 

@@ -66,7 +66,9 @@ function resolve<T>(value: T | { $ref: string }): { object: T; at: string[] } {
 function assertValid(schemaRef: string, value: unknown, what: string): void {
   const validate = ajv.getSchema(schemaRef) ?? ajv.compile({ $ref: schemaRef });
   if (!validate(value)) {
-    throw new Error(`${what} does not match the description: ${ajv.errorsText(validate.errors)}\n${JSON.stringify(value)}`);
+    throw new Error(
+      `${what} does not match the description: ${ajv.errorsText(validate.errors)}\n${JSON.stringify(value)}`,
+    );
   }
 }
 
@@ -84,7 +86,13 @@ interface Call {
 }
 
 /** Sends a request to `path` (the template it instantiates named separately) and checks the answer against the description. */
-async function call(tp: TestProvider, method: Method, template: string, path: string, options: Call = {}): Promise<{ status: number; body: Json }> {
+async function call(
+  tp: TestProvider,
+  method: Method,
+  template: string,
+  path: string,
+  options: Call = {},
+): Promise<{ status: number; body: Json }> {
   const operation = document.paths[template]?.[method];
   if (!operation) throw new Error(`the description has no ${method.toUpperCase()} ${template}`);
 
@@ -95,15 +103,27 @@ async function call(tp: TestProvider, method: Method, template: string, path: st
   if (body !== undefined) headers['content-type'] = options.contentType ?? 'application/json';
   if (options.conforming && options.body !== undefined) {
     expect(operation.requestBody, `${method} ${template} takes no body`).to.not.equal(undefined);
-    assertValid(pointer('paths', template, method, 'requestBody', 'content', 'application/json', 'schema'), options.body, 'the request body');
+    assertValid(
+      pointer('paths', template, method, 'requestBody', 'content', 'application/json', 'schema'),
+      options.body,
+      'the request body',
+    );
   }
 
-  const response = await fetch(`${tp.base}${path}`, { method: method.toUpperCase(), headers, body, signal: AbortSignal.timeout(10_000) });
+  const response = await fetch(`${tp.base}${path}`, {
+    method: method.toUpperCase(),
+    headers,
+    body,
+    signal: AbortSignal.timeout(10_000),
+  });
   const text = await response.text();
   const what = `${method.toUpperCase()} ${path} → ${response.status}`;
 
   const documented = operation.responses[String(response.status)];
-  if (!documented) throw new Error(`${what}: the description documents no ${response.status} for ${method.toUpperCase()} ${template} (${text})`);
+  if (!documented)
+    throw new Error(
+      `${what}: the description documents no ${response.status} for ${method.toUpperCase()} ${template} (${text})`,
+    );
   const { object: answer, at } = resolve<ResponseObject>(documented);
   const base = at.length ? at : ['paths', template, method, 'responses', String(response.status)];
 
@@ -114,7 +134,8 @@ async function call(tp: TestProvider, method: Method, template: string, path: st
       if (object.required) throw new Error(`${what}: the required header ${name} is missing`);
       continue;
     }
-    if (!ajv.validate(object.schema, value)) throw new Error(`${what}: header ${name}: ${JSON.stringify(value)} ${ajv.errorsText()}`);
+    if (!ajv.validate(object.schema, value))
+      throw new Error(`${what}: header ${name}: ${JSON.stringify(value)} ${ajv.errorsText()}`);
   }
 
   let parsed: Json = {};
@@ -157,7 +178,10 @@ describe('Management API: the OpenAPI description matches the running service', 
     for (let round = 0; round < 2; round += 1) {
       const exchanged = await exchange(tp, {
         subject_token: await subjectToken(tp, { userId: 'bob', context: { ticketId: `T-${round}` } }),
-        resource: API, scope: 'profile:read', actor_token: alice, actor_token_type: ACCESS_TOKEN,
+        resource: API,
+        scope: 'profile:read',
+        actor_token: alice,
+        actor_token_type: ACCESS_TOKEN,
       });
       expect(exchanged.status, JSON.stringify(exchanged.body)).to.equal(200);
     }
@@ -179,35 +203,80 @@ describe('Management API: the OpenAPI description matches the running service', 
     const path = '/api/subject-tokens';
     it('201 with a token, and every refusal', async () => {
       const created = await call(tp, 'post', path, path, {
-        token: creator, conforming: true,
-        body: { userId: 'bob', context: { ticketId: 'T-9', reason: 'invoices' }, clientId: 'support-console', actorId: 'alice' },
+        token: creator,
+        conforming: true,
+        body: {
+          userId: 'bob',
+          context: { ticketId: 'T-9', reason: 'invoices' },
+          clientId: 'support-console',
+          actorId: 'alice',
+        },
       });
       expect(created.status).to.equal(201);
-      expect((await call(tp, 'post', path, path, { token: creator, raw: '{"userId":"bob"}', contentType: 'text/plain' })).status).to.equal(400);
-      expect((await call(tp, 'post', path, path, { token: creator, body: { userId: 'bob', actorID: 'alice' } })).status).to.equal(400);
+      expect(
+        (await call(tp, 'post', path, path, { token: creator, raw: '{"userId":"bob"}', contentType: 'text/plain' }))
+          .status,
+      ).to.equal(400);
+      expect(
+        (await call(tp, 'post', path, path, { token: creator, body: { userId: 'bob', actorID: 'alice' } })).status,
+      ).to.equal(400);
       expect((await call(tp, 'post', path, path, { body: { userId: 'bob' } })).status).to.equal(401);
-      expect((await call(tp, 'post', path, path, { token: 'not-a-token', body: { userId: 'bob' } })).status).to.equal(401);
-      expect((await call(tp, 'post', path, path, { token: admin, body: { userId: 'bob' } })).body['error']).to.equal('insufficient_scope');
-      expect((await call(tp, 'post', path, path, { token: creator, conforming: true, body: { userId: 'admin' } })).body['error']).to.equal('access_denied');
-      expect((await call(tp, 'post', path, path, { token: creator, conforming: true, body: { userId: 'nobody' } })).status).to.equal(404);
-      expect((await call(tp, 'post', path, path, { token: creator, body: { userId: 'bob', context: { text: 'x'.repeat(3000) } } })).status).to.equal(413);
+      expect((await call(tp, 'post', path, path, { token: 'not-a-token', body: { userId: 'bob' } })).status).to.equal(
+        401,
+      );
+      expect((await call(tp, 'post', path, path, { token: admin, body: { userId: 'bob' } })).body['error']).to.equal(
+        'insufficient_scope',
+      );
+      expect(
+        (await call(tp, 'post', path, path, { token: creator, conforming: true, body: { userId: 'admin' } })).body[
+          'error'
+        ],
+      ).to.equal('access_denied');
+      expect(
+        (await call(tp, 'post', path, path, { token: creator, conforming: true, body: { userId: 'nobody' } })).status,
+      ).to.equal(404);
+      expect(
+        (
+          await call(tp, 'post', path, path, {
+            token: creator,
+            body: { userId: 'bob', context: { text: 'x'.repeat(3000) } },
+          })
+        ).status,
+      ).to.equal(413);
     });
   });
 
   describe('DELETE /api/subject-tokens/{id}', () => {
     const template = '/api/subject-tokens/{id}';
     it('204, 404, 409 and the authentication refusals', async () => {
-      const created = await call(tp, 'post', '/api/subject-tokens', '/api/subject-tokens', { token: creator, conforming: true, body: { userId: 'bob' } });
+      const created = await call(tp, 'post', '/api/subject-tokens', '/api/subject-tokens', {
+        token: creator,
+        conforming: true,
+        body: { userId: 'bob' },
+      });
       const id = created.body['id'] as string;
       expect((await call(tp, 'delete', template, `/api/subject-tokens/${id}`, { token: admin })).status).to.equal(204);
       expect((await call(tp, 'delete', template, `/api/subject-tokens/${id}`, { token: admin })).status).to.equal(204);
-      expect((await call(tp, 'delete', template, `/api/subject-tokens/stid_${'A'.repeat(16)}`, { token: admin })).status).to.equal(404);
+      expect(
+        (await call(tp, 'delete', template, `/api/subject-tokens/stid_${'A'.repeat(16)}`, { token: admin })).status,
+      ).to.equal(404);
       expect((await call(tp, 'delete', template, `/api/subject-tokens/${id}`)).status).to.equal(401);
-      expect((await call(tp, 'delete', template, `/api/subject-tokens/${id}`, { token: creator })).status).to.equal(403);
+      expect((await call(tp, 'delete', template, `/api/subject-tokens/${id}`, { token: creator })).status).to.equal(
+        403,
+      );
 
-      const redeemed = await call(tp, 'post', '/api/subject-tokens', '/api/subject-tokens', { token: creator, conforming: true, body: { userId: 'bob' } });
-      expect((await exchange(tp, { subject_token: redeemed.body['subjectToken'] as string, resource: API })).status).to.equal(200);
-      expect((await call(tp, 'delete', template, `/api/subject-tokens/${redeemed.body['id'] as string}`, { token: admin })).status).to.equal(409);
+      const redeemed = await call(tp, 'post', '/api/subject-tokens', '/api/subject-tokens', {
+        token: creator,
+        conforming: true,
+        body: { userId: 'bob' },
+      });
+      expect(
+        (await exchange(tp, { subject_token: redeemed.body['subjectToken'] as string, resource: API })).status,
+      ).to.equal(200);
+      expect(
+        (await call(tp, 'delete', template, `/api/subject-tokens/${redeemed.body['id'] as string}`, { token: admin }))
+          .status,
+      ).to.equal(409);
     });
   });
 
@@ -217,7 +286,13 @@ describe('Management API: the OpenAPI description matches the running service', 
       const first = await call(tp, 'get', path, `${path}?subject=bob&actor=alice&limit=1`, { token: reader });
       expect(first.status).to.equal(200);
       expect(first.body['nextCursor']).to.be.a('string');
-      const next = await call(tp, 'get', path, `${path}?subject=bob&actor=alice&limit=1&cursor=${first.body['nextCursor'] as string}`, { token: reader });
+      const next = await call(
+        tp,
+        'get',
+        path,
+        `${path}?subject=bob&actor=alice&limit=1&cursor=${first.body['nextCursor'] as string}`,
+        { token: reader },
+      );
       expect(next.status).to.equal(200);
       sessionId = (first.body['items'] as Array<{ id: string }>)[0]!.id;
       expect((await call(tp, 'get', path, `${path}?limit=0`, { token: reader })).status).to.equal(400);
@@ -230,16 +305,37 @@ describe('Management API: the OpenAPI description matches the running service', 
   describe('GET and DELETE /api/impersonations/{id}', () => {
     const template = '/api/impersonations/{id}';
     it('200 and 204, and every refusal', async () => {
-      expect((await call(tp, 'get', template, `/api/impersonations/${sessionId}`, { token: reader })).body['state']).to.equal('active');
-      expect((await call(tp, 'get', template, '/api/impersonations/imp_unknown', { token: reader })).status).to.equal(404);
+      expect(
+        (await call(tp, 'get', template, `/api/impersonations/${sessionId}`, { token: reader })).body['state'],
+      ).to.equal('active');
+      expect((await call(tp, 'get', template, '/api/impersonations/imp_unknown', { token: reader })).status).to.equal(
+        404,
+      );
       expect((await call(tp, 'get', template, `/api/impersonations/${sessionId}`)).status).to.equal(401);
-      expect((await call(tp, 'get', template, `/api/impersonations/${sessionId}`, { token: creator })).status).to.equal(403);
+      expect((await call(tp, 'get', template, `/api/impersonations/${sessionId}`, { token: creator })).status).to.equal(
+        403,
+      );
 
-      expect((await call(tp, 'delete', template, `/api/impersonations/${sessionId}`, { token: admin, body: { note: 'x' } })).status).to.equal(400);
+      expect(
+        (await call(tp, 'delete', template, `/api/impersonations/${sessionId}`, { token: admin, body: { note: 'x' } }))
+          .status,
+      ).to.equal(400);
       expect((await call(tp, 'delete', template, `/api/impersonations/${sessionId}`)).status).to.equal(401);
-      expect((await call(tp, 'delete', template, `/api/impersonations/${sessionId}`, { token: reader })).status).to.equal(403);
-      expect((await call(tp, 'delete', template, '/api/impersonations/imp_unknown', { token: admin })).status).to.equal(404);
-      expect((await call(tp, 'delete', template, `/api/impersonations/${sessionId}`, { token: admin, conforming: true, body: { reason: 'ticket closed' } })).status).to.equal(204);
+      expect(
+        (await call(tp, 'delete', template, `/api/impersonations/${sessionId}`, { token: reader })).status,
+      ).to.equal(403);
+      expect((await call(tp, 'delete', template, '/api/impersonations/imp_unknown', { token: admin })).status).to.equal(
+        404,
+      );
+      expect(
+        (
+          await call(tp, 'delete', template, `/api/impersonations/${sessionId}`, {
+            token: admin,
+            conforming: true,
+            body: { reason: 'ticket closed' },
+          })
+        ).status,
+      ).to.equal(204);
       const revoked = await call(tp, 'get', template, `/api/impersonations/${sessionId}`, { token: reader });
       expect(revoked.body).to.include({ state: 'revoked', revocationReason: 'ticket closed' });
     });
@@ -249,7 +345,9 @@ describe('Management API: the OpenAPI description matches the running service', 
     const path = '/api/impersonations/revocations';
     it('200 without credentials, 400 for an unknown parameter', async () => {
       const feed = await call(tp, 'get', path, path);
-      expect(feed.body['revoked']).to.deep.include.members([{ id: sessionId, expiresAt: (feed.body['revoked'] as Array<{ expiresAt: number }>)[0]!.expiresAt }]);
+      expect(feed.body['revoked']).to.deep.include.members([
+        { id: sessionId, expiresAt: (feed.body['revoked'] as Array<{ expiresAt: number }>)[0]!.expiresAt },
+      ]);
       expect((await call(tp, 'get', path, `${path}?since=1`)).status).to.equal(400);
       expect((await call(tp, 'get', path, `${path}?cursor=%%%`)).status).to.equal(400);
     });
@@ -299,11 +397,18 @@ describe('Management API: the OpenAPI description matches the running service', 
 
     it('answers 503 temporarily_unavailable at every endpoint', async () => {
       const answers = [
-        await call(down, 'post', '/api/subject-tokens', '/api/subject-tokens', { token: downCreator, body: { userId: 'bob' } }),
-        await call(down, 'delete', '/api/subject-tokens/{id}', `/api/subject-tokens/stid_${'A'.repeat(16)}`, { token: downAdmin }),
+        await call(down, 'post', '/api/subject-tokens', '/api/subject-tokens', {
+          token: downCreator,
+          body: { userId: 'bob' },
+        }),
+        await call(down, 'delete', '/api/subject-tokens/{id}', `/api/subject-tokens/stid_${'A'.repeat(16)}`, {
+          token: downAdmin,
+        }),
         await call(down, 'get', '/api/impersonations', '/api/impersonations', { token: downAdmin }),
         await call(down, 'get', '/api/impersonations/{id}', `/api/impersonations/${downSession}`, { token: downAdmin }),
-        await call(down, 'delete', '/api/impersonations/{id}', `/api/impersonations/${downSession}`, { token: downAdmin }),
+        await call(down, 'delete', '/api/impersonations/{id}', `/api/impersonations/${downSession}`, {
+          token: downAdmin,
+        }),
         await call(down, 'get', '/api/impersonations/revocations', '/api/impersonations/revocations'),
         await call(down, 'get', '/api/impersonations/events', '/api/impersonations/events', { token: downAdmin }),
       ];
@@ -312,13 +417,15 @@ describe('Management API: the OpenAPI description matches the running service', 
   });
 
   // Last: mocha runs a describe's own tests before its nested describes.
-  describe('coverage', () => it('exercised every answer the description documents', () => {
-    const documented: string[] = [];
-    for (const [template, operations] of Object.entries(document.paths)) {
-      for (const [method, operation] of Object.entries(operations)) {
-        for (const status of Object.keys(operation.responses)) documented.push(`${method.toUpperCase()} ${template} ${status}`);
+  describe('coverage', () =>
+    it('exercised every answer the description documents', () => {
+      const documented: string[] = [];
+      for (const [template, operations] of Object.entries(document.paths)) {
+        for (const [method, operation] of Object.entries(operations)) {
+          for (const status of Object.keys(operation.responses))
+            documented.push(`${method.toUpperCase()} ${template} ${status}`);
+        }
       }
-    }
-    expect(documented.filter((entry) => !exercised.has(entry))).to.deep.equal([]);
-  }));
+      expect(documented.filter((entry) => !exercised.has(entry))).to.deep.equal([]);
+    }));
 });
