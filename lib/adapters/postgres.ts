@@ -71,6 +71,7 @@ const GRANTABLE = new Set([
  * reserved first character would make ambiguous, or that is long enough to
  * strain a btree key (an index entry holds at most about 2.7 kB).
  */
+// eslint-disable-next-line no-control-regex -- NUL and U+0001 are exactly what is looked for
 const UNSTORABLE = /[\0\u0001]|\p{Cs}/u;
 const LONGEST_KEY = 256;
 
