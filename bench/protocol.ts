@@ -2,7 +2,7 @@
 import type { MemoryAdapterStats } from '../lib/index.js';
 
 /** The provider's store; `memory+pg-audit` is the memory store with the PostgreSQL audit log awaited on every exchange. */
-export type AdapterKind = 'memory' | 'redis' | 'memory+pg-audit';
+export type AdapterKind = 'memory' | 'redis' | 'postgres' | 'memory+pg-audit';
 
 /** Requests carry an id; the server answers each with a `reply` of the same id. */
 export type ParentMessage =
@@ -26,7 +26,7 @@ export interface ServerStats {
    */
   threads: { main: number; v8: number | null } | null;
   heapUsed: number;
-  /** The memory adapter's own stats plus what its onEvict saw; null on Redis. */
+  /** The memory adapter's own stats plus what its onEvict saw; null on Redis and PostgreSQL. */
   adapter: (MemoryAdapterStats & { onEvict: Record<string, number> }) | null;
 }
 

@@ -3,7 +3,9 @@
  * own client_credentials grant, on one machine, in one run, against one
  * provider per adapter.
  *
- *   node build/bench/run.js [--smoke] [--rounds N] [--duration S] [--connections C] [--memory-only | --redis-only | --audit-only]
+ *   node build/bench/run.js [--smoke] [--rounds N] [--duration S] [--connections C]
+ *                           [--memory-only | --redis-only | --postgres-only | --audit-only]
+ *                           [--deployment-only | --no-deployment]
  *                           [--only SCENARIO[,SCENARIO]] [--skip-memory] [--profile] [--cpu-prof]
  *
  * The provider runs in a child process (bench/server.ts), autocannon in this
@@ -53,13 +55,51 @@ import { startServer, type ServerProcess } from './server-process.js';
 
 // ---------------------------------------------------------------- options
 
+/**
+ * One provider to measure: its store, and whether it is set up as a
+ * deployment runs it (bench/server.ts, BENCH_DEPLOYMENT): a custom-claims hook
+ * reading the creation context, an audit listener writing a JSON line per
+ * event. Its scenarios are those a deployment serves most.
+ */
+interface Configuration {
+  adapter: AdapterKind;
+  deployment: boolean;
+  /** The scenarios it runs, when not all (before --only). */
+  scenarios?: readonly ScenarioName[];
+  /** How rows, targets and logs name it. */
+  name: string;
+}
+
+const DEPLOYMENT_SCENARIOS: readonly ScenarioName[] = ['baseline', 'create', 'exchange-actor'];
+
+function configuration(adapter: AdapterKind, deployment: boolean, scenarios?: readonly ScenarioName[]): Configuration {
+  return {
+    adapter,
+    deployment,
+    name: deployment ? `${adapter} · deployment` : adapter,
+    ...(scenarios ? { scenarios } : deployment ? { scenarios: DEPLOYMENT_SCENARIOS } : {}),
+  };
+}
+
+/**
+ * What --smoke runs, in about a minute: every scenario on memory, and each
+ * other provider with the baseline and the exchange its targets name, so that
+ * every configuration's code runs once.
+ */
+const SMOKE_CONFIGURATIONS: Configuration[] = [
+  configuration('memory', false),
+  configuration('redis', false, ['baseline', 'exchange-actor']),
+  configuration('memory+pg-audit', false, ['baseline', 'exchange']),
+  configuration('memory', true, ['baseline', 'exchange-actor']),
+];
+
 interface Settings {
   smoke: boolean;
   rounds: number;
   duration: number;
   warmup: number;
   connections: number;
-  adapters: AdapterKind[];
+  configurations: Configuration[];
   only: ScenarioName[] | undefined;
   profile: boolean;
   cpuProf: boolean;
@@ -92,13 +132,12 @@ function parseSettings(argv: string[]): Settings {
   });
   const settings: Settings = {
     smoke,
-    rounds: Number(value('--rounds') ?? (smoke ? 2 : 6)),
+    rounds: Number(value('--rounds') ?? (smoke ? 1 : 6)),
     duration: Number(value('--duration') ?? (smoke ? 1 : 3)),
     // The smoke run skips the warm-up: it keeps the script working, its numbers mean little.
     warmup: smoke ? 0 : 2,
     connections: Number(value('--connections') ?? 16),
-    adapters: argv.includes('--memory-only') ? ['memory'] : argv.includes('--redis-only') ? ['redis']
-      : argv.includes('--audit-only') ? ['memory+pg-audit'] : ['memory', 'redis', 'memory+pg-audit'],
+    configurations: configurationsOf(argv),
     only,
     profile: argv.includes('--profile'),
     cpuProf: argv.includes('--cpu-prof'),
@@ -110,6 +149,21 @@ function parseSettings(argv: string[]): Settings {
   // autocannon checks its deadline once a second: a window is a whole number of seconds.
   if (!Number.isSafeInteger(settings.duration) || settings.duration < 1) throw new TypeError('--duration must be a positive integer (seconds)');
   return settings;
+}
+
+/**
+ * --memory-only, --redis-only, --postgres-only, --audit-only pick the store; --deployment-only
+ * and --no-deployment pick the providers set up as a deployment or the plain ones.
+ */
+function configurationsOf(argv: string[]): Configuration[] {
+  if (argv.includes('--smoke') && !['--memory-only', '--redis-only', '--audit-only', '--deployment-only', '--no-deployment'].some((flag) => argv.includes(flag))) {
+    return SMOKE_CONFIGURATIONS;
+  }
+  const adapters: AdapterKind[] = argv.includes('--memory-only') ? ['memory'] : argv.includes('--redis-only') ? ['redis']
+    : argv.includes('--postgres-only') ? ['postgres']
+      : argv.includes('--audit-only') ? ['memory+pg-audit'] : ['memory', 'redis', 'postgres', 'memory+pg-audit'];
+  const kinds = argv.includes('--deployment-only') ? [true] : argv.includes('--no-deployment') ? [false] : [false, true];
+  return kinds.flatMap((deployment) => adapters.map((adapter) => configuration(adapter, deployment)));
 }
 
 const settings = parseSettings(process.argv.slice(2));
@@ -183,7 +237,7 @@ interface ScenarioTotals {
 }
 
 interface AdapterResult {
-  adapter: AdapterKind;
+  configuration: Configuration;
   totals: Partial<Record<ScenarioName, ScenarioTotals>>;
   endStats: ServerStats;
   untimed: { requests: number; failed: number };
@@ -218,18 +272,24 @@ class ServerLog {
   };
 }
 
-async function runAdapter(adapter: AdapterKind, prefix: string, profileDir: string | undefined, auditSchema?: string): Promise<AdapterResult> {
+async function runAdapter(
+  config: Configuration,
+  prefix: string,
+  profileDir: string | undefined,
+  schemas: { auditSchema?: string; storeSchema?: string } = {},
+): Promise<AdapterResult> {
   const serverLog = new ServerLog();
   const server = await startServer({
-    adapter,
+    adapter: config.adapter,
+    deployment: config.deployment,
     redisUrl: REDIS_URL,
     redisPrefix: prefix,
-    ...(auditSchema ? { auditSchema } : {}),
+    ...schemas,
     execArgv: profileDir && settings.cpuProf ? ['--cpu-prof', '--cpu-prof-dir', join(profileDir, 'process')] : [],
     log: serverLog.line,
   });
   try {
-    const result = await measure(adapter, server, settings.profile ? profileDir : undefined);
+    const result = await measure(config, server, settings.profile ? profileDir : undefined);
     return { ...result, abortedLogged: serverLog.aborted };
   } finally {
     await server.close();
@@ -237,7 +297,7 @@ async function runAdapter(adapter: AdapterKind, prefix: string, profileDir: stri
 }
 
 async function measure(
-  adapter: AdapterKind,
+  config: Configuration,
   server: ServerProcess,
   profileDir: string | undefined,
 ): Promise<Omit<AdapterResult, 'abortedLogged'>> {
@@ -362,7 +422,8 @@ async function measure(
     return { run, serverCpu, mainCpu, v8Cpu, otherCpu };
   };
 
-  const scenarios = SCENARIOS.filter((name) => !settings.only || settings.only.includes(name));
+  const scenarios = SCENARIOS.filter((name) => (!settings.only || settings.only.includes(name))
+    && (!config.scenarios || config.scenarios.includes(name)));
 
   // One check request per scenario, so that a broken setup fails with its reason rather than as a rate.
   await checkOnce(base, baselineRequest, 200, 'client_credentials');
@@ -415,7 +476,7 @@ async function measure(
     rates.push(run.ok / run.seconds);
     parts.push(`${scenario} ${Math.round(run.ok / run.seconds)}/s${run.non2xx ? ` (${run.non2xx} non-2xx)` : ''}`);
     if (next?.round !== round) {
-      log(`  ${adapter} round ${round + 1}/${settings.rounds}: ${parts.join(', ')}`);
+      log(`  ${config.name} round ${round + 1}/${settings.rounds}: ${parts.join(', ')}`);
       parts = [];
     }
   }
@@ -427,7 +488,7 @@ async function measure(
   }
 
   return {
-    adapter,
+    configuration: config,
     totals,
     endStats: await server.stats(),
     untimed,
@@ -449,7 +510,8 @@ async function checkOnce(base: string, request: RequestSpec, expected: number, w
 // ---------------------------------------------------------------- summary
 
 interface Row {
-  adapter: AdapterKind;
+  /** The configuration's name. */
+  adapter: string;
   scenario: ScenarioName;
   rps: number;
   p50: number;
@@ -479,7 +541,7 @@ function summarize(result: AdapterResult): Row[] {
     const latencies = Float64Array.from(totals.runs.flatMap((run) => run.latencies)).sort();
     const ok = totals.runs.reduce((sum, run) => sum + run.ok, 0);
     rows.push({
-      adapter: result.adapter,
+      adapter: result.configuration.name,
       scenario,
       rps: ok / seconds,
       p50: percentile(latencies, 50),
@@ -538,30 +600,42 @@ function spread(ratios: readonly number[]): string {
 
 interface Target { label: string; value: number; limit: number; better: 'higher' | 'lower'; unit: string }
 
+/**
+ * The exchange with an opaque actor token against the baseline: 0.9 on memory
+ * and 0.8 on the other stores for the plain providers; as a deployment runs
+ * it, 0.9 on memory, 0.85 on Redis, 0.8 with the PostgreSQL audit log.
+ */
+function exchangeTarget(config: Configuration): number {
+  if (config.adapter === 'memory') return 0.9;
+  if (config.deployment && config.adapter === 'redis') return 0.85;
+  return 0.8;
+}
+
 function targets(rows: Row[], memory: MemoryResult | undefined): Target[] {
   const list: Target[] = [];
-  const row = (adapter: AdapterKind, scenario: ScenarioName) => rows.find((r) => r.adapter === adapter && r.scenario === scenario);
-  for (const adapter of settings.adapters) {
-    const baseline = row(adapter, 'baseline');
+  const row = (name: string, scenario: ScenarioName) => rows.find((r) => r.adapter === name && r.scenario === scenario);
+  for (const config of settings.configurations) {
+    const { name } = config;
+    const baseline = row(name, 'baseline');
     if (!baseline) continue;
     for (const scenario of ['exchange-actor', 'exchange-actor-jwt'] as const) {
-      const actor = row(adapter, scenario);
+      const actor = row(name, scenario);
       if (!actor) continue;
-      const limit = adapter === 'memory' ? 0.9 : 0.8;
-      list.push({ label: `${adapter}: ${LABELS[scenario]} req/s ≥ ${limit} × client_credentials`, value: actor.rps / baseline.rps, limit, better: 'higher', unit: '×' });
+      const limit = exchangeTarget(config);
+      list.push({ label: `${name}: ${LABELS[scenario]} req/s ≥ ${limit} × client_credentials`, value: actor.rps / baseline.rps, limit, better: 'higher', unit: '×' });
     }
-    const audited = adapter === 'memory+pg-audit' ? row(adapter, 'exchange') : undefined;
+    const audited = config.adapter === 'memory+pg-audit' && !config.deployment ? row(name, 'exchange') : undefined;
     if (audited) {
-      list.push({ label: `${adapter}: token exchange with the PostgreSQL audit log req/s ≥ 0.8 × client_credentials`, value: audited.rps / baseline.rps, limit: 0.8, better: 'higher', unit: '×' });
+      list.push({ label: `${name}: token exchange with the PostgreSQL audit log req/s ≥ 0.8 × client_credentials`, value: audited.rps / baseline.rps, limit: 0.8, better: 'higher', unit: '×' });
     }
-    const create = row(adapter, 'create');
+    const create = row(name, 'create');
     if (create) {
-      list.push({ label: `${adapter}: creation req/s ≥ 0.9 × client_credentials`, value: create.rps / baseline.rps, limit: 0.9, better: 'higher', unit: '×' });
+      list.push({ label: `${name}: creation req/s ≥ 0.9 × client_credentials`, value: create.rps / baseline.rps, limit: 0.9, better: 'higher', unit: '×' });
     }
     for (const scenario of EXCHANGES) {
-      const candidate = row(adapter, scenario);
+      const candidate = row(name, scenario);
       if (candidate) {
-        list.push({ label: `${adapter}: ${LABELS[scenario]} p99 ≤ 1.5 × client_credentials p99`, value: candidate.p99 / baseline.p99, limit: 1.5, better: 'lower', unit: '×' });
+        list.push({ label: `${name}: ${LABELS[scenario]} p99 ≤ 1.5 × client_credentials p99`, value: candidate.p99 / baseline.p99, limit: 1.5, better: 'lower', unit: '×' });
       }
     }
   }
@@ -665,6 +739,11 @@ function runJsonChild<T>(name: string, args: string[]): Promise<T> {
 
 // ---------------------------------------------------------------- main
 
+/** A configuration's folder under the profile directory. */
+function folderOf(config: Configuration): string {
+  return `${config.adapter.replace('memory+', '')}${config.deployment ? '-deployment' : ''}`;
+}
+
 function mkdir(path: string): string {
   mkdirSync(path, { recursive: true });
   return path;
@@ -689,30 +768,44 @@ async function main(): Promise<void> {
     : undefined;
 
   const results: AdapterResult[] = [];
-  for (const adapter of settings.adapters) {
+  for (const config of settings.configurations) {
+    const { adapter } = config;
+    const profileFolder = (): string | undefined => profileDir && mkdir(join(profileDir, folderOf(config)));
     if (adapter === 'redis') {
       await redisReachable();
       const prefix = `bench:${randomUUID()}:`;
       try {
-        results.push(await runAdapter(adapter, prefix, profileDir && mkdir(join(profileDir, adapter))));
+        results.push(await runAdapter(config, prefix, profileFolder()));
       } finally {
         const deleted = await deleteKeys(prefix);
-        log(`  redis: deleted ${deleted} keys under ${prefix}`);
+        log(`  ${config.name}: deleted ${deleted} keys under ${prefix}`);
+      }
+    } else if (adapter === 'postgres') {
+      const schema = `bench_${randomUUID().replace(/-/g, '').slice(0, 12)}`;
+      const database = await postgres();
+      try {
+        await database.query(`CREATE SCHEMA "${schema}"`);
+        results.push(await runAdapter(config, '', profileFolder(), { storeSchema: schema }));
+        const { rows: [counted] } = await database.query(`SELECT count(*)::int AS rows FROM "${schema}"."oidc_provider_store"`);
+        log(`  ${config.name}: ${(counted as { rows: number }).rows} rows in the store's table in schema ${schema} (dropped)`);
+      } finally {
+        await database.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).catch(() => {});
+        await database.end();
       }
     } else if (adapter === 'memory+pg-audit') {
       const schema = `bench_${randomUUID().replace(/-/g, '').slice(0, 12)}`;
       const database = await postgres();
       try {
         await database.query(`CREATE SCHEMA "${schema}"`);
-        results.push(await runAdapter(adapter, '', profileDir && mkdir(join(profileDir, 'pg-audit')), schema));
+        results.push(await runAdapter(config, '', profileFolder(), { auditSchema: schema }));
         const { rows: [counted] } = await database.query(`SELECT count(*)::int AS rows FROM "${schema}"."impersonation_audit"`);
-        log(`  memory+pg-audit: ${(counted as { rows: number }).rows} rows appended to one chain in schema ${schema} (dropped)`);
+        log(`  ${config.name}: ${(counted as { rows: number }).rows} rows appended to one chain in schema ${schema} (dropped)`);
       } finally {
         await database.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).catch(() => {});
         await database.end();
       }
     } else {
-      results.push(await runAdapter(adapter, '', profileDir && mkdir(join(profileDir, adapter))));
+      results.push(await runAdapter(config, '', profileFolder()));
     }
   }
 
@@ -740,17 +833,17 @@ async function main(): Promise<void> {
       if (evicted > 0) log(`WARNING: the provider's memory adapter evicted ${evicted} unexpired subject tokens during the run`);
     }
     if (result.abortedLogged) {
-      log(`${result.adapter}: ${result.abortedLogged} Management API requests cut off at the end of a window were logged by the provider as "Error: aborted" (not shown)`);
+      log(`${result.configuration.name}: ${result.abortedLogged} Management API requests cut off at the end of a window were logged by the provider as "Error: aborted" (not shown)`);
     }
-    if (result.poolExhausted) problems.push(`${result.adapter}: the subject-token pool ran dry ${result.poolExhausted} times`);
+    if (result.poolExhausted) problems.push(`${result.configuration.name}: the subject-token pool ran dry ${result.poolExhausted} times`);
     if (result.untimed.failed > result.untimed.requests * ERROR_TOLERANCE) {
-      problems.push(`${result.adapter}: ${result.untimed.failed} of ${result.untimed.requests} untimed requests (warm-up, token creation) failed`);
+      problems.push(`${result.configuration.name}: ${result.untimed.failed} of ${result.untimed.requests} untimed requests (warm-up, token creation) failed`);
     }
   }
   for (const row of rows) {
     if (row.non2xx + row.errors > Math.max(0, row.requests * ERROR_TOLERANCE)) {
       const statuses: Record<string, number> = {};
-      for (const run of results.find((r) => r.adapter === row.adapter)!.totals[row.scenario]!.runs) {
+      for (const run of results.find((r) => r.configuration.name === row.adapter)!.totals[row.scenario]!.runs) {
         for (const [status, count] of Object.entries(run.statuses)) statuses[status] = (statuses[status] ?? 0) + count;
       }
       problems.push(`${row.adapter} ${row.scenario}: ${row.non2xx} non-2xx and ${row.errors} connection errors `
@@ -763,19 +856,19 @@ async function main(): Promise<void> {
 
   if (profileDir) {
     for (const result of results) {
-      const dir = join(profileDir, result.adapter);
+      const dir = join(profileDir, folderOf(result.configuration));
       for (const scenario of settings.profile ? SCENARIOS : []) {
         const runs = result.totals[scenario]?.runs;
         if (!runs) continue;
         const files = readdirSync(dir).filter((name) => name.startsWith(`${scenario}.`)).map((name) => join(dir, name));
         log('');
-        log(`CPU profile of the provider, ${result.adapter}, ${LABELS[scenario]} (${files.length} windows, ${join(dir, `${scenario}.*.cpuprofile`)}):`);
+        log(`CPU profile of the provider, ${result.configuration.name}, ${LABELS[scenario]} (${files.length} windows, ${join(dir, `${scenario}.*.cpuprofile`)}):`);
         for (const line of summarizeProfile(files, { requests: runs.reduce((sum, run) => sum + run.ok + run.non2xx, 0) })) log(line);
       }
       if (settings.cpuProf) {
         for (const file of readdirSync(join(dir, 'process')).filter((name) => name.endsWith('.cpuprofile'))) {
           log('');
-          log(`CPU profile of the whole provider process (node --cpu-prof), ${result.adapter}: ${join(dir, 'process', file)}`);
+          log(`CPU profile of the whole provider process (node --cpu-prof), ${result.configuration.name}: ${join(dir, 'process', file)}`);
           for (const line of summarizeProfile(join(dir, 'process', file))) log(line);
         }
       }

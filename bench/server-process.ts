@@ -20,10 +20,14 @@ export interface ServerProcess {
 
 export interface ServerProcessOptions {
   adapter: AdapterKind;
+  /** Set the provider up as a deployment runs it (bench/server.ts, BENCH_DEPLOYMENT). */
+  deployment?: boolean;
   redisUrl: string;
   redisPrefix: string;
   /** The schema of the PostgreSQL audit log, for `memory+pg-audit`. */
   auditSchema?: string;
+  /** The schema of the PostgreSQL adapter's tables, for `postgres`. */
+  storeSchema?: string;
   /** Extra node flags for the child, e.g. --cpu-prof. */
   execArgv?: string[];
   /** Receives the child's output lines (oidc-provider's warnings among them). */
@@ -37,6 +41,8 @@ export async function startServer(options: ServerProcessOptions): Promise<Server
     env: {
       ...process.env, BENCH_ADAPTER: options.adapter, REDIS_URL: options.redisUrl, BENCH_PREFIX: options.redisPrefix,
       ...(options.auditSchema ? { BENCH_AUDIT_SCHEMA: options.auditSchema } : {}),
+      ...(options.storeSchema ? { BENCH_STORE_SCHEMA: options.storeSchema } : {}),
+      ...(options.deployment ? { BENCH_DEPLOYMENT: '1' } : {}),
     },
     execArgv: ['--expose-gc', ...options.execArgv ?? []],
     stdio: ['ignore', 'pipe', 'pipe', 'ipc'],

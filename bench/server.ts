@@ -3,10 +3,12 @@
  * with fork()): the test harness's provider (test/support/provider.ts), with
  * the plugin, on 127.0.0.1 and a free port, on the adapter BENCH_ADAPTER names.
  *
- *   BENCH_ADAPTER  memory (default) | redis | memory+pg-audit (memory, and the PostgreSQL audit log
- *                  in schema BENCH_AUDIT_SCHEMA of DATABASE_URL)
+ *   BENCH_ADAPTER  memory (default) | redis | postgres (the PostgreSQL adapter, its tables in schema
+ *                  BENCH_STORE_SCHEMA of DATABASE_URL) | memory+pg-audit (memory, and the PostgreSQL
+ *                  audit log in schema BENCH_AUDIT_SCHEMA of DATABASE_URL)
  *   REDIS_URL      default redis://127.0.0.1:6379
  *   BENCH_PREFIX   Redis key prefix (run.ts passes a unique one and deletes its keys afterwards)
+ *   BENCH_DEPLOYMENT  1: the provider as a deployment runs it (bench/deployment.ts)
  *
  * Started by hand (`node build/bench/server.js`) it prints its base URL; under
  * fork() it also reports it over IPC, answers `stats` (CPU time, memory, the
@@ -17,14 +19,18 @@ import { writeFile } from 'node:fs/promises';
 import { Session } from 'node:inspector/promises';
 import { createMemoryAdapter, type MemoryAdapterClass } from '../lib/index.js';
 import { createRedisAdapter, type RedisAdapterClass } from '../lib/adapters/redis.js';
+import { createPostgresAdapter, type PostgresAdapterClass } from '../lib/adapters/postgres.js';
 import { createPostgresAuditLog } from '../lib/audit-postgres/index.js';
 import { startProvider } from '../test/support/provider.js';
-import type { ParentMessage, ServerMessage, ServerStats } from './protocol.js';
+import { deploymentSetup } from './deployment.js';
+import type { AdapterKind, ParentMessage, ServerMessage, ServerStats } from './protocol.js';
 
-const kind = process.env['BENCH_ADAPTER'] === 'redis' ? 'redis' : 'memory';
+const DATABASE_URL = process.env['DATABASE_URL'] ?? 'postgres://postgres@127.0.0.1:5432/test';
+const kind: AdapterKind = process.env['BENCH_ADAPTER'] === 'redis' || process.env['BENCH_ADAPTER'] === 'postgres'
+  ? process.env['BENCH_ADAPTER'] : 'memory';
 const auditLog = process.env['BENCH_ADAPTER'] === 'memory+pg-audit'
   ? createPostgresAuditLog({
-    connectionString: process.env['DATABASE_URL'] ?? 'postgres://postgres@127.0.0.1:5432/test',
+    connectionString: DATABASE_URL,
     schema: process.env['BENCH_AUDIT_SCHEMA']!,
   })
   : undefined;
@@ -32,6 +38,7 @@ const evicted: Record<string, number> = {};
 
 let memory: MemoryAdapterClass | undefined;
 let redis: RedisAdapterClass | undefined;
+let postgres: PostgresAdapterClass | undefined;
 if (kind === 'memory') {
   // A full run creates some 150,000 subject tokens, each kept 6 minutes (60 s and a
   // 5-minute tombstone): above the default bound of 100,000, which would evict live
@@ -40,6 +47,10 @@ if (kind === 'memory') {
     max: Number(process.env['BENCH_MEMORY_MAX'] ?? 1_000_000),
     onEvict: (model) => { evicted[model] = (evicted[model] ?? 0) + 1; },
   });
+} else if (kind === 'postgres') {
+  postgres = createPostgresAdapter({ connectionString: DATABASE_URL, schema: process.env['BENCH_STORE_SCHEMA']! });
+  // As a deployment starts: the tables exist before the first request.
+  await postgres.migrate();
 } else {
   redis = createRedisAdapter({
     url: process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379',
@@ -47,7 +58,12 @@ if (kind === 'memory') {
   });
 }
 
-const tp = await startProvider({ adapter: (memory ?? redis)!, ...(auditLog ? { plugin: { auditLog } } : {}) });
+const deployment = process.env['BENCH_DEPLOYMENT'] === '1' ? deploymentSetup() : undefined;
+const tp = await startProvider({
+  adapter: (memory ?? redis ?? postgres)!,
+  plugin: { ...deployment?.plugin, ...(auditLog ? { auditLog } : {}) },
+});
+deployment?.listen(tp.provider);
 
 function send(message: ServerMessage): void {
   process.send?.(message);
@@ -56,7 +72,9 @@ function send(message: ServerMessage): void {
 async function shutdown(): Promise<void> {
   await tp.close();
   await redis?.disconnect();
+  await postgres?.disconnect();
   await auditLog?.close();
+  await deployment?.close();
   // Exiting (not being killed) lets --cpu-prof write its profile.
   process.exit(0);
 }

@@ -9,8 +9,13 @@ import Router from '@koa/router';
 import { createRemoteJWKSet } from 'jose';
 import { createImpersonationVerifier } from '../lib/resource-server/index.js';
 import Koa from 'koa';
-import { closeServer, escapeHtml, HttpError, listen, page, portOf, readJson, serve } from './http.js';
+import {
+  basic, closeServer, escapeHtml, HttpError, jsonOf, listen, page, portOf, readJson, serve,
+} from './http.js';
 import { consolePage, type ConsoleConfig } from './console-page.js';
+import { accountRoutes } from './account.js';
+import type { TrailEvent } from './activity.js';
+import { customerRoutes } from './customer-api.js';
 import { createTokenCheck } from './resource-api.js';
 import { API_RESOURCE, CLIENTS, demoSecrets, type DemoSecrets } from './seed.js';
 
@@ -33,6 +38,8 @@ export interface BackendOptions {
   managementResource?: string;
   /** Default `subject-tokens:create`. */
   managementScope?: string;
+  /** The impersonation sessions of the Management API. Default: /api/impersonations at the issuer's origin. */
+  sessionsUrl?: string;
   secrets?: DemoSecrets;
   /** Bound on every call to the identity service, milliseconds. Default 5000. */
   timeoutMs?: number;
@@ -60,10 +67,17 @@ interface ImpersonationRequest {
   userId: string;
   reason: string;
   ticketId: string;
+  /** `edit` asks for an impersonation that may change the customer's data (profile:write). */
+  access: 'read' | 'edit';
 }
 
 const SUPPORT_ROLE = 'support';
-const MAX_FIELD = { userId: 256, reason: 500, ticketId: 100 } as const;
+const READ_SCOPE = 'impersonations:read';
+const REVOKE_SCOPE = 'impersonations:revoke';
+const MAX_FIELD = { userId: 256, reason: 500, ticketId: 100, access: 4 } as const;
+const SESSION_ID = /^imp_[A-Za-z0-9_-]{1,100}$/;
+/** How the backend words the revocation reason of a stop, so that it can say later who stopped it. */
+const STOPPED_BY = 'stopped in the support console by ';
 
 export async function startBackend(options: BackendOptions): Promise<Backend> {
   const server = options.server ?? await listen(options.port ?? 3001, options.bindAddress);
@@ -77,7 +91,9 @@ export async function startBackend(options: BackendOptions): Promise<Backend> {
     introspection: `${issuer}/token/introspection`,
     jwks: `${issuer}/jwks`,
     management: options.managementUrl ?? `${identityOrigin}/api/subject-tokens`,
+    sessions: options.sessionsUrl ?? `${identityOrigin}/api/impersonations`,
   };
+  const users = new Map((options.secrets ?? demoSecrets()).users.map((user) => [user.id, user]));
   const managementResource = options.managementResource ?? `${identityOrigin}/api`;
   const managementScope = options.managementScope ?? 'subject-tokens:create';
   const secrets = options.secrets ?? demoSecrets();
@@ -102,7 +118,7 @@ export async function startBackend(options: BackendOptions): Promise<Backend> {
         authorization: basic(CLIENTS.backend, secrets.backendClientSecret),
         'content-type': 'application/x-www-form-urlencoded',
       },
-      body: new URLSearchParams({ grant_type: 'client_credentials', resource: managementResource, scope: managementScope }),
+      body: new URLSearchParams({ grant_type: 'client_credentials', resource: managementResource, scope: `${managementScope} ${READ_SCOPE} ${REVOKE_SCOPE}` }),
     });
     const body = await jsonOf(response);
     if (!response.ok || typeof body?.['access_token'] !== 'string' || typeof body['expires_in'] !== 'number') {
@@ -158,7 +174,7 @@ export async function startBackend(options: BackendOptions): Promise<Backend> {
     // token that leaks can be redeemed only there, and only with their own token.
     const body = JSON.stringify({
       userId: request.userId,
-      context: { ticketId: request.ticketId, reason: request.reason, supportEngineerId: actor.sub },
+      context: { ticketId: request.ticketId, reason: request.reason, supportEngineerId: actor.sub, access: request.access },
       actorId: actor.sub,
       clientId: actor.clientId,
     });
@@ -196,6 +212,43 @@ export async function startBackend(options: BackendOptions): Promise<Backend> {
     }
   }
 
+  /** A call of the Management API with the M2M token, fetched again once if it was refused. */
+  async function management(method: 'GET' | 'DELETE', target: string, body?: unknown): Promise<{ status: number; body: Record<string, unknown> | undefined }> {
+    for (let attempt = 0; ; attempt += 1) {
+      const token = await m2m.get();
+      const response = await call(target, {
+        method,
+        headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      });
+      if (response.status === 401 && attempt === 0) {
+        m2m.invalidate();
+        continue;
+      }
+      if (response.status >= 500 || response.status === 401) {
+        log(`[backend] Management API ${method} ${new URL(target).pathname} answered ${response.status}`);
+        throw new HttpError(502, 'bad_gateway', `the Management API answered ${response.status}`);
+      }
+      return { status: response.status, body: response.status === 204 ? undefined : await jsonOf(response) };
+    }
+  }
+
+  /** The session, if this engineer started it; 404 otherwise (others' sessions are not theirs to see). */
+  async function ownSession(actor: Actor, id: unknown): Promise<Record<string, unknown>> {
+    if (typeof id !== 'string' || !SESSION_ID.test(id)) throw new HttpError(400, 'invalid_request', 'sessionId is not an impersonation session id');
+    const found = await management('GET', `${endpoints.sessions}/${id}`);
+    if (found.status !== 200 || found.body?.['actor'] !== actor.sub) throw new HttpError(404, 'not_found', 'you have no impersonation with this id');
+    return found.body;
+  }
+
+  async function supportActor(ctx: Koa.Context): Promise<Actor> {
+    const actor = await authenticateActor(ctx);
+    if (!actor.roles.includes(SUPPORT_ROLE)) {
+      throw new HttpError(403, 'access_denied', `${actor.sub} is not support staff and may not impersonate users`);
+    }
+    return actor;
+  }
+
   const consoleConfig: ConsoleConfig = {
     issuer,
     clientId: CLIENTS.console,
@@ -207,6 +260,8 @@ export async function startBackend(options: BackendOptions): Promise<Backend> {
     postLogoutRedirectUri: `${url}/`,
     resource: API_RESOURCE,
     scope: 'profile:read',
+    editScope: 'profile:read profile:write',
+    accountUrl: `${url}/account`,
   };
   const consoleScript = await readFile(new URL('./browser/console.js', import.meta.url), 'utf8');
   const webLogins = new Map<string, { verifier: string; expires: number }>();
@@ -232,10 +287,7 @@ export async function startBackend(options: BackendOptions): Promise<Backend> {
 
   router.post('/api/request-impersonation', async (ctx) => {
     ctx.set('Cache-Control', 'no-store');
-    const actor = await authenticateActor(ctx);
-    if (!actor.roles.includes(SUPPORT_ROLE)) {
-      throw new HttpError(403, 'access_denied', `${actor.sub} is not support staff and may not impersonate users`);
-    }
+    const actor = await supportActor(ctx);
     const request = parseImpersonationRequest(await readJson(ctx));
     if (request.userId === actor.sub) throw new HttpError(400, 'invalid_request', 'you cannot impersonate yourself');
     const { status, body } = await createSubjectToken(request, actor);
@@ -268,6 +320,52 @@ export async function startBackend(options: BackendOptions): Promise<Backend> {
       impersonation_context: payload['impersonation_context'] ?? null,
       expires_at: new Date(payload.exp * 1000).toISOString(),
     };
+  });
+
+  // Stop: the engineer's own impersonation is revoked through the Management API; the resource API refuses its token at once.
+  router.post('/api/stop-impersonation', async (ctx) => {
+    ctx.set('Cache-Control', 'no-store');
+    const actor = await supportActor(ctx);
+    const body = await readJson(ctx) as Record<string, unknown> | null;
+    const session = await ownSession(actor, body?.['sessionId']);
+    if (session['state'] === 'active') {
+      const revoked = await management('DELETE', `${endpoints.sessions}/${String(session['id'])}`, { reason: `${STOPPED_BY}${actor.sub}` });
+      if (revoked.status !== 204) throw new HttpError(502, 'bad_gateway', `the Management API answered ${revoked.status}`);
+      log(`[backend] ${actor.sub} stopped impersonation ${String(session['id'])}`);
+    }
+    ctx.status = 204;
+  });
+
+  // What became of an impersonation, in words the console can show: active, expired, or stopped by whom.
+  router.get('/api/impersonation-status', async (ctx) => {
+    ctx.set('Cache-Control', 'no-store');
+    const actor = await supportActor(ctx);
+    const session = await ownSession(actor, ctx.query['sessionId']);
+    const reason = typeof session['revocationReason'] === 'string' ? session['revocationReason'] : '';
+    const stopper = reason.startsWith(STOPPED_BY) ? reason.slice(STOPPED_BY.length) : undefined;
+    ctx.body = {
+      state: session['state'],
+      expiresAt: session['expiresAt'],
+      ...(session['state'] === 'revoked' ? {
+        stoppedBy: stopper ? users.get(stopper)?.name ?? stopper : `the support team's administration (${String(session['revokedBy'])})`,
+        ...(reason && !stopper ? { reason } : {}),
+      } : {}),
+    };
+  });
+
+  const customers = customerRoutes(router, verifyRequest, log);
+  accountRoutes(router, {
+    url,
+    endpoints,
+    secrets,
+    users,
+    call,
+    changesOf: customers.changesOf,
+    trailOf: async (subject) => {
+      const answer = await management('GET', `${endpoints.sessions}/events?${new URLSearchParams({ subject, limit: '100' })}`);
+      if (answer.status !== 200 || !Array.isArray(answer.body?.['items'])) throw new HttpError(502, 'bad_gateway', `the audit trail answered ${answer.status}`);
+      return answer.body['items'] as TrailEvent[];
+    },
   });
 
   // The confidential web client: a server-side sign-in that shows the actor token, for the curl walk-through.
@@ -391,36 +489,24 @@ class M2mTokenCache {
 
 function parseImpersonationRequest(body: unknown): ImpersonationRequest {
   if (typeof body !== 'object' || body === null || Array.isArray(body)) {
-    throw new HttpError(400, 'invalid_request', 'the body must be a JSON object with userId, reason and ticketId');
+    throw new HttpError(400, 'invalid_request', 'the body must be a JSON object with userId, reason and ticketId (and access: read or edit)');
   }
   const fields = body as Record<string, unknown>;
   const unknown = Object.keys(fields).filter((name) => !(name in MAX_FIELD));
   if (unknown.length) throw new HttpError(400, 'invalid_request', `unknown field: ${unknown.join(', ')}`);
-  const read = (name: keyof typeof MAX_FIELD): string => {
+  const read = (name: 'userId' | 'reason' | 'ticketId'): string => {
     const value = fields[name];
     if (typeof value !== 'string' || !value.trim()) throw new HttpError(400, 'invalid_request', `${name} is required (a non-empty string)`);
     if (value.length > MAX_FIELD[name]) throw new HttpError(400, 'invalid_request', `${name} is longer than ${MAX_FIELD[name]} characters`);
     return value.trim();
   };
-  return { userId: read('userId'), reason: read('reason'), ticketId: read('ticketId') };
+  const access = fields['access'] ?? 'read';
+  if (access !== 'read' && access !== 'edit') throw new HttpError(400, 'invalid_request', 'access must be read or edit');
+  return { userId: read('userId'), reason: read('reason'), ticketId: read('ticketId'), access };
 }
 
 function bearer(header: string): string | undefined {
   return /^Bearer +([A-Za-z0-9\-._~+/]+=*) *$/i.exec(header)?.[1];
-}
-
-/** RFC 6749 2.3.1: id and secret are form-encoded before they are joined. */
-function basic(id: string, secret: string): string {
-  return `Basic ${Buffer.from(`${encodeURIComponent(id)}:${encodeURIComponent(secret)}`).toString('base64')}`;
-}
-
-async function jsonOf(response: Response): Promise<Record<string, unknown> | undefined> {
-  try {
-    const value = await response.json() as unknown;
-    return typeof value === 'object' && value !== null && !Array.isArray(value) ? value as Record<string, unknown> : undefined;
-  } catch {
-    return undefined;
-  }
 }
 
 function webTokenPage(sub: string, accessToken: string, expiresIn: number): string {

@@ -13,11 +13,21 @@ export interface ConsoleConfig {
   postLogoutRedirectUri: string;
   /** The resource the impersonation token is for. */
   resource: string;
-  /** The scope asked for in the exchange. */
+  /** The scope asked for in the exchange: reading, and reading and changing. */
   scope: string;
+  editScope: string;
+  /** Where a customer sees their own account. */
+  accountUrl: string;
 }
 
 const CONSOLE_STYLE = `
+.banner { background: #fff4e5; border-bottom: 3px solid #b54708; color: #7a2e0e; padding: 10px 24px; display: flex; align-items: center; gap: 16px; flex-wrap: wrap; }
+.banner p { margin: 0; flex: 1; font-size: 15px; }
+.banner button { margin: 0; background: #b42318; }
+.notice { border: 1px solid #abefc6; background: var(--ok-bg); color: var(--ok); border-radius: 6px; padding: 10px 14px; margin: 12px 0; }
+.error p { margin: 0; }
+.error .code { font-size: 12px; color: #7a271a; margin-top: 4px; font-family: ui-monospace, Menlo, monospace; }
+.error button { margin-top: 8px; }
 .steps { list-style: none; padding: 0; margin: 0; }
 .steps li { padding: 6px 0 6px 28px; position: relative; }
 .steps li::before { position: absolute; left: 0; width: 20px; text-align: center; }
@@ -27,6 +37,11 @@ const CONSOLE_STYLE = `
 .row { display: grid; grid-template-columns: 1fr 1fr; gap: 0 16px; }
 .badge { display: inline-block; padding: 2px 8px; border-radius: 10px; background: #e0e8f9; font-size: 12px; font-weight: 600; }
 .countdown.expired { color: var(--bad); font-weight: 600; }
+dl.profile { display: grid; grid-template-columns: 170px 1fr; gap: 4px 12px; margin: 0; }
+dl.profile dt { color: var(--muted); font-weight: 600; }
+dl.profile dd { margin: 0; }
+.card h3 { font-size: 15px; margin: 20px 0 8px; }
+details.protocol > summary { cursor: pointer; font-weight: 600; }
 [hidden] { display: none !important; }
 `;
 
@@ -38,8 +53,17 @@ export function consolePage(config: ConsoleConfig): string {
   <span class="who" id="signed-in-user" hidden></span>
   <button class="secondary" id="sign-out" type="button" hidden style="margin: 0">Sign out</button>
 </header>
+<div class="banner" id="acting-banner" role="status" hidden>
+  <p>Acting as <strong id="banner-customer"></strong> · ticket <strong id="banner-ticket"></strong> · <span id="banner-time"></span></p>
+  <button id="stop" type="button">Stop impersonating</button>
+</div>
 <main>
-  <div class="error" id="error" role="alert" hidden></div>
+  <div class="error" id="error" role="alert" hidden>
+    <p id="error-message"></p>
+    <p class="code" id="error-code"></p>
+    <button id="error-action" type="button" hidden>Sign in again</button>
+  </div>
+  <div class="notice" id="notice" role="status" hidden></div>
 
   <section class="card" id="sign-in-card" hidden>
     <h2>Sign in</h2>
@@ -48,10 +72,16 @@ export function consolePage(config: ConsoleConfig): string {
     <button id="sign-in" type="button">Sign in</button>
   </section>
 
+  <section class="card" id="not-support-card" hidden>
+    <h2>This console is for support staff</h2>
+    <p>Your account has no access to other customers' accounts. To see who from support accessed
+    your own account, open <a href="${escapeHtml(config.accountUrl)}">your account's activity</a>.</p>
+  </section>
+
   <section class="card" id="impersonate-card" hidden>
-    <h2>Impersonate a user</h2>
+    <h2>Act as a customer</h2>
     <form id="impersonate-form">
-      <label for="user">User</label>
+      <label for="user">Customer (login)</label>
       <input id="user" name="user" required placeholder="bob" autocomplete="off" spellcheck="false">
       <div class="row">
         <div>
@@ -67,32 +97,63 @@ export function consolePage(config: ConsoleConfig): string {
     </form>
   </section>
 
-  <section class="card" id="progress-card" hidden>
-    <h2>Flow</h2>
-    <ol class="steps" id="steps"></ol>
+  <section class="card" id="customer-card" hidden aria-labelledby="customer-title">
+    <h2 id="customer-title"></h2>
+    <p class="muted" id="customer-access"></p>
+    <dl class="profile">
+      <dt>Name</dt><dd id="profile-name"></dd>
+      <dt>Email</dt><dd id="profile-email"></dd>
+      <dt>Plan</dt><dd id="profile-plan"></dd>
+      <dt>Customer since</dt><dd id="profile-since"></dd>
+      <dt>Shipping address</dt><dd id="profile-address"></dd>
+    </dl>
+    <button class="secondary" id="edit-address" type="button">Edit shipping address</button>
+    <form id="address-form" hidden>
+      <label for="address-line1">Street</label>
+      <input id="address-line1" name="line1" required autocomplete="off">
+      <div class="row">
+        <div><label for="address-city">City</label><input id="address-city" name="city" required autocomplete="off"></div>
+        <div><label for="address-postcode">Postcode</label><input id="address-postcode" name="postcode" required autocomplete="off"></div>
+      </div>
+      <label for="address-country">Country</label>
+      <input id="address-country" name="country" required autocomplete="off">
+      <button id="save-address" type="submit">Save address</button>
+      <button class="secondary" id="cancel-address" type="button">Cancel</button>
+    </form>
+    <h3>Orders</h3>
+    <table id="orders"><thead><tr><th scope="col">Order</th><th scope="col">Placed on</th><th scope="col">Items</th><th scope="col">Total</th><th scope="col">Status</th></tr></thead><tbody></tbody></table>
+    <h3>Invoices</h3>
+    <table id="invoices"><thead><tr><th scope="col">Invoice</th><th scope="col">Issued on</th><th scope="col">Amount</th><th scope="col">Status</th></tr></thead><tbody></tbody></table>
   </section>
 
-  <section class="card" id="token-card" hidden>
-    <h2>Impersonation access token</h2>
-    <table>
-      <tr><th>sub (acting as)</th><td><code id="claim-sub"></code></td></tr>
-      <tr><th>act (actor)</th><td><code id="claim-act"></code></td></tr>
-      <tr><th>aud (resource)</th><td><code id="claim-aud"></code></td></tr>
-      <tr><th>scope</th><td><code id="claim-scope"></code></td></tr>
-      <tr><th>impersonation_context</th><td><pre id="claim-context"></pre></td></tr>
-      <tr><th>exp</th><td><span class="countdown" id="claim-exp"></span></td></tr>
-    </table>
-    <details>
-      <summary class="muted">All claims</summary>
-      <pre id="claims-raw"></pre>
-    </details>
-  </section>
-
-  <section class="card" id="api-card" hidden>
-    <h2>Demo resource API <span class="badge">GET /api/me</span></h2>
-    <p id="api-message"></p>
-    <pre id="api-answer"></pre>
-  </section>
+  <details class="card protocol" id="details">
+    <summary>Details (the protocol, for developers)</summary>
+    <section id="progress-card" hidden>
+      <h2>Flow</h2>
+      <ol class="steps" id="steps"></ol>
+    </section>
+    <section id="token-card" hidden>
+      <h2>Impersonation access token</h2>
+      <table>
+        <tr><th scope="row">sub (acting as)</th><td><code id="claim-sub"></code></td></tr>
+        <tr><th scope="row">act (actor)</th><td><code id="claim-act"></code></td></tr>
+        <tr><th scope="row">aud (resource)</th><td><code id="claim-aud"></code></td></tr>
+        <tr><th scope="row">scope</th><td><code id="claim-scope"></code></td></tr>
+        <tr><th scope="row">impersonation_context</th><td><pre id="claim-context"></pre></td></tr>
+        <tr><th scope="row">exp</th><td><span class="countdown" id="claim-exp"></span></td></tr>
+      </table>
+      <details>
+        <summary class="muted">All claims</summary>
+        <pre id="claims-raw"></pre>
+      </details>
+    </section>
+    <section id="api-card" hidden>
+      <h2>Demo resource API <span class="badge">GET /api/me</span></h2>
+      <p id="api-message"></p>
+      <pre id="api-answer"></pre>
+    </section>
+    <p class="muted" id="details-empty">Nothing yet: impersonate a customer to see the token exchange step by step.</p>
+  </details>
 </main>
 <script type="application/json" id="config">${json}</script>
 <script type="module" src="/console.js"></script>`, `<style>${CONSOLE_STYLE}</style>`);

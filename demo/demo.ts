@@ -1,4 +1,5 @@
 import type { AdapterSource } from '../lib/adapters/contract.js';
+import { createMemoryAuditLog, type AuditSink } from '../lib/index.js';
 import { startBackend, type Backend, type BackendOptions } from './backend.js';
 import { closeServer, listen, LOOPBACK, portOf } from './http.js';
 import { startIdentityService, type IdentityService } from './identity-service.js';
@@ -17,6 +18,10 @@ export interface DemoOptions {
   secrets?: DemoSecrets;
   /** The identity service's adapter (e.g. Redis, so that two demo instances share state). */
   adapter?: AdapterSource;
+  /** The audit trail (e.g. `createPostgresAuditLog()`). Default: in memory, with the same chain and verify(). */
+  auditLog?: AuditSink;
+  /** How recent the engineer's sign-in must be for an impersonation, seconds. Default 300. */
+  actorMaxAge?: number;
   log?: (line: string) => void;
   /** Overrides for the backend (e.g. a Management API address that is down). */
   backend?: Partial<Pick<BackendOptions, 'managementUrl' | 'timeoutMs'>>;
@@ -24,6 +29,7 @@ export interface DemoOptions {
 
 export interface Demo {
   identity: IdentityService;
+  auditLog: AuditSink;
   backend: Backend;
   close(): Promise<void>;
 }
@@ -46,6 +52,7 @@ export async function startDemo(options: DemoOptions = {}): Promise<Demo> {
   try {
     const secrets = options.secrets ?? demoSecrets();
     const log = options.log ?? (() => {});
+    const auditLog = options.auditLog ?? createMemoryAuditLog();
     const identity = await startIdentityService({
       server: identityServer,
       hostname,
@@ -53,6 +60,8 @@ export async function startDemo(options: DemoOptions = {}): Promise<Demo> {
       ...(options.subjectTokenTTL === undefined ? {} : { subjectTokenTTL: options.subjectTokenTTL }),
       secrets,
       ...(options.adapter ? { adapter: options.adapter } : {}),
+      auditLog,
+      ...(options.actorMaxAge === undefined ? {} : { actorMaxAge: options.actorMaxAge }),
       log,
     });
     const backend = await startBackend({
@@ -68,6 +77,7 @@ export async function startDemo(options: DemoOptions = {}): Promise<Demo> {
     });
     return {
       identity,
+      auditLog,
       backend,
       close: async () => {
         await Promise.all([backend.close(), identity.close()]);

@@ -85,6 +85,20 @@ export function escapeHtml(value: unknown): string {
     .replace(/'/g, '&#39;');
 }
 
+/** RFC 6749 2.3.1: id and secret are form-encoded before they are joined. */
+export function basic(id: string, secret: string): string {
+  return `Basic ${Buffer.from(`${encodeURIComponent(id)}:${encodeURIComponent(secret)}`).toString('base64')}`;
+}
+
+export async function jsonOf(response: Response): Promise<Record<string, unknown> | undefined> {
+  try {
+    const value = await response.json() as unknown;
+    return typeof value === 'object' && value !== null && !Array.isArray(value) ? value as Record<string, unknown> : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 /** Shared look of the demo's server-rendered pages. */
 export const STYLE = `
 :root { color-scheme: light; --fg: #1f2933; --muted: #616e7c; --line: #d9e2ec; --accent: #2f6fdb; --bad: #b42318; --bad-bg: #fef3f2; --ok: #067647; --ok-bg: #ecfdf3; }

@@ -10,7 +10,7 @@ import type http from 'node:http';
 import Router from '@koa/router';
 import Koa from 'koa';
 import Provider, { errors, type Account, type Configuration, type Interaction, type JWKS } from 'oidc-provider';
-import { createImpersonation, EVENTS, TOKEN_EXCHANGE_GRANT, type Impersonation } from '../lib/index.js';
+import { createImpersonation, EVENTS, TOKEN_EXCHANGE_GRANT, type AuditSink, type Impersonation } from '../lib/index.js';
 import {
   closeServer, escapeHtml, HttpError, listen, page, portOf, readForm, serve,
 } from './http.js';
@@ -32,6 +32,13 @@ export interface IdentityServiceOptions {
   secrets?: DemoSecrets;
   /** The provider's adapter, shared with the subject-token store. Default: the plugin's memory adapter. */
   adapter?: AdapterSource;
+  /** The audit trail: every impersonation is recorded there before its token goes out. */
+  auditLog: AuditSink;
+  /**
+   * How recent the engineer's sign-in must be for an exchange, seconds
+   * (the plugin's actorAuthentication). Default 300.
+   */
+  actorMaxAge?: number;
   /** Where audit events and errors go. Default: nowhere. */
   log?: (line: string) => void;
 }
@@ -52,6 +59,8 @@ export interface IdentityService {
 }
 
 const OIDC_PREFIX = '/oidc';
+const DEFAULT_ACTOR_MAX_AGE = 300;
+const WRITE_SCOPE = 'profile:write';
 
 export async function startIdentityService(options: IdentityServiceOptions): Promise<IdentityService> {
   const server = options.server ?? await listen(options.port ?? 3000, options.bindAddress);
@@ -70,6 +79,13 @@ export async function startIdentityService(options: IdentityServiceOptions): Pro
       ? { reason: `${subject} is protected from impersonation` }
       : true),
     // The sample function of the spec (2.7).
+    auditLog: options.auditLog,
+    // Impersonation needs a recent sign-in of the engineer (step-up, RFC 9470).
+    actorAuthentication: { maxAge: options.actorMaxAge ?? DEFAULT_ACTOR_MAX_AGE },
+    // Changes need an impersonation asked for them: any other is narrowed to reading.
+    canExchange: ({ scope, context }) => (scope.includes(WRITE_SCOPE) && context['access'] !== 'edit'
+      ? { scope: scope.filter((name) => name !== WRITE_SCOPE) }
+      : true),
     getCustomJwtClaims: ({ context }) => {
       if (context.grant.type !== TOKEN_EXCHANGE_GRANT) return {};
       const { ticketId, reason, supportEngineerId } = context.grant.subjectTokenContext;
@@ -100,6 +116,15 @@ export async function startIdentityService(options: IdentityServiceOptions): Pro
         grant_types: ['authorization_code', TOKEN_EXCHANGE_GRANT],
         response_types: ['code'],
         redirect_uris: [`${options.backendOrigin}/web/callback`],
+      },
+      {
+        client_id: CLIENTS.account,
+        client_name: 'Your account',
+        client_secret: secrets.accountClientSecret,
+        token_endpoint_auth_method: 'client_secret_basic',
+        grant_types: ['authorization_code'],
+        response_types: ['code'],
+        redirect_uris: [`${options.backendOrigin}/account/callback`],
       },
       {
         client_id: CLIENTS.backend,

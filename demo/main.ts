@@ -2,9 +2,11 @@
  * `npm run demo`: the identity service on PORT (3000) and the integrator
  * backend with the support console on BACKEND_PORT (3001), in one process.
  */
-import { createRedisAdapter } from '../lib/adapters/redis.js';
+import { createPostgresAuditLog } from '../lib/audit-postgres/index.js';
+import { createMemoryAuditLog } from '../lib/index.js';
 import { startDemo } from './demo.js';
 import { demoSecrets } from './seed.js';
+import { demoStore } from './store.js';
 
 function port(name: string, fallback: number): number {
   const raw = process.env[name];
@@ -23,24 +25,44 @@ function seconds(name: string): number | undefined {
 }
 
 const secrets = demoSecrets();
-// With REDIS_URL the provider and the subject tokens live in Redis, shared by every demo instance.
-const redisUrl = process.env['REDIS_URL'];
-const adapter = redisUrl ? createRedisAdapter({ url: redisUrl, keyPrefix: 'demo:' }) : undefined;
+// With REDIS_URL, or else DATABASE_URL, the provider and the subject tokens live there, shared by every demo instance.
+const { adapter, description: storeDescription } = demoStore(process.env);
+// With DATABASE_URL the audit trail is kept in PostgreSQL; otherwise in memory, chained and verified the same way.
+const databaseUrl = process.env['DATABASE_URL'];
+const auditLog = databaseUrl ? createPostgresAuditLog({ connectionString: databaseUrl }) : createMemoryAuditLog();
 const subjectTokenTTL = seconds('SUBJECT_TOKEN_TTL');
-const demo = await startDemo({
-  identityPort: port('PORT', 3000),
-  backendPort: port('BACKEND_PORT', 3001),
-  ...(subjectTokenTTL === undefined ? {} : { subjectTokenTTL }),
-  secrets,
-  ...(adapter ? { adapter } : {}),
-  log: (line) => console.log(line),
-});
+const actorMaxAge = seconds('ACTOR_MAX_AGE');
+const identityPort = port('PORT', 3000);
+const backendPort = port('BACKEND_PORT', 3001);
+let demo;
+try {
+  demo = await startDemo({
+    identityPort,
+    backendPort,
+    ...(subjectTokenTTL === undefined ? {} : { subjectTokenTTL }),
+    ...(actorMaxAge === undefined ? {} : { actorMaxAge }),
+    secrets,
+    ...(adapter ? { adapter } : {}),
+    auditLog,
+    log: (line) => console.log(line),
+  });
+} catch (error) {
+  const { code, port: busy } = error as { code?: string; port?: number };
+  if (code !== 'EADDRINUSE' && code !== 'EACCES') throw error;
+  const variable = busy === backendPort ? 'BACKEND_PORT' : 'PORT';
+  console.error(`The demo cannot listen on port ${busy ?? '?'} (${code === 'EADDRINUSE' ? 'it is in use' : 'not allowed'}): `
+    + `stop what uses it, or choose another, e.g. ${variable}=${(busy ?? 3000) + 100} npm run demo`);
+  await adapter?.disconnect();
+  if ('close' in auditLog) await auditLog.close();
+  process.exit(1);
+}
 const { identity, backend } = demo;
 
 console.log(`
 Impersonation demo is running.
 
-  Support console     ${backend.url}/
+  Support console     ${backend.url}/  (sign in as alice)
+  Customer's account  ${backend.url}/account  (sign in as bob: who accessed the account)
   Identity service    ${identity.issuer}  (discovery: ${identity.issuer}/.well-known/openid-configuration)
   Management API      POST ${identity.managementUrl}
   Backend             POST ${backend.url}/api/request-impersonation
@@ -49,7 +71,8 @@ Impersonation demo is running.
 
   Users: ${secrets.users.map((user) => `${user.id} / ${user.password}${user.roles.includes('support') ? ' (support staff)' : ''}${user.impersonable ? '' : ' (not impersonable)'}`).join(', ')}
   Subject-token lifetime: ${identity.impersonation.options.subjectTokenTTL} s
-  Store: ${adapter ? `Redis at ${redisUrl} (prefix demo:)` : 'in memory'}
+  Store: ${storeDescription}
+  Audit trail: ${databaseUrl ? `PostgreSQL at ${new URL(databaseUrl).host} (table impersonation_audit)` : 'in memory (hash-chained; lost at exit)'}
 
 Open ${backend.url}/, sign in as alice, impersonate bob. Ctrl+C stops.
 `);
@@ -59,6 +82,6 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   process.on(signal, () => {
     if (stopping) process.exit(1);
     stopping = true;
-    demo.close().then(() => adapter?.disconnect()).then(() => process.exit(0), () => process.exit(1));
+    demo.close().then(() => adapter?.disconnect()).then(() => ('close' in auditLog ? auditLog.close() : undefined)).then(() => process.exit(0), () => process.exit(1));
   });
 }

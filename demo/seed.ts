@@ -11,6 +11,8 @@ export const CLIENTS = {
   console: 'support-console',
   web: 'support-web',
   backend: 'impersonation-backend',
+  /** The customers' own account pages (confidential, server-side sign-in). */
+  account: 'customer-account',
 } as const;
 
 export interface DemoUser {
@@ -30,6 +32,8 @@ export interface DemoSecrets {
   webClientSecret: string;
   /** Secret of the machine-to-machine client `impersonation-backend`. */
   backendClientSecret: string;
+  /** Secret of the customers' account pages, client `customer-account`. */
+  accountClientSecret: string;
 }
 
 type Env = Readonly<Record<string, string | undefined>>;
@@ -43,5 +47,48 @@ export function demoSecrets(env: Env = process.env): DemoSecrets {
     ],
     webClientSecret: env['SUPPORT_WEB_SECRET'] || 'support-web-secret',
     backendClientSecret: env['IMPERSONATION_BACKEND_SECRET'] || 'impersonation-backend-secret',
+    accountClientSecret: env['CUSTOMER_ACCOUNT_SECRET'] || 'customer-account-secret',
   };
+}
+
+export interface Address {
+  line1: string;
+  city: string;
+  postcode: string;
+  country: string;
+}
+
+/** What the demo resource API knows of a customer: their app's data, as they see it. */
+export interface CustomerRecord {
+  profile: { name: string; email: string; plan: string; memberSince: string; shippingAddress: Address };
+  orders: Array<{ id: string; placedOn: string; items: string; total: string; status: string }>;
+  invoices: Array<{ id: string; issuedOn: string; amount: string; status: string }>;
+}
+
+/** Fresh seed data of the demo customers (a copy: the API changes its own). */
+export function customerSeed(): Map<string, CustomerRecord> {
+  return new Map<string, CustomerRecord>([
+    ['bob', {
+      profile: {
+        name: 'Bob Brown', email: 'bob@example.com', plan: 'Business', memberSince: '2021-03-14',
+        shippingAddress: { line1: '12 Harbour Street', city: 'Bristol', postcode: 'BS1 4RW', country: 'United Kingdom' },
+      },
+      orders: [
+        { id: 'ORD-1042', placedOn: '2026-10-28', items: 'Standing desk, cable tray', total: '£489.00', status: 'Delivered' },
+        { id: 'ORD-1107', placedOn: '2026-11-15', items: 'Monitor arm', total: '£89.00', status: 'Shipped' },
+      ],
+      invoices: [
+        { id: 'INV-2026-0311', issuedOn: '2026-10-28', amount: '£489.00', status: 'Paid' },
+        { id: 'INV-2026-0388', issuedOn: '2026-11-15', amount: '£89.00', status: 'Due 2026-12-15' },
+      ],
+    }],
+    ['carol', {
+      profile: {
+        name: 'Carol Clark', email: 'carol@example.com', plan: 'Enterprise', memberSince: '2019-07-02',
+        shippingAddress: { line1: '4 Rue des Lilas', city: 'Lyon', postcode: '69003', country: 'France' },
+      },
+      orders: [{ id: 'ORD-0977', placedOn: '2026-09-30', items: 'Conference phone', total: '€320.00', status: 'Delivered' }],
+      invoices: [{ id: 'INV-2026-0290', issuedOn: '2026-09-30', amount: '€320.00', status: 'Paid' }],
+    }],
+  ]);
 }

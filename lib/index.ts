@@ -13,6 +13,12 @@ export { SUBJECT_TOKEN_PREFIX } from './subject-tokens/token.js';
 export { SUBJECT_TOKEN_MODEL } from './subject-tokens/store.js';
 export { createMemoryAdapter } from './adapters/memory.js';
 export type { MemoryAdapterClass, MemoryAdapterOptions, MemoryAdapterStats } from './adapters/memory.js';
-export type { AtomicAdapter, AtomicConsume } from './adapters/contract.js';
-export { createRedisAdapter, REDIS_CLIENT_OPTIONS } from './adapters/redis.js';
+export type {
+  AdapterSource, AtomicAdapter, AtomicConsume, ImpersonationAdapter, IndexEntry, SortedIndexes,
+} from './adapters/contract.js';
+export { createRedisAdapter, REDIS_CLIENT_OPTIONS, REDIS_CLUSTER_OPTIONS } from './adapters/redis.js';
 export type { RedisAdapterClass, RedisAdapterOptions } from './adapters/redis.js';
+export { createMemoryAuditLog } from './audit/memory.js';
+export type { AuditEntry, MemoryAuditLog, MemoryAuditLogOptions } from './audit/memory.js';
+export type { VerifyResult } from './audit/chain.js';
+export type { AuditQueryFilter, AuditSink } from './audit.js';

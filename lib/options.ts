@@ -1,5 +1,6 @@
 import type Koa from 'koa';
 import type { Account } from 'oidc-provider';
+import type { AdapterSource } from './adapters/contract.js';
 import type { AuditSink } from './audit.js';
 
 export type JsonPrimitive = string | number | boolean | null;
@@ -107,6 +108,13 @@ export interface ImpersonationOptions {
    * token and no impersonation token is handed out before its record is.
    */
   auditLog?: AuditSink;
+  /**
+   * Where subject tokens and impersonation sessions are kept, when not in the
+   * provider's own adapter: an adapter class or factory with `consumeOnce` and
+   * sorted indexes (`createMemoryAdapter()`, `createRedisAdapter()`). With it,
+   * the provider keeps any adapter of its own. Default: the provider's adapter.
+   */
+  store?: AdapterSource;
   /** Adds claims to the issued access token (spec 2.7). */
   getCustomJwtClaims?: CustomJwtClaimsFunction;
   /** How long `getCustomJwtClaims` may take, milliseconds. Default 2000. */
@@ -116,9 +124,9 @@ export interface ImpersonationOptions {
 }
 
 export type ResolvedOptions = Required<Omit<ImpersonationOptions,
-  'authenticateManagementRequest' | 'canImpersonate' | 'canExchange' | 'getCustomJwtClaims' | 'actorAuthentication' | 'auditLog'>>
+  'authenticateManagementRequest' | 'canImpersonate' | 'canExchange' | 'getCustomJwtClaims' | 'actorAuthentication' | 'auditLog' | 'store'>>
   & Pick<ImpersonationOptions,
-    'authenticateManagementRequest' | 'canImpersonate' | 'canExchange' | 'getCustomJwtClaims' | 'actorAuthentication' | 'auditLog'>;
+    'authenticateManagementRequest' | 'canImpersonate' | 'canExchange' | 'getCustomJwtClaims' | 'actorAuthentication' | 'auditLog' | 'store'>;
 
 const DEFAULTS = {
   managementScope: 'subject-tokens:create',
@@ -178,6 +186,9 @@ export function resolveOptions(input: ImpersonationOptions): ResolvedOptions {
   }
   if (options.auditLog !== undefined && typeof (options.auditLog as { append?: unknown })?.append !== 'function') {
     fail('auditLog', 'must have an append(name, event) method');
+  }
+  if (options.store !== undefined && typeof options.store !== 'function') {
+    fail('store', 'must be an adapter class or factory, as oidc-provider\'s adapter option takes');
   }
   const freshness = options.actorAuthentication;
   if (freshness !== undefined) {

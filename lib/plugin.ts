@@ -1,7 +1,7 @@
 import type Koa from 'koa';
 import type { Configuration, KoaContextWithOIDC, Provider, ResourceServer } from 'oidc-provider';
-import { hasAtomicConsume, hasSortedIndexes, instantiateAdapter } from './adapters/contract.js';
 import { createMemoryAdapter } from './adapters/memory.js';
+import { openPluginStore } from './adapters/plugin-store.js';
 import { errors } from './errors.js';
 import { ExchangeClaims } from './exchange/claims.js';
 import { stepUpDetails } from './exchange/freshness.js';
@@ -13,8 +13,8 @@ import { isolateManagementScopes } from './management/scope-isolation.js';
 import { managementScopes, resolveOptions, type ImpersonationOptions, type ResolvedOptions } from './options.js';
 import { providerAdapter, providerConfiguration } from './provider-internals.js';
 import { endWithActor } from './sessions/actor-end.js';
-import { SESSION_MODEL, SessionStore } from './sessions/store.js';
-import { SUBJECT_TOKEN_MODEL, SubjectTokenStore } from './subject-tokens/store.js';
+import { SessionStore } from './sessions/store.js';
+import { SubjectTokenStore } from './subject-tokens/store.js';
 
 const DEFAULT_SCOPES = ['openid', 'offline_access'];
 
@@ -33,8 +33,9 @@ export interface Impersonation {
   /**
    * Returns the provider configuration with what the plugin needs added:
    * resource indicators for the Management API, the `act` and custom claims in
-   * `extraTokenClaims`, and, when none is set, a memory adapter the provider and
-   * the subject-token store share. Pass the result to `new Provider()`.
+   * `extraTokenClaims`, and, when none is set, a memory adapter for the provider
+   * (which the plugin shares unless it has a `store` of its own). Pass the
+   * result to `new Provider()`.
    */
   configure(configuration: Configuration): Configuration;
   /** Registers the token-exchange grant and mounts the Management API on a provider built from `configure()`. */
@@ -43,6 +44,8 @@ export interface Impersonation {
 
 export function createImpersonation(input: ImpersonationOptions): Impersonation {
   const options = resolveOptions(input);
+  // Opened (and checked) now, so that a store unfit for the plugin fails at start-up, naming the option.
+  const ownStore = options.store && openPluginStore(options.store, 'store option');
   const claims = new ExchangeClaims();
   const configured = new WeakSet<object>();
 
@@ -79,20 +82,11 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
       if (!configured.has(configuration.extraTokenClaims as object)) {
         throw new TypeError('build the Provider from impersonation.configure(configuration) before install()');
       }
-      const adapter = instantiateAdapter(providerAdapter(provider), SUBJECT_TOKEN_MODEL);
-      if (!hasAtomicConsume(adapter)) {
-        throw new TypeError('the provider\'s adapter has no consumeOnce(id): subject tokens need an atomic consume '
-          + 'to be single-use (see "Adapters" in the README); use createMemoryAdapter(), the Redis adapter, or add it');
-      }
-      const sessionAdapter = instantiateAdapter(providerAdapter(provider), SESSION_MODEL);
-      if (!hasAtomicConsume(sessionAdapter) || !hasSortedIndexes(sessionAdapter)) {
-        throw new TypeError('the provider\'s adapter has no sorted indexes (indexAdd, indexRemove, indexRange): '
-          + 'impersonation sessions are listed and revoked through them (see "Adapters" in the README); '
-          + 'use createMemoryAdapter(), the Redis adapter, or add them');
-      }
+      // Without a store of its own, the plugin's records live in the provider's adapter, which must then be fit for them.
+      const pluginStore = ownStore || openPluginStore(providerAdapter(provider), 'provider adapter');
       isolateManagementScopes(provider, managementScopes(options));
-      const store = new SubjectTokenStore(adapter);
-      const sessions = new SessionStore(sessionAdapter);
+      const store = new SubjectTokenStore(pluginStore.subjectTokens);
+      const sessions = new SessionStore(pluginStore.sessions);
       provider.registerGrantType(
         TOKEN_EXCHANGE_GRANT,
         createExchangeHandler({ options, store, sessions, claims }),

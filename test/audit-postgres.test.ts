@@ -5,7 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
 import pg from 'pg';
 import { createPostgresAuditLog, type PostgresAuditLog } from '../lib/audit-postgres/index.js';
-import { canonicalContent, rowFromContent, rowHash } from '../lib/audit-postgres/chain.js';
+import { canonicalContent, rowFromContent, rowHash } from '../lib/audit/chain.js';
 import { EVENTS } from '../lib/index.js';
 import { DATABASE_URL, testSchema } from './support/postgres.js';
 import { API, CLIENTS, OPAQUE_API, READ_SCOPE, REVOKE_SCOPE, startProvider, type TestProvider } from './support/provider.js';

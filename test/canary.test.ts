@@ -9,7 +9,7 @@
 import { randomBytes } from 'node:crypto';
 import { expect } from 'chai';
 import type Koa from 'koa';
-import { canonicalContent, rowOf } from '../lib/audit-postgres/chain.js';
+import { canonicalContent, rowOf } from '../lib/audit/chain.js';
 import { EVENTS } from '../lib/index.js';
 import { startDemo, type Demo } from '../demo/demo.js';
 import { DpopKey } from './support/dpop.js';

@@ -4,23 +4,10 @@ import {
   API, CLIENTS, OPAQUE_API, READ_SCOPE, REVOKE_SCOPE, startProvider, type TestProvider,
 } from './support/provider.js';
 import {
-  ACCESS_TOKEN, decodeJwt, exchange, expectError, introspect, logout, managementRequest, m2mToken, subjectToken, userAccessToken, userSignIn, type Reply,
+  ACCESS_TOKEN, apiRequest as call, decodeJwt, exchange, expectError, introspect, logout, managementRequest, m2mToken, subjectToken, userAccessToken, userSignIn, type Reply,
 } from './support/http.js';
 
 const SESSIONS = '/api/impersonations';
-
-async function call(tp: TestProvider, method: string, path: string, token?: string, body?: unknown): Promise<Reply> {
-  const headers: Record<string, string> = {};
-  if (token) headers['authorization'] = `Bearer ${token}`;
-  if (body !== undefined) headers['content-type'] = 'application/json';
-  const response = await fetch(`${tp.base}${path}`, {
-    method, headers, ...(body === undefined ? {} : { body: JSON.stringify(body) }), signal: AbortSignal.timeout(10_000),
-  });
-  const text = await response.text();
-  return { status: response.status, headers: response.headers, body: text ? JSON.parse(text) as Record<string, unknown> : {} };
-}
-
-
 
 describe('impersonation sessions', () => {
   let tp: TestProvider;
@@ -285,16 +272,19 @@ describe('actor freshness (step-up, RFC 9470)', function () {
   this.timeout(20_000);
 
   it('refuses a sign-in older than maxAge with insufficient_user_authentication and max_age, burning nothing', async () => {
-    const tp = await startProvider({ plugin: { actorAuthentication: { maxAge: 2 } } });
+    // Long enough for a loaded machine to sign in and exchange within it; auth_time has whole seconds.
+    const maxAge = 5;
+    const tp = await startProvider({ plugin: { actorAuthentication: { maxAge } } });
     try {
+      const signedInBefore = Date.now();
       const fresh = await userAccessToken(tp, 'alice');
       const subject = await subjectToken(tp);
       expect((await exchange(tp, { subject_token: await subjectToken(tp), resource: API, actor_token: fresh, actor_token_type: ACCESS_TOKEN })).status)
         .to.equal(200);
-      await new Promise((resolve) => setTimeout(resolve, 3100));
+      await new Promise((resolve) => setTimeout(resolve, signedInBefore + (maxAge + 1.1) * 1000 - Date.now()));
       const stale = await exchange(tp, { subject_token: subject, resource: API, actor_token: fresh, actor_token_type: ACCESS_TOKEN });
       expectError(stale, 400, 'insufficient_user_authentication', /sign in again/);
-      expect(stale.body['max_age']).to.equal(2);
+      expect(stale.body['max_age']).to.equal(maxAge);
       const again = await userAccessToken(tp, 'alice');
       expect((await exchange(tp, { subject_token: subject, resource: API, actor_token: again, actor_token_type: ACCESS_TOKEN })).status)
         .to.equal(200);

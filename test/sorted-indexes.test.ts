@@ -2,14 +2,16 @@ import { expect } from 'chai';
 import { createMemoryAdapter } from '../lib/index.js';
 import type { ImpersonationAdapter } from '../lib/adapters/contract.js';
 import { assertRedisReachable, redisTestAdapter } from './support/adapter.js';
+import { postgresTestAdapter } from './support/postgres-adapter.js';
 
-// The contract the session store relies on, checked on both adapters the package ships.
+// The contract the session store relies on, checked on every adapter the package ships.
 const adapters: Array<[string, () => Promise<ImpersonationAdapter>]> = [
   ['memory', async () => new (createMemoryAdapter())('ImpersonationSession')],
   ['Redis', async () => {
     await assertRedisReachable();
     return new (redisTestAdapter())('ImpersonationSession');
   }],
+  ['PostgreSQL', async () => new (await postgresTestAdapter())('ImpersonationSession')],
 ];
 
 for (const [name, open] of adapters) {

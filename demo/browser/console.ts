@@ -1,8 +1,11 @@
 /**
  * The support console's script (runs in the browser, served as /console.js).
- * Sign-in: authorization code + PKCE as the public client; then the three
- * steps of the spec: request impersonation from the backend, exchange the
- * subject token with the actor token, call the resource API.
+ * Sign-in: authorization code + PKCE as the public client. Acting as a
+ * customer: the backend asks the Management API for a subject token, the
+ * console exchanges it with the engineer's token, then shows the customer's
+ * data from the resource API as the customer's app would. While acting, a
+ * banner says as whom, until when, and stops it. The protocol's steps and
+ * claims stay available under "Details".
  */
 import type { ConsoleConfig } from '../console-page.js';
 
@@ -10,6 +13,9 @@ const TOKEN_EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';
 const ACCESS_TOKEN_TYPE = 'urn:ietf:params:oauth:token-type:access_token';
 const SESSION_KEY = 'support-console.session';
 const LOGIN_KEY = 'support-console.login';
+const ACTING_KEY = 'support-console.acting';
+const RESUME_KEY = 'support-console.resume';
+const WRITE_SCOPE = 'profile:write';
 
 interface Session {
   accessToken: string;
@@ -19,12 +25,42 @@ interface Session {
   roles: string[];
 }
 
-interface ErrorBody {
-  error?: unknown;
-  error_description?: unknown;
+interface ImpersonationRequest {
+  userId: string;
+  reason: string;
+  ticketId: string;
 }
 
-class FlowError extends Error {}
+/** The impersonation in progress: kept in sessionStorage, so that it survives a reload. */
+interface Acting extends ImpersonationRequest {
+  accessToken: string;
+  /** Milliseconds since the epoch. */
+  expiresAt: number;
+  sessionId: string;
+  scope: string[];
+  /** The customer's display name, once their profile was read. */
+  name?: string;
+}
+
+interface Address {
+  line1: string;
+  city: string;
+  postcode: string;
+  country: string;
+}
+
+interface CustomerRecord {
+  profile: { name: string; email: string; plan: string; memberSince: string; shippingAddress: Address };
+  orders: Array<{ id: string; placedOn: string; items: string; total: string; status: string }>;
+  invoices: Array<{ id: string; issuedOn: string; amount: string; status: string }>;
+}
+
+/** A failure told in words; `code` is the technical line (HTTP status, OAuth error) shown smaller below. */
+class FlowError extends Error {
+  constructor(message: string, readonly code = '', readonly oauthError?: string) {
+    super(message);
+  }
+}
 
 function element<T extends HTMLElement = HTMLElement>(id: string): T {
   const found = document.getElementById(id);
@@ -33,18 +69,28 @@ function element<T extends HTMLElement = HTMLElement>(id: string): T {
 }
 
 const config = JSON.parse(element('config').textContent ?? '{}') as ConsoleConfig;
-let countdown: number | undefined;
+let tick: number | undefined;
 
-function showError(message: string): void {
-  const box = element('error');
-  box.textContent = message;
-  box.hidden = false;
+function showError(error: FlowError, action?: { label: string; run(): void }): void {
+  element('error-message').textContent = error.message;
+  element('error-code').textContent = error.code;
+  element('error-code').hidden = !error.code;
+  const button = element<HTMLButtonElement>('error-action');
+  button.hidden = !action;
+  button.onclick = action ? () => action.run() : null;
+  if (action) button.textContent = action.label;
+  element('error').hidden = false;
 }
 
-function clearError(): void {
-  const box = element('error');
-  box.textContent = '';
-  box.hidden = true;
+function clearMessages(): void {
+  element('error').hidden = true;
+  element('notice').hidden = true;
+}
+
+function showNotice(text: string): void {
+  const notice = element('notice');
+  notice.textContent = text;
+  notice.hidden = false;
 }
 
 function base64url(bytes: Uint8Array): string {
@@ -64,44 +110,64 @@ async function challengeOf(verifier: string): Promise<string> {
 
 function decodeJwt(token: string): Record<string, unknown> {
   const part = token.split('.')[1];
-  if (!part) throw new FlowError('the access token is not a JWT');
+  if (!part) throw new FlowError('the identity service answered with a token this console cannot read', 'the access token is not a JWT');
   const text = atob(part.replace(/-/g, '+').replace(/_/g, '/'));
   const bytes = Uint8Array.from(text, (char) => char.charCodeAt(0));
   return JSON.parse(new TextDecoder().decode(bytes)) as Record<string, unknown>;
 }
 
-/** fetch, with a network failure (or a CORS refusal) turned into a message that names the call. */
+/** fetch, with a network failure (or a CORS refusal) turned into words that name the call. */
 async function send(what: string, url: string, init: RequestInit = {}): Promise<Response> {
   try {
     return await fetch(url, { ...init, signal: AbortSignal.timeout(10_000) });
   } catch (error) {
-    throw new FlowError(`${what} failed: ${url} could not be reached (${(error as Error).message})`);
+    throw new FlowError(`${what}: the service could not be reached; try again in a moment`, `${url}: ${(error as Error).message}`);
   }
 }
 
-async function failure(what: string, response: Response): Promise<FlowError> {
-  let detail = '';
+/** The refusal in words, its HTTP status and OAuth error on the line below. */
+async function failure(what: string, response: Response, words: (error: string, description: string) => string | undefined = () => undefined): Promise<FlowError> {
+  let error = '';
+  let description = '';
   try {
-    const body = await response.json() as ErrorBody;
-    detail = [body.error, body.error_description].filter((part) => typeof part === 'string' && part).join(': ');
+    const body = await response.json() as { error?: unknown; error_description?: unknown };
+    if (typeof body.error === 'string') error = body.error;
+    if (typeof body.error_description === 'string') description = body.error_description;
   } catch {
     // not JSON: the status says it all
   }
-  return new FlowError(`${what} failed: HTTP ${response.status}${detail ? ` — ${detail}` : ''}`);
+  const code = `${what}: HTTP ${response.status}${error ? ` · ${error}` : ''}${description ? ` — ${description}` : ''}`;
+  const message = words(error, description)
+    ?? (response.status === 401 ? 'your sign-in has expired: sign in again'
+      : response.status >= 500 ? `${what.toLowerCase()} failed: the service is not answering as it should; try again in a moment`
+        : description || `${what.toLowerCase()} failed`);
+  return new FlowError(message, code, error);
+}
+
+function load<T>(key: string): T | undefined {
+  const raw = sessionStorage.getItem(key);
+  return raw ? JSON.parse(raw) as T : undefined;
 }
 
 function loadSession(): Session | undefined {
-  const raw = sessionStorage.getItem(SESSION_KEY);
-  if (!raw) return undefined;
-  const session = JSON.parse(raw) as Session;
-  if (session.expiresAt <= Date.now()) {
+  const session = load<Session>(SESSION_KEY);
+  if (session && session.expiresAt <= Date.now()) {
     sessionStorage.removeItem(SESSION_KEY);
     return undefined;
   }
   return session;
 }
 
-async function signIn(): Promise<void> {
+function loadActing(): Acting | undefined {
+  return load<Acting>(ACTING_KEY);
+}
+
+function customerName(acting: Acting): string {
+  return acting.name ? `${acting.name} (${acting.userId})` : acting.userId;
+}
+
+/** `fresh`: the identity service asks for the password again, whatever session it has (step-up). */
+async function signIn(fresh = false): Promise<void> {
   const state = randomString(16);
   const verifier = randomString(32);
   sessionStorage.setItem(LOGIN_KEY, JSON.stringify({ state, verifier }));
@@ -114,23 +180,23 @@ async function signIn(): Promise<void> {
     state,
     code_challenge: await challengeOf(verifier),
     code_challenge_method: 'S256',
+    ...(fresh ? { prompt: 'login', max_age: '0' } : {}),
   }).toString();
   location.assign(target.href);
 }
 
 async function completeSignIn(params: URLSearchParams): Promise<void> {
-  const pending = JSON.parse(sessionStorage.getItem(LOGIN_KEY) ?? 'null') as { state: string; verifier: string } | null;
+  const pending = load<{ state: string; verifier: string }>(LOGIN_KEY);
   sessionStorage.removeItem(LOGIN_KEY);
   history.replaceState(null, '', '/');
   if (params.get('error')) {
-    throw new FlowError(`Sign-in failed: ${params.get('error')}${params.get('error_description') ? ` — ${params.get('error_description')}` : ''}`);
+    throw new FlowError('the sign-in did not complete: sign in again', `sign-in: ${params.get('error')}${params.get('error_description') ? ` — ${params.get('error_description')}` : ''}`);
   }
   const code = params.get('code');
   if (!pending || !code || params.get('state') !== pending.state) {
-    throw new FlowError('Sign-in failed: the answer does not match a sign-in started here. Sign in again.');
+    throw new FlowError('this sign-in was not started here: sign in again', 'sign-in: state mismatch');
   }
-
-  const response = await send('Sign-in (token request)', config.tokenEndpoint, {
+  const response = await send('Sign-in', config.tokenEndpoint, {
     method: 'POST',
     headers: { 'content-type': 'application/x-www-form-urlencoded' },
     body: new URLSearchParams({
@@ -141,14 +207,14 @@ async function completeSignIn(params: URLSearchParams): Promise<void> {
       code_verifier: pending.verifier,
     }),
   });
-  if (!response.ok) throw await failure('Sign-in (token request)', response);
+  if (!response.ok) throw await failure('Sign-in', response);
   const tokens = await response.json() as { access_token: string; expires_in: number };
-
-  const info = await send('Reading your profile (userinfo)', config.userinfoEndpoint, {
-    headers: { authorization: `Bearer ${tokens.access_token}` },
-  });
-  if (!info.ok) throw await failure('Reading your profile (userinfo)', info);
+  const info = await send('Reading your profile', config.userinfoEndpoint, { headers: { authorization: `Bearer ${tokens.access_token}` } });
+  if (!info.ok) throw await failure('Reading your profile', info);
   const claims = await info.json() as { sub: string; name?: string; roles?: string[] };
+  const previous = loadSession();
+  // Another person signing in on this browser does not inherit an impersonation.
+  if (previous && previous.sub !== claims.sub) sessionStorage.removeItem(ACTING_KEY);
   const session: Session = {
     accessToken: tokens.access_token,
     expiresAt: Date.now() + tokens.expires_in * 1000,
@@ -161,25 +227,65 @@ async function completeSignIn(params: URLSearchParams): Promise<void> {
 
 function render(): void {
   const session = loadSession();
+  const acting = session ? loadActing() : undefined;
+  const support = Boolean(session?.roles.includes('support'));
   const who = element('signed-in-user');
   who.hidden = !session;
-  who.textContent = session
-    ? `Signed in as ${session.sub}${session.name ? ` (${session.name})` : ''}${session.roles.length ? ` · ${session.roles.join(', ')}` : ''}`
-    : '';
+  who.textContent = !session ? ''
+    : acting ? `${session.sub}, acting as ${customerName(acting)}`
+      : `Signed in as ${session.sub}${session.name ? ` (${session.name})` : ''}${session.roles.length ? ` · ${session.roles.join(', ')}` : ''}`;
   element('sign-out').hidden = !session;
   element('sign-in-card').hidden = Boolean(session);
-  element('impersonate-card').hidden = !session;
+  element('not-support-card').hidden = !session || support;
+  element('impersonate-card').hidden = !support || Boolean(acting);
+  element('acting-banner').hidden = !acting;
+  element('customer-card').hidden = !acting;
+  if (acting) {
+    element('banner-customer').textContent = customerName(acting);
+    element('banner-ticket').textContent = `${acting.ticketId}: ${acting.reason}`;
+    const edit = acting.scope.includes(WRITE_SCOPE);
+    element('customer-access').textContent = edit
+      ? 'You may change this customer\'s shipping address; every change is recorded with your name.'
+      : 'Read only: changes need a fresh sign-in.';
+  }
+  renderTime();
 }
 
-function resetResults(): void {
-  if (countdown !== undefined) window.clearInterval(countdown);
-  countdown = undefined;
+/** The banner's time left; at expiry the impersonation ends, with a message. */
+function renderTime(): void {
+  if (tick !== undefined) window.clearInterval(tick);
+  tick = undefined;
+  const acting = loadActing();
+  if (!acting || !loadSession()) return;
+  const show = () => {
+    const left = Math.round((acting.expiresAt - Date.now()) / 1000);
+    if (left <= 0) {
+      end();
+      showError(new FlowError(`your impersonation of ${customerName(acting)} ended: its time ran out. Impersonate again to continue.`, 'the access token expired (no refresh token is issued for impersonation)'));
+      return;
+    }
+    element('banner-time').textContent = `${Math.floor(left / 60)}:${String(left % 60).padStart(2, '0')} left`;
+  };
+  show();
+  tick = window.setInterval(show, 1000);
+}
+
+/** Forgets the impersonation here (its token included). */
+function end(): void {
+  sessionStorage.removeItem(ACTING_KEY);
+  element<HTMLFormElement>('address-form').hidden = true;
+  render();
+}
+
+function resetDetails(): void {
   element('steps').replaceChildren();
   for (const id of ['progress-card', 'token-card', 'api-card']) element(id).hidden = true;
+  element('details-empty').hidden = false;
 }
 
 function step(text: string): { done(detail: string): void; fail(): void } {
   element('progress-card').hidden = false;
+  element('details-empty').hidden = true;
   const item = document.createElement('li');
   item.className = 'pending';
   const title = document.createElement('span');
@@ -208,49 +314,30 @@ function showClaims(claims: Record<string, unknown>): void {
   element('claim-context').textContent = JSON.stringify(claims['impersonation_context'] ?? null, null, 2);
   element('claims-raw').textContent = JSON.stringify(claims, null, 2);
   const exp = typeof claims['exp'] === 'number' ? claims['exp'] : 0;
-  const show = () => {
-    const left = Math.round(exp - Date.now() / 1000);
-    const target = element('claim-exp');
-    const at = new Date(exp * 1000).toLocaleTimeString();
-    if (left > 0) {
-      target.textContent = `${Math.floor(left / 60)}:${String(left % 60).padStart(2, '0')} remaining (expires at ${at}; no refresh token)`;
-      target.classList.remove('expired');
-    } else {
-      target.textContent = `expired at ${at}: impersonate again to continue`;
-      target.classList.add('expired');
-      if (countdown !== undefined) window.clearInterval(countdown);
-    }
-  };
-  show();
-  countdown = window.setInterval(show, 1000);
+  element('claim-exp').textContent = `${new Date(exp * 1000).toLocaleTimeString()} (${Math.round(exp - Date.now() / 1000)} s from issuance; no refresh token)`;
   element('token-card').hidden = false;
 }
 
-async function impersonate(event: SubmitEvent): Promise<void> {
-  event.preventDefault();
-  clearError();
-  resetResults();
-  const session = loadSession();
-  if (!session) {
-    render();
-    showError('Your sign-in has expired. Sign in again.');
-    return;
-  }
-  const userId = element<HTMLInputElement>('user').value.trim();
-  const reason = element<HTMLInputElement>('reason').value.trim();
-  const ticketId = element<HTMLInputElement>('ticket').value.trim();
-  const button = element<HTMLButtonElement>('impersonate');
-  button.disabled = true;
+/**
+ * The three steps of the spec: the backend asks for a subject token, the
+ * console exchanges it with the engineer's token, the resource API accepts
+ * the result. `edit` asks for an impersonation that may change data.
+ */
+async function startImpersonation(session: Session, request: ImpersonationRequest, edit: boolean): Promise<Acting> {
+  resetDetails();
   let current: ReturnType<typeof step> | undefined;
   try {
-    current = step(`1. Request impersonation of ${userId} (backend, POST /api/request-impersonation)`);
+    current = step(`1. Request impersonation of ${request.userId} (backend, POST /api/request-impersonation)`);
     const requested = await send('Requesting impersonation', '/api/request-impersonation', {
       method: 'POST',
       headers: { authorization: `Bearer ${session.accessToken}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ userId, reason, ticketId }),
+      body: JSON.stringify({ ...request, access: edit ? 'edit' : 'read' }),
     });
     if (requested.status === 401) sessionStorage.removeItem(SESSION_KEY);
-    if (!requested.ok) throw await failure('Requesting impersonation', requested);
+    if (!requested.ok) {
+      throw await failure('Requesting impersonation', requested, (error, description) => (
+        error === 'user_not_found' ? `there is no customer ${request.userId}` : error === 'access_denied' ? description : undefined));
+    }
     const { subjectToken, expiresIn } = await requested.json() as { subjectToken: string; expiresIn: number };
     current.done(`Subject token received (single use, expires in ${expiresIn} s).`);
 
@@ -261,7 +348,7 @@ async function impersonate(event: SubmitEvent): Promise<void> {
       body: new URLSearchParams({
         grant_type: TOKEN_EXCHANGE,
         client_id: config.clientId,
-        scope: config.scope,
+        scope: edit ? config.editScope : config.scope,
         subject_token: subjectToken,
         subject_token_type: ACCESS_TOKEN_TYPE,
         resource: config.resource,
@@ -269,59 +356,259 @@ async function impersonate(event: SubmitEvent): Promise<void> {
         actor_token_type: ACCESS_TOKEN_TYPE,
       }),
     });
-    if (!exchanged.ok) throw await failure('Token exchange', exchanged);
-    const issued = await exchanged.json() as {
-      access_token: string; expires_in: number; scope?: string; refresh_token?: string; issued_token_type: string;
-    };
+    if (!exchanged.ok) {
+      throw await failure('Token exchange', exchanged, (error) => (error === 'insufficient_user_authentication'
+        ? edit ? 'your sign-in is too old for changes: sign in again' : 'your sign-in is too old to act as a customer: sign in again'
+        : undefined));
+    }
+    const issued = await exchanged.json() as { access_token: string; expires_in: number; scope?: string; refresh_token?: string; issued_token_type: string };
     current.done(`${issued.issued_token_type}, expires in ${issued.expires_in} s, scope "${issued.scope ?? ''}", `
       + `${issued.refresh_token ? 'with' : 'no'} refresh token.`);
-    showClaims(decodeJwt(issued.access_token));
+    const claims = decodeJwt(issued.access_token);
+    showClaims(claims);
 
     current = step('3. Call the demo resource API with the impersonation token (GET /api/me)');
-    const answer = await send('Calling the resource API', '/api/me', {
-      headers: { authorization: `Bearer ${issued.access_token}` },
-    });
+    const answer = await send('Calling the resource API', '/api/me', { headers: { authorization: `Bearer ${issued.access_token}` } });
     if (!answer.ok) throw await failure('Calling the resource API', answer);
     const body = await answer.json() as { message?: string };
     current.done('The resource API accepted the token.');
     element('api-message').textContent = body.message ?? '';
     element('api-answer').textContent = JSON.stringify(body, null, 2);
     element('api-card').hidden = false;
+    return {
+      ...request,
+      accessToken: issued.access_token,
+      expiresAt: Date.now() + issued.expires_in * 1000,
+      sessionId: String(claims['impersonation_session'] ?? ''),
+      scope: (issued.scope ?? '').split(' ').filter(Boolean),
+    };
   } catch (error) {
     current?.fail();
-    showError(error instanceof FlowError ? error.message : `Unexpected error: ${(error as Error).message}`);
-    render();
+    throw error;
+  }
+}
+
+/** The customer's data as their app shows it; a refused token ends the impersonation, saying why. */
+async function showCustomer(acting: Acting): Promise<void> {
+  const answer = await send('Reading the customer\'s account', '/api/customer', { headers: { authorization: `Bearer ${acting.accessToken}` } });
+  if (answer.status === 401) {
+    await lost(acting);
+    return;
+  }
+  if (!answer.ok) throw await failure('Reading the customer\'s account', answer);
+  const record = await answer.json() as CustomerRecord;
+  const current = loadActing();
+  if (current?.sessionId === acting.sessionId && current.name !== record.profile.name) {
+    sessionStorage.setItem(ACTING_KEY, JSON.stringify({ ...current, name: record.profile.name }));
+  }
+  const { profile } = record;
+  element('customer-title').textContent = `${profile.name}'s account, as ${profile.name.split(' ')[0]} sees it`;
+  element('profile-name').textContent = profile.name;
+  element('profile-email').textContent = profile.email;
+  element('profile-plan').textContent = profile.plan;
+  element('profile-since').textContent = profile.memberSince;
+  showAddress(profile.shippingAddress);
+  fillTable('orders', record.orders.map((order) => [order.id, order.placedOn, order.items, order.total, order.status]));
+  fillTable('invoices', record.invoices.map((invoice) => [invoice.id, invoice.issuedOn, invoice.amount, invoice.status]));
+  render();
+}
+
+function showAddress(address: Address): void {
+  element('profile-address').textContent = `${address.line1}, ${address.postcode} ${address.city}, ${address.country}`;
+  element<HTMLInputElement>('address-line1').value = address.line1;
+  element<HTMLInputElement>('address-city').value = address.city;
+  element<HTMLInputElement>('address-postcode').value = address.postcode;
+  element<HTMLInputElement>('address-country').value = address.country;
+}
+
+function fillTable(id: string, rows: string[][]): void {
+  const body = element(id).querySelector('tbody')!;
+  body.replaceChildren(...rows.map((cells) => {
+    const row = document.createElement('tr');
+    row.append(...cells.map((text) => Object.assign(document.createElement('td'), { textContent: text })));
+    return row;
+  }));
+}
+
+/** The resource API refused the token: the impersonation was stopped elsewhere, or ran out. */
+async function lost(acting: Acting): Promise<void> {
+  const session = loadSession();
+  end();
+  let status: { state?: string; stoppedBy?: string; reason?: string } = {};
+  if (session && acting.sessionId) {
+    const answer = await send('Reading the impersonation', `/api/impersonation-status?${new URLSearchParams({ sessionId: acting.sessionId })}`, {
+      headers: { authorization: `Bearer ${session.accessToken}` },
+    });
+    if (answer.ok) status = await answer.json() as typeof status;
+  }
+  showError(status.state === 'revoked'
+    ? new FlowError(`this impersonation was stopped by ${status.stoppedBy ?? 'someone else'}${status.reason ? ` (${status.reason})` : ''}`, 'resource API: HTTP 401 · invalid_token — this impersonation was stopped')
+    : new FlowError(`your impersonation of ${customerName(acting)} ended: its time ran out. Impersonate again to continue.`, 'resource API: HTTP 401 · invalid_token'));
+}
+
+async function stop(): Promise<void> {
+  const session = loadSession();
+  const acting = loadActing();
+  if (!session || !acting) return;
+  clearMessages();
+  const button = element<HTMLButtonElement>('stop');
+  button.disabled = true;
+  try {
+    const answer = await send('Stopping the impersonation', '/api/stop-impersonation', {
+      method: 'POST',
+      headers: { authorization: `Bearer ${session.accessToken}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ sessionId: acting.sessionId }),
+    });
+    if (!answer.ok) throw await failure('Stopping the impersonation', answer);
+    end();
+    showNotice(`You stopped acting as ${customerName(acting)}. The token you held no longer opens their account.`);
   } finally {
     button.disabled = false;
   }
 }
 
+async function impersonate(event: SubmitEvent): Promise<void> {
+  event.preventDefault();
+  clearMessages();
+  const session = loadSession();
+  if (!session) {
+    render();
+    showError(new FlowError('your sign-in has expired: sign in again'));
+    return;
+  }
+  const request = {
+    userId: element<HTMLInputElement>('user').value.trim(),
+    reason: element<HTMLInputElement>('reason').value.trim(),
+    ticketId: element<HTMLInputElement>('ticket').value.trim(),
+  };
+  const button = element<HTMLButtonElement>('impersonate');
+  button.disabled = true;
+  try {
+    await act(session, request, false);
+  } finally {
+    button.disabled = false;
+  }
+}
+
+/** Starts an impersonation and shows the customer; a stale sign-in offers a fresh one, after which it resumes. */
+async function act(session: Session, request: ImpersonationRequest, edit: boolean): Promise<void> {
+  try {
+    const previous = loadActing();
+    const acting = await startImpersonation(session, request, edit);
+    sessionStorage.setItem(ACTING_KEY, JSON.stringify(acting));
+    if (previous && previous.sessionId !== acting.sessionId) {
+      // The read-only impersonation it replaces is stopped, not left to run out.
+      await send('Stopping the previous impersonation', '/api/stop-impersonation', {
+        method: 'POST',
+        headers: { authorization: `Bearer ${session.accessToken}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ sessionId: previous.sessionId }),
+      }).catch(() => {});
+    }
+    await showCustomer(acting);
+    if (edit) openAddressForm();
+  } catch (error) {
+    const flow = error instanceof FlowError ? error : new FlowError(`something went wrong: ${(error as Error).message}`);
+    if (flow.oauthError === 'insufficient_user_authentication') {
+      sessionStorage.setItem(RESUME_KEY, JSON.stringify({ request, edit }));
+      showError(flow, { label: 'Sign in again', run: () => { void signIn(true); } });
+    } else {
+      showError(flow);
+    }
+    render();
+  }
+}
+
+function openAddressForm(): void {
+  element('address-form').hidden = false;
+  element('edit-address').hidden = true;
+  element<HTMLInputElement>('address-line1').focus();
+}
+
+async function editAddress(): Promise<void> {
+  clearMessages();
+  const session = loadSession();
+  const acting = loadActing();
+  if (!session || !acting) return;
+  if (acting.scope.includes(WRITE_SCOPE)) {
+    openAddressForm();
+    return;
+  }
+  await act(session, { userId: acting.userId, reason: acting.reason, ticketId: acting.ticketId }, true);
+}
+
+async function saveAddress(event: SubmitEvent): Promise<void> {
+  event.preventDefault();
+  clearMessages();
+  const acting = loadActing();
+  if (!acting) return;
+  const address: Address = {
+    line1: element<HTMLInputElement>('address-line1').value,
+    city: element<HTMLInputElement>('address-city').value,
+    postcode: element<HTMLInputElement>('address-postcode').value,
+    country: element<HTMLInputElement>('address-country').value,
+  };
+  try {
+    const answer = await send('Saving the address', '/api/customer/shipping-address', {
+      method: 'PUT',
+      headers: { authorization: `Bearer ${acting.accessToken}`, 'content-type': 'application/json' },
+      body: JSON.stringify(address),
+    });
+    if (answer.status === 401) {
+      await lost(acting);
+      return;
+    }
+    if (!answer.ok) throw await failure('Saving the address', answer);
+    const profile = await answer.json() as CustomerRecord['profile'];
+    showAddress(profile.shippingAddress);
+    element('address-form').hidden = true;
+    element('edit-address').hidden = false;
+    showNotice(`Shipping address of ${customerName(acting)} saved. The change is recorded in their account's activity with your name.`);
+  } catch (error) {
+    showError(error instanceof FlowError ? error : new FlowError(`something went wrong: ${(error as Error).message}`));
+  }
+}
+
 async function start(): Promise<void> {
   element('sign-in').addEventListener('click', () => {
-    signIn().catch((error: Error) => showError(`Sign-in failed: ${error.message}`));
+    signIn().catch((error: Error) => showError(new FlowError('the sign-in could not start', error.message)));
   });
   element('sign-out').addEventListener('click', () => {
     // Forget the tokens here, then end the session at the identity service, which returns to this page.
-    sessionStorage.removeItem(SESSION_KEY);
+    for (const key of [SESSION_KEY, ACTING_KEY, RESUME_KEY]) sessionStorage.removeItem(key);
     const target = new URL(config.endSessionEndpoint);
-    target.search = new URLSearchParams({
-      client_id: config.clientId,
-      post_logout_redirect_uri: config.postLogoutRedirectUri,
-    }).toString();
+    target.search = new URLSearchParams({ client_id: config.clientId, post_logout_redirect_uri: config.postLogoutRedirectUri }).toString();
     location.assign(target.href);
   });
-  element<HTMLFormElement>('impersonate-form').addEventListener('submit', (event) => {
-    void impersonate(event);
+  element<HTMLFormElement>('impersonate-form').addEventListener('submit', (event) => { void impersonate(event); });
+  element('stop').addEventListener('click', () => {
+    stop().catch((error: unknown) => showError(error instanceof FlowError ? error : new FlowError('the impersonation could not be stopped', String(error))));
   });
+  element('edit-address').addEventListener('click', () => { void editAddress(); });
+  element('cancel-address').addEventListener('click', () => {
+    element('address-form').hidden = true;
+    element('edit-address').hidden = false;
+  });
+  element<HTMLFormElement>('address-form').addEventListener('submit', (event) => { void saveAddress(event); });
+
   const params = new URLSearchParams(location.search);
   if (location.pathname === '/callback') {
     try {
       await completeSignIn(params);
     } catch (error) {
-      showError(error instanceof FlowError ? error.message : `Sign-in failed: ${(error as Error).message}`);
+      showError(error instanceof FlowError ? error : new FlowError('the sign-in failed: sign in again', (error as Error).message));
     }
   }
   render();
+  const session = loadSession();
+  const resume = load<{ request: ImpersonationRequest; edit: boolean }>(RESUME_KEY);
+  sessionStorage.removeItem(RESUME_KEY);
+  const acting = loadActing();
+  if (session && resume) {
+    // Back from a fresh sign-in: what needed it is tried again.
+    await act(session, resume.request, resume.edit);
+  } else if (session && acting) {
+    await showCustomer(acting).catch((error: unknown) => showError(error instanceof FlowError ? error : new FlowError(String(error))));
+  }
   document.body.dataset['ready'] = 'true';
 }
 

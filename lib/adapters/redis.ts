@@ -1,4 +1,4 @@
-import { Redis, type Cluster, type RedisOptions } from 'ioredis';
+import { Redis, type ChainableCommander, type Cluster, type ClusterOptions, type RedisOptions } from 'ioredis';
 import { LRUCache } from 'lru-cache';
 import type { Adapter, AdapterPayload } from 'oidc-provider';
 import { comesAfter, type AtomicConsume, type IndexEntry, type SortedIndexes } from './contract.js';
@@ -14,6 +14,18 @@ export interface RedisAdapterOptions {
   url?: string;
   /** Put in front of every key, so that several deployments can share one server. Default `oidc:`. */
   keyPrefix?: string;
+  /**
+   * Replicas that must hold a write before it counts (Redis `WAIT`): with
+   * replicas and failover (Sentinel, Cluster), a write acknowledged by a
+   * master that dies before passing it on is lost, and a lost `consumeOnce`
+   * would let a subject token be redeemed again. With `replicas: 1`,
+   * `upsert` and `consumeOnce` resolve only once a replica has the write, and
+   * reject (never resolve `false`) when none confirms within
+   * `replicaTimeoutMs`. Default 0: the master's answer counts.
+   */
+  replicas?: number;
+  /** How long a write waits for its replicas, milliseconds. Default 500. */
+  replicaTimeoutMs?: number;
 }
 
 export interface RedisAdapterClass {
@@ -46,6 +58,26 @@ export const REDIS_CLIENT_OPTIONS = {
   // Never gives up, so the service serves again as soon as Redis is back.
   retryStrategy: (attempt: number) => Math.min(attempt * 50, 500),
 } satisfies RedisOptions;
+
+/**
+ * The same for a Redis Cluster client: `new Cluster(nodes, REDIS_CLUSTER_OPTIONS)`.
+ * A redirection (MOVED, ASK), TRYAGAIN or CLUSTERDOWN is an answer that the
+ * command did not run, so it is followed; a connection that closes with
+ * commands in flight is not retried, since they may have run (a replayed
+ * `consumeOnce` again). During a failover the calls for the failed master's
+ * slots fail, as in an outage, until a replica has taken over.
+ */
+export const REDIS_CLUSTER_OPTIONS = {
+  redisOptions: REDIS_CLIENT_OPTIONS,
+  enableOfflineQueue: false,
+  enableAutoPipelining: true,
+  retryDelayOnFailover: 0,
+  retryDelayOnClusterDown: 100,
+  retryDelayOnTryAgain: 100,
+  // Learns a new slot owner soon after a failover even when no redirection tells it.
+  slotsRefreshInterval: 1000,
+  clusterRetryStrategy: (attempt: number) => Math.min(attempt * 50, 500),
+} satisfies ClusterOptions;
 
 /** How many uid → id pointers findByUid remembers, per createRedisAdapter(). */
 const REMEMBERED_UIDS = 10_000;
@@ -111,6 +143,9 @@ interface Scripts {
   impersonationIndexAdd(...args: Array<string | number>): Promise<number>;
 }
 
+/** The scripts as they are queued in a pipeline (their replies come with `exec()`). */
+type ScriptedPipeline = ChainableCommander & { [Name in keyof Scripts]: (...args: Parameters<Scripts[Name]>) => ScriptedPipeline };
+
 type ScriptedClient = (Redis | Cluster) & Scripts;
 
 /**
@@ -138,6 +173,13 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
   const prefix = options.keyPrefix ?? 'oidc:';
   if (typeof prefix !== 'string') throw new TypeError('createRedisAdapter: keyPrefix must be a string');
 
+  const replicas = options.replicas ?? 0;
+  const replicaTimeoutMs = options.replicaTimeoutMs ?? 500;
+  if (!Number.isSafeInteger(replicas) || replicas < 0) throw new TypeError('createRedisAdapter: replicas must be an integer of 0 or more');
+  if (!Number.isSafeInteger(replicaTimeoutMs) || replicaTimeoutMs < 1) {
+    throw new TypeError('createRedisAdapter: replicaTimeoutMs must be a positive integer');
+  }
+
   const owned = options.client === undefined;
   const client = options.client ?? new Redis(options.url ?? 'redis://127.0.0.1:6379', REDIS_CLIENT_OPTIONS);
   // Each failed call rejects and is reported by the request it failed; the
@@ -147,6 +189,7 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
   client.defineCommand('impersonationIndexAdd', { lua: INDEX_ADD });
   const redis = client as ScriptedClient;
   const whenReady = readiness(client);
+  const pipeline = (): ScriptedPipeline => client.pipeline() as ScriptedPipeline;
 
   const grantKey = (grantId: string): string => `${prefix}grant:{${grantId}}`;
   // The pointers findByUid read, by index key. Only the pointer's round trip is
@@ -193,7 +236,12 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
         payload.uid ? setPointer(this.#indexKey('uid', payload.uid), id, ttl) : undefined,
         payload.userCode ? setPointer(this.#indexKey('userCode', payload.userCode), id, ttl) : undefined,
       ]);
-      await redis.impersonationWrite(key, JSON.stringify(stored), consumed ? JSON.stringify(consumed) : '', ttl);
+      const write = [JSON.stringify(stored), consumed ? JSON.stringify(consumed) : '', ttl] as const;
+      if (!replicas) {
+        await redis.impersonationWrite(key, ...write);
+        return;
+      }
+      await replicated(pipeline().impersonationWrite(key, ...write));
     }
 
     async find(id: string): Promise<AdapterPayload | undefined> {
@@ -237,7 +285,9 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
 
     async consumeOnce(id: string): Promise<boolean> {
       if (client.status !== 'ready') await whenReady();
-      return await redis.impersonationConsumeOnce(this.#key(id), Math.floor(Date.now() / 1000)) === 1;
+      const now = Math.floor(Date.now() / 1000);
+      if (!replicas) return await redis.impersonationConsumeOnce(this.#key(id), now) === 1;
+      return await replicated(pipeline().impersonationConsumeOnce(this.#key(id), now)) === 1;
     }
 
     // Indexes are left to expire: one may already point at a newer entry (a
@@ -290,6 +340,21 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
       await Promise.all(members.map((key) => redis.del(key)));
       await redis.del(index);
     }
+  }
+
+  /**
+   * Runs one keyed command with `WAIT` behind it in one pipeline, so that both
+   * reach the master of the key's slot; resolves with the command's reply once
+   * enough replicas hold it.
+   */
+  async function replicated(pipeline: ChainableCommander): Promise<unknown> {
+    const results = await pipeline.wait(replicas, replicaTimeoutMs).exec();
+    const [[error, reply] = [], [waitError, confirmed] = []] = results ?? [];
+    if (error ?? waitError) throw error ?? waitError;
+    if (typeof confirmed !== 'number' || confirmed < replicas) {
+      throw new Error(`Redis: ${String(confirmed)} of ${replicas} replicas confirmed a write within ${replicaTimeoutMs} ms`);
+    }
+    return reply;
   }
 
   async function setPointer(key: string, id: string, ttl: number): Promise<void> {

@@ -1,5 +1,5 @@
 import pg from 'pg';
-import { canonicalJson } from './chain.js';
+import { canonicalJson } from '../audit/chain.js';
 
 export interface ExportOptions {
   schema?: string | undefined;

@@ -16,7 +16,9 @@ import {
 } from 'node:crypto';
 import pg from 'pg';
 import type { AuditQueryFilter, AuditSink, ImpersonationEvent, ImpersonationEventName } from '../audit.js';
-import { canonicalContent, canonicalJson, GENESIS, rowFromContent, rowHash, rowOf, type AuditRow } from './chain.js';
+import {
+  canonicalContent, cursorOfSeq, GENESIS, limitOf, rowOf, seqOfCursor, walkChain, type AuditRow, type ChainedRow, type VerifyResult,
+} from '../audit/chain.js';
 
 export interface PostgresAuditLogOptions {
   /** A pool you own (the log never ends it), or a connection string for a pool of its own. */
@@ -43,9 +45,7 @@ export type SigningKey = { hmac: string | Buffer } | { ed25519: string | KeyObje
 /** What verifies checkpoints: the HMAC secret, or the Ed25519 public (or private) key. */
 export type VerificationKey = { hmac: string | Buffer } | { ed25519: string | KeyObject };
 
-export type VerifyResult =
-  | { ok: true; count: number; checkpoints: number }
-  | { ok: false; count: number; seq: number; problem: string };
+export type { VerifyResult } from '../audit/chain.js';
 
 /** `since` inclusive, `until` exclusive; `limit` default 50, at most 500; `cursor` from a previous page's `nextCursor`. */
 export type AuditQuery = AuditQueryFilter;
@@ -302,45 +302,31 @@ function rowOfStored(stored: StoredRow): AuditRow {
 
 const VERIFY_BATCH = 1000;
 
-/**
- * Walks the chain in order: numbers without gaps from 1, each `prev_hash` the
- * previous row's hash, each hash over its number and content, each typed
- * column what the content says, and the head where the chain ends. With a
- * key: every checkpoint's signature, and its hash that of its row.
- */
-async function verifyChain(pool: pg.Pool, names: Names, key: VerificationKey | undefined, requireEvery: number | undefined): Promise<VerifyResult> {
-  let expectedSeq = 1;
-  let previousHash = GENESIS;
-  const hashes = new Map<number, string>();
+async function* storedBatches(pool: pg.Pool, names: Names): AsyncGenerator<ChainedRow[]> {
+  let after = 0;
   for (;;) {
     const { rows } = await pool.query<StoredRow>(
-      `SELECT * FROM ${names.table} WHERE seq >= $1 ORDER BY seq LIMIT ${VERIFY_BATCH}`, [expectedSeq],
+      `SELECT * FROM ${names.table} WHERE seq > $1 ORDER BY seq LIMIT ${VERIFY_BATCH}`, [after],
     );
-    for (const stored of rows) {
-      const seq = Number(stored.seq);
-      const count = expectedSeq - 1;
-      const bad = (problem: string): VerifyResult => ({ ok: false, count, seq, problem });
-      if (seq !== expectedSeq) return { ok: false, count, seq: expectedSeq, problem: `row ${expectedSeq} is missing (the next row is ${seq})` };
-      if (stored.prev_hash !== previousHash) return bad('its link to the previous row does not match (a row was removed, inserted or reordered)');
-      if (rowHash(previousHash, seq, stored.content) !== stored.hash) return bad('its content does not match its hash');
-      let claimed: AuditRow;
-      try {
-        claimed = rowFromContent(stored.content);
-      } catch {
-        return bad('its content is not a row of this trail');
-      }
-      if (canonicalJson(claimed) !== canonicalJson(rowOfStored(stored))) return bad('a column does not match the content its hash covers');
-      if (key) hashes.set(seq, stored.hash);
-      previousHash = stored.hash;
-      expectedSeq += 1;
-    }
-    if (rows.length < VERIFY_BATCH) break;
+    yield rows.map((stored) => ({
+      ...rowOfStored(stored), seq: Number(stored.seq), content: stored.content, prevHash: stored.prev_hash, hash: stored.hash,
+    }));
+    if (rows.length < VERIFY_BATCH) return;
+    after = Number(rows.at(-1)!.seq);
   }
-  const count = expectedSeq - 1;
-  const { rows: [head] } = await pool.query<{ seq: string; hash: string }>(`SELECT seq, hash FROM ${names.head} WHERE id = 1`);
-  if (!head || Number(head.seq) !== count || head.hash !== previousHash) {
-    return { ok: false, count, seq: count + 1, problem: 'the chain does not end where its head says (rows were removed from the end, or the head was moved)' };
-  }
+}
+
+/**
+ * Walks the chain in order (see `walkChain`), then, with a key, every
+ * checkpoint's signature, and its hash that of its row.
+ */
+async function verifyChain(pool: pg.Pool, names: Names, key: VerificationKey | undefined, requireEvery: number | undefined): Promise<VerifyResult> {
+  const walk = await walkChain(storedBatches(pool, names), async () => {
+    const { rows: [head] } = await pool.query<{ seq: string; hash: string }>(`SELECT seq, hash FROM ${names.head} WHERE id = 1`);
+    return head ? { seq: Number(head.seq), hash: head.hash } : undefined;
+  }, key !== undefined);
+  if (!walk.ok) return walk;
+  const { count, hashes } = walk;
   let checkpoints = 0;
   if (key) {
     const verifier = verifierOf(key);
@@ -367,8 +353,7 @@ async function verifyChain(pool: pg.Pool, names: Names, key: VerificationKey | u
 }
 
 async function queryTrail(pool: pg.Pool, names: Names, filter: AuditQuery): Promise<{ items: AuditEntry[]; nextCursor: string | null }> {
-  const limit = filter.limit ?? 50;
-  if (!Number.isSafeInteger(limit) || limit < 1 || limit > 500) throw new TypeError('limit must be an integer from 1 to 500');
+  const limit = limitOf(filter.limit);
   const conditions: string[] = [];
   const values: unknown[] = [];
   const add = (condition: string, value: unknown) => {
@@ -380,15 +365,13 @@ async function queryTrail(pool: pg.Pool, names: Names, filter: AuditQuery): Prom
   if (filter.since !== undefined) add('at >= ?', filter.since);
   if (filter.until !== undefined) add('at < ?', filter.until);
   if (filter.cursor !== undefined) {
-    const before = Number(Buffer.from(filter.cursor, 'base64url').toString('utf8'));
-    if (!Number.isSafeInteger(before) || before < 1) throw new TypeError('cursor is not one this log returned');
-    add('seq < ?', before);
+    add('seq < ?', seqOfCursor(filter.cursor));
   }
   const where = conditions.length ? `WHERE ${conditions.join(' AND ')}` : '';
   const { rows } = await pool.query<StoredRow>(`SELECT * FROM ${names.table} ${where} ORDER BY seq DESC LIMIT ${limit}`, values);
   const items = rows.map((stored) => ({ seq: Number(stored.seq), hash: stored.hash, ...rowOfStored(stored) }));
   const last = items.at(-1);
-  return { items, nextCursor: items.length === limit && last ? Buffer.from(String(last.seq)).toString('base64url') : null };
+  return { items, nextCursor: items.length === limit && last ? cursorOfSeq(last.seq) : null };
 }
 
 function checkpointText(seq: string | number, hash: string): string {

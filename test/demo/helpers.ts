@@ -191,3 +191,15 @@ export async function callResourceApi(demo: Demo, token?: string): Promise<{ sta
 }
 
 export const quiet = (): void => {};
+
+/** An M2M token of the demo backend's client for the Management API. */
+export async function managementToken(demo: Demo, scope: string): Promise<string> {
+  const response = await fetch(`${demo.identity.issuer}/token`, {
+    method: 'POST',
+    headers: { authorization: basic('impersonation-backend', 'impersonation-backend-secret') },
+    body: new URLSearchParams({ grant_type: 'client_credentials', resource: demo.identity.managementResource, scope }),
+    signal: AbortSignal.timeout(REQUEST_TIMEOUT),
+  });
+  const { access_token: token } = await response.json() as { access_token: string };
+  return token;
+}

@@ -1,11 +1,14 @@
 /**
  * One of several provider processes acting as one deployment behind a load
  * balancer: same issuer, same signing keys, one Redis under one key prefix.
- * Started by multi-process.test.ts; prints `PORT <n>` once it listens, and
+ * With REDIS_CLUSTER_NODES (host:port,...), the Redis is a cluster, and
+ * REDIS_REPLICAS makes every write wait for that many replicas.
+ * Started by processes.ts; prints `PORT <n>` once it listens, and
  * exits when its parent closes stdin (so it never outlives the test run).
  */
+import { Cluster } from 'ioredis';
 import type { JWK } from 'jose';
-import { createRedisAdapter } from '../../lib/adapters/redis.js';
+import { createRedisAdapter, REDIS_CLUSTER_OPTIONS } from '../../lib/adapters/redis.js';
 import { REDIS_URL } from '../support/adapter.js';
 import { serveUntilParentLeaves } from '../support/children.js';
 import { startProvider } from '../support/provider.js';
@@ -14,13 +17,21 @@ const issuer = required('ISSUER');
 const keyPrefix = required('KEY_PREFIX');
 const jwks = JSON.parse(required('JWKS')) as { keys: JWK[] };
 
-const Adapter = createRedisAdapter({ url: REDIS_URL, keyPrefix });
+const clusterNodes = process.env['REDIS_CLUSTER_NODES']?.split(',').map((node) => {
+  const [host, port] = node.split(':');
+  return { host: host!, port: Number(port) };
+});
+const cluster = clusterNodes && new Cluster(clusterNodes, REDIS_CLUSTER_OPTIONS);
+cluster?.on('error', () => {});
+const replicas = Number(process.env['REDIS_REPLICAS'] ?? 0);
+const Adapter = cluster ? createRedisAdapter({ client: cluster, keyPrefix, replicas }) : createRedisAdapter({ url: REDIS_URL, keyPrefix, replicas });
 const tp = await startProvider({ adapter: Adapter, issuer, configuration: { jwks } });
 process.stdout.write(`PORT ${new URL(tp.base).port}\n`);
 
 serveUntilParentLeaves(async () => {
   await tp.close();
   await Adapter.disconnect();
+  await cluster?.quit().catch(() => cluster.disconnect());
 });
 
 function required(name: string): string {

@@ -3,6 +3,7 @@ import { Redis } from 'ioredis';
 import { createMemoryAdapter } from '../../lib/index.js';
 import { createRedisAdapter, type RedisAdapterClass } from '../../lib/adapters/redis.js';
 import type { AdapterSource } from '../../lib/adapters/contract.js';
+import { postgresTestAdapter } from './postgres-adapter.js';
 
 export const REDIS_URL = process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379';
 
@@ -20,10 +21,15 @@ export function testPrefix(): string {
 
 /**
  * The adapter every test provider runs on: the plugin's memory adapter by
- * default; the suite's second run sets TEST_ADAPTER=redis.
+ * default; the suite's other runs set TEST_ADAPTER=redis or TEST_ADAPTER=postgres.
  */
 export async function testAdapter(): Promise<AdapterSource> {
-  if (process.env['TEST_ADAPTER'] !== 'redis') return createMemoryAdapter();
+  const kind = process.env['TEST_ADAPTER'] ?? 'memory';
+  if (kind === 'postgres') return postgresTestAdapter();
+  if (kind !== 'redis') {
+    if (kind !== 'memory') throw new Error(`TEST_ADAPTER must be memory, redis or postgres, not ${kind}`);
+    return createMemoryAdapter();
+  }
   // Checked once per run: without Redis every suite fails at once in its
   // setup, rather than test by test after a second's wait per call.
   reachable ??= assertRedisReachable();

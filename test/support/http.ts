@@ -75,6 +75,17 @@ export async function managementRequest(
   return reply(response);
 }
 
+/** Any call of the Management API (sessions, withdrawal), with a bearer token and a JSON body when given. */
+export async function apiRequest(tp: TestProvider, method: string, path: string, token?: string, body?: unknown): Promise<Reply> {
+  const headers: Record<string, string> = {};
+  if (token) headers['authorization'] = `Bearer ${token}`;
+  if (body !== undefined) headers['content-type'] = 'application/json';
+  const response = await fetch(`${tp.base}${path}`, {
+    method, headers, ...(body === undefined ? {} : { body: JSON.stringify(body) }), signal: AbortSignal.timeout(10_000),
+  });
+  return reply(response);
+}
+
 /** Creates a subject token through the Management API with a fresh M2M token. */
 export async function subjectToken(tp: TestProvider, body: Record<string, unknown> = { userId: 'bob' }): Promise<string> {
   const result = await managementRequest(tp, body, await m2mToken(tp));

@@ -82,3 +82,79 @@ export function rowFromContent(content: string): AuditRow {
   if (!Array.isArray(values) || values.length !== FIELDS.length) throw new Error('not a row of this trail');
   return Object.fromEntries(FIELDS.map((field, index) => [field, values[index]])) as unknown as AuditRow;
 }
+
+/** A row as a store keeps it: typed columns, the canonical text its hash covers, and its links. */
+export interface ChainedRow extends AuditRow {
+  seq: number;
+  content: string;
+  prevHash: string;
+  hash: string;
+}
+
+export type VerifyResult =
+  | { ok: true; count: number; checkpoints: number }
+  | { ok: false; count: number; seq: number; problem: string };
+
+export type ChainWalk =
+  | { ok: true; count: number; lastHash: string; hashes: Map<number, string> }
+  | Extract<VerifyResult, { ok: false }>;
+
+/**
+ * Walks rows given in ascending order: numbers without gaps from 1, each
+ * `prevHash` the previous row's hash, each hash over its number and content,
+ * each typed column what the content says, and the head where the chain ends.
+ * Reports the first row that breaks any of these. Every store verifies with it.
+ */
+export async function walkChain(
+  batches: AsyncIterable<readonly ChainedRow[]>,
+  head: () => Promise<{ seq: number; hash: string } | undefined>,
+  keepHashes = false,
+): Promise<ChainWalk> {
+  let expectedSeq = 1;
+  let previousHash = GENESIS;
+  const hashes = new Map<number, string>();
+  for await (const rows of batches) {
+    for (const stored of rows) {
+      const seq = stored.seq;
+      const count = expectedSeq - 1;
+      const bad = (problem: string) => ({ ok: false as const, count, seq, problem });
+      if (seq !== expectedSeq) return { ok: false, count, seq: expectedSeq, problem: `row ${expectedSeq} is missing (the next row is ${seq})` };
+      if (stored.prevHash !== previousHash) return bad('its link to the previous row does not match (a row was removed, inserted or reordered)');
+      if (rowHash(previousHash, seq, stored.content) !== stored.hash) return bad('its content does not match its hash');
+      let claimed: AuditRow;
+      try {
+        claimed = rowFromContent(stored.content);
+      } catch {
+        return bad('its content is not a row of this trail');
+      }
+      if (canonicalContent(claimed) !== canonicalContent(stored)) return bad('a column does not match the content its hash covers');
+      if (keepHashes) hashes.set(seq, stored.hash);
+      previousHash = stored.hash;
+      expectedSeq += 1;
+    }
+  }
+  const count = expectedSeq - 1;
+  const end = await head();
+  if (!end || end.seq !== count || end.hash !== previousHash) {
+    return { ok: false, count, seq: count + 1, problem: 'the chain does not end where its head says (rows were removed from the end, or the head was moved)' };
+  }
+  return { ok: true, count, lastHash: previousHash, hashes };
+}
+
+/** Paging cursors of a trail: the number of the last row of the page, base64url. */
+export function cursorOfSeq(seq: number): string {
+  return Buffer.from(String(seq)).toString('base64url');
+}
+
+export function seqOfCursor(cursor: string): number {
+  const before = Number(Buffer.from(cursor, 'base64url').toString('utf8'));
+  if (!Number.isSafeInteger(before) || before < 1) throw new TypeError('cursor is not one this log returned');
+  return before;
+}
+
+/** `limit` of a query: default 50, at most 500. */
+export function limitOf(limit: number | undefined): number {
+  const value = limit ?? 50;
+  if (!Number.isSafeInteger(value) || value < 1 || value > 500) throw new TypeError('limit must be an integer from 1 to 500');
+  return value;
+}

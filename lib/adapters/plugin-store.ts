@@ -1,0 +1,35 @@
+import type { AdapterSource, AtomicAdapter, ImpersonationAdapter } from './contract.js';
+import { hasAtomicConsume, hasSortedIndexes, instantiateAdapter } from './contract.js';
+import { SESSION_MODEL } from '../sessions/store.js';
+import { SUBJECT_TOKEN_MODEL } from '../subject-tokens/store.js';
+
+/** The adapters the plugin keeps its own records in: subject tokens, and impersonation sessions with their indexes. */
+export interface PluginStore {
+  subjectTokens: AtomicAdapter;
+  sessions: ImpersonationAdapter;
+}
+
+/**
+ * Opens the plugin's models on `source` and refuses a store that could not
+ * keep them safely: without `consumeOnce`, a subject token could be redeemed
+ * twice; without sorted indexes, sessions could be neither listed nor revoked.
+ * `owner` names where the store came from, for the error.
+ */
+export function openPluginStore(source: AdapterSource, owner: 'store option' | 'provider adapter'): PluginStore {
+  const where = owner === 'store option' ? 'impersonation option store' : 'the provider\'s adapter';
+  const remedy = owner === 'store option'
+    ? 'use createMemoryAdapter(), createRedisAdapter() or an adapter that has them'
+    : 'use createMemoryAdapter(), createRedisAdapter(), add them, or keep this adapter for the provider '
+      + 'and give the plugin a store of its own (the store option)';
+  const subjectTokens = instantiateAdapter(source, SUBJECT_TOKEN_MODEL);
+  if (!hasAtomicConsume(subjectTokens)) {
+    throw new TypeError(`${where} has no consumeOnce(id): subject tokens need an atomic consume to be single-use `
+      + `(see docs/adding-to-your-deployment.md); ${remedy}`);
+  }
+  const sessions = instantiateAdapter(source, SESSION_MODEL);
+  if (!hasAtomicConsume(sessions) || !hasSortedIndexes(sessions)) {
+    throw new TypeError(`${where} has no sorted indexes (indexAdd, indexRemove, indexRange): impersonation sessions `
+      + `are listed and revoked through them (see docs/adding-to-your-deployment.md); ${remedy}`);
+  }
+  return { subjectTokens, sessions };
+}

@@ -1,0 +1,148 @@
+import { createHash } from 'node:crypto';
+import type pg from 'pg';
+
+/**
+ * The PostgreSQL adapter's two tables, their migration and every statement
+ * the adapter sends. Each statement has a name of its own (per table), so
+ * that PostgreSQL parses and plans it once per connection and later calls
+ * only bind and execute it.
+ */
+
+export interface StoreNames {
+  /** The entries: one row per model and id. */
+  entries: string;
+  /** The sorted indexes: one row per model, index and member. */
+  indexes: string;
+  /** Key of the advisory lock that serialises migrations of these tables. */
+  lock: string;
+  /** Put in front of every prepared statement's name: statements of different tables never share one. */
+  statementPrefix: string;
+  /** Index names, unqualified (PostgreSQL creates an index in its table's schema). */
+  uidIndex: string;
+  userCodeIndex: string;
+  grantIndex: string;
+  expiryIndex: string;
+  orderIndex: string;
+  indexExpiryIndex: string;
+}
+
+export function storeNames(schema: string | undefined, table: string): StoreNames {
+  const qualify = (name: string) => (schema ? `"${schema}"."${name}"` : `"${name}"`);
+  const lock = `oidc-provider-impersonation:${schema ?? ''}.${table}`;
+  return {
+    entries: qualify(table),
+    indexes: qualify(`${table}_index`),
+    lock,
+    statementPrefix: `oidc_imp_${createHash('sha256').update(lock).digest('hex').slice(0, 12)}_`,
+    uidIndex: `"${table}_uid"`,
+    userCodeIndex: `"${table}_user_code"`,
+    grantIndex: `"${table}_grant"`,
+    expiryIndex: `"${table}_expires"`,
+    orderIndex: `"${table}_index_order"`,
+    indexExpiryIndex: `"${table}_index_expires"`,
+  };
+}
+
+/**
+ * Creates what is missing, changes nothing that exists: safe to run on every
+ * start, from any number of instances at once (an advisory lock makes them
+ * take turns, since concurrent CREATE … IF NOT EXISTS can still collide).
+ *
+ * Keys are compared byte by byte (COLLATE "C"): faster than a linguistic
+ * collation, and it orders index members as JavaScript orders their ASCII
+ * ids. Entries expire by the database's clock; index members by the
+ * expiry (ms since the epoch) the caller gives, as in the other adapters.
+ */
+export async function migrateStore(pool: pg.Pool, names: StoreNames): Promise<void> {
+  const client = await pool.connect();
+  try {
+    await client.query('BEGIN');
+    await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [names.lock]);
+    await client.query(`
+      CREATE TABLE IF NOT EXISTS ${names.entries} (
+        model text COLLATE "C" NOT NULL,
+        id text COLLATE "C" NOT NULL,
+        payload json NOT NULL,
+        consumed json,
+        grant_id text COLLATE "C",
+        uid text COLLATE "C",
+        user_code text COLLATE "C",
+        expires_at timestamptz,
+        PRIMARY KEY (model, id)
+      ) WITH (fillfactor = 90);
+      CREATE INDEX IF NOT EXISTS ${names.uidIndex} ON ${names.entries} (model, uid) WHERE uid IS NOT NULL;
+      CREATE INDEX IF NOT EXISTS ${names.userCodeIndex} ON ${names.entries} (model, user_code) WHERE user_code IS NOT NULL;
+      CREATE INDEX IF NOT EXISTS ${names.grantIndex} ON ${names.entries} (grant_id) WHERE grant_id IS NOT NULL;
+      CREATE INDEX IF NOT EXISTS ${names.expiryIndex} ON ${names.entries} (expires_at) WHERE expires_at IS NOT NULL;
+      CREATE TABLE IF NOT EXISTS ${names.indexes} (
+        model text COLLATE "C" NOT NULL,
+        name text COLLATE "C" NOT NULL,
+        member text COLLATE "C" NOT NULL,
+        expires_at bigint NOT NULL,
+        PRIMARY KEY (model, name, member)
+      );
+      CREATE INDEX IF NOT EXISTS ${names.orderIndex} ON ${names.indexes} (model, name, expires_at, member);
+      CREATE INDEX IF NOT EXISTS ${names.indexExpiryIndex} ON ${names.indexes} (expires_at);
+    `);
+    await client.query('COMMIT');
+  } catch (error) {
+    await client.query('ROLLBACK').catch(() => {});
+    throw error;
+  } finally {
+    client.release();
+  }
+}
+
+export interface Statement {
+  name: string;
+  text: string;
+}
+
+export type StatementName =
+  | 'find' | 'findByUid' | 'findByUserCode' | 'upsert' | 'consumeOnce' | 'destroy' | 'revokeByGrantId'
+  | 'indexAdd' | 'indexRemove' | 'indexFirst' | 'indexAfter' | 'cleanEntries' | 'cleanIndexes';
+
+/** An entry is live while it has no expiry or its expiry is still ahead: no query ever returns another. */
+const LIVE = '(expires_at IS NULL OR expires_at > now())';
+
+export function storeStatements(names: StoreNames): Record<StatementName, Statement> {
+  const { entries, indexes } = names;
+  const texts: Record<StatementName, string> = {
+    find: `SELECT payload, consumed FROM ${entries} WHERE model = $1 AND id = $2 AND ${LIVE}`,
+    findByUid: `SELECT payload, consumed FROM ${entries} WHERE model = $1 AND uid = $2 AND ${LIVE} LIMIT 1`,
+    findByUserCode: `SELECT payload, consumed FROM ${entries} WHERE model = $1 AND user_code = $2 AND ${LIVE} LIMIT 1`,
+    // Replaces the whole entry, so that a `consumed` of an earlier version cannot survive.
+    // $8 is the lifetime in milliseconds; NULL (no expiry) makes expires_at NULL.
+    upsert: `INSERT INTO ${entries} AS e (model, id, payload, consumed, grant_id, uid, user_code, expires_at)
+      VALUES ($1, $2, $3, $4, $5, $6, $7, now() + $8::float8 * interval '1 millisecond')
+      ON CONFLICT (model, id) DO UPDATE SET payload = EXCLUDED.payload, consumed = EXCLUDED.consumed,
+        grant_id = EXCLUDED.grant_id, uid = EXCLUDED.uid, user_code = EXCLUDED.user_code, expires_at = EXCLUDED.expires_at`,
+    // The one statement single use rests on: the row lock makes concurrent
+    // calls take turns, and each re-checks `consumed IS NULL` on the row as the
+    // previous one left it, so exactly one of them updates a row.
+    consumeOnce: `UPDATE ${entries} SET consumed = $3 WHERE model = $1 AND id = $2 AND consumed IS NULL AND ${LIVE}`,
+    destroy: `DELETE FROM ${entries} WHERE model = $1 AND id = $2`,
+    // Only the grantable models' rows carry a grant id.
+    revokeByGrantId: `DELETE FROM ${entries} WHERE grant_id = $1`,
+    // One statement: a member is added to all of the indexes, or to none.
+    indexAdd: `INSERT INTO ${indexes} (model, name, member, expires_at)
+      SELECT $1, name, $3, $4 FROM unnest($2::text[]) AS name
+      ON CONFLICT (model, name, member) DO UPDATE SET expires_at = EXCLUDED.expires_at`,
+    indexRemove: `DELETE FROM ${indexes} WHERE model = $1 AND name = ANY($2::text[]) AND member = $3`,
+    // $3 is the caller's clock (ms): members expire by the time the caller gave them.
+    indexFirst: `SELECT member, expires_at FROM ${indexes} WHERE model = $1 AND name = $2 AND expires_at > $3
+      ORDER BY expires_at DESC, member DESC LIMIT $4`,
+    indexAfter: `SELECT member, expires_at FROM ${indexes} WHERE model = $1 AND name = $2 AND expires_at > $3
+      AND (expires_at, member) < ($5, $6) ORDER BY expires_at DESC, member DESC LIMIT $4`,
+    // Rows another instance is deleting right now are skipped, never waited on.
+    cleanEntries: `DELETE FROM ${entries} WHERE ctid = ANY(ARRAY(
+      SELECT ctid FROM ${entries} WHERE expires_at <= now() LIMIT $1 FOR UPDATE SKIP LOCKED))`,
+    cleanIndexes: `DELETE FROM ${indexes} WHERE ctid = ANY(ARRAY(
+      SELECT ctid FROM ${indexes} WHERE expires_at <= $2 LIMIT $1 FOR UPDATE SKIP LOCKED))`,
+  };
+  const statements = {} as Record<StatementName, Statement>;
+  for (const [name, text] of Object.entries(texts) as Array<[StatementName, string]>) {
+    statements[name] = { name: `${names.statementPrefix}${name}`, text };
+  }
+  return statements;
+}

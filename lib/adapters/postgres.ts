@@ -1,0 +1,329 @@
+/**
+ * `oidc-provider-impersonation/adapters/postgres`: an oidc-provider adapter on
+ * PostgreSQL (`pg` is an optional peer dependency), with the plugin's atomic
+ * `consumeOnce` and sorted indexes.
+ */
+import { createHash } from 'node:crypto';
+import pg from 'pg';
+import type { Adapter, AdapterPayload } from 'oidc-provider';
+import type { AtomicConsume, IndexEntry, SortedIndexes } from './contract.js';
+import { migrateStore, storeNames, storeStatements, type Statement } from './postgres-schema.js';
+
+export interface PostgresAdapterOptions {
+  /**
+   * A pool you own (the adapter never ends it). Give it `POSTGRES_POOL_OPTIONS`
+   * (or your own timeouts) so that an outage fails fast.
+   */
+  pool?: pg.Pool;
+  /** Where to connect when no pool is given: the adapter opens a pool of its own with `POSTGRES_POOL_OPTIONS`. */
+  connectionString?: string;
+  /** Schema of the tables. Default: the connection's search path. */
+  schema?: string;
+  /** Table of the entries. Default `oidc_provider_store`; the sorted indexes go in `<table>_index`. */
+  table?: string;
+  /** How often (ms) expired rows are deleted, in the background. Default 60,000; 0 turns the sweep off. */
+  cleanupInterval?: number;
+  /** Most rows one cleanup statement deletes. Default 500. */
+  cleanupBatch?: number;
+}
+
+export interface PostgresAdapterClass {
+  new (name: string): Adapter & AtomicConsume & SortedIndexes;
+  /**
+   * Creates the tables and indexes that are missing. The first call of any
+   * method does it too; calling it at start-up surfaces a misconfiguration
+   * (no database, no rights) before the first request.
+   */
+  migrate(): Promise<void>;
+  /** Deletes expired rows now, in batches, as the background sweep does; resolves with how many went. */
+  cleanup(): Promise<{ entries: number; indexMembers: number }>;
+  /** Stops the sweep and ends the pool opened from `connectionString` (a pool passed in is left to its owner). */
+  disconnect(): Promise<void>;
+}
+
+/**
+ * Pool options for an identity service: a connection attempt gives up after
+ * two seconds and a query after five (a connection that stops answering is
+ * then discarded by the pool), so that an outage is answered with an error
+ * rather than a request that hangs. Calls never queue behind a down database
+ * for longer than that.
+ */
+export const POSTGRES_POOL_OPTIONS = {
+  max: 10,
+  connectionTimeoutMillis: 2000,
+  query_timeout: 5000,
+  keepAlive: true,
+} satisfies pg.PoolConfig;
+
+const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,40}$/;
+const DEFAULT_CLEANUP_INTERVAL_MS = 60_000;
+const DEFAULT_CLEANUP_BATCH = 500;
+/** Most statements one sweep sends per table; what is left waits for the next sweep. */
+const CLEANUP_BATCHES_PER_SWEEP = 100;
+
+/** oidc-provider's models whose entries revokeByGrantId removes, as in the Redis adapter. */
+const GRANTABLE = new Set([
+  'AccessToken', 'AuthorizationCode', 'RefreshToken', 'DeviceCode', 'BackchannelAuthenticationRequest', 'PreAuthorizedCode',
+]);
+
+/**
+ * Text PostgreSQL cannot hold as it is (NUL, a lone surrogate), that the
+ * reserved first character would make ambiguous, or that is long enough to
+ * strain a btree key (an index entry holds at most about 2.7 kB).
+ */
+// eslint-disable-next-line no-control-regex -- NUL and U+0001 are exactly what is looked for
+const UNSTORABLE = /[\0\u0001]|\p{Cs}/u;
+const LONGEST_KEY = 256;
+
+/**
+ * A key column's value for `value`: itself when it can be stored as it is;
+ * otherwise a digest behind a character no stored value starts with. Lookups
+ * go through the same mapping, so an unusual id is found, or not, as in any
+ * other adapter, and never makes a statement fail.
+ */
+function keyOf(value: string): string {
+  if (value.length <= LONGEST_KEY && !UNSTORABLE.test(value)) return value;
+  return `\u0001${createHash('sha256').update(value, 'utf16le').digest('base64url')}`;
+}
+
+type Row = { payload: AdapterPayload; consumed: unknown };
+
+/**
+ * An oidc-provider adapter on PostgreSQL for every model oidc-provider stores
+ * and for the plugin's subject tokens and impersonation sessions. Every
+ * operation is one statement, hence one round trip, and `consumeOnce` is a
+ * conditional `UPDATE` that exactly one caller wins, across any number of
+ * processes. Expired rows are never returned and are deleted by a background
+ * sweep that holds no request up.
+ *
+ * Tables (see postgres-schema.ts): `<table>` (model, id, payload json, consumed
+ * json, grant_id, uid, user_code, expires_at) and `<table>_index` (model, name,
+ * member, expires_at in ms). Nothing is evicted: the database's disk is the
+ * bound, so unauthenticated traffic can fill it but never push out security
+ * state.
+ */
+export function createPostgresAdapter(options: PostgresAdapterOptions): PostgresAdapterClass {
+  if (options === null || typeof options !== 'object') throw new TypeError('createPostgresAdapter: options are required');
+  if (!options.pool === !options.connectionString) throw new TypeError('createPostgresAdapter: pass pool or connectionString, not both');
+  const table = options.table ?? 'oidc_provider_store';
+  for (const [name, value] of [['table', table], ['schema', options.schema]] as const) {
+    if (value !== undefined && (typeof value !== 'string' || !IDENTIFIER.test(value))) {
+      throw new TypeError(`createPostgresAdapter: ${name} must be a plain SQL identifier (letters, digits, _; at most 41)`);
+    }
+  }
+  const cleanupInterval = options.cleanupInterval ?? DEFAULT_CLEANUP_INTERVAL_MS;
+  if (!Number.isSafeInteger(cleanupInterval) || cleanupInterval < 0) {
+    throw new TypeError('createPostgresAdapter: cleanupInterval must be a whole number of milliseconds (0 turns the sweep off)');
+  }
+  const cleanupBatch = options.cleanupBatch ?? DEFAULT_CLEANUP_BATCH;
+  if (!Number.isSafeInteger(cleanupBatch) || cleanupBatch < 1) throw new TypeError('createPostgresAdapter: cleanupBatch must be a positive integer');
+
+  const owned = options.pool === undefined;
+  const pool = options.pool ?? new pg.Pool({ connectionString: options.connectionString, ...POSTGRES_POOL_OPTIONS });
+  // An idle client that loses its connection must not crash the process; the next query reports the outage.
+  if (owned) pool.on('error', () => {});
+  const names = storeNames(options.schema, table);
+  const statements = storeStatements(names);
+
+  let migrated = false;
+  let migrating: Promise<void> | undefined;
+  let closed = false;
+  let sweeping: Promise<{ entries: number; indexMembers: number }> | undefined;
+  let timer: NodeJS.Timeout | undefined;
+
+  function migrate(): Promise<void> {
+    if (closed) return Promise.reject(new Error('the PostgreSQL adapter is disconnected'));
+    migrating ??= migrateStore(pool, names).then(() => {
+      migrated = true;
+      startSweep();
+    }, (error: unknown) => {
+      migrating = undefined; // retried on the next call: the database may be back
+      throw storeError('migration', error);
+    });
+    return migrating;
+  }
+
+  function startSweep(): void {
+    if (!cleanupInterval || timer || closed) return;
+    timer = setInterval(() => { cleanup().catch(() => {}); }, cleanupInterval);
+    // The sweep never keeps a process alive that has nothing else to do.
+    timer.unref();
+  }
+
+  /** Runs one statement; every caller sends exactly one per operation (the first also migrates). */
+  async function run(statement: Statement, values: unknown[], operation: string): Promise<pg.QueryResult> {
+    if (!migrated) await migrate();
+    try {
+      return await pool.query({ name: statement.name, text: statement.text, values });
+    } catch (error) {
+      throw storeError(operation, error);
+    }
+  }
+
+  function cleanup(): Promise<{ entries: number; indexMembers: number }> {
+    // One sweep at a time per adapter; several instances skip each other's rows.
+    sweeping ??= (async () => {
+      try {
+        const entries = await sweepTable(statements.cleanEntries, () => [cleanupBatch]);
+        const indexMembers = await sweepTable(statements.cleanIndexes, () => [cleanupBatch, Date.now()]);
+        return { entries, indexMembers };
+      } finally {
+        sweeping = undefined;
+      }
+    })();
+    return sweeping;
+  }
+
+  // Small statements one after another, each its own short transaction: a
+  // request waits at most for one batch's row locks, never for the sweep.
+  async function sweepTable(statement: Statement, values: () => unknown[]): Promise<number> {
+    let deleted = 0;
+    for (let batch = 0; batch < CLEANUP_BATCHES_PER_SWEEP && !closed; batch += 1) {
+      const { rowCount } = await run(statement, values(), 'cleanup');
+      deleted += rowCount ?? 0;
+      if ((rowCount ?? 0) < cleanupBatch) break;
+    }
+    return deleted;
+  }
+
+  class PostgresAdapter implements Adapter, AtomicConsume, SortedIndexes {
+    readonly #name: string;
+
+    constructor(name: string) {
+      this.#name = name;
+    }
+
+    static migrate(): Promise<void> {
+      return migrate();
+    }
+
+    static cleanup(): Promise<{ entries: number; indexMembers: number }> {
+      return cleanup();
+    }
+
+    static async disconnect(): Promise<void> {
+      closed = true;
+      if (timer) clearInterval(timer);
+      timer = undefined;
+      await sweeping?.catch(() => {});
+      if (owned) await pool.end();
+    }
+
+    async upsert(id: string, payload: AdapterPayload, expiresIn?: number): Promise<void> {
+      const { consumed, ...stored } = payload;
+      await run(statements.upsert, [
+        this.#name,
+        keyOf(id),
+        JSON.stringify(stored),
+        consumed ? JSON.stringify(consumed) : null,
+        payload.grantId && GRANTABLE.has(this.#name) ? keyOf(payload.grantId) : null,
+        payload.uid ? keyOf(payload.uid) : null,
+        payload.userCode ? keyOf(payload.userCode) : null,
+        lifetimeMs(expiresIn),
+      ], 'upsert');
+    }
+
+    async find(id: string): Promise<AdapterPayload | undefined> {
+      return entryOf(await run(statements.find, [this.#name, keyOf(id)], 'find'));
+    }
+
+    async findByUid(uid: string): Promise<AdapterPayload | undefined> {
+      return entryOf(await run(statements.findByUid, [this.#name, keyOf(uid)], 'findByUid'));
+    }
+
+    async findByUserCode(userCode: string): Promise<AdapterPayload | undefined> {
+      return entryOf(await run(statements.findByUserCode, [this.#name, keyOf(userCode)], 'findByUserCode'));
+    }
+
+    async consume(id: string): Promise<void> {
+      await this.consumeOnce(id);
+    }
+
+    async consumeOnce(id: string): Promise<boolean> {
+      const consumedAt = String(Math.floor(Date.now() / 1000));
+      const { rowCount } = await run(statements.consumeOnce, [this.#name, keyOf(id), consumedAt], 'consumeOnce');
+      return rowCount === 1;
+    }
+
+    async destroy(id: string): Promise<void> {
+      await run(statements.destroy, [this.#name, keyOf(id)], 'destroy');
+    }
+
+    async revokeByGrantId(grantId: string): Promise<void> {
+      await run(statements.revokeByGrantId, [keyOf(grantId)], 'revokeByGrantId');
+    }
+
+    async indexAdd(indexes: readonly string[], member: string, expiresAt: number): Promise<void> {
+      if (!indexes.length) return;
+      assertMember(member);
+      await run(statements.indexAdd, [this.#name, indexes.map(keyOf), member, Math.round(expiresAt)], 'indexAdd');
+    }
+
+    async indexRemove(indexes: readonly string[], member: string): Promise<void> {
+      // A member that could not have been added is in no index.
+      if (!indexes.length || !isStorableMember(member)) return;
+      await run(statements.indexRemove, [this.#name, indexes.map(keyOf), member], 'indexRemove');
+    }
+
+    async indexRange(index: string, after: IndexEntry | undefined, limit: number): Promise<IndexEntry[]> {
+      const { rows } = after
+        ? await run(statements.indexAfter, [this.#name, keyOf(index), Date.now(), limit, Math.round(after.expiresAt), positionOf(after.member)], 'indexRange')
+        : await run(statements.indexFirst, [this.#name, keyOf(index), Date.now(), limit], 'indexRange');
+      return (rows as Array<{ member: string; expires_at: string }>).map((row) => ({ member: row.member, expiresAt: Number(row.expires_at) }));
+    }
+  }
+
+  return PostgresAdapter;
+}
+
+function entryOf(result: pg.QueryResult): AdapterPayload | undefined {
+  const row = result.rows[0] as Row | undefined;
+  if (!row) return undefined;
+  const { payload } = row;
+  if (row.consumed !== null && row.consumed !== undefined) payload.consumed = row.consumed;
+  return payload;
+}
+
+/** oidc-provider's `expiresIn` (seconds) in milliseconds, or null for an entry that never expires. */
+function lifetimeMs(expiresIn: number | undefined): number | null {
+  if (typeof expiresIn !== 'number' || !Number.isFinite(expiresIn)) return null;
+  // Something already expired is stored as expired, rather than as never expiring.
+  return Math.max(0, expiresIn * 1000);
+}
+
+function isStorableMember(member: string): boolean {
+  return member.length <= LONGEST_KEY && !UNSTORABLE.test(member);
+}
+
+/** Members are returned as stored and ordered byte by byte, so they must be plain, short text (the plugin's are ids). */
+function assertMember(member: string): void {
+  if (!isStorableMember(member)) {
+    throw new TypeError('the PostgreSQL adapter: an index member must be at most 256 characters, without NUL, U+0001 or lone surrogates');
+  }
+}
+
+/**
+ * A position to page after, as text PostgreSQL can compare. A position that
+ * names no storable member (a cursor made up by a caller) becomes its longest
+ * storable prefix followed by U+0001: no stored member holds U+0001, so the
+ * members before it are exactly those up to and including that prefix.
+ */
+function positionOf(member: string): string {
+  const bad = member.slice(0, LONGEST_KEY + 1).search(UNSTORABLE);
+  if (bad === -1 && member.length <= LONGEST_KEY) return member;
+  const end = bad === -1 ? LONGEST_KEY : bad;
+  return `${member.slice(0, end)}\u0001`;
+}
+
+/**
+ * An error that names the operation and PostgreSQL's SQLSTATE, and nothing of
+ * the statement's values: a server's detail can quote a key, and a key can be
+ * a token (an opaque access token's id is the token).
+ */
+function storeError(operation: string, error: unknown): Error {
+  const { code, message } = error as { code?: unknown; message?: unknown };
+  const reason = typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code)
+    ? `SQLSTATE ${code}`
+    : typeof message === 'string' ? message : 'unknown error';
+  return new Error(`the PostgreSQL store failed (${operation}): ${reason}`);
+}

@@ -1,0 +1,86 @@
+/**
+ * An audit trail kept in the process's memory, chained and verified exactly
+ * as the PostgreSQL log is: for a demo, tests, or a single instance that
+ * needs nothing installed. It lasts as long as the process.
+ */
+import { storeFull } from '../errors.js';
+import type { AuditQueryFilter, AuditSink, ImpersonationEvent, ImpersonationEventName } from '../audit.js';
+import {
+  canonicalContent, cursorOfSeq, GENESIS, limitOf, rowHash, rowOf, seqOfCursor, walkChain,
+  type AuditRow, type ChainedRow, type VerifyResult,
+} from './chain.js';
+
+export interface MemoryAuditLogOptions {
+  /**
+   * Most rows kept. Default 1,000,000. A full log refuses further appends
+   * rather than drop old rows: nothing is forgotten, and (fail closed) no
+   * token is issued without its record.
+   */
+  maxRows?: number;
+}
+
+export interface AuditEntry extends AuditRow {
+  seq: number;
+  hash: string;
+}
+
+export interface MemoryAuditLog extends AuditSink {
+  /** Walks the chain kept, as `createPostgresAuditLog().verify()` does. */
+  verify(): Promise<VerifyResult>;
+  /** Newest first; `since` inclusive, `until` exclusive; `limit` default 50, at most 500. */
+  query(filter?: AuditQueryFilter): Promise<{ items: AuditEntry[]; nextCursor: string | null }>;
+  /** The rows as kept, oldest first (live: what a test or an export reads, and what tampering would change). */
+  readonly rows: ChainedRow[];
+}
+
+export function createMemoryAuditLog(options: MemoryAuditLogOptions = {}): MemoryAuditLog {
+  const maxRows = options.maxRows ?? 100_000;
+  if (!Number.isSafeInteger(maxRows) || maxRows < 1) throw new TypeError('createMemoryAuditLog: maxRows must be a positive integer');
+  const rows: ChainedRow[] = [];
+  const head = { seq: 0, hash: GENESIS };
+
+  return {
+    rows,
+    append: async (name: ImpersonationEventName, event: ImpersonationEvent) => {
+      if (head.seq >= maxRows) throw storeFull('audit log');
+      const row = rowOf(name, event);
+      const content = canonicalContent(row);
+      const seq = head.seq + 1;
+      const hash = rowHash(head.hash, seq, content);
+      rows.push({ ...row, seq, content, prevHash: head.hash, hash });
+      head.seq = seq;
+      head.hash = hash;
+    },
+    verify: async () => {
+      const walk = await walkChain(once(rows), async () => ({ ...head }));
+      return walk.ok ? { ok: true, count: walk.count, checkpoints: 0 } : walk;
+    },
+    query: async (filter = {}) => {
+      const limit = limitOf(filter.limit);
+      const before = filter.cursor === undefined ? Infinity : seqOfCursor(filter.cursor);
+      const since = filter.since?.getTime() ?? -Infinity;
+      const until = filter.until?.getTime() ?? Infinity;
+      const items: AuditEntry[] = [];
+      for (let index = rows.length - 1; index >= 0 && items.length < limit; index -= 1) {
+        const stored = rows[index]!;
+        if (stored.seq >= before) continue;
+        if (filter.subject !== undefined && stored.subject !== filter.subject) continue;
+        if (filter.actor !== undefined && stored.actor !== filter.actor) continue;
+        const at = Date.parse(stored.at);
+        if (at < since || at >= until) continue;
+        items.push(entryOf(stored));
+      }
+      const last = items.at(-1);
+      return { items, nextCursor: items.length === limit && last ? cursorOfSeq(last.seq) : null };
+    },
+  };
+}
+
+function entryOf(stored: ChainedRow): AuditEntry {
+  const { content: _content, prevHash: _prevHash, ...entry } = stored;
+  return structuredClone(entry);
+}
+
+async function* once<T>(value: T): AsyncGenerator<T> {
+  yield value;
+}

@@ -1,0 +1,173 @@
+import { expect } from 'chai';
+import { createMemoryAuditLog, EVENTS, type MemoryAuditLog } from '../lib/index.js';
+import { canonicalContent, rowFromContent, rowHash, type ChainedRow } from '../lib/audit/chain.js';
+import { API, CLIENTS, OPAQUE_API, READ_SCOPE, REVOKE_SCOPE, startProvider, type TestProvider } from './support/provider.js';
+import { ACCESS_TOKEN, exchange, expectError, managementRequest, m2mToken, subjectToken, userAccessToken } from './support/http.js';
+
+describe('in-memory audit log: the same chain and verify() as the PostgreSQL log', function () {
+  this.timeout(30_000);
+  let log: MemoryAuditLog;
+  let tp: TestProvider;
+
+  before(async () => {
+    log = createMemoryAuditLog();
+    tp = await startProvider({ plugin: { auditLog: log, canImpersonate: ({ subject }) => subject !== 'admin' } });
+    // A full flow: creations, exchanges (JWT and opaque, with an actor), a refusal, a revocation.
+    const alice = await userAccessToken(tp, 'alice');
+    for (const resource of [API, OPAQUE_API, API]) {
+      const result = await exchange(tp, {
+        subject_token: await subjectToken(tp, { userId: 'bob', context: { ticketId: 'T-1', reason: 'invoices' } }),
+        resource, actor_token: alice, actor_token_type: ACCESS_TOKEN,
+      });
+      expect(result.status, JSON.stringify(result.body)).to.equal(200);
+    }
+    expect((await exchange(tp, { subject_token: `ist_${'A'.repeat(43)}`, resource: API })).status).to.equal(400);
+    const admin = await m2mToken(tp, CLIENTS.admin, `${READ_SCOPE} ${REVOKE_SCOPE}`);
+    const { items } = await (await fetch(`${tp.base}/api/impersonations?subject=bob`, { headers: { authorization: `Bearer ${admin}` } })).json() as { items: Array<{ id: string }> };
+    await fetch(`${tp.base}/api/impersonations/${items[0]!.id}`, { method: 'DELETE', headers: { authorization: `Bearer ${admin}` } });
+  });
+  after(() => tp?.close());
+
+  /** Changes the kept rows, checks what verify() says, and puts them back. */
+  async function tampered(change: (rows: ChainedRow[]) => void): Promise<Awaited<ReturnType<MemoryAuditLog['verify']>>> {
+    const snapshot = log.rows.map((row) => structuredClone(row));
+    change(log.rows);
+    const result = await log.verify();
+    log.rows.splice(0, log.rows.length, ...snapshot);
+    expect((await log.verify()).ok).to.equal(true);
+    return result;
+  }
+
+  it('records the whole flow, and the chain verifies', async () => {
+    const events = log.rows.map((row) => row.event);
+    expect(events.filter((name) => name === EVENTS.subjectTokenCreated)).to.have.length(3);
+    expect(events.filter((name) => name === EVENTS.exchangeSucceeded)).to.have.length(3);
+    expect(events).to.include.members([EVENTS.exchangeRefused, EVENTS.sessionRevoked]);
+    expect(log.rows.find((row) => row.event === EVENTS.exchangeSucceeded)).to.include({ subject: 'bob', actor: 'alice', outcome: 'success' });
+    expect(log.rows.map((row) => row.seq)).to.deep.equal(log.rows.map((_, index) => index + 1));
+    expect(await log.verify()).to.deep.equal({ ok: true, count: log.rows.length, checkpoints: 0 });
+  });
+
+  const forgeries: Record<string, (row: ChainedRow) => void> = {
+    at: (row) => { row.at = new Date(0).toISOString(); },
+    event: (row) => { row.event = 'forged'; },
+    subject: (row) => { row.subject = 'mallory'; },
+    actor: (row) => { row.actor = 'mallory'; },
+    clientId: (row) => { row.clientId = 'forged'; },
+    resource: (row) => { row.resource = 'forged'; },
+    scope: (row) => { row.scope = 'forged'; },
+    context: (row) => { row.context = { ticketId: 'T-FORGED' }; },
+    subjectTokenId: (row) => { row.subjectTokenId = 'forged'; },
+    sessionId: (row) => { row.sessionId = 'forged'; },
+    accessTokenId: (row) => { row.accessTokenId = 'forged'; },
+    outcome: (row) => { row.outcome = 'forged'; },
+    reason: (row) => { row.reason = 'forged'; },
+    content: (row) => { row.content = '["forged"]'; },
+    prevHash: (row) => { row.prevHash = 'forged'; },
+    hash: (row) => { row.hash = 'forged'; },
+  };
+  for (const [field, forge] of Object.entries(forgeries)) {
+    it(`detects a change of ${field} at the row it changed`, async () => {
+      const result = await tampered((rows) => forge(rows[3]!));
+      expect(result, JSON.stringify(result)).to.include({ ok: false, seq: 4 });
+    });
+  }
+
+  it('detects a deleted row, a swapped pair, an inserted row and a cut tail, each at the right row', async () => {
+    expect(await tampered((rows) => { rows.splice(2, 1); })).to.include({ ok: false, seq: 3 });
+
+    // Rows 3 and 4 trade places, numbers kept.
+    expect(await tampered((rows) => {
+      const [third, fourth] = [rows[2]!, rows[3]!];
+      rows[2] = { ...fourth, seq: 3 };
+      rows[3] = { ...third, seq: 4 };
+    })).to.include({ ok: false, seq: 3 });
+
+    // A row slipped in at 3 with a correct link and hash of its own; the rows after it renumbered.
+    expect(await tampered((rows) => {
+      const previous = rows[1]!;
+      const content = canonicalContent({ ...rowFromContent(previous.content), subject: 'carol' });
+      const forged = { ...rowFromContent(content), seq: 3, content, prevHash: previous.hash, hash: rowHash(previous.hash, 3, content) };
+      for (const row of rows.slice(2)) row.seq += 1;
+      rows.splice(2, 0, forged);
+    })).to.include({ ok: false, seq: 4 });
+
+    // The last row removed: the head still names it.
+    const count = log.rows.length;
+    expect(await tampered((rows) => { rows.pop(); })).to.include({ ok: false, seq: count });
+  });
+
+  it('answers queries by subject, actor and time, newest first, paged', async () => {
+    const first = await log.query({ subject: 'bob', limit: 2 });
+    expect(first.items).to.have.length(2);
+    expect(first.items[0]!.seq).to.be.above(first.items[1]!.seq);
+    for (const item of first.items) expect(item.subject).to.equal('bob');
+    expect(first.items[0]).to.not.have.any.keys('content', 'prevHash');
+    const next = await log.query({ subject: 'bob', limit: 2, cursor: first.nextCursor! });
+    expect(next.items[0]!.seq).to.be.below(first.items[1]!.seq);
+    const all: number[] = [];
+    for (let cursor: string | undefined, page = 0; page < 20; page += 1) {
+      const result = await log.query({ subject: 'bob', limit: 2, ...(cursor ? { cursor } : {}) });
+      all.push(...result.items.map((item) => item.seq));
+      if (!result.nextCursor) break;
+      cursor = result.nextCursor;
+    }
+    expect(all).to.deep.equal(log.rows.filter((row) => row.subject === 'bob').map((row) => row.seq).reverse());
+    const byActor = await log.query({ actor: 'alice', since: new Date(Date.now() - 60_000) });
+    expect(byActor.items.length).to.be.at.least(3);
+    expect((await log.query({ actor: 'alice', until: new Date(Date.now() - 60_000) })).items).to.deep.equal([]);
+    expect((await log.query({ actor: 'nobody' })).items).to.deep.equal([]);
+    // What a caller receives is a copy: changing it changes nothing kept.
+    first.items[0]!.subject = 'mallory';
+    expect((await log.verify()).ok).to.equal(true);
+    for (const limit of [0, 501, 1.5]) {
+      let caught: unknown;
+      try { await log.query({ limit }); } catch (error) { caught = error; }
+      expect(caught).to.be.instanceOf(TypeError);
+    }
+  });
+
+  it('serves the trail at GET /api/impersonations/events, with its filters and paging', async () => {
+    const admin = await m2mToken(tp, CLIENTS.admin, READ_SCOPE);
+    const get = async (query: string) => {
+      const response = await fetch(`${tp.base}/api/impersonations/events${query}`, { headers: { authorization: `Bearer ${admin}` } });
+      return { status: response.status, body: await response.json() as Record<string, unknown> };
+    };
+    const page = await get('?subject=bob&limit=3');
+    expect(page.status).to.equal(200);
+    const items = page.body['items'] as Array<{ seq: number; subject: string; event: string }>;
+    expect(items).to.have.length(3);
+    expect(items[0]!.seq).to.be.above(items[2]!.seq);
+    const next = await get(`?subject=bob&limit=3&cursor=${page.body['nextCursor'] as string}`);
+    expect((next.body['items'] as Array<{ seq: number }>)[0]!.seq).to.be.below(items[2]!.seq);
+    const exchanged = (await get('?actor=alice&since=2000-01-01T00:00:00Z')).body['items'] as Array<{ event: string; context: unknown }>;
+    expect(exchanged.find((item) => item.event === EVENTS.exchangeSucceeded)!.context).to.deep.equal({ ticketId: 'T-1', reason: 'invoices' });
+    expect((await get('?cursor=AA')).status).to.equal(400);
+    expect((await get('?limit=0')).status).to.equal(400);
+  });
+});
+
+describe('in-memory audit log: full', function () {
+  this.timeout(20_000);
+
+  it('refuses to append rather than forget, and so no token goes out without its record', async () => {
+    const log = createMemoryAuditLog({ maxRows: 1 });
+    const tp = await startProvider({ plugin: { auditLog: log } });
+    try {
+      const subject = await subjectToken(tp);
+      expect(log.rows).to.have.length(1);
+      expectError(await managementRequest(tp, { userId: 'bob' }, await m2mToken(tp)), 503, 'temporarily_unavailable');
+      const refused = await exchange(tp, { subject_token: subject, resource: API });
+      expect(refused.status, JSON.stringify(refused.body)).to.be.within(500, 599);
+      expect(refused.body).to.not.have.property('access_token');
+      expect(log.rows).to.have.length(1);
+      expect((await log.verify()).ok).to.equal(true);
+    } finally {
+      await tp.close();
+    }
+  });
+
+  it('checks its options up front', () => {
+    expect(() => createMemoryAuditLog({ maxRows: 0 })).to.throw(TypeError, /maxRows/);
+  });
+});

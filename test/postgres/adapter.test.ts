@@ -1,0 +1,362 @@
+import { expect } from 'chai';
+import pg from 'pg';
+import type { AdapterPayload } from 'oidc-provider';
+import { hasAtomicConsume, hasSortedIndexes } from '../../lib/adapters/contract.js';
+import { createPostgresAdapter, POSTGRES_POOL_OPTIONS, type PostgresAdapterClass } from '../../lib/adapters/postgres.js';
+import { DATABASE_URL } from '../support/postgres.js';
+import { postgresRunSchema, postgresTestAdapter, testTable } from '../support/postgres-adapter.js';
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+describe('PostgreSQL adapter', () => {
+  let client: pg.Client;
+  let schema: string;
+  let table: string;
+  let Adapter: PostgresAdapterClass;
+
+  before(async () => {
+    schema = await postgresRunSchema();
+    client = new pg.Client({ connectionString: DATABASE_URL });
+    await client.connect();
+  });
+  after(() => client?.end());
+  beforeEach(async () => {
+    table = testTable();
+    Adapter = await postgresTestAdapter({ table });
+  });
+
+  /** The row of `model`/`id` as stored, or undefined. */
+  async function row(model: string, id: string): Promise<Record<string, unknown> | undefined> {
+    const { rows } = await client.query(`SELECT * FROM "${schema}"."${table}" WHERE model = $1 AND id = $2`, [model, id]);
+    return rows[0] as Record<string, unknown> | undefined;
+  }
+
+  /** Seconds from now to the row's expiry by the database's clock; null when it has none. */
+  async function secondsLeft(model: string, id: string): Promise<number | null> {
+    const { rows } = await client.query(
+      `SELECT extract(epoch FROM expires_at - now())::float8 AS left FROM "${schema}"."${table}" WHERE model = $1 AND id = $2`, [model, id],
+    );
+    return (rows[0] as { left: number | null }).left;
+  }
+
+  it('meets the plugin contract', () => {
+    const adapter = new Adapter('SubjectToken');
+    expect(hasAtomicConsume(adapter)).to.equal(true);
+    expect(hasSortedIndexes(adapter)).to.equal(true);
+  });
+
+  it('stores a payload and finds it unchanged', async () => {
+    const adapter = new Adapter('Session');
+    const payload = {
+      accountId: 'alice', exp: 2_000_000_000, authorizations: { web: { sid: 's', grantId: 'g', persistsLogout: false } },
+      amr: [], extra: { big: 12_345_678_901_234_567, float: 0.1, text: 'é/"\\ \u0000 \ud800' }, nothing: null,
+    } as unknown as AdapterPayload;
+    await adapter.upsert('id-1', payload, 60);
+    expect(await adapter.find('id-1')).to.deep.equal(payload);
+    expect(await adapter.find('missing')).to.equal(undefined);
+  });
+
+  it('gives back what JSON keeps, and keeps "__proto__" a member', async () => {
+    const tokens = new Adapter('AccessToken');
+    await tokens.upsert('a', { jti: 'a', scope: undefined, at: new Date(0) as never, ...JSON.parse('{"extra":{"__proto__":{"admin":true}}}') }, 60);
+    const found = (await tokens.find('a'))! as Record<string, unknown> & { extra: Record<string, unknown> };
+    expect(found).to.deep.equal({ jti: 'a', at: '1970-01-01T00:00:00.000Z', extra: JSON.parse('{"__proto__":{"admin":true}}') });
+    expect(Object.getPrototypeOf(found.extra)).to.equal(Object.prototype);
+    expect((found.extra as { admin?: boolean }).admin).to.equal(undefined);
+  });
+
+  it('keeps models apart, one row per model and id', async () => {
+    await new Adapter('AccessToken').upsert('tok', { grantId: 'g1' }, 60);
+    expect(await new Adapter('RefreshToken').find('tok')).to.equal(undefined);
+    expect(await row('AccessToken', 'tok')).to.include({ model: 'AccessToken', id: 'tok', grant_id: 'g1', consumed: null });
+  });
+
+  it('sets the expiry from expiresIn, and none without it', async () => {
+    const adapter = new Adapter('Interaction');
+    await adapter.upsert('short', { uid: 'u-short' }, 30);
+    await adapter.upsert('forever', { uid: 'u-forever' });
+    expect(await secondsLeft('Interaction', 'short')).to.be.within(29, 30);
+    expect(await secondsLeft('Interaction', 'forever')).to.equal(null);
+  });
+
+  it('never returns an expired entry, whatever the method', async () => {
+    const codes = new Adapter('DeviceCode');
+    await codes.upsert('code', { accountId: 'bob', uid: 'u-code', userCode: 'WXYZ-1234' }, 0.2);
+    expect(await codes.find('code')).to.deep.equal({ accountId: 'bob', uid: 'u-code', userCode: 'WXYZ-1234' });
+    await sleep(350);
+    expect(await row('DeviceCode', 'code'), 'the row is still there until the sweep').to.not.equal(undefined);
+    expect(await codes.find('code')).to.equal(undefined);
+    expect(await codes.findByUid('u-code')).to.equal(undefined);
+    expect(await codes.findByUserCode('WXYZ-1234')).to.equal(undefined);
+    expect(await codes.consumeOnce('code')).to.equal(false);
+    expect((await row('DeviceCode', 'code'))!['consumed']).to.equal(null);
+  });
+
+  it('treats an expiresIn of 0 or less as already expired', async () => {
+    const adapter = new Adapter('AccessToken');
+    await adapter.upsert('zero', { jti: 'zero' }, 0);
+    await adapter.upsert('negative', { jti: 'negative' }, -5);
+    expect(await adapter.find('zero')).to.equal(undefined);
+    expect(await adapter.find('negative')).to.equal(undefined);
+  });
+
+  it('replaces an entry on upsert, consumed state included', async () => {
+    const adapter = new Adapter('RefreshToken');
+    await adapter.upsert('rt', { accountId: 'bob', grantId: 'g-old' }, 60);
+    await adapter.consume('rt');
+    await adapter.upsert('rt', { accountId: 'carol' }, 60);
+    expect(await adapter.find('rt')).to.deep.equal({ accountId: 'carol' });
+    expect(await row('RefreshToken', 'rt')).to.include({ grant_id: null });
+    await adapter.upsert('rt', { accountId: 'carol', consumed: 1234 }, 60);
+    expect(await adapter.find('rt')).to.deep.equal({ accountId: 'carol', consumed: 1234 });
+    expect(await adapter.consumeOnce('rt')).to.equal(false);
+  });
+
+  it('consume() marks the entry consumed with a timestamp and keeps its expiry', async () => {
+    const adapter = new Adapter('AuthorizationCode');
+    await adapter.upsert('c1', { accountId: 'bob' }, 60);
+    const before = Math.floor(Date.now() / 1000);
+    await adapter.consume('c1');
+    const found = await adapter.find('c1');
+    expect(found?.consumed).to.be.a('number').within(before, before + 2);
+    expect(await secondsLeft('AuthorizationCode', 'c1')).to.be.within(58, 60);
+    await adapter.consume('missing');
+    expect(await row('AuthorizationCode', 'missing')).to.equal(undefined);
+  });
+
+  it('consumeOnce() is true once, then false; false for a missing entry', async () => {
+    const adapter = new Adapter('SubjectToken');
+    await adapter.upsert('st', { kind: 'SubjectToken' }, 60);
+    expect(await adapter.consumeOnce('st')).to.equal(true);
+    expect(await adapter.consumeOnce('st')).to.equal(false);
+    expect(await adapter.consumeOnce('never-stored')).to.equal(false);
+    expect(await row('SubjectToken', 'never-stored')).to.equal(undefined);
+    expect(await secondsLeft('SubjectToken', 'st')).to.be.within(58, 60);
+  });
+
+  it('consumeOnce() lets exactly one of 50 concurrent calls over 5 pools win', async () => {
+    const pools = Array.from({ length: 5 }, () => new pg.Pool({ connectionString: DATABASE_URL, ...POSTGRES_POOL_OPTIONS, max: 5 }));
+    try {
+      const adapters = pools.map((pool) => new (createPostgresAdapter({ pool, schema, table }))('SubjectToken'));
+      for (let round = 0; round < 5; round += 1) {
+        await adapters[0]!.upsert(`race-${round}`, { kind: 'SubjectToken' }, 60);
+        const results = await Promise.all(Array.from({ length: 50 }, (_, i) => adapters[i % adapters.length]!.consumeOnce(`race-${round}`)));
+        expect(results.filter(Boolean)).to.have.length(1);
+      }
+    } finally {
+      await Promise.all(pools.map((pool) => pool.end()));
+    }
+  });
+
+  it('destroy() removes the entry', async () => {
+    const adapter = new Adapter('Grant');
+    await adapter.upsert('g', { accountId: 'bob' }, 60);
+    await adapter.destroy('g');
+    expect(await adapter.find('g')).to.equal(undefined);
+    expect(await row('Grant', 'g')).to.equal(undefined);
+    await adapter.destroy('g');
+  });
+
+  it('findByUid() and findByUserCode() find the live entry of their model', async () => {
+    const sessions = new Adapter('Session');
+    await sessions.upsert('sid-1', { uid: 'uid-1', accountId: 'alice' }, 60);
+    expect(await sessions.findByUid('uid-1')).to.deep.equal({ uid: 'uid-1', accountId: 'alice' });
+    expect(await sessions.findByUid('uid-2')).to.equal(undefined);
+    expect(await new Adapter('Interaction').findByUid('uid-1'), 'another model').to.equal(undefined);
+    // A rotated session id keeps its uid: oidc-provider destroys the old id, then saves the new one.
+    await sessions.destroy('sid-1');
+    await sessions.upsert('sid-2', { uid: 'uid-1', accountId: 'alice', rotated: true }, 60);
+    expect(await sessions.findByUid('uid-1')).to.deep.equal({ uid: 'uid-1', accountId: 'alice', rotated: true });
+    await sessions.destroy('sid-2');
+    expect(await sessions.findByUid('uid-1')).to.equal(undefined);
+    // An entry is the answer for its current uid only.
+    await sessions.upsert('sid-3', { uid: 'uid-3' }, 60);
+    await sessions.upsert('sid-3', { uid: 'uid-5' }, 60);
+    expect(await sessions.findByUid('uid-3')).to.equal(undefined);
+    expect(await sessions.findByUid('uid-5')).to.deep.equal({ uid: 'uid-5' });
+
+    const codes = new Adapter('DeviceCode');
+    await codes.upsert('dc-1', { userCode: 'ABCD-EFGH', grantId: 'g-dc' }, 60);
+    expect(await codes.findByUserCode('ABCD-EFGH')).to.deep.equal({ userCode: 'ABCD-EFGH', grantId: 'g-dc' });
+    expect(await codes.findByUserCode('ZZZZ-ZZZZ')).to.equal(undefined);
+  });
+
+  it('revokeByGrantId() removes every token of the grant, of every grantable model, and nothing else', async () => {
+    const access = new Adapter('AccessToken');
+    const refresh = new Adapter('RefreshToken');
+    const interaction = new Adapter('Interaction');
+    await access.upsert('at-1', { grantId: 'g1' }, 60);
+    await access.upsert('at-2', { grantId: 'g1' }, 60);
+    await refresh.upsert('rt-1', { grantId: 'g1' });
+    await access.upsert('at-other', { grantId: 'g2' }, 60);
+    await interaction.upsert('i-1', { grantId: 'g1' }, 60);
+
+    await access.revokeByGrantId('g1');
+
+    expect(await access.find('at-1')).to.equal(undefined);
+    expect(await access.find('at-2')).to.equal(undefined);
+    expect(await refresh.find('rt-1')).to.equal(undefined);
+    expect(await access.find('at-other')).to.deep.equal({ grantId: 'g2' });
+    expect(await interaction.find('i-1')).to.deep.equal({ grantId: 'g1' });
+    await access.revokeByGrantId('unknown-grant');
+  });
+
+  it('keeps deployments on different tables apart', async () => {
+    const Other = await postgresTestAdapter();
+    await new Adapter('SubjectToken').upsert('shared-id', { kind: 'mine' }, 60);
+    await new Other('SubjectToken').upsert('shared-id', { kind: 'theirs' }, 60);
+    expect(await new Adapter('SubjectToken').consumeOnce('shared-id')).to.equal(true);
+    expect(await new Other('SubjectToken').find('shared-id')).to.deep.equal({ kind: 'theirs' });
+    expect(await new Other('SubjectToken').consumeOnce('shared-id')).to.equal(true);
+    await new Other('AccessToken').upsert('at', { grantId: 'same-grant' }, 60);
+    await new Adapter('AccessToken').revokeByGrantId('same-grant');
+    expect(await new Other('AccessToken').find('at')).to.deep.equal({ grantId: 'same-grant' });
+  });
+
+  it('takes any id, uid, user code, grant id or index name: NUL, lone surrogates, 100 kB', async () => {
+    const odd = ['nul\u0000inside', 'lone \ud800 surrogate', '\u0001reserved', 'x'.repeat(100_000), '界'.repeat(1024)];
+    const tokens = new Adapter('AccessToken');
+    const sessions = new Adapter('ImpersonationSession');
+    for (const [at, value] of odd.entries()) {
+      await tokens.upsert(value, { uid: value, userCode: value, grantId: value, n: at }, 60);
+      expect(await tokens.find(value)).to.deep.include({ n: at });
+      expect(await tokens.findByUid(value)).to.deep.include({ n: at });
+      expect(await tokens.findByUserCode(value)).to.deep.include({ n: at });
+      await sessions.indexAdd([`subject:${value}`], `member-${at}`, Date.now() + 60_000);
+      expect(await sessions.indexRange(`subject:${value}`, undefined, 10)).to.have.length(1);
+    }
+    // Each value is a key of its own: none finds another's entry.
+    expect(await tokens.find('nul')).to.equal(undefined);
+    expect(await tokens.find('lone \udbff surrogate')).to.equal(undefined);
+    for (const value of odd) await tokens.revokeByGrantId(value);
+    for (const value of odd) expect(await tokens.find(value)).to.equal(undefined);
+    // A position no stored member could have (a made-up cursor) is still a position in JavaScript's order.
+    const expiresAt = Date.now() + 60_000;
+    await sessions.indexAdd(['all'], 'b', expiresAt);
+    await sessions.indexAdd(['all'], 'a', expiresAt);
+    const after = async (member: string) => (await sessions.indexRange('all', { expiresAt, member }, 10)).map((entry) => entry.member);
+    expect(await after('b\u0000')).to.deep.equal(['b', 'a']);
+    expect(await after('a\ud800')).to.deep.equal(['a']);
+    expect(await after('\u0000')).to.deep.equal([]);
+    expect(await after('b'.repeat(300))).to.deep.equal(['b', 'a']);
+    await sessions.indexRemove(['all'], 'nul\u0000member');
+  });
+
+  it('deletes expired entries and index members in batches, and leaves live ones', async () => {
+    const Swept = await postgresTestAdapter({ cleanupInterval: 0, cleanupBatch: 3 });
+    const tokens = new Swept('AccessToken');
+    const sessions = new Swept('ImpersonationSession');
+    for (let i = 0; i < 10; i += 1) await tokens.upsert(`gone-${i}`, { i }, 0.1);
+    await tokens.upsert('kept', { i: 'kept' }, 60);
+    await tokens.upsert('forever', { i: 'forever' });
+    for (let i = 0; i < 7; i += 1) await sessions.indexAdd(['all'], `gone-${i}`, Date.now() + 100);
+    await sessions.indexAdd(['all'], 'kept', Date.now() + 60_000);
+    await sleep(200);
+    expect(await Swept.cleanup()).to.deep.equal({ entries: 10, indexMembers: 7 });
+    expect(await Swept.cleanup()).to.deep.equal({ entries: 0, indexMembers: 0 });
+    expect(await tokens.find('kept')).to.deep.equal({ i: 'kept' });
+    expect(await tokens.find('forever')).to.deep.equal({ i: 'forever' });
+    expect((await sessions.indexRange('all', undefined, 10)).map((entry) => entry.member)).to.deep.equal(['kept']);
+  });
+
+  it('sweeps on its own timer', async () => {
+    const name = testTable();
+    const Swept = await postgresTestAdapter({ table: name, cleanupInterval: 100 });
+    await new Swept('AccessToken').upsert('gone', { jti: 'gone' }, 0.05);
+    const deadline = Date.now() + 3000;
+    let left = 1;
+    while (left && Date.now() < deadline) {
+      await sleep(100);
+      left = Number((await client.query(`SELECT count(*) FROM "${schema}"."${name}"`)).rows[0].count);
+    }
+    expect(left).to.equal(0);
+  });
+
+  it('migrates idempotently, from several instances at once', async () => {
+    const name = testTable();
+    const pools = Array.from({ length: 4 }, () => new pg.Pool({ connectionString: DATABASE_URL, max: 2 }));
+    try {
+      await Promise.all(pools.map((pool) => createPostgresAdapter({ pool, schema, table: name, cleanupInterval: 0 }).migrate()));
+      await createPostgresAdapter({ pool: pools[0]!, schema, table: name, cleanupInterval: 0 }).migrate();
+      const { rows } = await client.query(
+        'SELECT tablename FROM pg_tables WHERE schemaname = $1 AND tablename LIKE $2 ORDER BY tablename', [schema, `${name}%`],
+      );
+      expect(rows.map((r: { tablename: string }) => r.tablename)).to.deep.equal([name, `${name}_index`]);
+    } finally {
+      await Promise.all(pools.map((pool) => pool.end()));
+    }
+  });
+
+  it('rejects, never resolves false, when PostgreSQL cannot be reached', async () => {
+    // Nothing listens on port 1 of the loopback interface.
+    const Unreachable = createPostgresAdapter({ connectionString: 'postgres://postgres@127.0.0.1:1/test', schema, table });
+    try {
+      const started = Date.now();
+      const adapter = new Unreachable('SubjectToken');
+      await expectRejection(adapter.consumeOnce('x'));
+      await expectRejection(adapter.find('x'));
+      await expectRejection(adapter.upsert('x', {}, 60));
+      await expectRejection(adapter.indexRange('all', undefined, 10));
+      expect(Date.now() - started).to.be.below(5000);
+    } finally {
+      await Unreachable.disconnect();
+    }
+  });
+
+  it('reports a failure by operation and SQLSTATE, never with a value it was given', async () => {
+    const pool = new pg.Pool({ connectionString: DATABASE_URL, max: 1 });
+    try {
+      const Broken = createPostgresAdapter({ pool, schema, table, cleanupInterval: 0 });
+      await Broken.migrate();
+      // A column the statements name, gone: every statement fails on the server.
+      await client.query(`ALTER TABLE "${schema}"."${table}" RENAME COLUMN payload TO renamed`);
+      const secret = 'opaque-token-value-that-must-not-leak';
+      const error = await expectRejection(new Broken('AccessToken').upsert(secret, { jti: secret }, 60));
+      expect(error.message).to.equal('the PostgreSQL store failed (upsert): SQLSTATE 42703');
+      expect(JSON.stringify(error, Object.getOwnPropertyNames(error))).to.not.include(secret);
+    } finally {
+      await pool.end();
+    }
+  });
+
+  it('leaves a pool passed in open, and ends its own', async () => {
+    const pool = new pg.Pool({ connectionString: DATABASE_URL, max: 1 });
+    try {
+      const Passed = createPostgresAdapter({ pool, schema, table });
+      await new Passed('SubjectToken').upsert('p', { kind: 'SubjectToken' }, 60);
+      await Passed.disconnect();
+      expect((await pool.query('SELECT 1 AS one')).rows[0].one).to.equal(1);
+    } finally {
+      await pool.end();
+    }
+    const Own = createPostgresAdapter({ connectionString: DATABASE_URL, schema, table });
+    await new Own('Session').find('x');
+    await Own.disconnect();
+    await expectRejection(new Own('Session').find('x'));
+  });
+
+  it('checks its options up front', () => {
+    const pool = new pg.Pool({ connectionString: DATABASE_URL });
+    try {
+      expect(() => createPostgresAdapter({})).to.throw(TypeError, /pool or connectionString/);
+      expect(() => createPostgresAdapter({ pool, connectionString: DATABASE_URL })).to.throw(TypeError, /pool or connectionString/);
+      expect(() => createPostgresAdapter({ pool, table: 'x; DROP TABLE y' })).to.throw(TypeError, /table/);
+      expect(() => createPostgresAdapter({ pool, schema: 'a"b' })).to.throw(TypeError, /schema/);
+      expect(() => createPostgresAdapter({ pool, cleanupInterval: -1 })).to.throw(TypeError, /cleanupInterval/);
+      expect(() => createPostgresAdapter({ pool, cleanupBatch: 0 })).to.throw(TypeError, /cleanupBatch/);
+    } finally {
+      void pool.end();
+    }
+  });
+});
+
+async function expectRejection(promise: Promise<unknown>): Promise<Error> {
+  let outcome: unknown = 'resolved';
+  try {
+    outcome = await promise;
+  } catch (error) {
+    expect(error).to.be.instanceOf(Error);
+    return error as Error;
+  }
+  return expect.fail(`expected a rejection, got ${JSON.stringify(outcome)}`);
+}

@@ -1,0 +1,71 @@
+import pg from 'pg';
+import { createPostgresAdapter, POSTGRES_POOL_OPTIONS, type PostgresAdapterClass } from '../../lib/adapters/postgres.js';
+import { DATABASE_URL, testSchema } from './postgres.js';
+
+/** One schema for every PostgreSQL adapter of this run (dropped by postgres.ts's root hook), a table per adapter. */
+let runSchema: Promise<string> | undefined;
+/** The run's pool: providers on PostgreSQL share it, so that a long run holds ten connections, not ten per provider. */
+let sharedPool: pg.Pool | undefined;
+const opened: PostgresAdapterClass[] = [];
+let tables = 0;
+
+export function postgresRunSchema(): Promise<string> {
+  runSchema ??= testSchema().catch((error: unknown) => {
+    runSchema = undefined;
+    throw error;
+  });
+  return runSchema;
+}
+
+/** A fresh table name in the run's schema. */
+export function testTable(): string {
+  tables += 1;
+  return `store_${tables}`;
+}
+
+export interface PostgresTestAdapterOptions {
+  /** Connect here (a relay, say) with a pool of the adapter's own, instead of the run's pool. */
+  connectionString?: string;
+  table?: string;
+  cleanupInterval?: number;
+  cleanupBatch?: number;
+}
+
+/**
+ * A PostgreSQL adapter on a table of its own in the run's schema, migrated
+ * before it is returned: without PostgreSQL a suite fails in its setup, with
+ * a message saying how to start it.
+ */
+export async function postgresTestAdapter(options: PostgresTestAdapterOptions = {}): Promise<PostgresAdapterClass> {
+  const schema = await postgresRunSchema();
+  const common = {
+    schema,
+    table: options.table ?? testTable(),
+    ...(options.cleanupInterval === undefined ? {} : { cleanupInterval: options.cleanupInterval }),
+    ...(options.cleanupBatch === undefined ? {} : { cleanupBatch: options.cleanupBatch }),
+  };
+  let Adapter: PostgresAdapterClass;
+  if (options.connectionString) {
+    Adapter = createPostgresAdapter({ connectionString: options.connectionString, ...common });
+  } else {
+    if (!sharedPool) {
+      sharedPool = new pg.Pool({ connectionString: DATABASE_URL, ...POSTGRES_POOL_OPTIONS });
+      sharedPool.on('error', () => {});
+    }
+    Adapter = createPostgresAdapter({ pool: sharedPool, ...common });
+  }
+  opened.push(Adapter);
+  await Adapter.migrate();
+  return Adapter;
+}
+
+/** Stops every test adapter's sweep and closes the run's connections; the schema goes with postgres.ts's hook. */
+export async function closePostgresTestAdapters(): Promise<void> {
+  const adapters = opened.splice(0);
+  await Promise.all(adapters.map((Adapter) => Adapter.disconnect().catch(() => {})));
+  const pool = sharedPool;
+  sharedPool = undefined;
+  await pool?.end().catch(() => {});
+}
+
+if (typeof after === 'function') after(closePostgresTestAdapters);

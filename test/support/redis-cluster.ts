@@ -1,0 +1,154 @@
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Cluster, Redis } from 'ioredis';
+import { REDIS_CLUSTER_OPTIONS } from '../../lib/adapters/redis.js';
+
+/**
+ * A real Redis Cluster on this machine for the tests: three masters, each with
+ * one replica, on free local ports, in a temporary directory that goes with
+ * it. A failed master is replaced by its replica after about two seconds
+ * (cluster-node-timeout 1000 ms).
+ */
+export interface RedisCluster {
+  /** The six nodes' addresses, as a cluster client's seed list. */
+  readonly nodes: ReadonlyArray<{ host: string; port: number }>;
+  /** A cluster client built as a deployment would, with REDIS_CLUSTER_OPTIONS; the caller closes it. */
+  client(): Cluster;
+  /** The port of the master that serves `key`'s slot now. */
+  masterOf(key: string): Promise<number>;
+  /** Kills the node at `port` (SIGKILL: no goodbye to the others), and waits until a replica serves its slots. */
+  killAndFailOver(port: number): Promise<void>;
+  /** Stops every node and deletes the directory. */
+  stop(): Promise<void>;
+}
+
+const MASTERS = 3;
+const NODE_TIMEOUT_MS = 1000;
+const HEALTHY_WITHIN_MS = 20_000;
+
+export async function startRedisCluster(): Promise<RedisCluster> {
+  for (const command of ['redis-server', 'redis-cli']) {
+    if (spawnSync(command, ['--version']).error) {
+      throw new Error(`${command} is not installed: the Redis Cluster tests start their own cluster (apt-get install redis-server)`);
+    }
+  }
+  const directory = mkdtempSync(join(tmpdir(), 'impersonation-cluster-'));
+  const processes = new Map<number, ChildProcess>();
+  const stop = async (): Promise<void> => {
+    await Promise.all([...processes.values()].map(async (child) => {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      const exited = once(child, 'exit');
+      child.kill('SIGKILL');
+      await exited;
+    }));
+    rmSync(directory, { recursive: true, force: true });
+  };
+  try {
+    const ports = await freeClusterPorts(MASTERS * 2);
+    for (const port of ports) {
+      const child = spawn('redis-server', [
+        '--port', String(port), '--bind', '127.0.0.1', '--cluster-enabled', 'yes',
+        '--cluster-config-file', join(directory, `nodes-${port}.conf`), '--cluster-node-timeout', String(NODE_TIMEOUT_MS),
+        '--dir', directory, '--save', '', '--appendonly', 'no', '--logfile', join(directory, `${port}.log`),
+        // Replicas sync at once (the default waits 5 s for more of them), so that a failover has a copy to promote.
+        '--repl-diskless-sync-delay', '0',
+      ], { stdio: 'ignore' });
+      processes.set(port, child);
+    }
+    await Promise.all(ports.map((port) => waitFor(() => ping(port), `node ${port} did not start`)));
+    const created = spawnSync('redis-cli', [
+      '--cluster', 'create', ...ports.map((port) => `127.0.0.1:${port}`), '--cluster-replicas', '1', '--cluster-yes',
+    ], { encoding: 'utf8', timeout: 30_000 });
+    if (created.status !== 0) throw new Error(`redis-cli --cluster create failed:\n${created.stdout}\n${created.stderr}`);
+    const nodes = ports.map((port) => ({ host: '127.0.0.1', port }));
+    const live = (): number[] => ports.filter((port) => processes.get(port)!.exitCode === null && processes.get(port)!.signalCode === null);
+    await waitFor(() => healthy(live()), 'the cluster did not become healthy');
+
+    return {
+      nodes,
+      client: () => new Cluster(nodes, REDIS_CLUSTER_OPTIONS),
+      async masterOf(key) {
+        return withNode(live()[0]!, async (redis) => {
+          const slot = await redis.call('CLUSTER', 'KEYSLOT', key) as number;
+          const ranges = await redis.call('CLUSTER', 'SLOTS') as Array<[number, number, [string, number]]>;
+          const range = ranges.find(([from, to]) => slot >= from && slot <= to);
+          if (!range) throw new Error(`no master serves slot ${slot}`);
+          return range[2][1];
+        });
+      },
+      async killAndFailOver(port) {
+        const child = processes.get(port)!;
+        const exited = once(child, 'exit');
+        child.kill('SIGKILL');
+        await exited;
+        await waitFor(() => healthy(live()), `no replica took over from ${port}`);
+      },
+      stop,
+    };
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+}
+
+/** Every live node sees the cluster ok, every slot is served by a live master, and every replica is in sync. */
+async function healthy(ports: number[]): Promise<boolean> {
+  const states = await Promise.all(ports.map((port) => withNode(port, async (redis) => {
+    const info = await redis.call('CLUSTER', 'INFO') as string;
+    if (!/cluster_state:ok/.test(info)) return false;
+    const replication = await redis.info('replication');
+    if (/role:slave/.test(replication) && !/master_link_status:up/.test(replication)) return false;
+    const ranges = await redis.call('CLUSTER', 'SLOTS') as Array<[number, number, [string, number]]>;
+    const covered = ranges.reduce((total, [from, to]) => total + to - from + 1, 0);
+    return covered === 16384 && ranges.every(([, , [, master]]) => ports.includes(master));
+  }).catch(() => false)));
+  return states.every(Boolean);
+}
+
+async function ping(port: number): Promise<boolean> {
+  return withNode(port, async (redis) => await redis.ping() === 'PONG').catch(() => false);
+}
+
+async function withNode<T>(port: number, use: (redis: Redis) => Promise<T>): Promise<T> {
+  const redis = new Redis({ port, host: '127.0.0.1', lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null, enableOfflineQueue: false });
+  redis.on('error', () => {});
+  try {
+    await redis.connect();
+    return await use(redis);
+  } finally {
+    redis.disconnect();
+  }
+}
+
+async function waitFor(probe: () => Promise<boolean>, message: string): Promise<void> {
+  const deadline = Date.now() + HEALTHY_WITHIN_MS;
+  while (!await probe()) {
+    if (Date.now() > deadline) throw new Error(`Redis Cluster: ${message} within ${HEALTHY_WITHIN_MS / 1000} s`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
+/** Ports free now whose cluster-bus port (port + 10000) is free too. */
+async function freeClusterPorts(count: number): Promise<number[]> {
+  const ports: number[] = [];
+  while (ports.length < count) {
+    const port = await listenOnce(0);
+    if (port + 10_000 < 65_536 && await listenOnce(port + 10_000).then(() => true, () => false)) ports.push(port);
+  }
+  return ports;
+}
+
+function listenOnce(port: number): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(port, '127.0.0.1', () => {
+      const { port: bound } = server.address() as { port: number };
+      server.close(() => resolve(bound));
+    });
+  });
+}
