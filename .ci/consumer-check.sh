@@ -18,8 +18,14 @@ block() { node "$REPO/.ci/readme-block.mjs" "$1"; }
 echo "packing"
 TARBALL="$WORK/$(npm pack --silent --pack-destination "$WORK" | tail -n 1)"
 tar -tzf "$TARBALL" > "$WORK/contents"
-for file in dist/index.js dist/index.d.ts dist/resource-server/index.js dist/audit-postgres/index.js dist/cli/main.js \
-  LICENSE README.md CHANGELOG.md package.json; do
+# Every file package.json points at (exports, types, bin), and what the registry page shows.
+expected=$(node -e '
+  const pkg = require("./package.json");
+  const files = new Set(["LICENSE", "README.md", "CHANGELOG.md", "package.json", pkg.main, pkg.types, ...Object.values(pkg.bin ?? {})]);
+  for (const target of Object.values(pkg.exports)) for (const file of Object.values(target)) files.add(file);
+  console.log([...files].map((file) => file.replace(/^\.\//, "")).join("\n"));
+')
+for file in $expected; do
   grep -qx "package/$file" "$WORK/contents" || { echo "the tarball lacks $file"; cat "$WORK/contents"; exit 1; }
 done
 if grep -qE '^package/(build|test|demo|bench|lib)/' "$WORK/contents"; then
