@@ -272,6 +272,17 @@ describe('PostgreSQL adapter', () => {
     expect(left).to.equal(0);
   });
 
+  it('compares keys byte by byte, whatever the database\'s collation', async () => {
+    await new Adapter('ImpersonationSession').indexAdd(['all'], 'm', Date.now() + 60_000);
+    const { rows } = await client.query(
+      `SELECT table_name, column_name, collation_name FROM information_schema.columns
+        WHERE table_schema = $1 AND table_name IN ($2, $3) AND data_type = 'text' ORDER BY table_name, column_name`,
+      [schema, table, `${table}_index`],
+    );
+    expect(rows.map((r: { collation_name: string | null }) => r.collation_name)).to.deep.equal(Array(rows.length).fill('C'));
+    expect(rows.map((r: { column_name: string }) => r.column_name)).to.include.members(['id', 'uid', 'member', 'name']);
+  });
+
   it('migrates idempotently, from several instances at once', async () => {
     const name = testTable();
     const pools = Array.from({ length: 4 }, () => new pg.Pool({ connectionString: DATABASE_URL, max: 2 }));
