@@ -298,6 +298,28 @@ describe('PostgreSQL adapter', () => {
     }
   });
 
+  it('starts on tables an owner made, under a role that may not create any', async () => {
+    const role = `store_app_${process.pid}_${Date.now()}`;
+    await client.query(`CREATE ROLE "${role}" LOGIN`);
+    await client.query(`GRANT USAGE ON SCHEMA "${schema}" TO "${role}"`);
+    await client.query(`GRANT SELECT, INSERT, UPDATE, DELETE ON "${schema}"."${table}", "${schema}"."${table}_index" TO "${role}"`);
+    const url = new URL(DATABASE_URL);
+    url.username = role;
+    const AsApp = createPostgresAdapter({ connectionString: url.href, schema, table, cleanupInterval: 0 });
+    const Creating = createPostgresAdapter({ connectionString: url.href, schema, table: testTable(), cleanupInterval: 0 });
+    try {
+      await new AsApp('SubjectToken').upsert('as-app', { kind: 'SubjectToken' }, 60);
+      expect(await new AsApp('SubjectToken').consumeOnce('as-app')).to.equal(true);
+      const refused = await expectRejection(Creating.migrate());
+      expect(refused.message).to.equal('the PostgreSQL store failed (migration): SQLSTATE 42501');
+    } finally {
+      await AsApp.disconnect();
+      await Creating.disconnect();
+      await client.query(`DROP OWNED BY "${role}"`);
+      await client.query(`DROP ROLE "${role}"`);
+    }
+  });
+
   it('rejects, never resolves false, when PostgreSQL cannot be reached', async () => {
     // Nothing listens on port 1 of the loopback interface.
     const Unreachable = createPostgresAdapter({ connectionString: 'postgres://postgres@127.0.0.1:1/test', schema, table });
@@ -337,6 +359,7 @@ describe('PostgreSQL adapter', () => {
       await new Passed('SubjectToken').upsert('p', { kind: 'SubjectToken' }, 60);
       await Passed.disconnect();
       expect((await pool.query('SELECT 1 AS one')).rows[0].one).to.equal(1);
+      await expectRejection(new Passed('SubjectToken').find('p'));
     } finally {
       await pool.end();
     }
