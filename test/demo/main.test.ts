@@ -68,7 +68,8 @@ describe('demo: npm run demo (demo/main.ts)', function () {
     const demo = run(process.execPath, [MAIN], { PORT: '0', BACKEND_PORT: '0', DATABASE_URL: databaseUrl });
     children.push(demo);
     const { identity, backend } = await started(demo);
-    const walk = await run('bash', [WALKTHROUGH], { IDENTITY: identity, BACKEND: backend }).output;
+    // The walk-through finds the demo by the same variables that placed it.
+    const walk = await run('bash', [WALKTHROUGH], { PORT: new URL(identity).port, BACKEND_PORT: new URL(backend).port }).output;
     expect(walk.stdout, walk.stderr).to.contain('"actor":"alice"');
 
     const log = createPostgresAuditLog({ connectionString: DATABASE_URL, schema });
