@@ -158,6 +158,8 @@ describe('demo: support console in headless Chromium', function () {
     expect(await alice.page.locator('#steps li.done').count()).to.equal(3);
     expect(await alice.text('#steps')).to.contain('no refresh token');
     expect(await alice.text('#api-message')).to.equal('alice is acting as bob');
+    // The banner stays on this view too.
+    expect(await alice.page.getByRole('status').filter({ hasText: 'Acting as Bob Brown (bob)' }).isVisible()).to.equal(true);
     await expectAccessible(alice.page, 'the console with its details open');
     await details.locator('> summary').click();
   });
