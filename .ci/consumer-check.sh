@@ -18,8 +18,14 @@ block() { node "$REPO/.ci/readme-block.mjs" "$1"; }
 echo "packing"
 TARBALL="$WORK/$(npm pack --silent --pack-destination "$WORK" | tail -n 1)"
 tar -tzf "$TARBALL" > "$WORK/contents"
-for file in dist/index.js dist/index.d.ts dist/resource-server/index.js dist/audit-postgres/index.js dist/cli/main.js \
-  LICENSE README.md CHANGELOG.md package.json; do
+# Every file package.json points at (exports, types, bin), and what the registry page shows.
+expected=$(node -e '
+  const pkg = require("./package.json");
+  const files = new Set(["LICENSE", "README.md", "CHANGELOG.md", "package.json", pkg.main, pkg.types, ...Object.values(pkg.bin ?? {})]);
+  for (const target of Object.values(pkg.exports)) for (const file of Object.values(target)) files.add(file);
+  console.log([...files].map((file) => file.replace(/^\.\//, "")).join("\n"));
+')
+for file in $expected; do
   grep -qx "package/$file" "$WORK/contents" || { echo "the tarball lacks $file"; cat "$WORK/contents"; exit 1; }
 done
 if grep -qE '^package/(build|test|demo|bench|lib)/' "$WORK/contents"; then
@@ -96,4 +102,19 @@ node -e '
     console.error("unexpected exchange answer", out); process.exit(1);
   }
   console.log(`the curl commands got an impersonation token for ${claims.sub}, audience ${claims.aud}`);
+'
+
+echo "the README's actor sign-in, then the exchange with the actor token added"
+{
+  block quick-start-actor
+  block quick-start-curl | sed '$ s/$/ \\/'
+  block quick-start-actor-exchange
+} | sed "s#localhost:3000#localhost:$PORT#g" > actor.sh
+bash -euo pipefail actor.sh > actor.out || { cat actor.out server.log; echo "the README's actor commands failed"; exit 1; }
+node -e '
+  const out = require("node:fs").readFileSync("actor.out", "utf8");
+  const body = JSON.parse(out.slice(out.lastIndexOf("{\"access_token\"")));
+  const claims = JSON.parse(Buffer.from(body.access_token.split(".")[1], "base64url"));
+  if (claims.sub !== "bob" || claims.act?.sub !== "alice") { console.error("unexpected exchange answer", out); process.exit(1); }
+  console.log(`with the actor token: ${claims.act.sub} acts as ${claims.sub}`);
 '

@@ -144,8 +144,25 @@ export async function startProvider(options: TestProviderOptions = {}): Promise<
           return header ? decodeURIComponent(header) : undefined;
         },
       },
-      introspection: { enabled: true },
-      revocation: { enabled: true },
+      // The policies and the logout page are spelt out, as a deployment must, so oidc-provider prints no notice.
+      introspection: {
+        enabled: true,
+        allowedPolicy: (ctx, client, token) => client.clientAuthMethod !== 'none' || token.clientId === ctx.oidc.client?.clientId,
+      },
+      revocation: {
+        enabled: true,
+        allowedPolicy: (_ctx, client, token) => {
+          if (token.clientId === client.clientId) return true;
+          if (client.clientAuthMethod === 'none') return false;
+          throw new errors.InvalidRequest('client is not authorized to revoke the presented token');
+        },
+      },
+      rpInitiatedLogout: {
+        enabled: true,
+        logoutSource: (ctx, form) => {
+          ctx.body = `<!DOCTYPE html><title>Sign out</title>${form}<button form="op.logoutForm" name="logout" value="yes">Sign out</button>`;
+        },
+      },
       resourceIndicators: {
         enabled: true,
         defaultResource: () => undefined,
