@@ -66,7 +66,7 @@ export function activityLines(events: readonly TrailEvent[], changes: readonly C
     if (event.event === 'impersonation.exchange.succeeded') {
       lines.push({ at: event.at, text: `${who} accessed your account on ${formatDate(event.at)}${ticketOf(event.context)}` });
     } else if (event.event === 'impersonation.session.revoked' || event.event === 'impersonation.session.ended') {
-      lines.push({ at: event.at, text: `${who}'s access to your account ended on ${formatDate(event.at)}` });
+      lines.push({ at: event.at, text: `Access by ${who} to your account ended on ${formatDate(event.at)}` });
     }
   }
   for (const change of changes) {

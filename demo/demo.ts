@@ -3,6 +3,7 @@ import { createMemoryAuditLog, type AuditSink } from '../lib/index.js';
 import { startBackend, type Backend, type BackendOptions } from './backend.js';
 import { closeServer, listen, LOOPBACK, portOf } from './http.js';
 import { startIdentityService, type IdentityService } from './identity-service.js';
+import type { DemoKeys } from './keys.js';
 import { demoSecrets, type DemoSecrets } from './seed.js';
 
 export interface DemoOptions {
@@ -20,6 +21,10 @@ export interface DemoOptions {
   adapter?: AdapterSource;
   /** The audit trail (e.g. `createPostgresAuditLog()`). Default: in memory, with the same chain and verify(). */
   auditLog?: AuditSink;
+  /** Signing and cookie keys of the identity service; instances that share a store must share them. Default: fresh ones. */
+  keys?: DemoKeys;
+  /** The identity service's address when several instances serve one (its issuer). Default: its own. */
+  identityPublicUrl?: string;
   /** How recent the engineer's sign-in must be for an impersonation, seconds. Default 300. */
   actorMaxAge?: number;
   log?: (line: string) => void;
@@ -61,6 +66,8 @@ export async function startDemo(options: DemoOptions = {}): Promise<Demo> {
       secrets,
       ...(options.adapter ? { adapter: options.adapter } : {}),
       auditLog,
+      ...(options.keys ? { keys: options.keys } : {}),
+      ...(options.identityPublicUrl ? { publicUrl: options.identityPublicUrl } : {}),
       ...(options.actorMaxAge === undefined ? {} : { actorMaxAge: options.actorMaxAge }),
       log,
     });

@@ -4,16 +4,17 @@ import type { AdapterSource } from '../lib/adapters/contract.js';
  * plugin, mounted at /oidc of a parent Koa app that also serves the login
  * pages and the Management API (POST /api/subject-tokens).
  */
-import { createHash, generateKeyPairSync, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { EventEmitter } from 'node:events';
 import type http from 'node:http';
 import Router from '@koa/router';
 import Koa from 'koa';
-import Provider, { errors, type Account, type Configuration, type Interaction, type JWKS } from 'oidc-provider';
+import Provider, { errors, type Account, type Configuration, type Interaction } from 'oidc-provider';
 import { createImpersonation, EVENTS, TOKEN_EXCHANGE_GRANT, type AuditSink, type Impersonation } from '../lib/index.js';
 import {
   closeServer, escapeHtml, HttpError, listen, page, portOf, readForm, serve,
 } from './http.js';
+import { generateDemoKeys, type DemoKeys } from './keys.js';
 import { API_RESOURCE, API_SCOPES, CLIENTS, demoSecrets, type DemoSecrets, type DemoUser } from './seed.js';
 
 export interface IdentityServiceOptions {
@@ -25,6 +26,13 @@ export interface IdentityServiceOptions {
   bindAddress?: string;
   /** Host name in every URL (issuer, redirects). The browser must use the same. Default `localhost`. */
   hostname?: string;
+  /**
+   * The address every instance of the identity service is reached at, when
+   * several serve one (the issuer is built on it). Default: this server's.
+   */
+  publicUrl?: string;
+  /** Signing and cookie keys; instances that share a store must share them. Default: fresh ones. */
+  keys?: DemoKeys;
   /** Origin of the integrator backend: the clients' redirect URIs and the console's CORS origin. */
   backendOrigin: string;
   /** Subject-token lifetime, seconds. Default: the plugin's (60). */
@@ -64,7 +72,8 @@ const WRITE_SCOPE = 'profile:write';
 
 export async function startIdentityService(options: IdentityServiceOptions): Promise<IdentityService> {
   const server = options.server ?? await listen(options.port ?? 3000, options.bindAddress);
-  const baseUrl = `http://${options.hostname ?? 'localhost'}:${portOf(server)}`;
+  const baseUrl = options.publicUrl?.replace(/\/$/, '') ?? `http://${options.hostname ?? 'localhost'}:${portOf(server)}`;
+  const keys = options.keys ?? generateDemoKeys();
   const issuer = `${baseUrl}${OIDC_PREFIX}`;
   const managementResource = `${baseUrl}/api`;
   const secrets = options.secrets ?? demoSecrets();
@@ -141,8 +150,8 @@ export async function startIdentityService(options: IdentityServiceOptions): Pro
     scopes: ['openid', 'offline_access', 'profile'],
     claims: { openid: ['sub'], profile: ['name', 'roles'] },
     findAccount: (_ctx, id) => accountOf(users.get(id)),
-    cookies: { keys: [randomBytes(32).toString('base64url')] },
-    jwks: signingKeys(),
+    cookies: { keys: keys.cookieKeys },
+    jwks: keys.jwks,
     pkce: { required: () => true },
     ttl: {
       AccessToken: (_ctx, token) => token.resourceServer?.accessTokenTTL ?? 3600,
@@ -260,12 +269,6 @@ function accountOf(user: DemoUser | undefined): Account | undefined {
     impersonable: user.impersonable,
     claims: () => ({ sub: user.id, name: user.name, roles: [...user.roles] }),
   };
-}
-
-function signingKeys(): JWKS {
-  const { privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
-  const jwk = privateKey.export({ format: 'jwk' });
-  return { keys: [{ ...jwk, kid: randomUUID(), alg: 'RS256', use: 'sig' }] } as JWKS;
 }
 
 /** Compares in constant time; an unknown login costs the same as a wrong password. */

@@ -5,6 +5,7 @@
 import { createPostgresAuditLog } from '../lib/audit-postgres/index.js';
 import { createMemoryAuditLog } from '../lib/index.js';
 import { startDemo } from './demo.js';
+import { sharedDemoKeys } from './keys.js';
 import { demoSecrets } from './seed.js';
 import { demoStore } from './store.js';
 
@@ -30,6 +31,10 @@ const { adapter, description: storeDescription } = demoStore(process.env);
 // With DATABASE_URL the audit trail is kept in PostgreSQL; otherwise in memory, chained and verified the same way.
 const databaseUrl = process.env['DATABASE_URL'];
 const auditLog = databaseUrl ? createPostgresAuditLog({ connectionString: databaseUrl }) : createMemoryAuditLog();
+// Instances that share a store share the signing and cookie keys too: from DEMO_KEYS, or a key file made on first start.
+const keyFile = process.env['DEMO_KEY_FILE'] || 'demo-keys.json';
+const shared = adapter ? await sharedDemoKeys(keyFile) : undefined;
+const identityPublicUrl = process.env['IDENTITY_URL'] || undefined;
 const subjectTokenTTL = seconds('SUBJECT_TOKEN_TTL');
 const actorMaxAge = seconds('ACTOR_MAX_AGE');
 const identityPort = port('PORT', 3000);
@@ -44,6 +49,8 @@ try {
     secrets,
     ...(adapter ? { adapter } : {}),
     auditLog,
+    ...(shared ? { keys: shared.keys } : {}),
+    ...(identityPublicUrl ? { identityPublicUrl } : {}),
     log: (line) => console.log(line),
   });
 } catch (error) {
@@ -72,6 +79,7 @@ Impersonation demo is running.
   Users: ${secrets.users.map((user) => `${user.id} / ${user.password}${user.roles.includes('support') ? ' (support staff)' : ''}${user.impersonable ? '' : ' (not impersonable)'}`).join(', ')}
   Subject-token lifetime: ${identity.impersonation.options.subjectTokenTTL} s
   Store: ${storeDescription}
+  Keys: ${shared ? `shared, from ${shared.source}` : 'made at start, for this instance only'}
   Audit trail: ${databaseUrl ? `PostgreSQL at ${new URL(databaseUrl).host} (table impersonation_audit)` : 'in memory (hash-chained; lost at exit)'}
 
 Open ${backend.url}/, sign in as alice, impersonate bob. Ctrl+C stops.

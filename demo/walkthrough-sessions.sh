@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Impersonate, list the impersonation, stop it, and watch the resource API refuse
 # the token, against a running `npm run demo`. IDENTITY and BACKEND default to
-# the demo's addresses.
+# the demo's addresses, on PORT and BACKEND_PORT as for npm run demo.
 set -euo pipefail
-IDENTITY=${IDENTITY:-http://localhost:3000}
-BACKEND=${BACKEND:-http://localhost:3001}
+IDENTITY=${IDENTITY:-http://localhost:${PORT:-3000}}
+BACKEND=${BACKEND:-http://localhost:${BACKEND_PORT:-3001}}
 JAR=$(mktemp)
 trap 'rm -f "$JAR"' EXIT
 json() { sed -n "s/.*\"$1\":\"\([^\"]*\)\".*/\1/p"; }

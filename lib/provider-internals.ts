@@ -12,6 +12,25 @@ import type {
   AccessToken, AdapterConstructor, AdapterFactory, Configuration, JWKS, KoaContextWithOIDC, Provider, ResourceServerInstance,
 } from 'oidc-provider';
 
+/**
+ * Checked when the plugin is loaded, so that an oidc-provider release that
+ * moved one of them stops the service at start-up, naming it, instead of
+ * failing requests one by one.
+ */
+function assertInternals(): void {
+  const missing = [
+    ...(['resolveRequestedResources', 'validateClientScope', 'validateDpop', 'checkDpopReplay', 'checkDpopRequired', 'checkMtlsCert',
+      'buildTokenResponse'] as const).filter((name) => typeof grants[name] !== 'function').map((name) => `helpers/grants.js ${name}`),
+    ...typeof checkSessionBinding === 'function' ? [] : ['models/token_helpers.js checkSessionBinding'],
+    ...typeof instance === 'function' ? [] : ['helpers/weak_cache.js (default export)'],
+  ];
+  if (missing.length) {
+    throw new Error(`oidc-provider-impersonation: this oidc-provider lacks internals the plugin uses (${missing.join(', ')}); `
+      + 'install a version in the peerDependencies range of oidc-provider-impersonation');
+  }
+}
+assertInternals();
+
 export interface DpopProof {
   thumbprint: string;
   jti: string;

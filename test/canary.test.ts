@@ -12,6 +12,7 @@ import type Koa from 'koa';
 import { canonicalContent, rowOf } from '../lib/audit/chain.js';
 import { EVENTS } from '../lib/index.js';
 import { startDemo, type Demo } from '../demo/demo.js';
+import type { MemoryAuditLog } from '../lib/index.js';
 import { DpopKey } from './support/dpop.js';
 import {
   ACTOR_API, API, CLIENTS, OPAQUE_API, startProvider, type TestProvider,
@@ -279,6 +280,31 @@ describe('canary: no token value or secret leaves its place', function () {
       expect((await demoHttp.requestImpersonation(demo, `${alice}x`, request)).status).to.equal(401);
       expect((await demoHttp.callResourceApi(demo, `${accessToken.slice(0, -4)}AAAA`)).status).to.equal(401);
       expect((await demoHttp.callResourceApi(demo, alice)).status).to.equal(401);
+
+      // The support product: the customer's data, a refused change, the status and stop of the impersonation, the account page, the trail.
+      const api = (path: string, token: string, init: RequestInit = {}) => fetch(`${demo.backend.url}${path}`, {
+        ...init, headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', ...init.headers as Record<string, string> },
+      }).then(async (response) => `${response.status} ${await response.text()} ${response.headers.get('www-authenticate') ?? ''}`);
+      const sessionId = JSON.parse(Buffer.from(accessToken.split('.')[1]!, 'base64url').toString())['impersonation_session'] as string;
+      const answers = [
+        await api('/api/customer', accessToken),
+        await api('/api/customer/shipping-address', accessToken, { method: 'PUT', body: JSON.stringify({ line1: 'x', city: 'y', postcode: 'z', country: 'w' }) }),
+        await api(`/api/impersonation-status?sessionId=${sessionId}`, alice),
+        await api('/api/stop-impersonation', alice, { method: 'POST', body: JSON.stringify({ sessionId }) }),
+        await api(`/api/impersonation-status?sessionId=${sessionId}`, alice),
+        await api('/api/stop-impersonation', bob, { method: 'POST', body: JSON.stringify({ sessionId }) }),
+      ];
+      expect(answers.map((answer) => answer.slice(0, 3))).to.deep.equal(['200', '403', '200', '204', '200', '403']);
+      for (const [index, answer] of answers.entries()) demoCanary.sink(`demo API answer ${index}`, answer);
+      const jar = new demoHttp.CookieJar();
+      const form = await demoHttp.follow(jar, `${demo.backend.url}/account/login`);
+      const account = await demoHttp.follow(jar, `${form.url}/login`, {
+        method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: new URLSearchParams({ login: 'bob', password: 'bob-password' }),
+      });
+      const html = await account.text();
+      expect(html).to.contain('Alice Adams (support) accessed your account on');
+      demoCanary.sink('the account page', html);
+      for (const row of (demo.auditLog as MemoryAuditLog).rows) demoCanary.sink(`audit row ${row.seq}`, row);
 
       expect(lines.length, 'the demo logged the flow').to.be.above(5);
       for (const [index, line] of lines.entries()) demoCanary.sink(`demo log line ${index}`, line);

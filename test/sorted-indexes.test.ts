@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { createMemoryAdapter } from '../lib/index.js';
-import type { ImpersonationAdapter } from '../lib/adapters/contract.js';
+import type { ImpersonationAdapter, IndexEntry } from '../lib/adapters/contract.js';
 import { assertRedisReachable, redisTestAdapter } from './support/adapter.js';
 import { postgresTestAdapter } from './support/postgres-adapter.js';
 
@@ -32,6 +32,22 @@ for (const [name, open] of adapters) {
       const rest = await store.indexRange('all', first.at(-1), 2);
       expect(rest.map((entry) => entry.member)).to.deep.equal(['b', 'a']);
       expect(await store.indexRange('all', rest.at(-1), 2)).to.deep.equal([]);
+    });
+
+    it('orders ties as JavaScript orders strings (case and punctuation included), page after page', async () => {
+      const at = later(60);
+      const members = ['B', 'a', '_x', '-z', 'A-b', 'Ab', 'b'];
+      for (const member of members) await store.indexAdd(['ties'], member, at);
+      const expected = [...members].sort().reverse();
+      const paged: string[] = [];
+      let position: IndexEntry | undefined;
+      for (;;) {
+        const page = await store.indexRange('ties', position, 2);
+        paged.push(...page.map((entry) => entry.member));
+        if (page.length < 2) break;
+        position = page.at(-1);
+      }
+      expect(paged).to.deep.equal(expected);
     });
 
     it('moves a member re-added with a new expiry, and removes one', async () => {

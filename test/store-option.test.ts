@@ -7,9 +7,11 @@ import {
   ACCESS_TOKEN, actorParams, apiRequest, decodeJwt, exchange, expectError, introspect, logout, m2mToken, managementRequest,
   subjectToken, userSignIn, type Reply,
 } from './support/http.js';
+import { assertRedisReachable, REDIS_URL, redisTestAdapter } from './support/adapter.js';
 import { QUIET_CONFIGURATION } from './support/keys.js';
 import { PLUGIN_STORES } from './support/plugin-stores.js';
 import { API, CLIENTS, MANAGEMENT, OPAQUE_API, READ_SCOPE, REVOKE_SCOPE, startProvider, type TestProvider } from './support/provider.js';
+import { TcpRelay } from './support/relay.js';
 import { createTypicalAdapter, type TypicalAdapterClass } from './support/typical-adapter.js';
 
 const SESSIONS = '/api/impersonations';
@@ -163,6 +165,42 @@ describe('the store option: the provider keeps its own adapter', () => {
       }
     });
   }
+});
+
+describe('the store option: the plugin\'s store unreachable, the provider\'s adapter up', function () {
+  this.timeout(30_000);
+  const relay = new TcpRelay(REDIS_URL, 6379);
+  let tp: TestProvider;
+  let alice: string;
+
+  before(async () => {
+    await assertRedisReachable();
+    await relay.start();
+    tp = await startProvider({ adapter: createTypicalAdapter(), plugin: { store: redisTestAdapter({ url: relay.url }) } });
+    alice = (await userSignIn(tp, 'alice')).accessToken;
+  });
+  after(async () => {
+    await tp?.close();
+    await relay.stop();
+  });
+
+  it('fails closed: 503 at creation, 5xx at the exchange, nothing issued or burned; back without a restart', async () => {
+    const m2m = await m2mToken(tp);
+    const created = await managementRequest(tp, { userId: 'bob' }, m2m);
+    expect(created.status).to.equal(201);
+    await relay.stop();
+    try {
+      expectError(await managementRequest(tp, { userId: 'bob' }, m2m), 503, 'temporarily_unavailable');
+      const cut = await exchange(tp, { subject_token: created.body['subjectToken'] as string, resource: API, ...actorParams(alice) });
+      expect(cut.status, JSON.stringify(cut.body)).to.be.within(500, 599);
+      expect(cut.body).to.not.have.property('access_token');
+    } finally {
+      await relay.start();
+    }
+    const back = await exchange(tp, { subject_token: created.body['subjectToken'] as string, resource: API, ...actorParams(alice) });
+    expect(back.status, JSON.stringify(back.body)).to.equal(200);
+    expect((await managementRequest(tp, { userId: 'bob' }, m2m)).status).to.equal(201);
+  });
 });
 
 function tally(replies: Reply[]): Record<string, number> {

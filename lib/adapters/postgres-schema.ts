@@ -24,12 +24,17 @@ export interface StoreNames {
   expiryIndex: string;
   orderIndex: string;
   indexExpiryIndex: string;
+  /** Every table and index the migration creates, qualified as `to_regclass()` reads them. */
+  objects: string[];
 }
 
 export function storeNames(schema: string | undefined, table: string): StoreNames {
   const qualify = (name: string) => (schema ? `"${schema}"."${name}"` : `"${name}"`);
   const lock = `oidc-provider-impersonation:${schema ?? ''}.${table}`;
+  const created = [table, `${table}_index`, `${table}_uid`, `${table}_user_code`, `${table}_grant`, `${table}_expires`,
+    `${table}_index_order`, `${table}_index_expires`];
   return {
+    objects: created.map(qualify),
     entries: qualify(table),
     indexes: qualify(`${table}_index`),
     lock,
@@ -47,6 +52,8 @@ export function storeNames(schema: string | undefined, table: string): StoreName
  * Creates what is missing, changes nothing that exists: safe to run on every
  * start, from any number of instances at once (an advisory lock makes them
  * take turns, since concurrent CREATE … IF NOT EXISTS can still collide).
+ * When everything is there it only looks, so that a role without the right to
+ * create (the tables made by an owner role) starts as well.
  *
  * Keys are compared byte by byte (COLLATE "C"): faster than a linguistic
  * collation, and it orders index members as JavaScript orders their ASCII
@@ -54,6 +61,10 @@ export function storeNames(schema: string | undefined, table: string): StoreName
  * expiry (ms since the epoch) the caller gives, as in the other adapters.
  */
 export async function migrateStore(pool: pg.Pool, names: StoreNames): Promise<void> {
+  const { rows } = await pool.query<{ missing: number }>(
+    'SELECT count(*) FILTER (WHERE to_regclass(name) IS NULL)::int AS missing FROM unnest($1::text[]) AS name', [names.objects],
+  );
+  if (rows[0]?.missing === 0) return;
   const client = await pool.connect();
   try {
     await client.query('BEGIN');

@@ -152,6 +152,7 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
 
   /** Runs one statement; every caller sends exactly one per operation (the first also migrates). */
   async function run(statement: Statement, values: unknown[], operation: string): Promise<pg.QueryResult> {
+    if (closed) throw new Error('the PostgreSQL adapter is disconnected');
     if (!migrated) await migrate();
     try {
       return await pool.query({ name: statement.name, text: statement.text, values });

@@ -187,6 +187,20 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
   if (owned) client.on('error', () => {});
   for (const [name, lua] of Object.entries(SCRIPTS)) client.defineCommand(name, { numberOfKeys: 1, lua });
   client.defineCommand('impersonationIndexAdd', { lua: INDEX_ADD });
+  if (client.isCluster) {
+    // Auto-pipelining groups a Cluster's commands by the slot of their first
+    // argument, which for this script is its number of keys: sent alone, it
+    // goes to the slot of its keys.
+    const ignored = client.options.autoPipeliningIgnoredCommands ??= [];
+    if (!ignored.includes('impersonationIndexAdd')) ignored.push('impersonationIndexAdd');
+    // A Cluster opens a node's connection on its first command, and, without
+    // an offline queue, fails the calls that reach the node while it opens: a
+    // burst at start-up, or the first one after a failover, would fail. Each
+    // node is connected as soon as the client learns of it instead.
+    const open = (node: Redis): void => { if (node.status === 'wait') node.connect().catch(() => {}); };
+    (client as Cluster).on('+node', open);
+    for (const node of (client as Cluster).nodes('all')) open(node);
+  }
   const redis = client as ScriptedClient;
   const whenReady = readiness(client);
   const pipeline = (): ScriptedPipeline => client.pipeline() as ScriptedPipeline;

@@ -162,12 +162,13 @@ export async function exchange(
   actorToken?: string,
   client: { id: string; secret?: string } = { id: 'support-console' },
   headers: Record<string, string> = {},
+  scope = 'profile:read',
 ): Promise<{ status: number; body: Record<string, unknown> }> {
   if (client.secret) headers['authorization'] = `Basic ${Buffer.from(`${client.id}:${client.secret}`).toString('base64')}`;
   const body = new URLSearchParams({
     grant_type: TOKEN_EXCHANGE,
     ...(client.secret ? {} : { client_id: client.id }),
-    scope: 'profile:read',
+    scope,
     subject_token: subjectToken,
     subject_token_type: ACCESS_TOKEN_TYPE,
     resource: 'https://api.example.com',

@@ -272,6 +272,17 @@ describe('PostgreSQL adapter', () => {
     expect(left).to.equal(0);
   });
 
+  it('compares keys byte by byte, whatever the database\'s collation', async () => {
+    await new Adapter('ImpersonationSession').indexAdd(['all'], 'm', Date.now() + 60_000);
+    const { rows } = await client.query(
+      `SELECT table_name, column_name, collation_name FROM information_schema.columns
+        WHERE table_schema = $1 AND table_name IN ($2, $3) AND data_type = 'text' ORDER BY table_name, column_name`,
+      [schema, table, `${table}_index`],
+    );
+    expect(rows.map((r: { collation_name: string | null }) => r.collation_name)).to.deep.equal(Array(rows.length).fill('C'));
+    expect(rows.map((r: { column_name: string }) => r.column_name)).to.include.members(['id', 'uid', 'member', 'name']);
+  });
+
   it('migrates idempotently, from several instances at once', async () => {
     const name = testTable();
     const pools = Array.from({ length: 4 }, () => new pg.Pool({ connectionString: DATABASE_URL, max: 2 }));
@@ -284,6 +295,28 @@ describe('PostgreSQL adapter', () => {
       expect(rows.map((r: { tablename: string }) => r.tablename)).to.deep.equal([name, `${name}_index`]);
     } finally {
       await Promise.all(pools.map((pool) => pool.end()));
+    }
+  });
+
+  it('starts on tables an owner made, under a role that may not create any', async () => {
+    const role = `store_app_${process.pid}_${Date.now()}`;
+    await client.query(`CREATE ROLE "${role}" LOGIN`);
+    await client.query(`GRANT USAGE ON SCHEMA "${schema}" TO "${role}"`);
+    await client.query(`GRANT SELECT, INSERT, UPDATE, DELETE ON "${schema}"."${table}", "${schema}"."${table}_index" TO "${role}"`);
+    const url = new URL(DATABASE_URL);
+    url.username = role;
+    const AsApp = createPostgresAdapter({ connectionString: url.href, schema, table, cleanupInterval: 0 });
+    const Creating = createPostgresAdapter({ connectionString: url.href, schema, table: testTable(), cleanupInterval: 0 });
+    try {
+      await new AsApp('SubjectToken').upsert('as-app', { kind: 'SubjectToken' }, 60);
+      expect(await new AsApp('SubjectToken').consumeOnce('as-app')).to.equal(true);
+      const refused = await expectRejection(Creating.migrate());
+      expect(refused.message).to.equal('the PostgreSQL store failed (migration): SQLSTATE 42501');
+    } finally {
+      await AsApp.disconnect();
+      await Creating.disconnect();
+      await client.query(`DROP OWNED BY "${role}"`);
+      await client.query(`DROP ROLE "${role}"`);
     }
   });
 
@@ -326,6 +359,7 @@ describe('PostgreSQL adapter', () => {
       await new Passed('SubjectToken').upsert('p', { kind: 'SubjectToken' }, 60);
       await Passed.disconnect();
       expect((await pool.query('SELECT 1 AS one')).rows[0].one).to.equal(1);
+      await expectRejection(new Passed('SubjectToken').find('p'));
     } finally {
       await pool.end();
     }

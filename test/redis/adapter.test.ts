@@ -64,6 +64,22 @@ describe('Redis adapter', () => {
     await expectRejection(new Closing('Session').find('x'));
   });
 
+  it('with replicas, counts a write only once a replica holds it: without one, upsert and consumeOnce reject', async () => {
+    // The test Redis has no replica, so none can confirm.
+    const Replicated = createRedisAdapter({ url: REDIS_URL, keyPrefix: prefix, replicas: 1, replicaTimeoutMs: 100 });
+    try {
+      const adapter = new Replicated('SubjectToken');
+      await expectRejection(adapter.upsert('w', { kind: 'SubjectToken' }, 60));
+      await new Adapter('SubjectToken').upsert('w', { kind: 'SubjectToken' }, 60);
+      await expectRejection(adapter.consumeOnce('w'));
+      expect(await adapter.find('w'), 'reads need no replica').to.include({ kind: 'SubjectToken' });
+    } finally {
+      await Replicated.disconnect();
+    }
+    expect(() => createRedisAdapter({ url: REDIS_URL, replicas: -1 })).to.throw(TypeError, /replicas/);
+    expect(() => createRedisAdapter({ url: REDIS_URL, replicaTimeoutMs: 0 })).to.throw(TypeError, /replicaTimeoutMs/);
+  });
+
   it('refuses both a client and a url', () => {
     expect(() => createRedisAdapter({ client: client, url: REDIS_URL })).to.throw(TypeError);
   });

@@ -22,6 +22,8 @@ export interface RedisCluster {
   masterOf(key: string): Promise<number>;
   /** Kills the node at `port` (SIGKILL: no goodbye to the others), and waits until a replica serves its slots. */
   killAndFailOver(port: number): Promise<void>;
+  /** Starts the killed node again; it rejoins as a replica of the master that replaced it. */
+  rejoin(port: number): Promise<void>;
   /** Stops every node and deletes the directory. */
   stop(): Promise<void>;
 }
@@ -49,7 +51,7 @@ export async function startRedisCluster(): Promise<RedisCluster> {
   };
   try {
     const ports = await freeClusterPorts(MASTERS * 2);
-    for (const port of ports) {
+    const startNode = (port: number): void => {
       const child = spawn('redis-server', [
         '--port', String(port), '--bind', '127.0.0.1', '--cluster-enabled', 'yes',
         '--cluster-config-file', join(directory, `nodes-${port}.conf`), '--cluster-node-timeout', String(NODE_TIMEOUT_MS),
@@ -58,7 +60,8 @@ export async function startRedisCluster(): Promise<RedisCluster> {
         '--repl-diskless-sync-delay', '0',
       ], { stdio: 'ignore' });
       processes.set(port, child);
-    }
+    };
+    for (const port of ports) startNode(port);
     await Promise.all(ports.map((port) => waitFor(() => ping(port), `node ${port} did not start`)));
     const created = spawnSync('redis-cli', [
       '--cluster', 'create', ...ports.map((port) => `127.0.0.1:${port}`), '--cluster-replicas', '1', '--cluster-yes',
@@ -86,6 +89,12 @@ export async function startRedisCluster(): Promise<RedisCluster> {
         child.kill('SIGKILL');
         await exited;
         await waitFor(() => healthy(live()), `no replica took over from ${port}`);
+      },
+      async rejoin(port) {
+        startNode(port);
+        const replicating = () => withNode(port, async (redis) => /role:slave[\s\S]*master_link_status:up/.test(await redis.info('replication')))
+          .catch(() => false);
+        await waitFor(async () => await replicating() && healthy(live()), `node ${port} did not rejoin as a replica`);
       },
       stop,
     };

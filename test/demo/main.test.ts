@@ -1,0 +1,85 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { fileURLToPath } from 'node:url';
+import { expect } from 'chai';
+import { createPostgresAuditLog } from '../../lib/audit-postgres/index.js';
+import { EVENTS } from '../../lib/index.js';
+import { stopChildren } from '../support/children.js';
+import { DATABASE_URL, testSchema } from '../support/postgres.js';
+
+const MAIN = fileURLToPath(new URL('../../demo/main.js', import.meta.url));
+const WALKTHROUGH = fileURLToPath(new URL('../../../demo/walkthrough.sh', import.meta.url));
+
+function run(command: string, args: string[], env: Record<string, string>): ChildProcess & { output: Promise<{ code: number | null; stdout: string; stderr: string }> } {
+  const child = spawn(command, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (chunk: Buffer) => { stdout += chunk.toString(); });
+  child.stderr.on('data', (chunk: Buffer) => { stderr += chunk.toString(); });
+  const output = once(child, 'exit').then(([code]) => ({ code: code as number | null, stdout, stderr }));
+  return Object.assign(child, { output });
+}
+
+/** The URLs `npm run demo` prints once it listens (ports 0 pick free ones). */
+async function started(child: ChildProcess): Promise<{ identity: string; backend: string }> {
+  let stdout = '';
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`the demo did not start within 20 s:\n${stdout}`)), 20_000);
+    child.stdout!.on('data', (chunk: Buffer) => {
+      stdout += chunk.toString();
+      const identity = /Identity service +(http:\/\/localhost:\d+)\/oidc/.exec(stdout)?.[1];
+      const backend = /Support console +(http:\/\/localhost:\d+)\//.exec(stdout)?.[1];
+      if (identity && backend) {
+        clearTimeout(timer);
+        resolve({ identity, backend });
+      }
+    });
+    child.once('exit', (code) => { clearTimeout(timer); reject(new Error(`the demo exited with ${code}:\n${stdout}`)); });
+  });
+}
+
+describe('demo: npm run demo (demo/main.ts)', function () {
+  this.timeout(60_000);
+  const children: ChildProcess[] = [];
+  after(() => stopChildren(children));
+
+  it('says in one line which port is taken and which variable moves it, without a stack trace', async () => {
+    const busy = http.createServer();
+    await new Promise<void>((resolve) => busy.listen(0, '127.0.0.1', resolve));
+    const port = (busy.address() as AddressInfo).port;
+    try {
+      for (const [variable, env] of [['PORT', { PORT: String(port), BACKEND_PORT: '0' }], ['BACKEND_PORT', { PORT: '0', BACKEND_PORT: String(port) }]] as const) {
+        const { code, stderr } = await run(process.execPath, [MAIN], env).output;
+        expect(code).to.equal(1);
+        const lines = stderr.split('\n').filter((line) => line && !line.includes('Unsupported runtime'));
+        expect(lines, stderr).to.have.length(1);
+        expect(lines[0]).to.equal(`The demo cannot listen on port ${port} (it is in use): stop what uses it, or choose another, e.g. ${variable}=${port + 100} npm run demo`);
+      }
+    } finally {
+      await new Promise((resolve) => busy.close(resolve));
+    }
+  });
+
+  it('keeps its audit trail in PostgreSQL when DATABASE_URL is set: the walk-through is recorded and the chain verifies', async () => {
+    const schema = await testSchema();
+    const databaseUrl = `${DATABASE_URL}${DATABASE_URL.includes('?') ? '&' : '?'}options=${encodeURIComponent(`-c search_path=${schema}`)}`;
+    const demo = run(process.execPath, [MAIN], { PORT: '0', BACKEND_PORT: '0', DATABASE_URL: databaseUrl });
+    children.push(demo);
+    const { identity, backend } = await started(demo);
+    // The walk-through finds the demo by the same variables that placed it.
+    const walk = await run('bash', [WALKTHROUGH], { PORT: new URL(identity).port, BACKEND_PORT: new URL(backend).port }).output;
+    expect(walk.stdout, walk.stderr).to.contain('"actor":"alice"');
+
+    const log = createPostgresAuditLog({ connectionString: DATABASE_URL, schema });
+    try {
+      const { items } = await log.query({ subject: 'bob' });
+      expect(items.map((item) => item.event)).to.deep.equal([EVENTS.exchangeSucceeded, EVENTS.subjectTokenCreated]);
+      expect(items[0]).to.include({ actor: 'alice', subject: 'bob' });
+      expect(await log.verify()).to.deep.equal({ ok: true, count: 2, checkpoints: 0 });
+    } finally {
+      await log.close();
+    }
+  });
+});
