@@ -1,13 +1,14 @@
 // ESLint flat configuration: typescript-eslint's recommended rules (tsc itself checks the types),
 // with the exceptions this code base makes on purpose. Formatting is Prettier's.
 import js from '@eslint/js';
+import { defineConfig, globalIgnores } from 'eslint/config';
 import globals from 'globals';
 import tseslint from 'typescript-eslint';
 
-export default tseslint.config(
-  { ignores: ['node_modules/', 'dist/', 'build/', 'coverage/', 'test-artifacts/'] },
+export default defineConfig(
+  globalIgnores(['node_modules/', 'dist/', 'build/', 'coverage/', 'test-artifacts/']),
   js.configs.recommended,
-  ...tseslint.configs.recommended,
+  tseslint.configs.recommended,
   {
     languageOptions: { globals: { ...globals.node } },
     rules: {
