@@ -2,12 +2,13 @@
  * `node build/bench/scale-out.js`: one and then two provider processes on one
  * shared store, and what the store pays per exchange.
  *
- *   node build/bench/scale-out.js [--duration S] [--connections C] [--stores redis,memory+pg-audit]
+ *   node build/bench/scale-out.js [--duration S] [--connections C] [--stores redis,postgres,memory+pg-audit]
  *
  * Each provider is set up as a deployment runs it (bench/deployment.ts) and
  * serves the exchange with an opaque actor token at `connections` connections
  * of its own, all processes at once. The store's CPU is read around each
- * window: Redis's own account (INFO cpu), PostgreSQL's backends from /proc. One
+ * window: Redis's own account (INFO cpu), PostgreSQL's processes from /proc
+ * (as the PostgreSQL adapter's store, or as the audit log beside memory). One
  * Redis runs commands on one core, so `1 s ÷ Redis CPU per exchange` is the
  * most exchanges per second it can serve; divided by what one provider serves,
  * it is how many providers one Redis carries before it, not they, is the
@@ -39,7 +40,7 @@ function argument(name: string): string | undefined {
 }
 const duration = Number(argument('--duration') ?? 5);
 const connections = Number(argument('--connections') ?? 16);
-const stores = (argument('--stores') ?? 'redis,memory+pg-audit').split(',') as AdapterKind[];
+const stores = (argument('--stores') ?? 'redis,postgres,memory+pg-audit').split(',') as AdapterKind[];
 /** More subject tokens than the fastest process could redeem in a window. */
 const TOKENS_PER_SECOND = 3000;
 
@@ -127,7 +128,8 @@ async function prepare(server: ServerProcess): Promise<{ exchange: RequestSpec; 
 async function measure(store: AdapterKind, processes: number, redis: Redis, schema: string): Promise<Measurement> {
   const prefix = `bench:scale:${randomUUID()}:`;
   const servers = await Promise.all(Array.from({ length: processes }, () => startServer({
-    adapter: store, deployment: true, redisUrl: REDIS_URL, redisPrefix: prefix, auditSchema: schema, log: () => {},
+    adapter: store, deployment: true, redisUrl: REDIS_URL, redisPrefix: prefix, log: () => {},
+    ...(store === 'postgres' ? { storeSchema: schema } : { auditSchema: schema }),
   })));
   try {
     const requests = await Promise.all(servers.map(prepare));
