@@ -1,11 +1,8 @@
 import { expect } from 'chai';
 import Provider from 'oidc-provider';
 import { createImpersonation, createMemoryAdapter, type ImpersonationOptions } from '../lib/index.js';
-import { TEST_JWKS } from './support/keys.js';
+import { QUIET_CONFIGURATION as QUIET } from './support/keys.js';
 import { MANAGEMENT, startProvider } from './support/provider.js';
-
-/** Keys and no development login, so the providers built here print no warnings. */
-const QUIET = { jwks: TEST_JWKS, features: { devInteractions: { enabled: false } } };
 
 describe('createImpersonation: options, configure() and install()', () => {
   describe('options are validated up front, naming the culprit', () => {

@@ -8,6 +8,7 @@ import {
   subjectToken, userSignIn, type Reply,
 } from './support/http.js';
 import { assertRedisReachable, REDIS_URL, redisTestAdapter } from './support/adapter.js';
+import { QUIET_CONFIGURATION } from './support/keys.js';
 import { PLUGIN_STORES } from './support/plugin-stores.js';
 import { API, CLIENTS, MANAGEMENT, OPAQUE_API, READ_SCOPE, REVOKE_SCOPE, startProvider, type TestProvider } from './support/provider.js';
 import { TcpRelay } from './support/relay.js';
@@ -43,13 +44,13 @@ describe('the store option: the provider keeps its own adapter', () => {
 
     it('without the option, still refuses a provider adapter without consumeOnce, and names the option as a way out', () => {
       const impersonation = createImpersonation({ managementResource: MANAGEMENT });
-      const provider = new Provider('http://127.0.0.1:1', impersonation.configure({ adapter: createTypicalAdapter() }));
+      const provider = new Provider('http://127.0.0.1:1', impersonation.configure({ ...QUIET_CONFIGURATION, adapter: createTypicalAdapter() }));
       expect(() => impersonation.install(provider)).to.throw(TypeError, /provider's adapter has no consumeOnce.*store option/);
     });
 
     it('with the option, accepts a provider adapter that has neither consumeOnce nor sorted indexes', () => {
       const impersonation = createImpersonation({ managementResource: MANAGEMENT, store: createMemoryAdapter() });
-      const provider = new Provider('http://127.0.0.1:1', impersonation.configure({ adapter: createTypicalAdapter() }));
+      const provider = new Provider('http://127.0.0.1:1', impersonation.configure({ ...QUIET_CONFIGURATION, adapter: createTypicalAdapter() }));
       expect(() => impersonation.install(provider)).to.not.throw();
     });
   });

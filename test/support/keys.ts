@@ -19,3 +19,6 @@ async function signingKeys(): Promise<{ keys: JWK[] }> {
 }
 
 export const TEST_JWKS = await signingKeys();
+
+/** What a provider built directly in a test needs so that oidc-provider prints no development warnings. */
+export const QUIET_CONFIGURATION = { jwks: TEST_JWKS, features: { devInteractions: { enabled: false } } };
