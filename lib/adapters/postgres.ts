@@ -104,7 +104,7 @@ type Row = { payload: AdapterPayload; consumed: unknown };
  */
 export function createPostgresAdapter(options: PostgresAdapterOptions): PostgresAdapterClass {
   if (options === null || typeof options !== 'object') throw new TypeError('createPostgresAdapter: options are required');
-  if (!options.pool === !options.connectionString) throw new TypeError('createPostgresAdapter: pass pool or connectionString, not both');
+  if (!options.pool === !options.connectionString) throw new TypeError('createPostgresAdapter: pass pool or connectionString, exactly one of them');
   const table = options.table ?? 'oidc_provider_store';
   for (const [name, value] of [['table', table], ['schema', options.schema]] as const) {
     if (value !== undefined && (typeof value !== 'string' || !IDENTIFIER.test(value))) {
@@ -203,6 +203,7 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
     }
 
     static async disconnect(): Promise<void> {
+      if (closed) return;
       closed = true;
       if (timer) clearInterval(timer);
       timer = undefined;
@@ -257,7 +258,9 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
     async indexAdd(indexes: readonly string[], member: string, expiresAt: number): Promise<void> {
       if (!indexes.length) return;
       assertMember(member);
-      await run(statements.indexAdd, [this.#name, indexes.map(keyOf), member, Math.round(expiresAt)], 'indexAdd');
+      // One row may be written once per statement: an index named twice is added to once.
+      const names = [...new Set(indexes.map(keyOf))];
+      await run(statements.indexAdd, [this.#name, names, member, Math.round(expiresAt)], 'indexAdd');
     }
 
     async indexRemove(indexes: readonly string[], member: string): Promise<void> {

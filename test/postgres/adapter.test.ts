@@ -225,6 +225,9 @@ describe('PostgreSQL adapter', () => {
       await sessions.indexAdd([`subject:${value}`], `member-${at}`, Date.now() + 60_000);
       expect(await sessions.indexRange(`subject:${value}`, undefined, 10)).to.have.length(1);
     }
+    // An index named twice in one call is added to once.
+    await sessions.indexAdd(['twice', 'twice'], 'member', Date.now() + 60_000);
+    expect(await sessions.indexRange('twice', undefined, 10)).to.have.length(1);
     // Each value is a key of its own: none finds another's entry.
     expect(await tokens.find('nul')).to.equal(undefined);
     expect(await tokens.find('lone \udbff surrogate')).to.equal(undefined);
@@ -365,6 +368,7 @@ describe('PostgreSQL adapter', () => {
     }
     const Own = createPostgresAdapter({ connectionString: DATABASE_URL, schema, table });
     await new Own('Session').find('x');
+    await Own.disconnect();
     await Own.disconnect();
     await expectRejection(new Own('Session').find('x'));
   });
