@@ -82,6 +82,11 @@ export const REDIS_CLUSTER_OPTIONS = {
 /** How many uid → id pointers findByUid remembers, per createRedisAdapter(). */
 const REMEMBERED_UIDS = 10_000;
 
+/** Replies of a Redis Cluster that mean the command did not run and may be sent again. */
+const REDIRECTION = /^(MOVED|ASK|TRYAGAIN|CLUSTERDOWN) /;
+/** Attempts of a replicated write that keeps being redirected. */
+const MAX_REDIRECTIONS = 4;
+
 /** How long a call waits for a (re)connection before it fails; longer than the longest retry delay. */
 const READY_WAIT_MS = 1000;
 
@@ -255,7 +260,7 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
         await redis.impersonationWrite(key, ...write);
         return;
       }
-      await replicated(pipeline().impersonationWrite(key, ...write));
+      await replicated(() => pipeline().impersonationWrite(key, ...write));
     }
 
     async find(id: string): Promise<AdapterPayload | undefined> {
@@ -301,7 +306,7 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
       if (client.status !== 'ready') await whenReady();
       const now = Math.floor(Date.now() / 1000);
       if (!replicas) return await redis.impersonationConsumeOnce(this.#key(id), now) === 1;
-      return await replicated(pipeline().impersonationConsumeOnce(this.#key(id), now)) === 1;
+      return await replicated(() => pipeline().impersonationConsumeOnce(this.#key(id), now)) === 1;
     }
 
     // Indexes are left to expire: one may already point at a newer entry (a
@@ -359,16 +364,25 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
   /**
    * Runs one keyed command with `WAIT` behind it in one pipeline, so that both
    * reach the master of the key's slot; resolves with the command's reply once
-   * enough replicas hold it.
+   * enough replicas hold it. A Cluster answers a pipeline sent to a node that
+   * no longer serves the slot with a redirection (the command did not run),
+   * which ioredis does not follow for a pipeline whose commands answered
+   * differently: it is sent again, a few times, after the slots are read anew.
    */
-  async function replicated(pipeline: ChainableCommander): Promise<unknown> {
-    const results = await pipeline.wait(replicas, replicaTimeoutMs).exec();
-    const [[error, reply] = [], [waitError, confirmed] = []] = results ?? [];
-    if (error ?? waitError) throw error ?? waitError;
-    if (typeof confirmed !== 'number' || confirmed < replicas) {
-      throw new Error(`Redis: ${String(confirmed)} of ${replicas} replicas confirmed a write within ${replicaTimeoutMs} ms`);
+  async function replicated(queue: () => ScriptedPipeline): Promise<unknown> {
+    for (let attempt = 1; ; attempt += 1) {
+      const results = await queue().wait(replicas, replicaTimeoutMs).exec();
+      const [[error, reply] = [], [waitError, confirmed] = []] = results ?? [];
+      if (error && REDIRECTION.test(error.message) && attempt < MAX_REDIRECTIONS && client.isCluster) {
+        await new Promise<void>((resolve) => { (client as Cluster).refreshSlotsCache(() => resolve()); });
+        continue;
+      }
+      if (error ?? waitError) throw error ?? waitError;
+      if (typeof confirmed !== 'number' || confirmed < replicas) {
+        throw new Error(`Redis: ${String(confirmed)} of ${replicas} replicas confirmed a write within ${replicaTimeoutMs} ms`);
+      }
+      return reply;
     }
-    return reply;
   }
 
   async function setPointer(key: string, id: string, ttl: number): Promise<void> {

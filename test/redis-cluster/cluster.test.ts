@@ -158,6 +158,37 @@ describe('Redis Cluster: failover of the master that holds subject tokens', func
     }
   });
 
+  it('keeps a redemption acknowledged just before its master fails when writes wait for a replica; without, it can be lost', async () => {
+    const client = cluster!.client();
+    client.on('error', () => {});
+    try {
+      // A master's replication link is cut, one redemption is answered, and the master dies at once.
+      const redeemThenFail = async (replicas: number) => {
+        const tag = `{wait-${replicas}-${Math.random()}}:`;
+        const Adapter = createRedisAdapter({ client, keyPrefix: tag, replicas });
+        const tokens = new Adapter('SubjectToken');
+        await new (createRedisAdapter({ client, keyPrefix: tag, replicas: 1 }))('SubjectToken').upsert('t', { kind: 'SubjectToken' }, 60);
+        const master = await cluster!.masterOf(`${tag}SubjectToken:{t}`);
+        await cluster!.cutReplicas(master);
+        const answered = await tokens.consumeOnce('t').catch(() => 'rejected' as const);
+        await cluster!.killAndFailOver(master);
+        // Back as a replica of the new master, so that a write that waits for one can be confirmed.
+        await cluster!.rejoin(master);
+        return { answered, redeemableAgain: await tokens.consumeOnce('t') };
+      };
+
+      // Without waiting, the answer came before any replica had the write: the new master never saw it.
+      const unsafe = await redeemThenFail(0);
+      expect(unsafe, 'the setup loses an unreplicated write').to.deep.equal({ answered: true, redeemableAgain: true });
+
+      // Waiting for a replica, the same redemption is refused (a 5xx, nothing issued) rather than answered and lost.
+      const safe = await redeemThenFail(1);
+      expect(safe.answered).to.equal('rejected');
+    } finally {
+      await client.quit().catch(() => client.disconnect());
+    }
+  });
+
   function keyOf(subjectToken: string): string {
     return `${prefix}SubjectToken:{${hashSubjectToken(subjectToken)}}`;
   }

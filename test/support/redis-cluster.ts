@@ -22,6 +22,12 @@ export interface RedisCluster {
   masterOf(key: string): Promise<number>;
   /** Kills the node at `port` (SIGKILL: no goodbye to the others), and waits until a replica serves its slots. */
   killAndFailOver(port: number): Promise<void>;
+  /**
+   * Cuts the master at `port` off from its replicas for a second: each replica
+   * is made to sleep (DEBUG SLEEP), then the master drops their links, so that
+   * its next writes reach none until they wake and reconnect.
+   */
+  cutReplicas(port: number): Promise<void>;
   /** Starts the killed node again; it rejoins as a replica of the master that replaced it. */
   rejoin(port: number): Promise<void>;
   /** Stops every node and deletes the directory. */
@@ -58,6 +64,8 @@ export async function startRedisCluster(): Promise<RedisCluster> {
         '--dir', directory, '--save', '', '--appendonly', 'no', '--logfile', join(directory, `${port}.log`),
         // Replicas sync at once (the default waits 5 s for more of them), so that a failover has a copy to promote.
         '--repl-diskless-sync-delay', '0',
+        // DEBUG SLEEP, over local connections only: how a test holds a replica back.
+        '--enable-debug-command', 'local',
       ], { stdio: 'ignore' });
       processes.set(port, child);
     };
@@ -89,6 +97,14 @@ export async function startRedisCluster(): Promise<RedisCluster> {
         child.kill('SIGKILL');
         await exited;
         await waitFor(() => healthy(live()), `no replica took over from ${port}`);
+      },
+      async cutReplicas(port) {
+        const replication = await withNode(port, (redis) => redis.info('replication'));
+        const replicas = [...replication.matchAll(/^slave\d+:ip=[^,]+,port=(\d+)/gm)].map((match) => Number(match[1]));
+        // Not awaited: each sleeps for a second, during which it can neither read nor reconnect.
+        for (const replica of replicas) void withNode(replica, (redis) => redis.call('DEBUG', 'SLEEP', '1')).catch(() => {});
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        await withNode(port, (redis) => redis.call('CLIENT', 'KILL', 'TYPE', 'replica'));
       },
       async rejoin(port) {
         startNode(port);
