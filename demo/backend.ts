@@ -14,9 +14,12 @@ import {
 } from './http.js';
 import { consolePage, type ConsoleConfig } from './console-page.js';
 import { accountRoutes } from './account.js';
+import type { Actor } from './actor.js';
 import type { TrailEvent } from './activity.js';
 import { customerRoutes } from './customer-api.js';
+import { M2mTokenCache } from './m2m-token.js';
 import { createTokenCheck } from './resource-api.js';
+import { stopRoutes, type Management } from './stop-routes.js';
 import { API_RESOURCE, CLIENTS, demoSecrets, type DemoSecrets } from './seed.js';
 
 export interface BackendOptions {
@@ -55,14 +58,6 @@ export interface Backend {
   close(): Promise<void>;
 }
 
-interface Actor {
-  sub: string;
-  name?: string;
-  roles: string[];
-  /** The application the engineer signed in with: the subject token is bound to it. */
-  clientId: string;
-}
-
 interface ImpersonationRequest {
   userId: string;
   reason: string;
@@ -75,9 +70,6 @@ const SUPPORT_ROLE = 'support';
 const READ_SCOPE = 'impersonations:read';
 const REVOKE_SCOPE = 'impersonations:revoke';
 const MAX_FIELD = { userId: 256, reason: 500, ticketId: 100, access: 4 } as const;
-const SESSION_ID = /^imp_[A-Za-z0-9_-]{1,100}$/;
-/** How the backend words the revocation reason of a stop, so that it can say later who stopped it. */
-const STOPPED_BY = 'stopped in the support console by ';
 
 export async function startBackend(options: BackendOptions): Promise<Backend> {
   const server = options.server ?? await listen(options.port ?? 3001, options.bindAddress);
@@ -213,7 +205,7 @@ export async function startBackend(options: BackendOptions): Promise<Backend> {
   }
 
   /** A call of the Management API with the M2M token, fetched again once if it was refused. */
-  async function management(method: 'GET' | 'DELETE', target: string, body?: unknown): Promise<{ status: number; body: Record<string, unknown> | undefined }> {
+  const management: Management = async (method, target, body) => {
     for (let attempt = 0; ; attempt += 1) {
       const token = await m2m.get();
       const response = await call(target, {
@@ -231,15 +223,7 @@ export async function startBackend(options: BackendOptions): Promise<Backend> {
       }
       return { status: response.status, body: response.status === 204 ? undefined : await jsonOf(response) };
     }
-  }
-
-  /** The session, if this engineer started it; 404 otherwise (others' sessions are not theirs to see). */
-  async function ownSession(actor: Actor, id: unknown): Promise<Record<string, unknown>> {
-    if (typeof id !== 'string' || !SESSION_ID.test(id)) throw new HttpError(400, 'invalid_request', 'sessionId is not an impersonation session id');
-    const found = await management('GET', `${endpoints.sessions}/${id}`);
-    if (found.status !== 200 || found.body?.['actor'] !== actor.sub) throw new HttpError(404, 'not_found', 'you have no impersonation with this id');
-    return found.body;
-  }
+  };
 
   async function supportActor(ctx: Koa.Context): Promise<Actor> {
     const actor = await authenticateActor(ctx);
@@ -322,36 +306,7 @@ export async function startBackend(options: BackendOptions): Promise<Backend> {
     };
   });
 
-  // Stop: the engineer's own impersonation is revoked through the Management API; the resource API refuses its token at once.
-  router.post('/api/stop-impersonation', async (ctx) => {
-    ctx.set('Cache-Control', 'no-store');
-    const actor = await supportActor(ctx);
-    const body = await readJson(ctx) as Record<string, unknown> | null;
-    const session = await ownSession(actor, body?.['sessionId']);
-    if (session['state'] === 'active') {
-      const revoked = await management('DELETE', `${endpoints.sessions}/${String(session['id'])}`, { reason: `${STOPPED_BY}${actor.sub}` });
-      if (revoked.status !== 204) throw new HttpError(502, 'bad_gateway', `the Management API answered ${revoked.status}`);
-      log(`[backend] ${actor.sub} stopped impersonation ${String(session['id'])}`);
-    }
-    ctx.status = 204;
-  });
-
-  // What became of an impersonation, in words the console can show: active, expired, or stopped by whom.
-  router.get('/api/impersonation-status', async (ctx) => {
-    ctx.set('Cache-Control', 'no-store');
-    const actor = await supportActor(ctx);
-    const session = await ownSession(actor, ctx.query['sessionId']);
-    const reason = typeof session['revocationReason'] === 'string' ? session['revocationReason'] : '';
-    const stopper = reason.startsWith(STOPPED_BY) ? reason.slice(STOPPED_BY.length) : undefined;
-    ctx.body = {
-      state: session['state'],
-      expiresAt: session['expiresAt'],
-      ...(session['state'] === 'revoked' ? {
-        stoppedBy: stopper ? users.get(stopper)?.name ?? stopper : `the support team's administration (${String(session['revokedBy'])})`,
-        ...(reason && !stopper ? { reason } : {}),
-      } : {}),
-    };
-  });
+  stopRoutes(router, { sessionsUrl: endpoints.sessions, users, management, supportActor, log });
 
   const customers = customerRoutes(router, verifyRequest, log);
   accountRoutes(router, {
@@ -456,35 +411,6 @@ export async function startBackend(options: BackendOptions): Promise<Backend> {
       return closeServer(server);
     },
   };
-}
-
-/** The M2M token, reused until shortly before it expires; concurrent callers share one request. */
-class M2mTokenCache {
-  #value: string | undefined;
-  #refreshAt = 0;
-  #pending: Promise<string> | undefined;
-  fetched = 0;
-
-  constructor(private readonly fetchToken: () => Promise<{ value: string; expiresIn: number }>) {}
-
-  get(): Promise<string> {
-    if (this.#value && Date.now() < this.#refreshAt) return Promise.resolve(this.#value);
-    this.#pending ??= this.fetchToken().then(({ value, expiresIn }) => {
-      this.fetched += 1;
-      this.#value = value;
-      // Renew 30 seconds early (or halfway, for short-lived tokens).
-      this.#refreshAt = Date.now() + (expiresIn - Math.min(30, expiresIn / 2)) * 1000;
-      return value;
-    }).finally(() => {
-      this.#pending = undefined;
-    });
-    return this.#pending;
-  }
-
-  invalidate(): void {
-    this.#value = undefined;
-    this.#refreshAt = 0;
-  }
 }
 
 function parseImpersonationRequest(body: unknown): ImpersonationRequest {

@@ -20,5 +20,5 @@ export { createRedisAdapter, REDIS_CLIENT_OPTIONS, REDIS_CLUSTER_OPTIONS } from 
 export type { RedisAdapterClass, RedisAdapterOptions } from './adapters/redis.js';
 export { createMemoryAuditLog } from './audit/memory.js';
 export type { AuditEntry, MemoryAuditLog, MemoryAuditLogOptions } from './audit/memory.js';
-export type { VerifyResult } from './audit/chain.js';
+export type { AuditRow, ChainedRow, VerifyResult } from './audit/chain.js';
 export type { AuditQueryFilter, AuditSink } from './audit.js';
