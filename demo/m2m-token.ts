@@ -9,15 +9,17 @@ export class M2mTokenCache {
 
   get(): Promise<string> {
     if (this.#value && Date.now() < this.#refreshAt) return Promise.resolve(this.#value);
-    this.#pending ??= this.fetchToken().then(({ value, expiresIn }) => {
-      this.fetched += 1;
-      this.#value = value;
-      // Renew 30 seconds early (or halfway, for short-lived tokens).
-      this.#refreshAt = Date.now() + (expiresIn - Math.min(30, expiresIn / 2)) * 1000;
-      return value;
-    }).finally(() => {
-      this.#pending = undefined;
-    });
+    this.#pending ??= this.fetchToken()
+      .then(({ value, expiresIn }) => {
+        this.fetched += 1;
+        this.#value = value;
+        // Renew 30 seconds early (or halfway, for short-lived tokens).
+        this.#refreshAt = Date.now() + (expiresIn - Math.min(30, expiresIn / 2)) * 1000;
+        return value;
+      })
+      .finally(() => {
+        this.#pending = undefined;
+      });
     return this.#pending;
   }
 

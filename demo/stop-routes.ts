@@ -10,7 +10,11 @@ import { HttpError, readJson } from './http.js';
 import type { DemoUser } from './seed.js';
 
 /** A call of the Management API with the backend's M2M token. */
-export type Management = (method: 'GET' | 'DELETE', target: string, body?: unknown) => Promise<{ status: number; body: Record<string, unknown> | undefined }>;
+export type Management = (
+  method: 'GET' | 'DELETE',
+  target: string,
+  body?: unknown,
+) => Promise<{ status: number; body: Record<string, unknown> | undefined }>;
 
 export interface StopRouteOptions {
   /** The Management API's impersonation sessions, e.g. http://localhost:3000/api/impersonations. */
@@ -31,11 +35,14 @@ export function stopRoutes(router: Router, options: StopRouteOptions): void {
   router.post('/api/stop-impersonation', async (ctx) => {
     ctx.set('Cache-Control', 'no-store');
     const actor = await options.supportActor(ctx);
-    const body = await readJson(ctx) as Record<string, unknown> | null;
+    const body = (await readJson(ctx)) as Record<string, unknown> | null;
     const session = await ownSession(options, actor, body?.['sessionId']);
     if (session['state'] === 'active') {
-      const revoked = await options.management('DELETE', `${options.sessionsUrl}/${String(session['id'])}`, { reason: `${STOPPED_BY}${actor.sub}` });
-      if (revoked.status !== 204) throw new HttpError(502, 'bad_gateway', `the Management API answered ${revoked.status}`);
+      const revoked = await options.management('DELETE', `${options.sessionsUrl}/${String(session['id'])}`, {
+        reason: `${STOPPED_BY}${actor.sub}`,
+      });
+      if (revoked.status !== 204)
+        throw new HttpError(502, 'bad_gateway', `the Management API answered ${revoked.status}`);
       options.log(`[backend] ${actor.sub} stopped impersonation ${String(session['id'])}`);
     }
     ctx.status = 204;
@@ -51,18 +58,24 @@ export function stopRoutes(router: Router, options: StopRouteOptions): void {
     ctx.body = {
       state: session['state'],
       expiresAt: session['expiresAt'],
-      ...(session['state'] === 'revoked' ? {
-        stoppedBy: stopper ? options.users.get(stopper)?.name ?? stopper : `the support team's administration (${String(session['revokedBy'])})`,
-        ...(reason && !stopper ? { reason } : {}),
-      } : {}),
+      ...(session['state'] === 'revoked'
+        ? {
+            stoppedBy: stopper
+              ? (options.users.get(stopper)?.name ?? stopper)
+              : `the support team's administration (${String(session['revokedBy'])})`,
+            ...(reason && !stopper ? { reason } : {}),
+          }
+        : {}),
     };
   });
 }
 
 /** The session, if this engineer started it; 404 otherwise (others' sessions are not theirs to see). */
 async function ownSession(options: StopRouteOptions, actor: Actor, id: unknown): Promise<Record<string, unknown>> {
-  if (typeof id !== 'string' || !SESSION_ID.test(id)) throw new HttpError(400, 'invalid_request', 'sessionId is not an impersonation session id');
+  if (typeof id !== 'string' || !SESSION_ID.test(id))
+    throw new HttpError(400, 'invalid_request', 'sessionId is not an impersonation session id');
   const found = await options.management('GET', `${options.sessionsUrl}/${id}`);
-  if (found.status !== 200 || found.body?.['actor'] !== actor.sub) throw new HttpError(404, 'not_found', 'you have no impersonation with this id');
+  if (found.status !== 200 || found.body?.['actor'] !== actor.sub)
+    throw new HttpError(404, 'not_found', 'you have no impersonation with this id');
   return found.body;
 }

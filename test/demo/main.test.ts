@@ -12,12 +12,20 @@ import { DATABASE_URL, testSchema } from '../support/postgres.js';
 const MAIN = fileURLToPath(new URL('../../demo/main.js', import.meta.url));
 const WALKTHROUGH = fileURLToPath(new URL('../../../demo/walkthrough.sh', import.meta.url));
 
-function run(command: string, args: string[], env: Record<string, string>): ChildProcess & { output: Promise<{ code: number | null; stdout: string; stderr: string }> } {
+function run(
+  command: string,
+  args: string[],
+  env: Record<string, string>,
+): ChildProcess & { output: Promise<{ code: number | null; stdout: string; stderr: string }> } {
   const child = spawn(command, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
-  child.stdout.on('data', (chunk: Buffer) => { stdout += chunk.toString(); });
-  child.stderr.on('data', (chunk: Buffer) => { stderr += chunk.toString(); });
+  child.stdout.on('data', (chunk: Buffer) => {
+    stdout += chunk.toString();
+  });
+  child.stderr.on('data', (chunk: Buffer) => {
+    stderr += chunk.toString();
+  });
   const output = once(child, 'exit').then(([code]) => ({ code: code as number | null, stdout, stderr }));
   return Object.assign(child, { output });
 }
@@ -36,7 +44,10 @@ async function started(child: ChildProcess): Promise<{ identity: string; backend
         resolve({ identity, backend });
       }
     });
-    child.once('exit', (code) => { clearTimeout(timer); reject(new Error(`the demo exited with ${code}:\n${stdout}`)); });
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`the demo exited with ${code}:\n${stdout}`));
+    });
   });
 }
 
@@ -50,12 +61,17 @@ describe('demo: npm run demo (demo/main.ts)', function () {
     await new Promise<void>((resolve) => busy.listen(0, '127.0.0.1', resolve));
     const port = (busy.address() as AddressInfo).port;
     try {
-      for (const [variable, env] of [['PORT', { PORT: String(port), BACKEND_PORT: '0' }], ['BACKEND_PORT', { PORT: '0', BACKEND_PORT: String(port) }]] as const) {
+      for (const [variable, env] of [
+        ['PORT', { PORT: String(port), BACKEND_PORT: '0' }],
+        ['BACKEND_PORT', { PORT: '0', BACKEND_PORT: String(port) }],
+      ] as const) {
         const { code, stderr } = await run(process.execPath, [MAIN], env).output;
         expect(code).to.equal(1);
         const lines = stderr.split('\n').filter((line) => line && !line.includes('Unsupported runtime'));
         expect(lines, stderr).to.have.length(1);
-        expect(lines[0]).to.equal(`The demo cannot listen on port ${port} (it is in use): stop what uses it, or choose another, e.g. ${variable}=${port + 100} npm run demo`);
+        expect(lines[0]).to.equal(
+          `The demo cannot listen on port ${port} (it is in use): stop what uses it, or choose another, e.g. ${variable}=${port + 100} npm run demo`,
+        );
       }
     } finally {
       await new Promise((resolve) => busy.close(resolve));
@@ -69,7 +85,8 @@ describe('demo: npm run demo (demo/main.ts)', function () {
     children.push(demo);
     const { identity, backend } = await started(demo);
     // The walk-through finds the demo by the same variables that placed it.
-    const walk = await run('bash', [WALKTHROUGH], { PORT: new URL(identity).port, BACKEND_PORT: new URL(backend).port }).output;
+    const walk = await run('bash', [WALKTHROUGH], { PORT: new URL(identity).port, BACKEND_PORT: new URL(backend).port })
+      .output;
     expect(walk.stdout, walk.stderr).to.contain('"actor":"alice"');
 
     const log = createPostgresAuditLog({ connectionString: DATABASE_URL, schema });
