@@ -1,7 +1,10 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
+import { mkdtemp, rm } from 'node:fs/promises';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
 import { createPostgresAuditLog } from '../../lib/audit-postgres/index.js';
@@ -54,7 +57,12 @@ async function started(child: ChildProcess): Promise<{ identity: string; backend
 describe('demo: npm run demo (demo/main.ts)', function () {
   this.timeout(60_000);
   const children: ChildProcess[] = [];
-  after(() => stopChildren(children));
+  let keyDir: string;
+  before(async () => { keyDir = await mkdtemp(path.join(tmpdir(), 'demo-main-')); });
+  after(async () => {
+    await stopChildren(children);
+    await rm(keyDir, { recursive: true, force: true });
+  });
 
   it('says in one line which port is taken and which variable moves it, without a stack trace', async () => {
     const busy = http.createServer();
@@ -81,7 +89,7 @@ describe('demo: npm run demo (demo/main.ts)', function () {
   it('keeps its audit trail in PostgreSQL when DATABASE_URL is set: the walk-through is recorded and the chain verifies', async () => {
     const schema = await testSchema();
     const databaseUrl = `${DATABASE_URL}${DATABASE_URL.includes('?') ? '&' : '?'}options=${encodeURIComponent(`-c search_path=${schema}`)}`;
-    const demo = run(process.execPath, [MAIN], { PORT: '0', BACKEND_PORT: '0', DATABASE_URL: databaseUrl });
+    const demo = run(process.execPath, [MAIN], { PORT: '0', BACKEND_PORT: '0', DATABASE_URL: databaseUrl, DEMO_KEY_FILE: path.join(keyDir, 'keys.json') });
     children.push(demo);
     const { identity, backend } = await started(demo);
     // The walk-through finds the demo by the same variables that placed it.
