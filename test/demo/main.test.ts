@@ -58,7 +58,9 @@ describe('demo: npm run demo (demo/main.ts)', function () {
   this.timeout(60_000);
   const children: ChildProcess[] = [];
   let keyDir: string;
-  before(async () => { keyDir = await mkdtemp(path.join(tmpdir(), 'demo-main-')); });
+  before(async () => {
+    keyDir = await mkdtemp(path.join(tmpdir(), 'demo-main-'));
+  });
   after(async () => {
     await stopChildren(children);
     await rm(keyDir, { recursive: true, force: true });
@@ -89,7 +91,12 @@ describe('demo: npm run demo (demo/main.ts)', function () {
   it('keeps its audit trail in PostgreSQL when DATABASE_URL is set: the walk-through is recorded and the chain verifies', async () => {
     const schema = await testSchema();
     const databaseUrl = `${DATABASE_URL}${DATABASE_URL.includes('?') ? '&' : '?'}options=${encodeURIComponent(`-c search_path=${schema}`)}`;
-    const demo = run(process.execPath, [MAIN], { PORT: '0', BACKEND_PORT: '0', DATABASE_URL: databaseUrl, DEMO_KEY_FILE: path.join(keyDir, 'keys.json') });
+    const demo = run(process.execPath, [MAIN], {
+      PORT: '0',
+      BACKEND_PORT: '0',
+      DATABASE_URL: databaseUrl,
+      DEMO_KEY_FILE: path.join(keyDir, 'keys.json'),
+    });
     children.push(demo);
     const { identity, backend } = await started(demo);
     // The walk-through finds the demo by the same variables that placed it.
