@@ -42,7 +42,9 @@ export function deploymentSetup(): DeploymentSetup {
       }
     },
     async close() {
-      await new Promise<void>((resolve) => { out.end(resolve); });
+      await new Promise<void>((resolve) => {
+        out.end(resolve);
+      });
       await rm(file, { force: true });
       return lines;
     },

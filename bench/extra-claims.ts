@@ -41,7 +41,9 @@ const CASES: [string, () => Extra][] = [
 ];
 
 const ITERATIONS = 200_000;
-console.log(`node ${process.version} (V8 ${process.versions.v8}), ${ITERATIONS.toLocaleString('en')} payloads per case`);
+console.log(
+  `node ${process.version} (V8 ${process.versions.v8}), ${ITERATIONS.toLocaleString('en')} payloads per case`,
+);
 for (const [label, extraOf] of CASES) {
   let length = 0;
   for (let warm = 0; warm < 20_000; warm += 1) length += jwtPayload(extraOf(), String(warm)).length;

@@ -41,30 +41,33 @@ export function fire(options: FireOptions): Promise<RunRecord> {
   const cpu = process.cpuUsage();
   const started = performance.now();
   return new Promise((resolve, reject) => {
-    const instance = autocannon({
-      url: options.base,
-      connections: options.connections,
-      pipelining: 1,
-      timeout: 10,
-      ...(options.amount === undefined ? { duration: options.duration ?? 1 } : { amount: options.amount }),
-      requests: options.requests,
-    }, (error: unknown, result: autocannon.Result) => {
-      if (error) {
-        reject(error instanceof Error ? error : new Error(String(error)));
-        return;
-      }
-      const used = process.cpuUsage(cpu);
-      resolve({
-        seconds: (performance.now() - started) / 1000,
-        latencies,
-        ok,
-        statuses,
-        non2xx,
-        errors: result.errors,
-        timeouts: result.timeouts,
-        generatorCpu: (used.user + used.system) / 1e6,
-      });
-    });
+    const instance = autocannon(
+      {
+        url: options.base,
+        connections: options.connections,
+        pipelining: 1,
+        timeout: 10,
+        ...(options.amount === undefined ? { duration: options.duration ?? 1 } : { amount: options.amount }),
+        requests: options.requests,
+      },
+      (error: unknown, result: autocannon.Result) => {
+        if (error) {
+          reject(error instanceof Error ? error : new Error(String(error)));
+          return;
+        }
+        const used = process.cpuUsage(cpu);
+        resolve({
+          seconds: (performance.now() - started) / 1000,
+          latencies,
+          ok,
+          statuses,
+          non2xx,
+          errors: result.errors,
+          timeouts: result.timeouts,
+          generatorCpu: (used.user + used.system) / 1e6,
+        });
+      },
+    );
     instance.on('response', (_client, statusCode, _bytes, responseTime) => {
       statuses[statusCode] = (statuses[statusCode] ?? 0) + 1;
       if (statusCode >= 200 && statusCode < 300) {

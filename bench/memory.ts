@@ -52,7 +52,12 @@ export async function measureMemory(count: number): Promise<MemoryResult> {
 
   const before = settle();
   // A subject token takes two entries: its record and the pointer from its public id.
-  const Adapter: MemoryAdapterClass = createMemoryAdapter({ max: max * 2, onEvict: () => { evictions += 1; } });
+  const Adapter: MemoryAdapterClass = createMemoryAdapter({
+    max: max * 2,
+    onEvict: () => {
+      evictions += 1;
+    },
+  });
   const store = new SubjectTokenStore(new Adapter(SUBJECT_TOKEN_MODEL));
   const empty = settle();
 
@@ -72,14 +77,19 @@ export async function measureMemory(count: number): Promise<MemoryResult> {
 
   const heapBytes = after.heapUsed - before.heapUsed;
   const arrayBufferBytes = after.arrayBuffers - before.arrayBuffers;
-  const preallocated = (empty.heapUsed - before.heapUsed) + (empty.arrayBuffers - before.arrayBuffers);
+  const preallocated = empty.heapUsed - before.heapUsed + (empty.arrayBuffers - before.arrayBuffers);
 
   // The bound: 1% more tokens than fit. None is made room for; each is refused.
   const overflow = Math.max(1, Math.ceil(count / 100));
   let refusedWhenFull = 0;
   for (let i = 0; i < overflow; i += 1) {
     try {
-      await store.create({ subject: 'bob', context: { ticketId: `T-overflow-${i}` }, createdBy: 'impersonation-backend', ttl: 60 });
+      await store.create({
+        subject: 'bob',
+        context: { ticketId: `T-overflow-${i}` },
+        createdBy: 'impersonation-backend',
+        ttl: 60,
+      });
     } catch (error) {
       if ((error as { status?: number }).status !== 503) throw error;
       refusedWhenFull += 1;
@@ -106,17 +116,19 @@ export async function measureMemory(count: number): Promise<MemoryResult> {
 
 export function describeMemory(result: MemoryResult): string[] {
   const lines = [
-    `memory adapter: ${result.count.toLocaleString('en')} outstanding subject tokens (max ${result.max.toLocaleString('en')}): `
-      + `heap +${mib(result.heapBytes)}, ArrayBuffers +${mib(result.arrayBufferBytes)}; `
-      + `${Math.round(result.bytesPerToken)} B per token (${Math.round(result.heapBytesPerToken)} B of V8 heap; `
-      + `${Math.max(0, Math.round(result.preallocatedPerToken))} B of it the LRU's preallocated slots); `
-      + `${Math.round(result.createsPerSecond).toLocaleString('en')} store.create()/s in-process`,
-    `memory adapter at its bound: ${result.overflow.toLocaleString('en')} creations beyond max=${result.max.toLocaleString('en')} `
-      + `-> ${result.refusedWhenFull} refused (503), evictedUnexpired.SubjectToken=${result.evictedUnexpired}, `
-      + `onEvict called ${result.onEvictCalls} times; the oldest token still finds "${result.oldestTokenState}"`,
+    `memory adapter: ${result.count.toLocaleString('en')} outstanding subject tokens (max ${result.max.toLocaleString('en')}): ` +
+      `heap +${mib(result.heapBytes)}, ArrayBuffers +${mib(result.arrayBufferBytes)}; ` +
+      `${Math.round(result.bytesPerToken)} B per token (${Math.round(result.heapBytesPerToken)} B of V8 heap; ` +
+      `${Math.max(0, Math.round(result.preallocatedPerToken))} B of it the LRU's preallocated slots); ` +
+      `${Math.round(result.createsPerSecond).toLocaleString('en')} store.create()/s in-process`,
+    `memory adapter at its bound: ${result.overflow.toLocaleString('en')} creations beyond max=${result.max.toLocaleString('en')} ` +
+      `-> ${result.refusedWhenFull} refused (503), evictedUnexpired.SubjectToken=${result.evictedUnexpired}, ` +
+      `onEvict called ${result.onEvictCalls} times; the oldest token still finds "${result.oldestTokenState}"`,
   ];
   if (result.evictedUnexpired > 0 || result.oldestTokenState !== 'valid') {
-    lines.push(`WARNING: the memory adapter lost ${result.evictedUnexpired} unexpired subject tokens at its bound (max=${result.max}).`);
+    lines.push(
+      `WARNING: the memory adapter lost ${result.evictedUnexpired} unexpired subject tokens at its bound (max=${result.max}).`,
+    );
   }
   return lines;
 }

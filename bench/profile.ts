@@ -12,9 +12,24 @@
  */
 import { readFileSync } from 'node:fs';
 
-interface CallFrame { functionName: string; url: string; lineNumber: number; columnNumber: number }
-interface ProfileNode { id: number; callFrame: CallFrame; children?: number[] }
-interface CpuProfile { nodes: ProfileNode[]; startTime: number; endTime: number; samples: number[]; timeDeltas: number[] }
+interface CallFrame {
+  functionName: string;
+  url: string;
+  lineNumber: number;
+  columnNumber: number;
+}
+interface ProfileNode {
+  id: number;
+  callFrame: CallFrame;
+  children?: number[];
+}
+interface CpuProfile {
+  nodes: ProfileNode[];
+  startTime: number;
+  endTime: number;
+  samples: number[];
+  timeDeltas: number[];
+}
 
 const SPECIAL = new Set(['(idle)', '(program)', '(garbage collector)', '(root)']);
 
@@ -61,7 +76,9 @@ export function summarizeProfile(files: string | string[], { requests, top = 20 
   const inclusive = new Map<string, number>();
   let total = 0;
   let seconds = 0;
-  const add = (map: Map<string, number>, key: string, micros: number): void => { map.set(key, (map.get(key) ?? 0) + micros); };
+  const add = (map: Map<string, number>, key: string, micros: number): void => {
+    map.set(key, (map.get(key) ?? 0) + micros);
+  };
 
   for (const file of Array.isArray(files) ? files : [files]) {
     const profile = JSON.parse(readFileSync(file, 'utf8')) as CpuProfile;
@@ -112,13 +129,19 @@ export function summarizeProfile(files: string | string[], { requests, top = 20 
   }
 
   const idle = byBucket.get('(idle)') ?? 0;
-  const share = (micros: number): string => `${((micros / total) * 100).toFixed(1).padStart(5)}%`
-    + (requests ? ` ${(micros / requests).toFixed(1).padStart(6)} µs/req` : '');
-  const list = (map: Map<string, number>, count: number): string[] => [...map]
-    .sort((a, b) => b[1] - a[1]).slice(0, count).map(([name, micros]) => `  ${share(micros)}  ${name}`);
+  const share = (micros: number): string =>
+    `${((micros / total) * 100).toFixed(1).padStart(5)}%` +
+    (requests ? ` ${(micros / requests).toFixed(1).padStart(6)} µs/req` : '');
+  const list = (map: Map<string, number>, count: number): string[] =>
+    [...map]
+      .sort((a, b) => b[1] - a[1])
+      .slice(0, count)
+      .map(([name, micros]) => `  ${share(micros)}  ${name}`);
   return [
-    `main thread: ${seconds.toFixed(1)} s sampled, busy ${((1 - idle / total) * 100).toFixed(1)}%`
-      + (requests ? `, ${((total - idle) / requests).toFixed(0)} µs of main-thread time per request (${requests} requests)` : ''),
+    `main thread: ${seconds.toFixed(1)} s sampled, busy ${((1 - idle / total) * 100).toFixed(1)}%` +
+      (requests
+        ? `, ${((total - idle) / requests).toFixed(0)} µs of main-thread time per request (${requests} requests)`
+        : ''),
     'self time by package:',
     ...list(byBucket, 14),
     `top ${top} functions by self time:`,
@@ -132,5 +155,6 @@ if (process.argv[1] && import.meta.url === new URL(`file://${process.argv[1]}`).
   if (!process.argv[2]) throw new TypeError('usage: node build/bench/profile.js FILE.cpuprofile... [--top N]');
   const topIndex = process.argv.indexOf('--top');
   const files = process.argv.slice(2).filter((arg, index, all) => arg !== '--top' && all[index - 1] !== '--top');
-  for (const line of summarizeProfile(files, { top: topIndex > 0 ? Number(process.argv[topIndex + 1]) : 20 })) console.log(line);
+  for (const line of summarizeProfile(files, { top: topIndex > 0 ? Number(process.argv[topIndex + 1]) : 20 }))
+    console.log(line);
 }

@@ -38,17 +38,32 @@ export async function measureVerifier(count: number): Promise<VerifierResult> {
   const tp = await startProvider();
   try {
     const alice = await userAccessToken(tp, 'alice');
-    const issue = async () => (await exchange(tp, {
-      subject_token: await subjectToken(tp), resource: API, scope: 'profile:read', actor_token: alice, actor_token_type: ACCESS_TOKEN,
-    })).body['access_token'] as string;
+    const issue = async () =>
+      (
+        await exchange(tp, {
+          subject_token: await subjectToken(tp),
+          resource: API,
+          scope: 'profile:read',
+          actor_token: alice,
+          actor_token_type: ACCESS_TOKEN,
+        })
+      ).body['access_token'] as string;
     const token = await issue();
     const keys = createLocalJWKSet(providerJwks(tp.provider) as never);
     const feed = `${tp.base}/api/impersonations/revocations`;
-    const make = (maxStaleness: number): ImpersonationVerifier => createImpersonationVerifier({
-      issuer: tp.issuer, audience: API, jwks: keys, revocationsUri: feed, refreshInterval: 200, maxStaleness,
-    });
+    const make = (maxStaleness: number): ImpersonationVerifier =>
+      createImpersonationVerifier({
+        issuer: tp.issuer,
+        audience: API,
+        jwks: keys,
+        revocationsUri: feed,
+        refreshInterval: 200,
+        maxStaleness,
+      });
 
-    const plainJose = await perCall(count, () => jwtVerify(token, keys, { issuer: tp.issuer, audience: API, typ: 'at+jwt' }));
+    const plainJose = await perCall(count, () =>
+      jwtVerify(token, keys, { issuer: tp.issuer, audience: API, typ: 'at+jwt' }),
+    );
     const fresh = make(60_000);
     await fresh.ready();
     const helperFresh = await perCall(count, () => fresh.verify(token));
@@ -58,8 +73,13 @@ export async function measureVerifier(count: number): Promise<VerifierResult> {
     const revokedListed = 1000;
     for (let i = 0; i < revokedListed; i += 1) {
       const other = await issue();
-      const session = JSON.parse(Buffer.from(other.split('.')[1]!, 'base64url').toString())['impersonation_session'] as string;
-      await fetch(`${tp.base}/api/impersonations/${session}`, { method: 'DELETE', headers: { authorization: `Bearer ${admin}` } });
+      const session = JSON.parse(Buffer.from(other.split('.')[1]!, 'base64url').toString())[
+        'impersonation_session'
+      ] as string;
+      await fetch(`${tp.base}/api/impersonations/${session}`, {
+        method: 'DELETE',
+        headers: { authorization: `Bearer ${admin}` },
+      });
     }
     await new Promise((resolve) => setTimeout(resolve, 500));
     if (fresh.state.revoked < revokedListed) throw new Error(`the feed lists ${fresh.state.revoked} revoked sessions`);
@@ -80,10 +100,10 @@ export async function measureVerifier(count: number): Promise<VerifierResult> {
 export function describeVerifier(result: VerifierResult): string[] {
   const us = (value: number) => `${value.toFixed(1)} µs`;
   return [
-    `resource-server helper, ${result.count.toLocaleString('en')} verifications each: plain jose jwtVerify ${us(result.plainJose)}; `
-      + `helper with a fresh feed ${us(result.helperFresh)} (${(result.plainJose / result.helperFresh).toFixed(2)}× jose's rate), `
-      + `with ${result.revokedListed.toLocaleString('en')} revoked sessions listed ${us(result.helperFreshWithRevocations)}; `
-      + `stale feed (refused, fail closed) ${us(result.helperStale)}`,
+    `resource-server helper, ${result.count.toLocaleString('en')} verifications each: plain jose jwtVerify ${us(result.plainJose)}; ` +
+      `helper with a fresh feed ${us(result.helperFresh)} (${(result.plainJose / result.helperFresh).toFixed(2)}× jose's rate), ` +
+      `with ${result.revokedListed.toLocaleString('en')} revoked sessions listed ${us(result.helperFreshWithRevocations)}; ` +
+      `stale feed (refused, fail closed) ${us(result.helperStale)}`,
   ];
 }
 

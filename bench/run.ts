@@ -109,7 +109,7 @@ interface Settings {
 }
 
 const SCENARIOS = ['baseline', 'create', 'exchange', 'exchange-actor', 'exchange-actor-jwt'] as const;
-type ScenarioName = typeof SCENARIOS[number];
+type ScenarioName = (typeof SCENARIOS)[number];
 
 const LABELS: Record<ScenarioName, string> = {
   baseline: 'client_credentials (baseline)',
@@ -126,10 +126,13 @@ function parseSettings(argv: string[]): Settings {
     return index >= 0 ? argv[index + 1] : undefined;
   };
   const smoke = argv.includes('--smoke');
-  const only = value('--only')?.split(',').map((name) => {
-    if (!(SCENARIOS as readonly string[]).includes(name)) throw new TypeError(`--only: unknown scenario ${name} (${SCENARIOS.join(', ')})`);
-    return name as ScenarioName;
-  });
+  const only = value('--only')
+    ?.split(',')
+    .map((name) => {
+      if (!(SCENARIOS as readonly string[]).includes(name))
+        throw new TypeError(`--only: unknown scenario ${name} (${SCENARIOS.join(', ')})`);
+      return name as ScenarioName;
+    });
   const settings: Settings = {
     smoke,
     rounds: Number(value('--rounds') ?? (smoke ? 1 : 6)),
@@ -144,10 +147,13 @@ function parseSettings(argv: string[]): Settings {
     memoryCount: argv.includes('--skip-memory') ? 0 : smoke ? 5_000 : 100_000,
     verifierCount: smoke ? 2_000 : 20_000,
   };
-  if (!Number.isSafeInteger(settings.rounds) || settings.rounds < 1) throw new TypeError('--rounds must be a positive integer');
-  if (!Number.isSafeInteger(settings.connections) || settings.connections < 1) throw new TypeError('--connections must be a positive integer');
+  if (!Number.isSafeInteger(settings.rounds) || settings.rounds < 1)
+    throw new TypeError('--rounds must be a positive integer');
+  if (!Number.isSafeInteger(settings.connections) || settings.connections < 1)
+    throw new TypeError('--connections must be a positive integer');
   // autocannon checks its deadline once a second: a window is a whole number of seconds.
-  if (!Number.isSafeInteger(settings.duration) || settings.duration < 1) throw new TypeError('--duration must be a positive integer (seconds)');
+  if (!Number.isSafeInteger(settings.duration) || settings.duration < 1)
+    throw new TypeError('--duration must be a positive integer (seconds)');
   return settings;
 }
 
@@ -156,13 +162,28 @@ function parseSettings(argv: string[]): Settings {
  * and --no-deployment pick the providers set up as a deployment or the plain ones.
  */
 function configurationsOf(argv: string[]): Configuration[] {
-  if (argv.includes('--smoke') && !['--memory-only', '--redis-only', '--audit-only', '--deployment-only', '--no-deployment'].some((flag) => argv.includes(flag))) {
+  if (
+    argv.includes('--smoke') &&
+    !['--memory-only', '--redis-only', '--audit-only', '--deployment-only', '--no-deployment'].some((flag) =>
+      argv.includes(flag),
+    )
+  ) {
     return SMOKE_CONFIGURATIONS;
   }
-  const adapters: AdapterKind[] = argv.includes('--memory-only') ? ['memory'] : argv.includes('--redis-only') ? ['redis']
-    : argv.includes('--postgres-only') ? ['postgres']
-      : argv.includes('--audit-only') ? ['memory+pg-audit'] : ['memory', 'redis', 'postgres', 'memory+pg-audit'];
-  const kinds = argv.includes('--deployment-only') ? [true] : argv.includes('--no-deployment') ? [false] : [false, true];
+  const adapters: AdapterKind[] = argv.includes('--memory-only')
+    ? ['memory']
+    : argv.includes('--redis-only')
+      ? ['redis']
+      : argv.includes('--postgres-only')
+        ? ['postgres']
+        : argv.includes('--audit-only')
+          ? ['memory+pg-audit']
+          : ['memory', 'redis', 'postgres', 'memory+pg-audit'];
+  const kinds = argv.includes('--deployment-only')
+    ? [true]
+    : argv.includes('--no-deployment')
+      ? [false]
+      : [false, true];
   return kinds.flatMap((deployment) => adapters.map((adapter) => configuration(adapter, deployment)));
 }
 
@@ -178,7 +199,9 @@ const SUBJECT_TOKEN_BODY = JSON.stringify({ userId: 'bob', context: { ticketId: 
 const NO_TOKEN = `ist_${'A'.repeat(43)}`;
 
 const problems: string[] = [];
-const log = (line: string): void => { console.log(line); };
+const log = (line: string): void => {
+  console.log(line);
+};
 
 // ---------------------------------------------------------------- subject-token pool
 
@@ -208,7 +231,8 @@ class TokenPool {
     const oldest = Date.now() + withinMs - TOKEN_MAX_AGE_MS;
     this.#compact();
     let count = 0;
-    for (let index = this.#values.length - 1; index >= this.#head && this.#born[index]! >= oldest; index -= 1) count += 1;
+    for (let index = this.#values.length - 1; index >= this.#head && this.#born[index]! >= oldest; index -= 1)
+      count += 1;
     return count;
   }
 
@@ -368,11 +392,16 @@ async function measure(
 
   const requestsFor = async (scenario: ScenarioName): Promise<RequestSpec[]> => {
     switch (scenario) {
-      case 'baseline': return [baselineRequest];
-      case 'create': return [creationRequest(await m2m())];
-      case 'exchange': return [exchangeRequest(undefined)];
-      case 'exchange-actor': return [exchangeRequest(actorToken)];
-      case 'exchange-actor-jwt': return [exchangeRequest(jwtActorToken)];
+      case 'baseline':
+        return [baselineRequest];
+      case 'create':
+        return [creationRequest(await m2m())];
+      case 'exchange':
+        return [exchangeRequest(undefined)];
+      case 'exchange-actor':
+        return [exchangeRequest(actorToken)];
+      case 'exchange-actor-jwt':
+        return [exchangeRequest(jwtActorToken)];
     }
   };
 
@@ -388,7 +417,10 @@ async function measure(
     const missing = needed - pool.usable((startsIn + seconds) * 1000 + 5000);
     if (missing <= 0) return;
     const run = await fire({
-      base, connections, amount: Math.max(missing, connections), requests: [creationRequest(await m2m())],
+      base,
+      connections,
+      amount: Math.max(missing, connections),
+      requests: [creationRequest(await m2m())],
     });
     untimed.requests += run.ok + run.non2xx;
     untimed.failed += run.non2xx + run.errors;
@@ -415,15 +447,18 @@ async function measure(
     const serverCpu = (after.cpu.user + after.cpu.system - before.cpu.user - before.cpu.system) / 1e6;
     const otherCpu = Math.max(0, machineAfter - machineBefore - serverCpu - run.generatorCpu);
     const mainCpu = after.threads && before.threads ? after.threads.main - before.threads.main : Number.NaN;
-    const v8Cpu = after.threads?.v8 != null && before.threads?.v8 != null ? after.threads.v8 - before.threads.v8 : Number.NaN;
+    const v8Cpu =
+      after.threads?.v8 != null && before.threads?.v8 != null ? after.threads.v8 - before.threads.v8 : Number.NaN;
     bestRate[scenario] = Math.max(bestRate[scenario] ?? 0, run.ok / run.seconds);
     // Let the last abandoned requests finish on the server before the next window opens.
     await new Promise((resolve) => setTimeout(resolve, 200));
     return { run, serverCpu, mainCpu, v8Cpu, otherCpu };
   };
 
-  const scenarios = SCENARIOS.filter((name) => (!settings.only || settings.only.includes(name))
-    && (!config.scenarios || config.scenarios.includes(name)));
+  const scenarios = SCENARIOS.filter(
+    (name) =>
+      (!settings.only || settings.only.includes(name)) && (!config.scenarios || config.scenarios.includes(name)),
+  );
 
   // One check request per scenario, so that a broken setup fails with its reason rather than as a rate.
   await checkOnce(base, baselineRequest, 200, 'client_credentials');
@@ -435,7 +470,9 @@ async function measure(
     untimed.requests += run.ok + run.non2xx;
     untimed.failed += run.non2xx + run.errors;
     if (run.non2xx || run.errors) {
-      log(`  warm-up ${scenario}: ${run.non2xx} non-2xx (${JSON.stringify(run.statuses)}), ${run.errors} connection errors`);
+      log(
+        `  warm-up ${scenario}: ${run.non2xx} non-2xx (${JSON.stringify(run.statuses)}), ${run.errors} connection errors`,
+      );
     }
   }
 
@@ -467,7 +504,14 @@ async function measure(
     }
     const profile = profileDir && join(profileDir, `${scenario}.${index + 1}.cpuprofile`);
     const { run, serverCpu, mainCpu, v8Cpu, otherCpu } = await runOnce(scenario, settings.duration, profile);
-    const entry = totals[scenario] ??= { runs: [], pairedRatios: [], serverCpu: 0, mainCpu: 0, v8Cpu: 0, otherCpu: 0 };
+    const entry = (totals[scenario] ??= {
+      runs: [],
+      pairedRatios: [],
+      serverCpu: 0,
+      mainCpu: 0,
+      v8Cpu: 0,
+      otherCpu: 0,
+    });
     entry.runs.push(run);
     entry.serverCpu += serverCpu;
     entry.mainCpu += mainCpu;
@@ -563,8 +607,19 @@ function summarize(result: AdapterResult): Row[] {
 
 function table(rows: Row[]): string[] {
   const header = [
-    'adapter', 'scenario', 'req/s', 'p50 ms', 'p99 ms', 'req/s ÷ baseline', '÷ neighbouring baselines: median (min–max)', 'p99 ÷ baseline',
-    'provider CPU ms/req (main thread / V8 helpers)', 'CPU/req ÷ baseline', 'requests', 'non-2xx', 'CPU: provider / autocannon / rest',
+    'adapter',
+    'scenario',
+    'req/s',
+    'p50 ms',
+    'p99 ms',
+    'req/s ÷ baseline',
+    '÷ neighbouring baselines: median (min–max)',
+    'p99 ÷ baseline',
+    'provider CPU ms/req (main thread / V8 helpers)',
+    'CPU/req ÷ baseline',
+    'requests',
+    'non-2xx',
+    'CPU: provider / autocannon / rest',
   ];
   const lines = [header, header.map((cell, index) => (index < 2 ? '---' : '---:'))];
   for (const row of rows) {
@@ -583,7 +638,8 @@ function table(rows: Row[]): string[] {
       String(row.requests),
       String(row.non2xx + row.errors),
       [row.serverCpuShare, row.generatorCpuShare, row.otherCpuShare]
-        .map((share) => (Number.isNaN(share) ? '?' : `${Math.round(share * 100)}%`)).join(' / '),
+        .map((share) => (Number.isNaN(share) ? '?' : `${Math.round(share * 100)}%`))
+        .join(' / '),
     ]);
   }
   return lines.map((cells) => `| ${cells.join(' | ')} |`);
@@ -598,7 +654,13 @@ function spread(ratios: readonly number[]): string {
   return `${median.toFixed(2)} (${sorted[0]!.toFixed(2)}–${sorted.at(-1)!.toFixed(2)})`;
 }
 
-interface Target { label: string; value: number; limit: number; better: 'higher' | 'lower'; unit: string }
+interface Target {
+  label: string;
+  value: number;
+  limit: number;
+  better: 'higher' | 'lower';
+  unit: string;
+}
 
 /**
  * The exchange with an opaque actor token against the baseline: 0.9 on memory
@@ -622,25 +684,55 @@ function targets(rows: Row[], memory: MemoryResult | undefined): Target[] {
       const actor = row(name, scenario);
       if (!actor) continue;
       const limit = exchangeTarget(config);
-      list.push({ label: `${name}: ${LABELS[scenario]} req/s ≥ ${limit} × client_credentials`, value: actor.rps / baseline.rps, limit, better: 'higher', unit: '×' });
+      list.push({
+        label: `${name}: ${LABELS[scenario]} req/s ≥ ${limit} × client_credentials`,
+        value: actor.rps / baseline.rps,
+        limit,
+        better: 'higher',
+        unit: '×',
+      });
     }
     const audited = config.adapter === 'memory+pg-audit' && !config.deployment ? row(name, 'exchange') : undefined;
     if (audited) {
-      list.push({ label: `${name}: token exchange with the PostgreSQL audit log req/s ≥ 0.8 × client_credentials`, value: audited.rps / baseline.rps, limit: 0.8, better: 'higher', unit: '×' });
+      list.push({
+        label: `${name}: token exchange with the PostgreSQL audit log req/s ≥ 0.8 × client_credentials`,
+        value: audited.rps / baseline.rps,
+        limit: 0.8,
+        better: 'higher',
+        unit: '×',
+      });
     }
     const create = row(name, 'create');
     if (create) {
-      list.push({ label: `${name}: creation req/s ≥ 0.9 × client_credentials`, value: create.rps / baseline.rps, limit: 0.9, better: 'higher', unit: '×' });
+      list.push({
+        label: `${name}: creation req/s ≥ 0.9 × client_credentials`,
+        value: create.rps / baseline.rps,
+        limit: 0.9,
+        better: 'higher',
+        unit: '×',
+      });
     }
     for (const scenario of EXCHANGES) {
       const candidate = row(name, scenario);
       if (candidate) {
-        list.push({ label: `${name}: ${LABELS[scenario]} p99 ≤ 1.5 × client_credentials p99`, value: candidate.p99 / baseline.p99, limit: 1.5, better: 'lower', unit: '×' });
+        list.push({
+          label: `${name}: ${LABELS[scenario]} p99 ≤ 1.5 × client_credentials p99`,
+          value: candidate.p99 / baseline.p99,
+          limit: 1.5,
+          better: 'lower',
+          unit: '×',
+        });
       }
     }
   }
   if (memory) {
-    list.push({ label: 'memory adapter: heap per outstanding subject token ≤ 1 KiB', value: memory.bytesPerToken, limit: 1024, better: 'lower', unit: ' B' });
+    list.push({
+      label: 'memory adapter: heap per outstanding subject token ≤ 1 KiB',
+      value: memory.bytesPerToken,
+      limit: 1024,
+      better: 'lower',
+      unit: ' B',
+    });
   }
   return list;
 }
@@ -666,13 +758,21 @@ function machineCpuSeconds(): number {
 }
 
 async function redisReachable(): Promise<void> {
-  const client = new Redis(REDIS_URL, { lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 0, retryStrategy: () => null, connectTimeout: 2000 });
+  const client = new Redis(REDIS_URL, {
+    lazyConnect: true,
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 0,
+    retryStrategy: () => null,
+    connectTimeout: 2000,
+  });
   client.on('error', () => {});
   try {
     await client.connect();
     await client.ping();
   } catch (error) {
-    throw new Error(`Redis is not reachable at ${REDIS_URL} (set REDIS_URL, or pass --memory-only): ${(error as Error).message}`);
+    throw new Error(
+      `Redis is not reachable at ${REDIS_URL} (set REDIS_URL, or pass --memory-only): ${(error as Error).message}`,
+    );
   } finally {
     client.disconnect();
   }
@@ -680,7 +780,12 @@ async function redisReachable(): Promise<void> {
 
 /** Deletes every key under the run's prefix; returns how many there were. */
 async function deleteKeys(prefix: string): Promise<number> {
-  const client = new Redis(REDIS_URL, { lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 0, retryStrategy: () => null });
+  const client = new Redis(REDIS_URL, {
+    lazyConnect: true,
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 0,
+    retryStrategy: () => null,
+  });
   client.on('error', () => {});
   let deleted = 0;
   try {
@@ -703,19 +808,32 @@ async function postgres(): Promise<pg.Client> {
   try {
     await client.connect();
   } catch (error) {
-    throw new Error(`PostgreSQL is not reachable at ${DATABASE_URL} (set DATABASE_URL, start it, or pass --memory-only): ${(error as Error).message}`);
+    throw new Error(
+      `PostgreSQL is not reachable at ${DATABASE_URL} (set DATABASE_URL, start it, or pass --memory-only): ${(error as Error).message}`,
+    );
   }
   return client;
 }
 
 /** bench/memory.ts in a child with --expose-gc, so that gc() can be called and nothing else is on its heap. */
 function runMemoryChild(count: number): Promise<MemoryResult> {
-  return runJsonChild<MemoryResult>('memory', ['--expose-gc', fileURLToPath(new URL('./memory.js', import.meta.url)), '--count', String(count), '--json']);
+  return runJsonChild<MemoryResult>('memory', [
+    '--expose-gc',
+    fileURLToPath(new URL('./memory.js', import.meta.url)),
+    '--count',
+    String(count),
+    '--json',
+  ]);
 }
 
 /** bench/resource-server.ts in a child: its provider and verifier share nothing with the load. */
 function runVerifierChild(count: number): Promise<VerifierResult> {
-  return runJsonChild<VerifierResult>('resource-server', [fileURLToPath(new URL('./resource-server.js', import.meta.url)), '--count', String(count), '--json']);
+  return runJsonChild<VerifierResult>('resource-server', [
+    fileURLToPath(new URL('./resource-server.js', import.meta.url)),
+    '--count',
+    String(count),
+    '--json',
+  ]);
 }
 
 function runJsonChild<T>(name: string, args: string[]): Promise<T> {
@@ -724,10 +842,15 @@ function runJsonChild<T>(name: string, args: string[]): Promise<T> {
       stdio: ['ignore', 'pipe', 'inherit'],
     });
     let output = '';
-    child.stdout.on('data', (chunk: Buffer) => { output += chunk.toString(); });
+    child.stdout.on('data', (chunk: Buffer) => {
+      output += chunk.toString();
+    });
     child.on('error', reject);
     child.on('exit', (code) => {
-      if (code !== 0) { reject(new Error(`the ${name} measurement exited with ${code}`)); return; }
+      if (code !== 0) {
+        reject(new Error(`the ${name} measurement exited with ${code}`));
+        return;
+      }
       try {
         resolve(JSON.parse(output.trim().split('\n').at(-1)!) as T);
       } catch (error) {
@@ -752,20 +875,27 @@ function mkdir(path: string): string {
 async function main(): Promise<void> {
   const started = performance.now();
   const cores = availableParallelism();
-  log(`oidc-provider-impersonation bench${settings.smoke ? ' (smoke)' : ''}: ${new Date().toISOString()}, `
-    + `node ${process.version}, ${cores} cores (${cpus()[0]?.model.trim() ?? 'unknown CPU'})`);
-  log(`  ${settings.rounds} rounds × ${settings.duration} s per scenario at ${settings.connections} connections, `
-    + 'every candidate window between two baseline windows (B C1 B C2 … B, then in reverse); '
-    + 'provider in a child process, autocannon in this one');
+  log(
+    `oidc-provider-impersonation bench${settings.smoke ? ' (smoke)' : ''}: ${new Date().toISOString()}, ` +
+      `node ${process.version}, ${cores} cores (${cpus()[0]?.model.trim() ?? 'unknown CPU'})`,
+  );
+  log(
+    `  ${settings.rounds} rounds × ${settings.duration} s per scenario at ${settings.connections} connections, ` +
+      'every candidate window between two baseline windows (B C1 B C2 … B, then in reverse); ' +
+      'provider in a child process, autocannon in this one',
+  );
   if (settings.smoke) log('  smoke run: 1-second windows, no warm-up; the numbers only show that the script works');
   if (Number(process.versions.node.split('.')[0]) < 22) {
-    log('  note: oidc-provider 9 supports Node.js 22 LTS and later; this runtime\'s V8 is slow on tokens that carry claims '
-      + 'from extraTokenClaims, act included (README, "Benchmarks")');
+    log(
+      "  note: oidc-provider 9 supports Node.js 22 LTS and later; this runtime's V8 is slow on tokens that carry claims " +
+        'from extraTokenClaims, act included (README, "Benchmarks")',
+    );
   }
 
-  const profileDir = settings.profile || settings.cpuProf
-    ? join(process.cwd(), 'build', 'bench-profiles', new Date().toISOString().replace(/[:.]/g, '-'))
-    : undefined;
+  const profileDir =
+    settings.profile || settings.cpuProf
+      ? join(process.cwd(), 'build', 'bench-profiles', new Date().toISOString().replace(/[:.]/g, '-'))
+      : undefined;
 
   const results: AdapterResult[] = [];
   for (const config of settings.configurations) {
@@ -786,8 +916,12 @@ async function main(): Promise<void> {
       try {
         await database.query(`CREATE SCHEMA "${schema}"`);
         results.push(await runAdapter(config, '', profileFolder(), { storeSchema: schema }));
-        const { rows: [counted] } = await database.query(`SELECT count(*)::int AS rows FROM "${schema}"."oidc_provider_store"`);
-        log(`  ${config.name}: ${(counted as { rows: number }).rows} rows in the store's table in schema ${schema} (dropped)`);
+        const {
+          rows: [counted],
+        } = await database.query(`SELECT count(*)::int AS rows FROM "${schema}"."oidc_provider_store"`);
+        log(
+          `  ${config.name}: ${(counted as { rows: number }).rows} rows in the store's table in schema ${schema} (dropped)`,
+        );
       } finally {
         await database.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).catch(() => {});
         await database.end();
@@ -798,8 +932,12 @@ async function main(): Promise<void> {
       try {
         await database.query(`CREATE SCHEMA "${schema}"`);
         results.push(await runAdapter(config, '', profileFolder(), { auditSchema: schema }));
-        const { rows: [counted] } = await database.query(`SELECT count(*)::int AS rows FROM "${schema}"."impersonation_audit"`);
-        log(`  ${config.name}: ${(counted as { rows: number }).rows} rows appended to one chain in schema ${schema} (dropped)`);
+        const {
+          rows: [counted],
+        } = await database.query(`SELECT count(*)::int AS rows FROM "${schema}"."impersonation_audit"`);
+        log(
+          `  ${config.name}: ${(counted as { rows: number }).rows} rows appended to one chain in schema ${schema} (dropped)`,
+        );
       } finally {
         await database.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).catch(() => {});
         await database.end();
@@ -811,11 +949,15 @@ async function main(): Promise<void> {
 
   let memory: MemoryResult | undefined;
   if (settings.memoryCount) {
-    log(`  memory adapter: filling with ${settings.memoryCount.toLocaleString('en')} subject tokens (node --expose-gc child)`);
+    log(
+      `  memory adapter: filling with ${settings.memoryCount.toLocaleString('en')} subject tokens (node --expose-gc child)`,
+    );
     memory = await runMemoryChild(settings.memoryCount);
   }
 
-  log(`  resource-server helper: ${settings.verifierCount.toLocaleString('en')} verifications per variant (child process)`);
+  log(
+    `  resource-server helper: ${settings.verifierCount.toLocaleString('en')} verifications per variant (child process)`,
+  );
   const verifier = await runVerifierChild(settings.verifierCount);
 
   const rows = results.flatMap(summarize);
@@ -829,15 +971,23 @@ async function main(): Promise<void> {
     const stats = result.endStats.adapter;
     if (stats) {
       const evicted = stats.evictedUnexpired['SubjectToken'] ?? 0;
-      log(`memory adapter of the provider after the run: ${stats.size} entries, evictedUnexpired ${JSON.stringify(stats.evictedUnexpired)}`);
-      if (evicted > 0) log(`WARNING: the provider's memory adapter evicted ${evicted} unexpired subject tokens during the run`);
+      log(
+        `memory adapter of the provider after the run: ${stats.size} entries, evictedUnexpired ${JSON.stringify(stats.evictedUnexpired)}`,
+      );
+      if (evicted > 0)
+        log(`WARNING: the provider's memory adapter evicted ${evicted} unexpired subject tokens during the run`);
     }
     if (result.abortedLogged) {
-      log(`${result.configuration.name}: ${result.abortedLogged} Management API requests cut off at the end of a window were logged by the provider as "Error: aborted" (not shown)`);
+      log(
+        `${result.configuration.name}: ${result.abortedLogged} Management API requests cut off at the end of a window were logged by the provider as "Error: aborted" (not shown)`,
+      );
     }
-    if (result.poolExhausted) problems.push(`${result.configuration.name}: the subject-token pool ran dry ${result.poolExhausted} times`);
+    if (result.poolExhausted)
+      problems.push(`${result.configuration.name}: the subject-token pool ran dry ${result.poolExhausted} times`);
     if (result.untimed.failed > result.untimed.requests * ERROR_TOLERANCE) {
-      problems.push(`${result.configuration.name}: ${result.untimed.failed} of ${result.untimed.requests} untimed requests (warm-up, token creation) failed`);
+      problems.push(
+        `${result.configuration.name}: ${result.untimed.failed} of ${result.untimed.requests} untimed requests (warm-up, token creation) failed`,
+      );
     }
   }
   for (const row of rows) {
@@ -846,8 +996,10 @@ async function main(): Promise<void> {
       for (const run of results.find((r) => r.configuration.name === row.adapter)!.totals[row.scenario]!.runs) {
         for (const [status, count] of Object.entries(run.statuses)) statuses[status] = (statuses[status] ?? 0) + count;
       }
-      problems.push(`${row.adapter} ${row.scenario}: ${row.non2xx} non-2xx and ${row.errors} connection errors `
-        + `in ${row.requests} requests (statuses ${JSON.stringify(statuses)})`);
+      problems.push(
+        `${row.adapter} ${row.scenario}: ${row.non2xx} non-2xx and ${row.errors} connection errors ` +
+          `in ${row.requests} requests (statuses ${JSON.stringify(statuses)})`,
+      );
     }
   }
 
@@ -860,15 +1012,24 @@ async function main(): Promise<void> {
       for (const scenario of settings.profile ? SCENARIOS : []) {
         const runs = result.totals[scenario]?.runs;
         if (!runs) continue;
-        const files = readdirSync(dir).filter((name) => name.startsWith(`${scenario}.`)).map((name) => join(dir, name));
+        const files = readdirSync(dir)
+          .filter((name) => name.startsWith(`${scenario}.`))
+          .map((name) => join(dir, name));
         log('');
-        log(`CPU profile of the provider, ${result.configuration.name}, ${LABELS[scenario]} (${files.length} windows, ${join(dir, `${scenario}.*.cpuprofile`)}):`);
-        for (const line of summarizeProfile(files, { requests: runs.reduce((sum, run) => sum + run.ok + run.non2xx, 0) })) log(line);
+        log(
+          `CPU profile of the provider, ${result.configuration.name}, ${LABELS[scenario]} (${files.length} windows, ${join(dir, `${scenario}.*.cpuprofile`)}):`,
+        );
+        for (const line of summarizeProfile(files, {
+          requests: runs.reduce((sum, run) => sum + run.ok + run.non2xx, 0),
+        }))
+          log(line);
       }
       if (settings.cpuProf) {
         for (const file of readdirSync(join(dir, 'process')).filter((name) => name.endsWith('.cpuprofile'))) {
           log('');
-          log(`CPU profile of the whole provider process (node --cpu-prof), ${result.configuration.name}: ${join(dir, 'process', file)}`);
+          log(
+            `CPU profile of the whole provider process (node --cpu-prof), ${result.configuration.name}: ${join(dir, 'process', file)}`,
+          );
           for (const line of summarizeProfile(join(dir, 'process', file))) log(line);
         }
       }

@@ -2,12 +2,13 @@
  * `node build/bench/scale-out.js`: one and then two provider processes on one
  * shared store, and what the store pays per exchange.
  *
- *   node build/bench/scale-out.js [--duration S] [--connections C] [--stores redis,memory+pg-audit]
+ *   node build/bench/scale-out.js [--duration S] [--connections C] [--stores redis,postgres,memory+pg-audit]
  *
  * Each provider is set up as a deployment runs it (bench/deployment.ts) and
  * serves the exchange with an opaque actor token at `connections` connections
  * of its own, all processes at once. The store's CPU is read around each
- * window: Redis's own account (INFO cpu), PostgreSQL's backends from /proc. One
+ * window: Redis's own account (INFO cpu), PostgreSQL's processes from /proc
+ * (as the PostgreSQL adapter's store, or as the audit log beside memory). One
  * Redis runs commands on one core, so `1 s ÷ Redis CPU per exchange` is the
  * most exchanges per second it can serve; divided by what one provider serves,
  * it is how many providers one Redis carries before it, not they, is the
@@ -39,7 +40,7 @@ function argument(name: string): string | undefined {
 }
 const duration = Number(argument('--duration') ?? 5);
 const connections = Number(argument('--connections') ?? 16);
-const stores = (argument('--stores') ?? 'redis,memory+pg-audit').split(',') as AdapterKind[];
+const stores = (argument('--stores') ?? 'redis,postgres,memory+pg-audit').split(',') as AdapterKind[];
 /** More subject tokens than the fastest process could redeem in a window. */
 const TOKENS_PER_SECOND = 3000;
 
@@ -88,20 +89,28 @@ async function prepare(server: ServerProcess): Promise<{ exchange: RequestSpec; 
     base: server.base,
     connections: 16,
     amount: TOKENS_PER_SECOND * duration,
-    requests: [{
-      method: 'POST',
-      path: '/api/subject-tokens',
-      headers: { 'content-type': 'application/json', authorization: `Bearer ${m2m}` },
-      body: JSON.stringify({ userId: 'bob', context: { ticketId: 'T-4711', reason: 'checkout fails' } }),
-      onResponse(status: number, body: string) {
-        if (status === 201) tokens.push((JSON.parse(body) as { subjectToken: string }).subjectToken);
-      },
-    } as RequestSpec],
+    requests: [
+      {
+        method: 'POST',
+        path: '/api/subject-tokens',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${m2m}` },
+        body: JSON.stringify({ userId: 'bob', context: { ticketId: 'T-4711', reason: 'checkout fails' } }),
+        onResponse(status: number, body: string) {
+          if (status === 201) tokens.push((JSON.parse(body) as { subjectToken: string }).subjectToken);
+        },
+      } as RequestSpec,
+    ],
   });
-  if (created.non2xx || created.errors) throw new Error(`subject-token creation failed: ${JSON.stringify(created.statuses)}`);
+  if (created.non2xx || created.errors)
+    throw new Error(`subject-token creation failed: ${JSON.stringify(created.statuses)}`);
   const fixed = form({
-    grant_type: TOKEN_EXCHANGE, client_id: CLIENTS.console.client_id, subject_token_type: ACCESS_TOKEN,
-    resource: API, scope: 'profile:read', actor_token: actor, actor_token_type: ACCESS_TOKEN,
+    grant_type: TOKEN_EXCHANGE,
+    client_id: CLIENTS.console.client_id,
+    subject_token_type: ACCESS_TOKEN,
+    resource: API,
+    scope: 'profile:read',
+    actor_token: actor,
+    actor_token_type: ACCESS_TOKEN,
   });
   let next = 0;
   return {
@@ -126,18 +135,34 @@ async function prepare(server: ServerProcess): Promise<{ exchange: RequestSpec; 
 
 async function measure(store: AdapterKind, processes: number, redis: Redis, schema: string): Promise<Measurement> {
   const prefix = `bench:scale:${randomUUID()}:`;
-  const servers = await Promise.all(Array.from({ length: processes }, () => startServer({
-    adapter: store, deployment: true, redisUrl: REDIS_URL, redisPrefix: prefix, auditSchema: schema, log: () => {},
-  })));
+  const servers = await Promise.all(
+    Array.from({ length: processes }, () =>
+      startServer({
+        adapter: store,
+        deployment: true,
+        redisUrl: REDIS_URL,
+        redisPrefix: prefix,
+        log: () => {},
+        ...(store === 'postgres' ? { storeSchema: schema } : { auditSchema: schema }),
+      }),
+    ),
+  );
   try {
     const requests = await Promise.all(servers.map(prepare));
     const window = async (pick: 'exchange' | 'baseline'): Promise<{ runs: RunRecord[]; cpu: number }> => {
       await Promise.all(servers.map((server) => server.settle()));
       const before = await storeCpuSeconds(store, redis);
-      const runs = await Promise.all(servers.map((server, index) => fire({
-        base: server.base, connections, duration, requests: [requests[index]![pick]],
-      })));
-      return { runs, cpu: await storeCpuSeconds(store, redis) - before };
+      const runs = await Promise.all(
+        servers.map((server, index) =>
+          fire({
+            base: server.base,
+            connections,
+            duration,
+            requests: [requests[index]![pick]],
+          }),
+        ),
+      );
+      return { runs, cpu: (await storeCpuSeconds(store, redis)) - before };
     };
     const baseline = await window('baseline');
     const exchange = await window('exchange');
@@ -165,8 +190,10 @@ async function measure(store: AdapterKind, processes: number, redis: Redis, sche
 }
 
 async function main(): Promise<void> {
-  console.log(`scale-out: ${new Date().toISOString()}, node ${process.version}, ${availableParallelism()} cores, `
-    + `${duration} s windows, ${connections} connections per process, providers set up as a deployment`);
+  console.log(
+    `scale-out: ${new Date().toISOString()}, node ${process.version}, ${availableParallelism()} cores, ` +
+      `${duration} s windows, ${connections} connections per process, providers set up as a deployment`,
+  );
   const redis = new Redis(REDIS_URL, { maxRetriesPerRequest: 1 });
   const database = new pg.Client({ connectionString: DATABASE_URL });
   await database.connect();
@@ -179,8 +206,10 @@ async function main(): Promise<void> {
         try {
           const measured = await measure(store, processes, redis, schema);
           measurements.push(measured);
-          console.log(`  ${store}, ${processes} process(es): ${measured.exchangesPerSecond.toFixed(0)} exchanges/s, `
-            + `baseline ${measured.baselinePerSecond.toFixed(0)}/s, store CPU ${(measured.storeCpuPerExchange * 1e6).toFixed(0)} µs per exchange`);
+          console.log(
+            `  ${store}, ${processes} process(es): ${measured.exchangesPerSecond.toFixed(0)} exchanges/s, ` +
+              `baseline ${measured.baselinePerSecond.toFixed(0)}/s, store CPU ${(measured.storeCpuPerExchange * 1e6).toFixed(0)} µs per exchange`,
+          );
         } finally {
           await database.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
         }
@@ -192,14 +221,18 @@ async function main(): Promise<void> {
   }
 
   console.log('');
-  console.log('| store | provider processes | exchanges/s (all processes) | client_credentials/s (all processes) | store CPU µs per exchange | exchanges/s one store core carries | providers one store core carries |');
+  console.log(
+    '| store | provider processes | exchanges/s (all processes) | client_credentials/s (all processes) | store CPU µs per exchange | exchanges/s one store core carries | providers one store core carries |',
+  );
   console.log('| --- | ---: | ---: | ---: | ---: | ---: | ---: |');
   const single = (store: AdapterKind) => measurements.find((m) => m.store === store && m.processes === 1);
   for (const m of measurements) {
     const perCore = 1 / m.storeCpuPerExchange;
     const perProvider = single(m.store)?.exchangesPerSecond ?? m.exchangesPerSecond / m.processes;
-    console.log(`| ${m.store} | ${m.processes} | ${m.exchangesPerSecond.toFixed(0)} | ${m.baselinePerSecond.toFixed(0)} | `
-      + `${(m.storeCpuPerExchange * 1e6).toFixed(0)} | ${perCore.toFixed(0)} | ${(perCore / perProvider).toFixed(1)} |`);
+    console.log(
+      `| ${m.store} | ${m.processes} | ${m.exchangesPerSecond.toFixed(0)} | ${m.baselinePerSecond.toFixed(0)} | ` +
+        `${(m.storeCpuPerExchange * 1e6).toFixed(0)} | ${perCore.toFixed(0)} | ${(perCore / perProvider).toFixed(1)} |`,
+    );
   }
   const failed = measurements.reduce((sum, m) => sum + m.failed, 0);
   if (failed) {

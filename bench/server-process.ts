@@ -39,12 +39,15 @@ const READY_TIMEOUT_MS = 20_000;
 export async function startServer(options: ServerProcessOptions): Promise<ServerProcess> {
   const child: ChildProcess = fork(fileURLToPath(new URL('./server.js', import.meta.url)), [], {
     env: {
-      ...process.env, BENCH_ADAPTER: options.adapter, REDIS_URL: options.redisUrl, BENCH_PREFIX: options.redisPrefix,
+      ...process.env,
+      BENCH_ADAPTER: options.adapter,
+      REDIS_URL: options.redisUrl,
+      BENCH_PREFIX: options.redisPrefix,
       ...(options.auditSchema ? { BENCH_AUDIT_SCHEMA: options.auditSchema } : {}),
       ...(options.storeSchema ? { BENCH_STORE_SCHEMA: options.storeSchema } : {}),
       ...(options.deployment ? { BENCH_DEPLOYMENT: '1' } : {}),
     },
-    execArgv: ['--expose-gc', ...options.execArgv ?? []],
+    execArgv: ['--expose-gc', ...(options.execArgv ?? [])],
     stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
   });
   for (const stream of [child.stdout, child.stderr]) {
@@ -78,7 +81,9 @@ export async function startServer(options: ServerProcessOptions): Promise<Server
     throw error;
   }
 
-  const sendMessage = (message: ParentMessage): void => { child.send(message); };
+  const sendMessage = (message: ParentMessage): void => {
+    child.send(message);
+  };
   type Request = Exclude<ParentMessage, { type: 'close' }>;
   const request = (message: Omit<Request, 'id'>): Promise<Extract<ServerMessage, { type: 'reply' }>> => {
     const id = nextId++;

@@ -26,14 +26,17 @@ import { deploymentSetup } from './deployment.js';
 import type { AdapterKind, ParentMessage, ServerMessage, ServerStats } from './protocol.js';
 
 const DATABASE_URL = process.env['DATABASE_URL'] ?? 'postgres://postgres@127.0.0.1:5432/test';
-const kind: AdapterKind = process.env['BENCH_ADAPTER'] === 'redis' || process.env['BENCH_ADAPTER'] === 'postgres'
-  ? process.env['BENCH_ADAPTER'] : 'memory';
-const auditLog = process.env['BENCH_ADAPTER'] === 'memory+pg-audit'
-  ? createPostgresAuditLog({
-    connectionString: DATABASE_URL,
-    schema: process.env['BENCH_AUDIT_SCHEMA']!,
-  })
-  : undefined;
+const kind: AdapterKind =
+  process.env['BENCH_ADAPTER'] === 'redis' || process.env['BENCH_ADAPTER'] === 'postgres'
+    ? process.env['BENCH_ADAPTER']
+    : 'memory';
+const auditLog =
+  process.env['BENCH_ADAPTER'] === 'memory+pg-audit'
+    ? createPostgresAuditLog({
+        connectionString: DATABASE_URL,
+        schema: process.env['BENCH_AUDIT_SCHEMA']!,
+      })
+    : undefined;
 const evicted: Record<string, number> = {};
 
 let memory: MemoryAdapterClass | undefined;
@@ -45,7 +48,9 @@ if (kind === 'memory') {
   // ones and fail their exchanges. bench/memory.ts measures the bound itself.
   memory = createMemoryAdapter({
     max: Number(process.env['BENCH_MEMORY_MAX'] ?? 1_000_000),
-    onEvict: (model) => { evicted[model] = (evicted[model] ?? 0) + 1; },
+    onEvict: (model) => {
+      evicted[model] = (evicted[model] ?? 0) + 1;
+    },
   });
 } else if (kind === 'postgres') {
   postgres = createPostgresAdapter({ connectionString: DATABASE_URL, schema: process.env['BENCH_STORE_SCHEMA']! });
@@ -133,7 +138,10 @@ async function answer(message: Exclude<ParentMessage, { type: 'close' }>): Promi
       // 3 to 30 after a scavenge), which cost up to a second of its helper
       // threads per 3-second window on 2 cores, and more to the scenarios with
       // more code in their path.
-      (globalThis as { gc?: (options: { type: 'minor'; execution: 'sync' }) => void }).gc?.({ type: 'minor', execution: 'sync' });
+      (globalThis as { gc?: (options: { type: 'minor'; execution: 'sync' }) => void }).gc?.({
+        type: 'minor',
+        execution: 'sync',
+      });
       send({ type: 'reply', id: message.id });
       return;
     case 'profile-start':
@@ -164,8 +172,12 @@ process.on('message', (message: ParentMessage) => {
   });
 });
 // The parent went away without saying so: do not linger.
-process.on('disconnect', () => { void shutdown(); });
-process.on('SIGTERM', () => { void shutdown(); });
+process.on('disconnect', () => {
+  void shutdown();
+});
+process.on('SIGTERM', () => {
+  void shutdown();
+});
 
 console.log(`bench server (${kind} adapter) listening on ${tp.base}`);
 send({ type: 'ready', base: tp.base, adapter: kind, pid: process.pid });

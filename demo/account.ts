@@ -46,19 +46,27 @@ export function accountRoutes(router: Router, options: AccountOptions): void {
     const session = id ? sessions.get(id) : undefined;
     ctx.type = 'html';
     if (!session) {
-      ctx.body = accountPage(undefined, `<section class="card"><h2>Your account</h2>
+      ctx.body = accountPage(
+        undefined,
+        `<section class="card"><h2>Your account</h2>
 <p>Sign in to see your account's activity, including every time our support team accessed it.</p>
-<a class="button" id="account-sign-in" href="/account/login">Sign in</a></section>`);
+<a class="button" id="account-sign-in" href="/account/login">Sign in</a></section>`,
+      );
       return;
     }
     const lines = activityLines(await options.trailOf(session.sub), options.changesOf(session.sub), options.users);
-    ctx.body = accountPage(session, `<section class="card" aria-labelledby="activity-title">
+    ctx.body = accountPage(
+      session,
+      `<section class="card" aria-labelledby="activity-title">
 <h2 id="activity-title">Account activity</h2>
 <p class="muted">Every time someone from our support team acted on your account, newest first.</p>
-${lines.length
+${
+  lines.length
     ? `<ol class="activity" id="activity">${lines.map((line) => `<li>${escapeHtml(line.text)}</li>`).join('')}</ol>`
-    : '<p id="activity-empty">No one from support has accessed your account.</p>'}
-</section>`);
+    : '<p id="activity-empty">No one from support has accessed your account.</p>'
+}
+</section>`,
+    );
   });
 
   router.get('/account/login', (ctx) => {
@@ -98,18 +106,38 @@ ${lines.length
         authorization: basic(CLIENTS.account, options.secrets.accountClientSecret),
         'content-type': 'application/x-www-form-urlencoded',
       },
-      body: new URLSearchParams({ grant_type: 'authorization_code', code: ctx.query['code'], redirect_uri: redirectUri, code_verifier: started.verifier }),
+      body: new URLSearchParams({
+        grant_type: 'authorization_code',
+        code: ctx.query['code'],
+        redirect_uri: redirectUri,
+        code_verifier: started.verifier,
+      }),
     });
     const tokens = await jsonOf(response);
     if (!response.ok || typeof tokens?.['access_token'] !== 'string') {
-      throw new HttpError(502, String(tokens?.['error'] ?? 'bad_gateway'), String(tokens?.['error_description'] ?? `the token endpoint answered ${response.status}`));
+      throw new HttpError(
+        502,
+        String(tokens?.['error'] ?? 'bad_gateway'),
+        String(tokens?.['error_description'] ?? `the token endpoint answered ${response.status}`),
+      );
     }
-    const claims = await jsonOf(await options.call(options.endpoints.userinfo, { headers: { authorization: `Bearer ${tokens['access_token']}` } }));
-    if (typeof claims?.['sub'] !== 'string') throw new HttpError(502, 'bad_gateway', 'the identity service did not say who signed in');
+    const claims = await jsonOf(
+      await options.call(options.endpoints.userinfo, {
+        headers: { authorization: `Bearer ${tokens['access_token']}` },
+      }),
+    );
+    if (typeof claims?.['sub'] !== 'string')
+      throw new HttpError(502, 'bad_gateway', 'the identity service did not say who signed in');
     const id = randomBytes(32).toString('base64url');
     sessions.set(id, { sub: claims['sub'], name: typeof claims['name'] === 'string' ? claims['name'] : claims['sub'] });
     ctx.cookies.set(STATE_COOKIE, null, { path: '/account' });
-    ctx.cookies.set(SESSION_COOKIE, id, { httpOnly: true, sameSite: 'lax', path: '/account', maxAge: SESSION_TTL, overwrite: true });
+    ctx.cookies.set(SESSION_COOKIE, id, {
+      httpOnly: true,
+      sameSite: 'lax',
+      path: '/account',
+      maxAge: SESSION_TTL,
+      overwrite: true,
+    });
     ctx.redirect('/account');
   });
 
@@ -136,12 +164,20 @@ header button { margin: 0; }
 `;
 
 function accountPage(session: AccountSession | undefined, content: string): string {
-  return page('Your account', `<header>
+  return page(
+    'Your account',
+    `<header>
   <h1>Your account</h1>
-  ${session ? `<span class="who" id="account-user">Signed in as ${escapeHtml(session.name)} (${escapeHtml(session.sub)})</span>
-  <form method="post" action="/account/logout"><button class="secondary" type="submit">Sign out</button></form>` : ''}
+  ${
+    session
+      ? `<span class="who" id="account-user">Signed in as ${escapeHtml(session.name)} (${escapeHtml(session.sub)})</span>
+  <form method="post" action="/account/logout"><button class="secondary" type="submit">Sign out</button></form>`
+      : ''
+  }
 </header>
 <main>
 ${content}
-</main>`, `<style>${ACCOUNT_STYLE}</style>`);
+</main>`,
+    `<style>${ACCOUNT_STYLE}</style>`,
+  );
 }

@@ -32,7 +32,13 @@ export interface ActivityLine {
 }
 
 const DATE_FORMAT = new Intl.DateTimeFormat('en-GB', {
-  day: 'numeric', month: 'long', year: 'numeric', hour: '2-digit', minute: '2-digit', timeZone: 'UTC', timeZoneName: 'short',
+  day: 'numeric',
+  month: 'long',
+  year: 'numeric',
+  hour: '2-digit',
+  minute: '2-digit',
+  timeZone: 'UTC',
+  timeZoneName: 'short',
 });
 
 export function formatDate(iso: string): string {
@@ -58,13 +64,20 @@ function ticketOf(context: unknown): string {
  * Newest first: each access by support staff ("… accessed your account on …,
  * ticket …: …"), each stop, each change made while acting as the customer.
  */
-export function activityLines(events: readonly TrailEvent[], changes: readonly ChangeRecord[], users: ReadonlyMap<string, DemoUser>): ActivityLine[] {
+export function activityLines(
+  events: readonly TrailEvent[],
+  changes: readonly ChangeRecord[],
+  users: ReadonlyMap<string, DemoUser>,
+): ActivityLine[] {
   const lines: ActivityLine[] = [];
   for (const event of events) {
     if (!event.actor) continue;
     const who = actorName(event.actor, users);
     if (event.event === 'impersonation.exchange.succeeded') {
-      lines.push({ at: event.at, text: `${who} accessed your account on ${formatDate(event.at)}${ticketOf(event.context)}` });
+      lines.push({
+        at: event.at,
+        text: `${who} accessed your account on ${formatDate(event.at)}${ticketOf(event.context)}`,
+      });
     } else if (event.event === 'impersonation.session.revoked' || event.event === 'impersonation.session.ended') {
       lines.push({ at: event.at, text: `Access by ${who} to your account ended on ${formatDate(event.at)}` });
     }

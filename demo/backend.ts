@@ -9,14 +9,15 @@ import Router from '@koa/router';
 import { createRemoteJWKSet } from 'jose';
 import { createImpersonationVerifier } from '../lib/resource-server/index.js';
 import Koa from 'koa';
-import {
-  basic, closeServer, escapeHtml, HttpError, jsonOf, listen, page, portOf, readJson, serve,
-} from './http.js';
+import { basic, closeServer, escapeHtml, HttpError, jsonOf, listen, page, portOf, readJson, serve } from './http.js';
 import { consolePage, type ConsoleConfig } from './console-page.js';
 import { accountRoutes } from './account.js';
+import type { Actor } from './actor.js';
 import type { TrailEvent } from './activity.js';
 import { customerRoutes } from './customer-api.js';
+import { M2mTokenCache } from './m2m-token.js';
 import { createTokenCheck } from './resource-api.js';
+import { stopRoutes, type Management } from './stop-routes.js';
 import { API_RESOURCE, CLIENTS, demoSecrets, type DemoSecrets } from './seed.js';
 
 export interface BackendOptions {
@@ -55,14 +56,6 @@ export interface Backend {
   close(): Promise<void>;
 }
 
-interface Actor {
-  sub: string;
-  name?: string;
-  roles: string[];
-  /** The application the engineer signed in with: the subject token is bound to it. */
-  clientId: string;
-}
-
 interface ImpersonationRequest {
   userId: string;
   reason: string;
@@ -75,12 +68,9 @@ const SUPPORT_ROLE = 'support';
 const READ_SCOPE = 'impersonations:read';
 const REVOKE_SCOPE = 'impersonations:revoke';
 const MAX_FIELD = { userId: 256, reason: 500, ticketId: 100, access: 4 } as const;
-const SESSION_ID = /^imp_[A-Za-z0-9_-]{1,100}$/;
-/** How the backend words the revocation reason of a stop, so that it can say later who stopped it. */
-const STOPPED_BY = 'stopped in the support console by ';
 
 export async function startBackend(options: BackendOptions): Promise<Backend> {
-  const server = options.server ?? await listen(options.port ?? 3001, options.bindAddress);
+  const server = options.server ?? (await listen(options.port ?? 3001, options.bindAddress));
   const url = `http://${options.hostname ?? 'localhost'}:${portOf(server)}`;
   const issuer = options.issuer.replace(/\/$/, '');
   const identityOrigin = new URL(issuer).origin;
@@ -118,11 +108,17 @@ export async function startBackend(options: BackendOptions): Promise<Backend> {
         authorization: basic(CLIENTS.backend, secrets.backendClientSecret),
         'content-type': 'application/x-www-form-urlencoded',
       },
-      body: new URLSearchParams({ grant_type: 'client_credentials', resource: managementResource, scope: `${managementScope} ${READ_SCOPE} ${REVOKE_SCOPE}` }),
+      body: new URLSearchParams({
+        grant_type: 'client_credentials',
+        resource: managementResource,
+        scope: `${managementScope} ${READ_SCOPE} ${REVOKE_SCOPE}`,
+      }),
     });
     const body = await jsonOf(response);
     if (!response.ok || typeof body?.['access_token'] !== 'string' || typeof body['expires_in'] !== 'number') {
-      log(`[backend] client_credentials failed: ${response.status} ${String(body?.['error'] ?? '')} ${String(body?.['error_description'] ?? '')}`);
+      log(
+        `[backend] client_credentials failed: ${response.status} ${String(body?.['error'] ?? '')} ${String(body?.['error_description'] ?? '')}`,
+      );
       throw new HttpError(502, 'bad_gateway', 'the backend could not obtain its machine-to-machine token');
     }
     return { value: body['access_token'], expiresIn: body['expires_in'] };
@@ -151,16 +147,28 @@ export async function startBackend(options: BackendOptions): Promise<Backend> {
       }),
     ]);
     if (userinfo.status >= 500 || introspection.status >= 500) {
-      throw new HttpError(502, 'bad_gateway', `the identity service answered ${Math.max(userinfo.status, introspection.status)}`);
+      throw new HttpError(
+        502,
+        'bad_gateway',
+        `the identity service answered ${Math.max(userinfo.status, introspection.status)}`,
+      );
     }
     const [claims, details] = await Promise.all([jsonOf(userinfo), jsonOf(introspection)]);
     // Introspection answers 400 for a JWT: only the opaque tokens of a sign-in are actor tokens here.
-    if (!userinfo.ok || !introspection.ok || typeof claims?.['sub'] !== 'string' || details?.['active'] !== true
-      || details['sub'] !== claims['sub'] || typeof details['client_id'] !== 'string') {
+    if (
+      !userinfo.ok ||
+      !introspection.ok ||
+      typeof claims?.['sub'] !== 'string' ||
+      details?.['active'] !== true ||
+      details['sub'] !== claims['sub'] ||
+      typeof details['client_id'] !== 'string'
+    ) {
       ctx.set('WWW-Authenticate', 'Bearer error="invalid_token"');
       throw new HttpError(401, 'invalid_token', 'the access token is invalid or expired; sign in again');
     }
-    const roles = Array.isArray(claims['roles']) ? claims['roles'].filter((role): role is string => typeof role === 'string') : [];
+    const roles = Array.isArray(claims['roles'])
+      ? claims['roles'].filter((role): role is string => typeof role === 'string')
+      : [];
     return {
       sub: claims['sub'],
       ...(typeof claims['name'] === 'string' ? { name: claims['name'] } : {}),
@@ -169,12 +177,20 @@ export async function startBackend(options: BackendOptions): Promise<Backend> {
     };
   }
 
-  async function createSubjectToken(request: ImpersonationRequest, actor: Actor): Promise<{ status: number; body: unknown }> {
+  async function createSubjectToken(
+    request: ImpersonationRequest,
+    actor: Actor,
+  ): Promise<{ status: number; body: unknown }> {
     // Bound to the engineer and the application they signed in with: a subject
     // token that leaks can be redeemed only there, and only with their own token.
     const body = JSON.stringify({
       userId: request.userId,
-      context: { ticketId: request.ticketId, reason: request.reason, supportEngineerId: actor.sub, access: request.access },
+      context: {
+        ticketId: request.ticketId,
+        reason: request.reason,
+        supportEngineerId: actor.sub,
+        access: request.access,
+      },
       actorId: actor.sub,
       clientId: actor.clientId,
     });
@@ -195,7 +211,9 @@ export async function startBackend(options: BackendOptions): Promise<Backend> {
         return { status: 200, body: { subjectToken: answer['subjectToken'], expiresIn: answer['expiresIn'] } };
       }
       // Only the error fields: a malformed success could still carry a subject token.
-      log(`[backend] Management API answered ${response.status} ${String(answer?.['error'] ?? '')} ${String(answer?.['error_description'] ?? '')}`);
+      log(
+        `[backend] Management API answered ${response.status} ${String(answer?.['error'] ?? '')} ${String(answer?.['error_description'] ?? '')}`,
+      );
       if (response.ok || response.status === 401) {
         throw new HttpError(502, 'bad_gateway', `the Management API answered ${response.status}`);
       }
@@ -204,21 +222,25 @@ export async function startBackend(options: BackendOptions): Promise<Backend> {
         status: response.status,
         body: {
           error: typeof answer?.['error'] === 'string' ? answer['error'] : 'management_api_error',
-          error_description: typeof answer?.['error_description'] === 'string'
-            ? answer['error_description']
-            : `the Management API answered ${response.status}`,
+          error_description:
+            typeof answer?.['error_description'] === 'string'
+              ? answer['error_description']
+              : `the Management API answered ${response.status}`,
         },
       };
     }
   }
 
   /** A call of the Management API with the M2M token, fetched again once if it was refused. */
-  async function management(method: 'GET' | 'DELETE', target: string, body?: unknown): Promise<{ status: number; body: Record<string, unknown> | undefined }> {
+  const management: Management = async (method, target, body) => {
     for (let attempt = 0; ; attempt += 1) {
       const token = await m2m.get();
       const response = await call(target, {
         method,
-        headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+        headers: {
+          authorization: `Bearer ${token}`,
+          ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+        },
         ...(body === undefined ? {} : { body: JSON.stringify(body) }),
       });
       if (response.status === 401 && attempt === 0) {
@@ -231,15 +253,7 @@ export async function startBackend(options: BackendOptions): Promise<Backend> {
       }
       return { status: response.status, body: response.status === 204 ? undefined : await jsonOf(response) };
     }
-  }
-
-  /** The session, if this engineer started it; 404 otherwise (others' sessions are not theirs to see). */
-  async function ownSession(actor: Actor, id: unknown): Promise<Record<string, unknown>> {
-    if (typeof id !== 'string' || !SESSION_ID.test(id)) throw new HttpError(400, 'invalid_request', 'sessionId is not an impersonation session id');
-    const found = await management('GET', `${endpoints.sessions}/${id}`);
-    if (found.status !== 200 || found.body?.['actor'] !== actor.sub) throw new HttpError(404, 'not_found', 'you have no impersonation with this id');
-    return found.body;
-  }
+  };
 
   async function supportActor(ctx: Koa.Context): Promise<Actor> {
     const actor = await authenticateActor(ctx);
@@ -271,10 +285,19 @@ export async function startBackend(options: BackendOptions): Promise<Backend> {
   router.get(['/', '/callback'], (ctx) => {
     ctx.set('Cache-Control', 'no-store');
     ctx.set('Referrer-Policy', 'no-referrer');
-    ctx.set('Content-Security-Policy', [
-      "default-src 'none'", "script-src 'self'", "style-src 'unsafe-inline'", `connect-src 'self' ${identityOrigin}`,
-      "img-src 'self' data:", "base-uri 'none'", "form-action 'self'", "frame-ancestors 'none'",
-    ].join('; '));
+    ctx.set(
+      'Content-Security-Policy',
+      [
+        "default-src 'none'",
+        "script-src 'self'",
+        "style-src 'unsafe-inline'",
+        `connect-src 'self' ${identityOrigin}`,
+        "img-src 'self' data:",
+        "base-uri 'none'",
+        "form-action 'self'",
+        "frame-ancestors 'none'",
+      ].join('; '),
+    );
     ctx.type = 'html';
     ctx.body = consolePage(consoleConfig);
   });
@@ -322,36 +345,7 @@ export async function startBackend(options: BackendOptions): Promise<Backend> {
     };
   });
 
-  // Stop: the engineer's own impersonation is revoked through the Management API; the resource API refuses its token at once.
-  router.post('/api/stop-impersonation', async (ctx) => {
-    ctx.set('Cache-Control', 'no-store');
-    const actor = await supportActor(ctx);
-    const body = await readJson(ctx) as Record<string, unknown> | null;
-    const session = await ownSession(actor, body?.['sessionId']);
-    if (session['state'] === 'active') {
-      const revoked = await management('DELETE', `${endpoints.sessions}/${String(session['id'])}`, { reason: `${STOPPED_BY}${actor.sub}` });
-      if (revoked.status !== 204) throw new HttpError(502, 'bad_gateway', `the Management API answered ${revoked.status}`);
-      log(`[backend] ${actor.sub} stopped impersonation ${String(session['id'])}`);
-    }
-    ctx.status = 204;
-  });
-
-  // What became of an impersonation, in words the console can show: active, expired, or stopped by whom.
-  router.get('/api/impersonation-status', async (ctx) => {
-    ctx.set('Cache-Control', 'no-store');
-    const actor = await supportActor(ctx);
-    const session = await ownSession(actor, ctx.query['sessionId']);
-    const reason = typeof session['revocationReason'] === 'string' ? session['revocationReason'] : '';
-    const stopper = reason.startsWith(STOPPED_BY) ? reason.slice(STOPPED_BY.length) : undefined;
-    ctx.body = {
-      state: session['state'],
-      expiresAt: session['expiresAt'],
-      ...(session['state'] === 'revoked' ? {
-        stoppedBy: stopper ? users.get(stopper)?.name ?? stopper : `the support team's administration (${String(session['revokedBy'])})`,
-        ...(reason && !stopper ? { reason } : {}),
-      } : {}),
-    };
-  });
+  stopRoutes(router, { sessionsUrl: endpoints.sessions, users, management, supportActor, log });
 
   const customers = customerRoutes(router, verifyRequest, log);
   accountRoutes(router, {
@@ -362,8 +356,12 @@ export async function startBackend(options: BackendOptions): Promise<Backend> {
     call,
     changesOf: customers.changesOf,
     trailOf: async (subject) => {
-      const answer = await management('GET', `${endpoints.sessions}/events?${new URLSearchParams({ subject, limit: '100' })}`);
-      if (answer.status !== 200 || !Array.isArray(answer.body?.['items'])) throw new HttpError(502, 'bad_gateway', `the audit trail answered ${answer.status}`);
+      const answer = await management(
+        'GET',
+        `${endpoints.sessions}/events?${new URLSearchParams({ subject, limit: '100' })}`,
+      );
+      if (answer.status !== 200 || !Array.isArray(answer.body?.['items']))
+        throw new HttpError(502, 'bad_gateway', `the audit trail answered ${answer.status}`);
       return answer.body['items'] as TrailEvent[];
     },
   });
@@ -397,7 +395,12 @@ export async function startBackend(options: BackendOptions): Promise<Backend> {
     if (typeof ctx.query['error'] === 'string') {
       throw new HttpError(400, ctx.query['error'], String(ctx.query['error_description'] ?? 'the sign-in failed'));
     }
-    if (!pending || pending.expires < Date.now() || ctx.cookies.get('web_state') !== state || typeof ctx.query['code'] !== 'string') {
+    if (
+      !pending ||
+      pending.expires < Date.now() ||
+      ctx.cookies.get('web_state') !== state ||
+      typeof ctx.query['code'] !== 'string'
+    ) {
       throw new HttpError(400, 'invalid_request', 'this sign-in is unknown or expired; start again at /web/login');
     }
     const response = await call(endpoints.token, {
@@ -415,9 +418,15 @@ export async function startBackend(options: BackendOptions): Promise<Backend> {
     });
     const tokens = await jsonOf(response);
     if (!response.ok || typeof tokens?.['access_token'] !== 'string') {
-      throw new HttpError(502, String(tokens?.['error'] ?? 'bad_gateway'), String(tokens?.['error_description'] ?? `token endpoint answered ${response.status}`));
+      throw new HttpError(
+        502,
+        String(tokens?.['error'] ?? 'bad_gateway'),
+        String(tokens?.['error_description'] ?? `token endpoint answered ${response.status}`),
+      );
     }
-    const userinfo = await jsonOf(await call(endpoints.userinfo, { headers: { authorization: `Bearer ${tokens['access_token']}` } }));
+    const userinfo = await jsonOf(
+      await call(endpoints.userinfo, { headers: { authorization: `Bearer ${tokens['access_token']}` } }),
+    );
     ctx.type = 'html';
     ctx.body = webTokenPage(String(userinfo?.['sub'] ?? '?'), tokens['access_token'], Number(tokens['expires_in']));
   });
@@ -428,9 +437,8 @@ export async function startBackend(options: BackendOptions): Promise<Backend> {
     try {
       await next();
     } catch (caught) {
-      const error = caught instanceof HttpError
-        ? caught
-        : new HttpError(500, 'server_error', 'the backend failed; see its log');
+      const error =
+        caught instanceof HttpError ? caught : new HttpError(500, 'server_error', 'the backend failed; see its log');
       if (!(caught instanceof HttpError)) ctx.app.emit('error', caught, ctx);
       ctx.status = error.status;
       ctx.set('Cache-Control', 'no-store');
@@ -438,9 +446,12 @@ export async function startBackend(options: BackendOptions): Promise<Backend> {
         ctx.body = { error: error.error, error_description: error.message };
       } else {
         ctx.type = 'html';
-        ctx.body = page('Support web', `<header><h1>Support web</h1></header>
+        ctx.body = page(
+          'Support web',
+          `<header><h1>Support web</h1></header>
 <main><div class="card"><h2>Sign-in failed</h2><div class="error" role="alert">${escapeHtml(`${error.error}: ${error.message}`)}</div>
-<a class="button" href="/web/login">Start again</a></div></main>`);
+<a class="button" href="/web/login">Start again</a></div></main>`,
+        );
       }
     }
   });
@@ -450,7 +461,9 @@ export async function startBackend(options: BackendOptions): Promise<Backend> {
   return {
     url,
     server,
-    get m2mTokensFetched() { return m2m.fetched; },
+    get m2mTokensFetched() {
+      return m2m.fetched;
+    },
     close: () => {
       verifier.close();
       return closeServer(server);
@@ -458,50 +471,28 @@ export async function startBackend(options: BackendOptions): Promise<Backend> {
   };
 }
 
-/** The M2M token, reused until shortly before it expires; concurrent callers share one request. */
-class M2mTokenCache {
-  #value: string | undefined;
-  #refreshAt = 0;
-  #pending: Promise<string> | undefined;
-  fetched = 0;
-
-  constructor(private readonly fetchToken: () => Promise<{ value: string; expiresIn: number }>) {}
-
-  get(): Promise<string> {
-    if (this.#value && Date.now() < this.#refreshAt) return Promise.resolve(this.#value);
-    this.#pending ??= this.fetchToken().then(({ value, expiresIn }) => {
-      this.fetched += 1;
-      this.#value = value;
-      // Renew 30 seconds early (or halfway, for short-lived tokens).
-      this.#refreshAt = Date.now() + (expiresIn - Math.min(30, expiresIn / 2)) * 1000;
-      return value;
-    }).finally(() => {
-      this.#pending = undefined;
-    });
-    return this.#pending;
-  }
-
-  invalidate(): void {
-    this.#value = undefined;
-    this.#refreshAt = 0;
-  }
-}
-
 function parseImpersonationRequest(body: unknown): ImpersonationRequest {
   if (typeof body !== 'object' || body === null || Array.isArray(body)) {
-    throw new HttpError(400, 'invalid_request', 'the body must be a JSON object with userId, reason and ticketId (and access: read or edit)');
+    throw new HttpError(
+      400,
+      'invalid_request',
+      'the body must be a JSON object with userId, reason and ticketId (and access: read or edit)',
+    );
   }
   const fields = body as Record<string, unknown>;
   const unknown = Object.keys(fields).filter((name) => !(name in MAX_FIELD));
   if (unknown.length) throw new HttpError(400, 'invalid_request', `unknown field: ${unknown.join(', ')}`);
   const read = (name: 'userId' | 'reason' | 'ticketId'): string => {
     const value = fields[name];
-    if (typeof value !== 'string' || !value.trim()) throw new HttpError(400, 'invalid_request', `${name} is required (a non-empty string)`);
-    if (value.length > MAX_FIELD[name]) throw new HttpError(400, 'invalid_request', `${name} is longer than ${MAX_FIELD[name]} characters`);
+    if (typeof value !== 'string' || !value.trim())
+      throw new HttpError(400, 'invalid_request', `${name} is required (a non-empty string)`);
+    if (value.length > MAX_FIELD[name])
+      throw new HttpError(400, 'invalid_request', `${name} is longer than ${MAX_FIELD[name]} characters`);
     return value.trim();
   };
   const access = fields['access'] ?? 'read';
-  if (access !== 'read' && access !== 'edit') throw new HttpError(400, 'invalid_request', 'access must be read or edit');
+  if (access !== 'read' && access !== 'edit')
+    throw new HttpError(400, 'invalid_request', 'access must be read or edit');
   return { userId: read('userId'), reason: read('reason'), ticketId: read('ticketId'), access };
 }
 
@@ -510,7 +501,9 @@ function bearer(header: string): string | undefined {
 }
 
 function webTokenPage(sub: string, accessToken: string, expiresIn: number): string {
-  return page('Support web', `<header><h1>Support web</h1><span class="who">signed in as ${escapeHtml(sub)}</span></header>
+  return page(
+    'Support web',
+    `<header><h1>Support web</h1><span class="who">signed in as ${escapeHtml(sub)}</span></header>
 <main><div class="card">
   <h2>Your access token (the actor token)</h2>
   <p>Scope <code>openid profile</code>, no resource; valid for ${escapeHtml(expiresIn)} seconds. Use it as
@@ -518,5 +511,6 @@ function webTokenPage(sub: string, accessToken: string, expiresIn: number): stri
   <pre id="access-token">${escapeHtml(accessToken)}</pre>
   <pre>export ACTOR_TOKEN='${escapeHtml(accessToken)}'</pre>
   <a class="button secondary" href="/">Support console</a>
-</div></main>`);
+</div></main>`,
+  );
 }

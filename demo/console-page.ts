@@ -48,7 +48,9 @@ details.protocol > summary { cursor: pointer; font-weight: 600; }
 export function consolePage(config: ConsoleConfig): string {
   // `<` is escaped so the JSON cannot close the script element.
   const json = JSON.stringify(config).replace(/</g, '\\u003c');
-  return page('Support console', `<header>
+  return page(
+    'Support console',
+    `<header>
   <h1>Support console</h1>
   <span class="who" id="signed-in-user" hidden></span>
   <button class="secondary" id="sign-out" type="button" hidden style="margin: 0">Sign out</button>
@@ -156,5 +158,7 @@ export function consolePage(config: ConsoleConfig): string {
   </details>
 </main>
 <script type="application/json" id="config">${json}</script>
-<script type="module" src="/console.js"></script>`, `<style>${CONSOLE_STYLE}</style>`);
+<script type="module" src="/console.js"></script>`,
+    `<style>${CONSOLE_STYLE}</style>`,
+  );
 }

@@ -20,7 +20,11 @@ const ADDRESS_FIELDS = { line1: 200, city: 100, postcode: 20, country: 100 } as 
 /** Changes kept per customer: the demo's memory stays bounded. */
 const MAX_CHANGES = 200;
 
-export function customerRoutes(router: Router, verifyRequest: (ctx: Koa.Context) => Promise<VerifiedRequest>, log: (line: string) => void): CustomerApi {
+export function customerRoutes(
+  router: Router,
+  verifyRequest: (ctx: Koa.Context) => Promise<VerifiedRequest>,
+  log: (line: string) => void,
+): CustomerApi {
   const customers = customerSeed();
   const changes = new Map<string, ChangeRecord[]>();
 
@@ -62,7 +66,9 @@ export function customerRoutes(router: Router, verifyRequest: (ctx: Koa.Context)
     });
     if (list.length > MAX_CHANGES) list.shift();
     changes.set(caller.customer, list);
-    log(`[api] shipping address of ${caller.customer} changed${caller.actor ? ` by ${caller.actor} (session ${caller.sessionId ?? '?'})` : ''}`);
+    log(
+      `[api] shipping address of ${caller.customer} changed${caller.actor ? ` by ${caller.actor} (session ${caller.sessionId ?? '?'})` : ''}`,
+    );
     ctx.body = caller.record.profile;
   });
 
@@ -71,15 +77,21 @@ export function customerRoutes(router: Router, verifyRequest: (ctx: Koa.Context)
 
 function parseAddress(body: unknown): Address {
   if (typeof body !== 'object' || body === null || Array.isArray(body)) {
-    throw new HttpError(400, 'invalid_request', 'the body must be a JSON object with line1, city, postcode and country');
+    throw new HttpError(
+      400,
+      'invalid_request',
+      'the body must be a JSON object with line1, city, postcode and country',
+    );
   }
   const fields = body as Record<string, unknown>;
   const unknown = Object.keys(fields).filter((name) => !(name in ADDRESS_FIELDS));
   if (unknown.length) throw new HttpError(400, 'invalid_request', `unknown field: ${unknown.join(', ')}`);
   const read = (name: keyof typeof ADDRESS_FIELDS): string => {
     const value = fields[name];
-    if (typeof value !== 'string' || !value.trim()) throw new HttpError(400, 'invalid_request', `${name} is required (a non-empty string)`);
-    if (value.length > ADDRESS_FIELDS[name]) throw new HttpError(400, 'invalid_request', `${name} is longer than ${ADDRESS_FIELDS[name]} characters`);
+    if (typeof value !== 'string' || !value.trim())
+      throw new HttpError(400, 'invalid_request', `${name} is required (a non-empty string)`);
+    if (value.length > ADDRESS_FIELDS[name])
+      throw new HttpError(400, 'invalid_request', `${name} is longer than ${ADDRESS_FIELDS[name]} characters`);
     return value.trim();
   };
   return { line1: read('line1'), city: read('city'), postcode: read('postcode'), country: read('country') };

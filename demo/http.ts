@@ -40,7 +40,11 @@ export async function closeServer(server: http.Server): Promise<void> {
 }
 
 export class HttpError extends Error {
-  constructor(readonly status: number, readonly error: string, description: string) {
+  constructor(
+    readonly status: number,
+    readonly error: string,
+    description: string,
+  ) {
     super(description);
   }
 }
@@ -92,8 +96,10 @@ export function basic(id: string, secret: string): string {
 
 export async function jsonOf(response: Response): Promise<Record<string, unknown> | undefined> {
   try {
-    const value = await response.json() as unknown;
-    return typeof value === 'object' && value !== null && !Array.isArray(value) ? value as Record<string, unknown> : undefined;
+    const value = (await response.json()) as unknown;
+    return typeof value === 'object' && value !== null && !Array.isArray(value)
+      ? (value as Record<string, unknown>)
+      : undefined;
   } catch {
     return undefined;
   }

@@ -11,9 +11,7 @@ import Router from '@koa/router';
 import Koa from 'koa';
 import Provider, { errors, type Account, type Configuration, type Interaction } from 'oidc-provider';
 import { createImpersonation, EVENTS, TOKEN_EXCHANGE_GRANT, type AuditSink, type Impersonation } from '../lib/index.js';
-import {
-  closeServer, escapeHtml, HttpError, listen, page, portOf, readForm, serve,
-} from './http.js';
+import { closeServer, escapeHtml, HttpError, listen, page, portOf, readForm, serve } from './http.js';
 import { generateDemoKeys, type DemoKeys } from './keys.js';
 import { API_RESOURCE, API_SCOPES, CLIENTS, demoSecrets, type DemoSecrets, type DemoUser } from './seed.js';
 
@@ -71,8 +69,9 @@ const DEFAULT_ACTOR_MAX_AGE = 300;
 const WRITE_SCOPE = 'profile:write';
 
 export async function startIdentityService(options: IdentityServiceOptions): Promise<IdentityService> {
-  const server = options.server ?? await listen(options.port ?? 3000, options.bindAddress);
-  const baseUrl = options.publicUrl?.replace(/\/$/, '') ?? `http://${options.hostname ?? 'localhost'}:${portOf(server)}`;
+  const server = options.server ?? (await listen(options.port ?? 3000, options.bindAddress));
+  const baseUrl =
+    options.publicUrl?.replace(/\/$/, '') ?? `http://${options.hostname ?? 'localhost'}:${portOf(server)}`;
   const keys = options.keys ?? generateDemoKeys();
   const issuer = `${baseUrl}${OIDC_PREFIX}`;
   const managementResource = `${baseUrl}/api`;
@@ -84,17 +83,17 @@ export async function startIdentityService(options: IdentityServiceOptions): Pro
     managementResource,
     ...(options.subjectTokenTTL === undefined ? {} : { subjectTokenTTL: options.subjectTokenTTL }),
     // "carol is refused": the identity service will not mint subject tokens for protected accounts.
-    canImpersonate: ({ subject, account }) => (account['impersonable'] === false
-      ? { reason: `${subject} is protected from impersonation` }
-      : true),
+    canImpersonate: ({ subject, account }) =>
+      account['impersonable'] === false ? { reason: `${subject} is protected from impersonation` } : true,
     // The sample function of the spec (2.7).
     auditLog: options.auditLog,
     // Impersonation needs a recent sign-in of the engineer (step-up, RFC 9470).
     actorAuthentication: { maxAge: options.actorMaxAge ?? DEFAULT_ACTOR_MAX_AGE },
     // Changes need an impersonation asked for them: any other is narrowed to reading.
-    canExchange: ({ scope, context }) => (scope.includes(WRITE_SCOPE) && context['access'] !== 'edit'
-      ? { scope: scope.filter((name) => name !== WRITE_SCOPE) }
-      : true),
+    canExchange: ({ scope, context }) =>
+      scope.includes(WRITE_SCOPE) && context['access'] !== 'edit'
+        ? { scope: scope.filter((name) => name !== WRITE_SCOPE) }
+        : true,
     getCustomJwtClaims: ({ context }) => {
       if (context.grant.type !== TOKEN_EXCHANGE_GRANT) return {};
       const { ticketId, reason, supportEngineerId } = context.grant.subjectTokenContext;
@@ -166,8 +165,12 @@ export async function startIdentityService(options: IdentityServiceOptions): Pro
     // oidc-provider's own pages load a web font from the internet; the demo's stay on this machine.
     renderError: (ctx, out) => {
       ctx.type = 'html';
-      ctx.body = messagePage('Something went wrong', `<div class="error" role="alert" id="oidc-error">${
-        escapeHtml([out.error, out.error_description].filter(Boolean).join(': '))}</div>`);
+      ctx.body = messagePage(
+        'Something went wrong',
+        `<div class="error" role="alert" id="oidc-error">${escapeHtml(
+          [out.error, out.error_description].filter(Boolean).join(': '),
+        )}</div>`,
+      );
     },
     features: {
       devInteractions: { enabled: false },
@@ -175,10 +178,13 @@ export async function startIdentityService(options: IdentityServiceOptions): Pro
         enabled: true,
         logoutSource: (ctx, form) => {
           ctx.type = 'html';
-          ctx.body = messagePage('Sign out', `<p>Sign out of the identity service at <code>${escapeHtml(ctx.host)}</code>?</p>
+          ctx.body = messagePage(
+            'Sign out',
+            `<p>Sign out of the identity service at <code>${escapeHtml(ctx.host)}</code>?</p>
 ${form}
 <button id="logout-yes" type="submit" form="op.logoutForm" name="logout" value="yes" autofocus>Sign out</button>
-<button class="secondary" type="submit" form="op.logoutForm">Stay signed in</button>`);
+<button class="secondary" type="submit" form="op.logoutForm">Stay signed in</button>`,
+          );
         },
         postLogoutSuccessSource: (ctx) => {
           ctx.type = 'html';
@@ -209,13 +215,18 @@ ${form}
     },
   };
 
-  const provider = new Provider(issuer, impersonation.configure(options.adapter ? { ...configuration, adapter: options.adapter } : configuration));
+  const provider = new Provider(
+    issuer,
+    impersonation.configure(options.adapter ? { ...configuration, adapter: options.adapter } : configuration),
+  );
   // Provider's typings know only oidc-provider's own events.
   const events = provider as unknown as EventEmitter;
   for (const name of Object.values(EVENTS)) {
     events.on(name, (event: unknown) => log(`[audit] ${name} ${JSON.stringify(event)}`));
   }
-  provider.on('server_error', (_ctx: unknown, error: Error) => log(`[identity] server error: ${error.stack ?? error.message}`));
+  provider.on('server_error', (_ctx: unknown, error: Error) =>
+    log(`[identity] server error: ${error.stack ?? error.message}`),
+  );
 
   const app = new Koa();
   app.on('error', (error: Error) => log(`[identity] ${error.stack ?? error.message}`));
@@ -297,13 +308,15 @@ function interactionRouter(provider: Provider, users: Map<string, DemoUser>, fir
       return;
     }
     await finish(ctx, provider, {
-      error: 'access_denied', error_description: `no interaction for prompt ${details.prompt.name}`,
+      error: 'access_denied',
+      error_description: `no interaction for prompt ${details.prompt.name}`,
     });
   });
 
   router.post('/interaction/:uid/login', async (ctx) => {
     const details = await interactionDetails(ctx, provider);
-    if (details.prompt.name !== 'login') throw new HttpError(400, 'invalid_request', 'this sign-in step is already done');
+    if (details.prompt.name !== 'login')
+      throw new HttpError(400, 'invalid_request', 'this sign-in step is already done');
     const form = await readForm(ctx);
     const login = (form.get('login') ?? '').trim();
     const user = users.get(login);
@@ -331,13 +344,22 @@ async function interactionDetails(ctx: Koa.Context, provider: Provider): Promise
   try {
     details = await provider.interactionDetails(ctx.req, ctx.res);
   } catch {
-    throw new HttpError(400, 'invalid_request', 'This sign-in has expired or was already completed. Start again from the application.');
+    throw new HttpError(
+      400,
+      'invalid_request',
+      'This sign-in has expired or was already completed. Start again from the application.',
+    );
   }
-  if (details.uid !== ctx.params['uid']) throw new HttpError(400, 'invalid_request', 'This sign-in does not match the browser session. Start again.');
+  if (details.uid !== ctx.params['uid'])
+    throw new HttpError(400, 'invalid_request', 'This sign-in does not match the browser session. Start again.');
   return details;
 }
 
-async function finish(ctx: Koa.Context, provider: Provider, result: Parameters<Provider['interactionResult']>[2]): Promise<void> {
+async function finish(
+  ctx: Koa.Context,
+  provider: Provider,
+  result: Parameters<Provider['interactionResult']>[2],
+): Promise<void> {
   const returnTo = await provider.interactionResult(ctx.req, ctx.res, result, { mergeWithLastSubmission: false });
   ctx.redirect(returnTo);
   ctx.status = 303;
@@ -347,19 +369,23 @@ async function finish(ctx: Koa.Context, provider: Provider, result: Parameters<P
 async function grantRequested(provider: Provider, details: Interaction, accountId: string): Promise<string> {
   const clientId = String(details.params['client_id']);
   const existing = details.grantId ? await provider.Grant.find(details.grantId) : undefined;
-  const grant = existing && existing.accountId === accountId && existing.clientId === clientId
-    ? existing
-    : new provider.Grant({ accountId, clientId });
+  const grant =
+    existing && existing.accountId === accountId && existing.clientId === clientId
+      ? existing
+      : new provider.Grant({ accountId, clientId });
   const scope = typeof details.params['scope'] === 'string' ? details.params['scope'] : '';
   if (scope) grant.addOIDCScope(scope);
   const resources = [details.params['resource']].flat().filter((value): value is string => typeof value === 'string');
   for (const resource of resources) if (scope) grant.addResourceScope(resource, scope);
   const missing = details.prompt.details as {
-    missingOIDCScope?: string[]; missingOIDCClaims?: string[]; missingResourceScopes?: Record<string, string[]>;
+    missingOIDCScope?: string[];
+    missingOIDCClaims?: string[];
+    missingResourceScopes?: Record<string, string[]>;
   };
   if (missing.missingOIDCScope) grant.addOIDCScope(missing.missingOIDCScope);
   if (missing.missingOIDCClaims) grant.addOIDCClaims(missing.missingOIDCClaims);
-  for (const [resource, scopes] of Object.entries(missing.missingResourceScopes ?? {})) grant.addResourceScope(resource, scopes);
+  for (const [resource, scopes] of Object.entries(missing.missingResourceScopes ?? {}))
+    grant.addResourceScope(resource, scopes);
   return grant.save();
 }
 
@@ -371,15 +397,20 @@ async function renderHttpErrors(ctx: Koa.Context, next: Koa.Next): Promise<void>
     ctx.status = caught.status;
     ctx.set('Cache-Control', 'no-store');
     ctx.type = 'html';
-    ctx.body = page('Sign-in problem', `<header><h1>Identity service</h1></header>
-<main><div class="card"><h2>Something went wrong</h2><div class="error" role="alert">${escapeHtml(caught.message)}</div></div></main>`);
+    ctx.body = page(
+      'Sign-in problem',
+      `<header><h1>Identity service</h1></header>
+<main><div class="card"><h2>Something went wrong</h2><div class="error" role="alert">${escapeHtml(caught.message)}</div></div></main>`,
+    );
   }
 }
 
 function loginPage(details: Interaction, clientId: string, login = '', error?: string): string {
   const uid = encodeURIComponent(details.uid);
   const scope = typeof details.params['scope'] === 'string' ? details.params['scope'] : '';
-  return page('Sign in', `<header><h1>Identity service</h1></header>
+  return page(
+    'Sign in',
+    `<header><h1>Identity service</h1></header>
 <main>
   <div class="card" style="max-width: 420px; margin: 40px auto;">
     <h2>Sign in to continue to <code>${escapeHtml(clientId)}</code></h2>
@@ -394,18 +425,24 @@ function loginPage(details: Interaction, clientId: string, login = '', error?: s
     </form>
     <p class="muted">Requested scope: <code>${escapeHtml(scope)}</code>. Demo users: alice (support staff), bob, carol.</p>
   </div>
-</main>`);
+</main>`,
+  );
 }
 
 function messagePage(title: string, content: string): string {
-  return page(title, `<header><h1>Identity service</h1></header>
+  return page(
+    title,
+    `<header><h1>Identity service</h1></header>
 <main><div class="card" style="max-width: 480px; margin: 40px auto;"><h2>${escapeHtml(title)}</h2>
 ${content}
-</div></main>`);
+</div></main>`,
+  );
 }
 
 function landingPage(issuer: string, backendOrigin: string): string {
-  return page('Identity service', `<header><h1>Identity service</h1></header>
+  return page(
+    'Identity service',
+    `<header><h1>Identity service</h1></header>
 <main><div class="card">
   <h2>oidc-provider with user impersonation</h2>
   <table>
@@ -414,5 +451,6 @@ function landingPage(issuer: string, backendOrigin: string): string {
     <tr><th>Management API</th><td><code>POST /api/subject-tokens</code></td></tr>
     <tr><th>Support console</th><td><a href="${escapeHtml(`${backendOrigin}/`)}">${escapeHtml(`${backendOrigin}/`)}</a></td></tr>
   </table>
-</div></main>`);
+</div></main>`,
+  );
 }

@@ -35,9 +35,17 @@ export function parseDemoKeys(text: string, source: string): DemoKeys {
   }
   const keys = value as Partial<DemoKeys> | null;
   const signing = keys?.jwks?.keys;
-  if (!Array.isArray(signing) || !signing.length || signing.some((key) => typeof key !== 'object' || key === null || typeof (key as { d?: unknown }).d !== 'string')
-    || !Array.isArray(keys?.cookieKeys) || !keys.cookieKeys.length || keys.cookieKeys.some((key) => typeof key !== 'string' || key.length < 16)) {
-    throw new Error(`${source} must be {"jwks":{"keys":[private JWKs]},"cookieKeys":[strings of 16 characters or more]}`);
+  if (
+    !Array.isArray(signing) ||
+    !signing.length ||
+    signing.some((key) => typeof key !== 'object' || key === null || typeof (key as { d?: unknown }).d !== 'string') ||
+    !Array.isArray(keys?.cookieKeys) ||
+    !keys.cookieKeys.length ||
+    keys.cookieKeys.some((key) => typeof key !== 'string' || key.length < 16)
+  ) {
+    throw new Error(
+      `${source} must be {"jwks":{"keys":[private JWKs]},"cookieKeys":[strings of 16 characters or more]}`,
+    );
   }
   return keys as DemoKeys;
 }
@@ -47,7 +55,10 @@ export function parseDemoKeys(text: string, source: string): DemoKeys {
  * instances starting together agree: the file is created exclusively, and
  * the one that loses the race reads what the other wrote.
  */
-export async function sharedDemoKeys(file: string, env: Readonly<Record<string, string | undefined>> = process.env): Promise<{ keys: DemoKeys; source: string }> {
+export async function sharedDemoKeys(
+  file: string,
+  env: Readonly<Record<string, string | undefined>> = process.env,
+): Promise<{ keys: DemoKeys; source: string }> {
   const inline = env['DEMO_KEYS'];
   if (inline) return { keys: parseDemoKeys(inline, 'DEMO_KEYS'), source: 'DEMO_KEYS' };
   const fresh = generateDemoKeys();

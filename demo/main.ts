@@ -13,7 +13,8 @@ function port(name: string, fallback: number): number {
   const raw = process.env[name];
   if (raw === undefined || raw === '') return fallback;
   const value = Number(raw);
-  if (!Number.isInteger(value) || value < 0 || value > 65_535) throw new Error(`${name} must be a port number, not ${raw}`);
+  if (!Number.isInteger(value) || value < 0 || value > 65_535)
+    throw new Error(`${name} must be a port number, not ${raw}`);
   return value;
 }
 
@@ -57,8 +58,10 @@ try {
   const { code, port: busy } = error as { code?: string; port?: number };
   if (code !== 'EADDRINUSE' && code !== 'EACCES') throw error;
   const variable = busy === backendPort ? 'BACKEND_PORT' : 'PORT';
-  console.error(`The demo cannot listen on port ${busy ?? '?'} (${code === 'EADDRINUSE' ? 'it is in use' : 'not allowed'}): `
-    + `stop what uses it, or choose another, e.g. ${variable}=${(busy ?? 3000) + 100} npm run demo`);
+  console.error(
+    `The demo cannot listen on port ${busy ?? '?'} (${code === 'EADDRINUSE' ? 'it is in use' : 'not allowed'}): ` +
+      `stop what uses it, or choose another, e.g. ${variable}=${(busy ?? 3000) + 100} npm run demo`,
+  );
   await adapter?.disconnect();
   if ('close' in auditLog) await auditLog.close();
   process.exit(1);
@@ -90,6 +93,13 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   process.on(signal, () => {
     if (stopping) process.exit(1);
     stopping = true;
-    demo.close().then(() => adapter?.disconnect()).then(() => ('close' in auditLog ? auditLog.close() : undefined)).then(() => process.exit(0), () => process.exit(1));
+    demo
+      .close()
+      .then(() => adapter?.disconnect())
+      .then(() => ('close' in auditLog ? auditLog.close() : undefined))
+      .then(
+        () => process.exit(0),
+        () => process.exit(1),
+      );
   });
 }

@@ -22,7 +22,19 @@ export interface ResourceApiOptions {
 
 /** How far a proof's `iat` may be from now, seconds. */
 const PROOF_WINDOW = 60;
-const PROOF_ALGORITHMS = ['ES256', 'ES384', 'ES512', 'PS256', 'PS384', 'PS512', 'RS256', 'RS384', 'RS512', 'EdDSA', 'Ed25519'];
+const PROOF_ALGORITHMS = [
+  'ES256',
+  'ES384',
+  'ES512',
+  'PS256',
+  'PS384',
+  'PS512',
+  'RS256',
+  'RS384',
+  'RS512',
+  'EdDSA',
+  'Ed25519',
+];
 
 export type VerifiedRequest = JWTPayload & { sub: string; exp: number };
 
@@ -42,7 +54,13 @@ export function createTokenCheck(options: ResourceApiOptions) {
     } catch (error) {
       if (!(error instanceof ImpersonationTokenError)) throw error;
       if (error.status === 503) throw new HttpError(503, 'temporarily_unavailable', error.message);
-      throw refused(ctx, scheme, error.code === 'session_revoked' ? error.message : `the access token is not valid for this API: ${error.message}`);
+      throw refused(
+        ctx,
+        scheme,
+        error.code === 'session_revoked'
+          ? error.message
+          : `the access token is not valid for this API: ${error.message}`,
+      );
     }
     const cnf = payload['cnf'] as { jkt?: unknown; 'x5t#S256'?: unknown } | undefined;
     if (cnf?.['x5t#S256'] !== undefined) {
@@ -66,7 +84,8 @@ async function verifyProof(
   seenProofs: LRUCache<string, true>,
 ): Promise<void> {
   const proof = ctx.get('dpop');
-  if (!proof || proof.includes(',')) throw refused(ctx, 'dpop', 'exactly one DPoP proof is required', 'invalid_dpop_proof');
+  if (!proof || proof.includes(','))
+    throw refused(ctx, 'dpop', 'exactly one DPoP proof is required', 'invalid_dpop_proof');
   let payload: JWTPayload;
   let thumbprint: string;
   try {
@@ -77,11 +96,21 @@ async function verifyProof(
     throw refused(ctx, 'dpop', 'the DPoP proof is invalid', 'invalid_dpop_proof');
   }
   const now = Math.floor(Date.now() / 1000);
-  if (thumbprint !== jkt) throw refused(ctx, 'dpop', 'the DPoP proof is signed by another key than the token is bound to', 'invalid_dpop_proof');
-  if (payload['htm'] !== ctx.method || payload['htu'] !== htu) throw refused(ctx, 'dpop', 'the DPoP proof is for another request', 'invalid_dpop_proof');
-  if (typeof payload.iat !== 'number' || Math.abs(now - payload.iat) > PROOF_WINDOW) throw refused(ctx, 'dpop', 'the DPoP proof is not fresh', 'invalid_dpop_proof');
-  if (payload['ath'] !== hash('sha256', token, 'base64url')) throw refused(ctx, 'dpop', 'the DPoP proof is for another access token', 'invalid_dpop_proof');
-  if (typeof payload.jti !== 'string' || !payload.jti) throw refused(ctx, 'dpop', 'the DPoP proof has no jti', 'invalid_dpop_proof');
+  if (thumbprint !== jkt)
+    throw refused(
+      ctx,
+      'dpop',
+      'the DPoP proof is signed by another key than the token is bound to',
+      'invalid_dpop_proof',
+    );
+  if (payload['htm'] !== ctx.method || payload['htu'] !== htu)
+    throw refused(ctx, 'dpop', 'the DPoP proof is for another request', 'invalid_dpop_proof');
+  if (typeof payload.iat !== 'number' || Math.abs(now - payload.iat) > PROOF_WINDOW)
+    throw refused(ctx, 'dpop', 'the DPoP proof is not fresh', 'invalid_dpop_proof');
+  if (payload['ath'] !== hash('sha256', token, 'base64url'))
+    throw refused(ctx, 'dpop', 'the DPoP proof is for another access token', 'invalid_dpop_proof');
+  if (typeof payload.jti !== 'string' || !payload.jti)
+    throw refused(ctx, 'dpop', 'the DPoP proof has no jti', 'invalid_dpop_proof');
   const seen = `${thumbprint}:${payload.jti}`;
   if (seenProofs.has(seen)) throw refused(ctx, 'dpop', 'the DPoP proof was already used', 'invalid_dpop_proof');
   seenProofs.set(seen, true);

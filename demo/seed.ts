@@ -41,9 +41,27 @@ type Env = Readonly<Record<string, string | undefined>>;
 export function demoSecrets(env: Env = process.env): DemoSecrets {
   return {
     users: [
-      { id: 'alice', password: env['ALICE_PASSWORD'] || 'alice-password', name: 'Alice Adams', roles: ['support'], impersonable: true },
-      { id: 'bob', password: env['BOB_PASSWORD'] || 'bob-password', name: 'Bob Brown', roles: ['customer'], impersonable: true },
-      { id: 'carol', password: env['CAROL_PASSWORD'] || 'carol-password', name: 'Carol Clark', roles: ['customer'], impersonable: false },
+      {
+        id: 'alice',
+        password: env['ALICE_PASSWORD'] || 'alice-password',
+        name: 'Alice Adams',
+        roles: ['support'],
+        impersonable: true,
+      },
+      {
+        id: 'bob',
+        password: env['BOB_PASSWORD'] || 'bob-password',
+        name: 'Bob Brown',
+        roles: ['customer'],
+        impersonable: true,
+      },
+      {
+        id: 'carol',
+        password: env['CAROL_PASSWORD'] || 'carol-password',
+        name: 'Carol Clark',
+        roles: ['customer'],
+        impersonable: false,
+      },
     ],
     webClientSecret: env['SUPPORT_WEB_SECRET'] || 'support-web-secret',
     backendClientSecret: env['IMPERSONATION_BACKEND_SECRET'] || 'impersonation-backend-secret',
@@ -68,27 +86,52 @@ export interface CustomerRecord {
 /** Fresh seed data of the demo customers (a copy: the API changes its own). */
 export function customerSeed(): Map<string, CustomerRecord> {
   return new Map<string, CustomerRecord>([
-    ['bob', {
-      profile: {
-        name: 'Bob Brown', email: 'bob@example.com', plan: 'Business', memberSince: '2021-03-14',
-        shippingAddress: { line1: '12 Harbour Street', city: 'Bristol', postcode: 'BS1 4RW', country: 'United Kingdom' },
+    [
+      'bob',
+      {
+        profile: {
+          name: 'Bob Brown',
+          email: 'bob@example.com',
+          plan: 'Business',
+          memberSince: '2021-03-14',
+          shippingAddress: {
+            line1: '12 Harbour Street',
+            city: 'Bristol',
+            postcode: 'BS1 4RW',
+            country: 'United Kingdom',
+          },
+        },
+        orders: [
+          {
+            id: 'ORD-1042',
+            placedOn: '2026-10-28',
+            items: 'Standing desk, cable tray',
+            total: '£489.00',
+            status: 'Delivered',
+          },
+          { id: 'ORD-1107', placedOn: '2026-11-15', items: 'Monitor arm', total: '£89.00', status: 'Shipped' },
+        ],
+        invoices: [
+          { id: 'INV-2026-0311', issuedOn: '2026-10-28', amount: '£489.00', status: 'Paid' },
+          { id: 'INV-2026-0388', issuedOn: '2026-11-15', amount: '£89.00', status: 'Due 2026-12-15' },
+        ],
       },
-      orders: [
-        { id: 'ORD-1042', placedOn: '2026-10-28', items: 'Standing desk, cable tray', total: '£489.00', status: 'Delivered' },
-        { id: 'ORD-1107', placedOn: '2026-11-15', items: 'Monitor arm', total: '£89.00', status: 'Shipped' },
-      ],
-      invoices: [
-        { id: 'INV-2026-0311', issuedOn: '2026-10-28', amount: '£489.00', status: 'Paid' },
-        { id: 'INV-2026-0388', issuedOn: '2026-11-15', amount: '£89.00', status: 'Due 2026-12-15' },
-      ],
-    }],
-    ['carol', {
-      profile: {
-        name: 'Carol Clark', email: 'carol@example.com', plan: 'Enterprise', memberSince: '2019-07-02',
-        shippingAddress: { line1: '4 Rue des Lilas', city: 'Lyon', postcode: '69003', country: 'France' },
+    ],
+    [
+      'carol',
+      {
+        profile: {
+          name: 'Carol Clark',
+          email: 'carol@example.com',
+          plan: 'Enterprise',
+          memberSince: '2019-07-02',
+          shippingAddress: { line1: '4 Rue des Lilas', city: 'Lyon', postcode: '69003', country: 'France' },
+        },
+        orders: [
+          { id: 'ORD-0977', placedOn: '2026-09-30', items: 'Conference phone', total: '€320.00', status: 'Delivered' },
+        ],
+        invoices: [{ id: 'INV-2026-0290', issuedOn: '2026-09-30', amount: '€320.00', status: 'Paid' }],
       },
-      orders: [{ id: 'ORD-0977', placedOn: '2026-09-30', items: 'Conference phone', total: '€320.00', status: 'Delivered' }],
-      invoices: [{ id: 'INV-2026-0290', issuedOn: '2026-09-30', amount: '€320.00', status: 'Paid' }],
-    }],
+    ],
   ]);
 }

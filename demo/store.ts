@@ -21,7 +21,10 @@ export const DEMO_STORE_TABLE = 'demo_provider_store';
 export function demoStore(env: NodeJS.ProcessEnv, options: { schema?: string } = {}): DemoStore {
   const redisUrl = env['REDIS_URL'];
   if (redisUrl) {
-    return { adapter: createRedisAdapter({ url: redisUrl, keyPrefix: 'demo:' }), description: `Redis at ${redisUrl} (prefix demo:)` };
+    return {
+      adapter: createRedisAdapter({ url: redisUrl, keyPrefix: 'demo:' }),
+      description: `Redis at ${redisUrl} (prefix demo:)`,
+    };
   }
   const databaseUrl = env['DATABASE_URL'];
   if (databaseUrl) {

@@ -71,13 +71,23 @@ export async function verifyAccessToken(
   if (!value) return undefined;
   if (value.split('.').length === 3) return verifyJwt(provider, value);
 
-  const token = model === 'AccessToken'
-    ? await findHonouredAccessToken(provider, value)
-    : await provider.ClientCredentials.find(value);
+  const token =
+    model === 'AccessToken'
+      ? await findHonouredAccessToken(provider, value)
+      : await provider.ClientCredentials.find(value);
   if (!token || token.isExpired) return undefined;
   const stored = token as unknown as {
-    accountId?: string; clientId: string; scope?: string; aud?: string | string[]; exp: number; jti: string;
-    grantId?: string; sessionUid?: string; extra?: Record<string, unknown>; jkt?: string; 'x5t#S256'?: string;
+    accountId?: string;
+    clientId: string;
+    scope?: string;
+    aud?: string | string[];
+    exp: number;
+    jti: string;
+    grantId?: string;
+    sessionUid?: string;
+    extra?: Record<string, unknown>;
+    jkt?: string;
+    'x5t#S256'?: string;
   };
   const sub = model === 'AccessToken' ? stored.accountId : stored.clientId;
   if (!sub) return undefined;
@@ -129,7 +139,11 @@ async function verifyJwt(provider: Provider, value: string): Promise<VerifiedAcc
   return token;
 }
 
-async function verifyJwtSignature(provider: Provider, verifier: JwtVerifier, value: string): Promise<VerifiedAccessToken | undefined> {
+async function verifyJwtSignature(
+  provider: Provider,
+  verifier: JwtVerifier,
+  value: string,
+): Promise<VerifiedAccessToken | undefined> {
   let payload: JWTPayload;
   try {
     ({ payload } = await jwtVerify(value, verifier.keySet, {
@@ -144,7 +158,11 @@ async function verifyJwtSignature(provider: Provider, verifier: JwtVerifier, val
   const scope = payload['scope'];
   const act = payload['act'];
   const cnf = payload['cnf'];
-  if (typeof clientId !== 'string' || typeof payload.sub !== 'string' || (scope !== undefined && typeof scope !== 'string')) {
+  if (
+    typeof clientId !== 'string' ||
+    typeof payload.sub !== 'string' ||
+    (scope !== undefined && typeof scope !== 'string')
+  ) {
     return undefined;
   }
   return Object.freeze({

@@ -1,8 +1,18 @@
 export { createImpersonation } from './plugin.js';
 export type { Impersonation, InstallOptions } from './plugin.js';
 export type {
-  CreationPolicyInput, CustomJwtClaimsFunction, CustomJwtClaimsInput, ExchangePolicyInput, ImpersonationOptions,
-  JsonObject, JsonPrimitive, JsonValue, ManagementAuthResult, ManagementCaller, PolicyDecision, ResolvedOptions,
+  CreationPolicyInput,
+  CustomJwtClaimsFunction,
+  CustomJwtClaimsInput,
+  ExchangePolicyInput,
+  ImpersonationOptions,
+  JsonObject,
+  JsonPrimitive,
+  JsonValue,
+  ManagementAuthResult,
+  ManagementCaller,
+  PolicyDecision,
+  ResolvedOptions,
 } from './options.js';
 export { EVENTS, onImpersonationEvent } from './audit.js';
 export type { ImpersonationEvent, ImpersonationEventName, ImpersonationListener } from './audit.js';
@@ -14,11 +24,16 @@ export { SUBJECT_TOKEN_MODEL } from './subject-tokens/store.js';
 export { createMemoryAdapter } from './adapters/memory.js';
 export type { MemoryAdapterClass, MemoryAdapterOptions, MemoryAdapterStats } from './adapters/memory.js';
 export type {
-  AdapterSource, AtomicAdapter, AtomicConsume, ImpersonationAdapter, IndexEntry, SortedIndexes,
+  AdapterSource,
+  AtomicAdapter,
+  AtomicConsume,
+  ImpersonationAdapter,
+  IndexEntry,
+  SortedIndexes,
 } from './adapters/contract.js';
 export { createRedisAdapter, REDIS_CLIENT_OPTIONS, REDIS_CLUSTER_OPTIONS } from './adapters/redis.js';
 export type { RedisAdapterClass, RedisAdapterOptions } from './adapters/redis.js';
 export { createMemoryAuditLog } from './audit/memory.js';
 export type { AuditEntry, MemoryAuditLog, MemoryAuditLogOptions } from './audit/memory.js';
-export type { VerifyResult } from './audit/chain.js';
+export type { AuditRow, ChainedRow, VerifyResult } from './audit/chain.js';
 export type { AuditQueryFilter, AuditSink } from './audit.js';

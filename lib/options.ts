@@ -5,7 +5,9 @@ import type { AuditSink } from './audit.js';
 
 export type JsonPrimitive = string | number | boolean | null;
 export type JsonValue = JsonPrimitive | JsonObject | JsonValue[];
-export interface JsonObject { [key: string]: JsonValue }
+export interface JsonObject {
+  [key: string]: JsonValue;
+}
 
 /** A policy answer: `true` allows; `false` or `{ reason }` refuses (the reason goes to the audit event and the error). */
 export type PolicyDecision = boolean | { reason: string };
@@ -19,7 +21,8 @@ export interface ManagementCaller {
 }
 
 /** What a management authenticator decides: a caller, or why not (401 or 403). */
-export type ManagementAuthResult = ManagementCaller | { error: 'invalid_token' | 'insufficient_scope'; description?: string };
+export type ManagementAuthResult =
+  ManagementCaller | { error: 'invalid_token' | 'insufficient_scope'; description?: string };
 
 export interface ActorAuthentication {
   maxAge?: number;
@@ -59,7 +62,9 @@ export interface CustomJwtClaimsInput {
   environmentVariables: Readonly<Record<string, string>>;
 }
 
-export type CustomJwtClaimsFunction = (input: CustomJwtClaimsInput) => Record<string, unknown> | Promise<Record<string, unknown>>;
+export type CustomJwtClaimsFunction = (
+  input: CustomJwtClaimsInput,
+) => Record<string, unknown> | Promise<Record<string, unknown>>;
 
 export interface ImpersonationOptions {
   /** Resource indicator (absolute URI) of the Management API; M2M tokens must be issued for it. */
@@ -79,7 +84,10 @@ export interface ImpersonationOptions {
   /** Format of M2M tokens for the Management API. Default `jwt`. */
   managementTokenFormat?: 'jwt' | 'opaque';
   /** Replaces the built-in M2M bearer-token check; `required.scope` is the scope the endpoint needs. */
-  authenticateManagementRequest?: (ctx: Koa.Context, required: { scope: string }) => ManagementAuthResult | Promise<ManagementAuthResult>;
+  authenticateManagementRequest?: (
+    ctx: Koa.Context,
+    required: { scope: string },
+  ) => ManagementAuthResult | Promise<ManagementAuthResult>;
   /** Subject-token lifetime, seconds. Default 60; at most 3600. */
   subjectTokenTTL?: number;
   /** Cap on the impersonation access token's lifetime, seconds; the resource server's TTL wins if lower. Default 900. */
@@ -123,10 +131,28 @@ export interface ImpersonationOptions {
   environmentVariables?: Record<string, string>;
 }
 
-export type ResolvedOptions = Required<Omit<ImpersonationOptions,
-  'authenticateManagementRequest' | 'canImpersonate' | 'canExchange' | 'getCustomJwtClaims' | 'actorAuthentication' | 'auditLog' | 'store'>>
-  & Pick<ImpersonationOptions,
-    'authenticateManagementRequest' | 'canImpersonate' | 'canExchange' | 'getCustomJwtClaims' | 'actorAuthentication' | 'auditLog' | 'store'>;
+export type ResolvedOptions = Required<
+  Omit<
+    ImpersonationOptions,
+    | 'authenticateManagementRequest'
+    | 'canImpersonate'
+    | 'canExchange'
+    | 'getCustomJwtClaims'
+    | 'actorAuthentication'
+    | 'auditLog'
+    | 'store'
+  >
+> &
+  Pick<
+    ImpersonationOptions,
+    | 'authenticateManagementRequest'
+    | 'canImpersonate'
+    | 'canExchange'
+    | 'getCustomJwtClaims'
+    | 'actorAuthentication'
+    | 'auditLog'
+    | 'store'
+  >;
 
 const DEFAULTS = {
   managementScope: 'subject-tokens:create',
@@ -161,9 +187,11 @@ export function resolveOptions(input: ImpersonationOptions): ResolvedOptions {
     fail('managementResource', 'must be an absolute URI without a fragment');
   }
   for (const name of ['managementScope', 'readScope', 'revokeScope'] as const) {
-    if (typeof options[name] !== 'string' || !SCOPE_TOKEN.test(options[name])) fail(name, 'must be a single scope name');
+    if (typeof options[name] !== 'string' || !SCOPE_TOKEN.test(options[name]))
+      fail(name, 'must be a single scope name');
   }
-  if (managementScopes(options).size !== 3) fail('readScope', 'and revokeScope must differ from each other and from managementScope');
+  if (managementScopes(options).size !== 3)
+    fail('readScope', 'and revokeScope must differ from each other and from managementScope');
   for (const name of ['managementPath', 'sessionsPath'] as const) {
     if (typeof options[name] !== 'string' || !/^\/[A-Za-z0-9._~\-/]*[A-Za-z0-9._~-]$/.test(options[name])) {
       fail(name, 'must be an absolute path without a trailing slash');
@@ -178,7 +206,12 @@ export function resolveOptions(input: ImpersonationOptions): ResolvedOptions {
   positiveInteger('accessTokenTTL', options.accessTokenTTL, 86_400);
   positiveInteger('maxContextBytes', options.maxContextBytes, 1_048_576);
   positiveInteger('customClaimsTimeout', options.customClaimsTimeout, 60_000);
-  for (const name of ['authenticateManagementRequest', 'canImpersonate', 'canExchange', 'getCustomJwtClaims'] as const) {
+  for (const name of [
+    'authenticateManagementRequest',
+    'canImpersonate',
+    'canExchange',
+    'getCustomJwtClaims',
+  ] as const) {
     if (options[name] !== undefined && typeof options[name] !== 'function') fail(name, 'must be a function');
   }
   if (!Array.isArray(options.actorClients) || options.actorClients.some((id) => typeof id !== 'string' || !id)) {
@@ -188,17 +221,22 @@ export function resolveOptions(input: ImpersonationOptions): ResolvedOptions {
     fail('auditLog', 'must have an append(name, event) method');
   }
   if (options.store !== undefined && typeof options.store !== 'function') {
-    fail('store', 'must be an adapter class or factory, as oidc-provider\'s adapter option takes');
+    fail('store', "must be an adapter class or factory, as oidc-provider's adapter option takes");
   }
   const freshness = options.actorAuthentication;
   if (freshness !== undefined) {
     if (typeof freshness !== 'object' || freshness === null) fail('actorAuthentication', 'must be an object');
     if (freshness.maxAge !== undefined) positiveInteger('actorAuthentication.maxAge', freshness.maxAge, 86_400 * 30);
-    if (freshness.acrValues !== undefined && (!Array.isArray(freshness.acrValues) || !freshness.acrValues.length
-      || freshness.acrValues.some((value) => typeof value !== 'string' || !/^[\x21-\x7E]+$/.test(value)))) {
+    if (
+      freshness.acrValues !== undefined &&
+      (!Array.isArray(freshness.acrValues) ||
+        !freshness.acrValues.length ||
+        freshness.acrValues.some((value) => typeof value !== 'string' || !/^[\x21-\x7E]+$/.test(value)))
+    ) {
       fail('actorAuthentication.acrValues', 'must be a non-empty array of acr values');
     }
-    if (freshness.maxAge === undefined && freshness.acrValues === undefined) fail('actorAuthentication', 'needs maxAge or acrValues');
+    if (freshness.maxAge === undefined && freshness.acrValues === undefined)
+      fail('actorAuthentication', 'needs maxAge or acrValues');
   }
   const env = options.environmentVariables;
   if (typeof env !== 'object' || env === null || Object.values(env).some((value) => typeof value !== 'string')) {
@@ -212,7 +250,9 @@ export function resolveOptions(input: ImpersonationOptions): ResolvedOptions {
 }
 
 /** The scopes of the Management API: none of them is an OIDC scope. */
-export function managementScopes(options: Pick<ResolvedOptions, 'managementScope' | 'readScope' | 'revokeScope'>): ReadonlySet<string> {
+export function managementScopes(
+  options: Pick<ResolvedOptions, 'managementScope' | 'readScope' | 'revokeScope'>,
+): ReadonlySet<string> {
   return new Set([options.managementScope, options.readScope, options.revokeScope]);
 }
 

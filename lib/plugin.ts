@@ -6,7 +6,10 @@ import { errors } from './errors.js';
 import { ExchangeClaims } from './exchange/claims.js';
 import { stepUpDetails } from './exchange/freshness.js';
 import {
-  createExchangeHandler, EXCHANGE_DUPLICATES, EXCHANGE_PARAMETERS, TOKEN_EXCHANGE_GRANT,
+  createExchangeHandler,
+  EXCHANGE_DUPLICATES,
+  EXCHANGE_PARAMETERS,
+  TOKEN_EXCHANGE_GRANT,
 } from './exchange/grant.js';
 import { createManagementRouter } from './management/router.js';
 import { isolateManagementScopes } from './management/scope-isolation.js';
@@ -64,7 +67,7 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
         adapter: configuration.adapter ?? createMemoryAdapter(),
         // Listed so that a client's `scope` metadata may name it (that is how a client is allowed it);
         // install() keeps it out of discovery and of every end-user grant.
-        scopes: [...new Set([...configuration.scopes ?? DEFAULT_SCOPES, ...managementScopes(options)])],
+        scopes: [...new Set([...(configuration.scopes ?? DEFAULT_SCOPES), ...managementScopes(options)])],
         extraTokenClaims,
         features: {
           ...configuration.features,
@@ -101,8 +104,11 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
   };
 }
 
-type GetResourceServerInfo = (ctx: KoaContextWithOIDC, resource: string, client: NonNullable<KoaContextWithOIDC['oidc']['client']>)
-  => ResourceServer | Promise<ResourceServer>;
+type GetResourceServerInfo = (
+  ctx: KoaContextWithOIDC,
+  resource: string,
+  client: NonNullable<KoaContextWithOIDC['oidc']['client']>,
+) => ResourceServer | Promise<ResourceServer>;
 
 /**
  * Answers for the Management API resource and passes every other resource to

@@ -9,7 +9,14 @@ import { checkSessionBinding } from 'oidc-provider/lib/models/token_helpers.js';
 import instance from 'oidc-provider/lib/helpers/weak_cache.js';
 import { errors } from 'oidc-provider';
 import type {
-  AccessToken, AdapterConstructor, AdapterFactory, Configuration, JWKS, KoaContextWithOIDC, Provider, ResourceServerInstance,
+  AccessToken,
+  AdapterConstructor,
+  AdapterFactory,
+  Configuration,
+  JWKS,
+  KoaContextWithOIDC,
+  Provider,
+  ResourceServerInstance,
 } from 'oidc-provider';
 
 /**
@@ -19,14 +26,27 @@ import type {
  */
 function assertInternals(): void {
   const missing = [
-    ...(['resolveRequestedResources', 'validateClientScope', 'validateDpop', 'checkDpopReplay', 'checkDpopRequired', 'checkMtlsCert',
-      'buildTokenResponse'] as const).filter((name) => typeof grants[name] !== 'function').map((name) => `helpers/grants.js ${name}`),
-    ...typeof checkSessionBinding === 'function' ? [] : ['models/token_helpers.js checkSessionBinding'],
-    ...typeof instance === 'function' ? [] : ['helpers/weak_cache.js (default export)'],
+    ...(
+      [
+        'resolveRequestedResources',
+        'validateClientScope',
+        'validateDpop',
+        'checkDpopReplay',
+        'checkDpopRequired',
+        'checkMtlsCert',
+        'buildTokenResponse',
+      ] as const
+    )
+      .filter((name) => typeof grants[name] !== 'function')
+      .map((name) => `helpers/grants.js ${name}`),
+    ...(typeof checkSessionBinding === 'function' ? [] : ['models/token_helpers.js checkSessionBinding']),
+    ...(typeof instance === 'function' ? [] : ['helpers/weak_cache.js (default export)']),
   ];
   if (missing.length) {
-    throw new Error(`oidc-provider-impersonation: this oidc-provider lacks internals the plugin uses (${missing.join(', ')}); `
-      + 'install a version in the peerDependencies range of oidc-provider-impersonation');
+    throw new Error(
+      `oidc-provider-impersonation: this oidc-provider lacks internals the plugin uses (${missing.join(', ')}); ` +
+        'install a version in the peerDependencies range of oidc-provider-impersonation',
+    );
   }
 }
 assertInternals();
@@ -125,4 +145,3 @@ export function checkMtlsCert(ctx: KoaContextWithOIDC): string | undefined {
 export function buildTokenResponse(ctx: KoaContextWithOIDC, input: TokenResponseInput): Record<string, unknown> {
   return grants.buildTokenResponse(ctx.oidc.provider, input);
 }
-

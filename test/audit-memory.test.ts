@@ -1,8 +1,24 @@
 import { expect } from 'chai';
 import { createMemoryAuditLog, EVENTS, type MemoryAuditLog } from '../lib/index.js';
 import { canonicalContent, rowFromContent, rowHash, type ChainedRow } from '../lib/audit/chain.js';
-import { API, CLIENTS, OPAQUE_API, READ_SCOPE, REVOKE_SCOPE, startProvider, type TestProvider } from './support/provider.js';
-import { ACCESS_TOKEN, exchange, expectError, managementRequest, m2mToken, subjectToken, userAccessToken } from './support/http.js';
+import {
+  API,
+  CLIENTS,
+  OPAQUE_API,
+  READ_SCOPE,
+  REVOKE_SCOPE,
+  startProvider,
+  type TestProvider,
+} from './support/provider.js';
+import {
+  ACCESS_TOKEN,
+  exchange,
+  expectError,
+  managementRequest,
+  m2mToken,
+  subjectToken,
+  userAccessToken,
+} from './support/http.js';
 
 describe('in-memory audit log: the same chain and verify() as the PostgreSQL log', function () {
   this.timeout(30_000);
@@ -17,19 +33,28 @@ describe('in-memory audit log: the same chain and verify() as the PostgreSQL log
     for (const resource of [API, OPAQUE_API, API]) {
       const result = await exchange(tp, {
         subject_token: await subjectToken(tp, { userId: 'bob', context: { ticketId: 'T-1', reason: 'invoices' } }),
-        resource, actor_token: alice, actor_token_type: ACCESS_TOKEN,
+        resource,
+        actor_token: alice,
+        actor_token_type: ACCESS_TOKEN,
       });
       expect(result.status, JSON.stringify(result.body)).to.equal(200);
     }
     expect((await exchange(tp, { subject_token: `ist_${'A'.repeat(43)}`, resource: API })).status).to.equal(400);
     const admin = await m2mToken(tp, CLIENTS.admin, `${READ_SCOPE} ${REVOKE_SCOPE}`);
-    const { items } = await (await fetch(`${tp.base}/api/impersonations?subject=bob`, { headers: { authorization: `Bearer ${admin}` } })).json() as { items: Array<{ id: string }> };
-    await fetch(`${tp.base}/api/impersonations/${items[0]!.id}`, { method: 'DELETE', headers: { authorization: `Bearer ${admin}` } });
+    const { items } = (await (
+      await fetch(`${tp.base}/api/impersonations?subject=bob`, { headers: { authorization: `Bearer ${admin}` } })
+    ).json()) as { items: Array<{ id: string }> };
+    await fetch(`${tp.base}/api/impersonations/${items[0]!.id}`, {
+      method: 'DELETE',
+      headers: { authorization: `Bearer ${admin}` },
+    });
   });
   after(() => tp?.close());
 
   /** Changes the kept rows, checks what verify() says, and puts them back. */
-  async function tampered(change: (rows: ChainedRow[]) => void): Promise<Awaited<ReturnType<MemoryAuditLog['verify']>>> {
+  async function tampered(
+    change: (rows: ChainedRow[]) => void,
+  ): Promise<Awaited<ReturnType<MemoryAuditLog['verify']>>> {
     const snapshot = log.rows.map((row) => structuredClone(row));
     change(log.rows);
     const result = await log.verify();
@@ -43,28 +68,64 @@ describe('in-memory audit log: the same chain and verify() as the PostgreSQL log
     expect(events.filter((name) => name === EVENTS.subjectTokenCreated)).to.have.length(3);
     expect(events.filter((name) => name === EVENTS.exchangeSucceeded)).to.have.length(3);
     expect(events).to.include.members([EVENTS.exchangeRefused, EVENTS.sessionRevoked]);
-    expect(log.rows.find((row) => row.event === EVENTS.exchangeSucceeded)).to.include({ subject: 'bob', actor: 'alice', outcome: 'success' });
+    expect(log.rows.find((row) => row.event === EVENTS.exchangeSucceeded)).to.include({
+      subject: 'bob',
+      actor: 'alice',
+      outcome: 'success',
+    });
     expect(log.rows.map((row) => row.seq)).to.deep.equal(log.rows.map((_, index) => index + 1));
     expect(await log.verify()).to.deep.equal({ ok: true, count: log.rows.length, checkpoints: 0 });
   });
 
   const forgeries: Record<string, (row: ChainedRow) => void> = {
-    at: (row) => { row.at = new Date(0).toISOString(); },
-    event: (row) => { row.event = 'forged'; },
-    subject: (row) => { row.subject = 'mallory'; },
-    actor: (row) => { row.actor = 'mallory'; },
-    clientId: (row) => { row.clientId = 'forged'; },
-    resource: (row) => { row.resource = 'forged'; },
-    scope: (row) => { row.scope = 'forged'; },
-    context: (row) => { row.context = { ticketId: 'T-FORGED' }; },
-    subjectTokenId: (row) => { row.subjectTokenId = 'forged'; },
-    sessionId: (row) => { row.sessionId = 'forged'; },
-    accessTokenId: (row) => { row.accessTokenId = 'forged'; },
-    outcome: (row) => { row.outcome = 'forged'; },
-    reason: (row) => { row.reason = 'forged'; },
-    content: (row) => { row.content = '["forged"]'; },
-    prevHash: (row) => { row.prevHash = 'forged'; },
-    hash: (row) => { row.hash = 'forged'; },
+    at: (row) => {
+      row.at = new Date(0).toISOString();
+    },
+    event: (row) => {
+      row.event = 'forged';
+    },
+    subject: (row) => {
+      row.subject = 'mallory';
+    },
+    actor: (row) => {
+      row.actor = 'mallory';
+    },
+    clientId: (row) => {
+      row.clientId = 'forged';
+    },
+    resource: (row) => {
+      row.resource = 'forged';
+    },
+    scope: (row) => {
+      row.scope = 'forged';
+    },
+    context: (row) => {
+      row.context = { ticketId: 'T-FORGED' };
+    },
+    subjectTokenId: (row) => {
+      row.subjectTokenId = 'forged';
+    },
+    sessionId: (row) => {
+      row.sessionId = 'forged';
+    },
+    accessTokenId: (row) => {
+      row.accessTokenId = 'forged';
+    },
+    outcome: (row) => {
+      row.outcome = 'forged';
+    },
+    reason: (row) => {
+      row.reason = 'forged';
+    },
+    content: (row) => {
+      row.content = '["forged"]';
+    },
+    prevHash: (row) => {
+      row.prevHash = 'forged';
+    },
+    hash: (row) => {
+      row.hash = 'forged';
+    },
   };
   for (const [field, forge] of Object.entries(forgeries)) {
     it(`detects a change of ${field} at the row it changed`, async () => {
@@ -74,27 +135,45 @@ describe('in-memory audit log: the same chain and verify() as the PostgreSQL log
   }
 
   it('detects a deleted row, a swapped pair, an inserted row and a cut tail, each at the right row', async () => {
-    expect(await tampered((rows) => { rows.splice(2, 1); })).to.include({ ok: false, seq: 3 });
+    expect(
+      await tampered((rows) => {
+        rows.splice(2, 1);
+      }),
+    ).to.include({ ok: false, seq: 3 });
 
     // Rows 3 and 4 trade places, numbers kept.
-    expect(await tampered((rows) => {
-      const [third, fourth] = [rows[2]!, rows[3]!];
-      rows[2] = { ...fourth, seq: 3 };
-      rows[3] = { ...third, seq: 4 };
-    })).to.include({ ok: false, seq: 3 });
+    expect(
+      await tampered((rows) => {
+        const [third, fourth] = [rows[2]!, rows[3]!];
+        rows[2] = { ...fourth, seq: 3 };
+        rows[3] = { ...third, seq: 4 };
+      }),
+    ).to.include({ ok: false, seq: 3 });
 
     // A row slipped in at 3 with a correct link and hash of its own; the rows after it renumbered.
-    expect(await tampered((rows) => {
-      const previous = rows[1]!;
-      const content = canonicalContent({ ...rowFromContent(previous.content), subject: 'carol' });
-      const forged = { ...rowFromContent(content), seq: 3, content, prevHash: previous.hash, hash: rowHash(previous.hash, 3, content) };
-      for (const row of rows.slice(2)) row.seq += 1;
-      rows.splice(2, 0, forged);
-    })).to.include({ ok: false, seq: 4 });
+    expect(
+      await tampered((rows) => {
+        const previous = rows[1]!;
+        const content = canonicalContent({ ...rowFromContent(previous.content), subject: 'carol' });
+        const forged = {
+          ...rowFromContent(content),
+          seq: 3,
+          content,
+          prevHash: previous.hash,
+          hash: rowHash(previous.hash, 3, content),
+        };
+        for (const row of rows.slice(2)) row.seq += 1;
+        rows.splice(2, 0, forged);
+      }),
+    ).to.include({ ok: false, seq: 4 });
 
     // The last row removed: the head still names it.
     const count = log.rows.length;
-    expect(await tampered((rows) => { rows.pop(); })).to.include({ ok: false, seq: count });
+    expect(
+      await tampered((rows) => {
+        rows.pop();
+      }),
+    ).to.include({ ok: false, seq: count });
   });
 
   it('answers queries by subject, actor and time, newest first, paged', async () => {
@@ -112,7 +191,12 @@ describe('in-memory audit log: the same chain and verify() as the PostgreSQL log
       if (!result.nextCursor) break;
       cursor = result.nextCursor;
     }
-    expect(all).to.deep.equal(log.rows.filter((row) => row.subject === 'bob').map((row) => row.seq).reverse());
+    expect(all).to.deep.equal(
+      log.rows
+        .filter((row) => row.subject === 'bob')
+        .map((row) => row.seq)
+        .reverse(),
+    );
     const byActor = await log.query({ actor: 'alice', since: new Date(Date.now() - 60_000) });
     expect(byActor.items.length).to.be.at.least(3);
     expect((await log.query({ actor: 'alice', until: new Date(Date.now() - 60_000) })).items).to.deep.equal([]);
@@ -122,7 +206,11 @@ describe('in-memory audit log: the same chain and verify() as the PostgreSQL log
     expect((await log.verify()).ok).to.equal(true);
     for (const limit of [0, 501, 1.5]) {
       let caught: unknown;
-      try { await log.query({ limit }); } catch (error) { caught = error; }
+      try {
+        await log.query({ limit });
+      } catch (error) {
+        caught = error;
+      }
       expect(caught).to.be.instanceOf(TypeError);
     }
   });
@@ -130,8 +218,10 @@ describe('in-memory audit log: the same chain and verify() as the PostgreSQL log
   it('serves the trail at GET /api/impersonations/events, with its filters and paging', async () => {
     const admin = await m2mToken(tp, CLIENTS.admin, READ_SCOPE);
     const get = async (query: string) => {
-      const response = await fetch(`${tp.base}/api/impersonations/events${query}`, { headers: { authorization: `Bearer ${admin}` } });
-      return { status: response.status, body: await response.json() as Record<string, unknown> };
+      const response = await fetch(`${tp.base}/api/impersonations/events${query}`, {
+        headers: { authorization: `Bearer ${admin}` },
+      });
+      return { status: response.status, body: (await response.json()) as Record<string, unknown> };
     };
     const page = await get('?subject=bob&limit=3');
     expect(page.status).to.equal(200);
@@ -140,8 +230,14 @@ describe('in-memory audit log: the same chain and verify() as the PostgreSQL log
     expect(items[0]!.seq).to.be.above(items[2]!.seq);
     const next = await get(`?subject=bob&limit=3&cursor=${page.body['nextCursor'] as string}`);
     expect((next.body['items'] as Array<{ seq: number }>)[0]!.seq).to.be.below(items[2]!.seq);
-    const exchanged = (await get('?actor=alice&since=2000-01-01T00:00:00Z')).body['items'] as Array<{ event: string; context: unknown }>;
-    expect(exchanged.find((item) => item.event === EVENTS.exchangeSucceeded)!.context).to.deep.equal({ ticketId: 'T-1', reason: 'invoices' });
+    const exchanged = (await get('?actor=alice&since=2000-01-01T00:00:00Z')).body['items'] as Array<{
+      event: string;
+      context: unknown;
+    }>;
+    expect(exchanged.find((item) => item.event === EVENTS.exchangeSucceeded)!.context).to.deep.equal({
+      ticketId: 'T-1',
+      reason: 'invoices',
+    });
     expect((await get('?cursor=AA')).status).to.equal(400);
     expect((await get('?limit=0')).status).to.equal(400);
   });

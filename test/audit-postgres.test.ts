@@ -8,7 +8,15 @@ import { createPostgresAuditLog, type PostgresAuditLog } from '../lib/audit-post
 import { canonicalContent, rowFromContent, rowHash } from '../lib/audit/chain.js';
 import { EVENTS } from '../lib/index.js';
 import { DATABASE_URL, testSchema } from './support/postgres.js';
-import { API, CLIENTS, OPAQUE_API, READ_SCOPE, REVOKE_SCOPE, startProvider, type TestProvider } from './support/provider.js';
+import {
+  API,
+  CLIENTS,
+  OPAQUE_API,
+  READ_SCOPE,
+  REVOKE_SCOPE,
+  startProvider,
+  type TestProvider,
+} from './support/provider.js';
 import { ACCESS_TOKEN, exchange, managementRequest, m2mToken, subjectToken, userAccessToken } from './support/http.js';
 import { TcpRelay } from './support/relay.js';
 
@@ -34,14 +42,21 @@ describe('PostgreSQL audit log: a hash chain that tells what was changed', funct
     for (const resource of [API, OPAQUE_API, API]) {
       const result = await exchange(tp, {
         subject_token: await subjectToken(tp, { userId: 'bob', context: { ticketId: 'T-1', reason: 'invoices' } }),
-        resource, actor_token: alice, actor_token_type: ACCESS_TOKEN,
+        resource,
+        actor_token: alice,
+        actor_token_type: ACCESS_TOKEN,
       });
       expect(result.status, JSON.stringify(result.body)).to.equal(200);
     }
     expect((await exchange(tp, { subject_token: `ist_${'A'.repeat(43)}`, resource: API })).status).to.equal(400);
     const admin = await m2mToken(tp, CLIENTS.admin, `${READ_SCOPE} ${REVOKE_SCOPE}`);
-    const { items } = await (await fetch(`${tp.base}/api/impersonations?subject=bob`, { headers: { authorization: `Bearer ${admin}` } })).json() as { items: Array<{ id: string }> };
-    await fetch(`${tp.base}/api/impersonations/${items[0]!.id}`, { method: 'DELETE', headers: { authorization: `Bearer ${admin}` } });
+    const { items } = (await (
+      await fetch(`${tp.base}/api/impersonations?subject=bob`, { headers: { authorization: `Bearer ${admin}` } })
+    ).json()) as { items: Array<{ id: string }> };
+    await fetch(`${tp.base}/api/impersonations/${items[0]!.id}`, {
+      method: 'DELETE',
+      headers: { authorization: `Bearer ${admin}` },
+    });
   });
   after(async () => {
     await tp?.close();
@@ -56,26 +71,56 @@ describe('PostgreSQL audit log: a hash chain that tells what was changed', funct
     expect(events.filter((name) => name === EVENTS.subjectTokenCreated)).to.have.length(3);
     expect(events.filter((name) => name === EVENTS.exchangeSucceeded)).to.have.length(3);
     expect(events).to.include.members([EVENTS.exchangeRefused, EVENTS.sessionRevoked]);
-    expect(rows.find((row: { event: string }) => row.event === EVENTS.exchangeSucceeded)).to.include({ subject: 'bob', actor: 'alice', outcome: 'success' });
+    expect(rows.find((row: { event: string }) => row.event === EVENTS.exchangeSucceeded)).to.include({
+      subject: 'bob',
+      actor: 'alice',
+      outcome: 'success',
+    });
     const verified = await log.verify({ key: hmac, requireCheckpoints: true });
     expect(verified).to.deep.equal({ ok: true, count: rows.length, checkpoints: Math.floor(rows.length / 5) });
   });
 
-  const columns = ['at', 'event', 'subject', 'actor', 'client_id', 'resource', 'scope', 'context', 'subject_token_id',
-    'session_id', 'access_token_id', 'outcome', 'reason', 'content', 'prev_hash', 'hash'];
+  const columns = [
+    'at',
+    'event',
+    'subject',
+    'actor',
+    'client_id',
+    'resource',
+    'scope',
+    'context',
+    'subject_token_id',
+    'session_id',
+    'access_token_id',
+    'outcome',
+    'reason',
+    'content',
+    'prev_hash',
+    'hash',
+  ];
   for (const column of columns) {
     it(`detects an UPDATE of ${column} at the row it changed`, async () => {
       const seq = 4;
-      const { rows: [before] } = await pool.query(`SELECT ${column} AS value FROM ${table()} WHERE seq = $1`, [seq]);
-      const forged = column === 'at' ? new Date(0)
-        : column === 'context' ? JSON.stringify({ ticketId: 'T-FORGED' })
-          : column === 'content' ? '["forged"]' : 'forged';
+      const {
+        rows: [before],
+      } = await pool.query(`SELECT ${column} AS value FROM ${table()} WHERE seq = $1`, [seq]);
+      const forged =
+        column === 'at'
+          ? new Date(0)
+          : column === 'context'
+            ? JSON.stringify({ ticketId: 'T-FORGED' })
+            : column === 'content'
+              ? '["forged"]'
+              : 'forged';
       await pool.query(`UPDATE ${table()} SET ${column} = $1 WHERE seq = $2`, [forged, seq]);
       try {
         const result = await log.verify();
         expect(result, JSON.stringify(result)).to.include({ ok: false, seq });
       } finally {
-        await pool.query(`UPDATE ${table()} SET ${column} = $1 WHERE seq = $2`, [column === 'context' && before.value !== null ? JSON.stringify(before.value) : before.value, seq]);
+        await pool.query(`UPDATE ${table()} SET ${column} = $1 WHERE seq = $2`, [
+          column === 'context' && before.value !== null ? JSON.stringify(before.value) : before.value,
+          seq,
+        ]);
       }
       expect((await log.verify()).ok).to.equal(true);
     });
@@ -87,8 +132,10 @@ describe('PostgreSQL audit log: a hash chain that tells what was changed', funct
       await pool.query(`DELETE FROM ${table()}`);
       for (const row of snapshot) {
         const names = Object.keys(row);
-        await pool.query(`INSERT INTO ${table()} (${names.join(', ')}) VALUES (${names.map((_, i) => `$${i + 1}`).join(', ')})`,
-          names.map((name) => (name === 'context' && row[name] !== null ? JSON.stringify(row[name]) : row[name])));
+        await pool.query(
+          `INSERT INTO ${table()} (${names.join(', ')}) VALUES (${names.map((_, i) => `$${i + 1}`).join(', ')})`,
+          names.map((name) => (name === 'context' && row[name] !== null ? JSON.stringify(row[name]) : row[name])),
+        );
       }
       expect((await log.verify()).ok).to.equal(true);
     };
@@ -109,20 +156,29 @@ describe('PostgreSQL audit log: a hash chain that tells what was changed', funct
     await pool.query(`UPDATE ${table()} SET seq = seq - 999999 WHERE seq >= 1000000`);
     const previous = snapshot[1]!;
     const content = canonicalContent({ ...rowFromContent(previous['content'] as string), subject: 'carol' });
-    await pool.query(`INSERT INTO ${table()} SELECT 3, at, event, 'carol', actor, client_id, resource, scope, context, subject_token_id, session_id,
-      access_token_id, outcome, reason, $1, $2, $3 FROM ${table()} WHERE seq = 2`, [content, previous['hash'], rowHash(previous['hash'] as string, 3, content)]);
+    await pool.query(
+      `INSERT INTO ${table()} SELECT 3, at, event, 'carol', actor, client_id, resource, scope, context, subject_token_id, session_id,
+      access_token_id, outcome, reason, $1, $2, $3 FROM ${table()} WHERE seq = 2`,
+      [content, previous['hash'], rowHash(previous['hash'] as string, 3, content)],
+    );
     expect(await log.verify()).to.include({ ok: false, seq: 4 });
     await restore();
   });
 
   it('with a key, detects a rewrite of the whole chain from some row on, hashes and head included', async () => {
-    const snapshot = (await pool.query(`SELECT seq, content, prev_hash, hash FROM ${table()} ORDER BY seq`)).rows as Array<{ seq: string; content: string; prev_hash: string; hash: string }>;
-    const { rows: [head] } = await pool.query(`SELECT seq, hash FROM "${schema}"."${TABLE}_head"`);
+    const snapshot = (await pool.query(`SELECT seq, content, prev_hash, hash FROM ${table()} ORDER BY seq`))
+      .rows as Array<{ seq: string; content: string; prev_hash: string; hash: string }>;
+    const {
+      rows: [head],
+    } = await pool.query(`SELECT seq, hash FROM "${schema}"."${TABLE}_head"`);
     let previous = snapshot[1]!.hash;
     for (const row of snapshot.slice(2)) {
       const content = canonicalContent({ ...rowFromContent(row.content), reason: 'rewritten' });
       const hash = rowHash(previous, row.seq, content);
-      await pool.query(`UPDATE ${table()} SET content = $1, reason = 'rewritten', prev_hash = $2, hash = $3 WHERE seq = $4`, [content, previous, hash, row.seq]);
+      await pool.query(
+        `UPDATE ${table()} SET content = $1, reason = 'rewritten', prev_hash = $2, hash = $3 WHERE seq = $4`,
+        [content, previous, hash, row.seq],
+      );
       previous = hash;
     }
     await pool.query(`UPDATE "${schema}"."${TABLE}_head" SET hash = $1`, [previous]);
@@ -133,8 +189,13 @@ describe('PostgreSQL audit log: a hash chain that tells what was changed', funct
     } finally {
       for (const row of snapshot) {
         const original = rowFromContent(row.content);
-        await pool.query(`UPDATE ${table()} SET content = $1, reason = $2, prev_hash = $3, hash = $4 WHERE seq = $5`,
-          [row.content, original.reason, row.prev_hash, row.hash, row.seq]);
+        await pool.query(`UPDATE ${table()} SET content = $1, reason = $2, prev_hash = $3, hash = $4 WHERE seq = $5`, [
+          row.content,
+          original.reason,
+          row.prev_hash,
+          row.hash,
+          row.seq,
+        ]);
       }
       await pool.query(`UPDATE "${schema}"."${TABLE}_head" SET hash = $1`, [head.hash]);
     }
@@ -143,29 +204,57 @@ describe('PostgreSQL audit log: a hash chain that tells what was changed', funct
 
   it('signs checkpoints with Ed25519 too, verified with the public key', async () => {
     const { privateKey, publicKey } = generateKeyPairSync('ed25519');
-    const ed = createPostgresAuditLog({ pool, schema, table: 'ed_audit', signingKey: { ed25519: privateKey }, checkpointEvery: 2 });
-    for (let i = 0; i < 5; i += 1) await ed.append(EVENTS.subjectTokenCreated, { subject: `user-${i}`, subjectTokenId: `stid_${i}` });
-    expect(await ed.verify({ key: { ed25519: publicKey }, requireCheckpoints: true })).to.deep.equal({ ok: true, count: 5, checkpoints: 2 });
+    const ed = createPostgresAuditLog({
+      pool,
+      schema,
+      table: 'ed_audit',
+      signingKey: { ed25519: privateKey },
+      checkpointEvery: 2,
+    });
+    for (let i = 0; i < 5; i += 1)
+      await ed.append(EVENTS.subjectTokenCreated, { subject: `user-${i}`, subjectTokenId: `stid_${i}` });
+    expect(await ed.verify({ key: { ed25519: publicKey }, requireCheckpoints: true })).to.deep.equal({
+      ok: true,
+      count: 5,
+      checkpoints: 2,
+    });
     await pool.query(`DELETE FROM "${schema}"."ed_audit_checkpoints" WHERE seq = 2`);
-    expect(await ed.verify({ key: { ed25519: publicKey }, requireCheckpoints: true })).to.include({ ok: false, seq: 2 });
+    expect(await ed.verify({ key: { ed25519: publicKey }, requireCheckpoints: true })).to.include({
+      ok: false,
+      seq: 2,
+    });
   });
 
-  it('serves the trail at GET /api/impersonations/events for a customer\'s activity view', async () => {
+  it("serves the trail at GET /api/impersonations/events for a customer's activity view", async () => {
     const admin = await m2mToken(tp, CLIENTS.admin, READ_SCOPE);
     const get = async (query: string, token = admin) => {
-      const response = await fetch(`${tp.base}/api/impersonations/events${query}`, { headers: { authorization: `Bearer ${token}` } });
-      return { status: response.status, body: await response.json() as Record<string, unknown> };
+      const response = await fetch(`${tp.base}/api/impersonations/events${query}`, {
+        headers: { authorization: `Bearer ${token}` },
+      });
+      return { status: response.status, body: (await response.json()) as Record<string, unknown> };
     };
     const page = await get('?subject=bob&limit=3');
     expect(page.status).to.equal(200);
-    const items = page.body['items'] as Array<{ seq: number; subject: string; actor: string | null; event: string; context: unknown }>;
+    const items = page.body['items'] as Array<{
+      seq: number;
+      subject: string;
+      actor: string | null;
+      event: string;
+      context: unknown;
+    }>;
     expect(items).to.have.length(3);
     expect(items[0]!.seq).to.be.above(items[2]!.seq);
     for (const item of items) expect(item.subject).to.equal('bob');
     const next = await get(`?subject=bob&limit=3&cursor=${page.body['nextCursor'] as string}`);
     expect((next.body['items'] as Array<{ seq: number }>)[0]!.seq).to.be.below(items[2]!.seq);
-    const exchanged = (await get('?actor=alice&since=2000-01-01T00:00:00Z')).body['items'] as Array<{ event: string; context: unknown }>;
-    expect(exchanged.find((item) => item.event === EVENTS.exchangeSucceeded)!.context).to.deep.equal({ ticketId: 'T-1', reason: 'invoices' });
+    const exchanged = (await get('?actor=alice&since=2000-01-01T00:00:00Z')).body['items'] as Array<{
+      event: string;
+      context: unknown;
+    }>;
+    expect(exchanged.find((item) => item.event === EVENTS.exchangeSucceeded)!.context).to.deep.equal({
+      ticketId: 'T-1',
+      reason: 'invoices',
+    });
 
     expect((await get('?since=yesterday')).status).to.equal(400);
     expect((await get('?cursor=!!')).status).to.equal(400);
@@ -224,7 +313,13 @@ describe('PostgreSQL audit log: PostgreSQL unreachable', function () {
 
   it('in best effort (failClosed: false), goes on and counts what it could not write', async () => {
     const failures: unknown[] = [];
-    const log = createPostgresAuditLog({ connectionString: relay.url, schema, table: 'best_effort', failClosed: false, onFailure: (error) => failures.push(error) });
+    const log = createPostgresAuditLog({
+      connectionString: relay.url,
+      schema,
+      table: 'best_effort',
+      failClosed: false,
+      onFailure: (error) => failures.push(error),
+    });
     const tp = await startProvider({ plugin: { auditLog: log } });
     try {
       await log.migrate();
@@ -244,27 +339,68 @@ describe('the command: audit verify and audit export', function () {
   this.timeout(30_000);
 
   async function run(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-    const child = spawn(process.execPath, [fileURLToPath(new URL('../lib/cli/main.js', import.meta.url)), ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [fileURLToPath(new URL('../lib/cli/main.js', import.meta.url)), ...args], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let stdout = '';
     let stderr = '';
-    child.stdout.on('data', (chunk: Buffer) => { stdout += chunk.toString(); });
-    child.stderr.on('data', (chunk: Buffer) => { stderr += chunk.toString(); });
-    const [code] = await once(child, 'exit') as [number | null];
+    child.stdout.on('data', (chunk: Buffer) => {
+      stdout += chunk.toString();
+    });
+    child.stderr.on('data', (chunk: Buffer) => {
+      stderr += chunk.toString();
+    });
+    const [code] = (await once(child, 'exit')) as [number | null];
     return { code, stdout, stderr };
   }
 
   it('prints ok with the count and exits 0, names the first bad row and exits 1; exports JSON lines and CSV', async () => {
     const schema = await testSchema();
-    const log = createPostgresAuditLog({ connectionString: DATABASE_URL, schema, signingKey: { hmac: 'k' }, checkpointEvery: 2 });
-    for (let i = 0; i < 4; i += 1) await log.append(EVENTS.subjectTokenCreated, { subject: `user-${i}`, context: { ticketId: `T-${i}`, reason: 'a, "quoted" reason' } });
+    const log = createPostgresAuditLog({
+      connectionString: DATABASE_URL,
+      schema,
+      signingKey: { hmac: 'k' },
+      checkpointEvery: 2,
+    });
+    for (let i = 0; i < 4; i += 1)
+      await log.append(EVENTS.subjectTokenCreated, {
+        subject: `user-${i}`,
+        context: { ticketId: `T-${i}`, reason: 'a, "quoted" reason' },
+      });
     const base = ['audit', 'verify', '--database-url', DATABASE_URL, '--schema', schema];
     expect(await run(base)).to.include({ code: 0, stdout: 'ok: 4 rows verified\n' });
-    expect(await run([...base, '--key', 'hmac:k', '--require-checkpoints', '2'])).to.include({ code: 0, stdout: 'ok: 4 rows verified, 2 signed checkpoints\n' });
+    expect(await run([...base, '--key', 'hmac:k', '--require-checkpoints', '2'])).to.include({
+      code: 0,
+      stdout: 'ok: 4 rows verified, 2 signed checkpoints\n',
+    });
 
-    const exported = await run(['audit', 'export', '--database-url', DATABASE_URL, '--schema', schema, '--format', 'jsonl']);
-    const lines = exported.stdout.trim().split('\n').map((line) => JSON.parse(line) as { seq: number; subject: string; hash: string });
+    const exported = await run([
+      'audit',
+      'export',
+      '--database-url',
+      DATABASE_URL,
+      '--schema',
+      schema,
+      '--format',
+      'jsonl',
+    ]);
+    const lines = exported.stdout
+      .trim()
+      .split('\n')
+      .map((line) => JSON.parse(line) as { seq: number; subject: string; hash: string });
     expect(lines.map((line) => line.seq)).to.deep.equal([1, 2, 3, 4]);
-    const csv = await run(['audit', 'export', '--database-url', DATABASE_URL, '--schema', schema, '--format', 'csv', '--since', '2000-01-01T00:00:00Z']);
+    const csv = await run([
+      'audit',
+      'export',
+      '--database-url',
+      DATABASE_URL,
+      '--schema',
+      schema,
+      '--format',
+      'csv',
+      '--since',
+      '2000-01-01T00:00:00Z',
+    ]);
     expect(csv.stdout.split('\n')[0]).to.match(/^seq,at,event,subject/);
     expect(csv.stdout).to.include('"{""reason"":""a, \\""quoted\\"" reason""');
 

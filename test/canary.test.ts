@@ -14,11 +14,17 @@ import { EVENTS } from '../lib/index.js';
 import { startDemo, type Demo } from '../demo/demo.js';
 import type { MemoryAuditLog } from '../lib/index.js';
 import { DpopKey } from './support/dpop.js';
+import { ACTOR_API, API, CLIENTS, OPAQUE_API, startProvider, type TestProvider } from './support/provider.js';
 import {
-  ACTOR_API, API, CLIENTS, OPAQUE_API, startProvider, type TestProvider,
-} from './support/provider.js';
-import {
-  ACCESS_TOKEN, exchange, logout, managementRequest, m2mToken, tokenRequest, userAccessToken, userSignIn, type Reply,
+  ACCESS_TOKEN,
+  exchange,
+  logout,
+  managementRequest,
+  m2mToken,
+  tokenRequest,
+  userAccessToken,
+  userSignIn,
+  type Reply,
 } from './support/http.js';
 import * as demoHttp from './demo/helpers.js';
 
@@ -57,7 +63,8 @@ class Canary {
   leaks(): string[] {
     const found: string[] = [];
     for (const secret of this.secrets) {
-      for (const sink of this.sinks) if (sink.text.includes(secret)) found.push(`${sink.label} contains ${secret.slice(0, 12)}…`);
+      for (const sink of this.sinks)
+        if (sink.text.includes(secret)) found.push(`${sink.label} contains ${secret.slice(0, 12)}…`);
       for (const seen of this.responses) {
         const rest = seen.issues.reduce((text, issued) => text.split(issued).join(''), seen.text);
         if (rest.includes(secret)) found.push(`response ${seen.label} contains ${secret.slice(0, 12)}…`);
@@ -71,9 +78,17 @@ async function http(tp: TestProvider, method: string, path: string, token?: stri
   const headers: Record<string, string> = {};
   if (token) headers['authorization'] = `Bearer ${token}`;
   if (body !== undefined) headers['content-type'] = 'application/json';
-  const response = await fetch(`${tp.base}${path}`, { method, headers, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
+  const response = await fetch(`${tp.base}${path}`, {
+    method,
+    headers,
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
   const text = await response.text();
-  return { status: response.status, headers: response.headers, body: text ? JSON.parse(text) as Record<string, unknown> : {} };
+  return {
+    status: response.status,
+    headers: response.headers,
+    body: text ? (JSON.parse(text) as Record<string, unknown>) : {},
+  };
 }
 
 /** An error as a deployment's `grant.error`/`server_error` listener would log it. */
@@ -91,7 +106,9 @@ describe('canary: no token value or secret leaves its place', function () {
     tp = await startProvider({
       plugin: {
         // The trail as the PostgreSQL log would store it: every appended row's canonical text is searched too.
-        auditLog: { append: async (name, event) => canary.sink(`audit row ${name}`, canonicalContent(rowOf(name, event))) },
+        auditLog: {
+          append: async (name, event) => canary.sink(`audit row ${name}`, canonicalContent(rowOf(name, event))),
+        },
         canImpersonate: ({ subject }) => (subject === 'admin' ? { reason: 'administrators are protected' } : true),
         canExchange: ({ subject }) => subject !== 'carol',
         getCustomJwtClaims: ({ context }) => ({ ticket: context.grant.subjectTokenContext['ticketId'] ?? null }),
@@ -104,12 +121,13 @@ describe('canary: no token value or secret leaves its place', function () {
     }
     // Where the plugin reports what it could not do (a trail or a store that failed), as Koa apps do.
     (tp.provider as Koa).on('error', (error: unknown) => canary.sink('app error', describeError(error)));
-    for (const client of Object.values(CLIENTS)) canary.secret('client_secret' in client ? client.client_secret : undefined);
+    for (const client of Object.values(CLIENTS))
+      canary.secret('client_secret' in client ? client.client_secret : undefined);
   });
   after(() => tp.close());
 
   async function create(label: string, body: Record<string, unknown>, m2m?: string): Promise<string> {
-    const token = m2m ?? await m2mToken(tp);
+    const token = m2m ?? (await m2mToken(tp));
     canary.secret(token);
     const reply = await managementRequest(tp, body, token);
     canary.response(`create ${label}`, reply, [reply.body['subjectToken'] as string | undefined]);
@@ -120,7 +138,7 @@ describe('canary: no token value or secret leaves its place', function () {
   async function swap(
     label: string,
     params: Record<string, string | undefined>,
-    client: typeof CLIENTS[keyof typeof CLIENTS] = CLIENTS.console,
+    client: (typeof CLIENTS)[keyof typeof CLIENTS] = CLIENTS.console,
     headers: Record<string, string> = {},
   ): Promise<Reply> {
     canary.secret(params['subject_token'], params['actor_token'], headers['dpop']);
@@ -135,48 +153,94 @@ describe('canary: no token value or secret leaves its place', function () {
     const noOpenid = await userAccessToken(tp, 'alice', { scope: 'profile:read', resource: API });
     canary.secret(opaqueActor, jwtActor, webActor, noOpenid);
     const tampered = `${jwtActor.slice(0, -4)}AAAA`;
-    const actors: Array<[string, string | undefined]> = [['no actor', undefined], ['opaque actor', opaqueActor], ['JWT actor', jwtActor]];
+    const actors: Array<[string, string | undefined]> = [
+      ['no actor', undefined],
+      ['opaque actor', opaqueActor],
+      ['JWT actor', jwtActor],
+    ];
 
-    for (const [format, resource] of [['JWT', API], ['opaque', OPAQUE_API]] as const) {
+    for (const [format, resource] of [
+      ['JWT', API],
+      ['opaque', OPAQUE_API],
+    ] as const) {
       const scope = resource === API ? 'profile:read' : 'read';
       for (const [who, actor] of actors) {
         const label = `${format} ${who}`;
         const actorParams = actor ? { actor_token: actor, actor_token_type: ACCESS_TOKEN } : {};
         const subject = await create(label, { userId: 'bob', context: { ticketId: 'T-1' } });
         expect((await swap(label, { subject_token: subject, resource, scope, ...actorParams })).status).to.equal(200);
-        expect((await swap(`${label} replayed`, { subject_token: subject, resource, scope, ...actorParams })).status).to.equal(400);
+        expect(
+          (await swap(`${label} replayed`, { subject_token: subject, resource, scope, ...actorParams })).status,
+        ).to.equal(400);
       }
 
       const fresh = () => create(`${format} for a refusal`, { userId: 'bob' });
-      const refusals: Array<[string, Record<string, string | undefined>, typeof CLIENTS[keyof typeof CLIENTS]?]> = [
+      const refusals: Array<[string, Record<string, string | undefined>, (typeof CLIENTS)[keyof typeof CLIENTS]?]> = [
         ['unknown subject token', { subject_token: `ist_${randomBytes(32).toString('base64url')}` }],
         ['an access token as subject token', { subject_token: opaqueActor }],
-        ['bound to another client', { subject_token: await create('client-bound', { userId: 'bob', clientId: CLIENTS.web.client_id }) }],
+        [
+          'bound to another client',
+          { subject_token: await create('client-bound', { userId: 'bob', clientId: CLIENTS.web.client_id }) },
+        ],
         ['bound actor missing', { subject_token: await create('actor-bound', { userId: 'bob', actorId: 'alice' }) }],
-        ['tampered actor token', { subject_token: await fresh(), actor_token: tampered, actor_token_type: ACCESS_TOKEN }],
-        ['actor token of another client', { subject_token: await fresh(), actor_token: webActor, actor_token_type: ACCESS_TOKEN }],
-        ['actor token without openid', { subject_token: await fresh(), actor_token: noOpenid, actor_token_type: ACCESS_TOKEN }],
-        ['subject token as actor token', { subject_token: await fresh(), actor_token: await fresh(), actor_token_type: ACCESS_TOKEN }],
+        [
+          'tampered actor token',
+          { subject_token: await fresh(), actor_token: tampered, actor_token_type: ACCESS_TOKEN },
+        ],
+        [
+          'actor token of another client',
+          { subject_token: await fresh(), actor_token: webActor, actor_token_type: ACCESS_TOKEN },
+        ],
+        [
+          'actor token without openid',
+          { subject_token: await fresh(), actor_token: noOpenid, actor_token_type: ACCESS_TOKEN },
+        ],
+        [
+          'subject token as actor token',
+          { subject_token: await fresh(), actor_token: await fresh(), actor_token_type: ACCESS_TOKEN },
+        ],
         ['policy refusal', { subject_token: await create('carol', { userId: 'carol' }) }],
         ['invalid scope', { subject_token: await fresh(), scope: 'admin' }],
-        ['wrong subject_token_type', { subject_token: await fresh(), subject_token_type: 'urn:ietf:params:oauth:token-type:jwt' }],
+        [
+          'wrong subject_token_type',
+          { subject_token: await fresh(), subject_token_type: 'urn:ietf:params:oauth:token-type:jwt' },
+        ],
       ];
       for (const [name, params, client] of refusals) {
         const reply = await swap(`${format} ${name}`, { resource, ...params }, client);
         expect(reply.status, `${name}: ${JSON.stringify(reply.body)}`).to.be.within(400, 401);
       }
-      const unknownResource = await swap(`${format} unknown resource`, { subject_token: await fresh(), resource: 'https://nowhere.example.com' });
+      const unknownResource = await swap(`${format} unknown resource`, {
+        subject_token: await fresh(),
+        resource: 'https://nowhere.example.com',
+      });
       expect(unknownResource.status).to.equal(400);
 
       const key = await DpopKey.generate();
       const proof = await key.proof(`${tp.base}/token`);
-      expect((await swap(`${format} DPoP`, { subject_token: await fresh(), resource }, CLIENTS.console, { dpop: proof })).status).to.equal(200);
-      expect((await swap(`${format} DPoP replay`, { subject_token: await fresh(), resource }, CLIENTS.console, { dpop: proof })).status).to.equal(400);
+      expect(
+        (await swap(`${format} DPoP`, { subject_token: await fresh(), resource }, CLIENTS.console, { dpop: proof }))
+          .status,
+      ).to.equal(200);
+      expect(
+        (
+          await swap(`${format} DPoP replay`, { subject_token: await fresh(), resource }, CLIENTS.console, {
+            dpop: proof,
+          })
+        ).status,
+      ).to.equal(400);
 
-      const posted = await tokenRequest(tp, {
-        grant_type: 'urn:ietf:params:oauth:grant-type:token-exchange', subject_token: await fresh(), subject_token_type: ACCESS_TOKEN,
-        resource, client_secret: CLIENTS.web.client_secret,
-      }, { client_id: CLIENTS.web.client_id });
+      const posted = await tokenRequest(
+        tp,
+        {
+          grant_type: 'urn:ietf:params:oauth:grant-type:token-exchange',
+          subject_token: await fresh(),
+          subject_token_type: ACCESS_TOKEN,
+          resource,
+          client_secret: CLIENTS.web.client_secret,
+        },
+        { client_id: CLIENTS.web.client_id },
+      );
       expect(canary.response(`${format} secret in the body`, posted).status).to.equal(401);
     }
 
@@ -208,28 +272,50 @@ describe('canary: no token value or secret leaves its place', function () {
     const started = [];
     for (const resource of [API, OPAQUE_API]) {
       const reply = await swap(`session on ${resource}`, {
-        subject_token: await create('session', { userId: 'bob' }), resource, actor_token: signedIn.accessToken, actor_token_type: ACCESS_TOKEN,
+        subject_token: await create('session', { userId: 'bob' }),
+        resource,
+        actor_token: signedIn.accessToken,
+        actor_token_type: ACCESS_TOKEN,
       });
       started.push(reply.body['access_token'] as string);
     }
-    const listed = canary.response('list sessions', await http(tp, 'GET', '/api/impersonations?subject=bob&limit=100', admin));
+    const listed = canary.response(
+      'list sessions',
+      await http(tp, 'GET', '/api/impersonations?subject=bob&limit=100', admin),
+    );
     const ids = (listed.body['items'] as Array<{ id: string }>).map((item) => item.id);
     expect(ids.length).to.be.above(2);
     canary.response('read a session', await http(tp, 'GET', `/api/impersonations/${ids[0]!}`, admin));
-    canary.response('stop a session', await http(tp, 'DELETE', `/api/impersonations/${ids[1]!}`, admin, { reason: 'ticket closed' }));
+    canary.response(
+      'stop a session',
+      await http(tp, 'DELETE', `/api/impersonations/${ids[1]!}`, admin, { reason: 'ticket closed' }),
+    );
     const created = await managementRequest(tp, { userId: 'bob' }, m2m);
     canary.response('create to withdraw', created, [created.body['subjectToken'] as string]);
     canary.response('withdraw', await http(tp, 'DELETE', `/api/subject-tokens/${created.body['id'] as string}`, admin));
-    canary.response('withdrawn exchange', await exchange(tp, { subject_token: created.body['subjectToken'] as string, resource: API }));
+    canary.response(
+      'withdrawn exchange',
+      await exchange(tp, { subject_token: created.body['subjectToken'] as string, resource: API }),
+    );
     await logout(tp, signedIn.cookies);
     await new Promise((resolve) => setTimeout(resolve, 300));
     canary.response('revocation feed', await http(tp, 'GET', '/api/impersonations/revocations'));
     for (const token of started) canary.secret(token);
     const names = new Set(canary.sinks.map((sink) => sink.label));
-    for (const name of [EVENTS.sessionRevoked, EVENTS.sessionEnded, EVENTS.subjectTokenWithdrawn, EVENTS.revocationsServed]) {
+    for (const name of [
+      EVENTS.sessionRevoked,
+      EVENTS.sessionEnded,
+      EVENTS.subjectTokenWithdrawn,
+      EVENTS.revocationsServed,
+    ]) {
       expect(names, name).to.include(`event ${name}`);
     }
-    for (const name of [EVENTS.subjectTokenCreated, EVENTS.exchangeSucceeded, EVENTS.exchangeRefused, EVENTS.sessionRevoked]) {
+    for (const name of [
+      EVENTS.subjectTokenCreated,
+      EVENTS.exchangeSucceeded,
+      EVENTS.exchangeRefused,
+      EVENTS.sessionRevoked,
+    ]) {
       expect(names, `the trail records ${name}`).to.include(`audit row ${name}`);
     }
 
@@ -256,7 +342,11 @@ describe('canary: no token value or secret leaves its place', function () {
       const demoCanary = new Canary();
       demoCanary.secret('support-web-secret', 'impersonation-backend-secret');
       const alice = await demoHttp.signIn(demo, { login: 'alice', password: 'alice-password' });
-      const aliceWeb = await demoHttp.signIn(demo, { login: 'alice', password: 'alice-password', client: 'support-web' });
+      const aliceWeb = await demoHttp.signIn(demo, {
+        login: 'alice',
+        password: 'alice-password',
+        client: 'support-web',
+      });
       const bob = await demoHttp.signIn(demo, { login: 'bob', password: 'bob-password' });
       demoCanary.secret(alice, aliceWeb, bob);
       const request = { userId: 'bob', reason: 'Cannot see the invoices', ticketId: 'T-1234' };
@@ -274,7 +364,9 @@ describe('canary: no token value or secret leaves its place', function () {
       const second = (await demoHttp.requestImpersonation(demo, alice, request)).body['subjectToken'] as string;
       demoCanary.secret(second);
       expect((await demoHttp.exchange(demo, second, bob)).status).to.equal(400);
-      expect((await demoHttp.exchange(demo, second, aliceWeb, { id: 'support-web', secret: 'support-web-secret' })).status).to.equal(400);
+      expect(
+        (await demoHttp.exchange(demo, second, aliceWeb, { id: 'support-web', secret: 'support-web-secret' })).status,
+      ).to.equal(400);
       expect((await demoHttp.requestImpersonation(demo, bob, request)).status).to.equal(403);
       expect((await demoHttp.requestImpersonation(demo, alice, { ...request, userId: 'carol' })).status).to.equal(403);
       expect((await demoHttp.requestImpersonation(demo, `${alice}x`, request)).status).to.equal(401);
@@ -282,13 +374,27 @@ describe('canary: no token value or secret leaves its place', function () {
       expect((await demoHttp.callResourceApi(demo, alice)).status).to.equal(401);
 
       // The support product: the customer's data, a refused change, the status and stop of the impersonation, the account page, the trail.
-      const api = (path: string, token: string, init: RequestInit = {}) => fetch(`${demo.backend.url}${path}`, {
-        ...init, headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', ...init.headers as Record<string, string> },
-      }).then(async (response) => `${response.status} ${await response.text()} ${response.headers.get('www-authenticate') ?? ''}`);
-      const sessionId = JSON.parse(Buffer.from(accessToken.split('.')[1]!, 'base64url').toString())['impersonation_session'] as string;
+      const api = (path: string, token: string, init: RequestInit = {}) =>
+        fetch(`${demo.backend.url}${path}`, {
+          ...init,
+          headers: {
+            authorization: `Bearer ${token}`,
+            'content-type': 'application/json',
+            ...(init.headers as Record<string, string>),
+          },
+        }).then(
+          async (response) =>
+            `${response.status} ${await response.text()} ${response.headers.get('www-authenticate') ?? ''}`,
+        );
+      const sessionId = JSON.parse(Buffer.from(accessToken.split('.')[1]!, 'base64url').toString())[
+        'impersonation_session'
+      ] as string;
       const answers = [
         await api('/api/customer', accessToken),
-        await api('/api/customer/shipping-address', accessToken, { method: 'PUT', body: JSON.stringify({ line1: 'x', city: 'y', postcode: 'z', country: 'w' }) }),
+        await api('/api/customer/shipping-address', accessToken, {
+          method: 'PUT',
+          body: JSON.stringify({ line1: 'x', city: 'y', postcode: 'z', country: 'w' }),
+        }),
         await api(`/api/impersonation-status?sessionId=${sessionId}`, alice),
         await api('/api/stop-impersonation', alice, { method: 'POST', body: JSON.stringify({ sessionId }) }),
         await api(`/api/impersonation-status?sessionId=${sessionId}`, alice),
@@ -299,7 +405,9 @@ describe('canary: no token value or secret leaves its place', function () {
       const jar = new demoHttp.CookieJar();
       const form = await demoHttp.follow(jar, `${demo.backend.url}/account/login`);
       const account = await demoHttp.follow(jar, `${form.url}/login`, {
-        method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: new URLSearchParams({ login: 'bob', password: 'bob-password' }),
+        method: 'POST',
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        body: new URLSearchParams({ login: 'bob', password: 'bob-password' }),
       });
       const html = await account.text();
       expect(html).to.contain('Alice Adams (support) accessed your account on');

@@ -29,7 +29,9 @@ describe('custom claims: getCustomJwtClaims (spec 2.7)', () => {
     alice = await userAccessToken(tp, 'alice');
   });
   after(() => tp.close());
-  beforeEach(() => { calls.length = 0; });
+  beforeEach(() => {
+    calls.length = 0;
+  });
 
   const sample: Behaviour = ({ context }) => {
     const { ticketId, reason, supportEngineerId } = context.grant.subjectTokenContext;
@@ -40,23 +42,38 @@ describe('custom claims: getCustomJwtClaims (spec 2.7)', () => {
     behaviour = sample;
     const context = { ticketId: 'T-42', reason: 'cannot log in', supportEngineerId: 'alice' };
     const result = await exchange(tp, {
-      subject_token: await subjectToken(tp, { userId: 'bob', context }), resource: API, scope: 'profile:read',
-      actor_token: alice, actor_token_type: ACCESS_TOKEN,
+      subject_token: await subjectToken(tp, { userId: 'bob', context }),
+      resource: API,
+      scope: 'profile:read',
+      actor_token: alice,
+      actor_token_type: ACCESS_TOKEN,
     });
     expect(result.status, JSON.stringify(result.body)).to.equal(200);
     const claims = decodeJwt(result.body['access_token'] as string);
-    expect(claims['impersonation_context']).to.deep.equal({ ticket_id: 'T-42', reason: 'cannot log in', support_engineer: 'alice' });
+    expect(claims['impersonation_context']).to.deep.equal({
+      ticket_id: 'T-42',
+      reason: 'cannot log in',
+      support_engineer: 'alice',
+    });
     expect(claims['act']).to.deep.equal({ sub: 'alice' });
     expect(claims['tenant']).to.equal('acme');
 
     expect(calls).to.have.length(1);
     const [input] = calls;
-    expect(input!.context.grant).to.deep.equal({ type: 'urn:ietf:params:oauth:grant-type:token-exchange', subjectTokenContext: context });
+    expect(input!.context.grant).to.deep.equal({
+      type: 'urn:ietf:params:oauth:grant-type:token-exchange',
+      subjectTokenContext: context,
+    });
     expect(input!.context.client).to.deep.equal({ id: CLIENTS.console.client_id });
     expect(input!.context.user).to.deep.equal({ id: 'bob' });
     expect(input!.context.actor).to.deep.equal({ id: 'alice' });
     expect(input!.environmentVariables).to.deep.equal({ REGION: 'eu-1' });
-    expect(input!.token).to.include({ sub: 'bob', aud: API, client_id: CLIENTS.console.client_id, scope: 'profile:read' });
+    expect(input!.token).to.include({
+      sub: 'bob',
+      aud: API,
+      client_id: CLIENTS.console.client_id,
+      scope: 'profile:read',
+    });
     expect(Object.isFrozen(input!.token)).to.equal(true);
   });
 
@@ -71,17 +88,25 @@ describe('custom claims: getCustomJwtClaims (spec 2.7)', () => {
   it('carries the claims into introspection of opaque tokens', async () => {
     behaviour = () => ({ ticket: 'T-5' });
     const result = await exchange(tp, { subject_token: await subjectToken(tp), resource: OPAQUE_API, scope: 'read' });
-    const introspection = await (await fetch(`${tp.base}/token/introspection`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/x-www-form-urlencoded', authorization: basic(CLIENTS.web) },
-      body: new URLSearchParams({ token: result.body['access_token'] as string }),
-    })).json() as Record<string, unknown>;
+    const introspection = (await (
+      await fetch(`${tp.base}/token/introspection`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/x-www-form-urlencoded', authorization: basic(CLIENTS.web) },
+        body: new URLSearchParams({ token: result.body['access_token'] as string }),
+      })
+    ).json()) as Record<string, unknown>;
     expect(introspection).to.include({ active: true, sub: 'bob', ticket: 'T-5', tenant: 'acme' });
     expect(introspection).to.not.have.property('act');
   });
 
   const failures: Array<[string, Behaviour, RegExp]> = [
-    ['throws', () => { throw new Error('database down'); }, /getCustomJwtClaims failed/],
+    [
+      'throws',
+      () => {
+        throw new Error('database down');
+      },
+      /getCustomJwtClaims failed/,
+    ],
     ['times out', () => new Promise((resolve) => setTimeout(() => resolve({}), 1000)), /did not answer within 200 ms/],
     ['returns null', () => null, /must return an object/],
     ['returns an array', () => ['x'], /must return an object/],
@@ -105,7 +130,20 @@ describe('custom claims: getCustomJwtClaims (spec 2.7)', () => {
     });
   }
 
-  const authenticationClaims = ['acr', 'amr', 'auth_time', 'sid', 'azp', 'nonce', 'typ', 'at_hash', 'c_hash', 's_hash', 'events', 'may_act'];
+  const authenticationClaims = [
+    'acr',
+    'amr',
+    'auth_time',
+    'sid',
+    'azp',
+    'nonce',
+    'typ',
+    'at_hash',
+    'c_hash',
+    's_hash',
+    'events',
+    'may_act',
+  ];
   for (const claim of authenticationClaims) {
     it(`refuses ${claim} from the hook: an impersonation token never claims how the customer authenticated`, async () => {
       behaviour = () => ({ [claim]: 'forged' });
@@ -115,7 +153,7 @@ describe('custom claims: getCustomJwtClaims (spec 2.7)', () => {
     });
   }
 
-  it('drops the authentication claims a deployment\'s extraTokenClaims adds, from impersonation tokens only', async () => {
+  it("drops the authentication claims a deployment's extraTokenClaims adds, from impersonation tokens only", async () => {
     const forged = Object.fromEntries(authenticationClaims.map((claim) => [claim, 'forged']));
     const other = await startProvider({ configuration: { extraTokenClaims: () => ({ ...forged, tenant: 'acme' }) } });
     try {
@@ -128,8 +166,10 @@ describe('custom claims: getCustomJwtClaims (spec 2.7)', () => {
     }
   });
 
-  it('does not expose the hook\'s internal error message to the client', async () => {
-    behaviour = () => { throw new Error('password=hunter2'); };
+  it("does not expose the hook's internal error message to the client", async () => {
+    behaviour = () => {
+      throw new Error('password=hunter2');
+    };
     const result = await exchange(tp, { subject_token: await subjectToken(tp), resource: API });
     expect(JSON.stringify(result.body)).to.not.include('hunter2');
   });

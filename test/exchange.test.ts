@@ -6,13 +6,28 @@ import { createMemoryAdapter, EVENTS, onImpersonationEvent, type ImpersonationEv
 import { providerJwks } from '../lib/provider-internals.js';
 import { DpopKey } from './support/dpop.js';
 import {
-  ACCESS_TOKEN, ACTOR_API, API, CLIENT_CERT_HEADER, CLIENTS, MANAGEMENT, OPAQUE_API, SHORT_API, startProvider, type TestProvider,
+  ACCESS_TOKEN,
+  ACTOR_API,
+  API,
+  CLIENT_CERT_HEADER,
+  CLIENTS,
+  MANAGEMENT,
+  OPAQUE_API,
+  SHORT_API,
+  startProvider,
+  type TestProvider,
 } from './support/provider.js';
 import {
-  actorParams, decodeHeader, decodeJwt, exchange, expectError, introspect, m2mToken, subjectToken, userAccessToken,
+  actorParams,
+  decodeHeader,
+  decodeJwt,
+  exchange,
+  expectError,
+  introspect,
+  m2mToken,
+  subjectToken,
+  userAccessToken,
 } from './support/http.js';
-
-
 
 describe('token exchange grant', () => {
   let tp: TestProvider;
@@ -33,50 +48,95 @@ describe('token exchange grant', () => {
   describe('the happy path', () => {
     it('issues a JWT access token for the subject, bound to the resource, with act naming the actor', async () => {
       const subject = await subjectToken(tp, { userId: 'bob', context: { ticketId: 'T-1' } });
-      const result = await exchange(tp, { subject_token: subject, resource: API, scope: 'profile:read', ...actorParams(alice) });
+      const result = await exchange(tp, {
+        subject_token: subject,
+        resource: API,
+        scope: 'profile:read',
+        ...actorParams(alice),
+      });
       expect(result.status, JSON.stringify(result.body)).to.equal(200);
       expect(result.headers.get('cache-control')).to.equal('no-store');
-      expect(Object.keys(result.body).sort()).to.deep.equal(['access_token', 'expires_in', 'issued_token_type', 'scope', 'token_type']);
+      expect(Object.keys(result.body).sort()).to.deep.equal([
+        'access_token',
+        'expires_in',
+        'issued_token_type',
+        'scope',
+        'token_type',
+      ]);
       expect(result.body).to.include({ issued_token_type: ACCESS_TOKEN, token_type: 'Bearer', scope: 'profile:read' });
 
       const accessToken = result.body['access_token'] as string;
-      const { payload, protectedHeader } = await jwtVerify(accessToken, createLocalJWKSet(providerJwks(tp.provider) as never), {
-        issuer: tp.issuer, audience: API, typ: 'at+jwt',
-      });
+      const { payload, protectedHeader } = await jwtVerify(
+        accessToken,
+        createLocalJWKSet(providerJwks(tp.provider) as never),
+        {
+          issuer: tp.issuer,
+          audience: API,
+          typ: 'at+jwt',
+        },
+      );
       expect(protectedHeader.alg).to.not.equal('none');
-      expect(payload).to.include({ sub: 'bob', aud: API, iss: tp.issuer, client_id: CLIENTS.console.client_id, scope: 'profile:read' });
+      expect(payload).to.include({
+        sub: 'bob',
+        aud: API,
+        iss: tp.issuer,
+        client_id: CLIENTS.console.client_id,
+        scope: 'profile:read',
+      });
       expect(payload.act).to.deep.equal({ sub: 'alice' });
       expect(payload.jti).to.be.a('string');
       expect(payload.exp! - payload.iat!).to.equal(result.body['expires_in']);
     });
 
     it('has no act claim without an actor token', async () => {
-      const result = await exchange(tp, { subject_token: await subjectToken(tp), resource: API, scope: 'profile:read' });
+      const result = await exchange(tp, {
+        subject_token: await subjectToken(tp),
+        resource: API,
+        scope: 'profile:read',
+      });
       expect(result.status).to.equal(200);
       expect(decodeJwt(result.body['access_token'] as string)).to.not.have.property('act');
     });
 
     it('accepts requested_token_type access_token', async () => {
       const result = await exchange(tp, {
-        subject_token: await subjectToken(tp), resource: API, scope: 'profile:read', requested_token_type: ACCESS_TOKEN,
+        subject_token: await subjectToken(tp),
+        resource: API,
+        scope: 'profile:read',
+        requested_token_type: ACCESS_TOKEN,
       });
       expect(result.status).to.equal(200);
     });
 
     it('caps the lifetime at accessTokenTTL (900 s) when the resource server allows more (3600 s)', async () => {
-      const result = await exchange(tp, { subject_token: await subjectToken(tp), resource: API, scope: 'profile:read' });
+      const result = await exchange(tp, {
+        subject_token: await subjectToken(tp),
+        resource: API,
+        scope: 'profile:read',
+      });
       expect(result.body['expires_in']).to.equal(900);
     });
 
-    it('keeps the resource server\'s lifetime when it is lower than the cap, and its opaque format', async () => {
-      const result = await exchange(tp, { subject_token: await subjectToken(tp), resource: OPAQUE_API, scope: 'read', ...actorParams(alice) });
+    it("keeps the resource server's lifetime when it is lower than the cap, and its opaque format", async () => {
+      const result = await exchange(tp, {
+        subject_token: await subjectToken(tp),
+        resource: OPAQUE_API,
+        scope: 'read',
+        ...actorParams(alice),
+      });
       expect(result.status).to.equal(200);
       expect(result.body['expires_in']).to.equal(120);
       const accessToken = result.body['access_token'] as string;
       expect(accessToken.split('.')).to.have.length(1);
 
       const introspection = await introspect(tp, accessToken);
-      expect(introspection).to.include({ active: true, sub: 'bob', aud: OPAQUE_API, scope: 'read', client_id: CLIENTS.console.client_id });
+      expect(introspection).to.include({
+        active: true,
+        sub: 'bob',
+        aud: OPAQUE_API,
+        scope: 'read',
+        client_id: CLIENTS.console.client_id,
+      });
       expect(introspection['act']).to.deep.equal({ sub: 'alice' });
     });
 
@@ -90,22 +150,38 @@ describe('token exchange grant', () => {
 
   describe('client authentication (spec 5)', () => {
     it('lets a confidential client authenticate with client_secret_basic', async () => {
-      const result = await exchange(tp, { subject_token: await subjectToken(tp), resource: API, scope: 'profile:read' }, CLIENTS.web);
+      const result = await exchange(
+        tp,
+        { subject_token: await subjectToken(tp), resource: API, scope: 'profile:read' },
+        CLIENTS.web,
+      );
       expect(result.status).to.equal(200);
       expect(decodeJwt(result.body['access_token'] as string)['client_id']).to.equal(CLIENTS.web.client_id);
     });
 
     it('answers 401 invalid_client to a confidential client without the Authorization header, and keeps the token', async () => {
       const subject = await subjectToken(tp);
-      const result = await exchange(tp, { subject_token: subject, resource: API }, { client_id: CLIENTS.web.client_id });
+      const result = await exchange(
+        tp,
+        { subject_token: subject, resource: API },
+        { client_id: CLIENTS.web.client_id },
+      );
       expectError(result, 401, 'invalid_client');
-      const wrongSecret = await exchange(tp, { subject_token: subject, resource: API }, { ...CLIENTS.web, client_secret: 'wrong' });
+      const wrongSecret = await exchange(
+        tp,
+        { subject_token: subject, resource: API },
+        { ...CLIENTS.web, client_secret: 'wrong' },
+      );
       expectError(wrongSecret, 401, 'invalid_client');
       expect((await exchange(tp, { subject_token: subject, resource: API }, CLIENTS.web)).status).to.equal(200);
     });
 
     it('answers 401 invalid_client to an unknown client', async () => {
-      const result = await exchange(tp, { subject_token: await subjectToken(tp), resource: API }, { client_id: 'nobody' });
+      const result = await exchange(
+        tp,
+        { subject_token: await subjectToken(tp), resource: API },
+        { client_id: 'nobody' },
+      );
       expectError(result, 401, 'invalid_client');
     });
 
@@ -115,7 +191,10 @@ describe('token exchange grant', () => {
     });
 
     it('advertises the grant in discovery', async () => {
-      const discovery = await (await fetch(`${tp.base}/.well-known/openid-configuration`)).json() as Record<string, string[]>;
+      const discovery = (await (await fetch(`${tp.base}/.well-known/openid-configuration`)).json()) as Record<
+        string,
+        string[]
+      >;
       expect(discovery['grant_types_supported']).to.include('urn:ietf:params:oauth:grant-type:token-exchange');
     });
   });
@@ -124,13 +203,33 @@ describe('token exchange grant', () => {
     const cases: Array<[string, Record<string, string | undefined>, RegExp]> = [
       ['a missing subject_token', { subject_token: undefined }, /subject_token/],
       ['a missing subject_token_type', { subject_token_type: undefined }, /subject_token_type/],
-      ['a jwt subject_token_type', { subject_token_type: 'urn:ietf:params:oauth:token-type:jwt' }, /subject_token_type/],
-      ['an id_token subject_token_type', { subject_token_type: 'urn:ietf:params:oauth:token-type:id_token' }, /subject_token_type/],
+      [
+        'a jwt subject_token_type',
+        { subject_token_type: 'urn:ietf:params:oauth:token-type:jwt' },
+        /subject_token_type/,
+      ],
+      [
+        'an id_token subject_token_type',
+        { subject_token_type: 'urn:ietf:params:oauth:token-type:id_token' },
+        /subject_token_type/,
+      ],
       ['actor_token without actor_token_type', { actor_token: 'x' }, /actor_token_type is required/],
       ['actor_token_type without actor_token', { actor_token_type: ACCESS_TOKEN }, /without actor_token/],
-      ['an unsupported actor_token_type', { actor_token: 'x', actor_token_type: 'urn:ietf:params:oauth:token-type:id_token' }, /actor_token_type/],
-      ['requested_token_type refresh_token', { requested_token_type: 'urn:ietf:params:oauth:token-type:refresh_token' }, /requested_token_type/],
-      ['requested_token_type id_token', { requested_token_type: 'urn:ietf:params:oauth:token-type:id_token' }, /requested_token_type/],
+      [
+        'an unsupported actor_token_type',
+        { actor_token: 'x', actor_token_type: 'urn:ietf:params:oauth:token-type:id_token' },
+        /actor_token_type/,
+      ],
+      [
+        'requested_token_type refresh_token',
+        { requested_token_type: 'urn:ietf:params:oauth:token-type:refresh_token' },
+        /requested_token_type/,
+      ],
+      [
+        'requested_token_type id_token',
+        { requested_token_type: 'urn:ietf:params:oauth:token-type:id_token' },
+        /requested_token_type/,
+      ],
     ];
     for (const [name, params, description] of cases) {
       it(`answers invalid_request to ${name}, and keeps the subject token`, async () => {
@@ -142,7 +241,11 @@ describe('token exchange grant', () => {
     }
 
     it('refuses the audience parameter with a clear invalid_target, instead of ignoring it', async () => {
-      const result = await exchange(tp, { subject_token: await subjectToken(tp), resource: API, audience: 'https://other.example.com' });
+      const result = await exchange(tp, {
+        subject_token: await subjectToken(tp),
+        resource: API,
+        audience: 'https://other.example.com',
+      });
       expectError(result, 400, 'invalid_target', /audience parameter is not supported/);
     });
   });
@@ -183,22 +286,39 @@ describe('token exchange grant', () => {
       const subject = await subjectToken(tp);
       const refused = await exchange(tp, { subject_token: subject, resource: API, scope: 'profile:write' });
       expectError(refused, 400, 'invalid_request', /second approver/);
-      expect((await exchange(tp, { subject_token: subject, resource: API, scope: 'profile:read' })).status).to.equal(200);
+      expect((await exchange(tp, { subject_token: subject, resource: API, scope: 'profile:read' })).status).to.equal(
+        200,
+      );
       const carol = await exchange(tp, { subject_token: await subjectToken(tp, { userId: 'carol' }), resource: API });
       expectError(carol, 400, 'invalid_request', /exchange policy refused/);
     });
 
     it('enforces a client binding made at creation', async () => {
       const subject = await subjectToken(tp, { userId: 'bob', clientId: CLIENTS.web.client_id });
-      expectError(await exchange(tp, { subject_token: subject, resource: API }), 400, 'invalid_request', /another client/);
+      expectError(
+        await exchange(tp, { subject_token: subject, resource: API }),
+        400,
+        'invalid_request',
+        /another client/,
+      );
       expect((await exchange(tp, { subject_token: subject, resource: API }, CLIENTS.web)).status).to.equal(200);
     });
 
     it('enforces an actor binding made at creation', async () => {
       const subject = await subjectToken(tp, { userId: 'bob', actorId: 'alice' });
-      expectError(await exchange(tp, { subject_token: subject, resource: API }), 400, 'invalid_request', /bound to an actor/);
+      expectError(
+        await exchange(tp, { subject_token: subject, resource: API }),
+        400,
+        'invalid_request',
+        /bound to an actor/,
+      );
       const carolToken = await userAccessToken(tp, 'carol');
-      expectError(await exchange(tp, { subject_token: subject, resource: API, ...actorParams(carolToken) }), 400, 'invalid_request', /not from the actor/);
+      expectError(
+        await exchange(tp, { subject_token: subject, resource: API, ...actorParams(carolToken) }),
+        400,
+        'invalid_request',
+        /not from the actor/,
+      );
       const result = await exchange(tp, { subject_token: subject, resource: API, ...actorParams(alice) });
       expect(result.status).to.equal(200);
       expect(decodeJwt(result.body['access_token'] as string)['act']).to.deep.equal({ sub: 'alice' });
@@ -232,16 +352,31 @@ describe('token exchange grant', () => {
     for (const [name, scope] of cases) {
       it(`answers invalid_scope to ${name}, and keeps the subject token`, async () => {
         const subject = await subjectToken(tp);
-        expectError(await exchange(tp, { subject_token: subject, resource: API, scope }), 400, 'invalid_scope', /not defined by the resource server/);
-        expect((await exchange(tp, { subject_token: subject, resource: API, scope: 'profile:read' })).status).to.equal(200);
+        expectError(
+          await exchange(tp, { subject_token: subject, resource: API, scope }),
+          400,
+          'invalid_scope',
+          /not defined by the resource server/,
+        );
+        expect((await exchange(tp, { subject_token: subject, resource: API, scope: 'profile:read' })).status).to.equal(
+          200,
+        );
       });
     }
 
     it('never honours offline_access and never returns a refresh token', async () => {
       const subject = await subjectToken(tp);
-      const refused = await exchange(tp, { subject_token: subject, resource: API, scope: 'profile:read offline_access' });
+      const refused = await exchange(tp, {
+        subject_token: subject,
+        resource: API,
+        scope: 'profile:read offline_access',
+      });
       expectError(refused, 400, 'invalid_scope', /offline_access/);
-      const result = await exchange(tp, { subject_token: subject, resource: API, scope: 'profile:read profile:write' }, CLIENTS.console);
+      const result = await exchange(
+        tp,
+        { subject_token: subject, resource: API, scope: 'profile:read profile:write' },
+        CLIENTS.console,
+      );
       expect(result.body).to.not.have.property('refresh_token');
       expect(result.body).to.not.have.property('id_token');
     });
@@ -251,7 +386,11 @@ describe('token exchange grant', () => {
     it('accepts a JWT actor token with openid in its scope set', async () => {
       const jwtActor = await userAccessToken(tp, 'alice', { scope: 'openid profile:read', resource: ACTOR_API });
       expect(decodeHeader(jwtActor)['typ']).to.equal('at+jwt');
-      const result = await exchange(tp, { subject_token: await subjectToken(tp), resource: API, ...actorParams(jwtActor) });
+      const result = await exchange(tp, {
+        subject_token: await subjectToken(tp),
+        resource: API,
+        ...actorParams(jwtActor),
+      });
       expect(result.status, JSON.stringify(result.body)).to.equal(200);
       expect(decodeJwt(result.body['access_token'] as string)['act']).to.deep.equal({ sub: 'alice' });
     });
@@ -259,14 +398,25 @@ describe('token exchange grant', () => {
     it('refuses an actor token without openid, and keeps the subject token', async () => {
       const noOpenid = await userAccessToken(tp, 'alice', { scope: 'profile:read', resource: ACTOR_API });
       const subject = await subjectToken(tp);
-      expectError(await exchange(tp, { subject_token: subject, resource: API, ...actorParams(noOpenid) }), 400, 'invalid_request', /openid/);
-      expect((await exchange(tp, { subject_token: subject, resource: API, ...actorParams(alice) })).status).to.equal(200);
+      expectError(
+        await exchange(tp, { subject_token: subject, resource: API, ...actorParams(noOpenid) }),
+        400,
+        'invalid_request',
+        /openid/,
+      );
+      expect((await exchange(tp, { subject_token: subject, resource: API, ...actorParams(alice) })).status).to.equal(
+        200,
+      );
     });
 
     it('tests openid as a set member, not a substring (openidx is not openid)', async () => {
       const lookalike = await userAccessToken(tp, 'alice', { scope: 'openidx profile:read', resource: ACTOR_API });
       expect(String(decodeJwt(lookalike)['scope'])).to.include('openidx');
-      const result = await exchange(tp, { subject_token: await subjectToken(tp), resource: API, ...actorParams(lookalike) });
+      const result = await exchange(tp, {
+        subject_token: await subjectToken(tp),
+        resource: API,
+        ...actorParams(lookalike),
+      });
       expectError(result, 400, 'invalid_request', /openid/);
     });
 
@@ -277,10 +427,24 @@ describe('token exchange grant', () => {
         const jwtActor = await userAccessToken(tp, 'alice', { scope: 'openid profile:read', resource: ACTOR_API });
         const [header, payload, signature] = jwtActor.split('.');
         const claims = decodeJwt(jwtActor);
-        const tampered = [header, Buffer.from(JSON.stringify({ ...claims, sub: 'admin' })).toString('base64url'), signature].join('.');
+        const tampered = [
+          header,
+          Buffer.from(JSON.stringify({ ...claims, sub: 'admin' })).toString('base64url'),
+          signature,
+        ].join('.');
         const machine = await m2mToken(tp);
-        for (const [name, value] of [['garbage', 'garbage'], ['tampered', tampered], ['foreign', foreign], ['m2m', machine], ['payload only', payload!]] as const) {
-          const result = await exchange(tp, { subject_token: await subjectToken(tp), resource: API, ...actorParams(value) });
+        for (const [name, value] of [
+          ['garbage', 'garbage'],
+          ['tampered', tampered],
+          ['foreign', foreign],
+          ['m2m', machine],
+          ['payload only', payload!],
+        ] as const) {
+          const result = await exchange(tp, {
+            subject_token: await subjectToken(tp),
+            resource: API,
+            ...actorParams(value),
+          });
           expect(result.status, name).to.equal(400);
           expect(result.body['error'], name).to.equal('invalid_request');
           expect(result.body['error_description'], name).to.match(/actor_token/);
@@ -292,10 +456,20 @@ describe('token exchange grant', () => {
 
     it('refuses a JWT actor token once it expires, though it was accepted (and its signature check remembered) before', async () => {
       const shortLived = await userAccessToken(tp, 'alice', { scope: 'openid', resource: SHORT_API });
-      const first = await exchange(tp, { subject_token: await subjectToken(tp), resource: API, ...actorParams(shortLived) });
+      const first = await exchange(tp, {
+        subject_token: await subjectToken(tp),
+        resource: API,
+        ...actorParams(shortLived),
+      });
       expect(first.status, JSON.stringify(first.body)).to.equal(200);
-      await new Promise((resolve) => setTimeout(resolve, ((decodeJwt(shortLived)['exp'] as number) + 1) * 1000 - Date.now()));
-      const again = await exchange(tp, { subject_token: await subjectToken(tp), resource: API, ...actorParams(shortLived) });
+      await new Promise((resolve) =>
+        setTimeout(resolve, ((decodeJwt(shortLived)['exp'] as number) + 1) * 1000 - Date.now()),
+      );
+      const again = await exchange(tp, {
+        subject_token: await subjectToken(tp),
+        resource: API,
+        ...actorParams(shortLived),
+      });
       expectError(again, 400, 'invalid_request', /actor_token/);
     });
 
@@ -307,11 +481,15 @@ describe('token exchange grant', () => {
         body: new URLSearchParams({ token: revoked, client_id: CLIENTS.console.client_id }),
       });
       expect(revocation.status).to.equal(200);
-      const result = await exchange(tp, { subject_token: await subjectToken(tp), resource: API, ...actorParams(revoked) });
+      const result = await exchange(tp, {
+        subject_token: await subjectToken(tp),
+        resource: API,
+        ...actorParams(revoked),
+      });
       expectError(result, 400, 'invalid_request', /actor_token/);
     });
 
-    it('refuses an opaque actor token once its user\'s session ended, though it was accepted before', async () => {
+    it("refuses an opaque actor token once its user's session ended, though it was accepted before", async () => {
       const actor = await userAccessToken(tp, 'alice');
       const first = await exchange(tp, { subject_token: await subjectToken(tp), resource: API, ...actorParams(actor) });
       expect(first.status, JSON.stringify(first.body)).to.equal(200);
@@ -332,23 +510,38 @@ describe('token exchange grant', () => {
     it('nests an act the actor token already carries (RFC 8693 4.1), never dropping it', async () => {
       // carol acts for dave... here: alice impersonates bob on a resource that grants openid,
       // and that impersonation token then acts as the actor of a second exchange for carol's ticket.
-      const first = await exchange(tp, { subject_token: await subjectToken(tp), resource: ACTOR_API, scope: 'openid', ...actorParams(alice) });
+      const first = await exchange(tp, {
+        subject_token: await subjectToken(tp),
+        resource: ACTOR_API,
+        scope: 'openid',
+        ...actorParams(alice),
+      });
       expect(first.status, JSON.stringify(first.body)).to.equal(200);
       const bobActingForAlice = first.body['access_token'] as string;
       const second = await exchange(tp, {
-        subject_token: await subjectToken(tp, { userId: 'admin' }), resource: API, ...actorParams(bobActingForAlice),
+        subject_token: await subjectToken(tp, { userId: 'admin' }),
+        resource: API,
+        ...actorParams(bobActingForAlice),
       });
       expect(second.status, JSON.stringify(second.body)).to.equal(200);
-      expect(decodeJwt(second.body['access_token'] as string)['act']).to.deep.equal({ sub: 'bob', act: { sub: 'alice' } });
+      expect(decodeJwt(second.body['access_token'] as string)['act']).to.deep.equal({
+        sub: 'bob',
+        act: { sub: 'alice' },
+      });
     });
   });
 
   describe('sender constraints', () => {
     it('binds the token to a DPoP key: token_type DPoP and cnf.jkt', async () => {
       const key = await DpopKey.generate();
-      const result = await exchange(tp, { subject_token: await subjectToken(tp), resource: API, scope: 'profile:read' }, CLIENTS.console, {
-        dpop: await key.proof(`${tp.base}/token`),
-      });
+      const result = await exchange(
+        tp,
+        { subject_token: await subjectToken(tp), resource: API, scope: 'profile:read' },
+        CLIENTS.console,
+        {
+          dpop: await key.proof(`${tp.base}/token`),
+        },
+      );
       expect(result.status, JSON.stringify(result.body)).to.equal(200);
       expect(result.body['token_type']).to.equal('DPoP');
       expect(decodeJwt(result.body['access_token'] as string)['cnf']).to.deep.equal({ jkt: key.thumbprint });
@@ -357,7 +550,10 @@ describe('token exchange grant', () => {
     it('refuses a replayed DPoP proof, and keeps the subject token', async () => {
       const key = await DpopKey.generate();
       const proof = await key.proof(`${tp.base}/token`);
-      expect((await exchange(tp, { subject_token: await subjectToken(tp), resource: API }, CLIENTS.console, { dpop: proof })).status).to.equal(200);
+      expect(
+        (await exchange(tp, { subject_token: await subjectToken(tp), resource: API }, CLIENTS.console, { dpop: proof }))
+          .status,
+      ).to.equal(200);
       const subject = await subjectToken(tp);
       const replay = await exchange(tp, { subject_token: subject, resource: API }, CLIENTS.console, { dpop: proof });
       expectError(replay, 400, 'invalid_dpop_proof', /Replay/);
@@ -368,14 +564,29 @@ describe('token exchange grant', () => {
       const key = await DpopKey.generate();
       const bound = await userAccessToken(tp, 'alice', { headers: { dpop: await key.proof(`${tp.base}/token`) } });
       const subject = await subjectToken(tp);
-      expectError(await exchange(tp, { subject_token: subject, resource: API, ...actorParams(bound) }), 400, 'invalid_request', /DPoP-bound/);
+      expectError(
+        await exchange(tp, { subject_token: subject, resource: API, ...actorParams(bound) }),
+        400,
+        'invalid_request',
+        /DPoP-bound/,
+      );
       const otherKey = await DpopKey.generate();
-      expectError(await exchange(tp, { subject_token: subject, resource: API, ...actorParams(bound) }, CLIENTS.console, {
-        dpop: await otherKey.proof(`${tp.base}/token`),
-      }), 400, 'invalid_request', /DPoP-bound/);
-      const result = await exchange(tp, { subject_token: subject, resource: API, ...actorParams(bound) }, CLIENTS.console, {
-        dpop: await key.proof(`${tp.base}/token`),
-      });
+      expectError(
+        await exchange(tp, { subject_token: subject, resource: API, ...actorParams(bound) }, CLIENTS.console, {
+          dpop: await otherKey.proof(`${tp.base}/token`),
+        }),
+        400,
+        'invalid_request',
+        /DPoP-bound/,
+      );
+      const result = await exchange(
+        tp,
+        { subject_token: subject, resource: API, ...actorParams(bound) },
+        CLIENTS.console,
+        {
+          dpop: await key.proof(`${tp.base}/token`),
+        },
+      );
       expect(result.status, JSON.stringify(result.body)).to.equal(200);
     });
   });
@@ -394,18 +605,38 @@ describe('token exchange grant', () => {
 
     it('refuses a certificate-bound client without its certificate, and keeps the subject token', async () => {
       const subject = await subjectToken(tp);
-      expectError(await exchange(tp, { subject_token: subject, resource: API }, CLIENTS.mtls), 400, 'invalid_request', /certificate/);
-      const result = await exchange(tp, { subject_token: subject, resource: API }, CLIENTS.mtls, { [CLIENT_CERT_HEADER]: encodeURIComponent(pem) });
+      expectError(
+        await exchange(tp, { subject_token: subject, resource: API }, CLIENTS.mtls),
+        400,
+        'invalid_request',
+        /certificate/,
+      );
+      const result = await exchange(tp, { subject_token: subject, resource: API }, CLIENTS.mtls, {
+        [CLIENT_CERT_HEADER]: encodeURIComponent(pem),
+      });
       expect(result.status).to.equal(200);
     });
 
     it('accepts a certificate-bound actor token only over the same certificate', async () => {
-      const bound = await userAccessToken(tp, 'alice', { client: CLIENTS.mtls, headers: { [CLIENT_CERT_HEADER]: encodeURIComponent(pem) } });
-      const subject = await subjectToken(tp);
-      expectError(await exchange(tp, { subject_token: subject, resource: API, ...actorParams(bound) }), 400, 'invalid_request', /certificate-bound/);
-      const result = await exchange(tp, { subject_token: subject, resource: API, ...actorParams(bound) }, CLIENTS.mtls, {
-        [CLIENT_CERT_HEADER]: encodeURIComponent(pem),
+      const bound = await userAccessToken(tp, 'alice', {
+        client: CLIENTS.mtls,
+        headers: { [CLIENT_CERT_HEADER]: encodeURIComponent(pem) },
       });
+      const subject = await subjectToken(tp);
+      expectError(
+        await exchange(tp, { subject_token: subject, resource: API, ...actorParams(bound) }),
+        400,
+        'invalid_request',
+        /certificate-bound/,
+      );
+      const result = await exchange(
+        tp,
+        { subject_token: subject, resource: API, ...actorParams(bound) },
+        CLIENTS.mtls,
+        {
+          [CLIENT_CERT_HEADER]: encodeURIComponent(pem),
+        },
+      );
       expect(result.status, JSON.stringify(result.body)).to.equal(200);
       expect(decodeJwt(result.body['access_token'] as string)['act']).to.deep.equal({ sub: 'alice' });
     });
@@ -417,17 +648,28 @@ describe('token exchange grant', () => {
       const stop = onImpersonationEvent(tp.provider, EVENTS.exchangeSucceeded, (event) => events.push(event));
       try {
         const subject = await subjectToken(tp, { userId: 'bob', context: { ticketId: 'T-7', reason: 'billing' } });
-        const result = await exchange(tp, { subject_token: subject, resource: API, scope: 'profile:read', ...actorParams(alice) });
+        const result = await exchange(tp, {
+          subject_token: subject,
+          resource: API,
+          scope: 'profile:read',
+          ...actorParams(alice),
+        });
         expect(events).to.have.length(1);
         const [event] = events;
         expect(event).to.include({
-          subject: 'bob', actor: 'alice', clientId: CLIENTS.console.client_id, resource: API, scope: 'profile:read',
-          createdBy: CLIENTS.backend.client_id, accessTokenId: decodeJwt(result.body['access_token'] as string)['jti'],
+          subject: 'bob',
+          actor: 'alice',
+          clientId: CLIENTS.console.client_id,
+          resource: API,
+          scope: 'profile:read',
+          createdBy: CLIENTS.backend.client_id,
+          accessTokenId: decodeJwt(result.body['access_token'] as string)['jti'],
         });
         expect(event!.context).to.deep.equal({ ticketId: 'T-7', reason: 'billing' });
         expect(event!.subjectTokenId).to.match(/^stid_/);
         const serialized = JSON.stringify(event);
-        for (const secret of [subject, alice, result.body['access_token'] as string]) expect(serialized).to.not.include(secret);
+        for (const secret of [subject, alice, result.body['access_token'] as string])
+          expect(serialized).to.not.include(secret);
       } finally {
         stop();
       }
@@ -441,8 +683,12 @@ describe('token exchange grant', () => {
         await exchange(tp, { subject_token: subject, resource: API, scope: 'profile:write', ...actorParams(alice) });
         expect(events).to.have.length(1);
         expect(events[0]).to.include({
-          subject: 'bob', actor: 'alice', clientId: CLIENTS.console.client_id, resource: API,
-          error: 'invalid_request', reason: 'profile:write needs a second approver',
+          subject: 'bob',
+          actor: 'alice',
+          clientId: CLIENTS.console.client_id,
+          resource: API,
+          error: 'invalid_request',
+          reason: 'profile:write needs a second approver',
         });
         expect(JSON.stringify(events[0])).to.not.include(subject);
       } finally {
@@ -453,9 +699,16 @@ describe('token exchange grant', () => {
     it('never reports an exchange as refused because a listener of its success threw', async () => {
       const refused: ImpersonationEvent[] = [];
       const stopRefused = onImpersonationEvent(tp.provider, EVENTS.exchangeRefused, (event) => refused.push(event));
-      const stopThrowing = onImpersonationEvent(tp.provider, EVENTS.exchangeSucceeded, () => { throw new Error('audit sink down'); });
+      const stopThrowing = onImpersonationEvent(tp.provider, EVENTS.exchangeSucceeded, () => {
+        throw new Error('audit sink down');
+      });
       try {
-        await exchange(tp, { subject_token: await subjectToken(tp), resource: API, scope: 'profile:read', ...actorParams(alice) });
+        await exchange(tp, {
+          subject_token: await subjectToken(tp),
+          resource: API,
+          scope: 'profile:read',
+          ...actorParams(alice),
+        });
         expect(refused).to.deep.equal([]);
       } finally {
         stopThrowing();
@@ -467,7 +720,11 @@ describe('token exchange grant', () => {
   describe('single use under concurrency', () => {
     it('lets exactly one of 25 concurrent redemptions of one token succeed', async () => {
       const subject = await subjectToken(tp);
-      const results = await Promise.all(Array.from({ length: 25 }, () => exchange(tp, { subject_token: subject, resource: API, ...actorParams(alice) })));
+      const results = await Promise.all(
+        Array.from({ length: 25 }, () =>
+          exchange(tp, { subject_token: subject, resource: API, ...actorParams(alice) }),
+        ),
+      );
       const ok = results.filter((result) => result.status === 200);
       const refused = results.filter((result) => result.status === 400 && result.body['error'] === 'invalid_request');
       expect(ok).to.have.length(1);
@@ -475,16 +732,24 @@ describe('token exchange grant', () => {
       for (const result of refused) expect(result.body['error_description']).to.match(/already used/);
     });
 
-    it('destroys the opaque token a losing racer saved, so only the winner\'s token is live', async () => {
+    it("destroys the opaque token a losing racer saved, so only the winner's token is live", async () => {
       const saved: string[] = [];
       const destroyed: string[] = [];
-      const onSaved = (token: { jti: string; gty?: string }) => { if (token.gty === 'urn:ietf:params:oauth:grant-type:token-exchange') saved.push(token.jti); };
-      const onDestroyed = (token: { jti: string }) => { destroyed.push(token.jti); };
+      const onSaved = (token: { jti: string; gty?: string }) => {
+        if (token.gty === 'urn:ietf:params:oauth:grant-type:token-exchange') saved.push(token.jti);
+      };
+      const onDestroyed = (token: { jti: string }) => {
+        destroyed.push(token.jti);
+      };
       tp.provider.on('access_token.saved', onSaved as never);
       tp.provider.on('access_token.destroyed', onDestroyed as never);
       try {
         const subject = await subjectToken(tp);
-        const results = await Promise.all(Array.from({ length: 10 }, () => exchange(tp, { subject_token: subject, resource: OPAQUE_API, scope: 'read' })));
+        const results = await Promise.all(
+          Array.from({ length: 10 }, () =>
+            exchange(tp, { subject_token: subject, resource: OPAQUE_API, scope: 'read' }),
+          ),
+        );
         const winners = results.filter((result) => result.status === 200);
         expect(winners).to.have.length(1);
         const winner = winners[0]!.body['access_token'] as string;
@@ -519,13 +784,17 @@ describe('token exchange grant: the store fails while the actor token is looked 
   let tp: TestProvider;
   let alice: string;
   const unhandled: unknown[] = [];
-  const onUnhandled = (reason: unknown): void => { unhandled.push(reason); };
+  const onUnhandled = (reason: unknown): void => {
+    unhandled.push(reason);
+  };
   before(async () => {
     tp = await startProvider({ adapter: AccessTokenReadsFail });
     alice = await userAccessToken(tp, 'alice');
     process.on('unhandledRejection', onUnhandled);
   });
-  afterEach(() => { failAccessTokenReads = false; });
+  afterEach(() => {
+    failAccessTokenReads = false;
+  });
   after(async () => {
     process.off('unhandledRejection', onUnhandled);
     await tp.close();
@@ -534,23 +803,35 @@ describe('token exchange grant: the store fails while the actor token is looked 
   it('answers 500 server_error, issues nothing and keeps the subject token', async () => {
     const subject = await subjectToken(tp);
     failAccessTokenReads = true;
-    const failed = await exchange(tp, { subject_token: subject, resource: API, scope: 'profile:read', ...actorParams(alice) });
+    const failed = await exchange(tp, {
+      subject_token: subject,
+      resource: API,
+      scope: 'profile:read',
+      ...actorParams(alice),
+    });
     expectError(failed, 500, 'server_error');
     expect(failed.body).to.not.have.property('access_token');
 
     failAccessTokenReads = false;
-    const redeemed = await exchange(tp, { subject_token: subject, resource: API, scope: 'profile:read', ...actorParams(alice) });
+    const redeemed = await exchange(tp, {
+      subject_token: subject,
+      resource: API,
+      scope: 'profile:read',
+      ...actorParams(alice),
+    });
     expect(redeemed.status, JSON.stringify(redeemed.body)).to.equal(200);
   });
 
   it('still refuses a bad subject token first, and leaves no rejection unhandled', async () => {
     failAccessTokenReads = true;
-    const unknown = await exchange(tp, { subject_token: `ist_${'B'.repeat(43)}`, resource: API, ...actorParams(alice) });
+    const unknown = await exchange(tp, {
+      subject_token: `ist_${'B'.repeat(43)}`,
+      resource: API,
+      ...actorParams(alice),
+    });
     expectError(unknown, 400, 'invalid_request', /subject_token is unknown/);
     // An unhandled rejection is reported after the microtask queue drains.
     await new Promise((resolve) => setTimeout(resolve, 50));
     expect(unhandled).to.deep.equal([]);
   });
 });
-
-

@@ -2,7 +2,15 @@ import { expect } from 'chai';
 import { createMemoryAdapter, type MemoryAdapterClass } from '../lib/index.js';
 import { DpopKey } from './support/dpop.js';
 import { API, CLIENTS, REDIRECT_URI, pkcePair, startProvider, type TestProvider } from './support/provider.js';
-import { ACCESS_TOKEN, exchange, expectError, managementRequest, m2mToken, subjectToken, userAccessToken } from './support/http.js';
+import {
+  ACCESS_TOKEN,
+  exchange,
+  expectError,
+  managementRequest,
+  m2mToken,
+  subjectToken,
+  userAccessToken,
+} from './support/http.js';
 
 const BOUND = 500;
 const FLOOD = 700;
@@ -23,7 +31,6 @@ async function startSignIn(tp: TestProvider): Promise<number> {
   return response.status;
 }
 
-
 describe('memory store under a flood of unauthenticated requests', () => {
   let tp: TestProvider;
   let Memory: MemoryAdapterClass;
@@ -38,7 +45,9 @@ describe('memory store under a flood of unauthenticated requests', () => {
     const waiting = await subjectToken(tp);
     const key = await DpopKey.generate();
     const proof = await key.proof(`${tp.base}/token`);
-    const bound = await exchange(tp, { subject_token: await subjectToken(tp), resource: API }, CLIENTS.console, { dpop: proof });
+    const bound = await exchange(tp, { subject_token: await subjectToken(tp), resource: API }, CLIENTS.console, {
+      dpop: proof,
+    });
     expect(bound.status, JSON.stringify(bound.body)).to.equal(200);
 
     for (let sent = 0; sent < FLOOD; sent += 25) {
@@ -46,10 +55,15 @@ describe('memory store under a flood of unauthenticated requests', () => {
       expect(statuses.every((status) => status === 303)).to.equal(true);
     }
 
-    const replay = await exchange(tp, { subject_token: await subjectToken(tp), resource: API }, CLIENTS.console, { dpop: proof });
+    const replay = await exchange(tp, { subject_token: await subjectToken(tp), resource: API }, CLIENTS.console, {
+      dpop: proof,
+    });
     expectError(replay, 400, 'invalid_dpop_proof');
     const redeemed = await exchange(tp, {
-      subject_token: waiting, resource: API, actor_token: actor, actor_token_type: ACCESS_TOKEN,
+      subject_token: waiting,
+      resource: API,
+      actor_token: actor,
+      actor_token_type: ACCESS_TOKEN,
     });
     expect(redeemed.status, JSON.stringify(redeemed.body)).to.equal(200);
 
@@ -78,13 +92,15 @@ describe('memory store at the bound of a protected model: fail closed, never for
     }
   });
 
-  it('refuses a DPoP proof with 503 when the replay store is full, burns nothing, and still refuses earlier proofs\' replays', async () => {
+  it("refuses a DPoP proof with 503 when the replay store is full, burns nothing, and still refuses earlier proofs' replays", async () => {
     const tp = await startProvider({ adapter: createMemoryAdapter({ limits: { ReplayDetection: 2 } }) });
     try {
       const key = await DpopKey.generate();
       const proofs = [await key.proof(`${tp.base}/token`), await key.proof(`${tp.base}/token`)];
       for (const proof of proofs) {
-        const result = await exchange(tp, { subject_token: await subjectToken(tp), resource: API }, CLIENTS.console, { dpop: proof });
+        const result = await exchange(tp, { subject_token: await subjectToken(tp), resource: API }, CLIENTS.console, {
+          dpop: proof,
+        });
         expect(result.status, JSON.stringify(result.body)).to.equal(200);
       }
       const subject = await subjectToken(tp);
@@ -93,7 +109,11 @@ describe('memory store at the bound of a protected model: fail closed, never for
       });
       expectError(full, 503, 'temporarily_unavailable');
       for (const proof of proofs) {
-        expectError(await exchange(tp, { subject_token: subject, resource: API }, CLIENTS.console, { dpop: proof }), 400, 'invalid_dpop_proof');
+        expectError(
+          await exchange(tp, { subject_token: subject, resource: API }, CLIENTS.console, { dpop: proof }),
+          400,
+          'invalid_dpop_proof',
+        );
       }
       expect((await exchange(tp, { subject_token: subject, resource: API })).status).to.equal(200);
     } finally {

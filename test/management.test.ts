@@ -16,7 +16,8 @@ describe('Management API: POST /api/subject-tokens', () => {
   before(async () => {
     tp = await startProvider({
       plugin: {
-        canImpersonate: ({ subject }) => (subject === 'admin' ? { reason: 'administrators may not be impersonated' } : true),
+        canImpersonate: ({ subject }) =>
+          subject === 'admin' ? { reason: 'administrators may not be impersonated' } : true,
         maxContextBytes: 256,
       },
     });
@@ -83,7 +84,11 @@ describe('Management API: POST /api/subject-tokens', () => {
     it('answers 401 invalid_token for a forged or tampered token', async () => {
       const [header, payload, signature] = token.split('.');
       const claims = JSON.parse(Buffer.from(payload!, 'base64url').toString());
-      const tampered = [header, Buffer.from(JSON.stringify({ ...claims, client_id: 'x' })).toString('base64url'), signature].join('.');
+      const tampered = [
+        header,
+        Buffer.from(JSON.stringify({ ...claims, client_id: 'x' })).toString('base64url'),
+        signature,
+      ].join('.');
       for (const value of ['not-a-token', tampered, `${header}.${payload}.`]) {
         const result = await managementRequest(tp, { userId: 'bob' }, value);
         expect(result.status, value).to.equal(401);
@@ -125,7 +130,11 @@ describe('Management API: POST /api/subject-tokens', () => {
     });
 
     it('answers 401 for an M2M token issued for another resource', async () => {
-      const other = await tokenRequest(tp, { grant_type: 'client_credentials', scope: 'profile:read', resource: 'https://api.example.com' }, CLIENTS.noScopeBackend);
+      const other = await tokenRequest(
+        tp,
+        { grant_type: 'client_credentials', scope: 'profile:read', resource: 'https://api.example.com' },
+        CLIENTS.noScopeBackend,
+      );
       expect(other.status).to.equal(200);
       const result = await managementRequest(tp, { userId: 'bob' }, other.body['access_token'] as string);
       expect(result.status).to.equal(401);
@@ -137,11 +146,17 @@ describe('Management API: POST /api/subject-tokens', () => {
       const result = await managementRequest(tp, { userId: 'bob' }, scopeless);
       expect(result.status).to.equal(403);
       expect(result.body['error']).to.equal('insufficient_scope');
-      expect(result.headers.get('www-authenticate')).to.equal('Bearer error="insufficient_scope", scope="subject-tokens:create"');
+      expect(result.headers.get('www-authenticate')).to.equal(
+        'Bearer error="insufficient_scope", scope="subject-tokens:create"',
+      );
     });
 
     it('never hands the management scope to a client whose metadata does not list it', async () => {
-      const result = await tokenRequest(tp, { grant_type: 'client_credentials', scope: 'subject-tokens:create', resource: MANAGEMENT }, CLIENTS.noScopeBackend);
+      const result = await tokenRequest(
+        tp,
+        { grant_type: 'client_credentials', scope: 'subject-tokens:create', resource: MANAGEMENT },
+        CLIENTS.noScopeBackend,
+      );
       expect(result.status).to.equal(400);
       expect(result.body['error']).to.equal('invalid_target');
     });
@@ -149,7 +164,11 @@ describe('Management API: POST /api/subject-tokens', () => {
     it('never hands the management resource to an end-user flow', async () => {
       let failure: unknown;
       try {
-        await userAccessToken(tp, 'alice', { client: CLIENTS.web, scope: 'openid subject-tokens:create', resource: MANAGEMENT });
+        await userAccessToken(tp, 'alice', {
+          client: CLIENTS.web,
+          scope: 'openid subject-tokens:create',
+          resource: MANAGEMENT,
+        });
       } catch (error) {
         failure = error;
       }
@@ -180,7 +199,10 @@ describe('Management API: POST /api/subject-tokens', () => {
     }
 
     it('answers 400 for a wrong content type', async () => {
-      const result = await managementRequest(tp, undefined, token, { contentType: 'application/x-www-form-urlencoded', raw: 'userId=bob' });
+      const result = await managementRequest(tp, undefined, token, {
+        contentType: 'application/x-www-form-urlencoded',
+        raw: 'userId=bob',
+      });
       expect(result.status).to.equal(400);
       expect(result.body['error_description']).to.match(/application\/json/);
     });
@@ -199,7 +221,9 @@ describe('Management API: POST /api/subject-tokens', () => {
     });
 
     it('answers 413 for a body far beyond any context, without reading it all', async () => {
-      const result = await managementRequest(tp, undefined, token, { raw: JSON.stringify({ userId: 'bob', context: { note: 'x'.repeat(100_000) } }) });
+      const result = await managementRequest(tp, undefined, token, {
+        raw: JSON.stringify({ userId: 'bob', context: { note: 'x'.repeat(100_000) } }),
+      });
       expect(result.status).to.equal(413);
     });
   });
@@ -217,9 +241,16 @@ describe('Management API: POST /api/subject-tokens', () => {
       try {
         const result = await managementRequest(tp, { userId: 'admin', context: { ticketId: 'T-9' } }, token);
         expect(result.status).to.equal(403);
-        expect(result.body).to.deep.equal({ error: 'access_denied', error_description: 'administrators may not be impersonated' });
+        expect(result.body).to.deep.equal({
+          error: 'access_denied',
+          error_description: 'administrators may not be impersonated',
+        });
         expect(events).to.have.length(1);
-        expect(events[0]).to.include({ subject: 'admin', createdBy: CLIENTS.backend.client_id, reason: 'administrators may not be impersonated' });
+        expect(events[0]).to.include({
+          subject: 'admin',
+          createdBy: CLIENTS.backend.client_id,
+          reason: 'administrators may not be impersonated',
+        });
       } finally {
         stop();
       }

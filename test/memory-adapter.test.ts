@@ -25,8 +25,17 @@ describe('memory adapter', () => {
 
   it('gives back what JSON keeps, as the Redis adapter does', async () => {
     const tokens = new (createMemoryAdapter())('AccessToken');
-    await tokens.upsert('a', { jti: 'a', scope: undefined, aud: ['x', { y: [1, null] }] as never, extra: {}, at: new Date(0) as never }, 60);
-    expect(await tokens.find('a')).to.deep.equal({ jti: 'a', aud: ['x', { y: [1, null] }], extra: {}, at: '1970-01-01T00:00:00.000Z' });
+    await tokens.upsert(
+      'a',
+      { jti: 'a', scope: undefined, aud: ['x', { y: [1, null] }] as never, extra: {}, at: new Date(0) as never },
+      60,
+    );
+    expect(await tokens.find('a')).to.deep.equal({
+      jti: 'a',
+      aud: ['x', { y: [1, null] }],
+      extra: {},
+      at: '1970-01-01T00:00:00.000Z',
+    });
   });
 
   it('keeps a "__proto__" member a member, never a prototype', async () => {
@@ -116,7 +125,7 @@ describe('memory adapter', () => {
       expect(await store.consumeOnce('k')).to.equal(false);
     });
 
-    it('backs oidc-provider\'s consume()', async () => {
+    it("backs oidc-provider's consume()", async () => {
       const codes = new (createMemoryAdapter())('AuthorizationCode');
       await codes.upsert('c', { jti: 'c' }, 60);
       await codes.consume('c');
@@ -197,7 +206,7 @@ describe('memory adapter', () => {
       expect(Memory.stats().evictedUnexpired).to.deep.equal({});
     });
 
-    it('takes a grant\'s tokens with its index when the index is pushed out, so that no token outlives its revocation', async () => {
+    it("takes a grant's tokens with its index when the index is pushed out, so that no token outlives its revocation", async () => {
       const Memory = createMemoryAdapter({ max: 10, limits: { Grant: 1 } });
       const tokens = new Memory('AccessToken');
       await tokens.upsert('t1', { jti: 't1', grantId: 'g1' }, 60);

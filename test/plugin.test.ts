@@ -9,7 +9,11 @@ describe('createImpersonation: options, configure() and install()', () => {
     const invalid: Array<[string, Partial<ImpersonationOptions>, RegExp]> = [
       ['a missing managementResource', { managementResource: undefined as never }, /managementResource/],
       ['a relative managementResource', { managementResource: '/api' }, /managementResource/],
-      ['a managementResource with a fragment', { managementResource: 'https://id.example.com/api#x' }, /managementResource/],
+      [
+        'a managementResource with a fragment',
+        { managementResource: 'https://id.example.com/api#x' },
+        /managementResource/,
+      ],
       ['two management scopes', { managementScope: 'a b' }, /managementScope/],
       ['a relative managementPath', { managementPath: 'api/subject-tokens' }, /managementPath/],
       ['an unknown managementTokenFormat', { managementTokenFormat: 'paseto' as never }, /managementTokenFormat/],
@@ -53,22 +57,31 @@ describe('createImpersonation: options, configure() and install()', () => {
     it('adds resource indicators, the management scope and a shared memory adapter, keeping the rest', () => {
       const impersonation = createImpersonation({ managementResource: MANAGEMENT });
       const configuration = impersonation.configure({ scopes: ['openid', 'profile'], ttl: { AccessToken: 60 } });
-      expect(configuration.scopes).to.deep.equal(['openid', 'profile', 'subject-tokens:create', 'impersonations:read', 'impersonations:revoke']);
+      expect(configuration.scopes).to.deep.equal([
+        'openid',
+        'profile',
+        'subject-tokens:create',
+        'impersonations:read',
+        'impersonations:revoke',
+      ]);
       expect(configuration.ttl).to.deep.equal({ AccessToken: 60 });
       expect(configuration.features?.resourceIndicators?.enabled).to.equal(true);
       expect(configuration.adapter).to.be.a('function');
       expect(configuration.extraTokenClaims).to.be.a('function');
     });
 
-    it('keeps a deployment\'s adapter', () => {
+    it("keeps a deployment's adapter", () => {
       const adapter = createMemoryAdapter();
       const configuration = createImpersonation({ managementResource: MANAGEMENT }).configure({ adapter });
       expect(configuration.adapter).to.equal(adapter);
     });
 
     it('refuses a configuration that disables resource indicators', () => {
-      expect(() => createImpersonation({ managementResource: MANAGEMENT })
-        .configure({ features: { resourceIndicators: { enabled: false } } })).to.throw(TypeError, /resourceIndicators/);
+      expect(() =>
+        createImpersonation({ managementResource: MANAGEMENT }).configure({
+          features: { resourceIndicators: { enabled: false } },
+        }),
+      ).to.throw(TypeError, /resourceIndicators/);
     });
   });
 
@@ -82,15 +95,24 @@ describe('createImpersonation: options, configure() and install()', () => {
     it('refuses an adapter without the atomic consumeOnce, rather than trusting find-then-consume', () => {
       class LegacyAdapter {
         async upsert() {}
-        async find() { return undefined; }
-        async findByUid() { return undefined; }
-        async findByUserCode() { return undefined; }
+        async find() {
+          return undefined;
+        }
+        async findByUid() {
+          return undefined;
+        }
+        async findByUserCode() {
+          return undefined;
+        }
         async consume() {}
         async destroy() {}
         async revokeByGrantId() {}
       }
       const impersonation = createImpersonation({ managementResource: MANAGEMENT });
-      const provider = new Provider('http://127.0.0.1:1', impersonation.configure({ ...QUIET, adapter: LegacyAdapter }));
+      const provider = new Provider(
+        'http://127.0.0.1:1',
+        impersonation.configure({ ...QUIET, adapter: LegacyAdapter }),
+      );
       expect(() => impersonation.install(provider)).to.throw(TypeError, /consumeOnce/);
     });
 
@@ -98,7 +120,10 @@ describe('createImpersonation: options, configure() and install()', () => {
       const Memory = createMemoryAdapter();
       const tp = await startProvider({ adapter: (name: string) => new Memory(name) });
       try {
-        const discovery = await (await fetch(`${tp.base}/.well-known/openid-configuration`)).json() as Record<string, string[]>;
+        const discovery = (await (await fetch(`${tp.base}/.well-known/openid-configuration`)).json()) as Record<
+          string,
+          string[]
+        >;
         expect(discovery['grant_types_supported']).to.include('urn:ietf:params:oauth:grant-type:token-exchange');
       } finally {
         await tp.close();
@@ -108,9 +133,17 @@ describe('createImpersonation: options, configure() and install()', () => {
     it('mounts the Management API at managementPath', async () => {
       const tp = await startProvider({ plugin: { managementPath: '/internal/impersonation' } });
       try {
-        const moved = await fetch(`${tp.base}/internal/impersonation`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+        const moved = await fetch(`${tp.base}/internal/impersonation`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: '{}',
+        });
         expect(moved.status).to.equal(401);
-        const old = await fetch(`${tp.base}/api/subject-tokens`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+        const old = await fetch(`${tp.base}/api/subject-tokens`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: '{}',
+        });
         expect(old.status).to.equal(404);
       } finally {
         await tp.close();

@@ -8,18 +8,26 @@ import { startProvider, type TestProvider } from './support/provider.js';
 // moves them, this file fails first, naming what moved.
 describe('provider-internals: the one deep import into oidc-provider', () => {
   let tp: TestProvider;
-  before(async () => { tp = await startProvider(); });
+  before(async () => {
+    tp = await startProvider();
+  });
   after(() => tp.close());
 
   it('finds every grant helper the exchange uses', () => {
     for (const name of [
-      'resolveRequestedResources', 'validateClientScope', 'validateDpop', 'checkDpopReplay', 'checkDpopRequired', 'checkMtlsCert', 'buildTokenResponse',
+      'resolveRequestedResources',
+      'validateClientScope',
+      'validateDpop',
+      'checkDpopReplay',
+      'checkDpopRequired',
+      'checkMtlsCert',
+      'buildTokenResponse',
     ] as const) {
       expect(grants[name], name).to.be.a('function');
     }
   });
 
-  it('finds the session-binding check of oidc-provider\'s token models', () => {
+  it("finds the session-binding check of oidc-provider's token models", () => {
     expect(tokenHelpers.checkSessionBinding).to.be.a('function');
   });
 
@@ -29,7 +37,7 @@ describe('provider-internals: the one deep import into oidc-provider', () => {
     expect(configuration.extraTokenClaims).to.be.a('function');
   });
 
-  it('reads the provider\'s adapter', () => {
+  it("reads the provider's adapter", () => {
     expect(providerAdapter(tp.provider)).to.equal(tp.adapter);
   });
 

@@ -32,23 +32,38 @@ describe('README quick start', () => {
     writeFileSync(file, quickStart());
     const port = await freePort();
     base = `http://localhost:${port}`;
-    child = spawn(process.execPath, [file.pathname], { env: { ...process.env, PORT: String(port) }, stdio: ['ignore', 'pipe', 'pipe'] });
+    child = spawn(process.execPath, [file.pathname], {
+      env: { ...process.env, PORT: String(port) },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     await new Promise<void>((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error('quick start did not start within 10 s')), 10_000);
       child.stdout!.on('data', (chunk: Buffer) => {
-        if (String(chunk).includes('listening')) { clearTimeout(timer); resolve(); }
+        if (String(chunk).includes('listening')) {
+          clearTimeout(timer);
+          resolve();
+        }
       });
-      child.once('exit', (code) => { clearTimeout(timer); reject(new Error(`quick start exited with ${code}`)); });
+      child.once('exit', (code) => {
+        clearTimeout(timer);
+        reject(new Error(`quick start exited with ${code}`));
+      });
     });
   });
-  after(() => { child?.kill(); });
+  after(() => {
+    child?.kill();
+  });
 
-  it('runs, and the README\'s curl walk-through works against it', async () => {
-    const m2m = await fetch(`${base}/token`, {
+  it("runs, and the README's curl walk-through works against it", async () => {
+    const m2m = (await fetch(`${base}/token`, {
       method: 'POST',
       headers: { authorization: `Basic ${Buffer.from('impersonation-backend:change-me').toString('base64')}` },
-      body: new URLSearchParams({ grant_type: 'client_credentials', scope: 'subject-tokens:create', resource: `${base}/api` }),
-    }).then((response) => response.json()) as { access_token: string };
+      body: new URLSearchParams({
+        grant_type: 'client_credentials',
+        scope: 'subject-tokens:create',
+        resource: `${base}/api`,
+      }),
+    }).then((response) => response.json())) as { access_token: string };
     expect(m2m.access_token).to.be.a('string');
 
     const created = await fetch(`${base}/api/subject-tokens`, {
@@ -57,7 +72,7 @@ describe('README quick start', () => {
       body: JSON.stringify({ userId: 'bob', context: { ticketId: 'T-1', reason: 'checkout fails' } }),
     });
     expect(created.status).to.equal(201);
-    const { subjectToken } = await created.json() as { subjectToken: string };
+    const { subjectToken } = (await created.json()) as { subjectToken: string };
 
     const exchanged = await fetch(`${base}/token`, {
       method: 'POST',
@@ -70,7 +85,7 @@ describe('README quick start', () => {
         scope: 'profile:read',
       }),
     });
-    const body = await exchanged.json() as Record<string, string>;
+    const body = (await exchanged.json()) as Record<string, string>;
     expect(exchanged.status, JSON.stringify(body)).to.equal(200);
     const claims = decodeJwt(body['access_token']!);
     expect(claims).to.include({ sub: 'bob', aud: 'https://api.example.com' });

@@ -1,7 +1,11 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { expect } from 'chai';
-import { createImpersonationVerifier, ImpersonationTokenError, type ImpersonationVerifier } from '../lib/resource-server/index.js';
+import {
+  createImpersonationVerifier,
+  ImpersonationTokenError,
+  type ImpersonationVerifier,
+} from '../lib/resource-server/index.js';
 import { API, CLIENTS, READ_SCOPE, REVOKE_SCOPE, startProvider, type TestProvider } from './support/provider.js';
 import { ACCESS_TOKEN, decodeJwt, exchange, m2mToken, subjectToken, userAccessToken } from './support/http.js';
 
@@ -13,10 +17,13 @@ async function feedRelay(target: string): Promise<{ url: string; cut: boolean; s
       response.destroy();
       return;
     }
-    fetch(`${target}${request.url!.replace(/^\/feed/, '')}`).then(async (upstream) => {
-      response.writeHead(upstream.status, { 'content-type': 'application/json' });
-      response.end(await upstream.text());
-    }, () => response.destroy());
+    fetch(`${target}${request.url!.replace(/^\/feed/, '')}`).then(
+      async (upstream) => {
+        response.writeHead(upstream.status, { 'content-type': 'application/json' });
+        response.end(await upstream.text());
+      },
+      () => response.destroy(),
+    );
   });
   await new Promise<void>((resolve) => relay.server.listen(0, '127.0.0.1', resolve));
   relay.url = `http://127.0.0.1:${(relay.server.address() as AddressInfo).port}/feed`;
@@ -46,7 +53,11 @@ describe('resource-server helper: verify impersonation JWTs and honour revocatio
     admin = await m2mToken(tp, CLIENTS.admin, `${READ_SCOPE} ${REVOKE_SCOPE}`);
     relay = await feedRelay(`${tp.base}/api/impersonations/revocations`);
     verifier = createImpersonationVerifier({
-      issuer: tp.issuer, audience: API, revocationsUri: relay.url, refreshInterval: 200, maxStaleness: 1000,
+      issuer: tp.issuer,
+      audience: API,
+      revocationsUri: relay.url,
+      refreshInterval: 200,
+      maxStaleness: 1000,
     });
     await verifier.ready();
   });
@@ -59,7 +70,11 @@ describe('resource-server helper: verify impersonation JWTs and honour revocatio
 
   async function impersonation(): Promise<string> {
     const result = await exchange(tp, {
-      subject_token: await subjectToken(tp), resource: API, scope: 'profile:read', actor_token: alice, actor_token_type: ACCESS_TOKEN,
+      subject_token: await subjectToken(tp),
+      resource: API,
+      scope: 'profile:read',
+      actor_token: alice,
+      actor_token_type: ACCESS_TOKEN,
     });
     return result.body['access_token'] as string;
   }
@@ -77,7 +92,10 @@ describe('resource-server helper: verify impersonation JWTs and honour revocatio
     const token = await impersonation();
     const session = decodeJwt(token)['impersonation_session'] as string;
     await verifier.verify(token);
-    const response = await fetch(`${tp.base}/api/impersonations/${session}`, { method: 'DELETE', headers: { authorization: `Bearer ${admin}` } });
+    const response = await fetch(`${tp.base}/api/impersonations/${session}`, {
+      method: 'DELETE',
+      headers: { authorization: `Bearer ${admin}` },
+    });
     expect(response.status).to.equal(204);
     const revokedAt = Date.now();
     let error: ImpersonationTokenError | undefined;
@@ -93,7 +111,11 @@ describe('resource-server helper: verify impersonation JWTs and honour revocatio
     const token = await impersonation();
     expect((await refusal(verifier, `${token.slice(0, -4)}AAAA`))?.code).to.equal('invalid_token');
     expect((await refusal(verifier, 'garbage'))?.code).to.equal('invalid_token');
-    const other = createImpersonationVerifier({ issuer: tp.issuer, audience: 'https://elsewhere.example.com', revocationsUri: relay.url });
+    const other = createImpersonationVerifier({
+      issuer: tp.issuer,
+      audience: 'https://elsewhere.example.com',
+      revocationsUri: relay.url,
+    });
     try {
       await other.ready();
       expect((await refusal(other, token))?.code).to.equal('invalid_token');

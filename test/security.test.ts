@@ -3,14 +3,28 @@ import { expect } from 'chai';
 import type { KoaContextWithOIDC } from 'oidc-provider';
 import { EVENTS, onImpersonationEvent, type ImpersonationEvent } from '../lib/index.js';
 import {
-  ACTOR_API, API, CLIENTS, MANAGEMENT, MANAGEMENT_SCOPE, OPAQUE_API, USERS, startProvider, type TestProvider,
+  ACTOR_API,
+  API,
+  CLIENTS,
+  MANAGEMENT,
+  MANAGEMENT_SCOPE,
+  OPAQUE_API,
+  USERS,
+  startProvider,
+  type TestProvider,
 } from './support/provider.js';
 import {
-  ACCESS_TOKEN, actorParams, decodeJwt, exchange, expectError, introspect, m2mToken, subjectToken, tokenRequest, userAccessToken,
+  ACCESS_TOKEN,
+  actorParams,
+  decodeJwt,
+  exchange,
+  expectError,
+  introspect,
+  m2mToken,
+  subjectToken,
+  tokenRequest,
+  userAccessToken,
 } from './support/http.js';
-
-
-
 
 describe('security guarantees', () => {
   let tp: TestProvider;
@@ -32,7 +46,10 @@ describe('security guarantees', () => {
   after(() => tp.close());
 
   describe('events name tokens by non-secret ids only', () => {
-    for (const [format, resource] of [['opaque', OPAQUE_API], ['JWT', API]] as const) {
+    for (const [format, resource] of [
+      ['opaque', OPAQUE_API],
+      ['JWT', API],
+    ] as const) {
       it(`names an issued ${format} access token without its value`, async () => {
         const events: ImpersonationEvent[] = [];
         const stop = onImpersonationEvent(tp.provider, EVENTS.exchangeSucceeded, (event) => events.push(event));
@@ -42,9 +59,9 @@ describe('security guarantees', () => {
           const value = result.body['access_token'] as string;
           expect(events).to.have.length(1);
           expect(JSON.stringify(events[0])).to.not.include(value);
-          expect(events[0]!.accessTokenId).to.equal(format === 'opaque'
-            ? `sha256.${hash('sha256', value, 'base64url')}`
-            : decodeJwt(value)['jti']);
+          expect(events[0]!.accessTokenId).to.equal(
+            format === 'opaque' ? `sha256.${hash('sha256', value, 'base64url')}` : decodeJwt(value)['jti'],
+          );
         } finally {
           stop();
         }
@@ -61,19 +78,32 @@ describe('security guarantees', () => {
       await grant!.destroy();
       const userinfo = await fetch(`${tp.base}/me`, { headers: { authorization: `Bearer ${actor}` } });
       expect(userinfo.status).to.equal(401);
-      expectError(await exchange(tp, { subject_token: subject, resource: API, ...actorParams(actor) }), 400, 'invalid_request', /actor_token/);
+      expectError(
+        await exchange(tp, { subject_token: subject, resource: API, ...actorParams(actor) }),
+        400,
+        'invalid_request',
+        /actor_token/,
+      );
       // The subject token was not burned by the refusal.
-      expect((await exchange(tp, { subject_token: subject, resource: API, ...actorParams(alice) })).status).to.equal(200);
+      expect((await exchange(tp, { subject_token: subject, resource: API, ...actorParams(alice) })).status).to.equal(
+        200,
+      );
     });
 
     it('refuses an actor token of a user findAccount no longer knows (opaque and JWT)', async () => {
       const opaque = await userAccessToken(tp, 'dave');
       const jwt = await userAccessToken(tp, 'dave', { scope: 'openid', resource: ACTOR_API });
-      expect((await exchange(tp, { subject_token: await subjectToken(tp), resource: API, ...actorParams(opaque) })).status).to.equal(200);
+      expect(
+        (await exchange(tp, { subject_token: await subjectToken(tp), resource: API, ...actorParams(opaque) })).status,
+      ).to.equal(200);
       accounts.delete('dave');
       try {
         for (const actor of [opaque, jwt]) {
-          const result = await exchange(tp, { subject_token: await subjectToken(tp), resource: API, ...actorParams(actor) });
+          const result = await exchange(tp, {
+            subject_token: await subjectToken(tp),
+            resource: API,
+            ...actorParams(actor),
+          });
           expectError(result, 400, 'invalid_request', /actor_token names a user that no longer exists/);
         }
       } finally {
@@ -86,7 +116,9 @@ describe('security guarantees', () => {
       const bound = await subjectToken(tp, { userId: 'bob', actorId: 'alice' });
       expectError(
         await exchange(tp, { subject_token: bound, resource: API, ...actorParams(fromWeb) }),
-        400, 'invalid_request', /issued to a client whose tokens are not accepted/,
+        400,
+        'invalid_request',
+        /issued to a client whose tokens are not accepted/,
       );
       // The same token is an actor token at its own client.
       const result = await exchange(tp, { subject_token: bound, resource: API, ...actorParams(fromWeb) }, CLIENTS.web);
@@ -97,12 +129,23 @@ describe('security guarantees', () => {
       const other = await startProvider({ plugin: { actorClients: [CLIENTS.web.client_id] } });
       try {
         const fromWeb = await userAccessToken(other, 'alice', { client: CLIENTS.web });
-        const result = await exchange(other, { subject_token: await subjectToken(other), resource: API, ...actorParams(fromWeb) });
+        const result = await exchange(other, {
+          subject_token: await subjectToken(other),
+          resource: API,
+          ...actorParams(fromWeb),
+        });
         expect(result.status, JSON.stringify(result.body)).to.equal(200);
         expect(decodeJwt(result.body['access_token'] as string)['act']).to.deep.equal({ sub: 'alice' });
         const fromConsole = await userAccessToken(other, 'alice', { client: CLIENTS.console });
-        expect((await exchange(other, { subject_token: await subjectToken(other), resource: API, ...actorParams(fromConsole) })).status)
-          .to.equal(200);
+        expect(
+          (
+            await exchange(other, {
+              subject_token: await subjectToken(other),
+              resource: API,
+              ...actorParams(fromConsole),
+            })
+          ).status,
+        ).to.equal(200);
       } finally {
         await other.close();
       }
@@ -124,13 +167,17 @@ describe('security guarantees', () => {
   describe('client_secret_basic clients (spec 5.2)', () => {
     it('answers 401 invalid_client when the secret comes in the body, and keeps the subject token', async () => {
       const subject = await subjectToken(tp);
-      const posted = await tokenRequest(tp, {
-        grant_type: 'urn:ietf:params:oauth:grant-type:token-exchange',
-        subject_token: subject,
-        subject_token_type: ACCESS_TOKEN,
-        resource: API,
-        client_secret: CLIENTS.web.client_secret,
-      }, { client_id: CLIENTS.web.client_id });
+      const posted = await tokenRequest(
+        tp,
+        {
+          grant_type: 'urn:ietf:params:oauth:grant-type:token-exchange',
+          subject_token: subject,
+          subject_token_type: ACCESS_TOKEN,
+          resource: API,
+          client_secret: CLIENTS.web.client_secret,
+        },
+        { client_id: CLIENTS.web.client_id },
+      );
       expectError(posted, 401, 'invalid_client');
       expect((await exchange(tp, { subject_token: subject, resource: API }, CLIENTS.web)).status).to.equal(200);
     });
@@ -138,7 +185,9 @@ describe('security guarantees', () => {
 
   describe('the management scope is not an ordinary OIDC scope', () => {
     it('is not advertised in scopes_supported', async () => {
-      const discovery = await (await fetch(`${tp.base}/.well-known/openid-configuration`)).json() as { scopes_supported: string[] };
+      const discovery = (await (await fetch(`${tp.base}/.well-known/openid-configuration`)).json()) as {
+        scopes_supported: string[];
+      };
       expect(discovery.scopes_supported).to.include('openid');
       expect(discovery.scopes_supported).to.not.include(MANAGEMENT_SCOPE);
     });
@@ -177,11 +226,14 @@ describe('security guarantees', () => {
     }
   });
 
-  describe('a custom authenticator\'s description', () => {
+  describe("a custom authenticator's description", () => {
     it('gives a 401 with a safe WWW-Authenticate header for CR, LF and non-Latin-1 text', async () => {
       const custom = await startProvider({
         plugin: {
-          authenticateManagementRequest: () => ({ error: 'invalid_token', description: 'bad\r\nX-Injected: 1 — 令牌无效 "quoted"' }),
+          authenticateManagementRequest: () => ({
+            error: 'invalid_token',
+            description: 'bad\r\nX-Injected: 1 — 令牌无效 "quoted"',
+          }),
         },
       });
       try {
@@ -195,7 +247,7 @@ describe('security guarantees', () => {
         const challenge = response.headers.get('www-authenticate')!;
         expect(challenge).to.match(/^Bearer error="invalid_token", error_description="[\x20-\x7E]*"$/);
         expect(challenge).to.include('X-Injected: 1');
-        const body = await response.json() as Record<string, string>;
+        const body = (await response.json()) as Record<string, string>;
         expect(body['error_description']).to.equal('bad\r\nX-Injected: 1 — 令牌无效 "quoted"');
       } finally {
         await custom.close();

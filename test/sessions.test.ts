@@ -1,10 +1,28 @@
 import { expect } from 'chai';
 import { EVENTS, onImpersonationEvent, type ImpersonationEvent } from '../lib/index.js';
 import {
-  API, CLIENTS, OPAQUE_API, READ_SCOPE, REVOKE_SCOPE, startProvider, type TestProvider,
+  API,
+  CLIENTS,
+  OPAQUE_API,
+  READ_SCOPE,
+  REVOKE_SCOPE,
+  startProvider,
+  type TestProvider,
 } from './support/provider.js';
 import {
-  ACCESS_TOKEN, apiRequest as call, decodeJwt, exchange, expectError, introspect, logout, managementRequest, m2mToken, subjectToken, userAccessToken, userSignIn, type Reply,
+  ACCESS_TOKEN,
+  apiRequest as call,
+  decodeJwt,
+  exchange,
+  expectError,
+  introspect,
+  logout,
+  managementRequest,
+  m2mToken,
+  subjectToken,
+  userAccessToken,
+  userSignIn,
+  type Reply,
 } from './support/http.js';
 
 const SESSIONS = '/api/impersonations';
@@ -30,7 +48,13 @@ describe('impersonation sessions', () => {
     alice = await userAccessToken(tp, 'alice');
     admin = await m2mToken(tp, CLIENTS.admin, `${READ_SCOPE} ${REVOKE_SCOPE}`);
     readOnly = await m2mToken(tp, CLIENTS.admin, READ_SCOPE);
-    for (const name of [EVENTS.sessionRevoked, EVENTS.sessionEnded, EVENTS.subjectTokenWithdrawn, EVENTS.revocationsServed, EVENTS.exchangeSucceeded]) {
+    for (const name of [
+      EVENTS.sessionRevoked,
+      EVENTS.sessionEnded,
+      EVENTS.subjectTokenWithdrawn,
+      EVENTS.revocationsServed,
+      EVENTS.exchangeSucceeded,
+    ]) {
       onImpersonationEvent(tp.provider, name, (event) => events.push([name, event]));
     }
   });
@@ -42,13 +66,18 @@ describe('impersonation sessions', () => {
     scope = 'profile:read',
   ): Promise<{ token: string; session: string; reply: Reply }> {
     const reply = await exchange(tp, {
-      subject_token: await subjectToken(tp, body), resource, scope, actor_token: alice, actor_token_type: ACCESS_TOKEN,
+      subject_token: await subjectToken(tp, body),
+      resource,
+      scope,
+      actor_token: alice,
+      actor_token_type: ACCESS_TOKEN,
     });
     expect(reply.status, JSON.stringify(reply.body)).to.equal(200);
     const token = reply.body['access_token'] as string;
-    const session = resource === API
-      ? decodeJwt(token)['impersonation_session'] as string
-      : (await introspect(tp, token))['impersonation_session'] as string;
+    const session =
+      resource === API
+        ? (decodeJwt(token)['impersonation_session'] as string)
+        : ((await introspect(tp, token))['impersonation_session'] as string);
     return { token, session, reply };
   }
 
@@ -63,11 +92,19 @@ describe('impersonation sessions', () => {
       const read = await call(tp, 'GET', `${SESSIONS}/${session}`, readOnly);
       expect(read.status).to.equal(200);
       expect(read.body).to.include({
-        id: session, subject: 'bob', actor: 'alice', clientId: CLIENTS.console.client_id, resource: API, scope: 'profile:read', state: 'active',
+        id: session,
+        subject: 'bob',
+        actor: 'alice',
+        clientId: CLIENTS.console.client_id,
+        resource: API,
+        scope: 'profile:read',
+        state: 'active',
       });
       expect(read.body['context']).to.deep.equal({ ticketId: 'T-1' });
       expect(Date.parse(read.body['createdAt'] as string)).to.be.closeTo(Date.now(), 5000);
-      expect(Date.parse(read.body['expiresAt'] as string) - Date.parse(read.body['createdAt'] as string)).to.equal(900_000);
+      expect(Date.parse(read.body['expiresAt'] as string) - Date.parse(read.body['createdAt'] as string)).to.equal(
+        900_000,
+      );
       expect(read.headers.get('cache-control')).to.equal('no-store');
 
       const listed = await call(tp, 'GET', `${SESSIONS}?subject=bob&limit=100`, readOnly);
@@ -92,7 +129,12 @@ describe('impersonation sessions', () => {
       const seen: string[] = [];
       let cursor: string | null = null;
       do {
-        const page: Reply = await call(tp, 'GET', `${SESSIONS}?subject=admin&actor=alice&clientId=${CLIENTS.console.client_id}&limit=2${cursor ? `&cursor=${cursor}` : ''}`, readOnly);
+        const page: Reply = await call(
+          tp,
+          'GET',
+          `${SESSIONS}?subject=admin&actor=alice&clientId=${CLIENTS.console.client_id}&limit=2${cursor ? `&cursor=${cursor}` : ''}`,
+          readOnly,
+        );
         expect(page.status, JSON.stringify(page.body)).to.equal(200);
         const items = page.body['items'] as Array<{ id: string; subject: string }>;
         expect(items.length).to.be.at.most(2);
@@ -129,10 +171,16 @@ describe('impersonation sessions', () => {
       expectError(await call(tp, 'GET', SESSIONS, 'not-a-token'), 401, 'invalid_token');
       const forbidden = await call(tp, 'GET', SESSIONS, creator);
       expectError(forbidden, 403, 'insufficient_scope');
-      expect(forbidden.headers.get('www-authenticate')).to.equal(`Bearer error="insufficient_scope", scope="${READ_SCOPE}"`);
+      expect(forbidden.headers.get('www-authenticate')).to.equal(
+        `Bearer error="insufficient_scope", scope="${READ_SCOPE}"`,
+      );
       expectError(await call(tp, 'GET', `${SESSIONS}/${session}`, creator), 403, 'insufficient_scope');
       expectError(await call(tp, 'DELETE', `${SESSIONS}/${session}`, readOnly), 403, 'insufficient_scope');
-      expectError(await call(tp, 'DELETE', `/api/subject-tokens/stid_AAAAAAAAAAAAAAAA`, readOnly), 403, 'insufficient_scope');
+      expectError(
+        await call(tp, 'DELETE', `/api/subject-tokens/stid_AAAAAAAAAAAAAAAA`, readOnly),
+        403,
+        'insufficient_scope',
+      );
       expectError(await managementRequest(tp, { userId: 'bob' }, admin), 403, 'insufficient_scope');
     });
 
@@ -143,7 +191,9 @@ describe('impersonation sessions', () => {
     });
 
     it('never advertises the new scopes, nor lets an end-user flow carry them', async () => {
-      const discovery = await (await fetch(`${tp.base}/.well-known/openid-configuration`)).json() as { scopes_supported: string[] };
+      const discovery = (await (await fetch(`${tp.base}/.well-known/openid-configuration`)).json()) as {
+        scopes_supported: string[];
+      };
       expect(discovery.scopes_supported).to.not.include.members([READ_SCOPE, REVOKE_SCOPE]);
       const token = await userAccessToken(tp, 'alice', { scope: `openid ${READ_SCOPE} ${REVOKE_SCOPE}` });
       expect(String((await introspect(tp, token))['scope'])).to.equal('openid');
@@ -157,7 +207,11 @@ describe('impersonation sessions', () => {
       const revoked = await call(tp, 'DELETE', `${SESSIONS}/${session}`, admin, { reason: 'ticket closed' });
       expect(revoked.status, JSON.stringify(revoked.body)).to.equal(204);
       const read = await call(tp, 'GET', `${SESSIONS}/${session}`, readOnly);
-      expect(read.body).to.include({ state: 'revoked', revokedBy: CLIENTS.admin.client_id, revocationReason: 'ticket closed' });
+      expect(read.body).to.include({
+        state: 'revoked',
+        revokedBy: CLIENTS.admin.client_id,
+        revocationReason: 'ticket closed',
+      });
       const listed = await call(tp, 'GET', `${SESSIONS}?subject=bob&limit=100`, readOnly);
       expect((listed.body['items'] as Array<{ id: string }>).map((item) => item.id)).to.not.include(session);
 
@@ -168,7 +222,13 @@ describe('impersonation sessions', () => {
       expect((await call(tp, 'DELETE', `${SESSIONS}/${session}`, admin)).status).to.equal(204);
       const revokedEvents = events.filter(([name]) => name === EVENTS.sessionRevoked).map(([, event]) => event);
       expect(revokedEvents).to.have.length(1);
-      expect(revokedEvents[0]).to.include({ sessionId: session, subject: 'bob', actor: 'alice', revokedBy: CLIENTS.admin.client_id, reason: 'ticket closed' });
+      expect(revokedEvents[0]).to.include({
+        sessionId: session,
+        subject: 'bob',
+        actor: 'alice',
+        revokedBy: CLIENTS.admin.client_id,
+        reason: 'ticket closed',
+      });
       expect(events.some(([name]) => name === EVENTS.revocationsServed)).to.equal(true);
     });
 
@@ -182,26 +242,44 @@ describe('impersonation sessions', () => {
     it('reports a session stopped by ten concurrent DELETEs once', async () => {
       events.length = 0;
       const { session } = await impersonate();
-      const replies = await Promise.all(Array.from({ length: 10 }, () => call(tp, 'DELETE', `${SESSIONS}/${session}`, admin)));
+      const replies = await Promise.all(
+        Array.from({ length: 10 }, () => call(tp, 'DELETE', `${SESSIONS}/${session}`, admin)),
+      );
       expect(replies.map((reply) => reply.status)).to.deep.equal(Array(10).fill(204));
-      expect(events.filter(([name, event]) => name === EVENTS.sessionRevoked && event.sessionId === session)).to.have.length(1);
+      expect(
+        events.filter(([name, event]) => name === EVENTS.sessionRevoked && event.sessionId === session),
+      ).to.have.length(1);
     });
 
     it('refuses a revocation body that is not { reason }', async () => {
       const { session } = await impersonate();
-      expectError(await call(tp, 'DELETE', `${SESSIONS}/${session}`, admin, { reason: 'x', by: 'me' }), 400, 'invalid_request', /unknown field: by/);
-      expectError(await call(tp, 'DELETE', `${SESSIONS}/${session}`, admin, { reason: '' }), 400, 'invalid_request', /reason/);
+      expectError(
+        await call(tp, 'DELETE', `${SESSIONS}/${session}`, admin, { reason: 'x', by: 'me' }),
+        400,
+        'invalid_request',
+        /unknown field: by/,
+      );
+      expectError(
+        await call(tp, 'DELETE', `${SESSIONS}/${session}`, admin, { reason: '' }),
+        400,
+        'invalid_request',
+        /reason/,
+      );
       expect((await call(tp, 'GET', `${SESSIONS}/${session}`, readOnly)).body['state']).to.equal('active');
     });
   });
 
-  describe('the actor\'s logout', () => {
+  describe("the actor's logout", () => {
     it('ends every impersonation started from that sign-in, JWT and opaque, and no other', async () => {
       events.length = 0;
       const signedIn = await userSignIn(tp, 'alice');
       const started = async (resource: string, scope: string, actorToken: string) => {
         const reply = await exchange(tp, {
-          subject_token: await subjectToken(tp), resource, scope, actor_token: actorToken, actor_token_type: ACCESS_TOKEN,
+          subject_token: await subjectToken(tp),
+          resource,
+          scope,
+          actor_token: actorToken,
+          actor_token_type: ACCESS_TOKEN,
         });
         expect(reply.status, JSON.stringify(reply.body)).to.equal(200);
         return reply.body['access_token'] as string;
@@ -215,7 +293,8 @@ describe('impersonation sessions', () => {
       await logout(tp, signedIn.cookies);
       // The sessions end right after the logout request, not within it: wait up to a second.
       const deadline = Date.now() + 1000;
-      const read = () => Promise.all([jwtSession, opaqueSession].map((id) => call(tp, 'GET', `${SESSIONS}/${id}`, readOnly)));
+      const read = () =>
+        Promise.all([jwtSession, opaqueSession].map((id) => call(tp, 'GET', `${SESSIONS}/${id}`, readOnly)));
       let reads = await read();
       while (reads.some((reply) => reply.body['state'] === 'active') && Date.now() < deadline) {
         await new Promise((resolve) => setTimeout(resolve, 25));
@@ -224,7 +303,10 @@ describe('impersonation sessions', () => {
       for (const reply of reads) expect(reply.body).to.include({ state: 'ended', endReason: 'actor_logout' });
       expect(await introspect(tp, opaque)).to.deep.equal({ active: false });
       const feed = await call(tp, 'GET', `${SESSIONS}/revocations`);
-      expect((feed.body['revoked'] as Array<{ id: string }>).map((entry) => entry.id)).to.include.members([jwtSession, opaqueSession]);
+      expect((feed.body['revoked'] as Array<{ id: string }>).map((entry) => entry.id)).to.include.members([
+        jwtSession,
+        opaqueSession,
+      ]);
       const other = decodeJwt(elsewhere)['impersonation_session'] as string;
       expect((await call(tp, 'GET', `${SESSIONS}/${other}`, readOnly)).body['state']).to.equal('active');
       const ended = events.filter(([name]) => name === EVENTS.sessionEnded).map(([, event]) => event.sessionId);
@@ -241,13 +323,21 @@ describe('impersonation sessions', () => {
       expect((await call(tp, 'DELETE', `/api/subject-tokens/${id}`, admin)).status).to.equal(204);
       expectError(await exchange(tp, { subject_token: value, resource: API }), 400, 'invalid_request', /withdrawn/);
       expect((await call(tp, 'DELETE', `/api/subject-tokens/${id}`, admin)).status).to.equal(204);
-      expect(events.filter(([name]) => name === EVENTS.subjectTokenWithdrawn).map(([, event]) => event.subjectTokenId)).to.deep.equal([id, id]);
+      expect(
+        events.filter(([name]) => name === EVENTS.subjectTokenWithdrawn).map(([, event]) => event.subjectTokenId),
+      ).to.deep.equal([id, id]);
 
       expectError(await call(tp, 'DELETE', '/api/subject-tokens/stid_AAAAAAAAAAAAAAAA', admin), 404, 'not_found');
       expectError(await call(tp, 'DELETE', '/api/subject-tokens/nonsense', admin), 404, 'not_found');
       const redeemed = await managementRequest(tp, { userId: 'bob' }, await m2mToken(tp));
-      expect((await exchange(tp, { subject_token: redeemed.body['subjectToken'] as string, resource: API })).status).to.equal(200);
-      expectError(await call(tp, 'DELETE', `/api/subject-tokens/${redeemed.body['id'] as string}`, admin), 409, 'already_redeemed');
+      expect(
+        (await exchange(tp, { subject_token: redeemed.body['subjectToken'] as string, resource: API })).status,
+      ).to.equal(200);
+      expectError(
+        await call(tp, 'DELETE', `/api/subject-tokens/${redeemed.body['id'] as string}`, admin),
+        409,
+        'already_redeemed',
+      );
     });
   });
 
@@ -256,7 +346,11 @@ describe('impersonation sessions', () => {
       const { reply, token } = await impersonate(API, { userId: 'bob' }, 'profile:read profile:write');
       expect(reply.body['scope']).to.equal('profile:read');
       expect(decodeJwt(token)['scope']).to.equal('profile:read');
-      const allowed = await impersonate(API, { userId: 'bob', context: { writes: true } }, 'profile:read profile:write');
+      const allowed = await impersonate(
+        API,
+        { userId: 'bob', context: { writes: true } },
+        'profile:read profile:write',
+      );
       expect(allowed.reply.body['scope']).to.equal('profile:read profile:write');
     });
 
@@ -279,15 +373,36 @@ describe('actor freshness (step-up, RFC 9470)', function () {
       const signedInBefore = Date.now();
       const fresh = await userAccessToken(tp, 'alice');
       const subject = await subjectToken(tp);
-      expect((await exchange(tp, { subject_token: await subjectToken(tp), resource: API, actor_token: fresh, actor_token_type: ACCESS_TOKEN })).status)
-        .to.equal(200);
+      expect(
+        (
+          await exchange(tp, {
+            subject_token: await subjectToken(tp),
+            resource: API,
+            actor_token: fresh,
+            actor_token_type: ACCESS_TOKEN,
+          })
+        ).status,
+      ).to.equal(200);
       await new Promise((resolve) => setTimeout(resolve, signedInBefore + (maxAge + 1.1) * 1000 - Date.now()));
-      const stale = await exchange(tp, { subject_token: subject, resource: API, actor_token: fresh, actor_token_type: ACCESS_TOKEN });
+      const stale = await exchange(tp, {
+        subject_token: subject,
+        resource: API,
+        actor_token: fresh,
+        actor_token_type: ACCESS_TOKEN,
+      });
       expectError(stale, 400, 'insufficient_user_authentication', /sign in again/);
       expect(stale.body['max_age']).to.equal(maxAge);
       const again = await userAccessToken(tp, 'alice');
-      expect((await exchange(tp, { subject_token: subject, resource: API, actor_token: again, actor_token_type: ACCESS_TOKEN })).status)
-        .to.equal(200);
+      expect(
+        (
+          await exchange(tp, {
+            subject_token: subject,
+            resource: API,
+            actor_token: again,
+            actor_token_type: ACCESS_TOKEN,
+          })
+        ).status,
+      ).to.equal(200);
     } finally {
       await tp.close();
     }
@@ -297,11 +412,21 @@ describe('actor freshness (step-up, RFC 9470)', function () {
     const tp = await startProvider({ plugin: { actorAuthentication: { acrValues: ['urn:example:mfa'] } } });
     try {
       const opaque = await userAccessToken(tp, 'alice');
-      const weak = await exchange(tp, { subject_token: await subjectToken(tp), resource: API, actor_token: opaque, actor_token_type: ACCESS_TOKEN });
+      const weak = await exchange(tp, {
+        subject_token: await subjectToken(tp),
+        resource: API,
+        actor_token: opaque,
+        actor_token_type: ACCESS_TOKEN,
+      });
       expectError(weak, 400, 'insufficient_user_authentication');
       expect(weak.body['acr_values']).to.equal('urn:example:mfa');
       const jwt = await userAccessToken(tp, 'alice', { scope: 'openid', resource: 'https://actor.example.com' });
-      const unknown = await exchange(tp, { subject_token: await subjectToken(tp), resource: API, actor_token: jwt, actor_token_type: ACCESS_TOKEN });
+      const unknown = await exchange(tp, {
+        subject_token: await subjectToken(tp),
+        resource: API,
+        actor_token: jwt,
+        actor_token_type: ACCESS_TOKEN,
+      });
       expectError(unknown, 400, 'insufficient_user_authentication');
     } finally {
       await tp.close();

@@ -7,10 +7,13 @@ import { postgresTestAdapter } from './support/postgres-adapter.js';
 // The contract the session store relies on, checked on every adapter the package ships.
 const adapters: Array<[string, () => Promise<ImpersonationAdapter>]> = [
   ['memory', async () => new (createMemoryAdapter())('ImpersonationSession')],
-  ['Redis', async () => {
-    await assertRedisReachable();
-    return new (redisTestAdapter())('ImpersonationSession');
-  }],
+  [
+    'Redis',
+    async () => {
+      await assertRedisReachable();
+      return new (redisTestAdapter())('ImpersonationSession');
+    },
+  ],
   ['PostgreSQL', async () => new (await postgresTestAdapter())('ImpersonationSession')],
 ];
 
@@ -18,11 +21,18 @@ for (const [name, open] of adapters) {
   describe(`sorted indexes (${name} adapter)`, () => {
     let store: ImpersonationAdapter;
     const later = (seconds: number) => Date.now() + seconds * 1000;
-    beforeEach(async () => { store = await open(); });
+    beforeEach(async () => {
+      store = await open();
+    });
 
     it('returns live members latest expiry first, ties by member descending, and pages after a position', async () => {
       const base = later(60);
-      for (const [member, at] of [['a', base], ['b', base + 1000], ['c', base + 1000], ['d', base + 2000]] as const) {
+      for (const [member, at] of [
+        ['a', base],
+        ['b', base + 1000],
+        ['c', base + 1000],
+        ['d', base + 2000],
+      ] as const) {
         await store.indexAdd(['all'], member, at);
       }
       const everything = await store.indexRange('all', undefined, 10);
@@ -76,7 +86,7 @@ for (const [name, open] of adapters) {
       expect(await store.indexRange('two', undefined, 10)).to.deep.equal([]);
     });
 
-    it('keeps indexes of one name apart from another\'s', async () => {
+    it("keeps indexes of one name apart from another's", async () => {
       await store.indexAdd(['subject:bob'], 's1', later(60));
       await store.indexAdd(['subject:carol'], 's2', later(60));
       expect((await store.indexRange('subject:bob', undefined, 10)).map((entry) => entry.member)).to.deep.equal(['s1']);

@@ -4,13 +4,33 @@ import { createImpersonation, createMemoryAdapter } from '../lib/index.js';
 import { SESSION_MODEL } from '../lib/sessions/store.js';
 import { SUBJECT_TOKEN_MODEL } from '../lib/subject-tokens/store.js';
 import {
-  ACCESS_TOKEN, actorParams, apiRequest, decodeJwt, exchange, expectError, introspect, logout, m2mToken, managementRequest,
-  subjectToken, userSignIn, type Reply,
+  ACCESS_TOKEN,
+  actorParams,
+  apiRequest,
+  decodeJwt,
+  exchange,
+  expectError,
+  introspect,
+  logout,
+  m2mToken,
+  managementRequest,
+  subjectToken,
+  userSignIn,
+  type Reply,
 } from './support/http.js';
 import { assertRedisReachable, REDIS_URL, redisTestAdapter } from './support/adapter.js';
 import { QUIET_CONFIGURATION } from './support/keys.js';
 import { PLUGIN_STORES } from './support/plugin-stores.js';
-import { API, CLIENTS, MANAGEMENT, OPAQUE_API, READ_SCOPE, REVOKE_SCOPE, startProvider, type TestProvider } from './support/provider.js';
+import {
+  API,
+  CLIENTS,
+  MANAGEMENT,
+  OPAQUE_API,
+  READ_SCOPE,
+  REVOKE_SCOPE,
+  startProvider,
+  type TestProvider,
+} from './support/provider.js';
 import { TcpRelay } from './support/relay.js';
 import { createTypicalAdapter, type TypicalAdapterClass } from './support/typical-adapter.js';
 
@@ -24,33 +44,50 @@ const SESSIONS = '/api/impersonations';
 describe('the store option: the provider keeps its own adapter', () => {
   describe('validation', () => {
     it('refuses a store that is not an adapter class or factory', () => {
-      expect(() => createImpersonation({ managementResource: MANAGEMENT, store: {} as never }))
-        .to.throw(TypeError, /option store must be an adapter class or factory/);
+      expect(() => createImpersonation({ managementResource: MANAGEMENT, store: {} as never })).to.throw(
+        TypeError,
+        /option store must be an adapter class or factory/,
+      );
     });
 
     it('refuses, at creation, a store without consumeOnce: a typical adapter cannot hold subject tokens', () => {
-      expect(() => createImpersonation({ managementResource: MANAGEMENT, store: createTypicalAdapter() }))
-        .to.throw(TypeError, /option store has no consumeOnce\(id\)/);
+      expect(() => createImpersonation({ managementResource: MANAGEMENT, store: createTypicalAdapter() })).to.throw(
+        TypeError,
+        /option store has no consumeOnce\(id\)/,
+      );
     });
 
     it('refuses, at creation, a store with consumeOnce but without sorted indexes', () => {
       const Typical = createTypicalAdapter();
       class AtomicOnly extends Typical {
-        async consumeOnce(): Promise<boolean> { return true; }
+        async consumeOnce(): Promise<boolean> {
+          return true;
+        }
       }
-      expect(() => createImpersonation({ managementResource: MANAGEMENT, store: AtomicOnly }))
-        .to.throw(TypeError, /option store has no sorted indexes/);
+      expect(() => createImpersonation({ managementResource: MANAGEMENT, store: AtomicOnly })).to.throw(
+        TypeError,
+        /option store has no sorted indexes/,
+      );
     });
 
     it('without the option, still refuses a provider adapter without consumeOnce, and names the option as a way out', () => {
       const impersonation = createImpersonation({ managementResource: MANAGEMENT });
-      const provider = new Provider('http://127.0.0.1:1', impersonation.configure({ ...QUIET_CONFIGURATION, adapter: createTypicalAdapter() }));
-      expect(() => impersonation.install(provider)).to.throw(TypeError, /provider's adapter has no consumeOnce.*store option/);
+      const provider = new Provider(
+        'http://127.0.0.1:1',
+        impersonation.configure({ ...QUIET_CONFIGURATION, adapter: createTypicalAdapter() }),
+      );
+      expect(() => impersonation.install(provider)).to.throw(
+        TypeError,
+        /provider's adapter has no consumeOnce.*store option/,
+      );
     });
 
     it('with the option, accepts a provider adapter that has neither consumeOnce nor sorted indexes', () => {
       const impersonation = createImpersonation({ managementResource: MANAGEMENT, store: createMemoryAdapter() });
-      const provider = new Provider('http://127.0.0.1:1', impersonation.configure({ ...QUIET_CONFIGURATION, adapter: createTypicalAdapter() }));
+      const provider = new Provider(
+        'http://127.0.0.1:1',
+        impersonation.configure({ ...QUIET_CONFIGURATION, adapter: createTypicalAdapter() }),
+      );
       expect(() => impersonation.install(provider)).to.not.throw();
     });
   });
@@ -60,12 +97,14 @@ describe('the store option: the provider keeps its own adapter', () => {
     const Typical = createTypicalAdapter();
     const codes = new Typical('AuthorizationCode');
     await codes.upsert('code-1', { jti: 'code-1' } as never, 60);
-    const winners = await Promise.all(Array.from({ length: 20 }, async () => {
-      const found = await codes.find('code-1');
-      if (!found || found.consumed) return false;
-      await codes.consume('code-1');
-      return true;
-    }));
+    const winners = await Promise.all(
+      Array.from({ length: 20 }, async () => {
+        const found = await codes.find('code-1');
+        if (!found || found.consumed) return false;
+        await codes.consume('code-1');
+        return true;
+      }),
+    );
     expect(winners.filter(Boolean).length).to.be.greaterThan(1);
   });
 
@@ -86,21 +125,36 @@ describe('the store option: the provider keeps its own adapter', () => {
       after(() => tp?.close());
 
       it('runs the whole flow: sign-in with PKCE, a subject token from the Management API, the exchange with an actor', async () => {
-        const created = await managementRequest(tp, { userId: 'bob', context: { ticketId: 'T-7' } }, await m2mToken(tp));
+        const created = await managementRequest(
+          tp,
+          { userId: 'bob', context: { ticketId: 'T-7' } },
+          await m2mToken(tp),
+        );
         expect(created.status, JSON.stringify(created.body)).to.equal(201);
         const reply = await exchange(tp, {
-          subject_token: created.body['subjectToken'] as string, resource: API, scope: 'profile:read', ...actorParams(alice.accessToken),
+          subject_token: created.body['subjectToken'] as string,
+          resource: API,
+          scope: 'profile:read',
+          ...actorParams(alice.accessToken),
         });
         expect(reply.status, JSON.stringify(reply.body)).to.equal(200);
         const claims = decodeJwt(reply.body['access_token'] as string);
         expect(claims).to.include({ sub: 'bob', aud: API, scope: 'profile:read' });
         expect(claims['act']).to.deep.equal({ sub: 'alice' });
-        expectError(await exchange(tp, {
-          subject_token: created.body['subjectToken'] as string, resource: API, scope: 'profile:read', ...actorParams(alice.accessToken),
-        }), 400, 'invalid_request', /already used/);
+        expectError(
+          await exchange(tp, {
+            subject_token: created.body['subjectToken'] as string,
+            resource: API,
+            scope: 'profile:read',
+            ...actorParams(alice.accessToken),
+          }),
+          400,
+          'invalid_request',
+          /already used/,
+        );
       });
 
-      it('keeps subject tokens and sessions in the store, and only oidc-provider\'s models in the provider\'s adapter', async () => {
+      it("keeps subject tokens and sessions in the store, and only oidc-provider's models in the provider's adapter", async () => {
         await impersonate(OPAQUE_API);
         expect(Typical.count(SUBJECT_TOKEN_MODEL)).to.equal(0);
         expect(Typical.count(SESSION_MODEL)).to.equal(0);
@@ -110,34 +164,61 @@ describe('the store option: the provider keeps its own adapter', () => {
 
       it('redeems a subject token once when 20 exchanges race', async () => {
         const token = await subjectToken(tp);
-        const replies = await Promise.all(Array.from({ length: 20 }, () => exchange(tp, {
-          subject_token: token, resource: API, scope: 'profile:read', ...actorParams(alice.accessToken),
-        })));
+        const replies = await Promise.all(
+          Array.from({ length: 20 }, () =>
+            exchange(tp, {
+              subject_token: token,
+              resource: API,
+              scope: 'profile:read',
+              ...actorParams(alice.accessToken),
+            }),
+          ),
+        );
         expect(tally(replies)).to.deep.equal({ 200: 1, invalid_request: 19 });
       });
 
       it('burns nothing on a failed exchange', async () => {
         const token = await subjectToken(tp);
-        expectError(await exchange(tp, { subject_token: token, resource: 'https://unknown.example.com', ...actorParams(alice.accessToken) }),
-          400, 'invalid_target');
-        expect((await exchange(tp, { subject_token: token, resource: API, ...actorParams(alice.accessToken) })).status).to.equal(200);
+        expectError(
+          await exchange(tp, {
+            subject_token: token,
+            resource: 'https://unknown.example.com',
+            ...actorParams(alice.accessToken),
+          }),
+          400,
+          'invalid_target',
+        );
+        expect(
+          (await exchange(tp, { subject_token: token, resource: API, ...actorParams(alice.accessToken) })).status,
+        ).to.equal(200);
       });
 
-      it('lists and revokes sessions from the store; the revoked opaque token goes inactive in the provider\'s adapter', async () => {
+      it("lists and revokes sessions from the store; the revoked opaque token goes inactive in the provider's adapter", async () => {
         const { token, session } = await impersonate(OPAQUE_API);
         const listed = await apiRequest(tp, 'GET', `${SESSIONS}?subject=bob`, admin);
         expect(listed.status).to.equal(200);
         expect((listed.body['items'] as Array<{ id: string }>).map((item) => item.id)).to.include(session);
-        expect((await apiRequest(tp, 'DELETE', `${SESSIONS}/${session}`, admin, { reason: 'ticket closed' })).status).to.equal(204);
+        expect(
+          (await apiRequest(tp, 'DELETE', `${SESSIONS}/${session}`, admin, { reason: 'ticket closed' })).status,
+        ).to.equal(204);
         expect((await apiRequest(tp, 'GET', `${SESSIONS}/${session}`, admin)).body).to.include({ state: 'revoked' });
         expect(await introspect(tp, token)).to.deep.equal({ active: false });
       });
 
       it('withdraws an unredeemed subject token kept in the store', async () => {
         const created = await managementRequest(tp, { userId: 'bob' }, await m2mToken(tp));
-        expect((await apiRequest(tp, 'DELETE', `/api/subject-tokens/${created.body['id'] as string}`, admin)).status).to.equal(204);
-        expectError(await exchange(tp, { subject_token: created.body['subjectToken'] as string, resource: API, ...actorParams(alice.accessToken) }),
-          400, 'invalid_request');
+        expect(
+          (await apiRequest(tp, 'DELETE', `/api/subject-tokens/${created.body['id'] as string}`, admin)).status,
+        ).to.equal(204);
+        expectError(
+          await exchange(tp, {
+            subject_token: created.body['subjectToken'] as string,
+            resource: API,
+            ...actorParams(alice.accessToken),
+          }),
+          400,
+          'invalid_request',
+        );
       });
 
       it('ends the sessions an actor started when the actor signs out', async () => {
@@ -151,23 +232,30 @@ describe('the store option: the provider keeps its own adapter', () => {
         expect(read.body).to.include({ state: 'ended' });
       });
 
-      async function impersonate(resource: string, actorToken = alice.accessToken): Promise<{ token: string; session: string }> {
+      async function impersonate(
+        resource: string,
+        actorToken = alice.accessToken,
+      ): Promise<{ token: string; session: string }> {
         const reply = await exchange(tp, {
-          subject_token: await subjectToken(tp), resource, ...(resource === API ? { scope: 'profile:read' } : { scope: 'read' }),
-          actor_token: actorToken, actor_token_type: ACCESS_TOKEN,
+          subject_token: await subjectToken(tp),
+          resource,
+          ...(resource === API ? { scope: 'profile:read' } : { scope: 'read' }),
+          actor_token: actorToken,
+          actor_token_type: ACCESS_TOKEN,
         });
         expect(reply.status, JSON.stringify(reply.body)).to.equal(200);
         const token = reply.body['access_token'] as string;
-        const session = resource === API
-          ? decodeJwt(token)['impersonation_session'] as string
-          : (await introspect(tp, token))['impersonation_session'] as string;
+        const session =
+          resource === API
+            ? (decodeJwt(token)['impersonation_session'] as string)
+            : ((await introspect(tp, token))['impersonation_session'] as string);
         return { token, session };
       }
     });
   }
 });
 
-describe('the store option: the plugin\'s store unreachable, the provider\'s adapter up', function () {
+describe("the store option: the plugin's store unreachable, the provider's adapter up", function () {
   this.timeout(30_000);
   const relay = new TcpRelay(REDIS_URL, 6379);
   let tp: TestProvider;
@@ -176,7 +264,10 @@ describe('the store option: the plugin\'s store unreachable, the provider\'s ada
   before(async () => {
     await assertRedisReachable();
     await relay.start();
-    tp = await startProvider({ adapter: createTypicalAdapter(), plugin: { store: redisTestAdapter({ url: relay.url }) } });
+    tp = await startProvider({
+      adapter: createTypicalAdapter(),
+      plugin: { store: redisTestAdapter({ url: relay.url }) },
+    });
     alice = (await userSignIn(tp, 'alice')).accessToken;
   });
   after(async () => {
@@ -191,13 +282,21 @@ describe('the store option: the plugin\'s store unreachable, the provider\'s ada
     await relay.stop();
     try {
       expectError(await managementRequest(tp, { userId: 'bob' }, m2m), 503, 'temporarily_unavailable');
-      const cut = await exchange(tp, { subject_token: created.body['subjectToken'] as string, resource: API, ...actorParams(alice) });
+      const cut = await exchange(tp, {
+        subject_token: created.body['subjectToken'] as string,
+        resource: API,
+        ...actorParams(alice),
+      });
       expect(cut.status, JSON.stringify(cut.body)).to.be.within(500, 599);
       expect(cut.body).to.not.have.property('access_token');
     } finally {
       await relay.start();
     }
-    const back = await exchange(tp, { subject_token: created.body['subjectToken'] as string, resource: API, ...actorParams(alice) });
+    const back = await exchange(tp, {
+      subject_token: created.body['subjectToken'] as string,
+      resource: API,
+      ...actorParams(alice),
+    });
     expect(back.status, JSON.stringify(back.body)).to.equal(200);
     expect((await managementRequest(tp, { userId: 'bob' }, m2m)).status).to.equal(201);
   });

@@ -57,7 +57,11 @@ interface CustomerRecord {
 
 /** A failure told in words; `code` is the technical line (HTTP status, OAuth error) shown smaller below. */
 class FlowError extends Error {
-  constructor(message: string, readonly code = '', readonly oauthError?: string) {
+  constructor(
+    message: string,
+    readonly code = '',
+    readonly oauthError?: string,
+  ) {
     super(message);
   }
 }
@@ -110,7 +114,11 @@ async function challengeOf(verifier: string): Promise<string> {
 
 function decodeJwt(token: string): Record<string, unknown> {
   const part = token.split('.')[1];
-  if (!part) throw new FlowError('the identity service answered with a token this console cannot read', 'the access token is not a JWT');
+  if (!part)
+    throw new FlowError(
+      'the identity service answered with a token this console cannot read',
+      'the access token is not a JWT',
+    );
   const text = atob(part.replace(/-/g, '+').replace(/_/g, '/'));
   const bytes = Uint8Array.from(text, (char) => char.charCodeAt(0));
   return JSON.parse(new TextDecoder().decode(bytes)) as Record<string, unknown>;
@@ -121,32 +129,42 @@ async function send(what: string, url: string, init: RequestInit = {}): Promise<
   try {
     return await fetch(url, { ...init, signal: AbortSignal.timeout(10_000) });
   } catch (error) {
-    throw new FlowError(`${what}: the service could not be reached; try again in a moment`, `${url}: ${(error as Error).message}`);
+    throw new FlowError(
+      `${what}: the service could not be reached; try again in a moment`,
+      `${url}: ${(error as Error).message}`,
+    );
   }
 }
 
 /** The refusal in words, its HTTP status and OAuth error on the line below. */
-async function failure(what: string, response: Response, words: (error: string, description: string) => string | undefined = () => undefined): Promise<FlowError> {
+async function failure(
+  what: string,
+  response: Response,
+  words: (error: string, description: string) => string | undefined = () => undefined,
+): Promise<FlowError> {
   let error = '';
   let description = '';
   try {
-    const body = await response.json() as { error?: unknown; error_description?: unknown };
+    const body = (await response.json()) as { error?: unknown; error_description?: unknown };
     if (typeof body.error === 'string') error = body.error;
     if (typeof body.error_description === 'string') description = body.error_description;
   } catch {
     // not JSON: the status says it all
   }
   const code = `${what}: HTTP ${response.status}${error ? ` · ${error}` : ''}${description ? ` — ${description}` : ''}`;
-  const message = words(error, description)
-    ?? (response.status === 401 ? 'your sign-in has expired: sign in again'
-      : response.status >= 500 ? `${what.toLowerCase()} failed: the service is not answering as it should; try again in a moment`
+  const message =
+    words(error, description) ??
+    (response.status === 401
+      ? 'your sign-in has expired: sign in again'
+      : response.status >= 500
+        ? `${what.toLowerCase()} failed: the service is not answering as it should; try again in a moment`
         : description || `${what.toLowerCase()} failed`);
   return new FlowError(message, code, error);
 }
 
 function load<T>(key: string): T | undefined {
   const raw = sessionStorage.getItem(key);
-  return raw ? JSON.parse(raw) as T : undefined;
+  return raw ? (JSON.parse(raw) as T) : undefined;
 }
 
 function loadSession(): Session | undefined {
@@ -190,7 +208,10 @@ async function completeSignIn(params: URLSearchParams): Promise<void> {
   sessionStorage.removeItem(LOGIN_KEY);
   history.replaceState(null, '', '/');
   if (params.get('error')) {
-    throw new FlowError('the sign-in did not complete: sign in again', `sign-in: ${params.get('error')}${params.get('error_description') ? ` — ${params.get('error_description')}` : ''}`);
+    throw new FlowError(
+      'the sign-in did not complete: sign in again',
+      `sign-in: ${params.get('error')}${params.get('error_description') ? ` — ${params.get('error_description')}` : ''}`,
+    );
   }
   const code = params.get('code');
   if (!pending || !code || params.get('state') !== pending.state) {
@@ -208,10 +229,12 @@ async function completeSignIn(params: URLSearchParams): Promise<void> {
     }),
   });
   if (!response.ok) throw await failure('Sign-in', response);
-  const tokens = await response.json() as { access_token: string; expires_in: number };
-  const info = await send('Reading your profile', config.userinfoEndpoint, { headers: { authorization: `Bearer ${tokens.access_token}` } });
+  const tokens = (await response.json()) as { access_token: string; expires_in: number };
+  const info = await send('Reading your profile', config.userinfoEndpoint, {
+    headers: { authorization: `Bearer ${tokens.access_token}` },
+  });
   if (!info.ok) throw await failure('Reading your profile', info);
-  const claims = await info.json() as { sub: string; name?: string; roles?: string[] };
+  const claims = (await info.json()) as { sub: string; name?: string; roles?: string[] };
   const previous = loadSession();
   // Another person signing in on this browser does not inherit an impersonation.
   if (previous && previous.sub !== claims.sub) sessionStorage.removeItem(ACTING_KEY);
@@ -231,8 +254,10 @@ function render(): void {
   const support = Boolean(session?.roles.includes('support'));
   const who = element('signed-in-user');
   who.hidden = !session;
-  who.textContent = !session ? ''
-    : acting ? `${session.sub}, acting as ${customerName(acting)}`
+  who.textContent = !session
+    ? ''
+    : acting
+      ? `${session.sub}, acting as ${customerName(acting)}`
       : `Signed in as ${session.sub}${session.name ? ` (${session.name})` : ''}${session.roles.length ? ` · ${session.roles.join(', ')}` : ''}`;
   element('sign-out').hidden = !session;
   element('sign-in-card').hidden = Boolean(session);
@@ -245,7 +270,7 @@ function render(): void {
     element('banner-ticket').textContent = `${acting.ticketId}: ${acting.reason}`;
     const edit = acting.scope.includes(WRITE_SCOPE);
     element('customer-access').textContent = edit
-      ? 'You may change this customer\'s shipping address; every change is recorded with your name.'
+      ? "You may change this customer's shipping address; every change is recorded with your name."
       : 'Read only: changes need a fresh sign-in.';
   }
   renderTime();
@@ -261,7 +286,12 @@ function renderTime(): void {
     const left = Math.round((acting.expiresAt - Date.now()) / 1000);
     if (left <= 0) {
       end();
-      showError(new FlowError(`your impersonation of ${customerName(acting)} ended: its time ran out. Impersonate again to continue.`, 'the access token expired (no refresh token is issued for impersonation)'));
+      showError(
+        new FlowError(
+          `your impersonation of ${customerName(acting)} ended: its time ran out. Impersonate again to continue.`,
+          'the access token expired (no refresh token is issued for impersonation)',
+        ),
+      );
       return;
     }
     element('banner-time').textContent = `${Math.floor(left / 60)}:${String(left % 60).padStart(2, '0')} left`;
@@ -306,7 +336,8 @@ function step(text: string): { done(detail: string): void; fail(): void } {
 }
 
 function showClaims(claims: Record<string, unknown>): void {
-  const text = (value: unknown) => (value === undefined ? '(absent)' : typeof value === 'string' ? value : JSON.stringify(value));
+  const text = (value: unknown) =>
+    value === undefined ? '(absent)' : typeof value === 'string' ? value : JSON.stringify(value);
   element('claim-sub').textContent = text(claims['sub']);
   element('claim-act').textContent = text(claims['act']);
   element('claim-aud').textContent = text(claims['aud']);
@@ -314,7 +345,8 @@ function showClaims(claims: Record<string, unknown>): void {
   element('claim-context').textContent = JSON.stringify(claims['impersonation_context'] ?? null, null, 2);
   element('claims-raw').textContent = JSON.stringify(claims, null, 2);
   const exp = typeof claims['exp'] === 'number' ? claims['exp'] : 0;
-  element('claim-exp').textContent = `${new Date(exp * 1000).toLocaleTimeString()} (${Math.round(exp - Date.now() / 1000)} s from issuance; no refresh token)`;
+  element('claim-exp').textContent =
+    `${new Date(exp * 1000).toLocaleTimeString()} (${Math.round(exp - Date.now() / 1000)} s from issuance; no refresh token)`;
   element('token-card').hidden = false;
 }
 
@@ -335,10 +367,15 @@ async function startImpersonation(session: Session, request: ImpersonationReques
     });
     if (requested.status === 401) sessionStorage.removeItem(SESSION_KEY);
     if (!requested.ok) {
-      throw await failure('Requesting impersonation', requested, (error, description) => (
-        error === 'user_not_found' ? `there is no customer ${request.userId}` : error === 'access_denied' ? description : undefined));
+      throw await failure('Requesting impersonation', requested, (error, description) =>
+        error === 'user_not_found'
+          ? `there is no customer ${request.userId}`
+          : error === 'access_denied'
+            ? description
+            : undefined,
+      );
     }
-    const { subjectToken, expiresIn } = await requested.json() as { subjectToken: string; expiresIn: number };
+    const { subjectToken, expiresIn } = (await requested.json()) as { subjectToken: string; expiresIn: number };
     current.done(`Subject token received (single use, expires in ${expiresIn} s).`);
 
     current = step(`2. Exchange it for an access token for ${config.resource} (token endpoint)`);
@@ -357,20 +394,34 @@ async function startImpersonation(session: Session, request: ImpersonationReques
       }),
     });
     if (!exchanged.ok) {
-      throw await failure('Token exchange', exchanged, (error) => (error === 'insufficient_user_authentication'
-        ? edit ? 'your sign-in is too old for changes: sign in again' : 'your sign-in is too old to act as a customer: sign in again'
-        : undefined));
+      throw await failure('Token exchange', exchanged, (error) =>
+        error === 'insufficient_user_authentication'
+          ? edit
+            ? 'your sign-in is too old for changes: sign in again'
+            : 'your sign-in is too old to act as a customer: sign in again'
+          : undefined,
+      );
     }
-    const issued = await exchanged.json() as { access_token: string; expires_in: number; scope?: string; refresh_token?: string; issued_token_type: string };
-    current.done(`${issued.issued_token_type}, expires in ${issued.expires_in} s, scope "${issued.scope ?? ''}", `
-      + `${issued.refresh_token ? 'with' : 'no'} refresh token.`);
+    const issued = (await exchanged.json()) as {
+      access_token: string;
+      expires_in: number;
+      scope?: string;
+      refresh_token?: string;
+      issued_token_type: string;
+    };
+    current.done(
+      `${issued.issued_token_type}, expires in ${issued.expires_in} s, scope "${issued.scope ?? ''}", ` +
+        `${issued.refresh_token ? 'with' : 'no'} refresh token.`,
+    );
     const claims = decodeJwt(issued.access_token);
     showClaims(claims);
 
     current = step('3. Call the demo resource API with the impersonation token (GET /api/me)');
-    const answer = await send('Calling the resource API', '/api/me', { headers: { authorization: `Bearer ${issued.access_token}` } });
+    const answer = await send('Calling the resource API', '/api/me', {
+      headers: { authorization: `Bearer ${issued.access_token}` },
+    });
     if (!answer.ok) throw await failure('Calling the resource API', answer);
-    const body = await answer.json() as { message?: string };
+    const body = (await answer.json()) as { message?: string };
     current.done('The resource API accepted the token.');
     element('api-message').textContent = body.message ?? '';
     element('api-answer').textContent = JSON.stringify(body, null, 2);
@@ -390,13 +441,15 @@ async function startImpersonation(session: Session, request: ImpersonationReques
 
 /** The customer's data as their app shows it; a refused token ends the impersonation, saying why. */
 async function showCustomer(acting: Acting): Promise<void> {
-  const answer = await send('Reading the customer\'s account', '/api/customer', { headers: { authorization: `Bearer ${acting.accessToken}` } });
+  const answer = await send("Reading the customer's account", '/api/customer', {
+    headers: { authorization: `Bearer ${acting.accessToken}` },
+  });
   if (answer.status === 401) {
     await lost(acting);
     return;
   }
-  if (!answer.ok) throw await failure('Reading the customer\'s account', answer);
-  const record = await answer.json() as CustomerRecord;
+  if (!answer.ok) throw await failure("Reading the customer's account", answer);
+  const record = (await answer.json()) as CustomerRecord;
   const current = loadActing();
   if (current?.sessionId === acting.sessionId && current.name !== record.profile.name) {
     sessionStorage.setItem(ACTING_KEY, JSON.stringify({ ...current, name: record.profile.name }));
@@ -408,8 +461,14 @@ async function showCustomer(acting: Acting): Promise<void> {
   element('profile-plan').textContent = profile.plan;
   element('profile-since').textContent = profile.memberSince;
   showAddress(profile.shippingAddress);
-  fillTable('orders', record.orders.map((order) => [order.id, order.placedOn, order.items, order.total, order.status]));
-  fillTable('invoices', record.invoices.map((invoice) => [invoice.id, invoice.issuedOn, invoice.amount, invoice.status]));
+  fillTable(
+    'orders',
+    record.orders.map((order) => [order.id, order.placedOn, order.items, order.total, order.status]),
+  );
+  fillTable(
+    'invoices',
+    record.invoices.map((invoice) => [invoice.id, invoice.issuedOn, invoice.amount, invoice.status]),
+  );
   render();
 }
 
@@ -423,11 +482,13 @@ function showAddress(address: Address): void {
 
 function fillTable(id: string, rows: string[][]): void {
   const body = element(id).querySelector('tbody')!;
-  body.replaceChildren(...rows.map((cells) => {
-    const row = document.createElement('tr');
-    row.append(...cells.map((text) => Object.assign(document.createElement('td'), { textContent: text })));
-    return row;
-  }));
+  body.replaceChildren(
+    ...rows.map((cells) => {
+      const row = document.createElement('tr');
+      row.append(...cells.map((text) => Object.assign(document.createElement('td'), { textContent: text })));
+      return row;
+    }),
+  );
 }
 
 /** The resource API refused the token: the impersonation was stopped elsewhere, or ran out. */
@@ -436,14 +497,26 @@ async function lost(acting: Acting): Promise<void> {
   end();
   let status: { state?: string; stoppedBy?: string; reason?: string } = {};
   if (session && acting.sessionId) {
-    const answer = await send('Reading the impersonation', `/api/impersonation-status?${new URLSearchParams({ sessionId: acting.sessionId })}`, {
-      headers: { authorization: `Bearer ${session.accessToken}` },
-    });
-    if (answer.ok) status = await answer.json() as typeof status;
+    const answer = await send(
+      'Reading the impersonation',
+      `/api/impersonation-status?${new URLSearchParams({ sessionId: acting.sessionId })}`,
+      {
+        headers: { authorization: `Bearer ${session.accessToken}` },
+      },
+    );
+    if (answer.ok) status = (await answer.json()) as typeof status;
   }
-  showError(status.state === 'revoked'
-    ? new FlowError(`this impersonation was stopped by ${status.stoppedBy ?? 'someone else'}${status.reason ? ` (${status.reason})` : ''}`, 'resource API: HTTP 401 · invalid_token — this impersonation was stopped')
-    : new FlowError(`your impersonation of ${customerName(acting)} ended: its time ran out. Impersonate again to continue.`, 'resource API: HTTP 401 · invalid_token'));
+  showError(
+    status.state === 'revoked'
+      ? new FlowError(
+          `this impersonation was stopped by ${status.stoppedBy ?? 'someone else'}${status.reason ? ` (${status.reason})` : ''}`,
+          'resource API: HTTP 401 · invalid_token — this impersonation was stopped',
+        )
+      : new FlowError(
+          `your impersonation of ${customerName(acting)} ended: its time ran out. Impersonate again to continue.`,
+          'resource API: HTTP 401 · invalid_token',
+        ),
+  );
 }
 
 async function stop(): Promise<void> {
@@ -507,10 +580,16 @@ async function act(session: Session, request: ImpersonationRequest, edit: boolea
     await showCustomer(acting);
     if (edit) openAddressForm();
   } catch (error) {
-    const flow = error instanceof FlowError ? error : new FlowError(`something went wrong: ${(error as Error).message}`);
+    const flow =
+      error instanceof FlowError ? error : new FlowError(`something went wrong: ${(error as Error).message}`);
     if (flow.oauthError === 'insufficient_user_authentication') {
       sessionStorage.setItem(RESUME_KEY, JSON.stringify({ request, edit }));
-      showError(flow, { label: 'Sign in again', run: () => { void signIn(true); } });
+      showError(flow, {
+        label: 'Sign in again',
+        run: () => {
+          void signIn(true);
+        },
+      });
     } else {
       showError(flow);
     }
@@ -558,11 +637,13 @@ async function saveAddress(event: SubmitEvent): Promise<void> {
       return;
     }
     if (!answer.ok) throw await failure('Saving the address', answer);
-    const profile = await answer.json() as CustomerRecord['profile'];
+    const profile = (await answer.json()) as CustomerRecord['profile'];
     showAddress(profile.shippingAddress);
     element('address-form').hidden = true;
     element('edit-address').hidden = false;
-    showNotice(`Shipping address of ${customerName(acting)} saved. The change is recorded in their account's activity with your name.`);
+    showNotice(
+      `Shipping address of ${customerName(acting)} saved. The change is recorded in their account's activity with your name.`,
+    );
   } catch (error) {
     showError(error instanceof FlowError ? error : new FlowError(`something went wrong: ${(error as Error).message}`));
   }
@@ -576,26 +657,43 @@ async function start(): Promise<void> {
     // Forget the tokens here, then end the session at the identity service, which returns to this page.
     for (const key of [SESSION_KEY, ACTING_KEY, RESUME_KEY]) sessionStorage.removeItem(key);
     const target = new URL(config.endSessionEndpoint);
-    target.search = new URLSearchParams({ client_id: config.clientId, post_logout_redirect_uri: config.postLogoutRedirectUri }).toString();
+    target.search = new URLSearchParams({
+      client_id: config.clientId,
+      post_logout_redirect_uri: config.postLogoutRedirectUri,
+    }).toString();
     location.assign(target.href);
   });
-  element<HTMLFormElement>('impersonate-form').addEventListener('submit', (event) => { void impersonate(event); });
-  element('stop').addEventListener('click', () => {
-    stop().catch((error: unknown) => showError(error instanceof FlowError ? error : new FlowError('the impersonation could not be stopped', String(error))));
+  element<HTMLFormElement>('impersonate-form').addEventListener('submit', (event) => {
+    void impersonate(event);
   });
-  element('edit-address').addEventListener('click', () => { void editAddress(); });
+  element('stop').addEventListener('click', () => {
+    stop().catch((error: unknown) =>
+      showError(
+        error instanceof FlowError ? error : new FlowError('the impersonation could not be stopped', String(error)),
+      ),
+    );
+  });
+  element('edit-address').addEventListener('click', () => {
+    void editAddress();
+  });
   element('cancel-address').addEventListener('click', () => {
     element('address-form').hidden = true;
     element('edit-address').hidden = false;
   });
-  element<HTMLFormElement>('address-form').addEventListener('submit', (event) => { void saveAddress(event); });
+  element<HTMLFormElement>('address-form').addEventListener('submit', (event) => {
+    void saveAddress(event);
+  });
 
   const params = new URLSearchParams(location.search);
   if (location.pathname === '/callback') {
     try {
       await completeSignIn(params);
     } catch (error) {
-      showError(error instanceof FlowError ? error : new FlowError('the sign-in failed: sign in again', (error as Error).message));
+      showError(
+        error instanceof FlowError
+          ? error
+          : new FlowError('the sign-in failed: sign in again', (error as Error).message),
+      );
     }
   }
   render();
@@ -607,7 +705,9 @@ async function start(): Promise<void> {
     // Back from a fresh sign-in: what needed it is tried again.
     await act(session, resume.request, resume.edit);
   } else if (session && acting) {
-    await showCustomer(acting).catch((error: unknown) => showError(error instanceof FlowError ? error : new FlowError(String(error))));
+    await showCustomer(acting).catch((error: unknown) =>
+      showError(error instanceof FlowError ? error : new FlowError(String(error))),
+    );
   }
   document.body.dataset['ready'] = 'true';
 }

@@ -37,7 +37,6 @@ function isConstructor(value: AdapterSource): value is AdapterConstructor {
   return typeof value.prototype === 'object' && value.prototype !== null;
 }
 
-
 /** A member of a sorted index and its score: the time (ms since the epoch) it stops being live. */
 export interface IndexEntry {
   member: string;
@@ -66,11 +65,16 @@ export type ImpersonationAdapter = AtomicAdapter & SortedIndexes;
 
 export function hasSortedIndexes(adapter: Adapter): adapter is Adapter & SortedIndexes {
   const candidate = adapter as Partial<SortedIndexes>;
-  return typeof candidate.indexAdd === 'function' && typeof candidate.indexRemove === 'function'
-    && typeof candidate.indexRange === 'function';
+  return (
+    typeof candidate.indexAdd === 'function' &&
+    typeof candidate.indexRemove === 'function' &&
+    typeof candidate.indexRange === 'function'
+  );
 }
 
 /** Whether `entry` comes after `position` in an index's order (expiry descending, then member descending). */
 export function comesAfter(entry: IndexEntry, position: IndexEntry): boolean {
-  return entry.expiresAt < position.expiresAt || (entry.expiresAt === position.expiresAt && entry.member < position.member);
+  return (
+    entry.expiresAt < position.expiresAt || (entry.expiresAt === position.expiresAt && entry.member < position.member)
+  );
 }

@@ -69,10 +69,18 @@ interface Entry {
 }
 
 type JsonValue = string | number | boolean | null | JsonValue[] | JsonPayload;
-interface JsonPayload { [key: string]: JsonValue }
+interface JsonPayload {
+  [key: string]: JsonValue;
+}
 
 /** The models revokeByGrantId removes, as in oidc-provider's own adapter (never an Interaction or Session). */
-const GRANTABLE = new Set(['AccessToken', 'AuthorizationCode', 'RefreshToken', 'DeviceCode', 'BackchannelAuthenticationRequest']);
+const GRANTABLE = new Set([
+  'AccessToken',
+  'AuthorizationCode',
+  'RefreshToken',
+  'DeviceCode',
+  'BackchannelAuthenticationRequest',
+]);
 
 /** One model's entries and the pointers to them (uid, user code), each bounded by the model's bound. */
 interface ModelStore {
@@ -112,11 +120,13 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
   assertBound('max', max);
   const limits = { ...options.limits };
   for (const [model, limit] of Object.entries(limits)) assertBound(`limits.${model}`, limit);
-  if (options.protectedModels !== undefined
-    && (!Array.isArray(options.protectedModels) || options.protectedModels.some((model) => typeof model !== 'string'))) {
+  if (
+    options.protectedModels !== undefined &&
+    (!Array.isArray(options.protectedModels) || options.protectedModels.some((model) => typeof model !== 'string'))
+  ) {
     throw new TypeError('createMemoryAdapter: protectedModels must be an array of model names');
   }
-  const protectedModels = new Set([...ALWAYS_PROTECTED, ...options.protectedModels ?? []]);
+  const protectedModels = new Set([...ALWAYS_PROTECTED, ...(options.protectedModels ?? [])]);
   const evictedUnexpired: Record<string, number> = {};
   const refusedFull: Record<string, number> = {};
   const models = new Map<string, ModelStore>();
@@ -336,7 +346,11 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
       if (!entries) return [];
       const now = Date.now();
       const found: IndexEntry[] = [];
-      for (let at = (after ? lowerBound(entries, after) : entries.length) - 1; at >= 0 && found.length < limit; at -= 1) {
+      for (
+        let at = (after ? lowerBound(entries, after) : entries.length) - 1;
+        at >= 0 && found.length < limit;
+        at -= 1
+      ) {
         const entry = entries[at]!;
         if (entry.expiresAt <= now) break;
         if (!after || comesAfter(entry, after)) found.push({ ...entry });
@@ -362,7 +376,11 @@ function lowerBound(entries: IndexEntry[], entry: IndexEntry): number {
   while (low < high) {
     const middle = (low + high) >>> 1;
     const candidate = entries[middle]!;
-    if (candidate.expiresAt < entry.expiresAt || (candidate.expiresAt === entry.expiresAt && candidate.member < entry.member)) low = middle + 1;
+    if (
+      candidate.expiresAt < entry.expiresAt ||
+      (candidate.expiresAt === entry.expiresAt && candidate.member < entry.member)
+    )
+      low = middle + 1;
     else high = middle;
   }
   return low;
@@ -381,7 +399,13 @@ function copyJson<T extends JsonValue>(value: T): T {
   const copy: JsonPayload = {};
   for (const key of Object.keys(value)) {
     // JSON.parse makes "__proto__" an own property; an assignment would set the prototype instead.
-    if (key === '__proto__') Object.defineProperty(copy, key, { value: copyJson(value[key]!), enumerable: true, writable: true, configurable: true });
+    if (key === '__proto__')
+      Object.defineProperty(copy, key, {
+        value: copyJson(value[key]!),
+        enumerable: true,
+        writable: true,
+        configurable: true,
+      });
     else copy[key] = copyJson(value[key]!);
   }
   return copy as T;

@@ -16,20 +16,25 @@ export interface PluginStore {
  * `owner` names where the store came from, for the error.
  */
 export function openPluginStore(source: AdapterSource, owner: 'store option' | 'provider adapter'): PluginStore {
-  const where = owner === 'store option' ? 'impersonation option store' : 'the provider\'s adapter';
-  const remedy = owner === 'store option'
-    ? 'use createMemoryAdapter(), createRedisAdapter() or an adapter that has them'
-    : 'use createMemoryAdapter(), createRedisAdapter(), add them, or keep this adapter for the provider '
-      + 'and give the plugin a store of its own (the store option)';
+  const where = owner === 'store option' ? 'impersonation option store' : "the provider's adapter";
+  const remedy =
+    owner === 'store option'
+      ? 'use createMemoryAdapter(), createRedisAdapter() or an adapter that has them'
+      : 'use createMemoryAdapter(), createRedisAdapter(), add them, or keep this adapter for the provider ' +
+        'and give the plugin a store of its own (the store option)';
   const subjectTokens = instantiateAdapter(source, SUBJECT_TOKEN_MODEL);
   if (!hasAtomicConsume(subjectTokens)) {
-    throw new TypeError(`${where} has no consumeOnce(id): subject tokens need an atomic consume to be single-use `
-      + `(see docs/adding-to-your-deployment.md); ${remedy}`);
+    throw new TypeError(
+      `${where} has no consumeOnce(id): subject tokens need an atomic consume to be single-use ` +
+        `(see docs/adding-to-your-deployment.md); ${remedy}`,
+    );
   }
   const sessions = instantiateAdapter(source, SESSION_MODEL);
   if (!hasAtomicConsume(sessions) || !hasSortedIndexes(sessions)) {
-    throw new TypeError(`${where} has no sorted indexes (indexAdd, indexRemove, indexRange): impersonation sessions `
-      + `are listed and revoked through them (see docs/adding-to-your-deployment.md); ${remedy}`);
+    throw new TypeError(
+      `${where} has no sorted indexes (indexAdd, indexRemove, indexRange): impersonation sessions ` +
+        `are listed and revoked through them (see docs/adding-to-your-deployment.md); ${remedy}`,
+    );
   }
   return { subjectTokens, sessions };
 }

@@ -31,8 +31,16 @@ export interface StoreNames {
 export function storeNames(schema: string | undefined, table: string): StoreNames {
   const qualify = (name: string) => (schema ? `"${schema}"."${name}"` : `"${name}"`);
   const lock = `oidc-provider-impersonation:${schema ?? ''}.${table}`;
-  const created = [table, `${table}_index`, `${table}_uid`, `${table}_user_code`, `${table}_grant`, `${table}_expires`,
-    `${table}_index_order`, `${table}_index_expires`];
+  const created = [
+    table,
+    `${table}_index`,
+    `${table}_uid`,
+    `${table}_user_code`,
+    `${table}_grant`,
+    `${table}_expires`,
+    `${table}_index_order`,
+    `${table}_index_expires`,
+  ];
   return {
     objects: created.map(qualify),
     entries: qualify(table),
@@ -62,7 +70,8 @@ export function storeNames(schema: string | undefined, table: string): StoreName
  */
 export async function migrateStore(pool: pg.Pool, names: StoreNames): Promise<void> {
   const { rows } = await pool.query<{ missing: number }>(
-    'SELECT count(*) FILTER (WHERE to_regclass(name) IS NULL)::int AS missing FROM unnest($1::text[]) AS name', [names.objects],
+    'SELECT count(*) FILTER (WHERE to_regclass(name) IS NULL)::int AS missing FROM unnest($1::text[]) AS name',
+    [names.objects],
   );
   if (rows[0]?.missing === 0) return;
   const client = await pool.connect();
@@ -110,8 +119,19 @@ export interface Statement {
 }
 
 export type StatementName =
-  | 'find' | 'findByUid' | 'findByUserCode' | 'upsert' | 'consumeOnce' | 'destroy' | 'revokeByGrantId'
-  | 'indexAdd' | 'indexRemove' | 'indexFirst' | 'indexAfter' | 'cleanEntries' | 'cleanIndexes';
+  | 'find'
+  | 'findByUid'
+  | 'findByUserCode'
+  | 'upsert'
+  | 'consumeOnce'
+  | 'destroy'
+  | 'revokeByGrantId'
+  | 'indexAdd'
+  | 'indexRemove'
+  | 'indexFirst'
+  | 'indexAfter'
+  | 'cleanEntries'
+  | 'cleanIndexes';
 
 /** An entry is live while it has no expiry or its expiry is still ahead: no query ever returns another. */
 const LIVE = '(expires_at IS NULL OR expires_at > now())';

@@ -63,7 +63,12 @@ const CLEANUP_BATCHES_PER_SWEEP = 100;
 
 /** oidc-provider's models whose entries revokeByGrantId removes, as in the Redis adapter. */
 const GRANTABLE = new Set([
-  'AccessToken', 'AuthorizationCode', 'RefreshToken', 'DeviceCode', 'BackchannelAuthenticationRequest', 'PreAuthorizedCode',
+  'AccessToken',
+  'AuthorizationCode',
+  'RefreshToken',
+  'DeviceCode',
+  'BackchannelAuthenticationRequest',
+  'PreAuthorizedCode',
 ]);
 
 /**
@@ -103,20 +108,30 @@ type Row = { payload: AdapterPayload; consumed: unknown };
  * state.
  */
 export function createPostgresAdapter(options: PostgresAdapterOptions): PostgresAdapterClass {
-  if (options === null || typeof options !== 'object') throw new TypeError('createPostgresAdapter: options are required');
-  if (!options.pool === !options.connectionString) throw new TypeError('createPostgresAdapter: pass pool or connectionString, not both');
+  if (options === null || typeof options !== 'object')
+    throw new TypeError('createPostgresAdapter: options are required');
+  if (!options.pool === !options.connectionString)
+    throw new TypeError('createPostgresAdapter: pass pool or connectionString, exactly one of them');
   const table = options.table ?? 'oidc_provider_store';
-  for (const [name, value] of [['table', table], ['schema', options.schema]] as const) {
+  for (const [name, value] of [
+    ['table', table],
+    ['schema', options.schema],
+  ] as const) {
     if (value !== undefined && (typeof value !== 'string' || !IDENTIFIER.test(value))) {
-      throw new TypeError(`createPostgresAdapter: ${name} must be a plain SQL identifier (letters, digits, _; at most 41)`);
+      throw new TypeError(
+        `createPostgresAdapter: ${name} must be a plain SQL identifier (letters, digits, _; at most 41)`,
+      );
     }
   }
   const cleanupInterval = options.cleanupInterval ?? DEFAULT_CLEANUP_INTERVAL_MS;
   if (!Number.isSafeInteger(cleanupInterval) || cleanupInterval < 0) {
-    throw new TypeError('createPostgresAdapter: cleanupInterval must be a whole number of milliseconds (0 turns the sweep off)');
+    throw new TypeError(
+      'createPostgresAdapter: cleanupInterval must be a whole number of milliseconds (0 turns the sweep off)',
+    );
   }
   const cleanupBatch = options.cleanupBatch ?? DEFAULT_CLEANUP_BATCH;
-  if (!Number.isSafeInteger(cleanupBatch) || cleanupBatch < 1) throw new TypeError('createPostgresAdapter: cleanupBatch must be a positive integer');
+  if (!Number.isSafeInteger(cleanupBatch) || cleanupBatch < 1)
+    throw new TypeError('createPostgresAdapter: cleanupBatch must be a positive integer');
 
   const owned = options.pool === undefined;
   const pool = options.pool ?? new pg.Pool({ connectionString: options.connectionString, ...POSTGRES_POOL_OPTIONS });
@@ -133,19 +148,24 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
 
   function migrate(): Promise<void> {
     if (closed) return Promise.reject(new Error('the PostgreSQL adapter is disconnected'));
-    migrating ??= migrateStore(pool, names).then(() => {
-      migrated = true;
-      startSweep();
-    }, (error: unknown) => {
-      migrating = undefined; // retried on the next call: the database may be back
-      throw storeError('migration', error);
-    });
+    migrating ??= migrateStore(pool, names).then(
+      () => {
+        migrated = true;
+        startSweep();
+      },
+      (error: unknown) => {
+        migrating = undefined; // retried on the next call: the database may be back
+        throw storeError('migration', error);
+      },
+    );
     return migrating;
   }
 
   function startSweep(): void {
     if (!cleanupInterval || timer || closed) return;
-    timer = setInterval(() => { cleanup().catch(() => {}); }, cleanupInterval);
+    timer = setInterval(() => {
+      cleanup().catch(() => {});
+    }, cleanupInterval);
     // The sweep never keeps a process alive that has nothing else to do.
     timer.unref();
   }
@@ -203,6 +223,7 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
     }
 
     static async disconnect(): Promise<void> {
+      if (closed) return;
       closed = true;
       if (timer) clearInterval(timer);
       timer = undefined;
@@ -212,16 +233,20 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
 
     async upsert(id: string, payload: AdapterPayload, expiresIn?: number): Promise<void> {
       const { consumed, ...stored } = payload;
-      await run(statements.upsert, [
-        this.#name,
-        keyOf(id),
-        JSON.stringify(stored),
-        consumed ? JSON.stringify(consumed) : null,
-        payload.grantId && GRANTABLE.has(this.#name) ? keyOf(payload.grantId) : null,
-        payload.uid ? keyOf(payload.uid) : null,
-        payload.userCode ? keyOf(payload.userCode) : null,
-        lifetimeMs(expiresIn),
-      ], 'upsert');
+      await run(
+        statements.upsert,
+        [
+          this.#name,
+          keyOf(id),
+          JSON.stringify(stored),
+          consumed ? JSON.stringify(consumed) : null,
+          payload.grantId && GRANTABLE.has(this.#name) ? keyOf(payload.grantId) : null,
+          payload.uid ? keyOf(payload.uid) : null,
+          payload.userCode ? keyOf(payload.userCode) : null,
+          lifetimeMs(expiresIn),
+        ],
+        'upsert',
+      );
     }
 
     async find(id: string): Promise<AdapterPayload | undefined> {
@@ -257,7 +282,9 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
     async indexAdd(indexes: readonly string[], member: string, expiresAt: number): Promise<void> {
       if (!indexes.length) return;
       assertMember(member);
-      await run(statements.indexAdd, [this.#name, indexes.map(keyOf), member, Math.round(expiresAt)], 'indexAdd');
+      // One row may be written once per statement: an index named twice is added to once.
+      const names = [...new Set(indexes.map(keyOf))];
+      await run(statements.indexAdd, [this.#name, names, member, Math.round(expiresAt)], 'indexAdd');
     }
 
     async indexRemove(indexes: readonly string[], member: string): Promise<void> {
@@ -268,9 +295,16 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
 
     async indexRange(index: string, after: IndexEntry | undefined, limit: number): Promise<IndexEntry[]> {
       const { rows } = after
-        ? await run(statements.indexAfter, [this.#name, keyOf(index), Date.now(), limit, Math.round(after.expiresAt), positionOf(after.member)], 'indexRange')
+        ? await run(
+            statements.indexAfter,
+            [this.#name, keyOf(index), Date.now(), limit, Math.round(after.expiresAt), positionOf(after.member)],
+            'indexRange',
+          )
         : await run(statements.indexFirst, [this.#name, keyOf(index), Date.now(), limit], 'indexRange');
-      return (rows as Array<{ member: string; expires_at: string }>).map((row) => ({ member: row.member, expiresAt: Number(row.expires_at) }));
+      return (rows as Array<{ member: string; expires_at: string }>).map((row) => ({
+        member: row.member,
+        expiresAt: Number(row.expires_at),
+      }));
     }
   }
 
@@ -299,7 +333,9 @@ function isStorableMember(member: string): boolean {
 /** Members are returned as stored and ordered byte by byte, so they must be plain, short text (the plugin's are ids). */
 function assertMember(member: string): void {
   if (!isStorableMember(member)) {
-    throw new TypeError('the PostgreSQL adapter: an index member must be at most 256 characters, without NUL, U+0001 or lone surrogates');
+    throw new TypeError(
+      'the PostgreSQL adapter: an index member must be at most 256 characters, without NUL, U+0001 or lone surrogates',
+    );
   }
 }
 
@@ -323,8 +359,11 @@ function positionOf(member: string): string {
  */
 function storeError(operation: string, error: unknown): Error {
   const { code, message } = error as { code?: unknown; message?: unknown };
-  const reason = typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code)
-    ? `SQLSTATE ${code}`
-    : typeof message === 'string' ? message : 'unknown error';
+  const reason =
+    typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code)
+      ? `SQLSTATE ${code}`
+      : typeof message === 'string'
+        ? message
+        : 'unknown error';
   return new Error(`the PostgreSQL store failed (${operation}): ${reason}`);
 }

@@ -82,12 +82,22 @@ export const REDIS_CLUSTER_OPTIONS = {
 /** How many uid → id pointers findByUid remembers, per createRedisAdapter(). */
 const REMEMBERED_UIDS = 10_000;
 
+/** Replies of a Redis Cluster that mean the command did not run and may be sent again. */
+const REDIRECTION = /^(MOVED|ASK|TRYAGAIN|CLUSTERDOWN) /;
+/** Attempts of a replicated write that keeps being redirected. */
+const MAX_REDIRECTIONS = 4;
+
 /** How long a call waits for a (re)connection before it fails; longer than the longest retry delay. */
 const READY_WAIT_MS = 1000;
 
 /** oidc-provider's models whose entries revokeByGrantId removes, as in its own memory adapter. */
 const GRANTABLE = new Set([
-  'AccessToken', 'AuthorizationCode', 'RefreshToken', 'DeviceCode', 'BackchannelAuthenticationRequest', 'PreAuthorizedCode',
+  'AccessToken',
+  'AuthorizationCode',
+  'RefreshToken',
+  'DeviceCode',
+  'BackchannelAuthenticationRequest',
+  'PreAuthorizedCode',
 ]);
 
 /*
@@ -144,7 +154,9 @@ interface Scripts {
 }
 
 /** The scripts as they are queued in a pipeline (their replies come with `exec()`). */
-type ScriptedPipeline = ChainableCommander & { [Name in keyof Scripts]: (...args: Parameters<Scripts[Name]>) => ScriptedPipeline };
+type ScriptedPipeline = ChainableCommander & {
+  [Name in keyof Scripts]: (...args: Parameters<Scripts[Name]>) => ScriptedPipeline;
+};
 
 type ScriptedClient = (Redis | Cluster) & Scripts;
 
@@ -175,7 +187,8 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
 
   const replicas = options.replicas ?? 0;
   const replicaTimeoutMs = options.replicaTimeoutMs ?? 500;
-  if (!Number.isSafeInteger(replicas) || replicas < 0) throw new TypeError('createRedisAdapter: replicas must be an integer of 0 or more');
+  if (!Number.isSafeInteger(replicas) || replicas < 0)
+    throw new TypeError('createRedisAdapter: replicas must be an integer of 0 or more');
   if (!Number.isSafeInteger(replicaTimeoutMs) || replicaTimeoutMs < 1) {
     throw new TypeError('createRedisAdapter: replicaTimeoutMs must be a positive integer');
   }
@@ -191,13 +204,15 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
     // Auto-pipelining groups a Cluster's commands by the slot of their first
     // argument, which for this script is its number of keys: sent alone, it
     // goes to the slot of its keys.
-    const ignored = client.options.autoPipeliningIgnoredCommands ??= [];
+    const ignored = (client.options.autoPipeliningIgnoredCommands ??= []);
     if (!ignored.includes('impersonationIndexAdd')) ignored.push('impersonationIndexAdd');
     // A Cluster opens a node's connection on its first command, and, without
     // an offline queue, fails the calls that reach the node while it opens: a
     // burst at start-up, or the first one after a failover, would fail. Each
     // node is connected as soon as the client learns of it instead.
-    const open = (node: Redis): void => { if (node.status === 'wait') node.connect().catch(() => {}); };
+    const open = (node: Redis): void => {
+      if (node.status === 'wait') node.connect().catch(() => {});
+    };
     (client as Cluster).on('+node', open);
     for (const node of (client as Cluster).nodes('all')) open(node);
   }
@@ -246,7 +261,9 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
       // Indexes before the entry: should the entry write then fail, an index
       // points at nothing; the other way round a token could escape revokeByGrantId.
       await Promise.all([
-        payload.grantId && GRANTABLE.has(this.#name) ? redis.impersonationAddToGrant(grantKey(payload.grantId), key, ttl) : undefined,
+        payload.grantId && GRANTABLE.has(this.#name)
+          ? redis.impersonationAddToGrant(grantKey(payload.grantId), key, ttl)
+          : undefined,
         payload.uid ? setPointer(this.#indexKey('uid', payload.uid), id, ttl) : undefined,
         payload.userCode ? setPointer(this.#indexKey('userCode', payload.userCode), id, ttl) : undefined,
       ]);
@@ -255,7 +272,7 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
         await redis.impersonationWrite(key, ...write);
         return;
       }
-      await replicated(pipeline().impersonationWrite(key, ...write));
+      await replicated(() => pipeline().impersonationWrite(key, ...write));
     }
 
     async find(id: string): Promise<AdapterPayload | undefined> {
@@ -300,8 +317,8 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
     async consumeOnce(id: string): Promise<boolean> {
       if (client.status !== 'ready') await whenReady();
       const now = Math.floor(Date.now() / 1000);
-      if (!replicas) return await redis.impersonationConsumeOnce(this.#key(id), now) === 1;
-      return await replicated(pipeline().impersonationConsumeOnce(this.#key(id), now)) === 1;
+      if (!replicas) return (await redis.impersonationConsumeOnce(this.#key(id), now)) === 1;
+      return (await replicated(() => pipeline().impersonationConsumeOnce(this.#key(id), now))) === 1;
     }
 
     // Indexes are left to expire: one may already point at a newer entry (a
@@ -359,16 +376,29 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
   /**
    * Runs one keyed command with `WAIT` behind it in one pipeline, so that both
    * reach the master of the key's slot; resolves with the command's reply once
-   * enough replicas hold it.
+   * enough replicas hold it. A Cluster answers a pipeline sent to a node that
+   * no longer serves the slot with a redirection (the command did not run),
+   * which ioredis does not follow for a pipeline whose commands answered
+   * differently: it is sent again, a few times, after the slots are read anew.
    */
-  async function replicated(pipeline: ChainableCommander): Promise<unknown> {
-    const results = await pipeline.wait(replicas, replicaTimeoutMs).exec();
-    const [[error, reply] = [], [waitError, confirmed] = []] = results ?? [];
-    if (error ?? waitError) throw error ?? waitError;
-    if (typeof confirmed !== 'number' || confirmed < replicas) {
-      throw new Error(`Redis: ${String(confirmed)} of ${replicas} replicas confirmed a write within ${replicaTimeoutMs} ms`);
+  async function replicated(queue: () => ScriptedPipeline): Promise<unknown> {
+    for (let attempt = 1; ; attempt += 1) {
+      const results = await queue().wait(replicas, replicaTimeoutMs).exec();
+      const [[error, reply] = [], [waitError, confirmed] = []] = results ?? [];
+      if (error && REDIRECTION.test(error.message) && attempt < MAX_REDIRECTIONS && client.isCluster) {
+        await new Promise<void>((resolve) => {
+          (client as Cluster).refreshSlotsCache(() => resolve());
+        });
+        continue;
+      }
+      if (error ?? waitError) throw error ?? waitError;
+      if (typeof confirmed !== 'number' || confirmed < replicas) {
+        throw new Error(
+          `Redis: ${String(confirmed)} of ${replicas} replicas confirmed a write within ${replicaTimeoutMs} ms`,
+        );
+      }
+      return reply;
     }
-    return reply;
   }
 
   async function setPointer(key: string, id: string, ttl: number): Promise<void> {
@@ -408,7 +438,10 @@ function readiness(client: Redis | Cluster): () => Promise<void> {
         else resolve();
       };
       const onReady = (): void => settle();
-      const timer = setTimeout(() => settle(new Error(`Redis is unreachable (connection ${client.status})`)), READY_WAIT_MS);
+      const timer = setTimeout(
+        () => settle(new Error(`Redis is unreachable (connection ${client.status})`)),
+        READY_WAIT_MS,
+      );
       client.on('ready', onReady);
       if (client.status === 'wait') client.connect().catch(() => {});
     });

@@ -9,8 +9,24 @@ export interface ExportOptions {
   format: 'jsonl' | 'csv';
 }
 
-const COLUMNS = ['seq', 'at', 'event', 'subject', 'actor', 'client_id', 'resource', 'scope', 'context',
-  'subject_token_id', 'session_id', 'access_token_id', 'outcome', 'reason', 'prev_hash', 'hash'] as const;
+const COLUMNS = [
+  'seq',
+  'at',
+  'event',
+  'subject',
+  'actor',
+  'client_id',
+  'resource',
+  'scope',
+  'context',
+  'subject_token_id',
+  'session_id',
+  'access_token_id',
+  'outcome',
+  'reason',
+  'prev_hash',
+  'hash',
+] as const;
 const BATCH = 1000;
 const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,40}$/;
 
@@ -18,7 +34,8 @@ const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,40}$/;
 export async function* exportTrail(connectionString: string, options: ExportOptions): AsyncGenerator<string> {
   const table = options.table ?? 'impersonation_audit';
   for (const value of [table, options.schema]) {
-    if (value !== undefined && !IDENTIFIER.test(value)) throw new TypeError('schema and table must be plain SQL identifiers');
+    if (value !== undefined && !IDENTIFIER.test(value))
+      throw new TypeError('schema and table must be plain SQL identifiers');
   }
   const qualified = options.schema ? `"${options.schema}"."${table}"` : `"${table}"`;
   const client = new pg.Client({ connectionString, connectionTimeoutMillis: 5000 });
@@ -29,14 +46,27 @@ export async function* exportTrail(connectionString: string, options: ExportOpti
     for (;;) {
       const values: unknown[] = [after];
       let where = 'seq > $1';
-      if (options.since) { values.push(options.since); where += ` AND at >= $${values.length}`; }
-      if (options.until) { values.push(options.until); where += ` AND at < $${values.length}`; }
+      if (options.since) {
+        values.push(options.since);
+        where += ` AND at >= $${values.length}`;
+      }
+      if (options.until) {
+        values.push(options.until);
+        where += ` AND at < $${values.length}`;
+      }
       const { rows } = await client.query<Record<string, unknown>>(
-        `SELECT ${COLUMNS.join(', ')} FROM ${qualified} WHERE ${where} ORDER BY seq LIMIT ${BATCH}`, values,
+        `SELECT ${COLUMNS.join(', ')} FROM ${qualified} WHERE ${where} ORDER BY seq LIMIT ${BATCH}`,
+        values,
       );
       for (const row of rows) {
-        const record: Record<string, unknown> = { ...row, seq: Number(row['seq']), at: (row['at'] as Date).toISOString() };
-        yield options.format === 'jsonl' ? `${JSON.stringify(record)}\n` : `${COLUMNS.map((name) => csvField(record[name])).join(',')}\n`;
+        const record: Record<string, unknown> = {
+          ...row,
+          seq: Number(row['seq']),
+          at: (row['at'] as Date).toISOString(),
+        };
+        yield options.format === 'jsonl'
+          ? `${JSON.stringify(record)}\n`
+          : `${COLUMNS.map((name) => csvField(record[name])).join(',')}\n`;
       }
       if (rows.length < BATCH) return;
       after = Number(rows.at(-1)!['seq']);

@@ -12,12 +12,27 @@
  * included, is detected.
  */
 import {
-  createHmac, createPrivateKey, createPublicKey, sign, timingSafeEqual, verify as verifySignature, type KeyObject,
+  createHmac,
+  createPrivateKey,
+  createPublicKey,
+  sign,
+  timingSafeEqual,
+  verify as verifySignature,
+  type KeyObject,
 } from 'node:crypto';
 import pg from 'pg';
 import type { AuditQueryFilter, AuditSink, ImpersonationEvent, ImpersonationEventName } from '../audit.js';
 import {
-  canonicalContent, cursorOfSeq, GENESIS, limitOf, rowOf, seqOfCursor, walkChain, type AuditRow, type ChainedRow, type VerifyResult,
+  canonicalContent,
+  cursorOfSeq,
+  GENESIS,
+  limitOf,
+  rowOf,
+  seqOfCursor,
+  walkChain,
+  type AuditRow,
+  type ChainedRow,
+  type VerifyResult,
 } from '../audit/chain.js';
 
 export interface PostgresAuditLogOptions {
@@ -80,18 +95,25 @@ interface Pending {
 }
 
 export function createPostgresAuditLog(options: PostgresAuditLogOptions): PostgresAuditLog {
-  if (!options.pool === !options.connectionString) throw new TypeError('createPostgresAuditLog: pass pool or connectionString');
+  if (!options.pool === !options.connectionString)
+    throw new TypeError('createPostgresAuditLog: pass pool or connectionString');
   const table = options.table ?? 'impersonation_audit';
-  for (const [name, value] of [['table', table], ['schema', options.schema]] as const) {
-    if (value !== undefined && !IDENTIFIER.test(value)) throw new TypeError(`createPostgresAuditLog: ${name} must be a plain SQL identifier`);
+  for (const [name, value] of [
+    ['table', table],
+    ['schema', options.schema],
+  ] as const) {
+    if (value !== undefined && !IDENTIFIER.test(value))
+      throw new TypeError(`createPostgresAuditLog: ${name} must be a plain SQL identifier`);
   }
   const checkpointEvery = options.checkpointEvery ?? 100;
-  if (!Number.isSafeInteger(checkpointEvery) || checkpointEvery < 1) throw new TypeError('createPostgresAuditLog: checkpointEvery must be a positive integer');
+  if (!Number.isSafeInteger(checkpointEvery) || checkpointEvery < 1)
+    throw new TypeError('createPostgresAuditLog: checkpointEvery must be a positive integer');
   const signer = options.signingKey ? signerOf(options.signingKey) : undefined;
   const failClosed = options.failClosed ?? true;
 
   const owned = !options.pool;
-  const pool = options.pool ?? new pg.Pool({ connectionString: options.connectionString, max: 10, connectionTimeoutMillis: 2000 });
+  const pool =
+    options.pool ?? new pg.Pool({ connectionString: options.connectionString, max: 10, connectionTimeoutMillis: 2000 });
   // An idle client that loses its connection must not crash the process; the next query reports the outage.
   if (owned) pool.on('error', () => {});
   const names = namesOf(options.schema, table);
@@ -117,13 +139,19 @@ export function createPostgresAuditLog(options: PostgresAuditLogOptions): Postgr
     flushing = true;
     const batch = queue.slice(0, MAX_BATCH_ROWS);
     queue = queue.slice(batch.length);
-    writeBatch(batch).then(
-      () => { for (const pending of batch) pending.resolve(); },
-      (error: unknown) => { for (const pending of batch) pending.reject(error); },
-    ).finally(() => {
-      flushing = false;
-      flush();
-    });
+    writeBatch(batch)
+      .then(
+        () => {
+          for (const pending of batch) pending.resolve();
+        },
+        (error: unknown) => {
+          for (const pending of batch) pending.reject(error);
+        },
+      )
+      .finally(() => {
+        flushing = false;
+        flush();
+      });
   }
 
   async function writeBatch(batch: Pending[]): Promise<void> {
@@ -135,8 +163,10 @@ export function createPostgresAuditLog(options: PostgresAuditLogOptions): Postgr
     if (!signer) return;
     const due = rows.filter(({ seq }) => Number(seq) % checkpointEvery === 0);
     for (const { seq, hash } of due) {
-      await pool.query(`INSERT INTO ${names.checkpoints} (seq, hash, key_id, signature) VALUES ($1, $2, $3, $4) ON CONFLICT (seq) DO NOTHING`,
-        [seq, hash, signer.kind, signer.sign(checkpointText(seq, hash))]);
+      await pool.query(
+        `INSERT INTO ${names.checkpoints} (seq, hash, key_id, signature) VALUES ($1, $2, $3, $4) ON CONFLICT (seq) DO NOTHING`,
+        [seq, hash, signer.kind, signer.sign(checkpointText(seq, hash))],
+      );
     }
   }
 
@@ -157,10 +187,17 @@ export function createPostgresAuditLog(options: PostgresAuditLogOptions): Postgr
   return {
     append,
     migrate,
-    get failures() { return failures; },
+    get failures() {
+      return failures;
+    },
     verify: async (verifyOptions = {}) => {
       await migrate();
-      return verifyChain(pool, names, verifyOptions.key, verifyOptions.requireCheckpoints ? checkpointEvery : undefined);
+      return verifyChain(
+        pool,
+        names,
+        verifyOptions.key,
+        verifyOptions.requireCheckpoints ? checkpointEvery : undefined,
+      );
     },
     query: async (filter = {}) => {
       await migrate();
@@ -306,10 +343,15 @@ async function* storedBatches(pool: pg.Pool, names: Names): AsyncGenerator<Chain
   let after = 0;
   for (;;) {
     const { rows } = await pool.query<StoredRow>(
-      `SELECT * FROM ${names.table} WHERE seq > $1 ORDER BY seq LIMIT ${VERIFY_BATCH}`, [after],
+      `SELECT * FROM ${names.table} WHERE seq > $1 ORDER BY seq LIMIT ${VERIFY_BATCH}`,
+      [after],
     );
     yield rows.map((stored) => ({
-      ...rowOfStored(stored), seq: Number(stored.seq), content: stored.content, prevHash: stored.prev_hash, hash: stored.hash,
+      ...rowOfStored(stored),
+      seq: Number(stored.seq),
+      content: stored.content,
+      prevHash: stored.prev_hash,
+      hash: stored.hash,
     }));
     if (rows.length < VERIFY_BATCH) return;
     after = Number(rows.at(-1)!.seq);
@@ -320,25 +362,43 @@ async function* storedBatches(pool: pg.Pool, names: Names): AsyncGenerator<Chain
  * Walks the chain in order (see `walkChain`), then, with a key, every
  * checkpoint's signature, and its hash that of its row.
  */
-async function verifyChain(pool: pg.Pool, names: Names, key: VerificationKey | undefined, requireEvery: number | undefined): Promise<VerifyResult> {
-  const walk = await walkChain(storedBatches(pool, names), async () => {
-    const { rows: [head] } = await pool.query<{ seq: string; hash: string }>(`SELECT seq, hash FROM ${names.head} WHERE id = 1`);
-    return head ? { seq: Number(head.seq), hash: head.hash } : undefined;
-  }, key !== undefined);
+async function verifyChain(
+  pool: pg.Pool,
+  names: Names,
+  key: VerificationKey | undefined,
+  requireEvery: number | undefined,
+): Promise<VerifyResult> {
+  const walk = await walkChain(
+    storedBatches(pool, names),
+    async () => {
+      const {
+        rows: [head],
+      } = await pool.query<{ seq: string; hash: string }>(`SELECT seq, hash FROM ${names.head} WHERE id = 1`);
+      return head ? { seq: Number(head.seq), hash: head.hash } : undefined;
+    },
+    key !== undefined,
+  );
   if (!walk.ok) return walk;
   const { count, hashes } = walk;
   let checkpoints = 0;
   if (key) {
     const verifier = verifierOf(key);
-    const { rows } = await pool.query<{ seq: string; hash: string; signature: string }>(`SELECT seq, hash, signature FROM ${names.checkpoints} ORDER BY seq`);
+    const { rows } = await pool.query<{ seq: string; hash: string; signature: string }>(
+      `SELECT seq, hash, signature FROM ${names.checkpoints} ORDER BY seq`,
+    );
     const signed = new Set<number>();
     for (const checkpoint of rows) {
       const seq = Number(checkpoint.seq);
       if (!verifier(checkpointText(checkpoint.seq, checkpoint.hash), checkpoint.signature)) {
-        return { ok: false, count, seq, problem: 'its checkpoint\'s signature does not verify' };
+        return { ok: false, count, seq, problem: "its checkpoint's signature does not verify" };
       }
       if (seq > count || hashes.get(seq) !== checkpoint.hash) {
-        return { ok: false, count, seq, problem: 'the chain was rewritten up to here: its hash is not the one its signed checkpoint pins' };
+        return {
+          ok: false,
+          count,
+          seq,
+          problem: 'the chain was rewritten up to here: its hash is not the one its signed checkpoint pins',
+        };
       }
       signed.add(seq);
       checkpoints += 1;
@@ -352,7 +412,11 @@ async function verifyChain(pool: pg.Pool, names: Names, key: VerificationKey | u
   return { ok: true, count, checkpoints };
 }
 
-async function queryTrail(pool: pg.Pool, names: Names, filter: AuditQuery): Promise<{ items: AuditEntry[]; nextCursor: string | null }> {
+async function queryTrail(
+  pool: pg.Pool,
+  names: Names,
+  filter: AuditQuery,
+): Promise<{ items: AuditEntry[]; nextCursor: string | null }> {
   const limit = limitOf(filter.limit);
   const conditions: string[] = [];
   const values: unknown[] = [];
@@ -368,7 +432,10 @@ async function queryTrail(pool: pg.Pool, names: Names, filter: AuditQuery): Prom
     add('seq < ?', seqOfCursor(filter.cursor));
   }
   const where = conditions.length ? `WHERE ${conditions.join(' AND ')}` : '';
-  const { rows } = await pool.query<StoredRow>(`SELECT * FROM ${names.table} ${where} ORDER BY seq DESC LIMIT ${limit}`, values);
+  const { rows } = await pool.query<StoredRow>(
+    `SELECT * FROM ${names.table} ${where} ORDER BY seq DESC LIMIT ${limit}`,
+    values,
+  );
   const items = rows.map((stored) => ({ seq: Number(stored.seq), hash: stored.hash, ...rowOfStored(stored) }));
   const last = items.at(-1);
   return { items, nextCursor: items.length === limit && last ? cursorOfSeq(last.seq) : null };
@@ -379,9 +446,11 @@ function checkpointText(seq: string | number, hash: string): string {
 }
 
 function signerOf(key: SigningKey): { kind: string; sign(text: string): string } {
-  if ('hmac' in key) return { kind: 'hmac-sha256', sign: (text) => createHmac('sha256', key.hmac).update(text).digest('base64url') };
+  if ('hmac' in key)
+    return { kind: 'hmac-sha256', sign: (text) => createHmac('sha256', key.hmac).update(text).digest('base64url') };
   const privateKey = typeof key.ed25519 === 'string' ? createPrivateKey(key.ed25519) : key.ed25519;
-  if (privateKey.asymmetricKeyType !== 'ed25519' || privateKey.type !== 'private') throw new TypeError('signingKey.ed25519 must be an Ed25519 private key');
+  if (privateKey.asymmetricKeyType !== 'ed25519' || privateKey.type !== 'private')
+    throw new TypeError('signingKey.ed25519 must be an Ed25519 private key');
   return { kind: 'ed25519', sign: (text) => sign(null, Buffer.from(text), privateKey).toString('base64url') };
 }
 

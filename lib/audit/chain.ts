@@ -23,8 +23,19 @@ export interface AuditRow {
 
 /** The fields of a row, in the order the canonical text lists them. */
 const FIELDS = [
-  'at', 'event', 'subject', 'actor', 'clientId', 'resource', 'scope', 'context',
-  'subjectTokenId', 'sessionId', 'accessTokenId', 'outcome', 'reason',
+  'at',
+  'event',
+  'subject',
+  'actor',
+  'clientId',
+  'resource',
+  'scope',
+  'context',
+  'subjectTokenId',
+  'sessionId',
+  'accessTokenId',
+  'outcome',
+  'reason',
 ] as const;
 
 export function rowOf(name: ImpersonationEventName, event: ImpersonationEvent, at = new Date()): AuditRow {
@@ -41,9 +52,8 @@ export function rowOf(name: ImpersonationEventName, event: ImpersonationEvent, a
     sessionId: event.sessionId ?? null,
     accessTokenId: event.accessTokenId ?? null,
     outcome: outcomeOf(name),
-    reason: event.error !== undefined
-      ? `${event.error}: ${event.reason ?? ''}`
-      : event.reason ?? event.endReason ?? null,
+    reason:
+      event.error !== undefined ? `${event.error}: ${event.reason ?? ''}` : (event.reason ?? event.endReason ?? null),
   };
 }
 
@@ -66,7 +76,8 @@ export function canonicalContent(row: AuditRow): string {
 export function canonicalJson(value: unknown): string {
   if (value === null || typeof value !== 'object') return JSON.stringify(value ?? null);
   if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
-  const entries = Object.keys(value as Record<string, unknown>).sort()
+  const entries = Object.keys(value as Record<string, unknown>)
+    .sort()
     .map((key) => `${JSON.stringify(key)}:${canonicalJson((value as Record<string, unknown>)[key])}`);
   return `{${entries.join(',')}}`;
 }
@@ -92,12 +103,10 @@ export interface ChainedRow extends AuditRow {
 }
 
 export type VerifyResult =
-  | { ok: true; count: number; checkpoints: number }
-  | { ok: false; count: number; seq: number; problem: string };
+  { ok: true; count: number; checkpoints: number } | { ok: false; count: number; seq: number; problem: string };
 
 export type ChainWalk =
-  | { ok: true; count: number; lastHash: string; hashes: Map<number, string> }
-  | Extract<VerifyResult, { ok: false }>;
+  { ok: true; count: number; lastHash: string; hashes: Map<number, string> } | Extract<VerifyResult, { ok: false }>;
 
 /**
  * Walks rows given in ascending order: numbers without gaps from 1, each
@@ -118,8 +127,15 @@ export async function walkChain(
       const seq = stored.seq;
       const count = expectedSeq - 1;
       const bad = (problem: string) => ({ ok: false as const, count, seq, problem });
-      if (seq !== expectedSeq) return { ok: false, count, seq: expectedSeq, problem: `row ${expectedSeq} is missing (the next row is ${seq})` };
-      if (stored.prevHash !== previousHash) return bad('its link to the previous row does not match (a row was removed, inserted or reordered)');
+      if (seq !== expectedSeq)
+        return {
+          ok: false,
+          count,
+          seq: expectedSeq,
+          problem: `row ${expectedSeq} is missing (the next row is ${seq})`,
+        };
+      if (stored.prevHash !== previousHash)
+        return bad('its link to the previous row does not match (a row was removed, inserted or reordered)');
       if (rowHash(previousHash, seq, stored.content) !== stored.hash) return bad('its content does not match its hash');
       let claimed: AuditRow;
       try {
@@ -127,7 +143,8 @@ export async function walkChain(
       } catch {
         return bad('its content is not a row of this trail');
       }
-      if (canonicalContent(claimed) !== canonicalContent(stored)) return bad('a column does not match the content its hash covers');
+      if (canonicalContent(claimed) !== canonicalContent(stored))
+        return bad('a column does not match the content its hash covers');
       if (keepHashes) hashes.set(seq, stored.hash);
       previousHash = stored.hash;
       expectedSeq += 1;
@@ -136,7 +153,12 @@ export async function walkChain(
   const count = expectedSeq - 1;
   const end = await head();
   if (!end || end.seq !== count || end.hash !== previousHash) {
-    return { ok: false, count, seq: count + 1, problem: 'the chain does not end where its head says (rows were removed from the end, or the head was moved)' };
+    return {
+      ok: false,
+      count,
+      seq: count + 1,
+      problem: 'the chain does not end where its head says (rows were removed from the end, or the head was moved)',
+    };
   }
   return { ok: true, count, lastHash: previousHash, hashes };
 }
@@ -155,6 +177,7 @@ export function seqOfCursor(cursor: string): number {
 /** `limit` of a query: default 50, at most 500. */
 export function limitOf(limit: number | undefined): number {
   const value = limit ?? 50;
-  if (!Number.isSafeInteger(value) || value < 1 || value > 500) throw new TypeError('limit must be an integer from 1 to 500');
+  if (!Number.isSafeInteger(value) || value < 1 || value > 500)
+    throw new TypeError('limit must be an integer from 1 to 500');
   return value;
 }

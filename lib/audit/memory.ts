@@ -6,8 +6,17 @@
 import { storeFull } from '../errors.js';
 import type { AuditQueryFilter, AuditSink, ImpersonationEvent, ImpersonationEventName } from '../audit.js';
 import {
-  canonicalContent, cursorOfSeq, GENESIS, limitOf, rowHash, rowOf, seqOfCursor, walkChain,
-  type AuditRow, type ChainedRow, type VerifyResult,
+  canonicalContent,
+  cursorOfSeq,
+  GENESIS,
+  limitOf,
+  rowHash,
+  rowOf,
+  seqOfCursor,
+  walkChain,
+  type AuditRow,
+  type ChainedRow,
+  type VerifyResult,
 } from './chain.js';
 
 export interface MemoryAuditLogOptions {
@@ -35,7 +44,8 @@ export interface MemoryAuditLog extends AuditSink {
 
 export function createMemoryAuditLog(options: MemoryAuditLogOptions = {}): MemoryAuditLog {
   const maxRows = options.maxRows ?? 100_000;
-  if (!Number.isSafeInteger(maxRows) || maxRows < 1) throw new TypeError('createMemoryAuditLog: maxRows must be a positive integer');
+  if (!Number.isSafeInteger(maxRows) || maxRows < 1)
+    throw new TypeError('createMemoryAuditLog: maxRows must be a positive integer');
   const rows: ChainedRow[] = [];
   const head = { seq: 0, hash: GENESIS };
 

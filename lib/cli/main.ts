@@ -38,7 +38,7 @@ async function main(argv: string[]): Promise<number> {
   }
   const every = values['require-checkpoints'] === undefined ? undefined : Number(values['require-checkpoints']);
   if (every !== undefined && !(Number.isSafeInteger(every) && every > 0)) {
-    process.stderr.write('--require-checkpoints must be a positive integer (the log\'s checkpointEvery)\n');
+    process.stderr.write("--require-checkpoints must be a positive integer (the log's checkpointEvery)\n");
     return 2;
   }
   const log = createPostgresAuditLog({
@@ -49,9 +49,14 @@ async function main(argv: string[]): Promise<number> {
   });
   try {
     if (command === 'verify') {
-      const result = await log.verify({ ...(values.key ? { key: keyOf(values.key) } : {}), requireCheckpoints: every !== undefined });
+      const result = await log.verify({
+        ...(values.key ? { key: keyOf(values.key) } : {}),
+        requireCheckpoints: every !== undefined,
+      });
       if (result.ok) {
-        process.stdout.write(`ok: ${result.count} rows verified${values.key ? `, ${result.checkpoints} signed checkpoints` : ''}\n`);
+        process.stdout.write(
+          `ok: ${result.count} rows verified${values.key ? `, ${result.checkpoints} signed checkpoints` : ''}\n`,
+        );
         return 0;
       }
       process.stdout.write(`bad row ${result.seq}: ${result.problem} (${result.count} rows verified before it)\n`);
@@ -64,7 +69,13 @@ async function main(argv: string[]): Promise<number> {
     }
     const since = timeOf('since', values.since);
     const until = timeOf('until', values.until);
-    for await (const line of exportTrail(connectionString, { schema: values.schema, table: values.table, since, until, format })) {
+    for await (const line of exportTrail(connectionString, {
+      schema: values.schema,
+      table: values.table,
+      since,
+      until,
+      format,
+    })) {
       if (!process.stdout.write(line)) await new Promise((resolve) => process.stdout.once('drain', resolve));
     }
     return 0;
@@ -89,7 +100,12 @@ function timeOf(name: string, value: string | undefined): Date | undefined {
   return time;
 }
 
-main(process.argv.slice(2)).then((code) => { process.exitCode = code; }, (error: unknown) => {
-  process.stderr.write(`${error instanceof Error ? error.message : String(error)}\n`);
-  process.exitCode = 2;
-});
+main(process.argv.slice(2)).then(
+  (code) => {
+    process.exitCode = code;
+  },
+  (error: unknown) => {
+    process.stderr.write(`${error instanceof Error ? error.message : String(error)}\n`);
+    process.exitCode = 2;
+  },
+);

@@ -21,7 +21,10 @@ export type ActorTokenLookup = Promise<{ token: VerifiedAccessToken | undefined 
  * verifyAccessToken). A JWT names no grant; it is honoured until its `exp`.
  */
 export function lookUpActorToken(ctx: KoaContextWithOIDC, value: string): ActorTokenLookup {
-  return verifyAccessToken(ctx.oidc.provider, value, 'AccessToken').then((token) => ({ token }), (failure: unknown) => ({ failure }));
+  return verifyAccessToken(ctx.oidc.provider, value, 'AccessToken').then(
+    (token) => ({ token }),
+    (failure: unknown) => ({ failure }),
+  );
 }
 
 export interface ActorRules {
@@ -67,7 +70,7 @@ export async function validateActorToken(
     if (!rules.actorClients.has(token.clientId)) {
       throw invalidRequest('actor_token was issued to a client whose tokens are not accepted as actor tokens here');
     }
-    if (!await ctx.oidc.provider.Client.find(token.clientId)) {
+    if (!(await ctx.oidc.provider.Client.find(token.clientId))) {
       throw invalidRequest('actor_token was issued to a client that no longer exists');
     }
   }

@@ -6,14 +6,36 @@ import type { ActClaim } from './actor.js';
 
 /** Claims that identify, bind or limit a token: no hook may set them. */
 export const RESERVED_CLAIMS: ReadonlySet<string> = new Set([
-  'sub', 'aud', 'iss', 'exp', 'iat', 'nbf', 'jti', 'client_id', 'scope', 'act', 'cnf',
+  'sub',
+  'aud',
+  'iss',
+  'exp',
+  'iat',
+  'nbf',
+  'jti',
+  'client_id',
+  'scope',
+  'act',
+  'cnf',
   // oidc-provider's own payload members, which introspection of opaque tokens would let extra shadow
-  'authorization_details', 'token_type', 'may_act',
+  'authorization_details',
+  'token_type',
+  'may_act',
   // The impersonation session the token belongs to: what a revocation is checked against.
   SESSION_CLAIM,
   // How and when a user authenticated, and ID-token-only claims: an impersonation
   // token must never claim anything about the customer's own sign-in.
-  'acr', 'amr', 'auth_time', 'sid', 'azp', 'nonce', 'typ', 'at_hash', 'c_hash', 's_hash', 'events',
+  'acr',
+  'amr',
+  'auth_time',
+  'sid',
+  'azp',
+  'nonce',
+  'typ',
+  'at_hash',
+  'c_hash',
+  's_hash',
+  'events',
 ]);
 
 type ExtraTokenClaims = NonNullable<Configuration['extraTokenClaims']>;
@@ -69,7 +91,10 @@ export async function runCustomClaims(
 ): Promise<Record<string, unknown>> {
   let timer: NodeJS.Timeout | undefined;
   const deadline = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(invalidRequest(`getCustomJwtClaims did not answer within ${timeoutMs} ms`)), timeoutMs);
+    timer = setTimeout(
+      () => reject(invalidRequest(`getCustomJwtClaims did not answer within ${timeoutMs} ms`)),
+      timeoutMs,
+    );
   });
   let result: unknown;
   try {

@@ -19,19 +19,26 @@ export async function checkActorAuthentication(
   actor: VerifiedAccessToken,
   required: ActorAuthentication,
 ): Promise<void> {
-  const { authTime, acr } = actor.format === 'jwt' ? actor : await sessionAuthentication(ctx.oidc.provider, actor.sessionUid);
-  const stale = required.maxAge !== undefined && (authTime === undefined || Date.now() / 1000 - authTime > required.maxAge);
+  const { authTime, acr } =
+    actor.format === 'jwt' ? actor : await sessionAuthentication(ctx.oidc.provider, actor.sessionUid);
+  const stale =
+    required.maxAge !== undefined && (authTime === undefined || Date.now() / 1000 - authTime > required.maxAge);
   const weak = required.acrValues !== undefined && (acr === undefined || !required.acrValues.includes(acr));
   if (!stale && !weak) return;
   unmet.set(ctx, required);
-  throw insufficientUserAuthentication(stale
-    ? `the actor signed in more than ${required.maxAge} seconds ago; sign in again (max_age=${required.maxAge})`
-    : `the actor's sign-in is not strong enough; sign in again with acr_values=${required.acrValues!.join(' ')}`);
+  throw insufficientUserAuthentication(
+    stale
+      ? `the actor signed in more than ${required.maxAge} seconds ago; sign in again (max_age=${required.maxAge})`
+      : `the actor's sign-in is not strong enough; sign in again with acr_values=${required.acrValues!.join(' ')}`,
+  );
 }
 
-async function sessionAuthentication(provider: Provider, sessionUid: string | undefined): Promise<{ authTime?: number; acr?: string }> {
+async function sessionAuthentication(
+  provider: Provider,
+  sessionUid: string | undefined,
+): Promise<{ authTime?: number; acr?: string }> {
   if (sessionUid === undefined) return {};
-  const session = await provider.Session.findByUid(sessionUid) as { loginTs?: number; acr?: string } | undefined;
+  const session = (await provider.Session.findByUid(sessionUid)) as { loginTs?: number; acr?: string } | undefined;
   return {
     ...(typeof session?.loginTs === 'number' ? { authTime: session.loginTs } : {}),
     ...(typeof session?.acr === 'string' ? { acr: session.acr } : {}),

@@ -4,11 +4,23 @@ import { publicTokenId, scopeSet } from '../access-token.js';
 import { emit, EVENTS, record as recordEvent, type ImpersonationEvent } from '../audit.js';
 import { invalidClient, invalidRequest, invalidScope, invalidTarget } from '../errors.js';
 import {
-  refusalReason, type CustomJwtClaimsInput, type ExchangeDecision, type PolicyDecision, type ResolvedOptions,
+  refusalReason,
+  type CustomJwtClaimsInput,
+  type ExchangeDecision,
+  type PolicyDecision,
+  type ResolvedOptions,
 } from '../options.js';
 import {
-  type DpopProof, assignTokenId, buildTokenResponse, checkDpopReplay, checkDpopRequired, checkMtlsCert, providerConfiguration,
-  resolveRequestedResources, validateClientScope, validateDpop,
+  type DpopProof,
+  assignTokenId,
+  buildTokenResponse,
+  checkDpopReplay,
+  checkDpopRequired,
+  checkMtlsCert,
+  providerConfiguration,
+  resolveRequestedResources,
+  validateClientScope,
+  validateDpop,
 } from '../provider-internals.js';
 import { newSessionId, SESSION_CLAIM, type SessionRecord } from '../sessions/record.js';
 import type { SessionStore } from '../sessions/store.js';
@@ -24,8 +36,14 @@ export const ACCESS_TOKEN_TYPE = 'urn:ietf:params:oauth:token-type:access_token'
 
 /** Parameters the token endpoint keeps for this grant; `resource` and `audience` may repeat. */
 export const EXCHANGE_PARAMETERS = [
-  'subject_token', 'subject_token_type', 'actor_token', 'actor_token_type',
-  'requested_token_type', 'scope', 'resource', 'audience',
+  'subject_token',
+  'subject_token_type',
+  'actor_token',
+  'actor_token_type',
+  'requested_token_type',
+  'scope',
+  'resource',
+  'audience',
 ] as const;
 export const EXCHANGE_DUPLICATES = ['resource', 'audience'] as const;
 
@@ -73,7 +91,10 @@ export function createExchangeHandler({ options, store, sessions, claims }: Gran
       if (found.state === 'unknown') throw invalidRequest('subject_token is unknown');
       const { record, key } = found;
       Object.assign(audit, {
-        subjectTokenId: record.id, subject: record.subject, createdBy: record.createdBy, context: record.context,
+        subjectTokenId: record.id,
+        subject: record.subject,
+        createdBy: record.createdBy,
+        context: record.context,
         ...(record.actor === undefined ? {} : { actor: record.actor }),
       });
       if (found.state === 'withdrawn') throw invalidRequest('subject_token was withdrawn');
@@ -124,7 +145,11 @@ export function createExchangeHandler({ options, store, sessions, claims }: Gran
       const expiresIn = Math.min(options.accessTokenTTL, token.expiration);
       (token as { expiresIn?: number }).expiresIn = expiresIn;
       const custom = options.getCustomJwtClaims
-        ? await runCustomClaims(options.getCustomJwtClaims, customClaimsInput(token, record, act, options), options.customClaimsTimeout)
+        ? await runCustomClaims(
+            options.getCustomJwtClaims,
+            customClaimsInput(token, record, act, options),
+            options.customClaimsTimeout,
+          )
         : {};
       const session = sessionOf(record, client.clientId, resourceServer.identifier(), scopes, actor, expiresIn);
       audit.sessionId = session.id;
@@ -223,7 +248,8 @@ async function actorOf(
   actorClients: ReadonlySet<string>,
 ): Promise<VerifiedAccessToken | undefined> {
   if (actorLookup === undefined) {
-    if (record.actor !== undefined) throw invalidRequest('subject_token is bound to an actor; send that actor\'s actor_token');
+    if (record.actor !== undefined)
+      throw invalidRequest("subject_token is bound to an actor; send that actor's actor_token");
     return undefined;
   }
   const certificateThumbprint = (token as { 'x5t#S256'?: string })['x5t#S256'];
@@ -280,7 +306,11 @@ function sessionOf(
 
 function backingGrant(provider: Provider, session: SessionRecord, expiresIn: number): InstanceType<Provider['Grant']> {
   // Its id is chosen here so that the session record can name it before either is written.
-  const grant = new provider.Grant({ jti: randomBytes(32).toString('base64url'), accountId: session.subject, clientId: session.clientId } as never);
+  const grant = new provider.Grant({
+    jti: randomBytes(32).toString('base64url'),
+    accountId: session.subject,
+    clientId: session.clientId,
+  } as never);
   if (session.scope.length) grant.addResourceScope(session.resource, session.scope.join(' '));
   (grant as { expiresIn?: number }).expiresIn = expiresIn;
   return grant;
@@ -294,7 +324,13 @@ function customClaimsInput(
 ): CustomJwtClaimsInput {
   const clientId = token.client!.clientId;
   return {
-    token: Object.freeze({ sub: record.subject, aud: token.aud, client_id: clientId, scope: token.scope, ...actClaims(act) }),
+    token: Object.freeze({
+      sub: record.subject,
+      aud: token.aud,
+      client_id: clientId,
+      scope: token.scope,
+      ...actClaims(act),
+    }),
     context: {
       grant: { type: TOKEN_EXCHANGE_GRANT, subjectTokenContext: structuredClone(record.context) },
       client: { id: clientId },
@@ -355,7 +391,11 @@ async function resolveSingleResource(ctx: KoaContextWithOIDC): Promise<ResourceS
  * never wider, or silently narrower, than the request. `offline_access` never
  * applies: impersonation has no refresh token.
  */
-function grantedScopes(ctx: KoaContextWithOIDC, scope: string | undefined, resourceServer: ResourceServerInstance): string[] {
+function grantedScopes(
+  ctx: KoaContextWithOIDC,
+  scope: string | undefined,
+  resourceServer: ResourceServerInstance,
+): string[] {
   const requested = [...scopeSet(scope)];
   if (requested.includes('offline_access')) {
     throw invalidScope('offline_access is never granted by token exchange', 'offline_access');
@@ -372,7 +412,12 @@ function grantedScopes(ctx: KoaContextWithOIDC, scope: string | undefined, resou
  * What an exchange that lost the race (or whose redemption failed) wrote must
  * not stay live or listed: its opaque token, the token's Grant, its session.
  */
-async function discard(provider: Provider, token: AccessToken, session: SessionRecord, sessions: SessionStore): Promise<void> {
+async function discard(
+  provider: Provider,
+  token: AccessToken,
+  session: SessionRecord,
+  sessions: SessionStore,
+): Promise<void> {
   await Promise.all([
     token.format === 'opaque' ? token.destroy() : undefined,
     session.grantId === undefined ? undefined : provider.Grant.adapter.destroy(session.grantId),
@@ -385,4 +430,3 @@ async function discard(provider: Provider, token: AccessToken, session: SessionR
 function nowSeconds(): number {
   return Math.floor(Date.now() / 1000);
 }
-

@@ -9,7 +9,10 @@ import type { ManagementAuthResult, ResolvedOptions } from '../options.js';
  * resource, carrying the scope the endpoint requires.
  */
 export function createCallerCheck(provider: Provider, options: ResolvedOptions) {
-  return async function authenticateManagementRequest(ctx: Koa.Context, required: { scope: string }): Promise<ManagementAuthResult> {
+  return async function authenticateManagementRequest(
+    ctx: Koa.Context,
+    required: { scope: string },
+  ): Promise<ManagementAuthResult> {
     const value = bearerToken(ctx.get('authorization'));
     if (!value) return { error: 'invalid_token', description: 'a Bearer access token is required' };
 

@@ -7,9 +7,10 @@ export async function renderErrors(ctx: Koa.Context, next: Koa.Next): Promise<vo
   try {
     await next();
   } catch (caught) {
-    const error = caught instanceof ManagementError
-      ? caught
-      : new ManagementError(500, 'server_error', 'the request could not be completed', { cause: caught });
+    const error =
+      caught instanceof ManagementError
+        ? caught
+        : new ManagementError(500, 'server_error', 'the request could not be completed', { cause: caught });
     if (error.status >= 500) ctx.app.emit('error', error.cause ?? error, ctx);
     ctx.status = error.status;
     ctx.body = error.toJSON();
@@ -17,19 +18,27 @@ export async function renderErrors(ctx: Koa.Context, next: Koa.Next): Promise<vo
   ctx.set('Cache-Control', 'no-store');
 }
 
-export type Authenticate = (ctx: Koa.Context, required: { scope: string }) => ManagementAuthResult | Promise<ManagementAuthResult>;
+export type Authenticate = (
+  ctx: Koa.Context,
+  required: { scope: string },
+) => ManagementAuthResult | Promise<ManagementAuthResult>;
 
 /** The caller, or a 401/403 with its `WWW-Authenticate` challenge. */
-export async function authorize(ctx: Koa.Context, authenticate: Authenticate, scope: string): Promise<ManagementCaller> {
+export async function authorize(
+  ctx: Koa.Context,
+  authenticate: Authenticate,
+  scope: string,
+): Promise<ManagementCaller> {
   const result = await storeCall(() => authenticate(ctx, { scope }));
   if ('clientId' in result && typeof result.clientId === 'string') return result;
   const code = 'error' in result && result.error === 'insufficient_scope' ? 'insufficient_scope' : 'invalid_token';
-  const description = ('description' in result && result.description) || (code === 'invalid_token'
-    ? 'the access token is invalid'
-    : 'the access token lacks the required scope');
-  const challenge = code === 'invalid_token'
-    ? `Bearer error="invalid_token", error_description="${quoted(description)}"`
-    : `Bearer error="insufficient_scope", scope="${scope}"`;
+  const description =
+    ('description' in result && result.description) ||
+    (code === 'invalid_token' ? 'the access token is invalid' : 'the access token lacks the required scope');
+  const challenge =
+    code === 'invalid_token'
+      ? `Bearer error="invalid_token", error_description="${quoted(description)}"`
+      : `Bearer error="insufficient_scope", scope="${scope}"`;
   // A request without any credentials gets a bare challenge (RFC 6750 3.1).
   ctx.set('WWW-Authenticate', ctx.get('authorization') ? challenge : 'Bearer');
   throw new ManagementError(code === 'invalid_token' ? 401 : 403, code, description);
@@ -43,9 +52,10 @@ export async function storeCall<T>(call: () => T | Promise<T>): Promise<T> {
     if (error instanceof ManagementError) throw error;
     // A store that is full says so (storeFull); any other failure is an outage.
     const full = error as { statusCode?: unknown; error?: unknown; error_description?: unknown };
-    const description = full.statusCode === 503 && full.error === 'temporarily_unavailable' && typeof full.error_description === 'string'
-      ? full.error_description
-      : 'the identity service cannot reach its store; retry shortly';
+    const description =
+      full.statusCode === 503 && full.error === 'temporarily_unavailable' && typeof full.error_description === 'string'
+        ? full.error_description
+        : 'the identity service cannot reach its store; retry shortly';
     throw new ManagementError(503, 'temporarily_unavailable', description, { cause: error });
   }
 }
@@ -66,5 +76,8 @@ export function isIdentifier(value: unknown): value is string {
  * and non-Latin-1 text cannot be sent at all.
  */
 function quoted(value: string): string {
-  return value.replace(/[^\x20-\x7E]+/g, ' ').replace(/["\\]/g, '').trim();
+  return value
+    .replace(/[^\x20-\x7E]+/g, ' ')
+    .replace(/["\\]/g, '')
+    .trim();
 }

@@ -94,7 +94,16 @@ export function impersonationRoutes(
     const caller = await authorize(ctx, authenticate, options.revokeScope);
     const reason = await readReason(ctx);
     const record = await existing(sessions, ctx.params['id']!);
-    await storeCall(() => closeSession(provider, sessions, record, { revokedBy: caller.clientId, ...(reason ? { reason } : {}) }, ctx, options.auditLog));
+    await storeCall(() =>
+      closeSession(
+        provider,
+        sessions,
+        record,
+        { revokedBy: caller.clientId, ...(reason ? { reason } : {}) },
+        ctx,
+        options.auditLog,
+      ),
+    );
     ctx.status = 204;
   });
 }
@@ -168,5 +177,3 @@ async function readReason(ctx: Koa.Context): Promise<string | undefined> {
   }
   return reason.trim();
 }
-
-

@@ -39,7 +39,10 @@ export function isolateManagementScopes(provider: Provider, managementScopes: Re
   prototype.getOIDCScope = function getOIDCScopeWithoutManagement(this: GrantPrototype) {
     const granted = getOIDCScope.call(this);
     if (!(this instanceof Grant) || !granted) return granted;
-    return granted.split(' ').filter((name) => !managementScopes.has(name)).join(' ');
+    return granted
+      .split(' ')
+      .filter((name) => !managementScopes.has(name))
+      .join(' ');
   };
 
   provider.use(async (ctx, next) => {

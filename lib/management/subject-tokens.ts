@@ -47,9 +47,15 @@ export function subjectTokenRoutes(
     if (request.clientId !== undefined) await assertExchangeClient(provider, request.clientId);
 
     if (options.canImpersonate) {
-      const refused = refusalReason(await options.canImpersonate({
-        subject: request.userId, account, caller, context: request.context,
-      }), 'this user may not be impersonated');
+      const refused = refusalReason(
+        await options.canImpersonate({
+          subject: request.userId,
+          account,
+          caller,
+          context: request.context,
+        }),
+        'this user may not be impersonated',
+      );
       if (refused) {
         Object.assign(audit, { error: 'access_denied', reason: refused });
         await recordEvent(provider, options.auditLog, EVENTS.subjectTokenRefused, audit, ctx);
@@ -57,14 +63,16 @@ export function subjectTokenRoutes(
       }
     }
 
-    const { value, record } = await storeCall(() => store.create({
-      subject: request.userId,
-      context: request.context,
-      createdBy: caller.clientId,
-      ...(request.clientId === undefined ? {} : { clientId: request.clientId }),
-      ...(request.actorId === undefined ? {} : { actor: request.actorId }),
-      ttl: options.subjectTokenTTL,
-    }));
+    const { value, record } = await storeCall(() =>
+      store.create({
+        subject: request.userId,
+        context: request.context,
+        createdBy: caller.clientId,
+        ...(request.clientId === undefined ? {} : { clientId: request.clientId }),
+        ...(request.actorId === undefined ? {} : { actor: request.actorId }),
+        ttl: options.subjectTokenTTL,
+      }),
+    );
 
     audit.subjectTokenId = record.id;
     audit.expiresAt = record.exp;
@@ -74,7 +82,12 @@ export function subjectTokenRoutes(
         await options.auditLog.append(EVENTS.subjectTokenCreated, Object.freeze({ ...audit }));
       } catch (error) {
         await store.withdraw(record.id).catch(() => {});
-        throw new ManagementError(503, 'temporarily_unavailable', 'the audit trail cannot be written; no subject token was issued', { cause: error });
+        throw new ManagementError(
+          503,
+          'temporarily_unavailable',
+          'the audit trail cannot be written; no subject token was issued',
+          { cause: error },
+        );
       }
     }
     ctx.status = 201;
@@ -86,12 +99,23 @@ export function subjectTokenRoutes(
     const caller = await authorize(ctx, authenticate, options.revokeScope);
     const id = ctx.params['id']!;
     const outcome = /^stid_[A-Za-z0-9_-]{16}$/.test(id) ? await storeCall(() => store.withdraw(id)) : 'unknown';
-    if (outcome === 'unknown') throw new ManagementError(404, 'not_found', 'no subject token has this id (or it expired)');
+    if (outcome === 'unknown')
+      throw new ManagementError(404, 'not_found', 'no subject token has this id (or it expired)');
     if (outcome === 'redeemed') {
-      throw new ManagementError(409, 'already_redeemed', 'the subject token was already exchanged; revoke its impersonation session instead');
+      throw new ManagementError(
+        409,
+        'already_redeemed',
+        'the subject token was already exchanged; revoke its impersonation session instead',
+      );
     }
     ctx.status = 204;
-    await recordEvent(provider, options.auditLog, EVENTS.subjectTokenWithdrawn, { subjectTokenId: id, revokedBy: caller.clientId }, ctx);
+    await recordEvent(
+      provider,
+      options.auditLog,
+      EVENTS.subjectTokenWithdrawn,
+      { subjectTokenId: id, revokedBy: caller.clientId },
+      ctx,
+    );
   });
 }
 

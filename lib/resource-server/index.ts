@@ -70,9 +70,10 @@ export function createImpersonationVerifier(options: ImpersonationVerifierOption
   const refreshInterval = positive('refreshInterval', options.refreshInterval ?? 500);
   const maxStaleness = positive('maxStaleness', options.maxStaleness ?? 5000);
   const timeout = positive('timeout', options.timeout ?? 2000);
-  const keys = typeof options.jwks === 'function'
-    ? options.jwks
-    : createRemoteJWKSet(new URL(options.jwks ?? `${options.issuer.replace(/\/$/, '')}/jwks`));
+  const keys =
+    typeof options.jwks === 'function'
+      ? options.jwks
+      : createRemoteJWKSet(new URL(options.jwks ?? `${options.issuer.replace(/\/$/, '')}/jwks`));
   const feed = new URL(options.revocationsUri);
 
   let revoked = new Map<string, number>();
@@ -87,9 +88,15 @@ export function createImpersonationVerifier(options: ImpersonationVerifierOption
     do {
       const url = new URL(feed);
       if (cursor) url.searchParams.set('cursor', cursor);
-      const response = await fetch(url, { signal: AbortSignal.timeout(timeout), headers: { accept: 'application/json' } });
+      const response = await fetch(url, {
+        signal: AbortSignal.timeout(timeout),
+        headers: { accept: 'application/json' },
+      });
       if (!response.ok) throw new Error(`the revocation feed answered ${response.status}`);
-      const page = await response.json() as { revoked?: Array<{ id?: unknown; expiresAt?: unknown }>; nextCursor?: unknown };
+      const page = (await response.json()) as {
+        revoked?: Array<{ id?: unknown; expiresAt?: unknown }>;
+        nextCursor?: unknown;
+      };
       if (!Array.isArray(page.revoked)) throw new Error('the revocation feed sent no list');
       for (const entry of page.revoked) {
         if (typeof entry.id === 'string' && typeof entry.expiresAt === 'number') next.set(entry.id, entry.expiresAt);
@@ -103,29 +110,53 @@ export function createImpersonationVerifier(options: ImpersonationVerifierOption
   function schedule(): void {
     if (closed) return;
     timer = setTimeout(() => {
-      readFeed().then(() => { failures = 0; }, () => { failures += 1; }).finally(schedule);
+      readFeed()
+        .then(
+          () => {
+            failures = 0;
+          },
+          () => {
+            failures += 1;
+          },
+        )
+        .finally(schedule);
     }, refreshInterval);
     timer.unref();
   }
 
   const first = readFeed().finally(schedule);
-  first.catch(() => { failures += 1; });
+  first.catch(() => {
+    failures += 1;
+  });
 
   return {
     async verify(token) {
       let payload: JWTPayload;
       try {
-        ({ payload } = await jwtVerify(token, keys, { issuer: options.issuer, audience: options.audience, typ: 'at+jwt', requiredClaims: ['sub', 'exp'] }));
+        ({ payload } = await jwtVerify(token, keys, {
+          issuer: options.issuer,
+          audience: options.audience,
+          typ: 'at+jwt',
+          requiredClaims: ['sub', 'exp'],
+        }));
       } catch {
-        throw new ImpersonationTokenError('invalid_token', 'the access token is invalid, expired or not for this resource');
+        throw new ImpersonationTokenError(
+          'invalid_token',
+          'the access token is invalid, expired or not for this resource',
+        );
       }
       const sessionId = payload[SESSION_CLAIM];
       if (sessionId !== undefined) {
-        if (typeof sessionId !== 'string') throw new ImpersonationTokenError('invalid_token', 'the impersonation session claim is malformed');
+        if (typeof sessionId !== 'string')
+          throw new ImpersonationTokenError('invalid_token', 'the impersonation session claim is malformed');
         if (Date.now() - refreshedAt > maxStaleness) {
-          throw new ImpersonationTokenError('revocations_unavailable', 'revocations of impersonation sessions cannot be read; retry shortly');
+          throw new ImpersonationTokenError(
+            'revocations_unavailable',
+            'revocations of impersonation sessions cannot be read; retry shortly',
+          );
         }
-        if (revoked.has(sessionId)) throw new ImpersonationTokenError('session_revoked', 'this impersonation was stopped');
+        if (revoked.has(sessionId))
+          throw new ImpersonationTokenError('session_revoked', 'this impersonation was stopped');
       }
       const act = payload['act'] as { sub?: unknown } | undefined;
       const scope = payload['scope'];
@@ -149,6 +180,7 @@ export function createImpersonationVerifier(options: ImpersonationVerifierOption
 }
 
 function positive(name: string, value: number): number {
-  if (!Number.isSafeInteger(value) || value < 1) throw new TypeError(`createImpersonationVerifier: ${name} must be a positive integer`);
+  if (!Number.isSafeInteger(value) || value < 1)
+    throw new TypeError(`createImpersonationVerifier: ${name} must be a positive integer`);
   return value;
 }

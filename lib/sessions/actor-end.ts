@@ -27,9 +27,12 @@ export function endWithActor(provider: Provider, sessions: SessionStore, auditLo
     const { uid } = session;
     if (typeof uid !== 'string') return;
     // oidc-provider also destroys a session's old entry when it rotates its id; the uid lives on then.
-    report(provider.Session.findByUid(uid).then((alive) => (alive
-      ? undefined
-      : endAll(provider, sessions, auditLog, { sessionUid: uid }, 'actor_logout', undefined))), undefined);
+    report(
+      provider.Session.findByUid(uid).then((alive) =>
+        alive ? undefined : endAll(provider, sessions, auditLog, { sessionUid: uid }, 'actor_logout', undefined),
+      ),
+      undefined,
+    );
   });
 
   function report(work: Promise<unknown>, ctx: Koa.Context | undefined): void {
@@ -46,8 +49,10 @@ async function endAll(
   ctx: Koa.Context | undefined,
 ): Promise<void> {
   const ids = await sessions.startedWith(actor);
-  await Promise.all(ids.map(async (id) => {
-    const record = await sessions.find(id);
-    if (record) await closeSession(provider, sessions, record, { endReason: reason }, ctx, auditLog);
-  }));
+  await Promise.all(
+    ids.map(async (id) => {
+      const record = await sessions.find(id);
+      if (record) await closeSession(provider, sessions, record, { endReason: reason }, ctx, auditLog);
+    }),
+  );
 }

@@ -24,12 +24,18 @@ export async function closeSession(
 ): Promise<SessionRecord> {
   if (stateOf(record) !== 'active') return record;
   if (record.grantId !== undefined) {
-    await Promise.all([provider.AccessToken.revokeByGrantId(record.grantId), provider.Grant.adapter.destroy(record.grantId)]);
+    await Promise.all([
+      provider.AccessToken.revokeByGrantId(record.grantId),
+      provider.Grant.adapter.destroy(record.grantId),
+    ]);
   }
   const at = Math.floor(Date.now() / 1000);
-  const { record: closed, closedNow } = await sessions.close(record, 'revokedBy' in request
-    ? { revoked: { at, by: request.revokedBy, ...(request.reason ? { reason: request.reason } : {}) } }
-    : { ended: { at, reason: request.endReason } });
+  const { record: closed, closedNow } = await sessions.close(
+    record,
+    'revokedBy' in request
+      ? { revoked: { at, by: request.revokedBy, ...(request.reason ? { reason: request.reason } : {}) } }
+      : { ended: { at, reason: request.endReason } },
+  );
   if (!closedNow) return closed;
 
   const event: ImpersonationEvent = {

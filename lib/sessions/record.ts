@@ -83,11 +83,13 @@ export function viewOf(record: SessionRecord): SessionView {
     createdAt: rfc3339(record.createdAt),
     expiresAt: rfc3339(record.expiresAt),
     state: stateOf(record),
-    ...(record.revoked ? {
-      revokedAt: rfc3339(record.revoked.at),
-      revokedBy: record.revoked.by,
-      ...(record.revoked.reason ? { revocationReason: record.revoked.reason } : {}),
-    } : {}),
+    ...(record.revoked
+      ? {
+          revokedAt: rfc3339(record.revoked.at),
+          revokedBy: record.revoked.by,
+          ...(record.revoked.reason ? { revocationReason: record.revoked.reason } : {}),
+        }
+      : {}),
     ...(record.ended ? { endedAt: rfc3339(record.ended.at), endReason: record.ended.reason } : {}),
   };
 }

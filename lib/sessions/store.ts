@@ -99,9 +99,12 @@ export class SessionStore {
    */
   async list(filter: SessionFilter, limit: number, after: IndexEntry | undefined): Promise<SessionPage> {
     // A client filter alone reads all active sessions: clients are few, subjects and actors many.
-    const index = filter.subject !== undefined ? bySubject(filter.subject)
-      : filter.actor !== undefined ? byActor(filter.actor)
-        : ACTIVE;
+    const index =
+      filter.subject !== undefined
+        ? bySubject(filter.subject)
+        : filter.actor !== undefined
+          ? byActor(filter.actor)
+          : ACTIVE;
     const items: SessionRecord[] = [];
     let position = after;
     for (let batches = 0; batches < MAX_BATCHES_PER_PAGE; batches += 1) {
@@ -138,11 +141,7 @@ export class SessionStore {
 }
 
 function activeIndexesOf(record: SessionRecord): string[] {
-  return [
-    ACTIVE,
-    bySubject(record.subject),
-    ...(record.actor === undefined ? [] : [byActor(record.actor)]),
-  ];
+  return [ACTIVE, bySubject(record.subject), ...(record.actor === undefined ? [] : [byActor(record.actor)])];
 }
 
 function indexesOf(record: SessionRecord): string[] {
@@ -154,9 +153,11 @@ function indexesOf(record: SessionRecord): string[] {
 }
 
 function matches(record: SessionRecord, filter: SessionFilter): boolean {
-  return (filter.subject === undefined || record.subject === filter.subject)
-    && (filter.actor === undefined || record.actor === filter.actor)
-    && (filter.clientId === undefined || record.clientId === filter.clientId);
+  return (
+    (filter.subject === undefined || record.subject === filter.subject) &&
+    (filter.actor === undefined || record.actor === filter.actor) &&
+    (filter.clientId === undefined || record.clientId === filter.clientId)
+  );
 }
 
 function keptFor(record: SessionRecord): number {

@@ -75,7 +75,11 @@ export class SubjectTokenStore {
     const key = hashSubjectToken(value);
     await Promise.all([
       this.#adapter.upsert(key, toPayload(record), input.ttl + TOMBSTONE_SECONDS),
-      this.#adapter.upsert(record.id, { kind: ID_POINTER, key } as unknown as AdapterPayload, input.ttl + TOMBSTONE_SECONDS),
+      this.#adapter.upsert(
+        record.id,
+        { kind: ID_POINTER, key } as unknown as AdapterPayload,
+        input.ttl + TOMBSTONE_SECONDS,
+      ),
     ]);
     return { value, record };
   }
@@ -97,14 +101,14 @@ export class SubjectTokenStore {
    * cannot both win. Withdrawing again is a no-op that answers `withdrawn`.
    */
   async withdraw(id: string): Promise<Withdrawal> {
-    const pointer = await this.#adapter.find(id) as { kind?: unknown; key?: unknown } | undefined;
+    const pointer = (await this.#adapter.find(id)) as { kind?: unknown; key?: unknown } | undefined;
     if (pointer?.kind !== ID_POINTER || typeof pointer.key !== 'string') return 'unknown';
     const { key } = pointer;
     const payload = await this.#adapter.find(key);
     const record = payload ? fromPayload(payload) : undefined;
     if (!record) return 'unknown';
     if (record.withdrawn) return 'withdrawn';
-    if (!await this.#adapter.consumeOnce(key)) return 'redeemed';
+    if (!(await this.#adapter.consumeOnce(key))) return 'redeemed';
     const now = nowSeconds();
     const kept = Math.max(1, record.exp + TOMBSTONE_SECONDS - now);
     await this.#adapter.upsert(key, toPayload({ ...record, consumed: now, withdrawn: now }), kept);
@@ -129,13 +133,12 @@ function toPayload(record: SubjectTokenRecord): AdapterPayload {
 function fromPayload(payload: AdapterPayload): SubjectTokenRecord | undefined {
   const candidate = payload as unknown as Partial<SubjectTokenRecord> & { kind?: unknown };
   if (
-    candidate.kind !== SUBJECT_TOKEN_MODEL
-    || typeof candidate.id !== 'string'
-    || typeof candidate.subject !== 'string'
-    || typeof candidate.exp !== 'number'
+    candidate.kind !== SUBJECT_TOKEN_MODEL ||
+    typeof candidate.id !== 'string' ||
+    typeof candidate.subject !== 'string' ||
+    typeof candidate.exp !== 'number'
   ) {
     return undefined;
   }
   return candidate as SubjectTokenRecord;
 }
-

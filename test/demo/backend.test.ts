@@ -5,8 +5,18 @@ import { expect } from 'chai';
 import { decodeJwt } from 'jose';
 import { startDemo, type Demo } from '../../demo/demo.js';
 import {
-  ACCESS_TOKEN_TYPE, basic, callResourceApi, CookieJar, exchange, follow, quiet, request, requestImpersonation, signIn,
-  REQUEST_TIMEOUT, TOKEN_EXCHANGE,
+  ACCESS_TOKEN_TYPE,
+  basic,
+  callResourceApi,
+  CookieJar,
+  exchange,
+  follow,
+  quiet,
+  request,
+  requestImpersonation,
+  signIn,
+  REQUEST_TIMEOUT,
+  TOKEN_EXCHANGE,
 } from './helpers.js';
 import { DpopKey } from '../support/dpop.js';
 
@@ -45,7 +55,9 @@ describe('demo: integrator backend (POST /api/request-impersonation)', function 
       expect(claims.aud).to.equal('https://api.example.com');
       expect(claims['act']).to.deep.equal({ sub: 'alice' });
       expect(claims['impersonation_context']).to.deep.equal({
-        ticket_id: 'T-1234', reason: 'Cannot see the invoices', support_engineer: 'alice',
+        ticket_id: 'T-1234',
+        reason: 'Cannot see the invoices',
+        support_engineer: 'alice',
       });
 
       const api = await callResourceApi(demo, exchanged.body['access_token'] as string);
@@ -60,7 +72,10 @@ describe('demo: integrator backend (POST /api/request-impersonation)', function 
       const web = await signIn(demo, { login: 'alice', password: 'alice-password', client: 'support-web' });
       const answer = await requestImpersonation(demo, web, BOB);
       expect(answer.status).to.equal(200);
-      const exchanged = await exchange(demo, answer.body['subjectToken'] as string, web, { id: 'support-web', secret: 'support-web-secret' });
+      const exchanged = await exchange(demo, answer.body['subjectToken'] as string, web, {
+        id: 'support-web',
+        secret: 'support-web-secret',
+      });
       expect(exchanged.status, JSON.stringify(exchanged.body)).to.equal(200);
       expect(decodeJwt(exchanged.body['access_token'] as string)['act']).to.deep.equal({ sub: 'alice' });
     });
@@ -95,7 +110,7 @@ describe('demo: integrator backend (POST /api/request-impersonation)', function 
         }),
         signal: AbortSignal.timeout(REQUEST_TIMEOUT),
       });
-      const body = await exchanged.json() as { access_token: string };
+      const body = (await exchanged.json()) as { access_token: string };
       expect(exchanged.status, JSON.stringify(body)).to.equal(200);
       expect(decodeJwt(body.access_token)).to.include({ sub: 'bob', client_id: 'support-web' });
     });
@@ -115,7 +130,7 @@ describe('demo: integrator backend (POST /api/request-impersonation)', function 
         signal: AbortSignal.timeout(REQUEST_TIMEOUT),
       });
       expect(exchanged.status).to.equal(401);
-      expect((await exchanged.json() as { error: string }).error).to.equal('invalid_client');
+      expect(((await exchanged.json()) as { error: string }).error).to.equal('invalid_client');
     });
 
     it('reuses its M2M token instead of fetching one per request', async () => {
@@ -192,7 +207,10 @@ describe('demo: integrator backend (POST /api/request-impersonation)', function 
     it('403 for carol, who is protected from impersonation', async () => {
       const answer = await requestImpersonation(demo, alice, { ...BOB, userId: 'carol' });
       expect(answer.status).to.equal(403);
-      expect(answer.body).to.deep.equal({ error: 'access_denied', error_description: 'carol is protected from impersonation' });
+      expect(answer.body).to.deep.equal({
+        error: 'access_denied',
+        error_description: 'carol is protected from impersonation',
+      });
     });
 
     it('404 for a user that does not exist', async () => {
@@ -226,13 +244,18 @@ describe('demo: the backend when the Management API fails', function () {
   });
 
   it('502 when the Management API does not answer in time', async () => {
-    const stalled = http.createServer(() => { /* never answers */ });
+    const stalled = http.createServer(() => {
+      /* never answers */
+    });
     await new Promise<void>((resolve) => stalled.listen(0, '127.0.0.1', resolve));
     const demo = await startDemo({
       identityPort: 0,
       backendPort: 0,
       log: quiet,
-      backend: { managementUrl: `http://127.0.0.1:${(stalled.address() as AddressInfo).port}/api/subject-tokens`, timeoutMs: 500 },
+      backend: {
+        managementUrl: `http://127.0.0.1:${(stalled.address() as AddressInfo).port}/api/subject-tokens`,
+        timeoutMs: 500,
+      },
     });
     try {
       const alice = await signIn(demo, { login: 'alice', password: 'alice-password' });
@@ -317,8 +340,12 @@ describe('demo: resource API (GET /api/me) and settings', function () {
 
     const refusals: Array<[string, Awaited<ReturnType<typeof exchange>>, RegExp]> = [
       ['no actor token', await exchange(demo, subject), /bound to an actor/],
-      ['another user\'s token', await exchange(demo, subject, bob), /not from the actor/],
-      ['another application', await exchange(demo, subject, aliceWeb, { id: 'support-web', secret: 'support-web-secret' }), /another client/],
+      ["another user's token", await exchange(demo, subject, bob), /not from the actor/],
+      [
+        'another application',
+        await exchange(demo, subject, aliceWeb, { id: 'support-web', secret: 'support-web-secret' }),
+        /another client/,
+      ],
     ];
     for (const [name, result, description] of refusals) {
       expect(result.status, name).to.equal(400);
@@ -357,7 +384,7 @@ describe('demo: resource API (GET /api/me) and settings', function () {
       body: JSON.stringify({ userId: 'bob' }),
       signal: AbortSignal.timeout(REQUEST_TIMEOUT),
     });
-    const { subjectToken } = await created.json() as { subjectToken: string };
+    const { subjectToken } = (await created.json()) as { subjectToken: string };
     const exchanged = await exchange(demo, subjectToken);
     expect(exchanged.status, JSON.stringify(exchanged.body)).to.equal(200);
     const api = await callResourceApi(demo, exchanged.body['access_token'] as string);
@@ -369,7 +396,9 @@ describe('demo: resource API (GET /api/me) and settings', function () {
     const alice = await signIn(demo, { login: 'alice', password: 'alice-password' });
     const subject = (await requestImpersonation(demo, alice, BOB)).body['subjectToken'] as string;
     const key = await DpopKey.generate();
-    const exchanged = await exchange(demo, subject, alice, undefined, { dpop: await key.proof(`${demo.identity.issuer}/token`) });
+    const exchanged = await exchange(demo, subject, alice, undefined, {
+      dpop: await key.proof(`${demo.identity.issuer}/token`),
+    });
     expect(exchanged.status, JSON.stringify(exchanged.body)).to.equal(200);
     expect(exchanged.body['token_type']).to.equal('DPoP');
     const token = exchanged.body['access_token'] as string;
@@ -377,9 +406,10 @@ describe('demo: resource API (GET /api/me) and settings', function () {
     const ath = createHash('sha256').update(token).digest('base64url');
     const call = async (authorization: string, proof?: string) => {
       const response = await fetch(me, {
-        headers: { authorization, ...(proof ? { dpop: proof } : {}) }, signal: AbortSignal.timeout(REQUEST_TIMEOUT),
+        headers: { authorization, ...(proof ? { dpop: proof } : {}) },
+        signal: AbortSignal.timeout(REQUEST_TIMEOUT),
       });
-      return { status: response.status, body: await response.json() as Record<string, unknown> };
+      return { status: response.status, body: (await response.json()) as Record<string, unknown> };
     };
 
     const other = await DpopKey.generate();
@@ -389,7 +419,10 @@ describe('demo: resource API (GET /api/me) and settings', function () {
       ['without a proof', await call(`DPoP ${token}`)],
       ['with a proof of another key', await call(`DPoP ${token}`, await other.proof(me, 'GET', { ath }))],
       ['with a proof for another request', await call(`DPoP ${token}`, await key.proof(me, 'POST', { ath }))],
-      ['with a proof for another token', await call(`DPoP ${token}`, await key.proof(me, 'GET', { ath: 'x'.repeat(43) }))],
+      [
+        'with a proof for another token',
+        await call(`DPoP ${token}`, await key.proof(me, 'GET', { ath: 'x'.repeat(43) })),
+      ],
     ];
     for (const [name, result] of refused) expect(result.status, name).to.equal(401);
 
@@ -409,8 +442,12 @@ describe('demo: resource API (GET /api/me) and settings', function () {
   it('the login form refuses a wrong password and says so', async () => {
     const jar = new CookieJar();
     const authorize = `${demo.identity.issuer}/auth?${new URLSearchParams({
-      client_id: 'support-console', response_type: 'code', scope: 'openid profile',
-      redirect_uri: `${demo.backend.url}/callback`, code_challenge: 'x'.repeat(43), code_challenge_method: 'S256',
+      client_id: 'support-console',
+      response_type: 'code',
+      scope: 'openid profile',
+      redirect_uri: `${demo.backend.url}/callback`,
+      code_challenge: 'x'.repeat(43),
+      code_challenge_method: 'S256',
     })}`;
     const started = await request(jar, authorize);
     expect(started.status).to.equal(303);
@@ -434,11 +471,13 @@ async function managementToken(demo: Demo, scope = 'subject-tokens:create'): Pro
     method: 'POST',
     headers: { authorization: basic('impersonation-backend', 'impersonation-backend-secret') },
     body: new URLSearchParams({
-      grant_type: 'client_credentials', resource: demo.identity.managementResource, scope,
+      grant_type: 'client_credentials',
+      resource: demo.identity.managementResource,
+      scope,
     }),
     signal: AbortSignal.timeout(REQUEST_TIMEOUT),
   });
-  const { access_token: m2m } = await response.json() as { access_token: string };
+  const { access_token: m2m } = (await response.json()) as { access_token: string };
   return m2m;
 }
 

@@ -10,7 +10,10 @@ const TICKET = { reason: 'Cannot see the invoices', ticket: 'T-1234' };
 
 /** What a person does in the console and on the account page, over real HTTP, in headless Chromium. */
 class Person {
-  constructor(readonly page: Page, readonly demo: Demo) {}
+  constructor(
+    readonly page: Page,
+    readonly demo: Demo,
+  ) {}
 
   async openConsole(): Promise<void> {
     await this.page.goto(`${this.demo.backend.url}/`);
@@ -118,14 +121,16 @@ describe('demo: support console in headless Chromium', function () {
     await alice.impersonate('bob');
     const banner = alice.page.getByRole('status').filter({ hasText: 'Acting as' });
     await banner.waitFor();
-    expect(await banner.innerText()).to.match(/^Acting as Bob Brown \(bob\) · ticket T-1234: Cannot see the invoices · (9:5\d|10:00) left/);
+    expect(await banner.innerText()).to.match(
+      /^Acting as Bob Brown \(bob\) · ticket T-1234: Cannot see the invoices · (9:5\d|10:00) left/,
+    );
     expect(await banner.getByRole('button', { name: 'Stop impersonating' }).isVisible()).to.equal(true);
     expect(await alice.text('#signed-in-user')).to.equal('alice, acting as Bob Brown (bob)');
     // The banner is at the top of the screen, not below the fold.
     const box = await banner.boundingBox();
     expect(box!.y + box!.height).to.be.below(200);
 
-    expect(await alice.text('#customer-title')).to.equal('Bob Brown\'s account, as Bob sees it');
+    expect(await alice.text('#customer-title')).to.equal("Bob Brown's account, as Bob sees it");
     expect(await alice.text('#profile-address')).to.equal('12 Harbour Street, BS1 4RW Bristol, United Kingdom');
     expect(await alice.text('#orders tbody')).to.contain('ORD-1042');
     expect(await alice.text('#invoices tbody')).to.contain('INV-2026-0388');
@@ -153,13 +158,17 @@ describe('demo: support console in headless Chromium', function () {
     expect(await alice.text('#claim-aud')).to.equal('https://api.example.com');
     expect(await alice.text('#claim-scope')).to.equal('profile:read');
     expect(JSON.parse(await alice.text('#claim-context'))).to.deep.equal({
-      ticket_id: 'T-1234', reason: 'Cannot see the invoices', support_engineer: 'alice',
+      ticket_id: 'T-1234',
+      reason: 'Cannot see the invoices',
+      support_engineer: 'alice',
     });
     expect(await alice.page.locator('#steps li.done').count()).to.equal(3);
     expect(await alice.text('#steps')).to.contain('no refresh token');
     expect(await alice.text('#api-message')).to.equal('alice is acting as bob');
     // The banner stays on this view too.
-    expect(await alice.page.getByRole('status').filter({ hasText: 'Acting as Bob Brown (bob)' }).isVisible()).to.equal(true);
+    expect(await alice.page.getByRole('status').filter({ hasText: 'Acting as Bob Brown (bob)' }).isVisible()).to.equal(
+      true,
+    );
     await expectAccessible(alice.page, 'the console with its details open');
     await details.locator('> summary').click();
   });
@@ -178,13 +187,20 @@ describe('demo: support console in headless Chromium', function () {
     expect(await customerStatus(demo, token)).to.equal(200);
     await alice.page.getByRole('button', { name: 'Stop impersonating' }).click();
     await alice.page.locator('#notice').waitFor({ state: 'visible' });
-    expect(await alice.text('#notice')).to.equal('You stopped acting as Bob Brown (bob). The token you held no longer opens their account.');
+    expect(await alice.text('#notice')).to.equal(
+      'You stopped acting as Bob Brown (bob). The token you held no longer opens their account.',
+    );
     expect(await alice.page.locator('#acting-banner').isHidden()).to.equal(true);
     expect(await alice.page.locator('#customer-card').isHidden()).to.equal(true);
     expect(await alice.text('#signed-in-user')).to.contain('Signed in as alice');
     expect(await refusedWithin(demo, token, 1000)).to.equal(401);
     const { items } = await (demo.auditLog as MemoryAuditLog).query({ subject: 'bob' });
-    expect(items[0]).to.include({ event: EVENTS.sessionRevoked, actor: 'alice', subject: 'bob', reason: 'stopped in the support console by alice' });
+    expect(items[0]).to.include({
+      event: EVENTS.sessionRevoked,
+      actor: 'alice',
+      subject: 'bob',
+      reason: 'stopped in the support console by alice',
+    });
     await expectAccessible(alice.page, 'the console after a stop');
     await screenshot(alice.page, 'console-after-stop.png');
     await alice.page.reload();
@@ -196,8 +212,14 @@ describe('demo: support console in headless Chromium', function () {
     await alice.impersonate('carol', 'Password reset', 'T-5678');
     await alice.page.locator('#error').waitFor({ state: 'visible' });
     expect(await alice.text('#error-message')).to.equal('carol is protected from impersonation');
-    expect(await alice.text('#error-code')).to.equal('Requesting impersonation: HTTP 403 · access_denied — carol is protected from impersonation');
-    const [message, code] = await Promise.all(['#error-message', '#error-code'].map((selector) => alice.page.locator(selector).evaluate((node) => parseFloat(getComputedStyle(node).fontSize))));
+    expect(await alice.text('#error-code')).to.equal(
+      'Requesting impersonation: HTTP 403 · access_denied — carol is protected from impersonation',
+    );
+    const [message, code] = await Promise.all(
+      ['#error-message', '#error-code'].map((selector) =>
+        alice.page.locator(selector).evaluate((node) => parseFloat(getComputedStyle(node).fontSize)),
+      ),
+    );
     expect(code).to.be.below(message!);
     expect(await alice.page.locator('#acting-banner').isHidden()).to.equal(true);
     await expectAccessible(alice.page, 'the console with an error');
@@ -207,16 +229,21 @@ describe('demo: support console in headless Chromium', function () {
     await alice.impersonate('bob');
     await alice.page.locator('#acting-banner').waitFor();
     await alice.page.locator('#orders tbody tr').first().waitFor();
-    const session = JSON.parse(Buffer.from((await alice.actingToken()).split('.')[1]!, 'base64url').toString())['impersonation_session'] as string;
+    const session = JSON.parse(Buffer.from((await alice.actingToken()).split('.')[1]!, 'base64url').toString())[
+      'impersonation_session'
+    ] as string;
     const revoked = await fetch(`${new URL(demo.identity.issuer).origin}/api/impersonations/${session}`, {
-      method: 'DELETE', headers: { authorization: `Bearer ${await managementToken(demo, 'impersonations:revoke')}` },
+      method: 'DELETE',
+      headers: { authorization: `Bearer ${await managementToken(demo, 'impersonations:revoke')}` },
     });
     expect(revoked.status).to.equal(204);
     expect(await refusedWithin(demo, await alice.actingToken(), 1000)).to.equal(401);
     await alice.page.reload();
     await alice.ready();
     await alice.page.locator('#error').waitFor({ state: 'visible' });
-    expect(await alice.text('#error-message')).to.equal('this impersonation was stopped by the support team\'s administration (impersonation-backend)');
+    expect(await alice.text('#error-message')).to.equal(
+      "this impersonation was stopped by the support team's administration (impersonation-backend)",
+    );
     expect(await alice.text('#error-code')).to.contain('HTTP 401');
     expect(await alice.page.locator('#acting-banner').isHidden()).to.equal(true);
   });
@@ -233,7 +260,9 @@ describe('demo: support console in headless Chromium', function () {
     await alice.ready();
     expect(await alice.text('#banner-time')).to.match(/^0:0[12] left$/);
     await alice.page.locator('#error').waitFor({ state: 'visible', timeout: 5000 });
-    expect(await alice.text('#error-message')).to.equal('your impersonation of Bob Brown (bob) ended: its time ran out. Impersonate again to continue.');
+    expect(await alice.text('#error-message')).to.equal(
+      'your impersonation of Bob Brown (bob) ended: its time ran out. Impersonate again to continue.',
+    );
     expect(await alice.page.locator('#acting-banner').isHidden()).to.equal(true);
     expect(await alice.page.locator('#impersonate-card').isVisible()).to.equal(true);
   });
@@ -244,7 +273,9 @@ describe('demo: support console in headless Chromium', function () {
     expect(await alice.page.locator('#impersonate-form').count()).to.equal(1);
     expect(await alice.page.locator('#impersonate-card').isHidden()).to.equal(true);
     expect(await alice.page.locator('#not-support-card').isVisible()).to.equal(true);
-    expect(await alice.page.locator('#not-support-card a').getAttribute('href')).to.equal(`${demo.backend.url}/account`);
+    expect(await alice.page.locator('#not-support-card a').getAttribute('href')).to.equal(
+      `${demo.backend.url}/account`,
+    );
   });
 
   it('bob signs in at /account and sees who from support accessed his account, when and why, newest first', async () => {
@@ -258,13 +289,19 @@ describe('demo: support console in headless Chromium', function () {
     const accessed = lines.filter((line) => line.includes('accessed your account'));
     expect(accessed).to.have.length(3);
     for (const line of accessed) {
-      expect(line).to.match(/^Alice Adams \(support\) accessed your account on \d{1,2} \w+ 20\d\d(,| at) \d\d:\d\d UTC, ticket T-1234: Cannot see the invoices$/);
+      expect(line).to.match(
+        /^Alice Adams \(support\) accessed your account on \d{1,2} \w+ 20\d\d(,| at) \d\d:\d\d UTC, ticket T-1234: Cannot see the invoices$/,
+      );
     }
     // Newest first, in the trail's order: the stops, and the ends of her impersonations when she signed out, among them.
     expect(lines.filter((line) => line.includes('to your account ended')).length).to.be.at.least(2);
     const { items } = await (demo.auditLog as MemoryAuditLog).query({ subject: 'bob' });
-    const shown = items.filter((item) => [EVENTS.exchangeSucceeded, EVENTS.sessionRevoked, EVENTS.sessionEnded].includes(item.event as never));
-    expect(lines.map((line) => line.includes('accessed your account'))).to.deep.equal(shown.map((item) => item.event === EVENTS.exchangeSucceeded));
+    const shown = items.filter((item) =>
+      [EVENTS.exchangeSucceeded, EVENTS.sessionRevoked, EVENTS.sessionEnded].includes(item.event as never),
+    );
+    expect(lines.map((line) => line.includes('accessed your account'))).to.deep.equal(
+      shown.map((item) => item.event === EVENTS.exchangeSucceeded),
+    );
     await expectAccessible(page, 'the account page');
     await screenshot(page, 'account-activity.png');
     // A customer's page shows only the customer's account.
@@ -293,7 +330,7 @@ describe('demo: changes need a fresh sign-in, and are recorded', function () {
     await demo?.close();
   });
 
-  it('refuses an edit while alice\'s sign-in is old, asks her to sign in again, then allows it and records it with her and bob', async () => {
+  it("refuses an edit while alice's sign-in is old, asks her to sign in again, then allows it and records it with her and bob", async () => {
     const alice = new Person(browser.page, demo);
     await alice.signIn('alice', 'alice-password');
     const signedInAt = Date.now();
@@ -337,7 +374,9 @@ describe('demo: changes need a fresh sign-in, and are recorded', function () {
     // Newest first: her sign-out ended the impersonation after the change; the change came after her access.
     const changed = lines.findIndex((line) => /^Alice Adams \(support\) changed your shipping address on /.test(line));
     expect(changed, lines.join('\n')).to.be.at.least(0);
-    expect(lines.slice(changed + 1).some((line) => line.startsWith('Alice Adams (support) accessed your account on '))).to.equal(true);
+    expect(
+      lines.slice(changed + 1).some((line) => line.startsWith('Alice Adams (support) accessed your account on ')),
+    ).to.equal(true);
     expect(lines.slice(0, changed).some((line) => line.includes('accessed'))).to.equal(false);
   });
 });

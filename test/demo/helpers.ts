@@ -33,7 +33,12 @@ export async function request(jar: CookieJar, url: string, init: RequestInit = {
   const headers = new Headers(init.headers);
   const cookie = jar.header();
   if (cookie) headers.set('cookie', cookie);
-  const response = await fetch(url, { ...init, headers, redirect: 'manual', signal: AbortSignal.timeout(REQUEST_TIMEOUT) });
+  const response = await fetch(url, {
+    ...init,
+    headers,
+    redirect: 'manual',
+    signal: AbortSignal.timeout(REQUEST_TIMEOUT),
+  });
   jar.store(response);
   return response;
 }
@@ -74,7 +79,8 @@ export interface SignInOptions {
  */
 export async function signIn(demo: Demo, options: SignInOptions): Promise<string> {
   const client = options.client ?? 'support-console';
-  const redirectUri = client === 'support-console' ? `${demo.backend.url}/callback` : `${demo.backend.url}/web/callback`;
+  const redirectUri =
+    client === 'support-console' ? `${demo.backend.url}/callback` : `${demo.backend.url}/web/callback`;
   const jar = new CookieJar();
   const verifier = randomBytes(32).toString('base64url');
   const state = randomBytes(8).toString('base64url');
@@ -114,8 +120,9 @@ export async function signIn(demo: Demo, options: SignInOptions): Promise<string
   if (client === 'support-web') headers['authorization'] = basic('support-web', 'support-web-secret');
   else body.set('client_id', client);
   response = await request(jar, `${demo.identity.issuer}/token`, { method: 'POST', headers, body });
-  const tokens = await response.json() as { access_token?: string };
-  if (response.status !== 200 || !tokens.access_token) throw new Error(`token request answered ${response.status}: ${JSON.stringify(tokens)}`);
+  const tokens = (await response.json()) as { access_token?: string };
+  if (response.status !== 200 || !tokens.access_token)
+    throw new Error(`token request answered ${response.status}: ${JSON.stringify(tokens)}`);
   return tokens.access_token;
 }
 
@@ -149,7 +156,11 @@ export async function requestImpersonation(
     body: typeof body === 'string' ? body : JSON.stringify(body),
     signal: AbortSignal.timeout(REQUEST_TIMEOUT),
   });
-  return { status: response.status, body: await response.json() as Record<string, unknown>, headers: response.headers };
+  return {
+    status: response.status,
+    body: (await response.json()) as Record<string, unknown>,
+    headers: response.headers,
+  };
 }
 
 export const TOKEN_EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';
@@ -164,7 +175,8 @@ export async function exchange(
   headers: Record<string, string> = {},
   scope = 'profile:read',
 ): Promise<{ status: number; body: Record<string, unknown> }> {
-  if (client.secret) headers['authorization'] = `Basic ${Buffer.from(`${client.id}:${client.secret}`).toString('base64')}`;
+  if (client.secret)
+    headers['authorization'] = `Basic ${Buffer.from(`${client.id}:${client.secret}`).toString('base64')}`;
   const body = new URLSearchParams({
     grant_type: TOKEN_EXCHANGE,
     ...(client.secret ? {} : { client_id: client.id }),
@@ -178,17 +190,23 @@ export async function exchange(
     body.set('actor_token_type', ACCESS_TOKEN_TYPE);
   }
   const response = await fetch(`${demo.identity.issuer}/token`, {
-    method: 'POST', headers, body, signal: AbortSignal.timeout(REQUEST_TIMEOUT),
+    method: 'POST',
+    headers,
+    body,
+    signal: AbortSignal.timeout(REQUEST_TIMEOUT),
   });
-  return { status: response.status, body: await response.json() as Record<string, unknown> };
+  return { status: response.status, body: (await response.json()) as Record<string, unknown> };
 }
 
-export async function callResourceApi(demo: Demo, token?: string): Promise<{ status: number; body: Record<string, unknown> }> {
+export async function callResourceApi(
+  demo: Demo,
+  token?: string,
+): Promise<{ status: number; body: Record<string, unknown> }> {
   const response = await fetch(`${demo.backend.url}/api/me`, {
     headers: token ? { authorization: `Bearer ${token}` } : {},
     signal: AbortSignal.timeout(REQUEST_TIMEOUT),
   });
-  return { status: response.status, body: await response.json() as Record<string, unknown> };
+  return { status: response.status, body: (await response.json()) as Record<string, unknown> };
 }
 
 export const quiet = (): void => {};
@@ -201,6 +219,6 @@ export async function managementToken(demo: Demo, scope: string): Promise<string
     body: new URLSearchParams({ grant_type: 'client_credentials', resource: demo.identity.managementResource, scope }),
     signal: AbortSignal.timeout(REQUEST_TIMEOUT),
   });
-  const { access_token: token } = await response.json() as { access_token: string };
+  const { access_token: token } = (await response.json()) as { access_token: string };
   return token;
 }

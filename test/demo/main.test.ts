@@ -1,7 +1,10 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
+import { mkdtemp, rm } from 'node:fs/promises';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
 import { createPostgresAuditLog } from '../../lib/audit-postgres/index.js';
@@ -12,12 +15,20 @@ import { DATABASE_URL, testSchema } from '../support/postgres.js';
 const MAIN = fileURLToPath(new URL('../../demo/main.js', import.meta.url));
 const WALKTHROUGH = fileURLToPath(new URL('../../../demo/walkthrough.sh', import.meta.url));
 
-function run(command: string, args: string[], env: Record<string, string>): ChildProcess & { output: Promise<{ code: number | null; stdout: string; stderr: string }> } {
+function run(
+  command: string,
+  args: string[],
+  env: Record<string, string>,
+): ChildProcess & { output: Promise<{ code: number | null; stdout: string; stderr: string }> } {
   const child = spawn(command, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
-  child.stdout.on('data', (chunk: Buffer) => { stdout += chunk.toString(); });
-  child.stderr.on('data', (chunk: Buffer) => { stderr += chunk.toString(); });
+  child.stdout.on('data', (chunk: Buffer) => {
+    stdout += chunk.toString();
+  });
+  child.stderr.on('data', (chunk: Buffer) => {
+    stderr += chunk.toString();
+  });
   const output = once(child, 'exit').then(([code]) => ({ code: code as number | null, stdout, stderr }));
   return Object.assign(child, { output });
 }
@@ -36,26 +47,41 @@ async function started(child: ChildProcess): Promise<{ identity: string; backend
         resolve({ identity, backend });
       }
     });
-    child.once('exit', (code) => { clearTimeout(timer); reject(new Error(`the demo exited with ${code}:\n${stdout}`)); });
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`the demo exited with ${code}:\n${stdout}`));
+    });
   });
 }
 
 describe('demo: npm run demo (demo/main.ts)', function () {
   this.timeout(60_000);
   const children: ChildProcess[] = [];
-  after(() => stopChildren(children));
+  let keyDir: string;
+  before(async () => {
+    keyDir = await mkdtemp(path.join(tmpdir(), 'demo-main-'));
+  });
+  after(async () => {
+    await stopChildren(children);
+    await rm(keyDir, { recursive: true, force: true });
+  });
 
   it('says in one line which port is taken and which variable moves it, without a stack trace', async () => {
     const busy = http.createServer();
     await new Promise<void>((resolve) => busy.listen(0, '127.0.0.1', resolve));
     const port = (busy.address() as AddressInfo).port;
     try {
-      for (const [variable, env] of [['PORT', { PORT: String(port), BACKEND_PORT: '0' }], ['BACKEND_PORT', { PORT: '0', BACKEND_PORT: String(port) }]] as const) {
+      for (const [variable, env] of [
+        ['PORT', { PORT: String(port), BACKEND_PORT: '0' }],
+        ['BACKEND_PORT', { PORT: '0', BACKEND_PORT: String(port) }],
+      ] as const) {
         const { code, stderr } = await run(process.execPath, [MAIN], env).output;
         expect(code).to.equal(1);
         const lines = stderr.split('\n').filter((line) => line && !line.includes('Unsupported runtime'));
         expect(lines, stderr).to.have.length(1);
-        expect(lines[0]).to.equal(`The demo cannot listen on port ${port} (it is in use): stop what uses it, or choose another, e.g. ${variable}=${port + 100} npm run demo`);
+        expect(lines[0]).to.equal(
+          `The demo cannot listen on port ${port} (it is in use): stop what uses it, or choose another, e.g. ${variable}=${port + 100} npm run demo`,
+        );
       }
     } finally {
       await new Promise((resolve) => busy.close(resolve));
@@ -65,11 +91,17 @@ describe('demo: npm run demo (demo/main.ts)', function () {
   it('keeps its audit trail in PostgreSQL when DATABASE_URL is set: the walk-through is recorded and the chain verifies', async () => {
     const schema = await testSchema();
     const databaseUrl = `${DATABASE_URL}${DATABASE_URL.includes('?') ? '&' : '?'}options=${encodeURIComponent(`-c search_path=${schema}`)}`;
-    const demo = run(process.execPath, [MAIN], { PORT: '0', BACKEND_PORT: '0', DATABASE_URL: databaseUrl });
+    const demo = run(process.execPath, [MAIN], {
+      PORT: '0',
+      BACKEND_PORT: '0',
+      DATABASE_URL: databaseUrl,
+      DEMO_KEY_FILE: path.join(keyDir, 'keys.json'),
+    });
     children.push(demo);
     const { identity, backend } = await started(demo);
     // The walk-through finds the demo by the same variables that placed it.
-    const walk = await run('bash', [WALKTHROUGH], { PORT: new URL(identity).port, BACKEND_PORT: new URL(backend).port }).output;
+    const walk = await run('bash', [WALKTHROUGH], { PORT: new URL(identity).port, BACKEND_PORT: new URL(backend).port })
+      .output;
     expect(walk.stdout, walk.stderr).to.contain('"actor":"alice"');
 
     const log = createPostgresAuditLog({ connectionString: DATABASE_URL, schema });

@@ -7,7 +7,7 @@ import { DATABASE_URL } from '../support/postgres.js';
 import { postgresRunSchema } from '../support/postgres-adapter.js';
 import { exchange, quiet, requestImpersonation, signIn } from './helpers.js';
 
-describe('demo: the identity service\'s store', function () {
+describe("demo: the identity service's store", function () {
   this.timeout(20_000);
 
   it('is Redis with REDIS_URL, else PostgreSQL with DATABASE_URL, else memory', async () => {
@@ -51,7 +51,11 @@ describe('demo: the identity service\'s store', function () {
     it('redeem on one a subject token requested from the other, exactly once across both', async () => {
       const [first, second] = instances.map(({ demo }) => demo) as [Demo, Demo];
       const alice = await signIn(first, { login: 'alice', password: 'alice-password' });
-      const requested = await requestImpersonation(first, alice, { userId: 'bob', reason: 'Cannot see the invoices', ticketId: 'T-1' });
+      const requested = await requestImpersonation(first, alice, {
+        userId: 'bob',
+        reason: 'Cannot see the invoices',
+        ticketId: 'T-1',
+      });
       expect(requested.status, JSON.stringify(requested.body)).to.equal(200);
       const subjectToken = requested.body['subjectToken'] as string;
 

@@ -2,7 +2,11 @@ import { expect } from 'chai';
 import pg from 'pg';
 import type { AdapterPayload } from 'oidc-provider';
 import { hasAtomicConsume, hasSortedIndexes } from '../../lib/adapters/contract.js';
-import { createPostgresAdapter, POSTGRES_POOL_OPTIONS, type PostgresAdapterClass } from '../../lib/adapters/postgres.js';
+import {
+  createPostgresAdapter,
+  POSTGRES_POOL_OPTIONS,
+  type PostgresAdapterClass,
+} from '../../lib/adapters/postgres.js';
 import { DATABASE_URL } from '../support/postgres.js';
 import { postgresRunSchema, postgresTestAdapter, testTable } from '../support/postgres-adapter.js';
 
@@ -27,14 +31,18 @@ describe('PostgreSQL adapter', () => {
 
   /** The row of `model`/`id` as stored, or undefined. */
   async function row(model: string, id: string): Promise<Record<string, unknown> | undefined> {
-    const { rows } = await client.query(`SELECT * FROM "${schema}"."${table}" WHERE model = $1 AND id = $2`, [model, id]);
+    const { rows } = await client.query(`SELECT * FROM "${schema}"."${table}" WHERE model = $1 AND id = $2`, [
+      model,
+      id,
+    ]);
     return rows[0] as Record<string, unknown> | undefined;
   }
 
   /** Seconds from now to the row's expiry by the database's clock; null when it has none. */
   async function secondsLeft(model: string, id: string): Promise<number | null> {
     const { rows } = await client.query(
-      `SELECT extract(epoch FROM expires_at - now())::float8 AS left FROM "${schema}"."${table}" WHERE model = $1 AND id = $2`, [model, id],
+      `SELECT extract(epoch FROM expires_at - now())::float8 AS left FROM "${schema}"."${table}" WHERE model = $1 AND id = $2`,
+      [model, id],
     );
     return (rows[0] as { left: number | null }).left;
   }
@@ -48,8 +56,12 @@ describe('PostgreSQL adapter', () => {
   it('stores a payload and finds it unchanged', async () => {
     const adapter = new Adapter('Session');
     const payload = {
-      accountId: 'alice', exp: 2_000_000_000, authorizations: { web: { sid: 's', grantId: 'g', persistsLogout: false } },
-      amr: [], extra: { big: 12_345_678_901_234_567, float: 0.1, text: 'é/"\\ \u0000 \ud800' }, nothing: null,
+      accountId: 'alice',
+      exp: 2_000_000_000,
+      authorizations: { web: { sid: 's', grantId: 'g', persistsLogout: false } },
+      amr: [],
+      extra: { big: 12_345_678_901_234_567, float: 0.1, text: 'é/"\\ \u0000 \ud800' },
+      nothing: null,
     } as unknown as AdapterPayload;
     await adapter.upsert('id-1', payload, 60);
     expect(await adapter.find('id-1')).to.deep.equal(payload);
@@ -58,9 +70,17 @@ describe('PostgreSQL adapter', () => {
 
   it('gives back what JSON keeps, and keeps "__proto__" a member', async () => {
     const tokens = new Adapter('AccessToken');
-    await tokens.upsert('a', { jti: 'a', scope: undefined, at: new Date(0) as never, ...JSON.parse('{"extra":{"__proto__":{"admin":true}}}') }, 60);
+    await tokens.upsert(
+      'a',
+      { jti: 'a', scope: undefined, at: new Date(0) as never, ...JSON.parse('{"extra":{"__proto__":{"admin":true}}}') },
+      60,
+    );
     const found = (await tokens.find('a'))! as Record<string, unknown> & { extra: Record<string, unknown> };
-    expect(found).to.deep.equal({ jti: 'a', at: '1970-01-01T00:00:00.000Z', extra: JSON.parse('{"__proto__":{"admin":true}}') });
+    expect(found).to.deep.equal({
+      jti: 'a',
+      at: '1970-01-01T00:00:00.000Z',
+      extra: JSON.parse('{"__proto__":{"admin":true}}'),
+    });
     expect(Object.getPrototypeOf(found.extra)).to.equal(Object.prototype);
     expect((found.extra as { admin?: boolean }).admin).to.equal(undefined);
   });
@@ -68,7 +88,12 @@ describe('PostgreSQL adapter', () => {
   it('keeps models apart, one row per model and id', async () => {
     await new Adapter('AccessToken').upsert('tok', { grantId: 'g1' }, 60);
     expect(await new Adapter('RefreshToken').find('tok')).to.equal(undefined);
-    expect(await row('AccessToken', 'tok')).to.include({ model: 'AccessToken', id: 'tok', grant_id: 'g1', consumed: null });
+    expect(await row('AccessToken', 'tok')).to.include({
+      model: 'AccessToken',
+      id: 'tok',
+      grant_id: 'g1',
+      consumed: null,
+    });
   });
 
   it('sets the expiry from expiresIn, and none without it', async () => {
@@ -118,7 +143,9 @@ describe('PostgreSQL adapter', () => {
     const before = Math.floor(Date.now() / 1000);
     await adapter.consume('c1');
     const found = await adapter.find('c1');
-    expect(found?.consumed).to.be.a('number').within(before, before + 2);
+    expect(found?.consumed)
+      .to.be.a('number')
+      .within(before, before + 2);
     expect(await secondsLeft('AuthorizationCode', 'c1')).to.be.within(58, 60);
     await adapter.consume('missing');
     expect(await row('AuthorizationCode', 'missing')).to.equal(undefined);
@@ -135,12 +162,17 @@ describe('PostgreSQL adapter', () => {
   });
 
   it('consumeOnce() lets exactly one of 50 concurrent calls over 5 pools win', async () => {
-    const pools = Array.from({ length: 5 }, () => new pg.Pool({ connectionString: DATABASE_URL, ...POSTGRES_POOL_OPTIONS, max: 5 }));
+    const pools = Array.from(
+      { length: 5 },
+      () => new pg.Pool({ connectionString: DATABASE_URL, ...POSTGRES_POOL_OPTIONS, max: 5 }),
+    );
     try {
       const adapters = pools.map((pool) => new (createPostgresAdapter({ pool, schema, table }))('SubjectToken'));
       for (let round = 0; round < 5; round += 1) {
         await adapters[0]!.upsert(`race-${round}`, { kind: 'SubjectToken' }, 60);
-        const results = await Promise.all(Array.from({ length: 50 }, (_, i) => adapters[i % adapters.length]!.consumeOnce(`race-${round}`)));
+        const results = await Promise.all(
+          Array.from({ length: 50 }, (_, i) => adapters[i % adapters.length]!.consumeOnce(`race-${round}`)),
+        );
         expect(results.filter(Boolean)).to.have.length(1);
       }
     } finally {
@@ -225,6 +257,9 @@ describe('PostgreSQL adapter', () => {
       await sessions.indexAdd([`subject:${value}`], `member-${at}`, Date.now() + 60_000);
       expect(await sessions.indexRange(`subject:${value}`, undefined, 10)).to.have.length(1);
     }
+    // An index named twice in one call is added to once.
+    await sessions.indexAdd(['twice', 'twice'], 'member', Date.now() + 60_000);
+    expect(await sessions.indexRange('twice', undefined, 10)).to.have.length(1);
     // Each value is a key of its own: none finds another's entry.
     expect(await tokens.find('nul')).to.equal(undefined);
     expect(await tokens.find('lone \udbff surrogate')).to.equal(undefined);
@@ -234,7 +269,8 @@ describe('PostgreSQL adapter', () => {
     const expiresAt = Date.now() + 60_000;
     await sessions.indexAdd(['all'], 'b', expiresAt);
     await sessions.indexAdd(['all'], 'a', expiresAt);
-    const after = async (member: string) => (await sessions.indexRange('all', { expiresAt, member }, 10)).map((entry) => entry.member);
+    const after = async (member: string) =>
+      (await sessions.indexRange('all', { expiresAt, member }, 10)).map((entry) => entry.member);
     expect(await after('b\u0000')).to.deep.equal(['b', 'a']);
     expect(await after('a\ud800')).to.deep.equal(['a']);
     expect(await after('\u0000')).to.deep.equal([]);
@@ -272,14 +308,16 @@ describe('PostgreSQL adapter', () => {
     expect(left).to.equal(0);
   });
 
-  it('compares keys byte by byte, whatever the database\'s collation', async () => {
+  it("compares keys byte by byte, whatever the database's collation", async () => {
     await new Adapter('ImpersonationSession').indexAdd(['all'], 'm', Date.now() + 60_000);
     const { rows } = await client.query(
       `SELECT table_name, column_name, collation_name FROM information_schema.columns
         WHERE table_schema = $1 AND table_name IN ($2, $3) AND data_type = 'text' ORDER BY table_name, column_name`,
       [schema, table, `${table}_index`],
     );
-    expect(rows.map((r: { collation_name: string | null }) => r.collation_name)).to.deep.equal(Array(rows.length).fill('C'));
+    expect(rows.map((r: { collation_name: string | null }) => r.collation_name)).to.deep.equal(
+      Array(rows.length).fill('C'),
+    );
     expect(rows.map((r: { column_name: string }) => r.column_name)).to.include.members(['id', 'uid', 'member', 'name']);
   });
 
@@ -287,10 +325,13 @@ describe('PostgreSQL adapter', () => {
     const name = testTable();
     const pools = Array.from({ length: 4 }, () => new pg.Pool({ connectionString: DATABASE_URL, max: 2 }));
     try {
-      await Promise.all(pools.map((pool) => createPostgresAdapter({ pool, schema, table: name, cleanupInterval: 0 }).migrate()));
+      await Promise.all(
+        pools.map((pool) => createPostgresAdapter({ pool, schema, table: name, cleanupInterval: 0 }).migrate()),
+      );
       await createPostgresAdapter({ pool: pools[0]!, schema, table: name, cleanupInterval: 0 }).migrate();
       const { rows } = await client.query(
-        'SELECT tablename FROM pg_tables WHERE schemaname = $1 AND tablename LIKE $2 ORDER BY tablename', [schema, `${name}%`],
+        'SELECT tablename FROM pg_tables WHERE schemaname = $1 AND tablename LIKE $2 ORDER BY tablename',
+        [schema, `${name}%`],
       );
       expect(rows.map((r: { tablename: string }) => r.tablename)).to.deep.equal([name, `${name}_index`]);
     } finally {
@@ -302,11 +343,18 @@ describe('PostgreSQL adapter', () => {
     const role = `store_app_${process.pid}_${Date.now()}`;
     await client.query(`CREATE ROLE "${role}" LOGIN`);
     await client.query(`GRANT USAGE ON SCHEMA "${schema}" TO "${role}"`);
-    await client.query(`GRANT SELECT, INSERT, UPDATE, DELETE ON "${schema}"."${table}", "${schema}"."${table}_index" TO "${role}"`);
+    await client.query(
+      `GRANT SELECT, INSERT, UPDATE, DELETE ON "${schema}"."${table}", "${schema}"."${table}_index" TO "${role}"`,
+    );
     const url = new URL(DATABASE_URL);
     url.username = role;
     const AsApp = createPostgresAdapter({ connectionString: url.href, schema, table, cleanupInterval: 0 });
-    const Creating = createPostgresAdapter({ connectionString: url.href, schema, table: testTable(), cleanupInterval: 0 });
+    const Creating = createPostgresAdapter({
+      connectionString: url.href,
+      schema,
+      table: testTable(),
+      cleanupInterval: 0,
+    });
     try {
       await new AsApp('SubjectToken').upsert('as-app', { kind: 'SubjectToken' }, 60);
       expect(await new AsApp('SubjectToken').consumeOnce('as-app')).to.equal(true);
@@ -322,7 +370,11 @@ describe('PostgreSQL adapter', () => {
 
   it('rejects, never resolves false, when PostgreSQL cannot be reached', async () => {
     // Nothing listens on port 1 of the loopback interface.
-    const Unreachable = createPostgresAdapter({ connectionString: 'postgres://postgres@127.0.0.1:1/test', schema, table });
+    const Unreachable = createPostgresAdapter({
+      connectionString: 'postgres://postgres@127.0.0.1:1/test',
+      schema,
+      table,
+    });
     try {
       const started = Date.now();
       const adapter = new Unreachable('SubjectToken');
@@ -366,6 +418,7 @@ describe('PostgreSQL adapter', () => {
     const Own = createPostgresAdapter({ connectionString: DATABASE_URL, schema, table });
     await new Own('Session').find('x');
     await Own.disconnect();
+    await Own.disconnect();
     await expectRejection(new Own('Session').find('x'));
   });
 
@@ -373,7 +426,10 @@ describe('PostgreSQL adapter', () => {
     const pool = new pg.Pool({ connectionString: DATABASE_URL });
     try {
       expect(() => createPostgresAdapter({})).to.throw(TypeError, /pool or connectionString/);
-      expect(() => createPostgresAdapter({ pool, connectionString: DATABASE_URL })).to.throw(TypeError, /pool or connectionString/);
+      expect(() => createPostgresAdapter({ pool, connectionString: DATABASE_URL })).to.throw(
+        TypeError,
+        /pool or connectionString/,
+      );
       expect(() => createPostgresAdapter({ pool, table: 'x; DROP TABLE y' })).to.throw(TypeError, /table/);
       expect(() => createPostgresAdapter({ pool, schema: 'a"b' })).to.throw(TypeError, /schema/);
       expect(() => createPostgresAdapter({ pool, cleanupInterval: -1 })).to.throw(TypeError, /cleanupInterval/);

@@ -31,7 +31,9 @@ describe('PostgreSQL adapter: PostgreSQL unreachable', function () {
         },
       },
     });
-    onImpersonationEvent(tp.provider, EVENTS.exchangeSucceeded, () => { issued += 1; });
+    onImpersonationEvent(tp.provider, EVENTS.exchangeSucceeded, () => {
+      issued += 1;
+    });
   });
   afterEach(() => {
     relay.frozen = false;

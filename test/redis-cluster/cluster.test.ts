@@ -7,7 +7,13 @@ import type { Reply } from '../support/http.js';
 import { startRedisCluster, type RedisCluster } from '../support/redis-cluster.js';
 import { redisAdapterContract } from '../redis/adapter-contract.js';
 import {
-  chunks, createdSubjectToken, multiProcessContract, redeem, startProviderProcesses, tally, type ProviderProcesses,
+  chunks,
+  createdSubjectToken,
+  multiProcessContract,
+  redeem,
+  startProviderProcesses,
+  tally,
+  type ProviderProcesses,
 } from '../redis/processes.js';
 
 /**
@@ -27,7 +33,9 @@ describe('Redis adapter on a Redis Cluster (three masters, one replica each)', f
     return opened;
   };
 
-  before(async () => { cluster = await startRedisCluster(); });
+  before(async () => {
+    cluster = await startRedisCluster();
+  });
   after(async () => {
     await Promise.all(clients.splice(0).map((opened) => opened.quit().catch(() => opened.disconnect())));
     await cluster?.stop();
@@ -35,21 +43,25 @@ describe('Redis adapter on a Redis Cluster (three masters, one replica each)', f
 
   describe('the adapter contract', () => {
     let inspector: Cluster;
-    before(() => { inspector = client(); });
+    before(() => {
+      inspector = client();
+    });
 
     redisAdapterContract(() => ({
       client: inspector,
       adapter: (keyPrefix) => createRedisAdapter({ client: client(), keyPrefix }),
       async keys(pattern) {
-        const perMaster = await Promise.all(inspector.nodes('master').map(async (node) => {
-          const [, keys] = await node.scan('0', 'MATCH', pattern, 'COUNT', 10_000);
-          return keys;
-        }));
+        const perMaster = await Promise.all(
+          inspector.nodes('master').map(async (node) => {
+            const [, keys] = await node.scan('0', 'MATCH', pattern, 'COUNT', 10_000);
+            return keys;
+          }),
+        );
         return perMaster.flat();
       },
     }));
 
-    it('spreads one deployment\'s subject tokens over every master', async () => {
+    it("spreads one deployment's subject tokens over every master", async () => {
       const prefix = testPrefix();
       const tokens = new (createRedisAdapter({ client: client(), keyPrefix: prefix }))('SubjectToken');
       const ids = Array.from({ length: 30 }, (_, i) => hashSubjectToken(`ist_spread-${i}`));
@@ -80,7 +92,10 @@ describe('Redis Cluster: failover of the master that holds subject tokens', func
     cluster = await startRedisCluster();
     prefix = testPrefix();
     // Writes wait for a replica: an acknowledged write then survives the loss of its master.
-    group = await startProviderProcesses({ KEY_PREFIX: prefix, REDIS_CLUSTER_NODES: nodesOf(cluster), REDIS_REPLICAS: '1' }, 2);
+    group = await startProviderProcesses(
+      { KEY_PREFIX: prefix, REDIS_CLUSTER_NODES: nodesOf(cluster), REDIS_REPLICAS: '1' },
+      2,
+    );
   });
   after(async () => {
     await group?.stop();
@@ -90,11 +105,18 @@ describe('Redis Cluster: failover of the master that holds subject tokens', func
   it('redeems nothing twice and loses nothing acknowledged while a replica takes over', async () => {
     const { instances, management } = group!;
     const outcomes = new Map<string, Reply[]>();
-    const record = (token: string, reply: Reply): void => { outcomes.set(token, [...outcomes.get(token) ?? [], reply]); };
+    const record = (token: string, reply: Reply): void => {
+      outcomes.set(token, [...(outcomes.get(token) ?? []), reply]);
+    };
     const create = async (count: number): Promise<string[]> => {
       const created: string[] = [];
-      for (const batch of chunks(Array.from({ length: count }, (_, i) => i), 20)) {
-        created.push(...await Promise.all(batch.map((i) => createdSubjectToken(instances[i % instances.length]!, management))));
+      for (const batch of chunks(
+        Array.from({ length: count }, (_, i) => i),
+        20,
+      )) {
+        created.push(
+          ...(await Promise.all(batch.map((i) => createdSubjectToken(instances[i % instances.length]!, management)))),
+        );
       }
       return created;
     };
@@ -109,17 +131,27 @@ describe('Redis Cluster: failover of the master that holds subject tokens', func
       record(token, reply);
     }
     const victim = await cluster!.masterOf(keyOf(redeemedBefore[0]!));
-    const onVictim = async (tokens: string[]) => (await Promise.all(tokens.map(async (token) => await cluster!.masterOf(keyOf(token)) === victim)))
-      .filter(Boolean).length;
-    const exposure = { redeemedBefore: await onVictim(redeemedBefore), keptForLater: await onVictim(keptForLater), raced: await onVictim(raced) };
+    const onVictim = async (tokens: string[]) =>
+      (await Promise.all(tokens.map(async (token) => (await cluster!.masterOf(keyOf(token))) === victim))).filter(
+        Boolean,
+      ).length;
+    const exposure = {
+      redeemedBefore: await onVictim(redeemedBefore),
+      keptForLater: await onVictim(keptForLater),
+      raced: await onVictim(raced),
+    };
 
     // The master dies while both processes race for the other tokens, one pair of exchanges every 25 ms.
     const started = Date.now();
     const failover = cluster!.killAndFailOver(victim);
-    await Promise.all(raced.map(async (token, i) => {
-      await new Promise((resolve) => setTimeout(resolve, i * 25));
-      await Promise.all(instances.map(async (instance) => record(token, await redeem(instance, token).catch(noAnswer))));
-    }));
+    await Promise.all(
+      raced.map(async (token, i) => {
+        await new Promise((resolve) => setTimeout(resolve, i * 25));
+        await Promise.all(
+          instances.map(async (instance) => record(token, await redeem(instance, token).catch(noAnswer))),
+        );
+      }),
+    );
     await failover;
     const failoverMs = Date.now() - started;
     // The failed node comes back, as a replica of the master that replaced it: its slots take writes again.
@@ -131,21 +163,32 @@ describe('Redis Cluster: failover of the master that holds subject tokens', func
     }
 
     const issued = (token: string) => outcomes.get(token)!.filter((reply) => reply.status === 200).length;
-    const errorsDuringFailover = tally([...outcomes.values()].flat().filter((reply) => reply.status >= 500 || reply.status === 0));
+    const errorsDuringFailover = tally(
+      [...outcomes.values()].flat().filter((reply) => reply.status >= 500 || reply.status === 0),
+    );
     const summary = {
       failoverMs,
       onVictim: exposure,
       doubleRedemptions: [...outcomes.keys()].filter((token) => issued(token) > 1).length,
-      redeemedBeforeStillRefused: redeemedBefore.filter((token) => outcomes.get(token)!.slice(1)
-        .every((reply) => reply.body['error_description'] === 'subject_token was already used')).length,
+      redeemedBeforeStillRefused: redeemedBefore.filter((token) =>
+        outcomes
+          .get(token)!
+          .slice(1)
+          .every((reply) => reply.body['error_description'] === 'subject_token was already used'),
+      ).length,
       keptForLaterRedeemedOnce: keptForLater.filter((token) => issued(token) === 1).length,
       racedRedeemedOnce: raced.filter((token) => issued(token) === 1).length,
       racedSpentUnissued: raced.filter((token) => issued(token) === 0).length,
-      unknownAfterwards: [...outcomes.values()].flat().filter((reply) => reply.body['error_description'] === 'subject_token is unknown').length,
+      unknownAfterwards: [...outcomes.values()]
+        .flat()
+        .filter((reply) => reply.body['error_description'] === 'subject_token is unknown').length,
       errorsDuringFailover,
     };
     console.log(`      failover: ${JSON.stringify(summary)}`);
-    expect(exposure.redeemedBefore + exposure.keptForLater, 'some tokens live on the master that fails').to.be.greaterThan(0);
+    expect(
+      exposure.redeemedBefore + exposure.keptForLater,
+      'some tokens live on the master that fails',
+    ).to.be.greaterThan(0);
     expect(summary.doubleRedemptions).to.equal(0);
     expect(summary.redeemedBeforeStillRefused, 'a redemption acknowledged before the failure stays').to.equal(30);
     expect(summary.keptForLaterRedeemedOnce, 'a creation acknowledged before the failure stays').to.equal(30);
@@ -153,8 +196,45 @@ describe('Redis Cluster: failover of the master that holds subject tokens', func
     // A token whose redemption failed with the connection may be spent without an issued token (the caller got a 5xx).
     const spentUnissued = raced.filter((token) => issued(token) === 0);
     for (const token of spentUnissued) {
-      expect(outcomes.get(token)!.some((reply) => reply.status >= 500 || reply.status === 0), 'spent only by a redemption that failed with the connection')
-        .to.equal(true);
+      expect(
+        outcomes.get(token)!.some((reply) => reply.status >= 500 || reply.status === 0),
+        'spent only by a redemption that failed with the connection',
+      ).to.equal(true);
+    }
+  });
+
+  it('keeps a redemption acknowledged just before its master fails when writes wait for a replica; without, it can be lost', async () => {
+    const client = cluster!.client();
+    client.on('error', () => {});
+    try {
+      // A master's replication link is cut, one redemption is answered, and the master dies at once.
+      const redeemThenFail = async (replicas: number) => {
+        const tag = `{wait-${replicas}-${Math.random()}}:`;
+        const Adapter = createRedisAdapter({ client, keyPrefix: tag, replicas });
+        const tokens = new Adapter('SubjectToken');
+        await new (createRedisAdapter({ client, keyPrefix: tag, replicas: 1 }))('SubjectToken').upsert(
+          't',
+          { kind: 'SubjectToken' },
+          60,
+        );
+        const master = await cluster!.masterOf(`${tag}SubjectToken:{t}`);
+        await cluster!.cutReplicas(master);
+        const answered = await tokens.consumeOnce('t').catch(() => 'rejected' as const);
+        await cluster!.killAndFailOver(master);
+        // Back as a replica of the new master, so that a write that waits for one can be confirmed.
+        await cluster!.rejoin(master);
+        return { answered, redeemableAgain: await tokens.consumeOnce('t') };
+      };
+
+      // Without waiting, the answer came before any replica had the write: the new master never saw it.
+      const unsafe = await redeemThenFail(0);
+      expect(unsafe, 'the setup loses an unreplicated write').to.deep.equal({ answered: true, redeemableAgain: true });
+
+      // Waiting for a replica, the same redemption is refused (a 5xx, nothing issued) rather than answered and lost.
+      const safe = await redeemThenFail(1);
+      expect(safe.answered).to.equal('rejected');
+    } finally {
+      await client.quit().catch(() => client.disconnect());
     }
   });
 

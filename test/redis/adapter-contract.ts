@@ -40,8 +40,12 @@ export function redisAdapterContract(target: () => RedisTarget): void {
   it('stores a payload and finds it unchanged', async () => {
     const adapter = new Adapter('Session');
     const payload = {
-      accountId: 'alice', exp: 2_000_000_000, authorizations: { web: { sid: 's', grantId: 'g', persistsLogout: false } },
-      amr: [], extra: { big: 12_345_678_901_234_567, float: 0.1, text: 'é/"\\' }, nothing: null,
+      accountId: 'alice',
+      exp: 2_000_000_000,
+      authorizations: { web: { sid: 's', grantId: 'g', persistsLogout: false } },
+      amr: [],
+      extra: { big: 12_345_678_901_234_567, float: 0.1, text: 'é/"\\' },
+      nothing: null,
     } as unknown as AdapterPayload;
     await adapter.upsert('id-1', payload, 60);
     expect(await adapter.find('id-1')).to.deep.equal(payload);
@@ -95,7 +99,9 @@ export function redisAdapterContract(target: () => RedisTarget): void {
     const before = Math.floor(Date.now() / 1000);
     await adapter.consume('c1');
     const found = await adapter.find('c1');
-    expect(found?.consumed).to.be.a('number').within(before, before + 2);
+    expect(found?.consumed)
+      .to.be.a('number')
+      .within(before, before + 2);
     expect(await client.pttl(`${prefix}AuthorizationCode:{c1}`)).to.be.within(58_000, 60_000);
     await adapter.consume('missing');
     expect(await client.exists(`${prefix}AuthorizationCode:{missing}`)).to.equal(0);
@@ -116,7 +122,9 @@ export function redisAdapterContract(target: () => RedisTarget): void {
     const adapters = connections.map((Connection) => new Connection('SubjectToken'));
     for (let round = 0; round < 5; round += 1) {
       await adapters[0]!.upsert(`race-${round}`, { kind: 'SubjectToken' }, 60);
-      const results = await Promise.all(Array.from({ length: 50 }, (_, i) => adapters[i % adapters.length]!.consumeOnce(`race-${round}`)));
+      const results = await Promise.all(
+        Array.from({ length: 50 }, (_, i) => adapters[i % adapters.length]!.consumeOnce(`race-${round}`)),
+      );
       expect(results.filter(Boolean)).to.have.length(1);
     }
   });
@@ -189,7 +197,10 @@ export function redisAdapterContract(target: () => RedisTarget): void {
     await access.upsert('at-other', { grantId: 'g2' }, 60);
     await interaction.upsert('i-1', { grantId: 'g1' }, 60);
 
-    expect(await client.pttl(`${prefix}grant:{g1}`), 'the index outlives its longest member').to.be.within(598_000, 600_000);
+    expect(await client.pttl(`${prefix}grant:{g1}`), 'the index outlives its longest member').to.be.within(
+      598_000,
+      600_000,
+    );
     await access.revokeByGrantId('g1');
 
     expect(await access.find('at-1')).to.equal(undefined);
@@ -225,5 +236,4 @@ export function redisAdapterContract(target: () => RedisTarget): void {
     const keys = await target().keys(`${prefix}*`);
     expect(keys.sort()).to.deep.equal([`${prefix}SubjectToken:{shared-id}`]);
   });
-
 }

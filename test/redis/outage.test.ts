@@ -28,7 +28,9 @@ describe('Redis adapter: Redis unreachable', function () {
         },
       },
     });
-    onImpersonationEvent(tp.provider, EVENTS.exchangeSucceeded, () => { issued += 1; });
+    onImpersonationEvent(tp.provider, EVENTS.exchangeSucceeded, () => {
+      issued += 1;
+    });
   });
   afterEach(() => {
     relay.frozen = false;

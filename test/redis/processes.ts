@@ -24,16 +24,26 @@ export interface ProviderProcesses {
  * Starts `count` provider processes (server-process.ts) on one store: `env`
  * names it (KEY_PREFIX, and REDIS_CLUSTER_NODES for a cluster).
  */
-export async function startProviderProcesses(env: Record<string, string>, count = INSTANCES): Promise<ProviderProcesses> {
+export async function startProviderProcesses(
+  env: Record<string, string>,
+  count = INSTANCES,
+): Promise<ProviderProcesses> {
   const { privateKey } = await generateKeyPair('RS256', { extractable: true });
-  const jwks = JSON.stringify({ keys: [{ ...await exportJWK(privateKey), kid: 'shared-1', alg: 'RS256', use: 'sig' }] });
+  const jwks = JSON.stringify({
+    keys: [{ ...(await exportJWK(privateKey)), kid: 'shared-1', alg: 'RS256', use: 'sig' }],
+  });
   const children: ChildProcess[] = [];
   try {
-    const ports = await Promise.all(Array.from({ length: count }, () => {
-      const child = spawn(process.execPath, [SCRIPT], { env: { ...process.env, ISSUER, JWKS: jwks, ...env }, stdio: ['pipe', 'pipe', 'pipe'] });
-      children.push(child);
-      return portOf(child);
-    }));
+    const ports = await Promise.all(
+      Array.from({ length: count }, () => {
+        const child = spawn(process.execPath, [SCRIPT], {
+          env: { ...process.env, ISSUER, JWKS: jwks, ...env },
+          stdio: ['pipe', 'pipe', 'pipe'],
+        });
+        children.push(child);
+        return portOf(child);
+      }),
+    );
     const instances = ports.map((port) => ({ base: `http://127.0.0.1:${port}` }) as Instance);
     // Issued by the first instance and accepted by all: same issuer, same keys.
     return { instances, management: await m2mToken(instances[0]!), stop: () => stopChildren(children) };
@@ -65,19 +75,24 @@ export function multiProcessContract(group: () => ProviderProcesses): void {
 
   it('never redeems any of 200 subject tokens twice when each is raced by all 4 processes', async () => {
     const tokens: string[] = [];
-    for (const batch of chunks(Array.from({ length: 200 }, (_, i) => i), 25)) {
-      tokens.push(...await Promise.all(batch.map((i) => createSubjectToken(instances[i % INSTANCES]!))));
+    for (const batch of chunks(
+      Array.from({ length: 200 }, (_, i) => i),
+      25,
+    )) {
+      tokens.push(...(await Promise.all(batch.map((i) => createSubjectToken(instances[i % INSTANCES]!)))));
     }
     expect(new Set(tokens).size).to.equal(200);
 
     const winners: number[] = [];
     const all: Reply[] = [];
     for (const batch of chunks(tokens, 25)) {
-      await Promise.all(batch.map(async (token) => {
-        const replies = await Promise.all(instances.map((instance) => redeem(instance, token)));
-        all.push(...replies);
-        winners.push(replies.filter((reply) => reply.status === 200).length);
-      }));
+      await Promise.all(
+        batch.map(async (token) => {
+          const replies = await Promise.all(instances.map((instance) => redeem(instance, token)));
+          all.push(...replies);
+          winners.push(replies.filter((reply) => reply.status === 200).length);
+        }),
+      );
     }
     const summary = {
       tokens: tokens.length,
@@ -89,7 +104,13 @@ export function multiProcessContract(group: () => ProviderProcesses): void {
     };
     console.log(`      200 tokens, 4 concurrent exchanges each: ${JSON.stringify(summary)}`);
     expect(summary).to.deep.equal({
-      tokens: 200, exchanges: 800, issued: 200, invalid_request: 600, redeemedOnce: 200, doubleRedemptions: 0, neverRedeemed: 0,
+      tokens: 200,
+      exchanges: 800,
+      issued: 200,
+      invalid_request: 600,
+      redeemedOnce: 200,
+      doubleRedemptions: 0,
+      neverRedeemed: 0,
     });
   });
 
@@ -97,14 +118,21 @@ export function multiProcessContract(group: () => ProviderProcesses): void {
     const [first, second, third, fourth] = instances as [Instance, Instance, Instance, Instance];
     const admin = await m2mToken(second, CLIENTS.admin, `${READ_SCOPE} ${REVOKE_SCOPE}`);
     const jwt = await redeem(first, await createSubjectToken(first));
-    const opaque = await exchange(first, { subject_token: await createSubjectToken(first), resource: OPAQUE_API, scope: 'read' });
+    const opaque = await exchange(first, {
+      subject_token: await createSubjectToken(first),
+      resource: OPAQUE_API,
+      scope: 'read',
+    });
     expect(opaque.status, JSON.stringify(opaque.body)).to.equal(200);
     const jwtSession = decodeJwt(jwt.body['access_token'] as string)['impersonation_session'] as string;
-    const introspect = async (instance: Instance) => (await fetch(`${instance.base}/token/introspection`, {
-      method: 'POST',
-      headers: { authorization: basic(CLIENTS.web), 'content-type': 'application/x-www-form-urlencoded' },
-      body: new URLSearchParams({ token: opaque.body['access_token'] as string }),
-    })).json() as Promise<Record<string, unknown>>;
+    const introspect = async (instance: Instance) =>
+      (
+        await fetch(`${instance.base}/token/introspection`, {
+          method: 'POST',
+          headers: { authorization: basic(CLIENTS.web), 'content-type': 'application/x-www-form-urlencoded' },
+          body: new URLSearchParams({ token: opaque.body['access_token'] as string }),
+        })
+      ).json() as Promise<Record<string, unknown>>;
     const opaqueSession = (await introspect(third))['impersonation_session'] as string;
     const ids = [jwtSession, opaqueSession];
 
@@ -112,18 +140,28 @@ export function multiProcessContract(group: () => ProviderProcesses): void {
     const listed: string[] = [];
     let cursor: string | null = null;
     do {
-      const page: Reply = await sessionsCall(second, 'GET', `/api/impersonations?subject=bob&limit=100${cursor ? `&cursor=${cursor}` : ''}`, admin);
+      const page: Reply = await sessionsCall(
+        second,
+        'GET',
+        `/api/impersonations?subject=bob&limit=100${cursor ? `&cursor=${cursor}` : ''}`,
+        admin,
+      );
       listed.push(...(page.body['items'] as Array<{ id: string }>).map((item) => item.id));
       cursor = page.body['nextCursor'] as string | null;
     } while (cursor);
     expect(listed).to.include.members(ids);
     expect(new Set(listed).size).to.equal(listed.length);
-    expect((await sessionsCall(third, 'GET', `/api/impersonations/${jwtSession}`, admin)).body['state']).to.equal('active');
+    expect((await sessionsCall(third, 'GET', `/api/impersonations/${jwtSession}`, admin)).body['state']).to.equal(
+      'active',
+    );
 
-    for (const id of ids) expect((await sessionsCall(second, 'DELETE', `/api/impersonations/${id}`, admin)).status).to.equal(204);
+    for (const id of ids)
+      expect((await sessionsCall(second, 'DELETE', `/api/impersonations/${id}`, admin)).status).to.equal(204);
     const feed = await sessionsCall(third, 'GET', '/api/impersonations/revocations');
     expect((feed.body['revoked'] as Array<{ id: string }>).map((entry) => entry.id)).to.include.members(ids);
-    expect((await sessionsCall(fourth, 'GET', `/api/impersonations/${jwtSession}`, admin)).body['state']).to.equal('revoked');
+    expect((await sessionsCall(fourth, 'GET', `/api/impersonations/${jwtSession}`, admin)).body['state']).to.equal(
+      'revoked',
+    );
     expect(await introspect(fourth)).to.deep.equal({ active: false });
   });
   async function createSubjectToken(instance: Instance): Promise<string> {
@@ -134,14 +172,14 @@ export function multiProcessContract(group: () => ProviderProcesses): void {
 /** A subject token for bob from the Management API of `instance`. */
 export async function createdSubjectToken(instance: Instance, management: string): Promise<string> {
   const reply = await managementRequest(instance, { userId: 'bob' }, management);
-  if (reply.status !== 201) throw new Error(`creation failed on ${instance.base}: ${reply.status} ${JSON.stringify(reply.body)}`);
+  if (reply.status !== 201)
+    throw new Error(`creation failed on ${instance.base}: ${reply.status} ${JSON.stringify(reply.body)}`);
   return reply.body['subjectToken'] as string;
 }
 
 export function redeem(instance: Instance, subjectToken: string): Promise<Reply> {
   return exchange(instance, { subject_token: subjectToken, resource: API, scope: 'profile:read' });
 }
-
 
 /** Counts replies by outcome: `issued`, or the OAuth error code (or the status when there is none). */
 export function tally(replies: Reply[]): Record<string, number> {
@@ -160,8 +198,14 @@ export function chunks<T>(items: T[], size: number): T[][] {
 /** A call of the session endpoints on one instance. */
 async function sessionsCall(instance: Instance, method: string, path: string, token?: string): Promise<Reply> {
   const response = await fetch(`${instance.base}${path}`, {
-    method, headers: token ? { authorization: `Bearer ${token}` } : {}, signal: AbortSignal.timeout(10_000),
+    method,
+    headers: token ? { authorization: `Bearer ${token}` } : {},
+    signal: AbortSignal.timeout(10_000),
   });
   const text = await response.text();
-  return { status: response.status, headers: response.headers, body: text ? JSON.parse(text) as Record<string, unknown> : {} };
+  return {
+    status: response.status,
+    headers: response.headers,
+    body: text ? (JSON.parse(text) as Record<string, unknown>) : {},
+  };
 }

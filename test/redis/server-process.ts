@@ -24,7 +24,9 @@ const clusterNodes = process.env['REDIS_CLUSTER_NODES']?.split(',').map((node) =
 const cluster = clusterNodes && new Cluster(clusterNodes, REDIS_CLUSTER_OPTIONS);
 cluster?.on('error', () => {});
 const replicas = Number(process.env['REDIS_REPLICAS'] ?? 0);
-const Adapter = cluster ? createRedisAdapter({ client: cluster, keyPrefix, replicas }) : createRedisAdapter({ url: REDIS_URL, keyPrefix, replicas });
+const Adapter = cluster
+  ? createRedisAdapter({ client: cluster, keyPrefix, replicas })
+  : createRedisAdapter({ url: REDIS_URL, keyPrefix, replicas });
 const tp = await startProvider({ adapter: Adapter, issuer, configuration: { jwks } });
 process.stdout.write(`PORT ${new URL(tp.base).port}\n`);
 

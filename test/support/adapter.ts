@@ -51,19 +51,26 @@ export function redisTestAdapter(options: { url?: string; keyPrefix?: string } =
 
 /** A plain client for tests that look at keys directly; fails at once when Redis is down. */
 export function redisClient(): Redis {
-  return new Redis(REDIS_URL, { lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 0, retryStrategy: () => null });
+  return new Redis(REDIS_URL, {
+    lazyConnect: true,
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 0,
+    retryStrategy: () => null,
+  });
 }
 
 /** Rejects with a clear message when Redis cannot be reached, so that a Redis suite fails rather than skips. */
 export async function assertRedisReachable(): Promise<void> {
   const client = redisClient();
   let cause: Error | undefined;
-  client.on('error', (error: Error) => { cause ??= error; });
+  client.on('error', (error: Error) => {
+    cause ??= error;
+  });
   try {
     await client.connect();
     await client.ping();
   } catch (error) {
-    throw new Error(`Redis is not reachable at ${REDIS_URL} (set REDIS_URL): ${(cause ?? error as Error).message}`);
+    throw new Error(`Redis is not reachable at ${REDIS_URL} (set REDIS_URL): ${(cause ?? (error as Error)).message}`);
   } finally {
     client.disconnect();
   }

@@ -24,18 +24,22 @@ export function serveUntilParentLeaves(close: () => Promise<void>): void {
 
 /** In the parent: stops every child still running and waits for it. */
 export async function stopChildren(children: ChildProcess[]): Promise<void> {
-  await Promise.all(children.map(async (child) => {
-    if (child.exitCode !== null || child.signalCode !== null) return;
-    const exited = once(child, 'exit');
-    child.kill('SIGTERM');
-    await exited;
-  }));
+  await Promise.all(
+    children.map(async (child) => {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      const exited = once(child, 'exit');
+      child.kill('SIGTERM');
+      await exited;
+    }),
+  );
 }
 
 /** In the parent: the port a child printed, or why it printed none (its stderr). */
 export function portOf(child: ChildProcess): Promise<number> {
   let stderr = '';
-  child.stderr!.on('data', (chunk: Buffer) => { stderr = (stderr + chunk.toString()).slice(-4000); });
+  child.stderr!.on('data', (chunk: Buffer) => {
+    stderr = (stderr + chunk.toString()).slice(-4000);
+  });
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => fail('did not print its port within 15 s'), 15_000);
     const lines = createInterface({ input: child.stdout! });

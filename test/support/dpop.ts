@@ -3,7 +3,11 @@ import { calculateJwkThumbprint, exportJWK, generateKeyPair, SignJWT, type JWK }
 
 /** A DPoP key pair that signs proofs for one endpoint (RFC 9449). */
 export class DpopKey {
-  private constructor(private readonly privateKey: CryptoKey, readonly jwk: JWK, readonly thumbprint: string) {}
+  private constructor(
+    private readonly privateKey: CryptoKey,
+    readonly jwk: JWK,
+    readonly thumbprint: string,
+  ) {}
 
   static async generate(): Promise<DpopKey> {
     const { privateKey, publicKey } = await generateKeyPair('ES256', { extractable: true });

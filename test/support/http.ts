@@ -1,5 +1,14 @@
 import { expect } from 'chai';
-import { ACCESS_TOKEN, CLIENTS, MANAGEMENT, MANAGEMENT_SCOPE, REDIRECT_URI, TOKEN_EXCHANGE, pkcePair, type TestProvider } from './provider.js';
+import {
+  ACCESS_TOKEN,
+  CLIENTS,
+  MANAGEMENT,
+  MANAGEMENT_SCOPE,
+  REDIRECT_URI,
+  TOKEN_EXCHANGE,
+  pkcePair,
+  type TestProvider,
+} from './provider.js';
 
 export interface Reply {
   status: number;
@@ -19,7 +28,11 @@ export function basic(client: ClientCredentials): string {
 async function reply(response: Response): Promise<Reply> {
   const text = await response.text();
   let body: Record<string, unknown> = {};
-  try { body = text ? JSON.parse(text) as Record<string, unknown> : {}; } catch { body = { text }; }
+  try {
+    body = text ? (JSON.parse(text) as Record<string, unknown>) : {};
+  } catch {
+    body = { text };
+  }
   return { status: response.status, headers: response.headers, body };
 }
 
@@ -53,7 +66,11 @@ export async function m2mToken(
   scope: string | null = MANAGEMENT_SCOPE,
   resource: string = MANAGEMENT,
 ): Promise<string> {
-  const result = await tokenRequest(tp, { grant_type: 'client_credentials', scope: scope ?? undefined, resource }, client);
+  const result = await tokenRequest(
+    tp,
+    { grant_type: 'client_credentials', scope: scope ?? undefined, resource },
+    client,
+  );
   if (result.status !== 200) throw new Error(`client_credentials failed: ${JSON.stringify(result.body)}`);
   return result.body['access_token'] as string;
 }
@@ -76,18 +93,30 @@ export async function managementRequest(
 }
 
 /** Any call of the Management API (sessions, withdrawal), with a bearer token and a JSON body when given. */
-export async function apiRequest(tp: TestProvider, method: string, path: string, token?: string, body?: unknown): Promise<Reply> {
+export async function apiRequest(
+  tp: TestProvider,
+  method: string,
+  path: string,
+  token?: string,
+  body?: unknown,
+): Promise<Reply> {
   const headers: Record<string, string> = {};
   if (token) headers['authorization'] = `Bearer ${token}`;
   if (body !== undefined) headers['content-type'] = 'application/json';
   const response = await fetch(`${tp.base}${path}`, {
-    method, headers, ...(body === undefined ? {} : { body: JSON.stringify(body) }), signal: AbortSignal.timeout(10_000),
+    method,
+    headers,
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    signal: AbortSignal.timeout(10_000),
   });
   return reply(response);
 }
 
 /** Creates a subject token through the Management API with a fresh M2M token. */
-export async function subjectToken(tp: TestProvider, body: Record<string, unknown> = { userId: 'bob' }): Promise<string> {
+export async function subjectToken(
+  tp: TestProvider,
+  body: Record<string, unknown> = { userId: 'bob' },
+): Promise<string> {
   const result = await managementRequest(tp, body, await m2mToken(tp));
   if (result.status !== 201) throw new Error(`subject token creation failed: ${JSON.stringify(result.body)}`);
   return result.body['subjectToken'] as string;
@@ -99,11 +128,16 @@ export function exchange(
   client: ClientCredentials | undefined = CLIENTS.console,
   headers: Record<string, string> = {},
 ): Promise<Reply> {
-  return tokenRequest(tp, {
-    grant_type: TOKEN_EXCHANGE,
-    subject_token_type: ACCESS_TOKEN,
-    ...params,
-  }, client, headers);
+  return tokenRequest(
+    tp,
+    {
+      grant_type: TOKEN_EXCHANGE,
+      subject_token_type: ACCESS_TOKEN,
+      ...params,
+    },
+    client,
+    headers,
+  );
 }
 
 /** A cookie jar just big enough for oidc-provider's interaction and session cookies. */
@@ -137,8 +171,16 @@ export async function userAccessToken(
 export async function userSignIn(
   tp: TestProvider,
   user: string,
-  { client = CLIENTS.console, scope = 'openid profile', resource, headers = {} }: {
-    client?: ClientCredentials; scope?: string; resource?: string; headers?: Record<string, string>;
+  {
+    client = CLIENTS.console,
+    scope = 'openid profile',
+    resource,
+    headers = {},
+  }: {
+    client?: ClientCredentials;
+    scope?: string;
+    resource?: string;
+    headers?: Record<string, string>;
   } = {},
 ): Promise<{ accessToken: string; cookies: string }> {
   const jar = new Jar();
@@ -180,20 +222,28 @@ export async function userSignIn(
   }
   if (!code) throw new Error('authorization flow did not return a code');
 
-  const result = await tokenRequest(tp, {
-    grant_type: 'authorization_code',
-    code,
-    redirect_uri: REDIRECT_URI,
-    code_verifier: verifier,
-    ...(resource ? { resource } : {}),
-  }, client, headers);
+  const result = await tokenRequest(
+    tp,
+    {
+      grant_type: 'authorization_code',
+      code,
+      redirect_uri: REDIRECT_URI,
+      code_verifier: verifier,
+      ...(resource ? { resource } : {}),
+    },
+    client,
+    headers,
+  );
   if (result.status !== 200) throw new Error(`code redemption failed: ${JSON.stringify(result.body)}`);
   return { accessToken: result.body['access_token'] as string, cookies: jar.header() };
 }
 
 /** An RP-initiated logout in the browser that signed in: the end-session form, confirmed. */
 export async function logout(tp: TestProvider, cookies: string): Promise<void> {
-  const form = await fetch(`${tp.base}/session/end`, { headers: { cookie: cookies }, signal: AbortSignal.timeout(10_000) });
+  const form = await fetch(`${tp.base}/session/end`, {
+    headers: { cookie: cookies },
+    signal: AbortSignal.timeout(10_000),
+  });
   const xsrf = /name="xsrf" value="([^"]+)"/.exec(await form.text())?.[1];
   if (!xsrf) throw new Error('the end-session page has no xsrf field');
   const confirmed = await fetch(`${tp.base}/session/end/confirm`, {
@@ -236,5 +286,5 @@ export async function introspect(tp: TestProvider, token: string): Promise<Recor
     headers: { 'content-type': 'application/x-www-form-urlencoded', authorization: basic(CLIENTS.web) },
     body: new URLSearchParams({ token }),
   });
-  return await response.json() as Record<string, unknown>;
+  return (await response.json()) as Record<string, unknown>;
 }

@@ -35,13 +35,17 @@ export function describeProcessesSharingStore(title: string, store: SharedStore)
     before(async () => {
       const storeEnv = await store.prepare();
       const { privateKey } = await generateKeyPair('RS256', { extractable: true });
-      const jwks = JSON.stringify({ keys: [{ ...await exportJWK(privateKey), kid: 'shared-1', alg: 'RS256', use: 'sig' }] });
+      const jwks = JSON.stringify({
+        keys: [{ ...(await exportJWK(privateKey)), kid: 'shared-1', alg: 'RS256', use: 'sig' }],
+      });
       const env = { ...process.env, ...storeEnv, ISSUER, JWKS: jwks };
-      const ports = await Promise.all(Array.from({ length: INSTANCES }, () => {
-        const child = spawn(process.execPath, [store.script], { env, stdio: ['pipe', 'pipe', 'pipe'] });
-        children.push(child);
-        return portOf(child);
-      }));
+      const ports = await Promise.all(
+        Array.from({ length: INSTANCES }, () => {
+          const child = spawn(process.execPath, [store.script], { env, stdio: ['pipe', 'pipe', 'pipe'] });
+          children.push(child);
+          return portOf(child);
+        }),
+      );
       instances = ports.map((port) => ({ base: `http://127.0.0.1:${port}` }) as Instance);
       // Issued by the first instance and accepted by all: same issuer, same keys.
       management = await m2mToken(instances[0]!);
@@ -62,19 +66,24 @@ export function describeProcessesSharingStore(title: string, store: SharedStore)
 
     it('never redeems any of 200 subject tokens twice when each is raced by all 4 processes', async () => {
       const tokens: string[] = [];
-      for (const batch of chunks(Array.from({ length: 200 }, (_, i) => i), 25)) {
-        tokens.push(...await Promise.all(batch.map((i) => createSubjectToken(instances[i % INSTANCES]!))));
+      for (const batch of chunks(
+        Array.from({ length: 200 }, (_, i) => i),
+        25,
+      )) {
+        tokens.push(...(await Promise.all(batch.map((i) => createSubjectToken(instances[i % INSTANCES]!)))));
       }
       expect(new Set(tokens).size).to.equal(200);
 
       const winners: number[] = [];
       const all: Reply[] = [];
       for (const batch of chunks(tokens, 25)) {
-        await Promise.all(batch.map(async (token) => {
-          const replies = await Promise.all(instances.map((instance) => redeem(instance, token)));
-          all.push(...replies);
-          winners.push(replies.filter((reply) => reply.status === 200).length);
-        }));
+        await Promise.all(
+          batch.map(async (token) => {
+            const replies = await Promise.all(instances.map((instance) => redeem(instance, token)));
+            all.push(...replies);
+            winners.push(replies.filter((reply) => reply.status === 200).length);
+          }),
+        );
       }
       const summary = {
         tokens: tokens.length,
@@ -86,13 +95,20 @@ export function describeProcessesSharingStore(title: string, store: SharedStore)
       };
       console.log(`      200 tokens, 4 concurrent exchanges each: ${JSON.stringify(summary)}`);
       expect(summary).to.deep.equal({
-        tokens: 200, exchanges: 800, issued: 200, invalid_request: 600, redeemedOnce: 200, doubleRedemptions: 0, neverRedeemed: 0,
+        tokens: 200,
+        exchanges: 800,
+        issued: 200,
+        invalid_request: 600,
+        redeemedOnce: 200,
+        doubleRedemptions: 0,
+        neverRedeemed: 0,
       });
     });
 
     async function createSubjectToken(instance: Instance): Promise<string> {
       const reply = await managementRequest(instance, { userId: 'bob' }, management);
-      if (reply.status !== 201) throw new Error(`creation failed on ${instance.base}: ${reply.status} ${JSON.stringify(reply.body)}`);
+      if (reply.status !== 201)
+        throw new Error(`creation failed on ${instance.base}: ${reply.status} ${JSON.stringify(reply.body)}`);
       return reply.body['subjectToken'] as string;
     }
 
@@ -100,14 +116,21 @@ export function describeProcessesSharingStore(title: string, store: SharedStore)
       const [first, second, third, fourth] = instances as [Instance, Instance, Instance, Instance];
       const admin = await m2mToken(second, CLIENTS.admin, `${READ_SCOPE} ${REVOKE_SCOPE}`);
       const jwt = await redeem(first, await createSubjectToken(first));
-      const opaque = await exchange(first, { subject_token: await createSubjectToken(first), resource: OPAQUE_API, scope: 'read' });
+      const opaque = await exchange(first, {
+        subject_token: await createSubjectToken(first),
+        resource: OPAQUE_API,
+        scope: 'read',
+      });
       expect(opaque.status, JSON.stringify(opaque.body)).to.equal(200);
       const jwtSession = decodeJwt(jwt.body['access_token'] as string)['impersonation_session'] as string;
-      const introspect = async (instance: Instance) => (await fetch(`${instance.base}/token/introspection`, {
-        method: 'POST',
-        headers: { authorization: basic(CLIENTS.web), 'content-type': 'application/x-www-form-urlencoded' },
-        body: new URLSearchParams({ token: opaque.body['access_token'] as string }),
-      })).json() as Promise<Record<string, unknown>>;
+      const introspect = async (instance: Instance) =>
+        (
+          await fetch(`${instance.base}/token/introspection`, {
+            method: 'POST',
+            headers: { authorization: basic(CLIENTS.web), 'content-type': 'application/x-www-form-urlencoded' },
+            body: new URLSearchParams({ token: opaque.body['access_token'] as string }),
+          })
+        ).json() as Promise<Record<string, unknown>>;
       const opaqueSession = (await introspect(third))['impersonation_session'] as string;
       const ids = [jwtSession, opaqueSession];
 
@@ -115,18 +138,28 @@ export function describeProcessesSharingStore(title: string, store: SharedStore)
       const listed: string[] = [];
       let cursor: string | null = null;
       do {
-        const page: Reply = await sessionsCall(second, 'GET', `/api/impersonations?subject=bob&limit=100${cursor ? `&cursor=${cursor}` : ''}`, admin);
+        const page: Reply = await sessionsCall(
+          second,
+          'GET',
+          `/api/impersonations?subject=bob&limit=100${cursor ? `&cursor=${cursor}` : ''}`,
+          admin,
+        );
         listed.push(...(page.body['items'] as Array<{ id: string }>).map((item) => item.id));
         cursor = page.body['nextCursor'] as string | null;
       } while (cursor);
       expect(listed).to.include.members(ids);
       expect(new Set(listed).size).to.equal(listed.length);
-      expect((await sessionsCall(third, 'GET', `/api/impersonations/${jwtSession}`, admin)).body['state']).to.equal('active');
+      expect((await sessionsCall(third, 'GET', `/api/impersonations/${jwtSession}`, admin)).body['state']).to.equal(
+        'active',
+      );
 
-      for (const id of ids) expect((await sessionsCall(second, 'DELETE', `/api/impersonations/${id}`, admin)).status).to.equal(204);
+      for (const id of ids)
+        expect((await sessionsCall(second, 'DELETE', `/api/impersonations/${id}`, admin)).status).to.equal(204);
       const feed = await sessionsCall(third, 'GET', '/api/impersonations/revocations');
       expect((feed.body['revoked'] as Array<{ id: string }>).map((entry) => entry.id)).to.include.members(ids);
-      expect((await sessionsCall(fourth, 'GET', `/api/impersonations/${jwtSession}`, admin)).body['state']).to.equal('revoked');
+      expect((await sessionsCall(fourth, 'GET', `/api/impersonations/${jwtSession}`, admin)).body['state']).to.equal(
+        'revoked',
+      );
       expect(await introspect(fourth)).to.deep.equal({ active: false });
     });
   });
@@ -153,8 +186,14 @@ function chunks<T>(items: T[], size: number): T[][] {
 /** A call to the impersonation sessions API, with or without a bearer token. */
 async function sessionsCall(instance: Instance, method: string, path: string, token?: string): Promise<Reply> {
   const response = await fetch(`${instance.base}${path}`, {
-    method, headers: token ? { authorization: `Bearer ${token}` } : {}, signal: AbortSignal.timeout(10_000),
+    method,
+    headers: token ? { authorization: `Bearer ${token}` } : {},
+    signal: AbortSignal.timeout(10_000),
   });
   const text = await response.text();
-  return { status: response.status, headers: response.headers, body: text ? JSON.parse(text) as Record<string, unknown> : {} };
+  return {
+    status: response.status,
+    headers: response.headers,
+    body: text ? (JSON.parse(text) as Record<string, unknown>) : {},
+  };
 }

@@ -9,5 +9,11 @@ import { assertRedisReachable, redisTestAdapter } from './adapter.js';
  */
 export const PLUGIN_STORES: ReadonlyArray<{ name: string; open(): Promise<AdapterSource> }> = [
   { name: 'memory', open: async () => createMemoryAdapter() },
-  { name: 'Redis', open: async () => { await assertRedisReachable(); return redisTestAdapter(); } },
+  {
+    name: 'Redis',
+    open: async () => {
+      await assertRedisReachable();
+      return redisTestAdapter();
+    },
+  },
 ];

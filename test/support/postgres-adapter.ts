@@ -1,5 +1,9 @@
 import pg from 'pg';
-import { createPostgresAdapter, POSTGRES_POOL_OPTIONS, type PostgresAdapterClass } from '../../lib/adapters/postgres.js';
+import {
+  createPostgresAdapter,
+  POSTGRES_POOL_OPTIONS,
+  type PostgresAdapterClass,
+} from '../../lib/adapters/postgres.js';
 import { DATABASE_URL, testSchema } from './postgres.js';
 
 /** One schema for every PostgreSQL adapter of this run (dropped by postgres.ts's root hook), a table per adapter. */

@@ -12,8 +12,10 @@ export async function testSchema(): Promise<string> {
   try {
     await client.connect();
   } catch (error) {
-    throw new Error(`PostgreSQL is not reachable at ${DATABASE_URL} (set DATABASE_URL, or start it: `
-      + `pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start): ${(error as Error).message}`);
+    throw new Error(
+      `PostgreSQL is not reachable at ${DATABASE_URL} (set DATABASE_URL, or start it: ` +
+        `pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start): ${(error as Error).message}`,
+    );
   }
   try {
     await client.query(`CREATE SCHEMA "${schema}"`);

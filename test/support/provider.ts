@@ -62,7 +62,7 @@ export async function startProvider(options: TestProviderOptions = {}): Promise<
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   const issuer = options.issuer ?? base;
-  const adapter = options.adapter ?? await testAdapter();
+  const adapter = options.adapter ?? (await testAdapter());
 
   const impersonation = createImpersonation({
     managementResource: MANAGEMENT,
@@ -147,7 +147,8 @@ export async function startProvider(options: TestProviderOptions = {}): Promise<
       // The policies and the logout page are spelt out, as a deployment must, so oidc-provider prints no notice.
       introspection: {
         enabled: true,
-        allowedPolicy: (ctx, client, token) => client.clientAuthMethod !== 'none' || token.clientId === ctx.oidc.client?.clientId,
+        allowedPolicy: (ctx, client, token) =>
+          client.clientAuthMethod !== 'none' || token.clientId === ctx.oidc.client?.clientId,
       },
       revocation: {
         enabled: true,
@@ -169,11 +170,16 @@ export async function startProvider(options: TestProviderOptions = {}): Promise<
         useGrantedResource: () => true,
         getResourceServerInfo(_ctx, resource) {
           switch (resource) {
-            case API: return { scope: 'profile:read profile:write', accessTokenFormat: 'jwt', accessTokenTTL: 3600 };
-            case OPAQUE_API: return { scope: 'read write', accessTokenFormat: 'opaque', accessTokenTTL: 120 };
-            case ACTOR_API: return { scope: 'openid openidx profile:read', accessTokenFormat: 'jwt' };
-            case SHORT_API: return { scope: 'openid', accessTokenFormat: 'jwt', accessTokenTTL: 2 };
-            default: throw new errors.InvalidTarget();
+            case API:
+              return { scope: 'profile:read profile:write', accessTokenFormat: 'jwt', accessTokenTTL: 3600 };
+            case OPAQUE_API:
+              return { scope: 'read write', accessTokenFormat: 'opaque', accessTokenTTL: 120 };
+            case ACTOR_API:
+              return { scope: 'openid openidx profile:read', accessTokenFormat: 'jwt' };
+            case SHORT_API:
+              return { scope: 'openid', accessTokenFormat: 'jwt', accessTokenTTL: 2 };
+            default:
+              throw new errors.InvalidTarget();
           }
         },
       },
@@ -205,10 +211,11 @@ export async function startProvider(options: TestProviderOptions = {}): Promise<
     server,
     adapter,
     appErrors,
-    close: () => new Promise((resolve) => {
-      server.closeAllConnections();
-      server.close(() => resolve());
-    }),
+    close: () =>
+      new Promise((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
   };
 }
 
@@ -224,10 +231,17 @@ function loginRoutes(provider: Provider): Koa.Middleware {
     const resource = details.params['resource'];
     if (typeof resource === 'string') grant.addResourceScope(resource, String(details.params['scope']));
     const grantId = await grant.save();
-    ctx.redirect(await provider.interactionResult(ctx.req, ctx.res, {
-      login: { accountId: login },
-      consent: { grantId },
-    }, { mergeWithLastSubmission: false }));
+    ctx.redirect(
+      await provider.interactionResult(
+        ctx.req,
+        ctx.res,
+        {
+          login: { accountId: login },
+          consent: { grantId },
+        },
+        { mergeWithLastSubmission: false },
+      ),
+    );
   };
 }
 

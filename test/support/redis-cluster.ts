@@ -22,6 +22,12 @@ export interface RedisCluster {
   masterOf(key: string): Promise<number>;
   /** Kills the node at `port` (SIGKILL: no goodbye to the others), and waits until a replica serves its slots. */
   killAndFailOver(port: number): Promise<void>;
+  /**
+   * Cuts the master at `port` off from its replicas for a second: each replica
+   * is made to sleep (DEBUG SLEEP), then the master drops their links, so that
+   * its next writes reach none until they wake and reconnect.
+   */
+  cutReplicas(port: number): Promise<void>;
   /** Starts the killed node again; it rejoins as a replica of the master that replaced it. */
   rejoin(port: number): Promise<void>;
   /** Stops every node and deletes the directory. */
@@ -35,40 +41,71 @@ const HEALTHY_WITHIN_MS = 20_000;
 export async function startRedisCluster(): Promise<RedisCluster> {
   for (const command of ['redis-server', 'redis-cli']) {
     if (spawnSync(command, ['--version']).error) {
-      throw new Error(`${command} is not installed: the Redis Cluster tests start their own cluster (apt-get install redis-server)`);
+      throw new Error(
+        `${command} is not installed: the Redis Cluster tests start their own cluster (apt-get install redis-server)`,
+      );
     }
   }
   const directory = mkdtempSync(join(tmpdir(), 'impersonation-cluster-'));
   const processes = new Map<number, ChildProcess>();
   const stop = async (): Promise<void> => {
-    await Promise.all([...processes.values()].map(async (child) => {
-      if (child.exitCode !== null || child.signalCode !== null) return;
-      const exited = once(child, 'exit');
-      child.kill('SIGKILL');
-      await exited;
-    }));
+    await Promise.all(
+      [...processes.values()].map(async (child) => {
+        if (child.exitCode !== null || child.signalCode !== null) return;
+        const exited = once(child, 'exit');
+        child.kill('SIGKILL');
+        await exited;
+      }),
+    );
     rmSync(directory, { recursive: true, force: true });
   };
   try {
     const ports = await freeClusterPorts(MASTERS * 2);
     const startNode = (port: number): void => {
-      const child = spawn('redis-server', [
-        '--port', String(port), '--bind', '127.0.0.1', '--cluster-enabled', 'yes',
-        '--cluster-config-file', join(directory, `nodes-${port}.conf`), '--cluster-node-timeout', String(NODE_TIMEOUT_MS),
-        '--dir', directory, '--save', '', '--appendonly', 'no', '--logfile', join(directory, `${port}.log`),
-        // Replicas sync at once (the default waits 5 s for more of them), so that a failover has a copy to promote.
-        '--repl-diskless-sync-delay', '0',
-      ], { stdio: 'ignore' });
+      const child = spawn(
+        'redis-server',
+        [
+          '--port',
+          String(port),
+          '--bind',
+          '127.0.0.1',
+          '--cluster-enabled',
+          'yes',
+          '--cluster-config-file',
+          join(directory, `nodes-${port}.conf`),
+          '--cluster-node-timeout',
+          String(NODE_TIMEOUT_MS),
+          '--dir',
+          directory,
+          '--save',
+          '',
+          '--appendonly',
+          'no',
+          '--logfile',
+          join(directory, `${port}.log`),
+          // Replicas sync at once (the default waits 5 s for more of them), so that a failover has a copy to promote.
+          '--repl-diskless-sync-delay',
+          '0',
+          // DEBUG SLEEP, over local connections only: how a test holds a replica back.
+          '--enable-debug-command',
+          'local',
+        ],
+        { stdio: 'ignore' },
+      );
       processes.set(port, child);
     };
     for (const port of ports) startNode(port);
     await Promise.all(ports.map((port) => waitFor(() => ping(port), `node ${port} did not start`)));
-    const created = spawnSync('redis-cli', [
-      '--cluster', 'create', ...ports.map((port) => `127.0.0.1:${port}`), '--cluster-replicas', '1', '--cluster-yes',
-    ], { encoding: 'utf8', timeout: 30_000 });
-    if (created.status !== 0) throw new Error(`redis-cli --cluster create failed:\n${created.stdout}\n${created.stderr}`);
+    const created = spawnSync(
+      'redis-cli',
+      ['--cluster', 'create', ...ports.map((port) => `127.0.0.1:${port}`), '--cluster-replicas', '1', '--cluster-yes'],
+      { encoding: 'utf8', timeout: 30_000 },
+    );
+    if (created.status !== 0)
+      throw new Error(`redis-cli --cluster create failed:\n${created.stdout}\n${created.stderr}`);
     const nodes = ports.map((port) => ({ host: '127.0.0.1', port }));
-    const live = (): number[] => ports.filter((port) => processes.get(port)!.exitCode === null && processes.get(port)!.signalCode === null);
+    const live = (): number[] =>
+      ports.filter((port) => processes.get(port)!.exitCode === null && processes.get(port)!.signalCode === null);
     await waitFor(() => healthy(live()), 'the cluster did not become healthy');
 
     return {
@@ -76,8 +113,8 @@ export async function startRedisCluster(): Promise<RedisCluster> {
       client: () => new Cluster(nodes, REDIS_CLUSTER_OPTIONS),
       async masterOf(key) {
         return withNode(live()[0]!, async (redis) => {
-          const slot = await redis.call('CLUSTER', 'KEYSLOT', key) as number;
-          const ranges = await redis.call('CLUSTER', 'SLOTS') as Array<[number, number, [string, number]]>;
+          const slot = (await redis.call('CLUSTER', 'KEYSLOT', key)) as number;
+          const ranges = (await redis.call('CLUSTER', 'SLOTS')) as Array<[number, number, [string, number]]>;
           const range = ranges.find(([from, to]) => slot >= from && slot <= to);
           if (!range) throw new Error(`no master serves slot ${slot}`);
           return range[2][1];
@@ -90,11 +127,22 @@ export async function startRedisCluster(): Promise<RedisCluster> {
         await exited;
         await waitFor(() => healthy(live()), `no replica took over from ${port}`);
       },
+      async cutReplicas(port) {
+        const replication = await withNode(port, (redis) => redis.info('replication'));
+        const replicas = [...replication.matchAll(/^slave\d+:ip=[^,]+,port=(\d+)/gm)].map((match) => Number(match[1]));
+        // Not awaited: each sleeps for a second, during which it can neither read nor reconnect.
+        for (const replica of replicas)
+          void withNode(replica, (redis) => redis.call('DEBUG', 'SLEEP', '1')).catch(() => {});
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        await withNode(port, (redis) => redis.call('CLIENT', 'KILL', 'TYPE', 'replica'));
+      },
       async rejoin(port) {
         startNode(port);
-        const replicating = () => withNode(port, async (redis) => /role:slave[\s\S]*master_link_status:up/.test(await redis.info('replication')))
-          .catch(() => false);
-        await waitFor(async () => await replicating() && healthy(live()), `node ${port} did not rejoin as a replica`);
+        const replicating = () =>
+          withNode(port, async (redis) =>
+            /role:slave[\s\S]*master_link_status:up/.test(await redis.info('replication')),
+          ).catch(() => false);
+        await waitFor(async () => (await replicating()) && healthy(live()), `node ${port} did not rejoin as a replica`);
       },
       stop,
     };
@@ -106,24 +154,35 @@ export async function startRedisCluster(): Promise<RedisCluster> {
 
 /** Every live node sees the cluster ok, every slot is served by a live master, and every replica is in sync. */
 async function healthy(ports: number[]): Promise<boolean> {
-  const states = await Promise.all(ports.map((port) => withNode(port, async (redis) => {
-    const info = await redis.call('CLUSTER', 'INFO') as string;
-    if (!/cluster_state:ok/.test(info)) return false;
-    const replication = await redis.info('replication');
-    if (/role:slave/.test(replication) && !/master_link_status:up/.test(replication)) return false;
-    const ranges = await redis.call('CLUSTER', 'SLOTS') as Array<[number, number, [string, number]]>;
-    const covered = ranges.reduce((total, [from, to]) => total + to - from + 1, 0);
-    return covered === 16384 && ranges.every(([, , [, master]]) => ports.includes(master));
-  }).catch(() => false)));
+  const states = await Promise.all(
+    ports.map((port) =>
+      withNode(port, async (redis) => {
+        const info = (await redis.call('CLUSTER', 'INFO')) as string;
+        if (!/cluster_state:ok/.test(info)) return false;
+        const replication = await redis.info('replication');
+        if (/role:slave/.test(replication) && !/master_link_status:up/.test(replication)) return false;
+        const ranges = (await redis.call('CLUSTER', 'SLOTS')) as Array<[number, number, [string, number]]>;
+        const covered = ranges.reduce((total, [from, to]) => total + to - from + 1, 0);
+        return covered === 16384 && ranges.every(([, , [, master]]) => ports.includes(master));
+      }).catch(() => false),
+    ),
+  );
   return states.every(Boolean);
 }
 
 async function ping(port: number): Promise<boolean> {
-  return withNode(port, async (redis) => await redis.ping() === 'PONG').catch(() => false);
+  return withNode(port, async (redis) => (await redis.ping()) === 'PONG').catch(() => false);
 }
 
 async function withNode<T>(port: number, use: (redis: Redis) => Promise<T>): Promise<T> {
-  const redis = new Redis({ port, host: '127.0.0.1', lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null, enableOfflineQueue: false });
+  const redis = new Redis({
+    port,
+    host: '127.0.0.1',
+    lazyConnect: true,
+    maxRetriesPerRequest: 0,
+    retryStrategy: () => null,
+    enableOfflineQueue: false,
+  });
   redis.on('error', () => {});
   try {
     await redis.connect();
@@ -135,7 +194,7 @@ async function withNode<T>(port: number, use: (redis: Redis) => Promise<T>): Pro
 
 async function waitFor(probe: () => Promise<boolean>, message: string): Promise<void> {
   const deadline = Date.now() + HEALTHY_WITHIN_MS;
-  while (!await probe()) {
+  while (!(await probe())) {
     if (Date.now() > deadline) throw new Error(`Redis Cluster: ${message} within ${HEALTHY_WITHIN_MS / 1000} s`);
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
@@ -146,7 +205,14 @@ async function freeClusterPorts(count: number): Promise<number[]> {
   const ports: number[] = [];
   while (ports.length < count) {
     const port = await listenOnce(0);
-    if (port + 10_000 < 65_536 && await listenOnce(port + 10_000).then(() => true, () => false)) ports.push(port);
+    if (
+      port + 10_000 < 65_536 &&
+      (await listenOnce(port + 10_000).then(
+        () => true,
+        () => false,
+      ))
+    )
+      ports.push(port);
   }
   return ports;
 }

@@ -14,7 +14,10 @@ export class TcpRelay {
   /** Connections stay open but nothing passes: a server that hangs, or a network path gone silent. */
   frozen = false;
 
-  constructor(target: string, readonly defaultPort: number) {
+  constructor(
+    target: string,
+    readonly defaultPort: number,
+  ) {
     this.#target = new URL(target);
   }
 
@@ -33,11 +36,18 @@ export class TcpRelay {
       for (const socket of [downstream, upstream]) {
         this.#sockets.add(socket);
         socket.on('close', () => this.#sockets.delete(socket));
-        socket.on('error', () => { downstream.destroy(); upstream.destroy(); });
+        socket.on('error', () => {
+          downstream.destroy();
+          upstream.destroy();
+        });
       }
       // Chunks are dropped, not queued, while frozen: what is lost never reaches the server.
-      downstream.on('data', (chunk: Buffer) => { if (!this.frozen) upstream.write(chunk); });
-      upstream.on('data', (chunk: Buffer) => { if (!this.frozen) downstream.write(chunk); });
+      downstream.on('data', (chunk: Buffer) => {
+        if (!this.frozen) upstream.write(chunk);
+      });
+      upstream.on('data', (chunk: Buffer) => {
+        if (!this.frozen) downstream.write(chunk);
+      });
     });
     server.listen(this.port, '127.0.0.1');
     await once(server, 'listening');

@@ -16,9 +16,18 @@ export interface TypicalAdapterClass {
   count(model: string): number;
 }
 
-const GRANTABLE = new Set(['AccessToken', 'AuthorizationCode', 'RefreshToken', 'DeviceCode', 'BackchannelAuthenticationRequest']);
+const GRANTABLE = new Set([
+  'AccessToken',
+  'AuthorizationCode',
+  'RefreshToken',
+  'DeviceCode',
+  'BackchannelAuthenticationRequest',
+]);
 
-interface Stored { json: string; expiresAt: number | undefined }
+interface Stored {
+  json: string;
+  expiresAt: number | undefined;
+}
 
 export function createTypicalAdapter(): TypicalAdapterClass {
   const entries = new Map<string, Stored>();
@@ -52,7 +61,10 @@ export function createTypicalAdapter(): TypicalAdapterClass {
     async upsert(id: string, payload: AdapterPayload, expiresIn: number): Promise<void> {
       await nextTurn();
       const key = this.key(id);
-      entries.set(key, { json: JSON.stringify(payload), expiresAt: expiresIn ? Date.now() + expiresIn * 1000 : undefined });
+      entries.set(key, {
+        json: JSON.stringify(payload),
+        expiresAt: expiresIn ? Date.now() + expiresIn * 1000 : undefined,
+      });
       if (GRANTABLE.has(this.name) && payload.grantId) {
         const members = grants.get(payload.grantId) ?? new Set();
         grants.set(payload.grantId, members.add(key));
@@ -64,7 +76,7 @@ export function createTypicalAdapter(): TypicalAdapterClass {
     async find(id: string): Promise<AdapterPayload | undefined> {
       await nextTurn();
       const stored = live(this.key(id));
-      return stored ? JSON.parse(stored.json) as AdapterPayload : undefined;
+      return stored ? (JSON.parse(stored.json) as AdapterPayload) : undefined;
     }
 
     async findByUid(uid: string): Promise<AdapterPayload | undefined> {

@@ -1,0 +1,81 @@
+/**
+ * Stopping an impersonation from the support console: the backend checks
+ * that it is the engineer's own, revokes it with the Management API, and
+ * later says what became of it (active, expired, or stopped by whom).
+ */
+import type Router from '@koa/router';
+import type Koa from 'koa';
+import type { Actor } from './actor.js';
+import { HttpError, readJson } from './http.js';
+import type { DemoUser } from './seed.js';
+
+/** A call of the Management API with the backend's M2M token. */
+export type Management = (
+  method: 'GET' | 'DELETE',
+  target: string,
+  body?: unknown,
+) => Promise<{ status: number; body: Record<string, unknown> | undefined }>;
+
+export interface StopRouteOptions {
+  /** The Management API's impersonation sessions, e.g. http://localhost:3000/api/impersonations. */
+  sessionsUrl: string;
+  users: ReadonlyMap<string, DemoUser>;
+  management: Management;
+  /** The signed-in support engineer behind the request's Bearer token; 401 or 403 otherwise. */
+  supportActor(ctx: Koa.Context): Promise<Actor>;
+  log(line: string): void;
+}
+
+const SESSION_ID = /^imp_[A-Za-z0-9_-]{1,100}$/;
+/** How a stop's revocation reason is worded, so that who stopped it can be told later. */
+const STOPPED_BY = 'stopped in the support console by ';
+
+export function stopRoutes(router: Router, options: StopRouteOptions): void {
+  // Stop: the engineer's own impersonation is revoked through the Management API; the resource API refuses its token at once.
+  router.post('/api/stop-impersonation', async (ctx) => {
+    ctx.set('Cache-Control', 'no-store');
+    const actor = await options.supportActor(ctx);
+    const body = (await readJson(ctx)) as Record<string, unknown> | null;
+    const session = await ownSession(options, actor, body?.['sessionId']);
+    if (session['state'] === 'active') {
+      const revoked = await options.management('DELETE', `${options.sessionsUrl}/${String(session['id'])}`, {
+        reason: `${STOPPED_BY}${actor.sub}`,
+      });
+      if (revoked.status !== 204)
+        throw new HttpError(502, 'bad_gateway', `the Management API answered ${revoked.status}`);
+      options.log(`[backend] ${actor.sub} stopped impersonation ${String(session['id'])}`);
+    }
+    ctx.status = 204;
+  });
+
+  // What became of an impersonation, in words the console can show: active, expired, or stopped by whom.
+  router.get('/api/impersonation-status', async (ctx) => {
+    ctx.set('Cache-Control', 'no-store');
+    const actor = await options.supportActor(ctx);
+    const session = await ownSession(options, actor, ctx.query['sessionId']);
+    const reason = typeof session['revocationReason'] === 'string' ? session['revocationReason'] : '';
+    const stopper = reason.startsWith(STOPPED_BY) ? reason.slice(STOPPED_BY.length) : undefined;
+    ctx.body = {
+      state: session['state'],
+      expiresAt: session['expiresAt'],
+      ...(session['state'] === 'revoked'
+        ? {
+            stoppedBy: stopper
+              ? (options.users.get(stopper)?.name ?? stopper)
+              : `the support team's administration (${String(session['revokedBy'])})`,
+            ...(reason && !stopper ? { reason } : {}),
+          }
+        : {}),
+    };
+  });
+}
+
+/** The session, if this engineer started it; 404 otherwise (others' sessions are not theirs to see). */
+async function ownSession(options: StopRouteOptions, actor: Actor, id: unknown): Promise<Record<string, unknown>> {
+  if (typeof id !== 'string' || !SESSION_ID.test(id))
+    throw new HttpError(400, 'invalid_request', 'sessionId is not an impersonation session id');
+  const found = await options.management('GET', `${options.sessionsUrl}/${id}`);
+  if (found.status !== 200 || found.body?.['actor'] !== actor.sub)
+    throw new HttpError(404, 'not_found', 'you have no impersonation with this id');
+  return found.body;
+}
