@@ -217,7 +217,7 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
     for (const node of (client as Cluster).nodes('all')) open(node);
   }
   const redis = client as ScriptedClient;
-  const whenReady = readiness(client);
+  const { ready: isReady, whenReady } = readiness(client);
   const pipeline = (): ScriptedPipeline => client.pipeline() as ScriptedPipeline;
 
   const grantKey = (grantId: string): string => `${prefix}grant:{${grantId}}`;
@@ -254,7 +254,7 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
     }
 
     async upsert(id: string, payload: AdapterPayload, expiresIn?: number): Promise<void> {
-      if (client.status !== 'ready') await whenReady();
+      if (!isReady()) await whenReady();
       const key = this.#key(id);
       const ttl = ttlMs(expiresIn);
       const { consumed, ...stored } = payload;
@@ -276,7 +276,7 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
     }
 
     async find(id: string): Promise<AdapterPayload | undefined> {
-      if (client.status !== 'ready') await whenReady();
+      if (!isReady()) await whenReady();
       const [payload, consumed] = await redis.hmget(this.#key(id), 'payload', 'consumed');
       if (!payload) return undefined;
       const found = JSON.parse(payload) as AdapterPayload;
@@ -306,7 +306,7 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
     }
 
     async #pointer(indexKey: string): Promise<string | undefined> {
-      if (client.status !== 'ready') await whenReady();
+      if (!isReady()) await whenReady();
       return (await redis.get(indexKey)) ?? undefined;
     }
 
@@ -315,7 +315,7 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
     }
 
     async consumeOnce(id: string): Promise<boolean> {
-      if (client.status !== 'ready') await whenReady();
+      if (!isReady()) await whenReady();
       const now = Math.floor(Date.now() / 1000);
       if (!replicas) return (await redis.impersonationConsumeOnce(this.#key(id), now)) === 1;
       return (await replicated(() => pipeline().impersonationConsumeOnce(this.#key(id), now))) === 1;
@@ -324,19 +324,19 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
     // Indexes are left to expire: one may already point at a newer entry (a
     // Session keeps its uid when its id is rotated), and a stale one finds nothing.
     async destroy(id: string): Promise<void> {
-      if (client.status !== 'ready') await whenReady();
+      if (!isReady()) await whenReady();
       await redis.del(this.#key(id));
     }
 
     async indexAdd(indexes: readonly string[], member: string, expiresAt: number): Promise<void> {
       if (!indexes.length) return;
-      if (client.status !== 'ready') await whenReady();
+      if (!isReady()) await whenReady();
       const keys = indexes.map((index) => this.#sortedIndexKey(index));
       await redis.impersonationIndexAdd(keys.length, ...keys, member, expiresAt, Date.now());
     }
 
     async indexRemove(indexes: readonly string[], member: string): Promise<void> {
-      if (client.status !== 'ready') await whenReady();
+      if (!isReady()) await whenReady();
       await Promise.all(indexes.map((index) => redis.zrem(this.#sortedIndexKey(index), member)));
     }
 
@@ -345,7 +345,7 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
     }
 
     async indexRange(index: string, after: IndexEntry | undefined, limit: number): Promise<IndexEntry[]> {
-      if (client.status !== 'ready') await whenReady();
+      if (!isReady()) await whenReady();
       const key = this.#sortedIndexKey(index);
       const max = after ? String(after.expiresAt) : '+inf';
       const min = `(${Date.now()}`;
@@ -364,7 +364,7 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
     }
 
     async revokeByGrantId(grantId: string): Promise<void> {
-      if (client.status !== 'ready') await whenReady();
+      if (!isReady()) await whenReady();
       const index = grantKey(grantId);
       const members = await redis.smembers(index);
       // One DEL per key: on Cluster the members live in different slots.
@@ -421,30 +421,49 @@ function ttlMs(expiresIn: number | undefined): number {
  * command is thus only ever sent on a live connection (so it cannot sit in a
  * queue and run after its caller gave up), while a call that arrives during
  * startup or a reconnect still succeeds. Callers waiting together share one
- * listener. Callers check `status` first: on a ready client an `await` would
+ * wait. Callers check `ready()` first: on a ready client an `await` would
  * only cost a promise and a turn of the microtask queue on every call.
+ *
+ * A Cluster is ready once it knows its slots; its connections to the nodes
+ * open after that, and a call that reaches a node whose connection is still
+ * opening fails. So, once, calls also wait for every known node (at most
+ * READY_WAIT_MS: a node that does not open then fails only its own calls).
  */
-function readiness(client: Redis | Cluster): () => Promise<void> {
+function readiness(client: Redis | Cluster): { ready(): boolean; whenReady(): Promise<void> } {
+  let nodesOpened = !client.isCluster;
+  const ready = (): boolean => client.status === 'ready'
+    && (nodesOpened ||= (client as Cluster).nodes('all').every((node) => node.status === 'ready'));
   let waiting: Promise<void> | undefined;
-  return () => {
-    if (client.status === 'ready') return Promise.resolve();
+  const whenReady = (): Promise<void> => {
+    if (ready()) return Promise.resolve();
     if (client.status === 'end') return Promise.reject(new Error('Redis connection closed'));
     waiting ??= new Promise<void>((resolve, reject) => {
+      const deadline = Date.now() + READY_WAIT_MS;
+      let timer: NodeJS.Timeout | undefined;
       const settle = (error?: Error): void => {
         clearTimeout(timer);
-        client.off('ready', onReady);
+        client.off('ready', check);
         waiting = undefined;
         if (error) reject(error);
         else resolve();
       };
-      const onReady = (): void => settle();
-      const timer = setTimeout(
-        () => settle(new Error(`Redis is unreachable (connection ${client.status})`)),
-        READY_WAIT_MS,
-      );
-      client.on('ready', onReady);
+      function check(): void {
+        if (ready()) return settle();
+        if (Date.now() < deadline) {
+          clearTimeout(timer);
+          // Connections of a Cluster's nodes announce nothing on the client: they are looked at again shortly.
+          timer = setTimeout(check, client.status === 'ready' ? 10 : deadline - Date.now());
+          return;
+        }
+        if (client.status !== 'ready') return settle(new Error(`Redis is unreachable (connection ${client.status})`));
+        nodesOpened = true;
+        settle();
+      }
+      client.on('ready', check);
       if (client.status === 'wait') client.connect().catch(() => {});
+      check();
     });
     return waiting;
   };
+  return { ready, whenReady };
 }
