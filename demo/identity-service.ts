@@ -193,7 +193,12 @@ ${form}
       },
       clientCredentials: { enabled: true },
       // The backend learns which application an engineer's token was issued to, and binds the subject token to it.
-      introspection: { enabled: true },
+      introspection: {
+        enabled: true,
+        // Spelt out (oidc-provider's default): a public client may introspect only its own tokens.
+        allowedPolicy: (ctx, client, token) =>
+          client.clientAuthMethod !== 'none' || token.clientId === ctx.oidc.client?.clientId,
+      },
       resourceIndicators: {
         enabled: true,
         // Without a resource the access token is for userinfo: the actor token of the flow.

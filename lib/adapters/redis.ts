@@ -431,8 +431,9 @@ function ttlMs(expiresIn: number | undefined): number {
  */
 function readiness(client: Redis | Cluster): { ready(): boolean; whenReady(): Promise<void> } {
   let nodesOpened = !client.isCluster;
-  const ready = (): boolean => client.status === 'ready'
-    && (nodesOpened ||= (client as Cluster).nodes('all').every((node) => node.status === 'ready'));
+  const ready = (): boolean =>
+    client.status === 'ready' &&
+    (nodesOpened ||= (client as Cluster).nodes('all').every((node) => node.status === 'ready'));
   let waiting: Promise<void> | undefined;
   const whenReady = (): Promise<void> => {
     if (ready()) return Promise.resolve();

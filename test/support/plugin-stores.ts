@@ -1,6 +1,7 @@
 import { createMemoryAdapter } from '../../lib/index.js';
 import type { AdapterSource } from '../../lib/adapters/contract.js';
 import { assertRedisReachable, redisTestAdapter } from './adapter.js';
+import { postgresTestAdapter } from './postgres-adapter.js';
 
 /**
  * The stores the package offers for the plugin's own records (the `store`
@@ -16,4 +17,5 @@ export const PLUGIN_STORES: ReadonlyArray<{ name: string; open(): Promise<Adapte
       return redisTestAdapter();
     },
   },
+  { name: 'PostgreSQL', open: () => postgresTestAdapter() },
 ];
