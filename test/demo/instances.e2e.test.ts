@@ -44,8 +44,8 @@ async function stopHonouredBy(person: Person, other: Demo, request: APIRequestCo
 
 async function actAsBob(person: Person): Promise<void> {
   await person.impersonate('bob');
+  await person.saysNoError(person.page.locator('#orders tbody tr').first());
   await person.page.getByRole('status').filter({ hasText: 'Acting as Bob Brown (bob)' }).waitFor();
-  await person.page.locator('#orders tbody tr').first().waitFor();
   expect(await person.text('#signed-in-user')).to.equal('alice, acting as Bob Brown (bob)');
 }
 

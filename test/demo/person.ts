@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import type { Page } from 'playwright-core';
+import type { Locator, Page } from 'playwright-core';
 import type { Demo } from '../../demo/demo.js';
 
 export const TICKET = { reason: 'Cannot see the invoices', ticket: 'T-1234' };
@@ -39,6 +39,7 @@ export class Person {
 
   async enterPassword(login: string, password: string): Promise<void> {
     await this.page.waitForURL(`${this.demo.identity.baseUrl}/interaction/**`);
+    await this.saysNoError(this.page.locator('input[name="login"]'));
     await this.page.fill('input[name="login"]', login);
     await this.page.fill('input[name="password"]', password);
     await this.page.click('button[type="submit"]');
@@ -49,6 +50,15 @@ export class Person {
     await this.page.fill('#reason', reason);
     await this.page.fill('#ticket', ticket);
     await this.page.click('#impersonate');
+  }
+
+  /** Waits for `expected`, failing at once with the page's words when it shows an error instead. */
+  async saysNoError(expected: Locator): Promise<void> {
+    const error = this.page.getByRole('alert');
+    await expected.or(error).filter({ visible: true }).first().waitFor();
+    if (!(await expected.filter({ visible: true }).count())) {
+      throw new Error(`${this.page.url()} shows an error: ${(await error.first().innerText()).trim()}`);
+    }
   }
 
   text(selector: string): Promise<string> {
