@@ -28,18 +28,24 @@ async function customerAt(
   return { status: answer.status(), body: await answer.json() };
 }
 
-/** Presses Stop and resolves how long `other`'s resource API went on accepting the token (its last status with it). */
-async function stopHonouredBy(person: Person, other: Demo, request: APIRequestContext) {
+/**
+ * Presses Stop, then asks every instance's resource API with the token until
+ * each refuses it or STOP_HONOURED_WITHIN has passed; resolves each one's
+ * last status.
+ */
+async function pressStop(person: Person, request: APIRequestContext, demos: Demo[]): Promise<number[]> {
   const token = await person.actingToken();
-  expect((await customerAt(request, other, token)).status).to.equal(200);
+  for (const demo of demos) expect((await customerAt(request, demo, token)).status).to.equal(200);
   const pressed = Date.now();
   await person.page.getByRole('button', { name: 'Stop impersonating' }).click();
-  let status = 200;
-  while (status === 200 && Date.now() - pressed <= STOP_HONOURED_WITHIN) {
-    status = (await customerAt(request, other, token)).status;
-    if (status === 200) await new Promise((resolve) => setTimeout(resolve, 25));
+  const statuses = demos.map(() => 200);
+  while (statuses.includes(200) && Date.now() - pressed <= STOP_HONOURED_WITHIN) {
+    for (const [index, demo] of demos.entries()) {
+      if (statuses[index] === 200) statuses[index] = (await customerAt(request, demo, token)).status;
+    }
+    if (statuses.includes(200)) await new Promise((resolve) => setTimeout(resolve, 25));
   }
-  return { status, elapsed: Date.now() - pressed };
+  return statuses;
 }
 
 async function actAsBob(person: Person): Promise<void> {
@@ -118,11 +124,10 @@ describe('demo: two instances on Redis behind one identity address, in headless 
     expect(answer.status, JSON.stringify(answer.body)).to.equal(200);
     expect((answer.body as { profile: { name: string } }).profile.name).to.equal('Bob Brown');
 
-    const { status, elapsed } = await stopHonouredBy(alice, second, request);
-    expect(status, `still accepted ${elapsed} ms after Stop`).to.equal(401);
+    // [the second's, the first's]: each still accepting the token a second after Stop would be a 200.
+    expect(await pressStop(alice, request, [second, first])).to.deep.equal([401, 401]);
     await alice.page.locator('#notice').waitFor({ state: 'visible' });
     expect(await alice.page.locator('#acting-banner').isHidden()).to.equal(true);
-    expect((await customerAt(request, first, token)).status).to.equal(401);
   });
 
   it("alice's console on the second instance works too: her sign-in carries over, and Stop there is honoured by the first", async () => {
@@ -133,22 +138,22 @@ describe('demo: two instances on Redis behind one identity address, in headless 
     await alice.openConsole();
     await page.click('#sign-in');
     // One session at the common address: no password asked again.
-    await page.waitForURL(`${second.backend.url}/`);
+    await alice.saysNoError(page.locator('#signed-in-user'));
+    expect(page.url()).to.equal(`${second.backend.url}/`);
     await alice.ready();
     expect(await alice.text('#signed-in-user')).to.contain('Signed in as alice');
     await actAsBob(alice);
 
     const request = browser!.context.request;
-    const token = await alice.actingToken();
-    expect((await customerAt(request, first, token)).status).to.equal(200);
-    const { status, elapsed } = await stopHonouredBy(alice, first, request);
-    expect(status, `still accepted ${elapsed} ms after Stop`).to.equal(401);
+    expect(await pressStop(alice, request, [first, second])).to.deep.equal([401, 401]);
     await page.locator('#notice').waitFor({ state: 'visible' });
     await page.close();
   });
 
   it('had both identity services answer the browser, raised no script errors and sent nothing off this machine', () => {
-    expect([...balancer!.served.keys()].sort()).to.deep.equal([...balancer!.targets].sort());
+    // The backends poll the revocation feed through the balancer too: only what the browser asked for counts here.
+    const fromBrowser = balancer!.answered.filter(({ userAgent }) => userAgent.includes('Chrome'));
+    expect([...new Set(fromBrowser.map(({ target }) => target))].sort()).to.deep.equal([...balancer!.targets].sort());
     expect(browser!.pageErrors).to.deep.equal([]);
     expect(browser!.offHost).to.deep.equal([]);
   });

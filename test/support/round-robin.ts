@@ -9,8 +9,8 @@ import type { AddressInfo } from 'node:net';
 export class RoundRobinProxy {
   /** Origins requests are sent to, e.g. http://localhost:41234; settable once they are known. */
   targets: string[] = [];
-  /** How many requests each target answered, by origin. */
-  readonly served = new Map<string, number>();
+  /** Every request answered: by which target, and from which user agent. */
+  readonly answered: Array<{ target: string; method: string; path: string; userAgent: string }> = [];
   readonly #server = http.createServer((request, response) => this.#forward(request, response));
   // One connection per request, so that nothing is left open towards a target when it closes.
   readonly #agent = new http.Agent({ keepAlive: false });
@@ -52,7 +52,12 @@ export class RoundRobinProxy {
         agent: this.#agent,
       },
       (answer) => {
-        this.served.set(target, (this.served.get(target) ?? 0) + 1);
+        this.answered.push({
+          target,
+          method: request.method ?? '',
+          path: request.url ?? '',
+          userAgent: request.headers['user-agent'] ?? '',
+        });
         response.writeHead(answer.statusCode ?? 502, answer.headers);
         answer.pipe(response);
       },
