@@ -103,6 +103,7 @@ Impersonation demo is running.
   Subject-token lifetime: ${identity.impersonation.options.subjectTokenTTL} s
   Store: ${storeDescription}
   Keys: ${shared ? `shared, from ${shared.source}` : 'made at start, for this instance only'}
+  Consoles that sign in here: ${[...new Set([backend.url, ...(peerBackendUrls ?? [])])].join(', ')}
   Audit trail: ${databaseUrl ? `PostgreSQL at ${new URL(databaseUrl).host} (table impersonation_audit)` : 'in memory (hash-chained; lost at exit)'}
 
 Open ${backend.url}/, sign in as alice, impersonate bob. Ctrl+C stops.
