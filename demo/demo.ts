@@ -1,3 +1,4 @@
+import type http from 'node:http';
 import type { AdapterSource } from '../lib/adapters/contract.js';
 import { createMemoryAuditLog, type AuditSink } from '../lib/index.js';
 import { startBackend, type Backend, type BackendOptions } from './backend.js';
@@ -11,6 +12,11 @@ export interface DemoOptions {
   identityPort?: number;
   /** Default 3001; 0 picks a free port. */
   backendPort?: number;
+  /**
+   * Servers from `listen()` instead of the ports, when the addresses must be
+   * known before the demo starts (e.g. instances that name each other's backends).
+   */
+  servers?: { identity: http.Server; backend: http.Server };
   /** Host name in every URL; the browser must use the same. Default `localhost`. */
   hostname?: string;
   /** Bind address of both servers. Default 127.0.0.1. */
@@ -25,6 +31,8 @@ export interface DemoOptions {
   keys?: DemoKeys;
   /** The identity service's address when several instances serve one (its issuer). Default: its own. */
   identityPublicUrl?: string;
+  /** The backends of the other instances behind `identityPublicUrl`, whose consoles sign in there too. */
+  peerBackendUrls?: readonly string[];
   /** How recent the engineer's sign-in must be for an impersonation, seconds. Default 300. */
   actorMaxAge?: number;
   log?: (line: string) => void;
@@ -46,14 +54,8 @@ export interface Demo {
 export async function startDemo(options: DemoOptions = {}): Promise<Demo> {
   const bindAddress = options.bindAddress ?? LOOPBACK;
   const hostname = options.hostname ?? 'localhost';
-  const identityServer = await listen(options.identityPort ?? 3000, bindAddress);
-  let backendServer;
-  try {
-    backendServer = await listen(options.backendPort ?? 3001, bindAddress);
-  } catch (error) {
-    await closeServer(identityServer);
-    throw error;
-  }
+  const { identity: identityServer, backend: backendServer } =
+    options.servers ?? (await listenBoth(options.identityPort ?? 3000, options.backendPort ?? 3001, bindAddress));
   try {
     const secrets = options.secrets ?? demoSecrets();
     const log = options.log ?? (() => {});
@@ -68,6 +70,9 @@ export async function startDemo(options: DemoOptions = {}): Promise<Demo> {
       auditLog,
       ...(options.keys ? { keys: options.keys } : {}),
       ...(options.identityPublicUrl ? { publicUrl: options.identityPublicUrl } : {}),
+      ...(options.peerBackendUrls
+        ? { peerBackendOrigins: options.peerBackendUrls.map((url) => new URL(url).origin) }
+        : {}),
       ...(options.actorMaxAge === undefined ? {} : { actorMaxAge: options.actorMaxAge }),
       log,
     });
@@ -92,6 +97,20 @@ export async function startDemo(options: DemoOptions = {}): Promise<Demo> {
     };
   } catch (error) {
     await Promise.all([closeServer(identityServer), closeServer(backendServer)]);
+    throw error;
+  }
+}
+
+async function listenBoth(
+  identityPort: number,
+  backendPort: number,
+  bindAddress: string,
+): Promise<{ identity: http.Server; backend: http.Server }> {
+  const identity = await listen(identityPort, bindAddress);
+  try {
+    return { identity, backend: await listen(backendPort, bindAddress) };
+  } catch (error) {
+    await closeServer(identity);
     throw error;
   }
 }

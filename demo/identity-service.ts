@@ -33,6 +33,12 @@ export interface IdentityServiceOptions {
   keys?: DemoKeys;
   /** Origin of the integrator backend: the clients' redirect URIs and the console's CORS origin. */
   backendOrigin: string;
+  /**
+   * The backends of the other instances behind the same `publicUrl`: a
+   * sign-in that one of their consoles starts may reach this instance, which
+   * must let it return there too.
+   */
+  peerBackendOrigins?: readonly string[];
   /** Subject-token lifetime, seconds. Default: the plugin's (60). */
   subjectTokenTTL?: number;
   secrets?: DemoSecrets;
@@ -78,6 +84,8 @@ export async function startIdentityService(options: IdentityServiceOptions): Pro
   const secrets = options.secrets ?? demoSecrets();
   const log = options.log ?? (() => {});
   const users = new Map(secrets.users.map((user) => [user.id, user]));
+  const backendOrigins = [...new Set([options.backendOrigin, ...(options.peerBackendOrigins ?? [])])];
+  const at = (suffix: string) => backendOrigins.map((origin) => `${origin}${suffix}`);
 
   const impersonation = createImpersonation({
     managementResource,
@@ -113,8 +121,8 @@ export async function startIdentityService(options: IdentityServiceOptions): Pro
         token_endpoint_auth_method: 'none',
         grant_types: ['authorization_code', TOKEN_EXCHANGE_GRANT],
         response_types: ['code'],
-        redirect_uris: [`${options.backendOrigin}/callback`],
-        post_logout_redirect_uris: [`${options.backendOrigin}/`],
+        redirect_uris: at('/callback'),
+        post_logout_redirect_uris: at('/'),
       },
       {
         client_id: CLIENTS.web,
@@ -123,7 +131,7 @@ export async function startIdentityService(options: IdentityServiceOptions): Pro
         token_endpoint_auth_method: 'client_secret_basic',
         grant_types: ['authorization_code', TOKEN_EXCHANGE_GRANT],
         response_types: ['code'],
-        redirect_uris: [`${options.backendOrigin}/web/callback`],
+        redirect_uris: at('/web/callback'),
       },
       {
         client_id: CLIENTS.account,
@@ -132,7 +140,7 @@ export async function startIdentityService(options: IdentityServiceOptions): Pro
         token_endpoint_auth_method: 'client_secret_basic',
         grant_types: ['authorization_code'],
         response_types: ['code'],
-        redirect_uris: [`${options.backendOrigin}/account/callback`],
+        redirect_uris: at('/account/callback'),
       },
       {
         client_id: CLIENTS.backend,
@@ -161,7 +169,7 @@ export async function startIdentityService(options: IdentityServiceOptions): Pro
       Grant: 8 * 3600,
       Session: 8 * 3600,
     },
-    clientBasedCORS: (_ctx, origin, client) => client.clientId === CLIENTS.console && origin === options.backendOrigin,
+    clientBasedCORS: (_ctx, origin, client) => client.clientId === CLIENTS.console && backendOrigins.includes(origin),
     // oidc-provider's own pages load a web font from the internet; the demo's stay on this machine.
     renderError: (ctx, out) => {
       ctx.type = 'html';

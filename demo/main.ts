@@ -26,7 +26,26 @@ function seconds(name: string): number | undefined {
   return value;
 }
 
+/** Comma-separated http(s) addresses, each reduced to its origin. */
+function origins(name: string): string[] | undefined {
+  const raw = process.env[name];
+  if (raw === undefined || raw.trim() === '') return undefined;
+  return raw.split(',').map((entry) => {
+    let url: URL | undefined;
+    try {
+      url = new URL(entry.trim());
+    } catch {
+      url = undefined;
+    }
+    if (!url || (url.protocol !== 'http:' && url.protocol !== 'https:') || url.pathname !== '/' || url.search)
+      throw new Error(`${name} must be addresses such as http://localhost:3101, separated by commas, not ${entry}`);
+    return url.origin;
+  });
+}
+
 const secrets = demoSecrets();
+// Behind one IDENTITY_URL, a sign-in started at any instance's console may reach this one and must return there.
+const peerBackendUrls = origins('BACKEND_URLS');
 // With REDIS_URL, or else DATABASE_URL, the provider and the subject tokens live there, shared by every demo instance.
 const { adapter, description: storeDescription } = demoStore(process.env);
 // With DATABASE_URL the audit trail is kept in PostgreSQL; otherwise in memory, chained and verified the same way.
@@ -52,6 +71,7 @@ try {
     auditLog,
     ...(shared ? { keys: shared.keys } : {}),
     ...(identityPublicUrl ? { identityPublicUrl } : {}),
+    ...(peerBackendUrls ? { peerBackendUrls } : {}),
     log: (line) => console.log(line),
   });
 } catch (error) {
@@ -83,6 +103,7 @@ Impersonation demo is running.
   Subject-token lifetime: ${identity.impersonation.options.subjectTokenTTL} s
   Store: ${storeDescription}
   Keys: ${shared ? `shared, from ${shared.source}` : 'made at start, for this instance only'}
+  Consoles that sign in here: ${[...new Set([backend.url, ...(peerBackendUrls ?? [])])].join(', ')}
   Audit trail: ${databaseUrl ? `PostgreSQL at ${new URL(databaseUrl).host} (table impersonation_audit)` : 'in memory (hash-chained; lost at exit)'}
 
 Open ${backend.url}/, sign in as alice, impersonate bob. Ctrl+C stops.

@@ -88,6 +88,48 @@ describe('demo: npm run demo (demo/main.ts)', function () {
     }
   });
 
+  it("lets a sign-in started at another instance's console (BACKEND_URLS) return there, and stops on a malformed list", async () => {
+    const demo = run(process.execPath, [MAIN], {
+      PORT: '0',
+      BACKEND_PORT: '0',
+      BACKEND_URLS: 'http://localhost:3101/, http://127.0.0.1:3201',
+    });
+    children.push(demo);
+    const { identity } = await started(demo);
+    const authorize = async (redirectUri: string) => {
+      const response = await fetch(
+        `${identity}/oidc/auth?${new URLSearchParams({
+          client_id: 'support-console',
+          response_type: 'code',
+          scope: 'openid profile',
+          redirect_uri: redirectUri,
+          state: 'state',
+          code_challenge: 'E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM',
+          code_challenge_method: 'S256',
+        })}`,
+        { redirect: 'manual', signal: AbortSignal.timeout(5000) },
+      );
+      await response.body?.cancel();
+      return { status: response.status, location: response.headers.get('location') ?? '' };
+    };
+    for (const peer of ['http://localhost:3101', 'http://127.0.0.1:3201']) {
+      const { status, location } = await authorize(`${peer}/callback`);
+      expect(status, peer).to.be.within(300, 399);
+      expect(location, peer).to.match(/^\/interaction\//);
+    }
+    expect((await authorize('http://localhost:3102/callback')).status).to.equal(400);
+
+    const refused = await run(process.execPath, [MAIN], {
+      PORT: '0',
+      BACKEND_PORT: '0',
+      BACKEND_URLS: 'http://localhost:3101,localhost:3201',
+    }).output;
+    expect(refused.code).to.equal(1);
+    expect(refused.stderr).to.contain(
+      'BACKEND_URLS must be addresses such as http://localhost:3101, separated by commas, not localhost:3201',
+    );
+  });
+
   it('keeps its audit trail in PostgreSQL when DATABASE_URL is set: the walk-through is recorded and the chain verifies', async () => {
     const schema = await testSchema();
     const databaseUrl = `${DATABASE_URL}${DATABASE_URL.includes('?') ? '&' : '?'}options=${encodeURIComponent(`-c search_path=${schema}`)}`;
