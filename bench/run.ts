@@ -89,6 +89,7 @@ function configuration(adapter: AdapterKind, deployment: boolean, scenarios?: re
 const SMOKE_CONFIGURATIONS: Configuration[] = [
   configuration('memory', false),
   configuration('redis', false, ['baseline', 'exchange-actor']),
+  configuration('postgres', false, ['baseline', 'exchange-actor']),
   configuration('memory+pg-audit', false, ['baseline', 'exchange']),
   configuration('memory', true, ['baseline', 'exchange-actor']),
 ];
