@@ -1,12 +1,11 @@
 import { expect } from 'chai';
 import pg from 'pg';
-import type { AdapterPayload } from 'oidc-provider';
-import { hasAtomicConsume, hasSortedIndexes } from '../../lib/adapters/contract.js';
 import {
   createPostgresAdapter,
   POSTGRES_POOL_OPTIONS,
   type PostgresAdapterClass,
 } from '../../lib/adapters/postgres.js';
+import { adapterContract } from '../support/adapter-contract.js';
 import { DATABASE_URL } from '../support/postgres.js';
 import { postgresRunSchema, postgresTestAdapter, testTable } from '../support/postgres-adapter.js';
 
@@ -38,34 +37,54 @@ describe('PostgreSQL adapter', () => {
     return rows[0] as Record<string, unknown> | undefined;
   }
 
-  /** Seconds from now to the row's expiry by the database's clock; null when it has none. */
-  async function secondsLeft(model: string, id: string): Promise<number | null> {
+  /** Seconds from now to the row's expiry by the database's clock; null when it has none, undefined with no row. */
+  async function secondsLeft(model: string, id: string): Promise<number | null | undefined> {
     const { rows } = await client.query(
       `SELECT extract(epoch FROM expires_at - now())::float8 AS left FROM "${schema}"."${table}" WHERE model = $1 AND id = $2`,
       [model, id],
     );
-    return (rows[0] as { left: number | null }).left;
+    return (rows[0] as { left: number | null } | undefined)?.left;
   }
 
-  it('meets the plugin contract', () => {
-    const adapter = new Adapter('SubjectToken');
-    expect(hasAtomicConsume(adapter)).to.equal(true);
-    expect(hasSortedIndexes(adapter)).to.equal(true);
+  adapterContract(() => ({
+    Adapter,
+    secondsLeft,
+    async stored() {
+      const { rows } = await client.query(
+        `SELECT (SELECT count(*) FROM "${schema}"."${table}") + (SELECT count(*) FROM "${schema}"."${table}_index") AS n`,
+      );
+      return Number((rows[0] as { n: string }).n);
+    },
+    async connections(count) {
+      const pools = Array.from(
+        { length: count },
+        () => new pg.Pool({ connectionString: DATABASE_URL, ...POSTGRES_POOL_OPTIONS, max: 5 }),
+      );
+      return {
+        classes: pools.map((pool) => createPostgresAdapter({ pool, schema, table })),
+        close: async () => {
+          await Promise.all(pools.map((pool) => pool.end()));
+        },
+      };
+    },
+    another: () => postgresTestAdapter(),
+  }));
+
+  it('keeps an expired row, unconsumed, until the sweep', async () => {
+    const codes = new Adapter('DeviceCode');
+    await codes.upsert('code', { accountId: 'bob' }, 0.2);
+    await sleep(350);
+    expect(await codes.find('code')).to.equal(undefined);
+    expect(await row('DeviceCode', 'code'), 'the row is still there until the sweep').to.not.equal(undefined);
+    expect(await codes.consumeOnce('code')).to.equal(false);
+    expect((await row('DeviceCode', 'code'))!['consumed']).to.equal(null);
   });
 
-  it('stores a payload and finds it unchanged', async () => {
-    const adapter = new Adapter('Session');
-    const payload = {
-      accountId: 'alice',
-      exp: 2_000_000_000,
-      authorizations: { web: { sid: 's', grantId: 'g', persistsLogout: false } },
-      amr: [],
-      extra: { big: 12_345_678_901_234_567, float: 0.1, text: 'é/"\\ \u0000 \ud800' },
-      nothing: null,
-    } as unknown as AdapterPayload;
-    await adapter.upsert('id-1', payload, 60);
-    expect(await adapter.find('id-1')).to.deep.equal(payload);
-    expect(await adapter.find('missing')).to.equal(undefined);
+  it('clears the grant id of an entry replaced without one', async () => {
+    const adapter = new Adapter('RefreshToken');
+    await adapter.upsert('rt', { accountId: 'bob', grantId: 'g-old' }, 60);
+    await adapter.upsert('rt', { accountId: 'carol' }, 60);
+    expect(await row('RefreshToken', 'rt')).to.include({ grant_id: null });
   });
 
   it('gives back what JSON keeps, and keeps "__proto__" a member', async () => {
@@ -96,153 +115,12 @@ describe('PostgreSQL adapter', () => {
     });
   });
 
-  it('sets the expiry from expiresIn, and none without it', async () => {
-    const adapter = new Adapter('Interaction');
-    await adapter.upsert('short', { uid: 'u-short' }, 30);
-    await adapter.upsert('forever', { uid: 'u-forever' });
-    expect(await secondsLeft('Interaction', 'short')).to.be.within(29, 30);
-    expect(await secondsLeft('Interaction', 'forever')).to.equal(null);
-  });
-
-  it('never returns an expired entry, whatever the method', async () => {
-    const codes = new Adapter('DeviceCode');
-    await codes.upsert('code', { accountId: 'bob', uid: 'u-code', userCode: 'WXYZ-1234' }, 0.2);
-    expect(await codes.find('code')).to.deep.equal({ accountId: 'bob', uid: 'u-code', userCode: 'WXYZ-1234' });
-    await sleep(350);
-    expect(await row('DeviceCode', 'code'), 'the row is still there until the sweep').to.not.equal(undefined);
-    expect(await codes.find('code')).to.equal(undefined);
-    expect(await codes.findByUid('u-code')).to.equal(undefined);
-    expect(await codes.findByUserCode('WXYZ-1234')).to.equal(undefined);
-    expect(await codes.consumeOnce('code')).to.equal(false);
-    expect((await row('DeviceCode', 'code'))!['consumed']).to.equal(null);
-  });
-
   it('treats an expiresIn of 0 or less as already expired', async () => {
     const adapter = new Adapter('AccessToken');
     await adapter.upsert('zero', { jti: 'zero' }, 0);
     await adapter.upsert('negative', { jti: 'negative' }, -5);
     expect(await adapter.find('zero')).to.equal(undefined);
     expect(await adapter.find('negative')).to.equal(undefined);
-  });
-
-  it('replaces an entry on upsert, consumed state included', async () => {
-    const adapter = new Adapter('RefreshToken');
-    await adapter.upsert('rt', { accountId: 'bob', grantId: 'g-old' }, 60);
-    await adapter.consume('rt');
-    await adapter.upsert('rt', { accountId: 'carol' }, 60);
-    expect(await adapter.find('rt')).to.deep.equal({ accountId: 'carol' });
-    expect(await row('RefreshToken', 'rt')).to.include({ grant_id: null });
-    await adapter.upsert('rt', { accountId: 'carol', consumed: 1234 }, 60);
-    expect(await adapter.find('rt')).to.deep.equal({ accountId: 'carol', consumed: 1234 });
-    expect(await adapter.consumeOnce('rt')).to.equal(false);
-  });
-
-  it('consume() marks the entry consumed with a timestamp and keeps its expiry', async () => {
-    const adapter = new Adapter('AuthorizationCode');
-    await adapter.upsert('c1', { accountId: 'bob' }, 60);
-    const before = Math.floor(Date.now() / 1000);
-    await adapter.consume('c1');
-    const found = await adapter.find('c1');
-    expect(found?.consumed)
-      .to.be.a('number')
-      .within(before, before + 2);
-    expect(await secondsLeft('AuthorizationCode', 'c1')).to.be.within(58, 60);
-    await adapter.consume('missing');
-    expect(await row('AuthorizationCode', 'missing')).to.equal(undefined);
-  });
-
-  it('consumeOnce() is true once, then false; false for a missing entry', async () => {
-    const adapter = new Adapter('SubjectToken');
-    await adapter.upsert('st', { kind: 'SubjectToken' }, 60);
-    expect(await adapter.consumeOnce('st')).to.equal(true);
-    expect(await adapter.consumeOnce('st')).to.equal(false);
-    expect(await adapter.consumeOnce('never-stored')).to.equal(false);
-    expect(await row('SubjectToken', 'never-stored')).to.equal(undefined);
-    expect(await secondsLeft('SubjectToken', 'st')).to.be.within(58, 60);
-  });
-
-  it('consumeOnce() lets exactly one of 50 concurrent calls over 5 pools win', async () => {
-    const pools = Array.from(
-      { length: 5 },
-      () => new pg.Pool({ connectionString: DATABASE_URL, ...POSTGRES_POOL_OPTIONS, max: 5 }),
-    );
-    try {
-      const adapters = pools.map((pool) => new (createPostgresAdapter({ pool, schema, table }))('SubjectToken'));
-      for (let round = 0; round < 5; round += 1) {
-        await adapters[0]!.upsert(`race-${round}`, { kind: 'SubjectToken' }, 60);
-        const results = await Promise.all(
-          Array.from({ length: 50 }, (_, i) => adapters[i % adapters.length]!.consumeOnce(`race-${round}`)),
-        );
-        expect(results.filter(Boolean)).to.have.length(1);
-      }
-    } finally {
-      await Promise.all(pools.map((pool) => pool.end()));
-    }
-  });
-
-  it('destroy() removes the entry', async () => {
-    const adapter = new Adapter('Grant');
-    await adapter.upsert('g', { accountId: 'bob' }, 60);
-    await adapter.destroy('g');
-    expect(await adapter.find('g')).to.equal(undefined);
-    expect(await row('Grant', 'g')).to.equal(undefined);
-    await adapter.destroy('g');
-  });
-
-  it('findByUid() and findByUserCode() find the live entry of their model', async () => {
-    const sessions = new Adapter('Session');
-    await sessions.upsert('sid-1', { uid: 'uid-1', accountId: 'alice' }, 60);
-    expect(await sessions.findByUid('uid-1')).to.deep.equal({ uid: 'uid-1', accountId: 'alice' });
-    expect(await sessions.findByUid('uid-2')).to.equal(undefined);
-    expect(await new Adapter('Interaction').findByUid('uid-1'), 'another model').to.equal(undefined);
-    // A rotated session id keeps its uid: oidc-provider destroys the old id, then saves the new one.
-    await sessions.destroy('sid-1');
-    await sessions.upsert('sid-2', { uid: 'uid-1', accountId: 'alice', rotated: true }, 60);
-    expect(await sessions.findByUid('uid-1')).to.deep.equal({ uid: 'uid-1', accountId: 'alice', rotated: true });
-    await sessions.destroy('sid-2');
-    expect(await sessions.findByUid('uid-1')).to.equal(undefined);
-    // An entry is the answer for its current uid only.
-    await sessions.upsert('sid-3', { uid: 'uid-3' }, 60);
-    await sessions.upsert('sid-3', { uid: 'uid-5' }, 60);
-    expect(await sessions.findByUid('uid-3')).to.equal(undefined);
-    expect(await sessions.findByUid('uid-5')).to.deep.equal({ uid: 'uid-5' });
-
-    const codes = new Adapter('DeviceCode');
-    await codes.upsert('dc-1', { userCode: 'ABCD-EFGH', grantId: 'g-dc' }, 60);
-    expect(await codes.findByUserCode('ABCD-EFGH')).to.deep.equal({ userCode: 'ABCD-EFGH', grantId: 'g-dc' });
-    expect(await codes.findByUserCode('ZZZZ-ZZZZ')).to.equal(undefined);
-  });
-
-  it('revokeByGrantId() removes every token of the grant, of every grantable model, and nothing else', async () => {
-    const access = new Adapter('AccessToken');
-    const refresh = new Adapter('RefreshToken');
-    const interaction = new Adapter('Interaction');
-    await access.upsert('at-1', { grantId: 'g1' }, 60);
-    await access.upsert('at-2', { grantId: 'g1' }, 60);
-    await refresh.upsert('rt-1', { grantId: 'g1' });
-    await access.upsert('at-other', { grantId: 'g2' }, 60);
-    await interaction.upsert('i-1', { grantId: 'g1' }, 60);
-
-    await access.revokeByGrantId('g1');
-
-    expect(await access.find('at-1')).to.equal(undefined);
-    expect(await access.find('at-2')).to.equal(undefined);
-    expect(await refresh.find('rt-1')).to.equal(undefined);
-    expect(await access.find('at-other')).to.deep.equal({ grantId: 'g2' });
-    expect(await interaction.find('i-1')).to.deep.equal({ grantId: 'g1' });
-    await access.revokeByGrantId('unknown-grant');
-  });
-
-  it('keeps deployments on different tables apart', async () => {
-    const Other = await postgresTestAdapter();
-    await new Adapter('SubjectToken').upsert('shared-id', { kind: 'mine' }, 60);
-    await new Other('SubjectToken').upsert('shared-id', { kind: 'theirs' }, 60);
-    expect(await new Adapter('SubjectToken').consumeOnce('shared-id')).to.equal(true);
-    expect(await new Other('SubjectToken').find('shared-id')).to.deep.equal({ kind: 'theirs' });
-    expect(await new Other('SubjectToken').consumeOnce('shared-id')).to.equal(true);
-    await new Other('AccessToken').upsert('at', { grantId: 'same-grant' }, 60);
-    await new Adapter('AccessToken').revokeByGrantId('same-grant');
-    expect(await new Other('AccessToken').find('at')).to.deep.equal({ grantId: 'same-grant' });
   });
 
   it('takes any id, uid, user code, grant id or index name: NUL, lone surrogates, 100 kB', async () => {

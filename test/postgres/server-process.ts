@@ -1,7 +1,7 @@
 /**
  * One of several provider processes acting as one deployment behind a load
  * balancer: same issuer, same signing keys, one PostgreSQL table. Started by
- * multi-process.test.ts; prints `PORT <n>` once it listens, and exits when its
+ * support/multi-process.ts; prints `PORT <n>` once it listens, and exits when its
  * parent closes stdin (so it never outlives the test run).
  */
 import type { JWK } from 'jose';

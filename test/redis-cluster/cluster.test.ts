@@ -1,3 +1,4 @@
+import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
 import type { Cluster } from 'ioredis';
 import { createRedisAdapter } from '../../lib/adapters/redis.js';
@@ -14,7 +15,10 @@ import {
   startProviderProcesses,
   tally,
   type ProviderProcesses,
-} from '../redis/processes.js';
+} from '../support/multi-process.js';
+
+/** A provider process on Redis, which REDIS_CLUSTER_NODES points at a cluster. */
+const REDIS_PROCESS = fileURLToPath(new URL('../redis/server-process.js', import.meta.url));
 
 /**
  * The Redis adapter on a real Redis Cluster started for the run: three
@@ -74,7 +78,10 @@ describe('Redis adapter on a Redis Cluster (three masters, one replica each)', f
   describe('provider processes sharing the cluster', () => {
     let group: ProviderProcesses | undefined;
     before(async () => {
-      group = await startProviderProcesses({ KEY_PREFIX: testPrefix(), REDIS_CLUSTER_NODES: nodesOf(cluster!) });
+      group = await startProviderProcesses(REDIS_PROCESS, {
+        KEY_PREFIX: testPrefix(),
+        REDIS_CLUSTER_NODES: nodesOf(cluster!),
+      });
     });
     after(() => group?.stop());
 
@@ -93,6 +100,7 @@ describe('Redis Cluster: failover of the master that holds subject tokens', func
     prefix = testPrefix();
     // Writes wait for a replica: an acknowledged write then survives the loss of its master.
     group = await startProviderProcesses(
+      REDIS_PROCESS,
       { KEY_PREFIX: prefix, REDIS_CLUSTER_NODES: nodesOf(cluster), REDIS_REPLICAS: '1' },
       2,
     );

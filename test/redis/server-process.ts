@@ -3,7 +3,7 @@
  * balancer: same issuer, same signing keys, one Redis under one key prefix.
  * With REDIS_CLUSTER_NODES (host:port,...), the Redis is a cluster, and
  * REDIS_REPLICAS makes every write wait for that many replicas.
- * Started by processes.ts; prints `PORT <n>` once it listens, and
+ * Started by support/multi-process.ts; prints `PORT <n>` once it listens, and
  * exits when its parent closes stdin (so it never outlives the test run).
  */
 import { Cluster } from 'ioredis';

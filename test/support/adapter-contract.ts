@@ -1,0 +1,203 @@
+import { expect } from 'chai';
+import type { Adapter, AdapterPayload } from 'oidc-provider';
+import { hasAtomicConsume, hasSortedIndexes, type AtomicConsume } from '../../lib/adapters/contract.js';
+
+/** An adapter class whose entries can be consumed once. */
+export type AtomicAdapterClass = new (name: string) => Adapter & AtomicConsume;
+
+/** One deployment (a key prefix, a table) of a store's adapter, and how a test looks into the store under it. */
+export interface AdapterUnderTest {
+  /** The deployment's adapter class, new for each test. */
+  Adapter: AtomicAdapterClass;
+  /** Seconds until `model`/`id` expires by the store's clock: null when it never does, undefined when it is not stored. */
+  secondsLeft(model: string, id: string): Promise<number | null | undefined>;
+  /** How many entries (keys, rows) the deployment holds, whatever their model. */
+  stored(): Promise<number>;
+  /** `count` classes of the same deployment, each on connections of its own; `close` ends what they opened. */
+  connections(count: number): Promise<{ classes: AtomicAdapterClass[]; close(): Promise<void> }>;
+  /** The adapter class of another deployment on the same store. */
+  another(): AtomicAdapterClass | Promise<AtomicAdapterClass>;
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * What every store's adapter guarantees through oidc-provider's adapter API
+ * and the plugin's: storage, expiry, consume and the atomic consumeOnce,
+ * the lookups, revocation by grant, and deployments kept apart. Called inside
+ * a describe block whose `beforeEach` makes `target()` answer with a new
+ * deployment.
+ */
+export function adapterContract(target: () => AdapterUnderTest): void {
+  let store: AdapterUnderTest;
+  let Adapter: AtomicAdapterClass;
+
+  beforeEach(() => {
+    store = target();
+    Adapter = store.Adapter;
+  });
+
+  it('meets the plugin contract', () => {
+    const adapter = new Adapter('SubjectToken');
+    expect(hasAtomicConsume(adapter)).to.equal(true);
+    expect(hasSortedIndexes(adapter)).to.equal(true);
+  });
+
+  it('stores a payload and finds it unchanged', async () => {
+    const adapter = new Adapter('Session');
+    const payload = {
+      accountId: 'alice',
+      exp: 2_000_000_000,
+      authorizations: { web: { sid: 's', grantId: 'g', persistsLogout: false } },
+      amr: [],
+      extra: { big: 12_345_678_901_234_567, float: 0.1, text: 'é/"\\ \u0000 \ud800' },
+      nothing: null,
+    } as unknown as AdapterPayload;
+    await adapter.upsert('id-1', payload, 60);
+    expect(await adapter.find('id-1')).to.deep.equal(payload);
+    expect(await adapter.find('missing')).to.equal(undefined);
+  });
+
+  it('sets the expiry from expiresIn, and none without it', async () => {
+    const adapter = new Adapter('Interaction');
+    await adapter.upsert('short', { jti: 'short' }, 30);
+    await adapter.upsert('forever', { jti: 'forever' });
+    expect(await store.secondsLeft('Interaction', 'short')).to.be.within(29, 30);
+    expect(await store.secondsLeft('Interaction', 'forever')).to.equal(null);
+    await adapter.destroy('forever');
+  });
+
+  it('never returns an expired entry, whatever the method', async () => {
+    const codes = new Adapter('DeviceCode');
+    await codes.upsert('code', { accountId: 'bob', uid: 'u-code', userCode: 'WXYZ-1234' }, 0.2);
+    expect(await codes.find('code')).to.deep.equal({ accountId: 'bob', uid: 'u-code', userCode: 'WXYZ-1234' });
+    await sleep(350);
+    expect(await codes.find('code')).to.equal(undefined);
+    expect(await codes.findByUid('u-code')).to.equal(undefined);
+    expect(await codes.findByUserCode('WXYZ-1234')).to.equal(undefined);
+    expect(await codes.consumeOnce('code')).to.equal(false);
+  });
+
+  it('replaces an entry on upsert, consumed state included', async () => {
+    const adapter = new Adapter('RefreshToken');
+    await adapter.upsert('rt', { accountId: 'bob', grantId: 'g-old' }, 60);
+    await adapter.consume('rt');
+    await adapter.upsert('rt', { accountId: 'carol' }, 60);
+    expect(await adapter.find('rt')).to.deep.equal({ accountId: 'carol' });
+    await adapter.upsert('rt', { accountId: 'carol', consumed: 1234 }, 60);
+    expect(await adapter.find('rt')).to.deep.equal({ accountId: 'carol', consumed: 1234 });
+    expect(await adapter.consumeOnce('rt')).to.equal(false);
+  });
+
+  it('consume() marks the entry consumed with a timestamp and keeps its expiry', async () => {
+    const adapter = new Adapter('AuthorizationCode');
+    await adapter.upsert('c1', { accountId: 'bob' }, 60);
+    const before = Math.floor(Date.now() / 1000);
+    await adapter.consume('c1');
+    const found = await adapter.find('c1');
+    expect(found?.consumed)
+      .to.be.a('number')
+      .within(before, before + 2);
+    expect(await store.secondsLeft('AuthorizationCode', 'c1')).to.be.within(58, 60);
+    await adapter.consume('missing');
+    expect(await store.secondsLeft('AuthorizationCode', 'missing'), 'nothing stored').to.equal(undefined);
+  });
+
+  it('consumeOnce() is true once, then false; false for a missing entry', async () => {
+    const adapter = new Adapter('SubjectToken');
+    await adapter.upsert('st', { kind: 'SubjectToken' }, 60);
+    expect(await adapter.consumeOnce('st')).to.equal(true);
+    expect(await adapter.consumeOnce('st')).to.equal(false);
+    expect(await adapter.consumeOnce('never-stored')).to.equal(false);
+    expect(await store.secondsLeft('SubjectToken', 'never-stored'), 'nothing stored').to.equal(undefined);
+    expect(await store.secondsLeft('SubjectToken', 'st')).to.be.within(58, 60);
+  });
+
+  it('consumeOnce() lets exactly one of 50 concurrent calls over 5 connections win', async () => {
+    const { classes, close } = await store.connections(5);
+    try {
+      const adapters = classes.map((Connection) => new Connection('SubjectToken'));
+      for (let round = 0; round < 5; round += 1) {
+        await adapters[0]!.upsert(`race-${round}`, { kind: 'SubjectToken' }, 60);
+        const results = await Promise.all(
+          Array.from({ length: 50 }, (_, i) => adapters[i % adapters.length]!.consumeOnce(`race-${round}`)),
+        );
+        expect(results.filter(Boolean)).to.have.length(1);
+      }
+    } finally {
+      await close();
+    }
+  });
+
+  it('destroy() removes the entry', async () => {
+    const adapter = new Adapter('Grant');
+    await adapter.upsert('g', { accountId: 'bob' }, 60);
+    await adapter.destroy('g');
+    expect(await adapter.find('g')).to.equal(undefined);
+    expect(await store.secondsLeft('Grant', 'g'), 'nothing stored').to.equal(undefined);
+    await adapter.destroy('g');
+  });
+
+  it('findByUid() and findByUserCode() find the live entry of their model', async () => {
+    const sessions = new Adapter('Session');
+    await sessions.upsert('sid-1', { uid: 'uid-1', accountId: 'alice' }, 60);
+    expect(await sessions.findByUid('uid-1')).to.deep.equal({ uid: 'uid-1', accountId: 'alice' });
+    expect(await sessions.findByUid('uid-2')).to.equal(undefined);
+    expect(await new Adapter('Interaction').findByUid('uid-1'), 'another model').to.equal(undefined);
+    // A rotated session id keeps its uid; destroying the old id must not lose the new one.
+    await sessions.upsert('sid-2', { uid: 'uid-1', accountId: 'alice', rotated: 1 }, 60);
+    await sessions.destroy('sid-1');
+    expect(await sessions.findByUid('uid-1')).to.deep.equal({ uid: 'uid-1', accountId: 'alice', rotated: 1 });
+    // oidc-provider itself destroys the old id, then saves the new one.
+    await sessions.destroy('sid-2');
+    await sessions.upsert('sid-3', { uid: 'uid-1', accountId: 'alice', rotated: 2 }, 60);
+    expect(await sessions.findByUid('uid-1')).to.deep.equal({ uid: 'uid-1', accountId: 'alice', rotated: 2 });
+    await sessions.destroy('sid-3');
+    expect(await sessions.findByUid('uid-1')).to.equal(undefined);
+    // An entry is the answer for its current uid only.
+    await sessions.upsert('sid-4', { uid: 'uid-4' }, 60);
+    await sessions.upsert('sid-4', { uid: 'uid-5' }, 60);
+    expect(await sessions.findByUid('uid-4')).to.equal(undefined);
+    expect(await sessions.findByUid('uid-5')).to.deep.equal({ uid: 'uid-5' });
+
+    const codes = new Adapter('DeviceCode');
+    await codes.upsert('dc-1', { userCode: 'ABCD-EFGH', grantId: 'g-dc' }, 60);
+    expect(await codes.findByUserCode('ABCD-EFGH')).to.deep.equal({ userCode: 'ABCD-EFGH', grantId: 'g-dc' });
+    expect(await codes.findByUserCode('ZZZZ-ZZZZ')).to.equal(undefined);
+  });
+
+  it('revokeByGrantId() removes every token of the grant, of every grantable model, and nothing else', async () => {
+    const access = new Adapter('AccessToken');
+    const refresh = new Adapter('RefreshToken');
+    const interaction = new Adapter('Interaction');
+    await access.upsert('at-1', { grantId: 'g1' }, 60);
+    await access.upsert('at-2', { grantId: 'g1' }, 60);
+    await refresh.upsert('rt-1', { grantId: 'g1' }, 600);
+    await refresh.upsert('rt-2', { grantId: 'g1' });
+    await access.upsert('at-other', { grantId: 'g2' }, 60);
+    await interaction.upsert('i-1', { grantId: 'g1' }, 60);
+
+    await access.revokeByGrantId('g1');
+
+    expect(await access.find('at-1')).to.equal(undefined);
+    expect(await access.find('at-2')).to.equal(undefined);
+    expect(await refresh.find('rt-1')).to.equal(undefined);
+    expect(await refresh.find('rt-2')).to.equal(undefined);
+    expect(await access.find('at-other')).to.deep.equal({ grantId: 'g2' });
+    expect(await interaction.find('i-1')).to.deep.equal({ grantId: 'g1' });
+    await access.revokeByGrantId('unknown-grant');
+  });
+
+  it('keeps deployments apart', async () => {
+    const Other = await store.another();
+    await new Adapter('SubjectToken').upsert('shared-id', { kind: 'mine' }, 60);
+    await new Other('SubjectToken').upsert('shared-id', { kind: 'theirs' }, 60);
+    expect(await new Adapter('SubjectToken').consumeOnce('shared-id')).to.equal(true);
+    expect(await new Other('SubjectToken').find('shared-id')).to.deep.equal({ kind: 'theirs' });
+    expect(await new Other('SubjectToken').consumeOnce('shared-id')).to.equal(true);
+    await new Other('AccessToken').upsert('at', { grantId: 'same-grant' }, 60);
+    await new Adapter('AccessToken').revokeByGrantId('same-grant');
+    expect(await new Other('AccessToken').find('at')).to.deep.equal({ grantId: 'same-grant' });
+    expect(await store.stored(), 'only its own subject token is stored under this deployment').to.equal(1);
+  });
+}
