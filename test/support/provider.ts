@@ -177,7 +177,7 @@ export async function startProvider(options: TestProviderOptions = {}): Promise<
             case ACTOR_API:
               return { scope: 'openid openidx profile:read', accessTokenFormat: 'jwt' };
             case SHORT_API:
-              return { scope: 'openid', accessTokenFormat: 'jwt', accessTokenTTL: 2 };
+              return { scope: 'openid', accessTokenFormat: 'jwt', accessTokenTTL: 3 };
             default:
               throw new errors.InvalidTarget();
           }
