@@ -96,11 +96,20 @@ interface ModelStore {
   lastFullPurge: number;
 }
 
-/** Entries ascending by (expiresAt, member), and each member's expiry, to find its entry by binary search. */
+/**
+ * Entries ascending by (expiresAt, member) from `start` on, and each member's
+ * expiry, to find its entry by binary search. Expired members leave from the
+ * front by moving `start`: removing them with a splice would move every later
+ * member, on every write, in an index that holds every active session.
+ */
 interface SortedIndex {
   entries: IndexEntry[];
+  start: number;
   expiries: Map<string, number>;
 }
+
+/** Positions left behind `start` before the array is compacted (then at most half of it is dead). */
+const COMPACT_AFTER = 1024;
 
 /** A grant's tokens, as `model` and `id`, for revokeByGrantId. */
 type GrantMembers = Array<[model: string, id: string]>;
@@ -179,7 +188,7 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
       store.pointers.purgeStale();
       for (const [name, index] of store.indexes) {
         pruneIndex(store, index, now);
-        if (!index.entries.length) store.indexes.delete(name);
+        if (index.start === index.entries.length) store.indexes.delete(name);
       }
       store.nextPurge = now + PURGE_INTERVAL_MS;
     }
@@ -198,20 +207,24 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
   /** Drops the expired members at the front of an index. */
   function pruneIndex(store: ModelStore, index: SortedIndex, now: number): void {
     const { entries } = index;
-    let expired = 0;
-    while (expired < entries.length && entries[expired]!.expiresAt <= now) {
-      index.expiries.delete(entries[expired]!.member);
-      expired += 1;
+    let start = index.start;
+    while (start < entries.length && entries[start]!.expiresAt <= now) {
+      index.expiries.delete(entries[start]!.member);
+      start += 1;
     }
-    if (!expired) return;
-    entries.splice(0, expired);
-    store.indexedMembers -= expired;
+    if (start === index.start) return;
+    store.indexedMembers -= start - index.start;
+    if (start >= COMPACT_AFTER && start * 2 >= entries.length) {
+      entries.splice(0, start);
+      start = 0;
+    }
+    index.start = start;
   }
 
   function removeMember(store: ModelStore, index: SortedIndex, member: string): void {
     const expiresAt = index.expiries.get(member);
     if (expiresAt === undefined) return;
-    index.entries.splice(lowerBound(index.entries, { member, expiresAt }), 1);
+    index.entries.splice(lowerBound(index, { member, expiresAt }), 1);
     index.expiries.delete(member);
     store.indexedMembers -= 1;
   }
@@ -308,7 +321,7 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
       const indexes = names.map((name) => {
         let index = store.indexes.get(name);
         if (!index) {
-          index = { entries: [], expiries: new Map() };
+          index = { entries: [], start: 0, expiries: new Map() };
           store.indexes.set(name, index);
         }
         pruneIndex(store, index, now);
@@ -323,7 +336,7 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
       const entry = { member, expiresAt };
       for (const index of indexes) {
         if (index.expiries.has(member)) removeMember(store, index, member);
-        const at = lowerBound(index.entries, entry);
+        const at = lowerBound(index, entry);
         // New sessions usually expire last: appending is the common case, and far cheaper than a splice.
         if (at === index.entries.length) index.entries.push({ ...entry });
         else index.entries.splice(at, 0, { ...entry });
@@ -337,18 +350,19 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
         const index = this.#store.indexes.get(name);
         if (!index) continue;
         removeMember(this.#store, index, member);
-        if (!index.entries.length) this.#store.indexes.delete(name);
+        if (index.start === index.entries.length) this.#store.indexes.delete(name);
       }
     }
 
     async indexRange(name: string, after: IndexEntry | undefined, limit: number): Promise<IndexEntry[]> {
-      const entries = this.#store.indexes.get(name)?.entries;
-      if (!entries) return [];
+      const index = this.#store.indexes.get(name);
+      if (!index) return [];
+      const { entries, start } = index;
       const now = Date.now();
       const found: IndexEntry[] = [];
       for (
-        let at = (after ? lowerBound(entries, after) : entries.length) - 1;
-        at >= 0 && found.length < limit;
+        let at = (after ? lowerBound(index, after) : entries.length) - 1;
+        at >= start && found.length < limit;
         at -= 1
       ) {
         const entry = entries[at]!;
@@ -369,9 +383,9 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
   return MemoryAdapter;
 }
 
-/** The first position whose entry is not before `entry` in ascending (expiresAt, member) order. */
-function lowerBound(entries: IndexEntry[], entry: IndexEntry): number {
-  let low = 0;
+/** The first position from the index's start whose entry is not before `entry` in ascending (expiresAt, member) order. */
+function lowerBound({ entries, start }: SortedIndex, entry: IndexEntry): number {
+  let low = start;
   let high = entries.length;
   while (low < high) {
     const middle = (low + high) >>> 1;
