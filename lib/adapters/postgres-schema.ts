@@ -119,14 +119,13 @@ export interface Statement {
 }
 
 export type StatementName =
-  | 'find'
-  | 'findByUid'
+  | 'findMany'
   | 'findByUserCode'
-  | 'upsert'
-  | 'consumeOnce'
+  | 'upsertMany'
+  | 'consumeMany'
   | 'destroy'
   | 'revokeByGrantId'
-  | 'indexAdd'
+  | 'indexAddMany'
   | 'indexRemove'
   | 'indexFirst'
   | 'indexAfter'
@@ -139,25 +138,42 @@ const LIVE = '(expires_at IS NULL OR expires_at > now())';
 export function storeStatements(names: StoreNames): Record<StatementName, Statement> {
   const { entries, indexes } = names;
   const texts: Record<StatementName, string> = {
-    find: `SELECT payload, consumed FROM ${entries} WHERE model = $1 AND id = $2 AND ${LIVE}`,
-    findByUid: `SELECT payload, consumed FROM ${entries} WHERE model = $1 AND uid = $2 AND ${LIVE} LIMIT 1`,
+    // Entries by id ($2 false) or by uid ($2 true), any number at once; `n` says which lookup a row answers.
+    findMany: `SELECT q.n, e.payload, e.consumed
+      FROM unnest($1::text[], $2::bool[], $3::text[]) WITH ORDINALITY AS q(model, by_uid, key, n)
+      CROSS JOIN LATERAL (
+        SELECT payload, consumed FROM ${entries} WHERE NOT q.by_uid AND model = q.model AND id = q.key AND ${LIVE}
+        UNION ALL
+        SELECT payload, consumed FROM ${entries} WHERE q.by_uid AND model = q.model AND uid = q.key AND ${LIVE}
+        LIMIT 1) AS e`,
     findByUserCode: `SELECT payload, consumed FROM ${entries} WHERE model = $1 AND user_code = $2 AND ${LIVE} LIMIT 1`,
-    // Replaces the whole entry, so that a `consumed` of an earlier version cannot survive.
-    // $8 is the lifetime in milliseconds; NULL (no expiry) makes expires_at NULL.
-    upsert: `INSERT INTO ${entries} AS e (model, id, payload, consumed, grant_id, uid, user_code, expires_at)
-      VALUES ($1, $2, $3, $4, $5, $6, $7, now() + $8::float8 * interval '1 millisecond')
+    // Replaces whole entries, so that a `consumed` of an earlier version cannot survive. One row
+    // per model and id, in the order given. $8 holds lifetimes in milliseconds; NULL (no expiry)
+    // makes expires_at NULL.
+    upsertMany: `INSERT INTO ${entries} AS e (model, id, payload, consumed, grant_id, uid, user_code, expires_at)
+      SELECT t.model, t.id, t.payload::json, t.consumed::json, t.grant_id, t.uid, t.user_code,
+        now() + t.lifetime * interval '1 millisecond'
+      FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::float8[])
+        AS t(model, id, payload, consumed, grant_id, uid, user_code, lifetime)
       ON CONFLICT (model, id) DO UPDATE SET payload = EXCLUDED.payload, consumed = EXCLUDED.consumed,
         grant_id = EXCLUDED.grant_id, uid = EXCLUDED.uid, user_code = EXCLUDED.user_code, expires_at = EXCLUDED.expires_at`,
-    // The one statement single use rests on: the row lock makes concurrent
-    // calls take turns, and each re-checks `consumed IS NULL` on the row as the
-    // previous one left it, so exactly one of them updates a row.
-    consumeOnce: `UPDATE ${entries} SET consumed = $3 WHERE model = $1 AND id = $2 AND consumed IS NULL AND ${LIVE}`,
+    // The statement single use rests on. The rows are locked in the order of their keys, so
+    // that two batches never wait for each other in a cycle; a caller that waited for a row's
+    // lock re-checks `consumed IS NULL` on the row as the one before it left it (READ
+    // COMMITTED), so exactly one statement consumes a row. Returns the rows it consumed.
+    consumeMany: `WITH target AS (
+        SELECT model, id FROM ${entries}
+        WHERE (model, id) IN (SELECT * FROM unnest($1::text[], $2::text[])) AND consumed IS NULL AND ${LIVE}
+        ORDER BY model, id FOR UPDATE)
+      UPDATE ${entries} AS e SET consumed = $3 FROM target
+      WHERE e.model = target.model AND e.id = target.id RETURNING e.model, e.id`,
     destroy: `DELETE FROM ${entries} WHERE model = $1 AND id = $2`,
     // Only the grantable models' rows carry a grant id.
     revokeByGrantId: `DELETE FROM ${entries} WHERE grant_id = $1`,
-    // One statement: a member is added to all of the indexes, or to none.
-    indexAdd: `INSERT INTO ${indexes} (model, name, member, expires_at)
-      SELECT $1, name, $3, $4 FROM unnest($2::text[]) AS name
+    // One statement: a member is added to all of its indexes, or to none. One row per model,
+    // index and member, in the order given.
+    indexAddMany: `INSERT INTO ${indexes} (model, name, member, expires_at)
+      SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[])
       ON CONFLICT (model, name, member) DO UPDATE SET expires_at = EXCLUDED.expires_at`,
     indexRemove: `DELETE FROM ${indexes} WHERE model = $1 AND name = ANY($2::text[]) AND member = $3`,
     // $3 is the caller's clock (ms): members expire by the time the caller gave them.

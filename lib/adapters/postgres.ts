@@ -7,6 +7,7 @@ import { createHash } from 'node:crypto';
 import pg from 'pg';
 import type { Adapter, AdapterPayload } from 'oidc-provider';
 import type { AtomicConsume, IndexEntry, SortedIndexes } from './contract.js';
+import { lastByKey, StatementBatch } from './postgres-batch.js';
 import { migrateStore, storeNames, storeStatements, type Statement } from './postgres-schema.js';
 
 export interface PostgresAdapterOptions {
@@ -93,12 +94,42 @@ function keyOf(value: string): string {
 
 type Row = { payload: AdapterPayload; consumed: unknown };
 
+/** Most operations one batched statement carries. */
+const MAX_BATCH = 256;
+/** The longest lifetime stored, in ms (about 300 years): a longer one would overflow PostgreSQL's interval and fail its whole batch. */
+const LONGEST_LIFETIME_MS = 1e13;
+
+interface Lookup {
+  model: string;
+  byUid: boolean;
+  key: string;
+}
+
+interface EntryWrite {
+  model: string;
+  id: string;
+  payload: string;
+  consumed: string | null;
+  grantId: string | null;
+  uid: string | null;
+  userCode: string | null;
+  lifetimeMs: number | null;
+}
+
+interface IndexWrite {
+  model: string;
+  names: string[];
+  member: string;
+  expiresAt: number;
+}
+
 /**
  * An oidc-provider adapter on PostgreSQL for every model oidc-provider stores
  * and for the plugin's subject tokens and impersonation sessions. Every
- * operation is one statement, hence one round trip, and `consumeOnce` is a
- * conditional `UPDATE` that exactly one caller wins, across any number of
- * processes. Expired rows are never returned and are deleted by a background
+ * operation is one statement, hence one round trip; finds, entry writes and
+ * index additions and consumptions asked for in the same turn of the event
+ * loop share theirs (see postgres-batch.ts). `consumeOnce` is a conditional
+ * `UPDATE` that exactly one caller wins, across any number of processes. Expired rows are never returned and are deleted by a background
  * sweep that holds no request up.
  *
  * Tables (see postgres-schema.ts): `<table>` (model, id, payload json, consumed
@@ -181,6 +212,70 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
     }
   }
 
+  // Finds, entry writes and index additions of the same turn of the event
+  // loop, from any number of requests, each go out as one statement.
+  const lookups = new StatementBatch<Lookup, AdapterPayload | undefined>(async (items) => {
+    const { rows } = await run(
+      statements.findMany,
+      [items.map((item) => item.model), items.map((item) => item.byUid), items.map((item) => item.key)],
+      items.length === 1 ? (items[0]!.byUid ? 'findByUid' : 'find') : 'find',
+    );
+    const found: Array<AdapterPayload | undefined> = Array.from({ length: items.length });
+    for (const row of rows as Array<Row & { n: string }>) found[Number(row.n) - 1] = payloadOf(row);
+    return found;
+  }, MAX_BATCH);
+
+  const consumptions = new StatementBatch<{ model: string; id: string }, boolean>(async (items) => {
+    const rows = lastByKey(items, (item) => `${item.model}\u0000${item.id}`);
+    const consumedAt = String(Math.floor(Date.now() / 1000));
+    const { rows: consumed } = await run(
+      statements.consumeMany,
+      [rows.map((row) => row.model), rows.map((row) => row.id), consumedAt],
+      'consumeOnce',
+    );
+    // Of several callers for one row in this batch, the first wins, as if they had been sent one by one.
+    const won = new Set((consumed as Array<{ model: string; id: string }>).map((row) => `${row.model}\u0000${row.id}`));
+    return items.map((item) => won.delete(`${item.model}\u0000${item.id}`));
+  }, MAX_BATCH);
+
+  const entryWrites = new StatementBatch<EntryWrite, void>(async (items) => {
+    const rows = lastByKey(items, (item) => `${item.model}\u0000${item.id}`);
+    const column = <Key extends keyof EntryWrite>(key: Key) => rows.map((row) => row[key]);
+    await run(
+      statements.upsertMany,
+      [
+        column('model'),
+        column('id'),
+        column('payload'),
+        column('consumed'),
+        column('grantId'),
+        column('uid'),
+        column('userCode'),
+        column('lifetimeMs'),
+      ],
+      'upsert',
+    );
+    return Array.from({ length: items.length });
+  }, MAX_BATCH);
+
+  const indexWrites = new StatementBatch<IndexWrite, void>(async (items) => {
+    const members = items.flatMap((item) =>
+      item.names.map((name) => ({ model: item.model, name, member: item.member, expiresAt: item.expiresAt })),
+    );
+    const rows = lastByKey(members, (row) => `${row.model}\u0000${row.name}\u0000${row.member}`);
+    await run(
+      statements.indexAddMany,
+      [
+        rows.map((row) => row.model),
+        rows.map((row) => row.name),
+        rows.map((row) => row.member),
+        rows.map((row) => row.expiresAt),
+      ],
+      'indexAdd',
+    );
+    return Array.from({ length: items.length });
+  }, MAX_BATCH);
+
   function cleanup(): Promise<{ entries: number; indexMembers: number }> {
     // One sweep at a time per adapter; several instances skip each other's rows.
     sweeping ??= (async () => {
@@ -233,28 +328,24 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
 
     async upsert(id: string, payload: AdapterPayload, expiresIn?: number): Promise<void> {
       const { consumed, ...stored } = payload;
-      await run(
-        statements.upsert,
-        [
-          this.#name,
-          keyOf(id),
-          JSON.stringify(stored),
-          consumed ? JSON.stringify(consumed) : null,
-          payload.grantId && GRANTABLE.has(this.#name) ? keyOf(payload.grantId) : null,
-          payload.uid ? keyOf(payload.uid) : null,
-          payload.userCode ? keyOf(payload.userCode) : null,
-          lifetimeMs(expiresIn),
-        ],
-        'upsert',
-      );
+      await entryWrites.add({
+        model: this.#name,
+        id: keyOf(id),
+        payload: JSON.stringify(stored),
+        consumed: consumed ? JSON.stringify(consumed) : null,
+        grantId: payload.grantId && GRANTABLE.has(this.#name) ? keyOf(payload.grantId) : null,
+        uid: payload.uid ? keyOf(payload.uid) : null,
+        userCode: payload.userCode ? keyOf(payload.userCode) : null,
+        lifetimeMs: lifetimeMs(expiresIn),
+      });
     }
 
-    async find(id: string): Promise<AdapterPayload | undefined> {
-      return entryOf(await run(statements.find, [this.#name, keyOf(id)], 'find'));
+    find(id: string): Promise<AdapterPayload | undefined> {
+      return lookups.add({ model: this.#name, byUid: false, key: keyOf(id) });
     }
 
-    async findByUid(uid: string): Promise<AdapterPayload | undefined> {
-      return entryOf(await run(statements.findByUid, [this.#name, keyOf(uid)], 'findByUid'));
+    findByUid(uid: string): Promise<AdapterPayload | undefined> {
+      return lookups.add({ model: this.#name, byUid: true, key: keyOf(uid) });
     }
 
     async findByUserCode(userCode: string): Promise<AdapterPayload | undefined> {
@@ -265,10 +356,8 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
       await this.consumeOnce(id);
     }
 
-    async consumeOnce(id: string): Promise<boolean> {
-      const consumedAt = String(Math.floor(Date.now() / 1000));
-      const { rowCount } = await run(statements.consumeOnce, [this.#name, keyOf(id), consumedAt], 'consumeOnce');
-      return rowCount === 1;
+    consumeOnce(id: string): Promise<boolean> {
+      return consumptions.add({ model: this.#name, id: keyOf(id) });
     }
 
     async destroy(id: string): Promise<void> {
@@ -282,9 +371,7 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
     async indexAdd(indexes: readonly string[], member: string, expiresAt: number): Promise<void> {
       if (!indexes.length) return;
       assertMember(member);
-      // One row may be written once per statement: an index named twice is added to once.
-      const names = [...new Set(indexes.map(keyOf))];
-      await run(statements.indexAdd, [this.#name, names, member, Math.round(expiresAt)], 'indexAdd');
+      await indexWrites.add({ model: this.#name, names: indexes.map(keyOf), member, expiresAt: Math.round(expiresAt) });
     }
 
     async indexRemove(indexes: readonly string[], member: string): Promise<void> {
@@ -313,7 +400,10 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
 
 function entryOf(result: pg.QueryResult): AdapterPayload | undefined {
   const row = result.rows[0] as Row | undefined;
-  if (!row) return undefined;
+  return row ? payloadOf(row) : undefined;
+}
+
+function payloadOf(row: Row): AdapterPayload {
   const { payload } = row;
   if (row.consumed !== null && row.consumed !== undefined) payload.consumed = row.consumed;
   return payload;
@@ -323,7 +413,7 @@ function entryOf(result: pg.QueryResult): AdapterPayload | undefined {
 function lifetimeMs(expiresIn: number | undefined): number | null {
   if (typeof expiresIn !== 'number' || !Number.isFinite(expiresIn)) return null;
   // Something already expired is stored as expired, rather than as never expiring.
-  return Math.max(0, expiresIn * 1000);
+  return Math.min(Math.max(0, expiresIn * 1000), LONGEST_LIFETIME_MS);
 }
 
 function isStorableMember(member: string): boolean {
