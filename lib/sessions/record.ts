@@ -57,8 +57,24 @@ export interface SessionView {
   endReason?: EndReason;
 }
 
+const SESSION_ID_BYTES = 16;
+/**
+ * Session ids name, they do not authenticate: they only need to be unique and
+ * unpredictable, so they are cut from a buffer of random bytes filled for 256
+ * ids at a time, rather than asking the CSPRNG on every exchange.
+ */
+const IDS_PER_FILL = 256;
+let randomPool = Buffer.alloc(0);
+let poolOffset = 0;
+
 export function newSessionId(): string {
-  return `${SESSION_ID_PREFIX}${randomBytes(16).toString('base64url')}`;
+  if (poolOffset === randomPool.length) {
+    randomPool = randomBytes(SESSION_ID_BYTES * IDS_PER_FILL);
+    poolOffset = 0;
+  }
+  const id = randomPool.toString('base64url', poolOffset, poolOffset + SESSION_ID_BYTES);
+  poolOffset += SESSION_ID_BYTES;
+  return `${SESSION_ID_PREFIX}${id}`;
 }
 
 export function isSessionId(value: string): boolean {
