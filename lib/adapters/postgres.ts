@@ -126,11 +126,12 @@ interface IndexWrite {
 /**
  * An oidc-provider adapter on PostgreSQL for every model oidc-provider stores
  * and for the plugin's subject tokens and impersonation sessions. Every
- * operation is one statement, hence one round trip; finds, entry writes and
+ * operation is one statement, hence one round trip; finds, entry writes,
  * index additions and consumptions asked for in the same turn of the event
  * loop share theirs (see postgres-batch.ts). `consumeOnce` is a conditional
- * `UPDATE` that exactly one caller wins, across any number of processes. Expired rows are never returned and are deleted by a background
- * sweep that holds no request up.
+ * `UPDATE` that exactly one caller wins, across any number of processes.
+ * Expired rows are never returned and are deleted by a background sweep that
+ * holds no request up.
  *
  * Tables (see postgres-schema.ts): `<table>` (model, id, payload json, consumed
  * json, grant_id, uid, user_code, expires_at) and `<table>_index` (model, name,
@@ -212,8 +213,10 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
     }
   }
 
-  // Finds, entry writes and index additions of the same turn of the event
-  // loop, from any number of requests, each go out as one statement.
+  // Finds, consumptions, entry writes and index additions of the same turn of
+  // the event loop, from any number of requests, each go out as one statement.
+  // A value that could make a statement fail is refused before it joins one,
+  // so that one caller's mistake never fails the others.
   const lookups = new StatementBatch<Lookup, AdapterPayload | undefined>(async (items) => {
     const { rows } = await run(
       statements.findMany,
@@ -340,11 +343,11 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
       });
     }
 
-    find(id: string): Promise<AdapterPayload | undefined> {
+    async find(id: string): Promise<AdapterPayload | undefined> {
       return lookups.add({ model: this.#name, byUid: false, key: keyOf(id) });
     }
 
-    findByUid(uid: string): Promise<AdapterPayload | undefined> {
+    async findByUid(uid: string): Promise<AdapterPayload | undefined> {
       return lookups.add({ model: this.#name, byUid: true, key: keyOf(uid) });
     }
 
@@ -356,7 +359,7 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
       await this.consumeOnce(id);
     }
 
-    consumeOnce(id: string): Promise<boolean> {
+    async consumeOnce(id: string): Promise<boolean> {
       return consumptions.add({ model: this.#name, id: keyOf(id) });
     }
 
@@ -371,6 +374,8 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
     async indexAdd(indexes: readonly string[], member: string, expiresAt: number): Promise<void> {
       if (!indexes.length) return;
       assertMember(member);
+      if (!Number.isFinite(expiresAt))
+        throw new TypeError('the PostgreSQL adapter: an index expiry must be a finite number');
       await indexWrites.add({ model: this.#name, names: indexes.map(keyOf), member, expiresAt: Math.round(expiresAt) });
     }
 

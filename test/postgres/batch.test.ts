@@ -131,6 +131,20 @@ describe('PostgreSQL adapter: operations of one turn share a statement', () => {
     expect(await store.find('next')).to.deep.include({ id: 2 });
   });
 
+  it('refuses an index expiry that is not a finite number on its own, without failing the additions beside it', async () => {
+    const sessions = new Adapter('ImpersonationSession');
+    const [refused, added] = await Promise.allSettled([
+      sessions.indexAdd(['active'], 'imp_bad', Number.NaN),
+      sessions.indexAdd(['active'], 'imp_good', Date.now() + 60_000),
+    ]);
+    expect(refused.status).to.equal('rejected');
+    expect(((refused as PromiseRejectedResult).reason as Error).name).to.equal('TypeError');
+    expect(added.status).to.equal('fulfilled');
+    expect((await sessions.indexRange('active', undefined, 10)).map((entry) => entry.member)).to.deep.equal([
+      'imp_good',
+    ]);
+  });
+
   it('sends a full batch at once rather than waiting for the turn to end', async () => {
     const store = new Adapter('Interaction');
     const finds = Array.from({ length: 600 }, (_, at) => store.find(`i${at}`));
