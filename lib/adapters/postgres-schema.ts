@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import type pg from 'pg';
+import { migrateUnderLock } from '../postgres/migration.js';
 
 /**
  * The PostgreSQL adapter's two tables, their migration and every statement
@@ -74,43 +75,36 @@ export async function migrateStore(pool: pg.Pool, names: StoreNames): Promise<vo
     [names.objects],
   );
   if (rows[0]?.missing === 0) return;
-  const client = await pool.connect();
-  try {
-    await client.query('BEGIN');
-    await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [names.lock]);
-    await client.query(`
-      CREATE TABLE IF NOT EXISTS ${names.entries} (
-        model text COLLATE "C" NOT NULL,
-        id text COLLATE "C" NOT NULL,
-        payload json NOT NULL,
-        consumed json,
-        grant_id text COLLATE "C",
-        uid text COLLATE "C",
-        user_code text COLLATE "C",
-        expires_at timestamptz,
-        PRIMARY KEY (model, id)
-      ) WITH (fillfactor = 90);
-      CREATE INDEX IF NOT EXISTS ${names.uidIndex} ON ${names.entries} (model, uid) WHERE uid IS NOT NULL;
-      CREATE INDEX IF NOT EXISTS ${names.userCodeIndex} ON ${names.entries} (model, user_code) WHERE user_code IS NOT NULL;
-      CREATE INDEX IF NOT EXISTS ${names.grantIndex} ON ${names.entries} (grant_id) WHERE grant_id IS NOT NULL;
-      CREATE INDEX IF NOT EXISTS ${names.expiryIndex} ON ${names.entries} (expires_at) WHERE expires_at IS NOT NULL;
-      CREATE TABLE IF NOT EXISTS ${names.indexes} (
-        model text COLLATE "C" NOT NULL,
-        name text COLLATE "C" NOT NULL,
-        member text COLLATE "C" NOT NULL,
-        expires_at bigint NOT NULL,
-        PRIMARY KEY (model, name, member)
-      );
-      CREATE INDEX IF NOT EXISTS ${names.orderIndex} ON ${names.indexes} (model, name, expires_at, member);
-      CREATE INDEX IF NOT EXISTS ${names.indexExpiryIndex} ON ${names.indexes} (expires_at);
-    `);
-    await client.query('COMMIT');
-  } catch (error) {
-    await client.query('ROLLBACK').catch(() => {});
-    throw error;
-  } finally {
-    client.release();
-  }
+  await migrateUnderLock(
+    pool,
+    names.lock,
+    `
+    CREATE TABLE IF NOT EXISTS ${names.entries} (
+      model text COLLATE "C" NOT NULL,
+      id text COLLATE "C" NOT NULL,
+      payload json NOT NULL,
+      consumed json,
+      grant_id text COLLATE "C",
+      uid text COLLATE "C",
+      user_code text COLLATE "C",
+      expires_at timestamptz,
+      PRIMARY KEY (model, id)
+    ) WITH (fillfactor = 90);
+    CREATE INDEX IF NOT EXISTS ${names.uidIndex} ON ${names.entries} (model, uid) WHERE uid IS NOT NULL;
+    CREATE INDEX IF NOT EXISTS ${names.userCodeIndex} ON ${names.entries} (model, user_code) WHERE user_code IS NOT NULL;
+    CREATE INDEX IF NOT EXISTS ${names.grantIndex} ON ${names.entries} (grant_id) WHERE grant_id IS NOT NULL;
+    CREATE INDEX IF NOT EXISTS ${names.expiryIndex} ON ${names.entries} (expires_at) WHERE expires_at IS NOT NULL;
+    CREATE TABLE IF NOT EXISTS ${names.indexes} (
+      model text COLLATE "C" NOT NULL,
+      name text COLLATE "C" NOT NULL,
+      member text COLLATE "C" NOT NULL,
+      expires_at bigint NOT NULL,
+      PRIMARY KEY (model, name, member)
+    );
+    CREATE INDEX IF NOT EXISTS ${names.orderIndex} ON ${names.indexes} (model, name, expires_at, member);
+    CREATE INDEX IF NOT EXISTS ${names.indexExpiryIndex} ON ${names.indexes} (expires_at);
+  `,
+  );
 }
 
 export interface Statement {

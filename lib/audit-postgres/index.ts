@@ -21,6 +21,7 @@ import {
   type KeyObject,
 } from 'node:crypto';
 import pg from 'pg';
+import { migrateUnderLock } from '../postgres/migration.js';
 import type { AuditQueryFilter, AuditSink, ImpersonationEvent, ImpersonationEventName } from '../audit.js';
 import {
   canonicalContent,
@@ -234,69 +235,62 @@ function namesOf(schema: string | undefined, table: string): Names {
 
 /** Idempotent, and serialised by an advisory lock so that instances starting together do not race. */
 async function runMigration(pool: pg.Pool, names: Names): Promise<void> {
-  const client = await pool.connect();
-  try {
-    await client.query('BEGIN');
-    await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [names.lock]);
-    await client.query(`
-      CREATE TABLE IF NOT EXISTS ${names.table} (
-        seq bigint PRIMARY KEY,
-        at timestamptz NOT NULL,
-        event text NOT NULL,
-        subject text, actor text, client_id text, resource text, scope text,
-        context jsonb,
-        subject_token_id text, session_id text, access_token_id text,
-        outcome text NOT NULL,
-        reason text,
-        content text NOT NULL,
-        prev_hash text NOT NULL,
-        hash text NOT NULL
-      );
-      CREATE INDEX IF NOT EXISTS ${names.subjectIndex} ON ${names.table} (subject, seq);
-      CREATE INDEX IF NOT EXISTS ${names.actorIndex} ON ${names.table} (actor, seq);
-      CREATE TABLE IF NOT EXISTS ${names.head} (
-        id smallint PRIMARY KEY CHECK (id = 1),
-        seq bigint NOT NULL,
-        hash text NOT NULL
-      );
-      INSERT INTO ${names.head} (id, seq, hash) VALUES (1, 0, '${GENESIS}') ON CONFLICT (id) DO NOTHING;
-      CREATE TABLE IF NOT EXISTS ${names.checkpoints} (
-        seq bigint PRIMARY KEY,
-        hash text NOT NULL,
-        key_id text NOT NULL,
-        signature text NOT NULL,
-        at timestamptz NOT NULL DEFAULT now()
-      );
-      CREATE OR REPLACE FUNCTION ${names.append}(p_rows jsonb) RETURNS TABLE (seq bigint, hash text) LANGUAGE plpgsql AS $fn$
-      DECLARE
-        head_seq bigint;
-        head_hash text;
-        r jsonb;
-      BEGIN
-        SELECT h.seq, h.hash INTO head_seq, head_hash FROM ${names.head} h WHERE h.id = 1 FOR UPDATE;
-        FOR r IN SELECT value FROM jsonb_array_elements(p_rows) LOOP
-          seq := head_seq + 1;
-          hash := encode(sha256(convert_to(head_hash || ':' || seq::text || ':' || (r->>'content'), 'UTF8')), 'hex');
-          INSERT INTO ${names.table} (seq, at, event, subject, actor, client_id, resource, scope, context,
-            subject_token_id, session_id, access_token_id, outcome, reason, content, prev_hash, hash)
-          VALUES (seq, (r->>'at')::timestamptz, r->>'event', r->>'subject', r->>'actor', r->>'clientId', r->>'resource',
-            r->>'scope', CASE WHEN jsonb_typeof(r->'context') = 'null' THEN NULL ELSE r->'context' END,
-            r->>'subjectTokenId', r->>'sessionId', r->>'accessTokenId', r->>'outcome', r->>'reason', r->>'content', head_hash, hash);
-          head_seq := seq;
-          head_hash := hash;
-          RETURN NEXT;
-        END LOOP;
-        UPDATE ${names.head} h SET seq = head_seq, hash = head_hash WHERE h.id = 1;
-      END
-      $fn$;
-    `);
-    await client.query('COMMIT');
-  } catch (error) {
-    await client.query('ROLLBACK').catch(() => {});
-    throw error;
-  } finally {
-    client.release();
-  }
+  await migrateUnderLock(
+    pool,
+    names.lock,
+    `
+    CREATE TABLE IF NOT EXISTS ${names.table} (
+      seq bigint PRIMARY KEY,
+      at timestamptz NOT NULL,
+      event text NOT NULL,
+      subject text, actor text, client_id text, resource text, scope text,
+      context jsonb,
+      subject_token_id text, session_id text, access_token_id text,
+      outcome text NOT NULL,
+      reason text,
+      content text NOT NULL,
+      prev_hash text NOT NULL,
+      hash text NOT NULL
+    );
+    CREATE INDEX IF NOT EXISTS ${names.subjectIndex} ON ${names.table} (subject, seq);
+    CREATE INDEX IF NOT EXISTS ${names.actorIndex} ON ${names.table} (actor, seq);
+    CREATE TABLE IF NOT EXISTS ${names.head} (
+      id smallint PRIMARY KEY CHECK (id = 1),
+      seq bigint NOT NULL,
+      hash text NOT NULL
+    );
+    INSERT INTO ${names.head} (id, seq, hash) VALUES (1, 0, '${GENESIS}') ON CONFLICT (id) DO NOTHING;
+    CREATE TABLE IF NOT EXISTS ${names.checkpoints} (
+      seq bigint PRIMARY KEY,
+      hash text NOT NULL,
+      key_id text NOT NULL,
+      signature text NOT NULL,
+      at timestamptz NOT NULL DEFAULT now()
+    );
+    CREATE OR REPLACE FUNCTION ${names.append}(p_rows jsonb) RETURNS TABLE (seq bigint, hash text) LANGUAGE plpgsql AS $fn$
+    DECLARE
+      head_seq bigint;
+      head_hash text;
+      r jsonb;
+    BEGIN
+      SELECT h.seq, h.hash INTO head_seq, head_hash FROM ${names.head} h WHERE h.id = 1 FOR UPDATE;
+      FOR r IN SELECT value FROM jsonb_array_elements(p_rows) LOOP
+        seq := head_seq + 1;
+        hash := encode(sha256(convert_to(head_hash || ':' || seq::text || ':' || (r->>'content'), 'UTF8')), 'hex');
+        INSERT INTO ${names.table} (seq, at, event, subject, actor, client_id, resource, scope, context,
+          subject_token_id, session_id, access_token_id, outcome, reason, content, prev_hash, hash)
+        VALUES (seq, (r->>'at')::timestamptz, r->>'event', r->>'subject', r->>'actor', r->>'clientId', r->>'resource',
+          r->>'scope', CASE WHEN jsonb_typeof(r->'context') = 'null' THEN NULL ELSE r->'context' END,
+          r->>'subjectTokenId', r->>'sessionId', r->>'accessTokenId', r->>'outcome', r->>'reason', r->>'content', head_hash, hash);
+        head_seq := seq;
+        head_hash := hash;
+        RETURN NEXT;
+      END LOOP;
+      UPDATE ${names.head} h SET seq = head_seq, hash = head_hash WHERE h.id = 1;
+    END
+    $fn$;
+  `,
+  );
 }
 
 interface StoredRow {

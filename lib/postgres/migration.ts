@@ -1,0 +1,21 @@
+import type pg from 'pg';
+
+/**
+ * Runs a migration's DDL in one transaction under an advisory lock, so that
+ * instances starting together take turns (concurrent CREATE … IF NOT EXISTS
+ * can still collide) and a migration that fails leaves nothing half made.
+ */
+export async function migrateUnderLock(pool: pg.Pool, lock: string, ddl: string): Promise<void> {
+  const client = await pool.connect();
+  try {
+    await client.query('BEGIN');
+    await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [lock]);
+    await client.query(ddl);
+    await client.query('COMMIT');
+  } catch (error) {
+    await client.query('ROLLBACK').catch(() => {});
+    throw error;
+  } finally {
+    client.release();
+  }
+}
