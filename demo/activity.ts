@@ -2,7 +2,15 @@
  * The customer's account activity in words, from rows of the audit trail
  * (`GET /api/impersonations/events`) and the changes the demo API recorded.
  */
+import { EVENTS } from '../lib/index.js';
 import type { DemoUser } from './seed.js';
+
+/** The rows the customer is shown: each access by support staff and each stop. */
+export const CUSTOMER_EVENTS: readonly string[] = [
+  EVENTS.exchangeSucceeded,
+  EVENTS.sessionRevoked,
+  EVENTS.sessionEnded,
+];
 
 /** A row of the audit trail as the Management API serves it. */
 export interface TrailEvent {
@@ -73,12 +81,12 @@ export function activityLines(
   for (const event of events) {
     if (!event.actor) continue;
     const who = actorName(event.actor, users);
-    if (event.event === 'impersonation.exchange.succeeded') {
+    if (event.event === EVENTS.exchangeSucceeded) {
       lines.push({
         at: event.at,
         text: `${who} accessed your account on ${formatDate(event.at)}${ticketOf(event.context)}`,
       });
-    } else if (event.event === 'impersonation.session.revoked' || event.event === 'impersonation.session.ended') {
+    } else if (event.event === EVENTS.sessionRevoked || event.event === EVENTS.sessionEnded) {
       lines.push({ at: event.at, text: `Access by ${who} to your account ended on ${formatDate(event.at)}` });
     }
   }

@@ -13,7 +13,7 @@ import { basic, closeServer, escapeHtml, HttpError, jsonOf, listen, page, portOf
 import { consolePage, type ConsoleConfig } from './console-page.js';
 import { accountRoutes } from './account.js';
 import type { Actor } from './actor.js';
-import type { TrailEvent } from './activity.js';
+import { CUSTOMER_EVENTS, type TrailEvent } from './activity.js';
 import { customerRoutes } from './customer-api.js';
 import { M2mTokenCache } from './m2m-token.js';
 import { createTokenCheck } from './resource-api.js';
@@ -355,14 +355,26 @@ export async function startBackend(options: BackendOptions): Promise<Backend> {
     users,
     call,
     changesOf: customers.changesOf,
+    // Every access and every stop, page after page: refusals and other rows are not asked for,
+    // so no number of them can push an access out of what the customer is shown.
     trailOf: async (subject) => {
-      const answer = await management(
-        'GET',
-        `${endpoints.sessions}/events?${new URLSearchParams({ subject, limit: '100' })}`,
-      );
-      if (answer.status !== 200 || !Array.isArray(answer.body?.['items']))
-        throw new HttpError(502, 'bad_gateway', `the audit trail answered ${answer.status}`);
-      return answer.body['items'] as TrailEvent[];
+      const rows: TrailEvent[] = [];
+      let cursor: string | null = null;
+      do {
+        const query = new URLSearchParams([
+          ['subject', subject],
+          ...CUSTOMER_EVENTS.map((name) => ['event', name]),
+          ['limit', '100'],
+        ]);
+        if (cursor) query.set('cursor', cursor);
+        const answer = await management('GET', `${endpoints.sessions}/events?${query}`);
+        if (answer.status !== 200 || !Array.isArray(answer.body?.['items']))
+          throw new HttpError(502, 'bad_gateway', `the audit trail answered ${answer.status}`);
+        rows.push(...(answer.body['items'] as TrailEvent[]));
+        const next: unknown = answer.body['nextCursor'];
+        cursor = typeof next === 'string' ? next : null;
+      } while (cursor);
+      return rows;
     },
   });
 

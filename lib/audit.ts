@@ -106,6 +106,8 @@ export interface AuditSink {
 export interface AuditQueryFilter {
   subject?: string;
   actor?: string;
+  /** Only rows of these events (for a customer's view: accesses and stops, whatever else follows them). */
+  events?: readonly ImpersonationEventName[];
   since?: Date;
   until?: Date;
   limit?: number;

@@ -420,6 +420,7 @@ async function queryTrail(
   };
   if (filter.subject !== undefined) add('subject = ?', filter.subject);
   if (filter.actor !== undefined) add('actor = ?', filter.actor);
+  if (filter.events !== undefined) add('event = ANY(?)', [...filter.events]);
   if (filter.since !== undefined) add('at >= ?', filter.since);
   if (filter.until !== undefined) add('at < ?', filter.until);
   if (filter.cursor !== undefined) {

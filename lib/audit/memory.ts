@@ -21,7 +21,7 @@ import {
 
 export interface MemoryAuditLogOptions {
   /**
-   * Most rows kept. Default 1,000,000. A full log refuses further appends
+   * Most rows kept. Default 100,000. A full log refuses further appends
    * rather than drop old rows: nothing is forgotten, and (fail closed) no
    * token is issued without its record.
    */
@@ -76,6 +76,7 @@ export function createMemoryAuditLog(options: MemoryAuditLogOptions = {}): Memor
         if (stored.seq >= before) continue;
         if (filter.subject !== undefined && stored.subject !== filter.subject) continue;
         if (filter.actor !== undefined && stored.actor !== filter.actor) continue;
+        if (filter.events !== undefined && !filter.events.includes(stored.event as ImpersonationEventName)) continue;
         const at = Date.parse(stored.at);
         if (at < since || at >= until) continue;
         items.push(entryOf(stored));

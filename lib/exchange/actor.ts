@@ -81,6 +81,17 @@ export async function validateActorToken(
   return token;
 }
 
+/**
+ * Reads an opaque actor token again, as at the start: its Grant revoked or
+ * its sign-in ended in the meantime (the actor signed out while the exchange
+ * ran) refuses the exchange.
+ */
+export async function confirmActorToken(ctx: KoaContextWithOIDC, value: string): Promise<void> {
+  if (!(await verifyAccessToken(ctx.oidc.provider, value, 'AccessToken'))) {
+    throw invalidRequest('actor_token was revoked, or its sign-in ended, during the exchange');
+  }
+}
+
 /** `act` for the issued token; an `act` the actor token already has moves one level down. */
 export function actFor(actor: VerifiedAccessToken): ActClaim {
   return actor.act ? { sub: actor.sub, act: actor.act } : { sub: actor.sub };

@@ -24,12 +24,20 @@ import {
 } from '../provider-internals.js';
 import { newSessionId, SESSION_CLAIM, type SessionRecord } from '../sessions/record.js';
 import type { SessionStore } from '../sessions/store.js';
-import type { SubjectTokenRecord, SubjectTokenStore } from '../subject-tokens/store.js';
+import { keptUntil, type SubjectTokenRecord, type SubjectTokenStore } from '../subject-tokens/store.js';
 import { looksLikeSubjectToken } from '../subject-tokens/token.js';
 import type { VerifiedAccessToken } from '../access-token.js';
-import { actFor, lookUpActorToken, validateActorToken, type ActClaim, type ActorTokenLookup } from './actor.js';
+import {
+  actFor,
+  confirmActorToken,
+  lookUpActorToken,
+  validateActorToken,
+  type ActClaim,
+  type ActorTokenLookup,
+} from './actor.js';
 import { actClaims, runCustomClaims, type ExchangeClaims } from './claims.js';
 import { checkActorAuthentication } from './freshness.js';
+import { RefusalBudget } from './refusals.js';
 
 export const TOKEN_EXCHANGE_GRANT = 'urn:ietf:params:oauth:grant-type:token-exchange';
 export const ACCESS_TOKEN_TYPE = 'urn:ietf:params:oauth:token-type:access_token';
@@ -72,12 +80,15 @@ export interface GrantDependencies {
  */
 export function createExchangeHandler({ options, store, sessions, claims }: GrantDependencies) {
   const actorClients: ReadonlySet<string> = new Set(options.actorClients);
+  const refusals = new RefusalBudget();
   return async function tokenExchangeHandler(ctx: KoaContextWithOIDC): Promise<void> {
     const provider: Provider = ctx.oidc.provider;
     const client = ctx.oidc.client!;
     const params = ctx.oidc.params as ExchangeParams;
     const audit: ImpersonationEvent = { clientId: client.clientId };
     let delivered = false;
+    // Set once the subject token is found: only then may a refusal reach the trail.
+    let recordedUntil: number | undefined;
 
     try {
       checkClientAuthentication(ctx);
@@ -97,12 +108,14 @@ export function createExchangeHandler({ options, store, sessions, claims }: Gran
         context: record.context,
         ...(record.actor === undefined ? {} : { actor: record.actor }),
       });
-      if (found.state === 'withdrawn') throw invalidRequest('subject_token was withdrawn');
-      if (found.state === 'consumed') throw invalidRequest('subject_token was already used');
-      if (found.state === 'expired') throw invalidRequest('subject_token has expired');
+      recordedUntil = keptUntil(record);
+      // The binding first: a client the token is not for learns nothing of its state.
       if (record.clientId !== undefined && record.clientId !== client.clientId) {
         throw invalidRequest('subject_token was issued for another client');
       }
+      if (found.state === 'withdrawn') throw invalidRequest('subject_token was withdrawn');
+      if (found.state === 'consumed') throw invalidRequest('subject_token was already used');
+      if (found.state === 'expired') throw invalidRequest('subject_token has expired');
 
       const resourceServer = await resolveSingleResource(ctx);
       audit.resource = resourceServer.identifier();
@@ -187,13 +200,17 @@ export function createExchangeHandler({ options, store, sessions, claims }: Gran
       // The record of the issuance is durable before the subject token is
       // redeemed: a trail that cannot be written stops the exchange with
       // nothing burned. A lost race below is recorded as a refusal after it.
-      if (options.auditLog) {
-        try {
-          await options.auditLog.append(EVENTS.exchangeSucceeded, Object.freeze({ ...audit }));
-        } catch (error) {
-          await discard(provider, token, session, sessions);
-          throw error;
-        }
+      // The actor's sign-in is read again now that the session is listed
+      // under it: a sign-out that ended it before this point found nothing to
+      // end, one that ends it after finds the session and ends it.
+      try {
+        await Promise.all([
+          actor?.grantId === undefined ? undefined : confirmActorToken(ctx, params.actor_token!),
+          options.auditLog?.append(EVENTS.exchangeSucceeded, Object.freeze({ ...audit })),
+        ]);
+      } catch (error) {
+        await discard(provider, token, session, sessions);
+        throw error;
       }
 
       // Single use is decided here, by one atomic operation, after everything else passed.
@@ -225,7 +242,11 @@ export function createExchangeHandler({ options, store, sessions, claims }: Gran
       const described = error as { error?: string; error_description?: string; message?: string };
       audit.error = described.error ?? 'server_error';
       audit.reason = described.error_description ?? 'internal error';
-      await recordEvent(provider, options.auditLog, EVENTS.exchangeRefused, audit, ctx);
+      const recorded =
+        recordedUntil !== undefined && refusals.take(audit.subjectTokenId!, recordedUntil)
+          ? options.auditLog
+          : undefined;
+      await recordEvent(provider, recorded, EVENTS.exchangeRefused, audit, ctx);
       throw error;
     }
   };

@@ -2,7 +2,7 @@ import type Router from '@koa/router';
 import type Koa from 'koa';
 import type { Provider } from 'oidc-provider';
 import type { IndexEntry } from '../adapters/contract.js';
-import { emit, EVENTS } from '../audit.js';
+import { emit, EVENTS, type ImpersonationEventName } from '../audit.js';
 import { ManagementError } from '../errors.js';
 import type { ResolvedOptions } from '../options.js';
 import { closeSession } from '../sessions/close.js';
@@ -49,7 +49,7 @@ export function impersonationRoutes(
     const query = trail.query.bind(trail);
     router.get(`${path}/events`, async (ctx) => {
       await authorize(ctx, authenticate, options.readScope);
-      const allowed = new Set(['subject', 'actor', 'since', 'until', 'limit', 'cursor']);
+      const allowed = new Set(['subject', 'actor', 'event', 'since', 'until', 'limit', 'cursor']);
       const unknown = Object.keys(ctx.query).filter((name) => !allowed.has(name));
       if (unknown.length) throw badRequest(`unknown query parameter: ${unknown.join(', ')}`);
       const filter = readFilter(ctx.query);
@@ -62,6 +62,7 @@ export function impersonationRoutes(
           return await query({
             ...(filter.subject === undefined ? {} : { subject: filter.subject }),
             ...(filter.actor === undefined ? {} : { actor: filter.actor }),
+            ...readEvents(ctx.query['event']),
             ...readTime(ctx.query, 'since'),
             ...readTime(ctx.query, 'until'),
             limit: readLimit(ctx.query['limit']),
@@ -126,6 +127,17 @@ function readFilter(query: Koa.Context['query']): SessionFilter {
     filter[name] = value;
   }
   return filter;
+}
+
+const EVENT_NAMES: ReadonlySet<string> = new Set(Object.values(EVENTS));
+
+/** `event`, repeated for several: only rows of those events. */
+function readEvents(value: unknown): { events?: ImpersonationEventName[] } {
+  if (value === undefined) return {};
+  const names = Array.isArray(value) ? value : [value];
+  if (names.some((name) => typeof name !== 'string' || !EVENT_NAMES.has(name)))
+    throw badRequest(`event must name impersonation events: ${[...EVENT_NAMES].join(', ')}`);
+  return { events: [...new Set(names as ImpersonationEventName[])] };
 }
 
 function readTime(query: Koa.Context['query'], name: 'since' | 'until'): { since?: Date; until?: Date } {

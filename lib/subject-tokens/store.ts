@@ -121,6 +121,11 @@ export class SubjectTokenStore {
   }
 }
 
+/** When a subject token's record leaves the store (ms since the epoch): from then on it is unknown. */
+export function keptUntil(record: SubjectTokenRecord): number {
+  return (record.exp + TOMBSTONE_SECONDS) * 1000;
+}
+
 function nowSeconds(): number {
   return Math.floor(Date.now() / 1000);
 }
