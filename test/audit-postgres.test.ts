@@ -1,7 +1,4 @@
-import { spawn } from 'node:child_process';
 import { generateKeyPairSync } from 'node:crypto';
-import { once } from 'node:events';
-import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
 import pg from 'pg';
 import { createPostgresAuditLog, type PostgresAuditLog } from '../lib/audit-postgres/index.js';
@@ -19,6 +16,7 @@ import {
 } from './support/provider.js';
 import { ACCESS_TOKEN, exchange, managementRequest, m2mToken, subjectToken, userAccessToken } from './support/http.js';
 import { TcpRelay } from './support/relay.js';
+import { runCli } from './support/cli.js';
 
 const TABLE = 'impersonation_audit';
 
@@ -338,21 +336,7 @@ describe('PostgreSQL audit log: PostgreSQL unreachable', function () {
 describe('the command: audit verify and audit export', function () {
   this.timeout(30_000);
 
-  async function run(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-    const child = spawn(process.execPath, [fileURLToPath(new URL('../lib/cli/main.js', import.meta.url)), ...args], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk: Buffer) => {
-      stdout += chunk.toString();
-    });
-    child.stderr.on('data', (chunk: Buffer) => {
-      stderr += chunk.toString();
-    });
-    const [code] = (await once(child, 'exit')) as [number | null];
-    return { code, stdout, stderr };
-  }
+  const run = (args: string[]) => runCli(args, { AUDIT_KEY: 'k' });
 
   it('prints ok with the count and exits 0, names the first bad row and exits 1; exports JSON lines and CSV', async () => {
     const schema = await testSchema();
@@ -369,7 +353,7 @@ describe('the command: audit verify and audit export', function () {
       });
     const base = ['audit', 'verify', '--database-url', DATABASE_URL, '--schema', schema];
     expect(await run(base)).to.include({ code: 0, stdout: 'ok: 4 rows verified\n' });
-    expect(await run([...base, '--key', 'hmac:k', '--require-checkpoints', '2'])).to.include({
+    expect(await run([...base, '--key', 'hmac-env:AUDIT_KEY', '--require-checkpoints', '2'])).to.include({
       code: 0,
       stdout: 'ok: 4 rows verified, 2 signed checkpoints\n',
     });
