@@ -1,4 +1,4 @@
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { appendFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect } from 'chai';
@@ -11,6 +11,8 @@ import {
   type SignedHead,
 } from '../lib/audit-postgres/index.js';
 import { canonicalContent, GENESIS, rowFromContent, rowHash, type AuditRow } from '../lib/audit/chain.js';
+import { signHead } from '../lib/audit/head.js';
+import { checkpointText, signerOf } from '../lib/audit/signing.js';
 import { EVENTS } from '../lib/index.js';
 import { runCli } from './support/cli.js';
 import { DATABASE_URL, testSchema } from './support/postgres.js';
@@ -183,6 +185,37 @@ describe('PostgreSQL audit log: signed heads published outside the database pin 
     expect(await log.verify({ key, requireCheckpoints: true })).to.deep.equal({ ok: true, count: 9, checkpoints: 0 });
     expect(await log.verify({ key, head: await readLastHead(headFile) })).to.include({ ok: false, seq: 10 });
     expect((await cliVerify(schema, '--head', headFile)).code).to.equal(1);
+  });
+
+  it('an operator with the key but not the head file: a rewrite below the published head is detected, even with the checkpoints re-signed', async () => {
+    const { schema, headFile, log, insider } = await signedLog(35);
+    const lastHash = await insider.rewrite(21, 35, (row) => ({ ...row, actor: 'mallory' }));
+    await insider.moveHead(35, lastHash);
+    const { rows } = await pool.query<{ hash: string }>(`SELECT hash FROM "${schema}"."${TABLE}" WHERE seq = 30`);
+    const signer = signerOf(key);
+    await pool.query(`UPDATE "${schema}"."${TABLE}_checkpoints" SET hash = $1, signature = $2 WHERE seq = 30`, [
+      rows[0]!.hash,
+      signer.sign(checkpointText(30, rows[0]!.hash)),
+    ]);
+    expect(await log.verify({ key, requireCheckpoints: true })).to.deep.equal({ ok: true, count: 35, checkpoints: 3 });
+    expect(await log.verify({ key, head: await readLastHead(headFile) })).to.include({ ok: false, seq: 30 });
+
+    // With the head file as well, the operator publishes a head of the rewritten chain: nothing can tell.
+    appendFileSync(headFile, `${JSON.stringify(signHead(signer, 30, rows[0]!.hash))}\n`);
+    expect(await log.verify({ key, head: await readLastHead(headFile) })).to.include({ ok: true, count: 35 });
+  });
+
+  it('an insider who can also cut the head file makes an older head the newest: detection reaches back only to it', async () => {
+    const { headFile, log, insider } = await signedLog(35);
+    const lastHash = await insider.rewrite(21, 25, (row) => row);
+    await insider.deleteRowsAfter(25);
+    await insider.deleteCheckpoints('seq = 30');
+    await insider.moveHead(25, lastHash);
+    const lines = readFileSync(headFile, 'utf8').trim().split('\n');
+    writeFileSync(headFile, `${lines.slice(0, -1).join('\n')}\n`);
+    expect(await log.verify({ key, head: await readLastHead(headFile) })).to.include({ ok: true, count: 25 });
+    // A head the verifier kept from its previous run still catches it.
+    expect(await log.verify({ key, head: JSON.parse(lines.at(-1)!) as SignedHead })).to.include({ ok: false });
   });
 
   it('a head that was altered, or signed with another key, does not verify', async () => {
