@@ -7,7 +7,6 @@ import {
   appendHeadsToFile,
   createPostgresAuditLog,
   readLastHead,
-  type PostgresAuditLog,
   type SignedHead,
 } from '../lib/audit-postgres/index.js';
 import { canonicalContent, GENESIS, rowFromContent, rowHash, type AuditRow } from '../lib/audit/chain.js';

@@ -1,7 +1,7 @@
 import { generateKeyPairSync } from 'node:crypto';
 import { expect } from 'chai';
 import pg from 'pg';
-import { createPostgresAuditLog, type PostgresAuditLog } from '../lib/audit-postgres/index.js';
+import { createPostgresAuditLog, type PostgresAuditLog, type SignedHead } from '../lib/audit-postgres/index.js';
 import { canonicalContent, rowFromContent, rowHash } from '../lib/audit/chain.js';
 import { EVENTS } from '../lib/index.js';
 import { DATABASE_URL, testSchema } from './support/postgres.js';
@@ -200,22 +200,32 @@ describe('PostgreSQL audit log: a hash chain that tells what was changed', funct
     expect((await log.verify({ key: hmac })).ok).to.equal(true);
   });
 
-  it('signs checkpoints with Ed25519 too, verified with the public key', async () => {
+  it('signs checkpoints and published heads with Ed25519 too, verified with the public key', async () => {
     const { privateKey, publicKey } = generateKeyPairSync('ed25519');
+    const heads: SignedHead[] = [];
     const ed = createPostgresAuditLog({
       pool,
       schema,
       table: 'ed_audit',
       signingKey: { ed25519: privateKey },
       checkpointEvery: 2,
+      publishHead: async (head) => {
+        heads.push(head);
+      },
     });
     for (let i = 0; i < 5; i += 1)
       await ed.append(EVENTS.subjectTokenCreated, { subject: `user-${i}`, subjectTokenId: `stid_${i}` });
-    expect(await ed.verify({ key: { ed25519: publicKey }, requireCheckpoints: true })).to.deep.equal({
+    expect(heads.map(({ seq, alg }) => ({ seq, alg }))).to.deep.equal([
+      { seq: 2, alg: 'ed25519' },
+      { seq: 4, alg: 'ed25519' },
+    ]);
+    expect(await ed.verify({ key: { ed25519: publicKey }, requireCheckpoints: true, head: heads })).to.deep.equal({
       ok: true,
       count: 5,
       checkpoints: 2,
     });
+    const other = generateKeyPairSync('ed25519').publicKey;
+    expect(await ed.verify({ key: { ed25519: other }, head: heads.at(-1)! })).to.include({ ok: false, seq: 4 });
     await pool.query(`DELETE FROM "${schema}"."ed_audit_checkpoints" WHERE seq = 2`);
     expect(await ed.verify({ key: { ed25519: publicKey }, requireCheckpoints: true })).to.include({
       ok: false,

@@ -15,7 +15,7 @@ export async function publishedHeadOf(value: string): Promise<SignedHead> {
   try {
     return await readLastHead(value);
   } catch (error) {
-    if (error instanceof TypeError) throw new TypeError(`--head: ${error.message}`);
-    throw new TypeError('--head: the head file cannot be read');
+    if (error instanceof TypeError) throw new TypeError(`--head: ${error.message}`, { cause: error });
+    throw new TypeError('--head: the head file cannot be read', { cause: error });
   }
 }
