@@ -17,12 +17,12 @@ import { migrateUnderLock } from '../postgres/migration.js';
 import type { AuditQueryFilter, AuditSink, ImpersonationEvent, ImpersonationEventName } from '../audit.js';
 import {
   canonicalContent,
+  checkSignatures,
   cursorOfSeq,
   GENESIS,
   limitOf,
   rowOf,
   seqOfCursor,
-  checkSignatures,
   walkChain,
   type AuditRow,
   type ChainedRow,
