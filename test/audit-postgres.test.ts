@@ -1,10 +1,7 @@
-import { spawn } from 'node:child_process';
 import { generateKeyPairSync } from 'node:crypto';
-import { once } from 'node:events';
-import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
 import pg from 'pg';
-import { createPostgresAuditLog, type PostgresAuditLog } from '../lib/audit-postgres/index.js';
+import { createPostgresAuditLog, type PostgresAuditLog, type SignedHead } from '../lib/audit-postgres/index.js';
 import { canonicalContent, rowFromContent, rowHash } from '../lib/audit/chain.js';
 import { EVENTS } from '../lib/index.js';
 import { DATABASE_URL, testSchema } from './support/postgres.js';
@@ -19,6 +16,7 @@ import {
 } from './support/provider.js';
 import { ACCESS_TOKEN, exchange, managementRequest, m2mToken, subjectToken, userAccessToken } from './support/http.js';
 import { TcpRelay } from './support/relay.js';
+import { runCli } from './support/cli.js';
 
 const TABLE = 'impersonation_audit';
 
@@ -217,22 +215,32 @@ describe('PostgreSQL audit log: a hash chain that tells what was changed', funct
     expect((await log.verify({ key: hmac })).ok).to.equal(true);
   });
 
-  it('signs checkpoints with Ed25519 too, verified with the public key', async () => {
+  it('signs checkpoints and published heads with Ed25519 too, verified with the public key', async () => {
     const { privateKey, publicKey } = generateKeyPairSync('ed25519');
+    const heads: SignedHead[] = [];
     const ed = createPostgresAuditLog({
       pool,
       schema,
       table: 'ed_audit',
       signingKey: { ed25519: privateKey },
       checkpointEvery: 2,
+      publishHead: async (head) => {
+        heads.push(head);
+      },
     });
     for (let i = 0; i < 5; i += 1)
       await ed.append(EVENTS.subjectTokenCreated, { subject: `user-${i}`, subjectTokenId: `stid_${i}` });
-    expect(await ed.verify({ key: { ed25519: publicKey }, requireCheckpoints: true })).to.deep.equal({
+    expect(heads.map(({ seq, alg }) => ({ seq, alg }))).to.deep.equal([
+      { seq: 2, alg: 'ed25519' },
+      { seq: 4, alg: 'ed25519' },
+    ]);
+    expect(await ed.verify({ key: { ed25519: publicKey }, requireCheckpoints: true, head: heads })).to.deep.equal({
       ok: true,
       count: 5,
       checkpoints: 2,
     });
+    const other = generateKeyPairSync('ed25519').publicKey;
+    expect(await ed.verify({ key: { ed25519: other }, head: heads.at(-1)! })).to.include({ ok: false, seq: 4 });
     await pool.query(`DELETE FROM "${schema}"."ed_audit_checkpoints" WHERE seq = 2`);
     expect(await ed.verify({ key: { ed25519: publicKey }, requireCheckpoints: true })).to.include({
       ok: false,
@@ -353,21 +361,7 @@ describe('PostgreSQL audit log: PostgreSQL unreachable', function () {
 describe('the command: audit verify and audit export', function () {
   this.timeout(30_000);
 
-  async function run(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-    const child = spawn(process.execPath, [fileURLToPath(new URL('../lib/cli/main.js', import.meta.url)), ...args], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk: Buffer) => {
-      stdout += chunk.toString();
-    });
-    child.stderr.on('data', (chunk: Buffer) => {
-      stderr += chunk.toString();
-    });
-    const [code] = (await once(child, 'exit')) as [number | null];
-    return { code, stdout, stderr };
-  }
+  const run = (args: string[]) => runCli(args, { AUDIT_KEY: 'k' });
 
   it('prints ok with the count and exits 0, names the first bad row and exits 1; exports JSON lines and CSV', async () => {
     const schema = await testSchema();
@@ -384,7 +378,7 @@ describe('the command: audit verify and audit export', function () {
       });
     const base = ['audit', 'verify', '--database-url', DATABASE_URL, '--schema', schema];
     expect(await run(base)).to.include({ code: 0, stdout: 'ok: 4 rows verified\n' });
-    expect(await run([...base, '--key', 'hmac:k', '--require-checkpoints', '2'])).to.include({
+    expect(await run([...base, '--key', 'hmac-env:AUDIT_KEY', '--require-checkpoints', '2'])).to.include({
       code: 0,
       stdout: 'ok: 4 rows verified, 2 signed checkpoints\n',
     });

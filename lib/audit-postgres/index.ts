@@ -9,22 +9,15 @@
  * arrive together are committed together (group commit). With a key,
  * every `checkpointEvery` rows a signed checkpoint (HMAC-SHA-256 or Ed25519)
  * pins the chain, so that even rewriting every row from some point on, hashes
- * included, is detected.
+ * included, is detected; with `publishHead`, each checkpoint's signed head also
+ * leaves the database, so that a chain cut back below it is detected too.
  */
-import {
-  createHmac,
-  createPrivateKey,
-  createPublicKey,
-  sign,
-  timingSafeEqual,
-  verify as verifySignature,
-  type KeyObject,
-} from 'node:crypto';
 import pg from 'pg';
 import { migrateUnderLock } from '../postgres/migration.js';
 import type { AuditQueryFilter, AuditSink, ImpersonationEvent, ImpersonationEventName } from '../audit.js';
 import {
   canonicalContent,
+  checkSignatures,
   cursorOfSeq,
   GENESIS,
   limitOf,
@@ -33,8 +26,11 @@ import {
   walkChain,
   type AuditRow,
   type ChainedRow,
+  type SignatureCheck,
   type VerifyResult,
 } from '../audit/chain.js';
+import { signHead, type HeadPublisher, type SignedHead } from '../audit/head.js';
+import { checkpointText, signerOf, type SigningKey, type VerificationKey } from '../audit/signing.js';
 
 export interface PostgresAuditLogOptions {
   /** A pool you own (the log never ends it), or a connection string for a pool of its own. */
@@ -55,13 +51,34 @@ export interface PostgresAuditLogOptions {
   signingKey?: SigningKey;
   /** Default 100. */
   checkpointEvery?: number;
+  /**
+   * Needs `signingKey`. Called with the signed head at each checkpoint, after its
+   * rows are committed; the append resolves only once it resolves. A rejection
+   * fails the append as a failed write does (see `failClosed`). Publish where the
+   * database's administrator cannot rewrite: `appendHeadsToFile(path)` on the
+   * provider's host, or a service of your own.
+   */
+  publishHead?: HeadPublisher;
 }
 
-export type SigningKey = { hmac: string | Buffer } | { ed25519: string | KeyObject };
-/** What verifies checkpoints: the HMAC secret, or the Ed25519 public (or private) key. */
-export type VerificationKey = { hmac: string | Buffer } | { ed25519: string | KeyObject };
+export type { SigningKey, VerificationKey } from '../audit/signing.js';
+export type { HeadPublisher, SignedHead } from '../audit/head.js';
+export { appendHeadsToFile, readLastHead } from '../audit/head-file.js';
 
 export type { VerifyResult } from '../audit/chain.js';
+
+export interface VerifyOptions {
+  /** Checks the signed checkpoints, and the heads given. */
+  key?: VerificationKey;
+  /** Every multiple of `checkpointEvery` up to the chain's length must have its checkpoint. */
+  requireCheckpoints?: boolean;
+  /**
+   * The last head published (or several): the chain must still reach it with
+   * the hash it pins. Without one, rows removed from the end with the head row
+   * moved back are not detected. Needs `key`.
+   */
+  head?: SignedHead | readonly SignedHead[];
+}
 
 /** `since` inclusive, `until` exclusive; `limit` default 50, at most 500; `cursor` from a previous page's `nextCursor`. */
 export type AuditQuery = AuditQueryFilter;
@@ -74,8 +91,8 @@ export interface AuditEntry extends AuditRow {
 export interface PostgresAuditLog extends AuditSink {
   /** Creates the tables and the append function if they are missing; safe to run from several instances at once. */
   migrate(): Promise<void>;
-  /** Walks the whole chain; with a key, checks the checkpoints too. */
-  verify(options?: { key?: VerificationKey; requireCheckpoints?: boolean }): Promise<VerifyResult>;
+  /** Walks the whole chain; with a key, checks the checkpoints and the published heads given too. */
+  verify(options?: VerifyOptions): Promise<VerifyResult>;
   /** Newest first. */
   query(filter?: AuditQuery): Promise<{ items: AuditEntry[]; nextCursor: string | null }>;
   /** Appends that failed in best-effort mode. */
@@ -111,6 +128,11 @@ export function createPostgresAuditLog(options: PostgresAuditLogOptions): Postgr
     throw new TypeError('createPostgresAuditLog: checkpointEvery must be a positive integer');
   const signer = options.signingKey ? signerOf(options.signingKey) : undefined;
   const failClosed = options.failClosed ?? true;
+  if (options.publishHead !== undefined && (typeof options.publishHead !== 'function' || !signer))
+    throw new TypeError('createPostgresAuditLog: publishHead is a function, and needs signingKey');
+  const publishHead = options.publishHead
+    ? (seq: string, hash: string) => options.publishHead!(signHead(signer!, Number(seq), hash))
+    : undefined;
 
   const owned = !options.pool;
   const pool =
@@ -168,6 +190,7 @@ export function createPostgresAuditLog(options: PostgresAuditLogOptions): Postgr
         `INSERT INTO ${names.checkpoints} (seq, hash, key_id, signature) VALUES ($1, $2, $3, $4) ON CONFLICT (seq) DO NOTHING`,
         [seq, hash, signer.kind, signer.sign(checkpointText(seq, hash))],
       );
+      await publishHead?.(seq, hash);
     }
   }
 
@@ -192,12 +215,18 @@ export function createPostgresAuditLog(options: PostgresAuditLogOptions): Postgr
       return failures;
     },
     verify: async (verifyOptions = {}) => {
+      const heads = verifyOptions.head === undefined ? [] : [verifyOptions.head].flat();
+      if (heads.length && !verifyOptions.key) throw new TypeError('verify: a published head is checked with the key');
       await migrate();
       return verifyChain(
         pool,
         names,
-        verifyOptions.key,
-        verifyOptions.requireCheckpoints ? checkpointEvery : undefined,
+        verifyOptions.key && {
+          key: verifyOptions.key,
+          heads,
+          checkpointEvery,
+          requireCheckpoints: verifyOptions.requireCheckpoints ?? false,
+        },
       );
     },
     query: async (filter = {}) => {
@@ -353,14 +382,13 @@ async function* storedBatches(pool: pg.Pool, names: Names): AsyncGenerator<Chain
 }
 
 /**
- * Walks the chain in order (see `walkChain`), then, with a key, every
- * checkpoint's signature, and its hash that of its row.
+ * Walks the chain in order (see `walkChain`), then, with a key, what it
+ * signed (see `checkSignatures`).
  */
 async function verifyChain(
   pool: pg.Pool,
   names: Names,
-  key: VerificationKey | undefined,
-  requireEvery: number | undefined,
+  signatures: Omit<SignatureCheck, 'checkpoints'> | undefined,
 ): Promise<VerifyResult> {
   const walk = await walkChain(
     storedBatches(pool, names),
@@ -370,40 +398,15 @@ async function verifyChain(
       } = await pool.query<{ seq: string; hash: string }>(`SELECT seq, hash FROM ${names.head} WHERE id = 1`);
       return head ? { seq: Number(head.seq), hash: head.hash } : undefined;
     },
-    key !== undefined,
+    signatures !== undefined,
   );
   if (!walk.ok) return walk;
-  const { count, hashes } = walk;
-  let checkpoints = 0;
-  if (key) {
-    const verifier = verifierOf(key);
-    const { rows } = await pool.query<{ seq: string; hash: string; signature: string }>(
-      `SELECT seq, hash, signature FROM ${names.checkpoints} ORDER BY seq`,
-    );
-    const signed = new Set<number>();
-    for (const checkpoint of rows) {
-      const seq = Number(checkpoint.seq);
-      if (!verifier(checkpointText(checkpoint.seq, checkpoint.hash), checkpoint.signature)) {
-        return { ok: false, count, seq, problem: "its checkpoint's signature does not verify" };
-      }
-      if (seq > count || hashes.get(seq) !== checkpoint.hash) {
-        return {
-          ok: false,
-          count,
-          seq,
-          problem: 'the chain was rewritten up to here: its hash is not the one its signed checkpoint pins',
-        };
-      }
-      signed.add(seq);
-      checkpoints += 1;
-    }
-    if (requireEvery) {
-      for (let seq = requireEvery; seq <= count; seq += requireEvery) {
-        if (!signed.has(seq)) return { ok: false, count, seq, problem: 'its signed checkpoint is missing' };
-      }
-    }
-  }
-  return { ok: true, count, checkpoints };
+  if (!signatures) return { ok: true, count: walk.count, checkpoints: 0 };
+  const { rows } = await pool.query<{ seq: string; hash: string; signature: string }>(
+    `SELECT seq, hash, signature FROM ${names.checkpoints} ORDER BY seq`,
+  );
+  const checkpoints = rows.map((row) => ({ seq: Number(row.seq), hash: row.hash, signature: row.signature }));
+  return checkSignatures(walk, { ...signatures, checkpoints });
 }
 
 async function queryTrail(
@@ -434,30 +437,4 @@ async function queryTrail(
   const items = rows.map((stored) => ({ seq: Number(stored.seq), hash: stored.hash, ...rowOfStored(stored) }));
   const last = items.at(-1);
   return { items, nextCursor: items.length === limit && last ? cursorOfSeq(last.seq) : null };
-}
-
-function checkpointText(seq: string | number, hash: string): string {
-  return `impersonation-audit-checkpoint:${seq}:${hash}`;
-}
-
-function signerOf(key: SigningKey): { kind: string; sign(text: string): string } {
-  if ('hmac' in key)
-    return { kind: 'hmac-sha256', sign: (text) => createHmac('sha256', key.hmac).update(text).digest('base64url') };
-  const privateKey = typeof key.ed25519 === 'string' ? createPrivateKey(key.ed25519) : key.ed25519;
-  if (privateKey.asymmetricKeyType !== 'ed25519' || privateKey.type !== 'private')
-    throw new TypeError('signingKey.ed25519 must be an Ed25519 private key');
-  return { kind: 'ed25519', sign: (text) => sign(null, Buffer.from(text), privateKey).toString('base64url') };
-}
-
-function verifierOf(key: VerificationKey): (text: string, signature: string) => boolean {
-  if ('hmac' in key) {
-    return (text, signature) => {
-      const expected = createHmac('sha256', key.hmac).update(text).digest();
-      const given = Buffer.from(signature, 'base64url');
-      return given.length === expected.length && timingSafeEqual(given, expected);
-    };
-  }
-  const given = key.ed25519;
-  const publicKey = typeof given !== 'string' && given.type === 'public' ? given : createPublicKey(given);
-  return (text, signature) => verifySignature(null, Buffer.from(text), publicKey, Buffer.from(signature, 'base64url'));
 }

@@ -1,5 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { ImpersonationEvent, ImpersonationEventName } from '../audit.js';
+import { headSignatureVerifies, type SignedHead } from './head.js';
+import { checkpointText, verifierOf, type VerificationKey } from './signing.js';
 
 /** The hash the chain starts from: the `prev_hash` of row 1. */
 export const GENESIS = '0'.repeat(64);
@@ -161,6 +163,71 @@ export async function walkChain(
     };
   }
   return { ok: true, count, lastHash: previousHash, hashes };
+}
+
+/** A signed checkpoint as a store keeps it beside the rows. */
+export interface StoredCheckpoint {
+  seq: number;
+  hash: string;
+  signature: string;
+}
+
+export interface SignatureCheck {
+  key: VerificationKey;
+  /** Every checkpoint the store holds, in ascending order. */
+  checkpoints: readonly StoredCheckpoint[];
+  /** Heads published outside the store (the last one is enough); each must be in the chain. */
+  heads: readonly SignedHead[];
+  /** The log's `checkpointEvery`: a chain at least this long without a checkpoint fails. */
+  checkpointEvery: number;
+  /** Every multiple of `checkpointEvery` up to the chain's length must have its checkpoint. */
+  requireCheckpoints: boolean;
+}
+
+/**
+ * After a walk that found the rows consistent, checks what the key signed:
+ * every checkpoint's signature and hash; every published head's signature,
+ * and that the chain still reaches it with the hash it pins (a chain cut back
+ * below a published head, or rewritten up to it, fails); and that a chain long
+ * enough to have checkpoints has them. The memory and PostgreSQL logs share it.
+ */
+export function checkSignatures(walk: Extract<ChainWalk, { ok: true }>, check: SignatureCheck): VerifyResult {
+  const { count, hashes } = walk;
+  const fail = (seq: number, problem: string) => ({ ok: false as const, count, seq, problem });
+  const verifier = verifierOf(check.key);
+  for (const head of check.heads) {
+    if (!headSignatureVerifies(verifier, head))
+      return fail(head.seq, 'the published head given does not verify with this key');
+    if (head.seq > count)
+      return fail(
+        count + 1,
+        `the chain ends before its published head at row ${head.seq} (rows were removed from the end)`,
+      );
+    if (hashes.get(head.seq) !== head.hash)
+      return fail(head.seq, 'the chain was rewritten up to here: its hash is not the one its published head pins');
+  }
+  const signed = new Set<number>();
+  for (const checkpoint of check.checkpoints) {
+    if (!verifier.verify(checkpointText(checkpoint.seq, checkpoint.hash), checkpoint.signature))
+      return fail(checkpoint.seq, "its checkpoint's signature does not verify");
+    if (checkpoint.seq > count || hashes.get(checkpoint.seq) !== checkpoint.hash)
+      return fail(
+        checkpoint.seq,
+        'the chain was rewritten up to here: its hash is not the one its signed checkpoint pins',
+      );
+    signed.add(checkpoint.seq);
+  }
+  if (signed.size === 0 && count >= check.checkpointEvery)
+    return fail(
+      check.checkpointEvery,
+      `no signed checkpoint in a chain of ${count} rows (they were deleted, or the log does not sign)`,
+    );
+  if (check.requireCheckpoints) {
+    for (let seq = check.checkpointEvery; seq <= count; seq += check.checkpointEvery) {
+      if (!signed.has(seq)) return fail(seq, 'its signed checkpoint is missing');
+    }
+  }
+  return { ok: true, count, checkpoints: signed.size };
 }
 
 /** Paging cursors of a trail: the number of the last row of the page, base64url. */

@@ -3,34 +3,29 @@
  * `oidc-provider-impersonation audit verify|export`: checks or exports the
  * PostgreSQL audit trail, for operators and auditors. Needs `pg` installed.
  */
-import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { createPostgresAuditLog, type VerificationKey } from '../audit-postgres/index.js';
+import { createPostgresAuditLog } from '../audit-postgres/index.js';
 import { exportTrail } from '../audit-postgres/export.js';
+import { publishedHeadOf } from './head.js';
+import { verificationKeyOf } from './key.js';
 
 const USAGE = `usage:
-  oidc-provider-impersonation audit verify --database-url URL [--schema S] [--table T] [--key hmac:SECRET | --key ed25519:PUBLIC_KEY.pem] [--require-checkpoints N]
+  oidc-provider-impersonation audit verify --database-url URL [--schema S] [--table T]
+      [--key hmac-file:PATH | --key hmac-env:VARIABLE | --key ed25519:PUBLIC_KEY.pem]
+      [--head HEADS_FILE | --head '{"seq":…}'] [--require-checkpoints N]
   oidc-provider-impersonation audit export --database-url URL [--schema S] [--table T] [--since TIME] [--until TIME] [--format jsonl|csv]`;
 
 async function main(argv: string[]): Promise<number> {
   const [group, command, ...rest] = argv;
+  if (argv.length === 1 && (group === '--help' || group === '-h')) {
+    process.stdout.write(`${USAGE}\n`);
+    return 0;
+  }
   if (group !== 'audit' || (command !== 'verify' && command !== 'export')) {
     process.stderr.write(`${USAGE}\n`);
     return 2;
   }
-  const { values } = parseArgs({
-    args: rest,
-    options: {
-      'database-url': { type: 'string' },
-      schema: { type: 'string' },
-      table: { type: 'string' },
-      key: { type: 'string' },
-      'require-checkpoints': { type: 'string' },
-      since: { type: 'string' },
-      until: { type: 'string' },
-      format: { type: 'string', default: 'jsonl' },
-    },
-  });
+  const { values } = parseArgsQuietly(rest);
   const connectionString = values['database-url'] ?? process.env['DATABASE_URL'];
   if (!connectionString) {
     process.stderr.write(`--database-url (or DATABASE_URL) is required\n${USAGE}\n`);
@@ -49,8 +44,17 @@ async function main(argv: string[]): Promise<number> {
   });
   try {
     if (command === 'verify') {
+      const key = values.key === undefined ? undefined : verificationKeyOf(values.key);
+      const heads = await Promise.all((values.head ?? []).map(publishedHeadOf));
+      if (heads.length && !key) {
+        process.stderr.write('--head needs --key: a published head is checked with the key\n');
+        return 2;
+      }
+      if (key && !heads.length)
+        process.stderr.write('note: without --head, rows removed from the end of the chain are not detected\n');
       const result = await log.verify({
-        ...(values.key ? { key: keyOf(values.key) } : {}),
+        ...(key ? { key } : {}),
+        ...(heads.length ? { head: heads } : {}),
         requireCheckpoints: every !== undefined,
       });
       if (result.ok) {
@@ -84,13 +88,28 @@ async function main(argv: string[]): Promise<number> {
   }
 }
 
-function keyOf(value: string): VerificationKey {
-  const separator = value.indexOf(':');
-  const kind = value.slice(0, separator);
-  const material = value.slice(separator + 1);
-  if (kind === 'hmac' && material) return { hmac: material };
-  if (kind === 'ed25519' && material) return { ed25519: readFileSync(material, 'utf8') };
-  throw new TypeError('--key must be hmac:SECRET or ed25519:PATH_TO_PUBLIC_KEY.pem');
+function parseArgsQuietly(args: string[]) {
+  try {
+    return parseArgs({
+      args,
+      options: {
+        'database-url': { type: 'string' },
+        schema: { type: 'string' },
+        table: { type: 'string' },
+        key: { type: 'string' },
+        head: { type: 'string', multiple: true },
+        'require-checkpoints': { type: 'string' },
+        since: { type: 'string' },
+        until: { type: 'string' },
+        format: { type: 'string', default: 'jsonl' },
+      },
+    });
+  } catch (error) {
+    // Node's message repeats a stray argument, which may be a secret typed in the wrong place.
+    if ((error as { code?: string }).code === 'ERR_PARSE_ARGS_UNEXPECTED_POSITIONAL')
+      throw new TypeError('an argument without its option: each value follows its --option', { cause: error });
+    throw error;
+  }
 }
 
 function timeOf(name: string, value: string | undefined): Date | undefined {

@@ -1,0 +1,43 @@
+/**
+ * Published heads kept in a file, one JSON line each: appended (O_APPEND),
+ * flushed to disk before the append that made the head resolves, and read back
+ * by the verifier. The file belongs outside the database's reach: on the
+ * provider's host with the append-only attribute (`chattr +a`), or shipped
+ * from there to a log service or write-once storage.
+ */
+import { open, readFile } from 'node:fs/promises';
+import { headOf, type HeadPublisher, type SignedHead } from './head.js';
+
+export function appendHeadsToFile(path: string): HeadPublisher {
+  if (typeof path !== 'string' || !path) throw new TypeError('appendHeadsToFile: path must be a file path');
+  // One write at a time, so that lines never interleave and the file's order is the order of publication.
+  let last: Promise<void> = Promise.resolve();
+  return (head) => {
+    const line = `${JSON.stringify(head)}\n`;
+    const written = last.then(async () => {
+      const file = await open(path, 'a', 0o644);
+      try {
+        await file.appendFile(line, 'utf8');
+        await file.sync();
+      } finally {
+        await file.close();
+      }
+    });
+    last = written.catch(() => {});
+    return written;
+  };
+}
+
+/** The last head of a file that `appendHeadsToFile` wrote. */
+export async function readLastHead(path: string): Promise<SignedHead> {
+  const lines = (await readFile(path, 'utf8')).split('\n').filter((line) => line.trim());
+  const lastLine = lines.at(-1);
+  if (lastLine === undefined) throw new TypeError('the head file holds no head');
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(lastLine);
+  } catch {
+    throw new TypeError('the last line of the head file is not JSON');
+  }
+  return headOf(parsed);
+}

@@ -1,0 +1,65 @@
+/**
+ * The signatures of the trail: checkpoints kept beside the rows, and heads
+ * published outside the database. HMAC-SHA-256 with a shared secret, or
+ * Ed25519 (signed with the private key, verified with the public one).
+ */
+import {
+  createHmac,
+  createPrivateKey,
+  createPublicKey,
+  sign,
+  timingSafeEqual,
+  verify as verifySignature,
+  type KeyObject,
+} from 'node:crypto';
+
+export type SigningKey = { hmac: string | Buffer } | { ed25519: string | KeyObject };
+/** What verifies checkpoints and heads: the HMAC secret, or the Ed25519 public (or private) key. */
+export type VerificationKey = { hmac: string | Buffer } | { ed25519: string | KeyObject };
+
+export type SignatureAlgorithm = 'hmac-sha256' | 'ed25519';
+
+export interface Signer {
+  kind: SignatureAlgorithm;
+  sign(text: string): string;
+}
+
+export interface Verifier {
+  kind: SignatureAlgorithm;
+  verify(text: string, signature: string): boolean;
+}
+
+/** What a checkpoint's signature covers: the row number and the chain's hash there. */
+export function checkpointText(seq: string | number, hash: string): string {
+  return `impersonation-audit-checkpoint:${seq}:${hash}`;
+}
+
+export function signerOf(key: SigningKey): Signer {
+  if ('hmac' in key)
+    return { kind: 'hmac-sha256', sign: (text) => createHmac('sha256', key.hmac).update(text).digest('base64url') };
+  const privateKey = typeof key.ed25519 === 'string' ? createPrivateKey(key.ed25519) : key.ed25519;
+  if (privateKey.asymmetricKeyType !== 'ed25519' || privateKey.type !== 'private')
+    throw new TypeError('signingKey.ed25519 must be an Ed25519 private key');
+  return { kind: 'ed25519', sign: (text) => sign(null, Buffer.from(text), privateKey).toString('base64url') };
+}
+
+export function verifierOf(key: VerificationKey): Verifier {
+  if ('hmac' in key) {
+    return {
+      kind: 'hmac-sha256',
+      verify: (text, signature) => {
+        const expected = createHmac('sha256', key.hmac).update(text).digest();
+        const given = Buffer.from(signature, 'base64url');
+        return given.length === expected.length && timingSafeEqual(given, expected);
+      },
+    };
+  }
+  const given = key.ed25519;
+  const publicKey = typeof given !== 'string' && given.type === 'public' ? given : createPublicKey(given);
+  if (publicKey.asymmetricKeyType !== 'ed25519') throw new TypeError('the verification key is not an Ed25519 key');
+  return {
+    kind: 'ed25519',
+    verify: (text, signature) =>
+      verifySignature(null, Buffer.from(text), publicKey, Buffer.from(signature, 'base64url')),
+  };
+}

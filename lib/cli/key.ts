@@ -1,0 +1,46 @@
+/**
+ * The verification key of `audit verify`, named by where it is, never given
+ * inline: a command line is readable by every user of the machine (`ps`,
+ * /proc/PID/cmdline), a file or an environment variable only by its owner.
+ */
+import { readFileSync } from 'node:fs';
+import type { VerificationKey } from '../audit/signing.js';
+
+export const KEY_FORMS = '--key hmac-file:PATH, --key hmac-env:VARIABLE or --key ed25519:PUBLIC_KEY.pem';
+
+/** Messages name the form and the place, never the key. */
+export function verificationKeyOf(spec: string, env: NodeJS.ProcessEnv = process.env): VerificationKey {
+  const separator = spec.indexOf(':');
+  const kind = separator < 0 ? '' : spec.slice(0, separator);
+  const place = spec.slice(separator + 1);
+  if (kind === 'hmac')
+    throw new TypeError(
+      `--key hmac:SECRET is refused: a secret on the command line is visible to every user of this machine; use ${KEY_FORMS}`,
+    );
+  if (!place) throw new TypeError(`--key must be one of ${KEY_FORMS}`);
+  if (kind === 'hmac-file') {
+    let text: string;
+    try {
+      text = readFileSync(place, 'utf8');
+    } catch {
+      throw new TypeError('--key hmac-file: the key file cannot be read');
+    }
+    // A trailing newline is the editor's, not the key's.
+    const secret = text.replace(/\r?\n$/, '');
+    if (!secret) throw new TypeError('--key hmac-file: the key file is empty');
+    return { hmac: secret };
+  }
+  if (kind === 'hmac-env') {
+    const secret = env[place];
+    if (!secret) throw new TypeError('--key hmac-env: that environment variable is not set or empty');
+    return { hmac: secret };
+  }
+  if (kind === 'ed25519') {
+    try {
+      return { ed25519: readFileSync(place, 'utf8') };
+    } catch {
+      throw new TypeError('--key ed25519: the public key file cannot be read');
+    }
+  }
+  throw new TypeError(`--key must be one of ${KEY_FORMS}`);
+}
