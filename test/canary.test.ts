@@ -300,6 +300,15 @@ describe('canary: no token value or secret leaves its place', function () {
     await logout(tp, signedIn.cookies);
     await new Promise((resolve) => setTimeout(resolve, 300));
     canary.response('revocation feed', await http(tp, 'GET', '/api/impersonations/revocations'));
+    const firstPage = canary.response(
+      'revocation feed page',
+      await http(tp, 'GET', '/api/impersonations/revocations?limit=1'),
+    );
+    canary.response(
+      'revocation feed next page',
+      await http(tp, 'GET', `/api/impersonations/revocations?limit=1&cursor=${firstPage.body['nextCursor'] as string}`),
+    );
+    canary.response('revocation feed bad limit', await http(tp, 'GET', '/api/impersonations/revocations?limit=0'));
     for (const token of started) canary.secret(token);
     const names = new Set(canary.sinks.map((sink) => sink.label));
     for (const name of [
