@@ -292,4 +292,22 @@ describe('resource-server helper: freshness counts from the start of a read, ove
     }
     expect(requests.length).to.be.at.least(2);
   });
+
+  it('close() abandons a read in flight', async () => {
+    const closing = createImpersonationVerifier({
+      issuer: tp.issuer,
+      audience: API,
+      revocationsUri: relay.url,
+      maxStaleness: 10_000,
+      timeout: 10_000,
+    });
+    const started = Date.now();
+    setTimeout(() => closing.close(), SLOW_PAGE / 2);
+    const first = await closing.ready().then(
+      () => 'read',
+      (error: Error) => error.name,
+    );
+    expect(first).to.equal('AbortError');
+    expect(Date.now() - started).to.be.below(SLOW_PAGE);
+  });
 });
