@@ -4,12 +4,13 @@
  * sees who from support accessed their account, when and why, from the audit
  * trail, with the changes made while acting as them. Newest first.
  */
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import type Router from '@koa/router';
 import type Koa from 'koa';
 import { LRUCache } from 'lru-cache';
 import { activityLines, type ChangeRecord, type TrailEvent } from './activity.js';
 import { basic, escapeHtml, HttpError, jsonOf, page } from './http.js';
+import type { PendingSignIns } from './pending-sign-ins.js';
 import { CLIENTS, type DemoSecrets, type DemoUser } from './seed.js';
 
 export interface AccountOptions {
@@ -23,6 +24,8 @@ export interface AccountOptions {
   /** The audit trail's rows about this subject, newest first. */
   trailOf(subject: string): Promise<TrailEvent[]>;
   changesOf(customer: string): ChangeRecord[];
+  /** Sign-ins in progress: unauthenticated, so kept apart from signed-in sessions, bounded, never evicted. */
+  pending: PendingSignIns;
 }
 
 interface AccountSession {
@@ -36,8 +39,7 @@ const SESSION_TTL = 60 * 60_000;
 
 export function accountRoutes(router: Router, options: AccountOptions): void {
   const redirectUri = `${options.url}/account/callback`;
-  // Sign-ins in progress are unauthenticated: they live in a cache of their own, apart from signed-in sessions.
-  const pending = new LRUCache<string, { verifier: string }>({ max: 10_000, ttl: 10 * 60_000 });
+  const { pending } = options;
   const sessions = new LRUCache<string, AccountSession>({ max: 10_000, ttl: SESSION_TTL });
 
   router.get('/account', async (ctx) => {
@@ -70,9 +72,7 @@ ${
   });
 
   router.get('/account/login', (ctx) => {
-    const state = randomBytes(16).toString('base64url');
-    const verifier = randomBytes(32).toString('base64url');
-    pending.set(state, { verifier });
+    const { state, codeChallenge } = pending.start();
     ctx.cookies.set(STATE_COOKIE, state, { httpOnly: true, sameSite: 'lax', path: '/account', overwrite: true });
     const target = new URL(options.endpoints.authorization);
     target.search = new URLSearchParams({
@@ -81,7 +81,7 @@ ${
       scope: 'openid profile',
       redirect_uri: redirectUri,
       state,
-      code_challenge: createHash('sha256').update(verifier).digest('base64url'),
+      code_challenge: codeChallenge,
       code_challenge_method: 'S256',
       // A shared computer: whoever is signed in at the identity service, the customer signs in here themselves.
       prompt: 'login',
@@ -92,12 +92,11 @@ ${
   router.get('/account/callback', async (ctx) => {
     noStore(ctx);
     const state = typeof ctx.query['state'] === 'string' ? ctx.query['state'] : '';
-    const started = pending.get(state);
-    pending.delete(state);
+    const verifier = pending.take(state);
     if (typeof ctx.query['error'] === 'string') {
       throw new HttpError(400, ctx.query['error'], String(ctx.query['error_description'] ?? 'the sign-in failed'));
     }
-    if (!started || ctx.cookies.get(STATE_COOKIE) !== state || typeof ctx.query['code'] !== 'string') {
+    if (!verifier || ctx.cookies.get(STATE_COOKIE) !== state || typeof ctx.query['code'] !== 'string') {
       throw new HttpError(400, 'invalid_request', 'this sign-in is unknown or expired; start again at /account');
     }
     const response = await options.call(options.endpoints.token, {
@@ -110,7 +109,7 @@ ${
         grant_type: 'authorization_code',
         code: ctx.query['code'],
         redirect_uri: redirectUri,
-        code_verifier: started.verifier,
+        code_verifier: verifier,
       }),
     });
     const tokens = await jsonOf(response);

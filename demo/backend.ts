@@ -2,7 +2,6 @@
  * The integrator's backend of the demo (spec 4.1), the support console it
  * serves, and a demo resource API for https://api.example.com.
  */
-import { createHash, randomBytes } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import type http from 'node:http';
 import Router from '@koa/router';
@@ -16,6 +15,7 @@ import type { Actor } from './actor.js';
 import { CUSTOMER_EVENTS, type TrailEvent } from './activity.js';
 import { customerRoutes } from './customer-api.js';
 import { M2mTokenCache } from './m2m-token.js';
+import { PendingSignIns, type PendingSignInLimits } from './pending-sign-ins.js';
 import { createTokenCheck } from './resource-api.js';
 import { stopRoutes, type Management } from './stop-routes.js';
 import { API_RESOURCE, CLIENTS, demoSecrets, type DemoSecrets } from './seed.js';
@@ -44,6 +44,8 @@ export interface BackendOptions {
   secrets?: DemoSecrets;
   /** Bound on every call to the identity service, milliseconds. Default 5000. */
   timeoutMs?: number;
+  /** Bound and lifetime of the sign-ins in progress at `/web/login` and, apart, at `/account/login`. */
+  pendingSignIns?: PendingSignInLimits;
   log?: (line: string) => void;
 }
 
@@ -53,6 +55,8 @@ export interface Backend {
   server: http.Server;
   /** How many M2M tokens were fetched (the rest came from the cache). */
   readonly m2mTokensFetched: number;
+  /** Sign-ins started and not yet back, at `/web/login` and at `/account/login`. */
+  readonly pendingSignIns: { web: number; account: number };
   close(): Promise<void>;
 }
 
@@ -278,7 +282,9 @@ export async function startBackend(options: BackendOptions): Promise<Backend> {
     accountUrl: `${url}/account`,
   };
   const consoleScript = await readFile(new URL('./browser/console.js', import.meta.url), 'utf8');
-  const webLogins = new Map<string, { verifier: string; expires: number }>();
+  // One store per sign-in page: a flood of one cannot refuse sign-ins at the other.
+  const webLogins = new PendingSignIns(options.pendingSignIns);
+  const accountLogins = new PendingSignIns(options.pendingSignIns);
 
   const router = new Router();
 
@@ -354,6 +360,7 @@ export async function startBackend(options: BackendOptions): Promise<Backend> {
     secrets,
     users,
     call,
+    pending: accountLogins,
     changesOf: customers.changesOf,
     // Every access and every stop, page after page: refusals and other rows are not asked for,
     // so no number of them can push an access out of what the customer is shown.
@@ -380,11 +387,7 @@ export async function startBackend(options: BackendOptions): Promise<Backend> {
 
   // The confidential web client: a server-side sign-in that shows the actor token, for the curl walk-through.
   router.get('/web/login', (ctx) => {
-    const state = randomBytes(16).toString('base64url');
-    const verifier = randomBytes(32).toString('base64url');
-    const now = Date.now();
-    for (const [key, entry] of webLogins) if (entry.expires < now) webLogins.delete(key);
-    webLogins.set(state, { verifier, expires: now + 10 * 60_000 });
+    const { state, codeChallenge } = webLogins.start();
     ctx.cookies.set('web_state', state, { httpOnly: true, sameSite: 'lax', path: '/web', overwrite: true });
     const target = new URL(endpoints.authorization);
     target.search = new URLSearchParams({
@@ -393,7 +396,7 @@ export async function startBackend(options: BackendOptions): Promise<Backend> {
       scope: 'openid profile',
       redirect_uri: `${url}/web/callback`,
       state,
-      code_challenge: createHash('sha256').update(verifier).digest('base64url'),
+      code_challenge: codeChallenge,
       code_challenge_method: 'S256',
     }).toString();
     ctx.redirect(target.href);
@@ -402,17 +405,11 @@ export async function startBackend(options: BackendOptions): Promise<Backend> {
   router.get('/web/callback', async (ctx) => {
     ctx.set('Cache-Control', 'no-store');
     const state = typeof ctx.query['state'] === 'string' ? ctx.query['state'] : '';
-    const pending = webLogins.get(state);
-    webLogins.delete(state);
+    const verifier = webLogins.take(state);
     if (typeof ctx.query['error'] === 'string') {
       throw new HttpError(400, ctx.query['error'], String(ctx.query['error_description'] ?? 'the sign-in failed'));
     }
-    if (
-      !pending ||
-      pending.expires < Date.now() ||
-      ctx.cookies.get('web_state') !== state ||
-      typeof ctx.query['code'] !== 'string'
-    ) {
+    if (!verifier || ctx.cookies.get('web_state') !== state || typeof ctx.query['code'] !== 'string') {
       throw new HttpError(400, 'invalid_request', 'this sign-in is unknown or expired; start again at /web/login');
     }
     const response = await call(endpoints.token, {
@@ -425,7 +422,7 @@ export async function startBackend(options: BackendOptions): Promise<Backend> {
         grant_type: 'authorization_code',
         code: ctx.query['code'],
         redirect_uri: `${url}/web/callback`,
-        code_verifier: pending.verifier,
+        code_verifier: verifier,
       }),
     });
     const tokens = await jsonOf(response);
@@ -475,6 +472,9 @@ export async function startBackend(options: BackendOptions): Promise<Backend> {
     server,
     get m2mTokensFetched() {
       return m2m.fetched;
+    },
+    get pendingSignIns() {
+      return { web: webLogins.size, account: accountLogins.size };
     },
     close: () => {
       verifier.close();

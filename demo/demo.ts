@@ -37,7 +37,7 @@ export interface DemoOptions {
   actorMaxAge?: number;
   log?: (line: string) => void;
   /** Overrides for the backend (e.g. a Management API address that is down). */
-  backend?: Partial<Pick<BackendOptions, 'managementUrl' | 'timeoutMs'>>;
+  backend?: Partial<Pick<BackendOptions, 'managementUrl' | 'timeoutMs' | 'pendingSignIns'>>;
 }
 
 export interface Demo {

@@ -300,6 +300,15 @@ describe('canary: no token value or secret leaves its place', function () {
     await logout(tp, signedIn.cookies);
     await new Promise((resolve) => setTimeout(resolve, 300));
     canary.response('revocation feed', await http(tp, 'GET', '/api/impersonations/revocations'));
+    const firstPage = canary.response(
+      'revocation feed page',
+      await http(tp, 'GET', '/api/impersonations/revocations?limit=1'),
+    );
+    canary.response(
+      'revocation feed next page',
+      await http(tp, 'GET', `/api/impersonations/revocations?limit=1&cursor=${firstPage.body['nextCursor'] as string}`),
+    );
+    canary.response('revocation feed bad limit', await http(tp, 'GET', '/api/impersonations/revocations?limit=0'));
     for (const token of started) canary.secret(token);
     const names = new Set(canary.sinks.map((sink) => sink.label));
     for (const name of [
@@ -334,7 +343,12 @@ describe('canary: no token value or secret leaves its place', function () {
     let demo: Demo;
     const lines: string[] = [];
     before(async () => {
-      demo = await startDemo({ identityPort: 0, backendPort: 0, log: (line) => lines.push(line) });
+      demo = await startDemo({
+        identityPort: 0,
+        backendPort: 0,
+        log: (line) => lines.push(line),
+        backend: { pendingSignIns: { max: 2 } },
+      });
     });
     after(() => demo?.close());
 
@@ -412,6 +426,14 @@ describe('canary: no token value or secret leaves its place', function () {
       const html = await account.text();
       expect(html).to.contain('Alice Adams (support) accessed your account on');
       demoCanary.sink('the account page', html);
+      // Sign-ins started and never finished, until the bound refuses one.
+      const started = [];
+      for (let i = 0; i < 3; i += 1) {
+        const response = await demoHttp.request(new demoHttp.CookieJar(), `${demo.backend.url}/web/login`);
+        started.push(`${response.status} ${response.headers.get('location') ?? ''} ${await response.text()}`);
+      }
+      expect(started.map((answer) => answer.slice(0, 3))).to.deep.equal(['302', '302', '503']);
+      for (const [index, answer] of started.entries()) demoCanary.sink(`sign-in started ${index}`, answer);
       for (const row of (demo.auditLog as MemoryAuditLog).rows) demoCanary.sink(`audit row ${row.seq}`, row);
 
       expect(lines.length, 'the demo logged the flow').to.be.above(5);

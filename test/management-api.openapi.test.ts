@@ -343,13 +343,15 @@ describe('Management API: the OpenAPI description matches the running service', 
 
   describe('GET /api/impersonations/revocations', () => {
     const path = '/api/impersonations/revocations';
-    it('200 without credentials, 400 for an unknown parameter', async () => {
+    it('200 without credentials, pages by limit; 400 for an unknown parameter or a bad limit', async () => {
       const feed = await call(tp, 'get', path, path);
       expect(feed.body['revoked']).to.deep.include.members([
         { id: sessionId, expiresAt: (feed.body['revoked'] as Array<{ expiresAt: number }>)[0]!.expiresAt },
       ]);
       expect((await call(tp, 'get', path, `${path}?since=1`)).status).to.equal(400);
       expect((await call(tp, 'get', path, `${path}?cursor=%%%`)).status).to.equal(400);
+      expect((await call(tp, 'get', path, `${path}?limit=1`)).body['revoked']).to.have.length(1);
+      expect((await call(tp, 'get', path, `${path}?limit=1001`)).status).to.equal(400);
     });
   });
 

@@ -251,6 +251,32 @@ describe('impersonation sessions', () => {
       ).to.have.length(1);
     });
 
+    it('pages the revocation feed by limit (1 to 1000) through nextCursor, each stopped session once', async () => {
+      for (let i = 0; i < 2; i += 1) {
+        const { session } = await impersonate();
+        expect((await call(tp, 'DELETE', `${SESSIONS}/${session}`, admin)).status).to.equal(204);
+      }
+      const ids = (body: Record<string, unknown>) =>
+        (body['revoked'] as Array<{ id: string }>).map((entry) => entry.id);
+      const whole = await call(tp, 'GET', `${SESSIONS}/revocations`);
+      expect(whole.body['nextCursor']).to.equal(null);
+      const walked: string[] = [];
+      let cursor: unknown = undefined;
+      do {
+        const query = new URLSearchParams({ limit: '1', ...(typeof cursor === 'string' ? { cursor } : {}) });
+        const page = await call(tp, 'GET', `${SESSIONS}/revocations?${query}`);
+        expect(page.status).to.equal(200);
+        expect(ids(page.body).length).to.be.at.most(1);
+        walked.push(...ids(page.body));
+        cursor = page.body['nextCursor'];
+      } while (typeof cursor === 'string');
+      expect(walked).to.deep.equal(ids(whole.body));
+      expect(walked.length).to.be.at.least(2);
+      for (const limit of ['0', '1001', 'ten', '1.5', '-1']) {
+        expectError(await call(tp, 'GET', `${SESSIONS}/revocations?limit=${limit}`), 400, 'invalid_request', /limit/);
+      }
+    });
+
     it('refuses a revocation body that is not { reason }', async () => {
       const { session } = await impersonate();
       expectError(

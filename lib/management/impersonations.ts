@@ -33,12 +33,13 @@ export function impersonationRoutes(
 
   // Public, as the JWKS is: it lists random ids and only ever makes a resource server refuse more.
   router.get(`${path}/revocations`, async (ctx) => {
-    const after = readCursor(ctx.query['cursor'], new Set(['cursor']), ctx.query);
-    const entries = await storeCall(() => sessions.closedSince(after, MAX_PAGE_OF_REVOCATIONS));
+    const after = readCursor(ctx.query['cursor'], FEED_PARAMETERS, ctx.query);
+    const limit = readLimit(ctx.query['limit'], MAX_PAGE_OF_REVOCATIONS, MAX_PAGE_OF_REVOCATIONS);
+    const entries = await storeCall(() => sessions.closedSince(after, limit));
     const last = entries.at(-1);
     ctx.body = {
       revoked: entries.map((entry) => ({ id: entry.member, expiresAt: Math.ceil(entry.expiresAt / 1000) })),
-      nextCursor: entries.length === MAX_PAGE_OF_REVOCATIONS && last ? cursorOf(last) : null,
+      nextCursor: entries.length === limit && last ? cursorOf(last) : null,
     };
     emit(provider, EVENTS.revocationsServed, { count: entries.length }, ctx);
   });
@@ -109,8 +110,9 @@ export function impersonationRoutes(
   });
 }
 
-/** Revoked ids one feed page lists. */
+/** Revoked ids one feed page lists, at most and by default. */
 const MAX_PAGE_OF_REVOCATIONS = 1000;
+const FEED_PARAMETERS = new Set(['cursor', 'limit']);
 
 async function existing(sessions: SessionStore, id: string) {
   const record = isSessionId(id) ? await storeCall(() => sessions.find(id)) : undefined;
@@ -148,10 +150,10 @@ function readTime(query: Koa.Context['query'], name: 'since' | 'until'): { since
   return { [name]: time };
 }
 
-function readLimit(value: unknown): number {
-  if (value === undefined) return DEFAULT_LIMIT;
-  const limit = typeof value === 'string' && /^[1-9][0-9]{0,2}$/.test(value) ? Number(value) : NaN;
-  if (!(limit >= 1 && limit <= MAX_LIMIT)) throw badRequest(`limit must be an integer from 1 to ${MAX_LIMIT}`);
+function readLimit(value: unknown, fallback = DEFAULT_LIMIT, max = MAX_LIMIT): number {
+  if (value === undefined) return fallback;
+  const limit = typeof value === 'string' && /^[1-9][0-9]{0,3}$/.test(value) ? Number(value) : NaN;
+  if (!(limit >= 1 && limit <= max)) throw badRequest(`limit must be an integer from 1 to ${max}`);
   return limit;
 }
 

@@ -6,6 +6,12 @@
  * request costs a signature check and a Map lookup, never a network call.
  * When the feed cannot be read for longer than `maxStaleness`, impersonation
  * tokens are refused (fail closed); other tokens are not affected.
+ *
+ * How fresh a read is counts from the moment its first page was requested, on
+ * this process's monotonic clock: the feed can only answer with what was
+ * revoked by then (or later), so that moment is a lower bound that needs no
+ * agreement between the two machines' clocks. A revocation made after it may
+ * land on a page already read; it is certain to be seen only by the next read.
  */
 import { createRemoteJWKSet, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose';
 // The record module only: a resource server has no oidc-provider installed.
@@ -24,9 +30,12 @@ export interface ImpersonationVerifierOptions {
   revocationsUri: string | URL;
   /** How often the feed is read, milliseconds. Default 500. */
   refreshInterval?: number;
-  /** Impersonation tokens are refused when the feed was last read longer ago than this, milliseconds. Default 5000. */
+  /**
+   * Impersonation tokens are refused when the last complete read of the feed began longer ago than this,
+   * milliseconds; a whole read (every page) is abandoned once it has taken this long. Default 5000.
+   */
   maxStaleness?: number;
-  /** Bound on one read of the feed, milliseconds. Default 2000. */
+  /** Bound on one request of the feed (one page), milliseconds. Default 2000. */
   timeout?: number;
 }
 
@@ -62,7 +71,10 @@ export interface ImpersonationVerifier {
   ready(): Promise<void>;
   /** Stops reading the feed. */
   close(): void;
-  /** Sessions known revoked, and when the feed was last read (ms since the epoch, 0 before the first read). */
+  /**
+   * Sessions known revoked, when the last complete read of the feed began (ms since the epoch, 0 before
+   * the first), and how many reads failed in a row.
+   */
   readonly state: { revoked: number; refreshedAt: number; failures: number };
 }
 
@@ -77,19 +89,26 @@ export function createImpersonationVerifier(options: ImpersonationVerifierOption
   const feed = new URL(options.revocationsUri);
 
   let revoked = new Map<string, number>();
+  /** When the last complete read began: `performance.now()` for the checks, the wall clock for `state`. */
+  let freshSince = -Infinity;
   let refreshedAt = 0;
   let failures = 0;
   let timer: NodeJS.Timeout | undefined;
   let closed = false;
+  const closing = new AbortController();
 
   async function readFeed(): Promise<void> {
+    const startedAt = performance.now();
+    const startedAtWall = Date.now();
+    // One deadline for every page: a read that ends later than maxStaleness after it began is stale on arrival.
+    const readDeadline = AbortSignal.timeout(maxStaleness);
     const next = new Map<string, number>();
     let cursor: string | null = null;
     do {
       const url = new URL(feed);
       if (cursor) url.searchParams.set('cursor', cursor);
       const response = await fetch(url, {
-        signal: AbortSignal.timeout(timeout),
+        signal: AbortSignal.any([readDeadline, AbortSignal.timeout(timeout), closing.signal]),
         headers: { accept: 'application/json' },
       });
       if (!response.ok) throw new Error(`the revocation feed answered ${response.status}`);
@@ -104,7 +123,8 @@ export function createImpersonationVerifier(options: ImpersonationVerifierOption
       cursor = typeof page.nextCursor === 'string' ? page.nextCursor : null;
     } while (cursor);
     revoked = next;
-    refreshedAt = Date.now();
+    freshSince = startedAt;
+    refreshedAt = startedAtWall;
   }
 
   function schedule(): void {
@@ -149,7 +169,8 @@ export function createImpersonationVerifier(options: ImpersonationVerifierOption
       if (sessionId !== undefined) {
         if (typeof sessionId !== 'string')
           throw new ImpersonationTokenError('invalid_token', 'the impersonation session claim is malformed');
-        if (Date.now() - refreshedAt > maxStaleness) {
+        // Checked against the read that last completed: one still in flight proves nothing yet.
+        if (performance.now() - freshSince > maxStaleness) {
           throw new ImpersonationTokenError(
             'revocations_unavailable',
             'revocations of impersonation sessions cannot be read; retry shortly',
@@ -172,6 +193,7 @@ export function createImpersonationVerifier(options: ImpersonationVerifierOption
     close() {
       closed = true;
       clearTimeout(timer);
+      closing.abort();
     },
     get state() {
       return { revoked: revoked.size, refreshedAt, failures };
