@@ -1,28 +1,15 @@
 import { expect } from 'chai';
 import { createMemoryAdapter } from '../lib/index.js';
 import type { ImpersonationAdapter, IndexEntry } from '../lib/adapters/contract.js';
-import { assertRedisReachable, redisTestAdapter } from './support/adapter.js';
-import { postgresTestAdapter } from './support/postgres-adapter.js';
+import { ADAPTERS } from './support/adapters.js';
 
 // The contract the session store relies on, checked on every adapter the package ships.
-const adapters: Array<[string, () => Promise<ImpersonationAdapter>]> = [
-  ['memory', async () => new (createMemoryAdapter())('ImpersonationSession')],
-  [
-    'Redis',
-    async () => {
-      await assertRedisReachable();
-      return new (redisTestAdapter())('ImpersonationSession');
-    },
-  ],
-  ['PostgreSQL', async () => new (await postgresTestAdapter())('ImpersonationSession')],
-];
-
-for (const [name, open] of adapters) {
+for (const { name, open } of ADAPTERS) {
   describe(`sorted indexes (${name} adapter)`, () => {
     let store: ImpersonationAdapter;
     const later = (seconds: number) => Date.now() + seconds * 1000;
     beforeEach(async () => {
-      store = await open();
+      store = new (await open())('ImpersonationSession');
     });
 
     it('returns live members latest expiry first, ties by member descending, and pages after a position', async () => {

@@ -20,7 +20,7 @@ import {
 } from './support/http.js';
 import { assertRedisReachable, REDIS_URL, redisTestAdapter } from './support/adapter.js';
 import { QUIET_CONFIGURATION } from './support/keys.js';
-import { PLUGIN_STORES } from './support/plugin-stores.js';
+import { ADAPTERS } from './support/adapters.js';
 import {
   API,
   CLIENTS,
@@ -108,7 +108,7 @@ describe('the store option: the provider keeps its own adapter', () => {
     expect(winners.filter(Boolean).length).to.be.greaterThan(1);
   });
 
-  for (const { name, open } of PLUGIN_STORES) {
+  for (const { name, open } of ADAPTERS) {
     describe(`the plugin's store on ${name}, the provider on a typical adapter`, function () {
       this.timeout(30_000);
       let tp: TestProvider;

@@ -1,7 +1,15 @@
 import { LRUCache } from 'lru-cache';
 import type { Adapter, AdapterPayload } from 'oidc-provider';
 import { storeFull } from '../errors.js';
-import { comesAfter, type AtomicConsume, type IndexEntry, type SortedIndexes } from './contract.js';
+import {
+  comesAfter,
+  entryLifetimeMs,
+  GRANTABLE_MODELS,
+  type AtomicConsume,
+  type ImpersonationAdapterClass,
+  type IndexEntry,
+  type SortedIndexes,
+} from './contract.js';
 
 export interface MemoryAdapterOptions {
   /** Most entries of each model not named in `limits`. Default 100,000. */
@@ -32,12 +40,13 @@ export interface MemoryAdapterStats {
   refusedFull: Record<string, number>;
 }
 
-export interface MemoryAdapterClass {
-  new (name: string): Adapter & AtomicConsume & SortedIndexes;
+export interface MemoryAdapterClass extends ImpersonationAdapterClass {
   /** A snapshot of the store's sizes, evictions and refusals. */
   stats(): MemoryAdapterStats;
   /** Drops every entry (tests and demos). */
   clear(): void;
+  /** Seconds until `model`/`id` expires: null when it never does, undefined when it is not stored (tests, diagnostics). */
+  secondsLeft(model: string, id: string): number | null | undefined;
 }
 
 const DEFAULT_MAX = 100_000;
@@ -72,15 +81,6 @@ type JsonValue = string | number | boolean | null | JsonValue[] | JsonPayload;
 interface JsonPayload {
   [key: string]: JsonValue;
 }
-
-/** The models revokeByGrantId removes, as in oidc-provider's own adapter (never an Interaction or Session). */
-const GRANTABLE = new Set([
-  'AccessToken',
-  'AuthorizationCode',
-  'RefreshToken',
-  'DeviceCode',
-  'BackchannelAuthenticationRequest',
-]);
 
 /** One model's entries and the pointers to them (uid, user code), each bounded by the model's bound. */
 interface ModelStore {
@@ -248,6 +248,13 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
       return { size, models: perModel, evictedUnexpired: { ...evictedUnexpired }, refusedFull: { ...refusedFull } };
     }
 
+    static secondsLeft(model: string, id: string): number | null | undefined {
+      const entries = models.get(model)?.entries;
+      if (!entries?.has(id)) return undefined;
+      const remaining = entries.getRemainingTTL(id);
+      return remaining === Infinity ? null : remaining / 1000;
+    }
+
     static clear(): void {
       for (const store of models.values()) {
         store.entries.clear();
@@ -260,9 +267,14 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
 
     async upsert(id: string, payload: AdapterPayload, expiresIn?: number): Promise<void> {
       const store = this.#store;
+      const ttl = entryLifetimeMs(expiresIn);
+      if (ttl === 0) {
+        // Already expired: the earlier version goes, and nothing takes a place or joins a grant.
+        store.entries.delete(id);
+        return;
+      }
       admit(store, id);
-      const ttl = expiresIn ? expiresIn * 1000 : undefined;
-      if (payload.grantId && GRANTABLE.has(this.#name)) {
+      if (payload.grantId && GRANTABLE_MODELS.has(this.#name)) {
         const members = grants.get(payload.grantId) ?? [];
         members.push([this.#name, id]);
         // The index must outlive every entry it lists, or revokeByGrantId would miss live tokens.
@@ -291,7 +303,9 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
 
     async findByUid(uid: string): Promise<AdapterPayload | undefined> {
       const id = this.#store.pointers.get(`uid:${uid}`);
-      return id === undefined ? undefined : this.find(id);
+      const entry = id === undefined ? undefined : await this.find(id);
+      // The pointer may be older than the entry, which a later upsert gave another uid.
+      return entry?.uid === uid ? entry : undefined;
     }
 
     async findByUserCode(userCode: string): Promise<AdapterPayload | undefined> {

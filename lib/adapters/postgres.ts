@@ -6,7 +6,14 @@
 import { createHash } from 'node:crypto';
 import pg from 'pg';
 import type { Adapter, AdapterPayload } from 'oidc-provider';
-import type { AtomicConsume, IndexEntry, SortedIndexes } from './contract.js';
+import {
+  entryLifetimeMs,
+  GRANTABLE_MODELS,
+  type AtomicConsume,
+  type ImpersonationAdapterClass,
+  type IndexEntry,
+  type SortedIndexes,
+} from './contract.js';
 import { lastByKey, StatementBatch } from './postgres-batch.js';
 import { migrateStore, storeNames, storeStatements, type Statement } from './postgres-schema.js';
 
@@ -28,8 +35,7 @@ export interface PostgresAdapterOptions {
   cleanupBatch?: number;
 }
 
-export interface PostgresAdapterClass {
-  new (name: string): Adapter & AtomicConsume & SortedIndexes;
+export interface PostgresAdapterClass extends ImpersonationAdapterClass {
   /**
    * Creates the tables and indexes that are missing. The first call of any
    * method does it too; calling it at start-up surfaces a misconfiguration
@@ -61,16 +67,6 @@ const DEFAULT_CLEANUP_INTERVAL_MS = 60_000;
 const DEFAULT_CLEANUP_BATCH = 500;
 /** Most statements one sweep sends per table; what is left waits for the next sweep. */
 const CLEANUP_BATCHES_PER_SWEEP = 100;
-
-/** oidc-provider's models whose entries revokeByGrantId removes, as in the Redis adapter. */
-const GRANTABLE = new Set([
-  'AccessToken',
-  'AuthorizationCode',
-  'RefreshToken',
-  'DeviceCode',
-  'BackchannelAuthenticationRequest',
-  'PreAuthorizedCode',
-]);
 
 /**
  * Text PostgreSQL cannot hold as it is (NUL, a lone surrogate), that the
@@ -336,7 +332,7 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
         id: keyOf(id),
         payload: JSON.stringify(stored),
         consumed: consumed ? JSON.stringify(consumed) : null,
-        grantId: payload.grantId && GRANTABLE.has(this.#name) ? keyOf(payload.grantId) : null,
+        grantId: payload.grantId && GRANTABLE_MODELS.has(this.#name) ? keyOf(payload.grantId) : null,
         uid: payload.uid ? keyOf(payload.uid) : null,
         userCode: payload.userCode ? keyOf(payload.userCode) : null,
         lifetimeMs: lifetimeMs(expiresIn),
@@ -414,11 +410,10 @@ function payloadOf(row: Row): AdapterPayload {
   return payload;
 }
 
-/** oidc-provider's `expiresIn` (seconds) in milliseconds, or null for an entry that never expires. */
+/** An entry's lifetime as stored: null for one that never expires; 0 for one already expired, kept until the sweep. */
 function lifetimeMs(expiresIn: number | undefined): number | null {
-  if (typeof expiresIn !== 'number' || !Number.isFinite(expiresIn)) return null;
-  // Something already expired is stored as expired, rather than as never expiring.
-  return Math.min(Math.max(0, expiresIn * 1000), LONGEST_LIFETIME_MS);
+  const lifetime = entryLifetimeMs(expiresIn);
+  return lifetime === undefined ? null : Math.min(lifetime, LONGEST_LIFETIME_MS);
 }
 
 function isStorableMember(member: string): boolean {

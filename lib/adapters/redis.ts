@@ -1,7 +1,15 @@
 import { Redis, type ChainableCommander, type Cluster, type ClusterOptions, type RedisOptions } from 'ioredis';
 import { LRUCache } from 'lru-cache';
 import type { Adapter, AdapterPayload } from 'oidc-provider';
-import { comesAfter, type AtomicConsume, type IndexEntry, type SortedIndexes } from './contract.js';
+import {
+  comesAfter,
+  entryLifetimeMs,
+  GRANTABLE_MODELS,
+  type AtomicConsume,
+  type ImpersonationAdapterClass,
+  type IndexEntry,
+  type SortedIndexes,
+} from './contract.js';
 
 export interface RedisAdapterOptions {
   /**
@@ -28,8 +36,7 @@ export interface RedisAdapterOptions {
   replicaTimeoutMs?: number;
 }
 
-export interface RedisAdapterClass {
-  new (name: string): Adapter & AtomicConsume & SortedIndexes;
+export interface RedisAdapterClass extends ImpersonationAdapterClass {
   /** Closes the connection opened from `url`; a client passed in is left to its owner. */
   disconnect(): Promise<void>;
 }
@@ -82,6 +89,9 @@ export const REDIS_CLUSTER_OPTIONS = {
 /** How many uid → id pointers findByUid remembers, per createRedisAdapter(). */
 const REMEMBERED_UIDS = 10_000;
 
+/** The scripts' TTL of an entry that never expires. */
+const NO_EXPIRY = -1;
+
 /** Replies of a Redis Cluster that mean the command did not run and may be sent again. */
 const REDIRECTION = /^(MOVED|ASK|TRYAGAIN|CLUSTERDOWN) /;
 /** Attempts of a replicated write that keeps being redirected. */
@@ -89,16 +99,6 @@ const MAX_REDIRECTIONS = 4;
 
 /** How long a call waits for a (re)connection before it fails; longer than the longest retry delay. */
 const READY_WAIT_MS = 1000;
-
-/** oidc-provider's models whose entries revokeByGrantId removes, as in its own memory adapter. */
-const GRANTABLE = new Set([
-  'AccessToken',
-  'AuthorizationCode',
-  'RefreshToken',
-  'DeviceCode',
-  'BackchannelAuthenticationRequest',
-  'PreAuthorizedCode',
-]);
 
 /*
  * Every script touches one key only, so each runs unchanged on Redis Cluster.
@@ -112,12 +112,16 @@ const SCRIPTS = {
   impersonationConsumeOnce: `
 if redis.call('HEXISTS', KEYS[1], 'payload') == 0 then return 0 end
 return redis.call('HSETNX', KEYS[1], 'consumed', ARGV[1])`,
-  // Replaces the whole entry, so that a `consumed` of an earlier version cannot survive.
+  // Replaces the whole entry, so that a `consumed` of an earlier version cannot
+  // survive. A TTL of 0 is an entry already expired: the earlier version goes
+  // and nothing is stored; below 0, the entry never expires.
   impersonationWrite: `
 redis.call('DEL', KEYS[1])
+local ttl = tonumber(ARGV[3])
+if ttl == 0 then return 1 end
 redis.call('HSET', KEYS[1], 'payload', ARGV[1])
 if ARGV[2] ~= '' then redis.call('HSET', KEYS[1], 'consumed', ARGV[2]) end
-if tonumber(ARGV[3]) > 0 then redis.call('PEXPIRE', KEYS[1], ARGV[3]) end
+if ttl > 0 then redis.call('PEXPIRE', KEYS[1], ttl) end
 return 1`,
   // The index must outlive its longest-lived member, or revokeByGrantId would
   // miss that token: the TTL only grows, and a member without one makes the
@@ -256,17 +260,21 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
     async upsert(id: string, payload: AdapterPayload, expiresIn?: number): Promise<void> {
       if (!isReady()) await whenReady();
       const key = this.#key(id);
-      const ttl = ttlMs(expiresIn);
+      // The scripts' TTL: milliseconds, 0 for an entry already expired, -1 for one that never expires.
+      const ttl = entryLifetimeMs(expiresIn) ?? NO_EXPIRY;
       const { consumed, ...stored } = payload;
       // Indexes before the entry: should the entry write then fail, an index
       // points at nothing; the other way round a token could escape revokeByGrantId.
-      await Promise.all([
-        payload.grantId && GRANTABLE.has(this.#name)
-          ? redis.impersonationAddToGrant(grantKey(payload.grantId), key, ttl)
-          : undefined,
-        payload.uid ? setPointer(this.#indexKey('uid', payload.uid), id, ttl) : undefined,
-        payload.userCode ? setPointer(this.#indexKey('userCode', payload.userCode), id, ttl) : undefined,
-      ]);
+      // An entry already expired is only deleted, so it needs none.
+      if (ttl !== 0) {
+        await Promise.all([
+          payload.grantId && GRANTABLE_MODELS.has(this.#name)
+            ? redis.impersonationAddToGrant(grantKey(payload.grantId), key, ttl)
+            : undefined,
+          payload.uid ? setPointer(this.#indexKey('uid', payload.uid), id, ttl) : undefined,
+          payload.userCode ? setPointer(this.#indexKey('userCode', payload.userCode), id, ttl) : undefined,
+        ]);
+      }
       const write = [JSON.stringify(stored), consumed ? JSON.stringify(consumed) : '', ttl] as const;
       if (!replicas) {
         await redis.impersonationWrite(key, ...write);
@@ -407,13 +415,6 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
   }
 
   return RedisAdapter;
-}
-
-/** oidc-provider's `expiresIn` (seconds) as milliseconds; 0 means no expiry. */
-function ttlMs(expiresIn: number | undefined): number {
-  if (typeof expiresIn !== 'number' || !Number.isFinite(expiresIn)) return 0;
-  // Something already expired still gets a TTL, of 1 ms, rather than none.
-  return Math.max(1, Math.round(expiresIn * 1000));
 }
 
 /**

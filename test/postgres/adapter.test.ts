@@ -1,11 +1,6 @@
 import { expect } from 'chai';
 import pg from 'pg';
-import {
-  createPostgresAdapter,
-  POSTGRES_POOL_OPTIONS,
-  type PostgresAdapterClass,
-} from '../../lib/adapters/postgres.js';
-import { adapterContract } from '../support/adapter-contract.js';
+import { createPostgresAdapter, type PostgresAdapterClass } from '../../lib/adapters/postgres.js';
 import { DATABASE_URL } from '../support/postgres.js';
 import { postgresRunSchema, postgresTestAdapter, testTable } from '../support/postgres-adapter.js';
 
@@ -36,39 +31,6 @@ describe('PostgreSQL adapter', () => {
     ]);
     return rows[0] as Record<string, unknown> | undefined;
   }
-
-  /** Seconds from now to the row's expiry by the database's clock; null when it has none, undefined with no row. */
-  async function secondsLeft(model: string, id: string): Promise<number | null | undefined> {
-    const { rows } = await client.query(
-      `SELECT extract(epoch FROM expires_at - now())::float8 AS left FROM "${schema}"."${table}" WHERE model = $1 AND id = $2`,
-      [model, id],
-    );
-    return (rows[0] as { left: number | null } | undefined)?.left;
-  }
-
-  adapterContract(() => ({
-    Adapter,
-    secondsLeft,
-    async stored() {
-      const { rows } = await client.query(
-        `SELECT (SELECT count(*) FROM "${schema}"."${table}") + (SELECT count(*) FROM "${schema}"."${table}_index") AS n`,
-      );
-      return Number((rows[0] as { n: string }).n);
-    },
-    async connections(count) {
-      const pools = Array.from(
-        { length: count },
-        () => new pg.Pool({ connectionString: DATABASE_URL, ...POSTGRES_POOL_OPTIONS, max: 5 }),
-      );
-      return {
-        classes: pools.map((pool) => createPostgresAdapter({ pool, schema, table })),
-        close: async () => {
-          await Promise.all(pools.map((pool) => pool.end()));
-        },
-      };
-    },
-    another: () => postgresTestAdapter(),
-  }));
 
   it('keeps an expired row, unconsumed, until the sweep', async () => {
     const codes = new Adapter('DeviceCode');
@@ -113,14 +75,6 @@ describe('PostgreSQL adapter', () => {
       grant_id: 'g1',
       consumed: null,
     });
-  });
-
-  it('treats an expiresIn of 0 or less as already expired', async () => {
-    const adapter = new Adapter('AccessToken');
-    await adapter.upsert('zero', { jti: 'zero' }, 0);
-    await adapter.upsert('negative', { jti: 'negative' }, -5);
-    expect(await adapter.find('zero')).to.equal(undefined);
-    expect(await adapter.find('negative')).to.equal(undefined);
   });
 
   it('takes any id, uid, user code, grant id or index name: NUL, lone surrogates, 100 kB', async () => {

@@ -3,7 +3,8 @@ import { expect } from 'chai';
 import type { Cluster } from 'ioredis';
 import { createRedisAdapter } from '../../lib/adapters/redis.js';
 import { hashSubjectToken } from '../../lib/subject-tokens/token.js';
-import { testPrefix } from '../support/adapter.js';
+import { redisUnderTest, testPrefix, type RedisTarget } from '../support/adapter.js';
+import { adapterContract } from '../support/adapter-contract.js';
 import type { Reply } from '../support/http.js';
 import { startRedisCluster, type RedisCluster } from '../support/redis-cluster.js';
 import { redisAdapterContract } from '../redis/adapter-contract.js';
@@ -51,7 +52,7 @@ describe('Redis adapter on a Redis Cluster (three masters, one replica each)', f
       inspector = client();
     });
 
-    redisAdapterContract(() => ({
+    const target = (): RedisTarget => ({
       client: inspector,
       adapter: (keyPrefix) => createRedisAdapter({ client: client(), keyPrefix }),
       async keys(pattern) {
@@ -63,7 +64,10 @@ describe('Redis adapter on a Redis Cluster (three masters, one replica each)', f
         );
         return perMaster.flat();
       },
-    }));
+    });
+
+    adapterContract(() => redisUnderTest(target()));
+    redisAdapterContract(target);
 
     it("spreads one deployment's subject tokens over every master", async () => {
       const prefix = testPrefix();

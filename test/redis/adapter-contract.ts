@@ -1,24 +1,14 @@
 import { expect } from 'chai';
 import type { Cluster, Redis } from 'ioredis';
 import type { RedisAdapterClass } from '../../lib/adapters/redis.js';
-import { testPrefix } from '../support/adapter.js';
-import { adapterContract } from '../support/adapter-contract.js';
-
-/** Where the Redis adapter's contract runs: one Redis server, or a Redis Cluster. */
-export interface RedisTarget {
-  /** A connected client for looking at keys directly. */
-  readonly client: Redis | Cluster;
-  /** A new adapter class, with a connection of its own, on `keyPrefix`. */
-  adapter(keyPrefix: string): RedisAdapterClass;
-  /** Every key that matches `pattern`, on every master. */
-  keys(pattern: string): Promise<string[]>;
-}
+import { testPrefix, type RedisTarget } from '../support/adapter.js';
 
 /**
- * What the Redis adapter guarantees wherever it runs: every store's adapter
- * contract, and how it lays out its keys: one per entry, the id in a hash
- * tag, lookup pointers and grant sets with the TTLs of their entries. Called
- * inside a describe block whose `before` makes `target()` answer.
+ * What the Redis adapter guarantees wherever it runs, besides every store's
+ * adapter contract (test/adapter-contract.test.ts; the Cluster runs it too):
+ * how it lays out its keys: one per entry, the id in a hash tag, lookup
+ * pointers and grant sets with the TTLs of their entries. Called inside a
+ * describe block whose `before` makes `target()` answer.
  */
 export function redisAdapterContract(target: () => RedisTarget): void {
   let client: Redis | Cluster;
@@ -30,20 +20,6 @@ export function redisAdapterContract(target: () => RedisTarget): void {
     prefix = testPrefix();
     Adapter = target().adapter(prefix);
   });
-
-  adapterContract(() => ({
-    Adapter,
-    async secondsLeft(model, id) {
-      const ms = await client.pttl(`${prefix}${model}:{${id}}`);
-      return ms === -2 ? undefined : ms === -1 ? null : ms / 1000;
-    },
-    stored: async () => (await target().keys(`${prefix}*`)).length,
-    connections: async (count) => ({
-      classes: [Adapter, ...Array.from({ length: count - 1 }, () => target().adapter(prefix))],
-      close: async () => {},
-    }),
-    another: () => target().adapter(testPrefix()),
-  }));
 
   it('keeps a model per key under the prefix, the id in a hash tag', async () => {
     await new Adapter('AccessToken').upsert('tok', { grantId: 'g1' }, 60);

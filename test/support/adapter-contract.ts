@@ -25,15 +25,16 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
  * What every store's adapter guarantees through oidc-provider's adapter API
  * and the plugin's: storage, expiry, consume and the atomic consumeOnce,
  * the lookups, revocation by grant, and deployments kept apart. Called inside
- * a describe block whose `beforeEach` makes `target()` answer with a new
- * deployment.
+ * a describe block; `target()` answers with a new deployment for each test.
+ * test/adapter-contract.test.ts runs it on every adapter of
+ * test/support/adapters.ts.
  */
-export function adapterContract(target: () => AdapterUnderTest): void {
+export function adapterContract(target: () => AdapterUnderTest | Promise<AdapterUnderTest>): void {
   let store: AdapterUnderTest;
   let Adapter: AtomicAdapterClass;
 
-  beforeEach(() => {
-    store = target();
+  beforeEach(async () => {
+    store = await target();
     Adapter = store.Adapter;
   });
 
@@ -76,6 +77,41 @@ export function adapterContract(target: () => AdapterUnderTest): void {
     expect(await codes.findByUid('u-code')).to.equal(undefined);
     expect(await codes.findByUserCode('WXYZ-1234')).to.equal(undefined);
     expect(await codes.consumeOnce('code')).to.equal(false);
+  });
+
+  it('treats an expiresIn of 0 or less as already expired', async () => {
+    const adapter = new Adapter('AccessToken');
+    await adapter.upsert('zero', { jti: 'zero' }, 0);
+    await adapter.upsert('negative', { jti: 'negative' }, -5);
+    expect(await adapter.find('zero')).to.equal(undefined);
+    expect(await adapter.find('negative')).to.equal(undefined);
+  });
+
+  it('never returns an entry written with an expiresIn of 0, at once and whatever the method, nor the version it replaced', async () => {
+    const codes = new Adapter('DeviceCode');
+    // Several rounds: a store that kept such an entry for a millisecond would answer with it in some.
+    for (let round = 0; round < 10; round += 1) {
+      const id = `code-${round}`;
+      const payload = { accountId: 'bob', uid: `u-zero-${round}`, userCode: `ZERO-${round}`, grantId: 'g-zero' };
+      await codes.upsert(id, payload, 60);
+      await codes.upsert(id, payload, 0);
+      const [found, byUid, byUserCode, consumed, left] = await Promise.all([
+        codes.find(id),
+        codes.findByUid(payload.uid),
+        codes.findByUserCode(payload.userCode),
+        codes.consumeOnce(id),
+        store.secondsLeft('DeviceCode', id),
+      ]);
+      expect({ found, byUid, byUserCode, consumed }, `round ${round}`).to.deep.equal({
+        found: undefined,
+        byUid: undefined,
+        byUserCode: undefined,
+        consumed: false,
+      });
+      expect(left === undefined || (left !== null && left <= 0), `stored with ${left} seconds left`).to.equal(true);
+    }
+    await codes.revokeByGrantId('g-zero');
+    expect(await codes.find('code-0')).to.equal(undefined);
   });
 
   it('replaces an entry on upsert, consumed state included', async () => {
@@ -186,6 +222,27 @@ export function adapterContract(target: () => AdapterUnderTest): void {
     expect(await access.find('at-other')).to.deep.equal({ grantId: 'g2' });
     expect(await interaction.find('i-1')).to.deep.equal({ grantId: 'g1' });
     await access.revokeByGrantId('unknown-grant');
+  });
+
+  it("revokeByGrantId() removes a token of each of oidc-provider's grantable models, PreAuthorizedCode included", async () => {
+    // oidc-provider's own list (its memory adapter's `grantable`), written out here so that the test does not trust the adapters'.
+    const grantable = [
+      'AccessToken',
+      'AuthorizationCode',
+      'RefreshToken',
+      'DeviceCode',
+      'BackchannelAuthenticationRequest',
+      'PreAuthorizedCode',
+    ];
+    const others = ['Interaction', 'Session', 'Grant', 'PushedAuthorizationRequest', 'ClientCredentials'];
+    for (const model of [...grantable, ...others]) {
+      await new Adapter(model).upsert(`${model}-1`, { grantId: 'g-all' }, 60);
+    }
+    await new Adapter('Grant').revokeByGrantId('g-all');
+    for (const model of grantable) expect(await new Adapter(model).find(`${model}-1`), model).to.equal(undefined);
+    for (const model of others) {
+      expect(await new Adapter(model).find(`${model}-1`), model).to.deep.equal({ grantId: 'g-all' });
+    }
   });
 
   it('keeps deployments apart', async () => {

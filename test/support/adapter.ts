@@ -1,9 +1,7 @@
 import { randomUUID } from 'node:crypto';
-import { Redis } from 'ioredis';
-import { createMemoryAdapter } from '../../lib/index.js';
+import { Redis, type Cluster } from 'ioredis';
 import { createRedisAdapter, type RedisAdapterClass } from '../../lib/adapters/redis.js';
-import type { AdapterSource } from '../../lib/adapters/contract.js';
-import { postgresTestAdapter } from './postgres-adapter.js';
+import type { AdapterUnderTest } from './adapter-contract.js';
 
 export const REDIS_URL = process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379';
 
@@ -20,24 +18,67 @@ export function testPrefix(): string {
 }
 
 /**
- * The adapter every test provider runs on: the plugin's memory adapter by
- * default; the suite's other runs set TEST_ADAPTER=redis or TEST_ADAPTER=postgres.
+ * assertRedisReachable(), checked once per run: without Redis every suite
+ * fails at once in its setup, rather than test by test after a second's wait
+ * per call.
  */
-export async function testAdapter(): Promise<AdapterSource> {
-  const kind = process.env['TEST_ADAPTER'] ?? 'memory';
-  if (kind === 'postgres') return postgresTestAdapter();
-  if (kind !== 'redis') {
-    if (kind !== 'memory') throw new Error(`TEST_ADAPTER must be memory, redis or postgres, not ${kind}`);
-    return createMemoryAdapter();
-  }
-  // Checked once per run: without Redis every suite fails at once in its
-  // setup, rather than test by test after a second's wait per call.
+export function redisReachable(): Promise<void> {
   reachable ??= assertRedisReachable();
-  await reachable;
-  return redisTestAdapter();
+  return reachable;
 }
 
 let reachable: Promise<void> | undefined;
+
+/** Where the Redis adapter runs under a test: one Redis server, or a Redis Cluster. */
+export interface RedisTarget {
+  /** A connected client for looking at keys directly. */
+  readonly client: Redis | Cluster;
+  /** A new adapter class, with a connection of its own, on `keyPrefix`. */
+  adapter(keyPrefix: string): RedisAdapterClass;
+  /** Every key that matches `pattern`, on every master. */
+  keys(pattern: string): Promise<string[]>;
+}
+
+let inspector: Promise<Redis> | undefined;
+
+/** The test Redis server as a RedisTarget; its client is closed by closeTestAdapters(). */
+export async function redisServer(): Promise<RedisTarget> {
+  await redisReachable();
+  inspector ??= (async () => {
+    const client = redisClient();
+    client.on('error', () => {});
+    await client.connect();
+    return client;
+  })();
+  const client = await inspector;
+  return {
+    client,
+    adapter: (keyPrefix) => redisTestAdapter({ keyPrefix }),
+    async keys(pattern) {
+      const [, keys] = await client.scan('0', 'MATCH', pattern, 'COUNT', 10_000);
+      return keys;
+    },
+  };
+}
+
+/** A new deployment (a key prefix) on `target`, for the shared adapter contract. */
+export function redisUnderTest(target: RedisTarget): AdapterUnderTest {
+  const prefix = testPrefix();
+  const Adapter = target.adapter(prefix);
+  return {
+    Adapter,
+    async secondsLeft(model, id) {
+      const ms = await target.client.pttl(`${prefix}${model}:{${id}}`);
+      return ms === -2 ? undefined : ms === -1 ? null : ms / 1000;
+    },
+    stored: async () => (await target.keys(`${prefix}*`)).length,
+    connections: async (count) => ({
+      classes: [Adapter, ...Array.from({ length: count - 1 }, () => target.adapter(prefix))],
+      close: async () => {},
+    }),
+    another: () => target.adapter(testPrefix()),
+  };
+}
 
 /** A Redis adapter with a key prefix of its own, so that providers and tests never see each other's entries. */
 export function redisTestAdapter(options: { url?: string; keyPrefix?: string } = {}): RedisAdapterClass {
@@ -80,6 +121,9 @@ export async function assertRedisReachable(): Promise<void> {
 export async function closeTestAdapters(): Promise<void> {
   const adapters = opened.splice(0);
   await Promise.all(adapters.map((Adapter) => Adapter.disconnect()));
+  const inspecting = inspector;
+  inspector = undefined;
+  (await inspecting?.catch(() => undefined))?.disconnect();
   if (!prefixes) return;
   const client = redisClient();
   client.on('error', () => {});

@@ -4,6 +4,7 @@ import {
   POSTGRES_POOL_OPTIONS,
   type PostgresAdapterClass,
 } from '../../lib/adapters/postgres.js';
+import type { AdapterUnderTest } from './adapter-contract.js';
 import { DATABASE_URL, testSchema } from './postgres.js';
 
 /** One schema for every PostgreSQL adapter of this run (dropped by postgres.ts's root hook), a table per adapter. */
@@ -61,6 +62,43 @@ export async function postgresTestAdapter(options: PostgresTestAdapterOptions = 
   opened.push(Adapter);
   await Adapter.migrate();
   return Adapter;
+}
+
+/** A new deployment (a table) for the shared adapter contract, looked into through the run's pool. */
+export async function postgresUnderTest(): Promise<AdapterUnderTest> {
+  const schema = await postgresRunSchema();
+  const table = testTable();
+  const Adapter = await postgresTestAdapter({ table });
+  const query = (text: string, values: unknown[] = []) => sharedPool!.query(text, values);
+  return {
+    Adapter,
+    async secondsLeft(model, id) {
+      const { rows } = await query(
+        `SELECT extract(epoch FROM expires_at - now())::float8 AS left FROM "${schema}"."${table}" WHERE model = $1 AND id = $2`,
+        [model, id],
+      );
+      return (rows[0] as { left: number | null } | undefined)?.left;
+    },
+    async stored() {
+      const { rows } = await query(
+        `SELECT (SELECT count(*) FROM "${schema}"."${table}") + (SELECT count(*) FROM "${schema}"."${table}_index") AS n`,
+      );
+      return Number((rows[0] as { n: string }).n);
+    },
+    async connections(count) {
+      const pools = Array.from(
+        { length: count },
+        () => new pg.Pool({ connectionString: DATABASE_URL, ...POSTGRES_POOL_OPTIONS, max: 5 }),
+      );
+      return {
+        classes: pools.map((pool) => createPostgresAdapter({ pool, schema, table })),
+        close: async () => {
+          await Promise.all(pools.map((pool) => pool.end()));
+        },
+      };
+    },
+    another: () => postgresTestAdapter(),
+  };
 }
 
 /** Stops every test adapter's sweep and closes the run's connections; the schema goes with postgres.ts's hook. */

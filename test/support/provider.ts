@@ -4,7 +4,7 @@ import { createServer, type Server } from 'node:http';
 import type Koa from 'koa';
 import Provider, { errors, type Configuration, type KoaContextWithOIDC } from 'oidc-provider';
 import { createImpersonation, type ImpersonationOptions, type MemoryAdapterClass } from '../../lib/index.js';
-import { testAdapter } from './adapter.js';
+import { testAdapter } from './adapters.js';
 import { TEST_JWKS } from './keys.js';
 import type { AdapterSource } from '../../lib/adapters/contract.js';
 

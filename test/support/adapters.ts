@@ -1,0 +1,74 @@
+import type { ImpersonationAdapterClass } from '../../lib/adapters/contract.js';
+import { createMemoryAdapter } from '../../lib/index.js';
+import type { AdapterUnderTest } from './adapter-contract.js';
+import { redisReachable, redisServer, redisTestAdapter, redisUnderTest } from './adapter.js';
+import { postgresTestAdapter, postgresUnderTest } from './postgres-adapter.js';
+
+/** An adapter the package ships, as every test that runs on each of them sees it. */
+export interface AdapterKind {
+  /** As `TEST_ADAPTER` names it. */
+  id: string;
+  /** As test titles name it. */
+  name: string;
+  /** A new deployment (a store, a key prefix, a table) for a provider or the plugin's store; rejects when its service is down. */
+  open(): Promise<ImpersonationAdapterClass>;
+  /** A new deployment with the view into its store that the shared adapter contract needs. */
+  underTest(): Promise<AdapterUnderTest>;
+}
+
+/**
+ * The adapters the package ships. The shared adapter contract, the sorted
+ * indexes, the `store` option and `TEST_ADAPTER` all run on this list: a new
+ * adapter is one more entry here. (Redis Cluster runs the same contract on its
+ * own, in `npm run test:cluster`, since it starts servers of its own.)
+ */
+export const ADAPTERS: readonly AdapterKind[] = [
+  {
+    id: 'memory',
+    name: 'memory',
+    open: async () => createMemoryAdapter(),
+    underTest: async () => {
+      const Adapter = createMemoryAdapter();
+      return {
+        Adapter,
+        secondsLeft: async (model, id) => Adapter.secondsLeft(model, id),
+        stored: async () => Adapter.stats().size,
+        // One process: every caller shares the one store, as concurrent requests do.
+        connections: async (count) => ({
+          classes: Array.from({ length: count }, () => Adapter),
+          close: async () => {},
+        }),
+        another: () => createMemoryAdapter(),
+      };
+    },
+  },
+  {
+    id: 'redis',
+    name: 'Redis',
+    open: async () => {
+      await redisReachable();
+      return redisTestAdapter();
+    },
+    underTest: async () => redisUnderTest(await redisServer()),
+  },
+  {
+    id: 'postgres',
+    name: 'PostgreSQL',
+    open: () => postgresTestAdapter(),
+    underTest: () => postgresUnderTest(),
+  },
+];
+
+/**
+ * The adapter every test provider runs on: the memory adapter by default;
+ * `TEST_ADAPTER` names another entry of ADAPTERS for the whole suite.
+ */
+export async function testAdapter(): Promise<ImpersonationAdapterClass> {
+  const id = process.env['TEST_ADAPTER'] ?? 'memory';
+  const kind = ADAPTERS.find((candidate) => candidate.id === id);
+  if (!kind) {
+    const ids = ADAPTERS.map((candidate) => candidate.id).join(', ');
+    throw new Error(`TEST_ADAPTER must be one of ${ids}, not ${id}`);
+  }
+  return kind.open();
+}
