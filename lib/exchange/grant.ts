@@ -123,6 +123,7 @@ export function createExchangeHandler({ options, store, sessions, claims }: Gran
       audit.scope = scopes.join(' ');
 
       const dpop = await validateDpop(ctx);
+      checkDpopRequired(ctx, dpop);
       const token = new provider.AccessToken({
         accountId: record.subject,
         client,
@@ -139,6 +140,10 @@ export function createExchangeHandler({ options, store, sessions, claims }: Gran
 
       const account = await providerConfiguration(provider).findAccount(ctx, record.subject);
       if (!account) throw invalidRequest('subject_token names a user that no longer exists');
+
+      // The proof is spent before any deployment hook runs, as oidc-provider's own grants
+      // spend it before issuing: a replayed proof never reaches the policy or the claims.
+      if (dpop) await checkDpopReplay(ctx, dpop);
 
       if (options.canExchange) {
         const decision = await options.canExchange({
@@ -167,9 +172,6 @@ export function createExchangeHandler({ options, store, sessions, claims }: Gran
       const session = sessionOf(record, client.clientId, resourceServer.identifier(), scopes, actor, expiresIn);
       audit.sessionId = session.id;
       claims.attach(token, { ...custom, ...actClaims(act), [SESSION_CLAIM]: session.id });
-
-      checkDpopRequired(ctx, dpop);
-      if (dpop) await checkDpopReplay(ctx, dpop);
 
       // The session is recorded before the token exists; an opaque token is
       // backed by a Grant of its own, so introspection, userinfo and revocation
