@@ -54,16 +54,12 @@ describe('createImpersonation: options, configure() and install()', () => {
   });
 
   describe('configure()', () => {
-    it('adds resource indicators, the management scope and a shared memory adapter, keeping the rest', () => {
+    it('adds resource indicators, its client metadata property and a shared memory adapter, keeping the rest', () => {
       const impersonation = createImpersonation({ managementResource: MANAGEMENT });
       const configuration = impersonation.configure({ scopes: ['openid', 'profile'], ttl: { AccessToken: 60 } });
-      expect(configuration.scopes).to.deep.equal([
-        'openid',
-        'profile',
-        'subject-tokens:create',
-        'impersonations:read',
-        'impersonations:revoke',
-      ]);
+      // The management scopes are the Management API resource's, never OIDC scopes of the provider.
+      expect(configuration.scopes).to.deep.equal(['openid', 'profile']);
+      expect(configuration.extraClientMetadata?.properties).to.deep.equal(['impersonation_management_scope']);
       expect(configuration.ttl).to.deep.equal({ AccessToken: 60 });
       expect(configuration.features?.resourceIndicators?.enabled).to.equal(true);
       expect(configuration.adapter).to.be.a('function');

@@ -62,6 +62,8 @@ export interface GrantDependencies {
   store: SubjectTokenStore;
   sessions: SessionStore;
   claims: ExchangeClaims;
+  /** Runs first: refuses an exchange through a provider mounted in a way the plugin cannot work in. */
+  preflight?: (ctx: KoaContextWithOIDC) => void;
 }
 
 /**
@@ -70,7 +72,7 @@ export interface GrantDependencies {
  * grant. The steps below read as the protocol; the subject token is redeemed
  * last, so a refused exchange never burns it.
  */
-export function createExchangeHandler({ options, store, sessions, claims }: GrantDependencies) {
+export function createExchangeHandler({ options, store, sessions, claims, preflight }: GrantDependencies) {
   const actorClients: ReadonlySet<string> = new Set(options.actorClients);
   return async function tokenExchangeHandler(ctx: KoaContextWithOIDC): Promise<void> {
     const provider: Provider = ctx.oidc.provider;
@@ -80,6 +82,7 @@ export function createExchangeHandler({ options, store, sessions, claims }: Gran
     let delivered = false;
 
     try {
+      preflight?.(ctx);
       checkClientAuthentication(ctx);
       checkParameters(params);
 
