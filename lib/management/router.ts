@@ -39,8 +39,13 @@ export function createManagementApi(
   const routes = router.routes() as unknown as Koa.Middleware;
   const allowedMethods = router.allowedMethods() as unknown as Koa.Middleware;
   const served: ServedRequests = new WeakSet();
+  // Carries its router, as @koa/router's own middleware does, for whoever lists the routes.
+  const middleware: Koa.Middleware = Object.assign(
+    (ctx: Koa.Context, next: Koa.Next) => routes(ctx, () => allowedMethods(ctx, next)),
+    { router },
+  );
   return {
-    middleware: (ctx, next) => routes(ctx, () => allowedMethods(ctx, next)),
+    middleware,
     witness: (ctx, next) => {
       served.add(ctx);
       return next();
