@@ -28,7 +28,10 @@ describe('client metadata: impersonation_management_scope', () => {
     });
 
     it('a management scope in the provider scopes', () => {
-      expect(() => configure({ scopes: ['openid', READ_SCOPE] })).to.throw(TypeError, /scopes lists impersonations:read/);
+      expect(() => configure({ scopes: ['openid', READ_SCOPE] })).to.throw(
+        TypeError,
+        /scopes lists impersonations:read/,
+      );
     });
 
     for (const [name, value] of [
@@ -46,15 +49,18 @@ describe('client metadata: impersonation_management_scope', () => {
     it('impersonation_management_scope on a client without client_credentials', () => {
       expect(() =>
         configure({
-          clients: [{ client_id: 'spa', redirect_uris: ['https://a/cb'], impersonation_management_scope: MANAGEMENT_SCOPE }],
+          clients: [
+            { client_id: 'spa', redirect_uris: ['https://a/cb'], impersonation_management_scope: MANAGEMENT_SCOPE },
+          ],
         }),
       ).to.throw(TypeError, /client spa: impersonation_management_scope needs the client_credentials grant type/);
     });
 
     it('a deployment that declares the property itself', () => {
-      expect(() =>
-        configure({ extraClientMetadata: { properties: ['impersonation_management_scope'] } }),
-      ).to.throw(TypeError, /must not list impersonation_management_scope/);
+      expect(() => configure({ extraClientMetadata: { properties: ['impersonation_management_scope'] } })).to.throw(
+        TypeError,
+        /must not list impersonation_management_scope/,
+      );
     });
   });
 
@@ -81,7 +87,11 @@ describe('client metadata: impersonation_management_scope', () => {
     before(async () => {
       tp = await startProvider();
       const clients = instantiateAdapter(tp.adapter, 'Client');
-      await clients.upsert('stored-old', { client_id: 'stored-old', client_secret: 'old-secret', ...M2M, scope: MANAGEMENT_SCOPE }, 3600);
+      await clients.upsert(
+        'stored-old',
+        { client_id: 'stored-old', client_secret: 'old-secret', ...M2M, scope: MANAGEMENT_SCOPE },
+        3600,
+      );
       await clients.upsert(
         'stored-new',
         {

@@ -303,7 +303,10 @@ describe('the plugin, whatever the order of install() and mounting', function ()
     });
     after(() => host?.tp.close());
 
-    holdsOnThisHostWithApiAt(() => host, () => parentApi);
+    holdsOnThisHostWithApiAt(
+      () => host,
+      () => parentApi,
+    );
   });
 });
 

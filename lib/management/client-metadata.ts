@@ -26,7 +26,9 @@ export function withManagementMetadata(
 ): ExtraClientMetadata {
   const properties = own?.properties ?? [];
   if (properties.includes(MANAGEMENT_SCOPE_METADATA)) {
-    throw new TypeError(`extraClientMetadata.properties must not list ${MANAGEMENT_SCOPE_METADATA}: the plugin declares it`);
+    throw new TypeError(
+      `extraClientMetadata.properties must not list ${MANAGEMENT_SCOPE_METADATA}: the plugin declares it`,
+    );
   }
   const ownValidator: Validator | undefined = own?.validator;
   return {
@@ -74,17 +76,14 @@ export function checkManagementMetadata(metadata: ClientMetadata, managementScop
  * still written the old way stops the service at start-up, naming the client,
  * instead of failing its first request.
  */
-export function checkStaticClients(
-  clients: Configuration['clients'],
-  managementScopes: ReadonlySet<string>,
-): void {
+export function checkStaticClients(clients: Configuration['clients'], managementScopes: ReadonlySet<string>): void {
   for (const client of clients ?? []) {
     const metadata = { grant_types: ['authorization_code'], ...client } as ClientMetadata;
     try {
       checkManagementMetadata(metadata, managementScopes);
     } catch (error) {
       const description = (error as { error_description?: string }).error_description ?? String(error);
-      throw new TypeError(`client ${String(client.client_id)}: ${description}`);
+      throw new TypeError(`client ${String(client.client_id)}: ${description}`, { cause: error });
     }
   }
 }

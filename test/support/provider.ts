@@ -205,7 +205,9 @@ export async function startProvider(options: TestProviderOptions = {}): Promise<
       AuthorizationCode: 60,
       IdToken: 3600,
     },
-    interactions: { url: (_ctx, interaction) => `${new URL(issuer).pathname.replace(/\/$/, '')}/interaction/${interaction.uid}` },
+    interactions: {
+      url: (_ctx, interaction) => `${new URL(issuer).pathname.replace(/\/$/, '')}/interaction/${interaction.uid}`,
+    },
     ...options.configuration,
   });
 
