@@ -88,6 +88,18 @@ describe('createImpersonation: options, configure() and install()', () => {
       expect(() => impersonation.install(provider)).to.throw(TypeError, /configure/);
     });
 
+    it('refuses the former { app } option, saying what replaces it; managementApi() only after install()', () => {
+      const impersonation = createImpersonation({ managementResource: MANAGEMENT });
+      const provider = new Provider('http://127.0.0.1:1', impersonation.configure({ ...QUIET }));
+      expect(() => impersonation.managementApi()).to.throw(TypeError, /install\(provider\) before managementApi/);
+      expect(() => impersonation.install(provider, { app: {} } as never)).to.throw(
+        TypeError,
+        /mountManagementApi: false.*app\.use\(impersonation\.managementApi\(\)\)/,
+      );
+      impersonation.install(provider, { mountManagementApi: false });
+      expect(impersonation.managementApi()).to.be.a('function');
+    });
+
     it('refuses an adapter without the atomic consumeOnce, rather than trusting find-then-consume', () => {
       class LegacyAdapter {
         async upsert() {}
