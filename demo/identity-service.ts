@@ -2,7 +2,9 @@ import type { AdapterSource } from '../lib/adapters/contract.js';
 /**
  * The identity service of the demo: oidc-provider with the impersonation
  * plugin, mounted at /oidc of a parent Koa app that also serves the login
- * pages and the Management API (POST /api/subject-tokens).
+ * pages and the Management API (POST /api/subject-tokens). The plugin is
+ * installed right after the provider is built, before it is mounted, as
+ * docs/adding-to-your-deployment.md says.
  */
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { EventEmitter } from 'node:events';
@@ -151,7 +153,11 @@ export async function startIdentityService(options: IdentityServiceOptions): Pro
         response_types: [],
         redirect_uris: [],
         // Creates subject tokens; lists and stops impersonations for the console.
-        scope: [managementScope, impersonation.options.readScope, impersonation.options.revokeScope].join(' '),
+        impersonation_management_scope: [
+          managementScope,
+          impersonation.options.readScope,
+          impersonation.options.revokeScope,
+        ].join(' '),
       },
     ],
     scopes: ['openid', 'offline_access', 'profile'],
@@ -232,6 +238,9 @@ ${form}
     issuer,
     impersonation.configure(options.adapter ? { ...configuration, adapter: options.adapter } : configuration),
   );
+  // Installed before anything mounts the provider. The Management API is served by the parent app
+  // (at /api, not below /oidc), which mounts it below.
+  impersonation.install(provider, { mountManagementApi: false });
   // Provider's typings know only oidc-provider's own events.
   const events = provider as unknown as EventEmitter;
   for (const name of Object.values(EVENTS)) {
@@ -251,8 +260,8 @@ ${form}
     ctx.type = 'html';
     ctx.body = landingPage(issuer, options.backendOrigin);
   });
+  app.use(impersonation.managementApi());
   app.use(mountProvider(OIDC_PREFIX, provider));
-  impersonation.install(provider, { app });
 
   serve(server, app);
   return {

@@ -24,9 +24,45 @@ export function invalidScope(description: string, scope: string): errors.Invalid
   return new errors.InvalidScope(description, scope);
 }
 
-/** RFC 9470: the actor must sign in again, more recently or more strongly. */
-export function insufficientUserAuthentication(description: string): errors.CustomOIDCProviderError {
-  return new errors.CustomOIDCProviderError('insufficient_user_authentication', description);
+/** What a refused actor's next sign-in must meet (RFC 9470 `max_age`, `acr_values`). */
+export interface StepUpRequirement {
+  maxAge?: number;
+  acrValues?: string[];
+}
+
+/**
+ * RFC 9470: the actor must sign in again, more recently or more strongly. The
+ * requirement rides on the error, so that whatever renders it can add the
+ * `max_age` and `acr_values` members that oidc-provider's rendering omits.
+ */
+export class InsufficientUserAuthentication extends errors.CustomOIDCProviderError {
+  readonly stepUp: Readonly<StepUpRequirement>;
+
+  constructor(description: string, stepUp: StepUpRequirement) {
+    super('insufficient_user_authentication', description);
+    this.stepUp = Object.freeze({ ...stepUp });
+  }
+}
+
+export function insufficientUserAuthentication(
+  description: string,
+  stepUp: StepUpRequirement,
+): InsufficientUserAuthentication {
+  return new InsufficientUserAuthentication(description, stepUp);
+}
+
+/** A client whose metadata the plugin cannot accept (at registration, at load, or at start-up). */
+export function invalidClientMetadata(description: string): errors.InvalidClientMetadata {
+  return new errors.InvalidClientMetadata(description);
+}
+
+/**
+ * A deployment wired so that part of the plugin cannot run. Its description
+ * says what to change; it names no secret, only the plugin's own calls.
+ */
+export function misconfigured(description: string): errors.OIDCProviderError {
+  const error = new errors.OIDCProviderError(500, 'server_error');
+  return Object.assign(error, { error_description: description, expose: true });
 }
 
 /**

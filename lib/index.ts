@@ -1,4 +1,5 @@
 export { createImpersonation } from './plugin.js';
+export { MANAGEMENT_SCOPE_METADATA } from './management/client-metadata.js';
 export type { Impersonation, InstallOptions } from './plugin.js';
 export type {
   CreationPolicyInput,

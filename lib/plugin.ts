@@ -2,32 +2,37 @@ import type Koa from 'koa';
 import type { Configuration, KoaContextWithOIDC, Provider, ResourceServer } from 'oidc-provider';
 import { createMemoryAdapter } from './adapters/memory.js';
 import { openPluginStore } from './adapters/plugin-store.js';
-import { errors } from './errors.js';
+import { errors, misconfigured } from './errors.js';
 import { ExchangeClaims } from './exchange/claims.js';
-import { stepUpDetails } from './exchange/freshness.js';
+import { addStepUpDetails } from './exchange/freshness.js';
 import {
   createExchangeHandler,
   EXCHANGE_DUPLICATES,
   EXCHANGE_PARAMETERS,
   TOKEN_EXCHANGE_GRANT,
 } from './exchange/grant.js';
-import { createManagementRouter } from './management/router.js';
-import { isolateManagementScopes } from './management/scope-isolation.js';
+import {
+  checkStaticClients,
+  MANAGEMENT_SCOPE_METADATA,
+  managementScopesOf,
+  withManagementMetadata,
+} from './management/client-metadata.js';
+import { createManagementApi, type ServedRequests } from './management/router.js';
 import { managementScopes, resolveOptions, type ImpersonationOptions, type ResolvedOptions } from './options.js';
 import { providerAdapter, providerConfiguration } from './provider-internals.js';
 import { endWithActor } from './sessions/actor-end.js';
 import { SessionStore } from './sessions/store.js';
 import { SubjectTokenStore } from './subject-tokens/store.js';
 
-const DEFAULT_SCOPES = ['openid', 'offline_access'];
-
 export interface InstallOptions {
   /**
-   * Where to mount the Management API router. Default: the provider itself,
-   * which puts it under the provider's mount path; pass the parent Koa app when
-   * the provider is mounted below it (e.g. at `/oidc`) and the API should not be.
+   * Whether install() adds the Management API to the provider's own
+   * middleware, under its mount path. Default `true`; install() must then run
+   * before anything composes the provider's middleware (`provider.callback()`,
+   * `provider.listen()`, koa-mount). `false` leaves it to the deployment, which
+   * mounts `impersonation.managementApi()` where it wants (a parent Koa app).
    */
-  app?: Koa;
+  mountManagementApi?: boolean;
 }
 
 export interface Impersonation {
@@ -35,14 +40,25 @@ export interface Impersonation {
   readonly options: Readonly<ResolvedOptions>;
   /**
    * Returns the provider configuration with what the plugin needs added:
-   * resource indicators for the Management API, the `act` and custom claims in
-   * `extraTokenClaims`, and, when none is set, a memory adapter for the provider
-   * (which the plugin shares unless it has a `store` of its own). Pass the
-   * result to `new Provider()`.
+   * resource indicators for the Management API, the client metadata property
+   * `impersonation_management_scope`, the `act` and custom claims in
+   * `extraTokenClaims`, and, when none is set, a memory adapter for the
+   * provider (which the plugin shares unless it has a `store` of its own).
+   * Pass the result to `new Provider()`.
    */
   configure(configuration: Configuration): Configuration;
-  /** Registers the token-exchange grant and mounts the Management API on a provider built from `configure()`. */
+  /**
+   * Registers the token-exchange grant on a provider built from `configure()`
+   * and, unless told not to, mounts the Management API on it. Call it right
+   * after `new Provider()`, before the provider is mounted or listens.
+   */
   install(provider: Provider, installOptions?: InstallOptions): void;
+  /**
+   * The Management API as a Koa middleware, for a deployment that mounts it
+   * itself (`app.use(impersonation.managementApi())` on the parent app, with
+   * `install(provider, { mountManagementApi: false })`). Available after install().
+   */
+  managementApi(): Koa.Middleware;
 }
 
 export function createImpersonation(input: ImpersonationOptions): Impersonation {
@@ -51,6 +67,20 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
   const ownStore = options.store && openPluginStore(options.store, 'store option');
   const claims = new ExchangeClaims();
   const configured = new WeakSet<object>();
+  const scopes = managementScopes(options);
+  /** Per provider whose middleware carries the Management API: the requests that went through it. */
+  const servedBy = new WeakMap<object, ServedRequests>();
+  let api: Koa.Middleware | undefined;
+
+  /**
+   * A request through a provider whose composed middleware lacks the
+   * Management API that install() added: the provider was mounted first.
+   * Refused with what to change, rather than leaving the API silently absent.
+   */
+  function assertManagementApiReachable(ctx: KoaContextWithOIDC): void {
+    const served = servedBy.get(ctx.oidc.provider);
+    if (served && !served.has(ctx)) throw misconfigured(MOUNTED_TOO_EARLY);
+  }
 
   return {
     options,
@@ -60,48 +90,91 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
       if (resourceIndicators.enabled === false) {
         throw new TypeError('impersonation needs features.resourceIndicators; do not disable it');
       }
+      const clash = [...(configuration.scopes ?? [])].filter((name) => scopes.has(name));
+      if (clash.length) {
+        throw new TypeError(
+          `scopes lists ${clash.join(' ')}, a scope of the Management API: remove it; ` +
+            `a client may obtain it through its ${MANAGEMENT_SCOPE_METADATA} metadata`,
+        );
+      }
+      checkStaticClients(configuration.clients, scopes);
       const extraTokenClaims = claims.wrap(configuration.extraTokenClaims);
       configured.add(extraTokenClaims);
       return {
         ...configuration,
         adapter: configuration.adapter ?? createMemoryAdapter(),
-        // Listed so that a client's `scope` metadata may name it (that is how a client is allowed it);
-        // install() keeps it out of discovery and of every end-user grant.
-        scopes: [...new Set([...(configuration.scopes ?? DEFAULT_SCOPES), ...managementScopes(options)])],
+        extraClientMetadata: withManagementMetadata(configuration.extraClientMetadata, scopes),
         extraTokenClaims,
         features: {
           ...configuration.features,
           resourceIndicators: {
             ...resourceIndicators,
             enabled: true,
-            getResourceServerInfo: managementResourceInfo(options, resourceIndicators.getResourceServerInfo),
+            getResourceServerInfo: managementResourceInfo(
+              options,
+              resourceIndicators.getResourceServerInfo,
+              assertManagementApiReachable,
+            ),
           },
         },
       };
     },
 
-    install(provider, { app } = {}) {
+    install(provider, installOptions = {}) {
+      if ('app' in installOptions) {
+        throw new TypeError(
+          'install(provider, { app }) is gone: call install(provider, { mountManagementApi: false }) ' +
+            'and app.use(impersonation.managementApi())',
+        );
+      }
+      const { mountManagementApi = true } = installOptions;
       const configuration = providerConfiguration(provider);
       if (!configured.has(configuration.extraTokenClaims as object)) {
         throw new TypeError('build the Provider from impersonation.configure(configuration) before install()');
       }
+      if (mountManagementApi && middlewareComposed(provider)) throw new TypeError(MOUNTED_TOO_EARLY);
       // Without a store of its own, the plugin's records live in the provider's adapter, which must then be fit for them.
       const pluginStore = ownStore || openPluginStore(providerAdapter(provider), 'provider adapter');
-      isolateManagementScopes(provider, managementScopes(options));
       const store = new SubjectTokenStore(pluginStore.subjectTokens);
       const sessions = new SessionStore(pluginStore.sessions);
+      // Everything below runs inside oidc-provider (a grant handler, event listeners), whenever the provider is mounted.
       provider.registerGrantType(
         TOKEN_EXCHANGE_GRANT,
-        createExchangeHandler({ options, store, sessions, claims }),
+        createExchangeHandler({ options, store, sessions, claims, preflight: assertManagementApiReachable }),
         [...EXCHANGE_PARAMETERS],
         [...EXCHANGE_DUPLICATES],
       );
       endWithActor(provider, sessions, options.auditLog);
-      if (options.actorAuthentication) provider.use(stepUpDetails());
-      const router = createManagementRouter(provider, options, { subjectTokens: store, sessions });
-      (app ?? provider).use(router.routes()).use(router.allowedMethods());
+      if (options.actorAuthentication) addStepUpDetails(provider);
+      const managementApi = createManagementApi(provider, options, { subjectTokens: store, sessions });
+      api = managementApi.middleware;
+      if (mountManagementApi) {
+        servedBy.set(provider, managementApi.served);
+        provider.use(managementApi.witness).use(managementApi.middleware);
+      }
+    },
+
+    managementApi() {
+      if (!api) throw new TypeError('call impersonation.install(provider) before managementApi()');
+      return api;
     },
   };
+}
+
+const MOUNTED_TOO_EARLY =
+  "impersonation.install() ran after the provider's middleware was composed (provider.callback(), " +
+  'provider.listen() or a mount such as koa-mount), so the Management API it adds would never be reached: ' +
+  'call install() right after new Provider(), before mounting the provider; or call ' +
+  'install(provider, { mountManagementApi: false }) and mount impersonation.managementApi() yourself';
+
+/**
+ * Whether Koa's `callback()` (which `listen()` calls) already ran for this
+ * app: it adds `app.onerror` as the `error` listener when there is none.
+ * A mount that composes `app.middleware` itself (koa-mount) leaves no such
+ * trace; the first token request through it is refused instead.
+ */
+function middlewareComposed(app: Koa): boolean {
+  return app.listeners('error').includes(app.onerror);
 }
 
 type GetResourceServerInfo = (
@@ -112,25 +185,28 @@ type GetResourceServerInfo = (
 
 /**
  * Answers for the Management API resource and passes every other resource to
- * the deployment's own function. The management scope is handed out only
- * through `client_credentials`, and only to clients whose `scope` metadata
- * lists it: oidc-provider checks a client's `scope` only for OIDC scopes, not
- * for resource scopes, so without this any client could mint itself one.
+ * the deployment's own function. The management scopes are handed out only
+ * through `client_credentials`, and only those the client's
+ * `impersonation_management_scope` metadata lists: oidc-provider checks a
+ * client's `scope` only for OIDC scopes, not for resource scopes, so without
+ * this any client could mint itself one. Every other grant (authorization
+ * code, refresh, device, CIBA, token exchange) is refused the resource.
  */
 function managementResourceInfo(
   options: ResolvedOptions,
   existing: GetResourceServerInfo | undefined,
+  assertReachable: (ctx: KoaContextWithOIDC) => void,
 ): GetResourceServerInfo {
   return async function getResourceServerInfo(ctx, resource, client) {
     if (resource !== options.managementResource) {
       if (!existing) throw new errors.InvalidTarget();
       return existing(ctx, resource, client);
     }
-    const scopes = managementScopes(options);
-    const allowed = (client.scope ?? '').split(' ').filter((name) => scopes.has(name));
+    const allowed = managementScopesOf(client);
     if (ctx.oidc.params?.['grant_type'] !== 'client_credentials' || !allowed.length) {
       throw new errors.InvalidTarget('this client may not obtain tokens for the Management API');
     }
+    assertReachable(ctx);
     // Only the management scopes the client's metadata lists.
     return {
       scope: allowed.join(' '),

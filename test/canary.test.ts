@@ -14,7 +14,15 @@ import { EVENTS } from '../lib/index.js';
 import { startDemo, type Demo } from '../demo/demo.js';
 import type { MemoryAuditLog } from '../lib/index.js';
 import { DpopKey } from './support/dpop.js';
-import { ACTOR_API, API, CLIENTS, OPAQUE_API, startProvider, type TestProvider } from './support/provider.js';
+import {
+  ACTOR_API,
+  API,
+  CLIENTS,
+  MANAGEMENT,
+  OPAQUE_API,
+  startProvider,
+  type TestProvider,
+} from './support/provider.js';
 import {
   ACCESS_TOKEN,
   exchange,
@@ -27,6 +35,7 @@ import {
   type Reply,
 } from './support/http.js';
 import * as demoHttp from './demo/helpers.js';
+import { mountComposedNow, mounted } from './support/mount.js';
 
 interface Seen {
   label: string;
@@ -330,6 +339,60 @@ describe('canary: no token value or secret leaves its place', function () {
 
     expect(canary.sinks.length, 'events were collected').to.be.above(40);
     expect(canary.leaks()).to.deep.equal([]);
+  });
+
+  it('over the refusals of a provider mounted before install(), and the step-up details of one mounted after', async () => {
+    const early = await mounted(mountComposedNow, 'mount, then install', { actorAuthentication: { maxAge: 1 } });
+    const late = await mounted(mountComposedNow, 'install, then mount', { actorAuthentication: { maxAge: 1 } });
+    try {
+      for (const [label, host] of [
+        ['mounted early', early.tp],
+        ['mounted late', late.tp],
+      ] as const) {
+        const emitter = host.provider as unknown as NodeJS.EventEmitter;
+        for (const name of ['grant.error', 'server_error']) {
+          emitter.on(name, (_ctx: unknown, error: unknown) => canary.sink(`${label} ${name}`, describeError(error)));
+        }
+      }
+      const m2m = await tokenRequest(
+        early.tp,
+        { grant_type: 'client_credentials', scope: 'subject-tokens:create', resource: MANAGEMENT },
+        CLIENTS.backend,
+      );
+      expect(canary.response('m2m through an early mount', m2m).status).to.equal(500);
+      const subject = `ist_${randomBytes(32).toString('base64url')}`;
+      canary.secret(subject);
+      expect(
+        canary.response(
+          'exchange through an early mount',
+          await exchange(early.tp, { subject_token: subject, resource: API }),
+        ).status,
+      ).to.equal(500);
+
+      const actor = await userAccessToken(late.tp, 'alice');
+      canary.secret(actor);
+      await new Promise((resolve) => setTimeout(resolve, 2100));
+      const m2mLate = await m2mToken(late.tp);
+      canary.secret(m2mLate);
+      const created = await managementRequest(late.tp, { userId: 'bob' }, m2mLate);
+      const lateSubject = created.body['subjectToken'] as string;
+      canary.secret(lateSubject);
+      const stale = await exchange(late.tp, {
+        subject_token: lateSubject,
+        resource: API,
+        actor_token: actor,
+        actor_token_type: ACCESS_TOKEN,
+      });
+      expect(canary.response('stale actor through a mount', stale).body).to.include({ max_age: 1 });
+      expect(canary.sinks.map((sink) => sink.label)).to.include.members([
+        'mounted early server_error',
+        'mounted late grant.error',
+      ]);
+      expect(canary.leaks()).to.deep.equal([]);
+    } finally {
+      await early.tp.close();
+      await late.tp.close();
+    }
   });
 
   it('is a canary that sings: it finds a token value put into an event', () => {

@@ -54,16 +54,12 @@ describe('createImpersonation: options, configure() and install()', () => {
   });
 
   describe('configure()', () => {
-    it('adds resource indicators, the management scope and a shared memory adapter, keeping the rest', () => {
+    it('adds resource indicators, its client metadata property and a shared memory adapter, keeping the rest', () => {
       const impersonation = createImpersonation({ managementResource: MANAGEMENT });
       const configuration = impersonation.configure({ scopes: ['openid', 'profile'], ttl: { AccessToken: 60 } });
-      expect(configuration.scopes).to.deep.equal([
-        'openid',
-        'profile',
-        'subject-tokens:create',
-        'impersonations:read',
-        'impersonations:revoke',
-      ]);
+      // The management scopes are the Management API resource's, never OIDC scopes of the provider.
+      expect(configuration.scopes).to.deep.equal(['openid', 'profile']);
+      expect(configuration.extraClientMetadata?.properties).to.deep.equal(['impersonation_management_scope']);
       expect(configuration.ttl).to.deep.equal({ AccessToken: 60 });
       expect(configuration.features?.resourceIndicators?.enabled).to.equal(true);
       expect(configuration.adapter).to.be.a('function');
@@ -90,6 +86,18 @@ describe('createImpersonation: options, configure() and install()', () => {
       const impersonation = createImpersonation({ managementResource: MANAGEMENT });
       const provider = new Provider('http://127.0.0.1:1', { ...QUIET, adapter: createMemoryAdapter() });
       expect(() => impersonation.install(provider)).to.throw(TypeError, /configure/);
+    });
+
+    it('refuses the former { app } option, saying what replaces it; managementApi() only after install()', () => {
+      const impersonation = createImpersonation({ managementResource: MANAGEMENT });
+      const provider = new Provider('http://127.0.0.1:1', impersonation.configure({ ...QUIET }));
+      expect(() => impersonation.managementApi()).to.throw(TypeError, /install\(provider\) before managementApi/);
+      expect(() => impersonation.install(provider, { app: {} } as never)).to.throw(
+        TypeError,
+        /mountManagementApi: false.*app\.use\(impersonation\.managementApi\(\)\)/,
+      );
+      impersonation.install(provider, { mountManagementApi: false });
+      expect(impersonation.managementApi()).to.be.a('function');
     });
 
     it('refuses an adapter without the atomic consumeOnce, rather than trusting find-then-consume', () => {

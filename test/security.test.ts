@@ -183,7 +183,7 @@ describe('security guarantees', () => {
     });
   });
 
-  describe('the management scope is not an ordinary OIDC scope', () => {
+  describe('the management scope is no OIDC scope of the provider', () => {
     it('is not advertised in scopes_supported', async () => {
       const discovery = (await (await fetch(`${tp.base}/.well-known/openid-configuration`)).json()) as {
         scopes_supported: string[];
@@ -197,13 +197,6 @@ describe('security guarantees', () => {
       const introspection = await introspect(tp, token);
       expect(introspection['active']).to.equal(true);
       expect(String(introspection['scope']).split(' ')).to.deep.equal(['openid']);
-    });
-
-    it('reads out of a grant that was stored with it', () => {
-      const grant = new tp.provider.Grant({ accountId: 'alice', clientId: CLIENTS.console.client_id });
-      (grant as unknown as { openid: { scope: string } }).openid = { scope: `openid ${MANAGEMENT_SCOPE}` };
-      expect(grant.getOIDCScope()).to.equal('openid');
-      expect(grant.getOIDCScopeFiltered(new Set(['openid', MANAGEMENT_SCOPE]))).to.equal('openid');
     });
 
     it('still reaches the Management API through client_credentials', async () => {

@@ -1,11 +1,8 @@
-import type Koa from 'koa';
+import type { EventEmitter } from 'node:events';
 import type { KoaContextWithOIDC, Provider } from 'oidc-provider';
 import type { VerifiedAccessToken } from '../access-token.js';
-import { insufficientUserAuthentication } from '../errors.js';
+import { InsufficientUserAuthentication, insufficientUserAuthentication } from '../errors.js';
 import type { ActorAuthentication } from '../options.js';
-
-/** The requirement a refused exchange did not meet, for stepUpDetails to add to the error body. */
-const unmet = new WeakMap<object, ActorAuthentication>();
 
 /**
  * Step-up (RFC 9470): the actor's sign-in must be at most `maxAge` seconds old
@@ -25,11 +22,11 @@ export async function checkActorAuthentication(
     required.maxAge !== undefined && (authTime === undefined || Date.now() / 1000 - authTime > required.maxAge);
   const weak = required.acrValues !== undefined && (acr === undefined || !required.acrValues.includes(acr));
   if (!stale && !weak) return;
-  unmet.set(ctx, required);
   throw insufficientUserAuthentication(
     stale
       ? `the actor signed in more than ${required.maxAge} seconds ago; sign in again (max_age=${required.maxAge})`
       : `the actor's sign-in is not strong enough; sign in again with acr_values=${required.acrValues!.join(' ')}`,
+    required,
   );
 }
 
@@ -49,17 +46,25 @@ async function sessionAuthentication(
  * Adds `max_age` and `acr_values` to an `insufficient_user_authentication`
  * body, as RFC 9470 names them, so that a client can ask for exactly the
  * sign-in it needs. oidc-provider's error rendering knows no such members.
+ *
+ * A `grant.error` listener rather than a middleware: oidc-provider's token
+ * endpoint sets the error body and then emits `grant.error` inside its own
+ * pipeline, so the members are added however and whenever the provider was
+ * mounted. A middleware added with `provider.use` would be skipped by every
+ * host that composed the provider's middleware before `install()` ran.
+ * (test/mounting.test.ts holds oidc-provider to that order.)
  */
-export function stepUpDetails(): Koa.Middleware {
-  return async (ctx, next) => {
-    await next();
-    const required = unmet.get(ctx);
+export function addStepUpDetails(provider: Provider): void {
+  (provider as unknown as EventEmitter).on('grant.error', (ctx: KoaContextWithOIDC, error: unknown) => {
+    if (!(error instanceof InsufficientUserAuthentication)) return;
     const body = ctx.body as { error?: unknown } | undefined;
-    if (!required || body?.error !== 'insufficient_user_authentication') return;
+    // An HTML error page (a client that asked for text/html) is the deployment's renderError's.
+    if (typeof body !== 'object' || body === null || body.error !== 'insufficient_user_authentication') return;
+    const { maxAge, acrValues } = error.stepUp;
     ctx.body = {
       ...body,
-      ...(required.maxAge === undefined ? {} : { max_age: required.maxAge }),
-      ...(required.acrValues === undefined ? {} : { acr_values: required.acrValues.join(' ') }),
+      ...(maxAge === undefined ? {} : { max_age: maxAge }),
+      ...(acrValues === undefined ? {} : { acr_values: acrValues.join(' ') }),
     };
-  };
+  });
 }

@@ -70,6 +70,8 @@ export interface GrantDependencies {
   store: SubjectTokenStore;
   sessions: SessionStore;
   claims: ExchangeClaims;
+  /** Runs first: refuses an exchange through a provider mounted in a way the plugin cannot work in. */
+  preflight?: (ctx: KoaContextWithOIDC) => void;
 }
 
 /**
@@ -78,7 +80,7 @@ export interface GrantDependencies {
  * grant. The steps below read as the protocol; the subject token is redeemed
  * last, so a refused exchange never burns it.
  */
-export function createExchangeHandler({ options, store, sessions, claims }: GrantDependencies) {
+export function createExchangeHandler({ options, store, sessions, claims, preflight }: GrantDependencies) {
   const actorClients: ReadonlySet<string> = new Set(options.actorClients);
   const refusals = new RefusalBudget();
   return async function tokenExchangeHandler(ctx: KoaContextWithOIDC): Promise<void> {
@@ -91,6 +93,7 @@ export function createExchangeHandler({ options, store, sessions, claims }: Gran
     let recordedUntil: number | undefined;
 
     try {
+      preflight?.(ctx);
       checkClientAuthentication(ctx);
       checkParameters(params);
 

@@ -1,4 +1,5 @@
 import Router from '@koa/router';
+import type Koa from 'koa';
 import type { Provider } from 'oidc-provider';
 import type { ResolvedOptions } from '../options.js';
 import type { SessionStore } from '../sessions/store.js';
@@ -8,17 +9,47 @@ import { renderErrors } from './http.js';
 import { impersonationRoutes } from './impersonations.js';
 import { subjectTokenRoutes } from './subject-tokens.js';
 
-/** The Management API: subject tokens, impersonation sessions and their revocation feed. */
-export function createManagementRouter(
+/** The requests that passed through a middleware chain holding the Management API. */
+export type ServedRequests = WeakSet<object>;
+
+export interface ManagementApi {
+  /** Subject tokens, impersonation sessions and their revocation feed, as one Koa middleware. */
+  middleware: Koa.Middleware;
+  /**
+   * Marks each request in `served`. Mounted with the API in the provider's
+   * middleware, it tells a request that reached the provider through a chain
+   * composed without the API (the provider was mounted before install()).
+   */
+  witness: Koa.Middleware;
+  served: ServedRequests;
+}
+
+export function createManagementApi(
   provider: Provider,
   options: ResolvedOptions,
   stores: { subjectTokens: SubjectTokenStore; sessions: SessionStore },
-): Router {
+): ManagementApi {
   const authenticate = options.authenticateManagementRequest ?? createCallerCheck(provider, options);
   // Exact paths, as a proxy's exact-path rule would match them: no case folding, no trailing slash.
   const router = new Router({ sensitive: true, strict: true });
   router.use([options.managementPath, options.sessionsPath], renderErrors);
   subjectTokenRoutes(router, provider, options, stores.subjectTokens, authenticate);
   impersonationRoutes(router, provider, options, stores.sessions, authenticate);
-  return router;
+  // Composed here, once: wherever the deployment mounts it, it is whole.
+  const routes = router.routes() as unknown as Koa.Middleware;
+  const allowedMethods = router.allowedMethods() as unknown as Koa.Middleware;
+  const served: ServedRequests = new WeakSet();
+  // Carries its router, as @koa/router's own middleware does, for whoever lists the routes.
+  const middleware: Koa.Middleware = Object.assign(
+    (ctx: Koa.Context, next: Koa.Next) => routes(ctx, () => allowedMethods(ctx, next)),
+    { router },
+  );
+  return {
+    middleware,
+    witness: (ctx, next) => {
+      served.add(ctx);
+      return next();
+    },
+    served,
+  };
 }

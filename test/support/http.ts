@@ -207,7 +207,7 @@ export async function userSignIn(
       code = url.searchParams.get('code') ?? undefined;
       break;
     }
-    const interaction = /^\/interaction\/([^/]+)$/.exec(url.pathname);
+    const interaction = /\/interaction\/([^/]+)$/.exec(url.pathname);
     const response = await fetch(interaction ? `${url.href}/login?login=${encodeURIComponent(user)}` : url, {
       method: interaction ? 'POST' : 'GET',
       headers: { cookie: jar.header() },

@@ -3,7 +3,13 @@ import type { AddressInfo } from 'node:net';
 import { createServer, type Server } from 'node:http';
 import type Koa from 'koa';
 import Provider, { errors, type Configuration, type KoaContextWithOIDC } from 'oidc-provider';
-import { createImpersonation, type ImpersonationOptions, type MemoryAdapterClass } from '../../lib/index.js';
+import {
+  createImpersonation,
+  type Impersonation,
+  type ImpersonationOptions,
+  type InstallOptions,
+  type MemoryAdapterClass,
+} from '../../lib/index.js';
 import { testAdapter } from './adapters.js';
 import { TEST_JWKS } from './keys.js';
 import type { AdapterSource } from '../../lib/adapters/contract.js';
@@ -54,6 +60,12 @@ export interface TestProviderOptions {
   adapter?: AdapterSource;
   /** Default: the base URL. Several processes acting as one provider share one. */
   issuer?: string;
+  /**
+   * Mounts the provider on a host of the test's own, calling `install` (the
+   * plugin's install() on this provider) when it wants; the provider's own
+   * server then serves nothing. Interactions are under the issuer's path.
+   */
+  mount?: (provider: Provider, install: (options?: InstallOptions) => void, impersonation: Impersonation) => void;
 }
 
 /** A real provider with the plugin, listening on 127.0.0.1 on a free port. */
@@ -100,7 +112,7 @@ export async function startProvider(options: TestProviderOptions = {}): Promise<
         grant_types: ['client_credentials'],
         response_types: [],
         redirect_uris: [],
-        scope: MANAGEMENT_SCOPE,
+        impersonation_management_scope: MANAGEMENT_SCOPE,
       },
       {
         ...CLIENTS.admin,
@@ -108,7 +120,7 @@ export async function startProvider(options: TestProviderOptions = {}): Promise<
         grant_types: ['client_credentials'],
         response_types: [],
         redirect_uris: [],
-        scope: `${READ_SCOPE} ${REVOKE_SCOPE}`,
+        impersonation_management_scope: `${READ_SCOPE} ${REVOKE_SCOPE}`,
       },
       {
         ...CLIENTS.noScopeBackend,
@@ -193,17 +205,26 @@ export async function startProvider(options: TestProviderOptions = {}): Promise<
       AuthorizationCode: 60,
       IdToken: 3600,
     },
-    interactions: { url: (_ctx, interaction) => `/interaction/${interaction.uid}` },
+    interactions: {
+      url: (_ctx, interaction) => `${new URL(issuer).pathname.replace(/\/$/, '')}/interaction/${interaction.uid}`,
+    },
     ...options.configuration,
   });
 
   const provider = new Provider(issuer, configuration);
-  impersonation.install(provider);
   const appErrors: unknown[] = [];
   // Tests provoke outages on purpose; each asserts the answer, so the stack need not be printed.
-  (provider as Koa).on('error', (error: unknown) => appErrors.push(error));
-  provider.use(loginRoutes(provider));
-  server.on('request', provider.callback());
+  const keepErrors = () => (provider as Koa).on('error', (error: unknown) => appErrors.push(error));
+  if (options.mount) {
+    provider.use(loginRoutes(provider));
+    options.mount(provider, (installOptions) => impersonation.install(provider, installOptions), impersonation);
+    keepErrors();
+  } else {
+    impersonation.install(provider);
+    keepErrors();
+    provider.use(loginRoutes(provider));
+    server.on('request', provider.callback());
+  }
   return {
     provider,
     issuer,

@@ -1,0 +1,95 @@
+import type { ClientMetadata, Configuration, KoaContextWithOIDC } from 'oidc-provider';
+import { invalidClientMetadata } from '../errors.js';
+
+/**
+ * The client metadata property that lists the Management API scopes a client
+ * may obtain, space-separated as `scope` is: `subject-tokens:create` for a
+ * backend that creates subject tokens, `impersonations:read
+ * impersonations:revoke` for an administration.
+ *
+ * The management scopes are scopes of one resource, not OpenID Connect
+ * scopes, so they stay out of the provider's `scopes`: discovery never lists
+ * them, oidc-provider's consent never asks for them, and a client's `scope`
+ * metadata cannot name them. Nothing has to be filtered out afterwards, by a
+ * middleware or a patched Grant, so nothing depends on when the provider is
+ * mounted.
+ */
+export const MANAGEMENT_SCOPE_METADATA = 'impersonation_management_scope';
+
+type ExtraClientMetadata = NonNullable<Configuration['extraClientMetadata']>;
+type Validator = NonNullable<ExtraClientMetadata['validator']>;
+
+/** The deployment's `extraClientMetadata` with the plugin's property added; its own properties keep its validator. */
+export function withManagementMetadata(
+  own: Configuration['extraClientMetadata'],
+  managementScopes: ReadonlySet<string>,
+): ExtraClientMetadata {
+  const properties = own?.properties ?? [];
+  if (properties.includes(MANAGEMENT_SCOPE_METADATA)) {
+    throw new TypeError(
+      `extraClientMetadata.properties must not list ${MANAGEMENT_SCOPE_METADATA}: the plugin declares it`,
+    );
+  }
+  const ownValidator: Validator | undefined = own?.validator;
+  return {
+    ...own,
+    properties: [...properties, MANAGEMENT_SCOPE_METADATA],
+    validator(ctx: KoaContextWithOIDC | undefined, key: string, value: unknown, metadata: ClientMetadata) {
+      if (key === MANAGEMENT_SCOPE_METADATA) return checkManagementMetadata(metadata, managementScopes);
+      return ownValidator?.(ctx, key, value, metadata);
+    },
+  };
+}
+
+/**
+ * Checks a client's management metadata and normalises it (duplicates
+ * dropped). oidc-provider runs it whenever it builds a client (a static one
+ * at its first use, a registered one at registration and at every load);
+ * configure() runs it over the static clients at start-up.
+ */
+export function checkManagementMetadata(metadata: ClientMetadata, managementScopes: ReadonlySet<string>): void {
+  const inScope = String(metadata.scope ?? '')
+    .split(' ')
+    .filter((name) => managementScopes.has(name));
+  if (inScope.length) {
+    throw invalidClientMetadata(
+      `scope lists ${inScope.join(' ')}, a scope of the Management API rather than an OpenID Connect scope; ` +
+        `list it in ${MANAGEMENT_SCOPE_METADATA} instead`,
+    );
+  }
+  const value = metadata[MANAGEMENT_SCOPE_METADATA];
+  if (value === undefined) return;
+  const names = typeof value === 'string' ? [...new Set(value.split(' '))] : [];
+  if (!names.length || names.some((name) => !managementScopes.has(name))) {
+    throw invalidClientMetadata(
+      `${MANAGEMENT_SCOPE_METADATA} must be a space-separated list of ${[...managementScopes].join(', ')}`,
+    );
+  }
+  if (!Array.isArray(metadata.grant_types) || !metadata.grant_types.includes('client_credentials')) {
+    throw invalidClientMetadata(`${MANAGEMENT_SCOPE_METADATA} needs the client_credentials grant type`);
+  }
+  metadata[MANAGEMENT_SCOPE_METADATA] = names.join(' ');
+}
+
+/**
+ * The same checks over `configuration.clients`, so that a static client
+ * still written the old way stops the service at start-up, naming the client,
+ * instead of failing its first request.
+ */
+export function checkStaticClients(clients: Configuration['clients'], managementScopes: ReadonlySet<string>): void {
+  for (const client of clients ?? []) {
+    const metadata = { grant_types: ['authorization_code'], ...client } as ClientMetadata;
+    try {
+      checkManagementMetadata(metadata, managementScopes);
+    } catch (error) {
+      const description = (error as { error_description?: string }).error_description ?? String(error);
+      throw new TypeError(`client ${String(client.client_id)}: ${description}`, { cause: error });
+    }
+  }
+}
+
+/** The management scopes a client's metadata lists, in a normalised client. */
+export function managementScopesOf(client: { metadata(): ClientMetadata }): string[] {
+  const value = client.metadata()[MANAGEMENT_SCOPE_METADATA];
+  return typeof value === 'string' && value ? value.split(' ') : [];
+}
