@@ -3,8 +3,8 @@ import pg from 'pg';
 import { createPostgresAuditLog, type PostgresAuditLog } from '../lib/audit-postgres/index.js';
 import { EVENTS, type ImpersonationEvent } from '../lib/index.js';
 import { DATABASE_URL, testSchema } from './support/postgres.js';
-import { READ_SCOPE, CLIENTS, startProvider, type TestProvider } from './support/provider.js';
-import { apiRequest, managementRequest, m2mToken } from './support/http.js';
+import { API, CLIENTS, READ_SCOPE, TENANT_API, startProvider, type TestProvider } from './support/provider.js';
+import { apiRequest, exchange, managementRequest, m2mToken, subjectToken } from './support/http.js';
 import { TcpRelay } from './support/relay.js';
 
 /**
@@ -28,7 +28,13 @@ describe("PostgreSQL audit log: one append's row never fails the appends batched
     let tp: TestProvider;
     before(async () => {
       log = createPostgresAuditLog({ pool, schema, table: 'over_http' });
-      tp = await startProvider({ plugin: { auditLog: log } });
+      tp = await startProvider({
+        plugin: {
+          auditLog: log,
+          // A policy whose refusal quotes what it was given.
+          canExchange: ({ resource }) => (resource === `${TENANT_API}closed` ? { reason: 'closed\u0000tenant' } : true),
+        },
+      });
     });
     after(() => tp?.close());
 
@@ -59,6 +65,28 @@ describe("PostgreSQL audit log: one append's row never fails the appends batched
       const result = await apiRequest(tp, 'GET', '/api/impersonations/events?subject=bob%00x', admin);
       expect(result.status, JSON.stringify(result.body)).to.equal(400);
       expect(result.body['error']).to.equal('invalid_request');
+    });
+
+    it('at the token endpoint (a public client, no secret), neither an unstorable resource nor a refusal quoting one fails the exchanges beside them', async () => {
+      const before = (await log.verify()).count;
+      const subjects = await Promise.all(Array.from({ length: 10 }, () => subjectToken(tp)));
+      const resources = subjects.map((_, at) =>
+        at === 3 ? `${TENANT_API}a\u0000b` : at === 6 ? `${TENANT_API}closed` : API,
+      );
+      const results = await Promise.all(
+        subjects.map((subject, at) => exchange(tp, { subject_token: subject, resource: resources[at] })),
+      );
+      expect(results.map((result) => result.status)).to.deep.equal([200, 200, 200, 400, 200, 200, 400, 200, 200, 200]);
+      expect(results[3]!.body['error']).to.equal('invalid_target');
+      expect(results[6]!.body['error']).to.equal('invalid_request');
+      expect(tp.appErrors).to.deep.equal([]);
+      const { items } = await log.query({ limit: 20 });
+      const refusals = items.filter((item) => item.event === EVENTS.exchangeRefused).map((item) => item.reason);
+      expect(refusals.sort()).to.deep.equal([
+        'invalid_request: closed\uFFFDtenant',
+        'invalid_target: resource holds text that cannot be stored (U+0000 or a lone surrogate)',
+      ]);
+      expect(await log.verify()).to.deep.include({ ok: true, count: before + 20 });
     });
   });
 
