@@ -75,7 +75,11 @@ describe('text no store can hold is refused where it comes in, on any store', fu
       ['U+0000 in userId', { userId: 'bob\u0000' }, 'userId'],
       ['a lone surrogate in userId', { userId: 'b\ud800ob' }, 'userId'],
       ['U+0000 in a context value', { userId: 'bob', context: { ticketId: 'T\u0000' } }, 'context'],
-      ['a lone low surrogate in a nested context value', { userId: 'bob', context: { a: { b: ['x', '\udc00'] } } }, 'context'],
+      [
+        'a lone low surrogate in a nested context value',
+        { userId: 'bob', context: { a: { b: ['x', '\udc00'] } } },
+        'context',
+      ],
       ['U+0000 in a context key, deep', { userId: 'bob', context: { a: [{ 'k\u0000': 1 }] } }, 'context'],
       ['a lone surrogate in a context key', { userId: 'bob', context: { '\ud83d': true } }, 'context'],
       ['U+0000 in actorId', { userId: 'bob', actorId: 'alice\u0000' }, 'actorId'],
@@ -142,7 +146,10 @@ describe('text no store can hold is refused where it comes in, on any store', fu
       const refused = await managementRequest(tp, { userId: 'carol' }, creator);
       expect(refused.status).to.equal(403);
       const row = log.rows.at(-1)!;
-      expect(row).to.include({ event: EVENTS.subjectTokenRefused, reason: 'access_denied: carol\uFFFD is off \uFFFDlimits' });
+      expect(row).to.include({
+        event: EVENTS.subjectTokenRefused,
+        reason: 'access_denied: carol\uFFFD is off \uFFFDlimits',
+      });
 
       const exchanged = await exchange(tp, { subject_token: await subjectToken(tp), resource: `${TENANT_API}closed` });
       expect(exchanged.status).to.equal(400);

@@ -48,7 +48,8 @@ export async function readJsonObject(ctx: Koa.Context, limit: number): Promise<J
  */
 function assertStorableFields(body: JsonObject): void {
   for (const [field, value] of Object.entries(body)) {
-    if (!isStorableText(field)) throw new ManagementError(400, 'invalid_request', `a field name holds ${UNSTORABLE_TEXT}`);
+    if (!isStorableText(field))
+      throw new ManagementError(400, 'invalid_request', `a field name holds ${UNSTORABLE_TEXT}`);
     if (!isStorableJson(value)) throw new ManagementError(400, 'invalid_request', `${field} holds ${UNSTORABLE_TEXT}`);
   }
 }

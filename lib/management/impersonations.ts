@@ -156,7 +156,12 @@ function readCursor(value: unknown, allowed: ReadonlySet<string>, query: Koa.Con
   try {
     if (typeof value !== 'string' || value.length > 200) throw new Error('not a cursor');
     const [expiresAt, member] = JSON.parse(Buffer.from(value, 'base64url').toString('utf8')) as unknown[];
-    if (Number.isSafeInteger(expiresAt) && typeof member === 'string' && member.length <= 64 && isStorableText(member)) {
+    if (
+      Number.isSafeInteger(expiresAt) &&
+      typeof member === 'string' &&
+      member.length <= 64 &&
+      isStorableText(member)
+    ) {
       return { expiresAt: expiresAt as number, member };
     }
   } catch {

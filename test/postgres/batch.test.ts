@@ -149,7 +149,7 @@ describe('PostgreSQL adapter: operations of one turn share a statement', () => {
     ]);
   });
 
-  it("fails only the caller whose value PostgreSQL refuses; the others of its statement are served, in order", async () => {
+  it('fails only the caller whose value PostgreSQL refuses; the others of its statement are served, in order', async () => {
     // Every value the adapter is given is made storable before it joins a batch; a column an
     // operator changed to jsonb refuses what json takes (\u0000), standing in for any value
     // that slips past: the statement is sent again in halves down to the caller that brought it.
@@ -200,20 +200,28 @@ describe('PostgreSQL adapter: operations of one turn share a statement', () => {
   it('still fails every caller of the statement when PostgreSQL is unreachable, and serves them once it is back', async () => {
     const relay = new TcpRelay(DATABASE_URL, 5432);
     await relay.start();
-    const Relayed = createPostgresAdapter({ connectionString: relay.url, schema, table, cleanupInterval: 0 });
+    const relayed = new pg.Pool({ connectionString: relay.url, connectionTimeoutMillis: 2000 });
+    relayed.on('error', () => {});
+    let statements = 0;
+    const query = relayed.query.bind(relayed) as (...args: unknown[]) => Promise<pg.QueryResult>;
+    (relayed as unknown as { query: typeof query }).query = (...args: unknown[]) => {
+      if ((args[0] as { name?: string }).name) statements += 1;
+      return query(...args);
+    };
+    const Relayed = createPostgresAdapter({ pool: relayed, schema, table, cleanupInterval: 0 });
     try {
       await Relayed.migrate();
       await relay.stop();
       const store = new Relayed('Interaction');
-      const outcomes = await Promise.allSettled(
-        ['a', 'b', 'c', 'd'].map((id) => store.upsert(id, { id }, 60)),
-      );
+      const outcomes = await Promise.allSettled(['a', 'b', 'c', 'd'].map((id) => store.upsert(id, { id }, 60)));
       expect(outcomes.map((outcome) => outcome.status)).to.deep.equal(Array(4).fill('rejected'));
+      expect(statements, 'an outage is not retried in halves').to.equal(1);
       await relay.start();
       await Promise.all(['a', 'b'].map((id) => store.upsert(id, { id }, 60)));
       expect(await store.find('b')).to.deep.include({ id: 'b' });
     } finally {
       await Relayed.disconnect();
+      await relayed.end();
       await relay.stop();
     }
   });
