@@ -6,9 +6,7 @@
  * may reach a store is held to this rule, whichever store a deployment
  * uses, so that its answer never depends on the store.
  */
-// eslint-disable-next-line no-control-regex -- U+0000 is exactly what is looked for
 const UNSTORABLE = /\0|\p{Cs}/u;
-// eslint-disable-next-line no-control-regex -- as above
 const UNSTORABLE_ALL = /\0|\p{Cs}/gu;
 
 export const UNSTORABLE_TEXT = 'text that cannot be stored (U+0000 or a lone surrogate)';
