@@ -20,6 +20,7 @@ import {
   CLIENTS,
   MANAGEMENT,
   OPAQUE_API,
+  TENANT_API,
   startProvider,
   type TestProvider,
 } from './support/provider.js';
@@ -210,6 +211,14 @@ describe('canary: no token value or secret leaves its place', function () {
         ],
         ['policy refusal', { subject_token: await create('carol', { userId: 'carol' }) }],
         ['invalid scope', { subject_token: await fresh(), scope: 'admin' }],
+        // A value no store can hold, quoting the request's own subject token: refused without echoing it.
+        [
+          'unstorable resource',
+          await (async () => {
+            const subject = await fresh();
+            return { subject_token: subject, resource: `${TENANT_API}${subject}\u0000` };
+          })(),
+        ],
         [
           'wrong subject_token_type',
           { subject_token: await fresh(), subject_token_type: 'urn:ietf:params:oauth:token-type:jwt' },
@@ -266,6 +275,7 @@ describe('canary: no token value or secret leaves its place', function () {
       ['protected user', { userId: 'admin' }, m2m],
       ['unknown field', { userId: 'bob', token: m2m }, m2m],
       ['bad binding', { userId: 'bob', clientId: CLIENTS.notAllowed.client_id }, m2m],
+      ['unstorable context', { userId: 'bob', context: { note: `${m2m}\u0000` } }, m2m],
     ];
     for (const [name, body, token] of management) {
       canary.secret(token);
@@ -293,6 +303,11 @@ describe('canary: no token value or secret leaves its place', function () {
       await http(tp, 'GET', '/api/impersonations?subject=bob&limit=100', admin),
     );
     const ids = (listed.body['items'] as Array<{ id: string }>).map((item) => item.id);
+    const unstorable = canary.response(
+      'list sessions with an unstorable filter',
+      await http(tp, 'GET', `/api/impersonations?subject=${encodeURIComponent(admin)}%00`, admin),
+    );
+    expect(unstorable.status).to.equal(400);
     expect(ids.length).to.be.above(2);
     canary.response('read a session', await http(tp, 'GET', `/api/impersonations/${ids[0]!}`, admin));
     canary.response(

@@ -220,6 +220,10 @@ describe('Management API: the OpenAPI description matches the running service', 
       expect(
         (await call(tp, 'post', path, path, { token: creator, body: { userId: 'bob', actorID: 'alice' } })).status,
       ).to.equal(400);
+      expect(
+        (await call(tp, 'post', path, path, { token: creator, body: { userId: 'bob', context: { t: 'T\u0000' } } }))
+          .status,
+      ).to.equal(400);
       expect((await call(tp, 'post', path, path, { body: { userId: 'bob' } })).status).to.equal(401);
       expect((await call(tp, 'post', path, path, { token: 'not-a-token', body: { userId: 'bob' } })).status).to.equal(
         401,
@@ -260,6 +264,9 @@ describe('Management API: the OpenAPI description matches the running service', 
       expect(
         (await call(tp, 'delete', template, `/api/subject-tokens/stid_${'A'.repeat(16)}`, { token: admin })).status,
       ).to.equal(404);
+      expect(
+        (await call(tp, 'delete', template, `/api/subject-tokens/${id}?note=%00`, { token: admin })).status,
+      ).to.equal(400);
       expect((await call(tp, 'delete', template, `/api/subject-tokens/${id}`)).status).to.equal(401);
       expect((await call(tp, 'delete', template, `/api/subject-tokens/${id}`, { token: creator })).status).to.equal(
         403,
@@ -311,6 +318,9 @@ describe('Management API: the OpenAPI description matches the running service', 
       expect((await call(tp, 'get', template, '/api/impersonations/imp_unknown', { token: reader })).status).to.equal(
         404,
       );
+      expect(
+        (await call(tp, 'get', template, `/api/impersonations/${sessionId}?note=%00`, { token: reader })).status,
+      ).to.equal(400);
       expect((await call(tp, 'get', template, `/api/impersonations/${sessionId}`)).status).to.equal(401);
       expect((await call(tp, 'get', template, `/api/impersonations/${sessionId}`, { token: creator })).status).to.equal(
         403,
@@ -361,6 +371,7 @@ describe('Management API: the OpenAPI description matches the running service', 
       const page = await call(tp, 'get', path, `${path}?subject=bob&limit=5`, { token: reader });
       expect(page.body['items']).to.have.length(5);
       expect((await call(tp, 'get', path, `${path}?since=yesterday`, { token: reader })).status).to.equal(400);
+      expect((await call(tp, 'get', path, `${path}?subject=bob%00x`, { token: reader })).status).to.equal(400);
       expect((await call(tp, 'get', path, path)).status).to.equal(401);
       expect((await call(tp, 'get', path, path, { token: creator })).status).to.equal(403);
     });

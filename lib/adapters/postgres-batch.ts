@@ -1,3 +1,5 @@
+import { sendIsolatingDataErrors } from '../postgres/data-errors.js';
+
 /**
  * Operations of one kind asked for in the same turn of the event loop, sent
  * to PostgreSQL as one statement. Under load the requests a provider serves
@@ -7,7 +9,10 @@
  *
  * A batch goes out when the event loop has run every callback that was
  * ready (a `setImmediate`), or at once when it is full. Each caller gets its
- * own result; when the statement fails, every caller in it gets the failure.
+ * own result. When PostgreSQL refuses a value one caller brought (a data
+ * error), the batch is sent again in halves, one after the other, so that
+ * only that caller fails; when the statement fails otherwise (an outage),
+ * every caller in it gets the failure.
  */
 export class StatementBatch<Item, Result> {
   readonly #send: (items: Item[]) => Promise<Result[]>;
@@ -39,20 +44,8 @@ export class StatementBatch<Item, Result> {
     const batch = this.#pending;
     if (!batch.length) return;
     this.#pending = [];
-    let sent: Promise<Result[]>;
-    try {
-      sent = this.#send(batch.map((entry) => entry.item));
-    } catch (error) {
-      sent = Promise.reject(error);
-    }
-    sent.then(
-      (results) => {
-        for (const [at, entry] of batch.entries()) entry.resolve(results[at]!);
-      },
-      (error: unknown) => {
-        for (const entry of batch) entry.reject(error);
-      },
-    );
+    // Every caller is settled by sendIsolatingDataErrors, which itself never rejects.
+    void sendIsolatingDataErrors(batch, async (entries) => this.#send(entries.map((entry) => entry.item)));
   }
 }
 

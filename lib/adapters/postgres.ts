@@ -212,7 +212,9 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
   // Finds, consumptions, entry writes and index additions of the same turn of
   // the event loop, from any number of requests, each go out as one statement.
   // A value that could make a statement fail is refused before it joins one,
-  // so that one caller's mistake never fails the others.
+  // so that one caller's mistake never fails the others; should PostgreSQL
+  // still refuse a value, the batch is sent again in halves down to the
+  // caller that brought it (see postgres-batch.ts).
   const lookups = new StatementBatch<Lookup, AdapterPayload | undefined>(async (items) => {
     const { rows } = await run(
       statements.findMany,
@@ -370,8 +372,9 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
     async indexAdd(indexes: readonly string[], member: string, expiresAt: number): Promise<void> {
       if (!indexes.length) return;
       assertMember(member);
-      if (!Number.isFinite(expiresAt))
-        throw new TypeError('the PostgreSQL adapter: an index expiry must be a finite number');
+      // A number beyond bigint (1e300 is finite) would be refused by PostgreSQL.
+      if (!Number.isSafeInteger(Math.round(expiresAt)))
+        throw new TypeError('the PostgreSQL adapter: an index expiry must be a finite number of ms, at most 2^53');
       await indexWrites.add({ model: this.#name, names: indexes.map(keyOf), member, expiresAt: Math.round(expiresAt) });
     }
 
@@ -455,5 +458,7 @@ function storeError(operation: string, error: unknown): Error {
       : typeof message === 'string'
         ? message
         : 'unknown error';
-  return new Error(`the PostgreSQL store failed (${operation}): ${reason}`);
+  const failure = new Error(`the PostgreSQL store failed (${operation}): ${reason}`);
+  // The SQLSTATE tells a value PostgreSQL refused (isDataError) from an outage.
+  return typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) ? Object.assign(failure, { code }) : failure;
 }

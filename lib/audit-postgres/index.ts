@@ -13,6 +13,7 @@
  * leaves the database, so that a chain cut back below it is detected too.
  */
 import pg from 'pg';
+import { sendIsolatingDataErrors } from '../postgres/data-errors.js';
 import { migrateUnderLock } from '../postgres/migration.js';
 import type { AuditQueryFilter, AuditSink, ImpersonationEvent, ImpersonationEventName } from '../audit.js';
 import {
@@ -153,7 +154,10 @@ export function createPostgresAuditLog(options: PostgresAuditLogOptions): Postgr
 
   // Group commit: appends that arrive while a batch is in flight wait for it
   // and go together, in one call, under one lock of the head, in one commit.
-  // Each still resolves only once its own row is durable.
+  // Each still resolves only once its own row is durable. A row PostgreSQL
+  // refuses (a data error: the call wrote nothing) fails its own append only:
+  // the batch is written again in halves, in order, until that row is alone.
+  // An outage fails every append of the batch.
   let queue: Pending[] = [];
   let flushing = false;
 
@@ -162,19 +166,13 @@ export function createPostgresAuditLog(options: PostgresAuditLogOptions): Postgr
     flushing = true;
     const batch = queue.slice(0, MAX_BATCH_ROWS);
     queue = queue.slice(batch.length);
-    writeBatch(batch)
-      .then(
-        () => {
-          for (const pending of batch) pending.resolve();
-        },
-        (error: unknown) => {
-          for (const pending of batch) pending.reject(error);
-        },
-      )
-      .finally(() => {
-        flushing = false;
-        flush();
-      });
+    void sendIsolatingDataErrors(batch, async (rows) => {
+      await writeBatch(rows);
+      return [];
+    }).finally(() => {
+      flushing = false;
+      flush();
+    });
   }
 
   async function writeBatch(batch: Pending[]): Promise<void> {

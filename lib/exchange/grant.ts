@@ -24,6 +24,7 @@ import {
 } from '../provider-internals.js';
 import { newSessionId, SESSION_CLAIM, type SessionRecord } from '../sessions/record.js';
 import type { SessionStore } from '../sessions/store.js';
+import { isStorableText, storableText, UNSTORABLE_TEXT } from '../storable-text.js';
 import { keptUntil, type SubjectTokenRecord, type SubjectTokenStore } from '../subject-tokens/store.js';
 import { looksLikeSubjectToken } from '../subject-tokens/token.js';
 import type { VerifiedAccessToken } from '../access-token.js';
@@ -62,6 +63,7 @@ interface ExchangeParams {
   actor_token_type?: string;
   requested_token_type?: string;
   scope?: string;
+  resource?: string | string[];
   audience?: string | string[];
 }
 
@@ -246,7 +248,8 @@ export function createExchangeHandler({ options, store, sessions, claims, prefli
       if (delivered) throw error;
       const described = error as { error?: string; error_description?: string; message?: string };
       audit.error = described.error ?? 'server_error';
-      audit.reason = described.error_description ?? 'internal error';
+      // A description may quote the request or a policy: recorded, never in a form the trail's store refuses.
+      audit.reason = storableText(described.error_description ?? 'internal error');
       const recorded =
         recordedUntil !== undefined && refusals.take(audit.subjectTokenId!, recordedUntil)
           ? options.auditLog
@@ -399,6 +402,12 @@ function checkParameters(params: ExchangeParams): void {
   }
   if (params.audience !== undefined) {
     throw invalidTarget('the audience parameter is not supported; name the resource server with resource');
+  }
+  // A deployment's getResourceServerInfo may accept a family of indicators; none
+  // that a store refuses may reach the session and the trail. (oidc-provider
+  // already refuses such a scope.)
+  if ([params.resource ?? []].flat().some((resource) => !isStorableText(resource))) {
+    throw invalidTarget(`resource holds ${UNSTORABLE_TEXT}`);
   }
   if (!looksLikeSubjectToken(params.subject_token)) throw invalidRequest('subject_token is unknown');
 }

@@ -1,6 +1,7 @@
 import type Koa from 'koa';
 import { ManagementError } from '../errors.js';
 import type { JsonObject } from '../options.js';
+import { isStorableJson, isStorableText, UNSTORABLE_TEXT } from '../storable-text.js';
 
 /**
  * Reads a JSON object body of at most `limit` bytes. Koa leaves body parsing
@@ -36,7 +37,33 @@ export async function readJsonObject(ctx: Koa.Context, limit: number): Promise<J
   if (!isJsonObject(parsed)) {
     throw new ManagementError(400, 'invalid_request', 'body must be a JSON object');
   }
+  assertStorableFields(parsed);
   return parsed;
+}
+
+/**
+ * Refuses a body with a string no store can hold, at any depth, before any of
+ * it is used: otherwise it would fail (or, batched, fail others' writes) only
+ * at the store. The field is named; its value is never echoed.
+ */
+function assertStorableFields(body: JsonObject): void {
+  for (const [field, value] of Object.entries(body)) {
+    if (!isStorableText(field))
+      throw new ManagementError(400, 'invalid_request', `a field name holds ${UNSTORABLE_TEXT}`);
+    if (!isStorableJson(value)) throw new ManagementError(400, 'invalid_request', `${field} holds ${UNSTORABLE_TEXT}`);
+  }
+}
+
+/** The same rule for the query string of every Management API request: the parameter is named, its value never echoed. */
+export function assertStorableQuery(query: Readonly<Record<string, string | string[] | undefined>>): void {
+  for (const [name, value] of Object.entries(query)) {
+    if (!isStorableText(name)) {
+      throw new ManagementError(400, 'invalid_request', `a query parameter name holds ${UNSTORABLE_TEXT}`);
+    }
+    if (!isStorableJson(value ?? null)) {
+      throw new ManagementError(400, 'invalid_request', `${name} holds ${UNSTORABLE_TEXT}`);
+    }
+  }
 }
 
 export function isJsonObject(value: unknown): value is JsonObject {

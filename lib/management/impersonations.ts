@@ -8,6 +8,7 @@ import type { ResolvedOptions } from '../options.js';
 import { closeSession } from '../sessions/close.js';
 import { isSessionId, viewOf } from '../sessions/record.js';
 import type { SessionFilter, SessionStore } from '../sessions/store.js';
+import { isStorableText } from '../storable-text.js';
 import { readJsonObject } from './body.js';
 import { authorize, badRequest, isIdentifier, storeCall, type Authenticate } from './http.js';
 
@@ -169,7 +170,12 @@ function readCursor(value: unknown, allowed: ReadonlySet<string>, query: Koa.Con
   try {
     if (typeof value !== 'string' || value.length > 200) throw new Error('not a cursor');
     const [expiresAt, member] = JSON.parse(Buffer.from(value, 'base64url').toString('utf8')) as unknown[];
-    if (Number.isSafeInteger(expiresAt) && typeof member === 'string' && member.length <= 64) {
+    if (
+      Number.isSafeInteger(expiresAt) &&
+      typeof member === 'string' &&
+      member.length <= 64 &&
+      isStorableText(member)
+    ) {
       return { expiresAt: expiresAt as number, member };
     }
   } catch {

@@ -5,6 +5,7 @@ import type { ResolvedOptions } from '../options.js';
 import type { SessionStore } from '../sessions/store.js';
 import type { SubjectTokenStore } from '../subject-tokens/store.js';
 import { createCallerCheck } from './caller.js';
+import { assertStorableQuery } from './body.js';
 import { renderErrors } from './http.js';
 import { impersonationRoutes } from './impersonations.js';
 import { subjectTokenRoutes } from './subject-tokens.js';
@@ -32,7 +33,7 @@ export function createManagementApi(
   const authenticate = options.authenticateManagementRequest ?? createCallerCheck(provider, options);
   // Exact paths, as a proxy's exact-path rule would match them: no case folding, no trailing slash.
   const router = new Router({ sensitive: true, strict: true });
-  router.use([options.managementPath, options.sessionsPath], renderErrors);
+  router.use([options.managementPath, options.sessionsPath], renderErrors, refuseUnstorableQuery);
   subjectTokenRoutes(router, provider, options, stores.subjectTokens, authenticate);
   impersonationRoutes(router, provider, options, stores.sessions, authenticate);
   // Composed here, once: wherever the deployment mounts it, it is whole.
@@ -52,4 +53,10 @@ export function createManagementApi(
     },
     served,
   };
+}
+
+/** Before any handler: a query value no store can hold is the caller's error (400), never a store's (503). */
+async function refuseUnstorableQuery(ctx: Koa.Context, next: Koa.Next): Promise<void> {
+  assertStorableQuery(ctx.query);
+  await next();
 }

@@ -5,6 +5,7 @@ import { ManagementError } from '../errors.js';
 import { TOKEN_EXCHANGE_GRANT } from '../exchange/grant.js';
 import { refusalReason, type JsonObject, type ResolvedOptions } from '../options.js';
 import { providerConfiguration } from '../provider-internals.js';
+import { storableText } from '../storable-text.js';
 import type { SubjectTokenStore } from '../subject-tokens/store.js';
 import { isJsonObject, readJsonObject } from './body.js';
 import { authorize, badRequest, isIdentifier, storeCall, type Authenticate } from './http.js';
@@ -57,7 +58,8 @@ export function subjectTokenRoutes(
         'this user may not be impersonated',
       );
       if (refused) {
-        Object.assign(audit, { error: 'access_denied', reason: refused });
+        // The policy's words are recorded as given, but never in a form that would keep the record from being written.
+        Object.assign(audit, { error: 'access_denied', reason: storableText(refused) });
         await recordEvent(provider, options.auditLog, EVENTS.subjectTokenRefused, audit, ctx);
         throw new ManagementError(403, 'access_denied', refused);
       }

@@ -3,6 +3,7 @@ import pg from 'pg';
 import { createPostgresAdapter, type PostgresAdapterClass } from '../../lib/adapters/postgres.js';
 import { DATABASE_URL } from '../support/postgres.js';
 import { postgresRunSchema, testTable } from '../support/postgres-adapter.js';
+import { TcpRelay } from '../support/relay.js';
 
 /**
  * Operations of one kind asked for in the same turn of the event loop share
@@ -131,18 +132,98 @@ describe('PostgreSQL adapter: operations of one turn share a statement', () => {
     expect(await store.find('next')).to.deep.include({ id: 2 });
   });
 
-  it('refuses an index expiry that is not a finite number on its own, without failing the additions beside it', async () => {
+  it('refuses an index expiry that is not a finite number, or beyond bigint, on its own, without failing the additions beside it', async () => {
     const sessions = new Adapter('ImpersonationSession');
-    const [refused, added] = await Promise.allSettled([
+    const [refused, beyond, added] = await Promise.allSettled([
       sessions.indexAdd(['active'], 'imp_bad', Number.NaN),
+      sessions.indexAdd(['active'], 'imp_far', 1e300),
       sessions.indexAdd(['active'], 'imp_good', Date.now() + 60_000),
     ]);
-    expect(refused.status).to.equal('rejected');
-    expect(((refused as PromiseRejectedResult).reason as Error).name).to.equal('TypeError');
+    for (const outcome of [refused, beyond]) {
+      expect(outcome.status).to.equal('rejected');
+      expect(((outcome as PromiseRejectedResult).reason as Error).name).to.equal('TypeError');
+    }
     expect(added.status).to.equal('fulfilled');
     expect((await sessions.indexRange('active', undefined, 10)).map((entry) => entry.member)).to.deep.equal([
       'imp_good',
     ]);
+  });
+
+  it('fails only the caller whose value PostgreSQL refuses; the others of its statement are served, in order', async () => {
+    // Every value the adapter is given is made storable before it joins a batch; a column an
+    // operator changed to jsonb refuses what json takes (\u0000), standing in for any value
+    // that slips past: the statement is sent again in halves down to the caller that brought it.
+    const client = new pg.Client({ connectionString: DATABASE_URL });
+    await client.connect();
+    try {
+      await client.query(`ALTER TABLE "${schema}"."${table}" ALTER COLUMN payload TYPE jsonb`);
+    } finally {
+      await client.end();
+    }
+    const store = new Adapter('Interaction');
+    await store.upsert('first', { version: 0 }, 60);
+    sent = [];
+    const outcomes = await Promise.allSettled([
+      store.upsert('first', { version: 1 }, 60),
+      store.upsert('a', { n: 1 }, 60),
+      store.upsert('b', { n: 2 }, 60),
+      store.upsert('bad', { note: 'x\u0000' }, 60),
+      store.upsert('c', { n: 3 }, 60),
+      store.upsert('first', { version: 2 }, 60),
+      store.upsert('d', { n: 4 }, 60),
+    ]);
+    expect(outcomes.map((outcome) => outcome.status)).to.deep.equal([
+      'fulfilled',
+      'fulfilled',
+      'fulfilled',
+      'rejected',
+      'fulfilled',
+      'fulfilled',
+      'fulfilled',
+    ]);
+    expect(((outcomes[3] as PromiseRejectedResult).reason as Error).message).to.equal(
+      'the PostgreSQL store failed (upsert): SQLSTATE 22P05',
+    );
+    expect(sent.every((name) => name === 'upsertMany')).to.equal(true);
+    expect(sent.length, 'one statement, then halves down to the bad caller').to.be.within(2, 7);
+    expect(await store.find('bad')).to.equal(undefined);
+    expect(await store.find('first')).to.deep.include({ version: 2 });
+    for (const [id, n] of [
+      ['a', 1],
+      ['b', 2],
+      ['c', 3],
+      ['d', 4],
+    ] as const)
+      expect(await store.find(id)).to.deep.include({ n });
+  });
+
+  it('still fails every caller of the statement when PostgreSQL is unreachable, and serves them once it is back', async () => {
+    const relay = new TcpRelay(DATABASE_URL, 5432);
+    await relay.start();
+    const relayed = new pg.Pool({ connectionString: relay.url, connectionTimeoutMillis: 2000 });
+    relayed.on('error', () => {});
+    let statements = 0;
+    const query = relayed.query.bind(relayed) as (...args: unknown[]) => Promise<pg.QueryResult>;
+    (relayed as unknown as { query: typeof query }).query = (...args: unknown[]) => {
+      if ((args[0] as { name?: string }).name) statements += 1;
+      return query(...args);
+    };
+    const Relayed = createPostgresAdapter({ pool: relayed, schema, table, cleanupInterval: 0 });
+    try {
+      await Relayed.migrate();
+      await relay.stop();
+      const store = new Relayed('Interaction');
+      const outcomes = await Promise.allSettled(['a', 'b', 'c', 'd'].map((id) => store.upsert(id, { id }, 60)));
+      expect(outcomes.map((outcome) => outcome.status)).to.deep.equal(Array(4).fill('rejected'));
+      expect(statements, 'an outage is not retried in halves').to.equal(1);
+      await relay.start();
+      await Promise.all(['a', 'b'].map((id) => store.upsert(id, { id }, 60)));
+      expect(await store.find('b')).to.deep.include({ id: 'b' });
+    } finally {
+      await Relayed.disconnect();
+      await relayed.end();
+      await relay.stop();
+    }
   });
 
   it('sends a full batch at once rather than waiting for the turn to end', async () => {

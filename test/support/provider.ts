@@ -21,6 +21,8 @@ export const OPAQUE_API = 'https://opaque.example.com';
 export const ACTOR_API = 'https://actor.example.com';
 /** JWT access tokens that expire after 2 s. */
 export const SHORT_API = 'https://short.example.com';
+/** A family of resource servers, one per tenant: any indicator under it is accepted, as a deployment may do. */
+export const TENANT_API = 'https://tenants.example.com/';
 export const MANAGEMENT = 'https://id.example.com/api';
 export const MANAGEMENT_SCOPE = 'subject-tokens:create';
 export const READ_SCOPE = 'impersonations:read';
@@ -191,6 +193,7 @@ export async function startProvider(options: TestProviderOptions = {}): Promise<
             case SHORT_API:
               return { scope: 'openid', accessTokenFormat: 'jwt', accessTokenTTL: 3 };
             default:
+              if (resource.startsWith(TENANT_API)) return { scope: 'read', accessTokenFormat: 'jwt' };
               throw new errors.InvalidTarget();
           }
         },

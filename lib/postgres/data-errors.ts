@@ -1,0 +1,60 @@
+/**
+ * A data exception (SQLSTATE class 22: 22021 a byte the encoding refuses,
+ * 22P05 an escape jsonb refuses, 22P02 text that is no value of its type,
+ * 22003 a number out of range): PostgreSQL refused a value the statement
+ * carried. The statement did nothing, and the server is fine.
+ */
+export function isDataError(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && /^22[0-9A-Z]{3}$/.test(code);
+}
+
+/** One caller of a batched statement: settled with its own result or error. */
+export interface BatchCaller<Result> {
+  resolve(result: Result): void;
+  reject(error: unknown): void;
+}
+
+/**
+ * Sends one statement for all `callers` and settles each with its own result.
+ * When PostgreSQL refuses a value of the statement (a data error), that value
+ * is some caller's: the halves are sent again, one after the other, down to
+ * the caller at fault, so that only it fails and the others are served in the
+ * order they asked (about 2·log₂n statements more for one bad value among n).
+ * Any other failure (an outage, a timeout) fails every caller not yet served,
+ * and nothing more is sent: fail closed, without piling retries on a store
+ * that does not answer.
+ */
+export async function sendIsolatingDataErrors<Caller extends BatchCaller<Result>, Result>(
+  callers: Caller[],
+  send: (callers: Caller[]) => Promise<Result[]>,
+): Promise<void> {
+  await settle(callers, send);
+}
+
+/** Resolves with the failure that is not a data error, when one stopped the callers. */
+async function settle<Caller extends BatchCaller<Result>, Result>(
+  callers: Caller[],
+  send: (callers: Caller[]) => Promise<Result[]>,
+): Promise<{ failure: unknown } | undefined> {
+  let results: Result[];
+  try {
+    results = await send(callers);
+  } catch (error) {
+    if (!isDataError(error)) {
+      for (const caller of callers) caller.reject(error);
+      return { failure: error };
+    }
+    if (callers.length === 1) {
+      callers[0]!.reject(error);
+      return undefined;
+    }
+    const middle = Math.ceil(callers.length / 2);
+    const stopped = await settle(callers.slice(0, middle), send);
+    if (!stopped) return settle(callers.slice(middle), send);
+    for (const caller of callers.slice(middle)) caller.reject(stopped.failure);
+    return stopped;
+  }
+  for (const [at, caller] of callers.entries()) caller.resolve(results[at]!);
+  return undefined;
+}
