@@ -277,6 +277,25 @@ describe('PostgreSQL audit log: signed heads published outside the database pin 
     }
   });
 
+  it('a publication that fails with an error that reads as a data error never writes the rows again', async () => {
+    const schema = await testSchema();
+    const log = createPostgresAuditLog({
+      pool,
+      schema,
+      signingKey: key,
+      checkpointEvery: 1,
+      publishHead: () => Promise.reject(Object.assign(new Error('refused'), { code: '22P05' })),
+    });
+    await log.migrate();
+    const appends = await Promise.allSettled(
+      Array.from({ length: 4 }, (_, index) => log.append(EVENTS.subjectTokenCreated, { subject: `customer-${index}` })),
+    );
+    expect(appends.map((outcome) => outcome.status)).to.deep.equal(Array(4).fill('rejected'));
+    const { rows } = await pool.query(`SELECT count(*)::int AS count FROM "${schema}"."impersonation_audit"`);
+    expect(rows[0].count).to.equal(4);
+    expect((await log.verify()).ok).to.equal(true);
+  });
+
   it('in best effort (failClosed: false), a publication that fails is counted and reported', async () => {
     const failures: unknown[] = [];
     const log = createPostgresAuditLog({

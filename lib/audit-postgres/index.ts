@@ -183,12 +183,18 @@ export function createPostgresAuditLog(options: PostgresAuditLogOptions): Postgr
     );
     if (!signer) return;
     const due = rows.filter(({ seq }) => Number(seq) % checkpointEvery === 0);
-    for (const { seq, hash } of due) {
-      await pool.query(
-        `INSERT INTO ${names.checkpoints} (seq, hash, key_id, signature) VALUES ($1, $2, $3, $4) ON CONFLICT (seq) DO NOTHING`,
-        [seq, hash, signer.kind, signer.sign(checkpointText(seq, hash))],
-      );
-      await publishHead?.(seq, hash);
+    try {
+      for (const { seq, hash } of due) {
+        await pool.query(
+          `INSERT INTO ${names.checkpoints} (seq, hash, key_id, signature) VALUES ($1, $2, $3, $4) ON CONFLICT (seq) DO NOTHING`,
+          [seq, hash, signer.kind, signer.sign(checkpointText(seq, hash))],
+        );
+        await publishHead?.(seq, hash);
+      }
+    } catch (error) {
+      // The rows are written: whatever failed here must never read as a data error of
+      // the batch, which would write them again in halves.
+      throw new Error('the audit checkpoint or its published head could not be written', { cause: error });
     }
   }
 
