@@ -79,11 +79,10 @@ describe("PostgreSQL audit log: one append's row never fails the appends batched
       expect(tp.appErrors.slice(reported), 'no failure to record a refusal').to.deep.equal([]);
       const { items } = await log.query({ limit: 20 });
       const refusals = items.filter((item) => item.event === EVENTS.exchangeRefused).map((item) => item.reason);
-      expect(refusals.sort()).to.deep.equal([
-        'invalid_request: closed\uFFFDtenant',
-        'invalid_target: resource holds text that cannot be stored (U+0000 or a lone surrogate)',
-      ]);
-      expect(await log.verify()).to.deep.include({ ok: true, count: before + 20 });
+      // The unstorable resource is refused with the request's parameters, before its subject token is read:
+      // no row (see trail-flood.test.ts). The policy's refusal quoting it is recorded, made storable.
+      expect(refusals).to.deep.equal(['invalid_request: closed\uFFFDtenant']);
+      expect(await log.verify()).to.deep.include({ ok: true, count: before + 19 });
     });
   });
 
