@@ -101,6 +101,41 @@ export function assignTokenId(token: AccessToken): string {
   return model.jti;
 }
 
+/**
+ * Sets an access token's lifetime in seconds, as its constructor's `expiresIn`
+ * would: `expiration`, the stored entry's TTL and the JWT's `exp` follow it.
+ */
+export function setTokenLifetime(token: AccessToken, seconds: number): void {
+  (token as unknown as { expiresIn?: number }).expiresIn = seconds;
+}
+
+/** The `x5t#S256` thumbprint `setThumbprint('x5t', …)` gave the token, if any. */
+export function certificateThumbprintOf(token: AccessToken): string | undefined {
+  return (token as unknown as { 'x5t#S256'?: string })['x5t#S256'];
+}
+
+export interface BackingGrantInput {
+  /** Chosen by the caller, so that a record can name the Grant before either is written. */
+  jti: string;
+  accountId: string;
+  clientId: string;
+  resource: string;
+  scope: readonly string[];
+  expiresIn: number;
+}
+
+/** A Grant for one resource and its scopes, which lives `expiresIn` seconds. */
+export function newBackingGrant(provider: Provider, input: BackingGrantInput): InstanceType<Provider['Grant']> {
+  const grant = new provider.Grant({
+    jti: input.jti,
+    accountId: input.accountId,
+    clientId: input.clientId,
+  } as ConstructorParameters<Provider['Grant']>[0] & { jti: string });
+  if (input.scope.length) grant.addResourceScope(input.resource, input.scope.join(' '));
+  (grant as unknown as { expiresIn?: number }).expiresIn = input.expiresIn;
+  return grant;
+}
+
 /** `AccessToken.find` without its session check (an option oidc-provider's typings do not declare). */
 export function findAccessTokenUnbound(provider: Provider, value: string): Promise<AccessToken | undefined> {
   return provider.AccessToken.find(value, { ignoreSessionBinding: true } as { ignoreExpiration?: boolean });

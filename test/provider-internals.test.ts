@@ -1,8 +1,16 @@
+import { readFileSync } from 'node:fs';
 import { expect } from 'chai';
 import * as grants from 'oidc-provider/lib/helpers/grants.js';
 import * as tokenHelpers from 'oidc-provider/lib/models/token_helpers.js';
-import { providerAdapter, providerConfiguration, providerJwks } from '../lib/provider-internals.js';
-import { startProvider, type TestProvider } from './support/provider.js';
+import {
+  certificateThumbprintOf,
+  newBackingGrant,
+  providerAdapter,
+  providerConfiguration,
+  providerJwks,
+  setTokenLifetime,
+} from '../lib/provider-internals.js';
+import { API, CLIENTS, startProvider, type TestProvider } from './support/provider.js';
 
 // oidc-provider's internals are outside its semantic versioning. If an upgrade
 // moves them, this file fails first, naming what moved.
@@ -25,6 +33,32 @@ describe('provider-internals: the one deep import into oidc-provider', () => {
     ] as const) {
       expect(grants[name], name).to.be.a('function');
     }
+  });
+
+  it("sets a token's lifetime, reads its certificate thumbprint and builds a Grant as the exchange needs them", async () => {
+    const client = await tp.provider.Client.find(CLIENTS.console.client_id);
+    const token = new tp.provider.AccessToken({ accountId: 'bob', client: client! } as never);
+    setTokenLifetime(token, 42);
+    expect(token.expiration).to.equal(42);
+    expect(certificateThumbprintOf(token)).to.equal(undefined);
+    token.setThumbprint('x5t', readFileSync(new URL('../../test/fixtures/client-cert.pem', import.meta.url), 'utf8'));
+    expect(certificateThumbprintOf(token)).to.match(/^[A-Za-z0-9_-]{43}$/);
+
+    const grant = newBackingGrant(tp.provider, {
+      jti: 'grant-id',
+      accountId: 'bob',
+      clientId: CLIENTS.console.client_id,
+      resource: API,
+      scope: ['profile:read'],
+      expiresIn: 42,
+    });
+    expect(grant.jti).to.equal('grant-id');
+    expect(grant.getResourceScope(API)).to.equal('profile:read');
+    await grant.save();
+    const saved = await tp.provider.Grant.find('grant-id');
+    expect(saved?.accountId).to.equal('bob');
+    expect(saved!.exp! - Math.floor(Date.now() / 1000)).to.be.within(40, 42);
+    await tp.provider.Grant.adapter.destroy('grant-id');
   });
 
   it("finds the session-binding check of oidc-provider's token models", () => {

@@ -1,0 +1,32 @@
+import { invalidRequest } from '../errors.js';
+import {
+  refusalReason,
+  type ExchangeDecision,
+  type ExchangePolicyInput,
+  type PolicyDecision,
+  type ResolvedOptions,
+} from '../options.js';
+
+/**
+ * The deployment's decision: `canExchange` allows (`true`), refuses (`false`,
+ * `{ reason }`) or narrows (`{ scope: [...] }`, a subset of what was asked).
+ * Resolves the scopes to grant.
+ */
+export async function decide(options: ResolvedOptions, input: ExchangePolicyInput): Promise<string[]> {
+  if (!options.canExchange) return input.scope;
+  return narrowedScopes(await options.canExchange(input), input.scope);
+}
+
+/** A policy that names a scope not asked for is refused rather than obeyed: it can never widen. */
+function narrowedScopes(decision: ExchangeDecision, requested: string[]): string[] {
+  if (typeof decision === 'object' && decision !== null && 'scope' in decision && Array.isArray(decision.scope)) {
+    const asked = new Set(requested);
+    const narrowed = [...new Set(decision.scope)];
+    const wider = narrowed.filter((name) => typeof name !== 'string' || !asked.has(name));
+    if (wider.length) throw invalidRequest('the exchange policy may narrow the requested scope, never widen it');
+    return requested.filter((name) => narrowed.includes(name));
+  }
+  const refused = refusalReason(decision as PolicyDecision, 'the exchange policy refused this impersonation');
+  if (refused) throw invalidRequest(refused);
+  return requested;
+}

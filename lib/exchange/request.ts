@@ -1,0 +1,113 @@
+/**
+ * The request as RFC 8693 and spec 5.2 want it: how the client authenticated,
+ * which parameters it sent, the one resource and the scopes it asks for. No
+ * store is read here; every refusal names what is wrong with the request.
+ */
+import type { KoaContextWithOIDC, ResourceServerInstance } from 'oidc-provider';
+import { scopeSet } from '../access-token.js';
+import { invalidClient, invalidRequest, invalidScope, invalidTarget } from '../errors.js';
+import { resolveRequestedResources, validateClientScope } from '../provider-internals.js';
+import { isStorableText, UNSTORABLE_TEXT } from '../storable-text.js';
+import { looksLikeSubjectToken } from '../subject-tokens/token.js';
+
+export const TOKEN_EXCHANGE_GRANT = 'urn:ietf:params:oauth:grant-type:token-exchange';
+export const ACCESS_TOKEN_TYPE = 'urn:ietf:params:oauth:token-type:access_token';
+
+/** Parameters the token endpoint keeps for this grant; `resource` and `audience` may repeat. */
+export const EXCHANGE_PARAMETERS = [
+  'subject_token',
+  'subject_token_type',
+  'actor_token',
+  'actor_token_type',
+  'requested_token_type',
+  'scope',
+  'resource',
+  'audience',
+] as const;
+export const EXCHANGE_DUPLICATES = ['resource', 'audience'] as const;
+
+export interface ExchangeParams {
+  subject_token: string;
+  subject_token_type: string;
+  actor_token?: string;
+  actor_token_type?: string;
+  requested_token_type?: string;
+  scope?: string;
+  resource?: string | string[];
+  audience?: string | string[];
+}
+
+/**
+ * oidc-provider lets a `client_secret_basic` client send its secret in the
+ * body as well. Spec 5.2 does not: such a client that does not use the Basic
+ * header is answered 401 `invalid_client`.
+ */
+export function checkClientAuthentication(ctx: KoaContextWithOIDC): void {
+  if (ctx.oidc.client!.clientAuthMethod !== 'client_secret_basic') return;
+  if (!/^basic /i.test(ctx.get('authorization'))) {
+    throw invalidClient('this client must authenticate with HTTP Basic (client_secret_basic)');
+  }
+}
+
+export function exchangeParameters(ctx: KoaContextWithOIDC): ExchangeParams {
+  const params = ctx.oidc.params as Partial<ExchangeParams>;
+  if (!params.subject_token) throw invalidRequest('missing required parameter subject_token');
+  if (!params.subject_token_type) throw invalidRequest('missing required parameter subject_token_type');
+  if (params.subject_token_type !== ACCESS_TOKEN_TYPE) {
+    throw invalidRequest(`unsupported subject_token_type; use ${ACCESS_TOKEN_TYPE}`);
+  }
+  if (params.actor_token !== undefined && params.actor_token_type === undefined) {
+    throw invalidRequest('actor_token_type is required when actor_token is sent');
+  }
+  if (params.actor_token === undefined && params.actor_token_type !== undefined) {
+    throw invalidRequest('actor_token_type must not be sent without actor_token');
+  }
+  if (params.actor_token_type !== undefined && params.actor_token_type !== ACCESS_TOKEN_TYPE) {
+    throw invalidRequest(`unsupported actor_token_type; use ${ACCESS_TOKEN_TYPE}`);
+  }
+  if (params.requested_token_type !== undefined && params.requested_token_type !== ACCESS_TOKEN_TYPE) {
+    throw invalidRequest(`unsupported requested_token_type; only ${ACCESS_TOKEN_TYPE} is issued`);
+  }
+  if (params.audience !== undefined) {
+    throw invalidTarget('the audience parameter is not supported; name the resource server with resource');
+  }
+  // A deployment's getResourceServerInfo may accept a family of indicators; none
+  // that a store refuses may reach the session and the trail. (oidc-provider
+  // already refuses such a scope.)
+  if ([params.resource ?? []].flat().some((resource) => !isStorableText(resource))) {
+    throw invalidTarget(`resource holds ${UNSTORABLE_TEXT}`);
+  }
+  if (!looksLikeSubjectToken(params.subject_token)) throw invalidRequest('subject_token is unknown');
+  return params as ExchangeParams;
+}
+
+export async function resolveSingleResource(ctx: KoaContextWithOIDC): Promise<ResourceServerInstance> {
+  const resourceServers = await resolveRequestedResources(ctx);
+  if (resourceServers.length !== 1) {
+    throw invalidTarget('exactly one resource indicator is required for token exchange');
+  }
+  return resourceServers[0]!;
+}
+
+/**
+ * Every requested scope must be one the resource server defines and the client
+ * may ask for; anything else is refused rather than dropped, so a token is
+ * never wider, or silently narrower, than the request. `offline_access` never
+ * applies: impersonation has no refresh token.
+ */
+export function grantedScopes(
+  ctx: KoaContextWithOIDC,
+  scope: string | undefined,
+  resourceServer: ResourceServerInstance,
+): string[] {
+  const requested = [...scopeSet(scope)];
+  if (requested.includes('offline_access')) {
+    throw invalidScope('offline_access is never granted by token exchange', 'offline_access');
+  }
+  const unknown = requested.filter((name) => !resourceServer.scopes.has(name));
+  if (unknown.length) {
+    throw invalidScope(`scope not defined by the resource server: ${unknown.join(' ')}`, unknown.join(' '));
+  }
+  validateClientScope(ctx, requested);
+  return requested;
+}
