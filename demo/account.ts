@@ -8,10 +8,11 @@ import { randomBytes } from 'node:crypto';
 import type Router from '@koa/router';
 import type Koa from 'koa';
 import { LRUCache } from 'lru-cache';
-import { activityLines, type ChangeRecord, type TrailEvent } from './activity.js';
+import { activityLines, CUSTOMER_EVENTS, type ChangeRecord, type TrailEvent } from './activity.js';
 import { basic, escapeHtml, HttpError, jsonOf, page } from './http.js';
 import type { PendingSignIns } from './pending-sign-ins.js';
 import { CLIENTS, type DemoSecrets, type DemoUser } from './seed.js';
+import type { Management } from './stop-routes.js';
 
 export interface AccountOptions {
   /** This backend's URL. */
@@ -36,6 +37,34 @@ interface AccountSession {
 const SESSION_COOKIE = 'account_session';
 const STATE_COOKIE = 'account_state';
 const SESSION_TTL = 60 * 60_000;
+
+/**
+ * The audit trail's rows about a subject, from the Management API: every
+ * access and every stop, page after page. Refusals and other rows are not
+ * asked for, so no number of them can push an access out of what the
+ * customer is shown.
+ */
+export function auditTrailOf(management: Management, sessionsUrl: string): (subject: string) => Promise<TrailEvent[]> {
+  return async (subject) => {
+    const rows: TrailEvent[] = [];
+    let cursor: string | null = null;
+    do {
+      const query = new URLSearchParams([
+        ['subject', subject],
+        ...CUSTOMER_EVENTS.map((name) => ['event', name]),
+        ['limit', '100'],
+      ]);
+      if (cursor) query.set('cursor', cursor);
+      const answer = await management('GET', `${sessionsUrl}/events?${query}`);
+      if (answer.status !== 200 || !Array.isArray(answer.body?.['items']))
+        throw new HttpError(502, 'bad_gateway', `the audit trail answered ${answer.status}`);
+      rows.push(...(answer.body['items'] as TrailEvent[]));
+      const next: unknown = answer.body['nextCursor'];
+      cursor = typeof next === 'string' ? next : null;
+    } while (cursor);
+    return rows;
+  };
+}
 
 export function accountRoutes(router: Router, options: AccountOptions): void {
   const redirectUri = `${options.url}/account/callback`;

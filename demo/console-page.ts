@@ -1,3 +1,4 @@
+import { consoleId } from './console-elements.js';
 import { escapeHtml, page } from './http.js';
 
 /** What the console script needs to know; embedded in the page as JSON. */
@@ -52,112 +53,112 @@ export function consolePage(config: ConsoleConfig): string {
     'Support console',
     `<header>
   <h1>Support console</h1>
-  <span class="who" id="signed-in-user" hidden></span>
-  <button class="secondary" id="sign-out" type="button" hidden style="margin: 0">Sign out</button>
+  <span class="who" id="${consoleId('signed-in-user')}" hidden></span>
+  <button class="secondary" id="${consoleId('sign-out')}" type="button" hidden style="margin: 0">Sign out</button>
 </header>
-<div class="banner" id="acting-banner" role="status" hidden>
-  <p>Acting as <strong id="banner-customer"></strong> · ticket <strong id="banner-ticket"></strong> · <span id="banner-time"></span></p>
-  <button id="stop" type="button">Stop impersonating</button>
+<div class="banner" id="${consoleId('acting-banner')}" role="status" hidden>
+  <p>Acting as <strong id="${consoleId('banner-customer')}"></strong> · ticket <strong id="${consoleId('banner-ticket')}"></strong> · <span id="${consoleId('banner-time')}"></span></p>
+  <button id="${consoleId('stop')}" type="button">Stop impersonating</button>
 </div>
 <main>
-  <div class="error" id="error" role="alert" hidden>
-    <p id="error-message"></p>
-    <p class="code" id="error-code"></p>
-    <button id="error-action" type="button" hidden>Sign in again</button>
+  <div class="error" id="${consoleId('error')}" role="alert" hidden>
+    <p id="${consoleId('error-message')}"></p>
+    <p class="code" id="${consoleId('error-code')}"></p>
+    <button id="${consoleId('error-action')}" type="button" hidden>Sign in again</button>
   </div>
-  <div class="notice" id="notice" role="status" hidden></div>
+  <div class="notice" id="${consoleId('notice')}" role="status" hidden></div>
 
-  <section class="card" id="sign-in-card" hidden>
+  <section class="card" id="${consoleId('sign-in-card')}" hidden>
     <h2>Sign in</h2>
     <p>Support engineers sign in at the identity service (authorization code with PKCE, public client
     <code>${escapeHtml(config.clientId)}</code>).</p>
-    <button id="sign-in" type="button">Sign in</button>
+    <button id="${consoleId('sign-in')}" type="button">Sign in</button>
   </section>
 
-  <section class="card" id="not-support-card" hidden>
+  <section class="card" id="${consoleId('not-support-card')}" hidden>
     <h2>This console is for support staff</h2>
     <p>Your account has no access to other customers' accounts. To see who from support accessed
     your own account, open <a href="${escapeHtml(config.accountUrl)}">your account's activity</a>.</p>
   </section>
 
-  <section class="card" id="impersonate-card" hidden>
+  <section class="card" id="${consoleId('impersonate-card')}" hidden>
     <h2>Act as a customer</h2>
-    <form id="impersonate-form">
-      <label for="user">Customer (login)</label>
-      <input id="user" name="user" required placeholder="bob" autocomplete="off" spellcheck="false">
+    <form id="${consoleId('impersonate-form')}">
+      <label for="${consoleId('user')}">Customer (login)</label>
+      <input id="${consoleId('user')}" name="user" required placeholder="bob" autocomplete="off" spellcheck="false">
       <div class="row">
         <div>
-          <label for="reason">Reason</label>
-          <input id="reason" name="reason" required placeholder="Customer cannot see their invoices">
+          <label for="${consoleId('reason')}">Reason</label>
+          <input id="${consoleId('reason')}" name="reason" required placeholder="Customer cannot see their invoices">
         </div>
         <div>
-          <label for="ticket">Ticket</label>
-          <input id="ticket" name="ticket" required placeholder="T-1234" autocomplete="off">
+          <label for="${consoleId('ticket')}">Ticket</label>
+          <input id="${consoleId('ticket')}" name="ticket" required placeholder="T-1234" autocomplete="off">
         </div>
       </div>
-      <button id="impersonate" type="submit">Impersonate</button>
+      <button id="${consoleId('impersonate')}" type="submit">Impersonate</button>
     </form>
   </section>
 
-  <section class="card" id="customer-card" hidden aria-labelledby="customer-title">
-    <h2 id="customer-title"></h2>
-    <p class="muted" id="customer-access"></p>
+  <section class="card" id="${consoleId('customer-card')}" hidden aria-labelledby="${consoleId('customer-title')}">
+    <h2 id="${consoleId('customer-title')}"></h2>
+    <p class="muted" id="${consoleId('customer-access')}"></p>
     <dl class="profile">
-      <dt>Name</dt><dd id="profile-name"></dd>
-      <dt>Email</dt><dd id="profile-email"></dd>
-      <dt>Plan</dt><dd id="profile-plan"></dd>
-      <dt>Customer since</dt><dd id="profile-since"></dd>
-      <dt>Shipping address</dt><dd id="profile-address"></dd>
+      <dt>Name</dt><dd id="${consoleId('profile-name')}"></dd>
+      <dt>Email</dt><dd id="${consoleId('profile-email')}"></dd>
+      <dt>Plan</dt><dd id="${consoleId('profile-plan')}"></dd>
+      <dt>Customer since</dt><dd id="${consoleId('profile-since')}"></dd>
+      <dt>Shipping address</dt><dd id="${consoleId('profile-address')}"></dd>
     </dl>
-    <button class="secondary" id="edit-address" type="button">Edit shipping address</button>
-    <form id="address-form" hidden>
-      <label for="address-line1">Street</label>
-      <input id="address-line1" name="line1" required autocomplete="off">
+    <button class="secondary" id="${consoleId('edit-address')}" type="button">Edit shipping address</button>
+    <form id="${consoleId('address-form')}" hidden>
+      <label for="${consoleId('address-line1')}">Street</label>
+      <input id="${consoleId('address-line1')}" name="line1" required autocomplete="off">
       <div class="row">
-        <div><label for="address-city">City</label><input id="address-city" name="city" required autocomplete="off"></div>
-        <div><label for="address-postcode">Postcode</label><input id="address-postcode" name="postcode" required autocomplete="off"></div>
+        <div><label for="${consoleId('address-city')}">City</label><input id="${consoleId('address-city')}" name="city" required autocomplete="off"></div>
+        <div><label for="${consoleId('address-postcode')}">Postcode</label><input id="${consoleId('address-postcode')}" name="postcode" required autocomplete="off"></div>
       </div>
-      <label for="address-country">Country</label>
-      <input id="address-country" name="country" required autocomplete="off">
-      <button id="save-address" type="submit">Save address</button>
-      <button class="secondary" id="cancel-address" type="button">Cancel</button>
+      <label for="${consoleId('address-country')}">Country</label>
+      <input id="${consoleId('address-country')}" name="country" required autocomplete="off">
+      <button id="${consoleId('save-address')}" type="submit">Save address</button>
+      <button class="secondary" id="${consoleId('cancel-address')}" type="button">Cancel</button>
     </form>
     <h3>Orders</h3>
-    <table id="orders"><thead><tr><th scope="col">Order</th><th scope="col">Placed on</th><th scope="col">Items</th><th scope="col">Total</th><th scope="col">Status</th></tr></thead><tbody></tbody></table>
+    <table id="${consoleId('orders')}"><thead><tr><th scope="col">Order</th><th scope="col">Placed on</th><th scope="col">Items</th><th scope="col">Total</th><th scope="col">Status</th></tr></thead><tbody></tbody></table>
     <h3>Invoices</h3>
-    <table id="invoices"><thead><tr><th scope="col">Invoice</th><th scope="col">Issued on</th><th scope="col">Amount</th><th scope="col">Status</th></tr></thead><tbody></tbody></table>
+    <table id="${consoleId('invoices')}"><thead><tr><th scope="col">Invoice</th><th scope="col">Issued on</th><th scope="col">Amount</th><th scope="col">Status</th></tr></thead><tbody></tbody></table>
   </section>
 
-  <details class="card protocol" id="details">
+  <details class="card protocol" id="${consoleId('details')}">
     <summary>Details (the protocol, for developers)</summary>
-    <section id="progress-card" hidden>
+    <section id="${consoleId('progress-card')}" hidden>
       <h2>Flow</h2>
-      <ol class="steps" id="steps"></ol>
+      <ol class="steps" id="${consoleId('steps')}"></ol>
     </section>
-    <section id="token-card" hidden>
+    <section id="${consoleId('token-card')}" hidden>
       <h2>Impersonation access token</h2>
       <table>
-        <tr><th scope="row">sub (acting as)</th><td><code id="claim-sub"></code></td></tr>
-        <tr><th scope="row">act (actor)</th><td><code id="claim-act"></code></td></tr>
-        <tr><th scope="row">aud (resource)</th><td><code id="claim-aud"></code></td></tr>
-        <tr><th scope="row">scope</th><td><code id="claim-scope"></code></td></tr>
-        <tr><th scope="row">impersonation_context</th><td><pre id="claim-context"></pre></td></tr>
-        <tr><th scope="row">exp</th><td><span class="countdown" id="claim-exp"></span></td></tr>
+        <tr><th scope="row">sub (acting as)</th><td><code id="${consoleId('claim-sub')}"></code></td></tr>
+        <tr><th scope="row">act (actor)</th><td><code id="${consoleId('claim-act')}"></code></td></tr>
+        <tr><th scope="row">aud (resource)</th><td><code id="${consoleId('claim-aud')}"></code></td></tr>
+        <tr><th scope="row">scope</th><td><code id="${consoleId('claim-scope')}"></code></td></tr>
+        <tr><th scope="row">impersonation_context</th><td><pre id="${consoleId('claim-context')}"></pre></td></tr>
+        <tr><th scope="row">exp</th><td><span class="countdown" id="${consoleId('claim-exp')}"></span></td></tr>
       </table>
       <details>
         <summary class="muted">All claims</summary>
-        <pre id="claims-raw"></pre>
+        <pre id="${consoleId('claims-raw')}"></pre>
       </details>
     </section>
-    <section id="api-card" hidden>
+    <section id="${consoleId('api-card')}" hidden>
       <h2>Demo resource API <span class="badge">GET /api/me</span></h2>
-      <p id="api-message"></p>
-      <pre id="api-answer"></pre>
+      <p id="${consoleId('api-message')}"></p>
+      <pre id="${consoleId('api-answer')}"></pre>
     </section>
-    <p class="muted" id="details-empty">Nothing yet: impersonate a customer to see the token exchange step by step.</p>
+    <p class="muted" id="${consoleId('details-empty')}">Nothing yet: impersonate a customer to see the token exchange step by step.</p>
   </details>
 </main>
-<script type="application/json" id="config">${json}</script>
+<script type="application/json" id="${consoleId('config')}">${json}</script>
 <script type="module" src="/console.js"></script>`,
     `<style>${CONSOLE_STYLE}</style>`,
   );

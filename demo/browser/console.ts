@@ -7,6 +7,7 @@
  * banner says as whom, until when, and stops it. The protocol's steps and
  * claims stay available under "Details".
  */
+import type { ConsoleElementId, ConsoleElements } from '../console-elements.js';
 import type { ConsoleConfig } from '../console-page.js';
 
 const TOKEN_EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';
@@ -66,20 +67,25 @@ class FlowError extends Error {
   }
 }
 
-function element<T extends HTMLElement = HTMLElement>(id: string): T {
-  const found = document.getElementById(id);
-  if (!found) throw new Error(`#${id} is missing from the page`);
-  return found as T;
+/** What the script keeps from one event to the next; made by `init()`. */
+interface ConsoleState {
+  readonly config: ConsoleConfig;
+  /** The banner's countdown, while one runs. */
+  tick: number | undefined;
 }
 
-const config = JSON.parse(element('config').textContent ?? '{}') as ConsoleConfig;
-let tick: number | undefined;
+/** The page's element with this id; the page writes its ids from the same map (console-elements.ts). */
+function element<K extends ConsoleElementId>(id: K): ConsoleElements[K] {
+  const found = document.getElementById(id);
+  if (!found) throw new Error(`#${id} is missing from the page`);
+  return found as ConsoleElements[K];
+}
 
 function showError(error: FlowError, action?: { label: string; run(): void }): void {
   element('error-message').textContent = error.message;
   element('error-code').textContent = error.code;
   element('error-code').hidden = !error.code;
-  const button = element<HTMLButtonElement>('error-action');
+  const button = element('error-action');
   button.hidden = !action;
   button.onclick = action ? () => action.run() : null;
   if (action) button.textContent = action.label;
@@ -185,17 +191,17 @@ function customerName(acting: Acting): string {
 }
 
 /** `fresh`: the identity service asks for the password again, whatever session it has (step-up). */
-async function signIn(fresh = false): Promise<void> {
-  const state = randomString(16);
+async function signIn(state: ConsoleState, fresh = false): Promise<void> {
+  const oauthState = randomString(16);
   const verifier = randomString(32);
-  sessionStorage.setItem(LOGIN_KEY, JSON.stringify({ state, verifier }));
-  const target = new URL(config.authorizationEndpoint);
+  sessionStorage.setItem(LOGIN_KEY, JSON.stringify({ state: oauthState, verifier }));
+  const target = new URL(state.config.authorizationEndpoint);
   target.search = new URLSearchParams({
-    client_id: config.clientId,
+    client_id: state.config.clientId,
     response_type: 'code',
     scope: 'openid profile',
-    redirect_uri: config.redirectUri,
-    state,
+    redirect_uri: state.config.redirectUri,
+    state: oauthState,
     code_challenge: await challengeOf(verifier),
     code_challenge_method: 'S256',
     ...(fresh ? { prompt: 'login', max_age: '0' } : {}),
@@ -203,7 +209,7 @@ async function signIn(fresh = false): Promise<void> {
   location.assign(target.href);
 }
 
-async function completeSignIn(params: URLSearchParams): Promise<void> {
+async function completeSignIn(state: ConsoleState, params: URLSearchParams): Promise<void> {
   const pending = load<{ state: string; verifier: string }>(LOGIN_KEY);
   sessionStorage.removeItem(LOGIN_KEY);
   history.replaceState(null, '', '/');
@@ -217,20 +223,20 @@ async function completeSignIn(params: URLSearchParams): Promise<void> {
   if (!pending || !code || params.get('state') !== pending.state) {
     throw new FlowError('this sign-in was not started here: sign in again', 'sign-in: state mismatch');
   }
-  const response = await send('Sign-in', config.tokenEndpoint, {
+  const response = await send('Sign-in', state.config.tokenEndpoint, {
     method: 'POST',
     headers: { 'content-type': 'application/x-www-form-urlencoded' },
     body: new URLSearchParams({
       grant_type: 'authorization_code',
-      client_id: config.clientId,
+      client_id: state.config.clientId,
       code,
-      redirect_uri: config.redirectUri,
+      redirect_uri: state.config.redirectUri,
       code_verifier: pending.verifier,
     }),
   });
   if (!response.ok) throw await failure('Sign-in', response);
   const tokens = (await response.json()) as { access_token: string; expires_in: number };
-  const info = await send('Reading your profile', config.userinfoEndpoint, {
+  const info = await send('Reading your profile', state.config.userinfoEndpoint, {
     headers: { authorization: `Bearer ${tokens.access_token}` },
   });
   if (!info.ok) throw await failure('Reading your profile', info);
@@ -248,7 +254,7 @@ async function completeSignIn(params: URLSearchParams): Promise<void> {
   sessionStorage.setItem(SESSION_KEY, JSON.stringify(session));
 }
 
-function render(): void {
+function render(state: ConsoleState): void {
   const session = loadSession();
   const acting = session ? loadActing() : undefined;
   const support = Boolean(session?.roles.includes('support'));
@@ -273,19 +279,19 @@ function render(): void {
       ? "You may change this customer's shipping address; every change is recorded with your name."
       : 'Read only: changes need a fresh sign-in.';
   }
-  renderTime();
+  renderTime(state);
 }
 
 /** The banner's time left; at expiry the impersonation ends, with a message. */
-function renderTime(): void {
-  if (tick !== undefined) window.clearInterval(tick);
-  tick = undefined;
+function renderTime(state: ConsoleState): void {
+  if (state.tick !== undefined) window.clearInterval(state.tick);
+  state.tick = undefined;
   const acting = loadActing();
   if (!acting || !loadSession()) return;
   const show = () => {
     const left = Math.round((acting.expiresAt - Date.now()) / 1000);
     if (left <= 0) {
-      end();
+      end(state);
       showError(
         new FlowError(
           `your impersonation of ${customerName(acting)} ended: its time ran out. Impersonate again to continue.`,
@@ -297,19 +303,19 @@ function renderTime(): void {
     element('banner-time').textContent = `${Math.floor(left / 60)}:${String(left % 60).padStart(2, '0')} left`;
   };
   show();
-  tick = window.setInterval(show, 1000);
+  state.tick = window.setInterval(show, 1000);
 }
 
 /** Forgets the impersonation here (its token included). */
-function end(): void {
+function end(state: ConsoleState): void {
   sessionStorage.removeItem(ACTING_KEY);
-  element<HTMLFormElement>('address-form').hidden = true;
-  render();
+  element('address-form').hidden = true;
+  render(state);
 }
 
 function resetDetails(): void {
   element('steps').replaceChildren();
-  for (const id of ['progress-card', 'token-card', 'api-card']) element(id).hidden = true;
+  for (const id of ['progress-card', 'token-card', 'api-card'] as const) element(id).hidden = true;
   element('details-empty').hidden = false;
 }
 
@@ -355,7 +361,12 @@ function showClaims(claims: Record<string, unknown>): void {
  * console exchanges it with the engineer's token, the resource API accepts
  * the result. `edit` asks for an impersonation that may change data.
  */
-async function startImpersonation(session: Session, request: ImpersonationRequest, edit: boolean): Promise<Acting> {
+async function startImpersonation(
+  state: ConsoleState,
+  session: Session,
+  request: ImpersonationRequest,
+  edit: boolean,
+): Promise<Acting> {
   resetDetails();
   let current: ReturnType<typeof step> | undefined;
   try {
@@ -378,17 +389,17 @@ async function startImpersonation(session: Session, request: ImpersonationReques
     const { subjectToken, expiresIn } = (await requested.json()) as { subjectToken: string; expiresIn: number };
     current.done(`Subject token received (single use, expires in ${expiresIn} s).`);
 
-    current = step(`2. Exchange it for an access token for ${config.resource} (token endpoint)`);
-    const exchanged = await send('Token exchange', config.tokenEndpoint, {
+    current = step(`2. Exchange it for an access token for ${state.config.resource} (token endpoint)`);
+    const exchanged = await send('Token exchange', state.config.tokenEndpoint, {
       method: 'POST',
       headers: { 'content-type': 'application/x-www-form-urlencoded' },
       body: new URLSearchParams({
         grant_type: TOKEN_EXCHANGE,
-        client_id: config.clientId,
-        scope: edit ? config.editScope : config.scope,
+        client_id: state.config.clientId,
+        scope: edit ? state.config.editScope : state.config.scope,
         subject_token: subjectToken,
         subject_token_type: ACCESS_TOKEN_TYPE,
-        resource: config.resource,
+        resource: state.config.resource,
         actor_token: session.accessToken,
         actor_token_type: ACCESS_TOKEN_TYPE,
       }),
@@ -440,12 +451,12 @@ async function startImpersonation(session: Session, request: ImpersonationReques
 }
 
 /** The customer's data as their app shows it; a refused token ends the impersonation, saying why. */
-async function showCustomer(acting: Acting): Promise<void> {
+async function showCustomer(state: ConsoleState, acting: Acting): Promise<void> {
   const answer = await send("Reading the customer's account", '/api/customer', {
     headers: { authorization: `Bearer ${acting.accessToken}` },
   });
   if (answer.status === 401) {
-    await lost(acting);
+    await lost(state, acting);
     return;
   }
   if (!answer.ok) throw await failure("Reading the customer's account", answer);
@@ -469,18 +480,18 @@ async function showCustomer(acting: Acting): Promise<void> {
     'invoices',
     record.invoices.map((invoice) => [invoice.id, invoice.issuedOn, invoice.amount, invoice.status]),
   );
-  render();
+  render(state);
 }
 
 function showAddress(address: Address): void {
   element('profile-address').textContent = `${address.line1}, ${address.postcode} ${address.city}, ${address.country}`;
-  element<HTMLInputElement>('address-line1').value = address.line1;
-  element<HTMLInputElement>('address-city').value = address.city;
-  element<HTMLInputElement>('address-postcode').value = address.postcode;
-  element<HTMLInputElement>('address-country').value = address.country;
+  element('address-line1').value = address.line1;
+  element('address-city').value = address.city;
+  element('address-postcode').value = address.postcode;
+  element('address-country').value = address.country;
 }
 
-function fillTable(id: string, rows: string[][]): void {
+function fillTable(id: 'orders' | 'invoices', rows: string[][]): void {
   const body = element(id).querySelector('tbody')!;
   body.replaceChildren(
     ...rows.map((cells) => {
@@ -492,9 +503,9 @@ function fillTable(id: string, rows: string[][]): void {
 }
 
 /** The resource API refused the token: the impersonation was stopped elsewhere, or ran out. */
-async function lost(acting: Acting): Promise<void> {
+async function lost(state: ConsoleState, acting: Acting): Promise<void> {
   const session = loadSession();
-  end();
+  end(state);
   let status: { state?: string; stoppedBy?: string; reason?: string } = {};
   if (session && acting.sessionId) {
     const answer = await send(
@@ -519,12 +530,12 @@ async function lost(acting: Acting): Promise<void> {
   );
 }
 
-async function stop(): Promise<void> {
+async function stop(state: ConsoleState): Promise<void> {
   const session = loadSession();
   const acting = loadActing();
   if (!session || !acting) return;
   clearMessages();
-  const button = element<HTMLButtonElement>('stop');
+  const button = element('stop');
   button.disabled = true;
   try {
     const answer = await send('Stopping the impersonation', '/api/stop-impersonation', {
@@ -533,41 +544,41 @@ async function stop(): Promise<void> {
       body: JSON.stringify({ sessionId: acting.sessionId }),
     });
     if (!answer.ok) throw await failure('Stopping the impersonation', answer);
-    end();
+    end(state);
     showNotice(`You stopped acting as ${customerName(acting)}. The token you held no longer opens their account.`);
   } finally {
     button.disabled = false;
   }
 }
 
-async function impersonate(event: SubmitEvent): Promise<void> {
+async function impersonate(state: ConsoleState, event: SubmitEvent): Promise<void> {
   event.preventDefault();
   clearMessages();
   const session = loadSession();
   if (!session) {
-    render();
+    render(state);
     showError(new FlowError('your sign-in has expired: sign in again'));
     return;
   }
   const request = {
-    userId: element<HTMLInputElement>('user').value.trim(),
-    reason: element<HTMLInputElement>('reason').value.trim(),
-    ticketId: element<HTMLInputElement>('ticket').value.trim(),
+    userId: element('user').value.trim(),
+    reason: element('reason').value.trim(),
+    ticketId: element('ticket').value.trim(),
   };
-  const button = element<HTMLButtonElement>('impersonate');
+  const button = element('impersonate');
   button.disabled = true;
   try {
-    await act(session, request, false);
+    await act(state, session, request, false);
   } finally {
     button.disabled = false;
   }
 }
 
 /** Starts an impersonation and shows the customer; a stale sign-in offers a fresh one, after which it resumes. */
-async function act(session: Session, request: ImpersonationRequest, edit: boolean): Promise<void> {
+async function act(state: ConsoleState, session: Session, request: ImpersonationRequest, edit: boolean): Promise<void> {
   try {
     const previous = loadActing();
-    const acting = await startImpersonation(session, request, edit);
+    const acting = await startImpersonation(state, session, request, edit);
     sessionStorage.setItem(ACTING_KEY, JSON.stringify(acting));
     if (previous && previous.sessionId !== acting.sessionId) {
       // The read-only impersonation it replaces is stopped, not left to run out.
@@ -577,7 +588,7 @@ async function act(session: Session, request: ImpersonationRequest, edit: boolea
         body: JSON.stringify({ sessionId: previous.sessionId }),
       }).catch(() => {});
     }
-    await showCustomer(acting);
+    await showCustomer(state, acting);
     if (edit) openAddressForm();
   } catch (error) {
     const flow =
@@ -587,23 +598,23 @@ async function act(session: Session, request: ImpersonationRequest, edit: boolea
       showError(flow, {
         label: 'Sign in again',
         run: () => {
-          void signIn(true);
+          void signIn(state, true);
         },
       });
     } else {
       showError(flow);
     }
-    render();
+    render(state);
   }
 }
 
 function openAddressForm(): void {
   element('address-form').hidden = false;
   element('edit-address').hidden = true;
-  element<HTMLInputElement>('address-line1').focus();
+  element('address-line1').focus();
 }
 
-async function editAddress(): Promise<void> {
+async function editAddress(state: ConsoleState): Promise<void> {
   clearMessages();
   const session = loadSession();
   const acting = loadActing();
@@ -612,19 +623,19 @@ async function editAddress(): Promise<void> {
     openAddressForm();
     return;
   }
-  await act(session, { userId: acting.userId, reason: acting.reason, ticketId: acting.ticketId }, true);
+  await act(state, session, { userId: acting.userId, reason: acting.reason, ticketId: acting.ticketId }, true);
 }
 
-async function saveAddress(event: SubmitEvent): Promise<void> {
+async function saveAddress(state: ConsoleState, event: SubmitEvent): Promise<void> {
   event.preventDefault();
   clearMessages();
   const acting = loadActing();
   if (!acting) return;
   const address: Address = {
-    line1: element<HTMLInputElement>('address-line1').value,
-    city: element<HTMLInputElement>('address-city').value,
-    postcode: element<HTMLInputElement>('address-postcode').value,
-    country: element<HTMLInputElement>('address-country').value,
+    line1: element('address-line1').value,
+    city: element('address-city').value,
+    postcode: element('address-postcode').value,
+    country: element('address-country').value,
   };
   try {
     const answer = await send('Saving the address', '/api/customer/shipping-address', {
@@ -633,7 +644,7 @@ async function saveAddress(event: SubmitEvent): Promise<void> {
       body: JSON.stringify(address),
     });
     if (answer.status === 401) {
-      await lost(acting);
+      await lost(state, acting);
       return;
     }
     if (!answer.ok) throw await failure('Saving the address', answer);
@@ -649,45 +660,49 @@ async function saveAddress(event: SubmitEvent): Promise<void> {
   }
 }
 
-async function start(): Promise<void> {
+async function init(): Promise<void> {
+  const state: ConsoleState = {
+    config: JSON.parse(element('config').textContent ?? '{}') as ConsoleConfig,
+    tick: undefined,
+  };
   element('sign-in').addEventListener('click', () => {
-    signIn().catch((error: Error) => showError(new FlowError('the sign-in could not start', error.message)));
+    signIn(state).catch((error: Error) => showError(new FlowError('the sign-in could not start', error.message)));
   });
   element('sign-out').addEventListener('click', () => {
     // Forget the tokens here, then end the session at the identity service, which returns to this page.
     for (const key of [SESSION_KEY, ACTING_KEY, RESUME_KEY]) sessionStorage.removeItem(key);
-    const target = new URL(config.endSessionEndpoint);
+    const target = new URL(state.config.endSessionEndpoint);
     target.search = new URLSearchParams({
-      client_id: config.clientId,
-      post_logout_redirect_uri: config.postLogoutRedirectUri,
+      client_id: state.config.clientId,
+      post_logout_redirect_uri: state.config.postLogoutRedirectUri,
     }).toString();
     location.assign(target.href);
   });
-  element<HTMLFormElement>('impersonate-form').addEventListener('submit', (event) => {
-    void impersonate(event);
+  element('impersonate-form').addEventListener('submit', (event) => {
+    void impersonate(state, event);
   });
   element('stop').addEventListener('click', () => {
-    stop().catch((error: unknown) =>
+    stop(state).catch((error: unknown) =>
       showError(
         error instanceof FlowError ? error : new FlowError('the impersonation could not be stopped', String(error)),
       ),
     );
   });
   element('edit-address').addEventListener('click', () => {
-    void editAddress();
+    void editAddress(state);
   });
   element('cancel-address').addEventListener('click', () => {
     element('address-form').hidden = true;
     element('edit-address').hidden = false;
   });
-  element<HTMLFormElement>('address-form').addEventListener('submit', (event) => {
-    void saveAddress(event);
+  element('address-form').addEventListener('submit', (event) => {
+    void saveAddress(state, event);
   });
 
   const params = new URLSearchParams(location.search);
   if (location.pathname === '/callback') {
     try {
-      await completeSignIn(params);
+      await completeSignIn(state, params);
     } catch (error) {
       showError(
         error instanceof FlowError
@@ -696,20 +711,20 @@ async function start(): Promise<void> {
       );
     }
   }
-  render();
+  render(state);
   const session = loadSession();
   const resume = load<{ request: ImpersonationRequest; edit: boolean }>(RESUME_KEY);
   sessionStorage.removeItem(RESUME_KEY);
   const acting = loadActing();
   if (session && resume) {
     // Back from a fresh sign-in: what needed it is tried again.
-    await act(session, resume.request, resume.edit);
+    await act(state, session, resume.request, resume.edit);
   } else if (session && acting) {
-    await showCustomer(acting).catch((error: unknown) =>
+    await showCustomer(state, acting).catch((error: unknown) =>
       showError(error instanceof FlowError ? error : new FlowError(String(error))),
     );
   }
   document.body.dataset['ready'] = 'true';
 }
 
-void start();
+void init();

@@ -26,6 +26,30 @@ describe("demo: the identity service's provider, mounted below /oidc of its pare
     }
   });
 
+  it('answers both discovery documents of its issuer: OpenID Connect below /oidc, RFC 8414 with /oidc after the well-known path', async () => {
+    const { managementScope, readScope, revokeScope } = demo.identity.impersonation.options;
+    const urls = [
+      `${demo.identity.issuer}/.well-known/openid-configuration`,
+      `${demo.identity.baseUrl}/.well-known/oauth-authorization-server/oidc`,
+    ];
+    const documents: Array<Record<string, unknown>> = [];
+    for (const url of urls) {
+      const response = await fetch(url, { signal: AbortSignal.timeout(REQUEST_TIMEOUT) });
+      expect(response.status, url).to.equal(200);
+      const discovery = (await response.json()) as {
+        issuer: string;
+        token_endpoint: string;
+        scopes_supported: string[];
+      };
+      expect(discovery.issuer, url).to.equal(demo.identity.issuer);
+      expect(discovery.token_endpoint, url).to.equal(`${demo.identity.issuer}/token`);
+      expect(discovery.scopes_supported, url).to.include('openid');
+      expect(discovery.scopes_supported, url).to.not.include.any.members([managementScope, readScope, revokeScope]);
+      documents.push(discovery);
+    }
+    expect(documents[1]).to.deep.equal(documents[0]);
+  });
+
   it("tells a stale engineer's sign-in which max_age to sign in again with", async () => {
     const alice = await signIn(demo, { login: 'alice', password: 'alice-password' });
     const requested = await requestImpersonation(demo, alice, { userId: 'bob', reason: 'stale', ticketId: 'T-9' });

@@ -1,0 +1,173 @@
+/**
+ * The identity service's configuration: the plugin's options (who may be
+ * impersonated, what an exchange may grant, the claims it adds) and
+ * oidc-provider's (clients, scopes, lifetimes, features).
+ */
+import { errors, type Configuration } from 'oidc-provider';
+import { createImpersonation, TOKEN_EXCHANGE_GRANT, type AuditSink, type Impersonation } from '../../lib/index.js';
+import type { DemoKeys } from '../keys.js';
+import { API_RESOURCE, API_SCOPES, CLIENTS, type DemoSecrets } from '../seed.js';
+import type { DemoAccounts } from './accounts.js';
+import { logoutPage, providerErrorPage, signedOutPage } from './views.js';
+
+/** The clients that get no consent screen, and the only ones the demo resource API issues tokens to. */
+export const FIRST_PARTY: ReadonlySet<string> = new Set([CLIENTS.console, CLIENTS.web]);
+
+const DEFAULT_ACTOR_MAX_AGE = 300;
+const WRITE_SCOPE = 'profile:write';
+
+export interface ImpersonationSettings {
+  managementResource: string;
+  /** Subject-token lifetime, seconds. Default: the plugin's. */
+  subjectTokenTTL?: number;
+  auditLog: AuditSink;
+  /** How recent the engineer's sign-in must be for an exchange, seconds. Default 300. */
+  actorMaxAge?: number;
+}
+
+export function demoImpersonation(settings: ImpersonationSettings): Impersonation {
+  return createImpersonation({
+    managementResource: settings.managementResource,
+    ...(settings.subjectTokenTTL === undefined ? {} : { subjectTokenTTL: settings.subjectTokenTTL }),
+    // "carol is refused": the identity service will not mint subject tokens for protected accounts.
+    canImpersonate: ({ subject, account }) =>
+      account['impersonable'] === false ? { reason: `${subject} is protected from impersonation` } : true,
+    // The sample function of the spec (2.7).
+    auditLog: settings.auditLog,
+    // Impersonation needs a recent sign-in of the engineer (step-up, RFC 9470).
+    actorAuthentication: { maxAge: settings.actorMaxAge ?? DEFAULT_ACTOR_MAX_AGE },
+    // Changes need an impersonation asked for them: any other is narrowed to reading.
+    canExchange: ({ scope, context }) =>
+      scope.includes(WRITE_SCOPE) && context['access'] !== 'edit'
+        ? { scope: scope.filter((name) => name !== WRITE_SCOPE) }
+        : true,
+    getCustomJwtClaims: ({ context }) => {
+      if (context.grant.type !== TOKEN_EXCHANGE_GRANT) return {};
+      const { ticketId, reason, supportEngineerId } = context.grant.subjectTokenContext;
+      return {
+        impersonation_context: { ticket_id: ticketId, reason, support_engineer: supportEngineerId },
+      };
+    },
+  });
+}
+
+export interface ProviderSettings {
+  impersonation: Impersonation;
+  accounts: DemoAccounts;
+  secrets: DemoSecrets;
+  keys: DemoKeys;
+  /** The backends whose consoles and sign-ins this identity service serves: redirect URIs and CORS origins. */
+  backendOrigins: readonly string[];
+}
+
+/** oidc-provider's configuration, before the plugin's `configure()` adds to it. */
+export function providerConfiguration(settings: ProviderSettings): Configuration {
+  const { impersonation, secrets, keys, backendOrigins } = settings;
+  const at = (suffix: string) => backendOrigins.map((origin) => `${origin}${suffix}`);
+  return {
+    clients: [
+      {
+        client_id: CLIENTS.console,
+        client_name: 'Support console',
+        token_endpoint_auth_method: 'none',
+        grant_types: ['authorization_code', TOKEN_EXCHANGE_GRANT],
+        response_types: ['code'],
+        redirect_uris: at('/callback'),
+        post_logout_redirect_uris: at('/'),
+      },
+      {
+        client_id: CLIENTS.web,
+        client_name: 'Support web',
+        client_secret: secrets.webClientSecret,
+        token_endpoint_auth_method: 'client_secret_basic',
+        grant_types: ['authorization_code', TOKEN_EXCHANGE_GRANT],
+        response_types: ['code'],
+        redirect_uris: at('/web/callback'),
+      },
+      {
+        client_id: CLIENTS.account,
+        client_name: 'Your account',
+        client_secret: secrets.accountClientSecret,
+        token_endpoint_auth_method: 'client_secret_basic',
+        grant_types: ['authorization_code'],
+        response_types: ['code'],
+        redirect_uris: at('/account/callback'),
+      },
+      {
+        client_id: CLIENTS.backend,
+        client_name: 'Impersonation backend',
+        client_secret: secrets.backendClientSecret,
+        token_endpoint_auth_method: 'client_secret_basic',
+        grant_types: ['client_credentials'],
+        response_types: [],
+        redirect_uris: [],
+        // Creates subject tokens; lists and stops impersonations for the console.
+        impersonation_management_scope: [
+          impersonation.options.managementScope,
+          impersonation.options.readScope,
+          impersonation.options.revokeScope,
+        ].join(' '),
+      },
+    ],
+    scopes: ['openid', 'offline_access', 'profile'],
+    claims: { openid: ['sub'], profile: ['name', 'roles'] },
+    findAccount: (_ctx, id) => settings.accounts.find(id),
+    cookies: { keys: keys.cookieKeys },
+    jwks: keys.jwks,
+    pkce: { required: () => true },
+    ttl: {
+      AccessToken: (_ctx, token) => token.resourceServer?.accessTokenTTL ?? 3600,
+      ClientCredentials: (_ctx, token) => token.resourceServer?.accessTokenTTL ?? 600,
+      AuthorizationCode: 60,
+      IdToken: 3600,
+      Interaction: 600,
+      Grant: 8 * 3600,
+      Session: 8 * 3600,
+    },
+    clientBasedCORS: (_ctx, origin, client) => client.clientId === CLIENTS.console && backendOrigins.includes(origin),
+    renderError: (ctx, out) => {
+      ctx.type = 'html';
+      ctx.body = providerErrorPage(out.error, out.error_description);
+    },
+    features: {
+      devInteractions: { enabled: false },
+      rpInitiatedLogout: {
+        enabled: true,
+        logoutSource: (ctx, form) => {
+          ctx.type = 'html';
+          ctx.body = logoutPage(ctx.host, form);
+        },
+        postLogoutSuccessSource: (ctx) => {
+          ctx.type = 'html';
+          ctx.body = signedOutPage();
+        },
+      },
+      clientCredentials: { enabled: true },
+      // The backend learns which application an engineer's token was issued to, and binds the subject token to it.
+      introspection: {
+        enabled: true,
+        // Spelt out (oidc-provider's default): a public client may introspect only its own tokens.
+        allowedPolicy: (ctx, client, token) =>
+          client.clientAuthMethod !== 'none' || token.clientId === ctx.oidc.client?.clientId,
+      },
+      resourceIndicators: {
+        enabled: true,
+        // Without a resource the access token is for userinfo: the actor token of the flow.
+        defaultResource: () => undefined,
+        useGrantedResource: () => false,
+        getResourceServerInfo: (_ctx, resource, client) => {
+          if (resource === API_RESOURCE && FIRST_PARTY.has(client.clientId)) {
+            return {
+              scope: API_SCOPES.join(' '),
+              audience: API_RESOURCE,
+              accessTokenFormat: 'jwt',
+              accessTokenTTL: 600,
+              jwt: { sign: { alg: 'RS256' } },
+            };
+          }
+          throw new errors.InvalidTarget();
+        },
+      },
+    },
+  };
+}

@@ -1,0 +1,135 @@
+/**
+ * The identity service's own routes beside the provider: the sign-in
+ * interaction oidc-provider hands over to (login form, first-party consent,
+ * cancel) and the landing page.
+ */
+import Router from '@koa/router';
+import type Koa from 'koa';
+import type Provider from 'oidc-provider';
+import type { Interaction } from 'oidc-provider';
+import { HttpError, readForm } from '../http.js';
+import type { DemoAccounts } from './accounts.js';
+import { FIRST_PARTY } from './configuration.js';
+import { landingPage, loginPage, signInProblemPage } from './views.js';
+
+export function interactionRoutes(provider: Provider, accounts: DemoAccounts): Router {
+  const router = new Router();
+
+  router.get('/interaction/:uid', async (ctx) => {
+    const details = await interactionDetails(ctx, provider);
+    const clientId = String(details.params['client_id']);
+    if (details.prompt.name === 'login') {
+      ctx.set('Cache-Control', 'no-store');
+      ctx.type = 'html';
+      ctx.body = loginPage(details, clientId);
+      return;
+    }
+    if (details.prompt.name === 'consent' && FIRST_PARTY.has(clientId) && details.session?.accountId) {
+      // First-party clients get no consent screen: what they asked for is granted.
+      const grantId = await grantRequested(provider, details, details.session.accountId);
+      await finish(ctx, provider, { consent: { grantId } });
+      return;
+    }
+    await finish(ctx, provider, {
+      error: 'access_denied',
+      error_description: `no interaction for prompt ${details.prompt.name}`,
+    });
+  });
+
+  router.post('/interaction/:uid/login', async (ctx) => {
+    const details = await interactionDetails(ctx, provider);
+    if (details.prompt.name !== 'login')
+      throw new HttpError(400, 'invalid_request', 'this sign-in step is already done');
+    const form = await readForm(ctx);
+    const login = (form.get('login') ?? '').trim();
+    const user = accounts.authenticate(login, form.get('password') ?? '');
+    if (!user) {
+      ctx.status = 401;
+      ctx.set('Cache-Control', 'no-store');
+      ctx.type = 'html';
+      ctx.body = loginPage(details, String(details.params['client_id']), login, 'Invalid login or password.');
+      return;
+    }
+    const grantId = await grantRequested(provider, details, user.id);
+    await finish(ctx, provider, { login: { accountId: user.id }, consent: { grantId } });
+  });
+
+  router.get('/interaction/:uid/abort', async (ctx) => {
+    await interactionDetails(ctx, provider);
+    await finish(ctx, provider, { error: 'access_denied', error_description: 'the user cancelled the sign-in' });
+  });
+
+  return router;
+}
+
+/** `GET /`: the issuer, its discovery document and the support console's address. */
+export function landing(issuer: string, backendOrigin: string): Koa.Middleware {
+  return async (ctx, next) => {
+    if (ctx.method !== 'GET' || ctx.path !== '/') return next();
+    ctx.type = 'html';
+    ctx.body = landingPage(issuer, backendOrigin);
+  };
+}
+
+/** An interaction that cannot go on is a page that says so, not a stack trace. */
+export async function renderHttpErrors(ctx: Koa.Context, next: Koa.Next): Promise<void> {
+  try {
+    await next();
+  } catch (caught) {
+    if (!(caught instanceof HttpError)) throw caught;
+    ctx.status = caught.status;
+    ctx.set('Cache-Control', 'no-store');
+    ctx.type = 'html';
+    ctx.body = signInProblemPage(caught.message);
+  }
+}
+
+async function interactionDetails(ctx: Koa.Context, provider: Provider): Promise<Interaction> {
+  let details: Interaction;
+  try {
+    details = await provider.interactionDetails(ctx.req, ctx.res);
+  } catch {
+    throw new HttpError(
+      400,
+      'invalid_request',
+      'This sign-in has expired or was already completed. Start again from the application.',
+    );
+  }
+  if (details.uid !== ctx.params['uid'])
+    throw new HttpError(400, 'invalid_request', 'This sign-in does not match the browser session. Start again.');
+  return details;
+}
+
+async function finish(
+  ctx: Koa.Context,
+  provider: Provider,
+  result: Parameters<Provider['interactionResult']>[2],
+): Promise<void> {
+  const returnTo = await provider.interactionResult(ctx.req, ctx.res, result, { mergeWithLastSubmission: false });
+  ctx.redirect(returnTo);
+  ctx.status = 303;
+}
+
+/** A grant of everything the client asked for (first-party clients only). */
+async function grantRequested(provider: Provider, details: Interaction, accountId: string): Promise<string> {
+  const clientId = String(details.params['client_id']);
+  const existing = details.grantId ? await provider.Grant.find(details.grantId) : undefined;
+  const grant =
+    existing && existing.accountId === accountId && existing.clientId === clientId
+      ? existing
+      : new provider.Grant({ accountId, clientId });
+  const scope = typeof details.params['scope'] === 'string' ? details.params['scope'] : '';
+  if (scope) grant.addOIDCScope(scope);
+  const resources = [details.params['resource']].flat().filter((value): value is string => typeof value === 'string');
+  for (const resource of resources) if (scope) grant.addResourceScope(resource, scope);
+  const missing = details.prompt.details as {
+    missingOIDCScope?: string[];
+    missingOIDCClaims?: string[];
+    missingResourceScopes?: Record<string, string[]>;
+  };
+  if (missing.missingOIDCScope) grant.addOIDCScope(missing.missingOIDCScope);
+  if (missing.missingOIDCClaims) grant.addOIDCClaims(missing.missingOIDCClaims);
+  for (const [resource, scopes] of Object.entries(missing.missingResourceScopes ?? {}))
+    grant.addResourceScope(resource, scopes);
+  return grant.save();
+}

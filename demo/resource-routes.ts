@@ -1,0 +1,51 @@
+/**
+ * The demo resource API (https://api.example.com) as the backend serves it:
+ * `GET /api/me` says whom a token names and who acts for them, and the
+ * customer's data (customer-api.ts). Tokens are checked by the package's
+ * resource-server helper, which follows the revocation feed.
+ */
+import type Router from '@koa/router';
+import { createRemoteJWKSet } from 'jose';
+import { createImpersonationVerifier } from '../lib/resource-server/index.js';
+import type { BackendDependencies } from './backend-dependencies.js';
+import { customerRoutes, type CustomerApi } from './customer-api.js';
+import { createTokenCheck } from './resource-api.js';
+import { API_RESOURCE } from './seed.js';
+
+export interface ResourceRoutes extends CustomerApi {
+  /** Stops following the revocation feed. */
+  close(): void;
+}
+
+export function resourceRoutes(router: Router, deps: BackendDependencies): ResourceRoutes {
+  const verifier = createImpersonationVerifier({
+    issuer: deps.issuer,
+    audience: API_RESOURCE,
+    jwks: createRemoteJWKSet(new URL(deps.endpoints.jwks), { timeoutDuration: deps.timeoutMs }),
+    revocationsUri: deps.endpoints.revocations,
+    refreshInterval: 250,
+  });
+  verifier
+    .ready()
+    .catch((error: Error) => deps.log(`[backend] the revocation feed is not readable yet: ${error.message}`));
+  const verifyRequest = createTokenCheck({ verifier, publicUrl: (ctx) => `${deps.url}${ctx.path}` });
+
+  router.get('/api/me', async (ctx) => {
+    ctx.set('Cache-Control', 'no-store');
+    const payload = await verifyRequest(ctx);
+    const act = payload['act'] as { sub?: unknown } | undefined;
+    const actor = typeof act?.sub === 'string' ? act.sub : null;
+    ctx.body = {
+      message: actor ? `${actor} is acting as ${payload.sub}` : `${payload.sub} is acting as themselves`,
+      subject: payload.sub,
+      actor,
+      client_id: payload['client_id'] ?? null,
+      scope: payload['scope'] ?? null,
+      impersonation_context: payload['impersonation_context'] ?? null,
+      expires_at: new Date(payload.exp * 1000).toISOString(),
+    };
+  });
+
+  const customers = customerRoutes(router, verifyRequest, deps.log);
+  return { changesOf: (customer) => customers.changesOf(customer), close: () => verifier.close() };
+}
