@@ -1,11 +1,13 @@
+import type { EventEmitter } from 'node:events';
 import { readFileSync } from 'node:fs';
 import { createServer, type RequestListener, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { expect } from 'chai';
+import type { Express } from 'express';
 import Koa from 'koa';
 import mount from 'koa-mount';
 import type Provider from 'oidc-provider';
-import type { Impersonation } from '../lib/index.js';
+import type { Impersonation, ImpersonationOptions } from '../lib/index.js';
 import {
   actorParams,
   apiRequest,
@@ -108,6 +110,9 @@ describe('the plugin on every host oidc-provider documents', function () {
         const elsewhere = host.apiOnHost ? tp : { ...tp, base: origin };
         expect((await managementRequest(elsewhere, { userId: 'bob' }, backend)).status).to.equal(404);
         // What the API does not answer goes on to the host, as it came.
+        const own = await fetch(`${origin}${HOST_ROUTE}`);
+        expect(own.status).to.equal(200);
+        expect(await own.text()).to.equal('host');
         const unknown = await fetch(`${origin}/elsewhere`);
         expect(unknown.status).to.equal(404);
         await unknown.arrayBuffer();
@@ -244,6 +249,38 @@ describe('the plugin on every host oidc-provider documents', function () {
     });
   });
 
+  describe('Express, managementApiHandler() when the API fails', () => {
+    let running: Running;
+    const failure = new Error('the caller check cannot answer');
+    const reported: unknown[] = [];
+    before(async () => {
+      running = await hostWith(
+        (provider, impersonation) => {
+          // A deployment's own listener, there before the host composes the provider.
+          (provider as unknown as EventEmitter).on('error', (error: unknown) => reported.push(error));
+          return runSnippet('express-api', provider, impersonation);
+        },
+        true,
+        {
+          authenticateManagementRequest: () => {
+            throw failure;
+          },
+        },
+      );
+    });
+    after(() => running?.close());
+
+    it("answers 503 temporarily_unavailable and hands the failure to the provider's error listeners", async () => {
+      const refused = await managementRequest(running.api, { userId: 'bob' }, 'any-token');
+      expect(refused.status).to.equal(503);
+      expect(refused.body).to.deep.equal({
+        error: 'temporarily_unavailable',
+        error_description: 'the identity service cannot reach its store; retry shortly',
+      });
+      expect(reported).to.include(failure);
+    });
+  });
+
   describe('across hosts', () => {
     it('every refusal carries the same status and body on every host', () => {
       expect([...refusalsByHost.keys()]).to.deep.equal(HOSTS.map((host) => host.title));
@@ -280,14 +317,18 @@ async function startHost(host: Host): Promise<Running> {
 const PLUGIN = { actorAuthentication: { acrValues: [ACR] } };
 
 /** A provider below /oidc of the app `build` returns, served on a port of its own. */
-async function hostWith(build: BuildApp, apiOnHost = false): Promise<Running> {
+async function hostWith(
+  build: BuildApp,
+  apiOnHost = false,
+  plugin: Partial<ImpersonationOptions> = PLUGIN,
+): Promise<Running> {
   const server: Server = createServer();
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   let served: Served | undefined;
   const tp = await startProvider({
     issuer: `${origin}/oidc`,
-    plugin: PLUGIN,
+    plugin,
     mount: async (provider, _install, impersonation) => {
       served = await serve(await build(provider, impersonation));
     },
@@ -349,18 +390,35 @@ interface Served {
 interface FastifyLike {
   ready(): Promise<unknown>;
   routing: RequestListener;
+  get(path: string, handler: () => Promise<string>): unknown;
   close(): Promise<unknown>;
 }
 
+/** A route of the host's own, after what the docs block mounted: it must answer as if the plugin were not there. */
+const HOST_ROUTE = '/host-route';
+
 /** Serves `app` as its own listen() would: Koa's callback(), Express itself, Fastify's routing once ready. */
 async function serve(app: unknown): Promise<Served> {
-  if (app instanceof Koa) return { listener: app.callback(), close: async () => {} };
+  if (app instanceof Koa) {
+    app.use(async (ctx, next) => {
+      if (ctx.path !== HOST_ROUTE) return next();
+      ctx.body = 'host';
+    });
+    return { listener: app.callback(), close: async () => {} };
+  }
   const fastify = app as Partial<FastifyLike>;
   if (typeof fastify.ready === 'function' && typeof fastify.routing === 'function') {
+    fastify.get!(HOST_ROUTE, async () => 'host');
     await fastify.ready();
     return { listener: fastify.routing, close: async () => void (await fastify.close!()) };
   }
-  if (typeof app === 'function') return { listener: app as RequestListener, close: async () => {} };
+  if (typeof app === 'function' && 'get' in app) {
+    const express = app as Express;
+    express.get(HOST_ROUTE, (_req, res) => {
+      res.send('host');
+    });
+    return { listener: express, close: async () => {} };
+  }
   throw new Error('the host block built no app this test can serve');
 }
 
