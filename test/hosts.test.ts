@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { createServer, type RequestListener, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { expect } from 'chai';
-import type { Express } from 'express';
+import express, { type Express } from 'express';
 import Koa from 'koa';
 import mount from 'koa-mount';
 import type Provider from 'oidc-provider';
@@ -245,6 +245,48 @@ describe('the plugin on every host oidc-provider documents', function () {
           'server_error',
           /install\(\) right after new Provider\(\).*mountManagementApi: false/,
         );
+      }
+    });
+  });
+
+  describe("Express, install() after app.use('/oidc', provider.callback())", () => {
+    it('throws from install(), saying what to change', async () => {
+      let thrown: unknown;
+      const running = await hostWith(async (provider, impersonation) => {
+        const app = express();
+        app.use('/oidc', provider.callback());
+        try {
+          impersonation.install(provider);
+        } catch (error) {
+          thrown = error;
+          impersonation.install(provider, { mountManagementApi: false });
+        }
+        return app;
+      });
+      await running.close();
+      expect(String(thrown)).to.match(/TypeError: impersonation.install\(\) ran after.*mountManagementApi: false/);
+    });
+
+    it('refuses the Management API and every exchange when the provider had an error listener first', async () => {
+      const running = await hostWith(async (provider, impersonation) => {
+        // Koa's callback() adds its own error listener only when there is none: install() cannot tell.
+        (provider as unknown as EventEmitter).on('error', () => {});
+        const app = express();
+        app.use('/oidc', provider.callback());
+        impersonation.install(provider);
+        return app;
+      });
+      try {
+        const m2m = await tokenRequest(
+          running.tp,
+          { grant_type: 'client_credentials', scope: MANAGEMENT_SCOPE, resource: MANAGEMENT },
+          CLIENTS.backend,
+        );
+        expectError(m2m, 500, 'server_error', /install\(\) right after new Provider\(\)/);
+        const exchanged = await exchange(running.tp, { subject_token: 'ist_anything', resource: API });
+        expectError(exchanged, 500, 'server_error', /install\(\) right after new Provider\(\)/);
+      } finally {
+        await running.close();
       }
     });
   });
