@@ -291,6 +291,31 @@ describe('the plugin on every host oidc-provider documents', function () {
     });
   });
 
+  describe('managementApiHandler() as the whole of a node:http server', () => {
+    it('serves the Management API and answers 404 to anything else', async () => {
+      const apiServer = createServer();
+      const running = await hostWith(async (provider, impersonation) => {
+        impersonation.install(provider, { mountManagementApi: false });
+        apiServer.on('request', impersonation.managementApiHandler());
+        const app = express();
+        app.use('/oidc', provider.callback());
+        return app;
+      });
+      await new Promise<void>((resolve) => apiServer.listen(0, '127.0.0.1', resolve));
+      try {
+        const api = { ...running.tp, base: `http://127.0.0.1:${(apiServer.address() as AddressInfo).port}` };
+        expect((await managementRequest(api, { userId: 'bob' }, await m2mToken(running.tp))).status).to.equal(201);
+        const elsewhere = await fetch(`${api.base}/elsewhere`);
+        expect(elsewhere.status).to.equal(404);
+        await elsewhere.arrayBuffer();
+      } finally {
+        apiServer.closeAllConnections();
+        await new Promise((resolve) => apiServer.close(resolve));
+        await running.close();
+      }
+    });
+  });
+
   describe('Express, managementApiHandler() when the API fails', () => {
     let running: Running;
     const failure = new Error('the caller check cannot answer');
