@@ -1,3 +1,4 @@
+import type { EventEmitter } from 'node:events';
 import type Koa from 'koa';
 import type { Configuration, KoaContextWithOIDC, Provider, ResourceServer } from 'oidc-provider';
 import { createMemoryAdapter } from './adapters/memory.js';
@@ -17,6 +18,7 @@ import {
   managementScopesOf,
   withManagementMetadata,
 } from './management/client-metadata.js';
+import { managementApiHandler, type ManagementApiHandler } from './management/node-handler.js';
 import { createManagementApi, type ServedRequests } from './management/router.js';
 import { managementScopes, resolveOptions, type ImpersonationOptions, type ResolvedOptions } from './options.js';
 import { providerAdapter, providerConfiguration } from './provider-internals.js';
@@ -59,6 +61,14 @@ export interface Impersonation {
    * `install(provider, { mountManagementApi: false })`). Available after install().
    */
   managementApi(): Koa.Middleware;
+  /**
+   * The Management API as a Node request handler `(req, res, next?)`, for a
+   * host that is no Koa app: `expressApp.use(impersonation.managementApiHandler())`,
+   * or `fastify.use(...)` with `@fastify/middie`, with
+   * `install(provider, { mountManagementApi: false })`. It answers the API's
+   * paths and passes every other request to `next`. Available after install().
+   */
+  managementApiHandler(): ManagementApiHandler;
 }
 
 export function createImpersonation(input: ImpersonationOptions): Impersonation {
@@ -71,6 +81,7 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
   /** Per provider whose middleware carries the Management API: the requests that went through it. */
   const servedBy = new WeakMap<object, ServedRequests>();
   let api: Koa.Middleware | undefined;
+  let handler: ManagementApiHandler | undefined;
 
   /**
    * A request through a provider whose composed middleware lacks the
@@ -148,6 +159,7 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
       if (options.actorAuthentication) addStepUpDetails(provider);
       const managementApi = createManagementApi(provider, options, { subjectTokens: store, sessions });
       api = managementApi.middleware;
+      handler = managementApiHandler(api, provider as unknown as EventEmitter);
       if (mountManagementApi) {
         servedBy.set(provider, managementApi.served);
         provider.use(managementApi.witness).use(managementApi.middleware);
@@ -157,6 +169,11 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
     managementApi() {
       if (!api) throw new TypeError('call impersonation.install(provider) before managementApi()');
       return api;
+    },
+
+    managementApiHandler() {
+      if (!handler) throw new TypeError('call impersonation.install(provider) before managementApiHandler()');
+      return handler;
     },
   };
 }

@@ -162,7 +162,13 @@ class Jar {
 export async function userAccessToken(
   tp: TestProvider,
   user: string,
-  options: { client?: ClientCredentials; scope?: string; resource?: string; headers?: Record<string, string> } = {},
+  options: {
+    client?: ClientCredentials;
+    scope?: string;
+    resource?: string;
+    headers?: Record<string, string>;
+    acr?: string;
+  } = {},
 ): Promise<string> {
   return (await userSignIn(tp, user, options)).accessToken;
 }
@@ -176,11 +182,14 @@ export async function userSignIn(
     scope = 'openid profile',
     resource,
     headers = {},
+    acr,
   }: {
     client?: ClientCredentials;
     scope?: string;
     resource?: string;
     headers?: Record<string, string>;
+    /** The sign-in's authentication context class, as the login step reports it. */
+    acr?: string;
   } = {},
 ): Promise<{ accessToken: string; cookies: string }> {
   const jar = new Jar();
@@ -208,7 +217,8 @@ export async function userSignIn(
       break;
     }
     const interaction = /\/interaction\/([^/]+)$/.exec(url.pathname);
-    const response = await fetch(interaction ? `${url.href}/login?login=${encodeURIComponent(user)}` : url, {
+    const login = new URLSearchParams({ login: user, ...(acr ? { acr } : {}) });
+    const response = await fetch(interaction ? `${url.href}/login?${login}` : url, {
       method: interaction ? 'POST' : 'GET',
       headers: { cookie: jar.header() },
       redirect: 'manual',

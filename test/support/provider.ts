@@ -67,7 +67,11 @@ export interface TestProviderOptions {
    * plugin's install() on this provider) when it wants; the provider's own
    * server then serves nothing. Interactions are under the issuer's path.
    */
-  mount?: (provider: Provider, install: (options?: InstallOptions) => void, impersonation: Impersonation) => void;
+  mount?: (
+    provider: Provider,
+    install: (options?: InstallOptions) => void,
+    impersonation: Impersonation,
+  ) => void | Promise<void>;
 }
 
 /** A real provider with the plugin, listening on 127.0.0.1 on a free port. */
@@ -220,7 +224,7 @@ export async function startProvider(options: TestProviderOptions = {}): Promise<
   const keepErrors = () => (provider as Koa).on('error', (error: unknown) => appErrors.push(error));
   if (options.mount) {
     provider.use(loginRoutes(provider));
-    options.mount(provider, (installOptions) => impersonation.install(provider, installOptions), impersonation);
+    await options.mount(provider, (installOptions) => impersonation.install(provider, installOptions), impersonation);
     keepErrors();
   } else {
     impersonation.install(provider);
@@ -243,13 +247,14 @@ export async function startProvider(options: TestProviderOptions = {}): Promise<
   };
 }
 
-/** A scripted login: POST /interaction/:uid/login with `login`, granting what was asked. */
+/** A scripted login: POST /interaction/:uid/login with `login` (and `acr`, when given), granting what was asked. */
 function loginRoutes(provider: Provider): Koa.Middleware {
   return async (ctx, next) => {
     const match = /^\/interaction\/([^/]+)\/login$/.exec(ctx.path);
     if (!match || ctx.method !== 'POST') return next();
     const details = await provider.interactionDetails(ctx.req, ctx.res);
     const login = String(ctx.query['login']);
+    const acr = ctx.query['acr'];
     const grant = new provider.Grant({ accountId: login, clientId: String(details.params['client_id']) });
     grant.addOIDCScope(String(details.params['scope']));
     const resource = details.params['resource'];
@@ -260,7 +265,7 @@ function loginRoutes(provider: Provider): Koa.Middleware {
         ctx.req,
         ctx.res,
         {
-          login: { accountId: login },
+          login: { accountId: login, ...(typeof acr === 'string' ? { acr } : {}) },
           consent: { grantId },
         },
         { mergeWithLastSubmission: false },
