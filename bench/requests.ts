@@ -2,8 +2,8 @@
  * The requests each scenario sends, as autocannon takes them, and the
  * credentials they carry.
  */
-import { ACCESS_TOKEN, ACTOR_API, API, CLIENTS, TOKEN_EXCHANGE, type TestProvider } from '../test/support/provider.js';
-import { basic, m2mToken, userAccessToken } from '../test/support/http.js';
+import { ACCESS_TOKEN, ACTOR_API, API, CLIENTS, TOKEN_EXCHANGE, type FixtureProvider } from '../fixtures/provider.js';
+import { basic, m2mToken, userAccessToken } from '../fixtures/flows.js';
 import type { RequestSpec } from './load.js';
 import type { ScenarioName } from './scenarios.js';
 import type { TokenPool } from './token-pool.js';
@@ -25,7 +25,7 @@ export interface Credentials {
  * by signature alone.
  */
 export async function obtainCredentials(base: string): Promise<Credentials> {
-  const tp = { base } as TestProvider;
+  const tp = { base } as FixtureProvider;
   const actorToken = await userAccessToken(tp, 'alice');
   const jwtActorToken = await userAccessToken(tp, 'alice', { scope: 'openid profile:read', resource: ACTOR_API });
   return { actorToken, jwtActorToken, m2m: () => m2mToken(tp) };
