@@ -47,7 +47,7 @@ export function bucketOf(frame: CallFrame): string {
     return rest[0]!.startsWith('@') ? `${rest[0]}/${rest[1]}` : rest[0]!;
   }
   if (url.includes('/build/lib/') || url.includes('/dist/')) return 'plugin (lib/)';
-  if (url.includes('/build/test/')) return 'test harness';
+  if (url.includes('/build/fixtures/') || url.includes('/build/test/')) return 'fixture provider';
   if (url.includes('/build/bench/')) return 'bench';
   return url;
 }

@@ -14,8 +14,8 @@
 import { createLocalJWKSet, jwtVerify } from 'jose';
 import { createImpersonationVerifier, type ImpersonationVerifier } from '../lib/resource-server/index.js';
 import { providerJwks } from '../lib/provider-internals.js';
-import { exchange, m2mToken, subjectToken, userAccessToken, ACCESS_TOKEN } from '../test/support/http.js';
-import { API, CLIENTS, READ_SCOPE, REVOKE_SCOPE, startProvider } from '../test/support/provider.js';
+import { exchange, m2mToken, subjectToken, userAccessToken } from '../fixtures/flows.js';
+import { ACCESS_TOKEN, API, CLIENTS, READ_SCOPE, REVOKE_SCOPE, startProvider } from '../fixtures/provider.js';
 
 export interface VerifierResult {
   count: number;

@@ -25,8 +25,8 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { Redis } from 'ioredis';
 import pg from 'pg';
-import { basic, m2mToken, userAccessToken } from '../test/support/http.js';
-import { ACCESS_TOKEN, API, CLIENTS, TOKEN_EXCHANGE, type TestProvider } from '../test/support/provider.js';
+import { basic, m2mToken, userAccessToken } from '../fixtures/flows.js';
+import { ACCESS_TOKEN, API, CLIENTS, TOKEN_EXCHANGE, type FixtureProvider } from '../fixtures/provider.js';
 import { fire, type RequestSpec, type RunRecord } from './load.js';
 import type { AdapterKind } from './protocol.js';
 import { startServer, type ServerProcess } from './server-process.js';
@@ -81,7 +81,7 @@ function form(params: Record<string, string>): string {
 }
 
 async function prepare(server: ServerProcess): Promise<{ exchange: RequestSpec; baseline: RequestSpec }> {
-  const tp = { base: server.base } as TestProvider;
+  const tp = { base: server.base } as FixtureProvider;
   const actor = await userAccessToken(tp, 'alice');
   const m2m = await m2mToken(tp);
   const tokens: string[] = [];

@@ -1,6 +1,6 @@
 /**
  * The provider under load, in a process of its own (started by bench/run.ts
- * with fork()): the test harness's provider (test/support/provider.ts), with
+ * with fork()): the provider the tests run too (fixtures/provider.ts), with
  * the plugin, on 127.0.0.1 and a free port, on the adapter BENCH_ADAPTER names.
  *
  *   BENCH_ADAPTER  memory (default) | redis | postgres (the PostgreSQL adapter, its tables in schema
@@ -21,7 +21,7 @@ import { createMemoryAdapter, type MemoryAdapterClass } from '../lib/index.js';
 import { createRedisAdapter, type RedisAdapterClass } from '../lib/adapters/redis.js';
 import { createPostgresAdapter, type PostgresAdapterClass } from '../lib/adapters/postgres.js';
 import { createPostgresAuditLog } from '../lib/audit-postgres/index.js';
-import { startProvider } from '../test/support/provider.js';
+import { startProvider } from '../fixtures/provider.js';
 import { deploymentSetup } from './deployment.js';
 import type { AdapterKind, ParentMessage, ServerMessage, ServerStats } from './protocol.js';
 

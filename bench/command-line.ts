@@ -1,0 +1,131 @@
+/**
+ * The command line of `npm run bench` (bench/run.ts): its flags and their
+ * defaults, and the providers they pick.
+ */
+import type { AdapterKind } from './protocol.js';
+import { SCENARIOS, isScenario, type ScenarioName } from './scenarios.js';
+
+/**
+ * One provider to measure: its store, and whether it is set up as a
+ * deployment runs it (bench/server.ts, BENCH_DEPLOYMENT): a custom-claims hook
+ * reading the creation context, an audit listener writing a JSON line per
+ * event. Its scenarios are those a deployment serves most.
+ */
+export interface Configuration {
+  adapter: AdapterKind;
+  deployment: boolean;
+  /** The scenarios it runs, when not all (before --only). */
+  scenarios?: readonly ScenarioName[];
+  /** How rows, targets and logs name it. */
+  name: string;
+}
+
+export interface Settings {
+  smoke: boolean;
+  rounds: number;
+  duration: number;
+  warmup: number;
+  connections: number;
+  configurations: Configuration[];
+  only: ScenarioName[] | undefined;
+  profile: boolean;
+  cpuProf: boolean;
+  /** Subject tokens for the heap measurement; 0 skips it. */
+  memoryCount: number;
+  verifierCount: number;
+  redisUrl: string;
+  databaseUrl: string;
+}
+
+const DEPLOYMENT_SCENARIOS: readonly ScenarioName[] = ['baseline', 'create', 'exchange-actor'];
+
+function configuration(adapter: AdapterKind, deployment: boolean, scenarios?: readonly ScenarioName[]): Configuration {
+  return {
+    adapter,
+    deployment,
+    name: deployment ? `${adapter} · deployment` : adapter,
+    ...(scenarios ? { scenarios } : deployment ? { scenarios: DEPLOYMENT_SCENARIOS } : {}),
+  };
+}
+
+/**
+ * What --smoke runs, in under a minute: four providers, so that every
+ * configuration's and every scenario's code runs once: on memory set up as a
+ * deployment, creation and both exchanges with an actor token; on Redis and
+ * on PostgreSQL, the exchange with an opaque actor token; with the audit log,
+ * the exchange without an actor.
+ */
+const SMOKE_CONFIGURATIONS: readonly Configuration[] = [
+  configuration('memory', true, ['baseline', 'create', 'exchange-actor', 'exchange-actor-jwt']),
+  configuration('redis', false, ['baseline', 'exchange-actor']),
+  configuration('postgres', false, ['baseline', 'exchange-actor']),
+  configuration('memory+pg-audit', false, ['baseline', 'exchange']),
+];
+
+/** The flags that narrow a smoke run down from SMOKE_CONFIGURATIONS to the configurations they pick. */
+const NARROWING_SMOKE = ['--memory-only', '--redis-only', '--audit-only', '--deployment-only', '--no-deployment'];
+
+export function parseSettings(argv: readonly string[], env: NodeJS.ProcessEnv = process.env): Settings {
+  const value = (name: string): string | undefined => {
+    const index = argv.indexOf(name);
+    return index >= 0 ? argv[index + 1] : undefined;
+  };
+  const smoke = argv.includes('--smoke');
+  const settings: Settings = {
+    smoke,
+    rounds: Number(value('--rounds') ?? (smoke ? 1 : 6)),
+    duration: Number(value('--duration') ?? (smoke ? 1 : 3)),
+    // The smoke run skips the warm-up: it keeps the script working, its numbers mean little.
+    warmup: smoke ? 0 : 2,
+    connections: Number(value('--connections') ?? 16),
+    configurations: configurationsOf(argv),
+    only: scenariosOf(value('--only')),
+    profile: argv.includes('--profile'),
+    cpuProf: argv.includes('--cpu-prof'),
+    memoryCount: argv.includes('--skip-memory') ? 0 : smoke ? 5_000 : 100_000,
+    verifierCount: smoke ? 2_000 : 20_000,
+    redisUrl: env['REDIS_URL'] ?? 'redis://127.0.0.1:6379',
+    databaseUrl: env['DATABASE_URL'] ?? 'postgres://postgres@127.0.0.1:5432/test',
+  };
+  if (!Number.isSafeInteger(settings.rounds) || settings.rounds < 1)
+    throw new TypeError('--rounds must be a positive integer');
+  if (!Number.isSafeInteger(settings.connections) || settings.connections < 1)
+    throw new TypeError('--connections must be a positive integer');
+  // autocannon checks its deadline once a second: a window is a whole number of seconds.
+  if (!Number.isSafeInteger(settings.duration) || settings.duration < 1)
+    throw new TypeError('--duration must be a positive integer (seconds)');
+  return settings;
+}
+
+/** --only's comma-separated scenarios; an unknown name is an error. */
+function scenariosOf(list: string | undefined): ScenarioName[] | undefined {
+  return list?.split(',').map((name) => {
+    if (!isScenario(name)) throw new TypeError(`--only: unknown scenario ${name} (${SCENARIOS.join(', ')})`);
+    return name;
+  });
+}
+
+/**
+ * --memory-only, --redis-only, --postgres-only, --audit-only pick the store; --deployment-only
+ * and --no-deployment pick the providers set up as a deployment or the plain ones.
+ */
+function configurationsOf(argv: readonly string[]): Configuration[] {
+  if (argv.includes('--smoke') && !NARROWING_SMOKE.some((flag) => argv.includes(flag))) {
+    return [...SMOKE_CONFIGURATIONS];
+  }
+  const adapters: AdapterKind[] = argv.includes('--memory-only')
+    ? ['memory']
+    : argv.includes('--redis-only')
+      ? ['redis']
+      : argv.includes('--postgres-only')
+        ? ['postgres']
+        : argv.includes('--audit-only')
+          ? ['memory+pg-audit']
+          : ['memory', 'redis', 'postgres', 'memory+pg-audit'];
+  const kinds = argv.includes('--deployment-only')
+    ? [true]
+    : argv.includes('--no-deployment')
+      ? [false]
+      : [false, true];
+  return kinds.flatMap((deployment) => adapters.map((adapter) => configuration(adapter, deployment)));
+}

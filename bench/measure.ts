@@ -1,0 +1,204 @@
+/**
+ * One provider's run: the provider started in a child process on its store,
+ * one check request per kind, the warm-up, then the timed windows in the
+ * order of bench/schedule.ts, summed per scenario.
+ */
+import { join } from 'node:path';
+import type { Configuration, Settings } from './command-line.js';
+import { fire, type RequestSpec, type RunRecord } from './load.js';
+import type { ServerStats } from './protocol.js';
+import { baselineRequest, creationRequest, obtainCredentials, requestsFor, type Credentials } from './requests.js';
+import { EXCHANGES, SCENARIOS, type ScenarioName } from './scenarios.js';
+import { endsRound, pairedRatios, scheduleOf, tokensBefore } from './schedule.js';
+import { ServerLog } from './server-log.js';
+import { startServer, type ServerProcess, type ServerProcessOptions } from './server-process.js';
+import type { StoreServerOptions } from './stores.js';
+import { TokenPool, tokensNeeded } from './token-pool.js';
+import { timedWindow, type WindowResult } from './window.js';
+
+export interface ScenarioTotals {
+  runs: RunRecord[];
+  /** Each window's rate over the mean of the baseline windows just before and after it. */
+  pairedRatios: number[];
+  /** Provider CPU seconds (all its threads) used during the timed windows. */
+  serverCpu: number;
+  /** Of serverCpu, the main thread's (NaN without /proc). */
+  mainCpu: number;
+  /** Of serverCpu, that of V8's helper threads: concurrent GC and compilation (NaN without /proc). */
+  v8Cpu: number;
+  /** CPU seconds the rest of the machine used meanwhile (Redis, other processes); NaN off Linux. */
+  otherCpu: number;
+}
+
+export interface ConfigurationResult {
+  configuration: Configuration;
+  totals: Partial<Record<ScenarioName, ScenarioTotals>>;
+  endStats: ServerStats;
+  untimed: { requests: number; failed: number };
+  /** Exchange requests that found the pool empty (and sent an unknown token). */
+  poolExhausted: number;
+  /** Abandoned requests the provider logged as "Error: aborted". */
+  abortedLogged: number;
+}
+
+/** Runs one configuration on a provider of its own; `profileDir` is its folder of CPU profiles, if any. */
+export async function measureConfiguration(
+  config: Configuration,
+  settings: Settings,
+  store: StoreServerOptions,
+  profileDir: string | undefined,
+): Promise<ConfigurationResult> {
+  const serverLog = new ServerLog();
+  const options: ServerProcessOptions = {
+    adapter: config.adapter,
+    deployment: config.deployment,
+    redisUrl: settings.redisUrl,
+    ...store,
+    execArgv: profileDir && settings.cpuProf ? ['--cpu-prof', '--cpu-prof-dir', join(profileDir, 'process')] : [],
+    log: serverLog.line,
+  };
+  const server = await startServer(options);
+  try {
+    const credentials = await obtainCredentials(server.base);
+    const measurement = new Measurement(config, settings, server, credentials);
+    const result = await measurement.run(settings.profile ? profileDir : undefined);
+    return { ...result, abortedLogged: serverLog.aborted };
+  } finally {
+    await server.close();
+  }
+}
+
+class Measurement {
+  readonly #pool = new TokenPool();
+  readonly #untimed = { requests: 0, failed: 0 };
+  readonly #bestRate: Partial<Record<ScenarioName, number>> = {};
+
+  constructor(
+    readonly config: Configuration,
+    readonly settings: Settings,
+    readonly server: ServerProcess,
+    readonly credentials: Credentials,
+  ) {}
+
+  async run(profileDir: string | undefined): Promise<Omit<ConfigurationResult, 'abortedLogged'>> {
+    const { only } = this.settings;
+    const scenarios = SCENARIOS.filter(
+      (name) => (!only || only.includes(name)) && (!this.config.scenarios || this.config.scenarios.includes(name)),
+    );
+    // One check request per kind, so that a broken setup fails with its reason rather than as a rate.
+    await checkOnce(this.server.base, baselineRequest(), 200, 'client_credentials');
+    await checkOnce(this.server.base, creationRequest(await this.credentials.m2m()), 201, 'subject token creation');
+    await this.#warmUp(scenarios);
+    const totals = await this.#timedWindows(scenarios, profileDir);
+    return {
+      configuration: this.config,
+      totals,
+      endStats: await this.server.stats(),
+      untimed: this.#untimed,
+      poolExhausted: this.#pool.exhausted,
+    };
+  }
+
+  /** Warm-up (JIT, connections, caches), untimed; also the first rate estimates. */
+  async #warmUp(scenarios: readonly ScenarioName[]): Promise<void> {
+    const { warmup } = this.settings;
+    for (const scenario of warmup ? scenarios : []) {
+      const { run } = await this.#window(scenario, warmup);
+      this.#countUntimed(run);
+      if (run.non2xx || run.errors) {
+        console.log(
+          `  warm-up ${scenario}: ${run.non2xx} non-2xx (${JSON.stringify(run.statuses)}), ${run.errors} connection errors`,
+        );
+      }
+    }
+  }
+
+  async #timedWindows(
+    scenarios: readonly ScenarioName[],
+    profileDir: string | undefined,
+  ): Promise<Partial<Record<ScenarioName, ScenarioTotals>>> {
+    const { duration, rounds } = this.settings;
+    const schedule = scheduleOf(scenarios, rounds);
+    const totals: Partial<Record<ScenarioName, ScenarioTotals>> = {};
+    const rates: number[] = [];
+    let parts: string[] = [];
+    for (const [index, { scenario, round }] of schedule.entries()) {
+      if (tokensBefore(schedule, index)) await this.#topUp(duration, duration + 1);
+      const profileFile = profileDir && join(profileDir, `${scenario}.${index + 1}.cpuprofile`);
+      const window = await this.#window(scenario, duration, profileFile);
+      addWindow((totals[scenario] ??= emptyTotals()), window);
+      const { run } = window;
+      rates.push(run.ok / run.seconds);
+      parts.push(`${scenario} ${Math.round(run.ok / run.seconds)}/s${run.non2xx ? ` (${run.non2xx} non-2xx)` : ''}`);
+      if (endsRound(schedule, index)) {
+        console.log(`  ${this.config.name} round ${round + 1}/${rounds}: ${parts.join(', ')}`);
+        parts = [];
+      }
+    }
+    for (const [scenario, ratio] of pairedRatios(schedule, rates)) totals[scenario]!.pairedRatios.push(ratio);
+    return totals;
+  }
+
+  /** One window of `scenario`; an exchange's subject tokens are topped up first. */
+  async #window(scenario: ScenarioName, seconds: number, profileFile?: string): Promise<WindowResult> {
+    if (EXCHANGES.includes(scenario)) await this.#topUp(seconds);
+    const requests = await requestsFor(scenario, this.credentials, this.#pool);
+    const window = await timedWindow(this.server, {
+      connections: this.settings.connections,
+      seconds,
+      requests,
+      profileFile,
+    });
+    this.#bestRate[scenario] = Math.max(this.#bestRate[scenario] ?? 0, window.run.ok / window.run.seconds);
+    return window;
+  }
+
+  /**
+   * Outside any window: enough young tokens for one exchange run of `seconds`
+   * starting `startsIn` seconds from now (tokensNeeded).
+   */
+  async #topUp(seconds: number, startsIn = 0): Promise<void> {
+    const { connections } = this.settings;
+    const rates = {
+      bestExchange: Math.max(...EXCHANGES.map((name) => this.#bestRate[name] ?? 0)),
+      baseline: this.#bestRate.baseline,
+    };
+    const missing = tokensNeeded(rates, seconds, connections) - this.#pool.usable((startsIn + seconds) * 1000 + 5000);
+    if (missing <= 0) return;
+    const run = await fire({
+      base: this.server.base,
+      connections,
+      amount: Math.max(missing, connections),
+      requests: [creationRequest(await this.credentials.m2m(), this.#pool)],
+    });
+    this.#countUntimed(run);
+  }
+
+  #countUntimed(run: RunRecord): void {
+    this.#untimed.requests += run.ok + run.non2xx;
+    this.#untimed.failed += run.non2xx + run.errors;
+  }
+}
+
+function emptyTotals(): ScenarioTotals {
+  return { runs: [], pairedRatios: [], serverCpu: 0, mainCpu: 0, v8Cpu: 0, otherCpu: 0 };
+}
+
+function addWindow(totals: ScenarioTotals, window: WindowResult): void {
+  totals.runs.push(window.run);
+  totals.serverCpu += window.serverCpu;
+  totals.mainCpu += window.mainCpu;
+  totals.v8Cpu += window.v8Cpu;
+  totals.otherCpu += window.otherCpu;
+}
+
+async function checkOnce(base: string, request: RequestSpec, expected: number, what: string): Promise<void> {
+  const response = await fetch(`${base}${request.path}`, {
+    method: request.method ?? 'GET',
+    headers: request.headers as Record<string, string>,
+    body: request.body as string,
+    signal: AbortSignal.timeout(10_000),
+  });
+  const text = await response.text();
+  if (response.status !== expected) throw new Error(`${what}: expected ${expected}, got ${response.status} ${text}`);
+}

@@ -1,0 +1,110 @@
+/**
+ * The requests each scenario sends, as autocannon takes them, and the
+ * credentials they carry.
+ */
+import { ACCESS_TOKEN, ACTOR_API, API, CLIENTS, TOKEN_EXCHANGE, type FixtureProvider } from '../fixtures/provider.js';
+import { basic, m2mToken, userAccessToken } from '../fixtures/flows.js';
+import type { RequestSpec } from './load.js';
+import type { ScenarioName } from './scenarios.js';
+import type { TokenPool } from './token-pool.js';
+
+const SUBJECT_TOKEN_BODY = JSON.stringify({ userId: 'bob', context: { ticketId: 'T-4711', reason: 'checkout fails' } });
+
+export interface Credentials {
+  /** alice's access token from a plain OpenID Connect login (opaque, bound to her session). */
+  actorToken: string;
+  /** alice's access token issued as a JWT for a resource (checked by signature, no store access). */
+  jwtActorToken: string;
+  /** A fresh M2M token of the backend for the Management API (it lives 5 minutes: fetched per run). */
+  m2m(): Promise<string>;
+}
+
+/**
+ * Credentials obtained once through the real flows: checking the opaque actor
+ * token reads the token and the session from the store; the JWT one is checked
+ * by signature alone.
+ */
+export async function obtainCredentials(base: string): Promise<Credentials> {
+  const tp = { base } as FixtureProvider;
+  const actorToken = await userAccessToken(tp, 'alice');
+  const jwtActorToken = await userAccessToken(tp, 'alice', { scope: 'openid profile:read', resource: ACTOR_API });
+  return { actorToken, jwtActorToken, m2m: () => m2mToken(tp) };
+}
+
+function form(params: Record<string, string>): string {
+  return new URLSearchParams(params).toString();
+}
+
+// Exchanges need a new body for every request, so autocannon builds each one
+// as it sends it (setupRequest). The other scenarios are built the same way,
+// though their requests never change: autocannon would otherwise build them
+// once and resend the bytes, and on a machine it shares with the provider the
+// baseline would get CPU that the exchanges give to the load generator.
+const rebuiltEachTime = (request: RequestSpec): RequestSpec => request;
+
+export function baselineRequest(): RequestSpec {
+  return {
+    method: 'POST',
+    path: '/token',
+    headers: { 'content-type': 'application/x-www-form-urlencoded', authorization: basic(CLIENTS.noScopeBackend) },
+    body: form({ grant_type: 'client_credentials', resource: API, scope: 'profile:read' }),
+    setupRequest: rebuiltEachTime,
+  };
+}
+
+/** A subject-token creation; each token created goes into `pool` (none without one). */
+export function creationRequest(m2m: string, pool?: TokenPool): RequestSpec {
+  return {
+    method: 'POST',
+    path: '/api/subject-tokens',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${m2m}` },
+    body: SUBJECT_TOKEN_BODY,
+    setupRequest: rebuiltEachTime,
+    ...(pool && {
+      onResponse(status: number, body: string) {
+        if (status === 201) pool.add((JSON.parse(body) as { subjectToken: string }).subjectToken);
+      },
+    }),
+  };
+}
+
+/** A token exchange redeeming the next token of `pool`, with `actor` as actor token when given. */
+export function exchangeRequest(actor: string | undefined, pool: TokenPool): RequestSpec {
+  const fixed = form({
+    grant_type: TOKEN_EXCHANGE,
+    client_id: CLIENTS.console.client_id,
+    subject_token_type: ACCESS_TOKEN,
+    resource: API,
+    scope: 'profile:read',
+    ...(actor ? { actor_token: actor, actor_token_type: ACCESS_TOKEN } : {}),
+  });
+  return {
+    method: 'POST',
+    path: '/token',
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    setupRequest(request) {
+      // Subject tokens are base64url: nothing to escape.
+      request.body = `${fixed}&subject_token=${pool.takeOrPlaceholder()}`;
+      return request;
+    },
+  };
+}
+
+export async function requestsFor(
+  scenario: ScenarioName,
+  credentials: Credentials,
+  pool: TokenPool,
+): Promise<RequestSpec[]> {
+  switch (scenario) {
+    case 'baseline':
+      return [baselineRequest()];
+    case 'create':
+      return [creationRequest(await credentials.m2m(), pool)];
+    case 'exchange':
+      return [exchangeRequest(undefined, pool)];
+    case 'exchange-actor':
+      return [exchangeRequest(credentials.actorToken, pool)];
+    case 'exchange-actor-jwt':
+      return [exchangeRequest(credentials.jwtActorToken, pool)];
+  }
+}

@@ -1,0 +1,19 @@
+/** The scenarios the bench times, and how the table and the targets name them. */
+
+export const SCENARIOS = ['baseline', 'create', 'exchange', 'exchange-actor', 'exchange-actor-jwt'] as const;
+export type ScenarioName = (typeof SCENARIOS)[number];
+
+export const LABELS: Record<ScenarioName, string> = {
+  baseline: 'client_credentials (baseline)',
+  create: 'create subject token (Management API)',
+  exchange: 'token exchange',
+  'exchange-actor': 'token exchange + actor_token (opaque)',
+  'exchange-actor-jwt': 'token exchange + actor_token (JWT)',
+};
+
+/** The scenarios that redeem a subject token per request, from the token pool. */
+export const EXCHANGES: readonly ScenarioName[] = ['exchange', 'exchange-actor', 'exchange-actor-jwt'];
+
+export function isScenario(name: string): name is ScenarioName {
+  return (SCENARIOS as readonly string[]).includes(name);
+}
