@@ -1,7 +1,12 @@
 import { generateKeyPairSync } from 'node:crypto';
 import { expect } from 'chai';
 import pg from 'pg';
-import { createPostgresAuditLog, type PostgresAuditLog, type SignedHead } from '../lib/audit-postgres/index.js';
+import {
+  createPostgresAuditLog,
+  POSTGRES_POOL_OPTIONS,
+  type PostgresAuditLog,
+  type SignedHead,
+} from '../lib/audit-postgres/index.js';
 import { canonicalContent, rowFromContent, rowHash } from '../lib/audit/chain.js';
 import { EVENTS } from '../lib/index.js';
 import { DATABASE_URL, testSchema } from './support/postgres.js';
@@ -329,6 +334,36 @@ describe('PostgreSQL audit log: PostgreSQL unreachable', function () {
       expect(redeemed.status, JSON.stringify(redeemed.body)).to.equal(200);
       expect((await log.verify()).ok).to.equal(true);
     } finally {
+      await tp.close();
+      await log.close();
+    }
+  });
+
+  it('fails closed within the query timeout when PostgreSQL accepts the connection but never answers, and recovers', async () => {
+    const log = createPostgresAuditLog({ connectionString: relay.url, schema, table: 'hung' });
+    const tp = await startProvider({ plugin: { auditLog: log } });
+    const within = <T>(promise: Promise<T>, ms: number): Promise<T> =>
+      Promise.race([
+        promise,
+        new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms)),
+      ]);
+    try {
+      const subject = await subjectToken(tp);
+      relay.frozen = true;
+      const started = Date.now();
+      const refused = await within(exchange(tp, { subject_token: subject, resource: API }), 12_000);
+      expect(refused.status, JSON.stringify(refused.body)).to.be.within(500, 599);
+      expect(refused.body).to.not.have.property('access_token');
+      expect(Date.now() - started).to.be.below(POSTGRES_POOL_OPTIONS.query_timeout + 3000);
+      const created = await within(managementRequest(tp, { userId: 'bob' }, await m2mToken(tp)), 12_000);
+      expect(created.status, JSON.stringify(created.body)).to.equal(503);
+
+      relay.frozen = false;
+      const redeemed = await exchange(tp, { subject_token: subject, resource: API });
+      expect(redeemed.status, JSON.stringify(redeemed.body)).to.equal(200);
+      expect((await log.verify()).ok).to.equal(true);
+    } finally {
+      relay.frozen = false;
       await tp.close();
       await log.close();
     }

@@ -12,9 +12,11 @@
  * included, is detected; with `publishHead`, each checkpoint's signed head also
  * leaves the database, so that a chain cut back below it is detected too.
  */
-import pg from 'pg';
-import { sendIsolatingDataErrors } from '../postgres/data-errors.js';
+import type pg from 'pg';
+import { StatementBatch } from '../postgres/batch.js';
+import { assertPlainIdentifiers } from '../postgres/identifier.js';
 import { migrateUnderLock } from '../postgres/migration.js';
+import { openPool } from '../postgres/pool.js';
 import type { AuditQueryFilter, AuditSink, ImpersonationEvent, ImpersonationEventName } from '../audit.js';
 import {
   canonicalContent,
@@ -34,7 +36,10 @@ import { signHead, type HeadPublisher, type SignedHead } from '../audit/head.js'
 import { checkpointText, signerOf, type SigningKey, type VerificationKey } from '../audit/signing.js';
 
 export interface PostgresAuditLogOptions {
-  /** A pool you own (the log never ends it), or a connection string for a pool of its own. */
+  /**
+   * A pool you own (the log never ends it; give it `POSTGRES_POOL_OPTIONS` or timeouts of
+   * your own), or a connection string for a pool of its own with `POSTGRES_POOL_OPTIONS`.
+   */
   pool?: pg.Pool;
   connectionString?: string;
   /** Schema of the tables. Default: the connection's search path. */
@@ -67,6 +72,7 @@ export type { HeadPublisher, SignedHead } from '../audit/head.js';
 export { appendHeadsToFile, readLastHead } from '../audit/head-file.js';
 
 export type { VerifyResult } from '../audit/chain.js';
+export { POSTGRES_POOL_OPTIONS } from '../postgres/pool.js';
 
 export interface VerifyOptions {
   /** Checks the signed checkpoints, and the heads given. */
@@ -102,28 +108,12 @@ export interface PostgresAuditLog extends AuditSink {
   close(): Promise<void>;
 }
 
-const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,40}$/;
-
 /** Most rows one group commit writes. */
 const MAX_BATCH_ROWS = 200;
 
-interface Pending {
-  row: AuditRow;
-  resolve(): void;
-  reject(error: unknown): void;
-}
-
 export function createPostgresAuditLog(options: PostgresAuditLogOptions): PostgresAuditLog {
-  if (!options.pool === !options.connectionString)
-    throw new TypeError('createPostgresAuditLog: pass pool or connectionString');
   const table = options.table ?? 'impersonation_audit';
-  for (const [name, value] of [
-    ['table', table],
-    ['schema', options.schema],
-  ] as const) {
-    if (value !== undefined && !IDENTIFIER.test(value))
-      throw new TypeError(`createPostgresAuditLog: ${name} must be a plain SQL identifier`);
-  }
+  assertPlainIdentifiers('createPostgresAuditLog', { table, schema: options.schema });
   const checkpointEvery = options.checkpointEvery ?? 100;
   if (!Number.isSafeInteger(checkpointEvery) || checkpointEvery < 1)
     throw new TypeError('createPostgresAuditLog: checkpointEvery must be a positive integer');
@@ -135,11 +125,7 @@ export function createPostgresAuditLog(options: PostgresAuditLogOptions): Postgr
     ? (seq: string, hash: string) => options.publishHead!(signHead(signer!, Number(seq), hash))
     : undefined;
 
-  const owned = !options.pool;
-  const pool =
-    options.pool ?? new pg.Pool({ connectionString: options.connectionString, max: 10, connectionTimeoutMillis: 2000 });
-  // An idle client that loses its connection must not crash the process; the next query reports the outage.
-  if (owned) pool.on('error', () => {});
+  const { pool, end } = openPool('createPostgresAuditLog', options);
   const names = namesOf(options.schema, table);
   let migrated: Promise<void> | undefined;
   let failures = 0;
@@ -158,28 +144,19 @@ export function createPostgresAuditLog(options: PostgresAuditLogOptions): Postgr
   // refuses (a data error: the call wrote nothing) fails its own append only:
   // the batch is written again in halves, in order, until that row is alone.
   // An outage fails every append of the batch.
-  let queue: Pending[] = [];
-  let flushing = false;
-
-  function flush(): void {
-    if (flushing || !queue.length) return;
-    flushing = true;
-    const batch = queue.slice(0, MAX_BATCH_ROWS);
-    queue = queue.slice(batch.length);
-    void sendIsolatingDataErrors(batch, async (rows) => {
+  const appends = new StatementBatch<AuditRow, void>(
+    async (rows) => {
       await writeBatch(rows);
-      return [];
-    }).finally(() => {
-      flushing = false;
-      flush();
-    });
-  }
+      return Array.from({ length: rows.length });
+    },
+    { max: MAX_BATCH_ROWS, oneInFlight: true },
+  );
 
-  async function writeBatch(batch: Pending[]): Promise<void> {
+  async function writeBatch(batch: AuditRow[]): Promise<void> {
     await migrate();
     const { rows } = await pool.query<{ seq: string; hash: string }>(
       `SELECT seq, hash FROM ${names.append}($1::jsonb)`,
-      [JSON.stringify(batch.map(({ row }) => ({ ...row, content: canonicalContent(row) })))],
+      [JSON.stringify(batch.map((row) => ({ ...row, content: canonicalContent(row) })))],
     );
     if (!signer) return;
     const due = rows.filter(({ seq }) => Number(seq) % checkpointEvery === 0);
@@ -201,10 +178,7 @@ export function createPostgresAuditLog(options: PostgresAuditLogOptions): Postgr
   async function append(name: ImpersonationEventName, event: ImpersonationEvent): Promise<void> {
     const row = rowOf(name, event);
     try {
-      await new Promise<void>((resolve, reject) => {
-        queue.push({ row, resolve, reject });
-        flush();
-      });
+      await appends.add(row);
     } catch (error) {
       if (failClosed) throw error;
       failures += 1;
@@ -238,7 +212,7 @@ export function createPostgresAuditLog(options: PostgresAuditLogOptions): Postgr
       return queryTrail(pool, names, filter);
     },
     close: async () => {
-      if (owned) await pool.end();
+      await end();
     },
   };
 }
