@@ -35,6 +35,6 @@ export type {
 export { createRedisAdapter, REDIS_CLIENT_OPTIONS, REDIS_CLUSTER_OPTIONS } from './adapters/redis.js';
 export type { RedisAdapterClass, RedisAdapterOptions } from './adapters/redis.js';
 export { createMemoryAuditLog } from './audit/memory.js';
-export type { AuditEntry, MemoryAuditLog, MemoryAuditLogOptions } from './audit/memory.js';
-export type { AuditRow, ChainedRow, VerifyResult } from './audit/chain.js';
+export type { MemoryAuditLog, MemoryAuditLogOptions } from './audit/memory.js';
+export type { AuditEntry, AuditRow, ChainedRow, VerifyResult } from './audit/chain.js';
 export type { AuditQueryFilter, AuditSink } from './audit.js';

@@ -27,6 +27,7 @@ import {
   rowOf,
   seqOfCursor,
   walkChain,
+  type AuditEntry,
   type AuditRow,
   type ChainedRow,
   type SignatureCheck,
@@ -71,7 +72,7 @@ export type { SigningKey, VerificationKey } from '../audit/signing.js';
 export type { HeadPublisher, SignedHead } from '../audit/head.js';
 export { appendHeadsToFile, readLastHead } from '../audit/head-file.js';
 
-export type { VerifyResult } from '../audit/chain.js';
+export type { AuditEntry, VerifyResult } from '../audit/chain.js';
 export { POSTGRES_POOL_OPTIONS } from '../postgres/pool.js';
 
 export interface VerifyOptions {
@@ -89,11 +90,6 @@ export interface VerifyOptions {
 
 /** `since` inclusive, `until` exclusive; `limit` default 50, at most 500; `cursor` from a previous page's `nextCursor`. */
 export type AuditQuery = AuditQueryFilter;
-
-export interface AuditEntry extends AuditRow {
-  seq: number;
-  hash: string;
-}
 
 export interface PostgresAuditLog extends AuditSink {
   /** Creates the tables and the append function if they are missing; safe to run from several instances at once. */

@@ -104,6 +104,12 @@ export interface ChainedRow extends AuditRow {
   hash: string;
 }
 
+/** A row as a query answers it (memory and PostgreSQL alike): its number and hash, without the chain's inner links. */
+export interface AuditEntry extends AuditRow {
+  seq: number;
+  hash: string;
+}
+
 export type VerifyResult =
   { ok: true; count: number; checkpoints: number } | { ok: false; count: number; seq: number; problem: string };
 

@@ -14,7 +14,7 @@ import {
   rowOf,
   seqOfCursor,
   walkChain,
-  type AuditRow,
+  type AuditEntry,
   type ChainedRow,
   type VerifyResult,
 } from './chain.js';
@@ -26,11 +26,6 @@ export interface MemoryAuditLogOptions {
    * token is issued without its record.
    */
   maxRows?: number;
-}
-
-export interface AuditEntry extends AuditRow {
-  seq: number;
-  hash: string;
 }
 
 export interface MemoryAuditLog extends AuditSink {
