@@ -17,7 +17,8 @@ import { StatementBatch } from '../postgres/batch.js';
 import { assertPlainIdentifiers } from '../postgres/identifier.js';
 import { migrateUnderLock } from '../postgres/migration.js';
 import { openPool } from '../postgres/pool.js';
-import type { AuditQueryFilter, AuditSink, ImpersonationEvent, ImpersonationEventName } from '../audit.js';
+import type { ImpersonationEvent, ImpersonationEventName } from '../audit/events.js';
+import type { AuditQueryFilter, AuditSink } from '../audit/sink.js';
 import {
   canonicalContent,
   checkSignatures,

@@ -4,7 +4,8 @@
  * needs nothing installed. It lasts as long as the process.
  */
 import { storeFull } from '../errors.js';
-import type { AuditQueryFilter, AuditSink, ImpersonationEvent, ImpersonationEventName } from '../audit.js';
+import type { ImpersonationEvent, ImpersonationEventName } from './events.js';
+import type { AuditQueryFilter, AuditSink } from './sink.js';
 import {
   canonicalContent,
   cursorOfSeq,

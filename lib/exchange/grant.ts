@@ -1,7 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import type { AccessToken, KoaContextWithOIDC, Provider, ResourceServerInstance } from 'oidc-provider';
 import { publicTokenId, scopeSet } from '../access-token.js';
-import { emit, EVENTS, record as recordEvent, type ImpersonationEvent } from '../audit.js';
+import { emit, EVENTS, type ImpersonationEvent } from '../audit/events.js';
+import { record as recordEvent } from '../audit/record.js';
 import { invalidClient, invalidRequest, invalidScope, invalidTarget } from '../errors.js';
 import {
   refusalReason,
