@@ -18,7 +18,7 @@ import { assertPlainIdentifiers } from '../postgres/identifier.js';
 import { migrateUnderLock } from '../postgres/migration.js';
 import { openPool } from '../postgres/pool.js';
 import type { ImpersonationEvent, ImpersonationEventName } from '../audit/events.js';
-import type { AuditQueryFilter, AuditSink } from '../audit/sink.js';
+import type { AuditLog, AuditPage, AuditQueryFilter } from '../audit/sink.js';
 import {
   canonicalContent,
   checkSignatures,
@@ -28,7 +28,6 @@ import {
   rowOf,
   seqOfCursor,
   walkChain,
-  type AuditEntry,
   type AuditRow,
   type ChainedRow,
   type SignatureCheck,
@@ -92,13 +91,11 @@ export interface VerifyOptions {
 /** `since` inclusive, `until` exclusive; `limit` default 50, at most 500; `cursor` from a previous page's `nextCursor`. */
 export type AuditQuery = AuditQueryFilter;
 
-export interface PostgresAuditLog extends AuditSink {
+export interface PostgresAuditLog extends AuditLog {
   /** Creates the tables and the append function if they are missing; safe to run from several instances at once. */
   migrate(): Promise<void>;
   /** Walks the whole chain; with a key, checks the checkpoints and the published heads given too. */
   verify(options?: VerifyOptions): Promise<VerifyResult>;
-  /** Newest first. */
-  query(filter?: AuditQuery): Promise<{ items: AuditEntry[]; nextCursor: string | null }>;
   /** Appends that failed in best-effort mode. */
   readonly failures: number;
   /** Ends the pool it opened (a pool passed in is left to its owner). */
@@ -384,11 +381,7 @@ async function verifyChain(
   return checkSignatures(walk, { ...signatures, checkpoints });
 }
 
-async function queryTrail(
-  pool: pg.Pool,
-  names: Names,
-  filter: AuditQuery,
-): Promise<{ items: AuditEntry[]; nextCursor: string | null }> {
+async function queryTrail(pool: pg.Pool, names: Names, filter: AuditQuery): Promise<AuditPage> {
   const limit = limitOf(filter.limit);
   const conditions: string[] = [];
   const values: unknown[] = [];

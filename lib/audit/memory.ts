@@ -5,7 +5,7 @@
  */
 import { storeFull } from '../errors.js';
 import type { ImpersonationEvent, ImpersonationEventName } from './events.js';
-import type { AuditQueryFilter, AuditSink } from './sink.js';
+import type { AuditLog } from './sink.js';
 import {
   canonicalContent,
   cursorOfSeq,
@@ -17,7 +17,6 @@ import {
   walkChain,
   type AuditEntry,
   type ChainedRow,
-  type VerifyResult,
 } from './chain.js';
 
 export interface MemoryAuditLogOptions {
@@ -29,11 +28,8 @@ export interface MemoryAuditLogOptions {
   maxRows?: number;
 }
 
-export interface MemoryAuditLog extends AuditSink {
-  /** Walks the chain kept, as `createPostgresAuditLog().verify()` does. */
-  verify(): Promise<VerifyResult>;
-  /** Newest first; `since` inclusive, `until` exclusive; `limit` default 50, at most 500. */
-  query(filter?: AuditQueryFilter): Promise<{ items: AuditEntry[]; nextCursor: string | null }>;
+/** `verify()` walks the chain kept, as `createPostgresAuditLog().verify()` does. */
+export interface MemoryAuditLog extends AuditLog {
   /** The rows as kept, oldest first (live: what a test or an export reads, and what tampering would change). */
   readonly rows: ChainedRow[];
 }
