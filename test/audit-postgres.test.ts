@@ -347,6 +347,20 @@ describe('PostgreSQL audit log: PostgreSQL unreachable', function () {
     }
   });
 
+  it('closes with close(), twice harmlessly, as the adapters do', async () => {
+    const log = createPostgresAuditLog({ connectionString: DATABASE_URL, schema, table: 'closing' });
+    await log.append(EVENTS.subjectTokenCreated, { subject: 'bob' });
+    await log.close();
+    await log.close();
+    let caught: unknown;
+    try {
+      await log.append(EVENTS.subjectTokenCreated, { subject: 'bob' });
+    } catch (error) {
+      caught = error;
+    }
+    expect(caught).to.be.instanceOf(Error);
+  });
+
   it('in best effort (failClosed: false), goes on and counts what it could not write', async () => {
     const failures: unknown[] = [];
     const log = createPostgresAuditLog({

@@ -46,7 +46,13 @@ export interface PostgresAdapterClass extends ImpersonationAdapterClass {
   migrate(): Promise<void>;
   /** Deletes expired rows now, in batches, as the background sweep does; resolves with how many went. */
   cleanup(): Promise<{ entries: number; indexMembers: number }>;
-  /** Stops the sweep and ends the pool opened from `connectionString` (a pool passed in is left to its owner). */
+  /**
+   * Stops the sweep, waits for a sweep in progress, and ends the pool opened from
+   * `connectionString` (a pool passed in is left to its owner); calls after it reject.
+   * Closing twice is harmless.
+   */
+  close(): Promise<void>;
+  /** @deprecated The same as `close()`, the name every store of the package closes with. */
   disconnect(): Promise<void>;
 }
 
@@ -307,13 +313,17 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
       return cleanup();
     }
 
-    static async disconnect(): Promise<void> {
+    static async close(): Promise<void> {
       if (closed) return;
       closed = true;
       if (timer) clearInterval(timer);
       timer = undefined;
       await sweeping?.catch(() => {});
       await end();
+    }
+
+    static disconnect(): Promise<void> {
+      return PostgresAdapter.close();
     }
 
     async upsert(id: string, payload: AdapterPayload, expiresIn?: number): Promise<void> {

@@ -98,7 +98,7 @@ export interface PostgresAuditLog extends AuditLog {
   verify(options?: VerifyOptions): Promise<VerifyResult>;
   /** Appends that failed in best-effort mode. */
   readonly failures: number;
-  /** Ends the pool it opened (a pool passed in is left to its owner). */
+  /** Ends the pool it opened (a pool passed in is left to its owner); closing twice is harmless. */
   close(): Promise<void>;
 }
 

@@ -23,7 +23,7 @@ export interface PoolSource {
 
 export interface OpenedPool {
   pool: pg.Pool;
-  /** Ends the pool when it was opened here; leaves a pool passed in to its owner. */
+  /** Ends the pool when it was opened here (once, however often it is called); leaves a pool passed in to its owner. */
   end(): Promise<void>;
 }
 
@@ -38,5 +38,6 @@ export function openPool(caller: string, source: PoolSource): OpenedPool {
   const pool = new pg.Pool({ connectionString: source.connectionString, ...POSTGRES_POOL_OPTIONS });
   // An idle client that loses its connection must not crash the process; the next query reports the outage.
   pool.on('error', () => {});
-  return { pool, end: () => pool.end() };
+  let ended: Promise<void> | undefined;
+  return { pool, end: () => (ended ??= pool.end()) };
 }
