@@ -16,17 +16,10 @@ import {
 } from './contract.js';
 import { lastByKey, StatementBatch } from '../postgres/batch.js';
 import { assertPlainIdentifiers } from '../postgres/identifier.js';
-import { openPool } from '../postgres/pool.js';
+import { openPool, type PoolSource } from '../postgres/pool.js';
 import { migrateStore, storeNames, storeStatements, type Statement } from './postgres-schema.js';
 
-export interface PostgresAdapterOptions {
-  /**
-   * A pool you own (the adapter never ends it). Give it `POSTGRES_POOL_OPTIONS`
-   * (or your own timeouts) so that an outage fails fast.
-   */
-  pool?: pg.Pool;
-  /** Where to connect when no pool is given: the adapter opens a pool of its own with `POSTGRES_POOL_OPTIONS`. */
-  connectionString?: string;
+export interface PostgresAdapterOptions extends PoolSource {
   /** Schema of the tables. Default: the connection's search path. */
   schema?: string;
   /** Table of the entries. Default `oidc_provider_store`; the sorted indexes go in `<table>_index`. */

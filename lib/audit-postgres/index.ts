@@ -16,7 +16,7 @@ import type pg from 'pg';
 import { StatementBatch } from '../postgres/batch.js';
 import { assertPlainIdentifiers } from '../postgres/identifier.js';
 import { migrateUnderLock } from '../postgres/migration.js';
-import { openPool } from '../postgres/pool.js';
+import { openPool, type PoolSource } from '../postgres/pool.js';
 import type { ImpersonationEvent, ImpersonationEventName } from '../audit/events.js';
 import type { AuditLog, AuditPage, AuditQueryFilter } from '../audit/sink.js';
 import {
@@ -36,13 +36,7 @@ import {
 import { signHead, type HeadPublisher, type SignedHead } from '../audit/head.js';
 import { checkpointText, signerOf, type SigningKey, type VerificationKey } from '../audit/signing.js';
 
-export interface PostgresAuditLogOptions {
-  /**
-   * A pool you own (the log never ends it; give it `POSTGRES_POOL_OPTIONS` or timeouts of
-   * your own), or a connection string for a pool of its own with `POSTGRES_POOL_OPTIONS`.
-   */
-  pool?: pg.Pool;
-  connectionString?: string;
+export interface PostgresAuditLogOptions extends PoolSource {
   /** Schema of the tables. Default: the connection's search path. */
   schema?: string;
   /** Table name. Default `impersonation_audit` (with `_head` and `_checkpoints` beside it). */

@@ -14,11 +14,15 @@ export const POSTGRES_POOL_OPTIONS = {
   keepAlive: true,
 } satisfies pg.PoolConfig;
 
+/** Where the adapter or the audit log sends its statements: exactly one of the two. */
 export interface PoolSource {
-  /** A pool the caller owns: never ended here. */
-  pool?: pg.Pool | undefined;
-  /** Where to connect when no pool is given: a pool of its own with `POSTGRES_POOL_OPTIONS`. */
-  connectionString?: string | undefined;
+  /**
+   * A pool you own (never ended by `close()`). Give it `POSTGRES_POOL_OPTIONS`
+   * (or timeouts of your own) so that an outage fails fast.
+   */
+  pool?: pg.Pool;
+  /** Where to connect when no pool is given: a pool of its own with `POSTGRES_POOL_OPTIONS`, ended by `close()`. */
+  connectionString?: string;
 }
 
 export interface OpenedPool {
