@@ -76,8 +76,8 @@ function send(message: ServerMessage): void {
 
 async function shutdown(): Promise<void> {
   await tp.close();
-  await redis?.disconnect();
-  await postgres?.disconnect();
+  await redis?.close();
+  await postgres?.close();
   await auditLog?.close();
   await deployment?.close();
   // Exiting (not being killed) lets --cpu-prof write its profile.

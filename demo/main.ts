@@ -82,7 +82,7 @@ try {
     `The demo cannot listen on port ${busy ?? '?'} (${code === 'EADDRINUSE' ? 'it is in use' : 'not allowed'}): ` +
       `stop what uses it, or choose another, e.g. ${variable}=${(busy ?? 3000) + 100} npm run demo`,
   );
-  await adapter?.disconnect();
+  await adapter?.close();
   if ('close' in auditLog) await auditLog.close();
   process.exit(1);
 }
@@ -116,7 +116,7 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) {
     stopping = true;
     demo
       .close()
-      .then(() => adapter?.disconnect())
+      .then(() => adapter?.close())
       .then(() => ('close' in auditLog ? auditLog.close() : undefined))
       .then(
         () => process.exit(0),

@@ -4,7 +4,7 @@ import type { AdapterSource } from '../lib/adapters/contract.js';
 
 export interface DemoStore {
   /** The identity service's adapter; absent for the plugin's memory adapter. */
-  adapter?: AdapterSource & { disconnect(): Promise<void> };
+  adapter?: AdapterSource & { close(): Promise<void> };
   /** What the start-up banner says about it. */
   description: string;
 }

@@ -16,8 +16,8 @@ export type {
   PolicyDecision,
   ResolvedOptions,
 } from './options.js';
-export { EVENTS, onImpersonationEvent } from './audit.js';
-export type { ImpersonationEvent, ImpersonationEventName, ImpersonationListener } from './audit.js';
+export { EVENTS, onImpersonationEvent } from './audit/events.js';
+export type { ImpersonationEvent, ImpersonationEventName, ImpersonationListener } from './audit/events.js';
 export { ACCESS_TOKEN_TYPE, TOKEN_EXCHANGE_GRANT } from './exchange/grant.js';
 export { RESERVED_CLAIMS } from './exchange/claims.js';
 export type { ActClaim } from './exchange/actor.js';
@@ -36,6 +36,6 @@ export type {
 export { createRedisAdapter, REDIS_CLIENT_OPTIONS, REDIS_CLUSTER_OPTIONS } from './adapters/redis.js';
 export type { RedisAdapterClass, RedisAdapterOptions } from './adapters/redis.js';
 export { createMemoryAuditLog } from './audit/memory.js';
-export type { AuditEntry, MemoryAuditLog, MemoryAuditLogOptions } from './audit/memory.js';
-export type { AuditRow, ChainedRow, VerifyResult } from './audit/chain.js';
-export type { AuditQueryFilter, AuditSink } from './audit.js';
+export type { MemoryAuditLog, MemoryAuditLogOptions } from './audit/memory.js';
+export type { AuditEntry, AuditRow, ChainedRow, VerifyResult } from './audit/chain.js';
+export type { AuditQueryFilter, AuditSink } from './audit/sink.js';

@@ -1,13 +1,10 @@
 import type Koa from 'koa';
 import type { Account } from 'oidc-provider';
 import type { AdapterSource } from './adapters/contract.js';
-import type { AuditSink } from './audit.js';
+import type { AuditSink } from './audit/sink.js';
+import type { JsonObject } from './json.js';
 
-export type JsonPrimitive = string | number | boolean | null;
-export type JsonValue = JsonPrimitive | JsonObject | JsonValue[];
-export interface JsonObject {
-  [key: string]: JsonValue;
-}
+export type { JsonObject, JsonPrimitive, JsonValue } from './json.js';
 
 /** A policy answer: `true` allows; `false` or `{ reason }` refuses (the reason goes to the audit event and the error). */
 export type PolicyDecision = boolean | { reason: string };

@@ -181,45 +181,6 @@ describe('in-memory audit log: the same chain and verify() as the PostgreSQL log
     ).to.include({ ok: false, seq: count });
   });
 
-  it('answers queries by subject, actor and time, newest first, paged', async () => {
-    const first = await log.query({ subject: 'bob', limit: 2 });
-    expect(first.items).to.have.length(2);
-    expect(first.items[0]!.seq).to.be.above(first.items[1]!.seq);
-    for (const item of first.items) expect(item.subject).to.equal('bob');
-    expect(first.items[0]).to.not.have.any.keys('content', 'prevHash');
-    const next = await log.query({ subject: 'bob', limit: 2, cursor: first.nextCursor! });
-    expect(next.items[0]!.seq).to.be.below(first.items[1]!.seq);
-    const all: number[] = [];
-    for (let cursor: string | undefined, page = 0; page < 20; page += 1) {
-      const result = await log.query({ subject: 'bob', limit: 2, ...(cursor ? { cursor } : {}) });
-      all.push(...result.items.map((item) => item.seq));
-      if (!result.nextCursor) break;
-      cursor = result.nextCursor;
-    }
-    expect(all).to.deep.equal(
-      log.rows
-        .filter((row) => row.subject === 'bob')
-        .map((row) => row.seq)
-        .reverse(),
-    );
-    const byActor = await log.query({ actor: 'alice', since: new Date(Date.now() - 60_000) });
-    expect(byActor.items.length).to.be.at.least(3);
-    expect((await log.query({ actor: 'alice', until: new Date(Date.now() - 60_000) })).items).to.deep.equal([]);
-    expect((await log.query({ actor: 'nobody' })).items).to.deep.equal([]);
-    // What a caller receives is a copy: changing it changes nothing kept.
-    first.items[0]!.subject = 'mallory';
-    expect((await log.verify()).ok).to.equal(true);
-    for (const limit of [0, 501, 1.5]) {
-      let caught: unknown;
-      try {
-        await log.query({ limit });
-      } catch (error) {
-        caught = error;
-      }
-      expect(caught).to.be.instanceOf(TypeError);
-    }
-  });
-
   it('serves the trail at GET /api/impersonations/events, with its filters and paging', async () => {
     const admin = await m2mToken(tp, CLIENTS.admin, READ_SCOPE);
     const get = async (query: string) => {

@@ -4,7 +4,7 @@
  * `consumeOnce` and sorted indexes.
  */
 import { createHash } from 'node:crypto';
-import pg from 'pg';
+import type pg from 'pg';
 import type { Adapter, AdapterPayload } from 'oidc-provider';
 import {
   entryLifetimeMs,
@@ -14,17 +14,12 @@ import {
   type IndexEntry,
   type SortedIndexes,
 } from './contract.js';
-import { lastByKey, StatementBatch } from './postgres-batch.js';
+import { lastByKey, StatementBatch } from '../postgres/batch.js';
+import { assertPlainIdentifiers } from '../postgres/identifier.js';
+import { openPool, type PoolSource } from '../postgres/pool.js';
 import { migrateStore, storeNames, storeStatements, type Statement } from './postgres-schema.js';
 
-export interface PostgresAdapterOptions {
-  /**
-   * A pool you own (the adapter never ends it). Give it `POSTGRES_POOL_OPTIONS`
-   * (or your own timeouts) so that an outage fails fast.
-   */
-  pool?: pg.Pool;
-  /** Where to connect when no pool is given: the adapter opens a pool of its own with `POSTGRES_POOL_OPTIONS`. */
-  connectionString?: string;
+export interface PostgresAdapterOptions extends PoolSource {
   /** Schema of the tables. Default: the connection's search path. */
   schema?: string;
   /** Table of the entries. Default `oidc_provider_store`; the sorted indexes go in `<table>_index`. */
@@ -44,25 +39,18 @@ export interface PostgresAdapterClass extends ImpersonationAdapterClass {
   migrate(): Promise<void>;
   /** Deletes expired rows now, in batches, as the background sweep does; resolves with how many went. */
   cleanup(): Promise<{ entries: number; indexMembers: number }>;
-  /** Stops the sweep and ends the pool opened from `connectionString` (a pool passed in is left to its owner). */
+  /**
+   * Stops the sweep, waits for a sweep in progress, and ends the pool opened from
+   * `connectionString` (a pool passed in is left to its owner); calls after it reject.
+   * Closing twice is harmless.
+   */
+  close(): Promise<void>;
+  /** @deprecated The same as `close()`, the name every store of the package closes with. */
   disconnect(): Promise<void>;
 }
 
-/**
- * Pool options for an identity service: a connection attempt gives up after
- * two seconds and a query after five (a connection that stops answering is
- * then discarded by the pool), so that an outage is answered with an error
- * rather than a request that hangs. Calls never queue behind a down database
- * for longer than that.
- */
-export const POSTGRES_POOL_OPTIONS = {
-  max: 10,
-  connectionTimeoutMillis: 2000,
-  query_timeout: 5000,
-  keepAlive: true,
-} satisfies pg.PoolConfig;
+export { POSTGRES_POOL_OPTIONS } from '../postgres/pool.js';
 
-const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,40}$/;
 const DEFAULT_CLEANUP_INTERVAL_MS = 60_000;
 const DEFAULT_CLEANUP_BATCH = 500;
 /** Most statements one sweep sends per table; what is left waits for the next sweep. */
@@ -124,7 +112,7 @@ interface IndexWrite {
  * and for the plugin's subject tokens and impersonation sessions. Every
  * operation is one statement, hence one round trip; finds, entry writes,
  * index additions and consumptions asked for in the same turn of the event
- * loop share theirs (see postgres-batch.ts). `consumeOnce` is a conditional
+ * loop share theirs (see lib/postgres/batch.ts). `consumeOnce` is a conditional
  * `UPDATE` that exactly one caller wins, across any number of processes.
  * Expired rows are never returned and are deleted by a background sweep that
  * holds no request up.
@@ -138,19 +126,8 @@ interface IndexWrite {
 export function createPostgresAdapter(options: PostgresAdapterOptions): PostgresAdapterClass {
   if (options === null || typeof options !== 'object')
     throw new TypeError('createPostgresAdapter: options are required');
-  if (!options.pool === !options.connectionString)
-    throw new TypeError('createPostgresAdapter: pass pool or connectionString, exactly one of them');
   const table = options.table ?? 'oidc_provider_store';
-  for (const [name, value] of [
-    ['table', table],
-    ['schema', options.schema],
-  ] as const) {
-    if (value !== undefined && (typeof value !== 'string' || !IDENTIFIER.test(value))) {
-      throw new TypeError(
-        `createPostgresAdapter: ${name} must be a plain SQL identifier (letters, digits, _; at most 41)`,
-      );
-    }
-  }
+  assertPlainIdentifiers('createPostgresAdapter', { table, schema: options.schema });
   const cleanupInterval = options.cleanupInterval ?? DEFAULT_CLEANUP_INTERVAL_MS;
   if (!Number.isSafeInteger(cleanupInterval) || cleanupInterval < 0) {
     throw new TypeError(
@@ -161,10 +138,7 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
   if (!Number.isSafeInteger(cleanupBatch) || cleanupBatch < 1)
     throw new TypeError('createPostgresAdapter: cleanupBatch must be a positive integer');
 
-  const owned = options.pool === undefined;
-  const pool = options.pool ?? new pg.Pool({ connectionString: options.connectionString, ...POSTGRES_POOL_OPTIONS });
-  // An idle client that loses its connection must not crash the process; the next query reports the outage.
-  if (owned) pool.on('error', () => {});
+  const { pool, end } = openPool('createPostgresAdapter', options);
   const names = storeNames(options.schema, table);
   const statements = storeStatements(names);
 
@@ -214,68 +188,82 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
   // A value that could make a statement fail is refused before it joins one,
   // so that one caller's mistake never fails the others; should PostgreSQL
   // still refuse a value, the batch is sent again in halves down to the
-  // caller that brought it (see postgres-batch.ts).
-  const lookups = new StatementBatch<Lookup, AdapterPayload | undefined>(async (items) => {
-    const { rows } = await run(
-      statements.findMany,
-      [items.map((item) => item.model), items.map((item) => item.byUid), items.map((item) => item.key)],
-      items.length === 1 ? (items[0]!.byUid ? 'findByUid' : 'find') : 'find',
-    );
-    const found: Array<AdapterPayload | undefined> = Array.from({ length: items.length });
-    for (const row of rows as Array<Row & { n: string }>) found[Number(row.n) - 1] = payloadOf(row);
-    return found;
-  }, MAX_BATCH);
+  // caller that brought it (see lib/postgres/batch.ts).
+  const lookups = new StatementBatch<Lookup, AdapterPayload | undefined>(
+    async (items) => {
+      const { rows } = await run(
+        statements.findMany,
+        [items.map((item) => item.model), items.map((item) => item.byUid), items.map((item) => item.key)],
+        items.length === 1 ? (items[0]!.byUid ? 'findByUid' : 'find') : 'find',
+      );
+      const found: Array<AdapterPayload | undefined> = Array.from({ length: items.length });
+      for (const row of rows as Array<Row & { n: string }>) found[Number(row.n) - 1] = payloadOf(row);
+      return found;
+    },
+    { max: MAX_BATCH },
+  );
 
-  const consumptions = new StatementBatch<{ model: string; id: string }, boolean>(async (items) => {
-    const rows = lastByKey(items, (item) => `${item.model}\u0000${item.id}`);
-    const consumedAt = String(Math.floor(Date.now() / 1000));
-    const { rows: consumed } = await run(
-      statements.consumeMany,
-      [rows.map((row) => row.model), rows.map((row) => row.id), consumedAt],
-      'consumeOnce',
-    );
-    // Of several callers for one row in this batch, the first wins, as if they had been sent one by one.
-    const won = new Set((consumed as Array<{ model: string; id: string }>).map((row) => `${row.model}\u0000${row.id}`));
-    return items.map((item) => won.delete(`${item.model}\u0000${item.id}`));
-  }, MAX_BATCH);
+  const consumptions = new StatementBatch<{ model: string; id: string }, boolean>(
+    async (items) => {
+      const rows = lastByKey(items, (item) => `${item.model}\u0000${item.id}`);
+      const consumedAt = String(Math.floor(Date.now() / 1000));
+      const { rows: consumed } = await run(
+        statements.consumeMany,
+        [rows.map((row) => row.model), rows.map((row) => row.id), consumedAt],
+        'consumeOnce',
+      );
+      // Of several callers for one row in this batch, the first wins, as if they had been sent one by one.
+      const won = new Set(
+        (consumed as Array<{ model: string; id: string }>).map((row) => `${row.model}\u0000${row.id}`),
+      );
+      return items.map((item) => won.delete(`${item.model}\u0000${item.id}`));
+    },
+    { max: MAX_BATCH },
+  );
 
-  const entryWrites = new StatementBatch<EntryWrite, void>(async (items) => {
-    const rows = lastByKey(items, (item) => `${item.model}\u0000${item.id}`);
-    const column = <Key extends keyof EntryWrite>(key: Key) => rows.map((row) => row[key]);
-    await run(
-      statements.upsertMany,
-      [
-        column('model'),
-        column('id'),
-        column('payload'),
-        column('consumed'),
-        column('grantId'),
-        column('uid'),
-        column('userCode'),
-        column('lifetimeMs'),
-      ],
-      'upsert',
-    );
-    return Array.from({ length: items.length });
-  }, MAX_BATCH);
+  const entryWrites = new StatementBatch<EntryWrite, void>(
+    async (items) => {
+      const rows = lastByKey(items, (item) => `${item.model}\u0000${item.id}`);
+      const column = <Key extends keyof EntryWrite>(key: Key) => rows.map((row) => row[key]);
+      await run(
+        statements.upsertMany,
+        [
+          column('model'),
+          column('id'),
+          column('payload'),
+          column('consumed'),
+          column('grantId'),
+          column('uid'),
+          column('userCode'),
+          column('lifetimeMs'),
+        ],
+        'upsert',
+      );
+      return Array.from({ length: items.length });
+    },
+    { max: MAX_BATCH },
+  );
 
-  const indexWrites = new StatementBatch<IndexWrite, void>(async (items) => {
-    const members = items.flatMap((item) =>
-      item.names.map((name) => ({ model: item.model, name, member: item.member, expiresAt: item.expiresAt })),
-    );
-    const rows = lastByKey(members, (row) => `${row.model}\u0000${row.name}\u0000${row.member}`);
-    await run(
-      statements.indexAddMany,
-      [
-        rows.map((row) => row.model),
-        rows.map((row) => row.name),
-        rows.map((row) => row.member),
-        rows.map((row) => row.expiresAt),
-      ],
-      'indexAdd',
-    );
-    return Array.from({ length: items.length });
-  }, MAX_BATCH);
+  const indexWrites = new StatementBatch<IndexWrite, void>(
+    async (items) => {
+      const members = items.flatMap((item) =>
+        item.names.map((name) => ({ model: item.model, name, member: item.member, expiresAt: item.expiresAt })),
+      );
+      const rows = lastByKey(members, (row) => `${row.model}\u0000${row.name}\u0000${row.member}`);
+      await run(
+        statements.indexAddMany,
+        [
+          rows.map((row) => row.model),
+          rows.map((row) => row.name),
+          rows.map((row) => row.member),
+          rows.map((row) => row.expiresAt),
+        ],
+        'indexAdd',
+      );
+      return Array.from({ length: items.length });
+    },
+    { max: MAX_BATCH },
+  );
 
   function cleanup(): Promise<{ entries: number; indexMembers: number }> {
     // One sweep at a time per adapter; several instances skip each other's rows.
@@ -318,13 +306,17 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
       return cleanup();
     }
 
-    static async disconnect(): Promise<void> {
+    static async close(): Promise<void> {
       if (closed) return;
       closed = true;
       if (timer) clearInterval(timer);
       timer = undefined;
       await sweeping?.catch(() => {});
-      if (owned) await pool.end();
+      await end();
+    }
+
+    static disconnect(): Promise<void> {
+      return PostgresAdapter.close();
     }
 
     async upsert(id: string, payload: AdapterPayload, expiresIn?: number): Promise<void> {

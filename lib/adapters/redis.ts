@@ -38,6 +38,8 @@ export interface RedisAdapterOptions {
 
 export interface RedisAdapterClass extends ImpersonationAdapterClass {
   /** Closes the connection opened from `url`; a client passed in is left to its owner. */
+  close(): Promise<void>;
+  /** @deprecated The same as `close()`, the name every store of the package closes with. */
   disconnect(): Promise<void>;
 }
 
@@ -242,11 +244,15 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
       this.#name = name;
     }
 
-    static async disconnect(): Promise<void> {
+    static async close(): Promise<void> {
       if (!owned) return;
       // QUIT lets replies in flight arrive; a connection that is already gone can only be dropped.
       if (client.status === 'ready') await client.quit().catch(() => client.disconnect());
       else client.disconnect();
+    }
+
+    static disconnect(): Promise<void> {
+      return RedisAdapter.close();
     }
 
     #key(id: string): string {

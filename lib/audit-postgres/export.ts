@@ -1,5 +1,6 @@
 import pg from 'pg';
 import { canonicalJson } from '../audit/chain.js';
+import { isPlainIdentifier } from '../postgres/identifier.js';
 
 export interface ExportOptions {
   schema?: string | undefined;
@@ -28,13 +29,12 @@ const COLUMNS = [
   'hash',
 ] as const;
 const BATCH = 1000;
-const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,40}$/;
 
 /** The trail in order, a line at a time: JSON lines, or CSV with a header, hashes included so that a copy can be checked. */
 export async function* exportTrail(connectionString: string, options: ExportOptions): AsyncGenerator<string> {
   const table = options.table ?? 'impersonation_audit';
   for (const value of [table, options.schema]) {
-    if (value !== undefined && !IDENTIFIER.test(value))
+    if (value !== undefined && !isPlainIdentifier(value))
       throw new TypeError('schema and table must be plain SQL identifiers');
   }
   const qualified = options.schema ? `"${options.schema}"."${table}"` : `"${table}"`;

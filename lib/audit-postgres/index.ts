@@ -12,10 +12,13 @@
  * included, is detected; with `publishHead`, each checkpoint's signed head also
  * leaves the database, so that a chain cut back below it is detected too.
  */
-import pg from 'pg';
-import { sendIsolatingDataErrors } from '../postgres/data-errors.js';
+import type pg from 'pg';
+import { StatementBatch } from '../postgres/batch.js';
+import { assertPlainIdentifiers } from '../postgres/identifier.js';
 import { migrateUnderLock } from '../postgres/migration.js';
-import type { AuditQueryFilter, AuditSink, ImpersonationEvent, ImpersonationEventName } from '../audit.js';
+import { openPool, type PoolSource } from '../postgres/pool.js';
+import type { ImpersonationEvent, ImpersonationEventName } from '../audit/events.js';
+import type { AuditLog, AuditPage, AuditQueryFilter } from '../audit/sink.js';
 import {
   canonicalContent,
   checkSignatures,
@@ -33,10 +36,7 @@ import {
 import { signHead, type HeadPublisher, type SignedHead } from '../audit/head.js';
 import { checkpointText, signerOf, type SigningKey, type VerificationKey } from '../audit/signing.js';
 
-export interface PostgresAuditLogOptions {
-  /** A pool you own (the log never ends it), or a connection string for a pool of its own. */
-  pool?: pg.Pool;
-  connectionString?: string;
+export interface PostgresAuditLogOptions extends PoolSource {
   /** Schema of the tables. Default: the connection's search path. */
   schema?: string;
   /** Table name. Default `impersonation_audit` (with `_head` and `_checkpoints` beside it). */
@@ -66,7 +66,8 @@ export type { SigningKey, VerificationKey } from '../audit/signing.js';
 export type { HeadPublisher, SignedHead } from '../audit/head.js';
 export { appendHeadsToFile, readLastHead } from '../audit/head-file.js';
 
-export type { VerifyResult } from '../audit/chain.js';
+export type { AuditEntry, VerifyResult } from '../audit/chain.js';
+export { POSTGRES_POOL_OPTIONS } from '../postgres/pool.js';
 
 export interface VerifyOptions {
   /** Checks the signed checkpoints, and the heads given. */
@@ -84,46 +85,23 @@ export interface VerifyOptions {
 /** `since` inclusive, `until` exclusive; `limit` default 50, at most 500; `cursor` from a previous page's `nextCursor`. */
 export type AuditQuery = AuditQueryFilter;
 
-export interface AuditEntry extends AuditRow {
-  seq: number;
-  hash: string;
-}
-
-export interface PostgresAuditLog extends AuditSink {
+export interface PostgresAuditLog extends AuditLog {
   /** Creates the tables and the append function if they are missing; safe to run from several instances at once. */
   migrate(): Promise<void>;
   /** Walks the whole chain; with a key, checks the checkpoints and the published heads given too. */
   verify(options?: VerifyOptions): Promise<VerifyResult>;
-  /** Newest first. */
-  query(filter?: AuditQuery): Promise<{ items: AuditEntry[]; nextCursor: string | null }>;
   /** Appends that failed in best-effort mode. */
   readonly failures: number;
-  /** Ends the pool it opened (a pool passed in is left to its owner). */
+  /** Ends the pool it opened (a pool passed in is left to its owner); closing twice is harmless. */
   close(): Promise<void>;
 }
-
-const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,40}$/;
 
 /** Most rows one group commit writes. */
 const MAX_BATCH_ROWS = 200;
 
-interface Pending {
-  row: AuditRow;
-  resolve(): void;
-  reject(error: unknown): void;
-}
-
 export function createPostgresAuditLog(options: PostgresAuditLogOptions): PostgresAuditLog {
-  if (!options.pool === !options.connectionString)
-    throw new TypeError('createPostgresAuditLog: pass pool or connectionString');
   const table = options.table ?? 'impersonation_audit';
-  for (const [name, value] of [
-    ['table', table],
-    ['schema', options.schema],
-  ] as const) {
-    if (value !== undefined && !IDENTIFIER.test(value))
-      throw new TypeError(`createPostgresAuditLog: ${name} must be a plain SQL identifier`);
-  }
+  assertPlainIdentifiers('createPostgresAuditLog', { table, schema: options.schema });
   const checkpointEvery = options.checkpointEvery ?? 100;
   if (!Number.isSafeInteger(checkpointEvery) || checkpointEvery < 1)
     throw new TypeError('createPostgresAuditLog: checkpointEvery must be a positive integer');
@@ -135,11 +113,7 @@ export function createPostgresAuditLog(options: PostgresAuditLogOptions): Postgr
     ? (seq: string, hash: string) => options.publishHead!(signHead(signer!, Number(seq), hash))
     : undefined;
 
-  const owned = !options.pool;
-  const pool =
-    options.pool ?? new pg.Pool({ connectionString: options.connectionString, max: 10, connectionTimeoutMillis: 2000 });
-  // An idle client that loses its connection must not crash the process; the next query reports the outage.
-  if (owned) pool.on('error', () => {});
+  const { pool, end } = openPool('createPostgresAuditLog', options);
   const names = namesOf(options.schema, table);
   let migrated: Promise<void> | undefined;
   let failures = 0;
@@ -158,28 +132,19 @@ export function createPostgresAuditLog(options: PostgresAuditLogOptions): Postgr
   // refuses (a data error: the call wrote nothing) fails its own append only:
   // the batch is written again in halves, in order, until that row is alone.
   // An outage fails every append of the batch.
-  let queue: Pending[] = [];
-  let flushing = false;
-
-  function flush(): void {
-    if (flushing || !queue.length) return;
-    flushing = true;
-    const batch = queue.slice(0, MAX_BATCH_ROWS);
-    queue = queue.slice(batch.length);
-    void sendIsolatingDataErrors(batch, async (rows) => {
+  const appends = new StatementBatch<AuditRow, void>(
+    async (rows) => {
       await writeBatch(rows);
-      return [];
-    }).finally(() => {
-      flushing = false;
-      flush();
-    });
-  }
+      return Array.from({ length: rows.length });
+    },
+    { max: MAX_BATCH_ROWS, oneInFlight: true },
+  );
 
-  async function writeBatch(batch: Pending[]): Promise<void> {
+  async function writeBatch(batch: AuditRow[]): Promise<void> {
     await migrate();
     const { rows } = await pool.query<{ seq: string; hash: string }>(
       `SELECT seq, hash FROM ${names.append}($1::jsonb)`,
-      [JSON.stringify(batch.map(({ row }) => ({ ...row, content: canonicalContent(row) })))],
+      [JSON.stringify(batch.map((row) => ({ ...row, content: canonicalContent(row) })))],
     );
     if (!signer) return;
     const due = rows.filter(({ seq }) => Number(seq) % checkpointEvery === 0);
@@ -201,10 +166,7 @@ export function createPostgresAuditLog(options: PostgresAuditLogOptions): Postgr
   async function append(name: ImpersonationEventName, event: ImpersonationEvent): Promise<void> {
     const row = rowOf(name, event);
     try {
-      await new Promise<void>((resolve, reject) => {
-        queue.push({ row, resolve, reject });
-        flush();
-      });
+      await appends.add(row);
     } catch (error) {
       if (failClosed) throw error;
       failures += 1;
@@ -238,7 +200,7 @@ export function createPostgresAuditLog(options: PostgresAuditLogOptions): Postgr
       return queryTrail(pool, names, filter);
     },
     close: async () => {
-      if (owned) await pool.end();
+      await end();
     },
   };
 }
@@ -413,11 +375,7 @@ async function verifyChain(
   return checkSignatures(walk, { ...signatures, checkpoints });
 }
 
-async function queryTrail(
-  pool: pg.Pool,
-  names: Names,
-  filter: AuditQuery,
-): Promise<{ items: AuditEntry[]; nextCursor: string | null }> {
+async function queryTrail(pool: pg.Pool, names: Names, filter: AuditQuery): Promise<AuditPage> {
   const limit = limitOf(filter.limit);
   const conditions: string[] = [];
   const values: unknown[] = [];

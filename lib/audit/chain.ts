@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import type { ImpersonationEvent, ImpersonationEventName } from '../audit.js';
+import type { ImpersonationEvent, ImpersonationEventName } from './events.js';
 import { headSignatureVerifies, type SignedHead } from './head.js';
 import { checkpointText, verifierOf, type VerificationKey } from './signing.js';
 
@@ -101,6 +101,12 @@ export interface ChainedRow extends AuditRow {
   seq: number;
   content: string;
   prevHash: string;
+  hash: string;
+}
+
+/** A row as a query answers it (memory and PostgreSQL alike): its number and hash, without the chain's inner links. */
+export interface AuditEntry extends AuditRow {
+  seq: number;
   hash: string;
 }
 

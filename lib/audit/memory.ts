@@ -4,7 +4,8 @@
  * needs nothing installed. It lasts as long as the process.
  */
 import { storeFull } from '../errors.js';
-import type { AuditQueryFilter, AuditSink, ImpersonationEvent, ImpersonationEventName } from '../audit.js';
+import type { ImpersonationEvent, ImpersonationEventName } from './events.js';
+import type { AuditLog } from './sink.js';
 import {
   canonicalContent,
   cursorOfSeq,
@@ -14,9 +15,8 @@ import {
   rowOf,
   seqOfCursor,
   walkChain,
-  type AuditRow,
+  type AuditEntry,
   type ChainedRow,
-  type VerifyResult,
 } from './chain.js';
 
 export interface MemoryAuditLogOptions {
@@ -28,16 +28,8 @@ export interface MemoryAuditLogOptions {
   maxRows?: number;
 }
 
-export interface AuditEntry extends AuditRow {
-  seq: number;
-  hash: string;
-}
-
-export interface MemoryAuditLog extends AuditSink {
-  /** Walks the chain kept, as `createPostgresAuditLog().verify()` does. */
-  verify(): Promise<VerifyResult>;
-  /** Newest first; `since` inclusive, `until` exclusive; `limit` default 50, at most 500. */
-  query(filter?: AuditQueryFilter): Promise<{ items: AuditEntry[]; nextCursor: string | null }>;
+/** `verify()` walks the chain kept, as `createPostgresAuditLog().verify()` does. */
+export interface MemoryAuditLog extends AuditLog {
   /** The rows as kept, oldest first (live: what a test or an export reads, and what tampering would change). */
   readonly rows: ChainedRow[];
 }

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { AccessToken, KoaContextWithOIDC, Provider } from 'oidc-provider';
 import { publicTokenId } from '../access-token.js';
-import { EVENTS, type ImpersonationEvent } from '../audit.js';
+import { EVENTS, type ImpersonationEvent } from '../audit/events.js';
 import { invalidRequest } from '../errors.js';
 import type { ResolvedOptions } from '../options.js';
 import { assignTokenId, newBackingGrant } from '../provider-internals.js';

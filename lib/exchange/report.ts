@@ -1,5 +1,6 @@
 import type { KoaContextWithOIDC } from 'oidc-provider';
-import { emit, EVENTS, record as recordEvent, type ImpersonationEvent } from '../audit.js';
+import { emit, EVENTS, type ImpersonationEvent } from '../audit/events.js';
+import { record as recordEvent } from '../audit/record.js';
 import type { ResolvedOptions } from '../options.js';
 import type { SessionRecord } from '../sessions/record.js';
 import { storableText } from '../storable-text.js';

@@ -2,7 +2,7 @@ import type Router from '@koa/router';
 import type Koa from 'koa';
 import type { Provider } from 'oidc-provider';
 import type { IndexEntry } from '../adapters/contract.js';
-import { emit, EVENTS, type ImpersonationEventName } from '../audit.js';
+import { emit, EVENTS, type ImpersonationEventName } from '../audit/events.js';
 import { ManagementError } from '../errors.js';
 import type { ResolvedOptions } from '../options.js';
 import { closeSession } from '../sessions/close.js';

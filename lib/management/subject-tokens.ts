@@ -1,6 +1,7 @@
 import type Router from '@koa/router';
 import type { Provider } from 'oidc-provider';
-import { emit, EVENTS, record as recordEvent, type ImpersonationEvent } from '../audit.js';
+import { emit, EVENTS, type ImpersonationEvent } from '../audit/events.js';
+import { record as recordEvent } from '../audit/record.js';
 import { ManagementError } from '../errors.js';
 import { TOKEN_EXCHANGE_GRANT } from '../exchange/grant.js';
 import { refusalReason, type JsonObject, type ResolvedOptions } from '../options.js';

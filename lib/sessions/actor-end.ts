@@ -1,7 +1,7 @@
 import type { EventEmitter } from 'node:events';
 import type Koa from 'koa';
 import type { KoaContextWithOIDC, Provider } from 'oidc-provider';
-import type { AuditSink } from '../audit.js';
+import type { AuditSink } from '../audit/sink.js';
 import { closeSession } from './close.js';
 import type { EndReason } from './record.js';
 import type { SessionStore } from './store.js';

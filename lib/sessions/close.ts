@@ -1,6 +1,8 @@
 import type Koa from 'koa';
 import type { Provider } from 'oidc-provider';
-import { EVENTS, record as recordEvent, type AuditSink, type ImpersonationEvent } from '../audit.js';
+import { EVENTS, type ImpersonationEvent } from '../audit/events.js';
+import { record as recordEvent } from '../audit/record.js';
+import type { AuditSink } from '../audit/sink.js';
 import type { EndReason, SessionRecord } from './record.js';
 import { stateOf } from './record.js';
 import type { SessionStore } from './store.js';

@@ -24,7 +24,7 @@ describe("demo: the identity service's store", function () {
       ]);
       expect(stores[2]!.adapter).to.equal(undefined);
     } finally {
-      await Promise.all(stores.map((store) => store.adapter?.disconnect()));
+      await Promise.all(stores.map((store) => store.adapter?.close()));
     }
   });
 
@@ -44,7 +44,7 @@ describe("demo: the identity service's store", function () {
     after(async () => {
       for (const { demo, store } of instances) {
         await demo.close();
-        await store.adapter?.disconnect();
+        await store.adapter?.close();
       }
     });
 

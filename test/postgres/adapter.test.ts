@@ -254,6 +254,19 @@ describe('PostgreSQL adapter', () => {
     await expectRejection(new Own('Session').find('x'));
   });
 
+  it('closes with close(), as the audit log does; disconnect() (deprecated) does the same', async () => {
+    const Closing = createPostgresAdapter({ connectionString: DATABASE_URL, schema, table });
+    await new Closing('Session').find('x');
+    await Closing.close();
+    await Closing.close();
+    await Closing.disconnect();
+    await expectRejection(new Closing('Session').find('x'));
+    const Old = createPostgresAdapter({ connectionString: DATABASE_URL, schema, table });
+    await new Old('Session').find('x');
+    await Old.disconnect();
+    await expectRejection(new Old('Session').find('x'));
+  });
+
   it('checks its options up front', () => {
     const pool = new pg.Pool({ connectionString: DATABASE_URL });
     try {

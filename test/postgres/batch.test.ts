@@ -31,7 +31,7 @@ describe('PostgreSQL adapter: operations of one turn share a statement', () => {
     await Adapter.migrate();
   });
   afterEach(async () => {
-    await Adapter.disconnect();
+    await Adapter.close();
     await pool.end();
   });
 

@@ -21,7 +21,7 @@ process.stdout.write(`PORT ${new URL(tp.base).port}\n`);
 
 serveUntilParentLeaves(async () => {
   await tp.close();
-  await Adapter.disconnect();
+  await Adapter.close();
 });
 
 function required(name: string): string {

@@ -57,6 +57,13 @@ describe('Redis adapter', () => {
     }
   });
 
+  it('rejects calls after close(), the name every store closes with', async () => {
+    const Closing = redisTestAdapter({ keyPrefix: prefix });
+    await new Closing('Session').find('x');
+    await Closing.close();
+    await expectRejection(new Closing('Session').find('x'));
+  });
+
   it('rejects calls after disconnect()', async () => {
     const Closing = redisTestAdapter({ keyPrefix: prefix });
     await new Closing('Session').find('x');

@@ -32,7 +32,7 @@ process.stdout.write(`PORT ${new URL(tp.base).port}\n`);
 
 serveUntilParentLeaves(async () => {
   await tp.close();
-  await Adapter.disconnect();
+  await Adapter.close();
   await cluster?.quit().catch(() => cluster.disconnect());
 });
 

@@ -120,7 +120,7 @@ export async function assertRedisReachable(): Promise<void> {
 /** Closes every connection the test adapters opened and deletes the run's keys. */
 export async function closeTestAdapters(): Promise<void> {
   const adapters = opened.splice(0);
-  await Promise.all(adapters.map((Adapter) => Adapter.disconnect()));
+  await Promise.all(adapters.map((Adapter) => Adapter.close()));
   const inspecting = inspector;
   inspector = undefined;
   (await inspecting?.catch(() => undefined))?.disconnect();

@@ -104,7 +104,7 @@ export async function postgresUnderTest(): Promise<AdapterUnderTest> {
 /** Stops every test adapter's sweep and closes the run's connections; the schema goes with postgres.ts's hook. */
 export async function closePostgresTestAdapters(): Promise<void> {
   const adapters = opened.splice(0);
-  await Promise.all(adapters.map((Adapter) => Adapter.disconnect().catch(() => {})));
+  await Promise.all(adapters.map((Adapter) => Adapter.close().catch(() => {})));
   const pool = sharedPool;
   sharedPool = undefined;
   await pool?.end().catch(() => {});

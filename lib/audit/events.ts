@@ -1,6 +1,6 @@
 import type Koa from 'koa';
 import type { Provider } from 'oidc-provider';
-import type { JsonObject } from './options.js';
+import type { JsonObject } from '../json.js';
 
 /** Event names emitted on the provider (`provider.on(name, (event, ctx) => ...)`). */
 export const EVENTS = {
@@ -89,51 +89,4 @@ export function onImpersonationEvent(
   return () => {
     emitter.off(name, listener);
   };
-}
-
-/**
- * A durable record of impersonation events (for example the PostgreSQL audit
- * log). Unlike listeners, it is awaited: a subject token is handed out, and
- * an impersonation token delivered, only after its record was appended; an
- * append that rejects stops them (5xx, nothing burned).
- */
-export interface AuditSink {
-  append(name: ImpersonationEventName, event: ImpersonationEvent): Promise<void>;
-  /** When present, `GET {sessionsPath}/events` answers from it (newest first, paged). */
-  query?(filter: AuditQueryFilter): Promise<{ items: unknown[]; nextCursor: string | null }>;
-}
-
-export interface AuditQueryFilter {
-  subject?: string;
-  actor?: string;
-  /** Only rows of these events (for a customer's view: accesses and stops, whatever else follows them). */
-  events?: readonly ImpersonationEventName[];
-  since?: Date;
-  until?: Date;
-  limit?: number;
-  cursor?: string;
-}
-
-/**
- * Appends to the sink, best effort, and emits to listeners: for events whose
- * record must not change their outcome (a refusal stays a refusal, a stop stays
- * a stop). A failure to append is reported on the app's `error` event. Where no
- * token may go out without its record, callers append themselves and fail.
- */
-export async function record(
-  provider: Provider,
-  sink: AuditSink | undefined,
-  name: ImpersonationEventName,
-  event: ImpersonationEvent,
-  ctx: Koa.Context | undefined,
-): Promise<void> {
-  if (sink) {
-    try {
-      await sink.append(name, Object.freeze({ ...event }));
-    } catch (error) {
-      // The provider is the Koa app: its 'error' listeners (or Koa's logger) report the failure.
-      (provider as unknown as NodeJS.EventEmitter).emit('error', error, ctx);
-    }
-  }
-  emit(provider, name, event, ctx);
 }

@@ -1,0 +1,28 @@
+import type Koa from 'koa';
+import type { Provider } from 'oidc-provider';
+import { emit, type ImpersonationEvent, type ImpersonationEventName } from './events.js';
+import type { AuditSink } from './sink.js';
+
+/**
+ * Appends to the sink, best effort, and emits to listeners: for events whose
+ * record must not change their outcome (a refusal stays a refusal, a stop stays
+ * a stop). A failure to append is reported on the app's `error` event. Where no
+ * token may go out without its record, callers append themselves and fail.
+ */
+export async function record(
+  provider: Provider,
+  sink: AuditSink | undefined,
+  name: ImpersonationEventName,
+  event: ImpersonationEvent,
+  ctx: Koa.Context | undefined,
+): Promise<void> {
+  if (sink) {
+    try {
+      await sink.append(name, Object.freeze({ ...event }));
+    } catch (error) {
+      // The provider is the Koa app: its 'error' listeners (or Koa's logger) report the failure.
+      (provider as unknown as NodeJS.EventEmitter).emit('error', error, ctx);
+    }
+  }
+  emit(provider, name, event, ctx);
+}

@@ -1,0 +1,47 @@
+import pg from 'pg';
+
+/**
+ * Pool options for an identity service: a connection attempt gives up after
+ * two seconds and a query after five (a connection that stops answering is
+ * then discarded by the pool), so that an outage is answered with an error
+ * rather than a request that hangs. Calls never queue behind a down database
+ * for longer than that.
+ */
+export const POSTGRES_POOL_OPTIONS = {
+  max: 10,
+  connectionTimeoutMillis: 2000,
+  query_timeout: 5000,
+  keepAlive: true,
+} satisfies pg.PoolConfig;
+
+/** Where the adapter or the audit log sends its statements: exactly one of the two. */
+export interface PoolSource {
+  /**
+   * A pool you own (never ended by `close()`). Give it `POSTGRES_POOL_OPTIONS`
+   * (or timeouts of your own) so that an outage fails fast.
+   */
+  pool?: pg.Pool;
+  /** Where to connect when no pool is given: a pool of its own with `POSTGRES_POOL_OPTIONS`, ended by `close()`. */
+  connectionString?: string;
+}
+
+export interface OpenedPool {
+  pool: pg.Pool;
+  /** Ends the pool when it was opened here (once, however often it is called); leaves a pool passed in to its owner. */
+  end(): Promise<void>;
+}
+
+/** The pool of an adapter or an audit log, from exactly one of `pool` and `connectionString`. */
+export function openPool(caller: string, source: PoolSource): OpenedPool {
+  if (!source.pool === !source.connectionString)
+    throw new TypeError(`${caller}: pass pool or connectionString, exactly one of them`);
+  if (source.pool) {
+    const { pool } = source;
+    return { pool, end: async () => {} };
+  }
+  const pool = new pg.Pool({ connectionString: source.connectionString, ...POSTGRES_POOL_OPTIONS });
+  // An idle client that loses its connection must not crash the process; the next query reports the outage.
+  pool.on('error', () => {});
+  let ended: Promise<void> | undefined;
+  return { pool, end: () => (ended ??= pool.end()) };
+}
