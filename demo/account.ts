@@ -9,7 +9,8 @@ import type Router from '@koa/router';
 import type Koa from 'koa';
 import { LRUCache } from 'lru-cache';
 import { activityLines, CUSTOMER_EVENTS, type ChangeRecord, type TrailEvent } from './activity.js';
-import { basic, escapeHtml, HttpError, jsonOf, page } from './http.js';
+import { redeemCode } from './code-redemption.js';
+import { escapeHtml, HttpError, page } from './http.js';
 import type { PendingSignIns } from './pending-sign-ins.js';
 import { CLIENTS, type DemoSecrets, type DemoUser } from './seed.js';
 import type { Management } from './stop-routes.js';
@@ -128,34 +129,17 @@ ${
     if (!verifier || ctx.cookies.get(STATE_COOKIE) !== state || typeof ctx.query['code'] !== 'string') {
       throw new HttpError(400, 'invalid_request', 'this sign-in is unknown or expired; start again at /account');
     }
-    const response = await options.call(options.endpoints.token, {
-      method: 'POST',
-      headers: {
-        authorization: basic(CLIENTS.account, options.secrets.accountClientSecret),
-        'content-type': 'application/x-www-form-urlencoded',
+    const { claims } = await redeemCode(
+      {
+        call: options.call,
+        endpoints: options.endpoints,
+        clientId: CLIENTS.account,
+        clientSecret: options.secrets.accountClientSecret,
+        redirectUri,
       },
-      body: new URLSearchParams({
-        grant_type: 'authorization_code',
-        code: ctx.query['code'],
-        redirect_uri: redirectUri,
-        code_verifier: verifier,
-      }),
-    });
-    const tokens = await jsonOf(response);
-    if (!response.ok || typeof tokens?.['access_token'] !== 'string') {
-      throw new HttpError(
-        502,
-        String(tokens?.['error'] ?? 'bad_gateway'),
-        String(tokens?.['error_description'] ?? `the token endpoint answered ${response.status}`),
-      );
-    }
-    const claims = await jsonOf(
-      await options.call(options.endpoints.userinfo, {
-        headers: { authorization: `Bearer ${tokens['access_token']}` },
-      }),
+      ctx.query['code'],
+      verifier,
     );
-    if (typeof claims?.['sub'] !== 'string')
-      throw new HttpError(502, 'bad_gateway', 'the identity service did not say who signed in');
     const id = randomBytes(32).toString('base64url');
     sessions.set(id, { sub: claims['sub'], name: typeof claims['name'] === 'string' ? claims['name'] : claims['sub'] });
     ctx.cookies.set(STATE_COOKIE, null, { path: '/account' });

@@ -5,7 +5,8 @@
  */
 import type Router from '@koa/router';
 import type { BackendDependencies } from './backend-dependencies.js';
-import { basic, escapeHtml, HttpError, jsonOf, page } from './http.js';
+import { redeemCode } from './code-redemption.js';
+import { escapeHtml, HttpError, page } from './http.js';
 import type { PendingSignIns } from './pending-sign-ins.js';
 import { CLIENTS } from './seed.js';
 
@@ -39,32 +40,13 @@ export function webSignInRoutes(router: Router, deps: BackendDependencies, pendi
     if (!verifier || ctx.cookies.get('web_state') !== state || typeof ctx.query['code'] !== 'string') {
       throw new HttpError(400, 'invalid_request', 'this sign-in is unknown or expired; start again at /web/login');
     }
-    const response = await call(endpoints.token, {
-      method: 'POST',
-      headers: {
-        authorization: basic(CLIENTS.web, secrets.webClientSecret),
-        'content-type': 'application/x-www-form-urlencoded',
-      },
-      body: new URLSearchParams({
-        grant_type: 'authorization_code',
-        code: ctx.query['code'],
-        redirect_uri: redirectUri,
-        code_verifier: verifier,
-      }),
-    });
-    const tokens = await jsonOf(response);
-    if (!response.ok || typeof tokens?.['access_token'] !== 'string') {
-      throw new HttpError(
-        502,
-        String(tokens?.['error'] ?? 'bad_gateway'),
-        String(tokens?.['error_description'] ?? `token endpoint answered ${response.status}`),
-      );
-    }
-    const userinfo = await jsonOf(
-      await call(endpoints.userinfo, { headers: { authorization: `Bearer ${tokens['access_token']}` } }),
+    const signedIn = await redeemCode(
+      { call, endpoints, clientId: CLIENTS.web, clientSecret: secrets.webClientSecret, redirectUri },
+      ctx.query['code'],
+      verifier,
     );
     ctx.type = 'html';
-    ctx.body = webTokenPage(String(userinfo?.['sub'] ?? '?'), tokens['access_token'], Number(tokens['expires_in']));
+    ctx.body = webTokenPage(signedIn.claims.sub, signedIn.accessToken, signedIn.expiresIn);
   });
 }
 
