@@ -67,6 +67,10 @@ node -e '
   console.log(`${maps} source maps, every source inlined`);
 '
 
+echo "the command runs as installed (npx, the bin's run bit)"
+usage=$(npx --no-install oidc-provider-impersonation --help)
+grep -q "audit verify" <<< "$usage" || { echo "npx oidc-provider-impersonation --help did not print its usage"; exit 1; }
+
 echo "TypeScript quick start (and the JavaScript one, which the README says is valid TypeScript) under strict tsc"
 block quick-start-ts > quick-start.ts
 block quick-start > quick-start-js.ts
