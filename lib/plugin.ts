@@ -21,7 +21,7 @@ import {
 import { managementApiHandler, type ManagementApiHandler } from './management/node-handler.js';
 import { createManagementApi, type ServedRequests } from './management/router.js';
 import { managementScopes, resolveOptions, type ImpersonationOptions, type ResolvedOptions } from './options.js';
-import { providerAdapter, providerConfiguration } from './provider-internals.js';
+import { assertModelInternals, providerAdapter, providerConfiguration } from './provider-internals.js';
 import { endWithActor } from './sessions/actor-end.js';
 import { SessionStore } from './sessions/store.js';
 import { SubjectTokenStore } from './subject-tokens/store.js';
@@ -143,6 +143,7 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
       if (!configured.has(configuration.extraTokenClaims as object)) {
         throw new TypeError('build the Provider from impersonation.configure(configuration) before install()');
       }
+      assertModelInternals(provider);
       if (mountManagementApi && middlewareComposed(provider)) throw new TypeError(MOUNTED_TOO_EARLY);
       // Without a store of its own, the plugin's records live in the provider's adapter, which must then be fit for them.
       const pluginStore = ownStore || openPluginStore(providerAdapter(provider), 'provider adapter');

@@ -42,6 +42,11 @@ function assertInternals(): void {
     ...(typeof checkSessionBinding === 'function' ? [] : ['models/token_helpers.js checkSessionBinding']),
     ...(typeof instance === 'function' ? [] : ['helpers/weak_cache.js (default export)']),
   ];
+  refuseMissing(missing);
+}
+assertInternals();
+
+function refuseMissing(missing: readonly string[]): void {
   if (missing.length) {
     throw new Error(
       `oidc-provider-impersonation: this oidc-provider lacks internals the plugin uses (${missing.join(', ')}); ` +
@@ -49,7 +54,31 @@ function assertInternals(): void {
     );
   }
 }
-assertInternals();
+
+/**
+ * Checked when the plugin is installed on a provider: the fields of its
+ * models that the exchange writes or reads and that no export names (a
+ * token's lifetime, its certificate thumbprint, a Grant's chosen id). Builds
+ * throwaway models and writes nothing.
+ */
+export function assertModelInternals(provider: Provider): void {
+  const missing: string[] = [];
+  const token = new provider.AccessToken({ accountId: 'probe' } as ConstructorParameters<Provider['AccessToken']>[0]);
+  setTokenLifetime(token, 7);
+  if (token.expiration !== 7) missing.push('AccessToken expiresIn');
+  const inPayload = (provider.AccessToken as unknown as { IN_PAYLOAD?: unknown }).IN_PAYLOAD;
+  if (!Array.isArray(inPayload) || !inPayload.includes('x5t#S256')) missing.push("AccessToken 'x5t#S256'");
+  const grant = newBackingGrant(provider, {
+    jti: 'probe',
+    accountId: 'probe',
+    clientId: 'probe',
+    resource: 'urn:probe',
+    scope: [],
+    expiresIn: 7,
+  });
+  if (grant.jti !== 'probe') missing.push('Grant jti');
+  refuseMissing(missing);
+}
 
 export interface DpopProof {
   thumbprint: string;

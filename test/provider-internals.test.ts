@@ -3,6 +3,7 @@ import { expect } from 'chai';
 import * as grants from 'oidc-provider/lib/helpers/grants.js';
 import * as tokenHelpers from 'oidc-provider/lib/models/token_helpers.js';
 import {
+  assertModelInternals,
   certificateThumbprintOf,
   newBackingGrant,
   providerAdapter,
@@ -59,6 +60,23 @@ describe('provider-internals: the one deep import into oidc-provider', () => {
     expect(saved?.accountId).to.equal('bob');
     expect(saved!.exp! - Math.floor(Date.now() / 1000)).to.be.within(40, 42);
     await tp.provider.Grant.adapter.destroy('grant-id');
+  });
+
+  it('checks, at install(), the model fields the exchange uses, and names the one a release moved', () => {
+    expect(() => assertModelInternals(tp.provider)).to.not.throw();
+    const AccessToken = tp.provider.AccessToken as unknown as { IN_PAYLOAD: string[] };
+    const descriptor = Object.getOwnPropertyDescriptor(tp.provider.AccessToken, 'IN_PAYLOAD');
+    Object.defineProperty(tp.provider.AccessToken, 'IN_PAYLOAD', {
+      get: () => descriptor!.get!.call(AccessToken).filter((name: string) => name !== 'x5t#S256'),
+      configurable: true,
+    });
+    try {
+      expect(() => assertModelInternals(tp.provider)).to.throw(
+        /lacks internals the plugin uses \(AccessToken 'x5t#S256'\)/,
+      );
+    } finally {
+      Object.defineProperty(tp.provider.AccessToken, 'IN_PAYLOAD', descriptor!);
+    }
   });
 
   it("finds the session-binding check of oidc-provider's token models", () => {

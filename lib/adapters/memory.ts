@@ -1,3 +1,13 @@
+/**
+ * The memory adapter: oidc-provider's models, the plugin's atomic consume and
+ * sorted indexes, in the process's memory, each model bounded on its own.
+ *
+ * Longer than most files here on purpose: it is one store's whole keyspace
+ * (entries, the uid and user-code lookups, grant indexes, sorted indexes,
+ * bounds and sweeping), and each part reads the others' structures. What every
+ * adapter shares (the grantable models, the expiry rule, the contract) lives
+ * in contract.ts; what is left is this store's own.
+ */
 import { LRUCache } from 'lru-cache';
 import type { Adapter, AdapterPayload } from 'oidc-provider';
 import { storeFull } from '../errors.js';

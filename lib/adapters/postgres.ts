@@ -2,6 +2,11 @@
  * `oidc-provider-impersonation/adapters/postgres`: an oidc-provider adapter on
  * PostgreSQL (`pg` is an optional peer dependency), with the plugin's atomic
  * `consumeOnce` and sorted indexes.
+ *
+ * Longer than most files here on purpose: its statements and the schema they
+ * rely on (postgres-schema.ts) are read together, one per adapter method. The
+ * batching, pool, identifiers and migrations it shares with the audit log live
+ * in lib/postgres/; what every adapter shares lives in contract.ts.
  */
 import { createHash } from 'node:crypto';
 import type pg from 'pg';

@@ -1,3 +1,12 @@
+/**
+ * The Redis adapter (standalone, Valkey or Cluster): oidc-provider's models,
+ * the plugin's atomic consume and sorted indexes.
+ *
+ * Longer than most files here on purpose: the key layout (hash tags that keep
+ * an entry and its lookups in one Cluster slot) and the Lua scripts that rely
+ * on it must be read together, so they stay in one file. What every adapter
+ * shares lives in contract.ts.
+ */
 import { Redis, type ChainableCommander, type Cluster, type ClusterOptions, type RedisOptions } from 'ioredis';
 import { LRUCache } from 'lru-cache';
 import type { Adapter, AdapterPayload } from 'oidc-provider';

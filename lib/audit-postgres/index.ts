@@ -11,6 +11,10 @@
  * pins the chain, so that even rewriting every row from some point on, hashes
  * included, is detected; with `publishHead`, each checkpoint's signed head also
  * leaves the database, so that a chain cut back below it is detected too.
+ *
+ * Longer than most files here on purpose: the append function, the checkpoints
+ * and the verification walk read the same tables and must agree on them. The
+ * chain's rules live in lib/audit/chain.ts, the pool and batching in lib/postgres/.
  */
 import type pg from 'pg';
 import { StatementBatch } from '../postgres/batch.js';
