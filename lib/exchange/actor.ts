@@ -1,5 +1,5 @@
 import type { KoaContextWithOIDC } from 'oidc-provider';
-import { verifyAccessToken, type VerifiedAccessToken } from '../access-token.js';
+import { stillHonoured, verifyAccessToken, type VerifiedAccessToken } from '../access-token.js';
 import { invalidRequest } from '../errors.js';
 import { providerConfiguration, type DpopProof } from '../provider-internals.js';
 
@@ -86,8 +86,12 @@ export async function validateActorToken(
  * its sign-in ended in the meantime (the actor signed out while the exchange
  * ran) refuses the exchange.
  */
-export async function confirmActorToken(ctx: KoaContextWithOIDC, value: string): Promise<void> {
-  if (!(await verifyAccessToken(ctx.oidc.provider, value, 'AccessToken'))) {
+export async function confirmActorToken(
+  ctx: KoaContextWithOIDC,
+  value: string,
+  known: { grantId: string; sessionUid?: string },
+): Promise<void> {
+  if (!(await stillHonoured(ctx.oidc.provider, value, known))) {
     throw invalidRequest('actor_token was revoked, or its sign-in ended, during the exchange');
   }
 }

@@ -15,8 +15,8 @@ export interface Commit {
   session: SessionRecord;
   /** The store key of the subject token to redeem. */
   subjectTokenKey: string;
-  /** An opaque actor token, read again once the session is listed under its sign-in. */
-  actorToken: string | undefined;
+  /** An opaque actor token and its Grant and sign-in, read again once the session is listed under them. */
+  actorToken: { value: string; grantId: string; sessionUid?: string } | undefined;
   /** The success event, as the trail records it; built once the token is named. */
   event: () => ImpersonationEvent;
 }
@@ -51,7 +51,7 @@ export async function commit(
     // under it: a sign-out that ended it before this point found nothing to
     // end, one that ends it after finds the session and ends it.
     await Promise.all([
-      actorToken === undefined ? undefined : confirmActorToken(ctx, actorToken),
+      actorToken === undefined ? undefined : confirmActorToken(ctx, actorToken.value, actorToken),
       options.auditLog?.append(EVENTS.exchangeSucceeded, Object.freeze(event())),
     ]);
     // Single use is decided here, by one atomic operation, after everything else passed.

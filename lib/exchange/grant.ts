@@ -128,7 +128,14 @@ export function createExchangeHandler(dependencies: GrantDependencies) {
       token,
       session,
       subjectTokenKey: key,
-      actorToken: actor?.grantId === undefined ? undefined : params.actor_token,
+      actorToken:
+        actor?.grantId === undefined
+          ? undefined
+          : {
+              value: params.actor_token!,
+              grantId: actor.grantId,
+              ...(actor.sessionUid === undefined ? {} : { sessionUid: actor.sessionUid }),
+            },
       event: () => eventOf(client.clientId, progress),
     });
     return { value, token };
