@@ -10,16 +10,9 @@ import {
 import { canonicalContent, rowFromContent, rowHash } from '../lib/audit/chain.js';
 import { EVENTS } from '../lib/index.js';
 import { DATABASE_URL, testSchema } from './support/postgres.js';
-import {
-  API,
-  CLIENTS,
-  OPAQUE_API,
-  READ_SCOPE,
-  REVOKE_SCOPE,
-  startProvider,
-  type TestProvider,
-} from './support/provider.js';
-import { ACCESS_TOKEN, exchange, managementRequest, m2mToken, subjectToken, userAccessToken } from './support/http.js';
+import { API, CLIENTS, READ_SCOPE, startProvider, type TestProvider } from './support/provider.js';
+import { exchange, managementRequest, m2mToken, subjectToken } from './support/http.js';
+import { runFullFlow } from './support/impersonations.js';
 import { TcpRelay } from './support/relay.js';
 import { runCli } from './support/cli.js';
 
@@ -40,31 +33,7 @@ describe('PostgreSQL audit log: a hash chain that tells what was changed', funct
     tp = await startProvider({
       plugin: { auditLog: log, canImpersonate: ({ subject }) => subject !== 'admin' },
     });
-    // A full flow: creations, exchanges (JWT and opaque, with an actor), refusals, a revocation.
-    const alice = await userAccessToken(tp, 'alice');
-    for (const resource of [API, OPAQUE_API, API]) {
-      const result = await exchange(tp, {
-        subject_token: await subjectToken(tp, { userId: 'bob', context: { ticketId: 'T-1', reason: 'invoices' } }),
-        resource,
-        actor_token: alice,
-        actor_token_type: ACCESS_TOKEN,
-      });
-      expect(result.status, JSON.stringify(result.body)).to.equal(200);
-    }
-    // A refusal of a subject token that exists is recorded (an unknown one's is not: see trail-flood.test.ts).
-    const refused = await exchange(tp, {
-      subject_token: await subjectToken(tp),
-      resource: 'https://unknown.example.com',
-    });
-    expect(refused.status).to.equal(400);
-    const admin = await m2mToken(tp, CLIENTS.admin, `${READ_SCOPE} ${REVOKE_SCOPE}`);
-    const { items } = (await (
-      await fetch(`${tp.base}/api/impersonations?subject=bob`, { headers: { authorization: `Bearer ${admin}` } })
-    ).json()) as { items: Array<{ id: string }> };
-    await fetch(`${tp.base}/api/impersonations/${items[0]!.id}`, {
-      method: 'DELETE',
-      headers: { authorization: `Bearer ${admin}` },
-    });
+    await runFullFlow(tp);
   });
   after(async () => {
     await tp?.close();
