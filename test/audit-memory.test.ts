@@ -3,7 +3,7 @@ import { createMemoryAuditLog, EVENTS, type MemoryAuditLog } from '../lib/index.
 import { canonicalContent, rowFromContent, rowHash, type ChainedRow } from '../lib/audit/chain.js';
 import { API, CLIENTS, READ_SCOPE, startProvider, type TestProvider } from './support/provider.js';
 import { exchange, expectError, managementRequest, m2mToken, subjectToken } from './support/http.js';
-import { runFullFlow } from './support/impersonations.js';
+import { expectFullFlowTrail, runFullFlow, trailEvents } from './support/impersonations.js';
 
 describe('in-memory audit log: the same chain and verify() as the PostgreSQL log', function () {
   this.timeout(30_000);
@@ -144,27 +144,8 @@ describe('in-memory audit log: the same chain and verify() as the PostgreSQL log
 
   it('serves the trail at GET /api/impersonations/events, with its filters and paging', async () => {
     const admin = await m2mToken(tp, CLIENTS.admin, READ_SCOPE);
-    const get = async (query: string) => {
-      const response = await fetch(`${tp.base}/api/impersonations/events${query}`, {
-        headers: { authorization: `Bearer ${admin}` },
-      });
-      return { status: response.status, body: (await response.json()) as Record<string, unknown> };
-    };
-    const page = await get('?subject=bob&limit=3');
-    expect(page.status).to.equal(200);
-    const items = page.body['items'] as Array<{ seq: number; subject: string; event: string }>;
-    expect(items).to.have.length(3);
-    expect(items[0]!.seq).to.be.above(items[2]!.seq);
-    const next = await get(`?subject=bob&limit=3&cursor=${page.body['nextCursor'] as string}`);
-    expect((next.body['items'] as Array<{ seq: number }>)[0]!.seq).to.be.below(items[2]!.seq);
-    const exchanged = (await get('?actor=alice&since=2000-01-01T00:00:00Z')).body['items'] as Array<{
-      event: string;
-      context: unknown;
-    }>;
-    expect(exchanged.find((item) => item.event === EVENTS.exchangeSucceeded)!.context).to.deep.equal({
-      ticketId: 'T-1',
-      reason: 'invoices',
-    });
+    const get = (query: string) => trailEvents(tp, admin, query);
+    await expectFullFlowTrail(tp, admin);
     expect((await get('?cursor=AA')).status).to.equal(400);
     expect((await get('?limit=0')).status).to.equal(400);
   });

@@ -1,4 +1,5 @@
 import { expect } from 'chai';
+import { EVENTS } from '../../lib/index.js';
 import { API, CLIENTS, OPAQUE_API, READ_SCOPE, REVOKE_SCOPE, type TestProvider } from './provider.js';
 import {
   ACCESS_TOKEN,
@@ -110,4 +111,33 @@ export async function runFullFlow(tp: TestProvider): Promise<void> {
   const { items } = listed.body as { items: Array<{ id: string }> };
   const revoked = await revokeSession(tp, admin, items[0]!.id);
   expect(revoked.status, JSON.stringify(revoked.body)).to.equal(204);
+}
+
+/** The audit trail as the Management API serves it; `query` starts with `?` or is empty. */
+export function trailEvents(tp: TestProvider, token: string, query = ''): Promise<Reply> {
+  return apiRequest(tp, 'GET', `${SESSIONS}/events${query}`, token);
+}
+
+/**
+ * What the trail served after runFullFlow() says, whichever log keeps it:
+ * bob's rows newest first, three to a page, the next page older, and alice's
+ * exchange with the ticket it named.
+ */
+export async function expectFullFlowTrail(tp: TestProvider, token: string): Promise<void> {
+  const page = await trailEvents(tp, token, '?subject=bob&limit=3');
+  expect(page.status).to.equal(200);
+  const items = page.body['items'] as Array<{ seq: number; subject: string }>;
+  expect(items).to.have.length(3);
+  expect(items[0]!.seq).to.be.above(items[2]!.seq);
+  for (const item of items) expect(item.subject).to.equal('bob');
+  const next = await trailEvents(tp, token, `?subject=bob&limit=3&cursor=${page.body['nextCursor'] as string}`);
+  expect((next.body['items'] as Array<{ seq: number }>)[0]!.seq).to.be.below(items[2]!.seq);
+  const exchanged = (await trailEvents(tp, token, '?actor=alice&since=2000-01-01T00:00:00Z')).body['items'] as Array<{
+    event: string;
+    context: unknown;
+  }>;
+  expect(exchanged.find((item) => item.event === EVENTS.exchangeSucceeded)!.context).to.deep.equal({
+    ticketId: 'T-1',
+    reason: 'invoices',
+  });
 }
