@@ -1,15 +1,7 @@
 import { expect } from 'chai';
 import { API, CLIENTS, OPAQUE_API, READ_SCOPE, startProvider, type TestProvider } from './support/provider.js';
-import {
-  ACCESS_TOKEN,
-  apiRequest,
-  exchange,
-  expectError,
-  logout,
-  m2mToken,
-  subjectToken,
-  userSignIn,
-} from './support/http.js';
+import { apiRequest, expectError, logout, m2mToken, subjectToken, userSignIn } from './support/http.js';
+import { exchangeAsActor } from './support/impersonations.js';
 
 /**
  * The actor's sign-out ends the sessions it finds listed under that sign-in.
@@ -45,12 +37,11 @@ describe('an exchange in flight when its actor signs out', function () {
       let release!: () => void;
       gate = new Promise((resolve) => (release = resolve));
       const reached = new Promise<void>((resolve) => (entered = resolve));
-      const pending = exchange(tp, {
-        subject_token: await subjectToken(tp),
+      const pending = exchangeAsActor(tp, {
+        subjectToken: await subjectToken(tp),
+        actorToken: signedIn.accessToken,
         resource,
         scope,
-        actor_token: signedIn.accessToken,
-        actor_token_type: ACCESS_TOKEN,
       });
       await reached;
       await logout(tp, signedIn.cookies);

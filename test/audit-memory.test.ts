@@ -1,24 +1,9 @@
 import { expect } from 'chai';
 import { createMemoryAuditLog, EVENTS, type MemoryAuditLog } from '../lib/index.js';
 import { canonicalContent, rowFromContent, rowHash, type ChainedRow } from '../lib/audit/chain.js';
-import {
-  API,
-  CLIENTS,
-  OPAQUE_API,
-  READ_SCOPE,
-  REVOKE_SCOPE,
-  startProvider,
-  type TestProvider,
-} from './support/provider.js';
-import {
-  ACCESS_TOKEN,
-  exchange,
-  expectError,
-  managementRequest,
-  m2mToken,
-  subjectToken,
-  userAccessToken,
-} from './support/http.js';
+import { API, CLIENTS, READ_SCOPE, startProvider, type TestProvider } from './support/provider.js';
+import { exchange, expectError, managementRequest, m2mToken, subjectToken } from './support/http.js';
+import { expectFullFlowTrail, runFullFlow, trailEvents } from './support/impersonations.js';
 
 describe('in-memory audit log: the same chain and verify() as the PostgreSQL log', function () {
   this.timeout(30_000);
@@ -28,31 +13,7 @@ describe('in-memory audit log: the same chain and verify() as the PostgreSQL log
   before(async () => {
     log = createMemoryAuditLog();
     tp = await startProvider({ plugin: { auditLog: log, canImpersonate: ({ subject }) => subject !== 'admin' } });
-    // A full flow: creations, exchanges (JWT and opaque, with an actor), a refusal, a revocation.
-    const alice = await userAccessToken(tp, 'alice');
-    for (const resource of [API, OPAQUE_API, API]) {
-      const result = await exchange(tp, {
-        subject_token: await subjectToken(tp, { userId: 'bob', context: { ticketId: 'T-1', reason: 'invoices' } }),
-        resource,
-        actor_token: alice,
-        actor_token_type: ACCESS_TOKEN,
-      });
-      expect(result.status, JSON.stringify(result.body)).to.equal(200);
-    }
-    // A refusal of a subject token that exists is recorded (an unknown one's is not: see trail-flood.test.ts).
-    const refused = await exchange(tp, {
-      subject_token: await subjectToken(tp),
-      resource: 'https://unknown.example.com',
-    });
-    expect(refused.status).to.equal(400);
-    const admin = await m2mToken(tp, CLIENTS.admin, `${READ_SCOPE} ${REVOKE_SCOPE}`);
-    const { items } = (await (
-      await fetch(`${tp.base}/api/impersonations?subject=bob`, { headers: { authorization: `Bearer ${admin}` } })
-    ).json()) as { items: Array<{ id: string }> };
-    await fetch(`${tp.base}/api/impersonations/${items[0]!.id}`, {
-      method: 'DELETE',
-      headers: { authorization: `Bearer ${admin}` },
-    });
+    await runFullFlow(tp);
   });
   after(() => tp?.close());
 
@@ -183,27 +144,8 @@ describe('in-memory audit log: the same chain and verify() as the PostgreSQL log
 
   it('serves the trail at GET /api/impersonations/events, with its filters and paging', async () => {
     const admin = await m2mToken(tp, CLIENTS.admin, READ_SCOPE);
-    const get = async (query: string) => {
-      const response = await fetch(`${tp.base}/api/impersonations/events${query}`, {
-        headers: { authorization: `Bearer ${admin}` },
-      });
-      return { status: response.status, body: (await response.json()) as Record<string, unknown> };
-    };
-    const page = await get('?subject=bob&limit=3');
-    expect(page.status).to.equal(200);
-    const items = page.body['items'] as Array<{ seq: number; subject: string; event: string }>;
-    expect(items).to.have.length(3);
-    expect(items[0]!.seq).to.be.above(items[2]!.seq);
-    const next = await get(`?subject=bob&limit=3&cursor=${page.body['nextCursor'] as string}`);
-    expect((next.body['items'] as Array<{ seq: number }>)[0]!.seq).to.be.below(items[2]!.seq);
-    const exchanged = (await get('?actor=alice&since=2000-01-01T00:00:00Z')).body['items'] as Array<{
-      event: string;
-      context: unknown;
-    }>;
-    expect(exchanged.find((item) => item.event === EVENTS.exchangeSucceeded)!.context).to.deep.equal({
-      ticketId: 'T-1',
-      reason: 'invoices',
-    });
+    const get = (query: string) => trailEvents(tp, admin, query);
+    await expectFullFlowTrail(tp, admin);
     expect((await get('?cursor=AA')).status).to.equal(400);
     expect((await get('?limit=0')).status).to.equal(400);
   });

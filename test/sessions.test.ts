@@ -10,7 +10,6 @@ import {
   type TestProvider,
 } from './support/provider.js';
 import {
-  ACCESS_TOKEN,
   apiRequest as call,
   decodeJwt,
   exchange,
@@ -24,8 +23,14 @@ import {
   userSignIn,
   type Reply,
 } from './support/http.js';
-
-const SESSIONS = '/api/impersonations';
+import {
+  adminToken,
+  exchangeAsActor,
+  impersonate,
+  revokeSession,
+  SESSIONS,
+  type ImpersonationRequest,
+} from './support/impersonations.js';
 
 describe('impersonation sessions', () => {
   let tp: TestProvider;
@@ -46,7 +51,7 @@ describe('impersonation sessions', () => {
       },
     });
     alice = await userAccessToken(tp, 'alice');
-    admin = await m2mToken(tp, CLIENTS.admin, `${READ_SCOPE} ${REVOKE_SCOPE}`);
+    admin = await adminToken(tp);
     readOnly = await m2mToken(tp, CLIENTS.admin, READ_SCOPE);
     for (const name of [
       EVENTS.sessionRevoked,
@@ -60,31 +65,20 @@ describe('impersonation sessions', () => {
   });
   after(() => tp.close());
 
-  async function impersonate(
-    resource = API,
-    body: Record<string, unknown> = { userId: 'bob', context: { ticketId: 'T-1' } },
-    scope = 'profile:read',
-  ): Promise<{ token: string; session: string; reply: Reply }> {
-    const reply = await exchange(tp, {
-      subject_token: await subjectToken(tp, body),
-      resource,
-      scope,
-      actor_token: alice,
-      actor_token_type: ACCESS_TOKEN,
+  /** alice impersonates bob for ticket T-1 on API with profile:read, unless the test says otherwise. */
+  const impersonateAsAlice = (request: Partial<ImpersonationRequest> = {}) =>
+    impersonate(tp, {
+      actorToken: alice,
+      resource: API,
+      scope: 'profile:read',
+      subject: { userId: 'bob', context: { ticketId: 'T-1' } },
+      ...request,
     });
-    expect(reply.status, JSON.stringify(reply.body)).to.equal(200);
-    const token = reply.body['access_token'] as string;
-    const session =
-      resource === API
-        ? (decodeJwt(token)['impersonation_session'] as string)
-        : ((await introspect(tp, token))['impersonation_session'] as string);
-    return { token, session, reply };
-  }
 
   describe('a session per exchange', () => {
     it('names its session in the token and the success event, and lists it with who, whom, where and why', async () => {
       events.length = 0;
-      const { session } = await impersonate();
+      const { session } = await impersonateAsAlice();
       expect(session).to.match(/^imp_[A-Za-z0-9_-]{22}$/);
       const succeeded = events.find(([name]) => name === EVENTS.exchangeSucceeded)![1];
       expect(succeeded.sessionId).to.equal(session);
@@ -112,7 +106,11 @@ describe('impersonation sessions', () => {
     });
 
     it('backs an opaque token with a Grant: introspection shows act and the session', async () => {
-      const { token, session } = await impersonate(OPAQUE_API, { userId: 'bob' }, 'read');
+      const { token, session } = await impersonateAsAlice({
+        resource: OPAQUE_API,
+        subject: { userId: 'bob' },
+        scope: 'read',
+      });
       const introspection = await introspect(tp, token);
       expect(introspection).to.include({ active: true, sub: 'bob', impersonation_session: session });
       expect(introspection['act']).to.deep.equal({ sub: 'alice' });
@@ -125,7 +123,7 @@ describe('impersonation sessions', () => {
   describe('listing', () => {
     it('filters by subject, actor and client, and pages with limit and an opaque cursor', async () => {
       const mine = [];
-      for (let i = 0; i < 3; i += 1) mine.push((await impersonate(API, { userId: 'admin' })).session);
+      for (let i = 0; i < 3; i += 1) mine.push((await impersonateAsAlice({ subject: { userId: 'admin' } })).session);
       const seen: string[] = [];
       let cursor: string | null = null;
       do {
@@ -165,7 +163,7 @@ describe('impersonation sessions', () => {
 
   describe('who may call', () => {
     it('answers 401 without a token, 403 for a token without the scope each endpoint needs', async () => {
-      const { session } = await impersonate();
+      const { session } = await impersonateAsAlice();
       const creator = await m2mToken(tp);
       expectError(await call(tp, 'GET', SESSIONS), 401, 'invalid_token');
       expectError(await call(tp, 'GET', SESSIONS, 'not-a-token'), 401, 'invalid_token');
@@ -175,7 +173,7 @@ describe('impersonation sessions', () => {
         `Bearer error="insufficient_scope", scope="${READ_SCOPE}"`,
       );
       expectError(await call(tp, 'GET', `${SESSIONS}/${session}`, creator), 403, 'insufficient_scope');
-      expectError(await call(tp, 'DELETE', `${SESSIONS}/${session}`, readOnly), 403, 'insufficient_scope');
+      expectError(await revokeSession(tp, readOnly, session), 403, 'insufficient_scope');
       expectError(
         await call(tp, 'DELETE', `/api/subject-tokens/stid_AAAAAAAAAAAAAAAA`, readOnly),
         403,
@@ -187,7 +185,7 @@ describe('impersonation sessions', () => {
     it('answers 404 for an unknown or malformed session id', async () => {
       expectError(await call(tp, 'GET', `${SESSIONS}/imp_AAAAAAAAAAAAAAAAAAAAAA`, readOnly), 404, 'not_found');
       expectError(await call(tp, 'GET', `${SESSIONS}/nonsense`, readOnly), 404, 'not_found');
-      expectError(await call(tp, 'DELETE', `${SESSIONS}/imp_AAAAAAAAAAAAAAAAAAAAAA`, admin), 404, 'not_found');
+      expectError(await revokeSession(tp, admin, 'imp_AAAAAAAAAAAAAAAAAAAAAA'), 404, 'not_found');
     });
 
     it('never advertises the new scopes, nor lets an end-user flow carry them', async () => {
@@ -203,8 +201,8 @@ describe('impersonation sessions', () => {
   describe('revocation', () => {
     it('revokes a JWT session: 204, recorded with who and why, off the list, on the revocation feed, idempotent', async () => {
       events.length = 0;
-      const { session } = await impersonate();
-      const revoked = await call(tp, 'DELETE', `${SESSIONS}/${session}`, admin, { reason: 'ticket closed' });
+      const { session } = await impersonateAsAlice();
+      const revoked = await revokeSession(tp, admin, session, { reason: 'ticket closed' });
       expect(revoked.status, JSON.stringify(revoked.body)).to.equal(204);
       const read = await call(tp, 'GET', `${SESSIONS}/${session}`, readOnly);
       expect(read.body).to.include({
@@ -219,7 +217,7 @@ describe('impersonation sessions', () => {
       expect(feed.status).to.equal(200);
       expect((feed.body['revoked'] as Array<{ id: string }>).map((entry) => entry.id)).to.include(session);
 
-      expect((await call(tp, 'DELETE', `${SESSIONS}/${session}`, admin)).status).to.equal(204);
+      expect((await revokeSession(tp, admin, session)).status).to.equal(204);
       const revokedEvents = events.filter(([name]) => name === EVENTS.sessionRevoked).map(([, event]) => event);
       expect(revokedEvents).to.have.length(1);
       expect(revokedEvents[0]).to.include({
@@ -233,18 +231,20 @@ describe('impersonation sessions', () => {
     });
 
     it('revokes an opaque session: its token introspects active: false at once', async () => {
-      const { token, session } = await impersonate(OPAQUE_API, { userId: 'bob' }, 'read');
+      const { token, session } = await impersonateAsAlice({
+        resource: OPAQUE_API,
+        subject: { userId: 'bob' },
+        scope: 'read',
+      });
       expect((await introspect(tp, token))['active']).to.equal(true);
-      expect((await call(tp, 'DELETE', `${SESSIONS}/${session}`, admin)).status).to.equal(204);
+      expect((await revokeSession(tp, admin, session)).status).to.equal(204);
       expect(await introspect(tp, token)).to.deep.equal({ active: false });
     });
 
     it('reports a session stopped by ten concurrent DELETEs once', async () => {
       events.length = 0;
-      const { session } = await impersonate();
-      const replies = await Promise.all(
-        Array.from({ length: 10 }, () => call(tp, 'DELETE', `${SESSIONS}/${session}`, admin)),
-      );
+      const { session } = await impersonateAsAlice();
+      const replies = await Promise.all(Array.from({ length: 10 }, () => revokeSession(tp, admin, session)));
       expect(replies.map((reply) => reply.status)).to.deep.equal(Array(10).fill(204));
       expect(
         events.filter(([name, event]) => name === EVENTS.sessionRevoked && event.sessionId === session),
@@ -253,8 +253,8 @@ describe('impersonation sessions', () => {
 
     it('pages the revocation feed by limit (1 to 1000) through nextCursor, each stopped session once', async () => {
       for (let i = 0; i < 2; i += 1) {
-        const { session } = await impersonate();
-        expect((await call(tp, 'DELETE', `${SESSIONS}/${session}`, admin)).status).to.equal(204);
+        const { session } = await impersonateAsAlice();
+        expect((await revokeSession(tp, admin, session)).status).to.equal(204);
       }
       const ids = (body: Record<string, unknown>) =>
         (body['revoked'] as Array<{ id: string }>).map((entry) => entry.id);
@@ -278,19 +278,14 @@ describe('impersonation sessions', () => {
     });
 
     it('refuses a revocation body that is not { reason }', async () => {
-      const { session } = await impersonate();
+      const { session } = await impersonateAsAlice();
       expectError(
-        await call(tp, 'DELETE', `${SESSIONS}/${session}`, admin, { reason: 'x', by: 'me' }),
+        await revokeSession(tp, admin, session, { reason: 'x', by: 'me' }),
         400,
         'invalid_request',
         /unknown field: by/,
       );
-      expectError(
-        await call(tp, 'DELETE', `${SESSIONS}/${session}`, admin, { reason: '' }),
-        400,
-        'invalid_request',
-        /reason/,
-      );
+      expectError(await revokeSession(tp, admin, session, { reason: '' }), 400, 'invalid_request', /reason/);
       expect((await call(tp, 'GET', `${SESSIONS}/${session}`, readOnly)).body['state']).to.equal('active');
     });
   });
@@ -299,22 +294,11 @@ describe('impersonation sessions', () => {
     it('ends every impersonation started from that sign-in, JWT and opaque, and no other', async () => {
       events.length = 0;
       const signedIn = await userSignIn(tp, 'alice');
-      const started = async (resource: string, scope: string, actorToken: string) => {
-        const reply = await exchange(tp, {
-          subject_token: await subjectToken(tp),
-          resource,
-          scope,
-          actor_token: actorToken,
-          actor_token_type: ACCESS_TOKEN,
-        });
-        expect(reply.status, JSON.stringify(reply.body)).to.equal(200);
-        return reply.body['access_token'] as string;
-      };
-      const jwt = await started(API, 'profile:read', signedIn.accessToken);
-      const opaque = await started(OPAQUE_API, 'read', signedIn.accessToken);
-      const elsewhere = await started(API, 'profile:read', alice);
-      const jwtSession = decodeJwt(jwt)['impersonation_session'] as string;
-      const opaqueSession = (await introspect(tp, opaque))['impersonation_session'] as string;
+      const jwt = await impersonate(tp, { scope: 'profile:read', actorToken: signedIn.accessToken });
+      const opaque = await impersonate(tp, { resource: OPAQUE_API, scope: 'read', actorToken: signedIn.accessToken });
+      const elsewhere = await impersonate(tp, { scope: 'profile:read', actorToken: alice });
+      const jwtSession = jwt.session;
+      const opaqueSession = opaque.session;
 
       await logout(tp, signedIn.cookies);
       // The sessions end right after the logout request, not within it: wait up to a second.
@@ -327,13 +311,13 @@ describe('impersonation sessions', () => {
         reads = await read();
       }
       for (const reply of reads) expect(reply.body).to.include({ state: 'ended', endReason: 'actor_logout' });
-      expect(await introspect(tp, opaque)).to.deep.equal({ active: false });
+      expect(await introspect(tp, opaque.token)).to.deep.equal({ active: false });
       const feed = await call(tp, 'GET', `${SESSIONS}/revocations`);
       expect((feed.body['revoked'] as Array<{ id: string }>).map((entry) => entry.id)).to.include.members([
         jwtSession,
         opaqueSession,
       ]);
-      const other = decodeJwt(elsewhere)['impersonation_session'] as string;
+      const other = elsewhere.session;
       expect((await call(tp, 'GET', `${SESSIONS}/${other}`, readOnly)).body['state']).to.equal('active');
       const ended = events.filter(([name]) => name === EVENTS.sessionEnded).map(([, event]) => event.sessionId);
       expect(ended.sort()).to.deep.equal([jwtSession, opaqueSession].sort());
@@ -369,14 +353,16 @@ describe('impersonation sessions', () => {
 
   describe('a policy that narrows', () => {
     it('grants fewer scopes than asked, and the response says which', async () => {
-      const { reply, token } = await impersonate(API, { userId: 'bob' }, 'profile:read profile:write');
+      const { reply, token } = await impersonateAsAlice({
+        subject: { userId: 'bob' },
+        scope: 'profile:read profile:write',
+      });
       expect(reply.body['scope']).to.equal('profile:read');
       expect(decodeJwt(token)['scope']).to.equal('profile:read');
-      const allowed = await impersonate(
-        API,
-        { userId: 'bob', context: { writes: true } },
-        'profile:read profile:write',
-      );
+      const allowed = await impersonateAsAlice({
+        subject: { userId: 'bob', context: { writes: true } },
+        scope: 'profile:read profile:write',
+      });
       expect(allowed.reply.body['scope']).to.equal('profile:read profile:write');
     });
 
@@ -399,36 +385,14 @@ describe('actor freshness (step-up, RFC 9470)', function () {
       const signedInBefore = Date.now();
       const fresh = await userAccessToken(tp, 'alice');
       const subject = await subjectToken(tp);
-      expect(
-        (
-          await exchange(tp, {
-            subject_token: await subjectToken(tp),
-            resource: API,
-            actor_token: fresh,
-            actor_token_type: ACCESS_TOKEN,
-          })
-        ).status,
-      ).to.equal(200);
+      const first = await exchangeAsActor(tp, { subjectToken: await subjectToken(tp), actorToken: fresh });
+      expect(first.status).to.equal(200);
       await new Promise((resolve) => setTimeout(resolve, signedInBefore + (maxAge + 1.1) * 1000 - Date.now()));
-      const stale = await exchange(tp, {
-        subject_token: subject,
-        resource: API,
-        actor_token: fresh,
-        actor_token_type: ACCESS_TOKEN,
-      });
+      const stale = await exchangeAsActor(tp, { subjectToken: subject, actorToken: fresh });
       expectError(stale, 400, 'insufficient_user_authentication', /sign in again/);
       expect(stale.body['max_age']).to.equal(maxAge);
       const again = await userAccessToken(tp, 'alice');
-      expect(
-        (
-          await exchange(tp, {
-            subject_token: subject,
-            resource: API,
-            actor_token: again,
-            actor_token_type: ACCESS_TOKEN,
-          })
-        ).status,
-      ).to.equal(200);
+      expect((await exchangeAsActor(tp, { subjectToken: subject, actorToken: again })).status).to.equal(200);
     } finally {
       await tp.close();
     }
@@ -438,21 +402,11 @@ describe('actor freshness (step-up, RFC 9470)', function () {
     const tp = await startProvider({ plugin: { actorAuthentication: { acrValues: ['urn:example:mfa'] } } });
     try {
       const opaque = await userAccessToken(tp, 'alice');
-      const weak = await exchange(tp, {
-        subject_token: await subjectToken(tp),
-        resource: API,
-        actor_token: opaque,
-        actor_token_type: ACCESS_TOKEN,
-      });
+      const weak = await exchangeAsActor(tp, { subjectToken: await subjectToken(tp), actorToken: opaque });
       expectError(weak, 400, 'insufficient_user_authentication');
       expect(weak.body['acr_values']).to.equal('urn:example:mfa');
       const jwt = await userAccessToken(tp, 'alice', { scope: 'openid', resource: 'https://actor.example.com' });
-      const unknown = await exchange(tp, {
-        subject_token: await subjectToken(tp),
-        resource: API,
-        actor_token: jwt,
-        actor_token_type: ACCESS_TOKEN,
-      });
+      const unknown = await exchangeAsActor(tp, { subjectToken: await subjectToken(tp), actorToken: jwt });
       expectError(unknown, 400, 'insufficient_user_authentication');
     } finally {
       await tp.close();

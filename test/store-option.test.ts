@@ -4,7 +4,6 @@ import { createImpersonation, createMemoryAdapter } from '../lib/index.js';
 import { SESSION_MODEL } from '../lib/sessions/store.js';
 import { SUBJECT_TOKEN_MODEL } from '../lib/subject-tokens/store.js';
 import {
-  ACCESS_TOKEN,
   actorParams,
   apiRequest,
   decodeJwt,
@@ -21,20 +20,10 @@ import {
 import { assertRedisReachable, REDIS_URL, redisTestAdapter } from './support/adapter.js';
 import { QUIET_CONFIGURATION } from './support/keys.js';
 import { ADAPTERS } from './support/adapters.js';
-import {
-  API,
-  CLIENTS,
-  MANAGEMENT,
-  OPAQUE_API,
-  READ_SCOPE,
-  REVOKE_SCOPE,
-  startProvider,
-  type TestProvider,
-} from './support/provider.js';
+import { API, MANAGEMENT, OPAQUE_API, startProvider, type TestProvider } from './support/provider.js';
 import { TcpRelay } from './support/relay.js';
 import { createTypicalAdapter, type TypicalAdapterClass } from './support/typical-adapter.js';
-
-const SESSIONS = '/api/impersonations';
+import { adminToken, impersonate, revokeSession, SESSIONS } from './support/impersonations.js';
 
 /**
  * A deployment that keeps its own adapter (no consumeOnce, no sorted
@@ -120,7 +109,7 @@ describe('the store option: the provider keeps its own adapter', () => {
         Typical = createTypicalAdapter();
         tp = await startProvider({ adapter: Typical, plugin: { store: await open() } });
         alice = await userSignIn(tp, 'alice');
-        admin = await m2mToken(tp, CLIENTS.admin, `${READ_SCOPE} ${REVOKE_SCOPE}`);
+        admin = await adminToken(tp);
       });
       after(() => tp?.close());
 
@@ -155,7 +144,7 @@ describe('the store option: the provider keeps its own adapter', () => {
       });
 
       it("keeps subject tokens and sessions in the store, and only oidc-provider's models in the provider's adapter", async () => {
-        await impersonate(OPAQUE_API);
+        await impersonateOn(OPAQUE_API);
         expect(Typical.count(SUBJECT_TOKEN_MODEL)).to.equal(0);
         expect(Typical.count(SESSION_MODEL)).to.equal(0);
         expect(Typical.count('AccessToken'), 'opaque tokens live with the provider').to.be.greaterThan(0);
@@ -194,13 +183,11 @@ describe('the store option: the provider keeps its own adapter', () => {
       });
 
       it("lists and revokes sessions from the store; the revoked opaque token goes inactive in the provider's adapter", async () => {
-        const { token, session } = await impersonate(OPAQUE_API);
+        const { token, session } = await impersonateOn(OPAQUE_API);
         const listed = await apiRequest(tp, 'GET', `${SESSIONS}?subject=bob`, admin);
         expect(listed.status).to.equal(200);
         expect((listed.body['items'] as Array<{ id: string }>).map((item) => item.id)).to.include(session);
-        expect(
-          (await apiRequest(tp, 'DELETE', `${SESSIONS}/${session}`, admin, { reason: 'ticket closed' })).status,
-        ).to.equal(204);
+        expect((await revokeSession(tp, admin, session, { reason: 'ticket closed' })).status).to.equal(204);
         expect((await apiRequest(tp, 'GET', `${SESSIONS}/${session}`, admin)).body).to.include({ state: 'revoked' });
         expect(await introspect(tp, token)).to.deep.equal({ active: false });
       });
@@ -223,7 +210,7 @@ describe('the store option: the provider keeps its own adapter', () => {
 
       it('ends the sessions an actor started when the actor signs out', async () => {
         const actor = await userSignIn(tp, 'carol');
-        const { session } = await impersonate(API, actor.accessToken);
+        const { session } = await impersonateOn(API, actor.accessToken);
         await logout(tp, actor.cookies);
         const read = await waitFor(async () => {
           const current = await apiRequest(tp, 'GET', `${SESSIONS}/${session}`, admin);
@@ -232,24 +219,9 @@ describe('the store option: the provider keeps its own adapter', () => {
         expect(read.body).to.include({ state: 'ended' });
       });
 
-      async function impersonate(
-        resource: string,
-        actorToken = alice.accessToken,
-      ): Promise<{ token: string; session: string }> {
-        const reply = await exchange(tp, {
-          subject_token: await subjectToken(tp),
-          resource,
-          ...(resource === API ? { scope: 'profile:read' } : { scope: 'read' }),
-          actor_token: actorToken,
-          actor_token_type: ACCESS_TOKEN,
-        });
-        expect(reply.status, JSON.stringify(reply.body)).to.equal(200);
-        const token = reply.body['access_token'] as string;
-        const session =
-          resource === API
-            ? (decodeJwt(token)['impersonation_session'] as string)
-            : ((await introspect(tp, token))['impersonation_session'] as string);
-        return { token, session };
+      /** alice (unless another actor is named) impersonates bob on `resource`, with the scope it grants to read. */
+      function impersonateOn(resource: string, actorToken = alice.accessToken) {
+        return impersonate(tp, { actorToken, resource, scope: resource === API ? 'profile:read' : 'read' });
       }
     });
   }

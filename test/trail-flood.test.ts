@@ -2,17 +2,9 @@ import { randomBytes } from 'node:crypto';
 import { expect } from 'chai';
 import { createMemoryAuditLog, EVENTS, type MemoryAuditLog } from '../lib/index.js';
 import { REFUSALS_RECORDED_PER_SUBJECT_TOKEN } from '../lib/exchange/refusals.js';
-import { API, CLIENTS, READ_SCOPE, REVOKE_SCOPE, startProvider, type TestProvider } from './support/provider.js';
-import {
-  ACCESS_TOKEN,
-  apiRequest,
-  decodeJwt,
-  exchange,
-  expectError,
-  m2mToken,
-  subjectToken,
-  userAccessToken,
-} from './support/http.js';
+import { API, CLIENTS, startProvider, type TestProvider } from './support/provider.js';
+import { ACCESS_TOKEN, apiRequest, exchange, expectError, subjectToken, userAccessToken } from './support/http.js';
+import { adminToken, exchangeAsActor, impersonate, revokeSession } from './support/impersonations.js';
 
 /** Small, so that the flood below would fill it many times over if refusals were all written. */
 const MAX_ROWS = 60;
@@ -31,13 +23,9 @@ describe('the audit trail under a flood of refused exchanges', function () {
   });
   afterEach(() => tp.close());
 
-  function impersonate(token: string, actorToken = alice) {
-    return exchange(tp, {
-      subject_token: token,
-      resource: API,
-      actor_token: actorToken,
-      actor_token_type: ACCESS_TOKEN,
-    });
+  /** alice redeems `token` on API. */
+  function redeemAsAlice(token: string) {
+    return exchangeAsActor(tp, { subjectToken: token, actorToken: alice });
   }
 
   /** What an anonymous caller sends: a public client's id, no actor token, no credential of any kind. */
@@ -65,7 +53,7 @@ describe('the audit trail under a flood of refused exchanges', function () {
 
   it(`writes ${REFUSALS_RECORDED_PER_SUBJECT_TOKEN} refusals of a used subject token, however often it is replayed, and the next impersonation succeeds`, async () => {
     const used = await subjectToken(tp);
-    expect((await impersonate(used)).status).to.equal(200);
+    expect((await redeemAsAlice(used)).status).to.equal(200);
     const before = trail.rows.length;
 
     const replays = await inBatches(FLOOD, () => anonymous(used));
@@ -79,7 +67,7 @@ describe('the audit trail under a flood of refused exchanges', function () {
     await inBatches(50, () => exchange(tp, { subject_token: live, resource: 'https://unknown.example.com' }));
     expect(trail.rows.length).to.be.at.most(before + 1 + 2 * REFUSALS_RECORDED_PER_SUBJECT_TOKEN);
 
-    const next = await impersonate(await subjectToken(tp));
+    const next = await redeemAsAlice(await subjectToken(tp));
     expect(next.status, JSON.stringify(next.body)).to.equal(200);
     expect((await trail.verify()).ok).to.equal(true);
   });
@@ -101,11 +89,12 @@ describe('the audit trail under a flood of refused exchanges', function () {
   });
 
   it("the customer's view lists every access and every stop, whatever follows them", async () => {
-    const admin = await m2mToken(tp, CLIENTS.admin, `${READ_SCOPE} ${REVOKE_SCOPE}`);
-    const started = await impersonate(await subjectToken(tp, { userId: 'bob', context: { ticketId: 'T-1' } }));
-    expect(started.status).to.equal(200);
-    const session = decodeJwt(started.body['access_token'] as string)['impersonation_session'] as string;
-    expect((await apiRequest(tp, 'DELETE', `/api/impersonations/${session}`, admin)).status).to.equal(204);
+    const admin = await adminToken(tp);
+    const { session } = await impersonate(tp, {
+      actorToken: alice,
+      subject: { userId: 'bob', context: { ticketId: 'T-1' } },
+    });
+    expect((await revokeSession(tp, admin, session)).status).to.equal(204);
     // More rows about bob than a page holds: creations by the backend, which is authenticated.
     for (let created = 0; created < 25; created += 1) await subjectToken(tp, { userId: 'bob' });
 

@@ -141,8 +141,3 @@ export async function closeTestAdapters(): Promise<void> {
     client.disconnect();
   }
 }
-
-// A root-level hook (mocha is loading a spec file when this module first runs):
-// open connections would otherwise outlive the run. Not under mocha (the
-// multi-process children), `after` is not defined.
-if (typeof after === 'function') after(closeTestAdapters);

@@ -59,16 +59,21 @@ export const ADAPTERS: readonly AdapterKind[] = [
   },
 ];
 
-/**
- * The adapter every test provider runs on: the memory adapter by default;
- * `TEST_ADAPTER` names another entry of ADAPTERS for the whole suite.
- */
-export async function testAdapter(): Promise<ImpersonationAdapterClass> {
-  const id = process.env['TEST_ADAPTER'] ?? 'memory';
+/** The entry of ADAPTERS that `id` names (as `TEST_ADAPTER` does). */
+export function adapterKind(id: string): AdapterKind {
   const kind = ADAPTERS.find((candidate) => candidate.id === id);
   if (!kind) {
     const ids = ADAPTERS.map((candidate) => candidate.id).join(', ');
     throw new Error(`TEST_ADAPTER must be one of ${ids}, not ${id}`);
   }
-  return kind.open();
+  return kind;
+}
+
+/**
+ * The adapter the suite runs its providers on: the memory adapter unless
+ * `TEST_ADAPTER` names another entry of ADAPTERS. The one place that reads
+ * the variable; helpers are given the kind or the adapter.
+ */
+export function suiteAdapterKind(): AdapterKind {
+  return adapterKind(process.env['TEST_ADAPTER'] ?? 'memory');
 }

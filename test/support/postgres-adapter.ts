@@ -7,7 +7,7 @@ import {
 import type { AdapterUnderTest } from './adapter-contract.js';
 import { DATABASE_URL, testSchema } from './postgres.js';
 
-/** One schema for every PostgreSQL adapter of this run (dropped by postgres.ts's root hook), a table per adapter. */
+/** One schema for every PostgreSQL adapter of this run (dropped after the run by run-cleanup.ts), a table per adapter. */
 let runSchema: Promise<string> | undefined;
 /** The run's pool: providers on PostgreSQL share it, so that a long run holds ten connections, not ten per provider. */
 let sharedPool: pg.Pool | undefined;
@@ -101,7 +101,7 @@ export async function postgresUnderTest(): Promise<AdapterUnderTest> {
   };
 }
 
-/** Stops every test adapter's sweep and closes the run's connections; the schema goes with postgres.ts's hook. */
+/** Stops every test adapter's sweep and closes the run's connections; the schema goes with dropTestSchemas(). */
 export async function closePostgresTestAdapters(): Promise<void> {
   const adapters = opened.splice(0);
   await Promise.all(adapters.map((Adapter) => Adapter.close().catch(() => {})));
@@ -109,5 +109,3 @@ export async function closePostgresTestAdapters(): Promise<void> {
   sharedPool = undefined;
   await pool?.end().catch(() => {});
 }
-
-if (typeof after === 'function') after(closePostgresTestAdapters);

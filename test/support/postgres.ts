@@ -3,7 +3,7 @@ import pg from 'pg';
 
 export const DATABASE_URL = process.env['DATABASE_URL'] ?? 'postgres://postgres@127.0.0.1:5432/test';
 
-/** A schema of this run's own; the root hook below drops every schema the run made. */
+/** A schema of this run's own; dropTestSchemas() (run-cleanup.ts, after the run) drops every schema the run made. */
 const made: string[] = [];
 
 export async function testSchema(): Promise<string> {
@@ -26,7 +26,8 @@ export async function testSchema(): Promise<string> {
   return schema;
 }
 
-async function dropSchemas(): Promise<void> {
+/** Drops every schema testSchema() made in this process. */
+export async function dropTestSchemas(): Promise<void> {
   const schemas = made.splice(0);
   if (!schemas.length) return;
   const client = new pg.Client({ connectionString: DATABASE_URL });
@@ -39,5 +40,3 @@ async function dropSchemas(): Promise<void> {
     await client.end().catch(() => {});
   }
 }
-
-if (typeof after === 'function') after(dropSchemas);

@@ -4,7 +4,7 @@ import {
   type FixtureProviderOptions,
 } from '../../fixtures/provider.js';
 import type { MemoryAdapterClass } from '../../lib/index.js';
-import { testAdapter } from './adapters.js';
+import { suiteAdapterKind, type AdapterKind } from './adapters.js';
 
 export {
   ACCESS_TOKEN,
@@ -27,9 +27,16 @@ export {
 export type TestProvider = FixtureProvider;
 export type TestProviderOptions = FixtureProviderOptions;
 
-/** The shared provider (fixtures/provider.ts), on the adapter TEST_ADAPTER names unless the test gives one. */
-export async function startProvider(options: TestProviderOptions = {}): Promise<TestProvider> {
-  return startFixtureProvider({ ...options, adapter: options.adapter ?? (await testAdapter()) });
+/**
+ * The shared provider (fixtures/provider.ts) on `options.adapter`, or else on
+ * a new deployment of `kind`: the suite's adapter (TEST_ADAPTER) unless the
+ * caller names another.
+ */
+export async function startProvider(
+  options: TestProviderOptions = {},
+  kind: AdapterKind = suiteAdapterKind(),
+): Promise<TestProvider> {
+  return startFixtureProvider({ ...options, adapter: options.adapter ?? (await kind.open()) });
 }
 
 export type { MemoryAdapterClass };
