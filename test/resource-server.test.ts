@@ -308,6 +308,7 @@ describe('resource-server helper: freshness counts from the start of a read, ove
       (error: Error) => error.name,
     );
     expect(first).to.equal('AbortError');
-    expect(Date.now() - started).to.be.below(SLOW_PAGE);
+    // Sooner than the read's two slow pages could have come back (a loaded machine may add some delay to the abort).
+    expect(Date.now() - started).to.be.below(2 * SLOW_PAGE);
   });
 });
