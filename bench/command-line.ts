@@ -63,7 +63,14 @@ const SMOKE_CONFIGURATIONS: readonly Configuration[] = [
 ];
 
 /** The flags that narrow a smoke run down from SMOKE_CONFIGURATIONS to the configurations they pick. */
-const NARROWING_SMOKE = ['--memory-only', '--redis-only', '--audit-only', '--deployment-only', '--no-deployment'];
+const NARROWING_SMOKE = [
+  '--memory-only',
+  '--redis-only',
+  '--postgres-only',
+  '--audit-only',
+  '--deployment-only',
+  '--no-deployment',
+];
 
 export function parseSettings(argv: readonly string[], env: NodeJS.ProcessEnv = process.env): Settings {
   const value = (name: string): string | undefined => {
