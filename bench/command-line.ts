@@ -4,6 +4,7 @@
  */
 import type { AdapterKind } from './protocol.js';
 import { SCENARIOS, isScenario, type ScenarioName } from './scenarios.js';
+import { serviceUrls, type ServiceUrls } from './stores.js';
 
 /**
  * One provider to measure: its store, and whether it is set up as a
@@ -20,7 +21,7 @@ export interface Configuration {
   name: string;
 }
 
-export interface Settings {
+export interface Settings extends ServiceUrls {
   smoke: boolean;
   rounds: number;
   duration: number;
@@ -33,8 +34,6 @@ export interface Settings {
   /** Subject tokens for the heap measurement; 0 skips it. */
   memoryCount: number;
   verifierCount: number;
-  redisUrl: string;
-  databaseUrl: string;
 }
 
 const DEPLOYMENT_SCENARIOS: readonly ScenarioName[] = ['baseline', 'create', 'exchange-actor'];
@@ -91,8 +90,7 @@ export function parseSettings(argv: readonly string[], env: NodeJS.ProcessEnv = 
     cpuProf: argv.includes('--cpu-prof'),
     memoryCount: argv.includes('--skip-memory') ? 0 : smoke ? 5_000 : 100_000,
     verifierCount: smoke ? 2_000 : 20_000,
-    redisUrl: env['REDIS_URL'] ?? 'redis://127.0.0.1:6379',
-    databaseUrl: env['DATABASE_URL'] ?? 'postgres://postgres@127.0.0.1:5432/test',
+    ...serviceUrls(env),
   };
   if (!Number.isSafeInteger(settings.rounds) || settings.rounds < 1)
     throw new TypeError('--rounds must be a positive integer');

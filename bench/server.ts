@@ -14,7 +14,7 @@
  * fork() it also reports it over IPC, answers `stats` (CPU time, memory, the
  * memory adapter's size and evictions) and exits on `close`.
  */
-import { readdirSync, readFileSync } from 'node:fs';
+import { readdirSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import { Session } from 'node:inspector/promises';
 import { createMemoryAdapter, type MemoryAdapterClass } from '../lib/index.js';
@@ -23,6 +23,7 @@ import { createPostgresAdapter, type PostgresAdapterClass } from '../lib/adapter
 import { createPostgresAuditLog } from '../lib/audit-postgres/index.js';
 import { startProvider } from '../fixtures/provider.js';
 import { deploymentSetup } from './deployment.js';
+import { readStat } from './proc-stat.js';
 import type { AdapterKind, ParentMessage, ServerMessage, ServerStats } from './protocol.js';
 
 const DATABASE_URL = process.env['DATABASE_URL'] ?? 'postgres://postgres@127.0.0.1:5432/test';
@@ -84,9 +85,6 @@ async function shutdown(): Promise<void> {
   process.exit(0);
 }
 
-/** Clock ticks per second of /proc's utime and stime (USER_HZ, 100 on Linux). */
-const TICKS_PER_SECOND = 100;
-
 /**
  * CPU seconds of the main thread and of V8's helpers. libuv names its pool
  * threads `libuv-worker` (where jose's WebCrypto signatures run; their share
@@ -99,11 +97,7 @@ function threadCpu(): ServerStats['threads'] {
     const threads = { main: 0, v8: 0 };
     let poolNamed = false;
     for (const tid of readdirSync('/proc/self/task')) {
-      // The fields after the parenthesised name: utime and stime are the 12th and 13th.
-      const stat = readFileSync(`/proc/self/task/${tid}/stat`, 'utf8');
-      const name = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
-      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      const seconds = (Number(fields[11]) + Number(fields[12])) / TICKS_PER_SECOND;
+      const { name, cpuSeconds: seconds } = readStat(`/proc/self/task/${tid}/stat`);
       if (Number(tid) === process.pid) threads.main += seconds;
       else if (name === 'libuv-worker') poolNamed = true;
       else threads.v8 += seconds;
