@@ -1,4 +1,5 @@
 /** The command line of bench/scale-out.ts: its flags and their defaults. */
+import { flagValue, positiveInteger, windowSeconds } from './flags.js';
 import type { AdapterKind } from './protocol.js';
 import { STORES, serviceUrls, type ServiceUrls } from './stores.js';
 
@@ -16,23 +17,13 @@ export interface ScaleOutSettings extends ServiceUrls {
 }
 
 export function parseScaleOutSettings(argv: readonly string[], env: NodeJS.ProcessEnv = process.env): ScaleOutSettings {
-  const value = (name: string): string | undefined => {
-    const index = argv.indexOf(name);
-    return index >= 0 ? argv[index + 1] : undefined;
-  };
-  const settings: ScaleOutSettings = {
-    duration: Number(value('--duration') ?? 5),
-    connections: Number(value('--connections') ?? 16),
-    stores: storesOf(value('--stores') ?? 'redis,postgres,memory+pg-audit'),
+  return {
+    duration: windowSeconds(argv, 5),
+    connections: positiveInteger(argv, '--connections', 16),
+    stores: storesOf(flagValue(argv, '--stores') ?? 'redis,postgres,memory+pg-audit'),
     help: argv.includes('--help'),
     ...serviceUrls(env),
   };
-  // autocannon checks its deadline once a second: a window is a whole number of seconds.
-  if (!Number.isSafeInteger(settings.duration) || settings.duration < 1)
-    throw new TypeError('--duration must be a positive integer (seconds)');
-  if (!Number.isSafeInteger(settings.connections) || settings.connections < 1)
-    throw new TypeError('--connections must be a positive integer');
-  return settings;
 }
 
 /** --stores' comma-separated stores; an unknown name is an error. */
