@@ -25,6 +25,7 @@
  * sent); its own: scale-out-command-line.ts (flags) and store-cpu.ts.
  */
 import { availableParallelism } from 'node:os';
+import { runCommand } from './command.js';
 import { fire, type RequestSpec, type RunRecord } from './load.js';
 import type { AdapterKind } from './protocol.js';
 import { baselineRequest, creationRequest, exchangeRequest, obtainCredentials, type Credentials } from './requests.js';
@@ -158,11 +159,11 @@ function table(measurements: readonly Measurement[]): string[] {
   return lines;
 }
 
-async function main(argv: readonly string[]): Promise<void> {
+async function main(argv: readonly string[]): Promise<string[]> {
   const settings = parseScaleOutSettings(argv);
   if (settings.help) {
     console.log(SCALE_OUT_USAGE);
-    return;
+    return [];
   }
   console.log(
     `scale-out: ${new Date().toISOString()}, node ${process.version}, ${availableParallelism()} cores, ` +
@@ -185,15 +186,7 @@ async function main(argv: readonly string[]): Promise<void> {
   }
   for (const line of ['', ...table(measurements)]) console.log(line);
   const failed = measurements.reduce((sum, m) => sum + m.failed, 0);
-  if (failed) {
-    console.error(`ERROR: ${failed} requests failed`);
-    process.exitCode = 1;
-  }
+  return failed ? [`${failed} requests failed`] : [];
 }
 
-try {
-  await main(process.argv.slice(2));
-} catch (error) {
-  console.error('scale-out failed:', error);
-  process.exitCode = 1;
-}
+await runCommand('scale-out', main);
