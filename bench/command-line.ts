@@ -2,8 +2,10 @@
  * The command line of `npm run bench` (bench/run.ts): its flags and their
  * defaults, and the providers they pick.
  */
+import { flagValue, positiveInteger, windowSeconds } from './flags.js';
 import type { AdapterKind } from './protocol.js';
 import { SCENARIOS, isScenario, type ScenarioName } from './scenarios.js';
+import { serviceUrls, type ServiceUrls } from './stores.js';
 
 /**
  * One provider to measure: its store, and whether it is set up as a
@@ -20,7 +22,7 @@ export interface Configuration {
   name: string;
 }
 
-export interface Settings {
+export interface Settings extends ServiceUrls {
   smoke: boolean;
   rounds: number;
   duration: number;
@@ -33,8 +35,6 @@ export interface Settings {
   /** Subject tokens for the heap measurement; 0 skips it. */
   memoryCount: number;
   verifierCount: number;
-  redisUrl: string;
-  databaseUrl: string;
 }
 
 const DEPLOYMENT_SCENARIOS: readonly ScenarioName[] = ['baseline', 'create', 'exchange-actor'];
@@ -63,38 +63,32 @@ const SMOKE_CONFIGURATIONS: readonly Configuration[] = [
 ];
 
 /** The flags that narrow a smoke run down from SMOKE_CONFIGURATIONS to the configurations they pick. */
-const NARROWING_SMOKE = ['--memory-only', '--redis-only', '--audit-only', '--deployment-only', '--no-deployment'];
+const NARROWING_SMOKE = [
+  '--memory-only',
+  '--redis-only',
+  '--postgres-only',
+  '--audit-only',
+  '--deployment-only',
+  '--no-deployment',
+];
 
 export function parseSettings(argv: readonly string[], env: NodeJS.ProcessEnv = process.env): Settings {
-  const value = (name: string): string | undefined => {
-    const index = argv.indexOf(name);
-    return index >= 0 ? argv[index + 1] : undefined;
-  };
   const smoke = argv.includes('--smoke');
-  const settings: Settings = {
+  return {
     smoke,
-    rounds: Number(value('--rounds') ?? (smoke ? 1 : 6)),
-    duration: Number(value('--duration') ?? (smoke ? 1 : 3)),
+    rounds: positiveInteger(argv, '--rounds', smoke ? 1 : 6),
+    duration: windowSeconds(argv, smoke ? 1 : 3),
     // The smoke run skips the warm-up: it keeps the script working, its numbers mean little.
     warmup: smoke ? 0 : 2,
-    connections: Number(value('--connections') ?? 16),
+    connections: positiveInteger(argv, '--connections', 16),
     configurations: configurationsOf(argv),
-    only: scenariosOf(value('--only')),
+    only: scenariosOf(flagValue(argv, '--only')),
     profile: argv.includes('--profile'),
     cpuProf: argv.includes('--cpu-prof'),
     memoryCount: argv.includes('--skip-memory') ? 0 : smoke ? 5_000 : 100_000,
     verifierCount: smoke ? 2_000 : 20_000,
-    redisUrl: env['REDIS_URL'] ?? 'redis://127.0.0.1:6379',
-    databaseUrl: env['DATABASE_URL'] ?? 'postgres://postgres@127.0.0.1:5432/test',
+    ...serviceUrls(env),
   };
-  if (!Number.isSafeInteger(settings.rounds) || settings.rounds < 1)
-    throw new TypeError('--rounds must be a positive integer');
-  if (!Number.isSafeInteger(settings.connections) || settings.connections < 1)
-    throw new TypeError('--connections must be a positive integer');
-  // autocannon checks its deadline once a second: a window is a whole number of seconds.
-  if (!Number.isSafeInteger(settings.duration) || settings.duration < 1)
-    throw new TypeError('--duration must be a positive integer (seconds)');
-  return settings;
 }
 
 /** --only's comma-separated scenarios; an unknown name is an error. */

@@ -16,18 +16,11 @@ import type { StoreServerOptions } from './stores.js';
 import { TokenPool, tokensNeeded } from './token-pool.js';
 import { timedWindow, type WindowResult } from './window.js';
 
-export interface ScenarioTotals {
+/** A scenario's windows: each one's run, the CPU figures of WindowResult summed over them. */
+export interface ScenarioTotals extends Omit<WindowResult, 'run'> {
   runs: RunRecord[];
   /** Each window's rate over the mean of the baseline windows just before and after it. */
   pairedRatios: number[];
-  /** Provider CPU seconds (all its threads) used during the timed windows. */
-  serverCpu: number;
-  /** Of serverCpu, the main thread's (NaN without /proc). */
-  mainCpu: number;
-  /** Of serverCpu, that of V8's helper threads: concurrent GC and compilation (NaN without /proc). */
-  v8Cpu: number;
-  /** CPU seconds the rest of the machine used meanwhile (Redis, other processes); NaN off Linux. */
-  otherCpu: number;
 }
 
 export interface ConfigurationResult {

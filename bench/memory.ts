@@ -61,40 +61,14 @@ export async function measureMemory(count: number): Promise<MemoryResult> {
   const store = new SubjectTokenStore(new Adapter(SUBJECT_TOKEN_MODEL));
   const empty = settle();
 
-  let first = '';
-  const started = performance.now();
-  for (let i = 0; i < count; i += 1) {
-    const { value } = await store.create({
-      subject: `user-${i % 5000}`,
-      context: { ticketId: `T-${100000 + i}`, reason: 'checkout fails' },
-      createdBy: 'impersonation-backend',
-      ttl: 60,
-    });
-    if (i === 0) first = value;
-  }
-  const createsPerSecond = count / ((performance.now() - started) / 1000);
+  const { first, createsPerSecond } = await fill(store, count);
   const after = settle();
 
   const heapBytes = after.heapUsed - before.heapUsed;
   const arrayBufferBytes = after.arrayBuffers - before.arrayBuffers;
   const preallocated = empty.heapUsed - before.heapUsed + (empty.arrayBuffers - before.arrayBuffers);
 
-  // The bound: 1% more tokens than fit. None is made room for; each is refused.
-  const overflow = Math.max(1, Math.ceil(count / 100));
-  let refusedWhenFull = 0;
-  for (let i = 0; i < overflow; i += 1) {
-    try {
-      await store.create({
-        subject: 'bob',
-        context: { ticketId: `T-overflow-${i}` },
-        createdBy: 'impersonation-backend',
-        ttl: 60,
-      });
-    } catch (error) {
-      if ((error as { status?: number }).status !== 503) throw error;
-      refusedWhenFull += 1;
-    }
-  }
+  const { overflow, refusedWhenFull } = await overfill(store, count);
   const oldestTokenState = (await store.find(first)).state;
 
   return {
@@ -112,6 +86,45 @@ export async function measureMemory(count: number): Promise<MemoryResult> {
     onEvictCalls: evictions,
     oldestTokenState,
   };
+}
+
+/** `count` subject tokens created as the Management API creates them; the first one's value and the rate. */
+async function fill(store: SubjectTokenStore, count: number): Promise<{ first: string; createsPerSecond: number }> {
+  let first = '';
+  const started = performance.now();
+  for (let i = 0; i < count; i += 1) {
+    const { value } = await store.create({
+      subject: `user-${i % 5000}`,
+      context: { ticketId: `T-${100000 + i}`, reason: 'checkout fails' },
+      createdBy: 'impersonation-backend',
+      ttl: 60,
+    });
+    if (i === 0) first = value;
+  }
+  return { first, createsPerSecond: count / ((performance.now() - started) / 1000) };
+}
+
+/** The bound: 1% more tokens than fit. None is made room for; each is refused with a 503. */
+async function overfill(
+  store: SubjectTokenStore,
+  count: number,
+): Promise<{ overflow: number; refusedWhenFull: number }> {
+  const overflow = Math.max(1, Math.ceil(count / 100));
+  let refusedWhenFull = 0;
+  for (let i = 0; i < overflow; i += 1) {
+    try {
+      await store.create({
+        subject: 'bob',
+        context: { ticketId: `T-overflow-${i}` },
+        createdBy: 'impersonation-backend',
+        ttl: 60,
+      });
+    } catch (error) {
+      if ((error as { status?: number }).status !== 503) throw error;
+      refusedWhenFull += 1;
+    }
+  }
+  return { overflow, refusedWhenFull };
 }
 
 export function describeMemory(result: MemoryResult): string[] {

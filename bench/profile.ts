@@ -69,65 +69,106 @@ export interface SummaryOptions {
   top?: number;
 }
 
+/** Microseconds of main-thread time added up over the profiles of one summary. */
+interface Tally {
+  /** Self time per package (bucketOf). */
+  byBucket: Map<string, number>;
+  /** Self time per function (frameKey). */
+  byFunction: Map<string, number>;
+  /** Inclusive time per plugin function. */
+  inclusive: Map<string, number>;
+  /** All self time counted. */
+  total: number;
+  /** Seconds the profiles spanned. */
+  seconds: number;
+}
+
+function add(map: Map<string, number>, key: string, micros: number): void {
+  map.set(key, (map.get(key) ?? 0) + micros);
+}
+
 /** Self and inclusive times of one or more profiles (e.g. every window of one scenario), added up. */
 export function summarizeProfile(files: string | string[], { requests, top = 20 }: SummaryOptions = {}): string[] {
-  const byBucket = new Map<string, number>();
-  const byFunction = new Map<string, number>();
-  const inclusive = new Map<string, number>();
-  let total = 0;
-  let seconds = 0;
-  const add = (map: Map<string, number>, key: string, micros: number): void => {
-    map.set(key, (map.get(key) ?? 0) + micros);
-  };
-
+  const tally: Tally = { byBucket: new Map(), byFunction: new Map(), inclusive: new Map(), total: 0, seconds: 0 };
   for (const file of Array.isArray(files) ? files : [files]) {
     const profile = JSON.parse(readFileSync(file, 'utf8')) as CpuProfile;
-    seconds += (profile.endTime - profile.startTime) / 1e6;
+    tally.seconds += (profile.endTime - profile.startTime) / 1e6;
     const byId = new Map(profile.nodes.map((node) => [node.id, node]));
-    // The bench's own work in the provider (answering stats, stopping and
-    // serializing this very profile) is left out.
-    const ours = new Set<number>();
-    const markOurs = (node: ProfileNode, inside: boolean): void => {
-      const mine = inside || bucketOf(node.callFrame) === 'bench';
-      if (mine) ours.add(node.id);
-      for (const child of node.children ?? []) markOurs(byId.get(child)!, mine);
-    };
-    markOurs(profile.nodes[0]!, false);
-    const self = new Map<number, number>();
-    // timeDeltas[i] is the time since the previous sample; charge it to the sample it ends.
-    for (let index = 0; index < profile.samples.length; index += 1) {
-      const id = profile.samples[index]!;
-      if (ours.has(id)) continue;
-      self.set(id, (self.get(id) ?? 0) + (profile.timeDeltas[index] ?? 0));
-    }
-    for (const [id, micros] of self) {
-      total += micros;
-      const frame = byId.get(id)!.callFrame;
-      add(byBucket, bucketOf(frame), micros);
-      if (!SPECIAL.has(frame.functionName)) add(byFunction, frameKey(frame), micros);
-    }
-
-    // Inclusive time of the plugin's functions, counted once per stack even when one recurses.
-    const totalOf = new Map<number, number>();
-    const computeTotal = (node: ProfileNode): number => {
-      let sum = self.get(node.id) ?? 0;
-      for (const child of node.children ?? []) sum += computeTotal(byId.get(child)!);
-      totalOf.set(node.id, sum);
-      return sum;
-    };
-    const root = profile.nodes[0]!;
-    computeTotal(root);
-    const walk = (node: ProfileNode, onStack: Set<string>): void => {
-      const key = frameKey(node.callFrame);
-      const fresh = !onStack.has(key);
-      if (fresh && bucketOf(node.callFrame) === 'plugin (lib/)') add(inclusive, key, totalOf.get(node.id)!);
-      if (fresh) onStack.add(key);
-      for (const child of node.children ?? []) walk(byId.get(child)!, onStack);
-      if (fresh) onStack.delete(key);
-    };
-    walk(root, new Set());
+    const self = selfTimes(profile, benchNodes(profile, byId));
+    addSelfTimes(tally, byId, self);
+    addPluginInclusiveTimes(tally, profile, byId, self);
   }
+  return summaryLines(tally, requests, top);
+}
 
+/**
+ * The bench's own work in the provider (answering stats, stopping and
+ * serializing this very profile): every node under a bench frame, to be left out.
+ */
+function benchNodes(profile: CpuProfile, byId: Map<number, ProfileNode>): Set<number> {
+  const ours = new Set<number>();
+  const markOurs = (node: ProfileNode, inside: boolean): void => {
+    const mine = inside || bucketOf(node.callFrame) === 'bench';
+    if (mine) ours.add(node.id);
+    for (const child of node.children ?? []) markOurs(byId.get(child)!, mine);
+  };
+  markOurs(profile.nodes[0]!, false);
+  return ours;
+}
+
+/** Microseconds each node was on top of the stack, the nodes in `leftOut` not counted. */
+function selfTimes(profile: CpuProfile, leftOut: Set<number>): Map<number, number> {
+  const self = new Map<number, number>();
+  // timeDeltas[i] is the time since the previous sample; charge it to the sample it ends.
+  for (let index = 0; index < profile.samples.length; index += 1) {
+    const id = profile.samples[index]!;
+    if (leftOut.has(id)) continue;
+    self.set(id, (self.get(id) ?? 0) + (profile.timeDeltas[index] ?? 0));
+  }
+  return self;
+}
+
+function addSelfTimes(tally: Tally, byId: Map<number, ProfileNode>, self: Map<number, number>): void {
+  for (const [id, micros] of self) {
+    tally.total += micros;
+    const frame = byId.get(id)!.callFrame;
+    add(tally.byBucket, bucketOf(frame), micros);
+    if (!SPECIAL.has(frame.functionName)) add(tally.byFunction, frameKey(frame), micros);
+  }
+}
+
+/** Inclusive time of the plugin's functions, counted once per stack even when one recurses. */
+function addPluginInclusiveTimes(
+  tally: Tally,
+  profile: CpuProfile,
+  byId: Map<number, ProfileNode>,
+  self: Map<number, number>,
+): void {
+  const totalOf = new Map<number, number>();
+  const computeTotal = (node: ProfileNode): number => {
+    let sum = self.get(node.id) ?? 0;
+    for (const child of node.children ?? []) sum += computeTotal(byId.get(child)!);
+    totalOf.set(node.id, sum);
+    return sum;
+  };
+  const root = profile.nodes[0]!;
+  computeTotal(root);
+  const walk = (node: ProfileNode, onStack: Set<string>): void => {
+    const key = frameKey(node.callFrame);
+    const fresh = !onStack.has(key);
+    if (fresh && bucketOf(node.callFrame) === 'plugin (lib/)') add(tally.inclusive, key, totalOf.get(node.id)!);
+    if (fresh) onStack.add(key);
+    for (const child of node.children ?? []) walk(byId.get(child)!, onStack);
+    if (fresh) onStack.delete(key);
+  };
+  walk(root, new Set());
+}
+
+function summaryLines(
+  { byBucket, byFunction, inclusive, total, seconds }: Tally,
+  requests: number | undefined,
+  top: number,
+): string[] {
   const idle = byBucket.get('(idle)') ?? 0;
   const share = (micros: number): string =>
     `${((micros / total) * 100).toFixed(1).padStart(5)}%` +

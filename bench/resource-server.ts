@@ -15,7 +15,15 @@ import { createLocalJWKSet, jwtVerify } from 'jose';
 import { createImpersonationVerifier, type ImpersonationVerifier } from '../lib/resource-server/index.js';
 import { providerJwks } from '../lib/provider-internals.js';
 import { exchange, m2mToken, subjectToken, userAccessToken } from '../fixtures/flows.js';
-import { ACCESS_TOKEN, API, CLIENTS, READ_SCOPE, REVOKE_SCOPE, startProvider } from '../fixtures/provider.js';
+import {
+  ACCESS_TOKEN,
+  API,
+  CLIENTS,
+  READ_SCOPE,
+  REVOKE_SCOPE,
+  startProvider,
+  type FixtureProvider,
+} from '../fixtures/provider.js';
 
 export interface VerifierResult {
   count: number;
@@ -34,29 +42,21 @@ async function perCall(count: number, call: () => Promise<unknown>): Promise<num
   return ((performance.now() - started) * 1000) / count;
 }
 
+/** Sessions the feed lists as revoked while the second fresh measurement runs. */
+const REVOKED_LISTED = 1000;
+
 export async function measureVerifier(count: number): Promise<VerifierResult> {
   const tp = await startProvider();
   try {
-    const alice = await userAccessToken(tp, 'alice');
-    const issue = async () =>
-      (
-        await exchange(tp, {
-          subject_token: await subjectToken(tp),
-          resource: API,
-          scope: 'profile:read',
-          actor_token: alice,
-          actor_token_type: ACCESS_TOKEN,
-        })
-      ).body['access_token'] as string;
+    const issue = await impersonationIssuer(tp);
     const token = await issue();
     const keys = createLocalJWKSet(providerJwks(tp.provider) as never);
-    const feed = `${tp.base}/api/impersonations/revocations`;
     const make = (maxStaleness: number): ImpersonationVerifier =>
       createImpersonationVerifier({
         issuer: tp.issuer,
         audience: API,
         jwks: keys,
-        revocationsUri: feed,
+        revocationsUri: `${tp.base}/api/impersonations/revocations`,
         refreshInterval: 200,
         maxStaleness,
       });
@@ -68,34 +68,60 @@ export async function measureVerifier(count: number): Promise<VerifierResult> {
     await fresh.ready();
     const helperFresh = await perCall(count, () => fresh.verify(token));
 
-    // 1,000 revoked sessions in the feed.
-    const admin = await m2mToken(tp, CLIENTS.admin, `${READ_SCOPE} ${REVOKE_SCOPE}`);
-    const revokedListed = 1000;
-    for (let i = 0; i < revokedListed; i += 1) {
-      const other = await issue();
-      const session = JSON.parse(Buffer.from(other.split('.')[1]!, 'base64url').toString())[
-        'impersonation_session'
-      ] as string;
-      await fetch(`${tp.base}/api/impersonations/${session}`, {
-        method: 'DELETE',
-        headers: { authorization: `Bearer ${admin}` },
-      });
-    }
+    await revokeSessions(tp, issue, REVOKED_LISTED);
     await new Promise((resolve) => setTimeout(resolve, 500));
-    if (fresh.state.revoked < revokedListed) throw new Error(`the feed lists ${fresh.state.revoked} revoked sessions`);
+    if (fresh.state.revoked < REVOKED_LISTED) throw new Error(`the feed lists ${fresh.state.revoked} revoked sessions`);
     const helperFreshWithRevocations = await perCall(count, () => fresh.verify(token));
     fresh.close();
 
-    // A read is abandoned after maxStaleness (1 ms): this verifier is stale whether its first read completed or not.
-    const stale = make(1);
-    await stale.ready().catch(() => undefined);
-    stale.close();
-    await new Promise((resolve) => setTimeout(resolve, 5));
+    const stale = await staleVerifier(make);
     const helperStale = await perCall(count, () => stale.verify(token).catch(() => undefined));
-    return { count, plainJose, helperFresh, helperFreshWithRevocations, helperStale, revokedListed };
+    return { count, plainJose, helperFresh, helperFreshWithRevocations, helperStale, revokedListed: REVOKED_LISTED };
   } finally {
     await tp.close();
   }
+}
+
+/** Issues impersonation JWTs for bob with alice as actor, each of a session of its own. */
+async function impersonationIssuer(tp: FixtureProvider): Promise<() => Promise<string>> {
+  const alice = await userAccessToken(tp, 'alice');
+  return async () =>
+    (
+      await exchange(tp, {
+        subject_token: await subjectToken(tp),
+        resource: API,
+        scope: 'profile:read',
+        actor_token: alice,
+        actor_token_type: ACCESS_TOKEN,
+      })
+    ).body['access_token'] as string;
+}
+
+/** `count` impersonation sessions issued and revoked, so that the revocation feed lists them. */
+async function revokeSessions(tp: FixtureProvider, issue: () => Promise<string>, count: number): Promise<void> {
+  const admin = await m2mToken(tp, CLIENTS.admin, `${READ_SCOPE} ${REVOKE_SCOPE}`);
+  for (let i = 0; i < count; i += 1) {
+    const other = await issue();
+    const session = JSON.parse(Buffer.from(other.split('.')[1]!, 'base64url').toString())[
+      'impersonation_session'
+    ] as string;
+    await fetch(`${tp.base}/api/impersonations/${session}`, {
+      method: 'DELETE',
+      headers: { authorization: `Bearer ${admin}` },
+    });
+  }
+}
+
+/**
+ * A verifier whose feed is stale: a read is abandoned after maxStaleness
+ * (1 ms), so it is stale whether its first read completed or not.
+ */
+async function staleVerifier(make: (maxStaleness: number) => ImpersonationVerifier): Promise<ImpersonationVerifier> {
+  const stale = make(1);
+  await stale.ready().catch(() => undefined);
+  stale.close();
+  await new Promise((resolve) => setTimeout(resolve, 5));
+  return stale;
 }
 
 export function describeVerifier(result: VerifierResult): string[] {

@@ -44,6 +44,7 @@
 import { availableParallelism, cpus } from 'node:os';
 import { runMemoryChild, runVerifierChild } from './child-measurements.js';
 import { parseSettings, type Settings } from './command-line.js';
+import { runCommand } from './command.js';
 import { problemsOf, runNotes } from './findings.js';
 import { measureConfiguration, type ConfigurationResult } from './measure.js';
 import { describeMemory, type MemoryResult } from './memory.js';
@@ -88,7 +89,7 @@ async function measureAll(settings: Settings, profileDir: string | undefined): P
   return results;
 }
 
-async function main(argv: readonly string[]): Promise<void> {
+async function main(argv: readonly string[]): Promise<string[]> {
   const started = performance.now();
   const settings = parseSettings(argv);
   for (const line of introduction(settings)) log(line);
@@ -118,15 +119,7 @@ async function main(argv: readonly string[]): Promise<void> {
 
   log('');
   log(`done in ${((performance.now() - started) / 1000).toFixed(1)} s`);
-  if (problems.length) {
-    for (const problem of problems) console.error(`ERROR: ${problem}`);
-    process.exitCode = 1;
-  }
+  return problems;
 }
 
-try {
-  await main(process.argv.slice(2));
-} catch (error) {
-  console.error('bench failed:', error);
-  process.exitCode = 1;
-}
+await runCommand('bench', main);

@@ -35,9 +35,48 @@ export interface ServerProcessOptions {
 }
 
 const READY_TIMEOUT_MS = 20_000;
+const REPLY_TIMEOUT_MS = 10_000;
 
 export async function startServer(options: ServerProcessOptions): Promise<ServerProcess> {
-  const child: ChildProcess = fork(fileURLToPath(new URL('./server.js', import.meta.url)), [], {
+  const child = forkServer(options);
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  const requests = new RequestChannel(child);
+  let started: { base: string; pid: number };
+  try {
+    started = await ready(child, exited);
+  } catch (error) {
+    child.kill();
+    throw error;
+  }
+  return {
+    ...started,
+    async stats() {
+      const reply = await requests.send({ type: 'stats' });
+      if (!reply.stats) throw new Error('the bench server sent no stats');
+      return reply.stats;
+    },
+    async settle() {
+      await requests.send({ type: 'settle' });
+    },
+    async profileStart() {
+      await requests.send({ type: 'profile-start' });
+    },
+    async profileStop(file) {
+      await requests.send({ type: 'profile-stop', file });
+    },
+    async close() {
+      if (child.exitCode !== null) return;
+      child.send({ type: 'close' } satisfies ParentMessage);
+      const timer = setTimeout(() => child.kill(), 15_000);
+      await exited;
+      clearTimeout(timer);
+    },
+  };
+}
+
+/** bench/server.ts in a child process, told its store through its environment; its output goes to `options.log`. */
+function forkServer(options: ServerProcessOptions): ChildProcess {
+  const child = fork(fileURLToPath(new URL('./server.js', import.meta.url)), [], {
     env: {
       ...process.env,
       BENCH_ADAPTER: options.adapter,
@@ -53,75 +92,56 @@ export async function startServer(options: ServerProcessOptions): Promise<Server
   for (const stream of [child.stdout, child.stderr]) {
     if (stream) createInterface({ input: stream }).on('line', options.log);
   }
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  return child;
+}
 
-  let nextId = 0;
-  const pending = new Map<number, (reply: Extract<ServerMessage, { type: 'reply' }>) => void>();
-  const ready = new Promise<{ base: string; pid: number }>((resolve, reject) => {
+/** The base URL and pid the server reports once it listens; rejects should it exit or take too long first. */
+function ready(child: ChildProcess, exited: Promise<number | null>): Promise<{ base: string; pid: number }> {
+  return new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error('the bench server did not start within 20 s')), READY_TIMEOUT_MS);
     void exited.then((code) => {
       clearTimeout(timer);
       reject(new Error(`the bench server exited with code ${code} before it was ready`));
     });
     child.on('message', (message: ServerMessage) => {
-      if (message.type === 'ready') {
-        clearTimeout(timer);
-        resolve({ base: message.base, pid: message.pid });
-      } else if (message.type === 'reply') {
-        pending.get(message.id)?.(message);
-        pending.delete(message.id);
-      }
+      if (message.type !== 'ready') return;
+      clearTimeout(timer);
+      resolve({ base: message.base, pid: message.pid });
     });
   });
-  let started: { base: string; pid: number };
-  try {
-    started = await ready;
-  } catch (error) {
-    child.kill();
-    throw error;
+}
+
+type Request = Exclude<ParentMessage, { type: 'close' }>;
+type Reply = Extract<ServerMessage, { type: 'reply' }>;
+/** A request as it is sent, before it is given its id. */
+type Unnumbered<T> = T extends unknown ? Omit<T, 'id'> : never;
+
+/** Requests to the server, each with an id its reply carries back; one unanswered for 10 s fails. */
+class RequestChannel {
+  #nextId = 0;
+  readonly #pending = new Map<number, (reply: Reply) => void>();
+
+  constructor(private readonly child: ChildProcess) {
+    child.on('message', (message: ServerMessage) => {
+      if (message.type !== 'reply') return;
+      this.#pending.get(message.id)?.(message);
+      this.#pending.delete(message.id);
+    });
   }
 
-  const sendMessage = (message: ParentMessage): void => {
-    child.send(message);
-  };
-  type Request = Exclude<ParentMessage, { type: 'close' }>;
-  const request = (message: Omit<Request, 'id'>): Promise<Extract<ServerMessage, { type: 'reply' }>> => {
-    const id = nextId++;
+  send(message: Unnumbered<Request>): Promise<Reply> {
+    const id = this.#nextId++;
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
-        pending.delete(id);
+        this.#pending.delete(id);
         reject(new Error(`the bench server did not answer ${message.type}`));
-      }, 10_000);
-      pending.set(id, (reply) => {
+      }, REPLY_TIMEOUT_MS);
+      this.#pending.set(id, (reply) => {
         clearTimeout(timer);
         if (reply.error) reject(new Error(`bench server, ${message.type}: ${reply.error}`));
         else resolve(reply);
       });
-      sendMessage({ ...message, id } as Request);
+      this.child.send({ ...message, id } as Request);
     });
-  };
-  return {
-    ...started,
-    async stats() {
-      const reply = await request({ type: 'stats' });
-      if (!reply.stats) throw new Error('the bench server sent no stats');
-      return reply.stats;
-    },
-    async settle() {
-      await request({ type: 'settle' });
-    },
-    async profileStart() {
-      await request({ type: 'profile-start' });
-    },
-    async profileStop(file) {
-      await request({ type: 'profile-stop', file } as Omit<Request, 'id'>);
-    },
-    async close() {
-      if (child.exitCode !== null) return;
-      sendMessage({ type: 'close' });
-      const timer = setTimeout(() => child.kill(), 15_000);
-      await exited;
-      clearTimeout(timer);
-    },
-  };
+  }
 }

@@ -9,12 +9,13 @@
  *   REDIS_URL      default redis://127.0.0.1:6379
  *   BENCH_PREFIX   Redis key prefix (run.ts passes a unique one and deletes its keys afterwards)
  *   BENCH_DEPLOYMENT  1: the provider as a deployment runs it (bench/deployment.ts)
+ *   BENCH_MEMORY_MAX  the memory adapter's bound (default 1,000,000 entries)
  *
  * Started by hand (`node build/bench/server.js`) it prints its base URL; under
  * fork() it also reports it over IPC, answers `stats` (CPU time, memory, the
  * memory adapter's size and evictions) and exits on `close`.
  */
-import { readdirSync, readFileSync } from 'node:fs';
+import { readdirSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import { Session } from 'node:inspector/promises';
 import { createMemoryAdapter, type MemoryAdapterClass } from '../lib/index.js';
@@ -23,69 +24,74 @@ import { createPostgresAdapter, type PostgresAdapterClass } from '../lib/adapter
 import { createPostgresAuditLog } from '../lib/audit-postgres/index.js';
 import { startProvider } from '../fixtures/provider.js';
 import { deploymentSetup } from './deployment.js';
+import { readStat } from './proc-stat.js';
 import type { AdapterKind, ParentMessage, ServerMessage, ServerStats } from './protocol.js';
+import { serviceUrls } from './stores.js';
 
-const DATABASE_URL = process.env['DATABASE_URL'] ?? 'postgres://postgres@127.0.0.1:5432/test';
-const kind: AdapterKind =
-  process.env['BENCH_ADAPTER'] === 'redis' || process.env['BENCH_ADAPTER'] === 'postgres'
-    ? process.env['BENCH_ADAPTER']
-    : 'memory';
-const auditLog =
-  process.env['BENCH_ADAPTER'] === 'memory+pg-audit'
-    ? createPostgresAuditLog({
-        connectionString: DATABASE_URL,
-        schema: process.env['BENCH_AUDIT_SCHEMA']!,
-      })
-    : undefined;
-const evicted: Record<string, number> = {};
+/** What the environment tells the provider process, read when it starts. */
+interface ServerSettings {
+  /** The adapter: `memory+pg-audit` runs on memory. */
+  kind: Exclude<AdapterKind, 'memory+pg-audit'>;
+  /** The PostgreSQL audit log's schema, for `memory+pg-audit`. */
+  auditSchema: string | undefined;
+  storeSchema: string | undefined;
+  redisUrl: string;
+  redisPrefix: string;
+  databaseUrl: string;
+  memoryMax: number;
+  deployment: boolean;
+}
 
-let memory: MemoryAdapterClass | undefined;
-let redis: RedisAdapterClass | undefined;
-let postgres: PostgresAdapterClass | undefined;
-if (kind === 'memory') {
+function serverSettings(env: NodeJS.ProcessEnv): ServerSettings {
+  const adapter = env['BENCH_ADAPTER'];
+  return {
+    kind: adapter === 'redis' || adapter === 'postgres' ? adapter : 'memory',
+    auditSchema: adapter === 'memory+pg-audit' ? env['BENCH_AUDIT_SCHEMA']! : undefined,
+    storeSchema: env['BENCH_STORE_SCHEMA'],
+    redisPrefix: env['BENCH_PREFIX'] ?? `bench:${process.pid}:`,
+    ...serviceUrls(env),
+    memoryMax: Number(env['BENCH_MEMORY_MAX'] ?? 1_000_000),
+    deployment: env['BENCH_DEPLOYMENT'] === '1',
+  };
+}
+
+/** The provider's adapter. */
+interface Store {
+  adapter: MemoryAdapterClass | RedisAdapterClass | PostgresAdapterClass;
+  /** The memory adapter, whose size and evictions `stats` reports. */
+  memory: MemoryAdapterClass | undefined;
+  /** Evictions per model, counted by the memory adapter's onEvict. */
+  evicted: Record<string, number>;
+  close(): Promise<void>;
+}
+
+async function openStore(settings: ServerSettings): Promise<Store> {
+  const evicted: Record<string, number> = {};
+  if (settings.kind === 'postgres') {
+    const postgres = createPostgresAdapter({ connectionString: settings.databaseUrl, schema: settings.storeSchema! });
+    // As a deployment starts: the tables exist before the first request.
+    await postgres.migrate();
+    return { adapter: postgres, memory: undefined, evicted, close: () => postgres.close() };
+  }
+  if (settings.kind === 'redis') {
+    const redis = createRedisAdapter({ url: settings.redisUrl, keyPrefix: settings.redisPrefix });
+    return { adapter: redis, memory: undefined, evicted, close: () => redis.close() };
+  }
   // A full run creates some 150,000 subject tokens, each kept 6 minutes (60 s and a
   // 5-minute tombstone): above the default bound of 100,000, which would evict live
   // ones and fail their exchanges. bench/memory.ts measures the bound itself.
-  memory = createMemoryAdapter({
-    max: Number(process.env['BENCH_MEMORY_MAX'] ?? 1_000_000),
+  const memory = createMemoryAdapter({
+    max: settings.memoryMax,
     onEvict: (model) => {
       evicted[model] = (evicted[model] ?? 0) + 1;
     },
   });
-} else if (kind === 'postgres') {
-  postgres = createPostgresAdapter({ connectionString: DATABASE_URL, schema: process.env['BENCH_STORE_SCHEMA']! });
-  // As a deployment starts: the tables exist before the first request.
-  await postgres.migrate();
-} else {
-  redis = createRedisAdapter({
-    url: process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379',
-    keyPrefix: process.env['BENCH_PREFIX'] ?? `bench:${process.pid}:`,
-  });
+  return { adapter: memory, memory, evicted, close: async () => {} };
 }
-
-const deployment = process.env['BENCH_DEPLOYMENT'] === '1' ? deploymentSetup() : undefined;
-const tp = await startProvider({
-  adapter: (memory ?? redis ?? postgres)!,
-  plugin: { ...deployment?.plugin, ...(auditLog ? { auditLog } : {}) },
-});
-deployment?.listen(tp.provider);
 
 function send(message: ServerMessage): void {
   process.send?.(message);
 }
-
-async function shutdown(): Promise<void> {
-  await tp.close();
-  await redis?.close();
-  await postgres?.close();
-  await auditLog?.close();
-  await deployment?.close();
-  // Exiting (not being killed) lets --cpu-prof write its profile.
-  process.exit(0);
-}
-
-/** Clock ticks per second of /proc's utime and stime (USER_HZ, 100 on Linux). */
-const TICKS_PER_SECOND = 100;
 
 /**
  * CPU seconds of the main thread and of V8's helpers. libuv names its pool
@@ -99,11 +105,7 @@ function threadCpu(): ServerStats['threads'] {
     const threads = { main: 0, v8: 0 };
     let poolNamed = false;
     for (const tid of readdirSync('/proc/self/task')) {
-      // The fields after the parenthesised name: utime and stime are the 12th and 13th.
-      const stat = readFileSync(`/proc/self/task/${tid}/stat`, 'utf8');
-      const name = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
-      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      const seconds = (Number(fields[11]) + Number(fields[12])) / TICKS_PER_SECOND;
+      const { name, cpuSeconds: seconds } = readStat(`/proc/self/task/${tid}/stat`);
       if (Number(tid) === process.pid) threads.main += seconds;
       else if (name === 'libuv-worker') poolNamed = true;
       else threads.v8 += seconds;
@@ -115,69 +117,96 @@ function threadCpu(): ServerStats['threads'] {
   }
 }
 
-let profiler: Session | undefined;
-
-async function answer(message: Exclude<ParentMessage, { type: 'close' }>): Promise<void> {
-  switch (message.type) {
-    case 'stats':
-      send({
-        type: 'reply',
-        id: message.id,
-        stats: {
-          cpu: process.cpuUsage(),
-          threads: threadCpu(),
-          heapUsed: process.memoryUsage().heapUsed,
-          adapter: memory ? { ...memory.stats(), onEvict: { ...evicted } } : null,
-        },
-      });
-      return;
-    case 'settle':
-      // Started with --expose-gc by bench/server-process.ts. A scavenge, not a
-      // full GC: after a full GC of the idle provider, V8 compiled the hot
-      // functions again in every window (--trace-opt: some 200 per window against
-      // 3 to 30 after a scavenge), which cost up to a second of its helper
-      // threads per 3-second window on 2 cores, and more to the scenarios with
-      // more code in their path.
-      (globalThis as { gc?: (options: { type: 'minor'; execution: 'sync' }) => void }).gc?.({
-        type: 'minor',
-        execution: 'sync',
-      });
-      send({ type: 'reply', id: message.id });
-      return;
-    case 'profile-start':
-      if (!profiler) {
-        profiler = new Session();
-        profiler.connect();
-        await profiler.post('Profiler.enable');
+/** Answers the parent's requests: stats, settle, and the CPU profiler's start and stop. */
+function answerer(store: Store): (message: Exclude<ParentMessage, { type: 'close' }>) => Promise<void> {
+  let profiler: Session | undefined;
+  return async (message) => {
+    switch (message.type) {
+      case 'stats':
+        send({
+          type: 'reply',
+          id: message.id,
+          stats: {
+            cpu: process.cpuUsage(),
+            threads: threadCpu(),
+            heapUsed: process.memoryUsage().heapUsed,
+            adapter: store.memory ? { ...store.memory.stats(), onEvict: { ...store.evicted } } : null,
+          },
+        });
+        return;
+      case 'settle':
+        // Started with --expose-gc by bench/server-process.ts. A scavenge, not a
+        // full GC: after a full GC of the idle provider, V8 compiled the hot
+        // functions again in every window (--trace-opt: some 200 per window against
+        // 3 to 30 after a scavenge), which cost up to a second of its helper
+        // threads per 3-second window on 2 cores, and more to the scenarios with
+        // more code in their path.
+        (globalThis as { gc?: (options: { type: 'minor'; execution: 'sync' }) => void }).gc?.({
+          type: 'minor',
+          execution: 'sync',
+        });
+        send({ type: 'reply', id: message.id });
+        return;
+      case 'profile-start':
+        if (!profiler) {
+          profiler = new Session();
+          profiler.connect();
+          await profiler.post('Profiler.enable');
+        }
+        await profiler.post('Profiler.start');
+        send({ type: 'reply', id: message.id });
+        return;
+      case 'profile-stop': {
+        if (!profiler) throw new Error('the profiler was not started');
+        const { profile } = await profiler.post('Profiler.stop');
+        await writeFile(message.file, JSON.stringify(profile));
+        send({ type: 'reply', id: message.id });
       }
-      await profiler.post('Profiler.start');
-      send({ type: 'reply', id: message.id });
-      return;
-    case 'profile-stop': {
-      if (!profiler) throw new Error('the profiler was not started');
-      const { profile } = await profiler.post('Profiler.stop');
-      await writeFile(message.file, JSON.stringify(profile));
-      send({ type: 'reply', id: message.id });
     }
-  }
+  };
 }
 
-process.on('message', (message: ParentMessage) => {
-  if (message.type === 'close') {
-    void shutdown();
-    return;
-  }
-  answer(message).catch((error: unknown) => {
-    send({ type: 'reply', id: message.id, error: String(error) });
+async function main(env: NodeJS.ProcessEnv): Promise<void> {
+  const settings = serverSettings(env);
+  const store = await openStore(settings);
+  const auditLog = settings.auditSchema
+    ? createPostgresAuditLog({ connectionString: settings.databaseUrl, schema: settings.auditSchema })
+    : undefined;
+  const deployment = settings.deployment ? deploymentSetup() : undefined;
+  const tp = await startProvider({
+    adapter: store.adapter,
+    plugin: { ...deployment?.plugin, ...(auditLog ? { auditLog } : {}) },
   });
-});
-// The parent went away without saying so: do not linger.
-process.on('disconnect', () => {
-  void shutdown();
-});
-process.on('SIGTERM', () => {
-  void shutdown();
-});
+  deployment?.listen(tp.provider);
 
-console.log(`bench server (${kind} adapter) listening on ${tp.base}`);
-send({ type: 'ready', base: tp.base, adapter: kind, pid: process.pid });
+  const shutdown = async (): Promise<void> => {
+    await tp.close();
+    await store.close();
+    await auditLog?.close();
+    await deployment?.close();
+    // Exiting (not being killed) lets --cpu-prof write its profile.
+    process.exit(0);
+  };
+  const answer = answerer(store);
+  process.on('message', (message: ParentMessage) => {
+    if (message.type === 'close') {
+      void shutdown();
+      return;
+    }
+    answer(message).catch((error: unknown) => {
+      send({ type: 'reply', id: message.id, error: String(error) });
+    });
+  });
+  // The parent went away without saying so: do not linger.
+  process.on('disconnect', () => {
+    void shutdown();
+  });
+  process.on('SIGTERM', () => {
+    void shutdown();
+  });
+
+  console.log(`bench server (${settings.kind} adapter) listening on ${tp.base}`);
+  send({ type: 'ready', base: tp.base, adapter: settings.kind, pid: process.pid });
+}
+
+await main(process.env);

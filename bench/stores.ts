@@ -17,6 +17,14 @@ export interface ServiceUrls {
   databaseUrl: string;
 }
 
+/** Where Redis and PostgreSQL are: REDIS_URL and DATABASE_URL, or the services on 127.0.0.1. */
+export function serviceUrls(env: NodeJS.ProcessEnv = process.env): ServiceUrls {
+  return {
+    redisUrl: env['REDIS_URL'] ?? 'redis://127.0.0.1:6379',
+    databaseUrl: env['DATABASE_URL'] ?? 'postgres://postgres@127.0.0.1:5432/test',
+  };
+}
+
 /** A store made ready for one provider. */
 interface PreparedStore {
   server: StoreServerOptions;
@@ -120,7 +128,11 @@ export async function onStore<T>(
   }
 }
 
-async function redisReachable(url: string): Promise<void> {
+/**
+ * A connected client that fails a command at once rather than queueing or
+ * retrying it, or an error saying how to reach Redis (or pass --memory-only).
+ */
+export async function connectRedis(url: string): Promise<Redis> {
   const client = new Redis(url, {
     lazyConnect: true,
     enableOfflineQueue: false,
@@ -133,26 +145,23 @@ async function redisReachable(url: string): Promise<void> {
     await client.connect();
     await client.ping();
   } catch (error) {
+    client.disconnect();
     throw new Error(
       `Redis is not reachable at ${url} (set REDIS_URL, or pass --memory-only): ${(error as Error).message}`,
     );
-  } finally {
-    client.disconnect();
   }
+  return client;
+}
+
+async function redisReachable(url: string): Promise<void> {
+  (await connectRedis(url)).disconnect();
 }
 
 /** Deletes every key under the run's prefix; returns how many there were. */
 async function deleteKeys(url: string, prefix: string): Promise<number> {
-  const client = new Redis(url, {
-    lazyConnect: true,
-    enableOfflineQueue: false,
-    maxRetriesPerRequest: 0,
-    retryStrategy: () => null,
-  });
-  client.on('error', () => {});
+  const client = await connectRedis(url);
   let deleted = 0;
   try {
-    await client.connect();
     let cursor = '0';
     do {
       const [next, keys] = await client.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 1000);

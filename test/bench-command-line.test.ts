@@ -1,0 +1,60 @@
+import { expect } from 'chai';
+import { parseSettings } from '../bench/command-line.js';
+import { parseScaleOutSettings } from '../bench/scale-out-command-line.js';
+
+/** The configurations a command line picks, as `store · deployment` names. */
+function picked(...argv: string[]): string[] {
+  return parseSettings(argv, {}).configurations.map((configuration) => configuration.name);
+}
+
+describe('bench command line', () => {
+  it('--smoke alone runs the four smoke configurations, as CI runs it', () => {
+    expect(picked('--smoke')).to.deep.equal(['memory · deployment', 'redis', 'postgres', 'memory+pg-audit']);
+  });
+
+  for (const [flag, store] of [
+    ['--memory-only', 'memory'],
+    ['--redis-only', 'redis'],
+    ['--postgres-only', 'postgres'],
+    ['--audit-only', 'memory+pg-audit'],
+  ] as const) {
+    it(`--smoke ${flag} runs ${store} alone`, () => {
+      expect(picked('--smoke', flag)).to.deep.equal([store, `${store} · deployment`]);
+    });
+  }
+
+  it('--smoke --no-deployment runs no provider set up as a deployment', () => {
+    expect(picked('--smoke', '--no-deployment')).to.deep.equal(['memory', 'redis', 'postgres', 'memory+pg-audit']);
+  });
+
+  it('flags are read when parseSettings is called: the smoke run keeps its short windows', () => {
+    const settings = parseSettings(['--smoke', '--postgres-only'], {});
+    expect(settings).to.include({ smoke: true, rounds: 1, duration: 1, warmup: 0 });
+  });
+});
+
+describe('scale-out command line', () => {
+  it('defaults to 5-second windows, 16 connections and the three shared stores', () => {
+    expect(parseScaleOutSettings([], {})).to.deep.equal({
+      duration: 5,
+      connections: 16,
+      stores: ['redis', 'postgres', 'memory+pg-audit'],
+      help: false,
+      redisUrl: 'redis://127.0.0.1:6379',
+      databaseUrl: 'postgres://postgres@127.0.0.1:5432/test',
+    });
+  });
+
+  it('reads its flags and the service URLs it is given', () => {
+    const settings = parseScaleOutSettings(['--duration', '1', '--connections', '4', '--stores', 'redis'], {
+      REDIS_URL: 'redis://redis.internal:6380',
+    });
+    expect(settings).to.include({ duration: 1, connections: 4, redisUrl: 'redis://redis.internal:6380' });
+    expect(settings.stores).to.deep.equal(['redis']);
+  });
+
+  it('refuses an unknown store and a window that is not a whole number of seconds', () => {
+    expect(() => parseScaleOutSettings(['--stores', 'redis,mysql'], {})).to.throw(TypeError, /unknown store mysql/);
+    expect(() => parseScaleOutSettings(['--duration', '0.5'], {})).to.throw(TypeError, /--duration/);
+  });
+});
