@@ -3,6 +3,7 @@ import type { Account } from 'oidc-provider';
 import type { AdapterSource } from './adapters/contract.js';
 import type { AuditSink } from './audit/sink.js';
 import type { JsonObject } from './json.js';
+import { invalidArgument, invalidOption } from './errors.js';
 
 export type { JsonObject, JsonPrimitive, JsonValue } from './json.js';
 
@@ -170,7 +171,7 @@ const SCOPE_TOKEN = /^[\x21\x23-\x5B\x5D-\x7E]+$/;
 /** Checks every option once, at start-up, and names the one that is wrong. */
 export function resolveOptions(input: ImpersonationOptions): ResolvedOptions {
   if (typeof input !== 'object' || input === null) {
-    throw new TypeError('impersonation options must be an object');
+    throw invalidArgument('createImpersonation', 'options', 'must be an object');
   }
   const options: ResolvedOptions = {
     ...DEFAULTS,
@@ -260,7 +261,7 @@ function positiveInteger(name: string, value: unknown, max: number): void {
 }
 
 function fail(name: string, message: string): never {
-  throw new TypeError(`impersonation option ${name} ${message}`);
+  throw invalidOption('createImpersonation', name, message);
 }
 
 function stripUndefined<T extends object>(value: T): Partial<T> {

@@ -12,6 +12,7 @@ import {
   verify as verifySignature,
   type KeyObject,
 } from 'node:crypto';
+import { invalidKey } from '../errors/standalone.js';
 
 export type SigningKey = { hmac: string | Buffer } | { ed25519: string | KeyObject };
 /** What verifies checkpoints and heads: the HMAC secret, or the Ed25519 public (or private) key. */
@@ -39,7 +40,7 @@ export function signerOf(key: SigningKey): Signer {
     return { kind: 'hmac-sha256', sign: (text) => createHmac('sha256', key.hmac).update(text).digest('base64url') };
   const privateKey = typeof key.ed25519 === 'string' ? createPrivateKey(key.ed25519) : key.ed25519;
   if (privateKey.asymmetricKeyType !== 'ed25519' || privateKey.type !== 'private')
-    throw new TypeError('signingKey.ed25519 must be an Ed25519 private key');
+    throw invalidKey('signingKey.ed25519 must be an Ed25519 private key');
   return { kind: 'ed25519', sign: (text) => sign(null, Buffer.from(text), privateKey).toString('base64url') };
 }
 
@@ -56,7 +57,7 @@ export function verifierOf(key: VerificationKey): Verifier {
   }
   const given = key.ed25519;
   const publicKey = typeof given !== 'string' && given.type === 'public' ? given : createPublicKey(given);
-  if (publicKey.asymmetricKeyType !== 'ed25519') throw new TypeError('the verification key is not an Ed25519 key');
+  if (publicKey.asymmetricKeyType !== 'ed25519') throw invalidKey('the verification key is not an Ed25519 key');
   return {
     kind: 'ed25519',
     verify: (text, signature) =>

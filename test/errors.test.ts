@@ -1,0 +1,61 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import { expect } from 'chai';
+
+const lib = new URL('../../lib/', import.meta.url);
+
+/** The only files that build errors; everything else in lib/ calls them. */
+const ERROR_MODULES = new Set(['errors.ts', 'errors/standalone.ts']);
+
+/**
+ * An error built in place: `new TypeError(`, `Error(` without `new`, one of
+ * oidc-provider's (`new errors.InvalidTarget(`), one of the plugin's classes
+ * (`new ManagementError(`), or a class of its own (`extends Error`).
+ */
+const CONSTRUCTION =
+  /(?:\bnew\s+(?:errors\.)?[A-Z]\w*Error\w*\s*\(|\bnew\s+errors\.\w+\s*\(|(?<![\w.])(?:Type|Range|Syntax|Reference|Eval|URI|Aggregate)?Error\s*\(|\bextends\s+(?:errors\.\w+|\w*Error)\b)/;
+
+function sourceFiles(): string[] {
+  return readdirSync(lib, { recursive: true, encoding: 'utf8' })
+    .map((path) => path.split('\\').join('/'))
+    .filter((path) => path.endsWith('.ts') && !path.endsWith('.d.ts'));
+}
+
+function constructionsIn(source: string): number[] {
+  return source.split('\n').flatMap((line, index) => (CONSTRUCTION.test(line) ? [index + 1] : []));
+}
+
+describe('errors', () => {
+  it('recognises each way of building an error in place', () => {
+    for (const line of [
+      'throw new TypeError(\'x: option "y" must be a string\');',
+      'throw new Error(`failed ${operation}`);',
+      "throw TypeError('no new');",
+      'return Promise.reject(Error(message));',
+      'throw new errors.InvalidTarget();',
+      "throw new errors.InvalidRequest('x');",
+      "throw new ManagementError(400, 'invalid_request', 'x');",
+      "throw new ImpersonationTokenError('invalid_token', 'x');",
+      'export class RefusedError extends Error {',
+    ])
+      expect(constructionsIn(line), line).to.deep.equal([1]);
+    for (const line of [
+      'if (error instanceof TypeError) throw error;',
+      'function storeError(operation: string, error: unknown): Error {',
+      "throw invalidOption('createMemoryAdapter', 'max', 'must be a positive integer');",
+      'const failure: Error | undefined = undefined;',
+      "throw storeError('migration', error);",
+    ])
+      expect(constructionsIn(line), line).to.deep.equal([]);
+  });
+
+  it('lib/ builds no error outside lib/errors.ts: every one comes from its functions', () => {
+    const files = sourceFiles();
+    expect(files).to.include('plugin.ts').and.include('errors.ts');
+    const found = files
+      .filter((path) => !ERROR_MODULES.has(path))
+      .flatMap((path) =>
+        constructionsIn(readFileSync(new URL(path, lib), 'utf8')).map((line) => `lib/${path}:${line}`),
+      );
+    expect(found, 'errors built in place; add a function to lib/errors.ts and call it').to.deep.equal([]);
+  });
+});
