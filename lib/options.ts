@@ -189,13 +189,13 @@ export function resolveOptions(input: ImpersonationOptions): ResolvedOptions {
       fail(name, 'must be a single scope name');
   }
   if (managementScopes(options).size !== 3)
-    fail('readScope', 'and revokeScope must differ from each other and from managementScope');
+    fail('readScope', 'must differ from "revokeScope", and both from "managementScope"');
   for (const name of ['managementPath', 'sessionsPath'] as const) {
     if (typeof options[name] !== 'string' || !/^\/[A-Za-z0-9._~\-/]*[A-Za-z0-9._~-]$/.test(options[name])) {
       fail(name, 'must be an absolute path without a trailing slash');
     }
   }
-  if (options.sessionsPath === options.managementPath) fail('sessionsPath', 'must differ from managementPath');
+  if (options.sessionsPath === options.managementPath) fail('sessionsPath', 'must differ from "managementPath"');
   if (options.managementTokenFormat !== 'jwt' && options.managementTokenFormat !== 'opaque') {
     fail('managementTokenFormat', 'must be "jwt" or "opaque"');
   }
@@ -234,7 +234,7 @@ export function resolveOptions(input: ImpersonationOptions): ResolvedOptions {
       fail('actorAuthentication.acrValues', 'must be a non-empty array of acr values');
     }
     if (freshness.maxAge === undefined && freshness.acrValues === undefined)
-      fail('actorAuthentication', 'needs maxAge or acrValues');
+      fail('actorAuthentication', 'needs "maxAge" or "acrValues"');
   }
   const env = options.environmentVariables;
   if (typeof env !== 'object' || env === null || Object.values(env).some((value) => typeof value !== 'string')) {

@@ -3,7 +3,7 @@ import type Koa from 'koa';
 import type { Configuration, KoaContextWithOIDC, Provider, ResourceServer } from 'oidc-provider';
 import { createMemoryAdapter } from './adapters/memory.js';
 import { openPluginStore } from './adapters/plugin-store.js';
-import { calledTooLate, invalidCall, invalidTarget, misconfigured } from './errors.js';
+import { calledTooLate, invalidCall, invalidOption, invalidTarget, misconfigured } from './errors.js';
 import { ExchangeClaims } from './exchange/claims.js';
 import { addStepUpDetails } from './exchange/freshness.js';
 import {
@@ -99,7 +99,11 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
     configure(configuration) {
       const resourceIndicators = configuration.features?.resourceIndicators ?? {};
       if (resourceIndicators.enabled === false) {
-        throw invalidCall('impersonation.configure', 'needs features.resourceIndicators; do not disable it');
+        throw invalidOption(
+          'impersonation.configure',
+          'features.resourceIndicators',
+          'must stay enabled: the plugin needs it',
+        );
       }
       const clash = [...(configuration.scopes ?? [])].filter((name) => scopes.has(name));
       if (clash.length) {
@@ -134,10 +138,10 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
 
     install(provider, installOptions = {}) {
       if ('app' in installOptions) {
-        throw invalidCall(
+        throw invalidOption(
           'impersonation.install',
-          'install(provider, { app }) is gone: call install(provider, { mountManagementApi: false }) ' +
-            'and app.use(impersonation.managementApi())',
+          'app',
+          'is gone: call install(provider, { mountManagementApi: false }) and app.use(impersonation.managementApi())',
         );
       }
       const { mountManagementApi = true } = installOptions;

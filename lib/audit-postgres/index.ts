@@ -106,7 +106,7 @@ export function createPostgresAuditLog(options: PostgresAuditLogOptions): Postgr
   const checkpointEvery = options.checkpointEvery ?? 100;
   if (!Number.isSafeInteger(checkpointEvery) || checkpointEvery < 1)
     throw invalidOption('createPostgresAuditLog', 'checkpointEvery', 'must be a positive integer');
-  const signer = options.signingKey ? signerOf(options.signingKey) : undefined;
+  const signer = options.signingKey ? signerOf(options.signingKey, 'createPostgresAuditLog') : undefined;
   const failClosed = options.failClosed ?? true;
   if (options.publishHead !== undefined && (typeof options.publishHead !== 'function' || !signer))
     throw invalidOption('createPostgresAuditLog', 'publishHead', 'must be a function, and needs "signingKey"');
@@ -183,7 +183,8 @@ export function createPostgresAuditLog(options: PostgresAuditLogOptions): Postgr
     },
     verify: async (verifyOptions = {}) => {
       const heads = verifyOptions.head === undefined ? [] : [verifyOptions.head].flat();
-      if (heads.length && !verifyOptions.key) throw invalidOption('verify', 'head', 'is checked with "key": pass both');
+      if (heads.length && !verifyOptions.key)
+        throw invalidOption('verify', 'head', 'needs "key": a published head is checked with the key');
       await migrate();
       return verifyChain(
         pool,

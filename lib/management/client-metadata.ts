@@ -1,5 +1,5 @@
 import type { ClientMetadata, Configuration, KoaContextWithOIDC } from 'oidc-provider';
-import { invalidCall, invalidClientMetadata } from '../errors.js';
+import { invalidCall, invalidClientMetadata, invalidOption } from '../errors.js';
 
 /**
  * The client metadata property that lists the Management API scopes a client
@@ -26,9 +26,10 @@ export function withManagementMetadata(
 ): ExtraClientMetadata {
   const properties = own?.properties ?? [];
   if (properties.includes(MANAGEMENT_SCOPE_METADATA)) {
-    throw invalidCall(
+    throw invalidOption(
       'impersonation.configure',
-      `option "extraClientMetadata.properties" must not list ${MANAGEMENT_SCOPE_METADATA}: the plugin declares it`,
+      'extraClientMetadata.properties',
+      `must not list ${MANAGEMENT_SCOPE_METADATA}: the plugin declares it`,
     );
   }
   const ownValidator: Validator | undefined = own?.validator;
