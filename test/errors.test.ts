@@ -20,6 +20,26 @@ function sourceFiles(): string[] {
     .filter((path) => path.endsWith('.ts') && !path.endsWith('.d.ts'));
 }
 
+/** What a module imports at run time (`import type` and `export type` are erased). */
+const RUNTIME_IMPORT = /^(?:import|export)\s+(type\s+)?(?:[^;'"]*?\s+from\s+)?'([^']+)';/gms;
+
+/** Every package a module of lib/ loads, itself or through the modules of lib/ it imports. */
+function packagesLoadedBy(entry: string): Set<string> {
+  const packages = new Set<string>();
+  const seen = new Set<string>();
+  const pending = [new URL(entry, lib)];
+  for (let file = pending.pop(); file; file = pending.pop()) {
+    if (seen.has(file.href)) continue;
+    seen.add(file.href);
+    for (const [, typeOnly, specifier] of readFileSync(file, 'utf8').matchAll(RUNTIME_IMPORT)) {
+      if (typeOnly) continue;
+      if (specifier!.startsWith('.')) pending.push(new URL(specifier!.replace(/\.js$/, '.ts'), file));
+      else packages.add(specifier!);
+    }
+  }
+  return packages;
+}
+
 function constructionsIn(source: string): number[] {
   return source.split('\n').flatMap((line, index) => (CONSTRUCTION.test(line) ? [index + 1] : []));
 }
@@ -57,5 +77,14 @@ describe('errors', () => {
         constructionsIn(readFileSync(new URL(path, lib), 'utf8')).map((line) => `lib/${path}:${line}`),
       );
     expect(found, 'errors built in place; add a function to lib/errors.ts and call it').to.deep.equal([]);
+  });
+
+  it('the entry points a resource server, the PostgreSQL store and the command use load no oidc-provider for their errors', () => {
+    expect(packagesLoadedBy('index.ts'), 'the check itself').to.include('oidc-provider');
+    for (const entry of ['resource-server/index.ts', 'adapters/postgres.ts', 'audit-postgres/index.ts', 'cli/main.ts'])
+      expect(
+        [...packagesLoadedBy(entry)].filter((name) => name.startsWith('oidc-provider')),
+        entry,
+      ).to.deep.equal([]);
   });
 });
