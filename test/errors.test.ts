@@ -1,5 +1,9 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { expect } from 'chai';
+import { createPostgresAdapter } from '../lib/adapters/postgres.js';
+import { createRedisAdapter } from '../lib/adapters/redis.js';
+import { createPostgresAuditLog } from '../lib/audit-postgres/index.js';
+import { createImpersonation } from '../lib/index.js';
 
 const lib = new URL('../../lib/', import.meta.url);
 
@@ -86,5 +90,41 @@ describe('errors', () => {
         [...packagesLoadedBy(entry)].filter((name) => name.startsWith('oidc-provider')),
         entry,
       ).to.deep.equal([]);
+  });
+
+  it('a configuration error names the function and the option, never the value given, which may be a secret', () => {
+    const SECRET = 'canary-5f1c2b9e';
+    const connectionString = `postgres://app:${SECRET}@127.0.0.1:5432/test`;
+    const calls: Array<[string, RegExp, () => unknown]> = [
+      [
+        'createImpersonation',
+        /^createImpersonation: option "managementResource" must be /,
+        () => createImpersonation({ managementResource: `https://${SECRET}.example/api#x` }),
+      ],
+      [
+        'createImpersonation',
+        /^createImpersonation: option "store" must be /,
+        () => createImpersonation({ managementResource: 'https://as.example/api', store: SECRET as never }),
+      ],
+      [
+        'createPostgresAdapter',
+        /^createPostgresAdapter: option "table" must be /,
+        () => createPostgresAdapter({ connectionString, table: `t; ${SECRET}` }),
+      ],
+      [
+        'createPostgresAuditLog',
+        /^createPostgresAuditLog: pass "pool" or "connectionString", exactly one of them$/,
+        () => createPostgresAuditLog({ connectionString, pool: {} as never }),
+      ],
+      [
+        'createRedisAdapter',
+        /^createRedisAdapter: pass "client" or "url", not both$/,
+        () => createRedisAdapter({ url: `redis://:${SECRET}@127.0.0.1:6379`, client: {} as never }),
+      ],
+    ];
+    for (const [name, message, call] of calls) {
+      expect(call, name).to.throw(TypeError, message);
+      expect(call, name).to.not.throw(new RegExp(SECRET));
+    }
   });
 });
