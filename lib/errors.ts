@@ -16,8 +16,9 @@ export function invalidClient(detail: string): errors.InvalidClientAuth {
   return new errors.InvalidClientAuth(detail);
 }
 
-export function invalidTarget(description: string): errors.InvalidTarget {
-  return new errors.InvalidTarget(description);
+/** Without a description, oidc-provider's own ("resource indicator is missing, or unknown"). */
+export function invalidTarget(description?: string): errors.InvalidTarget {
+  return description === undefined ? new errors.InvalidTarget() : new errors.InvalidTarget(description);
 }
 
 export function invalidScope(description: string, scope: string): errors.InvalidScope {
@@ -104,4 +105,50 @@ export class ManagementError extends Error {
   }
 }
 
+/** Management API 400 `invalid_request`: the description names the field or parameter as sent. */
+export function badRequest(description: string, cause?: unknown): ManagementError {
+  return new ManagementError(400, 'invalid_request', description, cause === undefined ? undefined : { cause });
+}
+
+/** Management API 413: a body or a field larger than the plugin keeps. */
+export function requestTooLarge(description: string): ManagementError {
+  return new ManagementError(413, 'request_too_large', description);
+}
+
+/** Management API 401 `invalid_token` or 403 `insufficient_scope`. */
+export function unauthorized(code: 'invalid_token' | 'insufficient_scope', description: string): ManagementError {
+  return new ManagementError(code === 'invalid_token' ? 401 : 403, code, description);
+}
+
+/** Management API 403: the subject-token policy refused; its words are the description. */
+export function accessDenied(description: string): ManagementError {
+  return new ManagementError(403, 'access_denied', description);
+}
+
+/** Management API 404. */
+export function notFound(code: 'not_found' | 'user_not_found', description: string): ManagementError {
+  return new ManagementError(404, code, description);
+}
+
+/** Management API 409: the subject token was exchanged already. */
+export function alreadyRedeemed(description: string): ManagementError {
+  return new ManagementError(409, 'already_redeemed', description);
+}
+
+/** Management API 503: a store or the audit trail cannot answer; nothing was written. */
+export function managementUnavailable(description: string, cause: unknown): ManagementError {
+  return new ManagementError(503, 'temporarily_unavailable', description, { cause });
+}
+
+/** Management API 500: anything else; the cause goes to the app's `error` event, never to the caller. */
+export function managementServerError(cause: unknown): ManagementError {
+  return new ManagementError(500, 'server_error', 'the request could not be completed', { cause });
+}
+
+/** A call at the wrong moment of the provider's life, whose `description` says what to do instead. */
+export function calledTooLate(description: string): TypeError {
+  return new TypeError(description);
+}
+
+export * from './errors/standalone.js';
 export { errors };

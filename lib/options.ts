@@ -3,6 +3,7 @@ import type { Account } from 'oidc-provider';
 import type { AdapterSource } from './adapters/contract.js';
 import type { AuditSink } from './audit/sink.js';
 import type { JsonObject } from './json.js';
+import { invalidArgument, invalidOption } from './errors.js';
 
 export type { JsonObject, JsonPrimitive, JsonValue } from './json.js';
 
@@ -170,7 +171,7 @@ const SCOPE_TOKEN = /^[\x21\x23-\x5B\x5D-\x7E]+$/;
 /** Checks every option once, at start-up, and names the one that is wrong. */
 export function resolveOptions(input: ImpersonationOptions): ResolvedOptions {
   if (typeof input !== 'object' || input === null) {
-    throw new TypeError('impersonation options must be an object');
+    throw invalidArgument('createImpersonation', 'options', 'must be an object');
   }
   const options: ResolvedOptions = {
     ...DEFAULTS,
@@ -188,13 +189,13 @@ export function resolveOptions(input: ImpersonationOptions): ResolvedOptions {
       fail(name, 'must be a single scope name');
   }
   if (managementScopes(options).size !== 3)
-    fail('readScope', 'and revokeScope must differ from each other and from managementScope');
+    fail('readScope', 'must differ from "revokeScope", and both from "managementScope"');
   for (const name of ['managementPath', 'sessionsPath'] as const) {
     if (typeof options[name] !== 'string' || !/^\/[A-Za-z0-9._~\-/]*[A-Za-z0-9._~-]$/.test(options[name])) {
       fail(name, 'must be an absolute path without a trailing slash');
     }
   }
-  if (options.sessionsPath === options.managementPath) fail('sessionsPath', 'must differ from managementPath');
+  if (options.sessionsPath === options.managementPath) fail('sessionsPath', 'must differ from "managementPath"');
   if (options.managementTokenFormat !== 'jwt' && options.managementTokenFormat !== 'opaque') {
     fail('managementTokenFormat', 'must be "jwt" or "opaque"');
   }
@@ -233,7 +234,7 @@ export function resolveOptions(input: ImpersonationOptions): ResolvedOptions {
       fail('actorAuthentication.acrValues', 'must be a non-empty array of acr values');
     }
     if (freshness.maxAge === undefined && freshness.acrValues === undefined)
-      fail('actorAuthentication', 'needs maxAge or acrValues');
+      fail('actorAuthentication', 'needs "maxAge" or "acrValues"');
   }
   const env = options.environmentVariables;
   if (typeof env !== 'object' || env === null || Object.values(env).some((value) => typeof value !== 'string')) {
@@ -260,7 +261,7 @@ function positiveInteger(name: string, value: unknown, max: number): void {
 }
 
 function fail(name: string, message: string): never {
-  throw new TypeError(`impersonation option ${name} ${message}`);
+  throw invalidOption('createImpersonation', name, message);
 }
 
 function stripUndefined<T extends object>(value: T): Partial<T> {

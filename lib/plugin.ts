@@ -3,7 +3,7 @@ import type Koa from 'koa';
 import type { Configuration, KoaContextWithOIDC, Provider, ResourceServer } from 'oidc-provider';
 import { createMemoryAdapter } from './adapters/memory.js';
 import { openPluginStore } from './adapters/plugin-store.js';
-import { errors, misconfigured } from './errors.js';
+import { calledTooLate, invalidCall, invalidOption, invalidTarget, misconfigured } from './errors.js';
 import { ExchangeClaims } from './exchange/claims.js';
 import { addStepUpDetails } from './exchange/freshness.js';
 import {
@@ -99,11 +99,16 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
     configure(configuration) {
       const resourceIndicators = configuration.features?.resourceIndicators ?? {};
       if (resourceIndicators.enabled === false) {
-        throw new TypeError('impersonation needs features.resourceIndicators; do not disable it');
+        throw invalidOption(
+          'impersonation.configure',
+          'features.resourceIndicators',
+          'must stay enabled: the plugin needs it',
+        );
       }
       const clash = [...(configuration.scopes ?? [])].filter((name) => scopes.has(name));
       if (clash.length) {
-        throw new TypeError(
+        throw invalidCall(
+          'impersonation.configure',
           `scopes lists ${clash.join(' ')}, a scope of the Management API: remove it; ` +
             `a client may obtain it through its ${MANAGEMENT_SCOPE_METADATA} metadata`,
         );
@@ -133,18 +138,22 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
 
     install(provider, installOptions = {}) {
       if ('app' in installOptions) {
-        throw new TypeError(
-          'install(provider, { app }) is gone: call install(provider, { mountManagementApi: false }) ' +
-            'and app.use(impersonation.managementApi())',
+        throw invalidOption(
+          'impersonation.install',
+          'app',
+          'is gone: call install(provider, { mountManagementApi: false }) and app.use(impersonation.managementApi())',
         );
       }
       const { mountManagementApi = true } = installOptions;
       const configuration = providerConfiguration(provider);
       if (!configured.has(configuration.extraTokenClaims as object)) {
-        throw new TypeError('build the Provider from impersonation.configure(configuration) before install()');
+        throw invalidCall(
+          'impersonation.install',
+          'build the Provider from impersonation.configure(configuration) first',
+        );
       }
       assertModelInternals(provider);
-      if (mountManagementApi && middlewareComposed(provider)) throw new TypeError(MOUNTED_TOO_EARLY);
+      if (mountManagementApi && middlewareComposed(provider)) throw calledTooLate(MOUNTED_TOO_EARLY);
       // Without a store of its own, the plugin's records live in the provider's adapter, which must then be fit for them.
       const pluginStore = ownStore || openPluginStore(providerAdapter(provider), 'provider adapter');
       const store = new SubjectTokenStore(pluginStore.subjectTokens);
@@ -168,12 +177,17 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
     },
 
     managementApi() {
-      if (!api) throw new TypeError('call impersonation.install(provider) before managementApi()');
+      if (!api)
+        throw invalidCall('impersonation.managementApi', 'call impersonation.install(provider) before managementApi()');
       return api;
     },
 
     managementApiHandler() {
-      if (!handler) throw new TypeError('call impersonation.install(provider) before managementApiHandler()');
+      if (!handler)
+        throw invalidCall(
+          'impersonation.managementApiHandler',
+          'call impersonation.install(provider) before managementApiHandler()',
+        );
       return handler;
     },
   };
@@ -217,12 +231,12 @@ function managementResourceInfo(
 ): GetResourceServerInfo {
   return async function getResourceServerInfo(ctx, resource, client) {
     if (resource !== options.managementResource) {
-      if (!existing) throw new errors.InvalidTarget();
+      if (!existing) throw invalidTarget();
       return existing(ctx, resource, client);
     }
     const allowed = managementScopesOf(client);
     if (ctx.oidc.params?.['grant_type'] !== 'client_credentials' || !allowed.length) {
-      throw new errors.InvalidTarget('this client may not obtain tokens for the Management API');
+      throw invalidTarget('this client may not obtain tokens for the Management API');
     }
     assertReachable(ctx);
     // Only the management scopes the client's metadata lists.

@@ -18,6 +18,7 @@ import type {
   Provider,
   ResourceServerInstance,
 } from 'oidc-provider';
+import { notAProvider, unsupportedProvider } from './errors/standalone.js';
 
 /**
  * Checked when the plugin is loaded, so that an oidc-provider release that
@@ -48,10 +49,7 @@ assertInternals();
 
 function refuseMissing(missing: readonly string[]): void {
   if (missing.length) {
-    throw new Error(
-      `oidc-provider-impersonation: this oidc-provider lacks internals the plugin uses (${missing.join(', ')}); ` +
-        'install a version in the peerDependencies range of oidc-provider-impersonation',
-    );
+    throw unsupportedProvider(missing);
   }
 }
 
@@ -102,7 +100,7 @@ interface ProviderInternals {
 
 function internals(provider: Provider): ProviderInternals {
   const found = instance(provider) as ProviderInternals | undefined;
-  if (!found?.configuration) throw new TypeError('not an oidc-provider instance');
+  if (!found?.configuration) throw notAProvider();
   return found;
 }
 

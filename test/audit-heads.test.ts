@@ -191,7 +191,7 @@ describe('PostgreSQL audit log: signed heads published outside the database pin 
     const lastHash = await insider.rewrite(21, 35, (row) => ({ ...row, actor: 'mallory' }));
     await insider.moveHead(35, lastHash);
     const { rows } = await pool.query<{ hash: string }>(`SELECT hash FROM "${schema}"."${TABLE}" WHERE seq = 30`);
-    const signer = signerOf(key);
+    const signer = signerOf(key, 'createPostgresAuditLog');
     await pool.query(`UPDATE "${schema}"."${TABLE}_checkpoints" SET hash = $1, signature = $2 WHERE seq = 30`, [
       rows[0]!.hash,
       signer.sign(checkpointText(30, rows[0]!.hash)),

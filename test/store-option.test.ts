@@ -35,14 +35,14 @@ describe('the store option: the provider keeps its own adapter', () => {
     it('refuses a store that is not an adapter class or factory', () => {
       expect(() => createImpersonation({ managementResource: MANAGEMENT, store: {} as never })).to.throw(
         TypeError,
-        /option store must be an adapter class or factory/,
+        /createImpersonation: option "store" must be an adapter class or factory/,
       );
     });
 
     it('refuses, at creation, a store without consumeOnce: a typical adapter cannot hold subject tokens', () => {
       expect(() => createImpersonation({ managementResource: MANAGEMENT, store: createTypicalAdapter() })).to.throw(
         TypeError,
-        /option store has no consumeOnce\(id\)/,
+        /createImpersonation: option "store" has no consumeOnce\(id\)/,
       );
     });
 
@@ -55,7 +55,7 @@ describe('the store option: the provider keeps its own adapter', () => {
       }
       expect(() => createImpersonation({ managementResource: MANAGEMENT, store: AtomicOnly })).to.throw(
         TypeError,
-        /option store has no sorted indexes/,
+        /createImpersonation: option "store" has no sorted indexes/,
       );
     });
 

@@ -10,7 +10,7 @@
  */
 import { LRUCache } from 'lru-cache';
 import type { Adapter, AdapterPayload } from 'oidc-provider';
-import { storeFull } from '../errors.js';
+import { invalidOption, storeFull } from '../errors.js';
 import {
   comesAfter,
   entryLifetimeMs,
@@ -143,7 +143,7 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
     options.protectedModels !== undefined &&
     (!Array.isArray(options.protectedModels) || options.protectedModels.some((model) => typeof model !== 'string'))
   ) {
-    throw new TypeError('createMemoryAdapter: protectedModels must be an array of model names');
+    throw invalidOption('createMemoryAdapter', 'protectedModels', 'must be an array of model names');
   }
   const protectedModels = new Set([...ALWAYS_PROTECTED, ...(options.protectedModels ?? [])]);
   const evictedUnexpired: Record<string, number> = {};
@@ -426,7 +426,7 @@ function lowerBound({ entries, start }: SortedIndex, entry: IndexEntry): number 
 
 function assertBound(name: string, value: unknown): void {
   if (!Number.isSafeInteger(value) || (value as number) < 1) {
-    throw new TypeError(`createMemoryAdapter: ${name} must be a positive integer`);
+    throw invalidOption('createMemoryAdapter', name, 'must be a positive integer');
   }
 }
 

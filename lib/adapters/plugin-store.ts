@@ -2,6 +2,7 @@ import type { AdapterSource, AtomicAdapter, ImpersonationAdapter } from './contr
 import { hasAtomicConsume, hasSortedIndexes, instantiateAdapter } from './contract.js';
 import { SESSION_MODEL } from '../sessions/store.js';
 import { SUBJECT_TOKEN_MODEL } from '../subject-tokens/store.js';
+import { unfitStore } from '../errors/standalone.js';
 
 /** The adapters the plugin keeps its own records in: subject tokens, and impersonation sessions with their indexes. */
 export interface PluginStore {
@@ -16,7 +17,7 @@ export interface PluginStore {
  * `owner` names where the store came from, for the error.
  */
 export function openPluginStore(source: AdapterSource, owner: 'store option' | 'provider adapter'): PluginStore {
-  const where = owner === 'store option' ? 'impersonation option store' : "the provider's adapter";
+  const where = owner === 'store option' ? 'createImpersonation: option "store"' : "the provider's adapter";
   const remedy =
     owner === 'store option'
       ? 'use createMemoryAdapter(), createRedisAdapter() or an adapter that has them'
@@ -24,14 +25,14 @@ export function openPluginStore(source: AdapterSource, owner: 'store option' | '
         'and give the plugin a store of its own (the store option)';
   const subjectTokens = instantiateAdapter(source, SUBJECT_TOKEN_MODEL);
   if (!hasAtomicConsume(subjectTokens)) {
-    throw new TypeError(
+    throw unfitStore(
       `${where} has no consumeOnce(id): subject tokens need an atomic consume to be single-use ` +
         `(see docs/adding-to-your-deployment.md); ${remedy}`,
     );
   }
   const sessions = instantiateAdapter(source, SESSION_MODEL);
   if (!hasAtomicConsume(sessions) || !hasSortedIndexes(sessions)) {
-    throw new TypeError(
+    throw unfitStore(
       `${where} has no sorted indexes (indexAdd, indexRemove, indexRange): impersonation sessions ` +
         `are listed and revoked through them (see docs/adding-to-your-deployment.md); ${remedy}`,
     );

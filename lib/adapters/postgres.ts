@@ -23,6 +23,7 @@ import { lastByKey, StatementBatch } from '../postgres/batch.js';
 import { assertPlainIdentifiers } from '../postgres/identifier.js';
 import { openPool, type PoolSource } from '../postgres/pool.js';
 import { migrateStore, storeNames, storeStatements, type Statement } from './postgres-schema.js';
+import { invalidArgument, invalidOption, postgresFailed, unavailable, unstorableValue } from '../errors/standalone.js';
 
 export interface PostgresAdapterOptions extends PoolSource {
   /** Schema of the tables. Default: the connection's search path. */
@@ -130,18 +131,20 @@ interface IndexWrite {
  */
 export function createPostgresAdapter(options: PostgresAdapterOptions): PostgresAdapterClass {
   if (options === null || typeof options !== 'object')
-    throw new TypeError('createPostgresAdapter: options are required');
+    throw invalidArgument('createPostgresAdapter', 'options', 'must be an object');
   const table = options.table ?? 'oidc_provider_store';
   assertPlainIdentifiers('createPostgresAdapter', { table, schema: options.schema });
   const cleanupInterval = options.cleanupInterval ?? DEFAULT_CLEANUP_INTERVAL_MS;
   if (!Number.isSafeInteger(cleanupInterval) || cleanupInterval < 0) {
-    throw new TypeError(
-      'createPostgresAdapter: cleanupInterval must be a whole number of milliseconds (0 turns the sweep off)',
+    throw invalidOption(
+      'createPostgresAdapter',
+      'cleanupInterval',
+      'must be a whole number of milliseconds (0 turns the sweep off)',
     );
   }
   const cleanupBatch = options.cleanupBatch ?? DEFAULT_CLEANUP_BATCH;
   if (!Number.isSafeInteger(cleanupBatch) || cleanupBatch < 1)
-    throw new TypeError('createPostgresAdapter: cleanupBatch must be a positive integer');
+    throw invalidOption('createPostgresAdapter', 'cleanupBatch', 'must be a positive integer');
 
   const { pool, end } = openPool('createPostgresAdapter', options);
   const names = storeNames(options.schema, table);
@@ -154,7 +157,7 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
   let timer: NodeJS.Timeout | undefined;
 
   function migrate(): Promise<void> {
-    if (closed) return Promise.reject(new Error('the PostgreSQL adapter is disconnected'));
+    if (closed) return Promise.reject(unavailable('the PostgreSQL adapter is disconnected'));
     migrating ??= migrateStore(pool, names).then(
       () => {
         migrated = true;
@@ -179,7 +182,7 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
 
   /** Runs one statement; every caller sends exactly one per operation (the first also migrates). */
   async function run(statement: Statement, values: unknown[], operation: string): Promise<pg.QueryResult> {
-    if (closed) throw new Error('the PostgreSQL adapter is disconnected');
+    if (closed) throw unavailable('the PostgreSQL adapter is disconnected');
     if (!migrated) await migrate();
     try {
       return await pool.query({ name: statement.name, text: statement.text, values });
@@ -371,7 +374,7 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
       assertMember(member);
       // A number beyond bigint (1e300 is finite) would be refused by PostgreSQL.
       if (!Number.isSafeInteger(Math.round(expiresAt)))
-        throw new TypeError('the PostgreSQL adapter: an index expiry must be a finite number of ms, at most 2^53');
+        throw unstorableValue('the PostgreSQL adapter', 'an index expiry must be a finite number of ms, at most 2^53');
       await indexWrites.add({ model: this.#name, names: indexes.map(keyOf), member, expiresAt: Math.round(expiresAt) });
     }
 
@@ -423,8 +426,9 @@ function isStorableMember(member: string): boolean {
 /** Members are returned as stored and ordered byte by byte, so they must be plain, short text (the plugin's are ids). */
 function assertMember(member: string): void {
   if (!isStorableMember(member)) {
-    throw new TypeError(
-      'the PostgreSQL adapter: an index member must be at most 256 characters, without NUL, U+0001 or lone surrogates',
+    throw unstorableValue(
+      'the PostgreSQL adapter',
+      'an index member must be at most 256 characters, without NUL, U+0001 or lone surrogates',
     );
   }
 }
@@ -455,7 +459,6 @@ function storeError(operation: string, error: unknown): Error {
       : typeof message === 'string'
         ? message
         : 'unknown error';
-  const failure = new Error(`the PostgreSQL store failed (${operation}): ${reason}`);
   // The SQLSTATE tells a value PostgreSQL refused (isDataError) from an outage.
-  return typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) ? Object.assign(failure, { code }) : failure;
+  return postgresFailed(operation, reason, typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) ? code : undefined);
 }

@@ -19,6 +19,7 @@ import {
   type IndexEntry,
   type SortedIndexes,
 } from './contract.js';
+import { invalidCall, invalidOption, unavailable } from '../errors/standalone.js';
 
 export interface RedisAdapterOptions {
   /**
@@ -196,16 +197,16 @@ type ScriptedClient = (Redis | Cluster) & Scripts;
  * puts a whole deployment into one slot.
  */
 export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdapterClass {
-  if (options.client && options.url) throw new TypeError('createRedisAdapter: pass client or url, not both');
+  if (options.client && options.url) throw invalidCall('createRedisAdapter', 'pass "client" or "url", not both');
   const prefix = options.keyPrefix ?? 'oidc:';
-  if (typeof prefix !== 'string') throw new TypeError('createRedisAdapter: keyPrefix must be a string');
+  if (typeof prefix !== 'string') throw invalidOption('createRedisAdapter', 'keyPrefix', 'must be a string');
 
   const replicas = options.replicas ?? 0;
   const replicaTimeoutMs = options.replicaTimeoutMs ?? 500;
   if (!Number.isSafeInteger(replicas) || replicas < 0)
-    throw new TypeError('createRedisAdapter: replicas must be an integer of 0 or more');
+    throw invalidOption('createRedisAdapter', 'replicas', 'must be an integer of 0 or more');
   if (!Number.isSafeInteger(replicaTimeoutMs) || replicaTimeoutMs < 1) {
-    throw new TypeError('createRedisAdapter: replicaTimeoutMs must be a positive integer');
+    throw invalidOption('createRedisAdapter', 'replicaTimeoutMs', 'must be a positive integer');
   }
 
   const owned = options.client === undefined;
@@ -416,7 +417,7 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
       }
       if (error ?? waitError) throw error ?? waitError;
       if (typeof confirmed !== 'number' || confirmed < replicas) {
-        throw new Error(
+        throw unavailable(
           `Redis: ${String(confirmed)} of ${replicas} replicas confirmed a write within ${replicaTimeoutMs} ms`,
         );
       }
@@ -453,7 +454,7 @@ function readiness(client: Redis | Cluster): { ready(): boolean; whenReady(): Pr
   let waiting: Promise<void> | undefined;
   const whenReady = (): Promise<void> => {
     if (ready()) return Promise.resolve();
-    if (client.status === 'end') return Promise.reject(new Error('Redis connection closed'));
+    if (client.status === 'end') return Promise.reject(unavailable('Redis connection closed'));
     waiting ??= new Promise<void>((resolve, reject) => {
       const deadline = Date.now() + READY_WAIT_MS;
       let timer: NodeJS.Timeout | undefined;
@@ -472,7 +473,7 @@ function readiness(client: Redis | Cluster): { ready(): boolean; whenReady(): Pr
           timer = setTimeout(check, client.status === 'ready' ? 10 : deadline - Date.now());
           return;
         }
-        if (client.status !== 'ready') return settle(new Error(`Redis is unreachable (connection ${client.status})`));
+        if (client.status !== 'ready') return settle(unavailable(`Redis is unreachable (connection ${client.status})`));
         nodesOpened = true;
         settle();
       }

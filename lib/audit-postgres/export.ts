@@ -1,6 +1,7 @@
 import pg from 'pg';
 import { canonicalJson } from '../audit/chain.js';
 import { isPlainIdentifier } from '../postgres/identifier.js';
+import { invalidOption } from '../errors/standalone.js';
 
 export interface ExportOptions {
   schema?: string | undefined;
@@ -33,9 +34,9 @@ const BATCH = 1000;
 /** The trail in order, a line at a time: JSON lines, or CSV with a header, hashes included so that a copy can be checked. */
 export async function* exportTrail(connectionString: string, options: ExportOptions): AsyncGenerator<string> {
   const table = options.table ?? 'impersonation_audit';
-  for (const value of [table, options.schema]) {
+  for (const [name, value] of Object.entries({ table, schema: options.schema })) {
     if (value !== undefined && !isPlainIdentifier(value))
-      throw new TypeError('schema and table must be plain SQL identifiers');
+      throw invalidOption('exportTrail', name, 'must be a plain SQL identifier');
   }
   const qualified = options.schema ? `"${options.schema}"."${table}"` : `"${table}"`;
   const client = new pg.Client({ connectionString, connectionTimeoutMillis: 5000 });

@@ -39,6 +39,7 @@ import {
 } from '../audit/chain.js';
 import { signHead, type HeadPublisher, type SignedHead } from '../audit/head.js';
 import { checkpointText, signerOf, type SigningKey, type VerificationKey } from '../audit/signing.js';
+import { invalidOption, unavailable } from '../errors/standalone.js';
 
 export interface PostgresAuditLogOptions extends PoolSource {
   /** Schema of the tables. Default: the connection's search path. */
@@ -108,11 +109,11 @@ export function createPostgresAuditLog(options: PostgresAuditLogOptions): Postgr
   assertPlainIdentifiers('createPostgresAuditLog', { table, schema: options.schema });
   const checkpointEvery = options.checkpointEvery ?? 100;
   if (!Number.isSafeInteger(checkpointEvery) || checkpointEvery < 1)
-    throw new TypeError('createPostgresAuditLog: checkpointEvery must be a positive integer');
-  const signer = options.signingKey ? signerOf(options.signingKey) : undefined;
+    throw invalidOption('createPostgresAuditLog', 'checkpointEvery', 'must be a positive integer');
+  const signer = options.signingKey ? signerOf(options.signingKey, 'createPostgresAuditLog') : undefined;
   const failClosed = options.failClosed ?? true;
   if (options.publishHead !== undefined && (typeof options.publishHead !== 'function' || !signer))
-    throw new TypeError('createPostgresAuditLog: publishHead is a function, and needs signingKey');
+    throw invalidOption('createPostgresAuditLog', 'publishHead', 'must be a function, and needs "signingKey"');
   const publishHead = options.publishHead
     ? (seq: string, hash: string) => options.publishHead!(signHead(signer!, Number(seq), hash))
     : undefined;
@@ -163,7 +164,7 @@ export function createPostgresAuditLog(options: PostgresAuditLogOptions): Postgr
     } catch (error) {
       // The rows are written: whatever failed here must never read as a data error of
       // the batch, which would write them again in halves.
-      throw new Error('the audit checkpoint or its published head could not be written', { cause: error });
+      throw unavailable('the audit checkpoint or its published head could not be written', error);
     }
   }
 
@@ -186,7 +187,8 @@ export function createPostgresAuditLog(options: PostgresAuditLogOptions): Postgr
     },
     verify: async (verifyOptions = {}) => {
       const heads = verifyOptions.head === undefined ? [] : [verifyOptions.head].flat();
-      if (heads.length && !verifyOptions.key) throw new TypeError('verify: a published head is checked with the key');
+      if (heads.length && !verifyOptions.key)
+        throw invalidOption('verify', 'head', 'needs "key": a published head is checked with the key');
       await migrate();
       return verifyChain(
         pool,

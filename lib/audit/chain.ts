@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import type { ImpersonationEvent, ImpersonationEventName } from './events.js';
 import { headSignatureVerifies, type SignedHead } from './head.js';
 import { checkpointText, verifierOf, type VerificationKey } from './signing.js';
+import { invalidAuditQuery, notATrailRow } from '../errors/standalone.js';
 
 /** The hash the chain starts from: the `prev_hash` of row 1. */
 export const GENESIS = '0'.repeat(64);
@@ -92,7 +93,7 @@ export function rowHash(previousHash: string, seq: number | bigint | string, con
 /** A row as its canonical text says it, for comparing with its typed columns. */
 export function rowFromContent(content: string): AuditRow {
   const values = JSON.parse(content) as unknown[];
-  if (!Array.isArray(values) || values.length !== FIELDS.length) throw new Error('not a row of this trail');
+  if (!Array.isArray(values) || values.length !== FIELDS.length) throw notATrailRow();
   return Object.fromEntries(FIELDS.map((field, index) => [field, values[index]])) as unknown as AuditRow;
 }
 
@@ -243,7 +244,7 @@ export function cursorOfSeq(seq: number): string {
 
 export function seqOfCursor(cursor: string): number {
   const before = Number(Buffer.from(cursor, 'base64url').toString('utf8'));
-  if (!Number.isSafeInteger(before) || before < 1) throw new TypeError('cursor is not one this log returned');
+  if (!Number.isSafeInteger(before) || before < 1) throw invalidAuditQuery('cursor', 'is not one this log returned');
   return before;
 }
 
@@ -251,6 +252,6 @@ export function seqOfCursor(cursor: string): number {
 export function limitOf(limit: number | undefined): number {
   const value = limit ?? 50;
   if (!Number.isSafeInteger(value) || value < 1 || value > 500)
-    throw new TypeError('limit must be an integer from 1 to 500');
+    throw invalidAuditQuery('limit', 'must be an integer from 1 to 500');
   return value;
 }

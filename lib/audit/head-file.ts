@@ -7,9 +7,10 @@
  */
 import { open, readFile } from 'node:fs/promises';
 import { headOf, type HeadPublisher, type SignedHead } from './head.js';
+import { invalidArgument, invalidHeadFile } from '../errors/standalone.js';
 
 export function appendHeadsToFile(path: string): HeadPublisher {
-  if (typeof path !== 'string' || !path) throw new TypeError('appendHeadsToFile: path must be a file path');
+  if (typeof path !== 'string' || !path) throw invalidArgument('appendHeadsToFile', 'path', 'must be a file path');
   // One write at a time, so that lines never interleave and the file's order is the order of publication.
   let last: Promise<void> = Promise.resolve();
   return (head) => {
@@ -32,12 +33,12 @@ export function appendHeadsToFile(path: string): HeadPublisher {
 export async function readLastHead(path: string): Promise<SignedHead> {
   const lines = (await readFile(path, 'utf8')).split('\n').filter((line) => line.trim());
   const lastLine = lines.at(-1);
-  if (lastLine === undefined) throw new TypeError('the head file holds no head');
+  if (lastLine === undefined) throw invalidHeadFile('the head file holds no head');
   let parsed: unknown;
   try {
     parsed = JSON.parse(lastLine);
   } catch {
-    throw new TypeError('the last line of the head file is not JSON');
+    throw invalidHeadFile('the last line of the head file is not JSON');
   }
   return headOf(parsed);
 }

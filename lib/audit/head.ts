@@ -5,6 +5,7 @@
  * the database alone cannot show (its own head row moves with the rows).
  */
 import type { Signer, SignatureAlgorithm, Verifier } from './signing.js';
+import { invalidPublishedHead } from '../errors/standalone.js';
 
 export interface SignedHead {
   /** The number of rows the chain had. */
@@ -39,14 +40,13 @@ const HASH = /^[0-9a-f]{64}$/;
 /** A head as published (a parsed JSON line), checked field by field; throws a TypeError naming what is wrong. */
 export function headOf(value: unknown): SignedHead {
   const head = value as Partial<Record<keyof SignedHead, unknown>> | null;
-  if (typeof head !== 'object' || head === null) throw new TypeError('a published head is a JSON object');
+  if (typeof head !== 'object' || head === null) throw invalidPublishedHead('is a JSON object');
   const { seq, hash, at, alg, signature } = head;
   if (typeof seq !== 'number' || !Number.isSafeInteger(seq) || seq < 1)
-    throw new TypeError('a published head has a positive integer seq');
-  if (typeof hash !== 'string' || !HASH.test(hash)) throw new TypeError('a published head has a SHA-256 hash (hex)');
-  if (typeof at !== 'string' || Number.isNaN(Date.parse(at))) throw new TypeError('a published head has a time at');
-  if (alg !== 'hmac-sha256' && alg !== 'ed25519')
-    throw new TypeError('a published head has alg hmac-sha256 or ed25519');
-  if (typeof signature !== 'string' || !signature) throw new TypeError('a published head has a signature');
+    throw invalidPublishedHead('has a positive integer seq');
+  if (typeof hash !== 'string' || !HASH.test(hash)) throw invalidPublishedHead('has a SHA-256 hash (hex)');
+  if (typeof at !== 'string' || Number.isNaN(Date.parse(at))) throw invalidPublishedHead('has a time at');
+  if (alg !== 'hmac-sha256' && alg !== 'ed25519') throw invalidPublishedHead('has alg hmac-sha256 or ed25519');
+  if (typeof signature !== 'string' || !signature) throw invalidPublishedHead('has a signature');
   return { seq, hash, at, alg, signature };
 }

@@ -3,7 +3,7 @@
  * as the PostgreSQL log is: for a demo, tests, or a single instance that
  * needs nothing installed. It lasts as long as the process.
  */
-import { storeFull } from '../errors.js';
+import { invalidOption, storeFull } from '../errors.js';
 import type { ImpersonationEvent, ImpersonationEventName } from './events.js';
 import type { AuditLog } from './sink.js';
 import {
@@ -37,7 +37,7 @@ export interface MemoryAuditLog extends AuditLog {
 export function createMemoryAuditLog(options: MemoryAuditLogOptions = {}): MemoryAuditLog {
   const maxRows = options.maxRows ?? 100_000;
   if (!Number.isSafeInteger(maxRows) || maxRows < 1)
-    throw new TypeError('createMemoryAuditLog: maxRows must be a positive integer');
+    throw invalidOption('createMemoryAuditLog', 'maxRows', 'must be a positive integer');
   const rows: ChainedRow[] = [];
   const head = { seq: 0, hash: GENESIS };
 

@@ -12,6 +12,7 @@ import {
   verify as verifySignature,
   type KeyObject,
 } from 'node:crypto';
+import { invalidKey, invalidOption } from '../errors/standalone.js';
 
 export type SigningKey = { hmac: string | Buffer } | { ed25519: string | KeyObject };
 /** What verifies checkpoints and heads: the HMAC secret, or the Ed25519 public (or private) key. */
@@ -34,12 +35,13 @@ export function checkpointText(seq: string | number, hash: string): string {
   return `impersonation-audit-checkpoint:${seq}:${hash}`;
 }
 
-export function signerOf(key: SigningKey): Signer {
+/** `caller` is the function that was given the key, for the error that names it. */
+export function signerOf(key: SigningKey, caller: string): Signer {
   if ('hmac' in key)
     return { kind: 'hmac-sha256', sign: (text) => createHmac('sha256', key.hmac).update(text).digest('base64url') };
   const privateKey = typeof key.ed25519 === 'string' ? createPrivateKey(key.ed25519) : key.ed25519;
   if (privateKey.asymmetricKeyType !== 'ed25519' || privateKey.type !== 'private')
-    throw new TypeError('signingKey.ed25519 must be an Ed25519 private key');
+    throw invalidOption(caller, 'signingKey.ed25519', 'must be an Ed25519 private key');
   return { kind: 'ed25519', sign: (text) => sign(null, Buffer.from(text), privateKey).toString('base64url') };
 }
 
@@ -56,7 +58,7 @@ export function verifierOf(key: VerificationKey): Verifier {
   }
   const given = key.ed25519;
   const publicKey = typeof given !== 'string' && given.type === 'public' ? given : createPublicKey(given);
-  if (publicKey.asymmetricKeyType !== 'ed25519') throw new TypeError('the verification key is not an Ed25519 key');
+  if (publicKey.asymmetricKeyType !== 'ed25519') throw invalidKey('the verification key is not an Ed25519 key');
   return {
     kind: 'ed25519',
     verify: (text, signature) =>

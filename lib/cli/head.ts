@@ -1,6 +1,7 @@
 /** The published heads given to `audit verify --head`: a JSON value, or a file whose last line is taken. */
 import { readLastHead } from '../audit/head-file.js';
 import { headOf, type SignedHead } from '../audit/head.js';
+import { invalidCommandLine } from '../errors/standalone.js';
 
 export async function publishedHeadOf(value: string): Promise<SignedHead> {
   if (value.trimStart().startsWith('{')) {
@@ -8,14 +9,14 @@ export async function publishedHeadOf(value: string): Promise<SignedHead> {
     try {
       parsed = JSON.parse(value);
     } catch {
-      throw new TypeError('--head: not a JSON object');
+      throw invalidCommandLine('--head: not a JSON object');
     }
     return headOf(parsed);
   }
   try {
     return await readLastHead(value);
   } catch (error) {
-    if (error instanceof TypeError) throw new TypeError(`--head: ${error.message}`, { cause: error });
-    throw new TypeError('--head: the head file cannot be read', { cause: error });
+    if (error instanceof TypeError) throw invalidCommandLine(`--head: ${error.message}`, error);
+    throw invalidCommandLine('--head: the head file cannot be read', error);
   }
 }

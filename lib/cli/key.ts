@@ -5,6 +5,7 @@
  */
 import { readFileSync } from 'node:fs';
 import type { VerificationKey } from '../audit/signing.js';
+import { invalidCommandLine } from '../errors/standalone.js';
 
 export const KEY_FORMS = '--key hmac-file:PATH, --key hmac-env:VARIABLE or --key ed25519:PUBLIC_KEY.pem';
 
@@ -14,33 +15,33 @@ export function verificationKeyOf(spec: string, env: NodeJS.ProcessEnv = process
   const kind = separator < 0 ? '' : spec.slice(0, separator);
   const place = spec.slice(separator + 1);
   if (kind === 'hmac')
-    throw new TypeError(
+    throw invalidCommandLine(
       `--key hmac:SECRET is refused: a secret on the command line is visible to every user of this machine; use ${KEY_FORMS}`,
     );
-  if (!place) throw new TypeError(`--key must be one of ${KEY_FORMS}`);
+  if (!place) throw invalidCommandLine(`--key must be one of ${KEY_FORMS}`);
   if (kind === 'hmac-file') {
     let text: string;
     try {
       text = readFileSync(place, 'utf8');
     } catch {
-      throw new TypeError('--key hmac-file: the key file cannot be read');
+      throw invalidCommandLine('--key hmac-file: the key file cannot be read');
     }
     // A trailing newline is the editor's, not the key's.
     const secret = text.replace(/\r?\n$/, '');
-    if (!secret) throw new TypeError('--key hmac-file: the key file is empty');
+    if (!secret) throw invalidCommandLine('--key hmac-file: the key file is empty');
     return { hmac: secret };
   }
   if (kind === 'hmac-env') {
     const secret = env[place];
-    if (!secret) throw new TypeError('--key hmac-env: that environment variable is not set or empty');
+    if (!secret) throw invalidCommandLine('--key hmac-env: that environment variable is not set or empty');
     return { hmac: secret };
   }
   if (kind === 'ed25519') {
     try {
       return { ed25519: readFileSync(place, 'utf8') };
     } catch {
-      throw new TypeError('--key ed25519: the public key file cannot be read');
+      throw invalidCommandLine('--key ed25519: the public key file cannot be read');
     }
   }
-  throw new TypeError(`--key must be one of ${KEY_FORMS}`);
+  throw invalidCommandLine(`--key must be one of ${KEY_FORMS}`);
 }

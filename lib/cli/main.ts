@@ -8,6 +8,7 @@ import { createPostgresAuditLog } from '../audit-postgres/index.js';
 import { exportTrail } from '../audit-postgres/export.js';
 import { publishedHeadOf } from './head.js';
 import { verificationKeyOf } from './key.js';
+import { invalidCommandLine } from '../errors/standalone.js';
 
 const USAGE = `usage:
   oidc-provider-impersonation audit verify --database-url URL [--schema S] [--table T]
@@ -107,7 +108,7 @@ function parseArgsQuietly(args: string[]) {
   } catch (error) {
     // Node's message repeats a stray argument, which may be a secret typed in the wrong place.
     if ((error as { code?: string }).code === 'ERR_PARSE_ARGS_UNEXPECTED_POSITIONAL')
-      throw new TypeError('an argument without its option: each value follows its --option', { cause: error });
+      throw invalidCommandLine('an argument without its option: each value follows its --option', error);
     throw error;
   }
 }
@@ -115,7 +116,7 @@ function parseArgsQuietly(args: string[]) {
 function timeOf(name: string, value: string | undefined): Date | undefined {
   if (value === undefined) return undefined;
   const time = new Date(value);
-  if (Number.isNaN(time.getTime())) throw new TypeError(`--${name} must be a time (RFC 3339)`);
+  if (Number.isNaN(time.getTime())) throw invalidCommandLine(`--${name} must be a time (RFC 3339)`);
   return time;
 }
 

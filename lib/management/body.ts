@@ -1,5 +1,5 @@
 import type Koa from 'koa';
-import { ManagementError } from '../errors.js';
+import { badRequest, ManagementError, requestTooLarge } from '../errors.js';
 import type { JsonObject } from '../options.js';
 import { isStorableJson, isStorableText, UNSTORABLE_TEXT } from '../storable-text.js';
 
@@ -9,7 +9,7 @@ import { isStorableJson, isStorableText, UNSTORABLE_TEXT } from '../storable-tex
  */
 export async function readJsonObject(ctx: Koa.Context, limit: number): Promise<JsonObject> {
   if (!ctx.is('application/json')) {
-    throw new ManagementError(400, 'invalid_request', 'Content-Type must be application/json');
+    throw badRequest('Content-Type must be application/json');
   }
   const declared = Number(ctx.get('content-length'));
   if (Number.isFinite(declared) && declared > limit) throw tooLarge(limit);
@@ -25,17 +25,17 @@ export async function readJsonObject(ctx: Koa.Context, limit: number): Promise<J
   } catch (error) {
     if (error instanceof ManagementError) throw error;
     // The client went away mid-body: its request, not the service, failed.
-    throw new ManagementError(400, 'invalid_request', 'the request body could not be read', { cause: error });
+    throw badRequest('the request body could not be read', error);
   }
 
   let parsed: unknown;
   try {
     parsed = JSON.parse(Buffer.concat(chunks).toString('utf8'));
   } catch {
-    throw new ManagementError(400, 'invalid_request', 'body is not valid JSON');
+    throw badRequest('body is not valid JSON');
   }
   if (!isJsonObject(parsed)) {
-    throw new ManagementError(400, 'invalid_request', 'body must be a JSON object');
+    throw badRequest('body must be a JSON object');
   }
   assertStorableFields(parsed);
   return parsed;
@@ -48,9 +48,8 @@ export async function readJsonObject(ctx: Koa.Context, limit: number): Promise<J
  */
 function assertStorableFields(body: JsonObject): void {
   for (const [field, value] of Object.entries(body)) {
-    if (!isStorableText(field))
-      throw new ManagementError(400, 'invalid_request', `a field name holds ${UNSTORABLE_TEXT}`);
-    if (!isStorableJson(value)) throw new ManagementError(400, 'invalid_request', `${field} holds ${UNSTORABLE_TEXT}`);
+    if (!isStorableText(field)) throw badRequest(`a field name holds ${UNSTORABLE_TEXT}`);
+    if (!isStorableJson(value)) throw badRequest(`${field} holds ${UNSTORABLE_TEXT}`);
   }
 }
 
@@ -58,10 +57,10 @@ function assertStorableFields(body: JsonObject): void {
 export function assertStorableQuery(query: Readonly<Record<string, string | string[] | undefined>>): void {
   for (const [name, value] of Object.entries(query)) {
     if (!isStorableText(name)) {
-      throw new ManagementError(400, 'invalid_request', `a query parameter name holds ${UNSTORABLE_TEXT}`);
+      throw badRequest(`a query parameter name holds ${UNSTORABLE_TEXT}`);
     }
     if (!isStorableJson(value ?? null)) {
-      throw new ManagementError(400, 'invalid_request', `${name} holds ${UNSTORABLE_TEXT}`);
+      throw badRequest(`${name} holds ${UNSTORABLE_TEXT}`);
     }
   }
 }
@@ -71,5 +70,5 @@ export function isJsonObject(value: unknown): value is JsonObject {
 }
 
 function tooLarge(limit: number): ManagementError {
-  return new ManagementError(413, 'request_too_large', `body exceeds ${limit} bytes`);
+  return requestTooLarge(`body exceeds ${limit} bytes`);
 }

@@ -1,5 +1,5 @@
 import type { ClientMetadata, Configuration, KoaContextWithOIDC } from 'oidc-provider';
-import { invalidClientMetadata } from '../errors.js';
+import { invalidCall, invalidClientMetadata, invalidOption } from '../errors.js';
 
 /**
  * The client metadata property that lists the Management API scopes a client
@@ -26,8 +26,10 @@ export function withManagementMetadata(
 ): ExtraClientMetadata {
   const properties = own?.properties ?? [];
   if (properties.includes(MANAGEMENT_SCOPE_METADATA)) {
-    throw new TypeError(
-      `extraClientMetadata.properties must not list ${MANAGEMENT_SCOPE_METADATA}: the plugin declares it`,
+    throw invalidOption(
+      'impersonation.configure',
+      'extraClientMetadata.properties',
+      `must not list ${MANAGEMENT_SCOPE_METADATA}: the plugin declares it`,
     );
   }
   const ownValidator: Validator | undefined = own?.validator;
@@ -83,7 +85,7 @@ export function checkStaticClients(clients: Configuration['clients'], management
       checkManagementMetadata(metadata, managementScopes);
     } catch (error) {
       const description = (error as { error_description?: string }).error_description ?? String(error);
-      throw new TypeError(`client ${String(client.client_id)}: ${description}`, { cause: error });
+      throw invalidCall('impersonation.configure', `client ${String(client.client_id)}: ${description}`, error);
     }
   }
 }

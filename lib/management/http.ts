@@ -1,5 +1,5 @@
 import type Koa from 'koa';
-import { ManagementError } from '../errors.js';
+import { ManagementError, managementServerError, managementUnavailable, unauthorized } from '../errors.js';
 import type { ManagementAuthResult, ManagementCaller } from '../options.js';
 
 /** Every Management API answer is an OAuth-style error or a success, never cached. */
@@ -7,10 +7,7 @@ export async function renderErrors(ctx: Koa.Context, next: Koa.Next): Promise<vo
   try {
     await next();
   } catch (caught) {
-    const error =
-      caught instanceof ManagementError
-        ? caught
-        : new ManagementError(500, 'server_error', 'the request could not be completed', { cause: caught });
+    const error = caught instanceof ManagementError ? caught : managementServerError(caught);
     if (error.status >= 500) ctx.app.emit('error', error.cause ?? error, ctx);
     ctx.status = error.status;
     ctx.body = error.toJSON();
@@ -41,7 +38,7 @@ export async function authorize(
       : `Bearer error="insufficient_scope", scope="${scope}"`;
   // A request without any credentials gets a bare challenge (RFC 6750 3.1).
   ctx.set('WWW-Authenticate', ctx.get('authorization') ? challenge : 'Bearer');
-  throw new ManagementError(code === 'invalid_token' ? 401 : 403, code, description);
+  throw unauthorized(code, description);
 }
 
 /** A failure of the store behind a call is an outage (503), not a bug (500), and never a half-done write. */
@@ -56,13 +53,11 @@ export async function storeCall<T>(call: () => T | Promise<T>): Promise<T> {
       full.statusCode === 503 && full.error === 'temporarily_unavailable' && typeof full.error_description === 'string'
         ? full.error_description
         : 'the identity service cannot reach its store; retry shortly';
-    throw new ManagementError(503, 'temporarily_unavailable', description, { cause: error });
+    throw managementUnavailable(description, error);
   }
 }
 
-export function badRequest(description: string): ManagementError {
-  return new ManagementError(400, 'invalid_request', description);
-}
+export { badRequest } from '../errors.js';
 
 export const MAX_ID_LENGTH = 1024;
 

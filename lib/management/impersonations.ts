@@ -3,7 +3,7 @@ import type Koa from 'koa';
 import type { Provider } from 'oidc-provider';
 import type { IndexEntry } from '../adapters/contract.js';
 import { emit, EVENTS, type ImpersonationEventName } from '../audit/events.js';
-import { ManagementError } from '../errors.js';
+import { notFound } from '../errors.js';
 import type { ResolvedOptions } from '../options.js';
 import { closeSession } from '../sessions/close.js';
 import { isSessionId, viewOf } from '../sessions/record.js';
@@ -117,7 +117,7 @@ const FEED_PARAMETERS = new Set(['cursor', 'limit']);
 
 async function existing(sessions: SessionStore, id: string) {
   const record = isSessionId(id) ? await storeCall(() => sessions.find(id)) : undefined;
-  if (!record) throw new ManagementError(404, 'not_found', 'no impersonation session has this id');
+  if (!record) throw notFound('not_found', 'no impersonation session has this id');
   return record;
 }
 
@@ -167,8 +167,8 @@ function readCursor(value: unknown, allowed: ReadonlySet<string>, query: Koa.Con
   const unknown = Object.keys(query).filter((name) => !allowed.has(name));
   if (unknown.length) throw badRequest(`unknown query parameter: ${unknown.join(', ')}`);
   if (value === undefined) return undefined;
+  if (typeof value !== 'string' || value.length > 200) throw badRequest('cursor is not one this API returned');
   try {
-    if (typeof value !== 'string' || value.length > 200) throw new Error('not a cursor');
     const [expiresAt, member] = JSON.parse(Buffer.from(value, 'base64url').toString('utf8')) as unknown[];
     if (
       Number.isSafeInteger(expiresAt) &&

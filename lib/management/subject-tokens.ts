@@ -2,7 +2,7 @@ import type Router from '@koa/router';
 import type { Provider } from 'oidc-provider';
 import { emit, EVENTS, type ImpersonationEvent } from '../audit/events.js';
 import { record as recordEvent } from '../audit/record.js';
-import { ManagementError } from '../errors.js';
+import { accessDenied, alreadyRedeemed, managementUnavailable, notFound, requestTooLarge } from '../errors.js';
 import { TOKEN_EXCHANGE_GRANT } from '../exchange/grant.js';
 import { refusalReason, type JsonObject, type ResolvedOptions } from '../options.js';
 import { providerConfiguration } from '../provider-internals.js';
@@ -45,7 +45,7 @@ export function subjectTokenRoutes(
     };
 
     const account = await storeCall(() => providerConfiguration(provider).findAccount(ctx as never, request.userId));
-    if (!account) throw new ManagementError(404, 'user_not_found', 'no user has this userId');
+    if (!account) throw notFound('user_not_found', 'no user has this userId');
     if (request.clientId !== undefined) await assertExchangeClient(provider, request.clientId);
 
     if (options.canImpersonate) {
@@ -62,7 +62,7 @@ export function subjectTokenRoutes(
         // The policy's words are recorded as given, but never in a form that would keep the record from being written.
         Object.assign(audit, { error: 'access_denied', reason: storableText(refused) });
         await recordEvent(provider, options.auditLog, EVENTS.subjectTokenRefused, audit, ctx);
-        throw new ManagementError(403, 'access_denied', refused);
+        throw accessDenied(refused);
       }
     }
 
@@ -85,12 +85,7 @@ export function subjectTokenRoutes(
         await options.auditLog.append(EVENTS.subjectTokenCreated, Object.freeze({ ...audit }));
       } catch (error) {
         await store.withdraw(record.id).catch(() => {});
-        throw new ManagementError(
-          503,
-          'temporarily_unavailable',
-          'the audit trail cannot be written; no subject token was issued',
-          { cause: error },
-        );
+        throw managementUnavailable('the audit trail cannot be written; no subject token was issued', error);
       }
     }
     ctx.status = 201;
@@ -102,14 +97,9 @@ export function subjectTokenRoutes(
     const caller = await authorize(ctx, authenticate, options.revokeScope);
     const id = ctx.params['id']!;
     const outcome = /^stid_[A-Za-z0-9_-]{16}$/.test(id) ? await storeCall(() => store.withdraw(id)) : 'unknown';
-    if (outcome === 'unknown')
-      throw new ManagementError(404, 'not_found', 'no subject token has this id (or it expired)');
+    if (outcome === 'unknown') throw notFound('not_found', 'no subject token has this id (or it expired)');
     if (outcome === 'redeemed') {
-      throw new ManagementError(
-        409,
-        'already_redeemed',
-        'the subject token was already exchanged; revoke its impersonation session instead',
-      );
+      throw alreadyRedeemed('the subject token was already exchanged; revoke its impersonation session instead');
     }
     ctx.status = 204;
     await recordEvent(
@@ -130,7 +120,7 @@ function parseCreation(body: JsonObject, options: ResolvedOptions): CreationRequ
   if (!isIdentifier(userId)) throw badRequest('userId must be a non-empty string');
   if (!isJsonObject(context)) throw badRequest('context must be a JSON object');
   if (Buffer.byteLength(JSON.stringify(context)) > options.maxContextBytes) {
-    throw new ManagementError(413, 'request_too_large', `context exceeds ${options.maxContextBytes} bytes of JSON`);
+    throw requestTooLarge(`context exceeds ${options.maxContextBytes} bytes of JSON`);
   }
   if (clientId !== undefined && !isIdentifier(clientId)) throw badRequest('clientId must be a non-empty string');
   if (actorId !== undefined && !isIdentifier(actorId)) throw badRequest('actorId must be a non-empty string');

@@ -1,3 +1,5 @@
+import { invalidOption } from '../errors/standalone.js';
+
 /**
  * A schema or table name the plugin puts into SQL between double quotes: a
  * letter or `_`, then letters, digits or `_`, 41 characters at most, so that
@@ -15,6 +17,6 @@ export function isPlainIdentifier(value: unknown): value is string {
 export function assertPlainIdentifiers(caller: string, names: Record<string, unknown>): void {
   for (const [name, value] of Object.entries(names)) {
     if (value !== undefined && !isPlainIdentifier(value))
-      throw new TypeError(`${caller}: ${name} must be a plain SQL identifier (letters, digits, _; at most 41)`);
+      throw invalidOption(caller, name, 'must be a plain SQL identifier (letters, digits, _; at most 41)');
   }
 }

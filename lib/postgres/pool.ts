@@ -1,4 +1,5 @@
 import pg from 'pg';
+import { invalidCall } from '../errors/standalone.js';
 
 /**
  * Pool options for an identity service: a connection attempt gives up after
@@ -34,7 +35,7 @@ export interface OpenedPool {
 /** The pool of an adapter or an audit log, from exactly one of `pool` and `connectionString`. */
 export function openPool(caller: string, source: PoolSource): OpenedPool {
   if (!source.pool === !source.connectionString)
-    throw new TypeError(`${caller}: pass pool or connectionString, exactly one of them`);
+    throw invalidCall(caller, 'pass "pool" or "connectionString", exactly one of them');
   if (source.pool) {
     const { pool } = source;
     return { pool, end: async () => {} };

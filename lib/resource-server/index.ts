@@ -16,6 +16,7 @@
 import { createRemoteJWKSet, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose';
 // The record module only: a resource server has no oidc-provider installed.
 import { SESSION_CLAIM } from '../sessions/record.js';
+import { invalidOption, tokenRefused, unavailable } from '../errors/standalone.js';
 
 export { SESSION_CLAIM };
 
@@ -39,20 +40,7 @@ export interface ImpersonationVerifierOptions {
   timeout?: number;
 }
 
-export type ImpersonationTokenErrorCode = 'invalid_token' | 'session_revoked' | 'revocations_unavailable';
-
-/** Why a token was refused; `status` is what to answer (401, or 503 when revocations cannot be known). */
-export class ImpersonationTokenError extends Error {
-  readonly code: ImpersonationTokenErrorCode;
-  readonly status: 401 | 503;
-
-  constructor(code: ImpersonationTokenErrorCode, message: string) {
-    super(message);
-    this.name = 'ImpersonationTokenError';
-    this.code = code;
-    this.status = code === 'revocations_unavailable' ? 503 : 401;
-  }
-}
+export { ImpersonationTokenError, type ImpersonationTokenErrorCode } from '../errors/standalone.js';
 
 export interface VerifiedToken {
   payload: JWTPayload;
@@ -111,12 +99,12 @@ export function createImpersonationVerifier(options: ImpersonationVerifierOption
         signal: AbortSignal.any([readDeadline, AbortSignal.timeout(timeout), closing.signal]),
         headers: { accept: 'application/json' },
       });
-      if (!response.ok) throw new Error(`the revocation feed answered ${response.status}`);
+      if (!response.ok) throw unavailable(`the revocation feed answered ${response.status}`);
       const page = (await response.json()) as {
         revoked?: Array<{ id?: unknown; expiresAt?: unknown }>;
         nextCursor?: unknown;
       };
-      if (!Array.isArray(page.revoked)) throw new Error('the revocation feed sent no list');
+      if (!Array.isArray(page.revoked)) throw unavailable('the revocation feed sent no list');
       for (const entry of page.revoked) {
         if (typeof entry.id === 'string' && typeof entry.expiresAt === 'number') next.set(entry.id, entry.expiresAt);
       }
@@ -160,24 +148,20 @@ export function createImpersonationVerifier(options: ImpersonationVerifierOption
           requiredClaims: ['sub', 'exp'],
         }));
       } catch {
-        throw new ImpersonationTokenError(
-          'invalid_token',
-          'the access token is invalid, expired or not for this resource',
-        );
+        throw tokenRefused('invalid_token', 'the access token is invalid, expired or not for this resource');
       }
       const sessionId = payload[SESSION_CLAIM];
       if (sessionId !== undefined) {
         if (typeof sessionId !== 'string')
-          throw new ImpersonationTokenError('invalid_token', 'the impersonation session claim is malformed');
+          throw tokenRefused('invalid_token', 'the impersonation session claim is malformed');
         // Checked against the read that last completed: one still in flight proves nothing yet.
         if (performance.now() - freshSince > maxStaleness) {
-          throw new ImpersonationTokenError(
+          throw tokenRefused(
             'revocations_unavailable',
             'revocations of impersonation sessions cannot be read; retry shortly',
           );
         }
-        if (revoked.has(sessionId))
-          throw new ImpersonationTokenError('session_revoked', 'this impersonation was stopped');
+        if (revoked.has(sessionId)) throw tokenRefused('session_revoked', 'this impersonation was stopped');
       }
       const act = payload['act'] as { sub?: unknown } | undefined;
       const scope = payload['scope'];
@@ -203,6 +187,6 @@ export function createImpersonationVerifier(options: ImpersonationVerifierOption
 
 function positive(name: string, value: number): number {
   if (!Number.isSafeInteger(value) || value < 1)
-    throw new TypeError(`createImpersonationVerifier: ${name} must be a positive integer`);
+    throw invalidOption('createImpersonationVerifier', name, 'must be a positive integer');
   return value;
 }

@@ -270,10 +270,10 @@ describe('PostgreSQL adapter', () => {
   it('checks its options up front', () => {
     const pool = new pg.Pool({ connectionString: DATABASE_URL });
     try {
-      expect(() => createPostgresAdapter({})).to.throw(TypeError, /pool or connectionString/);
+      expect(() => createPostgresAdapter({})).to.throw(TypeError, /"pool" or "connectionString"/);
       expect(() => createPostgresAdapter({ pool, connectionString: DATABASE_URL })).to.throw(
         TypeError,
-        /pool or connectionString/,
+        /"pool" or "connectionString"/,
       );
       expect(() => createPostgresAdapter({ pool, table: 'x; DROP TABLE y' })).to.throw(TypeError, /table/);
       expect(() => createPostgresAdapter({ pool, schema: 'a"b' })).to.throw(TypeError, /schema/);

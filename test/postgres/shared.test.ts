@@ -24,7 +24,7 @@ describe('PostgreSQL adapter and audit log: one check of pool, schema and table'
 
   for (const [name, create] of FACTORIES) {
     it(`${name} takes exactly one of pool and connectionString`, () => {
-      expect(() => create({})).to.throw(TypeError, `${name}: pass pool or connectionString, exactly one of them`);
+      expect(() => create({})).to.throw(TypeError, `${name}: pass "pool" or "connectionString", exactly one of them`);
       expect(() => create({ pool, connectionString: DATABASE_URL })).to.throw(TypeError, /exactly one of them/);
     });
 
@@ -41,9 +41,12 @@ describe('PostgreSQL adapter and audit log: one check of pool, schema and table'
       ])
         expect(() => create({ pool, table }), JSON.stringify(table)).to.throw(
           TypeError,
-          `${name}: table must be a plain SQL identifier (letters, digits, _; at most 41)`,
+          `${name}: option "table" must be a plain SQL identifier (letters, digits, _; at most 41)`,
         );
-      expect(() => create({ pool, schema: ['public'] })).to.throw(TypeError, /schema must be a plain SQL identifier/);
+      expect(() => create({ pool, schema: ['public'] })).to.throw(
+        TypeError,
+        /option "schema" must be a plain SQL identifier/,
+      );
       for (const table of ['Mixed_Case_1', '_t', 'a'.repeat(41)]) expect(() => create({ pool, table })).to.not.throw();
     });
   }

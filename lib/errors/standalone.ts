@@ -1,0 +1,106 @@
+/**
+ * The errors of the parts that run without oidc-provider loaded: the adapters,
+ * the audit logs, the resource-server helper and the command. `lib/errors.ts`
+ * re-exports them; those parts import this file so that loading them never
+ * loads oidc-provider. Message styles are in CONTRIBUTING.md ("Errors").
+ */
+
+/** Configuration: `<function>: option "<name>" <requirement>`, thrown at the call that was given the option. */
+export function invalidOption(fn: string, option: string, requirement: string): TypeError {
+  return new TypeError(`${fn}: option "${option}" ${requirement}`);
+}
+
+/** Configuration: `<function>: argument "<name>" <requirement>`, for a positional argument. */
+export function invalidArgument(fn: string, argument: string, requirement: string): TypeError {
+  return new TypeError(`${fn}: argument "${argument}" ${requirement}`);
+}
+
+/** Configuration: `<function>: <what is wrong and what to do>`, when no single option is at fault. */
+export function invalidCall(fn: string, problem: string, cause?: unknown): TypeError {
+  return new TypeError(`${fn}: ${problem}`, cause === undefined ? undefined : { cause });
+}
+
+/** The command line: `--<option> ...`, as typed; never quotes a value, which may be a secret typed in the wrong place. */
+export function invalidCommandLine(problem: string, cause?: unknown): TypeError {
+  return new TypeError(problem, cause === undefined ? undefined : { cause });
+}
+
+/** A value handed to an adapter that it cannot store as given: `<adapter>: <requirement>`. */
+export function unstorableValue(adapter: string, requirement: string): TypeError {
+  return new TypeError(`${adapter}: ${requirement}`);
+}
+
+/**
+ * A store, a feed or a log that cannot answer now. The message names the
+ * service and what failed, never a value: a key can be a token.
+ */
+export function unavailable(problem: string, cause?: unknown): Error {
+  return new Error(problem, cause === undefined ? undefined : { cause });
+}
+
+/** PostgreSQL refused or failed a statement; `code` is its SQLSTATE, which tells a refused value from an outage. */
+export function postgresFailed(operation: string, reason: string, code?: string): Error {
+  const failure = new Error(`the PostgreSQL store failed (${operation}): ${reason}`);
+  return code === undefined ? failure : Object.assign(failure, { code });
+}
+
+/** A published head (of an audit trail) that is not one: `a published head <requirement>`. */
+export function invalidPublishedHead(requirement: string): TypeError {
+  return new TypeError(`a published head ${requirement}`);
+}
+
+/** A head file (appendHeadsToFile's) whose last line gives no head. */
+export function invalidHeadFile(problem: string): TypeError {
+  return new TypeError(problem);
+}
+
+/** A stored row that is not one of this trail's (its content was altered). */
+export function notATrailRow(): Error {
+  return new Error('not a row of this trail');
+}
+
+/** A query of the audit log: `<parameter> <requirement>`, the parameter named as the caller passed it. */
+export function invalidAuditQuery(parameter: string, requirement: string): TypeError {
+  return new TypeError(`${parameter} ${requirement}`);
+}
+
+/** A signing or verification key of the wrong kind; names the key's place, never the key. */
+export function invalidKey(problem: string): TypeError {
+  return new TypeError(problem);
+}
+
+/** An oidc-provider this plugin cannot work with: `missing` lists what it lacks. */
+export function unsupportedProvider(missing: readonly string[]): Error {
+  return new Error(
+    `oidc-provider-impersonation: this oidc-provider lacks internals the plugin uses (${missing.join(', ')}); ` +
+      'install a version in the peerDependencies range of oidc-provider-impersonation',
+  );
+}
+
+export function notAProvider(): TypeError {
+  return new TypeError('not an oidc-provider instance');
+}
+
+export type ImpersonationTokenErrorCode = 'invalid_token' | 'session_revoked' | 'revocations_unavailable';
+
+/** Why a token was refused; `status` is what to answer (401, or 503 when revocations cannot be known). */
+export class ImpersonationTokenError extends Error {
+  readonly code: ImpersonationTokenErrorCode;
+  readonly status: 401 | 503;
+
+  constructor(code: ImpersonationTokenErrorCode, message: string) {
+    super(message);
+    this.name = 'ImpersonationTokenError';
+    this.code = code;
+    this.status = code === 'revocations_unavailable' ? 503 : 401;
+  }
+}
+
+export function tokenRefused(code: ImpersonationTokenErrorCode, description: string): ImpersonationTokenError {
+  return new ImpersonationTokenError(code, description);
+}
+
+/** A store that could not keep the plugin's records safely; the message names it and what to use instead. */
+export function unfitStore(problem: string): TypeError {
+  return new TypeError(problem);
+}
