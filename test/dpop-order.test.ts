@@ -47,4 +47,26 @@ describe('DPoP is checked before the deployment hooks run', () => {
     });
     expect(fresh.status, JSON.stringify(fresh.body)).to.equal(200);
   });
+
+  it('spends no proof on a request that names no subject token it can redeem', async () => {
+    const key = await DpopKey.generate();
+    const proof = await key.proof(`${tp.base}/token`);
+    for (const subject of [`ist_${'A'.repeat(43)}`, await usedSubjectToken()]) {
+      expectError(
+        await exchange(tp, { subject_token: subject, resource: API }, CLIENTS.console, { dpop: proof }),
+        400,
+        'invalid_request',
+      );
+    }
+    const redeemed = await exchange(tp, { subject_token: await subjectToken(tp), resource: API }, CLIENTS.console, {
+      dpop: proof,
+    });
+    expect(redeemed.status, JSON.stringify(redeemed.body)).to.equal(200);
+  });
+
+  async function usedSubjectToken(): Promise<string> {
+    const subject = await subjectToken(tp);
+    expect((await exchange(tp, { subject_token: subject, resource: API })).status).to.equal(200);
+    return subject;
+  }
 });

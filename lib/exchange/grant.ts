@@ -62,12 +62,19 @@ export function createExchangeHandler(dependencies: GrantDependencies) {
     preflight?.(ctx);
     checkClientAuthentication(ctx);
     const params = exchangeParameters(ctx);
+    // The proof of possession, as oidc-provider's own grants check it first. It writes nothing.
+    const dpop = await validateDpop(ctx);
+    checkDpopRequired(ctx, dpop);
 
     // The subject token. The actor token is looked up while it is (on Redis the two
     // reads go out together); its verdict is read only after every check of the
     // subject token, so the order of refusals stays that of the protocol.
     const actorLookup = params.actor_token === undefined ? undefined : lookUpActorToken(ctx, params.actor_token);
     const { record, key } = usableSubjectToken(await store.find(params.subject_token), client.clientId, progress);
+    // The proof is spent before any of the deployment's code runs (its resource servers,
+    // accounts, policy, claims), and only for a subject token that can be redeemed: a
+    // request that names none writes no replay entry.
+    if (dpop) await checkDpopReplay(ctx, dpop);
 
     // What is asked for: one resource, scopes it defines.
     const resourceServer = await resolveSingleResource(ctx);
@@ -75,9 +82,6 @@ export function createExchangeHandler(dependencies: GrantDependencies) {
     const requested = grantedScopes(ctx, params.scope, resourceServer);
     progress.scope = requested;
 
-    // The proof of possession, before anything of the deployment's runs.
-    const dpop = await validateDpop(ctx);
-    checkDpopRequired(ctx, dpop);
     const token = new provider.AccessToken({
       accountId: record.subject,
       client,
@@ -94,9 +98,6 @@ export function createExchangeHandler(dependencies: GrantDependencies) {
     if (act) progress.actor = act.sub;
     const account = await providerConfiguration(provider).findAccount(ctx, record.subject);
     if (!account) throw invalidRequest('subject_token names a user that no longer exists');
-    // The proof is spent before any deployment hook runs, as oidc-provider's own grants
-    // spend it before issuing: a replayed proof never reaches the policy or the claims.
-    if (dpop) await checkDpopReplay(ctx, dpop);
 
     // The deployment's decision.
     const scopes = await decide(options, {
