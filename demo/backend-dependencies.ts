@@ -48,19 +48,24 @@ export interface BackendDependencies {
   supportActor(ctx: Koa.Context): Promise<Actor>;
 }
 
-export interface DependencySettings {
-  url: string;
+/** Where the identity service answers, as the backend is told. */
+export interface IdentityServiceAddresses {
+  /** Issuer of the identity service, e.g. http://localhost:3000/oidc. */
   issuer: string;
-  /** Default: /api/subject-tokens at the issuer's origin. */
+  /** Subject-token endpoint of the Management API. Default: /api/subject-tokens at the issuer's origin. */
   managementUrl?: string;
-  /** Default: /api/impersonations/revocations at the issuer's origin. */
+  /** The revocation feed of impersonation sessions. Default: /api/impersonations/revocations at the issuer's origin. */
   revocationsUrl?: string;
-  /** Default: /api at the issuer's origin. */
+  /** Resource indicator of the Management API. Default: /api at the issuer's origin. */
   managementResource?: string;
   /** Default `subject-tokens:create`. */
   managementScope?: string;
-  /** Default: /api/impersonations at the issuer's origin. */
+  /** The impersonation sessions of the Management API. Default: /api/impersonations at the issuer's origin. */
   sessionsUrl?: string;
+}
+
+export interface DependencySettings extends IdentityServiceAddresses {
+  url: string;
   secrets: DemoSecrets;
   /** Bound on every call to the identity service, milliseconds. */
   timeoutMs: number;

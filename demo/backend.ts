@@ -8,7 +8,7 @@ import type http from 'node:http';
 import Router from '@koa/router';
 import Koa from 'koa';
 import { accountRoutes, auditTrailOf } from './account.js';
-import { backendDependencies } from './backend-dependencies.js';
+import { backendDependencies, type IdentityServiceAddresses } from './backend-dependencies.js';
 import { consoleRoutes } from './console-routes.js';
 import { closeServer, escapeHtml, HttpError, listen, page, portOf, serve } from './http.js';
 import { impersonationRequestRoutes } from './impersonation-requests.js';
@@ -18,7 +18,7 @@ import { demoSecrets, type DemoSecrets } from './seed.js';
 import { stopRoutes } from './stop-routes.js';
 import { webSignInRoutes } from './web-sign-in.js';
 
-export interface BackendOptions {
+export interface BackendOptions extends IdentityServiceAddresses {
   /** A server from `listen()`, when the port must be known before the identity service is built. */
   server?: http.Server;
   /** Port to listen on when no server is given. Default 3001; 0 picks a free one. */
@@ -27,18 +27,6 @@ export interface BackendOptions {
   bindAddress?: string;
   /** Host name in this backend's URLs (redirect URIs). Default `localhost`. */
   hostname?: string;
-  /** Issuer of the identity service, e.g. http://localhost:3000/oidc. */
-  issuer: string;
-  /** Subject-token endpoint of the Management API. Default: /api/subject-tokens at the issuer's origin. */
-  managementUrl?: string;
-  /** The revocation feed of impersonation sessions. Default: /api/impersonations/revocations at the issuer's origin. */
-  revocationsUrl?: string;
-  /** Resource indicator of the Management API. Default: /api at the issuer's origin. */
-  managementResource?: string;
-  /** Default `subject-tokens:create`. */
-  managementScope?: string;
-  /** The impersonation sessions of the Management API. Default: /api/impersonations at the issuer's origin. */
-  sessionsUrl?: string;
   secrets?: DemoSecrets;
   /** Bound on every call to the identity service, milliseconds. Default 5000. */
   timeoutMs?: number;
