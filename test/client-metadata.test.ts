@@ -124,4 +124,47 @@ describe('client metadata: impersonation_management_scope', () => {
       expect(decodeJwt(issued.body['access_token'] as string)).to.include({ scope: MANAGEMENT_SCOPE, aud: MANAGEMENT });
     });
   });
+  describe('dynamic client registration (RFC 7591)', () => {
+    let tp: TestProvider;
+    before(async () => {
+      tp = await startProvider({
+        configuration: {
+          features: {
+            devInteractions: { enabled: false },
+            clientCredentials: { enabled: true },
+            registration: { enabled: true },
+          },
+        },
+      });
+    });
+    after(() => tp.close());
+
+    function register(metadata: Record<string, unknown>) {
+      return fetch(`${tp.base}/reg`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ ...M2M, ...metadata }),
+        signal: AbortSignal.timeout(10_000),
+      });
+    }
+
+    it('refuses a client that names itself a Management API scope; registers one that does not', async () => {
+      const refused = await register({ impersonation_management_scope: MANAGEMENT_SCOPE });
+      expect(refused.status).to.equal(400);
+      expect(await refused.json()).to.deep.equal({
+        error: 'invalid_client_metadata',
+        error_description: 'impersonation_management_scope cannot be set through client registration',
+      });
+      const registered = await register({});
+      expect(registered.status).to.equal(201);
+      const client = (await registered.json()) as { client_id: string; client_secret: string };
+      const token = await tokenRequest(
+        tp,
+        { grant_type: 'client_credentials', resource: MANAGEMENT, scope: MANAGEMENT_SCOPE },
+        client,
+      );
+      expect(token.status).to.equal(400);
+      expect(token.body['error']).to.equal('invalid_target');
+    });
+  });
 });

@@ -37,11 +37,22 @@ export function withManagementMetadata(
     ...own,
     properties: [...properties, MANAGEMENT_SCOPE_METADATA],
     validator(ctx: KoaContextWithOIDC | undefined, key: string, value: unknown, metadata: ClientMetadata) {
-      if (key === MANAGEMENT_SCOPE_METADATA) return checkManagementMetadata(metadata, managementScopes);
+      if (key === MANAGEMENT_SCOPE_METADATA) {
+        // A client may not grant itself the Management API: only the deployment's own clients
+        // (static, or written to the adapter by the deployment) carry it, never one registered
+        // or updated over HTTP (RFC 7591, RFC 7592).
+        if (value !== undefined && SELF_SERVICE_ROUTES.has(String(ctx?.oidc?.route))) {
+          throw invalidClientMetadata(`${MANAGEMENT_SCOPE_METADATA} cannot be set through client registration`);
+        }
+        return checkManagementMetadata(metadata, managementScopes);
+      }
       return ownValidator?.(ctx, key, value, metadata);
     },
   };
 }
+
+/** oidc-provider's routes where a client writes its own metadata. */
+const SELF_SERVICE_ROUTES: ReadonlySet<string> = new Set(['registration', 'client_update']);
 
 /**
  * Checks a client's management metadata and normalises it (duplicates
