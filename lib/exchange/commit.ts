@@ -19,6 +19,8 @@ export interface Commit {
   actorToken: { value: string; grantId: string; sessionUid?: string } | undefined;
   /** The success event, as the trail records it; built once the token is named. */
   event: () => ImpersonationEvent;
+  /** Called once the trail holds the success row. */
+  successRecorded: () => void;
 }
 
 export interface CommitStores {
@@ -36,7 +38,7 @@ export interface CommitStores {
 export async function commit(
   ctx: KoaContextWithOIDC,
   { options, store, sessions }: CommitStores,
-  { token, session, subjectTokenKey, actorToken, event }: Commit,
+  { token, session, subjectTokenKey, actorToken, event, successRecorded }: Commit,
 ): Promise<string> {
   const provider = ctx.oidc.provider;
   ctx.oidc.entity('AccessToken', token);
@@ -52,7 +54,7 @@ export async function commit(
     // end, one that ends it after finds the session and ends it.
     await Promise.all([
       actorToken === undefined ? undefined : confirmActorToken(ctx, actorToken.value, actorToken),
-      options.auditLog?.append(EVENTS.exchangeSucceeded, Object.freeze(event())),
+      options.auditLog?.append(EVENTS.exchangeSucceeded, Object.freeze(event())).then(successRecorded),
     ]);
     // Single use is decided here, by one atomic operation, after everything else passed.
     if (!(await store.redeem(subjectTokenKey))) throw invalidRequest('subject_token was already used');

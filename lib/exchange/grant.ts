@@ -97,7 +97,9 @@ export function createExchangeHandler(dependencies: GrantDependencies) {
     const act = actor && actFor(actor);
     if (act) progress.actor = act.sub;
     const account = await providerConfiguration(provider).findAccount(ctx, record.subject);
-    if (!account) throw invalidRequest('subject_token names a user that no longer exists');
+    if (!account || account.accountId !== record.subject) {
+      throw invalidRequest('subject_token names a user that no longer exists');
+    }
 
     // The deployment's decision.
     const scopes = await decide(options, {
@@ -137,7 +139,10 @@ export function createExchangeHandler(dependencies: GrantDependencies) {
               grantId: actor.grantId,
               ...(actor.sessionUid === undefined ? {} : { sessionUid: actor.sessionUid }),
             },
-      event: () => eventOf(client.clientId, progress),
+      event: () => eventOf(client.clientId, progress, 'success'),
+      successRecorded: () => {
+        progress.successRecorded = true;
+      },
     });
     return { value, token };
   }

@@ -15,9 +15,19 @@ export interface ExchangeProgress {
   /** The acting user, from the actor token. */
   actor?: string;
   session?: SessionRecord;
+  /**
+   * The trail holds this exchange's success row: a refusal after it (a lost
+   * race, the actor's sign-out) corrects it, names the same token, and is
+   * always recorded.
+   */
+  successRecorded?: boolean;
 }
 
-export function eventOf(clientId: string, progress: ExchangeProgress): ImpersonationEvent {
+export function eventOf(
+  clientId: string,
+  progress: ExchangeProgress,
+  outcome: 'success' | 'refusal',
+): ImpersonationEvent {
   const { subjectToken: record, session } = progress;
   const event: ImpersonationEvent = { clientId };
   if (record) {
@@ -32,7 +42,9 @@ export function eventOf(clientId: string, progress: ExchangeProgress): Impersona
   if (progress.scope !== undefined) event.scope = progress.scope.join(' ');
   if (session) {
     event.sessionId = session.id;
-    if (session.accessTokenId) {
+    // A token is named by the success, and by a refusal that corrects its row; never by a
+    // refusal of a token no row names.
+    if (session.accessTokenId && (outcome === 'success' || progress.successRecorded)) {
       event.accessTokenId = session.accessTokenId;
       event.expiresAt = session.expiresAt;
     }
@@ -50,7 +62,7 @@ export class ExchangeReport {
   }
 
   succeeded(ctx: KoaContextWithOIDC, progress: ExchangeProgress): void {
-    emit(ctx.oidc.provider, EVENTS.exchangeSucceeded, eventOf(ctx.oidc.client!.clientId, progress), ctx);
+    emit(ctx.oidc.provider, EVENTS.exchangeSucceeded, eventOf(ctx.oidc.client!.clientId, progress, 'success'), ctx);
   }
 
   /**
@@ -59,12 +71,13 @@ export class ExchangeReport {
    * recorded in a form every store can hold.
    */
   async refused(ctx: KoaContextWithOIDC, progress: ExchangeProgress, error: unknown): Promise<void> {
-    const event = eventOf(ctx.oidc.client!.clientId, progress);
+    const event = eventOf(ctx.oidc.client!.clientId, progress, 'refusal');
     const described = error as { error?: string; error_description?: string };
     event.error = described.error ?? 'server_error';
     event.reason = storableText(described.error_description ?? 'internal error');
     const record = progress.subjectToken;
-    const recorded = record !== undefined && this.#refusals.take(record.id, keptUntil(record));
+    const recorded =
+      progress.successRecorded === true || (record !== undefined && this.#refusals.take(record.id, keptUntil(record)));
     const sink = recorded ? this.#options.auditLog : undefined;
     await recordEvent(ctx.oidc.provider, sink, EVENTS.exchangeRefused, event, ctx);
   }
