@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -99,5 +99,29 @@ describe('the command, built from a checkout, runs as an executable', function (
     const help = await runProcess(join(ROOT, 'dist/cli/main.js'), ['--help']);
     expect(help.code, help.stderr).to.equal(0);
     expect(help.stdout).to.match(/^usage:\n {2}oidc-provider-impersonation audit verify/);
+  });
+
+  it('without pg (an optional peer dependency) answers --help, and says what to install for a command', async () => {
+    // The built package alone, where no node_modules can be found.
+    const alone = mkdtempSync(join(tmpdir(), 'impersonation-no-pg-'));
+    try {
+      cpSync(join(ROOT, 'dist'), join(alone, 'dist'), { recursive: true });
+      writeFileSync(join(alone, 'package.json'), '{"type":"module"}');
+      const cli = join(alone, 'dist/cli/main.js');
+      const help = await runProcess(process.execPath, [cli, '--help']);
+      expect(help.code, help.stderr).to.equal(0);
+      expect(help.stdout).to.match(/^usage:/);
+      const verify = await runProcess(process.execPath, [
+        cli,
+        'audit',
+        'verify',
+        '--database-url',
+        'postgres://127.0.0.1/x',
+      ]);
+      expect(verify.code).to.equal(2);
+      expect(verify.stderr).to.equal('the audit commands need the pg package: npm install pg\n');
+    } finally {
+      rmSync(alone, { recursive: true, force: true });
+    }
   });
 });

@@ -4,8 +4,6 @@
  * PostgreSQL audit trail, for operators and auditors. Needs `pg` installed.
  */
 import { parseArgs } from 'node:util';
-import { createPostgresAuditLog } from '../audit-postgres/index.js';
-import { exportTrail } from '../audit-postgres/export.js';
 import { publishedHeadOf } from './head.js';
 import { verificationKeyOf } from './key.js';
 import { invalidCommandLine } from '../errors/standalone.js';
@@ -37,6 +35,13 @@ async function main(argv: string[]): Promise<number> {
     process.stderr.write("--require-checkpoints must be a positive integer (the log's checkpointEvery)\n");
     return 2;
   }
+  // Loaded only now: `pg` is an optional peer dependency, and --help and usage errors need none of it.
+  const postgres = await loadPostgres();
+  if (!postgres) {
+    process.stderr.write('the audit commands need the pg package: npm install pg\n');
+    return 2;
+  }
+  const { createPostgresAuditLog, exportTrail } = postgres;
   const log = createPostgresAuditLog({
     connectionString,
     ...(values.schema ? { schema: values.schema } : {}),
@@ -86,6 +91,20 @@ async function main(argv: string[]): Promise<number> {
     return 0;
   } finally {
     await log.close();
+  }
+}
+
+async function loadPostgres() {
+  try {
+    const [{ createPostgresAuditLog }, { exportTrail }] = await Promise.all([
+      import('../audit-postgres/index.js'),
+      import('../audit-postgres/export.js'),
+    ]);
+    return { createPostgresAuditLog, exportTrail };
+  } catch (error) {
+    if ((error as { code?: unknown }).code === 'ERR_MODULE_NOT_FOUND' && String(error).includes("'pg'"))
+      return undefined;
+    throw error;
   }
 }
 
