@@ -1,13 +1,15 @@
 import type { AdapterSource, AtomicAdapter, ImpersonationAdapter } from './contract.js';
 import { hasAtomicConsume, hasSortedIndexes, instantiateAdapter } from './contract.js';
+import { APPROVAL_MODEL } from '../approvals/store.js';
 import { SESSION_MODEL } from '../sessions/store.js';
 import { SUBJECT_TOKEN_MODEL } from '../subject-tokens/store.js';
 import { unfitStore } from '../errors/standalone.js';
 
-/** The adapters the plugin keeps its own records in: subject tokens, and impersonation sessions with their indexes. */
+/** The adapters the plugin keeps its own records in: subject tokens, impersonation sessions, the customer's grants and approval requests. */
 export interface PluginStore {
   subjectTokens: AtomicAdapter;
   sessions: ImpersonationAdapter;
+  approvals: ImpersonationAdapter;
 }
 
 /**
@@ -37,5 +39,7 @@ export function openPluginStore(source: AdapterSource, owner: 'store option' | '
         `are listed and revoked through them (see docs/adding-to-your-deployment.md); ${remedy}`,
     );
   }
-  return { subjectTokens, sessions };
+  // The same adapter source as the sessions, so it has what they were just checked for.
+  const approvals = instantiateAdapter(source, APPROVAL_MODEL) as ImpersonationAdapter;
+  return { subjectTokens, sessions, approvals };
 }

@@ -1,0 +1,155 @@
+import type { AdapterPayload } from 'oidc-provider';
+import type { ImpersonationAdapter, IndexEntry } from '../adapters/contract.js';
+import {
+  grantStateOf,
+  requestStateOf,
+  type AccessGrant,
+  type ApprovalDecision,
+  type ApprovalRequest,
+} from './record.js';
+
+/** The adapter model name the access grants, approval requests and their indexes are kept under. */
+export const APPROVAL_MODEL = 'ImpersonationApproval';
+
+/** How long a grant or request outlives its expiry, so that it can still be read and told apart from an unknown id. */
+const KEPT_AFTER_EXPIRY = 7 * 24 * 3600;
+
+const GRANT = 'AccessGrant';
+const REQUEST = 'ApprovalRequest';
+const grantsOf = (subject: string) => `grants:${subject}`;
+const pendingOf = (subject: string) => `pending:${subject}`;
+
+/** What closing a grant or answering a request did: `changedNow` for the one caller whose change it was. */
+export interface Outcome<T> {
+  record: T;
+  changedNow: boolean;
+}
+
+/**
+ * Access grants and approval requests on top of an adapter with sorted
+ * indexes: each record by id; live grants and pending requests indexed by
+ * their subject, each member expiring with its record, so that listing a
+ * customer's reads one short index and never the store. A grant ends, and a
+ * request is answered, once: the record's atomic consume picks the one caller
+ * whose change it is, so a customer's "deny" racing with their "approve" (or
+ * with the request's expiry) leaves exactly one answer.
+ */
+export class ApprovalStore {
+  readonly #adapter: ImpersonationAdapter;
+
+  constructor(adapter: ImpersonationAdapter) {
+    this.#adapter = adapter;
+  }
+
+  async saveGrant(grant: AccessGrant): Promise<void> {
+    await Promise.all([
+      this.#adapter.upsert(grant.id, toPayload(GRANT, grant), keptFor(grant.expiresAt)),
+      this.#adapter.indexAdd([grantsOf(grant.subject)], grant.id, grant.expiresAt * 1000),
+    ]);
+  }
+
+  async findGrant(id: string): Promise<AccessGrant | undefined> {
+    return fromPayload<AccessGrant>(GRANT, await this.#adapter.find(id));
+  }
+
+  /** A customer's grants in force, latest expiry first, at most `limit`. */
+  async activeGrants(subject: string, limit: number): Promise<AccessGrant[]> {
+    const grants = await this.#members<AccessGrant>(grantsOf(subject), limit, (id) => this.findGrant(id));
+    return grants.filter((grant) => grantStateOf(grant) === 'active');
+  }
+
+  /**
+   * Ends a grant once. Whoever loses the consume writes nothing and gets the
+   * record as it stands, which may not show the end yet while the winner is
+   * still writing it.
+   */
+  async endGrant(grant: AccessGrant, ended: NonNullable<AccessGrant['ended']>): Promise<Outcome<AccessGrant>> {
+    if (!(await this.#adapter.consumeOnce(grant.id))) {
+      return { record: (await this.findGrant(grant.id)) ?? grant, changedNow: false };
+    }
+    const record: AccessGrant = { ...grant, ended };
+    await Promise.all([
+      this.#adapter.upsert(grant.id, consumed(toPayload(GRANT, record)), keptFor(grant.expiresAt)),
+      this.#adapter.indexRemove([grantsOf(grant.subject)], grant.id),
+    ]);
+    return { record, changedNow: true };
+  }
+
+  async saveRequest(request: ApprovalRequest): Promise<void> {
+    await Promise.all([
+      this.#adapter.upsert(request.id, toPayload(REQUEST, request), keptFor(request.expiresAt)),
+      this.#adapter.indexAdd([pendingOf(request.subject)], request.id, request.expiresAt * 1000),
+    ]);
+  }
+
+  async findRequest(id: string): Promise<ApprovalRequest | undefined> {
+    return fromPayload<ApprovalRequest>(REQUEST, await this.#adapter.find(id));
+  }
+
+  /** A customer's requests still waiting for an answer, latest expiry first, at most `limit`. */
+  async pendingRequests(subject: string, limit: number): Promise<ApprovalRequest[]> {
+    const requests = await this.#members<ApprovalRequest>(pendingOf(subject), limit, (id) => this.findRequest(id));
+    return requests.filter((request) => requestStateOf(request) === 'pending');
+  }
+
+  /**
+   * Answers a request once: the one caller that wins the record's consume
+   * writes its answer, and every other caller writes nothing (a denial must
+   * never overwrite the approval that already made a grant) and gets the
+   * record as it stands. The answer is also how an expiry is recorded, so
+   * that an expired request is reported once, by whoever noticed it first.
+   */
+  async answer(
+    request: ApprovalRequest,
+    answer: { at: number; decision: ApprovalDecision; grantId?: string; reason?: string },
+  ): Promise<Outcome<ApprovalRequest>> {
+    if (!(await this.#adapter.consumeOnce(request.id))) {
+      return { record: (await this.findRequest(request.id)) ?? request, changedNow: false };
+    }
+    const record: ApprovalRequest = { ...request, answer };
+    // An answered request stays readable (its backend polls it) as long as an unanswered one would have.
+    const keptUntil = Math.max(request.expiresAt, answer.at);
+    await Promise.all([
+      this.#adapter.upsert(request.id, consumed(toPayload(REQUEST, record)), keptFor(keptUntil)),
+      this.#adapter.indexRemove([pendingOf(request.subject)], request.id),
+    ]);
+    return { record, changedNow: true };
+  }
+
+  async #members<T>(index: string, limit: number, read: (id: string) => Promise<T | undefined>): Promise<T[]> {
+    const entries: IndexEntry[] = await this.#adapter.indexRange(index, undefined, limit);
+    const records = await Promise.all(entries.map((entry) => read(entry.member)));
+    return records.filter((record): record is Awaited<T> & T => record !== undefined);
+  }
+}
+
+function keptFor(expiresAt: number): number {
+  return Math.max(1, expiresAt + KEPT_AFTER_EXPIRY - Math.floor(Date.now() / 1000));
+}
+
+function consumed(payload: AdapterPayload): AdapterPayload {
+  // Kept beside the record, so that a later consume still sees it taken (the memory adapter keeps it apart).
+  return { ...payload, consumed: Math.floor(Date.now() / 1000) } as AdapterPayload;
+}
+
+function toPayload(kind: typeof GRANT | typeof REQUEST, record: AccessGrant | ApprovalRequest): AdapterPayload {
+  // `kind` lets an adapter that lists entries tell ours from oidc-provider's, and a grant from a request.
+  return { kind, ...record } as unknown as AdapterPayload;
+}
+
+function fromPayload<T extends AccessGrant | ApprovalRequest>(
+  kind: typeof GRANT | typeof REQUEST,
+  payload: AdapterPayload | undefined | void,
+): T | undefined {
+  const candidate = payload as (Partial<T> & { kind?: unknown; consumed?: unknown }) | undefined;
+  if (
+    candidate?.kind !== kind ||
+    typeof candidate.id !== 'string' ||
+    typeof candidate.subject !== 'string' ||
+    typeof candidate.expiresAt !== 'number'
+  ) {
+    return undefined;
+  }
+  const { kind: _kind, consumed: _consumed, ...record } = candidate;
+  return record as unknown as T;
+}
