@@ -2,6 +2,7 @@ export { createImpersonation } from './plugin.js';
 export { MANAGEMENT_SCOPE_METADATA } from './management/client-metadata.js';
 export type { Impersonation, InstallOptions } from './plugin.js';
 export type { ManagementApiHandler } from './management/node-handler.js';
+export type { ApprovalOptions, ApprovalPolicyInput, ApprovalRequirement } from './approvals/options.js';
 export type {
   CreationPolicyInput,
   CustomJwtClaimsFunction,

@@ -1,6 +1,7 @@
 import type Koa from 'koa';
 import type { Account } from 'oidc-provider';
 import type { AdapterSource } from './adapters/contract.js';
+import { resolveApprovalOptions, type ApprovalOptions, type ResolvedApprovalOptions } from './approvals/options.js';
 import type { AuditSink } from './audit/sink.js';
 import type { JsonObject } from './json.js';
 import { invalidArgument, invalidOption } from './errors.js';
@@ -127,6 +128,12 @@ export interface ImpersonationOptions {
   customClaimsTimeout?: number;
   /** Passed to `getCustomJwtClaims` as `environmentVariables`. Default `{}`. */
   environmentVariables?: Record<string, string>;
+  /**
+   * The customer in the loop: grants the customer gives, approval requests the
+   * customer answers, break-glass (docs/customer-approval.md). Default: none,
+   * and no subject-token request waits for a customer.
+   */
+  approvals?: ApprovalOptions;
 }
 
 export type ResolvedOptions = Required<
@@ -139,6 +146,7 @@ export type ResolvedOptions = Required<
     | 'actorAuthentication'
     | 'auditLog'
     | 'store'
+    | 'approvals'
   >
 > &
   Pick<
@@ -150,7 +158,7 @@ export type ResolvedOptions = Required<
     | 'actorAuthentication'
     | 'auditLog'
     | 'store'
-  >;
+  > & { approvals?: ResolvedApprovalOptions };
 
 const DEFAULTS = {
   managementScope: 'subject-tokens:create',
@@ -240,8 +248,17 @@ export function resolveOptions(input: ImpersonationOptions): ResolvedOptions {
   if (typeof env !== 'object' || env === null || Object.values(env).some((value) => typeof value !== 'string')) {
     fail('environmentVariables', 'must be an object of strings');
   }
+  const approvals =
+    options.approvals === undefined
+      ? undefined
+      : resolveApprovalOptions(options.approvals, {
+          resources: [options.managementResource],
+          scopes: [...managementScopes(options)],
+          paths: [options.managementPath, options.sessionsPath],
+        });
   return Object.freeze({
     ...options,
+    ...(approvals ? { approvals } : {}),
     actorClients: Object.freeze([...options.actorClients]) as string[],
     environmentVariables: Object.freeze({ ...env }),
   });

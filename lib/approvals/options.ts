@@ -1,0 +1,123 @@
+import type { Account } from 'oidc-provider';
+import { invalidOption } from '../errors.js';
+import type { JsonObject } from '../json.js';
+
+/**
+ * What a subject-token request needs from the customer: nothing (`none`), a
+ * grant in force that covers it, standing or approved (`grant`), or a grant
+ * made by approving a request for this very actor (`request`).
+ */
+export type ApprovalRequirement = 'none' | 'grant' | 'request';
+
+export interface ApprovalPolicyInput {
+  /** The customer the subject token would be for. */
+  subject: string;
+  account: Account;
+  /** The support engineer who would act, when the request names one. */
+  actor?: string;
+  /** The Management API caller. */
+  caller: { clientId: string };
+  /** The client that would exchange the subject token, when the request names one. */
+  clientId?: string;
+  context: JsonObject;
+  /** The ceiling the request asks for, when it names one. */
+  resource?: string;
+  scope?: string[];
+}
+
+export interface ApprovalOptions {
+  /** Resource indicator (absolute URI) of the customer's support-access API; the customer's access token is issued for it. */
+  customerResource: string;
+  /** Scope the customer's access token needs for that API. Default `support-access`. */
+  customerScope?: string;
+  /** Base path of the customer's API. Default `/api/support-access`. */
+  customerPath?: string;
+  /** Where a backend reads an approval request by id. Default `/api/approval-requests`. */
+  requestsPath?: string;
+  /** Decides per subject-token request what the customer must have allowed. Default: `none` for every request. */
+  require?: (input: ApprovalPolicyInput) => ApprovalRequirement | Promise<ApprovalRequirement>;
+  /** Longest grant a customer may give or approve, seconds. Default 30 days; at most 366 days. */
+  maxGrantDuration?: number;
+  /** How long an approval request waits for its answer, seconds. Default 900; at most 7 days. */
+  requestTTL?: number;
+  /** Management API clients that may bypass the customer's approval with a reason (break-glass). Default none. */
+  breakGlassClients?: string[];
+  /** Most grants in force per customer. Default 20. */
+  maxGrantsPerCustomer?: number;
+  /** Most approval requests waiting per customer. Default 20. */
+  maxPendingPerCustomer?: number;
+}
+
+export type ResolvedApprovalOptions = Readonly<Required<ApprovalOptions>>;
+
+const DEFAULTS = {
+  customerScope: 'support-access',
+  customerPath: '/api/support-access',
+  requestsPath: '/api/approval-requests',
+  require: (): ApprovalRequirement => 'none',
+  maxGrantDuration: 30 * 24 * 3600,
+  requestTTL: 900,
+  breakGlassClients: [] as string[],
+  maxGrantsPerCustomer: 20,
+  maxPendingPerCustomer: 20,
+} as const;
+
+const KNOWN = new Set<string>(['customerResource', ...Object.keys(DEFAULTS)]);
+const SCOPE_TOKEN = /^[\x21\x23-\x5B\x5D-\x7E]+$/;
+const PATH = /^\/[A-Za-z0-9._~\-/]*[A-Za-z0-9._~-]$/;
+
+/**
+ * Checks the `approvals` option once, at start-up, and names what is wrong.
+ * `taken` are the paths, scopes and resource the rest of the options already use.
+ */
+export function resolveApprovalOptions(
+  input: unknown,
+  taken: { resources: readonly string[]; scopes: readonly string[]; paths: readonly string[] },
+): ResolvedApprovalOptions {
+  if (typeof input !== 'object' || input === null || Array.isArray(input)) fail('approvals', 'must be an object');
+  const unknown = Object.keys(input).filter((key) => !KNOWN.has(key));
+  if (unknown.length) fail(`approvals.${unknown[0]}`, 'is not an option of approvals');
+  const given = Object.fromEntries(Object.entries(input).filter(([, value]) => value !== undefined));
+  const options = { ...DEFAULTS, ...given } as unknown as Required<ApprovalOptions>;
+
+  const resource = typeof options.customerResource === 'string' ? URL.parse(options.customerResource) : null;
+  if (!resource || resource.hash) fail('approvals.customerResource', 'must be an absolute URI without a fragment');
+  if (taken.resources.includes(options.customerResource)) {
+    fail('approvals.customerResource', 'must differ from "managementResource"');
+  }
+  if (typeof options.customerScope !== 'string' || !SCOPE_TOKEN.test(options.customerScope)) {
+    fail('approvals.customerScope', 'must be a single scope name');
+  }
+  if (taken.scopes.includes(options.customerScope)) {
+    fail('approvals.customerScope', 'must differ from the Management API scopes');
+  }
+  for (const name of ['customerPath', 'requestsPath'] as const) {
+    if (typeof options[name] !== 'string' || !PATH.test(options[name])) {
+      fail(`approvals.${name}`, 'must be an absolute path without a trailing slash');
+    }
+    if (taken.paths.includes(options[name])) fail(`approvals.${name}`, 'must differ from the other paths');
+  }
+  if (options.customerPath === options.requestsPath) fail('approvals.requestsPath', 'must differ from "customerPath"');
+  if (typeof options.require !== 'function') fail('approvals.require', 'must be a function');
+  positiveInteger('approvals.maxGrantDuration', options.maxGrantDuration, 366 * 24 * 3600);
+  positiveInteger('approvals.requestTTL', options.requestTTL, 7 * 24 * 3600);
+  positiveInteger('approvals.maxGrantsPerCustomer', options.maxGrantsPerCustomer, 1000);
+  positiveInteger('approvals.maxPendingPerCustomer', options.maxPendingPerCustomer, 1000);
+  if (
+    !Array.isArray(options.breakGlassClients) ||
+    options.breakGlassClients.some((id: unknown) => typeof id !== 'string' || !id)
+  ) {
+    fail('approvals.breakGlassClients', 'must be an array of client ids');
+  }
+  return Object.freeze({ ...options, breakGlassClients: Object.freeze([...options.breakGlassClients]) as string[] });
+}
+
+function positiveInteger(name: string, value: unknown, max: number): void {
+  if (!Number.isSafeInteger(value) || (value as number) < 1 || (value as number) > max) {
+    fail(name, `must be an integer from 1 to ${max}`);
+  }
+}
+
+function fail(name: string, message: string): never {
+  throw invalidOption('createImpersonation', name, message);
+}
