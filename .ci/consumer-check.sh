@@ -2,7 +2,9 @@
 # The package as a newcomer gets it: `npm pack`, then in an empty directory
 # the README's install lines (with the tarball in place of the registry's
 # copy), its TypeScript quick start under strict tsc, its JavaScript quick
-# start, and its curl commands against that running quick start.
+# start, and its curl commands against that running quick start. What the
+# installed package's Markdown links to, and what its errors tell the reader
+# to see, must be in it (.ci/check-package-links.mjs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$PWD
@@ -46,6 +48,9 @@ run_install_block() {
 }
 run_install_block install
 run_install_block install-ts
+
+echo "the installed package's Markdown links, and the documentation its errors name, resolve inside it"
+node "$REPO/.ci/check-package-links.mjs" oidc-provider-impersonation
 
 echo "source maps resolve to the TypeScript they were built from"
 node -e '

@@ -42,7 +42,7 @@ describe('the store option: the provider keeps its own adapter', () => {
     it('refuses, at creation, a store without consumeOnce: a typical adapter cannot hold subject tokens', () => {
       expect(() => createImpersonation({ managementResource: MANAGEMENT, store: createTypicalAdapter() })).to.throw(
         TypeError,
-        /createImpersonation: option "store" has no consumeOnce\(id\)/,
+        /createImpersonation: option "store" has no consumeOnce\(id\).*\(see node_modules\/oidc-provider-impersonation\/docs\/adding-to-your-deployment\.md\)/,
       );
     });
 
@@ -55,7 +55,7 @@ describe('the store option: the provider keeps its own adapter', () => {
       }
       expect(() => createImpersonation({ managementResource: MANAGEMENT, store: AtomicOnly })).to.throw(
         TypeError,
-        /createImpersonation: option "store" has no sorted indexes/,
+        /createImpersonation: option "store" has no sorted indexes.*\(see node_modules\/oidc-provider-impersonation\/docs\/adding-to-your-deployment\.md\)/,
       );
     });
 
@@ -67,7 +67,7 @@ describe('the store option: the provider keeps its own adapter', () => {
       );
       expect(() => impersonation.install(provider)).to.throw(
         TypeError,
-        /provider's adapter has no consumeOnce.*store option/,
+        /provider's adapter has no consumeOnce.*\(see node_modules\/oidc-provider-impersonation\/docs\/adding-to-your-deployment\.md\).*store option/,
       );
     });
 

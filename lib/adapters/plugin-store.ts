@@ -5,6 +5,12 @@ import { SESSION_MODEL } from '../sessions/store.js';
 import { SUBJECT_TOKEN_MODEL } from '../subject-tokens/store.js';
 import { unfitStore } from '../errors/standalone.js';
 
+/**
+ * Where the guide is for someone who installed the package: the path from
+ * their project's root, since `docs/` alone would name a folder of their own.
+ */
+const DEPLOYMENT_GUIDE = 'node_modules/oidc-provider-impersonation/docs/adding-to-your-deployment.md';
+
 /** The adapters the plugin keeps its own records in: subject tokens, impersonation sessions, the customer's grants and approval requests. */
 export interface PluginStore {
   subjectTokens: AtomicAdapter;
@@ -29,14 +35,14 @@ export function openPluginStore(source: AdapterSource, owner: 'store option' | '
   if (!hasAtomicConsume(subjectTokens)) {
     throw unfitStore(
       `${where} has no consumeOnce(id): subject tokens need an atomic consume to be single-use ` +
-        `(see docs/adding-to-your-deployment.md); ${remedy}`,
+        `(see ${DEPLOYMENT_GUIDE}); ${remedy}`,
     );
   }
   const sessions = instantiateAdapter(source, SESSION_MODEL);
   if (!hasAtomicConsume(sessions) || !hasSortedIndexes(sessions)) {
     throw unfitStore(
       `${where} has no sorted indexes (indexAdd, indexRemove, indexRange): impersonation sessions ` +
-        `are listed and revoked through them (see docs/adding-to-your-deployment.md); ${remedy}`,
+        `are listed and revoked through them (see ${DEPLOYMENT_GUIDE}); ${remedy}`,
     );
   }
   // The same adapter source as the sessions, so it has what they were just checked for.
