@@ -320,7 +320,9 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
 
     async findByUserCode(userCode: string): Promise<AdapterPayload | undefined> {
       const id = this.#store.pointers.get(`userCode:${userCode}`);
-      return id === undefined ? undefined : this.find(id);
+      const entry = id === undefined ? undefined : await this.find(id);
+      // As with uids, the pointer may be older than the entry.
+      return entry?.userCode === userCode ? entry : undefined;
     }
 
     async consume(id: string): Promise<void> {

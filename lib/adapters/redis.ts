@@ -326,7 +326,9 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
 
     async findByUserCode(userCode: string): Promise<AdapterPayload | undefined> {
       const id = await this.#pointer(this.#indexKey('userCode', userCode));
-      return id === undefined ? undefined : this.find(id);
+      const entry = id === undefined ? undefined : await this.find(id);
+      // The pointer may be older than the entry, which a later upsert gave another user code.
+      return entry?.userCode === userCode ? entry : undefined;
     }
 
     async #pointer(indexKey: string): Promise<string | undefined> {

@@ -200,6 +200,10 @@ export function adapterContract(target: () => AdapterUnderTest | Promise<Adapter
     await codes.upsert('dc-1', { userCode: 'ABCD-EFGH', grantId: 'g-dc' }, 60);
     expect(await codes.findByUserCode('ABCD-EFGH')).to.deep.equal({ userCode: 'ABCD-EFGH', grantId: 'g-dc' });
     expect(await codes.findByUserCode('ZZZZ-ZZZZ')).to.equal(undefined);
+    // As with uids: an entry is the answer for its current user code only.
+    await codes.upsert('dc-1', { userCode: 'IJKL-MNOP', grantId: 'g-dc' }, 60);
+    expect(await codes.findByUserCode('ABCD-EFGH'), 'a user code the entry no longer has').to.equal(undefined);
+    expect(await codes.findByUserCode('IJKL-MNOP')).to.deep.equal({ userCode: 'IJKL-MNOP', grantId: 'g-dc' });
   });
 
   it('revokeByGrantId() removes every token of the grant, of every grantable model, and nothing else', async () => {
