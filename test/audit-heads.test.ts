@@ -240,7 +240,7 @@ describe('PostgreSQL audit log: signed heads published outside the database pin 
     expect(await unsigned.verify()).to.deep.equal({ ok: true, count: 10, checkpoints: 0 });
   });
 
-  it('a publication that fails fails the append (no token without its pinned record); the next checkpoint publishes again', async () => {
+  it('a publication that fails fails the append (no token without its pinned record); the next batch publishes it, then its own', async () => {
     const schema = await testSchema();
     const published: SignedHead[] = [];
     let refuse = true;
@@ -266,7 +266,7 @@ describe('PostgreSQL audit log: signed heads published outside the database pin 
       refuse = false;
       const redeemed = await exchange(tp, { subject_token: subject, resource: API });
       expect(redeemed.status, JSON.stringify(redeemed.body)).to.equal(200);
-      expect(published.map((head) => head.seq)).to.deep.equal([4]);
+      expect(published.map((head) => head.seq)).to.deep.equal([2, 4]);
       expect(await log.verify({ key, head: published, requireCheckpoints: true })).to.deep.equal({
         ok: true,
         count: 4,
@@ -275,6 +275,35 @@ describe('PostgreSQL audit log: signed heads published outside the database pin 
     } finally {
       await tp.close();
     }
+  });
+
+  it('a checkpoint the database refuses after its rows committed is signed with the next batch, from the hash this process computed', async () => {
+    const schema = await testSchema();
+    const log = createPostgresAuditLog({ pool, schema, signingKey: key, checkpointEvery: 2 });
+    await log.migrate();
+    // The first checkpoint INSERT fails (a sequence, so the refusal outlives its rolled-back statement); later ones pass.
+    await pool.query(`
+      CREATE SEQUENCE "${schema}".refusals;
+      CREATE FUNCTION "${schema}".refuse_once() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN
+        IF nextval('"${schema}".refusals') = 1 THEN RAISE EXCEPTION 'checkpoint refused'; END IF;
+        RETURN NEW;
+      END $$;
+      CREATE TRIGGER refuse_once BEFORE INSERT ON "${schema}"."${TABLE}_checkpoints"
+        FOR EACH ROW EXECUTE FUNCTION "${schema}".refuse_once();
+    `);
+    await log.append(EVENTS.subjectTokenCreated, { subject: 'customer-1' });
+    const failed = await log.append(EVENTS.subjectTokenCreated, { subject: 'customer-2' }).then(
+      () => undefined,
+      (error: unknown) => error,
+    );
+    expect(failed, 'the append whose checkpoint failed').to.be.instanceOf(Error);
+    expect(await log.verify({ key, requireCheckpoints: true })).to.include({ ok: false });
+
+    await log.append(EVENTS.subjectTokenCreated, { subject: 'customer-3' });
+    expect(await log.verify({ key, requireCheckpoints: true })).to.deep.equal({ ok: true, count: 3, checkpoints: 1 });
+    await log.append(EVENTS.subjectTokenCreated, { subject: 'customer-4' });
+    expect(await log.verify({ key, requireCheckpoints: true })).to.deep.equal({ ok: true, count: 4, checkpoints: 2 });
   });
 
   it('a publication that fails with an error that reads as a data error never writes the rows again', async () => {

@@ -122,6 +122,8 @@ export function createPostgresAuditLog(options: PostgresAuditLogOptions): Postgr
   const names = namesOf(options.schema, table);
   let migrated: Promise<void> | undefined;
   let failures = 0;
+  /** Checkpoints (and heads) whose rows committed but which could not be written yet; retried with the next batch. */
+  const unsigned: { seq: string; hash: string }[] = [];
 
   function migrate(): Promise<void> {
     migrated ??= runMigration(pool, names).catch((error: unknown) => {
@@ -152,19 +154,24 @@ export function createPostgresAuditLog(options: PostgresAuditLogOptions): Postgr
       [JSON.stringify(batch.map((row) => ({ ...row, content: canonicalContent(row) })))],
     );
     if (!signer) return;
-    const due = rows.filter(({ seq }) => Number(seq) % checkpointEvery === 0);
-    try {
-      for (const { seq, hash } of due) {
+    // Checkpoints that failed after their rows committed come first: their rows are
+    // written, so no later batch may leave them unsigned, or unpublished.
+    const due = [...unsigned.splice(0), ...rows.filter(({ seq }) => Number(seq) % checkpointEvery === 0)];
+    for (const [at, { seq, hash }] of due.entries()) {
+      try {
         await pool.query(
           `INSERT INTO ${names.checkpoints} (seq, hash, key_id, signature) VALUES ($1, $2, $3, $4) ON CONFLICT (seq) DO NOTHING`,
           [seq, hash, signer.kind, signer.sign(checkpointText(seq, hash))],
         );
         await publishHead?.(seq, hash);
+      } catch (error) {
+        // Kept as this process computed them, never read back from the table: signing a
+        // hash found in the database would sign whatever an insider put there.
+        unsigned.push(...due.slice(at));
+        // The rows are written: whatever failed here must never read as a data error of
+        // the batch, which would write them again in halves.
+        throw unavailable('the audit checkpoint or its published head could not be written', error);
       }
-    } catch (error) {
-      // The rows are written: whatever failed here must never read as a data error of
-      // the batch, which would write them again in halves.
-      throw unavailable('the audit checkpoint or its published head could not be written', error);
     }
   }
 
