@@ -140,6 +140,14 @@ export function managementUnavailable(description: string, cause: unknown): Mana
   return new ManagementError(503, 'temporarily_unavailable', description, { cause });
 }
 
+/**
+ * Management API 500: the deployment is wired so that no request of this kind
+ * can be served; the description says what to change, and names no value.
+ */
+export function managementMisconfigured(description: string): ManagementError {
+  return new ManagementError(500, 'server_error', description);
+}
+
 /** Management API 500: anything else; the cause goes to the app's `error` event, never to the caller. */
 export function managementServerError(cause: unknown): ManagementError {
   return new ManagementError(500, 'server_error', 'the request could not be completed', { cause });

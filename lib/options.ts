@@ -5,6 +5,7 @@ import { resolveApprovalOptions, type ApprovalOptions, type ResolvedApprovalOpti
 import type { AuditSink } from './audit/sink.js';
 import type { JsonObject } from './json.js';
 import { invalidArgument, invalidOption } from './errors.js';
+import { refuseUnknownOptions } from './option-names.js';
 
 export type { JsonObject, JsonPrimitive, JsonValue } from './json.js';
 
@@ -174,6 +175,36 @@ const DEFAULTS = {
   customClaimsTimeout: 2000,
 } as const;
 
+/** Every option, so that one misspelt is refused: the `satisfies` keeps the list and the interface alike. */
+const OPTION_NAMES = Object.keys({
+  managementResource: true,
+  managementScope: true,
+  readScope: true,
+  revokeScope: true,
+  managementPath: true,
+  sessionsPath: true,
+  managementTokenTTL: true,
+  managementTokenFormat: true,
+  authenticateManagementRequest: true,
+  subjectTokenTTL: true,
+  accessTokenTTL: true,
+  maxContextBytes: true,
+  canImpersonate: true,
+  canExchange: true,
+  actorClients: true,
+  actorAuthentication: true,
+  auditLog: true,
+  store: true,
+  getCustomJwtClaims: true,
+  customClaimsTimeout: true,
+  environmentVariables: true,
+} satisfies Record<keyof ImpersonationOptions, true>);
+
+const ACTOR_AUTHENTICATION_NAMES = Object.keys({ maxAge: true, acrValues: true } satisfies Record<
+  keyof ActorAuthentication,
+  true
+>);
+
 const SCOPE_TOKEN = /^[\x21\x23-\x5B\x5D-\x7E]+$/;
 
 /** Checks every option once, at start-up, and names the one that is wrong. */
@@ -181,6 +212,7 @@ export function resolveOptions(input: ImpersonationOptions): ResolvedOptions {
   if (typeof input !== 'object' || input === null) {
     throw invalidArgument('createImpersonation', 'options', 'must be an object');
   }
+  refuseUnknownOptions('createImpersonation', input, OPTION_NAMES);
   const options: ResolvedOptions = {
     ...DEFAULTS,
     environmentVariables: {},
@@ -232,6 +264,7 @@ export function resolveOptions(input: ImpersonationOptions): ResolvedOptions {
   const freshness = options.actorAuthentication;
   if (freshness !== undefined) {
     if (typeof freshness !== 'object' || freshness === null) fail('actorAuthentication', 'must be an object');
+    refuseUnknownOptions('createImpersonation', freshness, ACTOR_AUTHENTICATION_NAMES, 'actorAuthentication.');
     if (freshness.maxAge !== undefined) positiveInteger('actorAuthentication.maxAge', freshness.maxAge, 86_400 * 30);
     if (
       freshness.acrValues !== undefined &&

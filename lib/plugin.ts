@@ -3,7 +3,7 @@ import type Koa from 'koa';
 import type { Configuration, KoaContextWithOIDC, Provider, ResourceServer } from 'oidc-provider';
 import { createMemoryAdapter } from './adapters/memory.js';
 import { openPluginStore } from './adapters/plugin-store.js';
-import { calledTooLate, invalidCall, invalidOption, invalidTarget, misconfigured } from './errors.js';
+import { calledTooLate, invalidArgument, invalidCall, invalidOption, invalidTarget, misconfigured } from './errors.js';
 import { ExchangeClaims } from './exchange/claims.js';
 import { addStepUpDetails } from './exchange/freshness.js';
 import {
@@ -20,6 +20,7 @@ import {
 } from './management/client-metadata.js';
 import { managementApiHandler, type ManagementApiHandler } from './management/node-handler.js';
 import { createManagementApi, type ServedRequests } from './management/router.js';
+import { refuseUnknownOptions } from './option-names.js';
 import { managementScopes, resolveOptions, type ImpersonationOptions, type ResolvedOptions } from './options.js';
 import { assertModelInternals, providerAdapter, providerConfiguration } from './provider-internals.js';
 import { endWithActor } from './sessions/actor-end.js';
@@ -105,6 +106,22 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
           'must stay enabled: the plugin needs it',
         );
       }
+      // Without it oidc-provider knows no resource server, and an exchange must name one: every exchange would fail.
+      if (typeof resourceIndicators.getResourceServerInfo !== 'function') {
+        throw invalidOption(
+          'impersonation.configure',
+          'features.resourceIndicators.getResourceServerInfo',
+          'must be a function that describes the resource servers impersonation tokens are for: ' +
+            'without it every token exchange is refused with invalid_target',
+        );
+      }
+      if (configuredByAnyPlugin.has(configuration.extraTokenClaims as object)) {
+        throw invalidCall(
+          'impersonation.configure',
+          'the configuration went through configure() already, of this or another createImpersonation(): ' +
+            'a provider takes one impersonation plugin',
+        );
+      }
       const clash = [...(configuration.scopes ?? [])].filter((name) => scopes.has(name));
       if (clash.length) {
         throw invalidCall(
@@ -116,6 +133,7 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
       checkStaticClients(configuration.clients, scopes);
       const extraTokenClaims = claims.wrap(configuration.extraTokenClaims);
       configured.add(extraTokenClaims);
+      configuredByAnyPlugin.add(extraTokenClaims);
       return {
         ...configuration,
         adapter: configuration.adapter ?? createMemoryAdapter(),
@@ -137,19 +155,20 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
     },
 
     install(provider, installOptions = {}) {
-      if ('app' in installOptions) {
-        throw invalidOption(
+      const { mountManagementApi } = checkInstallOptions(installOptions);
+      if (installedProviders.has(provider)) {
+        throw invalidCall(
           'impersonation.install',
-          'app',
-          'is gone: call install(provider, { mountManagementApi: false }) and app.use(impersonation.managementApi())',
+          'the plugin is installed on this provider already: call install() once per provider',
         );
       }
-      const { mountManagementApi = true } = installOptions;
       const configuration = providerConfiguration(provider);
       if (!configured.has(configuration.extraTokenClaims as object)) {
         throw invalidCall(
           'impersonation.install',
-          'build the Provider from impersonation.configure(configuration) first',
+          configuredByAnyPlugin.has(configuration.extraTokenClaims as object)
+            ? 'the provider was built from the configure() of another createImpersonation(): install that one'
+            : 'build the Provider from impersonation.configure(configuration) first',
         );
       }
       assertModelInternals(provider);
@@ -158,6 +177,8 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
       const pluginStore = ownStore || openPluginStore(providerAdapter(provider), 'provider adapter');
       const store = new SubjectTokenStore(pluginStore.subjectTokens);
       const sessions = new SessionStore(pluginStore.sessions);
+      // Every check passed: from here on the provider is changed, and a second install() is refused.
+      installedProviders.add(provider);
       // Everything below runs inside oidc-provider (a grant handler, event listeners), whenever the provider is mounted.
       provider.registerGrantType(
         TOKEN_EXCHANGE_GRANT,
@@ -193,6 +214,34 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
   };
 }
 
+/** Providers that have the plugin, whichever createImpersonation() installed it. */
+const installedProviders = new WeakSet<object>();
+/** The `extraTokenClaims` of every configure() result, whichever createImpersonation() made it. */
+const configuredByAnyPlugin = new WeakSet<object>();
+
+const INSTALL_OPTION_NAMES = Object.keys({ mountManagementApi: true } satisfies Record<keyof InstallOptions, true>);
+
+const SERVE_FROM_HOST =
+  'to serve the Management API from a host app, call install(provider, { mountManagementApi: false }), then ' +
+  'app.use(impersonation.managementApi()) on a Koa app or app.use(impersonation.managementApiHandler()) on ' +
+  'Express or Fastify';
+
+/** `install()`'s second argument: a plain object of known options, never a host app passed in its place. */
+function checkInstallOptions(installOptions: unknown): Required<InstallOptions> {
+  if (typeof installOptions !== 'object' || installOptions === null || Array.isArray(installOptions)) {
+    throw invalidArgument('impersonation.install', 'installOptions', `must be an object; ${SERVE_FROM_HOST}`);
+  }
+  if ('app' in installOptions) {
+    throw invalidOption('impersonation.install', 'app', `is gone: ${SERVE_FROM_HOST}`);
+  }
+  refuseUnknownOptions('impersonation.install', installOptions, INSTALL_OPTION_NAMES);
+  const { mountManagementApi = true } = installOptions as InstallOptions;
+  if (typeof mountManagementApi !== 'boolean') {
+    throw invalidOption('impersonation.install', 'mountManagementApi', 'must be true or false');
+  }
+  return { mountManagementApi };
+}
+
 const MOUNTED_TOO_EARLY =
   "impersonation.install() ran after the provider's middleware was composed (provider.callback(), " +
   'provider.listen() or a mount such as koa-mount), so the Management API it adds would never be reached: ' +
@@ -226,14 +275,11 @@ type GetResourceServerInfo = (
  */
 function managementResourceInfo(
   options: ResolvedOptions,
-  existing: GetResourceServerInfo | undefined,
+  existing: GetResourceServerInfo,
   assertReachable: (ctx: KoaContextWithOIDC) => void,
 ): GetResourceServerInfo {
   return async function getResourceServerInfo(ctx, resource, client) {
-    if (resource !== options.managementResource) {
-      if (!existing) throw invalidTarget();
-      return existing(ctx, resource, client);
-    }
+    if (resource !== options.managementResource) return existing(ctx, resource, client);
     const allowed = managementScopesOf(client);
     if (ctx.oidc.params?.['grant_type'] !== 'client_credentials' || !allowed.length) {
       throw invalidTarget('this client may not obtain tokens for the Management API');

@@ -2,6 +2,7 @@ import { expect } from 'chai';
 import type { ClientMetadata, Configuration } from 'oidc-provider';
 import { instantiateAdapter } from '../lib/adapters/contract.js';
 import { createImpersonation } from '../lib/index.js';
+import { RESOURCE_INDICATORS } from './support/keys.js';
 import { MANAGEMENT, MANAGEMENT_SCOPE, READ_SCOPE, startProvider, type TestProvider } from './support/provider.js';
 import { decodeJwt, expectError, tokenRequest } from './support/http.js';
 
@@ -13,7 +14,10 @@ const M2M = {
 } as const satisfies Partial<ClientMetadata>;
 
 function configure(configuration: Configuration): Configuration {
-  return createImpersonation({ managementResource: MANAGEMENT }).configure(configuration);
+  return createImpersonation({ managementResource: MANAGEMENT }).configure({
+    ...configuration,
+    features: { resourceIndicators: RESOURCE_INDICATORS, ...configuration.features },
+  });
 }
 
 describe('client metadata: impersonation_management_scope', () => {
@@ -133,6 +137,7 @@ describe('client metadata: impersonation_management_scope', () => {
             devInteractions: { enabled: false },
             clientCredentials: { enabled: true },
             registration: { enabled: true },
+            resourceIndicators: RESOURCE_INDICATORS,
           },
         },
       });

@@ -107,6 +107,11 @@ describe('errors', () => {
         () => createImpersonation({ managementResource: 'https://as.example/api', store: SECRET as never }),
       ],
       [
+        'createImpersonation',
+        /^createImpersonation: option "clientSecret" is unknown$/,
+        () => createImpersonation({ managementResource: 'https://as.example/api', clientSecret: SECRET } as never),
+      ],
+      [
         'createPostgresAdapter',
         /^createPostgresAdapter: option "table" must be /,
         () => createPostgresAdapter({ connectionString, table: `t; ${SECRET}` }),

@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import { createServer, type RequestListener, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { expect } from 'chai';
+import bodyParser from '@koa/bodyparser';
 import express, { type Express } from 'express';
 import Koa from 'koa';
 import mount from 'koa-mount';
@@ -58,7 +59,12 @@ const HOSTS: Host[] = [
     snippet: 'koa-mount-then-install',
     apiOnHost: true,
   },
+  {
+    title: 'koa-mount in a parent Koa app whose @koa/bodyparser parses every body first',
+    snippet: 'koa-bodyparser',
+  },
   { title: "Express, the Management API under the provider's path", snippet: 'express' },
+  { title: 'Express with a global express.json() ahead of the provider', snippet: 'express-json' },
   { title: 'Express, the Management API served by the Express app', snippet: 'express-api', apiOnHost: true },
   { title: "Fastify with @fastify/middie, the Management API under the provider's path", snippet: 'fastify' },
   {
@@ -211,6 +217,117 @@ describe('the plugin on every host oidc-provider documents', function () {
       });
     });
   }
+
+  describe('a body parser ahead of the Management API', () => {
+    const PARSERS: Array<{ title: string; build: BuildApp; apiOnHost?: boolean }> = [
+      { title: 'express.json() ahead of the provider', build: (p, i) => runSnippet('express-json', p, i) },
+      {
+        title: 'express.json() ahead of managementApiHandler()',
+        apiOnHost: true,
+        build: async (provider, impersonation) => {
+          impersonation.install(provider, { mountManagementApi: false });
+          const app = express();
+          app.use(express.json());
+          app.use(impersonation.managementApiHandler());
+          app.use('/oidc', provider.callback());
+          return app;
+        },
+      },
+      { title: '@koa/bodyparser ahead of koa-mount', build: (p, i) => runSnippet('koa-bodyparser', p, i) },
+      {
+        title: '@koa/bodyparser ahead of managementApi() on the parent',
+        apiOnHost: true,
+        build: async (provider, impersonation) => {
+          impersonation.install(provider, { mountManagementApi: false });
+          const app = new Koa();
+          app.use(bodyParser());
+          app.use(impersonation.managementApi());
+          app.use(mount('/oidc', provider));
+          return app;
+        },
+      },
+    ];
+    for (const parser of PARSERS) {
+      describe(parser.title, () => {
+        let running: Running;
+        let backend: string;
+        before(async () => {
+          running = await hostWith(parser.build, parser.apiOnHost);
+          backend = await m2mToken(running.tp);
+        });
+        after(() => running?.close());
+
+        it('creates a subject token from the body the parser read', async () => {
+          const created = await managementRequest(
+            running.api,
+            { userId: 'bob', context: { ticketId: 'T-1' } },
+            backend,
+          );
+          expect(created.status, JSON.stringify(created.body)).to.equal(201);
+        });
+
+        it('applies the checks of a body it reads itself: an object, storable fields, the size limit', async () => {
+          expectError(
+            await managementRequest(running.api, [{ userId: 'bob' }], backend),
+            400,
+            'invalid_request',
+            /^body must be a JSON object$/,
+          );
+          expectError(
+            await managementRequest(running.api, { userId: 'bob', context: { note: '\ud800' } }, backend),
+            400,
+            'invalid_request',
+            /^context holds text that cannot be stored/,
+          );
+          // Chunked, so that no Content-Length announces the size: the parsed body itself is measured.
+          const padded = JSON.stringify({ userId: 'bob', padding: 'x'.repeat(10_000) });
+          const response = await fetch(`${running.api.base}/api/subject-tokens`, {
+            method: 'POST',
+            headers: { 'content-type': 'application/json', authorization: `Bearer ${backend}` },
+            body: new Blob([padded]).stream(),
+            duplex: 'half',
+          } as RequestInit);
+          expect(response.status).to.equal(413);
+          expect(await response.json()).to.deep.equal({
+            error: 'request_too_large',
+            error_description: 'body exceeds 6144 bytes',
+          });
+        });
+      });
+    }
+
+    describe('a middleware that reads the body and leaves no parsed one', () => {
+      let running: Running;
+      const reported: unknown[] = [];
+      before(async () => {
+        running = await hostWith(async (provider, impersonation) => {
+          impersonation.install(provider);
+          (provider as unknown as EventEmitter).on('error', (error: unknown) => reported.push(error));
+          const app = express();
+          // Reads JSON bodies (as a signature check might) and keeps nothing of them.
+          app.use((req, _res, next) => {
+            if (!req.is('application/json')) return next();
+            req.on('end', () => next()).resume();
+          });
+          app.use('/oidc', provider.callback());
+          return app;
+        });
+      });
+      after(() => running?.close());
+
+      it('answers 500 server_error saying what to configure, not that the body is not JSON', async () => {
+        const refused = await managementRequest(running.api, { userId: 'bob' }, await m2mToken(running.tp));
+        expectError(
+          refused,
+          500,
+          'server_error',
+          /^the request body was read before the Management API.*express\.json\(\) or @koa\/bodyparser/,
+        );
+        // The operator's log has it too.
+        expect(reported.map(String)).to.include(`ManagementError: ${refused.body['error_description'] as string}`);
+      });
+    });
+  });
 
   describe('koa-mount in a parent Koa app, install() after mounting, the Management API left to install()', () => {
     let running: Running;

@@ -1,7 +1,8 @@
 import { expect } from 'chai';
+import express from 'express';
 import Provider from 'oidc-provider';
 import { createImpersonation, createMemoryAdapter, type ImpersonationOptions } from '../lib/index.js';
-import { QUIET_CONFIGURATION as QUIET } from './support/keys.js';
+import { MINIMAL_CONFIGURATION, QUIET_CONFIGURATION as QUIET, RESOURCE_INDICATORS } from './support/keys.js';
 import { MANAGEMENT, startProvider } from './support/provider.js';
 
 describe('createImpersonation: options, configure() and install()', () => {
@@ -33,6 +34,35 @@ describe('createImpersonation: options, configure() and install()', () => {
       });
     }
 
+    it('refuses an unknown option, naming it and the option it is closest to', () => {
+      const unknown: Array<[Record<string, unknown>, RegExp]> = [
+        [
+          { subjectTokenTtl: 120 },
+          /^createImpersonation: option "subjectTokenTtl" is unknown; did you mean "subjectTokenTTL"\?$/,
+        ],
+        [
+          { managmentResource: MANAGEMENT },
+          /^createImpersonation: option "managmentResource" is unknown; did you mean "managementResource"\?$/,
+        ],
+        [
+          { canExhcange: () => true },
+          /^createImpersonation: option "canExhcange" is unknown; did you mean "canExchange"\?$/,
+        ],
+        [{ ttl: 60 }, /^createImpersonation: option "ttl" is unknown$/],
+        [{ subjectTokenTtl: undefined }, /option "subjectTokenTtl" is unknown/],
+        [
+          { actorAuthentication: { maxage: 60 } },
+          /^createImpersonation: option "actorAuthentication\.maxage" is unknown; did you mean "actorAuthentication\.maxAge"\?$/,
+        ],
+      ];
+      for (const [options, message] of unknown) {
+        expect(() => createImpersonation({ managementResource: MANAGEMENT, ...options }), message.source).to.throw(
+          TypeError,
+          message,
+        );
+      }
+    });
+
     it('refuses a non-object', () => {
       expect(() => createImpersonation(null as never)).to.throw(TypeError, /must be an object/);
     });
@@ -56,7 +86,11 @@ describe('createImpersonation: options, configure() and install()', () => {
   describe('configure()', () => {
     it('adds resource indicators, its client metadata property and a shared memory adapter, keeping the rest', () => {
       const impersonation = createImpersonation({ managementResource: MANAGEMENT });
-      const configuration = impersonation.configure({ scopes: ['openid', 'profile'], ttl: { AccessToken: 60 } });
+      const configuration = impersonation.configure({
+        scopes: ['openid', 'profile'],
+        ttl: { AccessToken: 60 },
+        features: { resourceIndicators: RESOURCE_INDICATORS },
+      });
       // The management scopes are the Management API resource's, never OIDC scopes of the provider.
       expect(configuration.scopes).to.deep.equal(['openid', 'profile']);
       expect(configuration.extraClientMetadata?.properties).to.deep.equal(['impersonation_management_scope']);
@@ -68,8 +102,25 @@ describe('createImpersonation: options, configure() and install()', () => {
 
     it("keeps a deployment's adapter", () => {
       const adapter = createMemoryAdapter();
-      const configuration = createImpersonation({ managementResource: MANAGEMENT }).configure({ adapter });
+      const configuration = createImpersonation({ managementResource: MANAGEMENT }).configure({
+        adapter,
+        features: { resourceIndicators: RESOURCE_INDICATORS },
+      });
       expect(configuration.adapter).to.equal(adapter);
+    });
+
+    it('refuses a configuration without getResourceServerInfo, with which no exchange could ever succeed', () => {
+      for (const resourceIndicators of [undefined, { enabled: true }, { getResourceServerInfo: 'https://api' }]) {
+        expect(() =>
+          createImpersonation({ managementResource: MANAGEMENT }).configure({
+            ...QUIET,
+            features: { ...QUIET.features, ...(resourceIndicators && { resourceIndicators }) },
+          } as never),
+        ).to.throw(
+          TypeError,
+          /^impersonation\.configure: option "features\.resourceIndicators\.getResourceServerInfo" must be a function .*every token exchange is refused with invalid_target$/,
+        );
+      }
     });
 
     it('refuses a configuration that disables resource indicators', () => {
@@ -90,7 +141,7 @@ describe('createImpersonation: options, configure() and install()', () => {
 
     it('refuses the former { app } option, saying what replaces it; managementApi() only after install()', () => {
       const impersonation = createImpersonation({ managementResource: MANAGEMENT });
-      const provider = new Provider('http://127.0.0.1:1', impersonation.configure({ ...QUIET }));
+      const provider = new Provider('http://127.0.0.1:1', impersonation.configure(MINIMAL_CONFIGURATION));
       expect(() => impersonation.managementApi()).to.throw(TypeError, /install\(provider\) before managementApi/);
       expect(() => impersonation.install(provider, { app: {} } as never)).to.throw(
         TypeError,
@@ -98,6 +149,68 @@ describe('createImpersonation: options, configure() and install()', () => {
       );
       impersonation.install(provider, { mountManagementApi: false });
       expect(impersonation.managementApi()).to.be.a('function');
+    });
+
+    it('refuses an Express app in place of its options, or as { app }, saying what to pass instead', () => {
+      const impersonation = createImpersonation({ managementResource: MANAGEMENT });
+      const provider = new Provider('http://127.0.0.1:1', impersonation.configure(MINIMAL_CONFIGURATION));
+      const app = express();
+      expect(() => impersonation.install(provider, { app } as never)).to.throw(
+        TypeError,
+        /^impersonation\.install: option "app" is gone: .*install\(provider, \{ mountManagementApi: false \}\).*app\.use\(impersonation\.managementApiHandler\(\)\) on Express/,
+      );
+      expect(() => impersonation.install(provider, app as never)).to.throw(
+        TypeError,
+        /^impersonation\.install: argument "installOptions" must be an object; .*mountManagementApi: false/,
+      );
+      // Refused before anything changed: the right call still works.
+      impersonation.install(provider, { mountManagementApi: false });
+      expect(impersonation.managementApiHandler()).to.be.a('function');
+    });
+
+    it('refuses an unknown install option, and a mountManagementApi that is not a boolean', () => {
+      const impersonation = createImpersonation({ managementResource: MANAGEMENT });
+      const provider = new Provider('http://127.0.0.1:1', impersonation.configure(MINIMAL_CONFIGURATION));
+      expect(() => impersonation.install(provider, { mountManagementAPI: false } as never)).to.throw(
+        TypeError,
+        /^impersonation\.install: option "mountManagementAPI" is unknown; did you mean "mountManagementApi"\?$/,
+      );
+      expect(() => impersonation.install(provider, { mountManagementApi: 'false' } as never)).to.throw(
+        TypeError,
+        /^impersonation\.install: option "mountManagementApi" must be true or false$/,
+      );
+    });
+
+    it('refuses a second install() on a provider, by the same plugin or another', () => {
+      const impersonation = createImpersonation({ managementResource: MANAGEMENT });
+      const other = createImpersonation({ managementResource: MANAGEMENT });
+      const provider = new Provider('http://127.0.0.1:1', impersonation.configure(MINIMAL_CONFIGURATION));
+      expect(() => other.install(provider)).to.throw(
+        TypeError,
+        /^impersonation\.install: the provider was built from the configure\(\) of another createImpersonation\(\)/,
+      );
+      impersonation.install(provider);
+      for (const plugin of [impersonation, other]) {
+        expect(() => plugin.install(provider)).to.throw(
+          TypeError,
+          /^impersonation\.install: the plugin is installed on this provider already: call install\(\) once per provider$/,
+        );
+        expect(() => plugin.install(provider, { mountManagementApi: false })).to.throw(
+          TypeError,
+          /installed on this provider already/,
+        );
+      }
+    });
+
+    it("refuses a configuration that went through configure() already, this plugin's or another's", () => {
+      const impersonation = createImpersonation({ managementResource: MANAGEMENT });
+      const configured = impersonation.configure(MINIMAL_CONFIGURATION);
+      for (const plugin of [impersonation, createImpersonation({ managementResource: MANAGEMENT })]) {
+        expect(() => plugin.configure({ ...configured })).to.throw(
+          TypeError,
+          /^impersonation\.configure: the configuration went through configure\(\) already, .*one impersonation plugin$/,
+        );
+      }
     });
 
     it('refuses an adapter without the atomic consumeOnce, rather than trusting find-then-consume', () => {
@@ -119,7 +232,7 @@ describe('createImpersonation: options, configure() and install()', () => {
       const impersonation = createImpersonation({ managementResource: MANAGEMENT });
       const provider = new Provider(
         'http://127.0.0.1:1',
-        impersonation.configure({ ...QUIET, adapter: LegacyAdapter }),
+        impersonation.configure({ ...MINIMAL_CONFIGURATION, adapter: LegacyAdapter }),
       );
       expect(() => impersonation.install(provider)).to.throw(TypeError, /consumeOnce/);
     });

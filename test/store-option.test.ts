@@ -18,7 +18,7 @@ import {
   type Reply,
 } from './support/http.js';
 import { assertRedisReachable, REDIS_URL, redisTestAdapter } from './support/adapter.js';
-import { QUIET_CONFIGURATION } from './support/keys.js';
+import { MINIMAL_CONFIGURATION } from './support/keys.js';
 import { ADAPTERS } from './support/adapters.js';
 import { API, MANAGEMENT, OPAQUE_API, startProvider, type TestProvider } from './support/provider.js';
 import { TcpRelay } from './support/relay.js';
@@ -63,7 +63,7 @@ describe('the store option: the provider keeps its own adapter', () => {
       const impersonation = createImpersonation({ managementResource: MANAGEMENT });
       const provider = new Provider(
         'http://127.0.0.1:1',
-        impersonation.configure({ ...QUIET_CONFIGURATION, adapter: createTypicalAdapter() }),
+        impersonation.configure({ ...MINIMAL_CONFIGURATION, adapter: createTypicalAdapter() }),
       );
       expect(() => impersonation.install(provider)).to.throw(
         TypeError,
@@ -75,7 +75,7 @@ describe('the store option: the provider keeps its own adapter', () => {
       const impersonation = createImpersonation({ managementResource: MANAGEMENT, store: createMemoryAdapter() });
       const provider = new Provider(
         'http://127.0.0.1:1',
-        impersonation.configure({ ...QUIET_CONFIGURATION, adapter: createTypicalAdapter() }),
+        impersonation.configure({ ...MINIMAL_CONFIGURATION, adapter: createTypicalAdapter() }),
       );
       expect(() => impersonation.install(provider)).to.not.throw();
     });

@@ -1,11 +1,14 @@
 import type Koa from 'koa';
-import { badRequest, ManagementError, requestTooLarge } from '../errors.js';
+import { badRequest, ManagementError, managementMisconfigured, requestTooLarge } from '../errors.js';
 import type { JsonObject } from '../options.js';
 import { isStorableJson, isStorableText, UNSTORABLE_TEXT } from '../storable-text.js';
 
 /**
  * Reads a JSON object body of at most `limit` bytes. Koa leaves body parsing
  * to the application, and a dependency for one bounded read is not worth it.
+ * A body parser mounted ahead of the API (`express.json()`, `@koa/bodyparser`)
+ * has read the stream already: the body it parsed is taken instead, written
+ * out as JSON again, and goes through the same checks and the same limit.
  */
 export async function readJsonObject(ctx: Koa.Context, limit: number): Promise<JsonObject> {
   if (!ctx.is('application/json')) {
@@ -14,6 +17,21 @@ export async function readJsonObject(ctx: Koa.Context, limit: number): Promise<J
   const declared = Number(ctx.get('content-length'));
   if (Number.isFinite(declared) && declared > limit) throw tooLarge(limit);
 
+  const text = ctx.req.readableEnded ? parsedBodyText(ctx, limit) : await readBodyText(ctx, limit);
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    throw badRequest('body is not valid JSON');
+  }
+  if (!isJsonObject(parsed)) {
+    throw badRequest('body must be a JSON object');
+  }
+  assertStorableFields(parsed);
+  return parsed;
+}
+
+async function readBodyText(ctx: Koa.Context, limit: number): Promise<string> {
   const chunks: Buffer[] = [];
   let size = 0;
   try {
@@ -27,19 +45,40 @@ export async function readJsonObject(ctx: Koa.Context, limit: number): Promise<J
     // The client went away mid-body: its request, not the service, failed.
     throw badRequest('the request body could not be read', error);
   }
-
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(Buffer.concat(chunks).toString('utf8'));
-  } catch {
-    throw badRequest('body is not valid JSON');
-  }
-  if (!isJsonObject(parsed)) {
-    throw badRequest('body must be a JSON object');
-  }
-  assertStorableFields(parsed);
-  return parsed;
+  return Buffer.concat(chunks).toString('utf8');
 }
+
+/**
+ * The body that something ahead of the API read from the stream, as JSON
+ * text: Koa's `ctx.request.body` (`@koa/bodyparser` on a parent app, which
+ * koa-mount hands its context down), else Node's `req.body` (Express's
+ * `express.json()`, which `provider.callback()` and the Node handler see on
+ * the request). A string or a Buffer (`express.text()`, `express.raw()`) is
+ * the text as sent. The limit applies to that text's bytes (the declared
+ * Content-Length was checked already, but a chunked body declares none).
+ */
+function parsedBodyText(ctx: Koa.Context, limit: number): string {
+  const parsed = (ctx.request as { body?: unknown }).body ?? (ctx.req as { body?: unknown }).body;
+  if (parsed === undefined) throw managementMisconfigured(BODY_CONSUMED);
+  let text: string | undefined;
+  if (typeof parsed === 'string') text = parsed;
+  else if (Buffer.isBuffer(parsed)) text = parsed.toString('utf8');
+  else {
+    try {
+      text = JSON.stringify(parsed);
+    } catch {
+      // A cycle or a BigInt: no JSON parser made it.
+    }
+  }
+  if (text === undefined) throw badRequest('body is not valid JSON');
+  if (Buffer.byteLength(text) > limit) throw tooLarge(limit);
+  return text;
+}
+
+const BODY_CONSUMED =
+  'the request body was read before the Management API, by something mounted ahead of it that left ' +
+  'no parsed body in req.body or ctx.request.body: mount the Management API (or the provider) before ' +
+  'it, or parse JSON with express.json() or @koa/bodyparser, whose parsed body the API takes';
 
 /**
  * Refuses a body with a string no store can hold, at any depth, before any of
