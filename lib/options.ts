@@ -198,6 +198,7 @@ const OPTION_NAMES = Object.keys({
   getCustomJwtClaims: true,
   customClaimsTimeout: true,
   environmentVariables: true,
+  approvals: true,
 } satisfies Record<keyof ImpersonationOptions, true>);
 
 const ACTOR_AUTHENTICATION_NAMES = Object.keys({ maxAge: true, acrValues: true } satisfies Record<

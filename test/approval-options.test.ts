@@ -44,7 +44,7 @@ describe('the approvals option', () => {
     [
       'a misspelt option',
       { customerResource: 'https://c.example', requestTtl: 60 },
-      /"approvals\.requestTtl" is not an option/,
+      /"approvals\.requestTtl" is unknown; did you mean "approvals\.requestTTL"\?/,
     ],
     [
       'a scope of the Management API',

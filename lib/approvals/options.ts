@@ -1,6 +1,7 @@
 import type { Account } from 'oidc-provider';
 import { invalidOption } from '../errors.js';
 import type { JsonObject } from '../json.js';
+import { refuseUnknownOptions } from '../option-names.js';
 
 /**
  * What a subject-token request needs from the customer: nothing (`none`), a
@@ -62,7 +63,10 @@ const DEFAULTS = {
   maxPendingPerCustomer: 20,
 } as const;
 
-const KNOWN = new Set<string>(['customerResource', ...Object.keys(DEFAULTS)]);
+const KNOWN: readonly string[] = Object.keys({ customerResource: true, ...DEFAULTS } satisfies Record<
+  keyof ApprovalOptions,
+  unknown
+>);
 const SCOPE_TOKEN = /^[\x21\x23-\x5B\x5D-\x7E]+$/;
 const PATH = /^\/[A-Za-z0-9._~\-/]*[A-Za-z0-9._~-]$/;
 
@@ -75,8 +79,7 @@ export function resolveApprovalOptions(
   taken: { resources: readonly string[]; scopes: readonly string[]; paths: readonly string[] },
 ): ResolvedApprovalOptions {
   if (typeof input !== 'object' || input === null || Array.isArray(input)) fail('approvals', 'must be an object');
-  const unknown = Object.keys(input).filter((key) => !KNOWN.has(key));
-  if (unknown.length) fail(`approvals.${unknown[0]}`, 'is not an option of approvals');
+  refuseUnknownOptions('createImpersonation', input, KNOWN, 'approvals.');
   const given = Object.fromEntries(Object.entries(input).filter(([, value]) => value !== undefined));
   const options = { ...DEFAULTS, ...given } as unknown as Required<ApprovalOptions>;
 
