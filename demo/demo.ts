@@ -35,7 +35,10 @@ export interface DemoOptions {
   peerBackendUrls?: readonly string[];
   /** How recent the engineer's sign-in must be for an impersonation, seconds. Default 300. */
   actorMaxAge?: number;
+  /** Where both halves log, a line each (audit events, failures). Default: nowhere. */
   log?: (line: string) => void;
+  /** Also log each read of the revocation feed (several a second). Default false. */
+  logFeedReads?: boolean;
   /** Overrides for the backend (e.g. a Management API address that is down). */
   backend?: Partial<Pick<BackendOptions, 'managementUrl' | 'timeoutMs' | 'pendingSignIns'>>;
 }
@@ -75,6 +78,7 @@ export async function startDemo(options: DemoOptions = {}): Promise<Demo> {
         : {}),
       ...(options.actorMaxAge === undefined ? {} : { actorMaxAge: options.actorMaxAge }),
       log,
+      logFeedReads: options.logFeedReads ?? false,
     });
     const backend = await startBackend({
       server: backendServer,

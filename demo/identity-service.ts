@@ -3,17 +3,18 @@
  * plugin, mounted at /oidc of a parent Koa app that also serves the sign-in
  * pages and the Management API (POST /api/subject-tokens). The plugin is
  * installed right after the provider is built, before it is mounted, as
- * docs/adding-to-your-deployment.md says. Its configuration, routes and
- * pages are in identity/: configuration.ts, routes.ts, views.ts.
+ * docs/adding-to-your-deployment.md says. Its configuration, routes, pages
+ * and console lines are in identity/: configuration.ts, routes.ts, views.ts,
+ * audit-console.ts.
  */
-import type { EventEmitter } from 'node:events';
 import type http from 'node:http';
 import Koa from 'koa';
 import Provider from 'oidc-provider';
 import type { AdapterSource } from '../lib/adapters/contract.js';
-import { EVENTS, type AuditSink, type Impersonation } from '../lib/index.js';
+import { EVENTS, onImpersonationEvent, type AuditSink, type Impersonation } from '../lib/index.js';
 import { closeServer, listen, portOf, serve } from './http.js';
 import { demoAccounts } from './identity/accounts.js';
+import { auditLine, READ_EVENTS } from './identity/audit-console.js';
 import { demoImpersonation, providerConfiguration } from './identity/configuration.js';
 import { interactionRoutes, landing, renderHttpErrors } from './identity/routes.js';
 import { generateDemoKeys, type DemoKeys } from './keys.js';
@@ -55,8 +56,10 @@ export interface IdentityServiceOptions {
    * (the plugin's actorAuthentication). Default 300.
    */
   actorMaxAge?: number;
-  /** Where audit events and errors go. Default: nowhere. */
+  /** Where audit events and errors go, a line each. Default: nowhere. */
   log?: (line: string) => void;
+  /** Also log each read of the revocation feed (several a second per resource server). Default false. */
+  logFeedReads?: boolean;
 }
 
 export interface IdentityService {
@@ -108,10 +111,10 @@ export async function startIdentityService(options: IdentityServiceOptions): Pro
   // Installed before anything mounts the provider. The Management API is served by the parent app
   // (at /api, not below /oidc), which mounts it below.
   impersonation.install(provider, { mountManagementApi: false });
-  // Provider's typings know only oidc-provider's own events.
-  const events = provider as unknown as EventEmitter;
+  // An event nobody listens to is not even built: the feed's reads cost nothing unless they are logged.
   for (const name of Object.values(EVENTS)) {
-    events.on(name, (event: unknown) => log(`[audit] ${name} ${JSON.stringify(event)}`));
+    if (READ_EVENTS.has(name) && !options.logFeedReads) continue;
+    onImpersonationEvent(provider, name, (event) => log(auditLine(name, event)));
   }
   provider.on('server_error', (_ctx: unknown, error: Error) =>
     log(`[identity] server error: ${error.stack ?? error.message}`),

@@ -26,6 +26,13 @@ function seconds(name: string): number | undefined {
   return value;
 }
 
+function flag(name: string): boolean {
+  const raw = process.env[name];
+  if (raw === undefined || raw === '' || raw === '0') return false;
+  if (raw === '1') return true;
+  throw new Error(`${name} must be 1 or 0, not ${raw}`);
+}
+
 /** Comma-separated http(s) addresses, each reduced to its origin. */
 function origins(name: string): string[] | undefined {
   const raw = process.env[name];
@@ -59,6 +66,8 @@ const subjectTokenTTL = seconds('SUBJECT_TOKEN_TTL');
 const actorMaxAge = seconds('ACTOR_MAX_AGE');
 const identityPort = port('PORT', 3000);
 const backendPort = port('BACKEND_PORT', 3001);
+// The feed's reads are many a second (every resource server polls it): on the console only when asked for.
+const logFeedReads = flag('DEMO_LOG_FEED');
 let demo;
 try {
   demo = await startDemo({
@@ -73,6 +82,7 @@ try {
     ...(identityPublicUrl ? { identityPublicUrl } : {}),
     ...(peerBackendUrls ? { peerBackendUrls } : {}),
     log: (line) => console.log(line),
+    logFeedReads,
   });
 } catch (error) {
   const { code, port: busy } = error as { code?: string; port?: number };
@@ -105,6 +115,7 @@ Impersonation demo is running.
   Keys: ${shared ? `shared, from ${shared.source}` : 'made at start, for this instance only'}
   Consoles that sign in here: ${[...new Set([backend.url, ...(peerBackendUrls ?? [])])].join(', ')}
   Audit trail: ${databaseUrl ? `PostgreSQL at ${new URL(databaseUrl).host} (table impersonation_audit)` : 'in memory (hash-chained; lost at exit)'}
+  Logged below: impersonations asked for, refused, started and stopped; failures${logFeedReads ? '; every read of the revocation feed' : " (DEMO_LOG_FEED=1 adds the revocation feed's reads)"}
 
 Open ${backend.url}/, sign in as alice, impersonate bob. Ctrl+C stops.
 `);
