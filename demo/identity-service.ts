@@ -12,7 +12,7 @@ import Koa from 'koa';
 import Provider from 'oidc-provider';
 import type { AdapterSource } from '../lib/adapters/contract.js';
 import { EVENTS, onImpersonationEvent, type AuditSink, type Impersonation } from '../lib/index.js';
-import { closeServer, listen, portOf, serve } from './http.js';
+import { closeServer, freePort, listen } from './http.js';
 import { demoAccounts } from './identity/accounts.js';
 import { auditLine, READ_EVENTS } from './identity/audit-console.js';
 import { demoImpersonation, providerConfiguration } from './identity/configuration.js';
@@ -21,11 +21,9 @@ import { generateDemoKeys, type DemoKeys } from './keys.js';
 import { demoSecrets, type DemoSecrets } from './seed.js';
 
 export interface IdentityServiceOptions {
-  /** A server from `listen()`, when the port must be known before the other half of the demo is built. */
-  server?: http.Server;
-  /** Port to listen on when no server is given. Default 3000; 0 picks a free one. */
+  /** Port to listen on. Default 3000; 0 picks a free one. */
   port?: number;
-  /** Address to bind when no server is given. Default 127.0.0.1. */
+  /** Address to bind. Default 127.0.0.1. */
   bindAddress?: string;
   /** Host name in every URL (issuer, redirects). The browser must use the same. Default `localhost`. */
   hostname?: string;
@@ -81,10 +79,16 @@ const OIDC_PREFIX = '/oidc';
 /** RFC 8414's metadata path: for an issuer with a path, that path is appended to it (3.1). */
 const AUTHORIZATION_SERVER_METADATA = '/.well-known/oauth-authorization-server';
 
+/**
+ * Builds the identity service, then listens: the server accepts its first
+ * connection once the provider is configured, the plugin installed and every
+ * route mounted.
+ */
 export async function startIdentityService(options: IdentityServiceOptions): Promise<IdentityService> {
-  const server = options.server ?? (await listen(options.port ?? 3000, options.bindAddress));
-  const baseUrl =
-    options.publicUrl?.replace(/\/$/, '') ?? `http://${options.hostname ?? 'localhost'}:${portOf(server)}`;
+  let port = options.port ?? 3000;
+  // The issuer names the port, and the provider is built on the issuer: a port to be picked is picked first.
+  if (port === 0 && !options.publicUrl) port = await freePort(options.bindAddress);
+  const baseUrl = options.publicUrl?.replace(/\/$/, '') ?? `http://${options.hostname ?? 'localhost'}:${port}`;
   const issuer = `${baseUrl}${OIDC_PREFIX}`;
   const managementResource = `${baseUrl}/api`;
   const secrets = options.secrets ?? demoSecrets();
@@ -129,7 +133,7 @@ export async function startIdentityService(options: IdentityServiceOptions): Pro
   app.use(impersonation.managementApi());
   app.use(mountProvider(OIDC_PREFIX, provider));
 
-  serve(server, app);
+  const server = await listen(app, port, options.bindAddress);
   return {
     baseUrl,
     issuer,

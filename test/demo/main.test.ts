@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
+import { freePort } from '../../demo/http.js';
 import { createPostgresAuditLog } from '../../lib/audit-postgres/index.js';
 import { EVENTS } from '../../lib/index.js';
 import { stopChildren } from '../support/children.js';
@@ -101,6 +102,33 @@ describe('demo: npm run demo (demo/main.ts)', function () {
     } finally {
       await new Promise((resolve) => busy.close(resolve));
     }
+  });
+
+  it('stops with one line when its store cannot be reached', async () => {
+    const closed = await freePort();
+    const demo = run(process.execPath, [MAIN], {
+      PORT: '0',
+      BACKEND_PORT: '0',
+      REDIS_URL: `redis://127.0.0.1:${closed}`,
+      DEMO_KEY_FILE: path.join(keyDir, 'unreachable-keys.json'),
+    });
+    children.push(demo);
+    let timer: NodeJS.Timeout | undefined;
+    const { code, stdout, stderr } = await Promise.race([
+      demo.output,
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`the demo did not stop within 10 s:\n${demo.printed()}`)), 10_000);
+      }),
+    ]).finally(() => clearTimeout(timer));
+    expect(code).to.equal(1);
+    expect(stdout).to.equal('');
+    const lines = stderr.split('\n').filter((line) => line && !line.includes('Unsupported runtime'));
+    expect(lines, stderr).to.have.length(1);
+    expect(lines[0]).to.match(
+      new RegExp(
+        `^The demo cannot reach its store \\(Redis at 127\\.0\\.0\\.1:${closed} \\(prefix demo:\\)\\): Redis is unreachable`,
+      ),
+    );
   });
 
   it("prints the revocation feed's reads with DEMO_LOG_FEED=1 only, and stops on another value", async () => {
