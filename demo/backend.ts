@@ -10,7 +10,7 @@ import Koa from 'koa';
 import { accountRoutes, auditTrailOf } from './account.js';
 import { backendDependencies, type IdentityServiceAddresses } from './backend-dependencies.js';
 import { consoleRoutes } from './console-routes.js';
-import { closeServer, escapeHtml, HttpError, listen, page, portOf, serve } from './http.js';
+import { closeServer, escapeHtml, freePort, HttpError, listen, page } from './http.js';
 import { impersonationRequestRoutes } from './impersonation-requests.js';
 import { PendingSignIns, type PendingSignInLimits } from './pending-sign-ins.js';
 import { resourceRoutes } from './resource-routes.js';
@@ -19,11 +19,9 @@ import { stopRoutes } from './stop-routes.js';
 import { webSignInRoutes } from './web-sign-in.js';
 
 export interface BackendOptions extends IdentityServiceAddresses {
-  /** A server from `listen()`, when the port must be known before the identity service is built. */
-  server?: http.Server;
-  /** Port to listen on when no server is given. Default 3001; 0 picks a free one. */
+  /** Port to listen on. Default 3001; 0 picks a free one. */
   port?: number;
-  /** Address to bind when no server is given. Default 127.0.0.1. */
+  /** Address to bind. Default 127.0.0.1. */
   bindAddress?: string;
   /** Host name in this backend's URLs (redirect URIs). Default `localhost`. */
   hostname?: string;
@@ -46,11 +44,19 @@ export interface Backend {
   close(): Promise<void>;
 }
 
+/**
+ * Builds the backend, then listens: the server accepts its first connection
+ * once every route is mounted and the resource API has read the revocation
+ * feed once (or found it unreadable), so that nothing it answers depends on
+ * a start-up still in progress.
+ */
 export async function startBackend(options: BackendOptions): Promise<Backend> {
-  const server = options.server ?? (await listen(options.port ?? 3001, options.bindAddress));
+  let port = options.port ?? 3001;
+  // The redirect URIs name the port: a port to be picked is picked before the routes are built.
+  if (port === 0) port = await freePort(options.bindAddress);
   const deps = backendDependencies({
     ...options,
-    url: `http://${options.hostname ?? 'localhost'}:${portOf(server)}`,
+    url: `http://${options.hostname ?? 'localhost'}:${port}`,
     secrets: options.secrets ?? demoSecrets(),
     timeoutMs: options.timeoutMs ?? 5000,
     log: options.log ?? (() => {}),
@@ -77,7 +83,15 @@ export async function startBackend(options: BackendOptions): Promise<Backend> {
   app.use(renderErrors);
   app.use(router.routes()).use(router.allowedMethods());
 
-  serve(server, app);
+  let server: http.Server;
+  try {
+    // Until the first read, the resource API refuses every impersonation token as if revocations were unknown.
+    await resources.ready();
+    server = await listen(app, port, options.bindAddress);
+  } catch (error) {
+    resources.close();
+    throw error;
+  }
   return {
     url: deps.url,
     server,

@@ -1,8 +1,7 @@
-import type http from 'node:http';
 import type { AdapterSource } from '../lib/adapters/contract.js';
 import { createMemoryAuditLog, type AuditSink } from '../lib/index.js';
 import { startBackend, type Backend, type BackendOptions } from './backend.js';
-import { closeServer, listen, LOOPBACK, portOf } from './http.js';
+import { addressInUse, freePort, LOOPBACK } from './http.js';
 import { startIdentityService, type IdentityService } from './identity-service.js';
 import type { DemoKeys } from './keys.js';
 import { demoSecrets, type DemoSecrets } from './seed.js';
@@ -12,11 +11,6 @@ export interface DemoOptions {
   identityPort?: number;
   /** Default 3001; 0 picks a free port. */
   backendPort?: number;
-  /**
-   * Servers from `listen()` instead of the ports, when the addresses must be
-   * known before the demo starts (e.g. instances that name each other's backends).
-   */
-  servers?: { identity: http.Server; backend: http.Server };
   /** Host name in every URL; the browser must use the same. Default `localhost`. */
   hostname?: string;
   /** Bind address of both servers. Default 127.0.0.1. */
@@ -35,7 +29,10 @@ export interface DemoOptions {
   peerBackendUrls?: readonly string[];
   /** How recent the engineer's sign-in must be for an impersonation, seconds. Default 300. */
   actorMaxAge?: number;
+  /** Where both halves log, a line each (audit events, failures). Default: nowhere. */
   log?: (line: string) => void;
+  /** Also log each read of the revocation feed (several a second). Default false. */
+  logFeedReads?: boolean;
   /** Overrides for the backend (e.g. a Management API address that is down). */
   backend?: Partial<Pick<BackendOptions, 'managementUrl' | 'timeoutMs' | 'pendingSignIns'>>;
 }
@@ -47,37 +44,64 @@ export interface Demo {
   close(): Promise<void>;
 }
 
+/** Attempts at starting on free ports, when another process takes one between its pick and the demo's listen. */
+const FREE_PORT_ATTEMPTS = 3;
+
 /**
- * Starts both halves of the demo. Both servers listen first, so each side's
- * URL is known (even on port 0) before the other side is configured with it.
+ * Starts both halves of the demo, each listening only once it is ready: the
+ * identity service first (the backend reads its revocation feed before it
+ * listens), then the backend. Each half names the other's address in its
+ * configuration, so ports to be picked (0) are picked before either is built.
  */
 export async function startDemo(options: DemoOptions = {}): Promise<Demo> {
   const bindAddress = options.bindAddress ?? LOOPBACK;
+  const requested = { identity: options.identityPort ?? 3000, backend: options.backendPort ?? 3001 };
+  for (let attempt = 1; ; attempt += 1) {
+    // Behind a common address the issuer does not name this instance's port, which can then be picked by listening.
+    const identity =
+      requested.identity === 0 && !options.identityPublicUrl ? await freePort(bindAddress) : requested.identity;
+    const backend = requested.backend === 0 ? await freePort(bindAddress) : requested.backend;
+    try {
+      return await startOn({ identity, backend }, bindAddress, options);
+    } catch (error) {
+      const lost = (asked: number, picked: number) => asked === 0 && picked !== 0 && addressInUse(error, picked);
+      if (attempt === FREE_PORT_ATTEMPTS || !(lost(requested.identity, identity) || lost(requested.backend, backend)))
+        throw error;
+    }
+  }
+}
+
+async function startOn(
+  ports: { identity: number; backend: number },
+  bindAddress: string,
+  options: DemoOptions,
+): Promise<Demo> {
   const hostname = options.hostname ?? 'localhost';
-  const { identity: identityServer, backend: backendServer } =
-    options.servers ?? (await listenBoth(options.identityPort ?? 3000, options.backendPort ?? 3001, bindAddress));
+  const secrets = options.secrets ?? demoSecrets();
+  const log = options.log ?? (() => {});
+  const auditLog = options.auditLog ?? createMemoryAuditLog();
+  const identity = await startIdentityService({
+    port: ports.identity,
+    bindAddress,
+    hostname,
+    backendOrigin: `http://${hostname}:${ports.backend}`,
+    ...(options.subjectTokenTTL === undefined ? {} : { subjectTokenTTL: options.subjectTokenTTL }),
+    secrets,
+    ...(options.adapter ? { adapter: options.adapter } : {}),
+    auditLog,
+    ...(options.keys ? { keys: options.keys } : {}),
+    ...(options.identityPublicUrl ? { publicUrl: options.identityPublicUrl } : {}),
+    ...(options.peerBackendUrls
+      ? { peerBackendOrigins: options.peerBackendUrls.map((url) => new URL(url).origin) }
+      : {}),
+    ...(options.actorMaxAge === undefined ? {} : { actorMaxAge: options.actorMaxAge }),
+    log,
+    logFeedReads: options.logFeedReads ?? false,
+  });
   try {
-    const secrets = options.secrets ?? demoSecrets();
-    const log = options.log ?? (() => {});
-    const auditLog = options.auditLog ?? createMemoryAuditLog();
-    const identity = await startIdentityService({
-      server: identityServer,
-      hostname,
-      backendOrigin: `http://${hostname}:${portOf(backendServer)}`,
-      ...(options.subjectTokenTTL === undefined ? {} : { subjectTokenTTL: options.subjectTokenTTL }),
-      secrets,
-      ...(options.adapter ? { adapter: options.adapter } : {}),
-      auditLog,
-      ...(options.keys ? { keys: options.keys } : {}),
-      ...(options.identityPublicUrl ? { publicUrl: options.identityPublicUrl } : {}),
-      ...(options.peerBackendUrls
-        ? { peerBackendOrigins: options.peerBackendUrls.map((url) => new URL(url).origin) }
-        : {}),
-      ...(options.actorMaxAge === undefined ? {} : { actorMaxAge: options.actorMaxAge }),
-      log,
-    });
     const backend = await startBackend({
-      server: backendServer,
+      port: ports.backend,
+      bindAddress,
       hostname,
       issuer: identity.issuer,
       managementUrl: identity.managementUrl,
@@ -96,21 +120,7 @@ export async function startDemo(options: DemoOptions = {}): Promise<Demo> {
       },
     };
   } catch (error) {
-    await Promise.all([closeServer(identityServer), closeServer(backendServer)]);
-    throw error;
-  }
-}
-
-async function listenBoth(
-  identityPort: number,
-  backendPort: number,
-  bindAddress: string,
-): Promise<{ identity: http.Server; backend: http.Server }> {
-  const identity = await listen(identityPort, bindAddress);
-  try {
-    return { identity, backend: await listen(backendPort, bindAddress) };
-  } catch (error) {
-    await closeServer(identity);
+    await identity.close();
     throw error;
   }
 }

@@ -1,13 +1,41 @@
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import net, { type AddressInfo } from 'node:net';
 import type Koa from 'koa';
 
 /** Default bind address: the demo is for this machine only. */
 export const LOOPBACK = '127.0.0.1';
 
-/** Starts an HTTP server with no handler yet, so its port is known before the app that needs it is built. */
-export async function listen(port: number, host: string = LOOPBACK): Promise<http.Server> {
-  const server = http.createServer();
+/**
+ * A port of `host` that nothing listens on now, found by binding port 0 for a
+ * moment: the demo builds its URLs on it before anything listens there.
+ * Another process may take it in between; `listen()` then fails with
+ * EADDRINUSE (see `addressInUse`) and the caller may ask again.
+ */
+export async function freePort(host: string = LOOPBACK): Promise<number> {
+  const probe = net.createServer();
+  await new Promise<void>((resolve, reject) => {
+    probe.once('error', reject);
+    probe.listen(0, host, () => resolve());
+  });
+  const { port } = probe.address() as AddressInfo;
+  await new Promise((resolve) => probe.close(resolve));
+  return port;
+}
+
+/** Whether `error` is `listen()` finding `port` taken. */
+export function addressInUse(error: unknown, port: number): boolean {
+  const { code, port: taken } = error as { code?: unknown; port?: unknown };
+  return code === 'EADDRINUSE' && taken === port;
+}
+
+/**
+ * Serves `app` on `port` (0 picks a free one). The server gets its handler
+ * when it is created and listens last: a request that reached a server
+ * without a handler would get no answer at all, so a probe sent during
+ * start-up would wait for ever. Callers build everything the app needs first.
+ */
+export async function listen(app: Koa, port: number, host: string = LOOPBACK): Promise<http.Server> {
+  const server = http.createServer(app.callback());
   // Bound every connection, so a stuck peer cannot keep the demo or a test alive.
   server.requestTimeout = 30_000;
   server.headersTimeout = 10_000;
@@ -24,12 +52,6 @@ export async function listen(port: number, host: string = LOOPBACK): Promise<htt
 
 export function portOf(server: http.Server): number {
   return (server.address() as AddressInfo).port;
-}
-
-/** Attaches a Koa app to a server from `listen()`. */
-export function serve(server: http.Server, app: Koa): void {
-  server.removeAllListeners('request');
-  server.on('request', app.callback());
 }
 
 export async function closeServer(server: http.Server): Promise<void> {

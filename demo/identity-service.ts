@@ -3,28 +3,27 @@
  * plugin, mounted at /oidc of a parent Koa app that also serves the sign-in
  * pages and the Management API (POST /api/subject-tokens). The plugin is
  * installed right after the provider is built, before it is mounted, as
- * docs/adding-to-your-deployment.md says. Its configuration, routes and
- * pages are in identity/: configuration.ts, routes.ts, views.ts.
+ * docs/adding-to-your-deployment.md says. Its configuration, routes, pages
+ * and console lines are in identity/: configuration.ts, routes.ts, views.ts,
+ * audit-console.ts.
  */
-import type { EventEmitter } from 'node:events';
 import type http from 'node:http';
 import Koa from 'koa';
 import Provider from 'oidc-provider';
 import type { AdapterSource } from '../lib/adapters/contract.js';
-import { EVENTS, type AuditSink, type Impersonation } from '../lib/index.js';
-import { closeServer, listen, portOf, serve } from './http.js';
+import { EVENTS, onImpersonationEvent, type AuditSink, type Impersonation } from '../lib/index.js';
+import { closeServer, freePort, listen } from './http.js';
 import { demoAccounts } from './identity/accounts.js';
+import { auditLine, READ_EVENTS } from './identity/audit-console.js';
 import { demoImpersonation, providerConfiguration } from './identity/configuration.js';
 import { interactionRoutes, landing, renderHttpErrors } from './identity/routes.js';
 import { generateDemoKeys, type DemoKeys } from './keys.js';
 import { demoSecrets, type DemoSecrets } from './seed.js';
 
 export interface IdentityServiceOptions {
-  /** A server from `listen()`, when the port must be known before the other half of the demo is built. */
-  server?: http.Server;
-  /** Port to listen on when no server is given. Default 3000; 0 picks a free one. */
+  /** Port to listen on. Default 3000; 0 picks a free one. */
   port?: number;
-  /** Address to bind when no server is given. Default 127.0.0.1. */
+  /** Address to bind. Default 127.0.0.1. */
   bindAddress?: string;
   /** Host name in every URL (issuer, redirects). The browser must use the same. Default `localhost`. */
   hostname?: string;
@@ -55,8 +54,10 @@ export interface IdentityServiceOptions {
    * (the plugin's actorAuthentication). Default 300.
    */
   actorMaxAge?: number;
-  /** Where audit events and errors go. Default: nowhere. */
+  /** Where audit events and errors go, a line each. Default: nowhere. */
   log?: (line: string) => void;
+  /** Also log each read of the revocation feed (several a second per resource server). Default false. */
+  logFeedReads?: boolean;
 }
 
 export interface IdentityService {
@@ -78,10 +79,16 @@ const OIDC_PREFIX = '/oidc';
 /** RFC 8414's metadata path: for an issuer with a path, that path is appended to it (3.1). */
 const AUTHORIZATION_SERVER_METADATA = '/.well-known/oauth-authorization-server';
 
+/**
+ * Builds the identity service, then listens: the server accepts its first
+ * connection once the provider is configured, the plugin installed and every
+ * route mounted.
+ */
 export async function startIdentityService(options: IdentityServiceOptions): Promise<IdentityService> {
-  const server = options.server ?? (await listen(options.port ?? 3000, options.bindAddress));
-  const baseUrl =
-    options.publicUrl?.replace(/\/$/, '') ?? `http://${options.hostname ?? 'localhost'}:${portOf(server)}`;
+  let port = options.port ?? 3000;
+  // The issuer names the port, and the provider is built on the issuer: a port to be picked is picked first.
+  if (port === 0 && !options.publicUrl) port = await freePort(options.bindAddress);
+  const baseUrl = options.publicUrl?.replace(/\/$/, '') ?? `http://${options.hostname ?? 'localhost'}:${port}`;
   const issuer = `${baseUrl}${OIDC_PREFIX}`;
   const managementResource = `${baseUrl}/api`;
   const secrets = options.secrets ?? demoSecrets();
@@ -108,10 +115,10 @@ export async function startIdentityService(options: IdentityServiceOptions): Pro
   // Installed before anything mounts the provider. The Management API is served by the parent app
   // (at /api, not below /oidc), which mounts it below.
   impersonation.install(provider, { mountManagementApi: false });
-  // Provider's typings know only oidc-provider's own events.
-  const events = provider as unknown as EventEmitter;
+  // An event nobody listens to is not even built: the feed's reads cost nothing unless they are logged.
   for (const name of Object.values(EVENTS)) {
-    events.on(name, (event: unknown) => log(`[audit] ${name} ${JSON.stringify(event)}`));
+    if (READ_EVENTS.has(name) && !options.logFeedReads) continue;
+    onImpersonationEvent(provider, name, (event) => log(auditLine(name, event)));
   }
   provider.on('server_error', (_ctx: unknown, error: Error) =>
     log(`[identity] server error: ${error.stack ?? error.message}`),
@@ -126,7 +133,7 @@ export async function startIdentityService(options: IdentityServiceOptions): Pro
   app.use(impersonation.managementApi());
   app.use(mountProvider(OIDC_PREFIX, provider));
 
-  serve(server, app);
+  const server = await listen(app, port, options.bindAddress);
   return {
     baseUrl,
     issuer,

@@ -7,6 +7,7 @@ import type Router from '@koa/router';
 import type { Actor } from './actor.js';
 import type { BackendDependencies } from './backend-dependencies.js';
 import { HttpError, jsonOf, readJson } from './http.js';
+import { logText } from './log-text.js';
 
 interface ImpersonationRequest {
   userId: string;
@@ -26,7 +27,7 @@ export function impersonationRequestRoutes(router: Router, deps: BackendDependen
     if (request.userId === actor.sub) throw new HttpError(400, 'invalid_request', 'you cannot impersonate yourself');
     const { status, body } = await createSubjectToken(deps, request, actor);
     deps.log(
-      `[backend] ${actor.sub} requested impersonation of ${request.userId} (ticket ${request.ticketId}): ${status}`,
+      `[backend] ${actor.sub} requested impersonation of ${logText(request.userId)} (ticket ${logText(request.ticketId)}): ${status}`,
     );
     ctx.status = status;
     ctx.body = body;

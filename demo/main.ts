@@ -26,6 +26,13 @@ function seconds(name: string): number | undefined {
   return value;
 }
 
+function flag(name: string): boolean {
+  const raw = process.env[name];
+  if (raw === undefined || raw === '' || raw === '0') return false;
+  if (raw === '1') return true;
+  throw new Error(`${name} must be 1 or 0, not ${raw}`);
+}
+
 /** Comma-separated http(s) addresses, each reduced to its origin. */
 function origins(name: string): string[] | undefined {
   const raw = process.env[name];
@@ -43,11 +50,16 @@ function origins(name: string): string[] | undefined {
   });
 }
 
+function auditDescription(databaseUrl: string): string {
+  return `PostgreSQL at ${new URL(databaseUrl).host} (table impersonation_audit)`;
+}
+
 const secrets = demoSecrets();
 // Behind one IDENTITY_URL, a sign-in started at any instance's console may reach this one and must return there.
 const peerBackendUrls = origins('BACKEND_URLS');
 // With REDIS_URL, or else DATABASE_URL, the provider and the subject tokens live there, shared by every demo instance.
-const { adapter, description: storeDescription } = demoStore(process.env);
+const store = demoStore(process.env);
+const { adapter, description: storeDescription } = store;
 // With DATABASE_URL the audit trail is kept in PostgreSQL; otherwise in memory, chained and verified the same way.
 const databaseUrl = process.env['DATABASE_URL'];
 const auditLog = databaseUrl ? createPostgresAuditLog({ connectionString: databaseUrl }) : createMemoryAuditLog();
@@ -59,6 +71,29 @@ const subjectTokenTTL = seconds('SUBJECT_TOKEN_TTL');
 const actorMaxAge = seconds('ACTOR_MAX_AGE');
 const identityPort = port('PORT', 3000);
 const backendPort = port('BACKEND_PORT', 3001);
+// The feed's reads are many a second (every resource server polls it): on the console only when asked for.
+const logFeedReads = flag('DEMO_LOG_FEED');
+
+async function closeStores(): Promise<void> {
+  await adapter?.close();
+  if ('close' in auditLog) await auditLog.close();
+}
+
+/** Waits for a store the demo needs; one that cannot be reached stops the start with one line. */
+async function reach(what: string, ready: Promise<void>): Promise<void> {
+  try {
+    await ready;
+  } catch (error) {
+    console.error(`The demo cannot reach ${what}: ${(error as Error).message}`);
+    await closeStores().catch(() => {});
+    process.exit(1);
+  }
+}
+
+// The servers listen only once their stores answer: no request meets a connection still opening or a table not yet made.
+await reach(`its store (${storeDescription})`, store.ready());
+if ('migrate' in auditLog) await reach(`its audit trail (${auditDescription(databaseUrl!)})`, auditLog.migrate());
+
 let demo;
 try {
   demo = await startDemo({
@@ -73,6 +108,7 @@ try {
     ...(identityPublicUrl ? { identityPublicUrl } : {}),
     ...(peerBackendUrls ? { peerBackendUrls } : {}),
     log: (line) => console.log(line),
+    logFeedReads,
   });
 } catch (error) {
   const { code, port: busy } = error as { code?: string; port?: number };
@@ -82,8 +118,7 @@ try {
     `The demo cannot listen on port ${busy ?? '?'} (${code === 'EADDRINUSE' ? 'it is in use' : 'not allowed'}): ` +
       `stop what uses it, or choose another, e.g. ${variable}=${(busy ?? 3000) + 100} npm run demo`,
   );
-  await adapter?.close();
-  if ('close' in auditLog) await auditLog.close();
+  await closeStores();
   process.exit(1);
 }
 const { identity, backend } = demo;
@@ -104,7 +139,8 @@ Impersonation demo is running.
   Store: ${storeDescription}
   Keys: ${shared ? `shared, from ${shared.source}` : 'made at start, for this instance only'}
   Consoles that sign in here: ${[...new Set([backend.url, ...(peerBackendUrls ?? [])])].join(', ')}
-  Audit trail: ${databaseUrl ? `PostgreSQL at ${new URL(databaseUrl).host} (table impersonation_audit)` : 'in memory (hash-chained; lost at exit)'}
+  Audit trail: ${databaseUrl ? auditDescription(databaseUrl) : 'in memory (hash-chained; lost at exit)'}
+  Logged below: impersonations asked for, refused, started and stopped; failures${logFeedReads ? '; every read of the revocation feed' : " (DEMO_LOG_FEED=1 adds the revocation feed's reads)"}
 
 Open ${backend.url}/, sign in as alice, impersonate bob. Ctrl+C stops.
 `);
@@ -116,8 +152,7 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) {
     stopping = true;
     demo
       .close()
-      .then(() => adapter?.close())
-      .then(() => ('close' in auditLog ? auditLog.close() : undefined))
+      .then(closeStores)
       .then(
         () => process.exit(0),
         () => process.exit(1),

@@ -13,6 +13,8 @@ import { createTokenCheck } from './resource-api.js';
 import { API_RESOURCE } from './seed.js';
 
 export interface ResourceRoutes extends CustomerApi {
+  /** Resolves once the revocation feed was read, or its first read failed (which is logged); never rejects. */
+  ready(): Promise<void>;
   /** Stops following the revocation feed. */
   close(): void;
 }
@@ -25,7 +27,7 @@ export function resourceRoutes(router: Router, deps: BackendDependencies): Resou
     revocationsUri: deps.endpoints.revocations,
     refreshInterval: 250,
   });
-  verifier
+  const firstRead = verifier
     .ready()
     .catch((error: Error) => deps.log(`[backend] the revocation feed is not readable yet: ${error.message}`));
   const verifyRequest = createTokenCheck({ verifier, publicUrl: (ctx) => `${deps.url}${ctx.path}` });
@@ -47,5 +49,9 @@ export function resourceRoutes(router: Router, deps: BackendDependencies): Resou
   });
 
   const customers = customerRoutes(router, verifyRequest, deps.log);
-  return { changesOf: (customer) => customers.changesOf(customer), close: () => verifier.close() };
+  return {
+    changesOf: (customer) => customers.changesOf(customer),
+    ready: () => firstRead,
+    close: () => verifier.close(),
+  };
 }

@@ -5,8 +5,13 @@ import type { AdapterSource } from '../lib/adapters/contract.js';
 export interface DemoStore {
   /** The identity service's adapter; absent for the plugin's memory adapter. */
   adapter?: AdapterSource & { close(): Promise<void> };
-  /** What the start-up banner says about it. */
+  /** What the start-up banner says about it: where it is, never its credentials. */
   description: string;
+  /**
+   * Resolves once the store answers (on PostgreSQL, once its tables are
+   * made), so that the demo listens only then; rejects when it cannot be reached.
+   */
+  ready(): Promise<void>;
 }
 
 /** The table the demo keeps its provider state in, beside the audit trail's. */
@@ -21,9 +26,14 @@ export const DEMO_STORE_TABLE = 'demo_provider_store';
 export function demoStore(env: NodeJS.ProcessEnv, options: { schema?: string } = {}): DemoStore {
   const redisUrl = env['REDIS_URL'];
   if (redisUrl) {
+    const adapter = createRedisAdapter({ url: redisUrl, keyPrefix: 'demo:' });
     return {
-      adapter: createRedisAdapter({ url: redisUrl, keyPrefix: 'demo:' }),
-      description: `Redis at ${redisUrl} (prefix demo:)`,
+      adapter,
+      description: `Redis at ${new URL(redisUrl).host} (prefix demo:)`,
+      // A read waits for the connection (a second at most) and fails when there is none.
+      ready: async () => {
+        await new adapter('Session').find('demo-start-up');
+      },
     };
   }
   const databaseUrl = env['DATABASE_URL'];
@@ -33,7 +43,11 @@ export function demoStore(env: NodeJS.ProcessEnv, options: { schema?: string } =
       table: DEMO_STORE_TABLE,
       ...(options.schema ? { schema: options.schema } : {}),
     });
-    return { adapter, description: `PostgreSQL at ${new URL(databaseUrl).host} (table ${DEMO_STORE_TABLE})` };
+    return {
+      adapter,
+      description: `PostgreSQL at ${new URL(databaseUrl).host} (table ${DEMO_STORE_TABLE})`,
+      ready: () => adapter.migrate(),
+    };
   }
-  return { description: 'in memory' };
+  return { description: 'in memory', ready: () => Promise.resolve() };
 }

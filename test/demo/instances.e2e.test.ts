@@ -1,11 +1,10 @@
-import type http from 'node:http';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
 import type { APIRequestContext } from 'playwright-core';
 import { startDemo, type Demo } from '../../demo/demo.js';
-import { closeServer, listen, portOf } from '../../demo/http.js';
+import { freePort, portOf } from '../../demo/http.js';
 import { sharedDemoKeys } from '../../demo/keys.js';
 import { assertRedisReachable, closeTestAdapters, redisTestAdapter, testPrefix } from '../support/adapter.js';
 import { RoundRobinProxy } from '../support/round-robin.js';
@@ -57,7 +56,6 @@ async function actAsBob(person: Person): Promise<void> {
 
 describe('demo: two instances on Redis behind one identity address, in headless Chromium', function () {
   this.timeout(60_000);
-  const servers: http.Server[] = [];
   const demos: Demo[] = [];
   let dir: string | undefined;
   let balancer: RoundRobinProxy | undefined;
@@ -69,20 +67,17 @@ describe('demo: two instances on Redis behind one identity address, in headless 
     // The load balancer in front of both identity services: their common address, and issuer.
     balancer = new RoundRobinProxy();
     await balancer.start();
-    const pairs = [];
-    for (let instance = 0; instance < 2; instance += 1) {
-      const pair = { identity: await listen(0), backend: await listen(0) };
-      servers.push(pair.identity, pair.backend);
-      pairs.push(pair);
-    }
-    // Each console has its own address; a sign-in it starts may reach either identity service.
-    const backendUrls = pairs.map(({ backend }) => `http://localhost:${portOf(backend)}`);
+    // Each console has its own address, named in both identity services' configuration before either starts;
+    // a sign-in it starts may reach either identity service.
+    const backendPorts = [await freePort(), await freePort()];
+    const backendUrls = backendPorts.map((port) => `http://localhost:${port}`);
     const keyPrefix = testPrefix();
     const keyFile = path.join(dir, 'demo-keys.json');
-    for (const pair of pairs) {
+    for (const backendPort of backendPorts) {
       demos.push(
         await startDemo({
-          servers: pair,
+          identityPort: 0,
+          backendPort,
           log: quiet,
           adapter: redisTestAdapter({ keyPrefix }),
           // The first makes the key file, the second reads it.
@@ -91,15 +86,14 @@ describe('demo: two instances on Redis behind one identity address, in headless 
           peerBackendUrls: backendUrls,
         }),
       );
+      balancer.targets.push(`http://localhost:${portOf(demos.at(-1)!.identity.server)}`);
     }
-    balancer.targets = pairs.map(({ identity }) => `http://localhost:${portOf(identity)}`);
     browser = await launch();
   });
 
   after(async () => {
     await browser?.close();
     await Promise.all(demos.map((demo) => demo.close()));
-    await Promise.all(servers.map((server) => closeServer(server)));
     await balancer?.close();
     await closeTestAdapters();
     if (dir) await rm(dir, { recursive: true, force: true });

@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
+import { freePort } from '../../demo/http.js';
 import { createPostgresAuditLog } from '../../lib/audit-postgres/index.js';
 import { EVENTS } from '../../lib/index.js';
 import { stopChildren } from '../support/children.js';
@@ -19,7 +20,11 @@ function run(
   command: string,
   args: string[],
   env: Record<string, string>,
-): ChildProcess & { output: Promise<{ code: number | null; stdout: string; stderr: string }> } {
+): ChildProcess & {
+  output: Promise<{ code: number | null; stdout: string; stderr: string }>;
+  /** What it printed to its standard output so far. */
+  printed(): string;
+} {
   const child = spawn(command, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
@@ -30,8 +35,19 @@ function run(
     stderr += chunk.toString();
   });
   const output = once(child, 'exit').then(([code]) => ({ code: code as number | null, stdout, stderr }));
-  return Object.assign(child, { output });
+  return Object.assign(child, { output, printed: () => stdout });
 }
+
+/** Resolves once `condition` holds, checked every 50 ms; rejects after `ms`. */
+async function until(condition: () => boolean, ms: number, what: string): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error(`not within ${ms} ms: ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+const FEED_READ_LINE = '[audit] impersonation.revocations.served: the revocation feed listed 0 stopped sessions';
 
 /** The URLs `npm run demo` prints once it listens (ports 0 pick free ones). */
 async function started(child: ChildProcess): Promise<{ identity: string; backend: string }> {
@@ -86,6 +102,44 @@ describe('demo: npm run demo (demo/main.ts)', function () {
     } finally {
       await new Promise((resolve) => busy.close(resolve));
     }
+  });
+
+  it('stops with one line when its store cannot be reached', async () => {
+    const closed = await freePort();
+    const demo = run(process.execPath, [MAIN], {
+      PORT: '0',
+      BACKEND_PORT: '0',
+      REDIS_URL: `redis://127.0.0.1:${closed}`,
+      DEMO_KEY_FILE: path.join(keyDir, 'unreachable-keys.json'),
+    });
+    children.push(demo);
+    let timer: NodeJS.Timeout | undefined;
+    const { code, stdout, stderr } = await Promise.race([
+      demo.output,
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`the demo did not stop within 10 s:\n${demo.printed()}`)), 10_000);
+      }),
+    ]).finally(() => clearTimeout(timer));
+    expect(code).to.equal(1);
+    expect(stdout).to.equal('');
+    const lines = stderr.split('\n').filter((line) => line && !line.includes('Unsupported runtime'));
+    expect(lines, stderr).to.have.length(1);
+    expect(lines[0]).to.match(
+      new RegExp(
+        `^The demo cannot reach its store \\(Redis at 127\\.0\\.0\\.1:${closed} \\(prefix demo:\\)\\): Redis is unreachable`,
+      ),
+    );
+  });
+
+  it("prints the revocation feed's reads with DEMO_LOG_FEED=1 only, and stops on another value", async () => {
+    const demo = run(process.execPath, [MAIN], { PORT: '0', BACKEND_PORT: '0', DEMO_LOG_FEED: '1' });
+    children.push(demo);
+    await started(demo);
+    await until(() => demo.printed().split(FEED_READ_LINE).length > 3, 5000, 'three reads of the feed printed');
+
+    const refused = await run(process.execPath, [MAIN], { PORT: '0', BACKEND_PORT: '0', DEMO_LOG_FEED: 'yes' }).output;
+    expect(refused.code).to.equal(1);
+    expect(refused.stderr).to.contain('DEMO_LOG_FEED must be 1 or 0, not yes');
   });
 
   it("lets a sign-in started at another instance's console (BACKEND_URLS) return there, and stops on a malformed list", async () => {
@@ -145,6 +199,9 @@ describe('demo: npm run demo (demo/main.ts)', function () {
     const walk = await run('bash', [WALKTHROUGH], { PORT: new URL(identity).port, BACKEND_PORT: new URL(backend).port })
       .output;
     expect(walk.stdout, walk.stderr).to.contain('"actor":"alice"');
+    // What it printed meanwhile: the impersonation, and none of the feed's reads (several a second).
+    expect(demo.printed()).to.match(/^\[audit\] impersonation\.exchange\.succeeded: alice is acting as bob, /m);
+    expect(demo.printed()).not.to.contain('revocations.served');
 
     const log = createPostgresAuditLog({ connectionString: DATABASE_URL, schema });
     try {
