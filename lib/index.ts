@@ -38,5 +38,5 @@ export { createRedisAdapter, REDIS_CLIENT_OPTIONS, REDIS_CLUSTER_OPTIONS } from 
 export type { RedisAdapterClass, RedisAdapterOptions } from './adapters/redis.js';
 export { createMemoryAuditLog } from './audit/memory.js';
 export type { MemoryAuditLog, MemoryAuditLogOptions } from './audit/memory.js';
-export type { AuditEntry, AuditRow, ChainedRow, VerifyResult } from './audit/chain.js';
+export type { AuditEntry, AuditRow, ChainedRow, VerifyCheck, VerifyResult } from './audit/chain.js';
 export type { AuditQueryFilter, AuditSink } from './audit/sink.js';

@@ -143,12 +143,16 @@ describe('PostgreSQL audit log: signed heads published outside the database pin 
     const head = await readLastHead(headFile);
     expect(head.seq).to.equal(30);
     const result = await log.verify({ key, head, requireCheckpoints: true });
-    expect(result, JSON.stringify(result)).to.include({ ok: false, count: 25, seq: 26 });
+    // Rows 21 to 25 chain, but only checkpoint 20 still pins anything: they are not counted as verified.
+    expect(result, JSON.stringify(result)).to.include({ ok: false, count: 20, seq: 26, check: 'published-head' });
     expect((result as { problem: string }).problem).to.match(/published head at row 30/);
 
     const command = await cliVerify(schema, '--head', headFile);
     expect(command.code, command.stderr).to.equal(1);
-    expect(command.stdout).to.match(/^bad row 26: the chain ends before its published head at row 30/);
+    expect(command.stdout).to.equal(
+      'bad row 26: the chain ends before its published head at row 30 (rows were removed from the end) ' +
+        '(rows 1 to 20 verified; rows 21 to 25 are chained but pinned by no signature that verifies)\n',
+    );
     const inline = await cliVerify(schema, '--head', JSON.stringify(head));
     expect(inline.code).to.equal(1);
   });
@@ -163,8 +167,9 @@ describe('PostgreSQL audit log: signed heads published outside the database pin 
     const unsigned = await log.verify({ key });
     expect(unsigned, JSON.stringify(unsigned)).to.include({ ok: false, seq: 10 });
     expect((unsigned as { problem: string }).problem).to.match(/no signed checkpoint/);
+    // The published head proves the rewrite: that is reported, before the checkpoints that are missing.
     const head = await readLastHead(headFile);
-    expect(await log.verify({ key, head })).to.include({ ok: false, seq: 30 });
+    expect(await log.verify({ key, head })).to.include({ ok: false, count: 0, seq: 30, check: 'published-head' });
 
     const command = await cliVerify(schema, '--head', headFile);
     expect(command.code).to.equal(1);
@@ -232,11 +237,12 @@ describe('PostgreSQL audit log: signed heads published outside the database pin 
   it('with a key, a chain of checkpointEvery rows or more without any checkpoint fails; a shorter one, or an empty one, passes', async () => {
     const schema = await testSchema();
     const unsigned = createPostgresAuditLog({ pool, schema, checkpointEvery: 10 });
+    await unsigned.migrate();
     expect(await unsigned.verify({ key })).to.deep.equal({ ok: true, count: 0, checkpoints: 0 });
     for (let i = 1; i <= 9; i += 1) await unsigned.append(EVENTS.subjectTokenCreated, { subject: `customer-${i}` });
     expect(await unsigned.verify({ key })).to.deep.equal({ ok: true, count: 9, checkpoints: 0 });
     await unsigned.append(EVENTS.subjectTokenCreated, { subject: 'customer-10' });
-    expect(await unsigned.verify({ key })).to.include({ ok: false, count: 10, seq: 10 });
+    expect(await unsigned.verify({ key })).to.include({ ok: false, count: 0, seq: 10, check: 'checkpoint-missing' });
     expect(await unsigned.verify()).to.deep.equal({ ok: true, count: 10, checkpoints: 0 });
   });
 

@@ -29,6 +29,7 @@ import {
   cursorOfSeq,
   GENESIS,
   limitOf,
+  publishedHeadFailure,
   rowOf,
   seqOfCursor,
   walkChain,
@@ -71,13 +72,13 @@ export type { SigningKey, VerificationKey } from '../audit/signing.js';
 export type { HeadPublisher, SignedHead } from '../audit/head.js';
 export { appendHeadsToFile, readLastHead } from '../audit/head-file.js';
 
-export type { AuditEntry, VerifyResult } from '../audit/chain.js';
+export type { AuditEntry, VerifyCheck, VerifyResult } from '../audit/chain.js';
 export { POSTGRES_POOL_OPTIONS } from '../postgres/pool.js';
 
 export interface VerifyOptions {
   /** Checks the signed checkpoints, and the heads given. */
   key?: VerificationKey;
-  /** Every multiple of `checkpointEvery` up to the chain's length must have its checkpoint. */
+  /** Every multiple of `checkpointEvery` up to the chain's length must have its checkpoint. Needs `key`. */
   requireCheckpoints?: boolean;
   /**
    * The last head published (or several): the chain must still reach it with
@@ -93,7 +94,11 @@ export type AuditQuery = AuditQueryFilter;
 export interface PostgresAuditLog extends AuditLog {
   /** Creates the tables and the append function if they are missing; safe to run from several instances at once. */
   migrate(): Promise<void>;
-  /** Walks the whole chain; with a key, checks the checkpoints and the published heads given too. */
+  /**
+   * Walks the whole chain; with a key, checks the checkpoints and the published heads given too.
+   * Reads only, in a READ ONLY transaction: it never creates the tables (missing tables fail
+   * with `check: 'tables'`), so an auditor may run it with a role that can only read.
+   */
   verify(options?: VerifyOptions): Promise<VerifyResult>;
   /** Appends that failed in best-effort mode. */
   readonly failures: number;
@@ -194,18 +199,20 @@ export function createPostgresAuditLog(options: PostgresAuditLogOptions): Postgr
     },
     verify: async (verifyOptions = {}) => {
       const heads = verifyOptions.head === undefined ? [] : [verifyOptions.head].flat();
-      if (heads.length && !verifyOptions.key)
+      const { key } = verifyOptions;
+      if (heads.length && !key)
         throw invalidOption('verify', 'head', 'needs "key": a published head is checked with the key');
-      await migrate();
-      return verifyChain(
-        pool,
-        names,
-        verifyOptions.key && {
-          key: verifyOptions.key,
+      if (verifyOptions.requireCheckpoints && !key)
+        throw invalidOption('verify', 'requireCheckpoints', 'needs "key": the checkpoints are checked with the key');
+      if (!key) return verifyChain(pool, names, undefined);
+      return (
+        publishedHeadFailure(key, heads) ??
+        verifyChain(pool, names, {
+          key,
           heads,
           checkpointEvery,
           requireCheckpoints: verifyOptions.requireCheckpoints ?? false,
-        },
+        })
       );
     },
     query: async (filter = {}) => {
@@ -219,6 +226,9 @@ export function createPostgresAuditLog(options: PostgresAuditLogOptions): Postgr
 }
 
 interface Names {
+  /** As given, for messages. */
+  schema: string | undefined;
+  tableName: string;
   table: string;
   head: string;
   checkpoints: string;
@@ -231,6 +241,8 @@ interface Names {
 function namesOf(schema: string | undefined, table: string): Names {
   const qualify = (name: string) => (schema ? `"${schema}"."${name}"` : `"${name}"`);
   return {
+    schema,
+    tableName: table,
     table: qualify(table),
     head: qualify(`${table}_head`),
     checkpoints: qualify(`${table}_checkpoints`),
@@ -341,10 +353,10 @@ function rowOfStored(stored: StoredRow): AuditRow {
 
 const VERIFY_BATCH = 1000;
 
-async function* storedBatches(pool: pg.Pool, names: Names): AsyncGenerator<ChainedRow[]> {
+async function* storedBatches(client: pg.ClientBase, names: Names): AsyncGenerator<ChainedRow[]> {
   let after = 0;
   for (;;) {
-    const { rows } = await pool.query<StoredRow>(
+    const { rows } = await client.query<StoredRow>(
       `SELECT * FROM ${names.table} WHERE seq > $1 ORDER BY seq LIMIT ${VERIFY_BATCH}`,
       [after],
     );
@@ -362,30 +374,72 @@ async function* storedBatches(pool: pg.Pool, names: Names): AsyncGenerator<Chain
 
 /**
  * Walks the chain in order (see `walkChain`), then, with a key, what it
- * signed (see `checkSignatures`).
+ * signed (see `checkSignatures`). Read-only by construction: it never
+ * migrates, and reads in a READ ONLY transaction, so that PostgreSQL itself
+ * refuses any write; REPEATABLE READ, so that the rows, the head and the
+ * checkpoints are read as of one instant, whatever appends run meanwhile.
  */
 async function verifyChain(
   pool: pg.Pool,
   names: Names,
   signatures: Omit<SignatureCheck, 'checkpoints'> | undefined,
 ): Promise<VerifyResult> {
-  const walk = await walkChain(
-    storedBatches(pool, names),
-    async () => {
-      const {
-        rows: [head],
-      } = await pool.query<{ seq: string; hash: string }>(`SELECT seq, hash FROM ${names.head} WHERE id = 1`);
-      return head ? { seq: Number(head.seq), hash: head.hash } : undefined;
-    },
-    signatures !== undefined,
+  const client = await pool.connect();
+  try {
+    await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
+    const missing = await missingTables(client, names);
+    if (missing) return { ok: false, count: 0, seq: 1, problem: missing, check: 'tables' };
+    const walk = await walkChain(
+      storedBatches(client, names),
+      async () => {
+        const {
+          rows: [head],
+        } = await client.query<{ seq: string; hash: string }>(`SELECT seq, hash FROM ${names.head} WHERE id = 1`);
+        return head ? { seq: Number(head.seq), hash: head.hash } : undefined;
+      },
+      signatures !== undefined,
+    );
+    if (!signatures) return walk.ok ? { ok: true, count: walk.count, checkpoints: 0 } : walk.failure;
+    const { rows } = await client.query<{ seq: string; hash: string; key_id: string; signature: string }>(
+      `SELECT seq, hash, key_id, signature FROM ${names.checkpoints} ORDER BY seq`,
+    );
+    const checkpoints = rows.map((row) => ({
+      seq: Number(row.seq),
+      hash: row.hash,
+      keyId: row.key_id,
+      signature: row.signature,
+    }));
+    return checkSignatures(walk, { ...signatures, checkpoints });
+  } finally {
+    // Nothing to commit. A connection that cannot even roll back is discarded, not pooled.
+    await client.query('ROLLBACK').then(
+      () => client.release(),
+      (error: Error) => client.release(error),
+    );
+  }
+}
+
+/** What is missing of the trail's three tables, in words; undefined when they are all there. */
+async function missingTables(client: pg.ClientBase, names: Names): Promise<string | undefined> {
+  const {
+    rows: [found],
+  } = await client.query<{ trail: string | null; head: string | null; checkpoints: string | null; path: string[] }>(
+    'SELECT to_regclass($1::text) AS trail, to_regclass($2::text) AS head, to_regclass($3::text) AS checkpoints, current_schemas(false)::text[] AS path',
+    [names.table, names.head, names.checkpoints],
   );
-  if (!walk.ok) return walk;
-  if (!signatures) return { ok: true, count: walk.count, checkpoints: 0 };
-  const { rows } = await pool.query<{ seq: string; hash: string; signature: string }>(
-    `SELECT seq, hash, signature FROM ${names.checkpoints} ORDER BY seq`,
-  );
-  const checkpoints = rows.map((row) => ({ seq: Number(row.seq), hash: row.hash, signature: row.signature }));
-  return checkSignatures(walk, { ...signatures, checkpoints });
+  const table = JSON.stringify(names.tableName);
+  if (!found!.trail) {
+    const where = names.schema
+      ? `schema ${JSON.stringify(names.schema)}`
+      : `the connection's search path (${found!.path.map((schema) => JSON.stringify(schema)).join(', ') || 'empty'})`;
+    return `no audit table ${table} in ${where}`;
+  }
+  const beside = [
+    ...(found!.head ? [] : [`${names.tableName}_head`]),
+    ...(found!.checkpoints ? [] : [`${names.tableName}_checkpoints`]),
+  ];
+  if (!beside.length) return undefined;
+  return `the audit table ${table} has no ${beside.map((name) => JSON.stringify(name)).join(' nor ')} table beside it: one was dropped, or it is not a trail this package wrote`;
 }
 
 async function queryTrail(pool: pg.Pool, names: Names, filter: AuditQuery): Promise<AuditPage> {

@@ -111,17 +111,58 @@ export interface AuditEntry extends AuditRow {
   hash: string;
 }
 
-export type VerifyResult =
-  { ok: true; count: number; checkpoints: number } | { ok: false; count: number; seq: number; problem: string };
+/**
+ * Which check a verification failed, for a caller that acts on it (`problem` says it in words):
+ * - `tables`: the trail's tables are not there (nothing was read);
+ * - `row`: a row's number, its link to the row before, its hash or a typed column;
+ * - `head`: the chain does not end where the store's own head says;
+ * - `published-head-signature`: a published head given does not verify with the key given;
+ * - `published-head`: the chain does not reach a published head, or reaches it with another hash;
+ * - `checkpoint-signature`: a signed checkpoint does not verify with the key given;
+ * - `checkpoint`: a checkpoint verifies but the chain does not reach it with the hash it pins;
+ * - `checkpoint-missing`: no checkpoint where one is due.
+ */
+export type VerifyCheck =
+  | 'tables'
+  | 'row'
+  | 'head'
+  | 'published-head-signature'
+  | 'published-head'
+  | 'checkpoint-signature'
+  | 'checkpoint'
+  | 'checkpoint-missing';
 
-export type ChainWalk =
-  { ok: true; count: number; lastHash: string; hashes: Map<number, string> } | Extract<VerifyResult, { ok: false }>;
+export type VerifyResult =
+  | { ok: true; count: number; checkpoints: number }
+  | {
+      ok: false;
+      /**
+       * Rows 1 to `count` are verified. Without a key, every row before `seq`; with a key, the
+       * rows up to the last one a signature that verifies pins (those after it may have been
+       * rewritten); 0 when verification stopped before reading the rows.
+       */
+      count: number;
+      /** The row where verification failed (where the failing checkpoint or head is, for those). */
+      seq: number;
+      problem: string;
+      check: VerifyCheck;
+      /** With `checkpoint-signature`: the key id the checkpoint names (the log stores its algorithm there). */
+      keyId?: string;
+    };
+
+type VerifyFailure = Extract<VerifyResult, { ok: false }>;
+
+/** Every hash of the rows walked, for the signatures to be checked against. */
+export type ChainWalk = { hashes: Map<number, string> } & (
+  { ok: true; count: number; lastHash: string } | { ok: false; failure: VerifyFailure }
+);
 
 /**
  * Walks rows given in ascending order: numbers without gaps from 1, each
  * `prevHash` the previous row's hash, each hash over its number and content,
  * each typed column what the content says, and the head where the chain ends.
  * Reports the first row that breaks any of these. Every store verifies with it.
+ * With `keepHashes`, keeps the hash of every row that chains, for `checkSignatures`.
  */
 export async function walkChain(
   batches: AsyncIterable<readonly ChainedRow[]>,
@@ -131,18 +172,17 @@ export async function walkChain(
   let expectedSeq = 1;
   let previousHash = GENESIS;
   const hashes = new Map<number, string>();
+  const failed = (seq: number, check: 'row' | 'head', problem: string): ChainWalk => ({
+    ok: false,
+    hashes,
+    failure: { ok: false, count: seq - 1, seq, problem, check },
+  });
   for await (const rows of batches) {
     for (const stored of rows) {
       const seq = stored.seq;
-      const count = expectedSeq - 1;
-      const bad = (problem: string) => ({ ok: false as const, count, seq, problem });
       if (seq !== expectedSeq)
-        return {
-          ok: false,
-          count,
-          seq: expectedSeq,
-          problem: `row ${expectedSeq} is missing (the next row is ${seq})`,
-        };
+        return failed(expectedSeq, 'row', `row ${expectedSeq} is missing (the next row is ${seq})`);
+      const bad = (problem: string) => failed(seq, 'row', problem);
       if (stored.prevHash !== previousHash)
         return bad('its link to the previous row does not match (a row was removed, inserted or reordered)');
       if (rowHash(previousHash, seq, stored.content) !== stored.hash) return bad('its content does not match its hash');
@@ -161,14 +201,12 @@ export async function walkChain(
   }
   const count = expectedSeq - 1;
   const end = await head();
-  if (!end || end.seq !== count || end.hash !== previousHash) {
-    return {
-      ok: false,
-      count,
-      seq: count + 1,
-      problem: 'the chain does not end where its head says (rows were removed from the end, or the head was moved)',
-    };
-  }
+  if (!end || end.seq !== count || end.hash !== previousHash)
+    return failed(
+      count + 1,
+      'head',
+      'the chain does not end where its head says (rows were removed from the end, or the head was moved)',
+    );
   return { ok: true, count, lastHash: previousHash, hashes };
 }
 
@@ -177,13 +215,15 @@ export interface StoredCheckpoint {
   seq: number;
   hash: string;
   signature: string;
+  /** The key id stored with it (the PostgreSQL log stores the algorithm that signed it). */
+  keyId?: string;
 }
 
 export interface SignatureCheck {
   key: VerificationKey;
   /** Every checkpoint the store holds, in ascending order. */
   checkpoints: readonly StoredCheckpoint[];
-  /** Heads published outside the store (the last one is enough); each must be in the chain. */
+  /** Heads published outside the store, their signatures checked (`publishedHeadFailure`); each must be in the chain. */
   heads: readonly SignedHead[];
   /** The log's `checkpointEvery`: a chain at least this long without a checkpoint fails. */
   checkpointEvery: number;
@@ -191,50 +231,127 @@ export interface SignatureCheck {
   requireCheckpoints: boolean;
 }
 
+const ALGORITHMS: Record<string, string> = { 'hmac-sha256': 'HMAC-SHA-256', ed25519: 'Ed25519' };
+
+/** An algorithm as a reader knows it; text read from a store is quoted, control characters escaped, never longer than 64. */
+function algorithmName(alg: string): string {
+  return ALGORITHMS[alg] ?? JSON.stringify(alg.slice(0, 64));
+}
+
 /**
- * After a walk that found the rows consistent, checks what the key signed:
- * every checkpoint's signature and hash; every published head's signature,
- * and that the chain still reaches it with the hash it pins (a chain cut back
- * below a published head, or rewritten up to it, fails); and that a chain long
- * enough to have checkpoints has them. The memory and PostgreSQL logs share it.
+ * The published heads' signatures, checked before any row is read: a head
+ * that does not verify with the key pins nothing, so nothing is verified
+ * against it (`count` 0).
  */
-export function checkSignatures(walk: Extract<ChainWalk, { ok: true }>, check: SignatureCheck): VerifyResult {
-  const { count, hashes } = walk;
-  const fail = (seq: number, problem: string) => ({ ok: false as const, count, seq, problem });
+export function publishedHeadFailure(key: VerificationKey, heads: readonly SignedHead[]): VerifyFailure | undefined {
+  const verifier = verifierOf(key);
+  const given = algorithmName(verifier.kind);
+  for (const head of heads) {
+    if (headSignatureVerifies(verifier, head)) continue;
+    const problem =
+      head.alg === verifier.kind
+        ? `the published head given for row ${head.seq} does not verify with the ${given} key given: it was signed with another key, or altered`
+        : `the published head given for row ${head.seq} is signed with ${algorithmName(String(head.alg))}, and the key given is an ${given} key`;
+    return { ok: false, count: 0, seq: head.seq, problem, check: 'published-head-signature' };
+  }
+  return undefined;
+}
+
+/**
+ * After a walk, checks what the key signed, row by row: each checkpoint's
+ * signature and the hash it pins, and that the chain reaches every published
+ * head with the hash it pins (their signatures are checked before, by
+ * `publishedHeadFailure`); the walk's own failure takes its place among them.
+ * The first row where any of these shows a change is reported, and only rows
+ * pinned by a signature that verifies count as verified. Only when nothing
+ * shows a change: that a chain long enough to have checkpoints has them (a
+ * missing checkpoint proves less than a hash that differs from a signed one).
+ * The memory and PostgreSQL logs share it.
+ */
+export function checkSignatures(walk: ChainWalk, check: SignatureCheck): VerifyResult {
+  const { hashes } = walk;
   const verifier = verifierOf(check.key);
-  for (const head of check.heads) {
-    if (!headSignatureVerifies(verifier, head))
-      return fail(head.seq, 'the published head given does not verify with this key');
-    if (head.seq > count)
+  // Rows 1 to `end` chain: all of them, or those before the walk's failure.
+  const end = walk.ok ? walk.count : walk.failure.seq - 1;
+  const checkpoints = new Map(check.checkpoints.map((checkpoint) => [checkpoint.seq, checkpoint]));
+  const pins = [...new Set([...checkpoints.keys(), ...check.heads.map((head) => head.seq)])].sort((a, b) => a - b);
+
+  let pinned = 0;
+  let signed = 0;
+  const fail = (seq: number, failed: VerifyCheck, problem: string, keyId?: string): VerifyFailure => ({
+    ok: false,
+    count: pinned,
+    seq,
+    problem,
+    check: failed,
+    ...(keyId === undefined ? {} : { keyId }),
+  });
+  const verifies = (checkpoint: StoredCheckpoint) =>
+    verifier.verify(checkpointText(checkpoint.seq, checkpoint.hash), checkpoint.signature);
+  const signatureFailure = (checkpoint: StoredCheckpoint) => {
+    const given = algorithmName(verifier.kind);
+    const { keyId } = checkpoint;
+    const named = keyId === undefined ? '' : ` (key id ${JSON.stringify(keyId.slice(0, 64))})`;
+    let problem: string;
+    if (keyId !== undefined && keyId !== verifier.kind)
+      problem = `its signed checkpoint names key id ${JSON.stringify(keyId.slice(0, 64))}, and the key given is an ${given} key: verify with the key of that kind the trail is signed with`;
+    else if (check.checkpoints.some((other) => other !== checkpoint && verifies(other)))
+      problem = `its signed checkpoint${named} does not verify with the ${given} key given, though other checkpoints do: this one was forged or altered`;
+    else if (check.checkpoints.length === 1)
+      problem = `the trail's only signed checkpoint${named} does not verify with the ${given} key given: was the trail signed with another key?`;
+    else
+      problem = `none of the trail's ${check.checkpoints.length} signed checkpoints${named} verifies with the ${given} key given: was the trail signed with another key?`;
+    return fail(checkpoint.seq, 'checkpoint-signature', problem, keyId);
+  };
+
+  for (const seq of pins) {
+    const checkpoint = checkpoints.get(seq);
+    if (seq > end) {
+      // The walk's own failure comes first; past a whole chain's end, what pins a row that is not there fails.
+      if (!walk.ok) break;
+      if (checkpoint && !verifies(checkpoint)) return signatureFailure(checkpoint);
+      const what = checkpoint ? 'signed checkpoint' : 'published head';
       return fail(
-        count + 1,
-        `the chain ends before its published head at row ${head.seq} (rows were removed from the end)`,
+        end + 1,
+        checkpoint ? 'checkpoint' : 'published-head',
+        `the chain ends before its ${what} at row ${seq} (rows were removed from the end)`,
       );
-    if (hashes.get(head.seq) !== head.hash)
-      return fail(head.seq, 'the chain was rewritten up to here: its hash is not the one its published head pins');
-  }
-  const signed = new Set<number>();
-  for (const checkpoint of check.checkpoints) {
-    if (!verifier.verify(checkpointText(checkpoint.seq, checkpoint.hash), checkpoint.signature))
-      return fail(checkpoint.seq, "its checkpoint's signature does not verify");
-    if (checkpoint.seq > count || hashes.get(checkpoint.seq) !== checkpoint.hash)
+    }
+    if (checkpoint) {
+      if (!verifies(checkpoint)) return signatureFailure(checkpoint);
+      if (hashes.get(seq) !== checkpoint.hash)
+        return fail(
+          seq,
+          'checkpoint',
+          'the chain was rewritten up to here: its hash is not the one its signed checkpoint pins',
+        );
+      signed += 1;
+    }
+    if (check.heads.some((head) => head.seq === seq && head.hash !== hashes.get(seq)))
       return fail(
-        checkpoint.seq,
-        'the chain was rewritten up to here: its hash is not the one its signed checkpoint pins',
+        seq,
+        'published-head',
+        'the chain was rewritten up to here: its hash is not the one its published head pins',
       );
-    signed.add(checkpoint.seq);
+    pinned = seq;
   }
-  if (signed.size === 0 && count >= check.checkpointEvery)
-    return fail(
-      check.checkpointEvery,
-      `no signed checkpoint in a chain of ${count} rows (they were deleted, or the log does not sign)`,
+  if (!walk.ok) return { ...walk.failure, count: pinned };
+
+  const every = check.checkpointEvery;
+  const missing = (seq: number, problem: string) => {
+    pinned = pins.filter((pin) => pin < seq).at(-1) ?? 0;
+    return fail(seq, 'checkpoint-missing', problem);
+  };
+  if (check.checkpoints.length === 0 && end >= every)
+    return missing(
+      every,
+      `no signed checkpoint in a chain of ${end} rows (they were deleted, or the log does not sign)`,
     );
   if (check.requireCheckpoints) {
-    for (let seq = check.checkpointEvery; seq <= count; seq += check.checkpointEvery) {
-      if (!signed.has(seq)) return fail(seq, 'its signed checkpoint is missing');
-    }
+    for (let seq = every; seq <= end; seq += every)
+      if (!checkpoints.has(seq)) return missing(seq, 'its signed checkpoint is missing');
   }
-  return { ok: true, count, checkpoints: signed.size };
+  return { ok: true, count: end, checkpoints: signed };
 }
 
 /** Paging cursors of a trail: the number of the last row of the page, base64url. */

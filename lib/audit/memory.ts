@@ -55,7 +55,7 @@ export function createMemoryAuditLog(options: MemoryAuditLogOptions = {}): Memor
     },
     verify: async () => {
       const walk = await walkChain(once(rows), async () => ({ ...head }));
-      return walk.ok ? { ok: true, count: walk.count, checkpoints: 0 } : walk;
+      return walk.ok ? { ok: true, count: walk.count, checkpoints: 0 } : walk.failure;
     },
     query: async (filter = {}) => {
       const limit = limitOf(filter.limit);

@@ -6,13 +6,18 @@
 import { parseArgs } from 'node:util';
 import { publishedHeadOf } from './head.js';
 import { verificationKeyOf } from './key.js';
+import { verificationReport } from './report.js';
 import { invalidCommandLine } from '../errors/standalone.js';
 
 const USAGE = `usage:
   oidc-provider-impersonation audit verify --database-url URL [--schema S] [--table T]
       [--key hmac-file:PATH | --key hmac-env:VARIABLE | --key ed25519:PUBLIC_KEY.pem]
       [--head HEADS_FILE | --head '{"seq":…}'] [--require-checkpoints N]
-  oidc-provider-impersonation audit export --database-url URL [--schema S] [--table T] [--since TIME] [--until TIME] [--format jsonl|csv]`;
+  oidc-provider-impersonation audit export --database-url URL [--schema S] [--table T] [--since TIME] [--until TIME] [--format jsonl|csv]
+
+audit verify only reads (in a read-only transaction). Exit codes: 0 the trail is verified;
+1 it is not: a check failed, or there is nothing to verify (no such table, no rows);
+2 the command could not run (usage, key, head, PostgreSQL unreachable, pg missing).`;
 
 async function main(argv: string[]): Promise<number> {
   const [group, command, ...rest] = argv;
@@ -56,6 +61,10 @@ async function main(argv: string[]): Promise<number> {
         process.stderr.write('--head needs --key: a published head is checked with the key\n');
         return 2;
       }
+      if (every !== undefined && !key) {
+        process.stderr.write('--require-checkpoints needs --key: the checkpoints are checked with the key\n');
+        return 2;
+      }
       if (key && !heads.length)
         process.stderr.write('note: without --head, rows removed from the end of the chain are not detected\n');
       const result = await log.verify({
@@ -63,14 +72,13 @@ async function main(argv: string[]): Promise<number> {
         ...(heads.length ? { head: heads } : {}),
         requireCheckpoints: every !== undefined,
       });
-      if (result.ok) {
-        process.stdout.write(
-          `ok: ${result.count} rows verified${values.key ? `, ${result.checkpoints} signed checkpoints` : ''}\n`,
-        );
-        return 0;
-      }
-      process.stdout.write(`bad row ${result.seq}: ${result.problem} (${result.count} rows verified before it)\n`);
-      return 1;
+      const { line, code } = verificationReport(result, {
+        schema: values.schema,
+        table: values.table ?? 'impersonation_audit',
+        signed: key !== undefined,
+      });
+      process.stdout.write(`${line}\n`);
+      return code;
     }
     const format = values.format;
     if (format !== 'jsonl' && format !== 'csv') {
