@@ -7,6 +7,7 @@ import { createPostgresAuditLog } from '../lib/audit-postgres/index.js';
 import { EVENTS } from '../lib/index.js';
 import { runCli, runProcess, type CliRun } from './support/cli.js';
 import { DATABASE_URL, testSchema } from './support/postgres.js';
+import { eventFields } from './support/trail-rows.js';
 
 const KEY = 'cli-canary-key-5b2e8d41c0';
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
@@ -26,7 +27,7 @@ describe('the command: the HMAC key is read from a file or an environment variab
       signingKey: { hmac: KEY },
       checkpointEvery: 2,
     });
-    for (let i = 0; i < 4; i += 1) await log.append(EVENTS.subjectTokenCreated, { subject: `user-${i}` });
+    for (let i = 0; i < 4; i += 1) await log.append(EVENTS.subjectTokenCreated, eventFields({ subject: `user-${i}` }));
     await log.close();
   });
   after(() => rmSync(directory, { recursive: true, force: true }));
