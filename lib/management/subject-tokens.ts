@@ -36,15 +36,6 @@ export function subjectTokenRoutes(
   router.post(options.managementPath, async (ctx) => {
     const caller = await authorize(ctx, authenticate, options.managementScope);
     const request = parseCreation(await readJsonObject(ctx, options.maxContextBytes + BODY_OVERHEAD), options);
-    // Who asked for which token: what the creation and its refusal both record.
-    const asked = {
-      subject: request.userId,
-      createdBy: caller.clientId,
-      context: request.context,
-      ...(request.clientId === undefined ? {} : { clientId: request.clientId }),
-      ...(request.actorId === undefined ? {} : { actor: request.actorId }),
-    };
-
     const account = await storeCall(() => providerConfiguration(provider).findAccount(ctx as never, request.userId));
     if (!account) throw notFound('user_not_found', 'no user has this userId');
     if (request.clientId !== undefined) await assertExchangeClient(provider, request.clientId);
@@ -62,7 +53,11 @@ export function subjectTokenRoutes(
       if (refused) {
         const event: ImpersonationEvent<typeof EVENTS.subjectTokenRefused> = {
           name: EVENTS.subjectTokenRefused,
-          ...asked,
+          subject: request.userId,
+          createdBy: caller.clientId,
+          context: request.context,
+          ...(request.clientId === undefined ? {} : { clientId: request.clientId }),
+          ...(request.actorId === undefined ? {} : { actor: request.actorId }),
           error: 'access_denied',
           // The policy's words are recorded as given, but never in a form that would keep the record from being written.
           reason: storableText(refused),
@@ -85,10 +80,14 @@ export function subjectTokenRoutes(
 
     const created: ImpersonationEvent<typeof EVENTS.subjectTokenCreated> = {
       name: EVENTS.subjectTokenCreated,
-      ...asked,
       subjectTokenId: record.id,
+      subject: record.subject,
+      createdBy: record.createdBy,
+      context: record.context,
       expiresAt: record.exp,
     };
+    if (record.clientId !== undefined) created.clientId = record.clientId;
+    if (record.actor !== undefined) created.actor = record.actor;
     // No subject token without its record: one whose record cannot be written is withdrawn, never handed out.
     if (options.auditLog) {
       try {
