@@ -127,3 +127,77 @@ node -e '
   if (claims.sub !== "bob" || claims.act?.sub !== "alice") { console.error("unexpected exchange answer", out); process.exit(1); }
   console.log(`with the actor token: ${claims.act.sub} acts as ${claims.sub}`);
 '
+
+# ---------------------------------------------------------------------------
+# docs/: every JavaScript and TypeScript block, compiled as TypeScript under
+# the strictest flags, against the package as installed above.
+# ---------------------------------------------------------------------------
+echo "the README's TypeScript install brings pg's types: a pool that is no pg.Pool is refused"
+mkdir pg-types
+cat > pg-types/pool.ts <<'TS'
+import { createPostgresAdapter } from 'oidc-provider-impersonation/adapters/postgres';
+
+// @ts-expect-error: without pg's types `pool` is any, and this would compile.
+createPostgresAdapter({ pool: 42 });
+TS
+cat > pg-types/tsconfig.json <<'JSON'
+{
+  "compilerOptions": {
+    "strict": true,
+    "target": "es2022",
+    "module": "nodenext",
+    "moduleResolution": "nodenext",
+    "noEmit": true,
+    "skipLibCheck": true
+  },
+  "files": ["pool.ts"]
+}
+JSON
+npx tsc -p pg-types
+
+echo "what the blocks of docs/ import besides the package (hosts, stores), at the versions the package is tested with"
+# shellcheck disable=SC2046
+npm install --no-audit --no-fund --loglevel=error $(node -e '
+  const pkg = require(process.argv[1]);
+  const versions = { ...pkg.dependencies, ...pkg.devDependencies };
+  console.log(process.argv.slice(2).map((name) => `${name}@${versions[name]}`).join(" "));
+' "$REPO/package.json" koa koa-mount @types/koa-mount express @types/express fastify @fastify/middie ioredis pg)
+
+echo "every JavaScript and TypeScript block of docs/, each a module of its own, under the strictest flags"
+node "$REPO/.ci/docs-snippets.mjs" docs-snippets "$REPO/docs"
+# What fragments take from the page around them (the provider, the plugin, …), and the adapter a page starts from.
+cp -R "$REPO/.ci/docs-host/." docs-snippets/
+# @tsconfig/strictest's checks; not noUnusedLocals nor noUnusedParameters: a block
+# defines what the reader uses next, and shows a hook's parameters by name.
+cat > tsconfig.docs.json <<'JSON'
+{
+  "compilerOptions": {
+    "strict": true,
+    "noUncheckedIndexedAccess": true,
+    "exactOptionalPropertyTypes": true,
+    "noImplicitOverride": true,
+    "noImplicitReturns": true,
+    "noFallthroughCasesInSwitch": true,
+    "noPropertyAccessFromIndexSignature": true,
+    "allowUnusedLabels": false,
+    "allowUnreachableCode": false,
+    "isolatedModules": true,
+    "verbatimModuleSyntax": true,
+    "moduleDetection": "force",
+    "target": "es2022",
+    "module": "nodenext",
+    "moduleResolution": "nodenext",
+    "types": ["node"],
+    "noEmit": true,
+    "skipLibCheck": true
+  },
+  "include": ["docs-snippets"]
+}
+JSON
+if ! npx tsc -p tsconfig.docs.json > docs-snippets.out; then
+  # Each block's file keeps the page's line numbers: name the page.
+  sed -E 's#^docs-snippets/([^/(]+)/[0-9]+\.ts\(([0-9]+),([0-9]+)\)#docs/\1.md:\2:\3#' docs-snippets.out
+  echo "a block of docs/ does not compile as it is written"
+  exit 1
+fi
+echo "every block of docs/ compiles"

@@ -2,11 +2,18 @@ export { createImpersonation } from './plugin.js';
 export { MANAGEMENT_SCOPE_METADATA } from './management/client-metadata.js';
 export type { Impersonation, InstallOptions } from './plugin.js';
 export type { ManagementApiHandler } from './management/node-handler.js';
-export type { ApprovalOptions, ApprovalPolicyInput, ApprovalRequirement } from './approvals/options.js';
 export type {
+  ApprovalOptions,
+  ApprovalPolicyInput,
+  ApprovalRequirement,
+  ResolvedApprovalOptions,
+} from './approvals/options.js';
+export type {
+  ActorAuthentication,
   CreationPolicyInput,
   CustomJwtClaimsFunction,
   CustomJwtClaimsInput,
+  ExchangeDecision,
   ExchangePolicyInput,
   ImpersonationOptions,
   JsonObject,
@@ -18,7 +25,13 @@ export type {
   ResolvedOptions,
 } from './options.js';
 export { EVENTS, onImpersonationEvent } from './audit/events.js';
-export type { ImpersonationEvent, ImpersonationEventName, ImpersonationListener } from './audit/events.js';
+export type {
+  EndReason,
+  ImpersonationEvent,
+  ImpersonationEventName,
+  ImpersonationEvents,
+  ImpersonationListener,
+} from './audit/events.js';
 export { ACCESS_TOKEN_TYPE, TOKEN_EXCHANGE_GRANT } from './exchange/grant.js';
 export { RESERVED_CLAIMS } from './exchange/claims.js';
 export type { ActClaim } from './exchange/actor.js';
@@ -31,6 +44,7 @@ export type {
   AtomicAdapter,
   AtomicConsume,
   ImpersonationAdapter,
+  ImpersonationAdapterClass,
   IndexEntry,
   SortedIndexes,
 } from './adapters/contract.js';
@@ -39,4 +53,4 @@ export type { RedisAdapterClass, RedisAdapterOptions } from './adapters/redis.js
 export { createMemoryAuditLog } from './audit/memory.js';
 export type { MemoryAuditLog, MemoryAuditLogOptions } from './audit/memory.js';
 export type { AuditEntry, AuditRow, ChainedRow, VerifyCheck, VerifyResult } from './audit/chain.js';
-export type { AuditQueryFilter, AuditSink } from './audit/sink.js';
+export type { AuditLog, AuditPage, AuditQueryFilter, AuditSink } from './audit/sink.js';

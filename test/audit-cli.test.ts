@@ -9,6 +9,7 @@ import { createPostgresAuditLog } from '../lib/audit-postgres/index.js';
 import { EVENTS } from '../lib/index.js';
 import { runCli, runProcess, type CliRun } from './support/cli.js';
 import { DATABASE_URL, testSchema } from './support/postgres.js';
+import { eventFields } from './support/trail-rows.js';
 
 const KEY = 'cli-canary-key-5b2e8d41c0';
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
@@ -28,7 +29,7 @@ describe('the command: the HMAC key is read from a file or an environment variab
       signingKey: { hmac: KEY },
       checkpointEvery: 2,
     });
-    for (let i = 0; i < 4; i += 1) await log.append(EVENTS.subjectTokenCreated, { subject: `user-${i}` });
+    for (let i = 0; i < 4; i += 1) await log.append(EVENTS.subjectTokenCreated, eventFields({ subject: `user-${i}` }));
     await log.close();
   });
   after(() => rmSync(directory, { recursive: true, force: true }));
@@ -120,7 +121,7 @@ describe('the command only reads: a verification changes nothing, and fails when
   before(async () => {
     schema = await testSchema();
     const log = createPostgresAuditLog({ pool, schema, signingKey: { hmac: KEY }, checkpointEvery: 2 });
-    for (let i = 0; i < 4; i += 1) await log.append(EVENTS.subjectTokenCreated, { subject: `user-${i}` });
+    for (let i = 0; i < 4; i += 1) await log.append(EVENTS.subjectTokenCreated, eventFields({ subject: `user-${i}` }));
   });
   after(() => pool.end());
 
@@ -162,7 +163,7 @@ describe('the command only reads: a verification changes nothing, and fails when
   it('with a trail whose checkpoint or head table is gone, says which and exits 1', async () => {
     const other = await testSchema();
     const log = createPostgresAuditLog({ pool, schema: other });
-    await log.append(EVENTS.subjectTokenCreated, { subject: 'bob' });
+    await log.append(EVENTS.subjectTokenCreated, eventFields({ subject: 'bob' }));
     await pool.query(`DROP TABLE "${other}"."impersonation_audit_checkpoints"`);
     const run = await verify(['--schema', other]);
     expect(run).to.include({
@@ -201,7 +202,7 @@ describe('the command only reads: a verification changes nothing, and fails when
   it('a trail long enough to have checkpoints and without any fails with --require-checkpoints, naming the row', async () => {
     const unsigned = await testSchema();
     const log = createPostgresAuditLog({ pool, schema: unsigned });
-    for (let i = 0; i < 4; i += 1) await log.append(EVENTS.subjectTokenCreated, { subject: `user-${i}` });
+    for (let i = 0; i < 4; i += 1) await log.append(EVENTS.subjectTokenCreated, eventFields({ subject: `user-${i}` }));
     expect(
       await verify(['--schema', unsigned, '--key', 'hmac-env:AUDIT_KEY', '--require-checkpoints', '2']),
     ).to.include({
@@ -237,7 +238,7 @@ describe('the command only reads: a verification changes nothing, and fails when
   it('reads in a read-only transaction: a table an insider replaced by a view that writes makes it fail, and nothing is written', async () => {
     const trapped = await testSchema();
     const log = createPostgresAuditLog({ pool, schema: trapped });
-    await log.append(EVENTS.subjectTokenCreated, { subject: 'bob' });
+    await log.append(EVENTS.subjectTokenCreated, eventFields({ subject: 'bob' }));
     await pool.query(`
       ALTER TABLE "${trapped}"."impersonation_audit_head" RENAME TO head_kept;
       CREATE TABLE "${trapped}".reads (at timestamptz);
@@ -274,7 +275,7 @@ describe('the command only reads: a verification changes nothing, and fails when
       'verify: option "requireCheckpoints" needs "key": the checkpoints are checked with the key',
     );
     // Its appends still create the tables, as they always did.
-    await log.append(EVENTS.subjectTokenCreated, { subject: 'bob' });
+    await log.append(EVENTS.subjectTokenCreated, eventFields({ subject: 'bob' }));
     expect(await log.verify()).to.deep.equal({ ok: true, count: 1, checkpoints: 0 });
   });
 });
@@ -293,7 +294,7 @@ describe('the command says which check failed, and counts as verified only rows 
   async function signedTrail() {
     const schema = await testSchema();
     const log = createPostgresAuditLog({ pool, schema, signingKey: { hmac: KEY }, checkpointEvery: 3 });
-    for (let i = 0; i < 6; i += 1) await log.append(EVENTS.subjectTokenCreated, { subject: `user-${i}` });
+    for (let i = 0; i < 6; i += 1) await log.append(EVENTS.subjectTokenCreated, eventFields({ subject: `user-${i}` }));
     return schema;
   }
   const verify = (schema: string, key: string, env: NodeJS.ProcessEnv = {}) =>

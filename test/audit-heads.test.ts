@@ -17,6 +17,7 @@ import { runCli } from './support/cli.js';
 import { DATABASE_URL, testSchema } from './support/postgres.js';
 import { API, startProvider } from './support/provider.js';
 import { exchange, subjectToken } from './support/http.js';
+import { eventFields } from './support/trail-rows.js';
 
 const KEY = 'audit-head-key-3f9c1e7a';
 const TABLE = 'impersonation_audit';
@@ -91,7 +92,10 @@ describe('PostgreSQL audit log: signed heads published outside the database pin 
       publishHead: appendHeadsToFile(headFile),
     });
     for (let i = 1; i <= rows; i += 1)
-      await log.append(EVENTS.exchangeSucceeded, { subject: `customer-${i}`, actor: 'alice', sessionId: `imp_${i}` });
+      await log.append(
+        EVENTS.exchangeSucceeded,
+        eventFields({ subject: `customer-${i}`, actor: 'alice', sessionId: `imp_${i}` }),
+      );
     return { schema, headFile, log, insider: new DatabaseInsider(pool, schema) };
   }
 
@@ -239,9 +243,10 @@ describe('PostgreSQL audit log: signed heads published outside the database pin 
     const unsigned = createPostgresAuditLog({ pool, schema, checkpointEvery: 10 });
     await unsigned.migrate();
     expect(await unsigned.verify({ key })).to.deep.equal({ ok: true, count: 0, checkpoints: 0 });
-    for (let i = 1; i <= 9; i += 1) await unsigned.append(EVENTS.subjectTokenCreated, { subject: `customer-${i}` });
+    for (let i = 1; i <= 9; i += 1)
+      await unsigned.append(EVENTS.subjectTokenCreated, eventFields({ subject: `customer-${i}` }));
     expect(await unsigned.verify({ key })).to.deep.equal({ ok: true, count: 9, checkpoints: 0 });
-    await unsigned.append(EVENTS.subjectTokenCreated, { subject: 'customer-10' });
+    await unsigned.append(EVENTS.subjectTokenCreated, eventFields({ subject: 'customer-10' }));
     expect(await unsigned.verify({ key })).to.include({ ok: false, count: 0, seq: 10, check: 'checkpoint-missing' });
     expect(await unsigned.verify()).to.deep.equal({ ok: true, count: 10, checkpoints: 0 });
   });
@@ -298,17 +303,17 @@ describe('PostgreSQL audit log: signed heads published outside the database pin 
       CREATE TRIGGER refuse_once BEFORE INSERT ON "${schema}"."${TABLE}_checkpoints"
         FOR EACH ROW EXECUTE FUNCTION "${schema}".refuse_once();
     `);
-    await log.append(EVENTS.subjectTokenCreated, { subject: 'customer-1' });
-    const failed = await log.append(EVENTS.subjectTokenCreated, { subject: 'customer-2' }).then(
+    await log.append(EVENTS.subjectTokenCreated, eventFields({ subject: 'customer-1' }));
+    const failed = await log.append(EVENTS.subjectTokenCreated, eventFields({ subject: 'customer-2' })).then(
       () => undefined,
       (error: unknown) => error,
     );
     expect(failed, 'the append whose checkpoint failed').to.be.instanceOf(Error);
     expect(await log.verify({ key, requireCheckpoints: true })).to.include({ ok: false });
 
-    await log.append(EVENTS.subjectTokenCreated, { subject: 'customer-3' });
+    await log.append(EVENTS.subjectTokenCreated, eventFields({ subject: 'customer-3' }));
     expect(await log.verify({ key, requireCheckpoints: true })).to.deep.equal({ ok: true, count: 3, checkpoints: 1 });
-    await log.append(EVENTS.subjectTokenCreated, { subject: 'customer-4' });
+    await log.append(EVENTS.subjectTokenCreated, eventFields({ subject: 'customer-4' }));
     expect(await log.verify({ key, requireCheckpoints: true })).to.deep.equal({ ok: true, count: 4, checkpoints: 2 });
   });
 
@@ -323,7 +328,9 @@ describe('PostgreSQL audit log: signed heads published outside the database pin 
     });
     await log.migrate();
     const appends = await Promise.allSettled(
-      Array.from({ length: 4 }, (_, index) => log.append(EVENTS.subjectTokenCreated, { subject: `customer-${index}` })),
+      Array.from({ length: 4 }, (_, index) =>
+        log.append(EVENTS.subjectTokenCreated, eventFields({ subject: `customer-${index}` })),
+      ),
     );
     expect(appends.map((outcome) => outcome.status)).to.deep.equal(Array(4).fill('rejected'));
     const { rows } = await pool.query(`SELECT count(*)::int AS count FROM "${schema}"."impersonation_audit"`);
@@ -342,7 +349,7 @@ describe('PostgreSQL audit log: signed heads published outside the database pin 
       onFailure: (error) => failures.push(error),
       publishHead: () => Promise.reject(new Error('the head store is unreachable')),
     });
-    await log.append(EVENTS.subjectTokenCreated, { subject: 'customer' });
+    await log.append(EVENTS.subjectTokenCreated, eventFields({ subject: 'customer' }));
     expect(log.failures).to.equal(1);
     expect(failures).to.have.length(1);
   });

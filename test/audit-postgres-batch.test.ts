@@ -6,6 +6,7 @@ import { DATABASE_URL, testSchema } from './support/postgres.js';
 import { API, CLIENTS, READ_SCOPE, TENANT_API, startProvider, type TestProvider } from './support/provider.js';
 import { apiRequest, exchange, managementRequest, m2mToken, subjectToken } from './support/http.js';
 import { TcpRelay } from './support/relay.js';
+import { eventFields } from './support/trail-rows.js';
 
 /**
  * Appends that arrive together are committed together (group commit). A row
@@ -90,7 +91,7 @@ describe("PostgreSQL audit log: one append's row never fails the appends batched
     it('rejects only the append whose row cannot be stored; the others resolve, in order, and the chain verifies', async () => {
       const log = createPostgresAuditLog({ pool, schema, table: 'direct' });
       await log.migrate();
-      const unstorable: ImpersonationEvent[] = [
+      const unstorable: Array<Partial<ImpersonationEvent>> = [
         { subject: 'bob', context: { ticketId: 'T\u0000' } },
         { subject: 'bob', context: { 'key\u0000': 'x' } },
         { subject: 'b\u0000b' },
@@ -100,7 +101,10 @@ describe("PostgreSQL audit log: one append's row never fails the appends batched
         const before = (await log.verify()).count;
         const outcomes = await Promise.allSettled(
           Array.from({ length: 9 }, (_, at) =>
-            log.append(EVENTS.subjectTokenCreated, at === 4 ? bad : { subject: 'bob', subjectTokenId: `stid_${at}` }),
+            log.append(
+              EVENTS.subjectTokenCreated,
+              eventFields(at === 4 ? bad : { subject: 'bob', subjectTokenId: `stid_${at}` }),
+            ),
           ),
         );
         expect(
@@ -134,7 +138,10 @@ describe("PostgreSQL audit log: one append's row never fails the appends batched
         await relay.stop();
         const outcomes = await Promise.allSettled(
           Array.from({ length: 6 }, (_, at) =>
-            log.append(EVENTS.subjectTokenCreated, at === 2 ? { subject: 'b\u0000b' } : { subject: 'bob' }),
+            log.append(
+              EVENTS.subjectTokenCreated,
+              eventFields(at === 2 ? { subject: 'b\u0000b' } : { subject: 'bob' }),
+            ),
           ),
         );
         expect(outcomes.map((outcome) => outcome.status)).to.deep.equal(Array(6).fill('rejected'));
@@ -142,8 +149,8 @@ describe("PostgreSQL audit log: one append's row never fails the appends batched
         expect(appends, 'an outage is not retried in halves').to.equal(2);
         await relay.start();
         await Promise.all([
-          log.append(EVENTS.subjectTokenCreated, { subject: 'bob' }),
-          log.append(EVENTS.subjectTokenCreated, { subject: 'carol' }),
+          log.append(EVENTS.subjectTokenCreated, eventFields({ subject: 'bob' })),
+          log.append(EVENTS.subjectTokenCreated, eventFields({ subject: 'carol' })),
         ]);
         expect(await log.verify()).to.deep.include({ ok: true, count: 2 });
       } finally {

@@ -15,6 +15,7 @@ import { exchange, managementRequest, m2mToken, subjectToken } from './support/h
 import { expectFullFlowTrail, runFullFlow, trailEvents } from './support/impersonations.js';
 import { TcpRelay } from './support/relay.js';
 import { runCli } from './support/cli.js';
+import { eventFields } from './support/trail-rows.js';
 
 const TABLE = 'impersonation_audit';
 
@@ -193,7 +194,7 @@ describe('PostgreSQL audit log: a hash chain that tells what was changed', funct
       },
     });
     for (let i = 0; i < 5; i += 1)
-      await ed.append(EVENTS.subjectTokenCreated, { subject: `user-${i}`, subjectTokenId: `stid_${i}` });
+      await ed.append(EVENTS.subjectTokenCreated, eventFields({ subject: `user-${i}`, subjectTokenId: `stid_${i}` }));
     expect(heads.map(({ seq, alg }) => ({ seq, alg }))).to.deep.equal([
       { seq: 2, alg: 'ed25519' },
       { seq: 4, alg: 'ed25519' },
@@ -292,12 +293,12 @@ describe('PostgreSQL audit log: PostgreSQL unreachable', function () {
 
   it('closes with close(), twice harmlessly, as the adapters do', async () => {
     const log = createPostgresAuditLog({ connectionString: DATABASE_URL, schema, table: 'closing' });
-    await log.append(EVENTS.subjectTokenCreated, { subject: 'bob' });
+    await log.append(EVENTS.subjectTokenCreated, eventFields({ subject: 'bob' }));
     await log.close();
     await log.close();
     let caught: unknown;
     try {
-      await log.append(EVENTS.subjectTokenCreated, { subject: 'bob' });
+      await log.append(EVENTS.subjectTokenCreated, eventFields({ subject: 'bob' }));
     } catch (error) {
       caught = error;
     }
@@ -342,10 +343,13 @@ describe('the command: audit verify and audit export', function () {
       checkpointEvery: 2,
     });
     for (let i = 0; i < 4; i += 1)
-      await log.append(EVENTS.subjectTokenCreated, {
-        subject: `user-${i}`,
-        context: { ticketId: `T-${i}`, reason: 'a, "quoted" reason' },
-      });
+      await log.append(
+        EVENTS.subjectTokenCreated,
+        eventFields({
+          subject: `user-${i}`,
+          context: { ticketId: `T-${i}`, reason: 'a, "quoted" reason' },
+        }),
+      );
     const base = ['audit', 'verify', '--database-url', DATABASE_URL, '--schema', schema];
     expect(await run(base)).to.include({ code: 0, stdout: 'ok: 4 rows verified\n' });
     expect(await run([...base, '--key', 'hmac-env:AUDIT_KEY', '--require-checkpoints', '2'])).to.include({

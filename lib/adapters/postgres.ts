@@ -56,6 +56,7 @@ export interface PostgresAdapterClass extends ImpersonationAdapterClass {
 }
 
 export { POSTGRES_POOL_OPTIONS } from '../postgres/pool.js';
+export type { PoolSource } from '../postgres/pool.js';
 
 const DEFAULT_CLEANUP_INTERVAL_MS = 60_000;
 const DEFAULT_CLEANUP_BATCH = 500;

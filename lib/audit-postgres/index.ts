@@ -68,12 +68,13 @@ export interface PostgresAuditLogOptions extends PoolSource {
   publishHead?: HeadPublisher;
 }
 
-export type { SigningKey, VerificationKey } from '../audit/signing.js';
+export type { SignatureAlgorithm, SigningKey, VerificationKey } from '../audit/signing.js';
 export type { HeadPublisher, SignedHead } from '../audit/head.js';
 export { appendHeadsToFile, readLastHead } from '../audit/head-file.js';
 
 export type { AuditEntry, VerifyCheck, VerifyResult } from '../audit/chain.js';
 export { POSTGRES_POOL_OPTIONS } from '../postgres/pool.js';
+export type { PoolSource } from '../postgres/pool.js';
 
 export interface VerifyOptions {
   /** Checks the signed checkpoints, and the heads given. */

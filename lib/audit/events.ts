@@ -16,44 +16,146 @@ export const EVENTS = {
 
 export type ImpersonationEventName = (typeof EVENTS)[keyof typeof EVENTS];
 
+/** Why a session ended without a revocation: the actor signed out, or the actor's grant was revoked. */
+export type EndReason = 'actor_logout' | 'actor_grant_revoked';
+
 /**
- * What every impersonation event carries. Fields are absent when the step that
- * learns them was not reached (a refused exchange may not know its subject).
- * Never a token value or a secret: tokens are named by non-secret ids.
+ * Every field an impersonation event may carry, each described once; which
+ * event carries which is `ImpersonationEvent`'s business. Never a token value
+ * or a secret: tokens are named by non-secret ids.
  */
-export interface ImpersonationEvent {
+interface EventFields {
   /** Non-secret id of the subject token. */
-  subjectTokenId?: string;
+  subjectTokenId: string;
   /** The impersonation session (`imp_…`) an exchange started, or that was revoked or ended. */
-  sessionId?: string;
+  sessionId: string;
   /** The impersonated user. */
-  subject?: string;
+  subject: string;
   /** The acting user (from the actor token, or the subject token's actor binding). */
-  actor?: string;
+  actor: string;
   /** The client exchanging the token, or, for creation, the client it is bound to. */
-  clientId?: string;
+  clientId: string;
   /** The Management API caller that created the subject token. */
-  createdBy?: string;
-  resource?: string;
-  scope?: string;
+  createdBy: string;
+  resource: string;
+  /** The granted scopes, space-separated (empty when none was granted). */
+  scope: string;
   /** The creation `context` (ticket, reason, ...). */
-  context?: JsonObject;
+  context: JsonObject;
   /**
-   * On success, a non-secret name of the issued access token: a JWT's `jti`;
-   * for an opaque token (whose `jti` is its value) `sha256.` and the base64url
+   * A non-secret name of the issued access token: a JWT's `jti`; for an
+   * opaque token (whose `jti` is its value) `sha256.` and the base64url
    * SHA-256 of the value.
    */
-  accessTokenId?: string;
+  accessTokenId: string;
   /** Expiry (seconds since the epoch) of what was created or issued. */
-  expiresAt?: number;
-  /** On refusals: the OAuth error code and its description; on a revocation, the reason given. */
-  error?: string;
-  reason?: string;
-  /** Who revoked a session (the Management API caller's client), or why it ended (`actor_logout`, `actor_grant_revoked`). */
-  revokedBy?: string;
-  endReason?: string;
+  expiresAt: number;
+  /** On refusals: the OAuth error code. */
+  error: string;
+  /** On refusals, the error's description; on a revocation, the reason given. */
+  reason: string;
+  /** Who revoked a session, or withdrew a subject token (the Management API caller's client). */
+  revokedBy: string;
+  /** Why a session ended with the actor's sign-in. */
+  endReason: EndReason;
   /** For the revocation feed: how many closed sessions it listed. */
-  count?: number;
+  count: number;
+}
+
+/**
+ * One event: its `name`, the fields it always carries, those it carries when
+ * known, and every other field declared absent, so that reading one on the
+ * union of all events stays `T | undefined`.
+ */
+type EventOf<
+  Name extends ImpersonationEventName,
+  Always extends keyof EventFields,
+  WhenKnown extends keyof EventFields = never,
+> = {
+  /** The event's name, as it was emitted: a listener of several events tells them apart by it. */
+  name: Name;
+} & Pick<EventFields, Always> &
+  Partial<Pick<EventFields, Exclude<WhenKnown, Always>>> & {
+    [Field in Exclude<keyof EventFields, Always | WhenKnown>]?: undefined;
+  };
+
+/** What the events of a session, its start and its stop, all name. */
+type SessionFields =
+  | 'sessionId'
+  | 'subject'
+  | 'clientId'
+  | 'resource'
+  | 'scope'
+  | 'context'
+  | 'subjectTokenId'
+  | 'accessTokenId'
+  | 'expiresAt';
+
+/** What each event carries, by name. */
+export interface ImpersonationEvents {
+  /** The Management API created a subject token; `clientId` and `actor` are its bindings, when it has them. */
+  'impersonation.subject_token.created': EventOf<
+    'impersonation.subject_token.created',
+    'subjectTokenId' | 'subject' | 'createdBy' | 'context' | 'expiresAt',
+    'clientId' | 'actor'
+  >;
+  /** `canImpersonate` refused a creation. */
+  'impersonation.subject_token.refused': EventOf<
+    'impersonation.subject_token.refused',
+    'subject' | 'createdBy' | 'context' | 'error' | 'reason',
+    'clientId' | 'actor'
+  >;
+  /** An impersonation token was issued; `actor` when an actor token was sent. */
+  'impersonation.exchange.succeeded': EventOf<'impersonation.exchange.succeeded', SessionFields | 'createdBy', 'actor'>;
+  /**
+   * An exchange failed. It names what the exchange had established when it
+   * stopped: nothing beyond the client when the subject token was not found;
+   * `accessTokenId` and `expiresAt` only when it corrects a success already recorded.
+   */
+  'impersonation.exchange.refused': EventOf<
+    'impersonation.exchange.refused',
+    'clientId' | 'error' | 'reason',
+    SessionFields | 'createdBy' | 'actor'
+  >;
+  /** A subject token was withdrawn before its redemption. */
+  'impersonation.subject_token.withdrawn': EventOf<
+    'impersonation.subject_token.withdrawn',
+    'subjectTokenId' | 'revokedBy'
+  >;
+  /** A session was stopped through the Management API; `reason` when one was given. */
+  'impersonation.session.revoked': EventOf<
+    'impersonation.session.revoked',
+    SessionFields | 'revokedBy',
+    'actor' | 'reason'
+  >;
+  /** A session ended with the actor's sign-in. */
+  'impersonation.session.ended': EventOf<'impersonation.session.ended', SessionFields | 'endReason', 'actor'>;
+  /** The revocation feed was read. */
+  'impersonation.revocations.served': EventOf<'impersonation.revocations.served', 'count'>;
+}
+
+/**
+ * An impersonation event: one union member per name, told apart by `name`.
+ * `ImpersonationEvent<typeof EVENTS.exchangeSucceeded>` is that event alone.
+ */
+export type ImpersonationEvent<Name extends ImpersonationEventName = ImpersonationEventName> =
+  ImpersonationEvents[Name];
+
+/** `ctx` is the request that caused the event; absent for an event no request caused (an actor's session that expired). */
+export type ImpersonationListener<Name extends ImpersonationEventName = ImpersonationEventName> = (
+  event: ImpersonationEvent<Name>,
+  ctx: Koa.Context | undefined,
+) => void;
+
+declare module 'oidc-provider' {
+  // oidc-provider's typings know only its own events: these overloads type the plugin's on the provider itself.
+  export default interface Provider {
+    on<Name extends ImpersonationEventName>(name: Name, listener: ImpersonationListener<Name>): this;
+    once<Name extends ImpersonationEventName>(name: Name, listener: ImpersonationListener<Name>): this;
+    addListener<Name extends ImpersonationEventName>(name: Name, listener: ImpersonationListener<Name>): this;
+    prependListener<Name extends ImpersonationEventName>(name: Name, listener: ImpersonationListener<Name>): this;
+    prependOnceListener<Name extends ImpersonationEventName>(name: Name, listener: ImpersonationListener<Name>): this;
+  }
 }
 
 /**
@@ -61,32 +163,23 @@ export interface ImpersonationEvent {
  * sees. Callers build the event by setting its fields: `{ ...event, more }`
  * is a slow path of V8 (about 1.7 µs for an event), a plain copy is not.
  */
-export function emit(
-  provider: Provider,
-  name: ImpersonationEventName,
-  event: ImpersonationEvent,
-  ctx: Koa.Context | undefined,
-): void {
+export function emit(provider: Provider, event: ImpersonationEvent, ctx: Koa.Context | undefined): void {
   const emitter = provider as unknown as NodeJS.EventEmitter;
-  if (emitter.listenerCount(name) === 0) return;
-  emitter.emit(name, Object.freeze({ ...event }), ctx);
+  if (emitter.listenerCount(event.name) === 0) return;
+  emitter.emit(event.name, Object.freeze({ ...event }), ctx);
 }
 
-/** `ctx` is the request that caused the event; absent for an event no request caused (an actor's session that expired). */
-export type ImpersonationListener = (event: ImpersonationEvent, ctx: Koa.Context | undefined) => void;
-
 /**
- * Subscribes to an impersonation event with its types (oidc-provider's typings
- * know only its own events); returns the unsubscribe function.
+ * Subscribes to an impersonation event, its listener typed for that event;
+ * returns the unsubscribe function.
  */
-export function onImpersonationEvent(
+export function onImpersonationEvent<Name extends ImpersonationEventName>(
   provider: Provider,
-  name: ImpersonationEventName,
-  listener: ImpersonationListener,
+  name: Name,
+  listener: ImpersonationListener<Name>,
 ): () => void {
-  const emitter = provider as unknown as NodeJS.EventEmitter;
-  emitter.on(name, listener);
+  provider.on(name, listener);
   return () => {
-    emitter.off(name, listener);
+    provider.off(name, listener);
   };
 }

@@ -1,6 +1,6 @@
 import type Koa from 'koa';
 import type { Provider } from 'oidc-provider';
-import { emit, type ImpersonationEvent, type ImpersonationEventName } from './events.js';
+import { emit, type ImpersonationEvent } from './events.js';
 import type { AuditSink } from './sink.js';
 
 /**
@@ -12,17 +12,16 @@ import type { AuditSink } from './sink.js';
 export async function record(
   provider: Provider,
   sink: AuditSink | undefined,
-  name: ImpersonationEventName,
   event: ImpersonationEvent,
   ctx: Koa.Context | undefined,
 ): Promise<void> {
   if (sink) {
     try {
-      await sink.append(name, Object.freeze({ ...event }));
+      await sink.append(event.name, Object.freeze({ ...event }));
     } catch (error) {
       // The provider is the Koa app: its 'error' listeners (or Koa's logger) report the failure.
       (provider as unknown as NodeJS.EventEmitter).emit('error', error, ctx);
     }
   }
-  emit(provider, name, event, ctx);
+  emit(provider, event, ctx);
 }

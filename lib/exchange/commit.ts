@@ -18,7 +18,7 @@ export interface Commit {
   /** An opaque actor token and its Grant and sign-in, read again once the session is listed under them. */
   actorToken: { value: string; grantId: string; sessionUid?: string } | undefined;
   /** The success event, as the trail records it; built once the token is named. */
-  event: () => ImpersonationEvent;
+  event: () => ImpersonationEvent<typeof EVENTS.exchangeSucceeded>;
   /** Called once the trail holds the success row. */
   successRecorded: () => void;
 }

@@ -1,5 +1,6 @@
 import type { AccessToken, KoaContextWithOIDC, Provider } from 'oidc-provider';
 import type { VerifiedAccessToken } from '../access-token.js';
+import type { EVENTS, ImpersonationEvent } from '../audit/events.js';
 import { invalidRequest } from '../errors.js';
 import type { CustomJwtClaimsInput, ResolvedOptions } from '../options.js';
 import {
@@ -21,7 +22,7 @@ import { actClaims, runCustomClaims, type ExchangeClaims } from './claims.js';
 import { commit } from './commit.js';
 import { checkActorAuthentication } from './freshness.js';
 import { decide } from './policy.js';
-import { eventOf, ExchangeReport, type ExchangeProgress } from './report.js';
+import { ExchangeReport, exchangeSucceeded, type ExchangeProgress } from './report.js';
 import {
   ACCESS_TOKEN_TYPE,
   checkClientAuthentication,
@@ -126,6 +127,7 @@ export function createExchangeHandler(dependencies: GrantDependencies) {
     const session = sessionOf(record, client.clientId, resourceServer.identifier(), scopes, actor, expiresIn);
     progress.session = session;
     claims.attach(token, { ...custom, ...actClaims(act), [SESSION_CLAIM]: session.id });
+    const succeeded = () => exchangeSucceeded(client.clientId, record, session);
 
     const value = await commit(ctx, dependencies, {
       token,
@@ -139,12 +141,12 @@ export function createExchangeHandler(dependencies: GrantDependencies) {
               grantId: actor.grantId,
               ...(actor.sessionUid === undefined ? {} : { sessionUid: actor.sessionUid }),
             },
-      event: () => eventOf(client.clientId, progress, 'success'),
+      event: succeeded,
       successRecorded: () => {
         progress.successRecorded = true;
       },
     });
-    return { value, token };
+    return { value, token, succeeded };
   }
 
   return async function tokenExchangeHandler(ctx: KoaContextWithOIDC): Promise<void> {
@@ -156,7 +158,7 @@ export function createExchangeHandler(dependencies: GrantDependencies) {
       await report.refused(ctx, progress, error);
       throw error;
     }
-    const { value, token } = issued;
+    const { value, token, succeeded } = issued;
     ctx.body = buildTokenResponse(ctx, {
       accessToken: value,
       expiresIn: token.expiration,
@@ -166,13 +168,15 @@ export function createExchangeHandler(dependencies: GrantDependencies) {
       issuedTokenType: ACCESS_TOKEN_TYPE,
     });
     // A listener that throws fails the request after its token was issued; it is never reported as a refusal.
-    report.succeeded(ctx, progress);
+    report.succeeded(ctx, succeeded());
   };
 }
 
 interface Issued {
   value: string;
   token: AccessToken;
+  /** The success event, built again for listeners after the response. */
+  succeeded: () => ImpersonationEvent<typeof EVENTS.exchangeSucceeded>;
 }
 
 /**

@@ -23,13 +23,44 @@ export interface ExchangeProgress {
   successRecorded?: boolean;
 }
 
-export function eventOf(
+/** The issuance, as listeners and the trail get it; built once the session names its token. */
+export function exchangeSucceeded(
+  clientId: string,
+  record: SubjectTokenRecord,
+  session: SessionRecord,
+): ImpersonationEvent<typeof EVENTS.exchangeSucceeded> {
+  const event: ImpersonationEvent<typeof EVENTS.exchangeSucceeded> = {
+    name: EVENTS.exchangeSucceeded,
+    clientId,
+    subjectTokenId: record.id,
+    subject: record.subject,
+    createdBy: record.createdBy,
+    context: record.context,
+    resource: session.resource,
+    scope: session.scope.join(' '),
+    sessionId: session.id,
+    accessTokenId: session.accessTokenId,
+    expiresAt: session.expiresAt,
+  };
+  if (session.actor !== undefined) event.actor = session.actor;
+  return event;
+}
+
+/** A refusal names what the exchange had established when it stopped. */
+function exchangeRefused(
   clientId: string,
   progress: ExchangeProgress,
-  outcome: 'success' | 'refusal',
-): ImpersonationEvent {
+  error: unknown,
+): ImpersonationEvent<typeof EVENTS.exchangeRefused> {
+  const described = error as { error?: string; error_description?: string };
+  const event: ImpersonationEvent<typeof EVENTS.exchangeRefused> = {
+    name: EVENTS.exchangeRefused,
+    clientId,
+    error: described.error ?? 'server_error',
+    // The description may quote the request or a policy: recorded in a form every store can hold.
+    reason: storableText(described.error_description ?? 'internal error'),
+  };
   const { subjectToken: record, session } = progress;
-  const event: ImpersonationEvent = { clientId };
   if (record) {
     event.subjectTokenId = record.id;
     event.subject = record.subject;
@@ -42,9 +73,8 @@ export function eventOf(
   if (progress.scope !== undefined) event.scope = progress.scope.join(' ');
   if (session) {
     event.sessionId = session.id;
-    // A token is named by the success, and by a refusal that corrects its row; never by a
-    // refusal of a token no row names.
-    if (session.accessTokenId && (outcome === 'success' || progress.successRecorded)) {
+    // A token is named by a refusal that corrects its success row; never by a refusal of a token no row names.
+    if (session.accessTokenId && progress.successRecorded) {
       event.accessTokenId = session.accessTokenId;
       event.expiresAt = session.expiresAt;
     }
@@ -61,24 +91,17 @@ export class ExchangeReport {
     this.#options = options;
   }
 
-  succeeded(ctx: KoaContextWithOIDC, progress: ExchangeProgress): void {
-    emit(ctx.oidc.provider, EVENTS.exchangeSucceeded, eventOf(ctx.oidc.client!.clientId, progress, 'success'), ctx);
+  succeeded(ctx: KoaContextWithOIDC, event: ImpersonationEvent<typeof EVENTS.exchangeSucceeded>): void {
+    emit(ctx.oidc.provider, event, ctx);
   }
 
-  /**
-   * A refusal reaches the trail only once its subject token is found (see
-   * refusals.ts); its description may quote the request or a policy, so it is
-   * recorded in a form every store can hold.
-   */
+  /** A refusal reaches the trail only once its subject token is found (see refusals.ts). */
   async refused(ctx: KoaContextWithOIDC, progress: ExchangeProgress, error: unknown): Promise<void> {
-    const event = eventOf(ctx.oidc.client!.clientId, progress, 'refusal');
-    const described = error as { error?: string; error_description?: string };
-    event.error = described.error ?? 'server_error';
-    event.reason = storableText(described.error_description ?? 'internal error');
+    const event = exchangeRefused(ctx.oidc.client!.clientId, progress, error);
     const record = progress.subjectToken;
     const recorded =
       progress.successRecorded === true || (record !== undefined && this.#refusals.take(record.id, keptUntil(record)));
     const sink = recorded ? this.#options.auditLog : undefined;
-    await recordEvent(ctx.oidc.provider, sink, EVENTS.exchangeRefused, event, ctx);
+    await recordEvent(ctx.oidc.provider, sink, event, ctx);
   }
 }

@@ -42,7 +42,7 @@ export function impersonationRoutes(
       revoked: entries.map((entry) => ({ id: entry.member, expiresAt: Math.ceil(entry.expiresAt / 1000) })),
       nextCursor: entries.length === limit && last ? cursorOf(last) : null,
     };
-    emit(provider, EVENTS.revocationsServed, { count: entries.length }, ctx);
+    emit(provider, { name: EVENTS.revocationsServed, count: entries.length }, ctx);
   });
 
   // What a customer can be shown of who acted on their account: the audit trail, by subject or actor.

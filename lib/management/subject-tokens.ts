@@ -36,14 +36,6 @@ export function subjectTokenRoutes(
   router.post(options.managementPath, async (ctx) => {
     const caller = await authorize(ctx, authenticate, options.managementScope);
     const request = parseCreation(await readJsonObject(ctx, options.maxContextBytes + BODY_OVERHEAD), options);
-    const audit: ImpersonationEvent = {
-      subject: request.userId,
-      createdBy: caller.clientId,
-      context: request.context,
-      ...(request.clientId === undefined ? {} : { clientId: request.clientId }),
-      ...(request.actorId === undefined ? {} : { actor: request.actorId }),
-    };
-
     const account = await storeCall(() => providerConfiguration(provider).findAccount(ctx as never, request.userId));
     if (!account) throw notFound('user_not_found', 'no user has this userId');
     if (request.clientId !== undefined) await assertExchangeClient(provider, request.clientId);
@@ -59,9 +51,18 @@ export function subjectTokenRoutes(
         'this user may not be impersonated',
       );
       if (refused) {
-        // The policy's words are recorded as given, but never in a form that would keep the record from being written.
-        Object.assign(audit, { error: 'access_denied', reason: storableText(refused) });
-        await recordEvent(provider, options.auditLog, EVENTS.subjectTokenRefused, audit, ctx);
+        const event: ImpersonationEvent<typeof EVENTS.subjectTokenRefused> = {
+          name: EVENTS.subjectTokenRefused,
+          subject: request.userId,
+          createdBy: caller.clientId,
+          context: request.context,
+          ...(request.clientId === undefined ? {} : { clientId: request.clientId }),
+          ...(request.actorId === undefined ? {} : { actor: request.actorId }),
+          error: 'access_denied',
+          // The policy's words are recorded as given, but never in a form that would keep the record from being written.
+          reason: storableText(refused),
+        };
+        await recordEvent(provider, options.auditLog, event, ctx);
         throw accessDenied(refused);
       }
     }
@@ -77,12 +78,20 @@ export function subjectTokenRoutes(
       }),
     );
 
-    audit.subjectTokenId = record.id;
-    audit.expiresAt = record.exp;
+    const created: ImpersonationEvent<typeof EVENTS.subjectTokenCreated> = {
+      name: EVENTS.subjectTokenCreated,
+      subjectTokenId: record.id,
+      subject: record.subject,
+      createdBy: record.createdBy,
+      context: record.context,
+      expiresAt: record.exp,
+    };
+    if (record.clientId !== undefined) created.clientId = record.clientId;
+    if (record.actor !== undefined) created.actor = record.actor;
     // No subject token without its record: one whose record cannot be written is withdrawn, never handed out.
     if (options.auditLog) {
       try {
-        await options.auditLog.append(EVENTS.subjectTokenCreated, Object.freeze({ ...audit }));
+        await options.auditLog.append(created.name, Object.freeze({ ...created }));
       } catch (error) {
         await store.withdraw(record.id).catch(() => {});
         throw managementUnavailable('the audit trail cannot be written; no subject token was issued', error);
@@ -90,7 +99,7 @@ export function subjectTokenRoutes(
     }
     ctx.status = 201;
     ctx.body = { subjectToken: value, expiresIn: options.subjectTokenTTL, id: record.id };
-    emit(provider, EVENTS.subjectTokenCreated, audit, ctx);
+    emit(provider, created, ctx);
   });
 
   router.delete(`${options.managementPath}/:id`, async (ctx) => {
@@ -105,8 +114,7 @@ export function subjectTokenRoutes(
     await recordEvent(
       provider,
       options.auditLog,
-      EVENTS.subjectTokenWithdrawn,
-      { subjectTokenId: id, revokedBy: caller.clientId },
+      { name: EVENTS.subjectTokenWithdrawn, subjectTokenId: id, revokedBy: caller.clientId },
       ctx,
     );
   });

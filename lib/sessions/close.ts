@@ -40,7 +40,7 @@ export async function closeSession(
   );
   if (!closedNow) return closed;
 
-  const event: ImpersonationEvent = {
+  const stopped = {
     sessionId: record.id,
     subject: record.subject,
     ...(record.actor === undefined ? {} : { actor: record.actor }),
@@ -52,13 +52,15 @@ export async function closeSession(
     accessTokenId: record.accessTokenId,
     expiresAt: record.expiresAt,
   };
-  if ('revokedBy' in request) {
-    event.revokedBy = request.revokedBy;
-    if (request.reason) event.reason = request.reason;
-    await recordEvent(provider, auditLog, EVENTS.sessionRevoked, event, ctx);
-  } else {
-    event.endReason = request.endReason;
-    await recordEvent(provider, auditLog, EVENTS.sessionEnded, event, ctx);
-  }
+  const event: ImpersonationEvent<typeof EVENTS.sessionRevoked | typeof EVENTS.sessionEnded> =
+    'revokedBy' in request
+      ? {
+          name: EVENTS.sessionRevoked,
+          ...stopped,
+          revokedBy: request.revokedBy,
+          ...(request.reason ? { reason: request.reason } : {}),
+        }
+      : { name: EVENTS.sessionEnded, ...stopped, endReason: request.endReason };
+  await recordEvent(provider, auditLog, event, ctx);
   return closed;
 }

@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import type { EndReason } from '../audit/events.js';
 import type { JsonObject } from '../options.js';
 
 /** Every impersonation session id starts with this. */
@@ -13,8 +14,7 @@ export const SESSION_CLAIM = 'impersonation_session';
 
 export type SessionState = 'active' | 'revoked' | 'ended' | 'expired';
 
-/** Why a session ended without a revocation. */
-export type EndReason = 'actor_logout' | 'actor_grant_revoked';
+export type { EndReason };
 
 /** One successful exchange: who acts for whom, where, until when, and what became of it. Times in seconds. */
 export interface SessionRecord {

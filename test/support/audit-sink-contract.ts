@@ -5,9 +5,10 @@ import { EVENTS, type ImpersonationEvent, type ImpersonationEventName } from '..
 import type { AuditLogKind, AuditLogUnderTest } from './audit-sinks.js';
 import { API, startProvider } from './provider.js';
 import { exchange, expectError, managementRequest, m2mToken, subjectToken } from './http.js';
+import { eventFields } from './trail-rows.js';
 
 /** A trail as a deployment writes it: two customers, one support engineer, refusals and a stop. */
-const TRAIL: ReadonlyArray<[ImpersonationEventName, ImpersonationEvent]> = [
+const TRAIL: ReadonlyArray<[ImpersonationEventName, Partial<ImpersonationEvent>]> = [
   [EVENTS.subjectTokenCreated, { subject: 'bob', createdBy: 'backend', subjectTokenId: 'stid_1' }],
   [EVENTS.exchangeSucceeded, { subject: 'bob', actor: 'alice', clientId: 'support', sessionId: 'imp_1' }],
   [EVENTS.subjectTokenCreated, { subject: 'carol', createdBy: 'backend', subjectTokenId: 'stid_2' }],
@@ -51,7 +52,7 @@ export function auditSinkContract(kind: AuditLogKind): void {
   beforeEach(async () => {
     store = await kind.underTest();
     log = store.log;
-    for (const [name, event] of TRAIL) await log.append(name, event);
+    for (const [name, event] of TRAIL) await log.append(name, eventFields(event));
   });
   afterEach(() => store?.close());
 
@@ -148,7 +149,7 @@ export function auditSinkContract(kind: AuditLogKind): void {
       await failing.fail();
       let caught: unknown;
       try {
-        await failing.log.append(EVENTS.subjectTokenCreated, { subject: 'bob' });
+        await failing.log.append(EVENTS.subjectTokenCreated, eventFields({ subject: 'bob' }));
       } catch (error) {
         caught = error;
       }

@@ -4,6 +4,7 @@ import type { AuditLog } from '../../lib/audit/sink.js';
 import { createMemoryAuditLog, EVENTS } from '../../lib/index.js';
 import { DATABASE_URL, testSchema } from './postgres.js';
 import { TcpRelay } from './relay.js';
+import { eventFields } from './trail-rows.js';
 
 /** A new, empty audit log, and how a test looks into the store under it. */
 export interface AuditLogUnderTest {
@@ -48,7 +49,8 @@ export const AUDIT_LOGS: readonly AuditLogKind[] = [
       return {
         log,
         fail: async () => {
-          while ((await log.verify()).count < 2) await log.append(EVENTS.subjectTokenCreated, { subject: 'filler' });
+          while ((await log.verify()).count < 2)
+            await log.append(EVENTS.subjectTokenCreated, eventFields({ subject: 'filler' }));
         },
         close: async () => {},
       };

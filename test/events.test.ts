@@ -1,0 +1,141 @@
+import { expect } from 'chai';
+import { EVENTS, onImpersonationEvent, type ImpersonationEvent, type ImpersonationEventName } from '../lib/index.js';
+import { API, CLIENTS, startProvider, type TestProvider } from './support/provider.js';
+import { apiRequest, exchange, logout, managementRequest, m2mToken, subjectToken, userSignIn } from './support/http.js';
+import { adminToken, exchangeAsActor, impersonate, revokeSession, SESSIONS } from './support/impersonations.js';
+
+/** The fields an event's type says it always carries. */
+type Always<Event> = {
+  [Field in keyof Event]-?: object extends Pick<Event, Field> ? never : Field;
+}[keyof Event];
+/** The fields an event's type lets it carry at all (the others are declared absent). */
+type Carried<Event> = {
+  [Field in keyof Event]-?: [Exclude<Event[Field], undefined>] extends [never] ? never : Field;
+}[keyof Event];
+
+type Shapes = {
+  [Name in ImpersonationEventName]: {
+    always: ReadonlyArray<Always<ImpersonationEvent<Name>>>;
+    whenKnown: ReadonlyArray<Exclude<Carried<ImpersonationEvent<Name>>, Always<ImpersonationEvent<Name>>>>;
+  };
+};
+
+const SESSION = [
+  'name',
+  'sessionId',
+  'subject',
+  'clientId',
+  'resource',
+  'scope',
+  'context',
+  'subjectTokenId',
+  'accessTokenId',
+  'expiresAt',
+] as const;
+
+/** Each event's fields as its type states them, spelled out for the checks below. */
+const SHAPES = {
+  [EVENTS.subjectTokenCreated]: {
+    always: ['name', 'subjectTokenId', 'subject', 'createdBy', 'context', 'expiresAt'],
+    whenKnown: ['clientId', 'actor'],
+  },
+  [EVENTS.subjectTokenRefused]: {
+    always: ['name', 'subject', 'createdBy', 'context', 'error', 'reason'],
+    whenKnown: ['clientId', 'actor'],
+  },
+  [EVENTS.exchangeSucceeded]: { always: [...SESSION, 'createdBy'], whenKnown: ['actor'] },
+  [EVENTS.exchangeRefused]: {
+    always: ['name', 'clientId', 'error', 'reason'],
+    whenKnown: [
+      'sessionId',
+      'subject',
+      'resource',
+      'scope',
+      'context',
+      'subjectTokenId',
+      'accessTokenId',
+      'expiresAt',
+      'createdBy',
+      'actor',
+    ],
+  },
+  [EVENTS.subjectTokenWithdrawn]: { always: ['name', 'subjectTokenId', 'revokedBy'], whenKnown: [] },
+  [EVENTS.sessionRevoked]: { always: [...SESSION, 'revokedBy'], whenKnown: ['actor', 'reason'] },
+  [EVENTS.sessionEnded]: { always: [...SESSION, 'endReason'], whenKnown: ['actor'] },
+  [EVENTS.revocationsServed]: { always: ['name', 'count'], whenKnown: [] },
+} as const satisfies Shapes;
+
+/** Fails the build when SHAPES leaves out a field a type names. */
+type Unlisted = {
+  [Name in ImpersonationEventName]: Exclude<
+    Carried<ImpersonationEvent<Name>>,
+    (typeof SHAPES)[Name]['always'][number] | (typeof SHAPES)[Name]['whenKnown'][number]
+  >;
+}[ImpersonationEventName];
+const everyFieldListed: [Unlisted] extends [never] ? true : Unlisted = true;
+
+/**
+ * Every event the plugin emits, as listeners get it: named by `name`, with
+ * each field its type says it always carries, and no field its type does not
+ * let it carry. A listener that trusts the types never reads `undefined` where
+ * they promise a value.
+ */
+describe('impersonation events: what each carries', () => {
+  let tp: TestProvider;
+  const received: Array<[ImpersonationEventName, ImpersonationEvent]> = [];
+
+  before(async () => {
+    tp = await startProvider({
+      plugin: { canImpersonate: ({ subject }) => subject !== 'carol' || { reason: 'carol is never impersonated' } },
+    });
+    for (const name of Object.values(EVENTS)) {
+      onImpersonationEvent(tp.provider, name, (event) => received.push([name, event]));
+    }
+  });
+  after(() => tp.close());
+
+  it('emits each event with its name and the fields its type promises', async () => {
+    expect(everyFieldListed).to.equal(true);
+    const signedIn = await userSignIn(tp, 'alice');
+    const backend = await m2mToken(tp);
+    const admin = await adminToken(tp);
+
+    // Created, then exchanged with and without an actor; refused before and after the token was found.
+    const { session } = await impersonate(tp, { actorToken: signedIn.accessToken, scope: 'profile:read' });
+    expect((await exchange(tp, { subject_token: await subjectToken(tp), resource: API })).status).to.equal(200);
+    expect((await exchange(tp, { subject_token: 'st_unknown', resource: API })).status).to.equal(400);
+    const refused = await exchangeAsActor(tp, {
+      subjectToken: await subjectToken(tp, { userId: 'bob', clientId: CLIENTS.console.client_id, actorId: 'alice' }),
+      actorToken: 'not-a-token',
+    });
+    expect(refused.status).to.equal(400);
+    // Refused by canImpersonate; withdrawn before redemption.
+    expect((await managementRequest(tp, { userId: 'carol' }, backend)).status).to.equal(403);
+    const { id } = (await managementRequest(tp, { userId: 'bob' }, backend)).body as { id: string };
+    expect((await apiRequest(tp, 'DELETE', `/api/subject-tokens/${id}`, admin)).status).to.equal(204);
+    // Revoked with a reason; ended by the actor's sign-out; the feed read.
+    const other = await impersonate(tp, { actorToken: signedIn.accessToken, scope: 'profile:read' });
+    expect((await revokeSession(tp, admin, other.session, { reason: 'ticket closed' })).status).to.equal(204);
+    await logout(tp, signedIn.cookies);
+    for (let waited = 0; !received.some(([name]) => name === EVENTS.sessionEnded) && waited < 2000; waited += 25)
+      await new Promise((resolve) => setTimeout(resolve, 25));
+    expect((await apiRequest(tp, 'GET', `${SESSIONS}/revocations`)).status).to.equal(200);
+
+    expect(new Set(received.map(([name]) => name))).to.deep.equal(new Set(Object.values(EVENTS)));
+    for (const [name, event] of received) {
+      const shape: { always: readonly string[]; whenKnown: readonly string[] } = SHAPES[name];
+      const fields = Object.entries(event)
+        .filter(([, value]) => value !== undefined)
+        .map(([field]) => field);
+      const described = `${name}: ${JSON.stringify(event)}`;
+      expect(event.name, described).to.equal(name);
+      expect(fields, described).to.include.members([...shape.always]);
+      expect(fields.filter((field) => !shape.always.includes(field) && !shape.whenKnown.includes(field))).to.deep.equal(
+        [],
+        described,
+      );
+    }
+    const ended = received.find(([name]) => name === EVENTS.sessionEnded)![1];
+    expect(ended).to.include({ sessionId: session, endReason: 'actor_logout', actor: 'alice' });
+  });
+});
