@@ -161,7 +161,7 @@ npm install --no-audit --no-fund --loglevel=error $(node -e '
   const pkg = require(process.argv[1]);
   const versions = { ...pkg.dependencies, ...pkg.devDependencies };
   console.log(process.argv.slice(2).map((name) => `${name}@${versions[name]}`).join(" "));
-' "$REPO/package.json" koa koa-mount @types/koa-mount express @types/express fastify @fastify/middie ioredis pg)
+' "$REPO/package.json" koa koa-mount @types/koa-mount @koa/bodyparser express @types/express fastify @fastify/middie ioredis pg)
 
 echo "every JavaScript and TypeScript block of docs/, each a module of its own, under the strictest flags"
 node "$REPO/.ci/docs-snippets.mjs" docs-snippets "$REPO/docs"
