@@ -11,7 +11,7 @@ import { runCli, runProcess, type CliRun } from './support/cli.js';
 import { DATABASE_URL, testSchema } from './support/postgres.js';
 import { eventFields } from './support/trail-rows.js';
 
-const KEY = 'cli-canary-key-5b2e8d41c0';
+const KEY = 'cli-canary-key-5b2e8d41c0-7f3a9e61d2c4b8';
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 
 describe('the command: the HMAC key is read from a file or an environment variable, never from the command line', function () {

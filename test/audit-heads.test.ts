@@ -19,7 +19,7 @@ import { API, startProvider } from './support/provider.js';
 import { exchange, subjectToken } from './support/http.js';
 import { eventFields } from './support/trail-rows.js';
 
-const KEY = 'audit-head-key-3f9c1e7a';
+const KEY = 'audit-head-key-3f9c1e7a-58d2b4e06c1f';
 const TABLE = 'impersonation_audit';
 
 /**
@@ -365,6 +365,21 @@ describe('PostgreSQL audit log: signed heads published outside the database pin 
       caught = error;
     }
     expect(caught).to.be.instanceOf(TypeError);
+  });
+
+  it('refuses an HMAC signing secret shorter than 32 bytes, never repeating it; a 32-byte one signs', () => {
+    const short = 'guessable-secret-1234567890abcd'; // 31 bytes
+    let caught: unknown;
+    try {
+      createPostgresAuditLog({ pool, signingKey: { hmac: short } });
+    } catch (error) {
+      caught = error;
+    }
+    expect(caught).to.be.instanceOf(TypeError);
+    expect((caught as Error).message).to.match(/"signingKey\.hmac" must be a secret of at least 32 bytes/);
+    expect((caught as Error).message).to.not.include(short);
+    expect(() => createPostgresAuditLog({ pool, signingKey: { hmac: Buffer.alloc(31, 7) } })).to.throw(TypeError);
+    expect(() => createPostgresAuditLog({ pool, signingKey: { hmac: `${short}x` } })).to.not.throw();
   });
 
   it('appendHeadsToFile keeps whole lines in the order of publication when heads come together', async () => {

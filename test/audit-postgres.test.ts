@@ -25,7 +25,7 @@ describe('PostgreSQL audit log: a hash chain that tells what was changed', funct
   let pool: pg.Pool;
   let log: PostgresAuditLog;
   let tp: TestProvider;
-  const hmac = { hmac: 'checkpoint-secret' };
+  const hmac = { hmac: 'checkpoint-secret-0f4e9b27a1c86d53' };
 
   before(async () => {
     schema = await testSchema();
@@ -329,17 +329,19 @@ describe('PostgreSQL audit log: PostgreSQL unreachable', function () {
   });
 });
 
+const COMMAND_KEY = 'command-key-c93e0a5d17b46f28e1a7';
+
 describe('the command: audit verify and audit export', function () {
   this.timeout(30_000);
 
-  const run = (args: string[]) => runCli(args, { AUDIT_KEY: 'k' });
+  const run = (args: string[]) => runCli(args, { AUDIT_KEY: COMMAND_KEY });
 
   it('prints ok with the count and exits 0, names the first bad row and exits 1; exports JSON lines and CSV', async () => {
     const schema = await testSchema();
     const log = createPostgresAuditLog({
       connectionString: DATABASE_URL,
       schema,
-      signingKey: { hmac: 'k' },
+      signingKey: { hmac: COMMAND_KEY },
       checkpointEvery: 2,
     });
     for (let i = 0; i < 4; i += 1)

@@ -20,6 +20,9 @@ export type VerificationKey = { hmac: string | Buffer } | { ed25519: string | Ke
 
 export type SignatureAlgorithm = 'hmac-sha256' | 'ed25519';
 
+/** As long as the hash's output (RFC 2104, section 3): a random secret of 256 bits. */
+export const MIN_HMAC_KEY_BYTES = 32;
+
 export interface Signer {
   kind: SignatureAlgorithm;
   sign(text: string): string;
@@ -37,8 +40,16 @@ export function checkpointText(seq: string | number, hash: string): string {
 
 /** `caller` is the function that was given the key, for the error that names it. */
 export function signerOf(key: SigningKey, caller: string): Signer {
-  if ('hmac' in key)
+  if ('hmac' in key) {
+    // A short secret can be guessed offline from any checkpoint, and then every signature forged.
+    if (
+      (typeof key.hmac !== 'string' && !Buffer.isBuffer(key.hmac)) ||
+      Buffer.byteLength(key.hmac) < MIN_HMAC_KEY_BYTES
+    ) {
+      throw invalidOption(caller, 'signingKey.hmac', `must be a secret of at least ${MIN_HMAC_KEY_BYTES} bytes`);
+    }
     return { kind: 'hmac-sha256', sign: (text) => createHmac('sha256', key.hmac).update(text).digest('base64url') };
+  }
   const privateKey = typeof key.ed25519 === 'string' ? createPrivateKey(key.ed25519) : key.ed25519;
   if (privateKey.asymmetricKeyType !== 'ed25519' || privateKey.type !== 'private')
     throw invalidOption(caller, 'signingKey.ed25519', 'must be an Ed25519 private key');
