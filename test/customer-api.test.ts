@@ -6,9 +6,12 @@ import { importJWK, SignJWT, type JWK } from 'jose';
 import Koa from 'koa';
 import { FIXTURE_JWKS } from '../fixtures/keys.js';
 import { openPluginStore } from '../lib/adapters/plugin-store.js';
+import { approveRequest, type ApprovalDeps } from '../lib/approvals/actions.js';
 import { newAccessGrantId, newApprovalRequestId, type ApprovalRequest } from '../lib/approvals/record.js';
 import { ApprovalStore } from '../lib/approvals/store.js';
 import type { ImpersonationOptions } from '../lib/index.js';
+import { resolveOptions } from '../lib/options.js';
+import { SessionStore } from '../lib/sessions/store.js';
 import { impersonate } from './support/impersonations.js';
 import {
   apiRequest,
@@ -263,6 +266,19 @@ describe('customer API', function () {
       await apiRequest(tp, 'DELETE', `${GRANTS}/${given.body['id'] as string}`, bob);
     });
 
+    it('ending a grant that expired changes nothing', async () => {
+      const expired = {
+        id: newAccessGrantId(),
+        subject: 'bob',
+        origin: 'customer' as const,
+        createdAt: now() - 120,
+        expiresAt: now() - 60,
+      };
+      await store.saveGrant(expired);
+      expect((await apiRequest(tp, 'DELETE', `${GRANTS}/${expired.id}`, bob)).status).to.equal(204);
+      expect(await store.findGrant(expired.id)).to.deep.equal(expired);
+    });
+
     it('404 for an id no grant has', async () => {
       expectError(await apiRequest(tp, 'DELETE', `${GRANTS}/${newAccessGrantId()}`, bob), 404, 'not_found');
       expectError(await apiRequest(tp, 'DELETE', `${GRANTS}/agr_nope`, bob), 404, 'not_found');
@@ -406,15 +422,24 @@ describe('customer API', function () {
     });
 
     it('answers a request once when answers race: the grant of an approval that lost is ended', async () => {
-      for (let round = 0; round < 5; round += 1) {
+      // Two approvals both make a grant before either answers; a denial answers sooner than either.
+      const races = [
+        ['approve', 'approve'],
+        ['approve', 'approve'],
+        ['approve', 'deny', 'approve'],
+        ['deny', 'approve'],
+      ];
+      for (const race of races) {
         const request = await pendingRequest();
         const path = `${REQUESTS}/${request.id}`;
-        const replies = await Promise.all([
-          apiRequest(tp, 'POST', `${path}/approve`, bob, { duration: 60 }),
-          apiRequest(tp, 'POST', `${path}/deny`, bob),
-          apiRequest(tp, 'POST', `${path}/approve`, bob, { duration: 120 }),
-        ]);
-        expect(replies.map((reply) => reply.status).sort()).to.deep.equal([200, 409, 409]);
+        const replies = await Promise.all(
+          race.map((action, index) =>
+            action === 'approve'
+              ? apiRequest(tp, 'POST', `${path}/approve`, bob, { duration: 60 * (index + 1) })
+              : apiRequest(tp, 'POST', `${path}/deny`, bob),
+          ),
+        );
+        expect(replies.map((reply) => reply.status).sort()).to.deep.equal([200, ...race.slice(1).map(() => 409)]);
         const won = replies.find((reply) => reply.status === 200)!;
         const inForce = (await apiRequest(tp, 'GET', GRANTS, bob)).body['items'] as Array<{ id: string }>;
         const answer = (await store.findRequest(request.id))?.answer;
@@ -427,6 +452,28 @@ describe('customer API', function () {
           expect(inForce).to.deep.equal([]);
         }
       }
+    });
+
+    it('two approvals at once, side by side to the store: one answers, the grant of the other is ended', async () => {
+      const pluginStore = openPluginStore(tp.adapter, 'provider adapter');
+      const deps: ApprovalDeps = {
+        provider: tp.provider,
+        options: resolveOptions({ managementResource: MANAGEMENT, approvals: APPROVALS }),
+        approvals: store,
+        sessions: new SessionStore(pluginStore.sessions),
+      };
+      const request = await pendingRequest();
+      const outcomes = await Promise.allSettled([
+        approveRequest(deps, 'bob', request.id, { duration: 60 }),
+        approveRequest(deps, 'bob', request.id, { duration: 120 }),
+      ]);
+      const won = outcomes.flatMap((outcome) => (outcome.status === 'fulfilled' ? [outcome.value] : []));
+      const lost = outcomes.flatMap((outcome) => (outcome.status === 'rejected' ? [outcome.reason as Error] : []));
+      expect(won).to.have.length(1);
+      expect(lost.map((error) => error.message)).to.deep.equal(['the approval request was answered already']);
+      const inForce = await store.activeGrants('bob', 10);
+      expect(inForce.map((grant) => grant.id)).to.deep.equal([won[0]!.grant.id]);
+      await apiRequest(tp, 'DELETE', `${GRANTS}/${won[0]!.grant.id}`, bob);
     });
 
     it('denies, with a reason or without one; once', async () => {
