@@ -238,7 +238,7 @@ function managementResourceInfo(
 ): GetResourceServerInfo {
   return async function getResourceServerInfo(ctx, resource, client) {
     if (options.approvals && resource === options.approvals.customerResource) {
-      const info = customerResourceInfo(ctx, options.approvals);
+      const info = customerResourceInfo(ctx, options.approvals, client);
       assertReachable(ctx);
       return info;
     }

@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { expect } from 'chai';
@@ -32,6 +32,7 @@ import {
   CUSTOMER_API,
   CUSTOMER_SCOPE,
   MANAGEMENT,
+  REDIRECT_URI,
   startProvider,
   type TestProvider,
 } from './support/provider.js';
@@ -135,6 +136,44 @@ describe('customer API', function () {
       const token = refreshed.body['access_token'] as string;
       expect(decodeJwt(token)).to.include({ sub: 'bob', aud: CUSTOMER_API, scope: CUSTOMER_SCOPE });
       expect((await apiRequest(tp, 'GET', GRANTS, token)).status).to.equal(200);
+    });
+
+    it('is never issued to a client with pairwise subject identifiers, whose tokens name no account', async () => {
+      const client = { client_id: 'pairwise-app' };
+      const pairwise = await startProvider({
+        plugin: { approvals: APPROVALS },
+        configuration: {
+          subjectTypes: ['public', 'pairwise'],
+          pairwiseIdentifier: (_ctx, accountId, { sectorIdentifier }) =>
+            createHash('sha256')
+              .update(`${sectorIdentifier ?? ''}:${accountId}`)
+              .digest('base64url'),
+          clients: [
+            {
+              ...client,
+              subject_type: 'pairwise',
+              token_endpoint_auth_method: 'none',
+              grant_types: ['authorization_code'],
+              response_types: ['code'],
+              redirect_uris: [REDIRECT_URI],
+            },
+          ],
+        },
+      });
+      try {
+        const signIn = { client, scope: `openid ${CUSTOMER_SCOPE}` };
+        let refusal: unknown;
+        await userAccessToken(pairwise, 'bob', { ...signIn, resource: CUSTOMER_API }).catch((error: unknown) => {
+          refusal = error;
+        });
+        expect(String(refusal)).to.match(/invalid_target/);
+        // The same client signs in for another resource: what is refused is the customer's API.
+        expect(await userAccessToken(pairwise, 'bob', { ...signIn, resource: API, scope: 'profile:read' })).to.be.a(
+          'string',
+        );
+      } finally {
+        await pairwise.close();
+      }
     });
 
     it('is never issued through client_credentials', async () => {

@@ -71,9 +71,18 @@ export const CUSTOMER_TOKEN_TTL = 600;
  * authorization code flow and its refresh). `client_credentials` is refused,
  * and so is the token exchange: an impersonation never obtains a token for
  * the customer's API. The device and CIBA flows are refused too, as anything
- * not listed: a customer signs in to grant access themselves.
+ * not listed: a customer signs in to grant access themselves. So is a client
+ * with pairwise subject identifiers, whose tokens' `sub` is no account id.
  */
-export function customerResourceInfo(ctx: KoaContextWithOIDC, approvals: ResolvedApprovalOptions): ResourceServer {
+export function customerResourceInfo(
+  ctx: KoaContextWithOIDC,
+  approvals: ResolvedApprovalOptions,
+  client: { subjectType?: string },
+): ResourceServer {
+  // A pairwise client's tokens name the customer by an identifier of that client's, not by their account.
+  if (client.subjectType === 'pairwise') {
+    throw invalidTarget('a client with pairwise subject identifiers may not obtain tokens for the support-access API');
+  }
   const { route } = ctx.oidc;
   const grantType = ctx.oidc.params?.['grant_type'];
   const allowed =
