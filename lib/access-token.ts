@@ -3,6 +3,7 @@ import { createLocalJWKSet, jwtVerify, type JWTPayload } from 'jose';
 import { LRUCache } from 'lru-cache';
 import type { AccessToken, Provider } from 'oidc-provider';
 import { findAccessTokenUnbound, providerJwks, sessionBindingHolds, sessionBindsToken } from './provider-internals.js';
+import { SESSION_CLAIM } from './sessions/record.js';
 
 /** What the plugin needs to know of an access token this provider issued, whatever its format. */
 export interface VerifiedAccessToken {
@@ -22,6 +23,8 @@ export interface VerifiedAccessToken {
   acr?: string;
   /** An `act` claim the token already carries (it is itself an impersonation token). */
   act?: Record<string, unknown>;
+  /** The impersonation session a token issued by the exchange names (its `impersonation_session` claim). */
+  impersonationSession?: string;
   /** Sender constraint, when the token is DPoP- or certificate-bound. */
   cnf?: { jkt?: string; 'x5t#S256'?: string };
 }
@@ -92,6 +95,7 @@ export async function verifyAccessToken(
   const sub = model === 'AccessToken' ? stored.accountId : stored.clientId;
   if (!sub) return undefined;
   const act = stored.extra?.['act'];
+  const session = stored.extra?.[SESSION_CLAIM];
   return {
     format: 'opaque',
     sub,
@@ -103,6 +107,7 @@ export async function verifyAccessToken(
     ...(typeof stored.grantId === 'string' ? { grantId: stored.grantId } : {}),
     ...(typeof stored.sessionUid === 'string' ? { sessionUid: stored.sessionUid } : {}),
     ...(isObject(act) ? { act } : {}),
+    ...(typeof session === 'string' ? { impersonationSession: session } : {}),
     ...cnfOf(stored.jkt, stored['x5t#S256']),
   };
 }
@@ -181,6 +186,7 @@ async function verifyJwtSignature(
   const scope = payload['scope'];
   const act = payload['act'];
   const cnf = payload['cnf'];
+  const session = payload[SESSION_CLAIM];
   if (
     typeof clientId !== 'string' ||
     typeof payload.sub !== 'string' ||
@@ -199,6 +205,7 @@ async function verifyJwtSignature(
     ...(typeof payload['auth_time'] === 'number' ? { authTime: payload['auth_time'] } : {}),
     ...(typeof payload['acr'] === 'string' ? { acr: payload['acr'] } : {}),
     ...(isObject(act) ? { act } : {}),
+    ...(typeof session === 'string' ? { impersonationSession: session } : {}),
     ...(isObject(cnf) ? cnfOf(cnf['jkt'], cnf['x5t#S256']) : {}),
   } as const);
 }

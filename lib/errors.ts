@@ -84,6 +84,9 @@ export type ManagementErrorCode =
   | 'user_not_found'
   | 'not_found'
   | 'already_redeemed'
+  | 'already_answered'
+  | 'request_expired'
+  | 'too_many_grants'
   | 'request_too_large'
   | 'temporarily_unavailable'
   | 'server_error';
@@ -133,6 +136,16 @@ export function notFound(code: 'not_found' | 'user_not_found', description: stri
 /** Management API 409: the subject token was exchanged already. */
 export function alreadyRedeemed(description: string): ManagementError {
   return new ManagementError(409, 'already_redeemed', description);
+}
+
+/** Customer API 409: the approval request was answered already, or expired before its answer. */
+export function requestClosed(code: 'already_answered' | 'request_expired', description: string): ManagementError {
+  return new ManagementError(409, code, description);
+}
+
+/** Customer API 429: the customer holds as many grants in force as a customer may. */
+export function tooManyGrants(description: string): ManagementError {
+  return new ManagementError(429, 'too_many_grants', description);
 }
 
 /** Management API 503: a store or the audit trail cannot answer; nothing was written. */

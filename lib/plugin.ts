@@ -2,6 +2,8 @@ import type { EventEmitter } from 'node:events';
 import type Koa from 'koa';
 import type { Configuration, KoaContextWithOIDC, Provider, ResourceServer } from 'oidc-provider';
 import { createMemoryAdapter } from './adapters/memory.js';
+import { customerResourceInfo } from './approvals/customer.js';
+import { ApprovalStore } from './approvals/store.js';
 import { openPluginStore } from './adapters/plugin-store.js';
 import { calledTooLate, invalidArgument, invalidCall, invalidOption, invalidTarget, misconfigured } from './errors.js';
 import { ExchangeClaims } from './exchange/claims.js';
@@ -188,7 +190,11 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
       );
       endWithActor(provider, sessions, options.auditLog);
       if (options.actorAuthentication) addStepUpDetails(provider);
-      const managementApi = createManagementApi(provider, options, { subjectTokens: store, sessions });
+      const managementApi = createManagementApi(provider, options, {
+        subjectTokens: store,
+        sessions,
+        ...(options.approvals ? { approvals: new ApprovalStore(pluginStore.approvals) } : {}),
+      });
       api = managementApi.middleware;
       handler = managementApiHandler(api, provider as unknown as EventEmitter);
       if (mountManagementApi) {
@@ -265,8 +271,9 @@ type GetResourceServerInfo = (
 ) => ResourceServer | Promise<ResourceServer>;
 
 /**
- * Answers for the Management API resource and passes every other resource to
- * the deployment's own function. The management scopes are handed out only
+ * Answers for the Management API resource, and for the customer's API when
+ * `approvals` is set (see customerResourceInfo), and passes every other
+ * resource to the deployment's own function. The management scopes are handed out only
  * through `client_credentials`, and only those the client's
  * `impersonation_management_scope` metadata lists: oidc-provider checks a
  * client's `scope` only for OIDC scopes, not for resource scopes, so without
@@ -279,6 +286,11 @@ function managementResourceInfo(
   assertReachable: (ctx: KoaContextWithOIDC) => void,
 ): GetResourceServerInfo {
   return async function getResourceServerInfo(ctx, resource, client) {
+    if (options.approvals && resource === options.approvals.customerResource) {
+      const info = customerResourceInfo(ctx, options.approvals, client);
+      assertReachable(ctx);
+      return info;
+    }
     if (resource !== options.managementResource) return existing(ctx, resource, client);
     const allowed = managementScopesOf(client);
     if (ctx.oidc.params?.['grant_type'] !== 'client_credentials' || !allowed.length) {

@@ -14,14 +14,53 @@ import { Ajv2020 } from 'ajv/dist/2020.js';
 import formats from 'ajv-formats';
 import { expect } from 'chai';
 import pg from 'pg';
+import { openPluginStore } from '../lib/adapters/plugin-store.js';
+import { newApprovalRequestId, type ApprovalRequest } from '../lib/approvals/record.js';
+import { ApprovalStore } from '../lib/approvals/store.js';
 import { createPostgresAuditLog } from '../lib/audit-postgres/index.js';
 import { REDIS_URL, redisTestAdapter } from './support/adapter.js';
 import { ACCESS_TOKEN, exchange, m2mToken, subjectToken, userAccessToken } from './support/http.js';
 import { DATABASE_URL, testSchema } from './support/postgres.js';
-import { API, CLIENTS, READ_SCOPE, REVOKE_SCOPE, startProvider, type TestProvider } from './support/provider.js';
+import {
+  API,
+  CLIENTS,
+  CUSTOMER_API,
+  CUSTOMER_SCOPE,
+  READ_SCOPE,
+  REVOKE_SCOPE,
+  startProvider,
+  type TestProvider,
+} from './support/provider.js';
 import { TcpRelay } from './support/relay.js';
 
 type Json = Record<string, unknown>;
+
+/** The customer API on every provider of this file; few grants per customer, so that the cap is reached. */
+const APPROVALS = { customerResource: CUSTOMER_API, maxGrantsPerCustomer: 2 };
+
+/** The customer's own sign-in, for the customer API. */
+function customerToken(tp: TestProvider, user: string, scope = `openid ${CUSTOMER_SCOPE}`): Promise<string> {
+  return userAccessToken(tp, user, { client: CLIENTS.customer, scope, resource: CUSTOMER_API });
+}
+
+/** A request waiting for `subject`'s answer, kept as the Management API keeps one. */
+async function pendingRequest(store: ApprovalStore, subject: string, expiresIn = 900): Promise<ApprovalRequest> {
+  const now = Math.floor(Date.now() / 1000);
+  const request: ApprovalRequest = {
+    id: newApprovalRequestId(),
+    subject,
+    actor: 'alice',
+    requestedBy: CLIENTS.backend.client_id,
+    clientId: CLIENTS.console.client_id,
+    context: { ticketId: 'T-7' },
+    resource: API,
+    scope: ['profile:read', 'profile:write'],
+    createdAt: now - 1,
+    expiresAt: now + expiresIn,
+  };
+  await store.saveRequest(request);
+  return request;
+}
 type Method = 'get' | 'post' | 'delete';
 
 const DESCRIPTION = new URL('../../docs/management-api.openapi.json', import.meta.url);
@@ -161,6 +200,9 @@ describe('Management API: the OpenAPI description matches the running service', 
   let admin: string;
   let reader: string;
   let sessionId: string;
+  let approvals: ApprovalStore;
+  let bob: string;
+  let carol: string;
 
   before(async () => {
     schema = await testSchema();
@@ -169,8 +211,12 @@ describe('Management API: the OpenAPI description matches the running service', 
       plugin: {
         auditLog: createPostgresAuditLog({ pool, schema }),
         canImpersonate: ({ subject }) => subject !== 'admin' || { reason: 'administrators cannot be impersonated' },
+        approvals: APPROVALS,
       },
     });
+    approvals = new ApprovalStore(openPluginStore(tp.adapter, 'provider adapter').approvals);
+    bob = await customerToken(tp, 'bob');
+    carol = await customerToken(tp, 'carol');
     creator = await m2mToken(tp);
     admin = await m2mToken(tp, CLIENTS.admin, `${READ_SCOPE} ${REVOKE_SCOPE}`);
     reader = await m2mToken(tp, CLIENTS.admin, READ_SCOPE);
@@ -351,6 +397,166 @@ describe('Management API: the OpenAPI description matches the running service', 
     });
   });
 
+  describe('GET and POST /api/support-access/grants', () => {
+    const path = '/api/support-access/grants';
+    it('201 and 200, and every refusal', async () => {
+      const given = await call(tp, 'post', path, path, {
+        token: bob,
+        conforming: true,
+        body: { duration: 3600, scope: ['profile:read'], resource: API, actorId: 'alice', note: 'invoice problem' },
+      });
+      expect(given.status).to.equal(201);
+      expect(
+        (await call(tp, 'post', path, path, { token: bob, conforming: true, body: { duration: 60 } })).status,
+      ).to.equal(201);
+      const listed = await call(tp, 'get', path, path, { token: bob });
+      expect(listed.body['items']).to.have.length(2);
+      expect((await call(tp, 'post', path, path, { token: bob, body: { duration: 60 } })).body['error']).to.equal(
+        'too_many_grants',
+      );
+      expect((await call(tp, 'post', path, path, { token: carol, body: { duration: 0 } })).status).to.equal(400);
+      expect(
+        (await call(tp, 'post', path, path, { token: carol, body: { duration: 60, scope: 'x' } })).status,
+      ).to.equal(400);
+      expect(
+        (await call(tp, 'post', path, path, { token: carol, body: { duration: 60, actor: 'x' } })).status,
+      ).to.equal(400);
+      expect(
+        (await call(tp, 'post', path, path, { token: carol, body: { duration: 60, note: 'x'.repeat(9000) } })).status,
+      ).to.equal(413);
+      expect((await call(tp, 'get', path, `${path}?limit=1`, { token: carol })).status).to.equal(400);
+      expect((await call(tp, 'get', path, path)).status).to.equal(401);
+      expect((await call(tp, 'post', path, path, { body: { duration: 60 } })).status).to.equal(401);
+      expect((await call(tp, 'get', path, path, { token: creator })).status).to.equal(401);
+      const narrow = await customerToken(tp, 'carol', 'openid');
+      expect((await call(tp, 'get', path, path, { token: narrow })).status).to.equal(403);
+      expect((await call(tp, 'post', path, path, { token: narrow, body: { duration: 60 } })).status).to.equal(403);
+    });
+  });
+
+  describe('DELETE /api/support-access/grants/{id}', () => {
+    const template = '/api/support-access/grants/{id}';
+    it('204, also when ended already; and every refusal', async () => {
+      const given = await call(tp, 'post', '/api/support-access/grants', '/api/support-access/grants', {
+        token: carol,
+        conforming: true,
+        body: { duration: 60 },
+      });
+      const path = `/api/support-access/grants/${given.body['id'] as string}`;
+      expect((await call(tp, 'delete', template, path, { token: bob })).status).to.equal(404);
+      expect((await call(tp, 'delete', template, `${path}?x=1`, { token: carol })).status).to.equal(400);
+      expect((await call(tp, 'delete', template, path)).status).to.equal(401);
+      expect(
+        (await call(tp, 'delete', template, path, { token: await customerToken(tp, 'carol', 'openid') })).status,
+      ).to.equal(403);
+      expect((await call(tp, 'delete', template, path, { token: carol })).status).to.equal(204);
+      expect((await call(tp, 'delete', template, path, { token: carol })).status).to.equal(204);
+      expect(
+        (await call(tp, 'delete', template, '/api/support-access/grants/agr_x', { token: carol })).status,
+      ).to.equal(404);
+    });
+  });
+
+  describe('GET /api/support-access/requests', () => {
+    const path = '/api/support-access/requests';
+    it('200, and every refusal', async () => {
+      const request = await pendingRequest(approvals, 'carol');
+      const listed = await call(tp, 'get', path, path, { token: carol });
+      expect((listed.body['items'] as Json[]).map((item) => item['id'])).to.include(request.id);
+      expect((await call(tp, 'get', path, `${path}?status=pending`, { token: carol })).status).to.equal(400);
+      expect((await call(tp, 'get', path, path)).status).to.equal(401);
+      expect(
+        (await call(tp, 'get', path, path, { token: await customerToken(tp, 'carol', 'openid') })).status,
+      ).to.equal(403);
+    });
+  });
+
+  describe('POST /api/support-access/requests/{id}/approve and /deny', () => {
+    const approve = '/api/support-access/requests/{id}/approve';
+    const deny = '/api/support-access/requests/{id}/deny';
+    const at = (id: string, action: string) => `/api/support-access/requests/${id}/${action}`;
+    it('200 for each answer, and every refusal', async () => {
+      const first = await pendingRequest(approvals, 'carol');
+      const approved = await call(tp, 'post', approve, at(first.id, 'approve'), {
+        token: carol,
+        conforming: true,
+        body: { duration: 600, scope: ['profile:read'] },
+      });
+      expect(approved.status).to.equal(200);
+      expect((approved.body['request'] as Json)['grant']).to.be.an('object');
+      expect(
+        (await call(tp, 'post', approve, at(first.id, 'approve'), { token: carol, body: { duration: 60 } })).body[
+          'error'
+        ],
+      ).to.equal('already_answered');
+      expect((await call(tp, 'post', deny, at(first.id, 'deny'), { token: carol })).status).to.equal(409);
+
+      const second = await pendingRequest(approvals, 'carol');
+      expect(
+        (await call(tp, 'post', approve, at(second.id, 'approve'), { token: bob, body: { duration: 60 } })).status,
+      ).to.equal(404);
+      expect((await call(tp, 'post', deny, at(second.id, 'deny'), { token: bob })).status).to.equal(404);
+      expect(
+        (
+          await call(tp, 'post', approve, at(second.id, 'approve'), {
+            token: carol,
+            body: { duration: 60, scope: ['admin'] },
+          })
+        ).status,
+      ).to.equal(400);
+      expect(
+        (await call(tp, 'post', deny, at(second.id, 'deny'), { token: carol, body: { reason: '' } })).status,
+      ).to.equal(400);
+      for (const [template, action] of [
+        [approve, 'approve'],
+        [deny, 'deny'],
+      ] as const) {
+        expect(
+          (
+            await call(tp, 'post', template, at(second.id, action), {
+              token: carol,
+              body: { reason: 'x'.repeat(9000) },
+            })
+          ).status,
+        ).to.equal(413);
+        expect((await call(tp, 'post', template, at(second.id, action), { body: { duration: 60 } })).status).to.equal(
+          401,
+        );
+        expect(
+          (
+            await call(tp, 'post', template, at(second.id, action), {
+              token: await customerToken(tp, 'carol', 'openid'),
+            })
+          ).status,
+        ).to.equal(403);
+      }
+      // Carol holds her most grants in force: approving would make one more.
+      await call(tp, 'post', '/api/support-access/grants', '/api/support-access/grants', {
+        token: carol,
+        conforming: true,
+        body: { duration: 60 },
+      });
+      expect(
+        (await call(tp, 'post', approve, at(second.id, 'approve'), { token: carol, body: { duration: 60 } })).status,
+      ).to.equal(429);
+      const denied = await call(tp, 'post', deny, at(second.id, 'deny'), {
+        token: carol,
+        conforming: true,
+        body: { reason: 'not now' },
+      });
+      expect(denied.body['request']).to.include({ status: 'denied', denialReason: 'not now' });
+      const bare = await pendingRequest(approvals, 'carol');
+      expect((await call(tp, 'post', deny, at(bare.id, 'deny'), { token: carol })).status).to.equal(200);
+
+      const late = await pendingRequest(approvals, 'carol', -1);
+      expect(
+        (await call(tp, 'post', approve, at(late.id, 'approve'), { token: carol, body: { duration: 60 } })).body[
+          'error'
+        ],
+      ).to.equal('request_expired');
+    });
+  });
+
   describe('GET /api/impersonations/revocations', () => {
     const path = '/api/impersonations/revocations';
     it('200 without credentials, pages by limit; 400 for an unknown parameter or a bad limit', async () => {
@@ -385,6 +591,7 @@ describe('Management API: the OpenAPI description matches the running service', 
     let downCreator: string;
     let downAdmin: string;
     let downSession: string;
+    let downCustomer: string;
 
     before(async () => {
       await redis.start();
@@ -393,8 +600,9 @@ describe('Management API: the OpenAPI description matches the running service', 
       downPool.on('error', () => {});
       down = await startProvider({
         adapter: redisTestAdapter({ url: redis.url }),
-        plugin: { auditLog: createPostgresAuditLog({ pool: downPool, schema }) },
+        plugin: { auditLog: createPostgresAuditLog({ pool: downPool, schema }), approvals: APPROVALS },
       });
+      downCustomer = await customerToken(down, 'bob');
       downCreator = await m2mToken(down);
       downAdmin = await m2mToken(down, CLIENTS.admin, `${READ_SCOPE} ${REVOKE_SCOPE}`);
       expect((await exchange(down, { subject_token: await subjectToken(down), resource: API })).status).to.equal(200);
@@ -424,9 +632,41 @@ describe('Management API: the OpenAPI description matches the running service', 
         }),
         await call(down, 'get', '/api/impersonations/revocations', '/api/impersonations/revocations'),
         await call(down, 'get', '/api/impersonations/events', '/api/impersonations/events', { token: downAdmin }),
+        ...(await customerCalls()),
       ];
       expect(answers.map((answer) => answer.status)).to.deep.equal(Array(answers.length).fill(503));
     });
+
+    /** Each endpoint of the customer API, with the customer's token from before the outage (a JWT: verified without the store). */
+    async function customerCalls() {
+      const grants = '/api/support-access/grants';
+      const request = `apr_${'A'.repeat(22)}`;
+      const options = { token: downCustomer, body: { duration: 60 } };
+      return [
+        await call(down, 'get', grants, grants, { token: downCustomer }),
+        await call(down, 'post', grants, grants, options),
+        await call(down, 'delete', `${grants}/{id}`, `${grants}/agr_${'A'.repeat(22)}`, { token: downCustomer }),
+        await call(down, 'get', '/api/support-access/requests', '/api/support-access/requests', {
+          token: downCustomer,
+        }),
+        await call(
+          down,
+          'post',
+          '/api/support-access/requests/{id}/approve',
+          `/api/support-access/requests/${request}/approve`,
+          options,
+        ),
+        await call(
+          down,
+          'post',
+          '/api/support-access/requests/{id}/deny',
+          `/api/support-access/requests/${request}/deny`,
+          {
+            token: downCustomer,
+          },
+        ),
+      ];
+    }
   });
 
   // Last: mocha runs a describe's own tests before its nested describes.

@@ -34,7 +34,8 @@ export function createCallerCheck(provider: Provider, options: ResolvedOptions) 
   };
 }
 
-function bearerToken(header: string): string | undefined {
+/** The token of an `Authorization: Bearer` header, when it holds one token and nothing else. */
+export function bearerToken(header: string): string | undefined {
   const match = /^Bearer +([A-Za-z0-9\-._~+/]+=*) *$/i.exec(header);
   return match?.[1];
 }

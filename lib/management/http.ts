@@ -28,9 +28,18 @@ export async function authorize(
 ): Promise<ManagementCaller> {
   const result = await storeCall(() => authenticate(ctx, { scope }));
   if ('clientId' in result && typeof result.clientId === 'string') return result;
-  const code = 'error' in result && result.error === 'insufficient_scope' ? 'insufficient_scope' : 'invalid_token';
+  throw refuseToken(ctx, result as { error?: unknown; description?: unknown }, scope);
+}
+
+/** The 401 `invalid_token` or 403 `insufficient_scope` of a refused bearer token, its challenge set on `ctx`. */
+export function refuseToken(
+  ctx: Koa.Context,
+  refusal: { error?: unknown; description?: unknown },
+  scope: string,
+): ManagementError {
+  const code = refusal.error === 'insufficient_scope' ? 'insufficient_scope' : 'invalid_token';
   const description =
-    ('description' in result && result.description) ||
+    (typeof refusal.description === 'string' && refusal.description) ||
     (code === 'invalid_token' ? 'the access token is invalid' : 'the access token lacks the required scope');
   const challenge =
     code === 'invalid_token'
@@ -38,7 +47,7 @@ export async function authorize(
       : `Bearer error="insufficient_scope", scope="${scope}"`;
   // A request without any credentials gets a bare challenge (RFC 6750 3.1).
   ctx.set('WWW-Authenticate', ctx.get('authorization') ? challenge : 'Bearer');
-  throw unauthorized(code, description);
+  return unauthorized(code, description);
 }
 
 /** A failure of the store behind a call is an outage (503), not a bug (500), and never a half-done write. */

@@ -1,6 +1,9 @@
 import Router from '@koa/router';
 import type Koa from 'koa';
 import type { Provider } from 'oidc-provider';
+import { createCustomerCheck } from '../approvals/customer.js';
+import { customerRoutes } from '../approvals/customer-routes.js';
+import type { ApprovalStore } from '../approvals/store.js';
 import type { ResolvedOptions } from '../options.js';
 import type { SessionStore } from '../sessions/store.js';
 import type { SubjectTokenStore } from '../subject-tokens/store.js';
@@ -28,14 +31,28 @@ export interface ManagementApi {
 export function createManagementApi(
   provider: Provider,
   options: ResolvedOptions,
-  stores: { subjectTokens: SubjectTokenStore; sessions: SessionStore },
+  stores: { subjectTokens: SubjectTokenStore; sessions: SessionStore; approvals?: ApprovalStore },
 ): ManagementApi {
   const authenticate = options.authenticateManagementRequest ?? createCallerCheck(provider, options);
   // Exact paths, as a proxy's exact-path rule would match them: no case folding, no trailing slash.
   const router = new Router({ sensitive: true, strict: true });
-  router.use([options.managementPath, options.sessionsPath], renderErrors, refuseUnstorableQuery);
+  const customerPath = options.approvals && stores.approvals ? options.approvals.customerPath : undefined;
+  router.use(
+    [options.managementPath, options.sessionsPath, ...(customerPath ? [customerPath] : [])],
+    renderErrors,
+    refuseUnstorableQuery,
+  );
   subjectTokenRoutes(router, provider, options, stores.subjectTokens, authenticate);
   impersonationRoutes(router, provider, options, stores.sessions, authenticate);
+  if (customerPath && options.approvals && stores.approvals) {
+    // The customer's own API: authenticated by the customer's access token, never by a Management API token.
+    customerRoutes(
+      router,
+      customerPath,
+      { provider, options, approvals: stores.approvals, sessions: stores.sessions },
+      createCustomerCheck(provider, options.approvals),
+    );
+  }
   // Composed here, once: wherever the deployment mounts it, it is whole.
   const routes = router.routes() as unknown as Koa.Middleware;
   const allowedMethods = router.allowedMethods() as unknown as Koa.Middleware;

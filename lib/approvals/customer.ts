@@ -1,0 +1,96 @@
+import type Koa from 'koa';
+import type { KoaContextWithOIDC, Provider, ResourceServer } from 'oidc-provider';
+import { verifyAccessToken } from '../access-token.js';
+import { invalidTarget } from '../errors.js';
+import { bearerToken } from '../management/caller.js';
+import { refuseToken, storeCall } from '../management/http.js';
+import type { ResolvedApprovalOptions } from './options.js';
+
+/** Who calls the customer's API: the customer (an account id), never a client and never an actor. */
+export interface Customer {
+  accountId: string;
+  /** The client the customer signed in to. */
+  clientId: string;
+}
+
+type Refusal = { error: 'invalid_token' | 'insufficient_scope'; description: string };
+
+/**
+ * The check of who calls the customer's API: a bearer access token of this
+ * provider, issued to the customer (an end-user token, never
+ * `client_credentials`) for `customerResource`, carrying `customerScope`.
+ * A token the token exchange issued is refused whatever else it carries:
+ * whoever impersonates a customer must never grant, approve or end anything
+ * in their name. Sender-constrained tokens are refused, as the Management
+ * API refuses them: this API checks no DPoP proof and no client certificate.
+ */
+export function createCustomerCheck(provider: Provider, approvals: ResolvedApprovalOptions) {
+  async function check(ctx: Koa.Context): Promise<Customer | Refusal> {
+    const value = bearerToken(ctx.get('authorization'));
+    if (!value) return refused('a Bearer access token is required');
+
+    const token = await verifyAccessToken(provider, value, 'AccessToken');
+    if (!token) return refused('the access token is invalid or expired');
+    // Before the audience: an impersonation token is named as such, whatever it is for.
+    if (token.act || token.impersonationSession !== undefined) {
+      return refused('an impersonation token cannot act for the customer it impersonates');
+    }
+    // A client_credentials JWT names its client as `sub`; an opaque one is not an AccessToken at all.
+    if (token.sub === token.clientId) return refused("the customer's own access token is required");
+    if (!token.audience.includes(approvals.customerResource)) {
+      return refused("the access token is not for the customer's support-access API");
+    }
+    if (token.cnf) return refused('sender-constrained access tokens are not accepted here');
+    if (!token.scopes.has(approvals.customerScope)) {
+      return {
+        error: 'insufficient_scope',
+        description: `the access token lacks the ${approvals.customerScope} scope`,
+      };
+    }
+    return { accountId: token.sub, clientId: token.clientId };
+  }
+
+  /** The customer, or a 401/403 with its `WWW-Authenticate` challenge. */
+  return async function authorizeCustomer(ctx: Koa.Context): Promise<Customer> {
+    const result = await storeCall(() => check(ctx));
+    if ('accountId' in result) return result;
+    throw refuseToken(ctx, result, approvals.customerScope);
+  };
+}
+
+/** The routes at which oidc-provider resolves a resource for a user's sign-in, and the grants that redeem it. */
+const SIGN_IN_ROUTES = new Set(['authorization', 'resume', 'pushed_authorization_request']);
+const CUSTOMER_GRANTS = new Set(['authorization_code', 'refresh_token']);
+
+/** The customer token's lifetime, seconds: short, as it may grant access to the customer's whole account. */
+export const CUSTOMER_TOKEN_TTL = 600;
+
+/**
+ * What `getResourceServerInfo` answers for `customerResource`: the customer
+ * scope, as a short-lived JWT, for a user's own sign-in only (the
+ * authorization code flow and its refresh). `client_credentials` is refused,
+ * and so is the token exchange: an impersonation never obtains a token for
+ * the customer's API. The device and CIBA flows are refused too, as anything
+ * not listed: a customer signs in to grant access themselves. So is a client
+ * with pairwise subject identifiers, whose tokens' `sub` is no account id.
+ */
+export function customerResourceInfo(
+  ctx: KoaContextWithOIDC,
+  approvals: ResolvedApprovalOptions,
+  client: { subjectType?: string },
+): ResourceServer {
+  // A pairwise client's tokens name the customer by an identifier of that client's, not by their account.
+  if (client.subjectType === 'pairwise') {
+    throw invalidTarget('a client with pairwise subject identifiers may not obtain tokens for the support-access API');
+  }
+  const { route } = ctx.oidc;
+  const grantType = ctx.oidc.params?.['grant_type'];
+  const allowed =
+    SIGN_IN_ROUTES.has(route) || (route === 'token' && typeof grantType === 'string' && CUSTOMER_GRANTS.has(grantType));
+  if (!allowed) throw invalidTarget("only a customer's own sign-in may obtain tokens for the support-access API");
+  return { scope: approvals.customerScope, accessTokenFormat: 'jwt', accessTokenTTL: CUSTOMER_TOKEN_TTL };
+}
+
+function refused(description: string): Refusal {
+  return { error: 'invalid_token', description };
+}
