@@ -20,6 +20,8 @@ import {
   type IndexEntry,
   type SortedIndexes,
 } from './contract.js';
+import type { OutboxCapable, OutboxStore } from '../outbox/contract.js';
+import { createMemoryOutbox } from '../outbox/memory.js';
 
 export interface MemoryAdapterOptions {
   /** Most entries of each model not named in `limits`. Default 100,000. */
@@ -239,13 +241,20 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
     store.indexedMembers -= 1;
   }
 
-  class MemoryAdapter implements Adapter, AtomicConsume, SortedIndexes {
+  let outbox: OutboxStore | undefined;
+
+  class MemoryAdapter implements Adapter, AtomicConsume, SortedIndexes, OutboxCapable {
     readonly #name: string;
     readonly #store: ModelStore;
 
     constructor(name: string) {
       this.#name = name;
       this.#store = modelStore(name);
+    }
+
+    /** The webhooks' outbox, one per createMemoryAdapter(): instances sharing the class share it. */
+    outbox(): OutboxStore {
+      return (outbox ??= createMemoryOutbox());
     }
 
     static stats(): MemoryAdapterStats {

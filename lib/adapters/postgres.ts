@@ -19,6 +19,9 @@ import {
   type IndexEntry,
   type SortedIndexes,
 } from './contract.js';
+import type { OutboxCapable, OutboxStore } from '../outbox/contract.js';
+import { createPostgresOutbox, outboxDdl } from '../outbox/postgres.js';
+import { migrateUnderLock } from '../postgres/migration.js';
 import { lastByKey, StatementBatch } from '../postgres/batch.js';
 import { assertPlainIdentifiers } from '../postgres/identifier.js';
 import { openPool, type PoolSource } from '../postgres/pool.js';
@@ -300,7 +303,30 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
     return deleted;
   }
 
-  class PostgresAdapter implements Adapter, AtomicConsume, SortedIndexes {
+  let outbox: OutboxStore | undefined;
+  const outboxTables = {
+    entries: qualified(options.schema, `${table}_outbox`),
+    drops: qualified(options.schema, `${table}_outbox_drops`),
+    streamIndex: `"${table}_outbox_stream"`,
+    subscriptionIndex: `"${table}_outbox_subscription"`,
+  };
+  let outboxMigrating: Promise<void> | undefined;
+  /** The outbox's tables are made on its first use: a deployment without webhooks never has them. */
+  async function runOutbox(text: string, values: unknown[], operation: string): Promise<pg.QueryResult> {
+    if (closed) throw unavailable('the PostgreSQL adapter is disconnected');
+    outboxMigrating ??= migrateUnderLock(pool, names.lock, outboxDdl(outboxTables)).catch((error: unknown) => {
+      outboxMigrating = undefined;
+      throw storeError('migration', error);
+    });
+    await outboxMigrating;
+    try {
+      return await pool.query(text, values);
+    } catch (error) {
+      throw storeError(operation, error);
+    }
+  }
+
+  class PostgresAdapter implements Adapter, AtomicConsume, SortedIndexes, OutboxCapable {
     readonly #name: string;
 
     constructor(name: string) {
@@ -326,6 +352,11 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
 
     static disconnect(): Promise<void> {
       return PostgresAdapter.close();
+    }
+
+    /** The webhooks' outbox, one per createPostgresAdapter(), in `<table>_outbox` and `<table>_outbox_drops`. */
+    outbox(): OutboxStore {
+      return (outbox ??= createPostgresOutbox(outboxTables, runOutbox));
     }
 
     async upsert(id: string, payload: AdapterPayload, expiresIn?: number): Promise<void> {
@@ -462,4 +493,8 @@ function storeError(operation: string, error: unknown): Error {
         : 'unknown error';
   // The SQLSTATE tells a value PostgreSQL refused (isDataError) from an outage.
   return postgresFailed(operation, reason, typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) ? code : undefined);
+}
+
+function qualified(schema: string | undefined, name: string): string {
+  return schema ? `"${schema}"."${name}"` : `"${name}"`;
 }

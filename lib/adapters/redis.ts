@@ -19,6 +19,8 @@ import {
   type IndexEntry,
   type SortedIndexes,
 } from './contract.js';
+import type { OutboxCapable, OutboxStore } from '../outbox/contract.js';
+import { createRedisOutbox } from '../outbox/redis.js';
 import { invalidCall, invalidOption, unavailable } from '../errors/standalone.js';
 
 export interface RedisAdapterOptions {
@@ -247,7 +249,9 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
   // the one saved last, a remembered pointer may name the other.)
   const uidPointers = new LRUCache<string, string>({ max: REMEMBERED_UIDS });
 
-  class RedisAdapter implements Adapter, AtomicConsume, SortedIndexes {
+  let outbox: OutboxStore | undefined;
+
+  class RedisAdapter implements Adapter, AtomicConsume, SortedIndexes, OutboxCapable {
     readonly #name: string;
 
     constructor(name: string) {
@@ -263,6 +267,11 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
 
     static disconnect(): Promise<void> {
       return RedisAdapter.close();
+    }
+
+    /** The webhooks' outbox, one per createRedisAdapter(), under the same key prefix. */
+    outbox(): OutboxStore {
+      return (outbox ??= createRedisOutbox(client, prefix, () => (isReady() ? Promise.resolve() : whenReady())));
     }
 
     #key(id: string): string {

@@ -1,0 +1,89 @@
+/**
+ * The outbox: what is to be delivered, kept in the plugin's store beside the
+ * state it reports, and handed to delivering instances under a lease.
+ *
+ * Entries are kept per stream (a subscription and a subject): a stream's
+ * entries go out in the order they were appended, one at a time, and its next
+ * entry waits until the one before was delivered or dead-lettered. An entry
+ * claimed by an instance is leased to it until `leaseUntil`; should that
+ * instance die, the lease runs out and another claims the entry again (the
+ * receiver then sees it twice: delivery is at least once).
+ *
+ * Imports nothing else of `lib/`, like the adapters' contract it extends.
+ */
+
+/** An entry to append: `body` is opaque to the store (the payload, already serialised). */
+export interface NewOutboxEntry {
+  /** Unique per event and subscription; the `webhook-id` receivers deduplicate by. */
+  id: string;
+  subscription: string;
+  /** Whose entries are kept in order: the impersonated subject. */
+  subject: string;
+  body: string;
+}
+
+/** A claimed entry: leased to the caller until `leaseUntil` (ms since the epoch). */
+export interface LeasedEntry extends NewOutboxEntry {
+  /** When it was appended (ms since the epoch). */
+  createdAt: number;
+  /** Deliveries attempted so far, this one included. */
+  attempts: number;
+  /** Names this lease: settling with an expired or superseded lease changes nothing. */
+  lease: string;
+  leaseUntil: number;
+}
+
+export type Settlement =
+  { outcome: 'delivered' } | { outcome: 'retry'; at: number } | { outcome: 'dead'; reason: string };
+
+/** An entry that will not be delivered, kept for inspection until `deadAt` + the retention. */
+export interface DeadLetter {
+  id: string;
+  subscription: string;
+  subject: string;
+  body: string;
+  createdAt: number;
+  attempts: number;
+  deadAt: number;
+  reason: string;
+}
+
+export interface OutboxStats {
+  /** Per subscription: entries waiting (leased ones included), dead letters kept, entries dropped at the bound. */
+  subscriptions: Record<string, { pending: number; dead: number; dropped: number }>;
+}
+
+export interface OutboxStore {
+  /**
+   * Appends the entries (at most one per subscription per call); an entry
+   * whose subscription already has `maxPending` entries waiting is dropped
+   * and counted instead. Resolves the subscriptions whose entry was dropped.
+   * Rejects when the store cannot be reached: nothing of a failed call counts.
+   */
+  append(entries: readonly NewOutboxEntry[], maxPending: number, now: number): Promise<string[]>;
+  /**
+   * Leases up to `limit` entries, each the first waiting entry of its stream,
+   * due (`now` at or after its next attempt), and not leased to anyone (or
+   * whose lease ran out). Also drops dead letters older than `deadBefore`.
+   */
+  claim(limit: number, leaseMs: number, now: number, deadBefore: number): Promise<LeasedEntry[]>;
+  /** Settles a leased entry; resolves `false`, changing nothing, when the lease is no longer the holder's. */
+  settle(entry: LeasedEntry, settlement: Settlement, now: number): Promise<boolean>;
+  stats(): Promise<OutboxStats>;
+  /** Dead letters, latest first, at most `limit`. */
+  deadLetters(limit: number): Promise<DeadLetter[]>;
+}
+
+/** An adapter instance that keeps an outbox: `outbox()` returns the one store of its adapter class. */
+export interface OutboxCapable {
+  outbox(): OutboxStore;
+}
+
+export function hasOutbox(adapter: object): adapter is OutboxCapable {
+  return typeof (adapter as Partial<OutboxCapable>).outbox === 'function';
+}
+
+/** The stream an entry belongs to; a subscription id never holds a newline (the options refuse it). */
+export function streamOf(entry: Pick<NewOutboxEntry, 'subscription' | 'subject'>): string {
+  return `${entry.subscription}\n${entry.subject}`;
+}

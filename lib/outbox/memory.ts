@@ -1,0 +1,119 @@
+import { randomUUID } from 'node:crypto';
+import {
+  streamOf,
+  type DeadLetter,
+  type LeasedEntry,
+  type NewOutboxEntry,
+  type OutboxStats,
+  type OutboxStore,
+  type Settlement,
+} from './contract.js';
+
+interface Waiting extends NewOutboxEntry {
+  createdAt: number;
+  attempts: number;
+  nextAt: number;
+  lease?: string;
+  leaseUntil: number;
+}
+
+/**
+ * The outbox in the process's memory: every operation is synchronous, so
+ * several plugin instances sharing one memory adapter never claim an entry
+ * twice. A stream is an array; the streams are kept in insertion order.
+ */
+export function createMemoryOutbox(): OutboxStore {
+  const streams = new Map<string, Waiting[]>();
+  const pending = new Map<string, number>();
+  const dropped = new Map<string, number>();
+  const dead = new Map<string, DeadLetter>();
+
+  const add = (counts: Map<string, number>, key: string, by: number): void => {
+    counts.set(key, (counts.get(key) ?? 0) + by);
+  };
+
+  function remove(entry: LeasedEntry): Waiting | undefined {
+    const stream = streamOf(entry);
+    const queue = streams.get(stream);
+    const head = queue?.[0];
+    if (!queue || !head || head.id !== entry.id || head.lease !== entry.lease) return undefined;
+    queue.shift();
+    if (!queue.length) streams.delete(stream);
+    add(pending, entry.subscription, -1);
+    return head;
+  }
+
+  return {
+    append(entries, maxPending, now) {
+      const refused: string[] = [];
+      for (const entry of entries) {
+        if ((pending.get(entry.subscription) ?? 0) >= maxPending) {
+          add(dropped, entry.subscription, 1);
+          refused.push(entry.subscription);
+          continue;
+        }
+        const stream = streamOf(entry);
+        const queue = streams.get(stream) ?? [];
+        queue.push({ ...entry, createdAt: now, attempts: 0, nextAt: now, leaseUntil: 0 });
+        streams.set(stream, queue);
+        add(pending, entry.subscription, 1);
+      }
+      return Promise.resolve(refused);
+    },
+
+    claim(limit, leaseMs, now, deadBefore) {
+      for (const [id, letter] of dead) if (letter.deadAt < deadBefore) dead.delete(id);
+      const claimed: LeasedEntry[] = [];
+      for (const queue of streams.values()) {
+        if (claimed.length >= limit) break;
+        const head = queue[0];
+        if (!head || head.nextAt > now || head.leaseUntil > now) continue;
+        head.lease = randomUUID();
+        head.leaseUntil = now + leaseMs;
+        head.attempts += 1;
+        const { nextAt: _nextAt, ...leased } = head;
+        claimed.push({ ...leased, lease: head.lease });
+      }
+      return Promise.resolve(claimed);
+    },
+
+    settle(entry, settlement: Settlement, now) {
+      const queue = streams.get(streamOf(entry));
+      const head = queue?.[0];
+      if (!head || head.id !== entry.id || head.lease !== entry.lease) return Promise.resolve(false);
+      if (settlement.outcome === 'retry') {
+        head.lease = undefined;
+        head.leaseUntil = 0;
+        head.nextAt = settlement.at;
+        return Promise.resolve(true);
+      }
+      const removed = remove(entry);
+      if (removed && settlement.outcome === 'dead') {
+        dead.set(`${removed.subscription}\n${removed.id}`, {
+          id: removed.id,
+          subscription: removed.subscription,
+          subject: removed.subject,
+          body: removed.body,
+          createdAt: removed.createdAt,
+          attempts: removed.attempts,
+          deadAt: now,
+          reason: settlement.reason,
+        });
+      }
+      return Promise.resolve(true);
+    },
+
+    stats() {
+      const subscriptions: OutboxStats['subscriptions'] = {};
+      const of = (name: string) => (subscriptions[name] ??= { pending: 0, dead: 0, dropped: 0 });
+      for (const [name, count] of pending) if (count) of(name).pending = count;
+      for (const [name, count] of dropped) of(name).dropped = count;
+      for (const letter of dead.values()) of(letter.subscription).dead += 1;
+      return Promise.resolve({ subscriptions });
+    },
+
+    deadLetters(limit) {
+      return Promise.resolve([...dead.values()].sort((a, b) => b.deadAt - a.deadAt).slice(0, limit));
+    },
+  };
+}

@@ -1,0 +1,207 @@
+/**
+ * The outbox on Redis: every key carries the same hash tag, so the whole
+ * outbox lives in one Cluster slot and each operation is one Lua script over
+ * keys it names (a notification outbox is small and seldom written; one
+ * slot costs nothing and keeps each operation atomic).
+ *
+ * Keys (`<tag>` = `{<prefix>impersonation-outbox}`):
+ *   <tag>:seq       counter: the append order
+ *   <tag>:queue     sorted set, all scores 0: `<stream>\0<seq, 16 digits>` (a stream's entries, in order, by ZRANGEBYLEX)
+ *   <tag>:heads     sorted set: stream -> when its first entry may next be claimed (due time, or lease deadline)
+ *   <tag>:entries   hash: queue member -> entry JSON (opaque to the scripts)
+ *   <tag>:attempts  hash: queue member -> deliveries attempted
+ *   <tag>:leases    hash: queue member -> the lease's name
+ *   <tag>:pending   hash: subscription -> entries waiting
+ *   <tag>:dropped   hash: subscription -> entries dropped at the bound
+ *   <tag>:dead      sorted set: queue member -> when it was dead-lettered
+ *   <tag>:reasons   hash: queue member -> why
+ */
+import { randomUUID } from 'node:crypto';
+import type { Cluster, Redis } from 'ioredis';
+import {
+  streamOf,
+  type DeadLetter,
+  type LeasedEntry,
+  type NewOutboxEntry,
+  type OutboxStats,
+  type OutboxStore,
+} from './contract.js';
+
+const KEY_NAMES = ['seq', 'queue', 'heads', 'entries', 'attempts', 'leases', 'pending', 'dropped', 'dead', 'reasons'];
+
+// KEYS are always the ten above, in that order.
+const PRELUDE = `
+local seq, queue, heads, entries, attempts, leases, pending, dropped, dead, reasons =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
+local function first_of(stream)
+  local member = redis.call('ZRANGEBYLEX', queue, '[' .. stream .. '\\0', '(' .. stream .. '\\1', 'LIMIT', 0, 1)
+  return member[1]
+end
+`;
+
+const SCRIPTS = {
+  // ARGV: maxPending, now, then per entry: subscription, stream, entry JSON.
+  impersonationOutboxAppend: `${PRELUDE}
+local max, now = tonumber(ARGV[1]), tonumber(ARGV[2])
+local refused = {}
+for i = 3, #ARGV, 3 do
+  local subscription, stream = ARGV[i], ARGV[i + 1]
+  if tonumber(redis.call('HGET', pending, subscription) or '0') >= max then
+    redis.call('HINCRBY', dropped, subscription, 1)
+    refused[#refused + 1] = subscription
+  else
+    local member = stream .. '\\0' .. string.format('%016d', redis.call('INCR', seq))
+    redis.call('ZADD', queue, 0, member)
+    redis.call('HSET', entries, member, ARGV[i + 2])
+    redis.call('HINCRBY', pending, subscription, 1)
+    redis.call('ZADD', heads, 'NX', now, stream)
+  end
+end
+return refused`,
+  // ARGV: now, limit, leaseMs, lease prefix, deadBefore.
+  impersonationOutboxClaim: `${PRELUDE}
+local now, limit, leaseMs, prefix, deadBefore = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4], ARGV[5]
+for _, member in ipairs(redis.call('ZRANGEBYSCORE', dead, '-inf', '(' .. deadBefore)) do
+  redis.call('HDEL', entries, member)
+  redis.call('HDEL', reasons, member)
+  redis.call('HDEL', attempts, member)
+end
+redis.call('ZREMRANGEBYSCORE', dead, '-inf', '(' .. deadBefore)
+local claimed = {}
+for _, stream in ipairs(redis.call('ZRANGEBYSCORE', heads, '-inf', now, 'LIMIT', 0, limit)) do
+  local member = first_of(stream)
+  if member == nil then
+    redis.call('ZREM', heads, stream)
+  else
+    local lease = prefix .. ':' .. member
+    redis.call('HSET', leases, member, lease)
+    local count = redis.call('HINCRBY', attempts, member, 1)
+    redis.call('ZADD', heads, now + leaseMs, stream)
+    claimed[#claimed + 1] = { member, redis.call('HGET', entries, member), count, lease }
+  end
+end
+return claimed`,
+  // ARGV: member, lease, outcome (delivered | retry | dead), now, retry time or reason, subscription, stream.
+  impersonationOutboxSettle: `${PRELUDE}
+local member, lease, outcome, now, detail, subscription, stream = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7]
+if redis.call('HGET', leases, member) ~= lease or first_of(stream) ~= member then return 0 end
+redis.call('HDEL', leases, member)
+if outcome == 'retry' then
+  redis.call('ZADD', heads, detail, stream)
+  return 1
+end
+redis.call('ZREM', queue, member)
+redis.call('HINCRBY', pending, subscription, -1)
+if outcome == 'dead' then
+  redis.call('ZADD', dead, now, member)
+  redis.call('HSET', reasons, member, detail)
+else
+  redis.call('HDEL', entries, member)
+  redis.call('HDEL', attempts, member)
+end
+if first_of(stream) == nil then redis.call('ZREM', heads, stream) else redis.call('ZADD', heads, now, stream) end
+return 1`,
+};
+
+type Reply = [string, string, number, string];
+interface ScriptedClient {
+  impersonationOutboxAppend(...args: (string | number)[]): Promise<string[]>;
+  impersonationOutboxClaim(...args: (string | number)[]): Promise<Reply[]>;
+  impersonationOutboxSettle(...args: (string | number)[]): Promise<number>;
+}
+
+interface StoredEntry extends NewOutboxEntry {
+  createdAt: number;
+}
+
+/** `ready` waits for a usable connection, as the adapter's own calls do. */
+export function createRedisOutbox(client: Redis | Cluster, prefix: string, ready: () => Promise<void>): OutboxStore {
+  for (const [name, lua] of Object.entries(SCRIPTS))
+    client.defineCommand(name, { numberOfKeys: KEY_NAMES.length, lua });
+  const tag = `${prefix}{${prefix}impersonation-outbox}`;
+  const keys = KEY_NAMES.map((name) => `${tag}:${name}`);
+  const [, , , entriesKey, attemptsKey, , pendingKey, droppedKey, deadKey, reasonsKey] = keys as [
+    string,
+    string,
+    string,
+    string,
+    string,
+    string,
+    string,
+    string,
+    string,
+    string,
+  ];
+  const redis = client as unknown as ScriptedClient;
+  const memberOf = (entry: LeasedEntry): string => entry.lease.slice(entry.lease.indexOf(':') + 1);
+
+  return {
+    async append(entries, maxPending, now) {
+      await ready();
+      const args = entries.flatMap((entry) => {
+        const stored: StoredEntry = { ...entry, createdAt: now };
+        return [entry.subscription, streamOf(entry), JSON.stringify(stored)];
+      });
+      return redis.impersonationOutboxAppend(...keys, maxPending, now, ...args);
+    },
+
+    async claim(limit, leaseMs, now, deadBefore) {
+      await ready();
+      const replies = await redis.impersonationOutboxClaim(...keys, now, limit, leaseMs, randomUUID(), deadBefore);
+      return replies.map(([, json, attempts, lease]) => {
+        const stored = JSON.parse(json) as StoredEntry;
+        return { ...stored, attempts: Number(attempts), lease, leaseUntil: now + leaseMs };
+      });
+    },
+
+    async settle(entry, settlement, now) {
+      await ready();
+      const detail =
+        settlement.outcome === 'retry' ? settlement.at : settlement.outcome === 'dead' ? settlement.reason : '';
+      const settled = await redis.impersonationOutboxSettle(
+        ...keys,
+        memberOf(entry),
+        entry.lease,
+        settlement.outcome,
+        now,
+        detail,
+        entry.subscription,
+        streamOf(entry),
+      );
+      return settled === 1;
+    },
+
+    async stats() {
+      await ready();
+      const [pending, dropped, deadMembers] = await Promise.all([
+        client.hgetall(pendingKey),
+        client.hgetall(droppedKey),
+        client.zrange(deadKey, 0, -1),
+      ]);
+      const subscriptions: OutboxStats['subscriptions'] = {};
+      const of = (name: string) => (subscriptions[name] ??= { pending: 0, dead: 0, dropped: 0 });
+      for (const [name, count] of Object.entries(pending)) if (Number(count)) of(name).pending = Number(count);
+      for (const [name, count] of Object.entries(dropped)) of(name).dropped = Number(count);
+      for (const member of deadMembers) of(member.slice(0, member.indexOf('\n'))).dead += 1;
+      return { subscriptions };
+    },
+
+    async deadLetters(limit) {
+      await ready();
+      const members = await client.zrevrange(deadKey, 0, limit - 1, 'WITHSCORES');
+      const letters: DeadLetter[] = [];
+      for (let i = 0; i < members.length; i += 2) {
+        const member = members[i] as string;
+        const [json, attempts, reason] = await Promise.all([
+          client.hget(entriesKey, member),
+          client.hget(attemptsKey, member),
+          client.hget(reasonsKey, member),
+        ]);
+        if (json === null) continue;
+        const stored = JSON.parse(json) as StoredEntry;
+        letters.push({ ...stored, attempts: Number(attempts), deadAt: Number(members[i + 1]), reason: reason ?? '' });
+      }
+      return letters;
+    },
+  };
+}
