@@ -56,3 +56,23 @@ export { createMemoryAuditLog } from './audit/memory.js';
 export type { MemoryAuditLog, MemoryAuditLogOptions } from './audit/memory.js';
 export type { AuditEntry, AuditRow, ChainedRow, VerifyCheck, VerifyResult } from './audit/chain.js';
 export type { AuditLog, AuditPage, AuditQueryFilter, AuditSink } from './audit/sink.js';
+export { WEBHOOK_EVENTS } from './webhooks/options.js';
+export type {
+  ResolvedWebhookOptions,
+  WebhookEventName,
+  WebhookOptions,
+  WebhookSubscription,
+} from './webhooks/options.js';
+export type { WebhookPayload } from './webhooks/payload.js';
+export { WEBHOOK_DROPPED } from './webhooks/notify.js';
+export { WEBHOOK_DEAD_LETTERED, WEBHOOK_GONE } from './webhooks/worker.js';
+export type { WebhookDelivery } from './webhooks/worker.js';
+export type {
+  DeadLetter,
+  LeasedEntry,
+  NewOutboxEntry,
+  OutboxCapable,
+  OutboxStats,
+  OutboxStore,
+  Settlement,
+} from './outbox/contract.js';

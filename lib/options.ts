@@ -6,6 +6,7 @@ import type { AuditSink } from './audit/sink.js';
 import type { JsonObject } from './json.js';
 import { invalidArgument, invalidOption } from './errors.js';
 import { refuseUnknownOptions } from './option-names.js';
+import { resolveWebhookOptions, type ResolvedWebhookOptions, type WebhookOptions } from './webhooks/options.js';
 
 export type { JsonObject, JsonPrimitive, JsonValue } from './json.js';
 
@@ -135,6 +136,12 @@ export interface ImpersonationOptions {
    * and no subject-token request waits for a customer.
    */
   approvals?: ApprovalOptions;
+  /**
+   * Webhooks: notifications of impersonations starting and stopping, kept in
+   * the plugin's store and delivered signed, at least once (docs/webhooks.md).
+   * Default: none.
+   */
+  webhooks?: WebhookOptions;
 }
 
 export type ResolvedOptions = Required<
@@ -148,6 +155,7 @@ export type ResolvedOptions = Required<
     | 'auditLog'
     | 'store'
     | 'approvals'
+    | 'webhooks'
   >
 > &
   Pick<
@@ -159,7 +167,7 @@ export type ResolvedOptions = Required<
     | 'actorAuthentication'
     | 'auditLog'
     | 'store'
-  > & { approvals?: ResolvedApprovalOptions };
+  > & { approvals?: ResolvedApprovalOptions; webhooks?: ResolvedWebhookOptions };
 
 const DEFAULTS = {
   managementScope: 'subject-tokens:create',
@@ -199,6 +207,7 @@ const OPTION_NAMES = Object.keys({
   customClaimsTimeout: true,
   environmentVariables: true,
   approvals: true,
+  webhooks: true,
 } satisfies Record<keyof ImpersonationOptions, true>);
 
 const ACTOR_AUTHENTICATION_NAMES = Object.keys({ maxAge: true, acrValues: true } satisfies Record<
@@ -290,9 +299,11 @@ export function resolveOptions(input: ImpersonationOptions): ResolvedOptions {
           scopes: [...managementScopes(options)],
           paths: [options.managementPath, options.sessionsPath],
         });
+  const webhooks = options.webhooks === undefined ? undefined : resolveWebhookOptions(options.webhooks);
   return Object.freeze({
     ...options,
     ...(approvals ? { approvals } : {}),
+    ...(webhooks ? { webhooks } : {}),
     actorClients: Object.freeze([...options.actorClients]) as string[],
     environmentVariables: Object.freeze({ ...env }),
   });

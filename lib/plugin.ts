@@ -28,6 +28,8 @@ import { assertModelInternals, providerAdapter, providerConfiguration } from './
 import { endWithActor } from './sessions/actor-end.js';
 import { SessionStore } from './sessions/store.js';
 import { SubjectTokenStore } from './subject-tokens/store.js';
+import { attachNotifier } from './webhooks/notify.js';
+import { startDelivery, type WebhookDelivery } from './webhooks/worker.js';
 
 export interface InstallOptions {
   /**
@@ -72,12 +74,19 @@ export interface Impersonation {
    * paths and passes every other request to `next`. Available after install().
    */
   managementApiHandler(): ManagementApiHandler;
+  /**
+   * The webhooks' delivery on the provider install() was last called for:
+   * statistics (entries waiting, dead letters, drops), dead letters, and
+   * `stop()`, which a process shutting down calls (docs/webhooks.md). Delivery
+   * starts with install(); its timers never keep a process alive.
+   */
+  webhooks(): WebhookDelivery;
 }
 
 export function createImpersonation(input: ImpersonationOptions): Impersonation {
   const options = resolveOptions(input);
   // Opened (and checked) now, so that a store unfit for the plugin fails at start-up, naming the option.
-  const ownStore = options.store && openPluginStore(options.store, 'store option');
+  const ownStore = options.store && openPluginStore(options.store, 'store option', options.webhooks !== undefined);
   const claims = new ExchangeClaims();
   const configured = new WeakSet<object>();
   const scopes = managementScopes(options);
@@ -85,6 +94,7 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
   const servedBy = new WeakMap<object, ServedRequests>();
   let api: Koa.Middleware | undefined;
   let handler: ManagementApiHandler | undefined;
+  let delivery: WebhookDelivery | undefined;
 
   /**
    * A request through a provider whose composed middleware lacks the
@@ -176,7 +186,8 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
       assertModelInternals(provider);
       if (mountManagementApi && middlewareComposed(provider)) throw calledTooLate(MOUNTED_TOO_EARLY);
       // Without a store of its own, the plugin's records live in the provider's adapter, which must then be fit for them.
-      const pluginStore = ownStore || openPluginStore(providerAdapter(provider), 'provider adapter');
+      const pluginStore =
+        ownStore || openPluginStore(providerAdapter(provider), 'provider adapter', options.webhooks !== undefined);
       const store = new SubjectTokenStore(pluginStore.subjectTokens);
       const sessions = new SessionStore(pluginStore.sessions);
       // Every check passed: from here on the provider is changed, and a second install() is refused.
@@ -195,6 +206,10 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
         sessions,
         ...(options.approvals ? { approvals: new ApprovalStore(pluginStore.approvals) } : {}),
       });
+      if (options.webhooks && pluginStore.outbox) {
+        attachNotifier(provider, pluginStore.outbox, options.webhooks);
+        delivery = startDelivery(provider, pluginStore.outbox, options.webhooks);
+      }
       api = managementApi.middleware;
       handler = managementApiHandler(api, provider as unknown as EventEmitter);
       if (mountManagementApi) {
@@ -207,6 +222,18 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
       if (!api)
         throw invalidCall('impersonation.managementApi', 'call impersonation.install(provider) before managementApi()');
       return api;
+    },
+
+    webhooks() {
+      if (!delivery) {
+        throw invalidCall(
+          'impersonation.webhooks',
+          options.webhooks
+            ? 'call impersonation.install(provider) before webhooks()'
+            : 'the "webhooks" option is not set: there is no delivery',
+        );
+      }
+      return delivery;
     },
 
     managementApiHandler() {

@@ -4,6 +4,7 @@ import { APPROVAL_MODEL } from '../approvals/store.js';
 import { SESSION_MODEL } from '../sessions/store.js';
 import { SUBJECT_TOKEN_MODEL } from '../subject-tokens/store.js';
 import { unfitStore } from '../errors/standalone.js';
+import { hasOutbox, type OutboxStore } from '../outbox/contract.js';
 
 /**
  * Where the guide is for someone who installed the package: the path from
@@ -16,7 +17,12 @@ export interface PluginStore {
   subjectTokens: AtomicAdapter;
   sessions: ImpersonationAdapter;
   approvals: ImpersonationAdapter;
+  /** Present when the plugin delivers webhooks. */
+  outbox?: OutboxStore;
 }
+
+/** The adapter model name whose instance hands out the outbox. */
+export const OUTBOX_MODEL = 'ImpersonationOutbox';
 
 /**
  * Opens the plugin's models on `source` and refuses a store that could not
@@ -24,7 +30,11 @@ export interface PluginStore {
  * twice; without sorted indexes, sessions could be neither listed nor revoked.
  * `owner` names where the store came from, for the error.
  */
-export function openPluginStore(source: AdapterSource, owner: 'store option' | 'provider adapter'): PluginStore {
+export function openPluginStore(
+  source: AdapterSource,
+  owner: 'store option' | 'provider adapter',
+  withOutbox = false,
+): PluginStore {
   const where = owner === 'store option' ? 'createImpersonation: option "store"' : "the provider's adapter";
   const remedy =
     owner === 'store option'
@@ -47,5 +57,13 @@ export function openPluginStore(source: AdapterSource, owner: 'store option' | '
   }
   // The same adapter source as the sessions, so it has what they were just checked for.
   const approvals = instantiateAdapter(source, APPROVAL_MODEL) as ImpersonationAdapter;
-  return { subjectTokens, sessions, approvals };
+  if (!withOutbox) return { subjectTokens, sessions, approvals };
+  const outboxAdapter = instantiateAdapter(source, OUTBOX_MODEL);
+  if (!hasOutbox(outboxAdapter)) {
+    throw unfitStore(
+      `${where} has no outbox(): webhooks are kept in the store until delivered (see ${DEPLOYMENT_GUIDE}); ` +
+        'use createMemoryAdapter(), createRedisAdapter() or createPostgresAdapter()',
+    );
+  }
+  return { subjectTokens, sessions, approvals, outbox: outboxAdapter.outbox() };
 }

@@ -8,6 +8,7 @@ import { assignTokenId, newBackingGrant } from '../provider-internals.js';
 import type { SessionRecord } from '../sessions/record.js';
 import type { SessionStore } from '../sessions/store.js';
 import type { SubjectTokenStore } from '../subject-tokens/store.js';
+import { notify } from '../webhooks/notify.js';
 import { confirmActorToken } from './actor.js';
 
 export interface Commit {
@@ -58,6 +59,11 @@ export async function commit(
     ]);
     // Single use is decided here, by one atomic operation, after everything else passed.
     if (!(await store.redeem(subjectTokenKey))) throw invalidRequest('subject_token was already used');
+    // No token goes out without its notification enqueued: a store that
+    // cannot take it fails the exchange, which undoes the session and token
+    // below (the subject token stays spent). Enqueued only once the exchange
+    // is certain to succeed, so no receiver hears of one that lost the race.
+    await notify(provider, event());
     return value;
   } catch (error) {
     await discard(provider, token, session, sessions);

@@ -1,0 +1,52 @@
+import { randomUUID } from 'node:crypto';
+import type { Provider } from 'oidc-provider';
+import type { ImpersonationEvent } from '../audit/events.js';
+import type { OutboxStore } from '../outbox/contract.js';
+import type { ResolvedWebhookOptions, WebhookEventName } from './options.js';
+import { webhookPayload } from './payload.js';
+
+/** Emitted on the provider when the bound made an entry be dropped: `{ subscription, type }`. */
+export const WEBHOOK_DROPPED = 'impersonation.webhook.dropped';
+
+interface Notifier {
+  outbox: OutboxStore;
+  options: ResolvedWebhookOptions;
+  /** Per event name, the subscriptions that receive it. */
+  receivers: ReadonlyMap<string, readonly string[]>;
+}
+
+const notifiers = new WeakMap<object, Notifier>();
+
+export function attachNotifier(provider: Provider, outbox: OutboxStore, options: ResolvedWebhookOptions): void {
+  const receivers = new Map<string, string[]>();
+  for (const subscription of options.subscriptions) {
+    for (const name of subscription.events) receivers.set(name, [...(receivers.get(name) ?? []), subscription.id]);
+  }
+  notifiers.set(provider, { outbox, options, receivers });
+}
+
+/**
+ * The one way an event reaches the outbox: appends one entry per
+ * subscription that receives the event's name, and nothing when none does
+ * (or the provider has no webhooks). Rejects when the store fails: callers
+ * decide whether the state change may stand without its notification.
+ */
+export async function notify(provider: Provider, event: ImpersonationEvent): Promise<void> {
+  const notifier = notifiers.get(provider);
+  const subscriptions = notifier?.receivers.get(event.name);
+  if (!notifier || !subscriptions?.length || event.subject === undefined) return;
+  const now = new Date();
+  const id = `msg_${randomUUID()}`;
+  const body = JSON.stringify(webhookPayload(event as ImpersonationEvent<WebhookEventName>, now));
+  const dropped = await notifier.outbox.append(
+    subscriptions.map((subscription) => ({ id, subscription, subject: event.subject as string, body })),
+    notifier.options.maxPending,
+    now.getTime(),
+  );
+  for (const subscription of dropped) {
+    (provider as unknown as NodeJS.EventEmitter).emit(
+      WEBHOOK_DROPPED,
+      Object.freeze({ subscription, type: event.name }),
+    );
+  }
+}

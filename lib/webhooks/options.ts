@@ -1,0 +1,147 @@
+import { EVENTS } from '../audit/events.js';
+import { invalidOption } from '../errors/standalone.js';
+import { refuseUnknownOptions } from '../option-names.js';
+
+/**
+ * The events a webhook can carry: state changes only authenticated callers
+ * cause. Never a refusal, which anyone can cause. A new deliverable event is
+ * one more name here and its data in payload.ts.
+ */
+export const WEBHOOK_EVENTS = [EVENTS.exchangeSucceeded, EVENTS.sessionRevoked, EVENTS.sessionEnded] as const;
+
+export type WebhookEventName = (typeof WEBHOOK_EVENTS)[number];
+
+export interface WebhookSubscription {
+  /** Names the subscription in statistics and dead letters: letters, digits, `.`, `_`, `-`, at most 64. */
+  id: string;
+  /** Where deliveries are POSTed: `https:`, or `http:` on a loopback address (127.0.0.1, [::1], localhost). */
+  url: string;
+  /** The events it receives, at least one, of `WEBHOOK_EVENTS`. */
+  events: readonly WebhookEventName[];
+  /** The signing secret, `whsec_` and base64 of 24 to 64 random bytes (the Standard Webhooks form). */
+  secret: string;
+}
+
+export interface WebhookOptions {
+  subscriptions: readonly WebhookSubscription[];
+  /** Most entries waiting per subscription; past it new ones are dropped and counted. Default 100,000. */
+  maxPending?: number;
+  /** Deliveries tried before an entry is dead-lettered. Default 15. */
+  maxAttempts?: number;
+  /** Seconds after which an undelivered entry is dead-lettered. Default 259,200 (3 days). */
+  maxAge?: number;
+  /** Seconds a dead letter is kept for inspection. Default 604,800 (7 days). */
+  deadLetterRetention?: number;
+  /** Milliseconds a receiver has to answer. Default 10,000. */
+  timeout?: number;
+  /** Milliseconds between looks at the outbox when it had nothing due. Default 1,000. */
+  pollInterval?: number;
+  /** Longest wait between two attempts of one entry, seconds. Default 3,600. */
+  maxBackoff?: number;
+}
+
+export interface ResolvedWebhookOptions {
+  subscriptions: readonly Readonly<WebhookSubscription & { key: Buffer }>[];
+  maxPending: number;
+  maxAttempts: number;
+  maxAgeMs: number;
+  deadLetterRetentionMs: number;
+  timeoutMs: number;
+  pollIntervalMs: number;
+  maxBackoffMs: number;
+}
+
+const OPTION_NAMES = Object.keys({
+  subscriptions: true,
+  maxPending: true,
+  maxAttempts: true,
+  maxAge: true,
+  deadLetterRetention: true,
+  timeout: true,
+  pollInterval: true,
+  maxBackoff: true,
+} satisfies Record<keyof WebhookOptions, true>);
+
+const SUBSCRIPTION_NAMES = Object.keys({ id: true, url: true, events: true, secret: true } satisfies Record<
+  keyof WebhookSubscription,
+  true
+>);
+
+const LOOPBACK_HOSTS = new Set(['127.0.0.1', '[::1]', 'localhost']);
+
+export function resolveWebhookOptions(input: WebhookOptions): ResolvedWebhookOptions {
+  if (typeof input !== 'object' || input === null) fail('webhooks', 'must be an object');
+  refuseUnknownOptions('createImpersonation', input, OPTION_NAMES, 'webhooks.');
+  const subscriptions = input.subscriptions as unknown;
+  if (!Array.isArray(subscriptions) || !subscriptions.length) {
+    fail('webhooks.subscriptions', 'must be a non-empty array');
+  }
+  const ids = new Set<string>();
+  const resolved = subscriptions.map((subscription: unknown, index) => {
+    const name = `webhooks.subscriptions[${index}]`;
+    if (typeof subscription !== 'object' || subscription === null) fail(name, 'must be an object');
+    refuseUnknownOptions('createImpersonation', subscription, SUBSCRIPTION_NAMES, `${name}.`);
+    const { id, url, events, secret } = subscription as Partial<Record<keyof WebhookSubscription, unknown>>;
+    if (typeof id !== 'string' || !/^[A-Za-z0-9._-]{1,64}$/.test(id)) {
+      fail(`${name}.id`, 'must be 1 to 64 letters, digits, ".", "_" or "-"');
+    }
+    if (ids.has(id)) fail(`${name}.id`, "must differ from the other subscriptions' ids");
+    ids.add(id);
+    const parsed = typeof url === 'string' ? URL.parse(url) : null;
+    if (
+      !parsed ||
+      parsed.username ||
+      parsed.password ||
+      parsed.hash ||
+      !(parsed.protocol === 'https:' || (parsed.protocol === 'http:' && LOOPBACK_HOSTS.has(parsed.hostname)))
+    ) {
+      fail(`${name}.url`, 'must be an https URL without credentials or fragment (http only on a loopback address)');
+    }
+    if (
+      !Array.isArray(events) ||
+      !events.length ||
+      events.some((event) => !(WEBHOOK_EVENTS as readonly unknown[]).includes(event))
+    ) {
+      fail(`${name}.events`, `must be a non-empty array of ${WEBHOOK_EVENTS.join(', ')}`);
+    }
+    return Object.freeze({
+      id,
+      url: parsed.href,
+      events: Object.freeze([...new Set(events as WebhookEventName[])]),
+      secret: secret as string,
+      key: signingKey(`${name}.secret`, secret),
+    });
+  });
+  return Object.freeze({
+    subscriptions: Object.freeze(resolved),
+    maxPending: whole('webhooks.maxPending', input.maxPending, 100_000, 10_000_000),
+    maxAttempts: whole('webhooks.maxAttempts', input.maxAttempts, 15, 100),
+    maxAgeMs: whole('webhooks.maxAge', input.maxAge, 259_200, 2_592_000) * 1000,
+    deadLetterRetentionMs: whole('webhooks.deadLetterRetention', input.deadLetterRetention, 604_800, 2_592_000) * 1000,
+    timeoutMs: whole('webhooks.timeout', input.timeout, 10_000, 120_000),
+    pollIntervalMs: whole('webhooks.pollInterval', input.pollInterval, 1000, 60_000),
+    maxBackoffMs: whole('webhooks.maxBackoff', input.maxBackoff, 3600, 86_400) * 1000,
+  });
+}
+
+/** The secret's bytes; the error never repeats the value, which is a secret even when malformed. */
+function signingKey(name: string, secret: unknown): Buffer {
+  const match = typeof secret === 'string' ? /^whsec_([A-Za-z0-9+/]+={0,2})$/.exec(secret) : null;
+  const key = match ? Buffer.from(match[1]!, 'base64') : undefined;
+  if (!key || key.length < 24 || key.length > 64) {
+    fail(name, 'must be "whsec_" followed by the base64 of 24 to 64 random bytes');
+  }
+  return key;
+}
+
+function whole(name: string, value: unknown, fallback: number, max: number): number {
+  if (value === undefined) return fallback;
+  if (!Number.isSafeInteger(value) || (value as number) < 1 || (value as number) > max) {
+    fail(name, `must be an integer from 1 to ${max}`);
+  }
+  return value as number;
+}
+
+function fail(name: string, message: string): never {
+  throw invalidOption('createImpersonation', name, message);
+}

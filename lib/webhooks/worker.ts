@@ -1,0 +1,165 @@
+import type { Provider } from 'oidc-provider';
+import type { DeadLetter, LeasedEntry, OutboxStats, OutboxStore, Settlement } from '../outbox/contract.js';
+import type { ResolvedWebhookOptions } from './options.js';
+import { webhookHeaders } from './sign.js';
+
+/** Emitted on the provider when an entry is dead-lettered: `{ subscription, id, reason, attempts }`. */
+export const WEBHOOK_DEAD_LETTERED = 'impersonation.webhook.dead_lettered';
+/** Emitted when a receiver answered 410 Gone: this instance stops delivering to it. `{ subscription }`. */
+export const WEBHOOK_GONE = 'impersonation.webhook.gone';
+
+/** Entries one look at the outbox leases at most. */
+const BATCH = 32;
+/** What a lease adds to the receiver's time: the settlement's round trip to the store. */
+const LEASE_MARGIN_MS = 5000;
+/** First retry delay; each attempt doubles it, up to `maxBackoff`. */
+const FIRST_RETRY_MS = 1000;
+/** Longest wait after the store failed. */
+const STORE_BACKOFF_MS = 30_000;
+
+export interface WebhookDelivery {
+  /** Entries waiting, dead letters kept and entries dropped, per subscription, across every instance. */
+  stats(): Promise<OutboxStats>;
+  /** Dead letters, latest first. */
+  deadLetters(limit?: number): Promise<DeadLetter[]>;
+  /** Stops looking at the outbox and abandons deliveries in flight (their leases run out; another instance takes them). */
+  stop(): Promise<void>;
+}
+
+/**
+ * Delivers what the outbox holds: leases a batch, POSTs each entry signed,
+ * settles it (delivered on 2xx, retried with capped exponential backoff and
+ * jitter, or Retry-After, dead-lettered past the attempts or the age). Its
+ * timers never keep a process alive.
+ */
+export function startDelivery(
+  provider: Provider,
+  outbox: OutboxStore,
+  options: ResolvedWebhookOptions,
+): WebhookDelivery {
+  const subscriptions = new Map(options.subscriptions.map((subscription) => [subscription.id, subscription]));
+  const gone = new Set<string>();
+  const leaseMs = options.timeoutMs + LEASE_MARGIN_MS;
+  const stopping = new AbortController();
+  let timer: NodeJS.Timeout | undefined;
+  let running: Promise<void> | undefined;
+  let storeFailures = 0;
+
+  const report = (name: string, detail: object): void => {
+    (provider as unknown as NodeJS.EventEmitter).emit(name, Object.freeze(detail));
+  };
+
+  function schedule(delay: number): void {
+    if (stopping.signal.aborted) return;
+    timer = setTimeout(() => {
+      running = round().finally(() => {
+        running = undefined;
+      });
+    }, delay);
+    timer.unref();
+  }
+
+  async function round(): Promise<void> {
+    let claimed: LeasedEntry[];
+    const now = Date.now();
+    try {
+      claimed = await outbox.claim(BATCH, leaseMs, now, now - options.deadLetterRetentionMs);
+      storeFailures = 0;
+    } catch (error) {
+      storeFailures += 1;
+      (provider as unknown as NodeJS.EventEmitter).emit('error', error);
+      schedule(jitter(Math.min(STORE_BACKOFF_MS, options.pollIntervalMs * 2 ** storeFailures)));
+      return;
+    }
+    await Promise.all(claimed.map((entry) => deliver(entry)));
+    // A full batch means more may be due at once; otherwise the next look waits.
+    schedule(claimed.length === BATCH ? 0 : jitter(options.pollIntervalMs));
+  }
+
+  async function deliver(entry: LeasedEntry): Promise<void> {
+    const subscription = subscriptions.get(entry.subscription);
+    let settlement: Settlement;
+    if (!subscription) settlement = { outcome: 'dead', reason: 'subscription_removed' };
+    else if (gone.has(subscription.id)) settlement = { outcome: 'dead', reason: 'gone' };
+    else {
+      const answer = await post(subscription, entry);
+      if (stopping.signal.aborted) return;
+      settlement = settle(entry, answer);
+      if (answer.status === 410 && !gone.has(subscription.id)) {
+        gone.add(subscription.id);
+        report(WEBHOOK_GONE, { subscription: subscription.id });
+      }
+    }
+    try {
+      const settled = await outbox.settle(entry, settlement, Date.now());
+      if (settled && settlement.outcome === 'dead') {
+        report(WEBHOOK_DEAD_LETTERED, {
+          subscription: entry.subscription,
+          id: entry.id,
+          reason: settlement.reason,
+          attempts: entry.attempts,
+        });
+      }
+    } catch (error) {
+      // The lease runs out and the entry is delivered again: at least once.
+      (provider as unknown as NodeJS.EventEmitter).emit('error', error);
+    }
+  }
+
+  async function post(
+    subscription: ResolvedWebhookOptions['subscriptions'][number],
+    entry: LeasedEntry,
+  ): Promise<{ status: number; retryAfter?: string | null }> {
+    const headers = webhookHeaders(subscription.key, entry.id, Math.floor(Date.now() / 1000), entry.body);
+    try {
+      const response = await fetch(subscription.url, {
+        method: 'POST',
+        headers,
+        body: entry.body,
+        redirect: 'manual',
+        signal: AbortSignal.any([AbortSignal.timeout(options.timeoutMs), stopping.signal]),
+      });
+      await response.body?.cancel().catch(() => {});
+      return { status: response.status, retryAfter: response.headers.get('retry-after') };
+    } catch {
+      return { status: 0 };
+    }
+  }
+
+  function settle(entry: LeasedEntry, answer: { status: number; retryAfter?: string | null }): Settlement {
+    if (answer.status >= 200 && answer.status < 300) return { outcome: 'delivered' };
+    if (answer.status === 410) return { outcome: 'dead', reason: 'gone' };
+    const now = Date.now();
+    if (entry.attempts >= options.maxAttempts) return { outcome: 'dead', reason: 'attempts' };
+    const backoff = Math.min(options.maxBackoffMs, FIRST_RETRY_MS * 2 ** (entry.attempts - 1));
+    const asked = retryAfterMs(answer.retryAfter, now);
+    const at = now + Math.min(options.maxBackoffMs, Math.max(jitter(backoff), asked ?? 0));
+    if (at - entry.createdAt > options.maxAgeMs) return { outcome: 'dead', reason: 'age' };
+    return { outcome: 'retry', at };
+  }
+
+  schedule(0);
+
+  return {
+    stats: () => outbox.stats(),
+    deadLetters: (limit = 100) => outbox.deadLetters(limit),
+    async stop() {
+      stopping.abort();
+      clearTimeout(timer);
+      await running;
+    },
+  };
+}
+
+/** Between 75% and 100% of `ms`, so that instances started together drift apart. */
+function jitter(ms: number): number {
+  return Math.round(ms * (0.75 + Math.random() * 0.25));
+}
+
+/** Retry-After in seconds or as an HTTP date, in ms from `now`. */
+function retryAfterMs(value: string | null | undefined, now: number): number | undefined {
+  if (!value) return undefined;
+  if (/^\d+$/.test(value.trim())) return Number(value.trim()) * 1000;
+  const at = Date.parse(value);
+  return Number.isNaN(at) ? undefined : Math.max(0, at - now);
+}
