@@ -10,7 +10,7 @@ import { randomBytes } from 'node:crypto';
 import { expect } from 'chai';
 import type Koa from 'koa';
 import { canonicalContent, rowOf } from '../lib/audit/chain.js';
-import { EVENTS } from '../lib/index.js';
+import { EVENTS, WEBHOOK_DEAD_LETTERED, WEBHOOK_DROPPED, WEBHOOK_EVENTS, WEBHOOK_GONE } from '../lib/index.js';
 import { startDemo, type Demo } from '../demo/demo.js';
 import type { MemoryAuditLog } from '../lib/index.js';
 import { DpopKey } from './support/dpop.js';
@@ -37,6 +37,7 @@ import {
 } from './support/http.js';
 import * as demoHttp from './demo/helpers.js';
 import { mountComposedNow, mounted } from './support/mount.js';
+import { startReceiver, webhookSecret, type Receiver } from './support/webhook-receiver.js';
 
 interface Seen {
   label: string;
@@ -111,10 +112,25 @@ describe('canary: no token value or secret leaves its place', function () {
   this.timeout(60_000);
   const canary = new Canary();
   let tp: TestProvider;
+  let hooks: Receiver;
+  const hookSecret = webhookSecret('canary');
 
   before(async () => {
+    hooks = await startReceiver();
+    canary.secret(hookSecret, hookSecret.slice('whsec_'.length));
     tp = await startProvider({
       plugin: {
+        webhooks: {
+          subscriptions: [
+            {
+              id: 'canary',
+              url: hooks.url,
+              events: [...WEBHOOK_EVENTS],
+              secret: hookSecret,
+            },
+          ],
+          pollInterval: 20,
+        },
         // The trail as the PostgreSQL log would store it: every appended row's canonical text is searched too.
         auditLog: {
           append: async (name, event) => canary.sink(`audit row ${name}`, canonicalContent(rowOf(name, event))),
@@ -126,6 +142,9 @@ describe('canary: no token value or secret leaves its place', function () {
     });
     const emitter = tp.provider as unknown as NodeJS.EventEmitter;
     for (const name of Object.values(EVENTS)) emitter.on(name, (event: unknown) => canary.sink(`event ${name}`, event));
+    for (const name of [WEBHOOK_DROPPED, WEBHOOK_DEAD_LETTERED, WEBHOOK_GONE]) {
+      emitter.on(name, (notice: unknown) => canary.sink(`notice ${name}`, notice));
+    }
     for (const name of ['grant.error', 'server_error', 'introspection.error', 'userinfo.error']) {
       emitter.on(name, (_ctx: unknown, error: unknown) => canary.sink(`${name} listener`, describeError(error)));
     }
@@ -134,7 +153,10 @@ describe('canary: no token value or secret leaves its place', function () {
     for (const client of Object.values(CLIENTS))
       canary.secret('client_secret' in client ? client.client_secret : undefined);
   });
-  after(() => tp.close());
+  after(async () => {
+    await tp.close();
+    await hooks.close();
+  });
 
   async function create(label: string, body: Record<string, unknown>, m2m?: string): Promise<string> {
     const token = m2m ?? (await m2mToken(tp));
@@ -351,6 +373,19 @@ describe('canary: no token value or secret leaves its place', function () {
     ]) {
       expect(names, `the trail records ${name}`).to.include(`audit row ${name}`);
     }
+
+    // Every webhook the flow caused, body and headers, once the outbox is empty.
+    const deadline = Date.now() + 20_000;
+    while (((await tp.impersonation.webhooks().stats()).subscriptions['canary']?.pending ?? 0) > 0) {
+      expect(Date.now(), 'the webhooks were delivered').to.be.below(deadline);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    for (const delivery of hooks.deliveries) {
+      canary.sink(`webhook body ${delivery.headers['webhook-id']}`, delivery.body);
+      canary.sink(`webhook headers ${delivery.headers['webhook-id']}`, delivery.headers);
+    }
+    const types = new Set(hooks.deliveries.map((d) => (JSON.parse(d.body) as { type: string }).type));
+    expect([...types]).to.include.members([EVENTS.exchangeSucceeded, EVENTS.sessionRevoked]);
 
     expect(canary.sinks.length, 'events were collected').to.be.above(40);
     expect(canary.leaks()).to.deep.equal([]);
