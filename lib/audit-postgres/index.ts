@@ -44,20 +44,20 @@ import { invalidOption, unavailable } from '../errors/standalone.js';
 
 export interface PostgresAuditLogOptions extends PoolSource {
   /** Schema of the tables. Default: the connection's search path. */
-  schema?: string;
+  schema?: string | undefined;
   /** Table name. Default `impersonation_audit` (with `_head` and `_checkpoints` beside it). */
-  table?: string;
+  table?: string | undefined;
   /**
    * Default true: an append that fails rejects, so that nothing it would record
    * happens (no token without its record). False: best effort, failures are
    * counted (`failures`) and reported to `onFailure`.
    */
-  failClosed?: boolean;
-  onFailure?: (error: unknown) => void;
+  failClosed?: boolean | undefined;
+  onFailure?: ((error: unknown) => void) | undefined;
   /** Signs a checkpoint every `checkpointEvery` rows: `{ hmac: secret }` or `{ ed25519: private key (PEM or KeyObject) }`. */
-  signingKey?: SigningKey;
+  signingKey?: SigningKey | undefined;
   /** Default 100. */
-  checkpointEvery?: number;
+  checkpointEvery?: number | undefined;
   /**
    * Needs `signingKey`. Called with the signed head at each checkpoint, after its
    * rows are committed; the append resolves only once it resolves. A rejection
@@ -65,7 +65,7 @@ export interface PostgresAuditLogOptions extends PoolSource {
    * database's administrator cannot rewrite: `appendHeadsToFile(path)` on the
    * provider's host, or a service of your own.
    */
-  publishHead?: HeadPublisher;
+  publishHead?: HeadPublisher | undefined;
 }
 
 export type { SignatureAlgorithm, SigningKey, VerificationKey } from '../audit/signing.js';
@@ -78,15 +78,15 @@ export type { PoolSource } from '../postgres/pool.js';
 
 export interface VerifyOptions {
   /** Checks the signed checkpoints, and the heads given. */
-  key?: VerificationKey;
+  key?: VerificationKey | undefined;
   /** Every multiple of `checkpointEvery` up to the chain's length must have its checkpoint. Needs `key`. */
-  requireCheckpoints?: boolean;
+  requireCheckpoints?: boolean | undefined;
   /**
    * The last head published (or several): the chain must still reach it with
    * the hash it pins. Without one, rows removed from the end with the head row
    * moved back are not detected. Needs `key`.
    */
-  head?: SignedHead | readonly SignedHead[];
+  head?: SignedHead | readonly SignedHead[] | undefined;
 }
 
 /** `since` inclusive, `until` exclusive; `limit` default 50, at most 500; `cursor` from a previous page's `nextCursor`. */
