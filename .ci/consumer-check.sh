@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The package as a newcomer gets it: `npm pack`, then in an empty directory
 # the README's install lines (with the tarball in place of the registry's
-# copy), its TypeScript quick start under strict tsc, its JavaScript quick
-# start, and its curl commands against that running quick start. What the
+# copy), its quick starts under the strictest tsc flags (.ci/tsconfig.strictest.json),
+# its JavaScript quick start running, and its curl commands against it. What the
 # installed package's Markdown links to, and what its errors tell the reader
 # to see, must be in it (.ci/check-package-links.mjs).
 set -euo pipefail
@@ -76,23 +76,29 @@ echo "the command runs as installed (npx, the bin's run bit)"
 usage=$(npx --no-install oidc-provider-impersonation --help)
 grep -q "audit verify" <<< "$usage" || { echo "npx oidc-provider-impersonation --help did not print its usage"; exit 1; }
 
-echo "TypeScript quick start (and the JavaScript one, which the README says is valid TypeScript) under strict tsc"
+echo "TypeScript quick start (and the JavaScript one, which the README says is valid TypeScript) under the strictest flags"
 block quick-start-ts > quick-start.ts
 block quick-start > quick-start-js.ts
+# The flags of every block a reader copies, the README's and docs/'s: one list.
+cp "$REPO/.ci/tsconfig.strictest.json" tsconfig.strictest.json
 cat > tsconfig.json <<'JSON'
 {
-  "compilerOptions": {
-    "strict": true,
-    "target": "es2022",
-    "module": "nodenext",
-    "moduleResolution": "nodenext",
-    "noEmit": true,
-    "skipLibCheck": true
-  },
+  "extends": "./tsconfig.strictest.json",
   "files": ["quick-start.ts", "quick-start-js.ts"]
 }
 JSON
-npx tsc -p tsconfig.json
+if ! npx tsc -p tsconfig.json > quick-start.out; then
+  # Each file is its block from line 1: name the README's line.
+  node -e '
+    const [readme, out] = process.argv.slice(1).map((file) => require("node:fs").readFileSync(file, "utf8"));
+    const first = (name) => readme.slice(0, readme.indexOf(`<!-- ${name} -->`)).split("\n").length + 2;
+    const at = { "quick-start.ts": first("quick-start-ts"), "quick-start-js.ts": first("quick-start") };
+    process.stdout.write(out.replace(/^(quick-start(?:-js)?\.ts)\((\d+),(\d+)\)/gm, (_, file, line, column) =>
+      `README.md:${at[file] + Number(line) - 1}:${column}`));
+  ' "$REPO/README.md" quick-start.out
+  echo "a quick start of the README does not compile as it is written"
+  exit 1
+fi
 
 echo "JavaScript quick start, and the README's curl commands against it"
 block quick-start > quick-start.mjs
@@ -167,30 +173,9 @@ echo "every JavaScript and TypeScript block of docs/, each a module of its own, 
 node "$REPO/.ci/docs-snippets.mjs" docs-snippets "$REPO/docs"
 # What fragments take from the page around them (the provider, the plugin, …), and the adapter a page starts from.
 cp -R "$REPO/.ci/docs-host/." docs-snippets/
-# @tsconfig/strictest's checks; not noUnusedLocals nor noUnusedParameters: a block
-# defines what the reader uses next, and shows a hook's parameters by name.
 cat > tsconfig.docs.json <<'JSON'
 {
-  "compilerOptions": {
-    "strict": true,
-    "noUncheckedIndexedAccess": true,
-    "exactOptionalPropertyTypes": true,
-    "noImplicitOverride": true,
-    "noImplicitReturns": true,
-    "noFallthroughCasesInSwitch": true,
-    "noPropertyAccessFromIndexSignature": true,
-    "allowUnusedLabels": false,
-    "allowUnreachableCode": false,
-    "isolatedModules": true,
-    "verbatimModuleSyntax": true,
-    "moduleDetection": "force",
-    "target": "es2022",
-    "module": "nodenext",
-    "moduleResolution": "nodenext",
-    "types": ["node"],
-    "noEmit": true,
-    "skipLibCheck": true
-  },
+  "extends": "./tsconfig.strictest.json",
   "include": ["docs-snippets"]
 }
 JSON

@@ -23,11 +23,11 @@ export interface ManagementCaller {
 
 /** What a management authenticator decides: a caller, or why not (401 or 403). */
 export type ManagementAuthResult =
-  ManagementCaller | { error: 'invalid_token' | 'insufficient_scope'; description?: string };
+  ManagementCaller | { error: 'invalid_token' | 'insufficient_scope'; description?: string | undefined };
 
 export interface ActorAuthentication {
-  maxAge?: number;
-  acrValues?: string[];
+  maxAge?: number | undefined;
+  acrValues?: string[] | undefined;
 }
 
 export interface CreationPolicyInput {
@@ -41,7 +41,7 @@ export interface ExchangePolicyInput {
   clientId: string;
   subject: string;
   /** The actor's account id, when an actor token was sent. */
-  actor?: string;
+  actor?: string | undefined;
   resource: string;
   scope: string[];
   context: JsonObject;
@@ -58,7 +58,7 @@ export interface CustomJwtClaimsInput {
     };
     client: { id: string };
     user: { id: string };
-    actor?: { id: string };
+    actor?: { id: string } | undefined;
   };
   environmentVariables: Readonly<Record<string, string>>;
 }
@@ -71,103 +71,103 @@ export interface ImpersonationOptions {
   /** Resource indicator (absolute URI) of the Management API; M2M tokens must be issued for it. */
   managementResource: string;
   /** Scope that allows creating subject tokens. Default `subject-tokens:create`. */
-  managementScope?: string;
+  managementScope?: string | undefined;
   /** Scope that allows listing and reading impersonation sessions. Default `impersonations:read`. */
-  readScope?: string;
+  readScope?: string | undefined;
   /** Scope that allows revoking sessions and withdrawing subject tokens. Default `impersonations:revoke`. */
-  revokeScope?: string;
+  revokeScope?: string | undefined;
   /** Path of the subject-token endpoint. Default `/api/subject-tokens`. */
-  managementPath?: string;
+  managementPath?: string | undefined;
   /** Path of the impersonation sessions (and, below it, `/revocations`). Default `/api/impersonations`. */
-  sessionsPath?: string;
+  sessionsPath?: string | undefined;
   /** Lifetime of M2M tokens for the Management API, seconds. Default 300. */
-  managementTokenTTL?: number;
+  managementTokenTTL?: number | undefined;
   /** Format of M2M tokens for the Management API. Default `jwt`. */
-  managementTokenFormat?: 'jwt' | 'opaque';
+  managementTokenFormat?: 'jwt' | 'opaque' | undefined;
   /** Replaces the built-in M2M bearer-token check; `required.scope` is the scope the endpoint needs. */
-  authenticateManagementRequest?: (
-    ctx: Koa.Context,
-    required: { scope: string },
-  ) => ManagementAuthResult | Promise<ManagementAuthResult>;
+  authenticateManagementRequest?:
+    | ((ctx: Koa.Context, required: { scope: string }) => ManagementAuthResult | Promise<ManagementAuthResult>)
+    | undefined;
   /** Subject-token lifetime, seconds. Default 60; at most 3600. */
-  subjectTokenTTL?: number;
+  subjectTokenTTL?: number | undefined;
   /** Cap on the impersonation access token's lifetime, seconds; the resource server's TTL wins if lower. Default 900. */
-  accessTokenTTL?: number;
+  accessTokenTTL?: number | undefined;
   /** Largest creation `context`, in bytes of its JSON. Default 2048. */
-  maxContextBytes?: number;
+  maxContextBytes?: number | undefined;
   /** Creation-time policy: may this user be impersonated at all? */
-  canImpersonate?: (input: CreationPolicyInput) => PolicyDecision | Promise<PolicyDecision>;
+  canImpersonate?: ((input: CreationPolicyInput) => PolicyDecision | Promise<PolicyDecision>) | undefined;
   /** Exchange-time policy: may this client and actor impersonate this subject now? */
-  canExchange?: (input: ExchangePolicyInput) => ExchangeDecision | Promise<ExchangeDecision>;
+  canExchange?: ((input: ExchangePolicyInput) => ExchangeDecision | Promise<ExchangeDecision>) | undefined;
   /**
    * Clients, besides the exchanging one, whose users' access tokens are
    * accepted as actor tokens (e.g. the support application's other front
    * end). Default: none, so an actor token must come from the exchanging client.
    */
-  actorClients?: string[];
+  actorClients?: string[] | undefined;
   /**
    * How recent and strong the actor's sign-in must be (step-up, RFC 9470):
    * `maxAge` seconds since it, and an `acr` among `acrValues`. Checked against
    * the session behind an opaque actor token, or a JWT's `auth_time` and `acr`.
    * A stale or weak sign-in gets `insufficient_user_authentication`. Default: none.
    */
-  actorAuthentication?: ActorAuthentication;
+  actorAuthentication?: ActorAuthentication | undefined;
   /**
    * A durable trail (e.g. `createPostgresAuditLog()`), awaited: no subject
    * token and no impersonation token is handed out before its record is.
    */
-  auditLog?: AuditSink;
+  auditLog?: AuditSink | undefined;
   /**
    * Where subject tokens and impersonation sessions are kept, when not in the
    * provider's own adapter: an adapter class or factory with `consumeOnce` and
    * sorted indexes (`createMemoryAdapter()`, `createRedisAdapter()`). With it,
    * the provider keeps any adapter of its own. Default: the provider's adapter.
    */
-  store?: AdapterSource;
+  store?: AdapterSource | undefined;
   /** Adds claims to the issued access token (spec 2.7). */
-  getCustomJwtClaims?: CustomJwtClaimsFunction;
+  getCustomJwtClaims?: CustomJwtClaimsFunction | undefined;
   /** How long `getCustomJwtClaims` may take, milliseconds. Default 2000. */
-  customClaimsTimeout?: number;
+  customClaimsTimeout?: number | undefined;
   /** Passed to `getCustomJwtClaims` as `environmentVariables`. Default `{}`. */
-  environmentVariables?: Record<string, string>;
+  environmentVariables?: Record<string, string> | undefined;
   /**
    * The customer in the loop: grants the customer gives, approval requests the
    * customer answers, break-glass (docs/customer-approval.md). Default: none,
    * and no subject-token request waits for a customer.
    */
-  approvals?: ApprovalOptions;
+  approvals?: ApprovalOptions | undefined;
   /**
    * Webhooks: notifications of impersonations starting and stopping, kept in
    * the plugin's store and delivered signed, at least once (docs/webhooks.md).
    * Default: none.
    */
-  webhooks?: WebhookOptions;
+  webhooks?: WebhookOptions | undefined;
 }
 
-export type ResolvedOptions = Required<
-  Omit<
-    ImpersonationOptions,
-    | 'authenticateManagementRequest'
-    | 'canImpersonate'
-    | 'canExchange'
-    | 'getCustomJwtClaims'
-    | 'actorAuthentication'
-    | 'auditLog'
-    | 'store'
-    | 'approvals'
-    | 'webhooks'
-  >
-> &
-  Pick<
-    ImpersonationOptions,
-    | 'authenticateManagementRequest'
-    | 'canImpersonate'
-    | 'canExchange'
-    | 'getCustomJwtClaims'
-    | 'actorAuthentication'
-    | 'auditLog'
-    | 'store'
-  > & { approvals?: ResolvedApprovalOptions; webhooks?: ResolvedWebhookOptions };
+/** The options with a default: each one filled in. */
+type DefaultedOptions = Omit<
+  ImpersonationOptions,
+  | 'authenticateManagementRequest'
+  | 'canImpersonate'
+  | 'canExchange'
+  | 'getCustomJwtClaims'
+  | 'actorAuthentication'
+  | 'auditLog'
+  | 'store'
+  | 'approvals'
+  | 'webhooks'
+>;
+
+// Not Required<>: under a consumer's exactOptionalPropertyTypes it keeps the `| undefined` each option accepts.
+export type ResolvedOptions = { [Name in keyof DefaultedOptions]-?: Exclude<DefaultedOptions[Name], undefined> } & Pick<
+  ImpersonationOptions,
+  | 'authenticateManagementRequest'
+  | 'canImpersonate'
+  | 'canExchange'
+  | 'getCustomJwtClaims'
+  | 'actorAuthentication'
+  | 'auditLog'
+  | 'store'
+> & { approvals?: ResolvedApprovalOptions; webhooks?: ResolvedWebhookOptions };
 
 const DEFAULTS = {
   managementScope: 'subject-tokens:create',

@@ -39,7 +39,7 @@ export interface InstallOptions {
    * `provider.listen()`, koa-mount). `false` leaves it to the deployment, which
    * mounts `impersonation.managementApi()` where it wants (a parent Koa app).
    */
-  mountManagementApi?: boolean;
+  mountManagementApi?: boolean | undefined;
 }
 
 export interface Impersonation {

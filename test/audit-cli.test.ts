@@ -112,7 +112,7 @@ async function schemaState(pool: pg.Pool, schema: string) {
   };
 }
 
-describe('the command only reads: a verification changes nothing, and fails when there is nothing to verify', function () {
+describe('the command only reads: a verification or an export changes nothing, and fails when there is nothing to read', function () {
   this.timeout(30_000);
   const pool = new pg.Pool({ connectionString: DATABASE_URL, max: 2 });
   const env = { AUDIT_KEY: KEY };
@@ -250,6 +250,81 @@ describe('the command only reads: a verification changes nothing, and fails when
       CREATE VIEW "${trapped}"."impersonation_audit_head" AS SELECT * FROM "${trapped}".head_read();
     `);
     const run = await verify(['--schema', trapped]);
+    expect(run.code, run.stdout).to.equal(2);
+    expect(run.stderr).to.include('read-only transaction');
+    expect((await pool.query(`SELECT count(*)::int AS n FROM "${trapped}".reads`)).rows).to.deep.equal([{ n: 0 }]);
+  });
+
+  const exportTrail = (args: string[], databaseUrl = DATABASE_URL) =>
+    runCli(['audit', 'export', '--database-url', databaseUrl, ...args], env);
+
+  it('export with a wrong --table creates nothing, says in one line that there is no such table and exits 1, printing no row', async () => {
+    const before = await schemaState(pool, schema);
+    for (const format of ['jsonl', 'csv']) {
+      expect(await exportTrail(['--schema', schema, '--table', 'nope', '--format', format]), format).to.deep.equal({
+        code: 1,
+        stdout: '',
+        stderr: `failed: no audit table "nope" in schema "${schema}"; check --schema and --table (nothing exported)\n`,
+      });
+    }
+    const url = new URL(DATABASE_URL);
+    url.searchParams.set('options', `-c search_path=${schema}`);
+    expect(await exportTrail(['--table', 'nope'], url.href)).to.deep.equal({
+      code: 1,
+      stdout: '',
+      stderr: `failed: no audit table "nope" in the connection's search path ("${schema}"); check --schema and --table (nothing exported)\n`,
+    });
+    expect(await schemaState(pool, schema)).to.deep.equal(before);
+    const exported = await exportTrail(['--schema', schema]);
+    expect(exported, exported.stderr).to.include({ code: 0, stderr: '' });
+    expect(exported.stdout.trim().split('\n')).to.have.length(4);
+  });
+
+  it('query() of the library creates nothing either: a missing table rejects, naming it and where it was looked for', async () => {
+    const before = await schemaState(pool, schema);
+    const wrongTable = createPostgresAuditLog({ pool, schema, table: 'nope' });
+    const refused = await wrongTable.query({ subject: 'user-1' }).catch((error: unknown) => error);
+    expect(refused).to.be.instanceOf(Error);
+    expect((refused as Error).message).to.equal(
+      `the audit log cannot be queried: no audit table "nope" in schema "${schema}"; ` +
+        'check its "schema" and "table" options, or create the tables with migrate()',
+    );
+    expect(await schemaState(pool, schema)).to.deep.equal(before);
+
+    const fresh = await testSchema();
+    const log = createPostgresAuditLog({ pool, schema: fresh });
+    expect(await log.query().catch((error: unknown) => (error as Error).message)).to.match(
+      new RegExp(`^the audit log cannot be queried: no audit table "impersonation_audit" in schema "${fresh}"; `),
+    );
+    const tables = await pool.query('SELECT table_name FROM information_schema.tables WHERE table_schema = $1', [
+      fresh,
+    ]);
+    expect(tables.rows).to.deep.equal([]);
+    // Its appends still create the tables, as they always did; a query started meanwhile waits for them.
+    const [, page] = await Promise.all([
+      log.append(EVENTS.subjectTokenCreated, eventFields({ subject: 'bob' })),
+      log.query({ subject: 'bob' }),
+    ]);
+    expect(page.items.map((item) => item.subject)).to.deep.equal(['bob']);
+  });
+
+  it('query() and export read in a read-only transaction: a trail an insider replaced by a view that writes makes them fail, and nothing is written', async () => {
+    const trapped = await testSchema();
+    const log = createPostgresAuditLog({ pool, schema: trapped });
+    await log.append(EVENTS.subjectTokenCreated, eventFields({ subject: 'bob' }));
+    await pool.query(`
+      ALTER TABLE "${trapped}"."impersonation_audit" RENAME TO trail_kept;
+      CREATE TABLE "${trapped}".reads (at timestamptz);
+      CREATE FUNCTION "${trapped}".trail_read() RETURNS SETOF "${trapped}".trail_kept LANGUAGE plpgsql AS $$
+        BEGIN
+          INSERT INTO "${trapped}".reads VALUES (now());
+          RETURN QUERY SELECT * FROM "${trapped}".trail_kept;
+        END $$;
+      CREATE VIEW "${trapped}"."impersonation_audit" AS SELECT * FROM "${trapped}".trail_read();
+    `);
+    const refused = await log.query().catch((error: unknown) => error);
+    expect((refused as Error).message).to.include('read-only transaction');
+    const run = await exportTrail(['--schema', trapped]);
     expect(run.code, run.stdout).to.equal(2);
     expect(run.stderr).to.include('read-only transaction');
     expect((await pool.query(`SELECT count(*)::int AS n FROM "${trapped}".reads`)).rows).to.deep.equal([{ n: 0 }]);

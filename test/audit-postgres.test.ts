@@ -8,7 +8,7 @@ import {
   type SignedHead,
 } from '../lib/audit-postgres/index.js';
 import { canonicalContent, rowFromContent, rowHash } from '../lib/audit/chain.js';
-import { EVENTS } from '../lib/index.js';
+import { EVENTS, type AuditQueryFilter } from '../lib/index.js';
 import { DATABASE_URL, testSchema } from './support/postgres.js';
 import { API, CLIENTS, READ_SCOPE, startProvider, type TestProvider } from './support/provider.js';
 import { exchange, managementRequest, m2mToken, subjectToken } from './support/http.js';
@@ -223,6 +223,51 @@ describe('PostgreSQL audit log: a hash chain that tells what was changed', funct
     expect((await get('?limit=0')).status).to.equal(400);
     expect((await get('?what=ever')).status).to.equal(400);
     expect((await get('?subject=bob', await m2mToken(tp))).status).to.equal(403);
+  });
+});
+
+describe('PostgreSQL audit log: an option given as undefined is the option not given', function () {
+  it('appends, verifies and queries with every optional option, and every verify and query option, undefined', async () => {
+    const schema = await testSchema();
+    const log = createPostgresAuditLog({
+      connectionString: DATABASE_URL,
+      pool: undefined,
+      schema,
+      table: undefined,
+      failClosed: undefined,
+      onFailure: undefined,
+      signingKey: undefined,
+      checkpointEvery: undefined,
+      publishHead: undefined,
+    });
+    try {
+      await log.append(EVENTS.subjectTokenCreated, eventFields({ subject: 'bob' }));
+      expect(await log.verify({ key: undefined, requireCheckpoints: undefined, head: undefined })).to.deep.equal({
+        ok: true,
+        count: 1,
+        checkpoints: 0,
+      });
+      const everyFilterUndefined: Record<keyof AuditQueryFilter, undefined> = {
+        subject: undefined,
+        actor: undefined,
+        events: undefined,
+        since: undefined,
+        until: undefined,
+        limit: undefined,
+        cursor: undefined,
+      };
+      const { items, nextCursor } = await log.query(everyFilterUndefined);
+      expect([items.map((item) => [item.seq, item.subject]), nextCursor]).to.deep.equal([[[1, 'bob']], null]);
+    } finally {
+      await log.close();
+    }
+    const pool = new pg.Pool({ connectionString: DATABASE_URL, max: 1 });
+    const { rows } = await pool.query<{ name: string }>(
+      'SELECT table_name AS name FROM information_schema.tables WHERE table_schema = $1 ORDER BY 1',
+      [schema],
+    );
+    await pool.end();
+    expect(rows.map(({ name }) => name)).to.deep.equal([TABLE, `${TABLE}_checkpoints`, `${TABLE}_head`]);
   });
 });
 

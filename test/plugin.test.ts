@@ -1,7 +1,12 @@
 import { expect } from 'chai';
 import express from 'express';
 import Provider from 'oidc-provider';
-import { createImpersonation, createMemoryAdapter, type ImpersonationOptions } from '../lib/index.js';
+import {
+  createImpersonation,
+  createMemoryAdapter,
+  type ApprovalOptions,
+  type ImpersonationOptions,
+} from '../lib/index.js';
 import { MINIMAL_CONFIGURATION, QUIET_CONFIGURATION as QUIET, RESOURCE_INDICATORS } from './support/keys.js';
 import { MANAGEMENT, startProvider } from './support/provider.js';
 
@@ -80,6 +85,85 @@ describe('createImpersonation: options, configure() and install()', () => {
         customClaimsTimeout: 2000,
       });
       expect(Object.isFrozen(options)).to.equal(true);
+    });
+  });
+
+  describe('an option given as undefined is the option not given (`managementPath: process.env[...]`)', () => {
+    /** Every option but the required one, each given as undefined: the type lists them all. */
+    const everyOptionUndefined: { [Name in Exclude<keyof ImpersonationOptions, 'managementResource'>]-?: undefined } = {
+      managementScope: undefined,
+      readScope: undefined,
+      revokeScope: undefined,
+      managementPath: undefined,
+      sessionsPath: undefined,
+      managementTokenTTL: undefined,
+      managementTokenFormat: undefined,
+      authenticateManagementRequest: undefined,
+      subjectTokenTTL: undefined,
+      accessTokenTTL: undefined,
+      maxContextBytes: undefined,
+      canImpersonate: undefined,
+      canExchange: undefined,
+      actorClients: undefined,
+      actorAuthentication: undefined,
+      auditLog: undefined,
+      store: undefined,
+      getCustomJwtClaims: undefined,
+      customClaimsTimeout: undefined,
+      environmentVariables: undefined,
+      approvals: undefined,
+      webhooks: undefined,
+    };
+    const customerResource = 'https://id.example.com/support-access';
+    const everyApprovalOptionUndefined: { [Name in Exclude<keyof ApprovalOptions, 'customerResource'>]-?: undefined } =
+      {
+        customerScope: undefined,
+        customerPath: undefined,
+        requestsPath: undefined,
+        require: undefined,
+        maxGrantDuration: undefined,
+        requestTTL: undefined,
+        breakGlassClients: undefined,
+        maxGrantsPerCustomer: undefined,
+        maxPendingPerCustomer: undefined,
+      };
+
+    it('resolves every option given as undefined to its default, as if it were absent', () => {
+      const { options } = createImpersonation({ managementResource: MANAGEMENT, ...everyOptionUndefined });
+      expect(options).to.deep.equal(createImpersonation({ managementResource: MANAGEMENT }).options);
+    });
+
+    it('does the same inside actorAuthentication and approvals, still refusing a step-up that asks for nothing', () => {
+      const { options } = createImpersonation({
+        managementResource: MANAGEMENT,
+        actorAuthentication: { maxAge: undefined, acrValues: ['urn:mfa'] },
+        approvals: { customerResource, ...everyApprovalOptionUndefined },
+      });
+      expect(options.actorAuthentication).to.deep.equal({ maxAge: undefined, acrValues: ['urn:mfa'] });
+      expect(options.approvals).to.deep.equal(
+        createImpersonation({ managementResource: MANAGEMENT, approvals: { customerResource } }).options.approvals,
+      );
+      expect(() =>
+        createImpersonation({
+          managementResource: MANAGEMENT,
+          actorAuthentication: { maxAge: undefined, acrValues: undefined },
+        }),
+      ).to.throw(TypeError, /^createImpersonation: option "actorAuthentication" needs "maxAge" or "acrValues"$/);
+    });
+
+    it('install(provider, { mountManagementApi: undefined }) mounts the Management API, as its default says', async () => {
+      const tp = await startProvider({ mount: (_provider, install) => install({ mountManagementApi: undefined }) });
+      try {
+        tp.server.on('request', tp.provider.callback());
+        const unauthenticated = await fetch(`${tp.base}/api/subject-tokens`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: '{}',
+        });
+        expect(unauthenticated.status).to.equal(401);
+      } finally {
+        await tp.close();
+      }
     });
   });
 

@@ -83,10 +83,42 @@ function typesWithoutAName(): string[] {
   return [...unnamed];
 }
 
+/**
+ * The diagnostics of test/fixtures/strict-consumer/ as `tsc -p` prints them: a
+ * consumer of the built declarations under the strictest flags a consumer may
+ * use (.ci/tsconfig.strictest.json), exactOptionalPropertyTypes among them.
+ */
+function strictConsumerDiagnostics(): string[] {
+  const config = `${root}test/fixtures/strict-consumer/tsconfig.json`;
+  const parsed = ts.getParsedCommandLineOfConfigFile(config, undefined, {
+    ...ts.sys,
+    onUnRecoverableConfigFileDiagnostic: (diagnostic) => {
+      throw new Error(ts.flattenDiagnosticMessageText(diagnostic.messageText, '\n'));
+    },
+  })!;
+  expect(parsed.options.exactOptionalPropertyTypes, 'the fixture compiles with exactOptionalPropertyTypes').to.equal(
+    true,
+  );
+  const program = ts.createProgram(parsed.fileNames, parsed.options);
+  const host: ts.FormatDiagnosticsHost = {
+    getCanonicalFileName: (name) => name,
+    getCurrentDirectory: () => root,
+    getNewLine: () => '\n',
+  };
+  return [...parsed.errors, ...ts.getPreEmitDiagnostics(program)].map((diagnostic) =>
+    ts.formatDiagnostic(diagnostic, host).trim(),
+  );
+}
+
 describe('public types', () => {
   it('every type the public declarations refer to can be imported from an entry point', function () {
     this.timeout(60_000);
     expect(typesWithoutAName()).to.deep.equal([]);
+  });
+
+  it('under exactOptionalPropertyTypes, every optional option accepts an explicit undefined (`url: process.env[...]`)', function () {
+    this.timeout(60_000);
+    expect(strictConsumerDiagnostics()).to.deep.equal([]);
   });
 
   it('an exchange policy and the step-up option are typed with exported names', () => {

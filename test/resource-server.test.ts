@@ -88,6 +88,24 @@ describe('resource-server helper: verify impersonation JWTs and honour revocatio
     expect([...verified.scopes]).to.deep.equal(['profile:read']);
   });
 
+  it('takes an option given as undefined for the option not given: the keys at `${issuer}/jwks`, the default timings', async () => {
+    const defaults = createImpersonationVerifier({
+      issuer: tp.issuer,
+      audience: API,
+      revocationsUri: relay.url,
+      jwks: undefined,
+      refreshInterval: undefined,
+      maxStaleness: undefined,
+      timeout: undefined,
+    });
+    try {
+      await defaults.ready();
+      expect((await defaults.verify(await impersonation())).subject).to.equal('bob');
+    } finally {
+      defaults.close();
+    }
+  });
+
   it('refuses a token of its session within one second of DELETE /api/impersonations/{id}', async () => {
     const token = await impersonation();
     const session = decodeJwt(token)['impersonation_session'] as string;

@@ -1,6 +1,14 @@
 import { expect } from 'chai';
 import Provider from 'oidc-provider';
-import { createImpersonation, createMemoryAdapter } from '../lib/index.js';
+import pg from 'pg';
+import { createPostgresAdapter } from '../lib/adapters/postgres.js';
+import {
+  createImpersonation,
+  createMemoryAdapter,
+  createRedisAdapter,
+  type MemoryAdapterClass,
+  type MemoryAdapterOptions,
+} from '../lib/index.js';
 import { SESSION_MODEL } from '../lib/sessions/store.js';
 import { SUBJECT_TOKEN_MODEL } from '../lib/subject-tokens/store.js';
 import {
@@ -17,7 +25,8 @@ import {
   userSignIn,
   type Reply,
 } from './support/http.js';
-import { assertRedisReachable, REDIS_URL, redisTestAdapter } from './support/adapter.js';
+import { assertRedisReachable, REDIS_URL, redisReachable, redisTestAdapter, testPrefix } from './support/adapter.js';
+import { DATABASE_URL, testSchema } from './support/postgres.js';
 import { MINIMAL_CONFIGURATION } from './support/keys.js';
 import { ADAPTERS } from './support/adapters.js';
 import { API, MANAGEMENT, OPAQUE_API, startProvider, type TestProvider } from './support/provider.js';
@@ -78,6 +87,71 @@ describe('the store option: the provider keeps its own adapter', () => {
         impersonation.configure({ ...MINIMAL_CONFIGURATION, adapter: createTypicalAdapter() }),
       );
       expect(() => impersonation.install(provider)).to.not.throw();
+    });
+  });
+
+  describe('an adapter option given as undefined is the option not given (`url: process.env[...]`)', () => {
+    it('the memory adapter: its bounds and protected models as by default', async () => {
+      const options: Record<keyof MemoryAdapterOptions, undefined> = {
+        max: undefined,
+        limits: undefined,
+        protectedModels: undefined,
+        onEvict: undefined,
+      };
+      const modelsOf = async (Memory: MemoryAdapterClass) => {
+        for (const model of ['Session', SUBJECT_TOKEN_MODEL]) await new Memory(model).upsert('id-1', {} as never, 60);
+        return Memory.stats().models;
+      };
+      expect(await modelsOf(createMemoryAdapter(options))).to.deep.equal(await modelsOf(createMemoryAdapter()));
+    });
+
+    it('the Redis adapter: a client of its own from url, no replicas to wait for', async () => {
+      await redisReachable();
+      const Redis = createRedisAdapter({
+        url: REDIS_URL,
+        client: undefined,
+        keyPrefix: testPrefix(),
+        replicas: undefined,
+        replicaTimeoutMs: undefined,
+      });
+      try {
+        const sessions = new Redis('Session');
+        await sessions.upsert('id-1', { accountId: 'bob' } as never, 60);
+        expect(await sessions.find('id-1')).to.deep.include({ accountId: 'bob' });
+      } finally {
+        await Redis.close();
+      }
+    });
+
+    it('the PostgreSQL adapter: its pool from connectionString, its table named by default', async () => {
+      const schema = await testSchema();
+      const Postgres = createPostgresAdapter({
+        connectionString: DATABASE_URL,
+        pool: undefined,
+        schema,
+        table: undefined,
+        cleanupInterval: undefined,
+        cleanupBatch: undefined,
+      });
+      try {
+        const sessions = new Postgres('Session');
+        await sessions.upsert('id-1', { accountId: 'bob' } as never, 60);
+        expect(await sessions.find('id-1')).to.deep.include({ accountId: 'bob' });
+        expect(await Postgres.cleanup()).to.deep.equal({ entries: 0, indexMembers: 0 });
+      } finally {
+        await Postgres.close();
+      }
+      const inspector = new pg.Client({ connectionString: DATABASE_URL });
+      await inspector.connect();
+      try {
+        const { rows } = await inspector.query<{ name: string }>(
+          'SELECT table_name AS name FROM information_schema.tables WHERE table_schema = $1 ORDER BY 1',
+          [schema],
+        );
+        expect(rows.map(({ name }) => name)).to.deep.equal(['oidc_provider_store', 'oidc_provider_store_index']);
+      } finally {
+        await inspector.end();
+      }
     });
   });
 

@@ -25,20 +25,20 @@ import { createMemoryOutbox } from '../outbox/memory.js';
 
 export interface MemoryAdapterOptions {
   /** Most entries of each model not named in `limits`. Default 100,000. */
-  max?: number;
+  max?: number | undefined;
   /** Bounds of single models, by model name: `{ Interaction: 10_000 }`. */
-  limits?: Record<string, number>;
+  limits?: Record<string, number> | undefined;
   /**
    * Models kept besides the built-in ones (`SubjectToken`, `ReplayDetection`, `ImpersonationSession`, `ImpersonationApproval`)
    * whose unexpired entries are never evicted: when such a model is full,
    * storing one more fails instead of forgetting an older one.
    */
-  protectedModels?: string[];
+  protectedModels?: string[] | undefined;
   /**
    * Called when an unexpired entry of a model that may evict is pushed out by
    * its bound (a Session pushed out is a user signed out).
    */
-  onEvict?: (model: string, id: string) => void;
+  onEvict?: ((model: string, id: string) => void) | undefined;
 }
 
 export interface MemoryAdapterStats {

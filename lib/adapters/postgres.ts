@@ -30,13 +30,13 @@ import { invalidArgument, invalidOption, postgresFailed, unavailable, unstorable
 
 export interface PostgresAdapterOptions extends PoolSource {
   /** Schema of the tables. Default: the connection's search path. */
-  schema?: string;
+  schema?: string | undefined;
   /** Table of the entries. Default `oidc_provider_store`; the sorted indexes go in `<table>_index`. */
-  table?: string;
+  table?: string | undefined;
   /** How often (ms) expired rows are deleted, in the background. Default 60,000; 0 turns the sweep off. */
-  cleanupInterval?: number;
+  cleanupInterval?: number | undefined;
   /** Most rows one cleanup statement deletes. Default 500. */
-  cleanupBatch?: number;
+  cleanupBatch?: number | undefined;
 }
 
 export interface PostgresAdapterClass extends ImpersonationAdapterClass {

@@ -29,11 +29,11 @@ export interface RedisAdapterOptions {
    * Give it `REDIS_CLIENT_OPTIONS` so that an outage fails fast and nothing is
    * replayed after the caller was told it failed.
    */
-  client?: Redis | Cluster;
+  client?: Redis | Cluster | undefined;
   /** Where to connect when no client is given. Default `redis://127.0.0.1:6379`. */
-  url?: string;
+  url?: string | undefined;
   /** Put in front of every key, so that several deployments can share one server. Default `oidc:`. */
-  keyPrefix?: string;
+  keyPrefix?: string | undefined;
   /**
    * Replicas that must hold a write before it counts (Redis `WAIT`): with
    * replicas and failover (Sentinel, Cluster), a write acknowledged by a
@@ -43,9 +43,9 @@ export interface RedisAdapterOptions {
    * reject (never resolve `false`) when none confirms within
    * `replicaTimeoutMs`. Default 0: the master's answer counts.
    */
-  replicas?: number;
+  replicas?: number | undefined;
   /** How long a write waits for its replicas, milliseconds. Default 500. */
-  replicaTimeoutMs?: number;
+  replicaTimeoutMs?: number | undefined;
 }
 
 export interface RedisAdapterClass extends ImpersonationAdapterClass {

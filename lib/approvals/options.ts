@@ -15,41 +15,44 @@ export interface ApprovalPolicyInput {
   subject: string;
   account: Account;
   /** The support engineer who would act, when the request names one. */
-  actor?: string;
+  actor?: string | undefined;
   /** The Management API caller. */
   caller: { clientId: string };
   /** The client that would exchange the subject token, when the request names one. */
-  clientId?: string;
+  clientId?: string | undefined;
   context: JsonObject;
   /** The ceiling the request asks for, when it names one. */
-  resource?: string;
-  scope?: string[];
+  resource?: string | undefined;
+  scope?: string[] | undefined;
 }
 
 export interface ApprovalOptions {
   /** Resource indicator (absolute URI) of the customer's support-access API; the customer's access token is issued for it. */
   customerResource: string;
   /** Scope the customer's access token needs for that API. Default `support-access`. */
-  customerScope?: string;
+  customerScope?: string | undefined;
   /** Base path of the customer's API. Default `/api/support-access`. */
-  customerPath?: string;
+  customerPath?: string | undefined;
   /** Where a backend reads an approval request by id. Default `/api/approval-requests`. */
-  requestsPath?: string;
+  requestsPath?: string | undefined;
   /** Decides per subject-token request what the customer must have allowed. Default: `none` for every request. */
-  require?: (input: ApprovalPolicyInput) => ApprovalRequirement | Promise<ApprovalRequirement>;
+  require?: ((input: ApprovalPolicyInput) => ApprovalRequirement | Promise<ApprovalRequirement>) | undefined;
   /** Longest grant a customer may give or approve, seconds. Default 30 days; at most 366 days. */
-  maxGrantDuration?: number;
+  maxGrantDuration?: number | undefined;
   /** How long an approval request waits for its answer, seconds. Default 900; at most 7 days. */
-  requestTTL?: number;
+  requestTTL?: number | undefined;
   /** Management API clients that may bypass the customer's approval with a reason (break-glass). Default none. */
-  breakGlassClients?: string[];
+  breakGlassClients?: string[] | undefined;
   /** Most grants in force per customer. Default 20. */
-  maxGrantsPerCustomer?: number;
+  maxGrantsPerCustomer?: number | undefined;
   /** Most approval requests waiting per customer. Default 20. */
-  maxPendingPerCustomer?: number;
+  maxPendingPerCustomer?: number | undefined;
 }
 
-export type ResolvedApprovalOptions = Readonly<Required<ApprovalOptions>>;
+// Not Required<>: under a consumer's exactOptionalPropertyTypes it keeps the `| undefined` each option accepts.
+export type ResolvedApprovalOptions = {
+  readonly [Name in keyof ApprovalOptions]-?: Exclude<ApprovalOptions[Name], undefined>;
+};
 
 const DEFAULTS = {
   customerScope: 'support-access',

@@ -1,7 +1,8 @@
 import pg from 'pg';
 import { canonicalJson } from '../audit/chain.js';
 import { isPlainIdentifier } from '../postgres/identifier.js';
-import { invalidOption } from '../errors/standalone.js';
+import { invalidOption, missingAuditTable } from '../errors/standalone.js';
+import { missingTables, namesOf, READ_ONLY } from './tables.js';
 
 export interface ExportOptions {
   schema?: string | undefined;
@@ -31,17 +32,25 @@ const COLUMNS = [
 ] as const;
 const BATCH = 1000;
 
-/** The trail in order, a line at a time: JSON lines, or CSV with a header, hashes included so that a copy can be checked. */
+/**
+ * The trail in order, a line at a time: JSON lines, or CSV with a header, hashes included so that
+ * a copy can be checked. Reads only, in one READ ONLY transaction (one instant of the trail, however
+ * long the export): a wrong `schema` or `table` rejects with `missingAuditTable` before any line,
+ * and never creates anything.
+ */
 export async function* exportTrail(connectionString: string, options: ExportOptions): AsyncGenerator<string> {
   const table = options.table ?? 'impersonation_audit';
   for (const [name, value] of Object.entries({ table, schema: options.schema })) {
     if (value !== undefined && !isPlainIdentifier(value))
       throw invalidOption('exportTrail', name, 'must be a plain SQL identifier');
   }
-  const qualified = options.schema ? `"${options.schema}"."${table}"` : `"${table}"`;
+  const names = namesOf(options.schema, table);
   const client = new pg.Client({ connectionString, connectionTimeoutMillis: 5000 });
   await client.connect();
   try {
+    await client.query(READ_ONLY);
+    const missing = await missingTables(client, names, 'trail');
+    if (missing) throw missingAuditTable(missing);
     if (options.format === 'csv') yield `${COLUMNS.join(',')}\n`;
     let after = 0;
     for (;;) {
@@ -56,7 +65,7 @@ export async function* exportTrail(connectionString: string, options: ExportOpti
         where += ` AND at < $${values.length}`;
       }
       const { rows } = await client.query<Record<string, unknown>>(
-        `SELECT ${COLUMNS.join(', ')} FROM ${qualified} WHERE ${where} ORDER BY seq LIMIT ${BATCH}`,
+        `SELECT ${COLUMNS.join(', ')} FROM ${names.table} WHERE ${where} ORDER BY seq LIMIT ${BATCH}`,
         values,
       );
       for (const row of rows) {
@@ -73,6 +82,7 @@ export async function* exportTrail(connectionString: string, options: ExportOpti
       after = Number(rows.at(-1)!['seq']);
     }
   } finally {
+    // Ending the connection ends its transaction: nothing was written to commit.
     await client.end();
   }
 }

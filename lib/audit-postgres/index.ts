@@ -40,24 +40,25 @@ import {
 } from '../audit/chain.js';
 import { signHead, type HeadPublisher, type SignedHead } from '../audit/head.js';
 import { checkpointText, signerOf, type SigningKey, type VerificationKey } from '../audit/signing.js';
-import { invalidOption, unavailable } from '../errors/standalone.js';
+import { invalidOption, missingAuditTable, unavailable } from '../errors/standalone.js';
+import { missingTables, namesOf, readingOnly, type Names } from './tables.js';
 
 export interface PostgresAuditLogOptions extends PoolSource {
   /** Schema of the tables. Default: the connection's search path. */
-  schema?: string;
+  schema?: string | undefined;
   /** Table name. Default `impersonation_audit` (with `_head` and `_checkpoints` beside it). */
-  table?: string;
+  table?: string | undefined;
   /**
    * Default true: an append that fails rejects, so that nothing it would record
    * happens (no token without its record). False: best effort, failures are
    * counted (`failures`) and reported to `onFailure`.
    */
-  failClosed?: boolean;
-  onFailure?: (error: unknown) => void;
+  failClosed?: boolean | undefined;
+  onFailure?: ((error: unknown) => void) | undefined;
   /** Signs a checkpoint every `checkpointEvery` rows: `{ hmac: secret }` or `{ ed25519: private key (PEM or KeyObject) }`. */
-  signingKey?: SigningKey;
+  signingKey?: SigningKey | undefined;
   /** Default 100. */
-  checkpointEvery?: number;
+  checkpointEvery?: number | undefined;
   /**
    * Needs `signingKey`. Called with the signed head at each checkpoint, after its
    * rows are committed; the append resolves only once it resolves. A rejection
@@ -65,7 +66,7 @@ export interface PostgresAuditLogOptions extends PoolSource {
    * database's administrator cannot rewrite: `appendHeadsToFile(path)` on the
    * provider's host, or a service of your own.
    */
-  publishHead?: HeadPublisher;
+  publishHead?: HeadPublisher | undefined;
 }
 
 export type { SignatureAlgorithm, SigningKey, VerificationKey } from '../audit/signing.js';
@@ -78,15 +79,15 @@ export type { PoolSource } from '../postgres/pool.js';
 
 export interface VerifyOptions {
   /** Checks the signed checkpoints, and the heads given. */
-  key?: VerificationKey;
+  key?: VerificationKey | undefined;
   /** Every multiple of `checkpointEvery` up to the chain's length must have its checkpoint. Needs `key`. */
-  requireCheckpoints?: boolean;
+  requireCheckpoints?: boolean | undefined;
   /**
    * The last head published (or several): the chain must still reach it with
    * the hash it pins. Without one, rows removed from the end with the head row
    * moved back are not detected. Needs `key`.
    */
-  head?: SignedHead | readonly SignedHead[];
+  head?: SignedHead | readonly SignedHead[] | undefined;
 }
 
 /** `since` inclusive, `until` exclusive; `limit` default 50, at most 500; `cursor` from a previous page's `nextCursor`. */
@@ -101,6 +102,11 @@ export interface PostgresAuditLog extends AuditLog {
    * with `check: 'tables'`), so an auditor may run it with a role that can only read.
    */
   verify(options?: VerifyOptions): Promise<VerifyResult>;
+  /**
+   * Pages through the trail, newest first. Reads only, as `verify()` does: it never creates the
+   * tables, and rejects when the trail's table is missing, naming it and where it was looked for.
+   */
+  query(filter?: AuditQuery): Promise<AuditPage>;
   /** Appends that failed in best-effort mode. */
   readonly failures: number;
   /** Ends the pool it opened (a pool passed in is left to its owner); closing twice is harmless. */
@@ -217,40 +223,14 @@ export function createPostgresAuditLog(options: PostgresAuditLogOptions): Postgr
       );
     },
     query: async (filter = {}) => {
-      await migrate();
+      // Reads only, as verify() does. A migration this log's own appends started is waited
+      // for: a query must not fail on the tables the application is creating at that moment.
+      await migrated?.catch(() => {});
       return queryTrail(pool, names, filter);
     },
     close: async () => {
       await end();
     },
-  };
-}
-
-interface Names {
-  /** As given, for messages. */
-  schema: string | undefined;
-  tableName: string;
-  table: string;
-  head: string;
-  checkpoints: string;
-  append: string;
-  subjectIndex: string;
-  actorIndex: string;
-  lock: string;
-}
-
-function namesOf(schema: string | undefined, table: string): Names {
-  const qualify = (name: string) => (schema ? `"${schema}"."${name}"` : `"${name}"`);
-  return {
-    schema,
-    tableName: table,
-    table: qualify(table),
-    head: qualify(`${table}_head`),
-    checkpoints: qualify(`${table}_checkpoints`),
-    append: qualify(`${table}_append`),
-    subjectIndex: `"${table}_subject"`,
-    actorIndex: `"${table}_actor"`,
-    lock: `${schema ?? ''}.${table}`,
   };
 }
 
@@ -385,10 +365,8 @@ async function verifyChain(
   names: Names,
   signatures: Omit<SignatureCheck, 'checkpoints'> | undefined,
 ): Promise<VerifyResult> {
-  const client = await pool.connect();
-  try {
-    await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
-    const missing = await missingTables(client, names);
+  return readingOnly(pool, async (client) => {
+    const missing = await missingTables(client, names, 'all');
     if (missing) return { ok: false, count: 0, seq: 1, problem: missing, check: 'tables' };
     const walk = await walkChain(
       storedBatches(client, names),
@@ -411,36 +389,7 @@ async function verifyChain(
       signature: row.signature,
     }));
     return checkSignatures(walk, { ...signatures, checkpoints });
-  } finally {
-    // Nothing to commit. A connection that cannot even roll back is discarded, not pooled.
-    await client.query('ROLLBACK').then(
-      () => client.release(),
-      (error: Error) => client.release(error),
-    );
-  }
-}
-
-/** What is missing of the trail's three tables, in words; undefined when they are all there. */
-async function missingTables(client: pg.ClientBase, names: Names): Promise<string | undefined> {
-  const {
-    rows: [found],
-  } = await client.query<{ trail: string | null; head: string | null; checkpoints: string | null; path: string[] }>(
-    'SELECT to_regclass($1::text) AS trail, to_regclass($2::text) AS head, to_regclass($3::text) AS checkpoints, current_schemas(false)::text[] AS path',
-    [names.table, names.head, names.checkpoints],
-  );
-  const table = JSON.stringify(names.tableName);
-  if (!found!.trail) {
-    const where = names.schema
-      ? `schema ${JSON.stringify(names.schema)}`
-      : `the connection's search path (${found!.path.map((schema) => JSON.stringify(schema)).join(', ') || 'empty'})`;
-    return `no audit table ${table} in ${where}`;
-  }
-  const beside = [
-    ...(found!.head ? [] : [`${names.tableName}_head`]),
-    ...(found!.checkpoints ? [] : [`${names.tableName}_checkpoints`]),
-  ];
-  if (!beside.length) return undefined;
-  return `the audit table ${table} has no ${beside.map((name) => JSON.stringify(name)).join(' nor ')} table beside it: one was dropped, or it is not a trail this package wrote`;
+  });
 }
 
 async function queryTrail(pool: pg.Pool, names: Names, filter: AuditQuery): Promise<AuditPage> {
@@ -460,10 +409,17 @@ async function queryTrail(pool: pg.Pool, names: Names, filter: AuditQuery): Prom
     add('seq < ?', seqOfCursor(filter.cursor));
   }
   const where = conditions.length ? `WHERE ${conditions.join(' AND ')}` : '';
-  const { rows } = await pool.query<StoredRow>(
-    `SELECT * FROM ${names.table} ${where} ORDER BY seq DESC LIMIT ${limit}`,
-    values,
-  );
+  const rows = await readingOnly(pool, async (client) => {
+    const missing = await missingTables(client, names, 'trail');
+    if (missing) {
+      throw missingAuditTable(
+        `the audit log cannot be queried: ${missing}; check its "schema" and "table" options, or create the tables with migrate()`,
+      );
+    }
+    return (
+      await client.query<StoredRow>(`SELECT * FROM ${names.table} ${where} ORDER BY seq DESC LIMIT ${limit}`, values)
+    ).rows;
+  });
   const items = rows.map((stored) => ({ seq: Number(stored.seq), hash: stored.hash, ...rowOfStored(stored) }));
   const last = items.at(-1);
   return { items, nextCursor: items.length === limit && last ? cursorOfSeq(last.seq) : null };

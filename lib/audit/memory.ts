@@ -25,7 +25,7 @@ export interface MemoryAuditLogOptions {
    * rather than drop old rows: nothing is forgotten, and (fail closed) no
    * token is issued without its record.
    */
-  maxRows?: number;
+  maxRows?: number | undefined;
 }
 
 /** `verify()` walks the chain kept, as `createPostgresAuditLog().verify()` does. */

@@ -14,14 +14,14 @@ export interface AuditSink {
 }
 
 export interface AuditQueryFilter {
-  subject?: string;
-  actor?: string;
+  subject?: string | undefined;
+  actor?: string | undefined;
   /** Only rows of these events (for a customer's view: accesses and stops, whatever else follows them). */
-  events?: readonly ImpersonationEventName[];
-  since?: Date;
-  until?: Date;
-  limit?: number;
-  cursor?: string;
+  events?: readonly ImpersonationEventName[] | undefined;
+  since?: Date | undefined;
+  until?: Date | undefined;
+  limit?: number | undefined;
+  cursor?: string | undefined;
 }
 
 /** A page of a trail, newest first; `nextCursor` is the `cursor` of the next page, null after the last. */

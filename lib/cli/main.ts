@@ -7,7 +7,7 @@ import { parseArgs } from 'node:util';
 import { publishedHeadOf } from './head.js';
 import { verificationKeyOf } from './key.js';
 import { verificationReport } from './report.js';
-import { invalidCommandLine } from '../errors/standalone.js';
+import { invalidCommandLine, MISSING_AUDIT_TABLE } from '../errors/standalone.js';
 
 const USAGE = `usage:
   oidc-provider-impersonation audit verify --database-url URL [--schema S] [--table T]
@@ -15,9 +15,11 @@ const USAGE = `usage:
       [--head HEADS_FILE | --head '{"seq":…}'] [--require-checkpoints N]
   oidc-provider-impersonation audit export --database-url URL [--schema S] [--table T] [--since TIME] [--until TIME] [--format jsonl|csv]
 
-audit verify only reads (in a read-only transaction). Exit codes: 0 the trail is verified;
-1 it is not: a check failed, or there is nothing to verify (no such table, no rows);
-2 the command could not run (usage, key, head, PostgreSQL unreachable, pg missing).`;
+Both only read, in a read-only transaction: neither ever creates a table.
+audit verify exits 0 when the trail is verified; 1 when it is not: a check failed, or there is
+nothing to verify (no such table, no rows). audit export exits 0 once every row is written;
+1 when there is no such table. Both exit 2 when the command could not run (usage, key, head,
+PostgreSQL unreachable, pg missing).`;
 
 async function main(argv: string[]): Promise<number> {
   const [group, command, ...rest] = argv;
@@ -87,14 +89,21 @@ async function main(argv: string[]): Promise<number> {
     }
     const since = timeOf('since', values.since);
     const until = timeOf('until', values.until);
-    for await (const line of exportTrail(connectionString, {
-      schema: values.schema,
-      table: values.table,
-      since,
-      until,
-      format,
-    })) {
-      if (!process.stdout.write(line)) await new Promise((resolve) => process.stdout.once('drain', resolve));
+    try {
+      for await (const line of exportTrail(connectionString, {
+        schema: values.schema,
+        table: values.table,
+        since,
+        until,
+        format,
+      })) {
+        if (!process.stdout.write(line)) await new Promise((resolve) => process.stdout.once('drain', resolve));
+      }
+    } catch (error) {
+      // Before any line: a wrong --schema or --table is the operator's to fix, said in one line.
+      if ((error as { code?: unknown }).code !== MISSING_AUDIT_TABLE) throw error;
+      process.stderr.write(`failed: ${(error as Error).message}; check --schema and --table (nothing exported)\n`);
+      return 1;
     }
     return 0;
   } finally {

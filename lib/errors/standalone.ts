@@ -54,6 +54,13 @@ export function invalidHeadFile(problem: string): TypeError {
   return new TypeError(problem);
 }
 
+/** An audit trail read where it is not: `problem` names the table and where it was looked for; `code` tells the command so. */
+export function missingAuditTable(problem: string): Error {
+  return Object.assign(new Error(problem), { code: MISSING_AUDIT_TABLE });
+}
+
+export const MISSING_AUDIT_TABLE = 'ERR_MISSING_AUDIT_TABLE';
+
 /** A stored row that is not one of this trail's (its content was altered). */
 export function notATrailRow(): Error {
   return new Error('not a row of this trail');

@@ -21,9 +21,9 @@ export interface PoolSource {
    * A pool you own (never ended by `close()`). Give it `POSTGRES_POOL_OPTIONS`
    * (or timeouts of your own) so that an outage fails fast.
    */
-  pool?: pg.Pool;
+  pool?: pg.Pool | undefined;
   /** Where to connect when no pool is given: a pool of its own with `POSTGRES_POOL_OPTIONS`, ended by `close()`. */
-  connectionString?: string;
+  connectionString?: string | undefined;
 }
 
 export interface OpenedPool {

@@ -26,18 +26,18 @@ export interface ImpersonationVerifierOptions {
   /** This resource server's identifier (`aud`). */
   audience: string | string[];
   /** The issuer's JWKS: a URL (cached by jose) or a key resolver. Default `${issuer}/jwks`. */
-  jwks?: string | URL | JWTVerifyGetKey;
+  jwks?: string | URL | JWTVerifyGetKey | undefined;
   /** The revocation feed, e.g. `https://id.example.com/api/impersonations/revocations`. */
   revocationsUri: string | URL;
   /** How often the feed is read, milliseconds. Default 500. */
-  refreshInterval?: number;
+  refreshInterval?: number | undefined;
   /**
    * Impersonation tokens are refused when the last complete read of the feed began longer ago than this,
    * milliseconds; a whole read (every page) is abandoned once it has taken this long. Default 5000.
    */
-  maxStaleness?: number;
+  maxStaleness?: number | undefined;
   /** Bound on one request of the feed (one page), milliseconds. Default 2000. */
-  timeout?: number;
+  timeout?: number | undefined;
 }
 
 export { ImpersonationTokenError, type ImpersonationTokenErrorCode } from '../errors/standalone.js';

@@ -25,19 +25,19 @@ export interface WebhookSubscription {
 export interface WebhookOptions {
   subscriptions: readonly WebhookSubscription[];
   /** Most entries waiting per subscription; past it new ones are dropped and counted. Default 100,000. */
-  maxPending?: number;
+  maxPending?: number | undefined;
   /** Deliveries tried before an entry is dead-lettered. Default 15. */
-  maxAttempts?: number;
+  maxAttempts?: number | undefined;
   /** Seconds after which an undelivered entry is dead-lettered. Default 259,200 (3 days). */
-  maxAge?: number;
+  maxAge?: number | undefined;
   /** Seconds a dead letter is kept for inspection. Default 604,800 (7 days). */
-  deadLetterRetention?: number;
+  deadLetterRetention?: number | undefined;
   /** Milliseconds a receiver has to answer. Default 10,000. */
-  timeout?: number;
+  timeout?: number | undefined;
   /** Milliseconds between looks at the outbox when it had nothing due. Default 1,000. */
-  pollInterval?: number;
+  pollInterval?: number | undefined;
   /** Longest wait between two attempts of one entry, seconds. Default 3,600. */
-  maxBackoff?: number;
+  maxBackoff?: number | undefined;
 }
 
 export interface ResolvedWebhookOptions {

@@ -1,0 +1,89 @@
+/**
+ * The PostgreSQL audit trail's tables as its readers see them: their names,
+ * whether they are there, and a READ ONLY transaction. `verify()`, `query()`
+ * and the command's export only read, so that a wrong `schema` or `table`
+ * (or a role that may only read) can never create anything.
+ */
+import type pg from 'pg';
+
+export interface Names {
+  /** As given, for messages. */
+  schema: string | undefined;
+  tableName: string;
+  table: string;
+  head: string;
+  checkpoints: string;
+  append: string;
+  subjectIndex: string;
+  actorIndex: string;
+  lock: string;
+}
+
+/** `schema` and `table` must have passed assertPlainIdentifiers: they go into SQL as they are, quoted. */
+export function namesOf(schema: string | undefined, table: string): Names {
+  const qualify = (name: string) => (schema ? `"${schema}"."${name}"` : `"${name}"`);
+  return {
+    schema,
+    tableName: table,
+    table: qualify(table),
+    head: qualify(`${table}_head`),
+    checkpoints: qualify(`${table}_checkpoints`),
+    append: qualify(`${table}_append`),
+    subjectIndex: `"${table}_subject"`,
+    actorIndex: `"${table}_actor"`,
+    lock: `${schema ?? ''}.${table}`,
+  };
+}
+
+/**
+ * What is missing of the trail's tables, in words; undefined when they are all
+ * there. `'trail'` looks for the trail's own table only: all that a query or an
+ * export reads. Names the schema looked in, or the connection's search path.
+ */
+export async function missingTables(
+  client: pg.ClientBase,
+  names: Names,
+  which: 'all' | 'trail',
+): Promise<string | undefined> {
+  const {
+    rows: [found],
+  } = await client.query<{ trail: string | null; head: string | null; checkpoints: string | null; path: string[] }>(
+    'SELECT to_regclass($1::text) AS trail, to_regclass($2::text) AS head, to_regclass($3::text) AS checkpoints, current_schemas(false)::text[] AS path',
+    [names.table, names.head, names.checkpoints],
+  );
+  const table = JSON.stringify(names.tableName);
+  if (!found!.trail) {
+    const where = names.schema
+      ? `schema ${JSON.stringify(names.schema)}`
+      : `the connection's search path (${found!.path.map((schema) => JSON.stringify(schema)).join(', ') || 'empty'})`;
+    return `no audit table ${table} in ${where}`;
+  }
+  if (which === 'trail') return undefined;
+  const beside = [
+    ...(found!.head ? [] : [`${names.tableName}_head`]),
+    ...(found!.checkpoints ? [] : [`${names.tableName}_checkpoints`]),
+  ];
+  if (!beside.length) return undefined;
+  return `the audit table ${table} has no ${beside.map((name) => JSON.stringify(name)).join(' nor ')} table beside it: one was dropped, or it is not a trail this package wrote`;
+}
+
+/** The transaction every read of the trail runs in: PostgreSQL itself refuses any write, and every statement sees one instant. */
+export const READ_ONLY = 'BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY';
+
+/**
+ * Runs `read` on a client of `pool` in a READ ONLY transaction, and rolls it
+ * back: there is nothing to commit. A connection that cannot even roll back is
+ * discarded, not pooled.
+ */
+export async function readingOnly<T>(pool: pg.Pool, read: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+  const client = await pool.connect();
+  try {
+    await client.query(READ_ONLY);
+    return await read(client);
+  } finally {
+    await client.query('ROLLBACK').then(
+      () => client.release(),
+      (error: Error) => client.release(error),
+    );
+  }
+}
