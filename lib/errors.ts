@@ -25,6 +25,15 @@ export function invalidScope(description: string, scope: string): errors.Invalid
   return new errors.InvalidScope(description, scope);
 }
 
+/**
+ * RFC 6749 5.2 `invalid_grant`, with a description the caller is shown:
+ * oidc-provider's own `InvalidGrant` always says "grant request is invalid".
+ * For a subject token whose customer's access grant no longer allows it.
+ */
+export function invalidGrant(description: string): errors.CustomOIDCProviderError {
+  return new errors.CustomOIDCProviderError('invalid_grant', description);
+}
+
 /** What a refused actor's next sign-in must meet (RFC 9470 `max_age`, `acr_values`). */
 export interface StepUpRequirement {
   maxAge?: number;
@@ -84,7 +93,11 @@ export type ManagementErrorCode =
   | 'user_not_found'
   | 'not_found'
   | 'already_redeemed'
+  | 'already_answered'
+  | 'request_expired'
   | 'request_too_large'
+  | 'too_many_grants'
+  | 'too_many_pending_requests'
   | 'temporarily_unavailable'
   | 'server_error';
 
@@ -133,6 +146,19 @@ export function notFound(code: 'not_found' | 'user_not_found', description: stri
 /** Management API 409: the subject token was exchanged already. */
 export function alreadyRedeemed(description: string): ManagementError {
   return new ManagementError(409, 'already_redeemed', description);
+}
+
+/** 409 of an approval request: answered already, or expired unanswered. */
+export function requestClosed(code: 'already_answered' | 'request_expired', description: string): ManagementError {
+  return new ManagementError(409, code, description);
+}
+
+/** 429: a customer holds as many grants in force, or pending requests, as the deployment allows. */
+export function customerLimitReached(
+  code: 'too_many_grants' | 'too_many_pending_requests',
+  description: string,
+): ManagementError {
+  return new ManagementError(429, code, description);
 }
 
 /** Management API 503: a store or the audit trail cannot answer; nothing was written. */

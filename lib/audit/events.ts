@@ -12,6 +12,13 @@ export const EVENTS = {
   sessionRevoked: 'impersonation.session.revoked',
   sessionEnded: 'impersonation.session.ended',
   revocationsServed: 'impersonation.revocations.served',
+  accessGrantCreated: 'impersonation.access_grant.created',
+  accessGrantEnded: 'impersonation.access_grant.ended',
+  approvalRequested: 'impersonation.approval.requested',
+  approvalApproved: 'impersonation.approval.approved',
+  approvalDenied: 'impersonation.approval.denied',
+  approvalExpired: 'impersonation.approval.expired',
+  breakGlassUsed: 'impersonation.break_glass.used',
 } as const;
 
 export type ImpersonationEventName = (typeof EVENTS)[keyof typeof EVENTS];
@@ -54,6 +61,11 @@ export interface ImpersonationEvent {
   endReason?: string;
   /** For the revocation feed: how many closed sessions it listed. */
   count?: number;
+  // The customer in the loop (docs/customer-approval.md).
+  /** The customer's access grant (`agr_…`) given, ended, or that allowed a subject token or an exchange. */
+  accessGrantId?: string;
+  /** The approval request (`apr_…`) made, answered or expired. */
+  approvalRequestId?: string;
 }
 
 /**

@@ -35,6 +35,7 @@ export function eventOf(
     event.subject = record.subject;
     event.createdBy = record.createdBy;
     event.context = record.context;
+    if (record.accessGrantId !== undefined) event.accessGrantId = record.accessGrantId;
   }
   const actor = progress.actor ?? record?.actor;
   if (actor !== undefined) event.actor = actor;

@@ -1,10 +1,12 @@
 import Router from '@koa/router';
 import type Koa from 'koa';
 import type { Provider } from 'oidc-provider';
+import type { ApprovalStore } from '../approvals/store.js';
 import type { ResolvedOptions } from '../options.js';
 import type { SessionStore } from '../sessions/store.js';
 import type { SubjectTokenStore } from '../subject-tokens/store.js';
 import { createCallerCheck } from './caller.js';
+import { approvalRequestRoutes } from './approval-requests.js';
 import { assertStorableQuery } from './body.js';
 import { renderErrors } from './http.js';
 import { impersonationRoutes } from './impersonations.js';
@@ -14,7 +16,7 @@ import { subjectTokenRoutes } from './subject-tokens.js';
 export type ServedRequests = WeakSet<object>;
 
 export interface ManagementApi {
-  /** Subject tokens, impersonation sessions and their revocation feed, as one Koa middleware. */
+  /** Subject tokens, impersonation sessions and their revocation feed, approval requests, as one Koa middleware. */
   middleware: Koa.Middleware;
   /**
    * Marks each request in `served`. Mounted with the API in the provider's
@@ -28,14 +30,17 @@ export interface ManagementApi {
 export function createManagementApi(
   provider: Provider,
   options: ResolvedOptions,
-  stores: { subjectTokens: SubjectTokenStore; sessions: SessionStore },
+  stores: { subjectTokens: SubjectTokenStore; sessions: SessionStore; approvals: ApprovalStore },
 ): ManagementApi {
   const authenticate = options.authenticateManagementRequest ?? createCallerCheck(provider, options);
   // Exact paths, as a proxy's exact-path rule would match them: no case folding, no trailing slash.
   const router = new Router({ sensitive: true, strict: true });
-  router.use([options.managementPath, options.sessionsPath], renderErrors, refuseUnstorableQuery);
-  subjectTokenRoutes(router, provider, options, stores.subjectTokens, authenticate);
+  const paths = [options.managementPath, options.sessionsPath];
+  if (options.approvals) paths.push(options.approvals.requestsPath);
+  router.use(paths, renderErrors, refuseUnstorableQuery);
+  subjectTokenRoutes(router, provider, options, stores, authenticate);
   impersonationRoutes(router, provider, options, stores.sessions, authenticate);
+  if (options.approvals) approvalRequestRoutes(router, { provider, options, ...stores }, authenticate);
   // Composed here, once: wherever the deployment mounts it, it is whole.
   const routes = router.routes() as unknown as Koa.Middleware;
   const allowedMethods = router.allowedMethods() as unknown as Koa.Middleware;

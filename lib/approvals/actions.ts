@@ -1,0 +1,242 @@
+/**
+ * What a customer does about support's access to their own account: give,
+ * list and end access grants; list, approve and deny approval requests.
+ * Library functions for the customer's API to call once it has
+ * authenticated the customer: `customer` is their account id, and every
+ * operation acts on that account only (another customer's grant or request
+ * is answered exactly as an unknown id). Input is checked here, whatever
+ * carried it; refusals are `ManagementError`s (400, 404, 409, 429, 503).
+ */
+import type Koa from 'koa';
+import { emit, EVENTS } from '../audit/events.js';
+import { record as recordEvent } from '../audit/record.js';
+import {
+  badRequest,
+  customerLimitReached,
+  managementUnavailable,
+  notFound,
+  requestClosed,
+  type ManagementError,
+} from '../errors.js';
+import { storeCall } from '../management/http.js';
+import type { ApprovalDependencies } from './deps.js';
+import { approvalSettings, nowSeconds } from './deps.js';
+import { endGrantAndSessions } from './end.js';
+import { grantEvent, requestEvent } from './events.js';
+import { fieldsOf, readDuration, readIdentifier, readResource, readScopeList, readText } from './input.js';
+import {
+  grantStateOf,
+  isAccessGrantId,
+  newAccessGrantId,
+  type AccessGrant,
+  type ApprovalDecision,
+  type ApprovalRequest,
+} from './record.js';
+import { findRequestAs, settleExpiry, viewOf } from './requests.js';
+import { accessGrantView, type AccessGrantView, type ApprovalRequestView } from './view.js';
+
+export type { ApprovalDependencies } from './deps.js';
+export type { AccessGrantView, ApprovalRequestView, ApprovedGrantView } from './view.js';
+
+/** The customer's grants in force, latest expiry first. */
+export async function listGrants(deps: ApprovalDependencies, customer: string): Promise<{ items: AccessGrantView[] }> {
+  const settings = approvalSettings(deps.options, 'listGrants');
+  const grants = await storeCall(() => deps.approvals.activeGrants(customer, settings.maxGrantsPerCustomer));
+  return { items: grants.map((grant) => accessGrantView(grant)) };
+}
+
+/**
+ * Gives a standing grant: `{ duration, scope?, resource?, actorId?, note? }`,
+ * `duration` in seconds up to `maxGrantDuration`. No grant goes into force
+ * without its trail row: one whose row cannot be written is ended at once.
+ */
+export async function giveGrant(
+  deps: ApprovalDependencies,
+  customer: string,
+  input: unknown,
+  ctx?: Koa.Context,
+): Promise<AccessGrantView> {
+  const settings = approvalSettings(deps.options, 'giveGrant');
+  const fields = fieldsOf(input, ['duration', 'scope', 'resource', 'actorId', 'note']);
+  const duration = readDuration(fields['duration'], settings.maxGrantDuration);
+  const scope = readScopeList(fields['scope'], 'scope');
+  const resource = readResource(fields['resource'], 'resource');
+  const actor = readIdentifier(fields['actorId'], 'actorId');
+  const note = readText(fields['note'], 'note');
+
+  await assertRoomForGrant(deps, customer);
+  const createdAt = nowSeconds();
+  const grant: AccessGrant = {
+    id: newAccessGrantId(),
+    subject: customer,
+    ...(actor === undefined ? {} : { actor }),
+    ...(resource === undefined ? {} : { resource }),
+    ...(scope === undefined ? {} : { scope }),
+    ...(note === undefined ? {} : { note }),
+    origin: 'customer',
+    createdAt,
+    expiresAt: createdAt + duration,
+  };
+  await putInForce(deps, grant, ctx);
+  return accessGrantView(grant);
+}
+
+/**
+ * Ends one of the customer's grants and every session it allowed. Ending a
+ * grant that ended already is no error (it finishes what a failed attempt
+ * left open); an expired one has nothing left to end.
+ */
+export async function endAccessGrant(
+  deps: ApprovalDependencies,
+  customer: string,
+  grantId: string,
+  ctx?: Koa.Context,
+): Promise<void> {
+  approvalSettings(deps.options, 'endAccessGrant');
+  const grant = isAccessGrantId(grantId) ? await storeCall(() => deps.approvals.findGrant(grantId)) : undefined;
+  if (!grant || grant.subject !== customer) throw notFound('not_found', 'no access grant has this id');
+  if (grantStateOf(grant) === 'expired') return;
+  await storeCall(() => endGrantAndSessions(deps, grant, ctx));
+}
+
+/** The customer's requests waiting for an answer, latest expiry first. */
+export async function listPendingRequests(
+  deps: ApprovalDependencies,
+  customer: string,
+): Promise<{ items: ApprovalRequestView[] }> {
+  const settings = approvalSettings(deps.options, 'listPendingRequests');
+  const requests = await storeCall(() => deps.approvals.pendingRequests(customer, settings.maxPendingPerCustomer));
+  return { items: await Promise.all(requests.map((request) => viewOf(deps, request))) };
+}
+
+/**
+ * Approves a request: `{ duration, scope? }`. The grant it becomes is for the
+ * request's actor and resource, for `duration` seconds (up to
+ * `maxGrantDuration`), and allows `scope` (within the scope asked, when one
+ * was) or else what was asked. The answer is written first and once: of an
+ * approval racing a denial or the expiry, exactly one wins, and a grant is
+ * put in force only by the approval that won.
+ */
+export async function approveRequest(
+  deps: ApprovalDependencies,
+  customer: string,
+  requestId: string,
+  input: unknown,
+  ctx?: Koa.Context,
+): Promise<{ request: ApprovalRequestView; grant: AccessGrantView }> {
+  const settings = approvalSettings(deps.options, 'approveRequest');
+  const fields = fieldsOf(input, ['duration', 'scope']);
+  const duration = readDuration(fields['duration'], settings.maxGrantDuration);
+  const chosen = readScopeList(fields['scope'], 'scope');
+  const request = await openRequest(deps, customer, requestId, ctx);
+  if (chosen && request.scope) {
+    const asked = new Set(request.scope);
+    const wider = chosen.filter((name) => !asked.has(name));
+    if (wider.length) throw badRequest(`scope may only narrow the scope asked; not asked: ${wider.join(' ')}`);
+  }
+  const scope = chosen ?? request.scope;
+  await assertRoomForGrant(deps, customer);
+
+  const answeredAt = nowSeconds();
+  const grant: AccessGrant = {
+    id: newAccessGrantId(),
+    subject: customer,
+    actor: request.actor,
+    ...(request.resource === undefined ? {} : { resource: request.resource }),
+    ...(scope === undefined ? {} : { scope: [...scope] }),
+    origin: 'approval',
+    approvalRequestId: request.id,
+    createdAt: answeredAt,
+    expiresAt: answeredAt + duration,
+  };
+  const answered = await answerOnce(deps, request, { at: answeredAt, decision: 'approved', grantId: grant.id });
+  const event = requestEvent(answered);
+  event.accessGrantId = grant.id;
+  await recordEvent(deps.provider, deps.options.auditLog, EVENTS.approvalApproved, event, ctx);
+  await putInForce(deps, grant, ctx);
+  return { request: await viewOf(deps, answered), grant: accessGrantView(grant) };
+}
+
+/** Denies a request: `{ reason? }`, shown to the backend that asked. */
+export async function denyRequest(
+  deps: ApprovalDependencies,
+  customer: string,
+  requestId: string,
+  input: unknown = {},
+  ctx?: Koa.Context,
+): Promise<{ request: ApprovalRequestView }> {
+  approvalSettings(deps.options, 'denyRequest');
+  const fields = fieldsOf(input, ['reason']);
+  const reason = readText(fields['reason'], 'reason');
+  const request = await openRequest(deps, customer, requestId, ctx);
+  const answered = await answerOnce(deps, request, {
+    at: nowSeconds(),
+    decision: 'denied',
+    ...(reason === undefined ? {} : { reason }),
+  });
+  const event = requestEvent(answered);
+  if (reason !== undefined) event.reason = reason;
+  await recordEvent(deps.provider, deps.options.auditLog, EVENTS.approvalDenied, event, ctx);
+  return { request: await viewOf(deps, answered) };
+}
+
+/** One of the customer's requests still waiting; an answered or expired one is a 409 saying which. */
+async function openRequest(
+  deps: ApprovalDependencies,
+  customer: string,
+  requestId: string,
+  ctx: Koa.Context | undefined,
+): Promise<ApprovalRequest> {
+  const found = await findRequestAs(deps, requestId, (request) => request.subject === customer);
+  const settled = await settleExpiry(deps, found, ctx);
+  if (settled.answer) throw closed(settled.answer.decision);
+  return settled;
+}
+
+/** Writes the answer, unless another answer (or the expiry) won: then a 409 saying which. */
+async function answerOnce(
+  deps: ApprovalDependencies,
+  request: ApprovalRequest,
+  answer: NonNullable<ApprovalRequest['answer']>,
+): Promise<ApprovalRequest> {
+  const { record, changedNow } = await storeCall(() => deps.approvals.answer(request, answer));
+  // The winner may still be writing its answer: read as "answered", whichever it was.
+  if (!changedNow) throw closed(record.answer?.decision ?? 'approved');
+  return record;
+}
+
+function closed(decision: ApprovalDecision): ManagementError {
+  return decision === 'expired'
+    ? requestClosed('request_expired', 'the approval request expired before it was answered')
+    : requestClosed('already_answered', 'the approval request was answered already');
+}
+
+async function assertRoomForGrant(deps: ApprovalDependencies, customer: string): Promise<void> {
+  const { maxGrantsPerCustomer } = approvalSettings(deps.options, 'giveGrant');
+  const inForce = await storeCall(() => deps.approvals.activeGrants(customer, maxGrantsPerCustomer));
+  if (inForce.length >= maxGrantsPerCustomer) {
+    throw customerLimitReached(
+      'too_many_grants',
+      'the customer has as many access grants in force as the deployment allows; end one first',
+    );
+  }
+}
+
+/**
+ * Saves the grant, then its trail row, awaited: a grant whose row cannot be
+ * written is ended at once and never allowed anything.
+ */
+async function putInForce(deps: ApprovalDependencies, grant: AccessGrant, ctx: Koa.Context | undefined): Promise<void> {
+  await storeCall(() => deps.approvals.saveGrant(grant));
+  const event = grantEvent(grant);
+  const { auditLog } = deps.options;
+  if (auditLog) {
+    try {
+      await auditLog.append(EVENTS.accessGrantCreated, Object.freeze({ ...event }));
+    } catch (error) {
+      await deps.approvals.endGrant(grant, { at: nowSeconds(), by: 'customer' }).catch(() => {});
+      throw managementUnavailable('the audit trail cannot be written; no access grant was given', error);
+    }
+  }
+  emit(deps.provider, EVENTS.accessGrantCreated, event, ctx);
+}

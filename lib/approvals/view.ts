@@ -1,0 +1,107 @@
+import type { JsonObject } from '../json.js';
+import {
+  grantStateOf,
+  requestStateOf,
+  type AccessGrant,
+  type ApprovalRequest,
+  type ApprovalState,
+  type GrantState,
+} from './record.js';
+
+/** What the customer and support are shown of an access grant. Times RFC 3339. */
+export interface AccessGrantView {
+  id: string;
+  subject: string;
+  /** Only this actor may use it; absent: any actor the deployment allows. */
+  actor?: string;
+  resource?: string;
+  scope?: string[];
+  note?: string;
+  origin: 'customer' | 'approval';
+  approvalRequestId?: string;
+  state: GrantState;
+  createdAt: string;
+  expiresAt: string;
+  endedAt?: string;
+  endedBy?: 'customer' | 'expiry';
+}
+
+/** The grant an approved request became, as the request shows it. */
+export interface ApprovedGrantView {
+  id: string;
+  expiresAt: string;
+  resource?: string;
+  scope?: string[];
+}
+
+/** What a backend (its creator) and the customer are shown of an approval request. Times RFC 3339. */
+export interface ApprovalRequestView {
+  id: string;
+  status: ApprovalState;
+  subject: string;
+  actor: string;
+  clientId?: string;
+  context: JsonObject;
+  resource?: string;
+  scope?: string[];
+  createdAt: string;
+  expiresAt: string;
+  answeredAt?: string;
+  grant?: ApprovedGrantView;
+  denialReason?: string;
+}
+
+export function accessGrantView(grant: AccessGrant, now = Date.now() / 1000): AccessGrantView {
+  return {
+    id: grant.id,
+    subject: grant.subject,
+    ...(grant.actor === undefined ? {} : { actor: grant.actor }),
+    ...ceilingOf(grant),
+    ...(grant.note === undefined ? {} : { note: grant.note }),
+    origin: grant.origin,
+    ...(grant.approvalRequestId === undefined ? {} : { approvalRequestId: grant.approvalRequestId }),
+    state: grantStateOf(grant, now),
+    createdAt: rfc3339(grant.createdAt),
+    expiresAt: rfc3339(grant.expiresAt),
+    ...(grant.ended ? { endedAt: rfc3339(grant.ended.at), endedBy: grant.ended.by } : {}),
+  };
+}
+
+/**
+ * `grant` is the grant the request became, when it was approved and the
+ * grant is still kept; an approved request whose grant is gone shows none.
+ */
+export function approvalRequestView(
+  request: ApprovalRequest,
+  grant?: AccessGrant,
+  now = Date.now() / 1000,
+): ApprovalRequestView {
+  const { answer } = request;
+  return {
+    id: request.id,
+    status: requestStateOf(request, now),
+    subject: request.subject,
+    actor: request.actor,
+    ...(request.clientId === undefined ? {} : { clientId: request.clientId }),
+    context: request.context,
+    ...ceilingOf(request),
+    createdAt: rfc3339(request.createdAt),
+    expiresAt: rfc3339(request.expiresAt),
+    ...(answer ? { answeredAt: rfc3339(answer.at) } : {}),
+    ...(answer?.decision === 'approved' && grant && grant.id === answer.grantId
+      ? { grant: { id: grant.id, expiresAt: rfc3339(grant.expiresAt), ...ceilingOf(grant) } }
+      : {}),
+    ...(answer?.decision === 'denied' && answer.reason !== undefined ? { denialReason: answer.reason } : {}),
+  };
+}
+
+function ceilingOf(record: { resource?: string; scope?: string[] }): { resource?: string; scope?: string[] } {
+  return {
+    ...(record.resource === undefined ? {} : { resource: record.resource }),
+    ...(record.scope === undefined ? {} : { scope: [...record.scope] }),
+  };
+}
+
+function rfc3339(seconds: number): string {
+  return new Date(seconds * 1000).toISOString();
+}
