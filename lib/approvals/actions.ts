@@ -28,6 +28,7 @@ import {
   grantStateOf,
   isAccessGrantId,
   newAccessGrantId,
+  requestStateOf,
   type AccessGrant,
   type ApprovalDecision,
   type ApprovalRequest,
@@ -189,7 +190,8 @@ async function openRequest(
 ): Promise<ApprovalRequest> {
   const found = await findRequestAs(deps, requestId, (request) => request.subject === customer);
   const settled = await settleExpiry(deps, found, ctx);
-  if (settled.answer) throw closed(settled.answer.decision);
+  const state = requestStateOf(settled);
+  if (state !== 'pending') throw closed(state);
   return settled;
 }
 
@@ -200,8 +202,11 @@ async function answerOnce(
   answer: NonNullable<ApprovalRequest['answer']>,
 ): Promise<ApprovalRequest> {
   const { record, changedNow } = await storeCall(() => deps.approvals.answer(request, answer));
-  // The winner may still be writing its answer: read as "answered", whichever it was.
-  if (!changedNow) throw closed(record.answer?.decision ?? 'approved');
+  if (!changedNow) {
+    // The winner may still be writing its answer: then it reads as answered, or as expired when it is.
+    const state = requestStateOf(record);
+    throw closed(state === 'pending' ? 'approved' : state);
+  }
   return record;
 }
 

@@ -12,6 +12,8 @@ import { approvalRequestView, type ApprovalRequestView } from './view.js';
  * A request found unanswered past its expiry is answered `expired` through
  * the same once-only answer as an approval or a denial: whoever notices it
  * first records it, and reports it once; a customer's late approval loses.
+ * The record returned may not show the answer yet (another caller is writing
+ * it); `requestStateOf` still reads it as closed.
  */
 export async function settleExpiry(
   { provider, options, approvals }: ApprovalDependencies,
