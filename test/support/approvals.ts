@@ -6,7 +6,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { KoaContextWithOIDC } from 'oidc-provider';
-import { instantiateAdapter, type ImpersonationAdapter } from '../../lib/adapters/contract.js';
+import { instantiateAdapter, type AdapterSource, type ImpersonationAdapter } from '../../lib/adapters/contract.js';
 import type { ApprovalDependencies } from '../../lib/approvals/actions.js';
 import type { ApprovalOptions, ApprovalRequirement } from '../../lib/approvals/options.js';
 import { APPROVAL_MODEL, ApprovalStore } from '../../lib/approvals/store.js';
@@ -37,6 +37,8 @@ export interface ApprovalProviderOptions {
   approvals?: Partial<ApprovalOptions>;
   plugin?: Partial<ImpersonationOptions>;
   configuration?: TestProviderOptions['configuration'];
+  /** Default: a new deployment of `kind`, the suite's adapter unless named. */
+  adapter?: AdapterSource;
   kind?: AdapterKind;
 }
 
@@ -53,6 +55,7 @@ export async function startApprovalProvider(options: ApprovalProviderOptions = {
   };
   const tp = await startProvider(
     {
+      ...(options.adapter ? { adapter: options.adapter } : {}),
       plugin,
       configuration: {
         findAccount: (_ctx: KoaContextWithOIDC, sub: string) =>
