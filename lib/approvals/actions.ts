@@ -132,8 +132,10 @@ export async function approveRequest(
   const request = await openRequest(deps, customer, requestId, ctx);
   if (chosen && request.scope) {
     const asked = new Set(request.scope);
-    const wider = chosen.filter((name) => !asked.has(name));
-    if (wider.length) throw badRequest(`scope may only narrow the scope asked; not asked: ${wider.join(' ')}`);
+    // The names asked are listed, never those sent: what a customer pastes may be anything.
+    if (chosen.some((name) => !asked.has(name))) {
+      throw badRequest(`scope may only narrow the scope asked: ${request.scope.join(' ')}`);
+    }
   }
   const scope = chosen ?? request.scope;
   await assertRoomForGrant(deps, customer);

@@ -14,13 +14,18 @@ const MAX_RESOURCE_LENGTH = 1024;
 const MAX_ID_LENGTH = 1024;
 const SCOPE_TOKEN = /^[\x21\x23-\x5B\x5D-\x7E]{1,256}$/;
 
-/** An object's fields, refusing any not in `allowed`. */
+/**
+ * An object's fields, refusing any not in `allowed`. The refusal lists the
+ * fields there are, never the one sent: a name is as likely as a value to be
+ * something pasted in the wrong place.
+ */
 export function fieldsOf(value: unknown, allowed: readonly string[], what = 'body'): Record<string, unknown> {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
     throw badRequest(`${what} must be a JSON object`);
   }
-  const unknown = Object.keys(value).filter((field) => !allowed.includes(field));
-  if (unknown.length) throw badRequest(`unknown field: ${unknown.join(', ')}`);
+  if (Object.keys(value).some((field) => !allowed.includes(field))) {
+    throw badRequest(`${what} has an unknown field; its fields are ${allowed.join(', ')}`);
+  }
   return value as Record<string, unknown>;
 }
 
