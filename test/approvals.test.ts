@@ -4,6 +4,7 @@ import {
   denyRequest,
   endAccessGrant,
   giveGrant,
+  listGrants,
   listPendingRequests,
   type AccessGrantView,
   type ApprovalRequestView,
@@ -637,6 +638,57 @@ describe('customer approval: a request that waits too long', function () {
     expect(expired.map((event) => event.approvalRequestId)).to.deep.equal([id]);
     // The next ask is a new request.
     expect(requestIdOf(await askForSubjectToken(ap.tp, { userId: customer, actorId: 'alice' }))).to.not.equal(id);
+  });
+});
+
+describe('customer approval: an audit trail that cannot be written', function () {
+  this.timeout(30_000);
+  let ap: ApprovalProvider;
+  const failing = new Set<string>();
+  const issued: ImpersonationEvent[] = [];
+
+  before(async () => {
+    ap = await startApprovalProvider({
+      approvals: { breakGlassClients: [CLIENTS.oncall.client_id] },
+      plugin: {
+        auditLog: {
+          append: async (name) => {
+            if (failing.has(name)) throw new Error('the trail is down');
+          },
+        },
+      },
+    });
+    onImpersonationEvent(ap.tp.provider, EVENTS.subjectTokenCreated, (event) => issued.push(event));
+  });
+  afterEach(() => failing.clear());
+  after(() => ap?.tp.close());
+
+  it('issues no break-glass token without the record of the bypass', async () => {
+    failing.add(EVENTS.breakGlassUsed);
+    const customer = newCustomer();
+    const reply = await askForSubjectToken(
+      ap.tp,
+      { userId: customer, actorId: 'alice', breakGlass: { reason: 'outage' } },
+      CLIENTS.oncall,
+    );
+    expectError(
+      reply,
+      503,
+      'temporarily_unavailable',
+      /^the audit trail cannot be written; no subject token was issued$/,
+    );
+    expect(issued.filter((event) => event.subject === customer)).to.deep.equal([]);
+  });
+
+  it('puts no grant in force without its record', async () => {
+    failing.add(EVENTS.accessGrantCreated);
+    const customer = newCustomer();
+    expect(await refusalOf(giveGrant(ap.deps, customer, { duration: 60 }))).to.deep.include({
+      status: 503,
+      error: 'temporarily_unavailable',
+    });
+    expect((await listGrants(ap.deps, customer)).items).to.deep.equal([]);
+    requestIdOf(await askForSubjectToken(ap.tp, { userId: customer, actorId: 'alice' }));
   });
 });
 
