@@ -3,6 +3,7 @@ export { MANAGEMENT_SCOPE_METADATA } from './management/client-metadata.js';
 export type { Impersonation, InstallOptions } from './plugin.js';
 export type { ManagementApiHandler } from './management/node-handler.js';
 export type { ApprovalOptions, ApprovalPolicyInput, ApprovalRequirement } from './approvals/options.js';
+export type { AccessGrantView, ApprovalRequestView, ApprovedGrantView } from './approvals/view.js';
 export type {
   CreationPolicyInput,
   CustomJwtClaimsFunction,
