@@ -60,7 +60,12 @@ export async function closeSession(
           revokedBy: request.revokedBy,
           ...(request.reason ? { reason: request.reason } : {}),
         }
-      : { name: EVENTS.sessionEnded, ...stopped, endReason: request.endReason };
+      : {
+          name: EVENTS.sessionEnded,
+          ...stopped,
+          endReason: request.endReason,
+          ...(record.accessGrantId === undefined ? {} : { accessGrantId: record.accessGrantId }),
+        };
   await recordEvent(provider, auditLog, event, ctx);
   return closed;
 }
