@@ -25,6 +25,15 @@ export function invalidScope(description: string, scope: string): errors.Invalid
   return new errors.InvalidScope(description, scope);
 }
 
+/**
+ * RFC 6749 5.2 `invalid_grant`, with a description the caller is shown:
+ * oidc-provider's own `InvalidGrant` always says "grant request is invalid".
+ * For a subject token whose customer's access grant no longer allows it.
+ */
+export function invalidGrant(description: string): errors.CustomOIDCProviderError {
+  return new errors.CustomOIDCProviderError('invalid_grant', description);
+}
+
 /** What a refused actor's next sign-in must meet (RFC 9470 `max_age`, `acr_values`). */
 export interface StepUpRequirement {
   maxAge?: number;
@@ -86,8 +95,9 @@ export type ManagementErrorCode =
   | 'already_redeemed'
   | 'already_answered'
   | 'request_expired'
-  | 'too_many_grants'
   | 'request_too_large'
+  | 'too_many_grants'
+  | 'too_many_pending_requests'
   | 'temporarily_unavailable'
   | 'server_error';
 
@@ -138,14 +148,17 @@ export function alreadyRedeemed(description: string): ManagementError {
   return new ManagementError(409, 'already_redeemed', description);
 }
 
-/** Customer API 409: the approval request was answered already, or expired before its answer. */
+/** 409 of an approval request: answered already, or expired unanswered. */
 export function requestClosed(code: 'already_answered' | 'request_expired', description: string): ManagementError {
   return new ManagementError(409, code, description);
 }
 
-/** Customer API 429: the customer holds as many grants in force as a customer may. */
-export function tooManyGrants(description: string): ManagementError {
-  return new ManagementError(429, 'too_many_grants', description);
+/** 429: a customer holds as many grants in force, or pending requests, as the deployment allows. */
+export function customerLimitReached(
+  code: 'too_many_grants' | 'too_many_pending_requests',
+  description: string,
+): ManagementError {
+  return new ManagementError(429, code, description);
 }
 
 /** Management API 503: a store or the audit trail cannot answer; nothing was written. */

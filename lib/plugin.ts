@@ -190,22 +190,20 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
         ownStore || openPluginStore(providerAdapter(provider), 'provider adapter', options.webhooks !== undefined);
       const store = new SubjectTokenStore(pluginStore.subjectTokens);
       const sessions = new SessionStore(pluginStore.sessions);
+      // Always opened: a subject token issued under a grant is checked against it even after the option is removed.
+      const approvals = new ApprovalStore(pluginStore.approvals);
       // Every check passed: from here on the provider is changed, and a second install() is refused.
       installedProviders.add(provider);
       // Everything below runs inside oidc-provider (a grant handler, event listeners), whenever the provider is mounted.
       provider.registerGrantType(
         TOKEN_EXCHANGE_GRANT,
-        createExchangeHandler({ options, store, sessions, claims, preflight: assertManagementApiReachable }),
+        createExchangeHandler({ options, store, sessions, approvals, claims, preflight: assertManagementApiReachable }),
         [...EXCHANGE_PARAMETERS],
         [...EXCHANGE_DUPLICATES],
       );
       endWithActor(provider, sessions, options.auditLog);
       if (options.actorAuthentication) addStepUpDetails(provider);
-      const managementApi = createManagementApi(provider, options, {
-        subjectTokens: store,
-        sessions,
-        ...(options.approvals ? { approvals: new ApprovalStore(pluginStore.approvals) } : {}),
-      });
+      const managementApi = createManagementApi(provider, options, { subjectTokens: store, sessions, approvals });
       if (options.webhooks && pluginStore.outbox) {
         attachNotifier(provider, pluginStore.outbox, options.webhooks);
         delivery = startDelivery(provider, pluginStore.outbox, options.webhooks);

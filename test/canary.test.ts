@@ -38,6 +38,9 @@ import {
 import * as demoHttp from './demo/helpers.js';
 import { mountComposedNow, mounted } from './support/mount.js';
 import { startReceiver, webhookSecret, type Receiver } from './support/webhook-receiver.js';
+import { approveRequest, denyRequest, endAccessGrant, giveGrant, listGrants } from '../lib/approvals/actions.js';
+import { newCustomer, requestIdOf, REQUESTS, startApprovalProvider } from './support/approvals.js';
+import { apiRequest } from './support/http.js';
 
 interface Seen {
   label: string;
@@ -442,6 +445,118 @@ describe('canary: no token value or secret leaves its place', function () {
     } finally {
       await early.tp.close();
       await late.tp.close();
+    }
+  });
+
+  it("over the customer's approval: requests, grants, their refusals, break-glass, and a grant that ends a session", async () => {
+    const ap = await startApprovalProvider({
+      approvals: { breakGlassClients: [CLIENTS.oncall.client_id], maxPendingPerCustomer: 1 },
+      plugin: {
+        auditLog: {
+          append: async (name, event) =>
+            canary.sink(`approval audit row ${name}`, canonicalContent(rowOf(name, event))),
+        },
+      },
+    });
+    try {
+      const emitter = ap.tp.provider as unknown as NodeJS.EventEmitter;
+      for (const name of Object.values(EVENTS))
+        emitter.on(name, (event: unknown) => canary.sink(`approval event ${name}`, event));
+      for (const name of ['grant.error', 'server_error']) {
+        emitter.on(name, (_ctx: unknown, error: unknown) => canary.sink(`approval ${name}`, describeError(error)));
+      }
+      (ap.tp.provider as Koa).on('error', (error: unknown) => canary.sink('approval app error', describeError(error)));
+      const backend = await m2mToken(ap.tp);
+      const oncall = await m2mToken(ap.tp, CLIENTS.oncall);
+      const alice = await userAccessToken(ap.tp, 'alice');
+      canary.secret(backend, oncall, alice);
+      const ask = async (label: string, body: Record<string, unknown>, token = backend) => {
+        const reply = await managementRequest(ap.tp, body, token);
+        return canary.response(`approval ${label}`, reply, [reply.body['subjectToken'] as string | undefined]);
+      };
+      const customer = newCustomer();
+
+      // A request, asked twice, then the cap; the refusals of the creation.
+      const pending = await ask('pending', { userId: customer, actorId: 'alice', context: { ticketId: 'T-1' } });
+      const id = requestIdOf(pending);
+      expect((await ask('pending again', { userId: customer, actorId: 'alice' })).status).to.equal(202);
+      expect((await ask('over the cap', { userId: customer, actorId: 'carol' })).status).to.equal(429);
+      expect((await ask('no actor', { userId: customer })).status).to.equal(400);
+      expect((await ask('break-glass refused', { userId: customer, breakGlass: { reason: 'hurry' } })).status).to.equal(
+        403,
+      );
+      expect(
+        (await ask('break-glass token', { userId: customer, breakGlass: { reason: backend } }, oncall)).status,
+      ).to.equal(400);
+      expect(
+        (await ask('scope holding a token', { userId: customer, actorId: 'alice', scope: [backend] })).status,
+      ).to.equal(400);
+      const read = await apiRequest(ap.tp, 'GET', `${REQUESTS}/${id}`, backend);
+      canary.response('approval read', read);
+      canary.response('approval read by another', await apiRequest(ap.tp, 'GET', `${REQUESTS}/${id}`, oncall));
+
+      // The customer approves; a token under the grant; the exchange; the grant ends and ends the session.
+      await approveRequest(ap.deps, customer, id, { duration: 600 });
+      const created = await ask('under the grant', { userId: customer, actorId: 'alice' });
+      const subject = created.body['subjectToken'] as string;
+      const exchanged = await exchange(ap.tp, {
+        subject_token: subject,
+        resource: API,
+        actor_token: alice,
+        actor_token_type: ACCESS_TOKEN,
+      });
+      canary.response('approval exchange', exchanged, [exchanged.body['access_token'] as string]);
+      expect(exchanged.status).to.equal(200);
+      const grantId = (await listGrants(ap.deps, customer)).items[0]!.id;
+      const unused = await ask('before the end', { userId: customer, actorId: 'alice' });
+      await endAccessGrant(ap.deps, customer, grantId);
+      const refused = await exchange(ap.tp, {
+        subject_token: unused.body['subjectToken'] as string,
+        resource: API,
+        actor_token: alice,
+        actor_token_type: ACCESS_TOKEN,
+      });
+      expect(canary.response('approval exchange after the end', refused).body['error']).to.equal('invalid_grant');
+
+      // A denial, library refusals that quote a token, and break-glass.
+      const second = requestIdOf(await ask('second', { userId: customer, actorId: 'alice' }));
+      await denyRequest(ap.deps, customer, second, { reason: 'not now' });
+      for (const call of [
+        giveGrant(ap.deps, customer, { duration: 60, note: `${backend}\u0000` }),
+        giveGrant(ap.deps, customer, { duration: 60, [backend]: true }),
+        approveRequest(ap.deps, customer, second, { duration: 60 }),
+        endAccessGrant(ap.deps, customer, backend),
+      ]) {
+        canary.sink(
+          'approval library refusal',
+          describeError(
+            await call.then(
+              () => undefined,
+              (error: unknown) => error,
+            ),
+          ),
+        );
+      }
+      const glass = await ask('break-glass', { userId: customer, breakGlass: { reason: 'outage' } }, oncall);
+      expect(glass.status).to.equal(201);
+      canary.secret(subject, unused.body['subjectToken'] as string, exchanged.body['access_token'] as string);
+
+      const names = new Set(canary.sinks.map((sink) => sink.label));
+      for (const name of [
+        EVENTS.approvalRequested,
+        EVENTS.approvalApproved,
+        EVENTS.approvalDenied,
+        EVENTS.accessGrantCreated,
+        EVENTS.accessGrantEnded,
+        EVENTS.breakGlassUsed,
+        EVENTS.sessionEnded,
+      ]) {
+        expect(names, name).to.include(`approval event ${name}`);
+        expect(names, `the trail records ${name}`).to.include(`approval audit row ${name}`);
+      }
+      expect(canary.leaks()).to.deep.equal([]);
+    } finally {
+      await ap.tp.close();
     }
   });
 

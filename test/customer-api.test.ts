@@ -5,13 +5,10 @@ import { expect } from 'chai';
 import { importJWK, SignJWT, type JWK } from 'jose';
 import Koa from 'koa';
 import { FIXTURE_JWKS } from '../fixtures/keys.js';
-import { openPluginStore } from '../lib/adapters/plugin-store.js';
-import { approveRequest, type ApprovalDeps } from '../lib/approvals/actions.js';
+import { approveRequest } from '../lib/approvals/actions.js';
 import { newAccessGrantId, newApprovalRequestId, type ApprovalRequest } from '../lib/approvals/record.js';
-import { ApprovalStore } from '../lib/approvals/store.js';
-import type { ImpersonationOptions } from '../lib/index.js';
-import { resolveOptions } from '../lib/options.js';
-import { SessionStore } from '../lib/sessions/store.js';
+import type { ApprovalStore } from '../lib/approvals/store.js';
+import { startApprovalProvider, type ApprovalProvider, type ApprovalProviderOptions } from './support/approvals.js';
 import { impersonate } from './support/impersonations.js';
 import {
   apiRequest,
@@ -33,7 +30,6 @@ import {
   CUSTOMER_SCOPE,
   MANAGEMENT,
   REDIRECT_URI,
-  startProvider,
   type TestProvider,
 } from './support/provider.js';
 
@@ -41,7 +37,19 @@ const BASE = '/api/support-access';
 const GRANTS = `${BASE}/grants`;
 const REQUESTS = `${BASE}/requests`;
 const DAY = 24 * 3600;
-const APPROVALS = { customerResource: CUSTOMER_API, maxGrantDuration: 7 * DAY, maxGrantsPerCustomer: 3 };
+const APPROVALS = { maxGrantDuration: 7 * DAY, maxGrantsPerCustomer: 3 };
+
+/**
+ * The provider with the customer API. The backend's subject tokens need no
+ * approval here (`require` answers `none`): this file is about the customer's side.
+ */
+async function startCustomerApiProvider(
+  options: Omit<ApprovalProviderOptions, 'approvals'> = {},
+): Promise<ApprovalProvider> {
+  const ap = await startApprovalProvider({ ...options, approvals: APPROVALS });
+  ap.policy.answer = 'none';
+  return ap;
+}
 
 const now = () => Math.floor(Date.now() / 1000);
 
@@ -79,6 +87,7 @@ function expectChallenge(reply: Reply, pattern: RegExp): void {
 
 describe('customer API', function () {
   this.timeout(60_000);
+  let ap: ApprovalProvider;
   let tp: TestProvider;
   let store: ApprovalStore;
   let bob: string;
@@ -103,8 +112,9 @@ describe('customer API', function () {
   }
 
   before(async () => {
-    tp = await startProvider({ plugin: { approvals: APPROVALS } });
-    store = new ApprovalStore(openPluginStore(tp.adapter, 'provider adapter').approvals);
+    ap = await startCustomerApiProvider();
+    tp = ap.tp;
+    store = ap.deps.approvals;
     bob = await customerToken(tp, 'bob');
     carol = await customerToken(tp, 'carol');
   });
@@ -140,8 +150,7 @@ describe('customer API', function () {
 
     it('is never issued to a client with pairwise subject identifiers, whose tokens name no account', async () => {
       const client = { client_id: 'pairwise-app' };
-      const pairwise = await startProvider({
-        plugin: { approvals: APPROVALS },
+      const { tp: pairwise } = await startCustomerApiProvider({
         configuration: {
           subjectTypes: ['public', 'pairwise'],
           pairwiseIdentifier: (_ctx, accountId, { sectorIdentifier }) =>
@@ -268,11 +277,12 @@ describe('customer API', function () {
         note: '  until the invoice is fixed ',
       });
       expect(given.status, JSON.stringify(given.body)).to.equal(201);
-      expect(given.body).to.include({
-        status: 'active',
+      expect(given.body).to.deep.include({
+        state: 'active',
+        subject: 'bob',
         actor: 'alice',
         resource: API,
-        scope: 'profile:read',
+        scope: ['profile:read'],
         note: 'until the invoice is fixed',
         origin: 'customer',
       });
@@ -300,8 +310,8 @@ describe('customer API', function () {
     it('gives a grant with nothing but its duration: any actor, any scope', async () => {
       const given = await apiRequest(tp, 'POST', GRANTS, bob, { duration: 60 });
       expect(given.status).to.equal(201);
-      expect(given.body).to.include({ actor: null, origin: 'customer', status: 'active' });
-      expect(given.body).to.not.have.any.keys('scope', 'resource', 'note', 'endedAt');
+      expect(given.body).to.include({ subject: 'bob', origin: 'customer', state: 'active' });
+      expect(given.body).to.not.have.any.keys('actor', 'scope', 'resource', 'note', 'endedAt', 'endedBy');
       await apiRequest(tp, 'DELETE', `${GRANTS}/${given.body['id'] as string}`, bob);
     });
 
@@ -335,11 +345,14 @@ describe('customer API', function () {
         { duration: 60, scope: ['two words'] },
         { duration: 60, scope: ['quote"'] },
         { duration: 60, scope: [7] },
+        { duration: 60, scope: ['x'.repeat(257)] },
+        { duration: 60, scope: Array.from({ length: 51 }, (_, index) => `s${index}`) },
         { duration: 60, resource: '/relative' },
         { duration: 60, resource: `${API}#part` },
         { duration: 60, actorId: '' },
         { duration: 60, actorId: ' alice' },
         { duration: 60, note: '' },
+        { duration: 60, note: '   ' },
         { duration: 60, note: 'x'.repeat(501) },
         { duration: 60, note: 'T\u0000' },
         { duration: 60, Duration: 60 },
@@ -395,7 +408,7 @@ describe('customer API', function () {
         actor: 'alice',
         context: { ticketId: 'T-7', reason: 'checkout fails' },
         resource: API,
-        scope: 'profile:read profile:write',
+        scope: ['profile:read', 'profile:write'],
       });
     });
 
@@ -407,17 +420,23 @@ describe('customer API', function () {
       });
       expect(approved.status, JSON.stringify(approved.body)).to.equal(200);
       const grant = approved.body['grant'] as Record<string, unknown>;
-      expect(grant).to.include({
-        status: 'active',
+      expect(grant).to.deep.include({
+        state: 'active',
+        subject: 'bob',
         actor: 'alice',
         resource: API,
-        scope: 'profile:read',
+        scope: ['profile:read'],
         origin: 'approval',
         approvalRequestId: request.id,
       });
       const answered = approved.body['request'] as Record<string, unknown>;
       expect(answered).to.include({ id: request.id, status: 'approved' });
-      expect(answered['grant']).to.deep.include({ id: grant['id'], expiresAt: grant['expiresAt'] });
+      expect(answered['grant']).to.deep.equal({
+        id: grant['id'],
+        expiresAt: grant['expiresAt'],
+        resource: API,
+        scope: ['profile:read'],
+      });
       expect(answered['answeredAt']).to.be.a('string');
       expect((await apiRequest(tp, 'GET', GRANTS, bob)).body['items']).to.deep.include(grant);
       expect((await apiRequest(tp, 'GET', REQUESTS, bob)).body['items']).to.not.deep.include({ id: request.id });
@@ -435,11 +454,16 @@ describe('customer API', function () {
     it('approves with the asked scope when none is given, and with any scope when the request asked none', async () => {
       const asked = await pendingRequest();
       const whole = await apiRequest(tp, 'POST', `${REQUESTS}/${asked.id}/approve`, bob, { duration: 60 });
-      expect((whole.body['grant'] as Record<string, unknown>)['scope']).to.equal('profile:read profile:write');
+      expect((whole.body['grant'] as Record<string, unknown>)['scope']).to.deep.equal([
+        'profile:read',
+        'profile:write',
+      ]);
       const open = await pendingRequest({ scope: undefined, resource: undefined });
       const any = await apiRequest(tp, 'POST', `${REQUESTS}/${open.id}/approve`, bob, { duration: 60, scope: ['x'] });
       expect(any.status).to.equal(200);
-      expect(any.body['grant']).to.include({ scope: 'x' }).and.not.have.property('resource');
+      expect(any.body['grant'])
+        .to.deep.include({ scope: ['x'] })
+        .and.not.have.property('resource');
       for (const reply of [whole, any]) {
         await apiRequest(tp, 'DELETE', `${GRANTS}/${(reply.body['grant'] as { id: string }).id}`, bob);
       }
@@ -460,8 +484,8 @@ describe('customer API', function () {
       expect((await store.findRequest(request.id))?.answer).to.equal(undefined);
     });
 
-    it('answers a request once when answers race: the grant of an approval that lost is ended', async () => {
-      // Two approvals both make a grant before either answers; a denial answers sooner than either.
+    it('answers a request once when answers race: only the approval that won makes a grant', async () => {
+      // Approvals and a denial sent at once: each writes its answer before any grant is made.
       const races = [
         ['approve', 'approve'],
         ['approve', 'approve'],
@@ -493,18 +517,11 @@ describe('customer API', function () {
       }
     });
 
-    it('two approvals at once, side by side to the store: one answers, the grant of the other is ended', async () => {
-      const pluginStore = openPluginStore(tp.adapter, 'provider adapter');
-      const deps: ApprovalDeps = {
-        provider: tp.provider,
-        options: resolveOptions({ managementResource: MANAGEMENT, approvals: APPROVALS }),
-        approvals: store,
-        sessions: new SessionStore(pluginStore.sessions),
-      };
+    it('two approvals at once, side by side to the store: one answers and makes the grant, the other neither', async () => {
       const request = await pendingRequest();
       const outcomes = await Promise.allSettled([
-        approveRequest(deps, 'bob', request.id, { duration: 60 }),
-        approveRequest(deps, 'bob', request.id, { duration: 120 }),
+        approveRequest(ap.deps, 'bob', request.id, { duration: 60 }),
+        approveRequest(ap.deps, 'bob', request.id, { duration: 120 }),
       ]);
       const won = outcomes.flatMap((outcome) => (outcome.status === 'fulfilled' ? [outcome.value] : []));
       const lost = outcomes.flatMap((outcome) => (outcome.status === 'rejected' ? [outcome.reason as Error] : []));
@@ -582,10 +599,8 @@ describe('customer API: where the deployment serves the Management API', functio
       const server: Server = createServer();
       await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
       const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-      const plugin: Partial<ImpersonationOptions> = { approvals: APPROVALS };
-      const tp = await startProvider({
+      const { tp } = await startCustomerApiProvider({
         issuer: `${origin}/oidc`,
-        plugin,
         mount: (provider, install, impersonation) => {
           install({ mountManagementApi: false });
           if (via === 'managementApi()') {

@@ -1,6 +1,16 @@
 import { expect } from 'chai';
+import { approveRequest, denyRequest, endAccessGrant } from '../lib/approvals/actions.js';
+import { newApprovalRequestId } from '../lib/approvals/record.js';
 import { EVENTS, onImpersonationEvent, type ImpersonationEvent, type ImpersonationEventName } from '../lib/index.js';
-import { API, CLIENTS, startProvider, type TestProvider } from './support/provider.js';
+import {
+  askForSubjectToken,
+  newCustomer,
+  readApprovalRequest,
+  requestIdOf,
+  startApprovalProvider,
+  type ApprovalProvider,
+} from './support/approvals.js';
+import { API, CLIENTS, type TestProvider } from './support/provider.js';
 import { apiRequest, exchange, logout, managementRequest, m2mToken, subjectToken, userSignIn } from './support/http.js';
 import { adminToken, exchangeAsActor, impersonate, revokeSession, SESSIONS } from './support/impersonations.js';
 
@@ -33,17 +43,22 @@ const SESSION = [
   'expiresAt',
 ] as const;
 
+const GRANT = ['name', 'accessGrantId', 'subject', 'expiresAt'] as const;
+const GRANT_DETAILS = ['actor', 'resource', 'scope', 'approvalRequestId'] as const;
+const REQUEST = ['name', 'approvalRequestId', 'subject', 'actor', 'createdBy', 'context', 'expiresAt'] as const;
+const REQUEST_DETAILS = ['clientId', 'resource', 'scope'] as const;
+
 /** Each event's fields as its type states them, spelled out for the checks below. */
 const SHAPES = {
   [EVENTS.subjectTokenCreated]: {
     always: ['name', 'subjectTokenId', 'subject', 'createdBy', 'context', 'expiresAt'],
-    whenKnown: ['clientId', 'actor'],
+    whenKnown: ['clientId', 'actor', 'accessGrantId'],
   },
   [EVENTS.subjectTokenRefused]: {
     always: ['name', 'subject', 'createdBy', 'context', 'error', 'reason'],
     whenKnown: ['clientId', 'actor'],
   },
-  [EVENTS.exchangeSucceeded]: { always: [...SESSION, 'createdBy'], whenKnown: ['actor'] },
+  [EVENTS.exchangeSucceeded]: { always: [...SESSION, 'createdBy'], whenKnown: ['actor', 'accessGrantId'] },
   [EVENTS.exchangeRefused]: {
     always: ['name', 'clientId', 'error', 'reason'],
     whenKnown: [
@@ -57,12 +72,23 @@ const SHAPES = {
       'expiresAt',
       'createdBy',
       'actor',
+      'accessGrantId',
     ],
   },
   [EVENTS.subjectTokenWithdrawn]: { always: ['name', 'subjectTokenId', 'revokedBy'], whenKnown: [] },
   [EVENTS.sessionRevoked]: { always: [...SESSION, 'revokedBy'], whenKnown: ['actor', 'reason'] },
-  [EVENTS.sessionEnded]: { always: [...SESSION, 'endReason'], whenKnown: ['actor'] },
+  [EVENTS.sessionEnded]: { always: [...SESSION, 'endReason'], whenKnown: ['actor', 'accessGrantId'] },
   [EVENTS.revocationsServed]: { always: ['name', 'count'], whenKnown: [] },
+  [EVENTS.accessGrantCreated]: { always: GRANT, whenKnown: GRANT_DETAILS },
+  [EVENTS.accessGrantEnded]: { always: GRANT, whenKnown: GRANT_DETAILS },
+  [EVENTS.approvalRequested]: { always: REQUEST, whenKnown: REQUEST_DETAILS },
+  [EVENTS.approvalApproved]: { always: [...REQUEST, 'accessGrantId'], whenKnown: REQUEST_DETAILS },
+  [EVENTS.approvalDenied]: { always: REQUEST, whenKnown: [...REQUEST_DETAILS, 'reason'] },
+  [EVENTS.approvalExpired]: { always: REQUEST, whenKnown: REQUEST_DETAILS },
+  [EVENTS.breakGlassUsed]: {
+    always: ['name', 'subjectTokenId', 'subject', 'createdBy', 'context', 'expiresAt', 'reason'],
+    whenKnown: ['clientId', 'actor'],
+  },
 } as const satisfies Shapes;
 
 /** Fails the build when SHAPES leaves out a field a type names. */
@@ -81,13 +107,18 @@ const everyFieldListed: [Unlisted] extends [never] ? true : Unlisted = true;
  * they promise a value.
  */
 describe('impersonation events: what each carries', () => {
+  let ap: ApprovalProvider;
   let tp: TestProvider;
   const received: Array<[ImpersonationEventName, ImpersonationEvent]> = [];
 
   before(async () => {
-    tp = await startProvider({
+    ap = await startApprovalProvider({
       plugin: { canImpersonate: ({ subject }) => subject !== 'carol' || { reason: 'carol is never impersonated' } },
+      approvals: { breakGlassClients: [CLIENTS.oncall.client_id] },
     });
+    tp = ap.tp;
+    // The customer's approval only where the test asks for it.
+    ap.policy.answer = 'none';
     for (const name of Object.values(EVENTS)) {
       onImpersonationEvent(tp.provider, name, (event) => received.push([name, event]));
     }
@@ -121,6 +152,39 @@ describe('impersonation events: what each carries', () => {
       await new Promise((resolve) => setTimeout(resolve, 25));
     expect((await apiRequest(tp, 'GET', `${SESSIONS}/revocations`)).status).to.equal(200);
 
+    // The customer in the loop: a request approved (its grant, a session under it, the grant ended), one denied,
+    // one expired unanswered; break-glass.
+    ap.policy.answer = 'grant';
+    const customer = newCustomer();
+    const ask = { userId: customer, actorId: 'alice', context: { ticketId: 'T-8' }, resource: API };
+    const approved = requestIdOf(await askForSubjectToken(tp, { ...ask, scope: ['profile:read'] }));
+    const { grant } = await approveRequest(ap.deps, customer, approved, { duration: 600 });
+    const covered = await askForSubjectToken(tp, ask);
+    expect(covered.status, JSON.stringify(covered.body)).to.equal(201);
+    const underGrant = await exchangeAsActor(tp, {
+      subjectToken: covered.body['subjectToken'] as string,
+      actorToken: (await userSignIn(tp, 'alice')).accessToken,
+      scope: 'profile:read',
+    });
+    expect(underGrant.status, JSON.stringify(underGrant.body)).to.equal(200);
+    await endAccessGrant(ap.deps, customer, grant.id);
+    const denied = requestIdOf(await askForSubjectToken(tp, { ...ask, actorId: 'dave' }));
+    await denyRequest(ap.deps, customer, denied, { reason: 'not this one' });
+    const late = newApprovalRequestId();
+    const now = Math.floor(Date.now() / 1000);
+    await ap.deps.approvals.saveRequest({
+      id: late,
+      subject: customer,
+      actor: 'alice',
+      requestedBy: CLIENTS.backend.client_id,
+      context: {},
+      createdAt: now - 120,
+      expiresAt: now - 60,
+    });
+    expect((await readApprovalRequest(tp, late)).body).to.include({ status: 'expired' });
+    const glass = await askForSubjectToken(tp, { ...ask, breakGlass: { reason: 'outage' } }, CLIENTS.oncall);
+    expect(glass.status, JSON.stringify(glass.body)).to.equal(201);
+
     expect(new Set(received.map(([name]) => name))).to.deep.equal(new Set(Object.values(EVENTS)));
     for (const [name, event] of received) {
       const shape: { always: readonly string[]; whenKnown: readonly string[] } = SHAPES[name];
@@ -135,7 +199,11 @@ describe('impersonation events: what each carries', () => {
         described,
       );
     }
-    const ended = received.find(([name]) => name === EVENTS.sessionEnded)![1];
-    expect(ended).to.include({ sessionId: session, endReason: 'actor_logout', actor: 'alice' });
+    const ended = received.filter(([name]) => name === EVENTS.sessionEnded).map(([, event]) => event);
+    expect(ended[0]).to.include({ sessionId: session, endReason: 'actor_logout', actor: 'alice' });
+    expect(ended.find((event) => event.endReason === 'access_grant_ended')).to.include({
+      accessGrantId: grant.id,
+      subject: customer,
+    });
   });
 });

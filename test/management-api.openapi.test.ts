@@ -14,12 +14,14 @@ import { Ajv2020 } from 'ajv/dist/2020.js';
 import formats from 'ajv-formats';
 import { expect } from 'chai';
 import pg from 'pg';
-import { openPluginStore } from '../lib/adapters/plugin-store.js';
+import { approveRequest, denyRequest, endAccessGrant, giveGrant } from '../lib/approvals/actions.js';
+import type { ApprovalPolicyInput, ApprovalRequirement } from '../lib/approvals/options.js';
 import { newApprovalRequestId, type ApprovalRequest } from '../lib/approvals/record.js';
-import { ApprovalStore } from '../lib/approvals/store.js';
+import type { ApprovalStore } from '../lib/approvals/store.js';
 import { createPostgresAuditLog } from '../lib/audit-postgres/index.js';
 import { REDIS_URL, redisTestAdapter } from './support/adapter.js';
-import { ACCESS_TOKEN, exchange, m2mToken, subjectToken, userAccessToken } from './support/http.js';
+import { newCustomer, startApprovalProvider, type ApprovalProvider } from './support/approvals.js';
+import { ACCESS_TOKEN, decodeJwt, exchange, m2mToken, subjectToken, userAccessToken } from './support/http.js';
 import { DATABASE_URL, testSchema } from './support/postgres.js';
 import {
   API,
@@ -28,12 +30,12 @@ import {
   CUSTOMER_SCOPE,
   READ_SCOPE,
   REVOKE_SCOPE,
-  startProvider,
   type TestProvider,
 } from './support/provider.js';
 import { TcpRelay } from './support/relay.js';
 
 type Json = Record<string, unknown>;
+type Method = 'get' | 'post' | 'delete';
 
 /** The customer API on every provider of this file; few grants per customer, so that the cap is reached. */
 const APPROVALS = { customerResource: CUSTOMER_API, maxGrantsPerCustomer: 2 };
@@ -61,7 +63,6 @@ async function pendingRequest(store: ApprovalStore, subject: string, expiresIn =
   await store.saveRequest(request);
   return request;
 }
-type Method = 'get' | 'post' | 'delete';
 
 const DESCRIPTION = new URL('../../docs/management-api.openapi.json', import.meta.url);
 const document = JSON.parse(readFileSync(DESCRIPTION, 'utf8')) as {
@@ -83,6 +84,11 @@ interface HeaderObject {
 }
 
 const BASE_ID = 'urn:oidc-provider-impersonation:management-api';
+
+/** The customer must approve a request whose context says so; any other is issued as without approvals. */
+function customerMustApprove({ context }: ApprovalPolicyInput): ApprovalRequirement {
+  return context['approval'] ? 'grant' : 'none';
+}
 const ajv = new Ajv2020({ strict: false, allErrors: true });
 (formats as unknown as (ajv: Ajv2020) => void)(ajv);
 // The whole description is added once, so a schema is compiled by its JSON pointer and its $refs resolve.
@@ -195,6 +201,7 @@ describe('Management API: the OpenAPI description matches the running service', 
   this.timeout(60_000);
   let schema: string;
   let pool: pg.Pool;
+  let ap: ApprovalProvider;
   let tp: TestProvider;
   let creator: string;
   let admin: string;
@@ -207,14 +214,20 @@ describe('Management API: the OpenAPI description matches the running service', 
   before(async () => {
     schema = await testSchema();
     pool = new pg.Pool({ connectionString: DATABASE_URL, max: 3 });
-    tp = await startProvider({
+    ap = await startApprovalProvider({
       plugin: {
         auditLog: createPostgresAuditLog({ pool, schema }),
         canImpersonate: ({ subject }) => subject !== 'admin' || { reason: 'administrators cannot be impersonated' },
-        approvals: APPROVALS,
+      },
+      approvals: {
+        ...APPROVALS,
+        require: customerMustApprove,
+        breakGlassClients: [CLIENTS.oncall.client_id],
+        maxPendingPerCustomer: 1,
       },
     });
-    approvals = new ApprovalStore(openPluginStore(tp.adapter, 'provider adapter').approvals);
+    tp = ap.tp;
+    approvals = ap.deps.approvals;
     bob = await customerToken(tp, 'bob');
     carol = await customerToken(tp, 'carol');
     creator = await m2mToken(tp);
@@ -293,6 +306,111 @@ describe('Management API: the OpenAPI description matches the running service', 
           })
         ).status,
       ).to.equal(413);
+    });
+
+    it('202 with an approval request when the customer must approve, 429 past the cap, and break-glass', async () => {
+      const customer = newCustomer();
+      const asked = {
+        userId: customer,
+        actorId: 'alice',
+        clientId: 'support-console',
+        context: { approval: true, ticketId: 'T-3' },
+        scope: ['profile:read'],
+        resource: API,
+      };
+      const pending = await call(tp, 'post', path, path, { token: creator, conforming: true, body: asked });
+      expect(pending.status).to.equal(202);
+      expect((await call(tp, 'post', path, path, { token: creator, body: asked })).status).to.equal(202);
+      const overCap = await call(tp, 'post', path, path, {
+        token: creator,
+        conforming: true,
+        body: { ...asked, actorId: 'carol' },
+      });
+      expect(overCap.body['error']).to.equal('too_many_pending_requests');
+      expect(
+        (
+          await call(tp, 'post', path, path, {
+            token: creator,
+            body: { userId: customer, context: { approval: true } },
+          })
+        ).status,
+      ).to.equal(400);
+
+      const glass = { userId: customer, actorId: 'alice', breakGlass: { reason: 'payment outage' } };
+      const oncall = await m2mToken(tp, CLIENTS.oncall);
+      expect((await call(tp, 'post', path, path, { token: oncall, conforming: true, body: glass })).status).to.equal(
+        201,
+      );
+      expect(
+        (await call(tp, 'post', path, path, { token: creator, conforming: true, body: glass })).body['error'],
+      ).to.equal('access_denied');
+    });
+  });
+
+  describe('GET /api/approval-requests/{id}', () => {
+    const template = '/api/approval-requests/{id}';
+    const path = (id: string) => `/api/approval-requests/${id}`;
+    const ask = async (customer: string, actorId: string) => {
+      const reply = await call(tp, 'post', '/api/subject-tokens', '/api/subject-tokens', {
+        token: creator,
+        conforming: true,
+        body: { userId: customer, actorId, context: { approval: true }, scope: ['profile:read', 'profile:write'] },
+      });
+      return (reply.body['approvalRequest'] as { id: string }).id;
+    };
+
+    it('200 pending, approved with its grant, denied with its reason; 404 for another client; every refusal', async () => {
+      const customer = newCustomer();
+      const approved = await ask(customer, 'alice');
+      expect((await call(tp, 'get', template, path(approved), { token: creator })).body['status']).to.equal('pending');
+      await approveRequest(ap.deps, customer, approved, { duration: 600, scope: ['profile:read'] });
+      const read = await call(tp, 'get', template, path(approved), { token: creator });
+      expect(read.body).to.deep.include({ status: 'approved' });
+      expect(read.body['grant']).to.include.keys('id', 'expiresAt', 'scope');
+
+      const denied = await ask(customer, 'carol');
+      await denyRequest(ap.deps, customer, denied, { reason: 'not this one' });
+      expect((await call(tp, 'get', template, path(denied), { token: creator })).body).to.include({
+        status: 'denied',
+        denialReason: 'not this one',
+      });
+
+      expect((await call(tp, 'get', template, path(`apr_${'A'.repeat(22)}`), { token: creator })).status).to.equal(404);
+      const oncall = await m2mToken(tp, CLIENTS.oncall);
+      expect((await call(tp, 'get', template, path(approved), { token: oncall })).status).to.equal(404);
+      expect((await call(tp, 'get', template, `${path(approved)}?note=%00`, { token: creator })).status).to.equal(400);
+      expect((await call(tp, 'get', template, path(approved))).status).to.equal(401);
+      expect((await call(tp, 'get', template, path(approved), { token: admin })).status).to.equal(403);
+    });
+
+    it('documents the sessions a grant or break-glass started: accessGrantId, emergency, access_grant_ended', async () => {
+      const customer = newCustomer();
+      const alice = await userAccessToken(tp, 'alice');
+      const grant = await giveGrant(ap.deps, customer, { duration: 600 });
+      const oncall = await m2mToken(tp, CLIENTS.oncall);
+      const sessions: string[] = [];
+      for (const [token, body] of [
+        [creator, { userId: customer, actorId: 'alice', context: { approval: true } }],
+        [oncall, { userId: customer, actorId: 'alice', breakGlass: { reason: 'outage' } }],
+      ] as const) {
+        const created = await call(tp, 'post', '/api/subject-tokens', '/api/subject-tokens', { token, body });
+        const exchanged = await exchange(tp, {
+          subject_token: created.body['subjectToken'] as string,
+          resource: API,
+          actor_token: alice,
+          actor_token_type: ACCESS_TOKEN,
+        });
+        expect(exchanged.status, JSON.stringify(exchanged.body)).to.equal(200);
+        sessions.push(decodeJwt(exchanged.body['access_token'] as string)['impersonation_session'] as string);
+      }
+      await endAccessGrant(ap.deps, customer, grant.id);
+      const [underGrant, emergency] = await Promise.all(
+        sessions.map((id) =>
+          call(tp, 'get', '/api/impersonations/{id}', `/api/impersonations/${id}`, { token: reader }),
+        ),
+      );
+      expect(underGrant!.body).to.include({ accessGrantId: grant.id, state: 'ended', endReason: 'access_grant_ended' });
+      expect(emergency!.body).to.include({ emergency: true, emergencyReason: 'outage', state: 'active' });
     });
   });
 
@@ -576,6 +694,18 @@ describe('Management API: the OpenAPI description matches the running service', 
     it('200 rows of the audit trail, and every refusal', async () => {
       const page = await call(tp, 'get', path, `${path}?subject=bob&limit=5`, { token: reader });
       expect(page.body['items']).to.have.length(5);
+      const approvals = await call(
+        tp,
+        'get',
+        path,
+        `${path}?event=impersonation.approval.requested&event=impersonation.access_grant.ended&event=impersonation.break_glass.used`,
+        { token: reader },
+      );
+      expect((approvals.body['items'] as Array<{ event: string }>).map((item) => item.event)).to.include.members([
+        'impersonation.approval.requested',
+        'impersonation.access_grant.ended',
+        'impersonation.break_glass.used',
+      ]);
       expect((await call(tp, 'get', path, `${path}?since=yesterday`, { token: reader })).status).to.equal(400);
       expect((await call(tp, 'get', path, `${path}?subject=bob%00x`, { token: reader })).status).to.equal(400);
       expect((await call(tp, 'get', path, path)).status).to.equal(401);
@@ -591,6 +721,7 @@ describe('Management API: the OpenAPI description matches the running service', 
     let downCreator: string;
     let downAdmin: string;
     let downSession: string;
+    let downRequest: string;
     let downCustomer: string;
 
     before(async () => {
@@ -598,16 +729,24 @@ describe('Management API: the OpenAPI description matches the running service', 
       await postgres.start();
       downPool = new pg.Pool({ connectionString: postgres.url, max: 2, connectionTimeoutMillis: 2000 });
       downPool.on('error', () => {});
-      down = await startProvider({
-        adapter: redisTestAdapter({ url: redis.url }),
-        plugin: { auditLog: createPostgresAuditLog({ pool: downPool, schema }), approvals: APPROVALS },
-      });
+      down = (
+        await startApprovalProvider({
+          adapter: redisTestAdapter({ url: redis.url }),
+          plugin: { auditLog: createPostgresAuditLog({ pool: downPool, schema }) },
+          approvals: { ...APPROVALS, require: customerMustApprove },
+        })
+      ).tp;
       downCustomer = await customerToken(down, 'bob');
       downCreator = await m2mToken(down);
       downAdmin = await m2mToken(down, CLIENTS.admin, `${READ_SCOPE} ${REVOKE_SCOPE}`);
       expect((await exchange(down, { subject_token: await subjectToken(down), resource: API })).status).to.equal(200);
       const listed = await call(down, 'get', '/api/impersonations', '/api/impersonations', { token: downAdmin });
       downSession = (listed.body['items'] as Array<{ id: string }>)[0]!.id;
+      const asked = await call(down, 'post', '/api/subject-tokens', '/api/subject-tokens', {
+        token: downCreator,
+        body: { userId: newCustomer(), actorId: 'alice', context: { approval: true } },
+      });
+      downRequest = (asked.body['approvalRequest'] as { id: string }).id;
       await redis.stop();
       await postgres.stop();
     });
@@ -632,6 +771,9 @@ describe('Management API: the OpenAPI description matches the running service', 
         }),
         await call(down, 'get', '/api/impersonations/revocations', '/api/impersonations/revocations'),
         await call(down, 'get', '/api/impersonations/events', '/api/impersonations/events', { token: downAdmin }),
+        await call(down, 'get', '/api/approval-requests/{id}', `/api/approval-requests/${downRequest}`, {
+          token: downCreator,
+        }),
         ...(await customerCalls()),
       ];
       expect(answers.map((answer) => answer.status)).to.deep.equal(Array(answers.length).fill(503));

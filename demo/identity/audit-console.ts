@@ -1,7 +1,8 @@
 /**
  * What the identity service prints of the plugin's events: one short line per
  * event an operator acts on (an impersonation asked for, refused, started,
- * withdrawn, stopped, ended), in words built from the event's own fields.
+ * withdrawn, stopped, ended; a customer's grant and answer; break-glass), in
+ * words built from the event's own fields.
  * Each line starts with the event's name, as the trail and the docs name it.
  * The revocation feed's reads are left out unless asked for: every resource
  * server reads it several times a second, and its lines would bury the rest.
@@ -37,6 +38,20 @@ function wordsOf(name: ImpersonationEventName, event: ImpersonationEvent): strin
       return `${actor} no longer acts as ${subject}${session}: ${text(event.endReason ?? 'ended')}`;
     case EVENTS.revocationsServed:
       return `the revocation feed listed ${event.count ?? 0} stopped sessions`;
+    case EVENTS.accessGrantCreated:
+      return `${subject} lets ${event.actor ? text(event.actor) : 'support'} act as them until ${timeOf(event.expiresAt)} (grant ${event.accessGrantId ?? '?'}${event.approvalRequestId ? `, approving request ${event.approvalRequestId}` : ''})`;
+    case EVENTS.accessGrantEnded:
+      return `${subject} ended grant ${event.accessGrantId ?? '?'}: support no longer acts as them under it`;
+    case EVENTS.approvalRequested:
+      return `${text(event.createdBy ?? '?')} asks ${subject} to let ${actor} act as them${ticketOf(event)} (request ${event.approvalRequestId ?? '?'}, waiting until ${timeOf(event.expiresAt)})`;
+    case EVENTS.approvalApproved:
+      return `${subject} approved ${actor} acting as them (request ${event.approvalRequestId ?? '?'}, grant ${event.accessGrantId ?? '?'})`;
+    case EVENTS.approvalDenied:
+      return `${subject} denied ${actor} acting as them (request ${event.approvalRequestId ?? '?'})${event.reason ? `: ${text(event.reason)}` : ''}`;
+    case EVENTS.approvalExpired:
+      return `${subject} did not answer whether ${actor} may act as them (request ${event.approvalRequestId ?? '?'} expired)`;
+    case EVENTS.breakGlassUsed:
+      return `${actor} may act as ${subject} without their approval${ticketOf(event)}: break-glass by ${text(event.createdBy ?? '?')} (${text(event.reason ?? '')})`;
   }
 }
 

@@ -1,99 +1,146 @@
+/**
+ * What a customer does about support's access to their own account: give,
+ * list and end access grants; list, approve and deny approval requests.
+ * Library functions for the customer's API to call once it has
+ * authenticated the customer: `customer` is their account id, and every
+ * operation acts on that account only (another customer's grant or request
+ * is answered exactly as an unknown id). Input is checked here, whatever
+ * carried it; refusals are `ManagementError`s (400, 404, 409, 429, 503).
+ */
 import type Koa from 'koa';
-import type { Provider } from 'oidc-provider';
-import { badRequest, misconfigured, notFound, requestClosed, tooManyGrants } from '../errors.js';
+import { emit, EVENTS } from '../audit/events.js';
+import { record as recordEvent } from '../audit/record.js';
+import {
+  badRequest,
+  customerLimitReached,
+  managementUnavailable,
+  notFound,
+  requestClosed,
+  type ManagementError,
+} from '../errors.js';
 import { storeCall } from '../management/http.js';
-import type { ResolvedOptions } from '../options.js';
-import type { SessionStore } from '../sessions/store.js';
-import type { ResolvedApprovalOptions } from './options.js';
+import type { ApprovalDependencies } from './deps.js';
+import { approvalSettings, nowSeconds } from './deps.js';
+import { endGrantAndSessions } from './end.js';
+import { approvalEvent, grantEvent, requestEvent } from './events.js';
+import { fieldsOf, readDuration, readIdentifier, readResource, readScopeList, readText } from './input.js';
 import {
   grantStateOf,
   isAccessGrantId,
-  isApprovalRequestId,
   newAccessGrantId,
   requestStateOf,
   type AccessGrant,
+  type ApprovalDecision,
   type ApprovalRequest,
 } from './record.js';
-import type { ApprovalStore } from './store.js';
-import { toGrantView, toRequestView, type AccessGrantView, type ApprovalRequestView } from './views.js';
+import { findRequestAs, settleExpiry, viewOf } from './requests.js';
+import { accessGrantView, type AccessGrantView, type ApprovalRequestView } from './view.js';
 
-/** What the customer's actions work with. */
-export interface ApprovalDeps {
-  provider: Provider;
-  options: ResolvedOptions;
-  approvals: ApprovalStore;
-  sessions: SessionStore;
-  ctx?: Koa.Context;
-}
+export type { ApprovalDependencies } from './deps.js';
+export type { AccessGrantView, ApprovalRequestView, ApprovedGrantView } from './view.js';
 
-/** The customer's grants in force. */
-export async function listGrants(deps: ApprovalDeps, customer: string): Promise<AccessGrantView[]> {
-  const { maxGrantsPerCustomer } = settings(deps);
-  const grants = await storeCall(() => deps.approvals.activeGrants(customer, maxGrantsPerCustomer));
-  return grants.map((grant) => toGrantView(grant));
-}
-
-/** A standing grant the customer gives ahead of time. */
-export async function giveGrant(
-  deps: ApprovalDeps,
-  customer: string,
-  input: { duration: number; scope?: string[]; resource?: string; actorId?: string; note?: string },
-): Promise<AccessGrantView> {
-  assertDuration(settings(deps), input.duration);
-  await assertRoomForGrant(deps, customer);
-  const now = nowInSeconds();
-  const grant: AccessGrant = {
-    id: newAccessGrantId(),
-    subject: customer,
-    ...(input.actorId === undefined ? {} : { actor: input.actorId }),
-    ...(input.resource === undefined ? {} : { resource: input.resource }),
-    ...(input.scope === undefined ? {} : { scope: [...input.scope] }),
-    ...(input.note === undefined ? {} : { note: input.note }),
-    origin: 'customer',
-    createdAt: now,
-    expiresAt: now + input.duration,
-  };
-  await storeCall(() => deps.approvals.saveGrant(grant));
-  return toGrantView(grant, now);
-}
-
-/** Ends one of the customer's grants; ending one that is no longer in force changes nothing. */
-export async function endAccessGrant(deps: ApprovalDeps, customer: string, grantId: string): Promise<void> {
-  const grant = await customersGrant(deps, customer, grantId);
-  if (grantStateOf(grant) !== 'active') return;
-  await storeCall(() => deps.approvals.endGrant(grant, { at: nowInSeconds(), by: 'customer' }));
-}
-
-/** The customer's approval requests waiting for an answer. */
-export async function listPendingRequests(deps: ApprovalDeps, customer: string): Promise<ApprovalRequestView[]> {
-  const { maxPendingPerCustomer } = settings(deps);
-  const requests = await storeCall(() => deps.approvals.pendingRequests(customer, maxPendingPerCustomer));
-  return requests.map((request) => toRequestView(request));
+/** The customer's grants in force, latest expiry first. */
+export async function listGrants(deps: ApprovalDependencies, customer: string): Promise<{ items: AccessGrantView[] }> {
+  const settings = approvalSettings(deps.options, 'listGrants');
+  const grants = await storeCall(() => deps.approvals.activeGrants(customer, settings.maxGrantsPerCustomer));
+  return { items: grants.map((grant) => accessGrantView(grant)) };
 }
 
 /**
- * Approves a request: a grant for the request's actor and resource, for the
- * duration the customer picks and within the scope the request asked (any
- * scope when it asked none). The grant is made first and the request answered
- * after, once: when another answer got there first, the grant is ended again.
+ * Gives a standing grant: `{ duration, scope?, resource?, actorId?, note? }`,
+ * `duration` in seconds up to `maxGrantDuration`. No grant goes into force
+ * without its trail row: one whose row cannot be written is ended at once.
+ */
+export async function giveGrant(
+  deps: ApprovalDependencies,
+  customer: string,
+  input: unknown,
+  ctx?: Koa.Context,
+): Promise<AccessGrantView> {
+  const settings = approvalSettings(deps.options, 'giveGrant');
+  const fields = fieldsOf(input, ['duration', 'scope', 'resource', 'actorId', 'note']);
+  const duration = readDuration(fields['duration'], settings.maxGrantDuration);
+  const scope = readScopeList(fields['scope'], 'scope');
+  const resource = readResource(fields['resource'], 'resource');
+  const actor = readIdentifier(fields['actorId'], 'actorId');
+  const note = readText(fields['note'], 'note');
+
+  await assertRoomForGrant(deps, customer);
+  const createdAt = nowSeconds();
+  const grant: AccessGrant = {
+    id: newAccessGrantId(),
+    subject: customer,
+    ...(actor === undefined ? {} : { actor }),
+    ...(resource === undefined ? {} : { resource }),
+    ...(scope === undefined ? {} : { scope }),
+    ...(note === undefined ? {} : { note }),
+    origin: 'customer',
+    createdAt,
+    expiresAt: createdAt + duration,
+  };
+  await putInForce(deps, grant, ctx);
+  return accessGrantView(grant);
+}
+
+/**
+ * Ends one of the customer's grants and every session it allowed. Ending a
+ * grant that ended already is no error (it finishes what a failed attempt
+ * left open); an expired one has nothing left to end.
+ */
+export async function endAccessGrant(
+  deps: ApprovalDependencies,
+  customer: string,
+  grantId: string,
+  ctx?: Koa.Context,
+): Promise<void> {
+  approvalSettings(deps.options, 'endAccessGrant');
+  const grant = isAccessGrantId(grantId) ? await storeCall(() => deps.approvals.findGrant(grantId)) : undefined;
+  if (!grant || grant.subject !== customer) throw notFound('not_found', 'no access grant has this id');
+  if (grantStateOf(grant) === 'expired') return;
+  await storeCall(() => endGrantAndSessions(deps, grant, ctx));
+}
+
+/** The customer's requests waiting for an answer, latest expiry first. */
+export async function listPendingRequests(
+  deps: ApprovalDependencies,
+  customer: string,
+): Promise<{ items: ApprovalRequestView[] }> {
+  const settings = approvalSettings(deps.options, 'listPendingRequests');
+  const requests = await storeCall(() => deps.approvals.pendingRequests(customer, settings.maxPendingPerCustomer));
+  return { items: await Promise.all(requests.map((request) => viewOf(deps, request))) };
+}
+
+/**
+ * Approves a request: `{ duration, scope? }`. The grant it becomes is for the
+ * request's actor and resource, for `duration` seconds (up to
+ * `maxGrantDuration`), and allows `scope` (within the scope asked, when one
+ * was) or else what was asked. The answer is written first and once: of an
+ * approval racing a denial or the expiry, exactly one wins, and a grant is
+ * put in force only by the approval that won.
  */
 export async function approveRequest(
-  deps: ApprovalDeps,
+  deps: ApprovalDependencies,
   customer: string,
   requestId: string,
-  input: { duration: number; scope?: string[] },
+  input: unknown,
+  ctx?: Koa.Context,
 ): Promise<{ request: ApprovalRequestView; grant: AccessGrantView }> {
-  assertDuration(settings(deps), input.duration);
-  const request = await openRequest(deps, customer, requestId);
-  if (input.scope && request.scope) {
+  const settings = approvalSettings(deps.options, 'approveRequest');
+  const fields = fieldsOf(input, ['duration', 'scope']);
+  const duration = readDuration(fields['duration'], settings.maxGrantDuration);
+  const chosen = readScopeList(fields['scope'], 'scope');
+  const request = await openRequest(deps, customer, requestId, ctx);
+  if (chosen && request.scope) {
     const asked = new Set(request.scope);
-    const wider = input.scope.filter((name) => !asked.has(name));
-    if (wider.length) throw badRequest(`scope must stay within the scope the request asked: ${wider.join(' ')}`);
+    // The names asked are listed, never those sent: what a customer pastes may be anything.
+    if (chosen.some((name) => !asked.has(name))) {
+      throw badRequest(`scope may only narrow the scope asked: ${request.scope.join(' ')}`);
+    }
   }
+  const scope = chosen ?? request.scope;
   await assertRoomForGrant(deps, customer);
 
-  const now = nowInSeconds();
-  const scope = input.scope ?? request.scope;
+  const answeredAt = nowSeconds();
   const grant: AccessGrant = {
     id: newAccessGrantId(),
     subject: customer,
@@ -102,97 +149,99 @@ export async function approveRequest(
     ...(scope === undefined ? {} : { scope: [...scope] }),
     origin: 'approval',
     approvalRequestId: request.id,
-    createdAt: now,
-    expiresAt: now + input.duration,
+    createdAt: answeredAt,
+    expiresAt: answeredAt + duration,
   };
-  await storeCall(() => deps.approvals.saveGrant(grant));
-  let outcome;
-  try {
-    outcome = await storeCall(() =>
-      deps.approvals.answer(request, { at: now, decision: 'approved', grantId: grant.id }),
-    );
-  } catch (error) {
-    // Without its answer the grant would open the account behind a request still shown as waiting.
-    await deps.approvals.endGrant(grant, { at: now, by: 'customer' }).catch(() => {});
-    throw error;
-  }
-  if (!outcome.changedNow) {
-    await storeCall(() => deps.approvals.endGrant(grant, { at: nowInSeconds(), by: 'customer' }));
-    throw answeredAlready(outcome.record);
-  }
-  return { request: toRequestView(outcome.record, grant, now), grant: toGrantView(grant, now) };
+  const answered = await answerOnce(deps, request, { at: answeredAt, decision: 'approved', grantId: grant.id });
+  await recordEvent(deps.provider, deps.options.auditLog, approvalEvent(answered, grant.id), ctx);
+  await putInForce(deps, grant, ctx);
+  return { request: await viewOf(deps, answered), grant: accessGrantView(grant) };
 }
 
-/** Denies a request, with the customer's reason when they give one. */
+/** Denies a request: `{ reason? }`, shown to the backend that asked. */
 export async function denyRequest(
-  deps: ApprovalDeps,
+  deps: ApprovalDependencies,
   customer: string,
   requestId: string,
-  input: { reason?: string },
+  input: unknown = {},
+  ctx?: Koa.Context,
 ): Promise<{ request: ApprovalRequestView }> {
-  const request = await openRequest(deps, customer, requestId);
-  const now = nowInSeconds();
-  const outcome = await storeCall(() =>
-    deps.approvals.answer(request, {
-      at: now,
-      decision: 'denied',
-      ...(input.reason === undefined ? {} : { reason: input.reason }),
-    }),
-  );
-  if (!outcome.changedNow) throw answeredAlready(outcome.record);
-  return { request: toRequestView(outcome.record, undefined, now) };
+  approvalSettings(deps.options, 'denyRequest');
+  const fields = fieldsOf(input, ['reason']);
+  const reason = readText(fields['reason'], 'reason');
+  const request = await openRequest(deps, customer, requestId, ctx);
+  const answered = await answerOnce(deps, request, {
+    at: nowSeconds(),
+    decision: 'denied',
+    ...(reason === undefined ? {} : { reason }),
+  });
+  const event = requestEvent(EVENTS.approvalDenied, answered);
+  if (reason !== undefined) event.reason = reason;
+  await recordEvent(deps.provider, deps.options.auditLog, event, ctx);
+  return { request: await viewOf(deps, answered) };
 }
 
-function settings(deps: ApprovalDeps): ResolvedApprovalOptions {
-  if (!deps.options.approvals) throw misconfigured('the customer approval actions need the approvals option');
-  return deps.options.approvals;
+/** One of the customer's requests still waiting; an answered or expired one is a 409 saying which. */
+async function openRequest(
+  deps: ApprovalDependencies,
+  customer: string,
+  requestId: string,
+  ctx: Koa.Context | undefined,
+): Promise<ApprovalRequest> {
+  const found = await findRequestAs(deps, requestId, (request) => request.subject === customer);
+  const settled = await settleExpiry(deps, found, ctx);
+  const state = requestStateOf(settled);
+  if (state !== 'pending') throw closed(state);
+  return settled;
 }
 
-function assertDuration(approvals: ResolvedApprovalOptions, duration: number): void {
-  if (!Number.isSafeInteger(duration) || duration < 1 || duration > approvals.maxGrantDuration) {
-    throw badRequest(`duration must be an integer number of seconds from 1 to ${approvals.maxGrantDuration}`);
+/** Writes the answer, unless another answer (or the expiry) won: then a 409 saying which. */
+async function answerOnce(
+  deps: ApprovalDependencies,
+  request: ApprovalRequest,
+  answer: NonNullable<ApprovalRequest['answer']>,
+): Promise<ApprovalRequest> {
+  const { record, changedNow } = await storeCall(() => deps.approvals.answer(request, answer));
+  if (!changedNow) {
+    // The winner may still be writing its answer: then it reads as answered, or as expired when it is.
+    const state = requestStateOf(record);
+    throw closed(state === 'pending' ? 'approved' : state);
   }
+  return record;
 }
 
-async function assertRoomForGrant(deps: ApprovalDeps, customer: string): Promise<void> {
-  const { maxGrantsPerCustomer } = settings(deps);
-  const inForce = await storeCall(() => deps.approvals.activeGrants(customer, maxGrantsPerCustomer));
-  if (inForce.length >= maxGrantsPerCustomer) {
-    throw tooManyGrants(`a customer may hold at most ${maxGrantsPerCustomer} grants in force; end one first`);
-  }
-}
-
-/** The customer's grant; another customer's is as unknown as an id no grant has. */
-async function customersGrant(deps: ApprovalDeps, customer: string, grantId: string): Promise<AccessGrant> {
-  const grant = isAccessGrantId(grantId) ? await storeCall(() => deps.approvals.findGrant(grantId)) : undefined;
-  if (!grant || grant.subject !== customer) throw notFound('not_found', 'no access grant has this id');
-  return grant;
-}
-
-/**
- * The customer's request, still waiting for an answer. One found waiting past
- * its expiry is answered `expired` now, so that its expiry is recorded once.
- */
-async function openRequest(deps: ApprovalDeps, customer: string, requestId: string): Promise<ApprovalRequest> {
-  const request = isApprovalRequestId(requestId)
-    ? await storeCall(() => deps.approvals.findRequest(requestId))
-    : undefined;
-  if (!request || request.subject !== customer) throw notFound('not_found', 'no approval request has this id');
-  if (request.answer) throw answeredAlready(request);
-  if (requestStateOf(request) === 'expired') {
-    const outcome = await storeCall(() => deps.approvals.answer(request, { at: nowInSeconds(), decision: 'expired' }));
-    throw answeredAlready(outcome.record);
-  }
-  return request;
-}
-
-/** The 409 of a request answered before this answer: expired, or answered by another call. */
-function answeredAlready(request: ApprovalRequest) {
-  return request.answer?.decision === 'expired' || (!request.answer && requestStateOf(request) === 'expired')
+function closed(decision: ApprovalDecision): ManagementError {
+  return decision === 'expired'
     ? requestClosed('request_expired', 'the approval request expired before it was answered')
     : requestClosed('already_answered', 'the approval request was answered already');
 }
 
-function nowInSeconds(): number {
-  return Math.floor(Date.now() / 1000);
+async function assertRoomForGrant(deps: ApprovalDependencies, customer: string): Promise<void> {
+  const { maxGrantsPerCustomer } = approvalSettings(deps.options, 'giveGrant');
+  const inForce = await storeCall(() => deps.approvals.activeGrants(customer, maxGrantsPerCustomer));
+  if (inForce.length >= maxGrantsPerCustomer) {
+    throw customerLimitReached(
+      'too_many_grants',
+      'the customer has as many access grants in force as the deployment allows; end one first',
+    );
+  }
+}
+
+/**
+ * Saves the grant, then its trail row, awaited: a grant whose row cannot be
+ * written is ended at once and never allowed anything.
+ */
+async function putInForce(deps: ApprovalDependencies, grant: AccessGrant, ctx: Koa.Context | undefined): Promise<void> {
+  await storeCall(() => deps.approvals.saveGrant(grant));
+  const event = grantEvent(EVENTS.accessGrantCreated, grant);
+  const { auditLog } = deps.options;
+  if (auditLog) {
+    try {
+      await auditLog.append(event.name, Object.freeze({ ...event }));
+    } catch (error) {
+      await deps.approvals.endGrant(grant, { at: nowSeconds(), by: 'customer' }).catch(() => {});
+      throw managementUnavailable('the audit trail cannot be written; no access grant was given', error);
+    }
+  }
+  emit(deps.provider, event, ctx);
 }

@@ -61,9 +61,9 @@ export function rowOf(name: ImpersonationEventName, event: ImpersonationEvent, a
 }
 
 function outcomeOf(name: ImpersonationEventName): string {
-  if (name.endsWith('.refused')) return 'refused';
+  if (name.endsWith('.refused') || name.endsWith('.denied')) return 'refused';
   if (name.endsWith('.revoked') || name.endsWith('.withdrawn')) return 'revoked';
-  if (name.endsWith('.ended')) return 'ended';
+  if (name.endsWith('.ended') || name.endsWith('.expired')) return 'ended';
   return 'success';
 }
 

@@ -12,12 +12,22 @@ export const EVENTS = {
   sessionRevoked: 'impersonation.session.revoked',
   sessionEnded: 'impersonation.session.ended',
   revocationsServed: 'impersonation.revocations.served',
+  accessGrantCreated: 'impersonation.access_grant.created',
+  accessGrantEnded: 'impersonation.access_grant.ended',
+  approvalRequested: 'impersonation.approval.requested',
+  approvalApproved: 'impersonation.approval.approved',
+  approvalDenied: 'impersonation.approval.denied',
+  approvalExpired: 'impersonation.approval.expired',
+  breakGlassUsed: 'impersonation.break_glass.used',
 } as const;
 
 export type ImpersonationEventName = (typeof EVENTS)[keyof typeof EVENTS];
 
-/** Why a session ended without a revocation: the actor signed out, or the actor's grant was revoked. */
-export type EndReason = 'actor_logout' | 'actor_grant_revoked';
+/**
+ * Why a session ended without a revocation: the actor signed out, the actor's
+ * grant was revoked, or the customer ended the access grant that allowed it.
+ */
+export type EndReason = 'actor_logout' | 'actor_grant_revoked' | 'access_grant_ended';
 
 /**
  * Every field an impersonation event may carry, each described once; which
@@ -56,10 +66,14 @@ interface EventFields {
   reason: string;
   /** Who revoked a session, or withdrew a subject token (the Management API caller's client). */
   revokedBy: string;
-  /** Why a session ended with the actor's sign-in. */
+  /** Why a session ended without a revocation. */
   endReason: EndReason;
   /** For the revocation feed: how many closed sessions it listed. */
   count: number;
+  /** The customer's access grant (`agr_…`) given, ended, or that allowed a subject token or an exchange. */
+  accessGrantId: string;
+  /** The approval request (`apr_…`) made, answered or expired. */
+  approvalRequestId: string;
 }
 
 /**
@@ -97,7 +111,7 @@ export interface ImpersonationEvents {
   'impersonation.subject_token.created': EventOf<
     'impersonation.subject_token.created',
     'subjectTokenId' | 'subject' | 'createdBy' | 'context' | 'expiresAt',
-    'clientId' | 'actor'
+    'clientId' | 'actor' | 'accessGrantId'
   >;
   /** `canImpersonate` refused a creation. */
   'impersonation.subject_token.refused': EventOf<
@@ -106,7 +120,11 @@ export interface ImpersonationEvents {
     'clientId' | 'actor'
   >;
   /** An impersonation token was issued; `actor` when an actor token was sent. */
-  'impersonation.exchange.succeeded': EventOf<'impersonation.exchange.succeeded', SessionFields | 'createdBy', 'actor'>;
+  'impersonation.exchange.succeeded': EventOf<
+    'impersonation.exchange.succeeded',
+    SessionFields | 'createdBy',
+    'actor' | 'accessGrantId'
+  >;
   /**
    * An exchange failed. It names what the exchange had established when it
    * stopped: nothing beyond the client when the subject token was not found;
@@ -115,7 +133,7 @@ export interface ImpersonationEvents {
   'impersonation.exchange.refused': EventOf<
     'impersonation.exchange.refused',
     'clientId' | 'error' | 'reason',
-    SessionFields | 'createdBy' | 'actor'
+    SessionFields | 'createdBy' | 'actor' | 'accessGrantId'
   >;
   /** A subject token was withdrawn before its redemption. */
   'impersonation.subject_token.withdrawn': EventOf<
@@ -128,11 +146,45 @@ export interface ImpersonationEvents {
     SessionFields | 'revokedBy',
     'actor' | 'reason'
   >;
-  /** A session ended with the actor's sign-in. */
-  'impersonation.session.ended': EventOf<'impersonation.session.ended', SessionFields | 'endReason', 'actor'>;
+  /** A session ended with the actor's sign-in, or with the access grant that allowed it. */
+  'impersonation.session.ended': EventOf<
+    'impersonation.session.ended',
+    SessionFields | 'endReason',
+    'actor' | 'accessGrantId'
+  >;
   /** The revocation feed was read. */
   'impersonation.revocations.served': EventOf<'impersonation.revocations.served', 'count'>;
+  /** A customer gave an access grant, or approving a request made one (then `approvalRequestId`). */
+  'impersonation.access_grant.created': EventOf<'impersonation.access_grant.created', GrantFields, GrantDetails>;
+  /** An access grant ended (the customer ended it); the sessions it allowed end with it. */
+  'impersonation.access_grant.ended': EventOf<'impersonation.access_grant.ended', GrantFields, GrantDetails>;
+  /** A backend asked the customer to approve an access. */
+  'impersonation.approval.requested': EventOf<'impersonation.approval.requested', RequestFields, RequestDetails>;
+  /** The customer approved a request: `accessGrantId` is the grant it became. */
+  'impersonation.approval.approved': EventOf<
+    'impersonation.approval.approved',
+    RequestFields | 'accessGrantId',
+    RequestDetails
+  >;
+  /** The customer denied a request; `reason` when they gave one. */
+  'impersonation.approval.denied': EventOf<'impersonation.approval.denied', RequestFields, RequestDetails | 'reason'>;
+  /** A request was found unanswered past its expiry. */
+  'impersonation.approval.expired': EventOf<'impersonation.approval.expired', RequestFields, RequestDetails>;
+  /** A break-glass client bypassed the customer's approval; `reason` is the reason it gave. */
+  'impersonation.break_glass.used': EventOf<
+    'impersonation.break_glass.used',
+    'subjectTokenId' | 'subject' | 'createdBy' | 'context' | 'expiresAt' | 'reason',
+    'clientId' | 'actor'
+  >;
 }
+
+/** What the events of an access grant always name, and name when the grant has it. */
+type GrantFields = 'accessGrantId' | 'subject' | 'expiresAt';
+type GrantDetails = 'actor' | 'resource' | 'scope' | 'approvalRequestId';
+
+/** What the events of an approval request always name, and name when the request has it. */
+type RequestFields = 'approvalRequestId' | 'subject' | 'actor' | 'createdBy' | 'context' | 'expiresAt';
+type RequestDetails = 'clientId' | 'resource' | 'scope';
 
 /**
  * An impersonation event: one union member per name, told apart by `name`.

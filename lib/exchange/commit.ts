@@ -18,6 +18,8 @@ export interface Commit {
   subjectTokenKey: string;
   /** An opaque actor token and its Grant and sign-in, read again once the session is listed under them. */
   actorToken: { value: string; grantId: string; sessionUid?: string } | undefined;
+  /** The customer's access grant read again, once the session is listed under it. */
+  confirmCustomerGrant: () => Promise<void>;
   /** The success event, as the trail records it; built once the token is named. */
   event: () => ImpersonationEvent<typeof EVENTS.exchangeSucceeded>;
   /** Called once the trail holds the success row. */
@@ -39,7 +41,7 @@ export interface CommitStores {
 export async function commit(
   ctx: KoaContextWithOIDC,
   { options, store, sessions }: CommitStores,
-  { token, session, subjectTokenKey, actorToken, event, successRecorded }: Commit,
+  { token, session, subjectTokenKey, actorToken, confirmCustomerGrant, event, successRecorded }: Commit,
 ): Promise<string> {
   const provider = ctx.oidc.provider;
   ctx.oidc.entity('AccessToken', token);
@@ -50,11 +52,13 @@ export async function commit(
     // The record of the issuance is durable before the subject token is
     // redeemed: a trail that cannot be written stops the exchange with
     // nothing burned. A lost race below is recorded as a refusal after it.
-    // The actor's sign-in is read again now that the session is listed
-    // under it: a sign-out that ended it before this point found nothing to
-    // end, one that ends it after finds the session and ends it.
+    // The actor's sign-in, and the customer's grant, are read again now that
+    // the session is listed under them: a sign-out or an end that came before
+    // this point found nothing to end, one that comes after finds the session
+    // and ends it.
     await Promise.all([
       actorToken === undefined ? undefined : confirmActorToken(ctx, actorToken.value, actorToken),
+      confirmCustomerGrant(),
       options.auditLog?.append(EVENTS.exchangeSucceeded, Object.freeze(event())).then(successRecorded),
     ]);
     // Single use is decided here, by one atomic operation, after everything else passed.

@@ -1,5 +1,6 @@
 import type { AccessToken, KoaContextWithOIDC, Provider } from 'oidc-provider';
 import type { VerifiedAccessToken } from '../access-token.js';
+import type { ApprovalStore } from '../approvals/store.js';
 import type { EVENTS, ImpersonationEvent } from '../audit/events.js';
 import { invalidRequest } from '../errors.js';
 import type { CustomJwtClaimsInput, ResolvedOptions } from '../options.js';
@@ -20,6 +21,7 @@ import type { FoundSubjectToken, SubjectTokenRecord, SubjectTokenStore } from '.
 import { actFor, lookUpActorToken, validateActorToken, type ActClaim, type ActorTokenLookup } from './actor.js';
 import { actClaims, runCustomClaims, type ExchangeClaims } from './claims.js';
 import { commit } from './commit.js';
+import { confirmCustomerGrant, customerGrantBounds } from './customer-grant.js';
 import { checkActorAuthentication } from './freshness.js';
 import { decide } from './policy.js';
 import { ExchangeReport, exchangeSucceeded, type ExchangeProgress } from './report.js';
@@ -38,6 +40,8 @@ export interface GrantDependencies {
   options: ResolvedOptions;
   store: SubjectTokenStore;
   sessions: SessionStore;
+  /** The customer's access grants, which subject tokens issued under one are checked against. */
+  approvals: ApprovalStore;
   claims: ExchangeClaims;
   /** Runs first: refuses an exchange through a provider mounted in a way the plugin cannot work in. */
   preflight?: (ctx: KoaContextWithOIDC) => void;
@@ -51,7 +55,7 @@ export interface GrantDependencies {
  * redeems the subject token last, so that a refused exchange never burns it.
  */
 export function createExchangeHandler(dependencies: GrantDependencies) {
-  const { options, store, claims, preflight } = dependencies;
+  const { options, store, approvals, claims, preflight } = dependencies;
   const actorClients: ReadonlySet<string> = new Set(options.actorClients);
   const report = new ExchangeReport(options);
 
@@ -102,20 +106,29 @@ export function createExchangeHandler(dependencies: GrantDependencies) {
       throw invalidRequest('subject_token names a user that no longer exists');
     }
 
-    // The deployment's decision.
+    // The customer's access grant, when the subject token was issued under one: still in force, and its ceiling.
+    const customerGrant = await customerGrantBounds(approvals, record, {
+      actor: act?.sub,
+      resource: resourceServer.identifier(),
+      scope: requested,
+    });
+    const allowed = customerGrant?.scope ?? requested;
+    progress.scope = allowed;
+
+    // The deployment's decision, within what the customer allowed.
     const scopes = await decide(options, {
       clientId: client.clientId,
       subject: record.subject,
       ...(act ? { actor: act.sub } : {}),
       resource: resourceServer.identifier(),
-      scope: requested,
+      scope: allowed,
       context: record.context,
     });
     progress.scope = scopes;
     token.scope = scopes.join(' ') || undefined;
 
-    // The token: the lower of our cap and the resource server's lifetime wins.
-    const expiresIn = Math.min(options.accessTokenTTL, token.expiration);
+    // The token: the lowest of our cap, the resource server's lifetime and the customer's grant wins.
+    const expiresIn = Math.min(options.accessTokenTTL, token.expiration, customerGrant?.secondsLeft ?? Infinity);
     setTokenLifetime(token, expiresIn);
     const custom = options.getCustomJwtClaims
       ? await runCustomClaims(
@@ -141,6 +154,7 @@ export function createExchangeHandler(dependencies: GrantDependencies) {
               grantId: actor.grantId,
               ...(actor.sessionUid === undefined ? {} : { sessionUid: actor.sessionUid }),
             },
+      confirmCustomerGrant: () => confirmCustomerGrant(approvals, record),
       event: succeeded,
       successRecorded: () => {
         progress.successRecorded = true;
@@ -251,6 +265,8 @@ function sessionOf(
     accessTokenId: '',
     ...(actor?.grantId === undefined ? {} : { actorGrantId: actor.grantId }),
     ...(actor?.sessionUid === undefined ? {} : { actorSessionUid: actor.sessionUid }),
+    ...(record.accessGrantId === undefined ? {} : { accessGrantId: record.accessGrantId }),
+    ...(record.breakGlass === undefined ? {} : { breakGlass: { reason: record.breakGlass.reason } }),
     createdAt,
     expiresAt: createdAt + expiresIn,
   };

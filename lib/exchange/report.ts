@@ -43,6 +43,7 @@ export function exchangeSucceeded(
     expiresAt: session.expiresAt,
   };
   if (session.actor !== undefined) event.actor = session.actor;
+  if (record.accessGrantId !== undefined) event.accessGrantId = record.accessGrantId;
   return event;
 }
 
@@ -66,6 +67,7 @@ function exchangeRefused(
     event.subject = record.subject;
     event.createdBy = record.createdBy;
     event.context = record.context;
+    if (record.accessGrantId !== undefined) event.accessGrantId = record.accessGrantId;
   }
   const actor = progress.actor ?? record?.actor;
   if (actor !== undefined) event.actor = actor;

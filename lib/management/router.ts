@@ -8,6 +8,7 @@ import type { ResolvedOptions } from '../options.js';
 import type { SessionStore } from '../sessions/store.js';
 import type { SubjectTokenStore } from '../subject-tokens/store.js';
 import { createCallerCheck } from './caller.js';
+import { approvalRequestRoutes } from './approval-requests.js';
 import { assertStorableQuery } from './body.js';
 import { renderErrors } from './http.js';
 import { impersonationRoutes } from './impersonations.js';
@@ -17,7 +18,7 @@ import { subjectTokenRoutes } from './subject-tokens.js';
 export type ServedRequests = WeakSet<object>;
 
 export interface ManagementApi {
-  /** Subject tokens, impersonation sessions and their revocation feed, as one Koa middleware. */
+  /** Subject tokens, impersonation sessions and their revocation feed, approval requests, as one Koa middleware. */
   middleware: Koa.Middleware;
   /**
    * Marks each request in `served`. Mounted with the API in the provider's
@@ -31,24 +32,22 @@ export interface ManagementApi {
 export function createManagementApi(
   provider: Provider,
   options: ResolvedOptions,
-  stores: { subjectTokens: SubjectTokenStore; sessions: SessionStore; approvals?: ApprovalStore },
+  stores: { subjectTokens: SubjectTokenStore; sessions: SessionStore; approvals: ApprovalStore },
 ): ManagementApi {
   const authenticate = options.authenticateManagementRequest ?? createCallerCheck(provider, options);
   // Exact paths, as a proxy's exact-path rule would match them: no case folding, no trailing slash.
   const router = new Router({ sensitive: true, strict: true });
-  const customerPath = options.approvals && stores.approvals ? options.approvals.customerPath : undefined;
-  router.use(
-    [options.managementPath, options.sessionsPath, ...(customerPath ? [customerPath] : [])],
-    renderErrors,
-    refuseUnstorableQuery,
-  );
-  subjectTokenRoutes(router, provider, options, stores.subjectTokens, authenticate);
+  const paths = [options.managementPath, options.sessionsPath];
+  if (options.approvals) paths.push(options.approvals.requestsPath, options.approvals.customerPath);
+  router.use(paths, renderErrors, refuseUnstorableQuery);
+  subjectTokenRoutes(router, provider, options, stores, authenticate);
   impersonationRoutes(router, provider, options, stores.sessions, authenticate);
-  if (customerPath && options.approvals && stores.approvals) {
+  if (options.approvals) {
+    approvalRequestRoutes(router, { provider, options, ...stores }, authenticate);
     // The customer's own API: authenticated by the customer's access token, never by a Management API token.
     customerRoutes(
       router,
-      customerPath,
+      options.approvals.customerPath,
       { provider, options, approvals: stores.approvals, sessions: stores.sessions },
       createCustomerCheck(provider, options.approvals),
     );

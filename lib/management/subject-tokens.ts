@@ -1,5 +1,10 @@
 import type Router from '@koa/router';
 import type { Provider } from 'oidc-provider';
+import { approvalForCreation } from '../approvals/creation.js';
+import type { ApprovalDependencies } from '../approvals/deps.js';
+import { fieldsOf, readResource, readScopeList, readText } from '../approvals/input.js';
+import type { ApprovalStore } from '../approvals/store.js';
+import { approvalRequestView } from '../approvals/view.js';
 import { emit, EVENTS, type ImpersonationEvent } from '../audit/events.js';
 import { record as recordEvent } from '../audit/record.js';
 import { accessDenied, alreadyRedeemed, managementUnavailable, notFound, requestTooLarge } from '../errors.js';
@@ -7,11 +12,15 @@ import { TOKEN_EXCHANGE_GRANT } from '../exchange/grant.js';
 import { refusalReason, type JsonObject, type ResolvedOptions } from '../options.js';
 import { providerConfiguration } from '../provider-internals.js';
 import { storableText } from '../storable-text.js';
+import type { SessionStore } from '../sessions/store.js';
 import type { SubjectTokenStore } from '../subject-tokens/store.js';
 import { isJsonObject, readJsonObject } from './body.js';
 import { authorize, badRequest, isIdentifier, storeCall, type Authenticate } from './http.js';
 
-const BODY_FIELDS = new Set(['userId', 'context', 'clientId', 'actorId']);
+const BODY_FIELDS = ['userId', 'context', 'clientId', 'actorId'];
+/** Accepted only when the deployment has the customer in the loop (the `approvals` option). */
+const APPROVAL_FIELDS = ['scope', 'resource', 'breakGlass'];
+const BREAK_GLASS_REFUSED = "this client may not bypass the customer's approval";
 /** Room for `userId` and the bindings on top of the context cap. */
 const BODY_OVERHEAD = 4096;
 
@@ -20,6 +29,10 @@ interface CreationRequest {
   context: JsonObject;
   clientId?: string;
   actorId?: string;
+  /** The ceiling asked of the customer. */
+  scope?: string[];
+  resource?: string;
+  breakGlass?: { reason: string };
 }
 
 /**
@@ -30,12 +43,36 @@ export function subjectTokenRoutes(
   router: Router,
   provider: Provider,
   options: ResolvedOptions,
-  store: SubjectTokenStore,
+  stores: { subjectTokens: SubjectTokenStore; approvals: ApprovalStore; sessions: SessionStore },
   authenticate: Authenticate,
 ): void {
+  const store = stores.subjectTokens;
+  const approvalDeps: ApprovalDependencies = {
+    provider,
+    options,
+    approvals: stores.approvals,
+    sessions: stores.sessions,
+  };
+
   router.post(options.managementPath, async (ctx) => {
     const caller = await authorize(ctx, authenticate, options.managementScope);
     const request = parseCreation(await readJsonObject(ctx, options.maxContextBytes + BODY_OVERHEAD), options);
+    // Only the clients the deployment names may bypass the customer; an attempt by another is recorded.
+    if (request.breakGlass && !options.approvals?.breakGlassClients.includes(caller.clientId)) {
+      const event: ImpersonationEvent<typeof EVENTS.subjectTokenRefused> = {
+        name: EVENTS.subjectTokenRefused,
+        subject: request.userId,
+        createdBy: caller.clientId,
+        context: request.context,
+        ...(request.clientId === undefined ? {} : { clientId: request.clientId }),
+        ...(request.actorId === undefined ? {} : { actor: request.actorId }),
+        error: 'access_denied',
+        reason: BREAK_GLASS_REFUSED,
+      };
+      await recordEvent(provider, options.auditLog, event, ctx);
+      throw accessDenied(BREAK_GLASS_REFUSED);
+    }
+
     const account = await storeCall(() => providerConfiguration(provider).findAccount(ctx as never, request.userId));
     if (!account) throw notFound('user_not_found', 'no user has this userId');
     if (request.clientId !== undefined) await assertExchangeClient(provider, request.clientId);
@@ -67,6 +104,31 @@ export function subjectTokenRoutes(
       }
     }
 
+    // The customer's say, unless the caller may and does bypass it (break-glass).
+    let accessGrantId: string | undefined;
+    if (options.approvals && !request.breakGlass) {
+      const approval = await approvalForCreation(
+        approvalDeps,
+        {
+          subject: request.userId,
+          account,
+          ...(request.actorId === undefined ? {} : { actor: request.actorId }),
+          caller,
+          ...(request.clientId === undefined ? {} : { clientId: request.clientId }),
+          context: request.context,
+          ...(request.resource === undefined ? {} : { resource: request.resource }),
+          ...(request.scope === undefined ? {} : { scope: request.scope }),
+        },
+        ctx,
+      );
+      if (approval.kind === 'pending') {
+        ctx.status = 202;
+        ctx.body = { approvalRequest: approvalRequestView(approval.request) };
+        return;
+      }
+      if (approval.kind === 'grant') accessGrantId = approval.grant.id;
+    }
+
     const { value, record } = await storeCall(() =>
       store.create({
         subject: request.userId,
@@ -74,6 +136,8 @@ export function subjectTokenRoutes(
         createdBy: caller.clientId,
         ...(request.clientId === undefined ? {} : { clientId: request.clientId }),
         ...(request.actorId === undefined ? {} : { actor: request.actorId }),
+        ...(accessGrantId === undefined ? {} : { accessGrantId }),
+        ...(request.breakGlass ? { breakGlass: request.breakGlass } : {}),
         ttl: options.subjectTokenTTL,
       }),
     );
@@ -88,10 +152,24 @@ export function subjectTokenRoutes(
     };
     if (record.clientId !== undefined) created.clientId = record.clientId;
     if (record.actor !== undefined) created.actor = record.actor;
-    // No subject token without its record: one whose record cannot be written is withdrawn, never handed out.
+    if (accessGrantId !== undefined) created.accessGrantId = accessGrantId;
+    const emergency: ImpersonationEvent<typeof EVENTS.breakGlassUsed> | undefined = request.breakGlass && {
+      name: EVENTS.breakGlassUsed,
+      subjectTokenId: record.id,
+      subject: record.subject,
+      createdBy: record.createdBy,
+      context: record.context,
+      expiresAt: record.exp,
+      ...(record.clientId === undefined ? {} : { clientId: record.clientId }),
+      ...(record.actor === undefined ? {} : { actor: record.actor }),
+      reason: request.breakGlass.reason,
+    };
+    // No subject token without its record (and a break-glass one, without the record of the bypass):
+    // one whose record cannot be written is withdrawn, never handed out.
     if (options.auditLog) {
       try {
         await options.auditLog.append(created.name, Object.freeze({ ...created }));
+        if (emergency) await options.auditLog.append(emergency.name, Object.freeze({ ...emergency }));
       } catch (error) {
         await store.withdraw(record.id).catch(() => {});
         throw managementUnavailable('the audit trail cannot be written; no subject token was issued', error);
@@ -100,6 +178,7 @@ export function subjectTokenRoutes(
     ctx.status = 201;
     ctx.body = { subjectToken: value, expiresIn: options.subjectTokenTTL, id: record.id };
     emit(provider, created, ctx);
+    if (emergency) emit(provider, emergency, ctx);
   });
 
   router.delete(`${options.managementPath}/:id`, async (ctx) => {
@@ -121,7 +200,8 @@ export function subjectTokenRoutes(
 }
 
 function parseCreation(body: JsonObject, options: ResolvedOptions): CreationRequest {
-  const unknown = Object.keys(body).filter((field) => !BODY_FIELDS.has(field));
+  const allowed = options.approvals ? [...BODY_FIELDS, ...APPROVAL_FIELDS] : BODY_FIELDS;
+  const unknown = Object.keys(body).filter((field) => !allowed.includes(field));
   if (unknown.length) throw badRequest(`unknown field: ${unknown.join(', ')}`);
 
   const { userId, context = {}, clientId, actorId } = body;
@@ -132,12 +212,25 @@ function parseCreation(body: JsonObject, options: ResolvedOptions): CreationRequ
   }
   if (clientId !== undefined && !isIdentifier(clientId)) throw badRequest('clientId must be a non-empty string');
   if (actorId !== undefined && !isIdentifier(actorId)) throw badRequest('actorId must be a non-empty string');
+  const scope = readScopeList(body['scope'], 'scope');
+  const resource = readResource(body['resource'], 'resource');
+  const breakGlass = body['breakGlass'] === undefined ? undefined : readBreakGlass(body['breakGlass']);
   return {
     userId,
     context,
     ...(clientId === undefined ? {} : { clientId }),
     ...(actorId === undefined ? {} : { actorId }),
+    ...(scope === undefined ? {} : { scope }),
+    ...(resource === undefined ? {} : { resource }),
+    ...(breakGlass === undefined ? {} : { breakGlass }),
   };
+}
+
+/** `{ reason }`: why the customer's approval is bypassed, mandatory, recorded and shown to the customer. */
+function readBreakGlass(value: unknown): { reason: string } {
+  const reason = readText(fieldsOf(value, ['reason'], 'breakGlass')['reason'], 'breakGlass.reason');
+  if (reason === undefined) throw badRequest('breakGlass.reason is required');
+  return { reason };
 }
 
 async function assertExchangeClient(provider: Provider, clientId: string): Promise<void> {

@@ -61,7 +61,12 @@ export async function closeSession(
           revokedBy: request.revokedBy,
           ...(request.reason ? { reason: request.reason } : {}),
         }
-      : { name: EVENTS.sessionEnded, ...stopped, endReason: request.endReason };
+      : {
+          name: EVENTS.sessionEnded,
+          ...stopped,
+          endReason: request.endReason,
+          ...(record.accessGrantId === undefined ? {} : { accessGrantId: record.accessGrantId }),
+        };
   // The stop stands even when its notification cannot be enqueued; the
   // failure is reported as the trail's is, on the provider's `error` event.
   await notify(provider, event).catch((error: unknown) => {

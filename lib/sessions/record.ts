@@ -32,6 +32,10 @@ export interface SessionRecord {
   /** The actor token's Grant and oidc-provider session: their end ends this session. */
   actorGrantId?: string;
   actorSessionUid?: string;
+  /** The customer's access grant that allowed it: ending the grant ends the session. */
+  accessGrantId?: string;
+  /** Started without the customer's approval, by a client allowed to bypass it, for this reason. */
+  breakGlass?: { reason: string };
   createdAt: number;
   expiresAt: number;
   revoked?: { at: number; by: string; reason?: string };
@@ -55,6 +59,10 @@ export interface SessionView {
   revocationReason?: string;
   endedAt?: string;
   endReason?: EndReason;
+  accessGrantId?: string;
+  /** Present (true) for a break-glass session, which the customer sees marked as an emergency. */
+  emergency?: true;
+  emergencyReason?: string;
 }
 
 const SESSION_ID_BYTES = 16;
@@ -107,6 +115,8 @@ export function viewOf(record: SessionRecord): SessionView {
         }
       : {}),
     ...(record.ended ? { endedAt: rfc3339(record.ended.at), endReason: record.ended.reason } : {}),
+    ...(record.accessGrantId === undefined ? {} : { accessGrantId: record.accessGrantId }),
+    ...(record.breakGlass ? { emergency: true as const, emergencyReason: record.breakGlass.reason } : {}),
   };
 }
 

@@ -19,6 +19,7 @@ const bySubject = (subject: string) => `subject:${subject}`;
 const byActor = (actor: string) => `actor:${actor}`;
 const byActorGrant = (grantId: string) => `actor-grant:${grantId}`;
 const byActorSession = (uid: string) => `actor-session:${uid}`;
+const byAccessGrant = (grantId: string) => `access-grant:${grantId}`;
 
 export interface SessionFilter {
   subject?: string;
@@ -126,9 +127,20 @@ export class SessionStore {
     return this.#adapter.indexRange(REVOKED, after, Math.min(limit, MAX_BATCH));
   }
 
-  /** Active sessions started with an actor token of this Grant, or of this oidc-provider session. */
-  async startedWith(actor: { grantId: string } | { sessionUid: string }): Promise<string[]> {
-    const index = 'grantId' in actor ? byActorGrant(actor.grantId) : byActorSession(actor.sessionUid);
+  /**
+   * Sessions started with an actor token of this Grant, or of this
+   * oidc-provider session, or under this customer's access grant, whose
+   * tokens have not expired.
+   */
+  async startedWith(
+    origin: { grantId: string } | { sessionUid: string } | { accessGrantId: string },
+  ): Promise<string[]> {
+    const index =
+      'grantId' in origin
+        ? byActorGrant(origin.grantId)
+        : 'sessionUid' in origin
+          ? byActorSession(origin.sessionUid)
+          : byAccessGrant(origin.accessGrantId);
     const ids: string[] = [];
     let position: IndexEntry | undefined;
     for (;;) {
@@ -149,6 +161,7 @@ function indexesOf(record: SessionRecord): string[] {
     ...activeIndexesOf(record),
     ...(record.actorGrantId === undefined ? [] : [byActorGrant(record.actorGrantId)]),
     ...(record.actorSessionUid === undefined ? [] : [byActorSession(record.actorSessionUid)]),
+    ...(record.accessGrantId === undefined ? [] : [byAccessGrant(record.accessGrantId)]),
   ];
 }
 

@@ -24,6 +24,10 @@ export interface SubjectTokenRecord {
   clientId?: string;
   /** Optional binding: only this actor (account id) may redeem it. */
   actor?: string;
+  /** The customer's access grant it was issued under: the exchange checks it again, and it bounds the session. */
+  accessGrantId?: string;
+  /** Issued without the customer's approval by a client allowed to bypass it (break-glass), for this reason. */
+  breakGlass?: { reason: string };
   iat: number;
   exp: number;
   /** Set once, by the atomic consume. */
@@ -38,6 +42,8 @@ export interface NewSubjectToken {
   createdBy: string;
   clientId?: string;
   actor?: string;
+  accessGrantId?: string;
+  breakGlass?: { reason: string };
   ttl: number;
 }
 
@@ -69,6 +75,8 @@ export class SubjectTokenStore {
       createdBy: input.createdBy,
       ...(input.clientId === undefined ? {} : { clientId: input.clientId }),
       ...(input.actor === undefined ? {} : { actor: input.actor }),
+      ...(input.accessGrantId === undefined ? {} : { accessGrantId: input.accessGrantId }),
+      ...(input.breakGlass === undefined ? {} : { breakGlass: { reason: input.breakGlass.reason } }),
       iat,
       exp: iat + input.ttl,
     };

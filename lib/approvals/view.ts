@@ -8,23 +8,33 @@ import {
   type GrantState,
 } from './record.js';
 
-/** What the APIs show of an access grant. Times are RFC 3339; `scope` is space-separated, as OAuth writes it. */
+/** What the customer and support are shown of an access grant. Times RFC 3339. */
 export interface AccessGrantView {
   id: string;
-  status: GrantState;
-  /** The one actor it is for; `null`: any actor the deployment allows. */
-  actor: string | null;
+  subject: string;
+  /** Only this actor may use it; absent: any actor the deployment allows. */
+  actor?: string;
   resource?: string;
-  scope?: string;
+  scope?: string[];
   note?: string;
-  origin: AccessGrant['origin'];
+  origin: 'customer' | 'approval';
   approvalRequestId?: string;
+  state: GrantState;
   createdAt: string;
   expiresAt: string;
   endedAt?: string;
+  endedBy?: 'customer' | 'expiry';
 }
 
-/** What the APIs show of an approval request. */
+/** The grant an approved request became, as the request shows it. */
+export interface ApprovedGrantView {
+  id: string;
+  expiresAt: string;
+  resource?: string;
+  scope?: string[];
+}
+
+/** What a backend (its creator) and the customer are shown of an approval request. Times RFC 3339. */
 export interface ApprovalRequestView {
   id: string;
   status: ApprovalState;
@@ -33,33 +43,35 @@ export interface ApprovalRequestView {
   clientId?: string;
   context: JsonObject;
   resource?: string;
-  scope?: string;
+  scope?: string[];
   createdAt: string;
   expiresAt: string;
   answeredAt?: string;
-  /** The grant an approval made, when the request was approved. */
-  grant?: { id: string; expiresAt: string; scope?: string; resource?: string };
+  grant?: ApprovedGrantView;
   denialReason?: string;
 }
 
-export function toGrantView(grant: AccessGrant, now = Date.now() / 1000): AccessGrantView {
+export function accessGrantView(grant: AccessGrant, now = Date.now() / 1000): AccessGrantView {
   return {
     id: grant.id,
-    status: grantStateOf(grant, now),
-    actor: grant.actor ?? null,
-    ...(grant.resource === undefined ? {} : { resource: grant.resource }),
-    ...(grant.scope === undefined ? {} : { scope: grant.scope.join(' ') }),
+    subject: grant.subject,
+    ...(grant.actor === undefined ? {} : { actor: grant.actor }),
+    ...ceilingOf(grant),
     ...(grant.note === undefined ? {} : { note: grant.note }),
     origin: grant.origin,
     ...(grant.approvalRequestId === undefined ? {} : { approvalRequestId: grant.approvalRequestId }),
+    state: grantStateOf(grant, now),
     createdAt: rfc3339(grant.createdAt),
     expiresAt: rfc3339(grant.expiresAt),
-    ...(grant.ended ? { endedAt: rfc3339(grant.ended.at) } : {}),
+    ...(grant.ended ? { endedAt: rfc3339(grant.ended.at), endedBy: grant.ended.by } : {}),
   };
 }
 
-/** `grant`: the grant the request's approval made, when it is at hand. */
-export function toRequestView(
+/**
+ * `grant` is the grant the request became, when it was approved and the
+ * grant is still kept; an approved request whose grant is gone shows none.
+ */
+export function approvalRequestView(
   request: ApprovalRequest,
   grant?: AccessGrant,
   now = Date.now() / 1000,
@@ -72,22 +84,21 @@ export function toRequestView(
     actor: request.actor,
     ...(request.clientId === undefined ? {} : { clientId: request.clientId }),
     context: request.context,
-    ...(request.resource === undefined ? {} : { resource: request.resource }),
-    ...(request.scope === undefined ? {} : { scope: request.scope.join(' ') }),
+    ...ceilingOf(request),
     createdAt: rfc3339(request.createdAt),
     expiresAt: rfc3339(request.expiresAt),
     ...(answer ? { answeredAt: rfc3339(answer.at) } : {}),
-    ...(grant && answer?.grantId === grant.id
-      ? {
-          grant: {
-            id: grant.id,
-            expiresAt: rfc3339(grant.expiresAt),
-            ...(grant.scope === undefined ? {} : { scope: grant.scope.join(' ') }),
-            ...(grant.resource === undefined ? {} : { resource: grant.resource }),
-          },
-        }
+    ...(answer?.decision === 'approved' && grant && grant.id === answer.grantId
+      ? { grant: { id: grant.id, expiresAt: rfc3339(grant.expiresAt), ...ceilingOf(grant) } }
       : {}),
     ...(answer?.decision === 'denied' && answer.reason !== undefined ? { denialReason: answer.reason } : {}),
+  };
+}
+
+function ceilingOf(record: { resource?: string; scope?: string[] }): { resource?: string; scope?: string[] } {
+  return {
+    ...(record.resource === undefined ? {} : { resource: record.resource }),
+    ...(record.scope === undefined ? {} : { scope: [...record.scope] }),
   };
 }
 

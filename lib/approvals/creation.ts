@@ -1,0 +1,129 @@
+import type Koa from 'koa';
+import type { Account } from 'oidc-provider';
+import { EVENTS } from '../audit/events.js';
+import { record as recordEvent } from '../audit/record.js';
+import { badRequest, customerLimitReached, invalidCall, managementServerError } from '../errors.js';
+import type { JsonObject } from '../json.js';
+import { storeCall } from '../management/http.js';
+import type { ManagementCaller } from '../options.js';
+import type { ApprovalDependencies } from './deps.js';
+import { approvalSettings, nowSeconds } from './deps.js';
+import { requestEvent } from './events.js';
+import type { ApprovalRequirement, ResolvedApprovalOptions } from './options.js';
+import { newApprovalRequestId, type AccessGrant, type ApprovalRequest } from './record.js';
+
+/** A subject-token request as the customer's approval sees it. */
+export interface CreationAsk {
+  subject: string;
+  account: Account;
+  actor?: string;
+  caller: ManagementCaller;
+  clientId?: string;
+  context: JsonObject;
+  /** The ceiling asked for. */
+  resource?: string;
+  scope?: string[];
+}
+
+/** What the customer's approval allows for one subject-token request. */
+export type CreationApproval =
+  /** Nothing needed: the token is issued as without approvals. */
+  | { kind: 'none' }
+  /** A grant in force covers it: the token is issued under it. */
+  | { kind: 'grant'; grant: AccessGrant }
+  /** Nothing covers it: no token, and the customer has this request to answer. */
+  | { kind: 'pending'; request: ApprovalRequest };
+
+const REQUIREMENTS: ReadonlySet<unknown> = new Set<ApprovalRequirement>(['none', 'grant', 'request']);
+
+/**
+ * Asks the deployment's `approvals.require` what this request needs, then
+ * looks for a grant in force that covers it; without one, the customer gets
+ * an approval request (the one already waiting from this caller for this
+ * actor, or a new one within the customer's cap).
+ */
+export async function approvalForCreation(
+  deps: ApprovalDependencies,
+  ask: CreationAsk,
+  ctx: Koa.Context | undefined,
+): Promise<CreationApproval> {
+  const settings = approvalSettings(deps.options, 'approvalForCreation');
+  const requirement = await settings.require({
+    subject: ask.subject,
+    account: ask.account,
+    ...(ask.actor === undefined ? {} : { actor: ask.actor }),
+    caller: ask.caller,
+    ...(ask.clientId === undefined ? {} : { clientId: ask.clientId }),
+    context: ask.context,
+    ...(ask.resource === undefined ? {} : { resource: ask.resource }),
+    ...(ask.scope === undefined ? {} : { scope: [...ask.scope] }),
+  });
+  // A policy that answers something else is a bug of the deployment: refused, never read as "none".
+  if (!REQUIREMENTS.has(requirement)) {
+    throw managementServerError(invalidCall('approvals.require', 'must answer "none", "grant" or "request"'));
+  }
+  if (requirement === 'none') return { kind: 'none' };
+  // A customer approves a person, never "whoever the backend sends".
+  if (ask.actor === undefined) throw badRequest('actorId is required when the customer must approve');
+  const actor = ask.actor;
+
+  const inForce = await storeCall(() => deps.approvals.activeGrants(ask.subject, settings.maxGrantsPerCustomer));
+  const covering = inForce.filter((grant) => covers(grant, { ...ask, actor }, requirement));
+  // A grant for this very actor before one for anyone: ending the narrower grant ends what it allowed.
+  const grant = covering.find((candidate) => candidate.actor === actor) ?? covering[0];
+  if (grant) return { kind: 'grant', grant };
+  return { kind: 'pending', request: await pendingRequest(deps, settings, { ...ask, actor }, ctx) };
+}
+
+/**
+ * Whether a grant allows this request: in force (the caller read it so), for
+ * this actor or any, for the resource asked or any, allowing every scope
+ * asked. Under `request`, only a grant the customer made by approving a
+ * request for this actor counts.
+ */
+function covers(grant: AccessGrant, ask: CreationAsk & { actor: string }, requirement: ApprovalRequirement): boolean {
+  if (requirement === 'request' && (grant.origin !== 'approval' || grant.actor !== ask.actor)) return false;
+  if (grant.actor !== undefined && grant.actor !== ask.actor) return false;
+  if (ask.resource !== undefined && grant.resource !== undefined && grant.resource !== ask.resource) return false;
+  const allowed = grant.scope && new Set(grant.scope);
+  return !allowed || !ask.scope || ask.scope.every((name) => allowed.has(name));
+}
+
+/**
+ * The request waiting for the customer: the one this caller already made for
+ * this actor (asking again makes no duplicate), or a new one while the
+ * customer has fewer than `maxPendingPerCustomer` waiting. Two asks racing
+ * may both create one; the cap bounds what any number of asks can leave.
+ */
+async function pendingRequest(
+  deps: ApprovalDependencies,
+  settings: ResolvedApprovalOptions,
+  ask: CreationAsk & { actor: string },
+  ctx: Koa.Context | undefined,
+): Promise<ApprovalRequest> {
+  const waiting = await storeCall(() => deps.approvals.pendingRequests(ask.subject, settings.maxPendingPerCustomer));
+  const same = waiting.find((request) => request.actor === ask.actor && request.requestedBy === ask.caller.clientId);
+  if (same) return same;
+  if (waiting.length >= settings.maxPendingPerCustomer) {
+    throw customerLimitReached(
+      'too_many_pending_requests',
+      'the customer has as many approval requests waiting as the deployment allows; retry once one is answered or expired',
+    );
+  }
+  const createdAt = nowSeconds();
+  const request: ApprovalRequest = {
+    id: newApprovalRequestId(),
+    subject: ask.subject,
+    actor: ask.actor,
+    requestedBy: ask.caller.clientId,
+    ...(ask.clientId === undefined ? {} : { clientId: ask.clientId }),
+    context: ask.context,
+    ...(ask.resource === undefined ? {} : { resource: ask.resource }),
+    ...(ask.scope === undefined ? {} : { scope: [...ask.scope] }),
+    createdAt,
+    expiresAt: createdAt + settings.requestTTL,
+  };
+  await storeCall(() => deps.approvals.saveRequest(request));
+  await recordEvent(deps.provider, deps.options.auditLog, requestEvent(EVENTS.approvalRequested, request), ctx);
+  return request;
+}

@@ -1,0 +1,26 @@
+import type { Provider } from 'oidc-provider';
+import { invalidCall } from '../errors.js';
+import type { ResolvedOptions } from '../options.js';
+import type { SessionStore } from '../sessions/store.js';
+import type { ResolvedApprovalOptions } from './options.js';
+import type { ApprovalStore } from './store.js';
+
+/** What the customer's and the backend's approval operations work on. */
+export interface ApprovalDependencies {
+  provider: Provider;
+  /** The plugin's options; `approvals` must be set. */
+  options: ResolvedOptions;
+  approvals: ApprovalStore;
+  /** Ending a grant ends the sessions it allowed. */
+  sessions: SessionStore;
+}
+
+/** The `approvals` option; calling an approval operation without it is the deployment's mistake. */
+export function approvalSettings(options: ResolvedOptions, caller: string): ResolvedApprovalOptions {
+  if (!options.approvals) throw invalidCall(caller, 'needs the "approvals" option of createImpersonation');
+  return options.approvals;
+}
+
+export function nowSeconds(): number {
+  return Math.floor(Date.now() / 1000);
+}

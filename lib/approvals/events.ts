@@ -1,0 +1,48 @@
+import { EVENTS, type ImpersonationEvent } from '../audit/events.js';
+import type { AccessGrant, ApprovalRequest } from './record.js';
+
+type GrantEventName = typeof EVENTS.accessGrantCreated | typeof EVENTS.accessGrantEnded;
+type RequestEventName = typeof EVENTS.approvalRequested | typeof EVENTS.approvalDenied | typeof EVENTS.approvalExpired;
+
+/** What an event says of an access grant: who gave what to whom, until when; never the note, which is for people. */
+export function grantEvent<Name extends GrantEventName>(name: Name, grant: AccessGrant): ImpersonationEvent<Name> {
+  const event: ImpersonationEvent<GrantEventName> = {
+    name,
+    accessGrantId: grant.id,
+    subject: grant.subject,
+    expiresAt: grant.expiresAt,
+  };
+  if (grant.actor !== undefined) event.actor = grant.actor;
+  if (grant.resource !== undefined) event.resource = grant.resource;
+  if (grant.scope !== undefined) event.scope = grant.scope.join(' ');
+  if (grant.approvalRequestId !== undefined) event.approvalRequestId = grant.approvalRequestId;
+  return event as ImpersonationEvent<Name>;
+}
+
+/** What an event says of an approval request: who asks to act as whom, for what, and why (its context). */
+export function requestEvent<Name extends RequestEventName>(
+  name: Name,
+  request: ApprovalRequest,
+): ImpersonationEvent<Name> {
+  const event: ImpersonationEvent<RequestEventName> = {
+    name,
+    approvalRequestId: request.id,
+    subject: request.subject,
+    actor: request.actor,
+    createdBy: request.requestedBy,
+    context: request.context,
+    expiresAt: request.expiresAt,
+  };
+  if (request.clientId !== undefined) event.clientId = request.clientId;
+  if (request.resource !== undefined) event.resource = request.resource;
+  if (request.scope !== undefined) event.scope = request.scope.join(' ');
+  return event as ImpersonationEvent<Name>;
+}
+
+/** The approval of a request, naming the grant it became. */
+export function approvalEvent(
+  request: ApprovalRequest,
+  accessGrantId: string,
+): ImpersonationEvent<typeof EVENTS.approvalApproved> {
+  return { ...requestEvent(EVENTS.approvalRequested, request), name: EVENTS.approvalApproved, accessGrantId };
+}

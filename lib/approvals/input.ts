@@ -1,0 +1,90 @@
+/**
+ * The checks of what a backend asks and a customer gives: ceilings, durations,
+ * notes and reasons. Each refusal is a 400 naming the field as sent, never
+ * repeating its value.
+ */
+import { badRequest } from '../errors.js';
+import { isStorableText, UNSTORABLE_TEXT } from '../storable-text.js';
+
+/** Longest note, denial reason or break-glass reason, in characters. */
+export const MAX_TEXT = 500;
+/** Most scopes one ceiling lists. */
+export const MAX_SCOPES = 50;
+const MAX_RESOURCE_LENGTH = 1024;
+const MAX_ID_LENGTH = 1024;
+const SCOPE_TOKEN = /^[\x21\x23-\x5B\x5D-\x7E]{1,256}$/;
+
+/**
+ * An object's fields, refusing any not in `allowed`. The refusal lists the
+ * fields there are, never the one sent: a name is as likely as a value to be
+ * something pasted in the wrong place.
+ */
+export function fieldsOf(value: unknown, allowed: readonly string[], what = 'body'): Record<string, unknown> {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw badRequest(`${what} must be a JSON object`);
+  }
+  if (Object.keys(value).some((field) => !allowed.includes(field))) {
+    throw badRequest(`${what} has an unknown field; its fields are ${allowed.join(', ')}`);
+  }
+  return value as Record<string, unknown>;
+}
+
+/** A list of scope names, without repeats, in the order given; absent stays absent. */
+export function readScopeList(value: unknown, field: string): string[] | undefined {
+  if (value === undefined) return undefined;
+  if (
+    !Array.isArray(value) ||
+    !value.length ||
+    value.length > MAX_SCOPES ||
+    value.some((name) => typeof name !== 'string' || !SCOPE_TOKEN.test(name))
+  ) {
+    throw badRequest(`${field} must be an array of 1 to ${MAX_SCOPES} scope names`);
+  }
+  return [...new Set(value as string[])];
+}
+
+/** An absolute URI without a fragment, as a resource indicator is (RFC 8707). */
+export function readResource(value: unknown, field: string): string | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value !== 'string' || value.length > MAX_RESOURCE_LENGTH || !isStorableText(value)) {
+    throw badRequest(`${field} must be an absolute URI without a fragment`);
+  }
+  const parsed = URL.parse(value);
+  if (!parsed || parsed.hash || value.includes('#')) {
+    throw badRequest(`${field} must be an absolute URI without a fragment`);
+  }
+  return value;
+}
+
+/** Whole seconds from 1 to `max`. */
+export function readDuration(value: unknown, max: number, field = 'duration'): number {
+  if (!Number.isSafeInteger(value) || (value as number) < 1 || (value as number) > max) {
+    throw badRequest(`${field} must be an integer number of seconds from 1 to ${max}`);
+  }
+  return value as number;
+}
+
+/** Free text: trimmed, non-empty, at most MAX_TEXT characters, storable. */
+export function readText(value: unknown, field: string): string | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value !== 'string' || !value.trim() || value.length > MAX_TEXT) {
+    throw badRequest(`${field} must be a non-empty string of at most ${MAX_TEXT} characters`);
+  }
+  if (!isStorableText(value)) throw badRequest(`${field} holds ${UNSTORABLE_TEXT}`);
+  return value.trim();
+}
+
+/** An account or client id: non-empty, no surrounding white space, storable. */
+export function readIdentifier(value: unknown, field: string): string | undefined {
+  if (value === undefined) return undefined;
+  if (
+    typeof value !== 'string' ||
+    !value ||
+    value.length > MAX_ID_LENGTH ||
+    value.trim() !== value ||
+    !isStorableText(value)
+  ) {
+    throw badRequest(`${field} must be a non-empty string`);
+  }
+  return value;
+}

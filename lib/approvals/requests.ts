@@ -1,0 +1,62 @@
+import type Koa from 'koa';
+import { EVENTS } from '../audit/events.js';
+import { record as recordEvent } from '../audit/record.js';
+import { notFound } from '../errors.js';
+import { storeCall } from '../management/http.js';
+import type { ApprovalDependencies } from './deps.js';
+import { requestEvent } from './events.js';
+import { isApprovalRequestId, requestStateOf, type ApprovalRequest } from './record.js';
+import { approvalRequestView, type ApprovalRequestView } from './view.js';
+
+/**
+ * A request found unanswered past its expiry is answered `expired` through
+ * the same once-only answer as an approval or a denial: whoever notices it
+ * first records it, and reports it once; a customer's late approval loses.
+ * The record returned may not show the answer yet (another caller is writing
+ * it); `requestStateOf` still reads it as closed.
+ */
+export async function settleExpiry(
+  { provider, options, approvals }: ApprovalDependencies,
+  request: ApprovalRequest,
+  ctx: Koa.Context | undefined,
+): Promise<ApprovalRequest> {
+  if (request.answer || requestStateOf(request) !== 'expired') return request;
+  const { record, changedNow } = await storeCall(() =>
+    approvals.answer(request, { at: request.expiresAt, decision: 'expired' }),
+  );
+  if (changedNow) await recordEvent(provider, options.auditLog, requestEvent(EVENTS.approvalExpired, record), ctx);
+  return record;
+}
+
+/** The request as shown, with the grant it became when it was approved. */
+export async function viewOf(deps: ApprovalDependencies, request: ApprovalRequest): Promise<ApprovalRequestView> {
+  const grantId = request.answer?.decision === 'approved' ? request.answer.grantId : undefined;
+  const grant = grantId === undefined ? undefined : await storeCall(() => deps.approvals.findGrant(grantId));
+  return approvalRequestView(request, grant);
+}
+
+/**
+ * A request as `accept` allows it to be seen: one that does not pass (another
+ * client's, another customer's) is answered exactly as an unknown id, so
+ * that nobody learns what requests exist beyond their own.
+ */
+export async function findRequestAs(
+  deps: ApprovalDependencies,
+  id: string,
+  accept: (request: ApprovalRequest) => boolean,
+): Promise<ApprovalRequest> {
+  const request = isApprovalRequestId(id) ? await storeCall(() => deps.approvals.findRequest(id)) : undefined;
+  if (!request || !accept(request)) throw notFound('not_found', 'no approval request has this id');
+  return request;
+}
+
+/** `GET {requestsPath}/{id}`: a backend reads a request it made. */
+export async function readRequestFor(
+  deps: ApprovalDependencies,
+  clientId: string,
+  id: string,
+  ctx: Koa.Context | undefined,
+): Promise<ApprovalRequestView> {
+  const request = await findRequestAs(deps, id, (found) => found.requestedBy === clientId);
+  return viewOf(deps, await settleExpiry(deps, request, ctx));
+}

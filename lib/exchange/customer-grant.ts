@@ -1,0 +1,64 @@
+/**
+ * The customer's access grant a subject token was issued under, checked
+ * again at the exchange: it may have ended or expired since. It bounds the
+ * exchange as the customer set it: the actor, the resource, the scopes and
+ * the token's lifetime. Every refusal comes before anything is written, so
+ * the subject token is not burned.
+ */
+import { grantStateOf, type AccessGrant } from '../approvals/record.js';
+import type { ApprovalStore } from '../approvals/store.js';
+import { invalidGrant, invalidScope, invalidTarget } from '../errors.js';
+import type { SubjectTokenRecord } from '../subject-tokens/store.js';
+
+export interface GrantBounds {
+  grant: AccessGrant;
+  /** The requested scopes the grant allows: never more than the customer allowed. */
+  scope: string[];
+  /** Seconds until the grant expires: the token must not outlive it. */
+  secondsLeft: number;
+}
+
+/** The grant in force behind `record`, or undefined for a subject token issued under none. */
+export async function customerGrantBounds(
+  approvals: ApprovalStore,
+  record: SubjectTokenRecord,
+  exchange: { actor: string | undefined; resource: string; scope: string[] },
+): Promise<GrantBounds | undefined> {
+  if (record.accessGrantId === undefined) return undefined;
+  const grant = usable(await approvals.findGrant(record.accessGrantId), record);
+  if (grant.actor !== undefined && grant.actor !== exchange.actor) {
+    throw invalidGrant("the customer's access grant is for another actor");
+  }
+  if (grant.resource !== undefined && grant.resource !== exchange.resource) {
+    throw invalidTarget("the customer's access grant does not cover this resource");
+  }
+  let scope = exchange.scope;
+  if (grant.scope !== undefined) {
+    const allowed = new Set(grant.scope);
+    scope = exchange.scope.filter((name) => allowed.has(name));
+    if (!scope.length) {
+      throw invalidScope(`the customer's access grant allows only: ${grant.scope.join(' ')}`, exchange.scope.join(' '));
+    }
+  }
+  const secondsLeft = Math.floor(grant.expiresAt - Date.now() / 1000);
+  // A token that would expire as it is issued is no token.
+  if (secondsLeft < 1) throw invalidGrant("the customer's access grant expired");
+  return { grant, scope, secondsLeft };
+}
+
+/**
+ * Reads the grant again once the session is listed under it: a grant ended
+ * before this point refuses the exchange; one ended after finds the session
+ * and ends it.
+ */
+export async function confirmCustomerGrant(approvals: ApprovalStore, record: SubjectTokenRecord): Promise<void> {
+  if (record.accessGrantId === undefined) return;
+  usable(await approvals.findGrant(record.accessGrantId), record);
+}
+
+function usable(grant: AccessGrant | undefined, record: SubjectTokenRecord): AccessGrant {
+  const state = grant && grant.subject === record.subject ? grantStateOf(grant) : 'ended';
+  if (state === 'ended') throw invalidGrant("the customer's access grant ended");
+  if (state === 'expired') throw invalidGrant("the customer's access grant expired");
+  return grant!;
+}
