@@ -336,6 +336,20 @@ describe('PostgreSQL audit log: PostgreSQL unreachable', function () {
     }
   });
 
+  it("serves the deployment's own trail before its first row: empty, not unavailable", async () => {
+    const fresh = createPostgresAuditLog({ connectionString: DATABASE_URL, schema: await testSchema() });
+    const empty = await startProvider({ plugin: { auditLog: fresh } });
+    try {
+      const reader = await m2mToken(empty, CLIENTS.admin, READ_SCOPE);
+      const page = await trailEvents(empty, reader, '?subject=bob');
+      expect(page.status, JSON.stringify(page.body)).to.equal(200);
+      expect(page.body['items']).to.deep.equal([]);
+    } finally {
+      await empty.close();
+      await fresh.close();
+    }
+  });
+
   it('closes with close(), twice harmlessly, as the adapters do', async () => {
     const log = createPostgresAuditLog({ connectionString: DATABASE_URL, schema, table: 'closing' });
     await log.append(EVENTS.subjectTokenCreated, eventFields({ subject: 'bob' }));

@@ -49,6 +49,10 @@ export function impersonationRoutes(
   const trail = options.auditLog;
   if (trail?.query) {
     const query = trail.query.bind(trail);
+    // The deployment's own trail, which its appends create anyway: its first read may create it too, so
+    // that a trail with no row yet reads as empty. (An auditor's query() alone never writes.)
+    const migrate = (trail as { migrate?: unknown }).migrate;
+    const ready = typeof migrate === 'function' ? () => (migrate as () => Promise<void>).call(trail) : undefined;
     router.get(`${path}/events`, async (ctx) => {
       await authorize(ctx, authenticate, options.readScope);
       const allowed = new Set(['subject', 'actor', 'event', 'since', 'until', 'limit', 'cursor']);
@@ -60,6 +64,7 @@ export function impersonationRoutes(
         throw badRequest('cursor is not one this API returned');
       }
       const page = await storeCall(async () => {
+        await ready?.();
         try {
           return await query({
             ...(filter.subject === undefined ? {} : { subject: filter.subject }),
