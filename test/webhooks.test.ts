@@ -18,7 +18,9 @@ import { userAccessToken } from './support/http.js';
 import { adminToken, impersonate, revokeSession } from './support/impersonations.js';
 import { postgresRunSchema, postgresTestAdapter, testTable } from './support/postgres-adapter.js';
 import { redisTestAdapter } from './support/adapter.js';
-import { MANAGEMENT, startProvider } from './support/provider.js';
+import { CLIENTS, MANAGEMENT, startProvider } from './support/provider.js';
+import { askForSubjectToken, newCustomer, requestIdOf, startApprovalProvider } from './support/approvals.js';
+import { approveRequest } from '../lib/approvals/actions.js';
 import { expectedSignature, startReceiver, webhookSecret, type Receiver } from './support/webhook-receiver.js';
 
 const SECRET = webhookSecret('crm');
@@ -94,6 +96,60 @@ for (const kind of ADAPTERS) {
         expect(Date.now()).to.be.below(deadline);
         await new Promise((resolve) => setTimeout(resolve, 20));
       }
+    });
+
+    it("tells a subscription of the customer's approvals: asked, approved, the grant it became, and a break-glass access", async () => {
+      const hooks = await receiver();
+      const { tp, deps, policy } = await startApprovalProvider({
+        kind,
+        plugin: {
+          webhooks: {
+            ...webhooks(hooks),
+            subscriptions: [
+              {
+                id: 'customer-inbox',
+                url: hooks.url,
+                events: [
+                  EVENTS.approvalRequested,
+                  EVENTS.approvalApproved,
+                  EVENTS.accessGrantCreated,
+                  EVENTS.breakGlassUsed,
+                ],
+                secret: SECRET,
+              },
+            ],
+          },
+        },
+        approvals: { breakGlassClients: [CLIENTS.oncall.client_id] },
+      });
+      open.push(tp);
+      policy.answer = 'request';
+      const customer = newCustomer();
+      const context = { ticket: 'SUP-7', reason: 'cannot pay' };
+      const asked = await askForSubjectToken(tp, { userId: customer, actorId: 'alice', context });
+      const requestId = requestIdOf(asked);
+      const { grant } = await approveRequest(deps, customer, requestId, { duration: 600 });
+      const emergency = await askForSubjectToken(
+        tp,
+        { userId: customer, context, breakGlass: { reason: 'payments are down' } },
+        CLIENTS.oncall,
+      );
+      expect(emergency.status, JSON.stringify(emergency.body)).to.equal(201);
+
+      const deliveries = (await hooks.waitFor(4)).map((delivery) => parse(delivery.body));
+      expect(deliveries.map((delivery) => delivery.type)).to.deep.equal([
+        EVENTS.approvalRequested,
+        EVENTS.approvalApproved,
+        EVENTS.accessGrantCreated,
+        EVENTS.breakGlassUsed,
+      ]);
+      for (const delivery of deliveries) expect(delivery.data['subject']).to.equal(customer);
+      expect(deliveries[0]!.data).to.include({ approvalRequestId: requestId, actor: 'alice' });
+      expect(deliveries[0]!.data['context']).to.deep.equal(context);
+      expect(deliveries[1]!.data).to.include({ approvalRequestId: requestId, accessGrantId: grant.id });
+      expect(deliveries[2]!.data).to.include({ accessGrantId: grant.id, approvalRequestId: requestId });
+      expect(deliveries[3]!.data).to.include({ reason: 'payments are down' });
+      expect(JSON.stringify(deliveries)).to.not.include(String(emergency.body['subjectToken']));
     });
 
     it('delivers everything once a receiver that was down is back, each event acknowledged once', async () => {

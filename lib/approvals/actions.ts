@@ -19,6 +19,7 @@ import {
   type ManagementError,
 } from '../errors.js';
 import { storeCall } from '../management/http.js';
+import { notifyOrReport } from '../webhooks/notify.js';
 import type { ApprovalDependencies } from './deps.js';
 import { approvalSettings, nowSeconds } from './deps.js';
 import { endGrantAndSessions } from './end.js';
@@ -244,4 +245,5 @@ async function putInForce(deps: ApprovalDependencies, grant: AccessGrant, ctx: K
     }
   }
   emit(deps.provider, event, ctx);
+  await notifyOrReport(deps.provider, event, ctx);
 }

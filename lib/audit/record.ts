@@ -1,13 +1,15 @@
 import type Koa from 'koa';
 import type { Provider } from 'oidc-provider';
 import { emit, type ImpersonationEvent } from './events.js';
+import { notifyOrReport } from '../webhooks/notify.js';
 import type { AuditSink } from './sink.js';
 
 /**
- * Appends to the sink, best effort, and emits to listeners: for events whose
- * record must not change their outcome (a refusal stays a refusal, a stop stays
- * a stop). A failure to append is reported on the app's `error` event. Where no
- * token may go out without its record, callers append themselves and fail.
+ * Appends to the sink, best effort, emits to listeners, and hands the event to
+ * the webhooks that receive it: for events whose record must not change their
+ * outcome (a refusal stays a refusal, a stop stays a stop). A failure to append
+ * or to enqueue is reported on the app's `error` event. Where no token may go
+ * out without its record, callers append (and notify) themselves and fail.
  */
 export async function record(
   provider: Provider,
@@ -24,4 +26,5 @@ export async function record(
     }
   }
   emit(provider, event, ctx);
+  await notifyOrReport(provider, event, ctx);
 }

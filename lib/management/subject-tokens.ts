@@ -12,6 +12,7 @@ import { TOKEN_EXCHANGE_GRANT } from '../exchange/grant.js';
 import { refusalReason, type JsonObject, type ResolvedOptions } from '../options.js';
 import { providerConfiguration } from '../provider-internals.js';
 import { storableText } from '../storable-text.js';
+import { notifyOrReport } from '../webhooks/notify.js';
 import type { SessionStore } from '../sessions/store.js';
 import type { SubjectTokenStore } from '../subject-tokens/store.js';
 import { isJsonObject, readJsonObject } from './body.js';
@@ -178,7 +179,10 @@ export function subjectTokenRoutes(
     ctx.status = 201;
     ctx.body = { subjectToken: value, expiresIn: options.subjectTokenTTL, id: record.id };
     emit(provider, created, ctx);
-    if (emergency) emit(provider, emergency, ctx);
+    if (emergency) {
+      emit(provider, emergency, ctx);
+      await notifyOrReport(provider, emergency, ctx);
+    }
   });
 
   router.delete(`${options.managementPath}/:id`, async (ctx) => {

@@ -3,7 +3,6 @@ import type { Provider } from 'oidc-provider';
 import { EVENTS, type ImpersonationEvent } from '../audit/events.js';
 import { record as recordEvent } from '../audit/record.js';
 import type { AuditSink } from '../audit/sink.js';
-import { notify } from '../webhooks/notify.js';
 import type { EndReason, SessionRecord } from './record.js';
 import { stateOf } from './record.js';
 import type { SessionStore } from './store.js';
@@ -67,11 +66,7 @@ export async function closeSession(
           endReason: request.endReason,
           ...(record.accessGrantId === undefined ? {} : { accessGrantId: record.accessGrantId }),
         };
-  // The stop stands even when its notification cannot be enqueued; the
-  // failure is reported as the trail's is, on the provider's `error` event.
-  await notify(provider, event).catch((error: unknown) => {
-    (provider as unknown as NodeJS.EventEmitter).emit('error', error, ctx);
-  });
+  // The stop stands even when its record or its notification cannot be written (see record()).
   await recordEvent(provider, auditLog, event, ctx);
   return closed;
 }

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import type Koa from 'koa';
 import type { Provider } from 'oidc-provider';
 import type { ImpersonationEvent } from '../audit/events.js';
 import type { OutboxStore } from '../outbox/contract.js';
@@ -32,6 +33,25 @@ export function attachNotifier(provider: Provider, outbox: OutboxStore, options:
  * decide whether the state change may stand without its notification.
  */
 export async function notify(provider: Provider, event: ImpersonationEvent): Promise<void> {
+  await notifyWith(provider, event);
+}
+
+/**
+ * For a change that stands whether or not its notification can be enqueued
+ * (a stop, a customer's answer): a failure is reported as the trail's is, on
+ * the provider's `error` event.
+ */
+export async function notifyOrReport(
+  provider: Provider,
+  event: ImpersonationEvent,
+  ctx: Koa.Context | undefined,
+): Promise<void> {
+  await notifyWith(provider, event).catch((error: unknown) => {
+    (provider as unknown as NodeJS.EventEmitter).emit('error', error, ctx);
+  });
+}
+
+async function notifyWith(provider: Provider, event: ImpersonationEvent): Promise<void> {
   const notifier = notifiers.get(provider);
   const subscriptions = notifier?.receivers.get(event.name);
   if (!notifier || !subscriptions?.length || event.subject === undefined) return;

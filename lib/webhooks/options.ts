@@ -7,7 +7,18 @@ import { refuseUnknownOptions } from '../option-names.js';
  * cause. Never a refusal, which anyone can cause. A new deliverable event is
  * one more name here and its data in payload.ts.
  */
-export const WEBHOOK_EVENTS = [EVENTS.exchangeSucceeded, EVENTS.sessionRevoked, EVENTS.sessionEnded] as const;
+export const WEBHOOK_EVENTS = [
+  EVENTS.exchangeSucceeded,
+  EVENTS.sessionRevoked,
+  EVENTS.sessionEnded,
+  EVENTS.approvalRequested,
+  EVENTS.approvalApproved,
+  EVENTS.approvalDenied,
+  EVENTS.approvalExpired,
+  EVENTS.accessGrantCreated,
+  EVENTS.accessGrantEnded,
+  EVENTS.breakGlassUsed,
+] as const;
 
 export type WebhookEventName = (typeof WEBHOOK_EVENTS)[number];
 

@@ -23,6 +23,8 @@ const DATA_FIELDS = [
   'revokedBy',
   'reason',
   'endReason',
+  'accessGrantId',
+  'approvalRequestId',
 ] as const;
 
 export interface WebhookPayload {
