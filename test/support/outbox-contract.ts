@@ -117,6 +117,24 @@ export function outboxContract(open: () => Promise<OutboxStore>): void {
     expect([...ids, ...rest.map((e) => e.id)].sort()).to.deep.equal(subjects.map((s) => `e-${s}`).sort());
   });
 
+  it('hands out an entry appended while the one before it is settled, whichever comes first', async () => {
+    for (let i = 0; i < 40; i++) {
+      const subject = `racer-${i}`;
+      await outbox.append([entry(`${subject}-1`, subject)], MAX, now);
+      const [first] = await outbox.claim(10, LEASE, now, 0);
+      expect(first).to.include({ id: `${subject}-1` });
+      const [settled] = await Promise.all([
+        outbox.settle(first!, i % 2 ? { outcome: 'delivered' } : { outcome: 'dead', reason: 'attempts' }, now),
+        outbox.append([entry(`${subject}-2`, subject)], MAX, now),
+      ]);
+      expect(settled).to.equal(true);
+      const [second, ...others] = await outbox.claim(10, LEASE, now, 0);
+      expect(others).to.deep.equal([]);
+      expect(second, `round ${i}`).to.include({ id: `${subject}-2` });
+      expect(await outbox.settle(second!, { outcome: 'delivered' }, now)).to.equal(true);
+    }
+  });
+
   it('retries no earlier than asked', async () => {
     await outbox.append([entry('e1', 'alice')], MAX, now);
     const [claimed] = await outbox.claim(10, LEASE, now, 0);
