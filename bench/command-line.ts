@@ -16,6 +16,11 @@ import { serviceUrls, type ServiceUrls } from './stores.js';
 export interface Configuration {
   adapter: AdapterKind;
   deployment: boolean;
+  /**
+   * A webhook subscription to every webhook event, delivered to a receiver in
+   * a process of its own (bench/webhook-receiver.ts) that answers 204 at once.
+   */
+  webhooks: boolean;
   /** The scenarios it runs, when not all (before --only). */
   scenarios?: readonly ScenarioName[];
   /** How rows, targets and logs name it. */
@@ -38,28 +43,46 @@ export interface Settings extends ServiceUrls {
 }
 
 const DEPLOYMENT_SCENARIOS: readonly ScenarioName[] = ['baseline', 'create', 'exchange-actor'];
+/** With a webhook subscription: the exchange a support console makes, against the same provider's baseline. */
+const WEBHOOK_SCENARIOS: readonly ScenarioName[] = ['baseline', 'exchange-actor'];
+/** The stores whose plain providers get a twin with a webhook subscription (the audit log's store is memory's). */
+const WEBHOOK_STORES: readonly AdapterKind[] = ['memory', 'redis', 'postgres'];
 
-function configuration(adapter: AdapterKind, deployment: boolean, scenarios?: readonly ScenarioName[]): Configuration {
+function configuration(
+  adapter: AdapterKind,
+  deployment: boolean,
+  scenarios?: readonly ScenarioName[],
+  webhooks = false,
+): Configuration {
   return {
     adapter,
     deployment,
-    name: deployment ? `${adapter} · deployment` : adapter,
-    ...(scenarios ? { scenarios } : deployment ? { scenarios: DEPLOYMENT_SCENARIOS } : {}),
+    webhooks,
+    name: deployment ? `${adapter} · deployment` : webhooks ? `${adapter} · webhooks` : adapter,
+    ...(scenarios
+      ? { scenarios }
+      : deployment
+        ? { scenarios: DEPLOYMENT_SCENARIOS }
+        : webhooks
+          ? { scenarios: WEBHOOK_SCENARIOS }
+          : {}),
   };
 }
 
 /**
- * What --smoke runs, in under a minute: four providers, so that every
+ * What --smoke runs, in about a minute: five providers, so that every
  * configuration's and every scenario's code runs once: on memory set up as a
  * deployment, creation and both exchanges with an actor token; on Redis and
  * on PostgreSQL, the exchange with an opaque actor token; with the audit log,
- * the exchange without an actor.
+ * the exchange without an actor; on memory with a webhook subscription, the
+ * exchange with an opaque actor token.
  */
 const SMOKE_CONFIGURATIONS: readonly Configuration[] = [
   configuration('memory', true, ['baseline', 'create', 'exchange-actor', 'exchange-actor-jwt']),
   configuration('redis', false, ['baseline', 'exchange-actor']),
   configuration('postgres', false, ['baseline', 'exchange-actor']),
   configuration('memory+pg-audit', false, ['baseline', 'exchange']),
+  configuration('memory', false, WEBHOOK_SCENARIOS, true),
 ];
 
 /** The flags that narrow a smoke run down from SMOKE_CONFIGURATIONS to the configurations they pick. */
@@ -70,6 +93,7 @@ const NARROWING_SMOKE = [
   '--audit-only',
   '--deployment-only',
   '--no-deployment',
+  '--no-webhooks',
 ];
 
 export function parseSettings(argv: readonly string[], env: NodeJS.ProcessEnv = process.env): Settings {
@@ -101,7 +125,9 @@ function scenariosOf(list: string | undefined): ScenarioName[] | undefined {
 
 /**
  * --memory-only, --redis-only, --postgres-only, --audit-only pick the store; --deployment-only
- * and --no-deployment pick the providers set up as a deployment or the plain ones.
+ * and --no-deployment pick the providers set up as a deployment or the plain ones. Each plain
+ * provider on memory, Redis or PostgreSQL is followed by its twin with a webhook subscription,
+ * unless --no-webhooks.
  */
 function configurationsOf(argv: readonly string[]): Configuration[] {
   if (argv.includes('--smoke') && !NARROWING_SMOKE.some((flag) => argv.includes(flag))) {
@@ -121,5 +147,13 @@ function configurationsOf(argv: readonly string[]): Configuration[] {
     : argv.includes('--no-deployment')
       ? [false]
       : [false, true];
-  return kinds.flatMap((deployment) => adapters.map((adapter) => configuration(adapter, deployment)));
+  const webhooks = !argv.includes('--no-webhooks');
+  return kinds.flatMap((deployment) =>
+    adapters.flatMap((adapter) => [
+      configuration(adapter, deployment),
+      ...(!deployment && webhooks && WEBHOOK_STORES.includes(adapter)
+        ? [configuration(adapter, false, undefined, true)]
+        : []),
+    ]),
+  );
 }

@@ -22,6 +22,13 @@ export function runNotes(results: readonly ConfigurationResult[]): string[] {
       if (evicted > 0)
         lines.push(`WARNING: the provider's memory adapter evicted ${evicted} unexpired subject tokens during the run`);
     }
+    const webhooks = result.endStats.webhooks;
+    if (result.webhooksReceived !== undefined) {
+      lines.push(
+        `${result.configuration.name}: ${result.webhooksReceived} webhooks answered by the receiver; ` +
+          `outbox afterwards ${JSON.stringify(webhooks ?? { pending: 0, dead: 0, dropped: 0 })}`,
+      );
+    }
     if (result.abortedLogged) {
       lines.push(
         `${result.configuration.name}: ${result.abortedLogged} Management API requests cut off at the end of a window were logged by the provider as "Error: aborted" (not shown)`,
@@ -37,6 +44,10 @@ export function problemsOf(results: readonly ConfigurationResult[], rows: readon
   for (const result of results) {
     const { name } = result.configuration;
     if (result.poolExhausted) problems.push(`${name}: the subject-token pool ran dry ${result.poolExhausted} times`);
+    const webhooks = result.endStats.webhooks;
+    if (webhooks && (webhooks.pending || webhooks.dead || webhooks.dropped)) {
+      problems.push(`${name}: webhooks not delivered by the end of the run: ${JSON.stringify(webhooks)}`);
+    }
     if (result.untimed.failed > result.untimed.requests * ERROR_TOLERANCE) {
       problems.push(
         `${name}: ${result.untimed.failed} of ${result.untimed.requests} untimed requests (warm-up, token creation) failed`,

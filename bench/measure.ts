@@ -14,6 +14,7 @@ import { ServerLog } from './server-log.js';
 import { startServer, type ServerProcess, type ServerProcessOptions } from './server-process.js';
 import type { StoreServerOptions } from './stores.js';
 import { TokenPool, tokensNeeded } from './token-pool.js';
+import { startWebhookReceiver, type WebhookReceiver } from './webhook-receiver.js';
 import { timedWindow, type WindowResult } from './window.js';
 
 /** A scenario's windows: each one's run, the CPU figures of WindowResult summed over them. */
@@ -32,6 +33,8 @@ export interface ConfigurationResult {
   poolExhausted: number;
   /** Abandoned requests the provider logged as "Error: aborted". */
   abortedLogged: number;
+  /** With a webhook subscription: the deliveries the receiver answered. */
+  webhooksReceived?: number;
 }
 
 /** Runs one configuration on a provider of its own; `profileDir` is its folder of CPU profiles, if any. */
@@ -42,6 +45,7 @@ export async function measureConfiguration(
   profileDir: string | undefined,
 ): Promise<ConfigurationResult> {
   const serverLog = new ServerLog();
+  const receiver: WebhookReceiver | undefined = config.webhooks ? await startWebhookReceiver() : undefined;
   const options: ServerProcessOptions = {
     adapter: config.adapter,
     deployment: config.deployment,
@@ -49,15 +53,24 @@ export async function measureConfiguration(
     ...store,
     execArgv: profileDir && settings.cpuProf ? ['--cpu-prof', '--cpu-prof-dir', join(profileDir, 'process')] : [],
     log: serverLog.line,
+    ...(receiver ? { webhookUrl: receiver.url } : {}),
   };
-  const server = await startServer(options);
   try {
-    const credentials = await obtainCredentials(server.base);
-    const measurement = new Measurement(config, settings, server, credentials);
-    const result = await measurement.run(settings.profile ? profileDir : undefined);
-    return { ...result, abortedLogged: serverLog.aborted };
+    const server = await startServer(options);
+    try {
+      const credentials = await obtainCredentials(server.base);
+      const measurement = new Measurement(config, settings, server, credentials);
+      const result = await measurement.run(settings.profile ? profileDir : undefined);
+      return {
+        ...result,
+        abortedLogged: serverLog.aborted,
+        ...(receiver ? { webhooksReceived: await receiver.deliveries() } : {}),
+      };
+    } finally {
+      await server.close();
+    }
   } finally {
-    await server.close();
+    await receiver?.close();
   }
 }
 
@@ -83,6 +96,8 @@ class Measurement {
     await checkOnce(this.server.base, creationRequest(await this.credentials.m2m()), 201, 'subject token creation');
     await this.#warmUp(scenarios);
     const totals = await this.#timedWindows(scenarios, profileDir);
+    // With a webhook subscription: the last window's deliveries made before the figures are read.
+    await this.server.settle();
     return {
       configuration: this.config,
       totals,
@@ -185,7 +200,9 @@ function addWindow(totals: ScenarioTotals, window: WindowResult): void {
   totals.otherCpu += window.otherCpu;
 }
 
-async function checkOnce(base: string, request: RequestSpec, expected: number, what: string): Promise<void> {
+async function checkOnce(base: string, spec: RequestSpec, expected: number, what: string): Promise<void> {
+  // Built as autocannon builds it: a request whose body changes each time has it set by setupRequest.
+  const request = typeof spec.setupRequest === 'function' ? spec.setupRequest({ ...spec }, {}) : spec;
   const response = await fetch(`${base}${request.path}`, {
     method: request.method ?? 'GET',
     headers: request.headers as Record<string, string>,

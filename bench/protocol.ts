@@ -7,7 +7,10 @@ export type AdapterKind = 'memory' | 'redis' | 'postgres' | 'memory+pg-audit';
 /** Requests carry an id; the server answers each with a `reply` of the same id. */
 export type ParentMessage =
   | { type: 'stats'; id: number }
-  /** A young-generation collection, so that a window does not pay for the garbage of what came before it. */
+  /**
+   * A young-generation collection, so that a window does not pay for the garbage of what came before it;
+   * with a webhook subscription, first the delivery of what the outbox holds.
+   */
   | { type: 'settle'; id: number }
   /** Starts V8's CPU profiler (the one --cpu-prof uses) through the inspector. */
   | { type: 'profile-start'; id: number }
@@ -28,6 +31,8 @@ export interface ServerStats {
   heapUsed: number;
   /** The memory adapter's own stats plus what its onEvict saw; null on Redis and PostgreSQL. */
   adapter: (MemoryAdapterStats & { onEvict: Record<string, number> }) | null;
+  /** The webhook subscription's outbox (waiting, dead letters, dropped); null without one. */
+  webhooks: { pending: number; dead: number; dropped: number } | null;
 }
 
 export type ServerMessage =

@@ -8,7 +8,29 @@ import type { RequestSpec } from './load.js';
 import type { ScenarioName } from './scenarios.js';
 import type { TokenPool } from './token-pool.js';
 
-const SUBJECT_TOKEN_BODY = JSON.stringify({ userId: 'bob', context: { ticketId: 'T-4711', reason: 'checkout fails' } });
+/**
+ * The customers subject tokens are created for, in turn: a support team
+ * impersonates many customers, not one, and a webhook subscription delivers
+ * each customer's notifications in order, one at a time (one customer's
+ * exchanges at bench rates would queue behind each other).
+ */
+const CUSTOMERS = 1000;
+const CUSTOMER = /^customer-(\d+)$/;
+
+/** Whether `sub` is one of the bench's customers (the provider's findAccount knows them: bench/server.ts). */
+export function isCustomer(sub: string): boolean {
+  const match = CUSTOMER.exec(sub);
+  return match !== null && Number(match[1]) < CUSTOMERS;
+}
+
+let nextCustomer = 0;
+function subjectTokenBody(): string {
+  nextCustomer = (nextCustomer + 1) % CUSTOMERS;
+  return JSON.stringify({
+    userId: `customer-${nextCustomer}`,
+    context: { ticketId: 'T-4711', reason: 'checkout fails' },
+  });
+}
 
 export interface Credentials {
   /** alice's access token from a plain OpenID Connect login (opaque, bound to her session). */
@@ -58,8 +80,10 @@ export function creationRequest(m2m: string, pool?: TokenPool): RequestSpec {
     method: 'POST',
     path: '/api/subject-tokens',
     headers: { 'content-type': 'application/json', authorization: `Bearer ${m2m}` },
-    body: SUBJECT_TOKEN_BODY,
-    setupRequest: rebuiltEachTime,
+    setupRequest(request) {
+      request.body = subjectTokenBody();
+      return request;
+    },
     ...(pool && {
       onResponse(status: number, body: string) {
         if (status === 201) pool.add((JSON.parse(body) as { subjectToken: string }).subjectToken);

@@ -28,6 +28,8 @@ export interface ServerProcessOptions {
   auditSchema?: string;
   /** The schema of the PostgreSQL adapter's tables, for `postgres`. */
   storeSchema?: string;
+  /** A webhook subscription to every event, delivered to this URL (bench/server.ts, BENCH_WEBHOOK_URL). */
+  webhookUrl?: string;
   /** Extra node flags for the child, e.g. --cpu-prof. */
   execArgv?: string[];
   /** Receives the child's output lines (oidc-provider's warnings among them). */
@@ -85,6 +87,7 @@ function forkServer(options: ServerProcessOptions): ChildProcess {
       ...(options.auditSchema ? { BENCH_AUDIT_SCHEMA: options.auditSchema } : {}),
       ...(options.storeSchema ? { BENCH_STORE_SCHEMA: options.storeSchema } : {}),
       ...(options.deployment ? { BENCH_DEPLOYMENT: '1' } : {}),
+      ...(options.webhookUrl ? { BENCH_WEBHOOK_URL: options.webhookUrl } : {}),
     },
     execArgv: ['--expose-gc', ...(options.execArgv ?? [])],
     stdio: ['ignore', 'pipe', 'pipe', 'ipc'],

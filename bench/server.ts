@@ -10,22 +10,31 @@
  *   BENCH_PREFIX   Redis key prefix (run.ts passes a unique one and deletes its keys afterwards)
  *   BENCH_DEPLOYMENT  1: the provider as a deployment runs it (bench/deployment.ts)
  *   BENCH_MEMORY_MAX  the memory adapter's bound (default 1,000,000 entries)
+ *   BENCH_WEBHOOK_URL  a webhook subscription to every webhook event, delivered there (bench/webhook-receiver.ts)
  *
  * Started by hand (`node build/bench/server.js`) it prints its base URL; under
  * fork() it also reports it over IPC, answers `stats` (CPU time, memory, the
- * memory adapter's size and evictions) and exits on `close`.
+ * memory adapter's size and evictions, the webhooks' outbox) and exits on `close`.
  */
+import { randomBytes } from 'node:crypto';
 import { readdirSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import { Session } from 'node:inspector/promises';
-import { createMemoryAdapter, type MemoryAdapterClass } from '../lib/index.js';
+import {
+  createMemoryAdapter,
+  WEBHOOK_EVENTS,
+  type MemoryAdapterClass,
+  type WebhookDelivery,
+  type WebhookOptions,
+} from '../lib/index.js';
 import { createRedisAdapter, type RedisAdapterClass } from '../lib/adapters/redis.js';
 import { createPostgresAdapter, type PostgresAdapterClass } from '../lib/adapters/postgres.js';
 import { createPostgresAuditLog } from '../lib/audit-postgres/index.js';
-import { startProvider } from '../fixtures/provider.js';
+import { startProvider, USERS } from '../fixtures/provider.js';
 import { deploymentSetup } from './deployment.js';
 import { readStat } from './proc-stat.js';
 import type { AdapterKind, ParentMessage, ServerMessage, ServerStats } from './protocol.js';
+import { isCustomer } from './requests.js';
 import { serviceUrls } from './stores.js';
 
 /** What the environment tells the provider process, read when it starts. */
@@ -40,6 +49,7 @@ interface ServerSettings {
   databaseUrl: string;
   memoryMax: number;
   deployment: boolean;
+  webhookUrl: string | undefined;
 }
 
 function serverSettings(env: NodeJS.ProcessEnv): ServerSettings {
@@ -52,6 +62,7 @@ function serverSettings(env: NodeJS.ProcessEnv): ServerSettings {
     ...serviceUrls(env),
     memoryMax: Number(env['BENCH_MEMORY_MAX'] ?? 1_000_000),
     deployment: env['BENCH_DEPLOYMENT'] === '1',
+    webhookUrl: env['BENCH_WEBHOOK_URL'],
   };
 }
 
@@ -89,6 +100,34 @@ async function openStore(settings: ServerSettings): Promise<Store> {
   return { adapter: memory, memory, evicted, close: async () => {} };
 }
 
+/**
+ * One subscription to every webhook event. Polled every 100 ms rather than
+ * the default second, so that what a window enqueues is delivered within it,
+ * not in the untimed pause after it (under load the loop claims batch after
+ * batch whatever the interval).
+ */
+function webhookSubscription(url: string): WebhookOptions {
+  return {
+    subscriptions: [
+      { id: 'bench', url, events: [...WEBHOOK_EVENTS], secret: `whsec_${randomBytes(32).toString('base64')}` },
+    ],
+    pollInterval: 100,
+  };
+}
+
+/** How long `settle` waits for the outbox to empty before it gives up waiting. */
+const DRAIN_TIMEOUT_MS = 5000;
+
+/** Resolves once nothing waits in the outbox, or after DRAIN_TIMEOUT_MS. */
+async function drained(webhooks: WebhookDelivery): Promise<void> {
+  const deadline = Date.now() + DRAIN_TIMEOUT_MS;
+  while (Date.now() < deadline) {
+    const { subscriptions } = await webhooks.stats();
+    if (Object.values(subscriptions).every(({ pending }) => pending === 0)) return;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
 function send(message: ServerMessage): void {
   process.send?.(message);
 }
@@ -118,7 +157,10 @@ function threadCpu(): ServerStats['threads'] {
 }
 
 /** Answers the parent's requests: stats, settle, and the CPU profiler's start and stop. */
-function answerer(store: Store): (message: Exclude<ParentMessage, { type: 'close' }>) => Promise<void> {
+function answerer(
+  store: Store,
+  webhooks: WebhookDelivery | undefined,
+): (message: Exclude<ParentMessage, { type: 'close' }>) => Promise<void> {
   let profiler: Session | undefined;
   return async (message) => {
     switch (message.type) {
@@ -131,10 +173,13 @@ function answerer(store: Store): (message: Exclude<ParentMessage, { type: 'close
             threads: threadCpu(),
             heapUsed: process.memoryUsage().heapUsed,
             adapter: store.memory ? { ...store.memory.stats(), onEvict: { ...store.evicted } } : null,
+            webhooks: webhooks ? ((await webhooks.stats()).subscriptions['bench'] ?? null) : null,
           },
         });
         return;
       case 'settle':
+        // What the last window enqueued is delivered before the next window starts.
+        if (webhooks) await drained(webhooks);
         // Started with --expose-gc by bench/server-process.ts. A scavenge, not a
         // full GC: after a full GC of the idle provider, V8 compiled the hot
         // functions again in every window (--trace-opt: some 200 per window against
@@ -175,7 +220,16 @@ async function main(env: NodeJS.ProcessEnv): Promise<void> {
   const deployment = settings.deployment ? deploymentSetup() : undefined;
   const tp = await startProvider({
     adapter: store.adapter,
-    plugin: { ...deployment?.plugin, ...(auditLog ? { auditLog } : {}) },
+    // The fixture's users (alice signs in as the actor) and the customers the subject tokens are created for.
+    configuration: {
+      findAccount: (_ctx, sub) =>
+        USERS.includes(sub) || isCustomer(sub) ? { accountId: sub, claims: () => ({ sub, name: sub }) } : undefined,
+    },
+    plugin: {
+      ...deployment?.plugin,
+      ...(auditLog ? { auditLog } : {}),
+      ...(settings.webhookUrl ? { webhooks: webhookSubscription(settings.webhookUrl) } : {}),
+    },
   });
   deployment?.listen(tp.provider);
 
@@ -187,7 +241,7 @@ async function main(env: NodeJS.ProcessEnv): Promise<void> {
     // Exiting (not being killed) lets --cpu-prof write its profile.
     process.exit(0);
   };
-  const answer = answerer(store);
+  const answer = answerer(store, settings.webhookUrl ? tp.impersonation.webhooks() : undefined);
   process.on('message', (message: ParentMessage) => {
     if (message.type === 'close') {
       void shutdown();

@@ -14,7 +14,12 @@ interface Target {
   limit: number;
   better: 'higher' | 'lower';
   unit: string;
+  /** Printed after the value: what it was computed from. */
+  detail?: string;
 }
+
+/** How much lower the exchange's ratio to client_credentials may be with a webhook subscription in place. */
+const WEBHOOK_RATIO_DROP = 0.02;
 
 /**
  * The exchange with an opaque actor token against the baseline: 0.9 on memory
@@ -64,15 +69,50 @@ function targetsOf(config: Configuration, row: (scenario: ScenarioName) => Row |
   return list;
 }
 
+/**
+ * A provider with a webhook subscription against the plain provider on the
+ * same store: the exchange's ratio to client_credentials (each measured against
+ * its own provider's baseline) falls by at most WEBHOOK_RATIO_DROP.
+ */
+function webhookTarget(
+  config: Configuration,
+  configurations: readonly Configuration[],
+  rows: readonly Row[],
+): Target | undefined {
+  const plain = configurations.find(
+    (other) => other.adapter === config.adapter && !other.deployment && !other.webhooks,
+  );
+  if (!config.webhooks || !plain) return undefined;
+  const ratio = (name: string): number | undefined => {
+    const of = (scenario: ScenarioName) => rows.find((r) => r.adapter === name && r.scenario === scenario);
+    const exchange = of('exchange-actor');
+    const baseline = of('baseline');
+    return exchange && baseline ? exchange.rps / baseline.rps : undefined;
+  };
+  const without = ratio(plain.name);
+  const withHooks = ratio(config.name);
+  if (without === undefined || withHooks === undefined) return undefined;
+  return {
+    label: `${config.name}: ${LABELS['exchange-actor']} ÷ client_credentials falls by ≤ ${WEBHOOK_RATIO_DROP} against ${plain.name}`,
+    value: without - withHooks,
+    limit: WEBHOOK_RATIO_DROP,
+    better: 'lower',
+    unit: '',
+    detail: `${without.toFixed(3)}× without, ${withHooks.toFixed(3)}× with`,
+  };
+}
+
 /** Every target, as a line: PASS or MISS, what, and the value measured. */
 export function targetLines(
   configurations: readonly Configuration[],
   rows: readonly Row[],
   memory: MemoryResult | undefined,
 ): string[] {
-  const list = configurations.flatMap((config) =>
-    targetsOf(config, (scenario) => rows.find((r) => r.adapter === config.name && r.scenario === scenario)),
-  );
+  const list = configurations.flatMap((config) => {
+    const own = targetsOf(config, (scenario) => rows.find((r) => r.adapter === config.name && r.scenario === scenario));
+    const webhooks = webhookTarget(config, configurations, rows);
+    return webhooks ? [...own, webhooks] : own;
+  });
   if (memory) {
     list.push({
       label: 'memory adapter: heap per outstanding subject token ≤ 1 KiB',
@@ -87,6 +127,11 @@ export function targetLines(
 
 function formatTarget(target: Target): string {
   const pass = target.better === 'higher' ? target.value >= target.limit : target.value <= target.limit;
-  const value = target.unit === ' B' ? `${Math.round(target.value)} B` : `${target.value.toFixed(2)}×`;
-  return `${pass ? 'PASS' : 'MISS'}  ${target.label}: ${value}`;
+  const value =
+    target.unit === ' B'
+      ? `${Math.round(target.value)} B`
+      : target.unit === ''
+        ? target.value.toFixed(3)
+        : `${target.value.toFixed(2)}×`;
+  return `${pass ? 'PASS' : 'MISS'}  ${target.label}: ${value}${target.detail ? ` (${target.detail})` : ''}`;
 }

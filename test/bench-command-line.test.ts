@@ -8,23 +8,55 @@ function picked(...argv: string[]): string[] {
 }
 
 describe('bench command line', () => {
-  it('--smoke alone runs the four smoke configurations, as CI runs it', () => {
-    expect(picked('--smoke')).to.deep.equal(['memory · deployment', 'redis', 'postgres', 'memory+pg-audit']);
+  it('--smoke alone runs the five smoke configurations, as CI runs it', () => {
+    expect(picked('--smoke')).to.deep.equal([
+      'memory · deployment',
+      'redis',
+      'postgres',
+      'memory+pg-audit',
+      'memory · webhooks',
+    ]);
   });
 
   for (const [flag, store] of [
     ['--memory-only', 'memory'],
     ['--redis-only', 'redis'],
     ['--postgres-only', 'postgres'],
-    ['--audit-only', 'memory+pg-audit'],
   ] as const) {
-    it(`--smoke ${flag} runs ${store} alone`, () => {
-      expect(picked('--smoke', flag)).to.deep.equal([store, `${store} · deployment`]);
+    it(`--smoke ${flag} runs ${store} alone, plain, with a webhook subscription, and as a deployment`, () => {
+      expect(picked('--smoke', flag)).to.deep.equal([store, `${store} · webhooks`, `${store} · deployment`]);
     });
   }
 
+  it('--smoke --audit-only runs the audit log alone, with no webhook twin', () => {
+    expect(picked('--smoke', '--audit-only')).to.deep.equal(['memory+pg-audit', 'memory+pg-audit · deployment']);
+  });
+
   it('--smoke --no-deployment runs no provider set up as a deployment', () => {
-    expect(picked('--smoke', '--no-deployment')).to.deep.equal(['memory', 'redis', 'postgres', 'memory+pg-audit']);
+    expect(picked('--smoke', '--no-deployment')).to.deep.equal([
+      'memory',
+      'memory · webhooks',
+      'redis',
+      'redis · webhooks',
+      'postgres',
+      'postgres · webhooks',
+      'memory+pg-audit',
+    ]);
+  });
+
+  it('--no-webhooks leaves the providers with a webhook subscription out', () => {
+    expect(picked('--no-deployment', '--no-webhooks')).to.deep.equal([
+      'memory',
+      'redis',
+      'postgres',
+      'memory+pg-audit',
+    ]);
+    const webhooks = parseSettings(['--memory-only'], {}).configurations.find((c) => c.webhooks);
+    expect(webhooks).to.deep.include({
+      adapter: 'memory',
+      deployment: false,
+      scenarios: ['baseline', 'exchange-actor'],
+    });
   });
 
   it('flags are read when parseSettings is called: the smoke run keeps its short windows', () => {

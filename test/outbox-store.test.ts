@@ -1,117 +1,16 @@
-import { expect } from 'chai';
-import { hasOutbox, type NewOutboxEntry, type OutboxStore } from '../lib/outbox/contract.js';
+import { hasOutbox } from '../lib/outbox/contract.js';
 import { ADAPTERS } from './support/adapters.js';
+import { outboxContract } from './support/outbox-contract.js';
 
-const MAX = 100;
-const LEASE = 30_000;
-
-function entry(id: string, subject: string, subscription = 'crm'): NewOutboxEntry {
-  return { id, subscription, subject, body: JSON.stringify({ id }) };
-}
-
-// The outbox every adapter the package ships keeps, for webhooks: order per stream, leases, bounds, dead letters.
+// The outbox every adapter the package ships keeps; Redis Cluster runs the same contract in test/redis-cluster/.
 for (const kind of ADAPTERS) {
   describe(`${kind.name} adapter: the outbox`, function () {
     this.timeout(30_000);
-    let outbox: OutboxStore;
-    // A clock of the test's own: every operation is given its time.
-    let now: number;
-
-    beforeEach(async () => {
+    outboxContract(async () => {
       const Adapter = await kind.open();
       const adapter = new Adapter('ImpersonationOutbox');
       if (!hasOutbox(adapter)) throw new Error(`${kind.name} adapter has no outbox`);
-      outbox = adapter.outbox();
-      now = Date.now();
-    });
-
-    it('hands an entry out once, under a lease, and forgets it once delivered', async () => {
-      expect(await outbox.append([entry('e1', 'alice')], MAX, now)).to.deep.equal([]);
-      const [claimed, ...others] = await outbox.claim(10, LEASE, now, 0);
-      expect(others).to.deep.equal([]);
-      expect(claimed).to.include({ id: 'e1', subscription: 'crm', subject: 'alice', attempts: 1, createdAt: now });
-      expect(claimed?.body).to.equal(JSON.stringify({ id: 'e1' }));
-      expect(await outbox.claim(10, LEASE, now + 1, 0)).to.deep.equal([]);
-      expect((await outbox.stats()).subscriptions['crm']).to.include({ pending: 1 });
-      expect(await outbox.settle(claimed!, { outcome: 'delivered' }, now + 2)).to.equal(true);
-      expect(await outbox.claim(10, LEASE, now + LEASE * 2, 0)).to.deep.equal([]);
-      expect((await outbox.stats()).subscriptions['crm'] ?? { pending: 0 }).to.include({ pending: 0 });
-    });
-
-    it("keeps each subject's entries in order: the next waits for the one before", async () => {
-      await outbox.append([entry('a1', 'alice')], MAX, now);
-      await outbox.append([entry('a2', 'alice')], MAX, now);
-      await outbox.append([entry('b1', 'bob')], MAX, now);
-      const first = await outbox.claim(10, LEASE, now, 0);
-      expect(first.map((e) => e.id)).to.have.members(['a1', 'b1']);
-      expect(await outbox.claim(10, LEASE, now, 0)).to.deep.equal([]);
-      await outbox.settle(
-        first.find((e) => e.id === 'a1')!,
-        { outcome: 'delivered' },
-        now,
-      );
-      expect((await outbox.claim(10, LEASE, now, 0)).map((e) => e.id)).to.deep.equal(['a2']);
-    });
-
-    it('keeps the streams of two subscriptions apart', async () => {
-      await outbox.append([entry('x', 'alice', 'crm'), entry('x', 'alice', 'mail')], MAX, now);
-      const claimed = await outbox.claim(10, LEASE, now, 0);
-      expect(claimed.map((e) => e.subscription)).to.have.members(['crm', 'mail']);
-    });
-
-    it('hands an entry out again once its lease ran out, and ignores the settlement of the lapsed lease', async () => {
-      await outbox.append([entry('e1', 'alice')], MAX, now);
-      const [first] = await outbox.claim(10, 50, now, 0);
-      expect(await outbox.claim(10, 50, now + 49, 0)).to.deep.equal([]);
-      const [second] = await outbox.claim(10, 50, now + 50, 0);
-      expect(second).to.include({ id: 'e1', attempts: 2 });
-      expect(second?.lease).to.not.equal(first?.lease);
-      expect(await outbox.settle(first!, { outcome: 'delivered' }, now + 60)).to.equal(false);
-      expect(await outbox.settle(second!, { outcome: 'delivered' }, now + 60)).to.equal(true);
-      expect(await outbox.claim(10, 50, now + 500, 0)).to.deep.equal([]);
-    });
-
-    it('gives each entry to one of many claims made at once', async () => {
-      const subjects = Array.from({ length: 20 }, (_, i) => `user-${i}`);
-      for (const subject of subjects) await outbox.append([entry(`e-${subject}`, subject)], MAX, now);
-      const claims = await Promise.all(Array.from({ length: 8 }, () => outbox.claim(5, LEASE, now, 0)));
-      const ids = claims.flat().map((e) => e.id);
-      expect(ids).to.have.length(new Set(ids).size);
-      expect(new Set(ids).size).to.be.at.most(20);
-      const rest = await outbox.claim(100, LEASE, now, 0);
-      expect([...ids, ...rest.map((e) => e.id)].sort()).to.deep.equal(subjects.map((s) => `e-${s}`).sort());
-    });
-
-    it('retries no earlier than asked', async () => {
-      await outbox.append([entry('e1', 'alice')], MAX, now);
-      const [claimed] = await outbox.claim(10, LEASE, now, 0);
-      expect(await outbox.settle(claimed!, { outcome: 'retry', at: now + 1000 }, now)).to.equal(true);
-      expect(await outbox.claim(10, LEASE, now + 999, 0)).to.deep.equal([]);
-      expect((await outbox.claim(10, LEASE, now + 1000, 0)).map((e) => e.attempts)).to.deep.equal([2]);
-    });
-
-    it('drops and counts what comes past the bound of waiting entries', async () => {
-      await outbox.append([entry('e1', 'alice')], 2, now);
-      await outbox.append([entry('e2', 'bob')], 2, now);
-      expect(await outbox.append([entry('e3', 'carol'), entry('e3', 'carol', 'mail')], 2, now)).to.deep.equal(['crm']);
-      const stats = (await outbox.stats()).subscriptions;
-      expect(stats['crm']).to.deep.equal({ pending: 2, dead: 0, dropped: 1 });
-      expect(stats['mail']).to.deep.equal({ pending: 1, dead: 0, dropped: 0 });
-      expect((await outbox.claim(10, LEASE, now, 0)).map((e) => e.id)).to.have.members(['e1', 'e2', 'e3']);
-    });
-
-    it('dead-letters an entry, lets its stream move on, lists it, and forgets it after the retention', async () => {
-      await outbox.append([entry('a1', 'alice')], MAX, now);
-      await outbox.append([entry('a2', 'alice')], MAX, now);
-      const [claimed] = await outbox.claim(10, LEASE, now, 0);
-      expect(await outbox.settle(claimed!, { outcome: 'dead', reason: 'attempts' }, now + 5)).to.equal(true);
-      expect((await outbox.claim(10, LEASE, now + 5, 0)).map((e) => e.id)).to.deep.equal(['a2']);
-      const [letter, ...others] = await outbox.deadLetters(10);
-      expect(others).to.deep.equal([]);
-      expect(letter).to.include({ id: 'a1', subject: 'alice', attempts: 1, deadAt: now + 5, reason: 'attempts' });
-      expect((await outbox.stats()).subscriptions['crm']).to.include({ pending: 1, dead: 1 });
-      await outbox.claim(10, LEASE, now + 6, now + 6);
-      expect(await outbox.deadLetters(10)).to.deep.equal([]);
+      return adapter.outbox();
     });
   });
 }

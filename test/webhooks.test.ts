@@ -10,15 +10,16 @@ import {
   WEBHOOK_GONE,
   type WebhookOptions,
 } from '../lib/index.js';
-import { hasOutbox } from '../lib/outbox/contract.js';
+import { createMemoryAdapter } from '../lib/index.js';
+import { hasOutbox, type OutboxStore } from '../lib/outbox/contract.js';
 import { testPrefix } from './support/adapter.js';
 import { ADAPTERS, type AdapterKind } from './support/adapters.js';
 import { portOf, stopChildren } from './support/children.js';
-import { userAccessToken } from './support/http.js';
-import { adminToken, impersonate, revokeSession } from './support/impersonations.js';
+import { apiRequest, expectError, subjectToken, userAccessToken } from './support/http.js';
+import { adminToken, exchangeAsActor, impersonate, revokeSession, SESSIONS } from './support/impersonations.js';
 import { postgresRunSchema, postgresTestAdapter, testTable } from './support/postgres-adapter.js';
 import { redisTestAdapter } from './support/adapter.js';
-import { CLIENTS, MANAGEMENT, startProvider } from './support/provider.js';
+import { CLIENTS, MANAGEMENT, OPAQUE_API, startProvider } from './support/provider.js';
 import { askForSubjectToken, newCustomer, requestIdOf, startApprovalProvider } from './support/approvals.js';
 import { approveRequest } from '../lib/approvals/actions.js';
 import { expectedSignature, startReceiver, webhookSecret, type Receiver } from './support/webhook-receiver.js';
@@ -258,6 +259,62 @@ for (const kind of ADAPTERS) {
     });
   });
 }
+
+describe('webhooks: the store cannot take the notification of an exchange', () => {
+  // The real memory adapter and outbox underneath; only appends to the outbox fail, on demand.
+  let failAppends = false;
+  const Memory = createMemoryAdapter();
+  const real = new Memory('ImpersonationOutbox');
+  if (!hasOutbox(real)) throw new Error('the memory adapter has no outbox');
+  const outbox = real.outbox();
+  const failing: OutboxStore = {
+    append: (...args) => (failAppends ? Promise.reject(new Error('store unreachable')) : outbox.append(...args)),
+    claim: (...args) => outbox.claim(...args),
+    settle: (...args) => outbox.settle(...args),
+    stats: () => outbox.stats(),
+    deadLetters: (limit) => outbox.deadLetters(limit),
+  };
+  class OutboxAppendsFail extends Memory {
+    outbox(): OutboxStore {
+      return failing;
+    }
+  }
+
+  it('refuses the exchange: 500, no live token, no session, the subject token spent, nothing delivered', async () => {
+    const hooks = await startReceiver();
+    const tp = await startProvider({ adapter: OutboxAppendsFail, plugin: { webhooks: webhooks(hooks) } });
+    try {
+      const actorToken = await userAccessToken(tp, 'alice');
+      const subject = await subjectToken(tp, SUBJECT);
+      const saved: string[] = [];
+      const destroyed: string[] = [];
+      tp.provider.on('access_token.saved', (token: { jti: string }) => saved.push(token.jti));
+      tp.provider.on('access_token.destroyed', (token: { jti: string }) => destroyed.push(token.jti));
+      failAppends = true;
+      const refused = await exchangeAsActor(tp, { subjectToken: subject, actorToken, resource: OPAQUE_API });
+      failAppends = false;
+      expectError(refused, 500, 'server_error');
+      expect(refused.body).to.not.have.property('access_token');
+      expect(saved, 'the opaque token was written, then destroyed').to.have.length(1);
+      expect(destroyed).to.deep.equal(saved);
+      const listed = await apiRequest(tp, 'GET', `${SESSIONS}?subject=bob`, await adminToken(tp));
+      expect(listed.body).to.deep.equal({ items: [], nextCursor: null });
+      expectError(
+        await exchangeAsActor(tp, { subjectToken: subject, actorToken, resource: OPAQUE_API }),
+        400,
+        'invalid_request',
+        /subject_token was already used/,
+      );
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      expect(hooks.deliveries).to.deep.equal([]);
+      expect((await tp.impersonation.webhooks().stats()).subscriptions['crm']?.pending ?? 0).to.equal(0);
+    } finally {
+      failAppends = false;
+      await tp.close();
+      await hooks.close();
+    }
+  });
+});
 
 describe('webhooks: the options', () => {
   const base = { managementResource: MANAGEMENT };

@@ -20,7 +20,7 @@ import {
   type SortedIndexes,
 } from './contract.js';
 import type { OutboxCapable, OutboxStore } from '../outbox/contract.js';
-import { createPostgresOutbox, outboxDdl } from '../outbox/postgres.js';
+import { createPostgresOutbox, outboxDdl, type RunTransaction } from '../outbox/postgres.js';
 import { migrateUnderLock } from '../postgres/migration.js';
 import { lastByKey, StatementBatch } from '../postgres/batch.js';
 import { assertPlainIdentifiers } from '../postgres/identifier.js';
@@ -309,22 +309,58 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
     drops: qualified(options.schema, `${table}_outbox_drops`),
     streamIndex: `"${table}_outbox_stream"`,
     subscriptionIndex: `"${table}_outbox_subscription"`,
+    readyIndex: `"${table}_outbox_ready"`,
+    deadIndex: `"${table}_outbox_dead"`,
   };
   let outboxMigrating: Promise<void> | undefined;
   /** The outbox's tables are made on its first use: a deployment without webhooks never has them. */
-  async function runOutbox(text: string, values: unknown[], operation: string): Promise<pg.QueryResult> {
+  async function outboxReady(): Promise<void> {
     if (closed) throw unavailable('the PostgreSQL adapter is disconnected');
     outboxMigrating ??= migrateUnderLock(pool, names.lock, outboxDdl(outboxTables)).catch((error: unknown) => {
       outboxMigrating = undefined;
       throw storeError('migration', error);
     });
     await outboxMigrating;
+  }
+  async function runOutbox(text: string, values: unknown[], operation: string): Promise<pg.QueryResult> {
+    await outboxReady();
     try {
       return await pool.query(text, values);
     } catch (error) {
       throw storeError(operation, error);
     }
   }
+  const runOutboxTransaction: RunTransaction = async (work, operation) => {
+    await outboxReady();
+    let client: pg.PoolClient;
+    try {
+      client = await pool.connect();
+    } catch (error) {
+      throw storeError(operation, error);
+    }
+    let broken: Error | undefined;
+    const inTransaction = async (text: string, values: unknown[], step: string): Promise<pg.QueryResult> => {
+      try {
+        return await client.query(text, values);
+      } catch (error) {
+        throw storeError(step, error);
+      }
+    };
+    try {
+      await inTransaction('BEGIN', [], operation);
+      const result = await work(inTransaction);
+      await inTransaction('COMMIT', [], operation);
+      return result;
+    } catch (error) {
+      await client.query('ROLLBACK').catch((rollback: unknown) => {
+        // A connection that cannot roll back is not handed out again.
+        broken = rollback instanceof Error ? rollback : new Error('rollback failed');
+      });
+      throw error;
+    } finally {
+      client.release(broken);
+    }
+  };
 
   class PostgresAdapter implements Adapter, AtomicConsume, SortedIndexes, OutboxCapable {
     readonly #name: string;
@@ -356,7 +392,7 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
 
     /** The webhooks' outbox, one per createPostgresAdapter(), in `<table>_outbox` and `<table>_outbox_drops`. */
     outbox(): OutboxStore {
-      return (outbox ??= createPostgresOutbox(outboxTables, runOutbox));
+      return (outbox ??= createPostgresOutbox(outboxTables, runOutbox, runOutboxTransaction));
     }
 
     async upsert(id: string, payload: AdapterPayload, expiresIn?: number): Promise<void> {

@@ -28,7 +28,7 @@ export interface LeasedEntry extends NewOutboxEntry {
   createdAt: number;
   /** Deliveries attempted so far, this one included. */
   attempts: number;
-  /** Names this lease: settling with an expired or superseded lease changes nothing. */
+  /** Names this lease: settling under a lease that ran out and was claimed again changes nothing. */
   lease: string;
   leaseUntil: number;
 }

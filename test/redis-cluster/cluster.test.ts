@@ -1,13 +1,16 @@
+import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
 import type { Cluster } from 'ioredis';
 import { createRedisAdapter } from '../../lib/adapters/redis.js';
+import { hasOutbox, type OutboxStore } from '../../lib/outbox/contract.js';
 import { hashSubjectToken } from '../../lib/subject-tokens/token.js';
 import { redisUnderTest, testPrefix, type RedisTarget } from '../support/adapter.js';
 import { adapterContract } from '../support/adapter-contract.js';
 import type { Reply } from '../support/http.js';
 import { startRedisCluster, type RedisCluster } from '../support/redis-cluster.js';
 import { redisAdapterContract } from '../redis/adapter-contract.js';
+import { outboxContract } from '../support/outbox-contract.js';
 import {
   chunks,
   createdSubjectToken,
@@ -76,6 +79,46 @@ describe('Redis adapter on a Redis Cluster (three masters, one replica each)', f
       await Promise.all(ids.map((id) => tokens.upsert(id, { kind: 'SubjectToken' }, 60)));
       const masters = new Set(await Promise.all(ids.map((id) => cluster!.masterOf(`${prefix}SubjectToken:{${id}}`))));
       expect(masters.size).to.equal(3);
+    });
+  });
+
+  describe('the outbox store contract', () => {
+    const outboxOf = (keyPrefix: string): OutboxStore => {
+      const adapter = new (createRedisAdapter({ client: client(), keyPrefix }))('ImpersonationOutbox');
+      if (!hasOutbox(adapter)) throw new Error('the Redis adapter has no outbox');
+      return adapter.outbox();
+    };
+
+    outboxContract(async () => outboxOf(testPrefix()));
+
+    it("keeps every key of a deployment's outbox in one slot, whatever the subscriptions and subjects", async () => {
+      const prefix = testPrefix();
+      const outbox = outboxOf(prefix);
+      const subjects = Array.from({ length: 30 }, (_, i) => `user-${i}`);
+      // Two subscriptions, thirty subjects each, past the bound of two: every key the scripts write.
+      for (const subscription of ['crm', 'mail']) {
+        for (const subject of subjects) {
+          await outbox.append([{ id: `${subscription}-${subject}`, subscription, subject, body: '{}' }], 2, Date.now());
+        }
+      }
+      expect((await outbox.stats()).subscriptions['crm']).to.deep.equal({ pending: 2, dead: 0, dropped: 28 });
+      const [claimed] = await outbox.claim(1, 30_000, Date.now(), 0);
+      expect(await outbox.settle(claimed!, { outcome: 'dead', reason: 'attempts' }, Date.now())).to.equal(true);
+
+      const inspector = client();
+      // No offline queue: it is asked once it knows the masters.
+      if (inspector.status !== 'ready') await once(inspector, 'ready');
+      const keys = (
+        await Promise.all(
+          inspector.nodes('master').map(async (node) => {
+            const [, found] = await node.scan('0', 'MATCH', `${prefix}*`, 'COUNT', 10_000);
+            return found;
+          }),
+        )
+      ).flat();
+      expect(keys.length, 'counters, queue, heads, entries, dead letters').to.be.at.least(8);
+      const slots = await Promise.all(keys.map((key) => inspector.cluster('KEYSLOT', key)));
+      expect(new Set(slots).size).to.equal(1);
     });
   });
 
