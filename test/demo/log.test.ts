@@ -42,7 +42,7 @@ describe('demo: its log', function () {
     demos.push(demo);
     const alice = await signIn(demo, { login: 'alice', password: 'alice-password' });
     const requested = await requestImpersonation(demo, alice, {
-      userId: 'bob',
+      userId: 'dave',
       reason: 'Cannot see the invoices',
       // A line break in a request's words stays inside its line.
       ticketId: 'T-1234\n[audit] forged',
@@ -67,9 +67,9 @@ describe('demo: its log', function () {
     const audit = lines.filter((line) => line.startsWith('[audit] '));
     const time = '\\d{4}-\\d\\d-\\d\\dT\\d\\d:\\d\\d:\\d\\dZ';
     const patterns = [
-      `^\\[audit\\] impersonation\\.subject_token\\.created: alice may act as bob until ${time}, ticket T-1234 \\[audit\\] forged \\(subject token stid_\\S+, asked for by impersonation-backend\\)$`,
-      `^\\[audit\\] impersonation\\.exchange\\.succeeded: alice is acting as bob, ticket T-1234 \\[audit\\] forged, session ${sessionId}, scope profile:read, until ${time} \\(client support-console\\)$`,
-      `^\\[audit\\] impersonation\\.session\\.revoked: alice no longer acts as bob, session ${sessionId}: stopped by impersonation-backend \\(stopped in the support console by alice\\)$`,
+      `^\\[audit\\] impersonation\\.subject_token\\.created: alice may act as dave until ${time}, ticket T-1234 \\[audit\\] forged \\(subject token stid_\\S+, asked for by impersonation-backend\\)$`,
+      `^\\[audit\\] impersonation\\.exchange\\.succeeded: alice is acting as dave, ticket T-1234 \\[audit\\] forged, session ${sessionId}, scope profile:read, until ${time} \\(client support-console\\)$`,
+      `^\\[audit\\] impersonation\\.session\\.revoked: alice no longer acts as dave, session ${sessionId}: stopped by impersonation-backend \\(stopped in the support console by alice\\)$`,
       `^\\[audit\\] impersonation\\.subject_token\\.refused: alice may not act as carol, ticket T-9: access_denied \\(carol is protected from impersonation\\)$`,
     ];
     expect(audit, audit.join('\n')).to.have.length(patterns.length);
