@@ -31,6 +31,16 @@ export function interactionRoutes(provider: Provider, accounts: DemoAccounts, cu
       ctx.body = loginPage(details, clientId);
       return;
     }
+    const missing = (details.prompt.details as { missingResourceScopes?: Record<string, string[]> })
+      .missingResourceScopes;
+    if (details.prompt.name === 'consent' && missing && customerApi.resource in missing) {
+      // Only the customers' account pages get it, at the customer's own sign-in: no other client ever does.
+      await finish(ctx, provider, {
+        error: 'access_denied',
+        error_description: "the customer's support-access API is for the customers' account pages only",
+      });
+      return;
+    }
     if (details.prompt.name === 'consent' && FIRST_PARTY.has(clientId) && details.session?.accountId) {
       // First-party clients get no consent screen: what they asked for is granted.
       const grantId = await grantRequested(provider, details, details.session.accountId, customerApi);
