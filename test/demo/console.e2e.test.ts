@@ -4,24 +4,8 @@ import { startDemo, type Demo } from '../../demo/demo.js';
 import { EVENTS, type MemoryAuditLog } from '../../lib/index.js';
 import { ARTIFACTS, expectAccessible, launch, screenshot, type Browser } from './browser.js';
 import { CUSTOMER_EVENTS } from '../../demo/activity.js';
-import { letSupportIn, managementToken, quiet } from './helpers.js';
+import { letSupportIn, managementToken, quiet, refusedWithin } from './helpers.js';
 import { Person } from './person.js';
-
-async function customerStatus(demo: Demo, token: string): Promise<number> {
-  const response = await fetch(`${demo.backend.url}/api/customer`, { headers: { authorization: `Bearer ${token}` } });
-  await response.body?.cancel();
-  return response.status;
-}
-
-/** The statuses the resource API answers until it refuses the token, at most `ms` later. */
-async function refusedWithin(demo: Demo, token: string, ms: number): Promise<number> {
-  const started = Date.now();
-  for (;;) {
-    const status = await customerStatus(demo, token);
-    if (status !== 200 || Date.now() - started > ms) return status;
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
 
 describe('demo: support console in headless Chromium', function () {
   this.timeout(90_000);
@@ -127,7 +111,7 @@ describe('demo: support console in headless Chromium', function () {
 
   it('Stop impersonating revokes the session: the banner goes, the resource API refuses the token, the trail records it', async () => {
     const token = await alice.actingToken();
-    expect(await customerStatus(demo, token)).to.equal(200);
+    expect(await refusedWithin(demo, token, 0)).to.equal(200);
     await alice.page.getByRole('button', { name: 'Stop impersonating' }).click();
     await alice.page.locator('#notice').waitFor({ state: 'visible' });
     expect(await alice.text('#notice')).to.equal(

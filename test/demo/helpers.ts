@@ -281,3 +281,20 @@ export async function letSupportIn(backendUrl: string, customer = 'bob'): Promis
   if (given.status !== 303 || !text.includes('id="grants"'))
     throw new Error(`bob could not give access: ${given.status}`);
 }
+
+/**
+ * What the resource API answers a token's call of `GET /api/customer`, asked
+ * again every 50 ms until it refuses the token or `ms` have passed.
+ */
+export async function refusedWithin(demo: Demo, token: string, ms: number): Promise<number> {
+  const started = Date.now();
+  for (;;) {
+    const response = await fetch(`${demo.backend.url}/api/customer`, {
+      headers: { authorization: `Bearer ${token}` },
+      signal: AbortSignal.timeout(REQUEST_TIMEOUT),
+    });
+    await response.body?.cancel();
+    if (response.status !== 200 || Date.now() - started >= ms) return response.status;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
