@@ -5,11 +5,19 @@
 import { EVENTS } from '../lib/index.js';
 import type { DemoUser } from './seed.js';
 
-/** The rows the customer is shown: each access by support staff and each stop. */
+/**
+ * The rows the customer is shown: each access by support staff and each
+ * stop; the access they gave and ended, the requests they denied; each
+ * break-glass, which marks the access it allowed as an emergency.
+ */
 export const CUSTOMER_EVENTS: readonly string[] = [
   EVENTS.exchangeSucceeded,
   EVENTS.sessionRevoked,
   EVENTS.sessionEnded,
+  EVENTS.accessGrantCreated,
+  EVENTS.accessGrantEnded,
+  EVENTS.approvalDenied,
+  EVENTS.breakGlassUsed,
 ];
 
 /** A row of the audit trail as the Management API serves it. */
@@ -19,7 +27,10 @@ export interface TrailEvent {
   event: string;
   subject: string | null;
   actor: string | null;
+  scope?: string | null;
   context: unknown;
+  /** The subject token behind an access, and behind a break-glass: how the two are matched. */
+  subjectTokenId?: string | null;
   sessionId: string | null;
   reason: string | null;
 }
@@ -37,6 +48,8 @@ export interface ChangeRecord {
 export interface ActivityLine {
   at: string;
   text: string;
+  /** Support came in without the customer's approval (break-glass): the page marks it. */
+  emergency?: true;
 }
 
 const DATE_FORMAT = new Intl.DateTimeFormat('en-GB', {
@@ -60,7 +73,8 @@ export function actorName(id: string, users: ReadonlyMap<string, DemoUser>): str
   return user.roles.includes('support') ? `${user.name} (support)` : user.name;
 }
 
-function ticketOf(context: unknown): string {
+/** ", ticket T-1234: Cannot see the invoices" from a request's context; empty when it names neither. */
+export function ticketOf(context: unknown): string {
   if (typeof context !== 'object' || context === null) return '';
   const { ticketId, reason } = context as { ticketId?: unknown; reason?: unknown };
   const ticket = typeof ticketId === 'string' ? `ticket ${ticketId}` : '';
@@ -68,9 +82,16 @@ function ticketOf(context: unknown): string {
   return ticket && why ? `, ${ticket}: ${why}` : ticket || why ? `, ${ticket || why}` : '';
 }
 
+/** "see" or "see and change": what a grant's scopes (space-separated, or none: anything) let support do. */
+function grantAccess(scope: string | null | undefined): string {
+  return !scope || scope.split(' ').includes('profile:write') ? 'see and change' : 'see';
+}
+
 /**
  * Newest first: each access by support staff ("… accessed your account on …,
- * ticket …: …"), each stop, each change made while acting as the customer.
+ * ticket …: …"), marked when it came without the customer's approval; each
+ * stop; the access the customer gave and ended, the requests they denied;
+ * each change made while acting as the customer.
  */
 export function activityLines(
   events: readonly TrailEvent[],
@@ -78,17 +99,57 @@ export function activityLines(
   users: ReadonlyMap<string, DemoUser>,
 ): ActivityLine[] {
   const lines: ActivityLine[] = [];
+  // The break-glass behind each subject token: the access it allowed is an emergency access.
+  const emergencies = new Map<string, TrailEvent>();
   for (const event of events) {
-    if (!event.actor) continue;
-    const who = actorName(event.actor, users);
-    if (event.event === EVENTS.exchangeSucceeded) {
-      lines.push({
-        at: event.at,
-        text: `${who} accessed your account on ${formatDate(event.at)}${ticketOf(event.context)}`,
-      });
-    } else if (event.event === EVENTS.sessionRevoked || event.event === EVENTS.sessionEnded) {
-      lines.push({ at: event.at, text: `Access by ${who} to your account ended on ${formatDate(event.at)}` });
+    if (event.event === EVENTS.breakGlassUsed && event.subjectTokenId) emergencies.set(event.subjectTokenId, event);
+  }
+  const used = new Set<string>();
+  for (const event of events) {
+    const who = event.actor ? actorName(event.actor, users) : undefined;
+    const on = formatDate(event.at);
+    switch (event.event) {
+      case EVENTS.exchangeSucceeded: {
+        if (!who) break;
+        const emergency = event.subjectTokenId ? emergencies.get(event.subjectTokenId) : undefined;
+        if (emergency && event.subjectTokenId) used.add(event.subjectTokenId);
+        lines.push({
+          at: event.at,
+          text: `${who} accessed your account on ${on}${ticketOf(event.context)}${emergency ? `, without your approval: ${emergency.reason ?? 'no reason given'}` : ''}`,
+          ...(emergency ? { emergency: true as const } : {}),
+        });
+        break;
+      }
+      case EVENTS.sessionRevoked:
+      case EVENTS.sessionEnded:
+        if (who) lines.push({ at: event.at, text: `Access by ${who} to your account ended on ${on}` });
+        break;
+      case EVENTS.accessGrantCreated:
+        lines.push({
+          at: event.at,
+          text: `You let ${who ?? 'anyone in support'} ${grantAccess(event.scope)} your account, on ${on}`,
+        });
+        break;
+      case EVENTS.accessGrantEnded:
+        lines.push({ at: event.at, text: `You ended the access you gave ${who ?? 'support'} on ${on}` });
+        break;
+      case EVENTS.approvalDenied:
+        if (who)
+          lines.push({
+            at: event.at,
+            text: `You denied ${who} access to your account on ${on}${ticketOf(event.context)}`,
+          });
+        break;
     }
+  }
+  // A break-glass whose subject token was not (yet) used: the customer still learns of it.
+  for (const [subjectTokenId, event] of emergencies) {
+    if (used.has(subjectTokenId) || !event.actor) continue;
+    lines.push({
+      at: event.at,
+      text: `${actorName(event.actor, users)} was let into your account without your approval on ${formatDate(event.at)}${ticketOf(event.context)}: ${event.reason ?? 'no reason given'}`,
+      emergency: true,
+    });
   }
   for (const change of changes) {
     if (!change.actor) continue;

@@ -25,6 +25,10 @@ export interface IdentityEndpoints {
   sessions: string;
   /** The revocation feed of impersonation sessions. */
   revocations: string;
+  /** Where the Management API shows an approval request by id. */
+  approvalRequests: string;
+  /** The customer's support-access API (grants and requests), called with the customer's own token. */
+  supportAccess: string;
 }
 
 export interface BackendDependencies {
@@ -34,6 +38,8 @@ export interface BackendDependencies {
   issuer: string;
   identityOrigin: string;
   endpoints: IdentityEndpoints;
+  /** The resource indicator the customer's token for the support-access API is asked for. */
+  customerResource: string;
   secrets: DemoSecrets;
   users: ReadonlyMap<string, DemoUser>;
   log(line: string): void;
@@ -62,6 +68,8 @@ export interface IdentityServiceAddresses {
   managementScope?: string;
   /** The impersonation sessions of the Management API. Default: /api/impersonations at the issuer's origin. */
   sessionsUrl?: string;
+  /** Resource indicator of the customer's support-access API, also where it is served. Default: /api/support-access at the issuer's origin. */
+  customerResource?: string;
 }
 
 export interface DependencySettings extends IdentityServiceAddresses {
@@ -90,6 +98,8 @@ export function backendDependencies(settings: DependencySettings): BackendDepend
     management: settings.managementUrl ?? `${identityOrigin}/api/subject-tokens`,
     sessions: settings.sessionsUrl ?? `${identityOrigin}/api/impersonations`,
     revocations: settings.revocationsUrl ?? `${identityOrigin}/api/impersonations/revocations`,
+    approvalRequests: `${identityOrigin}/api/approval-requests`,
+    supportAccess: settings.customerResource ?? `${identityOrigin}/api/support-access`,
   };
   const managementResource = settings.managementResource ?? `${identityOrigin}/api`;
   const managementScope = settings.managementScope ?? 'subject-tokens:create';
@@ -215,6 +225,7 @@ export function backendDependencies(settings: DependencySettings): BackendDepend
     issuer,
     identityOrigin,
     endpoints,
+    customerResource: endpoints.supportAccess,
     secrets,
     users: new Map(secrets.users.map((user) => [user.id, user])),
     log,

@@ -70,7 +70,7 @@ export async function startBackend(options: BackendOptions): Promise<Backend> {
   impersonationRequestRoutes(router, deps);
   const resources = resourceRoutes(router, deps);
   stopRoutes(router, { ...deps, sessionsUrl: deps.endpoints.sessions });
-  accountRoutes(router, {
+  await accountRoutes(router, {
     ...deps,
     pending: accountLogins,
     changesOf: resources.changesOf,

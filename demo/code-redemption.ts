@@ -16,6 +16,8 @@ export interface CodeRedemption {
 export interface SignedIn {
   accessToken: string;
   expiresIn: number;
+  /** When the sign-in asked for one (`offline_access`). */
+  refreshToken?: string;
   /** What userinfo said of the user; `sub` is always a string. */
   claims: Record<string, unknown> & { sub: string };
 }
@@ -48,5 +50,10 @@ export async function redeemCode(client: CodeRedemption, code: string, verifier:
   );
   if (typeof claims?.['sub'] !== 'string')
     throw new HttpError(502, 'bad_gateway', 'the identity service did not say who signed in');
-  return { accessToken, expiresIn: Number(tokens['expires_in']), claims: claims as SignedIn['claims'] };
+  return {
+    accessToken,
+    expiresIn: Number(tokens['expires_in']),
+    ...(typeof tokens['refresh_token'] === 'string' ? { refreshToken: tokens['refresh_token'] } : {}),
+    claims: claims as SignedIn['claims'],
+  };
 }

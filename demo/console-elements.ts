@@ -30,6 +30,10 @@ export interface ConsoleElements {
   reason: HTMLInputElement;
   ticket: HTMLInputElement;
   impersonate: HTMLButtonElement;
+  'waiting-card': HTMLElement;
+  'waiting-message': HTMLParagraphElement;
+  'waiting-detail': HTMLParagraphElement;
+  'stop-waiting': HTMLButtonElement;
   'customer-card': HTMLElement;
   'customer-title': HTMLHeadingElement;
   'customer-access': HTMLParagraphElement;

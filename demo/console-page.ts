@@ -43,6 +43,8 @@ dl.profile dt { color: var(--muted); font-weight: 600; }
 dl.profile dd { margin: 0; }
 .card h3 { font-size: 15px; margin: 20px 0 8px; }
 details.protocol > summary { cursor: pointer; font-weight: 600; }
+.waiting { border-left: 4px solid var(--accent); }
+.waiting-message { font-size: 17px; font-weight: 600; margin: 0 0 6px; }
 [hidden] { display: none !important; }
 `;
 
@@ -98,6 +100,13 @@ export function consolePage(config: ConsoleConfig): string {
       </div>
       <button id="${consoleId('impersonate')}" type="submit">Impersonate</button>
     </form>
+  </section>
+
+  <section class="card waiting" id="${consoleId('waiting-card')}" hidden>
+    <h2>Asking the customer</h2>
+    <p class="waiting-message" id="${consoleId('waiting-message')}" role="status"></p>
+    <p class="muted" id="${consoleId('waiting-detail')}"></p>
+    <button class="secondary" id="${consoleId('stop-waiting')}" type="button">Stop waiting</button>
   </section>
 
   <section class="card" id="${consoleId('customer-card')}" hidden aria-labelledby="${consoleId('customer-title')}">

@@ -16,6 +16,8 @@ export interface DemoOptions {
   /** Bind address of both servers. Default 127.0.0.1. */
   bindAddress?: string;
   subjectTokenTTL?: number;
+  /** How long a request waits for the customer's answer, seconds. Default: the plugin's (900). */
+  approvalRequestTTL?: number;
   secrets?: DemoSecrets;
   /** The identity service's adapter (e.g. Redis, so that two demo instances share state). */
   adapter?: AdapterSource;
@@ -86,6 +88,7 @@ async function startOn(
     hostname,
     backendOrigin: `http://${hostname}:${ports.backend}`,
     ...(options.subjectTokenTTL === undefined ? {} : { subjectTokenTTL: options.subjectTokenTTL }),
+    ...(options.approvalRequestTTL === undefined ? {} : { approvalRequestTTL: options.approvalRequestTTL }),
     secrets,
     ...(options.adapter ? { adapter: options.adapter } : {}),
     auditLog,
@@ -107,6 +110,7 @@ async function startOn(
       managementUrl: identity.managementUrl,
       managementResource: identity.managementResource,
       managementScope: identity.impersonation.options.managementScope,
+      customerResource: identity.customerResource,
       secrets,
       log,
       ...options.backend,

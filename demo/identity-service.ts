@@ -44,6 +44,8 @@ export interface IdentityServiceOptions {
   peerBackendOrigins?: readonly string[];
   /** Subject-token lifetime, seconds. Default: the plugin's (60). */
   subjectTokenTTL?: number;
+  /** How long a request waits for the customer's answer, seconds. Default: the plugin's (900). */
+  approvalRequestTTL?: number;
   secrets?: DemoSecrets;
   /** The provider's adapter, shared with the subject-token store. Default: the plugin's memory adapter. */
   adapter?: AdapterSource;
@@ -69,6 +71,8 @@ export interface IdentityService {
   managementResource: string;
   /** {baseUrl}/api/subject-tokens */
   managementUrl: string;
+  /** The resource indicator of the customer's support-access API: {baseUrl}/api/support-access */
+  customerResource: string;
   provider: Provider;
   impersonation: Impersonation;
   server: http.Server;
@@ -76,6 +80,8 @@ export interface IdentityService {
 }
 
 const OIDC_PREFIX = '/oidc';
+/** Where the plugin serves the customer's API (its default `approvals.customerPath`), also its resource indicator. */
+const SUPPORT_ACCESS_PATH = '/api/support-access';
 /** RFC 8414's metadata path: for an issuer with a path, that path is appended to it (3.1). */
 const AUTHORIZATION_SERVER_METADATA = '/.well-known/oauth-authorization-server';
 
@@ -91,6 +97,7 @@ export async function startIdentityService(options: IdentityServiceOptions): Pro
   const baseUrl = options.publicUrl?.replace(/\/$/, '') ?? `http://${options.hostname ?? 'localhost'}:${port}`;
   const issuer = `${baseUrl}${OIDC_PREFIX}`;
   const managementResource = `${baseUrl}/api`;
+  const customerResource = `${baseUrl}${SUPPORT_ACCESS_PATH}`;
   const secrets = options.secrets ?? demoSecrets();
   const log = options.log ?? (() => {});
   const accounts = demoAccounts(secrets.users);
@@ -98,8 +105,10 @@ export async function startIdentityService(options: IdentityServiceOptions): Pro
   const impersonation = demoImpersonation({
     managementResource,
     auditLog: options.auditLog,
+    customerResource,
     ...(options.subjectTokenTTL === undefined ? {} : { subjectTokenTTL: options.subjectTokenTTL }),
     ...(options.actorMaxAge === undefined ? {} : { actorMaxAge: options.actorMaxAge }),
+    ...(options.approvalRequestTTL === undefined ? {} : { approvalRequestTTL: options.approvalRequestTTL }),
   });
   const configuration = providerConfiguration({
     impersonation,
@@ -127,7 +136,10 @@ export async function startIdentityService(options: IdentityServiceOptions): Pro
   const app = new Koa();
   app.on('error', (error: Error) => log(`[identity] ${error.stack ?? error.message}`));
   app.use(renderHttpErrors);
-  const router = interactionRoutes(provider, accounts);
+  const router = interactionRoutes(provider, accounts, {
+    resource: customerResource,
+    scope: impersonation.options.approvals?.customerScope ?? '',
+  });
   app.use(router.routes()).use(router.allowedMethods());
   app.use(landing(issuer, options.backendOrigin));
   app.use(impersonation.managementApi());
@@ -139,6 +151,7 @@ export async function startIdentityService(options: IdentityServiceOptions): Pro
     issuer,
     managementResource,
     managementUrl: `${baseUrl}${impersonation.options.managementPath}`,
+    customerResource,
     provider,
     impersonation,
     server,

@@ -2,22 +2,41 @@
  * `POST /api/request-impersonation`: a support engineer asks to act as a
  * customer; the backend checks who they are and asks the Management API for
  * a subject token bound to them and to the application they signed in with.
+ *
+ * A customer who must approve (bob) gets no token at first: the Management
+ * API answers 202 with an approval request, which the backend passes on. The
+ * console keeps the request's id and asks `GET /api/impersonation-approval`
+ * from time to time; the backend reads the request (only the engineer's own)
+ * and, once the customer approved, asks for the subject token again, now
+ * covered by the grant the approval made.
  */
 import type Router from '@koa/router';
 import type { Actor } from './actor.js';
 import type { BackendDependencies } from './backend-dependencies.js';
 import { HttpError, jsonOf, readJson } from './http.js';
 import { logText } from './log-text.js';
+import { API_RESOURCE } from './seed.js';
+
+type Access = 'read' | 'edit';
 
 interface ImpersonationRequest {
   userId: string;
   reason: string;
   ticketId: string;
   /** `edit` asks for an impersonation that may change the customer's data (profile:write). */
-  access: 'read' | 'edit';
+  access: Access;
+}
+
+/** What the backend answers the console: a subject token, a request waiting for the customer, or a refusal. */
+interface Answer {
+  status: number;
+  body: Record<string, unknown>;
 }
 
 const MAX_FIELD = { userId: 256, reason: 500, ticketId: 100, access: 4 } as const;
+const APPROVAL_REQUEST_ID = /^apr_[A-Za-z0-9_-]{22}$/;
+/** What the customer is asked to allow, per access: the demo API, to read, or to read and change. */
+const SCOPES: Record<Access, string[]> = { read: ['profile:read'], edit: ['profile:read', 'profile:write'] };
 
 export function impersonationRequestRoutes(router: Router, deps: BackendDependencies): void {
   router.post('/api/request-impersonation', async (ctx) => {
@@ -25,23 +44,67 @@ export function impersonationRequestRoutes(router: Router, deps: BackendDependen
     const actor = await deps.supportActor(ctx);
     const request = parseImpersonationRequest(await readJson(ctx));
     if (request.userId === actor.sub) throw new HttpError(400, 'invalid_request', 'you cannot impersonate yourself');
-    const { status, body } = await createSubjectToken(deps, request, actor);
+    const { status, body } = await createSubjectToken(deps, creationBody(request, actor, SCOPES[request.access]));
     deps.log(
       `[backend] ${actor.sub} requested impersonation of ${logText(request.userId)} (ticket ${logText(request.ticketId)}): ${status}`,
     );
     ctx.status = status;
     ctx.body = body;
   });
+
+  // Where a request waiting for the customer stands; once approved, the subject token it allows.
+  router.get('/api/impersonation-approval', async (ctx) => {
+    ctx.set('Cache-Control', 'no-store');
+    const actor = await deps.supportActor(ctx);
+    const id = ctx.query['requestId'];
+    if (typeof id !== 'string' || !APPROVAL_REQUEST_ID.test(id))
+      throw new HttpError(400, 'invalid_request', 'requestId is not an approval request id');
+    const found = await deps.management('GET', `${deps.endpoints.approvalRequests}/${id}`);
+    const view = found.body;
+    // Only the engineer's own request, from the application they signed in with; any other is unknown here.
+    if (found.status !== 200 || view?.['actor'] !== actor.sub || view['clientId'] !== actor.clientId)
+      throw new HttpError(404, 'not_found', 'you have no approval request with this id');
+    const customer = customerOf(deps, view['subject']);
+    switch (view['status']) {
+      case 'pending':
+        ctx.body = { status: 'pending', customer, expiresAt: view['expiresAt'] };
+        return;
+      case 'denied':
+        ctx.body = {
+          status: 'denied',
+          customer,
+          ...(typeof view['denialReason'] === 'string' ? { reason: view['denialReason'] } : {}),
+        };
+        return;
+      case 'expired':
+        ctx.body = { status: 'expired', customer };
+        return;
+      case 'approved': {
+        const answer = await createSubjectToken(deps, resumedBody(view, actor));
+        deps.log(
+          `[backend] ${actor.sub} resumed impersonation of ${logText(customer.id)} (request ${id}): ${answer.status}`,
+        );
+        ctx.status = answer.status;
+        ctx.body = answer.status === 200 ? { status: 'approved', customer, ...answer.body } : answer.body;
+        return;
+      }
+      default:
+        throw new HttpError(
+          502,
+          'bad_gateway',
+          'the Management API showed an approval request this backend cannot read',
+        );
+    }
+  });
 }
 
-async function createSubjectToken(
-  deps: BackendDependencies,
-  request: ImpersonationRequest,
-  actor: Actor,
-): Promise<{ status: number; body: unknown }> {
-  // Bound to the engineer and the application they signed in with: a subject
-  // token that leaks can be redeemed only there, and only with their own token.
-  const body = JSON.stringify({
+/**
+ * Bound to the engineer and the application they signed in with: a subject
+ * token that leaks can be redeemed only there, and only with their own token.
+ * The resource and scopes are what the customer is asked to allow.
+ */
+function creationBody(request: ImpersonationRequest, actor: Actor, scope: readonly string[]): Record<string, unknown> {
+  return {
     userId: request.userId,
     context: {
       ticketId: request.ticketId,
@@ -51,7 +114,35 @@ async function createSubjectToken(
     },
     actorId: actor.sub,
     clientId: actor.clientId,
-  });
+    resource: API_RESOURCE,
+    scope,
+  };
+}
+
+/**
+ * The request again, as it was asked, after the customer approved it: for
+ * the scopes the customer allowed (they may have narrowed what was asked), so
+ * that the grant their approval made covers it.
+ */
+function resumedBody(view: Record<string, unknown>, actor: Actor): Record<string, unknown> {
+  const context = view['context'] as Record<string, unknown> | undefined;
+  const grant = view['grant'] as { scope?: unknown } | undefined;
+  const fields = [view['subject'], context?.['ticketId'], context?.['reason']];
+  const access = context?.['access'];
+  if (!fields.every((field) => typeof field === 'string') || (access !== 'read' && access !== 'edit'))
+    throw new HttpError(502, 'bad_gateway', 'the approval request does not say what was asked');
+  const allowed = Array.isArray(grant?.scope) ? grant.scope.filter((name) => typeof name === 'string') : undefined;
+  const [userId, ticketId, reason] = fields as [string, string, string];
+  return creationBody({ userId, ticketId, reason, access }, actor, allowed ?? SCOPES[access]);
+}
+
+function customerOf(deps: BackendDependencies, subject: unknown): { id: string; name: string } {
+  const id = String(subject);
+  return { id, name: deps.users.get(id)?.name ?? id };
+}
+
+async function createSubjectToken(deps: BackendDependencies, creation: Record<string, unknown>): Promise<Answer> {
+  const body = JSON.stringify(creation);
   for (let attempt = 0; ; attempt += 1) {
     const token = await deps.m2m.get();
     const response = await deps.call(deps.endpoints.management, {
@@ -68,6 +159,25 @@ async function createSubjectToken(
     if (response.ok && typeof answer?.['subjectToken'] === 'string' && typeof answer['expiresIn'] === 'number') {
       return { status: 200, body: { subjectToken: answer['subjectToken'], expiresIn: answer['expiresIn'] } };
     }
+    const pending = answer?.['approvalRequest'] as Record<string, unknown> | undefined;
+    if (
+      response.status === 202 &&
+      typeof pending?.['id'] === 'string' &&
+      APPROVAL_REQUEST_ID.test(pending['id']) &&
+      typeof pending['expiresAt'] === 'string'
+    ) {
+      // The customer must approve: the console waits for their answer.
+      return {
+        status: 202,
+        body: {
+          approvalRequest: {
+            id: pending['id'],
+            expiresAt: pending['expiresAt'],
+            customer: customerOf(deps, pending['subject']),
+          },
+        },
+      };
+    }
     // Only the error fields: a malformed success could still carry a subject token.
     deps.log(
       `[backend] Management API answered ${response.status} ${String(answer?.['error'] ?? '')} ${String(answer?.['error_description'] ?? '')}`,
@@ -75,7 +185,7 @@ async function createSubjectToken(
     if (response.ok || response.status === 401) {
       throw new HttpError(502, 'bad_gateway', `the Management API answered ${response.status}`);
     }
-    // Its refusal (403, 404, 400, 503, ...) is passed on as it is.
+    // Its refusal (403, 404, 400, 429, 503, ...) is passed on as it is.
     return {
       status: response.status,
       body: {

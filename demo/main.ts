@@ -127,14 +127,14 @@ console.log(`
 Impersonation demo is running.
 
   Support console     ${backend.url}/  (sign in as alice)
-  Customer's account  ${backend.url}/account  (sign in as bob: who accessed the account)
+  Customer's account  ${backend.url}/account  (sign in as bob: support's requests, access given, who accessed the account)
   Identity service    ${identity.issuer}  (discovery: ${identity.issuer}/.well-known/openid-configuration)
   Management API      POST ${identity.managementUrl}
   Backend             POST ${backend.url}/api/request-impersonation
   Resource API        GET  ${backend.url}/api/me  (JWTs for https://api.example.com)
   Actor token helper  ${backend.url}/web/login  (confidential client support-web; for curl)
 
-  Users: ${secrets.users.map((user) => `${user.id} / ${user.password}${user.roles.includes('support') ? ' (support staff)' : ''}${user.impersonable ? '' : ' (not impersonable)'}`).join(', ')}
+  Users: ${secrets.users.map((user) => `${user.id} / ${user.password}${user.roles.includes('support') ? ' (support staff)' : ''}${user.impersonable ? '' : ' (not impersonable)'}${user.approval === 'grant' ? ' (approves support first)' : ''}`).join(', ')}
   Subject-token lifetime: ${identity.impersonation.options.subjectTokenTTL} s
   Store: ${storeDescription}
   Keys: ${shared ? `shared, from ${shared.source}` : 'made at start, for this instance only'}
@@ -142,7 +142,7 @@ Impersonation demo is running.
   Audit trail: ${databaseUrl ? auditDescription(databaseUrl) : 'in memory (hash-chained; lost at exit)'}
   Logged below: impersonations asked for, refused, started and stopped; failures${logFeedReads ? '; every read of the revocation feed' : " (DEMO_LOG_FEED=1 adds the revocation feed's reads)"}
 
-Open ${backend.url}/, sign in as alice, impersonate bob. Ctrl+C stops.
+Open ${backend.url}/, sign in as alice, impersonate bob; in another browser, bob approves at ${backend.url}/account. Ctrl+C stops.
 `);
 
 let stopping = false;

@@ -2,6 +2,7 @@
  * Seed data of the demo: users, client secrets and the demo resource server.
  * Demo only. Every secret can be overridden through the environment.
  */
+import type { ApprovalRequirement } from '../lib/index.js';
 
 export const API_RESOURCE = 'https://api.example.com';
 export const API_SCOPES = ['profile:read', 'profile:write'] as const;
@@ -13,6 +14,12 @@ export const CLIENTS = {
   backend: 'impersonation-backend',
   /** The customers' own account pages (confidential, server-side sign-in). */
   account: 'customer-account',
+  /**
+   * The on-call team's emergency access: a machine client of the Management
+   * API that may bypass the customer's approval (break-glass), with a reason.
+   * The console never uses it.
+   */
+  emergency: 'emergency-access',
 } as const;
 
 export interface DemoUser {
@@ -24,6 +31,12 @@ export interface DemoUser {
   roles: string[];
   /** When false, the identity service refuses to create subject tokens for this user. */
   impersonable: boolean;
+  /**
+   * What support needs from this customer before acting as them: nothing
+   * (`none`), or a grant in force: one they gave ahead of time, or their
+   * approval of the request (`grant`).
+   */
+  approval: Extract<ApprovalRequirement, 'none' | 'grant'>;
 }
 
 export interface DemoSecrets {
@@ -34,6 +47,8 @@ export interface DemoSecrets {
   backendClientSecret: string;
   /** Secret of the customers' account pages, client `customer-account`. */
   accountClientSecret: string;
+  /** Secret of the break-glass client `emergency-access`. */
+  emergencyClientSecret: string;
 }
 
 type Env = Readonly<Record<string, string | undefined>>;
@@ -47,6 +62,7 @@ export function demoSecrets(env: Env = process.env): DemoSecrets {
         name: 'Alice Adams',
         roles: ['support'],
         impersonable: true,
+        approval: 'none',
       },
       {
         id: 'bob',
@@ -54,6 +70,8 @@ export function demoSecrets(env: Env = process.env): DemoSecrets {
         name: 'Bob Brown',
         roles: ['customer'],
         impersonable: true,
+        // Support acts as bob only with his say: a grant he gave, or his approval of each request.
+        approval: 'grant',
       },
       {
         id: 'carol',
@@ -61,11 +79,22 @@ export function demoSecrets(env: Env = process.env): DemoSecrets {
         name: 'Carol Clark',
         roles: ['customer'],
         impersonable: false,
+        approval: 'none',
+      },
+      {
+        id: 'dave',
+        password: env['DAVE_PASSWORD'] || 'dave-password',
+        name: 'Dave Doyle',
+        roles: ['customer'],
+        impersonable: true,
+        // Support may act as dave without asking him first.
+        approval: 'none',
       },
     ],
     webClientSecret: env['SUPPORT_WEB_SECRET'] || 'support-web-secret',
     backendClientSecret: env['IMPERSONATION_BACKEND_SECRET'] || 'impersonation-backend-secret',
     accountClientSecret: env['CUSTOMER_ACCOUNT_SECRET'] || 'customer-account-secret',
+    emergencyClientSecret: env['EMERGENCY_ACCESS_SECRET'] || 'emergency-access-secret',
   };
 }
 
@@ -131,6 +160,20 @@ export function customerSeed(): Map<string, CustomerRecord> {
           { id: 'ORD-0977', placedOn: '2026-09-30', items: 'Conference phone', total: '€320.00', status: 'Delivered' },
         ],
         invoices: [{ id: 'INV-2026-0290', issuedOn: '2026-09-30', amount: '€320.00', status: 'Paid' }],
+      },
+    ],
+    [
+      'dave',
+      {
+        profile: {
+          name: 'Dave Doyle',
+          email: 'dave@example.com',
+          plan: 'Starter',
+          memberSince: '2024-01-09',
+          shippingAddress: { line1: '88 Canal Walk', city: 'Dublin', postcode: 'D02 X285', country: 'Ireland' },
+        },
+        orders: [{ id: 'ORD-1120', placedOn: '2026-11-18', items: 'Desk lamp', total: '€59.00', status: 'Processing' }],
+        invoices: [{ id: 'INV-2026-0401', issuedOn: '2026-11-18', amount: '€59.00', status: 'Due 2026-12-18' }],
       },
     ],
   ]);

@@ -11,7 +11,7 @@ import type { DemoUser } from './seed.js';
 
 /** A call of the Management API with the backend's M2M token. */
 export type Management = (
-  method: 'GET' | 'DELETE',
+  method: 'GET' | 'POST' | 'DELETE',
   target: string,
   body?: unknown,
 ) => Promise<{ status: number; body: Record<string, unknown> | undefined }>;
@@ -58,6 +58,13 @@ export function stopRoutes(router: Router, options: StopRouteOptions): void {
     ctx.body = {
       state: session['state'],
       expiresAt: session['expiresAt'],
+      // An access grant the customer ended ended this session too: the console says who ended it.
+      ...(session['state'] === 'ended'
+        ? {
+            endReason: session['endReason'],
+            customer: options.users.get(String(session['subject']))?.name ?? String(session['subject']),
+          }
+        : {}),
       ...(session['state'] === 'revoked'
         ? {
             stoppedBy: stopper

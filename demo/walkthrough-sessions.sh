@@ -11,12 +11,12 @@ json() { sed -n "s/.*\"$1\":\"\([^\"]*\)\".*/\1/p"; }
 # A JWT's payload as JSON: base64url, padded for base64 -d.
 claims() { local part; part=$(printf '%s' "$1" | cut -d. -f2 | tr '_-' '/+'); while [ $(( ${#part} % 4 )) -ne 0 ]; do part="$part="; done; printf '%s' "$part" | base64 -d; }
 
-echo '# 1. alice signs in (support-web), asks the backend to impersonate bob, and exchanges the subject token'
+echo '# 1. alice signs in (support-web), asks the backend to impersonate dave (who needs no approval), and exchanges the subject token'
 FORM=$(curl -sSL -c "$JAR" -b "$JAR" -o /dev/null -w '%{url_effective}' "$BACKEND/web/login")
 ACTOR_TOKEN=$(curl -sSL -c "$JAR" -b "$JAR" -d login=alice -d password=alice-password "$FORM/login" \
   | sed -n 's/.*<pre id="access-token">\([^<]*\)<.*/\1/p')
 SUBJECT_TOKEN=$(curl -sS -H "Authorization: Bearer $ACTOR_TOKEN" -H 'Content-Type: application/json' \
-  -d '{"userId":"bob","reason":"Cannot see the invoices","ticketId":"T-1234"}' \
+  -d '{"userId":"dave","reason":"Cannot see the invoices","ticketId":"T-1234"}' \
   "$BACKEND/api/request-impersonation" | json subjectToken)
 ACCESS_TOKEN=$(curl -sS -u support-web:support-web-secret \
   -d grant_type=urn:ietf:params:oauth:grant-type:token-exchange -d scope=profile:read -d resource=https://api.example.com \
@@ -25,11 +25,11 @@ ACCESS_TOKEN=$(curl -sS -u support-web:support-web-secret \
   "$IDENTITY/oidc/token" | json access_token)
 curl -sS -H "Authorization: Bearer $ACCESS_TOKEN" "$BACKEND/api/me"; echo
 
-echo '# 2. The support team lists active impersonations of bob (M2M token with impersonations:read and :revoke)'
+echo '# 2. The support team lists active impersonations of dave (M2M token with impersonations:read and :revoke)'
 ADMIN=$(curl -sS -u impersonation-backend:impersonation-backend-secret \
   -d grant_type=client_credentials -d resource="$IDENTITY/api" -d 'scope=impersonations:read impersonations:revoke' \
   "$IDENTITY/oidc/token" | json access_token)
-curl -sS -H "Authorization: Bearer $ADMIN" "$IDENTITY/api/impersonations?subject=bob"; echo
+curl -sS -H "Authorization: Bearer $ADMIN" "$IDENTITY/api/impersonations?subject=dave"; echo
 # The token names its session in the impersonation_session claim.
 SESSION=$(claims "$ACCESS_TOKEN" | json impersonation_session)
 

@@ -19,9 +19,9 @@ curl -sS -u impersonation-backend:impersonation-backend-secret \
   "$IDENTITY/oidc/token"
 echo
 
-echo '# 2. Request impersonation of bob from the backend'
+echo '# 2. Request impersonation of dave (a customer who needs no approval) from the backend'
 RESPONSE=$(curl -sS -H "Authorization: Bearer $ACTOR_TOKEN" -H 'Content-Type: application/json' \
-  -d '{"userId":"bob","reason":"Cannot see the invoices","ticketId":"T-1234"}' \
+  -d '{"userId":"dave","reason":"Cannot see the invoices","ticketId":"T-1234"}' \
   "$BACKEND/api/request-impersonation")
 echo "$RESPONSE"
 SUBJECT_TOKEN=$(printf '%s' "$RESPONSE" | sed -n 's/.*"subjectToken":"\([^"]*\)".*/\1/p')

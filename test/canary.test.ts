@@ -580,9 +580,20 @@ describe('canary: no token value or secret leaves its place', function () {
     });
     after(() => demo?.close());
 
-    it('logs no token value or secret over the flow and its refusals', async () => {
+    it('logs no token value or secret over the flow, customer approval and the refusals', async () => {
       const demoCanary = new Canary();
-      demoCanary.secret('support-web-secret', 'impersonation-backend-secret');
+      demoCanary.secret(
+        'support-web-secret',
+        'impersonation-backend-secret',
+        'customer-account-secret',
+        'emergency-access-secret',
+      );
+      // Every token the identity service issues, the backend's own included (M2M, the customer's refresh token and token).
+      demo.identity.provider.on('grant.success', (ctx: Koa.Context) => {
+        const issued = ctx.body as Record<string, unknown> | undefined;
+        for (const name of ['access_token', 'refresh_token', 'id_token'])
+          if (typeof issued?.[name] === 'string') demoCanary.secret(issued[name]);
+      });
       const alice = await demoHttp.signIn(demo, { login: 'alice', password: 'alice-password' });
       const aliceWeb = await demoHttp.signIn(demo, {
         login: 'alice',
@@ -591,7 +602,8 @@ describe('canary: no token value or secret leaves its place', function () {
       });
       const bob = await demoHttp.signIn(demo, { login: 'bob', password: 'bob-password' });
       demoCanary.secret(alice, aliceWeb, bob);
-      const request = { userId: 'bob', reason: 'Cannot see the invoices', ticketId: 'T-1234' };
+      // Dave needs no approval; bob's comes below.
+      const request = { userId: 'dave', reason: 'Cannot see the invoices', ticketId: 'T-1234' };
 
       const granted = await demoHttp.requestImpersonation(demo, alice, request);
       const subject = granted.body['subjectToken'] as string;
@@ -644,14 +656,58 @@ describe('canary: no token value or secret leaves its place', function () {
       ];
       expect(answers.map((answer) => answer.slice(0, 3))).to.deep.equal(['200', '403', '200', '204', '200', '403']);
       for (const [index, answer] of answers.entries()) demoCanary.sink(`demo API answer ${index}`, answer);
-      const jar = new demoHttp.CookieJar();
-      const form = await demoHttp.follow(jar, `${demo.backend.url}/account/login`);
-      const account = await demoHttp.follow(jar, `${form.url}/login`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/x-www-form-urlencoded' },
-        body: new URLSearchParams({ login: 'bob', password: 'bob-password' }),
+
+      // Bob must approve: alice waits, bob approves on his page, alice goes on; bob ends the access, then denies.
+      const bobRequest = { ...request, userId: 'bob' };
+      const asked = await demoHttp.requestImpersonation(demo, alice, bobRequest);
+      expect(asked.status).to.equal(202);
+      demoCanary.sink('the request waiting for bob', asked.body);
+      const requestId = (asked.body['approvalRequest'] as { id: string }).id;
+      const { jar, html: before } = await demoHttp.accountSignIn(demo.backend.url, 'bob');
+      const csrf = demoHttp.csrfOf(before);
+      const form = (action: string, fields: Record<string, string>) =>
+        demoHttp
+          .postAccountForm(demo.backend.url, jar, action, { csrf, ...fields })
+          .then(
+            async (response) => `${response.status} ${response.headers.get('location') ?? ''} ${await response.text()}`,
+          );
+      const forms = [await form(`/account/support-access/requests/${requestId}/approve`, { duration: '3600' })];
+      const approval = await fetch(`${demo.backend.url}/api/impersonation-approval?requestId=${requestId}`, {
+        headers: { authorization: `Bearer ${alice}` },
       });
-      const html = await account.text();
+      const approved = (await approval.json()) as Record<string, unknown>;
+      expect(approved['status']).to.equal('approved');
+      demoCanary.secret(approved['subjectToken'] as string);
+      const bobToken = (await demoHttp.exchange(demo, approved['subjectToken'] as string, alice)).body['access_token'];
+      demoCanary.secret(bobToken as string);
+      const grantId = /id="grant-(agr_[A-Za-z0-9_-]{22})"/.exec(
+        await (await demoHttp.request(jar, `${demo.backend.url}/account`)).text(),
+      )?.[1];
+      forms.push(await form(`/account/support-access/grants/${grantId}/end`, {}));
+      const deniedId = (
+        (await demoHttp.requestImpersonation(demo, alice, bobRequest)).body['approvalRequest'] as { id: string }
+      ).id;
+      forms.push(await form(`/account/support-access/requests/${deniedId}/deny`, { reason: 'Call me first' }));
+      forms.push(
+        await demoHttp
+          .postAccountForm(demo.backend.url, jar, '/account/support-access/grants', {
+            csrf: 'forged',
+            duration: '3600',
+            access: 'read',
+          })
+          .then((response) => response.text()),
+      );
+      expect(forms.map((answer) => answer.slice(0, 3))).to.deep.equal(['303', '303', '303', '<!d']);
+      for (const [index, answer] of forms.entries()) demoCanary.sink(`account form ${index}`, answer);
+      demoCanary.sink(
+        'the denial as the console reads it',
+        await (
+          await fetch(`${demo.backend.url}/api/impersonation-approval?requestId=${deniedId}`, {
+            headers: { authorization: `Bearer ${alice}` },
+          })
+        ).text(),
+      );
+      const html = await (await demoHttp.request(jar, `${demo.backend.url}/account`)).text();
       expect(html).to.contain('Alice Adams (support) accessed your account on');
       demoCanary.sink('the account page', html);
       // Sign-ins started and never finished, until the bound refuses one.

@@ -4,8 +4,10 @@
  * customer: the backend asks the Management API for a subject token, the
  * console exchanges it with the engineer's token, then shows the customer's
  * data from the resource API as the customer's app would. While acting, a
- * banner says as whom, until when, and stops it. The protocol's steps and
- * claims stay available under "Details".
+ * banner says as whom, until when, and stops it. A customer who must approve
+ * is asked first: the console says it waits for them, asks the backend from
+ * time to time, and goes on by itself once they approve (or says they
+ * denied). The protocol's steps and claims stay available under "Details".
  */
 import type { ConsoleElementId, ConsoleElements } from '../console-elements.js';
 import type { ConsoleConfig } from '../console-page.js';
@@ -16,7 +18,13 @@ const SESSION_KEY = 'support-console.session';
 const LOGIN_KEY = 'support-console.login';
 const ACTING_KEY = 'support-console.acting';
 const RESUME_KEY = 'support-console.resume';
+const WAITING_KEY = 'support-console.waiting';
 const WRITE_SCOPE = 'profile:write';
+/** Asking whether the customer answered: first after a second, then less often, at most every three seconds. */
+const FIRST_POLL_MS = 1000;
+const MAX_POLL_MS = 3000;
+/** Failed asks in a row (the backend unreachable) after which the console stops waiting and says so. */
+const MAX_POLL_FAILURES = 5;
 
 interface Session {
   accessToken: string;
@@ -50,6 +58,26 @@ interface Address {
   country: string;
 }
 
+interface Customer {
+  id: string;
+  name: string;
+}
+
+/** A request waiting for the customer's answer: kept in sessionStorage, so that the wait survives a reload. */
+interface Waiting {
+  requestId: string;
+  request: ImpersonationRequest;
+  edit: boolean;
+  customer: Customer;
+  /** RFC 3339: when the request expires unanswered. */
+  expiresAt: string;
+}
+
+interface SubjectToken {
+  subjectToken: string;
+  expiresIn: number;
+}
+
 interface CustomerRecord {
   profile: { name: string; email: string; plan: string; memberSince: string; shippingAddress: Address };
   orders: Array<{ id: string; placedOn: string; items: string; total: string; status: string }>;
@@ -67,11 +95,16 @@ class FlowError extends Error {
   }
 }
 
+/** The engineer stopped waiting for the customer's answer. */
+class StoppedWaiting extends Error {}
+
 /** What the script keeps from one event to the next; made by `init()`. */
 interface ConsoleState {
   readonly config: ConsoleConfig;
   /** The banner's countdown, while one runs. */
   tick: number | undefined;
+  /** Ends the wait for a customer's answer, while one runs. */
+  waiting: AbortController | undefined;
 }
 
 /** The page's element with this id; the page writes its ids from the same map (console-elements.ts). */
@@ -186,6 +219,14 @@ function loadActing(): Acting | undefined {
   return load<Acting>(ACTING_KEY);
 }
 
+function loadWaiting(): Waiting | undefined {
+  return load<Waiting>(WAITING_KEY);
+}
+
+function firstName(customer: Customer): string {
+  return customer.name.split(' ')[0] ?? customer.name;
+}
+
 function customerName(acting: Acting): string {
   return acting.name ? `${acting.name} (${acting.userId})` : acting.userId;
 }
@@ -242,8 +283,11 @@ async function completeSignIn(state: ConsoleState, params: URLSearchParams): Pro
   if (!info.ok) throw await failure('Reading your profile', info);
   const claims = (await info.json()) as { sub: string; name?: string; roles?: string[] };
   const previous = loadSession();
-  // Another person signing in on this browser does not inherit an impersonation.
-  if (previous && previous.sub !== claims.sub) sessionStorage.removeItem(ACTING_KEY);
+  // Another person signing in on this browser does not inherit an impersonation, nor a wait for one.
+  if (previous && previous.sub !== claims.sub) {
+    sessionStorage.removeItem(ACTING_KEY);
+    sessionStorage.removeItem(WAITING_KEY);
+  }
   const session: Session = {
     accessToken: tokens.access_token,
     expiresAt: Date.now() + tokens.expires_in * 1000,
@@ -268,7 +312,16 @@ function render(state: ConsoleState): void {
   element('sign-out').hidden = !session;
   element('sign-in-card').hidden = Boolean(session);
   element('not-support-card').hidden = !session || support;
-  element('impersonate-card').hidden = !support || Boolean(acting);
+  const waiting = session ? loadWaiting() : undefined;
+  element('impersonate-card').hidden = !support || Boolean(acting) || Boolean(waiting);
+  element('waiting-card').hidden = !waiting;
+  if (waiting) {
+    element('waiting-message').textContent = `Waiting for ${firstName(waiting.customer)}'s approval…`;
+    element('waiting-detail').textContent =
+      `You asked to ${waiting.edit ? 'change' : 'see'} the account of ${waiting.customer.name} (${waiting.customer.id}), ` +
+      `ticket ${waiting.request.ticketId}. ${firstName(waiting.customer)} answers on their account page; this console ` +
+      `goes on by itself once they approve. The request expires at ${new Date(waiting.expiresAt).toLocaleTimeString()}.`;
+  }
   element('acting-banner').hidden = !acting;
   element('customer-card').hidden = !acting;
   if (acting) {
@@ -356,38 +409,166 @@ function showClaims(claims: Record<string, unknown>): void {
   element('token-card').hidden = false;
 }
 
+/** A pause that ends early, rejecting, when `signal` aborts. */
+function pause(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal.aborted) {
+      reject(new StoppedWaiting());
+      return;
+    }
+    const timer = window.setTimeout(() => {
+      signal.removeEventListener('abort', stopped);
+      resolve();
+    }, ms);
+    const stopped = () => {
+      window.clearTimeout(timer);
+      reject(new StoppedWaiting());
+    };
+    signal.addEventListener('abort', stopped, { once: true });
+  });
+}
+
 /**
- * The three steps of the spec: the backend asks for a subject token, the
- * console exchanges it with the engineer's token, the resource API accepts
- * the result. `edit` asks for an impersonation that may change data.
+ * Step 1: the backend asks the Management API for a subject token. When the
+ * customer must approve, it answers 202 with the request waiting for them,
+ * and the console waits for their answer.
+ */
+async function requestSubjectToken(
+  state: ConsoleState,
+  session: Session,
+  request: ImpersonationRequest,
+  edit: boolean,
+): Promise<SubjectToken> {
+  const requested = await send('Requesting impersonation', '/api/request-impersonation', {
+    method: 'POST',
+    headers: { authorization: `Bearer ${session.accessToken}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ ...request, access: edit ? 'edit' : 'read' }),
+  });
+  if (requested.status === 401) sessionStorage.removeItem(SESSION_KEY);
+  if (!requested.ok) {
+    throw await failure('Requesting impersonation', requested, (error, description) =>
+      error === 'user_not_found'
+        ? `there is no customer ${request.userId}`
+        : error === 'access_denied'
+          ? description
+          : undefined,
+    );
+  }
+  if (requested.status === 202) {
+    const { approvalRequest } = (await requested.json()) as {
+      approvalRequest: { id: string; expiresAt: string; customer: Customer };
+    };
+    const waiting: Waiting = {
+      requestId: approvalRequest.id,
+      request,
+      edit,
+      customer: approvalRequest.customer,
+      expiresAt: approvalRequest.expiresAt,
+    };
+    sessionStorage.setItem(WAITING_KEY, JSON.stringify(waiting));
+    return awaitApproval(state, session, waiting);
+  }
+  return (await requested.json()) as SubjectToken;
+}
+
+/**
+ * Asks the backend whether the customer answered, less and less often, until
+ * they approve (the subject token their approval allows), deny or let the
+ * request expire (a FlowError saying so), or the engineer stops waiting.
+ */
+async function awaitApproval(state: ConsoleState, session: Session, waiting: Waiting): Promise<SubjectToken> {
+  state.waiting?.abort();
+  const controller = new AbortController();
+  state.waiting = controller;
+  render(state);
+  const current = step(`1b. Wait for ${waiting.customer.id}'s approval (request ${waiting.requestId})`);
+  let delay = FIRST_POLL_MS;
+  let failures = 0;
+  let wait = waiting;
+  try {
+    for (;;) {
+      await pause(delay, controller.signal);
+      delay = Math.min(delay * 1.5, MAX_POLL_MS);
+      let answer: Response;
+      try {
+        answer = await send(
+          'Waiting for approval',
+          `/api/impersonation-approval?${new URLSearchParams({ requestId: wait.requestId })}`,
+          { headers: { authorization: `Bearer ${session.accessToken}` } },
+        );
+      } catch (error) {
+        failures += 1;
+        if (failures >= MAX_POLL_FAILURES) throw error;
+        continue;
+      }
+      if (controller.signal.aborted) throw new StoppedWaiting();
+      if (answer.status >= 500 && failures + 1 < MAX_POLL_FAILURES) {
+        failures += 1;
+        continue;
+      }
+      if (!answer.ok) {
+        if (answer.status === 401) sessionStorage.removeItem(SESSION_KEY);
+        throw await failure('Waiting for approval', answer);
+      }
+      failures = 0;
+      if (answer.status === 202) {
+        // The access approved ended before it was used: a new request waits for the customer.
+        const { approvalRequest } = (await answer.json()) as { approvalRequest: { id: string; expiresAt: string } };
+        wait = { ...wait, requestId: approvalRequest.id, expiresAt: approvalRequest.expiresAt };
+        sessionStorage.setItem(WAITING_KEY, JSON.stringify(wait));
+        render(state);
+        continue;
+      }
+      const body = (await answer.json()) as { status: string; reason?: string } & Partial<SubjectToken>;
+      const who = `${wait.customer.name} (${wait.customer.id})`;
+      if (body.status === 'approved' && typeof body.subjectToken === 'string') {
+        current.done(`${firstName(wait.customer)} approved.`);
+        return { subjectToken: body.subjectToken, expiresIn: body.expiresIn ?? 0 };
+      }
+      if (body.status === 'denied') {
+        throw new FlowError(
+          `${who} denied your request${body.reason ? `: ${body.reason}` : ''}`,
+          `approval request ${wait.requestId}: denied`,
+        );
+      }
+      if (body.status === 'expired') {
+        throw new FlowError(
+          `${who} did not answer in time: ask again`,
+          `approval request ${wait.requestId}: expired unanswered`,
+        );
+      }
+    }
+  } catch (error) {
+    current.fail();
+    throw error;
+  } finally {
+    if (state.waiting === controller) state.waiting = undefined;
+    if (!controller.signal.aborted) sessionStorage.removeItem(WAITING_KEY);
+  }
+}
+
+/**
+ * The three steps of the spec: the backend asks for a subject token (and,
+ * when the customer must approve, waits for their answer), the console
+ * exchanges it with the engineer's token, the resource API accepts the
+ * result. `edit` asks for an impersonation that may change data.
  */
 async function startImpersonation(
   state: ConsoleState,
   session: Session,
   request: ImpersonationRequest,
   edit: boolean,
+  waiting?: Waiting,
 ): Promise<Acting> {
   resetDetails();
   let current: ReturnType<typeof step> | undefined;
   try {
     current = step(`1. Request impersonation of ${request.userId} (backend, POST /api/request-impersonation)`);
-    const requested = await send('Requesting impersonation', '/api/request-impersonation', {
-      method: 'POST',
-      headers: { authorization: `Bearer ${session.accessToken}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ ...request, access: edit ? 'edit' : 'read' }),
-    });
-    if (requested.status === 401) sessionStorage.removeItem(SESSION_KEY);
-    if (!requested.ok) {
-      throw await failure('Requesting impersonation', requested, (error, description) =>
-        error === 'user_not_found'
-          ? `there is no customer ${request.userId}`
-          : error === 'access_denied'
-            ? description
-            : undefined,
-      );
-    }
-    const { subjectToken, expiresIn } = (await requested.json()) as { subjectToken: string; expiresIn: number };
-    current.done(`Subject token received (single use, expires in ${expiresIn} s).`);
+    const first = current;
+    const { subjectToken, expiresIn } = waiting
+      ? await awaitApproval(state, session, waiting)
+      : await requestSubjectToken(state, session, request, edit);
+    first.done(`Subject token received (single use, expires in ${expiresIn} s).`);
 
     current = step(`2. Exchange it for an access token for ${state.config.resource} (token endpoint)`);
     const exchanged = await send('Token exchange', state.config.tokenEndpoint, {
@@ -506,7 +687,7 @@ function fillTable(id: 'orders' | 'invoices', rows: string[][]): void {
 async function lost(state: ConsoleState, acting: Acting): Promise<void> {
   const session = loadSession();
   end(state);
-  let status: { state?: string; stoppedBy?: string; reason?: string } = {};
+  let status: { state?: string; stoppedBy?: string; reason?: string; endReason?: string; customer?: string } = {};
   if (session && acting.sessionId) {
     const answer = await send(
       'Reading the impersonation',
@@ -523,10 +704,15 @@ async function lost(state: ConsoleState, acting: Acting): Promise<void> {
           `this impersonation was stopped by ${status.stoppedBy ?? 'someone else'}${status.reason ? ` (${status.reason})` : ''}`,
           'resource API: HTTP 401 · invalid_token — this impersonation was stopped',
         )
-      : new FlowError(
-          `your impersonation of ${customerName(acting)} ended: its time ran out. Impersonate again to continue.`,
-          'resource API: HTTP 401 · invalid_token',
-        ),
+      : status.state === 'ended' && status.endReason === 'access_grant_ended'
+        ? new FlowError(
+            `${status.customer ?? customerName(acting)} ended the access they gave: this impersonation stopped`,
+            'resource API: HTTP 401 · invalid_token — the customer ended their access grant',
+          )
+        : new FlowError(
+            `your impersonation of ${customerName(acting)} ended: its time ran out. Impersonate again to continue.`,
+            'resource API: HTTP 401 · invalid_token',
+          ),
   );
 }
 
@@ -575,10 +761,16 @@ async function impersonate(state: ConsoleState, event: SubmitEvent): Promise<voi
 }
 
 /** Starts an impersonation and shows the customer; a stale sign-in offers a fresh one, after which it resumes. */
-async function act(state: ConsoleState, session: Session, request: ImpersonationRequest, edit: boolean): Promise<void> {
+async function act(
+  state: ConsoleState,
+  session: Session,
+  request: ImpersonationRequest,
+  edit: boolean,
+  waiting?: Waiting,
+): Promise<void> {
   try {
     const previous = loadActing();
-    const acting = await startImpersonation(state, session, request, edit);
+    const acting = await startImpersonation(state, session, request, edit, waiting);
     sessionStorage.setItem(ACTING_KEY, JSON.stringify(acting));
     if (previous && previous.sessionId !== acting.sessionId) {
       // The read-only impersonation it replaces is stopped, not left to run out.
@@ -589,8 +781,13 @@ async function act(state: ConsoleState, session: Session, request: Impersonation
       }).catch(() => {});
     }
     await showCustomer(state, acting);
-    if (edit) openAddressForm();
+    if (edit && acting.scope.includes(WRITE_SCOPE)) openAddressForm();
+    else if (edit) showNotice(`${customerName(acting)} allowed reading only: nothing of theirs can be changed now.`);
   } catch (error) {
+    if (error instanceof StoppedWaiting) {
+      render(state);
+      return;
+    }
     const flow =
       error instanceof FlowError ? error : new FlowError(`something went wrong: ${(error as Error).message}`);
     if (flow.oauthError === 'insufficient_user_authentication') {
@@ -664,13 +861,15 @@ async function init(): Promise<void> {
   const state: ConsoleState = {
     config: JSON.parse(element('config').textContent ?? '{}') as ConsoleConfig,
     tick: undefined,
+    waiting: undefined,
   };
   element('sign-in').addEventListener('click', () => {
     signIn(state).catch((error: Error) => showError(new FlowError('the sign-in could not start', error.message)));
   });
   element('sign-out').addEventListener('click', () => {
     // Forget the tokens here, then end the session at the identity service, which returns to this page.
-    for (const key of [SESSION_KEY, ACTING_KEY, RESUME_KEY]) sessionStorage.removeItem(key);
+    state.waiting?.abort();
+    for (const key of [SESSION_KEY, ACTING_KEY, RESUME_KEY, WAITING_KEY]) sessionStorage.removeItem(key);
     const target = new URL(state.config.endSessionEndpoint);
     target.search = new URLSearchParams({
       client_id: state.config.clientId,
@@ -687,6 +886,18 @@ async function init(): Promise<void> {
         error instanceof FlowError ? error : new FlowError('the impersonation could not be stopped', String(error)),
       ),
     );
+  });
+  element('stop-waiting').addEventListener('click', () => {
+    const waiting = loadWaiting();
+    sessionStorage.removeItem(WAITING_KEY);
+    state.waiting?.abort();
+    clearMessages();
+    if (waiting) {
+      showNotice(
+        `You stopped waiting for ${waiting.customer.name} (${waiting.customer.id}). They can still answer; ask again to use their answer.`,
+      );
+    }
+    render(state);
   });
   element('edit-address').addEventListener('click', () => {
     void editAddress(state);
@@ -716,9 +927,16 @@ async function init(): Promise<void> {
   const resume = load<{ request: ImpersonationRequest; edit: boolean }>(RESUME_KEY);
   sessionStorage.removeItem(RESUME_KEY);
   const acting = loadActing();
+  const waiting = loadWaiting();
   if (session && resume) {
     // Back from a fresh sign-in: what needed it is tried again.
     await act(state, session, resume.request, resume.edit);
+  } else if (session && waiting) {
+    // Still waiting for the customer: the page says so and goes on once they answer.
+    if (acting) await showCustomer(state, acting).catch(() => {});
+    document.body.dataset['ready'] = 'true';
+    await act(state, session, waiting.request, waiting.edit, waiting);
+    return;
   } else if (session && acting) {
     await showCustomer(state, acting).catch((error: unknown) =>
       showError(error instanceof FlowError ? error : new FlowError(String(error))),

@@ -7,7 +7,7 @@ import type { Account } from 'oidc-provider';
 import type { DemoUser } from '../seed.js';
 
 export interface DemoAccounts {
-  /** The account with its claims (`sub`, `name`, `roles`) and whether it may be impersonated. */
+  /** The account with its claims (`sub`, `name`, `roles`), whether it may be impersonated and what support needs first. */
   find(id: string): Account | undefined;
   /** The user whose login and password these are; an unknown login costs the same as a wrong password. */
   authenticate(login: string, password: string): DemoUser | undefined;
@@ -29,6 +29,7 @@ function accountOf(user: DemoUser | undefined): Account | undefined {
   return {
     accountId: user.id,
     impersonable: user.impersonable,
+    approval: user.approval,
     claims: () => ({ sub: user.id, name: user.name, roles: [...user.roles] }),
   };
 }

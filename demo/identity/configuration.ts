@@ -15,6 +15,8 @@ export const FIRST_PARTY: ReadonlySet<string> = new Set([CLIENTS.console, CLIENT
 
 const DEFAULT_ACTOR_MAX_AGE = 300;
 const WRITE_SCOPE = 'profile:write';
+/** The longest support access a customer may give or approve: a week. */
+const MAX_GRANT_DURATION = 7 * 24 * 3600;
 
 export interface ImpersonationSettings {
   managementResource: string;
@@ -23,6 +25,10 @@ export interface ImpersonationSettings {
   auditLog: AuditSink;
   /** How recent the engineer's sign-in must be for an exchange, seconds. Default 300. */
   actorMaxAge?: number;
+  /** Resource indicator of the customer's support-access API (where customers give and answer). */
+  customerResource: string;
+  /** How long a request waits for the customer's answer, seconds. Default: the plugin's (900). */
+  approvalRequestTTL?: number;
 }
 
 export function demoImpersonation(settings: ImpersonationSettings): Impersonation {
@@ -41,6 +47,15 @@ export function demoImpersonation(settings: ImpersonationSettings): Impersonatio
       scope.includes(WRITE_SCOPE) && context['access'] !== 'edit'
         ? { scope: scope.filter((name) => name !== WRITE_SCOPE) }
         : true,
+    approvals: {
+      customerResource: settings.customerResource,
+      // What each customer asks for (seed.ts): bob has his say, dave lets support in without asking.
+      require: ({ account }) => (account['approval'] === 'grant' ? 'grant' : 'none'),
+      maxGrantDuration: MAX_GRANT_DURATION,
+      ...(settings.approvalRequestTTL === undefined ? {} : { requestTTL: settings.approvalRequestTTL }),
+      // Only the on-call team's own client may bypass a customer, never the console's backend.
+      breakGlassClients: [CLIENTS.emergency],
+    },
     getCustomJwtClaims: ({ context }) => {
       if (context.grant.type !== TOKEN_EXCHANGE_GRANT) return {};
       const { ticketId, reason, supportEngineerId } = context.grant.subjectTokenContext;
@@ -89,7 +104,8 @@ export function providerConfiguration(settings: ProviderSettings): Configuration
         client_name: 'Your account',
         client_secret: secrets.accountClientSecret,
         token_endpoint_auth_method: 'client_secret_basic',
-        grant_types: ['authorization_code'],
+        // The refresh token renews the customer's token for the support-access API while their page is open.
+        grant_types: ['authorization_code', 'refresh_token'],
         response_types: ['code'],
         redirect_uris: at('/account/callback'),
       },
@@ -108,6 +124,17 @@ export function providerConfiguration(settings: ProviderSettings): Configuration
           impersonation.options.revokeScope,
         ].join(' '),
       },
+      {
+        client_id: CLIENTS.emergency,
+        client_name: 'Emergency access (on call)',
+        client_secret: secrets.emergencyClientSecret,
+        token_endpoint_auth_method: 'client_secret_basic',
+        grant_types: ['client_credentials'],
+        response_types: [],
+        redirect_uris: [],
+        // Creates subject tokens only; named in approvals.breakGlassClients.
+        impersonation_management_scope: impersonation.options.managementScope,
+      },
     ],
     scopes: ['openid', 'offline_access', 'profile'],
     claims: { openid: ['sub'], profile: ['name', 'roles'] },
@@ -123,6 +150,7 @@ export function providerConfiguration(settings: ProviderSettings): Configuration
       Interaction: 600,
       Grant: 8 * 3600,
       Session: 8 * 3600,
+      RefreshToken: 8 * 3600,
     },
     clientBasedCORS: (_ctx, origin, client) => client.clientId === CLIENTS.console && backendOrigins.includes(origin),
     renderError: (ctx, out) => {

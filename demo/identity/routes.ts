@@ -8,11 +8,18 @@ import type Koa from 'koa';
 import type Provider from 'oidc-provider';
 import type { Interaction } from 'oidc-provider';
 import { HttpError, readForm } from '../http.js';
+import { CLIENTS } from '../seed.js';
 import type { DemoAccounts } from './accounts.js';
 import { FIRST_PARTY } from './configuration.js';
 import { landingPage, loginPage, signInProblemPage } from './views.js';
 
-export function interactionRoutes(provider: Provider, accounts: DemoAccounts): Router {
+/** The customer's support-access API: its resource indicator and the scope its tokens need. */
+export interface CustomerApiScope {
+  resource: string;
+  scope: string;
+}
+
+export function interactionRoutes(provider: Provider, accounts: DemoAccounts, customerApi: CustomerApiScope): Router {
   const router = new Router();
 
   router.get('/interaction/:uid', async (ctx) => {
@@ -24,9 +31,19 @@ export function interactionRoutes(provider: Provider, accounts: DemoAccounts): R
       ctx.body = loginPage(details, clientId);
       return;
     }
+    const missing = (details.prompt.details as { missingResourceScopes?: Record<string, string[]> })
+      .missingResourceScopes;
+    if (details.prompt.name === 'consent' && missing && customerApi.resource in missing) {
+      // Only the customers' account pages get it, at the customer's own sign-in: no other client ever does.
+      await finish(ctx, provider, {
+        error: 'access_denied',
+        error_description: "the customer's support-access API is for the customers' account pages only",
+      });
+      return;
+    }
     if (details.prompt.name === 'consent' && FIRST_PARTY.has(clientId) && details.session?.accountId) {
       // First-party clients get no consent screen: what they asked for is granted.
-      const grantId = await grantRequested(provider, details, details.session.accountId);
+      const grantId = await grantRequested(provider, details, details.session.accountId, customerApi);
       await finish(ctx, provider, { consent: { grantId } });
       return;
     }
@@ -50,7 +67,7 @@ export function interactionRoutes(provider: Provider, accounts: DemoAccounts): R
       ctx.body = loginPage(details, String(details.params['client_id']), login, 'Invalid login or password.');
       return;
     }
-    const grantId = await grantRequested(provider, details, user.id);
+    const grantId = await grantRequested(provider, details, user.id, customerApi);
     await finish(ctx, provider, { login: { accountId: user.id }, consent: { grantId } });
   });
 
@@ -110,8 +127,19 @@ async function finish(
   ctx.status = 303;
 }
 
-/** A grant of everything the client asked for (first-party clients only). */
-async function grantRequested(provider: Provider, details: Interaction, accountId: string): Promise<string> {
+/**
+ * A grant of everything the client asked for, the user having signed in for
+ * it (or the client being first-party). The customer's support-access API is
+ * granted to the customers' account pages only, and only its one scope: the
+ * token that gives or approves support access must come from the customer's
+ * own sign-in there.
+ */
+async function grantRequested(
+  provider: Provider,
+  details: Interaction,
+  accountId: string,
+  customerApi: CustomerApiScope,
+): Promise<string> {
   const clientId = String(details.params['client_id']);
   const existing = details.grantId ? await provider.Grant.find(details.grantId) : undefined;
   const grant =
@@ -119,9 +147,20 @@ async function grantRequested(provider: Provider, details: Interaction, accountI
       ? existing
       : new provider.Grant({ accountId, clientId });
   const scope = typeof details.params['scope'] === 'string' ? details.params['scope'] : '';
-  if (scope) grant.addOIDCScope(scope);
+  const oidcScope = scope
+    .split(' ')
+    .filter((name) => name && name !== customerApi.scope)
+    .join(' ');
+  if (oidcScope) grant.addOIDCScope(oidcScope);
+  const forCustomerApi = (resource: string) => resource === customerApi.resource;
   const resources = [details.params['resource']].flat().filter((value): value is string => typeof value === 'string');
-  for (const resource of resources) if (scope) grant.addResourceScope(resource, scope);
+  for (const resource of resources) {
+    if (!forCustomerApi(resource)) {
+      if (scope) grant.addResourceScope(resource, scope);
+    } else if (clientId === CLIENTS.account && scope.split(' ').includes(customerApi.scope)) {
+      grant.addResourceScope(resource, customerApi.scope);
+    }
+  }
   const missing = details.prompt.details as {
     missingOIDCScope?: string[];
     missingOIDCClaims?: string[];
@@ -130,6 +169,6 @@ async function grantRequested(provider: Provider, details: Interaction, accountI
   if (missing.missingOIDCScope) grant.addOIDCScope(missing.missingOIDCScope);
   if (missing.missingOIDCClaims) grant.addOIDCClaims(missing.missingOIDCClaims);
   for (const [resource, scopes] of Object.entries(missing.missingResourceScopes ?? {}))
-    grant.addResourceScope(resource, scopes);
+    if (!forCustomerApi(resource)) grant.addResourceScope(resource, scopes);
   return grant.save();
 }

@@ -24,7 +24,7 @@ export function loginPage(details: Interaction, clientId: string, login = '', er
       <button type="submit">Sign in</button>
       <a class="button secondary" href="/interaction/${uid}/abort">Cancel</a>
     </form>
-    <p class="muted">Requested scope: <code>${escapeHtml(scope)}</code>. Demo users: alice (support staff), bob, carol.</p>
+    <p class="muted">Requested scope: <code>${escapeHtml(scope)}</code>. Demo users: alice (support staff), bob, carol, dave.</p>
   </div>
 </main>`,
   );

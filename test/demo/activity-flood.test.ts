@@ -1,26 +1,11 @@
 import { expect } from 'chai';
 import { startDemo, type Demo } from '../../demo/demo.js';
 import { createMemoryAuditLog, type MemoryAuditLog } from '../../lib/index.js';
-import { CookieJar, exchange, follow, quiet, requestImpersonation, signIn } from './helpers.js';
+import { accountSignIn, exchange, letSupportIn, quiet, requestImpersonation, signIn } from './helpers.js';
 
 const BOB = { userId: 'bob', reason: 'Cannot see the invoices', ticketId: 'T-1234' };
 /** As small as the trail the review filled with 300 anonymous requests. */
 const MAX_ROWS = 300;
-
-/** Bob signs in at the account page as a browser would, and reads it. */
-async function accountPage(demo: Demo): Promise<string> {
-  const jar = new CookieJar();
-  const login = await follow(jar, `${demo.backend.url}/account/login`);
-  expect(login.status).to.equal(200);
-  await login.body?.cancel();
-  const page = await follow(jar, `${login.url}/login`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/x-www-form-urlencoded' },
-    body: new URLSearchParams({ login: 'bob', password: 'bob-password' }),
-  });
-  expect(page.url).to.equal(`${demo.backend.url}/account`);
-  return page.text();
-}
 
 describe("demo: anonymous traffic neither fills the trail nor hides an access from the customer's page", function () {
   this.timeout(60_000);
@@ -30,6 +15,7 @@ describe("demo: anonymous traffic neither fills the trail nor hides an access fr
   before(async () => {
     trail = createMemoryAuditLog({ maxRows: MAX_ROWS });
     demo = await startDemo({ identityPort: 0, backendPort: 0, log: quiet, auditLog: trail });
+    await letSupportIn(demo.backend.url);
   });
   after(() => demo?.close());
 
@@ -54,7 +40,7 @@ describe("demo: anonymous traffic neither fills the trail nor hides an access fr
     const next = await requestImpersonation(demo, alice, BOB);
     expect((await exchange(demo, next.body['subjectToken'] as string, alice)).status).to.equal(200);
 
-    const html = await accountPage(demo);
+    const { html } = await accountSignIn(demo.backend.url, 'bob');
     expect(html).to.not.contain('No one from support has accessed your account');
     expect(html.match(/Alice Adams \(support\) accessed your account on /g)).to.have.length(2);
   });

@@ -20,7 +20,8 @@ import {
 } from './helpers.js';
 import { DpopKey } from '../support/dpop.js';
 
-const BOB = { userId: 'bob', reason: 'Cannot see the invoices', ticketId: 'T-1234' };
+/** A customer who needs no approval: support acts as dave as soon as it asks (bob's approval is in approval.test.ts). */
+const DAVE = { userId: 'dave', reason: 'Cannot see the invoices', ticketId: 'T-1234' };
 
 describe('demo: integrator backend (POST /api/request-impersonation)', function () {
   this.timeout(20_000);
@@ -40,7 +41,7 @@ describe('demo: integrator backend (POST /api/request-impersonation)', function 
 
   describe('success', () => {
     it('returns a subject token for support staff, which the console exchanges with the actor token', async () => {
-      const answer = await requestImpersonation(demo, alice, BOB);
+      const answer = await requestImpersonation(demo, alice, DAVE);
       expect(answer.status).to.equal(200);
       expect(answer.body).to.have.keys('subjectToken', 'expiresIn');
       expect(answer.body['subjectToken']).to.be.a('string');
@@ -51,7 +52,7 @@ describe('demo: integrator backend (POST /api/request-impersonation)', function 
       expect(exchanged.status, JSON.stringify(exchanged.body)).to.equal(200);
       expect(exchanged.body).to.not.have.property('refresh_token');
       const claims = decodeJwt(exchanged.body['access_token'] as string);
-      expect(claims.sub).to.equal('bob');
+      expect(claims.sub).to.equal('dave');
       expect(claims.aud).to.equal('https://api.example.com');
       expect(claims['act']).to.deep.equal({ sub: 'alice' });
       expect(claims['impersonation_context']).to.deep.equal({
@@ -62,7 +63,7 @@ describe('demo: integrator backend (POST /api/request-impersonation)', function 
 
       const api = await callResourceApi(demo, exchanged.body['access_token'] as string);
       expect(api.status).to.equal(200);
-      expect(api.body).to.include({ subject: 'bob', actor: 'alice', message: 'alice is acting as bob' });
+      expect(api.body).to.include({ subject: 'dave', actor: 'alice', message: 'alice is acting as dave' });
 
       const replay = await exchange(demo, answer.body['subjectToken'] as string, alice);
       expect(replay.status).to.equal(400);
@@ -70,7 +71,7 @@ describe('demo: integrator backend (POST /api/request-impersonation)', function 
 
     it('accepts an openid profile token of the confidential support-web client too, for an exchange by that client', async () => {
       const web = await signIn(demo, { login: 'alice', password: 'alice-password', client: 'support-web' });
-      const answer = await requestImpersonation(demo, web, BOB);
+      const answer = await requestImpersonation(demo, web, DAVE);
       expect(answer.status).to.equal(200);
       const exchanged = await exchange(demo, answer.body['subjectToken'] as string, web, {
         id: 'support-web',
@@ -94,7 +95,7 @@ describe('demo: integrator backend (POST /api/request-impersonation)', function 
       const token = /<pre id="access-token">([^<]+)<\/pre>/.exec(html)?.[1];
       expect(token, html).to.be.a('string');
 
-      const answer = await requestImpersonation(demo, token, BOB);
+      const answer = await requestImpersonation(demo, token, DAVE);
       expect(answer.status).to.equal(200);
       const exchanged = await fetch(`${demo.identity.issuer}/token`, {
         method: 'POST',
@@ -112,11 +113,11 @@ describe('demo: integrator backend (POST /api/request-impersonation)', function 
       });
       const body = (await exchanged.json()) as { access_token: string };
       expect(exchanged.status, JSON.stringify(body)).to.equal(200);
-      expect(decodeJwt(body.access_token)).to.include({ sub: 'bob', client_id: 'support-web' });
+      expect(decodeJwt(body.access_token)).to.include({ sub: 'dave', client_id: 'support-web' });
     });
 
     it('the support-web client without its Basic credentials gets 401 invalid_client', async () => {
-      const answer = await requestImpersonation(demo, alice, BOB);
+      const answer = await requestImpersonation(demo, alice, DAVE);
       const exchanged = await fetch(`${demo.identity.issuer}/token`, {
         method: 'POST',
         body: new URLSearchParams({
@@ -137,7 +138,7 @@ describe('demo: integrator backend (POST /api/request-impersonation)', function 
       const before = demo.backend.m2mTokensFetched;
       expect(before).to.be.at.least(1);
       for (let i = 0; i < 3; i += 1) {
-        expect((await requestImpersonation(demo, alice, BOB)).status).to.equal(200);
+        expect((await requestImpersonation(demo, alice, DAVE)).status).to.equal(200);
       }
       expect(demo.backend.m2mTokensFetched).to.equal(before);
     });
@@ -145,14 +146,14 @@ describe('demo: integrator backend (POST /api/request-impersonation)', function 
 
   describe('the actor', () => {
     it('401 without a token', async () => {
-      const answer = await requestImpersonation(demo, undefined, BOB);
+      const answer = await requestImpersonation(demo, undefined, DAVE);
       expect(answer.status).to.equal(401);
       expect(answer.body['error']).to.equal('invalid_token');
       expect(answer.headers.get('www-authenticate')).to.equal('Bearer');
     });
 
     it('401 with a token the identity service does not know', async () => {
-      const answer = await requestImpersonation(demo, 'not-a-real-token', BOB);
+      const answer = await requestImpersonation(demo, 'not-a-real-token', DAVE);
       expect(answer.status).to.equal(401);
       expect(answer.body['error']).to.equal('invalid_token');
     });
@@ -161,7 +162,7 @@ describe('demo: integrator backend (POST /api/request-impersonation)', function 
       const response = await fetch(`${demo.backend.url}/api/request-impersonation`, {
         method: 'POST',
         headers: { authorization: basic('alice', 'alice-password'), 'content-type': 'application/json' },
-        body: JSON.stringify(BOB),
+        body: JSON.stringify(DAVE),
         signal: AbortSignal.timeout(REQUEST_TIMEOUT),
       });
       expect(response.status).to.equal(401);
@@ -169,11 +170,11 @@ describe('demo: integrator backend (POST /api/request-impersonation)', function 
 
     it('401 with an M2M token instead of a user token', async () => {
       const m2m = await managementToken(demo);
-      expect((await requestImpersonation(demo, m2m, BOB)).status).to.equal(401);
+      expect((await requestImpersonation(demo, m2m, DAVE)).status).to.equal(401);
     });
 
     it('403 when the actor is not support staff', async () => {
-      const answer = await requestImpersonation(demo, bob, { ...BOB, userId: 'carol' });
+      const answer = await requestImpersonation(demo, bob, { ...DAVE, userId: 'carol' });
       expect(answer.status).to.equal(403);
       expect(answer.body['error']).to.equal('access_denied');
       expect(answer.body['error_description']).to.contain('bob is not support staff');
@@ -185,13 +186,13 @@ describe('demo: integrator backend (POST /api/request-impersonation)', function 
       ['not JSON', '{"userId": ', undefined],
       ['a JSON array', '[]', undefined],
       ['missing userId', JSON.stringify({ reason: 'r', ticketId: 't' })],
-      ['an empty userId', JSON.stringify({ ...BOB, userId: '  ' })],
-      ['a numeric ticketId', JSON.stringify({ ...BOB, ticketId: 1234 })],
-      ['missing reason', JSON.stringify({ userId: 'bob', ticketId: 't' })],
-      ['an unknown field', JSON.stringify({ ...BOB, admin: true })],
-      ['a reason that is too long', JSON.stringify({ ...BOB, reason: 'x'.repeat(501) })],
-      ['a form instead of JSON', 'userId=bob&reason=r&ticketId=t', 'application/x-www-form-urlencoded'],
-      ['the actor themselves', JSON.stringify({ ...BOB, userId: 'alice' })],
+      ['an empty userId', JSON.stringify({ ...DAVE, userId: '  ' })],
+      ['a numeric ticketId', JSON.stringify({ ...DAVE, ticketId: 1234 })],
+      ['missing reason', JSON.stringify({ userId: 'dave', ticketId: 't' })],
+      ['an unknown field', JSON.stringify({ ...DAVE, admin: true })],
+      ['a reason that is too long', JSON.stringify({ ...DAVE, reason: 'x'.repeat(501) })],
+      ['a form instead of JSON', 'userId=dave&reason=r&ticketId=t', 'application/x-www-form-urlencoded'],
+      ['the actor themselves', JSON.stringify({ ...DAVE, userId: 'alice' })],
     ];
     for (const [name, body, contentType] of cases) {
       it(`400 for ${name}`, async () => {
@@ -205,7 +206,7 @@ describe('demo: integrator backend (POST /api/request-impersonation)', function 
 
   describe('Management API refusals are passed on', () => {
     it('403 for carol, who is protected from impersonation', async () => {
-      const answer = await requestImpersonation(demo, alice, { ...BOB, userId: 'carol' });
+      const answer = await requestImpersonation(demo, alice, { ...DAVE, userId: 'carol' });
       expect(answer.status).to.equal(403);
       expect(answer.body).to.deep.equal({
         error: 'access_denied',
@@ -214,7 +215,7 @@ describe('demo: integrator backend (POST /api/request-impersonation)', function 
     });
 
     it('404 for a user that does not exist', async () => {
-      const answer = await requestImpersonation(demo, alice, { ...BOB, userId: 'mallory' });
+      const answer = await requestImpersonation(demo, alice, { ...DAVE, userId: 'mallory' });
       expect(answer.status).to.equal(404);
       expect(answer.body['error']).to.equal('user_not_found');
     });
@@ -234,7 +235,7 @@ describe('demo: the backend when the Management API fails', function () {
     });
     try {
       const alice = await signIn(demo, { login: 'alice', password: 'alice-password' });
-      const answer = await requestImpersonation(demo, alice, BOB);
+      const answer = await requestImpersonation(demo, alice, DAVE);
       expect(answer.status).to.equal(502);
       expect(answer.body['error']).to.equal('bad_gateway');
       expect(answer.body['error_description']).to.contain('cannot be reached');
@@ -259,7 +260,7 @@ describe('demo: the backend when the Management API fails', function () {
     });
     try {
       const alice = await signIn(demo, { login: 'alice', password: 'alice-password' });
-      const answer = await requestImpersonation(demo, alice, BOB);
+      const answer = await requestImpersonation(demo, alice, DAVE);
       expect(answer.status).to.equal(502);
     } finally {
       await demo.close();
@@ -284,7 +285,7 @@ describe('demo: the backend when the Management API fails', function () {
     });
     try {
       const alice = await signIn(demo, { login: 'alice', password: 'alice-password' });
-      const answer = await requestImpersonation(demo, alice, BOB);
+      const answer = await requestImpersonation(demo, alice, DAVE);
       expect(answer.status).to.equal(503);
       expect(answer.body).to.deep.equal({ error: 'temporarily_unavailable', error_description: 'store down' });
       expect(calls).to.deep.equal(['POST /api/subject-tokens Bearer']);
@@ -300,7 +301,7 @@ describe('demo: the backend when the Management API fails', function () {
     try {
       const alice = await signIn(demo, { login: 'alice', password: 'alice-password' });
       await demo.identity.close();
-      const answer = await requestImpersonation(demo, alice, BOB);
+      const answer = await requestImpersonation(demo, alice, DAVE);
       expect(answer.status).to.equal(502);
     } finally {
       await demo.close();
@@ -336,7 +337,7 @@ describe('demo: resource API (GET /api/me) and settings', function () {
     const alice = await signIn(demo, { login: 'alice', password: 'alice-password' });
     const bob = await signIn(demo, { login: 'bob', password: 'bob-password' });
     const aliceWeb = await signIn(demo, { login: 'alice', password: 'alice-password', client: 'support-web' });
-    const subject = (await requestImpersonation(demo, alice, BOB)).body['subjectToken'] as string;
+    const subject = (await requestImpersonation(demo, alice, DAVE)).body['subjectToken'] as string;
 
     const refusals: Array<[string, Awaited<ReturnType<typeof exchange>>, RegExp]> = [
       ['no actor token', await exchange(demo, subject), /bound to an actor/],
@@ -357,7 +358,7 @@ describe('demo: resource API (GET /api/me) and settings', function () {
 
   it('refuses the token of a revoked impersonation within one second (DELETE /api/impersonations/{id})', async () => {
     const alice = await signIn(demo, { login: 'alice', password: 'alice-password' });
-    const subject = (await requestImpersonation(demo, alice, BOB)).body['subjectToken'] as string;
+    const subject = (await requestImpersonation(demo, alice, DAVE)).body['subjectToken'] as string;
     const token = (await exchange(demo, subject, alice)).body['access_token'] as string;
     expect((await callResourceApi(demo, token)).status).to.equal(200);
     const session = decodeJwt(token)['impersonation_session'] as string;
@@ -381,7 +382,7 @@ describe('demo: resource API (GET /api/me) and settings', function () {
     const created = await fetch(demo.identity.managementUrl, {
       method: 'POST',
       headers: { authorization: `Bearer ${await managementToken(demo)}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ userId: 'bob' }),
+      body: JSON.stringify({ userId: 'dave' }),
       signal: AbortSignal.timeout(REQUEST_TIMEOUT),
     });
     const { subjectToken } = (await created.json()) as { subjectToken: string };
@@ -389,12 +390,12 @@ describe('demo: resource API (GET /api/me) and settings', function () {
     expect(exchanged.status, JSON.stringify(exchanged.body)).to.equal(200);
     const api = await callResourceApi(demo, exchanged.body['access_token'] as string);
     expect(api.status).to.equal(200);
-    expect(api.body).to.include({ subject: 'bob', actor: null, message: 'bob is acting as themselves' });
+    expect(api.body).to.include({ subject: 'dave', actor: null, message: 'dave is acting as themselves' });
   });
 
   it('honours a DPoP-bound token only with the DPoP scheme and a fresh proof of its key for this request', async () => {
     const alice = await signIn(demo, { login: 'alice', password: 'alice-password' });
-    const subject = (await requestImpersonation(demo, alice, BOB)).body['subjectToken'] as string;
+    const subject = (await requestImpersonation(demo, alice, DAVE)).body['subjectToken'] as string;
     const key = await DpopKey.generate();
     const exchanged = await exchange(demo, subject, alice, undefined, {
       dpop: await key.proof(`${demo.identity.issuer}/token`),
@@ -429,13 +430,13 @@ describe('demo: resource API (GET /api/me) and settings', function () {
     const proof = await key.proof(me, 'GET', { ath });
     const accepted = await call(`DPoP ${token}`, proof);
     expect(accepted.status, JSON.stringify(accepted.body)).to.equal(200);
-    expect(accepted.body).to.include({ subject: 'bob', actor: 'alice' });
+    expect(accepted.body).to.include({ subject: 'dave', actor: 'alice' });
     expect((await call(`DPoP ${token}`, proof)).status, 'a replayed proof').to.equal(401);
   });
 
   it('subjectTokenTTL (SUBJECT_TOKEN_TTL) sets the subject-token lifetime', async () => {
     const alice = await signIn(demo, { login: 'alice', password: 'alice-password' });
-    const answer = await requestImpersonation(demo, alice, BOB);
+    const answer = await requestImpersonation(demo, alice, DAVE);
     expect(answer.body['expiresIn']).to.equal(7);
   });
 

@@ -222,3 +222,79 @@ export async function managementToken(demo: Demo, scope: string): Promise<string
   const { access_token: token } = (await response.json()) as { access_token: string };
   return token;
 }
+
+/** A customer signed in at the account page (`/account`), as a browser would: its cookies and the page. */
+export async function accountSignIn(
+  backendUrl: string,
+  login: string,
+  password = `${login}-password`,
+): Promise<{ jar: CookieJar; html: string }> {
+  const jar = new CookieJar();
+  const form = await follow(jar, `${backendUrl}/account/login`);
+  if (form.status !== 200) throw new Error(`the sign-in page answered ${form.status}`);
+  await form.body?.cancel();
+  const page = await follow(jar, `${form.url}/login`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    body: new URLSearchParams({ login, password }),
+  });
+  if (page.url !== `${backendUrl}/account`) throw new Error(`the sign-in ended at ${page.url}`);
+  return { jar, html: await page.text() };
+}
+
+/** The CSRF token the account page's forms carry. */
+export function csrfOf(html: string): string {
+  const token = /name="csrf" value="([^"]+)"/.exec(html)?.[1];
+  if (!token) throw new Error('the account page has no form with a CSRF token');
+  return token;
+}
+
+/** Posts one of the account page's forms, as the browser of `jar` would; the redirect is not followed. */
+export async function postAccountForm(
+  backendUrl: string,
+  jar: CookieJar,
+  action: string,
+  fields: Record<string, string>,
+): Promise<Response> {
+  return request(jar, `${backendUrl}${action}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    body: new URLSearchParams(fields),
+  });
+}
+
+/**
+ * Bob lets anyone in support see and change his account for a day, from his
+ * account page: without it, every impersonation of bob waits for his approval.
+ */
+export async function letSupportIn(backendUrl: string, customer = 'bob'): Promise<void> {
+  const { jar, html } = await accountSignIn(backendUrl, customer);
+  const given = await postAccountForm(backendUrl, jar, '/account/support-access/grants', {
+    csrf: csrfOf(html),
+    duration: '86400',
+    actor: '',
+    access: 'edit',
+  });
+  await given.body?.cancel();
+  const page = await request(jar, `${backendUrl}/account`);
+  const text = await page.text();
+  if (given.status !== 303 || !text.includes('id="grants"'))
+    throw new Error(`bob could not give access: ${given.status}`);
+}
+
+/**
+ * What the resource API answers a token's call of `GET /api/customer`, asked
+ * again every 50 ms until it refuses the token or `ms` have passed.
+ */
+export async function refusedWithin(demo: Demo, token: string, ms: number): Promise<number> {
+  const started = Date.now();
+  for (;;) {
+    const response = await fetch(`${demo.backend.url}/api/customer`, {
+      headers: { authorization: `Bearer ${token}` },
+      signal: AbortSignal.timeout(REQUEST_TIMEOUT),
+    });
+    await response.body?.cancel();
+    if (response.status !== 200 || Date.now() - started >= ms) return response.status;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}

@@ -52,7 +52,7 @@ describe("demo: the identity service's provider, mounted below /oidc of its pare
 
   it("tells a stale engineer's sign-in which max_age to sign in again with", async () => {
     const alice = await signIn(demo, { login: 'alice', password: 'alice-password' });
-    const requested = await requestImpersonation(demo, alice, { userId: 'bob', reason: 'stale', ticketId: 'T-9' });
+    const requested = await requestImpersonation(demo, alice, { userId: 'dave', reason: 'stale', ticketId: 'T-9' });
     expect(requested.status).to.equal(200);
     await new Promise((resolve) => setTimeout(resolve, (ACTOR_MAX_AGE + 1.1) * 1000));
     const refused = await exchange(demo, requested.body['subjectToken'] as string, alice);

@@ -47,11 +47,11 @@ async function pressStop(person: Person, request: APIRequestContext, demos: Demo
   return statuses;
 }
 
-async function actAsBob(person: Person): Promise<void> {
-  await person.impersonate('bob');
+async function actAsDave(person: Person): Promise<void> {
+  await person.impersonate('dave');
   await person.saysNoError(person.page.locator('#orders tbody tr').first());
-  await person.page.getByRole('status').filter({ hasText: 'Acting as Bob Brown (bob)' }).waitFor();
-  expect(await person.text('#signed-in-user')).to.equal('alice, acting as Bob Brown (bob)');
+  await person.page.getByRole('status').filter({ hasText: 'Acting as Dave Doyle (dave)' }).waitFor();
+  expect(await person.text('#signed-in-user')).to.equal('alice, acting as Dave Doyle (dave)');
 }
 
 describe('demo: two instances on Redis behind one identity address, in headless Chromium', function () {
@@ -106,17 +106,17 @@ describe('demo: two instances on Redis behind one identity address, in headless 
     }
   });
 
-  it("alice acts as bob in the first console; the second's resource API honours the token, and honours Stop within a second", async () => {
+  it("alice acts as dave in the first console; the second's resource API honours the token, and honours Stop within a second", async () => {
     const [first, second] = demos as [Demo, Demo];
     const alice = new Person(browser!.page, first);
     await alice.signIn('alice', 'alice-password');
-    await actAsBob(alice);
+    await actAsDave(alice);
 
     const request = browser!.context.request;
     const token = await alice.actingToken();
     const answer = await customerAt(request, second, token);
     expect(answer.status, JSON.stringify(answer.body)).to.equal(200);
-    expect((answer.body as { profile: { name: string } }).profile.name).to.equal('Bob Brown');
+    expect((answer.body as { profile: { name: string } }).profile.name).to.equal('Dave Doyle');
 
     // [the second's, the first's]: each still accepting the token a second after Stop would be a 200.
     expect(await pressStop(alice, request, [second, first])).to.deep.equal([401, 401]);
@@ -136,7 +136,7 @@ describe('demo: two instances on Redis behind one identity address, in headless 
     expect(page.url()).to.equal(`${second.backend.url}/`);
     await alice.ready();
     expect(await alice.text('#signed-in-user')).to.contain('Signed in as alice');
-    await actAsBob(alice);
+    await actAsDave(alice);
 
     const request = browser!.context.request;
     expect(await pressStop(alice, request, [first, second])).to.deep.equal([401, 401]);

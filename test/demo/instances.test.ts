@@ -116,7 +116,7 @@ describe('demo: two instances on Redis', function () {
       method: 'POST',
       headers: { authorization: `Bearer ${backendToken}`, 'content-type': 'application/json' },
       body: JSON.stringify({
-        userId: 'bob',
+        userId: 'dave',
         actorId: 'alice',
         clientId: 'support-console',
         context: { ticketId: 'T-1234', reason: 'Cannot see the invoices' },
@@ -147,7 +147,7 @@ describe('demo: two instances on Redis', function () {
   it("share the signing keys: a token one issued is honoured by the other's resource API, and a stop at one is honoured by both", async () => {
     const [first, second] = await pair((shared) => shared);
     const token = await impersonateAt(first, second);
-    expect((await callResourceApi(first, token)).body).to.include({ subject: 'bob', actor: 'alice' });
+    expect((await callResourceApi(first, token)).body).to.include({ subject: 'dave', actor: 'alice' });
     expect((await callResourceApi(second, token)).status).to.equal(200);
 
     const session = decodeJwt(token)['impersonation_session'] as string;

@@ -2,7 +2,16 @@ import { expect } from 'chai';
 import { decodeJwt } from 'jose';
 import { startDemo, type Demo } from '../../demo/demo.js';
 import { EVENTS, onImpersonationEvent } from '../../lib/index.js';
-import { exchange, REQUEST_TIMEOUT, requestImpersonation, signIn } from './helpers.js';
+import {
+  accountSignIn,
+  csrfOf,
+  exchange,
+  postAccountForm,
+  request,
+  REQUEST_TIMEOUT,
+  requestImpersonation,
+  signIn,
+} from './helpers.js';
 
 const FEED_READ = /revocation/;
 
@@ -42,7 +51,7 @@ describe('demo: its log', function () {
     demos.push(demo);
     const alice = await signIn(demo, { login: 'alice', password: 'alice-password' });
     const requested = await requestImpersonation(demo, alice, {
-      userId: 'bob',
+      userId: 'dave',
       reason: 'Cannot see the invoices',
       // A line break in a request's words stays inside its line.
       ticketId: 'T-1234\n[audit] forged',
@@ -67,13 +76,63 @@ describe('demo: its log', function () {
     const audit = lines.filter((line) => line.startsWith('[audit] '));
     const time = '\\d{4}-\\d\\d-\\d\\dT\\d\\d:\\d\\d:\\d\\dZ';
     const patterns = [
-      `^\\[audit\\] impersonation\\.subject_token\\.created: alice may act as bob until ${time}, ticket T-1234 \\[audit\\] forged \\(subject token stid_\\S+, asked for by impersonation-backend\\)$`,
-      `^\\[audit\\] impersonation\\.exchange\\.succeeded: alice is acting as bob, ticket T-1234 \\[audit\\] forged, session ${sessionId}, scope profile:read, until ${time} \\(client support-console\\)$`,
-      `^\\[audit\\] impersonation\\.session\\.revoked: alice no longer acts as bob, session ${sessionId}: stopped by impersonation-backend \\(stopped in the support console by alice\\)$`,
+      `^\\[audit\\] impersonation\\.subject_token\\.created: alice may act as dave until ${time}, ticket T-1234 \\[audit\\] forged \\(subject token stid_\\S+, asked for by impersonation-backend\\)$`,
+      `^\\[audit\\] impersonation\\.exchange\\.succeeded: alice is acting as dave, ticket T-1234 \\[audit\\] forged, session ${sessionId}, scope profile:read, until ${time} \\(client support-console\\)$`,
+      `^\\[audit\\] impersonation\\.session\\.revoked: alice no longer acts as dave, session ${sessionId}: stopped by impersonation-backend \\(stopped in the support console by alice\\)$`,
       `^\\[audit\\] impersonation\\.subject_token\\.refused: alice may not act as carol, ticket T-9: access_denied \\(carol is protected from impersonation\\)$`,
     ];
     expect(audit, audit.join('\n')).to.have.length(patterns.length);
     audit.forEach((line, index) => expect(line).to.match(new RegExp(patterns[index]!)));
+  });
+
+  it("has a line for each step of bob's approval, in words, and none with a token", async () => {
+    const { demo, lines } = await loggedDemo();
+    demos.push(demo);
+    const alice = await signIn(demo, { login: 'alice', password: 'alice-password' });
+    const bobAsked = { userId: 'bob', reason: 'Cannot see the invoices', ticketId: 'T-1234' };
+    const asked = await requestImpersonation(demo, alice, bobAsked);
+    const requestId = (asked.body['approvalRequest'] as { id: string }).id;
+    const { jar, html } = await accountSignIn(demo.backend.url, 'bob');
+    const csrf = csrfOf(html);
+    const answer = async (action: string, fields: Record<string, string>) =>
+      (await postAccountForm(demo.backend.url, jar, action, { csrf, ...fields })).status;
+    expect(await answer(`/account/support-access/requests/${requestId}/approve`, { duration: '3600' })).to.equal(303);
+    const approval = await fetch(`${demo.backend.url}/api/impersonation-approval?requestId=${requestId}`, {
+      headers: { authorization: `Bearer ${alice}` },
+      signal: AbortSignal.timeout(REQUEST_TIMEOUT),
+    });
+    const { subjectToken } = (await approval.json()) as { subjectToken: string };
+    expect((await exchange(demo, subjectToken, alice)).status).to.equal(200);
+    const page = await (await request(jar, `${demo.backend.url}/account`)).text();
+    const grantId = /id="grant-(agr_[A-Za-z0-9_-]{22})"/.exec(page)?.[1];
+    expect(await answer(`/account/support-access/grants/${grantId}/end`, {})).to.equal(303);
+    const again = await requestImpersonation(demo, alice, bobAsked);
+    const deniedId = (again.body['approvalRequest'] as { id: string }).id;
+    expect(await answer(`/account/support-access/requests/${deniedId}/deny`, { reason: 'Call me\nfirst' })).to.equal(
+      303,
+    );
+
+    const audit = lines.filter(
+      (line) => line.startsWith('[audit] ') && !line.includes('impersonation.revocations.served'),
+    );
+    const time = '\\d{4}-\\d\\d-\\d\\dT\\d\\d:\\d\\d:\\d\\dZ';
+    const patterns = [
+      `^\\[audit\\] impersonation\\.approval\\.requested: impersonation-backend asks bob to let alice act as them, ticket T-1234 \\(request ${requestId}, waiting until ${time}\\)$`,
+      `^\\[audit\\] impersonation\\.approval\\.approved: bob approved alice acting as them \\(request ${requestId}, grant ${grantId}\\)$`,
+      `^\\[audit\\] impersonation\\.access_grant\\.created: bob lets alice act as them until ${time} \\(grant ${grantId}, approving request ${requestId}\\)$`,
+      `^\\[audit\\] impersonation\\.subject_token\\.created: alice may act as bob until ${time}, ticket T-1234 \\(subject token stid_\\S+, asked for by impersonation-backend\\)$`,
+      `^\\[audit\\] impersonation\\.exchange\\.succeeded: alice is acting as bob, ticket T-1234, session imp_\\S+, scope profile:read, until ${time} \\(client support-console\\)$`,
+      `^\\[audit\\] impersonation\\.access_grant\\.ended: bob ended grant ${grantId}: support no longer acts as them under it$`,
+      `^\\[audit\\] impersonation\\.session\\.ended: alice no longer acts as bob, session imp_\\S+: access_grant_ended$`,
+      `^\\[audit\\] impersonation\\.approval\\.requested: impersonation-backend asks bob to let alice act as them, ticket T-1234 \\(request ${deniedId}, waiting until ${time}\\)$`,
+      `^\\[audit\\] impersonation\\.approval\\.denied: bob denied alice acting as them \\(request ${deniedId}\\): Call me first$`,
+    ];
+    expect(audit, audit.join('\n')).to.have.length(patterns.length);
+    audit.forEach((line, index) => expect(line).to.match(new RegExp(patterns[index]!)));
+    const backend = lines.filter((line) => line.startsWith('[backend] '));
+    expect(backend).to.include(`[backend] alice requested impersonation of bob (ticket T-1234): 202`);
+    expect(backend).to.include(`[backend] alice resumed impersonation of bob (request ${requestId}): 200`);
+    expect(lines.join('\n')).to.not.contain(subjectToken);
   });
 
   it("has a line for each of the feed's reads when asked (DEMO_LOG_FEED=1)", async () => {

@@ -200,14 +200,14 @@ describe('demo: npm run demo (demo/main.ts)', function () {
       .output;
     expect(walk.stdout, walk.stderr).to.contain('"actor":"alice"');
     // What it printed meanwhile: the impersonation, and none of the feed's reads (several a second).
-    expect(demo.printed()).to.match(/^\[audit\] impersonation\.exchange\.succeeded: alice is acting as bob, /m);
+    expect(demo.printed()).to.match(/^\[audit\] impersonation\.exchange\.succeeded: alice is acting as dave, /m);
     expect(demo.printed()).not.to.contain('revocations.served');
 
     const log = createPostgresAuditLog({ connectionString: DATABASE_URL, schema });
     try {
-      const { items } = await log.query({ subject: 'bob' });
+      const { items } = await log.query({ subject: 'dave' });
       expect(items.map((item) => item.event)).to.deep.equal([EVENTS.exchangeSucceeded, EVENTS.subjectTokenCreated]);
-      expect(items[0]).to.include({ actor: 'alice', subject: 'bob' });
+      expect(items[0]).to.include({ actor: 'alice', subject: 'dave' });
       expect(await log.verify()).to.deep.equal({ ok: true, count: 2, checkpoints: 0 });
     } finally {
       await log.close();

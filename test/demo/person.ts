@@ -37,6 +37,15 @@ export class Person {
     await this.ready();
   }
 
+  /** Signs in at the account page (`/account`), which always asks for the password. */
+  async openAccount(login: string, password = `${login}-password`): Promise<void> {
+    await this.page.goto(`${this.demo.backend.url}/account`);
+    await this.page.click('#account-sign-in');
+    await this.enterPassword(login, password);
+    await this.page.waitForURL(`${this.demo.backend.url}/account`);
+    await this.ready();
+  }
+
   async enterPassword(login: string, password: string): Promise<void> {
     await this.page.waitForURL(`${this.demo.identity.baseUrl}/interaction/**`);
     await this.saysNoError(this.page.locator('input[name="login"]'));

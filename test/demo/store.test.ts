@@ -98,7 +98,7 @@ describe("demo: the identity service's store", function () {
       const [first, second] = instances.map(({ demo }) => demo) as [Demo, Demo];
       const alice = await signIn(first, { login: 'alice', password: 'alice-password' });
       const requested = await requestImpersonation(first, alice, {
-        userId: 'bob',
+        userId: 'dave',
         reason: 'Cannot see the invoices',
         ticketId: 'T-1',
       });
@@ -107,7 +107,10 @@ describe("demo: the identity service's store", function () {
 
       const redeemed = await exchange(second, subjectToken, alice);
       expect(redeemed.status, JSON.stringify(redeemed.body)).to.equal(200);
-      expect(decodeJwt(redeemed.body['access_token'] as string)).to.deep.include({ sub: 'bob', act: { sub: 'alice' } });
+      expect(decodeJwt(redeemed.body['access_token'] as string)).to.deep.include({
+        sub: 'dave',
+        act: { sub: 'alice' },
+      });
       expect((await exchange(first, subjectToken, alice)).status, 'a replay on the other instance').to.equal(400);
     });
   });

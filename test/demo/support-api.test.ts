@@ -3,7 +3,8 @@ import { decodeJwt } from 'jose';
 import { startDemo, type Demo } from '../../demo/demo.js';
 import { exchange, quiet, REQUEST_TIMEOUT, requestImpersonation, signIn } from './helpers.js';
 
-const BOB = { userId: 'bob', reason: 'Cannot see the invoices', ticketId: 'T-1234' };
+/** A customer who needs no approval. */
+const DAVE = { userId: 'dave', reason: 'Cannot see the invoices', ticketId: 'T-1234' };
 
 describe("demo: the support product's API (stop, status, the customer's data)", function () {
   this.timeout(20_000);
@@ -42,7 +43,7 @@ describe("demo: the support product's API (stop, status, the customer's data)", 
     access: 'read' | 'edit' = 'read',
     scope?: string,
   ): Promise<{ token: string; sessionId: string }> {
-    const subject = (await requestImpersonation(demo, alice, { ...BOB, access })).body['subjectToken'] as string;
+    const subject = (await requestImpersonation(demo, alice, { ...DAVE, access })).body['subjectToken'] as string;
     const exchanged = await exchange(demo, subject, alice, undefined, {}, scope);
     expect(exchanged.status, JSON.stringify(exchanged.body)).to.equal(200);
     const token = exchanged.body['access_token'] as string;
@@ -54,7 +55,7 @@ describe("demo: the support product's API (stop, status, the customer's data)", 
     const read = await call('/api/customer', token);
     expect(read.status).to.equal(200);
     expect(read.body).to.have.keys('profile', 'orders', 'invoices');
-    expect((read.body['profile'] as { name: string }).name).to.equal('Bob Brown');
+    expect((read.body['profile'] as { name: string }).name).to.equal('Dave Doyle');
     const change = await call('/api/customer/shipping-address', token, {
       method: 'PUT',
       body: { line1: '1 A St', city: 'B', postcode: 'C', country: 'D' },
@@ -145,7 +146,7 @@ describe("demo: the support product's API (stop, status, the customer's data)", 
   });
 
   it('accepts access read or edit only', async () => {
-    const answer = await requestImpersonation(demo, alice, { ...BOB, access: 'admin' });
+    const answer = await requestImpersonation(demo, alice, { ...DAVE, access: 'admin' });
     expect(answer.status).to.equal(400);
     expect(answer.body['error_description']).to.equal('access must be read or edit');
   });

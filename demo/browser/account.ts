@@ -1,0 +1,45 @@
+/**
+ * The customer's account page script (served as /account.js): asks every few
+ * seconds whether what the page shows of support access changed (a request
+ * arrived, an access was given or ended) and reloads the page when it did,
+ * unless the customer is filling in one of its forms: then it says so and
+ * lets them reload.
+ */
+
+const POLL_MS = 3000;
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => window.setTimeout(resolve, ms));
+}
+
+async function follow(): Promise<void> {
+  const updates = document.getElementById('account-updates');
+  if (!updates) return;
+  const shown = updates.dataset['version'];
+  let editing = false;
+  for (const form of document.querySelectorAll('form')) {
+    form.addEventListener('input', () => {
+      editing = true;
+    });
+  }
+  for (;;) {
+    await sleep(POLL_MS);
+    let version: unknown;
+    try {
+      const answer = await fetch('/account/support-access/version', { cache: 'no-store' });
+      if (!answer.ok) continue;
+      ({ version } = (await answer.json()) as { version?: unknown });
+    } catch {
+      continue;
+    }
+    if (typeof version !== 'string' || version === shown) continue;
+    if (!editing) {
+      location.reload();
+      return;
+    }
+    updates.hidden = false;
+  }
+}
+
+document.body.dataset['ready'] = 'true';
+void follow();
