@@ -16,6 +16,12 @@ import { serviceUrls, type ServiceUrls } from './stores.js';
 export interface Configuration {
   adapter: AdapterKind;
   deployment: boolean;
+  /**
+   * The customer's approval required for every subject token, with a standing
+   * grant in force that covers them (bench/standing-grant.ts): creation and
+   * exchange run the grant's checks.
+   */
+  standingGrant?: boolean;
   /** The scenarios it runs, when not all (before --only). */
   scenarios?: readonly ScenarioName[];
   /** How rows, targets and logs name it. */
@@ -48,18 +54,32 @@ function configuration(adapter: AdapterKind, deployment: boolean, scenarios?: re
   };
 }
 
+/** A provider set up as a deployment, with a standing grant in force: its subject tokens name their actor. */
+function standingGrantConfiguration(adapter: AdapterKind, scenarios = DEPLOYMENT_SCENARIOS): Configuration {
+  return {
+    adapter,
+    deployment: true,
+    standingGrant: true,
+    name: `${adapter} · deployment · standing grant`,
+    scenarios,
+  };
+}
+
 /**
- * What --smoke runs, in under a minute: four providers, so that every
+ * What --smoke runs, in under a minute: five providers, so that every
  * configuration's and every scenario's code runs once: on memory set up as a
  * deployment, creation and both exchanges with an actor token; on Redis and
  * on PostgreSQL, the exchange with an opaque actor token; with the audit log,
- * the exchange without an actor.
+ * the exchange without an actor; on memory with a standing grant, the
+ * exchange with an opaque actor token (its subject tokens, created untimed,
+ * are created under the grant).
  */
 const SMOKE_CONFIGURATIONS: readonly Configuration[] = [
   configuration('memory', true, ['baseline', 'create', 'exchange-actor', 'exchange-actor-jwt']),
   configuration('redis', false, ['baseline', 'exchange-actor']),
   configuration('postgres', false, ['baseline', 'exchange-actor']),
   configuration('memory+pg-audit', false, ['baseline', 'exchange']),
+  standingGrantConfiguration('memory', ['baseline', 'exchange-actor']),
 ];
 
 /** The flags that narrow a smoke run down from SMOKE_CONFIGURATIONS to the configurations they pick. */
@@ -70,6 +90,7 @@ const NARROWING_SMOKE = [
   '--audit-only',
   '--deployment-only',
   '--no-deployment',
+  '--grant-only',
 ];
 
 export function parseSettings(argv: readonly string[], env: NodeJS.ProcessEnv = process.env): Settings {
@@ -101,7 +122,8 @@ function scenariosOf(list: string | undefined): ScenarioName[] | undefined {
 
 /**
  * --memory-only, --redis-only, --postgres-only, --audit-only pick the store; --deployment-only
- * and --no-deployment pick the providers set up as a deployment or the plain ones.
+ * and --no-deployment pick the providers set up as a deployment (those with a standing grant
+ * among them) or the plain ones; --grant-only those with a standing grant.
  */
 function configurationsOf(argv: readonly string[]): Configuration[] {
   if (argv.includes('--smoke') && !NARROWING_SMOKE.some((flag) => argv.includes(flag))) {
@@ -116,10 +138,16 @@ function configurationsOf(argv: readonly string[]): Configuration[] {
         : argv.includes('--audit-only')
           ? ['memory+pg-audit']
           : ['memory', 'redis', 'postgres', 'memory+pg-audit'];
-  const kinds = argv.includes('--deployment-only')
-    ? [true]
-    : argv.includes('--no-deployment')
-      ? [false]
-      : [false, true];
-  return kinds.flatMap((deployment) => adapters.map((adapter) => configuration(adapter, deployment)));
+  const kinds = argv.includes('--grant-only')
+    ? []
+    : argv.includes('--deployment-only')
+      ? [true]
+      : argv.includes('--no-deployment')
+        ? [false]
+        : [false, true];
+  const withStandingGrant = argv.includes('--no-deployment') ? [] : adapters;
+  return [
+    ...kinds.flatMap((deployment) => adapters.map((adapter) => configuration(adapter, deployment))),
+    ...withStandingGrant.map((adapter) => standingGrantConfiguration(adapter)),
+  ];
 }

@@ -8,7 +8,21 @@ import type { RequestSpec } from './load.js';
 import type { ScenarioName } from './scenarios.js';
 import type { TokenPool } from './token-pool.js';
 
-const SUBJECT_TOKEN_BODY = JSON.stringify({ userId: 'bob', context: { ticketId: 'T-4711', reason: 'checkout fails' } });
+/** The customer every subject token is for, and the support engineer whose tokens are the actor tokens. */
+export const SUBJECT = 'bob';
+export const ACTOR = 'alice';
+
+/**
+ * What the backend sends to create a subject token; `named` adds the actor
+ * (actorId), which a customer's approval requires: the token then binds her.
+ */
+function subjectTokenBody(named: boolean): string {
+  return JSON.stringify({
+    userId: SUBJECT,
+    ...(named ? { actorId: ACTOR } : {}),
+    context: { ticketId: 'T-4711', reason: 'checkout fails' },
+  });
+}
 
 export interface Credentials {
   /** alice's access token from a plain OpenID Connect login (opaque, bound to her session). */
@@ -17,18 +31,21 @@ export interface Credentials {
   jwtActorToken: string;
   /** A fresh M2M token of the backend for the Management API (it lives 5 minutes: fetched per run). */
   m2m(): Promise<string>;
+  /** The body of a subject-token creation (creationRequest). */
+  subjectTokenBody: string;
 }
 
 /**
  * Credentials obtained once through the real flows: checking the opaque actor
  * token reads the token and the session from the store; the JWT one is checked
- * by signature alone.
+ * by signature alone. `namedActor`: subject tokens name the actor (actorId),
+ * as a provider requiring the customer's approval needs.
  */
-export async function obtainCredentials(base: string): Promise<Credentials> {
+export async function obtainCredentials(base: string, { namedActor = false } = {}): Promise<Credentials> {
   const tp = { base } as FixtureProvider;
-  const actorToken = await userAccessToken(tp, 'alice');
-  const jwtActorToken = await userAccessToken(tp, 'alice', { scope: 'openid profile:read', resource: ACTOR_API });
-  return { actorToken, jwtActorToken, m2m: () => m2mToken(tp) };
+  const actorToken = await userAccessToken(tp, ACTOR);
+  const jwtActorToken = await userAccessToken(tp, ACTOR, { scope: 'openid profile:read', resource: ACTOR_API });
+  return { actorToken, jwtActorToken, m2m: () => m2mToken(tp), subjectTokenBody: subjectTokenBody(namedActor) };
 }
 
 function form(params: Record<string, string>): string {
@@ -53,12 +70,12 @@ export function baselineRequest(): RequestSpec {
 }
 
 /** A subject-token creation; each token created goes into `pool` (none without one). */
-export function creationRequest(m2m: string, pool?: TokenPool): RequestSpec {
+export function creationRequest(m2m: string, pool?: TokenPool, body = subjectTokenBody(false)): RequestSpec {
   return {
     method: 'POST',
     path: '/api/subject-tokens',
     headers: { 'content-type': 'application/json', authorization: `Bearer ${m2m}` },
-    body: SUBJECT_TOKEN_BODY,
+    body,
     setupRequest: rebuiltEachTime,
     ...(pool && {
       onResponse(status: number, body: string) {
@@ -99,7 +116,7 @@ export async function requestsFor(
     case 'baseline':
       return [baselineRequest()];
     case 'create':
-      return [creationRequest(await credentials.m2m(), pool)];
+      return [creationRequest(await credentials.m2m(), pool, credentials.subjectTokenBody)];
     case 'exchange':
       return [exchangeRequest(undefined, pool)];
     case 'exchange-actor':

@@ -9,6 +9,8 @@
  *   REDIS_URL      default redis://127.0.0.1:6379
  *   BENCH_PREFIX   Redis key prefix (run.ts passes a unique one and deletes its keys afterwards)
  *   BENCH_DEPLOYMENT  1: the provider as a deployment runs it (bench/deployment.ts)
+ *   BENCH_STANDING_GRANT  1: the customer's approval required, a standing grant given at start-up
+ *                  (bench/standing-grant.ts)
  *   BENCH_MEMORY_MAX  the memory adapter's bound (default 1,000,000 entries)
  *
  * Started by hand (`node build/bench/server.js`) it prints its base URL; under
@@ -24,6 +26,7 @@ import { createPostgresAdapter, type PostgresAdapterClass } from '../lib/adapter
 import { createPostgresAuditLog } from '../lib/audit-postgres/index.js';
 import { startProvider } from '../fixtures/provider.js';
 import { deploymentSetup } from './deployment.js';
+import { standingGrantSetup } from './standing-grant.js';
 import { readStat } from './proc-stat.js';
 import type { AdapterKind, ParentMessage, ServerMessage, ServerStats } from './protocol.js';
 import { serviceUrls } from './stores.js';
@@ -40,6 +43,7 @@ interface ServerSettings {
   databaseUrl: string;
   memoryMax: number;
   deployment: boolean;
+  standingGrant: boolean;
 }
 
 function serverSettings(env: NodeJS.ProcessEnv): ServerSettings {
@@ -52,6 +56,7 @@ function serverSettings(env: NodeJS.ProcessEnv): ServerSettings {
     ...serviceUrls(env),
     memoryMax: Number(env['BENCH_MEMORY_MAX'] ?? 1_000_000),
     deployment: env['BENCH_DEPLOYMENT'] === '1',
+    standingGrant: env['BENCH_STANDING_GRANT'] === '1',
   };
 }
 
@@ -173,11 +178,11 @@ async function main(env: NodeJS.ProcessEnv): Promise<void> {
     ? createPostgresAuditLog({ connectionString: settings.databaseUrl, schema: settings.auditSchema })
     : undefined;
   const deployment = settings.deployment ? deploymentSetup() : undefined;
-  const tp = await startProvider({
-    adapter: store.adapter,
-    plugin: { ...deployment?.plugin, ...(auditLog ? { auditLog } : {}) },
-  });
+  const standingGrant = settings.standingGrant ? standingGrantSetup() : undefined;
+  const plugin = { ...deployment?.plugin, ...standingGrant?.plugin, ...(auditLog ? { auditLog } : {}) };
+  const tp = await startProvider({ adapter: store.adapter, plugin });
   deployment?.listen(tp.provider);
+  await standingGrant?.give(tp, plugin);
 
   const shutdown = async (): Promise<void> => {
     await tp.close();

@@ -8,8 +8,48 @@ function picked(...argv: string[]): string[] {
 }
 
 describe('bench command line', () => {
-  it('--smoke alone runs the four smoke configurations, as CI runs it', () => {
-    expect(picked('--smoke')).to.deep.equal(['memory · deployment', 'redis', 'postgres', 'memory+pg-audit']);
+  it('--smoke alone runs the five smoke configurations, as CI runs it, the standing grant on memory only', () => {
+    expect(picked('--smoke')).to.deep.equal([
+      'memory · deployment',
+      'redis',
+      'postgres',
+      'memory+pg-audit',
+      'memory · deployment · standing grant',
+    ]);
+  });
+
+  it('a full run measures each store plain, as a deployment, and as a deployment with a standing grant', () => {
+    const stores = ['memory', 'redis', 'postgres', 'memory+pg-audit'];
+    expect(picked()).to.deep.equal([
+      ...stores,
+      ...stores.map((store) => `${store} · deployment`),
+      ...stores.map((store) => `${store} · deployment · standing grant`),
+    ]);
+  });
+
+  it('a standing grant runs the deployment scenarios, its subject tokens under the grant', () => {
+    const [grant] = parseSettings(['--grant-only', '--memory-only'], {}).configurations;
+    expect(grant).to.deep.equal({
+      adapter: 'memory',
+      deployment: true,
+      standingGrant: true,
+      name: 'memory · deployment · standing grant',
+      scenarios: ['baseline', 'create', 'exchange-actor'],
+    });
+  });
+
+  it('--deployment-only runs the deployment rows and the standing-grant rows; --grant-only the latter alone', () => {
+    expect(picked('--deployment-only', '--memory-only')).to.deep.equal([
+      'memory · deployment',
+      'memory · deployment · standing grant',
+    ]);
+    expect(picked('--grant-only', '--redis-only')).to.deep.equal(['redis · deployment · standing grant']);
+    expect(picked('--smoke', '--grant-only')).to.deep.equal([
+      'memory · deployment · standing grant',
+      'redis · deployment · standing grant',
+      'postgres · deployment · standing grant',
+      'memory+pg-audit · deployment · standing grant',
+    ]);
   });
 
   for (const [flag, store] of [
@@ -19,7 +59,11 @@ describe('bench command line', () => {
     ['--audit-only', 'memory+pg-audit'],
   ] as const) {
     it(`--smoke ${flag} runs ${store} alone`, () => {
-      expect(picked('--smoke', flag)).to.deep.equal([store, `${store} · deployment`]);
+      expect(picked('--smoke', flag)).to.deep.equal([
+        store,
+        `${store} · deployment`,
+        `${store} · deployment · standing grant`,
+      ]);
     });
   }
 
