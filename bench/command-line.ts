@@ -21,6 +21,12 @@ export interface Configuration {
    * a process of its own (bench/webhook-receiver.ts) that answers 204 at once.
    */
   webhooks: boolean;
+  /**
+   * The customer's approval required for every subject token, with a standing
+   * grant in force that covers them (bench/standing-grant.ts): creation and
+   * exchange run the grant's checks.
+   */
+  standingGrant?: boolean;
   /** The scenarios it runs, when not all (before --only). */
   scenarios?: readonly ScenarioName[];
   /** How rows, targets and logs name it. */
@@ -69,16 +75,29 @@ function configuration(
   };
 }
 
+/** A provider set up as a deployment, with a standing grant in force: its subject tokens name their actor. */
+function standingGrantConfiguration(adapter: AdapterKind, scenarios = DEPLOYMENT_SCENARIOS): Configuration {
+  return {
+    adapter,
+    deployment: true,
+    webhooks: false,
+    standingGrant: true,
+    name: `${adapter} · deployment · standing grant`,
+    scenarios,
+  };
+}
+
 /**
  * What --smoke runs, in about a minute: five providers, so that every
  * configuration's and every scenario's code runs once: on memory set up as a
- * deployment, creation and both exchanges with an actor token; on Redis and
- * on PostgreSQL, the exchange with an opaque actor token; with the audit log,
- * the exchange without an actor; on memory with a webhook subscription, the
- * exchange with an opaque actor token.
+ * deployment with a standing grant in force (the deployment's setup and the
+ * grant's checks in one provider), creation and both exchanges with an actor
+ * token; on Redis and on PostgreSQL, the exchange with an opaque actor token;
+ * with the audit log, the exchange without an actor; on memory with a webhook
+ * subscription, the exchange with an opaque actor token.
  */
 const SMOKE_CONFIGURATIONS: readonly Configuration[] = [
-  configuration('memory', true, ['baseline', 'create', 'exchange-actor', 'exchange-actor-jwt']),
+  standingGrantConfiguration('memory', ['baseline', 'create', 'exchange-actor', 'exchange-actor-jwt']),
   configuration('redis', false, ['baseline', 'exchange-actor']),
   configuration('postgres', false, ['baseline', 'exchange-actor']),
   configuration('memory+pg-audit', false, ['baseline', 'exchange']),
@@ -94,6 +113,7 @@ const NARROWING_SMOKE = [
   '--deployment-only',
   '--no-deployment',
   '--no-webhooks',
+  '--grant-only',
 ];
 
 export function parseSettings(argv: readonly string[], env: NodeJS.ProcessEnv = process.env): Settings {
@@ -125,7 +145,8 @@ function scenariosOf(list: string | undefined): ScenarioName[] | undefined {
 
 /**
  * --memory-only, --redis-only, --postgres-only, --audit-only pick the store; --deployment-only
- * and --no-deployment pick the providers set up as a deployment or the plain ones. Each plain
+ * and --no-deployment pick the providers set up as a deployment (those with a standing grant
+ * among them) or the plain ones; --grant-only those with a standing grant. Each plain
  * provider on memory, Redis or PostgreSQL is followed by its twin with a webhook subscription,
  * unless --no-webhooks.
  */
@@ -142,18 +163,24 @@ function configurationsOf(argv: readonly string[]): Configuration[] {
         : argv.includes('--audit-only')
           ? ['memory+pg-audit']
           : ['memory', 'redis', 'postgres', 'memory+pg-audit'];
-  const kinds = argv.includes('--deployment-only')
-    ? [true]
-    : argv.includes('--no-deployment')
-      ? [false]
-      : [false, true];
+  const kinds = argv.includes('--grant-only')
+    ? []
+    : argv.includes('--deployment-only')
+      ? [true]
+      : argv.includes('--no-deployment')
+        ? [false]
+        : [false, true];
   const webhooks = !argv.includes('--no-webhooks');
-  return kinds.flatMap((deployment) =>
-    adapters.flatMap((adapter) => [
-      configuration(adapter, deployment),
-      ...(!deployment && webhooks && WEBHOOK_STORES.includes(adapter)
-        ? [configuration(adapter, false, undefined, true)]
-        : []),
-    ]),
-  );
+  const withStandingGrant = argv.includes('--no-deployment') ? [] : adapters;
+  return [
+    ...kinds.flatMap((deployment) =>
+      adapters.flatMap((adapter) => [
+        configuration(adapter, deployment),
+        ...(!deployment && webhooks && WEBHOOK_STORES.includes(adapter)
+          ? [configuration(adapter, false, undefined, true)]
+          : []),
+      ]),
+    ),
+    ...withStandingGrant.map((adapter) => standingGrantConfiguration(adapter)),
+  ];
 }

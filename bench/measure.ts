@@ -49,6 +49,7 @@ export async function measureConfiguration(
   const options: ServerProcessOptions = {
     adapter: config.adapter,
     deployment: config.deployment,
+    standingGrant: config.standingGrant === true,
     redisUrl: settings.redisUrl,
     ...store,
     execArgv: profileDir && settings.cpuProf ? ['--cpu-prof', '--cpu-prof-dir', join(profileDir, 'process')] : [],
@@ -58,7 +59,7 @@ export async function measureConfiguration(
   try {
     const server = await startServer(options);
     try {
-      const credentials = await obtainCredentials(server.base);
+      const credentials = await obtainCredentials(server.base, { namedActor: config.standingGrant === true });
       const measurement = new Measurement(config, settings, server, credentials);
       const result = await measurement.run(settings.profile ? profileDir : undefined);
       return {
@@ -93,7 +94,9 @@ class Measurement {
     );
     // One check request per kind, so that a broken setup fails with its reason rather than as a rate.
     await checkOnce(this.server.base, baselineRequest(), 200, 'client_credentials');
-    await checkOnce(this.server.base, creationRequest(await this.credentials.m2m()), 201, 'subject token creation');
+    const { subjectTokenBody } = this.credentials;
+    const creation = creationRequest(await this.credentials.m2m(), undefined, subjectTokenBody);
+    await checkOnce(this.server.base, creation, 201, 'subject token creation');
     await this.#warmUp(scenarios);
     const totals = await this.#timedWindows(scenarios, profileDir);
     // With a webhook subscription: the last window's deliveries made before the figures are read.
@@ -177,7 +180,7 @@ class Measurement {
       base: this.server.base,
       connections,
       amount: Math.max(missing, connections),
-      requests: [creationRequest(await this.credentials.m2m(), this.#pool)],
+      requests: [creationRequest(await this.credentials.m2m(), this.#pool, this.credentials.subjectTokenBody)],
     });
     this.#countUntimed(run);
   }

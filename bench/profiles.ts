@@ -25,7 +25,8 @@ export function profileFolder(profileDir: string, config: Configuration): string
 }
 
 function folderOf(profileDir: string, config: Configuration): string {
-  return join(profileDir, `${config.adapter.replace('memory+', '')}${config.deployment ? '-deployment' : ''}`);
+  const setup = `${config.deployment ? '-deployment' : ''}${config.standingGrant ? '-standing-grant' : ''}`;
+  return join(profileDir, `${config.adapter.replace('memory+', '')}${setup}`);
 }
 
 /** The summaries of every profile the run recorded, each after an empty line. */

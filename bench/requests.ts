@@ -8,6 +8,9 @@ import type { RequestSpec } from './load.js';
 import type { ScenarioName } from './scenarios.js';
 import type { TokenPool } from './token-pool.js';
 
+/** The support engineer whose tokens are the actor tokens. */
+export const ACTOR = 'alice';
+
 /**
  * The customers subject tokens are created for, in turn: a support team
  * impersonates many customers, not one, and a webhook subscription delivers
@@ -23,11 +26,22 @@ export function isCustomer(sub: string): boolean {
   return match !== null && Number(match[1]) < CUSTOMERS;
 }
 
+/** Every customer the bench creates subject tokens for. */
+export function customers(): string[] {
+  return Array.from({ length: CUSTOMERS }, (_, index) => `customer-${index}`);
+}
+
 let nextCustomer = 0;
-function subjectTokenBody(): string {
+/**
+ * What the backend sends to create a subject token, for the next customer;
+ * `named` adds the actor (actorId), which a customer's approval requires: the
+ * token then binds her.
+ */
+function subjectTokenBody(named: boolean): string {
   nextCustomer = (nextCustomer + 1) % CUSTOMERS;
   return JSON.stringify({
     userId: `customer-${nextCustomer}`,
+    ...(named ? { actorId: ACTOR } : {}),
     context: { ticketId: 'T-4711', reason: 'checkout fails' },
   });
 }
@@ -39,18 +53,26 @@ export interface Credentials {
   jwtActorToken: string;
   /** A fresh M2M token of the backend for the Management API (it lives 5 minutes: fetched per run). */
   m2m(): Promise<string>;
+  /** The body of the next subject-token creation (creationRequest). */
+  subjectTokenBody: () => string;
 }
 
 /**
  * Credentials obtained once through the real flows: checking the opaque actor
  * token reads the token and the session from the store; the JWT one is checked
- * by signature alone.
+ * by signature alone. `namedActor`: subject tokens name the actor (actorId),
+ * as a provider requiring the customer's approval needs.
  */
-export async function obtainCredentials(base: string): Promise<Credentials> {
+export async function obtainCredentials(base: string, { namedActor = false } = {}): Promise<Credentials> {
   const tp = { base } as FixtureProvider;
-  const actorToken = await userAccessToken(tp, 'alice');
-  const jwtActorToken = await userAccessToken(tp, 'alice', { scope: 'openid profile:read', resource: ACTOR_API });
-  return { actorToken, jwtActorToken, m2m: () => m2mToken(tp) };
+  const actorToken = await userAccessToken(tp, ACTOR);
+  const jwtActorToken = await userAccessToken(tp, ACTOR, { scope: 'openid profile:read', resource: ACTOR_API });
+  return {
+    actorToken,
+    jwtActorToken,
+    m2m: () => m2mToken(tp),
+    subjectTokenBody: () => subjectTokenBody(namedActor),
+  };
 }
 
 function form(params: Record<string, string>): string {
@@ -75,13 +97,17 @@ export function baselineRequest(): RequestSpec {
 }
 
 /** A subject-token creation; each token created goes into `pool` (none without one). */
-export function creationRequest(m2m: string, pool?: TokenPool): RequestSpec {
+export function creationRequest(
+  m2m: string,
+  pool?: TokenPool,
+  body: () => string = () => subjectTokenBody(false),
+): RequestSpec {
   return {
     method: 'POST',
     path: '/api/subject-tokens',
     headers: { 'content-type': 'application/json', authorization: `Bearer ${m2m}` },
     setupRequest(request) {
-      request.body = subjectTokenBody();
+      request.body = body();
       return request;
     },
     ...(pool && {
@@ -123,7 +149,7 @@ export async function requestsFor(
     case 'baseline':
       return [baselineRequest()];
     case 'create':
-      return [creationRequest(await credentials.m2m(), pool)];
+      return [creationRequest(await credentials.m2m(), pool, credentials.subjectTokenBody)];
     case 'exchange':
       return [exchangeRequest(undefined, pool)];
     case 'exchange-actor':

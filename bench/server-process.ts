@@ -22,6 +22,8 @@ export interface ServerProcessOptions {
   adapter: AdapterKind;
   /** Set the provider up as a deployment runs it (bench/server.ts, BENCH_DEPLOYMENT). */
   deployment?: boolean;
+  /** Require the customer's approval and give a standing grant (bench/standing-grant.ts, BENCH_STANDING_GRANT). */
+  standingGrant?: boolean;
   redisUrl: string;
   redisPrefix: string;
   /** The schema of the PostgreSQL audit log, for `memory+pg-audit`. */
@@ -88,6 +90,7 @@ function forkServer(options: ServerProcessOptions): ChildProcess {
       ...(options.storeSchema ? { BENCH_STORE_SCHEMA: options.storeSchema } : {}),
       ...(options.deployment ? { BENCH_DEPLOYMENT: '1' } : {}),
       ...(options.webhookUrl ? { BENCH_WEBHOOK_URL: options.webhookUrl } : {}),
+      ...(options.standingGrant ? { BENCH_STANDING_GRANT: '1' } : {}),
     },
     execArgv: ['--expose-gc', ...(options.execArgv ?? [])],
     stdio: ['ignore', 'pipe', 'pipe', 'ipc'],

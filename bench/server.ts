@@ -9,6 +9,8 @@
  *   REDIS_URL      default redis://127.0.0.1:6379
  *   BENCH_PREFIX   Redis key prefix (run.ts passes a unique one and deletes its keys afterwards)
  *   BENCH_DEPLOYMENT  1: the provider as a deployment runs it (bench/deployment.ts)
+ *   BENCH_STANDING_GRANT  1: the customer's approval required, a standing grant given at start-up
+ *                  (bench/standing-grant.ts)
  *   BENCH_MEMORY_MAX  the memory adapter's bound (default 1,000,000 entries)
  *   BENCH_WEBHOOK_URL  a webhook subscription to every webhook event, delivered there (bench/webhook-receiver.ts)
  *
@@ -32,6 +34,7 @@ import { createPostgresAdapter, type PostgresAdapterClass } from '../lib/adapter
 import { createPostgresAuditLog } from '../lib/audit-postgres/index.js';
 import { startProvider, USERS } from '../fixtures/provider.js';
 import { deploymentSetup } from './deployment.js';
+import { standingGrantSetup } from './standing-grant.js';
 import { readStat } from './proc-stat.js';
 import type { AdapterKind, ParentMessage, ServerMessage, ServerStats } from './protocol.js';
 import { isCustomer } from './requests.js';
@@ -50,6 +53,7 @@ interface ServerSettings {
   memoryMax: number;
   deployment: boolean;
   webhookUrl: string | undefined;
+  standingGrant: boolean;
 }
 
 function serverSettings(env: NodeJS.ProcessEnv): ServerSettings {
@@ -63,6 +67,7 @@ function serverSettings(env: NodeJS.ProcessEnv): ServerSettings {
     memoryMax: Number(env['BENCH_MEMORY_MAX'] ?? 1_000_000),
     deployment: env['BENCH_DEPLOYMENT'] === '1',
     webhookUrl: env['BENCH_WEBHOOK_URL'],
+    standingGrant: env['BENCH_STANDING_GRANT'] === '1',
   };
 }
 
@@ -218,6 +223,13 @@ async function main(env: NodeJS.ProcessEnv): Promise<void> {
     ? createPostgresAuditLog({ connectionString: settings.databaseUrl, schema: settings.auditSchema })
     : undefined;
   const deployment = settings.deployment ? deploymentSetup() : undefined;
+  const standingGrant = settings.standingGrant ? standingGrantSetup() : undefined;
+  const plugin = {
+    ...deployment?.plugin,
+    ...standingGrant?.plugin,
+    ...(auditLog ? { auditLog } : {}),
+    ...(settings.webhookUrl ? { webhooks: webhookSubscription(settings.webhookUrl) } : {}),
+  };
   const tp = await startProvider({
     adapter: store.adapter,
     // The fixture's users (alice signs in as the actor) and the customers the subject tokens are created for.
@@ -225,13 +237,10 @@ async function main(env: NodeJS.ProcessEnv): Promise<void> {
       findAccount: (_ctx, sub) =>
         USERS.includes(sub) || isCustomer(sub) ? { accountId: sub, claims: () => ({ sub, name: sub }) } : undefined,
     },
-    plugin: {
-      ...deployment?.plugin,
-      ...(auditLog ? { auditLog } : {}),
-      ...(settings.webhookUrl ? { webhooks: webhookSubscription(settings.webhookUrl) } : {}),
-    },
+    plugin,
   });
   deployment?.listen(tp.provider);
+  await standingGrant?.give(tp, plugin);
 
   const shutdown = async (): Promise<void> => {
     await tp.close();

@@ -8,13 +8,54 @@ function picked(...argv: string[]): string[] {
 }
 
 describe('bench command line', () => {
-  it('--smoke alone runs the five smoke configurations, as CI runs it', () => {
+  it('--smoke alone runs the five smoke configurations, as CI runs it, the standing grant on memory only', () => {
     expect(picked('--smoke')).to.deep.equal([
-      'memory · deployment',
+      'memory · deployment · standing grant',
       'redis',
       'postgres',
       'memory+pg-audit',
       'memory · webhooks',
+    ]);
+  });
+
+  it('a full run measures each store plain (with its webhook twin), as a deployment, and with a standing grant', () => {
+    const stores = ['memory', 'redis', 'postgres', 'memory+pg-audit'];
+    expect(picked()).to.deep.equal([
+      'memory',
+      'memory · webhooks',
+      'redis',
+      'redis · webhooks',
+      'postgres',
+      'postgres · webhooks',
+      'memory+pg-audit',
+      ...stores.map((store) => `${store} · deployment`),
+      ...stores.map((store) => `${store} · deployment · standing grant`),
+    ]);
+  });
+
+  it('a standing grant runs the deployment scenarios, its subject tokens under the grant', () => {
+    const [grant] = parseSettings(['--grant-only', '--memory-only'], {}).configurations;
+    expect(grant).to.deep.equal({
+      adapter: 'memory',
+      deployment: true,
+      webhooks: false,
+      standingGrant: true,
+      name: 'memory · deployment · standing grant',
+      scenarios: ['baseline', 'create', 'exchange-actor'],
+    });
+  });
+
+  it('--deployment-only runs the deployment rows and the standing-grant rows; --grant-only the latter alone', () => {
+    expect(picked('--deployment-only', '--memory-only')).to.deep.equal([
+      'memory · deployment',
+      'memory · deployment · standing grant',
+    ]);
+    expect(picked('--grant-only', '--redis-only')).to.deep.equal(['redis · deployment · standing grant']);
+    expect(picked('--smoke', '--grant-only')).to.deep.equal([
+      'memory · deployment · standing grant',
+      'redis · deployment · standing grant',
+      'postgres · deployment · standing grant',
+      'memory+pg-audit · deployment · standing grant',
     ]);
   });
 
@@ -23,13 +64,22 @@ describe('bench command line', () => {
     ['--redis-only', 'redis'],
     ['--postgres-only', 'postgres'],
   ] as const) {
-    it(`--smoke ${flag} runs ${store} alone, plain, with a webhook subscription, and as a deployment`, () => {
-      expect(picked('--smoke', flag)).to.deep.equal([store, `${store} · webhooks`, `${store} · deployment`]);
+    it(`--smoke ${flag} runs ${store} alone: plain, its webhook twin, as a deployment, with a standing grant`, () => {
+      expect(picked('--smoke', flag)).to.deep.equal([
+        store,
+        `${store} · webhooks`,
+        `${store} · deployment`,
+        `${store} · deployment · standing grant`,
+      ]);
     });
   }
 
   it('--smoke --audit-only runs the audit log alone, with no webhook twin', () => {
-    expect(picked('--smoke', '--audit-only')).to.deep.equal(['memory+pg-audit', 'memory+pg-audit · deployment']);
+    expect(picked('--smoke', '--audit-only')).to.deep.equal([
+      'memory+pg-audit',
+      'memory+pg-audit · deployment',
+      'memory+pg-audit · deployment · standing grant',
+    ]);
   });
 
   it('--smoke --no-deployment runs no provider set up as a deployment', () => {
