@@ -19,7 +19,6 @@ export interface SupportAccessOptions {
   /** The resource indicator the customer's token is asked for. */
   customerResource: string;
   secrets: DemoSecrets;
-  users: ReadonlyMap<string, DemoUser>;
   /** Calls the identity service (bounded, a failure is a 502). */
   call(target: string, init: RequestInit): Promise<Response>;
 }
