@@ -23,6 +23,7 @@ import {
 } from './activity.js';
 import { redeemCode } from './code-redemption.js';
 import { escapeHtml, HttpError, page, readForm } from './http.js';
+import type { Notification } from './notifications.js';
 import type { PendingSignIns } from './pending-sign-ins.js';
 import { API_RESOURCE, CLIENTS, type DemoSecrets, type DemoUser } from './seed.js';
 import type { Management } from './stop-routes.js';
@@ -53,6 +54,8 @@ export interface AccountOptions {
   /** The audit trail's rows about this subject, newest first. */
   trailOf(subject: string): Promise<TrailEvent[]>;
   changesOf(customer: string): ChangeRecord[];
+  /** The customer's notifications (from the identity service's webhooks), newest first; none without them. */
+  notificationsOf?(customer: string): Notification[];
   /** Sign-ins in progress: unauthenticated, so kept apart from signed-in sessions, bounded, never evicted. */
   pending: PendingSignIns;
 }
@@ -154,12 +157,14 @@ export async function accountRoutes(router: Router, options: AccountOptions): Pr
     }
     const [trail, support] = await Promise.all([options.trailOf(session.sub), api.state(session.tokens)]);
     const lines = activityLines(trail, options.changesOf(session.sub), options.users);
+    const notifications = options.notificationsOf?.(session.sub);
     const flash = session.flash;
     delete session.flash;
     ctx.set('Content-Security-Policy', CONTENT_SECURITY_POLICY);
     ctx.body = accountPage(
       session,
-      `${supportAccessSection(support, session.csrf, options.users, flash)}
+      `${notifications?.length ? notificationSection(notifications) : ''}
+${supportAccessSection(support, session.csrf, options.users, flash)}
 <section class="card" aria-labelledby="activity-title">
 <h2 id="activity-title">Account activity</h2>
 <p class="muted">Every time someone from our support team acted on your account, newest first.</p>
@@ -175,7 +180,7 @@ ${
     : '<p id="activity-empty">No one from support has accessed your account.</p>'
 }
 </section>`,
-      versionOf(support),
+      versionOf(support, notificationIds(notifications)),
     );
   });
 
@@ -184,7 +189,8 @@ ${
     noStore(ctx);
     const session = sessionOf(ctx);
     if (!session) throw new HttpError(401, 'invalid_request', 'sign in at /account first');
-    ctx.body = { version: versionOf(await api.state(session.tokens)) };
+    const notifications = options.notificationsOf?.(session.sub);
+    ctx.body = { version: versionOf(await api.state(session.tokens), notificationIds(notifications)) };
   });
 
   router.get('/account.js', (ctx) => {
@@ -333,6 +339,20 @@ ${
   });
 }
 
+function notificationIds(notifications: readonly Notification[] | undefined): string[] {
+  return (notifications ?? []).map((notification) => notification.id);
+}
+
+/** The customer's inbox, once it holds something: what support did on their account, as it happened, newest first. */
+function notificationSection(notifications: readonly Notification[]): string {
+  return `<section class="card notifications" aria-labelledby="notifications-title">
+<h2 id="notifications-title">Notifications</h2>
+<ul class="items" id="notifications">${notifications
+    .map((notification) => `<li>${escapeHtml(notification.text)}</li>`)
+    .join('')}</ul>
+</section>`;
+}
+
 /** Compares in constant time. */
 function sameToken(given: string, expected: string): boolean {
   const a = Buffer.from(given);
@@ -394,6 +414,8 @@ label.choice { display: inline-flex; align-items: center; gap: 6px; font-weight:
 label.choice input { width: auto; }
 .card h3 { font-size: 15px; margin: 20px 0 8px; }
 details.give { margin-top: 20px; }
+.notifications { border-left: 4px solid var(--accent); }
+.notifications .items > li { padding: 6px 0; }
 details.give > summary { cursor: pointer; font-weight: 600; font-size: 15px; }
 `;
 

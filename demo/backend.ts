@@ -12,6 +12,7 @@ import { backendDependencies, type IdentityServiceAddresses } from './backend-de
 import { consoleRoutes } from './console-routes.js';
 import { closeServer, escapeHtml, freePort, HttpError, listen, page } from './http.js';
 import { impersonationRequestRoutes } from './impersonation-requests.js';
+import { NotificationInbox, notificationRoutes, type NotificationLimits } from './notifications.js';
 import { PendingSignIns, type PendingSignInLimits } from './pending-sign-ins.js';
 import { resourceRoutes } from './resource-routes.js';
 import { demoSecrets, type DemoSecrets } from './seed.js';
@@ -30,6 +31,12 @@ export interface BackendOptions extends IdentityServiceAddresses {
   timeoutMs?: number;
   /** Bound and lifetime of the sign-ins in progress at `/web/login` and, apart, at `/account/login`. */
   pendingSignIns?: PendingSignInLimits;
+  /**
+   * The customers' notifications: the secret the identity service signs its
+   * webhooks with (`whsec_…`), and the receiver's bounds. Without it, no
+   * receiver is mounted and the account page shows no notifications.
+   */
+  notifications?: { secret: string; limits?: NotificationLimits };
   log?: (line: string) => void;
 }
 
@@ -66,6 +73,8 @@ export async function startBackend(options: BackendOptions): Promise<Backend> {
   const accountLogins = new PendingSignIns(options.pendingSignIns);
 
   const router = new Router();
+  const inbox = new NotificationInbox(options.notifications?.limits);
+  if (options.notifications) notificationRoutes(router, inbox, { ...deps, ...options.notifications });
   await consoleRoutes(router, deps);
   impersonationRequestRoutes(router, deps);
   const resources = resourceRoutes(router, deps);
@@ -75,6 +84,7 @@ export async function startBackend(options: BackendOptions): Promise<Backend> {
     pending: accountLogins,
     changesOf: resources.changesOf,
     trailOf: auditTrailOf(deps.management, deps.endpoints.sessions),
+    ...(options.notifications ? { notificationsOf: (customer: string) => inbox.of(customer) } : {}),
   });
   webSignInRoutes(router, deps, webLogins);
 

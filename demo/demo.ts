@@ -1,9 +1,11 @@
+import { randomBytes } from 'node:crypto';
 import type { AdapterSource } from '../lib/adapters/contract.js';
 import { createMemoryAuditLog, type AuditSink } from '../lib/index.js';
 import { startBackend, type Backend, type BackendOptions } from './backend.js';
 import { addressInUse, freePort, LOOPBACK } from './http.js';
 import { startIdentityService, type IdentityService } from './identity-service.js';
 import type { DemoKeys } from './keys.js';
+import { WEBHOOK_PATH, type NotificationLimits } from './notifications.js';
 import { demoSecrets, type DemoSecrets } from './seed.js';
 
 export interface DemoOptions {
@@ -35,8 +37,16 @@ export interface DemoOptions {
   log?: (line: string) => void;
   /** Also log each read of the revocation feed (several a second). Default false. */
   logFeedReads?: boolean;
+  /**
+   * The secret the identity service signs the customers' notifications with
+   * (webhooks to the backend), `whsec_` and base64. Default: a fresh one,
+   * made at start like the keys, never printed.
+   */
+  webhookSecret?: string;
   /** Overrides for the backend (e.g. a Management API address that is down). */
-  backend?: Partial<Pick<BackendOptions, 'managementUrl' | 'timeoutMs' | 'pendingSignIns'>>;
+  backend?: Partial<Pick<BackendOptions, 'managementUrl' | 'timeoutMs' | 'pendingSignIns'>> & {
+    notificationLimits?: NotificationLimits;
+  };
 }
 
 export interface Demo {
@@ -82,6 +92,8 @@ async function startOn(
   const secrets = options.secrets ?? demoSecrets();
   const log = options.log ?? (() => {});
   const auditLog = options.auditLog ?? createMemoryAuditLog();
+  const webhookSecret = options.webhookSecret ?? `whsec_${randomBytes(32).toString('base64')}`;
+  const receiver = webhookReceiver(bindAddress, ports.backend);
   const identity = await startIdentityService({
     port: ports.identity,
     bindAddress,
@@ -98,10 +110,12 @@ async function startOn(
       ? { peerBackendOrigins: options.peerBackendUrls.map((url) => new URL(url).origin) }
       : {}),
     ...(options.actorMaxAge === undefined ? {} : { actorMaxAge: options.actorMaxAge }),
+    ...(receiver ? { notifications: { url: receiver, secret: webhookSecret } } : {}),
     log,
     logFeedReads: options.logFeedReads ?? false,
   });
   try {
+    const { notificationLimits, ...backendOverrides } = options.backend ?? {};
     const backend = await startBackend({
       port: ports.backend,
       bindAddress,
@@ -113,7 +127,10 @@ async function startOn(
       customerResource: identity.customerResource,
       secrets,
       log,
-      ...options.backend,
+      ...(receiver
+        ? { notifications: { secret: webhookSecret, ...(notificationLimits ? { limits: notificationLimits } : {}) } }
+        : {}),
+      ...backendOverrides,
     });
     return {
       identity,
@@ -127,4 +144,15 @@ async function startOn(
     await identity.close();
     throw error;
   }
+}
+
+/**
+ * Where the identity service reaches the backend's webhook receiver: on this
+ * machine (the plugin posts plain http only to a loopback address). A backend
+ * bound to another address alone gets no notifications.
+ */
+function webhookReceiver(bindAddress: string, port: number): string | undefined {
+  if (['127.0.0.1', '0.0.0.0', 'localhost'].includes(bindAddress)) return `http://127.0.0.1:${port}${WEBHOOK_PATH}`;
+  if (['::1', '::'].includes(bindAddress)) return `http://[::1]:${port}${WEBHOOK_PATH}`;
+  return undefined;
 }

@@ -71,8 +71,8 @@ export class HttpError extends Error {
   }
 }
 
-/** Reads a request body of at most `limit` bytes. */
-export async function readBody(ctx: Koa.Context, limit = 16 * 1024): Promise<string> {
+/** Reads a request body of at most `limit` bytes, as it came: a signature covers these very bytes. */
+export async function readRawBody(ctx: Koa.Context, limit = 16 * 1024): Promise<Buffer> {
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const chunk of ctx.req as AsyncIterable<Buffer>) {
@@ -80,7 +80,12 @@ export async function readBody(ctx: Koa.Context, limit = 16 * 1024): Promise<str
     if (size > limit) throw new HttpError(413, 'request_too_large', `body exceeds ${limit} bytes`);
     chunks.push(chunk);
   }
-  return Buffer.concat(chunks).toString('utf8');
+  return Buffer.concat(chunks);
+}
+
+/** Reads a request body of at most `limit` bytes. */
+export async function readBody(ctx: Koa.Context, limit = 16 * 1024): Promise<string> {
+  return (await readRawBody(ctx, limit)).toString('utf8');
 }
 
 export async function readForm(ctx: Koa.Context): Promise<URLSearchParams> {

@@ -46,6 +46,8 @@ export interface IdentityServiceOptions {
   subjectTokenTTL?: number;
   /** How long a request waits for the customer's answer, seconds. Default: the plugin's (900). */
   approvalRequestTTL?: number;
+  /** The backend's webhook receiver for the customers' notifications (http on a loopback address), and its secret. */
+  notifications?: { url: string; secret: string };
   secrets?: DemoSecrets;
   /** The provider's adapter, shared with the subject-token store. Default: the plugin's memory adapter. */
   adapter?: AdapterSource;
@@ -109,6 +111,7 @@ export async function startIdentityService(options: IdentityServiceOptions): Pro
     ...(options.subjectTokenTTL === undefined ? {} : { subjectTokenTTL: options.subjectTokenTTL }),
     ...(options.actorMaxAge === undefined ? {} : { actorMaxAge: options.actorMaxAge }),
     ...(options.approvalRequestTTL === undefined ? {} : { approvalRequestTTL: options.approvalRequestTTL }),
+    ...(options.notifications ? { notifications: options.notifications } : {}),
   });
   const configuration = providerConfiguration({
     impersonation,
@@ -155,7 +158,11 @@ export async function startIdentityService(options: IdentityServiceOptions): Pro
     provider,
     impersonation,
     server,
-    close: () => closeServer(server),
+    close: async () => {
+      // Deliveries in flight are abandoned: their leases run out, and another instance on the same store delivers them.
+      if (options.notifications) await impersonation.webhooks().stop();
+      await closeServer(server);
+    },
   };
 }
 

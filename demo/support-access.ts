@@ -19,7 +19,6 @@ export interface SupportAccessOptions {
   /** The resource indicator the customer's token is asked for. */
   customerResource: string;
   secrets: DemoSecrets;
-  users: ReadonlyMap<string, DemoUser>;
   /** Calls the identity service (bounded, a failure is a 502). */
   call(target: string, init: RequestInit): Promise<Response>;
 }
@@ -166,12 +165,15 @@ function itemsOf<T>(body: Record<string, unknown> | undefined): T[] {
   return Array.isArray(body?.['items']) ? (body['items'] as T[]) : [];
 }
 
-/** What changes the section: the page reloads itself when this changes. */
-export function versionOf(state: SupportAccessState): string {
-  const parts =
-    state.kind === 'ready'
+/** What changes the section (and `more` of the page: its notifications): the page reloads itself when this changes. */
+export function versionOf(state: SupportAccessState, more: readonly string[] = []): string {
+  const parts = [
+    ...(state.kind === 'ready'
       ? [...state.requests.map((request) => request.id), '|', ...state.grants.map((grant) => grant.id)]
-      : [state.kind];
+      : [state.kind]),
+    '|',
+    ...more,
+  ];
   return createHash('sha256').update(parts.join(' ')).digest('base64url').slice(0, 16);
 }
 

@@ -568,6 +568,7 @@ describe('canary: no token value or secret leaves its place', function () {
   });
 
   describe('the demo', () => {
+    const DEMO_WEBHOOK_SECRET = webhookSecret('demo-canary');
     let demo: Demo;
     const lines: string[] = [];
     before(async () => {
@@ -576,6 +577,7 @@ describe('canary: no token value or secret leaves its place', function () {
         backendPort: 0,
         log: (line) => lines.push(line),
         backend: { pendingSignIns: { max: 2 } },
+        webhookSecret: DEMO_WEBHOOK_SECRET,
       });
     });
     after(() => demo?.close());
@@ -587,6 +589,8 @@ describe('canary: no token value or secret leaves its place', function () {
         'impersonation-backend-secret',
         'customer-account-secret',
         'emergency-access-secret',
+        DEMO_WEBHOOK_SECRET,
+        DEMO_WEBHOOK_SECRET.slice('whsec_'.length),
       );
       // Every token the identity service issues, the backend's own included (M2M, the customer's refresh token and token).
       demo.identity.provider.on('grant.success', (ctx: Koa.Context) => {
@@ -720,6 +724,12 @@ describe('canary: no token value or secret leaves its place', function () {
       for (const [index, answer] of started.entries()) demoCanary.sink(`sign-in started ${index}`, answer);
       for (const row of (demo.auditLog as MemoryAuditLog).rows) demoCanary.sink(`audit row ${row.seq}`, row);
 
+      // The customers' notifications arrived, by the identity service's signed webhooks.
+      const notified = Date.now();
+      while (!lines.some((line) => line.startsWith('[backend] notification for bob: ')) && Date.now() - notified < 5000)
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      expect(lines.some((line) => line.startsWith('[backend] notification for dave: '))).to.equal(true);
+      expect(lines.some((line) => line.startsWith('[backend] notification for bob: '))).to.equal(true);
       expect(lines.length, 'the demo logged the flow').to.be.above(5);
       for (const [index, line] of lines.entries()) demoCanary.sink(`demo log line ${index}`, line);
       expect(demoCanary.leaks()).to.deep.equal([]);

@@ -4,7 +4,13 @@
  * oidc-provider's (clients, scopes, lifetimes, features).
  */
 import { errors, type Configuration } from 'oidc-provider';
-import { createImpersonation, TOKEN_EXCHANGE_GRANT, type AuditSink, type Impersonation } from '../../lib/index.js';
+import {
+  createImpersonation,
+  TOKEN_EXCHANGE_GRANT,
+  WEBHOOK_EVENTS,
+  type AuditSink,
+  type Impersonation,
+} from '../../lib/index.js';
 import type { DemoKeys } from '../keys.js';
 import { API_RESOURCE, API_SCOPES, CLIENTS, type DemoSecrets } from '../seed.js';
 import type { DemoAccounts } from './accounts.js';
@@ -29,6 +35,8 @@ export interface ImpersonationSettings {
   customerResource: string;
   /** How long a request waits for the customer's answer, seconds. Default: the plugin's (900). */
   approvalRequestTTL?: number;
+  /** Where the backend receives webhooks for the customers' notifications, and the secret that signs them. */
+  notifications?: { url: string; secret: string };
 }
 
 export function demoImpersonation(settings: ImpersonationSettings): Impersonation {
@@ -56,6 +64,21 @@ export function demoImpersonation(settings: ImpersonationSettings): Impersonatio
       // Only the on-call team's own client may bypass a customer, never the console's backend.
       breakGlassClients: [CLIENTS.emergency],
     },
+    // Each impersonation started and stopped, to the backend, which tells the customer.
+    ...(settings.notifications
+      ? {
+          webhooks: {
+            subscriptions: [
+              {
+                id: 'customer-notifications',
+                url: settings.notifications.url,
+                events: WEBHOOK_EVENTS,
+                secret: settings.notifications.secret,
+              },
+            ],
+          },
+        }
+      : {}),
     getCustomJwtClaims: ({ context }) => {
       if (context.grant.type !== TOKEN_EXCHANGE_GRANT) return {};
       const { ticketId, reason, supportEngineerId } = context.grant.subjectTokenContext;

@@ -90,7 +90,8 @@ describe('demo: customer approval, alice and bob each in a browser of their own'
     await expectAccessible(bob.page, "bob's account page after his approval");
 
     await actingAsBob().waitFor({ timeout: WITHIN });
-    expect(Date.now() - approvedAt, 'the console went on within seconds').to.be.below(WITHIN);
+    const started = Date.now();
+    expect(started - approvedAt, 'the console went on within seconds').to.be.below(WITHIN);
     await alice.saysNoError(alice.page.locator('#orders tbody tr').first());
     expect(await alice.text('#customer-title')).to.equal("Bob Brown's account, as Bob sees it");
     expect(await alice.text('#customer-access')).to.contain('Read only');
@@ -100,6 +101,16 @@ describe('demo: customer approval, alice and bob each in a browser of their own'
       steps.some((text) => text.startsWith("1b. Wait for bob's approval") && text.endsWith('Bob approved.')),
     );
     await expectAccessible(alice.page, 'the console acting as bob after his approval');
+
+    // Bob's page tells him, seconds later: the identity service's webhook reached the backend's receiver.
+    const notice = bob.page.locator('#notifications li', { hasText: 'started acting as you' });
+    await notice.waitFor({ timeout: WITHIN });
+    expect(Date.now() - started, 'bob is told within a few seconds').to.be.below(8000);
+    expect(await notice.innerText()).to.match(
+      /^Alice from support started acting as you \(ticket T-1234\) at \d\d:\d\d UTC on \d{1,2} \w+ 20\d\d$/,
+    );
+    await expectAccessible(bob.page, "bob's account page with a notification");
+    await screenshot(bob.page, 'account-notification.png');
   });
 
   it("bob ends the access: alice's token is refused within two seconds, and her console says he ended it", async () => {
@@ -111,6 +122,9 @@ describe('demo: customer approval, alice and bob each in a browser of their own'
       'The access ended: whoever used it no longer acts on your account.',
     );
     expect(await bob.page.locator('#grants-empty').isVisible()).to.equal(true);
+    await bob.page
+      .locator('#notifications li', { hasText: 'Alice from support stopped acting as you (ticket T-1234)' })
+      .waitFor({ timeout: WITHIN });
 
     await alice.page.reload();
     await alice.ready();
@@ -162,7 +176,8 @@ describe('demo: customer approval, alice and bob each in a browser of their own'
   });
 
   it('bob gives read-only access ahead of time, to alice, with a note; she then acts as him without waiting', async () => {
-    await bob.page.reload();
+    // The request alice stopped waiting for reaches his page first (which reloads itself for it).
+    await bob.page.locator('#requests li', { hasText: 'ticket T-1400: Address check' }).waitFor({ timeout: WITHIN });
     await bob.ready();
     await bob.page.locator('#give > summary').click();
     const give = bob.page.locator('#give-form');
