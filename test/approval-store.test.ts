@@ -122,6 +122,20 @@ for (const { name, open } of ADAPTERS) {
       expect(await store.findGrant(asked.id)).to.equal(undefined);
     });
 
+    it('reads a grant whose ender failed right after winning its consume as ended: it allows nothing more', async () => {
+      const given = grant('bob');
+      await store.saveGrant(given);
+      // The consume is won; the end is never written.
+      expect(await adapter.consumeOnce(given.id)).to.equal(true);
+      const found = await store.findGrant(given.id);
+      expect(found && grantStateOf(found)).to.equal('ended');
+      expect(await store.activeGrants('bob', 10)).to.deep.equal([]);
+      // Ending it again (a retry) changes nothing and still finds it ended.
+      const retry = await store.endGrant(given, { at: now(), by: 'customer' });
+      expect(retry.changedNow).to.equal(false);
+      expect(retry.record.ended).to.not.equal(undefined);
+    });
+
     it('bounds a listing by its limit', async () => {
       for (let index = 0; index < 5; index += 1) await store.saveGrant(grant('dave'));
       expect(await store.activeGrants('dave', 3)).to.have.length(3);

@@ -150,6 +150,14 @@ function fromPayload<T extends AccessGrant | ApprovalRequest>(
   ) {
     return undefined;
   }
-  const { kind: _kind, consumed: _consumed, ...record } = candidate;
-  return record as unknown as T;
+  const { kind: _kind, consumed, ...record } = candidate;
+  if (kind === REQUEST || consumed === undefined || consumed === null) return record as unknown as T;
+  // A grant consumed but with no end written is being ended, or its ender failed right after
+  // winning: either way it allows nothing more (else a failed end would leave it in force, and
+  // every retry, losing the consume, would change nothing). A request in that state reads as
+  // pending: its answer is on its way, and were it lost, the request expires on its own.
+  const grant = record as unknown as AccessGrant;
+  if (grant.ended) return record as unknown as T;
+  const at = typeof consumed === 'number' ? consumed : Math.floor(Date.now() / 1000);
+  return { ...grant, ended: { at, by: 'customer' } } as T;
 }
