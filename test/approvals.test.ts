@@ -583,6 +583,23 @@ describe('customer approval: the customer operations (library)', function () {
     await giveGrant(ap.deps, customer, { duration: 60 });
   });
 
+  it('bounds the grants a customer gives in 24 hours, ended ones included: short grants in a loop cannot fill the store', async () => {
+    const customer = newCustomer();
+    // maxGrantsPerCustomer is 2 here: ten a day, however each ends.
+    for (let given = 0; given < 10; given += 1) {
+      const grant = await giveGrant(ap.deps, customer, { duration: 60 });
+      await endAccessGrant(ap.deps, customer, grant.id);
+    }
+    expect(await ap.deps.approvals.activeGrants(customer, 10)).to.deep.equal([]);
+    expect(await refusalOf(giveGrant(ap.deps, customer, { duration: 60 }))).to.deep.include({
+      status: 429,
+      error: 'too_many_grants',
+      message: 'the customer gave as many access grants in the last 24 hours as the deployment allows',
+    });
+    // Another customer is not affected.
+    await giveGrant(ap.deps, newCustomer(), { duration: 60 });
+  });
+
   it("ends only the customer's own grants: another's, or an unknown id, is 404 alike", async () => {
     const owner = newCustomer();
     const grant = await giveGrant(ap.deps, owner, { duration: 60 });

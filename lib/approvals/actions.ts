@@ -219,14 +219,33 @@ function closed(decision: ApprovalDecision): ManagementError {
 
 async function assertRoomForGrant(deps: ApprovalDependencies, customer: string): Promise<void> {
   const { maxGrantsPerCustomer } = approvalSettings(deps.options, 'giveGrant');
-  const inForce = await storeCall(() => deps.approvals.activeGrants(customer, maxGrantsPerCustomer));
+  const perDay = GRANTS_PER_DAY_PER_GRANT_IN_FORCE * maxGrantsPerCustomer;
+  const [inForce, given] = await storeCall(() =>
+    Promise.all([
+      deps.approvals.activeGrants(customer, maxGrantsPerCustomer),
+      deps.approvals.givenLately(customer, perDay),
+    ]),
+  );
   if (inForce.length >= maxGrantsPerCustomer) {
     throw customerLimitReached(
       'too_many_grants',
       'the customer has as many access grants in force as the deployment allows; end one first',
     );
   }
+  if (given >= perDay) {
+    throw customerLimitReached(
+      'too_many_grants',
+      'the customer gave as many access grants in the last 24 hours as the deployment allows',
+    );
+  }
 }
+
+/**
+ * Grants a customer may give in 24 hours, per grant they may hold in force:
+ * ending grants makes room for others, but a loop of short grants cannot fill
+ * the store, the trail or a webhook's queue that every customer shares.
+ */
+const GRANTS_PER_DAY_PER_GRANT_IN_FORCE = 5;
 
 /**
  * Saves the grant, then its trail row, awaited: a grant whose row cannot be

@@ -17,6 +17,9 @@ const KEPT_AFTER_EXPIRY = 7 * 24 * 3600;
 const GRANT = 'AccessGrant';
 const REQUEST = 'ApprovalRequest';
 const grantsOf = (subject: string) => `grants:${subject}`;
+const givenBy = (subject: string) => `given:${subject}`;
+/** How long a grant counts toward its customer's daily budget, whatever becomes of it (ms). */
+const GIVEN_WINDOW_MS = 24 * 3600 * 1000;
 const pendingOf = (subject: string) => `pending:${subject}`;
 
 /** What closing a grant or answering a request did: `changedNow` for the one caller whose change it was. */
@@ -45,7 +48,17 @@ export class ApprovalStore {
     await Promise.all([
       this.#adapter.upsert(grant.id, toPayload(GRANT, grant), keptFor(grant.expiresAt)),
       this.#adapter.indexAdd([grantsOf(grant.subject)], grant.id, grant.expiresAt * 1000),
+      this.#adapter.indexAdd([givenBy(grant.subject)], grant.id, grant.createdAt * 1000 + GIVEN_WINDOW_MS),
     ]);
+  }
+
+  /**
+   * How many grants the customer gave in the last 24 hours, ended or expired
+   * ones included, counted up to `limit`: what bounds the records, trail rows
+   * and notifications one customer can make, however short their grants.
+   */
+  async givenLately(subject: string, limit: number): Promise<number> {
+    return (await this.#adapter.indexRange(givenBy(subject), undefined, limit)).length;
   }
 
   async findGrant(id: string): Promise<AccessGrant | undefined> {
