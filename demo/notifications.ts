@@ -19,7 +19,10 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import type Router from '@koa/router';
 import { LRUCache } from 'lru-cache';
-import { EVENTS, WEBHOOK_EVENTS } from '../lib/index.js';
+import { EVENTS } from '../lib/index.js';
+
+/** What the customer is told of: an impersonation started or stopped (the approvals they answer themselves). */
+const NOTIFIED = [EVENTS.exchangeSucceeded, EVENTS.sessionRevoked, EVENTS.sessionEnded];
 import { HttpError, readRawBody } from './http.js';
 import { logText } from './log-text.js';
 import type { DemoUser } from './seed.js';
@@ -156,7 +159,7 @@ function notificationOf(
   users: ReadonlyMap<string, DemoUser>,
 ): (Notification & { customer: string }) | undefined {
   const { type, timestamp, data } = (payload ?? {}) as { type?: unknown; timestamp?: unknown; data?: unknown };
-  if (!(WEBHOOK_EVENTS as readonly unknown[]).includes(type)) return undefined;
+  if (!(NOTIFIED as readonly unknown[]).includes(type)) return undefined;
   const fields = (typeof data === 'object' && data !== null ? data : {}) as Record<string, unknown>;
   const at = typeof timestamp === 'string' ? new Date(timestamp) : new Date(Number.NaN);
   if (typeof fields['subject'] !== 'string' || Number.isNaN(at.getTime()))

@@ -6,8 +6,8 @@
 import { errors, type Configuration } from 'oidc-provider';
 import {
   createImpersonation,
+  EVENTS,
   TOKEN_EXCHANGE_GRANT,
-  WEBHOOK_EVENTS,
   type AuditSink,
   type Impersonation,
 } from '../../lib/index.js';
@@ -72,7 +72,7 @@ export function demoImpersonation(settings: ImpersonationSettings): Impersonatio
               {
                 id: 'customer-notifications',
                 url: settings.notifications.url,
-                events: WEBHOOK_EVENTS,
+                events: [EVENTS.exchangeSucceeded, EVENTS.sessionRevoked, EVENTS.sessionEnded],
                 secret: settings.notifications.secret,
               },
             ],
