@@ -354,7 +354,7 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
     } catch (error) {
       await client.query('ROLLBACK').catch((rollback: unknown) => {
         // A connection that cannot roll back is not handed out again.
-        broken = rollback instanceof Error ? rollback : new Error('rollback failed');
+        broken = rollback instanceof Error ? rollback : unavailable('the PostgreSQL transaction could not be rolled back');
       });
       throw error;
     } finally {
