@@ -354,7 +354,8 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
     } catch (error) {
       await client.query('ROLLBACK').catch((rollback: unknown) => {
         // A connection that cannot roll back is not handed out again.
-        broken = rollback instanceof Error ? rollback : unavailable('the PostgreSQL transaction could not be rolled back');
+        broken =
+          rollback instanceof Error ? rollback : unavailable('the PostgreSQL transaction could not be rolled back');
       });
       throw error;
     } finally {
