@@ -60,17 +60,7 @@ export function subjectTokenRoutes(
     const request = parseCreation(await readJsonObject(ctx, options.maxContextBytes + BODY_OVERHEAD), options);
     // Only the clients the deployment names may bypass the customer; an attempt by another is recorded.
     if (request.breakGlass && !options.approvals?.breakGlassClients.includes(caller.clientId)) {
-      const event: ImpersonationEvent<typeof EVENTS.subjectTokenRefused> = {
-        name: EVENTS.subjectTokenRefused,
-        subject: request.userId,
-        createdBy: caller.clientId,
-        context: request.context,
-        ...(request.clientId === undefined ? {} : { clientId: request.clientId }),
-        ...(request.actorId === undefined ? {} : { actor: request.actorId }),
-        error: 'access_denied',
-        reason: BREAK_GLASS_REFUSED,
-      };
-      await recordEvent(provider, options.auditLog, event, ctx);
+      await recordEvent(provider, options.auditLog, creationRefused(request, caller, BREAK_GLASS_REFUSED), ctx);
       throw accessDenied(BREAK_GLASS_REFUSED);
     }
 
@@ -89,18 +79,8 @@ export function subjectTokenRoutes(
         'this user may not be impersonated',
       );
       if (refused) {
-        const event: ImpersonationEvent<typeof EVENTS.subjectTokenRefused> = {
-          name: EVENTS.subjectTokenRefused,
-          subject: request.userId,
-          createdBy: caller.clientId,
-          context: request.context,
-          ...(request.clientId === undefined ? {} : { clientId: request.clientId }),
-          ...(request.actorId === undefined ? {} : { actor: request.actorId }),
-          error: 'access_denied',
-          // The policy's words are recorded as given, but never in a form that would keep the record from being written.
-          reason: storableText(refused),
-        };
-        await recordEvent(provider, options.auditLog, event, ctx);
+        // The policy's words are recorded as given, but never in a form that would keep the record from being written.
+        await recordEvent(provider, options.auditLog, creationRefused(request, caller, storableText(refused)), ctx);
         throw accessDenied(refused);
       }
     }
@@ -201,6 +181,24 @@ export function subjectTokenRoutes(
       ctx,
     );
   });
+}
+
+/** A creation refused (by the policy, or a break-glass from a client not named), as the trail records it. */
+function creationRefused(
+  request: CreationRequest,
+  caller: { clientId: string },
+  reason: string,
+): ImpersonationEvent<typeof EVENTS.subjectTokenRefused> {
+  return {
+    name: EVENTS.subjectTokenRefused,
+    subject: request.userId,
+    createdBy: caller.clientId,
+    context: request.context,
+    ...(request.clientId === undefined ? {} : { clientId: request.clientId }),
+    ...(request.actorId === undefined ? {} : { actor: request.actorId }),
+    error: 'access_denied',
+    reason,
+  };
 }
 
 function parseCreation(body: JsonObject, options: ResolvedOptions): CreationRequest {
