@@ -143,30 +143,23 @@ export interface ImpersonationOptions {
   webhooks?: WebhookOptions | undefined;
 }
 
-/** The options with a default: each one filled in. */
-type DefaultedOptions = Omit<
-  ImpersonationOptions,
+/** The options without a default: absent unless given. */
+type UndefaultedOption =
   | 'authenticateManagementRequest'
   | 'canImpersonate'
   | 'canExchange'
   | 'getCustomJwtClaims'
   | 'actorAuthentication'
   | 'auditLog'
-  | 'store'
-  | 'approvals'
-  | 'webhooks'
->;
+  | 'store';
+
+/** The options with a default: each one filled in. */
+type DefaultedOptions = Omit<ImpersonationOptions, UndefaultedOption | 'approvals' | 'webhooks'>;
 
 // Not Required<>: under a consumer's exactOptionalPropertyTypes it keeps the `| undefined` each option accepts.
 export type ResolvedOptions = { [Name in keyof DefaultedOptions]-?: Exclude<DefaultedOptions[Name], undefined> } & Pick<
   ImpersonationOptions,
-  | 'authenticateManagementRequest'
-  | 'canImpersonate'
-  | 'canExchange'
-  | 'getCustomJwtClaims'
-  | 'actorAuthentication'
-  | 'auditLog'
-  | 'store'
+  UndefaultedOption
 > & { approvals?: ResolvedApprovalOptions; webhooks?: ResolvedWebhookOptions };
 
 const DEFAULTS = {
