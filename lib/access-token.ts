@@ -2,7 +2,7 @@ import { hash } from 'node:crypto';
 import { createLocalJWKSet, jwtVerify, type JWTPayload } from 'jose';
 import { LRUCache } from 'lru-cache';
 import type { AccessToken, Provider } from 'oidc-provider';
-import { findAccessTokenUnbound, providerJwks, sessionBindingHolds, sessionBindsToken } from './provider-internals.js';
+import { findAccessTokenUnbound, providerJwks, sessionBindingHolds } from './provider-internals.js';
 import { SESSION_CLAIM } from './sessions/record.js';
 
 /** What the plugin needs to know of an access token this provider issued, whatever its format. */
@@ -131,29 +131,6 @@ async function findHonouredAccessToken(provider: Provider, value: string): Promi
     return undefined;
   }
   return token;
-}
-
-/**
- * Whether an opaque user access token verified earlier is still honoured, read
- * in one round trip: the token, its Grant and its session side by side (their
- * ids are known from the first read). A revoked Grant, a revoked token (which
- * revokes its Grant) or an ended session that the token is bound to all end it.
- */
-export async function stillHonoured(
-  provider: Provider,
-  value: string,
-  known: { grantId: string; sessionUid?: string },
-): Promise<boolean> {
-  const [token, grant, session] = await Promise.all([
-    findAccessTokenUnbound(provider, value),
-    provider.Grant.find(known.grantId, { ignoreExpiration: true }),
-    known.sessionUid === undefined ? undefined : provider.Session.findByUid(known.sessionUid),
-  ]);
-  if (!token || token.isExpired || token.grantId !== known.grantId) return false;
-  if (!grant || grant.isExpired || grant.clientId !== token.clientId || grant.accountId !== token.accountId) {
-    return false;
-  }
-  return sessionBindsToken(session, token);
 }
 
 async function verifyJwt(provider: Provider, value: string): Promise<VerifiedAccessToken | undefined> {

@@ -76,6 +76,17 @@ export function misconfigured(description: string): errors.OIDCProviderError {
 }
 
 /**
+ * An exchange that ran too long between its reads and its commit to be
+ * sure that what it read still holds: 503, nothing burned; retrying reads again.
+ */
+export function exchangeTooSlow(deadlineMs: number): errors.TemporarilyUnavailable {
+  const error = new errors.TemporarilyUnavailable(
+    `the exchange took longer than ${deadlineMs / 1000} s to complete; retry it`,
+  );
+  return Object.assign(error, { status: 503, statusCode: 503, expose: true });
+}
+
+/**
  * A store that would have to forget security state to take one more entry.
  * 503 `temporarily_unavailable` at the token endpoint (and any other of
  * oidc-provider's); the Management API answers it as a store outage, also 503.

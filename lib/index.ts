@@ -44,7 +44,10 @@ export type { MemoryAdapterClass, MemoryAdapterOptions, MemoryAdapterStats } fro
 export type {
   AdapterSource,
   AtomicAdapter,
+  AtomicCommit,
   AtomicConsume,
+  CommitOutcome,
+  CommitWrite,
   ImpersonationAdapter,
   ImpersonationAdapterClass,
   IndexEntry,

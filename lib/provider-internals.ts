@@ -177,21 +177,6 @@ export function sessionBindingHolds(provider: Provider, token: AccessToken): Pro
   return checkSessionBinding(provider, token).then((bound) => bound !== undefined);
 }
 
-/**
- * `sessionBindingHolds` for a session read beside the token rather than after
- * it: the same rule as oidc-provider's `checkSessionBinding` (a token bound to
- * its session needs that session, for the same account and Grant).
- */
-export function sessionBindsToken(session: InstanceType<Provider['Session']> | undefined, token: AccessToken): boolean {
-  const bound = token as unknown as { expiresWithSession?: boolean; accountId?: string; grantId?: string };
-  if (!bound.expiresWithSession) return true;
-  return (
-    session !== undefined &&
-    session.accountId === bound.accountId &&
-    session.grantIdFor(token.clientId!) === bound.grantId
-  );
-}
-
 export function resolveRequestedResources(ctx: KoaContextWithOIDC): Promise<ResourceServerInstance[]> {
   return grants.resolveRequestedResources(ctx.oidc.provider, ctx) as Promise<ResourceServerInstance[]>;
 }

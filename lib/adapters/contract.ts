@@ -1,4 +1,4 @@
-import type { Adapter, AdapterConstructor, AdapterFactory } from 'oidc-provider';
+import type { Adapter, AdapterConstructor, AdapterFactory, AdapterPayload } from 'oidc-provider';
 
 /**
  * The one operation single use rests on. oidc-provider's own `consume(id)`
@@ -61,7 +61,58 @@ export interface SortedIndexes {
   indexRange(index: string, after: IndexEntry | undefined, limit: number): Promise<IndexEntry[]>;
 }
 
-export type ImpersonationAdapter = AtomicAdapter & SortedIndexes;
+/**
+ * What an exchange writes, committed by one store operation: the redemption
+ * of `consume` (an entry of any of the plugin's models, as `consumeOnce`
+ * consumes it), the entry `write` and its membership of `indexes` (sorted
+ * indexes of `write.model`, scored `expiresAt`). Either all of it happens,
+ * or none. `guards` are ids of entries of `write.model`: one whose payload
+ * carries `ended` (a mark that what the exchange was allowed by has ended
+ * since it was read, see `GUARD_KIND`) refuses the commit.
+ */
+export interface CommitWrite {
+  consume: { model: string; id: string };
+  write: { model: string; id: string; payload: AdapterPayload; expiresIn: number };
+  indexes: readonly string[];
+  /** The index members' expiry, milliseconds since the epoch. */
+  expiresAt: number;
+  guards: readonly string[];
+}
+
+/**
+ * The kind of a guard's entry. An ended guard's payload is
+ * `{ kind: GUARD_KIND, ended: <seconds> }`; a store may keep guards that
+ * carry no `ended` (PostgreSQL locks them, so that a commit and a mark that
+ * race are ordered).
+ */
+export const GUARD_KIND = 'ImpersonationGuard';
+
+/** What `commitOnce` did: committed all, or nothing because the entry was consumed already or a guard was present. */
+export type CommitOutcome = { outcome: 'committed' } | { outcome: 'consumed' } | { outcome: 'guarded'; guard: string };
+
+/**
+ * One exchange, one store operation. `commitOnce(write)` consumes
+ * `write.consume` and, in the same atomic step, stores `write.write` and adds
+ * it to `write.indexes`, unless a guard of `write.guards` has ended; it
+ * resolves `committed` for the one call that consumed the entry. It resolves
+ * `consumed` (the entry is missing or already consumed) or `guarded` (with
+ * the first guard found), writing nothing, and rejects, writing nothing,
+ * when the store cannot be reached or cannot take the entry (a bounded store
+ * that is full): a refused exchange never leaves a listed session behind,
+ * and a failed one never burns its subject token.
+ */
+export interface AtomicCommit {
+  commitOnce(write: CommitWrite): Promise<CommitOutcome>;
+}
+
+export type ImpersonationAdapter = AtomicAdapter & SortedIndexes & AtomicCommit;
+
+/**
+ * The models one exchange's commit spans: the subject token it redeems and
+ * the session it lists. A store that partitions its keys (Redis Cluster)
+ * keeps their entries, and the sessions' sorted indexes, in one partition.
+ */
+export const COMMITTED_TOGETHER: ReadonlySet<string> = new Set(['SubjectToken', 'ImpersonationSession']);
 
 /** What `createMemoryAdapter()`, `createRedisAdapter()` and `createPostgresAdapter()` return, before their own statics. */
 export interface ImpersonationAdapterClass {
@@ -101,6 +152,10 @@ export function entryLifetimeMs(expiresIn: number | undefined): number | undefin
   if (typeof expiresIn !== 'number' || !Number.isFinite(expiresIn)) return undefined;
   if (expiresIn <= 0) return 0;
   return Math.min(Math.ceil(expiresIn * 1000), LIFETIME_CAP_MS);
+}
+
+export function hasAtomicCommit(adapter: Adapter): adapter is Adapter & AtomicCommit {
+  return typeof (adapter as Partial<AtomicCommit>).commitOnce === 'function';
 }
 
 export function hasSortedIndexes(adapter: Adapter): adapter is Adapter & SortedIndexes {

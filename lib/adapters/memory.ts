@@ -10,12 +10,15 @@
  */
 import { LRUCache } from 'lru-cache';
 import type { Adapter, AdapterPayload } from 'oidc-provider';
-import { invalidOption, storeFull } from '../errors.js';
+import { invalidCall, invalidOption, storeFull } from '../errors.js';
 import {
   comesAfter,
   entryLifetimeMs,
   GRANTABLE_MODELS,
+  type AtomicCommit,
   type AtomicConsume,
+  type CommitOutcome,
+  type CommitWrite,
   type ImpersonationAdapterClass,
   type IndexEntry,
   type SortedIndexes,
@@ -241,14 +244,66 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
     store.indexedMembers -= 1;
   }
 
+  /** Stores an entry the model has room for (see admit), with its grant and pointers. */
+  function put(store: ModelStore, id: string, payload: AdapterPayload, ttl: number | undefined): void {
+    if (payload.grantId && GRANTABLE_MODELS.has(store.name)) {
+      const members = grants.get(payload.grantId) ?? [];
+      members.push([store.name, id]);
+      // The index must outlive every entry it lists, or revokeByGrantId would miss live tokens.
+      const remaining = grants.getRemainingTTL(payload.grantId);
+      const indexTtl = ttl === undefined || remaining === Infinity ? undefined : Math.max(ttl, remaining);
+      grants.set(payload.grantId, members, indexTtl === undefined ? {} : { ttl: indexTtl });
+    }
+    if (payload.userCode) store.pointers.set(`userCode:${payload.userCode}`, id, { ttl });
+    if (payload.uid) store.pointers.set(`uid:${payload.uid}`, id, { ttl });
+    const { consumed, ...stored } = payload;
+    const entry: Entry = {
+      payload: JSON.parse(JSON.stringify(stored)) as JsonPayload,
+      exp: typeof payload.exp === 'number' ? payload.exp : undefined,
+    };
+    if (consumed) entry.consumed = consumed;
+    store.entries.set(id, entry, { ttl });
+  }
+
+  /** The indexes `member` joins, created and pruned; refuses, changing no member, when they have no room for it. */
+  function roomInIndexes(store: ModelStore, names: readonly string[], member: string): SortedIndex[] {
+    const now = Date.now();
+    const indexes = names.map((name) => {
+      let index = store.indexes.get(name);
+      if (!index) {
+        index = { entries: [], start: 0, expiries: new Map() };
+        store.indexes.set(name, index);
+      }
+      pruneIndex(store, index, now);
+      return index;
+    });
+    const added = indexes.filter((index) => !index.expiries.has(member)).length;
+    if (store.indexedMembers + added > store.max * INDEX_MEMBERS_PER_ENTRY) {
+      refusedFull[store.name] = (refusedFull[store.name] ?? 0) + 1;
+      throw storeFull(store.name);
+    }
+    return indexes;
+  }
+
+  function insertMember(store: ModelStore, indexes: SortedIndex[], member: string, expiresAt: number): void {
+    const entry = { member, expiresAt };
+    for (const index of indexes) {
+      if (index.expiries.has(member)) removeMember(store, index, member);
+      const at = lowerBound(index, entry);
+      // New sessions usually expire last: appending is the common case, and far cheaper than a splice.
+      if (at === index.entries.length) index.entries.push({ ...entry });
+      else index.entries.splice(at, 0, { ...entry });
+      index.expiries.set(member, expiresAt);
+      store.indexedMembers += 1;
+    }
+  }
+
   let outbox: OutboxStore | undefined;
 
-  class MemoryAdapter implements Adapter, AtomicConsume, SortedIndexes, OutboxCapable {
-    readonly #name: string;
+  class MemoryAdapter implements Adapter, AtomicConsume, AtomicCommit, SortedIndexes, OutboxCapable {
     readonly #store: ModelStore;
 
     constructor(name: string) {
-      this.#name = name;
       this.#store = modelStore(name);
     }
 
@@ -293,23 +348,7 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
         return;
       }
       admit(store, id);
-      if (payload.grantId && GRANTABLE_MODELS.has(this.#name)) {
-        const members = grants.get(payload.grantId) ?? [];
-        members.push([this.#name, id]);
-        // The index must outlive every entry it lists, or revokeByGrantId would miss live tokens.
-        const remaining = grants.getRemainingTTL(payload.grantId);
-        const indexTtl = ttl === undefined || remaining === Infinity ? undefined : Math.max(ttl, remaining);
-        grants.set(payload.grantId, members, indexTtl === undefined ? {} : { ttl: indexTtl });
-      }
-      if (payload.userCode) store.pointers.set(`userCode:${payload.userCode}`, id, { ttl });
-      if (payload.uid) store.pointers.set(`uid:${payload.uid}`, id, { ttl });
-      const { consumed, ...stored } = payload;
-      const entry: Entry = {
-        payload: JSON.parse(JSON.stringify(stored)) as JsonPayload,
-        exp: typeof payload.exp === 'number' ? payload.exp : undefined,
-      };
-      if (consumed) entry.consumed = consumed;
-      store.entries.set(id, entry, { ttl });
+      put(store, id, payload, ttl);
     }
 
     async find(id: string): Promise<AdapterPayload | undefined> {
@@ -352,32 +391,26 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
 
     async indexAdd(names: readonly string[], member: string, expiresAt: number): Promise<void> {
       const store = this.#store;
-      const now = Date.now();
-      const indexes = names.map((name) => {
-        let index = store.indexes.get(name);
-        if (!index) {
-          index = { entries: [], start: 0, expiries: new Map() };
-          store.indexes.set(name, index);
-        }
-        pruneIndex(store, index, now);
-        return index;
-      });
-      // All or none: the room is checked before any index changes.
-      const added = indexes.filter((index) => !index.expiries.has(member)).length;
-      if (store.indexedMembers + added > store.max * INDEX_MEMBERS_PER_ENTRY) {
-        refusedFull[store.name] = (refusedFull[store.name] ?? 0) + 1;
-        throw storeFull(store.name);
-      }
-      const entry = { member, expiresAt };
-      for (const index of indexes) {
-        if (index.expiries.has(member)) removeMember(store, index, member);
-        const at = lowerBound(index, entry);
-        // New sessions usually expire last: appending is the common case, and far cheaper than a splice.
-        if (at === index.entries.length) index.entries.push({ ...entry });
-        else index.entries.splice(at, 0, { ...entry });
-        index.expiries.set(member, expiresAt);
-        store.indexedMembers += 1;
-      }
+      insertMember(store, roomInIndexes(store, names, member), member, expiresAt);
+    }
+
+    // As consumeOnce, the body runs without yielding: every check comes before the first change.
+    async commitOnce({ consume, write, indexes, expiresAt, guards }: CommitWrite): Promise<CommitOutcome> {
+      const store = modelStore(write.model);
+      const guard = guards.find(
+        (id) => store.entries.get(id, { updateAgeOnGet: false })?.payload['ended'] !== undefined,
+      );
+      if (guard !== undefined) return { outcome: 'guarded', guard };
+      const consumed = modelStore(consume.model).entries.get(consume.id, { updateAgeOnGet: false });
+      if (!consumed || consumed.consumed) return { outcome: 'consumed' };
+      const ttl = entryLifetimeMs(write.expiresIn);
+      if (ttl === undefined || ttl === 0) throw invalidCall('commitOnce', 'the entry to write needs a lifetime');
+      admit(store, write.id);
+      const opened = roomInIndexes(store, indexes, write.id);
+      consumed.consumed = Math.floor(Date.now() / 1000);
+      put(store, write.id, write.payload, ttl);
+      insertMember(store, opened, write.id, expiresAt);
+      return { outcome: 'committed' };
     }
 
     async indexRemove(names: readonly string[], member: string): Promise<void> {

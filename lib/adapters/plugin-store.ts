@@ -1,5 +1,5 @@
 import type { AdapterSource, AtomicAdapter, ImpersonationAdapter } from './contract.js';
-import { hasAtomicConsume, hasSortedIndexes, instantiateAdapter } from './contract.js';
+import { hasAtomicCommit, hasAtomicConsume, hasSortedIndexes, instantiateAdapter } from './contract.js';
 import { APPROVAL_MODEL } from '../approvals/store.js';
 import { SESSION_MODEL } from '../sessions/store.js';
 import { SUBJECT_TOKEN_MODEL } from '../subject-tokens/store.js';
@@ -53,6 +53,12 @@ export function openPluginStore(
     throw unfitStore(
       `${where} has no sorted indexes (indexAdd, indexRemove, indexRange): impersonation sessions ` +
         `are listed and revoked through them (see ${DEPLOYMENT_GUIDE}); ${remedy}`,
+    );
+  }
+  if (!hasAtomicCommit(sessions)) {
+    throw unfitStore(
+      `${where} has no commitOnce(write): an exchange redeems its subject token and lists its session ` +
+        `in one store operation (see ${DEPLOYMENT_GUIDE}); ${remedy}`,
     );
   }
   // The same adapter source as the sessions, so it has what they were just checked for.

@@ -14,7 +14,10 @@ import type { Adapter, AdapterPayload } from 'oidc-provider';
 import {
   entryLifetimeMs,
   GRANTABLE_MODELS,
+  type AtomicCommit,
   type AtomicConsume,
+  type CommitOutcome,
+  type CommitWrite,
   type ImpersonationAdapterClass,
   type IndexEntry,
   type SortedIndexes,
@@ -26,7 +29,14 @@ import { lastByKey, StatementBatch } from '../postgres/batch.js';
 import { assertPlainIdentifiers } from '../postgres/identifier.js';
 import { openPool, type PoolSource } from '../postgres/pool.js';
 import { migrateStore, storeNames, storeStatements, type Statement } from './postgres-schema.js';
-import { invalidArgument, invalidOption, postgresFailed, unavailable, unstorableValue } from '../errors/standalone.js';
+import {
+  invalidArgument,
+  invalidCall,
+  invalidOption,
+  postgresFailed,
+  unavailable,
+  unstorableValue,
+} from '../errors/standalone.js';
 
 export interface PostgresAdapterOptions extends PoolSource {
   /** Schema of the tables. Default: the connection's search path. */
@@ -87,6 +97,12 @@ function keyOf(value: string): string {
 }
 
 type Row = { payload: AdapterPayload; consumed: unknown };
+
+/**
+ * How long a guard row a commit created is kept (ms): longer than any
+ * exchange runs, so that a mark racing the exchange finds it and waits.
+ */
+const GUARD_LIFETIME_MS = 10 * 60 * 1000;
 
 /** Most operations one batched statement carries. */
 const MAX_BATCH = 256;
@@ -363,7 +379,7 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
     }
   };
 
-  class PostgresAdapter implements Adapter, AtomicConsume, SortedIndexes, OutboxCapable {
+  class PostgresAdapter implements Adapter, AtomicConsume, AtomicCommit, SortedIndexes, OutboxCapable {
     readonly #name: string;
 
     constructor(name: string) {
@@ -428,6 +444,36 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
 
     async consumeOnce(id: string): Promise<boolean> {
       return consumptions.add({ model: this.#name, id: keyOf(id) });
+    }
+
+    async commitOnce({ consume, write, indexes, expiresAt, guards }: CommitWrite): Promise<CommitOutcome> {
+      const lifetime = lifetimeMs(write.expiresIn);
+      if (lifetime === null || lifetime === 0) throw invalidCall('commitOnce', 'the entry to write needs a lifetime');
+      assertMember(write.id);
+      if (!Number.isSafeInteger(Math.round(expiresAt)))
+        throw unstorableValue('the PostgreSQL adapter', 'an index expiry must be a finite number of ms, at most 2^53');
+      const { consumed: _consumed, ...stored } = write.payload;
+      const guardIds = guards.map(keyOf);
+      const { rows } = await run(
+        statements.commit,
+        [
+          consume.model,
+          keyOf(consume.id),
+          String(Math.floor(Date.now() / 1000)),
+          write.model,
+          keyOf(write.id),
+          JSON.stringify(stored),
+          lifetime,
+          Math.round(expiresAt),
+          indexes.map(keyOf),
+          guardIds,
+          GUARD_LIFETIME_MS,
+        ],
+        'commitOnce',
+      );
+      const { committed, guard } = rows[0] as { committed: number; guard: string | null };
+      if (guard !== null) return { outcome: 'guarded', guard: guards[guardIds.indexOf(guard)] ?? guard };
+      return committed === 1 ? { outcome: 'committed' } : { outcome: 'consumed' };
     }
 
     async destroy(id: string): Promise<void> {

@@ -14,7 +14,11 @@ import {
   comesAfter,
   entryLifetimeMs,
   GRANTABLE_MODELS,
+  COMMITTED_TOGETHER,
+  type AtomicCommit,
   type AtomicConsume,
+  type CommitOutcome,
+  type CommitWrite,
   type ImpersonationAdapterClass,
   type IndexEntry,
   type SortedIndexes,
@@ -163,12 +167,44 @@ for _, key in ipairs(KEYS) do
 end
 return 1`;
 
+/**
+ * One exchange's commit: unless one of the guard keys exists, consumes
+ * KEYS[1] and, only then, writes the entry KEYS[2] and adds it to the sorted
+ * indexes that follow; the guard keys come last. Every key carries the
+ * plugin's hash tag, so it runs unchanged on Redis Cluster. ARGV: the number
+ * of indexes, now (seconds), the entry's JSON, its TTL (ms), the index
+ * member, its expiry and now (ms). Returns 1 committed, 0 consumed already,
+ * or 3 plus the position of the ended guard found. A guard is ended when its
+ * payload has an `ended` field (guards are only ever written as
+ * `{"kind":"ImpersonationGuard","ended":…}`).
+ */
+const COMMIT = `
+local indexes = tonumber(ARGV[1])
+for i = 3 + indexes, #KEYS do
+  local guard = redis.call('HGET', KEYS[i], 'payload')
+  if guard and string.find(guard, '"ended":', 1, true) then return i - indexes end
+end
+if redis.call('HEXISTS', KEYS[1], 'payload') == 0 then return 0 end
+if redis.call('HSETNX', KEYS[1], 'consumed', ARGV[2]) == 0 then return 0 end
+redis.call('DEL', KEYS[2])
+redis.call('HSET', KEYS[2], 'payload', ARGV[3])
+redis.call('PEXPIRE', KEYS[2], ARGV[4])
+for i = 3, 2 + indexes do
+  redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', ARGV[7])
+  redis.call('ZADD', KEYS[i], ARGV[6], ARGV[5])
+  local last = redis.call('ZREVRANGE', KEYS[i], 0, 0, 'WITHSCORES')
+  redis.call('PEXPIREAT', KEYS[i], math.floor(tonumber(last[2])) + 1000)
+end
+return 1`;
+
 interface Scripts {
   impersonationConsumeOnce(key: string, now: number): Promise<number>;
   impersonationWrite(key: string, payload: string, consumed: string, ttlMs: number): Promise<number>;
   impersonationAddToGrant(key: string, member: string, ttlMs: number): Promise<number>;
   /** `impersonationIndexAdd(numberOfKeys, ...keys, member, expiresAt, now)` */
   impersonationIndexAdd(...args: Array<string | number>): Promise<number>;
+  /** `impersonationCommit(numberOfKeys, ...keys, indexCount, now, payload, ttlMs, member, expiresAt, nowMs)` */
+  impersonationCommit(...args: Array<string | number>): Promise<number>;
 }
 
 /** The scripts as they are queued in a pipeline (their replies come with `exec()`). */
@@ -185,18 +221,23 @@ type ScriptedClient = (Redis | Cluster) & Scripts;
  *
  * Key layout, P being `keyPrefix`:
  *   P<Model>:{<id>}               hash: `payload` (JSON), `consumed` (JSON, set once)
+ *   P<Model>:{Pimpersonation}:<id>  the same, for the models an exchange commits together
+ *                                 (subject tokens, impersonation sessions: COMMITTED_TOGETHER)
  *   P<Model>:uid:{<uid>}          string: the id (Session, for findByUid; each process remembers the
  *                                 ones it read, and checks them against the entry's uid)
  *   P<Model>:userCode:{<code>}    string: the id (DeviceCode, for findByUserCode)
  *   Pgrant:{<grantId>}            set: entry keys of the grant's tokens (revokeByGrantId)
  *   P<Model>:index:{<Model>}:<index>  sorted set: ids scored by expiry (SortedIndexes); one hash tag
- *                                 for all of a model's indexes, so that one script updates several
+ *                                 for all of a model's indexes, so that one script updates several;
+ *                                 {Pimpersonation} for the sessions' indexes
  * Redis Cluster hashes only the first {...} of a key. The grant's record
  * (P`Grant:{<grantId>}`) and its index share the slot of the grant id; a
  * token's own key cannot carry its grant id, since find(id) receives only the
- * token's id. Nothing here needs two keys in one slot: every command and script
- * names a single key. A {tag} in `keyPrefix` comes first and so wins, which
- * puts a whole deployment into one slot.
+ * token's id. One exchange's commit (the subject token's redemption, the
+ * session, its indexes) is one script over keys of one tag, so the plugin's
+ * own records live in one slot; oidc-provider's models, the bulk of the
+ * keyspace, spread by id. A {tag} in `keyPrefix` comes first and so wins,
+ * which puts a whole deployment into one slot.
  */
 export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdapterClass {
   if (options.client && options.url) throw invalidCall('createRedisAdapter', 'pass "client" or "url", not both');
@@ -218,12 +259,14 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
   if (owned) client.on('error', () => {});
   for (const [name, lua] of Object.entries(SCRIPTS)) client.defineCommand(name, { numberOfKeys: 1, lua });
   client.defineCommand('impersonationIndexAdd', { lua: INDEX_ADD });
+  client.defineCommand('impersonationCommit', { lua: COMMIT });
   if (client.isCluster) {
     // Auto-pipelining groups a Cluster's commands by the slot of their first
-    // argument, which for this script is its number of keys: sent alone, it
-    // goes to the slot of its keys.
+    // argument, which for these scripts is their number of keys: sent alone,
+    // each goes to the slot of its keys.
     const ignored = (client.options.autoPipeliningIgnoredCommands ??= []);
-    if (!ignored.includes('impersonationIndexAdd')) ignored.push('impersonationIndexAdd');
+    for (const name of ['impersonationIndexAdd', 'impersonationCommit'])
+      if (!ignored.includes(name)) ignored.push(name);
     // A Cluster opens a node's connection on its first command, and, without
     // an offline queue, fails the calls that reach the node while it opens: a
     // burst at start-up, or the first one after a failover, would fail. Each
@@ -239,6 +282,12 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
   const pipeline = (): ScriptedPipeline => client.pipeline() as ScriptedPipeline;
 
   const grantKey = (grantId: string): string => `${prefix}grant:{${grantId}}`;
+  // The models an exchange commits together share one hash tag (see COMMITTED_TOGETHER).
+  const commitTag = `{${prefix}impersonation}`;
+  const entryKey = (model: string, id: string): string =>
+    COMMITTED_TOGETHER.has(model) ? `${prefix}${model}:${commitTag}:${id}` : `${prefix}${model}:{${id}}`;
+  const sortedIndexKey = (model: string, index: string): string =>
+    `${prefix}${model}:index:${COMMITTED_TOGETHER.has(model) ? commitTag : `{${model}}`}:${index}`;
   // The pointers findByUid read, by index key. Only the pointer's round trip is
   // saved: the entry is still read from Redis each time and must carry the uid,
   // so a stale pointer finds nothing and the index is read again. A Session's id
@@ -251,7 +300,7 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
 
   let outbox: OutboxStore | undefined;
 
-  class RedisAdapter implements Adapter, AtomicConsume, SortedIndexes, OutboxCapable {
+  class RedisAdapter implements Adapter, AtomicConsume, AtomicCommit, SortedIndexes, OutboxCapable {
     readonly #name: string;
 
     constructor(name: string) {
@@ -275,7 +324,7 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
     }
 
     #key(id: string): string {
-      return `${prefix}${this.#name}:{${id}}`;
+      return entryKey(this.#name, id);
     }
 
     #indexKey(index: 'uid' | 'userCode', value: string): string {
@@ -370,13 +419,48 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
       await redis.impersonationIndexAdd(keys.length, ...keys, member, expiresAt, Date.now());
     }
 
+    async commitOnce({ consume, write, indexes, expiresAt, guards }: CommitWrite): Promise<CommitOutcome> {
+      if (!COMMITTED_TOGETHER.has(consume.model) || !COMMITTED_TOGETHER.has(write.model)) {
+        throw invalidCall('commitOnce', `commits only ${[...COMMITTED_TOGETHER].join(' and ')} entries`);
+      }
+      const ttl = entryLifetimeMs(write.expiresIn);
+      if (ttl === undefined || ttl === 0) throw invalidCall('commitOnce', 'the entry to write needs a lifetime');
+      if (!isReady()) await whenReady();
+      const keys = [
+        entryKey(consume.model, consume.id),
+        entryKey(write.model, write.id),
+        ...indexes.map((index) => sortedIndexKey(write.model, index)),
+        ...guards.map((guard) => entryKey(write.model, guard)),
+      ];
+      const { consumed: _consumed, ...stored } = write.payload;
+      const args = [
+        keys.length,
+        ...keys,
+        indexes.length,
+        Math.floor(Date.now() / 1000),
+        JSON.stringify(stored),
+        ttl,
+        write.id,
+        expiresAt,
+        Date.now(),
+      ];
+      const reply = Number(
+        replicas
+          ? await replicated(() => pipeline().impersonationCommit(...args))
+          : await redis.impersonationCommit(...args),
+      );
+      if (reply === 1) return { outcome: 'committed' };
+      if (reply === 0) return { outcome: 'consumed' };
+      return { outcome: 'guarded', guard: guards[reply - 3]! };
+    }
+
     async indexRemove(indexes: readonly string[], member: string): Promise<void> {
       if (!isReady()) await whenReady();
       await Promise.all(indexes.map((index) => redis.zrem(this.#sortedIndexKey(index), member)));
     }
 
     #sortedIndexKey(index: string): string {
-      return `${prefix}${this.#name}:index:{${this.#name}}:${index}`;
+      return sortedIndexKey(this.#name, index);
     }
 
     async indexRange(index: string, after: IndexEntry | undefined, limit: number): Promise<IndexEntry[]> {

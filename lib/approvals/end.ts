@@ -12,9 +12,11 @@ import type { AccessGrant } from './record.js';
  * through the sessions' own close: an opaque token's Grant is revoked, and
  * the session enters the revocation feed, which stops its JWTs at resource
  * servers. The grant ends first, so that no exchange starts under it while
- * its sessions are being closed (an exchange reads the grant again after its
- * session is listed under it). Ending again closes whatever a failed first
- * attempt left open, and reports nothing twice.
+ * its sessions are being closed; then its end is marked, so that an exchange
+ * that read the grant before and commits after is refused by its commit,
+ * while one that committed before is found by the lookup that follows.
+ * Ending again closes whatever a failed first attempt left open, and reports
+ * nothing twice.
  */
 export async function endGrantAndSessions(
   { provider, options, approvals, sessions }: ApprovalDependencies,
@@ -25,6 +27,7 @@ export async function endGrantAndSessions(
   if (changedNow) {
     await recordEvent(provider, options.auditLog, grantEvent(EVENTS.accessGrantEnded, record), ctx);
   }
+  await sessions.markEnded({ accessGrantId: grant.id });
   const ids = await sessions.startedWith({ accessGrantId: grant.id });
   await Promise.all(
     ids.map(async (id) => {

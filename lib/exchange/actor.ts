@@ -1,5 +1,5 @@
 import type { KoaContextWithOIDC } from 'oidc-provider';
-import { stillHonoured, verifyAccessToken, type VerifiedAccessToken } from '../access-token.js';
+import { verifyAccessToken, type VerifiedAccessToken } from '../access-token.js';
 import { invalidRequest } from '../errors.js';
 import { providerConfiguration, type DpopProof } from '../provider-internals.js';
 
@@ -79,21 +79,6 @@ export async function validateActorToken(
     throw invalidRequest('actor_token names a user that no longer exists');
   }
   return token;
-}
-
-/**
- * Reads an opaque actor token again, as at the start: its Grant revoked or
- * its sign-in ended in the meantime (the actor signed out while the exchange
- * ran) refuses the exchange.
- */
-export async function confirmActorToken(
-  ctx: KoaContextWithOIDC,
-  value: string,
-  known: { grantId: string; sessionUid?: string },
-): Promise<void> {
-  if (!(await stillHonoured(ctx.oidc.provider, value, known))) {
-    throw invalidRequest('actor_token was revoked, or its sign-in ended, during the exchange');
-  }
 }
 
 /** `act` for the issued token; an `act` the actor token already has moves one level down. */

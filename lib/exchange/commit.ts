@@ -2,24 +2,28 @@ import { randomBytes } from 'node:crypto';
 import type { AccessToken, KoaContextWithOIDC, Provider } from 'oidc-provider';
 import { publicTokenId } from '../access-token.js';
 import { EVENTS, type ImpersonationEvent } from '../audit/events.js';
-import { invalidRequest } from '../errors.js';
+import { exchangeTooSlow, invalidGrant, invalidRequest } from '../errors.js';
 import type { ResolvedOptions } from '../options.js';
 import { assignTokenId, newBackingGrant } from '../provider-internals.js';
 import type { SessionRecord } from '../sessions/record.js';
 import type { SessionStore } from '../sessions/store.js';
-import type { SubjectTokenStore } from '../subject-tokens/store.js';
+import { SUBJECT_TOKEN_MODEL } from '../subject-tokens/store.js';
 import { notify } from '../webhooks/notify.js';
-import { confirmActorToken } from './actor.js';
+
+/**
+ * How long an exchange may run between its first read and its commit. The
+ * marks that origins ended (a sign-out, a customer's grant ended) outlive it,
+ * so that every exchange that read an origin before its end meets the mark.
+ */
+export const EXCHANGE_DEADLINE_MS = 120_000;
 
 export interface Commit {
   token: AccessToken;
   session: SessionRecord;
   /** The store key of the subject token to redeem. */
   subjectTokenKey: string;
-  /** An opaque actor token and its Grant and sign-in, read again once the session is listed under them. */
-  actorToken: { value: string; grantId: string; sessionUid?: string } | undefined;
-  /** The customer's access grant read again, once the session is listed under it. */
-  confirmCustomerGrant: () => Promise<void>;
+  /** When the exchange began reading (ms since the epoch). */
+  startedAt: number;
   /** The success event, as the trail records it; built once the token is named. */
   event: () => ImpersonationEvent<typeof EVENTS.exchangeSucceeded>;
   /** Called once the trail holds the success row. */
@@ -28,68 +32,72 @@ export interface Commit {
 
 export interface CommitStores {
   options: ResolvedOptions;
-  store: SubjectTokenStore;
   sessions: SessionStore;
 }
 
 /**
- * Writes what the exchange issues and redeems the subject token, last; on any
- * failure, undoes what was written and rethrows, so that a refused exchange
- * leaves no live token, no listed session, and its subject token unburned.
+ * Issues the token and commits the exchange. What the provider's adapter
+ * keeps (an opaque token and the Grant behind it) and the trail's row are
+ * written first: either failing stops the exchange with nothing burned and
+ * nothing listed. Then one store operation redeems the subject token and
+ * lists the session, unless the actor's sign-in or the customer's grant was
+ * marked ended since the exchange read them; a lost race or a refusal there
+ * writes nothing of ours, and the provider's token and Grant are withdrawn.
  * Resolves the access token's value.
  */
 export async function commit(
   ctx: KoaContextWithOIDC,
-  { options, store, sessions }: CommitStores,
-  { token, session, subjectTokenKey, actorToken, confirmCustomerGrant, event, successRecorded }: Commit,
+  { options, sessions }: CommitStores,
+  { token, session, subjectTokenKey, startedAt, event, successRecorded }: Commit,
 ): Promise<string> {
   const provider = ctx.oidc.provider;
   ctx.oidc.entity('AccessToken', token);
   const jti = assignTokenId(token); // sets token.format too: read it only after
   session.accessTokenId = publicTokenId(token.format, jti);
+  let value: string;
   try {
-    const value = await save(provider, token, session, sessions);
     // The record of the issuance is durable before the subject token is
     // redeemed: a trail that cannot be written stops the exchange with
     // nothing burned. A lost race below is recorded as a refusal after it.
-    // The actor's sign-in, and the customer's grant, are read again now that
-    // the session is listed under them: a sign-out or an end that came before
-    // this point found nothing to end, one that comes after finds the session
-    // and ends it.
-    await Promise.all([
-      actorToken === undefined ? undefined : confirmActorToken(ctx, actorToken.value, actorToken),
-      confirmCustomerGrant(),
+    [value] = await Promise.all([
+      issue(provider, token, session),
       options.auditLog?.append(EVENTS.exchangeSucceeded, Object.freeze(event())).then(successRecorded),
     ]);
-    // Single use is decided here, by one atomic operation, after everything else passed.
-    if (!(await store.redeem(subjectTokenKey))) throw invalidRequest('subject_token was already used');
-    // No token goes out without its notification enqueued: a store that
-    // cannot take it fails the exchange, which undoes the session and token
-    // below (the subject token stays spent). Enqueued only once the exchange
-    // is certain to succeed, so no receiver hears of one that lost the race.
-    await notify(provider, event());
-    return value;
+    // Checked last before the commit: an exchange that ran past the deadline may have read an
+    // origin whose end mark is gone already.
+    if (Date.now() - startedAt > EXCHANGE_DEADLINE_MS) throw exchangeTooSlow(EXCHANGE_DEADLINE_MS);
+    const committed = await sessions.commit(session, { model: SUBJECT_TOKEN_MODEL, id: subjectTokenKey });
+    if (committed.outcome === 'consumed') throw invalidRequest('subject_token was already used');
+    if (committed.outcome === 'guarded') {
+      throw committed.guard.startsWith('ended:access-grant:')
+        ? invalidGrant("the customer's access grant ended")
+        : invalidRequest('actor_token was revoked, or its sign-in ended, during the exchange');
+    }
   } catch (error) {
-    await discard(provider, token, session, sessions);
+    await withdraw(provider, token, session);
     throw error;
   }
+  // Enqueued once the exchange is certain to succeed, so no receiver hears of
+  // one that lost the race. No token goes out without its notification: a
+  // store that cannot take it fails the exchange, whose token and session are
+  // then taken back (the subject token stays spent).
+  try {
+    await notify(provider, event());
+  } catch (error) {
+    await Promise.all([withdraw(provider, token, session), sessions.discard(session).catch(() => {})]);
+    throw error;
+  }
+  return value;
 }
 
 /**
- * The session is recorded before the token exists; an opaque token is backed
- * by a Grant of its own, so introspection, userinfo and revocation treat it as
- * oidc-provider treats any token, and revoking the session revokes the Grant.
+ * The token, and for an opaque one the Grant behind it, so that
+ * introspection, userinfo and revocation treat it as oidc-provider treats any
+ * token, and closing the session revokes the Grant. Both written at once:
+ * neither reads the other.
  */
-async function save(
-  provider: Provider,
-  token: AccessToken,
-  session: SessionRecord,
-  sessions: SessionStore,
-): Promise<string> {
-  if (token.format !== 'opaque') {
-    const [value] = await Promise.all([token.save(), sessions.save(session)]);
-    return value;
-  }
+async function issue(provider: Provider, token: AccessToken, session: SessionRecord): Promise<string> {
+  if (token.format !== 'opaque') return token.save();
   const grant = newBackingGrant(provider, {
     jti: randomBytes(32).toString('base64url'),
     accountId: session.subject,
@@ -100,22 +108,17 @@ async function save(
   });
   session.grantId = grant.jti;
   token.grantId = grant.jti;
-  await Promise.all([grant.save(), sessions.save(session)]);
-  return token.save();
+  const [value] = await Promise.all([token.save(), grant.save()]);
+  return value;
 }
 
-/** Some of it may have been written: none of it may stay live or listed. */
-async function discard(
-  provider: Provider,
-  token: AccessToken,
-  session: SessionRecord,
-  sessions: SessionStore,
-): Promise<void> {
+/** What the provider's adapter may hold of an exchange that did not commit: none of it may stay live. */
+async function withdraw(provider: Provider, token: AccessToken, session: SessionRecord): Promise<void> {
+  if (token.format !== 'opaque') return;
   await Promise.all([
-    token.format === 'opaque' ? token.destroy() : undefined,
+    token.destroy(),
     session.grantId === undefined ? undefined : provider.Grant.adapter.destroy(session.grantId),
-    sessions.discard(session),
   ]).catch(() => {
-    // The store is failing; all of it expires on its own and nobody ever received the token.
+    // The store is failing; both expire on their own and nobody ever received the token.
   });
 }

@@ -46,16 +46,6 @@ export async function customerGrantBounds(
   return { grant, scope, secondsLeft };
 }
 
-/**
- * Reads the grant again once the session is listed under it: a grant ended
- * before this point refuses the exchange; one ended after finds the session
- * and ends it.
- */
-export async function confirmCustomerGrant(approvals: ApprovalStore, record: SubjectTokenRecord): Promise<void> {
-  if (record.accessGrantId === undefined) return;
-  usable(await approvals.findGrant(record.accessGrantId), record);
-}
-
 function usable(grant: AccessGrant | undefined, record: SubjectTokenRecord): AccessGrant {
   const state = grant && grant.subject === record.subject ? grantStateOf(grant) : 'ended';
   if (state === 'ended') throw invalidGrant("the customer's access grant ended");

@@ -21,7 +21,7 @@ import type { FoundSubjectToken, SubjectTokenRecord, SubjectTokenStore } from '.
 import { actFor, lookUpActorToken, validateActorToken, type ActClaim, type ActorTokenLookup } from './actor.js';
 import { actClaims, runCustomClaims, type ExchangeClaims } from './claims.js';
 import { commit } from './commit.js';
-import { confirmCustomerGrant, customerGrantBounds } from './customer-grant.js';
+import { customerGrantBounds } from './customer-grant.js';
 import { checkActorAuthentication } from './freshness.js';
 import { decide } from './policy.js';
 import { ExchangeReport, exchangeSucceeded, type ExchangeProgress } from './report.js';
@@ -62,6 +62,7 @@ export function createExchangeHandler(dependencies: GrantDependencies) {
   async function exchange(ctx: KoaContextWithOIDC, progress: ExchangeProgress): Promise<Issued> {
     const provider: Provider = ctx.oidc.provider;
     const client = ctx.oidc.client!;
+    const startedAt = Date.now();
 
     // The request.
     preflight?.(ctx);
@@ -146,15 +147,7 @@ export function createExchangeHandler(dependencies: GrantDependencies) {
       token,
       session,
       subjectTokenKey: key,
-      actorToken:
-        actor?.grantId === undefined
-          ? undefined
-          : {
-              value: params.actor_token!,
-              grantId: actor.grantId,
-              ...(actor.sessionUid === undefined ? {} : { sessionUid: actor.sessionUid }),
-            },
-      confirmCustomerGrant: () => confirmCustomerGrant(approvals, record),
+      startedAt,
       event: succeeded,
       successRecorded: () => {
         progress.successRecorded = true;

@@ -48,6 +48,8 @@ async function endAll(
   reason: EndReason,
   ctx: Koa.Context | undefined,
 ): Promise<void> {
+  // Marked first: an exchange in flight that read the actor token before the end is refused by its commit.
+  await sessions.markEnded(actor);
   const ids = await sessions.startedWith(actor);
   await Promise.all(
     ids.map(async (id) => {

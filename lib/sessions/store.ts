@@ -1,9 +1,16 @@
 import type { AdapterPayload } from 'oidc-provider';
-import type { ImpersonationAdapter, IndexEntry } from '../adapters/contract.js';
+import { GUARD_KIND, type CommitOutcome, type ImpersonationAdapter, type IndexEntry } from '../adapters/contract.js';
 import { stateOf, type SessionRecord } from './record.js';
 
 /** The adapter model name the impersonation sessions and their indexes are kept under. */
 export const SESSION_MODEL = 'ImpersonationSession';
+
+/**
+ * How long an origin's end mark is kept (seconds): longer than an exchange
+ * may run between its reads and its commit (EXCHANGE_DEADLINE_MS), so that
+ * every exchange that read the origin before its end meets the mark.
+ */
+const MARK_SECONDS = 600;
 
 /** How long a record outlives its tokens, so that it can still be read and told apart from an unknown id. */
 const KEPT_AFTER_EXPIRY = 3600;
@@ -59,9 +66,35 @@ export class SessionStore {
     ]);
   }
 
-  /** Removes a session whose token was never handed out (a lost race, a failed redemption). */
+  /**
+   * Lists the session and redeems `redeem` (the subject token's entry) in one
+   * store operation, unless one of the origins it started from (`origins`)
+   * was marked ended since the exchange read it: `committed` for the one
+   * exchange that redeemed it, otherwise nothing is written.
+   */
+  commit(record: SessionRecord, redeem: { model: string; id: string }): Promise<CommitOutcome> {
+    return this.#adapter.commitOnce({
+      consume: redeem,
+      write: { model: SESSION_MODEL, id: record.id, payload: toPayload(record), expiresIn: keptFor(record) },
+      indexes: indexesOf(record),
+      expiresAt: record.expiresAt * 1000,
+      guards: originsOf(record).map(markOf),
+    });
+  }
+
+  /** Takes back a committed session whose token was never handed out (its notification could not be enqueued). */
   async discard(record: SessionRecord): Promise<void> {
     await Promise.all([this.#adapter.destroy(record.id), this.#adapter.indexRemove(indexesOf(record), record.id)]);
+  }
+
+  /**
+   * Marks an origin ended before its sessions are looked up and closed: an
+   * exchange that read it before the end and commits after the mark is
+   * refused by its commit, one that committed before is found by the lookup.
+   */
+  async markEnded(origin: Origin): Promise<void> {
+    const payload = { kind: GUARD_KIND, ended: Math.floor(Date.now() / 1000) } as unknown as AdapterPayload;
+    await this.#adapter.upsert(markOf(origin), payload, MARK_SECONDS);
   }
 
   async find(id: string): Promise<SessionRecord | undefined> {
@@ -132,15 +165,8 @@ export class SessionStore {
    * oidc-provider session, or under this customer's access grant, whose
    * tokens have not expired.
    */
-  async startedWith(
-    origin: { grantId: string } | { sessionUid: string } | { accessGrantId: string },
-  ): Promise<string[]> {
-    const index =
-      'grantId' in origin
-        ? byActorGrant(origin.grantId)
-        : 'sessionUid' in origin
-          ? byActorSession(origin.sessionUid)
-          : byAccessGrant(origin.accessGrantId);
+  async startedWith(origin: Origin): Promise<string[]> {
+    const index = indexOf(origin);
     const ids: string[] = [];
     let position: IndexEntry | undefined;
     for (;;) {
@@ -152,17 +178,34 @@ export class SessionStore {
   }
 }
 
+/** What a session was started from, whose end ends it: the actor token's Grant or sign-in, the customer's access grant. */
+export type Origin = { grantId: string } | { sessionUid: string } | { accessGrantId: string };
+
+function indexOf(origin: Origin): string {
+  if ('grantId' in origin) return byActorGrant(origin.grantId);
+  if ('sessionUid' in origin) return byActorSession(origin.sessionUid);
+  return byAccessGrant(origin.accessGrantId);
+}
+
+/** The id of an origin's end mark: never a session id (those start with `imp_`). */
+function markOf(origin: Origin): string {
+  return `ended:${indexOf(origin)}`;
+}
+
+function originsOf(record: SessionRecord): Origin[] {
+  return [
+    ...(record.actorGrantId === undefined ? [] : [{ grantId: record.actorGrantId }]),
+    ...(record.actorSessionUid === undefined ? [] : [{ sessionUid: record.actorSessionUid }]),
+    ...(record.accessGrantId === undefined ? [] : [{ accessGrantId: record.accessGrantId }]),
+  ];
+}
+
 function activeIndexesOf(record: SessionRecord): string[] {
   return [ACTIVE, bySubject(record.subject), ...(record.actor === undefined ? [] : [byActor(record.actor)])];
 }
 
 function indexesOf(record: SessionRecord): string[] {
-  return [
-    ...activeIndexesOf(record),
-    ...(record.actorGrantId === undefined ? [] : [byActorGrant(record.actorGrantId)]),
-    ...(record.actorSessionUid === undefined ? [] : [byActorSession(record.actorSessionUid)]),
-    ...(record.accessGrantId === undefined ? [] : [byAccessGrant(record.accessGrantId)]),
-  ];
+  return [...activeIndexesOf(record), ...originsOf(record).map(indexOf)];
 }
 
 function matches(record: SessionRecord, filter: SessionFilter): boolean {

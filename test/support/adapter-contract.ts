@@ -1,6 +1,15 @@
 import { expect } from 'chai';
 import type { Adapter, AdapterPayload } from 'oidc-provider';
-import { hasAtomicConsume, hasSortedIndexes, type AtomicConsume } from '../../lib/adapters/contract.js';
+import {
+  GUARD_KIND,
+  hasAtomicCommit,
+  hasAtomicConsume,
+  hasSortedIndexes,
+  type AtomicCommit,
+  type AtomicConsume,
+  type CommitWrite,
+  type SortedIndexes,
+} from '../../lib/adapters/contract.js';
 
 /** An adapter class whose entries can be consumed once. */
 export type AtomicAdapterClass = new (name: string) => Adapter & AtomicConsume;
@@ -42,6 +51,7 @@ export function adapterContract(target: () => AdapterUnderTest | Promise<Adapter
     const adapter = new Adapter('SubjectToken');
     expect(hasAtomicConsume(adapter)).to.equal(true);
     expect(hasSortedIndexes(adapter)).to.equal(true);
+    expect(hasAtomicCommit(adapter)).to.equal(true);
   });
 
   it('stores a payload and finds it unchanged', async () => {
@@ -163,6 +173,86 @@ export function adapterContract(target: () => AdapterUnderTest | Promise<Adapter
     } finally {
       await close();
     }
+  });
+
+  describe('commitOnce(): one exchange in one operation', () => {
+    type Committing = Adapter & AtomicCommit & SortedIndexes;
+    const committing = (Class: AtomicAdapterClass, model: string) => new Class(model) as unknown as Committing;
+    const write = (session: string, subjectToken: string, guards: string[] = []): CommitWrite => ({
+      consume: { model: 'SubjectToken', id: subjectToken },
+      write: {
+        model: 'ImpersonationSession',
+        id: session,
+        payload: { kind: 'ImpersonationSession', jti: session },
+        expiresIn: 60,
+      },
+      indexes: ['active', 'subject:bob'],
+      expiresAt: Date.now() + 60_000,
+      guards,
+    });
+    const listed = async (sessions: Committing) =>
+      (await sessions.indexRange('active', undefined, 100)).map((entry) => entry.member);
+
+    it('redeems the subject token, writes the session and its index members, once', async () => {
+      const tokens = committing(Adapter, 'SubjectToken');
+      const sessions = committing(Adapter, 'ImpersonationSession');
+      await tokens.upsert('st', { kind: 'SubjectToken' }, 60);
+      expect(await sessions.commitOnce(write('imp_1', 'st'))).to.deep.equal({ outcome: 'committed' });
+      expect((await tokens.find('st'))?.consumed).to.be.a('number');
+      expect(await sessions.find('imp_1')).to.deep.equal({ kind: 'ImpersonationSession', jti: 'imp_1' });
+      expect(await listed(sessions)).to.deep.equal(['imp_1']);
+      expect((await sessions.indexRange('subject:bob', undefined, 10)).map((e) => e.member)).to.deep.equal(['imp_1']);
+      expect(await store.secondsLeft('ImpersonationSession', 'imp_1')).to.be.within(58, 60);
+
+      // Again, for another session: the token is spent, and nothing of the second is written.
+      expect(await sessions.commitOnce(write('imp_2', 'st'))).to.deep.equal({ outcome: 'consumed' });
+      expect(await sessions.find('imp_2')).to.equal(undefined);
+      expect(await listed(sessions)).to.deep.equal(['imp_1']);
+      // A token never stored (or gone with its TTL) commits nothing either.
+      expect(await sessions.commitOnce(write('imp_3', 'never-stored'))).to.deep.equal({ outcome: 'consumed' });
+      expect(await sessions.find('imp_3')).to.equal(undefined);
+      expect(await listed(sessions)).to.deep.equal(['imp_1']);
+    });
+
+    it('writes nothing and burns nothing when a guard has ended; a guard not ended does not refuse', async () => {
+      const tokens = committing(Adapter, 'SubjectToken');
+      const sessions = committing(Adapter, 'ImpersonationSession');
+      await tokens.upsert('st', { kind: 'SubjectToken' }, 60);
+      await sessions.upsert('ended:actor-grant:g1', { kind: GUARD_KIND, ended: 1 } as unknown as AdapterPayload, 600);
+      expect(
+        await sessions.commitOnce(write('imp_1', 'st', ['ended:actor-session:s1', 'ended:actor-grant:g1'])),
+      ).to.deep.equal({
+        outcome: 'guarded',
+        guard: 'ended:actor-grant:g1',
+      });
+      expect((await tokens.find('st'))?.consumed, 'not burned').to.equal(undefined);
+      expect(await sessions.find('imp_1')).to.equal(undefined);
+      expect(await listed(sessions)).to.deep.equal([]);
+      // Other guards, or none ended: it commits.
+      expect(await sessions.commitOnce(write('imp_2', 'st', ['ended:actor-grant:g2']))).to.deep.equal({
+        outcome: 'committed',
+      });
+      expect(await listed(sessions)).to.deep.equal(['imp_2']);
+    });
+
+    it('lets exactly one of 50 concurrent commits of one subject token over 5 connections win, and lists only its session', async () => {
+      const { classes, close } = await store.connections(5);
+      try {
+        const adapters = classes.map((Connection) => committing(Connection, 'ImpersonationSession'));
+        await committing(classes[0]!, 'SubjectToken').upsert('raced', { kind: 'SubjectToken' }, 60);
+        const outcomes = await Promise.all(
+          Array.from({ length: 50 }, (_, i) => adapters[i % adapters.length]!.commitOnce(write(`imp_${i}`, 'raced'))),
+        );
+        const winners = outcomes.flatMap((outcome, i) => (outcome.outcome === 'committed' ? [`imp_${i}`] : []));
+        expect(winners).to.have.length(1);
+        expect(outcomes.filter((outcome) => outcome.outcome === 'consumed')).to.have.length(49);
+        expect(await listed(adapters[0]!)).to.deep.equal(winners);
+        const found = await Promise.all(Array.from({ length: 50 }, (_, i) => adapters[0]!.find(`imp_${i}`)));
+        expect(found.filter(Boolean)).to.have.length(1);
+      } finally {
+        await close();
+      }
+    });
   });
 
   it('destroy() removes the entry', async () => {

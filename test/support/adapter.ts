@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { Redis, type Cluster } from 'ioredis';
+import { COMMITTED_TOGETHER } from '../../lib/adapters/contract.js';
 import { createRedisAdapter, type RedisAdapterClass } from '../../lib/adapters/redis.js';
 import type { AdapterUnderTest } from './adapter-contract.js';
 
@@ -68,7 +69,11 @@ export function redisUnderTest(target: RedisTarget): AdapterUnderTest {
   return {
     Adapter,
     async secondsLeft(model, id) {
-      const ms = await target.client.pttl(`${prefix}${model}:{${id}}`);
+      // The models an exchange commits together share one hash tag (see the adapter's key layout).
+      const key = COMMITTED_TOGETHER.has(model)
+        ? `${prefix}${model}:{${prefix}impersonation}:${id}`
+        : `${prefix}${model}:{${id}}`;
+      const ms = await target.client.pttl(key);
       return ms === -2 ? undefined : ms === -1 ? null : ms / 1000;
     },
     stored: async () => (await target.keys(`${prefix}*`)).length,
