@@ -18,14 +18,32 @@ export interface GrantBounds {
   secondsLeft: number;
 }
 
+/**
+ * A read of the grant behind a subject token, started as soon as the token
+ * is known so that it shares a wait with the actor token's reads. It never
+ * rejects (a store failure is its outcome), so it may be left unawaited when
+ * the exchange is refused first.
+ */
+export type CustomerGrantRead = Promise<{ grant: AccessGrant | undefined } | { failure: unknown }> | undefined;
+
+export function readCustomerGrant(approvals: ApprovalStore, record: SubjectTokenRecord): CustomerGrantRead {
+  if (record.accessGrantId === undefined) return undefined;
+  return approvals.findGrant(record.accessGrantId).then(
+    (grant) => ({ grant }),
+    (failure: unknown) => ({ failure }),
+  );
+}
+
 /** The grant in force behind `record`, or undefined for a subject token issued under none. */
 export async function customerGrantBounds(
-  approvals: ApprovalStore,
+  read: CustomerGrantRead,
   record: SubjectTokenRecord,
   exchange: { actor: string | undefined; resource: string; scope: string[] },
 ): Promise<GrantBounds | undefined> {
-  if (record.accessGrantId === undefined) return undefined;
-  const grant = usable(await approvals.findGrant(record.accessGrantId), record);
+  if (read === undefined) return undefined;
+  const outcome = await read;
+  if ('failure' in outcome) throw outcome.failure;
+  const grant = usable(outcome.grant, record);
   if (grant.actor !== undefined && grant.actor !== exchange.actor) {
     throw invalidGrant("the customer's access grant is for another actor");
   }

@@ -21,7 +21,7 @@ import type { FoundSubjectToken, SubjectTokenRecord, SubjectTokenStore } from '.
 import { actFor, lookUpActorToken, validateActorToken, type ActClaim, type ActorTokenLookup } from './actor.js';
 import { actClaims, runCustomClaims, type ExchangeClaims } from './claims.js';
 import { commit } from './commit.js';
-import { customerGrantBounds } from './customer-grant.js';
+import { customerGrantBounds, readCustomerGrant } from './customer-grant.js';
 import { checkActorAuthentication } from './freshness.js';
 import { decide } from './policy.js';
 import { ExchangeReport, exchangeSucceeded, type ExchangeProgress } from './report.js';
@@ -77,6 +77,8 @@ export function createExchangeHandler(dependencies: GrantDependencies) {
     // subject token, so the order of refusals stays that of the protocol.
     const actorLookup = params.actor_token === undefined ? undefined : lookUpActorToken(ctx, params.actor_token);
     const { record, key } = usableSubjectToken(await store.find(params.subject_token), client.clientId, progress);
+    // The customer's grant is read beside the actor token's Grant and sign-in: one wait for both.
+    const customerGrantRead = readCustomerGrant(approvals, record);
     // The proof is spent before any of the deployment's code runs (its resource servers,
     // accounts, policy, claims), and only for a subject token that can be redeemed: a
     // request that names none writes no replay entry.
@@ -108,7 +110,7 @@ export function createExchangeHandler(dependencies: GrantDependencies) {
     }
 
     // The customer's access grant, when the subject token was issued under one: still in force, and its ceiling.
-    const customerGrant = await customerGrantBounds(approvals, record, {
+    const customerGrant = await customerGrantBounds(customerGrantRead, record, {
       actor: act?.sub,
       resource: resourceServer.identifier(),
       scope: requested,

@@ -72,13 +72,49 @@ describe('Redis adapter on a Redis Cluster (three masters, one replica each)', f
     adapterContract(() => redisUnderTest(target()));
     redisAdapterContract(target);
 
-    it("spreads one deployment's subject tokens over every master", async () => {
+    it("keeps what one exchange commits in one slot, and spreads oidc-provider's own tokens over every master", async () => {
       const prefix = testPrefix();
-      const tokens = new (createRedisAdapter({ client: client(), keyPrefix: prefix }))('SubjectToken');
+      const Adapter = createRedisAdapter({ client: client(), keyPrefix: prefix });
+      const tokens = new Adapter('SubjectToken');
+      const sessions = new Adapter('ImpersonationSession');
       const ids = Array.from({ length: 30 }, (_, i) => hashSubjectToken(`ist_spread-${i}`));
       await Promise.all(ids.map((id) => tokens.upsert(id, { kind: 'SubjectToken' }, 60)));
-      const masters = new Set(await Promise.all(ids.map((id) => cluster!.masterOf(`${prefix}SubjectToken:{${id}}`))));
-      expect(masters.size).to.equal(3);
+      // Each commit names the subject token, the session and its indexes: one script, so one slot.
+      const outcomes = await Promise.all(
+        ids.map((id, i) =>
+          sessions.commitOnce({
+            consume: { model: 'SubjectToken', id },
+            write: {
+              model: 'ImpersonationSession',
+              id: `imp_${i}`,
+              payload: { kind: 'ImpersonationSession' },
+              expiresIn: 60,
+            },
+            indexes: ['active', `subject:user-${i}`, `actor:agent-${i % 3}`],
+            expiresAt: Date.now() + 60_000,
+            guards: [`ended:actor-grant:g-${i}`],
+          }),
+        ),
+      );
+      expect(outcomes.every((outcome) => outcome.outcome === 'committed')).to.equal(true);
+      const accessTokens = new Adapter('AccessToken');
+      await Promise.all(ids.map((id) => accessTokens.upsert(id, { accountId: 'bob' }, 60)));
+      const inspector = client();
+      if (inspector.status !== 'ready') await once(inspector, 'ready');
+      const mastersOf = async (pattern: string) => {
+        const holders = await Promise.all(
+          inspector.nodes('master').map(async (node) => {
+            const [, keys] = await node.scan('0', 'MATCH', pattern, 'COUNT', 10_000);
+            return keys.length > 0 ? [node.options.port] : [];
+          }),
+        );
+        return holders.flat();
+      };
+      expect(await mastersOf(`${prefix}SubjectToken:*`)).to.have.length(1);
+      expect(await mastersOf(`${prefix}ImpersonationSession:*`)).to.deep.equal(
+        await mastersOf(`${prefix}SubjectToken:*`),
+      );
+      expect(await mastersOf(`${prefix}AccessToken:*`)).to.have.length(3);
     });
   });
 
@@ -295,7 +331,7 @@ describe('Redis Cluster: failover of the master that holds subject tokens', func
   });
 
   function keyOf(subjectToken: string): string {
-    return `${prefix}SubjectToken:{${hashSubjectToken(subjectToken)}}`;
+    return `${prefix}SubjectToken:{${prefix}impersonation}:${hashSubjectToken(subjectToken)}`;
   }
 });
 
