@@ -77,6 +77,12 @@ export interface CommitWrite {
   /** The index members' expiry, milliseconds since the epoch. */
   expiresAt: number;
   guards: readonly string[];
+  /**
+   * A trail's rows to append in the same transaction, by a store that said it
+   * shares the trail's database (`sharesDatabase`): the SQL function that
+   * appends them and its argument. Only when the entry is consumed.
+   */
+  journal?: { appendFunction: string; rows: string } | undefined;
 }
 
 /**
@@ -88,7 +94,10 @@ export interface CommitWrite {
 export const GUARD_KIND = 'ImpersonationGuard';
 
 /** What `commitOnce` did: committed all, or nothing because the entry was consumed already or a guard was present. */
-export type CommitOutcome = { outcome: 'committed' } | { outcome: 'consumed' } | { outcome: 'guarded'; guard: string };
+export type CommitOutcome =
+  | { outcome: 'committed'; journaled?: Array<{ seq: string; hash: string }> }
+  | { outcome: 'consumed' }
+  | { outcome: 'guarded'; guard: string };
 
 /**
  * One exchange, one store operation. `commitOnce(write)` consumes
@@ -103,6 +112,8 @@ export type CommitOutcome = { outcome: 'committed' } | { outcome: 'consumed' } |
  */
 export interface AtomicCommit {
   commitOnce(write: CommitWrite): Promise<CommitOutcome>;
+  /** Whether the store's connection is `database` (a trail's pool), so that a commit may carry a journal. */
+  sharesDatabase?(database: object): boolean;
 }
 
 export type ImpersonationAdapter = AtomicAdapter & SortedIndexes & AtomicCommit;

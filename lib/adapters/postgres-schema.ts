@@ -131,6 +131,56 @@ export type StatementName =
 /** An entry is live while it has no expiry or its expiry is still ahead: no query ever returns another. */
 const LIVE = '(expires_at IS NULL OR expires_at > now())';
 
+/**
+ * The commit for a store whose trail is in the same database: its rows are
+ * appended in the same statement by the trail's SQL function ($12 its
+ * argument), called once per row `redeemed` returns, so never for an
+ * exchange that does not commit.
+ */
+export function journaledCommit(names: StoreNames, appendFunction: string): Statement {
+  const suffix = createHash('sha256').update(appendFunction).digest('hex').slice(0, 12);
+  return { name: `${names.statementPrefix}commit_${suffix}`, text: commitText(names, appendFunction) };
+}
+
+// One exchange in one statement, hence one transaction. The guards ($10, entries of model $4)
+// are upserted first: the upsert takes their row locks and reads their latest version, so a
+// mark that ended one ($11 is the guards' lifetime, ms) is either seen here, or waits for
+// this statement and then finds its session listed. Unless a guard has ended, the
+// consumption of ($1, $2) decides, and the entry ($4, $5) and its index members (names $9)
+// are written only from the row it returns; a caller that waited for the row's lock finds
+// it consumed and writes nothing. $7 is the entry's lifetime in milliseconds, $8 the
+// members' expiry.
+function commitText({ entries, indexes }: StoreNames, appendFunction: string | undefined): string {
+  const journal = appendFunction
+    ? `,
+      journaled AS (SELECT j.seq, j.hash FROM redeemed CROSS JOIN LATERAL ${appendFunction}($12::jsonb) AS j)`
+    : '';
+  const journaled = appendFunction
+    ? `(SELECT json_agg(json_build_object('seq', seq::text, 'hash', hash) ORDER BY seq) FROM journaled)`
+    : 'NULL::json';
+  return `WITH guards AS (
+        INSERT INTO ${entries} AS e (model, id, payload, expires_at)
+        SELECT $4, g.id, json_build_object('kind', '${GUARD_KIND}'), now() + $11::float8 * interval '1 millisecond'
+        FROM unnest($10::text[]) AS g(id)
+        ON CONFLICT (model, id) DO UPDATE SET expires_at = GREATEST(e.expires_at, EXCLUDED.expires_at)
+        RETURNING e.id, e.payload),
+      ended AS (SELECT id FROM guards WHERE payload->>'ended' IS NOT NULL ORDER BY id LIMIT 1),
+      redeemed AS (
+        UPDATE ${entries} SET consumed = $3
+        WHERE model = $1 AND id = $2 AND consumed IS NULL AND ${LIVE} AND NOT EXISTS (SELECT 1 FROM ended)
+        RETURNING 1),
+      written AS (
+        INSERT INTO ${entries} (model, id, payload, consumed, grant_id, uid, user_code, expires_at)
+        SELECT $4, $5, $6::json, NULL, NULL, NULL, NULL, now() + $7::float8 * interval '1 millisecond' FROM redeemed
+        ON CONFLICT (model, id) DO UPDATE SET payload = EXCLUDED.payload, consumed = NULL, grant_id = NULL,
+          uid = NULL, user_code = NULL, expires_at = EXCLUDED.expires_at),
+      indexed AS (
+        INSERT INTO ${indexes} (model, name, member, expires_at)
+        SELECT $4, name, $5, $8::bigint FROM redeemed CROSS JOIN unnest($9::text[]) AS name
+        ON CONFLICT (model, name, member) DO UPDATE SET expires_at = EXCLUDED.expires_at)${journal}
+      SELECT (SELECT count(*) FROM redeemed)::int AS committed, (SELECT id FROM ended) AS guard, ${journaled} AS journaled`;
+}
+
 export function storeStatements(names: StoreNames): Record<StatementName, Statement> {
   const { entries, indexes } = names;
   const texts: Record<StatementName, string> = {
@@ -163,35 +213,7 @@ export function storeStatements(names: StoreNames): Record<StatementName, Statem
         ORDER BY model, id FOR UPDATE)
       UPDATE ${entries} AS e SET consumed = $3 FROM target
       WHERE e.model = target.model AND e.id = target.id RETURNING e.model, e.id`,
-    // One exchange in one statement, hence one transaction. The guards ($10, entries of model $4)
-    // are upserted first: the upsert takes their row locks and reads their latest version, so a
-    // mark that ended one ($11 is the guards' lifetime, ms) is either seen here, or waits for
-    // this statement and then finds its session listed. Unless a guard has ended, the
-    // consumption of ($1, $2) decides, and the entry ($4, $5) and its index members (names $9)
-    // are written only from the row it returns; a caller that waited for the row's lock finds
-    // it consumed and writes nothing. $7 is the entry's lifetime in milliseconds, $8 the
-    // members' expiry.
-    commit: `WITH guards AS (
-        INSERT INTO ${entries} AS e (model, id, payload, expires_at)
-        SELECT $4, g.id, json_build_object('kind', '${GUARD_KIND}'), now() + $11::float8 * interval '1 millisecond'
-        FROM unnest($10::text[]) AS g(id)
-        ON CONFLICT (model, id) DO UPDATE SET expires_at = GREATEST(e.expires_at, EXCLUDED.expires_at)
-        RETURNING e.id, e.payload),
-      ended AS (SELECT id FROM guards WHERE payload->>'ended' IS NOT NULL ORDER BY id LIMIT 1),
-      redeemed AS (
-        UPDATE ${entries} SET consumed = $3
-        WHERE model = $1 AND id = $2 AND consumed IS NULL AND ${LIVE} AND NOT EXISTS (SELECT 1 FROM ended)
-        RETURNING 1),
-      written AS (
-        INSERT INTO ${entries} (model, id, payload, consumed, grant_id, uid, user_code, expires_at)
-        SELECT $4, $5, $6::json, NULL, NULL, NULL, NULL, now() + $7::float8 * interval '1 millisecond' FROM redeemed
-        ON CONFLICT (model, id) DO UPDATE SET payload = EXCLUDED.payload, consumed = NULL, grant_id = NULL,
-          uid = NULL, user_code = NULL, expires_at = EXCLUDED.expires_at),
-      indexed AS (
-        INSERT INTO ${indexes} (model, name, member, expires_at)
-        SELECT $4, name, $5, $8::bigint FROM redeemed CROSS JOIN unnest($9::text[]) AS name
-        ON CONFLICT (model, name, member) DO UPDATE SET expires_at = EXCLUDED.expires_at)
-      SELECT (SELECT count(*) FROM redeemed)::int AS committed, (SELECT id FROM ended) AS guard`,
+    commit: commitText(names, undefined),
     destroy: `DELETE FROM ${entries} WHERE model = $1 AND id = $2`,
     // Only the grantable models' rows carry a grant id.
     revokeByGrantId: `DELETE FROM ${entries} WHERE grant_id = $1`,

@@ -28,7 +28,7 @@ import { migrateUnderLock } from '../postgres/migration.js';
 import { lastByKey, StatementBatch } from '../postgres/batch.js';
 import { assertPlainIdentifiers } from '../postgres/identifier.js';
 import { openPool, type PoolSource } from '../postgres/pool.js';
-import { migrateStore, storeNames, storeStatements, type Statement } from './postgres-schema.js';
+import { journaledCommit, migrateStore, storeNames, storeStatements, type Statement } from './postgres-schema.js';
 import {
   invalidArgument,
   invalidCall,
@@ -169,6 +169,13 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
   const { pool, end } = openPool('createPostgresAdapter', options);
   const names = storeNames(options.schema, table);
   const statements = storeStatements(names);
+  // One prepared statement per trail that commits with this store (in practice one).
+  const journaledStatements = new Map<string, Statement>();
+  const journaledStatement = (appendFunction: string): Statement => {
+    let statement = journaledStatements.get(appendFunction);
+    if (!statement) journaledStatements.set(appendFunction, (statement = journaledCommit(names, appendFunction)));
+    return statement;
+  };
 
   let migrated = false;
   let migrating: Promise<void> | undefined;
@@ -446,7 +453,11 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
       return consumptions.add({ model: this.#name, id: keyOf(id) });
     }
 
-    async commitOnce({ consume, write, indexes, expiresAt, guards }: CommitWrite): Promise<CommitOutcome> {
+    sharesDatabase(database: object): boolean {
+      return database === pool;
+    }
+
+    async commitOnce({ consume, write, indexes, expiresAt, guards, journal }: CommitWrite): Promise<CommitOutcome> {
       const lifetime = lifetimeMs(write.expiresIn);
       if (lifetime === null || lifetime === 0) throw invalidCall('commitOnce', 'the entry to write needs a lifetime');
       assertMember(write.id);
@@ -454,8 +465,9 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
         throw unstorableValue('the PostgreSQL adapter', 'an index expiry must be a finite number of ms, at most 2^53');
       const { consumed: _consumed, ...stored } = write.payload;
       const guardIds = guards.map(keyOf);
+      const statement = journal ? journaledStatement(journal.appendFunction) : statements.commit;
       const { rows } = await run(
-        statements.commit,
+        statement,
         [
           consume.model,
           keyOf(consume.id),
@@ -468,12 +480,18 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
           indexes.map(keyOf),
           guardIds,
           GUARD_LIFETIME_MS,
+          ...(journal ? [journal.rows] : []),
         ],
         'commitOnce',
       );
-      const { committed, guard } = rows[0] as { committed: number; guard: string | null };
+      const { committed, guard, journaled } = rows[0] as {
+        committed: number;
+        guard: string | null;
+        journaled: Array<{ seq: string; hash: string }> | null;
+      };
       if (guard !== null) return { outcome: 'guarded', guard: guards[guardIds.indexOf(guard)] ?? guard };
-      return committed === 1 ? { outcome: 'committed' } : { outcome: 'consumed' };
+      if (committed !== 1) return { outcome: 'consumed' };
+      return journaled ? { outcome: 'committed', journaled } : { outcome: 'committed' };
     }
 
     async destroy(id: string): Promise<void> {

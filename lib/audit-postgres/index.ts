@@ -22,6 +22,7 @@ import { assertPlainIdentifiers } from '../postgres/identifier.js';
 import { migrateUnderLock } from '../postgres/migration.js';
 import { openPool, type PoolSource } from '../postgres/pool.js';
 import type { ImpersonationEvent, ImpersonationEventName } from '../audit/events.js';
+import { attachJournal } from '../audit/journal.js';
 import type { AuditLog, AuditPage, AuditQueryFilter } from '../audit/sink.js';
 import {
   canonicalContent,
@@ -113,6 +114,11 @@ export interface PostgresAuditLog extends AuditLog {
   close(): Promise<void>;
 }
 
+/** The append function's argument: the rows with their canonical content. */
+function rowsArgument(rows: readonly AuditRow[]): string {
+  return JSON.stringify(rows.map((row) => ({ ...row, content: canonicalContent(row) })));
+}
+
 /** Most rows one group commit writes. */
 const MAX_BATCH_ROWS = 200;
 
@@ -163,8 +169,13 @@ export function createPostgresAuditLog(options: PostgresAuditLogOptions): Postgr
     await migrate();
     const { rows } = await pool.query<{ seq: string; hash: string }>(
       `SELECT seq, hash FROM ${names.append}($1::jsonb)`,
-      [JSON.stringify(batch.map((row) => ({ ...row, content: canonicalContent(row) })))],
+      [rowsArgument(batch)],
     );
+    await signDue(rows);
+  }
+
+  /** Signs (and publishes) the checkpoints that fell due among rows just committed, and any left from before. */
+  async function signDue(rows: readonly { seq: string; hash: string }[]): Promise<void> {
     if (!signer) return;
     // Checkpoints that failed after their rows committed come first: their rows are
     // written, so no later batch may leave them unsigned, or unpublished.
@@ -198,7 +209,7 @@ export function createPostgresAuditLog(options: PostgresAuditLogOptions): Postgr
     }
   }
 
-  return {
+  const log: PostgresAuditLog = {
     append,
     migrate,
     get failures() {
@@ -232,6 +243,18 @@ export function createPostgresAuditLog(options: PostgresAuditLogOptions): Postgr
       await end();
     },
   };
+  // Only a trail that fails closed writes inside a store's transaction: a best-effort one must never fail an exchange.
+  if (failClosed) {
+    attachJournal(log, {
+      database: pool,
+      ready: migrate,
+      appendFunction: names.append,
+      rows: (name, event) => rowsArgument([rowOf(name, event)]),
+      // A checkpoint that cannot be signed now is signed with the next rows: the exchange's own row is committed.
+      committed: (rows) => signDue(rows).catch(() => {}),
+    });
+  }
+  return log;
 }
 
 /** Idempotent, and serialised by an advisory lock so that instances starting together do not race. */

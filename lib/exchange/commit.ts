@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { AccessToken, KoaContextWithOIDC, Provider } from 'oidc-provider';
 import { publicTokenId } from '../access-token.js';
 import { EVENTS, type ImpersonationEvent } from '../audit/events.js';
+import { journalOf } from '../audit/journal.js';
 import { exchangeTooSlow, invalidGrant, invalidRequest } from '../errors.js';
 import type { ResolvedOptions } from '../options.js';
 import { assignTokenId, newBackingGrant } from '../provider-internals.js';
@@ -54,24 +55,41 @@ export async function commit(
   ctx.oidc.entity('AccessToken', token);
   const jti = assignTokenId(token); // sets token.format too: read it only after
   session.accessTokenId = publicTokenId(token.format, jti);
+  // The trail's row: in the commit's own transaction when the trail is in the store's database,
+  // otherwise appended first (group commit).
+  const journal = journalOf(options.auditLog);
+  const inCommit = journal !== undefined && sessions.sharesDatabase(journal.database);
   let value: string;
   try {
     // The record of the issuance is durable before the subject token is
-    // redeemed: a trail that cannot be written stops the exchange with
-    // nothing burned. A lost race below is recorded as a refusal after it.
+    // redeemed, or with it: a trail that cannot be written stops the exchange
+    // with nothing burned. Appended first, a lost race below is recorded as a
+    // refusal after it; in the commit, it leaves no row.
     [value] = await Promise.all([
       issue(provider, token, session),
-      options.auditLog?.append(EVENTS.exchangeSucceeded, Object.freeze(event())).then(successRecorded),
+      inCommit
+        ? journal.ready()
+        : options.auditLog?.append(EVENTS.exchangeSucceeded, Object.freeze(event())).then(successRecorded),
     ]);
     // Checked last before the commit: an exchange that ran past the deadline may have read an
     // origin whose end mark is gone already.
     if (Date.now() - startedAt > EXCHANGE_DEADLINE_MS) throw exchangeTooSlow(EXCHANGE_DEADLINE_MS);
-    const committed = await sessions.commit(session, { model: SUBJECT_TOKEN_MODEL, id: subjectTokenKey });
+    const committed = await sessions.commit(
+      session,
+      { model: SUBJECT_TOKEN_MODEL, id: subjectTokenKey },
+      inCommit
+        ? { appendFunction: journal.appendFunction, rows: journal.rows(EVENTS.exchangeSucceeded, event()) }
+        : undefined,
+    );
     if (committed.outcome === 'consumed') throw invalidRequest('subject_token was already used');
     if (committed.outcome === 'guarded') {
       throw committed.guard.startsWith('ended:access-grant:')
         ? invalidGrant("the customer's access grant ended")
         : invalidRequest('actor_token was revoked, or its sign-in ended, during the exchange');
+    }
+    if (inCommit) {
+      successRecorded();
+      await journal.committed(committed.journaled ?? []);
     }
   } catch (error) {
     await withdraw(provider, token, session);

@@ -1,5 +1,11 @@
 import type { AdapterPayload } from 'oidc-provider';
-import { GUARD_KIND, type CommitOutcome, type ImpersonationAdapter, type IndexEntry } from '../adapters/contract.js';
+import {
+  GUARD_KIND,
+  type CommitOutcome,
+  type CommitWrite,
+  type ImpersonationAdapter,
+  type IndexEntry,
+} from '../adapters/contract.js';
 import { stateOf, type SessionRecord } from './record.js';
 
 /** The adapter model name the impersonation sessions and their indexes are kept under. */
@@ -70,16 +76,27 @@ export class SessionStore {
    * Lists the session and redeems `redeem` (the subject token's entry) in one
    * store operation, unless one of the origins it started from (`origins`)
    * was marked ended since the exchange read it: `committed` for the one
-   * exchange that redeemed it, otherwise nothing is written.
+   * exchange that redeemed it, otherwise nothing is written. With `journal`,
+   * the trail's row is appended in the same transaction.
    */
-  commit(record: SessionRecord, redeem: { model: string; id: string }): Promise<CommitOutcome> {
+  commit(
+    record: SessionRecord,
+    redeem: { model: string; id: string },
+    journal?: CommitWrite['journal'],
+  ): Promise<CommitOutcome> {
     return this.#adapter.commitOnce({
       consume: redeem,
       write: { model: SESSION_MODEL, id: record.id, payload: toPayload(record), expiresIn: keptFor(record) },
       indexes: indexesOf(record),
       expiresAt: record.expiresAt * 1000,
       guards: originsOf(record).map(markOf),
+      ...(journal ? { journal } : {}),
     });
+  }
+
+  /** Whether the store is `database` (a trail's pool): its commit can then carry the trail's row. */
+  sharesDatabase(database: object): boolean {
+    return this.#adapter.sharesDatabase?.(database) ?? false;
   }
 
   /** Takes back a committed session whose token was never handed out (its notification could not be enqueued). */

@@ -1,0 +1,37 @@
+import type { ImpersonationEvent, ImpersonationEventName } from './events.js';
+import type { AuditSink } from './sink.js';
+
+/**
+ * A trail that can append a row inside a store's own transaction: the
+ * PostgreSQL audit log, for a store on the same pool. The exchange then
+ * writes its success row in the one operation that commits it, rather than
+ * before it: a row is durable exactly when the exchange is, and an exchange
+ * that loses its race or is refused leaves none.
+ */
+export interface Journal {
+  /** What a store compares with its own connection to tell that it shares the database (the pool). */
+  database: object;
+  /** Creates the trail's tables and function if they are missing. */
+  ready(): Promise<void>;
+  /** The SQL function that appends rows to the chain (qualified, a plain identifier). */
+  appendFunction: string;
+  /** The argument of `appendFunction` for one event: its rows as JSON. */
+  rows(name: ImpersonationEventName, event: ImpersonationEvent): string;
+  /** Called with the rows the store's transaction committed: checkpoints that fell due are signed. Never rejects. */
+  committed(rows: readonly JournaledRow[]): Promise<void>;
+}
+
+export interface JournaledRow {
+  seq: string;
+  hash: string;
+}
+
+const journals = new WeakMap<AuditSink, Journal>();
+
+export function attachJournal(sink: AuditSink, journal: Journal): void {
+  journals.set(sink, journal);
+}
+
+export function journalOf(sink: AuditSink | undefined): Journal | undefined {
+  return sink === undefined ? undefined : journals.get(sink);
+}
