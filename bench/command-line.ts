@@ -88,19 +88,21 @@ function standingGrantConfiguration(adapter: AdapterKind, scenarios = DEPLOYMENT
 }
 
 /**
- * What --smoke runs, in about a minute: five providers, so that every
+ * What --smoke runs, in about a minute: six providers, so that every
  * configuration's and every scenario's code runs once: on memory set up as a
  * deployment with a standing grant in force (the deployment's setup and the
  * grant's checks in one provider), creation and both exchanges with an actor
  * token; on Redis and on PostgreSQL, the exchange with an opaque actor token;
- * with the audit log, the exchange without an actor; on memory with a webhook
- * subscription, the exchange with an opaque actor token.
+ * with the audit log, the exchange without an actor; with the audit log on the
+ * PostgreSQL store's pool, the exchange with an opaque actor token; on memory
+ * with a webhook subscription, the exchange with an opaque actor token.
  */
 const SMOKE_CONFIGURATIONS: readonly Configuration[] = [
   standingGrantConfiguration('memory', ['baseline', 'create', 'exchange-actor', 'exchange-actor-jwt']),
   configuration('redis', false, ['baseline', 'exchange-actor']),
   configuration('postgres', false, ['baseline', 'exchange-actor']),
   configuration('memory+pg-audit', false, ['baseline', 'exchange']),
+  configuration('postgres+pg-audit', false, ['baseline', 'exchange-actor']),
   configuration('memory', false, WEBHOOK_SCENARIOS, true),
 ];
 
@@ -161,8 +163,8 @@ function configurationsOf(argv: readonly string[]): Configuration[] {
       : argv.includes('--postgres-only')
         ? ['postgres']
         : argv.includes('--audit-only')
-          ? ['memory+pg-audit']
-          : ['memory', 'redis', 'postgres', 'memory+pg-audit'];
+          ? ['memory+pg-audit', 'postgres+pg-audit']
+          : ['memory', 'redis', 'postgres', 'memory+pg-audit', 'postgres+pg-audit'];
   const kinds = argv.includes('--grant-only')
     ? []
     : argv.includes('--deployment-only')

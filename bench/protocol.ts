@@ -1,8 +1,11 @@
 /** Messages between bench/run.ts and the provider process (bench/server.ts). */
 import type { MemoryAdapterStats } from '../lib/index.js';
 
-/** The provider's store; `memory+pg-audit` is the memory store with the PostgreSQL audit log awaited on every exchange. */
-export type AdapterKind = 'memory' | 'redis' | 'postgres' | 'memory+pg-audit';
+/**
+ * The provider's store; `memory+pg-audit` is the memory store with the PostgreSQL audit log awaited on every
+ * exchange, `postgres+pg-audit` the PostgreSQL store with the audit log on its pool (the row in the exchange's commit).
+ */
+export type AdapterKind = 'memory' | 'redis' | 'postgres' | 'memory+pg-audit' | 'postgres+pg-audit';
 
 /** Requests carry an id; the server answers each with a `reply` of the same id. */
 export type ParentMessage =

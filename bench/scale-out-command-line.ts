@@ -4,7 +4,7 @@ import type { AdapterKind } from './protocol.js';
 import { STORES, serviceUrls, type ServiceUrls } from './stores.js';
 
 export const SCALE_OUT_USAGE =
-  'node build/bench/scale-out.js [--duration S] [--connections C] [--stores redis,postgres,memory+pg-audit] [--help]';
+  'node build/bench/scale-out.js [--duration S] [--connections C] [--stores redis,postgres,memory+pg-audit,postgres+pg-audit] [--help]';
 
 export interface ScaleOutSettings extends ServiceUrls {
   /** Seconds per window. */

@@ -2,7 +2,7 @@
  * `node build/bench/scale-out.js`: one and then two provider processes on one
  * shared store, and what the store pays per exchange.
  *
- *   node build/bench/scale-out.js [--duration S] [--connections C] [--stores redis,postgres,memory+pg-audit] [--help]
+ *   node build/bench/scale-out.js [--duration S] [--connections C] [--stores redis,postgres,memory+pg-audit,postgres+pg-audit] [--help]
  *
  * Each provider is set up as a deployment runs it (bench/deployment.ts) and
  * serves the exchange with an opaque actor token at `connections` connections

@@ -5,7 +5,8 @@
  *
  *   BENCH_ADAPTER  memory (default) | redis | postgres (the PostgreSQL adapter, its tables in schema
  *                  BENCH_STORE_SCHEMA of DATABASE_URL) | memory+pg-audit (memory, and the PostgreSQL
- *                  audit log in schema BENCH_AUDIT_SCHEMA of DATABASE_URL)
+ *                  audit log in schema BENCH_AUDIT_SCHEMA of DATABASE_URL) | postgres+pg-audit (both, in
+ *                  BENCH_STORE_SCHEMA, on one pool: the exchange's row is written by its commit)
  *   REDIS_URL      default redis://127.0.0.1:6379
  *   BENCH_PREFIX   Redis key prefix (run.ts passes a unique one and deletes its keys afterwards)
  *   BENCH_DEPLOYMENT  1: the provider as a deployment runs it (bench/deployment.ts)
@@ -30,7 +31,8 @@ import {
   type WebhookOptions,
 } from '../lib/index.js';
 import { createRedisAdapter, type RedisAdapterClass } from '../lib/adapters/redis.js';
-import { createPostgresAdapter, type PostgresAdapterClass } from '../lib/adapters/postgres.js';
+import pg from 'pg';
+import { createPostgresAdapter, POSTGRES_POOL_OPTIONS, type PostgresAdapterClass } from '../lib/adapters/postgres.js';
 import { createPostgresAuditLog } from '../lib/audit-postgres/index.js';
 import { startProvider, USERS } from '../fixtures/provider.js';
 import { deploymentSetup } from './deployment.js';
@@ -42,9 +44,9 @@ import { serviceUrls } from './stores.js';
 
 /** What the environment tells the provider process, read when it starts. */
 interface ServerSettings {
-  /** The adapter: `memory+pg-audit` runs on memory. */
-  kind: Exclude<AdapterKind, 'memory+pg-audit'>;
-  /** The PostgreSQL audit log's schema, for `memory+pg-audit`. */
+  /** The adapter: `memory+pg-audit` runs on memory, `postgres+pg-audit` on PostgreSQL. */
+  kind: 'memory' | 'redis' | 'postgres';
+  /** The PostgreSQL audit log's schema, for `memory+pg-audit` and `postgres+pg-audit`. */
   auditSchema: string | undefined;
   storeSchema: string | undefined;
   redisUrl: string;
@@ -59,8 +61,10 @@ interface ServerSettings {
 function serverSettings(env: NodeJS.ProcessEnv): ServerSettings {
   const adapter = env['BENCH_ADAPTER'];
   return {
-    kind: adapter === 'redis' || adapter === 'postgres' ? adapter : 'memory',
-    auditSchema: adapter === 'memory+pg-audit' ? env['BENCH_AUDIT_SCHEMA']! : undefined,
+    kind:
+      adapter === 'redis' || adapter === 'postgres' ? adapter : adapter === 'postgres+pg-audit' ? 'postgres' : 'memory',
+    auditSchema:
+      adapter === 'memory+pg-audit' || adapter === 'postgres+pg-audit' ? env['BENCH_AUDIT_SCHEMA']! : undefined,
     storeSchema: env['BENCH_STORE_SCHEMA'],
     redisPrefix: env['BENCH_PREFIX'] ?? `bench:${process.pid}:`,
     ...serviceUrls(env),
@@ -78,16 +82,34 @@ interface Store {
   memory: MemoryAdapterClass | undefined;
   /** Evictions per model, counted by the memory adapter's onEvict. */
   evicted: Record<string, number>;
+  /** The PostgreSQL store's pool, when the audit log shares it. */
+  pool?: pg.Pool | undefined;
   close(): Promise<void>;
 }
 
 async function openStore(settings: ServerSettings): Promise<Store> {
   const evicted: Record<string, number> = {};
   if (settings.kind === 'postgres') {
-    const postgres = createPostgresAdapter({ connectionString: settings.databaseUrl, schema: settings.storeSchema! });
+    // With the audit log, one pool for both: the exchange's row then goes in its commit.
+    const pool = settings.auditSchema
+      ? new pg.Pool({ connectionString: settings.databaseUrl, ...POSTGRES_POOL_OPTIONS })
+      : undefined;
+    const postgres = createPostgresAdapter({
+      ...(pool ? { pool } : { connectionString: settings.databaseUrl }),
+      schema: settings.storeSchema!,
+    });
     // As a deployment starts: the tables exist before the first request.
     await postgres.migrate();
-    return { adapter: postgres, memory: undefined, evicted, close: () => postgres.close() };
+    return {
+      adapter: postgres,
+      memory: undefined,
+      evicted,
+      pool,
+      close: async () => {
+        await postgres.close();
+        await pool?.end();
+      },
+    };
   }
   if (settings.kind === 'redis') {
     const redis = createRedisAdapter({ url: settings.redisUrl, keyPrefix: settings.redisPrefix });
@@ -220,7 +242,10 @@ async function main(env: NodeJS.ProcessEnv): Promise<void> {
   const settings = serverSettings(env);
   const store = await openStore(settings);
   const auditLog = settings.auditSchema
-    ? createPostgresAuditLog({ connectionString: settings.databaseUrl, schema: settings.auditSchema })
+    ? createPostgresAuditLog({
+        ...(store.pool ? { pool: store.pool } : { connectionString: settings.databaseUrl }),
+        schema: settings.auditSchema,
+      })
     : undefined;
   const deployment = settings.deployment ? deploymentSetup() : undefined;
   const standingGrant = settings.standingGrant ? standingGrantSetup() : undefined;

@@ -59,7 +59,7 @@ const redis: StoreDescription = {
  * the PostgreSQL adapter's (option `storeSchema`) or the audit log's (`auditSchema`).
  */
 function postgresSchema(
-  option: 'storeSchema' | 'auditSchema',
+  options: ReadonlyArray<'storeSchema' | 'auditSchema'>,
   table: string,
   describe: (rows: number, schema: string) => string,
 ): StoreDescription {
@@ -79,7 +79,7 @@ function postgresSchema(
         throw error;
       }
       return {
-        server: { redisPrefix: '', [option]: schema },
+        server: { redisPrefix: '', ...Object.fromEntries(options.map((option) => [option, schema])) },
         async describe() {
           const { rows } = await database.query<{ rows: number }>(
             `SELECT count(*)::int AS rows FROM "${schema}"."${table}"`,
@@ -96,14 +96,19 @@ export const STORES: Record<AdapterKind, StoreDescription> = {
   memory,
   redis,
   postgres: postgresSchema(
-    'storeSchema',
+    ['storeSchema'],
     'oidc_provider_store',
     (rows, schema) => `${rows} rows in the store's table in schema ${schema} (dropped)`,
   ),
   'memory+pg-audit': postgresSchema(
-    'auditSchema',
+    ['auditSchema'],
     'impersonation_audit',
     (rows, schema) => `${rows} rows appended to one chain in schema ${schema} (dropped)`,
+  ),
+  'postgres+pg-audit': postgresSchema(
+    ['storeSchema', 'auditSchema'],
+    'impersonation_audit',
+    (rows, schema) => `${rows} rows appended to one chain, beside the store, in schema ${schema} (dropped)`,
   ),
 };
 

@@ -48,7 +48,7 @@ function targetsOf(config: Configuration, row: (scenario: ScenarioName) => Row |
     if (actor)
       list.push(rate(`${name}: ${LABELS[scenario]} req/s ≥ ${limit} × client_credentials`, actor, baseline, limit));
   }
-  const audited = config.adapter === 'memory+pg-audit' && !config.deployment ? row('exchange') : undefined;
+  const audited = config.adapter.endsWith('+pg-audit') && !config.deployment ? row('exchange') : undefined;
   if (audited) {
     const label = `${name}: token exchange with the PostgreSQL audit log req/s ≥ 0.8 × client_credentials`;
     list.push(rate(label, audited, baseline, 0.8));
