@@ -3,13 +3,13 @@ import type { Provider } from 'oidc-provider';
 import { signWithProviderKey } from '../provider-internals.js';
 
 /** SSF 1.0 and CAEP 1.0 names; receivers match on them byte for byte. */
-export const SESSION_REVOKED = 'https://schemas.openid.net/secevent/caep/event-type/session-revoked';
-export const VERIFICATION = 'https://schemas.openid.net/secevent/ssf/event-type/verification';
+export const SESSION_REVOKED_EVENT = 'https://schemas.openid.net/secevent/caep/event-type/session-revoked';
+export const VERIFICATION_EVENT = 'https://schemas.openid.net/secevent/ssf/event-type/verification';
 export const PUSH_METHOD = 'urn:ietf:rfc:8935';
 export const POLL_METHOD = 'urn:ietf:rfc:8936';
 export const SET_TYPE = 'secevent+jwt';
 /** The events a stream can carry besides verification, which every stream carries on request. */
-export const EVENTS_SUPPORTED: readonly string[] = Object.freeze([SESSION_REVOKED]);
+export const EVENTS_SUPPORTED: readonly string[] = Object.freeze([SESSION_REVOKED_EVENT]);
 
 /**
  * An impersonation session as a subject (SSF 1.0 complex subject, RFC 9493
@@ -53,7 +53,7 @@ export function sessionRevokedClaims(issuer: string, audience: string, stop: Ses
     txn: stop.txn,
     sub_id: subject,
     events: {
-      [SESSION_REVOKED]: { event_timestamp: stop.at, initiating_entity: stop.initiatingEntity },
+      [SESSION_REVOKED_EVENT]: { event_timestamp: stop.at, initiating_entity: stop.initiatingEntity },
     },
   };
 }
@@ -71,7 +71,7 @@ export function verificationClaims(
     iat: Math.floor(Date.now() / 1000),
     aud: audience,
     sub_id: { format: 'opaque', id: streamId },
-    events: { [VERIFICATION]: state === undefined ? {} : { state } },
+    events: { [VERIFICATION_EVENT]: state === undefined ? {} : { state } },
   };
 }
 

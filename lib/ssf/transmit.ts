@@ -4,7 +4,7 @@ import type { Provider } from 'oidc-provider';
 import { EVENTS, type ImpersonationEvent } from '../audit/events.js';
 import type { OutboxStore } from '../outbox/contract.js';
 import type { ResolvedSsfOptions } from './options.js';
-import { sessionRevokedClaims, SESSION_REVOKED, signSet, verificationClaims } from './set.js';
+import { sessionRevokedClaims, SESSION_REVOKED_EVENT, signSet, verificationClaims } from './set.js';
 import type { StreamRecord, StreamStore } from './store.js';
 
 /** Emitted on the provider when a stream's outbox bound made a SET be dropped: `{ stream, jti }`. */
@@ -56,7 +56,7 @@ async function transmitStop(
 ): Promise<void> {
   const { provider, streams, options } = transmitter;
   const receiving = (await streams.list(undefined, options.maxStreams)).filter(
-    (stream) => stream.status !== 'disabled' && stream.eventsRequested.includes(SESSION_REVOKED),
+    (stream) => stream.status !== 'disabled' && stream.eventsRequested.includes(SESSION_REVOKED_EVENT),
   );
   if (!receiving.length) return;
   const stop = {
