@@ -2,14 +2,9 @@ import { randomUUID } from 'node:crypto';
 import type { Provider } from 'oidc-provider';
 import { signWithProviderKey } from '../provider-internals.js';
 
-/** SSF 1.0 and CAEP 1.0 names; receivers match on them byte for byte. */
-export const SESSION_REVOKED_EVENT = 'https://schemas.openid.net/secevent/caep/event-type/session-revoked';
-export const VERIFICATION_EVENT = 'https://schemas.openid.net/secevent/ssf/event-type/verification';
-export const PUSH_METHOD = 'urn:ietf:rfc:8935';
-export const POLL_METHOD = 'urn:ietf:rfc:8936';
-export const SET_TYPE = 'secevent+jwt';
-/** The events a stream can carry besides verification, which every stream carries on request. */
-export const EVENTS_SUPPORTED: readonly string[] = Object.freeze([SESSION_REVOKED_EVENT]);
+import { EVENTS_SUPPORTED, SESSION_REVOKED_EVENT, SET_TYPE, VERIFICATION_EVENT } from './names.js';
+
+export * from './names.js';
 
 /**
  * An impersonation session as a subject (SSF 1.0 complex subject, RFC 9493

@@ -17,7 +17,7 @@ export const VERIFICATION = 'https://schemas.openid.net/secevent/ssf/event-type/
 export const PUSH = 'urn:ietf:rfc:8935';
 export const POLL = 'urn:ietf:rfc:8936';
 
-const receiverClients: ClientMetadata[] = Object.values(RECEIVERS).map((client) => ({
+export const SSF_RECEIVER_CLIENTS: readonly ClientMetadata[] = Object.values(RECEIVERS).map((client) => ({
   ...client,
   token_endpoint_auth_method: 'client_secret_basic',
   grant_types: ['client_credentials'],
@@ -31,7 +31,7 @@ export function startSsfProvider(kind: AdapterKind, ssf: SsfOptions = {}, more: 
   return startProvider(
     {
       plugin: { ssf: { pollInterval: 50, timeout: 2000, ...ssf }, ...more },
-      configuration: { clients: [...FIXTURE_CLIENTS, ...receiverClients] },
+      configuration: { clients: [...FIXTURE_CLIENTS, ...SSF_RECEIVER_CLIENTS] },
     },
     kind,
   );
