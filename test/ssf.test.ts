@@ -1,8 +1,14 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { expect } from 'chai';
+import Koa from 'koa';
+import { FIXTURE_CLIENTS } from '../fixtures/provider.js';
+import { createImpersonation } from '../lib/index.js';
+import { mountCallback, mountComposedNow } from './support/mount.js';
 import { ADAPTERS } from './support/adapters.js';
-import { expectError, m2mToken, userAccessToken } from './support/http.js';
+import { expectError, m2mToken, tokenRequest, userAccessToken } from './support/http.js';
 import { adminToken, impersonate, revokeSession } from './support/impersonations.js';
-import { CLIENTS, MANAGEMENT_SCOPE, type TestProvider } from './support/provider.js';
+import { CLIENTS, MANAGEMENT, MANAGEMENT_SCOPE, startProvider, type TestProvider } from './support/provider.js';
 import {
   pollResponseProblems,
   setProblems,
@@ -16,6 +22,8 @@ import {
   RECEIVERS,
   receiverToken,
   SESSION_REVOKED,
+  SSF_RECEIVER_CLIENTS,
+  SSF_SCOPE,
   ssfRequest,
   startSsfProvider,
   STREAMS,
@@ -301,3 +309,113 @@ for (const kind of ADAPTERS) {
     });
   });
 }
+
+describe('SSF transmitter: options and mounting', function () {
+  this.timeout(30_000);
+
+  it('checks its options at start-up, naming the one that is wrong and never echoing a value', () => {
+    const cases: Array<[Record<string, unknown>, RegExp]> = [
+      [{ scopes: 'x' }, /ssf\.scopes" is unknown; did you mean "ssf\.scope"/],
+      [{ scope: MANAGEMENT_SCOPE }, /ssf\.scope.*must differ/],
+      [{ scope: 'two words' }, /ssf\.scope.*single scope name/],
+      [{ path: '/api/impersonations' }, /ssf\.path.*overlap/],
+      [{ path: '/.well-known/x' }, /ssf\.path/],
+      [{ maxStreams: 0 }, /ssf\.maxStreams.*integer from 1/],
+      [{ maxStreams: 2, maxStreamsPerReceiver: 3 }, /ssf\.maxStreamsPerReceiver.*must not exceed/],
+      [{ baseUrl: 'https://user:hunter2@id.example.com' }, /ssf\.baseUrl/],
+    ];
+    for (const [ssf, message] of cases) {
+      expect(() => createImpersonation({ managementResource: MANAGEMENT, ssf }), JSON.stringify(ssf))
+        .to.throw(TypeError, message)
+        .and.satisfy((error: Error) => !error.message.includes('hunter2'));
+    }
+  });
+
+  it('refuses to install on a provider without a key for its ID token algorithm', async () => {
+    let installError: unknown;
+    const tp = await startProvider({
+      plugin: { ssf: {} },
+      configuration: { clientDefaults: { id_token_signed_response_alg: 'ES256' } },
+      mount: (_provider, install) => {
+        try {
+          install();
+        } catch (error) {
+          installError = error;
+        }
+      },
+    });
+    await tp.server.close();
+    expect(String(installError)).to.match(/no signing key for ES256.*"ssf"/);
+  });
+
+  it('refuses a receiver token on a provider mounted before install(), saying what to change', async () => {
+    const server: Server = createServer();
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const parent = new Koa();
+    const tp = await startProvider({
+      issuer: `${origin}/oidc`,
+      plugin: { ssf: {} },
+      configuration: { clients: [...FIXTURE_CLIENTS, ...SSF_RECEIVER_CLIENTS] },
+      mount: (provider, install) => {
+        // What koa-mount does: the provider's middleware is composed here, before install() adds the API.
+        parent.use(mountComposedNow('/oidc', provider));
+        install();
+      },
+    });
+    server.on('request', parent.callback());
+    try {
+      const refused = await tokenRequest(
+        { ...tp, base: `${origin}/oidc` },
+        { grant_type: 'client_credentials', scope: SSF_SCOPE, resource: MANAGEMENT },
+        RECEIVERS.first,
+      );
+      expect(refused.status).to.equal(500);
+      expect(refused.body['error_description']).to.match(/install\(\) right after new Provider\(\)/);
+    } finally {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+      await tp.close();
+    }
+  });
+
+  it('serves the stream API from a parent app with mountManagementApi: false, at the baseUrl it advertises', async () => {
+    const server: Server = createServer();
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const parent = new Koa();
+    const tp = await startProvider({
+      issuer: `${origin}/oidc`,
+      plugin: { ssf: { baseUrl: origin, pollInterval: 50 } },
+      configuration: { clients: [...FIXTURE_CLIENTS, ...SSF_RECEIVER_CLIENTS] },
+      mount: (provider, install, impersonation) => {
+        parent.use(mountCallback('/oidc', provider));
+        install({ mountManagementApi: false });
+        parent.use(impersonation.managementApi());
+      },
+    });
+    server.on('request', parent.callback());
+    try {
+      const provider = { ...tp, base: `${origin}/oidc` };
+      const metadata = (await (await fetch(`${origin}/.well-known/ssf-configuration`)).json()) as Record<
+        string,
+        string
+      >;
+      expect(metadata).to.include({ issuer: `${origin}/oidc`, configuration_endpoint: `${origin}/ssf/streams` });
+      const token = await m2mToken(provider, RECEIVERS.first, SSF_SCOPE);
+      const created = await fetch(metadata['configuration_endpoint']!, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+        body: '{}',
+      });
+      expect(created.status).to.equal(201);
+      const stream = (await created.json()) as { delivery: { endpoint_url: string } };
+      expect(stream.delivery.endpoint_url).to.match(new RegExp(`^${origin}/ssf/poll/`));
+      expect(await pollUntil(provider, stream.delivery.endpoint_url, token, 0)).to.deep.equal({});
+    } finally {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+      await tp.close();
+    }
+  });
+});

@@ -11,6 +11,13 @@ export interface SsfOptions {
   scope?: string | undefined;
   /** Where the stream management API lives: `<path>/streams`, `/status`, `/verify`, `/poll`. Default `/ssf`. */
   path?: string | undefined;
+  /**
+   * The absolute URL the stream API's `path` is under, as the metadata and
+   * poll `endpoint_url`s advertise it. Default: the issuer, which is right when
+   * the API is mounted with the provider; set it when the deployment serves
+   * `managementApi()` elsewhere (a parent app at the origin's root).
+   */
+  baseUrl?: string | undefined;
   /** Most streams in all. Default 100. */
   maxStreams?: number | undefined;
   /** Most streams one receiver (one client) may have. Default 5. */
@@ -36,6 +43,8 @@ export interface SsfOptions {
 export interface ResolvedSsfOptions {
   scope: string;
   path: string;
+  /** Without a trailing slash; undefined: the issuer's. */
+  baseUrl: string | undefined;
   maxStreams: number;
   maxStreamsPerReceiver: number;
   maxPending: number;
@@ -51,6 +60,7 @@ export interface ResolvedSsfOptions {
 const OPTION_NAMES = Object.keys({
   scope: true,
   path: true,
+  baseUrl: true,
   maxStreams: true,
   maxStreamsPerReceiver: true,
   maxPending: true,
@@ -81,12 +91,21 @@ export function resolveSsfOptions(input: SsfOptions, taken: { scopes: string[]; 
   ) {
     fail('ssf.path', "must not overlap the Management API's other paths nor /.well-known");
   }
+  let baseUrl: string | undefined;
+  if (input.baseUrl !== undefined) {
+    const url = typeof input.baseUrl === 'string' ? URL.parse(input.baseUrl) : null;
+    if (!url || url.search || url.hash || url.username || url.password || !/^https?:$/.test(url.protocol)) {
+      fail('ssf.baseUrl', 'must be an absolute http(s) URL without query, fragment or credentials');
+    }
+    baseUrl = url.href.replace(/\/$/, '');
+  }
   const maxStreams = whole('ssf.maxStreams', input.maxStreams, 100, 10_000);
   const maxStreamsPerReceiver = whole('ssf.maxStreamsPerReceiver', input.maxStreamsPerReceiver, 5, 1000);
   if (maxStreamsPerReceiver > maxStreams) fail('ssf.maxStreamsPerReceiver', 'must not exceed "ssf.maxStreams"');
   return Object.freeze({
     scope,
     path,
+    baseUrl,
     maxStreams,
     maxStreamsPerReceiver,
     maxPending: whole('ssf.maxPending', input.maxPending, 10_000, 1_000_000),

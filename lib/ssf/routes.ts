@@ -45,6 +45,8 @@ export function ssfRoutes(router: Router, transmitter: Transmitter, authenticate
   const { provider, streams, options } = transmitter;
   const base = options.path;
   const issuer = () => provider.issuer.replace(/\/$/, '');
+  /** Where the stream API is reached: under the issuer, unless the deployment serves it elsewhere. */
+  const api = () => `${options.baseUrl ?? issuer()}${base}`;
 
   const receiverOf = async (ctx: Koa.Context): Promise<string> =>
     (await authorize(ctx, authenticate, options.scope)).clientId;
@@ -67,7 +69,7 @@ export function ssfRoutes(router: Router, transmitter: Transmitter, authenticate
       delivery:
         stream.delivery.method === PUSH_METHOD
           ? { method: PUSH_METHOD, endpoint_url: stream.delivery.endpointUrl }
-          : { method: POLL_METHOD, endpoint_url: `${issuer()}${base}/poll/${stream.id}` },
+          : { method: POLL_METHOD, endpoint_url: `${api()}/poll/${stream.id}` },
       min_verification_interval: options.minVerificationInterval,
       ...(stream.description === undefined ? {} : { description: stream.description }),
     };
@@ -92,9 +94,9 @@ export function ssfRoutes(router: Router, transmitter: Transmitter, authenticate
       issuer: provider.issuer,
       jwks_uri: `${issuer()}${jwksPath}`,
       delivery_methods_supported: [PUSH_METHOD, POLL_METHOD],
-      configuration_endpoint: `${issuer()}${base}/streams`,
-      status_endpoint: `${issuer()}${base}/status`,
-      verification_endpoint: `${issuer()}${base}/verify`,
+      configuration_endpoint: `${api()}/streams`,
+      status_endpoint: `${api()}/status`,
+      verification_endpoint: `${api()}/verify`,
       critical_subject_members: [...CRITICAL_SUBJECT_MEMBERS],
       authorization_schemes: [{ spec_urn: 'urn:ietf:rfc:6749' }],
       // Every impersonation session is a subject of every stream: there is no subject to add or remove.
