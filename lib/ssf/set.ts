@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Provider } from 'oidc-provider';
 import { signWithProviderKey } from '../provider-internals.js';
 
-import { EVENTS_SUPPORTED, SESSION_REVOKED_EVENT, SET_TYPE, VERIFICATION_EVENT } from './names.js';
+import { SESSION_REVOKED_EVENT, SET_TYPE, VERIFICATION_EVENT } from './names.js';
 
 export * from './names.js';
 
