@@ -102,7 +102,6 @@ export function ssfRoutes(router: Router, transmitter: Transmitter, authenticate
       // Every impersonation session is a subject of every stream: there is no subject to add or remove.
       default_subjects: 'ALL',
     };
-    ctx.set('Cache-Control', 'public, max-age=300');
   });
 
   router.post(`${base}/streams`, async (ctx) => {
