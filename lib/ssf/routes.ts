@@ -202,9 +202,10 @@ export function ssfRoutes(router: Router, transmitter: Transmitter, authenticate
       ctx.set('Retry-After', String(options.minVerificationInterval - (now - stream.verifiedAt)));
       throw tooManyRequests(`a verification may be asked for once every ${options.minVerificationInterval} seconds`);
     }
+    // The SET first: a store failure then leaves no rate record that would refuse the retry with 429.
     await storeCall(async () => {
-      await streams.save({ ...stream, verifiedAt: now });
       await transmitVerification(transmitter, stream, state as string | undefined);
+      await streams.save({ ...stream, verifiedAt: now });
     });
     ctx.status = 204;
   });
