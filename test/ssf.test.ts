@@ -6,7 +6,7 @@ import { FIXTURE_CLIENTS } from '../fixtures/provider.js';
 import { createImpersonation } from '../lib/index.js';
 import { mountCallback, mountComposedNow } from './support/mount.js';
 import { ADAPTERS } from './support/adapters.js';
-import { expectError, m2mToken, tokenRequest, userAccessToken } from './support/http.js';
+import { decodeJwt, expectError, m2mToken, tokenRequest, userAccessToken } from './support/http.js';
 import { adminToken, impersonate, revokeSession } from './support/impersonations.js';
 import { CLIENTS, MANAGEMENT, MANAGEMENT_SCOPE, startProvider, type TestProvider } from './support/provider.js';
 import {
@@ -289,6 +289,36 @@ for (const kind of ADAPTERS) {
       expect(setProblems(header, claims)).to.deep.equal([]);
       expect(claims['sub_id']).to.deep.equal({ format: 'opaque', id });
       expect(claims['events']).to.deep.equal({ [VERIFICATION]: { state: 'abc-123' } });
+    });
+
+    it('shares streams between two instances on one store, and delivers each stop once, pushed and polled', async () => {
+      const hooks = await pushReceiver();
+      const Adapter = await kind.open();
+      const first = await startSsfProvider(kind, {}, {}, Adapter);
+      open.push(first);
+      const second = await startSsfProvider(kind, {}, {}, Adapter);
+      open.push(second);
+      const [atFirst, atSecond] = [await receiverToken(first), await receiverToken(second)];
+      await ssfRequest(first, 'POST', STREAMS, atFirst, { delivery: { method: PUSH, endpoint_url: hooks.url } });
+      const polled = await ssfRequest(second, 'POST', STREAMS, atSecond, {});
+      const id = polled.body['stream_id'] as string;
+      // Created at the second instance, read at the first.
+      expect((await ssfRequest(first, 'GET', `${STREAMS}?stream_id=${id}`, atFirst)).status).to.equal(200);
+      const sessions: string[] = [];
+      for (let i = 0; i < 4; i += 1) sessions.push((await stopOneSession(i % 2 ? first : second)).session);
+      await hooks.waitFor(4, 5000);
+      const sets: Record<string, string> = {};
+      const deadline = Date.now() + 5000;
+      while (Object.keys(sets).length < 4 && Date.now() < deadline) {
+        Object.assign(
+          sets,
+          await pollUntil(second, `${second.base}/ssf/poll/${id}`, atSecond, 200, { ack: Object.keys(sets) }),
+        );
+      }
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      const sessionOf = (jwt: string) => (decodeJwt(jwt)['sub_id'] as { session: { id: string } }).session.id;
+      expect(hooks.deliveries.map((delivery) => sessionOf(delivery.body)).sort()).to.deep.equal([...sessions].sort());
+      expect(Object.values(sets).map(sessionOf).sort()).to.deep.equal([...sessions].sort());
     });
 
     it('holds SETs of a paused stream and delivers them once enabled; a disabled stream gets none', async () => {

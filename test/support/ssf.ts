@@ -1,7 +1,7 @@
 import { createLocalJWKSet, decodeProtectedHeader, jwtVerify, type JSONWebKeySet, type JWTPayload } from 'jose';
 import type { ClientMetadata } from 'oidc-provider';
 import { FIXTURE_CLIENTS } from '../../fixtures/provider.js';
-import type { SsfOptions } from '../../lib/index.js';
+import type { AdapterSource, SsfOptions } from '../../lib/index.js';
 import { apiRequest, m2mToken, type Reply } from './http.js';
 import { startProvider, type TestProvider } from './provider.js';
 import type { AdapterKind } from './adapters.js';
@@ -27,11 +27,17 @@ export const SSF_RECEIVER_CLIENTS: readonly ClientMetadata[] = Object.values(REC
 }));
 
 /** The fixture provider with the SSF transmitter, and two receiver clients that may manage streams. */
-export function startSsfProvider(kind: AdapterKind, ssf: SsfOptions = {}, more: Record<string, unknown> = {}) {
+export function startSsfProvider(
+  kind: AdapterKind,
+  ssf: SsfOptions = {},
+  more: Record<string, unknown> = {},
+  adapter?: AdapterSource,
+) {
   return startProvider(
     {
       plugin: { ssf: { pollInterval: 50, timeout: 2000, ...ssf }, ...more },
       configuration: { clients: [...FIXTURE_CLIENTS, ...SSF_RECEIVER_CLIENTS] },
+      ...(adapter ? { adapter } : {}),
     },
     kind,
   );
