@@ -109,6 +109,8 @@ export type ManagementErrorCode =
   | 'request_too_large'
   | 'too_many_grants'
   | 'too_many_pending_requests'
+  | 'too_many_streams'
+  | 'too_many_requests'
   | 'temporarily_unavailable'
   | 'server_error';
 
@@ -170,6 +172,16 @@ export function customerLimitReached(
   description: string,
 ): ManagementError {
   return new ManagementError(429, code, description);
+}
+
+/** 409 of the SSF stream management API: the receiver, or the transmitter, has as many streams as allowed. */
+export function tooManyStreams(description: string): ManagementError {
+  return new ManagementError(409, 'too_many_streams', description);
+}
+
+/** 429 of the SSF verification endpoint: asked again before `min_verification_interval` passed. */
+export function tooManyRequests(description: string): ManagementError {
+  return new ManagementError(429, 'too_many_requests', description);
 }
 
 /** Management API 503: a store or the audit trail cannot answer; nothing was written. */

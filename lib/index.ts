@@ -79,3 +79,14 @@ export type {
   OutboxStore,
   Settlement,
 } from './outbox/contract.js';
+export type { ResolvedSsfOptions, SsfOptions } from './ssf/options.js';
+export { SSF_DROPPED } from './ssf/transmit.js';
+export { SSF_CONFIGURATION_PATH, SSF_SET_ERROR } from './ssf/routes.js';
+export {
+  CRITICAL_SUBJECT_MEMBERS,
+  EVENTS_SUPPORTED as SSF_EVENTS_SUPPORTED,
+  POLL_METHOD as SSF_POLL_METHOD,
+  PUSH_METHOD as SSF_PUSH_METHOD,
+  SESSION_REVOKED_EVENT,
+  VERIFICATION_EVENT,
+} from './ssf/set.js';

@@ -18,3 +18,12 @@ declare module 'oidc-provider/lib/helpers/weak_cache.js' {
 declare module 'oidc-provider/lib/models/token_helpers.js' {
   export const checkSessionBinding: <T>(provider: object, token: T) => Promise<T | undefined>;
 }
+
+declare module 'oidc-provider/lib/helpers/jwt.js' {
+  export const sign: (
+    payload: Record<string, unknown>,
+    key: unknown,
+    alg: string,
+    options?: { typ?: string; fields?: Record<string, unknown>; noIat?: boolean },
+  ) => Promise<string>;
+}

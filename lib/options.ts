@@ -6,6 +6,7 @@ import type { AuditSink } from './audit/sink.js';
 import type { JsonObject } from './json.js';
 import { invalidArgument, invalidOption } from './errors.js';
 import { refuseUnknownOptions } from './option-names.js';
+import { resolveSsfOptions, type ResolvedSsfOptions, type SsfOptions } from './ssf/options.js';
 import { resolveWebhookOptions, type ResolvedWebhookOptions, type WebhookOptions } from './webhooks/options.js';
 
 export type { JsonObject, JsonPrimitive, JsonValue } from './json.js';
@@ -141,6 +142,13 @@ export interface ImpersonationOptions {
    * Default: none.
    */
   webhooks?: WebhookOptions | undefined;
+  /**
+   * An OpenID Shared Signals Framework 1.0 transmitter: CAEP session-revoked
+   * Security Event Tokens for every impersonation session stopped, to streams
+   * receivers manage themselves, pushed or polled through the outbox
+   * (docs/ssf.md). Default: none.
+   */
+  ssf?: SsfOptions | undefined;
 }
 
 /** The options without a default: absent unless given. */
@@ -154,13 +162,13 @@ type UndefaultedOption =
   | 'store';
 
 /** The options with a default: each one filled in. */
-type DefaultedOptions = Omit<ImpersonationOptions, UndefaultedOption | 'approvals' | 'webhooks'>;
+type DefaultedOptions = Omit<ImpersonationOptions, UndefaultedOption | 'approvals' | 'webhooks' | 'ssf'>;
 
 // Not Required<>: under a consumer's exactOptionalPropertyTypes it keeps the `| undefined` each option accepts.
 export type ResolvedOptions = { [Name in keyof DefaultedOptions]-?: Exclude<DefaultedOptions[Name], undefined> } & Pick<
   ImpersonationOptions,
   UndefaultedOption
-> & { approvals?: ResolvedApprovalOptions; webhooks?: ResolvedWebhookOptions };
+> & { approvals?: ResolvedApprovalOptions; webhooks?: ResolvedWebhookOptions; ssf?: ResolvedSsfOptions };
 
 const DEFAULTS = {
   managementScope: 'subject-tokens:create',
@@ -201,6 +209,7 @@ const OPTION_NAMES = Object.keys({
   environmentVariables: true,
   approvals: true,
   webhooks: true,
+  ssf: true,
 } satisfies Record<keyof ImpersonationOptions, true>);
 
 const ACTOR_AUTHENTICATION_NAMES = Object.keys({ maxAge: true, acrValues: true } satisfies Record<
@@ -293,20 +302,41 @@ export function resolveOptions(input: ImpersonationOptions): ResolvedOptions {
           paths: [options.managementPath, options.sessionsPath],
         });
   const webhooks = options.webhooks === undefined ? undefined : resolveWebhookOptions(options.webhooks);
+  const ssf =
+    options.ssf === undefined
+      ? undefined
+      : resolveSsfOptions(options.ssf, {
+          scopes: [...managementScopes(options)],
+          paths: [
+            options.managementPath,
+            options.sessionsPath,
+            ...(approvals ? [approvals.requestsPath, approvals.customerPath] : []),
+          ],
+        });
   return Object.freeze({
     ...options,
     ...(approvals ? { approvals } : {}),
     ...(webhooks ? { webhooks } : {}),
+    ...(ssf ? { ssf } : {}),
     actorClients: Object.freeze([...options.actorClients]) as string[],
     environmentVariables: Object.freeze({ ...env }),
   });
 }
 
-/** The scopes of the Management API: none of them is an OIDC scope. */
+/** The scopes of the Management API (the SSF receivers' included, once resolved): none of them is an OIDC scope. */
 export function managementScopes(
-  options: Pick<ResolvedOptions, 'managementScope' | 'readScope' | 'revokeScope'>,
+  options: Pick<ResolvedOptions, 'managementScope' | 'readScope' | 'revokeScope'> & {
+    ssf?: { scope?: unknown } | undefined;
+  },
 ): ReadonlySet<string> {
-  return new Set([options.managementScope, options.readScope, options.revokeScope]);
+  const scopes = new Set([options.managementScope, options.readScope, options.revokeScope]);
+  if (typeof options.ssf?.scope === 'string' && isResolvedSsf(options.ssf)) scopes.add(options.ssf.scope);
+  return scopes;
+}
+
+/** Resolved SSF options carry `retentionSeconds`; the input's `scope` is not checked yet and stays out. */
+function isResolvedSsf(ssf: object): ssf is ResolvedSsfOptions {
+  return 'retentionSeconds' in ssf;
 }
 
 function positiveInteger(name: string, value: unknown, max: number): void {

@@ -5,6 +5,7 @@ import { createMemoryAdapter } from './adapters/memory.js';
 import { customerResourceInfo } from './approvals/customer.js';
 import { ApprovalStore } from './approvals/store.js';
 import { openPluginStore } from './adapters/plugin-store.js';
+import { instantiateAdapter, type AdapterSource, type ImpersonationAdapter } from './adapters/contract.js';
 import { calledTooLate, invalidArgument, invalidCall, invalidOption, invalidTarget, misconfigured } from './errors.js';
 import { ExchangeClaims } from './exchange/claims.js';
 import { addStepUpDetails } from './exchange/freshness.js';
@@ -24,7 +25,15 @@ import { managementApiHandler, type ManagementApiHandler } from './management/no
 import { createManagementApi, type ServedRequests } from './management/router.js';
 import { refuseUnknownOptions } from './option-names.js';
 import { managementScopes, resolveOptions, type ImpersonationOptions, type ResolvedOptions } from './options.js';
-import { assertModelInternals, providerAdapter, providerConfiguration } from './provider-internals.js';
+import {
+  assertModelInternals,
+  providerAdapter,
+  providerConfiguration,
+  providerSigningKey,
+} from './provider-internals.js';
+import { ssfDelivery } from './ssf/deliver.js';
+import { SSF_MODEL, StreamStore } from './ssf/store.js';
+import { attachTransmitter, type Transmitter } from './ssf/transmit.js';
 import { endWithActor } from './sessions/actor-end.js';
 import { SessionStore } from './sessions/store.js';
 import { SubjectTokenStore } from './subject-tokens/store.js';
@@ -81,12 +90,18 @@ export interface Impersonation {
    * starts with install(); its timers never keep a process alive.
    */
   webhooks(): WebhookDelivery;
+  /**
+   * The delivery of SSF streams (the same outbox and worker as webhooks'):
+   * statistics per stream (`ssf:<stream_id>`), dead letters, `stop()`.
+   */
+  ssf(): WebhookDelivery;
 }
 
 export function createImpersonation(input: ImpersonationOptions): Impersonation {
   const options = resolveOptions(input);
   // Opened (and checked) now, so that a store unfit for the plugin fails at start-up, naming the option.
-  const ownStore = options.store && openPluginStore(options.store, 'store option', options.webhooks !== undefined);
+  const withOutbox = options.webhooks !== undefined || options.ssf !== undefined;
+  const ownStore = options.store && openPluginStore(options.store, 'store option', withOutbox);
   const claims = new ExchangeClaims();
   const configured = new WeakSet<object>();
   const scopes = managementScopes(options);
@@ -186,8 +201,10 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
       assertModelInternals(provider);
       if (mountManagementApi && middlewareComposed(provider)) throw calledTooLate(MOUNTED_TOO_EARLY);
       // Without a store of its own, the plugin's records live in the provider's adapter, which must then be fit for them.
-      const pluginStore =
-        ownStore || openPluginStore(providerAdapter(provider), 'provider adapter', options.webhooks !== undefined);
+      const storeSource: AdapterSource = options.store ?? providerAdapter(provider);
+      const pluginStore = ownStore || openPluginStore(storeSource, 'provider adapter', withOutbox);
+      // SETs are signed with the provider's key: one it lacks stops the start, not the first stop.
+      if (options.ssf) providerSigningKey(provider);
       const store = new SubjectTokenStore(pluginStore.subjectTokens);
       const sessions = new SessionStore(pluginStore.sessions);
       // Always opened: a subject token issued under a grant is checked against it even after the option is removed.
@@ -203,10 +220,33 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
       );
       endWithActor(provider, sessions, options.auditLog);
       if (options.actorAuthentication) addStepUpDetails(provider);
-      const managementApi = createManagementApi(provider, options, { subjectTokens: store, sessions, approvals });
-      if (options.webhooks && pluginStore.outbox) {
-        attachNotifier(provider, pluginStore.outbox, options.webhooks);
-        delivery = startDelivery(provider, pluginStore.outbox, options.webhooks);
+      let transmitter: Transmitter | undefined;
+      if (options.ssf && pluginStore.outbox) {
+        // The same adapter source as the sessions, so it has the sorted indexes they were checked for.
+        const streams = new StreamStore(instantiateAdapter(storeSource, SSF_MODEL) as ImpersonationAdapter);
+        transmitter = {
+          provider,
+          outbox: pluginStore.outbox,
+          streams,
+          options: options.ssf,
+          wake: () => delivery?.wake(),
+        };
+        attachTransmitter(transmitter);
+      }
+      const managementApi = createManagementApi(
+        provider,
+        options,
+        { subjectTokens: store, sessions, approvals },
+        transmitter,
+      );
+      if (options.webhooks && pluginStore.outbox) attachNotifier(provider, pluginStore.outbox, options.webhooks);
+      if (pluginStore.outbox && (options.webhooks || options.ssf)) {
+        delivery = startDelivery(
+          provider,
+          pluginStore.outbox,
+          options.webhooks ?? ssfOnlyDelivery(options.ssf!),
+          transmitter && ssfDelivery(transmitter.streams, transmitter.options),
+        );
       }
       api = managementApi.middleware;
       handler = managementApiHandler(api, provider as unknown as EventEmitter);
@@ -234,6 +274,16 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
       return delivery;
     },
 
+    ssf() {
+      if (!delivery || !options.ssf) {
+        throw invalidCall(
+          'impersonation.ssf',
+          options.ssf ? 'call impersonation.install(provider) before ssf()' : 'the "ssf" option is not set',
+        );
+      }
+      return delivery;
+    },
+
     managementApiHandler() {
       if (!handler)
         throw invalidCall(
@@ -242,6 +292,20 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
         );
       return handler;
     },
+  };
+}
+
+/** The delivery's timing when SSF streams are its only receivers (webhooks, when set, bring their own). */
+function ssfOnlyDelivery(ssf: NonNullable<ResolvedOptions['ssf']>): NonNullable<ResolvedOptions['webhooks']> {
+  return {
+    subscriptions: [],
+    maxPending: ssf.maxPending,
+    maxAttempts: ssf.maxAttempts,
+    maxAgeMs: ssf.retentionSeconds * 1000,
+    deadLetterRetentionMs: ssf.retentionSeconds * 1000,
+    timeoutMs: ssf.timeoutMs,
+    pollIntervalMs: ssf.pollIntervalMs,
+    maxBackoffMs: 3600 * 1000,
   };
 }
 

@@ -7,6 +7,7 @@
 import * as grants from 'oidc-provider/lib/helpers/grants.js';
 import { checkSessionBinding } from 'oidc-provider/lib/models/token_helpers.js';
 import instance from 'oidc-provider/lib/helpers/weak_cache.js';
+import { sign as signJwt } from 'oidc-provider/lib/helpers/jwt.js';
 import { errors } from 'oidc-provider';
 import type {
   AccessToken,
@@ -18,7 +19,7 @@ import type {
   Provider,
   ResourceServerInstance,
 } from 'oidc-provider';
-import { notAProvider, unsupportedProvider } from './errors/standalone.js';
+import { noSigningKey, notAProvider, unsupportedProvider } from './errors/standalone.js';
 
 /**
  * Checked when the plugin is loaded, so that an oidc-provider release that
@@ -42,6 +43,7 @@ function assertInternals(): void {
       .map((name) => `helpers/grants.js ${name}`),
     ...(typeof checkSessionBinding === 'function' ? [] : ['models/token_helpers.js checkSessionBinding']),
     ...(typeof instance === 'function' ? [] : ['helpers/weak_cache.js (default export)']),
+    ...(typeof signJwt === 'function' ? [] : ['helpers/jwt.js sign']),
   ];
   refuseMissing(missing);
 }
@@ -92,9 +94,15 @@ export interface TokenResponseInput {
   issuedTokenType: string;
 }
 
+interface ProviderKeystore {
+  selectForSign(options: { alg: string; use: 'sig' }): Array<{ kid?: string }>;
+  getKeyObject(key: object): unknown;
+}
+
 interface ProviderInternals {
   configuration: Configuration & { findAccount: NonNullable<Configuration['findAccount']> };
   jwks: JWKS;
+  keystore: ProviderKeystore;
   Adapter: AdapterConstructor | AdapterFactory;
 }
 
@@ -111,6 +119,36 @@ export function providerConfiguration(provider: Provider): ProviderInternals['co
 /** The provider's public signing keys, as its jwks_uri serves them. */
 export function providerJwks(provider: Provider): JWKS {
   return internals(provider).jwks;
+}
+
+/** The provider's key for its default ID token algorithm; throws, naming the algorithm, when it has none. */
+export function providerSigningKey(provider: Provider): { alg: string; key: { kid?: string } } {
+  const { keystore, configuration } = internals(provider);
+  const alg = (configuration.clientDefaults as { id_token_signed_response_alg?: string } | undefined)
+    ?.id_token_signed_response_alg;
+  const [key] = alg && !alg.startsWith('HS') && alg !== 'none' ? keystore.selectForSign({ alg, use: 'sig' }) : [];
+  if (!alg || !key) throw noSigningKey(alg);
+  return { alg, key };
+}
+
+/**
+ * Signs `payload` as a JWT with the provider's own key, the one its ID tokens
+ * use by default (`clientDefaults.id_token_signed_response_alg`), with `typ`
+ * and the key's `kid` in the header; what `jwks_uri` serves verifies it. The
+ * private key never leaves oidc-provider's keystore: only the signature does.
+ */
+export async function signWithProviderKey(
+  provider: Provider,
+  payload: Record<string, unknown>,
+  typ: string,
+): Promise<string> {
+  const { keystore } = internals(provider);
+  const { alg, key } = providerSigningKey(provider);
+  return signJwt({ ...payload }, keystore.getKeyObject(key), alg, {
+    typ,
+    noIat: true,
+    ...(key.kid === undefined ? {} : { fields: { kid: key.kid } }),
+  });
 }
 
 /** The adapter the provider itself stores its models with. */

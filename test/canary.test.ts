@@ -10,7 +10,17 @@ import { randomBytes } from 'node:crypto';
 import { expect } from 'chai';
 import type Koa from 'koa';
 import { canonicalContent, rowOf } from '../lib/audit/chain.js';
-import { EVENTS, WEBHOOK_DEAD_LETTERED, WEBHOOK_DROPPED, WEBHOOK_EVENTS, WEBHOOK_GONE } from '../lib/index.js';
+import {
+  EVENTS,
+  SSF_DROPPED,
+  SSF_SET_ERROR,
+  WEBHOOK_DEAD_LETTERED,
+  WEBHOOK_DROPPED,
+  WEBHOOK_EVENTS,
+  WEBHOOK_GONE,
+} from '../lib/index.js';
+import { FIXTURE_CLIENTS } from '../fixtures/provider.js';
+import { PUSH, RECEIVERS, receiverToken, SSF_RECEIVER_CLIENTS, STREAMS } from './support/ssf.js';
 import { startDemo, type Demo } from '../demo/demo.js';
 import type { MemoryAuditLog } from '../lib/index.js';
 import { DpopKey } from './support/dpop.js';
@@ -26,6 +36,7 @@ import {
 } from './support/provider.js';
 import {
   ACCESS_TOKEN,
+  decodeJwt,
   exchange,
   logout,
   managementRequest,
@@ -116,13 +127,21 @@ describe('canary: no token value or secret leaves its place', function () {
   const canary = new Canary();
   let tp: TestProvider;
   let hooks: Receiver;
+  let ssfHooks: Receiver;
   const hookSecret = webhookSecret('canary');
+  const pushCredential = 'Bearer canary-push-credential-7d1e';
+  let pollEndpoint: string;
+  let ssfToken: string;
 
   before(async () => {
     hooks = await startReceiver();
-    canary.secret(hookSecret, hookSecret.slice('whsec_'.length));
+    ssfHooks = await startReceiver();
+    ssfHooks.answer = () => ({ status: 202 });
+    canary.secret(hookSecret, hookSecret.slice('whsec_'.length), pushCredential);
     tp = await startProvider({
+      configuration: { clients: [...FIXTURE_CLIENTS, ...SSF_RECEIVER_CLIENTS] },
       plugin: {
+        ssf: { pollInterval: 20 },
         webhooks: {
           subscriptions: [
             {
@@ -145,7 +164,7 @@ describe('canary: no token value or secret leaves its place', function () {
     });
     const emitter = tp.provider as unknown as NodeJS.EventEmitter;
     for (const name of Object.values(EVENTS)) emitter.on(name, (event: unknown) => canary.sink(`event ${name}`, event));
-    for (const name of [WEBHOOK_DROPPED, WEBHOOK_DEAD_LETTERED, WEBHOOK_GONE]) {
+    for (const name of [WEBHOOK_DROPPED, WEBHOOK_DEAD_LETTERED, WEBHOOK_GONE, SSF_DROPPED, SSF_SET_ERROR]) {
       emitter.on(name, (notice: unknown) => canary.sink(`notice ${name}`, notice));
     }
     for (const name of ['grant.error', 'server_error', 'introspection.error', 'userinfo.error']) {
@@ -153,12 +172,23 @@ describe('canary: no token value or secret leaves its place', function () {
     }
     // Where the plugin reports what it could not do (a trail or a store that failed), as Koa apps do.
     (tp.provider as Koa).on('error', (error: unknown) => canary.sink('app error', describeError(error)));
-    for (const client of Object.values(CLIENTS))
+    for (const client of [...Object.values(CLIENTS), ...Object.values(RECEIVERS)])
       canary.secret('client_secret' in client ? client.client_secret : undefined);
+    // SSF streams that receive every stop of the flow: one pushed to, one polled.
+    ssfToken = await receiverToken(tp);
+    canary.secret(ssfToken);
+    const pushed = await http(tp, 'POST', STREAMS, ssfToken, {
+      delivery: { method: PUSH, endpoint_url: ssfHooks.url, authorization_header: pushCredential },
+    });
+    canary.response('create a push stream', pushed);
+    const polled = canary.response('create a poll stream', await http(tp, 'POST', STREAMS, ssfToken, {}));
+    pollEndpoint = new URL((polled.body['delivery'] as { endpoint_url: string }).endpoint_url).pathname;
+    canary.response('list streams', await http(tp, 'GET', STREAMS, ssfToken));
   });
   after(async () => {
     await tp.close();
     await hooks.close();
+    await ssfHooks.close();
   });
 
   async function create(label: string, body: Record<string, unknown>, m2m?: string): Promise<string> {
@@ -389,6 +419,24 @@ describe('canary: no token value or secret leaves its place', function () {
     }
     const types = new Set(hooks.deliveries.map((d) => (JSON.parse(d.body) as { type: string }).type));
     expect([...types]).to.include.members([EVENTS.exchangeSucceeded, EVENTS.sessionRevoked]);
+
+    // Every SET of the SSF streams: pushed (body, claims, headers) and polled.
+    while (Object.values((await tp.impersonation.ssf().stats()).subscriptions).some((stream) => stream.pending > 0)) {
+      expect(Date.now(), 'the SETs were delivered').to.be.below(deadline);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    expect(ssfHooks.deliveries.length, 'SETs were pushed').to.be.above(0);
+    for (const [at, delivery] of ssfHooks.deliveries.entries()) {
+      canary.sink(`pushed SET ${at}`, delivery.body);
+      canary.sink(`pushed SET claims ${at}`, decodeJwt(delivery.body));
+      // The receiver's credential goes to the receiver, as its Authorization header, and nowhere else.
+      const { authorization: _credential, ...headers } = delivery.headers;
+      canary.sink(`pushed SET headers ${at}`, headers);
+    }
+    const poll = canary.response('poll', await http(tp, 'POST', pollEndpoint, ssfToken, { returnImmediately: true }));
+    const polledSets = Object.values(poll.body['sets'] as Record<string, string>);
+    expect(polledSets.length, 'SETs were polled').to.be.above(0);
+    for (const [at, set] of polledSets.entries()) canary.sink(`polled SET claims ${at}`, decodeJwt(set));
 
     expect(canary.sinks.length, 'events were collected').to.be.above(40);
     expect(canary.leaks()).to.deep.equal([]);

@@ -113,6 +113,7 @@ describe('createImpersonation: options, configure() and install()', () => {
       environmentVariables: undefined,
       approvals: undefined,
       webhooks: undefined,
+      ssf: undefined,
     };
     const customerResource = 'https://id.example.com/support-access';
     const everyApprovalOptionUndefined: { [Name in Exclude<keyof ApprovalOptions, 'customerResource'>]-?: undefined } =

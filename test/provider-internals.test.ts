@@ -9,8 +9,12 @@ import {
   providerAdapter,
   providerConfiguration,
   providerJwks,
+  providerSigningKey,
   setTokenLifetime,
+  signWithProviderKey,
 } from '../lib/provider-internals.js';
+import { createLocalJWKSet, jwtVerify, type JSONWebKeySet } from 'jose';
+import * as jwtHelpers from 'oidc-provider/lib/helpers/jwt.js';
 import { API, CLIENTS, startProvider, type TestProvider } from './support/provider.js';
 
 // oidc-provider's internals are outside its semantic versioning. If an upgrade
@@ -98,6 +102,16 @@ describe('provider-internals: the one deep import into oidc-provider', () => {
     const jwks = providerJwks(tp.provider);
     expect(JSON.parse(JSON.stringify(jwks))).to.deep.equal(served);
     for (const key of jwks.keys) expect(key).to.not.have.property('d');
+  });
+
+  it("signs with the provider's key for its ID token algorithm, verifiable with its jwks_uri, the header's typ and kid set", async () => {
+    expect(jwtHelpers.sign).to.be.a('function');
+    expect(providerSigningKey(tp.provider).alg).to.equal('RS256');
+    const jwt = await signWithProviderKey(tp.provider, { iss: tp.issuer, jti: 'probe', iat: 1 }, 'secevent+jwt');
+    const served = (await (await fetch(`${tp.base}/jwks`)).json()) as JSONWebKeySet;
+    const { payload, protectedHeader } = await jwtVerify(jwt, createLocalJWKSet(served), { typ: 'secevent+jwt' });
+    expect(payload).to.deep.equal({ iss: tp.issuer, jti: 'probe', iat: 1 });
+    expect(protectedHeader).to.deep.equal({ alg: 'RS256', typ: 'secevent+jwt', kid: served.keys[0]!.kid });
   });
 
   it('refuses something that is not a provider', () => {

@@ -2,6 +2,7 @@ import type Koa from 'koa';
 import type { Provider } from 'oidc-provider';
 import { emit, type ImpersonationEvent } from './events.js';
 import { notifyOrReport } from '../webhooks/notify.js';
+import { transmitOrReport } from '../ssf/transmit.js';
 import type { AuditSink } from './sink.js';
 
 /**
@@ -26,5 +27,5 @@ export async function record(
     }
   }
   emit(provider, event, ctx);
-  await notifyOrReport(provider, event, ctx);
+  await Promise.all([notifyOrReport(provider, event, ctx), transmitOrReport(provider, event, ctx)]);
 }

@@ -111,3 +111,11 @@ export function tokenRefused(code: ImpersonationTokenErrorCode, description: str
 export function unfitStore(problem: string): TypeError {
   return new TypeError(problem);
 }
+
+/** A provider that cannot sign what the plugin must sign (Security Event Tokens): no asymmetric key for its algorithm. */
+export function noSigningKey(alg: string | undefined): TypeError {
+  return new TypeError(
+    `the provider's keystore (its "jwks" configuration) has no signing key for ${alg ?? 'its ID token algorithm'}, ` +
+      'which Security Event Tokens are signed with: add one, or leave the "ssf" option unset',
+  );
+}

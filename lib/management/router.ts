@@ -13,6 +13,8 @@ import { assertStorableQuery } from './body.js';
 import { renderErrors } from './http.js';
 import { impersonationRoutes } from './impersonations.js';
 import { subjectTokenRoutes } from './subject-tokens.js';
+import { ssfPaths, ssfRoutes } from '../ssf/routes.js';
+import type { Transmitter } from '../ssf/transmit.js';
 
 /** The requests that passed through a middleware chain holding the Management API. */
 export type ServedRequests = WeakSet<object>;
@@ -33,12 +35,14 @@ export function createManagementApi(
   provider: Provider,
   options: ResolvedOptions,
   stores: { subjectTokens: SubjectTokenStore; sessions: SessionStore; approvals: ApprovalStore },
+  transmitter?: Transmitter,
 ): ManagementApi {
   const authenticate = options.authenticateManagementRequest ?? createCallerCheck(provider, options);
   // Exact paths, as a proxy's exact-path rule would match them: no case folding, no trailing slash.
   const router = new Router({ sensitive: true, strict: true });
   const paths = [options.managementPath, options.sessionsPath];
   if (options.approvals) paths.push(options.approvals.requestsPath, options.approvals.customerPath);
+  if (transmitter) paths.push(...ssfPaths(transmitter));
   router.use(paths, renderErrors, refuseUnstorableQuery);
   subjectTokenRoutes(router, provider, options, stores, authenticate);
   impersonationRoutes(router, provider, options, stores.sessions, authenticate);
@@ -52,6 +56,8 @@ export function createManagementApi(
       createCustomerCheck(provider, options.approvals),
     );
   }
+  // The SSF transmitter: its metadata and stream management, mounted (or not) with the rest of the API.
+  if (transmitter) ssfRoutes(router, transmitter, authenticate);
   // Composed here, once: wherever the deployment mounts it, it is whole.
   const routes = router.routes() as unknown as Koa.Middleware;
   const allowedMethods = router.allowedMethods() as unknown as Koa.Middleware;

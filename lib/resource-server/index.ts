@@ -2,7 +2,8 @@
  * What a resource server imports (`oidc-provider-impersonation/resource-server`):
  * verifies JWT access tokens of the identity service and refuses those whose
  * impersonation session was revoked or ended. Revocations come from the
- * identity service's feed, read in the background every `refreshInterval`, so a
+ * identity service's feed, or from an SSF stream it polls (CAEP
+ * session-revoked SETs), read in the background every `refreshInterval`, so a
  * request costs a signature check and a Map lookup, never a network call.
  * When the feed cannot be read for longer than `maxStaleness`, impersonation
  * tokens are refused (fail closed); other tokens are not affected.
@@ -16,9 +17,13 @@
 import { createRemoteJWKSet, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose';
 // The record module only: a resource server has no oidc-provider installed.
 import { SESSION_CLAIM } from '../sessions/record.js';
-import { invalidOption, tokenRefused, unavailable } from '../errors/standalone.js';
+import { invalidOption, tokenRefused } from '../errors/standalone.js';
+import { feedSource } from './feed.js';
+import type { RevocationSource } from './source.js';
+import { ssfPollSource, type SsfPollOptions } from './ssf-poll.js';
 
 export { SESSION_CLAIM };
+export type { SsfPollOptions };
 
 export interface ImpersonationVerifierOptions {
   /** The identity service's issuer (`iss`). */
@@ -27,8 +32,13 @@ export interface ImpersonationVerifierOptions {
   audience: string | string[];
   /** The issuer's JWKS: a URL (cached by jose) or a key resolver. Default `${issuer}/jwks`. */
   jwks?: string | URL | JWTVerifyGetKey | undefined;
-  /** The revocation feed, e.g. `https://id.example.com/api/impersonations/revocations`. */
-  revocationsUri: string | URL;
+  /**
+   * The revocation feed, e.g. `https://id.example.com/api/impersonations/revocations`.
+   * Give this or `ssf`, not both.
+   */
+  revocationsUri?: string | URL | undefined;
+  /** An SSF stream (poll) of the identity service's transmitter to take revocations from instead of the feed. */
+  ssf?: SsfPollOptions | undefined;
   /** How often the feed is read, milliseconds. Default 500. */
   refreshInterval?: number | undefined;
   /**
@@ -74,9 +84,18 @@ export function createImpersonationVerifier(options: ImpersonationVerifierOption
     typeof options.jwks === 'function'
       ? options.jwks
       : createRemoteJWKSet(new URL(options.jwks ?? `${options.issuer.replace(/\/$/, '')}/jwks`));
-  const feed = new URL(options.revocationsUri);
+  if ((options.revocationsUri === undefined) === (options.ssf === undefined)) {
+    throw invalidOption(
+      'createImpersonationVerifier',
+      'revocationsUri',
+      'or "ssf" must be given, and only one of them',
+    );
+  }
+  const source: RevocationSource =
+    options.ssf === undefined
+      ? feedSource(options.revocationsUri!, timeout)
+      : ssfPollSource(options.ssf, { issuer: options.issuer, keys }, timeout);
 
-  let revoked = new Map<string, number>();
   /** When the last complete read began: `performance.now()` for the checks, the wall clock for `state`. */
   let freshSince = -Infinity;
   let refreshedAt = 0;
@@ -89,28 +108,7 @@ export function createImpersonationVerifier(options: ImpersonationVerifierOption
     const startedAt = performance.now();
     const startedAtWall = Date.now();
     // One deadline for every page: a read that ends later than maxStaleness after it began is stale on arrival.
-    const readDeadline = AbortSignal.timeout(maxStaleness);
-    const next = new Map<string, number>();
-    let cursor: string | null = null;
-    do {
-      const url = new URL(feed);
-      if (cursor) url.searchParams.set('cursor', cursor);
-      const response = await fetch(url, {
-        signal: AbortSignal.any([readDeadline, AbortSignal.timeout(timeout), closing.signal]),
-        headers: { accept: 'application/json' },
-      });
-      if (!response.ok) throw unavailable(`the revocation feed answered ${response.status}`);
-      const page = (await response.json()) as {
-        revoked?: Array<{ id?: unknown; expiresAt?: unknown }>;
-        nextCursor?: unknown;
-      };
-      if (!Array.isArray(page.revoked)) throw unavailable('the revocation feed sent no list');
-      for (const entry of page.revoked) {
-        if (typeof entry.id === 'string' && typeof entry.expiresAt === 'number') next.set(entry.id, entry.expiresAt);
-      }
-      cursor = typeof page.nextCursor === 'string' ? page.nextCursor : null;
-    } while (cursor);
-    revoked = next;
+    await source.read(AbortSignal.any([AbortSignal.timeout(maxStaleness), closing.signal]));
     freshSince = startedAt;
     refreshedAt = startedAtWall;
   }
@@ -161,7 +159,14 @@ export function createImpersonationVerifier(options: ImpersonationVerifierOption
             'revocations of impersonation sessions cannot be read; retry shortly',
           );
         }
-        if (revoked.has(sessionId)) throw tokenRefused('session_revoked', 'this impersonation was stopped');
+        if (source.isRevoked(sessionId)) throw tokenRefused('session_revoked', 'this impersonation was stopped');
+        const knowsSince = source.knowsSince;
+        if (knowsSince !== undefined && (payload.iat === undefined || payload.iat < knowsSince)) {
+          throw tokenRefused(
+            'invalid_token',
+            'this impersonation token predates the revocations this server knows of; obtain a new one',
+          );
+        }
       }
       const act = payload['act'] as { sub?: unknown } | undefined;
       const scope = payload['scope'];
@@ -180,7 +185,7 @@ export function createImpersonationVerifier(options: ImpersonationVerifierOption
       closing.abort();
     },
     get state() {
-      return { revoked: revoked.size, refreshedAt, failures };
+      return { revoked: source.size, refreshedAt, failures };
     },
   };
 }

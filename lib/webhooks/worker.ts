@@ -17,11 +17,29 @@ const FIRST_RETRY_MS = 1000;
 /** Longest wait after the store failed. */
 const STORE_BACKOFF_MS = 30_000;
 
+/** A receiver's answer: its status (0 when none came) and any Retry-After. */
+export interface HttpAnswer {
+  status: number;
+  retryAfter?: string | null;
+}
+
+/**
+ * Entries of the same outbox that are not webhooks (SSF streams): their
+ * subscriptions, and how one is delivered. The answer is a settlement, or an
+ * HTTP answer that the webhooks' retry rules settle.
+ */
+export interface OtherDelivery {
+  owns(subscription: string): boolean;
+  deliver(entry: LeasedEntry, signal: AbortSignal, timeoutMs: number): Promise<Settlement | HttpAnswer>;
+}
+
 export interface WebhookDelivery {
   /** Entries waiting, dead letters kept and entries dropped, per subscription, across every instance. */
   stats(): Promise<OutboxStats>;
   /** Dead letters, latest first. */
   deadLetters(limit?: number): Promise<DeadLetter[]>;
+  /** Looks at the outbox now, rather than at the next interval, unless a look is under way. */
+  wake(): void;
   /** Stops looking at the outbox and abandons deliveries in flight (their leases run out; another instance takes them). */
   stop(): Promise<void>;
 }
@@ -36,6 +54,7 @@ export function startDelivery(
   provider: Provider,
   outbox: OutboxStore,
   options: ResolvedWebhookOptions,
+  other?: OtherDelivery,
 ): WebhookDelivery {
   const subscriptions = new Map(options.subscriptions.map((subscription) => [subscription.id, subscription]));
   const gone = new Set<string>();
@@ -44,6 +63,8 @@ export function startDelivery(
   let timer: NodeJS.Timeout | undefined;
   let running: Promise<void> | undefined;
   let storeFailures = 0;
+  /** Woken while a look was under way: the next one starts at once. */
+  let wokenMeanwhile = false;
 
   const report = (name: string, detail: object): void => {
     (provider as unknown as NodeJS.EventEmitter).emit(name, Object.freeze(detail));
@@ -60,6 +81,7 @@ export function startDelivery(
   }
 
   async function round(): Promise<void> {
+    wokenMeanwhile = false;
     let claimed: LeasedEntry[];
     const now = Date.now();
     try {
@@ -73,13 +95,24 @@ export function startDelivery(
     }
     await Promise.all(claimed.map((entry) => deliver(entry)));
     // A full batch means more may be due at once; otherwise the next look waits.
-    schedule(claimed.length === BATCH ? 0 : jitter(options.pollIntervalMs));
+    schedule(claimed.length === BATCH || wokenMeanwhile ? 0 : jitter(options.pollIntervalMs));
   }
 
   async function deliver(entry: LeasedEntry): Promise<void> {
     const subscription = subscriptions.get(entry.subscription);
     let settlement: Settlement;
-    if (!subscription) settlement = { outcome: 'dead', reason: 'subscription_removed' };
+    if (other?.owns(entry.subscription)) {
+      let answer: Settlement | HttpAnswer;
+      try {
+        answer = await other.deliver(entry, stopping.signal, options.timeoutMs);
+      } catch (error) {
+        // Its store failed: the lease runs out and the entry is tried again.
+        (provider as unknown as NodeJS.EventEmitter).emit('error', error);
+        return;
+      }
+      if (stopping.signal.aborted) return;
+      settlement = 'outcome' in answer ? answer : settle(entry, answer);
+    } else if (!subscription) settlement = { outcome: 'dead', reason: 'subscription_removed' };
     else if (gone.has(subscription.id)) settlement = { outcome: 'dead', reason: 'gone' };
     else {
       const answer = await post(subscription, entry);
@@ -141,6 +174,15 @@ export function startDelivery(
   schedule(0);
 
   return {
+    wake() {
+      if (stopping.signal.aborted) return;
+      if (running) {
+        wokenMeanwhile = true;
+        return;
+      }
+      clearTimeout(timer);
+      schedule(0);
+    },
     stats: () => outbox.stats(),
     deadLetters: (limit = 100) => outbox.deadLetters(limit),
     async stop() {

@@ -1,0 +1,141 @@
+import { badRequest } from '../errors.js';
+import type { JsonObject } from '../json.js';
+import { POLL_METHOD, PUSH_METHOD } from './set.js';
+import type { StreamDelivery } from './store.js';
+
+/** Receiver-supplied properties of a stream (SSF 1.0 8.1.1), as a create, update or replace sends them. */
+export interface ReceiverSupplied {
+  eventsRequested?: string[];
+  delivery?: StreamDelivery;
+  description?: string;
+}
+
+const MAX_EVENTS_REQUESTED = 32;
+const MAX_URI = 512;
+const MAX_DESCRIPTION = 256;
+const MAX_AUTHORIZATION = 2048;
+const LOOPBACK_HOSTS = new Set(['127.0.0.1', '[::1]', 'localhost']);
+
+/** The Transmitter-supplied properties a request may repeat, as long as they hold the values the stream has. */
+export const TRANSMITTER_SUPPLIED = [
+  'iss',
+  'aud',
+  'events_supported',
+  'events_delivered',
+  'min_verification_interval',
+  'inactivity_timeout',
+] as const;
+
+export function readStreamId(value: unknown): string {
+  if (typeof value !== 'string' || !/^[A-Za-z0-9_-]{1,64}$/.test(value)) {
+    throw badRequest('stream_id must be the id of a stream');
+  }
+  return value;
+}
+
+/** The receiver-supplied properties of a body; every one present is checked, and none half-taken. */
+export function readReceiverSupplied(body: JsonObject): ReceiverSupplied {
+  const result: ReceiverSupplied = {};
+  const events = body['events_requested'];
+  if (events !== undefined) {
+    if (
+      !Array.isArray(events) ||
+      events.length > MAX_EVENTS_REQUESTED ||
+      events.some((uri) => typeof uri !== 'string' || !uri || uri.length > MAX_URI)
+    ) {
+      throw badRequest(`events_requested must be an array of at most ${MAX_EVENTS_REQUESTED} event type URIs`);
+    }
+    result.eventsRequested = [...new Set(events as string[])];
+  }
+  const description = body['description'];
+  if (description !== undefined) {
+    if (typeof description !== 'string' || description.length > MAX_DESCRIPTION) {
+      throw badRequest(`description must be a string of at most ${MAX_DESCRIPTION} characters`);
+    }
+    result.description = description;
+  }
+  const delivery = body['delivery'];
+  if (delivery !== undefined) result.delivery = readDelivery(delivery);
+  return result;
+}
+
+function readDelivery(delivery: unknown): StreamDelivery {
+  if (typeof delivery !== 'object' || delivery === null || Array.isArray(delivery)) {
+    throw badRequest('delivery must be an object');
+  }
+  const { method, endpoint_url: endpoint, authorization_header: authorization } = delivery as Record<string, unknown>;
+  // SSF 1.0 8.1.1.1: a delivery without a method is poll.
+  if (method === undefined || method === POLL_METHOD) {
+    // The poll URL is the transmitter's to give: one sent is ignored, as another transmitter-supplied value would be.
+    if (authorization !== undefined) throw badRequest('delivery.authorization_header applies to push delivery only');
+    return { method: POLL_METHOD };
+  }
+  if (method !== PUSH_METHOD) throw badRequest(`delivery.method must be ${PUSH_METHOD} or ${POLL_METHOD}`);
+  const url = typeof endpoint === 'string' && endpoint.length <= MAX_URI ? URL.parse(endpoint) : null;
+  if (
+    !url ||
+    url.username ||
+    url.password ||
+    url.hash ||
+    !(url.protocol === 'https:' || (url.protocol === 'http:' && LOOPBACK_HOSTS.has(url.hostname)))
+  ) {
+    throw badRequest(
+      'delivery.endpoint_url must be an https URL without credentials or fragment (http only on a loopback address)',
+    );
+  }
+  if (authorization !== undefined) {
+    if (
+      typeof authorization !== 'string' ||
+      !authorization ||
+      authorization.length > MAX_AUTHORIZATION ||
+      !/^[\x20-\x7E]+$/.test(authorization)
+    ) {
+      throw badRequest(
+        `delivery.authorization_header must be printable ASCII of at most ${MAX_AUTHORIZATION} characters`,
+      );
+    }
+    return { method: PUSH_METHOD, endpointUrl: url.href, authorizationHeader: authorization };
+  }
+  return { method: PUSH_METHOD, endpointUrl: url.href };
+}
+
+export interface PollRequest {
+  maxEvents: number;
+  returnImmediately: boolean;
+  ack: string[];
+  setErrs: Array<{ jti: string; err: string }>;
+}
+
+const MAX_EVENTS_PER_POLL = 100;
+const MAX_ACKS = 1000;
+const JTI = /^[\x21-\x7E]{1,128}$/;
+
+/** An RFC 8936 2.4 poll request. */
+export function readPollRequest(body: JsonObject): PollRequest {
+  const { maxEvents = MAX_EVENTS_PER_POLL, returnImmediately = false, ack = [], setErrs = {} } = body;
+  if (!Number.isSafeInteger(maxEvents) || (maxEvents as number) < 0) {
+    throw badRequest('maxEvents must be a non-negative integer');
+  }
+  if (typeof returnImmediately !== 'boolean') throw badRequest('returnImmediately must be true or false');
+  if (!Array.isArray(ack) || ack.length > MAX_ACKS || ack.some((jti) => typeof jti !== 'string' || !JTI.test(jti))) {
+    throw badRequest(`ack must be an array of at most ${MAX_ACKS} jti values`);
+  }
+  if (typeof setErrs !== 'object' || setErrs === null || Array.isArray(setErrs)) {
+    throw badRequest('setErrs must be an object of jti to { err, description }');
+  }
+  const errs = Object.entries(setErrs);
+  if (errs.length > MAX_ACKS) throw badRequest(`setErrs must name at most ${MAX_ACKS} jti values`);
+  const reported = errs.map(([jti, value]) => {
+    const err = (value as { err?: unknown } | null)?.err;
+    if (!JTI.test(jti) || typeof err !== 'string' || !/^[A-Za-z0-9_]{1,64}$/.test(err)) {
+      throw badRequest('setErrs must be an object of jti to { err, description }');
+    }
+    return { jti, err };
+  });
+  return {
+    maxEvents: Math.min(maxEvents as number, MAX_EVENTS_PER_POLL),
+    returnImmediately,
+    ack: ack as string[],
+    setErrs: reported,
+  };
+}

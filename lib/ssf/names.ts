@@ -1,0 +1,11 @@
+/**
+ * The names SSF 1.0 and CAEP 1.0 define, which receivers match byte for byte.
+ * Imports nothing: the resource-server helper, which has no oidc-provider, reads them too.
+ */
+export const SESSION_REVOKED_EVENT = 'https://schemas.openid.net/secevent/caep/event-type/session-revoked';
+export const VERIFICATION_EVENT = 'https://schemas.openid.net/secevent/ssf/event-type/verification';
+export const PUSH_METHOD = 'urn:ietf:rfc:8935';
+export const POLL_METHOD = 'urn:ietf:rfc:8936';
+export const SET_TYPE = 'secevent+jwt';
+/** The events a stream can carry besides verification, which every stream carries on request. */
+export const EVENTS_SUPPORTED: readonly string[] = Object.freeze([SESSION_REVOKED_EVENT]);

@@ -1,0 +1,132 @@
+import { invalidOption } from '../errors/standalone.js';
+import { refuseUnknownOptions } from '../option-names.js';
+
+export interface SsfOptions {
+  /**
+   * The scope a receiver's access token (client_credentials, for the
+   * Management API resource) must carry to manage its streams and poll them.
+   * Default `ssf:streams`. A client obtains it through its
+   * `impersonation_management_scope` metadata, as the other management scopes.
+   */
+  scope?: string | undefined;
+  /** Where the stream management API lives: `<path>/streams`, `/status`, `/verify`, `/poll`. Default `/ssf`. */
+  path?: string | undefined;
+  /**
+   * The absolute URL the stream API's `path` is under, as the metadata and
+   * poll `endpoint_url`s advertise it. Default: the issuer, which is right when
+   * the API is mounted with the provider; set it when the deployment serves
+   * `managementApi()` elsewhere (a parent app at the origin's root).
+   */
+  baseUrl?: string | undefined;
+  /** Most streams in all. Default 100. */
+  maxStreams?: number | undefined;
+  /** Most streams one receiver (one client) may have. Default 5. */
+  maxStreamsPerReceiver?: number | undefined;
+  /** Most SETs waiting in the outbox per stream; past it new ones are dropped and counted. Default 10,000. */
+  maxPending?: number | undefined;
+  /** Most SETs a poll stream holds unacknowledged; past it, delivery to it waits. Default 10,000. */
+  maxQueued?: number | undefined;
+  /** Seconds an unacknowledged SET is kept for polling. Default 604,800 (7 days). */
+  retention?: number | undefined;
+  /** Seconds a receiver must leave between two verification requests of a stream. Default 30. */
+  minVerificationInterval?: number | undefined;
+  /** Longest a poll with `returnImmediately: false` waits for a SET, milliseconds. Default 10,000. */
+  longPollTimeout?: number | undefined;
+  /** Pushes tried before a SET is dead-lettered (when no webhooks set the delivery's own). Default 15. */
+  maxAttempts?: number | undefined;
+  /** Milliseconds a push receiver has to answer (when no webhooks set it). Default 10,000. */
+  timeout?: number | undefined;
+  /** Milliseconds between looks at the outbox when it had nothing due (when no webhooks set it). Default 1,000. */
+  pollInterval?: number | undefined;
+}
+
+export interface ResolvedSsfOptions {
+  scope: string;
+  path: string;
+  /** Without a trailing slash; undefined: the issuer's. */
+  baseUrl: string | undefined;
+  maxStreams: number;
+  maxStreamsPerReceiver: number;
+  maxPending: number;
+  maxQueued: number;
+  retentionSeconds: number;
+  minVerificationInterval: number;
+  longPollTimeoutMs: number;
+  maxAttempts: number;
+  timeoutMs: number;
+  pollIntervalMs: number;
+}
+
+const OPTION_NAMES = Object.keys({
+  scope: true,
+  path: true,
+  baseUrl: true,
+  maxStreams: true,
+  maxStreamsPerReceiver: true,
+  maxPending: true,
+  maxQueued: true,
+  retention: true,
+  minVerificationInterval: true,
+  longPollTimeout: true,
+  maxAttempts: true,
+  timeout: true,
+  pollInterval: true,
+} satisfies Record<keyof SsfOptions, true>);
+
+const SCOPE_TOKEN = /^[\x21\x23-\x5B\x5D-\x7E]+$/;
+const PATH = /^\/[A-Za-z0-9._~\-/]*[A-Za-z0-9._~-]$/;
+
+export function resolveSsfOptions(input: SsfOptions, taken: { scopes: string[]; paths: string[] }): ResolvedSsfOptions {
+  if (typeof input !== 'object' || input === null || Array.isArray(input)) fail('ssf', 'must be an object');
+  refuseUnknownOptions('createImpersonation', input, OPTION_NAMES, 'ssf.');
+  const scope = input.scope ?? 'ssf:streams';
+  if (typeof scope !== 'string' || !SCOPE_TOKEN.test(scope)) fail('ssf.scope', 'must be a single scope name');
+  if (taken.scopes.includes(scope)) fail('ssf.scope', "must differ from the Management API's other scopes");
+  const path = input.path ?? '/ssf';
+  if (typeof path !== 'string' || !PATH.test(path))
+    fail('ssf.path', 'must be an absolute path without a trailing slash');
+  if (
+    path.startsWith('/.well-known') ||
+    taken.paths.some((other) => other === path || other.startsWith(`${path}/`) || path.startsWith(`${other}/`))
+  ) {
+    fail('ssf.path', "must not overlap the Management API's other paths nor /.well-known");
+  }
+  let baseUrl: string | undefined;
+  if (input.baseUrl !== undefined) {
+    const url = typeof input.baseUrl === 'string' ? URL.parse(input.baseUrl) : null;
+    if (!url || url.search || url.hash || url.username || url.password || !/^https?:$/.test(url.protocol)) {
+      fail('ssf.baseUrl', 'must be an absolute http(s) URL without query, fragment or credentials');
+    }
+    baseUrl = url.href.replace(/\/$/, '');
+  }
+  const maxStreams = whole('ssf.maxStreams', input.maxStreams, 100, 10_000);
+  const maxStreamsPerReceiver = whole('ssf.maxStreamsPerReceiver', input.maxStreamsPerReceiver, 5, 1000);
+  if (maxStreamsPerReceiver > maxStreams) fail('ssf.maxStreamsPerReceiver', 'must not exceed "ssf.maxStreams"');
+  return Object.freeze({
+    scope,
+    path,
+    baseUrl,
+    maxStreams,
+    maxStreamsPerReceiver,
+    maxPending: whole('ssf.maxPending', input.maxPending, 10_000, 1_000_000),
+    maxQueued: whole('ssf.maxQueued', input.maxQueued, 10_000, 1_000_000),
+    retentionSeconds: whole('ssf.retention', input.retention, 604_800, 2_592_000),
+    minVerificationInterval: whole('ssf.minVerificationInterval', input.minVerificationInterval, 30, 86_400),
+    longPollTimeoutMs: whole('ssf.longPollTimeout', input.longPollTimeout, 10_000, 60_000),
+    maxAttempts: whole('ssf.maxAttempts', input.maxAttempts, 15, 100),
+    timeoutMs: whole('ssf.timeout', input.timeout, 10_000, 120_000),
+    pollIntervalMs: whole('ssf.pollInterval', input.pollInterval, 1000, 60_000),
+  });
+}
+
+function whole(name: string, value: unknown, fallback: number, max: number): number {
+  if (value === undefined) return fallback;
+  if (!Number.isSafeInteger(value) || (value as number) < 1 || (value as number) > max) {
+    fail(name, `must be an integer from 1 to ${max}`);
+  }
+  return value as number;
+}
+
+function fail(name: string, message: string): never {
+  throw invalidOption('createImpersonation', name, message);
+}

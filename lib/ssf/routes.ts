@@ -1,0 +1,254 @@
+import { randomBytes } from 'node:crypto';
+import type Router from '@koa/router';
+import type Koa from 'koa';
+import { badRequest, notFound, tooManyRequests, tooManyStreams } from '../errors.js';
+import type { JsonObject } from '../json.js';
+import { readJsonObject } from '../management/body.js';
+import { authorize, storeCall, type Authenticate } from '../management/http.js';
+import { providerConfiguration } from '../provider-internals.js';
+import {
+  readPollRequest,
+  readReceiverSupplied,
+  readStreamId,
+  TRANSMITTER_SUPPLIED,
+  type ReceiverSupplied,
+} from './input.js';
+import { CRITICAL_SUBJECT_MEMBERS, EVENTS_SUPPORTED, POLL_METHOD, PUSH_METHOD } from './set.js';
+import type { StreamRecord, StreamStatus } from './store.js';
+import { transmitVerification, type Transmitter } from './transmit.js';
+
+/** Where SSF 1.0 7.2 puts the transmitter configuration metadata, under the issuer. */
+export const SSF_CONFIGURATION_PATH = '/.well-known/ssf-configuration';
+
+/** Emitted on the provider when a poll receiver reports a SET it could not process: `{ stream, jti, err }`. */
+export const SSF_SET_ERROR = 'impersonation.ssf.set_error';
+
+const MAX_BODY = 16 * 1024;
+const STATUSES = new Set<StreamStatus>(['enabled', 'paused', 'disabled']);
+const MAX_REASON = 256;
+/** How often a long poll looks at its queue again. */
+const LONG_POLL_STEP_MS = 100;
+
+/** The paths the SSF routes answer, for the Management API's error rendering. */
+export function ssfPaths(transmitter: Transmitter): string[] {
+  return [SSF_CONFIGURATION_PATH, transmitter.options.path];
+}
+
+/**
+ * The SSF 1.0 transmitter: its configuration metadata (public, as a JWKS is)
+ * and the stream management API, each call authenticated as the Management
+ * API's are, with the SSF scope. A receiver is the client of its access token:
+ * it sees, changes and polls its own streams only, and any other stream id is
+ * a 404, as an unknown one is.
+ */
+export function ssfRoutes(router: Router, transmitter: Transmitter, authenticate: Authenticate): void {
+  const { provider, streams, options } = transmitter;
+  const base = options.path;
+  const issuer = () => provider.issuer.replace(/\/$/, '');
+  /** Where the stream API is reached: under the issuer, unless the deployment serves it elsewhere. */
+  const api = () => `${options.baseUrl ?? issuer()}${base}`;
+
+  const receiverOf = async (ctx: Koa.Context): Promise<string> =>
+    (await authorize(ctx, authenticate, options.scope)).clientId;
+
+  async function ownStream(receiver: string, id: string): Promise<StreamRecord> {
+    const stream = await storeCall(() => streams.find(id));
+    if (!stream || stream.receiver !== receiver) throw notFound('not_found', 'no stream with this stream_id');
+    return stream;
+  }
+
+  function view(stream: StreamRecord): JsonObject {
+    return {
+      stream_id: stream.id,
+      iss: provider.issuer,
+      aud: stream.audience,
+      events_supported: [...EVENTS_SUPPORTED],
+      events_requested: stream.eventsRequested,
+      events_delivered: delivered(stream.eventsRequested),
+      // The authorization header the receiver gave is a credential: kept to push with, never shown again.
+      delivery:
+        stream.delivery.method === PUSH_METHOD
+          ? { method: PUSH_METHOD, endpoint_url: stream.delivery.endpointUrl }
+          : { method: POLL_METHOD, endpoint_url: `${api()}/poll/${stream.id}` },
+      min_verification_interval: options.minVerificationInterval,
+      ...(stream.description === undefined ? {} : { description: stream.description }),
+    };
+  }
+
+  /** SSF 1.0 8.1.1.2: transmitter-supplied values a request repeats must be the stream's. */
+  function assertTransmitterSupplied(body: JsonObject, stream: StreamRecord | undefined): void {
+    const current = stream ? view(stream) : undefined;
+    for (const name of TRANSMITTER_SUPPLIED) {
+      if (body[name] === undefined || current === undefined) continue;
+      if (JSON.stringify(body[name]) !== JSON.stringify(current[name])) {
+        throw badRequest(`${name} is set by the transmitter and differs from this stream's`);
+      }
+    }
+  }
+
+  router.get(SSF_CONFIGURATION_PATH, (ctx) => {
+    const configuration = providerConfiguration(provider);
+    const jwksPath = (configuration.routes as { jwks?: string } | undefined)?.jwks ?? '/jwks';
+    ctx.body = {
+      spec_version: '1_0',
+      issuer: provider.issuer,
+      jwks_uri: `${issuer()}${jwksPath}`,
+      delivery_methods_supported: [PUSH_METHOD, POLL_METHOD],
+      configuration_endpoint: `${api()}/streams`,
+      status_endpoint: `${api()}/status`,
+      verification_endpoint: `${api()}/verify`,
+      critical_subject_members: [...CRITICAL_SUBJECT_MEMBERS],
+      authorization_schemes: [{ spec_urn: 'urn:ietf:rfc:6749' }],
+      // Every impersonation session is a subject of every stream: there is no subject to add or remove.
+      default_subjects: 'ALL',
+    };
+  });
+
+  router.post(`${base}/streams`, async (ctx) => {
+    const receiver = await receiverOf(ctx);
+    const body = await readJsonObject(ctx, MAX_BODY);
+    if (body['stream_id'] !== undefined) throw badRequest('stream_id is set by the transmitter');
+    const supplied = readReceiverSupplied(body);
+    const counted = await storeCall(() => streams.count(receiver, options.maxStreams));
+    if (counted.receiver >= options.maxStreamsPerReceiver) {
+      throw tooManyStreams(`this receiver has ${options.maxStreamsPerReceiver} streams already, the most allowed`);
+    }
+    if (counted.all >= options.maxStreams) throw tooManyStreams('the transmitter has as many streams as it allows');
+    const stream: StreamRecord = {
+      id: randomBytes(16).toString('base64url'),
+      receiver,
+      audience: receiver,
+      ...withDefaults(supplied),
+      status: 'enabled',
+      createdAt: Math.floor(Date.now() / 1000),
+    };
+    await storeCall(() => streams.save(stream));
+    ctx.status = 201;
+    ctx.body = view(stream);
+  });
+
+  router.get(`${base}/streams`, async (ctx) => {
+    const receiver = await receiverOf(ctx);
+    const id = ctx.query['stream_id'];
+    if (id === undefined) {
+      const own = await storeCall(() => streams.list(receiver, options.maxStreamsPerReceiver));
+      ctx.body = own.map(view);
+      return;
+    }
+    ctx.body = view(await ownStream(receiver, readStreamId(id)));
+  });
+
+  const change = (replace: boolean) => async (ctx: Koa.Context) => {
+    const receiver = await receiverOf(ctx);
+    const body = await readJsonObject(ctx, MAX_BODY);
+    const stream = await ownStream(receiver, readStreamId(body['stream_id']));
+    assertTransmitterSupplied(body, stream);
+    const supplied = readReceiverSupplied(body);
+    const next: StreamRecord = replace
+      ? { ...withoutReceiverSupplied(stream), ...withDefaults(supplied) }
+      : { ...stream, ...supplied };
+    await storeCall(() => streams.save(next));
+    ctx.body = view(next);
+  };
+  router.patch(`${base}/streams`, change(false));
+  router.put(`${base}/streams`, change(true));
+
+  router.delete(`${base}/streams`, async (ctx) => {
+    const receiver = await receiverOf(ctx);
+    const stream = await ownStream(receiver, readStreamId(ctx.query['stream_id']));
+    await storeCall(() => streams.remove(stream));
+    ctx.status = 204;
+  });
+
+  const statusOf = (stream: StreamRecord): JsonObject => ({
+    stream_id: stream.id,
+    status: stream.status,
+    ...(stream.reason === undefined ? {} : { reason: stream.reason }),
+  });
+
+  router.get(`${base}/status`, async (ctx) => {
+    const receiver = await receiverOf(ctx);
+    ctx.body = statusOf(await ownStream(receiver, readStreamId(ctx.query['stream_id'])));
+  });
+
+  router.post(`${base}/status`, async (ctx) => {
+    const receiver = await receiverOf(ctx);
+    const body = await readJsonObject(ctx, MAX_BODY);
+    const stream = await ownStream(receiver, readStreamId(body['stream_id']));
+    const { status, reason } = body;
+    if (typeof status !== 'string' || !STATUSES.has(status as StreamStatus)) {
+      throw badRequest('status must be enabled, paused or disabled');
+    }
+    if (reason !== undefined && (typeof reason !== 'string' || reason.length > MAX_REASON)) {
+      throw badRequest(`reason must be a string of at most ${MAX_REASON} characters`);
+    }
+    const { reason: _previous, ...rest } = stream;
+    const next: StreamRecord = { ...rest, status: status as StreamStatus, ...(reason === undefined ? {} : { reason }) };
+    await storeCall(() => streams.save(next));
+    ctx.body = statusOf(next);
+    if (next.status === 'enabled') transmitter.wake();
+  });
+
+  router.post(`${base}/verify`, async (ctx) => {
+    const receiver = await receiverOf(ctx);
+    const body = await readJsonObject(ctx, MAX_BODY);
+    const stream = await ownStream(receiver, readStreamId(body['stream_id']));
+    const state = body['state'];
+    if (state !== undefined && (typeof state !== 'string' || state.length > 1024)) {
+      throw badRequest('state must be a string of at most 1024 characters');
+    }
+    const now = Math.floor(Date.now() / 1000);
+    if (stream.verifiedAt !== undefined && now - stream.verifiedAt < options.minVerificationInterval) {
+      ctx.set('Retry-After', String(options.minVerificationInterval - (now - stream.verifiedAt)));
+      throw tooManyRequests(`a verification may be asked for once every ${options.minVerificationInterval} seconds`);
+    }
+    // The SET first: a store failure then leaves no rate record that would refuse the retry with 429.
+    await storeCall(async () => {
+      await transmitVerification(transmitter, stream, state as string | undefined);
+      await streams.save({ ...stream, verifiedAt: now });
+    });
+    ctx.status = 204;
+  });
+
+  router.post(`${base}/poll/:streamId`, async (ctx) => {
+    const receiver = await receiverOf(ctx);
+    const stream = await ownStream(receiver, readStreamId(ctx.params['streamId']));
+    if (stream.delivery.method !== POLL_METHOD) throw badRequest('this stream is delivered by push, not poll');
+    const request = readPollRequest(await readJsonObject(ctx, 256 * 1024));
+    const done = [...request.ack, ...request.setErrs.map(({ jti }) => jti)];
+    if (done.length) await storeCall(() => streams.acknowledge(stream.id, done));
+    for (const { jti, err } of request.setErrs) {
+      (provider as unknown as NodeJS.EventEmitter).emit(SSF_SET_ERROR, Object.freeze({ stream: stream.id, jti, err }));
+    }
+    let page = { sets: new Map<string, string>(), more: false };
+    if (request.maxEvents > 0) {
+      const until = Date.now() + (request.returnImmediately ? 0 : options.longPollTimeoutMs);
+      for (;;) {
+        page = await storeCall(() => streams.queued(stream.id, request.maxEvents));
+        if (page.sets.size || Date.now() >= until || ctx.req.destroyed) break;
+        await new Promise((resolve) => setTimeout(resolve, LONG_POLL_STEP_MS));
+      }
+    }
+    ctx.body = { sets: Object.fromEntries(page.sets), moreAvailable: page.more };
+  });
+}
+
+function delivered(requested: readonly string[]): string[] {
+  return EVENTS_SUPPORTED.filter((uri) => requested.includes(uri));
+}
+
+/** A created or replaced stream: poll when no delivery is named (SSF 1.0 8.1.1.1), every supported event when none is. */
+function withDefaults(supplied: ReceiverSupplied): Pick<StreamRecord, 'eventsRequested' | 'delivery' | 'description'> {
+  return {
+    eventsRequested: supplied.eventsRequested ?? [...EVENTS_SUPPORTED],
+    delivery: supplied.delivery ?? { method: POLL_METHOD },
+    ...(supplied.description === undefined ? {} : { description: supplied.description }),
+  };
+}
+
+function withoutReceiverSupplied(
+  stream: StreamRecord,
+): Omit<StreamRecord, 'eventsRequested' | 'delivery' | 'description'> {
+  const { eventsRequested: _events, delivery: _delivery, description: _description, ...rest } = stream;
+  return rest;
+}

@@ -1,0 +1,75 @@
+import { randomUUID } from 'node:crypto';
+import type { Provider } from 'oidc-provider';
+import { signWithProviderKey } from '../provider-internals.js';
+
+import { SESSION_REVOKED_EVENT, SET_TYPE, VERIFICATION_EVENT } from './names.js';
+
+export * from './names.js';
+
+/**
+ * An impersonation session as a subject (SSF 1.0 complex subject, RFC 9493
+ * members): `session` names the impersonation session by its id, which every
+ * token of the session carries in `impersonation_session`; `user` is the
+ * impersonated customer, as the issuer names them. `session` is critical: a
+ * receiver that matched on `user` alone would end the customer's own
+ * sessions, when only the support agent's access as them stopped.
+ */
+export interface SessionSubject {
+  format: 'complex';
+  session: { format: 'opaque'; id: string };
+  user: { format: 'iss_sub'; iss: string; sub: string };
+}
+
+export const CRITICAL_SUBJECT_MEMBERS: readonly string[] = Object.freeze(['session']);
+
+export interface SessionStop {
+  sessionId: string;
+  subject: string;
+  /** When the session stopped, seconds since the epoch. */
+  at: number;
+  /** `admin` for a revocation by an operator, `system` for an end the service decided (actor signed out, grant ended). */
+  initiatingEntity: 'admin' | 'system';
+  /** Names the one stop across the SETs of every stream (RFC 8417 `txn`). */
+  txn: string;
+}
+
+/** The claims of a CAEP session-revoked SET for one receiver: no `sub`, no `exp` (SSF 1.0 4.1). */
+export function sessionRevokedClaims(issuer: string, audience: string, stop: SessionStop): Record<string, unknown> {
+  const subject: SessionSubject = {
+    format: 'complex',
+    session: { format: 'opaque', id: stop.sessionId },
+    user: { format: 'iss_sub', iss: issuer, sub: stop.subject },
+  };
+  return {
+    iss: issuer,
+    jti: randomUUID(),
+    iat: Math.floor(Date.now() / 1000),
+    aud: audience,
+    txn: stop.txn,
+    sub_id: subject,
+    events: {
+      [SESSION_REVOKED_EVENT]: { event_timestamp: stop.at, initiating_entity: stop.initiatingEntity },
+    },
+  };
+}
+
+/** The claims of a verification SET: its subject is the stream itself (SSF 1.0 8.1.4.1). */
+export function verificationClaims(
+  issuer: string,
+  audience: string,
+  streamId: string,
+  state: string | undefined,
+): Record<string, unknown> {
+  return {
+    iss: issuer,
+    jti: randomUUID(),
+    iat: Math.floor(Date.now() / 1000),
+    aud: audience,
+    sub_id: { format: 'opaque', id: streamId },
+    events: { [VERIFICATION_EVENT]: state === undefined ? {} : { state } },
+  };
+}
+
+export function signSet(provider: Provider, claims: Record<string, unknown>): Promise<string> {
+  return signWithProviderKey(provider, claims, SET_TYPE);
+}

@@ -1,0 +1,134 @@
+import type { AdapterPayload } from 'oidc-provider';
+import type { ImpersonationAdapter, IndexEntry } from '../adapters/contract.js';
+
+/** The adapter model name the SSF streams and the SETs awaiting a poll are kept under. */
+export const SSF_MODEL = 'ImpersonationSsf';
+
+export type StreamStatus = 'enabled' | 'paused' | 'disabled';
+
+export type StreamDelivery =
+  { method: 'urn:ietf:rfc:8935'; endpointUrl: string; authorizationHeader?: string } | { method: 'urn:ietf:rfc:8936' };
+
+/** A stream as kept: who created it (the receiver's client), what it asked for, how it is delivered, its status. */
+export interface StreamRecord {
+  id: string;
+  receiver: string;
+  audience: string;
+  eventsRequested: string[];
+  delivery: StreamDelivery;
+  description?: string;
+  status: StreamStatus;
+  reason?: string;
+  createdAt: number;
+  /** When a verification was last asked for (seconds), for `min_verification_interval`. */
+  verifiedAt?: number;
+}
+
+const STREAM = 'SsfStream';
+const QUEUED = 'SsfQueuedSet';
+const ALL = 'streams';
+const ofReceiver = (receiver: string) => `streams:${receiver}`;
+const queueOf = (streamId: string) => `queue:${streamId}`;
+const streamKey = (id: string) => `stream:${id}`;
+const setKey = (streamId: string, jti: string) => `set:${streamId}:${jti}`;
+/** Streams have no expiry: their index members carry the last millisecond of year 9999. */
+const NEVER = 253_402_300_799_000;
+
+/**
+ * SSF streams and poll queues on top of the plugin's adapter (memory, Redis,
+ * PostgreSQL), so that every instance sees the streams a receiver created at
+ * any of them. Streams are indexed in all and per receiver, which is what
+ * bounds them; a poll stream's unacknowledged SETs are an index of their
+ * `jti`s, each member and record expiring after the retention.
+ */
+export class StreamStore {
+  readonly #adapter: ImpersonationAdapter;
+
+  constructor(adapter: ImpersonationAdapter) {
+    this.#adapter = adapter;
+  }
+
+  /** Streams in all and of one receiver, each counted up to `limit`. */
+  async count(receiver: string, limit: number): Promise<{ all: number; receiver: number }> {
+    const [all, own] = await Promise.all([
+      this.#adapter.indexRange(ALL, undefined, limit),
+      this.#adapter.indexRange(ofReceiver(receiver), undefined, limit),
+    ]);
+    return { all: all.length, receiver: own.length };
+  }
+
+  async save(stream: StreamRecord): Promise<void> {
+    // The record first: an index member without its record would be a stream nobody can read or delete.
+    await this.#adapter.upsert(streamKey(stream.id), { kind: STREAM, ...stream } as unknown as AdapterPayload);
+    await this.#adapter.indexAdd([ALL, ofReceiver(stream.receiver)], stream.id, NEVER);
+  }
+
+  async find(id: string): Promise<StreamRecord | undefined> {
+    const payload = (await this.#adapter.find(streamKey(id))) as
+      (Partial<StreamRecord> & { kind?: unknown }) | undefined;
+    if (payload?.kind !== STREAM || typeof payload.id !== 'string') return undefined;
+    const { kind: _kind, ...stream } = payload;
+    return stream as StreamRecord;
+  }
+
+  async remove(stream: StreamRecord): Promise<void> {
+    await this.#adapter.indexRemove([ALL, ofReceiver(stream.receiver)], stream.id);
+    await this.#adapter.destroy(streamKey(stream.id));
+  }
+
+  /** A receiver's streams, or every stream, at most `limit`. */
+  async list(receiver: string | undefined, limit: number): Promise<StreamRecord[]> {
+    const entries = await this.#adapter.indexRange(
+      receiver === undefined ? ALL : ofReceiver(receiver),
+      undefined,
+      limit,
+    );
+    const streams = await Promise.all(entries.map((entry) => this.find(entry.member)));
+    return streams.filter((stream): stream is StreamRecord => stream !== undefined);
+  }
+
+  /** Holds a SET for polling until acknowledged or `retentionSeconds` pass; `false` when the queue is full. */
+  async enqueue(
+    streamId: string,
+    jti: string,
+    jwt: string,
+    retentionSeconds: number,
+    maxQueued: number,
+  ): Promise<boolean> {
+    const queued = await this.#adapter.indexRange(queueOf(streamId), undefined, maxQueued);
+    if (queued.length >= maxQueued && !queued.some((entry) => entry.member === jti)) return false;
+    await this.#adapter.upsert(
+      setKey(streamId, jti),
+      { kind: QUEUED, jwt } as unknown as AdapterPayload,
+      retentionSeconds,
+    );
+    await this.#adapter.indexAdd([queueOf(streamId)], jti, Date.now() + retentionSeconds * 1000);
+    return true;
+  }
+
+  /** Up to `limit` SETs awaiting acknowledgement, by `jti`; `more` when others wait. */
+  async queued(streamId: string, limit: number): Promise<{ sets: Map<string, string>; more: boolean }> {
+    const entries: IndexEntry[] = await this.#adapter.indexRange(queueOf(streamId), undefined, limit + 1);
+    const sets = new Map<string, string>();
+    const read = await Promise.all(
+      entries
+        .slice(0, limit)
+        .map(async (entry) => [entry.member, await this.#adapter.find(setKey(streamId, entry.member))] as const),
+    );
+    for (const [jti, payload] of read) {
+      const jwt = (payload as { kind?: unknown; jwt?: unknown } | undefined)?.jwt;
+      if (typeof jwt === 'string') sets.set(jti, jwt);
+    }
+    return { sets, more: entries.length > limit };
+  }
+
+  /** Forgets acknowledged (or reported) SETs; unknown `jti`s change nothing. */
+  async acknowledge(streamId: string, jtis: readonly string[]): Promise<void> {
+    await Promise.all(
+      jtis.map(async (jti) => {
+        await this.#adapter.indexRemove([queueOf(streamId)], jti);
+        await this.#adapter.destroy(setKey(streamId, jti));
+      }),
+    );
+  }
+}

@@ -1,0 +1,112 @@
+import { randomUUID } from 'node:crypto';
+import type Koa from 'koa';
+import type { Provider } from 'oidc-provider';
+import { EVENTS, type ImpersonationEvent } from '../audit/events.js';
+import type { OutboxStore } from '../outbox/contract.js';
+import type { ResolvedSsfOptions } from './options.js';
+import { sessionRevokedClaims, SESSION_REVOKED_EVENT, signSet, verificationClaims } from './set.js';
+import type { StreamRecord, StreamStore } from './store.js';
+
+/** Emitted on the provider when a stream's outbox bound made a SET be dropped: `{ stream, jti }`. */
+export const SSF_DROPPED = 'impersonation.ssf.dropped';
+
+/** Outbox subscriptions of SSF streams start with this; a webhook subscription id cannot hold `:`. */
+export const SSF_SUBSCRIPTION_PREFIX = 'ssf:';
+
+export interface Transmitter {
+  provider: Provider;
+  outbox: OutboxStore;
+  streams: StreamStore;
+  options: ResolvedSsfOptions;
+  /** Asks the delivery to look at the outbox now rather than at its next interval. */
+  wake(): void;
+}
+
+const transmitters = new WeakMap<object, Transmitter>();
+
+export function attachTransmitter(transmitter: Transmitter): void {
+  transmitters.set(transmitter.provider, transmitter);
+}
+
+/**
+ * Hands a stopped session to every stream that asked for session-revoked
+ * events, as one signed SET per stream (each with its receiver as `aud`),
+ * through the outbox. A disabled stream gets nothing (SSF 1.0: it holds no
+ * events); a paused one gets it queued, delivered once it is enabled again.
+ * A failure is reported on the provider's `error` event: the stop stands.
+ */
+export async function transmitOrReport(
+  provider: Provider,
+  event: ImpersonationEvent,
+  ctx: Koa.Context | undefined,
+): Promise<void> {
+  const transmitter = transmitters.get(provider);
+  if (!transmitter || (event.name !== EVENTS.sessionRevoked && event.name !== EVENTS.sessionEnded)) return;
+  if (typeof event.sessionId !== 'string' || typeof event.subject !== 'string') return;
+  try {
+    await transmitStop(transmitter, event as ImpersonationEvent & { sessionId: string; subject: string });
+  } catch (error) {
+    (provider as unknown as NodeJS.EventEmitter).emit('error', error, ctx);
+  }
+}
+
+async function transmitStop(
+  transmitter: Transmitter,
+  event: ImpersonationEvent & { sessionId: string; subject: string },
+): Promise<void> {
+  const { provider, streams, options } = transmitter;
+  const receiving = (await streams.list(undefined, options.maxStreams)).filter(
+    (stream) => stream.status !== 'disabled' && stream.eventsRequested.includes(SESSION_REVOKED_EVENT),
+  );
+  if (!receiving.length) return;
+  const stop = {
+    sessionId: event.sessionId,
+    subject: event.subject,
+    at: Math.floor(Date.now() / 1000),
+    initiatingEntity: event.name === EVENTS.sessionRevoked ? ('admin' as const) : ('system' as const),
+    txn: randomUUID(),
+  };
+  const entries = await Promise.all(
+    receiving.map(async (stream) => {
+      const claims = sessionRevokedClaims(provider.issuer, stream.audience, stop);
+      return { stream, jti: claims['jti'] as string, jwt: await signSet(provider, claims) };
+    }),
+  );
+  await append(transmitter, entries, event.subject);
+}
+
+/** Queues a verification SET on the stream (SSF 1.0 8.1.4.2); its subject is the stream. */
+export async function transmitVerification(
+  transmitter: Transmitter,
+  stream: StreamRecord,
+  state: string | undefined,
+): Promise<void> {
+  const claims = verificationClaims(transmitter.provider.issuer, stream.audience, stream.id, state);
+  const jwt = await signSet(transmitter.provider, claims);
+  await append(transmitter, [{ stream, jti: claims['jti'] as string, jwt }], `stream:${stream.id}`);
+}
+
+async function append(
+  transmitter: Transmitter,
+  entries: ReadonlyArray<{ stream: StreamRecord; jti: string; jwt: string }>,
+  subject: string,
+): Promise<void> {
+  const dropped = await transmitter.outbox.append(
+    entries.map(({ stream, jti, jwt }) => ({
+      id: jti,
+      subscription: `${SSF_SUBSCRIPTION_PREFIX}${stream.id}`,
+      subject,
+      body: jwt,
+    })),
+    transmitter.options.maxPending,
+    Date.now(),
+  );
+  for (const subscription of dropped) {
+    const entry = entries.find(({ stream }) => `${SSF_SUBSCRIPTION_PREFIX}${stream.id}` === subscription);
+    (transmitter.provider as unknown as NodeJS.EventEmitter).emit(
+      SSF_DROPPED,
+      Object.freeze({ stream: subscription.slice(SSF_SUBSCRIPTION_PREFIX.length), jti: entry?.jti }),
+    );
+  }
+  transmitter.wake();
+}
