@@ -38,7 +38,7 @@ import { startProvider, USERS } from '../fixtures/provider.js';
 import { deploymentSetup } from './deployment.js';
 import { standingGrantSetup } from './standing-grant.js';
 import { readStat } from './proc-stat.js';
-import type { AdapterKind, ParentMessage, ServerMessage, ServerStats } from './protocol.js';
+import type { ParentMessage, ServerMessage, ServerStats } from './protocol.js';
 import { isCustomer } from './requests.js';
 import { serviceUrls } from './stores.js';
 
