@@ -5,13 +5,15 @@ import { expect } from 'chai';
 import {
   createImpersonation,
   EVENTS,
+  TOKEN_EXCHANGE_GRANT,
   WEBHOOK_DEAD_LETTERED,
   WEBHOOK_DROPPED,
   WEBHOOK_GONE,
   type WebhookOptions,
 } from '../lib/index.js';
 import { createMemoryAdapter } from '../lib/index.js';
-import { hasOutbox, type OutboxStore } from '../lib/outbox/contract.js';
+import type { CommitOutcome, CommitWrite } from '../lib/adapters/contract.js';
+import { hasOutbox } from '../lib/outbox/contract.js';
 import { testPrefix } from './support/adapter.js';
 import { ADAPTERS, type AdapterKind } from './support/adapters.js';
 import { portOf, stopChildren } from './support/children.js';
@@ -261,55 +263,51 @@ for (const kind of ADAPTERS) {
 }
 
 describe('webhooks: the store cannot take the notification of an exchange', () => {
-  // The real memory adapter and outbox underneath; only appends to the outbox fail, on demand.
-  let failAppends = false;
+  // The real memory adapter and outbox underneath; a commit that carries notifications fails, on demand.
+  let failNotifyingCommits = false;
   const Memory = createMemoryAdapter();
-  const real = new Memory('ImpersonationOutbox');
-  if (!hasOutbox(real)) throw new Error('the memory adapter has no outbox');
-  const outbox = real.outbox();
-  const failing: OutboxStore = {
-    append: (...args) => (failAppends ? Promise.reject(new Error('store unreachable')) : outbox.append(...args)),
-    claim: (...args) => outbox.claim(...args),
-    settle: (...args) => outbox.settle(...args),
-    stats: () => outbox.stats(),
-    deadLetters: (limit) => outbox.deadLetters(limit),
-  };
-  class OutboxAppendsFail extends Memory {
-    outbox(): OutboxStore {
-      return failing;
+  class NotifyingCommitsFail extends Memory {
+    override commitOnce(write: CommitWrite): Promise<CommitOutcome> {
+      if (failNotifyingCommits && write.outbox?.entries.length) return Promise.reject(new Error('store unreachable'));
+      return super.commitOnce(write);
     }
   }
 
-  it('refuses the exchange: 500, no live token, no session, the subject token spent, nothing delivered', async () => {
+  it('refuses the exchange: 500, no live token, no session, nothing burned, nothing delivered; then one notification', async () => {
     const hooks = await startReceiver();
-    const tp = await startProvider({ adapter: OutboxAppendsFail, plugin: { webhooks: webhooks(hooks) } });
+    const tp = await startProvider({ adapter: NotifyingCommitsFail, plugin: { webhooks: webhooks(hooks) } });
     try {
       const actorToken = await userAccessToken(tp, 'alice');
       const subject = await subjectToken(tp, SUBJECT);
       const saved: string[] = [];
       const destroyed: string[] = [];
-      tp.provider.on('access_token.saved', (token: { jti: string }) => saved.push(token.jti));
-      tp.provider.on('access_token.destroyed', (token: { jti: string }) => destroyed.push(token.jti));
-      failAppends = true;
+      const exchanged = (token: { gty?: string }) => token.gty === TOKEN_EXCHANGE_GRANT;
+      tp.provider.on('access_token.saved', (token: { jti: string; gty?: string }) => {
+        if (exchanged(token)) saved.push(token.jti);
+      });
+      tp.provider.on('access_token.destroyed', (token: { jti: string; gty?: string }) => {
+        if (exchanged(token)) destroyed.push(token.jti);
+      });
+      failNotifyingCommits = true;
       const refused = await exchangeAsActor(tp, { subjectToken: subject, actorToken, resource: OPAQUE_API });
-      failAppends = false;
+      failNotifyingCommits = false;
       expectError(refused, 500, 'server_error');
       expect(refused.body).to.not.have.property('access_token');
       expect(saved, 'the opaque token was written, then destroyed').to.have.length(1);
       expect(destroyed).to.deep.equal(saved);
       const listed = await apiRequest(tp, 'GET', `${SESSIONS}?subject=bob`, await adminToken(tp));
       expect(listed.body).to.deep.equal({ items: [], nextCursor: null });
-      expectError(
-        await exchangeAsActor(tp, { subjectToken: subject, actorToken, resource: OPAQUE_API }),
-        400,
-        'invalid_request',
-        /subject_token was already used/,
-      );
       await new Promise((resolve) => setTimeout(resolve, 200));
       expect(hooks.deliveries).to.deep.equal([]);
       expect((await tp.impersonation.webhooks().stats()).subscriptions['crm']?.pending ?? 0).to.equal(0);
+
+      // The notification and the exchange are one commit: the same subject token goes through, notified once.
+      const issued = await exchangeAsActor(tp, { subjectToken: subject, actorToken, resource: OPAQUE_API });
+      expect(issued.status, JSON.stringify(issued.body)).to.equal(200);
+      const [delivered] = await hooks.waitFor(1);
+      expect(parse(delivered!.body).type).to.equal(EVENTS.exchangeSucceeded);
     } finally {
-      failAppends = false;
+      failNotifyingCommits = false;
       await tp.close();
       await hooks.close();
     }

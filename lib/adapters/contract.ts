@@ -1,4 +1,5 @@
 import type { Adapter, AdapterConstructor, AdapterFactory, AdapterPayload } from 'oidc-provider';
+import type { NewOutboxEntry } from '../outbox/contract.js';
 
 /**
  * The one operation single use rests on. oidc-provider's own `consume(id)`
@@ -83,6 +84,12 @@ export interface CommitWrite {
    * appends them and its argument. Only when the entry is consumed.
    */
   journal?: { appendFunction: string; rows: string } | undefined;
+  /**
+   * Outbox entries to append in the same operation (the exchange's
+   * notifications), as `OutboxStore.append` appends them: only when the entry
+   * is consumed.
+   */
+  outbox?: { entries: readonly NewOutboxEntry[]; maxPending: number; now: number } | undefined;
 }
 
 /**
@@ -95,7 +102,7 @@ export const GUARD_KIND = 'ImpersonationGuard';
 
 /** What `commitOnce` did: committed all, or nothing because the entry was consumed already or a guard was present. */
 export type CommitOutcome =
-  | { outcome: 'committed'; journaled?: Array<{ seq: string; hash: string }> }
+  | { outcome: 'committed'; journaled?: Array<{ seq: string; hash: string }>; dropped?: string[] }
   | { outcome: 'consumed' }
   | { outcome: 'guarded'; guard: string };
 

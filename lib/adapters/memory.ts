@@ -24,7 +24,7 @@ import {
   type SortedIndexes,
 } from './contract.js';
 import type { OutboxCapable, OutboxStore } from '../outbox/contract.js';
-import { createMemoryOutbox } from '../outbox/memory.js';
+import { createMemoryOutbox, type MemoryOutbox } from '../outbox/memory.js';
 
 export interface MemoryAdapterOptions {
   /** Most entries of each model not named in `limits`. Default 100,000. */
@@ -298,7 +298,7 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
     }
   }
 
-  let outbox: OutboxStore | undefined;
+  let outbox: MemoryOutbox | undefined;
 
   class MemoryAdapter implements Adapter, AtomicConsume, AtomicCommit, SortedIndexes, OutboxCapable {
     readonly #store: ModelStore;
@@ -395,7 +395,14 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
     }
 
     // As consumeOnce, the body runs without yielding: every check comes before the first change.
-    async commitOnce({ consume, write, indexes, expiresAt, guards }: CommitWrite): Promise<CommitOutcome> {
+    async commitOnce({
+      consume,
+      write,
+      indexes,
+      expiresAt,
+      guards,
+      outbox: notes,
+    }: CommitWrite): Promise<CommitOutcome> {
       const store = modelStore(write.model);
       const guard = guards.find(
         (id) => store.entries.get(id, { updateAgeOnGet: false })?.payload['ended'] !== undefined,
@@ -410,7 +417,9 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
       consumed.consumed = Math.floor(Date.now() / 1000);
       put(store, write.id, write.payload, ttl);
       insertMember(store, opened, write.id, expiresAt);
-      return { outcome: 'committed' };
+      if (!notes) return { outcome: 'committed' };
+      const dropped = (outbox ??= createMemoryOutbox()).appendNow(notes.entries, notes.maxPending, notes.now);
+      return { outcome: 'committed', dropped };
     }
 
     async indexRemove(names: readonly string[], member: string): Promise<void> {

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import type pg from 'pg';
 import { migrateUnderLock } from '../postgres/migration.js';
+import { appendCtes, type OutboxTables } from '../outbox/postgres.js';
 import { GUARD_KIND } from './contract.js';
 
 /**
@@ -131,15 +132,23 @@ export type StatementName =
 /** An entry is live while it has no expiry or its expiry is still ahead: no query ever returns another. */
 const LIVE = '(expires_at IS NULL OR expires_at > now())';
 
-/**
- * The commit for a store whose trail is in the same database: its rows are
- * appended in the same statement by the trail's SQL function ($12 its
- * argument), called once per row `redeemed` returns, so never for an
- * exchange that does not commit.
- */
-export function journaledCommit(names: StoreNames, appendFunction: string): Statement {
-  const suffix = createHash('sha256').update(appendFunction).digest('hex').slice(0, 12);
-  return { name: `${names.statementPrefix}commit_${suffix}`, text: commitText(names, appendFunction) };
+/** What a commit writes besides the exchange's own rows. */
+export interface CommitExtras {
+  /**
+   * A trail in the same database: its rows are appended by its SQL function
+   * ($12 its argument), called once per row `redeemed` returns, so never for
+   * an exchange that does not commit.
+   */
+  appendFunction?: string | undefined;
+  /** The outbox's tables: the exchange's notifications are appended (appendCtes' values follow). */
+  outbox?: Pick<OutboxTables, 'entries' | 'drops'> | undefined;
+}
+
+/** The commit statement with `extras`, named after them. */
+export function commitWith(names: StoreNames, extras: CommitExtras): Statement {
+  const variant = `${extras.appendFunction ?? ''}\n${extras.outbox ? extras.outbox.entries : ''}`;
+  const suffix = createHash('sha256').update(variant).digest('hex').slice(0, 12);
+  return { name: `${names.statementPrefix}commit_${suffix}`, text: commitText(names, extras) };
 }
 
 // One exchange in one statement, hence one transaction. The guards ($10, entries of model $4)
@@ -150,7 +159,7 @@ export function journaledCommit(names: StoreNames, appendFunction: string): Stat
 // are written only from the row it returns; a caller that waited for the row's lock finds
 // it consumed and writes nothing. $7 is the entry's lifetime in milliseconds, $8 the
 // members' expiry.
-function commitText({ entries, indexes }: StoreNames, appendFunction: string | undefined): string {
+function commitText({ entries, indexes }: StoreNames, { appendFunction, outbox }: CommitExtras): string {
   const journal = appendFunction
     ? `,
       journaled AS (SELECT j.seq, j.hash FROM redeemed CROSS JOIN LATERAL ${appendFunction}($12::jsonb) AS j)`
@@ -158,6 +167,10 @@ function commitText({ entries, indexes }: StoreNames, appendFunction: string | u
   const journaled = appendFunction
     ? `(SELECT json_agg(json_build_object('seq', seq::text, 'hash', hash) ORDER BY seq) FROM journaled)`
     : 'NULL::json';
+  const notes = outbox
+    ? `,\n      ${appendCtes(outbox, appendFunction ? 13 : 12, 'EXISTS (SELECT 1 FROM redeemed)')}`
+    : '';
+  const dropped = outbox ? '(SELECT json_agg(subscription) FROM refused)' : 'NULL::json';
   return `WITH guards AS (
         INSERT INTO ${entries} AS e (model, id, payload, expires_at)
         SELECT $4, g.id, json_build_object('kind', '${GUARD_KIND}'), now() + $11::float8 * interval '1 millisecond'
@@ -177,8 +190,9 @@ function commitText({ entries, indexes }: StoreNames, appendFunction: string | u
       indexed AS (
         INSERT INTO ${indexes} (model, name, member, expires_at)
         SELECT $4, name, $5, $8::bigint FROM redeemed CROSS JOIN unnest($9::text[]) AS name
-        ON CONFLICT (model, name, member) DO UPDATE SET expires_at = EXCLUDED.expires_at)${journal}
-      SELECT (SELECT count(*) FROM redeemed)::int AS committed, (SELECT id FROM ended) AS guard, ${journaled} AS journaled`;
+        ON CONFLICT (model, name, member) DO UPDATE SET expires_at = EXCLUDED.expires_at)${journal}${notes}
+      SELECT (SELECT count(*) FROM redeemed)::int AS committed, (SELECT id FROM ended) AS guard,
+        ${journaled} AS journaled, ${dropped} AS dropped`;
 }
 
 export function storeStatements(names: StoreNames): Record<StatementName, Statement> {
@@ -213,7 +227,7 @@ export function storeStatements(names: StoreNames): Record<StatementName, Statem
         ORDER BY model, id FOR UPDATE)
       UPDATE ${entries} AS e SET consumed = $3 FROM target
       WHERE e.model = target.model AND e.id = target.id RETURNING e.model, e.id`,
-    commit: commitText(names, undefined),
+    commit: commitText(names, {}),
     destroy: `DELETE FROM ${entries} WHERE model = $1 AND id = $2`,
     // Only the grantable models' rows carry a grant id.
     revokeByGrantId: `DELETE FROM ${entries} WHERE grant_id = $1`,

@@ -23,12 +23,12 @@ import {
   type SortedIndexes,
 } from './contract.js';
 import type { OutboxCapable, OutboxStore } from '../outbox/contract.js';
-import { createPostgresOutbox, outboxDdl, type RunTransaction } from '../outbox/postgres.js';
+import { appendValues, createPostgresOutbox, outboxDdl, type RunTransaction } from '../outbox/postgres.js';
 import { migrateUnderLock } from '../postgres/migration.js';
 import { lastByKey, StatementBatch } from '../postgres/batch.js';
 import { assertPlainIdentifiers } from '../postgres/identifier.js';
 import { openPool, type PoolSource } from '../postgres/pool.js';
-import { journaledCommit, migrateStore, storeNames, storeStatements, type Statement } from './postgres-schema.js';
+import { commitWith, migrateStore, storeNames, storeStatements, type Statement } from './postgres-schema.js';
 import {
   invalidArgument,
   invalidCall,
@@ -169,11 +169,16 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
   const { pool, end } = openPool('createPostgresAdapter', options);
   const names = storeNames(options.schema, table);
   const statements = storeStatements(names);
-  // One prepared statement per trail that commits with this store (in practice one).
-  const journaledStatements = new Map<string, Statement>();
-  const journaledStatement = (appendFunction: string): Statement => {
-    let statement = journaledStatements.get(appendFunction);
-    if (!statement) journaledStatements.set(appendFunction, (statement = journaledCommit(names, appendFunction)));
+  // The commit's variants: with a trail's rows, with notifications, both (one prepared statement each).
+  const commitVariants = new Map<string, Statement>();
+  const commitStatement = (appendFunction: string | undefined, notifying: boolean): Statement => {
+    if (!appendFunction && !notifying) return statements.commit;
+    const key = `${appendFunction ?? ''}\n${notifying}`;
+    let statement = commitVariants.get(key);
+    if (!statement) {
+      statement = commitWith(names, { appendFunction, outbox: notifying ? outboxTables : undefined });
+      commitVariants.set(key, statement);
+    }
     return statement;
   };
 
@@ -457,17 +462,26 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
       return database === pool;
     }
 
-    async commitOnce({ consume, write, indexes, expiresAt, guards, journal }: CommitWrite): Promise<CommitOutcome> {
+    async commitOnce({
+      consume,
+      write,
+      indexes,
+      expiresAt,
+      guards,
+      journal,
+      outbox: notes,
+    }: CommitWrite): Promise<CommitOutcome> {
       const lifetime = lifetimeMs(write.expiresIn);
       if (lifetime === null || lifetime === 0) throw invalidCall('commitOnce', 'the entry to write needs a lifetime');
       assertMember(write.id);
       if (!Number.isSafeInteger(Math.round(expiresAt)))
         throw unstorableValue('the PostgreSQL adapter', 'an index expiry must be a finite number of ms, at most 2^53');
+      const notifying = notes !== undefined && notes.entries.length > 0;
+      if (notifying) await outboxReady();
       const { consumed: _consumed, ...stored } = write.payload;
       const guardIds = guards.map(keyOf);
-      const statement = journal ? journaledStatement(journal.appendFunction) : statements.commit;
       const { rows } = await run(
-        statement,
+        commitStatement(journal?.appendFunction, notifying),
         [
           consume.model,
           keyOf(consume.id),
@@ -481,17 +495,23 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
           guardIds,
           GUARD_LIFETIME_MS,
           ...(journal ? [journal.rows] : []),
+          ...(notifying ? appendValues(notes.entries, notes.maxPending, notes.now) : []),
         ],
         'commitOnce',
       );
-      const { committed, guard, journaled } = rows[0] as {
+      const { committed, guard, journaled, dropped } = rows[0] as {
         committed: number;
         guard: string | null;
         journaled: Array<{ seq: string; hash: string }> | null;
+        dropped: string[] | null;
       };
       if (guard !== null) return { outcome: 'guarded', guard: guards[guardIds.indexOf(guard)] ?? guard };
       if (committed !== 1) return { outcome: 'consumed' };
-      return journaled ? { outcome: 'committed', journaled } : { outcome: 'committed' };
+      return {
+        outcome: 'committed',
+        ...(journaled ? { journaled } : {}),
+        ...(notifying ? { dropped: dropped ?? [] } : {}),
+      };
     }
 
     async destroy(id: string): Promise<void> {

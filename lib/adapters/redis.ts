@@ -24,7 +24,7 @@ import {
   type SortedIndexes,
 } from './contract.js';
 import type { OutboxCapable, OutboxStore } from '../outbox/contract.js';
-import { createRedisOutbox } from '../outbox/redis.js';
+import { createRedisOutbox, OUTBOX_APPEND_LUA, outboxAppendArgs, outboxKeys } from '../outbox/redis.js';
 import { invalidCall, invalidOption, unavailable } from '../errors/standalone.js';
 
 export interface RedisAdapterOptions {
@@ -168,34 +168,39 @@ end
 return 1`;
 
 /**
- * One exchange's commit: unless one of the guard keys exists, consumes
- * KEYS[1] and, only then, writes the entry KEYS[2] and adds it to the sorted
- * indexes that follow; the guard keys come last. Every key carries the
+ * One exchange's commit: unless a guard has ended, consumes KEYS[1] and, only
+ * then, writes the entry KEYS[2], adds it to the sorted indexes that follow
+ * and appends the outbox entries; the guard keys come after the indexes, the
+ * outbox's ten keys last (when there are entries). Every key carries the
  * plugin's hash tag, so it runs unchanged on Redis Cluster. ARGV: the number
- * of indexes, now (seconds), the entry's JSON, its TTL (ms), the index
- * member, its expiry and now (ms). Returns 1 committed, 0 consumed already,
- * or 3 plus the position of the ended guard found. A guard is ended when its
- * payload has an `ended` field (guards are only ever written as
- * `{"kind":"ImpersonationGuard","ended":…}`).
+ * of indexes and of guards, now (seconds), the entry's JSON, its TTL (ms),
+ * the index member, its expiry, now (ms), the outbox's bound, then the
+ * outbox entries (see OUTBOX_APPEND_LUA). Returns {1, dropped subscriptions…}
+ * committed, {0} consumed already, or {2, position of the ended guard}. A
+ * guard is ended when its payload has an `ended` field (guards are only ever
+ * written as `{"kind":"ImpersonationGuard","ended":…}`).
  */
-const COMMIT = `
-local indexes = tonumber(ARGV[1])
-for i = 3 + indexes, #KEYS do
-  local guard = redis.call('HGET', KEYS[i], 'payload')
-  if guard and string.find(guard, '"ended":', 1, true) then return i - indexes end
+const COMMIT = `${OUTBOX_APPEND_LUA}
+local indexes, guards = tonumber(ARGV[1]), tonumber(ARGV[2])
+for i = 1, guards do
+  local guard = redis.call('HGET', KEYS[2 + indexes + i], 'payload')
+  if guard and string.find(guard, '"ended":', 1, true) then return { 2, i } end
 end
-if redis.call('HEXISTS', KEYS[1], 'payload') == 0 then return 0 end
-if redis.call('HSETNX', KEYS[1], 'consumed', ARGV[2]) == 0 then return 0 end
+if redis.call('HEXISTS', KEYS[1], 'payload') == 0 then return { 0 } end
+if redis.call('HSETNX', KEYS[1], 'consumed', ARGV[3]) == 0 then return { 0 } end
 redis.call('DEL', KEYS[2])
-redis.call('HSET', KEYS[2], 'payload', ARGV[3])
-redis.call('PEXPIRE', KEYS[2], ARGV[4])
+redis.call('HSET', KEYS[2], 'payload', ARGV[4])
+redis.call('PEXPIRE', KEYS[2], ARGV[5])
 for i = 3, 2 + indexes do
-  redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', ARGV[7])
-  redis.call('ZADD', KEYS[i], ARGV[6], ARGV[5])
+  redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', ARGV[8])
+  redis.call('ZADD', KEYS[i], ARGV[7], ARGV[6])
   local last = redis.call('ZREVRANGE', KEYS[i], 0, 0, 'WITHSCORES')
   redis.call('PEXPIREAT', KEYS[i], math.floor(tonumber(last[2])) + 1000)
 end
-return 1`;
+local outbox = 3 + indexes + guards
+if #KEYS < outbox then return { 1 } end
+local dropped = outbox_append({ unpack(KEYS, outbox, outbox + 9) }, tonumber(ARGV[9]), tonumber(ARGV[8]), ARGV, 10)
+return { 1, unpack(dropped) }`;
 
 interface Scripts {
   impersonationConsumeOnce(key: string, now: number): Promise<number>;
@@ -203,8 +208,8 @@ interface Scripts {
   impersonationAddToGrant(key: string, member: string, ttlMs: number): Promise<number>;
   /** `impersonationIndexAdd(numberOfKeys, ...keys, member, expiresAt, now)` */
   impersonationIndexAdd(...args: Array<string | number>): Promise<number>;
-  /** `impersonationCommit(numberOfKeys, ...keys, indexCount, now, payload, ttlMs, member, expiresAt, nowMs)` */
-  impersonationCommit(...args: Array<string | number>): Promise<number>;
+  /** `impersonationCommit(numberOfKeys, ...keys, …ARGV)`: see COMMIT. */
+  impersonationCommit(...args: Array<string | number>): Promise<unknown>;
 }
 
 /** The scripts as they are queued in a pipeline (their replies come with `exec()`). */
@@ -419,39 +424,51 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
       await redis.impersonationIndexAdd(keys.length, ...keys, member, expiresAt, Date.now());
     }
 
-    async commitOnce({ consume, write, indexes, expiresAt, guards }: CommitWrite): Promise<CommitOutcome> {
+    async commitOnce({
+      consume,
+      write,
+      indexes,
+      expiresAt,
+      guards,
+      outbox: notes,
+    }: CommitWrite): Promise<CommitOutcome> {
       if (!COMMITTED_TOGETHER.has(consume.model) || !COMMITTED_TOGETHER.has(write.model)) {
         throw invalidCall('commitOnce', `commits only ${[...COMMITTED_TOGETHER].join(' and ')} entries`);
       }
       const ttl = entryLifetimeMs(write.expiresIn);
       if (ttl === undefined || ttl === 0) throw invalidCall('commitOnce', 'the entry to write needs a lifetime');
       if (!isReady()) await whenReady();
+      const appending = notes !== undefined && notes.entries.length > 0;
       const keys = [
         entryKey(consume.model, consume.id),
         entryKey(write.model, write.id),
         ...indexes.map((index) => sortedIndexKey(write.model, index)),
         ...guards.map((guard) => entryKey(write.model, guard)),
+        ...(appending ? outboxKeys(prefix) : []),
       ];
       const { consumed: _consumed, ...stored } = write.payload;
+      const now = Date.now();
       const args = [
         keys.length,
         ...keys,
         indexes.length,
-        Math.floor(Date.now() / 1000),
+        guards.length,
+        Math.floor(now / 1000),
         JSON.stringify(stored),
         ttl,
         write.id,
         expiresAt,
-        Date.now(),
+        now,
+        ...(appending ? [notes.maxPending, ...outboxAppendArgs(notes.entries, notes.now)] : []),
       ];
-      const reply = Number(
+      const [code, ...rest] = (
         replicas
           ? await replicated(() => pipeline().impersonationCommit(...args))
-          : await redis.impersonationCommit(...args),
-      );
-      if (reply === 1) return { outcome: 'committed' };
-      if (reply === 0) return { outcome: 'consumed' };
-      return { outcome: 'guarded', guard: guards[reply - 3]! };
+          : await redis.impersonationCommit(...args)
+      ) as Array<number | string>;
+      if (code === 1) return appending ? { outcome: 'committed', dropped: rest.map(String) } : { outcome: 'committed' };
+      if (code === 0) return { outcome: 'consumed' };
+      return { outcome: 'guarded', guard: guards[Number(rest[0]) - 1]! };
     }
 
     async indexRemove(indexes: readonly string[], member: string): Promise<void> {

@@ -9,7 +9,7 @@ import { assignTokenId, newBackingGrant } from '../provider-internals.js';
 import type { SessionRecord } from '../sessions/record.js';
 import type { SessionStore } from '../sessions/store.js';
 import { SUBJECT_TOKEN_MODEL } from '../subject-tokens/store.js';
-import { notify } from '../webhooks/notify.js';
+import { notificationOf } from '../webhooks/notify.js';
 
 /**
  * How long an exchange may run between its first read and its commit. The
@@ -74,12 +74,23 @@ export async function commit(
     // Checked last before the commit: an exchange that ran past the deadline may have read an
     // origin whose end mark is gone already.
     if (Date.now() - startedAt > EXCHANGE_DEADLINE_MS) throw exchangeTooSlow(EXCHANGE_DEADLINE_MS);
+    // The notifications go in the commit too: none for an exchange that does not happen, and
+    // no token without its notifications.
+    const notification = notificationOf(provider, event());
     const committed = await sessions.commit(
       session,
       { model: SUBJECT_TOKEN_MODEL, id: subjectTokenKey },
-      inCommit
-        ? { appendFunction: journal.appendFunction, rows: journal.rows(EVENTS.exchangeSucceeded, event()) }
-        : undefined,
+      {
+        ...(inCommit
+          ? {
+              journal: {
+                appendFunction: journal.appendFunction,
+                rows: journal.rows(EVENTS.exchangeSucceeded, event()),
+              },
+            }
+          : {}),
+        ...(notification ? { outbox: notification } : {}),
+      },
     );
     if (committed.outcome === 'consumed') throw invalidRequest('subject_token was already used');
     if (committed.outcome === 'guarded') {
@@ -87,22 +98,13 @@ export async function commit(
         ? invalidGrant("the customer's access grant ended")
         : invalidRequest('actor_token was revoked, or its sign-in ended, during the exchange');
     }
+    notification?.dropped(committed.dropped ?? []);
     if (inCommit) {
       successRecorded();
       await journal.committed(committed.journaled ?? []);
     }
   } catch (error) {
     await withdraw(provider, token, session);
-    throw error;
-  }
-  // Enqueued once the exchange is certain to succeed, so no receiver hears of
-  // one that lost the race. No token goes out without its notification: a
-  // store that cannot take it fails the exchange, whose token and session are
-  // then taken back (the subject token stays spent).
-  try {
-    await notify(provider, event());
-  } catch (error) {
-    await Promise.all([withdraw(provider, token, session), sessions.discard(session).catch(() => {})]);
     throw error;
   }
   return value;

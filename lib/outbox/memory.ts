@@ -22,7 +22,12 @@ interface Waiting extends NewOutboxEntry {
  * several plugin instances sharing one memory adapter never claim an entry
  * twice. A stream is an array; the streams are kept in insertion order.
  */
-export function createMemoryOutbox(): OutboxStore {
+export interface MemoryOutbox extends OutboxStore {
+  /** `append`, done before it returns: the memory adapter's commit appends in its one synchronous step. */
+  appendNow(entries: readonly NewOutboxEntry[], maxPending: number, now: number): string[];
+}
+
+export function createMemoryOutbox(): MemoryOutbox {
   const streams = new Map<string, Waiting[]>();
   const pending = new Map<string, number>();
   const dropped = new Map<string, number>();
@@ -43,22 +48,27 @@ export function createMemoryOutbox(): OutboxStore {
     return head;
   }
 
-  return {
-    append(entries, maxPending, now) {
-      const refused: string[] = [];
-      for (const entry of entries) {
-        if ((pending.get(entry.subscription) ?? 0) >= maxPending) {
-          add(dropped, entry.subscription, 1);
-          refused.push(entry.subscription);
-          continue;
-        }
-        const stream = streamOf(entry);
-        const queue = streams.get(stream) ?? [];
-        queue.push({ ...entry, createdAt: now, attempts: 0, nextAt: now, leaseUntil: 0 });
-        streams.set(stream, queue);
-        add(pending, entry.subscription, 1);
+  function appendNow(entries: readonly NewOutboxEntry[], maxPending: number, now: number): string[] {
+    const refused: string[] = [];
+    for (const entry of entries) {
+      if ((pending.get(entry.subscription) ?? 0) >= maxPending) {
+        add(dropped, entry.subscription, 1);
+        refused.push(entry.subscription);
+        continue;
       }
-      return Promise.resolve(refused);
+      const stream = streamOf(entry);
+      const queue = streams.get(stream) ?? [];
+      queue.push({ ...entry, createdAt: now, attempts: 0, nextAt: now, leaseUntil: 0 });
+      streams.set(stream, queue);
+      add(pending, entry.subscription, 1);
+    }
+    return refused;
+  }
+
+  return {
+    appendNow,
+    append(entries, maxPending, now) {
+      return Promise.resolve(appendNow(entries, maxPending, now));
     },
 
     claim(limit, leaseMs, now, deadBefore) {

@@ -17,7 +17,14 @@
  * entry in a later statement, which sees any append that held the lock.
  */
 import { randomUUID } from 'node:crypto';
-import { streamOf, type DeadLetter, type LeasedEntry, type OutboxStats, type OutboxStore } from './contract.js';
+import {
+  streamOf,
+  type DeadLetter,
+  type LeasedEntry,
+  type NewOutboxEntry,
+  type OutboxStats,
+  type OutboxStore,
+} from './contract.js';
 
 /** Runs one statement (the adapter's pool, error mapping and migration). */
 export type RunStatement = (
@@ -39,6 +46,54 @@ export interface OutboxTables {
 
 /** Runs statements in one transaction on one connection: committed when `work` resolves, rolled back when it throws. */
 export type RunTransaction = <T>(work: (run: RunStatement) => Promise<T>, operation: string) => Promise<T>;
+
+/**
+ * The append, as common table expressions ending in `refused` (the
+ * subscriptions whose entry the bound dropped), for a statement of the
+ * caller's: its values (appendValues) are parameters `first` to `first` + 6,
+ * and nothing is appended unless `gate` holds (the exchange's commit gates it
+ * on its redemption).
+ */
+export function appendCtes(tables: Pick<OutboxTables, 'entries' | 'drops'>, first: number, gate: string): string {
+  const { entries, drops } = tables;
+  const $ = (offset: number) => `$${first + offset}`;
+  return `input AS (
+      SELECT * FROM unnest(${$(0)}::text[], ${$(1)}::text[], ${$(2)}::text[], ${$(3)}::text[], ${$(4)}::text[])
+        AS i(id, subscription, subject, stream, body)
+      WHERE ${gate}
+    ), counted AS (
+      SELECT i.*, (SELECT count(*) FROM ${entries} e
+                   WHERE e.subscription = i.subscription AND e.dead_at IS NULL) AS waiting
+      FROM input i
+    ), appended AS (
+      INSERT INTO ${entries} (id, subscription, subject, stream, body, created_at, next_at, ready)
+      SELECT c.id, c.subscription, c.subject, c.stream, c.body, ${$(5)}::bigint, ${$(5)}::bigint, latest.seq IS NULL
+      FROM counted c LEFT JOIN LATERAL (
+        SELECT e.seq FROM ${entries} e WHERE e.stream = c.stream AND e.dead_at IS NULL
+        ORDER BY e.seq DESC LIMIT 1
+        FOR KEY SHARE
+      ) latest ON true
+      WHERE c.waiting < ${$(6)}::bigint
+    ), refused AS (
+      INSERT INTO ${drops} (subscription, dropped)
+      SELECT subscription, 1 FROM counted WHERE waiting >= ${$(6)}::bigint
+      ON CONFLICT (subscription) DO UPDATE SET dropped = ${drops}.dropped + 1
+      RETURNING subscription
+    )`;
+}
+
+/** appendCtes' values, in order. */
+export function appendValues(toAppend: readonly NewOutboxEntry[], maxPending: number, now: number): unknown[] {
+  return [
+    toAppend.map((entry) => entry.id),
+    toAppend.map((entry) => entry.subscription),
+    toAppend.map((entry) => entry.subject),
+    toAppend.map((entry) => streamOf(entry)),
+    toAppend.map((entry) => entry.body),
+    now,
+    maxPending,
+  ];
+}
 
 /** When a ready row may be claimed: its next attempt, or when its lease runs out. */
 const DUE = 'GREATEST(next_at, lease_until)';
@@ -84,38 +139,9 @@ export function createPostgresOutbox(
     async append(toAppend, maxPending, now) {
       if (!toAppend.length) return [];
       const { rows } = await run(
-        `WITH input AS (
-           SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[])
-             AS i(id, subscription, subject, stream, body)
-         ), counted AS (
-           SELECT i.*, (SELECT count(*) FROM ${entries} e
-                        WHERE e.subscription = i.subscription AND e.dead_at IS NULL) AS waiting
-           FROM input i
-         ), appended AS (
-           INSERT INTO ${entries} (id, subscription, subject, stream, body, created_at, next_at, ready)
-           SELECT c.id, c.subscription, c.subject, c.stream, c.body, $6, $6, latest.seq IS NULL
-           FROM counted c LEFT JOIN LATERAL (
-             SELECT e.seq FROM ${entries} e WHERE e.stream = c.stream AND e.dead_at IS NULL
-             ORDER BY e.seq DESC LIMIT 1
-             FOR KEY SHARE
-           ) latest ON true
-           WHERE c.waiting < $7
-         ), refused AS (
-           INSERT INTO ${drops} (subscription, dropped)
-           SELECT subscription, 1 FROM counted WHERE waiting >= $7
-           ON CONFLICT (subscription) DO UPDATE SET dropped = ${drops}.dropped + 1
-           RETURNING subscription
-         )
+        `WITH ${appendCtes(tables, 1, 'true')}
          SELECT subscription FROM refused`,
-        [
-          toAppend.map((entry) => entry.id),
-          toAppend.map((entry) => entry.subscription),
-          toAppend.map((entry) => entry.subject),
-          toAppend.map((entry) => streamOf(entry)),
-          toAppend.map((entry) => entry.body),
-          now,
-          maxPending,
-        ],
+        appendValues(toAppend, maxPending, now),
         'outbox append',
       );
       return rows.map((row) => String(row['subscription']));

@@ -4,7 +4,8 @@
  * keys it names (a notification outbox is small and seldom written; one
  * slot costs nothing and keeps each operation atomic).
  *
- * Keys (`<tag>` = `{<prefix>impersonation-outbox}`):
+ * Keys (`<tag>` = `<prefix>outbox:{<prefix>impersonation}`, the tag of the
+ * records an exchange commits, whose commit appends its notifications here):
  *   <tag>:seq       counter: the append order
  *   <tag>:queue     sorted set, all scores 0: `<stream>\0<seq, 16 digits>` (a stream's entries, in order, by ZRANGEBYLEX)
  *   <tag>:heads     sorted set: stream -> when its first entry may next be claimed (due time, or lease deadline)
@@ -39,25 +40,37 @@ local function first_of(stream)
 end
 `;
 
+/**
+ * Appends entries: `k` the ten keys, in KEY_NAMES' order; `args` from `from`
+ * on, per entry: subscription, stream, entry JSON. Returns the subscriptions
+ * whose entry the bound dropped. A function, so that the exchange's commit
+ * (lib/adapters/redis.ts) runs the same append in its own script.
+ */
+export const OUTBOX_APPEND_LUA = `
+local function outbox_append(k, max, now, args, from)
+  local seq, queue, heads, entries, pending, dropped = k[1], k[2], k[3], k[4], k[7], k[8]
+  local refused = {}
+  for i = from, #args, 3 do
+    local subscription, stream = args[i], args[i + 1]
+    if tonumber(redis.call('HGET', pending, subscription) or '0') >= max then
+      redis.call('HINCRBY', dropped, subscription, 1)
+      refused[#refused + 1] = subscription
+    else
+      local member = stream .. '\\0' .. string.format('%016d', redis.call('INCR', seq))
+      redis.call('ZADD', queue, 0, member)
+      redis.call('HSET', entries, member, args[i + 2])
+      redis.call('HINCRBY', pending, subscription, 1)
+      redis.call('ZADD', heads, 'NX', now, stream)
+    end
+  end
+  return refused
+end
+`;
+
 const SCRIPTS = {
   // ARGV: maxPending, now, then per entry: subscription, stream, entry JSON.
-  impersonationOutboxAppend: `${PRELUDE}
-local max, now = tonumber(ARGV[1]), tonumber(ARGV[2])
-local refused = {}
-for i = 3, #ARGV, 3 do
-  local subscription, stream = ARGV[i], ARGV[i + 1]
-  if tonumber(redis.call('HGET', pending, subscription) or '0') >= max then
-    redis.call('HINCRBY', dropped, subscription, 1)
-    refused[#refused + 1] = subscription
-  else
-    local member = stream .. '\\0' .. string.format('%016d', redis.call('INCR', seq))
-    redis.call('ZADD', queue, 0, member)
-    redis.call('HSET', entries, member, ARGV[i + 2])
-    redis.call('HINCRBY', pending, subscription, 1)
-    redis.call('ZADD', heads, 'NX', now, stream)
-  end
-end
-return refused`,
+  impersonationOutboxAppend: `${OUTBOX_APPEND_LUA}
+return outbox_append(KEYS, tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV, 3)`,
   // ARGV: now, limit, leaseMs, lease prefix, deadBefore.
   impersonationOutboxClaim: `${PRELUDE}
 local now, limit, leaseMs, prefix, deadBefore = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4], ARGV[5]
@@ -114,12 +127,28 @@ interface StoredEntry extends NewOutboxEntry {
   createdAt: number;
 }
 
+/**
+ * The outbox's keys under `prefix`. Their hash tag is the one the exchange's
+ * commit writes under (lib/adapters/redis.ts), so that the commit can append
+ * the exchange's notifications in its own script.
+ */
+export function outboxKeys(prefix: string): string[] {
+  return KEY_NAMES.map((name) => `${prefix}outbox:{${prefix}impersonation}:${name}`);
+}
+
+/** OUTBOX_APPEND_LUA's per-entry arguments. */
+export function outboxAppendArgs(entries: readonly NewOutboxEntry[], now: number): string[] {
+  return entries.flatMap((entry) => {
+    const stored: StoredEntry = { ...entry, createdAt: now };
+    return [entry.subscription, streamOf(entry), JSON.stringify(stored)];
+  });
+}
+
 /** `ready` waits for a usable connection, as the adapter's own calls do. */
 export function createRedisOutbox(client: Redis | Cluster, prefix: string, ready: () => Promise<void>): OutboxStore {
   for (const [name, lua] of Object.entries(SCRIPTS))
     client.defineCommand(name, { numberOfKeys: KEY_NAMES.length, lua });
-  const tag = `${prefix}{${prefix}impersonation-outbox}`;
-  const keys = KEY_NAMES.map((name) => `${tag}:${name}`);
+  const keys = outboxKeys(prefix);
   const [, , , entriesKey, attemptsKey, , pendingKey, droppedKey, deadKey, reasonsKey] = keys as [
     string,
     string,
@@ -138,11 +167,7 @@ export function createRedisOutbox(client: Redis | Cluster, prefix: string, ready
   return {
     async append(entries, maxPending, now) {
       await ready();
-      const args = entries.flatMap((entry) => {
-        const stored: StoredEntry = { ...entry, createdAt: now };
-        return [entry.subscription, streamOf(entry), JSON.stringify(stored)];
-      });
-      return redis.impersonationOutboxAppend(...keys, maxPending, now, ...args);
+      return redis.impersonationOutboxAppend(...keys, maxPending, now, ...outboxAppendArgs(entries, now));
     },
 
     async claim(limit, leaseMs, now, deadBefore) {

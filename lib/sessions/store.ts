@@ -77,12 +77,13 @@ export class SessionStore {
    * store operation, unless one of the origins it started from (`origins`)
    * was marked ended since the exchange read it: `committed` for the one
    * exchange that redeemed it, otherwise nothing is written. With `journal`,
-   * the trail's row is appended in the same transaction.
+   * the trail's row is appended in the same operation; with `outbox`, the
+   * exchange's notifications.
    */
   commit(
     record: SessionRecord,
     redeem: { model: string; id: string },
-    journal?: CommitWrite['journal'],
+    { journal, outbox }: Pick<CommitWrite, 'journal' | 'outbox'> = {},
   ): Promise<CommitOutcome> {
     return this.#adapter.commitOnce({
       consume: redeem,
@@ -91,17 +92,13 @@ export class SessionStore {
       expiresAt: record.expiresAt * 1000,
       guards: originsOf(record).map(markOf),
       ...(journal ? { journal } : {}),
+      ...(outbox ? { outbox } : {}),
     });
   }
 
   /** Whether the store is `database` (a trail's pool): its commit can then carry the trail's row. */
   sharesDatabase(database: object): boolean {
     return this.#adapter.sharesDatabase?.(database) ?? false;
-  }
-
-  /** Takes back a committed session whose token was never handed out (its notification could not be enqueued). */
-  async discard(record: SessionRecord): Promise<void> {
-    await Promise.all([this.#adapter.destroy(record.id), this.#adapter.indexRemove(indexesOf(record), record.id)]);
   }
 
   /**

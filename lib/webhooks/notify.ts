@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type Koa from 'koa';
 import type { Provider } from 'oidc-provider';
 import type { ImpersonationEvent } from '../audit/events.js';
-import type { OutboxStore } from '../outbox/contract.js';
+import type { NewOutboxEntry, OutboxStore } from '../outbox/contract.js';
 import type { ResolvedWebhookOptions, WebhookEventName } from './options.js';
 import { webhookPayload } from './payload.js';
 
@@ -52,21 +52,41 @@ export async function notifyOrReport(
 }
 
 async function notifyWith(provider: Provider, event: ImpersonationEvent): Promise<void> {
+  const notification = notificationOf(provider, event);
+  if (!notification) return;
+  const { entries, maxPending, now } = notification;
+  notification.dropped(await notifiers.get(provider)!.outbox.append(entries, maxPending, now));
+}
+
+/** An event's outbox entries, to append in a store operation of the caller's (the exchange's commit). */
+export interface Notification {
+  entries: NewOutboxEntry[];
+  maxPending: number;
+  now: number;
+  /** Reports the subscriptions whose entry the bound dropped. */
+  dropped(subscriptions: readonly string[]): void;
+}
+
+/** The entries `notify` would append for `event`, or undefined when no subscription receives it. */
+export function notificationOf(provider: Provider, event: ImpersonationEvent): Notification | undefined {
   const notifier = notifiers.get(provider);
   const subscriptions = notifier?.receivers.get(event.name);
-  if (!notifier || !subscriptions?.length || event.subject === undefined) return;
+  if (!notifier || !subscriptions?.length || event.subject === undefined) return undefined;
   const now = new Date();
   const id = `msg_${randomUUID()}`;
   const body = JSON.stringify(webhookPayload(event as ImpersonationEvent<WebhookEventName>, now));
-  const dropped = await notifier.outbox.append(
-    subscriptions.map((subscription) => ({ id, subscription, subject: event.subject as string, body })),
-    notifier.options.maxPending,
-    now.getTime(),
-  );
-  for (const subscription of dropped) {
-    (provider as unknown as NodeJS.EventEmitter).emit(
-      WEBHOOK_DROPPED,
-      Object.freeze({ subscription, type: event.name }),
-    );
-  }
+  const subject = event.subject;
+  return {
+    entries: subscriptions.map((subscription) => ({ id, subscription, subject, body })),
+    maxPending: notifier.options.maxPending,
+    now: now.getTime(),
+    dropped(dropped) {
+      for (const subscription of dropped) {
+        (provider as unknown as NodeJS.EventEmitter).emit(
+          WEBHOOK_DROPPED,
+          Object.freeze({ subscription, type: event.name }),
+        );
+      }
+    },
+  };
 }

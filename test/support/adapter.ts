@@ -55,9 +55,16 @@ export async function redisServer(): Promise<RedisTarget> {
   return {
     client,
     adapter: (keyPrefix) => redisTestAdapter({ keyPrefix }),
+    // Every key matching: one SCAN call covers only part of a server that holds many keys.
     async keys(pattern) {
-      const [, keys] = await client.scan('0', 'MATCH', pattern, 'COUNT', 10_000);
-      return keys;
+      const found: string[] = [];
+      let cursor = '0';
+      do {
+        const [next, keys] = await client.scan(cursor, 'MATCH', pattern, 'COUNT', 10_000);
+        found.push(...keys);
+        cursor = next;
+      } while (cursor !== '0');
+      return found;
     },
   };
 }
