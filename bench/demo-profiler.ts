@@ -7,6 +7,7 @@
  */
 import { writeFile } from 'node:fs/promises';
 import { Session } from 'node:inspector/promises';
+import { readStat } from './proc-stat.js';
 
 export type DemoProbeRequest =
   | { id: number; type: 'cpu' }
@@ -17,16 +18,26 @@ export interface DemoProbeReply {
   id: number;
   /** Microseconds of CPU (user and system, every thread) since the process started. */
   cpu?: number;
+  /** Of `cpu`, the main thread's (from /proc; absent without it). */
+  mainCpu?: number;
   error?: string;
 }
 
 let profiler: Session | undefined;
 
+function mainThreadCpu(): { mainCpu?: number } {
+  try {
+    return { mainCpu: readStat(`/proc/self/task/${process.pid}/stat`).cpuSeconds * 1e6 };
+  } catch {
+    return {};
+  }
+}
+
 async function answer(request: DemoProbeRequest): Promise<DemoProbeReply> {
   switch (request.type) {
     case 'cpu': {
       const { user, system } = process.cpuUsage();
-      return { id: request.id, cpu: user + system };
+      return { id: request.id, cpu: user + system, ...mainThreadCpu() };
     }
     case 'profile-start':
       if (!profiler) {
