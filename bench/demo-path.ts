@@ -216,14 +216,13 @@ interface Window {
 const rate = (window: Pick<Window, 'run'>): number => window.run.ok / window.run.seconds;
 
 /**
- * Subject tokens for the next exchange window: twice the best rate seen so far
- * (the warm-up's baseline, or an exchange window's), plus a few per connection.
+ * Subject tokens for the next exchange window: twice the best rate of any
+ * window so far (the warm-up's included), plus a few per connection.
  * Not more: the demo's memory store holds some 50,000 subject tokens, and
  * redeemed ones stay as tombstones for minutes.
  */
 function tokensFor(windows: readonly Window[], warmUp: RunRecord, settings: Settings): number {
-  const exchanges = windows.filter((window) => window.scenario === 'exchange').map(rate);
-  const perSecond = Math.max(rate({ run: warmUp }), ...exchanges);
+  const perSecond = Math.max(rate({ run: warmUp }), ...windows.map(rate));
   return Math.ceil(perSecond * (settings.duration + 0.5) * 2) + settings.connections * 4;
 }
 

@@ -1,11 +1,10 @@
 /**
- * The demo's console lines, written as a deployment's logger writes them (an
- * asynchronous destination): the lines of one turn of the event loop are
- * gathered and written together once it turns, not one write per line on the
- * request's path. On Linux, process.stdout writes synchronously to a terminal,
- * a file and a pipe alike; with console.log, each impersonation's line cost
- * the exchange a write of its own and console's formatting
- * (docs/benchmarks.md, "The demo's own path").
+ * The demo's console lines, written as a deployment's logger writes them (a
+ * buffered destination): the lines of the last few milliseconds are gathered
+ * and written together, not one write per line on the request's path. With
+ * console.log, each impersonation's line cost the exchange console's
+ * formatting and a write(2) of its own, which also wakes whatever reads the
+ * output (docs/benchmarks.md, "The demo's own path").
  */
 
 /** What the lines are written to: process.stdout, or a stream of a test. */
@@ -14,7 +13,7 @@ export interface LineSink {
 }
 
 export interface LineOutput {
-  /** Queues one line; it is written once the event loop turns, or at once when the queue is large. */
+  /** Queues one line; it is written within FLUSH_INTERVAL_MS, or at once when the queue is large. */
   line(text: string): void;
   /** Writes what is queued now (before the process exits). */
   flush(): void;
@@ -22,12 +21,15 @@ export interface LineOutput {
 
 /** Above this many characters queued, the queue is written at once: a burst holds no unbounded text. */
 const MAX_QUEUED = 64 * 1024;
+/** How long a line waits for others: short enough that a person reading the console sees it at once. */
+const FLUSH_INTERVAL_MS = 20;
 
 export function lineOutput(sink: LineSink, maxQueued = MAX_QUEUED): LineOutput {
   let queued = '';
-  let scheduled = false;
+  let timer: NodeJS.Timeout | undefined;
   const flush = (): void => {
-    scheduled = false;
+    clearTimeout(timer);
+    timer = undefined;
     if (!queued) return;
     const text = queued;
     queued = '';
@@ -37,10 +39,8 @@ export function lineOutput(sink: LineSink, maxQueued = MAX_QUEUED): LineOutput {
     line(text) {
       queued += `${text}\n`;
       if (queued.length >= maxQueued) flush();
-      else if (!scheduled) {
-        scheduled = true;
-        setImmediate(flush);
-      }
+      // Unreferenced: a line waiting does not keep a process alive that is done (the exit handler writes it).
+      else timer ??= setTimeout(flush, FLUSH_INTERVAL_MS).unref();
     },
     flush,
   };

@@ -74,7 +74,7 @@ const identityPort = port('PORT', 3000);
 const backendPort = port('BACKEND_PORT', 3001);
 // The feed's reads are many a second (every resource server polls it): on the console only when asked for.
 const logFeedReads = flag('DEMO_LOG_FEED');
-// A line per event, written once the event loop turns rather than on the request's path; what is queued at exit is written then.
+// The lines of the last few milliseconds written together, not one write per event on the request's path; what is queued at exit is written then.
 const output = lineOutput(process.stdout);
 process.on('exit', () => output.flush());
 
