@@ -217,12 +217,15 @@ const rate = (window: Pick<Window, 'run'>): number => window.run.ok / window.run
 
 /**
  * Subject tokens for the next exchange window: twice the best rate of any
- * window so far (the warm-up's included), plus a few per connection.
+ * window so far (the warm-up's included, at least MIN_RATE: a warm-up on a
+ * busy machine says little), plus a few per connection.
  * Not more: the demo's memory store holds some 50,000 subject tokens, and
  * redeemed ones stay as tombstones for minutes.
  */
+const MIN_RATE = 1500;
+
 function tokensFor(windows: readonly Window[], warmUp: RunRecord, settings: Settings): number {
-  const perSecond = Math.max(rate({ run: warmUp }), ...windows.map(rate));
+  const perSecond = Math.max(MIN_RATE, rate({ run: warmUp }), ...windows.map(rate));
   return Math.ceil(perSecond * (settings.duration + 0.5) * 2) + settings.connections * 4;
 }
 
