@@ -32,6 +32,8 @@ interface CpuProfile {
 }
 
 const SPECIAL = new Set(['(idle)', '(program)', '(garbage collector)', '(root)']);
+/** Whose functions get their inclusive time listed: the plugin's, and the demo's when the demo is profiled. */
+const INCLUSIVE_BUCKETS = new Set(['plugin (lib/)', 'demo (demo/)']);
 
 /** Which package (or part of Node) a frame belongs to. */
 export function bucketOf(frame: CallFrame): string {
@@ -47,6 +49,7 @@ export function bucketOf(frame: CallFrame): string {
     return rest[0]!.startsWith('@') ? `${rest[0]}/${rest[1]}` : rest[0]!;
   }
   if (url.includes('/build/lib/') || url.includes('/dist/')) return 'plugin (lib/)';
+  if (url.includes('/build/demo/')) return 'demo (demo/)';
   if (url.includes('/build/fixtures/') || url.includes('/build/test/')) return 'fixture provider';
   if (url.includes('/build/bench/')) return 'bench';
   return url;
@@ -137,7 +140,7 @@ function addSelfTimes(tally: Tally, byId: Map<number, ProfileNode>, self: Map<nu
   }
 }
 
-/** Inclusive time of the plugin's functions, counted once per stack even when one recurses. */
+/** Inclusive time of the plugin's (and the demo's) functions, counted once per stack even when one recurses. */
 function addPluginInclusiveTimes(
   tally: Tally,
   profile: CpuProfile,
@@ -156,7 +159,7 @@ function addPluginInclusiveTimes(
   const walk = (node: ProfileNode, onStack: Set<string>): void => {
     const key = frameKey(node.callFrame);
     const fresh = !onStack.has(key);
-    if (fresh && bucketOf(node.callFrame) === 'plugin (lib/)') add(tally.inclusive, key, totalOf.get(node.id)!);
+    if (fresh && INCLUSIVE_BUCKETS.has(bucketOf(node.callFrame))) add(tally.inclusive, key, totalOf.get(node.id)!);
     if (fresh) onStack.add(key);
     for (const child of node.children ?? []) walk(byId.get(child)!, onStack);
     if (fresh) onStack.delete(key);
@@ -187,8 +190,8 @@ function summaryLines(
     ...list(byBucket, 14),
     `top ${top} functions by self time:`,
     ...list(byFunction, top),
-    'plugin functions by inclusive time:',
-    ...list(inclusive, 15),
+    'plugin (and demo) functions by inclusive time:',
+    ...list(inclusive, top),
   ];
 }
 

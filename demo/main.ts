@@ -6,6 +6,7 @@ import { createPostgresAuditLog } from '../lib/audit-postgres/index.js';
 import { createMemoryAuditLog } from '../lib/index.js';
 import { startDemo } from './demo.js';
 import { sharedDemoKeys } from './keys.js';
+import { lineOutput } from './line-output.js';
 import { demoSecrets } from './seed.js';
 import { demoStore } from './store.js';
 
@@ -73,6 +74,9 @@ const identityPort = port('PORT', 3000);
 const backendPort = port('BACKEND_PORT', 3001);
 // The feed's reads are many a second (every resource server polls it): on the console only when asked for.
 const logFeedReads = flag('DEMO_LOG_FEED');
+// The lines of the last few milliseconds written together, not one write per event on the request's path; what is queued at exit is written then.
+const output = lineOutput(process.stdout);
+process.on('exit', () => output.flush());
 
 async function closeStores(): Promise<void> {
   await adapter?.close();
@@ -107,7 +111,7 @@ try {
     ...(shared ? { keys: shared.keys } : {}),
     ...(identityPublicUrl ? { identityPublicUrl } : {}),
     ...(peerBackendUrls ? { peerBackendUrls } : {}),
-    log: (line) => console.log(line),
+    log: (line) => output.line(line),
     logFeedReads,
   });
 } catch (error) {

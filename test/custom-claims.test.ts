@@ -107,6 +107,7 @@ describe('custom claims: getCustomJwtClaims (spec 2.7)', () => {
       },
       /getCustomJwtClaims failed/,
     ],
+    ['rejects', () => Promise.reject(new Error('database down')), /getCustomJwtClaims failed/],
     ['times out', () => new Promise((resolve) => setTimeout(() => resolve({}), 1000)), /did not answer within 200 ms/],
     ['returns null', () => null, /must return an object/],
     ['returns an array', () => ['x'], /must return an object/],

@@ -75,6 +75,25 @@ export class ExchangeClaims {
   }
 }
 
+function isThenable(value: unknown): value is PromiseLike<unknown> {
+  return typeof (value as { then?: unknown } | null)?.then === 'function';
+}
+
+async function withDeadline(answer: PromiseLike<unknown>, timeoutMs: number): Promise<unknown> {
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () => reject(invalidRequest(`getCustomJwtClaims did not answer within ${timeoutMs} ms`)),
+      timeoutMs,
+    );
+  });
+  try {
+    return await Promise.race([answer, deadline]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 export function actClaims(act: ActClaim | undefined): Record<string, unknown> {
   return act ? { act } : {};
 }
@@ -89,21 +108,14 @@ export async function runCustomClaims(
   input: CustomJwtClaimsInput,
   timeoutMs: number,
 ): Promise<Record<string, unknown>> {
-  let timer: NodeJS.Timeout | undefined;
-  const deadline = new Promise<never>((_, reject) => {
-    timer = setTimeout(
-      () => reject(invalidRequest(`getCustomJwtClaims did not answer within ${timeoutMs} ms`)),
-      timeoutMs,
-    );
-  });
   let result: unknown;
   try {
-    result = await Promise.race([Promise.resolve().then(() => hook(input)), deadline]);
+    result = hook(input);
+    // A hook that answers at once needs no deadline (nor its timer): only a promise can keep the exchange waiting.
+    if (isThenable(result)) result = await withDeadline(result, timeoutMs);
   } catch (error) {
     if (error instanceof errors.InvalidRequest) throw error;
     throw invalidRequest('getCustomJwtClaims failed', error);
-  } finally {
-    clearTimeout(timer);
   }
 
   if (typeof result !== 'object' || result === null || Array.isArray(result)) {
