@@ -76,3 +76,13 @@ export type {
   OutboxStore,
   Settlement,
 } from './outbox/contract.js';
+export { DELEGATION_METADATA } from './delegation/client-metadata.js';
+export { JWT_TOKEN_TYPE } from './delegation/request.js';
+export type {
+  DelegationOptions,
+  DelegationPolicyInput,
+  DelegationSubject,
+  ResolvedDelegationOptions,
+  SubjectTokenResolver,
+  SubjectTokenResolverInput,
+} from './delegation/options.js';

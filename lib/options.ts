@@ -4,6 +4,11 @@ import type { AdapterSource } from './adapters/contract.js';
 import { resolveApprovalOptions, type ApprovalOptions, type ResolvedApprovalOptions } from './approvals/options.js';
 import type { AuditSink } from './audit/sink.js';
 import type { JsonObject } from './json.js';
+import {
+  resolveDelegationOptions,
+  type DelegationOptions,
+  type ResolvedDelegationOptions,
+} from './delegation/options.js';
 import { invalidArgument, invalidOption } from './errors.js';
 import { refuseUnknownOptions } from './option-names.js';
 import { resolveWebhookOptions, type ResolvedWebhookOptions, type WebhookOptions } from './webhooks/options.js';
@@ -141,6 +146,13 @@ export interface ImpersonationOptions {
    * Default: none.
    */
   webhooks?: WebhookOptions | undefined;
+  /**
+   * RFC 8693 delegation on the same grant (docs/token-exchange.md): a client
+   * whose `token_exchange_delegation` metadata allows it exchanges a user's
+   * access token for a narrower one that names it in `act`. Default: every
+   * setting at its default; only clients with that metadata can delegate.
+   */
+  delegation?: DelegationOptions | undefined;
 }
 
 /** The options without a default: absent unless given. */
@@ -154,13 +166,13 @@ type UndefaultedOption =
   | 'store';
 
 /** The options with a default: each one filled in. */
-type DefaultedOptions = Omit<ImpersonationOptions, UndefaultedOption | 'approvals' | 'webhooks'>;
+type DefaultedOptions = Omit<ImpersonationOptions, UndefaultedOption | 'approvals' | 'webhooks' | 'delegation'>;
 
 // Not Required<>: under a consumer's exactOptionalPropertyTypes it keeps the `| undefined` each option accepts.
 export type ResolvedOptions = { [Name in keyof DefaultedOptions]-?: Exclude<DefaultedOptions[Name], undefined> } & Pick<
   ImpersonationOptions,
   UndefaultedOption
-> & { approvals?: ResolvedApprovalOptions; webhooks?: ResolvedWebhookOptions };
+> & { approvals?: ResolvedApprovalOptions; webhooks?: ResolvedWebhookOptions; delegation: ResolvedDelegationOptions };
 
 const DEFAULTS = {
   managementScope: 'subject-tokens:create',
@@ -201,6 +213,7 @@ const OPTION_NAMES = Object.keys({
   environmentVariables: true,
   approvals: true,
   webhooks: true,
+  delegation: true,
 } satisfies Record<keyof ImpersonationOptions, true>);
 
 const ACTOR_AUTHENTICATION_NAMES = Object.keys({ maxAge: true, acrValues: true } satisfies Record<
@@ -221,7 +234,7 @@ export function resolveOptions(input: ImpersonationOptions): ResolvedOptions {
     environmentVariables: {},
     actorClients: [],
     ...stripUndefined(input),
-  } as ResolvedOptions;
+  } as unknown as ResolvedOptions;
 
   const resource = URL.parse(String(options.managementResource));
   if (typeof options.managementResource !== 'string' || !resource || resource.hash) {
@@ -293,8 +306,10 @@ export function resolveOptions(input: ImpersonationOptions): ResolvedOptions {
           paths: [options.managementPath, options.sessionsPath],
         });
   const webhooks = options.webhooks === undefined ? undefined : resolveWebhookOptions(options.webhooks);
+  const delegation = resolveDelegationOptions((input as ImpersonationOptions).delegation);
   return Object.freeze({
     ...options,
+    delegation,
     ...(approvals ? { approvals } : {}),
     ...(webhooks ? { webhooks } : {}),
     actorClients: Object.freeze([...options.actorClients]) as string[],

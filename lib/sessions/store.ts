@@ -20,6 +20,7 @@ const byActor = (actor: string) => `actor:${actor}`;
 const byActorGrant = (grantId: string) => `actor-grant:${grantId}`;
 const byActorSession = (uid: string) => `actor-session:${uid}`;
 const byAccessGrant = (grantId: string) => `access-grant:${grantId}`;
+const byParentSession = (sessionId: string) => `parent-session:${sessionId}`;
 
 export interface SessionFilter {
   subject?: string;
@@ -129,18 +130,20 @@ export class SessionStore {
 
   /**
    * Sessions started with an actor token of this Grant, or of this
-   * oidc-provider session, or under this customer's access grant, whose
-   * tokens have not expired.
+   * oidc-provider session, or under this customer's access grant, or
+   * delegated from this session, whose tokens have not expired.
    */
   async startedWith(
-    origin: { grantId: string } | { sessionUid: string } | { accessGrantId: string },
+    origin: { grantId: string } | { sessionUid: string } | { accessGrantId: string } | { parentSessionId: string },
   ): Promise<string[]> {
     const index =
       'grantId' in origin
         ? byActorGrant(origin.grantId)
         : 'sessionUid' in origin
           ? byActorSession(origin.sessionUid)
-          : byAccessGrant(origin.accessGrantId);
+          : 'parentSessionId' in origin
+            ? byParentSession(origin.parentSessionId)
+            : byAccessGrant(origin.accessGrantId);
     const ids: string[] = [];
     let position: IndexEntry | undefined;
     for (;;) {
@@ -162,6 +165,7 @@ function indexesOf(record: SessionRecord): string[] {
     ...(record.actorGrantId === undefined ? [] : [byActorGrant(record.actorGrantId)]),
     ...(record.actorSessionUid === undefined ? [] : [byActorSession(record.actorSessionUid)]),
     ...(record.accessGrantId === undefined ? [] : [byAccessGrant(record.accessGrantId)]),
+    ...(record.parentSessionId === undefined ? [] : [byParentSession(record.parentSessionId)]),
   ];
 }
 
