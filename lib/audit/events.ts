@@ -168,9 +168,19 @@ export interface ImpersonationEvents {
    */
   'impersonation.delegation.succeeded': EventOf<
     'impersonation.delegation.succeeded',
-    'sessionId' | 'subject' | 'actor' | 'clientId' | 'resource' | 'scope' | 'subjectTokenId' | 'subjectTokenType',
-    'accessTokenId' | 'expiresAt' | 'parentSessionId' | 'depth' | 'context'
-  > & { accessTokenId: string; expiresAt: number; depth: number };
+    | 'sessionId'
+    | 'subject'
+    | 'actor'
+    | 'clientId'
+    | 'resource'
+    | 'scope'
+    | 'subjectTokenId'
+    | 'subjectTokenType'
+    | 'accessTokenId'
+    | 'expiresAt'
+    | 'depth',
+    'parentSessionId'
+  >;
   /** A delegation was refused; it names what was established when it stopped (nothing of a subject token not found). */
   'impersonation.delegation.refused': EventOf<
     'impersonation.delegation.refused',
