@@ -178,7 +178,10 @@ describe('createImpersonation: options, configure() and install()', () => {
       });
       // The management scopes are the Management API resource's, never OIDC scopes of the provider.
       expect(configuration.scopes).to.deep.equal(['openid', 'profile']);
-      expect(configuration.extraClientMetadata?.properties).to.deep.equal(['impersonation_management_scope', 'token_exchange_delegation']);
+      expect(configuration.extraClientMetadata?.properties).to.deep.equal([
+        'impersonation_management_scope',
+        'token_exchange_delegation',
+      ]);
       expect(configuration.ttl).to.deep.equal({ AccessToken: 60 });
       expect(configuration.features?.resourceIndicators?.enabled).to.equal(true);
       expect(configuration.adapter).to.be.a('function');
