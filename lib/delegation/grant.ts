@@ -108,7 +108,10 @@ export function createDelegationHandler(dependencies: DelegationDependencies): D
     if (certificate) token.setThumbprint('x5t', certificate);
     if (dpop) token.setThumbprint('jkt', dpop.thumbprint);
     const proof = { actorClients, dpop, certificateThumbprint: certificateThumbprintOf(token) };
-    checkSenderConstraint('subject_token', subject.cnf, proof);
+    // A client exchanging a sender-constrained token of its own proves its key, as for any use of it.
+    // An API exchanging a token it received cannot (the key is its caller's): it is authenticated
+    // as itself, and the token is one sent to it, for a resource its metadata lists.
+    if (subject.clientId === client.clientId) checkSenderConstraint('subject_token', subject.cnf, proof);
 
     // Who acts, whether the subject token lets them, and the chain that names them all.
     const actor = await delegationActor(ctx, params.actor_token, proof);

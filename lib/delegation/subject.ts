@@ -1,6 +1,6 @@
 import type { KoaContextWithOIDC } from 'oidc-provider';
 import { publicTokenId, verifyAccessToken, type VerifiedAccessToken } from '../access-token.js';
-import { invalidRequest } from '../errors.js';
+import { invalidCall, invalidRequest } from '../errors.js';
 import { isStorableText } from '../storable-text.js';
 import type { DelegationSubject, ResolvedDelegationOptions } from './options.js';
 import { ACCESS_TOKEN_TYPE, JWT_TOKEN_TYPE } from './request.js';
@@ -77,7 +77,10 @@ function checkedSubject(subject: DelegationSubject): VerifiedSubject {
     !objectOrAbsent(subject.act) ||
     !objectOrAbsent(subject.mayAct)
   ) {
-    throw new TypeError('delegation.subjectTokenTypes: a resolver returned a subject of the wrong shape');
+    throw invalidCall(
+      'delegation.subjectTokenTypes',
+      'a resolver returned a subject of the wrong shape: { id, sub, scope, exp } are required',
+    );
   }
   return {
     id: subject.id,
