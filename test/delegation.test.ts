@@ -27,6 +27,7 @@ import {
   userAccessToken,
   type Reply,
 } from './support/http.js';
+import { DpopKey } from './support/dpop.js';
 import { adminToken, impersonate, revokeSession, SESSIONS } from './support/impersonations.js';
 
 const JWT = 'urn:ietf:params:oauth:token-type:jwt';
@@ -240,6 +241,41 @@ describe('delegation', function () {
       expect(JSON.stringify(feed.body)).to.include(delegation);
       // The impersonation token is a valid JWT still; its stopped session delegates nothing more.
       expectError(await delegate(tp, impersonation.token), 400, 'invalid_request', /stopped/);
+    });
+  });
+
+  describe('sender-constrained subject tokens', () => {
+    it('needs no proof from an API exchanging the DPoP-bound token it received, and the proof from the client it was issued to', async () => {
+      const callerKey = await DpopKey.generate();
+      const bound = await userAccessToken(tp, 'bob', {
+        resource: API,
+        scope: 'openid profile:read',
+        headers: { dpop: await callerKey.proof(`${tp.base}/token`) },
+      });
+      expect(decodeJwt(bound)['cnf']).to.have.property('jkt');
+      // The orders API cannot prove its caller's key; it binds what it gets to its own.
+      const ownKey = await DpopKey.generate();
+      const own = ok(
+        await exchange(tp, { subject_token: bound, resource: API }, CLIENTS.orders, {
+          dpop: await ownKey.proof(`${tp.base}/token`),
+        }),
+      )['access_token'] as string;
+      expect((decodeJwt(own)['cnf'] as { jkt: string }).jkt).to.equal(ownKey.thumbprint);
+      // That token was issued to the orders service: exchanging it again takes the proof of its key.
+      expectError(await delegate(tp, own), 400, 'invalid_request', /DPoP-bound/);
+      const other = await DpopKey.generate();
+      expectError(
+        await exchange(tp, { subject_token: own, resource: DOWNSTREAM_API }, CLIENTS.orders, {
+          dpop: await other.proof(`${tp.base}/token`),
+        }),
+        400,
+        'invalid_request',
+        /DPoP-bound/,
+      );
+      const proved = await exchange(tp, { subject_token: own, resource: DOWNSTREAM_API }, CLIENTS.orders, {
+        dpop: await ownKey.proof(`${tp.base}/token`),
+      });
+      expect(proved.status, JSON.stringify(proved.body)).to.equal(200);
     });
   });
 
