@@ -91,14 +91,15 @@ function standingGrantConfiguration(adapter: AdapterKind, scenarios = DEPLOYMENT
  * What --smoke runs, in about a minute: six providers, so that every
  * configuration's and every scenario's code runs once: on memory set up as a
  * deployment with a standing grant in force (the deployment's setup and the
- * grant's checks in one provider), creation and both exchanges with an actor
- * token; on Redis and on PostgreSQL, the exchange with an opaque actor token;
- * with the audit log, the exchange without an actor; with the audit log on the
- * PostgreSQL store's pool, the exchange with an opaque actor token; on memory
- * with a webhook subscription, the exchange with an opaque actor token.
+ * grant's checks in one provider), creation, both exchanges with an actor
+ * token and a delegation; on Redis and on PostgreSQL, the exchange with an
+ * opaque actor token; with the audit log, the exchange without an actor; with
+ * the audit log on the PostgreSQL store's pool, the exchange with an opaque
+ * actor token; on memory with a webhook subscription, the exchange with an
+ * opaque actor token.
  */
 const SMOKE_CONFIGURATIONS: readonly Configuration[] = [
-  standingGrantConfiguration('memory', ['baseline', 'create', 'exchange-actor', 'exchange-actor-jwt']),
+  standingGrantConfiguration('memory', ['baseline', 'create', 'exchange-actor', 'exchange-actor-jwt', 'delegation']),
   configuration('redis', false, ['baseline', 'exchange-actor']),
   configuration('postgres', false, ['baseline', 'exchange-actor']),
   configuration('memory+pg-audit', false, ['baseline', 'exchange']),

@@ -2,7 +2,15 @@
  * The requests each scenario sends, as autocannon takes them, and the
  * credentials they carry.
  */
-import { ACCESS_TOKEN, ACTOR_API, API, CLIENTS, TOKEN_EXCHANGE, type FixtureProvider } from '../fixtures/provider.js';
+import {
+  ACCESS_TOKEN,
+  ACTOR_API,
+  API,
+  CLIENTS,
+  DOWNSTREAM_API,
+  TOKEN_EXCHANGE,
+  type FixtureProvider,
+} from '../fixtures/provider.js';
 import { basic, m2mToken, userAccessToken } from '../fixtures/flows.js';
 import type { RequestSpec } from './load.js';
 import type { ScenarioName } from './scenarios.js';
@@ -51,6 +59,8 @@ export interface Credentials {
   actorToken: string;
   /** alice's access token issued as a JWT for a resource (checked by signature, no store access). */
   jwtActorToken: string;
+  /** bob's JWT access token for API, which the orders service exchanges for a delegated one. */
+  delegationSubject: string;
   /** A fresh M2M token of the backend for the Management API (it lives 5 minutes: fetched per run). */
   m2m(): Promise<string>;
   /** The body of the next subject-token creation (creationRequest). */
@@ -67,9 +77,11 @@ export async function obtainCredentials(base: string, { namedActor = false } = {
   const tp = { base } as FixtureProvider;
   const actorToken = await userAccessToken(tp, ACTOR);
   const jwtActorToken = await userAccessToken(tp, ACTOR, { scope: 'openid profile:read', resource: ACTOR_API });
+  const delegationSubject = await userAccessToken(tp, 'bob', { scope: 'openid profile:read', resource: API });
   return {
     actorToken,
     jwtActorToken,
+    delegationSubject,
     m2m: () => m2mToken(tp),
     subjectTokenBody: () => subjectTokenBody(namedActor),
   };
@@ -140,6 +152,27 @@ export function exchangeRequest(actor: string | undefined, pool: TokenPool): Req
   };
 }
 
+/**
+ * A delegation: the orders service exchanges the same user's token for one for
+ * DOWNSTREAM_API, naming itself in `act`. Nothing is redeemed, so the request
+ * never changes; each one still writes a session.
+ */
+export function delegationRequest(subjectToken: string): RequestSpec {
+  return {
+    method: 'POST',
+    path: '/token',
+    headers: { 'content-type': 'application/x-www-form-urlencoded', authorization: basic(CLIENTS.orders) },
+    body: form({
+      grant_type: TOKEN_EXCHANGE,
+      subject_token_type: ACCESS_TOKEN,
+      subject_token: subjectToken,
+      resource: DOWNSTREAM_API,
+      scope: 'profile:read',
+    }),
+    setupRequest: rebuiltEachTime,
+  };
+}
+
 export async function requestsFor(
   scenario: ScenarioName,
   credentials: Credentials,
@@ -156,5 +189,7 @@ export async function requestsFor(
       return [exchangeRequest(credentials.actorToken, pool)];
     case 'exchange-actor-jwt':
       return [exchangeRequest(credentials.jwtActorToken, pool)];
+    case 'delegation':
+      return [delegationRequest(credentials.delegationSubject)];
   }
 }

@@ -1,6 +1,13 @@
 /** The scenarios the bench times, and how the table and the targets name them. */
 
-export const SCENARIOS = ['baseline', 'create', 'exchange', 'exchange-actor', 'exchange-actor-jwt'] as const;
+export const SCENARIOS = [
+  'baseline',
+  'create',
+  'exchange',
+  'exchange-actor',
+  'exchange-actor-jwt',
+  'delegation',
+] as const;
 export type ScenarioName = (typeof SCENARIOS)[number];
 
 export const LABELS: Record<ScenarioName, string> = {
@@ -9,6 +16,7 @@ export const LABELS: Record<ScenarioName, string> = {
   exchange: 'token exchange',
   'exchange-actor': 'token exchange + actor_token (opaque)',
   'exchange-actor-jwt': 'token exchange + actor_token (JWT)',
+  delegation: 'delegation (JWT subject token, RFC 8693)',
 };
 
 /** The scenarios that redeem a subject token per request, from the token pool. */

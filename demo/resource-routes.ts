@@ -1,7 +1,8 @@
 /**
  * The demo resource API (https://api.example.com) as the backend serves it:
- * `GET /api/me` says whom a token names and who acts for them, and the
- * customer's data (customer-api.ts). Tokens are checked by the package's
+ * `GET /api/me` says whom a token names and who acts for them, the
+ * customer's data (customer-api.ts), and `GET /api/me/orders-service`, which
+ * calls the orders service on the caller's behalf (orders-service.ts). Tokens are checked by the package's
  * resource-server helper, which follows the revocation feed.
  */
 import type Router from '@koa/router';
@@ -9,6 +10,7 @@ import { createRemoteJWKSet } from 'jose';
 import { createImpersonationVerifier } from '../lib/resource-server/index.js';
 import type { BackendDependencies } from './backend-dependencies.js';
 import { customerRoutes, type CustomerApi } from './customer-api.js';
+import { ordersRoutes } from './orders-service.js';
 import { createTokenCheck } from './resource-api.js';
 import { API_RESOURCE } from './seed.js';
 
@@ -49,9 +51,13 @@ export function resourceRoutes(router: Router, deps: BackendDependencies): Resou
   });
 
   const customers = customerRoutes(router, verifyRequest, deps.log);
+  const orders = ordersRoutes(router, deps, verifyRequest);
   return {
     changesOf: (customer) => customers.changesOf(customer),
-    ready: () => firstRead,
-    close: () => verifier.close(),
+    ready: () => Promise.all([firstRead, orders.ready()]).then(() => undefined),
+    close: () => {
+      verifier.close();
+      orders.close();
+    },
   };
 }

@@ -6,6 +6,12 @@ import type { ApprovalRequirement } from '../lib/index.js';
 
 export const API_RESOURCE = 'https://api.example.com';
 export const API_SCOPES = ['profile:read', 'profile:write'] as const;
+/**
+ * The demo's second API, the orders service, which the resource API calls on
+ * the customer's behalf with a delegated token (RFC 8693 delegation).
+ */
+export const ORDERS_RESOURCE = 'https://orders.example.com';
+export const ORDERS_SCOPES = ['profile:read'] as const;
 
 /** Client ids of the demo. */
 export const CLIENTS = {
@@ -20,6 +26,8 @@ export const CLIENTS = {
    * The console never uses it.
    */
   emergency: 'emergency-access',
+  /** The resource API as a client: it exchanges the tokens it receives for delegated ones to the orders service. */
+  resourceApi: 'resource-api',
 } as const;
 
 export interface DemoUser {
@@ -49,6 +57,8 @@ export interface DemoSecrets {
   accountClientSecret: string;
   /** Secret of the break-glass client `emergency-access`. */
   emergencyClientSecret: string;
+  /** Secret of the resource API's client `resource-api`, which delegates. */
+  resourceApiClientSecret: string;
 }
 
 type Env = Readonly<Record<string, string | undefined>>;
@@ -95,6 +105,7 @@ export function demoSecrets(env: Env = process.env): DemoSecrets {
     backendClientSecret: env['IMPERSONATION_BACKEND_SECRET'] || 'impersonation-backend-secret',
     accountClientSecret: env['CUSTOMER_ACCOUNT_SECRET'] || 'customer-account-secret',
     emergencyClientSecret: env['EMERGENCY_ACCESS_SECRET'] || 'emergency-access-secret',
+    resourceApiClientSecret: env['RESOURCE_API_SECRET'] || 'resource-api-secret',
   };
 }
 

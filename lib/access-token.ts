@@ -23,6 +23,8 @@ export interface VerifiedAccessToken {
   acr?: string;
   /** An `act` claim the token already carries (it is itself an impersonation token). */
   act?: Record<string, unknown>;
+  /** RFC 8693 4.4 `may_act`: the party allowed to act for the subject, when the token names one. */
+  mayAct?: Record<string, unknown>;
   /** The impersonation session a token issued by the exchange names (its `impersonation_session` claim). */
   impersonationSession?: string;
   /** Sender constraint, when the token is DPoP- or certificate-bound. */
@@ -95,6 +97,7 @@ export async function verifyAccessToken(
   const sub = model === 'AccessToken' ? stored.accountId : stored.clientId;
   if (!sub) return undefined;
   const act = stored.extra?.['act'];
+  const mayAct = stored.extra?.['may_act'];
   const session = stored.extra?.[SESSION_CLAIM];
   return {
     format: 'opaque',
@@ -107,6 +110,7 @@ export async function verifyAccessToken(
     ...(typeof stored.grantId === 'string' ? { grantId: stored.grantId } : {}),
     ...(typeof stored.sessionUid === 'string' ? { sessionUid: stored.sessionUid } : {}),
     ...(isObject(act) ? { act } : {}),
+    ...(isObject(mayAct) ? { mayAct } : {}),
     ...(typeof session === 'string' ? { impersonationSession: session } : {}),
     ...cnfOf(stored.jkt, stored['x5t#S256']),
   };
@@ -162,6 +166,7 @@ async function verifyJwtSignature(
   const clientId = payload['client_id'];
   const scope = payload['scope'];
   const act = payload['act'];
+  const mayAct = payload['may_act'];
   const cnf = payload['cnf'];
   const session = payload[SESSION_CLAIM];
   if (
@@ -182,6 +187,7 @@ async function verifyJwtSignature(
     ...(typeof payload['auth_time'] === 'number' ? { authTime: payload['auth_time'] } : {}),
     ...(typeof payload['acr'] === 'string' ? { acr: payload['acr'] } : {}),
     ...(isObject(act) ? { act } : {}),
+    ...(isObject(mayAct) ? { mayAct } : {}),
     ...(typeof session === 'string' ? { impersonationSession: session } : {}),
     ...(isObject(cnf) ? cnfOf(cnf['jkt'], cnf['x5t#S256']) : {}),
   } as const);

@@ -90,3 +90,13 @@ export {
   SESSION_REVOKED_EVENT,
   VERIFICATION_EVENT,
 } from './ssf/set.js';
+export { DELEGATION_METADATA } from './delegation/client-metadata.js';
+export { JWT_TOKEN_TYPE } from './delegation/request.js';
+export type {
+  DelegationOptions,
+  DelegationPolicyInput,
+  DelegationSubject,
+  ResolvedDelegationOptions,
+  SubjectTokenResolver,
+  SubjectTokenResolverInput,
+} from './delegation/options.js';

@@ -4,6 +4,11 @@ import type { AdapterSource } from './adapters/contract.js';
 import { resolveApprovalOptions, type ApprovalOptions, type ResolvedApprovalOptions } from './approvals/options.js';
 import type { AuditSink } from './audit/sink.js';
 import type { JsonObject } from './json.js';
+import {
+  resolveDelegationOptions,
+  type DelegationOptions,
+  type ResolvedDelegationOptions,
+} from './delegation/options.js';
 import { invalidArgument, invalidOption } from './errors.js';
 import { refuseUnknownOptions } from './option-names.js';
 import { resolveSsfOptions, type ResolvedSsfOptions, type SsfOptions } from './ssf/options.js';
@@ -149,6 +154,13 @@ export interface ImpersonationOptions {
    * (docs/ssf.md). Default: none.
    */
   ssf?: SsfOptions | undefined;
+  /**
+   * RFC 8693 delegation on the same grant (docs/token-exchange.md): a client
+   * whose `token_exchange_delegation` metadata allows it exchanges a user's
+   * access token for a narrower one that names it in `act`. Default: every
+   * setting at its default; only clients with that metadata can delegate.
+   */
+  delegation?: DelegationOptions | undefined;
 }
 
 /** The options without a default: absent unless given. */
@@ -162,13 +174,18 @@ type UndefaultedOption =
   | 'store';
 
 /** The options with a default: each one filled in. */
-type DefaultedOptions = Omit<ImpersonationOptions, UndefaultedOption | 'approvals' | 'webhooks' | 'ssf'>;
+type DefaultedOptions = Omit<ImpersonationOptions, UndefaultedOption | 'approvals' | 'webhooks' | 'ssf' | 'delegation'>;
 
 // Not Required<>: under a consumer's exactOptionalPropertyTypes it keeps the `| undefined` each option accepts.
 export type ResolvedOptions = { [Name in keyof DefaultedOptions]-?: Exclude<DefaultedOptions[Name], undefined> } & Pick<
   ImpersonationOptions,
   UndefaultedOption
-> & { approvals?: ResolvedApprovalOptions; webhooks?: ResolvedWebhookOptions; ssf?: ResolvedSsfOptions };
+> & {
+    approvals?: ResolvedApprovalOptions;
+    webhooks?: ResolvedWebhookOptions;
+    ssf?: ResolvedSsfOptions;
+    delegation: ResolvedDelegationOptions;
+  };
 
 const DEFAULTS = {
   managementScope: 'subject-tokens:create',
@@ -210,6 +227,7 @@ const OPTION_NAMES = Object.keys({
   approvals: true,
   webhooks: true,
   ssf: true,
+  delegation: true,
 } satisfies Record<keyof ImpersonationOptions, true>);
 
 const ACTOR_AUTHENTICATION_NAMES = Object.keys({ maxAge: true, acrValues: true } satisfies Record<
@@ -230,7 +248,7 @@ export function resolveOptions(input: ImpersonationOptions): ResolvedOptions {
     environmentVariables: {},
     actorClients: [],
     ...stripUndefined(input),
-  } as ResolvedOptions;
+  } as unknown as ResolvedOptions;
 
   const resource = URL.parse(String(options.managementResource));
   if (typeof options.managementResource !== 'string' || !resource || resource.hash) {
@@ -313,8 +331,10 @@ export function resolveOptions(input: ImpersonationOptions): ResolvedOptions {
             ...(approvals ? [approvals.requestsPath, approvals.customerPath] : []),
           ],
         });
+  const delegation = resolveDelegationOptions((input as ImpersonationOptions).delegation);
   return Object.freeze({
     ...options,
+    delegation,
     ...(approvals ? { approvals } : {}),
     ...(webhooks ? { webhooks } : {}),
     ...(ssf ? { ssf } : {}),

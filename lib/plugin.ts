@@ -7,6 +7,8 @@ import { ApprovalStore } from './approvals/store.js';
 import { openPluginStore } from './adapters/plugin-store.js';
 import { instantiateAdapter, type AdapterSource, type ImpersonationAdapter } from './adapters/contract.js';
 import { calledTooLate, invalidArgument, invalidCall, invalidOption, invalidTarget, misconfigured } from './errors.js';
+import { withDelegationMetadata } from './delegation/client-metadata.js';
+import { createDelegationHandler } from './delegation/grant.js';
 import { ExchangeClaims } from './exchange/claims.js';
 import { addStepUpDetails } from './exchange/freshness.js';
 import {
@@ -164,7 +166,7 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
       return {
         ...configuration,
         adapter: configuration.adapter ?? createMemoryAdapter(),
-        extraClientMetadata: withManagementMetadata(configuration.extraClientMetadata, scopes),
+        extraClientMetadata: withDelegationMetadata(withManagementMetadata(configuration.extraClientMetadata, scopes)),
         extraTokenClaims,
         features: {
           ...configuration.features,
@@ -214,7 +216,15 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
       // Everything below runs inside oidc-provider (a grant handler, event listeners), whenever the provider is mounted.
       provider.registerGrantType(
         TOKEN_EXCHANGE_GRANT,
-        createExchangeHandler({ options, store, sessions, approvals, claims, preflight: assertManagementApiReachable }),
+        createExchangeHandler({
+          options,
+          store,
+          sessions,
+          approvals,
+          claims,
+          preflight: assertManagementApiReachable,
+          delegation: createDelegationHandler({ options, sessions, claims, preflight: assertManagementApiReachable }),
+        }),
         [...EXCHANGE_PARAMETERS],
         [...EXCHANGE_DUPLICATES],
       );

@@ -14,6 +14,7 @@ import {
   EVENTS,
   SSF_DROPPED,
   SSF_SET_ERROR,
+  JWT_TOKEN_TYPE,
   WEBHOOK_DEAD_LETTERED,
   WEBHOOK_DROPPED,
   WEBHOOK_EVENTS,
@@ -28,6 +29,7 @@ import {
   ACTOR_API,
   API,
   CLIENTS,
+  DOWNSTREAM_API,
   MANAGEMENT,
   OPAQUE_API,
   TENANT_API,
@@ -160,6 +162,7 @@ describe('canary: no token value or secret leaves its place', function () {
         canImpersonate: ({ subject }) => (subject === 'admin' ? { reason: 'administrators are protected' } : true),
         canExchange: ({ subject }) => subject !== 'carol',
         getCustomJwtClaims: ({ context }) => ({ ticket: context.grant.subjectTokenContext['ticketId'] ?? null }),
+        delegation: { resolveAudience: (audience) => (audience === 'downstream' ? DOWNSTREAM_API : undefined) },
       },
     });
     const emitter = tp.provider as unknown as NodeJS.EventEmitter;
@@ -439,6 +442,68 @@ describe('canary: no token value or secret leaves its place', function () {
     for (const [at, set] of polledSets.entries()) canary.sink(`polled SET claims ${at}`, decodeJwt(set));
 
     expect(canary.sinks.length, 'events were collected').to.be.above(40);
+    expect(canary.leaks()).to.deep.equal([]);
+  });
+
+  it('over delegation: JWT and opaque subjects, an impersonation as the subject, the chain, refusals and stops', async () => {
+    const jwtSubject = await userAccessToken(tp, 'bob', { resource: API, scope: 'openid profile:read profile:write' });
+    const opaqueSubject = await userAccessToken(tp, 'bob', { resource: OPAQUE_API, scope: 'openid read write' });
+    const actor = await userAccessToken(tp, 'alice');
+    const unknown = randomBytes(32).toString('base64url');
+    canary.secret(jwtSubject, opaqueSubject, actor, unknown);
+    const delegated = async (label: string, params: Record<string, string | undefined>, status: number) => {
+      const reply = await swap(`delegation ${label}`, { resource: DOWNSTREAM_API, ...params }, CLIENTS.orders);
+      expect(reply.status, `${label}: ${JSON.stringify(reply.body)}`).to.equal(status);
+      return reply.body['access_token'] as string;
+    };
+
+    let chained = await delegated('JWT subject', { subject_token: jwtSubject, scope: 'profile:read' }, 200);
+    await delegated('opaque subject', { subject_token: opaqueSubject, resource: OPAQUE_API, scope: 'read' }, 200);
+    await delegated('as JWT', { subject_token: jwtSubject, requested_token_type: JWT_TOKEN_TYPE }, 200);
+    await delegated('by audience', { subject_token: jwtSubject, resource: undefined, audience: 'downstream' }, 200);
+    await delegated('wider scope', { subject_token: jwtSubject, scope: 'orders:read' }, 400);
+    await delegated('unknown subject', { subject_token: unknown }, 400);
+    await delegated('unknown jwt subject', { subject_token: `${jwtSubject.slice(0, -4)}AAAA` }, 400);
+    await delegated(
+      'bad actor',
+      { subject_token: jwtSubject, actor_token: unknown, actor_token_type: ACCESS_TOKEN },
+      400,
+    );
+    const elsewhere = await userAccessToken(tp, 'bob', { resource: ACTOR_API, scope: 'openid' });
+    canary.secret(elsewhere);
+    await delegated('subject for a resource the client does not run', { subject_token: elsewhere }, 400);
+    // The chain up to its limit (3 actors), then one actor too many.
+    for (const depth of [2, 3])
+      chained = await delegated(`depth ${depth}`, { subject_token: chained, resource: API }, 200);
+    await delegated('depth 4', { subject_token: chained, resource: API }, 400);
+
+    // An impersonation's token delegated, then the impersonation stopped: the delegation ends with it.
+    const impersonation = await swap('impersonation to delegate', {
+      subject_token: await create('to delegate', { userId: 'bob' }),
+      resource: API,
+      actor_token: actor,
+      actor_token_type: ACCESS_TOKEN,
+    });
+    const impersonationToken = impersonation.body['access_token'] as string;
+    await delegated('impersonation subject', { subject_token: impersonationToken }, 200);
+    const admin = await m2mToken(tp, CLIENTS.admin, 'impersonations:read impersonations:revoke');
+    canary.secret(admin);
+    const parent = JSON.parse(Buffer.from(impersonationToken.split('.')[1]!, 'base64url').toString('utf8')) as {
+      impersonation_session: string;
+    };
+    canary.response(
+      'stop a delegated impersonation',
+      await http(tp, 'DELETE', `/api/impersonations/${parent.impersonation_session}`, admin),
+    );
+    await delegated('stopped impersonation subject', { subject_token: impersonationToken }, 400);
+
+    const names = new Set(canary.sinks.map((sink) => sink.label));
+    for (const name of [EVENTS.delegationSucceeded, EVENTS.delegationRefused, EVENTS.sessionEnded]) {
+      expect(names, name).to.include(`event ${name}`);
+    }
+    for (const name of [EVENTS.delegationSucceeded, EVENTS.delegationRefused]) {
+      expect(names, `the trail records ${name}`).to.include(`audit row ${name}`);
+    }
     expect(canary.leaks()).to.deep.equal([]);
   });
 

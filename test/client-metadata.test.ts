@@ -79,7 +79,7 @@ describe('client metadata: impersonation_management_scope', () => {
       },
     });
     const { properties, validator } = configuration.extraClientMetadata!;
-    expect(properties).to.deep.equal(['tenant', 'impersonation_management_scope']);
+    expect(properties).to.deep.equal(['tenant', 'impersonation_management_scope', 'token_exchange_delegation']);
     const metadata = { client_id: 'c', grant_types: ['client_credentials'], tenant: 'acme' } as ClientMetadata;
     validator!(undefined, 'tenant', 'acme', metadata);
     validator!(undefined, 'impersonation_management_scope', undefined, metadata);

@@ -10,7 +10,7 @@ import {
   startApprovalProvider,
   type ApprovalProvider,
 } from './support/approvals.js';
-import { API, CLIENTS, type TestProvider } from './support/provider.js';
+import { API, CLIENTS, DOWNSTREAM_API, type TestProvider } from './support/provider.js';
 import { apiRequest, exchange, logout, managementRequest, m2mToken, subjectToken, userSignIn } from './support/http.js';
 import { adminToken, exchangeAsActor, impersonate, revokeSession, SESSIONS } from './support/impersonations.js';
 
@@ -76,8 +76,11 @@ const SHAPES = {
     ],
   },
   [EVENTS.subjectTokenWithdrawn]: { always: ['name', 'subjectTokenId', 'revokedBy'], whenKnown: [] },
-  [EVENTS.sessionRevoked]: { always: [...SESSION, 'revokedBy'], whenKnown: ['actor', 'reason'] },
-  [EVENTS.sessionEnded]: { always: [...SESSION, 'endReason'], whenKnown: ['actor', 'accessGrantId'] },
+  [EVENTS.sessionRevoked]: { always: [...SESSION, 'revokedBy'], whenKnown: ['actor', 'reason', 'parentSessionId'] },
+  [EVENTS.sessionEnded]: {
+    always: [...SESSION, 'endReason'],
+    whenKnown: ['actor', 'accessGrantId', 'parentSessionId'],
+  },
   [EVENTS.revocationsServed]: { always: ['name', 'count'], whenKnown: [] },
   [EVENTS.accessGrantCreated]: { always: GRANT, whenKnown: GRANT_DETAILS },
   [EVENTS.accessGrantEnded]: { always: GRANT, whenKnown: GRANT_DETAILS },
@@ -88,6 +91,36 @@ const SHAPES = {
   [EVENTS.breakGlassUsed]: {
     always: ['name', 'subjectTokenId', 'subject', 'createdBy', 'context', 'expiresAt', 'reason'],
     whenKnown: ['clientId', 'actor'],
+  },
+  [EVENTS.delegationSucceeded]: {
+    always: [
+      'name',
+      'sessionId',
+      'subject',
+      'actor',
+      'clientId',
+      'resource',
+      'scope',
+      'subjectTokenId',
+      'subjectTokenType',
+      'accessTokenId',
+      'expiresAt',
+      'depth',
+    ],
+    whenKnown: ['parentSessionId'],
+  },
+  [EVENTS.delegationRefused]: {
+    always: ['name', 'clientId', 'error', 'reason'],
+    whenKnown: [
+      'subject',
+      'actor',
+      'resource',
+      'scope',
+      'subjectTokenId',
+      'subjectTokenType',
+      'parentSessionId',
+      'depth',
+    ],
   },
 } as const satisfies Shapes;
 
@@ -132,7 +165,18 @@ describe('impersonation events: what each carries', () => {
     const admin = await adminToken(tp);
 
     // Created, then exchanged with and without an actor; refused before and after the token was found.
-    const { session } = await impersonate(tp, { actorToken: signedIn.accessToken, scope: 'profile:read' });
+    const impersonated = await impersonate(tp, { actorToken: signedIn.accessToken, scope: 'profile:read' });
+    const { session } = impersonated;
+    // A delegation (of the first impersonation's token: it names its parent session, and ends with it at the sign-out below), and one refused.
+    const delegated = await exchange(
+      tp,
+      { subject_token: impersonated.token, resource: DOWNSTREAM_API },
+      CLIENTS.orders,
+    );
+    expect(delegated.status, JSON.stringify(delegated.body)).to.equal(200);
+    const wider = { subject_token: impersonated.token, resource: DOWNSTREAM_API, scope: 'orders:read' };
+    expect((await exchange(tp, wider, CLIENTS.orders)).status).to.equal(400);
+
     expect((await exchange(tp, { subject_token: await subjectToken(tp), resource: API })).status).to.equal(200);
     expect((await exchange(tp, { subject_token: 'st_unknown', resource: API })).status).to.equal(400);
     const refused = await exchangeAsActor(tp, {
@@ -200,7 +244,12 @@ describe('impersonation events: what each carries', () => {
       );
     }
     const ended = received.filter(([name]) => name === EVENTS.sessionEnded).map(([, event]) => event);
-    expect(ended[0]).to.include({ sessionId: session, endReason: 'actor_logout', actor: 'alice' });
+    expect(ended.find((event) => event.sessionId === session)).to.include({
+      endReason: 'actor_logout',
+      actor: 'alice',
+    });
+    // The delegation ended first, with its parent.
+    expect(ended[0]).to.include({ parentSessionId: session, endReason: 'parent_session_stopped' });
     expect(ended.find((event) => event.endReason === 'access_grant_ended')).to.include({
       accessGrantId: grant.id,
       subject: customer,

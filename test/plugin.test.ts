@@ -114,6 +114,7 @@ describe('createImpersonation: options, configure() and install()', () => {
       approvals: undefined,
       webhooks: undefined,
       ssf: undefined,
+      delegation: undefined,
     };
     const customerResource = 'https://id.example.com/support-access';
     const everyApprovalOptionUndefined: { [Name in Exclude<keyof ApprovalOptions, 'customerResource'>]-?: undefined } =
@@ -178,7 +179,10 @@ describe('createImpersonation: options, configure() and install()', () => {
       });
       // The management scopes are the Management API resource's, never OIDC scopes of the provider.
       expect(configuration.scopes).to.deep.equal(['openid', 'profile']);
-      expect(configuration.extraClientMetadata?.properties).to.deep.equal(['impersonation_management_scope']);
+      expect(configuration.extraClientMetadata?.properties).to.deep.equal([
+        'impersonation_management_scope',
+        'token_exchange_delegation',
+      ]);
       expect(configuration.ttl).to.deep.equal({ AccessToken: 60 });
       expect(configuration.features?.resourceIndicators?.enabled).to.equal(true);
       expect(configuration.adapter).to.be.a('function');

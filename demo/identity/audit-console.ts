@@ -52,6 +52,10 @@ function wordsOf(name: ImpersonationEventName, event: ImpersonationEvent): strin
       return `${subject} did not answer whether ${actor} may act as them (request ${event.approvalRequestId ?? '?'} expired)`;
     case EVENTS.breakGlassUsed:
       return `${actor} may act as ${subject} without their approval${ticketOf(event)}: break-glass by ${text(event.createdBy ?? '?')} (${text(event.reason ?? '')})`;
+    case EVENTS.delegationSucceeded:
+      return `${actor} acts on behalf of ${subject}${session} at ${text(event.resource ?? '?')}, scope ${text(event.scope ?? '')}, until ${timeOf(event.expiresAt)} (delegation, chain of ${event.depth ?? 1})`;
+    case EVENTS.delegationRefused:
+      return `${actor} was refused acting on behalf of ${subject}: ${refusalOf(event)} (client ${text(event.clientId ?? '?')})`;
   }
 }
 

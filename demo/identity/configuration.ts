@@ -12,7 +12,7 @@ import {
   type Impersonation,
 } from '../../lib/index.js';
 import type { DemoKeys } from '../keys.js';
-import { API_RESOURCE, API_SCOPES, CLIENTS, type DemoSecrets } from '../seed.js';
+import { API_RESOURCE, API_SCOPES, CLIENTS, ORDERS_RESOURCE, ORDERS_SCOPES, type DemoSecrets } from '../seed.js';
 import type { DemoAccounts } from './accounts.js';
 import { logoutPage, providerErrorPage, signedOutPage } from './views.js';
 
@@ -158,6 +158,17 @@ export function providerConfiguration(settings: ProviderSettings): Configuration
         // Creates subject tokens only; named in approvals.breakGlassClients.
         impersonation_management_scope: impersonation.options.managementScope,
       },
+      {
+        client_id: CLIENTS.resourceApi,
+        client_name: 'Resource API (calls the orders service)',
+        client_secret: secrets.resourceApiClientSecret,
+        token_endpoint_auth_method: 'client_secret_basic',
+        grant_types: [TOKEN_EXCHANGE_GRANT],
+        response_types: [],
+        redirect_uris: [],
+        // Exchanges the tokens sent to the resource API for delegated ones (docs/token-exchange.md#delegation).
+        token_exchange_delegation: API_RESOURCE,
+      },
     ],
     scopes: ['openid', 'offline_access', 'profile'],
     claims: { openid: ['sub'], profile: ['name', 'roles'] },
@@ -213,6 +224,15 @@ export function providerConfiguration(settings: ProviderSettings): Configuration
               audience: API_RESOURCE,
               accessTokenFormat: 'jwt',
               accessTokenTTL: 600,
+              jwt: { sign: { alg: 'RS256' } },
+            };
+          }
+          if (resource === ORDERS_RESOURCE && client.clientId === CLIENTS.resourceApi) {
+            return {
+              scope: ORDERS_SCOPES.join(' '),
+              audience: ORDERS_RESOURCE,
+              accessTokenFormat: 'jwt',
+              accessTokenTTL: 300,
               jwt: { sign: { alg: 'RS256' } },
             };
           }

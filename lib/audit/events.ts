@@ -19,15 +19,18 @@ export const EVENTS = {
   approvalDenied: 'impersonation.approval.denied',
   approvalExpired: 'impersonation.approval.expired',
   breakGlassUsed: 'impersonation.break_glass.used',
+  delegationSucceeded: 'impersonation.delegation.succeeded',
+  delegationRefused: 'impersonation.delegation.refused',
 } as const;
 
 export type ImpersonationEventName = (typeof EVENTS)[keyof typeof EVENTS];
 
 /**
  * Why a session ended without a revocation: the actor signed out, the actor's
- * grant was revoked, or the customer ended the access grant that allowed it.
+ * grant was revoked, the customer ended the access grant that allowed it, or
+ * (for a delegation) the session its subject token belonged to was stopped.
  */
-export type EndReason = 'actor_logout' | 'actor_grant_revoked' | 'access_grant_ended';
+export type EndReason = 'actor_logout' | 'actor_grant_revoked' | 'access_grant_ended' | 'parent_session_stopped';
 
 /**
  * Every field an impersonation event may carry, each described once; which
@@ -74,6 +77,12 @@ interface EventFields {
   accessGrantId: string;
   /** The approval request (`apr_…`) made, answered or expired. */
   approvalRequestId: string;
+  /** A delegation's session (`imp_…`) whose subject token named this earlier session: stopping it stops this. */
+  parentSessionId: string;
+  /** A delegation: the subject token's type (`urn:ietf:params:oauth:token-type:access_token`, `…:jwt`, or a deployment's own). */
+  subjectTokenType: string;
+  /** A delegation: how many actors the issued token's `act` chain names (1 for a first delegation). */
+  depth: number;
 }
 
 /**
@@ -144,13 +153,39 @@ export interface ImpersonationEvents {
   'impersonation.session.revoked': EventOf<
     'impersonation.session.revoked',
     SessionFields | 'revokedBy',
-    'actor' | 'reason'
+    'actor' | 'reason' | 'parentSessionId'
   >;
   /** A session ended with the actor's sign-in, or with the access grant that allowed it. */
   'impersonation.session.ended': EventOf<
     'impersonation.session.ended',
     SessionFields | 'endReason',
-    'actor' | 'accessGrantId'
+    'actor' | 'accessGrantId' | 'parentSessionId'
+  >;
+  /**
+   * A delegated token was issued (RFC 8693 delegation, not impersonation):
+   * `actor` is who acts, `subjectTokenId` the non-secret name of the subject
+   * token, `parentSessionId` the session its subject token belonged to.
+   */
+  'impersonation.delegation.succeeded': EventOf<
+    'impersonation.delegation.succeeded',
+    | 'sessionId'
+    | 'subject'
+    | 'actor'
+    | 'clientId'
+    | 'resource'
+    | 'scope'
+    | 'subjectTokenId'
+    | 'subjectTokenType'
+    | 'accessTokenId'
+    | 'expiresAt'
+    | 'depth',
+    'parentSessionId'
+  >;
+  /** A delegation was refused; it names what was established when it stopped (nothing of a subject token not found). */
+  'impersonation.delegation.refused': EventOf<
+    'impersonation.delegation.refused',
+    'clientId' | 'error' | 'reason',
+    'subject' | 'actor' | 'resource' | 'scope' | 'subjectTokenId' | 'subjectTokenType' | 'parentSessionId' | 'depth'
   >;
   /** The revocation feed was read. */
   'impersonation.revocations.served': EventOf<'impersonation.revocations.served', 'count'>;

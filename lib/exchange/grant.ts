@@ -45,6 +45,8 @@ export interface GrantDependencies {
   claims: ExchangeClaims;
   /** Runs first: refuses an exchange through a provider mounted in a way the plugin cannot work in. */
   preflight?: (ctx: KoaContextWithOIDC) => void;
+  /** RFC 8693 delegation (lib/delegation), which takes the requests it handles before impersonation sees them. */
+  delegation?: { handles(ctx: KoaContextWithOIDC): boolean; handle(ctx: KoaContextWithOIDC): Promise<void> };
 }
 
 /**
@@ -159,6 +161,7 @@ export function createExchangeHandler(dependencies: GrantDependencies) {
   }
 
   return async function tokenExchangeHandler(ctx: KoaContextWithOIDC): Promise<void> {
+    if (dependencies.delegation?.handles(ctx)) return dependencies.delegation.handle(ctx);
     const progress: ExchangeProgress = {};
     let issued: Issued;
     try {

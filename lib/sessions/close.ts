@@ -25,6 +25,9 @@ export async function closeSession(
   auditLog: AuditSink | undefined,
 ): Promise<SessionRecord> {
   if (stateOf(record) !== 'active') return record;
+  // Delegations made from this session stop first: should one fail, this session is still
+  // active, and closing it again finds and finishes them.
+  await closeDelegations(provider, sessions, record, ctx, auditLog);
   if (record.grantId !== undefined) {
     await Promise.all([
       provider.AccessToken.revokeByGrantId(record.grantId),
@@ -41,6 +44,7 @@ export async function closeSession(
   if (!closedNow) return closed;
 
   const stopped = {
+    ...(record.parentSessionId === undefined ? {} : { parentSessionId: record.parentSessionId }),
     sessionId: record.id,
     subject: record.subject,
     ...(record.actor === undefined ? {} : { actor: record.actor }),
@@ -69,4 +73,23 @@ export async function closeSession(
   // The stop stands even when its record or its notification cannot be written (see record()).
   await recordEvent(provider, auditLog, event, ctx);
   return closed;
+}
+
+/** Every delegation whose subject token belonged to this session ends with it, and theirs with them. */
+async function closeDelegations(
+  provider: Provider,
+  sessions: SessionStore,
+  parent: SessionRecord,
+  ctx: Koa.Context | undefined,
+  auditLog: AuditSink | undefined,
+): Promise<void> {
+  const ids = await sessions.startedWith({ parentSessionId: parent.id });
+  await Promise.all(
+    ids.map(async (id) => {
+      const child = await sessions.find(id);
+      if (child && child.id !== parent.id) {
+        await closeSession(provider, sessions, child, { endReason: 'parent_session_stopped' }, ctx, auditLog);
+      }
+    }),
+  );
 }

@@ -36,6 +36,10 @@ export interface SessionRecord {
   accessGrantId?: string;
   /** Started without the customer's approval, by a client allowed to bypass it, for this reason. */
   breakGlass?: { reason: string };
+  /** `delegation` for a token issued by RFC 8693 delegation (lib/delegation); absent for an impersonation. */
+  type?: 'delegation';
+  /** A delegation whose subject token belonged to this session: stopping that session stops this one. */
+  parentSessionId?: string;
   createdAt: number;
   expiresAt: number;
   revoked?: { at: number; by: string; reason?: string };
@@ -60,6 +64,10 @@ export interface SessionView {
   endedAt?: string;
   endReason?: EndReason;
   accessGrantId?: string;
+  /** `delegation` for a delegated token's session, `impersonation` otherwise. */
+  type: 'impersonation' | 'delegation';
+  /** A delegation: the session its subject token belonged to. */
+  parentSessionId?: string;
   /** Present (true) for a break-glass session, which the customer sees marked as an emergency. */
   emergency?: true;
   emergencyReason?: string;
@@ -107,6 +115,8 @@ export function viewOf(record: SessionRecord): SessionView {
     createdAt: rfc3339(record.createdAt),
     expiresAt: rfc3339(record.expiresAt),
     state: stateOf(record),
+    type: record.type ?? 'impersonation',
+    ...(record.parentSessionId === undefined ? {} : { parentSessionId: record.parentSessionId }),
     ...(record.revoked
       ? {
           revokedAt: rfc3339(record.revoked.at),

@@ -33,6 +33,7 @@ const byActor = (actor: string) => `actor:${actor}`;
 const byActorGrant = (grantId: string) => `actor-grant:${grantId}`;
 const byActorSession = (uid: string) => `actor-session:${uid}`;
 const byAccessGrant = (grantId: string) => `access-grant:${grantId}`;
+const byParentSession = (sessionId: string) => `parent-session:${sessionId}`;
 
 export interface SessionFilter {
   subject?: string;
@@ -99,6 +100,11 @@ export class SessionStore {
   /** Whether the store is `database` (a trail's pool): its commit can then carry the trail's row. */
   sharesDatabase(database: object): boolean {
     return this.#adapter.sharesDatabase?.(database) ?? false;
+  }
+
+  /** Removes a delegation's session whose token was never handed out (its parent stopped meanwhile, a failed write). */
+  async discard(record: SessionRecord): Promise<void> {
+    await Promise.all([this.#adapter.destroy(record.id), this.#adapter.indexRemove(indexesOf(record), record.id)]);
   }
 
   /**
@@ -176,8 +182,8 @@ export class SessionStore {
 
   /**
    * Sessions started with an actor token of this Grant, or of this
-   * oidc-provider session, or under this customer's access grant, whose
-   * tokens have not expired.
+   * oidc-provider session, or under this customer's access grant, or
+   * delegated from this session, whose tokens have not expired.
    */
   async startedWith(origin: Origin): Promise<string[]> {
     const index = indexOf(origin);
@@ -192,12 +198,14 @@ export class SessionStore {
   }
 }
 
-/** What a session was started from, whose end ends it: the actor token's Grant or sign-in, the customer's access grant. */
-export type Origin = { grantId: string } | { sessionUid: string } | { accessGrantId: string };
+/** What a session was started from, whose end ends it: the actor token's Grant or sign-in, the customer's access grant, the session it delegates from. */
+export type Origin =
+  { grantId: string } | { sessionUid: string } | { accessGrantId: string } | { parentSessionId: string };
 
 function indexOf(origin: Origin): string {
   if ('grantId' in origin) return byActorGrant(origin.grantId);
   if ('sessionUid' in origin) return byActorSession(origin.sessionUid);
+  if ('parentSessionId' in origin) return byParentSession(origin.parentSessionId);
   return byAccessGrant(origin.accessGrantId);
 }
 
@@ -211,6 +219,7 @@ function originsOf(record: SessionRecord): Origin[] {
     ...(record.actorGrantId === undefined ? [] : [{ grantId: record.actorGrantId }]),
     ...(record.actorSessionUid === undefined ? [] : [{ sessionUid: record.actorSessionUid }]),
     ...(record.accessGrantId === undefined ? [] : [{ accessGrantId: record.accessGrantId }]),
+    ...(record.parentSessionId === undefined ? [] : [{ parentSessionId: record.parentSessionId }]),
   ];
 }
 

@@ -1,0 +1,75 @@
+import type { KoaContextWithOIDC } from 'oidc-provider';
+import { verifyAccessToken, type VerifiedAccessToken } from '../access-token.js';
+import { invalidRequest } from '../errors.js';
+import type { DpopProof } from '../provider-internals.js';
+import type { VerifiedSubject } from './subject.js';
+
+/** Who acts: the claim that goes on top of the `act` chain, and its name for the session and the policy. */
+export interface DelegationActor {
+  sub: string;
+  claim: Record<string, unknown>;
+}
+
+export interface ActorProof {
+  actorClients: ReadonlySet<string>;
+  dpop: DpopProof | undefined;
+  certificateThumbprint: string | undefined;
+}
+
+/**
+ * The actor is the authenticated client, or the party an actor token of this
+ * provider names (a user, or a client's own client-credentials token). The
+ * actor token must have been issued to the client that sends it, or to one of
+ * `actorClients`, and a sender-constrained one counts only with its proof.
+ * Either way `act.client_id` names the client that made the exchange.
+ */
+export async function delegationActor(
+  ctx: KoaContextWithOIDC,
+  actorToken: string | undefined,
+  proof: ActorProof,
+): Promise<DelegationActor> {
+  const clientId = ctx.oidc.client!.clientId;
+  if (actorToken === undefined) return { sub: clientId, claim: { sub: clientId, client_id: clientId } };
+  const provider = ctx.oidc.provider;
+  const token =
+    (await verifyAccessToken(provider, actorToken, 'AccessToken')) ??
+    (await verifyAccessToken(provider, actorToken, 'ClientCredentials'));
+  if (!token) throw invalidRequest('actor_token is invalid, expired, revoked or not issued by this server');
+  if (token.clientId !== clientId && !proof.actorClients.has(token.clientId)) {
+    throw invalidRequest('actor_token was issued to a client whose tokens are not accepted as actor tokens here');
+  }
+  checkSenderConstraint('actor_token', token.cnf, proof);
+  return { sub: token.sub, claim: { sub: token.sub, client_id: clientId } };
+}
+
+/** A DPoP- or certificate-bound token presented as a bare string would be a stolen copy turned back into a bearer one. */
+export function checkSenderConstraint(name: string, cnf: VerifiedAccessToken['cnf'], proof: ActorProof): void {
+  if (cnf?.jkt && cnf.jkt !== proof.dpop?.thumbprint) {
+    throw invalidRequest(`${name} is DPoP-bound; the request must carry a DPoP proof of the same key`);
+  }
+  if (cnf?.['x5t#S256'] && cnf['x5t#S256'] !== proof.certificateThumbprint) {
+    throw invalidRequest(`${name} is certificate-bound; the request must use the same client certificate`);
+  }
+}
+
+/**
+ * RFC 8693 4.4: a subject token that names who may act refuses anyone else.
+ * Each member it has must match: `sub` the actor, `client_id` the client,
+ * `iss` this issuer. A `may_act` that names neither an actor nor a client
+ * allows no one.
+ */
+export function checkMayAct(ctx: KoaContextWithOIDC, subject: VerifiedSubject, actor: DelegationActor): void {
+  const mayAct = subject.mayAct;
+  if (mayAct === undefined) return;
+  const { sub, client_id: clientId, iss } = mayAct;
+  if (sub === undefined && clientId === undefined) {
+    throw invalidRequest('subject_token has a may_act claim that names no actor');
+  }
+  if (
+    (sub !== undefined && sub !== actor.sub) ||
+    (clientId !== undefined && clientId !== ctx.oidc.client!.clientId) ||
+    (iss !== undefined && iss !== ctx.oidc.provider.issuer)
+  ) {
+    throw invalidRequest('the subject_token may_act claim does not allow this actor');
+  }
+}

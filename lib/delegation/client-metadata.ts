@@ -1,0 +1,66 @@
+import type { ClientMetadata, Configuration, KoaContextWithOIDC } from 'oidc-provider';
+import { invalidClientMetadata, invalidOption } from '../errors.js';
+
+/**
+ * The client metadata property that allows a client delegation: the
+ * space-separated resource indicators (the APIs this client runs) whose
+ * access tokens it may exchange for a delegated one. A client may always
+ * exchange tokens issued to itself; without the property it may not
+ * delegate at all.
+ */
+export const DELEGATION_METADATA = 'token_exchange_delegation';
+
+const TOKEN_EXCHANGE_GRANT = 'urn:ietf:params:oauth:grant-type:token-exchange';
+
+type ExtraClientMetadata = NonNullable<Configuration['extraClientMetadata']>;
+
+/** Adds the property to the deployment's metadata (after the management one), keeping its validator for the rest. */
+export function withDelegationMetadata(own: ExtraClientMetadata): ExtraClientMetadata {
+  const properties = own.properties ?? [];
+  if (properties.filter((name) => name === DELEGATION_METADATA).length) {
+    throw invalidOption(
+      'impersonation.configure',
+      'extraClientMetadata.properties',
+      `must not list ${DELEGATION_METADATA}: the plugin declares it`,
+    );
+  }
+  const ownValidator = own.validator;
+  return {
+    ...own,
+    properties: [...properties, DELEGATION_METADATA],
+    validator(ctx: KoaContextWithOIDC | undefined, key: string, value: unknown, metadata: ClientMetadata) {
+      if (key !== DELEGATION_METADATA) return ownValidator?.(ctx, key, value, metadata);
+      if (value === undefined) return undefined;
+      // Like the Management API scopes: a deployment's decision, never a client's own.
+      if (SELF_SERVICE_ROUTES.has(String(ctx?.oidc?.route))) {
+        throw invalidClientMetadata(`${DELEGATION_METADATA} cannot be set through client registration`);
+      }
+      checkDelegationMetadata(metadata);
+      return undefined;
+    },
+  };
+}
+
+const SELF_SERVICE_ROUTES: ReadonlySet<string> = new Set(['registration', 'client_update']);
+
+function checkDelegationMetadata(metadata: ClientMetadata): void {
+  const value = metadata[DELEGATION_METADATA];
+  const names = typeof value === 'string' ? value.split(' ').filter(Boolean) : undefined;
+  if (names === undefined || names.some((name) => !URL.canParse(name))) {
+    throw invalidClientMetadata(`${DELEGATION_METADATA} must be a space-separated list of resource indicators`);
+  }
+  if (!Array.isArray(metadata.grant_types) || !metadata.grant_types.includes(TOKEN_EXCHANGE_GRANT)) {
+    throw invalidClientMetadata(`${DELEGATION_METADATA} needs the ${TOKEN_EXCHANGE_GRANT} grant type`);
+  }
+  // A delegated token says which client acts: a client that cannot prove it is that client may not get one.
+  if (metadata.token_endpoint_auth_method === 'none') {
+    throw invalidClientMetadata(`${DELEGATION_METADATA} needs a client that authenticates at the token endpoint`);
+  }
+  metadata[DELEGATION_METADATA] = [...new Set(names)].join(' ');
+}
+
+/** The resources whose tokens a client may exchange as a delegate; `undefined` when it may not delegate. */
+export function delegationResourcesOf(client: { metadata(): ClientMetadata }): ReadonlySet<string> | undefined {
+  const value = client.metadata()[DELEGATION_METADATA];
+  return typeof value === 'string' ? new Set(value.split(' ').filter(Boolean)) : undefined;
+}

@@ -1,0 +1,87 @@
+import type { KoaContextWithOIDC } from 'oidc-provider';
+import { EVENTS, emit, type ImpersonationEvent } from '../audit/events.js';
+import { record as recordEvent } from '../audit/record.js';
+import type { AuditSink } from '../audit/sink.js';
+import { RefusalBudget } from '../exchange/refusals.js';
+import type { SessionRecord } from '../sessions/record.js';
+import { storableText } from '../storable-text.js';
+
+/** What a delegation has established so far; its events are built from this alone. */
+export interface DelegationProgress {
+  subjectTokenType?: string;
+  /** The non-secret name of the subject token, once verified. */
+  subjectTokenId?: string;
+  subjectExpiresAt?: number;
+  subject?: string;
+  actor?: string;
+  resource?: string;
+  scope?: readonly string[];
+  parentSessionId?: string;
+  depth?: number;
+}
+
+export type DelegationSucceeded = ImpersonationEvent<typeof EVENTS.delegationSucceeded>;
+
+export function delegationSucceeded(
+  session: SessionRecord,
+  subjectTokenType: string,
+  depth: number,
+): DelegationSucceeded {
+  const event: DelegationSucceeded = {
+    name: EVENTS.delegationSucceeded,
+    sessionId: session.id,
+    subject: session.subject,
+    actor: session.actor!,
+    clientId: session.clientId,
+    resource: session.resource,
+    scope: session.scope.join(' '),
+    subjectTokenId: session.subjectTokenId,
+    subjectTokenType: storableText(subjectTokenType),
+    accessTokenId: session.accessTokenId,
+    expiresAt: session.expiresAt,
+    depth,
+  };
+  if (session.parentSessionId !== undefined) event.parentSessionId = session.parentSessionId;
+  return event;
+}
+
+/**
+ * Refusals go to listeners always, and to the trail only once the subject
+ * token was verified: a token this provider issued (or a deployment's
+ * resolver vouched for), so what anyone can make the trail hold is bounded
+ * by what was issued, a few rows per token (see lib/exchange/refusals.ts).
+ */
+export class DelegationReport {
+  readonly #auditLog: AuditSink | undefined;
+  readonly #refusals = new RefusalBudget();
+
+  constructor(auditLog: AuditSink | undefined) {
+    this.#auditLog = auditLog;
+  }
+
+  succeeded(ctx: KoaContextWithOIDC, event: DelegationSucceeded): void {
+    emit(ctx.oidc.provider, event, ctx);
+  }
+
+  async refused(ctx: KoaContextWithOIDC, progress: DelegationProgress, error: unknown): Promise<void> {
+    const described = error as { error?: string; error_description?: string };
+    const event: ImpersonationEvent<typeof EVENTS.delegationRefused> = {
+      name: EVENTS.delegationRefused,
+      clientId: ctx.oidc.client!.clientId,
+      error: described.error ?? 'server_error',
+      reason: storableText(described.error_description ?? 'internal error'),
+    };
+    if (progress.subjectTokenType !== undefined) event.subjectTokenType = storableText(progress.subjectTokenType);
+    if (progress.subjectTokenId !== undefined) event.subjectTokenId = progress.subjectTokenId;
+    if (progress.subject !== undefined) event.subject = progress.subject;
+    if (progress.actor !== undefined) event.actor = progress.actor;
+    if (progress.resource !== undefined) event.resource = progress.resource;
+    if (progress.scope !== undefined) event.scope = progress.scope.join(' ');
+    if (progress.parentSessionId !== undefined) event.parentSessionId = progress.parentSessionId;
+    if (progress.depth !== undefined) event.depth = progress.depth;
+    const recorded =
+      progress.subjectTokenId !== undefined &&
+      this.#refusals.take(progress.subjectTokenId, (progress.subjectExpiresAt ?? 0) * 1000);
+    await recordEvent(ctx.oidc.provider, recorded ? this.#auditLog : undefined, event, ctx);
+  }
+}

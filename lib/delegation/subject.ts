@@ -1,0 +1,95 @@
+import type { KoaContextWithOIDC } from 'oidc-provider';
+import { publicTokenId, verifyAccessToken, type VerifiedAccessToken } from '../access-token.js';
+import { invalidCall, invalidRequest } from '../errors.js';
+import { isStorableText } from '../storable-text.js';
+import type { DelegationSubject, ResolvedDelegationOptions } from './options.js';
+import { ACCESS_TOKEN_TYPE, JWT_TOKEN_TYPE } from './request.js';
+
+/** The subject as established, with what only the provider's own tokens tell. */
+export interface VerifiedSubject extends DelegationSubject {
+  /** The session (`imp_…`) the token belongs to: an impersonation's, or an earlier delegation's. */
+  sessionId?: string | undefined;
+  /** Sender constraint of the subject token, which the request must prove too. */
+  cnf?: VerifiedAccessToken['cnf'];
+}
+
+const INVALID = 'subject_token is invalid, expired, revoked or not issued by this server';
+
+/**
+ * The subject token, verified as its type says: an access token of this
+ * provider (opaque, looked up and honoured as oidc-provider's userinfo would
+ * honour it, or a JWT checked against the provider's keys and issuer); a JWT
+ * of this issuer; or a type of the deployment's own, by its resolver. The
+ * same checks follow for all of them.
+ */
+export async function verifySubjectToken(
+  ctx: KoaContextWithOIDC,
+  value: string,
+  type: string,
+  options: ResolvedDelegationOptions,
+): Promise<VerifiedSubject> {
+  if (type === ACCESS_TOKEN_TYPE || type === JWT_TOKEN_TYPE) {
+    if (type === JWT_TOKEN_TYPE && value.split('.').length !== 3) throw invalidRequest('subject_token is not a JWT');
+    const token = await verifyAccessToken(ctx.oidc.provider, value, 'AccessToken');
+    if (!token) throw invalidRequest(INVALID);
+    return fromAccessToken(token);
+  }
+  const resolver = options.subjectTokenTypes.get(type);
+  if (!resolver) throw invalidRequest('unsupported subject_token_type');
+  const subject = await resolver({ token: value, tokenType: type, clientId: ctx.oidc.client!.clientId });
+  if (subject === undefined) throw invalidRequest(INVALID);
+  return checkedSubject(subject);
+}
+
+function fromAccessToken(token: VerifiedAccessToken): VerifiedSubject {
+  return {
+    id: publicTokenId(token.format, token.jti),
+    sub: token.sub,
+    scope: [...token.scopes],
+    exp: token.exp,
+    clientId: token.clientId,
+    audience: token.audience,
+    ...(token.act ? { act: token.act } : {}),
+    ...(token.mayAct ? { mayAct: token.mayAct } : {}),
+    ...(token.impersonationSession === undefined ? {} : { sessionId: token.impersonationSession }),
+    ...(token.cnf ? { cnf: token.cnf } : {}),
+  };
+}
+
+/** What a deployment's resolver returns is checked as closely as our own tokens are. */
+function checkedSubject(subject: DelegationSubject): VerifiedSubject {
+  const strings = (value: unknown) => Array.isArray(value) && value.every((entry) => typeof entry === 'string');
+  const objectOrAbsent = (value: unknown) =>
+    value === undefined || (typeof value === 'object' && value !== null && !Array.isArray(value));
+  if (
+    typeof subject !== 'object' ||
+    subject === null ||
+    typeof subject.id !== 'string' ||
+    !subject.id ||
+    !isStorableText(subject.id) ||
+    typeof subject.sub !== 'string' ||
+    !subject.sub ||
+    !isStorableText(subject.sub) ||
+    !strings(subject.scope) ||
+    !Number.isSafeInteger(subject.exp) ||
+    (subject.clientId !== undefined && typeof subject.clientId !== 'string') ||
+    (subject.audience !== undefined && !strings(subject.audience)) ||
+    !objectOrAbsent(subject.act) ||
+    !objectOrAbsent(subject.mayAct)
+  ) {
+    throw invalidCall(
+      'delegation.subjectTokenTypes',
+      'a resolver returned a subject of the wrong shape: { id, sub, scope, exp } are required',
+    );
+  }
+  return {
+    id: subject.id,
+    sub: subject.sub,
+    scope: [...subject.scope],
+    exp: subject.exp,
+    ...(subject.clientId === undefined ? {} : { clientId: subject.clientId }),
+    ...(subject.audience === undefined ? {} : { audience: [...subject.audience] }),
+    ...(subject.act === undefined ? {} : { act: structuredClone(subject.act) }),
+    ...(subject.mayAct === undefined ? {} : { mayAct: structuredClone(subject.mayAct) }),
+  };
+}
