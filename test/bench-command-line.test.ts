@@ -8,18 +8,19 @@ function picked(...argv: string[]): string[] {
 }
 
 describe('bench command line', () => {
-  it('--smoke alone runs the five smoke configurations, as CI runs it, the standing grant on memory only', () => {
+  it('--smoke alone runs the six smoke configurations, as CI runs it, the standing grant on memory only', () => {
     expect(picked('--smoke')).to.deep.equal([
       'memory · deployment · standing grant',
       'redis',
       'postgres',
       'memory+pg-audit',
+      'postgres+pg-audit',
       'memory · webhooks',
     ]);
   });
 
   it('a full run measures each store plain (with its webhook twin), as a deployment, and with a standing grant', () => {
-    const stores = ['memory', 'redis', 'postgres', 'memory+pg-audit'];
+    const stores = ['memory', 'redis', 'postgres', 'memory+pg-audit', 'postgres+pg-audit'];
     expect(picked()).to.deep.equal([
       'memory',
       'memory · webhooks',
@@ -28,6 +29,7 @@ describe('bench command line', () => {
       'postgres',
       'postgres · webhooks',
       'memory+pg-audit',
+      'postgres+pg-audit',
       ...stores.map((store) => `${store} · deployment`),
       ...stores.map((store) => `${store} · deployment · standing grant`),
     ]);
@@ -56,6 +58,7 @@ describe('bench command line', () => {
       'redis · deployment · standing grant',
       'postgres · deployment · standing grant',
       'memory+pg-audit · deployment · standing grant',
+      'postgres+pg-audit · deployment · standing grant',
     ]);
   });
 
@@ -77,8 +80,11 @@ describe('bench command line', () => {
   it('--smoke --audit-only runs the audit log alone, with no webhook twin', () => {
     expect(picked('--smoke', '--audit-only')).to.deep.equal([
       'memory+pg-audit',
+      'postgres+pg-audit',
       'memory+pg-audit · deployment',
+      'postgres+pg-audit · deployment',
       'memory+pg-audit · deployment · standing grant',
+      'postgres+pg-audit · deployment · standing grant',
     ]);
   });
 
@@ -91,6 +97,7 @@ describe('bench command line', () => {
       'postgres',
       'postgres · webhooks',
       'memory+pg-audit',
+      'postgres+pg-audit',
     ]);
   });
 
@@ -100,6 +107,7 @@ describe('bench command line', () => {
       'redis',
       'postgres',
       'memory+pg-audit',
+      'postgres+pg-audit',
     ]);
     const webhooks = parseSettings(['--memory-only'], {}).configurations.find((c) => c.webhooks);
     expect(webhooks).to.deep.include({
