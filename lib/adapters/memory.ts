@@ -32,7 +32,7 @@ export interface MemoryAdapterOptions {
   /** Bounds of single models, by model name: `{ Interaction: 10_000 }`. */
   limits?: Record<string, number> | undefined;
   /**
-   * Models kept besides the built-in ones (`SubjectToken`, `ReplayDetection`, `ImpersonationSession`, `ImpersonationApproval`)
+   * Models kept besides the built-in ones (`SubjectToken`, `ReplayDetection`, `ImpersonationSession`, `ImpersonationApproval`, `ImpersonationSsf`)
    * whose unexpired entries are never evicted: when such a model is full,
    * storing one more fails instead of forgetting an older one.
    */
@@ -71,7 +71,13 @@ const DEFAULT_MAX = 100_000;
  * forgotten is a support engineer locked out; a forgotten replay entry lets a
  * DPoP proof or client assertion be used twice.
  */
-const ALWAYS_PROTECTED = ['SubjectToken', 'ReplayDetection', 'ImpersonationSession', 'ImpersonationApproval'];
+const ALWAYS_PROTECTED = [
+  'SubjectToken',
+  'ReplayDetection',
+  'ImpersonationSession',
+  'ImpersonationApproval',
+  'ImpersonationSsf',
+];
 
 /** How often a model's expired entries are swept out, at most: on a write, never by a timer. */
 const PURGE_INTERVAL_MS = 5000;

@@ -136,7 +136,8 @@ const LIVE = '(expires_at IS NULL OR expires_at > now())';
 export interface CommitExtras {
   /**
    * A trail in the same database: its rows are appended by its SQL function
-   * ($12 its argument), called once per row `redeemed` returns, so never for
+   * ($12 its argument), called in the select list of a query over `redeemed`
+   * (so by construction, whatever the plan, once per row it returns), never for
    * an exchange that does not commit.
    */
   appendFunction?: string | undefined;
@@ -152,17 +153,21 @@ export function commitWith(names: StoreNames, extras: CommitExtras): Statement {
 }
 
 // One exchange in one statement, hence one transaction. The guards ($10, entries of model $4)
-// are upserted first: the upsert takes their row locks and reads their latest version, so a
-// mark that ended one ($11 is the guards' lifetime, ms) is either seen here, or waits for
-// this statement and then finds its session listed. Unless a guard has ended, the
-// consumption of ($1, $2) decides, and the entry ($4, $5) and its index members (names $9)
-// are written only from the row it returns; a caller that waited for the row's lock finds
-// it consumed and writes nothing. $7 is the entry's lifetime in milliseconds, $8 the
-// members' expiry.
+// are read under a shared row lock (FOR SHARE, in the order of their ids): exchanges never
+// wait for each other on them, while a mark that ends one (an upsert, hence an exclusive lock)
+// either came first and is read here in its latest version, or waits for this statement and
+// then finds its session listed. A guard with no row yet is created here ($11 is its lifetime,
+// ms), which a mark then waits for too. One created by another statement meanwhile is neither
+// created nor seen: the statement then commits nothing and answers `unsettled`, and is sent
+// again. Unless a guard has ended, the consumption of ($1, $2) decides, and the entry ($4, $5)
+// and its index members (names $9) are written only from the row it returns; a caller that
+// waited for the row's lock finds it consumed and writes nothing. $7 is the entry's lifetime
+// in milliseconds, $8 the members' expiry.
 function commitText({ entries, indexes }: StoreNames, { appendFunction, outbox }: CommitExtras): string {
   const journal = appendFunction
     ? `,
-      journaled AS (SELECT j.seq, j.hash FROM redeemed CROSS JOIN LATERAL ${appendFunction}($12::jsonb) AS j)`
+      journaled AS (SELECT (r.j).seq AS seq, (r.j).hash AS hash
+        FROM (SELECT ${appendFunction}($12::jsonb) AS j FROM redeemed) AS r)`
     : '';
   const journaled = appendFunction
     ? `(SELECT json_agg(json_build_object('seq', seq::text, 'hash', hash) ORDER BY seq) FROM journaled)`
@@ -171,16 +176,22 @@ function commitText({ entries, indexes }: StoreNames, { appendFunction, outbox }
     ? `,\n      ${appendCtes(outbox, appendFunction ? 13 : 12, 'EXISTS (SELECT 1 FROM redeemed)')}`
     : '';
   const dropped = outbox ? '(SELECT json_agg(subscription) FROM refused)' : 'NULL::json';
-  return `WITH guards AS (
-        INSERT INTO ${entries} AS e (model, id, payload, expires_at)
+  return `WITH created AS (
+        INSERT INTO ${entries} (model, id, payload, expires_at)
         SELECT $4, g.id, json_build_object('kind', '${GUARD_KIND}'), now() + $11::float8 * interval '1 millisecond'
-        FROM unnest($10::text[]) AS g(id)
-        ON CONFLICT (model, id) DO UPDATE SET expires_at = GREATEST(e.expires_at, EXCLUDED.expires_at)
-        RETURNING e.id, e.payload),
-      ended AS (SELECT id FROM guards WHERE payload->>'ended' IS NOT NULL ORDER BY id LIMIT 1),
+        FROM unnest($10::text[]) AS g(id) ORDER BY g.id COLLATE "C"
+        ON CONFLICT (model, id) DO NOTHING
+        RETURNING id),
+      locked AS (
+        SELECT id, payload FROM ${entries} WHERE model = $4 AND id = ANY($10::text[]) ORDER BY id FOR SHARE),
+      unsettled AS (
+        SELECT g.id FROM unnest($10::text[]) AS g(id)
+        WHERE g.id NOT IN (SELECT id FROM created) AND g.id NOT IN (SELECT id FROM locked)),
+      ended AS (SELECT id FROM locked WHERE payload->>'ended' IS NOT NULL ORDER BY id LIMIT 1),
       redeemed AS (
         UPDATE ${entries} SET consumed = $3
-        WHERE model = $1 AND id = $2 AND consumed IS NULL AND ${LIVE} AND NOT EXISTS (SELECT 1 FROM ended)
+        WHERE model = $1 AND id = $2 AND consumed IS NULL AND ${LIVE}
+          AND NOT EXISTS (SELECT 1 FROM ended) AND NOT EXISTS (SELECT 1 FROM unsettled)
         RETURNING 1),
       written AS (
         INSERT INTO ${entries} (model, id, payload, consumed, grant_id, uid, user_code, expires_at)
@@ -192,7 +203,7 @@ function commitText({ entries, indexes }: StoreNames, { appendFunction, outbox }
         SELECT $4, name, $5, $8::bigint FROM redeemed CROSS JOIN unnest($9::text[]) AS name
         ON CONFLICT (model, name, member) DO UPDATE SET expires_at = EXCLUDED.expires_at)${journal}${notes}
       SELECT (SELECT count(*) FROM redeemed)::int AS committed, (SELECT id FROM ended) AS guard,
-        ${journaled} AS journaled, ${dropped} AS dropped`;
+        (SELECT count(*) FROM unsettled)::int AS unsettled, ${journaled} AS journaled, ${dropped} AS dropped`;
 }
 
 export function storeStatements(names: StoreNames): Record<StatementName, Statement> {

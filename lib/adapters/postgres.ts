@@ -104,6 +104,19 @@ type Row = { payload: AdapterPayload; consumed: unknown };
  */
 const GUARD_LIFETIME_MS = 10 * 60 * 1000;
 
+/** The commit statement's answer. */
+interface CommitRow {
+  committed: number;
+  guard: string | null;
+  /** Guards created by another statement since this one began: nothing was committed, it is sent again. */
+  unsettled: number;
+  journaled: Array<{ seq: string; hash: string }> | null;
+  dropped: string[] | null;
+}
+
+/** Times a commit is sent while its guards are being created by other statements. */
+const MAX_COMMIT_ATTEMPTS = 3;
+
 /** Most operations one batched statement carries. */
 const MAX_BATCH = 256;
 /** The longest lifetime stored, in ms (about 300 years): a longer one would overflow PostgreSQL's interval and fail its whole batch. */
@@ -263,7 +276,10 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
 
   const entryWrites = new StatementBatch<EntryWrite, void>(
     async (items) => {
-      const rows = lastByKey(items, (item) => `${item.model}\u0000${item.id}`);
+      // Locked in key order, as the consumptions and the commit's guards lock theirs: never a cycle.
+      const rows = lastByKey(items, (item) => `${item.model}\u0000${item.id}`).sort((a, b) =>
+        a.model === b.model ? (a.id < b.id ? -1 : a.id > b.id ? 1 : 0) : a.model < b.model ? -1 : 1,
+      );
       const column = <Key extends keyof EntryWrite>(key: Key) => rows.map((row) => row[key]);
       await run(
         statements.upsertMany,
@@ -480,31 +496,31 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
       if (notifying) await outboxReady();
       const { consumed: _consumed, ...stored } = write.payload;
       const guardIds = guards.map(keyOf);
-      const { rows } = await run(
-        commitStatement(journal?.appendFunction, notifying),
-        [
-          consume.model,
-          keyOf(consume.id),
-          String(Math.floor(Date.now() / 1000)),
-          write.model,
-          keyOf(write.id),
-          JSON.stringify(stored),
-          lifetime,
-          Math.round(expiresAt),
-          indexes.map(keyOf),
-          guardIds,
-          GUARD_LIFETIME_MS,
-          ...(journal ? [journal.rows] : []),
-          ...(notifying ? appendValues(notes.entries, notes.maxPending, notes.now) : []),
-        ],
-        'commitOnce',
-      );
-      const { committed, guard, journaled, dropped } = rows[0] as {
-        committed: number;
-        guard: string | null;
-        journaled: Array<{ seq: string; hash: string }> | null;
-        dropped: string[] | null;
-      };
+      const values = [
+        consume.model,
+        keyOf(consume.id),
+        String(Math.floor(Date.now() / 1000)),
+        write.model,
+        keyOf(write.id),
+        JSON.stringify(stored),
+        lifetime,
+        Math.round(expiresAt),
+        indexes.map(keyOf),
+        guardIds,
+        GUARD_LIFETIME_MS,
+        ...(journal ? [journal.rows] : []),
+        ...(notifying ? appendValues(notes.entries, notes.maxPending, notes.now) : []),
+      ];
+      const statement = commitStatement(journal?.appendFunction, notifying);
+      let answer: CommitRow;
+      // A guard row another statement created meanwhile is not seen by this one: sent again, it is.
+      for (let attempt = 1; ; attempt += 1) {
+        answer = (await run(statement, values, 'commitOnce')).rows[0] as CommitRow;
+        if (answer.unsettled === 0 || answer.guard !== null || answer.committed === 1) break;
+        if (attempt === MAX_COMMIT_ATTEMPTS)
+          throw unavailable('the exchange could not be committed: its guards kept changing');
+      }
+      const { committed, guard, journaled, dropped } = answer;
       if (guard !== null) return { outcome: 'guarded', guard: guards[guardIds.indexOf(guard)] ?? guard };
       if (committed !== 1) return { outcome: 'consumed' };
       return {

@@ -61,6 +61,15 @@ function checkDelegationMetadata(metadata: ClientMetadata): void {
 
 /** The resources whose tokens a client may exchange as a delegate; `undefined` when it may not delegate. */
 export function delegationResourcesOf(client: { metadata(): ClientMetadata }): ReadonlySet<string> | undefined {
-  const value = client.metadata()[DELEGATION_METADATA];
-  return typeof value === 'string' ? new Set(value.split(' ').filter(Boolean)) : undefined;
+  // Read once per client object: `metadata()` rebuilds every field, and every token-exchange
+  // request asks. oidc-provider builds a new object when a client's metadata changes.
+  let resources = resourcesByClient.get(client);
+  if (resources === undefined) {
+    const value = client.metadata()[DELEGATION_METADATA];
+    resources = typeof value === 'string' ? new Set(value.split(' ').filter(Boolean)) : null;
+    resourcesByClient.set(client, resources);
+  }
+  return resources ?? undefined;
 }
+
+const resourcesByClient = new WeakMap<object, ReadonlySet<string> | null>();

@@ -36,8 +36,10 @@ export async function issueDelegated(
   session.accessTokenId = publicTokenId(token.format, jti);
   try {
     const value = await save(provider, token, session, sessions);
+    // Read once the session is listed: a stop whose lookup of delegations came before the listing
+    // marked the parent ended first (see closeSession), so the mark is seen here.
     await Promise.all([
-      session.parentSessionId === undefined ? undefined : confirmActive(sessions, session.parentSessionId),
+      session.parentSessionId === undefined ? undefined : confirmActive(sessions, session.parentSessionId, true),
       auditLog?.append(EVENTS.delegationSucceeded, Object.freeze(event())),
     ]);
     return value;
@@ -47,10 +49,17 @@ export async function issueDelegated(
   }
 }
 
-/** The session a subject token names must still be active: a stopped impersonation delegates nothing. */
-export async function confirmActive(sessions: SessionStore, id: string): Promise<void> {
-  const parent = await sessions.find(id);
-  if (!parent || stateOf(parent) !== 'active') {
+/**
+ * The session a subject token names must still be active: a stopped
+ * impersonation delegates nothing. With `orMarked`, read once the delegation
+ * is listed, its stop's mark counts too, though its record may not say so yet.
+ */
+export async function confirmActive(sessions: SessionStore, id: string, orMarked = false): Promise<void> {
+  const [parent, marked] = await Promise.all([
+    sessions.find(id),
+    orMarked ? sessions.hasEnded({ parentSessionId: id }) : false,
+  ]);
+  if (!parent || stateOf(parent) !== 'active' || marked) {
     throw invalidRequest('subject_token belongs to a session that was stopped');
   }
 }

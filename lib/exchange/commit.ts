@@ -8,6 +8,7 @@ import type { ResolvedOptions } from '../options.js';
 import { assignTokenId, newBackingGrant } from '../provider-internals.js';
 import type { SessionRecord } from '../sessions/record.js';
 import type { SessionStore } from '../sessions/store.js';
+import type { CommitOutcome } from '../adapters/contract.js';
 import { SUBJECT_TOKEN_MODEL } from '../subject-tokens/store.js';
 import { notificationOf } from '../webhooks/notify.js';
 
@@ -59,7 +60,11 @@ export async function commit(
   // otherwise appended first (group commit).
   const journal = journalOf(options.auditLog);
   const inCommit = journal !== undefined && sessions.sharesDatabase(journal.database);
+  // The notifications go in the commit too: none for an exchange that does not happen, and
+  // no token without its notifications.
+  const notification = notificationOf(provider, event());
   let value: string;
+  let committed: CommitOutcome & { outcome: 'committed' };
   try {
     // The record of the issuance is durable before the subject token is
     // redeemed, or with it: a trail that cannot be written stops the exchange
@@ -74,10 +79,7 @@ export async function commit(
     // Checked last before the commit: an exchange that ran past the deadline may have read an
     // origin whose end mark is gone already.
     if (Date.now() - startedAt > EXCHANGE_DEADLINE_MS) throw exchangeTooSlow(EXCHANGE_DEADLINE_MS);
-    // The notifications go in the commit too: none for an exchange that does not happen, and
-    // no token without its notifications.
-    const notification = notificationOf(provider, event());
-    const committed = await sessions.commit(
+    const outcome = await sessions.commit(
       session,
       { model: SUBJECT_TOKEN_MODEL, id: subjectTokenKey },
       {
@@ -92,20 +94,27 @@ export async function commit(
         ...(notification ? { outbox: notification } : {}),
       },
     );
-    if (committed.outcome === 'consumed') throw invalidRequest('subject_token was already used');
-    if (committed.outcome === 'guarded') {
-      throw committed.guard.startsWith('ended:access-grant:')
+    if (outcome.outcome === 'consumed') throw invalidRequest('subject_token was already used');
+    if (outcome.outcome === 'guarded') {
+      throw outcome.guard.startsWith('ended:access-grant:')
         ? invalidGrant("the customer's access grant ended")
         : invalidRequest('actor_token was revoked, or its sign-in ended, during the exchange');
     }
-    notification?.dropped(committed.dropped ?? []);
-    if (inCommit) {
-      successRecorded();
-      await journal.committed(committed.journaled ?? []);
-    }
+    committed = outcome;
   } catch (error) {
     await withdraw(provider, token, session);
     throw error;
+  }
+  // Committed: from here on nothing may fail the exchange, whose token is its own now.
+  if (inCommit) {
+    successRecorded();
+    await journal.committed(committed.journaled ?? []);
+  }
+  try {
+    notification?.dropped(committed.dropped ?? []);
+  } catch (error) {
+    // A listener of the drop event threw: reported as any error of the provider's app.
+    (provider as unknown as NodeJS.EventEmitter).emit('error', error, ctx);
   }
   return value;
 }

@@ -23,9 +23,11 @@ export function endWithActor(provider: Provider, sessions: SessionStore, auditLo
     report(endAll(provider, sessions, auditLog, { grantId }, reason, ctx), ctx);
   });
 
-  emitter.on('session.destroyed', (session: { uid?: unknown }) => {
+  emitter.on('session.destroyed', (session: { uid?: unknown; accountId?: unknown }) => {
     const { uid } = session;
-    if (typeof uid !== 'string') return;
+    // A session nobody signed in to started nothing; an anonymous caller can have one destroyed
+    // (a sign-out form posted without a sign-in), and must not make the store write a mark.
+    if (typeof uid !== 'string' || session.accountId === undefined) return;
     // oidc-provider also destroys a session's old entry when it rotates its id; the uid lives on then.
     report(
       provider.Session.findByUid(uid).then((alive) =>
@@ -49,7 +51,11 @@ async function endAll(
   ctx: Koa.Context | undefined,
 ): Promise<void> {
   // Marked first: an exchange in flight that read the actor token before the end is refused by its commit.
-  await sessions.markEnded(actor);
+  // A mark that cannot be written does not keep the sessions found from being ended; its failure is reported.
+  let markFailure: { error: unknown } | undefined;
+  await sessions.markEnded(actor).catch((error: unknown) => {
+    markFailure = { error };
+  });
   const ids = await sessions.startedWith(actor);
   await Promise.all(
     ids.map(async (id) => {
@@ -57,4 +63,5 @@ async function endAll(
       if (record) await closeSession(provider, sessions, record, { endReason: reason }, ctx, auditLog);
     }),
   );
+  if (markFailure) throw markFailure.error;
 }

@@ -16,7 +16,7 @@ export const SESSION_MODEL = 'ImpersonationSession';
  * may run between its reads and its commit (EXCHANGE_DEADLINE_MS), so that
  * every exchange that read the origin before its end meets the mark.
  */
-const MARK_SECONDS = 600;
+const MARK_SECONDS = 300;
 
 /** How long a record outlives its tokens, so that it can still be read and told apart from an unknown id. */
 const KEPT_AFTER_EXPIRY = 3600;
@@ -102,6 +102,12 @@ export class SessionStore {
     return this.#adapter.sharesDatabase?.(database) ?? false;
   }
 
+  /** Whether `origin` was marked ended (within the marks' lifetime). */
+  async hasEnded(origin: Origin): Promise<boolean> {
+    const mark = (await this.#adapter.find(markOf(origin))) as { ended?: unknown } | undefined;
+    return mark?.ended !== undefined;
+  }
+
   /** Removes a delegation's session whose token was never handed out (its parent stopped meanwhile, a failed write). */
   async discard(record: SessionRecord): Promise<void> {
     await Promise.all([this.#adapter.destroy(record.id), this.#adapter.indexRemove(indexesOf(record), record.id)]);
@@ -111,6 +117,8 @@ export class SessionStore {
    * Marks an origin ended before its sessions are looked up and closed: an
    * exchange that read it before the end and commits after the mark is
    * refused by its commit, one that committed before is found by the lookup.
+   * Written only for what an authenticated party ends (a signed-in actor's
+   * sign-out or Grant, a customer's grant, a session's stop).
    */
   async markEnded(origin: Origin): Promise<void> {
     const payload = { kind: GUARD_KIND, ended: Math.floor(Date.now() / 1000) } as unknown as AdapterPayload;

@@ -74,13 +74,39 @@ async function push(
   }
 }
 
-/** The receiver's `err`, when it is one RFC 8935 defines; its free-text `description` is never kept. */
+/** The most of an error body read: an `err` code fits many times over. */
+const ERROR_BODY_BYTES = 4096;
+
+/**
+ * The receiver's `err`, when it is one RFC 8935 defines; its free-text
+ * `description` is never kept. At most ERROR_BODY_BYTES are read: a
+ * receiver cannot make the worker buffer a body of any size.
+ */
 async function setErrorOf(response: Response): Promise<string> {
-  const text = await response.text().catch(() => '');
+  const text = await leadingText(response, ERROR_BODY_BYTES).catch(() => '');
   try {
-    const err = (JSON.parse(text.slice(0, 4096)) as { err?: unknown }).err;
+    const err = (JSON.parse(text) as { err?: unknown }).err;
     return typeof err === 'string' && SET_ERROR_CODES.has(err) ? `set_error:${err}` : 'set_error';
   } catch {
     return 'set_error';
   }
+}
+
+/** The first `limit` bytes of a response's body, as text; the rest is never read. */
+async function leadingText(response: Response, limit: number): Promise<string> {
+  const reader = response.body?.getReader();
+  if (!reader) return '';
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  try {
+    while (size < limit) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      chunks.push(value);
+      size += value.byteLength;
+    }
+  } finally {
+    await reader.cancel().catch(() => {});
+  }
+  return Buffer.concat(chunks).subarray(0, limit).toString('utf8');
 }

@@ -72,7 +72,7 @@ describe('Redis adapter on a Redis Cluster (three masters, one replica each)', f
     adapterContract(() => redisUnderTest(target()));
     redisAdapterContract(target);
 
-    it("keeps what one exchange commits in one slot, and spreads oidc-provider's own tokens over every master", async () => {
+    it("keeps what one exchange commits (its notification included) in one slot, and spreads oidc-provider's own tokens over every master", async () => {
       const prefix = testPrefix();
       const Adapter = createRedisAdapter({ client: client(), keyPrefix: prefix });
       const tokens = new Adapter('SubjectToken');
@@ -93,6 +93,12 @@ describe('Redis adapter on a Redis Cluster (three masters, one replica each)', f
             indexes: ['active', `subject:user-${i}`, `actor:agent-${i % 3}`],
             expiresAt: Date.now() + 60_000,
             guards: [`ended:actor-grant:g-${i}`],
+            // The exchange's notification, appended by the same script.
+            outbox: {
+              entries: [{ id: `msg_${i}`, subscription: 'crm', subject: `user-${i}`, body: '{}' }],
+              maxPending: 100,
+              now: Date.now(),
+            },
           }),
         ),
       );
@@ -114,6 +120,10 @@ describe('Redis adapter on a Redis Cluster (three masters, one replica each)', f
       expect(await mastersOf(`${prefix}ImpersonationSession:*`)).to.deep.equal(
         await mastersOf(`${prefix}SubjectToken:*`),
       );
+      expect(await mastersOf(`${prefix}outbox:*`)).to.deep.equal(await mastersOf(`${prefix}SubjectToken:*`));
+      const holder = new Adapter('ImpersonationOutbox');
+      if (!hasOutbox(holder)) throw new Error('the Redis adapter has no outbox');
+      expect((await holder.outbox().stats()).subscriptions['crm']?.pending).to.equal(30);
       expect(await mastersOf(`${prefix}AccessToken:*`)).to.have.length(3);
     });
   });
