@@ -7,7 +7,7 @@ import { exchangeTooSlow, invalidGrant, invalidRequest } from '../errors.js';
 import type { ResolvedOptions } from '../options.js';
 import { assignTokenId, newBackingGrant } from '../provider-internals.js';
 import type { SessionRecord } from '../sessions/record.js';
-import type { SessionStore } from '../sessions/store.js';
+import { isAccessGrantMark, type SessionStore } from '../sessions/store.js';
 import type { CommitOutcome } from '../adapters/contract.js';
 import { SUBJECT_TOKEN_MODEL } from '../subject-tokens/store.js';
 import { notificationOf } from '../webhooks/notify.js';
@@ -39,12 +39,14 @@ export interface CommitStores {
 
 /**
  * Issues the token and commits the exchange. What the provider's adapter
- * keeps (an opaque token and the Grant behind it) and the trail's row are
- * written first: either failing stops the exchange with nothing burned and
- * nothing listed. Then one store operation redeems the subject token and
- * lists the session, unless the actor's sign-in or the customer's grant was
- * marked ended since the exchange read them; a lost race or a refusal there
- * writes nothing of ours, and the provider's token and Grant are withdrawn.
+ * keeps (an opaque token and the Grant behind it) and the trail's row (unless
+ * the trail is in the store's database) are written first: either failing
+ * stops the exchange with nothing burned and nothing listed. Then one store
+ * operation redeems the subject token, lists the session, appends the
+ * exchange's notifications and, in the store's database, the trail's row,
+ * unless the actor's sign-in or the customer's grant was marked ended since
+ * the exchange read them; a lost race or a refusal there writes nothing of
+ * ours, and the provider's token and Grant are withdrawn.
  * Resolves the access token's value.
  */
 export async function commit(
@@ -96,7 +98,7 @@ export async function commit(
     );
     if (outcome.outcome === 'consumed') throw invalidRequest('subject_token was already used');
     if (outcome.outcome === 'guarded') {
-      throw outcome.guard.startsWith('ended:access-grant:')
+      throw isAccessGrantMark(outcome.guard)
         ? invalidGrant("the customer's access grant ended")
         : invalidRequest('actor_token was revoked, or its sign-in ended, during the exchange');
     }

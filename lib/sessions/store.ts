@@ -217,6 +217,11 @@ function indexOf(origin: Origin): string {
   return byAccessGrant(origin.accessGrantId);
 }
 
+/** Whether a guard a commit was refused by is the mark of a customer's access grant (else of the actor's sign-in). */
+export function isAccessGrantMark(guard: string): boolean {
+  return guard.startsWith(markOf({ accessGrantId: '' }));
+}
+
 /** The id of an origin's end mark: never a session id (those start with `imp_`). */
 function markOf(origin: Origin): string {
   return `ended:${indexOf(origin)}`;
