@@ -197,6 +197,56 @@ for (const kind of ADAPTERS) {
       expectError(await ssfRequest(tp, 'POST', STREAMS, second, {}), 409, 'too_many_streams');
     });
 
+    it('keeps the bound when creations race: a stream over it is taken back, never kept (409)', async () => {
+      const tp = await provider({ maxStreamsPerReceiver: 2, maxStreams: 3 });
+      const token = await receiverToken(tp);
+      const answers = await Promise.all(Array.from({ length: 12 }, () => ssfRequest(tp, 'POST', STREAMS, token, {})));
+      const created = answers.filter((answer) => answer.status === 201).length;
+      for (const answer of answers) if (answer.status !== 201) expectError(answer, 409, 'too_many_streams');
+      expect(created).to.be.within(0, 2);
+      expect((await ssfRequest(tp, 'GET', STREAMS, token)).body).to.have.length(created);
+      // Racing creations may all be refused; the bound then still lets the receiver create.
+      if (created < 2) expect((await ssfRequest(tp, 'POST', STREAMS, token, {})).status).to.equal(201);
+    });
+
+    it('does not write back a stream deleted while a change to it was under way (404)', async () => {
+      // The change is held after writing, before it checks the stream still exists: the delete runs in between.
+      const base = await kind.open();
+      let reached!: () => void;
+      const atCheck = new Promise<void>((resolve) => {
+        reached = resolve;
+      });
+      let release!: () => void;
+      const held = new Promise<void>((resolve) => {
+        release = resolve;
+      });
+      let holding = false;
+      const Gated = class extends (base as unknown as new (name: string) => {
+        indexRange(index: string, after: unknown, limit: number): Promise<unknown[]>;
+      }) {
+        override async indexRange(index: string, after: unknown, limit: number): Promise<unknown[]> {
+          if (holding && index.startsWith('alive:')) {
+            holding = false;
+            reached();
+            await held;
+          }
+          return super.indexRange(index, after, limit);
+        }
+      };
+      const tp = await provider({}, {}, Gated as unknown as typeof base);
+      const token = await receiverToken(tp);
+      const created = await ssfRequest(tp, 'POST', STREAMS, token, {});
+      const id = (created.body as { stream_id: string }).stream_id;
+      holding = true;
+      const change = ssfRequest(tp, 'PATCH', STREAMS, token, { stream_id: id, description: 'renamed' });
+      await atCheck;
+      expect((await ssfRequest(tp, 'DELETE', `${STREAMS}?stream_id=${id}`, token)).status).to.equal(204);
+      release();
+      expectError(await change, 404, 'not_found');
+      expectError(await ssfRequest(tp, 'GET', `${STREAMS}?stream_id=${id}`, token), 404, 'not_found');
+      expect((await ssfRequest(tp, 'GET', STREAMS, token)).body).to.deep.equal([]);
+    });
+
     it('pushes a CAEP session-revoked SET for a stopped session within a second (RFC 8935)', async () => {
       const hooks = await pushReceiver();
       const tp = await provider();

@@ -104,16 +104,18 @@ export function ssfRoutes(router: Router, transmitter: Transmitter, authenticate
     };
   });
 
+  const receiverFull = () =>
+    tooManyStreams(`this receiver has ${options.maxStreamsPerReceiver} streams already, the most allowed`);
+  const transmitterFull = () => tooManyStreams('the transmitter has as many streams as it allows');
+
   router.post(`${base}/streams`, async (ctx) => {
     const receiver = await receiverOf(ctx);
     const body = await readJsonObject(ctx, MAX_BODY);
     if (body['stream_id'] !== undefined) throw badRequest('stream_id is set by the transmitter');
     const supplied = readReceiverSupplied(body);
     const counted = await storeCall(() => streams.count(receiver, options.maxStreams));
-    if (counted.receiver >= options.maxStreamsPerReceiver) {
-      throw tooManyStreams(`this receiver has ${options.maxStreamsPerReceiver} streams already, the most allowed`);
-    }
-    if (counted.all >= options.maxStreams) throw tooManyStreams('the transmitter has as many streams as it allows');
+    if (counted.receiver >= options.maxStreamsPerReceiver) throw receiverFull();
+    if (counted.all >= options.maxStreams) throw transmitterFull();
     const stream: StreamRecord = {
       id: randomBytes(16).toString('base64url'),
       receiver,
@@ -122,7 +124,11 @@ export function ssfRoutes(router: Router, transmitter: Transmitter, authenticate
       status: 'enabled',
       createdAt: Math.floor(Date.now() / 1000),
     };
-    await storeCall(() => streams.save(stream));
+    const created = await storeCall(() =>
+      streams.create(stream, { all: options.maxStreams, receiver: options.maxStreamsPerReceiver }),
+    );
+    if (created === 'receiver') throw receiverFull();
+    if (created === 'all') throw transmitterFull();
     ctx.status = 201;
     ctx.body = view(stream);
   });
@@ -138,6 +144,12 @@ export function ssfRoutes(router: Router, transmitter: Transmitter, authenticate
     ctx.body = view(await ownStream(receiver, readStreamId(id)));
   });
 
+  const streamGone = () => notFound('not_found', 'no stream with this stream_id');
+  /** A stream deleted while this request changed it stays deleted: the request then finds no stream. */
+  async function saveChange(next: StreamRecord): Promise<void> {
+    if (!(await storeCall(() => streams.update(next)))) throw streamGone();
+  }
+
   const change = (replace: boolean) => async (ctx: Koa.Context) => {
     const receiver = await receiverOf(ctx);
     const body = await readJsonObject(ctx, MAX_BODY);
@@ -147,7 +159,7 @@ export function ssfRoutes(router: Router, transmitter: Transmitter, authenticate
     const next: StreamRecord = replace
       ? { ...withoutReceiverSupplied(stream), ...withDefaults(supplied) }
       : { ...stream, ...supplied };
-    await storeCall(() => streams.save(next));
+    await saveChange(next);
     ctx.body = view(next);
   };
   router.patch(`${base}/streams`, change(false));
@@ -184,7 +196,7 @@ export function ssfRoutes(router: Router, transmitter: Transmitter, authenticate
     }
     const { reason: _previous, ...rest } = stream;
     const next: StreamRecord = { ...rest, status: status as StreamStatus, ...(reason === undefined ? {} : { reason }) };
-    await storeCall(() => streams.save(next));
+    await saveChange(next);
     ctx.body = statusOf(next);
     if (next.status === 'enabled') transmitter.wake();
   });
@@ -205,7 +217,7 @@ export function ssfRoutes(router: Router, transmitter: Transmitter, authenticate
     // The SET first: a store failure then leaves no rate record that would refuse the retry with 429.
     await storeCall(async () => {
       await transmitVerification(transmitter, stream, state as string | undefined);
-      await streams.save({ ...stream, verifiedAt: now });
+      if (!(await streams.update({ ...stream, verifiedAt: now }))) throw streamGone();
     });
     ctx.status = 204;
   });

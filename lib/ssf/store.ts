@@ -28,6 +28,8 @@ const STREAM = 'SsfStream';
 const QUEUED = 'SsfQueuedSet';
 const ALL = 'streams';
 const ofReceiver = (receiver: string) => `streams:${receiver}`;
+/** One member while the stream exists: what an update checks after writing, since the adapter has no compare-and-set. */
+const aliveOf = (streamId: string) => `alive:${streamId}`;
 const queueOf = (streamId: string) => `queue:${streamId}`;
 const streamKey = (id: string) => `stream:${id}`;
 const setKey = (streamId: string, jti: string) => `set:${streamId}:${jti}`;
@@ -57,10 +59,42 @@ export class StreamStore {
     return { all: all.length, receiver: own.length };
   }
 
-  async save(stream: StreamRecord): Promise<void> {
+  /**
+   * Writes a new stream, then counts again: creations racing each other at
+   * the bound could all pass a count made before writing. Over the bound, the
+   * new stream is taken back and the bound it broke is named (several racing
+   * creations may then all be refused; none is kept beyond the bound).
+   */
+  async create(
+    stream: StreamRecord,
+    bounds: { all: number; receiver: number },
+  ): Promise<'created' | 'receiver' | 'all'> {
     // The record first: an index member without its record would be a stream nobody can read or delete.
+    await this.#writeRecord(stream);
+    await this.#adapter.indexAdd([ALL, ofReceiver(stream.receiver), aliveOf(stream.id)], stream.id, NEVER);
+    const counted = await this.count(stream.receiver, bounds.all + 1);
+    const broken = counted.receiver > bounds.receiver ? 'receiver' : counted.all > bounds.all ? 'all' : undefined;
+    if (broken === undefined) return 'created';
+    await this.remove(stream);
+    return broken;
+  }
+
+  /**
+   * Writes a changed stream; resolves `false`, leaving nothing, when it was
+   * deleted meanwhile. A delete removes the stream's index members before its
+   * record, and this writes the record before reading them: whichever order
+   * the two interleave in, a deleted stream is not written back.
+   */
+  async update(stream: StreamRecord): Promise<boolean> {
+    await this.#writeRecord(stream);
+    const alive = await this.#adapter.indexRange(aliveOf(stream.id), undefined, 1);
+    if (alive.length) return true;
+    await this.#adapter.destroy(streamKey(stream.id));
+    return false;
+  }
+
+  async #writeRecord(stream: StreamRecord): Promise<void> {
     await this.#adapter.upsert(streamKey(stream.id), { kind: STREAM, ...stream } as unknown as AdapterPayload);
-    await this.#adapter.indexAdd([ALL, ofReceiver(stream.receiver)], stream.id, NEVER);
   }
 
   async find(id: string): Promise<StreamRecord | undefined> {
@@ -72,7 +106,7 @@ export class StreamStore {
   }
 
   async remove(stream: StreamRecord): Promise<void> {
-    await this.#adapter.indexRemove([ALL, ofReceiver(stream.receiver)], stream.id);
+    await this.#adapter.indexRemove([ALL, ofReceiver(stream.receiver), aliveOf(stream.id)], stream.id);
     await this.#adapter.destroy(streamKey(stream.id));
   }
 
