@@ -155,6 +155,14 @@ export interface ImpersonationOptions {
    */
   ssf?: SsfOptions | undefined;
   /**
+   * Whether this instance delivers what the outbox holds (webhooks, SSF SETs
+   * pushed or queued for polling). The outbox is the store's, shared by every
+   * instance on it: `false` keeps delivery off the instances that answer
+   * token requests, while others on the same store deliver
+   * (docs/operations.md, "Delivery"). Default `true`.
+   */
+  deliverOutbox?: boolean | undefined;
+  /**
    * RFC 8693 delegation on the same grant (docs/token-exchange.md): a client
    * whose `token_exchange_delegation` metadata allows it exchanges a user's
    * access token for a narrower one that names it in `act`. Default: every
@@ -199,6 +207,7 @@ const DEFAULTS = {
   accessTokenTTL: 900,
   maxContextBytes: 2048,
   customClaimsTimeout: 2000,
+  deliverOutbox: true,
 } as const;
 
 /** Every option, so that one misspelt is refused: the `satisfies` keeps the list and the interface alike. */
@@ -227,6 +236,7 @@ const OPTION_NAMES = Object.keys({
   approvals: true,
   webhooks: true,
   ssf: true,
+  deliverOutbox: true,
   delegation: true,
 } satisfies Record<keyof ImpersonationOptions, true>);
 
@@ -311,6 +321,7 @@ export function resolveOptions(input: ImpersonationOptions): ResolvedOptions {
   if (typeof env !== 'object' || env === null || Object.values(env).some((value) => typeof value !== 'string')) {
     fail('environmentVariables', 'must be an object of strings');
   }
+  if (typeof options.deliverOutbox !== 'boolean') fail('deliverOutbox', 'must be true or false');
   const approvals =
     options.approvals === undefined
       ? undefined

@@ -40,7 +40,7 @@ import { endWithActor } from './sessions/actor-end.js';
 import { SessionStore } from './sessions/store.js';
 import { SubjectTokenStore } from './subject-tokens/store.js';
 import { attachNotifier } from './webhooks/notify.js';
-import { startDelivery, type WebhookDelivery } from './webhooks/worker.js';
+import { outboxView, startDelivery, type WebhookDelivery } from './webhooks/worker.js';
 
 export interface InstallOptions {
   /**
@@ -251,12 +251,14 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
       );
       if (options.webhooks && pluginStore.outbox) attachNotifier(provider, pluginStore.outbox, options.webhooks);
       if (pluginStore.outbox && (options.webhooks || options.ssf)) {
-        delivery = startDelivery(
-          provider,
-          pluginStore.outbox,
-          options.webhooks ?? ssfOnlyDelivery(options.ssf!),
-          transmitter && ssfDelivery(transmitter.streams, transmitter.options),
-        );
+        delivery = options.deliverOutbox
+          ? startDelivery(
+              provider,
+              pluginStore.outbox,
+              options.webhooks ?? ssfOnlyDelivery(options.ssf!),
+              transmitter && ssfDelivery(transmitter.streams, transmitter.options),
+            )
+          : outboxView(pluginStore.outbox);
       }
       api = managementApi.middleware;
       handler = managementApiHandler(api, provider as unknown as EventEmitter);

@@ -83,6 +83,7 @@ describe('createImpersonation: options, configure() and install()', () => {
         accessTokenTTL: 900,
         maxContextBytes: 2048,
         customClaimsTimeout: 2000,
+        deliverOutbox: true,
       });
       expect(Object.isFrozen(options)).to.equal(true);
     });
@@ -114,6 +115,7 @@ describe('createImpersonation: options, configure() and install()', () => {
       approvals: undefined,
       webhooks: undefined,
       ssf: undefined,
+      deliverOutbox: undefined,
       delegation: undefined,
     };
     const customerResource = 'https://id.example.com/support-access';

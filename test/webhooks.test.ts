@@ -188,6 +188,25 @@ for (const kind of ADAPTERS) {
       expect(new Set(hooks.deliveries.map((d) => d.headers['webhook-id'])).size).to.equal(6);
     });
 
+    it('an instance with deliverOutbox: false writes notifications and delivers none; another on the store delivers them', async () => {
+      const hooks = await receiver();
+      const Adapter = await kind.open();
+      const serving = await startProvider(
+        { plugin: { webhooks: webhooks(hooks), deliverOutbox: false }, adapter: Adapter as never },
+        kind,
+      );
+      open.push(serving);
+      await impersonate(serving, { actorToken: await userAccessToken(serving, 'alice'), subject: SUBJECT });
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      expect(hooks.deliveries).to.have.length(0);
+      expect((await serving.impersonation.webhooks().stats()).subscriptions['crm']).to.include({ pending: 1 });
+      const started = Date.now();
+      await provider(hooks, {}, Adapter);
+      await hooks.waitFor(1);
+      expect(Date.now() - started).to.be.below(1000);
+      expect(parse(hooks.deliveries[0]!.body).type).to.equal(EVENTS.exchangeSucceeded);
+    });
+
     it('drops and counts what comes past the bound, and says so', async () => {
       const hooks = await receiver();
       hooks.answer = () => 'hold';
@@ -322,6 +341,13 @@ describe('webhooks: the options', () => {
     expect(() =>
       createImpersonation({ ...base, webhooks: { subscriptions: [subscription], maxPendng: 5 } as never }),
     ).to.throw(TypeError, 'option "webhooks.maxPendng" is unknown; did you mean "webhooks.maxPending"?');
+  });
+
+  it('refuses a deliverOutbox that is not a boolean', () => {
+    expect(() => createImpersonation({ ...base, deliverOutbox: 'no' as never })).to.throw(
+      TypeError,
+      'deliverOutbox',
+    );
   });
 
   it('refuses plain http except on a loopback address', () => {

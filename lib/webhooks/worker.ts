@@ -1,6 +1,7 @@
 import type { Provider } from 'oidc-provider';
 import type { DeadLetter, LeasedEntry, OutboxStats, OutboxStore, Settlement } from '../outbox/contract.js';
 import type { ResolvedWebhookOptions } from './options.js';
+import { createPoster, type Poster } from './post.js';
 import { webhookHeaders } from './sign.js';
 
 /** Emitted on the provider when an entry is dead-lettered: `{ subscription, id, reason, attempts }`. */
@@ -30,7 +31,14 @@ export interface HttpAnswer {
  */
 export interface OtherDelivery {
   owns(subscription: string): boolean;
-  deliver(entry: LeasedEntry, signal: AbortSignal, timeoutMs: number): Promise<Settlement | HttpAnswer>;
+  deliver(entry: LeasedEntry, http: DeliveryHttp): Promise<Settlement | HttpAnswer>;
+}
+
+/** What a delivery POSTs with: the loop's connections, its stop signal, the receiver's time. */
+export interface DeliveryHttp {
+  post: Poster['post'];
+  signal: AbortSignal;
+  timeoutMs: number;
 }
 
 export interface WebhookDelivery {
@@ -42,6 +50,19 @@ export interface WebhookDelivery {
   wake(): void;
   /** Stops looking at the outbox and abandons deliveries in flight (their leases run out; another instance takes them). */
   stop(): Promise<void>;
+}
+
+/**
+ * The outbox of an instance that delivers nothing (`deliverOutbox: false`):
+ * its statistics and dead letters are the store's, the same on every instance.
+ */
+export function outboxView(outbox: OutboxStore): WebhookDelivery {
+  return {
+    stats: () => outbox.stats(),
+    deadLetters: (limit = 100) => outbox.deadLetters(limit),
+    wake() {},
+    async stop() {},
+  };
 }
 
 /**
@@ -60,6 +81,8 @@ export function startDelivery(
   const gone = new Set<string>();
   const leaseMs = options.timeoutMs + LEASE_MARGIN_MS;
   const stopping = new AbortController();
+  const poster = createPoster();
+  const http: DeliveryHttp = { post: poster.post, signal: stopping.signal, timeoutMs: options.timeoutMs };
   let timer: NodeJS.Timeout | undefined;
   let running: Promise<void> | undefined;
   let storeFailures = 0;
@@ -104,7 +127,7 @@ export function startDelivery(
     if (other?.owns(entry.subscription)) {
       let answer: Settlement | HttpAnswer;
       try {
-        answer = await other.deliver(entry, stopping.signal, options.timeoutMs);
+        answer = await other.deliver(entry, http);
       } catch (error) {
         // Its store failed: the lease runs out and the entry is tried again.
         (provider as unknown as NodeJS.EventEmitter).emit('error', error);
@@ -142,21 +165,9 @@ export function startDelivery(
   async function post(
     subscription: ResolvedWebhookOptions['subscriptions'][number],
     entry: LeasedEntry,
-  ): Promise<{ status: number; retryAfter?: string | null }> {
+  ): Promise<HttpAnswer> {
     const headers = webhookHeaders(subscription.key, entry.id, Math.floor(Date.now() / 1000), entry.body);
-    try {
-      const response = await fetch(subscription.url, {
-        method: 'POST',
-        headers,
-        body: entry.body,
-        redirect: 'manual',
-        signal: AbortSignal.any([AbortSignal.timeout(options.timeoutMs), stopping.signal]),
-      });
-      await response.body?.cancel().catch(() => {});
-      return { status: response.status, retryAfter: response.headers.get('retry-after') };
-    } catch {
-      return { status: 0 };
-    }
+    return poster.post(subscription.url, headers, entry.body, http);
   }
 
   function settle(entry: LeasedEntry, answer: { status: number; retryAfter?: string | null }): Settlement {
@@ -172,6 +183,7 @@ export function startDelivery(
   }
 
   schedule(0);
+  const view = outboxView(outbox);
 
   return {
     wake() {
@@ -183,12 +195,13 @@ export function startDelivery(
       clearTimeout(timer);
       schedule(0);
     },
-    stats: () => outbox.stats(),
-    deadLetters: (limit = 100) => outbox.deadLetters(limit),
+    stats: view.stats,
+    deadLetters: view.deadLetters,
     async stop() {
       stopping.abort();
       clearTimeout(timer);
       await running;
+      poster.close();
     },
   };
 }
