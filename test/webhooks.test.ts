@@ -344,10 +344,7 @@ describe('webhooks: the options', () => {
   });
 
   it('refuses a deliverOutbox that is not a boolean', () => {
-    expect(() => createImpersonation({ ...base, deliverOutbox: 'no' as never })).to.throw(
-      TypeError,
-      'deliverOutbox',
-    );
+    expect(() => createImpersonation({ ...base, deliverOutbox: 'no' as never })).to.throw(TypeError, 'deliverOutbox');
   });
 
   it('refuses plain http except on a loopback address', () => {
