@@ -22,6 +22,12 @@ export interface Configuration {
    */
   webhooks: boolean;
   /**
+   * With `webhooks`: the outbox is delivered by a second provider process on
+   * the same store that serves no request; the one measured has
+   * `deliverOutbox: false`. Only on a store processes share (Redis, PostgreSQL).
+   */
+  deliveredElsewhere?: boolean;
+  /**
    * The customer's approval required for every subject token, with a standing
    * grant in force that covers them (bench/standing-grant.ts): creation and
    * exchange run the grant's checks.
@@ -53,6 +59,20 @@ const DEPLOYMENT_SCENARIOS: readonly ScenarioName[] = ['baseline', 'create', 'ex
 const WEBHOOK_SCENARIOS: readonly ScenarioName[] = ['baseline', 'exchange-actor'];
 /** The stores whose plain providers get a twin with a webhook subscription (the audit log's store is memory's). */
 const WEBHOOK_STORES: readonly AdapterKind[] = ['memory', 'redis', 'postgres'];
+/** The stores whose webhook twin has a second twin, delivered by another process: those processes can share. */
+const SHARED_STORES: readonly AdapterKind[] = ['redis', 'postgres'];
+
+/** The twin with a webhook subscription whose outbox another provider process on the store delivers. */
+function deliveredElsewhere(adapter: AdapterKind, scenarios = WEBHOOK_SCENARIOS): Configuration {
+  return {
+    adapter,
+    deployment: false,
+    webhooks: true,
+    deliveredElsewhere: true,
+    name: `${adapter} · webhooks delivered elsewhere`,
+    scenarios,
+  };
+}
 
 function configuration(
   adapter: AdapterKind,
@@ -88,15 +108,16 @@ function standingGrantConfiguration(adapter: AdapterKind, scenarios = DEPLOYMENT
 }
 
 /**
- * What --smoke runs, in about a minute: six providers, so that every
+ * What --smoke runs, in about a minute: seven providers, so that every
  * configuration's and every scenario's code runs once: on memory set up as a
  * deployment with a standing grant in force (the deployment's setup and the
  * grant's checks in one provider), creation, both exchanges with an actor
  * token and a delegation; on Redis and on PostgreSQL, the exchange with an
  * opaque actor token; with the audit log, the exchange without an actor; with
  * the audit log on the PostgreSQL store's pool, the exchange with an opaque
- * actor token; on memory with a webhook subscription, the exchange with an
- * opaque actor token.
+ * actor token; with a webhook subscription and an SSF stream, the exchange
+ * with an opaque actor token, on memory and on Redis delivered by another
+ * process.
  */
 const SMOKE_CONFIGURATIONS: readonly Configuration[] = [
   standingGrantConfiguration('memory', ['baseline', 'create', 'exchange-actor', 'exchange-actor-jwt', 'delegation']),
@@ -105,6 +126,7 @@ const SMOKE_CONFIGURATIONS: readonly Configuration[] = [
   configuration('memory+pg-audit', false, ['baseline', 'exchange']),
   configuration('postgres+pg-audit', false, ['baseline', 'exchange-actor']),
   configuration('memory', false, WEBHOOK_SCENARIOS, true),
+  deliveredElsewhere('redis'),
 ];
 
 /** The flags that narrow a smoke run down from SMOKE_CONFIGURATIONS to the configurations they pick. */
@@ -182,6 +204,7 @@ function configurationsOf(argv: readonly string[]): Configuration[] {
         ...(!deployment && webhooks && WEBHOOK_STORES.includes(adapter)
           ? [configuration(adapter, false, undefined, true)]
           : []),
+        ...(!deployment && webhooks && SHARED_STORES.includes(adapter) ? [deliveredElsewhere(adapter)] : []),
       ]),
     ),
     ...withStandingGrant.map((adapter) => standingGrantConfiguration(adapter)),

@@ -56,8 +56,11 @@ export async function measureConfiguration(
     log: serverLog.line,
     ...(receiver ? { webhookUrl: receiver.url } : {}),
   };
+  // Delivered elsewhere: a second provider process on the same store delivers the outbox and serves nothing.
+  const deliverer =
+    receiver && config.deliveredElsewhere ? await startServer({ ...options, execArgv: [], createStream: false }) : undefined;
   try {
-    const server = await startServer(options);
+    const server = await startServer(config.deliveredElsewhere ? { ...options, deliverOutbox: false } : options);
     try {
       const credentials = await obtainCredentials(server.base, { namedActor: config.standingGrant === true });
       const measurement = new Measurement(config, settings, server, credentials);
@@ -71,6 +74,7 @@ export async function measureConfiguration(
       await server.close();
     }
   } finally {
+    await deliverer?.close();
     await receiver?.close();
   }
 }

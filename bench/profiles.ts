@@ -25,7 +25,9 @@ export function profileFolder(profileDir: string, config: Configuration): string
 }
 
 function folderOf(profileDir: string, config: Configuration): string {
-  const setup = `${config.deployment ? '-deployment' : ''}${config.standingGrant ? '-standing-grant' : ''}`;
+  const setup =
+    `${config.deployment ? '-deployment' : ''}${config.standingGrant ? '-standing-grant' : ''}` +
+    `${config.webhooks ? '-webhooks' : ''}${config.deliveredElsewhere ? '-delivered-elsewhere' : ''}`;
   return join(profileDir, `${config.adapter.replace('memory+', '')}${setup}`);
 }
 

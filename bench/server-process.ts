@@ -32,6 +32,10 @@ export interface ServerProcessOptions {
   storeSchema?: string;
   /** A webhook subscription to every event, delivered to this URL (bench/server.ts, BENCH_WEBHOOK_URL). */
   webhookUrl?: string;
+  /** With `webhookUrl`: false when another process on the store delivers the outbox (BENCH_DELIVER_OUTBOX=0). */
+  deliverOutbox?: boolean;
+  /** With `webhookUrl`: false when another process creates the SSF stream (BENCH_SSF_STREAM=0). */
+  createStream?: boolean;
   /** Extra node flags for the child, e.g. --cpu-prof. */
   execArgv?: string[];
   /** Receives the child's output lines (oidc-provider's warnings among them). */
@@ -90,6 +94,8 @@ function forkServer(options: ServerProcessOptions): ChildProcess {
       ...(options.storeSchema ? { BENCH_STORE_SCHEMA: options.storeSchema } : {}),
       ...(options.deployment ? { BENCH_DEPLOYMENT: '1' } : {}),
       ...(options.webhookUrl ? { BENCH_WEBHOOK_URL: options.webhookUrl } : {}),
+      ...(options.deliverOutbox === false ? { BENCH_DELIVER_OUTBOX: '0' } : {}),
+      ...(options.createStream === false ? { BENCH_SSF_STREAM: '0' } : {}),
       ...(options.standingGrant ? { BENCH_STANDING_GRANT: '1' } : {}),
     },
     execArgv: ['--expose-gc', ...(options.execArgv ?? [])],

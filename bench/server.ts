@@ -13,7 +13,10 @@
  *   BENCH_STANDING_GRANT  1: the customer's approval required, a standing grant given at start-up
  *                  (bench/standing-grant.ts)
  *   BENCH_MEMORY_MAX  the memory adapter's bound (default 1,000,000 entries)
- *   BENCH_WEBHOOK_URL  a webhook subscription to every webhook event, delivered there (bench/webhook-receiver.ts)
+ *   BENCH_WEBHOOK_URL  a webhook subscription to every webhook event, delivered there (bench/webhook-receiver.ts),
+ *                      and an SSF stream in place (bench/ssf-stream.ts)
+ *   BENCH_DELIVER_OUTBOX=0  with it: this process delivers nothing (another on the store does)
+ *   BENCH_SSF_STREAM=0      with it: this process creates no stream (the one measured does)
  *
  * Started by hand (`node build/bench/server.js`) it prints its base URL; under
  * fork() it also reports it over IPC, answers `stats` (CPU time, memory, the
@@ -34,8 +37,9 @@ import { createRedisAdapter, type RedisAdapterClass } from '../lib/adapters/redi
 import pg from 'pg';
 import { createPostgresAdapter, POSTGRES_POOL_OPTIONS, type PostgresAdapterClass } from '../lib/adapters/postgres.js';
 import { createPostgresAuditLog } from '../lib/audit-postgres/index.js';
-import { startProvider, USERS } from '../fixtures/provider.js';
+import { FIXTURE_CLIENTS, startProvider, USERS } from '../fixtures/provider.js';
 import { deploymentSetup } from './deployment.js';
+import { ssfStreamSetup } from './ssf-stream.js';
 import { standingGrantSetup } from './standing-grant.js';
 import { readStat } from './proc-stat.js';
 import type { ParentMessage, ServerMessage, ServerStats } from './protocol.js';
@@ -55,6 +59,10 @@ interface ServerSettings {
   memoryMax: number;
   deployment: boolean;
   webhookUrl: string | undefined;
+  /** With a webhook subscription: whether this process delivers the outbox (false: another process on the store does). */
+  deliverOutbox: boolean;
+  /** With a webhook subscription: whether this process creates the SSF stream (the process measured does). */
+  createStream: boolean;
   standingGrant: boolean;
 }
 
@@ -71,6 +79,8 @@ function serverSettings(env: NodeJS.ProcessEnv): ServerSettings {
     memoryMax: Number(env['BENCH_MEMORY_MAX'] ?? 1_000_000),
     deployment: env['BENCH_DEPLOYMENT'] === '1',
     webhookUrl: env['BENCH_WEBHOOK_URL'],
+    deliverOutbox: env['BENCH_DELIVER_OUTBOX'] !== '0',
+    createStream: env['BENCH_SSF_STREAM'] !== '0',
     standingGrant: env['BENCH_STANDING_GRANT'] === '1',
   };
 }
@@ -249,11 +259,16 @@ async function main(env: NodeJS.ProcessEnv): Promise<void> {
     : undefined;
   const deployment = settings.deployment ? deploymentSetup() : undefined;
   const standingGrant = settings.standingGrant ? standingGrantSetup() : undefined;
+  // With the webhook subscription, an SSF stream is in place too.
+  const ssf = settings.webhookUrl ? ssfStreamSetup() : undefined;
   const plugin = {
     ...deployment?.plugin,
     ...standingGrant?.plugin,
+    ...ssf?.plugin,
     ...(auditLog ? { auditLog } : {}),
-    ...(settings.webhookUrl ? { webhooks: webhookSubscription(settings.webhookUrl) } : {}),
+    ...(settings.webhookUrl
+      ? { webhooks: webhookSubscription(settings.webhookUrl), deliverOutbox: settings.deliverOutbox }
+      : {}),
   };
   const tp = await startProvider({
     adapter: store.adapter,
@@ -261,11 +276,13 @@ async function main(env: NodeJS.ProcessEnv): Promise<void> {
     configuration: {
       findAccount: (_ctx, sub) =>
         USERS.includes(sub) || isCustomer(sub) ? { accountId: sub, claims: () => ({ sub, name: sub }) } : undefined,
+      ...(ssf ? { clients: [...FIXTURE_CLIENTS, ...ssf.clients] } : {}),
     },
     plugin,
   });
   deployment?.listen(tp.provider);
   await standingGrant?.give(tp, plugin);
+  if (settings.createStream) await ssf?.open(tp);
 
   const shutdown = async (): Promise<void> => {
     await tp.close();

@@ -8,7 +8,7 @@ function picked(...argv: string[]): string[] {
 }
 
 describe('bench command line', () => {
-  it('--smoke alone runs the six smoke configurations, as CI runs it, the standing grant on memory only', () => {
+  it('--smoke alone runs the seven smoke configurations, as CI runs it, the standing grant on memory only', () => {
     expect(picked('--smoke')).to.deep.equal([
       'memory · deployment · standing grant',
       'redis',
@@ -16,6 +16,7 @@ describe('bench command line', () => {
       'memory+pg-audit',
       'postgres+pg-audit',
       'memory · webhooks',
+      'redis · webhooks delivered elsewhere',
     ]);
   });
 
@@ -26,8 +27,10 @@ describe('bench command line', () => {
       'memory · webhooks',
       'redis',
       'redis · webhooks',
+      'redis · webhooks delivered elsewhere',
       'postgres',
       'postgres · webhooks',
+      'postgres · webhooks delivered elsewhere',
       'memory+pg-audit',
       'postgres+pg-audit',
       ...stores.map((store) => `${store} · deployment`),
@@ -67,10 +70,11 @@ describe('bench command line', () => {
     ['--redis-only', 'redis'],
     ['--postgres-only', 'postgres'],
   ] as const) {
-    it(`--smoke ${flag} runs ${store} alone: plain, its webhook twin, as a deployment, with a standing grant`, () => {
+    it(`--smoke ${flag} runs ${store} alone: plain, its webhook twins, as a deployment, with a standing grant`, () => {
       expect(picked('--smoke', flag)).to.deep.equal([
         store,
         `${store} · webhooks`,
+        ...(store === 'memory' ? [] : [`${store} · webhooks delivered elsewhere`]),
         `${store} · deployment`,
         `${store} · deployment · standing grant`,
       ]);
@@ -94,8 +98,10 @@ describe('bench command line', () => {
       'memory · webhooks',
       'redis',
       'redis · webhooks',
+      'redis · webhooks delivered elsewhere',
       'postgres',
       'postgres · webhooks',
+      'postgres · webhooks delivered elsewhere',
       'memory+pg-audit',
       'postgres+pg-audit',
     ]);
@@ -113,6 +119,11 @@ describe('bench command line', () => {
     expect(webhooks).to.deep.include({
       adapter: 'memory',
       deployment: false,
+      scenarios: ['baseline', 'exchange-actor'],
+    });
+    expect(parseSettings(['--redis-only'], {}).configurations.find((c) => c.deliveredElsewhere)).to.deep.include({
+      adapter: 'redis',
+      webhooks: true,
       scenarios: ['baseline', 'exchange-actor'],
     });
   });
