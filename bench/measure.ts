@@ -3,6 +3,7 @@
  * one check request per kind, the warm-up, then the timed windows in the
  * order of bench/schedule.ts, summed per scenario.
  */
+import { setPriority } from 'node:os';
 import { join } from 'node:path';
 import type { Configuration, Settings } from './command-line.js';
 import { fire, type RequestSpec, type RunRecord } from './load.js';
@@ -37,6 +38,9 @@ export interface ConfigurationResult {
   webhooksReceived?: number;
 }
 
+/** The niceness of the processes that stand for other machines (the lowest priority). */
+const BACKGROUND_PRIORITY = 19;
+
 /** Runs one configuration on a provider of its own; `profileDir` is its folder of CPU profiles, if any. */
 export async function measureConfiguration(
   config: Configuration,
@@ -56,10 +60,15 @@ export async function measureConfiguration(
     log: serverLog.line,
     ...(receiver ? { webhookUrl: receiver.url } : {}),
   };
-  // Delivered elsewhere: a second provider process on the same store delivers the outbox and serves nothing.
-  const deliverer =
-    receiver && config.deliveredElsewhere ? await startServer({ ...options, execArgv: [], createStream: false }) : undefined;
+  let deliverer: ServerProcess | undefined;
   try {
+    // Delivered elsewhere: a second provider process on the same store delivers the outbox and serves nothing.
+    if (receiver && config.deliveredElsewhere) {
+      deliverer = await startServer({ ...options, execArgv: [], createStream: false });
+    }
+    // The receiver, and a provider that only delivers, stand for machines of their own: on the bench's
+    // shared cores they run at the lowest priority, on what the measured provider leaves idle.
+    for (const pid of [receiver?.pid, deliverer?.pid]) if (pid !== undefined) setPriority(pid, BACKGROUND_PRIORITY);
     const server = await startServer(config.deliveredElsewhere ? { ...options, deliverOutbox: false } : options);
     try {
       const credentials = await obtainCredentials(server.base, { namedActor: config.standingGrant === true });

@@ -16,6 +16,7 @@ type ReceiverMessage = { type: 'ready'; url: string } | { type: 'count'; deliver
 
 export interface WebhookReceiver {
   url: string;
+  pid: number;
   /** Deliveries answered so far. */
   deliveries(): Promise<number>;
   close(): Promise<void>;
@@ -50,6 +51,7 @@ export async function startWebhookReceiver(): Promise<WebhookReceiver> {
   }
   return {
     url: (ready as Extract<ReceiverMessage, { type: 'ready' }>).url,
+    pid: child.pid!,
     async deliveries() {
       const reply = next('count');
       child.send({ type: 'count' } satisfies ReceiverRequest);

@@ -159,7 +159,7 @@ export interface ImpersonationOptions {
    * pushed or queued for polling). The outbox is the store's, shared by every
    * instance on it: `false` keeps delivery off the instances that answer
    * token requests, while others on the same store deliver
-   * (docs/operations.md, "Delivery"). Default `true`.
+   * (docs/webhooks.md, "Delivery"). Default `true`.
    */
   deliverOutbox?: boolean | undefined;
   /**

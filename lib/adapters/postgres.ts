@@ -352,7 +352,8 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
     entries: qualified(options.schema, `${table}_outbox`),
     drops: qualified(options.schema, `${table}_outbox_drops`),
     streamIndex: `"${table}_outbox_stream"`,
-    subscriptionIndex: `"${table}_outbox_subscription"`,
+    // (subscription, seq): an append reads a subscription's oldest waiting entry from it.
+    subscriptionIndex: `"${table}_outbox_subscription_seq"`,
     readyIndex: `"${table}_outbox_ready"`,
     deadIndex: `"${table}_outbox_dead"`,
   };

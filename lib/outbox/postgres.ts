@@ -62,8 +62,19 @@ export function appendCtes(tables: Pick<OutboxTables, 'entries' | 'drops'>, firs
         AS i(id, subscription, subject, stream, body)
       WHERE ${gate}
     ), counted AS (
-      SELECT i.*, (SELECT count(*) FROM ${entries} e
-                   WHERE e.subscription = i.subscription AND e.dead_at IS NULL) AS waiting
+      -- Entries are numbered in the order appended: a subscription waits for at most the entries
+      -- appended since its oldest waiting one (two index probes). Only when that could reach the
+      -- bound are its waiting entries counted, up to the bound: an append's cost never follows
+      -- the backlog of a receiver that is catching up.
+      SELECT i.*, CASE
+          WHEN coalesce((SELECT max(seq) FROM ${entries})
+                        - (SELECT min(e.seq) FROM ${entries} e
+                           WHERE e.subscription = i.subscription AND e.dead_at IS NULL) + 1, 0) < ${$(6)}::bigint
+            THEN 0
+          ELSE (SELECT count(*) FROM (SELECT 1 FROM ${entries} e
+                                      WHERE e.subscription = i.subscription AND e.dead_at IS NULL
+                                      LIMIT ${$(6)}::bigint) bounded)
+        END AS waiting
       FROM input i
     ), appended AS (
       INSERT INTO ${entries} (id, subscription, subject, stream, body, created_at, next_at, ready)
@@ -119,7 +130,7 @@ export function outboxDdl(tables: OutboxTables): string {
     );
     ALTER TABLE ${tables.entries} ADD COLUMN IF NOT EXISTS ready boolean NOT NULL DEFAULT true;
     CREATE INDEX IF NOT EXISTS ${tables.streamIndex} ON ${tables.entries} (stream, seq) WHERE dead_at IS NULL;
-    CREATE INDEX IF NOT EXISTS ${tables.subscriptionIndex} ON ${tables.entries} (subscription) WHERE dead_at IS NULL;
+    CREATE INDEX IF NOT EXISTS ${tables.subscriptionIndex} ON ${tables.entries} (subscription, seq) WHERE dead_at IS NULL;
     CREATE INDEX IF NOT EXISTS ${tables.readyIndex} ON ${tables.entries} ((${DUE}), seq) WHERE ready AND dead_at IS NULL;
     CREATE INDEX IF NOT EXISTS ${tables.deadIndex} ON ${tables.entries} (dead_at) WHERE dead_at IS NOT NULL;
     CREATE TABLE IF NOT EXISTS ${tables.drops} (

@@ -58,7 +58,7 @@ async function push(
     accept: 'application/json',
     ...(authorization === undefined ? {} : { authorization }),
   };
-  // Only a refusal's body is read, and at most ERROR_BODY_BYTES of it: a receiver cannot make the worker buffer more.
+  // At most ERROR_BODY_BYTES of an answer's body are read (a refusal's `err` is kept): a receiver cannot make the worker buffer more.
   const answer = await http.post(url, headers, jwt, { ...http, readBytes: ERROR_BODY_BYTES });
   if (answer.status === 400) return { outcome: 'dead', reason: setErrorOf(answer.text) };
   return answer;

@@ -86,11 +86,17 @@ export class StreamStore {
    * the two interleave in, a deleted stream is not written back.
    */
   async update(stream: StreamRecord): Promise<boolean> {
-    await this.#writeRecord(stream);
-    const alive = await this.#adapter.indexRange(aliveOf(stream.id), undefined, 1);
-    if (alive.length) return true;
-    await this.#adapter.destroy(streamKey(stream.id));
-    return false;
+    let failure: { error: unknown } | undefined;
+    try {
+      await this.#writeRecord(stream);
+    } catch (error) {
+      // Checked all the same: a write that failed may have been applied (a reply lost, a replica not confirming).
+      failure = { error };
+    }
+    const alive = (await this.#adapter.indexRange(aliveOf(stream.id), undefined, 1)).length > 0;
+    if (!alive) await this.#adapter.destroy(streamKey(stream.id));
+    if (failure) throw failure.error;
+    return alive;
   }
 
   async #writeRecord(stream: StreamRecord): Promise<void> {

@@ -55,7 +55,8 @@ async function transmitStop(
   event: ImpersonationEvent & { sessionId: string; subject: string },
 ): Promise<void> {
   const { provider, streams, options } = transmitter;
-  const receiving = (await streams.list(undefined, options.maxStreams)).filter(
+  // Beyond maxStreams: a stream a racing creation wrote over the bound, until it is taken back, must not push a real one out.
+  const receiving = (await streams.list(undefined, 2 * options.maxStreams)).filter(
     (stream) => stream.status !== 'disabled' && stream.eventsRequested.includes(SESSION_REVOKED_EVENT),
   );
   if (!receiving.length) return;

@@ -1,4 +1,4 @@
-import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from 'node:http';
+import { Agent as HttpAgent, request as httpRequest, type ClientRequest, type IncomingMessage } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 
 /** A receiver's answer: its status (0 when none came), any Retry-After, and the first bytes of its body when asked for. */
@@ -28,14 +28,17 @@ export interface Poster {
   close(): void;
 }
 
-/** Connections kept open per receiver's host. */
-const SOCKETS_PER_HOST = 16;
+/** Idle connections kept per receiver's host; requests in flight are not limited (a round's batch goes out at once). */
+const FREE_SOCKETS_PER_HOST = 16;
+/** An idle connection is closed after this long, before a receiver or a middlebox drops it unseen. */
+const IDLE_SOCKET_MS = 4000;
+/** The most of a body drained to keep its connection; past it the connection is closed instead. */
+const DRAIN_BYTES = 64 * 1024;
+const USER_AGENT = 'oidc-provider-impersonation';
 
 export function createPoster(): Poster {
-  const agents = {
-    http: new HttpAgent({ keepAlive: true, maxSockets: SOCKETS_PER_HOST }),
-    https: new HttpsAgent({ keepAlive: true, maxSockets: SOCKETS_PER_HOST }),
-  };
+  const settings = { keepAlive: true, maxFreeSockets: FREE_SOCKETS_PER_HOST, timeout: IDLE_SOCKET_MS };
+  const agents = { http: new HttpAgent(settings), https: new HttpsAgent(settings) };
   return {
     post: (url, headers, body, options) => postOnce(agents, url, headers, body, options),
     close() {
@@ -45,6 +48,11 @@ export function createPoster(): Poster {
   };
 }
 
+/**
+ * Resolves, never rejects: with the status once the answer's headers came
+ * (or, when `readBytes` asks for the body, once that much was read or the
+ * body ended), or with status 0 when no answer came within `timeoutMs`.
+ */
 function postOnce(
   agents: { http: HttpAgent; https: HttpsAgent },
   url: string,
@@ -54,49 +62,66 @@ function postOnce(
 ): Promise<PostAnswer> {
   return new Promise((resolve) => {
     const none: PostAnswer = { status: 0, retryAfter: null, text: '' };
-    if (signal.aborted) {
-      resolve(none);
-      return;
-    }
     let answer = none;
     const chunks: Buffer[] = [];
-    let kept = 0;
+    let read = 0;
+    let resolved = false;
     const finish = (): void => {
-      clearTimeout(deadline);
-      signal.removeEventListener('abort', abort);
+      if (resolved) return;
+      resolved = true;
       resolve(readBytes ? { ...answer, text: Buffer.concat(chunks).subarray(0, readBytes).toString('utf8') } : answer);
     };
-    const target = new URL(url);
-    const secure = target.protocol === 'https:';
-    const request = (secure ? httpsRequest : httpRequest)(
-      target,
-      {
-        method: 'POST',
-        agent: secure ? agents.https : agents.http,
-        headers: { ...headers, 'content-length': String(Buffer.byteLength(body)) },
-      },
-      (response: IncomingMessage) => {
-        answer = { status: response.statusCode ?? 0, retryAfter: headerOf(response, 'retry-after'), text: '' };
-        response.on('data', (chunk: Buffer) => {
-          if (kept >= readBytes) return;
-          chunks.push(chunk);
-          kept += chunk.byteLength;
-          // Enough kept: the rest is not read (the connection is then not reused).
-          if (kept >= readBytes) response.destroy();
-        });
-        response.on('close', finish);
-      },
-    );
+    let request: ClientRequest;
+    try {
+      if (signal.aborted) {
+        finish();
+        return;
+      }
+      const target = new URL(url);
+      const secure = target.protocol === 'https:';
+      request = (secure ? httpsRequest : httpRequest)(
+        target,
+        {
+          method: 'POST',
+          agent: secure ? agents.https : agents.http,
+          headers: { 'user-agent': USER_AGENT, ...headers, 'content-length': String(Buffer.byteLength(body)) },
+        },
+        (response: IncomingMessage) => {
+          answer = { status: response.statusCode ?? 0, retryAfter: headerOf(response, 'retry-after'), text: '' };
+          // The status is the answer; a body is waited for only when asked for.
+          if (!readBytes) finish();
+          response.on('data', (chunk: Buffer) => {
+            read += chunk.byteLength;
+            if (readBytes && read - chunk.byteLength < readBytes) chunks.push(chunk);
+            // Enough read (or more than is worth draining): the rest is not, and the connection is not reused.
+            if (read >= (readBytes || DRAIN_BYTES)) response.destroy();
+          });
+          response.on('close', () => {
+            cleanUp();
+            finish();
+          });
+        },
+      );
+    } catch {
+      // A URL or header the options let through but node:http refuses: no answer.
+      finish();
+      return;
+    }
     const abort = (): void => {
       request.destroy();
     };
     const deadline = setTimeout(abort, timeoutMs);
     deadline.unref();
     signal.addEventListener('abort', abort, { once: true });
-    // Before the answer: no status. After it: the status stands, whatever happens to the rest of the body.
+    const cleanUp = (): void => {
+      clearTimeout(deadline);
+      signal.removeEventListener('abort', abort);
+    };
     request.on('error', () => {});
     request.on('close', () => {
-      if (answer === none) finish();
+      if (answer !== none) return;
+      cleanUp();
+      finish();
     });
     request.end(body);
   });

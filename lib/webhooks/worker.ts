@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events';
 import type { Provider } from 'oidc-provider';
 import type { DeadLetter, LeasedEntry, OutboxStats, OutboxStore, Settlement } from '../outbox/contract.js';
 import type { ResolvedWebhookOptions } from './options.js';
@@ -81,6 +82,8 @@ export function startDelivery(
   const gone = new Set<string>();
   const leaseMs = options.timeoutMs + LEASE_MARGIN_MS;
   const stopping = new AbortController();
+  // Every POST of a round listens to it; a round has at most BATCH of them.
+  setMaxListeners(2 * BATCH, stopping.signal);
   const poster = createPoster();
   const http: DeliveryHttp = { post: poster.post, signal: stopping.signal, timeoutMs: options.timeoutMs };
   let timer: NodeJS.Timeout | undefined;

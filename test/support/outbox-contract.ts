@@ -153,6 +153,18 @@ export function outboxContract(open: () => Promise<OutboxStore>): void {
     expect((await outbox.claim(10, LEASE, now, 0)).map((e) => e.id)).to.have.members(['e1', 'e2', 'e3']);
   });
 
+  it('bounds a subscription by its own waiting entries, whatever other subscriptions appended meanwhile', async () => {
+    expect(await outbox.append([entry('a1', 'alice')], 3, now)).to.deep.equal([]);
+    for (let i = 0; i < 5; i += 1) await outbox.append([entry(`m${i}`, `subject-${i}`, 'mail')], 10, now);
+    expect(await outbox.append([entry('a2', 'bob')], 3, now)).to.deep.equal([]);
+    expect(await outbox.append([entry('a3', 'carol')], 3, now)).to.deep.equal([]);
+    expect(await outbox.append([entry('a4', 'dave')], 3, now)).to.deep.equal(['crm']);
+    const first = (await outbox.claim(20, LEASE, now, 0)).find((claimed) => claimed.id === 'a1')!;
+    expect(await outbox.settle(first, { outcome: 'delivered' }, now)).to.equal(true);
+    expect(await outbox.append([entry('a5', 'erin')], 3, now)).to.deep.equal([]);
+    expect((await outbox.stats()).subscriptions['crm']).to.deep.equal({ pending: 3, dead: 0, dropped: 1 });
+  });
+
   it('dead-letters an entry, lets its stream move on, lists it, and forgets it after the retention', async () => {
     await outbox.append([entry('a1', 'alice')], MAX, now);
     await outbox.append([entry('a2', 'alice')], MAX, now);
