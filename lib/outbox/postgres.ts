@@ -61,6 +61,10 @@ export function appendCtes(tables: Pick<OutboxTables, 'entries' | 'drops'>, firs
       SELECT * FROM unnest(${$(0)}::text[], ${$(1)}::text[], ${$(2)}::text[], ${$(3)}::text[], ${$(4)}::text[])
         AS i(id, subscription, subject, stream, body)
       WHERE ${gate}
+      -- Never fewer than the entries: it tells the planner how few there are. Without it a generic
+      -- plan assumes ten rows, each with its index probes, and the statement is planned afresh on
+      -- every call (the commit's whole statement with it).
+      LIMIT cardinality(${$(0)}::text[])
     ), counted AS (
       -- Entries are numbered in the order appended: a subscription waits for at most the entries
       -- appended since its oldest waiting one (two index probes). Only when that could reach the
