@@ -33,6 +33,12 @@ export interface LeasedEntry extends NewOutboxEntry {
   leaseUntil: number;
 }
 
+/** A leased entry and how it is settled. */
+export interface SettledEntry {
+  entry: LeasedEntry;
+  settlement: Settlement;
+}
+
 export type Settlement =
   { outcome: 'delivered' } | { outcome: 'retry'; at: number } | { outcome: 'dead'; reason: string };
 
@@ -69,6 +75,14 @@ export interface OutboxStore {
   claim(limit: number, leaseMs: number, now: number, deadBefore: number): Promise<LeasedEntry[]>;
   /** Settles a leased entry; resolves `false`, changing nothing, when the lease is no longer the holder's. */
   settle(entry: LeasedEntry, settlement: Settlement, now: number): Promise<boolean>;
+  /**
+   * Settles several leased entries, each as `settle` would, in fewer trips to
+   * the store; resolves, in their order, whether each lease was still the
+   * holder's. Optional: without it each entry is settled on its own. Rejects
+   * when the store cannot be reached: an entry not settled is delivered again
+   * once its lease runs out.
+   */
+  settleAll?(settlements: readonly SettledEntry[], now: number): Promise<boolean[]>;
   stats(): Promise<OutboxStats>;
   /** Dead letters, latest first, at most `limit`. */
   deadLetters(limit: number): Promise<DeadLetter[]>;

@@ -220,6 +220,72 @@ export function createPostgresOutbox(
       }, 'outbox settle');
     },
 
+    async settleAll(settlements, now) {
+      const held = new Set<number>();
+      const retries = settlements.filter(({ settlement }) => settlement.outcome === 'retry');
+      const final = settlements.filter(({ settlement }) => settlement.outcome !== 'retry');
+      if (retries.length) {
+        const { rows } = await run(
+          `UPDATE ${entries} e SET lease = NULL, lease_until = 0, next_at = v.at
+           FROM unnest($1::bigint[], $2::text[], $3::bigint[]) AS v(seq, lease, at)
+           WHERE e.seq = v.seq AND e.lease = v.lease AND e.dead_at IS NULL
+           RETURNING e.seq`,
+          [
+            retries.map(({ entry }) => seqOf(entry)),
+            retries.map(({ entry }) => entry.lease),
+            retries.map(({ settlement }) => (settlement as { at: number }).at),
+          ],
+          'outbox settle',
+        );
+        for (const row of rows) held.add(Number(row['seq']));
+      }
+      if (final.length) {
+        await transaction(async (inTransaction) => {
+          // As settle: the rows locked first (in key order), then the next entries marked in a later statement.
+          const { rows } = await inTransaction(
+            `SELECT e.seq FROM ${entries} e
+             JOIN unnest($1::bigint[], $2::text[]) AS v(seq, lease) ON e.seq = v.seq AND e.lease = v.lease
+             WHERE e.dead_at IS NULL ORDER BY e.seq FOR UPDATE OF e`,
+            [final.map(({ entry }) => seqOf(entry)), final.map(({ entry }) => entry.lease)],
+            'outbox settle',
+          );
+          const locked = new Set(rows.map((row) => Number(row['seq'])));
+          const mine = final.filter(({ entry }) => locked.has(seqOf(entry)));
+          if (!mine.length) return;
+          // Each stream has one entry leased at a time: the settled entries are of different streams.
+          await inTransaction(
+            `WITH v AS (
+               SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[]) AS v(seq, outcome, reason)
+             ), deleted AS (
+               DELETE FROM ${entries} e USING v WHERE e.seq = v.seq AND v.outcome = 'delivered'
+               RETURNING e.seq, e.stream
+             ), killed AS (
+               UPDATE ${entries} e SET lease = NULL, lease_until = 0, dead_at = $4, dead_reason = v.reason
+               FROM v WHERE e.seq = v.seq AND v.outcome = 'dead'
+               RETURNING e.seq, e.stream
+             ), settled AS (
+               SELECT * FROM deleted UNION ALL SELECT * FROM killed
+             )
+             UPDATE ${entries} SET ready = true
+             WHERE seq IN (
+               SELECT (SELECT min(e.seq) FROM ${entries} e
+                       WHERE e.stream = s.stream AND e.seq > s.seq AND e.dead_at IS NULL)
+               FROM settled s
+             ) AND NOT ready`,
+            [
+              mine.map(({ entry }) => seqOf(entry)),
+              mine.map(({ settlement }) => settlement.outcome),
+              mine.map(({ settlement }) => (settlement.outcome === 'dead' ? settlement.reason : null)),
+              now,
+            ],
+            'outbox settle',
+          );
+          for (const seq of locked) held.add(seq);
+        }, 'outbox settle');
+      }
+      return settlements.map(({ entry }) => held.has(seqOf(entry)));
+    },
+
     async stats() {
       const [counts, dropped] = await Promise.all([
         run(

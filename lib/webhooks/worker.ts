@@ -1,6 +1,13 @@
 import { setMaxListeners } from 'node:events';
 import type { Provider } from 'oidc-provider';
-import type { DeadLetter, LeasedEntry, OutboxStats, OutboxStore, Settlement } from '../outbox/contract.js';
+import type {
+  DeadLetter,
+  LeasedEntry,
+  OutboxStats,
+  OutboxStore,
+  Settlement,
+  SettledEntry,
+} from '../outbox/contract.js';
 import type { ResolvedWebhookOptions } from './options.js';
 import { createPoster, type Poster } from './post.js';
 import { webhookHeaders } from './sign.js';
@@ -119,12 +126,14 @@ export function startDelivery(
       schedule(jitter(Math.min(STORE_BACKOFF_MS, options.pollIntervalMs * 2 ** storeFailures)));
       return;
     }
-    await Promise.all(claimed.map((entry) => deliver(entry)));
+    const outcomes = await Promise.all(claimed.map((entry) => deliver(entry)));
+    await settleAll(outcomes.filter((outcome): outcome is SettledEntry => outcome !== undefined));
     // A full batch means more may be due at once; otherwise the next look waits.
     schedule(claimed.length === BATCH || wokenMeanwhile ? 0 : jitter(options.pollIntervalMs));
   }
 
-  async function deliver(entry: LeasedEntry): Promise<void> {
+  /** Delivers an entry; undefined leaves it leased (its store failed, or the loop is stopping), to be delivered again. */
+  async function deliver(entry: LeasedEntry): Promise<SettledEntry | undefined> {
     const subscription = subscriptions.get(entry.subscription);
     let settlement: Settlement;
     if (other?.owns(entry.subscription)) {
@@ -134,24 +143,39 @@ export function startDelivery(
       } catch (error) {
         // Its store failed: the lease runs out and the entry is tried again.
         (provider as unknown as NodeJS.EventEmitter).emit('error', error);
-        return;
+        return undefined;
       }
-      if (stopping.signal.aborted) return;
+      if (stopping.signal.aborted) return undefined;
       settlement = 'outcome' in answer ? answer : settle(entry, answer);
     } else if (!subscription) settlement = { outcome: 'dead', reason: 'subscription_removed' };
     else if (gone.has(subscription.id)) settlement = { outcome: 'dead', reason: 'gone' };
     else {
       const answer = await post(subscription, entry);
-      if (stopping.signal.aborted) return;
+      if (stopping.signal.aborted) return undefined;
       settlement = settle(entry, answer);
       if (answer.status === 410 && !gone.has(subscription.id)) {
         gone.add(subscription.id);
         report(WEBHOOK_GONE, { subscription: subscription.id });
       }
     }
+    return { entry, settlement };
+  }
+
+  /** Settles a round's deliveries, together where the store can (one transaction on PostgreSQL). */
+  async function settleAll(outcomes: readonly SettledEntry[]): Promise<void> {
+    if (!outcomes.length) return;
+    let held: boolean[];
     try {
-      const settled = await outbox.settle(entry, settlement, Date.now());
-      if (settled && settlement.outcome === 'dead') {
+      held = outbox.settleAll
+        ? await outbox.settleAll(outcomes, Date.now())
+        : await Promise.all(outcomes.map(({ entry, settlement }) => outbox.settle(entry, settlement, Date.now())));
+    } catch (error) {
+      // The leases run out and the entries are delivered again: at least once.
+      (provider as unknown as NodeJS.EventEmitter).emit('error', error);
+      return;
+    }
+    outcomes.forEach(({ entry, settlement }, index) => {
+      if (held[index] && settlement.outcome === 'dead') {
         report(WEBHOOK_DEAD_LETTERED, {
           subscription: entry.subscription,
           id: entry.id,
@@ -159,10 +183,7 @@ export function startDelivery(
           attempts: entry.attempts,
         });
       }
-    } catch (error) {
-      // The lease runs out and the entry is delivered again: at least once.
-      (provider as unknown as NodeJS.EventEmitter).emit('error', error);
-    }
+    });
   }
 
   async function post(

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import type { NewOutboxEntry, OutboxStore, Settlement } from '../../lib/outbox/contract.js';
+import type { NewOutboxEntry, OutboxStore, Settlement, SettledEntry } from '../../lib/outbox/contract.js';
 
 const MAX = 100;
 const LEASE = 30_000;
@@ -132,6 +132,73 @@ export function outboxContract(open: () => Promise<OutboxStore>): void {
       expect(others).to.deep.equal([]);
       expect(second, `round ${i}`).to.include({ id: `${subject}-2` });
       expect(await outbox.settle(second!, { outcome: 'delivered' }, now)).to.equal(true);
+    }
+  });
+
+  /** Settles as the delivery loop does: together where the store can, else one by one. */
+  const settleAll = (settled: readonly SettledEntry[], at: number): Promise<boolean[]> =>
+    outbox.settleAll
+      ? outbox.settleAll(settled, at)
+      : Promise.all(settled.map(({ entry: leased, settlement }) => outbox.settle(leased, settlement, at)));
+
+  it('settles a batch as each settlement would: delivered, dead, retried, and a lapsed lease left alone', async () => {
+    // dave's entry is leased first, its lease runs out and is taken over.
+    await outbox.append([entry('dave-1', 'dave')], MAX, now);
+    await outbox.append([entry('dave-2', 'dave')], MAX, now);
+    const [daveLapsed] = await outbox.claim(10, 50, now, 0);
+    const [daveHolder] = await outbox.claim(10, LEASE, now + 50, 0);
+    expect(daveHolder).to.include({ id: 'dave-1', attempts: 2 });
+    for (const subject of ['alice', 'bob', 'carol']) {
+      await outbox.append([entry(`${subject}-1`, subject)], MAX, now);
+      await outbox.append([entry(`${subject}-2`, subject)], MAX, now);
+    }
+    const claimed = await outbox.claim(10, LEASE, now + 50, 0);
+    const of = (id: string) => claimed.find((leased) => leased.id === id)!;
+    const held = await settleAll(
+      [
+        { entry: of('alice-1'), settlement: { outcome: 'delivered' } },
+        { entry: of('bob-1'), settlement: { outcome: 'dead', reason: 'attempts' } },
+        { entry: of('carol-1'), settlement: { outcome: 'retry', at: now + 1000 } },
+        { entry: daveLapsed!, settlement: { outcome: 'delivered' } },
+      ],
+      now + 60,
+    );
+    expect(held).to.deep.equal([true, true, true, false]);
+    expect((await outbox.deadLetters(10)).map((letter) => letter.id)).to.deep.equal(['bob-1']);
+    // alice's and bob's next entries are handed out; carol's waits for its retry; dave's is still leased.
+    expect((await outbox.claim(10, LEASE, now + 70, 0)).map((leased) => leased.id)).to.have.members([
+      'alice-2',
+      'bob-2',
+    ]);
+    expect((await outbox.claim(10, LEASE, now + 1000, 0)).map((leased) => leased.id)).to.deep.equal(['carol-1']);
+  });
+
+  it('hands out the entries appended while a batch before them is settled, whichever comes first', async () => {
+    for (let round = 0; round < 10; round++) {
+      const subjects = Array.from({ length: 4 }, (_, i) => `racer-${round}-${i}`);
+      for (const subject of subjects) await outbox.append([entry(`${subject}-1`, subject)], MAX, now);
+      const claimed = await outbox.claim(10, LEASE, now, 0);
+      expect(claimed).to.have.length(4);
+      const [held] = await Promise.all([
+        settleAll(
+          claimed.map((leased, i) => ({
+            entry: leased,
+            settlement: i % 2 ? { outcome: 'delivered' } : { outcome: 'dead', reason: 'attempts' },
+          })),
+          now,
+        ),
+        ...subjects.map((subject) => outbox.append([entry(`${subject}-2`, subject)], MAX, now)),
+      ]);
+      expect(held).to.deep.equal([true, true, true, true]);
+      const next = await outbox.claim(10, LEASE, now, 0);
+      expect(
+        next.map((leased) => leased.id),
+        `round ${round}`,
+      ).to.have.members(subjects.map((s) => `${s}-2`));
+      await settleAll(
+        next.map((leased) => ({ entry: leased, settlement: { outcome: 'delivered' } })),
+        now,
+      );
     }
   });
 
