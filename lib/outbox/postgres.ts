@@ -24,6 +24,7 @@ import {
   type NewOutboxEntry,
   type OutboxStats,
   type OutboxStore,
+  type SettledEntry,
 } from './contract.js';
 
 /** Runs one statement (the adapter's pool, error mapping and migration). */
@@ -150,7 +151,7 @@ export function createPostgresOutbox(
   transaction: RunTransaction,
 ): OutboxStore {
   const { entries, drops } = tables;
-  return {
+  const store: OutboxStore = {
     async append(toAppend, maxPending, now) {
       if (!toAppend.length) return [];
       const { rows } = await run(
@@ -239,18 +240,22 @@ export function createPostgresOutbox(
         );
         for (const row of rows) held.add(Number(row['seq']));
       }
+      const alone: SettledEntry[] = [];
       if (final.length) {
         await transaction(async (inTransaction) => {
-          // As settle: the rows locked first (in key order), then the next entries marked in a later statement.
+          // As settle: the rows locked first, then the next entries marked in a later statement. A row
+          // an append holds is skipped, not waited for: waiting while holding the others could close a
+          // cycle with an append that locks two of them in another order. It is settled alone below.
           const { rows } = await inTransaction(
             `SELECT e.seq FROM ${entries} e
              JOIN unnest($1::bigint[], $2::text[]) AS v(seq, lease) ON e.seq = v.seq AND e.lease = v.lease
-             WHERE e.dead_at IS NULL ORDER BY e.seq FOR UPDATE OF e`,
+             WHERE e.dead_at IS NULL ORDER BY e.seq FOR UPDATE OF e SKIP LOCKED`,
             [final.map(({ entry }) => seqOf(entry)), final.map(({ entry }) => entry.lease)],
             'outbox settle',
           );
           const locked = new Set(rows.map((row) => Number(row['seq'])));
           const mine = final.filter(({ entry }) => locked.has(seqOf(entry)));
+          alone.push(...final.filter(({ entry }) => !locked.has(seqOf(entry))));
           if (!mine.length) return;
           // Each stream has one entry leased at a time: the settled entries are of different streams.
           await inTransaction(
@@ -269,7 +274,7 @@ export function createPostgresOutbox(
              UPDATE ${entries} SET ready = true
              WHERE seq IN (
                SELECT (SELECT min(e.seq) FROM ${entries} e
-                       WHERE e.stream = s.stream AND e.seq > s.seq AND e.dead_at IS NULL)
+                       WHERE e.stream = s.stream AND e.seq > s.seq AND e.seq <> ALL($1) AND e.dead_at IS NULL)
                FROM settled s
              ) AND NOT ready`,
             [
@@ -282,6 +287,10 @@ export function createPostgresOutbox(
           );
           for (const seq of locked) held.add(seq);
         }, 'outbox settle');
+      }
+      // Skipped rows (held by an append a moment), or leases that ran out: settle says which.
+      for (const { entry, settlement } of alone) {
+        if (await store.settle(entry, settlement, now)) held.add(seqOf(entry));
       }
       return settlements.map(({ entry }) => held.has(seqOf(entry)));
     },
@@ -326,6 +335,7 @@ export function createPostgresOutbox(
       }));
     },
   };
+  return store;
 }
 
 /**

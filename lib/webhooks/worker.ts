@@ -126,8 +126,28 @@ export function startDelivery(
       schedule(jitter(Math.min(STORE_BACKOFF_MS, options.pollIntervalMs * 2 ** storeFailures)));
       return;
     }
-    const outcomes = await Promise.all(claimed.map((entry) => deliver(entry)));
-    await settleAll(outcomes.filter((outcome): outcome is SettledEntry => outcome !== undefined));
+    // Settled together once every delivery of the round is done, or at the receivers' time, whichever
+    // comes first (a slow store call of one must not keep the others' settlements past their leases);
+    // whatever finishes later is settled when the round ends.
+    const done: SettledEntry[] = [];
+    const all = Promise.all(
+      claimed.map(async (entry) => {
+        const outcome = await deliver(entry);
+        if (outcome) done.push(outcome);
+      }),
+    );
+    let flush: NodeJS.Timeout | undefined;
+    await Promise.race([
+      all,
+      new Promise<void>((resolve) => {
+        flush = setTimeout(resolve, options.timeoutMs);
+        flush.unref();
+      }),
+    ]);
+    clearTimeout(flush);
+    await settleAll(done.splice(0));
+    await all;
+    await settleAll(done.splice(0));
     // A full batch means more may be due at once; otherwise the next look waits.
     schedule(claimed.length === BATCH || wokenMeanwhile ? 0 : jitter(options.pollIntervalMs));
   }
