@@ -78,6 +78,7 @@ export type {
   OutboxStats,
   OutboxStore,
   Settlement,
+  SettledEntry,
 } from './outbox/contract.js';
 export type { ResolvedSsfOptions, SsfOptions } from './ssf/options.js';
 export { SSF_DROPPED } from './ssf/transmit.js';
