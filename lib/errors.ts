@@ -96,6 +96,18 @@ export function storeFull(model: string): errors.TemporarilyUnavailable {
   return Object.assign(error, { status: 503, statusCode: 503, expose: true });
 }
 
+/**
+ * As storeFull, for the replay store's share of one client (lib/adapters/replay-shares.ts):
+ * the client's requests wait for their own earlier proofs to expire, other clients' do not.
+ */
+export function replayShareFull(anonymous: boolean): errors.TemporarilyUnavailable {
+  const requests = anonymous ? "this client's unauthenticated requests" : "this client's requests";
+  const error = new errors.TemporarilyUnavailable(
+    `the ReplayDetection store holds as many unexpired proofs as ${requests} may; retry shortly`,
+  );
+  return Object.assign(error, { status: 503, statusCode: 503, expose: true });
+}
+
 export type ManagementErrorCode =
   | 'invalid_request'
   | 'invalid_token'

@@ -10,7 +10,7 @@
  */
 import { LRUCache } from 'lru-cache';
 import type { Adapter, AdapterPayload } from 'oidc-provider';
-import { invalidCall, invalidOption, storeFull } from '../errors.js';
+import { invalidCall, invalidOption, replayShareFull, storeFull } from '../errors.js';
 import {
   comesAfter,
   entryLifetimeMs,
@@ -25,6 +25,7 @@ import {
 } from './contract.js';
 import type { OutboxCapable, OutboxStore } from '../outbox/contract.js';
 import { createMemoryOutbox, type MemoryOutbox } from '../outbox/memory.js';
+import { REPLAY_MODEL, ReplayShareCounts, replayShareOf, type ReplayShare } from './replay-shares.js';
 
 export interface MemoryAdapterOptions {
   /** Most entries of each model not named in `limits`. Default 100,000. */
@@ -96,6 +97,8 @@ interface Entry {
   payload: JsonPayload;
   exp: number | undefined;
   consumed?: unknown;
+  /** A replay entry's client share, released when the entry leaves. */
+  share?: ReplayShare;
 }
 
 type JsonValue = string | number | boolean | null | JsonValue[] | JsonPayload;
@@ -160,6 +163,7 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
   const evictedUnexpired: Record<string, number> = {};
   const refusedFull: Record<string, number> = {};
   const models = new Map<string, ModelStore>();
+  let replayShares: ReplayShareCounts | undefined;
 
   // Whatever pushes a grant's index out takes the grant's tokens with it: a
   // token that revokeByGrantId could no longer find must not stay usable.
@@ -177,6 +181,7 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
     if (store) return store;
     const bound = limits[name] ?? max;
     const isProtected = protectedModels.has(name);
+    const shares = name === REPLAY_MODEL ? (replayShares = new ReplayShareCounts(bound)) : undefined;
     store = {
       name,
       max: bound,
@@ -186,6 +191,7 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
         // Read the clock on each check; the default caches it for 1 ms with a timer armed every millisecond.
         ttlResolution: 0,
         dispose(value, id, reason) {
+          if (value.share) shares?.release(value.share);
           if (reason !== 'evict' || isExpired(value)) return;
           evictedUnexpired[name] = (evictedUnexpired[name] ?? 0) + 1;
           options.onEvict?.(name, id);
@@ -223,6 +229,23 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
       refusedFull[store.name] = (refusedFull[store.name] ?? 0) + 1;
       throw storeFull(store.name);
     }
+  }
+
+  /**
+   * The share of its client that a new replay entry takes (see replay-shares.ts),
+   * after a sweep when it is full; refuses when it stays full.
+   */
+  function admitReplay(store: ModelStore, shares: ReplayShareCounts, id: string, payload: AdapterPayload): ReplayShare {
+    const share = replayShareOf(payload);
+    if (shares.hasRoom(share) || store.entries.peek(id, { allowStale: true }) !== undefined) return share;
+    const now = Date.now();
+    if (now - store.lastFullPurge >= FULL_PURGE_INTERVAL_MS) {
+      store.lastFullPurge = now;
+      store.entries.purgeStale();
+      if (shares.hasRoom(share)) return share;
+    }
+    refusedFull[store.name] = (refusedFull[store.name] ?? 0) + 1;
+    throw replayShareFull(share.pool === 'anonymous');
   }
 
   /** Drops the expired members at the front of an index. */
@@ -269,6 +292,14 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
     };
     if (consumed) entry.consumed = consumed;
     store.entries.set(id, entry, { ttl });
+  }
+
+  /** Counts a replay entry just stored against its share (put's overwrite released the earlier version's). */
+  function holdShare(store: ModelStore, shares: ReplayShareCounts, id: string, share: ReplayShare): void {
+    const entry = store.entries.peek(id, { allowStale: true });
+    if (!entry) return;
+    entry.share = share;
+    shares.take(share);
   }
 
   /** The indexes `member` joins, created and pruned; refuses, changing no member, when they have no room for it. */
@@ -353,8 +384,11 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
         store.entries.delete(id);
         return;
       }
+      const shares = store.name === REPLAY_MODEL ? replayShares : undefined;
+      const share = shares && admitReplay(store, shares, id, payload);
       admit(store, id);
       put(store, id, payload, ttl);
+      if (shares && share) holdShare(store, shares, id, share);
     }
 
     async find(id: string): Promise<AdapterPayload | undefined> {
