@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import { createMemoryAdapter, type MemoryAdapterClass } from '../lib/index.js';
+import { replayShareBounds } from '../lib/adapters/replay-shares.js';
 import { DpopKey } from './support/dpop.js';
 import { API, CLIENTS, REDIRECT_URI, pkcePair, startProvider, type TestProvider } from './support/provider.js';
 import {
@@ -92,11 +93,13 @@ describe('memory store at the bound of a protected model: fail closed, never for
     }
   });
 
-  it("refuses a DPoP proof with 503 when the replay store is full, burns nothing, and still refuses earlier proofs' replays", async () => {
-    const tp = await startProvider({ adapter: createMemoryAdapter({ limits: { ReplayDetection: 2 } }) });
+  it("refuses a DPoP proof with 503 when the client's share of the replay store is full, burns nothing, and still refuses earlier proofs' replays", async () => {
+    const tp = await startProvider({ adapter: createMemoryAdapter({ limits: { ReplayDetection: 16 } }) });
     try {
       const key = await DpopKey.generate();
-      const proofs = [await key.proof(`${tp.base}/token`), await key.proof(`${tp.base}/token`)];
+      const proofs = await Promise.all(
+        Array.from({ length: replayShareBounds(16).perClient.credentialed }, () => key.proof(`${tp.base}/token`)),
+      );
       for (const proof of proofs) {
         const result = await exchange(tp, { subject_token: await subjectToken(tp), resource: API }, CLIENTS.console, {
           dpop: proof,

@@ -165,7 +165,8 @@ describe('memory adapter', () => {
       expect(Memory.stats().models['Interaction']!.max).to.equal(2);
     });
 
-    for (const model of ['SubjectToken', 'ReplayDetection', 'Custom']) {
+    // ReplayDetection is bounded per client besides (test/replay-shares.test.ts).
+    for (const model of ['SubjectToken', 'ImpersonationApproval', 'Custom']) {
       it(`never evicts an unexpired ${model} entry: when full, a new one is refused with 503 and the old ones stay`, async () => {
         const Memory = createMemoryAdapter({ max: 2, protectedModels: ['Custom'] });
         const store = new Memory(model);

@@ -112,7 +112,7 @@ describe('the replay shares of the memory adapter', () => {
     );
   }
 
-  it("refuses one client's entry beyond its share with 503, and takes another client's", async () => {
+  it("refuses one client's entry beyond its share with 503, forgets none of its earlier ones, and takes another client's", async () => {
     const Memory = createMemoryAdapter({ limits: { ReplayDetection: 16 } });
     const replays = new Memory('ReplayDetection');
     for (let n = 0; n < perClient; n += 1) await replays.upsert(`a${n}`, { jti: `a${n}`, iss: 'a' }, 60);
@@ -120,6 +120,7 @@ describe('the replay shares of the memory adapter', () => {
       status: 503,
       error: 'temporarily_unavailable',
     });
+    for (let n = 0; n < perClient; n += 1) expect(await replays.find(`a${n}`)).to.not.equal(undefined);
     await replays.upsert('b0', { jti: 'b0', iss: 'b' }, 60);
     // Rewriting an entry already held takes no more room.
     await replays.upsert('a0', { jti: 'a0', iss: 'a' }, 60);
