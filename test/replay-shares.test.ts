@@ -31,16 +31,23 @@ async function pushAuthorization(tp: TestProvider, clientId: string, key: DpopKe
   return { status: response.status, headers: response.headers, body: JSON.parse(text) as Record<string, unknown> };
 }
 
-/** The attack: pushed authorization requests in `clientId`'s name until the replay store refuses one; how many it took. */
-async function floodUntilRefused(tp: TestProvider, clientId: string): Promise<number> {
+/**
+ * The attack: pushed authorization requests in `clientId`'s name until the
+ * replay store refuses one; how many were accepted, and the refusal.
+ */
+async function floodUntilRefused(tp: TestProvider, clientId: string): Promise<{ accepted: number; refusal: Reply }> {
   const key = await DpopKey.generate();
   for (let accepted = 0; accepted <= BOUND; accepted += 1) {
     const pushed = await pushAuthorization(tp, clientId, key);
-    if (pushed.status === 201) continue;
-    expectError(pushed, 503, 'temporarily_unavailable', /unauthenticated requests/);
-    return accepted;
+    if (pushed.status !== 201) return { accepted, refusal: pushed };
   }
   throw new Error(`${BOUND + 1} pushed authorization requests were all accepted`);
+}
+
+/** What the attacker was told: the client's share of unauthenticated requests is full, 503. */
+function expectShareRefusal(flood: { accepted: number; refusal: Reply }, accepted: number): void {
+  expectError(flood.refusal, 503, 'temporarily_unavailable', /unauthenticated requests/);
+  expect(flood.accepted).to.equal(accepted);
 }
 
 async function dpopExchange(tp: TestProvider, key: DpopKey): Promise<Reply> {
@@ -59,18 +66,19 @@ describe('the replay store against anonymous pushed authorization requests with 
   afterEach(() => tp.close());
 
   it("fills only the flooded public client's share: the support console's DPoP-bound exchange and pushed request still pass", async () => {
-    expect(await floodUntilRefused(tp, CLIENTS.customer.client_id)).to.equal(SHARES.perClient.anonymous);
+    const flood = await floodUntilRefused(tp, CLIENTS.customer.client_id);
 
     const key = await DpopKey.generate();
     const exchanged = await dpopExchange(tp, key);
     expect(exchanged.status, JSON.stringify(exchanged.body)).to.equal(200);
     expect(exchanged.body['token_type']).to.equal('DPoP');
     expect((await pushAuthorization(tp, CLIENTS.console.client_id, key)).status).to.equal(201);
+    expectShareRefusal(flood, SHARES.perClient.anonymous);
     expect(Memory.stats().refusedFull).to.deep.equal({ ReplayDetection: 1 });
   });
 
   it("a flood in the exchange client's own name leaves its exchange and its sign-in's DPoP-bound code grant their place", async () => {
-    expect(await floodUntilRefused(tp, CLIENTS.console.client_id)).to.equal(SHARES.perClient.anonymous);
+    const flood = await floodUntilRefused(tp, CLIENTS.console.client_id);
 
     const key = await DpopKey.generate();
     const exchanged = await dpopExchange(tp, key);
@@ -78,6 +86,7 @@ describe('the replay store against anonymous pushed authorization requests with 
     expect(exchanged.body['token_type']).to.equal('DPoP');
     // The engineer's own sign-in, proof and all: a code is a credential, so its proof is no anonymous write.
     await userSignIn(tp, 'alice', { headers: { dpop: await key.proof(`${tp.base}/token`) } });
+    expectShareRefusal(flood, SHARES.perClient.anonymous);
   });
 
   it('public clients flooded until the anonymous pool is full leave the exchange and the sign-in their place', async () => {
@@ -90,14 +99,16 @@ describe('the replay store against anonymous pushed authorization requests with 
       redirect_uris: [REDIRECT_URI],
     }));
     tp = await startProvider({ adapter: Memory, configuration: { clients: [...FIXTURE_CLIENTS, ...flooded] } });
-    for (const client of flooded)
-      expect(await floodUntilRefused(tp, client.client_id)).to.equal(SHARES.perClient.anonymous);
-    expect(await floodUntilRefused(tp, CLIENTS.console.client_id), 'the pool is full').to.equal(0);
+    const floods = [];
+    for (const client of flooded) floods.push(await floodUntilRefused(tp, client.client_id));
+    const last = await floodUntilRefused(tp, CLIENTS.console.client_id);
 
     const key = await DpopKey.generate();
     const exchanged = await dpopExchange(tp, key);
     expect(exchanged.status, JSON.stringify(exchanged.body)).to.equal(200);
     await userSignIn(tp, 'alice', { headers: { dpop: await key.proof(`${tp.base}/token`) } });
+    for (const flood of floods) expectShareRefusal(flood, SHARES.perClient.anonymous);
+    expectShareRefusal(last, 0);
   });
 });
 
