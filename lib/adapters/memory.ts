@@ -144,7 +144,9 @@ type GrantMembers = Array<[model: string, id: string]>;
  * a flood of one kind (an Interaction per unauthenticated `GET /auth`) can
  * only push out entries of that kind. Protected models (subject tokens, replay
  * detection) never lose an unexpired entry: when full, a write fails with 503
- * `temporarily_unavailable`. Expired entries are swept out on writes, so they
+ * `temporarily_unavailable`; replay entries are also shared out by client, so
+ * that anonymous proofs cannot fill the places of credentialed ones
+ * (replay-shares.ts). Expired entries are swept out on writes, so they
  * never hold a bound. One instance per provider: several processes need a
  * shared store (see the Redis adapter).
  */
