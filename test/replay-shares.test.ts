@@ -1,7 +1,9 @@
 import { expect } from 'chai';
 import { createMemoryAdapter, type MemoryAdapterClass } from '../lib/index.js';
 import { replayShareBounds } from '../lib/adapters/replay-shares.js';
+import { reply } from '../fixtures/flows.js';
 import { FIXTURE_CLIENTS } from '../fixtures/provider.js';
+import { ADAPTERS } from './support/adapters.js';
 import { DpopKey } from './support/dpop.js';
 import { API, CLIENTS, REDIRECT_URI, pkcePair, startProvider, type TestProvider } from './support/provider.js';
 import { exchange, expectError, subjectToken, userSignIn, type Reply } from './support/http.js';
@@ -27,8 +29,7 @@ async function pushAuthorization(tp: TestProvider, clientId: string, key: DpopKe
     }),
     signal: AbortSignal.timeout(10_000),
   });
-  const text = await response.text();
-  return { status: response.status, headers: response.headers, body: JSON.parse(text) as Record<string, unknown> };
+  return reply(response);
 }
 
 /**
@@ -111,6 +112,27 @@ describe('the replay store against anonymous pushed authorization requests with 
     expectShareRefusal(last, 0);
   });
 });
+
+for (const kind of ADAPTERS.filter(({ id }) => id !== 'memory')) {
+  describe(`the replay store against anonymous pushed authorization requests with DPoP (${kind.name})`, () => {
+    it('bounds replay entries by their TTL only: refuses none of the flood, and the DPoP-bound exchange succeeds', async () => {
+      const tp = await startProvider({}, kind);
+      try {
+        const key = await DpopKey.generate();
+        for (let sent = 0; sent < BOUND; sent += 16) {
+          const pushed = await Promise.all(
+            Array.from({ length: 16 }, () => pushAuthorization(tp, CLIENTS.console.client_id, key)),
+          );
+          expect(pushed.map(({ status }) => status)).to.deep.equal(Array(16).fill(201));
+        }
+        const exchanged = await dpopExchange(tp, key);
+        expect(exchanged.status, JSON.stringify(exchanged.body)).to.equal(200);
+      } finally {
+        await tp.close();
+      }
+    });
+  });
+}
 
 describe('the replay shares of the memory adapter', () => {
   // Outside any request a write counts as credentialed.
