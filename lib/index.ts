@@ -46,6 +46,8 @@ export type {
   AtomicAdapter,
   AtomicCommit,
   AtomicConsume,
+  BoundedIndexAdd,
+  BoundedIndexes,
   CommitOutcome,
   CommitWrite,
   ImpersonationAdapter,

@@ -114,7 +114,7 @@ describe('customer API', function () {
       expiresAt: now() + 900,
       ...overrides,
     };
-    await store.saveRequest(request);
+    await store.saveRequest(request, 20);
     return request;
   }
 

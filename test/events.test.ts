@@ -224,7 +224,7 @@ describe('impersonation events: what each carries', () => {
       context: {},
       createdAt: now - 120,
       expiresAt: now - 60,
-    });
+    }, 20);
     expect((await readApprovalRequest(tp, late)).body).to.include({ status: 'expired' });
     const glass = await askForSubjectToken(tp, { ...ask, breakGlass: { reason: 'outage' } }, CLIENTS.oncall);
     expect(glass.status, JSON.stringify(glass.body)).to.equal(201);

@@ -60,7 +60,7 @@ async function pendingRequest(store: ApprovalStore, subject: string, expiresIn =
     createdAt: now - 1,
     expiresAt: now + expiresIn,
   };
-  await store.saveRequest(request);
+  await store.saveRequest(request, 20);
   return request;
 }
 

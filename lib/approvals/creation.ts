@@ -104,12 +104,6 @@ async function pendingRequest(
   const waiting = await storeCall(() => deps.approvals.pendingRequests(ask.subject, settings.maxPendingPerCustomer));
   const same = waiting.find((request) => request.actor === ask.actor && request.requestedBy === ask.caller.clientId);
   if (same) return same;
-  if (waiting.length >= settings.maxPendingPerCustomer) {
-    throw customerLimitReached(
-      'too_many_pending_requests',
-      'the customer has as many approval requests waiting as the deployment allows; retry once one is answered or expired',
-    );
-  }
   const createdAt = nowSeconds();
   const request: ApprovalRequest = {
     id: newApprovalRequestId(),
@@ -123,7 +117,12 @@ async function pendingRequest(
     createdAt,
     expiresAt: createdAt + settings.requestTTL,
   };
-  await storeCall(() => deps.approvals.saveRequest(request));
+  if (!(await storeCall(() => deps.approvals.saveRequest(request, settings.maxPendingPerCustomer)))) {
+    throw customerLimitReached(
+      'too_many_pending_requests',
+      'the customer has as many approval requests waiting as the deployment allows; retry once one is answered or expired',
+    );
+  }
   await recordEvent(deps.provider, deps.options.auditLog, requestEvent(EVENTS.approvalRequested, request), ctx);
   return request;
 }
