@@ -8,6 +8,7 @@ export type {
   ApprovalOptions,
   ApprovalPolicyInput,
   ApprovalRequirement,
+  ApprovalWidening,
   ResolvedApprovalOptions,
 } from './approvals/options.js';
 export type {

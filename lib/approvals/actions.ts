@@ -115,9 +115,12 @@ export async function listPendingRequests(
  * Approves a request: `{ duration, scope? }`. The grant it becomes is for the
  * request's actor and resource, for `duration` seconds (up to
  * `maxGrantDuration`), and allows `scope` (within the scope asked, when one
- * was) or else what was asked. The answer is written first and once: of an
- * approval racing a denial or the expiry, exactly one wins, and a grant is
- * put in force only by the approval that won.
+ * was) or else what was asked. It is bound to what the customer read too:
+ * the client that redeems, the Management API client that asked and the
+ * context (the ticket), except what the deployment's `widenApprovedGrants`
+ * leaves open. The answer is written first and once: of an approval racing a
+ * denial or the expiry, exactly one wins, and a grant is put in force only
+ * by the approval that won.
  */
 export async function approveRequest(
   deps: ApprovalDependencies,
@@ -141,6 +144,7 @@ export async function approveRequest(
   const scope = chosen ?? request.scope;
 
   const answeredAt = nowSeconds();
+  const open = new Set(settings.widenApprovedGrants);
   const grant: AccessGrant = {
     id: newAccessGrantId(),
     subject: customer,
@@ -149,6 +153,9 @@ export async function approveRequest(
     ...(scope === undefined ? {} : { scope: [...scope] }),
     origin: 'approval',
     approvalRequestId: request.id,
+    ...(request.clientId === undefined || open.has('clientId') ? {} : { clientId: request.clientId }),
+    ...(open.has('caller') ? {} : { requestedBy: request.requestedBy }),
+    ...(open.has('context') ? {} : { context: request.context }),
     createdAt: answeredAt,
     expiresAt: answeredAt + duration,
   };
