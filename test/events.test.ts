@@ -200,7 +200,13 @@ describe('impersonation events: what each carries', () => {
     // one expired unanswered; break-glass.
     ap.policy.answer = 'grant';
     const customer = newCustomer();
-    const ask = { userId: customer, actorId: 'alice', context: { ticketId: 'T-8' }, resource: API };
+    const ask = {
+      userId: customer,
+      actorId: 'alice',
+      clientId: CLIENTS.console.client_id,
+      context: { ticketId: 'T-8' },
+      resource: API,
+    };
     const approved = requestIdOf(await askForSubjectToken(tp, { ...ask, scope: ['profile:read'] }));
     const { grant } = await approveRequest(ap.deps, customer, approved, { duration: 600 });
     const covered = await askForSubjectToken(tp, ask);
