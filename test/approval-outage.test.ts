@@ -57,7 +57,11 @@ for (const { name, relay, adapter } of STORES) {
       const before = created;
       await relay.stop();
       for (const userId of [covered, newCustomer()]) {
-        const failed = await managementRequest(ap.tp, { userId, actorId: 'alice', clientId: CLIENTS.console.client_id }, backend);
+        const failed = await managementRequest(
+          ap.tp,
+          { userId, actorId: 'alice', clientId: CLIENTS.console.client_id },
+          backend,
+        );
         expectError(failed, 503, 'temporarily_unavailable', /^the identity service cannot reach its store/);
         expect(failed.body).to.not.have.property('subjectToken');
         expect(failed.body).to.not.have.property('approvalRequest');
@@ -65,13 +69,27 @@ for (const { name, relay, adapter } of STORES) {
       expect(created).to.equal(before);
 
       await relay.start();
-      expect((await managementRequest(ap.tp, { userId: covered, actorId: 'alice', clientId: CLIENTS.console.client_id }, backend)).status).to.equal(201);
+      expect(
+        (
+          await managementRequest(
+            ap.tp,
+            { userId: covered, actorId: 'alice', clientId: CLIENTS.console.client_id },
+            backend,
+          )
+        ).status,
+      ).to.equal(201);
     });
 
     it("answers the backend's read and the customer's operations with 503", async () => {
       const customer = newCustomer();
       const backend = await m2mToken(ap.tp);
-      const id = requestIdOf(await managementRequest(ap.tp, { userId: customer, actorId: 'alice', clientId: CLIENTS.console.client_id }, backend));
+      const id = requestIdOf(
+        await managementRequest(
+          ap.tp,
+          { userId: customer, actorId: 'alice', clientId: CLIENTS.console.client_id },
+          backend,
+        ),
+      );
       await relay.stop();
       expectError(await apiRequest(ap.tp, 'GET', `${REQUESTS}/${id}`, backend), 503, 'temporarily_unavailable');
       for (const call of [
@@ -90,7 +108,11 @@ for (const { name, relay, adapter } of STORES) {
       const customer = newCustomer();
       await giveGrant(ap.deps, customer, { duration: 600 });
       const alice = await userAccessToken(ap.tp, 'alice');
-      const reply = await managementRequest(ap.tp, { userId: customer, actorId: 'alice', clientId: CLIENTS.console.client_id }, await m2mToken(ap.tp));
+      const reply = await managementRequest(
+        ap.tp,
+        { userId: customer, actorId: 'alice', clientId: CLIENTS.console.client_id },
+        await m2mToken(ap.tp),
+      );
       const subjectToken = reply.body['subjectToken'] as string;
       await relay.stop();
       expectError(await exchangeAsActor(ap.tp, { subjectToken, actorToken: alice }), 500, 'server_error');

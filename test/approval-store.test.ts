@@ -159,7 +159,9 @@ for (const { name, open } of ADAPTERS) {
 
     it('keeps a burst of concurrent grants within the bound in force: 60 given at once, 20 reserved', async () => {
       const given = Array.from({ length: 60 }, () => grant('frank'));
-      const outcomes = await Promise.all(given.map((each) => store.reserveGrant(each, { inForce: 20, givenPerDay: 100 })));
+      const outcomes = await Promise.all(
+        given.map((each) => store.reserveGrant(each, { inForce: 20, givenPerDay: 100 })),
+      );
       expect(outcomes.filter((outcome) => outcome === 'reserved')).to.have.length(20);
       expect(outcomes.filter((outcome) => outcome === 'too_many_in_force')).to.have.length(40);
       await Promise.all(given.filter((_each, at) => outcomes[at] === 'reserved').map((each) => store.saveGrant(each)));
@@ -168,7 +170,9 @@ for (const { name, open } of ADAPTERS) {
 
     it('keeps a burst of concurrent grants within the bound a day, ended ones included', async () => {
       const given = Array.from({ length: 60 }, () => grant('gina'));
-      const outcomes = await Promise.all(given.map((each) => store.reserveGrant(each, { inForce: 100, givenPerDay: 20 })));
+      const outcomes = await Promise.all(
+        given.map((each) => store.reserveGrant(each, { inForce: 100, givenPerDay: 20 })),
+      );
       expect(outcomes.filter((outcome) => outcome === 'reserved')).to.have.length(20);
       expect(outcomes.filter((outcome) => outcome === 'too_many_given')).to.have.length(40);
       const kept = given.filter((_each, at) => outcomes[at] === 'reserved');

@@ -98,7 +98,13 @@ describe('customer approval', function () {
   ): Promise<Reply> {
     return askForSubjectToken(
       tp,
-      { userId: customer, actorId: 'alice', clientId: CLIENTS.console.client_id, context: { ticketId: 'T-7' }, ...more },
+      {
+        userId: customer,
+        actorId: 'alice',
+        clientId: CLIENTS.console.client_id,
+        context: { ticketId: 'T-7' },
+        ...more,
+      },
       client,
     );
   }
@@ -180,7 +186,12 @@ describe('customer approval', function () {
         Array.from({ length: 30 }, (_, n) =>
           managementRequest(
             tp,
-            { userId: customer, actorId: `actor-${n}`, clientId: CLIENTS.console.client_id, context: { ticketId: 'T-9' } },
+            {
+              userId: customer,
+              actorId: `actor-${n}`,
+              clientId: CLIENTS.console.client_id,
+              context: { ticketId: 'T-9' },
+            },
             m2m,
           ),
         ),
@@ -448,7 +459,7 @@ describe('customer approval', function () {
 
     // The review's attack: the grant kept only actor, resource and scope, so another backend, another ticket
     // and another client (a public one too) all passed under it for its whole time.
-    it("becomes a grant bound to what the customer approved: the client, the backend that asked and the ticket", async () => {
+    it('becomes a grant bound to what the customer approved: the client, the backend that asked and the ticket', async () => {
       const customer = newCustomer();
       const id = requestIdOf(await ask(customer, { scope: ['profile:read'], resource: API }));
       const { grant } = await approveRequest(ap.deps, customer, id, { duration: 600 });
@@ -730,7 +741,9 @@ describe('customer approval: the customer operations (library)', function () {
 
   it('checks a denial reason and an approval duration', async () => {
     const customer = newCustomer();
-    const id = requestIdOf(await askForSubjectToken(ap.tp, { userId: customer, actorId: 'alice', clientId: CLIENTS.console.client_id }));
+    const id = requestIdOf(
+      await askForSubjectToken(ap.tp, { userId: customer, actorId: 'alice', clientId: CLIENTS.console.client_id }),
+    );
     expect((await refusalOf(denyRequest(ap.deps, customer, id, { reason: '' }))).status).to.equal(400);
     expect((await refusalOf(denyRequest(ap.deps, customer, id, { why: 'x' }))).status).to.equal(400);
     expect((await refusalOf(approveRequest(ap.deps, customer, id, { duration: 3601 }))).status).to.equal(400);
@@ -751,7 +764,12 @@ describe('customer approval: a deployment that widens its approvals', function (
 
   it('lets an approval cover what it names: another client or none, another backend, another ticket; still one actor', async () => {
     const customer = newCustomer();
-    const asked = { userId: customer, actorId: 'alice', clientId: CLIENTS.console.client_id, context: { ticketId: 'T-1' } };
+    const asked = {
+      userId: customer,
+      actorId: 'alice',
+      clientId: CLIENTS.console.client_id,
+      context: { ticketId: 'T-1' },
+    };
     const { grant } = await approveRequest(ap.deps, customer, requestIdOf(await askForSubjectToken(ap.tp, asked)), {
       duration: 600,
     });
@@ -781,7 +799,9 @@ describe('customer approval: a request that waits too long', function () {
 
   it('is read as expired, reported once, and can no longer be approved', async () => {
     const customer = newCustomer();
-    const id = requestIdOf(await askForSubjectToken(ap.tp, { userId: customer, actorId: 'alice', clientId: CLIENTS.console.client_id }));
+    const id = requestIdOf(
+      await askForSubjectToken(ap.tp, { userId: customer, actorId: 'alice', clientId: CLIENTS.console.client_id }),
+    );
     const waiting = (await ap.deps.approvals.findRequest(id))!;
     const backend = await m2mToken(ap.tp);
     await new Promise((resolve) => setTimeout(resolve, 1100));
@@ -800,7 +820,11 @@ describe('customer approval: a request that waits too long', function () {
     });
     expect(expired.map((event) => event.approvalRequestId)).to.deep.equal([id]);
     // The next ask is a new request.
-    expect(requestIdOf(await askForSubjectToken(ap.tp, { userId: customer, actorId: 'alice', clientId: CLIENTS.console.client_id }))).to.not.equal(id);
+    expect(
+      requestIdOf(
+        await askForSubjectToken(ap.tp, { userId: customer, actorId: 'alice', clientId: CLIENTS.console.client_id }),
+      ),
+    ).to.not.equal(id);
   });
 });
 
@@ -851,7 +875,9 @@ describe('customer approval: an audit trail that cannot be written', function ()
       error: 'temporarily_unavailable',
     });
     expect((await listGrants(ap.deps, customer)).items).to.deep.equal([]);
-    requestIdOf(await askForSubjectToken(ap.tp, { userId: customer, actorId: 'alice', clientId: CLIENTS.console.client_id }));
+    requestIdOf(
+      await askForSubjectToken(ap.tp, { userId: customer, actorId: 'alice', clientId: CLIENTS.console.client_id }),
+    );
   });
 });
 

@@ -602,9 +602,9 @@ describe('canary: no token value or secret leaves its place', function () {
       expect((await ask('break-glass token', { ...bound, breakGlass: { reason: backend } }, oncall)).status).to.equal(
         400,
       );
-      expect((await ask('break-glass unbound', { userId: customer, breakGlass: { reason: 'x' } }, oncall)).status).to.equal(
-        400,
-      );
+      expect(
+        (await ask('break-glass unbound', { userId: customer, breakGlass: { reason: 'x' } }, oncall)).status,
+      ).to.equal(400);
       expect((await ask('scope holding a token', { ...asked, scope: [backend] })).status).to.equal(400);
       const read = await apiRequest(ap.tp, 'GET', `${REQUESTS}/${id}`, backend);
       canary.response('approval read', read);

@@ -222,15 +222,18 @@ describe('impersonation events: what each carries', () => {
     await denyRequest(ap.deps, customer, denied, { reason: 'not this one' });
     const late = newApprovalRequestId();
     const now = Math.floor(Date.now() / 1000);
-    await ap.deps.approvals.saveRequest({
-      id: late,
-      subject: customer,
-      actor: 'alice',
-      requestedBy: CLIENTS.backend.client_id,
-      context: {},
-      createdAt: now - 120,
-      expiresAt: now - 60,
-    }, 20);
+    await ap.deps.approvals.saveRequest(
+      {
+        id: late,
+        subject: customer,
+        actor: 'alice',
+        requestedBy: CLIENTS.backend.client_id,
+        context: {},
+        createdAt: now - 120,
+        expiresAt: now - 60,
+      },
+      20,
+    );
     expect((await readApprovalRequest(tp, late)).body).to.include({ status: 'expired' });
     const glass = await askForSubjectToken(tp, { ...ask, breakGlass: { reason: 'outage' } }, CLIENTS.oncall);
     expect(glass.status, JSON.stringify(glass.body)).to.equal(201);

@@ -70,7 +70,9 @@ export async function approvalForCreation(
     ...(ask.clientId === undefined && !settings.widenApprovedGrants.includes('clientId') ? ['clientId'] : []),
   ];
   if (missing.length) {
-    throw badRequest(`${missing.join(' and ')} ${missing.length > 1 ? 'are' : 'is'} required when the customer must approve`);
+    throw badRequest(
+      `${missing.join(' and ')} ${missing.length > 1 ? 'are' : 'is'} required when the customer must approve`,
+    );
   }
   const actor = ask.actor!;
 
