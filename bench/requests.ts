@@ -42,14 +42,14 @@ export function customers(): string[] {
 let nextCustomer = 0;
 /**
  * What the backend sends to create a subject token, for the next customer;
- * `named` adds the actor (actorId), which a customer's approval requires: the
- * token then binds her.
+ * `named` adds the actor (actorId) and the client that exchanges it
+ * (clientId), which a customer's approval requires: the token then binds both.
  */
 function subjectTokenBody(named: boolean): string {
   nextCustomer = (nextCustomer + 1) % CUSTOMERS;
   return JSON.stringify({
     userId: `customer-${nextCustomer}`,
-    ...(named ? { actorId: ACTOR } : {}),
+    ...(named ? { actorId: ACTOR, clientId: CLIENTS.console.client_id } : {}),
     context: { ticketId: 'T-4711', reason: 'checkout fails' },
   });
 }
@@ -70,8 +70,8 @@ export interface Credentials {
 /**
  * Credentials obtained once through the real flows: checking the opaque actor
  * token reads the token and the session from the store; the JWT one is checked
- * by signature alone. `namedActor`: subject tokens name the actor (actorId),
- * as a provider requiring the customer's approval needs.
+ * by signature alone. `namedActor`: subject tokens name the actor (actorId)
+ * and the client (clientId), as a provider requiring the customer's approval needs.
  */
 export async function obtainCredentials(base: string, { namedActor = false } = {}): Promise<Credentials> {
   const tp = { base } as FixtureProvider;

@@ -8,6 +8,7 @@ export type {
   ApprovalOptions,
   ApprovalPolicyInput,
   ApprovalRequirement,
+  ApprovalWidening,
   ResolvedApprovalOptions,
 } from './approvals/options.js';
 export type {
@@ -46,6 +47,8 @@ export type {
   AtomicAdapter,
   AtomicCommit,
   AtomicConsume,
+  BoundedIndexAdd,
+  BoundedIndexes,
   CommitOutcome,
   CommitWrite,
   ImpersonationAdapter,

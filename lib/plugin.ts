@@ -103,7 +103,8 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
   const options = resolveOptions(input);
   // Opened (and checked) now, so that a store unfit for the plugin fails at start-up, naming the option.
   const withOutbox = options.webhooks !== undefined || options.ssf !== undefined;
-  const ownStore = options.store && openPluginStore(options.store, 'store option', withOutbox);
+  const withApprovals = options.approvals !== undefined;
+  const ownStore = options.store && openPluginStore(options.store, 'store option', withOutbox, withApprovals);
   const claims = new ExchangeClaims();
   const configured = new WeakSet<object>();
   const scopes = managementScopes(options);
@@ -204,7 +205,7 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
       if (mountManagementApi && middlewareComposed(provider)) throw calledTooLate(MOUNTED_TOO_EARLY);
       // Without a store of its own, the plugin's records live in the provider's adapter, which must then be fit for them.
       const storeSource: AdapterSource = options.store ?? providerAdapter(provider);
-      const pluginStore = ownStore || openPluginStore(storeSource, 'provider adapter', withOutbox);
+      const pluginStore = ownStore || openPluginStore(storeSource, 'provider adapter', withOutbox, withApprovals);
       // SETs are signed with the provider's key: one it lacks stops the start, not the first stop.
       if (options.ssf) providerSigningKey(provider);
       const store = new SubjectTokenStore(pluginStore.subjectTokens);

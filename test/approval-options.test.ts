@@ -29,6 +29,8 @@ describe('the approvals option', () => {
       maxPendingPerCustomer: 20,
     });
     expect(approvals?.breakGlassClients).to.deep.equal([]);
+    // An approval's grant is bound to all that was asked unless the deployment says otherwise.
+    expect(approvals?.widenApprovedGrants).to.deep.equal([]);
     expect(Object.isFrozen(approvals)).to.equal(true);
   });
 
@@ -69,6 +71,16 @@ describe('the approvals option', () => {
       'a break-glass client that is no id',
       { customerResource: 'https://c.example', breakGlassClients: [''] },
       /breakGlassClients/,
+    ],
+    [
+      'a widening that names nothing an approval binds',
+      { customerResource: 'https://c.example', widenApprovedGrants: ['actor'] },
+      /"approvals\.widenApprovedGrants" must be an array of "clientId", "caller", "context"/,
+    ],
+    [
+      'a widening that is no array',
+      { customerResource: 'https://c.example', widenApprovedGrants: 'clientId' },
+      /widenApprovedGrants/,
     ],
   ];
   for (const [what, approvals, message] of refusals) {

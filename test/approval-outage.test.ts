@@ -15,6 +15,7 @@ import { apiRequest, expectError, managementRequest, m2mToken, userAccessToken }
 import { exchangeAsActor } from './support/impersonations.js';
 import { DATABASE_URL } from './support/postgres.js';
 import { postgresTestAdapter } from './support/postgres-adapter.js';
+import { CLIENTS } from './support/provider.js';
 import { TcpRelay } from './support/relay.js';
 
 const STORES: Array<{ name: string; relay: TcpRelay; adapter: (relay: TcpRelay) => Promise<AdapterSource> }> = [
@@ -56,7 +57,11 @@ for (const { name, relay, adapter } of STORES) {
       const before = created;
       await relay.stop();
       for (const userId of [covered, newCustomer()]) {
-        const failed = await managementRequest(ap.tp, { userId, actorId: 'alice' }, backend);
+        const failed = await managementRequest(
+          ap.tp,
+          { userId, actorId: 'alice', clientId: CLIENTS.console.client_id },
+          backend,
+        );
         expectError(failed, 503, 'temporarily_unavailable', /^the identity service cannot reach its store/);
         expect(failed.body).to.not.have.property('subjectToken');
         expect(failed.body).to.not.have.property('approvalRequest');
@@ -64,13 +69,27 @@ for (const { name, relay, adapter } of STORES) {
       expect(created).to.equal(before);
 
       await relay.start();
-      expect((await managementRequest(ap.tp, { userId: covered, actorId: 'alice' }, backend)).status).to.equal(201);
+      expect(
+        (
+          await managementRequest(
+            ap.tp,
+            { userId: covered, actorId: 'alice', clientId: CLIENTS.console.client_id },
+            backend,
+          )
+        ).status,
+      ).to.equal(201);
     });
 
     it("answers the backend's read and the customer's operations with 503", async () => {
       const customer = newCustomer();
       const backend = await m2mToken(ap.tp);
-      const id = requestIdOf(await managementRequest(ap.tp, { userId: customer, actorId: 'alice' }, backend));
+      const id = requestIdOf(
+        await managementRequest(
+          ap.tp,
+          { userId: customer, actorId: 'alice', clientId: CLIENTS.console.client_id },
+          backend,
+        ),
+      );
       await relay.stop();
       expectError(await apiRequest(ap.tp, 'GET', `${REQUESTS}/${id}`, backend), 503, 'temporarily_unavailable');
       for (const call of [
@@ -89,7 +108,11 @@ for (const { name, relay, adapter } of STORES) {
       const customer = newCustomer();
       await giveGrant(ap.deps, customer, { duration: 600 });
       const alice = await userAccessToken(ap.tp, 'alice');
-      const reply = await managementRequest(ap.tp, { userId: customer, actorId: 'alice' }, await m2mToken(ap.tp));
+      const reply = await managementRequest(
+        ap.tp,
+        { userId: customer, actorId: 'alice', clientId: CLIENTS.console.client_id },
+        await m2mToken(ap.tp),
+      );
       const subjectToken = reply.body['subjectToken'] as string;
       await relay.stop();
       expectError(await exchangeAsActor(ap.tp, { subjectToken, actorToken: alice }), 500, 'server_error');

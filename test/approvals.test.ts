@@ -28,8 +28,10 @@ import {
   type ApprovalProvider,
 } from './support/approvals.js';
 import {
+  ACCESS_TOKEN,
   apiRequest,
   decodeJwt,
+  exchange,
   expectError,
   introspect,
   managementRequest,
@@ -96,7 +98,13 @@ describe('customer approval', function () {
   ): Promise<Reply> {
     return askForSubjectToken(
       tp,
-      { userId: customer, actorId: 'alice', context: { ticketId: 'T-7' }, ...more },
+      {
+        userId: customer,
+        actorId: 'alice',
+        clientId: CLIENTS.console.client_id,
+        context: { ticketId: 'T-7' },
+        ...more,
+      },
       client,
     );
   }
@@ -122,13 +130,16 @@ describe('customer approval', function () {
       expect(seen(EVENTS.approvalRequested, customer)).to.deep.equal([]);
     });
 
-    it('requires actorId when the customer must approve: a customer approves a person', async () => {
-      expectError(
-        await askForSubjectToken(tp, { userId: newCustomer() }),
-        400,
-        'invalid_request',
-        /^actorId is required when the customer must approve$/,
-      );
+    it('requires actorId and clientId when the customer must approve, saying which is missing: a customer approves a person and the application', async () => {
+      const customer = newCustomer();
+      for (const [body, message] of [
+        [{}, /^actorId and clientId are required when the customer must approve$/],
+        [{ clientId: CLIENTS.console.client_id }, /^actorId is required when the customer must approve$/],
+        [{ actorId: 'alice' }, /^clientId is required when the customer must approve$/],
+      ] as const) {
+        expectError(await askForSubjectToken(tp, { userId: customer, ...body }), 400, 'invalid_request', message);
+      }
+      expect(seen(EVENTS.approvalRequested, customer)).to.deep.equal([]);
     });
 
     it('answers 202 with a pending approval request, and no token, when no grant covers the request', async () => {
@@ -165,6 +176,32 @@ describe('customer approval', function () {
       const other = requestIdOf(await ask(customer, {}, CLIENTS.oncall));
       expect(other).to.not.equal(first);
       expect(seen(EVENTS.approvalRequested, customer)).to.have.length(2);
+    });
+
+    // The review's attack: concurrent bursts left 60 requests waiting against a bound of 20, past the customer's list.
+    it('keeps a burst of concurrent asks within the cap: 30 at once, 3 waiting, each of them listed to the customer', async () => {
+      const customer = newCustomer();
+      const m2m = await m2mToken(tp);
+      const replies = await Promise.all(
+        Array.from({ length: 30 }, (_, n) =>
+          managementRequest(
+            tp,
+            {
+              userId: customer,
+              actorId: `actor-${n}`,
+              clientId: CLIENTS.console.client_id,
+              context: { ticketId: 'T-9' },
+            },
+            m2m,
+          ),
+        ),
+      );
+      expect(replies.filter((reply) => reply.status === 202)).to.have.length(3);
+      for (const reply of replies.filter((each) => each.status !== 202)) {
+        expectError(reply, 429, 'too_many_pending_requests');
+      }
+      expect((await listPendingRequests(ap.deps, customer)).items).to.have.length(3);
+      expect(seen(EVENTS.approvalRequested, customer)).to.have.length(3);
     });
 
     it("refuses a new request with 429 too_many_pending_requests once the customer's cap is reached", async () => {
@@ -420,6 +457,39 @@ describe('customer approval', function () {
       );
     });
 
+    // The review's attack: the grant kept only actor, resource and scope, so another backend, another ticket
+    // and another client (a public one too) all passed under it for its whole time.
+    it('becomes a grant bound to what the customer approved: the client, the backend that asked and the ticket', async () => {
+      const customer = newCustomer();
+      const id = requestIdOf(await ask(customer, { scope: ['profile:read'], resource: API }));
+      const { grant } = await approveRequest(ap.deps, customer, id, { duration: 600 });
+      // The customer sees what they approved.
+      const approved = { clientId: CLIENTS.console.client_id, context: { ticketId: 'T-7' } };
+      expect(grant).to.deep.include(approved);
+      expect((await listGrants(ap.deps, customer)).items).to.deep.equal([grant]);
+      for (const policy of ['grant', 'request'] as const) {
+        ap.policy.answer = policy;
+        for (const [what, more, client] of [
+          ['another client (public)', { clientId: CLIENTS.mtls.client_id }, CLIENTS.backend],
+          ['another client (confidential)', { clientId: CLIENTS.web.client_id }, CLIENTS.backend],
+          ['another ticket', { context: { ticketId: 'T-8' } }, CLIENTS.backend],
+          ['another backend', {}, CLIENTS.oncall],
+        ] as const) {
+          const reply = await ask(customer, more, client);
+          // Asked of the customer again, and no token; denied at once, so that the next has room.
+          await denyRequest(ap.deps, customer, requestIdOf(reply), {});
+          expect(reply.status, `${policy}: ${what}`).to.equal(202);
+        }
+        // No subject token bound to no client passes under it either.
+        expectError(await ask(customer, { clientId: undefined }), 400, 'invalid_request', /^clientId is required/);
+        // The request asked again, the context's keys in any order: covered.
+        const again = await ask(customer, { context: { ticketId: 'T-7' }, resource: API });
+        expect(again.status, `${policy}: ${JSON.stringify(again.body)}`).to.equal(201);
+      }
+      const created = seen(EVENTS.subjectTokenCreated, customer);
+      expect(created.map((event) => event.accessGrantId)).to.deep.equal([grant.id, grant.id]);
+    });
+
     it('is read only by the client that made it: any other gets 404, as for an unknown id', async () => {
       const id = requestIdOf(await ask(newCustomer()));
       const unknown = await readApprovalRequest(tp, `apr_${'A'.repeat(22)}`);
@@ -485,6 +555,38 @@ describe('customer approval', function () {
       expectError(reply, 403, 'access_denied', /^this client may not bypass the customer's approval$/);
       expect(seen(EVENTS.subjectTokenRefused, customer)[0]).to.include({ error: 'access_denied' });
       expect(seen(EVENTS.breakGlassUsed, customer)).to.deep.equal([]);
+    });
+
+    // The review's attack: a break-glass token bound to no one, redeemed by a public client with no actor token.
+    it('names the person and the client: without actorId or clientId, 400 saying which is missing, and nothing issued', async () => {
+      const customer = newCustomer();
+      for (const [body, missing] of [
+        [{ clientId: CLIENTS.console.client_id }, 'actorId'],
+        [{ actorId: 'alice' }, 'clientId'],
+        [{}, 'actorId and clientId'],
+      ] as const) {
+        expectError(
+          await askForSubjectToken(tp, { userId: customer, breakGlass: { reason: 'outage' }, ...body }, CLIENTS.oncall),
+          400,
+          'invalid_request',
+          new RegExp(`^breakGlass requires ${missing}: a bypass names the person who acts \\(actorId\\)`),
+        );
+      }
+      expect(seen(EVENTS.breakGlassUsed, customer)).to.deep.equal([]);
+      expect(seen(EVENTS.subjectTokenCreated, customer)).to.deep.equal([]);
+      // Bound, the token is redeemed only by that client, with that person's own actor token.
+      const reply = await ask(customer, { breakGlass: { reason: 'outage' } }, CLIENTS.oncall);
+      const subjectToken = reply.body['subjectToken'] as string;
+      expect((await exchange(tp, { subject_token: subjectToken, resource: API })).status).to.equal(400);
+      const otherClient = await exchange(
+        tp,
+        { subject_token: subjectToken, resource: API, actor_token: alice, actor_token_type: ACCESS_TOKEN },
+        CLIENTS.mtls,
+      );
+      expect(otherClient.status).to.equal(400);
+      const bound = await exchangeAsActor(tp, { subjectToken, actorToken: alice });
+      expect(bound.status, JSON.stringify(bound.body)).to.equal(200);
+      expect(await sessionOf(bound.body['access_token'] as string)).to.include({ actor: 'alice', emergency: true });
     });
 
     it('needs a reason', async () => {
@@ -600,6 +702,32 @@ describe('customer approval: the customer operations (library)', function () {
     await giveGrant(ap.deps, newCustomer(), { duration: 60 });
   });
 
+  // The review's attack: concurrent bursts put 23 grants in force against a bound of 20.
+  it('keeps a burst of concurrent grants within the cap: 20 given at once, 2 in force, both listed', async () => {
+    const customer = newCustomer();
+    const outcomes = await Promise.allSettled(
+      Array.from({ length: 20 }, () => giveGrant(ap.deps, customer, { duration: 60 })),
+    );
+    expect(outcomes.filter((outcome) => outcome.status === 'fulfilled')).to.have.length(2);
+    for (const outcome of outcomes) {
+      if (outcome.status === 'rejected') expect(outcome.reason).to.include({ status: 429, error: 'too_many_grants' });
+    }
+    expect((await listGrants(ap.deps, customer)).items).to.have.length(2);
+  });
+
+  it('keeps a burst of concurrent approvals within the cap: those it had no room for stay pending', async () => {
+    const customer = newCustomer();
+    const ids: string[] = [];
+    for (const actorId of ['alice', 'carol', 'dave', 'erin', 'frank']) {
+      const asked = { userId: customer, actorId, clientId: CLIENTS.console.client_id };
+      ids.push(requestIdOf(await askForSubjectToken(ap.tp, asked)));
+    }
+    const outcomes = await Promise.allSettled(ids.map((id) => approveRequest(ap.deps, customer, id, { duration: 60 })));
+    expect(outcomes.filter((outcome) => outcome.status === 'fulfilled')).to.have.length(2);
+    expect((await listGrants(ap.deps, customer)).items).to.have.length(2);
+    expect((await listPendingRequests(ap.deps, customer)).items).to.have.length(3);
+  });
+
   it("ends only the customer's own grants: another's, or an unknown id, is 404 alike", async () => {
     const owner = newCustomer();
     const grant = await giveGrant(ap.deps, owner, { duration: 60 });
@@ -613,12 +741,48 @@ describe('customer approval: the customer operations (library)', function () {
 
   it('checks a denial reason and an approval duration', async () => {
     const customer = newCustomer();
-    const id = requestIdOf(await askForSubjectToken(ap.tp, { userId: customer, actorId: 'alice' }));
+    const id = requestIdOf(
+      await askForSubjectToken(ap.tp, { userId: customer, actorId: 'alice', clientId: CLIENTS.console.client_id }),
+    );
     expect((await refusalOf(denyRequest(ap.deps, customer, id, { reason: '' }))).status).to.equal(400);
     expect((await refusalOf(denyRequest(ap.deps, customer, id, { why: 'x' }))).status).to.equal(400);
     expect((await refusalOf(approveRequest(ap.deps, customer, id, { duration: 3601 }))).status).to.equal(400);
     expect((await refusalOf(approveRequest(ap.deps, customer, id, {}))).status).to.equal(400);
     expect((await ap.deps.approvals.findRequest(id))?.answer).to.equal(undefined);
+  });
+});
+
+describe('customer approval: a deployment that widens its approvals', function () {
+  this.timeout(30_000);
+  let ap: ApprovalProvider;
+
+  before(async () => {
+    ap = await startApprovalProvider({ approvals: { widenApprovedGrants: ['clientId', 'caller', 'context'] } });
+    ap.policy.answer = 'request';
+  });
+  after(() => ap?.tp.close());
+
+  it('lets an approval cover what it names: another client or none, another backend, another ticket; still one actor', async () => {
+    const customer = newCustomer();
+    const asked = {
+      userId: customer,
+      actorId: 'alice',
+      clientId: CLIENTS.console.client_id,
+      context: { ticketId: 'T-1' },
+    };
+    const { grant } = await approveRequest(ap.deps, customer, requestIdOf(await askForSubjectToken(ap.tp, asked)), {
+      duration: 600,
+    });
+    expect(grant).to.not.have.any.keys('clientId', 'context');
+    const wider = [
+      [{ clientId: CLIENTS.web.client_id, context: { ticketId: 'T-2' } }, CLIENTS.backend],
+      [{}, CLIENTS.oncall],
+    ] as const;
+    for (const [more, client] of wider) {
+      const reply = await askForSubjectToken(ap.tp, { userId: customer, actorId: 'alice', ...more }, client);
+      expect(reply.status, JSON.stringify(reply.body)).to.equal(201);
+    }
+    requestIdOf(await askForSubjectToken(ap.tp, { userId: customer, actorId: 'carol' }));
   });
 });
 
@@ -635,7 +799,9 @@ describe('customer approval: a request that waits too long', function () {
 
   it('is read as expired, reported once, and can no longer be approved', async () => {
     const customer = newCustomer();
-    const id = requestIdOf(await askForSubjectToken(ap.tp, { userId: customer, actorId: 'alice' }));
+    const id = requestIdOf(
+      await askForSubjectToken(ap.tp, { userId: customer, actorId: 'alice', clientId: CLIENTS.console.client_id }),
+    );
     const waiting = (await ap.deps.approvals.findRequest(id))!;
     const backend = await m2mToken(ap.tp);
     await new Promise((resolve) => setTimeout(resolve, 1100));
@@ -654,7 +820,11 @@ describe('customer approval: a request that waits too long', function () {
     });
     expect(expired.map((event) => event.approvalRequestId)).to.deep.equal([id]);
     // The next ask is a new request.
-    expect(requestIdOf(await askForSubjectToken(ap.tp, { userId: customer, actorId: 'alice' }))).to.not.equal(id);
+    expect(
+      requestIdOf(
+        await askForSubjectToken(ap.tp, { userId: customer, actorId: 'alice', clientId: CLIENTS.console.client_id }),
+      ),
+    ).to.not.equal(id);
   });
 });
 
@@ -685,7 +855,7 @@ describe('customer approval: an audit trail that cannot be written', function ()
     const customer = newCustomer();
     const reply = await askForSubjectToken(
       ap.tp,
-      { userId: customer, actorId: 'alice', breakGlass: { reason: 'outage' } },
+      { userId: customer, actorId: 'alice', clientId: CLIENTS.console.client_id, breakGlass: { reason: 'outage' } },
       CLIENTS.oncall,
     );
     expectError(
@@ -705,7 +875,9 @@ describe('customer approval: an audit trail that cannot be written', function ()
       error: 'temporarily_unavailable',
     });
     expect((await listGrants(ap.deps, customer)).items).to.deep.equal([]);
-    requestIdOf(await askForSubjectToken(ap.tp, { userId: customer, actorId: 'alice' }));
+    requestIdOf(
+      await askForSubjectToken(ap.tp, { userId: customer, actorId: 'alice', clientId: CLIENTS.console.client_id }),
+    );
   });
 });
 

@@ -588,29 +588,31 @@ describe('canary: no token value or secret leaves its place', function () {
         return canary.response(`approval ${label}`, reply, [reply.body['subjectToken'] as string | undefined]);
       };
       const customer = newCustomer();
+      // The person, the client and the ticket the customer approves, and a bypass names.
+      const bound = { userId: customer, actorId: 'alice', clientId: CLIENTS.console.client_id };
+      const asked = { ...bound, context: { ticketId: 'T-1' } };
 
       // A request, asked twice, then the cap; the refusals of the creation.
-      const pending = await ask('pending', { userId: customer, actorId: 'alice', context: { ticketId: 'T-1' } });
+      const pending = await ask('pending', asked);
       const id = requestIdOf(pending);
-      expect((await ask('pending again', { userId: customer, actorId: 'alice' })).status).to.equal(202);
-      expect((await ask('over the cap', { userId: customer, actorId: 'carol' })).status).to.equal(429);
+      expect((await ask('pending again', asked)).status).to.equal(202);
+      expect((await ask('over the cap', { ...asked, actorId: 'carol' })).status).to.equal(429);
       expect((await ask('no actor', { userId: customer })).status).to.equal(400);
-      expect((await ask('break-glass refused', { userId: customer, breakGlass: { reason: 'hurry' } })).status).to.equal(
-        403,
+      expect((await ask('break-glass refused', { ...bound, breakGlass: { reason: 'hurry' } })).status).to.equal(403);
+      expect((await ask('break-glass token', { ...bound, breakGlass: { reason: backend } }, oncall)).status).to.equal(
+        400,
       );
       expect(
-        (await ask('break-glass token', { userId: customer, breakGlass: { reason: backend } }, oncall)).status,
+        (await ask('break-glass unbound', { userId: customer, breakGlass: { reason: 'x' } }, oncall)).status,
       ).to.equal(400);
-      expect(
-        (await ask('scope holding a token', { userId: customer, actorId: 'alice', scope: [backend] })).status,
-      ).to.equal(400);
+      expect((await ask('scope holding a token', { ...asked, scope: [backend] })).status).to.equal(400);
       const read = await apiRequest(ap.tp, 'GET', `${REQUESTS}/${id}`, backend);
       canary.response('approval read', read);
       canary.response('approval read by another', await apiRequest(ap.tp, 'GET', `${REQUESTS}/${id}`, oncall));
 
       // The customer approves; a token under the grant; the exchange; the grant ends and ends the session.
       await approveRequest(ap.deps, customer, id, { duration: 600 });
-      const created = await ask('under the grant', { userId: customer, actorId: 'alice' });
+      const created = await ask('under the grant', asked);
       const subject = created.body['subjectToken'] as string;
       const exchanged = await exchange(ap.tp, {
         subject_token: subject,
@@ -621,7 +623,7 @@ describe('canary: no token value or secret leaves its place', function () {
       canary.response('approval exchange', exchanged, [exchanged.body['access_token'] as string]);
       expect(exchanged.status).to.equal(200);
       const grantId = (await listGrants(ap.deps, customer)).items[0]!.id;
-      const unused = await ask('before the end', { userId: customer, actorId: 'alice' });
+      const unused = await ask('before the end', asked);
       await endAccessGrant(ap.deps, customer, grantId);
       const refused = await exchange(ap.tp, {
         subject_token: unused.body['subjectToken'] as string,
@@ -632,7 +634,7 @@ describe('canary: no token value or secret leaves its place', function () {
       expect(canary.response('approval exchange after the end', refused).body['error']).to.equal('invalid_grant');
 
       // A denial, library refusals that quote a token, and break-glass.
-      const second = requestIdOf(await ask('second', { userId: customer, actorId: 'alice' }));
+      const second = requestIdOf(await ask('second', asked));
       await denyRequest(ap.deps, customer, second, { reason: 'not now' });
       for (const call of [
         giveGrant(ap.deps, customer, { duration: 60, note: `${backend}\u0000` }),
@@ -650,7 +652,7 @@ describe('canary: no token value or secret leaves its place', function () {
           ),
         );
       }
-      const glass = await ask('break-glass', { userId: customer, breakGlass: { reason: 'outage' } }, oncall);
+      const glass = await ask('break-glass', { ...bound, breakGlass: { reason: 'outage' } }, oncall);
       expect(glass.status).to.equal(201);
       canary.secret(subject, unused.body['subjectToken'] as string, exchanged.body['access_token'] as string);
 

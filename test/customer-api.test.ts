@@ -107,6 +107,7 @@ describe('customer API', function () {
       subject: 'bob',
       actor: 'alice',
       requestedBy: CLIENTS.backend.client_id,
+      clientId: CLIENTS.console.client_id,
       context: { ticketId: 'T-7', reason: 'checkout fails' },
       resource: API,
       scope: ['profile:read', 'profile:write'],
@@ -114,7 +115,7 @@ describe('customer API', function () {
       expiresAt: now() + 900,
       ...overrides,
     };
-    await store.saveRequest(request);
+    await store.saveRequest(request, 20);
     return request;
   }
 
@@ -438,6 +439,9 @@ describe('customer API', function () {
         scope: ['profile:read'],
         origin: 'approval',
         approvalRequestId: request.id,
+        // What the customer approved, shown with the grant: the application support acts through, the ticket.
+        clientId: CLIENTS.console.client_id,
+        context: { ticketId: 'T-7', reason: 'checkout fails' },
       });
       const answered = approved.body['request'] as Record<string, unknown>;
       expect(answered).to.include({ id: request.id, status: 'approved' });

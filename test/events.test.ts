@@ -200,7 +200,13 @@ describe('impersonation events: what each carries', () => {
     // one expired unanswered; break-glass.
     ap.policy.answer = 'grant';
     const customer = newCustomer();
-    const ask = { userId: customer, actorId: 'alice', context: { ticketId: 'T-8' }, resource: API };
+    const ask = {
+      userId: customer,
+      actorId: 'alice',
+      clientId: CLIENTS.console.client_id,
+      context: { ticketId: 'T-8' },
+      resource: API,
+    };
     const approved = requestIdOf(await askForSubjectToken(tp, { ...ask, scope: ['profile:read'] }));
     const { grant } = await approveRequest(ap.deps, customer, approved, { duration: 600 });
     const covered = await askForSubjectToken(tp, ask);
@@ -216,15 +222,18 @@ describe('impersonation events: what each carries', () => {
     await denyRequest(ap.deps, customer, denied, { reason: 'not this one' });
     const late = newApprovalRequestId();
     const now = Math.floor(Date.now() / 1000);
-    await ap.deps.approvals.saveRequest({
-      id: late,
-      subject: customer,
-      actor: 'alice',
-      requestedBy: CLIENTS.backend.client_id,
-      context: {},
-      createdAt: now - 120,
-      expiresAt: now - 60,
-    });
+    await ap.deps.approvals.saveRequest(
+      {
+        id: late,
+        subject: customer,
+        actor: 'alice',
+        requestedBy: CLIENTS.backend.client_id,
+        context: {},
+        createdAt: now - 120,
+        expiresAt: now - 60,
+      },
+      20,
+    );
     expect((await readApprovalRequest(tp, late)).body).to.include({ status: 'expired' });
     const glass = await askForSubjectToken(tp, { ...ask, breakGlass: { reason: 'outage' } }, CLIENTS.oncall);
     expect(glass.status, JSON.stringify(glass.body)).to.equal(201);

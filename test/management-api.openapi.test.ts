@@ -60,7 +60,7 @@ async function pendingRequest(store: ApprovalStore, subject: string, expiresIn =
     createdAt: now - 1,
     expiresAt: now + expiresIn,
   };
-  await store.saveRequest(request);
+  await store.saveRequest(request, 20);
   return request;
 }
 
@@ -336,7 +336,12 @@ describe('Management API: the OpenAPI description matches the running service', 
         ).status,
       ).to.equal(400);
 
-      const glass = { userId: customer, actorId: 'alice', breakGlass: { reason: 'payment outage' } };
+      const glass = {
+        userId: customer,
+        actorId: 'alice',
+        clientId: 'support-console',
+        breakGlass: { reason: 'payment outage' },
+      };
       const oncall = await m2mToken(tp, CLIENTS.oncall);
       expect((await call(tp, 'post', path, path, { token: oncall, conforming: true, body: glass })).status).to.equal(
         201,
@@ -344,6 +349,9 @@ describe('Management API: the OpenAPI description matches the running service', 
       expect(
         (await call(tp, 'post', path, path, { token: creator, conforming: true, body: glass })).body['error'],
       ).to.equal('access_denied');
+      // A bypass names the person and the client: the description requires both beside breakGlass.
+      const unbound = await call(tp, 'post', path, path, { token: oncall, body: { ...glass, clientId: undefined } });
+      expect(unbound.body['error_description']).to.match(/^breakGlass requires clientId: /);
     });
   });
 
@@ -354,7 +362,13 @@ describe('Management API: the OpenAPI description matches the running service', 
       const reply = await call(tp, 'post', '/api/subject-tokens', '/api/subject-tokens', {
         token: creator,
         conforming: true,
-        body: { userId: customer, actorId, context: { approval: true }, scope: ['profile:read', 'profile:write'] },
+        body: {
+          userId: customer,
+          actorId,
+          clientId: 'support-console',
+          context: { approval: true },
+          scope: ['profile:read', 'profile:write'],
+        },
       });
       return (reply.body['approvalRequest'] as { id: string }).id;
     };
@@ -390,8 +404,8 @@ describe('Management API: the OpenAPI description matches the running service', 
       const oncall = await m2mToken(tp, CLIENTS.oncall);
       const sessions: string[] = [];
       for (const [token, body] of [
-        [creator, { userId: customer, actorId: 'alice', context: { approval: true } }],
-        [oncall, { userId: customer, actorId: 'alice', breakGlass: { reason: 'outage' } }],
+        [creator, { userId: customer, actorId: 'alice', clientId: 'support-console', context: { approval: true } }],
+        [oncall, { userId: customer, actorId: 'alice', clientId: 'support-console', breakGlass: { reason: 'outage' } }],
       ] as const) {
         const created = await call(tp, 'post', '/api/subject-tokens', '/api/subject-tokens', { token, body });
         const exchanged = await exchange(tp, {
@@ -744,7 +758,7 @@ describe('Management API: the OpenAPI description matches the running service', 
       downSession = (listed.body['items'] as Array<{ id: string }>)[0]!.id;
       const asked = await call(down, 'post', '/api/subject-tokens', '/api/subject-tokens', {
         token: downCreator,
-        body: { userId: newCustomer(), actorId: 'alice', context: { approval: true } },
+        body: { userId: newCustomer(), actorId: 'alice', clientId: 'support-console', context: { approval: true } },
       });
       downRequest = (asked.body['approvalRequest'] as { id: string }).id;
       await redis.stop();

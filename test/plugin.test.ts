@@ -127,6 +127,7 @@ describe('createImpersonation: options, configure() and install()', () => {
         require: undefined,
         maxGrantDuration: undefined,
         requestTTL: undefined,
+        widenApprovedGrants: undefined,
         breakGlassClients: undefined,
         maxGrantsPerCustomer: undefined,
         maxPendingPerCustomer: undefined,

@@ -1,12 +1,12 @@
 import { expect } from 'chai';
 import { createMemoryAdapter } from '../lib/index.js';
-import type { ImpersonationAdapter, IndexEntry } from '../lib/adapters/contract.js';
+import type { BoundedIndexes, ImpersonationAdapter, IndexEntry } from '../lib/adapters/contract.js';
 import { ADAPTERS } from './support/adapters.js';
 
-// The contract the session store relies on, checked on every adapter the package ships.
+// The contract the session and approval stores rely on, checked on every adapter the package ships.
 for (const { name, open } of ADAPTERS) {
   describe(`sorted indexes (${name} adapter)`, () => {
-    let store: ImpersonationAdapter;
+    let store: ImpersonationAdapter & BoundedIndexes;
     const later = (seconds: number) => Date.now() + seconds * 1000;
     beforeEach(async () => {
       store = new (await open())('ImpersonationSession');
@@ -45,6 +45,29 @@ for (const { name, open } of ADAPTERS) {
         position = page.at(-1);
       }
       expect(paged).to.deep.equal(expected);
+    });
+
+    it('adds within bounds: to every index or none, counting live members only and the member itself aside', async () => {
+      const within = (bound: number, member: string, seconds = 60) =>
+        store.indexAddWithin(
+          [
+            { index: 'pending', expiresAt: later(seconds), bound },
+            { index: 'given', expiresAt: later(3600), bound: 3 },
+          ],
+          member,
+        );
+      expect(await within(2, 'a')).to.equal(undefined);
+      expect(await within(2, 'b', 0.2)).to.equal(undefined);
+      expect(await within(2, 'c')).to.equal('pending');
+      // Refused as a whole: not listed in the index that had room either.
+      expect((await store.indexRange('given', undefined, 10)).map((entry) => entry.member)).to.deep.equal(['b', 'a']);
+      // A member already listed needs no more room, and moves to its new expiry.
+      expect(await within(2, 'a', 120)).to.equal(undefined);
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      // b expired: its place in 'pending' is free, while 'given' still counts it.
+      expect(await within(2, 'c')).to.equal(undefined);
+      expect(await within(9, 'd')).to.equal('given');
+      expect((await store.indexRange('pending', undefined, 10)).map((entry) => entry.member)).to.deep.equal(['a', 'c']);
     });
 
     it('moves a member re-added with a new expiry, and removes one', async () => {

@@ -68,6 +68,24 @@ describe('the store option: the provider keeps its own adapter', () => {
       );
     });
 
+    it("refuses, with the approvals option, a store without indexAddWithin: a customer's bounds need one count-and-add", () => {
+      // Every operation the sessions need, none of the bounded one.
+      const Memory = createMemoryAdapter();
+      class Unbounded extends Memory {
+        constructor(name: string) {
+          super(name);
+          Object.defineProperty(this, 'indexAddWithin', { value: undefined });
+        }
+      }
+      const approvals = { customerResource: 'https://id.example.com/support-access' };
+      expect(() => createImpersonation({ managementResource: MANAGEMENT, store: Unbounded, approvals })).to.throw(
+        TypeError,
+        /createImpersonation: option "store" has no indexAddWithin\(adds, member\).*\(see node_modules\/oidc-provider-impersonation\/docs\/adding-to-your-deployment\.md\)/,
+      );
+      // Without the option nothing counts a customer's grants: the store is fit.
+      createImpersonation({ managementResource: MANAGEMENT, store: Unbounded });
+    });
+
     it('without the option, still refuses a provider adapter without consumeOnce, and names the option as a way out', () => {
       const impersonation = createImpersonation({ managementResource: MANAGEMENT });
       const provider = new Provider(

@@ -129,12 +129,23 @@ for (const kind of ADAPTERS) {
       policy.answer = 'request';
       const customer = newCustomer();
       const context = { ticket: 'SUP-7', reason: 'cannot pay' };
-      const asked = await askForSubjectToken(tp, { userId: customer, actorId: 'alice', context });
+      const asked = await askForSubjectToken(tp, {
+        userId: customer,
+        actorId: 'alice',
+        clientId: CLIENTS.console.client_id,
+        context,
+      });
       const requestId = requestIdOf(asked);
       const { grant } = await approveRequest(deps, customer, requestId, { duration: 600 });
       const emergency = await askForSubjectToken(
         tp,
-        { userId: customer, context, breakGlass: { reason: 'payments are down' } },
+        {
+          userId: customer,
+          actorId: 'alice',
+          clientId: CLIENTS.console.client_id,
+          context,
+          breakGlass: { reason: 'payments are down' },
+        },
         CLIENTS.oncall,
       );
       expect(emergency.status, JSON.stringify(emergency.body)).to.equal(201);

@@ -62,6 +62,28 @@ export interface SortedIndexes {
   indexRange(index: string, after: IndexEntry | undefined, limit: number): Promise<IndexEntry[]>;
 }
 
+/** One index a bounded addition joins: its member's expiry there (ms since the epoch) and the most live members it may hold. */
+export interface BoundedIndexAdd {
+  index: string;
+  expiresAt: number;
+  bound: number;
+}
+
+/**
+ * Sorted indexes with a bound per index, for what a principal may hold at
+ * once (a customer's grants in force, their approval requests waiting):
+ * counting and adding in two operations lets a burst of concurrent callers
+ * all count the same room and all add. `indexAddWithin(adds, member)`
+ * counts each index's live members (`member` itself aside) and adds `member`
+ * to every one of them, in one atomic step, only when each holds fewer than
+ * its `bound`; it resolves `undefined` when added, or the name of the first
+ * index that was full, having added nothing. It rejects, adding nothing, when
+ * the store cannot be reached.
+ */
+export interface BoundedIndexes {
+  indexAddWithin(adds: readonly BoundedIndexAdd[], member: string): Promise<string | undefined>;
+}
+
 /**
  * What an exchange writes, committed by one store operation: the redemption
  * of `consume` (an entry of any of the plugin's models, as `consumeOnce`
@@ -134,7 +156,7 @@ export const COMMITTED_TOGETHER: ReadonlySet<string> = new Set(['SubjectToken', 
 
 /** What `createMemoryAdapter()`, `createRedisAdapter()` and `createPostgresAdapter()` return, before their own statics. */
 export interface ImpersonationAdapterClass {
-  new (name: string): ImpersonationAdapter;
+  new (name: string): ImpersonationAdapter & BoundedIndexes;
 }
 
 /**
@@ -183,6 +205,10 @@ export function hasSortedIndexes(adapter: Adapter): adapter is Adapter & SortedI
     typeof candidate.indexRemove === 'function' &&
     typeof candidate.indexRange === 'function'
   );
+}
+
+export function hasBoundedIndexes(adapter: Adapter): adapter is Adapter & BoundedIndexes {
+  return typeof (adapter as Partial<BoundedIndexes>).indexAddWithin === 'function';
 }
 
 /** Whether `entry` comes after `position` in an index's order (expiry descending, then member descending). */

@@ -17,6 +17,8 @@ import {
   GRANTABLE_MODELS,
   type AtomicCommit,
   type AtomicConsume,
+  type BoundedIndexAdd,
+  type BoundedIndexes,
   type CommitOutcome,
   type CommitWrite,
   type ImpersonationAdapterClass,
@@ -339,7 +341,7 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
 
   let outbox: MemoryOutbox | undefined;
 
-  class MemoryAdapter implements Adapter, AtomicConsume, AtomicCommit, SortedIndexes, OutboxCapable {
+  class MemoryAdapter implements Adapter, AtomicConsume, AtomicCommit, SortedIndexes, BoundedIndexes, OutboxCapable {
     readonly #store: ModelStore;
 
     constructor(name: string) {
@@ -434,6 +436,23 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
     async indexAdd(names: readonly string[], member: string, expiresAt: number): Promise<void> {
       const store = this.#store;
       insertMember(store, roomInIndexes(store, names, member), member, expiresAt);
+    }
+
+    // Without yielding, as commitOnce: no other caller counts between the count and the add.
+    async indexAddWithin(adds: readonly BoundedIndexAdd[], member: string): Promise<string | undefined> {
+      const store = this.#store;
+      const indexes = roomInIndexes(
+        store,
+        adds.map((add) => add.index),
+        member,
+      );
+      const full = adds.find((add, at) => {
+        const index = indexes[at]!;
+        return !index.expiries.has(member) && index.entries.length - index.start >= add.bound;
+      });
+      if (full) return full.index;
+      adds.forEach((add, at) => insertMember(store, [indexes[at]!], member, add.expiresAt));
+      return undefined;
     }
 
     // As consumeOnce, the body runs without yielding: every check comes before the first change.

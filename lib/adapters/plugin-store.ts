@@ -1,5 +1,11 @@
-import type { AdapterSource, AtomicAdapter, ImpersonationAdapter } from './contract.js';
-import { hasAtomicCommit, hasAtomicConsume, hasSortedIndexes, instantiateAdapter } from './contract.js';
+import type { AdapterSource, AtomicAdapter, BoundedIndexes, ImpersonationAdapter } from './contract.js';
+import {
+  hasAtomicCommit,
+  hasAtomicConsume,
+  hasBoundedIndexes,
+  hasSortedIndexes,
+  instantiateAdapter,
+} from './contract.js';
 import { APPROVAL_MODEL } from '../approvals/store.js';
 import { SESSION_MODEL } from '../sessions/store.js';
 import { SUBJECT_TOKEN_MODEL } from '../subject-tokens/store.js';
@@ -16,7 +22,8 @@ const DEPLOYMENT_GUIDE = 'node_modules/oidc-provider-impersonation/docs/adding-t
 export interface PluginStore {
   subjectTokens: AtomicAdapter;
   sessions: ImpersonationAdapter;
-  approvals: ImpersonationAdapter;
+  /** With bounded indexes too when the deployment has the `approvals` option (checked then only). */
+  approvals: ImpersonationAdapter & BoundedIndexes;
   /** Present when the plugin delivers webhooks. */
   outbox?: OutboxStore;
 }
@@ -34,6 +41,7 @@ export function openPluginStore(
   source: AdapterSource,
   owner: 'store option' | 'provider adapter',
   withOutbox = false,
+  withApprovals = false,
 ): PluginStore {
   const where = owner === 'store option' ? 'createImpersonation: option "store"' : "the provider's adapter";
   const remedy =
@@ -62,7 +70,13 @@ export function openPluginStore(
     );
   }
   // The same adapter source as the sessions, so it has what they were just checked for.
-  const approvals = instantiateAdapter(source, APPROVAL_MODEL) as ImpersonationAdapter;
+  const approvals = instantiateAdapter(source, APPROVAL_MODEL) as ImpersonationAdapter & BoundedIndexes;
+  if (withApprovals && !hasBoundedIndexes(approvals)) {
+    throw unfitStore(
+      `${where} has no indexAddWithin(adds, member): a customer's grants and approval requests are bounded ` +
+        `by one atomic count-and-add (see ${DEPLOYMENT_GUIDE}); ${remedy}`,
+    );
+  }
   if (!withOutbox) return { subjectTokens, sessions, approvals };
   const outboxAdapter = instantiateAdapter(source, OUTBOX_MODEL);
   if (!hasOutbox(outboxAdapter)) {

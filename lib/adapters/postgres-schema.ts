@@ -123,6 +123,8 @@ export type StatementName =
   | 'destroy'
   | 'revokeByGrantId'
   | 'indexAddMany'
+  | 'indexLock'
+  | 'indexAddWithin'
   | 'indexRemove'
   | 'indexFirst'
   | 'indexAfter'
@@ -247,6 +249,29 @@ export function storeStatements(names: StoreNames): Record<StatementName, Statem
     indexAddMany: `INSERT INTO ${indexes} (model, name, member, expires_at)
       SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[])
       ON CONFLICT (model, name, member) DO UPDATE SET expires_at = EXCLUDED.expires_at`,
+    // The first statement of a bounded addition's transaction: one advisory lock per index
+    // ($1 the store's lock name, $2 the model, $3 the index names), taken in the order of the
+    // lock keys, so that two additions never wait for each other in a cycle (a volatile call in
+    // the select list runs after the sort).
+    indexLock: `SELECT pg_advisory_xact_lock(hashtext($1), k.key)
+      FROM (SELECT DISTINCT hashtext($2 || E'\\n' || name) AS key FROM unnest($3::text[]) AS name) AS k
+      ORDER BY k.key`,
+    // The second, once the locks are held: a later statement, so it counts every member a
+    // bounded addition that held the locks before committed. Adds member $3 to the indexes $2
+    // (expiries $5, bounds $6) only when each holds fewer than its bound of live members (the
+    // member aside) at $4 (ms); returns the first full index, if any.
+    indexAddWithin: `WITH wanted AS (
+        SELECT * FROM unnest($2::text[], $5::bigint[], $6::int[]) WITH ORDINALITY AS w(name, expires_at, bound, n)),
+      full_index AS (
+        SELECT w.name FROM wanted AS w
+        WHERE (SELECT count(*) FROM ${indexes} AS i
+          WHERE i.model = $1 AND i.name = w.name AND i.expires_at > $4 AND i.member <> $3) >= w.bound
+        ORDER BY w.n LIMIT 1),
+      added AS (
+        INSERT INTO ${indexes} (model, name, member, expires_at)
+        SELECT $1, w.name, $3, w.expires_at FROM wanted AS w WHERE NOT EXISTS (SELECT 1 FROM full_index)
+        ON CONFLICT (model, name, member) DO UPDATE SET expires_at = EXCLUDED.expires_at)
+      SELECT (SELECT name FROM full_index) AS full_index`,
     indexRemove: `DELETE FROM ${indexes} WHERE model = $1 AND name = ANY($2::text[]) AND member = $3`,
     // $3 is the caller's clock (ms): members expire by the time the caller gave them.
     indexFirst: `SELECT member, expires_at FROM ${indexes} WHERE model = $1 AND name = $2 AND expires_at > $3

@@ -16,6 +16,8 @@ import {
   GRANTABLE_MODELS,
   type AtomicCommit,
   type AtomicConsume,
+  type BoundedIndexAdd,
+  type BoundedIndexes,
   type CommitOutcome,
   type CommitWrite,
   type ImpersonationAdapterClass,
@@ -375,8 +377,22 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
       throw storeError(operation, error);
     }
   }
-  const runOutboxTransaction: RunTransaction = async (work, operation) => {
-    await outboxReady();
+  const runOutboxTransaction: RunTransaction = (work, operation) => transaction(outboxReady, 'BEGIN', work, operation);
+
+  /** The store's tables, made on the first call. */
+  async function storeReady(): Promise<void> {
+    if (closed) throw unavailable('the PostgreSQL adapter is disconnected');
+    if (!migrated) await migrate();
+  }
+
+  /** Runs `work` in one transaction (opened by `begin`) on one connection of the pool; any failure rolls it back. */
+  async function transaction<T>(
+    ready: () => Promise<void>,
+    begin: string,
+    work: (run: (text: string, values: unknown[], step: string) => Promise<pg.QueryResult>) => Promise<T>,
+    operation: string,
+  ): Promise<T> {
+    await ready();
     let client: pg.PoolClient;
     try {
       client = await pool.connect();
@@ -392,7 +408,7 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
       }
     };
     try {
-      await inTransaction('BEGIN', [], operation);
+      await inTransaction(begin, [], operation);
       const result = await work(inTransaction);
       await inTransaction('COMMIT', [], operation);
       return result;
@@ -406,9 +422,9 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
     } finally {
       client.release(broken);
     }
-  };
+  }
 
-  class PostgresAdapter implements Adapter, AtomicConsume, AtomicCommit, SortedIndexes, OutboxCapable {
+  class PostgresAdapter implements Adapter, AtomicConsume, AtomicCommit, SortedIndexes, BoundedIndexes, OutboxCapable {
     readonly #name: string;
 
     constructor(name: string) {
@@ -546,6 +562,36 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
       if (!Number.isSafeInteger(Math.round(expiresAt)))
         throw unstorableValue('the PostgreSQL adapter', 'an index expiry must be a finite number of ms, at most 2^53');
       await indexWrites.add({ model: this.#name, names: indexes.map(keyOf), member, expiresAt: Math.round(expiresAt) });
+    }
+
+    /**
+     * One transaction: the indexes' advisory locks, then the count and the
+     * addition in a statement of its own, which (READ COMMITTED, whatever the
+     * pool's default) sees every addition that held the locks before it.
+     */
+    async indexAddWithin(adds: readonly BoundedIndexAdd[], member: string): Promise<string | undefined> {
+      if (!adds.length) return undefined;
+      assertMember(member);
+      const expiries = adds.map((add) => Math.round(add.expiresAt));
+      if (!expiries.every(Number.isSafeInteger))
+        throw unstorableValue('the PostgreSQL adapter', 'an index expiry must be a finite number of ms, at most 2^53');
+      const indexNames = adds.map((add) => keyOf(add.index));
+      const model = this.#name;
+      const { rows } = await transaction(
+        storeReady,
+        'BEGIN ISOLATION LEVEL READ COMMITTED',
+        async (query) => {
+          await query(statements.indexLock.text, [names.lock, model, indexNames], 'indexAddWithin');
+          return query(
+            statements.indexAddWithin.text,
+            [model, indexNames, member, Date.now(), expiries, adds.map((add) => add.bound)],
+            'indexAddWithin',
+          );
+        },
+        'indexAddWithin',
+      );
+      const full = (rows[0] as { full_index: string | null } | undefined)?.full_index ?? null;
+      return full === null ? undefined : adds[indexNames.indexOf(full)]!.index;
     }
 
     async indexRemove(indexes: readonly string[], member: string): Promise<void> {

@@ -17,6 +17,8 @@ import {
   COMMITTED_TOGETHER,
   type AtomicCommit,
   type AtomicConsume,
+  type BoundedIndexAdd,
+  type BoundedIndexes,
   type CommitOutcome,
   type CommitWrite,
   type ImpersonationAdapterClass,
@@ -168,6 +170,28 @@ end
 return 1`;
 
 /**
+ * Adds a member to sorted indexes, each within its bound, all in one call:
+ * expired members go first, then each index is counted (the member itself
+ * aside), and the member is added to all of them only when none is full.
+ * ARGV: the member, now (ms), then per key its member's expiry and its
+ * bound. Returns 0 when added, or the position of the first full key. Its
+ * keys share one hash tag, so it runs unchanged on Redis Cluster.
+ */
+const INDEX_ADD_WITHIN = `
+for i, key in ipairs(KEYS) do
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', ARGV[2])
+  if not redis.call('ZSCORE', key, ARGV[1]) and redis.call('ZCARD', key) >= tonumber(ARGV[2 + 2 * i]) then
+    return i
+  end
+end
+for i, key in ipairs(KEYS) do
+  redis.call('ZADD', key, ARGV[1 + 2 * i], ARGV[1])
+  local last = redis.call('ZREVRANGE', key, 0, 0, 'WITHSCORES')
+  redis.call('PEXPIREAT', key, math.floor(tonumber(last[2])) + 1000)
+end
+return 0`;
+
+/**
  * One exchange's commit: unless a guard has ended, consumes KEYS[1] and, only
  * then, writes the entry KEYS[2], adds it to the sorted indexes that follow
  * and appends the outbox entries; the guard keys come after the indexes, the
@@ -208,6 +232,8 @@ interface Scripts {
   impersonationAddToGrant(key: string, member: string, ttlMs: number): Promise<number>;
   /** `impersonationIndexAdd(numberOfKeys, ...keys, member, expiresAt, now)` */
   impersonationIndexAdd(...args: Array<string | number>): Promise<number>;
+  /** `impersonationIndexAddWithin(numberOfKeys, ...keys, member, now, …(expiresAt, bound))`: see INDEX_ADD_WITHIN. */
+  impersonationIndexAddWithin(...args: Array<string | number>): Promise<number>;
   /** `impersonationCommit(numberOfKeys, ...keys, …ARGV)`: see COMMIT. */
   impersonationCommit(...args: Array<string | number>): Promise<unknown>;
 }
@@ -264,13 +290,14 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
   if (owned) client.on('error', () => {});
   for (const [name, lua] of Object.entries(SCRIPTS)) client.defineCommand(name, { numberOfKeys: 1, lua });
   client.defineCommand('impersonationIndexAdd', { lua: INDEX_ADD });
+  client.defineCommand('impersonationIndexAddWithin', { lua: INDEX_ADD_WITHIN });
   client.defineCommand('impersonationCommit', { lua: COMMIT });
   if (client.isCluster) {
     // Auto-pipelining groups a Cluster's commands by the slot of their first
     // argument, which for these scripts is their number of keys: sent alone,
     // each goes to the slot of its keys.
     const ignored = (client.options.autoPipeliningIgnoredCommands ??= []);
-    for (const name of ['impersonationIndexAdd', 'impersonationCommit'])
+    for (const name of ['impersonationIndexAdd', 'impersonationIndexAddWithin', 'impersonationCommit'])
       if (!ignored.includes(name)) ignored.push(name);
     // A Cluster opens a node's connection on its first command, and, without
     // an offline queue, fails the calls that reach the node while it opens: a
@@ -305,7 +332,7 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
 
   let outbox: OutboxStore | undefined;
 
-  class RedisAdapter implements Adapter, AtomicConsume, AtomicCommit, SortedIndexes, OutboxCapable {
+  class RedisAdapter implements Adapter, AtomicConsume, AtomicCommit, SortedIndexes, BoundedIndexes, OutboxCapable {
     readonly #name: string;
 
     constructor(name: string) {
@@ -422,6 +449,20 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
       if (!isReady()) await whenReady();
       const keys = indexes.map((index) => this.#sortedIndexKey(index));
       await redis.impersonationIndexAdd(keys.length, ...keys, member, expiresAt, Date.now());
+    }
+
+    async indexAddWithin(adds: readonly BoundedIndexAdd[], member: string): Promise<string | undefined> {
+      if (!adds.length) return undefined;
+      if (!isReady()) await whenReady();
+      const keys = adds.map((add) => this.#sortedIndexKey(add.index));
+      const full = await redis.impersonationIndexAddWithin(
+        keys.length,
+        ...keys,
+        member,
+        Date.now(),
+        ...adds.flatMap((add) => [add.expiresAt, add.bound]),
+      );
+      return full === 0 ? undefined : adds[full - 1]!.index;
     }
 
     async commitOnce({

@@ -66,7 +66,6 @@ export async function giveGrant(
   const actor = readIdentifier(fields['actorId'], 'actorId');
   const note = readText(fields['note'], 'note');
 
-  await assertRoomForGrant(deps, customer);
   const createdAt = nowSeconds();
   const grant: AccessGrant = {
     id: newAccessGrantId(),
@@ -79,6 +78,7 @@ export async function giveGrant(
     createdAt,
     expiresAt: createdAt + duration,
   };
+  await reservePlace(deps, grant);
   await putInForce(deps, grant, ctx);
   return accessGrantView(grant);
 }
@@ -115,9 +115,12 @@ export async function listPendingRequests(
  * Approves a request: `{ duration, scope? }`. The grant it becomes is for the
  * request's actor and resource, for `duration` seconds (up to
  * `maxGrantDuration`), and allows `scope` (within the scope asked, when one
- * was) or else what was asked. The answer is written first and once: of an
- * approval racing a denial or the expiry, exactly one wins, and a grant is
- * put in force only by the approval that won.
+ * was) or else what was asked. It is bound to what the customer read too:
+ * the client that redeems, the Management API client that asked and the
+ * context (the ticket), except what the deployment's `widenApprovedGrants`
+ * leaves open. The answer is written first and once: of an approval racing a
+ * denial or the expiry, exactly one wins, and a grant is put in force only
+ * by the approval that won.
  */
 export async function approveRequest(
   deps: ApprovalDependencies,
@@ -139,9 +142,9 @@ export async function approveRequest(
     }
   }
   const scope = chosen ?? request.scope;
-  await assertRoomForGrant(deps, customer);
 
   const answeredAt = nowSeconds();
+  const open = new Set(settings.widenApprovedGrants);
   const grant: AccessGrant = {
     id: newAccessGrantId(),
     subject: customer,
@@ -150,10 +153,22 @@ export async function approveRequest(
     ...(scope === undefined ? {} : { scope: [...scope] }),
     origin: 'approval',
     approvalRequestId: request.id,
+    ...(request.clientId === undefined || open.has('clientId') ? {} : { clientId: request.clientId }),
+    ...(open.has('caller') ? {} : { requestedBy: request.requestedBy }),
+    ...(open.has('context') ? {} : { context: request.context }),
     createdAt: answeredAt,
     expiresAt: answeredAt + duration,
   };
-  const answered = await answerOnce(deps, request, { at: answeredAt, decision: 'approved', grantId: grant.id });
+  // The place first: a customer at their bound gets a 429 and the request stays pending.
+  await reservePlace(deps, grant);
+  const answered = await answerOnce(deps, request, {
+    at: answeredAt,
+    decision: 'approved',
+    grantId: grant.id,
+  }).catch(async (error: unknown) => {
+    await deps.approvals.releaseGrant(grant).catch(() => {});
+    throw error;
+  });
   await recordEvent(deps.provider, deps.options.auditLog, approvalEvent(answered, grant.id), ctx);
   await putInForce(deps, grant, ctx);
   return { request: await viewOf(deps, answered), grant: accessGrantView(grant) };
@@ -217,22 +232,22 @@ function closed(decision: ApprovalDecision): ManagementError {
     : requestClosed('already_answered', 'the approval request was answered already');
 }
 
-async function assertRoomForGrant(deps: ApprovalDependencies, customer: string): Promise<void> {
+/** Takes the grant's place within its customer's bounds, counted and taken in one store operation; 429 past either. */
+async function reservePlace(deps: ApprovalDependencies, grant: AccessGrant): Promise<void> {
   const { maxGrantsPerCustomer } = approvalSettings(deps.options, 'giveGrant');
-  const perDay = GRANTS_PER_DAY_PER_GRANT_IN_FORCE * maxGrantsPerCustomer;
-  const [inForce, given] = await storeCall(() =>
-    Promise.all([
-      deps.approvals.activeGrants(customer, maxGrantsPerCustomer),
-      deps.approvals.givenLately(customer, perDay),
-    ]),
+  const outcome = await storeCall(() =>
+    deps.approvals.reserveGrant(grant, {
+      inForce: maxGrantsPerCustomer,
+      givenPerDay: GRANTS_PER_DAY_PER_GRANT_IN_FORCE * maxGrantsPerCustomer,
+    }),
   );
-  if (inForce.length >= maxGrantsPerCustomer) {
+  if (outcome === 'too_many_in_force') {
     throw customerLimitReached(
       'too_many_grants',
       'the customer has as many access grants in force as the deployment allows; end one first',
     );
   }
-  if (given >= perDay) {
+  if (outcome === 'too_many_given') {
     throw customerLimitReached(
       'too_many_grants',
       'the customer gave as many access grants in the last 24 hours as the deployment allows',

@@ -1,5 +1,6 @@
 import type Koa from 'koa';
 import type { Account } from 'oidc-provider';
+import { canonicalJson } from '../audit/chain.js';
 import { EVENTS } from '../audit/events.js';
 import { record as recordEvent } from '../audit/record.js';
 import { badRequest, customerLimitReached, invalidCall, managementServerError } from '../errors.js';
@@ -63,9 +64,17 @@ export async function approvalForCreation(
     throw managementServerError(invalidCall('approvals.require', 'must answer "none", "grant" or "request"'));
   }
   if (requirement === 'none') return { kind: 'none' };
-  // A customer approves a person, never "whoever the backend sends".
-  if (ask.actor === undefined) throw badRequest('actorId is required when the customer must approve');
-  const actor = ask.actor;
+  // A customer approves a person and the application they act through, never "whoever the backend sends".
+  const missing = [
+    ...(ask.actor === undefined ? ['actorId'] : []),
+    ...(ask.clientId === undefined && !settings.widenApprovedGrants.includes('clientId') ? ['clientId'] : []),
+  ];
+  if (missing.length) {
+    throw badRequest(
+      `${missing.join(' and ')} ${missing.length > 1 ? 'are' : 'is'} required when the customer must approve`,
+    );
+  }
+  const actor = ask.actor!;
 
   const inForce = await storeCall(() => deps.approvals.activeGrants(ask.subject, settings.maxGrantsPerCustomer));
   const covering = inForce.filter((grant) => covers(grant, { ...ask, actor }, requirement));
@@ -78,22 +87,40 @@ export async function approvalForCreation(
 /**
  * Whether a grant allows this request: in force (the caller read it so), for
  * this actor or any, for the resource asked or any, allowing every scope
- * asked. Under `request`, only a grant the customer made by approving a
+ * asked; an approval's grant only for the client, the Management API client
+ * and the context (ticket) the customer approved, unless the deployment
+ * widened it. Under `request`, only a grant the customer made by approving a
  * request for this actor counts.
  */
 function covers(grant: AccessGrant, ask: CreationAsk & { actor: string }, requirement: ApprovalRequirement): boolean {
   if (requirement === 'request' && (grant.origin !== 'approval' || grant.actor !== ask.actor)) return false;
   if (grant.actor !== undefined && grant.actor !== ask.actor) return false;
   if (ask.resource !== undefined && grant.resource !== undefined && grant.resource !== ask.resource) return false;
+  if (grant.clientId !== undefined && grant.clientId !== ask.clientId) return false;
+  if (grant.requestedBy !== undefined && grant.requestedBy !== ask.caller.clientId) return false;
+  if (grant.context !== undefined && canonicalJson(grant.context) !== canonicalJson(ask.context)) return false;
   const allowed = grant.scope && new Set(grant.scope);
   return !allowed || !ask.scope || ask.scope.every((name) => allowed.has(name));
 }
 
+/** Whether a waiting request asks exactly this: the same actor, client, ceiling and context, from the same caller. */
+function asksTheSame(request: ApprovalRequest, ask: CreationAsk & { actor: string }): boolean {
+  return (
+    request.actor === ask.actor &&
+    request.requestedBy === ask.caller.clientId &&
+    request.clientId === ask.clientId &&
+    request.resource === ask.resource &&
+    canonicalJson(request.scope ?? null) === canonicalJson(ask.scope ?? null) &&
+    canonicalJson(request.context) === canonicalJson(ask.context)
+  );
+}
+
 /**
- * The request waiting for the customer: the one this caller already made for
- * this actor (asking again makes no duplicate), or a new one while the
- * customer has fewer than `maxPendingPerCustomer` waiting. Two asks racing
- * may both create one; the cap bounds what any number of asks can leave.
+ * The request waiting for the customer: the one this caller already made
+ * asking exactly this (asking again makes no duplicate), or a new one while
+ * the customer has fewer than `maxPendingPerCustomer` waiting, counted and
+ * listed in one store operation. Two identical asks racing may both create
+ * one; the cap bounds what any number of asks can leave.
  */
 async function pendingRequest(
   deps: ApprovalDependencies,
@@ -102,14 +129,8 @@ async function pendingRequest(
   ctx: Koa.Context | undefined,
 ): Promise<ApprovalRequest> {
   const waiting = await storeCall(() => deps.approvals.pendingRequests(ask.subject, settings.maxPendingPerCustomer));
-  const same = waiting.find((request) => request.actor === ask.actor && request.requestedBy === ask.caller.clientId);
+  const same = waiting.find((request) => asksTheSame(request, ask));
   if (same) return same;
-  if (waiting.length >= settings.maxPendingPerCustomer) {
-    throw customerLimitReached(
-      'too_many_pending_requests',
-      'the customer has as many approval requests waiting as the deployment allows; retry once one is answered or expired',
-    );
-  }
   const createdAt = nowSeconds();
   const request: ApprovalRequest = {
     id: newApprovalRequestId(),
@@ -123,7 +144,12 @@ async function pendingRequest(
     createdAt,
     expiresAt: createdAt + settings.requestTTL,
   };
-  await storeCall(() => deps.approvals.saveRequest(request));
+  if (!(await storeCall(() => deps.approvals.saveRequest(request, settings.maxPendingPerCustomer)))) {
+    throw customerLimitReached(
+      'too_many_pending_requests',
+      'the customer has as many approval requests waiting as the deployment allows; retry once one is answered or expired',
+    );
+  }
   await recordEvent(deps.provider, deps.options.auditLog, requestEvent(EVENTS.approvalRequested, request), ctx);
   return request;
 }

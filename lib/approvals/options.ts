@@ -10,6 +10,15 @@ import { refuseUnknownOptions } from '../option-names.js';
  */
 export type ApprovalRequirement = 'none' | 'grant' | 'request';
 
+/**
+ * What a deployment may leave an approval's grant open to, explicitly: by
+ * default the grant covers only what the customer approved, the same
+ * client (`clientId`), the same Management API client (`caller`) and the
+ * same creation context, ticket included (`context`).
+ */
+export type ApprovalWidening = 'clientId' | 'caller' | 'context';
+const WIDENINGS: readonly ApprovalWidening[] = ['clientId', 'caller', 'context'];
+
 export interface ApprovalPolicyInput {
   /** The customer the subject token would be for. */
   subject: string;
@@ -41,6 +50,13 @@ export interface ApprovalOptions {
   maxGrantDuration?: number | undefined;
   /** How long an approval request waits for its answer, seconds. Default 900; at most 7 days. */
   requestTTL?: number | undefined;
+  /**
+   * What an approval's grant is not bound to: `clientId` (another client, or
+   * none, may redeem), `caller` (another Management API client may ask),
+   * `context` (another ticket). Default none: the grant covers the request
+   * the customer approved and nothing else but its repetition.
+   */
+  widenApprovedGrants?: ApprovalWidening[] | undefined;
   /** Management API clients that may bypass the customer's approval with a reason (break-glass). Default none. */
   breakGlassClients?: string[] | undefined;
   /** Most grants in force per customer. Default 20. */
@@ -61,6 +77,7 @@ const DEFAULTS = {
   require: (): ApprovalRequirement => 'none',
   maxGrantDuration: 30 * 24 * 3600,
   requestTTL: 900,
+  widenApprovedGrants: [] as ApprovalWidening[],
   breakGlassClients: [] as string[],
   maxGrantsPerCustomer: 20,
   maxPendingPerCustomer: 20,
@@ -115,7 +132,17 @@ export function resolveApprovalOptions(
   ) {
     fail('approvals.breakGlassClients', 'must be an array of client ids');
   }
-  return Object.freeze({ ...options, breakGlassClients: Object.freeze([...options.breakGlassClients]) as string[] });
+  if (
+    !Array.isArray(options.widenApprovedGrants) ||
+    options.widenApprovedGrants.some((name: unknown) => !WIDENINGS.includes(name as ApprovalWidening))
+  ) {
+    fail('approvals.widenApprovedGrants', `must be an array of ${WIDENINGS.map((name) => `"${name}"`).join(', ')}`);
+  }
+  return Object.freeze({
+    ...options,
+    widenApprovedGrants: Object.freeze([...new Set(options.widenApprovedGrants)]) as ApprovalWidening[],
+    breakGlassClients: Object.freeze([...options.breakGlassClients]) as string[],
+  });
 }
 
 function positiveInteger(name: string, value: unknown, max: number): void {

@@ -32,6 +32,16 @@ export interface AccessGrant extends AccessCeiling {
   /** `approval` for the grant an approved request became. */
   origin: 'customer' | 'approval';
   approvalRequestId?: string;
+  /**
+   * What else an approval's grant is bound to, as the request asked it and
+   * the customer read it: the client that redeems the subject tokens it
+   * covers, the Management API client that asked, and the creation context
+   * (the ticket). Absent: not bound (a standing grant, or a deployment that
+   * widened its approvals with `widenApprovedGrants`).
+   */
+  clientId?: string;
+  requestedBy?: string;
+  context?: JsonObject;
   createdAt: number;
   expiresAt: number;
   ended?: { at: number; by: 'customer' | 'expiry' };

@@ -1,5 +1,5 @@
 import type { AdapterPayload } from 'oidc-provider';
-import type { ImpersonationAdapter, IndexEntry } from '../adapters/contract.js';
+import type { BoundedIndexes, ImpersonationAdapter, IndexEntry } from '../adapters/contract.js';
 import {
   grantStateOf,
   requestStateOf,
@@ -22,6 +22,22 @@ const givenBy = (subject: string) => `given:${subject}`;
 const GIVEN_WINDOW_MS = 24 * 3600 * 1000;
 const pendingOf = (subject: string) => `pending:${subject}`;
 
+/**
+ * How long a place reserved among a customer's grants in force is held for a
+ * grant not saved yet (ms): far longer than a save takes, short enough that a
+ * place whose grant never came (its process died) is soon free again.
+ */
+const RESERVED_FOR_MS = 5 * 60 * 1000;
+
+/** The bounds a customer's new grant must fit in: grants in force, and grants given in the last 24 hours. */
+export interface GrantBounds {
+  inForce: number;
+  givenPerDay: number;
+}
+
+/** A reservation's outcome: a place taken, or the bound that is reached. */
+export type GrantReservation = 'reserved' | 'too_many_in_force' | 'too_many_given';
+
 /** What closing a grant or answering a request did: `changedNow` for the one caller whose change it was. */
 export interface Outcome<T> {
   record: T;
@@ -38,27 +54,53 @@ export interface Outcome<T> {
  * with the request's expiry) leaves exactly one answer.
  */
 export class ApprovalStore {
-  readonly #adapter: ImpersonationAdapter;
+  readonly #adapter: ImpersonationAdapter & BoundedIndexes;
 
-  constructor(adapter: ImpersonationAdapter) {
+  constructor(adapter: ImpersonationAdapter & BoundedIndexes) {
     this.#adapter = adapter;
   }
 
+  /**
+   * Takes a place for `grant` among its customer's grants in force and among
+   * those they gave in the last 24 hours (ended or expired ones included:
+   * what bounds the records, trail rows and notifications one customer can
+   * make, however short their grants), both or neither, in one atomic step,
+   * so that no burst of concurrent calls gets past either bound. The grant
+   * is not in force until saveGrant writes it; the place in force is held
+   * for RESERVED_FOR_MS until then, the one among those given for 24 hours.
+   */
+  async reserveGrant(grant: AccessGrant, bounds: GrantBounds): Promise<GrantReservation> {
+    const full = await this.#adapter.indexAddWithin(
+      [
+        {
+          index: grantsOf(grant.subject),
+          expiresAt: Math.min(grant.expiresAt * 1000, Date.now() + RESERVED_FOR_MS),
+          bound: bounds.inForce,
+        },
+        {
+          index: givenBy(grant.subject),
+          expiresAt: grant.createdAt * 1000 + GIVEN_WINDOW_MS,
+          bound: bounds.givenPerDay,
+        },
+      ],
+      grant.id,
+    );
+    if (full === undefined) return 'reserved';
+    return full === grantsOf(grant.subject) ? 'too_many_in_force' : 'too_many_given';
+  }
+
+  /** Gives back the places of a grant that will not be saved (its approval lost to another answer). */
+  async releaseGrant(grant: AccessGrant): Promise<void> {
+    await this.#adapter.indexRemove([grantsOf(grant.subject), givenBy(grant.subject)], grant.id);
+  }
+
+  /** Writes a grant and puts it in force until its expiry (in the place reserveGrant took for it). */
   async saveGrant(grant: AccessGrant): Promise<void> {
     await Promise.all([
       this.#adapter.upsert(grant.id, toPayload(GRANT, grant), keptFor(grant.expiresAt)),
       this.#adapter.indexAdd([grantsOf(grant.subject)], grant.id, grant.expiresAt * 1000),
       this.#adapter.indexAdd([givenBy(grant.subject)], grant.id, grant.createdAt * 1000 + GIVEN_WINDOW_MS),
     ]);
-  }
-
-  /**
-   * How many grants the customer gave in the last 24 hours, ended or expired
-   * ones included, counted up to `limit`: what bounds the records, trail rows
-   * and notifications one customer can make, however short their grants.
-   */
-  async givenLately(subject: string, limit: number): Promise<number> {
-    return (await this.#adapter.indexRange(givenBy(subject), undefined, limit)).length;
   }
 
   async findGrant(id: string): Promise<AccessGrant | undefined> {
@@ -78,6 +120,8 @@ export class ApprovalStore {
    */
   async endGrant(grant: AccessGrant, ended: NonNullable<AccessGrant['ended']>): Promise<Outcome<AccessGrant>> {
     if (!(await this.#adapter.consumeOnce(grant.id))) {
+      // An ender that won the consume and failed before this left the grant counted in force.
+      await this.#adapter.indexRemove([grantsOf(grant.subject)], grant.id);
       return { record: (await this.findGrant(grant.id)) ?? grant, changedNow: false };
     }
     const record: AccessGrant = { ...grant, ended };
@@ -88,11 +132,22 @@ export class ApprovalStore {
     return { record, changedNow: true };
   }
 
-  async saveRequest(request: ApprovalRequest): Promise<void> {
-    await Promise.all([
-      this.#adapter.upsert(request.id, toPayload(REQUEST, request), keptFor(request.expiresAt)),
-      this.#adapter.indexAdd([pendingOf(request.subject)], request.id, request.expiresAt * 1000),
-    ]);
+  /**
+   * Saves a request and lists it as waiting for its customer, unless they
+   * have `maxPending` waiting already: the count and the listing are one
+   * atomic step, so that no burst of concurrent asks gets past the bound.
+   * The record is written first: until it is listed nobody knows its id, and
+   * one that is refused (or whose listing fails) is never read.
+   */
+  async saveRequest(request: ApprovalRequest, maxPending: number): Promise<boolean> {
+    await this.#adapter.upsert(request.id, toPayload(REQUEST, request), keptFor(request.expiresAt));
+    const full = await this.#adapter.indexAddWithin(
+      [{ index: pendingOf(request.subject), expiresAt: request.expiresAt * 1000, bound: maxPending }],
+      request.id,
+    );
+    if (full === undefined) return true;
+    await this.#adapter.destroy(request.id).catch(() => {});
+    return false;
   }
 
   async findRequest(id: string): Promise<ApprovalRequest | undefined> {

@@ -19,6 +19,10 @@ export interface AccessGrantView {
   note?: string;
   origin: 'customer' | 'approval';
   approvalRequestId?: string;
+  /** An approval's grant: the one client through which support may use it. Absent: any. */
+  clientId?: string;
+  /** An approval's grant: the creation context (ticket, reason) it is for. Absent: any. */
+  context?: JsonObject;
   state: GrantState;
   createdAt: string;
   expiresAt: string;
@@ -60,6 +64,8 @@ export function accessGrantView(grant: AccessGrant, now = Date.now() / 1000): Ac
     ...(grant.note === undefined ? {} : { note: grant.note }),
     origin: grant.origin,
     ...(grant.approvalRequestId === undefined ? {} : { approvalRequestId: grant.approvalRequestId }),
+    ...(grant.clientId === undefined ? {} : { clientId: grant.clientId }),
+    ...(grant.context === undefined ? {} : { context: grant.context }),
     state: grantStateOf(grant, now),
     createdAt: rfc3339(grant.createdAt),
     expiresAt: rfc3339(grant.expiresAt),

@@ -217,6 +217,7 @@ function parseCreation(body: JsonObject, options: ResolvedOptions): CreationRequ
   const scope = readScopeList(body['scope'], 'scope');
   const resource = readResource(body['resource'], 'resource');
   const breakGlass = body['breakGlass'] === undefined ? undefined : readBreakGlass(body['breakGlass']);
+  if (breakGlass) assertBreakGlassBound(clientId, actorId);
   return {
     userId,
     context,
@@ -233,6 +234,20 @@ function readBreakGlass(value: unknown): { reason: string } {
   const reason = readText(fieldsOf(value, ['reason'], 'breakGlass')['reason'], 'breakGlass.reason');
   if (reason === undefined) throw badRequest('breakGlass.reason is required');
   return { reason };
+}
+
+/**
+ * A bypass of the customer names who acts and through which client: a
+ * break-glass subject token bound to no one could be redeemed by any client,
+ * a public one included, with no actor token, and the customer would be told
+ * "someone from support".
+ */
+function assertBreakGlassBound(clientId: unknown, actorId: unknown): void {
+  const missing = [...(actorId === undefined ? ['actorId'] : []), ...(clientId === undefined ? ['clientId'] : [])];
+  if (!missing.length) return;
+  throw badRequest(
+    `breakGlass requires ${missing.join(' and ')}: a bypass names the person who acts (actorId) and the client that redeems the token (clientId)`,
+  );
 }
 
 async function assertExchangeClient(provider: Provider, clientId: string): Promise<void> {

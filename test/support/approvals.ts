@@ -6,7 +6,12 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { KoaContextWithOIDC } from 'oidc-provider';
-import { instantiateAdapter, type AdapterSource, type ImpersonationAdapter } from '../../lib/adapters/contract.js';
+import {
+  instantiateAdapter,
+  type AdapterSource,
+  type BoundedIndexes,
+  type ImpersonationAdapter,
+} from '../../lib/adapters/contract.js';
 import type { ApprovalDependencies } from '../../lib/approvals/actions.js';
 import type { ApprovalOptions, ApprovalRequirement } from '../../lib/approvals/options.js';
 import { APPROVAL_MODEL, ApprovalStore } from '../../lib/approvals/store.js';
@@ -67,7 +72,7 @@ export async function startApprovalProvider(options: ApprovalProviderOptions = {
     },
     ...(options.kind ? [options.kind] : []),
   );
-  const open = (model: string) => instantiateAdapter(tp.adapter, model) as ImpersonationAdapter;
+  const open = (model: string) => instantiateAdapter(tp.adapter, model) as ImpersonationAdapter & BoundedIndexes;
   const deps: ApprovalDependencies = {
     provider: tp.provider,
     options: resolveOptions({ managementResource: MANAGEMENT, ...plugin } as ImpersonationOptions),
