@@ -96,6 +96,17 @@ export function storeFull(model: string): errors.TemporarilyUnavailable {
   return Object.assign(error, { status: 503, statusCode: 503, expose: true });
 }
 
+/**
+ * 429 at the token endpoint: a principal (a user, a client, a subject token,
+ * an impersonation session) has used its share of a capacity that others
+ * depend on (lib/capacity.ts). Nothing was written; the description says
+ * whose share and when it starts again, and names no one.
+ */
+export function principalQuotaReached(description: string): errors.CustomOIDCProviderError {
+  const error = new errors.CustomOIDCProviderError('invalid_request', description);
+  return Object.assign(error, { status: 429, statusCode: 429, expose: true });
+}
+
 export type ManagementErrorCode =
   | 'invalid_request'
   | 'invalid_token'

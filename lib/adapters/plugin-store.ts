@@ -1,5 +1,11 @@
 import type { AdapterSource, AtomicAdapter, ImpersonationAdapter } from './contract.js';
-import { hasAtomicCommit, hasAtomicConsume, hasSortedIndexes, instantiateAdapter } from './contract.js';
+import {
+  hasAtomicCommit,
+  hasAtomicConsume,
+  hasPrincipalQuotas,
+  hasSortedIndexes,
+  instantiateAdapter,
+} from './contract.js';
 import { APPROVAL_MODEL } from '../approvals/store.js';
 import { SESSION_MODEL } from '../sessions/store.js';
 import { SUBJECT_TOKEN_MODEL } from '../subject-tokens/store.js';
@@ -59,6 +65,13 @@ export function openPluginStore(
     throw unfitStore(
       `${where} has no commitOnce(write): an exchange redeems its subject token and lists its session ` +
         `in one store operation (see ${DEPLOYMENT_GUIDE}); ${remedy}`,
+    );
+  }
+  if (!hasPrincipalQuotas(sessions)) {
+    throw unfitStore(
+      `${where} has no saveWithinQuotas(write): a delegation's session is written only within the ` +
+        `bounds of its user, client and subject token, counted in the same store operation ` +
+        `(see ${DEPLOYMENT_GUIDE}); ${remedy}`,
     );
   }
   // The same adapter source as the sessions, so it has what they were just checked for.
