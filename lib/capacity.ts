@@ -12,7 +12,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { QuotaCharge } from './adapters/contract.js';
-import { invalidOption, principalQuotaReached } from './errors.js';
+import { invalidOption, principalQuotaReached, type PrincipalQuotaReached } from './errors.js';
 
 /** Shares that are counted per hour start again on the hour (UTC). */
 export const QUOTA_WINDOW_SECONDS = 3600;
@@ -107,13 +107,13 @@ export function delegationQuotas(
 
 /**
  * The refusal for the spent quota `key` of `charges`: 429, saying whose share
- * it was and when it starts again (`retryAfter`, seconds), never whose it is.
+ * it was and when it starts again, never whose it is.
  */
 export function quotaRefusal(
   charges: readonly DelegationCharge[],
   key: string,
   now = Date.now(),
-): { error: Error; retryAfter: number } {
+): PrincipalQuotaReached {
   const spent = charges.find((charge) => charge.key === key) ?? charges[0]!;
   const retryAfter = Math.max(1, Math.ceil((spent.expiresAt - now) / 1000));
   const whose =
@@ -124,11 +124,9 @@ export function quotaRefusal(
         : spent.principal === 'user'
           ? "this user's tokens have"
           : 'this client has';
-  return {
-    error: principalQuotaReached(
-      `${whose} started as many delegations this hour as allowed (${spent.max}); ` +
-        `retry in ${retryAfter} s, or use a delegated token already issued`,
-    ),
+  return principalQuotaReached(
+    `${whose} started as many delegations this hour as allowed (${spent.max}); ` +
+      `retry in ${retryAfter} s, or use a delegated token already issued`,
     retryAfter,
-  };
+  );
 }

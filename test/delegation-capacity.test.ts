@@ -79,14 +79,18 @@ describe('delegation under a flood of its own: bounded per principal, off the tr
     ]);
   }
 
-  it(`one token delegated on every call (${CALLS} calls): one session, no trail row, and impersonation still works`, async () => {
+  it(`one token delegated on every call (${CALLS}, 25 at a time): the first batch's sessions only, no trail row, and impersonation still works`, async () => {
     const token = await userAccessToken(tp, 'bob', { resource: API, scope: 'openid profile:read' });
     const rows = trail.rows.length;
     const replies = await inBatches(CALLS, () => delegate(token));
     expect(new Set(replies.map((reply) => reply.status))).to.deep.equal(new Set([200]));
-    const named = new Set(replies.map((reply) => decodeJwt(reply.body['access_token'] as string)['impersonation_session']));
-    expect(named.size).to.equal(1);
-    expect(await delegationSessions()).to.have.length(1);
+    const named = replies.map((reply) => decodeJwt(reply.body['access_token'] as string)['impersonation_session']);
+    // Before any is live, concurrent first requests may each list one, within the token's share; the
+    // rest, and every later request, are issued tokens under those.
+    const first = new Set(named.slice(0, 25));
+    expect(first.size).to.be.within(1, LIMITS.perSubjectToken);
+    expect(new Set(named)).to.deep.equal(first);
+    expect((await delegationSessions()).length).to.equal(first.size);
     expect(trail.rows.length).to.equal(rows);
     await impersonationStillWorks();
   });

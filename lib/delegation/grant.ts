@@ -1,6 +1,6 @@
 import type { AccessToken, KoaContextWithOIDC, Provider } from 'oidc-provider';
 import { delegationQuotas, type DelegationPrincipals } from '../capacity.js';
-import { invalidRequest } from '../errors.js';
+import { invalidRequest, PrincipalQuotaReached } from '../errors.js';
 import type { ExchangeClaims } from '../exchange/claims.js';
 import { checkClientAuthentication, TOKEN_EXCHANGE_GRANT } from '../exchange/request.js';
 import type { ResolvedOptions } from '../options.js';
@@ -158,11 +158,12 @@ export function createDelegationHandler(dependencies: DelegationDependencies): D
       scope: scopes,
       act,
     });
-    const live = await sessions.liveDelegation(key, nowSeconds() + expiresIn);
-    if (live) {
+    const reissue = async (live: SessionRecord): Promise<Issued> => {
       claims.attach(token, { act, [SESSION_CLAIM]: live.id });
       return { value: await reissueDelegated(ctx, sessions, token, live), token, issuedTokenType };
-    }
+    };
+    const live = await sessions.liveDelegation(key, nowSeconds() + expiresIn);
+    if (live) return reissue(live);
 
     // A new one: its session charged to its principals, and on the trail only under an impersonation.
     const session = sessionOf(subject, client.clientId, resourceServer.identifier(), scopes, actor.sub, {
@@ -176,13 +177,21 @@ export function createDelegationHandler(dependencies: DelegationDependencies): D
         : { impersonationSessionId: rootSessionId };
     claims.attach(token, { act, [SESSION_CLAIM]: session.id });
     const event = () => delegationSucceeded(session, params.subject_token_type, depth);
-    const value = await issueDelegated(ctx, sessions, rootSessionId === undefined ? undefined : options.auditLog, {
-      token,
-      session,
-      event,
-      quotas: delegationQuotas(delegation.limits, principals),
-    });
-    return { value, token, event, issuedTokenType };
+    try {
+      const value = await issueDelegated(ctx, sessions, rootSessionId === undefined ? undefined : options.auditLog, {
+        token,
+        session,
+        event,
+        quotas: delegationQuotas(delegation.limits, principals),
+      });
+      return { value, token, event, issuedTokenType };
+    } catch (error) {
+      // Concurrent first requests for one delegation: those past the share take the session one of them listed.
+      const raced =
+        error instanceof PrincipalQuotaReached ? await sessions.liveDelegation(key, nowSeconds() + expiresIn) : undefined;
+      if (!raced) throw error;
+      return reissue(raced);
+    }
   }
 
   return {
@@ -200,6 +209,7 @@ export function createDelegationHandler(dependencies: DelegationDependencies): D
       try {
         issued = await delegate(ctx, progress);
       } catch (error) {
+        if (error instanceof PrincipalQuotaReached) ctx.set('Retry-After', String(error.retryAfter));
         await report.refused(ctx, progress, error);
         throw error;
       }

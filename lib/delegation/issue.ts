@@ -39,7 +39,7 @@ export async function issueDelegated(
   const jti = assignTokenId(token); // sets token.format too: read it only after
   session.accessTokenId = publicTokenId(token.format, jti);
   try {
-    const value = await save(provider, token, session, () => listWithin(ctx, sessions, session, quotas));
+    const value = await save(provider, token, session, () => listWithin(sessions, session, quotas));
     // Read once the session is listed: a stop whose lookup of delegations came before the listing
     // marked the parent ended first (see closeSession), so the mark is seen here.
     await Promise.all([
@@ -112,18 +112,14 @@ export function assertActive(session: SessionRecord | undefined, marked = false)
   return session;
 }
 
-/** Lists the session within its quotas; a spent one refuses with 429 and a Retry-After. */
+/** Lists the session within its quotas; a spent one refuses with 429 (PrincipalQuotaReached). */
 async function listWithin(
-  ctx: KoaContextWithOIDC,
   sessions: SessionStore,
   session: SessionRecord,
   quotas: readonly DelegationCharge[],
 ): Promise<void> {
   const listed = await sessions.saveWithinQuotas(session, quotas);
-  if (listed.outcome === 'saved') return;
-  const { error, retryAfter } = quotaRefusal(quotas, listed.key);
-  ctx.set('Retry-After', String(retryAfter));
-  throw error;
+  if (listed.outcome === 'spent') throw quotaRefusal(quotas, listed.key);
 }
 
 /** As for impersonation: an opaque token is backed by a Grant of its own, which stopping the session revokes. */
