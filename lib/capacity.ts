@@ -48,7 +48,11 @@ export function resolveDelegationLimits(input: unknown): Readonly<DelegationLimi
   const given = input as Record<string, unknown>;
   for (const name of Object.keys(given)) {
     if (!(LIMIT_NAMES as string[]).includes(name)) {
-      throw invalidOption('createImpersonation', `delegation.limits.${name}`, `is not one of ${LIMIT_NAMES.join(', ')}`);
+      throw invalidOption(
+        'createImpersonation',
+        `delegation.limits.${name}`,
+        `is not one of ${LIMIT_NAMES.join(', ')}`,
+      );
     }
   }
   const limits = { ...DEFAULT_DELEGATION_LIMITS };
@@ -72,8 +76,7 @@ export function resolveDelegationLimits(input: unknown): Readonly<DelegationLimi
  * up their share is refused before anything is charged to the client's.
  */
 export type DelegationPrincipals =
-  | { impersonationSessionId: string }
-  | { subjectTokenId: string; user: string; clientId: string };
+  { impersonationSessionId: string } | { subjectTokenId: string; user: string; clientId: string };
 
 type Principal = 'subject token' | 'user' | 'client' | 'impersonation session';
 

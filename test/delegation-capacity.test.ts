@@ -108,13 +108,20 @@ describe('delegation under a flood of its own: bounded per principal, off the tr
       expect(reply.status, JSON.stringify(reply.body)).to.equal(200);
     }
     const fourth = await delegate(token, { resource: API, scope: 'profile:read profile:write' });
-    expectError(fourth, 429, 'invalid_request', /this subject_token has started as many delegations this hour as allowed \(3\)/);
+    expectError(
+      fourth,
+      429,
+      'invalid_request',
+      /this subject_token has started as many delegations this hour as allowed \(3\)/,
+    );
     expect(Number(fourth.headers.get('retry-after'))).to.be.within(1, 3600);
     // The same again, when one of them is live, is no new delegation: it is not refused.
     expect((await delegate(token, { scope: 'profile:read' })).status).to.equal(200);
 
     // The user signs in again: one more delegation fits the user's share, the next does not.
-    expect((await delegate(await userAccessToken(tp, 'bob', { resource: API, scope: 'openid profile:read' }))).status).to.equal(200);
+    expect(
+      (await delegate(await userAccessToken(tp, 'bob', { resource: API, scope: 'openid profile:read' }))).status,
+    ).to.equal(200);
     expectError(
       await delegate(await userAccessToken(tp, 'bob', { resource: API, scope: 'openid profile:read' })),
       429,

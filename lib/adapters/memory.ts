@@ -318,9 +318,7 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
     return typeof count === 'number' ? count : 0;
   }
 
-  class MemoryAdapter
-    implements Adapter, AtomicConsume, AtomicCommit, SortedIndexes, PrincipalQuotas, OutboxCapable
-  {
+  class MemoryAdapter implements Adapter, AtomicConsume, AtomicCommit, SortedIndexes, PrincipalQuotas, OutboxCapable {
     readonly #store: ModelStore;
 
     constructor(name: string) {

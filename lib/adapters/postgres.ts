@@ -411,9 +411,7 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
     }
   };
 
-  class PostgresAdapter
-    implements Adapter, AtomicConsume, AtomicCommit, SortedIndexes, PrincipalQuotas, OutboxCapable
-  {
+  class PostgresAdapter implements Adapter, AtomicConsume, AtomicCommit, SortedIndexes, PrincipalQuotas, OutboxCapable {
     readonly #name: string;
 
     constructor(name: string) {

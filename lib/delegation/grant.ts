@@ -188,7 +188,9 @@ export function createDelegationHandler(dependencies: DelegationDependencies): D
     } catch (error) {
       // Concurrent first requests for one delegation: those past the share take the session one of them listed.
       const raced =
-        error instanceof PrincipalQuotaReached ? await sessions.liveDelegation(key, nowSeconds() + expiresIn) : undefined;
+        error instanceof PrincipalQuotaReached
+          ? await sessions.liveDelegation(key, nowSeconds() + expiresIn)
+          : undefined;
       if (!raced) throw error;
       return reissue(raced);
     }

@@ -106,7 +106,14 @@ export function resolveDelegationOptions(input: DelegationOptions | undefined): 
   const given = input ?? {};
   if (typeof given !== 'object' || given === null) fail('delegation', 'must be an object');
   refuseUnknownOptions('createImpersonation', given, NAMES, 'delegation.');
-  const { canDelegate, resolveAudience, maxChainDepth = 3, accessTokenTTL = 300, subjectTokenTypes = {}, limits } = given;
+  const {
+    canDelegate,
+    resolveAudience,
+    maxChainDepth = 3,
+    accessTokenTTL = 300,
+    subjectTokenTypes = {},
+    limits,
+  } = given;
   for (const [name, value] of [
     ['canDelegate', canDelegate],
     ['resolveAudience', resolveAudience],

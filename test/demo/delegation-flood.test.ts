@@ -3,7 +3,15 @@ import { decodeJwt } from 'jose';
 import { startDemo, type Demo } from '../../demo/demo.js';
 import { API_RESOURCE } from '../../demo/seed.js';
 import { createMemoryAuditLog, EVENTS, type MemoryAuditLog } from '../../lib/index.js';
-import { accountSignIn, exchange, letSupportIn, quiet, REQUEST_TIMEOUT, requestImpersonation, signIn } from './helpers.js';
+import {
+  accountSignIn,
+  exchange,
+  letSupportIn,
+  quiet,
+  REQUEST_TIMEOUT,
+  requestImpersonation,
+  signIn,
+} from './helpers.js';
 
 const BOB = { userId: 'bob', reason: 'Cannot see the invoices', ticketId: 'T-1234' };
 /** A trail the review's flood would fill: one row per call to the orders service. */

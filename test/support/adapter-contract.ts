@@ -303,7 +303,9 @@ export function adapterContract(target: () => AdapterUnderTest | Promise<Adapter
         key: client.key,
       });
       // A counter is no session: the model's entries are found as they were written, and counters are not.
-      expect(await sessions.find(user.key)).to.satisfy((found: unknown) => found === undefined || !('jti' in (found as object)));
+      expect(await sessions.find(user.key)).to.satisfy(
+        (found: unknown) => found === undefined || !('jti' in (found as object)),
+      );
     });
 
     it('starts a counter again once it expires', async () => {
