@@ -108,6 +108,27 @@ export function replayShareFull(anonymous: boolean): errors.TemporarilyUnavailab
   return Object.assign(error, { status: 503, statusCode: 503, expose: true });
 }
 
+/**
+ * 429 at the token endpoint: a principal (a user, a client, a subject token,
+ * an impersonation session) has used its share of a capacity that others
+ * depend on (lib/capacity.ts). Nothing was written; the description says
+ * whose share and when it starts again, and names no one. `retryAfter`
+ * (seconds) goes to the `Retry-After` header.
+ */
+export class PrincipalQuotaReached extends errors.CustomOIDCProviderError {
+  readonly retryAfter: number;
+
+  constructor(description: string, retryAfter: number) {
+    super('invalid_request', description);
+    this.retryAfter = retryAfter;
+    Object.assign(this, { status: 429, statusCode: 429, expose: true });
+  }
+}
+
+export function principalQuotaReached(description: string, retryAfter: number): PrincipalQuotaReached {
+  return new PrincipalQuotaReached(description, retryAfter);
+}
+
 export type ManagementErrorCode =
   | 'invalid_request'
   | 'invalid_token'

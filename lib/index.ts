@@ -54,6 +54,10 @@ export type {
   ImpersonationAdapter,
   ImpersonationAdapterClass,
   IndexEntry,
+  PrincipalQuotas,
+  QuotaCharge,
+  QuotaOutcome,
+  QuotaWrite,
   SortedIndexes,
 } from './adapters/contract.js';
 export { createRedisAdapter, REDIS_CLIENT_OPTIONS, REDIS_CLUSTER_OPTIONS } from './adapters/redis.js';
@@ -95,6 +99,8 @@ export {
   VERIFICATION_EVENT,
 } from './ssf/set.js';
 export { DELEGATION_METADATA } from './delegation/client-metadata.js';
+export { DEFAULT_DELEGATION_LIMITS } from './capacity.js';
+export type { DelegationLimits } from './capacity.js';
 export { JWT_TOKEN_TYPE } from './delegation/request.js';
 export type {
   DelegationOptions,

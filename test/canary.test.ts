@@ -162,7 +162,11 @@ describe('canary: no token value or secret leaves its place', function () {
         canImpersonate: ({ subject }) => (subject === 'admin' ? { reason: 'administrators are protected' } : true),
         canExchange: ({ subject }) => subject !== 'carol',
         getCustomJwtClaims: ({ context }) => ({ ticket: context.grant.subjectTokenContext['ticketId'] ?? null }),
-        delegation: { resolveAudience: (audience) => (audience === 'downstream' ? DOWNSTREAM_API : undefined) },
+        delegation: {
+          resolveAudience: (audience) => (audience === 'downstream' ? DOWNSTREAM_API : undefined),
+          // Small, so that the walk below meets a share's refusal too.
+          limits: { perSubjectToken: 2 },
+        },
       },
     });
     const emitter = tp.provider as unknown as NodeJS.EventEmitter;
@@ -469,6 +473,9 @@ describe('canary: no token value or secret leaves its place', function () {
       { subject_token: jwtSubject, actor_token: unknown, actor_token_type: ACCESS_TOKEN },
       400,
     );
+    // The same delegation again is one more token of its session; another target, a second session; a third, past the share.
+    await delegated('second target', { subject_token: jwtSubject, resource: API, scope: 'profile:read' }, 200);
+    await delegated('past the share', { subject_token: jwtSubject, resource: API, scope: 'profile:write' }, 429);
     const elsewhere = await userAccessToken(tp, 'bob', { resource: ACTOR_API, scope: 'openid' });
     canary.secret(elsewhere);
     await delegated('subject for a resource the client does not run', { subject_token: elsewhere }, 400);

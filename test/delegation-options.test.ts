@@ -2,7 +2,7 @@
 import { expect } from 'chai';
 import type { ClientMetadata, KoaContextWithOIDC } from 'oidc-provider';
 import { withDelegationMetadata } from '../lib/delegation/client-metadata.js';
-import { createImpersonation, type DelegationOptions } from '../lib/index.js';
+import { createImpersonation, DEFAULT_DELEGATION_LIMITS, type DelegationOptions } from '../lib/index.js';
 
 const TOKEN_EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';
 
@@ -31,6 +31,29 @@ describe('delegation options', () => {
     );
     expect(create({ subjectTokenTypes: { 'not a uri': () => undefined } })).to.throw(/subjectTokenTypes/);
     expect(create({ subjectTokenTypes: { 'urn:example:x': 'resolver' } })).to.throw(/subjectTokenTypes/);
+  });
+
+  it('bounds new delegations per principal by default, and takes shares of its own, each checked', () => {
+    const defaults = createImpersonation({ managementResource: 'https://id.example.com/api' }).options.delegation;
+    expect(defaults.limits).to.deep.equal(DEFAULT_DELEGATION_LIMITS);
+    expect(DEFAULT_DELEGATION_LIMITS).to.deep.equal({
+      perSubjectToken: 20,
+      perUser: 100,
+      perClient: 5000,
+      perImpersonationSession: 100,
+    });
+    const { delegation } = createImpersonation({
+      managementResource: 'https://id.example.com/api',
+      delegation: { limits: { perUser: 10 } },
+    }).options;
+    expect(delegation.limits).to.deep.equal({ ...DEFAULT_DELEGATION_LIMITS, perUser: 10 });
+    expect(create({ limits: { perUsers: 10 } })).to.throw(
+      /delegation\.limits\.perUsers" is not one of perSubjectToken/,
+    );
+    expect(create({ limits: { perClient: 0 } })).to.throw(/delegation\.limits\.perClient" must be an integer from 1/);
+    expect(create({ limits: { perClient: 2.5 } })).to.throw(/delegation\.limits\.perClient/);
+    expect(create({ limits: { perClient: Infinity } })).to.throw(/delegation\.limits\.perClient/);
+    expect(create({ limits: 5 })).to.throw(/delegation\.limits" must be an object/);
   });
 });
 

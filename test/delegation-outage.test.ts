@@ -1,13 +1,15 @@
 /**
- * Delegation fails closed: a trail that cannot take the row, a policy that
- * cannot answer, a resolver that fails all stop it with a 5xx, leave no
- * session listed, and it works again without a restart.
+ * Delegation fails closed: a trail that cannot take the row (of a delegation
+ * under an impersonation, the only kind it records), a policy that cannot
+ * answer, a resolver that fails all stop it with a 5xx, leave no session
+ * listed, and it works again without a restart. A user's delegation of their
+ * own token writes nothing to the trail, and so does not wait for it.
  */
 import { expect } from 'chai';
 import { createMemoryAuditLog, type ImpersonationEventName, type ImpersonationEvent } from '../lib/index.js';
 import { API, CLIENTS, DOWNSTREAM_API, startProvider, type TestProvider } from './support/provider.js';
 import { apiRequest, exchange, userAccessToken } from './support/http.js';
-import { adminToken, SESSIONS } from './support/impersonations.js';
+import { adminToken, impersonate, SESSIONS } from './support/impersonations.js';
 
 const PARTNER = 'urn:example:partner-token';
 
@@ -53,15 +55,22 @@ describe('delegation when the trail, the policy or a resolver cannot answer', fu
     return (listed.body['items'] ?? listed.body['sessions'] ?? []) as unknown[];
   }
 
+  /** The subject token of each case: an impersonation's token for the trail's, bob's own otherwise. */
+  async function subjectFor(part: keyof typeof outage): Promise<string> {
+    if (part === 'resolver') return 'partner:bob';
+    if (part === 'trail') {
+      return (await impersonate(tp, { actorToken: await userAccessToken(tp, 'alice'), scope: 'profile:read' })).token;
+    }
+    return userAccessToken(tp, 'bob', { resource: API, scope: 'openid profile:read' });
+  }
+
   for (const [part, type] of [
     ['trail', undefined],
     ['policy', undefined],
     ['resolver', PARTNER],
   ] as const) {
     it(`answers 500 while the ${part} fails, lists no session, and delegates again once it is back`, async () => {
-      const subject = type
-        ? 'partner:bob'
-        : await userAccessToken(tp, 'bob', { resource: API, scope: 'openid profile:read' });
+      const subject = await subjectFor(part);
       const request = {
         subject_token: subject,
         resource: DOWNSTREAM_API,
@@ -83,4 +92,17 @@ describe('delegation when the trail, the policy or a resolver cannot answer', fu
       expect((await activeSessions()).length).to.equal(before + 1);
     });
   }
+
+  it("delegates a user's own token while the trail fails: it writes no row, so it waits for none", async () => {
+    const subject = await userAccessToken(tp, 'bob', { resource: API, scope: 'openid profile:read' });
+    const rows = trail.rows.length;
+    outage.trail = true;
+    try {
+      const delegated = await exchange(tp, { subject_token: subject, resource: DOWNSTREAM_API }, CLIENTS.orders);
+      expect(delegated.status, JSON.stringify(delegated.body)).to.equal(200);
+    } finally {
+      outage.trail = false;
+    }
+    expect(trail.rows.length).to.equal(rows);
+  });
 });

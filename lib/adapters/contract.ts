@@ -145,7 +145,47 @@ export interface AtomicCommit {
   sharesDatabase?(database: object): boolean;
 }
 
-export type ImpersonationAdapter = AtomicAdapter & SortedIndexes & AtomicCommit;
+/**
+ * One principal's share of a capacity others depend on (see lib/capacity.ts):
+ * a counter, `key` an id of the written entry's model, that takes at most
+ * `max` charges until `expiresAt` (ms since the epoch), the expiry its first
+ * charge sets; after it, the next charge starts it again at 1.
+ */
+export interface QuotaCharge {
+  key: string;
+  max: number;
+  expiresAt: number;
+}
+
+/** The kind of a quota counter's payload, `{ kind: QUOTA_KIND, count }`, for an adapter that stores it as an entry. */
+export const QUOTA_KIND = 'ImpersonationQuota';
+
+/** An entry and its index members, written only if every quota has room, charged in the same operation. */
+export interface QuotaWrite {
+  write: { model: string; id: string; payload: AdapterPayload; expiresIn: number };
+  indexes: readonly string[];
+  /** The index members' expiry, milliseconds since the epoch. */
+  expiresAt: number;
+  quotas: readonly QuotaCharge[];
+}
+
+/** What `saveWithinQuotas` did: saved and charged every quota, or nothing because `key` was spent. */
+export type QuotaOutcome = { outcome: 'saved' } | { outcome: 'spent'; key: string };
+
+/**
+ * Bounds per principal, counted where the entries are written. `saveWithinQuotas(write)`
+ * checks every quota and, in the same atomic step, charges each one, stores
+ * `write.write` and adds it to `write.indexes`; when a quota has taken its
+ * `max` charges it resolves `spent` with the first such key (in the order
+ * given) and writes and charges nothing. So no burst of concurrent calls
+ * gets past a bound: of any number of them, at most `max` are saved. It
+ * rejects, writing nothing, when the store cannot be reached or is full.
+ */
+export interface PrincipalQuotas {
+  saveWithinQuotas(write: QuotaWrite): Promise<QuotaOutcome>;
+}
+
+export type ImpersonationAdapter = AtomicAdapter & SortedIndexes & AtomicCommit & PrincipalQuotas;
 
 /**
  * The models one exchange's commit spans: the subject token it redeems and
@@ -196,6 +236,10 @@ export function entryLifetimeMs(expiresIn: number | undefined): number | undefin
 
 export function hasAtomicCommit(adapter: Adapter): adapter is Adapter & AtomicCommit {
   return typeof (adapter as Partial<AtomicCommit>).commitOnce === 'function';
+}
+
+export function hasPrincipalQuotas(adapter: Adapter): adapter is Adapter & PrincipalQuotas {
+  return typeof (adapter as Partial<PrincipalQuotas>).saveWithinQuotas === 'function';
 }
 
 export function hasSortedIndexes(adapter: Adapter): adapter is Adapter & SortedIndexes {

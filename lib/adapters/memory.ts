@@ -15,6 +15,7 @@ import {
   comesAfter,
   entryLifetimeMs,
   GRANTABLE_MODELS,
+  QUOTA_KIND,
   type AtomicCommit,
   type AtomicConsume,
   type BoundedIndexAdd,
@@ -23,6 +24,9 @@ import {
   type CommitWrite,
   type ImpersonationAdapterClass,
   type IndexEntry,
+  type PrincipalQuotas,
+  type QuotaOutcome,
+  type QuotaWrite,
   type SortedIndexes,
 } from './contract.js';
 import type { OutboxCapable, OutboxStore } from '../outbox/contract.js';
@@ -211,8 +215,8 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
     return store;
   }
 
-  /** Makes room for one new entry: sweeps expired ones when due; a protected model that is still full refuses. */
-  function admit(store: ModelStore, id: string): void {
+  /** Makes room for new entries: sweeps expired ones when due; a protected model that is still full refuses. */
+  function admit(store: ModelStore, ...ids: string[]): void {
     const now = Date.now();
     if (now >= store.nextPurge) {
       store.entries.purgeStale();
@@ -223,11 +227,13 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
       }
       store.nextPurge = now + PURGE_INTERVAL_MS;
     }
-    if (store.entries.size < store.max || store.entries.peek(id, { allowStale: true }) !== undefined) return;
+    // Every one of them must fit: an LRU set beyond its bound would push out a protected entry.
+    const adding = () => ids.filter((id) => store.entries.peek(id, { allowStale: true }) === undefined).length;
+    if (store.entries.size + adding() <= store.max) return;
     if (now - store.lastFullPurge >= FULL_PURGE_INTERVAL_MS) {
       store.lastFullPurge = now;
       store.entries.purgeStale();
-      if (store.entries.size < store.max) return;
+      if (store.entries.size + adding() <= store.max) return;
     }
     if (store.protected) {
       refusedFull[store.name] = (refusedFull[store.name] ?? 0) + 1;
@@ -341,7 +347,13 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
 
   let outbox: MemoryOutbox | undefined;
 
-  class MemoryAdapter implements Adapter, AtomicConsume, AtomicCommit, SortedIndexes, BoundedIndexes, OutboxCapable {
+  /** The charges a quota counter took, while it lives. */
+  function chargesOf(store: ModelStore, key: string): number {
+    const count = store.entries.get(key, { updateAgeOnGet: false })?.payload['count'];
+    return typeof count === 'number' ? count : 0;
+  }
+
+  class MemoryAdapter implements Adapter, AtomicConsume, AtomicCommit, SortedIndexes, BoundedIndexes, PrincipalQuotas, OutboxCapable {
     readonly #store: ModelStore;
 
     constructor(name: string) {
@@ -481,6 +493,27 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
       if (!notes) return { outcome: 'committed' };
       const dropped = (outbox ??= createMemoryOutbox()).appendNow(notes.entries, notes.maxPending, notes.now);
       return { outcome: 'committed', dropped };
+    }
+
+    // As commitOnce, the body runs without yielding: every check comes before the first change.
+    async saveWithinQuotas({ write, indexes, expiresAt, quotas }: QuotaWrite): Promise<QuotaOutcome> {
+      const store = modelStore(write.model);
+      const ttl = entryLifetimeMs(write.expiresIn);
+      if (ttl === undefined || ttl === 0) throw invalidCall('saveWithinQuotas', 'the entry to write needs a lifetime');
+      const spent = quotas.find((quota) => chargesOf(store, quota.key) >= quota.max);
+      if (spent) return { outcome: 'spent', key: spent.key };
+      admit(store, write.id, ...quotas.map((quota) => quota.key));
+      const opened = roomInIndexes(store, indexes, write.id);
+      const now = Date.now();
+      for (const quota of quotas) {
+        const counter = store.entries.get(quota.key, { updateAgeOnGet: false });
+        // Changed in place, so that the counter keeps the expiry its first charge gave it.
+        if (counter) counter.payload['count'] = (counter.payload['count'] as number) + 1;
+        else put(store, quota.key, { kind: QUOTA_KIND, count: 1 }, Math.max(1, quota.expiresAt - now));
+      }
+      put(store, write.id, write.payload, ttl);
+      insertMember(store, opened, write.id, expiresAt);
+      return { outcome: 'saved' };
     }
 
     async indexRemove(names: readonly string[], member: string): Promise<void> {

@@ -3,6 +3,7 @@ import {
   hasAtomicCommit,
   hasAtomicConsume,
   hasBoundedIndexes,
+  hasPrincipalQuotas,
   hasSortedIndexes,
   instantiateAdapter,
 } from './contract.js';
@@ -67,6 +68,13 @@ export function openPluginStore(
     throw unfitStore(
       `${where} has no commitOnce(write): an exchange redeems its subject token and lists its session ` +
         `in one store operation (see ${DEPLOYMENT_GUIDE}); ${remedy}`,
+    );
+  }
+  if (!hasPrincipalQuotas(sessions)) {
+    throw unfitStore(
+      `${where} has no saveWithinQuotas(write): a delegation's session is written only within the ` +
+        `bounds of its user, client and subject token, counted in the same store operation ` +
+        `(see ${DEPLOYMENT_GUIDE}); ${remedy}`,
     );
   }
   // The same adapter source as the sessions, so it has what they were just checked for.

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import type pg from 'pg';
 import { migrateUnderLock } from '../postgres/migration.js';
 import { appendCtes, type OutboxTables } from '../outbox/postgres.js';
-import { GUARD_KIND } from './contract.js';
+import { GUARD_KIND, QUOTA_KIND } from './contract.js';
 
 /**
  * The PostgreSQL adapter's two tables, their migration and every statement
@@ -120,6 +120,7 @@ export type StatementName =
   | 'upsertMany'
   | 'consumeMany'
   | 'commit'
+  | 'saveWithinQuotas'
   | 'destroy'
   | 'revokeByGrantId'
   | 'indexAddMany'
@@ -208,6 +209,60 @@ function commitText({ entries, indexes }: StoreNames, { appendFunction, outbox }
         (SELECT count(*) FROM unsettled)::int AS unsettled, ${journaled} AS journaled, ${dropped} AS dropped`;
 }
 
+// A write within quotas, in one statement. The quota counters ($7 ids, $8 bounds, $9 lifetimes in
+// ms: entries of model $1 whose payload holds `count`) are locked in the order of their ids (FOR
+// UPDATE, which reads each in its latest version), so that concurrent writes charged to one counter
+// take turns on its row and each sees the charges of those before it. A counter with no row yet is
+// created here at 0, which this statement cannot see: it then charges and writes nothing, answers
+// `unsettled`, and is sent again. Unless a counter has taken its bound, every counter is charged
+// (counted up while it lives, started again at 1 once it expired) and the entry ($1, $2) and its
+// index members (names $5, expiry $6) are written; otherwise nothing is charged, whatever the
+// order of the bounds. Rows are created and locked in the order of their ids, and charged only
+// once all are locked, so two such statements never wait for each other in a cycle. $4 is the
+// entry's lifetime in milliseconds.
+function saveWithinQuotasText({ entries, indexes }: StoreNames): string {
+  const live = '(e.expires_at IS NULL OR e.expires_at > now())';
+  return `WITH wanted AS (
+        SELECT * FROM unnest($7::text[], $8::int[], $9::float8[]) WITH ORDINALITY AS q(id, max, lifetime, n)),
+      created AS (
+        INSERT INTO ${entries} (model, id, payload, expires_at)
+        SELECT $1, w.id, json_build_object('kind', '${QUOTA_KIND}', 'count', 0),
+          now() + w.lifetime * interval '1 millisecond'
+        FROM wanted AS w ORDER BY w.id COLLATE "C"
+        ON CONFLICT (model, id) DO NOTHING
+        RETURNING id),
+      locked AS (
+        SELECT e.id, CASE WHEN ${live} THEN (e.payload->>'count')::int ELSE 0 END AS count
+        FROM ${entries} AS e WHERE e.model = $1 AND e.id = ANY($7::text[]) ORDER BY e.id FOR UPDATE),
+      unsettled AS (SELECT w.id FROM wanted AS w WHERE w.id NOT IN (SELECT id FROM locked)),
+      spent AS (
+        SELECT w.id FROM wanted AS w JOIN locked AS l ON l.id = w.id WHERE l.count >= w.max ORDER BY w.n LIMIT 1),
+      charged AS (
+        UPDATE ${entries} AS e SET
+          payload = json_build_object('kind', '${QUOTA_KIND}',
+            'count', CASE WHEN ${live} THEN (e.payload->>'count')::int + 1 ELSE 1 END),
+          expires_at = CASE WHEN ${live} THEN e.expires_at ELSE now() + w.lifetime * interval '1 millisecond' END
+        FROM wanted AS w
+        WHERE e.model = $1 AND e.id = w.id
+          AND NOT EXISTS (SELECT 1 FROM spent) AND NOT EXISTS (SELECT 1 FROM unsettled)
+        RETURNING e.id),
+      settled AS (
+        SELECT NOT EXISTS (SELECT 1 FROM spent) AND NOT EXISTS (SELECT 1 FROM unsettled)
+          AND (SELECT count(*) FROM charged) = cardinality($7::text[]) AS saved),
+      written AS (
+        INSERT INTO ${entries} (model, id, payload, consumed, grant_id, uid, user_code, expires_at)
+        SELECT $1, $2, $3::json, NULL, NULL, NULL, NULL, now() + $4::float8 * interval '1 millisecond'
+        FROM settled WHERE saved
+        ON CONFLICT (model, id) DO UPDATE SET payload = EXCLUDED.payload, consumed = NULL, grant_id = NULL,
+          uid = NULL, user_code = NULL, expires_at = EXCLUDED.expires_at),
+      indexed AS (
+        INSERT INTO ${indexes} (model, name, member, expires_at)
+        SELECT $1, name, $2, $6::bigint FROM settled CROSS JOIN unnest($5::text[]) AS name WHERE saved
+        ON CONFLICT (model, name, member) DO UPDATE SET expires_at = EXCLUDED.expires_at)
+      SELECT (SELECT saved FROM settled) AS saved, (SELECT id FROM spent) AS spent,
+        (SELECT count(*) FROM unsettled)::int AS unsettled`;
+}
+
 export function storeStatements(names: StoreNames): Record<StatementName, Statement> {
   const { entries, indexes } = names;
   const texts: Record<StatementName, string> = {
@@ -241,6 +296,7 @@ export function storeStatements(names: StoreNames): Record<StatementName, Statem
       UPDATE ${entries} AS e SET consumed = $3 FROM target
       WHERE e.model = target.model AND e.id = target.id RETURNING e.model, e.id`,
     commit: commitText(names, {}),
+    saveWithinQuotas: saveWithinQuotasText(names),
     destroy: `DELETE FROM ${entries} WHERE model = $1 AND id = $2`,
     // Only the grantable models' rows carry a grant id.
     revokeByGrantId: `DELETE FROM ${entries} WHERE grant_id = $1`,

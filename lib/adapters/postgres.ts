@@ -22,6 +22,9 @@ import {
   type CommitWrite,
   type ImpersonationAdapterClass,
   type IndexEntry,
+  type PrincipalQuotas,
+  type QuotaOutcome,
+  type QuotaWrite,
   type SortedIndexes,
 } from './contract.js';
 import type { OutboxCapable, OutboxStore } from '../outbox/contract.js';
@@ -116,7 +119,7 @@ interface CommitRow {
   dropped: string[] | null;
 }
 
-/** Times a commit is sent while its guards are being created by other statements. */
+/** Times a commit is sent while its guards are being created by other statements (a quota write, its counters). */
 const MAX_COMMIT_ATTEMPTS = 3;
 
 /** Most operations one batched statement carries. */
@@ -424,7 +427,7 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
     }
   }
 
-  class PostgresAdapter implements Adapter, AtomicConsume, AtomicCommit, SortedIndexes, BoundedIndexes, OutboxCapable {
+  class PostgresAdapter implements Adapter, AtomicConsume, AtomicCommit, SortedIndexes, BoundedIndexes, PrincipalQuotas, OutboxCapable {
     readonly #name: string;
 
     constructor(name: string) {
@@ -545,6 +548,43 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
         ...(journaled ? { journaled } : {}),
         ...(notifying ? { dropped: dropped ?? [] } : {}),
       };
+    }
+
+    async saveWithinQuotas({ write, indexes, expiresAt, quotas }: QuotaWrite): Promise<QuotaOutcome> {
+      const lifetime = lifetimeMs(write.expiresIn);
+      if (lifetime === null || lifetime === 0)
+        throw invalidCall('saveWithinQuotas', 'the entry to write needs a lifetime');
+      assertMember(write.id);
+      if (!Number.isSafeInteger(Math.round(expiresAt)))
+        throw unstorableValue('the PostgreSQL adapter', 'an index expiry must be a finite number of ms, at most 2^53');
+      const { consumed: _consumed, ...stored } = write.payload;
+      const quotaIds = quotas.map((quota) => keyOf(quota.key));
+      const now = Date.now();
+      const values = [
+        write.model,
+        keyOf(write.id),
+        JSON.stringify(stored),
+        lifetime,
+        indexes.map(keyOf),
+        Math.round(expiresAt),
+        quotaIds,
+        quotas.map((quota) => quota.max),
+        quotas.map((quota) => Math.max(1, Math.min(quota.expiresAt - now, LONGEST_LIFETIME_MS))),
+      ];
+      // A counter this statement (or another, meanwhile) created is not seen by it: sent again, it is.
+      for (let attempt = 1; ; attempt += 1) {
+        const answer = (await run(statements.saveWithinQuotas, values, 'saveWithinQuotas')).rows[0] as {
+          saved: boolean;
+          spent: string | null;
+          unsettled: number;
+        };
+        if (answer.saved) return { outcome: 'saved' };
+        if (answer.spent !== null) {
+          return { outcome: 'spent', key: quotas[quotaIds.indexOf(answer.spent)]?.key ?? answer.spent };
+        }
+        if (answer.unsettled === 0 || attempt === MAX_COMMIT_ATTEMPTS)
+          throw unavailable('the write could not be committed: its quota counters kept changing');
+      }
     }
 
     async destroy(id: string): Promise<void> {

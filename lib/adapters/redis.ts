@@ -23,6 +23,9 @@ import {
   type CommitWrite,
   type ImpersonationAdapterClass,
   type IndexEntry,
+  type PrincipalQuotas,
+  type QuotaOutcome,
+  type QuotaWrite,
   type SortedIndexes,
 } from './contract.js';
 import type { OutboxCapable, OutboxStore } from '../outbox/contract.js';
@@ -226,6 +229,36 @@ if #KEYS < outbox then return { 1 } end
 local dropped = outbox_append({ unpack(KEYS, outbox, outbox + 9) }, tonumber(ARGV[9]), tonumber(ARGV[8]), ARGV, 10)
 return { 1, unpack(dropped) }`;
 
+/**
+ * A write within quotas: unless a quota counter has taken its bound, charges
+ * every counter (HINCRBY; the first charge sets its expiry) and writes the
+ * entry KEYS[1] and its sorted indexes. KEYS: the entry, the indexes, the
+ * counters, all under one hash tag. ARGV: the number of indexes and of
+ * counters, the entry's JSON, its TTL (ms), the index member, its expiry,
+ * now (ms), then each counter's bound and expiry (ms). Returns {1} saved or
+ * {0, position of the spent counter}.
+ */
+const SAVE_WITHIN_QUOTAS = `
+local indexes, quotas = tonumber(ARGV[1]), tonumber(ARGV[2])
+for i = 1, quotas do
+  local count = tonumber(redis.call('HGET', KEYS[1 + indexes + i], 'count') or '0')
+  if count >= tonumber(ARGV[6 + 2 * i]) then return { 0, i } end
+end
+for i = 1, quotas do
+  local key = KEYS[1 + indexes + i]
+  if redis.call('HINCRBY', key, 'count', 1) == 1 then redis.call('PEXPIREAT', key, ARGV[7 + 2 * i]) end
+end
+redis.call('DEL', KEYS[1])
+redis.call('HSET', KEYS[1], 'payload', ARGV[3])
+redis.call('PEXPIRE', KEYS[1], ARGV[4])
+for i = 2, 1 + indexes do
+  redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', ARGV[7])
+  redis.call('ZADD', KEYS[i], ARGV[6], ARGV[5])
+  local last = redis.call('ZREVRANGE', KEYS[i], 0, 0, 'WITHSCORES')
+  redis.call('PEXPIREAT', KEYS[i], math.floor(tonumber(last[2])) + 1000)
+end
+return { 1 }`;
+
 interface Scripts {
   impersonationConsumeOnce(key: string, now: number): Promise<number>;
   impersonationWrite(key: string, payload: string, consumed: string, ttlMs: number): Promise<number>;
@@ -236,6 +269,8 @@ interface Scripts {
   impersonationIndexAddWithin(...args: Array<string | number>): Promise<number>;
   /** `impersonationCommit(numberOfKeys, ...keys, …ARGV)`: see COMMIT. */
   impersonationCommit(...args: Array<string | number>): Promise<unknown>;
+  /** `impersonationSaveWithinQuotas(numberOfKeys, ...keys, …ARGV)`: see SAVE_WITHIN_QUOTAS. */
+  impersonationSaveWithinQuotas(...args: Array<string | number>): Promise<unknown>;
 }
 
 /** The scripts as they are queued in a pipeline (their replies come with `exec()`). */
@@ -292,12 +327,13 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
   client.defineCommand('impersonationIndexAdd', { lua: INDEX_ADD });
   client.defineCommand('impersonationIndexAddWithin', { lua: INDEX_ADD_WITHIN });
   client.defineCommand('impersonationCommit', { lua: COMMIT });
+  client.defineCommand('impersonationSaveWithinQuotas', { lua: SAVE_WITHIN_QUOTAS });
   if (client.isCluster) {
     // Auto-pipelining groups a Cluster's commands by the slot of their first
     // argument, which for these scripts is their number of keys: sent alone,
     // each goes to the slot of its keys.
     const ignored = (client.options.autoPipeliningIgnoredCommands ??= []);
-    for (const name of ['impersonationIndexAdd', 'impersonationIndexAddWithin', 'impersonationCommit'])
+    for (const name of ['impersonationIndexAdd', 'impersonationIndexAddWithin', 'impersonationCommit', 'impersonationSaveWithinQuotas'])
       if (!ignored.includes(name)) ignored.push(name);
     // A Cluster opens a node's connection on its first command, and, without
     // an offline queue, fails the calls that reach the node while it opens: a
@@ -332,7 +368,7 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
 
   let outbox: OutboxStore | undefined;
 
-  class RedisAdapter implements Adapter, AtomicConsume, AtomicCommit, SortedIndexes, BoundedIndexes, OutboxCapable {
+  class RedisAdapter implements Adapter, AtomicConsume, AtomicCommit, SortedIndexes, BoundedIndexes, PrincipalQuotas, OutboxCapable {
     readonly #name: string;
 
     constructor(name: string) {
@@ -510,6 +546,39 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
       if (code === 1) return appending ? { outcome: 'committed', dropped: rest.map(String) } : { outcome: 'committed' };
       if (code === 0) return { outcome: 'consumed' };
       return { outcome: 'guarded', guard: guards[Number(rest[0]) - 1]! };
+    }
+
+    async saveWithinQuotas({ write, indexes, expiresAt, quotas }: QuotaWrite): Promise<QuotaOutcome> {
+      if (!COMMITTED_TOGETHER.has(write.model)) {
+        throw invalidCall('saveWithinQuotas', `saves only ${[...COMMITTED_TOGETHER].join(' and ')} entries`);
+      }
+      const ttl = entryLifetimeMs(write.expiresIn);
+      if (ttl === undefined || ttl === 0) throw invalidCall('saveWithinQuotas', 'the entry to write needs a lifetime');
+      if (!isReady()) await whenReady();
+      const keys = [
+        entryKey(write.model, write.id),
+        ...indexes.map((index) => sortedIndexKey(write.model, index)),
+        ...quotas.map((quota) => entryKey(write.model, quota.key)),
+      ];
+      const { consumed: _consumed, ...stored } = write.payload;
+      const args = [
+        keys.length,
+        ...keys,
+        indexes.length,
+        quotas.length,
+        JSON.stringify(stored),
+        ttl,
+        write.id,
+        expiresAt,
+        Date.now(),
+        ...quotas.flatMap((quota) => [quota.max, Math.ceil(quota.expiresAt)]),
+      ];
+      const [code, position] = (
+        replicas
+          ? await replicated(() => pipeline().impersonationSaveWithinQuotas(...args))
+          : await redis.impersonationSaveWithinQuotas(...args)
+      ) as number[];
+      return code === 1 ? { outcome: 'saved' } : { outcome: 'spent', key: quotas[position! - 1]!.key };
     }
 
     async indexRemove(indexes: readonly string[], member: string): Promise<void> {

@@ -1,5 +1,6 @@
 import type { AccessToken, KoaContextWithOIDC, Provider } from 'oidc-provider';
-import { invalidRequest } from '../errors.js';
+import { delegationQuotas, type DelegationPrincipals } from '../capacity.js';
+import { invalidRequest, PrincipalQuotaReached } from '../errors.js';
 import type { ExchangeClaims } from '../exchange/claims.js';
 import { checkClientAuthentication, TOKEN_EXCHANGE_GRANT } from '../exchange/request.js';
 import type { ResolvedOptions } from '../options.js';
@@ -19,7 +20,7 @@ import { looksLikeSubjectToken } from '../subject-tokens/token.js';
 import { checkMayAct, checkSenderConstraint, delegationActor } from './actor.js';
 import { nestedAct } from './chain.js';
 import { delegationResourcesOf } from './client-metadata.js';
-import { confirmActive, issueDelegated } from './issue.js';
+import { assertActive, issueDelegated, reissueDelegated } from './issue.js';
 import { decideDelegation } from './policy.js';
 import { DelegationReport, delegationSucceeded, type DelegationProgress, type DelegationSucceeded } from './report.js';
 import {
@@ -30,6 +31,7 @@ import {
   JWT_TOKEN_TYPE,
   resolveTarget,
 } from './request.js';
+import { delegationKey, delegationSessionLifetime } from './reuse.js';
 import { verifySubjectToken, type VerifiedSubject } from './subject.js';
 
 export interface DelegationDependencies {
@@ -79,14 +81,16 @@ export function createDelegationHandler(dependencies: DelegationDependencies): D
     progress.subjectTokenId = subject.id;
     progress.subjectExpiresAt = subject.exp;
     progress.subject = subject.sub;
+    // Whose session the token belongs to, read first: it decides what the trail records of this request.
+    const parent = subject.sessionId === undefined ? undefined : await sessions.find(subject.sessionId);
+    if (subject.sessionId !== undefined) progress.parentSessionId = subject.sessionId;
+    const rootSessionId = rootSessionOf(parent);
+    if (rootSessionId !== undefined) progress.underImpersonation = { parentExpiresAt: parent!.expiresAt };
     if (subject.exp <= nowSeconds()) throw invalidRequest('subject_token has expired');
     if (subject.clientId !== client.clientId && !(subject.audience ?? []).some((aud) => served.has(aud))) {
       throw invalidRequest('subject_token was issued neither to this client nor for a resource it may delegate from');
     }
-    if (subject.sessionId !== undefined) {
-      progress.parentSessionId = subject.sessionId;
-      await confirmActive(sessions, subject.sessionId);
-    }
+    if (subject.sessionId !== undefined) assertActive(parent);
     if (dpop) await checkDpopReplay(ctx, dpop);
 
     // The target: one resource, scopes within the subject token's and the resource's.
@@ -139,19 +143,57 @@ export function createDelegationHandler(dependencies: DelegationDependencies): D
     token.scope = scopes.join(' ') || undefined;
 
     // The token: no longer than our cap, the resource's lifetime, or what the subject token has left.
-    const expiresIn = Math.min(delegation.accessTokenTTL, token.expiration, subject.exp - nowSeconds());
+    const subjectLeft = subject.exp - nowSeconds();
+    const expiresIn = Math.min(delegation.accessTokenTTL, token.expiration, subjectLeft);
     if (expiresIn < 1) throw invalidRequest('subject_token has expired');
     setTokenLifetime(token, expiresIn);
-    const session = sessionOf(subject, client.clientId, resourceServer.identifier(), scopes, actor.sub, expiresIn);
+    const issuedTokenType = params.requested_token_type === JWT_TOKEN_TYPE ? JWT_TOKEN_TYPE : ACCESS_TOKEN_TYPE;
+
+    // The same delegation while it lasts: one more token under its session, nothing else written.
+    const key = delegationKey({
+      subjectTokenId: subject.id,
+      clientId: client.clientId,
+      resource: resourceServer.identifier(),
+      format: resourceServer.accessTokenFormat ?? 'opaque',
+      scope: scopes,
+      act,
+    });
+    const reissue = async (live: SessionRecord): Promise<Issued> => {
+      claims.attach(token, { act, [SESSION_CLAIM]: live.id });
+      return { value: await reissueDelegated(ctx, sessions, token, live), token, issuedTokenType };
+    };
+    const live = await sessions.liveDelegation(key, nowSeconds() + expiresIn);
+    if (live) return reissue(live);
+
+    // A new one: its session charged to its principals, and on the trail only under an impersonation.
+    const session = sessionOf(subject, client.clientId, resourceServer.identifier(), scopes, actor.sub, {
+      lifetime: delegationSessionLifetime(expiresIn, subjectLeft),
+      delegationKey: key,
+      rootSessionId,
+    });
+    const principals: DelegationPrincipals =
+      rootSessionId === undefined
+        ? { subjectTokenId: subject.id, user: subject.sub, clientId: client.clientId }
+        : { impersonationSessionId: rootSessionId };
     claims.attach(token, { act, [SESSION_CLAIM]: session.id });
     const event = () => delegationSucceeded(session, params.subject_token_type, depth);
-    const value = await issueDelegated(ctx, sessions, options.auditLog, { token, session, event });
-    return {
-      value,
-      token,
-      event,
-      issuedTokenType: params.requested_token_type === JWT_TOKEN_TYPE ? JWT_TOKEN_TYPE : ACCESS_TOKEN_TYPE,
-    };
+    try {
+      const value = await issueDelegated(ctx, sessions, rootSessionId === undefined ? undefined : options.auditLog, {
+        token,
+        session,
+        event,
+        quotas: delegationQuotas(delegation.limits, principals),
+      });
+      return { value, token, event, issuedTokenType };
+    } catch (error) {
+      // Concurrent first requests for one delegation: those past the share take the session one of them listed.
+      const raced =
+        error instanceof PrincipalQuotaReached
+          ? await sessions.liveDelegation(key, nowSeconds() + expiresIn)
+          : undefined;
+      if (!raced) throw error;
+      return reissue(raced);
+    }
   }
 
   return {
@@ -169,6 +211,7 @@ export function createDelegationHandler(dependencies: DelegationDependencies): D
       try {
         issued = await delegate(ctx, progress);
       } catch (error) {
+        if (error instanceof PrincipalQuotaReached) ctx.set('Retry-After', String(error.retryAfter));
         await report.refused(ctx, progress, error);
         throw error;
       }
@@ -181,7 +224,7 @@ export function createDelegationHandler(dependencies: DelegationDependencies): D
         tokenType: token.tokenType,
         issuedTokenType,
       });
-      report.succeeded(ctx, event());
+      if (event) report.succeeded(ctx, event());
     },
   };
 }
@@ -189,8 +232,19 @@ export function createDelegationHandler(dependencies: DelegationDependencies): D
 interface Issued {
   value: string;
   token: AccessToken;
-  event: () => DelegationSucceeded;
+  /** Absent for a token issued under a live delegation's session, which had its event. */
+  event?: () => DelegationSucceeded;
   issuedTokenType: string;
+}
+
+/**
+ * The impersonation a session descends from: itself when it is one, the one a
+ * delegation records when it is a delegation. Undefined for no session, and
+ * for a delegation of a user's own token (or one made from such a delegation).
+ */
+function rootSessionOf(session: SessionRecord | undefined): string | undefined {
+  if (session === undefined) return undefined;
+  return session.type === 'delegation' ? session.rootSessionId : session.id;
 }
 
 function sessionOf(
@@ -199,7 +253,7 @@ function sessionOf(
   resource: string,
   scope: string[],
   actor: string,
-  expiresIn: number,
+  { lifetime, delegationKey, rootSessionId }: { lifetime: number; delegationKey: string; rootSessionId?: string },
 ): SessionRecord {
   const createdAt = nowSeconds();
   return {
@@ -214,8 +268,10 @@ function sessionOf(
     subjectTokenId: subject.id,
     accessTokenId: '',
     ...(subject.sessionId === undefined ? {} : { parentSessionId: subject.sessionId }),
+    ...(rootSessionId === undefined ? {} : { rootSessionId }),
+    delegationKey,
     createdAt,
-    expiresAt: createdAt + expiresIn,
+    expiresAt: createdAt + lifetime,
   };
 }
 

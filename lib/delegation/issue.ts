@@ -3,6 +3,7 @@ import type { AccessToken, KoaContextWithOIDC, Provider } from 'oidc-provider';
 import { publicTokenId } from '../access-token.js';
 import { EVENTS } from '../audit/events.js';
 import type { AuditSink } from '../audit/sink.js';
+import { quotaRefusal, type DelegationCharge } from '../capacity.js';
 import { invalidRequest } from '../errors.js';
 import { assignTokenId, newBackingGrant } from '../provider-internals.js';
 import { stateOf, type SessionRecord } from '../sessions/record.js';
@@ -14,28 +15,31 @@ export interface Issuance {
   session: SessionRecord;
   /** The success event, built once the session names its token. */
   event: () => DelegationSucceeded;
+  /** What the session is charged to (lib/capacity.ts): listed only within those shares. */
+  quotas: readonly DelegationCharge[];
 }
 
 /**
- * Writes the session, then the token, then the trail's row; on any failure
- * undoes what was written and rethrows, so that a refused delegation leaves
- * no live token and no listed session. The session it was delegated from is
- * read again once this one is listed under it: a stop that came before found
- * nothing to stop, one that comes after finds this one and stops it too.
- * Resolves the token's value.
+ * Writes the session (within its quotas), then the token, then the trail's
+ * row when there is a trail to write to; on any failure undoes what was
+ * written and rethrows, so that a refused delegation leaves no live token
+ * and no listed session. The session it was delegated from is read again
+ * once this one is listed under it: a stop that came before found nothing to
+ * stop, one that comes after finds this one and stops it too. Resolves the
+ * token's value.
  */
 export async function issueDelegated(
   ctx: KoaContextWithOIDC,
   sessions: SessionStore,
   auditLog: AuditSink | undefined,
-  { token, session, event }: Issuance,
+  { token, session, event, quotas }: Issuance,
 ): Promise<string> {
   const provider = ctx.oidc.provider;
   ctx.oidc.entity('AccessToken', token);
   const jti = assignTokenId(token); // sets token.format too: read it only after
   session.accessTokenId = publicTokenId(token.format, jti);
   try {
-    const value = await save(provider, token, session, sessions);
+    const value = await save(provider, token, session, () => listWithin(sessions, session, quotas));
     // Read once the session is listed: a stop whose lookup of delegations came before the listing
     // marked the parent ended first (see closeSession), so the mark is seen here.
     await Promise.all([
@@ -50,18 +54,72 @@ export async function issueDelegated(
 }
 
 /**
+ * Issues one more token under a live delegation, for the same subject token,
+ * client, resource, scope and `act` chain: nothing of the plugin's is
+ * written, no trail row, no event (the session's own say who acts for whom,
+ * where, until when), and an opaque token joins the session's Grant. The
+ * session, and the one it was delegated from, are read again once the token
+ * exists, as for a new delegation: a stop that came before refuses it, one
+ * that comes after revokes its Grant or puts its session on the feed.
+ * Resolves the token's value.
+ */
+export async function reissueDelegated(
+  ctx: KoaContextWithOIDC,
+  sessions: SessionStore,
+  token: AccessToken,
+  session: SessionRecord,
+): Promise<string> {
+  ctx.oidc.entity('AccessToken', token);
+  assignTokenId(token);
+  // The delegation's key names the token format: a session whose tokens are opaque has their Grant.
+  if (token.format === 'opaque') token.grantId = session.grantId!;
+  try {
+    const value = await token.save();
+    await Promise.all([
+      confirmActive(sessions, session.id, true),
+      session.parentSessionId === undefined ? undefined : confirmActive(sessions, session.parentSessionId, true),
+    ]);
+    return value;
+  } catch (error) {
+    if (token.format === 'opaque') {
+      await token.destroy().catch(() => {
+        // The store is failing; the token expires on its own, and nobody ever received it.
+      });
+    }
+    throw error;
+  }
+}
+
+/**
  * The session a subject token names must still be active: a stopped
  * impersonation delegates nothing. With `orMarked`, read once the delegation
  * is listed, its stop's mark counts too, though its record may not say so yet.
+ * Resolves the session.
  */
-export async function confirmActive(sessions: SessionStore, id: string, orMarked = false): Promise<void> {
+export async function confirmActive(sessions: SessionStore, id: string, orMarked = false): Promise<SessionRecord> {
   const [parent, marked] = await Promise.all([
     sessions.find(id),
     orMarked ? sessions.hasEnded({ parentSessionId: id }) : false,
   ]);
-  if (!parent || stateOf(parent) !== 'active' || marked) {
+  return assertActive(parent, marked);
+}
+
+/** `session`, read already, unless it is gone, no longer active, or `marked` ended. */
+export function assertActive(session: SessionRecord | undefined, marked = false): SessionRecord {
+  if (!session || stateOf(session) !== 'active' || marked) {
     throw invalidRequest('subject_token belongs to a session that was stopped');
   }
+  return session;
+}
+
+/** Lists the session within its quotas; a spent one refuses with 429 (PrincipalQuotaReached). */
+async function listWithin(
+  sessions: SessionStore,
+  session: SessionRecord,
+  quotas: readonly DelegationCharge[],
+): Promise<void> {
+  const listed = await sessions.saveWithinQuotas(session, quotas);
+  if (listed.outcome === 'spent') throw quotaRefusal(quotas, listed.key);
 }
 
 /** As for impersonation: an opaque token is backed by a Grant of its own, which stopping the session revokes. */
@@ -69,10 +127,10 @@ async function save(
   provider: Provider,
   token: AccessToken,
   session: SessionRecord,
-  sessions: SessionStore,
+  list: () => Promise<void>,
 ): Promise<string> {
   if (token.format !== 'opaque') {
-    const [value] = await Promise.all([token.save(), sessions.save(session)]);
+    const [value] = await Promise.all([token.save(), list()]);
     return value;
   }
   const grant = newBackingGrant(provider, {
@@ -85,7 +143,7 @@ async function save(
   });
   session.grantId = grant.jti;
   token.grantId = grant.jti;
-  await Promise.all([grant.save(), sessions.save(session)]);
+  await Promise.all([grant.save(), list()]);
   return token.save();
 }
 

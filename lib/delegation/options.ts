@@ -1,3 +1,4 @@
+import { resolveDelegationLimits, type DelegationLimits } from '../capacity.js';
 import { invalidOption } from '../errors.js';
 import type { ExchangeDecision } from '../options.js';
 import { refuseUnknownOptions } from '../option-names.js';
@@ -68,6 +69,11 @@ export interface DelegationOptions {
   accessTokenTTL?: number | undefined;
   /** Subject token types of the deployment's own, by their URI, and how each is verified. */
   subjectTokenTypes?: Record<string, SubjectTokenResolver> | undefined;
+  /**
+   * New delegation sessions per hour, per principal: `{ perSubjectToken (20), perUser (100),
+   * perClient (5000), perImpersonationSession (100) }` (see lib/capacity.ts). Beyond them, 429.
+   */
+  limits?: Partial<DelegationLimits> | undefined;
 }
 
 export type ResolvedDelegationOptions = Readonly<{
@@ -76,6 +82,7 @@ export type ResolvedDelegationOptions = Readonly<{
   maxChainDepth: number;
   accessTokenTTL: number;
   subjectTokenTypes: ReadonlyMap<string, SubjectTokenResolver>;
+  limits: Readonly<DelegationLimits>;
 }>;
 
 const NAMES = Object.keys({
@@ -84,6 +91,7 @@ const NAMES = Object.keys({
   maxChainDepth: true,
   accessTokenTTL: true,
   subjectTokenTypes: true,
+  limits: true,
 } satisfies Record<keyof DelegationOptions, true>);
 
 /** The token types the plugin itself verifies: no resolver may take their place. */
@@ -98,7 +106,14 @@ export function resolveDelegationOptions(input: DelegationOptions | undefined): 
   const given = input ?? {};
   if (typeof given !== 'object' || given === null) fail('delegation', 'must be an object');
   refuseUnknownOptions('createImpersonation', given, NAMES, 'delegation.');
-  const { canDelegate, resolveAudience, maxChainDepth = 3, accessTokenTTL = 300, subjectTokenTypes = {} } = given;
+  const {
+    canDelegate,
+    resolveAudience,
+    maxChainDepth = 3,
+    accessTokenTTL = 300,
+    subjectTokenTypes = {},
+    limits,
+  } = given;
   for (const [name, value] of [
     ['canDelegate', canDelegate],
     ['resolveAudience', resolveAudience],
@@ -118,7 +133,14 @@ export function resolveDelegationOptions(input: DelegationOptions | undefined): 
     if (typeof resolver !== 'function') fail('delegation.subjectTokenTypes', 'must map each type to a function');
     types.set(type, resolver);
   }
-  return Object.freeze({ canDelegate, resolveAudience, maxChainDepth, accessTokenTTL, subjectTokenTypes: types });
+  return Object.freeze({
+    canDelegate,
+    resolveAudience,
+    maxChainDepth,
+    accessTokenTTL,
+    subjectTokenTypes: types,
+    limits: resolveDelegationLimits(limits),
+  });
 }
 
 function integer(name: string, value: unknown, max: number): void {

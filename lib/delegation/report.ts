@@ -17,6 +17,11 @@ export interface DelegationProgress {
   resource?: string;
   scope?: readonly string[];
   parentSessionId?: string;
+  /**
+   * Set when the subject token's session descends from an impersonation, with when that session
+   * expires: only then do its refusals reach the trail.
+   */
+  underImpersonation?: { parentExpiresAt: number };
   depth?: number;
 }
 
@@ -46,10 +51,14 @@ export function delegationSucceeded(
 }
 
 /**
- * Refusals go to listeners always, and to the trail only once the subject
- * token was verified: a token this provider issued (or a deployment's
- * resolver vouched for), so what anyone can make the trail hold is bounded
- * by what was issued, a few rows per token (see lib/exchange/refusals.ts).
+ * Refusals go to listeners always, and to the trail only for a subject token
+ * under an impersonation: one of an impersonation session, or of a
+ * delegation made from one. What a user does with tokens of their own stays
+ * off the trail that impersonation depends on (a user can have as many as
+ * they sign in for), as their successes do. Those recorded are the first few
+ * per session the token belongs to and per instance, so what anyone can make
+ * the trail hold is bounded by the impersonations created and the
+ * delegations each may make (see lib/exchange/refusals.ts, lib/capacity.ts).
  */
 export class DelegationReport {
   readonly #auditLog: AuditSink | undefined;
@@ -79,9 +88,11 @@ export class DelegationReport {
     if (progress.scope !== undefined) event.scope = progress.scope.join(' ');
     if (progress.parentSessionId !== undefined) event.parentSessionId = progress.parentSessionId;
     if (progress.depth !== undefined) event.depth = progress.depth;
+    // Counted per session, not per token: a live delegation's session issues a token per request.
     const recorded =
-      progress.subjectTokenId !== undefined &&
-      this.#refusals.take(progress.subjectTokenId, (progress.subjectExpiresAt ?? 0) * 1000);
+      progress.underImpersonation !== undefined &&
+      progress.parentSessionId !== undefined &&
+      this.#refusals.take(progress.parentSessionId, progress.underImpersonation.parentExpiresAt * 1000);
     await recordEvent(ctx.oidc.provider, recorded ? this.#auditLog : undefined, event, ctx);
   }
 }

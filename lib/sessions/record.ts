@@ -40,6 +40,16 @@ export interface SessionRecord {
   type?: 'delegation';
   /** A delegation whose subject token belonged to this session: stopping that session stops this one. */
   parentSessionId?: string;
+  /**
+   * A delegation made from an impersonation, directly or through other delegations: that
+   * impersonation's session. Absent for a delegation of a user's own token.
+   */
+  rootSessionId?: string;
+  /**
+   * A delegation: the digest of its subject token, client, resource, token format, scope and
+   * `act` chain. A request for the same while it lasts is issued a token under this session.
+   */
+  delegationKey?: string;
   createdAt: number;
   expiresAt: number;
   revoked?: { at: number; by: string; reason?: string };

@@ -5,6 +5,8 @@ import {
   type CommitWrite,
   type ImpersonationAdapter,
   type IndexEntry,
+  type QuotaCharge,
+  type QuotaOutcome,
 } from '../adapters/contract.js';
 import { stateOf, type SessionRecord } from './record.js';
 
@@ -34,6 +36,7 @@ const byActorGrant = (grantId: string) => `actor-grant:${grantId}`;
 const byActorSession = (uid: string) => `actor-session:${uid}`;
 const byAccessGrant = (grantId: string) => `access-grant:${grantId}`;
 const byParentSession = (sessionId: string) => `parent-session:${sessionId}`;
+const byDelegationKey = (key: string) => `delegation:${key}`;
 
 export interface SessionFilter {
   subject?: string;
@@ -65,12 +68,26 @@ export class SessionStore {
     this.#adapter = adapter;
   }
 
-  async save(record: SessionRecord): Promise<void> {
-    const expiresAt = record.expiresAt * 1000;
-    await Promise.all([
-      this.#adapter.upsert(record.id, toPayload(record), keptFor(record)),
-      this.#adapter.indexAdd(indexesOf(record), record.id, expiresAt),
-    ]);
+  /**
+   * Lists a session charged to `quotas` (lib/capacity.ts), in one store
+   * operation: `spent` names the quota that had no room left, and then nothing
+   * is written or charged.
+   */
+  saveWithinQuotas(record: SessionRecord, quotas: readonly QuotaCharge[]): Promise<QuotaOutcome> {
+    return this.#adapter.saveWithinQuotas({
+      write: { model: SESSION_MODEL, id: record.id, payload: toPayload(record), expiresIn: keptFor(record) },
+      indexes: indexesOf(record),
+      expiresAt: record.expiresAt * 1000,
+      quotas,
+    });
+  }
+
+  /** The active delegation of `delegationKey` that lasts at least until `until` (seconds), if there is one. */
+  async liveDelegation(delegationKey: string, until: number): Promise<SessionRecord | undefined> {
+    const [latest] = await this.#adapter.indexRange(byDelegationKey(delegationKey), undefined, 1);
+    if (!latest || latest.expiresAt < until * 1000) return undefined;
+    const record = await this.find(latest.member);
+    return record && stateOf(record) === 'active' && record.delegationKey === delegationKey ? record : undefined;
   }
 
   /**
@@ -237,7 +254,12 @@ function originsOf(record: SessionRecord): Origin[] {
 }
 
 function activeIndexesOf(record: SessionRecord): string[] {
-  return [ACTIVE, bySubject(record.subject), ...(record.actor === undefined ? [] : [byActor(record.actor)])];
+  return [
+    ACTIVE,
+    bySubject(record.subject),
+    ...(record.actor === undefined ? [] : [byActor(record.actor)]),
+    ...(record.delegationKey === undefined ? [] : [byDelegationKey(record.delegationKey)]),
+  ];
 }
 
 function indexesOf(record: SessionRecord): string[] {

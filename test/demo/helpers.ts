@@ -71,6 +71,8 @@ export interface SignInOptions {
   /** `support-console` (public, the default) or `support-web` (confidential). */
   client?: 'support-console' | 'support-web';
   scope?: string;
+  /** An API to ask a token for (RFC 8707), as a first-party app does for its own API. */
+  resource?: string;
 }
 
 /**
@@ -93,6 +95,7 @@ export async function signIn(demo: Demo, options: SignInOptions): Promise<string
     state,
     code_challenge: createHash('sha256').update(verifier).digest('base64url'),
     code_challenge_method: 'S256',
+    ...(options.resource ? { resource: options.resource } : {}),
   }).toString();
 
   let response = await request(jar, authorize.href);
@@ -116,6 +119,7 @@ export async function signIn(demo: Demo, options: SignInOptions): Promise<string
     code: callback.searchParams.get('code')!,
     redirect_uri: redirectUri,
     code_verifier: verifier,
+    ...(options.resource ? { resource: options.resource } : {}),
   });
   if (client === 'support-web') headers['authorization'] = basic('support-web', 'support-web-secret');
   else body.set('client_id', client);

@@ -4,10 +4,14 @@ import {
   GUARD_KIND,
   hasAtomicCommit,
   hasAtomicConsume,
+  hasPrincipalQuotas,
   hasSortedIndexes,
   type AtomicCommit,
   type AtomicConsume,
   type CommitWrite,
+  type PrincipalQuotas,
+  type QuotaCharge,
+  type QuotaWrite,
   type SortedIndexes,
 } from '../../lib/adapters/contract.js';
 
@@ -52,6 +56,7 @@ export function adapterContract(target: () => AdapterUnderTest | Promise<Adapter
     expect(hasAtomicConsume(adapter)).to.equal(true);
     expect(hasSortedIndexes(adapter)).to.equal(true);
     expect(hasAtomicCommit(adapter)).to.equal(true);
+    expect(hasPrincipalQuotas(adapter)).to.equal(true);
   });
 
   it('stores a payload and finds it unchanged', async () => {
@@ -249,6 +254,89 @@ export function adapterContract(target: () => AdapterUnderTest | Promise<Adapter
         expect(await listed(adapters[0]!)).to.deep.equal(winners);
         const found = await Promise.all(Array.from({ length: 50 }, (_, i) => adapters[0]!.find(`imp_${i}`)));
         expect(found.filter(Boolean)).to.have.length(1);
+      } finally {
+        await close();
+      }
+    });
+  });
+
+  describe('saveWithinQuotas(): bounds per principal, counted with the write', () => {
+    type Saving = Adapter & PrincipalQuotas & SortedIndexes;
+    const saving = (Class: AtomicAdapterClass) => new Class('ImpersonationSession') as unknown as Saving;
+    const quota = (key: string, max: number, ms = 60_000): QuotaCharge => ({ key, max, expiresAt: Date.now() + ms });
+    const save = (session: string, quotas: QuotaCharge[]): QuotaWrite => ({
+      write: {
+        model: 'ImpersonationSession',
+        id: session,
+        payload: { kind: 'ImpersonationSession', jti: session },
+        expiresIn: 60,
+      },
+      indexes: ['active', 'subject:bob'],
+      expiresAt: Date.now() + 60_000,
+      quotas,
+    });
+    const listed = async (sessions: Saving) =>
+      (await sessions.indexRange('active', undefined, 100)).map((entry) => entry.member).sort();
+
+    it('writes the entry and its index members within every quota; a spent one refuses, charging and writing nothing', async () => {
+      const sessions = saving(Adapter);
+      const user = quota('quota:user:bob', 2);
+      const client = quota('quota:client:orders', 3);
+      expect(await sessions.saveWithinQuotas(save('imp_1', [user, client]))).to.deep.equal({ outcome: 'saved' });
+      expect(await sessions.find('imp_1')).to.deep.equal({ kind: 'ImpersonationSession', jti: 'imp_1' });
+      expect((await sessions.indexRange('subject:bob', undefined, 10)).map((e) => e.member)).to.deep.equal(['imp_1']);
+      expect(await sessions.saveWithinQuotas(save('imp_2', [user, client]))).to.deep.equal({ outcome: 'saved' });
+      // The user's share is spent: named first, and the client's share is not charged for the refusal.
+      for (let again = 0; again < 3; again += 1) {
+        expect(await sessions.saveWithinQuotas(save('imp_3', [user, client]))).to.deep.equal({
+          outcome: 'spent',
+          key: user.key,
+        });
+      }
+      expect(await sessions.find('imp_3')).to.equal(undefined);
+      expect(await listed(sessions)).to.deep.equal(['imp_1', 'imp_2']);
+      // Another user of the same client still fits, once: the client had three, and two are taken.
+      const other = quota('quota:user:carol', 2);
+      expect(await sessions.saveWithinQuotas(save('imp_4', [other, client]))).to.deep.equal({ outcome: 'saved' });
+      expect(await sessions.saveWithinQuotas(save('imp_5', [other, client]))).to.deep.equal({
+        outcome: 'spent',
+        key: client.key,
+      });
+      // A counter is no session: the model's entries are found as they were written, and counters are not.
+      expect(await sessions.find(user.key)).to.satisfy(
+        (found: unknown) => found === undefined || !('jti' in (found as object)),
+      );
+    });
+
+    it('starts a counter again once it expires', async () => {
+      const sessions = saving(Adapter);
+      const brief = quota('quota:user:brief', 1, 1000);
+      expect(await sessions.saveWithinQuotas(save('imp_1', [brief]))).to.deep.equal({ outcome: 'saved' });
+      expect((await sessions.saveWithinQuotas(save('imp_2', [brief]))).outcome).to.equal('spent');
+      await sleep(1100);
+      expect(await sessions.saveWithinQuotas(save('imp_2', [quota(brief.key, 1)]))).to.deep.equal({ outcome: 'saved' });
+    });
+
+    it('lets exactly its bound of 60 concurrent writes over 5 connections through, whatever counters they share', async () => {
+      const { classes, close } = await store.connections(5);
+      try {
+        const adapters = classes.map(saving);
+        const client = quota('quota:client:burst', 10);
+        // Every write is a new subject token (a counter created in the burst), of one of three users.
+        const outcomes = await Promise.all(
+          Array.from({ length: 60 }, (_, i) =>
+            adapters[i % adapters.length]!.saveWithinQuotas(
+              save(`imp_${i}`, [quota(`quota:token:${i}`, 1), quota(`quota:user:${i % 3}`, 4), client]),
+            ),
+          ),
+        );
+        const saved = outcomes.flatMap((outcome, i) => (outcome.outcome === 'saved' ? [`imp_${i}`] : []));
+        expect(saved).to.have.length(10);
+        expect(await listed(adapters[0]!)).to.deep.equal(saved.sort());
+        // No user had more than its four, and a refused write charged nothing: the client's ten are all used.
+        const perUser = [0, 1, 2].map((user) => saved.filter((id) => Number(id.slice(4)) % 3 === user).length);
+        expect(Math.max(...perUser)).to.be.at.most(4);
+        expect((await adapters[0]!.saveWithinQuotas(save('imp_more', [client]))).outcome).to.equal('spent');
       } finally {
         await close();
       }
