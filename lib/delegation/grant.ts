@@ -1,4 +1,5 @@
 import type { AccessToken, KoaContextWithOIDC, Provider } from 'oidc-provider';
+import type { ApprovalStore } from '../approvals/store.js';
 import { invalidRequest } from '../errors.js';
 import type { ExchangeClaims } from '../exchange/claims.js';
 import { checkClientAuthentication, TOKEN_EXCHANGE_GRANT } from '../exchange/request.js';
@@ -19,6 +20,7 @@ import { looksLikeSubjectToken } from '../subject-tokens/token.js';
 import { checkMayAct, checkSenderConstraint, delegationActor } from './actor.js';
 import { nestedAct } from './chain.js';
 import { delegationResourcesOf } from './client-metadata.js';
+import { accessGrantOf, checkCustomerGrant } from './customer-grant.js';
 import { confirmActive, issueDelegated } from './issue.js';
 import { decideDelegation } from './policy.js';
 import { DelegationReport, delegationSucceeded, type DelegationProgress, type DelegationSucceeded } from './report.js';
@@ -35,6 +37,8 @@ import { verifySubjectToken, type VerifiedSubject } from './subject.js';
 export interface DelegationDependencies {
   options: ResolvedOptions;
   sessions: SessionStore;
+  /** Where the customers' access grants are: a delegation from an impersonation under one stays within it. */
+  approvals: ApprovalStore;
   claims: ExchangeClaims;
   preflight?: (ctx: KoaContextWithOIDC) => void;
 }
@@ -56,7 +60,7 @@ export interface DelegationHandler {
  * decision, the token and its session.
  */
 export function createDelegationHandler(dependencies: DelegationDependencies): DelegationHandler {
-  const { options, sessions, claims, preflight } = dependencies;
+  const { options, sessions, approvals, claims, preflight } = dependencies;
   const delegation = options.delegation;
   const actorClients: ReadonlySet<string> = new Set(options.actorClients);
   const report = new DelegationReport(options.auditLog);
@@ -83,9 +87,10 @@ export function createDelegationHandler(dependencies: DelegationDependencies): D
     if (subject.clientId !== client.clientId && !(subject.audience ?? []).some((aud) => served.has(aud))) {
       throw invalidRequest('subject_token was issued neither to this client nor for a resource it may delegate from');
     }
+    let accessGrantId: string | undefined;
     if (subject.sessionId !== undefined) {
       progress.parentSessionId = subject.sessionId;
-      await confirmActive(sessions, subject.sessionId);
+      accessGrantId = accessGrantOf(await confirmActive(sessions, subject.sessionId));
     }
     if (dpop) await checkDpopReplay(ctx, dpop);
 
@@ -97,6 +102,14 @@ export function createDelegationHandler(dependencies: DelegationDependencies): D
     }
     const requested = delegatedScopes(ctx, params.scope, subject.scope, resourceServer);
     progress.scope = requested;
+    // The customer's access grant the impersonation was started under: its ceiling holds here too.
+    if (accessGrantId !== undefined) {
+      await checkCustomerGrant(approvals, accessGrantId, {
+        subject: subject.sub,
+        resource: resourceServer.identifier(),
+        scope: requested,
+      });
+    }
     const token = new provider.AccessToken({
       accountId: subject.sub,
       client,
@@ -134,6 +147,7 @@ export function createDelegationHandler(dependencies: DelegationDependencies): D
       scope: requested,
       subjectTokenType: params.subject_token_type,
       ...(subject.sessionId === undefined ? {} : { parentSessionId: subject.sessionId }),
+      ...(accessGrantId === undefined ? {} : { accessGrantId }),
     });
     progress.scope = scopes;
     token.scope = scopes.join(' ') || undefined;
@@ -143,6 +157,7 @@ export function createDelegationHandler(dependencies: DelegationDependencies): D
     if (expiresIn < 1) throw invalidRequest('subject_token has expired');
     setTokenLifetime(token, expiresIn);
     const session = sessionOf(subject, client.clientId, resourceServer.identifier(), scopes, actor.sub, expiresIn);
+    if (accessGrantId !== undefined) session.underAccessGrantId = accessGrantId;
     claims.attach(token, { act, [SESSION_CLAIM]: session.id });
     const event = () => delegationSucceeded(session, params.subject_token_type, depth);
     const value = await issueDelegated(ctx, sessions, options.auditLog, { token, session, event });

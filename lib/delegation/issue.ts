@@ -53,8 +53,9 @@ export async function issueDelegated(
  * The session a subject token names must still be active: a stopped
  * impersonation delegates nothing. With `orMarked`, read once the delegation
  * is listed, its stop's mark counts too, though its record may not say so yet.
+ * Resolves the session's record.
  */
-export async function confirmActive(sessions: SessionStore, id: string, orMarked = false): Promise<void> {
+export async function confirmActive(sessions: SessionStore, id: string, orMarked = false): Promise<SessionRecord> {
   const [parent, marked] = await Promise.all([
     sessions.find(id),
     orMarked ? sessions.hasEnded({ parentSessionId: id }) : false,
@@ -62,6 +63,7 @@ export async function confirmActive(sessions: SessionStore, id: string, orMarked
   if (!parent || stateOf(parent) !== 'active' || marked) {
     throw invalidRequest('subject_token belongs to a session that was stopped');
   }
+  return parent;
 }
 
 /** As for impersonation: an opaque token is backed by a Grant of its own, which stopping the session revokes. */

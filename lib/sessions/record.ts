@@ -40,6 +40,13 @@ export interface SessionRecord {
   type?: 'delegation';
   /** A delegation whose subject token belonged to this session: stopping that session stops this one. */
   parentSessionId?: string;
+  /**
+   * A delegation made (at any depth) from an impersonation started under a customer's access
+   * grant: that grant, whose ceiling bounds every delegation made from this session too. Not an
+   * origin of this session (it is not indexed under the grant): the grant's end reaches it
+   * through its parent.
+   */
+  underAccessGrantId?: string;
   createdAt: number;
   expiresAt: number;
   revoked?: { at: number; by: string; reason?: string };
