@@ -23,8 +23,11 @@ export interface VerifiedAccessToken {
   acr?: string;
   /** An `act` claim the token already carries (it is itself an impersonation token). */
   act?: Record<string, unknown>;
-  /** RFC 8693 4.4 `may_act`: the party allowed to act for the subject, when the token names one. */
-  mayAct?: Record<string, unknown>;
+  /**
+   * RFC 8693 4.4 `may_act`, as the token carries it, whatever its shape: present and not a JSON
+   * object, it is refused where it is used (delegation), never taken for absent.
+   */
+  mayAct?: unknown;
   /** The impersonation session a token issued by the exchange names (its `impersonation_session` claim). */
   impersonationSession?: string;
   /** Sender constraint, when the token is DPoP- or certificate-bound. */
@@ -110,7 +113,7 @@ export async function verifyAccessToken(
     ...(typeof stored.grantId === 'string' ? { grantId: stored.grantId } : {}),
     ...(typeof stored.sessionUid === 'string' ? { sessionUid: stored.sessionUid } : {}),
     ...(isObject(act) ? { act } : {}),
-    ...(isObject(mayAct) ? { mayAct } : {}),
+    ...(mayAct === undefined ? {} : { mayAct }),
     ...(typeof session === 'string' ? { impersonationSession: session } : {}),
     ...cnfOf(stored.jkt, stored['x5t#S256']),
   };
@@ -187,7 +190,7 @@ async function verifyJwtSignature(
     ...(typeof payload['auth_time'] === 'number' ? { authTime: payload['auth_time'] } : {}),
     ...(typeof payload['acr'] === 'string' ? { acr: payload['acr'] } : {}),
     ...(isObject(act) ? { act } : {}),
-    ...(isObject(mayAct) ? { mayAct } : {}),
+    ...(mayAct === undefined ? {} : { mayAct }),
     ...(typeof session === 'string' ? { impersonationSession: session } : {}),
     ...(isObject(cnf) ? cnfOf(cnf['jkt'], cnf['x5t#S256']) : {}),
   } as const);

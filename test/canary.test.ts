@@ -9,6 +9,7 @@
 import { randomBytes } from 'node:crypto';
 import { expect } from 'chai';
 import type Koa from 'koa';
+import { publicTokenId } from '../lib/access-token.js';
 import { canonicalContent, rowOf } from '../lib/audit/chain.js';
 import {
   EVENTS,
@@ -40,6 +41,7 @@ import {
   ACCESS_TOKEN,
   decodeJwt,
   exchange,
+  introspect,
   logout,
   managementRequest,
   m2mToken,
@@ -62,13 +64,29 @@ interface Seen {
   issues: string[];
 }
 
+/** Labels of the sinks that are webhook deliveries: they may name no access token even by its id. */
+const WEBHOOK_SINK = 'webhook ';
+
 class Canary {
   readonly secrets = new Set<string>();
+  /** The non-secret ids of the access tokens seen, which events may carry and webhook payloads may not. */
+  readonly accessTokenIds = new Set<string>();
   readonly sinks: Array<{ label: string; text: string }> = [];
   readonly responses: Seen[] = [];
 
   secret(...values: Array<string | undefined>): void {
     for (const value of values) if (value) this.secrets.add(value);
+  }
+
+  /** An access token: its value is a secret, and its id (a JWT's jti, an opaque token's sha256 name) no webhook's. */
+  accessToken(...values: Array<string | undefined>): void {
+    for (const value of values) {
+      if (!value) continue;
+      this.secrets.add(value);
+      this.accessTokenIds.add(
+        value.split('.').length === 3 ? String(decodeJwt(value)['jti']) : publicTokenId('opaque', value),
+      );
+    }
   }
 
   sink(label: string, value: unknown): void {
@@ -95,6 +113,13 @@ class Canary {
       for (const seen of this.responses) {
         const rest = seen.issues.reduce((text, issued) => text.split(issued).join(''), seen.text);
         if (rest.includes(secret)) found.push(`response ${seen.label} contains ${secret.slice(0, 12)}…`);
+      }
+    }
+    for (const id of this.accessTokenIds) {
+      for (const sink of this.sinks) {
+        if (sink.label.startsWith(WEBHOOK_SINK) && sink.text.includes(id)) {
+          found.push(`${sink.label} names the access token ${id.slice(0, 16)}…`);
+        }
       }
     }
     return found;
@@ -215,7 +240,25 @@ describe('canary: no token value or secret leaves its place', function () {
   ): Promise<Reply> {
     canary.secret(params['subject_token'], params['actor_token'], headers['dpop']);
     const reply = await exchange(tp, params, client, headers);
+    canary.accessToken(reply.body['access_token'] as string | undefined);
     return canary.response(`exchange ${label}`, reply, [reply.body['access_token'] as string | undefined]);
+  }
+
+  /** Every webhook delivered since the last call, body and headers, once the outbox is empty. */
+  let webhooksCollected = 0;
+  async function collectWebhooks(): Promise<Array<{ type: string; data: Record<string, unknown> }>> {
+    const deadline = Date.now() + 20_000;
+    while (((await tp.impersonation.webhooks().stats()).subscriptions['canary']?.pending ?? 0) > 0) {
+      expect(Date.now(), 'the webhooks were delivered').to.be.below(deadline);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    const deliveries = hooks.deliveries.slice(webhooksCollected);
+    webhooksCollected = hooks.deliveries.length;
+    for (const delivery of deliveries) {
+      canary.sink(`${WEBHOOK_SINK}body ${delivery.headers['webhook-id']}`, delivery.body);
+      canary.sink(`${WEBHOOK_SINK}headers ${delivery.headers['webhook-id']}`, delivery.headers);
+    }
+    return deliveries.map((delivery) => JSON.parse(delivery.body) as { type: string; data: Record<string, unknown> });
   }
 
   it('over the whole flow: JWT and opaque resource servers, with and without an actor, success and every refusal', async () => {
@@ -223,7 +266,7 @@ describe('canary: no token value or secret leaves its place', function () {
     const jwtActor = await userAccessToken(tp, 'alice', { scope: 'openid', resource: ACTOR_API });
     const webActor = await userAccessToken(tp, 'alice', { client: CLIENTS.web });
     const noOpenid = await userAccessToken(tp, 'alice', { scope: 'profile:read', resource: API });
-    canary.secret(opaqueActor, jwtActor, webActor, noOpenid);
+    canary.accessToken(opaqueActor, jwtActor, webActor, noOpenid);
     const tampered = `${jwtActor.slice(0, -4)}AAAA`;
     const actors: Array<[string, string | undefined]> = [
       ['no actor', undefined],
@@ -349,7 +392,7 @@ describe('canary: no token value or secret leaves its place', function () {
     const admin = await m2mToken(tp, CLIENTS.admin, 'impersonations:read impersonations:revoke');
     canary.secret(admin);
     const signedIn = await userSignIn(tp, 'alice');
-    canary.secret(signedIn.accessToken);
+    canary.accessToken(signedIn.accessToken);
     const started = [];
     for (const resource of [API, OPAQUE_API]) {
       const reply = await swap(`session on ${resource}`, {
@@ -414,18 +457,10 @@ describe('canary: no token value or secret leaves its place', function () {
       expect(names, `the trail records ${name}`).to.include(`audit row ${name}`);
     }
 
-    // Every webhook the flow caused, body and headers, once the outbox is empty.
-    const deadline = Date.now() + 20_000;
-    while (((await tp.impersonation.webhooks().stats()).subscriptions['canary']?.pending ?? 0) > 0) {
-      expect(Date.now(), 'the webhooks were delivered').to.be.below(deadline);
-      await new Promise((resolve) => setTimeout(resolve, 20));
-    }
-    for (const delivery of hooks.deliveries) {
-      canary.sink(`webhook body ${delivery.headers['webhook-id']}`, delivery.body);
-      canary.sink(`webhook headers ${delivery.headers['webhook-id']}`, delivery.headers);
-    }
-    const types = new Set(hooks.deliveries.map((d) => (JSON.parse(d.body) as { type: string }).type));
+    // Every webhook the flow caused (impersonations at JWT and opaque resources), body and headers.
+    const types = new Set((await collectWebhooks()).map((delivery) => delivery.type));
     expect([...types]).to.include.members([EVENTS.exchangeSucceeded, EVENTS.sessionRevoked]);
+    const deadline = Date.now() + 20_000;
 
     // Every SET of the SSF streams: pushed (body, claims, headers) and polled.
     while (Object.values((await tp.impersonation.ssf().stats()).subscriptions).some((stream) => stream.pending > 0)) {
@@ -449,12 +484,13 @@ describe('canary: no token value or secret leaves its place', function () {
     expect(canary.leaks()).to.deep.equal([]);
   });
 
-  it('over delegation: JWT and opaque subjects, an impersonation as the subject, the chain, refusals and stops', async () => {
+  it('over delegation: JWT and opaque subjects, impersonations as the subject, the chain, refusals, stops and webhooks', async () => {
     const jwtSubject = await userAccessToken(tp, 'bob', { resource: API, scope: 'openid profile:read profile:write' });
     const opaqueSubject = await userAccessToken(tp, 'bob', { resource: OPAQUE_API, scope: 'openid read write' });
     const actor = await userAccessToken(tp, 'alice');
     const unknown = randomBytes(32).toString('base64url');
-    canary.secret(jwtSubject, opaqueSubject, actor, unknown);
+    canary.accessToken(jwtSubject, opaqueSubject, actor);
+    canary.secret(unknown);
     const delegated = async (label: string, params: Record<string, string | undefined>, status: number) => {
       const reply = await swap(`delegation ${label}`, { resource: DOWNSTREAM_API, ...params }, CLIENTS.orders);
       expect(reply.status, `${label}: ${JSON.stringify(reply.body)}`).to.equal(status);
@@ -477,32 +513,70 @@ describe('canary: no token value or secret leaves its place', function () {
     await delegated('second target', { subject_token: jwtSubject, resource: API, scope: 'profile:read' }, 200);
     await delegated('past the share', { subject_token: jwtSubject, resource: API, scope: 'profile:write' }, 429);
     const elsewhere = await userAccessToken(tp, 'bob', { resource: ACTOR_API, scope: 'openid' });
-    canary.secret(elsewhere);
+    canary.accessToken(elsewhere);
     await delegated('subject for a resource the client does not run', { subject_token: elsewhere }, 400);
     // The chain up to its limit (3 actors), then one actor too many.
     for (const depth of [2, 3])
       chained = await delegated(`depth ${depth}`, { subject_token: chained, resource: API }, 200);
     await delegated('depth 4', { subject_token: chained, resource: API }, 400);
 
-    // An impersonation's token delegated, then the impersonation stopped: the delegation ends with it.
-    const impersonation = await swap('impersonation to delegate', {
-      subject_token: await create('to delegate', { userId: 'bob' }),
-      resource: API,
-      actor_token: actor,
-      actor_token_type: ACCESS_TOKEN,
-    });
-    const impersonationToken = impersonation.body['access_token'] as string;
-    await delegated('impersonation subject', { subject_token: impersonationToken }, 200);
+    // An impersonation's token (JWT, then opaque) delegated, delegated again, refused as an actor
+    // token, then the impersonation stopped: its delegations end with it.
     const admin = await m2mToken(tp, CLIENTS.admin, 'impersonations:read impersonations:revoke');
     canary.secret(admin);
-    const parent = JSON.parse(Buffer.from(impersonationToken.split('.')[1]!, 'base64url').toString('utf8')) as {
-      impersonation_session: string;
-    };
-    canary.response(
-      'stop a delegated impersonation',
-      await http(tp, 'DELETE', `/api/impersonations/${parent.impersonation_session}`, admin),
-    );
-    await delegated('stopped impersonation subject', { subject_token: impersonationToken }, 400);
+    for (const resource of [API, OPAQUE_API]) {
+      const impersonation = await swap(`impersonation at ${resource} to delegate`, {
+        subject_token: await create('to delegate', { userId: 'bob' }),
+        resource,
+        actor_token: actor,
+        actor_token_type: ACCESS_TOKEN,
+      });
+      const impersonationToken = impersonation.body['access_token'] as string;
+      const session =
+        resource === API
+          ? (decodeJwt(impersonationToken)['impersonation_session'] as string)
+          : ((await introspect(tp, impersonationToken))['impersonation_session'] as string);
+      const first = await delegated(
+        `impersonation subject at ${resource}`,
+        { subject_token: impersonationToken, resource },
+        200,
+      );
+      await delegated(`delegation of an impersonation at ${resource}`, { subject_token: first, resource }, 200);
+      await delegated(
+        `impersonation at ${resource} as actor token`,
+        { subject_token: jwtSubject, actor_token: impersonationToken, actor_token_type: ACCESS_TOKEN },
+        400,
+      );
+      canary.response(
+        `stop a delegated impersonation at ${resource}`,
+        await http(tp, 'DELETE', `/api/impersonations/${session}`, admin),
+      );
+      await delegated(
+        `stopped impersonation subject at ${resource}`,
+        { subject_token: impersonationToken, resource },
+        400,
+      );
+      await delegated(
+        `delegation of a stopped impersonation at ${resource} as actor token`,
+        { subject_token: jwtSubject, actor_token: first, actor_token_type: ACCESS_TOKEN },
+        400,
+      );
+    }
+    // A delegation of bob's own token stopped through the Management API.
+    const own = await delegated('to stop', { subject_token: opaqueSubject, resource: OPAQUE_API, scope: 'read' }, 200);
+    const ownSession = (await introspect(tp, own))['impersonation_session'] as string;
+    canary.response('stop a delegation', await http(tp, 'DELETE', `/api/impersonations/${ownSession}`, admin));
+
+    // The webhooks of all this: the impersonations' starts and stops, never a delegation, nor an access token's id.
+    const delivered = await collectWebhooks();
+    const delegations = canary.sinks
+      .filter((sink) => sink.label === `event ${EVENTS.delegationSucceeded}`)
+      .map((sink) => (JSON.parse(sink.text) as { sessionId: string }).sessionId);
+    expect(delegations.length, 'delegations were made').to.be.above(5);
+    expect(delivered.map((delivery) => delivery.type)).to.include(EVENTS.sessionRevoked);
+    for (const delivery of delivered) {
+      expect(delegations, JSON.stringify(delivery)).not.to.include(delivery.data['sessionId']);
+    }
 
     const names = new Set(canary.sinks.map((sink) => sink.label));
     for (const name of [EVENTS.delegationSucceeded, EVENTS.delegationRefused, EVENTS.sessionEnded]) {

@@ -5,7 +5,9 @@
  */
 import { expect } from 'chai';
 import type { AccessToken, KoaContextWithOIDC } from 'oidc-provider';
-import { EVENTS, type ImpersonationEvent } from '../lib/index.js';
+import { giveGrant } from '../lib/approvals/actions.js';
+import { checkCeiling } from '../lib/delegation/customer-grant.js';
+import { EVENTS, type DelegationPolicyInput, type ImpersonationEvent } from '../lib/index.js';
 import {
   ACTOR_API,
   API,
@@ -28,7 +30,8 @@ import {
   type Reply,
 } from './support/http.js';
 import { DpopKey } from './support/dpop.js';
-import { adminToken, impersonate, revokeSession, SESSIONS } from './support/impersonations.js';
+import { adminToken, exchangeAsActor, impersonate, revokeSession, SESSIONS } from './support/impersonations.js';
+import { askForSubjectToken, newCustomer, startApprovalProvider, type ApprovalProvider } from './support/approvals.js';
 
 const JWT = 'urn:ietf:params:oauth:token-type:jwt';
 const PARTNER = 'urn:example:partner-token';
@@ -159,6 +162,32 @@ describe('delegation', function () {
         'invalid_request',
         /actor_token is invalid/,
       );
+    });
+
+    it('refuses as actor_token any token an exchange issued, live or stopped: the actor presents a token of its own', async () => {
+      const alice = await userAccessToken(tp, 'alice');
+      const asActor = (actorToken: string, resource = DOWNSTREAM_API) =>
+        bobsToken(tp, 'alice').then((subject) =>
+          delegate(tp, subject, { resource, actor_token: actorToken, actor_token_type: ACCESS_TOKEN }),
+        );
+      const refused = /actor_token was issued by a token exchange/;
+      // An impersonation of bob (issued to the console, whose tokens count as actor tokens here), JWT and opaque.
+      const impersonation = await impersonate(tp, { actorToken: alice, scope: 'profile:read' });
+      expectError(await asActor(impersonation.token), 400, 'invalid_request', refused);
+      const opaque = await impersonate(tp, { actorToken: alice, resource: OPAQUE_API, scope: 'read' });
+      expectError(await asActor(opaque.token), 400, 'invalid_request', refused);
+      // A delegation of it, issued to the orders service itself: bob would become the actor.
+      const delegated = ok(await delegate(tp, impersonation.token))['access_token'] as string;
+      expectError(await asActor(delegated), 400, 'invalid_request', refused);
+      // Its impersonation stopped: refused as subject_token, and as actor_token too (its JWT still verifies).
+      expect((await revokeSession(tp, admin, impersonation.session)).status).to.equal(204);
+      expectError(await delegate(tp, delegated), 400, 'invalid_request', /stopped/);
+      expectError(await asActor(delegated), 400, 'invalid_request', refused);
+      // A plain delegation of bob's own token, which names no impersonation, is no actor either.
+      const plain = ok(await delegate(tp, await bobsToken(tp)))['access_token'] as string;
+      expectError(await asActor(plain), 400, 'invalid_request', refused);
+      // alice's own token still is.
+      expect(ok(await asActor(alice))['access_token']).to.be.a('string');
     });
 
     it('asks canDelegate, which may refuse or narrow, never widen', async () => {
@@ -307,6 +336,135 @@ describe('delegation', function () {
       expect(refusal!.subjectTokenId).to.equal(decodeJwt(subject)['jti']);
       expect(JSON.stringify(events)).not.to.include(subject);
     });
+  });
+});
+
+describe('delegation: a may_act that is not a JSON object', function () {
+  this.timeout(60_000);
+  let tp: TestProvider;
+
+  before(async () => {
+    // Each user's tokens carry a may_act of another shape; alice's carry none.
+    const mayActs: Record<string, unknown> = { bob: ['alice'], carol: CLIENTS.orders.client_id, admin: null };
+    const partner = (mayAct: unknown) => ({
+      id: 'partner-2',
+      sub: 'bob',
+      scope: ['profile:read'],
+      exp: Math.floor(Date.now() / 1000) + 60,
+      clientId: CLIENTS.orders.client_id,
+      mayAct: mayAct as Record<string, unknown>,
+    });
+    tp = await startProvider({
+      plugin: {
+        delegation: {
+          subjectTokenTypes: {
+            // A resolver passes its token's may_act through, as the documented example does.
+            [PARTNER]: ({ token }) => (token === 'partner:none' ? partner(undefined) : partner(JSON.parse(token))),
+          },
+        },
+      },
+      configuration: {
+        extraTokenClaims: (_ctx: KoaContextWithOIDC, token: unknown) => {
+          const accountId = (token as AccessToken).accountId ?? '';
+          return accountId in mayActs ? { may_act: mayActs[accountId] } : undefined;
+        },
+      },
+    });
+  });
+  after(() => tp.close());
+
+  it('refuses it as invalid_request, from a JWT, an opaque token or a resolver, rather than take it for absent', async () => {
+    const malformed = /may_act claim that is not a JSON object/;
+    for (const user of ['bob', 'carol', 'admin']) {
+      expectError(await delegate(tp, await bobsToken(tp, user)), 400, 'invalid_request', malformed);
+      const opaque = await bobsToken(tp, user, OPAQUE_API, 'openid read');
+      expectError(await delegate(tp, opaque, { resource: OPAQUE_API }), 400, 'invalid_request', malformed);
+    }
+    for (const mayAct of ['["alice"]', '"orders-service"', 'null', '3']) {
+      expectError(await delegate(tp, mayAct, { subject_token_type: PARTNER }), 400, 'invalid_request', malformed);
+    }
+    // Without may_act, the same tokens delegate.
+    ok(await delegate(tp, await bobsToken(tp, 'alice')));
+    ok(await delegate(tp, await bobsToken(tp, 'alice', OPAQUE_API, 'openid read'), { resource: OPAQUE_API }));
+    ok(await delegate(tp, 'partner:none', { subject_token_type: PARTNER }));
+  });
+});
+
+describe("delegation from an impersonation under the customer's access grant", function () {
+  this.timeout(60_000);
+  let ap: ApprovalProvider;
+  let alice: string;
+  const asked: DelegationPolicyInput[] = [];
+
+  before(async () => {
+    ap = await startApprovalProvider({
+      plugin: {
+        delegation: {
+          canDelegate: (input) => {
+            asked.push(input);
+            return true;
+          },
+        },
+      },
+    });
+    alice = await userAccessToken(ap.tp, 'alice');
+  });
+  beforeEach(() => {
+    ap.policy.answer = 'grant';
+  });
+  after(() => ap.tp.close());
+
+  /** alice impersonates `customer` at API, under the grant the policy finds. */
+  async function impersonation(customer: string): Promise<{ token: string; session: string }> {
+    const created = await askForSubjectToken(ap.tp, { userId: customer, actorId: 'alice' });
+    expect(created.status, JSON.stringify(created.body)).to.equal(201);
+    const exchanged = await exchangeAsActor(ap.tp, {
+      subjectToken: created.body['subjectToken'] as string,
+      actorToken: alice,
+      scope: 'profile:read',
+    });
+    const token = ok(exchanged)['access_token'] as string;
+    return { token, session: decodeJwt(token)['impersonation_session'] as string };
+  }
+
+  it("keeps every delegation within the grant's resource, at any depth, and tells canDelegate the grant", async () => {
+    const customer = newCustomer();
+    const grant = await giveGrant(ap.deps, customer, { duration: 600, resource: API, scope: ['profile:read'] });
+    const { token, session } = await impersonation(customer);
+    // DOWNSTREAM_API defines profile:read too: only the customer's grant stands in the way.
+    const outside = /access grant this impersonation was started under does not cover this resource/;
+    expectError(await delegate(ap.tp, token), 400, 'invalid_target', outside);
+
+    const first = ok(await delegate(ap.tp, token, { resource: API }))['access_token'] as string;
+    expect(asked.at(-1)).to.include({ accessGrantId: grant.id, parentSessionId: session, resource: API });
+    // A delegation of that delegation is under the same grant.
+    expectError(await delegate(ap.tp, first), 400, 'invalid_target', outside);
+    ok(await delegate(ap.tp, first, { resource: API }));
+    expect(asked.at(-1)).to.include({ accessGrantId: grant.id, resource: API });
+  });
+
+  it('lets a delegation from an impersonation that no grant governs go elsewhere, and says no grant', async () => {
+    ap.policy.answer = 'none';
+    const { token } = await impersonation(newCustomer());
+    ok(await delegate(ap.tp, token));
+    expect(asked.at(-1)).to.include({ resource: DOWNSTREAM_API }).and.not.have.property('accessGrantId');
+  });
+
+  it('refuses a delegation under a grant that ended while its sessions are still being stopped', async () => {
+    const customer = newCustomer();
+    const grant = await giveGrant(ap.deps, customer, { duration: 600, resource: API });
+    const { token } = await impersonation(customer);
+    // The grant's end is written before its sessions are stopped: in between, the impersonation is active still.
+    const record = (await ap.deps.approvals.findGrant(grant.id))!;
+    await ap.deps.approvals.endGrant(record, { at: Math.floor(Date.now() / 1000), by: 'customer' });
+    expectError(await delegate(ap.tp, token, { resource: API }), 400, 'invalid_grant', /no longer in force/);
+  });
+
+  it('holds the scopes to those of the grant (which its impersonation already kept to)', () => {
+    expect(() => checkCeiling({ resource: API, scope: ['profile:read'] }, { resource: API, scope: ['profile:write'] }))
+      .to.throw()
+      .that.includes({ error: 'invalid_scope' });
+    expect(() => checkCeiling({ scope: ['read'] }, { resource: OPAQUE_API, scope: ['read'] })).not.to.throw();
   });
 });
 

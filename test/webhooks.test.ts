@@ -12,12 +12,13 @@ import {
   type WebhookOptions,
 } from '../lib/index.js';
 import { createMemoryAdapter } from '../lib/index.js';
+import { publicTokenId } from '../lib/access-token.js';
 import type { CommitOutcome, CommitWrite } from '../lib/adapters/contract.js';
 import { hasOutbox } from '../lib/outbox/contract.js';
 import { testPrefix } from './support/adapter.js';
 import { ADAPTERS, type AdapterKind } from './support/adapters.js';
 import { portOf, stopChildren } from './support/children.js';
-import { apiRequest, expectError, subjectToken, userAccessToken } from './support/http.js';
+import { apiRequest, exchange, expectError, introspect, subjectToken, userAccessToken } from './support/http.js';
 import { adminToken, exchangeAsActor, impersonate, revokeSession, SESSIONS } from './support/impersonations.js';
 import { postgresRunSchema, postgresTestAdapter, testTable } from './support/postgres-adapter.js';
 import { redisTestAdapter } from './support/adapter.js';
@@ -99,6 +100,46 @@ for (const kind of ADAPTERS) {
         expect(Date.now()).to.be.below(deadline);
         await new Promise((resolve) => setTimeout(resolve, 20));
       }
+    });
+
+    it('tells nothing of a delegation, started or stopped: the customer hears of the impersonation alone', async () => {
+      const hooks = await receiver();
+      const tp = await provider(hooks);
+      const admin = await adminToken(tp);
+      const sessionOf = async (token: string) => (await introspect(tp, token))['impersonation_session'] as string;
+      // Opaque tokens: a delegation's subject token id would be the impersonation token's sha256 name.
+      const { token, session } = await impersonate(tp, {
+        actorToken: await userAccessToken(tp, 'alice'),
+        resource: OPAQUE_API,
+        scope: 'read',
+        subject: SUBJECT,
+      });
+      const delegated = await exchange(tp, { subject_token: token, resource: OPAQUE_API }, CLIENTS.orders);
+      expect(delegated.status, JSON.stringify(delegated.body)).to.equal(200);
+      const delegation = await sessionOf(delegated.body['access_token'] as string);
+      // A delegation of bob's own token, stopped through the Management API.
+      const own = await userAccessToken(tp, 'bob', { resource: OPAQUE_API, scope: 'openid read' });
+      const ownDelegated = await exchange(tp, { subject_token: own, resource: OPAQUE_API }, CLIENTS.orders);
+      const ownDelegation = await sessionOf(ownDelegated.body['access_token'] as string);
+      expect((await revokeSession(tp, admin, ownDelegation)).status).to.equal(204);
+      // The impersonation's stop ends its delegation (parent_session_stopped).
+      expect((await revokeSession(tp, admin, session)).status).to.equal(204);
+      expect((await apiRequest(tp, 'GET', `${SESSIONS}/${delegation}`, admin)).body).to.include({
+        endReason: 'parent_session_stopped',
+      });
+
+      await hooks.waitFor(2);
+      const deadline = Date.now() + 5000;
+      while (((await tp.impersonation.webhooks().stats()).subscriptions['crm']?.pending ?? 0) > 0) {
+        expect(Date.now()).to.be.below(deadline);
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      const delivered = hooks.deliveries.map((delivery) => parse(delivery.body));
+      expect(delivered.map((delivery) => [delivery.type, delivery.data['sessionId']])).to.deep.equal([
+        [EVENTS.exchangeSucceeded, session],
+        [EVENTS.sessionRevoked, session],
+      ]);
+      expect(JSON.stringify(delivered)).to.not.include(publicTokenId('opaque', token));
     });
 
     it("tells a subscription of the customer's approvals: asked, approved, the grant it became, and a break-glass access", async () => {

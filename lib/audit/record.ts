@@ -7,16 +7,18 @@ import type { AuditSink } from './sink.js';
 
 /**
  * Appends to the sink, best effort, emits to listeners, and hands the event to
- * the webhooks that receive it: for events whose record must not change their
- * outcome (a refusal stays a refusal, a stop stays a stop). A failure to append
- * or to enqueue is reported on the app's `error` event. Where no token may go
- * out without its record, callers append (and notify) themselves and fail.
+ * the webhooks that receive it (unless `webhooks` is false) and to the SSF
+ * streams: for events whose record must not change their outcome (a refusal
+ * stays a refusal, a stop stays a stop). A failure to append or to enqueue is
+ * reported on the app's `error` event. Where no token may go out without its
+ * record, callers append (and notify) themselves and fail.
  */
 export async function record(
   provider: Provider,
   sink: AuditSink | undefined,
   event: ImpersonationEvent,
   ctx: Koa.Context | undefined,
+  { webhooks = true }: { webhooks?: boolean } = {},
 ): Promise<void> {
   if (sink) {
     try {
@@ -27,5 +29,5 @@ export async function record(
     }
   }
   emit(provider, event, ctx);
-  await Promise.all([notifyOrReport(provider, event, ctx), transmitOrReport(provider, event, ctx)]);
+  await Promise.all([webhooks && notifyOrReport(provider, event, ctx), transmitOrReport(provider, event, ctx)]);
 }

@@ -19,9 +19,10 @@ export interface ActorProof {
 /**
  * The actor is the authenticated client, or the party an actor token of this
  * provider names (a user, or a client's own client-credentials token). The
- * actor token must have been issued to the client that sends it, or to one of
- * `actorClients`, and a sender-constrained one counts only with its proof.
- * Either way `act.client_id` names the client that made the exchange.
+ * actor token must be the party's own, never one an exchange issued; issued
+ * to the client that sends it, or to one of `actorClients`; and a
+ * sender-constrained one counts only with its proof. Either way
+ * `act.client_id` names the client that made the exchange.
  */
 export async function delegationActor(
   ctx: KoaContextWithOIDC,
@@ -35,6 +36,14 @@ export async function delegationActor(
     (await verifyAccessToken(provider, actorToken, 'AccessToken')) ??
     (await verifyAccessToken(provider, actorToken, 'ClientCredentials'));
   if (!token) throw invalidRequest('actor_token is invalid, expired, revoked or not issued by this server');
+  // RFC 8693 4.1: the actor is the party itself. A token an exchange issued (an impersonation's, a
+  // delegation's) is someone acting for its subject: as actor token it would make that subject, the
+  // customer, the actor; and a JWT of a stopped session would outlive the stop here.
+  if (token.act !== undefined || token.impersonationSession !== undefined) {
+    throw invalidRequest(
+      'actor_token was issued by a token exchange (it carries act or an impersonation session); the actor must present a token of its own',
+    );
+  }
   if (token.clientId !== clientId && !proof.actorClients.has(token.clientId)) {
     throw invalidRequest('actor_token was issued to a client whose tokens are not accepted as actor tokens here');
   }
@@ -56,12 +65,17 @@ export function checkSenderConstraint(name: string, cnf: VerifiedAccessToken['cn
  * RFC 8693 4.4: a subject token that names who may act refuses anyone else.
  * Each member it has must match: `sub` the actor, `client_id` the client,
  * `iss` this issuer. A `may_act` that names neither an actor nor a client
- * allows no one.
+ * allows no one; one that is there but is not a JSON object (an array, a
+ * string, `null`) names no one we could check, and is refused rather than
+ * taken for absent, which would let anyone act.
  */
 export function checkMayAct(ctx: KoaContextWithOIDC, subject: VerifiedSubject, actor: DelegationActor): void {
   const mayAct = subject.mayAct;
   if (mayAct === undefined) return;
-  const { sub, client_id: clientId, iss } = mayAct;
+  if (typeof mayAct !== 'object' || mayAct === null || Array.isArray(mayAct)) {
+    throw invalidRequest('subject_token has a may_act claim that is not a JSON object');
+  }
+  const { sub, client_id: clientId, iss } = mayAct as Record<string, unknown>;
   if (sub === undefined && clientId === undefined) {
     throw invalidRequest('subject_token has a may_act claim that names no actor');
   }

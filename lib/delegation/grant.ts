@@ -1,4 +1,5 @@
 import type { AccessToken, KoaContextWithOIDC, Provider } from 'oidc-provider';
+import type { ApprovalStore } from '../approvals/store.js';
 import { delegationQuotas, type DelegationPrincipals } from '../capacity.js';
 import { invalidRequest, PrincipalQuotaReached } from '../errors.js';
 import type { ExchangeClaims } from '../exchange/claims.js';
@@ -20,6 +21,7 @@ import { looksLikeSubjectToken } from '../subject-tokens/token.js';
 import { checkMayAct, checkSenderConstraint, delegationActor } from './actor.js';
 import { nestedAct } from './chain.js';
 import { delegationResourcesOf } from './client-metadata.js';
+import { accessGrantOf, checkCustomerGrant } from './customer-grant.js';
 import { assertActive, issueDelegated, reissueDelegated } from './issue.js';
 import { decideDelegation } from './policy.js';
 import { DelegationReport, delegationSucceeded, type DelegationProgress, type DelegationSucceeded } from './report.js';
@@ -37,6 +39,8 @@ import { verifySubjectToken, type VerifiedSubject } from './subject.js';
 export interface DelegationDependencies {
   options: ResolvedOptions;
   sessions: SessionStore;
+  /** Where the customers' access grants are: a delegation from an impersonation under one stays within it. */
+  approvals: ApprovalStore;
   claims: ExchangeClaims;
   preflight?: (ctx: KoaContextWithOIDC) => void;
 }
@@ -58,7 +62,7 @@ export interface DelegationHandler {
  * decision, the token and its session.
  */
 export function createDelegationHandler(dependencies: DelegationDependencies): DelegationHandler {
-  const { options, sessions, claims, preflight } = dependencies;
+  const { options, sessions, approvals, claims, preflight } = dependencies;
   const delegation = options.delegation;
   const actorClients: ReadonlySet<string> = new Set(options.actorClients);
   const report = new DelegationReport(options.auditLog);
@@ -90,7 +94,7 @@ export function createDelegationHandler(dependencies: DelegationDependencies): D
     if (subject.clientId !== client.clientId && !(subject.audience ?? []).some((aud) => served.has(aud))) {
       throw invalidRequest('subject_token was issued neither to this client nor for a resource it may delegate from');
     }
-    if (subject.sessionId !== undefined) assertActive(parent);
+    const accessGrantId = subject.sessionId === undefined ? undefined : accessGrantOf(assertActive(parent));
     if (dpop) await checkDpopReplay(ctx, dpop);
 
     // The target: one resource, scopes within the subject token's and the resource's.
@@ -101,6 +105,14 @@ export function createDelegationHandler(dependencies: DelegationDependencies): D
     }
     const requested = delegatedScopes(ctx, params.scope, subject.scope, resourceServer);
     progress.scope = requested;
+    // The customer's access grant the impersonation was started under: its ceiling holds here too.
+    if (accessGrantId !== undefined) {
+      await checkCustomerGrant(approvals, accessGrantId, {
+        subject: subject.sub,
+        resource: resourceServer.identifier(),
+        scope: requested,
+      });
+    }
     const token = new provider.AccessToken({
       accountId: subject.sub,
       client,
@@ -138,6 +150,7 @@ export function createDelegationHandler(dependencies: DelegationDependencies): D
       scope: requested,
       subjectTokenType: params.subject_token_type,
       ...(subject.sessionId === undefined ? {} : { parentSessionId: subject.sessionId }),
+      ...(accessGrantId === undefined ? {} : { accessGrantId }),
     });
     progress.scope = scopes;
     token.scope = scopes.join(' ') || undefined;
@@ -171,6 +184,7 @@ export function createDelegationHandler(dependencies: DelegationDependencies): D
       delegationKey: key,
       rootSessionId,
     });
+    if (accessGrantId !== undefined) session.underAccessGrantId = accessGrantId;
     const principals: DelegationPrincipals =
       rootSessionId === undefined
         ? { subjectTokenId: subject.id, user: subject.sub, clientId: client.clientId }

@@ -52,6 +52,12 @@ export interface DelegationPolicyInput {
   subjectTokenType: string;
   /** The session of the subject token, when it came from an impersonation or an earlier delegation. */
   parentSessionId?: string | undefined;
+  /**
+   * The customer's access grant (`agr_…`) the impersonation this delegation comes from (at any
+   * depth) was started under, when there is one. The delegation is already within its ceiling
+   * (its resource and scopes); a policy may ask more of a delegation the customer approved.
+   */
+  accessGrantId?: string | undefined;
 }
 
 export interface DelegationOptions {

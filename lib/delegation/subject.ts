@@ -6,7 +6,9 @@ import type { DelegationSubject, ResolvedDelegationOptions } from './options.js'
 import { ACCESS_TOKEN_TYPE, JWT_TOKEN_TYPE } from './request.js';
 
 /** The subject as established, with what only the provider's own tokens tell. */
-export interface VerifiedSubject extends DelegationSubject {
+export interface VerifiedSubject extends Omit<DelegationSubject, 'mayAct'> {
+  /** Its `may_act` as the token (or the resolver) gave it, whatever its shape: checkMayAct refuses any but an object. */
+  mayAct?: unknown;
   /** The session (`imp_…`) the token belongs to: an impersonation's, or an earlier delegation's. */
   sessionId?: string | undefined;
   /** Sender constraint of the subject token, which the request must prove too. */
@@ -50,7 +52,7 @@ function fromAccessToken(token: VerifiedAccessToken): VerifiedSubject {
     clientId: token.clientId,
     audience: token.audience,
     ...(token.act ? { act: token.act } : {}),
-    ...(token.mayAct ? { mayAct: token.mayAct } : {}),
+    ...(token.mayAct === undefined ? {} : { mayAct: token.mayAct }),
     ...(token.impersonationSession === undefined ? {} : { sessionId: token.impersonationSession }),
     ...(token.cnf ? { cnf: token.cnf } : {}),
   };
@@ -59,8 +61,7 @@ function fromAccessToken(token: VerifiedAccessToken): VerifiedSubject {
 /** What a deployment's resolver returns is checked as closely as our own tokens are. */
 function checkedSubject(subject: DelegationSubject): VerifiedSubject {
   const strings = (value: unknown) => Array.isArray(value) && value.every((entry) => typeof entry === 'string');
-  const objectOrAbsent = (value: unknown) =>
-    value === undefined || (typeof value === 'object' && value !== null && !Array.isArray(value));
+  const isObject = (value: unknown) => typeof value === 'object' && value !== null && !Array.isArray(value);
   if (
     typeof subject !== 'object' ||
     subject === null ||
@@ -74,8 +75,7 @@ function checkedSubject(subject: DelegationSubject): VerifiedSubject {
     !Number.isSafeInteger(subject.exp) ||
     (subject.clientId !== undefined && typeof subject.clientId !== 'string') ||
     (subject.audience !== undefined && !strings(subject.audience)) ||
-    !objectOrAbsent(subject.act) ||
-    !objectOrAbsent(subject.mayAct)
+    (subject.act !== undefined && !isObject(subject.act))
   ) {
     throw invalidCall(
       'delegation.subjectTokenTypes',
@@ -90,6 +90,9 @@ function checkedSubject(subject: DelegationSubject): VerifiedSubject {
     ...(subject.clientId === undefined ? {} : { clientId: subject.clientId }),
     ...(subject.audience === undefined ? {} : { audience: [...subject.audience] }),
     ...(subject.act === undefined ? {} : { act: structuredClone(subject.act) }),
-    ...(subject.mayAct === undefined ? {} : { mayAct: structuredClone(subject.mayAct) }),
+    // A may_act of another shape is the token's, which the resolver passed through: refused as the token's (checkMayAct).
+    ...(subject.mayAct === undefined
+      ? {}
+      : { mayAct: isObject(subject.mayAct) ? structuredClone(subject.mayAct) : (subject.mayAct as unknown) }),
   };
 }

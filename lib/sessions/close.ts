@@ -74,7 +74,10 @@ export async function closeSession(
           ...(record.accessGrantId === undefined ? {} : { accessGrantId: record.accessGrantId }),
         };
   // The stop stands even when its record or its notification cannot be written (see record()).
-  await recordEvent(provider, auditLog, event, ctx);
+  // A delegation's stop goes to the trail, the listeners and the SSF streams (its tokens must
+  // stop at resource servers), never to webhooks: they tell a customer of impersonations, whose
+  // own stop is delivered (docs/webhooks.md, "Delegations are not delivered").
+  await recordEvent(provider, auditLog, event, ctx, { webhooks: record.type !== 'delegation' });
   return closed;
 }
 

@@ -50,6 +50,13 @@ export interface SessionRecord {
    * `act` chain. A request for the same while it lasts is issued a token under this session.
    */
   delegationKey?: string;
+  /**
+   * A delegation made (at any depth) from an impersonation started under a customer's access
+   * grant: that grant, whose ceiling bounds every delegation made from this session too. Not an
+   * origin of this session (it is not indexed under the grant): the grant's end reaches it
+   * through its parent.
+   */
+  underAccessGrantId?: string;
   createdAt: number;
   expiresAt: number;
   revoked?: { at: number; by: string; reason?: string };

@@ -1,0 +1,52 @@
+/**
+ * The customer's access grant an impersonation was started under bounds every
+ * delegation made from it, however far down the chain: the customer allowed
+ * support to act as them at one resource (or any), with some scopes (or all),
+ * not whichever service the impersonation's token is then handed to.
+ */
+import { grantStateOf, type AccessCeiling } from '../approvals/record.js';
+import type { ApprovalStore } from '../approvals/store.js';
+import { invalidGrant, invalidScope, invalidTarget } from '../errors.js';
+import type { SessionRecord } from '../sessions/record.js';
+
+/** The grant the session was started under: an impersonation's own, or the one its delegation inherited. */
+export function accessGrantOf(session: SessionRecord): string | undefined {
+  return session.accessGrantId ?? session.underAccessGrantId;
+}
+
+/**
+ * Reads the grant and refuses a delegation outside it: a grant no longer in
+ * force (`invalid_grant`), another resource (`invalid_target`), a scope it
+ * does not list (`invalid_scope`; the delegation refuses what it would
+ * otherwise drop). A store that cannot answer rejects: no token is issued.
+ */
+export async function checkCustomerGrant(
+  approvals: ApprovalStore,
+  grantId: string,
+  delegation: { subject: string; resource: string; scope: readonly string[] },
+): Promise<void> {
+  const grant = await approvals.findGrant(grantId);
+  if (!grant || grant.subject !== delegation.subject || grantStateOf(grant) !== 'active') {
+    throw invalidGrant("the customer's access grant this impersonation was started under is no longer in force");
+  }
+  checkCeiling(grant, delegation);
+}
+
+/** The ceiling alone, once the grant is known to be in force. */
+export function checkCeiling(ceiling: AccessCeiling, delegation: { resource: string; scope: readonly string[] }): void {
+  if (ceiling.resource !== undefined && ceiling.resource !== delegation.resource) {
+    throw invalidTarget(
+      "the customer's access grant this impersonation was started under does not cover this resource",
+    );
+  }
+  if (ceiling.scope !== undefined) {
+    const allowed = new Set(ceiling.scope);
+    const outside = delegation.scope.filter((name) => !allowed.has(name));
+    if (outside.length) {
+      throw invalidScope(
+        `the customer's access grant this impersonation was started under allows only: ${ceiling.scope.join(' ')}`,
+        outside.join(' '),
+      );
+    }
+  }
+}
