@@ -21,7 +21,7 @@ import {
   WEBHOOK_GONE,
 } from '../lib/index.js';
 import { FIXTURE_CLIENTS } from '../fixtures/provider.js';
-import { PUSH, RECEIVERS, receiverToken, SSF_RECEIVER_CLIENTS, STREAMS } from './support/ssf.js';
+import { LOOPBACK_RECEIVERS, PUSH, RECEIVERS, receiverToken, SSF_RECEIVER_CLIENTS, STREAMS } from './support/ssf.js';
 import { startDemo, type Demo } from '../demo/demo.js';
 import type { MemoryAuditLog } from '../lib/index.js';
 import { DpopKey } from './support/dpop.js';
@@ -143,7 +143,7 @@ describe('canary: no token value or secret leaves its place', function () {
     tp = await startProvider({
       configuration: { clients: [...FIXTURE_CLIENTS, ...SSF_RECEIVER_CLIENTS] },
       plugin: {
-        ssf: { pollInterval: 20 },
+        ssf: { pollInterval: 20, pushAllowList: LOOPBACK_RECEIVERS },
         webhooks: {
           subscriptions: [
             {

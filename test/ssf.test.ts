@@ -371,21 +371,29 @@ for (const kind of ADAPTERS) {
       expect(Object.values(sets).map(sessionOf).sort()).to.deep.equal([...sessions].sort());
     });
 
-    it('holds SETs of a paused stream and delivers them once enabled; a disabled stream gets none', async () => {
+    it('holds SETs of a paused stream and delivers them once enabled; a disabled stream gets none; neither says "nothing" (503)', async () => {
       const tp = await provider();
       const token = await receiverToken(tp);
       const id = (await ssfRequest(tp, 'POST', STREAMS, token, {})).body['stream_id'] as string;
       const endpoint = `${tp.base}/ssf/poll/${id}`;
+      const poll = (body: Record<string, unknown> = {}) =>
+        ssfRequest(tp, 'POST', `/ssf/poll/${id}`, token, { returnImmediately: true, ...body });
       await ssfRequest(tp, 'POST', '/ssf/status', token, { stream_id: id, status: 'paused' });
       await stopOneSession(tp);
-      expect(await pollUntil(tp, endpoint, token, 300)).to.deep.equal({});
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      // Its queue is empty, yet a stop is held for it: an empty answer would say nothing was revoked.
+      const paused = await poll();
+      expectError(paused, 503, 'temporarily_unavailable', /paused/);
+      expect(paused.headers.get('retry-after')).to.equal('1');
       await ssfRequest(tp, 'POST', '/ssf/status', token, { stream_id: id, status: 'enabled' });
-      expect(Object.keys(await pollUntil(tp, endpoint, token, 2000))).to.have.length(1);
+      const sets = await pollUntil(tp, endpoint, token, 2000);
+      expect(Object.keys(sets)).to.have.length(1);
+      expect((await poll({ ack: Object.keys(sets) })).body).to.deep.equal({ sets: {}, moreAvailable: false });
       await ssfRequest(tp, 'POST', '/ssf/status', token, { stream_id: id, status: 'disabled' });
-      const before = Object.keys(await pollUntil(tp, endpoint, token, 0));
       await stopOneSession(tp);
       await new Promise((resolve) => setTimeout(resolve, 300));
-      expect(Object.keys(await pollUntil(tp, endpoint, token, 0))).to.deep.equal(before);
+      expectError(await poll(), 503, 'temporarily_unavailable', /disabled/);
+      expect((await tp.impersonation.ssf().stats()).subscriptions[`ssf:${id}`]?.pending ?? 0).to.equal(0);
     });
   });
 }
