@@ -532,7 +532,8 @@ describe('SSF push endpoints: no internal target', function () {
     const name = hostname().toLowerCase();
     try {
       const addresses = await lookup(name, { all: true });
-      return addresses.length && addresses.every(({ address }) => /^(127\.|10\.|172\.|192\.168\.|::1$|f[cd])/.test(address))
+      return addresses.length &&
+        addresses.every(({ address }) => /^(127\.|10\.|172\.|192\.168\.|::1$|f[cd])/.test(address))
         ? name
         : undefined;
     } catch {

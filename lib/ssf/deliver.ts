@@ -52,12 +52,7 @@ export function ssfDelivery(streams: StreamStore, options: ResolvedSsfOptions): 
       if (pushUrlProblem(new URL(stream.delivery.endpointUrl), options.allowedPushHosts)) {
         return { outcome: 'dead', reason: 'push_target_refused' };
       }
-      return push(
-        { ...http, lookup },
-        stream.delivery.endpointUrl,
-        stream.delivery.authorizationHeader,
-        entry.body,
-      );
+      return push({ ...http, lookup }, stream.delivery.endpointUrl, stream.delivery.authorizationHeader, entry.body);
     },
   };
 }
