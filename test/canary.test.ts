@@ -440,6 +440,29 @@ describe('canary: no token value or secret leaves its place', function () {
     const polledSets = Object.values(poll.body['sets'] as Record<string, string>);
     expect(polledSets.length, 'SETs were polled').to.be.above(0);
     for (const [at, set] of polledSets.entries()) canary.sink(`polled SET claims ${at}`, decodeJwt(set));
+    // A push endpoint refused (an internal address), with a credential: the refusal repeats neither.
+    const refused = canary.response(
+      'an internal push endpoint refused',
+      await http(tp, 'POST', STREAMS, ssfToken, {
+        delivery: {
+          method: PUSH,
+          endpoint_url: 'https://169.254.169.254/latest',
+          authorization_header: pushCredential,
+        },
+      }),
+    );
+    expect(refused.status).to.equal(400);
+    // A poll that cannot say "nothing": the stream paused, its queue acknowledged.
+    const streamId = pollEndpoint.slice(pollEndpoint.lastIndexOf('/') + 1);
+    await http(tp, 'POST', pollEndpoint, ssfToken, { ack: Object.keys(poll.body['sets'] as object), maxEvents: 0 });
+    await http(tp, 'POST', '/ssf/status', ssfToken, { stream_id: streamId, status: 'paused' });
+    const held = canary.response(
+      'poll of a paused stream',
+      await http(tp, 'POST', pollEndpoint, ssfToken, { returnImmediately: true }),
+    );
+    expect(held.status).to.equal(503);
+    await http(tp, 'POST', '/ssf/status', ssfToken, { stream_id: streamId, status: 'enabled' });
+    canary.sink('SSF dead letters', await tp.impersonation.ssf().deadLetters());
 
     expect(canary.sinks.length, 'events were collected').to.be.above(40);
     expect(canary.leaks()).to.deep.equal([]);
