@@ -217,6 +217,16 @@ export function tooManyRequests(description: string): ManagementError {
   return new ManagementError(429, 'too_many_requests', description);
 }
 
+/**
+ * 503 of an SSF poll: the stream's queue is empty, yet it cannot say that it
+ * holds every SET (some still wait in the outbox, or the stream is not
+ * enabled). A receiver that took the empty answer for "nothing was revoked"
+ * would honour a stopped session.
+ */
+export function streamBehind(description: string): ManagementError {
+  return new ManagementError(503, 'temporarily_unavailable', description);
+}
+
 /** Management API 503: a store or the audit trail cannot answer; nothing was written. */
 export function managementUnavailable(description: string, cause: unknown): ManagementError {
   return new ManagementError(503, 'temporarily_unavailable', description, { cause });

@@ -78,6 +78,7 @@ export { WEBHOOK_DROPPED } from './webhooks/notify.js';
 export { WEBHOOK_DEAD_LETTERED, WEBHOOK_GONE } from './webhooks/worker.js';
 export type { WebhookDelivery } from './webhooks/worker.js';
 export type {
+  ClaimBound,
   DeadLetter,
   LeasedEntry,
   NewOutboxEntry,
@@ -88,6 +89,7 @@ export type {
   SettledEntry,
 } from './outbox/contract.js';
 export type { ResolvedSsfOptions, SsfOptions } from './ssf/options.js';
+export type { PushAllowList } from './ssf/push-target.js';
 export { SSF_DROPPED } from './ssf/transmit.js';
 export { SSF_CONFIGURATION_PATH, SSF_SET_ERROR } from './ssf/routes.js';
 export {

@@ -22,7 +22,7 @@ import {
   WEBHOOK_GONE,
 } from '../lib/index.js';
 import { FIXTURE_CLIENTS } from '../fixtures/provider.js';
-import { PUSH, RECEIVERS, receiverToken, SSF_RECEIVER_CLIENTS, STREAMS } from './support/ssf.js';
+import { LOOPBACK_RECEIVERS, PUSH, RECEIVERS, receiverToken, SSF_RECEIVER_CLIENTS, STREAMS } from './support/ssf.js';
 import { startDemo, type Demo } from '../demo/demo.js';
 import type { MemoryAuditLog } from '../lib/index.js';
 import { DpopKey } from './support/dpop.js';
@@ -168,7 +168,7 @@ describe('canary: no token value or secret leaves its place', function () {
     tp = await startProvider({
       configuration: { clients: [...FIXTURE_CLIENTS, ...SSF_RECEIVER_CLIENTS] },
       plugin: {
-        ssf: { pollInterval: 20 },
+        ssf: { pollInterval: 20, pushAllowList: LOOPBACK_RECEIVERS },
         webhooks: {
           subscriptions: [
             {
@@ -479,6 +479,29 @@ describe('canary: no token value or secret leaves its place', function () {
     const polledSets = Object.values(poll.body['sets'] as Record<string, string>);
     expect(polledSets.length, 'SETs were polled').to.be.above(0);
     for (const [at, set] of polledSets.entries()) canary.sink(`polled SET claims ${at}`, decodeJwt(set));
+    // A push endpoint refused (an internal address), with a credential: the refusal repeats neither.
+    const refused = canary.response(
+      'an internal push endpoint refused',
+      await http(tp, 'POST', STREAMS, ssfToken, {
+        delivery: {
+          method: PUSH,
+          endpoint_url: 'https://169.254.169.254/latest',
+          authorization_header: pushCredential,
+        },
+      }),
+    );
+    expect(refused.status).to.equal(400);
+    // A poll that cannot say "nothing": the stream paused, its queue acknowledged.
+    const streamId = pollEndpoint.slice(pollEndpoint.lastIndexOf('/') + 1);
+    await http(tp, 'POST', pollEndpoint, ssfToken, { ack: Object.keys(poll.body['sets'] as object), maxEvents: 0 });
+    await http(tp, 'POST', '/ssf/status', ssfToken, { stream_id: streamId, status: 'paused' });
+    const held = canary.response(
+      'poll of a paused stream',
+      await http(tp, 'POST', pollEndpoint, ssfToken, { returnImmediately: true }),
+    );
+    expect(held.status).to.equal(503);
+    await http(tp, 'POST', '/ssf/status', ssfToken, { stream_id: streamId, status: 'enabled' });
+    canary.sink('SSF dead letters', await tp.impersonation.ssf().deadLetters());
 
     expect(canary.sinks.length, 'events were collected').to.be.above(40);
     expect(canary.leaks()).to.deep.equal([]);

@@ -2,12 +2,13 @@ import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { randomUUID } from 'node:crypto';
 import { expect } from 'chai';
-import { createLocalJWKSet, exportJWK, generateKeyPair, SignJWT, type JWK } from 'jose';
+import { createLocalJWKSet, exportJWK, generateKeyPair, SignJWT, type JWK, type JWTVerifyGetKey } from 'jose';
 import {
   createImpersonationVerifier,
   ImpersonationTokenError,
   type ImpersonationVerifier,
 } from '../lib/resource-server/index.js';
+import { SSF_SET_ERROR } from '../lib/index.js';
 import { ADAPTERS } from './support/adapters.js';
 import { ACCESS_TOKEN, exchange, subjectToken, userAccessToken, decodeJwt } from './support/http.js';
 import { adminToken, revokeSession } from './support/impersonations.js';
@@ -37,6 +38,17 @@ async function refusedWithin(verifier: ImpersonationVerifier, token: string, ms:
   while (!error && Date.now() < deadline) {
     error = await refusal(verifier, token);
     if (!error) await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  return error;
+}
+
+/** Verifies `token` until it is refused with `code`, or `ms` pass; resolves the last refusal. */
+async function refusedAs(verifier: ImpersonationVerifier, token: string, code: string, ms: number) {
+  const deadline = Date.now() + ms;
+  let error = await refusal(verifier, token);
+  while (error?.code !== code && Date.now() < deadline) {
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    error = await refusal(verifier, token);
   }
   return error;
 }
@@ -71,6 +83,33 @@ async function relayTo(target: string): Promise<{ url: string; cut: boolean; ser
   await new Promise<void>((resolve) => relay.server.listen(0, '127.0.0.1', resolve));
   relay.url = `http://127.0.0.1:${(relay.server.address() as AddressInfo).port}/poll`;
   return relay;
+}
+
+/** The issuer's JWKS behind a relay the test can cut, as an outage of the keys' endpoint would. */
+async function jwksRelay(target: string): Promise<{ url: string; cut: boolean; server: Server }> {
+  const relay = { url: '', cut: false, server: createServer() };
+  relay.server.on('request', (_request: IncomingMessage, response) => {
+    if (relay.cut) {
+      response.destroy();
+      return;
+    }
+    fetch(target).then(
+      async (upstream) => {
+        response.writeHead(upstream.status, { 'content-type': 'application/json' });
+        response.end(await upstream.text());
+      },
+      () => response.destroy(),
+    );
+  });
+  await new Promise<void>((resolve) => relay.server.listen(0, '127.0.0.1', resolve));
+  relay.url = `http://127.0.0.1:${(relay.server.address() as AddressInfo).port}/jwks`;
+  return relay;
+}
+
+async function until(condition: () => boolean, ms: number): Promise<boolean> {
+  const deadline = Date.now() + ms;
+  while (!condition() && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+  return condition();
 }
 
 for (const kind of ADAPTERS) {
@@ -152,6 +191,53 @@ for (const kind of ADAPTERS) {
       expect((await verifier.verify(token)).subject).to.equal('bob');
     });
 
+    it('keeps a SET it cannot verify while the keys are unavailable, failing closed, and honours the stop once they are back', async () => {
+      const keys = await jwksRelay(`${tp.issuer}/jwks`);
+      const own = await ssfRequest(tp, 'POST', STREAMS, await receiverToken(tp, RECEIVERS.second), {
+        delivery: { method: POLL },
+        events_requested: [SESSION_REVOKED],
+      });
+      const reported: unknown[] = [];
+      const onReport = (detail: unknown) => reported.push(detail);
+      (tp.provider as unknown as NodeJS.EventEmitter).on(SSF_SET_ERROR, onReport);
+      const keyless = createImpersonationVerifier({
+        issuer: tp.issuer,
+        audience: API,
+        jwks: keys.url,
+        ssf: {
+          endpoint: (own.body['delivery'] as { endpoint_url: string }).endpoint_url,
+          accessToken: () => receiverToken(tp, RECEIVERS.second),
+          audience: RECEIVERS.second.client_id,
+          clockSkew: 0,
+        },
+        refreshInterval: 100,
+        maxStaleness: 1000,
+      });
+      try {
+        await keyless.ready();
+        const token = await impersonation();
+        const session = decodeJwt(token)['impersonation_session'] as string;
+        keys.cut = true;
+        expect((await revokeSession(tp, await adminToken(tp), session)).status).to.equal(204);
+        // It holds the SET, unverified: stale at once, whatever its last read.
+        expect(await until(() => keyless.state.stale, 1500), 'stale while the SET is unverified').to.equal(true);
+        expect(await refusal(keyless, token)).to.be.instanceOf(ImpersonationTokenError);
+        await new Promise((resolve) => setTimeout(resolve, 300));
+        expect(keyless.state.stale).to.equal(true);
+        keys.cut = false;
+        const error = await refusedAs(keyless, token, 'session_revoked', 1500);
+        expect(error?.code, 'refused once the keys are back').to.equal('session_revoked');
+        expect(await until(() => !keyless.state.stale, 1000)).to.equal(true);
+        // Never reported as a SET it would not process: the transmitter would have forgotten it.
+        expect(reported).to.deep.equal([]);
+      } finally {
+        keyless.close();
+        (tp.provider as unknown as NodeJS.EventEmitter).off(SSF_SET_ERROR, onReport);
+        keys.server.closeAllConnections();
+        await new Promise((resolve) => keys.server.close(resolve));
+      }
+    });
+
     it('refuses impersonation tokens issued before it began polling: their revocation may be acknowledged already', async () => {
       const older = await impersonation();
       await new Promise((resolve) => setTimeout(resolve, 1100));
@@ -185,6 +271,11 @@ for (const kind of ADAPTERS) {
 async function thirdPartyTransmitter() {
   const { privateKey, publicKey } = await generateKeyPair('ES256');
   const jwk: JWK = { ...(await exportJWK(publicKey)), kid: 'third-party', alg: 'ES256', use: 'sig' };
+  // A key it signs with from `rotate()` on, published only by `publish()`.
+  const next = await generateKeyPair('ES256');
+  const nextJwk: JWK = { ...(await exportJWK(next.publicKey)), kid: 'third-party-next', alg: 'ES256', use: 'sig' };
+  const published: JWK[] = [jwk];
+  let signing = { key: privateKey, kid: 'third-party' };
   const state = {
     issuer: '',
     queue: new Map<string, string>(),
@@ -218,11 +309,17 @@ async function thirdPartyTransmitter() {
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   state.issuer = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   const sign = (claims: Record<string, unknown>, typ = 'secevent+jwt') =>
-    new SignJWT(claims).setProtectedHeader({ alg: 'ES256', kid: 'third-party', typ }).sign(privateKey);
+    new SignJWT(claims).setProtectedHeader({ alg: 'ES256', kid: signing.kid, typ }).sign(signing.key);
   return {
     state,
     server,
-    keys: createLocalJWKSet({ keys: [jwk] }),
+    keys: ((header, token) => createLocalJWKSet({ keys: published })(header, token)) as JWTVerifyGetKey,
+    rotate() {
+      signing = { key: next.privateKey, kid: 'third-party-next' };
+    },
+    publish() {
+      published.push(nextJwk);
+    },
     async queue(claims: Record<string, unknown>, typ?: string): Promise<string> {
       const jti = randomUUID();
       state.queue.set(jti, await sign({ iss: state.issuer, jti, iat: Math.floor(Date.now() / 1000), ...claims }, typ));
@@ -306,6 +403,54 @@ describe('resource-server helper fed by SETs another transmitter built with jose
         [refusedAudience]: { err: 'invalid_audience', description: 'the SET could not be verified' },
         [refusedType]: { err: 'invalid_request', description: 'the SET could not be verified' },
       });
+    } finally {
+      verifier.close();
+      transmitter.server.closeAllConnections();
+      await new Promise((resolve) => transmitter.server.close(resolve));
+    }
+  });
+
+  it('keeps a SET signed with a key not published yet, refusing impersonation tokens until it can verify it', async () => {
+    const transmitter = await thirdPartyTransmitter();
+    const verifier = createImpersonationVerifier({
+      issuer: transmitter.state.issuer,
+      audience: 'https://api.example.com',
+      jwks: transmitter.keys,
+      ssf: {
+        endpoint: `${transmitter.state.issuer}/poll`,
+        accessToken: 'third-party-token',
+        audience: 'resource-server',
+        clockSkew: 0,
+      },
+      refreshInterval: 100,
+      maxStaleness: 5000,
+    });
+    try {
+      await verifier.ready();
+      const [stopped, other] = await Promise.all(['imp_f', 'imp_g'].map((id) => transmitter.accessToken(id)));
+      transmitter.rotate();
+      const jti = await transmitter.queue({
+        aud: 'resource-server',
+        sub_id: { format: 'opaque', id: 'imp_f' },
+        events: { [SESSION_REVOKED]: { event_timestamp: Math.floor(Date.now() / 1000) } },
+      });
+      // The access tokens' key is known: they are refused for the revocation the helper cannot read yet.
+      expect(await until(() => verifier.state.stale, 1000)).to.equal(true);
+      for (const token of [stopped!, other!]) {
+        expect((await refusal(verifier, token))?.code).to.equal('revocations_unavailable');
+      }
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      expect(transmitter.state.errors).to.deep.equal({});
+      expect(transmitter.state.acknowledged).to.not.include(jti);
+      expect(transmitter.state.queue.has(jti)).to.equal(true);
+
+      transmitter.publish();
+      expect((await refusedAs(verifier, stopped!, 'session_revoked', 1000))?.code).to.equal('session_revoked');
+      expect((await verifier.verify(other!)).sessionId).to.equal('imp_g');
+      expect(verifier.state.stale).to.equal(false);
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      expect(transmitter.state.acknowledged).to.include(jti);
+      expect(transmitter.state.errors).to.deep.equal({});
     } finally {
       verifier.close();
       transmitter.server.closeAllConnections();

@@ -1,4 +1,6 @@
+import { lookup } from 'node:dns/promises';
 import { createServer, type Server } from 'node:http';
+import { hostname } from 'node:os';
 import type { AddressInfo } from 'node:net';
 import { expect } from 'chai';
 import Koa from 'koa';
@@ -371,21 +373,29 @@ for (const kind of ADAPTERS) {
       expect(Object.values(sets).map(sessionOf).sort()).to.deep.equal([...sessions].sort());
     });
 
-    it('holds SETs of a paused stream and delivers them once enabled; a disabled stream gets none', async () => {
+    it('holds SETs of a paused stream and delivers them once enabled; a disabled stream gets none; neither says "nothing" (503)', async () => {
       const tp = await provider();
       const token = await receiverToken(tp);
       const id = (await ssfRequest(tp, 'POST', STREAMS, token, {})).body['stream_id'] as string;
       const endpoint = `${tp.base}/ssf/poll/${id}`;
+      const poll = (body: Record<string, unknown> = {}) =>
+        ssfRequest(tp, 'POST', `/ssf/poll/${id}`, token, { returnImmediately: true, ...body });
       await ssfRequest(tp, 'POST', '/ssf/status', token, { stream_id: id, status: 'paused' });
       await stopOneSession(tp);
-      expect(await pollUntil(tp, endpoint, token, 300)).to.deep.equal({});
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      // Its queue is empty, yet a stop is held for it: an empty answer would say nothing was revoked.
+      const paused = await poll();
+      expectError(paused, 503, 'temporarily_unavailable', /paused/);
+      expect(paused.headers.get('retry-after')).to.equal('1');
       await ssfRequest(tp, 'POST', '/ssf/status', token, { stream_id: id, status: 'enabled' });
-      expect(Object.keys(await pollUntil(tp, endpoint, token, 2000))).to.have.length(1);
+      const sets = await pollUntil(tp, endpoint, token, 2000);
+      expect(Object.keys(sets)).to.have.length(1);
+      expect((await poll({ ack: Object.keys(sets) })).body).to.deep.equal({ sets: {}, moreAvailable: false });
       await ssfRequest(tp, 'POST', '/ssf/status', token, { stream_id: id, status: 'disabled' });
-      const before = Object.keys(await pollUntil(tp, endpoint, token, 0));
       await stopOneSession(tp);
       await new Promise((resolve) => setTimeout(resolve, 300));
-      expect(Object.keys(await pollUntil(tp, endpoint, token, 0))).to.deep.equal(before);
+      expectError(await poll(), 503, 'temporarily_unavailable', /disabled/);
+      expect((await tp.impersonation.ssf().stats()).subscriptions[`ssf:${id}`]?.pending ?? 0).to.equal(0);
     });
   });
 }
@@ -403,6 +413,10 @@ describe('SSF transmitter: options and mounting', function () {
       [{ maxStreams: 0 }, /ssf\.maxStreams.*integer from 1/],
       [{ maxStreams: 2, maxStreamsPerReceiver: 3 }, /ssf\.maxStreamsPerReceiver.*must not exceed/],
       [{ baseUrl: 'https://user:hunter2@id.example.com' }, /ssf\.baseUrl/],
+      [{ pushAllowList: 'localhost' }, /ssf\.pushAllowList.*host names, IP addresses and CIDR ranges/],
+      [{ pushAllowList: ['hunter2 and more'] }, /ssf\.pushAllowList/],
+      [{ pushAllowList: ['10.0.0.0/33'] }, /ssf\.pushAllowList/],
+      [{ pushAllowList: ['10.0.0.0/8/8'] }, /ssf\.pushAllowList/],
     ];
     for (const [ssf, message] of cases) {
       expect(() => createImpersonation({ managementResource: MANAGEMENT, ssf }), JSON.stringify(ssf))
@@ -496,6 +510,156 @@ describe('SSF transmitter: options and mounting', function () {
       server.closeAllConnections();
       await new Promise((resolve) => server.close(resolve));
       await tp.close();
+    }
+  });
+});
+
+describe('SSF push endpoints: no internal target', function () {
+  this.timeout(60_000);
+  const open: { close(): Promise<void> }[] = [];
+  afterEach(async () => {
+    await Promise.all(open.splice(0).map((thing) => thing.close()));
+  });
+  const memory = ADAPTERS.find((kind) => kind.id === 'memory')!;
+
+  async function stopOneSession(tp: TestProvider): Promise<void> {
+    const started = await impersonate(tp, { actorToken: await userAccessToken(tp, 'alice'), subject: SUBJECT });
+    expect((await revokeSession(tp, await adminToken(tp), started.session)).status).to.equal(204);
+  }
+
+  /** The machine's own name, when it resolves to an internal address (as in a container, or /etc/hosts). */
+  async function internalName(): Promise<string | undefined> {
+    const name = hostname().toLowerCase();
+    try {
+      const addresses = await lookup(name, { all: true });
+      return addresses.length &&
+        addresses.every(({ address }) => /^(127\.|10\.|172\.|192\.168\.|::1$|f[cd])/.test(address))
+        ? name
+        : undefined;
+    } catch {
+      return undefined;
+    }
+  }
+
+  it('refuses a push endpoint on an internal address, in any of its forms, or over plain http (400), unless the allow-list names it', async () => {
+    const tp = await startSsfProvider(memory, { pushAllowList: [] });
+    open.push(tp);
+    const token = await receiverToken(tp);
+    const refused = [
+      'http://receiver.example/caep',
+      'https://127.0.0.1/caep',
+      'https://127.1.2.3:8443/caep',
+      'https://0x7f.1/caep',
+      'https://2130706433/caep',
+      'https://localhost:8443/caep',
+      'https://api.localhost/caep',
+      'https://[::1]/caep',
+      'https://[::]/caep',
+      'https://0.0.0.0/caep',
+      'https://[::ffff:127.0.0.1]/caep',
+      'https://[::ffff:169.254.169.254]/caep',
+      'https://169.254.169.254/latest/meta-data',
+      'https://10.1.2.3/caep',
+      'https://172.16.0.1/caep',
+      'https://192.168.1.1/caep',
+      'https://100.64.0.1/caep',
+      'https://[fe80::1]/caep',
+      'https://[fc00::1]/caep',
+      'https://[fd12:3456::1]/caep',
+      'https://[64:ff9b::a9fe:a9fe]/caep',
+      'https://[2002:a00:1::]/caep',
+      'https://224.0.0.1/caep',
+    ];
+    const name = await internalName();
+    if (name) refused.push(`https://${name}:8443/caep`);
+    const poll = (await ssfRequest(tp, 'POST', STREAMS, token, {})).body['stream_id'] as string;
+    for (const url of refused) {
+      const delivery = { method: PUSH, endpoint_url: url };
+      expectError(await ssfRequest(tp, 'POST', STREAMS, token, { delivery }), 400, 'invalid_request', /endpoint_url/);
+      expectError(
+        await ssfRequest(tp, 'PATCH', STREAMS, token, { stream_id: poll, delivery }),
+        400,
+        'invalid_request',
+        /endpoint_url/,
+      );
+    }
+    // Only the poll stream was written.
+    expect((await ssfRequest(tp, 'GET', STREAMS, token)).body).to.have.length(1);
+    // A public address; a name that does not resolve now (every delivery checks it again).
+    for (const url of ['https://93.184.215.14/caep', 'https://receiver.invalid/caep']) {
+      const created = await ssfRequest(tp, 'POST', STREAMS, token, { delivery: { method: PUSH, endpoint_url: url } });
+      expect(created.status, `${url}: ${JSON.stringify(created.body)}`).to.equal(201);
+    }
+
+    const allowing = await startSsfProvider(memory, { pushAllowList: ['127.0.0.0/8', 'localhost'] });
+    open.push(allowing);
+    const receiver = await receiverToken(allowing);
+    for (const url of ['http://127.0.0.1:9000/caep', 'https://127.5.5.5/caep', 'http://localhost:9000/caep']) {
+      const created = await ssfRequest(allowing, 'POST', STREAMS, receiver, {
+        delivery: { method: PUSH, endpoint_url: url },
+      });
+      expect(created.status, `${url}: ${JSON.stringify(created.body)}`).to.equal(201);
+    }
+    for (const url of ['http://10.0.0.1/caep', 'https://[::1]/caep', 'http://receiver.example/caep']) {
+      expectError(
+        await ssfRequest(allowing, 'POST', STREAMS, receiver, { delivery: { method: PUSH, endpoint_url: url } }),
+        400,
+        'invalid_request',
+        /endpoint_url/,
+      );
+    }
+  });
+
+  it('checks again at every delivery: what the allow-list no longer covers is dead-lettered, and a name resolving to an internal address is never connected to', async () => {
+    const name = await internalName();
+    const hooks = await startReceiver();
+    hooks.answer = () => ({ status: 202 });
+    open.push(hooks);
+    // A TLS port in name only: what matters is whether anything connects to it.
+    let connections = 0;
+    const listener = createServer();
+    listener.on('connection', (socket) => {
+      connections += 1;
+      socket.destroy();
+    });
+    await new Promise<void>((resolve) => listener.listen(0, '127.0.0.1', resolve));
+    open.push({ close: () => new Promise((resolve) => listener.close(() => resolve())) });
+    const port = (listener.address() as AddressInfo).port;
+
+    const Adapter = await memory.open();
+    // Where the streams were created: it allowed them, and delivers nothing.
+    const before = await startSsfProvider(
+      memory,
+      { pushAllowList: ['127.0.0.1', ...(name ? [name] : [])] },
+      { deliverOutbox: false },
+      Adapter,
+    );
+    open.push(before);
+    const token = await receiverToken(before);
+    const push = (url: string) =>
+      ssfRequest(before, 'POST', STREAMS, token, { delivery: { method: PUSH, endpoint_url: url } });
+    const loopback = (await push(hooks.url)).body['stream_id'] as string;
+    const named = name ? ((await push(`https://${name}:${port}/caep`)).body['stream_id'] as string) : undefined;
+    // The instance that delivers allows no internal host.
+    const now = await startSsfProvider(memory, { pushAllowList: [] }, {}, Adapter);
+    open.push(now);
+    await stopOneSession(now);
+
+    const deadline = Date.now() + 5000;
+    while (!(await now.impersonation.ssf().deadLetters()).some((letter) => letter.subscription === `ssf:${loopback}`)) {
+      expect(Date.now(), 'dead-lettered').to.be.below(deadline);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    const [letter] = (await now.impersonation.ssf().deadLetters()).filter(
+      (dead) => dead.subscription === `ssf:${loopback}`,
+    );
+    expect(letter!.reason).to.equal('push_target_refused');
+    expect(hooks.deliveries).to.deep.equal([]);
+    if (named) {
+      // Tried, and retried: never connected to, whatever the name resolved to when the stream was written.
+      await new Promise((resolve) => setTimeout(resolve, 1500));
+      expect(connections).to.equal(0);
+      expect((await now.impersonation.ssf().stats()).subscriptions[`ssf:${named}`]?.pending).to.equal(1);
     }
   });
 });

@@ -359,7 +359,8 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
     streamIndex: `"${table}_outbox_stream"`,
     // (subscription, seq): an append reads a subscription's oldest waiting entry from it.
     subscriptionIndex: `"${table}_outbox_subscription_seq"`,
-    readyIndex: `"${table}_outbox_ready"`,
+    // By subscription and due time; an outbox made before it kept "<table>_outbox_ready", which nothing reads.
+    readyIndex: `"${table}_outbox_ready_by_subscription"`,
     deadIndex: `"${table}_outbox_dead"`,
   };
   let outboxMigrating: Promise<void> | undefined;

@@ -198,7 +198,7 @@ return 0`;
  * One exchange's commit: unless a guard has ended, consumes KEYS[1] and, only
  * then, writes the entry KEYS[2], adds it to the sorted indexes that follow
  * and appends the outbox entries; the guard keys come after the indexes, the
- * outbox's ten keys last (when there are entries). Every key carries the
+ * outbox's keys last (when there are entries). Every key carries the
  * plugin's hash tag, so it runs unchanged on Redis Cluster. ARGV: the number
  * of indexes and of guards, now (seconds), the entry's JSON, its TTL (ms),
  * the index member, its expiry, now (ms), the outbox's bound, then the
@@ -226,7 +226,7 @@ for i = 3, 2 + indexes do
 end
 local outbox = 3 + indexes + guards
 if #KEYS < outbox then return { 1 } end
-local dropped = outbox_append({ unpack(KEYS, outbox, outbox + 9) }, tonumber(ARGV[9]), tonumber(ARGV[8]), ARGV, 10)
+local dropped = outbox_append({ unpack(KEYS, outbox, #KEYS) }, tonumber(ARGV[9]), tonumber(ARGV[8]), ARGV, 10)
 return { 1, unpack(dropped) }`;
 
 /**

@@ -38,6 +38,17 @@ export function unavailable(problem: string, cause?: unknown): Error {
   return new Error(problem, cause === undefined ? undefined : { cause });
 }
 
+/**
+ * A push to an SSF receiver refused before it was sent: its host resolved to
+ * an address it may not reach. The message names the host the receiver chose,
+ * never the address.
+ */
+export function pushTargetRefused(host: string): Error {
+  return Object.assign(new Error(`the push endpoint's host ${host} resolves to an internal address`), {
+    code: 'ERR_PUSH_TARGET_REFUSED',
+  });
+}
+
 /** PostgreSQL refused or failed a statement; `code` is its SQLSTATE, which tells a refused value from an outage. */
 export function postgresFailed(operation: string, reason: string, code?: string): Error {
   const failure = new Error(`the PostgreSQL store failed (${operation}): ${reason}`);

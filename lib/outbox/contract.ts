@@ -54,6 +54,18 @@ export interface DeadLetter {
   reason: string;
 }
 
+/**
+ * How many entries of each subscription a claim may lease: a subscription has
+ * at most `each` out at once (leased and not settled), of which `out` says how
+ * many are out already. So that one receiver that never answers holds its own
+ * entries only, never the delivery of the others.
+ */
+export interface ClaimBound {
+  each: number;
+  /** Entries out per subscription; a subscription not named has none out. */
+  out: ReadonlyMap<string, number>;
+}
+
 export interface OutboxStats {
   /** Per subscription: entries waiting (leased ones included), dead letters kept, entries dropped at the bound. */
   subscriptions: Record<string, { pending: number; dead: number; dropped: number }>;
@@ -70,9 +82,13 @@ export interface OutboxStore {
   /**
    * Leases up to `limit` entries, each the first waiting entry of its stream,
    * due (`now` at or after its next attempt), and not leased to anyone (or
-   * whose lease ran out). Also drops dead letters older than `deadBefore`.
+   * whose lease ran out); with a `bound`, no more of a subscription than it
+   * leaves room for. On Redis and PostgreSQL its cost follows the entries it
+   * hands out and the subscriptions with entries waiting, not their backlogs:
+   * the entries of a subscription without room are not even read. Also drops
+   * dead letters older than `deadBefore`.
    */
-  claim(limit: number, leaseMs: number, now: number, deadBefore: number): Promise<LeasedEntry[]>;
+  claim(limit: number, leaseMs: number, now: number, deadBefore: number, bound?: ClaimBound): Promise<LeasedEntry[]>;
   /** Settles a leased entry; resolves `false`, changing nothing, when the lease is no longer the holder's. */
   settle(entry: LeasedEntry, settlement: Settlement, now: number): Promise<boolean>;
   /**
@@ -84,6 +100,11 @@ export interface OutboxStore {
    */
   settleAll?(settlements: readonly SettledEntry[], now: number): Promise<boolean[]>;
   stats(): Promise<OutboxStats>;
+  /**
+   * Whether any entry of the subscription is waiting (a leased one included).
+   * Optional: without it `stats()` answers (see `waitsFor`).
+   */
+  waits?(subscription: string): Promise<boolean>;
   /** Dead letters, latest first, at most `limit`. */
   deadLetters(limit: number): Promise<DeadLetter[]>;
 }
@@ -95,6 +116,12 @@ export interface OutboxCapable {
 
 export function hasOutbox(adapter: object): adapter is OutboxCapable {
   return typeof (adapter as Partial<OutboxCapable>).outbox === 'function';
+}
+
+/** Whether an entry of `subscription` waits in the outbox: what a poll checks before it says that it has nothing. */
+export async function waitsFor(outbox: OutboxStore, subscription: string): Promise<boolean> {
+  if (outbox.waits) return outbox.waits(subscription);
+  return ((await outbox.stats()).subscriptions[subscription]?.pending ?? 0) > 0;
 }
 
 /** The stream an entry belongs to; a subscription id never holds a newline (the options refuse it). */

@@ -71,13 +71,19 @@ export function createMemoryOutbox(): MemoryOutbox {
       return Promise.resolve(appendNow(entries, maxPending, now));
     },
 
-    claim(limit, leaseMs, now, deadBefore) {
+    claim(limit, leaseMs, now, deadBefore, bound) {
       for (const [id, letter] of dead) if (letter.deadAt < deadBefore) dead.delete(id);
       const claimed: LeasedEntry[] = [];
+      const out = new Map(bound?.out);
       for (const queue of streams.values()) {
         if (claimed.length >= limit) break;
         const head = queue[0];
         if (!head || head.nextAt > now || head.leaseUntil > now) continue;
+        if (bound) {
+          const already = out.get(head.subscription) ?? 0;
+          if (already >= bound.each) continue;
+          out.set(head.subscription, already + 1);
+        }
         head.lease = randomUUID();
         head.leaseUntil = now + leaseMs;
         head.attempts += 1;
@@ -111,6 +117,10 @@ export function createMemoryOutbox(): MemoryOutbox {
         });
       }
       return Promise.resolve(true);
+    },
+
+    waits(subscription) {
+      return Promise.resolve((pending.get(subscription) ?? 0) > 0);
     },
 
     stats() {

@@ -3,9 +3,12 @@
  * the adapter's.
  *
  * A claim reads only rows marked `ready` (their stream had nothing else
- * waiting when they were appended, or the entry before them was settled), in
- * the order they fall due, through a partial index: its cost follows the
- * entries it hands out, not the backlog. Each is checked to be the first
+ * waiting when they were appended, or the entry before them was settled),
+ * through a partial index by subscription and due time: it finds the
+ * subscriptions with ready rows one index probe each, and reads of each the
+ * rows that fall due first, up to its room; its cost follows the entries it
+ * hands out and the subscriptions, not the backlog (not even the backlog of
+ * a subscription that has no room). Each is checked to be the first
  * waiting row of its stream (two appends to an empty stream at once both mark
  * theirs ready) and locked with `FOR NO KEY UPDATE SKIP LOCKED`, so instances
  * claiming together take different rows; the UPDATE checks the lease again on
@@ -136,7 +139,8 @@ export function outboxDdl(tables: OutboxTables): string {
     ALTER TABLE ${tables.entries} ADD COLUMN IF NOT EXISTS ready boolean NOT NULL DEFAULT true;
     CREATE INDEX IF NOT EXISTS ${tables.streamIndex} ON ${tables.entries} (stream, seq) WHERE dead_at IS NULL;
     CREATE INDEX IF NOT EXISTS ${tables.subscriptionIndex} ON ${tables.entries} (subscription, seq) WHERE dead_at IS NULL;
-    CREATE INDEX IF NOT EXISTS ${tables.readyIndex} ON ${tables.entries} ((${DUE}), seq) WHERE ready AND dead_at IS NULL;
+    CREATE INDEX IF NOT EXISTS ${tables.readyIndex} ON ${tables.entries} (subscription, (${DUE}), seq)
+      WHERE ready AND dead_at IS NULL;
     CREATE INDEX IF NOT EXISTS ${tables.deadIndex} ON ${tables.entries} (dead_at) WHERE dead_at IS NOT NULL;
     CREATE TABLE IF NOT EXISTS ${tables.drops} (
       subscription text COLLATE "C" PRIMARY KEY,
@@ -163,9 +167,22 @@ export function createPostgresOutbox(
       return rows.map((row) => String(row['subscription']));
     },
 
-    async claim(limit, leaseMs, now, deadBefore) {
+    async claim(limit, leaseMs, now, deadBefore, bound) {
       await run(`DELETE FROM ${entries} WHERE dead_at < $1`, [deadBefore], 'outbox cleanup');
-      const { rows } = await run(claimStatement(entries), [now, limit, randomUUID(), leaseMs], 'outbox claim');
+      const out = [...(bound?.out ?? [])];
+      const { rows } = await run(
+        claimStatement(entries),
+        [
+          now,
+          limit,
+          randomUUID(),
+          leaseMs,
+          bound?.each ?? limit,
+          out.map(([subscription]) => subscription),
+          out.map(([, count]) => count),
+        ],
+        'outbox claim',
+      );
       return rows
         .map((row): LeasedEntry => ({
           id: String(row['id']),
@@ -295,6 +312,15 @@ export function createPostgresOutbox(
       return settlements.map(({ entry }) => held.has(seqOf(entry)));
     },
 
+    async waits(subscription) {
+      const { rows } = await run(
+        `SELECT 1 FROM ${entries} WHERE subscription = $1 AND dead_at IS NULL LIMIT 1`,
+        [subscription],
+        'outbox waits',
+      );
+      return rows.length > 0;
+    },
+
     async stats() {
       const [counts, dropped] = await Promise.all([
         run(
@@ -340,17 +366,38 @@ export function createPostgresOutbox(
 
 /**
  * A claim: $1 now, $2 how many at most, $3 the claim's name, $4 the lease in
- * ms. Exported for bench/outbox-claim.ts, which explains it over a backlog.
+ * ms, $5 how many entries of one subscription may be out at once, $6 and $7
+ * the subscriptions that have some out and how many. The subscriptions with
+ * ready rows are found by skipping through the index (one probe each); of
+ * each with room, its first due rows, up to its room; of those, the $2 that
+ * fell due first. Exported for bench/outbox-claim.ts, which explains it over
+ * a backlog.
  */
 export function claimStatement(entries: string): string {
-  return `WITH due AS (
-           SELECT e.seq FROM ${entries} e
-           WHERE e.ready AND e.dead_at IS NULL AND ${DUE} <= $1
-             AND NOT EXISTS (
-               SELECT 1 FROM ${entries} p WHERE p.stream = e.stream AND p.seq < e.seq AND p.dead_at IS NULL
-             )
-           ORDER BY ${DUE}, e.seq LIMIT $2
-           FOR NO KEY UPDATE OF e SKIP LOCKED
+  return `WITH RECURSIVE waiting AS (
+           (SELECT e.subscription FROM ${entries} e WHERE e.ready AND e.dead_at IS NULL
+            ORDER BY e.subscription LIMIT 1)
+           UNION ALL
+           SELECT (SELECT e.subscription FROM ${entries} e
+                   WHERE e.ready AND e.dead_at IS NULL AND e.subscription > w.subscription
+                   ORDER BY e.subscription LIMIT 1)
+           FROM waiting w WHERE w.subscription IS NOT NULL
+         ), room AS (
+           SELECT w.subscription, LEAST($2::bigint, $5::bigint - coalesce(o.out, 0)) AS room
+           FROM waiting w LEFT JOIN unnest($6::text[], $7::bigint[]) AS o(subscription, out)
+             ON o.subscription = w.subscription
+           WHERE w.subscription IS NOT NULL
+         ), due AS (
+           SELECT d.seq FROM room r CROSS JOIN LATERAL (
+             SELECT e.seq, ${DUE} AS at FROM ${entries} e
+             WHERE e.subscription = r.subscription AND e.ready AND e.dead_at IS NULL AND ${DUE} <= $1
+               AND NOT EXISTS (
+                 SELECT 1 FROM ${entries} p WHERE p.stream = e.stream AND p.seq < e.seq AND p.dead_at IS NULL
+               )
+             ORDER BY ${DUE}, e.seq LIMIT GREATEST(r.room, 0)
+             FOR NO KEY UPDATE OF e SKIP LOCKED
+           ) d
+           ORDER BY d.at, d.seq LIMIT $2
          )
          UPDATE ${entries} e SET lease = $3 || ':' || e.seq, lease_until = $1 + $4, attempts = e.attempts + 1
          FROM due WHERE e.seq = due.seq AND e.lease_until <= $1 AND e.dead_at IS NULL

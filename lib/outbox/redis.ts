@@ -9,6 +9,9 @@
  *   <tag>:seq       counter: the append order
  *   <tag>:queue     sorted set, all scores 0: `<stream>\0<seq, 16 digits>` (a stream's entries, in order, by ZRANGEBYLEX)
  *   <tag>:heads     sorted set: stream -> when its first entry may next be claimed (due time, or lease deadline)
+ *   <tag>:due       sorted set, all scores 0: `<subscription>\n<that time, 16 digits>\n<subject>` for every
+ *                   stream in heads (a subscription's streams by due time, by ZRANGEBYLEX), so that a claim
+ *                   reads each subscription's due streams up to its room, never past a backlog it has no room for
  *   <tag>:entries   hash: queue member -> entry JSON (opaque to the scripts)
  *   <tag>:attempts  hash: queue member -> deliveries attempted
  *   <tag>:leases    hash: queue member -> the lease's name
@@ -28,27 +31,58 @@ import {
   type OutboxStore,
 } from './contract.js';
 
-const KEY_NAMES = ['seq', 'queue', 'heads', 'entries', 'attempts', 'leases', 'pending', 'dropped', 'dead', 'reasons'];
+const KEY_NAMES = [
+  'seq',
+  'queue',
+  'heads',
+  'entries',
+  'attempts',
+  'leases',
+  'pending',
+  'dropped',
+  'dead',
+  'reasons',
+  'due',
+];
 
-// KEYS are always the ten above, in that order.
-const PRELUDE = `
-local seq, queue, heads, entries, attempts, leases, pending, dropped, dead, reasons =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
+/** `due`'s member for a stream whose first entry may next be claimed at `at`. */
+const DUE_MEMBER_LUA = `
+local function due_member(stream, at)
+  local cut = string.find(stream, '\\n', 1, true)
+  return string.sub(stream, 1, cut) .. string.format('%016d', at) .. string.sub(stream, cut)
+end
+`;
+
+// KEYS are always the eleven above, in that order.
+const PRELUDE = `${DUE_MEMBER_LUA}
+local seq, queue, heads, entries, attempts, leases, pending, dropped, dead, reasons, due =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11]
 local function first_of(stream)
   local member = redis.call('ZRANGEBYLEX', queue, '[' .. stream .. '\\0', '(' .. stream .. '\\1', 'LIMIT', 0, 1)
   return member[1]
 end
+-- When the stream's first entry may next be claimed, in heads and in due; nil: the stream has none.
+local function set_due(stream, at)
+  local before = redis.call('ZSCORE', heads, stream)
+  if before then redis.call('ZREM', due, due_member(stream, tonumber(before))) end
+  if at == nil then
+    redis.call('ZREM', heads, stream)
+  else
+    redis.call('ZADD', heads, at, stream)
+    redis.call('ZADD', due, 0, due_member(stream, tonumber(at)))
+  end
+end
 `;
 
 /**
- * Appends entries: `k` the ten keys, in KEY_NAMES' order; `args` from `from`
+ * Appends entries: `k` the eleven keys, in KEY_NAMES' order; `args` from `from`
  * on, per entry: subscription, stream, entry JSON. Returns the subscriptions
  * whose entry the bound dropped. A function, so that the exchange's commit
  * (lib/adapters/redis.ts) runs the same append in its own script.
  */
-export const OUTBOX_APPEND_LUA = `
+export const OUTBOX_APPEND_LUA = `${DUE_MEMBER_LUA}
 local function outbox_append(k, max, now, args, from)
-  local seq, queue, heads, entries, pending, dropped = k[1], k[2], k[3], k[4], k[7], k[8]
+  local seq, queue, heads, entries, pending, dropped, due = k[1], k[2], k[3], k[4], k[7], k[8], k[11]
   local refused = {}
   for i = from, #args, 3 do
     local subscription, stream = args[i], args[i + 1]
@@ -60,7 +94,7 @@ local function outbox_append(k, max, now, args, from)
       redis.call('ZADD', queue, 0, member)
       redis.call('HSET', entries, member, args[i + 2])
       redis.call('HINCRBY', pending, subscription, 1)
-      redis.call('ZADD', heads, 'NX', now, stream)
+      if redis.call('ZADD', heads, 'NX', now, stream) == 1 then redis.call('ZADD', due, 0, due_member(stream, now)) end
     end
   end
   return refused
@@ -71,25 +105,52 @@ const SCRIPTS = {
   // ARGV: maxPending, now, then per entry: subscription, stream, entry JSON.
   impersonationOutboxAppend: `${OUTBOX_APPEND_LUA}
 return outbox_append(KEYS, tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV, 3)`,
-  // ARGV: now, limit, leaseMs, lease prefix, deadBefore.
+  // ARGV: now, limit, leaseMs, lease prefix, deadBefore, room per subscription ('' for limit), then pairs of
+  // subscription and entries it has out.
   impersonationOutboxClaim: `${PRELUDE}
 local now, limit, leaseMs, prefix, deadBefore = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4], ARGV[5]
+local each = tonumber(ARGV[6]) or limit
+local out = {}
+for i = 7, #ARGV, 2 do out[ARGV[i]] = tonumber(ARGV[i + 1]) end
 for _, member in ipairs(redis.call('ZRANGEBYSCORE', dead, '-inf', '(' .. deadBefore)) do
   redis.call('HDEL', entries, member)
   redis.call('HDEL', reasons, member)
   redis.call('HDEL', attempts, member)
 end
 redis.call('ZREMRANGEBYSCORE', dead, '-inf', '(' .. deadBefore)
+-- An outbox an earlier version wrote has heads without due: due is written again from heads.
+if redis.call('ZCARD', due) ~= redis.call('ZCARD', heads) then
+  redis.call('DEL', due)
+  local all = redis.call('ZRANGE', heads, 0, -1, 'WITHSCORES')
+  for i = 1, #all, 2 do redis.call('ZADD', due, 0, due_member(all[i], tonumber(all[i + 1]))) end
+end
+-- Each subscription with entries waiting and room: its streams due by now, earliest first, up to its room.
+local until_now = string.format('%016d', now + 1)
+local candidates = {}
+local counts = redis.call('HGETALL', pending)
+for i = 1, #counts, 2 do
+  local subscription = counts[i]
+  local room = math.min(limit, each - (out[subscription] or 0))
+  if tonumber(counts[i + 1]) > 0 and room > 0 then
+    local from = subscription .. '\\n'
+    for _, member in ipairs(redis.call('ZRANGEBYLEX', due, '[' .. from, '(' .. from .. until_now, 'LIMIT', 0, room)) do
+      local at = string.sub(member, #from + 1, #from + 16)
+      candidates[#candidates + 1] = { at, from .. string.sub(member, #from + 18) }
+    end
+  end
+end
+table.sort(candidates, function(a, b) return a[1] < b[1] end)
 local claimed = {}
-for _, stream in ipairs(redis.call('ZRANGEBYSCORE', heads, '-inf', now, 'LIMIT', 0, limit)) do
+for i = 1, math.min(limit, #candidates) do
+  local stream = candidates[i][2]
   local member = first_of(stream)
   if member == nil then
-    redis.call('ZREM', heads, stream)
+    set_due(stream, nil)
   else
     local lease = prefix .. ':' .. member
     redis.call('HSET', leases, member, lease)
     local count = redis.call('HINCRBY', attempts, member, 1)
-    redis.call('ZADD', heads, now + leaseMs, stream)
+    set_due(stream, now + leaseMs)
     claimed[#claimed + 1] = { member, redis.call('HGET', entries, member), count, lease }
   end
 end
@@ -100,7 +161,7 @@ local member, lease, outcome, now, detail, subscription, stream = ARGV[1], ARGV[
 if redis.call('HGET', leases, member) ~= lease or first_of(stream) ~= member then return 0 end
 redis.call('HDEL', leases, member)
 if outcome == 'retry' then
-  redis.call('ZADD', heads, detail, stream)
+  set_due(stream, tonumber(detail))
   return 1
 end
 redis.call('ZREM', queue, member)
@@ -112,7 +173,7 @@ else
   redis.call('HDEL', entries, member)
   redis.call('HDEL', attempts, member)
 end
-if first_of(stream) == nil then redis.call('ZREM', heads, stream) else redis.call('ZADD', heads, now, stream) end
+if first_of(stream) == nil then set_due(stream, nil) else set_due(stream, tonumber(now)) end
 return 1`,
 };
 
@@ -160,6 +221,7 @@ export function createRedisOutbox(client: Redis | Cluster, prefix: string, ready
     string,
     string,
     string,
+    string,
   ];
   const redis = client as unknown as ScriptedClient;
   const memberOf = (entry: LeasedEntry): string => entry.lease.slice(entry.lease.indexOf(':') + 1);
@@ -170,9 +232,18 @@ export function createRedisOutbox(client: Redis | Cluster, prefix: string, ready
       return redis.impersonationOutboxAppend(...keys, maxPending, now, ...outboxAppendArgs(entries, now));
     },
 
-    async claim(limit, leaseMs, now, deadBefore) {
+    async claim(limit, leaseMs, now, deadBefore, bound) {
       await ready();
-      const replies = await redis.impersonationOutboxClaim(...keys, now, limit, leaseMs, randomUUID(), deadBefore);
+      const replies = await redis.impersonationOutboxClaim(
+        ...keys,
+        now,
+        limit,
+        leaseMs,
+        randomUUID(),
+        deadBefore,
+        bound?.each ?? '',
+        ...[...(bound?.out ?? [])].flat(),
+      );
       return replies.map(([, json, attempts, lease]) => {
         const stored = JSON.parse(json) as StoredEntry;
         return { ...stored, attempts: Number(attempts), lease, leaseUntil: now + leaseMs };
@@ -194,6 +265,11 @@ export function createRedisOutbox(client: Redis | Cluster, prefix: string, ready
         streamOf(entry),
       );
       return settled === 1;
+    },
+
+    async waits(subscription) {
+      await ready();
+      return Number(await client.hget(pendingKey, subscription)) > 0;
     },
 
     async stats() {

@@ -71,9 +71,11 @@ export interface ImpersonationVerifier {
   close(): void;
   /**
    * Sessions known revoked, when the last complete read of the feed began (ms since the epoch, 0 before
-   * the first), and how many reads failed in a row.
+   * the first), how many reads failed in a row, and whether impersonation tokens are refused right now
+   * for want of revocations known to be complete (`stale`: the last complete read began longer than
+   * `maxStaleness` ago, or an SSF SET could not be verified yet).
    */
-  readonly state: { revoked: number; refreshedAt: number; failures: number };
+  readonly state: { revoked: number; refreshedAt: number; failures: number; stale: boolean };
 }
 
 export function createImpersonationVerifier(options: ImpersonationVerifierOptions): ImpersonationVerifier {
@@ -130,6 +132,9 @@ export function createImpersonationVerifier(options: ImpersonationVerifierOption
     timer.unref();
   }
 
+  /** Whether what is known of the revocations may miss one: too old, or holding one it could not read. */
+  const stale = (): boolean => performance.now() - freshSince > maxStaleness || source.uncertain === true;
+
   const first = readFeed().finally(schedule);
   first.catch(() => {
     failures += 1;
@@ -153,7 +158,7 @@ export function createImpersonationVerifier(options: ImpersonationVerifierOption
         if (typeof sessionId !== 'string')
           throw tokenRefused('invalid_token', 'the impersonation session claim is malformed');
         // Checked against the read that last completed: one still in flight proves nothing yet.
-        if (performance.now() - freshSince > maxStaleness) {
+        if (stale()) {
           throw tokenRefused(
             'revocations_unavailable',
             'revocations of impersonation sessions cannot be read; retry shortly',
@@ -185,7 +190,7 @@ export function createImpersonationVerifier(options: ImpersonationVerifierOption
       closing.abort();
     },
     get state() {
-      return { revoked: source.size, refreshedAt, failures };
+      return { revoked: source.size, refreshedAt, failures, stale: stale() };
     },
   };
 }

@@ -16,6 +16,12 @@ export interface RevocationSource {
    * can (the feed is a snapshot of every revocation still in force).
    */
   readonly knowsSince?: number | undefined;
+  /**
+   * True while the source holds a revocation it could not read yet (an SSF
+   * SET it could not verify for a reason that may pass): impersonation tokens
+   * are refused, however recent the last complete read, until it can.
+   */
+  readonly uncertain?: boolean | undefined;
 }
 
 /** A page request with the verifier's bounds: the whole read's deadline, one request's timeout, closing. */

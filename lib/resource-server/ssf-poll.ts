@@ -31,8 +31,14 @@ const MAX_EVENTS = 100;
  * stream, verifying each SET (the issuer's keys, `typ` secevent+jwt, issuer,
  * audience) and acknowledging it in the next request, and remembers each
  * session named by a CAEP session-revoked event's `sub_id` (a complex
- * subject's `session`, or an opaque subject). A SET that fails verification is
- * reported back in `setErrs` and revokes nothing.
+ * subject's `session`, or an opaque subject). A SET that fails verification
+ * for good (its signature, issuer, audience or type, or its form) is reported
+ * back in `setErrs` and revokes nothing. One that could not be verified for a
+ * reason that may pass (the keys unavailable, a key id not known yet, the
+ * network) is neither acknowledged nor reported (RFC 8936 2.4: `setErrs` is
+ * for SETs the receiver will never process): it comes again at the next poll,
+ * and until it is verified the source is `uncertain`, so that impersonation
+ * tokens are refused rather than honoured past a revocation it could not read.
  *
  * An acknowledged SET is gone from the transmitter: what a restarted process
  * knew is lost. So impersonation tokens issued before the first read began are
@@ -52,12 +58,15 @@ export function ssfPollSource(
   let knowsSince: number | undefined;
   let pendingAck: string[] = [];
   let pendingErrors: Record<string, { err: string; description: string }> = {};
+  /** A SET of the last page could not be verified yet: what it revokes is unknown. */
+  let uncertain = false;
 
   async function token(): Promise<string> {
     return typeof options.accessToken === 'function' ? options.accessToken() : options.accessToken;
   }
 
-  async function take(jti: string, jwt: string): Promise<void> {
+  /** Takes a SET in; resolves `false` when it could not be verified for now (it stays unacknowledged). */
+  async function take(jti: string, jwt: string): Promise<boolean> {
     let payload: Record<string, unknown>;
     try {
       ({ payload } = await jwtVerify(jwt, trust.keys, {
@@ -66,13 +75,16 @@ export function ssfPollSource(
         typ: SET_TYPE,
       }));
     } catch (error) {
-      pendingErrors[jti] = { err: setErrorOf(error), description: 'the SET could not be verified' };
-      return;
+      const err = permanentSetError(error);
+      if (err === undefined) return false;
+      pendingErrors[jti] = { err, description: 'the SET could not be verified' };
+      return true;
     }
     const events = payload['events'] as Record<string, unknown> | undefined;
     const sessionId = events?.[SESSION_REVOKED_EVENT] ? sessionOf(payload['sub_id']) : undefined;
     if (sessionId !== undefined) revoked.set(sessionId, Date.now() + retentionMs);
     pendingAck.push(jti);
+    return true;
   }
 
   return {
@@ -105,7 +117,11 @@ export function ssfPollSource(
         const sets = Object.entries(page.sets as Record<string, unknown>).filter(
           (entry): entry is [string, string] => typeof entry[1] === 'string',
         );
-        for (const [jti, jwt] of sets) await take(jti, jwt);
+        let unverified = 0;
+        for (const [jti, jwt] of sets) if (!(await take(jti, jwt))) unverified += 1;
+        uncertain = unverified > 0;
+        // It would come again on every page: the read ends here, and the next one tries it again.
+        if (uncertain) throw unavailable(`${unverified} SET(s) of the SSF stream could not be verified yet`);
         if (!sets.length && page.moreAvailable !== true) break;
       }
       const now = Date.now();
@@ -119,6 +135,9 @@ export function ssfPollSource(
     get knowsSince() {
       return knowsSince;
     },
+    get uncertain() {
+      return uncertain;
+    },
   };
 }
 
@@ -129,12 +148,29 @@ function sessionOf(subject: unknown): string | undefined {
   return simple?.format === 'opaque' && typeof simple.id === 'string' ? simple.id : undefined;
 }
 
-/** RFC 8935 2.3 error codes, as RFC 8936 `setErrs` reports them. */
-function setErrorOf(error: unknown): string {
-  const code = (error as { code?: unknown }).code;
-  if (code === 'ERR_JWS_SIGNATURE_VERIFICATION_FAILED' || code === 'ERR_JWKS_NO_MATCHING_KEY') return 'invalid_key';
-  const claim = (error as { claim?: unknown }).claim;
-  if (claim === 'iss') return 'invalid_issuer';
-  if (claim === 'aud') return 'invalid_audience';
-  return 'invalid_request';
+/**
+ * The RFC 8935 2.3 error code that RFC 8936 `setErrs` reports for a SET that
+ * will never verify: a bad signature by a key the issuer publishes, a claim or
+ * type that is not this stream's, a malformed token. Undefined for a failure
+ * that may pass (the keys could not be fetched, no published key has its key
+ * id yet, the network): such a SET is neither acknowledged nor reported.
+ */
+function permanentSetError(error: unknown): string | undefined {
+  const code = (error as { code?: unknown } | null)?.code;
+  if (code === 'ERR_JWS_SIGNATURE_VERIFICATION_FAILED') return 'invalid_key';
+  if (code === 'ERR_JWT_CLAIM_VALIDATION_FAILED') {
+    const claim = (error as { claim?: unknown }).claim;
+    return claim === 'iss' ? 'invalid_issuer' : claim === 'aud' ? 'invalid_audience' : 'invalid_request';
+  }
+  if (PERMANENT_FAILURES.has(code as string)) return 'invalid_request';
+  return undefined;
 }
+
+/** jose's errors for a token that is malformed or not acceptable as it is, whatever the keys. */
+const PERMANENT_FAILURES = new Set([
+  'ERR_JWS_INVALID',
+  'ERR_JWT_INVALID',
+  'ERR_JWT_EXPIRED',
+  'ERR_JOSE_ALG_NOT_ALLOWED',
+  'ERR_JOSE_NOT_SUPPORTED',
+]);

@@ -1,7 +1,9 @@
+import type { LookupFunction } from 'node:net';
 import type { LeasedEntry, Settlement } from '../outbox/contract.js';
 import type { DeliveryHttp, HttpAnswer, OtherDelivery } from '../webhooks/worker.js';
 import { SET_TYPE, POLL_METHOD } from './set.js';
 import type { ResolvedSsfOptions } from './options.js';
+import { guardedLookup, pushUrlProblem } from './push-target.js';
 import { SSF_SUBSCRIPTION_PREFIX } from './transmit.js';
 import type { StreamStore } from './store.js';
 
@@ -21,9 +23,14 @@ const SET_ERROR_CODES = new Set([
  * an `err` is the receiver refusing that SET for good) or moved into the
  * stream's poll queue (RFC 8936), where it waits for the receiver's poll and
  * acknowledgement. A paused stream holds its SETs in the outbox; a deleted or
- * disabled one dead-letters them.
+ * disabled one dead-letters them. A push URL is checked again at every
+ * delivery, against the allow-list in force and on the addresses its host
+ * resolves to then: one that may no longer be reached dead-letters the SET
+ * (`push_target_refused`); a host name that resolves to an internal address
+ * gets no answer, and the SET is retried.
  */
 export function ssfDelivery(streams: StreamStore, options: ResolvedSsfOptions): OtherDelivery {
+  const lookup = guardedLookup(options.allowedPushHosts);
   return {
     owns: (subscription) => subscription.startsWith(SSF_SUBSCRIPTION_PREFIX),
     async deliver(entry: LeasedEntry, http: DeliveryHttp): Promise<Settlement | HttpAnswer> {
@@ -42,13 +49,16 @@ export function ssfDelivery(streams: StreamStore, options: ResolvedSsfOptions): 
         // A full queue waits for the receiver to acknowledge, as a receiver that is down would.
         return queued ? { outcome: 'delivered' } : { status: 503 };
       }
-      return push(http, stream.delivery.endpointUrl, stream.delivery.authorizationHeader, entry.body);
+      if (pushUrlProblem(new URL(stream.delivery.endpointUrl), options.allowedPushHosts)) {
+        return { outcome: 'dead', reason: 'push_target_refused' };
+      }
+      return push({ ...http, lookup }, stream.delivery.endpointUrl, stream.delivery.authorizationHeader, entry.body);
     },
   };
 }
 
 async function push(
-  http: DeliveryHttp,
+  http: DeliveryHttp & { lookup: LookupFunction },
   url: string,
   authorization: string | undefined,
   jwt: string,

@@ -1,5 +1,6 @@
 import { badRequest } from '../errors.js';
 import type { JsonObject } from '../json.js';
+import { pushHostProblem, pushUrlProblem, type PushAllowList } from './push-target.js';
 import { POLL_METHOD, PUSH_METHOD } from './set.js';
 import type { StreamDelivery } from './store.js';
 
@@ -14,7 +15,6 @@ const MAX_EVENTS_REQUESTED = 32;
 const MAX_URI = 512;
 const MAX_DESCRIPTION = 256;
 const MAX_AUTHORIZATION = 2048;
-const LOOPBACK_HOSTS = new Set(['127.0.0.1', '[::1]', 'localhost']);
 
 /** The Transmitter-supplied properties a request may repeat, as long as they hold the values the stream has. */
 export const TRANSMITTER_SUPPLIED = [
@@ -33,8 +33,12 @@ export function readStreamId(value: unknown): string {
   return value;
 }
 
-/** The receiver-supplied properties of a body; every one present is checked, and none half-taken. */
-export function readReceiverSupplied(body: JsonObject): ReceiverSupplied {
+/**
+ * The receiver-supplied properties of a body; every one present is checked,
+ * and none half-taken. A push URL is checked as far as it tells by itself;
+ * `checkPushHost` then resolves its host name.
+ */
+export function readReceiverSupplied(body: JsonObject, allow: PushAllowList): ReceiverSupplied {
   const result: ReceiverSupplied = {};
   const events = body['events_requested'];
   if (events !== undefined) {
@@ -55,11 +59,18 @@ export function readReceiverSupplied(body: JsonObject): ReceiverSupplied {
     result.description = description;
   }
   const delivery = body['delivery'];
-  if (delivery !== undefined) result.delivery = readDelivery(delivery);
+  if (delivery !== undefined) result.delivery = readDelivery(delivery, allow);
   return result;
 }
 
-function readDelivery(delivery: unknown): StreamDelivery {
+/** Refuses a push URL whose host name resolves to an address the service may not push to. */
+export async function checkPushHost(supplied: ReceiverSupplied, allow: PushAllowList): Promise<void> {
+  if (supplied.delivery?.method !== PUSH_METHOD) return;
+  const problem = await pushHostProblem(new URL(supplied.delivery.endpointUrl), allow);
+  if (problem) throw badRequest(`delivery.endpoint_url ${problem}`);
+}
+
+function readDelivery(delivery: unknown, allow: PushAllowList): StreamDelivery {
   if (typeof delivery !== 'object' || delivery === null || Array.isArray(delivery)) {
     throw badRequest('delivery must be an object');
   }
@@ -72,17 +83,11 @@ function readDelivery(delivery: unknown): StreamDelivery {
   }
   if (method !== PUSH_METHOD) throw badRequest(`delivery.method must be ${PUSH_METHOD} or ${POLL_METHOD}`);
   const url = typeof endpoint === 'string' && endpoint.length <= MAX_URI ? URL.parse(endpoint) : null;
-  if (
-    !url ||
-    url.username ||
-    url.password ||
-    url.hash ||
-    !(url.protocol === 'https:' || (url.protocol === 'http:' && LOOPBACK_HOSTS.has(url.hostname)))
-  ) {
-    throw badRequest(
-      'delivery.endpoint_url must be an https URL without credentials or fragment (http only on a loopback address)',
-    );
+  if (!url || url.username || url.password || url.hash || !/^https?:$/.test(url.protocol)) {
+    throw badRequest('delivery.endpoint_url must be an https URL without credentials or fragment');
   }
+  const problem = pushUrlProblem(url, allow);
+  if (problem) throw badRequest(`delivery.endpoint_url ${problem}`);
   if (authorization !== undefined) {
     if (
       typeof authorization !== 'string' ||

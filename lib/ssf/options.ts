@@ -1,5 +1,6 @@
 import { invalidOption } from '../errors/standalone.js';
 import { refuseUnknownOptions } from '../option-names.js';
+import { readPushAllowList, type PushAllowList } from './push-target.js';
 
 export interface SsfOptions {
   /**
@@ -38,6 +39,14 @@ export interface SsfOptions {
   timeout?: number | undefined;
   /** Milliseconds between looks at the outbox when it had nothing due (when no webhooks set it). Default 1,000. */
   pollInterval?: number | undefined;
+  /**
+   * Hosts a push endpoint may name although they are internal (loopback,
+   * private, link-local…), and over plain http: host names (`localhost`),
+   * IP addresses (`127.0.0.1`, `::1`) and CIDR ranges (`10.1.0.0/16`). By
+   * default none: a push endpoint is https on a public address. For a demo,
+   * tests, or receivers on a network of the deployment's own.
+   */
+  pushAllowList?: readonly string[] | undefined;
 }
 
 export interface ResolvedSsfOptions {
@@ -55,6 +64,8 @@ export interface ResolvedSsfOptions {
   maxAttempts: number;
   timeoutMs: number;
   pollIntervalMs: number;
+  /** `pushAllowList`, resolved. */
+  allowedPushHosts: PushAllowList;
 }
 
 const OPTION_NAMES = Object.keys({
@@ -71,7 +82,10 @@ const OPTION_NAMES = Object.keys({
   maxAttempts: true,
   timeout: true,
   pollInterval: true,
+  pushAllowList: true,
 } satisfies Record<keyof SsfOptions, true>);
+
+const MAX_ALLOWED_PUSH_HOSTS = 100;
 
 const SCOPE_TOKEN = /^[\x21\x23-\x5B\x5D-\x7E]+$/;
 const PATH = /^\/[A-Za-z0-9._~\-/]*[A-Za-z0-9._~-]$/;
@@ -99,6 +113,15 @@ export function resolveSsfOptions(input: SsfOptions, taken: { scopes: string[]; 
     }
     baseUrl = url.href.replace(/\/$/, '');
   }
+  const allowed = input.pushAllowList ?? [];
+  const pushAllowList =
+    Array.isArray(allowed) && allowed.length <= MAX_ALLOWED_PUSH_HOSTS ? readPushAllowList(allowed) : undefined;
+  if (!pushAllowList) {
+    fail(
+      'ssf.pushAllowList',
+      `must be an array of at most ${MAX_ALLOWED_PUSH_HOSTS} host names, IP addresses and CIDR ranges`,
+    );
+  }
   const maxStreams = whole('ssf.maxStreams', input.maxStreams, 100, 10_000);
   const maxStreamsPerReceiver = whole('ssf.maxStreamsPerReceiver', input.maxStreamsPerReceiver, 5, 1000);
   if (maxStreamsPerReceiver > maxStreams) fail('ssf.maxStreamsPerReceiver', 'must not exceed "ssf.maxStreams"');
@@ -116,6 +139,7 @@ export function resolveSsfOptions(input: SsfOptions, taken: { scopes: string[]; 
     maxAttempts: whole('ssf.maxAttempts', input.maxAttempts, 15, 100),
     timeoutMs: whole('ssf.timeout', input.timeout, 10_000, 120_000),
     pollIntervalMs: whole('ssf.pollInterval', input.pollInterval, 1000, 60_000),
+    allowedPushHosts: pushAllowList,
   });
 }
 

@@ -1,12 +1,14 @@
 import { randomBytes } from 'node:crypto';
 import type Router from '@koa/router';
 import type Koa from 'koa';
-import { badRequest, notFound, tooManyRequests, tooManyStreams } from '../errors.js';
+import { badRequest, notFound, streamBehind, tooManyRequests, tooManyStreams } from '../errors.js';
 import type { JsonObject } from '../json.js';
 import { readJsonObject } from '../management/body.js';
 import { authorize, storeCall, type Authenticate } from '../management/http.js';
+import { waitsFor } from '../outbox/contract.js';
 import { providerConfiguration } from '../provider-internals.js';
 import {
+  checkPushHost,
   readPollRequest,
   readReceiverSupplied,
   readStreamId,
@@ -15,7 +17,7 @@ import {
 } from './input.js';
 import { CRITICAL_SUBJECT_MEMBERS, EVENTS_SUPPORTED, POLL_METHOD, PUSH_METHOD } from './set.js';
 import type { StreamRecord, StreamStatus } from './store.js';
-import { transmitVerification, type Transmitter } from './transmit.js';
+import { streamSubscription, transmitVerification, type Transmitter } from './transmit.js';
 
 /** Where SSF 1.0 7.2 puts the transmitter configuration metadata, under the issuer. */
 export const SSF_CONFIGURATION_PATH = '/.well-known/ssf-configuration';
@@ -28,6 +30,8 @@ const STATUSES = new Set<StreamStatus>(['enabled', 'paused', 'disabled']);
 const MAX_REASON = 256;
 /** How often a long poll looks at its queue again. */
 const LONG_POLL_STEP_MS = 100;
+/** How long a poll whose queue is empty waits for SETs still in the outbox before it says 503 rather than "nothing". */
+const SETS_ON_THEIR_WAY_MS = 1000;
 
 /** The paths the SSF routes answer, for the Management API's error rendering. */
 export function ssfPaths(transmitter: Transmitter): string[] {
@@ -112,7 +116,8 @@ export function ssfRoutes(router: Router, transmitter: Transmitter, authenticate
     const receiver = await receiverOf(ctx);
     const body = await readJsonObject(ctx, MAX_BODY);
     if (body['stream_id'] !== undefined) throw badRequest('stream_id is set by the transmitter');
-    const supplied = readReceiverSupplied(body);
+    const supplied = readReceiverSupplied(body, options.allowedPushHosts);
+    await checkPushHost(supplied, options.allowedPushHosts);
     const counted = await storeCall(() => streams.count(receiver, options.maxStreams));
     if (counted.receiver >= options.maxStreamsPerReceiver) throw receiverFull();
     if (counted.all >= options.maxStreams) throw transmitterFull();
@@ -155,7 +160,8 @@ export function ssfRoutes(router: Router, transmitter: Transmitter, authenticate
     const body = await readJsonObject(ctx, MAX_BODY);
     const stream = await ownStream(receiver, readStreamId(body['stream_id']));
     assertTransmitterSupplied(body, stream);
-    const supplied = readReceiverSupplied(body);
+    const supplied = readReceiverSupplied(body, options.allowedPushHosts);
+    await checkPushHost(supplied, options.allowedPushHosts);
     const next: StreamRecord = replace
       ? { ...withoutReceiverSupplied(stream), ...withDefaults(supplied) }
       : { ...stream, ...supplied };
@@ -234,15 +240,45 @@ export function ssfRoutes(router: Router, transmitter: Transmitter, authenticate
     }
     let page = { sets: new Map<string, string>(), more: false };
     if (request.maxEvents > 0) {
-      const until = Date.now() + (request.returnImmediately ? 0 : options.longPollTimeoutMs);
+      const arrived = Date.now();
+      const until = arrived + (request.returnImmediately ? 0 : options.longPollTimeoutMs);
+      const giveUp = Math.max(until, arrived + SETS_ON_THEIR_WAY_MS);
       for (;;) {
+        // The outbox first, then the queue: a SET moved between the two reads is in the queue's.
+        const behind = await storeCall(() => waitsFor(transmitter.outbox, streamSubscription(stream.id)));
         page = await storeCall(() => streams.queued(stream.id, request.maxEvents));
-        if (page.sets.size || Date.now() >= until || ctx.req.destroyed) break;
+        if (page.sets.size) break;
+        // An empty answer tells a receiver that nothing was revoked: it is given only when that is so.
+        if (stream.status !== 'enabled') throw notDelivered(ctx, stream.status);
+        const now = Date.now();
+        if (!behind && (now >= until || clientGone(ctx))) break;
+        if (now >= giveUp || clientGone(ctx)) {
+          ctx.set('Retry-After', '1');
+          throw streamBehind('SETs of this stream are still on their way to its queue; poll again shortly');
+        }
         await new Promise((resolve) => setTimeout(resolve, LONG_POLL_STEP_MS));
       }
     }
     ctx.body = { sets: Object.fromEntries(page.sets), moreAvailable: page.more };
   });
+}
+
+/**
+ * The poller hung up. Not `ctx.req.destroyed`: a request whose body was read
+ * is destroyed once it ended, and a long poll would then never wait.
+ */
+function clientGone(ctx: Koa.Context): boolean {
+  return ctx.req.socket.destroyed;
+}
+
+/** The 503 of a poll that found nothing on a stream that is not enabled: its SETs are held, or none is sent. */
+function notDelivered(ctx: Koa.Context, status: StreamStatus): Error {
+  ctx.set('Retry-After', '1');
+  return streamBehind(
+    status === 'paused'
+      ? 'this stream is paused: its SETs are held until it is enabled'
+      : 'this stream is disabled: no SET is sent to it',
+  );
 }
 
 function delivered(requested: readonly string[]): string[] {

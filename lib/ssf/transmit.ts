@@ -13,6 +13,11 @@ export const SSF_DROPPED = 'impersonation.ssf.dropped';
 /** Outbox subscriptions of SSF streams start with this; a webhook subscription id cannot hold `:`. */
 export const SSF_SUBSCRIPTION_PREFIX = 'ssf:';
 
+/** The outbox subscription of a stream's SETs. */
+export function streamSubscription(streamId: string): string {
+  return `${SSF_SUBSCRIPTION_PREFIX}${streamId}`;
+}
+
 export interface Transmitter {
   provider: Provider;
   outbox: OutboxStore;
@@ -95,7 +100,7 @@ async function append(
   const dropped = await transmitter.outbox.append(
     entries.map(({ stream, jti, jwt }) => ({
       id: jti,
-      subscription: `${SSF_SUBSCRIPTION_PREFIX}${stream.id}`,
+      subscription: streamSubscription(stream.id),
       subject,
       body: jwt,
     })),
@@ -103,7 +108,7 @@ async function append(
     Date.now(),
   );
   for (const subscription of dropped) {
-    const entry = entries.find(({ stream }) => `${SSF_SUBSCRIPTION_PREFIX}${stream.id}` === subscription);
+    const entry = entries.find(({ stream }) => streamSubscription(stream.id) === subscription);
     (transmitter.provider as unknown as NodeJS.EventEmitter).emit(
       SSF_DROPPED,
       Object.freeze({ stream: subscription.slice(SSF_SUBSCRIPTION_PREFIX.length), jti: entry?.jti }),

@@ -1,5 +1,6 @@
 import { Agent as HttpAgent, request as httpRequest, type ClientRequest, type IncomingMessage } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
+import type { LookupFunction } from 'node:net';
 
 /** A receiver's answer: its status (0 when none came), any Retry-After, and the first bytes of its body when asked for. */
 export interface PostAnswer {
@@ -14,6 +15,12 @@ export interface PostOptions {
   signal: AbortSignal;
   /** Bytes of the body to keep as `text` (the rest is never read); 0 drains it unread. */
   readBytes?: number | undefined;
+  /**
+   * How the host name is resolved, to refuse addresses the POST may not reach
+   * (an SSF receiver's push URL). Such POSTs have connections of their own:
+   * none reuses a connection made without the check.
+   */
+  lookup?: LookupFunction | undefined;
 }
 
 /**
@@ -39,11 +46,11 @@ const USER_AGENT = 'oidc-provider-impersonation';
 export function createPoster(): Poster {
   const settings = { keepAlive: true, maxFreeSockets: FREE_SOCKETS_PER_HOST, timeout: IDLE_SOCKET_MS };
   const agents = { http: new HttpAgent(settings), https: new HttpsAgent(settings) };
+  const checked = { http: new HttpAgent(settings), https: new HttpsAgent(settings) };
   return {
-    post: (url, headers, body, options) => postOnce(agents, url, headers, body, options),
+    post: (url, headers, body, options) => postOnce(options.lookup ? checked : agents, url, headers, body, options),
     close() {
-      agents.http.destroy();
-      agents.https.destroy();
+      for (const agent of [agents.http, agents.https, checked.http, checked.https]) agent.destroy();
     },
   };
 }
@@ -58,7 +65,7 @@ function postOnce(
   url: string,
   headers: Readonly<Record<string, string>>,
   body: string,
-  { timeoutMs, signal, readBytes = 0 }: PostOptions,
+  { timeoutMs, signal, readBytes = 0, lookup }: PostOptions,
 ): Promise<PostAnswer> {
   return new Promise((resolve) => {
     const none: PostAnswer = { status: 0, retryAfter: null, text: '' };
@@ -84,6 +91,7 @@ function postOnce(
         {
           method: 'POST',
           agent: secure ? agents.https : agents.http,
+          ...(lookup ? { lookup } : {}),
           headers: { 'user-agent': USER_AGENT, ...headers, 'content-length': String(Buffer.byteLength(body)) },
         },
         (response: IncomingMessage) => {

@@ -19,6 +19,12 @@ export const WEBHOOK_GONE = 'impersonation.webhook.gone';
 
 /** Entries one look at the outbox leases at most. */
 const BATCH = 32;
+/**
+ * Deliveries to one subscription (a webhook, an SSF stream) under way at
+ * once: a receiver that never answers holds this many, each for the
+ * receiver's time at most, and nothing of the others'.
+ */
+export const IN_FLIGHT_PER_SUBSCRIPTION = 16;
 /** What a lease adds to the receiver's time: the settlement's round trip to the store. */
 const LEASE_MARGIN_MS = 5000;
 /** First retry delay; each attempt doubles it, up to `maxBackoff`. */
@@ -76,8 +82,12 @@ export function outboxView(outbox: OutboxStore): WebhookDelivery {
 /**
  * Delivers what the outbox holds: leases a batch, POSTs each entry signed,
  * settles it (delivered on 2xx, retried with capped exponential backoff and
- * jitter, or Retry-After, dead-lettered past the attempts or the age). Its
- * timers never keep a process alive.
+ * jitter, or Retry-After, dead-lettered past the attempts or the age). Each
+ * delivery runs and is settled on its own, bounded by the receiver's time,
+ * and a subscription has at most IN_FLIGHT_PER_SUBSCRIPTION under way: a
+ * receiver that never answers delays its own entries only, never another
+ * subscription's, nor the next look at the outbox. Its timers never keep a
+ * process alive.
  */
 export function startDelivery(
   provider: Provider,
@@ -89,8 +99,8 @@ export function startDelivery(
   const gone = new Set<string>();
   const leaseMs = options.timeoutMs + LEASE_MARGIN_MS;
   const stopping = new AbortController();
-  // Every POST of a round listens to it; a round has at most BATCH of them.
-  setMaxListeners(2 * BATCH, stopping.signal);
+  // Every POST under way listens to it: as many as IN_FLIGHT_PER_SUBSCRIPTION per subscription.
+  setMaxListeners(0, stopping.signal);
   const poster = createPoster();
   const http: DeliveryHttp = { post: poster.post, signal: stopping.signal, timeoutMs: options.timeoutMs };
   let timer: NodeJS.Timeout | undefined;
@@ -98,6 +108,12 @@ export function startDelivery(
   let storeFailures = 0;
   /** Woken while a look was under way: the next one starts at once. */
   let wokenMeanwhile = false;
+  /** Deliveries under way, per subscription: what a claim must leave room for. */
+  const out = new Map<string, number>();
+  const underWay = new Set<Promise<void>>();
+  /** Deliveries done and not yet settled: settled together, in as few trips to the store as they allow. */
+  const done: SettledEntry[] = [];
+  let settling: Promise<void> | undefined;
 
   const report = (name: string, detail: object): void => {
     (provider as unknown as NodeJS.EventEmitter).emit(name, Object.freeze(detail));
@@ -106,19 +122,32 @@ export function startDelivery(
   function schedule(delay: number): void {
     if (stopping.signal.aborted) return;
     timer = setTimeout(() => {
-      running = round().finally(() => {
+      running = look().finally(() => {
         running = undefined;
       });
     }, delay);
     timer.unref();
   }
 
-  async function round(): Promise<void> {
+  function wake(): void {
+    if (stopping.signal.aborted) return;
+    if (running) {
+      wokenMeanwhile = true;
+      return;
+    }
+    clearTimeout(timer);
+    schedule(0);
+  }
+
+  async function look(): Promise<void> {
     wokenMeanwhile = false;
     let claimed: LeasedEntry[];
     const now = Date.now();
     try {
-      claimed = await outbox.claim(BATCH, leaseMs, now, now - options.deadLetterRetentionMs);
+      claimed = await outbox.claim(BATCH, leaseMs, now, now - options.deadLetterRetentionMs, {
+        each: IN_FLIGHT_PER_SUBSCRIPTION,
+        out,
+      });
       storeFailures = 0;
     } catch (error) {
       storeFailures += 1;
@@ -126,30 +155,42 @@ export function startDelivery(
       schedule(jitter(Math.min(STORE_BACKOFF_MS, options.pollIntervalMs * 2 ** storeFailures)));
       return;
     }
-    // Settled together once every delivery of the round is done, or at the receivers' time, whichever
-    // comes first (a slow store call of one must not keep the others' settlements past their leases);
-    // whatever finishes later is settled when the round ends.
-    const done: SettledEntry[] = [];
-    const all = Promise.all(
-      claimed.map(async (entry) => {
-        const outcome = await deliver(entry);
-        if (outcome) done.push(outcome);
-      }),
-    );
-    let flush: NodeJS.Timeout | undefined;
-    await Promise.race([
-      all,
-      new Promise<void>((resolve) => {
-        flush = setTimeout(resolve, options.timeoutMs);
-        flush.unref();
-      }),
-    ]);
-    clearTimeout(flush);
-    await settleAll(done.splice(0));
-    await all;
-    await settleAll(done.splice(0));
-    // A full batch means more may be due at once; otherwise the next look waits.
+    for (const entry of claimed) start(entry);
+    // A full batch means more may be due at once; otherwise the next look waits (or a settlement wakes it).
     schedule(claimed.length === BATCH || wokenMeanwhile ? 0 : jitter(options.pollIntervalMs));
+  }
+
+  /** Delivers an entry beside the others under way, and hands its settlement on. */
+  function start(entry: LeasedEntry): void {
+    out.set(entry.subscription, (out.get(entry.subscription) ?? 0) + 1);
+    const delivery = deliver(entry).then(
+      (outcome) => {
+        if (outcome) toSettle(outcome);
+      },
+      (error: unknown) => {
+        (provider as unknown as NodeJS.EventEmitter).emit('error', error);
+      },
+    );
+    underWay.add(delivery);
+    void delivery.finally(() => {
+      underWay.delete(delivery);
+      const left = (out.get(entry.subscription) ?? 1) - 1;
+      if (left > 0) out.set(entry.subscription, left);
+      else out.delete(entry.subscription);
+    });
+  }
+
+  function toSettle(outcome: SettledEntry): void {
+    done.push(outcome);
+    settling ??= settleDone();
+  }
+
+  /** Settles what is done, batch after batch while more comes; then looks again (a stream's next entry may be due). */
+  async function settleDone(): Promise<void> {
+    while (done.length) await settleAll(done.splice(0));
+    // Synchronously after the last check: a delivery done from now on starts a settlement of its own.
+    settling = undefined;
+    wake();
   }
 
   /** Delivers an entry; undefined leaves it leased (its store failed, or the loop is stopping), to be delivered again. */
@@ -181,7 +222,7 @@ export function startDelivery(
     return { entry, settlement };
   }
 
-  /** Settles a round's deliveries, together where the store can (one transaction on PostgreSQL). */
+  /** Settles deliveries, together where the store can (one transaction on PostgreSQL). */
   async function settleAll(outcomes: readonly SettledEntry[]): Promise<void> {
     if (!outcomes.length) return;
     let held: boolean[];
@@ -230,21 +271,15 @@ export function startDelivery(
   const view = outboxView(outbox);
 
   return {
-    wake() {
-      if (stopping.signal.aborted) return;
-      if (running) {
-        wokenMeanwhile = true;
-        return;
-      }
-      clearTimeout(timer);
-      schedule(0);
-    },
+    wake,
     stats: view.stats,
     deadLetters: view.deadLetters,
     async stop() {
       stopping.abort();
       clearTimeout(timer);
       await running;
+      await Promise.all(underWay);
+      await settling;
       poster.close();
     },
   };

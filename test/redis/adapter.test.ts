@@ -3,6 +3,8 @@ import { Redis } from 'ioredis';
 import { createRedisAdapter, REDIS_CLIENT_OPTIONS, type RedisAdapterClass } from '../../lib/adapters/redis.js';
 import { assertRedisReachable, REDIS_URL, redisClient, redisTestAdapter, testPrefix } from '../support/adapter.js';
 import { redisAdapterContract } from './adapter-contract.js';
+import { hasOutbox } from '../../lib/outbox/contract.js';
+import { outboxKeys } from '../../lib/outbox/redis.js';
 
 describe('Redis adapter', () => {
   let client: Redis;
@@ -28,6 +30,22 @@ describe('Redis adapter', () => {
       return keys;
     },
   }));
+
+  it("hands out the entries of an outbox an earlier version wrote, before it kept each subscription's due streams", async () => {
+    const adapter = new Adapter('ImpersonationOutbox');
+    if (!hasOutbox(adapter)) throw new Error('the Redis adapter has no outbox');
+    const outbox = adapter.outbox();
+    const now = Date.now();
+    for (const subject of ['alice', 'bob']) {
+      await outbox.append([{ id: `e-${subject}`, subscription: 'crm', subject, body: '{}' }], 10, now);
+    }
+    // What an earlier version left: the same keys, without `due`.
+    await client.del(outboxKeys(prefix).at(-1)!);
+    const claimed = await outbox.claim(10, 30_000, now, 0, { each: 16, out: new Map() });
+    expect(claimed.map((entry) => entry.id).sort()).to.deep.equal(['e-alice', 'e-bob']);
+    for (const entry of claimed) expect(await outbox.settle(entry, { outcome: 'delivered' }, now)).to.equal(true);
+    expect(await outbox.claim(10, 30_000, now + 60_000, 0)).to.deep.equal([]);
+  });
 
   it('uses a client passed in and leaves it open', async () => {
     const own = new Redis(REDIS_URL, REDIS_CLIENT_OPTIONS);

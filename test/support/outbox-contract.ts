@@ -202,6 +202,45 @@ export function outboxContract(open: () => Promise<OutboxStore>): void {
     }
   });
 
+  it('leases no more of a subscription than its bound leaves room for, and the others still', async () => {
+    for (let i = 0; i < 6; i += 1) await outbox.append([entry(`slow-${i}`, `subject-${i}`, 'slow')], MAX, now);
+    await outbox.append([entry('fast-0', 'alice', 'fast')], MAX, now);
+    await outbox.append([entry('fast-1', 'bob', 'fast')], MAX, now);
+    const bound = (out: Record<string, number>) => ({ each: 3, out: new Map(Object.entries(out)) });
+    // 'slow' has one out already: two more of it, and every due entry of 'fast'.
+    const first = await outbox.claim(10, LEASE, now, 0, bound({ slow: 1 }));
+    const of = (claimed: readonly { subscription: string }[], subscription: string) =>
+      claimed.filter((leased) => leased.subscription === subscription).length;
+    expect(of(first, 'slow')).to.equal(2);
+    expect(of(first, 'fast')).to.equal(2);
+    // 'slow' at its bound: nothing of it, whatever it has waiting.
+    expect(await outbox.claim(10, LEASE, now, 0, bound({ slow: 3 }))).to.deep.equal([]);
+    await outbox.append([entry('fast-2', 'carol', 'fast')], MAX, now);
+    expect((await outbox.claim(10, LEASE, now, 0, bound({ slow: 3, fast: 2 }))).map((e) => e.id)).to.deep.equal([
+      'fast-2',
+    ]);
+    // Room again: the rest of 'slow', up to the bound, and never more than the limit.
+    expect(await outbox.claim(1, LEASE, now, 0, bound({}))).to.have.length(1);
+    expect(of(await outbox.claim(10, LEASE, now, 0, bound({})), 'slow')).to.equal(3);
+  });
+
+  it('says whether a subscription has an entry waiting, a leased one included', async () => {
+    const waits = (subscription: string) =>
+      outbox.waits
+        ? outbox.waits(subscription)
+        : outbox.stats().then((stats) => (stats.subscriptions[subscription]?.pending ?? 0) > 0);
+    expect(await waits('crm')).to.equal(false);
+    await outbox.append([entry('e1', 'alice'), entry('m1', 'alice', 'mail')], MAX, now);
+    expect(await waits('crm')).to.equal(true);
+    const claimed = await outbox.claim(10, LEASE, now, 0);
+    expect(await waits('crm')).to.equal(true);
+    const of = (subscription: string) => claimed.find((leased) => leased.subscription === subscription)!;
+    await outbox.settle(of('crm'), { outcome: 'delivered' }, now);
+    await outbox.settle(of('mail'), { outcome: 'dead', reason: 'attempts' }, now);
+    expect(await waits('crm')).to.equal(false);
+    expect(await waits('mail')).to.equal(false);
+  });
+
   it('retries no earlier than asked', async () => {
     await outbox.append([entry('e1', 'alice')], MAX, now);
     const [claimed] = await outbox.claim(10, LEASE, now, 0);

@@ -26,6 +26,9 @@ export const SSF_RECEIVER_CLIENTS: readonly ClientMetadata[] = Object.values(REC
   impersonation_management_scope: SSF_SCOPE,
 }));
 
+/** The receivers of the tests listen on loopback: the transmitter may push there (`pushAllowList`). */
+export const LOOPBACK_RECEIVERS = ['127.0.0.1'];
+
 /** The fixture provider with the SSF transmitter, and two receiver clients that may manage streams. */
 export function startSsfProvider(
   kind: AdapterKind,
@@ -35,7 +38,7 @@ export function startSsfProvider(
 ) {
   return startProvider(
     {
-      plugin: { ssf: { pollInterval: 50, timeout: 2000, ...ssf }, ...more },
+      plugin: { ssf: { pollInterval: 50, timeout: 2000, pushAllowList: LOOPBACK_RECEIVERS, ...ssf }, ...more },
       configuration: { clients: [...FIXTURE_CLIENTS, ...SSF_RECEIVER_CLIENTS] },
       ...(adapter ? { adapter } : {}),
     },

@@ -1,0 +1,177 @@
+/**
+ * Where a receiver may have the identity service push its SETs: a receiver
+ * chooses its push URL, and the service POSTs there with a header of the
+ * receiver's choosing, so an unchecked URL would let it reach what only the
+ * service can reach (its own ports, the cloud's metadata service, the private
+ * network). By default a push endpoint is https on a public address: loopback,
+ * private (RFC 1918, 100.64/10), link-local, unique-local, unspecified,
+ * multicast and reserved addresses are refused, in any of their IPv6 forms
+ * (IPv4-mapped, NAT64, 6to4), as literal hosts and as what a host name
+ * resolves to, both when the stream is written and at every delivery (the
+ * connection goes to the address that was checked: DNS rebinding cannot
+ * change it in between). `ssf.pushAllowList` names the hosts (names,
+ * addresses, ranges) that may be pushed to nevertheless, over plain http too.
+ */
+import { lookup as dnsLookup, promises as dns, type LookupAddress } from 'node:dns';
+import { BlockList, isIP, type LookupFunction } from 'node:net';
+import { pushTargetRefused, unavailable } from '../errors.js';
+
+/** `ssf.pushAllowList`, resolved: host names, and addresses and ranges. */
+export interface PushAllowList {
+  names: ReadonlySet<string>;
+  addresses: BlockList;
+}
+
+/** IPv4 ranges no receiver's push endpoint is in. */
+const INTERNAL_IPV4: ReadonlyArray<readonly [string, number]> = [
+  ['0.0.0.0', 8], // "this network", the unspecified address
+  ['10.0.0.0', 8],
+  ['100.64.0.0', 10], // carrier-grade NAT
+  ['127.0.0.0', 8],
+  ['169.254.0.0', 16], // link-local, where clouds serve instance metadata
+  ['172.16.0.0', 12],
+  ['192.0.0.0', 24],
+  ['192.168.0.0', 16],
+  ['198.18.0.0', 15],
+  ['224.0.0.0', 4], // multicast
+  ['240.0.0.0', 4], // reserved, and the broadcast address
+];
+
+const INTERNAL_IPV6: ReadonlyArray<readonly [string, number]> = [
+  ['::', 96], // unspecified, loopback, and the deprecated IPv4-compatible forms
+  ['fe80::', 10], // link-local
+  ['fec0::', 10], // site-local (deprecated)
+  ['fc00::', 7], // unique-local
+  ['ff00::', 8], // multicast
+  ['64:ff9b:1::', 48], // NAT64 for local use
+];
+
+/** The internal ranges; BlockList matches IPv4-mapped IPv6 addresses against the IPv4 ranges itself. */
+const INTERNAL = (() => {
+  const list = new BlockList();
+  for (const [address, prefix] of INTERNAL_IPV4) {
+    list.addSubnet(address, prefix, 'ipv4');
+    // An IPv4 address embedded in the well-known NAT64 prefix and in 6to4 reaches the same host.
+    list.addSubnet(`64:ff9b::${hexOf(address)}`, 96 + prefix, 'ipv6');
+    list.addSubnet(`2002:${hexOf(address)}::`, 16 + prefix, 'ipv6');
+  }
+  for (const [address, prefix] of INTERNAL_IPV6) list.addSubnet(address, prefix, 'ipv6');
+  return list;
+})();
+
+/** How long stream creation waits for a host name to resolve; past it the delivery's check is what holds. */
+const RESOLVE_TIMEOUT_MS = 2000;
+
+/** An IPv4 address as the two 16-bit groups of an IPv6 address. */
+function hexOf(ipv4: string): string {
+  const [a = 0, b = 0, c = 0, d = 0] = ipv4.split('.').map(Number);
+  return `${((a << 8) | b).toString(16)}:${((c << 8) | d).toString(16)}`;
+}
+
+/** A URL's host as checked: without IPv6 brackets nor a trailing dot. */
+function hostOf(hostname: string): string {
+  return hostname.replace(/^\[(.*)\]$/, '$1').replace(/\.$/, '');
+}
+
+function family(address: string): 'ipv4' | 'ipv6' {
+  return isIP(address) === 6 ? 'ipv6' : 'ipv4';
+}
+
+/** Whether the service may push to this address: a public one, or one the allow-list names. */
+function reachable(address: string, allow: PushAllowList): boolean {
+  if (!isIP(address)) return false;
+  return !INTERNAL.check(address, family(address)) || allow.addresses.check(address, family(address));
+}
+
+/** Whether a host (as the URL gives it) is on the allow-list: by name, or an address in a listed range. */
+function listed(host: string, allow: PushAllowList): boolean {
+  return allow.names.has(host) || (isIP(host) > 0 && allow.addresses.check(host, family(host)));
+}
+
+/**
+ * Why a push URL may not be used, as far as the URL itself tells (its scheme,
+ * a literal address, a name that is loopback by definition); undefined when
+ * nothing in it is refused. A host name's addresses are checked apart.
+ */
+export function pushUrlProblem(url: URL, allow: PushAllowList): string | undefined {
+  const host = hostOf(url.hostname);
+  if (listed(host, allow)) return undefined;
+  if (url.protocol !== 'https:') return 'must be https (plain http only to a host of ssf.pushAllowList)';
+  if (isIP(host) ? !reachable(host, allow) : host === 'localhost' || host.endsWith('.localhost')) {
+    return 'must not name a loopback, private, link-local or otherwise internal address';
+  }
+  return undefined;
+}
+
+/**
+ * Why a push URL's host name may not be used: it resolves (now) to an address
+ * the service may not reach. A name that does not resolve now is let through:
+ * every delivery checks again.
+ */
+export async function pushHostProblem(url: URL, allow: PushAllowList): Promise<string | undefined> {
+  const host = hostOf(url.hostname);
+  if (isIP(host) || listed(host, allow)) return undefined;
+  let addresses: LookupAddress[];
+  try {
+    addresses = await withTimeout(dns.lookup(host, { all: true }), RESOLVE_TIMEOUT_MS);
+  } catch {
+    return undefined;
+  }
+  return addresses.every(({ address }) => reachable(address, allow))
+    ? undefined
+    : 'must not have a host name that resolves to a loopback, private, link-local or otherwise internal address';
+}
+
+/**
+ * The `lookup` a push connects with: the host name is resolved once, and the
+ * connection is refused unless every address is one the service may reach,
+ * so that what is connected to is what was checked.
+ */
+export function guardedLookup(allow: PushAllowList): LookupFunction {
+  return (hostname, options, callback) => {
+    dnsLookup(hostname, { ...options, all: true }, (error, addresses) => {
+      if (error) {
+        callback(error, '');
+        return;
+      }
+      const host = hostOf(hostname);
+      if (!listed(host, allow) && !addresses.every(({ address }) => reachable(address, allow))) {
+        callback(pushTargetRefused(host), '');
+        return;
+      }
+      if (options.all) callback(null, addresses);
+      else callback(null, addresses[0]?.address ?? '', addresses[0]?.family);
+    });
+  };
+}
+
+/** `ssf.pushAllowList`'s entries, checked: host names, addresses and CIDR ranges; undefined when one is not. */
+export function readPushAllowList(entries: readonly unknown[]): PushAllowList | undefined {
+  const names = new Set<string>();
+  const addresses = new BlockList();
+  for (const entry of entries) {
+    if (typeof entry !== 'string') return undefined;
+    const [address = '', prefix, ...rest] = entry.split('/');
+    const bare = hostOf(address.toLowerCase());
+    if (rest.length) return undefined;
+    if (prefix !== undefined) {
+      const bits = Number(prefix);
+      const max = isIP(bare) === 6 ? 128 : 32;
+      if (!isIP(bare) || !/^\d{1,3}$/.test(prefix) || bits > max) return undefined;
+      addresses.addSubnet(bare, bits, family(bare));
+    } else if (isIP(bare)) addresses.addAddress(bare, family(bare));
+    else if (/^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$/.test(bare) && bare.length <= 253) {
+      names.add(bare);
+    } else return undefined;
+  }
+  return { names, addresses };
+}
+
+function withTimeout<T>(work: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_resolve, reject) => {
+    timer = setTimeout(() => reject(unavailable('the host name did not resolve in time')), ms);
+    timer.unref();
+  });
+  return Promise.race([work, late]).finally(() => clearTimeout(timer));
+}
