@@ -8,7 +8,10 @@
  * console keeps the request's id and asks `GET /api/impersonation-approval`
  * from time to time; the backend reads the request (only the engineer's own)
  * and, once the customer approved, asks for the subject token again, now
- * covered by the grant the approval made.
+ * covered by the grant the approval made. While a request of the engineer's
+ * waits, asking again answers with that request (the Management API keeps one
+ * per engineer and customer), and with what it asked: its ticket, not the new
+ * ask's, is the one the customer, the trail and the console see.
  */
 import type Router from '@koa/router';
 import type { Actor } from './actor.js';
@@ -125,15 +128,21 @@ function creationBody(request: ImpersonationRequest, actor: Actor, scope: readon
  * that the grant their approval made covers it.
  */
 function resumedBody(view: Record<string, unknown>, actor: Actor): Record<string, unknown> {
-  const context = view['context'] as Record<string, unknown> | undefined;
   const grant = view['grant'] as { scope?: unknown } | undefined;
+  const asked = askedOf(view);
+  const allowed = Array.isArray(grant?.scope) ? grant.scope.filter((name) => typeof name === 'string') : undefined;
+  return creationBody(asked, actor, allowed ?? SCOPES[asked.access]);
+}
+
+/** What an approval request asked, from the context creationBody() gave it. */
+function askedOf(view: Record<string, unknown>): ImpersonationRequest {
+  const context = view['context'] as Record<string, unknown> | undefined;
   const fields = [view['subject'], context?.['ticketId'], context?.['reason']];
   const access = context?.['access'];
   if (!fields.every((field) => typeof field === 'string') || (access !== 'read' && access !== 'edit'))
     throw new HttpError(502, 'bad_gateway', 'the approval request does not say what was asked');
-  const allowed = Array.isArray(grant?.scope) ? grant.scope.filter((name) => typeof name === 'string') : undefined;
   const [userId, ticketId, reason] = fields as [string, string, string];
-  return creationBody({ userId, ticketId, reason, access }, actor, allowed ?? SCOPES[access]);
+  return { userId, ticketId, reason, access };
 }
 
 function customerOf(deps: BackendDependencies, subject: unknown): { id: string; name: string } {
@@ -166,7 +175,8 @@ async function createSubjectToken(deps: BackendDependencies, creation: Record<st
       APPROVAL_REQUEST_ID.test(pending['id']) &&
       typeof pending['expiresAt'] === 'string'
     ) {
-      // The customer must approve: the console waits for their answer.
+      // The customer must approve: the console waits for their answer, to the request as it was
+      // asked (an earlier ask of the engineer's, when one still waits), and says so.
       return {
         status: 202,
         body: {
@@ -174,6 +184,7 @@ async function createSubjectToken(deps: BackendDependencies, creation: Record<st
             id: pending['id'],
             expiresAt: pending['expiresAt'],
             customer: customerOf(deps, pending['subject']),
+            asked: askedOf(pending),
           },
         },
       };

@@ -340,10 +340,18 @@ const SERVE_FROM_HOST =
   'app.use(impersonation.managementApi()) on a Koa app or app.use(impersonation.managementApiHandler()) on ' +
   'Express or Fastify';
 
-/** `install()`'s second argument: a plain object of known options, never a host app passed in its place. */
+/**
+ * `install()`'s second argument: a plain object of known options, never a host app passed in its
+ * place. An Express app is a function; a Koa app (or any instance of a class) is an object, whose
+ * own fields (`_events`, `proxy`, …) would otherwise be refused one by one as unknown options.
+ */
 function checkInstallOptions(installOptions: unknown): Required<InstallOptions> {
-  if (typeof installOptions !== 'object' || installOptions === null || Array.isArray(installOptions)) {
-    throw invalidArgument('impersonation.install', 'installOptions', `must be an object; ${SERVE_FROM_HOST}`);
+  if (!isPlainObject(installOptions)) {
+    throw invalidArgument(
+      'impersonation.install',
+      'installOptions',
+      `must be a plain object of install options, not an app; ${SERVE_FROM_HOST}`,
+    );
   }
   if ('app' in installOptions) {
     throw invalidOption('impersonation.install', 'app', `is gone: ${SERVE_FROM_HOST}`);
@@ -354,6 +362,13 @@ function checkInstallOptions(installOptions: unknown): Required<InstallOptions> 
     throw invalidOption('impersonation.install', 'mountManagementApi', 'must be true or false');
   }
   return { mountManagementApi };
+}
+
+/** An object literal (or made by Object.create(null)): not an array, a function, nor an instance of a class. */
+function isPlainObject(value: unknown): value is object {
+  if (typeof value !== 'object' || value === null) return false;
+  const prototype: unknown = Object.getPrototypeOf(value);
+  return prototype === Object.prototype || prototype === null;
 }
 
 const MOUNTED_TOO_EARLY =

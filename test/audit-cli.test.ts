@@ -7,7 +7,7 @@ import { expect } from 'chai';
 import pg from 'pg';
 import { createPostgresAuditLog } from '../lib/audit-postgres/index.js';
 import { EVENTS } from '../lib/index.js';
-import { runCli, runProcess, type CliRun } from './support/cli.js';
+import { runCli, runCliReadingFirstLine, runProcess, type CliRun } from './support/cli.js';
 import { DATABASE_URL, testSchema } from './support/postgres.js';
 import { eventFields } from './support/trail-rows.js';
 
@@ -353,6 +353,74 @@ describe('the command only reads: a verification or an export changes nothing, a
     await log.append(EVENTS.subjectTokenCreated, eventFields({ subject: 'bob' }));
     expect(await log.verify()).to.deep.equal({ ok: true, count: 1, checkpoints: 0 });
   });
+});
+
+describe('the command answers --help (-h) at the top level and for each subcommand, with its usage, exit 0', () => {
+  for (const [args, lead] of [
+    [
+      ['--help'],
+      /^usage:\n {2}oidc-provider-impersonation audit verify .*\n {2}.*\n.*\n {2}oidc-provider-impersonation audit export /,
+    ],
+    [['-h'], /^usage:\n {2}oidc-provider-impersonation audit verify /],
+    [['audit', '--help'], /^usage:\n {2}oidc-provider-impersonation audit verify /],
+    [
+      ['audit', 'verify', '--help'],
+      /^usage:\n {2}oidc-provider-impersonation audit verify [^]*--require-checkpoints N {2}/,
+    ],
+    [['audit', 'verify', '-h'], /^usage:\n {2}oidc-provider-impersonation audit verify /],
+    [['audit', 'verify', '--database-url', 'postgres://127.0.0.1:1/none', '--help'], /^usage:\n {2}[^]*audit verify /],
+    [
+      ['audit', 'export', '--help'],
+      /^usage:\n {2}oidc-provider-impersonation audit export [^]*--format jsonl\|csv {5}/,
+    ],
+    [['audit', 'export', '-h'], /^usage:\n {2}oidc-provider-impersonation audit export /],
+  ] as const) {
+    it(args.join(' '), async () => {
+      const run = await runCli([...args], { DATABASE_URL: '' });
+      expect(run, run.stderr).to.include({ code: 0, stderr: '' });
+      expect(run.stdout).to.match(lead);
+      const words: readonly string[] = args;
+      if (words.includes('verify')) expect(run.stdout).to.not.include('audit export');
+      if (words.includes('export')) expect(run.stdout).to.not.include('audit verify');
+    });
+  }
+
+  it('a usage error still goes to stderr, exit 2', async () => {
+    const run = await runCli(['audit', 'check']);
+    expect(run).to.include({ code: 2, stdout: '' });
+    expect(run.stderr).to.match(/^usage:\n/);
+  });
+});
+
+describe('the command, read by a reader that stops early (`audit export … | head -1`)', function () {
+  this.timeout(30_000);
+  let schema: string;
+
+  before(async () => {
+    schema = await testSchema();
+    const log = createPostgresAuditLog({ connectionString: DATABASE_URL, schema });
+    for (let batch = 0; batch < 6; batch += 1) {
+      await Promise.all(
+        Array.from({ length: 100 }, (_, i) =>
+          log.append(EVENTS.subjectTokenCreated, eventFields({ subject: `user-${batch}-${i}` })),
+        ),
+      );
+    }
+    await log.close();
+  });
+
+  for (const format of ['jsonl', 'csv']) {
+    it(`ends quietly once its standard output is closed: exit 0, no stack trace (${format})`, async () => {
+      const args = ['audit', 'export', '--database-url', DATABASE_URL, '--schema', schema, '--format', format];
+      // More than a pipe holds (64 KiB): the export is still writing when its reader goes.
+      const whole = await runCli(args);
+      expect(whole.code, whole.stderr).to.equal(0);
+      expect(whole.stdout.length).to.be.greaterThan(2 * 65_536);
+      const firstLine = whole.stdout.slice(0, whole.stdout.indexOf('\n') + 1);
+
+      expect(await runCliReadingFirstLine(args)).to.deep.equal({ code: 0, stdout: firstLine, stderr: '' });
+    });
+  }
 });
 
 describe('the command says which check failed, and counts as verified only rows before it', function () {

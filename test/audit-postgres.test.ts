@@ -1,4 +1,4 @@
-import { generateKeyPairSync } from 'node:crypto';
+import { generateKeyPairSync, randomUUID } from 'node:crypto';
 import { expect } from 'chai';
 import pg from 'pg';
 import {
@@ -268,6 +268,37 @@ describe('PostgreSQL audit log: an option given as undefined is the option not g
     );
     await pool.end();
     expect(rows.map(({ name }) => name)).to.deep.equal([TABLE, `${TABLE}_checkpoints`, `${TABLE}_head`]);
+  });
+});
+
+describe('PostgreSQL audit log: a "schema" that does not exist', function () {
+  this.timeout(30_000);
+
+  it('is refused with a message naming it and what to do, is never created, and works once created', async () => {
+    const schema = `test_absent_${randomUUID().replace(/-/g, '').slice(0, 12)}`;
+    const pool = new pg.Pool({ connectionString: DATABASE_URL, max: 2 });
+    const log = createPostgresAuditLog({ pool, schema });
+    const expected =
+      `createPostgresAuditLog: option "schema" names "${schema}", a schema this database does not have; ` +
+      `create it first (CREATE SCHEMA "${schema}"), or correct the option: the tables are created in it, the schema never is`;
+    const schemaExists = async () =>
+      (await pool.query('SELECT 1 FROM pg_namespace WHERE nspname = $1', [schema])).rowCount === 1;
+    try {
+      expect(await log.migrate().catch((error: unknown) => (error as Error).message)).to.equal(expected);
+      // The first append migrates: it fails the same way, and so writes nothing.
+      const appended = await log
+        .append(EVENTS.subjectTokenCreated, eventFields({ subject: 'bob' }))
+        .catch((error: unknown) => (error as Error).message);
+      expect(appended).to.equal(expected);
+      expect(await schemaExists()).to.equal(false);
+
+      await pool.query(`CREATE SCHEMA "${schema}"`);
+      await log.append(EVENTS.subjectTokenCreated, eventFields({ subject: 'bob' }));
+      expect(await log.verify()).to.deep.equal({ ok: true, count: 1, checkpoints: 0 });
+    } finally {
+      await pool.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+      await pool.end();
+    }
   });
 });
 

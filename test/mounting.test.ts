@@ -1,7 +1,12 @@
+import { readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { expect } from 'chai';
 import Koa from 'koa';
+import Provider, { type Configuration } from 'oidc-provider';
+import { FIXTURE_JWKS } from '../fixtures/keys.js';
+import { createImpersonation } from '../lib/index.js';
+import { RESOURCE_INDICATORS } from './support/keys.js';
 import { mountCallback, mountComposedNow, mounted as mountedWith, PREFIX, type Mount } from './support/mount.js';
 import {
   ACCESS_TOKEN,
@@ -254,3 +259,35 @@ function holdsOnThisHostWithApiAt(host: () => { tp: TestProvider }, api: () => T
     expect(refused.body).to.include({ error: 'insufficient_user_authentication', max_age: MAX_AGE, acr_values: ACR });
   });
 }
+
+describe("docs/adding-to-your-deployment.md's provider below a mount path", () => {
+  /** The section's first block, which builds the provider every host below it mounts. */
+  function sectionProvider(): string {
+    const page = readFileSync(new URL('../../docs/adding-to-your-deployment.md', import.meta.url), 'utf8');
+    const block = /^## Mounting the provider\n[\s\S]*?^```js\n([\s\S]*?)^```$/m.exec(page);
+    if (!block) throw new Error('the "Mounting the provider" section has no js block');
+    return block[1]!;
+  }
+
+  it('is built as written: the interactions.url it sets is in effect, and oidc-provider warns of no development interactions', () => {
+    // A reader's configuration, as oidc-provider defaults it: its development interactions on.
+    const configuration: Configuration = { jwks: FIXTURE_JWKS, features: { resourceIndicators: RESOURCE_INDICATORS } };
+    const impersonation = createImpersonation({ managementResource: MANAGEMENT });
+    const code = sectionProvider().replace(/^import Provider from 'oidc-provider';$/m, '');
+    // The docs' own code, run as a reader copies it.
+    const build = new Function('Provider', 'impersonation', 'configuration', `${code}\nreturn provider;`) as (
+      ...args: unknown[]
+    ) => Provider;
+    const warnings: string[] = [];
+    const warn = console.warn;
+    console.warn = (...args: unknown[]) => warnings.push(args.join(' '));
+    let provider: Provider;
+    try {
+      provider = build(Provider, impersonation, configuration);
+    } finally {
+      console.warn = warn;
+    }
+    expect(provider.issuer).to.equal('https://id.example.com/oidc');
+    expect(warnings.filter((warning) => /devInteractions|interactions\.url/.test(warning))).to.deep.equal([]);
+  });
+});

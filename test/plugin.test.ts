@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import express from 'express';
+import Koa from 'koa';
 import Provider from 'oidc-provider';
 import {
   createImpersonation,
@@ -9,6 +10,10 @@ import {
 } from '../lib/index.js';
 import { MINIMAL_CONFIGURATION, QUIET_CONFIGURATION as QUIET, RESOURCE_INDICATORS } from './support/keys.js';
 import { MANAGEMENT, startProvider } from './support/provider.js';
+
+/** What install() says of an app, or anything else that is no plain object of options, in their place. */
+const APP_IN_PLACE_OF_OPTIONS =
+  /^impersonation\.install: argument "installOptions" must be a plain object of install options, not an app; to serve the Management API from a host app, call install\(provider, \{ mountManagementApi: false \}\), then app\.use\(impersonation\.managementApi\(\)\) on a Koa app or app\.use\(impersonation\.managementApiHandler\(\)\) on Express or Fastify$/;
 
 describe('createImpersonation: options, configure() and install()', () => {
   describe('options are validated up front, naming the culprit', () => {
@@ -251,13 +256,30 @@ describe('createImpersonation: options, configure() and install()', () => {
         TypeError,
         /^impersonation\.install: option "app" is gone: .*install\(provider, \{ mountManagementApi: false \}\).*app\.use\(impersonation\.managementApiHandler\(\)\) on Express/,
       );
-      expect(() => impersonation.install(provider, app as never)).to.throw(
-        TypeError,
-        /^impersonation\.install: argument "installOptions" must be an object; .*mountManagementApi: false/,
-      );
+      expect(() => impersonation.install(provider, app as never)).to.throw(TypeError, APP_IN_PLACE_OF_OPTIONS);
       // Refused before anything changed: the right call still works.
       impersonation.install(provider, { mountManagementApi: false });
       expect(impersonation.managementApiHandler()).to.be.a('function');
+    });
+
+    it('refuses a Koa app, or any other object that is no plain object, in place of its options, with the same message', () => {
+      const impersonation = createImpersonation({ managementResource: MANAGEMENT });
+      const provider = new Provider('http://127.0.0.1:1', impersonation.configure(MINIMAL_CONFIGURATION));
+      for (const [name, notOptions] of [
+        ['a Koa app', new Koa()],
+        ['a Map', new Map([['mountManagementApi', false]])],
+        ['an array', []],
+        ['a string', 'mountManagementApi'],
+        ['null', null],
+      ] as const) {
+        expect(() => impersonation.install(provider, notOptions as never), name).to.throw(
+          TypeError,
+          APP_IN_PLACE_OF_OPTIONS,
+        );
+      }
+      // An object without a prototype is still options.
+      impersonation.install(provider, Object.assign(Object.create(null) as object, { mountManagementApi: false }));
+      expect(impersonation.managementApi()).to.be.a('function');
     });
 
     it('refuses an unknown install option, and a mountManagementApi that is not a boolean', () => {

@@ -78,6 +78,17 @@ interface SubjectToken {
   expiresIn: number;
 }
 
+/** A subject token, and the request it was issued for: the one the customer approved, which may be an earlier ask. */
+interface Issued extends SubjectToken {
+  request: ImpersonationRequest;
+  edit: boolean;
+}
+
+/** What the backend says a request waiting for the customer asked. */
+interface Asked extends ImpersonationRequest {
+  access: 'read' | 'edit';
+}
+
 interface CustomerRecord {
   profile: { name: string; email: string; plan: string; memberSince: string; shippingAddress: Address };
   orders: Array<{ id: string; placedOn: string; items: string; total: string; status: string }>;
@@ -438,7 +449,7 @@ async function requestSubjectToken(
   session: Session,
   request: ImpersonationRequest,
   edit: boolean,
-): Promise<SubjectToken> {
+): Promise<Issued> {
   const requested = await send('Requesting impersonation', '/api/request-impersonation', {
     method: 'POST',
     headers: { authorization: `Bearer ${session.accessToken}`, 'content-type': 'application/json' },
@@ -456,19 +467,28 @@ async function requestSubjectToken(
   }
   if (requested.status === 202) {
     const { approvalRequest } = (await requested.json()) as {
-      approvalRequest: { id: string; expiresAt: string; customer: Customer };
+      approvalRequest: { id: string; expiresAt: string; customer: Customer; asked: Asked };
     };
+    // The request that waits is the one the customer, the trail and the console speak of: an
+    // earlier ask of the engineer's still waiting is answered instead of this one.
+    const { access, ...asked } = approvalRequest.asked;
     const waiting: Waiting = {
       requestId: approvalRequest.id,
-      request,
-      edit,
+      request: asked,
+      edit: access === 'edit',
       customer: approvalRequest.customer,
       expiresAt: approvalRequest.expiresAt,
     };
     sessionStorage.setItem(WAITING_KEY, JSON.stringify(waiting));
+    if (asked.ticketId !== request.ticketId) {
+      showNotice(
+        `${firstName(waiting.customer)} has not answered your earlier request yet (ticket ${asked.ticketId}): ` +
+          `this console waits for that one. Ask again for ticket ${request.ticketId} once they answer.`,
+      );
+    }
     return awaitApproval(state, session, waiting);
   }
-  return (await requested.json()) as SubjectToken;
+  return { ...((await requested.json()) as SubjectToken), request, edit };
 }
 
 /**
@@ -476,7 +496,7 @@ async function requestSubjectToken(
  * they approve (the subject token their approval allows), deny or let the
  * request expire (a FlowError saying so), or the engineer stops waiting.
  */
-async function awaitApproval(state: ConsoleState, session: Session, waiting: Waiting): Promise<SubjectToken> {
+async function awaitApproval(state: ConsoleState, session: Session, waiting: Waiting): Promise<Issued> {
   state.waiting?.abort();
   const controller = new AbortController();
   state.waiting = controller;
@@ -523,7 +543,12 @@ async function awaitApproval(state: ConsoleState, session: Session, waiting: Wai
       const who = `${wait.customer.name} (${wait.customer.id})`;
       if (body.status === 'approved' && typeof body.subjectToken === 'string') {
         current.done(`${firstName(wait.customer)} approved.`);
-        return { subjectToken: body.subjectToken, expiresIn: body.expiresIn ?? 0 };
+        return {
+          subjectToken: body.subjectToken,
+          expiresIn: body.expiresIn ?? 0,
+          request: wait.request,
+          edit: wait.edit,
+        };
       }
       if (body.status === 'denied') {
         throw new FlowError(
@@ -565,10 +590,10 @@ async function startImpersonation(
   try {
     current = step(`1. Request impersonation of ${request.userId} (backend, POST /api/request-impersonation)`);
     const first = current;
-    const { subjectToken, expiresIn } = waiting
+    const issued = waiting
       ? await awaitApproval(state, session, waiting)
       : await requestSubjectToken(state, session, request, edit);
-    first.done(`Subject token received (single use, expires in ${expiresIn} s).`);
+    first.done(`Subject token received (single use, expires in ${issued.expiresIn} s).`);
 
     current = step(`2. Exchange it for an access token for ${state.config.resource} (token endpoint)`);
     const exchanged = await send('Token exchange', state.config.tokenEndpoint, {
@@ -577,8 +602,8 @@ async function startImpersonation(
       body: new URLSearchParams({
         grant_type: TOKEN_EXCHANGE,
         client_id: state.config.clientId,
-        scope: edit ? state.config.editScope : state.config.scope,
-        subject_token: subjectToken,
+        scope: issued.edit ? state.config.editScope : state.config.scope,
+        subject_token: issued.subjectToken,
         subject_token_type: ACCESS_TOKEN_TYPE,
         resource: state.config.resource,
         actor_token: session.accessToken,
@@ -588,13 +613,13 @@ async function startImpersonation(
     if (!exchanged.ok) {
       throw await failure('Token exchange', exchanged, (error) =>
         error === 'insufficient_user_authentication'
-          ? edit
+          ? issued.edit
             ? 'your sign-in is too old for changes: sign in again'
             : 'your sign-in is too old to act as a customer: sign in again'
           : undefined,
       );
     }
-    const issued = (await exchanged.json()) as {
+    const tokens = (await exchanged.json()) as {
       access_token: string;
       expires_in: number;
       scope?: string;
@@ -602,15 +627,15 @@ async function startImpersonation(
       issued_token_type: string;
     };
     current.done(
-      `${issued.issued_token_type}, expires in ${issued.expires_in} s, scope "${issued.scope ?? ''}", ` +
-        `${issued.refresh_token ? 'with' : 'no'} refresh token.`,
+      `${tokens.issued_token_type}, expires in ${tokens.expires_in} s, scope "${tokens.scope ?? ''}", ` +
+        `${tokens.refresh_token ? 'with' : 'no'} refresh token.`,
     );
-    const claims = decodeJwt(issued.access_token);
+    const claims = decodeJwt(tokens.access_token);
     showClaims(claims);
 
     current = step('3. Call the demo resource API with the impersonation token (GET /api/me)');
     const answer = await send('Calling the resource API', '/api/me', {
-      headers: { authorization: `Bearer ${issued.access_token}` },
+      headers: { authorization: `Bearer ${tokens.access_token}` },
     });
     if (!answer.ok) throw await failure('Calling the resource API', answer);
     const body = (await answer.json()) as { message?: string };
@@ -618,12 +643,13 @@ async function startImpersonation(
     element('api-message').textContent = body.message ?? '';
     element('api-answer').textContent = JSON.stringify(body, null, 2);
     element('api-card').hidden = false;
+    // Named by the request the token was issued for, as the customer, the trail and the notifications name it.
     return {
-      ...request,
-      accessToken: issued.access_token,
-      expiresAt: Date.now() + issued.expires_in * 1000,
+      ...issued.request,
+      accessToken: tokens.access_token,
+      expiresAt: Date.now() + tokens.expires_in * 1000,
       sessionId: String(claims['impersonation_session'] ?? ''),
-      scope: (issued.scope ?? '').split(' ').filter(Boolean),
+      scope: (tokens.scope ?? '').split(' ').filter(Boolean),
     };
   } catch (error) {
     current?.fail();

@@ -19,7 +19,7 @@
 import type pg from 'pg';
 import { StatementBatch } from '../postgres/batch.js';
 import { assertPlainIdentifiers } from '../postgres/identifier.js';
-import { migrateUnderLock } from '../postgres/migration.js';
+import { INVALID_SCHEMA_NAME, migrateUnderLock } from '../postgres/migration.js';
 import { openPool, type PoolSource } from '../postgres/pool.js';
 import type { ImpersonationEvent, ImpersonationEventName } from '../audit/events.js';
 import { attachJournal } from '../audit/journal.js';
@@ -41,7 +41,7 @@ import {
 } from '../audit/chain.js';
 import { signHead, type HeadPublisher, type SignedHead } from '../audit/head.js';
 import { checkpointText, signerOf, type SigningKey, type VerificationKey } from '../audit/signing.js';
-import { invalidOption, missingAuditTable, unavailable } from '../errors/standalone.js';
+import { invalidOption, missingAuditTable, missingSchema, unavailable } from '../errors/standalone.js';
 import { missingTables, namesOf, readingOnly, type Names } from './tables.js';
 
 export interface PostgresAuditLogOptions extends PoolSource {
@@ -145,7 +145,9 @@ export function createPostgresAuditLog(options: PostgresAuditLogOptions): Postgr
 
   function migrate(): Promise<void> {
     migrated ??= runMigration(pool, names).catch((error: unknown) => {
-      migrated = undefined; // retried on the next call: the database may be back
+      migrated = undefined; // retried on the next call: the database may be back, or the schema created
+      if (options.schema !== undefined && (error as { code?: unknown }).code === INVALID_SCHEMA_NAME)
+        throw missingSchema('createPostgresAuditLog', options.schema, error);
       throw error;
     });
     return migrated;

@@ -6,27 +6,21 @@
 import { parseArgs } from 'node:util';
 import { publishedHeadOf } from './head.js';
 import { verificationKeyOf } from './key.js';
+import { outputTo } from './output.js';
 import { verificationReport } from './report.js';
+import { helpFor, USAGE } from './usage.js';
 import { invalidCommandLine, MISSING_AUDIT_TABLE } from '../errors/standalone.js';
 
-const USAGE = `usage:
-  oidc-provider-impersonation audit verify --database-url URL [--schema S] [--table T]
-      [--key hmac-file:PATH | --key hmac-env:VARIABLE | --key ed25519:PUBLIC_KEY.pem]
-      [--head HEADS_FILE | --head '{"seq":…}'] [--require-checkpoints N]
-  oidc-provider-impersonation audit export --database-url URL [--schema S] [--table T] [--since TIME] [--until TIME] [--format jsonl|csv]
-
-Both only read, in a read-only transaction: neither ever creates a table.
-audit verify exits 0 when the trail is verified; 1 when it is not: a check failed, or there is
-nothing to verify (no such table, no rows). audit export exits 0 once every row is written;
-1 when there is no such table. Both exit 2 when the command could not run (usage, key, head,
-PostgreSQL unreachable, pg missing).`;
+/** Standard output, which the reader may close early (`| head`): the command then stops writing, quietly. */
+const output = outputTo(process.stdout);
 
 async function main(argv: string[]): Promise<number> {
-  const [group, command, ...rest] = argv;
-  if (argv.length === 1 && (group === '--help' || group === '-h')) {
-    process.stdout.write(`${USAGE}\n`);
+  const help = helpFor(argv);
+  if (help !== undefined) {
+    await output.write(`${help}\n`);
     return 0;
   }
+  const [group, command, ...rest] = argv;
   if (group !== 'audit' || (command !== 'verify' && command !== 'export')) {
     process.stderr.write(`${USAGE}\n`);
     return 2;
@@ -79,7 +73,7 @@ async function main(argv: string[]): Promise<number> {
         table: values.table ?? 'impersonation_audit',
         signed: key !== undefined,
       });
-      process.stdout.write(`${line}\n`);
+      await output.write(`${line}\n`);
       return code;
     }
     const format = values.format;
@@ -97,7 +91,8 @@ async function main(argv: string[]): Promise<number> {
         until,
         format,
       })) {
-        if (!process.stdout.write(line)) await new Promise((resolve) => process.stdout.once('drain', resolve));
+        // A reader that stops reading (`| head -1`) ends the export: leaving the loop ends the read.
+        if (!(await output.write(line))) break;
       }
     } catch (error) {
       // Before any line: a wrong --schema or --table is the operator's to fix, said in one line.

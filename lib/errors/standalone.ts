@@ -72,6 +72,19 @@ export function missingAuditTable(problem: string): Error {
 
 export const MISSING_AUDIT_TABLE = 'ERR_MISSING_AUDIT_TABLE';
 
+/**
+ * The PostgreSQL schema an option names, which the database does not have: the plugin creates its
+ * tables, never their schema, whose owner and grants (who may read the trail) are the database's
+ * administrator's to choose.
+ */
+export function missingSchema(fn: string, schema: string, cause: unknown): Error {
+  return new Error(
+    `${fn}: option "schema" names ${JSON.stringify(schema)}, a schema this database does not have; ` +
+      `create it first (CREATE SCHEMA "${schema}"), or correct the option: the tables are created in it, the schema never is`,
+    { cause },
+  );
+}
+
 /** A stored row that is not one of this trail's (its content was altered). */
 export function notATrailRow(): Error {
   return new Error('not a row of this trail');

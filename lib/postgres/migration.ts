@@ -19,3 +19,6 @@ export async function migrateUnderLock(pool: pg.Pool, lock: string, ddl: string)
     client.release();
   }
 }
+
+/** PostgreSQL's SQLSTATE for a schema that does not exist (invalid_schema_name). */
+export const INVALID_SCHEMA_NAME = '3F000';

@@ -166,6 +166,41 @@ describe('demo: customer approval, alice and bob each in a browser of their own'
     expect(await alice.page.locator('#impersonate-card').isVisible()).to.equal(true);
   });
 
+  it("asked again while her earlier request waits, the console names that request's ticket, as bob, the trail and his notification do", async () => {
+    // The request alice stopped waiting for (T-1400) still waits: asking again waits for it, not for a new one.
+    await alice.impersonate('bob', 'Invoice resend', 'T-2001');
+    await waitingForBob().waitFor();
+    expect(await alice.text('#waiting-detail')).to.match(
+      /^You asked to see the account of Bob Brown \(bob\), ticket T-1400\. Bob answers on their account page; /,
+    );
+    expect(await alice.text('#notice')).to.equal(
+      'Bob has not answered your earlier request yet (ticket T-1400): this console waits for that one. ' +
+        'Ask again for ticket T-2001 once they answer.',
+    );
+    const request = bob.page.locator('#requests li.request');
+    await request.filter({ hasText: 'ticket T-1400: Address check' }).waitFor({ timeout: WITHIN });
+    expect(await request.count()).to.equal(1);
+    await bob.ready();
+
+    const approve = bob.page.getByRole('form', { name: 'Approve the request of Alice Adams (support)' });
+    await approve.getByRole('button', { name: 'Approve' }).click();
+    await actingAsBob().waitFor({ timeout: WITHIN });
+    expect(await alice.text('#banner-ticket')).to.equal('T-1400: Address check');
+    await bob.page
+      .locator('#notifications li', { hasText: 'Alice from support started acting as you (ticket T-1400)' })
+      .waitFor({ timeout: WITHIN });
+    const { items } = await demo.auditLog.query!({ subject: 'bob', events: ['impersonation.exchange.succeeded'] });
+    expect((items[0] as { context: { ticketId?: string } }).context.ticketId).to.equal('T-1400');
+
+    // As it was: alice acts as no one, and bob gave no access.
+    await alice.page.getByRole('button', { name: 'Stop impersonating' }).click();
+    await alice.page.locator('#notice').waitFor({ state: 'visible' });
+    await bob.page.reload();
+    await bob.ready();
+    await bob.page.getByRole('button', { name: 'End access' }).click();
+    await bob.page.locator('#grants-empty').waitFor();
+  });
+
   it('dave needs no approval: alice acts as him at once', async () => {
     await alice.impersonate('dave');
     await alice.saysNoError(alice.page.locator('#orders tbody tr').first());
@@ -176,8 +211,6 @@ describe('demo: customer approval, alice and bob each in a browser of their own'
   });
 
   it('bob gives read-only access ahead of time, to alice, with a note; she then acts as him without waiting', async () => {
-    // The request alice stopped waiting for reaches his page first (which reloads itself for it).
-    await bob.page.locator('#requests li', { hasText: 'ticket T-1400: Address check' }).waitFor({ timeout: WITHIN });
     await bob.ready();
     await bob.page.locator('#give > summary').click();
     const give = bob.page.locator('#give-form');

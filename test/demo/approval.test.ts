@@ -71,16 +71,21 @@ describe('demo: a customer who must approve (bob), over HTTP', function () {
   /** What alice asks first: to change bob's data, for a reason that must reach his page escaped. */
   const FIRST = { ...BOB, access: 'edit', reason: '<img src=x onerror=alert(1)> invoices' };
 
-  it('asking for bob answers 202 with the request waiting for him, and no token; asking again, the same request', async () => {
+  it('asking for bob answers 202 with the request waiting for him and what it asked, and no token; asking again, the same request', async () => {
     const asked = await requestImpersonation(demo, alice, FIRST);
     expect(asked.status).to.equal(202);
     expect(asked.headers.get('cache-control')).to.equal('no-store');
     const pending = asked.body['approvalRequest'] as Record<string, unknown>;
-    expect(pending).to.have.keys('id', 'expiresAt', 'customer');
+    expect(pending).to.have.keys('id', 'expiresAt', 'customer', 'asked');
     expect(pending['customer']).to.deep.equal({ id: 'bob', name: 'Bob Brown' });
+    expect(pending['asked']).to.deep.equal(FIRST);
     expect(JSON.stringify(asked.body)).to.not.contain('subjectToken');
     pendingId = pending['id'] as string;
     expect(await askBob(demo, alice, FIRST)).to.equal(pendingId);
+    // Another ticket, while that request waits: the answer is that request, and what it asked (T-1234).
+    const again = await requestImpersonation(demo, alice, { ...BOB, ticketId: 'T-2001', reason: 'Invoice resend' });
+    expect(again.status).to.equal(202);
+    expect(again.body['approvalRequest']).to.deep.include({ id: pendingId, asked: FIRST });
     expect(await approvalStatus(demo, alice, pendingId)).to.deep.include({
       status: 200,
       body: { status: 'pending', customer: { id: 'bob', name: 'Bob Brown' }, expiresAt: pending['expiresAt'] },

@@ -2,8 +2,10 @@ import { expect } from 'chai';
 import { decodeJwt } from 'jose';
 import { startDemo, type Demo } from '../../demo/demo.js';
 import { EVENTS, onImpersonationEvent } from '../../lib/index.js';
+import type { AuditEntry } from '../../lib/audit/chain.js';
 import {
   accountSignIn,
+  basic,
   csrfOf,
   exchange,
   postAccountForm,
@@ -133,6 +135,51 @@ describe('demo: its log', function () {
     expect(backend).to.include(`[backend] alice requested impersonation of bob (ticket T-1234): 202`);
     expect(backend).to.include(`[backend] alice resumed impersonation of bob (request ${requestId}): 200`);
     expect(lines.join('\n')).to.not.contain(subjectToken);
+  });
+
+  it("prints an emergency access (break-glass) in the trail's order: the token's creation, then the bypass that allowed it", async () => {
+    const { demo, lines } = await loggedDemo();
+    demos.push(demo);
+    const m2m = await fetch(`${demo.identity.issuer}/token`, {
+      method: 'POST',
+      headers: { authorization: basic('emergency-access', 'emergency-access-secret') },
+      body: new URLSearchParams({
+        grant_type: 'client_credentials',
+        resource: demo.identity.managementResource,
+        scope: 'subject-tokens:create',
+      }),
+      signal: AbortSignal.timeout(REQUEST_TIMEOUT),
+    });
+    const { access_token: token } = (await m2m.json()) as { access_token: string };
+    const created = await fetch(demo.identity.managementUrl, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      body: JSON.stringify({
+        userId: 'bob',
+        actorId: 'alice',
+        clientId: 'support-console',
+        context: { ticketId: 'INC-77' },
+        breakGlass: { reason: 'Incident INC-77: payments failing' },
+      }),
+      signal: AbortSignal.timeout(REQUEST_TIMEOUT),
+    });
+    expect(created.status).to.equal(201);
+    const { id } = (await created.json()) as { id: string };
+
+    // Both rows are written before the token is handed out, the creation's first.
+    const { items } = await demo.auditLog.query!({ subject: 'bob' });
+    const trail = [...(items as AuditEntry[])].reverse();
+    expect(trail.map((row) => [row.event, row.subjectTokenId])).to.deep.equal([
+      ['impersonation.subject_token.created', id],
+      ['impersonation.break_glass.used', id],
+    ]);
+    expect(trail[1]!.seq).to.equal(trail[0]!.seq + 1);
+    const audit = lines.filter((line) => line.startsWith('[audit] '));
+    expect(audit.map((line) => /^\[audit\] (\S+):/.exec(line)?.[1])).to.deep.equal(trail.map((row) => row.event));
+    expect(audit[0]).to.include(`(subject token ${id}, asked for by emergency-access)`);
+    expect(audit[1]).to.match(
+      /: alice may act as bob without their approval, ticket INC-77: break-glass by emergency-access/,
+    );
   });
 
   it("has a line for each of the feed's reads when asked (DEMO_LOG_FEED=1)", async () => {
