@@ -123,8 +123,18 @@ describe('errors', () => {
       ],
       [
         'createRedisAdapter',
-        /^createRedisAdapter: pass "client" or "url", not both$/,
+        /^createRedisAdapter: pass one of "client", "url" and "cluster", not client and url$/,
         () => createRedisAdapter({ url: `redis://:${SECRET}@127.0.0.1:6379`, client: {} as never }),
+      ],
+      [
+        'createRedisAdapter',
+        /^createRedisAdapter: "clusterOptions" go with "cluster"$/,
+        () => createRedisAdapter({ url: 'redis://127.0.0.1:6379', clusterOptions: { redisOptions: { password: SECRET } } }),
+      ],
+      [
+        'createRedisAdapter',
+        /^createRedisAdapter: option "client" must keep ioredis's legacy reply mapping/,
+        () => createRedisAdapter({ client: { options: { replyMapping: 'resp3', password: SECRET } } as never }),
       ],
     ];
     for (const [name, message, call] of calls) {

@@ -18,7 +18,7 @@
  *   <tag>:reasons   hash: queue member -> why
  */
 import { randomUUID } from 'node:crypto';
-import type { Cluster, Redis } from 'ioredis';
+import type { RedisClient } from '../adapters/redis-client.js';
 import {
   streamOf,
   type DeadLetter,
@@ -145,7 +145,7 @@ export function outboxAppendArgs(entries: readonly NewOutboxEntry[], now: number
 }
 
 /** `ready` waits for a usable connection, as the adapter's own calls do. */
-export function createRedisOutbox(client: Redis | Cluster, prefix: string, ready: () => Promise<void>): OutboxStore {
+export function createRedisOutbox(client: RedisClient, prefix: string, ready: () => Promise<void>): OutboxStore {
   for (const [name, lua] of Object.entries(SCRIPTS))
     client.defineCommand(name, { numberOfKeys: KEY_NAMES.length, lua });
   const keys = outboxKeys(prefix);
