@@ -32,7 +32,8 @@ export interface RedisClient {
   hgetall(key: string): Promise<Record<string, string>>;
   smembers(key: string): Promise<string[]>;
   zrem(key: string, member: string): Promise<number>;
-  zrange(key: string, start: number, stop: number): Promise<string[]>;
+  /** Indexes as strings: ioredis 6 types ZRANGE's `stop` as one. */
+  zrange(key: string, start: string, stop: string): Promise<string[]>;
   zrevrange(key: string, start: number, stop: number, withScores: 'WITHSCORES'): Promise<string[]>;
   zrevrangebyscore(
     key: string,

@@ -201,7 +201,7 @@ export function createRedisOutbox(client: RedisClient, prefix: string, ready: ()
       const [pending, dropped, deadMembers] = await Promise.all([
         client.hgetall(pendingKey),
         client.hgetall(droppedKey),
-        client.zrange(deadKey, 0, -1),
+        client.zrange(deadKey, '0', '-1'),
       ]);
       const subscriptions: OutboxStats['subscriptions'] = {};
       const of = (name: string) => (subscriptions[name] ??= { pending: 0, dead: 0, dropped: 0 });
