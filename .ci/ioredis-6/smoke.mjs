@@ -23,11 +23,20 @@ async function exchangeOn(Store, how) {
   const commit = (id) =>
     sessions.commitOnce({
       consume: { model: 'SubjectToken', id: 'st-1' },
-      write: { model: 'ImpersonationSession', id, payload: { kind: 'ImpersonationSession', subject: 'bob' }, expiresIn: 60 },
+      write: {
+        model: 'ImpersonationSession',
+        id,
+        payload: { kind: 'ImpersonationSession', subject: 'bob' },
+        expiresIn: 60,
+      },
       indexes: ['subject:bob'],
       expiresAt,
       guards: [],
-      outbox: { entries: [{ id: randomUUID(), subscription: 'hooks', subject: 'bob', body: '{}' }], maxPending: 10, now: Date.now() },
+      outbox: {
+        entries: [{ id: randomUUID(), subscription: 'hooks', subject: 'bob', body: '{}' }],
+        maxPending: 10,
+        now: Date.now(),
+      },
     });
   assert.deepEqual(await commit('session-1'), { outcome: 'committed', dropped: [] }, how);
   assert.deepEqual(await commit('session-2'), { outcome: 'consumed' }, `${how}: a second redemption`);
@@ -42,7 +51,11 @@ async function exchangeOn(Store, how) {
   assert.ok(leased, `${how}: the outbox entry is claimed`);
   assert.equal(await outbox.settle(leased, { outcome: 'dead', reason: 'gone' }, Date.now()), true, how);
   const letters = await outbox.deadLetters(10);
-  assert.deepEqual(letters.map(({ subscription, reason }) => [subscription, reason]), [['hooks', 'gone']], how);
+  assert.deepEqual(
+    letters.map(({ subscription, reason }) => [subscription, reason]),
+    [['hooks', 'gone']],
+    how,
+  );
   assert.equal(typeof letters[0].deadAt, 'number', how);
 }
 
@@ -57,7 +70,7 @@ try {
   await opened.close();
   console.log('the Redis adapter on ioredis 6: an exchange and its outbox, on a client passed in and on its own');
 } finally {
-  for (let cursor = '0'; ; ) {
+  for (let cursor = '0'; ;) {
     const [next, keys] = await client.scan(cursor, 'MATCH', `${run}*`, 'COUNT', 1000);
     for (const key of keys) await client.del(key);
     if ((cursor = next) === '0') break;

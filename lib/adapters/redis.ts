@@ -262,12 +262,15 @@ type ScriptedClient = RedisClient & Scripts;
 export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdapterClass {
   const sources = (['client', 'url', 'cluster'] as const).filter((source) => options[source] !== undefined);
   if (sources.length > 1) {
-    throw invalidCall('createRedisAdapter', `pass one of "client", "url" and "cluster", not ${sources.join(' and ')}`);
+    const given = sources.map((source) => `"${source}"`).join(' and ');
+    throw invalidCall('createRedisAdapter', `pass one of "client", "url" and "cluster", not ${given}`);
   }
   if (options.clusterOptions !== undefined && options.cluster === undefined)
     throw invalidCall('createRedisAdapter', '"clusterOptions" go with "cluster"');
-  if (options.client && replyMappingOf(options.client) === 'resp3') {
-    throw invalidOption('createRedisAdapter', 'client', "must keep ioredis's legacy reply mapping (not replyMapping: 'resp3')");
+  // The adapter reads RESP2-shaped replies; ioredis 6 maps RESP3's only when asked to.
+  if (replyMappingOf(options.client?.options ?? options.clusterOptions) === 'resp3') {
+    const option = options.client ? 'client' : 'clusterOptions';
+    throw invalidOption('createRedisAdapter', option, "must keep ioredis's legacy reply mapping, not 'resp3'");
   }
   const prefix = options.keyPrefix ?? 'oidc:';
   if (typeof prefix !== 'string') throw invalidOption('createRedisAdapter', 'keyPrefix', 'must be a string');
@@ -633,8 +636,12 @@ function clusterClientOptions(own: ClusterOptions = {}): ClusterOptions {
   return { ...REDIS_CLUSTER_OPTIONS, ...own, redisOptions: { ...REDIS_CLIENT_OPTIONS, ...own.redisOptions } };
 }
 
-/** ioredis 6's reply mapping of a client (a Cluster's is in its nodes' options); ioredis 5 has none. */
-function replyMappingOf(client: RedisClient): unknown {
-  const options: { replyMapping?: unknown; redisOptions?: { replyMapping?: unknown } } = client.options;
-  return options.replyMapping ?? options.redisOptions?.replyMapping;
+/** ioredis 6's reply mapping in a client's options (a Cluster's is its nodes'); ioredis 5 has none. */
+function replyMappingOf(options: object | undefined): unknown {
+  // Read as ioredis 6 writes them: ioredis 5's option types have no such field.
+  const { replyMapping, redisOptions } = (options ?? {}) as {
+    replyMapping?: unknown;
+    redisOptions?: { replyMapping?: unknown };
+  };
+  return replyMapping ?? redisOptions?.replyMapping;
 }
