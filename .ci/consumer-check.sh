@@ -4,7 +4,11 @@
 # copy), its quick starts under the strictest tsc flags (.ci/tsconfig.strictest.json),
 # its JavaScript quick start running, and its curl commands against it. What the
 # installed package's Markdown links to, and what its errors tell the reader
-# to see, must be in it (.ci/check-package-links.mjs).
+# to see, must be in it (.ci/check-package-links.mjs). The tarball is code,
+# types and text (no image, no source map without its source, 600 kB at most);
+# installed with oidc-provider alone it brings no store driver, and the quick
+# start runs; a resource server installs it without oidc-provider; the Redis
+# adapter compiles and runs with ioredis 6 (.ci/ioredis-6/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$PWD
@@ -33,7 +37,28 @@ done
 if grep -qE '^package/(build|test|demo|bench|lib)/' "$WORK/contents"; then
   echo "the tarball ships development files:"; grep -E '^package/(build|test|demo|bench|lib)/' "$WORK/contents"; exit 1
 fi
-echo "$(wc -l < "$WORK/contents") files in $(basename "$TARBALL")"
+if grep -qE '\.png$' "$WORK/contents"; then
+  echo "the tarball ships images (docs/screenshots/ stays in the repository):"; grep -E '\.png$' "$WORK/contents"; exit 1
+fi
+# A source map is only worth its weight with the source it maps: every one's sources must ship beside it.
+mkdir "$WORK/unpacked"
+tar -xzf "$TARBALL" -C "$WORK/unpacked"
+node -e '
+  const fs = require("node:fs"), path = require("node:path");
+  const root = process.argv[1];
+  const orphans = [];
+  for (const file of fs.readdirSync(root, { recursive: true }).filter((name) => name.endsWith(".map"))) {
+    const map = JSON.parse(fs.readFileSync(path.join(root, file), "utf8"));
+    const base = path.join(root, path.dirname(file), map.sourceRoot ?? "");
+    for (const source of map.sources) if (!fs.existsSync(path.resolve(base, source))) orphans.push(`${file} -> ${source}`);
+  }
+  if (orphans.length) { console.error("source maps whose sources the tarball lacks:\n" + orphans.join("\n")); process.exit(1); }
+' "$WORK/unpacked/package"
+PACKED=$(stat -c %s "$TARBALL")
+if [ "$PACKED" -gt 600000 ]; then
+  echo "the tarball is $PACKED bytes, more than 600 kB"; tar -tvzf "$TARBALL" | sort -k3 -n | tail -n 15; exit 1
+fi
+echo "$(wc -l < "$WORK/contents") files in $(basename "$TARBALL"), $((PACKED / 1000)) kB packed: no image, no source map without its source"
 
 mkdir "$WORK/app"
 cd "$WORK/app"
@@ -49,28 +74,13 @@ run_install_block() {
 run_install_block install
 run_install_block install-ts
 
+echo "installed with oidc-provider alone, the package brings no store driver (they are optional peers)"
+for driver in ioredis pg; do
+  [ ! -e "node_modules/$driver" ] || { echo "the README's install lines installed $driver"; npm ls "$driver"; exit 1; }
+done
+
 echo "the installed package's Markdown links, and the documentation its errors name, resolve inside it"
 node "$REPO/.ci/check-package-links.mjs" oidc-provider-impersonation
-
-echo "source maps resolve to the TypeScript they were built from"
-node -e '
-  const fs = require("node:fs"), path = require("node:path");
-  const root = "node_modules/oidc-provider-impersonation/dist";
-  let maps = 0;
-  for (const file of fs.readdirSync(root, { recursive: true })) {
-    if (!file.endsWith(".js.map")) continue;
-    maps++;
-    const map = JSON.parse(fs.readFileSync(path.join(root, file), "utf8"));
-    const contents = map.sourcesContent ?? [];
-    if (!map.sources.length || contents.length !== map.sources.length || contents.some((text) => typeof text !== "string" || !text.length)) {
-      console.error(`${file}: its sources are not inlined`); process.exit(1);
-    }
-    const js = fs.readFileSync(path.join(root, file.replace(/\.map$/, "")), "utf8");
-    if (!js.includes(`sourceMappingURL=${path.basename(file)}`)) { console.error(`${file}: not referenced`); process.exit(1); }
-  }
-  if (!maps) { console.error("no source maps shipped"); process.exit(1); }
-  console.log(`${maps} source maps, every source inlined`);
-'
 
 echo "the command runs as installed (npx, the bin's run bit)"
 usage=$(npx --no-install oidc-provider-impersonation --help)
@@ -100,7 +110,7 @@ if ! npx tsc -p tsconfig.json > quick-start.out; then
   exit 1
 fi
 
-echo "JavaScript quick start, and the README's curl commands against it"
+echo "JavaScript quick start (neither ioredis nor pg installed), and the README's curl commands against it"
 block quick-start > quick-start.mjs
 PORT=$(node -e 'const s = require("node:net").createServer().listen(0, "127.0.0.1", () => { console.log(s.address().port); s.close(); })')
 PORT=$PORT node quick-start.mjs > server.log 2>&1 &
@@ -186,3 +196,40 @@ if ! npx tsc -p tsconfig.docs.json > docs-snippets.out; then
   exit 1
 fi
 echo "every block of docs/ compiles"
+
+# ---------------------------------------------------------------------------
+# Installed for a resource server: the package alone, without oidc-provider.
+# ---------------------------------------------------------------------------
+echo "a resource server installs the package without oidc-provider (an optional peer), and its helper loads"
+mkdir "$WORK/resource-server"
+(
+  cd "$WORK/resource-server"
+  npm init -y > /dev/null
+  npm pkg set type=module
+  npm install --no-audit --no-fund --loglevel=error "$TARBALL"
+  for absent in oidc-provider ioredis pg; do
+    [ ! -e "node_modules/$absent" ] || { echo "npm install of the package alone installed $absent"; exit 1; }
+  done
+  node -e '
+    import("oidc-provider-impersonation/resource-server").then(({ createImpersonationVerifier }) => {
+      if (typeof createImpersonationVerifier !== "function") { console.error("no createImpersonationVerifier"); process.exit(1); }
+      console.log("oidc-provider-impersonation/resource-server loads without oidc-provider");
+    });
+  '
+)
+
+# ---------------------------------------------------------------------------
+# ioredis 6: the Redis adapter's types take its clients, and the adapter runs on them.
+# ---------------------------------------------------------------------------
+echo "ioredis 6: a strict TypeScript file passing its clients to the Redis adapter compiles, and the adapter runs on it"
+npm install --no-audit --no-fund --loglevel=error 'ioredis@^6'
+cp "$REPO/.ci/ioredis-6/consumer.ts" ioredis-6.ts
+cat > tsconfig.ioredis-6.json <<'JSON'
+{
+  "extends": "./tsconfig.strictest.json",
+  "files": ["ioredis-6.ts"]
+}
+JSON
+npx tsc -p tsconfig.ioredis-6.json
+cp "$REPO/.ci/ioredis-6/smoke.mjs" ioredis-6-smoke.mjs
+node ioredis-6-smoke.mjs

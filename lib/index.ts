@@ -40,6 +40,8 @@ export { RESERVED_CLAIMS } from './exchange/claims.js';
 export type { ActClaim } from './exchange/actor.js';
 export { SUBJECT_TOKEN_PREFIX } from './subject-tokens/token.js';
 export { SUBJECT_TOKEN_MODEL } from './subject-tokens/store.js';
+// The Redis and PostgreSQL adapters and the PostgreSQL audit log are subpath exports
+// (./adapters/redis, ./adapters/postgres, ./audit-postgres): this entry loads no driver.
 export { createMemoryAdapter } from './adapters/memory.js';
 export type { MemoryAdapterClass, MemoryAdapterOptions, MemoryAdapterStats } from './adapters/memory.js';
 export type {
@@ -60,8 +62,6 @@ export type {
   QuotaWrite,
   SortedIndexes,
 } from './adapters/contract.js';
-export { createRedisAdapter, REDIS_CLIENT_OPTIONS, REDIS_CLUSTER_OPTIONS } from './adapters/redis.js';
-export type { RedisAdapterClass, RedisAdapterOptions } from './adapters/redis.js';
 export { createMemoryAuditLog } from './audit/memory.js';
 export type { MemoryAuditLog, MemoryAuditLogOptions } from './audit/memory.js';
 export type { AuditEntry, AuditRow, ChainedRow, VerifyCheck, VerifyResult } from './audit/chain.js';

@@ -4,6 +4,7 @@ import { createPostgresAdapter } from '../lib/adapters/postgres.js';
 import { createRedisAdapter } from '../lib/adapters/redis.js';
 import { createPostgresAuditLog } from '../lib/audit-postgres/index.js';
 import { createImpersonation } from '../lib/index.js';
+import { packagesLoadedBy } from './support/loaded-packages.js';
 
 const lib = new URL('../../lib/', import.meta.url);
 
@@ -22,26 +23,6 @@ function sourceFiles(): string[] {
   return readdirSync(lib, { recursive: true, encoding: 'utf8' })
     .map((path) => path.split('\\').join('/'))
     .filter((path) => path.endsWith('.ts') && !path.endsWith('.d.ts'));
-}
-
-/** What a module imports at run time (`import type` and `export type` are erased). */
-const RUNTIME_IMPORT = /^(?:import|export)\s+(type\s+)?(?:[^;'"]*?\s+from\s+)?'([^']+)';/gms;
-
-/** Every package a module of lib/ loads, itself or through the modules of lib/ it imports. */
-function packagesLoadedBy(entry: string): Set<string> {
-  const packages = new Set<string>();
-  const seen = new Set<string>();
-  const pending = [new URL(entry, lib)];
-  for (let file = pending.pop(); file; file = pending.pop()) {
-    if (seen.has(file.href)) continue;
-    seen.add(file.href);
-    for (const [, typeOnly, specifier] of readFileSync(file, 'utf8').matchAll(RUNTIME_IMPORT)) {
-      if (typeOnly) continue;
-      if (specifier!.startsWith('.')) pending.push(new URL(specifier!.replace(/\.js$/, '.ts'), file));
-      else packages.add(specifier!);
-    }
-  }
-  return packages;
 }
 
 function constructionsIn(source: string): number[] {
@@ -123,8 +104,28 @@ describe('errors', () => {
       ],
       [
         'createRedisAdapter',
-        /^createRedisAdapter: pass "client" or "url", not both$/,
+        /^createRedisAdapter: pass one of "client", "url" and "cluster", not "client" and "url"$/,
         () => createRedisAdapter({ url: `redis://:${SECRET}@127.0.0.1:6379`, client: {} as never }),
+      ],
+      [
+        'createRedisAdapter',
+        /^createRedisAdapter: "clusterOptions" go with "cluster"$/,
+        () =>
+          createRedisAdapter({ url: 'redis://127.0.0.1:6379', clusterOptions: { redisOptions: { password: SECRET } } }),
+      ],
+      [
+        'createRedisAdapter',
+        /^createRedisAdapter: option "client" must keep ioredis's legacy reply mapping, not 'resp3'$/,
+        () => createRedisAdapter({ client: { options: { replyMapping: 'resp3', password: SECRET } } as never }),
+      ],
+      [
+        'createRedisAdapter',
+        /^createRedisAdapter: option "clusterOptions" must keep ioredis's legacy reply mapping, not 'resp3'$/,
+        () =>
+          createRedisAdapter({
+            cluster: [{ host: '127.0.0.1', port: 7000 }],
+            clusterOptions: { redisOptions: { replyMapping: 'resp3', password: SECRET } } as never,
+          }),
       ],
     ];
     for (const [name, message, call] of calls) {

@@ -2,10 +2,10 @@ import { expect } from 'chai';
 import Provider from 'oidc-provider';
 import pg from 'pg';
 import { createPostgresAdapter } from '../lib/adapters/postgres.js';
+import { createRedisAdapter } from '../lib/adapters/redis.js';
 import {
   createImpersonation,
   createMemoryAdapter,
-  createRedisAdapter,
   type MemoryAdapterClass,
   type MemoryAdapterOptions,
 } from '../lib/index.js';

@@ -7,7 +7,7 @@
  * on it must be read together, so they stay in one file. What every adapter
  * shares lives in contract.ts.
  */
-import { Redis, type ChainableCommander, type Cluster, type ClusterOptions, type RedisOptions } from 'ioredis';
+import { Cluster, Redis, type ClusterNode, type ClusterOptions, type RedisOptions } from 'ioredis';
 import { LRUCache } from 'lru-cache';
 import type { Adapter, AdapterPayload } from 'oidc-provider';
 import {
@@ -31,16 +31,31 @@ import {
 import type { OutboxCapable, OutboxStore } from '../outbox/contract.js';
 import { createRedisOutbox, OUTBOX_APPEND_LUA, outboxAppendArgs, outboxKeys } from '../outbox/redis.js';
 import { invalidCall, invalidOption, unavailable } from '../errors/standalone.js';
+import { clusterOf, type RedisClient, type RedisNode, type RedisPipeline } from './redis-client.js';
+
+export type { RedisClient, RedisNode, RedisPipeline } from './redis-client.js';
 
 export interface RedisAdapterOptions {
   /**
-   * A client you own (`Redis` or `Cluster`); the adapter never closes it.
-   * Give it `REDIS_CLIENT_OPTIONS` so that an outage fails fast and nothing is
+   * A client you own (`Redis` or `Cluster`, of ioredis 5 or 6); the adapter
+   * never closes it. Give it `REDIS_CLIENT_OPTIONS` (a `Cluster`
+   * `REDIS_CLUSTER_OPTIONS`) so that an outage fails fast and nothing is
    * replayed after the caller was told it failed.
    */
-  client?: Redis | Cluster | undefined;
+  client?: RedisClient | undefined;
   /** Where to connect when no client is given. Default `redis://127.0.0.1:6379`. */
   url?: string | undefined;
+  /**
+   * The nodes of a Redis Cluster to connect to, instead of `client` or `url`:
+   * the adapter opens `new Cluster(cluster, REDIS_CLUSTER_OPTIONS)` and closes it.
+   */
+  cluster?: ClusterNode[] | undefined;
+  /**
+   * With `cluster`: options of your own (credentials, TLS, NAT mapping) over
+   * `REDIS_CLUSTER_OPTIONS`; `redisOptions` over `REDIS_CLIENT_OPTIONS`. What
+   * you set wins, the failure handling included.
+   */
+  clusterOptions?: ClusterOptions | undefined;
   /** Put in front of every key, so that several deployments can share one server. Default `oidc:`. */
   keyPrefix?: string | undefined;
   /**
@@ -274,11 +289,11 @@ interface Scripts {
 }
 
 /** The scripts as they are queued in a pipeline (their replies come with `exec()`). */
-type ScriptedPipeline = ChainableCommander & {
+type ScriptedPipeline = RedisPipeline & {
   [Name in keyof Scripts]: (...args: Parameters<Scripts[Name]>) => ScriptedPipeline;
 };
 
-type ScriptedClient = (Redis | Cluster) & Scripts;
+type ScriptedClient = RedisClient & Scripts;
 
 /**
  * An oidc-provider adapter on Redis (ioredis; Redis 6/7, Valkey) for every
@@ -306,7 +321,18 @@ type ScriptedClient = (Redis | Cluster) & Scripts;
  * which puts a whole deployment into one slot.
  */
 export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdapterClass {
-  if (options.client && options.url) throw invalidCall('createRedisAdapter', 'pass "client" or "url", not both');
+  const sources = (['client', 'url', 'cluster'] as const).filter((source) => options[source] !== undefined);
+  if (sources.length > 1) {
+    const given = sources.map((source) => `"${source}"`).join(' and ');
+    throw invalidCall('createRedisAdapter', `pass one of "client", "url" and "cluster", not ${given}`);
+  }
+  if (options.clusterOptions !== undefined && options.cluster === undefined)
+    throw invalidCall('createRedisAdapter', '"clusterOptions" go with "cluster"');
+  // The adapter reads RESP2-shaped replies; ioredis 6 maps RESP3's only when asked to.
+  if (replyMappingOf(options.client?.options ?? options.clusterOptions) === 'resp3') {
+    const option = options.client ? 'client' : 'clusterOptions';
+    throw invalidOption('createRedisAdapter', option, "must keep ioredis's legacy reply mapping, not 'resp3'");
+  }
   const prefix = options.keyPrefix ?? 'oidc:';
   if (typeof prefix !== 'string') throw invalidOption('createRedisAdapter', 'keyPrefix', 'must be a string');
 
@@ -319,7 +345,12 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
   }
 
   const owned = options.client === undefined;
-  const client = options.client ?? new Redis(options.url ?? 'redis://127.0.0.1:6379', REDIS_CLIENT_OPTIONS);
+  const client: RedisClient =
+    options.client ??
+    (options.cluster
+      ? new Cluster(options.cluster, clusterClientOptions(options.clusterOptions))
+      : new Redis(options.url ?? 'redis://127.0.0.1:6379', REDIS_CLIENT_OPTIONS));
+  const cluster = clusterOf(client);
   // Each failed call rejects and is reported by the request it failed; the
   // client's own per-retry error events would only repeat that.
   if (owned) client.on('error', () => {});
@@ -328,7 +359,7 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
   client.defineCommand('impersonationIndexAddWithin', { lua: INDEX_ADD_WITHIN });
   client.defineCommand('impersonationCommit', { lua: COMMIT });
   client.defineCommand('impersonationSaveWithinQuotas', { lua: SAVE_WITHIN_QUOTAS });
-  if (client.isCluster) {
+  if (cluster) {
     // Auto-pipelining groups a Cluster's commands by the slot of their first
     // argument, which for these scripts is their number of keys: sent alone,
     // each goes to the slot of its keys.
@@ -339,14 +370,14 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
     // an offline queue, fails the calls that reach the node while it opens: a
     // burst at start-up, or the first one after a failover, would fail. Each
     // node is connected as soon as the client learns of it instead.
-    const open = (node: Redis): void => {
+    const open = (node: RedisNode): void => {
       if (node.status === 'wait') node.connect().catch(() => {});
     };
-    (client as Cluster).on('+node', open);
-    for (const node of (client as Cluster).nodes('all')) open(node);
+    client.on('+node', open);
+    for (const node of cluster.nodes('all')) open(node);
   }
   const redis = client as ScriptedClient;
-  const { ready: isReady, whenReady } = readiness(client);
+  const { ready: isReady, whenReady } = readiness(client, cluster);
   const pipeline = (): ScriptedPipeline => client.pipeline() as ScriptedPipeline;
 
   const grantKey = (grantId: string): string => `${prefix}grant:{${grantId}}`;
@@ -631,9 +662,9 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
     for (let attempt = 1; ; attempt += 1) {
       const results = await queue().wait(replicas, replicaTimeoutMs).exec();
       const [[error, reply] = [], [waitError, confirmed] = []] = results ?? [];
-      if (error && REDIRECTION.test(error.message) && attempt < MAX_REDIRECTIONS && client.isCluster) {
+      if (error && REDIRECTION.test(error.message) && attempt < MAX_REDIRECTIONS && cluster) {
         await new Promise<void>((resolve) => {
-          (client as Cluster).refreshSlotsCache(() => resolve());
+          cluster.refreshSlotsCache(() => resolve());
         });
         continue;
       }
@@ -668,11 +699,13 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
  * opening fails. So, once, calls also wait for every known node (at most
  * READY_WAIT_MS: a node that does not open then fails only its own calls).
  */
-function readiness(client: Redis | Cluster): { ready(): boolean; whenReady(): Promise<void> } {
-  let nodesOpened = !client.isCluster;
+function readiness(
+  client: RedisClient,
+  cluster: ReturnType<typeof clusterOf>,
+): { ready(): boolean; whenReady(): Promise<void> } {
+  let nodesOpened = !cluster;
   const ready = (): boolean =>
-    client.status === 'ready' &&
-    (nodesOpened ||= (client as Cluster).nodes('all').every((node) => node.status === 'ready'));
+    client.status === 'ready' && (nodesOpened ||= !!cluster?.nodes('all').every((node) => node.status === 'ready'));
   let waiting: Promise<void> | undefined;
   const whenReady = (): Promise<void> => {
     if (ready()) return Promise.resolve();
@@ -706,4 +739,19 @@ function readiness(client: Redis | Cluster): { ready(): boolean; whenReady(): Pr
     return waiting;
   };
   return { ready, whenReady };
+}
+
+/** A Cluster's options: the adapter's, with the deployment's over them. */
+function clusterClientOptions(own: ClusterOptions = {}): ClusterOptions {
+  return { ...REDIS_CLUSTER_OPTIONS, ...own, redisOptions: { ...REDIS_CLIENT_OPTIONS, ...own.redisOptions } };
+}
+
+/** ioredis 6's reply mapping in a client's options (a Cluster's is its nodes'); ioredis 5 has none. */
+function replyMappingOf(options: object | undefined): unknown {
+  // Read as ioredis 6 writes them: ioredis 5's option types have no such field.
+  const { replyMapping, redisOptions } = (options ?? {}) as {
+    replyMapping?: unknown;
+    redisOptions?: { replyMapping?: unknown };
+  };
+  return replyMapping ?? redisOptions?.replyMapping;
 }

@@ -21,7 +21,7 @@
  *   <tag>:reasons   hash: queue member -> why
  */
 import { randomUUID } from 'node:crypto';
-import type { Cluster, Redis } from 'ioredis';
+import type { RedisClient } from '../adapters/redis-client.js';
 import {
   streamOf,
   type DeadLetter,
@@ -206,7 +206,7 @@ export function outboxAppendArgs(entries: readonly NewOutboxEntry[], now: number
 }
 
 /** `ready` waits for a usable connection, as the adapter's own calls do. */
-export function createRedisOutbox(client: Redis | Cluster, prefix: string, ready: () => Promise<void>): OutboxStore {
+export function createRedisOutbox(client: RedisClient, prefix: string, ready: () => Promise<void>): OutboxStore {
   for (const [name, lua] of Object.entries(SCRIPTS))
     client.defineCommand(name, { numberOfKeys: KEY_NAMES.length, lua });
   const keys = outboxKeys(prefix);
@@ -277,7 +277,7 @@ export function createRedisOutbox(client: Redis | Cluster, prefix: string, ready
       const [pending, dropped, deadMembers] = await Promise.all([
         client.hgetall(pendingKey),
         client.hgetall(droppedKey),
-        client.zrange(deadKey, 0, -1),
+        client.zrange(deadKey, '0', '-1'),
       ]);
       const subscriptions: OutboxStats['subscriptions'] = {};
       const of = (name: string) => (subscriptions[name] ??= { pending: 0, dead: 0, dropped: 0 });

@@ -72,6 +72,21 @@ describe('Redis adapter on a Redis Cluster (three masters, one replica each)', f
     adapterContract(() => redisUnderTest(target()));
     redisAdapterContract(target);
 
+    it('opens a Cluster of its own from the nodes given as `cluster`, and closes it', async () => {
+      const Own = createRedisAdapter({ cluster: [...cluster!.nodes], keyPrefix: testPrefix() });
+      const tokens = new Own('SubjectToken');
+      await tokens.upsert('own', { kind: 'SubjectToken' }, 60);
+      expect([await tokens.consumeOnce('own'), await tokens.consumeOnce('own')]).to.deep.equal([true, false]);
+      await Own.close();
+      expect(
+        await tokens.find('own').then(
+          () => 'found',
+          () => 'rejected',
+        ),
+        'after close()',
+      ).to.equal('rejected');
+    });
+
     it("keeps what one exchange commits (its notification included) in one slot, and spreads oidc-provider's own tokens over every master", async () => {
       const prefix = testPrefix();
       const Adapter = createRedisAdapter({ client: client(), keyPrefix: prefix });

@@ -6,9 +6,8 @@
  * Started by support/multi-process.ts; prints `PORT <n>` once it listens, and
  * exits when its parent closes stdin (so it never outlives the test run).
  */
-import { Cluster } from 'ioredis';
 import type { JWK } from 'jose';
-import { createRedisAdapter, REDIS_CLUSTER_OPTIONS } from '../../lib/adapters/redis.js';
+import { createRedisAdapter } from '../../lib/adapters/redis.js';
 import { REDIS_URL } from '../support/adapter.js';
 import { serveUntilParentLeaves } from '../support/children.js';
 import { startProvider } from '../support/provider.js';
@@ -21,11 +20,10 @@ const clusterNodes = process.env['REDIS_CLUSTER_NODES']?.split(',').map((node) =
   const [host, port] = node.split(':');
   return { host: host!, port: Number(port) };
 });
-const cluster = clusterNodes && new Cluster(clusterNodes, REDIS_CLUSTER_OPTIONS);
-cluster?.on('error', () => {});
 const replicas = Number(process.env['REDIS_REPLICAS'] ?? 0);
-const Adapter = cluster
-  ? createRedisAdapter({ client: cluster, keyPrefix, replicas })
+// The cluster's client is the adapter's own, opened from the nodes as a deployment would.
+const Adapter = clusterNodes
+  ? createRedisAdapter({ cluster: clusterNodes, keyPrefix, replicas })
   : createRedisAdapter({ url: REDIS_URL, keyPrefix, replicas });
 const tp = await startProvider({ adapter: Adapter, issuer, configuration: { jwks } });
 process.stdout.write(`PORT ${new URL(tp.base).port}\n`);
@@ -33,7 +31,6 @@ process.stdout.write(`PORT ${new URL(tp.base).port}\n`);
 serveUntilParentLeaves(async () => {
   await tp.close();
   await Adapter.close();
-  await cluster?.quit().catch(() => cluster.disconnect());
 });
 
 function required(name: string): string {
