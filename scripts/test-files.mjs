@@ -173,6 +173,7 @@ const TEST_ADAPTER_READ = /\benv(?:\.TEST_ADAPTER\b|\[\s*['"]TEST_ADAPTER['"]\s*
 
 /**
  * What the selections rest on, as problems found (none when it holds):
+ * - every file of test/ is in the folder of what it covers (test/<area>/…), none at its top;
  * - build/ holds the spec files test/ has, and no other (a deleted spec's
  *   compiled file would still run);
  * - TEST_ADAPTER is read in test/support/adapters.ts only, through suiteAdapterKind();
@@ -181,6 +182,8 @@ const TEST_ADAPTER_READ = /\benv(?:\.TEST_ADAPTER\b|\[\s*['"]TEST_ADAPTER['"]\s*
  */
 export function problems(graph = new ModuleGraph()) {
   const found = [];
+  for (const file of readdirSync(join(ROOT, 'test')).filter((name) => name.endsWith('.ts')))
+    found.push(`test/${file} is at the top of test/: move it to the folder of what it covers (test/<area>/)`);
   const sources = filesUnder(join(ROOT, 'test'), '.test.ts').map((file) => relative(ROOT, file).replace(/\.ts$/, ''));
   const compiled = filesUnder(join(graph.build, 'test'), '.test.js').map((file) =>
     relative(graph.build, file).replace(/\.js$/, ''),

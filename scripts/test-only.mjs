@@ -17,7 +17,7 @@ const BUILD = join(ROOT, 'build');
 
 /** The spec files (TypeScript, absolute) an argument names: a file, a folder, or an area of test/. */
 function specsNamed(argument) {
-  const candidates = [resolve(argument), resolve(ROOT, argument), join(ROOT, 'test', argument)];
+  const candidates = [join(ROOT, 'test', argument), resolve(argument), resolve(ROOT, argument)];
   const path = candidates.find((candidate) => existsSync(candidate));
   if (!path) throw new Error(`${argument}: no such file, folder or area of test/`);
   if (statSync(path).isDirectory()) return filesUnder(path, '.test.ts');
