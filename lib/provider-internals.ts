@@ -2,7 +2,7 @@
  * The only module that reaches into oidc-provider beyond its public API. The
  * grant helpers are what oidc-provider's own grants use, so the exchange gets
  * the same resource, scope, DPoP and mTLS handling; they sit outside semantic
- * versioning, hence the pinned peer range and test/provider-internals.test.ts.
+ * versioning, hence the pinned peer range and test/plugin/provider-internals.test.ts.
  */
 import * as grants from 'oidc-provider/lib/helpers/grants.js';
 import { checkSessionBinding } from 'oidc-provider/lib/models/token_helpers.js';

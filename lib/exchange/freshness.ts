@@ -52,7 +52,7 @@ async function sessionAuthentication(
  * pipeline, so the members are added however and whenever the provider was
  * mounted. A middleware added with `provider.use` would be skipped by every
  * host that composed the provider's middleware before `install()` ran.
- * (test/mounting.test.ts holds oidc-provider to that order.)
+ * (test/plugin/mounting.test.ts holds oidc-provider to that order.)
  */
 export function addStepUpDetails(provider: Provider): void {
   (provider as unknown as EventEmitter).on('grant.error', (ctx: KoaContextWithOIDC, error: unknown) => {

@@ -5,7 +5,7 @@ import { testPrefix, type RedisTarget } from '../support/adapter.js';
 
 /**
  * What the Redis adapter guarantees wherever it runs, besides every store's
- * adapter contract (test/adapter-contract.test.ts; the Cluster runs it too):
+ * adapter contract (test/adapters/adapter-contract.test.ts; the Cluster runs it too):
  * how it lays out its keys: one per entry, the id in a hash tag, lookup
  * pointers and grant sets with the TTLs of their entries. Called inside a
  * describe block whose `before` makes `target()` answer.

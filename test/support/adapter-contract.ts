@@ -39,7 +39,7 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
  * and the plugin's: storage, expiry, consume and the atomic consumeOnce,
  * the lookups, revocation by grant, and deployments kept apart. Called inside
  * a describe block; `target()` answers with a new deployment for each test.
- * test/adapter-contract.test.ts runs it on every adapter of
+ * test/adapters/adapter-contract.test.ts runs it on every adapter of
  * test/support/adapters.ts.
  */
 export function adapterContract(target: () => AdapterUnderTest | Promise<AdapterUnderTest>): void {

@@ -1,3 +1,4 @@
+import { fileURLToPath } from 'node:url';
 import type { ImpersonationAdapterClass } from '../../lib/adapters/contract.js';
 import { createMemoryAdapter } from '../../lib/index.js';
 import type { AdapterUnderTest } from './adapter-contract.js';
@@ -75,5 +76,24 @@ export function adapterKind(id: string): AdapterKind {
  * the variable; helpers are given the kind or the adapter.
  */
 export function suiteAdapterKind(): AdapterKind {
+  noteSpecFile(suiteAdapterUsers);
   return adapterKind(process.env['TEST_ADAPTER'] ?? 'memory');
+}
+
+/**
+ * The spec files that called suiteAdapterKind() in this process, directly or
+ * through helpers. The store runs take the files whose imports reach a call
+ * (scripts/test-files.mjs); after the run, run-cleanup.ts fails it if a file
+ * got here another way, so that no file is left out of them unseen.
+ */
+export const suiteAdapterUsers = new Set<string>();
+
+/** Adds to `files` the spec file on the caller's stack (async frames included), if any. */
+function noteSpecFile(files: Set<string>): void {
+  const limit = Error.stackTraceLimit;
+  Error.stackTraceLimit = Infinity;
+  const stack = new Error().stack ?? '';
+  Error.stackTraceLimit = limit;
+  const spec = /(file:\/\/[^\s()]+?\.test\.js):\d+:\d+/.exec(stack)?.[1];
+  if (spec) files.add(fileURLToPath(spec));
 }

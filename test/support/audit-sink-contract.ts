@@ -42,7 +42,7 @@ async function allPages(log: AuditLog, filter: Parameters<AuditLog['query']>[0] 
  * plugin awaits and the trail it serves: appends chained in order, queries by
  * subject, actor, events and time, newest first and paged, `verify()`, and no
  * token without its record when the log cannot append. Called inside a
- * describe block; test/audit-sink-contract.test.ts runs it on every log of
+ * describe block; test/audit/audit-sink-contract.test.ts runs it on every log of
  * test/support/audit-sinks.ts.
  */
 export function auditSinkContract(kind: AuditLogKind): void {

@@ -25,7 +25,7 @@ export interface AuditLogKind {
   failing(): Promise<{ log: AuditLog; fail(): Promise<void>; close(): Promise<void> }>;
 }
 
-/** The audit logs the package ships: the sink contract runs on each (test/audit-sink-contract.test.ts). */
+/** The audit logs the package ships: the sink contract runs on each (test/audit/audit-sink-contract.test.ts). */
 export const AUDIT_LOGS: readonly AuditLogKind[] = [
   {
     name: 'in-memory',

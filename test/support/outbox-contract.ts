@@ -11,7 +11,7 @@ function entry(id: string, subject: string, subscription = 'crm'): NewOutboxEntr
 /**
  * What every outbox store guarantees, for webhooks: order per stream, leases,
  * bounds, dead letters. Called inside a describe block; `open()` answers with
- * a new, empty outbox for each test. test/outbox-store.test.ts runs it on
+ * a new, empty outbox for each test. test/adapters/outbox-store.test.ts runs it on
  * every adapter of test/support/adapters.ts, test/redis-cluster/ on a Redis
  * Cluster.
  */

@@ -1,0 +1,225 @@
+import { expect } from 'chai';
+import { createMemoryAdapter } from '../../lib/index.js';
+
+describe('memory adapter', () => {
+  it('stores, finds, destroys and isolates models', async () => {
+    const Memory = createMemoryAdapter();
+    const tokens = new Memory('AccessToken');
+    const codes = new Memory('AuthorizationCode');
+    await tokens.upsert('a', { jti: 'a', grantId: 'g1' }, 60);
+    expect(await tokens.find('a')).to.deep.equal({ jti: 'a', grantId: 'g1' });
+    expect(await codes.find('a')).to.equal(undefined);
+    await tokens.destroy('a');
+    expect(await tokens.find('a')).to.equal(undefined);
+  });
+
+  it('keeps deep copies, so a caller cannot change what is stored, before or after', async () => {
+    const sessions = new (createMemoryAdapter())('Session');
+    const given = { jti: 's', authorizations: { app: { grantId: 'g1' } } };
+    await sessions.upsert('s', given, 60);
+    given.authorizations.app.grantId = 'changed after upsert';
+    const found = (await sessions.find('s'))! as unknown as typeof given;
+    found.authorizations.app.grantId = 'changed after find';
+    expect(await sessions.find('s')).to.deep.equal({ jti: 's', authorizations: { app: { grantId: 'g1' } } });
+  });
+
+  it('gives back what JSON keeps, as the Redis adapter does', async () => {
+    const tokens = new (createMemoryAdapter())('AccessToken');
+    await tokens.upsert(
+      'a',
+      { jti: 'a', scope: undefined, aud: ['x', { y: [1, null] }] as never, extra: {}, at: new Date(0) as never },
+      60,
+    );
+    expect(await tokens.find('a')).to.deep.equal({
+      jti: 'a',
+      aud: ['x', { y: [1, null] }],
+      extra: {},
+      at: '1970-01-01T00:00:00.000Z',
+    });
+  });
+
+  it('keeps a "__proto__" member a member, never a prototype', async () => {
+    const tokens = new (createMemoryAdapter())('AccessToken');
+    await tokens.upsert('a', JSON.parse('{"jti":"a","extra":{"__proto__":{"admin":true}}}') as never, 60);
+    const found = (await tokens.find('a'))! as { extra: Record<string, unknown> };
+    expect(Object.keys(found.extra)).to.deep.equal(['__proto__']);
+    expect(Object.getPrototypeOf(found.extra)).to.equal(Object.prototype);
+    expect((found.extra as { admin?: boolean }).admin).to.equal(undefined);
+  });
+
+  it('forgets entries when expiresIn runs out', async () => {
+    const tokens = new (createMemoryAdapter())('AccessToken');
+    await tokens.upsert('a', { jti: 'a' }, 1);
+    expect(await tokens.find('a')).to.not.equal(undefined);
+    await new Promise((resolve) => setTimeout(resolve, 1100));
+    expect(await tokens.find('a')).to.equal(undefined);
+  });
+
+  it('finds by uid and by user code, and revokes by grant id', async () => {
+    const Memory = createMemoryAdapter();
+    const sessions = new Memory('Session');
+    const devices = new Memory('DeviceCode');
+    const tokens = new Memory('AccessToken');
+    await sessions.upsert('s', { uid: 'u-1' }, 60);
+    await devices.upsert('d', { userCode: 'ABCD-EFGH' }, 60);
+    await tokens.upsert('t1', { grantId: 'g' }, 60);
+    await tokens.upsert('t2', { grantId: 'g' }, 60);
+    await tokens.upsert('t3', { grantId: 'other' }, 60);
+    expect(await sessions.findByUid('u-1')).to.deep.equal({ uid: 'u-1' });
+    expect(await sessions.findByUid('nope')).to.equal(undefined);
+    expect(await devices.findByUserCode('ABCD-EFGH')).to.deep.equal({ userCode: 'ABCD-EFGH' });
+    expect(await devices.findByUserCode('nope')).to.equal(undefined);
+    await tokens.revokeByGrantId('g');
+    expect(await tokens.find('t1')).to.equal(undefined);
+    expect(await tokens.find('t2')).to.equal(undefined);
+    expect(await tokens.find('t3')).to.not.equal(undefined);
+  });
+
+  it('revokes only grantable models by grant id, never an interaction or a session', async () => {
+    const Memory = createMemoryAdapter();
+    const interactions = new Memory('Interaction');
+    const tokens = new Memory('AccessToken');
+    await interactions.upsert('i', { grantId: 'g' }, 60);
+    await tokens.upsert('t', { grantId: 'g' }, 60);
+    await tokens.revokeByGrantId('g');
+    expect(await tokens.find('t')).to.equal(undefined);
+    expect(await interactions.find('i')).to.not.equal(undefined);
+  });
+
+  it('keeps the grant index as long as its longest-lived entry', async () => {
+    const Memory = createMemoryAdapter();
+    const tokens = new Memory('AccessToken');
+    const codes = new Memory('AuthorizationCode');
+    await tokens.upsert('long', { grantId: 'g' }, 3600);
+    await codes.upsert('short', { grantId: 'g' }, 1);
+    await new Promise((resolve) => setTimeout(resolve, 1100));
+    await tokens.revokeByGrantId('g');
+    expect(await tokens.find('long')).to.equal(undefined);
+  });
+
+  describe('consumeOnce: the atomic-consume contract', () => {
+    it('is true for exactly one of many concurrent callers', async () => {
+      const store = new (createMemoryAdapter())('SubjectToken');
+      await store.upsert('k', { jti: 'k' }, 60);
+      const results = await Promise.all(Array.from({ length: 50 }, () => store.consumeOnce('k')));
+      expect(results.filter(Boolean)).to.have.length(1);
+      expect((await store.find('k'))!.consumed).to.be.a('number');
+    });
+
+    it('is false for a missing or expired entry', async () => {
+      const store = new (createMemoryAdapter())('SubjectToken');
+      expect(await store.consumeOnce('missing')).to.equal(false);
+      await store.upsert('short', { jti: 'short' }, 1);
+      await new Promise((resolve) => setTimeout(resolve, 1100));
+      expect(await store.consumeOnce('short')).to.equal(false);
+    });
+
+    it('follows upsert: a new version starts unconsumed, a payload saved as consumed stays consumed', async () => {
+      const store = new (createMemoryAdapter())('SubjectToken');
+      await store.upsert('k', { jti: 'k' }, 60);
+      expect(await store.consumeOnce('k')).to.equal(true);
+      await store.upsert('k', { jti: 'k' }, 60);
+      expect((await store.find('k'))!.consumed).to.equal(undefined);
+      await store.upsert('k', { jti: 'k', consumed: 123 }, 60);
+      expect((await store.find('k'))!.consumed).to.equal(123);
+      expect(await store.consumeOnce('k')).to.equal(false);
+    });
+
+    it("backs oidc-provider's consume()", async () => {
+      const codes = new (createMemoryAdapter())('AuthorizationCode');
+      await codes.upsert('c', { jti: 'c' }, 60);
+      await codes.consume('c');
+      expect((await codes.find('c'))!.consumed).to.be.a('number');
+      expect(await codes.consumeOnce('c')).to.equal(false);
+    });
+  });
+
+  describe('the bounds', () => {
+    const inAMinute = () => Math.floor(Date.now() / 1000) + 60;
+
+    it('bounds each model on its own: a flood of one kind evicts only that kind, counted, with a callback', async () => {
+      const evicted: string[] = [];
+      const Memory = createMemoryAdapter({ max: 3, onEvict: (model, id) => evicted.push(`${model}:${id}`) });
+      const interactions = new Memory('Interaction');
+      const sessions = new Memory('Session');
+      await sessions.upsert('s', { jti: 's', uid: 'u', exp: inAMinute() }, 60);
+      for (const id of ['a', 'b', 'c', 'd', 'e']) await interactions.upsert(id, { jti: id, exp: inAMinute() }, 60);
+      expect(await interactions.find('a')).to.equal(undefined);
+      expect(await interactions.find('e')).to.not.equal(undefined);
+      expect(await sessions.find('s')).to.not.equal(undefined);
+      expect(await sessions.findByUid('u')).to.not.equal(undefined);
+      expect(evicted).to.deep.equal(['Interaction:a', 'Interaction:b']);
+      const stats = Memory.stats();
+      expect(stats.size).to.equal(4);
+      expect(stats.evictedUnexpired).to.deep.equal({ Interaction: 2 });
+      expect(stats.models['Interaction']).to.deep.equal({ size: 3, max: 3, protected: false });
+      Memory.clear();
+      expect(Memory.stats().size).to.equal(0);
+    });
+
+    it('takes a bound per model from limits', async () => {
+      const Memory = createMemoryAdapter({ max: 10, limits: { Interaction: 2 } });
+      const interactions = new Memory('Interaction');
+      for (const id of ['a', 'b', 'c']) await interactions.upsert(id, { jti: id }, 60);
+      expect(Memory.stats().models['Interaction']!.size).to.equal(2);
+      expect(Memory.stats().models['Interaction']!.max).to.equal(2);
+    });
+
+    // ReplayDetection is bounded per client besides (test/security/replay-shares.test.ts).
+    for (const model of ['SubjectToken', 'ImpersonationApproval', 'Custom']) {
+      it(`never evicts an unexpired ${model} entry: when full, a new one is refused with 503 and the old ones stay`, async () => {
+        const Memory = createMemoryAdapter({ max: 2, protectedModels: ['Custom'] });
+        const store = new Memory(model);
+        await store.upsert('a', { jti: 'a' }, 60);
+        await store.upsert('b', { jti: 'b' }, 60);
+        let refused: { status?: number; error?: string } | undefined;
+        try {
+          await store.upsert('c', { jti: 'c' }, 60);
+        } catch (error) {
+          refused = error as typeof refused;
+        }
+        expect(refused).to.include({ status: 503, error: 'temporarily_unavailable' });
+        expect(await store.find('a')).to.not.equal(undefined);
+        expect(await store.find('b')).to.not.equal(undefined);
+        expect(await store.find('c')).to.equal(undefined);
+        // Rewriting an entry that is already there needs no room.
+        await store.upsert('a', { jti: 'a', consumed: 1 }, 60);
+        expect(Memory.stats().refusedFull).to.deep.equal({ [model]: 1 });
+      });
+    }
+
+    it('sweeps expired entries out, so that they never hold a protected bound', async () => {
+      const Memory = createMemoryAdapter({ max: 2 });
+      const store = new Memory('SubjectToken');
+      await store.upsert('a', { jti: 'a' }, 1);
+      await store.upsert('b', { jti: 'b' }, 1);
+      await new Promise((resolve) => setTimeout(resolve, 1100));
+      await store.upsert('c', { jti: 'c' }, 60);
+      await store.upsert('d', { jti: 'd' }, 60);
+      expect(Memory.stats().models['SubjectToken']!.size).to.equal(2);
+    });
+
+    it('does not count entries that had already expired', async () => {
+      const Memory = createMemoryAdapter({ max: 1 });
+      const store = new Memory('Interaction');
+      await store.upsert('old', { jti: 'old', exp: Math.floor(Date.now() / 1000) - 1 }, 60);
+      await store.upsert('new', { jti: 'new' }, 60);
+      expect(Memory.stats().evictedUnexpired).to.deep.equal({});
+    });
+
+    it("takes a grant's tokens with its index when the index is pushed out, so that no token outlives its revocation", async () => {
+      const Memory = createMemoryAdapter({ max: 10, limits: { Grant: 1 } });
+      const tokens = new Memory('AccessToken');
+      await tokens.upsert('t1', { jti: 't1', grantId: 'g1' }, 60);
+      await tokens.upsert('t2', { jti: 't2', grantId: 'g2' }, 60);
+      expect(await tokens.find('t1')).to.equal(undefined);
+      expect(await tokens.find('t2')).to.not.equal(undefined);
+    });
+
+    it('refuses bounds that are not positive integers, and protectedModels that is not a list', () => {
+      expect(() => createMemoryAdapter({ max: 0 })).to.throw(TypeError, /max/);
+      expect(() => createMemoryAdapter({ limits: { Session: 1.5 } })).to.throw(TypeError, /limits\.Session/);
+      expect(() => createMemoryAdapter({ protectedModels: 'Session' as never })).to.throw(TypeError, /protectedModels/);
+    });
+  });
+});

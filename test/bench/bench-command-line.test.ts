@@ -1,0 +1,161 @@
+import { expect } from 'chai';
+import { parseSettings } from '../../bench/command-line.js';
+import { parseScaleOutSettings } from '../../bench/scale-out-command-line.js';
+
+/** The configurations a command line picks, as `store · deployment` names. */
+function picked(...argv: string[]): string[] {
+  return parseSettings(argv, {}).configurations.map((configuration) => configuration.name);
+}
+
+describe('bench command line', () => {
+  it('--smoke alone runs the seven smoke configurations, as CI runs it, the standing grant on memory only', () => {
+    expect(picked('--smoke')).to.deep.equal([
+      'memory · deployment · standing grant',
+      'redis',
+      'postgres',
+      'memory+pg-audit',
+      'postgres+pg-audit',
+      'memory · webhooks',
+      'redis · webhooks delivered elsewhere',
+    ]);
+  });
+
+  it('a full run measures each store plain (with its webhook twin), as a deployment, and with a standing grant', () => {
+    const stores = ['memory', 'redis', 'postgres', 'memory+pg-audit', 'postgres+pg-audit'];
+    expect(picked()).to.deep.equal([
+      'memory',
+      'memory · webhooks',
+      'redis',
+      'redis · webhooks',
+      'redis · webhooks delivered elsewhere',
+      'postgres',
+      'postgres · webhooks',
+      'postgres · webhooks delivered elsewhere',
+      'memory+pg-audit',
+      'postgres+pg-audit',
+      ...stores.map((store) => `${store} · deployment`),
+      ...stores.map((store) => `${store} · deployment · standing grant`),
+    ]);
+  });
+
+  it('a standing grant runs the deployment scenarios, its subject tokens under the grant', () => {
+    const [grant] = parseSettings(['--grant-only', '--memory-only'], {}).configurations;
+    expect(grant).to.deep.equal({
+      adapter: 'memory',
+      deployment: true,
+      webhooks: false,
+      standingGrant: true,
+      name: 'memory · deployment · standing grant',
+      scenarios: ['baseline', 'create', 'exchange-actor'],
+    });
+  });
+
+  it('--deployment-only runs the deployment rows and the standing-grant rows; --grant-only the latter alone', () => {
+    expect(picked('--deployment-only', '--memory-only')).to.deep.equal([
+      'memory · deployment',
+      'memory · deployment · standing grant',
+    ]);
+    expect(picked('--grant-only', '--redis-only')).to.deep.equal(['redis · deployment · standing grant']);
+    expect(picked('--smoke', '--grant-only')).to.deep.equal([
+      'memory · deployment · standing grant',
+      'redis · deployment · standing grant',
+      'postgres · deployment · standing grant',
+      'memory+pg-audit · deployment · standing grant',
+      'postgres+pg-audit · deployment · standing grant',
+    ]);
+  });
+
+  for (const [flag, store] of [
+    ['--memory-only', 'memory'],
+    ['--redis-only', 'redis'],
+    ['--postgres-only', 'postgres'],
+  ] as const) {
+    it(`--smoke ${flag} runs ${store} alone: plain, its webhook twins, as a deployment, with a standing grant`, () => {
+      expect(picked('--smoke', flag)).to.deep.equal([
+        store,
+        `${store} · webhooks`,
+        ...(store === 'memory' ? [] : [`${store} · webhooks delivered elsewhere`]),
+        `${store} · deployment`,
+        `${store} · deployment · standing grant`,
+      ]);
+    });
+  }
+
+  it('--smoke --audit-only runs the audit log alone, with no webhook twin', () => {
+    expect(picked('--smoke', '--audit-only')).to.deep.equal([
+      'memory+pg-audit',
+      'postgres+pg-audit',
+      'memory+pg-audit · deployment',
+      'postgres+pg-audit · deployment',
+      'memory+pg-audit · deployment · standing grant',
+      'postgres+pg-audit · deployment · standing grant',
+    ]);
+  });
+
+  it('--smoke --no-deployment runs no provider set up as a deployment', () => {
+    expect(picked('--smoke', '--no-deployment')).to.deep.equal([
+      'memory',
+      'memory · webhooks',
+      'redis',
+      'redis · webhooks',
+      'redis · webhooks delivered elsewhere',
+      'postgres',
+      'postgres · webhooks',
+      'postgres · webhooks delivered elsewhere',
+      'memory+pg-audit',
+      'postgres+pg-audit',
+    ]);
+  });
+
+  it('--no-webhooks leaves the providers with a webhook subscription out', () => {
+    expect(picked('--no-deployment', '--no-webhooks')).to.deep.equal([
+      'memory',
+      'redis',
+      'postgres',
+      'memory+pg-audit',
+      'postgres+pg-audit',
+    ]);
+    const webhooks = parseSettings(['--memory-only'], {}).configurations.find((c) => c.webhooks);
+    expect(webhooks).to.deep.include({
+      adapter: 'memory',
+      deployment: false,
+      scenarios: ['baseline', 'exchange-actor'],
+    });
+    expect(parseSettings(['--redis-only'], {}).configurations.find((c) => c.deliveredElsewhere)).to.deep.include({
+      adapter: 'redis',
+      webhooks: true,
+      scenarios: ['baseline', 'exchange-actor'],
+    });
+  });
+
+  it('flags are read when parseSettings is called: the smoke run keeps its short windows', () => {
+    const settings = parseSettings(['--smoke', '--postgres-only'], {});
+    expect(settings).to.include({ smoke: true, rounds: 1, duration: 1, warmup: 0 });
+  });
+});
+
+describe('scale-out command line', () => {
+  it('defaults to 5-second windows, 16 connections and the three shared stores', () => {
+    expect(parseScaleOutSettings([], {})).to.deep.equal({
+      duration: 5,
+      connections: 16,
+      stores: ['redis', 'postgres', 'memory+pg-audit'],
+      help: false,
+      redisUrl: 'redis://127.0.0.1:6379',
+      databaseUrl: 'postgres://postgres@127.0.0.1:5432/test',
+    });
+  });
+
+  it('reads its flags and the service URLs it is given', () => {
+    const settings = parseScaleOutSettings(['--duration', '1', '--connections', '4', '--stores', 'redis'], {
+      REDIS_URL: 'redis://redis.internal:6380',
+    });
+    expect(settings).to.include({ duration: 1, connections: 4, redisUrl: 'redis://redis.internal:6380' });
+    expect(settings.stores).to.deep.equal(['redis']);
+  });
+
+  it('refuses an unknown store and a window that is not a whole number of seconds', () => {
+    expect(() => parseScaleOutSettings(['--stores', 'redis,mysql'], {})).to.throw(TypeError, /unknown store mysql/);
+    expect(() => parseScaleOutSettings(['--duration', '0.5'], {})).to.throw(TypeError, /--duration/);
+  });
+});

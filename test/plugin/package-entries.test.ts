@@ -1,0 +1,59 @@
+import { readFileSync } from 'node:fs';
+import { expect } from 'chai';
+import { packageOf, packagesLoadedBy } from '../support/loaded-packages.js';
+
+interface PackageJson {
+  exports: Record<string, { default: string }>;
+  dependencies: Record<string, string>;
+  devDependencies: Record<string, string>;
+  peerDependencies: Record<string, string>;
+  peerDependenciesMeta: Record<string, { optional?: boolean }>;
+}
+const pkg = JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as PackageJson;
+
+/** The store drivers: each an optional peer, loaded by its own subpath only. */
+const DRIVERS = { ioredis: ['./adapters/redis'], pg: ['./adapters/postgres', './audit-postgres'] };
+
+/** The packages an export of package.json loads, from its lib/ source; `node:` built-ins left out. */
+function loadedBy(subpath: string): string[] {
+  const target = pkg.exports[subpath]!.default.replace(/^\.\/dist\//, '').replace(/\.js$/, '.ts');
+  const loaded = [...packagesLoadedBy(target)].filter((specifier) => !specifier.startsWith('node:')).map(packageOf);
+  return [...new Set(loaded)].sort();
+}
+
+/*
+ * What an installation pays for: the main entry must run where only
+ * oidc-provider and the package's dependencies are installed, and a driver
+ * is installed by the deployments that use its store. .ci/consumer-check.sh
+ * checks the same on the packed tarball, installed.
+ */
+describe('package entry points', () => {
+  it("the main entry loads oidc-provider and the package's dependencies, no store driver", () => {
+    expect(loadedBy('.')).to.deep.equal([...Object.keys(pkg.dependencies), 'oidc-provider'].sort());
+  });
+
+  it('each store driver is an optional peer (and a development dependency), loaded by its subpaths only', () => {
+    for (const [driver, subpaths] of Object.entries(DRIVERS)) {
+      expect(pkg.dependencies, driver).to.not.have.property(driver);
+      expect(pkg.peerDependencies, driver).to.have.property(driver);
+      expect(pkg.peerDependenciesMeta[driver]?.optional, driver).to.equal(true);
+      expect(pkg.devDependencies, driver).to.have.property(driver);
+      const loading = Object.keys(pkg.exports).filter((subpath) => loadedBy(subpath).includes(driver));
+      expect(loading, `the entry points that load ${driver}`).to.deep.equal(subpaths);
+    }
+  });
+
+  it('every entry point loads only what package.json declares, and none a development dependency', () => {
+    const declared = new Set([...Object.keys(pkg.dependencies), ...Object.keys(pkg.peerDependencies)]);
+    for (const subpath of Object.keys(pkg.exports))
+      expect(
+        loadedBy(subpath).filter((name) => !declared.has(name)),
+        subpath,
+      ).to.deep.equal([]);
+  });
+
+  it('the resource-server helper loads jose only: it stands without oidc-provider, Koa or a driver', () => {
+    expect(loadedBy('./resource-server')).to.deep.equal(['jose']);
+    expect(pkg.peerDependenciesMeta['oidc-provider']?.optional, 'installed without oidc-provider').to.equal(true);
+  });
+});
