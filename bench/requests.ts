@@ -155,7 +155,8 @@ export function exchangeRequest(actor: string | undefined, pool: TokenPool): Req
 /**
  * A delegation: the orders service exchanges the same user's token for one for
  * DOWNSTREAM_API, naming itself in `act`. Nothing is redeemed, so the request
- * never changes; each one still writes a session.
+ * never changes; the first lists a session, and each one after it is issued a
+ * token under that session (a read of its index and record, no write).
  */
 export function delegationRequest(subjectToken: string): RequestSpec {
   return {
