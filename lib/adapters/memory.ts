@@ -353,7 +353,9 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
     return typeof count === 'number' ? count : 0;
   }
 
-  class MemoryAdapter implements Adapter, AtomicConsume, AtomicCommit, SortedIndexes, BoundedIndexes, PrincipalQuotas, OutboxCapable {
+  class MemoryAdapter
+    implements Adapter, AtomicConsume, AtomicCommit, SortedIndexes, BoundedIndexes, PrincipalQuotas, OutboxCapable
+  {
     readonly #store: ModelStore;
 
     constructor(name: string) {

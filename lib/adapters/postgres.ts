@@ -428,7 +428,9 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
     }
   }
 
-  class PostgresAdapter implements Adapter, AtomicConsume, AtomicCommit, SortedIndexes, BoundedIndexes, PrincipalQuotas, OutboxCapable {
+  class PostgresAdapter
+    implements Adapter, AtomicConsume, AtomicCommit, SortedIndexes, BoundedIndexes, PrincipalQuotas, OutboxCapable
+  {
     readonly #name: string;
 
     constructor(name: string) {

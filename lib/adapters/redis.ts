@@ -364,7 +364,12 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
     // argument, which for these scripts is their number of keys: sent alone,
     // each goes to the slot of its keys.
     const ignored = (client.options.autoPipeliningIgnoredCommands ??= []);
-    for (const name of ['impersonationIndexAdd', 'impersonationIndexAddWithin', 'impersonationCommit', 'impersonationSaveWithinQuotas'])
+    for (const name of [
+      'impersonationIndexAdd',
+      'impersonationIndexAddWithin',
+      'impersonationCommit',
+      'impersonationSaveWithinQuotas',
+    ])
       if (!ignored.includes(name)) ignored.push(name);
     // A Cluster opens a node's connection on its first command, and, without
     // an offline queue, fails the calls that reach the node while it opens: a
@@ -399,7 +404,9 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
 
   let outbox: OutboxStore | undefined;
 
-  class RedisAdapter implements Adapter, AtomicConsume, AtomicCommit, SortedIndexes, BoundedIndexes, PrincipalQuotas, OutboxCapable {
+  class RedisAdapter
+    implements Adapter, AtomicConsume, AtomicCommit, SortedIndexes, BoundedIndexes, PrincipalQuotas, OutboxCapable
+  {
     readonly #name: string;
 
     constructor(name: string) {
