@@ -103,23 +103,11 @@ function covers(grant: AccessGrant, ask: CreationAsk & { actor: string }, requir
   return !allowed || !ask.scope || ask.scope.every((name) => allowed.has(name));
 }
 
-/** Whether a waiting request asks exactly this: the same actor, client, ceiling and context, from the same caller. */
-function asksTheSame(request: ApprovalRequest, ask: CreationAsk & { actor: string }): boolean {
-  return (
-    request.actor === ask.actor &&
-    request.requestedBy === ask.caller.clientId &&
-    request.clientId === ask.clientId &&
-    request.resource === ask.resource &&
-    canonicalJson(request.scope ?? null) === canonicalJson(ask.scope ?? null) &&
-    canonicalJson(request.context) === canonicalJson(ask.context)
-  );
-}
-
 /**
- * The request waiting for the customer: the one this caller already made
- * asking exactly this (asking again makes no duplicate), or a new one while
+ * The request waiting for the customer: the one this caller already made for
+ * this actor (asking again makes no duplicate), or a new one while
  * the customer has fewer than `maxPendingPerCustomer` waiting, counted and
- * listed in one store operation. Two identical asks racing may both create
+ * listed in one store operation. Two asks racing may both create
  * one; the cap bounds what any number of asks can leave.
  */
 async function pendingRequest(
@@ -129,7 +117,9 @@ async function pendingRequest(
   ctx: Koa.Context | undefined,
 ): Promise<ApprovalRequest> {
   const waiting = await storeCall(() => deps.approvals.pendingRequests(ask.subject, settings.maxPendingPerCustomer));
-  const same = waiting.find((request) => asksTheSame(request, ask));
+  // One request per caller and actor: asked again, it is answered as it was asked (its client, ceiling
+  // and ticket), which is all an approval of it covers; what else was asked waits for the answer.
+  const same = waiting.find((request) => request.actor === ask.actor && request.requestedBy === ask.caller.clientId);
   if (same) return same;
   const createdAt = nowSeconds();
   const request: ApprovalRequest = {

@@ -416,7 +416,11 @@ describe("delegation from an impersonation under the customer's access grant", f
 
   /** alice impersonates `customer` at API, under the grant the policy finds. */
   async function impersonation(customer: string): Promise<{ token: string; session: string }> {
-    const created = await askForSubjectToken(ap.tp, { userId: customer, actorId: 'alice' });
+    const created = await askForSubjectToken(ap.tp, {
+      userId: customer,
+      actorId: 'alice',
+      clientId: CLIENTS.console.client_id,
+    });
     expect(created.status, JSON.stringify(created.body)).to.equal(201);
     const exchanged = await exchangeAsActor(ap.tp, {
       subjectToken: created.body['subjectToken'] as string,

@@ -263,7 +263,7 @@ function holdsOnThisHostWithApiAt(host: () => { tp: TestProvider }, api: () => T
 describe("docs/adding-to-your-deployment.md's provider below a mount path", () => {
   /** The section's first block, which builds the provider every host below it mounts. */
   function sectionProvider(): string {
-    const page = readFileSync(new URL('../../docs/adding-to-your-deployment.md', import.meta.url), 'utf8');
+    const page = readFileSync(new URL('../../../docs/adding-to-your-deployment.md', import.meta.url), 'utf8');
     const block = /^## Mounting the provider\n[\s\S]*?^```js\n([\s\S]*?)^```$/m.exec(page);
     if (!block) throw new Error('the "Mounting the provider" section has no js block');
     return block[1]!;
