@@ -369,8 +369,8 @@ export function createPostgresOutbox(
  * ms, $5 how many entries of one subscription may be out at once, $6 and $7
  * the subscriptions that have some out and how many. The subscriptions with
  * ready rows are found by skipping through the index (one probe each); of
- * each with room, its first due rows, up to its room; of those, the $2 that
- * fell due first. Exported for bench/outbox-claim.ts, which explains it over
+ * each with room, its first due rows (at most $2, its room kept); of those,
+ * the $2 that fell due first. Exported for bench/outbox-claim.ts, which explains it over
  * a backlog.
  */
 export function claimStatement(entries: string): string {
@@ -386,21 +386,30 @@ export function claimStatement(entries: string): string {
            SELECT w.subscription, LEAST($2::bigint, $5::bigint - coalesce(o.out, 0)) AS room
            FROM waiting w LEFT JOIN unnest($6::text[], $7::bigint[]) AS o(subscription, out)
              ON o.subscription = w.subscription
-           WHERE w.subscription IS NOT NULL
+           WHERE w.subscription IS NOT NULL AND $5::bigint - coalesce(o.out, 0) > 0
          ), due AS (
-           SELECT d.seq FROM room r CROSS JOIN LATERAL (
+           -- At most $2 rows of each subscription (a constant the planner can count on: a limit it
+           -- cannot estimate makes it expect a backlog, and compile the statement), its room kept below.
+           SELECT d.seq, d.at, r.subscription, r.room FROM room r CROSS JOIN LATERAL (
              SELECT e.seq, ${DUE} AS at FROM ${entries} e
              WHERE e.subscription = r.subscription AND e.ready AND e.dead_at IS NULL AND ${DUE} <= $1
                AND NOT EXISTS (
                  SELECT 1 FROM ${entries} p WHERE p.stream = e.stream AND p.seq < e.seq AND p.dead_at IS NULL
                )
-             ORDER BY ${DUE}, e.seq LIMIT GREATEST(r.room, 0)
+             ORDER BY ${DUE}, e.seq LIMIT $2
              FOR NO KEY UPDATE OF e SKIP LOCKED
            ) d
-           ORDER BY d.at, d.seq LIMIT $2
+         ), chosen AS (
+           SELECT ranked.seq FROM (
+             SELECT due.seq, due.at, due.room,
+                    row_number() OVER (PARTITION BY due.subscription ORDER BY due.at, due.seq) AS n
+             FROM due
+           ) ranked
+           WHERE ranked.n <= ranked.room
+           ORDER BY ranked.at, ranked.seq LIMIT $2
          )
          UPDATE ${entries} e SET lease = $3 || ':' || e.seq, lease_until = $1 + $4, attempts = e.attempts + 1
-         FROM due WHERE e.seq = due.seq AND e.lease_until <= $1 AND e.dead_at IS NULL
+         FROM chosen WHERE e.seq = chosen.seq AND e.lease_until <= $1 AND e.dead_at IS NULL
          RETURNING e.id, e.subscription, e.subject, e.body, e.created_at, e.attempts, e.lease, e.lease_until`;
 }
 

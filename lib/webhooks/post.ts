@@ -35,7 +35,7 @@ export interface Poster {
   close(): void;
 }
 
-/** Idle connections kept per receiver's host; requests in flight are not limited (a round's batch goes out at once). */
+/** Idle connections kept per receiver's host; requests in flight are bounded by the delivery loop (per subscription), not here. */
 const FREE_SOCKETS_PER_HOST = 16;
 /** An idle connection is closed after this long, before a receiver or a middlebox drops it unseen. */
 const IDLE_SOCKET_MS = 4000;
