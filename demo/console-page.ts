@@ -26,7 +26,10 @@ const CONSOLE_STYLE = `
 .banner p { margin: 0; flex: 1; font-size: 15px; }
 .banner button { margin: 0; background: #b42318; }
 .notice { border: 1px solid #abefc6; background: var(--ok-bg); color: var(--ok); border-radius: 6px; padding: 10px 14px; margin: 12px 0; }
-.error p { margin: 0; }
+/* The shared .error keeps a message's line breaks (pre-wrap); here the lines are elements, and the
+   page's own line breaks and indentation between them would show as blank lines. */
+.error { white-space: normal; }
+.error p { margin: 0; white-space: pre-wrap; }
 .error .code { font-size: 12px; color: #7a271a; margin-top: 4px; font-family: ui-monospace, Menlo, monospace; }
 .error button { margin-top: 8px; }
 .steps { list-style: none; padding: 0; margin: 0; }

@@ -47,8 +47,10 @@ export function createPoster(): Poster {
   const settings = { keepAlive: true, maxFreeSockets: FREE_SOCKETS_PER_HOST, timeout: IDLE_SOCKET_MS };
   const agents = { http: new HttpAgent(settings), https: new HttpsAgent(settings) };
   const checked = { http: new HttpAgent(settings), https: new HttpsAgent(settings) };
+  const aborts = abortsBySignal();
   return {
-    post: (url, headers, body, options) => postOnce(options.lookup ? checked : agents, url, headers, body, options),
+    post: (url, headers, body, options) =>
+      postOnce(options.lookup ? checked : agents, aborts, url, headers, body, options),
     close() {
       for (const agent of [agents.http, agents.https, checked.http, checked.https]) agent.destroy();
     },
@@ -62,6 +64,7 @@ export function createPoster(): Poster {
  */
 function postOnce(
   agents: { http: HttpAgent; https: HttpsAgent },
+  aborts: AbortsBySignal,
   url: string,
   headers: Readonly<Record<string, string>>,
   body: string,
@@ -120,10 +123,10 @@ function postOnce(
     };
     const deadline = setTimeout(abort, timeoutMs);
     deadline.unref();
-    signal.addEventListener('abort', abort, { once: true });
+    const forget = aborts.add(signal, abort);
     const cleanUp = (): void => {
       clearTimeout(deadline);
-      signal.removeEventListener('abort', abort);
+      forget();
     };
     request.on('error', () => {});
     request.on('close', () => {
@@ -133,6 +136,42 @@ function postOnce(
     });
     request.end(body);
   });
+}
+
+interface AbortsBySignal {
+  /** Calls `abort` when `signal` aborts; the function returned forgets it. */
+  add(signal: AbortSignal, abort: () => void): () => void;
+}
+
+/**
+ * The POSTs in flight under each signal, behind one listener per signal: a round's batch shares
+ * its delivery loop's stop signal, on which a listener per POST would pile up as many listeners
+ * as the batch has POSTs. The listener goes once no POST of its signal is in flight.
+ */
+function abortsBySignal(): AbortsBySignal {
+  const bySignal = new Map<AbortSignal, { pending: Set<() => void>; listener: () => void }>();
+  return {
+    add(signal, abort) {
+      let entry = bySignal.get(signal);
+      if (!entry) {
+        const pending = new Set<() => void>();
+        const listener = (): void => {
+          bySignal.delete(signal);
+          for (const each of pending) each();
+        };
+        entry = { pending, listener };
+        bySignal.set(signal, entry);
+        signal.addEventListener('abort', listener, { once: true });
+      }
+      const { pending, listener } = entry;
+      pending.add(abort);
+      return () => {
+        if (!pending.delete(abort) || pending.size) return;
+        if (bySignal.get(signal)?.pending === pending) bySignal.delete(signal);
+        signal.removeEventListener('abort', listener);
+      };
+    },
+  };
 }
 
 function headerOf(response: IncomingMessage, name: string): string | null {

@@ -1,4 +1,3 @@
-import { setMaxListeners } from 'node:events';
 import type { Provider } from 'oidc-provider';
 import type {
   DeadLetter,
@@ -98,9 +97,8 @@ export function startDelivery(
   const subscriptions = new Map(options.subscriptions.map((subscription) => [subscription.id, subscription]));
   const gone = new Set<string>();
   const leaseMs = options.timeoutMs + LEASE_MARGIN_MS;
+  // The POSTs in flight stop with it, under one listener (post.ts), however many a round sends.
   const stopping = new AbortController();
-  // Every POST under way listens to it: as many as IN_FLIGHT_PER_SUBSCRIPTION per subscription.
-  setMaxListeners(0, stopping.signal);
   const poster = createPoster();
   const http: DeliveryHttp = { post: poster.post, signal: stopping.signal, timeoutMs: options.timeoutMs };
   let timer: NodeJS.Timeout | undefined;

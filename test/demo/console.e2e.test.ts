@@ -148,6 +148,15 @@ describe('demo: support console in headless Chromium', function () {
       ),
     );
     expect(code).to.be.below(message!);
+    // The box holds its two lines within its padding, and no blank line above, between or below them.
+    const blank = await alice.page.locator('#error').evaluate((box) => {
+      const style = getComputedStyle(box);
+      const inner = box.clientHeight - parseFloat(style.paddingTop) - parseFloat(style.paddingBottom);
+      const shown = [...box.children].filter((child) => child.getClientRects().length > 0);
+      return inner - (shown[shown.length - 1]!.getBoundingClientRect().bottom - shown[0]!.getBoundingClientRect().top);
+    });
+    expect(blank).to.be.below(1);
+    await alice.page.locator('#error').screenshot({ path: path.join(ARTIFACTS, 'demo-console-refusal.png') });
     expect(await alice.page.locator('#acting-banner').isHidden()).to.equal(true);
     await expectAccessible(alice.page, 'the console with an error');
   });

@@ -215,16 +215,41 @@ export async function callResourceApi(
 
 export const quiet = (): void => {};
 
-/** An M2M token of the demo backend's client for the Management API. */
-export async function managementToken(demo: Demo, scope: string): Promise<string> {
+/** A machine client of the demo's identity service. */
+export interface MachineClient {
+  id: string;
+  secret: string;
+}
+
+const CONSOLE_BACKEND: MachineClient = { id: 'impersonation-backend', secret: 'impersonation-backend-secret' };
+/** The on-call team's client, the one the demo lets break glass (`approvals.breakGlassClients`). */
+export const EMERGENCY_ACCESS: MachineClient = { id: 'emergency-access', secret: 'emergency-access-secret' };
+
+/** An M2M token for the Management API, of the demo backend's client unless another is named. */
+export async function managementToken(demo: Demo, scope: string, client = CONSOLE_BACKEND): Promise<string> {
   const response = await fetch(`${demo.identity.issuer}/token`, {
     method: 'POST',
-    headers: { authorization: basic('impersonation-backend', 'impersonation-backend-secret') },
+    headers: { authorization: basic(client.id, client.secret) },
     body: new URLSearchParams({ grant_type: 'client_credentials', resource: demo.identity.managementResource, scope }),
     signal: AbortSignal.timeout(REQUEST_TIMEOUT),
   });
   const { access_token: token } = (await response.json()) as { access_token: string };
   return token;
+}
+
+/** POST /api/subject-tokens of the Management API with `token`: its status and body. */
+export async function askSubjectToken(
+  demo: Demo,
+  token: string,
+  creation: Record<string, unknown>,
+): Promise<{ status: number; body: Record<string, unknown> }> {
+  const response = await fetch(demo.identity.managementUrl, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+    body: JSON.stringify(creation),
+    signal: AbortSignal.timeout(REQUEST_TIMEOUT),
+  });
+  return { status: response.status, body: (await response.json()) as Record<string, unknown> };
 }
 
 /** A customer signed in at the account page (`/account`), as a browser would: its cookies and the page. */

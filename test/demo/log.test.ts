@@ -5,9 +5,11 @@ import { EVENTS, onImpersonationEvent } from '../../lib/index.js';
 import type { AuditEntry } from '../../lib/audit/chain.js';
 import {
   accountSignIn,
-  basic,
+  askSubjectToken,
   csrfOf,
+  EMERGENCY_ACCESS,
   exchange,
+  managementToken,
   postAccountForm,
   request,
   REQUEST_TIMEOUT,
@@ -140,31 +142,16 @@ describe('demo: its log', function () {
   it("prints an emergency access (break-glass) in the trail's order: the token's creation, then the bypass that allowed it", async () => {
     const { demo, lines } = await loggedDemo();
     demos.push(demo);
-    const m2m = await fetch(`${demo.identity.issuer}/token`, {
-      method: 'POST',
-      headers: { authorization: basic('emergency-access', 'emergency-access-secret') },
-      body: new URLSearchParams({
-        grant_type: 'client_credentials',
-        resource: demo.identity.managementResource,
-        scope: 'subject-tokens:create',
-      }),
-      signal: AbortSignal.timeout(REQUEST_TIMEOUT),
-    });
-    const { access_token: token } = (await m2m.json()) as { access_token: string };
-    const created = await fetch(demo.identity.managementUrl, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-      body: JSON.stringify({
-        userId: 'bob',
-        actorId: 'alice',
-        clientId: 'support-console',
-        context: { ticketId: 'INC-77' },
-        breakGlass: { reason: 'Incident INC-77: payments failing' },
-      }),
-      signal: AbortSignal.timeout(REQUEST_TIMEOUT),
+    const token = await managementToken(demo, 'subject-tokens:create', EMERGENCY_ACCESS);
+    const created = await askSubjectToken(demo, token, {
+      userId: 'bob',
+      actorId: 'alice',
+      clientId: 'support-console',
+      context: { ticketId: 'INC-77' },
+      breakGlass: { reason: 'Incident INC-77: payments failing' },
     });
     expect(created.status).to.equal(201);
-    const { id } = (await created.json()) as { id: string };
+    const id = created.body['id'] as string;
 
     // Both rows are written before the token is handed out, the creation's first.
     const { items } = await demo.auditLog.query!({ subject: 'bob' });

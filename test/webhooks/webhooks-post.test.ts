@@ -1,3 +1,4 @@
+import { getEventListeners } from 'node:events';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { expect } from 'chai';
@@ -48,6 +49,37 @@ describe('outbox delivery: one POST to a receiver', function () {
       Array.from({ length: 40 }, () => poster.post(server.url, {}, '{}', { timeoutMs: 1500, signal })),
     );
     expect(answers.map((answer) => answer.status)).to.deep.equal(Array(40).fill(204));
+  });
+
+  it("listens to a batch's shared stop signal once, not once per POST, and stops every POST of the batch with it", async () => {
+    const server = await started((request, response) => {
+      request.resume();
+      setTimeout(() => response.writeHead(204).end(), 100);
+    });
+    const loop = new AbortController();
+    const warnings: Error[] = [];
+    const warned = (warning: Error) => warnings.push(warning);
+    process.on('warning', warned);
+    try {
+      const batch = Promise.all(
+        Array.from({ length: 40 }, () => poster.post(server.url, {}, '{}', { timeoutMs: 1500, signal: loop.signal })),
+      );
+      expect(getEventListeners(loop.signal, 'abort')).to.have.length(1);
+      expect((await batch).map((answer) => answer.status)).to.deep.equal(Array(40).fill(204));
+      expect(getEventListeners(loop.signal, 'abort')).to.have.length(0);
+
+      // Stopped in the middle: every POST of the batch settles at once, without an answer.
+      const stopped = Promise.all(
+        Array.from({ length: 40 }, () => poster.post(server.url, {}, '{}', { timeoutMs: 10_000, signal: loop.signal })),
+      );
+      setTimeout(() => loop.abort(), 20);
+      expect((await stopped).map((answer) => answer.status)).to.deep.equal(Array(40).fill(0));
+      expect(getEventListeners(loop.signal, 'abort')).to.have.length(0);
+      await new Promise((resolve) => setImmediate(resolve)); // a warning is emitted on the next tick
+    } finally {
+      process.off('warning', warned);
+    }
+    expect(warnings.map((warning) => warning.name)).to.not.include('MaxListenersExceededWarning');
   });
 
   it('settles on the status: a body that never ends holds nothing up', async () => {
