@@ -3,14 +3,7 @@ import { decodeJwt } from 'jose';
 import { startDemo, type Demo } from '../../demo/demo.js';
 import { API_RESOURCE } from '../../demo/seed.js';
 import { createMemoryAuditLog, EVENTS, type MemoryAuditLog } from '../../lib/index.js';
-import {
-  accountSignIn,
-  exchange,
-  quiet,
-  REQUEST_TIMEOUT,
-  requestImpersonation,
-  signIn,
-} from './helpers.js';
+import { accountSignIn, exchange, quiet, REQUEST_TIMEOUT, requestImpersonation, signIn } from './helpers.js';
 
 /** dave needs no approval: a customer's access grant would keep the delegation to the grant's own resource. */
 const DAVE = { userId: 'dave', reason: 'Cannot see the invoices', ticketId: 'T-1234' };
