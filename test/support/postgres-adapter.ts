@@ -107,5 +107,8 @@ export async function closePostgresTestAdapters(): Promise<void> {
   await Promise.all(adapters.map((Adapter) => Adapter.close().catch(() => {})));
   const pool = sharedPool;
   sharedPool = undefined;
+  // dropTestSchemas() drops the schema next: a later file of this process (mocha --parallel runs
+  // several in one worker, with the root hooks after each) makes a schema of its own.
+  runSchema = undefined;
   await pool?.end().catch(() => {});
 }
