@@ -28,6 +28,7 @@ import {
   exchange,
   expectError,
   introspect,
+  m2mToken,
   subjectToken,
   userAccessToken,
   type Reply,
@@ -61,12 +62,16 @@ describe('bugs of other token-exchange servers', function () {
   this.timeout(60_000);
   let tp: TestProvider;
   let admin: string;
+  /** The users the deployment knows: a test removes one. */
+  const users = new Set(['alice', 'bob', 'carol', 'dave']);
 
   before(async () => {
     tp = await startProvider({
       plugin: { actorClients: [CLIENTS.console.client_id] },
       configuration: {
         clients: [...FIXTURE_CLIENTS, PARTNER_METADATA],
+        findAccount: (_ctx: KoaContextWithOIDC, sub: string) =>
+          users.has(sub) ? { accountId: sub, claims: () => ({ sub }) } : undefined,
         // carol lets alice act for her, through the orders service, and no one else.
         extraTokenClaims: (_ctx: KoaContextWithOIDC, token: unknown) =>
           (token as AccessToken).accountId === 'carol'
@@ -124,6 +129,21 @@ describe('bugs of other token-exchange servers', function () {
       expect((await introspect(tp, opaque))['may_act']).to.deep.equal({
         sub: 'alice',
         client_id: CLIENTS.orders.client_id,
+      });
+    });
+
+    it('refuses as actor a user the deployment no longer knows, though their JWT has not expired', async () => {
+      const bobs = await userAccessToken(tp, 'bob', { resource: API, scope: 'openid profile:read' });
+      const daves = await userAccessToken(tp, 'dave', { resource: API, scope: 'openid profile:read' });
+      const asDave = { resource: API, actor_token: daves, actor_token_type: ACCESS_TOKEN };
+      expect(decodeJwt(issued(await delegate(tp, bobs, asDave)))['act']).to.deep.include({ sub: 'dave' });
+      users.delete('dave');
+      expectError(await delegate(tp, bobs, asDave), 400, 'invalid_request', /no longer exists/);
+      // A client acting with its own client-credentials token is no user, and is not looked up.
+      const own = await m2mToken(tp, CLIENTS.orders, 'profile:read', API);
+      const asClient = { resource: API, actor_token: own, actor_token_type: ACCESS_TOKEN };
+      expect(decodeJwt(issued(await delegate(tp, bobs, asClient)))['act']).to.deep.include({
+        sub: CLIENTS.orders.client_id,
       });
     });
 
