@@ -1,7 +1,7 @@
 import type { KoaContextWithOIDC } from 'oidc-provider';
 import { verifyAccessToken, type VerifiedAccessToken } from '../access-token.js';
 import { invalidRequest } from '../errors.js';
-import type { DpopProof } from '../provider-internals.js';
+import { providerConfiguration, type DpopProof } from '../provider-internals.js';
 import type { VerifiedSubject } from './subject.js';
 
 /** Who acts: the claim that goes on top of the `act` chain, and its name for the session and the policy. */
@@ -48,6 +48,13 @@ export async function delegationActor(
     throw invalidRequest('actor_token was issued to a client whose tokens are not accepted as actor tokens here');
   }
   checkSenderConstraint('actor_token', token.cnf, proof);
+  // A user acts only while the deployment knows them: a JWT names no Grant, and would outlive their removal.
+  // (A client-credentials token's `sub` is its client's id.)
+  if (token.sub !== token.clientId) {
+    const account = await providerConfiguration(provider).findAccount(ctx, token.sub);
+    if (!account || account.accountId !== token.sub)
+      throw invalidRequest('actor_token names a user that no longer exists');
+  }
   return { sub: token.sub, claim: { sub: token.sub, client_id: clientId } };
 }
 

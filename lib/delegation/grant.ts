@@ -135,6 +135,8 @@ export function createDelegationHandler(dependencies: DelegationDependencies): D
     checkMayAct(ctx, subject, actor);
     const { act, depth } = nestedAct(actor.claim, subject.act, delegation.maxChainDepth);
     progress.depth = depth;
+    // The subject's may_act rides on: exchanging the issued token again cannot make another actor.
+    const chain = { act, ...(subject.mayAct === undefined ? {} : { may_act: subject.mayAct }) };
     const account = await providerConfiguration(provider).findAccount(ctx, subject.sub);
     if (!account || account.accountId !== subject.sub) {
       throw invalidRequest('subject_token names a user that no longer exists');
@@ -172,7 +174,7 @@ export function createDelegationHandler(dependencies: DelegationDependencies): D
       act,
     });
     const reissue = async (live: SessionRecord): Promise<Issued> => {
-      claims.attach(token, { act, [SESSION_CLAIM]: live.id });
+      claims.attach(token, { ...chain, [SESSION_CLAIM]: live.id });
       return { value: await reissueDelegated(ctx, sessions, token, live), token, issuedTokenType };
     };
     const live = await sessions.liveDelegation(key, nowSeconds() + expiresIn);
@@ -189,7 +191,7 @@ export function createDelegationHandler(dependencies: DelegationDependencies): D
       rootSessionId === undefined
         ? { subjectTokenId: subject.id, user: subject.sub, clientId: client.clientId }
         : { impersonationSessionId: rootSessionId };
-    claims.attach(token, { act, [SESSION_CLAIM]: session.id });
+    claims.attach(token, { ...chain, [SESSION_CLAIM]: session.id });
     const event = () => delegationSucceeded(session, params.subject_token_type, depth);
     try {
       const value = await issueDelegated(ctx, sessions, rootSessionId === undefined ? undefined : options.auditLog, {
