@@ -25,7 +25,7 @@ import {
 } from './management/client-metadata.js';
 import { managementApiHandler, type ManagementApiHandler } from './management/node-handler.js';
 import { createManagementApi, type ServedRequests } from './management/router.js';
-import { refuseUnknownOptions } from './option-names.js';
+import { refuseUnknownOptions } from './config/names.js';
 import { managementScopes, resolveOptions, type ImpersonationOptions, type ResolvedOptions } from './options.js';
 import {
   assertModelInternals,
