@@ -2,7 +2,7 @@ import type { EventEmitter } from 'node:events';
 import type Koa from 'koa';
 import type { Configuration, KoaContextWithOIDC, Provider, ResourceServer } from 'oidc-provider';
 import { createMemoryAdapter } from './adapters/memory.js';
-import { customerResourceInfo } from './approvals/customer.js';
+import { customerResourceInfo } from './customer/check.js';
 import { ApprovalStore } from './approvals/store.js';
 import { openPluginStore } from './adapters/plugin-store.js';
 import { instantiateAdapter, type AdapterSource, type ImpersonationAdapter } from './adapters/contract.js';

@@ -1,8 +1,8 @@
 import type Koa from 'koa';
 import { EVENTS } from '../audit/events.js';
 import { record as recordEvent } from '../audit/record.js';
-import { notFound } from '../errors.js';
-import { storeCall } from '../management/http.js';
+import { unknownRecord } from '../errors.js';
+import { storeCall } from '../store-call.js';
 import type { ApprovalDependencies } from './deps.js';
 import { requestEvent } from './events.js';
 import { isApprovalRequestId, requestStateOf, type ApprovalRequest } from './record.js';
@@ -46,7 +46,7 @@ export async function findRequestAs(
   accept: (request: ApprovalRequest) => boolean,
 ): Promise<ApprovalRequest> {
   const request = isApprovalRequestId(id) ? await storeCall(() => deps.approvals.findRequest(id)) : undefined;
-  if (!request || !accept(request)) throw notFound('not_found', 'no approval request has this id');
+  if (!request || !accept(request)) throw unknownRecord('not_found', 'no approval request has this id');
   return request;
 }
 

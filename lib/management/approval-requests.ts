@@ -1,7 +1,7 @@
 import type Router from '@koa/router';
 import type { ApprovalDependencies } from '../approvals/deps.js';
 import { readRequestFor } from '../approvals/requests.js';
-import { authorize, type Authenticate } from './http.js';
+import { authorize, type Authenticate } from '../http/auth.js';
 
 /**
  * `GET {requestsPath}/{id}`: a backend reads an approval request it made, to

@@ -1,6 +1,7 @@
 import type Koa from 'koa';
 import type { Provider } from 'oidc-provider';
 import { verifyAccessToken } from '../access-token.js';
+import { bearerToken } from '../http/auth.js';
 import type { ManagementAuthResult, ResolvedOptions } from '../options.js';
 
 /**
@@ -32,10 +33,4 @@ export function createCallerCheck(provider: Provider, options: ResolvedOptions) 
     }
     return { clientId: token.clientId };
   };
-}
-
-/** The token of an `Authorization: Bearer` header, when it holds one token and nothing else. */
-export function bearerToken(header: string): string | undefined {
-  const match = /^Bearer +([A-Za-z0-9\-._~+/]+=*) *$/i.exec(header);
-  return match?.[1];
 }
