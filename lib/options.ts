@@ -4,7 +4,7 @@ import type { AdapterSource } from './adapters/contract.js';
 import { resolveApprovalOptions, type ApprovalOptions, type ResolvedApprovalOptions } from './approvals/options.js';
 import type { AuditSink } from './audit/sink.js';
 import type { ExchangeDecision, PolicyDecision } from './config/decisions.js';
-import type { JsonObject } from './json.js';
+import { definedMembers, type JsonObject } from './json.js';
 import {
   resolveDelegationOptions,
   type DelegationOptions,
@@ -240,7 +240,7 @@ export function resolveOptions(input: ImpersonationOptions): ResolvedOptions {
     ...IMPERSONATION_DEFAULTS,
     environmentVariables: {},
     actorClients: [],
-    ...stripUndefined(input),
+    ...definedMembers(input),
   } as unknown as ResolvedOptions;
 
   check.resourceIndicator('managementResource', options.managementResource);
@@ -345,8 +345,4 @@ export function managementScopes(
 /** Resolved SSF options carry `retentionSeconds`; the input's `scope` is not checked yet and stays out. */
 function isResolvedSsf(ssf: object): ssf is ResolvedSsfOptions {
   return 'retentionSeconds' in ssf;
-}
-
-function stripUndefined<T extends object>(value: T): Partial<T> {
-  return Object.fromEntries(Object.entries(value).filter(([, entry]) => entry !== undefined)) as Partial<T>;
 }

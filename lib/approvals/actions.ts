@@ -35,7 +35,7 @@ import {
   type ApprovalDecision,
   type ApprovalRequest,
 } from './record.js';
-import { findRequestAs, settleExpiry, viewOf } from './requests.js';
+import { findSettledAs, viewOf } from './requests.js';
 import { accessGrantView, type AccessGrantView, type ApprovalRequestView } from './view.js';
 
 export type { ApprovalDependencies } from './deps.js';
@@ -205,8 +205,7 @@ async function openRequest(
   requestId: string,
   ctx: Koa.Context | undefined,
 ): Promise<ApprovalRequest> {
-  const found = await findRequestAs(deps, requestId, (request) => request.subject === customer);
-  const settled = await settleExpiry(deps, found, ctx);
+  const settled = await findSettledAs(deps, requestId, (request) => request.subject === customer, ctx);
   const state = requestStateOf(settled);
   if (state !== 'pending') throw closed(state);
   return settled;

@@ -1,7 +1,7 @@
 import type { Account } from 'oidc-provider';
 import { optionChecks, type OptionChecks } from '../config/checks.js';
 import { APPROVAL_DEFAULTS, APPROVAL_MAXIMA } from '../config/defaults.js';
-import type { JsonObject } from '../json.js';
+import { definedMembers, type JsonObject } from '../json.js';
 
 /**
  * What a subject-token request needs from the customer: nothing (`none`), a
@@ -94,8 +94,7 @@ export function resolveApprovalOptions(
 ): ResolvedApprovalOptions {
   check.object('approvals', input);
   check.known(input, KNOWN, 'approvals.');
-  const given = Object.fromEntries(Object.entries(input).filter(([, value]) => value !== undefined));
-  const options = { ...DEFAULTS, ...given } as unknown as Required<ApprovalOptions>;
+  const options = { ...DEFAULTS, ...definedMembers(input) } as unknown as Required<ApprovalOptions>;
 
   check.resourceIndicator('approvals.customerResource', options.customerResource);
   if (taken.resources.includes(options.customerResource)) {

@@ -50,6 +50,16 @@ export async function findRequestAs(
   return request;
 }
 
+/** A request as `accept` allows it to be seen (findRequestAs), its expiry recorded when it is past (settleExpiry). */
+export async function findSettledAs(
+  deps: ApprovalDependencies,
+  id: string,
+  accept: (request: ApprovalRequest) => boolean,
+  ctx: Koa.Context | undefined,
+): Promise<ApprovalRequest> {
+  return settleExpiry(deps, await findRequestAs(deps, id, accept), ctx);
+}
+
 /** `GET {requestsPath}/{id}`: a backend reads a request it made. */
 export async function readRequestFor(
   deps: ApprovalDependencies,
@@ -57,6 +67,5 @@ export async function readRequestFor(
   id: string,
   ctx: Koa.Context | undefined,
 ): Promise<ApprovalRequestView> {
-  const request = await findRequestAs(deps, id, (found) => found.requestedBy === clientId);
-  return viewOf(deps, await settleExpiry(deps, request, ctx));
+  return viewOf(deps, await findSettledAs(deps, id, (found) => found.requestedBy === clientId, ctx));
 }

@@ -37,7 +37,7 @@ export function createManagementApi(
   stores: { subjectTokens: SubjectTokenStore; sessions: SessionStore; approvals: ApprovalStore },
   transmitter?: Transmitter,
 ): ManagementApi {
-  const authenticate = options.authenticateManagementRequest ?? createCallerCheck(provider, options);
+  const authenticate = options.authenticateManagementRequest ?? createCallerCheck(provider, options.managementResource);
   // Exact paths, as a proxy's exact-path rule would match them: no case folding, no trailing slash.
   const router = new Router({ sensitive: true, strict: true });
   const paths = [options.managementPath, options.sessionsPath];
@@ -47,7 +47,7 @@ export function createManagementApi(
   subjectTokenRoutes(router, provider, options, stores, authenticate);
   impersonationRoutes(router, provider, options, stores.sessions, authenticate);
   if (options.approvals) {
-    approvalRequestRoutes(router, { provider, options, ...stores }, authenticate);
+    approvalRequestRoutes(router, { provider, options, ...stores }, authenticate, options.managementScope);
     // The customer's own API: authenticated by the customer's access token, never by a Management API token.
     customerRoutes(
       router,

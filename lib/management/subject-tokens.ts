@@ -18,6 +18,7 @@ import {
 import { TOKEN_EXCHANGE_GRANT } from '../exchange/grant.js';
 import { authorize, type Authenticate } from '../http/auth.js';
 import { isIdentifier, isJsonObject, readJsonObject } from '../http/body.js';
+import { definedMembers } from '../json.js';
 import { refusalReason, type JsonObject, type ResolvedOptions } from '../options.js';
 import { providerConfiguration } from '../provider-internals.js';
 import { storableText } from '../storable-text.js';
@@ -149,8 +150,7 @@ export function subjectTokenRoutes(
       createdBy: record.createdBy,
       context: record.context,
       expiresAt: record.exp,
-      ...(record.clientId === undefined ? {} : { clientId: record.clientId }),
-      ...(record.actor === undefined ? {} : { actor: record.actor }),
+      ...definedMembers({ clientId: record.clientId, actor: record.actor }),
       reason: request.breakGlass.reason,
     };
     // No subject token without its record (and a break-glass one, without the record of the bypass):
@@ -202,8 +202,7 @@ function creationRefused(
     subject: request.userId,
     createdBy: caller.clientId,
     context: request.context,
-    ...(request.clientId === undefined ? {} : { clientId: request.clientId }),
-    ...(request.actorId === undefined ? {} : { actor: request.actorId }),
+    ...definedMembers({ clientId: request.clientId, actor: request.actorId }),
     error: 'access_denied',
     reason,
   };
