@@ -12,6 +12,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { QuotaCharge } from './adapters/contract.js';
+import { optionChecks } from './config/checks.js';
 import { invalidOption, principalQuotaReached, type PrincipalQuotaReached } from './errors.js';
 
 /** Shares that are counted per hour start again on the hour (UTC). */
@@ -38,6 +39,7 @@ export const DEFAULT_DELEGATION_LIMITS: Readonly<DelegationLimits> = Object.free
 
 const LIMIT_NAMES = Object.keys(DEFAULT_DELEGATION_LIMITS) as Array<keyof DelegationLimits>;
 const MOST = 1_000_000;
+const check = optionChecks('createImpersonation');
 
 /** `delegation.limits`, checked at construction: each a whole number from 1 to 1,000,000, the rest defaulted. */
 export function resolveDelegationLimits(input: unknown): Readonly<DelegationLimits> {
@@ -59,10 +61,7 @@ export function resolveDelegationLimits(input: unknown): Readonly<DelegationLimi
   for (const name of LIMIT_NAMES) {
     const value = given[name];
     if (value === undefined) continue;
-    if (!Number.isSafeInteger(value) || (value as number) < 1 || (value as number) > MOST) {
-      throw invalidOption('createImpersonation', `delegation.limits.${name}`, `must be an integer from 1 to ${MOST}`);
-    }
-    limits[name] = value as number;
+    limits[name] = check.integer(`delegation.limits.${name}`, value, MOST);
   }
   return Object.freeze(limits);
 }

@@ -1,4 +1,5 @@
 import { errors } from 'oidc-provider';
+import { DomainError, type DomainErrorKind } from './errors/domain.js';
 
 /**
  * Every error the plugin raises comes from here. At the token endpoint they are
@@ -164,6 +165,23 @@ export class ManagementError extends Error {
   }
 }
 
+const DOMAIN_STATUS: Readonly<Record<DomainErrorKind, number>> = {
+  invalid_input: 400,
+  not_found: 404,
+  conflict: 409,
+  limit_reached: 429,
+  unavailable: 503,
+};
+
+/**
+ * A feature's refusal as the HTTP APIs answer it (lib/http/answer.ts): the
+ * kind gives the status, the reason the `error`, the message the description.
+ */
+export function httpAnswerTo(refusal: DomainError): ManagementError {
+  const cause = refusal.cause === undefined ? undefined : { cause: refusal.cause };
+  return new ManagementError(DOMAIN_STATUS[refusal.kind], refusal.reason, refusal.message, cause);
+}
+
 /** Management API 400 `invalid_request`: the description names the field or parameter as sent. */
 export function badRequest(description: string, cause?: unknown): ManagementError {
   return new ManagementError(400, 'invalid_request', description, cause === undefined ? undefined : { cause });
@@ -250,5 +268,6 @@ export function calledTooLate(description: string): TypeError {
   return new TypeError(description);
 }
 
+export * from './errors/domain.js';
 export * from './errors/standalone.js';
 export { errors };

@@ -3,24 +3,21 @@ import type { Account } from 'oidc-provider';
 import type { AdapterSource } from './adapters/contract.js';
 import { resolveApprovalOptions, type ApprovalOptions, type ResolvedApprovalOptions } from './approvals/options.js';
 import type { AuditSink } from './audit/sink.js';
-import type { JsonObject } from './json.js';
+import type { ExchangeDecision, PolicyDecision } from './config/decisions.js';
+import { definedMembers, type JsonObject } from './json.js';
 import {
   resolveDelegationOptions,
   type DelegationOptions,
   type ResolvedDelegationOptions,
 } from './delegation/options.js';
-import { invalidArgument, invalidOption } from './errors.js';
-import { refuseUnknownOptions } from './option-names.js';
+import { optionChecks, type OptionChecks } from './config/checks.js';
+import { IMPERSONATION_DEFAULTS, IMPERSONATION_MAXIMA } from './config/defaults.js';
+import { invalidArgument } from './errors.js';
 import { resolveSsfOptions, type ResolvedSsfOptions, type SsfOptions } from './ssf/options.js';
 import { resolveWebhookOptions, type ResolvedWebhookOptions, type WebhookOptions } from './webhooks/options.js';
 
 export type { JsonObject, JsonPrimitive, JsonValue } from './json.js';
-
-/** A policy answer: `true` allows; `false` or `{ reason }` refuses (the reason goes to the audit event and the error). */
-export type PolicyDecision = boolean | { reason: string };
-
-/** An exchange policy may also narrow: `{ scope }` grants that subset of the requested scopes (never more). */
-export type ExchangeDecision = PolicyDecision | { scope: string[] };
+export { refusalReason, type ExchangeDecision, type PolicyDecision } from './config/decisions.js';
 
 export interface ManagementCaller {
   /** The client of the machine-to-machine token that called the Management API. */
@@ -195,21 +192,6 @@ export type ResolvedOptions = { [Name in keyof DefaultedOptions]-?: Exclude<Defa
     delegation: ResolvedDelegationOptions;
   };
 
-const DEFAULTS = {
-  managementScope: 'subject-tokens:create',
-  readScope: 'impersonations:read',
-  revokeScope: 'impersonations:revoke',
-  managementPath: '/api/subject-tokens',
-  sessionsPath: '/api/impersonations',
-  managementTokenTTL: 300,
-  managementTokenFormat: 'jwt',
-  subjectTokenTTL: 60,
-  accessTokenTTL: 900,
-  maxContextBytes: 2048,
-  customClaimsTimeout: 2000,
-  deliverOutbox: true,
-} as const;
-
 /** Every option, so that one misspelt is refused: the `satisfies` keeps the list and the interface alike. */
 const OPTION_NAMES = Object.keys({
   managementResource: true,
@@ -245,56 +227,49 @@ const ACTOR_AUTHENTICATION_NAMES = Object.keys({ maxAge: true, acrValues: true }
   true
 >);
 
-const SCOPE_TOKEN = /^[\x21\x23-\x5B\x5D-\x7E]+$/;
+const check: OptionChecks = optionChecks('createImpersonation');
+const fail: OptionChecks['fail'] = check.fail;
 
 /** Checks every option once, at start-up, and names the one that is wrong. */
 export function resolveOptions(input: ImpersonationOptions): ResolvedOptions {
   if (typeof input !== 'object' || input === null) {
     throw invalidArgument('createImpersonation', 'options', 'must be an object');
   }
-  refuseUnknownOptions('createImpersonation', input, OPTION_NAMES);
+  check.known(input, OPTION_NAMES);
   const options: ResolvedOptions = {
-    ...DEFAULTS,
+    ...IMPERSONATION_DEFAULTS,
     environmentVariables: {},
     actorClients: [],
-    ...stripUndefined(input),
+    ...definedMembers(input),
   } as unknown as ResolvedOptions;
 
-  const resource = URL.parse(String(options.managementResource));
-  if (typeof options.managementResource !== 'string' || !resource || resource.hash) {
-    fail('managementResource', 'must be an absolute URI without a fragment');
-  }
-  for (const name of ['managementScope', 'readScope', 'revokeScope'] as const) {
-    if (typeof options[name] !== 'string' || !SCOPE_TOKEN.test(options[name]))
-      fail(name, 'must be a single scope name');
-  }
+  check.resourceIndicator('managementResource', options.managementResource);
+  for (const name of ['managementScope', 'readScope', 'revokeScope'] as const) check.scope(name, options[name]);
   if (managementScopes(options).size !== 3)
     fail('readScope', 'must differ from "revokeScope", and both from "managementScope"');
-  for (const name of ['managementPath', 'sessionsPath'] as const) {
-    if (typeof options[name] !== 'string' || !/^\/[A-Za-z0-9._~\-/]*[A-Za-z0-9._~-]$/.test(options[name])) {
-      fail(name, 'must be an absolute path without a trailing slash');
-    }
-  }
+  for (const name of ['managementPath', 'sessionsPath'] as const) check.path(name, options[name]);
   if (options.sessionsPath === options.managementPath) fail('sessionsPath', 'must differ from "managementPath"');
   if (options.managementTokenFormat !== 'jwt' && options.managementTokenFormat !== 'opaque') {
     fail('managementTokenFormat', 'must be "jwt" or "opaque"');
   }
-  positiveInteger('managementTokenTTL', options.managementTokenTTL, 86_400);
-  positiveInteger('subjectTokenTTL', options.subjectTokenTTL, 3600);
-  positiveInteger('accessTokenTTL', options.accessTokenTTL, 86_400);
-  positiveInteger('maxContextBytes', options.maxContextBytes, 1_048_576);
-  positiveInteger('customClaimsTimeout', options.customClaimsTimeout, 60_000);
+  for (const name of [
+    'managementTokenTTL',
+    'subjectTokenTTL',
+    'accessTokenTTL',
+    'maxContextBytes',
+    'customClaimsTimeout',
+  ] as const) {
+    check.integer(name, options[name], IMPERSONATION_MAXIMA[name]);
+  }
   for (const name of [
     'authenticateManagementRequest',
     'canImpersonate',
     'canExchange',
     'getCustomJwtClaims',
   ] as const) {
-    if (options[name] !== undefined && typeof options[name] !== 'function') fail(name, 'must be a function');
+    check.optionalFunction(name, options[name]);
   }
-  if (!Array.isArray(options.actorClients) || options.actorClients.some((id) => typeof id !== 'string' || !id)) {
-    fail('actorClients', 'must be an array of client ids');
-  }
+  const actorClients = check.clientIds('actorClients', options.actorClients);
   if (options.auditLog !== undefined && typeof (options.auditLog as { append?: unknown })?.append !== 'function') {
     fail('auditLog', 'must have an append(name, event) method');
   }
@@ -303,9 +278,11 @@ export function resolveOptions(input: ImpersonationOptions): ResolvedOptions {
   }
   const freshness = options.actorAuthentication;
   if (freshness !== undefined) {
-    if (typeof freshness !== 'object' || freshness === null) fail('actorAuthentication', 'must be an object');
-    refuseUnknownOptions('createImpersonation', freshness, ACTOR_AUTHENTICATION_NAMES, 'actorAuthentication.');
-    if (freshness.maxAge !== undefined) positiveInteger('actorAuthentication.maxAge', freshness.maxAge, 86_400 * 30);
+    check.object('actorAuthentication', freshness);
+    check.known(freshness, ACTOR_AUTHENTICATION_NAMES, 'actorAuthentication.');
+    if (freshness.maxAge !== undefined) {
+      check.integer('actorAuthentication.maxAge', freshness.maxAge, IMPERSONATION_MAXIMA['actorAuthentication.maxAge']);
+    }
     if (
       freshness.acrValues !== undefined &&
       (!Array.isArray(freshness.acrValues) ||
@@ -349,7 +326,7 @@ export function resolveOptions(input: ImpersonationOptions): ResolvedOptions {
     ...(approvals ? { approvals } : {}),
     ...(webhooks ? { webhooks } : {}),
     ...(ssf ? { ssf } : {}),
-    actorClients: Object.freeze([...options.actorClients]) as string[],
+    actorClients,
     environmentVariables: Object.freeze({ ...env }),
   });
 }
@@ -368,27 +345,4 @@ export function managementScopes(
 /** Resolved SSF options carry `retentionSeconds`; the input's `scope` is not checked yet and stays out. */
 function isResolvedSsf(ssf: object): ssf is ResolvedSsfOptions {
   return 'retentionSeconds' in ssf;
-}
-
-function positiveInteger(name: string, value: unknown, max: number): void {
-  if (!Number.isSafeInteger(value) || (value as number) < 1 || (value as number) > max) {
-    fail(name, `must be an integer from 1 to ${max}`);
-  }
-}
-
-function fail(name: string, message: string): never {
-  throw invalidOption('createImpersonation', name, message);
-}
-
-function stripUndefined<T extends object>(value: T): Partial<T> {
-  return Object.fromEntries(Object.entries(value).filter(([, entry]) => entry !== undefined)) as Partial<T>;
-}
-
-/** `undefined` when the policy allowed; otherwise the reason it refused. */
-export function refusalReason(decision: PolicyDecision, fallback: string): string | undefined {
-  if (decision === true) return undefined;
-  if (typeof decision === 'object' && decision !== null && typeof decision.reason === 'string' && decision.reason) {
-    return decision.reason;
-  }
-  return fallback;
 }

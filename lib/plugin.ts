@@ -2,7 +2,7 @@ import type { EventEmitter } from 'node:events';
 import type Koa from 'koa';
 import type { Configuration, KoaContextWithOIDC, Provider, ResourceServer } from 'oidc-provider';
 import { createMemoryAdapter } from './adapters/memory.js';
-import { customerResourceInfo } from './approvals/customer.js';
+import { customerResourceInfo } from './customer/check.js';
 import { ApprovalStore } from './approvals/store.js';
 import { openPluginStore } from './adapters/plugin-store.js';
 import { instantiateAdapter, type AdapterSource, type ImpersonationAdapter } from './adapters/contract.js';
@@ -25,7 +25,7 @@ import {
 } from './management/client-metadata.js';
 import { managementApiHandler, type ManagementApiHandler } from './management/node-handler.js';
 import { createManagementApi, type ServedRequests } from './management/router.js';
-import { refuseUnknownOptions } from './option-names.js';
+import { refuseUnknownOptions } from './config/names.js';
 import { managementScopes, resolveOptions, type ImpersonationOptions, type ResolvedOptions } from './options.js';
 import {
   assertModelInternals,

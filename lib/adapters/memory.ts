@@ -10,6 +10,7 @@
  */
 import { LRUCache } from 'lru-cache';
 import type { Adapter, AdapterPayload } from 'oidc-provider';
+import { optionChecks, type OptionChecks } from '../config/checks.js';
 import { invalidCall, invalidOption, replayShareFull, storeFull } from '../errors.js';
 import {
   comesAfter,
@@ -156,11 +157,13 @@ type GrantMembers = Array<[model: string, id: string]>;
  * never hold a bound. One instance per provider: several processes need a
  * shared store (see the Redis adapter).
  */
+const check: OptionChecks = optionChecks('createMemoryAdapter');
+
 export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryAdapterClass {
   const max = options.max ?? DEFAULT_MAX;
-  assertBound('max', max);
+  check.positive('max', max);
   const limits = { ...options.limits };
-  for (const [model, limit] of Object.entries(limits)) assertBound(`limits.${model}`, limit);
+  for (const [model, limit] of Object.entries(limits)) check.positive(`limits.${model}`, limit);
   if (
     options.protectedModels !== undefined &&
     (!Array.isArray(options.protectedModels) || options.protectedModels.some((model) => typeof model !== 'string'))
@@ -571,12 +574,6 @@ function lowerBound({ entries, start }: SortedIndex, entry: IndexEntry): number 
     else high = middle;
   }
   return low;
-}
-
-function assertBound(name: string, value: unknown): void {
-  if (!Number.isSafeInteger(value) || (value as number) < 1) {
-    throw invalidOption('createMemoryAdapter', name, 'must be a positive integer');
-  }
 }
 
 /** A deep copy of what JSON.parse made: three times faster than parsing the text again. */

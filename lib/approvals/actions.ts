@@ -5,20 +5,21 @@
  * authenticated the customer: `customer` is their account id, and every
  * operation acts on that account only (another customer's grant or request
  * is answered exactly as an unknown id). Input is checked here, whatever
- * carried it; refusals are `ManagementError`s (400, 404, 409, 429, 503).
+ * carried it; refusals are domain errors (lib/errors/domain.ts), which the
+ * API that called answers (400, 404, 409, 429, 503).
  */
 import type Koa from 'koa';
 import { emit, EVENTS } from '../audit/events.js';
 import { record as recordEvent } from '../audit/record.js';
 import {
-  badRequest,
-  customerLimitReached,
-  managementUnavailable,
-  notFound,
-  requestClosed,
-  type ManagementError,
+  conflictingState,
+  invalidInput,
+  limitReached,
+  serviceUnavailable,
+  unknownRecord,
+  type DomainError,
 } from '../errors.js';
-import { storeCall } from '../management/http.js';
+import { storeCall } from '../store-call.js';
 import { notifyOrReport } from '../webhooks/notify.js';
 import type { ApprovalDependencies } from './deps.js';
 import { approvalSettings, nowSeconds } from './deps.js';
@@ -34,7 +35,7 @@ import {
   type ApprovalDecision,
   type ApprovalRequest,
 } from './record.js';
-import { findRequestAs, settleExpiry, viewOf } from './requests.js';
+import { findSettledAs, viewOf } from './requests.js';
 import { accessGrantView, type AccessGrantView, type ApprovalRequestView } from './view.js';
 
 export type { ApprovalDependencies } from './deps.js';
@@ -96,7 +97,7 @@ export async function endAccessGrant(
 ): Promise<void> {
   approvalSettings(deps.options, 'endAccessGrant');
   const grant = isAccessGrantId(grantId) ? await storeCall(() => deps.approvals.findGrant(grantId)) : undefined;
-  if (!grant || grant.subject !== customer) throw notFound('not_found', 'no access grant has this id');
+  if (!grant || grant.subject !== customer) throw unknownRecord('not_found', 'no access grant has this id');
   if (grantStateOf(grant) === 'expired') return;
   await storeCall(() => endGrantAndSessions(deps, grant, ctx));
 }
@@ -138,7 +139,7 @@ export async function approveRequest(
     const asked = new Set(request.scope);
     // The names asked are listed, never those sent: what a customer pastes may be anything.
     if (chosen.some((name) => !asked.has(name))) {
-      throw badRequest(`scope may only narrow the scope asked: ${request.scope.join(' ')}`);
+      throw invalidInput(`scope may only narrow the scope asked: ${request.scope.join(' ')}`);
     }
   }
   const scope = chosen ?? request.scope;
@@ -204,8 +205,7 @@ async function openRequest(
   requestId: string,
   ctx: Koa.Context | undefined,
 ): Promise<ApprovalRequest> {
-  const found = await findRequestAs(deps, requestId, (request) => request.subject === customer);
-  const settled = await settleExpiry(deps, found, ctx);
+  const settled = await findSettledAs(deps, requestId, (request) => request.subject === customer, ctx);
   const state = requestStateOf(settled);
   if (state !== 'pending') throw closed(state);
   return settled;
@@ -226,10 +226,10 @@ async function answerOnce(
   return record;
 }
 
-function closed(decision: ApprovalDecision): ManagementError {
+function closed(decision: ApprovalDecision): DomainError<'conflict'> {
   return decision === 'expired'
-    ? requestClosed('request_expired', 'the approval request expired before it was answered')
-    : requestClosed('already_answered', 'the approval request was answered already');
+    ? conflictingState('request_expired', 'the approval request expired before it was answered')
+    : conflictingState('already_answered', 'the approval request was answered already');
 }
 
 /** Takes the grant's place within its customer's bounds, counted and taken in one store operation; 429 past either. */
@@ -242,13 +242,13 @@ async function reservePlace(deps: ApprovalDependencies, grant: AccessGrant): Pro
     }),
   );
   if (outcome === 'too_many_in_force') {
-    throw customerLimitReached(
+    throw limitReached(
       'too_many_grants',
       'the customer has as many access grants in force as the deployment allows; end one first',
     );
   }
   if (outcome === 'too_many_given') {
-    throw customerLimitReached(
+    throw limitReached(
       'too_many_grants',
       'the customer gave as many access grants in the last 24 hours as the deployment allows',
     );
@@ -275,7 +275,7 @@ async function putInForce(deps: ApprovalDependencies, grant: AccessGrant, ctx: K
       await auditLog.append(event.name, Object.freeze({ ...event }));
     } catch (error) {
       await deps.approvals.endGrant(grant, { at: nowSeconds(), by: 'customer' }).catch(() => {});
-      throw managementUnavailable('the audit trail cannot be written; no access grant was given', error);
+      throw serviceUnavailable('the audit trail cannot be written; no access grant was given', error);
     }
   }
   emit(deps.provider, event, ctx);

@@ -3,10 +3,10 @@ import type { Account } from 'oidc-provider';
 import { canonicalJson } from '../audit/chain.js';
 import { EVENTS } from '../audit/events.js';
 import { record as recordEvent } from '../audit/record.js';
-import { badRequest, customerLimitReached, invalidCall, managementServerError } from '../errors.js';
+import { invalidCall, invalidInput, limitReached } from '../errors.js';
 import type { JsonObject } from '../json.js';
-import { storeCall } from '../management/http.js';
 import type { ManagementCaller } from '../options.js';
+import { storeCall } from '../store-call.js';
 import type { ApprovalDependencies } from './deps.js';
 import { approvalSettings, nowSeconds } from './deps.js';
 import { requestEvent } from './events.js';
@@ -61,7 +61,7 @@ export async function approvalForCreation(
   });
   // A policy that answers something else is a bug of the deployment: refused, never read as "none".
   if (!REQUIREMENTS.has(requirement)) {
-    throw managementServerError(invalidCall('approvals.require', 'must answer "none", "grant" or "request"'));
+    throw invalidCall('approvals.require', 'must answer "none", "grant" or "request"');
   }
   if (requirement === 'none') return { kind: 'none' };
   // A customer approves a person and the application they act through, never "whoever the backend sends".
@@ -70,7 +70,7 @@ export async function approvalForCreation(
     ...(ask.clientId === undefined && !settings.widenApprovedGrants.includes('clientId') ? ['clientId'] : []),
   ];
   if (missing.length) {
-    throw badRequest(
+    throw invalidInput(
       `${missing.join(' and ')} ${missing.length > 1 ? 'are' : 'is'} required when the customer must approve`,
     );
   }
@@ -135,7 +135,7 @@ async function pendingRequest(
     expiresAt: createdAt + settings.requestTTL,
   };
   if (!(await storeCall(() => deps.approvals.saveRequest(request, settings.maxPendingPerCustomer)))) {
-    throw customerLimitReached(
+    throw limitReached(
       'too_many_pending_requests',
       'the customer has as many approval requests waiting as the deployment allows; retry once one is answered or expired',
     );

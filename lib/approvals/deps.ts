@@ -8,15 +8,17 @@ import type { ApprovalStore } from './store.js';
 /** What the customer's and the backend's approval operations work on. */
 export interface ApprovalDependencies {
   provider: Provider;
-  /** The plugin's options; `approvals` must be set. */
-  options: ResolvedOptions;
+  /** The options the approvals read: their own slice (which must be set), and the audit log. */
+  options: ApprovalOptionsSlice;
   approvals: ApprovalStore;
   /** Ending a grant ends the sessions it allowed. */
   sessions: SessionStore;
 }
 
+export type ApprovalOptionsSlice = Pick<ResolvedOptions, 'approvals' | 'auditLog'>;
+
 /** The `approvals` option; calling an approval operation without it is the deployment's mistake. */
-export function approvalSettings(options: ResolvedOptions, caller: string): ResolvedApprovalOptions {
+export function approvalSettings(options: ApprovalOptionsSlice, caller: string): ResolvedApprovalOptions {
   if (!options.approvals) throw invalidCall(caller, 'needs the "approvals" option of createImpersonation');
   return options.approvals;
 }

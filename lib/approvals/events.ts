@@ -1,4 +1,5 @@
 import { EVENTS, type ImpersonationEvent } from '../audit/events.js';
+import { definedMembers } from '../json.js';
 import type { AccessGrant, ApprovalRequest } from './record.js';
 
 type GrantEventName = typeof EVENTS.accessGrantCreated | typeof EVENTS.accessGrantEnded;
@@ -11,11 +12,8 @@ export function grantEvent<Name extends GrantEventName>(name: Name, grant: Acces
     accessGrantId: grant.id,
     subject: grant.subject,
     expiresAt: grant.expiresAt,
+    ...definedMembers({ ...ceilingOf(grant), approvalRequestId: grant.approvalRequestId }),
   };
-  if (grant.actor !== undefined) event.actor = grant.actor;
-  if (grant.resource !== undefined) event.resource = grant.resource;
-  if (grant.scope !== undefined) event.scope = grant.scope.join(' ');
-  if (grant.approvalRequestId !== undefined) event.approvalRequestId = grant.approvalRequestId;
   return event as ImpersonationEvent<Name>;
 }
 
@@ -32,11 +30,15 @@ export function requestEvent<Name extends RequestEventName>(
     createdBy: request.requestedBy,
     context: request.context,
     expiresAt: request.expiresAt,
+    ...definedMembers({ clientId: request.clientId, ...ceilingOf(request) }),
   };
-  if (request.clientId !== undefined) event.clientId = request.clientId;
-  if (request.resource !== undefined) event.resource = request.resource;
-  if (request.scope !== undefined) event.scope = request.scope.join(' ');
   return event as ImpersonationEvent<Name>;
+}
+
+/** What an event says of the ceiling a grant or a request names: the actor (a grant's may be anyone), resource and scope. */
+function ceilingOf(named: AccessGrant | ApprovalRequest): { actor?: string; resource?: string; scope?: string } {
+  const { actor, resource, scope } = named;
+  return { ...definedMembers({ actor, resource }), ...(scope === undefined ? {} : { scope: scope.join(' ') }) };
 }
 
 /** The approval of a request, naming the grant it became. */

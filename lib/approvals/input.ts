@@ -3,7 +3,7 @@
  * notes and reasons. Each refusal is a 400 naming the field as sent, never
  * repeating its value.
  */
-import { badRequest } from '../errors.js';
+import { invalidInput } from '../errors.js';
 import { isStorableText, UNSTORABLE_TEXT } from '../storable-text.js';
 
 /** Longest note, denial reason or break-glass reason, in characters. */
@@ -21,10 +21,10 @@ const SCOPE_TOKEN = /^[\x21\x23-\x5B\x5D-\x7E]{1,256}$/;
  */
 export function fieldsOf(value: unknown, allowed: readonly string[], what = 'body'): Record<string, unknown> {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    throw badRequest(`${what} must be a JSON object`);
+    throw invalidInput(`${what} must be a JSON object`);
   }
   if (Object.keys(value).some((field) => !allowed.includes(field))) {
-    throw badRequest(`${what} has an unknown field; its fields are ${allowed.join(', ')}`);
+    throw invalidInput(`${what} has an unknown field; its fields are ${allowed.join(', ')}`);
   }
   return value as Record<string, unknown>;
 }
@@ -38,7 +38,7 @@ export function readScopeList(value: unknown, field: string): string[] | undefin
     value.length > MAX_SCOPES ||
     value.some((name) => typeof name !== 'string' || !SCOPE_TOKEN.test(name))
   ) {
-    throw badRequest(`${field} must be an array of 1 to ${MAX_SCOPES} scope names`);
+    throw invalidInput(`${field} must be an array of 1 to ${MAX_SCOPES} scope names`);
   }
   return [...new Set(value as string[])];
 }
@@ -47,11 +47,11 @@ export function readScopeList(value: unknown, field: string): string[] | undefin
 export function readResource(value: unknown, field: string): string | undefined {
   if (value === undefined) return undefined;
   if (typeof value !== 'string' || value.length > MAX_RESOURCE_LENGTH || !isStorableText(value)) {
-    throw badRequest(`${field} must be an absolute URI without a fragment`);
+    throw invalidInput(`${field} must be an absolute URI without a fragment`);
   }
   const parsed = URL.parse(value);
   if (!parsed || parsed.hash || value.includes('#')) {
-    throw badRequest(`${field} must be an absolute URI without a fragment`);
+    throw invalidInput(`${field} must be an absolute URI without a fragment`);
   }
   return value;
 }
@@ -59,7 +59,7 @@ export function readResource(value: unknown, field: string): string | undefined 
 /** Whole seconds from 1 to `max`. */
 export function readDuration(value: unknown, max: number, field = 'duration'): number {
   if (!Number.isSafeInteger(value) || (value as number) < 1 || (value as number) > max) {
-    throw badRequest(`${field} must be an integer number of seconds from 1 to ${max}`);
+    throw invalidInput(`${field} must be an integer number of seconds from 1 to ${max}`);
   }
   return value as number;
 }
@@ -68,9 +68,9 @@ export function readDuration(value: unknown, max: number, field = 'duration'): n
 export function readText(value: unknown, field: string): string | undefined {
   if (value === undefined) return undefined;
   if (typeof value !== 'string' || !value.trim() || value.length > MAX_TEXT) {
-    throw badRequest(`${field} must be a non-empty string of at most ${MAX_TEXT} characters`);
+    throw invalidInput(`${field} must be a non-empty string of at most ${MAX_TEXT} characters`);
   }
-  if (!isStorableText(value)) throw badRequest(`${field} holds ${UNSTORABLE_TEXT}`);
+  if (!isStorableText(value)) throw invalidInput(`${field} holds ${UNSTORABLE_TEXT}`);
   return value.trim();
 }
 
@@ -84,7 +84,7 @@ export function readIdentifier(value: unknown, field: string): string | undefine
     value.trim() !== value ||
     !isStorableText(value)
   ) {
-    throw badRequest(`${field} must be a non-empty string`);
+    throw invalidInput(`${field} must be a non-empty string`);
   }
   return value;
 }

@@ -1,7 +1,7 @@
 import type { Account } from 'oidc-provider';
-import { invalidOption } from '../errors.js';
-import type { JsonObject } from '../json.js';
-import { refuseUnknownOptions } from '../option-names.js';
+import { optionChecks, type OptionChecks } from '../config/checks.js';
+import { APPROVAL_DEFAULTS, APPROVAL_MAXIMA } from '../config/defaults.js';
+import { definedMembers, type JsonObject } from '../json.js';
 
 /**
  * What a subject-token request needs from the customer: nothing (`none`), a
@@ -71,24 +71,18 @@ export type ResolvedApprovalOptions = {
 };
 
 const DEFAULTS = {
-  customerScope: 'support-access',
-  customerPath: '/api/support-access',
-  requestsPath: '/api/approval-requests',
+  ...APPROVAL_DEFAULTS,
   require: (): ApprovalRequirement => 'none',
-  maxGrantDuration: 30 * 24 * 3600,
-  requestTTL: 900,
   widenApprovedGrants: [] as ApprovalWidening[],
   breakGlassClients: [] as string[],
-  maxGrantsPerCustomer: 20,
-  maxPendingPerCustomer: 20,
-} as const;
+};
 
 const KNOWN: readonly string[] = Object.keys({ customerResource: true, ...DEFAULTS } satisfies Record<
   keyof ApprovalOptions,
   unknown
 >);
-const SCOPE_TOKEN = /^[\x21\x23-\x5B\x5D-\x7E]+$/;
-const PATH = /^\/[A-Za-z0-9._~\-/]*[A-Za-z0-9._~-]$/;
+const check: OptionChecks = optionChecks('createImpersonation');
+const fail: OptionChecks['fail'] = check.fail;
 
 /**
  * Checks the `approvals` option once, at start-up, and names what is wrong.
@@ -98,40 +92,28 @@ export function resolveApprovalOptions(
   input: unknown,
   taken: { resources: readonly string[]; scopes: readonly string[]; paths: readonly string[] },
 ): ResolvedApprovalOptions {
-  if (typeof input !== 'object' || input === null || Array.isArray(input)) fail('approvals', 'must be an object');
-  refuseUnknownOptions('createImpersonation', input, KNOWN, 'approvals.');
-  const given = Object.fromEntries(Object.entries(input).filter(([, value]) => value !== undefined));
-  const options = { ...DEFAULTS, ...given } as unknown as Required<ApprovalOptions>;
+  check.object('approvals', input);
+  check.known(input, KNOWN, 'approvals.');
+  const options = { ...DEFAULTS, ...definedMembers(input) } as unknown as Required<ApprovalOptions>;
 
-  const resource = typeof options.customerResource === 'string' ? URL.parse(options.customerResource) : null;
-  if (!resource || resource.hash) fail('approvals.customerResource', 'must be an absolute URI without a fragment');
+  check.resourceIndicator('approvals.customerResource', options.customerResource);
   if (taken.resources.includes(options.customerResource)) {
     fail('approvals.customerResource', 'must differ from "managementResource"');
   }
-  if (typeof options.customerScope !== 'string' || !SCOPE_TOKEN.test(options.customerScope)) {
-    fail('approvals.customerScope', 'must be a single scope name');
-  }
+  check.scope('approvals.customerScope', options.customerScope);
   if (taken.scopes.includes(options.customerScope)) {
     fail('approvals.customerScope', 'must differ from the Management API scopes');
   }
   for (const name of ['customerPath', 'requestsPath'] as const) {
-    if (typeof options[name] !== 'string' || !PATH.test(options[name])) {
-      fail(`approvals.${name}`, 'must be an absolute path without a trailing slash');
-    }
+    check.path(`approvals.${name}`, options[name]);
     if (taken.paths.includes(options[name])) fail(`approvals.${name}`, 'must differ from the other paths');
   }
   if (options.customerPath === options.requestsPath) fail('approvals.requestsPath', 'must differ from "customerPath"');
   if (typeof options.require !== 'function') fail('approvals.require', 'must be a function');
-  positiveInteger('approvals.maxGrantDuration', options.maxGrantDuration, 366 * 24 * 3600);
-  positiveInteger('approvals.requestTTL', options.requestTTL, 7 * 24 * 3600);
-  positiveInteger('approvals.maxGrantsPerCustomer', options.maxGrantsPerCustomer, 1000);
-  positiveInteger('approvals.maxPendingPerCustomer', options.maxPendingPerCustomer, 1000);
-  if (
-    !Array.isArray(options.breakGlassClients) ||
-    options.breakGlassClients.some((id: unknown) => typeof id !== 'string' || !id)
-  ) {
-    fail('approvals.breakGlassClients', 'must be an array of client ids');
+  for (const name of ['maxGrantDuration', 'requestTTL', 'maxGrantsPerCustomer', 'maxPendingPerCustomer'] as const) {
+    check.integer(`approvals.${name}`, options[name], APPROVAL_MAXIMA[name]);
   }
+  const breakGlassClients = check.clientIds('approvals.breakGlassClients', options.breakGlassClients);
   if (
     !Array.isArray(options.widenApprovedGrants) ||
     options.widenApprovedGrants.some((name: unknown) => !WIDENINGS.includes(name as ApprovalWidening))
@@ -141,16 +123,6 @@ export function resolveApprovalOptions(
   return Object.freeze({
     ...options,
     widenApprovedGrants: Object.freeze([...new Set(options.widenApprovedGrants)]) as ApprovalWidening[],
-    breakGlassClients: Object.freeze([...options.breakGlassClients]) as string[],
+    breakGlassClients,
   });
-}
-
-function positiveInteger(name: string, value: unknown, max: number): void {
-  if (!Number.isSafeInteger(value) || (value as number) < 1 || (value as number) > max) {
-    fail(name, `must be an integer from 1 to ${max}`);
-  }
-}
-
-function fail(name: string, message: string): never {
-  throw invalidOption('createImpersonation', name, message);
 }

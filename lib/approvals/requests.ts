@@ -1,8 +1,8 @@
 import type Koa from 'koa';
 import { EVENTS } from '../audit/events.js';
 import { record as recordEvent } from '../audit/record.js';
-import { notFound } from '../errors.js';
-import { storeCall } from '../management/http.js';
+import { unknownRecord } from '../errors.js';
+import { storeCall } from '../store-call.js';
 import type { ApprovalDependencies } from './deps.js';
 import { requestEvent } from './events.js';
 import { isApprovalRequestId, requestStateOf, type ApprovalRequest } from './record.js';
@@ -46,8 +46,18 @@ export async function findRequestAs(
   accept: (request: ApprovalRequest) => boolean,
 ): Promise<ApprovalRequest> {
   const request = isApprovalRequestId(id) ? await storeCall(() => deps.approvals.findRequest(id)) : undefined;
-  if (!request || !accept(request)) throw notFound('not_found', 'no approval request has this id');
+  if (!request || !accept(request)) throw unknownRecord('not_found', 'no approval request has this id');
   return request;
+}
+
+/** A request as `accept` allows it to be seen (findRequestAs), its expiry recorded when it is past (settleExpiry). */
+export async function findSettledAs(
+  deps: ApprovalDependencies,
+  id: string,
+  accept: (request: ApprovalRequest) => boolean,
+  ctx: Koa.Context | undefined,
+): Promise<ApprovalRequest> {
+  return settleExpiry(deps, await findRequestAs(deps, id, accept), ctx);
 }
 
 /** `GET {requestsPath}/{id}`: a backend reads a request it made. */
@@ -57,6 +67,5 @@ export async function readRequestFor(
   id: string,
   ctx: Koa.Context | undefined,
 ): Promise<ApprovalRequestView> {
-  const request = await findRequestAs(deps, id, (found) => found.requestedBy === clientId);
-  return viewOf(deps, await settleExpiry(deps, request, ctx));
+  return viewOf(deps, await findSettledAs(deps, id, (found) => found.requestedBy === clientId, ctx));
 }

@@ -8,6 +8,7 @@
 import { open, readFile } from 'node:fs/promises';
 import { headOf, type HeadPublisher, type SignedHead } from './head.js';
 import { invalidArgument, invalidHeadFile } from '../errors/standalone.js';
+import { parseJson } from '../json.js';
 
 export function appendHeadsToFile(path: string): HeadPublisher {
   if (typeof path !== 'string' || !path) throw invalidArgument('appendHeadsToFile', 'path', 'must be a file path');
@@ -34,11 +35,5 @@ export async function readLastHead(path: string): Promise<SignedHead> {
   const lines = (await readFile(path, 'utf8')).split('\n').filter((line) => line.trim());
   const lastLine = lines.at(-1);
   if (lastLine === undefined) throw invalidHeadFile('the head file holds no head');
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(lastLine);
-  } catch {
-    throw invalidHeadFile('the last line of the head file is not JSON');
-  }
-  return headOf(parsed);
+  return headOf(parseJson(lastLine, () => invalidHeadFile('the last line of the head file is not JSON')));
 }

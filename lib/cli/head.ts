@@ -2,16 +2,11 @@
 import { readLastHead } from '../audit/head-file.js';
 import { headOf, type SignedHead } from '../audit/head.js';
 import { invalidCommandLine } from '../errors/standalone.js';
+import { parseJson } from '../json.js';
 
 export async function publishedHeadOf(value: string): Promise<SignedHead> {
   if (value.trimStart().startsWith('{')) {
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(value);
-    } catch {
-      throw invalidCommandLine('--head: not a JSON object');
-    }
-    return headOf(parsed);
+    return headOf(parseJson(value, () => invalidCommandLine('--head: not a JSON object')));
   }
   try {
     return await readLastHead(value);

@@ -1,7 +1,7 @@
 import { resolveDelegationLimits, type DelegationLimits } from '../capacity.js';
-import { invalidOption } from '../errors.js';
-import type { ExchangeDecision } from '../options.js';
-import { refuseUnknownOptions } from '../option-names.js';
+import { optionChecks, type OptionChecks } from '../config/checks.js';
+import type { ExchangeDecision } from '../config/decisions.js';
+import { DELEGATION_DEFAULTS, DELEGATION_MAXIMA } from '../config/defaults.js';
 
 /** What a subject token establishes, whatever its type: who it is about, what it allows, until when. */
 export interface DelegationSubject {
@@ -108,15 +108,18 @@ export const BUILT_IN_TYPES: ReadonlySet<string> = new Set([
   'urn:ietf:params:oauth:token-type:id_token',
 ]);
 
+const check: OptionChecks = optionChecks('createImpersonation');
+const fail: OptionChecks['fail'] = check.fail;
+
 export function resolveDelegationOptions(input: DelegationOptions | undefined): ResolvedDelegationOptions {
   const given = input ?? {};
   if (typeof given !== 'object' || given === null) fail('delegation', 'must be an object');
-  refuseUnknownOptions('createImpersonation', given, NAMES, 'delegation.');
+  check.known(given, NAMES, 'delegation.');
   const {
     canDelegate,
     resolveAudience,
-    maxChainDepth = 3,
-    accessTokenTTL = 300,
+    maxChainDepth = DELEGATION_DEFAULTS.maxChainDepth,
+    accessTokenTTL = DELEGATION_DEFAULTS.accessTokenTTL,
     subjectTokenTypes = {},
     limits,
   } = given;
@@ -124,10 +127,10 @@ export function resolveDelegationOptions(input: DelegationOptions | undefined): 
     ['canDelegate', canDelegate],
     ['resolveAudience', resolveAudience],
   ] as const) {
-    if (value !== undefined && typeof value !== 'function') fail(`delegation.${name}`, 'must be a function');
+    check.optionalFunction(`delegation.${name}`, value);
   }
-  integer('delegation.maxChainDepth', maxChainDepth, 10);
-  integer('delegation.accessTokenTTL', accessTokenTTL, 86_400);
+  check.integer('delegation.maxChainDepth', maxChainDepth, DELEGATION_MAXIMA.maxChainDepth);
+  check.integer('delegation.accessTokenTTL', accessTokenTTL, DELEGATION_MAXIMA.accessTokenTTL);
   if (typeof subjectTokenTypes !== 'object' || subjectTokenTypes === null) {
     fail('delegation.subjectTokenTypes', 'must be an object of functions by token type URI');
   }
@@ -147,14 +150,4 @@ export function resolveDelegationOptions(input: DelegationOptions | undefined): 
     subjectTokenTypes: types,
     limits: resolveDelegationLimits(limits),
   });
-}
-
-function integer(name: string, value: unknown, max: number): void {
-  if (!Number.isSafeInteger(value) || (value as number) < 1 || (value as number) > max) {
-    fail(name, `must be an integer from 1 to ${max}`);
-  }
-}
-
-function fail(name: string, message: string): never {
-  throw invalidOption('createImpersonation', name, message);
 }

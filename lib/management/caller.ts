@@ -1,14 +1,15 @@
 import type Koa from 'koa';
 import type { Provider } from 'oidc-provider';
 import { verifyAccessToken } from '../access-token.js';
-import type { ManagementAuthResult, ResolvedOptions } from '../options.js';
+import { bearerToken } from '../http/auth.js';
+import type { ManagementAuthResult } from '../options.js';
 
 /**
  * The built-in check of who calls the Management API: a bearer access token
  * that this provider issued through `client_credentials` for the management
  * resource, carrying the scope the endpoint requires.
  */
-export function createCallerCheck(provider: Provider, options: ResolvedOptions) {
+export function createCallerCheck(provider: Provider, managementResource: string) {
   return async function authenticateManagementRequest(
     ctx: Koa.Context,
     required: { scope: string },
@@ -21,7 +22,7 @@ export function createCallerCheck(provider: Provider, options: ResolvedOptions) 
     if (token.sub !== token.clientId) {
       return { error: 'invalid_token', description: 'a client_credentials access token is required' };
     }
-    if (!token.audience.includes(options.managementResource)) {
+    if (!token.audience.includes(managementResource)) {
       return { error: 'invalid_token', description: 'the access token is not for the Management API' };
     }
     if (token.cnf) {
@@ -32,10 +33,4 @@ export function createCallerCheck(provider: Provider, options: ResolvedOptions) 
     }
     return { clientId: token.clientId };
   };
-}
-
-/** The token of an `Authorization: Bearer` header, when it holds one token and nothing else. */
-export function bearerToken(header: string): string | undefined {
-  const match = /^Bearer +([A-Za-z0-9\-._~+/]+=*) *$/i.exec(header);
-  return match?.[1];
 }

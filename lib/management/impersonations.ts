@@ -3,14 +3,15 @@ import type Koa from 'koa';
 import type { Provider } from 'oidc-provider';
 import type { IndexEntry } from '../adapters/contract.js';
 import { emit, EVENTS, type ImpersonationEventName } from '../audit/events.js';
-import { notFound } from '../errors.js';
+import { badRequest, notFound } from '../errors.js';
+import { authorize, type Authenticate } from '../http/auth.js';
+import { isIdentifier, readJsonObject } from '../http/body.js';
 import type { ResolvedOptions } from '../options.js';
 import { closeSession } from '../sessions/close.js';
 import { isSessionId, viewOf } from '../sessions/record.js';
 import type { SessionFilter, SessionStore } from '../sessions/store.js';
 import { isStorableText } from '../storable-text.js';
-import { readJsonObject } from './body.js';
-import { authorize, badRequest, isIdentifier, storeCall, type Authenticate } from './http.js';
+import { storeCall } from '../store-call.js';
 
 const DEFAULT_LIMIT = 20;
 const MAX_LIMIT = 100;

@@ -1,16 +1,16 @@
 import Router from '@koa/router';
 import type Koa from 'koa';
 import type { Provider } from 'oidc-provider';
-import { createCustomerCheck } from '../approvals/customer.js';
-import { customerRoutes } from '../approvals/customer-routes.js';
+import { createCustomerCheck } from '../customer/check.js';
+import { customerRoutes } from '../customer/routes.js';
 import type { ApprovalStore } from '../approvals/store.js';
+import { renderErrors } from '../http/answer.js';
+import { assertStorableQuery } from '../http/body.js';
 import type { ResolvedOptions } from '../options.js';
 import type { SessionStore } from '../sessions/store.js';
 import type { SubjectTokenStore } from '../subject-tokens/store.js';
 import { createCallerCheck } from './caller.js';
 import { approvalRequestRoutes } from './approval-requests.js';
-import { assertStorableQuery } from './body.js';
-import { renderErrors } from './http.js';
 import { impersonationRoutes } from './impersonations.js';
 import { subjectTokenRoutes } from './subject-tokens.js';
 import { ssfPaths, ssfRoutes } from '../ssf/routes.js';
@@ -37,7 +37,7 @@ export function createManagementApi(
   stores: { subjectTokens: SubjectTokenStore; sessions: SessionStore; approvals: ApprovalStore },
   transmitter?: Transmitter,
 ): ManagementApi {
-  const authenticate = options.authenticateManagementRequest ?? createCallerCheck(provider, options);
+  const authenticate = options.authenticateManagementRequest ?? createCallerCheck(provider, options.managementResource);
   // Exact paths, as a proxy's exact-path rule would match them: no case folding, no trailing slash.
   const router = new Router({ sensitive: true, strict: true });
   const paths = [options.managementPath, options.sessionsPath];
@@ -47,7 +47,7 @@ export function createManagementApi(
   subjectTokenRoutes(router, provider, options, stores, authenticate);
   impersonationRoutes(router, provider, options, stores.sessions, authenticate);
   if (options.approvals) {
-    approvalRequestRoutes(router, { provider, options, ...stores }, authenticate);
+    approvalRequestRoutes(router, { provider, options, ...stores }, authenticate, options.managementScope);
     // The customer's own API: authenticated by the customer's access token, never by a Management API token.
     customerRoutes(
       router,

@@ -7,16 +7,25 @@ import type { ApprovalStore } from '../approvals/store.js';
 import { approvalRequestView } from '../approvals/view.js';
 import { emit, EVENTS, type ImpersonationEvent } from '../audit/events.js';
 import { record as recordEvent } from '../audit/record.js';
-import { accessDenied, alreadyRedeemed, managementUnavailable, notFound, requestTooLarge } from '../errors.js';
+import {
+  accessDenied,
+  alreadyRedeemed,
+  badRequest,
+  managementUnavailable,
+  notFound,
+  requestTooLarge,
+} from '../errors.js';
 import { TOKEN_EXCHANGE_GRANT } from '../exchange/grant.js';
+import { authorize, type Authenticate } from '../http/auth.js';
+import { isIdentifier, isJsonObject, readJsonObject } from '../http/body.js';
+import { definedMembers } from '../json.js';
 import { refusalReason, type JsonObject, type ResolvedOptions } from '../options.js';
 import { providerConfiguration } from '../provider-internals.js';
 import { storableText } from '../storable-text.js';
+import { storeCall } from '../store-call.js';
 import { notifyOrReport } from '../webhooks/notify.js';
 import type { SessionStore } from '../sessions/store.js';
 import type { SubjectTokenStore } from '../subject-tokens/store.js';
-import { isJsonObject, readJsonObject } from './body.js';
-import { authorize, badRequest, isIdentifier, storeCall, type Authenticate } from './http.js';
 
 const BODY_FIELDS = ['userId', 'context', 'clientId', 'actorId'];
 /** Accepted only when the deployment has the customer in the loop (the `approvals` option). */
@@ -141,8 +150,7 @@ export function subjectTokenRoutes(
       createdBy: record.createdBy,
       context: record.context,
       expiresAt: record.exp,
-      ...(record.clientId === undefined ? {} : { clientId: record.clientId }),
-      ...(record.actor === undefined ? {} : { actor: record.actor }),
+      ...definedMembers({ clientId: record.clientId, actor: record.actor }),
       reason: request.breakGlass.reason,
     };
     // No subject token without its record (and a break-glass one, without the record of the bypass):
@@ -194,8 +202,7 @@ function creationRefused(
     subject: request.userId,
     createdBy: caller.clientId,
     context: request.context,
-    ...(request.clientId === undefined ? {} : { clientId: request.clientId }),
-    ...(request.actorId === undefined ? {} : { actor: request.actorId }),
+    ...definedMembers({ clientId: request.clientId, actor: request.actorId }),
     error: 'access_denied',
     reason,
   };

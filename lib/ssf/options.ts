@@ -1,5 +1,5 @@
-import { invalidOption } from '../errors/standalone.js';
-import { refuseUnknownOptions } from '../option-names.js';
+import { optionChecks, type OptionChecks } from '../config/checks.js';
+import { SSF_DEFAULTS, SSF_MAXIMA } from '../config/defaults.js';
 import { readPushAllowList, type PushAllowList } from './push-target.js';
 
 export interface SsfOptions {
@@ -85,20 +85,22 @@ const OPTION_NAMES = Object.keys({
   pushAllowList: true,
 } satisfies Record<keyof SsfOptions, true>);
 
-const MAX_ALLOWED_PUSH_HOSTS = 100;
+const MAX_ALLOWED_PUSH_HOSTS = SSF_MAXIMA.pushAllowList;
 
-const SCOPE_TOKEN = /^[\x21\x23-\x5B\x5D-\x7E]+$/;
-const PATH = /^\/[A-Za-z0-9._~\-/]*[A-Za-z0-9._~-]$/;
+const check: OptionChecks = optionChecks('createImpersonation');
+const fail: OptionChecks['fail'] = check.fail;
+
+/** An integer option of the slice: its default and its most from the one table. */
+function whole(name: Exclude<keyof typeof SSF_DEFAULTS, 'scope' | 'path'>, value: unknown): number {
+  return check.integerOr(`ssf.${name}`, value, SSF_DEFAULTS[name], SSF_MAXIMA[name]);
+}
 
 export function resolveSsfOptions(input: SsfOptions, taken: { scopes: string[]; paths: string[] }): ResolvedSsfOptions {
-  if (typeof input !== 'object' || input === null || Array.isArray(input)) fail('ssf', 'must be an object');
-  refuseUnknownOptions('createImpersonation', input, OPTION_NAMES, 'ssf.');
-  const scope = input.scope ?? 'ssf:streams';
-  if (typeof scope !== 'string' || !SCOPE_TOKEN.test(scope)) fail('ssf.scope', 'must be a single scope name');
+  check.object('ssf', input);
+  check.known(input, OPTION_NAMES, 'ssf.');
+  const scope = check.scope('ssf.scope', input.scope ?? SSF_DEFAULTS.scope);
   if (taken.scopes.includes(scope)) fail('ssf.scope', "must differ from the Management API's other scopes");
-  const path = input.path ?? '/ssf';
-  if (typeof path !== 'string' || !PATH.test(path))
-    fail('ssf.path', 'must be an absolute path without a trailing slash');
+  const path = check.path('ssf.path', input.path ?? SSF_DEFAULTS.path);
   if (
     path.startsWith('/.well-known') ||
     taken.paths.some((other) => other === path || other.startsWith(`${path}/`) || path.startsWith(`${other}/`))
@@ -122,8 +124,8 @@ export function resolveSsfOptions(input: SsfOptions, taken: { scopes: string[]; 
       `must be an array of at most ${MAX_ALLOWED_PUSH_HOSTS} host names, IP addresses and CIDR ranges`,
     );
   }
-  const maxStreams = whole('ssf.maxStreams', input.maxStreams, 100, 10_000);
-  const maxStreamsPerReceiver = whole('ssf.maxStreamsPerReceiver', input.maxStreamsPerReceiver, 5, 1000);
+  const maxStreams = whole('maxStreams', input.maxStreams);
+  const maxStreamsPerReceiver = whole('maxStreamsPerReceiver', input.maxStreamsPerReceiver);
   if (maxStreamsPerReceiver > maxStreams) fail('ssf.maxStreamsPerReceiver', 'must not exceed "ssf.maxStreams"');
   return Object.freeze({
     scope,
@@ -131,26 +133,14 @@ export function resolveSsfOptions(input: SsfOptions, taken: { scopes: string[]; 
     baseUrl,
     maxStreams,
     maxStreamsPerReceiver,
-    maxPending: whole('ssf.maxPending', input.maxPending, 10_000, 1_000_000),
-    maxQueued: whole('ssf.maxQueued', input.maxQueued, 10_000, 1_000_000),
-    retentionSeconds: whole('ssf.retention', input.retention, 604_800, 2_592_000),
-    minVerificationInterval: whole('ssf.minVerificationInterval', input.minVerificationInterval, 30, 86_400),
-    longPollTimeoutMs: whole('ssf.longPollTimeout', input.longPollTimeout, 10_000, 60_000),
-    maxAttempts: whole('ssf.maxAttempts', input.maxAttempts, 15, 100),
-    timeoutMs: whole('ssf.timeout', input.timeout, 10_000, 120_000),
-    pollIntervalMs: whole('ssf.pollInterval', input.pollInterval, 1000, 60_000),
+    maxPending: whole('maxPending', input.maxPending),
+    maxQueued: whole('maxQueued', input.maxQueued),
+    retentionSeconds: whole('retention', input.retention),
+    minVerificationInterval: whole('minVerificationInterval', input.minVerificationInterval),
+    longPollTimeoutMs: whole('longPollTimeout', input.longPollTimeout),
+    maxAttempts: whole('maxAttempts', input.maxAttempts),
+    timeoutMs: whole('timeout', input.timeout),
+    pollIntervalMs: whole('pollInterval', input.pollInterval),
     allowedPushHosts: pushAllowList,
   });
-}
-
-function whole(name: string, value: unknown, fallback: number, max: number): number {
-  if (value === undefined) return fallback;
-  if (!Number.isSafeInteger(value) || (value as number) < 1 || (value as number) > max) {
-    fail(name, `must be an integer from 1 to ${max}`);
-  }
-  return value as number;
-}
-
-function fail(name: string, message: string): never {
-  throw invalidOption('createImpersonation', name, message);
 }

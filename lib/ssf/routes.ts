@@ -3,10 +3,11 @@ import type Router from '@koa/router';
 import type Koa from 'koa';
 import { badRequest, notFound, streamBehind, tooManyRequests, tooManyStreams } from '../errors.js';
 import type { JsonObject } from '../json.js';
-import { readJsonObject } from '../management/body.js';
-import { authorize, storeCall, type Authenticate } from '../management/http.js';
+import { authorize, type Authenticate } from '../http/auth.js';
+import { readJsonObject } from '../http/body.js';
 import { waitsFor } from '../outbox/contract.js';
 import { providerConfiguration } from '../provider-internals.js';
+import { storeCall } from '../store-call.js';
 import {
   checkPushHost,
   readPollRequest,

@@ -1,6 +1,6 @@
 import { EVENTS } from '../audit/events.js';
-import { invalidOption } from '../errors/standalone.js';
-import { refuseUnknownOptions } from '../option-names.js';
+import { optionChecks, type OptionChecks } from '../config/checks.js';
+import { WEBHOOK_DEFAULTS, WEBHOOK_MAXIMA } from '../config/defaults.js';
 
 /**
  * The events a webhook can carry: state changes only authenticated callers
@@ -80,9 +80,17 @@ const SUBSCRIPTION_NAMES = Object.keys({ id: true, url: true, events: true, secr
 
 const LOOPBACK_HOSTS = new Set(['127.0.0.1', '[::1]', 'localhost']);
 
+const check: OptionChecks = optionChecks('createImpersonation');
+const fail: OptionChecks['fail'] = check.fail;
+
+/** An integer option of the slice: its default and its most from the one table. */
+function whole(name: keyof typeof WEBHOOK_DEFAULTS, value: unknown): number {
+  return check.integerOr(`webhooks.${name}`, value, WEBHOOK_DEFAULTS[name], WEBHOOK_MAXIMA[name]);
+}
+
 export function resolveWebhookOptions(input: WebhookOptions): ResolvedWebhookOptions {
   if (typeof input !== 'object' || input === null) fail('webhooks', 'must be an object');
-  refuseUnknownOptions('createImpersonation', input, OPTION_NAMES, 'webhooks.');
+  check.known(input, OPTION_NAMES, 'webhooks.');
   const subscriptions = input.subscriptions as unknown;
   if (!Array.isArray(subscriptions) || !subscriptions.length) {
     fail('webhooks.subscriptions', 'must be a non-empty array');
@@ -91,7 +99,7 @@ export function resolveWebhookOptions(input: WebhookOptions): ResolvedWebhookOpt
   const resolved = subscriptions.map((subscription: unknown, index) => {
     const name = `webhooks.subscriptions[${index}]`;
     if (typeof subscription !== 'object' || subscription === null) fail(name, 'must be an object');
-    refuseUnknownOptions('createImpersonation', subscription, SUBSCRIPTION_NAMES, `${name}.`);
+    check.known(subscription, SUBSCRIPTION_NAMES, `${name}.`);
     const { id, url, events, secret } = subscription as Partial<Record<keyof WebhookSubscription, unknown>>;
     if (typeof id !== 'string' || !/^[A-Za-z0-9._-]{1,64}$/.test(id)) {
       fail(`${name}.id`, 'must be 1 to 64 letters, digits, ".", "_" or "-"');
@@ -125,13 +133,13 @@ export function resolveWebhookOptions(input: WebhookOptions): ResolvedWebhookOpt
   });
   return Object.freeze({
     subscriptions: Object.freeze(resolved),
-    maxPending: whole('webhooks.maxPending', input.maxPending, 100_000, 10_000_000),
-    maxAttempts: whole('webhooks.maxAttempts', input.maxAttempts, 15, 100),
-    maxAgeMs: whole('webhooks.maxAge', input.maxAge, 259_200, 2_592_000) * 1000,
-    deadLetterRetentionMs: whole('webhooks.deadLetterRetention', input.deadLetterRetention, 604_800, 2_592_000) * 1000,
-    timeoutMs: whole('webhooks.timeout', input.timeout, 10_000, 120_000),
-    pollIntervalMs: whole('webhooks.pollInterval', input.pollInterval, 1000, 60_000),
-    maxBackoffMs: whole('webhooks.maxBackoff', input.maxBackoff, 3600, 86_400) * 1000,
+    maxPending: whole('maxPending', input.maxPending),
+    maxAttempts: whole('maxAttempts', input.maxAttempts),
+    maxAgeMs: whole('maxAge', input.maxAge) * 1000,
+    deadLetterRetentionMs: whole('deadLetterRetention', input.deadLetterRetention) * 1000,
+    timeoutMs: whole('timeout', input.timeout),
+    pollIntervalMs: whole('pollInterval', input.pollInterval),
+    maxBackoffMs: whole('maxBackoff', input.maxBackoff) * 1000,
   });
 }
 
@@ -143,16 +151,4 @@ function signingKey(name: string, secret: unknown): Buffer {
     fail(name, 'must be "whsec_" followed by the base64 of 24 to 64 random bytes');
   }
   return key;
-}
-
-function whole(name: string, value: unknown, fallback: number, max: number): number {
-  if (value === undefined) return fallback;
-  if (!Number.isSafeInteger(value) || (value as number) < 1 || (value as number) > max) {
-    fail(name, `must be an integer from 1 to ${max}`);
-  }
-  return value as number;
-}
-
-function fail(name: string, message: string): never {
-  throw invalidOption('createImpersonation', name, message);
 }

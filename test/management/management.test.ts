@@ -5,7 +5,7 @@ import type { Adapter } from 'oidc-provider';
 import { EVENTS, SUBJECT_TOKEN_PREFIX, onImpersonationEvent, type ImpersonationEvent } from '../../lib/index.js';
 import { instantiateAdapter } from '../../lib/adapters/contract.js';
 import { ManagementError } from '../../lib/errors.js';
-import { readJsonObject } from '../../lib/management/body.js';
+import { readJsonObject } from '../../lib/http/body.js';
 import { hashSubjectToken } from '../../lib/subject-tokens/token.js';
 import { CLIENTS, MANAGEMENT, startProvider, type TestProvider } from '../support/provider.js';
 import { managementRequest, m2mToken, userAccessToken, tokenRequest } from '../support/http.js';

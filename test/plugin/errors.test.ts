@@ -9,7 +9,7 @@ import { packagesLoadedBy } from '../support/loaded-packages.js';
 const lib = new URL('../../../lib/', import.meta.url);
 
 /** The only files that build errors; everything else in lib/ calls them. */
-const ERROR_MODULES = new Set(['errors.ts', 'errors/standalone.ts']);
+const ERROR_MODULES = new Set(['errors.ts', 'errors/standalone.ts', 'errors/domain.ts']);
 
 /**
  * An error built in place: `new TypeError(`, `Error(` without `new`, one of

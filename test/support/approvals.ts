@@ -15,6 +15,7 @@ import {
 import type { ApprovalDependencies } from '../../lib/approvals/actions.js';
 import type { ApprovalOptions, ApprovalRequirement } from '../../lib/approvals/options.js';
 import { APPROVAL_MODEL, ApprovalStore } from '../../lib/approvals/store.js';
+import { answerTo } from '../../lib/http/answer.js';
 import type { ImpersonationOptions } from '../../lib/index.js';
 import { resolveOptions } from '../../lib/options.js';
 import { SESSION_MODEL, SessionStore } from '../../lib/sessions/store.js';
@@ -114,12 +115,13 @@ export function requestIdOf(reply: Reply): string {
   return request.id;
 }
 
-/** What a library call threw, for the status and code it carries. */
+/** What a library call threw, answered as the API that calls it answers: its status, code and description. */
 export async function refusalOf(call: Promise<unknown>): Promise<{ status: number; error: string; message: string }> {
   try {
     await call;
   } catch (error) {
-    const { status, error: code, message } = error as { status: number; error: string; message: string };
+    // Answered as the API that calls the operation answers it.
+    const { status, error: code, message } = answerTo(error);
     return { status, error: code, message };
   }
   throw new Error('expected a refusal');

@@ -2,9 +2,9 @@ import type Koa from 'koa';
 import type { KoaContextWithOIDC, Provider, ResourceServer } from 'oidc-provider';
 import { verifyAccessToken } from '../access-token.js';
 import { invalidTarget } from '../errors.js';
-import { bearerToken } from '../management/caller.js';
-import { refuseToken, storeCall } from '../management/http.js';
-import type { ResolvedApprovalOptions } from './options.js';
+import type { ResolvedApprovalOptions } from '../approvals/options.js';
+import { bearerToken, refuseToken } from '../http/auth.js';
+import { storeCall } from '../store-call.js';
 
 /** Who calls the customer's API: the customer (an account id), never a client and never an actor. */
 export interface Customer {

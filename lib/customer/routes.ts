@@ -1,7 +1,7 @@
 import type Router from '@koa/router';
 import type Koa from 'koa';
-import { readJsonObject } from '../management/body.js';
-import { badRequest } from '../management/http.js';
+import { badRequest } from '../errors.js';
+import { readJsonObject } from '../http/body.js';
 import {
   approveRequest,
   denyRequest,
@@ -10,8 +10,8 @@ import {
   listGrants,
   listPendingRequests,
   type ApprovalDependencies,
-} from './actions.js';
-import type { Customer } from './customer.js';
+} from '../approvals/actions.js';
+import type { Customer } from './check.js';
 
 /** Far more than any valid body of these endpoints: a note of 500 characters is at most 2000 bytes. */
 const BODY_LIMIT = 8192;

@@ -1,19 +1,8 @@
+/** Who calls: the bearer token of a request, the caller an authenticator finds in it, and a refusal's challenge. */
 import type Koa from 'koa';
-import { ManagementError, managementServerError, managementUnavailable, unauthorized } from '../errors.js';
+import { unauthorized, type ManagementError } from '../errors.js';
 import type { ManagementAuthResult, ManagementCaller } from '../options.js';
-
-/** Every Management API answer is an OAuth-style error or a success, never cached. */
-export async function renderErrors(ctx: Koa.Context, next: Koa.Next): Promise<void> {
-  try {
-    await next();
-  } catch (caught) {
-    const error = caught instanceof ManagementError ? caught : managementServerError(caught);
-    if (error.status >= 500) ctx.app.emit('error', error.cause ?? error, ctx);
-    ctx.status = error.status;
-    ctx.body = error.toJSON();
-  }
-  ctx.set('Cache-Control', 'no-store');
-}
+import { storeCall } from '../store-call.js';
 
 export type Authenticate = (
   ctx: Koa.Context,
@@ -50,28 +39,10 @@ export function refuseToken(
   return unauthorized(code, description);
 }
 
-/** A failure of the store behind a call is an outage (503), not a bug (500), and never a half-done write. */
-export async function storeCall<T>(call: () => T | Promise<T>): Promise<T> {
-  try {
-    return await call();
-  } catch (error) {
-    if (error instanceof ManagementError) throw error;
-    // A store that is full says so (storeFull); any other failure is an outage.
-    const full = error as { statusCode?: unknown; error?: unknown; error_description?: unknown };
-    const description =
-      full.statusCode === 503 && full.error === 'temporarily_unavailable' && typeof full.error_description === 'string'
-        ? full.error_description
-        : 'the identity service cannot reach its store; retry shortly';
-    throw managementUnavailable(description, error);
-  }
-}
-
-export { badRequest } from '../errors.js';
-
-export const MAX_ID_LENGTH = 1024;
-
-export function isIdentifier(value: unknown): value is string {
-  return typeof value === 'string' && value.length > 0 && value.length <= MAX_ID_LENGTH && value.trim() === value;
+/** The token of an `Authorization: Bearer` header, when it holds one token and nothing else. */
+export function bearerToken(header: string): string | undefined {
+  const match = /^Bearer +([A-Za-z0-9\-._~+/]+=*) *$/i.exec(header);
+  return match?.[1];
 }
 
 /**

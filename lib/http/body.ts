@@ -1,6 +1,6 @@
 import type Koa from 'koa';
 import { badRequest, ManagementError, managementMisconfigured, requestTooLarge } from '../errors.js';
-import type { JsonObject } from '../options.js';
+import type { JsonObject } from '../json.js';
 import { isStorableJson, isStorableText, UNSTORABLE_TEXT } from '../storable-text.js';
 
 /**
@@ -92,7 +92,7 @@ function assertStorableFields(body: JsonObject): void {
   }
 }
 
-/** The same rule for the query string of every Management API request: the parameter is named, its value never echoed. */
+/** The same rule for the query string of every request to the plugin's APIs: the parameter is named, its value never echoed. */
 export function assertStorableQuery(query: Readonly<Record<string, string | string[] | undefined>>): void {
   for (const [name, value] of Object.entries(query)) {
     if (!isStorableText(name)) {
@@ -110,4 +110,11 @@ export function isJsonObject(value: unknown): value is JsonObject {
 
 function tooLarge(limit: number): ManagementError {
   return requestTooLarge(`body exceeds ${limit} bytes`);
+}
+
+export const MAX_ID_LENGTH = 1024;
+
+/** An id as a path or a body may carry it: not empty, not longer than any the plugin makes, no space around it. */
+export function isIdentifier(value: unknown): value is string {
+  return typeof value === 'string' && value.length > 0 && value.length <= MAX_ID_LENGTH && value.trim() === value;
 }

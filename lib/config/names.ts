@@ -1,4 +1,4 @@
-import { invalidOption } from './errors/standalone.js';
+import { invalidOption } from '../errors/standalone.js';
 
 /**
  * Refuses an option nobody reads: a misspelt one (`subjectTokenTtl`) would

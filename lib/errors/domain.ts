@@ -1,0 +1,63 @@
+/**
+ * What a feature refuses, in its own words. The approvals (and whatever else
+ * runs behind an HTTP API) know nothing of HTTP: they throw these, and each
+ * API answers them at its edge (lib/http/answer.ts), the kind giving the
+ * status and the reason the `error`. Message styles are in CONTRIBUTING.md
+ * ("Errors"): the description names the field, never echoes its value.
+ */
+
+/** The words a refusal gives as its reason, by kind. */
+export interface DomainReasons {
+  /** Input that breaks a rule of the operation. */
+  invalid_input: 'invalid_request';
+  /** No record has this id, or none the caller may see (answered alike). */
+  not_found: 'not_found' | 'user_not_found';
+  /** The record is no longer in the state the operation needs. */
+  conflict: 'already_answered' | 'request_expired' | 'already_redeemed';
+  /** A principal holds as many of something as the deployment allows. */
+  limit_reached: 'too_many_grants' | 'too_many_pending_requests';
+  /** A store or the audit trail cannot answer now; nothing was written. */
+  unavailable: 'temporarily_unavailable';
+}
+
+export type DomainErrorKind = keyof DomainReasons;
+
+export class DomainError<Kind extends DomainErrorKind = DomainErrorKind> extends Error {
+  readonly kind: Kind;
+  readonly reason: DomainReasons[Kind];
+
+  constructor(kind: Kind, reason: DomainReasons[Kind], description: string, options?: { cause?: unknown }) {
+    super(description, options);
+    this.name = 'DomainError';
+    this.kind = kind;
+    this.reason = reason;
+  }
+}
+
+/** Input that breaks a rule: the description names the field as sent. */
+export function invalidInput(description: string, cause?: unknown): DomainError<'invalid_input'> {
+  return new DomainError('invalid_input', 'invalid_request', description, cause === undefined ? undefined : { cause });
+}
+
+/** No such record, or one the caller may not see. */
+export function unknownRecord(reason: DomainReasons['not_found'], description: string): DomainError<'not_found'> {
+  return new DomainError('not_found', reason, description);
+}
+
+/** The record moved on: answered already, expired unanswered, redeemed. */
+export function conflictingState(reason: DomainReasons['conflict'], description: string): DomainError<'conflict'> {
+  return new DomainError('conflict', reason, description);
+}
+
+/** A customer holds as many grants in force, or pending requests, as the deployment allows. */
+export function limitReached(
+  reason: DomainReasons['limit_reached'],
+  description: string,
+): DomainError<'limit_reached'> {
+  return new DomainError('limit_reached', reason, description);
+}
+
+/** A store or the audit trail cannot answer; the cause goes to the operator, never to the caller. */
+export function serviceUnavailable(description: string, cause: unknown): DomainError<'unavailable'> {
+  return new DomainError('unavailable', 'temporarily_unavailable', description, { cause });
+}

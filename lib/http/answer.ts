@@ -1,0 +1,28 @@
+import type Koa from 'koa';
+import { DomainError, httpAnswerTo, ManagementError, managementServerError } from '../errors.js';
+
+/**
+ * Every answer of the plugin's HTTP APIs (Management, customer, SSF) is a
+ * success or an OAuth-style error `{ error, error_description }`, never
+ * cached. A feature's refusal is answered by its kind (lib/errors/domain.ts);
+ * anything else is a 500 whose cause goes to the app's `error` event, never
+ * to the caller.
+ */
+export async function renderErrors(ctx: Koa.Context, next: Koa.Next): Promise<void> {
+  try {
+    await next();
+  } catch (caught) {
+    const error = answerTo(caught);
+    if (error.status >= 500) ctx.app.emit('error', error.cause ?? error, ctx);
+    ctx.status = error.status;
+    ctx.body = error.toJSON();
+  }
+  ctx.set('Cache-Control', 'no-store');
+}
+
+/** What the caller is answered for `caught`. */
+export function answerTo(caught: unknown): ManagementError {
+  if (caught instanceof ManagementError) return caught;
+  if (caught instanceof DomainError) return httpAnswerTo(caught);
+  return managementServerError(caught);
+}
