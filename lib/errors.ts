@@ -87,6 +87,15 @@ export function exchangeTooSlow(deadlineMs: number): errors.TemporarilyUnavailab
 }
 
 /**
+ * A policy decision point (the `authzen` option) that gave no decision: 503
+ * `temporarily_unavailable` at the token endpoint; nothing was issued or burned.
+ */
+export function policyUnavailable(description: string): errors.TemporarilyUnavailable {
+  const error = new errors.TemporarilyUnavailable(description);
+  return Object.assign(error, { status: 503, statusCode: 503, expose: true });
+}
+
+/**
  * A store that would have to forget security state to take one more entry.
  * 503 `temporarily_unavailable` at the token endpoint (and any other of
  * oidc-provider's); the Management API answers it as a store outage, also 503.
