@@ -5,12 +5,13 @@
  * authenticated the customer: `customer` is their account id, and every
  * operation acts on that account only (another customer's grant or request
  * is answered exactly as an unknown id). Input is checked here, whatever
- * carried it; refusals are `ManagementError`s (400, 404, 409, 429, 503).
+ * carried it; refusals are `ManagementError`s (400, 403, 404, 409, 429, 503).
  */
 import type Koa from 'koa';
 import { emit, EVENTS } from '../audit/events.js';
 import { record as recordEvent } from '../audit/record.js';
 import {
+  accessDenied,
   badRequest,
   customerLimitReached,
   managementUnavailable,
@@ -19,6 +20,7 @@ import {
   type ManagementError,
 } from '../errors.js';
 import { storeCall } from '../management/http.js';
+import { assertApprovalAllowed } from '../policy/index.js';
 import { notifyOrReport } from '../webhooks/notify.js';
 import type { ApprovalDependencies } from './deps.js';
 import { approvalSettings, nowSeconds } from './deps.js';
@@ -142,6 +144,9 @@ export async function approveRequest(
     }
   }
   const scope = chosen ?? request.scope;
+  // The deployment's decision point, when it has one, has its say before the answer is written.
+  const approval = { customer, actor: request.actor, clientId: request.clientId, scope, context: request.context };
+  await assertApprovalAllowed(deps.options.authzen, approval, accessDenied);
 
   const answeredAt = nowSeconds();
   const open = new Set(settings.widenApprovedGrants);

@@ -2,12 +2,7 @@ import { managementUnavailable, policyUnavailable } from '../errors.js';
 import type { JsonObject, JsonValue } from '../json.js';
 import type { DelegationPolicyInput, ResolvedDelegationOptions } from '../delegation/options.js';
 import type { CreationPolicyInput, ExchangeDecision, ExchangePolicyInput, PolicyDecision } from '../options.js';
-import {
-  DecisionPointUnavailable,
-  evaluateAccess,
-  type AccessEvaluation,
-  type PolicyAction,
-} from './evaluation.js';
+import { DecisionPointUnavailable, evaluateAccess, type AccessEvaluation, type PolicyAction } from './evaluation.js';
 import type { ResolvedAuthzenOptions } from './options.js';
 
 type CreationPolicy = (input: CreationPolicyInput) => PolicyDecision | Promise<PolicyDecision>;
@@ -65,7 +60,13 @@ export function delegationWithDecisionPoint(
  */
 export async function assertApprovalAllowed(
   authzen: ResolvedAuthzenOptions | undefined,
-  input: { customer: string; actor: string; clientId?: string | undefined; scope?: readonly string[] | undefined; context?: JsonObject | undefined },
+  input: {
+    customer: string;
+    actor: string;
+    clientId?: string | undefined;
+    scope?: readonly string[] | undefined;
+    context?: JsonObject | undefined;
+  },
   refuse: (reason: string) => Error,
 ): Promise<void> {
   if (!authzen) return;
@@ -129,7 +130,8 @@ function tokenEndpointRefusal(error: DecisionPointUnavailable): Error {
 
 function creationEvaluation(action: PolicyAction, input: CreationPolicyInput): AccessEvaluation {
   return {
-    subject: input.actor === undefined ? { type: 'client', id: input.caller.clientId } : { type: 'user', id: input.actor },
+    subject:
+      input.actor === undefined ? { type: 'client', id: input.caller.clientId } : { type: 'user', id: input.actor },
     action: { name: action },
     resource: { type: 'user', id: input.subject },
     context: compact({

@@ -64,7 +64,11 @@ export async function evaluateAccess(
 
 /** `{ decision: boolean, context?: object }`: anything else is no answer. */
 function decisionOf(answer: unknown): AccessDecision {
-  if (typeof answer !== 'object' || answer === null || typeof (answer as { decision?: unknown }).decision !== 'boolean') {
+  if (
+    typeof answer !== 'object' ||
+    answer === null ||
+    typeof (answer as { decision?: unknown }).decision !== 'boolean'
+  ) {
     throw new DecisionPointUnavailable('answered without a boolean "decision"');
   }
   const { decision, context } = answer as { decision: boolean; context?: unknown };

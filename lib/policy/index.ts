@@ -15,7 +15,9 @@ export function applyDecisionPoint(
   input: AuthzenOptions | undefined,
   hooks: Pick<ResolvedOptions, 'canImpersonate' | 'canExchange'>,
   delegation: ResolvedDelegationOptions,
-): Partial<Pick<ResolvedOptions, 'canImpersonate' | 'canExchange' | 'authzen'>> & { delegation: ResolvedDelegationOptions } {
+): Partial<Pick<ResolvedOptions, 'canImpersonate' | 'canExchange' | 'authzen'>> & {
+  delegation: ResolvedDelegationOptions;
+} {
   const authzen = resolveAuthzenOptions(input);
   // Without a decision point the hooks stay as given (absent ones absent).
   if (!authzen) return { delegation };
