@@ -92,7 +92,7 @@ function userReason(context: unknown): string | undefined {
   }
   if (typeof text !== 'string') return undefined;
   // One line of printable text: it becomes an error description and a field of the trail.
-  const line = [...text.replace(/[\0-\x1F\x7F\p{Cs}]+/gu, ' ').trim()].slice(0, MAX_REASON).join('');
+  const line = [...text.replace(/[\p{Cc}\p{Cs}]+/gu, ' ').trim()].slice(0, MAX_REASON).join('');
   return line || undefined;
 }
 

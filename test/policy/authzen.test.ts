@@ -113,6 +113,11 @@ describe('an AuthZEN decision point (the authzen option)', function () {
       error: 'access_denied',
       error_description: 'alice does not support this customer',
     });
+    // The words become one line of an error description and of the trail.
+    pdp.answer = { deny: 'first line\r\n[audit] forged line' };
+    expect((await ask(newCustomer())).body['error_description']).to.equal('first line [audit] forged line');
+    pdp.answer = { body: JSON.stringify({ decision: false, context: { reason_user: 'plain words' } }) };
+    expect((await ask(newCustomer())).body['error_description']).to.equal('plain words');
     // Without words for the user, the plugin's own; the operators' reason stays with the decision point.
     pdp.answer = { deny: undefined };
     const plain = await ask(newCustomer());
