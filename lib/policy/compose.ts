@@ -1,8 +1,8 @@
-import { managementUnavailable, policyUnavailable } from '../errors.js';
+import { DecisionPointUnavailable, managementUnavailable, policyUnavailable } from '../errors.js';
 import type { JsonObject, JsonValue } from '../json.js';
 import type { DelegationPolicyInput, ResolvedDelegationOptions } from '../delegation/options.js';
 import type { CreationPolicyInput, ExchangeDecision, ExchangePolicyInput, PolicyDecision } from '../options.js';
-import { DecisionPointUnavailable, evaluateAccess, type AccessEvaluation, type PolicyAction } from './evaluation.js';
+import { evaluateAccess, type AccessEvaluation, type PolicyAction } from './evaluation.js';
 import type { ResolvedAuthzenOptions } from './options.js';
 
 type CreationPolicy = (input: CreationPolicyInput) => PolicyDecision | Promise<PolicyDecision>;

@@ -1,3 +1,4 @@
+import { decisionPointUnavailable, DecisionPointUnavailable } from '../errors.js';
 import type { JsonObject } from '../json.js';
 import type { ResolvedAuthzenOptions } from './options.js';
 
@@ -14,14 +15,6 @@ export interface AccessEvaluation {
 
 /** The answer: allowed, or refused with the decision point's words for the user when it gave some. */
 export type AccessDecision = { allowed: true } | { allowed: false; reason?: string };
-
-/** The decision point gave no decision: unreachable, too slow, a failure status or an answer that is not one. */
-export class DecisionPointUnavailable extends Error {
-  constructor(problem: string, options?: { cause?: unknown }) {
-    super(`the policy decision point ${problem}`, options);
-    this.name = 'DecisionPointUnavailable';
-  }
-}
 
 /** Larger answers are not read: a decision is a few hundred bytes. */
 const MAX_ANSWER_BYTES = 64 * 1024;
@@ -50,14 +43,14 @@ export async function evaluateAccess(
     });
     if (response.status < 200 || response.status > 299) {
       await response.body?.cancel().catch(() => {});
-      throw new DecisionPointUnavailable(`answered ${response.status}`);
+      throw decisionPointUnavailable(`answered ${response.status}`);
     }
     answer = JSON.parse(await boundedText(response));
   } catch (error) {
     if (error instanceof DecisionPointUnavailable) throw error;
-    if (signal.aborted) throw new DecisionPointUnavailable(`did not answer within ${options.timeout} ms`);
-    if (error instanceof SyntaxError) throw new DecisionPointUnavailable('answered with something other than JSON');
-    throw new DecisionPointUnavailable('cannot be reached', { cause: error });
+    if (signal.aborted) throw decisionPointUnavailable(`did not answer within ${options.timeout} ms`);
+    if (error instanceof SyntaxError) throw decisionPointUnavailable('answered with something other than JSON');
+    throw decisionPointUnavailable('cannot be reached', { cause: error });
   }
   return decisionOf(answer);
 }
@@ -69,7 +62,7 @@ function decisionOf(answer: unknown): AccessDecision {
     answer === null ||
     typeof (answer as { decision?: unknown }).decision !== 'boolean'
   ) {
-    throw new DecisionPointUnavailable('answered without a boolean "decision"');
+    throw decisionPointUnavailable('answered without a boolean "decision"');
   }
   const { decision, context } = answer as { decision: boolean; context?: unknown };
   if (decision) return { allowed: true };
@@ -107,7 +100,7 @@ async function boundedText(response: Response): Promise<string> {
     size += value.byteLength;
     if (size > MAX_ANSWER_BYTES) {
       await reader.cancel().catch(() => {});
-      throw new DecisionPointUnavailable(`answered with more than ${MAX_ANSWER_BYTES} bytes`);
+      throw decisionPointUnavailable(`answered with more than ${MAX_ANSWER_BYTES} bytes`);
     }
     chunks.push(value);
   }
