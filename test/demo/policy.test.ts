@@ -11,6 +11,7 @@ import { decodeJwt } from 'jose';
 import { startDemo, type Demo } from '../../demo/demo.js';
 import { SUPPORT_TIERS } from '../../demo/seed.js';
 import {
+  accountSignIn,
   askSubjectToken,
   callResourceApi,
   EMERGENCY_ACCESS,
@@ -62,6 +63,15 @@ describe('demo: who may act for whom (support roles, organisations, tickets, ses
       const me = await callResourceApi(demo, token);
       expect(me.status).to.equal(200);
       expect(me.body).to.include({ subject: 'frank', actor: 'grace' });
+    });
+
+    it("offers a customer only their own organisation's support staff to give access to ahead of time", async () => {
+      const actorsOffered = (html: string) =>
+        [...(/<select id="give-actor"[^>]*>([\s\S]*?)<\/select>/.exec(html)?.[1] ?? '').matchAll(/value="([^"]*)"/g)]
+          .map(([, value]) => value)
+          .filter(Boolean);
+      expect(actorsOffered((await accountSignIn(demo.backend.url, 'bob')).html)).to.deep.equal(['alice', 'erin']);
+      expect(actorsOffered((await accountSignIn(demo.backend.url, 'frank')).html)).to.deep.equal(['grace']);
     });
 
     it('refuses at the exchange too: a subject token of frank with no agent named is not redeemed by alice', async () => {
