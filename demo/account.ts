@@ -164,7 +164,7 @@ export async function accountRoutes(router: Router, options: AccountOptions): Pr
     ctx.body = accountPage(
       session,
       `${notifications?.length ? notificationSection(notifications) : ''}
-${supportAccessSection(support, session.csrf, options.users, flash)}
+${supportAccessSection(support, session.csrf, options.users, flash, session.sub)}
 <section class="card" aria-labelledby="activity-title">
 <h2 id="activity-title">Account activity</h2>
 <p class="muted">Every time someone from our support team acted on your account, newest first.</p>

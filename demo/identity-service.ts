@@ -14,6 +14,7 @@ import type { AdapterSource } from '../lib/adapters/contract.js';
 import { EVENTS, onImpersonationEvent, type AuditSink, type Impersonation } from '../lib/index.js';
 import { closeServer, freePort, listen } from './http.js';
 import { demoAccounts } from './identity/accounts.js';
+import { supportPolicy } from './identity/support-policy.js';
 import { auditLine, READ_EVENTS } from './identity/audit-console.js';
 import { demoImpersonation, providerConfiguration } from './identity/configuration.js';
 import { interactionRoutes, landing, renderHttpErrors } from './identity/routes.js';
@@ -103,8 +104,10 @@ export async function startIdentityService(options: IdentityServiceOptions): Pro
   const secrets = options.secrets ?? demoSecrets();
   const log = options.log ?? (() => {});
   const accounts = demoAccounts(secrets.users);
+  const policy = supportPolicy(accounts);
 
   const impersonation = demoImpersonation({
+    policy,
     managementResource,
     auditLog: options.auditLog,
     customerResource,
@@ -115,6 +118,7 @@ export async function startIdentityService(options: IdentityServiceOptions): Pro
   });
   const configuration = providerConfiguration({
     impersonation,
+    policy,
     accounts,
     secrets,
     keys: options.keys ?? generateDemoKeys(),
@@ -127,6 +131,8 @@ export async function startIdentityService(options: IdentityServiceOptions): Pro
   // Installed before anything mounts the provider. The Management API is served by the parent app
   // (at /api, not below /oidc), which mounts it below.
   impersonation.install(provider, { mountManagementApi: false });
+  // Each request has room for what its exchange decides of the token's lifetime (the agent's tier).
+  provider.use((_ctx, next) => policy.around(next));
   // An event nobody listens to is not even built: the feed's reads cost nothing unless they are logged.
   for (const name of Object.values(EVENTS)) {
     if (READ_EVENTS.has(name) && !options.logFeedReads) continue;

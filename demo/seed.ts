@@ -30,6 +30,20 @@ export const CLIENTS = {
   resourceApi: 'resource-api',
 } as const;
 
+/** The organisations whose customers the demo's support team serves, by id: a support agent serves one. */
+export const ORGANISATIONS = { northwind: 'Northwind', globex: 'Globex' } as const;
+export type OrganisationId = keyof typeof ORGANISATIONS;
+
+/**
+ * What a support agent's role lets them do as a customer: look (`read`), or
+ * look and change (`write`); and how long one impersonation may last.
+ */
+export const SUPPORT_TIERS = {
+  read: { label: 'support trainee, read only', scopes: ['profile:read'], maxSessionSeconds: 300 },
+  write: { label: 'support, read and change', scopes: ['profile:read', 'profile:write'], maxSessionSeconds: 600 },
+} as const;
+export type SupportTier = keyof typeof SUPPORT_TIERS;
+
 export interface DemoUser {
   /** Account id (`sub`); equals the login. */
   id: string;
@@ -45,6 +59,10 @@ export interface DemoUser {
    * approval of the request (`grant`).
    */
   approval: Extract<ApprovalRequirement, 'none' | 'grant'>;
+  /** The organisation a customer belongs to, or whose customers a support agent serves. */
+  organisation: OrganisationId;
+  /** A support agent's tier (`roles` holds `support`): what they may do as a customer, and for how long. */
+  supportTier?: SupportTier;
 }
 
 export interface DemoSecrets {
@@ -73,6 +91,29 @@ export function demoSecrets(env: Env = process.env): DemoSecrets {
         roles: ['support'],
         impersonable: true,
         approval: 'none',
+        organisation: 'northwind',
+        supportTier: 'write',
+      },
+      {
+        id: 'erin',
+        password: env['ERIN_PASSWORD'] || 'erin-password',
+        name: 'Erin Evans',
+        roles: ['support'],
+        impersonable: true,
+        approval: 'none',
+        organisation: 'northwind',
+        // A trainee: she looks, never changes, and each impersonation of hers lasts at most five minutes.
+        supportTier: 'read',
+      },
+      {
+        id: 'grace',
+        password: env['GRACE_PASSWORD'] || 'grace-password',
+        name: 'Grace Green',
+        roles: ['support'],
+        impersonable: true,
+        approval: 'none',
+        organisation: 'globex',
+        supportTier: 'write',
       },
       {
         id: 'bob',
@@ -82,6 +123,7 @@ export function demoSecrets(env: Env = process.env): DemoSecrets {
         impersonable: true,
         // Support acts as bob only with his say: a grant he gave, or his approval of each request.
         approval: 'grant',
+        organisation: 'northwind',
       },
       {
         id: 'carol',
@@ -90,6 +132,7 @@ export function demoSecrets(env: Env = process.env): DemoSecrets {
         roles: ['customer'],
         impersonable: false,
         approval: 'none',
+        organisation: 'northwind',
       },
       {
         id: 'dave',
@@ -99,6 +142,17 @@ export function demoSecrets(env: Env = process.env): DemoSecrets {
         impersonable: true,
         // Support may act as dave without asking him first.
         approval: 'none',
+        organisation: 'northwind',
+      },
+      {
+        id: 'frank',
+        password: env['FRANK_PASSWORD'] || 'frank-password',
+        name: 'Frank Fischer',
+        roles: ['customer'],
+        impersonable: true,
+        // A customer of the other organisation: only its own support team acts as him.
+        approval: 'none',
+        organisation: 'globex',
       },
     ],
     webClientSecret: env['SUPPORT_WEB_SECRET'] || 'support-web-secret',
@@ -185,6 +239,22 @@ export function customerSeed(): Map<string, CustomerRecord> {
         },
         orders: [{ id: 'ORD-1120', placedOn: '2026-11-18', items: 'Desk lamp', total: '€59.00', status: 'Processing' }],
         invoices: [{ id: 'INV-2026-0401', issuedOn: '2026-11-18', amount: '€59.00', status: 'Due 2026-12-18' }],
+      },
+    ],
+    [
+      'frank',
+      {
+        profile: {
+          name: 'Frank Fischer',
+          email: 'frank@example.com',
+          plan: 'Business',
+          memberSince: '2022-05-20',
+          shippingAddress: { line1: '7 Lindenstraße', city: 'Hamburg', postcode: '20095', country: 'Germany' },
+        },
+        orders: [
+          { id: 'GX-0311', placedOn: '2026-11-02', items: 'Office chair', total: '€240.00', status: 'Delivered' },
+        ],
+        invoices: [{ id: 'GX-INV-0311', issuedOn: '2026-11-02', amount: '€240.00', status: 'Paid' }],
       },
     ],
   ]);

@@ -264,6 +264,7 @@ export function supportAccessSection(
   csrf: string,
   users: ReadonlyMap<string, DemoUser>,
   flash: Flash | undefined,
+  customer: string,
 ): string {
   const message = flash
     ? flash.kind === 'ok'
@@ -281,7 +282,11 @@ ${message}`;
     return `<section class="card" id="support-access" aria-labelledby="support-title">${heading}
 <div class="error" role="alert" id="support-unavailable">${escapeHtml(state.message)}</div></section>`;
   }
-  const supportStaff = [...users.values()].filter((user) => user.roles.includes('support'));
+  // Only the support staff of the customer's own organisation may act for them: the others are not offered.
+  const organisation = users.get(customer)?.organisation;
+  const supportStaff = [...users.values()].filter(
+    (user) => user.roles.includes('support') && user.organisation === organisation,
+  );
   return `<section class="card" id="support-access" aria-labelledby="support-title">${heading}
 <h3 id="requests-title">Waiting for your answer</h3>
 ${

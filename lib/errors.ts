@@ -87,6 +87,28 @@ export function exchangeTooSlow(deadlineMs: number): errors.TemporarilyUnavailab
   return Object.assign(error, { status: 503, statusCode: 503, expose: true });
 }
 
+/** A policy decision point that gave no decision: unreachable, too slow, a failure status or an answer that is not one. */
+export class DecisionPointUnavailable extends Error {
+  constructor(problem: string, options?: { cause?: unknown }) {
+    super(`the policy decision point ${problem}`, options);
+    this.name = 'DecisionPointUnavailable';
+  }
+}
+
+/** Names the problem only: never a header, a body or the decision point's credentials. */
+export function decisionPointUnavailable(problem: string, cause?: unknown): DecisionPointUnavailable {
+  return new DecisionPointUnavailable(problem, cause === undefined ? undefined : { cause });
+}
+
+/**
+ * A policy decision point (the `authzen` option) that gave no decision: 503
+ * `temporarily_unavailable` at the token endpoint; nothing was issued or burned.
+ */
+export function policyUnavailable(description: string): errors.TemporarilyUnavailable {
+  const error = new errors.TemporarilyUnavailable(description);
+  return Object.assign(error, { status: 503, statusCode: 503, expose: true });
+}
+
 /**
  * A store that would have to forget security state to take one more entry.
  * 503 `temporarily_unavailable` at the token endpoint (and any other of
@@ -170,6 +192,7 @@ const DOMAIN_STATUS: Readonly<Record<DomainErrorKind, number>> = {
   not_found: 404,
   conflict: 409,
   limit_reached: 429,
+  denied: 403,
   unavailable: 503,
 };
 

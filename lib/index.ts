@@ -112,3 +112,4 @@ export type {
   SubjectTokenResolver,
   SubjectTokenResolverInput,
 } from './delegation/options.js';
+export type { AuthzenOptions, ResolvedAuthzenOptions } from './policy/options.js';

@@ -13,6 +13,7 @@ import {
 import { optionChecks, type OptionChecks } from './config/checks.js';
 import { IMPERSONATION_DEFAULTS, IMPERSONATION_MAXIMA } from './config/defaults.js';
 import { invalidArgument } from './errors.js';
+import { applyDecisionPoint, type AuthzenOptions, type ResolvedAuthzenOptions } from './policy/index.js';
 import { resolveSsfOptions, type ResolvedSsfOptions, type SsfOptions } from './ssf/options.js';
 import { resolveWebhookOptions, type ResolvedWebhookOptions, type WebhookOptions } from './webhooks/options.js';
 
@@ -38,6 +39,12 @@ export interface CreationPolicyInput {
   account: Account;
   caller: ManagementCaller;
   context: JsonObject;
+  /** The person who will act (`actorId` of the request), when the request names one. */
+  actor?: string | undefined;
+  /** The client that will redeem the subject token (`clientId` of the request), when the request names one. */
+  clientId?: string | undefined;
+  /** Present when the caller bypasses the customer's approval (break-glass), with its reason. */
+  breakGlass?: { reason: string } | undefined;
 }
 
 export interface ExchangePolicyInput {
@@ -166,6 +173,12 @@ export interface ImpersonationOptions {
    * setting at its default; only clients with that metadata can delegate.
    */
   delegation?: DelegationOptions | undefined;
+  /**
+   * An OpenID AuthZEN Authorization API 1.0 decision point asked after the
+   * hooks, for every impersonation, break-glass, exchange, delegation and
+   * approval (docs/policy.md). It cannot answer: refused, 503. Default: none.
+   */
+  authzen?: AuthzenOptions | undefined;
 }
 
 /** The options without a default: absent unless given. */
@@ -179,7 +192,10 @@ type UndefaultedOption =
   | 'store';
 
 /** The options with a default: each one filled in. */
-type DefaultedOptions = Omit<ImpersonationOptions, UndefaultedOption | 'approvals' | 'webhooks' | 'ssf' | 'delegation'>;
+type DefaultedOptions = Omit<
+  ImpersonationOptions,
+  UndefaultedOption | 'approvals' | 'webhooks' | 'ssf' | 'delegation' | 'authzen'
+>;
 
 // Not Required<>: under a consumer's exactOptionalPropertyTypes it keeps the `| undefined` each option accepts.
 export type ResolvedOptions = { [Name in keyof DefaultedOptions]-?: Exclude<DefaultedOptions[Name], undefined> } & Pick<
@@ -190,6 +206,7 @@ export type ResolvedOptions = { [Name in keyof DefaultedOptions]-?: Exclude<Defa
     webhooks?: ResolvedWebhookOptions;
     ssf?: ResolvedSsfOptions;
     delegation: ResolvedDelegationOptions;
+    authzen?: ResolvedAuthzenOptions;
   };
 
 /** Every option, so that one misspelt is refused: the `satisfies` keeps the list and the interface alike. */
@@ -220,6 +237,7 @@ const OPTION_NAMES = Object.keys({
   ssf: true,
   deliverOutbox: true,
   delegation: true,
+  authzen: true,
 } satisfies Record<keyof ImpersonationOptions, true>);
 
 const ACTOR_AUTHENTICATION_NAMES = Object.keys({ maxAge: true, acrValues: true } satisfies Record<
@@ -322,7 +340,7 @@ export function resolveOptions(input: ImpersonationOptions): ResolvedOptions {
   const delegation = resolveDelegationOptions((input as ImpersonationOptions).delegation);
   return Object.freeze({
     ...options,
-    delegation,
+    ...applyDecisionPoint(input.authzen, options, delegation),
     ...(approvals ? { approvals } : {}),
     ...(webhooks ? { webhooks } : {}),
     ...(ssf ? { ssf } : {}),

@@ -7,6 +7,8 @@ import type { Account } from 'oidc-provider';
 import type { DemoUser } from '../seed.js';
 
 export interface DemoAccounts {
+  /** The seed entry of a user, for the identity service's policy (organisation, support tier). */
+  user(id: string): DemoUser | undefined;
   /** The account with its claims (`sub`, `name`, `roles`), whether it may be impersonated and what support needs first. */
   find(id: string): Account | undefined;
   /** The user whose login and password these are; an unknown login costs the same as a wrong password. */
@@ -17,6 +19,7 @@ export function demoAccounts(users: readonly DemoUser[]): DemoAccounts {
   const byId = new Map(users.map((user) => [user.id, user]));
   return {
     find: (id) => accountOf(byId.get(id)),
+    user: (id) => byId.get(id),
     authenticate: (login, password) => {
       const user = byId.get(login);
       return passwordMatches(user, password) ? user : undefined;
@@ -30,6 +33,8 @@ function accountOf(user: DemoUser | undefined): Account | undefined {
     accountId: user.id,
     impersonable: user.impersonable,
     approval: user.approval,
+    organisation: user.organisation,
+    ...(user.supportTier === undefined ? {} : { supportTier: user.supportTier }),
     claims: () => ({ sub: user.id, name: user.name, roles: [...user.roles] }),
   };
 }

@@ -14,18 +14,20 @@ import {
 import type { DemoKeys } from '../keys.js';
 import { API_RESOURCE, API_SCOPES, CLIENTS, ORDERS_RESOURCE, ORDERS_SCOPES, type DemoSecrets } from '../seed.js';
 import type { DemoAccounts } from './accounts.js';
+import type { SupportPolicy } from './support-policy.js';
 import { logoutPage, providerErrorPage, signedOutPage } from './views.js';
 
 /** The clients that get no consent screen, and the only ones the demo resource API issues tokens to. */
 export const FIRST_PARTY: ReadonlySet<string> = new Set([CLIENTS.console, CLIENTS.web]);
 
 const DEFAULT_ACTOR_MAX_AGE = 300;
-const WRITE_SCOPE = 'profile:write';
 /** The longest support access a customer may give or approve: a week. */
 const MAX_GRANT_DURATION = 7 * 24 * 3600;
 
 export interface ImpersonationSettings {
   managementResource: string;
+  /** Who may act for whom (support-policy.ts). */
+  policy: SupportPolicy;
   /** Subject-token lifetime, seconds. Default: the plugin's. */
   subjectTokenTTL?: number;
   auditLog: AuditSink;
@@ -43,18 +45,15 @@ export function demoImpersonation(settings: ImpersonationSettings): Impersonatio
   return createImpersonation({
     managementResource: settings.managementResource,
     ...(settings.subjectTokenTTL === undefined ? {} : { subjectTokenTTL: settings.subjectTokenTTL }),
-    // "carol is refused": the identity service will not mint subject tokens for protected accounts.
-    canImpersonate: ({ subject, account }) =>
-      account['impersonable'] === false ? { reason: `${subject} is protected from impersonation` } : true,
+    // Protected accounts, the ticket, the agent's organisation and tier (support-policy.ts, docs/policy.md).
+    canImpersonate: settings.policy.canImpersonate,
     // The sample function of the spec (2.7).
     auditLog: settings.auditLog,
     // Impersonation needs a recent sign-in of the engineer (step-up, RFC 9470).
     actorAuthentication: { maxAge: settings.actorMaxAge ?? DEFAULT_ACTOR_MAX_AGE },
-    // Changes need an impersonation asked for them: any other is narrowed to reading.
-    canExchange: ({ scope, context }) =>
-      scope.includes(WRITE_SCOPE) && context['access'] !== 'edit'
-        ? { scope: scope.filter((name) => name !== WRITE_SCOPE) }
-        : true,
+    // The agent's organisation again, their tier's scope ceiling, and changes only in an impersonation
+    // asked for them: any other is narrowed to reading.
+    canExchange: settings.policy.canExchange,
     approvals: {
       customerResource: settings.customerResource,
       // What each customer asks for (seed.ts): bob has his say, dave lets support in without asking.
@@ -91,6 +90,7 @@ export function demoImpersonation(settings: ImpersonationSettings): Impersonatio
 
 export interface ProviderSettings {
   impersonation: Impersonation;
+  policy: SupportPolicy;
   accounts: DemoAccounts;
   secrets: DemoSecrets;
   keys: DemoKeys;
@@ -177,7 +177,11 @@ export function providerConfiguration(settings: ProviderSettings): Configuration
     jwks: keys.jwks,
     pkce: { required: () => true },
     ttl: {
-      AccessToken: (_ctx, token) => token.resourceServer?.accessTokenTTL ?? 3600,
+      // An impersonation lasts no longer than the acting agent's tier allows (support-policy.ts).
+      AccessToken: (_ctx, token) =>
+        token.gty === TOKEN_EXCHANGE_GRANT
+          ? Math.min(token.resourceServer?.accessTokenTTL ?? 3600, settings.policy.sessionCeiling())
+          : (token.resourceServer?.accessTokenTTL ?? 3600),
       ClientCredentials: (_ctx, token) => token.resourceServer?.accessTokenTTL ?? 600,
       AuthorizationCode: 60,
       IdToken: 3600,

@@ -6,13 +6,14 @@
  * operation acts on that account only (another customer's grant or request
  * is answered exactly as an unknown id). Input is checked here, whatever
  * carried it; refusals are domain errors (lib/errors/domain.ts), which the
- * API that called answers (400, 404, 409, 429, 503).
+ * API that called answers (400, 403, 404, 409, 429, 503).
  */
 import type Koa from 'koa';
 import { emit, EVENTS } from '../audit/events.js';
 import { record as recordEvent } from '../audit/record.js';
 import {
   conflictingState,
+  deniedByPolicy,
   invalidInput,
   limitReached,
   serviceUnavailable,
@@ -20,6 +21,7 @@ import {
   type DomainError,
 } from '../errors.js';
 import { storeCall } from '../store-call.js';
+import { assertApprovalAllowed } from '../policy/index.js';
 import { notifyOrReport } from '../webhooks/notify.js';
 import type { ApprovalDependencies } from './deps.js';
 import { approvalSettings, nowSeconds } from './deps.js';
@@ -143,6 +145,9 @@ export async function approveRequest(
     }
   }
   const scope = chosen ?? request.scope;
+  // The deployment's decision point, when it has one, has its say before the answer is written.
+  const approval = { customer, actor: request.actor, clientId: request.clientId, scope, context: request.context };
+  await assertApprovalAllowed(deps.options.authzen, approval, deniedByPolicy);
 
   const answeredAt = nowSeconds();
   const open = new Set(settings.widenApprovedGrants);

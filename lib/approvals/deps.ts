@@ -15,7 +15,7 @@ export interface ApprovalDependencies {
   sessions: SessionStore;
 }
 
-export type ApprovalOptionsSlice = Pick<ResolvedOptions, 'approvals' | 'auditLog'>;
+export type ApprovalOptionsSlice = Pick<ResolvedOptions, 'approvals' | 'auditLog' | 'authzen'>;
 
 /** The `approvals` option; calling an approval operation without it is the deployment's mistake. */
 export function approvalSettings(options: ApprovalOptionsSlice, caller: string): ResolvedApprovalOptions {

@@ -16,6 +16,8 @@ export interface DomainReasons {
   conflict: 'already_answered' | 'request_expired' | 'already_redeemed';
   /** A principal holds as many of something as the deployment allows. */
   limit_reached: 'too_many_grants' | 'too_many_pending_requests';
+  /** A policy the deployment set (its hooks, its decision point) refused. */
+  denied: 'access_denied';
   /** A store or the audit trail cannot answer now; nothing was written. */
   unavailable: 'temporarily_unavailable';
 }
@@ -55,6 +57,11 @@ export function limitReached(
   description: string,
 ): DomainError<'limit_reached'> {
   return new DomainError('limit_reached', reason, description);
+}
+
+/** A policy refused: its words, safe for the caller, are the description. */
+export function deniedByPolicy(description: string): DomainError<'denied'> {
+  return new DomainError('denied', 'access_denied', description);
 }
 
 /** A store or the audit trail cannot answer; the cause goes to the operator, never to the caller. */

@@ -84,6 +84,9 @@ export function subjectTokenRoutes(
           account,
           caller,
           context: request.context,
+          ...(request.actorId === undefined ? {} : { actor: request.actorId }),
+          ...(request.clientId === undefined ? {} : { clientId: request.clientId }),
+          ...(request.breakGlass ? { breakGlass: { reason: request.breakGlass.reason } } : {}),
         }),
         'this user may not be impersonated',
       );

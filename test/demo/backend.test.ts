@@ -382,7 +382,7 @@ describe('demo: resource API (GET /api/me) and settings', function () {
     const created = await fetch(demo.identity.managementUrl, {
       method: 'POST',
       headers: { authorization: `Bearer ${await managementToken(demo)}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ userId: 'dave' }),
+      body: JSON.stringify({ userId: 'dave', context: { ticketId: 'T-1234' } }),
       signal: AbortSignal.timeout(REQUEST_TIMEOUT),
     });
     const { subjectToken } = (await created.json()) as { subjectToken: string };

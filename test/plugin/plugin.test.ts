@@ -122,6 +122,7 @@ describe('createImpersonation: options, configure() and install()', () => {
       ssf: undefined,
       deliverOutbox: undefined,
       delegation: undefined,
+      authzen: undefined,
     };
     const customerResource = 'https://id.example.com/support-access';
     const everyApprovalOptionUndefined: { [Name in Exclude<keyof ApprovalOptions, 'customerResource'>]-?: undefined } =

@@ -48,6 +48,7 @@ import {
   tokenRequest,
   userAccessToken,
   userSignIn,
+  type ClientCredentials,
   type Reply,
 } from '../support/http.js';
 import * as demoHttp from '../demo/helpers.js';
@@ -56,6 +57,7 @@ import { startReceiver, webhookSecret, type Receiver } from '../support/webhook-
 import { approveRequest, denyRequest, endAccessGrant, giveGrant, listGrants } from '../../lib/approvals/actions.js';
 import { newCustomer, requestIdOf, REQUESTS, startApprovalProvider } from '../support/approvals.js';
 import { apiRequest } from '../support/http.js';
+import { startDecisionPoint } from '../support/decision-point.js';
 
 interface Seen {
   label: string;
@@ -776,6 +778,120 @@ describe('canary: no token value or secret leaves its place', function () {
       expect(canary.leaks()).to.deep.equal([]);
     } finally {
       await ap.tp.close();
+    }
+  });
+
+  it('over an AuthZEN decision point: what it is sent, and every refusal, allowed, denied and unanswered', async () => {
+    const pdp = await startDecisionPoint();
+    const pdpToken = 'authzen-canary-bearer-5b2e';
+    const pdpKey = 'authzen-canary-key-91c4';
+    canary.secret(pdpToken, pdpKey);
+    const ap = await startApprovalProvider({
+      approvals: { breakGlassClients: [CLIENTS.oncall.client_id] },
+      plugin: {
+        authzen: { url: pdp.url, timeout: 200, token: pdpToken, headers: { 'x-api-key': pdpKey } },
+        auditLog: {
+          append: async (name, event) => canary.sink(`authzen audit row ${name}`, canonicalContent(rowOf(name, event))),
+        },
+      },
+    });
+    try {
+      const emitter = ap.tp.provider as unknown as NodeJS.EventEmitter;
+      for (const name of Object.values(EVENTS))
+        emitter.on(name, (event: unknown) => canary.sink(`authzen event ${name}`, event));
+      for (const name of ['grant.error', 'server_error']) {
+        emitter.on(name, (_ctx: unknown, error: unknown) => canary.sink(`authzen ${name}`, describeError(error)));
+      }
+      (ap.tp.provider as Koa).on('error', (error: unknown) => canary.sink('authzen app error', describeError(error)));
+      const backend = await m2mToken(ap.tp);
+      const oncall = await m2mToken(ap.tp, CLIENTS.oncall);
+      const alice = await userAccessToken(ap.tp, 'alice');
+      canary.secret(backend, oncall, alice);
+      const ask = async (label: string, body: Record<string, unknown>, token = backend) => {
+        const reply = await managementRequest(ap.tp, body, token);
+        return canary.response(`authzen ${label}`, reply, [reply.body['subjectToken'] as string | undefined]);
+      };
+      const swapAs = async (
+        label: string,
+        params: Record<string, string>,
+        client: ClientCredentials = CLIENTS.console,
+      ) => {
+        canary.secret(params['subject_token'], params['actor_token']);
+        const reply = await exchange(ap.tp, params, client);
+        canary.accessToken(reply.body['access_token'] as string | undefined);
+        return canary.response(`authzen ${label}`, reply, [reply.body['access_token'] as string | undefined]);
+      };
+      const customer = newCustomer();
+      const asked = {
+        userId: customer,
+        actorId: 'alice',
+        clientId: CLIENTS.console.client_id,
+        context: { ticketId: 'T-9', reason: 'refund' },
+      };
+      const actAs = (subject: string) => ({
+        subject_token: subject,
+        resource: API,
+        actor_token: alice,
+        actor_token_type: ACCESS_TOKEN,
+      });
+
+      for (const answer of [
+        { allow: true },
+        { deny: 'no' },
+        { hang: true },
+        { status: 500 },
+        { body: '{}' },
+      ] as const) {
+        pdp.answer = answer;
+        ap.policy.answer = 'none';
+        await ask(`creation ${Object.keys(answer)[0]}`, asked);
+        await ask(`break-glass ${Object.keys(answer)[0]}`, { ...asked, breakGlass: { reason: 'outage' } }, oncall);
+        pdp.answer = (evaluation) => (evaluation.action.name === 'impersonate' ? { allow: true } : answer);
+        const subject = (await ask('a subject token', asked)).body['subjectToken'] as string;
+        const impersonated = await swapAs(`exchange ${Object.keys(answer)[0]}`, actAs(subject));
+        const token = impersonated.body['access_token'] as string | undefined;
+        const own = await userAccessToken(ap.tp, 'bob', { resource: API, scope: 'openid profile:read' });
+        canary.secret(own);
+        await swapAs(
+          `delegation ${Object.keys(answer)[0]}`,
+          { subject_token: own, resource: DOWNSTREAM_API },
+          CLIENTS.orders,
+        );
+        if (token) {
+          await swapAs(
+            'delegation of the impersonation',
+            { subject_token: token, resource: DOWNSTREAM_API },
+            CLIENTS.orders,
+          );
+        }
+        ap.policy.answer = 'grant';
+        pdp.answer = (evaluation) => (evaluation.action.name === 'approve' ? answer : { allow: true });
+        const approving = newCustomer();
+        const pending = await ask('an approval request', { ...asked, userId: approving });
+        const refusal = await approveRequest(ap.deps, approving, requestIdOf(pending), { duration: 60 }).then(
+          () => undefined,
+          (error: unknown) => error,
+        );
+        if (refusal) canary.sink('authzen approval refusal', describeError(refusal));
+      }
+
+      expect(pdp.received.map((sent) => sent.body.action.name)).to.include.members([
+        'impersonate',
+        'break-glass',
+        'exchange',
+        'delegate',
+        'approve',
+      ]);
+      for (const sent of pdp.received) {
+        const { authorization, ...headers } = sent.headers;
+        expect(authorization).to.equal(`Bearer ${pdpToken}`);
+        canary.sink(`authzen request body ${sent.body.action.name}`, sent.raw);
+        canary.sink(`authzen request headers ${sent.body.action.name}`, { ...headers, 'x-api-key': undefined });
+      }
+      expect(canary.leaks()).to.deep.equal([]);
+    } finally {
+      await ap.tp.close();
+      await pdp.close();
     }
   });
 

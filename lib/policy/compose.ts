@@ -1,0 +1,190 @@
+import { DecisionPointUnavailable, managementUnavailable, policyUnavailable } from '../errors.js';
+import type { JsonObject, JsonValue } from '../json.js';
+import type { DelegationPolicyInput, ResolvedDelegationOptions } from '../delegation/options.js';
+import type { CreationPolicyInput, ExchangeDecision, ExchangePolicyInput, PolicyDecision } from '../options.js';
+import { evaluateAccess, type AccessEvaluation, type PolicyAction } from './evaluation.js';
+import type { ResolvedAuthzenOptions } from './options.js';
+
+type CreationPolicy = (input: CreationPolicyInput) => PolicyDecision | Promise<PolicyDecision>;
+type ExchangePolicy = (input: ExchangePolicyInput) => ExchangeDecision | Promise<ExchangeDecision>;
+type DelegationPolicy = (input: DelegationPolicyInput) => ExchangeDecision | Promise<ExchangeDecision>;
+
+/**
+ * The deployment's hooks with the decision point asked after each: the
+ * deployment's own rule answers first (a refusal there costs no round trip,
+ * and its narrowing is what the decision point is asked about); then only a
+ * `decision: true` lets the request on. The hooks keep their contract, so
+ * every place that asks them asks the decision point too.
+ */
+export function withDecisionPoint(
+  authzen: ResolvedAuthzenOptions,
+  hooks: { canImpersonate?: CreationPolicy | undefined; canExchange?: ExchangePolicy | undefined },
+): { canImpersonate: CreationPolicy; canExchange: ExchangePolicy } {
+  return {
+    canImpersonate: async (input) => {
+      const own = hooks.canImpersonate ? await hooks.canImpersonate(input) : true;
+      if (own !== true) return own;
+      const action: PolicyAction = input.breakGlass ? 'break-glass' : 'impersonate';
+      return ask(authzen, creationEvaluation(action, input), managementRefusal);
+    },
+    canExchange: async (input) => {
+      const own = hooks.canExchange ? await hooks.canExchange(input) : true;
+      const scopes = grantedBy(own, input.scope);
+      if (!scopes) return own;
+      const verdict = await ask(authzen, exchangeEvaluation({ ...input, scope: scopes }), tokenEndpointRefusal);
+      return verdict === true ? own : verdict;
+    },
+  };
+}
+
+/** `delegation.canDelegate`, with the decision point asked after it. */
+export function delegationWithDecisionPoint(
+  authzen: ResolvedAuthzenOptions,
+  delegation: ResolvedDelegationOptions,
+): ResolvedDelegationOptions {
+  const own = delegation.canDelegate;
+  const canDelegate: DelegationPolicy = async (input) => {
+    const decision = own ? await own(input) : true;
+    const scopes = grantedBy(decision, input.scope);
+    if (!scopes) return decision;
+    const verdict = await ask(authzen, delegationEvaluation({ ...input, scope: scopes }), tokenEndpointRefusal);
+    return verdict === true ? decision : verdict;
+  };
+  return Object.freeze({ ...delegation, canDelegate });
+}
+
+/**
+ * The customer's approval of a request, asked of the decision point before
+ * the grant goes into force (`approve`). Resolves when allowed; rejects with
+ * the Management API's 403 or 503 otherwise.
+ */
+export async function assertApprovalAllowed(
+  authzen: ResolvedAuthzenOptions | undefined,
+  input: {
+    customer: string;
+    actor: string;
+    clientId?: string | undefined;
+    scope?: readonly string[] | undefined;
+    context?: JsonObject | undefined;
+  },
+  refuse: (reason: string) => Error,
+): Promise<void> {
+  if (!authzen) return;
+  const verdict = await ask(
+    authzen,
+    {
+      subject: { type: 'user', id: input.customer },
+      action: { name: 'approve' },
+      resource: { type: 'user', id: input.customer },
+      context: compact({
+        actor: input.actor,
+        client: input.clientId,
+        scopes: input.scope ? [...input.scope] : undefined,
+        ...ticketAndReason(input.context),
+        request_context: input.context,
+      }),
+    },
+    managementRefusal,
+  );
+  if (verdict !== true) throw refuse(verdict.reason);
+}
+
+/** The scopes a hook's answer lets through, or `undefined` when it refused. */
+function grantedBy(decision: ExchangeDecision, requested: string[]): string[] | undefined {
+  if (decision === true) return requested;
+  if (typeof decision === 'object' && decision !== null && 'scope' in decision && Array.isArray(decision.scope)) {
+    return requested.filter((name) => decision.scope.includes(name));
+  }
+  return undefined;
+}
+
+const REFUSED: Record<PolicyAction, string> = {
+  impersonate: 'the policy decision point refused this impersonation',
+  'break-glass': 'the policy decision point refused this break-glass access',
+  exchange: 'the policy decision point refused this impersonation',
+  delegate: 'the policy decision point refused this delegation',
+  approve: 'the policy decision point refused this approval',
+};
+
+async function ask(
+  authzen: ResolvedAuthzenOptions,
+  evaluation: AccessEvaluation,
+  unavailable: (error: DecisionPointUnavailable) => Error,
+): Promise<true | { reason: string }> {
+  try {
+    const decision = await evaluateAccess(authzen, evaluation);
+    return decision.allowed ? true : { reason: decision.reason ?? REFUSED[evaluation.action.name] };
+  } catch (error) {
+    if (error instanceof DecisionPointUnavailable) throw unavailable(error);
+    throw error;
+  }
+}
+
+function managementRefusal(error: DecisionPointUnavailable): Error {
+  return managementUnavailable(`${error.message}; nothing was issued`, error);
+}
+
+function tokenEndpointRefusal(error: DecisionPointUnavailable): Error {
+  return policyUnavailable(`${error.message}; nothing was issued, retry shortly`);
+}
+
+function creationEvaluation(action: PolicyAction, input: CreationPolicyInput): AccessEvaluation {
+  return {
+    subject:
+      input.actor === undefined ? { type: 'client', id: input.caller.clientId } : { type: 'user', id: input.actor },
+    action: { name: action },
+    resource: { type: 'user', id: input.subject },
+    context: compact({
+      caller: input.caller.clientId,
+      client: input.clientId,
+      ...ticketAndReason(input.context),
+      ...(input.breakGlass ? { reason: input.breakGlass.reason } : {}),
+      request_context: input.context,
+    }),
+  };
+}
+
+function exchangeEvaluation(input: ExchangePolicyInput): AccessEvaluation {
+  return {
+    subject: input.actor === undefined ? { type: 'client', id: input.clientId } : { type: 'user', id: input.actor },
+    action: { name: 'exchange' },
+    resource: { type: 'user', id: input.subject },
+    context: compact({
+      client: input.clientId,
+      resource_server: input.resource,
+      scopes: input.scope,
+      ...ticketAndReason(input.context),
+      request_context: input.context,
+    }),
+  };
+}
+
+function delegationEvaluation(input: DelegationPolicyInput): AccessEvaluation {
+  return {
+    subject: input.actor === input.clientId ? { type: 'client', id: input.actor } : { type: 'user', id: input.actor },
+    action: { name: 'delegate' },
+    resource: { type: 'user', id: input.subject },
+    context: compact({
+      client: input.clientId,
+      resource_server: input.resource,
+      scopes: input.scope,
+      subject_token_type: input.subjectTokenType,
+      parent_session: input.parentSessionId,
+      access_grant: input.accessGrantId,
+    }),
+  };
+}
+
+/** The ticket and reason of a request context, when it names them (`ticketId` or `ticket`, `reason`). */
+function ticketAndReason(context: JsonObject | undefined): JsonObject {
+  const ticket = context?.['ticketId'] ?? context?.['ticket'];
+  const reason = context?.['reason'];
+  return {
+    ...(typeof ticket === 'string' ? { ticket } : {}),
+    ...(typeof reason === 'string' ? { reason } : {}),
+  };
+}
+
+function compact(fields: Record<string, JsonValue | undefined>): JsonObject {
+  return Object.fromEntries(Object.entries(fields).filter(([, value]) => value !== undefined)) as JsonObject;
+}

@@ -1,0 +1,108 @@
+import { decisionPointUnavailable, DecisionPointUnavailable } from '../errors.js';
+import type { JsonObject } from '../json.js';
+import type { ResolvedAuthzenOptions } from './options.js';
+
+/** The decisions the plugin sends, as AuthZEN `action.name`s. */
+export type PolicyAction = 'impersonate' | 'break-glass' | 'exchange' | 'delegate' | 'approve';
+
+/** An AuthZEN Access Evaluation request (Authorization API 1.0, section 6). */
+export interface AccessEvaluation {
+  subject: { type: 'user' | 'client'; id: string };
+  action: { name: PolicyAction };
+  resource: { type: 'user' | 'client'; id: string };
+  context: JsonObject;
+}
+
+/** The answer: allowed, or refused with the decision point's words for the user when it gave some. */
+export type AccessDecision = { allowed: true } | { allowed: false; reason?: string };
+
+/** Larger answers are not read: a decision is a few hundred bytes. */
+const MAX_ANSWER_BYTES = 64 * 1024;
+/** A reason longer than this is cut: it goes into an error description and the trail. */
+const MAX_REASON = 300;
+
+/**
+ * Sends one Access Evaluation and reads its decision. Fails closed: a
+ * timeout, a network error, a non-2xx status or an answer without a boolean
+ * `decision` rejects with `DecisionPointUnavailable`, whose message names
+ * the problem and never a header or a body.
+ */
+export async function evaluateAccess(
+  options: ResolvedAuthzenOptions,
+  evaluation: AccessEvaluation,
+): Promise<AccessDecision> {
+  const signal = AbortSignal.timeout(options.timeout);
+  let answer: unknown;
+  try {
+    const response = await fetch(options.endpoint, {
+      method: 'POST',
+      headers: { ...options.headers, 'content-type': 'application/json', accept: 'application/json' },
+      body: JSON.stringify(evaluation),
+      signal,
+      redirect: 'error',
+    });
+    if (response.status < 200 || response.status > 299) {
+      await response.body?.cancel().catch(() => {});
+      throw decisionPointUnavailable(`answered ${response.status}`);
+    }
+    answer = JSON.parse(await boundedText(response));
+  } catch (error) {
+    if (error instanceof DecisionPointUnavailable) throw error;
+    if (signal.aborted) throw decisionPointUnavailable(`did not answer within ${options.timeout} ms`);
+    if (error instanceof SyntaxError) throw decisionPointUnavailable('answered with something other than JSON');
+    throw decisionPointUnavailable('cannot be reached', { cause: error });
+  }
+  return decisionOf(answer);
+}
+
+/** `{ decision: boolean, context?: object }`: anything else is no answer. */
+function decisionOf(answer: unknown): AccessDecision {
+  if (
+    typeof answer !== 'object' ||
+    answer === null ||
+    typeof (answer as { decision?: unknown }).decision !== 'boolean'
+  ) {
+    throw decisionPointUnavailable('answered without a boolean "decision"');
+  }
+  const { decision, context } = answer as { decision: boolean; context?: unknown };
+  if (decision) return { allowed: true };
+  const reason = userReason(context);
+  return reason === undefined ? { allowed: false } : { allowed: false, reason };
+}
+
+/**
+ * The reason meant for the user, as the specification's examples carry it:
+ * `context.reason_user`, a string or an object of strings by language (an
+ * English one first). `reason_admin` stays with the decision point's operators.
+ */
+function userReason(context: unknown): string | undefined {
+  if (typeof context !== 'object' || context === null) return undefined;
+  const given = (context as { reason_user?: unknown }).reason_user;
+  let text: unknown = given;
+  if (typeof given === 'object' && given !== null) {
+    const entries = Object.entries(given).filter((entry): entry is [string, string] => typeof entry[1] === 'string');
+    text = (entries.find(([language]) => /^en\b/i.test(language)) ?? entries[0])?.[1];
+  }
+  if (typeof text !== 'string') return undefined;
+  // One line of printable text: it becomes an error description and a field of the trail.
+  const line = [...text.replace(/[\p{Cc}\p{Cs}]+/gu, ' ').trim()].slice(0, MAX_REASON).join('');
+  return line || undefined;
+}
+
+async function boundedText(response: Response): Promise<string> {
+  const reader = response.body?.getReader();
+  if (!reader) return '';
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > MAX_ANSWER_BYTES) {
+      await reader.cancel().catch(() => {});
+      throw decisionPointUnavailable(`answered with more than ${MAX_ANSWER_BYTES} bytes`);
+    }
+    chunks.push(value);
+  }
+  return Buffer.concat(chunks).toString('utf8');
+}

@@ -1,0 +1,29 @@
+import type { ResolvedDelegationOptions } from '../delegation/options.js';
+import type { ResolvedOptions } from '../options.js';
+import { delegationWithDecisionPoint, withDecisionPoint } from './compose.js';
+import { resolveAuthzenOptions, type AuthzenOptions } from './options.js';
+
+export { assertApprovalAllowed } from './compose.js';
+export type { AuthzenOptions, ResolvedAuthzenOptions } from './options.js';
+
+/**
+ * The `authzen` option, resolved and composed into the policy hooks at
+ * start-up: what the call sites ask (`canImpersonate`, `canExchange`,
+ * `delegation.canDelegate`) asks the decision point too.
+ */
+export function applyDecisionPoint(
+  input: AuthzenOptions | undefined,
+  hooks: Pick<ResolvedOptions, 'canImpersonate' | 'canExchange'>,
+  delegation: ResolvedDelegationOptions,
+): Partial<Pick<ResolvedOptions, 'canImpersonate' | 'canExchange' | 'authzen'>> & {
+  delegation: ResolvedDelegationOptions;
+} {
+  const authzen = resolveAuthzenOptions(input);
+  // Without a decision point the hooks stay as given (absent ones absent).
+  if (!authzen) return { delegation };
+  return {
+    ...withDecisionPoint(authzen, hooks),
+    delegation: delegationWithDecisionPoint(authzen, delegation),
+    authzen,
+  };
+}

@@ -1,0 +1,142 @@
+/**
+ * The demo's support roles, as the identity service decides them with the
+ * plugin's hooks (demo/identity/support-policy.ts, docs/policy.md): two
+ * organisations whose agents act only for their own customers, a read-only
+ * tier and a read-and-change tier, a mandatory ticket, and a longest session
+ * per tier. Over HTTP, through the backend as the console asks and through
+ * the Management API as any other caller would.
+ */
+import { expect } from 'chai';
+import { decodeJwt } from 'jose';
+import { startDemo, type Demo } from '../../demo/demo.js';
+import { SUPPORT_TIERS } from '../../demo/seed.js';
+import {
+  accountSignIn,
+  askSubjectToken,
+  callResourceApi,
+  EMERGENCY_ACCESS,
+  exchange,
+  managementToken,
+  quiet,
+  requestImpersonation,
+  signIn,
+} from './helpers.js';
+
+const ASKED = { reason: 'Cannot see the invoices', ticketId: 'T-1234' };
+const CROSS_ORGANISATION = 'alice supports Northwind customers only; frank is a customer of Globex';
+
+describe('demo: who may act for whom (support roles, organisations, tickets, session lengths)', function () {
+  this.timeout(30_000);
+  let demo: Demo;
+  let alice: string;
+  let erin: string;
+  let grace: string;
+
+  before(async () => {
+    demo = await startDemo({ identityPort: 0, backendPort: 0, log: quiet });
+    const signedIn = (login: string) => signIn(demo, { login, password: `${login}-password` });
+    [alice, erin, grace] = await Promise.all([signedIn('alice'), signedIn('erin'), signedIn('grace')]);
+  });
+  after(() => demo?.close());
+
+  async function actAs(token: string, userId: string, access: 'read' | 'edit' = 'read', scope = 'profile:read') {
+    const asked = await requestImpersonation(demo, token, { userId, ...ASKED, access });
+    expect(asked.status, JSON.stringify(asked.body)).to.equal(200);
+    const exchanged = await exchange(demo, asked.body['subjectToken'] as string, token, undefined, {}, scope);
+    expect(exchanged.status, JSON.stringify(exchanged.body)).to.equal(200);
+    return exchanged.body;
+  }
+
+  describe('an agent acts only for the customers of their organisation', () => {
+    it('refuses alice (Northwind) for frank (Globex), in the words the console shows', async () => {
+      const refused = await requestImpersonation(demo, alice, { userId: 'frank', ...ASKED });
+      expect(refused.status).to.equal(403);
+      expect(refused.body).to.deep.equal({ error: 'access_denied', error_description: CROSS_ORGANISATION });
+    });
+
+    it('refuses grace (Globex) for dave (Northwind), and lets her act as frank, whose data she sees', async () => {
+      const refused = await requestImpersonation(demo, grace, { userId: 'dave', ...ASKED });
+      expect(refused.body['error_description']).to.equal(
+        'grace supports Globex customers only; dave is a customer of Northwind',
+      );
+      const token = (await actAs(grace, 'frank'))['access_token'] as string;
+      const me = await callResourceApi(demo, token);
+      expect(me.status).to.equal(200);
+      expect(me.body).to.include({ subject: 'frank', actor: 'grace' });
+    });
+
+    it("offers a customer only their own organisation's support staff to give access to ahead of time", async () => {
+      const actorsOffered = (html: string) =>
+        [...(/<select id="give-actor"[^>]*>([\s\S]*?)<\/select>/.exec(html)?.[1] ?? '').matchAll(/value="([^"]*)"/g)]
+          .map(([, value]) => value)
+          .filter(Boolean);
+      expect(actorsOffered((await accountSignIn(demo.backend.url, 'bob')).html)).to.deep.equal(['alice', 'erin']);
+      expect(actorsOffered((await accountSignIn(demo.backend.url, 'frank')).html)).to.deep.equal(['grace']);
+    });
+
+    it('refuses at the exchange too: a subject token of frank with no agent named is not redeemed by alice', async () => {
+      const m2m = await managementToken(demo, 'subject-tokens:create');
+      const created = await askSubjectToken(demo, m2m, { userId: 'frank', context: { ticketId: 'T-1' } });
+      expect(created.status, JSON.stringify(created.body)).to.equal(201);
+      const refused = await exchange(demo, created.body['subjectToken'] as string, alice);
+      expect(refused.status).to.equal(400);
+      expect(refused.body).to.include({ error: 'invalid_request', error_description: CROSS_ORGANISATION });
+    });
+  });
+
+  describe("the agent's tier sets the scope ceiling", () => {
+    it('lets alice (read and change) have profile:write for an edit', async () => {
+      const body = await actAs(alice, 'dave', 'edit', 'profile:read profile:write');
+      expect(body['scope']).to.equal('profile:read profile:write');
+    });
+
+    it('refuses erin (read only) an edit, in words, and lets her read', async () => {
+      const refused = await requestImpersonation(demo, erin, { userId: 'dave', ...ASKED, access: 'edit' });
+      expect(refused.status).to.equal(403);
+      expect(refused.body['error_description']).to.equal(
+        "erin's role (support trainee, read only) may not change customer data",
+      );
+      expect((await actAs(erin, 'dave'))['scope']).to.equal('profile:read');
+    });
+  });
+
+  describe('a ticket is mandatory', () => {
+    for (const [what, context] of [
+      ['no context', undefined],
+      ['no ticket', { reason: 'r' }],
+      ['a blank ticket', { ticketId: '   ' }],
+      ['a ticket that is not text', { ticketId: 1234 }],
+    ] as const) {
+      it(`refuses a subject token with ${what}, whoever asks`, async () => {
+        for (const client of [undefined, EMERGENCY_ACCESS]) {
+          const m2m = await managementToken(demo, 'subject-tokens:create', client);
+          const refused = await askSubjectToken(demo, m2m, {
+            userId: 'dave',
+            actorId: 'alice',
+            clientId: 'support-console',
+            ...(context === undefined ? {} : { context }),
+            ...(client ? { breakGlass: { reason: 'outage' } } : {}),
+          });
+          expect(refused.status, JSON.stringify(refused.body)).to.equal(403);
+          expect(refused.body['error_description']).to.equal(
+            'a ticket is required to act as a customer (context.ticketId)',
+          );
+        }
+      });
+    }
+  });
+
+  describe('each tier has a longest session', () => {
+    it(`ends erin's impersonations after ${SUPPORT_TIERS.read.maxSessionSeconds} s and alice's after ${SUPPORT_TIERS.write.maxSessionSeconds} s`, async () => {
+      for (const [token, tier] of [
+        [erin, SUPPORT_TIERS.read],
+        [alice, SUPPORT_TIERS.write],
+      ] as const) {
+        const body = await actAs(token, 'dave');
+        expect(body['expires_in']).to.equal(tier.maxSessionSeconds);
+        const claims = decodeJwt(body['access_token'] as string);
+        expect(claims.exp! - claims.iat!).to.equal(tier.maxSessionSeconds);
+      }
+    });
+  });
+});
