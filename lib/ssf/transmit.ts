@@ -5,6 +5,7 @@ import { EVENTS, type ImpersonationEvent } from '../audit/events.js';
 import type { OutboxStore } from '../outbox/contract.js';
 import type { ResolvedSsfOptions } from './options.js';
 import { sessionRevokedClaims, SESSION_REVOKED_EVENT, signSet, verificationClaims } from './set.js';
+import { sessionStopOf } from './stop.js';
 import type { StreamRecord, StreamStore } from './store.js';
 
 /** Emitted on the provider when a stream's outbox bound made a SET be dropped: `{ stream, jti }`. */
@@ -65,13 +66,7 @@ async function transmitStop(
     (stream) => stream.status !== 'disabled' && stream.eventsRequested.includes(SESSION_REVOKED_EVENT),
   );
   if (!receiving.length) return;
-  const stop = {
-    sessionId: event.sessionId,
-    subject: event.subject,
-    at: Math.floor(Date.now() / 1000),
-    initiatingEntity: event.name === EVENTS.sessionRevoked ? ('admin' as const) : ('system' as const),
-    txn: randomUUID(),
-  };
+  const stop = sessionStopOf(event);
   const entries = await Promise.all(
     receiving.map(async (stream) => {
       const claims = sessionRevokedClaims(provider.issuer, stream.audience, stop);
