@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import type Koa from 'koa';
 import type { Provider } from 'oidc-provider';
 import { EVENTS, type ImpersonationEvent } from '../audit/events.js';
