@@ -4,6 +4,8 @@ import { SESSION_REVOKED_EVENT, SET_TYPE } from '../ssf/names.js';
 import { requestSignal, type RevocationSource } from './source.js';
 
 export interface SsfPollOptions {
+  /** How the stream is delivered: polled (RFC 8936), the default. */
+  delivery?: 'poll' | undefined;
   /** The stream's poll endpoint: its configuration's `delivery.endpoint_url`. */
   endpoint: string | URL;
   /**
@@ -142,7 +144,7 @@ export function ssfPollSource(
 }
 
 /** The session a session-revoked SET names: a complex subject's `session`, or an opaque subject. */
-function sessionOf(subject: unknown): string | undefined {
+export function sessionOf(subject: unknown): string | undefined {
   const value = subject as { format?: unknown; id?: unknown; session?: { format?: unknown; id?: unknown } } | undefined;
   const simple = value?.format === 'complex' ? value.session : value;
   return simple?.format === 'opaque' && typeof simple.id === 'string' ? simple.id : undefined;
@@ -155,7 +157,7 @@ function sessionOf(subject: unknown): string | undefined {
  * that may pass (the keys could not be fetched, no published key has its key
  * id yet, the network): such a SET is neither acknowledged nor reported.
  */
-function permanentSetError(error: unknown): string | undefined {
+export function permanentSetError(error: unknown): string | undefined {
   const code = (error as { code?: unknown } | null)?.code;
   if (code === 'ERR_JWS_SIGNATURE_VERIFICATION_FAILED') return 'invalid_key';
   if (code === 'ERR_JWT_CLAIM_VALIDATION_FAILED') {
