@@ -110,7 +110,7 @@ export function createImpersonationVerifier(options: ImpersonationVerifierOption
   }
   const trust = { issuer: options.issuer, keys };
   const pushed: PushSource | undefined =
-    options.ssf?.delivery === 'push' ? ssfPushSource(options.ssf, trust, timeout) : undefined;
+    options.ssf?.delivery === 'push' ? ssfPushSource(options.ssf, trust, { timeout, maxStaleness }) : undefined;
   const source: RevocationSource =
     pushed ??
     (options.ssf === undefined

@@ -53,12 +53,20 @@ const MAX_AWAITED = 1000;
  * closed). A pushed SET that cannot be verified for now (the keys
  * unavailable) is answered 503, so that the transmitter pushes it again, and
  * until it comes back verified the source is `uncertain`.
+ *
+ * The transmitter sends a stream's SETs in order, each after the one before
+ * was delivered or given up on: a verification SET arrives behind every SET
+ * queued before it. One given up on (the endpoint unreachable through every
+ * retry) is lost, and only a gap in the heartbeat longer than `maxStaleness`
+ * can hide it: after such a gap, impersonation tokens issued before the read
+ * that ended it are refused (`knowsSince`), as after a restart.
  */
 export function ssfPushSource(
   options: SsfPushOptions,
   trust: { issuer: string; keys: JWTVerifyGetKey },
-  timeout: number,
+  bounds: { timeout: number; maxStaleness: number },
 ): PushSource {
+  const { timeout, maxStaleness } = bounds;
   const verificationEndpoint = new URL(options.verificationEndpoint);
   const retentionMs = (options.retention ?? 86_400) * 1000;
   const clockSkew = options.clockSkew ?? 5;
@@ -69,6 +77,8 @@ export function ssfPushSource(
   /** SETs answered 503: their revocation is unknown until they come again. */
   const awaited = new Set<string>();
   let knowsSince: number | undefined;
+  /** When the last read that completed began (ms since the epoch). */
+  let freshSince: number | undefined;
 
   async function token(): Promise<string> {
     return typeof options.accessToken === 'function' ? options.accessToken() : options.accessToken;
@@ -135,7 +145,11 @@ export function ssfPushSource(
       }
       const now = Date.now();
       for (const [id, until] of revoked) if (until < now) revoked.delete(id);
-      knowsSince ??= Math.floor(startedAt / 1000) + clockSkew;
+      // The first read, or the first after a gap that may hide a SET given up on: nothing before it is known.
+      if (freshSince === undefined || startedAt - freshSince > maxStaleness) {
+        knowsSince = Math.floor(startedAt / 1000) + clockSkew;
+      }
+      freshSince = startedAt;
     },
     isRevoked: (sessionId) => revoked.has(sessionId),
     get size() {

@@ -72,7 +72,7 @@ async function transmitStop(
       return { stream, jti: claims['jti'] as string, jwt: await signSet(provider, claims) };
     }),
   );
-  await append(transmitter, entries, event.subject);
+  await append(transmitter, entries);
 }
 
 /** Queues a verification SET on the stream (SSF 1.0 8.1.4.2); its subject is the stream. */
@@ -83,19 +83,19 @@ export async function transmitVerification(
 ): Promise<void> {
   const claims = verificationClaims(transmitter.provider.issuer, stream.audience, stream.id, state);
   const jwt = await signSet(transmitter.provider, claims);
-  await append(transmitter, [{ stream, jti: claims['jti'] as string, jwt }], `stream:${stream.id}`);
+  await append(transmitter, [{ stream, jti: claims['jti'] as string, jwt }]);
 }
 
 async function append(
   transmitter: Transmitter,
   entries: ReadonlyArray<{ stream: StreamRecord; jti: string; jwt: string }>,
-  subject: string,
 ): Promise<void> {
   const dropped = await transmitter.outbox.append(
     entries.map(({ stream, jti, jwt }) => ({
       id: jti,
       subscription: streamSubscription(stream.id),
-      subject,
+      // One lane per stream: its SETs go out in order, so a verification SET arrives behind every SET before it.
+      subject: `stream:${stream.id}`,
       body: jwt,
     })),
     transmitter.options.maxPending,
