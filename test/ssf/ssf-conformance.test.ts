@@ -9,11 +9,13 @@ import { ADAPTERS } from '../support/adapters.js';
 import { m2mToken, userAccessToken } from '../support/http.js';
 import { adminToken, impersonate, revokeSession } from '../support/impersonations.js';
 import { mountCallback, PREFIX } from '../support/mount.js';
+import { startReceiver } from '../support/webhook-receiver.js';
 import { startProvider, type TestProvider } from '../support/provider.js';
 import { setProblems, transmitterMetadataProblems } from '../support/ssf-rules.js';
 import {
   LOOPBACK_RECEIVERS,
   pollUntil,
+  PUSH,
   RECEIVERS,
   receiverToken,
   SESSION_REVOKED,
@@ -38,6 +40,11 @@ const PROFILE_CLIENTS = Object.values(PROFILE_RECEIVERS).map(({ scope, ...client
   redirect_uris: [],
   impersonation_management_scope: scope,
 }));
+
+function decodeEvents(jwt: string): string[] {
+  const claims = JSON.parse(Buffer.from(jwt.split('.')[1] ?? '', 'base64url').toString()) as { events?: object };
+  return Object.keys(claims.events ?? {});
+}
 
 async function raw(url: string, init: RequestInit = {}): Promise<{ status: number; text: string }> {
   const response = await fetch(url, init);
@@ -272,6 +279,41 @@ for (const kind of ADAPTERS) {
       });
       expect(acked.body).to.deep.equal({ sets: {}, moreAvailable: false });
       expect(await pollUntil(tp, endpoint, token, 0, { maxEvents: 10 })).to.deep.equal({});
+    });
+
+    it('pushes a stream in order: a verification SET comes behind a SET whose push is being retried', async () => {
+      const hooks = await startReceiver();
+      try {
+        let refusedOnce = false;
+        hooks.answer = (delivery) => {
+          if (!refusedOnce && delivery.body.length > 0 && decodeEvents(delivery.body).includes(SESSION_REVOKED)) {
+            refusedOnce = true;
+            return { status: 503 };
+          }
+          return { status: 202 };
+        };
+        const created = await ssfRequest(tp, 'POST', STREAMS, token, {
+          delivery: { method: PUSH, endpoint_url: hooks.url },
+        });
+        const id = created.body['stream_id'] as string;
+        const started = await impersonate(tp, {
+          actorToken: await userAccessToken(tp, 'alice'),
+          subject: { userId: 'bob' },
+        });
+        expect((await revokeSession(tp, await adminToken(tp), started.session)).status).to.equal(204);
+        expect((await ssfRequest(tp, 'POST', '/ssf/verify', token, { stream_id: id, state: 'after' })).status).to.equal(
+          204,
+        );
+        const acknowledged = await hooks.waitFor(2, 10_000);
+        expect(refusedOnce).to.equal(true);
+        expect(acknowledged.map((delivery) => decodeEvents(delivery.body)[0])).to.deep.equal([
+          SESSION_REVOKED,
+          VERIFICATION,
+        ]);
+        await ssfRequest(tp, 'DELETE', `${STREAMS}?stream_id=${id}`, token);
+      } finally {
+        await hooks.close();
+      }
     });
 
     it("sends session-revoked with initiating_entity admin and the stop's reason as reason_admin, bounded", async () => {
