@@ -6,8 +6,12 @@ import { requestSignal, type RevocationSource } from './source.js';
 export interface SsfPollOptions {
   /** How the stream is delivered: polled (RFC 8936), the default. */
   delivery?: 'poll' | undefined;
-  /** The stream's poll endpoint: its configuration's `delivery.endpoint_url`. */
-  endpoint: string | URL;
+  /**
+   * The stream's poll endpoint: its configuration's `delivery.endpoint_url`,
+   * or a function that resolves it, called before every poll (a receiver
+   * that creates its stream when it starts polling).
+   */
+  endpoint: string | URL | (() => string | URL | Promise<string | URL>);
   /**
    * The receiver's access token for the transmitter's stream API (its SSF
    * scope), or a function that returns a current one: it is called before
@@ -53,7 +57,8 @@ export function ssfPollSource(
   trust: { issuer: string; keys: JWTVerifyGetKey },
   timeout: number,
 ): RevocationSource {
-  const endpoint = new URL(options.endpoint);
+  const endpoint = async (): Promise<URL> =>
+    new URL(typeof options.endpoint === 'function' ? await options.endpoint() : options.endpoint);
   const retentionMs = (options.retention ?? 86_400) * 1000;
   const clockSkew = options.clockSkew ?? 5;
   const revoked = new Map<string, number>();
@@ -99,7 +104,7 @@ export function ssfPollSource(
           ...(pendingAck.length ? { ack: pendingAck } : {}),
           ...(Object.keys(pendingErrors).length ? { setErrs: pendingErrors } : {}),
         };
-        const response = await fetch(endpoint, {
+        const response = await fetch(await endpoint(), {
           method: 'POST',
           headers: {
             authorization: `Bearer ${await token()}`,
