@@ -159,7 +159,7 @@ for (const kind of ADAPTERS) {
       return created.body['stream_id'] as string;
     }
 
-    it('accepts the profile scopes: ssf.manage manages, ssf.read reads and polls but changes nothing', async () => {
+    it('accepts the profile scopes: ssf.manage manages, ssf.read reads but changes nothing', async () => {
       const manager = await m2mToken(tp, PROFILE_RECEIVERS.manager, 'ssf.manage');
       const reader = await m2mToken(tp, PROFILE_RECEIVERS.reader, 'ssf.read');
       const id = await createStream({}, manager);
