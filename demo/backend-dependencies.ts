@@ -29,6 +29,8 @@ export interface IdentityEndpoints {
   approvalRequests: string;
   /** The customer's support-access API (grants and requests), called with the customer's own token. */
   supportAccess: string;
+  /** The SSF stream management API's streams (the transmitter's `configuration_endpoint`). */
+  ssfStreams: string;
 }
 
 export interface BackendDependencies {
@@ -40,6 +42,10 @@ export interface BackendDependencies {
   endpoints: IdentityEndpoints;
   /** The resource indicator the customer's token for the support-access API is asked for. */
   customerResource: string;
+  /** The Management API's resource indicator, which SSF receivers' tokens are for too. */
+  managementResource: string;
+  /** Where the resource API learns which impersonations stopped: its own SSF stream (default), or the feed. */
+  revocationSource: 'ssf' | 'feed';
   secrets: DemoSecrets;
   users: ReadonlyMap<string, DemoUser>;
   log(line: string): void;
@@ -70,6 +76,12 @@ export interface IdentityServiceAddresses {
   sessionsUrl?: string;
   /** Resource indicator of the customer's support-access API, also where it is served. Default: /api/support-access at the issuer's origin. */
   customerResource?: string;
+  /**
+   * Where the resource API learns which impersonations stopped: a poll stream
+   * of the identity service's SSF transmitter of its own (`ssf`, the default),
+   * or the revocation feed (`feed`). The orders service reads the feed.
+   */
+  revocationSource?: 'ssf' | 'feed';
 }
 
 export interface DependencySettings extends IdentityServiceAddresses {
@@ -100,6 +112,7 @@ export function backendDependencies(settings: DependencySettings): BackendDepend
     revocations: settings.revocationsUrl ?? `${identityOrigin}/api/impersonations/revocations`,
     approvalRequests: `${identityOrigin}/api/approval-requests`,
     supportAccess: settings.customerResource ?? `${identityOrigin}/api/support-access`,
+    ssfStreams: `${identityOrigin}/ssf/streams`,
   };
   const managementResource = settings.managementResource ?? `${identityOrigin}/api`;
   const managementScope = settings.managementScope ?? 'subject-tokens:create';
@@ -226,6 +239,8 @@ export function backendDependencies(settings: DependencySettings): BackendDepend
     identityOrigin,
     endpoints,
     customerResource: endpoints.supportAccess,
+    managementResource,
+    revocationSource: settings.revocationSource ?? 'ssf',
     secrets,
     users: new Map(secrets.users.map((user) => [user.id, user])),
     log,

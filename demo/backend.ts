@@ -99,7 +99,7 @@ export async function startBackend(options: BackendOptions): Promise<Backend> {
     await resources.ready();
     server = await listen(app, port, options.bindAddress);
   } catch (error) {
-    resources.close();
+    await resources.close();
     throw error;
   }
   return {
@@ -111,9 +111,9 @@ export async function startBackend(options: BackendOptions): Promise<Backend> {
     get pendingSignIns() {
       return { web: webLogins.size, account: accountLogins.size };
     },
-    close: () => {
-      resources.close();
-      return closeServer(server);
+    close: async () => {
+      await resources.close();
+      await closeServer(server);
     },
   };
 }

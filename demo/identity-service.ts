@@ -109,6 +109,7 @@ export async function startIdentityService(options: IdentityServiceOptions): Pro
   const impersonation = demoImpersonation({
     policy,
     managementResource,
+    apiOrigin: baseUrl,
     auditLog: options.auditLog,
     customerResource,
     ...(options.subjectTokenTTL === undefined ? {} : { subjectTokenTTL: options.subjectTokenTTL }),
@@ -151,6 +152,8 @@ export async function startIdentityService(options: IdentityServiceOptions): Pro
   });
   app.use(router.routes()).use(router.allowedMethods());
   app.use(landing(issuer, options.backendOrigin));
+  // With the Management API at the root, so is the SSF metadata at its SSF 1.0 7.2 location,
+  // /.well-known/ssf-configuration/oidc for the issuer {baseUrl}/oidc.
   app.use(impersonation.managementApi());
   app.use(mountProvider(OIDC_PREFIX, provider));
 
@@ -166,7 +169,8 @@ export async function startIdentityService(options: IdentityServiceOptions): Pro
     server,
     close: async () => {
       // Deliveries in flight are abandoned: their leases run out, and another instance on the same store delivers them.
-      if (options.notifications) await impersonation.webhooks().stop();
+      // One delivery carries the webhooks and the SSF streams.
+      await impersonation.ssf().stop();
       await closeServer(server);
     },
   };

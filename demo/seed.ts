@@ -28,6 +28,13 @@ export const CLIENTS = {
   emergency: 'emergency-access',
   /** The resource API as a client: it exchanges the tokens it receives for delegated ones to the orders service. */
   resourceApi: 'resource-api',
+  /**
+   * An SSF receiver of your own (curl, a CAEP receiver under test): a machine
+   * client that may manage SSF streams and poll them (docs/demo.md, Shared Signals).
+   */
+  caepReceiver: 'caep-receiver',
+  /** The resource API as an SSF receiver: it polls a stream of its own for the impersonations that stop. */
+  resourceApiReceiver: 'resource-api-receiver',
 } as const;
 
 /** The organisations whose customers the demo's support team serves, by id: a support agent serves one. */
@@ -77,6 +84,10 @@ export interface DemoSecrets {
   emergencyClientSecret: string;
   /** Secret of the resource API's client `resource-api`, which delegates. */
   resourceApiClientSecret: string;
+  /** Secret of the SSF receiver client `caep-receiver`. */
+  caepReceiverClientSecret: string;
+  /** Secret of the resource API's SSF receiver client `resource-api-receiver`. */
+  resourceApiReceiverClientSecret: string;
 }
 
 type Env = Readonly<Record<string, string | undefined>>;
@@ -160,6 +171,8 @@ export function demoSecrets(env: Env = process.env): DemoSecrets {
     accountClientSecret: env['CUSTOMER_ACCOUNT_SECRET'] || 'customer-account-secret',
     emergencyClientSecret: env['EMERGENCY_ACCESS_SECRET'] || 'emergency-access-secret',
     resourceApiClientSecret: env['RESOURCE_API_SECRET'] || 'resource-api-secret',
+    caepReceiverClientSecret: env['CAEP_RECEIVER_SECRET'] || 'caep-receiver-secret',
+    resourceApiReceiverClientSecret: env['RESOURCE_API_RECEIVER_SECRET'] || 'resource-api-receiver-secret',
   };
 }
 

@@ -38,7 +38,7 @@ curl -sS -o /dev/null -w 'HTTP %{http_code}\n' -X DELETE -H "Authorization: Bear
   -H 'Content-Type: application/json' -d '{"reason":"ticket closed"}' "$IDENTITY/api/impersonations/$SESSION"
 STOPPED=$(date +%s%N)
 
-echo '# 4. The resource API refuses the token (it reads the revocation feed every 250 ms)'
+echo '# 4. The resource API refuses the token (it polls its SSF stream every 250 ms)'
 for _ in $(seq 1 40); do
   STATUS=$(curl -sS -o /tmp/walkthrough-me.json -w '%{http_code}' -H "Authorization: Bearer $ACCESS_TOKEN" "$BACKEND/api/me")
   [ "$STATUS" != 200 ] && break

@@ -356,7 +356,9 @@ export function managementScopes(
   },
 ): ReadonlySet<string> {
   const scopes = new Set([options.managementScope, options.readScope, options.revokeScope]);
-  if (typeof options.ssf?.scope === 'string' && isResolvedSsf(options.ssf)) scopes.add(options.ssf.scope);
+  if (typeof options.ssf?.scope === 'string' && isResolvedSsf(options.ssf)) {
+    for (const scope of options.ssf.readScopes) scopes.add(scope);
+  }
   return scopes;
 }
 

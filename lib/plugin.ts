@@ -34,6 +34,7 @@ import {
   providerSigningKey,
 } from './provider-internals.js';
 import { ssfDelivery } from './ssf/deliver.js';
+import { ssfDiscoveryMiddleware } from './ssf/discovery.js';
 import { SSF_MODEL, StreamStore } from './ssf/store.js';
 import { attachTransmitter, type Transmitter } from './ssf/transmit.js';
 import { endWithActor } from './sessions/actor-end.js';
@@ -97,6 +98,18 @@ export interface Impersonation {
    * statistics per stream (`ssf:<stream_id>`), dead letters, `stop()`.
    */
   ssf(): WebhookDelivery;
+  /**
+   * The SSF transmitter metadata at its SSF 1.0 7.2 location, as a Koa
+   * middleware for the host app's root: for an issuer with a path
+   * (`https://id.example.com/oidc`), receivers look for
+   * `/.well-known/ssf-configuration/oidc` at the host, outside the provider's
+   * mount. It answers that path and passes every other request on. Not needed
+   * when the Management API itself is mounted at the host's root. Available
+   * after install(), with the `ssf` option.
+   */
+  ssfDiscovery(): Koa.Middleware;
+  /** `ssfDiscovery()` as a Node request handler `(req, res, next)`, for Express, Fastify (middie), `node:http`. */
+  ssfDiscoveryHandler(): ManagementApiHandler;
 }
 
 export function createImpersonation(input: ImpersonationOptions): Impersonation {
@@ -113,6 +126,7 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
   let api: Koa.Middleware | undefined;
   let handler: ManagementApiHandler | undefined;
   let delivery: WebhookDelivery | undefined;
+  let discovery: { middleware: Koa.Middleware; handler: ManagementApiHandler } | undefined;
 
   /**
    * A request through a provider whose composed middleware lacks the
@@ -122,6 +136,16 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
   function assertManagementApiReachable(ctx: KoaContextWithOIDC): void {
     const served = servedBy.get(ctx.oidc.provider);
     if (served && !served.has(ctx)) throw misconfigured(MOUNTED_TOO_EARLY);
+  }
+
+  function discoveryOf(call: string): NonNullable<typeof discovery> {
+    if (!discovery) {
+      throw invalidCall(
+        call,
+        options.ssf ? 'call impersonation.install(provider) first' : 'the "ssf" option is not set',
+      );
+    }
+    return discovery;
   }
 
   return {
@@ -249,6 +273,8 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
           wake: () => delivery?.wake(),
         };
         attachTransmitter(transmitter);
+        const middleware = ssfDiscoveryMiddleware(transmitter);
+        discovery = { middleware, handler: managementApiHandler(middleware, provider as unknown as EventEmitter) };
       }
       const managementApi = createManagementApi(
         provider,
@@ -301,6 +327,14 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
         );
       }
       return delivery;
+    },
+
+    ssfDiscovery() {
+      return discoveryOf('impersonation.ssfDiscovery').middleware;
+    },
+
+    ssfDiscoveryHandler() {
+      return discoveryOf('impersonation.ssfDiscoveryHandler').handler;
     },
 
     managementApiHandler() {

@@ -39,7 +39,12 @@ export interface ImpersonationSettings {
   approvalRequestTTL?: number;
   /** Where the backend receives webhooks for the customers' notifications, and the secret that signs them. */
   notifications?: { url: string; secret: string };
+  /** The origin the Management API (and the SSF stream API with it) is served at: the parent app's root. */
+  apiOrigin: string;
 }
+
+/** The SSF scopes a demo receiver may obtain: the plugin's stream scope and the CAEP Interoperability Profile's. */
+const SSF_RECEIVER_SCOPES = 'ssf:streams ssf.manage ssf.read';
 
 export function demoImpersonation(settings: ImpersonationSettings): Impersonation {
   return createImpersonation({
@@ -78,6 +83,17 @@ export function demoImpersonation(settings: ImpersonationSettings): Impersonatio
           },
         }
       : {}),
+    // The SSF transmitter: every stopped impersonation as a CAEP session-revoked SET (docs/ssf.md).
+    ssf: {
+      // The stream API is the parent app's, at the origin's root, not below the issuer's /oidc.
+      baseUrl: settings.apiOrigin,
+      // Receivers on this machine (the resource API, yours under test) may be pushed to over plain http.
+      pushAllowList: ['localhost', '127.0.0.1', '::1'],
+      // A verification may be asked for every second: the demo's receivers use it as a heartbeat.
+      minVerificationInterval: 1,
+      maxStreamsPerReceiver: 20,
+      pollInterval: 250,
+    },
     getCustomJwtClaims: ({ context }) => {
       if (context.grant.type !== TOKEN_EXCHANGE_GRANT) return {};
       const { ticketId, reason, supportEngineerId } = context.grant.subjectTokenContext;
@@ -169,6 +185,24 @@ export function providerConfiguration(settings: ProviderSettings): Configuration
         // Exchanges the tokens sent to the resource API for delegated ones (docs/token-exchange.md#delegation).
         token_exchange_delegation: API_RESOURCE,
       },
+      // SSF receivers (docs/ssf.md): each manages and polls its own streams with a client_credentials token.
+      ...[
+        { id: CLIENTS.caepReceiver, name: 'CAEP receiver (yours)', secret: secrets.caepReceiverClientSecret },
+        {
+          id: CLIENTS.resourceApiReceiver,
+          name: 'Resource API (SSF receiver)',
+          secret: secrets.resourceApiReceiverClientSecret,
+        },
+      ].map(({ id, name, secret }) => ({
+        client_id: id,
+        client_name: name,
+        client_secret: secret,
+        token_endpoint_auth_method: 'client_secret_basic' as const,
+        grant_types: ['client_credentials'],
+        response_types: [],
+        redirect_uris: [],
+        impersonation_management_scope: SSF_RECEIVER_SCOPES,
+      })),
     ],
     scopes: ['openid', 'offline_access', 'profile'],
     claims: { openid: ['sub'], profile: ['name', 'roles'] },

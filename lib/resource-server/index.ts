@@ -21,9 +21,10 @@ import { invalidOption, tokenRefused } from '../errors/standalone.js';
 import { feedSource } from './feed.js';
 import type { RevocationSource } from './source.js';
 import { ssfPollSource, type SsfPollOptions } from './ssf-poll.js';
+import { ssfPushSource, type PushAnswer, type PushSource, type SsfPushOptions } from './ssf-push.js';
 
 export { SESSION_CLAIM };
-export type { SsfPollOptions };
+export type { PushAnswer, SsfPollOptions, SsfPushOptions };
 
 export interface ImpersonationVerifierOptions {
   /** The identity service's issuer (`iss`). */
@@ -37,9 +38,17 @@ export interface ImpersonationVerifierOptions {
    * Give this or `ssf`, not both.
    */
   revocationsUri?: string | URL | undefined;
-  /** An SSF stream (poll) of the identity service's transmitter to take revocations from instead of the feed. */
-  ssf?: SsfPollOptions | undefined;
-  /** How often the feed is read, milliseconds. Default 500. */
+  /**
+   * An SSF stream of the identity service's transmitter to take revocations
+   * from instead of the feed: polled (RFC 8936), or pushed to this server
+   * (`delivery: 'push'`, RFC 8935), which then hands each push to `receivePush()`.
+   */
+  ssf?: SsfPollOptions | SsfPushOptions | undefined;
+  /**
+   * How often the feed is read, milliseconds. Default 500. With a pushed SSF
+   * stream, each read asks for a verification SET: no more often than the
+   * stream's `min_verification_interval` allows.
+   */
   refreshInterval?: number | undefined;
   /**
    * Impersonation tokens are refused when the last complete read of the feed began longer ago than this,
@@ -70,6 +79,12 @@ export interface ImpersonationVerifier {
   /** Stops reading the feed. */
   close(): void;
   /**
+   * Takes one SET pushed to this server (RFC 8935): the request's body and
+   * `Authorization` header. Answer the transmitter with the status and, when
+   * there is one, the JSON body. Only with `ssf.delivery: 'push'`; otherwise 404.
+   */
+  receivePush(request: { body: string; authorization?: string | undefined }): Promise<PushAnswer>;
+  /**
    * Sessions known revoked, when the last complete read of the feed began (ms since the epoch, 0 before
    * the first), how many reads failed in a row, and whether impersonation tokens are refused right now
    * for want of revocations known to be complete (`stale`: the last complete read began longer than
@@ -93,10 +108,14 @@ export function createImpersonationVerifier(options: ImpersonationVerifierOption
       'or "ssf" must be given, and only one of them',
     );
   }
+  const trust = { issuer: options.issuer, keys };
+  const pushed: PushSource | undefined =
+    options.ssf?.delivery === 'push' ? ssfPushSource(options.ssf, trust, { timeout, maxStaleness }) : undefined;
   const source: RevocationSource =
-    options.ssf === undefined
+    pushed ??
+    (options.ssf === undefined
       ? feedSource(options.revocationsUri!, timeout)
-      : ssfPollSource(options.ssf, { issuer: options.issuer, keys }, timeout);
+      : ssfPollSource(options.ssf as SsfPollOptions, trust, timeout));
 
   /** When the last complete read began: `performance.now()` for the checks, the wall clock for `state`. */
   let freshSince = -Infinity;
@@ -184,6 +203,13 @@ export function createImpersonationVerifier(options: ImpersonationVerifierOption
       };
     },
     ready: () => first,
+    receivePush: (request) =>
+      pushed
+        ? pushed.receive(request)
+        : Promise.resolve({
+            status: 404,
+            body: { err: 'invalid_request', description: 'this server takes no pushed SETs' },
+          }),
     close() {
       closed = true;
       clearTimeout(timer);

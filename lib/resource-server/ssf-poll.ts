@@ -4,8 +4,14 @@ import { SESSION_REVOKED_EVENT, SET_TYPE } from '../ssf/names.js';
 import { requestSignal, type RevocationSource } from './source.js';
 
 export interface SsfPollOptions {
-  /** The stream's poll endpoint: its configuration's `delivery.endpoint_url`. */
-  endpoint: string | URL;
+  /** How the stream is delivered: polled (RFC 8936), the default. */
+  delivery?: 'poll' | undefined;
+  /**
+   * The stream's poll endpoint: its configuration's `delivery.endpoint_url`,
+   * or a function that resolves it, called before every poll (a receiver
+   * that creates its stream when it starts polling).
+   */
+  endpoint: string | URL | (() => string | URL | Promise<string | URL>);
   /**
    * The receiver's access token for the transmitter's stream API (its SSF
    * scope), or a function that returns a current one: it is called before
@@ -51,7 +57,8 @@ export function ssfPollSource(
   trust: { issuer: string; keys: JWTVerifyGetKey },
   timeout: number,
 ): RevocationSource {
-  const endpoint = new URL(options.endpoint);
+  const endpoint = async (): Promise<URL> =>
+    new URL(typeof options.endpoint === 'function' ? await options.endpoint() : options.endpoint);
   const retentionMs = (options.retention ?? 86_400) * 1000;
   const clockSkew = options.clockSkew ?? 5;
   const revoked = new Map<string, number>();
@@ -97,7 +104,7 @@ export function ssfPollSource(
           ...(pendingAck.length ? { ack: pendingAck } : {}),
           ...(Object.keys(pendingErrors).length ? { setErrs: pendingErrors } : {}),
         };
-        const response = await fetch(endpoint, {
+        const response = await fetch(await endpoint(), {
           method: 'POST',
           headers: {
             authorization: `Bearer ${await token()}`,
@@ -142,7 +149,7 @@ export function ssfPollSource(
 }
 
 /** The session a session-revoked SET names: a complex subject's `session`, or an opaque subject. */
-function sessionOf(subject: unknown): string | undefined {
+export function sessionOf(subject: unknown): string | undefined {
   const value = subject as { format?: unknown; id?: unknown; session?: { format?: unknown; id?: unknown } } | undefined;
   const simple = value?.format === 'complex' ? value.session : value;
   return simple?.format === 'opaque' && typeof simple.id === 'string' ? simple.id : undefined;
@@ -155,7 +162,7 @@ function sessionOf(subject: unknown): string | undefined {
  * that may pass (the keys could not be fetched, no published key has its key
  * id yet, the network): such a SET is neither acknowledged nor reported.
  */
-function permanentSetError(error: unknown): string | undefined {
+export function permanentSetError(error: unknown): string | undefined {
   const code = (error as { code?: unknown } | null)?.code;
   if (code === 'ERR_JWS_SIGNATURE_VERIFICATION_FAILED') return 'invalid_key';
   if (code === 'ERR_JWT_CLAIM_VALIDATION_FAILED') {

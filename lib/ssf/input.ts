@@ -144,3 +144,66 @@ export function readPollRequest(body: JsonObject): PollRequest {
     setErrs: reported,
   };
 }
+
+/** RFC 9493 3.2 and SSF 1.0 3: the subject identifier formats, and the members each must have. */
+const SUBJECT_FORMATS: Readonly<Record<string, readonly string[]>> = {
+  account: ['uri'],
+  email: ['email'],
+  iss_sub: ['iss', 'sub'],
+  opaque: ['id'],
+  phone_number: ['phone_number'],
+  did: ['url'],
+  uri: ['uri'],
+  jwt_id: ['iss', 'jti'],
+  saml_assertion_id: ['issuer', 'assertion_id'],
+  ip_addresses: ['ip_addresses'],
+};
+const MAX_SUBJECT_MEMBER = 512;
+const MAX_ALIASES = 10;
+
+/**
+ * The body of an add or remove subject request (SSF 1.0 8.1.3.2, 8.1.3.3):
+ * `subject` a subject identifier of a known format (simple, `aliases` or
+ * `complex`), `verified` a boolean on an add.
+ */
+export function readSubjectChange(body: JsonObject, adding: boolean): void {
+  if (!isSubject(body['subject'], 0)) {
+    throw badRequest('subject must be a subject identifier of a format RFC 9493 or SSF 1.0 defines');
+  }
+  const verified = body['verified'];
+  if (verified !== undefined && (!adding || typeof verified !== 'boolean')) {
+    throw badRequest(adding ? 'verified must be true or false' : 'verified applies to adding a subject only');
+  }
+}
+
+function isSubject(value: unknown, depth: number): boolean {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return false;
+  const { format, ...members } = value as Record<string, unknown>;
+  if (format === 'aliases' && depth === 0) {
+    const aliases = members['identifiers'];
+    return (
+      Array.isArray(aliases) &&
+      aliases.length > 0 &&
+      aliases.length <= MAX_ALIASES &&
+      aliases.every((alias) => isSubject(alias, depth + 1) && (alias as { format?: unknown }).format !== 'aliases')
+    );
+  }
+  // SSF 1.0 3.2: a complex subject's members are simple subjects.
+  if (format === 'complex' && depth === 0) {
+    const entries = Object.values(members);
+    return entries.length > 0 && entries.length <= MAX_ALIASES && entries.every((inner) => isSubject(inner, depth + 1));
+  }
+  const required = typeof format === 'string' ? SUBJECT_FORMATS[format] : undefined;
+  if (!required) return false;
+  return required.every((name) => {
+    const member = members[name];
+    if (name === 'ip_addresses') {
+      return Array.isArray(member) && member.length > 0 && member.length <= MAX_ALIASES && member.every(isShortText);
+    }
+    return isShortText(member);
+  });
+}
+
+function isShortText(value: unknown): boolean {
+  return typeof value === 'string' && value.length > 0 && value.length <= MAX_SUBJECT_MEMBER;
+}

@@ -8,6 +8,9 @@ export interface SsfOptions {
    * Management API resource) must carry to manage its streams and poll them.
    * Default `ssf:streams`. A client obtains it through its
    * `impersonation_management_scope` metadata, as the other management scopes.
+   * The CAEP Interoperability Profile's `ssf.manage` (everything this scope
+   * allows) and `ssf.read` (reading streams and their status, polling) are
+   * accepted too, and obtained the same way.
    */
   scope?: string | undefined;
   /** Where the stream management API lives: `<path>/streams`, `/status`, `/verify`, `/poll`. Default `/ssf`. */
@@ -51,6 +54,10 @@ export interface SsfOptions {
 
 export interface ResolvedSsfOptions {
   scope: string;
+  /** The scopes that manage streams: `scope` and `ssf.manage`. */
+  manageScopes: readonly string[];
+  /** The scopes that read streams and their status, and poll: those that manage, and `ssf.read`. */
+  readScopes: readonly string[];
   path: string;
   /** Without a trailing slash; undefined: the issuer's. */
   baseUrl: string | undefined;
@@ -95,11 +102,20 @@ function whole(name: Exclude<keyof typeof SSF_DEFAULTS, 'scope' | 'path'>, value
   return check.integerOr(`ssf.${name}`, value, SSF_DEFAULTS[name], SSF_MAXIMA[name]);
 }
 
+/** The CAEP Interoperability Profile's scopes: all stream management, and reading only. */
+export const PROFILE_MANAGE_SCOPE = 'ssf.manage';
+export const PROFILE_READ_SCOPE = 'ssf.read';
+
 export function resolveSsfOptions(input: SsfOptions, taken: { scopes: string[]; paths: string[] }): ResolvedSsfOptions {
   check.object('ssf', input);
   check.known(input, OPTION_NAMES, 'ssf.');
   const scope = check.scope('ssf.scope', input.scope ?? SSF_DEFAULTS.scope);
   if (taken.scopes.includes(scope)) fail('ssf.scope', "must differ from the Management API's other scopes");
+  const manageScopes = Object.freeze([...new Set([scope, PROFILE_MANAGE_SCOPE])]);
+  const readScopes = Object.freeze([...new Set([...manageScopes, PROFILE_READ_SCOPE])]);
+  if (readScopes.some((name) => taken.scopes.includes(name))) {
+    fail('ssf.scope', `the Management API's other scopes must differ from ${readScopes.join(', ')}`);
+  }
   const path = check.path('ssf.path', input.path ?? SSF_DEFAULTS.path);
   if (
     path.startsWith('/.well-known') ||
@@ -129,6 +145,8 @@ export function resolveSsfOptions(input: SsfOptions, taken: { scopes: string[]; 
   if (maxStreamsPerReceiver > maxStreams) fail('ssf.maxStreamsPerReceiver', 'must not exceed "ssf.maxStreams"');
   return Object.freeze({
     scope,
+    manageScopes,
+    readScopes,
     path,
     baseUrl,
     maxStreams,

@@ -3,25 +3,25 @@ import type Router from '@koa/router';
 import type Koa from 'koa';
 import { badRequest, notFound, streamBehind, tooManyRequests, tooManyStreams } from '../errors.js';
 import type { JsonObject } from '../json.js';
-import { authorize, type Authenticate } from '../http/auth.js';
+import { refuseToken, type Authenticate } from '../http/auth.js';
 import { readJsonObject } from '../http/body.js';
 import { waitsFor } from '../outbox/contract.js';
-import { providerConfiguration } from '../provider-internals.js';
 import { storeCall } from '../store-call.js';
+import { SSF_CONFIGURATION_PATH, ssfConfigurationLocation, streamApiBase, transmitterMetadata } from './discovery.js';
 import {
   checkPushHost,
   readPollRequest,
   readReceiverSupplied,
   readStreamId,
+  readSubjectChange,
   TRANSMITTER_SUPPLIED,
   type ReceiverSupplied,
 } from './input.js';
-import { CRITICAL_SUBJECT_MEMBERS, EVENTS_SUPPORTED, POLL_METHOD, PUSH_METHOD } from './set.js';
+import { EVENTS_SUPPORTED, POLL_METHOD, PUSH_METHOD } from './set.js';
 import type { StreamRecord, StreamStatus } from './store.js';
 import { streamSubscription, transmitVerification, type Transmitter } from './transmit.js';
 
-/** Where SSF 1.0 7.2 puts the transmitter configuration metadata, under the issuer. */
-export const SSF_CONFIGURATION_PATH = '/.well-known/ssf-configuration';
+export { SSF_CONFIGURATION_PATH };
 
 /** Emitted on the provider when a poll receiver reports a SET it could not process: `{ stream, jti, err }`. */
 export const SSF_SET_ERROR = 'impersonation.ssf.set_error';
@@ -36,7 +36,16 @@ const SETS_ON_THEIR_WAY_MS = 1000;
 
 /** The paths the SSF routes answer, for the Management API's error rendering. */
 export function ssfPaths(transmitter: Transmitter): string[] {
-  return [SSF_CONFIGURATION_PATH, transmitter.options.path];
+  return [...metadataPaths(transmitter), transmitter.options.path];
+}
+
+/**
+ * Where the API answers the metadata: SSF 1.0 7.2's path-inserted location,
+ * which is the host's when the API is mounted at the host's root, and the
+ * well-known path below the API's mount (where an earlier release served it).
+ */
+function metadataPaths(transmitter: Transmitter): string[] {
+  return [...new Set([ssfConfigurationLocation(transmitter.provider.issuer), SSF_CONFIGURATION_PATH])];
 }
 
 /**
@@ -49,12 +58,25 @@ export function ssfPaths(transmitter: Transmitter): string[] {
 export function ssfRoutes(router: Router, transmitter: Transmitter, authenticate: Authenticate): void {
   const { provider, streams, options } = transmitter;
   const base = options.path;
-  const issuer = () => provider.issuer.replace(/\/$/, '');
-  /** Where the stream API is reached: under the issuer, unless the deployment serves it elsewhere. */
-  const api = () => `${options.baseUrl ?? issuer()}${base}`;
+  const api = () => streamApiBase(transmitter);
 
-  const receiverOf = async (ctx: Koa.Context): Promise<string> =>
-    (await authorize(ctx, authenticate, options.scope)).clientId;
+  /**
+   * The receiver, by a token with one of `scopes`: the stream scope, or the
+   * CAEP Interoperability Profile's `ssf.manage` (and `ssf.read` to read).
+   * A scope is tried after another only when that one was missing.
+   */
+  async function callerWith(ctx: Koa.Context, scopes: readonly string[]): Promise<string> {
+    let refusal: { error?: unknown; description?: unknown } = {};
+    for (const scope of scopes) {
+      const result = await storeCall(() => authenticate(ctx, { scope }));
+      if ('clientId' in result && typeof result.clientId === 'string') return result.clientId;
+      refusal = result as typeof refusal;
+      if (refusal.error !== 'insufficient_scope') break;
+    }
+    throw refuseToken(ctx, refusal, scopes.join(' '));
+  }
+  const receiverOf = (ctx: Koa.Context) => callerWith(ctx, options.manageScopes);
+  const readerOf = (ctx: Koa.Context) => callerWith(ctx, options.readScopes);
 
   async function ownStream(receiver: string, id: string): Promise<StreamRecord> {
     const stream = await storeCall(() => streams.find(id));
@@ -91,22 +113,8 @@ export function ssfRoutes(router: Router, transmitter: Transmitter, authenticate
     }
   }
 
-  router.get(SSF_CONFIGURATION_PATH, (ctx) => {
-    const configuration = providerConfiguration(provider);
-    const jwksPath = (configuration.routes as { jwks?: string } | undefined)?.jwks ?? '/jwks';
-    ctx.body = {
-      spec_version: '1_0',
-      issuer: provider.issuer,
-      jwks_uri: `${issuer()}${jwksPath}`,
-      delivery_methods_supported: [PUSH_METHOD, POLL_METHOD],
-      configuration_endpoint: `${api()}/streams`,
-      status_endpoint: `${api()}/status`,
-      verification_endpoint: `${api()}/verify`,
-      critical_subject_members: [...CRITICAL_SUBJECT_MEMBERS],
-      authorization_schemes: [{ spec_urn: 'urn:ietf:rfc:6749' }],
-      // Every impersonation session is a subject of every stream: there is no subject to add or remove.
-      default_subjects: 'ALL',
-    };
+  router.get(metadataPaths(transmitter), (ctx) => {
+    ctx.body = transmitterMetadata(transmitter);
   });
 
   const receiverFull = () =>
@@ -140,7 +148,7 @@ export function ssfRoutes(router: Router, transmitter: Transmitter, authenticate
   });
 
   router.get(`${base}/streams`, async (ctx) => {
-    const receiver = await receiverOf(ctx);
+    const receiver = await readerOf(ctx);
     const id = ctx.query['stream_id'];
     if (id === undefined) {
       const own = await storeCall(() => streams.list(receiver, options.maxStreamsPerReceiver));
@@ -186,7 +194,7 @@ export function ssfRoutes(router: Router, transmitter: Transmitter, authenticate
   });
 
   router.get(`${base}/status`, async (ctx) => {
-    const receiver = await receiverOf(ctx);
+    const receiver = await readerOf(ctx);
     ctx.body = statusOf(await ownStream(receiver, readStreamId(ctx.query['stream_id'])));
   });
 
@@ -229,8 +237,32 @@ export function ssfRoutes(router: Router, transmitter: Transmitter, authenticate
     ctx.status = 204;
   });
 
-  router.post(`${base}/poll/:streamId`, async (ctx) => {
+  /**
+   * SSF 1.0 8.1.3: subjects added to and removed from a stream. Every
+   * impersonation session is a subject of every stream (`default_subjects:
+   * ALL`): an added subject is one already included, and a removed one still
+   * gets its session-revoked events, since a receiver that missed one would
+   * honour a stopped impersonation (docs/ssf.md, Conformance).
+   */
+  router.post(`${base}/subjects/add`, async (ctx) => {
     const receiver = await receiverOf(ctx);
+    const body = await readJsonObject(ctx, MAX_BODY);
+    readSubjectChange(body, true);
+    await ownStream(receiver, readStreamId(body['stream_id']));
+    // SSF 1.0 8.1.3.2: an empty 200.
+    ctx.body = null;
+    ctx.status = 200;
+  });
+  router.post(`${base}/subjects/remove`, async (ctx) => {
+    const receiver = await receiverOf(ctx);
+    const body = await readJsonObject(ctx, MAX_BODY);
+    readSubjectChange(body, false);
+    await ownStream(receiver, readStreamId(body['stream_id']));
+    ctx.status = 204;
+  });
+
+  router.post(`${base}/poll/:streamId`, async (ctx) => {
+    const receiver = await readerOf(ctx);
     const stream = await ownStream(receiver, readStreamId(ctx.params['streamId']));
     if (stream.delivery.method !== POLL_METHOD) throw badRequest('this stream is delivered by push, not poll');
     const request = readPollRequest(await readJsonObject(ctx, 256 * 1024));

@@ -22,13 +22,18 @@ export interface SessionSubject {
 
 export const CRITICAL_SUBJECT_MEMBERS: readonly string[] = Object.freeze(['session']);
 
+/** CAEP 1.0 2's `initiating_entity` values. */
+export type InitiatingEntity = 'admin' | 'user' | 'policy' | 'system';
+
 export interface SessionStop {
   sessionId: string;
   subject: string;
   /** When the session stopped, seconds since the epoch. */
   at: number;
-  /** `admin` for a revocation by an operator, `system` for an end the service decided (actor signed out, grant ended). */
-  initiatingEntity: 'admin' | 'system';
+  /** CAEP 1.0 2: who or what stopped it (`sessionStopOf` tells which). */
+  initiatingEntity: InitiatingEntity;
+  /** CAEP 1.0 2 `reason_admin`: why, for the receiver's administrators, in English. */
+  reasonAdmin: string;
   /** Names the one stop across the SETs of every stream (RFC 8417 `txn`). */
   txn: string;
 }
@@ -48,7 +53,12 @@ export function sessionRevokedClaims(issuer: string, audience: string, stop: Ses
     txn: stop.txn,
     sub_id: subject,
     events: {
-      [SESSION_REVOKED_EVENT]: { event_timestamp: stop.at, initiating_entity: stop.initiatingEntity },
+      [SESSION_REVOKED_EVENT]: {
+        event_timestamp: stop.at,
+        initiating_entity: stop.initiatingEntity,
+        // CAEP 1.0 2: a map of language tags to text.
+        reason_admin: { en: stop.reasonAdmin },
+      },
     },
   };
 }

@@ -1,10 +1,10 @@
-import { randomUUID } from 'node:crypto';
 import type Koa from 'koa';
 import type { Provider } from 'oidc-provider';
 import { EVENTS, type ImpersonationEvent } from '../audit/events.js';
 import type { OutboxStore } from '../outbox/contract.js';
 import type { ResolvedSsfOptions } from './options.js';
 import { sessionRevokedClaims, SESSION_REVOKED_EVENT, signSet, verificationClaims } from './set.js';
+import { sessionStopOf } from './stop.js';
 import type { StreamRecord, StreamStore } from './store.js';
 
 /** Emitted on the provider when a stream's outbox bound made a SET be dropped: `{ stream, jti }`. */
@@ -65,20 +65,14 @@ async function transmitStop(
     (stream) => stream.status !== 'disabled' && stream.eventsRequested.includes(SESSION_REVOKED_EVENT),
   );
   if (!receiving.length) return;
-  const stop = {
-    sessionId: event.sessionId,
-    subject: event.subject,
-    at: Math.floor(Date.now() / 1000),
-    initiatingEntity: event.name === EVENTS.sessionRevoked ? ('admin' as const) : ('system' as const),
-    txn: randomUUID(),
-  };
+  const stop = sessionStopOf(event);
   const entries = await Promise.all(
     receiving.map(async (stream) => {
       const claims = sessionRevokedClaims(provider.issuer, stream.audience, stop);
       return { stream, jti: claims['jti'] as string, jwt: await signSet(provider, claims) };
     }),
   );
-  await append(transmitter, entries, event.subject);
+  await append(transmitter, entries);
 }
 
 /** Queues a verification SET on the stream (SSF 1.0 8.1.4.2); its subject is the stream. */
@@ -89,19 +83,19 @@ export async function transmitVerification(
 ): Promise<void> {
   const claims = verificationClaims(transmitter.provider.issuer, stream.audience, stream.id, state);
   const jwt = await signSet(transmitter.provider, claims);
-  await append(transmitter, [{ stream, jti: claims['jti'] as string, jwt }], `stream:${stream.id}`);
+  await append(transmitter, [{ stream, jti: claims['jti'] as string, jwt }]);
 }
 
 async function append(
   transmitter: Transmitter,
   entries: ReadonlyArray<{ stream: StreamRecord; jti: string; jwt: string }>,
-  subject: string,
 ): Promise<void> {
   const dropped = await transmitter.outbox.append(
     entries.map(({ stream, jti, jwt }) => ({
       id: jti,
       subscription: streamSubscription(stream.id),
-      subject,
+      // One lane per stream: its SETs go out in order, so a verification SET arrives behind every SET before it.
+      subject: `stream:${stream.id}`,
       body: jwt,
     })),
     transmitter.options.maxPending,

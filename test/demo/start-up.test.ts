@@ -82,6 +82,7 @@ describe('demo: start-up', function () {
       port: backendPort,
       issuer: demo.identity.issuer,
       revocationsUrl: new URL('/api/impersonations/revocations', relay.url).href,
+      revocationSource: 'feed',
       log: (line) => {
         lines.push(line);
         if (line.includes('revocation feed')) feedGivenUpAt = Math.min(feedGivenUpAt, performance.now());

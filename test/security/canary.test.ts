@@ -24,6 +24,7 @@ import {
 import { FIXTURE_CLIENTS } from '../../fixtures/provider.js';
 import { LOOPBACK_RECEIVERS, PUSH, RECEIVERS, receiverToken, SSF_RECEIVER_CLIENTS, STREAMS } from '../support/ssf.js';
 import { startDemo, type Demo } from '../../demo/demo.js';
+import { createImpersonationVerifier } from '../../lib/resource-server/index.js';
 import type { MemoryAuditLog } from '../../lib/index.js';
 import { DpopKey } from '../support/dpop.js';
 import {
@@ -481,6 +482,46 @@ describe('canary: no token value or secret leaves its place', function () {
     const polledSets = Object.values(poll.body['sets'] as Record<string, string>);
     expect(polledSets.length, 'SETs were polled').to.be.above(0);
     for (const [at, set] of polledSets.entries()) canary.sink(`polled SET claims ${at}`, decodeJwt(set));
+    // The CAEP fields of each stop: reason_admin is the stop's reason or a fixed text, never a token.
+    const stops = polledSets.map((set) => (decodeJwt(set)['events'] as Record<string, Record<string, unknown>>) ?? {});
+    expect(stops.some((events) => Object.values(events).some((event) => 'reason_admin' in event))).to.equal(true);
+    // Subjects added and removed, with a token value as the subject: the answers repeat nothing.
+    const pollStream = pollEndpoint.slice(pollEndpoint.lastIndexOf('/') + 1);
+    for (const [label, path] of [
+      ['add a subject', '/ssf/subjects/add'],
+      ['remove a subject', '/ssf/subjects/remove'],
+      ['a malformed subject', '/ssf/subjects/add'],
+    ] as const) {
+      const subject =
+        label === 'a malformed subject' ? { format: 'opaque', token: ssfToken } : { format: 'opaque', id: 'x' };
+      canary.response(label, await http(tp, 'POST', path, ssfToken, { stream_id: pollStream, subject }));
+    }
+    // The resource-server helper as a push receiver: what it answers a push carrying secrets repeats none.
+    const pushVerifier = createImpersonationVerifier({
+      issuer: tp.issuer,
+      audience: 'https://api.example.com',
+      ssf: {
+        delivery: 'push',
+        streamId: pollStream,
+        // Unreachable: only its answers to pushes are looked at here, and no verification joins the stream.
+        verificationEndpoint: 'http://127.0.0.1:9/ssf/verify',
+        accessToken: ssfToken,
+        audience: RECEIVERS.first.client_id,
+        authorization: pushCredential,
+      },
+      refreshInterval: 60_000,
+    });
+    pushVerifier.ready().catch(() => {});
+    try {
+      for (const [label, push] of [
+        ['push refused: credential', { body: ssfToken, authorization: `${pushCredential}x` }],
+        ['push refused: not a SET', { body: ssfToken, authorization: pushCredential }],
+      ] as const) {
+        canary.sink(label, await pushVerifier.receivePush(push));
+      }
+    } finally {
+      pushVerifier.close();
+    }
     // A push endpoint refused (an internal address), with a credential: the refusal repeats neither.
     const refused = canary.response(
       'an internal push endpoint refused',

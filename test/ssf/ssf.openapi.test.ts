@@ -229,6 +229,23 @@ describe('SSF transmitter: the OpenAPI description matches the running service',
       403,
     );
 
+    const subject = { stream_id: id, subject: { format: 'email', email: 'bob@example.com' } };
+    for (const [template, status] of [
+      ['/ssf/subjects/add', 200],
+      ['/ssf/subjects/remove', 204],
+    ] as const) {
+      expect((await call(tp, 'post', template, template, { token, body: subject, conforming: true })).status).to.equal(
+        status,
+      );
+      expect(
+        (await call(tp, 'post', template, template, { token, body: { ...subject, subject: { format: 'nope' } } }))
+          .status,
+      ).to.equal(400);
+      expect((await call(tp, 'post', template, template, { token: other, body: subject })).status).to.equal(404);
+      expect((await call(tp, 'post', template, template, { body: subject })).status).to.equal(401);
+      expect((await call(tp, 'post', template, template, { token: wrongScope, body: subject })).status).to.equal(403);
+    }
+
     const verify = { stream_id: id, state: 'x1' };
     expect(
       (await call(tp, 'post', '/ssf/verify', '/ssf/verify', { token, body: verify, conforming: true })).status,
@@ -288,7 +305,7 @@ describe('SSF transmitter: the OpenAPI description matches the running service',
     after(() => down?.close());
 
     it('answers 503 temporarily_unavailable at every endpoint', async () => {
-      const answers = [
+      const answers = await Promise.all([
         await call(down, 'post', '/ssf/streams', '/ssf/streams', { token: downToken, body: {} }),
         await call(down, 'get', '/ssf/streams', '/ssf/streams', { token: downToken }),
         await call(down, 'patch', '/ssf/streams', '/ssf/streams', {
@@ -303,8 +320,14 @@ describe('SSF transmitter: the OpenAPI description matches the running service',
           body: { stream_id: downStream, status: 'paused' },
         }),
         await call(down, 'post', '/ssf/verify', '/ssf/verify', { token: downToken, body: { stream_id: downStream } }),
+        ...(['/ssf/subjects/add', '/ssf/subjects/remove'] as const).map((template) =>
+          call(down, 'post', template, template, {
+            token: downToken,
+            body: { stream_id: downStream, subject: { format: 'opaque', id: 'x' } },
+          }),
+        ),
         await call(down, 'post', '/ssf/poll/{streamId}', `/ssf/poll/${downStream}`, { token: downToken, body: {} }),
-      ];
+      ]);
       expect(answers.map((answer) => answer.status)).to.deep.equal(Array(answers.length).fill(503));
     });
   });

@@ -35,11 +35,12 @@ export function startSsfProvider(
   ssf: SsfOptions = {},
   more: Record<string, unknown> = {},
   adapter?: AdapterSource,
+  moreClients: readonly ClientMetadata[] = [],
 ) {
   return startProvider(
     {
       plugin: { ssf: { pollInterval: 50, timeout: 2000, pushAllowList: LOOPBACK_RECEIVERS, ...ssf }, ...more },
-      configuration: { clients: [...FIXTURE_CLIENTS, ...SSF_RECEIVER_CLIENTS] },
+      configuration: { clients: [...FIXTURE_CLIENTS, ...SSF_RECEIVER_CLIENTS, ...moreClients] },
       ...(adapter ? { adapter } : {}),
     },
     kind,

@@ -1,0 +1,174 @@
+import { randomUUID, timingSafeEqual } from 'node:crypto';
+import { decodeJwt, jwtVerify, type JWTVerifyGetKey } from 'jose';
+import { unavailable } from '../errors/standalone.js';
+import { SESSION_REVOKED_EVENT, SET_TYPE, VERIFICATION_EVENT } from '../ssf/names.js';
+import { permanentSetError, sessionOf } from './ssf-poll.js';
+import { requestSignal, type RevocationSource } from './source.js';
+
+export interface SsfPushOptions {
+  /** This stream is pushed to the resource server (RFC 8935), which hands each request to `receivePush()`. */
+  delivery: 'push';
+  /** The stream's id, as its configuration shows it. */
+  streamId: string;
+  /** The transmitter's `verification_endpoint`, as its metadata shows it. */
+  verificationEndpoint: string | URL;
+  /** The receiver's access token for the transmitter's stream API, or a function that returns a current one. */
+  accessToken: string | (() => string | Promise<string>);
+  /** The `aud` of this stream's SETs: the receiver's client id, as the stream configuration shows. */
+  audience: string;
+  /**
+   * The `Authorization` header the pushes carry: the `authorization_header`
+   * the stream was created with. A push without it is refused (401). Default:
+   * none checked (the endpoint is reachable by the transmitter only).
+   */
+  authorization?: string | undefined;
+  /** Seconds a revocation is remembered: at least the longest impersonation token's lifetime. Default 86,400. */
+  retention?: number | undefined;
+  /** Seconds by which the identity service's clock may run ahead of this server's. Default 5. */
+  clockSkew?: number | undefined;
+}
+
+/** What `receivePush()` answers the transmitter (RFC 8935 2.2, 2.3). */
+export interface PushAnswer {
+  status: 202 | 400 | 401 | 404 | 503;
+  body?: { err: string; description: string };
+}
+
+/** A push source: a RevocationSource that also takes the SETs pushed to it. */
+export interface PushSource extends RevocationSource {
+  receive(request: { body: string; authorization?: string | undefined }): Promise<PushAnswer>;
+}
+
+/** The most SETs told "retry" (503) whose retry is awaited: past it the source stays uncertain until one comes. */
+const MAX_AWAITED = 1000;
+
+/**
+ * Revocations from an SSF stream pushed to the resource server (RFC 8935).
+ * SSF has no heartbeat: a quiet stream and a broken one look the same. So
+ * every read asks the transmitter for a verification SET (SSF 1.0 8.1.4.2)
+ * with a fresh `state`, and completes when that SET arrives, verified: the
+ * stream then delivered what was queued before it, and the read's start is
+ * what the verifier's `maxStaleness` counts from. No verified SET within
+ * `maxStaleness` means stale, and impersonation tokens are refused (fail
+ * closed). A pushed SET that cannot be verified for now (the keys
+ * unavailable) is answered 503, so that the transmitter pushes it again, and
+ * until it comes back verified the source is `uncertain`.
+ *
+ * The transmitter sends a stream's SETs in order, each after the one before
+ * was delivered or given up on: a verification SET arrives behind every SET
+ * queued before it. One given up on (the endpoint unreachable through every
+ * retry) is lost, and only a gap in the heartbeat longer than `maxStaleness`
+ * can hide it: after such a gap, impersonation tokens issued before the read
+ * that ended it are refused (`knowsSince`), as after a restart.
+ */
+export function ssfPushSource(
+  options: SsfPushOptions,
+  trust: { issuer: string; keys: JWTVerifyGetKey },
+  bounds: { timeout: number; maxStaleness: number },
+): PushSource {
+  const { timeout, maxStaleness } = bounds;
+  const verificationEndpoint = new URL(options.verificationEndpoint);
+  const retentionMs = (options.retention ?? 86_400) * 1000;
+  const clockSkew = options.clockSkew ?? 5;
+  const expected = options.authorization === undefined ? undefined : Buffer.from(options.authorization);
+  const revoked = new Map<string, number>();
+  /** The `state`s of verifications asked for and not seen yet, each with what to call when its SET arrives. */
+  const waiting = new Map<string, () => void>();
+  /** SETs answered 503: their revocation is unknown until they come again. */
+  const awaited = new Set<string>();
+  let knowsSince: number | undefined;
+  /** When the last read that completed began (ms since the epoch). */
+  let freshSince: number | undefined;
+
+  async function token(): Promise<string> {
+    return typeof options.accessToken === 'function' ? options.accessToken() : options.accessToken;
+  }
+
+  function authorized(header: string | undefined): boolean {
+    if (expected === undefined) return true;
+    const given = Buffer.from(header ?? '');
+    return given.length === expected.length && timingSafeEqual(given, expected);
+  }
+
+  return {
+    async receive({ body, authorization }) {
+      if (!authorized(authorization)) {
+        return { status: 401, body: { err: 'authentication_failed', description: 'the push is not authorized' } };
+      }
+      let payload: Record<string, unknown>;
+      try {
+        ({ payload } = await jwtVerify(body, trust.keys, {
+          issuer: trust.issuer,
+          audience: options.audience,
+          typ: SET_TYPE,
+        }));
+      } catch (error) {
+        const err = permanentSetError(error);
+        if (err !== undefined) return { status: 400, body: { err, description: 'the SET could not be verified' } };
+        const jti = jtiOf(body);
+        if (jti !== undefined && awaited.size < MAX_AWAITED) awaited.add(jti);
+        else if (jti === undefined) return { status: 400, body: { err: 'invalid_request', description: 'no jti' } };
+        return { status: 503 };
+      }
+      if (typeof payload['jti'] === 'string') awaited.delete(payload['jti']);
+      const events = payload['events'] as Record<string, unknown> | undefined;
+      const sessionId = events?.[SESSION_REVOKED_EVENT] ? sessionOf(payload['sub_id']) : undefined;
+      if (sessionId !== undefined) revoked.set(sessionId, Date.now() + retentionMs);
+      const state = (events?.[VERIFICATION_EVENT] as { state?: unknown } | undefined)?.state;
+      if (typeof state === 'string') waiting.get(state)?.();
+      return { status: 202 };
+    },
+
+    async read(signal) {
+      const startedAt = Date.now();
+      const state = randomUUID();
+      const arrived = new Promise<void>((resolve, reject) => {
+        waiting.set(state, resolve);
+        signal.addEventListener('abort', () => reject(unavailable('no verification SET arrived in time')), {
+          once: true,
+        });
+      });
+      arrived.catch(() => {});
+      try {
+        const response = await fetch(verificationEndpoint, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${await token()}`, 'content-type': 'application/json' },
+          body: JSON.stringify({ stream_id: options.streamId, state }),
+          signal: requestSignal(signal, timeout),
+        });
+        if (response.status !== 204) {
+          throw unavailable(`the SSF verification endpoint answered ${response.status}`);
+        }
+        await arrived;
+      } finally {
+        waiting.delete(state);
+      }
+      const now = Date.now();
+      for (const [id, until] of revoked) if (until < now) revoked.delete(id);
+      // The first read, or the first after a gap that may hide a SET given up on: nothing before it is known.
+      if (freshSince === undefined || startedAt - freshSince > maxStaleness) {
+        knowsSince = Math.floor(startedAt / 1000) + clockSkew;
+      }
+      freshSince = startedAt;
+    },
+    isRevoked: (sessionId) => revoked.has(sessionId),
+    get size() {
+      return revoked.size;
+    },
+    get knowsSince() {
+      return knowsSince;
+    },
+    get uncertain() {
+      return awaited.size > 0;
+    },
+  };
+}
+
+function jtiOf(jwt: string): string | undefined {
+  try {
+    const jti = decodeJwt(jwt).jti;
+    return typeof jti === 'string' && jti.length <= 256 ? jti : undefined;
+  } catch {
+    return undefined;
+  }
+}

@@ -1,0 +1,56 @@
+import { randomUUID } from 'node:crypto';
+import { EVENTS, type EndReason, type ImpersonationEvent } from '../audit/events.js';
+import type { InitiatingEntity, SessionStop } from './set.js';
+
+/** The longest `reason_admin` a SET carries: the stop's reason is cut there. */
+export const MAX_REASON_ADMIN = 256;
+
+/** CAEP 1.0 2: who or what ended the session, by how it ended. */
+const ENTITY_OF_END: Readonly<Record<EndReason, InitiatingEntity>> = {
+  // The support agent signed out: the session's own user ended it.
+  actor_logout: 'user',
+  // The agent's sign-in was revoked: the service ended what hung on it.
+  actor_grant_revoked: 'system',
+  // The customer ended the access they had given.
+  access_grant_ended: 'user',
+  // A delegated session ends with its parent, by rule.
+  parent_session_stopped: 'policy',
+};
+
+/** What an administrator reading the receiver's logs is told when the stop gave no reason of its own. */
+const ADMIN_TEXT_OF_END: Readonly<Record<EndReason, string>> = {
+  actor_logout: 'The support agent signed out; the impersonation ended with their sign-in.',
+  actor_grant_revoked: "The support agent's sign-in was revoked; the impersonation ended with it.",
+  access_grant_ended: 'The customer ended the access they had given to support.',
+  parent_session_stopped: 'The impersonation this session was delegated from stopped.',
+};
+
+const ADMIN_TEXT_OF_REVOCATION = 'An administrator stopped the impersonation.';
+
+/**
+ * A stopped session, as a CAEP session-revoked event tells it: `initiating_entity`
+ * by how it stopped (a stop through the Management API is `admin`), and
+ * `reason_admin` the reason the stop gave (an operator's free text the
+ * Management API bounds and the audit trail already records), else a fixed
+ * text for its cause; cut to MAX_REASON_ADMIN characters. Never a token or a
+ * credential: none is part of a stop.
+ */
+export function sessionStopOf(event: ImpersonationEvent & { sessionId: string; subject: string }): SessionStop {
+  const revoked = event.name === EVENTS.sessionRevoked;
+  const endReason = (event as { endReason?: EndReason }).endReason;
+  const given = (event as { reason?: unknown }).reason;
+  const text =
+    revoked && typeof given === 'string' && given.trim()
+      ? given.trim()
+      : revoked || endReason === undefined
+        ? ADMIN_TEXT_OF_REVOCATION
+        : (ADMIN_TEXT_OF_END[endReason] ?? ADMIN_TEXT_OF_REVOCATION);
+  return {
+    sessionId: event.sessionId,
+    subject: event.subject,
+    at: Math.floor(Date.now() / 1000),
+    initiatingEntity: revoked || endReason === undefined ? 'admin' : (ENTITY_OF_END[endReason] ?? 'system'),
+    reasonAdmin: [...text].slice(0, MAX_REASON_ADMIN).join(''),
+    txn: randomUUID(),
+  };
+}
