@@ -1,6 +1,6 @@
 import type { AccessToken, KoaContextWithOIDC, Provider } from 'oidc-provider';
 import type { ApprovalStore } from '../approvals/store.js';
-import { delegationQuotas, type DelegationPrincipals } from '../capacity.js';
+import { delegationQuotas, quotaRefusal, type DelegationPrincipals } from '../capacity.js';
 import { invalidRequest, PrincipalQuotaReached } from '../errors.js';
 import type { ExchangeClaims } from '../exchange/claims.js';
 import { checkClientAuthentication, TOKEN_EXCHANGE_GRANT } from '../exchange/request.js';
@@ -22,7 +22,8 @@ import { checkMayAct, checkSenderConstraint, delegationActor } from './actor.js'
 import { nestedAct } from './chain.js';
 import { delegationResourcesOf } from './client-metadata.js';
 import { accessGrantOf, checkCustomerGrant } from './customer-grant.js';
-import { assertActive, issueDelegated, reissueDelegated } from './issue.js';
+import { commit } from '../exchange/commit.js';
+import { assertActive, reissueDelegated } from './issue.js';
 import { decideDelegation } from './policy.js';
 import { DelegationReport, delegationSucceeded, type DelegationProgress, type DelegationSucceeded } from './report.js';
 import {
@@ -70,6 +71,7 @@ export function createDelegationHandler(dependencies: DelegationDependencies): D
   async function delegate(ctx: KoaContextWithOIDC, progress: DelegationProgress): Promise<Issued> {
     const provider: Provider = ctx.oidc.provider;
     const client = ctx.oidc.client!;
+    const startedAt = Date.now();
 
     // The request.
     preflight?.(ctx);
@@ -193,12 +195,19 @@ export function createDelegationHandler(dependencies: DelegationDependencies): D
         : { impersonationSessionId: rootSessionId };
     claims.attach(token, { ...chain, [SESSION_CLAIM]: session.id });
     const event = () => delegationSucceeded(session, params.subject_token_type, depth);
+    const quotas = delegationQuotas(delegation.limits, principals);
     try {
-      const value = await issueDelegated(ctx, sessions, rootSessionId === undefined ? undefined : options.auditLog, {
+      // A share already spent refuses before anything is written, the trail's row included.
+      const spent = await sessions.spentQuota(quotas);
+      if (spent !== undefined) throw quotaRefusal(quotas, spent);
+      const value = await commit(ctx, dependencies, {
         token,
         session,
+        quotas,
+        startedAt,
         event,
-        quotas: delegationQuotas(delegation.limits, principals),
+        onTrail: rootSessionId !== undefined,
+        notify: false,
       });
       return { value, token, event, issuedTokenType };
     } catch (error) {

@@ -1,67 +1,18 @@
-import { randomBytes } from 'node:crypto';
-import type { AccessToken, KoaContextWithOIDC, Provider } from 'oidc-provider';
-import { publicTokenId } from '../access-token.js';
-import { EVENTS } from '../audit/events.js';
-import type { AuditSink } from '../audit/sink.js';
-import { quotaRefusal, type DelegationCharge } from '../capacity.js';
+import type { AccessToken, KoaContextWithOIDC } from 'oidc-provider';
 import { invalidRequest } from '../errors.js';
-import { assignTokenId, newBackingGrant } from '../provider-internals.js';
+import { assignTokenId } from '../provider-internals.js';
 import { stateOf, type SessionRecord } from '../sessions/record.js';
 import type { SessionStore } from '../sessions/store.js';
-import type { DelegationSucceeded } from './report.js';
-
-export interface Issuance {
-  token: AccessToken;
-  session: SessionRecord;
-  /** The success event, built once the session names its token. */
-  event: () => DelegationSucceeded;
-  /** What the session is charged to (lib/capacity.ts): listed only within those shares. */
-  quotas: readonly DelegationCharge[];
-}
-
-/**
- * Writes the session (within its quotas), then the token, then the trail's
- * row when there is a trail to write to; on any failure undoes what was
- * written and rethrows, so that a refused delegation leaves no live token
- * and no listed session. The session it was delegated from is read again
- * once this one is listed under it: a stop that came before found nothing to
- * stop, one that comes after finds this one and stops it too. Resolves the
- * token's value.
- */
-export async function issueDelegated(
-  ctx: KoaContextWithOIDC,
-  sessions: SessionStore,
-  auditLog: AuditSink | undefined,
-  { token, session, event, quotas }: Issuance,
-): Promise<string> {
-  const provider = ctx.oidc.provider;
-  ctx.oidc.entity('AccessToken', token);
-  const jti = assignTokenId(token); // sets token.format too: read it only after
-  session.accessTokenId = publicTokenId(token.format, jti);
-  try {
-    const value = await save(provider, token, session, () => listWithin(sessions, session, quotas));
-    // Read once the session is listed: a stop whose lookup of delegations came before the listing
-    // marked the parent ended first (see closeSession), so the mark is seen here.
-    await Promise.all([
-      session.parentSessionId === undefined ? undefined : confirmActive(sessions, session.parentSessionId, true),
-      auditLog?.append(EVENTS.delegationSucceeded, Object.freeze(event())),
-    ]);
-    return value;
-  } catch (error) {
-    await discard(provider, token, session, sessions);
-    throw error;
-  }
-}
 
 /**
  * Issues one more token under a live delegation, for the same subject token,
  * client, resource, scope and `act` chain: nothing of the plugin's is
  * written, no trail row, no event (the session's own say who acts for whom,
  * where, until when), and an opaque token joins the session's Grant. The
- * session, and the one it was delegated from, are read again once the token
- * exists, as for a new delegation: a stop that came before refuses it, one
- * that comes after revokes its Grant or puts its session on the feed.
- * Resolves the token's value.
+ * session, and the one it was delegated from, are read first: a stop that
+ * came before refuses it; one that comes after has revoked the session's
+ * Grant, which an opaque token saved later is dead without, or put the
+ * session on the feed, which stops its JWTs. Resolves the token's value.
  */
 export async function reissueDelegated(
   ctx: KoaContextWithOIDC,
@@ -73,21 +24,11 @@ export async function reissueDelegated(
   assignTokenId(token);
   // The delegation's key names the token format: a session whose tokens are opaque has their Grant.
   if (token.format === 'opaque') token.grantId = session.grantId!;
-  try {
-    const value = await token.save();
-    await Promise.all([
-      confirmActive(sessions, session.id, true),
-      session.parentSessionId === undefined ? undefined : confirmActive(sessions, session.parentSessionId, true),
-    ]);
-    return value;
-  } catch (error) {
-    if (token.format === 'opaque') {
-      await token.destroy().catch(() => {
-        // The store is failing; the token expires on its own, and nobody ever received it.
-      });
-    }
-    throw error;
-  }
+  await Promise.all([
+    confirmActive(sessions, session.id, true),
+    session.parentSessionId === undefined ? undefined : confirmActive(sessions, session.parentSessionId, true),
+  ]);
+  return token.save();
 }
 
 /**
@@ -110,54 +51,4 @@ export function assertActive(session: SessionRecord | undefined, marked = false)
     throw invalidRequest('subject_token belongs to a session that was stopped');
   }
   return session;
-}
-
-/** Lists the session within its quotas; a spent one refuses with 429 (PrincipalQuotaReached). */
-async function listWithin(
-  sessions: SessionStore,
-  session: SessionRecord,
-  quotas: readonly DelegationCharge[],
-): Promise<void> {
-  const listed = await sessions.saveWithinQuotas(session, quotas);
-  if (listed.outcome === 'spent') throw quotaRefusal(quotas, listed.key);
-}
-
-/** As for impersonation: an opaque token is backed by a Grant of its own, which stopping the session revokes. */
-async function save(
-  provider: Provider,
-  token: AccessToken,
-  session: SessionRecord,
-  list: () => Promise<void>,
-): Promise<string> {
-  if (token.format !== 'opaque') {
-    const [value] = await Promise.all([token.save(), list()]);
-    return value;
-  }
-  const grant = newBackingGrant(provider, {
-    jti: randomBytes(32).toString('base64url'),
-    accountId: session.subject,
-    clientId: session.clientId,
-    resource: session.resource,
-    scope: session.scope,
-    expiresIn: session.expiresAt - session.createdAt,
-  });
-  session.grantId = grant.jti;
-  token.grantId = grant.jti;
-  await Promise.all([grant.save(), list()]);
-  return token.save();
-}
-
-async function discard(
-  provider: Provider,
-  token: AccessToken,
-  session: SessionRecord,
-  sessions: SessionStore,
-): Promise<void> {
-  await Promise.all([
-    token.format === 'opaque' ? token.destroy() : undefined,
-    session.grantId === undefined ? undefined : provider.Grant.adapter.destroy(session.grantId),
-    sessions.discard(session),
-  ]).catch(() => {
-    // The store is failing; all of it expires on its own and nobody ever received the token.
-  });
 }

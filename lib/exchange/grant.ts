@@ -153,6 +153,8 @@ export function createExchangeHandler(dependencies: GrantDependencies) {
       subjectTokenKey: key,
       startedAt,
       event: succeeded,
+      onTrail: true,
+      notify: true,
       successRecorded: () => {
         progress.successRecorded = true;
       },
