@@ -1,8 +1,8 @@
 import type { AccessToken, KoaContextWithOIDC } from 'oidc-provider';
-import { invalidRequest } from '../errors.js';
-import { assignTokenId } from '../provider-internals.js';
-import { stateOf, type SessionRecord } from '../sessions/record.js';
-import type { SessionStore } from '../sessions/store.js';
+import { invalidRequest } from '../../errors.js';
+import { assignTokenId } from '../../provider-internals.js';
+import { stateOf, type SessionRecord } from '../../sessions/record.js';
+import type { SessionStore } from '../../sessions/store.js';
 
 /**
  * Issues one more token under a live delegation, for the same subject token,
