@@ -193,18 +193,10 @@ export type QuotaOutcome = { outcome: 'saved' } | { outcome: 'spent'; key: strin
  * gets past a bound: of any number of them, at most `max` are saved. It
  * rejects, writing nothing, when the store cannot be reached or is full.
  * The plugin's adapters run it as `commitOnce` with no entry to consume and
- * no guard (see `saveWithinQuotasBy`).
+ * no guard (lib/adapters/quotas.ts).
  */
 export interface PrincipalQuotas {
   saveWithinQuotas(write: QuotaWrite): Promise<QuotaOutcome>;
-}
-
-/** `saveWithinQuotas` as the commit of `write` that consumes nothing and has no guard. */
-export async function saveWithinQuotasBy(adapter: AtomicCommit, write: QuotaWrite): Promise<QuotaOutcome> {
-  const outcome = await adapter.commitOnce({ ...write, guards: [] });
-  if (outcome.outcome === 'spent') return outcome;
-  if (outcome.outcome === 'committed') return { outcome: 'saved' };
-  throw new TypeError(`a commit that consumes nothing and has no guard answered ${outcome.outcome}`);
 }
 
 export type ImpersonationAdapter = AtomicAdapter & SortedIndexes & AtomicCommit & PrincipalQuotas;

@@ -17,7 +17,6 @@ import {
   entryLifetimeMs,
   GRANTABLE_MODELS,
   QUOTA_KIND,
-  saveWithinQuotasBy,
   type AtomicCommit,
   type AtomicConsume,
   type BoundedIndexAdd,
@@ -31,6 +30,7 @@ import {
   type QuotaWrite,
   type SortedIndexes,
 } from './contract.js';
+import { saveWithinQuotasBy } from './quotas.js';
 import type { OutboxCapable, OutboxStore } from '../outbox/contract.js';
 import { createMemoryOutbox, type MemoryOutbox } from '../outbox/memory.js';
 import { REPLAY_MODEL, ReplayShareCounts, replayShareOf, type ReplayShare } from './replay-shares.js';

@@ -14,7 +14,6 @@ import type { Adapter, AdapterPayload } from 'oidc-provider';
 import {
   entryLifetimeMs,
   GRANTABLE_MODELS,
-  saveWithinQuotasBy,
   type AtomicCommit,
   type AtomicConsume,
   type BoundedIndexAdd,
@@ -28,6 +27,7 @@ import {
   type QuotaWrite,
   type SortedIndexes,
 } from './contract.js';
+import { saveWithinQuotasBy } from './quotas.js';
 import type { OutboxCapable, OutboxStore } from '../outbox/contract.js';
 import { appendValues, createPostgresOutbox, outboxDdl, type RunTransaction } from '../outbox/postgres.js';
 import { migrateUnderLock } from '../postgres/migration.js';

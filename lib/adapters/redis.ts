@@ -14,7 +14,6 @@ import {
   comesAfter,
   entryLifetimeMs,
   QUOTA_KIND,
-  saveWithinQuotasBy,
   GRANTABLE_MODELS,
   COMMITTED_TOGETHER,
   type AtomicCommit,
@@ -30,6 +29,7 @@ import {
   type QuotaWrite,
   type SortedIndexes,
 } from './contract.js';
+import { saveWithinQuotasBy } from './quotas.js';
 import type { OutboxCapable, OutboxStore } from '../outbox/contract.js';
 import { createRedisOutbox, OUTBOX_APPEND_LUA, outboxAppendArgs, outboxKeys } from '../outbox/redis.js';
 import { invalidCall, invalidOption, unavailable } from '../errors/standalone.js';
