@@ -94,7 +94,10 @@ describe('delegation: RFC 8693 as other servers read it', function () {
       ).to.include({
         active: false,
       });
-      const session = await apiRequest(tp, 'GET', `${SESSIONS}/${seen['impersonation_session'] as string}`, admin);
+      const session = await eventually(
+        () => apiRequest(tp, 'GET', `${SESSIONS}/${seen['impersonation_session'] as string}`, admin),
+        (reply) => reply.body['state'] !== 'active',
+      );
       expect(session.body).to.include({ state: 'ended', endReason: 'subject_token_revoked' });
     });
 
