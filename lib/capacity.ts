@@ -5,8 +5,8 @@
  * impersonations once full; Redis and PostgreSQL grow without end) and the
  * audit trail (a full memory trail refuses every impersonation; a durable
  * one only grows). Each principal gets a share of its own, counted by the
- * store in the same operation that writes (`saveWithinQuotas`, see
- * lib/adapters/contract.ts), so that no burst of concurrent requests gets
+ * store in the same operation that writes (the exchange's commit,
+ * `commitOnce` with `quotas`, see lib/adapters/contract.ts), so that no burst of concurrent requests gets
  * past it. The numbers and the principals are here, and only here; the
  * stores count, whatever they are charged for.
  */

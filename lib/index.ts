@@ -100,10 +100,10 @@ export {
   SESSION_REVOKED_EVENT,
   VERIFICATION_EVENT,
 } from './ssf/set.js';
-export { DELEGATION_METADATA } from './delegation/client-metadata.js';
+export { DELEGATION_METADATA } from './exchange/delegation/client-metadata.js';
 export { DEFAULT_DELEGATION_LIMITS } from './capacity.js';
 export type { DelegationLimits } from './capacity.js';
-export { JWT_TOKEN_TYPE } from './delegation/request.js';
+export { JWT_TOKEN_TYPE } from './exchange/request.js';
 export type {
   DelegationOptions,
   DelegationPolicyInput,
@@ -111,5 +111,5 @@ export type {
   ResolvedDelegationOptions,
   SubjectTokenResolver,
   SubjectTokenResolverInput,
-} from './delegation/options.js';
+} from './exchange/delegation/options.js';
 export type { AuthzenOptions, ResolvedAuthzenOptions } from './policy/options.js';

@@ -7,8 +7,8 @@ import { ApprovalStore } from './approvals/store.js';
 import { openPluginStore } from './adapters/plugin-store.js';
 import { instantiateAdapter, type AdapterSource, type ImpersonationAdapter } from './adapters/contract.js';
 import { calledTooLate, invalidArgument, invalidCall, invalidOption, invalidTarget, misconfigured } from './errors.js';
-import { withDelegationMetadata } from './delegation/client-metadata.js';
-import { createDelegationHandler } from './delegation/grant.js';
+import { grantsForExchange } from './approvals/exchange-view.js';
+import { withDelegationMetadata } from './exchange/delegation/client-metadata.js';
 import { ExchangeClaims } from './exchange/claims.js';
 import { addStepUpDetails } from './exchange/freshness.js';
 import {
@@ -38,6 +38,7 @@ import { ssfDiscoveryMiddleware } from './ssf/discovery.js';
 import { SSF_MODEL, StreamStore } from './ssf/store.js';
 import { attachTransmitter, type Transmitter } from './ssf/transmit.js';
 import { endWithActor } from './sessions/actor-end.js';
+import { endWithSubjectToken } from './sessions/subject-token-end.js';
 import { SessionStore } from './sessions/store.js';
 import { SubjectTokenStore } from './subject-tokens/store.js';
 import { attachNotifier } from './webhooks/notify.js';
@@ -245,21 +246,15 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
           options,
           store,
           sessions,
-          approvals,
+          customerGrants: grantsForExchange(approvals),
           claims,
           preflight: assertManagementApiReachable,
-          delegation: createDelegationHandler({
-            options,
-            sessions,
-            approvals,
-            claims,
-            preflight: assertManagementApiReachable,
-          }),
         }),
         [...EXCHANGE_PARAMETERS],
         [...EXCHANGE_DUPLICATES],
       );
       endWithActor(provider, sessions, options.auditLog);
+      endWithSubjectToken(provider, sessions, options.auditLog);
       if (options.actorAuthentication) addStepUpDetails(provider);
       let transmitter: Transmitter | undefined;
       if (options.ssf && pluginStore.outbox) {

@@ -86,20 +86,25 @@ export interface BoundedIndexes {
 
 /**
  * What an exchange writes, committed by one store operation: the redemption
- * of `consume` (an entry of any of the plugin's models, as `consumeOnce`
- * consumes it), the entry `write` and its membership of `indexes` (sorted
- * indexes of `write.model`, scored `expiresAt`). Either all of it happens,
- * or none. `guards` are ids of entries of `write.model`: one whose payload
- * carries `ended` (a mark that what the exchange was allowed by has ended
- * since it was read, see `GUARD_KIND`) refuses the commit.
+ * of `consume` when there is one (an entry of any of the plugin's models, as
+ * `consumeOnce` consumes it), the entry `write` and its membership of
+ * `indexes` (sorted indexes of `write.model`, scored `expiresAt`), and a
+ * charge to each of `quotas`. Either all of it happens, or none. `guards`
+ * are ids of entries of `write.model`: one whose payload carries `ended` (a
+ * mark that what the exchange was allowed by has ended since it was read,
+ * see `GUARD_KIND`) refuses the commit; so does a quota that has taken its
+ * `max` charges.
  */
 export interface CommitWrite {
-  consume: { model: string; id: string };
+  /** The entry the exchange redeems (an impersonation's subject token); none for a delegation. */
+  consume?: { model: string; id: string } | undefined;
   write: { model: string; id: string; payload: AdapterPayload; expiresIn: number };
   indexes: readonly string[];
   /** The index members' expiry, milliseconds since the epoch. */
   expiresAt: number;
   guards: readonly string[];
+  /** Shares of principals (lib/capacity.ts) the write is charged to, ids of entries of `write.model`. */
+  quotas?: readonly QuotaCharge[] | undefined;
   /**
    * A trail's rows to append in the same transaction, by a store that said it
    * shares the trail's database (`sharesDatabase`): the SQL function that
@@ -122,19 +127,26 @@ export interface CommitWrite {
  */
 export const GUARD_KIND = 'ImpersonationGuard';
 
-/** What `commitOnce` did: committed all, or nothing because the entry was consumed already or a guard was present. */
+/**
+ * What `commitOnce` did: committed all, or nothing because the entry was
+ * consumed already, a guard was present, or the quota `key` was spent.
+ */
 export type CommitOutcome =
   | { outcome: 'committed'; journaled?: Array<{ seq: string; hash: string }>; dropped?: string[] }
   | { outcome: 'consumed' }
-  | { outcome: 'guarded'; guard: string };
+  | { outcome: 'guarded'; guard: string }
+  | { outcome: 'spent'; key: string };
 
 /**
  * One exchange, one store operation. `commitOnce(write)` consumes
- * `write.consume` and, in the same atomic step, stores `write.write` and adds
- * it to `write.indexes`, unless a guard of `write.guards` has ended; it
- * resolves `committed` for the one call that consumed the entry. It resolves
- * `consumed` (the entry is missing or already consumed) or `guarded` (with
- * the first guard found), writing nothing, and rejects, writing nothing,
+ * `write.consume` (when given) and, in the same atomic step, charges every
+ * quota of `write.quotas`, stores `write.write` and adds it to
+ * `write.indexes`, unless a guard of `write.guards` has ended or a quota is
+ * spent; it resolves `committed` for the one call that consumed the entry.
+ * It resolves `guarded` (with the first guard found; guards are checked
+ * first), `consumed` (the entry is missing or already consumed) or `spent`
+ * (with the first spent quota, in the order given), writing and charging
+ * nothing; it rejects, writing nothing,
  * when the store cannot be reached or cannot take the entry (a bounded store
  * that is full): a refused exchange never leaves a listed session behind,
  * and a failed one never burns its subject token.
@@ -180,6 +192,8 @@ export type QuotaOutcome = { outcome: 'saved' } | { outcome: 'spent'; key: strin
  * given) and writes and charges nothing. So no burst of concurrent calls
  * gets past a bound: of any number of them, at most `max` are saved. It
  * rejects, writing nothing, when the store cannot be reached or is full.
+ * The plugin's adapters run it as `commitOnce` with no entry to consume and
+ * no guard (lib/adapters/quotas.ts).
  */
 export interface PrincipalQuotas {
   saveWithinQuotas(write: QuotaWrite): Promise<QuotaOutcome>;

@@ -30,6 +30,7 @@ import {
   type QuotaWrite,
   type SortedIndexes,
 } from './contract.js';
+import { saveWithinQuotasBy } from './quotas.js';
 import type { OutboxCapable, OutboxStore } from '../outbox/contract.js';
 import { createMemoryOutbox, type MemoryOutbox } from '../outbox/memory.js';
 import { REPLAY_MODEL, ReplayShareCounts, replayShareOf, type ReplayShare } from './replay-shares.js';
@@ -479,6 +480,7 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
       indexes,
       expiresAt,
       guards,
+      quotas = [],
       outbox: notes,
     }: CommitWrite): Promise<CommitOutcome> {
       const store = modelStore(write.model);
@@ -486,29 +488,15 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
         (id) => store.entries.get(id, { updateAgeOnGet: false })?.payload['ended'] !== undefined,
       );
       if (guard !== undefined) return { outcome: 'guarded', guard };
-      const consumed = modelStore(consume.model).entries.get(consume.id, { updateAgeOnGet: false });
-      if (!consumed || consumed.consumed) return { outcome: 'consumed' };
-      const ttl = entryLifetimeMs(write.expiresIn);
-      if (ttl === undefined || ttl === 0) throw invalidCall('commitOnce', 'the entry to write needs a lifetime');
-      admit(store, write.id);
-      const opened = roomInIndexes(store, indexes, write.id);
-      consumed.consumed = Math.floor(Date.now() / 1000);
-      put(store, write.id, write.payload, ttl);
-      insertMember(store, opened, write.id, expiresAt);
-      if (!notes) return { outcome: 'committed' };
-      const dropped = (outbox ??= createMemoryOutbox()).appendNow(notes.entries, notes.maxPending, notes.now);
-      return { outcome: 'committed', dropped };
-    }
-
-    // As commitOnce, the body runs without yielding: every check comes before the first change.
-    async saveWithinQuotas({ write, indexes, expiresAt, quotas }: QuotaWrite): Promise<QuotaOutcome> {
-      const store = modelStore(write.model);
-      const ttl = entryLifetimeMs(write.expiresIn);
-      if (ttl === undefined || ttl === 0) throw invalidCall('saveWithinQuotas', 'the entry to write needs a lifetime');
+      const consumed = consume && modelStore(consume.model).entries.get(consume.id, { updateAgeOnGet: false });
+      if (consume && (!consumed || consumed.consumed)) return { outcome: 'consumed' };
       const spent = quotas.find((quota) => chargesOf(store, quota.key) >= quota.max);
       if (spent) return { outcome: 'spent', key: spent.key };
+      const ttl = entryLifetimeMs(write.expiresIn);
+      if (ttl === undefined || ttl === 0) throw invalidCall('commitOnce', 'the entry to write needs a lifetime');
       admit(store, write.id, ...quotas.map((quota) => quota.key));
       const opened = roomInIndexes(store, indexes, write.id);
+      if (consumed) consumed.consumed = Math.floor(Date.now() / 1000);
       const now = Date.now();
       for (const quota of quotas) {
         const counter = store.entries.get(quota.key, { updateAgeOnGet: false });
@@ -518,7 +506,13 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
       }
       put(store, write.id, write.payload, ttl);
       insertMember(store, opened, write.id, expiresAt);
-      return { outcome: 'saved' };
+      if (!notes) return { outcome: 'committed' };
+      const dropped = (outbox ??= createMemoryOutbox()).appendNow(notes.entries, notes.maxPending, notes.now);
+      return { outcome: 'committed', dropped };
+    }
+
+    async saveWithinQuotas(write: QuotaWrite): Promise<QuotaOutcome> {
+      return saveWithinQuotasBy(this, write);
     }
 
     async indexRemove(names: readonly string[], member: string): Promise<void> {

@@ -120,7 +120,6 @@ export type StatementName =
   | 'upsertMany'
   | 'consumeMany'
   | 'commit'
-  | 'saveWithinQuotas'
   | 'destroy'
   | 'revokeByGrantId'
   | 'indexAddMany'
@@ -162,23 +161,33 @@ export function commitWith(names: StoreNames, extras: CommitExtras): Statement {
 // then finds its session listed. A guard with no row yet is created here ($11 is its lifetime,
 // ms), which a mark then waits for too. One created by another statement meanwhile is neither
 // created nor seen: the statement then commits nothing and answers `unsettled`, and is sent
-// again. Unless a guard has ended, the consumption of ($1, $2) decides, and the entry ($4, $5)
-// and its index members (names $9) are written only from the row it returns; a caller that
-// waited for the row's lock finds it consumed and writes nothing. $7 is the entry's lifetime
-// in milliseconds, $8 the members' expiry.
+// again. The quota counters ($12 ids, $13 bounds, $14 lifetimes in ms: entries of model $4
+// whose payload holds `count`) are locked in the order of their ids (FOR UPDATE, which reads
+// each in its latest version), so that concurrent commits charged to one counter take turns on
+// its row and each sees the charges of those before it; a counter with no row yet is created
+// at 0, which this statement cannot see: it is `unsettled` too. Unless a guard has ended or a
+// counter has taken its bound, the consumption of ($1, $2) decides (with $1 NULL there is
+// nothing to consume), and the counters are charged (counted up while they live, started
+// again at 1 once expired), the entry ($4, $5) and its index members (names $9) written, only
+// from the row `allowed` returns; a caller that waited for the consumed row's lock finds it
+// consumed and writes nothing. $7 is the entry's lifetime in milliseconds, $8 the members'
+// expiry.
 function commitText({ entries, indexes }: StoreNames, { appendFunction, outbox }: CommitExtras): string {
   const journal = appendFunction
     ? `,
       journaled AS (SELECT (r.j).seq AS seq, (r.j).hash AS hash
-        FROM (SELECT ${appendFunction}($12::jsonb) AS j FROM redeemed) AS r)`
+        FROM (SELECT ${appendFunction}($15::jsonb) AS j FROM allowed) AS r)`
     : '';
   const journaled = appendFunction
     ? `(SELECT json_agg(json_build_object('seq', seq::text, 'hash', hash) ORDER BY seq) FROM journaled)`
     : 'NULL::json';
   const notes = outbox
-    ? `,\n      ${appendCtes(outbox, appendFunction ? 13 : 12, 'EXISTS (SELECT 1 FROM redeemed)')}`
+    ? `,\n      ${appendCtes(outbox, appendFunction ? 16 : 15, 'EXISTS (SELECT 1 FROM allowed)')}`
     : '';
   const dropped = outbox ? '(SELECT json_agg(subscription) FROM refused)' : 'NULL::json';
+  const live = '(e.expires_at IS NULL OR e.expires_at > now())';
+  const open = `NOT EXISTS (SELECT 1 FROM ended) AND NOT EXISTS (SELECT 1 FROM unsettled)
+          AND NOT EXISTS (SELECT 1 FROM spent) AND NOT EXISTS (SELECT 1 FROM quota_unsettled)`;
   return `WITH created AS (
         INSERT INTO ${entries} (model, id, payload, expires_at)
         SELECT $4, g.id, json_build_object('kind', '${GUARD_KIND}'), now() + $11::float8 * interval '1 millisecond'
@@ -191,76 +200,52 @@ function commitText({ entries, indexes }: StoreNames, { appendFunction, outbox }
         SELECT g.id FROM unnest($10::text[]) AS g(id)
         WHERE g.id NOT IN (SELECT id FROM created) AND g.id NOT IN (SELECT id FROM locked)),
       ended AS (SELECT id FROM locked WHERE payload->>'ended' IS NOT NULL ORDER BY id LIMIT 1),
-      redeemed AS (
-        UPDATE ${entries} SET consumed = $3
-        WHERE model = $1 AND id = $2 AND consumed IS NULL AND ${LIVE}
-          AND NOT EXISTS (SELECT 1 FROM ended) AND NOT EXISTS (SELECT 1 FROM unsettled)
-        RETURNING 1),
-      written AS (
-        INSERT INTO ${entries} (model, id, payload, consumed, grant_id, uid, user_code, expires_at)
-        SELECT $4, $5, $6::json, NULL, NULL, NULL, NULL, now() + $7::float8 * interval '1 millisecond' FROM redeemed
-        ON CONFLICT (model, id) DO UPDATE SET payload = EXCLUDED.payload, consumed = NULL, grant_id = NULL,
-          uid = NULL, user_code = NULL, expires_at = EXCLUDED.expires_at),
-      indexed AS (
-        INSERT INTO ${indexes} (model, name, member, expires_at)
-        SELECT $4, name, $5, $8::bigint FROM redeemed CROSS JOIN unnest($9::text[]) AS name
-        ON CONFLICT (model, name, member) DO UPDATE SET expires_at = EXCLUDED.expires_at)${journal}${notes}
-      SELECT (SELECT count(*) FROM redeemed)::int AS committed, (SELECT id FROM ended) AS guard,
-        (SELECT count(*) FROM unsettled)::int AS unsettled, ${journaled} AS journaled, ${dropped} AS dropped`;
-}
-
-// A write within quotas, in one statement. The quota counters ($7 ids, $8 bounds, $9 lifetimes in
-// ms: entries of model $1 whose payload holds `count`) are locked in the order of their ids (FOR
-// UPDATE, which reads each in its latest version), so that concurrent writes charged to one counter
-// take turns on its row and each sees the charges of those before it. A counter with no row yet is
-// created here at 0, which this statement cannot see: it then charges and writes nothing, answers
-// `unsettled`, and is sent again. Unless a counter has taken its bound, every counter is charged
-// (counted up while it lives, started again at 1 once it expired) and the entry ($1, $2) and its
-// index members (names $5, expiry $6) are written; otherwise nothing is charged, whatever the
-// order of the bounds. Rows are created and locked in the order of their ids, and charged only
-// once all are locked, so two such statements never wait for each other in a cycle. $4 is the
-// entry's lifetime in milliseconds.
-function saveWithinQuotasText({ entries, indexes }: StoreNames): string {
-  const live = '(e.expires_at IS NULL OR e.expires_at > now())';
-  return `WITH wanted AS (
-        SELECT * FROM unnest($7::text[], $8::int[], $9::float8[]) WITH ORDINALITY AS q(id, max, lifetime, n)),
-      created AS (
+      wanted AS (
+        SELECT * FROM unnest($12::text[], $13::int[], $14::float8[]) WITH ORDINALITY AS q(id, max, lifetime, n)),
+      quota_created AS (
         INSERT INTO ${entries} (model, id, payload, expires_at)
-        SELECT $1, w.id, json_build_object('kind', '${QUOTA_KIND}', 'count', 0),
+        SELECT $4, w.id, json_build_object('kind', '${QUOTA_KIND}', 'count', 0),
           now() + w.lifetime * interval '1 millisecond'
         FROM wanted AS w ORDER BY w.id COLLATE "C"
         ON CONFLICT (model, id) DO NOTHING
         RETURNING id),
-      locked AS (
+      quota_locked AS (
         SELECT e.id, CASE WHEN ${live} THEN (e.payload->>'count')::int ELSE 0 END AS count
-        FROM ${entries} AS e WHERE e.model = $1 AND e.id = ANY($7::text[]) ORDER BY e.id FOR UPDATE),
-      unsettled AS (SELECT w.id FROM wanted AS w WHERE w.id NOT IN (SELECT id FROM locked)),
+        FROM ${entries} AS e WHERE e.model = $4 AND e.id = ANY($12::text[]) ORDER BY e.id FOR UPDATE),
+      quota_unsettled AS (SELECT w.id FROM wanted AS w WHERE w.id NOT IN (SELECT id FROM quota_locked)),
       spent AS (
-        SELECT w.id FROM wanted AS w JOIN locked AS l ON l.id = w.id WHERE l.count >= w.max ORDER BY w.n LIMIT 1),
+        SELECT w.id FROM wanted AS w JOIN quota_locked AS l ON l.id = w.id WHERE l.count >= w.max
+        ORDER BY w.n LIMIT 1),
+      redeemed AS (
+        UPDATE ${entries} SET consumed = $3
+        WHERE model = $1 AND id = $2 AND consumed IS NULL AND ${LIVE}
+          AND ${open}
+        RETURNING 1),
+      allowed AS (
+        SELECT 1 AS ok FROM redeemed
+        UNION ALL
+        SELECT 1 WHERE $1::text IS NULL AND ${open}),
       charged AS (
         UPDATE ${entries} AS e SET
           payload = json_build_object('kind', '${QUOTA_KIND}',
             'count', CASE WHEN ${live} THEN (e.payload->>'count')::int + 1 ELSE 1 END),
           expires_at = CASE WHEN ${live} THEN e.expires_at ELSE now() + w.lifetime * interval '1 millisecond' END
         FROM wanted AS w
-        WHERE e.model = $1 AND e.id = w.id
-          AND NOT EXISTS (SELECT 1 FROM spent) AND NOT EXISTS (SELECT 1 FROM unsettled)
+        WHERE e.model = $4 AND e.id = w.id AND EXISTS (SELECT 1 FROM allowed)
         RETURNING e.id),
-      settled AS (
-        SELECT NOT EXISTS (SELECT 1 FROM spent) AND NOT EXISTS (SELECT 1 FROM unsettled)
-          AND (SELECT count(*) FROM charged) = cardinality($7::text[]) AS saved),
       written AS (
         INSERT INTO ${entries} (model, id, payload, consumed, grant_id, uid, user_code, expires_at)
-        SELECT $1, $2, $3::json, NULL, NULL, NULL, NULL, now() + $4::float8 * interval '1 millisecond'
-        FROM settled WHERE saved
+        SELECT $4, $5, $6::json, NULL, NULL, NULL, NULL, now() + $7::float8 * interval '1 millisecond' FROM allowed
         ON CONFLICT (model, id) DO UPDATE SET payload = EXCLUDED.payload, consumed = NULL, grant_id = NULL,
           uid = NULL, user_code = NULL, expires_at = EXCLUDED.expires_at),
       indexed AS (
         INSERT INTO ${indexes} (model, name, member, expires_at)
-        SELECT $1, name, $2, $6::bigint FROM settled CROSS JOIN unnest($5::text[]) AS name WHERE saved
-        ON CONFLICT (model, name, member) DO UPDATE SET expires_at = EXCLUDED.expires_at)
-      SELECT (SELECT saved FROM settled) AS saved, (SELECT id FROM spent) AS spent,
-        (SELECT count(*) FROM unsettled)::int AS unsettled`;
+        SELECT $4, name, $5, $8::bigint FROM allowed CROSS JOIN unnest($9::text[]) AS name
+        ON CONFLICT (model, name, member) DO UPDATE SET expires_at = EXCLUDED.expires_at)${journal}${notes}
+      SELECT (SELECT count(*) FROM allowed)::int AS committed, (SELECT id FROM ended) AS guard,
+        (SELECT id FROM spent) AS spent,
+        ((SELECT count(*) FROM unsettled) + (SELECT count(*) FROM quota_unsettled))::int AS unsettled,
+        (SELECT count(*) FROM charged)::int AS charged, ${journaled} AS journaled, ${dropped} AS dropped`;
 }
 
 export function storeStatements(names: StoreNames): Record<StatementName, Statement> {
@@ -296,7 +281,6 @@ export function storeStatements(names: StoreNames): Record<StatementName, Statem
       UPDATE ${entries} AS e SET consumed = $3 FROM target
       WHERE e.model = target.model AND e.id = target.id RETURNING e.model, e.id`,
     commit: commitText(names, {}),
-    saveWithinQuotas: saveWithinQuotasText(names),
     destroy: `DELETE FROM ${entries} WHERE model = $1 AND id = $2`,
     // Only the grantable models' rows carry a grant id.
     revokeByGrantId: `DELETE FROM ${entries} WHERE grant_id = $1`,

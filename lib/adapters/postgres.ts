@@ -27,6 +27,7 @@ import {
   type QuotaWrite,
   type SortedIndexes,
 } from './contract.js';
+import { saveWithinQuotasBy } from './quotas.js';
 import type { OutboxCapable, OutboxStore } from '../outbox/contract.js';
 import { appendValues, createPostgresOutbox, outboxDdl, type RunTransaction } from '../outbox/postgres.js';
 import { migrateUnderLock } from '../postgres/migration.js';
@@ -113,6 +114,8 @@ const GUARD_LIFETIME_MS = 10 * 60 * 1000;
 interface CommitRow {
   committed: number;
   guard: string | null;
+  /** The first quota counter that had taken its bound. */
+  spent: string | null;
   /** Guards created by another statement since this one began: nothing was committed, it is sent again. */
   unsettled: number;
   journaled: Array<{ seq: string; hash: string }> | null;
@@ -507,6 +510,7 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
       indexes,
       expiresAt,
       guards,
+      quotas = [],
       journal,
       outbox: notes,
     }: CommitWrite): Promise<CommitOutcome> {
@@ -519,10 +523,12 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
       if (notifying) await outboxReady();
       const { consumed: _consumed, ...stored } = write.payload;
       const guardIds = guards.map(keyOf);
+      const quotaIds = quotas.map((quota) => keyOf(quota.key));
+      const now = Date.now();
       const values = [
-        consume.model,
-        keyOf(consume.id),
-        String(Math.floor(Date.now() / 1000)),
+        consume ? consume.model : null,
+        consume ? keyOf(consume.id) : null,
+        String(Math.floor(now / 1000)),
         write.model,
         keyOf(write.id),
         JSON.stringify(stored),
@@ -531,20 +537,24 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
         indexes.map(keyOf),
         guardIds,
         GUARD_LIFETIME_MS,
+        quotaIds,
+        quotas.map((quota) => quota.max),
+        quotas.map((quota) => Math.max(1, Math.min(quota.expiresAt - now, LONGEST_LIFETIME_MS))),
         ...(journal ? [journal.rows] : []),
         ...(notifying ? appendValues(notes.entries, notes.maxPending, notes.now) : []),
       ];
       const statement = commitStatement(journal?.appendFunction, notifying);
       let answer: CommitRow;
-      // A guard row another statement created meanwhile is not seen by this one: sent again, it is.
+      // A guard or counter row another statement (or this one) created is not seen by it: sent again, it is.
       for (let attempt = 1; ; attempt += 1) {
         answer = (await run(statement, values, 'commitOnce')).rows[0] as CommitRow;
-        if (answer.unsettled === 0 || answer.guard !== null || answer.committed === 1) break;
+        if (answer.unsettled === 0 || answer.guard !== null || answer.spent !== null || answer.committed === 1) break;
         if (attempt === MAX_COMMIT_ATTEMPTS)
-          throw unavailable('the exchange could not be committed: its guards kept changing');
+          throw unavailable('the exchange could not be committed: its guards or quota counters kept changing');
       }
-      const { committed, guard, journaled, dropped } = answer;
+      const { committed, guard, spent, journaled, dropped } = answer;
       if (guard !== null) return { outcome: 'guarded', guard: guards[guardIds.indexOf(guard)] ?? guard };
+      if (spent !== null) return { outcome: 'spent', key: quotas[quotaIds.indexOf(spent)]?.key ?? spent };
       if (committed !== 1) return { outcome: 'consumed' };
       return {
         outcome: 'committed',
@@ -553,41 +563,8 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
       };
     }
 
-    async saveWithinQuotas({ write, indexes, expiresAt, quotas }: QuotaWrite): Promise<QuotaOutcome> {
-      const lifetime = lifetimeMs(write.expiresIn);
-      if (lifetime === null || lifetime === 0)
-        throw invalidCall('saveWithinQuotas', 'the entry to write needs a lifetime');
-      assertMember(write.id);
-      if (!Number.isSafeInteger(Math.round(expiresAt)))
-        throw unstorableValue('the PostgreSQL adapter', 'an index expiry must be a finite number of ms, at most 2^53');
-      const { consumed: _consumed, ...stored } = write.payload;
-      const quotaIds = quotas.map((quota) => keyOf(quota.key));
-      const now = Date.now();
-      const values = [
-        write.model,
-        keyOf(write.id),
-        JSON.stringify(stored),
-        lifetime,
-        indexes.map(keyOf),
-        Math.round(expiresAt),
-        quotaIds,
-        quotas.map((quota) => quota.max),
-        quotas.map((quota) => Math.max(1, Math.min(quota.expiresAt - now, LONGEST_LIFETIME_MS))),
-      ];
-      // A counter this statement (or another, meanwhile) created is not seen by it: sent again, it is.
-      for (let attempt = 1; ; attempt += 1) {
-        const answer = (await run(statements.saveWithinQuotas, values, 'saveWithinQuotas')).rows[0] as {
-          saved: boolean;
-          spent: string | null;
-          unsettled: number;
-        };
-        if (answer.saved) return { outcome: 'saved' };
-        if (answer.spent !== null) {
-          return { outcome: 'spent', key: quotas[quotaIds.indexOf(answer.spent)]?.key ?? answer.spent };
-        }
-        if (answer.unsettled === 0 || attempt === MAX_COMMIT_ATTEMPTS)
-          throw unavailable('the write could not be committed: its quota counters kept changing');
-      }
+    async saveWithinQuotas(write: QuotaWrite): Promise<QuotaOutcome> {
+      return saveWithinQuotasBy(this, write);
     }
 
     async destroy(id: string): Promise<void> {

@@ -13,6 +13,7 @@ import type { Adapter, AdapterPayload } from 'oidc-provider';
 import {
   comesAfter,
   entryLifetimeMs,
+  QUOTA_KIND,
   GRANTABLE_MODELS,
   COMMITTED_TOGETHER,
   type AtomicCommit,
@@ -28,6 +29,7 @@ import {
   type QuotaWrite,
   type SortedIndexes,
 } from './contract.js';
+import { saveWithinQuotasBy } from './quotas.js';
 import type { OutboxCapable, OutboxStore } from '../outbox/contract.js';
 import { createRedisOutbox, OUTBOX_APPEND_LUA, outboxAppendArgs, outboxKeys } from '../outbox/redis.js';
 import { invalidCall, invalidOption, unavailable } from '../errors/standalone.js';
@@ -210,26 +212,48 @@ end
 return 0`;
 
 /**
- * One exchange's commit: unless a guard has ended, consumes KEYS[1] and, only
- * then, writes the entry KEYS[2], adds it to the sorted indexes that follow
- * and appends the outbox entries; the guard keys come after the indexes, the
- * outbox's keys last (when there are entries). Every key carries the
- * plugin's hash tag, so it runs unchanged on Redis Cluster. ARGV: the number
- * of indexes and of guards, now (seconds), the entry's JSON, its TTL (ms),
- * the index member, its expiry, now (ms), the outbox's bound, then the
- * outbox entries (see OUTBOX_APPEND_LUA). Returns {1, dropped subscriptions…}
- * committed, {0} consumed already, or {2, position of the ended guard}. A
- * guard is ended when its payload has an `ended` field (guards are only ever
- * written as `{"kind":"ImpersonationGuard","ended":…}`).
+ * One exchange's commit: unless a guard has ended, consumes KEYS[1] (when it
+ * is asked to) and, only then, unless a quota counter has taken its bound,
+ * charges every counter (HINCRBY; the first charge sets its expiry; its
+ * `payload` says the count too, as `find` reads it), writes
+ * the entry KEYS[2], adds it to the sorted indexes that follow and appends
+ * the outbox entries. KEYS: the entry to consume (the entry to write again
+ * when there is none), the entry to write, the indexes, the guards, the
+ * counters, the outbox's keys last (when there are entries). Every key
+ * carries the plugin's hash tag, so it runs unchanged on Redis Cluster.
+ * ARGV: the number of indexes and of guards, now (seconds), the entry's
+ * JSON, its TTL (ms), the index member, its expiry, now (ms), the outbox's
+ * bound, the number of counters, 1 to consume (else 0), each counter's bound
+ * and expiry (ms), then the outbox entries (see OUTBOX_APPEND_LUA). Returns
+ * {1, dropped subscriptions…} committed, {0} consumed already, {2, position
+ * of the ended guard} or {3, position of the spent counter}. A guard is
+ * ended when its payload has an `ended` field (guards are only ever written
+ * as `{"kind":"ImpersonationGuard","ended":…}`).
  */
 const COMMIT = `${OUTBOX_APPEND_LUA}
-local indexes, guards = tonumber(ARGV[1]), tonumber(ARGV[2])
+local indexes, guards, quotas = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[10])
 for i = 1, guards do
   local guard = redis.call('HGET', KEYS[2 + indexes + i], 'payload')
   if guard and string.find(guard, '"ended":', 1, true) then return { 2, i } end
 end
-if redis.call('HEXISTS', KEYS[1], 'payload') == 0 then return { 0 } end
-if redis.call('HSETNX', KEYS[1], 'consumed', ARGV[3]) == 0 then return { 0 } end
+local consuming = ARGV[11] == '1'
+if consuming then
+  if redis.call('HEXISTS', KEYS[1], 'payload') == 0 or redis.call('HEXISTS', KEYS[1], 'consumed') == 1 then
+    return { 0 }
+  end
+end
+local counters = 2 + indexes + guards
+for i = 1, quotas do
+  local count = tonumber(redis.call('HGET', KEYS[counters + i], 'count') or '0')
+  if count >= tonumber(ARGV[10 + 2 * i]) then return { 3, i } end
+end
+if consuming then redis.call('HSET', KEYS[1], 'consumed', ARGV[3]) end
+for i = 1, quotas do
+  local key = KEYS[counters + i]
+  local count = redis.call('HINCRBY', key, 'count', 1)
+  if count == 1 then redis.call('PEXPIREAT', key, ARGV[11 + 2 * i]) end
+  redis.call('HSET', key, 'payload', '{"kind":"${QUOTA_KIND}","count":' .. count .. '}')
+end
 redis.call('DEL', KEYS[2])
 redis.call('HSET', KEYS[2], 'payload', ARGV[4])
 redis.call('PEXPIRE', KEYS[2], ARGV[5])
@@ -239,40 +263,10 @@ for i = 3, 2 + indexes do
   local last = redis.call('ZREVRANGE', KEYS[i], 0, 0, 'WITHSCORES')
   redis.call('PEXPIREAT', KEYS[i], math.floor(tonumber(last[2])) + 1000)
 end
-local outbox = 3 + indexes + guards
+local outbox = counters + quotas + 1
 if #KEYS < outbox then return { 1 } end
-local dropped = outbox_append({ unpack(KEYS, outbox, #KEYS) }, tonumber(ARGV[9]), tonumber(ARGV[8]), ARGV, 10)
+local dropped = outbox_append({ unpack(KEYS, outbox, #KEYS) }, tonumber(ARGV[9]), tonumber(ARGV[8]), ARGV, 12 + 2 * quotas)
 return { 1, unpack(dropped) }`;
-
-/**
- * A write within quotas: unless a quota counter has taken its bound, charges
- * every counter (HINCRBY; the first charge sets its expiry) and writes the
- * entry KEYS[1] and its sorted indexes. KEYS: the entry, the indexes, the
- * counters, all under one hash tag. ARGV: the number of indexes and of
- * counters, the entry's JSON, its TTL (ms), the index member, its expiry,
- * now (ms), then each counter's bound and expiry (ms). Returns {1} saved or
- * {0, position of the spent counter}.
- */
-const SAVE_WITHIN_QUOTAS = `
-local indexes, quotas = tonumber(ARGV[1]), tonumber(ARGV[2])
-for i = 1, quotas do
-  local count = tonumber(redis.call('HGET', KEYS[1 + indexes + i], 'count') or '0')
-  if count >= tonumber(ARGV[6 + 2 * i]) then return { 0, i } end
-end
-for i = 1, quotas do
-  local key = KEYS[1 + indexes + i]
-  if redis.call('HINCRBY', key, 'count', 1) == 1 then redis.call('PEXPIREAT', key, ARGV[7 + 2 * i]) end
-end
-redis.call('DEL', KEYS[1])
-redis.call('HSET', KEYS[1], 'payload', ARGV[3])
-redis.call('PEXPIRE', KEYS[1], ARGV[4])
-for i = 2, 1 + indexes do
-  redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', ARGV[7])
-  redis.call('ZADD', KEYS[i], ARGV[6], ARGV[5])
-  local last = redis.call('ZREVRANGE', KEYS[i], 0, 0, 'WITHSCORES')
-  redis.call('PEXPIREAT', KEYS[i], math.floor(tonumber(last[2])) + 1000)
-end
-return { 1 }`;
 
 interface Scripts {
   impersonationConsumeOnce(key: string, now: number): Promise<number>;
@@ -284,8 +278,6 @@ interface Scripts {
   impersonationIndexAddWithin(...args: Array<string | number>): Promise<number>;
   /** `impersonationCommit(numberOfKeys, ...keys, …ARGV)`: see COMMIT. */
   impersonationCommit(...args: Array<string | number>): Promise<unknown>;
-  /** `impersonationSaveWithinQuotas(numberOfKeys, ...keys, …ARGV)`: see SAVE_WITHIN_QUOTAS. */
-  impersonationSaveWithinQuotas(...args: Array<string | number>): Promise<unknown>;
 }
 
 /** The scripts as they are queued in a pipeline (their replies come with `exec()`). */
@@ -358,18 +350,12 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
   client.defineCommand('impersonationIndexAdd', { lua: INDEX_ADD });
   client.defineCommand('impersonationIndexAddWithin', { lua: INDEX_ADD_WITHIN });
   client.defineCommand('impersonationCommit', { lua: COMMIT });
-  client.defineCommand('impersonationSaveWithinQuotas', { lua: SAVE_WITHIN_QUOTAS });
   if (cluster) {
     // Auto-pipelining groups a Cluster's commands by the slot of their first
     // argument, which for these scripts is their number of keys: sent alone,
     // each goes to the slot of its keys.
     const ignored = (client.options.autoPipeliningIgnoredCommands ??= []);
-    for (const name of [
-      'impersonationIndexAdd',
-      'impersonationIndexAddWithin',
-      'impersonationCommit',
-      'impersonationSaveWithinQuotas',
-    ])
+    for (const name of ['impersonationIndexAdd', 'impersonationIndexAddWithin', 'impersonationCommit'])
       if (!ignored.includes(name)) ignored.push(name);
     // A Cluster opens a node's connection on its first command, and, without
     // an offline queue, fails the calls that reach the node while it opens: a
@@ -545,20 +531,23 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
       indexes,
       expiresAt,
       guards,
+      quotas = [],
       outbox: notes,
     }: CommitWrite): Promise<CommitOutcome> {
-      if (!COMMITTED_TOGETHER.has(consume.model) || !COMMITTED_TOGETHER.has(write.model)) {
+      if ((consume && !COMMITTED_TOGETHER.has(consume.model)) || !COMMITTED_TOGETHER.has(write.model)) {
         throw invalidCall('commitOnce', `commits only ${[...COMMITTED_TOGETHER].join(' and ')} entries`);
       }
       const ttl = entryLifetimeMs(write.expiresIn);
       if (ttl === undefined || ttl === 0) throw invalidCall('commitOnce', 'the entry to write needs a lifetime');
       if (!isReady()) await whenReady();
       const appending = notes !== undefined && notes.entries.length > 0;
+      const written = entryKey(write.model, write.id);
       const keys = [
-        entryKey(consume.model, consume.id),
-        entryKey(write.model, write.id),
+        consume ? entryKey(consume.model, consume.id) : written,
+        written,
         ...indexes.map((index) => sortedIndexKey(write.model, index)),
         ...guards.map((guard) => entryKey(write.model, guard)),
+        ...quotas.map((quota) => entryKey(write.model, quota.key)),
         ...(appending ? outboxKeys(prefix) : []),
       ];
       const { consumed: _consumed, ...stored } = write.payload;
@@ -574,7 +563,11 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
         write.id,
         expiresAt,
         now,
-        ...(appending ? [notes.maxPending, ...outboxAppendArgs(notes.entries, notes.now)] : []),
+        appending ? notes.maxPending : 0,
+        quotas.length,
+        consume ? 1 : 0,
+        ...quotas.flatMap((quota) => [quota.max, Math.ceil(quota.expiresAt)]),
+        ...(appending ? outboxAppendArgs(notes.entries, notes.now) : []),
       ];
       const [code, ...rest] = (
         replicas
@@ -583,40 +576,12 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
       ) as Array<number | string>;
       if (code === 1) return appending ? { outcome: 'committed', dropped: rest.map(String) } : { outcome: 'committed' };
       if (code === 0) return { outcome: 'consumed' };
+      if (code === 3) return { outcome: 'spent', key: quotas[Number(rest[0]) - 1]!.key };
       return { outcome: 'guarded', guard: guards[Number(rest[0]) - 1]! };
     }
 
-    async saveWithinQuotas({ write, indexes, expiresAt, quotas }: QuotaWrite): Promise<QuotaOutcome> {
-      if (!COMMITTED_TOGETHER.has(write.model)) {
-        throw invalidCall('saveWithinQuotas', `saves only ${[...COMMITTED_TOGETHER].join(' and ')} entries`);
-      }
-      const ttl = entryLifetimeMs(write.expiresIn);
-      if (ttl === undefined || ttl === 0) throw invalidCall('saveWithinQuotas', 'the entry to write needs a lifetime');
-      if (!isReady()) await whenReady();
-      const keys = [
-        entryKey(write.model, write.id),
-        ...indexes.map((index) => sortedIndexKey(write.model, index)),
-        ...quotas.map((quota) => entryKey(write.model, quota.key)),
-      ];
-      const { consumed: _consumed, ...stored } = write.payload;
-      const args = [
-        keys.length,
-        ...keys,
-        indexes.length,
-        quotas.length,
-        JSON.stringify(stored),
-        ttl,
-        write.id,
-        expiresAt,
-        Date.now(),
-        ...quotas.flatMap((quota) => [quota.max, Math.ceil(quota.expiresAt)]),
-      ];
-      const [code, position] = (
-        replicas
-          ? await replicated(() => pipeline().impersonationSaveWithinQuotas(...args))
-          : await redis.impersonationSaveWithinQuotas(...args)
-      ) as number[];
-      return code === 1 ? { outcome: 'saved' } : { outcome: 'spent', key: quotas[position! - 1]!.key };
+    async saveWithinQuotas(write: QuotaWrite): Promise<QuotaOutcome> {
+      return saveWithinQuotasBy(this, write);
     }
 
     async indexRemove(indexes: readonly string[], member: string): Promise<void> {

@@ -30,7 +30,8 @@ export type ImpersonationEventName = (typeof EVENTS)[keyof typeof EVENTS];
  * grant was revoked, the customer ended the access grant that allowed it, or
  * (for a delegation) the session its subject token belonged to was stopped.
  */
-export type EndReason = 'actor_logout' | 'actor_grant_revoked' | 'access_grant_ended' | 'parent_session_stopped';
+export type EndReason =
+  'actor_logout' | 'actor_grant_revoked' | 'access_grant_ended' | 'parent_session_stopped' | 'subject_token_revoked';
 
 /**
  * Every field an impersonation event may carry, each described once; which

@@ -1,7 +1,8 @@
 import type { KoaContextWithOIDC } from 'oidc-provider';
 import { verifyAccessToken, type VerifiedAccessToken } from '../access-token.js';
 import { invalidRequest } from '../errors.js';
-import { providerConfiguration, type DpopProof } from '../provider-internals.js';
+import type { DpopProof } from '../provider-internals.js';
+import { accountExists } from './account.js';
 
 /** RFC 8693 4.1: the current actor, with earlier actors nested below. */
 export interface ActClaim {
@@ -27,18 +28,36 @@ export function lookUpActorToken(ctx: KoaContextWithOIDC, value: string): ActorT
   );
 }
 
-export interface ActorRules {
+/** What an actor token is checked against besides itself: whose tokens count, and the request's proofs. */
+export interface ActorProof {
   /** Clients besides the exchanging one whose users' tokens count as actor tokens. */
   actorClients: ReadonlySet<string>;
   dpop: DpopProof | undefined;
   certificateThumbprint: string | undefined;
 }
 
+/** A DPoP- or certificate-bound token presented as a bare string would be a stolen copy turned back into a bearer one. */
+export function checkSenderConstraint(name: string, cnf: VerifiedAccessToken['cnf'], proof: ActorProof): void {
+  if (cnf?.jkt && cnf.jkt !== proof.dpop?.thumbprint) {
+    throw invalidRequest(`${name} is DPoP-bound; the request must carry a DPoP proof of the same key`);
+  }
+  if (cnf?.['x5t#S256'] && cnf['x5t#S256'] !== proof.certificateThumbprint) {
+    throw invalidRequest(`${name} is certificate-bound; the request must use the same client certificate`);
+  }
+}
+
+/** An impersonation's actor: also whether the session an exchanged actor token belongs to is still active. */
+export interface ImpersonationActorRules extends ActorProof {
+  sessionActive(sessionId: string): Promise<boolean>;
+}
+
 /**
  * An actor token must be a token oidc-provider still honours, issued to a
  * user who still exists, with `openid` in its scope set, to the exchanging
  * client or one the deployment names in `actorClients`: a user's token from
- * some other relying party proves nothing about who sits at this one. A
+ * some other relying party proves nothing about who sits at this one. One an
+ * exchange issued acts (its `act` nested below) only while its session is
+ * active. A
  * sender-constrained actor token counts only with its proof: presenting a
  * DPoP-bound token as a bare string would turn a stolen copy back into a
  * bearer credential.
@@ -46,7 +65,7 @@ export interface ActorRules {
 export async function validateActorToken(
   ctx: KoaContextWithOIDC,
   lookup: ActorTokenLookup,
-  rules: ActorRules,
+  rules: ImpersonationActorRules,
 ): Promise<VerifiedAccessToken> {
   const outcome = await lookup;
   if ('failure' in outcome) throw outcome.failure;
@@ -60,12 +79,12 @@ export async function validateActorToken(
   if (!token.scopes.has('openid')) {
     throw invalidRequest('actor_token must carry the openid scope');
   }
-  if (token.cnf?.jkt && token.cnf.jkt !== rules.dpop?.thumbprint) {
-    throw invalidRequest('actor_token is DPoP-bound; the request must carry a DPoP proof of the same key');
+  // A token an exchange issued acts only while its own session does: a stopped impersonation's JWT
+  // verifies until its exp, and would otherwise start new impersonations after the stop.
+  if (token.impersonationSession !== undefined && !(await rules.sessionActive(token.impersonationSession))) {
+    throw invalidRequest('actor_token belongs to an impersonation session that was stopped');
   }
-  if (token.cnf?.['x5t#S256'] && token.cnf['x5t#S256'] !== rules.certificateThumbprint) {
-    throw invalidRequest('actor_token is certificate-bound; the request must use the same client certificate');
-  }
+  checkSenderConstraint('actor_token', token.cnf, rules);
   if (token.clientId !== ctx.oidc.client!.clientId) {
     if (!rules.actorClients.has(token.clientId)) {
       throw invalidRequest('actor_token was issued to a client whose tokens are not accepted as actor tokens here');
@@ -74,8 +93,7 @@ export async function validateActorToken(
       throw invalidRequest('actor_token was issued to a client that no longer exists');
     }
   }
-  const account = await providerConfiguration(ctx.oidc.provider).findAccount(ctx, token.sub);
-  if (!account || account.accountId !== token.sub) {
+  if (!(await accountExists(ctx, token.sub))) {
     throw invalidRequest('actor_token names a user that no longer exists');
   }
   return token;

@@ -3,11 +3,12 @@ import type { AccessToken, KoaContextWithOIDC, Provider } from 'oidc-provider';
 import { publicTokenId } from '../access-token.js';
 import { EVENTS, type ImpersonationEvent } from '../audit/events.js';
 import { journalOf } from '../audit/journal.js';
+import { quotaRefusal, type DelegationCharge } from '../capacity.js';
 import { exchangeTooSlow, invalidGrant, invalidRequest } from '../errors.js';
 import type { ResolvedOptions } from '../options.js';
 import { assignTokenId, newBackingGrant } from '../provider-internals.js';
 import type { SessionRecord } from '../sessions/record.js';
-import { isAccessGrantMark, type SessionStore } from '../sessions/store.js';
+import { endedOrigin, type SessionStore } from '../sessions/store.js';
 import type { CommitOutcome } from '../adapters/contract.js';
 import { SUBJECT_TOKEN_MODEL } from '../subject-tokens/store.js';
 import { notificationOf } from '../webhooks/notify.js';
@@ -22,15 +23,23 @@ export const EXCHANGE_DEADLINE_MS = 120_000;
 export interface Commit {
   token: AccessToken;
   session: SessionRecord;
-  /** The store key of the subject token to redeem. */
-  subjectTokenKey: string;
+  /** The store key of the subject token to redeem: an impersonation's; a delegation redeems none. */
+  subjectTokenKey?: string | undefined;
+  /** What a delegation's session is charged to (lib/capacity.ts): listed only within those shares. */
+  quotas?: readonly DelegationCharge[] | undefined;
   /** When the exchange began reading (ms since the epoch). */
   startedAt: number;
   /** The success event, as the trail records it; built once the token is named. */
-  event: () => ImpersonationEvent<typeof EVENTS.exchangeSucceeded>;
+  event: () => ExchangeEvent;
+  /** Whether the trail records the success (a delegation of a user's own token stays off it). */
+  onTrail: boolean;
+  /** Whether the success goes to the webhooks' outbox (an impersonation's; a delegation's does not). */
+  notify: boolean;
   /** Called once the trail holds the success row. */
-  successRecorded: () => void;
+  successRecorded?: () => void;
 }
+
+export type ExchangeEvent = ImpersonationEvent<typeof EVENTS.exchangeSucceeded | typeof EVENTS.delegationSucceeded>;
 
 export interface CommitStores {
   options: ResolvedOptions;
@@ -38,33 +47,38 @@ export interface CommitStores {
 }
 
 /**
- * Issues the token and commits the exchange. What the provider's adapter
- * keeps (an opaque token and the Grant behind it) and the trail's row (unless
- * the trail is in the store's database) are written first: either failing
- * stops the exchange with nothing burned and nothing listed. Then one store
- * operation redeems the subject token, lists the session, appends the
- * exchange's notifications and, in the store's database, the trail's row,
- * unless the actor's sign-in or the customer's grant was marked ended since
- * the exchange read them; a lost race or a refusal there writes nothing of
- * ours, and the provider's token and Grant are withdrawn.
+ * Issues the token and commits the exchange, impersonation and delegation
+ * alike. What the provider's adapter keeps (an opaque token and the Grant
+ * behind it) and the trail's row (unless the trail is in the store's
+ * database) are written first: either failing stops the exchange with
+ * nothing burned and nothing listed. Then one store operation redeems the
+ * subject token (an impersonation's), charges the session to its principals'
+ * quotas (a delegation's), lists the session, appends the exchange's
+ * notifications and, in the store's database, the trail's row, unless an
+ * origin the exchange was allowed by (the actor's sign-in, the customer's
+ * grant, the session delegated from, the subject token) was marked ended
+ * since the exchange read it; a lost race or a refusal there writes nothing
+ * of ours, and the provider's token and Grant are withdrawn: they are in the
+ * provider's adapter, which no operation of the plugin's store can span.
  * Resolves the access token's value.
  */
 export async function commit(
   ctx: KoaContextWithOIDC,
   { options, sessions }: CommitStores,
-  { token, session, subjectTokenKey, startedAt, event, successRecorded }: Commit,
+  { token, session, subjectTokenKey, quotas, startedAt, event, onTrail, notify, successRecorded }: Commit,
 ): Promise<string> {
   const provider = ctx.oidc.provider;
   ctx.oidc.entity('AccessToken', token);
   const jti = assignTokenId(token); // sets token.format too: read it only after
   session.accessTokenId = publicTokenId(token.format, jti);
+  const auditLog = onTrail ? options.auditLog : undefined;
   // The trail's row: in the commit's own transaction when the trail is in the store's database,
   // otherwise appended first (group commit).
-  const journal = journalOf(options.auditLog);
+  const journal = journalOf(auditLog);
   const inCommit = journal !== undefined && sessions.sharesDatabase(journal.database);
   // The notifications go in the commit too: none for an exchange that does not happen, and
   // no token without its notifications.
-  const notification = notificationOf(provider, event());
+  const notification = notify ? notificationOf(provider, event()) : undefined;
   let value: string;
   let committed: CommitOutcome & { outcome: 'committed' };
   try {
@@ -74,34 +88,23 @@ export async function commit(
     // refusal after it; in the commit, it leaves no row.
     [value] = await Promise.all([
       issue(provider, token, session),
-      inCommit
-        ? journal.ready()
-        : options.auditLog?.append(EVENTS.exchangeSucceeded, Object.freeze(event())).then(successRecorded),
+      inCommit ? journal.ready() : auditLog?.append(event().name, Object.freeze(event())).then(successRecorded),
     ]);
     // Checked last before the commit: an exchange that ran past the deadline may have read an
     // origin whose end mark is gone already.
     if (Date.now() - startedAt > EXCHANGE_DEADLINE_MS) throw exchangeTooSlow(EXCHANGE_DEADLINE_MS);
     const outcome = await sessions.commit(
       session,
-      { model: SUBJECT_TOKEN_MODEL, id: subjectTokenKey },
+      subjectTokenKey === undefined ? undefined : { model: SUBJECT_TOKEN_MODEL, id: subjectTokenKey },
       {
+        ...(quotas?.length ? { quotas } : {}),
         ...(inCommit
-          ? {
-              journal: {
-                appendFunction: journal.appendFunction,
-                rows: journal.rows(EVENTS.exchangeSucceeded, event()),
-              },
-            }
+          ? { journal: { appendFunction: journal.appendFunction, rows: journal.rows(event().name, event()) } }
           : {}),
         ...(notification ? { outbox: notification } : {}),
       },
     );
-    if (outcome.outcome === 'consumed') throw invalidRequest('subject_token was already used');
-    if (outcome.outcome === 'guarded') {
-      throw isAccessGrantMark(outcome.guard)
-        ? invalidGrant("the customer's access grant ended")
-        : invalidRequest('actor_token was revoked, or its sign-in ended, during the exchange');
-    }
+    if (outcome.outcome !== 'committed') throw refusalOf(outcome, quotas ?? []);
     committed = outcome;
   } catch (error) {
     await withdraw(provider, token, session);
@@ -109,7 +112,7 @@ export async function commit(
   }
   // Committed: from here on nothing may fail the exchange, whose token is its own now.
   if (inCommit) {
-    successRecorded();
+    successRecorded?.();
     await journal.committed(committed.journaled ?? []);
   }
   try {
@@ -119,6 +122,22 @@ export async function commit(
     (provider as unknown as NodeJS.EventEmitter).emit('error', error, ctx);
   }
   return value;
+}
+
+/** Why the store did not commit, as the client is told. */
+function refusalOf(outcome: Exclude<CommitOutcome, { outcome: 'committed' }>, quotas: readonly DelegationCharge[]) {
+  if (outcome.outcome === 'consumed') return invalidRequest('subject_token was already used');
+  if (outcome.outcome === 'spent') return quotaRefusal(quotas, outcome.key);
+  switch (endedOrigin(outcome.guard)) {
+    case 'accessGrant':
+      return invalidGrant("the customer's access grant ended");
+    case 'parentSession':
+      return invalidRequest('subject_token belongs to a session that was stopped');
+    case 'subjectToken':
+      return invalidRequest('subject_token was revoked during the exchange');
+    default:
+      return invalidRequest('actor_token was revoked, or its sign-in ended, during the exchange');
+  }
 }
 
 /**

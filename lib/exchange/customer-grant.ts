@@ -5,13 +5,34 @@
  * the token's lifetime. Every refusal comes before anything is written, so
  * the subject token is not burned.
  */
-import { grantStateOf, type AccessGrant } from '../approvals/record.js';
-import type { ApprovalStore } from '../approvals/store.js';
 import { invalidGrant, invalidScope, invalidTarget } from '../errors.js';
 import type { SubjectTokenRecord } from '../subject-tokens/store.js';
 
+/**
+ * A customer's access grant as the exchange reads it, with its state when it
+ * was read. The approvals module keeps them; the plugin's assembly passes
+ * their reader in, so that the exchange depends on nothing of approvals.
+ */
+export interface CustomerGrant {
+  subject: string;
+  /** Only this actor may use it; absent: any. */
+  actor?: string | undefined;
+  /** The one resource it opens; absent: any. */
+  resource?: string | undefined;
+  /** The scopes it allows; absent: any. */
+  scope?: string[] | undefined;
+  /** Seconds since the epoch. */
+  expiresAt: number;
+  state: 'active' | 'ended' | 'expired';
+}
+
+export interface CustomerGrants {
+  /** The grant `id`, or undefined for one the store does not hold; rejects when the store cannot answer. */
+  find(id: string): Promise<CustomerGrant | undefined>;
+}
+
 export interface GrantBounds {
-  grant: AccessGrant;
+  grant: CustomerGrant;
   /** The requested scopes the grant allows: never more than the customer allowed. */
   scope: string[];
   /** Seconds until the grant expires: the token must not outlive it. */
@@ -24,11 +45,11 @@ export interface GrantBounds {
  * rejects (a store failure is its outcome), so it may be left unawaited when
  * the exchange is refused first.
  */
-export type CustomerGrantRead = Promise<{ grant: AccessGrant | undefined } | { failure: unknown }> | undefined;
+export type CustomerGrantRead = Promise<{ grant: CustomerGrant | undefined } | { failure: unknown }> | undefined;
 
-export function readCustomerGrant(approvals: ApprovalStore, record: SubjectTokenRecord): CustomerGrantRead {
+export function readCustomerGrant(grants: CustomerGrants, record: SubjectTokenRecord): CustomerGrantRead {
   if (record.accessGrantId === undefined) return undefined;
-  return approvals.findGrant(record.accessGrantId).then(
+  return grants.find(record.accessGrantId).then(
     (grant) => ({ grant }),
     (failure: unknown) => ({ failure }),
   );
@@ -64,8 +85,8 @@ export async function customerGrantBounds(
   return { grant, scope, secondsLeft };
 }
 
-function usable(grant: AccessGrant | undefined, record: SubjectTokenRecord): AccessGrant {
-  const state = grant && grant.subject === record.subject ? grantStateOf(grant) : 'ended';
+function usable(grant: CustomerGrant | undefined, record: SubjectTokenRecord): CustomerGrant {
+  const state = grant && grant.subject === record.subject ? grant.state : 'ended';
   if (state === 'ended') throw invalidGrant("the customer's access grant ended");
   if (state === 'expired') throw invalidGrant("the customer's access grant expired");
   return grant!;

@@ -8,10 +8,10 @@ import { scopeSet } from '../access-token.js';
 import { invalidClient, invalidRequest, invalidScope, invalidTarget } from '../errors.js';
 import { resolveRequestedResources, validateClientScope } from '../provider-internals.js';
 import { isStorableText, UNSTORABLE_TEXT } from '../storable-text.js';
-import { looksLikeSubjectToken } from '../subject-tokens/token.js';
 
 export const TOKEN_EXCHANGE_GRANT = 'urn:ietf:params:oauth:grant-type:token-exchange';
 export const ACCESS_TOKEN_TYPE = 'urn:ietf:params:oauth:token-type:access_token';
+export const JWT_TOKEN_TYPE = 'urn:ietf:params:oauth:token-type:jwt';
 
 /** Parameters the token endpoint keeps for this grant; `resource` and `audience` may repeat. */
 export const EXCHANGE_PARAMETERS = [
@@ -49,12 +49,24 @@ export function checkClientAuthentication(ctx: KoaContextWithOIDC): void {
   }
 }
 
-export function exchangeParameters(ctx: KoaContextWithOIDC): ExchangeParams {
+/** What one kind of exchange accepts of the token types and targets RFC 8693 2.1 lets a request name. */
+export interface Accepted {
+  subjectTokenType(type: string): boolean;
+  /** What to say of a subject_token_type it does not accept. */
+  subjectTokenTypes: string;
+  actorTokenTypes: readonly string[];
+  requestedTokenTypes: readonly string[];
+  /** Whether `audience` may name the target (mapped to a resource by the deployment). */
+  audience: boolean;
+}
+
+/** The parameters, as RFC 8693 2.1 and the kind of exchange (`accepted`) want them. */
+export function exchangeParameters(ctx: KoaContextWithOIDC, accepted: Accepted): ExchangeParams {
   const params = ctx.oidc.params as Partial<ExchangeParams>;
   if (!params.subject_token) throw invalidRequest('missing required parameter subject_token');
   if (!params.subject_token_type) throw invalidRequest('missing required parameter subject_token_type');
-  if (params.subject_token_type !== ACCESS_TOKEN_TYPE) {
-    throw invalidRequest(`unsupported subject_token_type; use ${ACCESS_TOKEN_TYPE}`);
+  if (!accepted.subjectTokenType(params.subject_token_type)) {
+    throw invalidRequest(`unsupported subject_token_type; ${accepted.subjectTokenTypes}`);
   }
   if (params.actor_token !== undefined && params.actor_token_type === undefined) {
     throw invalidRequest('actor_token_type is required when actor_token is sent');
@@ -62,23 +74,37 @@ export function exchangeParameters(ctx: KoaContextWithOIDC): ExchangeParams {
   if (params.actor_token === undefined && params.actor_token_type !== undefined) {
     throw invalidRequest('actor_token_type must not be sent without actor_token');
   }
-  if (params.actor_token_type !== undefined && params.actor_token_type !== ACCESS_TOKEN_TYPE) {
-    throw invalidRequest(`unsupported actor_token_type; use ${ACCESS_TOKEN_TYPE}`);
+  const { actorTokenTypes, requestedTokenTypes } = accepted;
+  if (params.actor_token_type !== undefined && !actorTokenTypes.includes(params.actor_token_type)) {
+    throw invalidRequest(`unsupported actor_token_type; use ${actorTokenTypes.join(' or ')}`);
   }
-  if (params.requested_token_type !== undefined && params.requested_token_type !== ACCESS_TOKEN_TYPE) {
-    throw invalidRequest(`unsupported requested_token_type; only ${ACCESS_TOKEN_TYPE} is issued`);
+  // RFC 8693 2.2.2: a token type the server cannot issue is an invalid_request.
+  if (params.requested_token_type !== undefined && !requestedTokenTypes.includes(params.requested_token_type)) {
+    throw invalidRequest(
+      requestedTokenTypes.length === 1
+        ? `unsupported requested_token_type; only ${requestedTokenTypes[0]} is issued`
+        : `unsupported requested_token_type; use ${requestedTokenTypes.join(' or ')}`,
+    );
   }
-  if (params.audience !== undefined) {
+  if (params.audience !== undefined && !accepted.audience) {
     throw invalidTarget('the audience parameter is not supported; name the resource server with resource');
   }
   // A deployment's getResourceServerInfo may accept a family of indicators; none
   // that a store refuses may reach the session and the trail. (oidc-provider
   // already refuses such a scope.)
-  if ([params.resource ?? []].flat().some((resource) => !isStorableText(resource))) {
-    throw invalidTarget(`resource holds ${UNSTORABLE_TEXT}`);
+  if ([params.resource ?? [], params.audience ?? []].flat().some((target) => !isStorableText(target))) {
+    throw invalidTarget(`${accepted.audience ? 'resource or audience' : 'resource'} holds ${UNSTORABLE_TEXT}`);
   }
-  if (!looksLikeSubjectToken(params.subject_token)) throw invalidRequest('subject_token is unknown');
   return params as ExchangeParams;
+}
+
+/**
+ * RFC 8693 2.1: a token is validated as the type its `*_token_type` names. A
+ * JWT is three dot-separated parts; anything else sent as one is refused,
+ * whatever it would have verified as.
+ */
+export function checkStatedType(name: 'subject_token' | 'actor_token', value: string, type: string | undefined): void {
+  if (type === JWT_TOKEN_TYPE && value.split('.').length !== 3) throw invalidRequest(`${name} is not a JWT`);
 }
 
 export async function resolveSingleResource(ctx: KoaContextWithOIDC): Promise<ResourceServerInstance> {

@@ -1,6 +1,6 @@
 import { DecisionPointUnavailable, managementUnavailable, policyUnavailable } from '../errors.js';
 import type { JsonObject, JsonValue } from '../json.js';
-import type { DelegationPolicyInput, ResolvedDelegationOptions } from '../delegation/options.js';
+import type { DelegationPolicyInput, ResolvedDelegationOptions } from '../exchange/delegation/options.js';
 import type { CreationPolicyInput, ExchangeDecision, ExchangePolicyInput, PolicyDecision } from '../options.js';
 import { evaluateAccess, type AccessEvaluation, type PolicyAction } from './evaluation.js';
 import type { ResolvedAuthzenOptions } from './options.js';

@@ -1,4 +1,4 @@
-import type { ResolvedDelegationOptions } from '../delegation/options.js';
+import type { ResolvedDelegationOptions } from '../exchange/delegation/options.js';
 import type { ResolvedOptions } from '../options.js';
 import { delegationWithDecisionPoint, withDecisionPoint } from './compose.js';
 import { resolveAuthzenOptions, type AuthzenOptions } from './options.js';

@@ -25,8 +25,8 @@ export async function closeSession(
   auditLog: AuditSink | undefined,
 ): Promise<SessionRecord> {
   if (stateOf(record) !== 'active') return record;
-  // Marked first, so that a delegation from it that is being issued meets the mark after it
-  // lists itself, while one listed before is found below.
+  // Marked first, so that a delegation from it that is being issued is refused by its commit,
+  // while one committed before is found below.
   await sessions.markEnded({ parentSessionId: record.id });
   // Delegations made from this session stop first: should one fail, this session is still
   // active, and closing it again finds and finishes them.

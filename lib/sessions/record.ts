@@ -36,7 +36,7 @@ export interface SessionRecord {
   accessGrantId?: string;
   /** Started without the customer's approval, by a client allowed to bypass it, for this reason. */
   breakGlass?: { reason: string };
-  /** `delegation` for a token issued by RFC 8693 delegation (lib/delegation); absent for an impersonation. */
+  /** `delegation` for a token issued by RFC 8693 delegation (lib/exchange/delegation); absent for an impersonation. */
   type?: 'delegation';
   /** A delegation whose subject token belonged to this session: stopping that session stops this one. */
   parentSessionId?: string;

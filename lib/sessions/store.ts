@@ -6,7 +6,6 @@ import {
   type ImpersonationAdapter,
   type IndexEntry,
   type QuotaCharge,
-  type QuotaOutcome,
 } from '../adapters/contract.js';
 import { stateOf, type SessionRecord } from './record.js';
 
@@ -37,6 +36,7 @@ const byActorSession = (uid: string) => `actor-session:${uid}`;
 const byAccessGrant = (grantId: string) => `access-grant:${grantId}`;
 const byParentSession = (sessionId: string) => `parent-session:${sessionId}`;
 const byDelegationKey = (key: string) => `delegation:${key}`;
+const bySubjectToken = (tokenId: string) => `subject-token:${tokenId}`;
 
 export interface SessionFilter {
   subject?: string;
@@ -68,20 +68,6 @@ export class SessionStore {
     this.#adapter = adapter;
   }
 
-  /**
-   * Lists a session charged to `quotas` (lib/capacity.ts), in one store
-   * operation: `spent` names the quota that had no room left, and then nothing
-   * is written or charged.
-   */
-  saveWithinQuotas(record: SessionRecord, quotas: readonly QuotaCharge[]): Promise<QuotaOutcome> {
-    return this.#adapter.saveWithinQuotas({
-      write: { model: SESSION_MODEL, id: record.id, payload: toPayload(record), expiresIn: keptFor(record) },
-      indexes: indexesOf(record),
-      expiresAt: record.expiresAt * 1000,
-      quotas,
-    });
-  }
-
   /** The active delegation of `delegationKey` that lasts at least until `until` (seconds), if there is one. */
   async liveDelegation(delegationKey: string, until: number): Promise<SessionRecord | undefined> {
     const [latest] = await this.#adapter.indexRange(byDelegationKey(delegationKey), undefined, 1);
@@ -91,27 +77,43 @@ export class SessionStore {
   }
 
   /**
-   * Lists the session and redeems `redeem` (the subject token's entry) in one
-   * store operation, unless one of the origins it started from (`origins`)
-   * was marked ended since the exchange read it: `committed` for the one
-   * exchange that redeemed it, otherwise nothing is written. With `journal`,
-   * the trail's row is appended in the same operation; with `outbox`, the
-   * exchange's notifications.
+   * Lists the session, redeems `redeem` (an impersonation's subject token
+   * entry) and charges `quotas` (a delegation's principals, lib/capacity.ts)
+   * in one store operation, unless one of the origins it started from was
+   * marked ended since the exchange read it, or a quota is spent:
+   * `committed` for the one exchange that redeemed it, otherwise nothing is
+   * written. With `journal`, the trail's row is appended in the same
+   * operation; with `outbox`, the exchange's notifications.
    */
   commit(
     record: SessionRecord,
-    redeem: { model: string; id: string },
-    { journal, outbox }: Pick<CommitWrite, 'journal' | 'outbox'> = {},
+    redeem: { model: string; id: string } | undefined,
+    { journal, outbox, quotas }: Pick<CommitWrite, 'journal' | 'outbox' | 'quotas'> = {},
   ): Promise<CommitOutcome> {
     return this.#adapter.commitOnce({
-      consume: redeem,
+      ...(redeem ? { consume: redeem } : {}),
       write: { model: SESSION_MODEL, id: record.id, payload: toPayload(record), expiresIn: keptFor(record) },
       indexes: indexesOf(record),
       expiresAt: record.expiresAt * 1000,
       guards: originsOf(record).map(markOf),
+      ...(quotas?.length ? { quotas } : {}),
       ...(journal ? { journal } : {}),
       ...(outbox ? { outbox } : {}),
     });
+  }
+
+  /**
+   * The first of `quotas` that has taken its bound, as read now: a delegation
+   * refused by it writes nothing, not even the trail's row. The commit checks
+   * and charges them again, atomically.
+   */
+  async spentQuota(quotas: readonly QuotaCharge[]): Promise<string | undefined> {
+    const counters = await Promise.all(quotas.map((quota) => this.#adapter.find(quota.key)));
+    const spent = quotas.find((quota, at) => {
+      const count = (counters[at] as { count?: unknown } | undefined)?.count;
+      return typeof count === 'number' && count >= quota.max;
+    });
+    return spent?.key;
   }
 
   /** Whether the store is `database` (a trail's pool): its commit can then carry the trail's row. */
@@ -123,11 +125,6 @@ export class SessionStore {
   async hasEnded(origin: Origin): Promise<boolean> {
     const mark = (await this.#adapter.find(markOf(origin))) as { ended?: unknown } | undefined;
     return mark?.ended !== undefined;
-  }
-
-  /** Removes a delegation's session whose token was never handed out (its parent stopped meanwhile, a failed write). */
-  async discard(record: SessionRecord): Promise<void> {
-    await Promise.all([this.#adapter.destroy(record.id), this.#adapter.indexRemove(indexesOf(record), record.id)]);
   }
 
   /**
@@ -225,18 +222,26 @@ export class SessionStore {
 
 /** What a session was started from, whose end ends it: the actor token's Grant or sign-in, the customer's access grant, the session it delegates from. */
 export type Origin =
-  { grantId: string } | { sessionUid: string } | { accessGrantId: string } | { parentSessionId: string };
+  | { grantId: string }
+  | { sessionUid: string }
+  | { accessGrantId: string }
+  | { parentSessionId: string }
+  | { subjectTokenId: string };
 
 function indexOf(origin: Origin): string {
   if ('grantId' in origin) return byActorGrant(origin.grantId);
+  if ('subjectTokenId' in origin) return bySubjectToken(origin.subjectTokenId);
   if ('sessionUid' in origin) return byActorSession(origin.sessionUid);
   if ('parentSessionId' in origin) return byParentSession(origin.parentSessionId);
   return byAccessGrant(origin.accessGrantId);
 }
 
-/** Whether a guard a commit was refused by is the mark of a customer's access grant (else of the actor's sign-in). */
-export function isAccessGrantMark(guard: string): boolean {
-  return guard.startsWith(markOf({ accessGrantId: '' }));
+/** Which origin's end mark a commit was refused by (an actor's sign-in or Grant when none of the others). */
+export function endedOrigin(guard: string): 'accessGrant' | 'parentSession' | 'subjectToken' | 'actor' {
+  if (guard.startsWith(markOf({ accessGrantId: '' }))) return 'accessGrant';
+  if (guard.startsWith(markOf({ parentSessionId: '' }))) return 'parentSession';
+  if (guard.startsWith(markOf({ subjectTokenId: '' }))) return 'subjectToken';
+  return 'actor';
 }
 
 /** The id of an origin's end mark: never a session id (those start with `imp_`). */
@@ -250,6 +255,8 @@ function originsOf(record: SessionRecord): Origin[] {
     ...(record.actorSessionUid === undefined ? [] : [{ sessionUid: record.actorSessionUid }]),
     ...(record.accessGrantId === undefined ? [] : [{ accessGrantId: record.accessGrantId }]),
     ...(record.parentSessionId === undefined ? [] : [{ parentSessionId: record.parentSessionId }]),
+    // A delegation ends with the token it was exchanged from (revoked at the revocation endpoint).
+    ...(record.type === 'delegation' ? [{ subjectTokenId: record.subjectTokenId }] : []),
   ];
 }
 

@@ -15,6 +15,8 @@ const ENTITY_OF_END: Readonly<Record<EndReason, InitiatingEntity>> = {
   access_grant_ended: 'user',
   // A delegated session ends with its parent, by rule.
   parent_session_stopped: 'policy',
+  // The token a delegation was exchanged from was revoked by its holder's client (RFC 7009), as at a sign-out.
+  subject_token_revoked: 'user',
 };
 
 /** What an administrator reading the receiver's logs is told when the stop gave no reason of its own. */
@@ -23,6 +25,7 @@ const ADMIN_TEXT_OF_END: Readonly<Record<EndReason, string>> = {
   actor_grant_revoked: "The support agent's sign-in was revoked; the impersonation ended with it.",
   access_grant_ended: 'The customer ended the access they had given to support.',
   parent_session_stopped: 'The impersonation this session was delegated from stopped.',
+  subject_token_revoked: 'The token this session was delegated from was revoked.',
 };
 
 const ADMIN_TEXT_OF_REVOCATION = 'An administrator stopped the impersonation.';

@@ -632,6 +632,30 @@ describe('canary: no token value or secret leaves its place', function () {
     const own = await delegated('to stop', { subject_token: opaqueSubject, resource: OPAQUE_API, scope: 'read' }, 200);
     const ownSession = (await introspect(tp, own))['impersonation_session'] as string;
     canary.response('stop a delegation', await http(tp, 'DELETE', `/api/impersonations/${ownSession}`, admin));
+    // An opaque actor token sent as a JWT; a subject token revoked at the revocation endpoint, which ends
+    // the delegation exchanged from it.
+    await delegated(
+      'opaque actor token sent as a JWT',
+      { subject_token: jwtSubject, actor_token: actor, actor_token_type: JWT_TOKEN_TYPE },
+      400,
+    );
+    const toRevoke = await userAccessToken(tp, 'carol', { resource: OPAQUE_API, scope: 'openid read' });
+    canary.accessToken(toRevoke);
+    const fromRevoked = await delegated(
+      'from a subject token to revoke',
+      { subject_token: toRevoke, resource: OPAQUE_API, scope: 'read' },
+      200,
+    );
+    const revoked = await fetch(`${tp.base}/token/revocation`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams({ token: toRevoke, client_id: CLIENTS.console.client_id }),
+    });
+    expect(revoked.status).to.equal(200);
+    for (let tries = 0; (await introspect(tp, fromRevoked))['active'] !== false; tries += 1) {
+      expect(tries, 'the delegation from a revoked subject token ends').to.be.below(50);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
 
     // The webhooks of all this: the impersonations' starts and stops, never a delegation, nor an access token's id.
     const delivered = await collectWebhooks();

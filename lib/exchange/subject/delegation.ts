@@ -1,9 +1,9 @@
 import type { KoaContextWithOIDC } from 'oidc-provider';
-import { publicTokenId, verifyAccessToken, type VerifiedAccessToken } from '../access-token.js';
-import { invalidCall, invalidRequest } from '../errors.js';
-import { isStorableText } from '../storable-text.js';
-import type { DelegationSubject, ResolvedDelegationOptions } from './options.js';
-import { ACCESS_TOKEN_TYPE, JWT_TOKEN_TYPE } from './request.js';
+import { publicTokenId, verifyAccessToken, type VerifiedAccessToken } from '../../access-token.js';
+import { invalidCall, invalidRequest } from '../../errors.js';
+import { isStorableText } from '../../storable-text.js';
+import type { DelegationSubject, ResolvedDelegationOptions } from '../delegation/options.js';
+import { ACCESS_TOKEN_TYPE, checkStatedType, JWT_TOKEN_TYPE } from '../request.js';
 
 /** The subject as established, with what only the provider's own tokens tell. */
 export interface VerifiedSubject extends Omit<DelegationSubject, 'mayAct'> {
@@ -18,7 +18,7 @@ export interface VerifiedSubject extends Omit<DelegationSubject, 'mayAct'> {
 const INVALID = 'subject_token is invalid, expired, revoked or not issued by this server';
 
 /**
- * The subject token, verified as its type says: an access token of this
+ * The subject of a delegation: the subject token, verified as its type says: an access token of this
  * provider (opaque, looked up and honoured as oidc-provider's userinfo would
  * honour it, or a JWT checked against the provider's keys and issuer); a JWT
  * of this issuer; or a type of the deployment's own, by its resolver. The
@@ -31,7 +31,7 @@ export async function verifySubjectToken(
   options: ResolvedDelegationOptions,
 ): Promise<VerifiedSubject> {
   if (type === ACCESS_TOKEN_TYPE || type === JWT_TOKEN_TYPE) {
-    if (type === JWT_TOKEN_TYPE && value.split('.').length !== 3) throw invalidRequest('subject_token is not a JWT');
+    checkStatedType('subject_token', value, type);
     const token = await verifyAccessToken(ctx.oidc.provider, value, 'AccessToken');
     if (!token) throw invalidRequest(INVALID);
     return fromAccessToken(token);

@@ -1,26 +1,30 @@
 /**
- * A delegation request as RFC 8693 2.1 has it: the subject token's type, the
- * token type asked for, the one target (a `resource`, or an `audience` the
- * deployment maps to one) and the scopes. No store is read here.
+ * What a delegation request may name beyond an impersonation's: the subject
+ * token's types, the one target (a `resource`, or an `audience` the
+ * deployment maps to one) and scopes within the subject token's. No store is
+ * read here.
  */
 import type { KoaContextWithOIDC, ResourceServerInstance } from 'oidc-provider';
-import { invalidRequest, invalidScope, invalidTarget } from '../errors.js';
-import { grantedScopes, resolveSingleResource, ACCESS_TOKEN_TYPE } from '../exchange/request.js';
-import { isStorableText, UNSTORABLE_TEXT } from '../storable-text.js';
+import { invalidScope, invalidTarget } from '../../errors.js';
+import {
+  ACCESS_TOKEN_TYPE,
+  grantedScopes,
+  JWT_TOKEN_TYPE,
+  resolveSingleResource,
+  type Accepted,
+  type ExchangeParams,
+} from '../request.js';
 import type { ResolvedDelegationOptions } from './options.js';
 
-export const JWT_TOKEN_TYPE = 'urn:ietf:params:oauth:token-type:jwt';
-export { ACCESS_TOKEN_TYPE };
-
-export interface DelegationParams {
-  subject_token: string;
-  subject_token_type: string;
-  actor_token?: string;
-  actor_token_type?: string;
-  requested_token_type?: string;
-  scope?: string;
-  resource?: string | string[];
-  audience?: string | string[];
+/** What a delegation accepts: an access token or a JWT of this provider, or a type of the deployment's own. */
+export function delegationAccepts(options: ResolvedDelegationOptions): Accepted {
+  return {
+    subjectTokenType: (type) => isDelegationType(type, options),
+    subjectTokenTypes: `use ${ACCESS_TOKEN_TYPE} or ${JWT_TOKEN_TYPE}`,
+    actorTokenTypes: [ACCESS_TOKEN_TYPE, JWT_TOKEN_TYPE],
+    requestedTokenTypes: [ACCESS_TOKEN_TYPE, JWT_TOKEN_TYPE],
+    audience: true,
+  };
 }
 
 /** Whether the request names a subject token the delegation verifies (any other type is impersonation's to refuse). */
@@ -32,37 +36,6 @@ export function isDelegationType(type: unknown, options: ResolvedDelegationOptio
   );
 }
 
-export function delegationParameters(ctx: KoaContextWithOIDC): DelegationParams {
-  const params = ctx.oidc.params as Partial<DelegationParams>;
-  if (!params.subject_token) throw invalidRequest('missing required parameter subject_token');
-  if (!params.subject_token_type) throw invalidRequest('missing required parameter subject_token_type');
-  if (params.actor_token !== undefined && params.actor_token_type === undefined) {
-    throw invalidRequest('actor_token_type is required when actor_token is sent');
-  }
-  if (params.actor_token === undefined && params.actor_token_type !== undefined) {
-    throw invalidRequest('actor_token_type must not be sent without actor_token');
-  }
-  if (
-    params.actor_token_type !== undefined &&
-    params.actor_token_type !== ACCESS_TOKEN_TYPE &&
-    params.actor_token_type !== JWT_TOKEN_TYPE
-  ) {
-    throw invalidRequest(`unsupported actor_token_type; use ${ACCESS_TOKEN_TYPE} or ${JWT_TOKEN_TYPE}`);
-  }
-  // RFC 8693 2.2.2: a token type the server cannot issue is an invalid_request.
-  if (
-    params.requested_token_type !== undefined &&
-    params.requested_token_type !== ACCESS_TOKEN_TYPE &&
-    params.requested_token_type !== JWT_TOKEN_TYPE
-  ) {
-    throw invalidRequest(`unsupported requested_token_type; use ${ACCESS_TOKEN_TYPE} or ${JWT_TOKEN_TYPE}`);
-  }
-  const targets = [params.resource ?? [], params.audience ?? []].flat();
-  if (targets.some((target) => !isStorableText(target)))
-    throw invalidTarget(`resource or audience holds ${UNSTORABLE_TEXT}`);
-  return params as DelegationParams;
-}
-
 /**
  * The one resource the token is for: `resource` indicators and `audience`
  * names (mapped by the deployment's `resolveAudience`) must all name the same.
@@ -70,7 +43,7 @@ export function delegationParameters(ctx: KoaContextWithOIDC): DelegationParams 
  */
 export async function resolveTarget(
   ctx: KoaContextWithOIDC,
-  params: DelegationParams,
+  params: ExchangeParams,
   options: ResolvedDelegationOptions,
 ): Promise<ResourceServerInstance> {
   const resources = new Set([params.resource ?? []].flat());

@@ -1,5 +1,5 @@
 import type { ClientMetadata, Configuration, KoaContextWithOIDC } from 'oidc-provider';
-import { invalidClientMetadata, invalidOption } from '../errors.js';
+import { invalidClientMetadata, invalidOption } from '../../errors.js';
 
 /**
  * The client metadata property that allows a client delegation: the

@@ -1,84 +1,59 @@
-import type { AccessToken, KoaContextWithOIDC, Provider } from 'oidc-provider';
-import type { ApprovalStore } from '../approvals/store.js';
-import { delegationQuotas, type DelegationPrincipals } from '../capacity.js';
-import { invalidRequest, PrincipalQuotaReached } from '../errors.js';
-import type { ExchangeClaims } from '../exchange/claims.js';
-import { checkClientAuthentication, TOKEN_EXCHANGE_GRANT } from '../exchange/request.js';
-import type { ResolvedOptions } from '../options.js';
-import {
-  buildTokenResponse,
-  certificateThumbprintOf,
-  checkDpopReplay,
-  checkDpopRequired,
-  checkMtlsCert,
-  providerConfiguration,
-  setTokenLifetime,
-  validateDpop,
-} from '../provider-internals.js';
-import { newSessionId, SESSION_CLAIM, type SessionRecord } from '../sessions/record.js';
-import type { SessionStore } from '../sessions/store.js';
-import { looksLikeSubjectToken } from '../subject-tokens/token.js';
-import { checkMayAct, checkSenderConstraint, delegationActor } from './actor.js';
+import type { KoaContextWithOIDC } from 'oidc-provider';
+import { delegationQuotas, quotaRefusal, type DelegationPrincipals } from '../../capacity.js';
+import { invalidRequest, PrincipalQuotaReached } from '../../errors.js';
+import { certificateThumbprintOf, checkDpopReplay, setTokenLifetime } from '../../provider-internals.js';
+import { newSessionId, SESSION_CLAIM, type SessionRecord } from '../../sessions/record.js';
+import { looksLikeSubjectToken } from '../../subject-tokens/token.js';
+import { accountExists } from '../account.js';
+import { commit } from '../commit.js';
+import type { ExchangeDependencies, ExchangeKind, Exchanged } from '../kind.js';
+import { readProof } from '../proof.js';
+import { ACCESS_TOKEN_TYPE, exchangeParameters, JWT_TOKEN_TYPE } from '../request.js';
+import { verifySubjectToken, type VerifiedSubject } from '../subject/delegation.js';
+import { newExchangeToken } from '../token.js';
+import { checkSenderConstraint } from '../actor.js';
+import { checkMayAct, delegationActor } from './actor.js';
 import { nestedAct } from './chain.js';
 import { delegationResourcesOf } from './client-metadata.js';
 import { accessGrantOf, checkCustomerGrant } from './customer-grant.js';
-import { assertActive, issueDelegated, reissueDelegated } from './issue.js';
 import { decideDelegation } from './policy.js';
-import { DelegationReport, delegationSucceeded, type DelegationProgress, type DelegationSucceeded } from './report.js';
-import {
-  ACCESS_TOKEN_TYPE,
-  delegatedScopes,
-  delegationParameters,
-  isDelegationType,
-  JWT_TOKEN_TYPE,
-  resolveTarget,
-} from './request.js';
+import { assertActive, reissueDelegated } from './reissue.js';
+import { DelegationReport, delegationSucceeded, type DelegationProgress } from './report.js';
+import { delegatedScopes, delegationAccepts, isDelegationType, resolveTarget } from './request.js';
 import { delegationKey, delegationSessionLifetime } from './reuse.js';
-import { verifySubjectToken, type VerifiedSubject } from './subject.js';
 
-export interface DelegationDependencies {
-  options: ResolvedOptions;
-  sessions: SessionStore;
-  /** Where the customers' access grants are: a delegation from an impersonation under one stays within it. */
-  approvals: ApprovalStore;
-  claims: ExchangeClaims;
-  preflight?: (ctx: KoaContextWithOIDC) => void;
-}
-
-export interface DelegationHandler {
+export interface DelegationExchange extends ExchangeKind<DelegationProgress> {
   /**
    * Whether this request is a delegation: a client allowed it, a subject
    * token type it verifies, and no impersonation subject token (`ist_…`),
    * which stays impersonation's exactly as before.
    */
   handles(ctx: KoaContextWithOIDC): boolean;
-  handle(ctx: KoaContextWithOIDC): Promise<void>;
 }
 
 /**
- * RFC 8693 delegation on the plugin's token-exchange grant. The steps read
- * as the protocol: the request, the subject token and whose it is, the
- * target and its scopes, the actor and the `act` chain, the deployment's
- * decision, the token and its session.
+ * RFC 8693 delegation: the subject token is an access token or a JWT of this
+ * provider (or a type of the deployment's own). The steps read as the
+ * protocol: the request, the subject token and whose it is, the target and
+ * its scopes, the actor and the `act` chain, the deployment's decision, the
+ * token and its session, committed as an impersonation's is.
  */
-export function createDelegationHandler(dependencies: DelegationDependencies): DelegationHandler {
-  const { options, sessions, approvals, claims, preflight } = dependencies;
+export function delegationExchange(dependencies: ExchangeDependencies): DelegationExchange {
+  const { options, sessions, customerGrants, claims } = dependencies;
   const delegation = options.delegation;
+  const accepts = delegationAccepts(delegation);
   const actorClients: ReadonlySet<string> = new Set(options.actorClients);
   const report = new DelegationReport(options.auditLog);
 
-  async function delegate(ctx: KoaContextWithOIDC, progress: DelegationProgress): Promise<Issued> {
-    const provider: Provider = ctx.oidc.provider;
+  async function exchange(ctx: KoaContextWithOIDC, progress: DelegationProgress): Promise<Exchanged> {
     const client = ctx.oidc.client!;
+    const startedAt = Date.now();
 
     // The request.
-    preflight?.(ctx);
-    checkClientAuthentication(ctx);
     const served = delegationResourcesOf(client)!;
-    const params = delegationParameters(ctx);
+    const params = exchangeParameters(ctx, accepts);
     progress.subjectTokenType = params.subject_token_type;
-    const dpop = await validateDpop(ctx);
-    checkDpopRequired(ctx, dpop);
+    const dpop = await readProof(ctx);
 
     // The subject token, and whether this client may use it: issued to it, or for an API it runs.
     const subject = await verifySubjectToken(ctx, params.subject_token, params.subject_token_type, delegation);
@@ -107,22 +82,13 @@ export function createDelegationHandler(dependencies: DelegationDependencies): D
     progress.scope = requested;
     // The customer's access grant the impersonation was started under: its ceiling holds here too.
     if (accessGrantId !== undefined) {
-      await checkCustomerGrant(approvals, accessGrantId, {
+      await checkCustomerGrant(customerGrants, accessGrantId, {
         subject: subject.sub,
         resource: resourceServer.identifier(),
         scope: requested,
       });
     }
-    const token = new provider.AccessToken({
-      accountId: subject.sub,
-      client,
-      gty: TOKEN_EXCHANGE_GRANT,
-      scope: requested.join(' ') || undefined,
-      resourceServer,
-    } as ConstructorParameters<Provider['AccessToken']>[0]);
-    const certificate = checkMtlsCert(ctx);
-    if (certificate) token.setThumbprint('x5t', certificate);
-    if (dpop) token.setThumbprint('jkt', dpop.thumbprint);
+    const token = newExchangeToken(ctx, { subject: subject.sub, scope: requested, resourceServer, dpop });
     const proof = { actorClients, dpop, certificateThumbprint: certificateThumbprintOf(token) };
     // A client exchanging a sender-constrained token of its own proves its key, as for any use of it.
     // An API exchanging a token it received cannot (the key is its caller's): it is authenticated
@@ -130,15 +96,14 @@ export function createDelegationHandler(dependencies: DelegationDependencies): D
     if (subject.clientId === client.clientId) checkSenderConstraint('subject_token', subject.cnf, proof);
 
     // Who acts, whether the subject token lets them, and the chain that names them all.
-    const actor = await delegationActor(ctx, params.actor_token, proof);
+    const actor = await delegationActor(ctx, params.actor_token, params.actor_token_type, proof);
     progress.actor = actor.sub;
     checkMayAct(ctx, subject, actor);
     const { act, depth } = nestedAct(actor.claim, subject.act, delegation.maxChainDepth);
     progress.depth = depth;
     // The subject's may_act rides on: exchanging the issued token again cannot make another actor.
     const chain = { act, ...(subject.mayAct === undefined ? {} : { may_act: subject.mayAct }) };
-    const account = await providerConfiguration(provider).findAccount(ctx, subject.sub);
-    if (!account || account.accountId !== subject.sub) {
+    if (!(await accountExists(ctx, subject.sub))) {
       throw invalidRequest('subject_token names a user that no longer exists');
     }
 
@@ -173,7 +138,7 @@ export function createDelegationHandler(dependencies: DelegationDependencies): D
       scope: scopes,
       act,
     });
-    const reissue = async (live: SessionRecord): Promise<Issued> => {
+    const reissue = async (live: SessionRecord): Promise<Exchanged> => {
       claims.attach(token, { ...chain, [SESSION_CLAIM]: live.id });
       return { value: await reissueDelegated(ctx, sessions, token, live), token, issuedTokenType };
     };
@@ -193,12 +158,19 @@ export function createDelegationHandler(dependencies: DelegationDependencies): D
         : { impersonationSessionId: rootSessionId };
     claims.attach(token, { ...chain, [SESSION_CLAIM]: session.id });
     const event = () => delegationSucceeded(session, params.subject_token_type, depth);
+    const quotas = delegationQuotas(delegation.limits, principals);
     try {
-      const value = await issueDelegated(ctx, sessions, rootSessionId === undefined ? undefined : options.auditLog, {
+      // A share already spent refuses before anything is written, the trail's row included.
+      const spent = await sessions.spentQuota(quotas);
+      if (spent !== undefined) throw quotaRefusal(quotas, spent);
+      const value = await commit(ctx, dependencies, {
         token,
         session,
+        quotas,
+        startedAt,
         event,
-        quotas: delegationQuotas(delegation.limits, principals),
+        onTrail: rootSessionId !== undefined,
+        notify: false,
       });
       return { value, token, event, issuedTokenType };
     } catch (error) {
@@ -220,37 +192,9 @@ export function createDelegationHandler(dependencies: DelegationDependencies): D
       if (!isDelegationType(type, delegation)) return false;
       return !(type === ACCESS_TOKEN_TYPE && typeof value === 'string' && looksLikeSubjectToken(value));
     },
-
-    async handle(ctx) {
-      const progress: DelegationProgress = {};
-      let issued: Issued;
-      try {
-        issued = await delegate(ctx, progress);
-      } catch (error) {
-        if (error instanceof PrincipalQuotaReached) ctx.set('Retry-After', String(error.retryAfter));
-        await report.refused(ctx, progress, error);
-        throw error;
-      }
-      const { value, token, event, issuedTokenType } = issued;
-      // No refresh token: a delegated token lives no longer than the one it came from.
-      ctx.body = buildTokenResponse(ctx, {
-        accessToken: value,
-        expiresIn: token.expiration,
-        scope: token.scope ?? '',
-        tokenType: token.tokenType,
-        issuedTokenType,
-      });
-      if (event) report.succeeded(ctx, event());
-    },
+    exchange,
+    refused: (ctx, progress, error) => report.refused(ctx, progress, error),
   };
-}
-
-interface Issued {
-  value: string;
-  token: AccessToken;
-  /** Absent for a token issued under a live delegation's session, which had its event. */
-  event?: () => DelegationSucceeded;
-  issuedTokenType: string;
 }
 
 /**

@@ -1,8 +1,10 @@
 import type { KoaContextWithOIDC } from 'oidc-provider';
-import { verifyAccessToken, type VerifiedAccessToken } from '../access-token.js';
-import { invalidRequest } from '../errors.js';
-import { providerConfiguration, type DpopProof } from '../provider-internals.js';
-import type { VerifiedSubject } from './subject.js';
+import { verifyAccessToken, type VerifiedAccessToken } from '../../access-token.js';
+import { invalidRequest } from '../../errors.js';
+import { accountExists } from '../account.js';
+import { checkSenderConstraint, type ActorProof } from '../actor.js';
+import { checkStatedType } from '../request.js';
+import type { VerifiedSubject } from '../subject/delegation.js';
 
 /** Who acts: the claim that goes on top of the `act` chain, and its name for the session and the policy. */
 export interface DelegationActor {
@@ -10,62 +12,41 @@ export interface DelegationActor {
   claim: Record<string, unknown>;
 }
 
-export interface ActorProof {
-  actorClients: ReadonlySet<string>;
-  dpop: DpopProof | undefined;
-  certificateThumbprint: string | undefined;
-}
-
 /**
  * The actor is the authenticated client, or the party an actor token of this
  * provider names (a user, or a client's own client-credentials token). The
  * actor token must be the party's own, never one an exchange issued; issued
  * to the client that sends it, or to one of `actorClients`; and a
- * sender-constrained one counts only with its proof. Either way
- * `act.client_id` names the client that made the exchange.
+ * sender-constrained one counts only with its proof; a user's, only while
+ * `findAccount` still knows them. It is validated as the type
+ * `actor_token_type` names (RFC 8693 2.1). Either way `act.client_id` names
+ * the client that made the exchange.
  */
 export async function delegationActor(
   ctx: KoaContextWithOIDC,
   actorToken: string | undefined,
+  actorTokenType: string | undefined,
   proof: ActorProof,
 ): Promise<DelegationActor> {
   const clientId = ctx.oidc.client!.clientId;
   if (actorToken === undefined) return { sub: clientId, claim: { sub: clientId, client_id: clientId } };
+  checkStatedType('actor_token', actorToken, actorTokenType);
   const provider = ctx.oidc.provider;
   const token =
     (await verifyAccessToken(provider, actorToken, 'AccessToken')) ??
     (await verifyAccessToken(provider, actorToken, 'ClientCredentials'));
   if (!token) throw invalidRequest('actor_token is invalid, expired, revoked or not issued by this server');
-  // RFC 8693 4.1: the actor is the party itself. A token an exchange issued (an impersonation's, a
-  // delegation's) is someone acting for its subject: as actor token it would make that subject, the
-  // customer, the actor; and a JWT of a stopped session would outlive the stop here.
-  if (token.act !== undefined || token.impersonationSession !== undefined) {
-    throw invalidRequest(
-      'actor_token was issued by a token exchange (it carries act or an impersonation session); the actor must present a token of its own',
-    );
-  }
+  refuseExchangedToken(token);
   if (token.clientId !== clientId && !proof.actorClients.has(token.clientId)) {
     throw invalidRequest('actor_token was issued to a client whose tokens are not accepted as actor tokens here');
   }
   checkSenderConstraint('actor_token', token.cnf, proof);
   // A user acts only while the deployment knows them: a JWT names no Grant, and would outlive their removal.
   // (A client-credentials token's `sub` is its client's id.)
-  if (token.sub !== token.clientId) {
-    const account = await providerConfiguration(provider).findAccount(ctx, token.sub);
-    if (!account || account.accountId !== token.sub)
-      throw invalidRequest('actor_token names a user that no longer exists');
+  if (token.sub !== token.clientId && !(await accountExists(ctx, token.sub))) {
+    throw invalidRequest('actor_token names a user that no longer exists');
   }
   return { sub: token.sub, claim: { sub: token.sub, client_id: clientId } };
-}
-
-/** A DPoP- or certificate-bound token presented as a bare string would be a stolen copy turned back into a bearer one. */
-export function checkSenderConstraint(name: string, cnf: VerifiedAccessToken['cnf'], proof: ActorProof): void {
-  if (cnf?.jkt && cnf.jkt !== proof.dpop?.thumbprint) {
-    throw invalidRequest(`${name} is DPoP-bound; the request must carry a DPoP proof of the same key`);
-  }
-  if (cnf?.['x5t#S256'] && cnf['x5t#S256'] !== proof.certificateThumbprint) {
-    throw invalidRequest(`${name} is certificate-bound; the request must use the same client certificate`);
-  }
 }
 
 /**
@@ -92,5 +73,19 @@ export function checkMayAct(ctx: KoaContextWithOIDC, subject: VerifiedSubject, a
     (iss !== undefined && iss !== ctx.oidc.provider.issuer)
   ) {
     throw invalidRequest('the subject_token may_act claim does not allow this actor');
+  }
+}
+
+/**
+ * RFC 8693 4.1: the actor is the party itself. A token an exchange issued (an
+ * impersonation's, a delegation's) is someone acting for its subject: as an
+ * actor token it would make that subject, the customer, the actor; and a JWT
+ * of a stopped session would outlive the stop here.
+ */
+export function refuseExchangedToken(token: VerifiedAccessToken): void {
+  if (token.act !== undefined || token.impersonationSession !== undefined) {
+    throw invalidRequest(
+      'actor_token was issued by a token exchange (it carries act or an impersonation session); the actor must present a token of its own',
+    );
   }
 }

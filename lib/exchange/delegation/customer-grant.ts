@@ -4,10 +4,9 @@
  * support to act as them at one resource (or any), with some scopes (or all),
  * not whichever service the impersonation's token is then handed to.
  */
-import { grantStateOf, type AccessCeiling } from '../approvals/record.js';
-import type { ApprovalStore } from '../approvals/store.js';
-import { invalidGrant, invalidScope, invalidTarget } from '../errors.js';
-import type { SessionRecord } from '../sessions/record.js';
+import { invalidGrant, invalidScope, invalidTarget } from '../../errors.js';
+import type { SessionRecord } from '../../sessions/record.js';
+import type { CustomerGrant, CustomerGrants } from '../customer-grant.js';
 
 /** The grant the session was started under: an impersonation's own, or the one its delegation inherited. */
 export function accessGrantOf(session: SessionRecord): string | undefined {
@@ -21,19 +20,22 @@ export function accessGrantOf(session: SessionRecord): string | undefined {
  * otherwise drop). A store that cannot answer rejects: no token is issued.
  */
 export async function checkCustomerGrant(
-  approvals: ApprovalStore,
+  grants: CustomerGrants,
   grantId: string,
   delegation: { subject: string; resource: string; scope: readonly string[] },
 ): Promise<void> {
-  const grant = await approvals.findGrant(grantId);
-  if (!grant || grant.subject !== delegation.subject || grantStateOf(grant) !== 'active') {
+  const grant = await grants.find(grantId);
+  if (!grant || grant.subject !== delegation.subject || grant.state !== 'active') {
     throw invalidGrant("the customer's access grant this impersonation was started under is no longer in force");
   }
   checkCeiling(grant, delegation);
 }
 
 /** The ceiling alone, once the grant is known to be in force. */
-export function checkCeiling(ceiling: AccessCeiling, delegation: { resource: string; scope: readonly string[] }): void {
+export function checkCeiling(
+  ceiling: Pick<CustomerGrant, 'resource' | 'scope'>,
+  delegation: { resource: string; scope: readonly string[] },
+): void {
   if (ceiling.resource !== undefined && ceiling.resource !== delegation.resource) {
     throw invalidTarget(
       "the customer's access grant this impersonation was started under does not cover this resource",

@@ -1,10 +1,10 @@
 import type { KoaContextWithOIDC } from 'oidc-provider';
-import { EVENTS, emit, type ImpersonationEvent } from '../audit/events.js';
-import { record as recordEvent } from '../audit/record.js';
-import type { AuditSink } from '../audit/sink.js';
-import { RefusalBudget } from '../exchange/refusals.js';
-import type { SessionRecord } from '../sessions/record.js';
-import { storableText } from '../storable-text.js';
+import { EVENTS, emit, type ImpersonationEvent } from '../../audit/events.js';
+import { record as recordEvent } from '../../audit/record.js';
+import type { AuditSink } from '../../audit/sink.js';
+import { RefusalBudget } from '../refusals.js';
+import type { SessionRecord } from '../../sessions/record.js';
+import { storableText } from '../../storable-text.js';
 
 /** What a delegation has established so far; its events are built from this alone. */
 export interface DelegationProgress {

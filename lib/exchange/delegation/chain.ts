@@ -1,4 +1,4 @@
-import { invalidRequest } from '../errors.js';
+import { invalidRequest } from '../../errors.js';
 
 /**
  * RFC 8693 4.1: the new actor on top, every earlier one nested below as the

@@ -1,0 +1,14 @@
+import { unfitStore } from '../errors/standalone.js';
+import type { AtomicCommit, QuotaOutcome, QuotaWrite } from './contract.js';
+
+/**
+ * `saveWithinQuotas` as the adapters here run it: the commit of `write` that
+ * consumes nothing and has no guard, so that one operation, and one script
+ * or statement per store, counts every principal's share.
+ */
+export async function saveWithinQuotasBy(adapter: AtomicCommit, write: QuotaWrite): Promise<QuotaOutcome> {
+  const outcome = await adapter.commitOnce({ ...write, guards: [] });
+  if (outcome.outcome === 'spent') return outcome;
+  if (outcome.outcome === 'committed') return { outcome: 'saved' };
+  throw unfitStore(`commitOnce answered ${outcome.outcome} for a write that consumes nothing and has no guard`);
+}

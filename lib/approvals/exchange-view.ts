@@ -1,0 +1,19 @@
+import { grantStateOf, type AccessGrant, type GrantState } from './record.js';
+import type { ApprovalStore } from './store.js';
+
+/** An access grant as the token exchange reads it: the record, and its state as of the read. */
+export type GrantAsRead = AccessGrant & { state: GrantState };
+
+/**
+ * The reader of grants the plugin hands the token exchange, which checks
+ * every subject token issued under a grant (and every delegation from such
+ * an impersonation) against it.
+ */
+export function grantsForExchange(approvals: ApprovalStore): { find(id: string): Promise<GrantAsRead | undefined> } {
+  return {
+    async find(id) {
+      const grant = await approvals.findGrant(id);
+      return grant && { ...grant, state: grantStateOf(grant) };
+    },
+  };
+}

@@ -1,0 +1,24 @@
+import type { AccessToken, KoaContextWithOIDC } from 'oidc-provider';
+import { buildTokenResponse } from '../provider-internals.js';
+
+/** What an exchange issued: the token's value, the token, and the type RFC 8693 2.2.1 names it by. */
+export interface Issued {
+  value: string;
+  token: AccessToken;
+  issuedTokenType: string;
+}
+
+/**
+ * RFC 8693 2.2.1, as oidc-provider answers its own grants. No refresh token:
+ * an exchanged token lives no longer than what it came from. Spec 2.5 lists
+ * scope as a field of every response: empty when nothing was granted.
+ */
+export function respond(ctx: KoaContextWithOIDC, { value, token, issuedTokenType }: Issued): void {
+  ctx.body = buildTokenResponse(ctx, {
+    accessToken: value,
+    expiresIn: token.expiration,
+    scope: token.scope ?? '',
+    tokenType: token.tokenType,
+    issuedTokenType,
+  });
+}

@@ -1,0 +1,37 @@
+/**
+ * The token an exchange issues, as oidc-provider's own grants build theirs:
+ * for the subject, the client and the one resource, with the scopes asked
+ * for (the policy may narrow them later), bound to the sender by DPoP and
+ * mTLS exactly as their tokens are.
+ */
+import type { AccessToken, KoaContextWithOIDC, Provider, ResourceServerInstance } from 'oidc-provider';
+import { checkMtlsCert, type DpopProof } from '../provider-internals.js';
+import { TOKEN_EXCHANGE_GRANT } from './request.js';
+
+export function newExchangeToken(
+  ctx: KoaContextWithOIDC,
+  {
+    subject,
+    scope,
+    resourceServer,
+    dpop,
+  }: {
+    subject: string;
+    scope: readonly string[];
+    resourceServer: ResourceServerInstance;
+    dpop: DpopProof | undefined;
+  },
+): AccessToken {
+  const provider: Provider = ctx.oidc.provider;
+  const token = new provider.AccessToken({
+    accountId: subject,
+    client: ctx.oidc.client!,
+    gty: TOKEN_EXCHANGE_GRANT,
+    scope: scope.join(' ') || undefined,
+    resourceServer,
+  } as ConstructorParameters<Provider['AccessToken']>[0]);
+  const certificate = checkMtlsCert(ctx);
+  if (certificate) token.setThumbprint('x5t', certificate);
+  if (dpop) token.setThumbprint('jkt', dpop.thumbprint);
+  return token;
+}
