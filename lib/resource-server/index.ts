@@ -22,9 +22,10 @@ import { feedSource } from './feed.js';
 import type { RevocationSource } from './source.js';
 import { ssfPollSource, type SsfPollOptions } from './ssf-poll.js';
 import { ssfPushSource, type PushAnswer, type PushSource, type SsfPushOptions } from './ssf-push.js';
+import type { SsfReceiverOptions } from './set.js';
 
 export { SESSION_CLAIM };
-export type { PushAnswer, SsfPollOptions, SsfPushOptions };
+export type { PushAnswer, SsfPollOptions, SsfPushOptions, SsfReceiverOptions };
 
 export interface ImpersonationVerifierOptions {
   /** The identity service's issuer (`iss`). */

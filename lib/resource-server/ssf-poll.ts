@@ -1,9 +1,9 @@
-import { jwtVerify, type JWTVerifyGetKey } from 'jose';
+import type { JWTVerifyGetKey } from 'jose';
 import { unavailable } from '../errors/standalone.js';
-import { SESSION_REVOKED_EVENT, SET_TYPE } from '../ssf/names.js';
+import { revokedSessionOf, verifySet, type SsfReceiverOptions } from './set.js';
 import { requestSignal, type RevocationSource } from './source.js';
 
-export interface SsfPollOptions {
+export interface SsfPollOptions extends SsfReceiverOptions {
   /** How the stream is delivered: polled (RFC 8936), the default. */
   delivery?: 'poll' | undefined;
   /**
@@ -12,22 +12,6 @@ export interface SsfPollOptions {
    * that creates its stream when it starts polling).
    */
   endpoint: string | URL | (() => string | URL | Promise<string | URL>);
-  /**
-   * The receiver's access token for the transmitter's stream API (its SSF
-   * scope), or a function that returns a current one: it is called before
-   * every poll, so that it can renew a token about to expire.
-   */
-  accessToken: string | (() => string | Promise<string>);
-  /** The `aud` of this stream's SETs: the receiver's client id, as the stream configuration shows. */
-  audience: string;
-  /** Seconds a revocation is remembered: at least the longest impersonation token's lifetime. Default 86,400. */
-  retention?: number | undefined;
-  /**
-   * Seconds by which the identity service's clock may run ahead of this
-   * server's: tokens issued up to this long after polling began are still
-   * refused (see `knowsSince`). Default 5.
-   */
-  clockSkew?: number | undefined;
 }
 
 const MAX_EVENTS = 100;
@@ -74,21 +58,13 @@ export function ssfPollSource(
 
   /** Takes a SET in; resolves `false` when it could not be verified for now (it stays unacknowledged). */
   async function take(jti: string, jwt: string): Promise<boolean> {
-    let payload: Record<string, unknown>;
-    try {
-      ({ payload } = await jwtVerify(jwt, trust.keys, {
-        issuer: trust.issuer,
-        audience: options.audience,
-        typ: SET_TYPE,
-      }));
-    } catch (error) {
-      const err = permanentSetError(error);
-      if (err === undefined) return false;
-      pendingErrors[jti] = { err, description: 'the SET could not be verified' };
+    const verified = await verifySet(jwt, trust, options.audience);
+    if (!verified.payload) {
+      if (verified.error === undefined) return false;
+      pendingErrors[jti] = { err: verified.error, description: 'the SET could not be verified' };
       return true;
     }
-    const events = payload['events'] as Record<string, unknown> | undefined;
-    const sessionId = events?.[SESSION_REVOKED_EVENT] ? sessionOf(payload['sub_id']) : undefined;
+    const sessionId = revokedSessionOf(verified.payload);
     if (sessionId !== undefined) revoked.set(sessionId, Date.now() + retentionMs);
     pendingAck.push(jti);
     return true;
@@ -147,37 +123,3 @@ export function ssfPollSource(
     },
   };
 }
-
-/** The session a session-revoked SET names: a complex subject's `session`, or an opaque subject. */
-export function sessionOf(subject: unknown): string | undefined {
-  const value = subject as { format?: unknown; id?: unknown; session?: { format?: unknown; id?: unknown } } | undefined;
-  const simple = value?.format === 'complex' ? value.session : value;
-  return simple?.format === 'opaque' && typeof simple.id === 'string' ? simple.id : undefined;
-}
-
-/**
- * The RFC 8935 2.3 error code that RFC 8936 `setErrs` reports for a SET that
- * will never verify: a bad signature by a key the issuer publishes, a claim or
- * type that is not this stream's, a malformed token. Undefined for a failure
- * that may pass (the keys could not be fetched, no published key has its key
- * id yet, the network): such a SET is neither acknowledged nor reported.
- */
-export function permanentSetError(error: unknown): string | undefined {
-  const code = (error as { code?: unknown } | null)?.code;
-  if (code === 'ERR_JWS_SIGNATURE_VERIFICATION_FAILED') return 'invalid_key';
-  if (code === 'ERR_JWT_CLAIM_VALIDATION_FAILED') {
-    const claim = (error as { claim?: unknown }).claim;
-    return claim === 'iss' ? 'invalid_issuer' : claim === 'aud' ? 'invalid_audience' : 'invalid_request';
-  }
-  if (PERMANENT_FAILURES.has(code as string)) return 'invalid_request';
-  return undefined;
-}
-
-/** jose's errors for a token that is malformed or not acceptable as it is, whatever the keys. */
-const PERMANENT_FAILURES = new Set([
-  'ERR_JWS_INVALID',
-  'ERR_JWT_INVALID',
-  'ERR_JWT_EXPIRED',
-  'ERR_JOSE_ALG_NOT_ALLOWED',
-  'ERR_JOSE_NOT_SUPPORTED',
-]);

@@ -1,31 +1,23 @@
 import { randomUUID, timingSafeEqual } from 'node:crypto';
-import { decodeJwt, jwtVerify, type JWTVerifyGetKey } from 'jose';
+import { decodeJwt, type JWTVerifyGetKey } from 'jose';
 import { unavailable } from '../errors/standalone.js';
-import { SESSION_REVOKED_EVENT, SET_TYPE, VERIFICATION_EVENT } from '../ssf/names.js';
-import { permanentSetError, sessionOf } from './ssf-poll.js';
+import { VERIFICATION_EVENT } from '../ssf/names.js';
+import { revokedSessionOf, verifySet, type SsfReceiverOptions } from './set.js';
 import { requestSignal, type RevocationSource } from './source.js';
 
-export interface SsfPushOptions {
+export interface SsfPushOptions extends SsfReceiverOptions {
   /** This stream is pushed to the resource server (RFC 8935), which hands each request to `receivePush()`. */
   delivery: 'push';
   /** The stream's id, as its configuration shows it. */
   streamId: string;
   /** The transmitter's `verification_endpoint`, as its metadata shows it. */
   verificationEndpoint: string | URL;
-  /** The receiver's access token for the transmitter's stream API, or a function that returns a current one. */
-  accessToken: string | (() => string | Promise<string>);
-  /** The `aud` of this stream's SETs: the receiver's client id, as the stream configuration shows. */
-  audience: string;
   /**
    * The `Authorization` header the pushes carry: the `authorization_header`
    * the stream was created with. A push without it is refused (401). Default:
    * none checked (the endpoint is reachable by the transmitter only).
    */
   authorization?: string | undefined;
-  /** Seconds a revocation is remembered: at least the longest impersonation token's lifetime. Default 86,400. */
-  retention?: number | undefined;
-  /** Seconds by which the identity service's clock may run ahead of this server's. Default 5. */
-  clockSkew?: number | undefined;
 }
 
 /** What `receivePush()` answers the transmitter (RFC 8935 2.2, 2.3). */
@@ -95,25 +87,21 @@ export function ssfPushSource(
       if (!authorized(authorization)) {
         return { status: 401, body: { err: 'authentication_failed', description: 'the push is not authorized' } };
       }
-      let payload: Record<string, unknown>;
-      try {
-        ({ payload } = await jwtVerify(body, trust.keys, {
-          issuer: trust.issuer,
-          audience: options.audience,
-          typ: SET_TYPE,
-        }));
-      } catch (error) {
-        const err = permanentSetError(error);
-        if (err !== undefined) return { status: 400, body: { err, description: 'the SET could not be verified' } };
+      const verified = await verifySet(body, trust, options.audience);
+      if (!verified.payload) {
+        if (verified.error !== undefined) {
+          return { status: 400, body: { err: verified.error, description: 'the SET could not be verified' } };
+        }
         const jti = jtiOf(body);
         if (jti !== undefined && awaited.size < MAX_AWAITED) awaited.add(jti);
         else if (jti === undefined) return { status: 400, body: { err: 'invalid_request', description: 'no jti' } };
         return { status: 503 };
       }
-      if (typeof payload['jti'] === 'string') awaited.delete(payload['jti']);
-      const events = payload['events'] as Record<string, unknown> | undefined;
-      const sessionId = events?.[SESSION_REVOKED_EVENT] ? sessionOf(payload['sub_id']) : undefined;
+      const payload = verified.payload;
+      if (typeof payload.jti === 'string') awaited.delete(payload.jti);
+      const sessionId = revokedSessionOf(payload);
       if (sessionId !== undefined) revoked.set(sessionId, Date.now() + retentionMs);
+      const events = payload['events'] as Record<string, unknown> | undefined;
       const state = (events?.[VERIFICATION_EVENT] as { state?: unknown } | undefined)?.state;
       if (typeof state === 'string') waiting.get(state)?.();
       return { status: 202 };

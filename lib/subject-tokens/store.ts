@@ -36,16 +36,11 @@ export interface SubjectTokenRecord {
   withdrawn?: number;
 }
 
-export interface NewSubjectToken {
-  subject: string;
-  context: JsonObject;
-  createdBy: string;
-  clientId?: string;
-  actor?: string;
-  accessGrantId?: string;
-  breakGlass?: { reason: string };
-  ttl: number;
-}
+/** What the Management API asks for: the record's fields that are not the store's own, and a lifetime in seconds. */
+export type NewSubjectToken = Pick<
+  SubjectTokenRecord,
+  'subject' | 'context' | 'createdBy' | 'clientId' | 'actor' | 'accessGrantId' | 'breakGlass'
+> & { ttl: number };
 
 export type FoundSubjectToken =
   | { state: 'unknown' }

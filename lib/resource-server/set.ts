@@ -1,0 +1,80 @@
+import { jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose';
+import { SESSION_REVOKED_EVENT, SET_TYPE } from '../ssf/names.js';
+
+/** What the poll and the push receivers share of their options: who they are, and how long they remember. */
+export interface SsfReceiverOptions {
+  /**
+   * The receiver's access token for the transmitter's stream API (its SSF
+   * scope), or a function that returns a current one: it is called before
+   * every request, so that it can renew a token about to expire.
+   */
+  accessToken: string | (() => string | Promise<string>);
+  /** The `aud` of this stream's SETs: the receiver's client id, as the stream configuration shows. */
+  audience: string;
+  /** Seconds a revocation is remembered: at least the longest impersonation token's lifetime. Default 86,400. */
+  retention?: number | undefined;
+  /**
+   * Seconds by which the identity service's clock may run ahead of this
+   * server's: tokens issued up to this long after reading began are still
+   * refused (see `knowsSince`). Default 5.
+   */
+  clockSkew?: number | undefined;
+}
+
+/**
+ * A SET checked as this stream's (the issuer's keys, `typ` secevent+jwt,
+ * issuer, audience): its claims; or, when it does not verify, the RFC 8935
+ * 2.3 error code if it never will, undefined if it may later (`permanentSetError`).
+ */
+export async function verifySet(
+  jwt: string,
+  trust: { issuer: string; keys: JWTVerifyGetKey },
+  audience: string,
+): Promise<{ payload: JWTPayload } | { payload?: undefined; error: string | undefined }> {
+  try {
+    const { payload } = await jwtVerify(jwt, trust.keys, { issuer: trust.issuer, audience, typ: SET_TYPE });
+    return { payload };
+  } catch (error) {
+    return { error: permanentSetError(error) };
+  }
+}
+
+/** The session a verified SET revokes, when it carries a CAEP session-revoked event. */
+export function revokedSessionOf(payload: JWTPayload): string | undefined {
+  const events = payload['events'] as Record<string, unknown> | undefined;
+  return events?.[SESSION_REVOKED_EVENT] ? sessionOf(payload['sub_id']) : undefined;
+}
+
+/** The session a session-revoked SET names: a complex subject's `session`, or an opaque subject. */
+export function sessionOf(subject: unknown): string | undefined {
+  const value = subject as { format?: unknown; id?: unknown; session?: { format?: unknown; id?: unknown } } | undefined;
+  const simple = value?.format === 'complex' ? value.session : value;
+  return simple?.format === 'opaque' && typeof simple.id === 'string' ? simple.id : undefined;
+}
+
+/**
+ * The RFC 8935 2.3 error code that RFC 8936 `setErrs` reports for a SET that
+ * will never verify: a bad signature by a key the issuer publishes, a claim or
+ * type that is not this stream's, a malformed token. Undefined for a failure
+ * that may pass (the keys could not be fetched, no published key has its key
+ * id yet, the network): such a SET is neither acknowledged nor reported.
+ */
+export function permanentSetError(error: unknown): string | undefined {
+  const code = (error as { code?: unknown } | null)?.code;
+  if (code === 'ERR_JWS_SIGNATURE_VERIFICATION_FAILED') return 'invalid_key';
+  if (code === 'ERR_JWT_CLAIM_VALIDATION_FAILED') {
+    const claim = (error as { claim?: unknown }).claim;
+    return claim === 'iss' ? 'invalid_issuer' : claim === 'aud' ? 'invalid_audience' : 'invalid_request';
+  }
+  if (PERMANENT_FAILURES.has(code as string)) return 'invalid_request';
+  return undefined;
+}
+
+/** jose's errors for a token that is malformed or not acceptable as it is, whatever the keys. */
+const PERMANENT_FAILURES = new Set([
+  'ERR_JWS_INVALID',
+  'ERR_JWT_INVALID',
+  'ERR_JWT_EXPIRED',
+  'ERR_JOSE_ALG_NOT_ALLOWED',
+  'ERR_JOSE_NOT_SUPPORTED',
+]);
