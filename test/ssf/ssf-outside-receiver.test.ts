@@ -276,6 +276,35 @@ describe('SSF: the demo as an outside receiver sees it (SSF 1.0, CAEP 1.0, RFC 8
     expect(manage).to.be.a('string').and.not.equal('');
   });
 
+  it('3b. the token is one for the stream API without a resource indicator too (CAEP IOP 2.7 names scopes only)', async () => {
+    for (const scope of ['ssf.manage ssf.read', 'ssf.read']) {
+      const response = await fetch(`${metadata.issuer}/token`, {
+        method: 'POST',
+        headers: { authorization: `Basic ${Buffer.from(`${RECEIVER.id}:${RECEIVER.secret}`).toString('base64')}` },
+        body: new URLSearchParams({ grant_type: 'client_credentials', scope }),
+        signal: AbortSignal.timeout(REQUEST_TIMEOUT),
+      });
+      const body = (await response.json()) as { access_token: string; scope?: string };
+      expect(response.status).to.equal(200);
+      expect(body.scope, 'the scopes granted, as asked').to.equal(scope);
+      const listed = await call('GET', metadata.configuration_endpoint, body.access_token);
+      expect(listed.status, JSON.stringify(listed.body)).to.equal(200);
+    }
+    // A client whose metadata lists no SSF scope gets no stream API token by asking for one.
+    const response = await fetch(`${metadata.issuer}/token`, {
+      method: 'POST',
+      headers: {
+        authorization: `Basic ${Buffer.from('impersonation-backend:impersonation-backend-secret').toString('base64')}`,
+      },
+      body: new URLSearchParams({ grant_type: 'client_credentials', scope: 'ssf.manage' }),
+      signal: AbortSignal.timeout(REQUEST_TIMEOUT),
+    });
+    const other = (await response.json()) as { access_token?: string; scope?: string };
+    expect(other.scope).to.equal(undefined);
+    if (other.access_token)
+      expect((await call('GET', metadata.configuration_endpoint, other.access_token)).status).to.equal(401);
+  });
+
   it('4. without a token 401 with a Bearer challenge; ssf.read may not change a stream (403)', async () => {
     const anonymous = await call('POST', metadata.configuration_endpoint, undefined, { delivery: { method: POLL } });
     expect(anonymous.status).to.equal(401);
@@ -337,6 +366,25 @@ describe('SSF: the demo as an outside receiver sees it (SSF 1.0, CAEP 1.0, RFC 8
     expect(patched.status, JSON.stringify(patched.body)).to.equal(200);
     expect(patched.body.description).to.equal('patched');
     expect(patched.body.events_requested).to.deep.equal(pollStream.events_requested);
+    // A receiver may send back the whole configuration it read, transmitter-supplied values included.
+    const echoedPatch = await call<StreamConfiguration>('PATCH', metadata.configuration_endpoint, manage, {
+      ...patched.body,
+      description: 'patched again',
+    });
+    expect(echoedPatch.status, JSON.stringify(echoedPatch.body)).to.equal(200);
+    expect(echoedPatch.body).to.deep.equal({ ...patched.body, description: 'patched again' });
+    const echoedPut = await call<StreamConfiguration>('PUT', metadata.configuration_endpoint, manage, {
+      ...echoedPatch.body,
+      description: 'replaced whole',
+    });
+    expect(echoedPut.status, JSON.stringify(echoedPut.body)).to.equal(200);
+    expect(echoedPut.body).to.deep.equal({ ...patched.body, description: 'replaced whole' });
+    const echoedPush = await call<StreamConfiguration>('PUT', metadata.configuration_endpoint, manage, {
+      ...pushStream,
+      delivery: { ...pushStream.delivery, authorization_header: 'Bearer receiver-push-credential' },
+    });
+    expect(echoedPush.status, JSON.stringify(echoedPush.body)).to.equal(200);
+    expect(echoedPush.body).to.deep.equal(pushStream);
     const replaced = await call<StreamConfiguration>('PUT', metadata.configuration_endpoint, manage, {
       stream_id: pollStream.stream_id,
       delivery: { method: POLL },
