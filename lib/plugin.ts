@@ -33,6 +33,7 @@ import {
   providerConfiguration,
   providerSigningKey,
 } from './provider-internals.js';
+import { ssfDefaultResource } from './ssf/default-resource.js';
 import { ssfDelivery } from './ssf/deliver.js';
 import { ssfDiscoveryMiddleware } from './ssf/discovery.js';
 import { SSF_MODEL, StreamStore } from './ssf/store.js';
@@ -199,6 +200,14 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
           resourceIndicators: {
             ...resourceIndicators,
             enabled: true,
+            ...(options.ssf && {
+              defaultResource: ssfDefaultResource(
+                options.managementResource,
+                options.ssf.readScopes,
+                managementScopesOf,
+                resourceIndicators.defaultResource,
+              ),
+            }),
             getResourceServerInfo: managementResourceInfo(
               options,
               resourceIndicators.getResourceServerInfo,
