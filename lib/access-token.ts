@@ -2,6 +2,7 @@ import { hash } from 'node:crypto';
 import { createLocalJWKSet, jwtVerify, type JWTPayload } from 'jose';
 import { LRUCache } from 'lru-cache';
 import type { AccessToken, Provider } from 'oidc-provider';
+import { stateOf } from './provider-state.js';
 import { findAccessTokenUnbound, providerJwks, sessionBindingHolds } from './provider-internals.js';
 import { SESSION_CLAIM } from './sessions/record.js';
 
@@ -36,7 +37,7 @@ export interface VerifiedAccessToken {
 
 export type AccessTokenModel = 'AccessToken' | 'ClientCredentials';
 
-interface JwtVerifier {
+export interface JwtVerifier {
   keySet: ReturnType<typeof createLocalJWKSet>;
   /**
    * JWTs already verified, by SHA-256 of the whole token, until their `exp`. A
@@ -49,17 +50,16 @@ interface JwtVerifier {
 }
 
 const VERIFIED_JWT_CACHE_SIZE = 10_000;
-const verifiers = new WeakMap<Provider, JwtVerifier>();
-
 function verifierOf(provider: Provider): JwtVerifier {
-  let verifier = verifiers.get(provider);
+  const state = stateOf(provider);
+  let verifier = state.jwtVerifier;
   if (!verifier) {
     verifier = {
       keySet: createLocalJWKSet(providerJwks(provider) as Parameters<typeof createLocalJWKSet>[0]),
       // ttlResolution 0: read the clock on each check instead of arming a timer every millisecond to cache it.
       verified: new LRUCache({ max: VERIFIED_JWT_CACHE_SIZE, ttlResolution: 0 }),
     };
-    verifiers.set(provider, verifier);
+    state.jwtVerifier = verifier;
   }
   return verifier;
 }

@@ -27,14 +27,14 @@ export type {
   PolicyDecision,
   ResolvedOptions,
 } from './options.js';
-export { EVENTS, onImpersonationEvent } from './audit/events.js';
+export { EVENTS, onImpersonationEvent } from './events/types.js';
 export type {
   EndReason,
   ImpersonationEvent,
   ImpersonationEventName,
   ImpersonationEvents,
   ImpersonationListener,
-} from './audit/events.js';
+} from './events/types.js';
 export { ACCESS_TOKEN_TYPE, TOKEN_EXCHANGE_GRANT } from './exchange/grant.js';
 export { RESERVED_CLAIMS } from './exchange/claims.js';
 export type { ActClaim } from './exchange/actor.js';

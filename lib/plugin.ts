@@ -24,7 +24,7 @@ import {
   withManagementMetadata,
 } from './management/client-metadata.js';
 import { managementApiHandler, type ManagementApiHandler } from './management/node-handler.js';
-import { createManagementApi, type ServedRequests } from './management/router.js';
+import { createManagementApi } from './management/router.js';
 import { refuseUnknownOptions } from './config/names.js';
 import { managementScopes, resolveOptions, type ImpersonationOptions, type ResolvedOptions } from './options.js';
 import {
@@ -37,12 +37,14 @@ import { ssfDefaultResource } from './ssf/default-resource.js';
 import { ssfDelivery } from './ssf/deliver.js';
 import { ssfDiscoveryMiddleware } from './ssf/discovery.js';
 import { SSF_MODEL, StreamStore } from './ssf/store.js';
-import { attachTransmitter, type Transmitter } from './ssf/transmit.js';
+import { ssfSubscriber, type Transmitter } from './ssf/transmit.js';
 import { endWithActor } from './sessions/actor-end.js';
 import { endWithSubjectToken } from './sessions/subject-token-end.js';
 import { SessionStore } from './sessions/store.js';
 import { SubjectTokenStore } from './subject-tokens/store.js';
-import { attachNotifier } from './webhooks/notify.js';
+import { stateOf } from './provider-state.js';
+import { trailSubscriber } from './audit/trail.js';
+import { webhookSubscriber } from './webhooks/notify.js';
 import { outboxView, startDelivery, type WebhookDelivery } from './webhooks/worker.js';
 
 export interface InstallOptions {
@@ -123,8 +125,6 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
   const claims = new ExchangeClaims();
   const configured = new WeakSet<object>();
   const scopes = managementScopes(options);
-  /** Per provider whose middleware carries the Management API: the requests that went through it. */
-  const servedBy = new WeakMap<object, ServedRequests>();
   let api: Koa.Middleware | undefined;
   let handler: ManagementApiHandler | undefined;
   let delivery: WebhookDelivery | undefined;
@@ -136,7 +136,7 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
    * Refused with what to change, rather than leaving the API silently absent.
    */
   function assertManagementApiReachable(ctx: KoaContextWithOIDC): void {
-    const served = servedBy.get(ctx.oidc.provider);
+    const { served } = stateOf(ctx.oidc.provider);
     if (served && !served.has(ctx)) throw misconfigured(MOUNTED_TOO_EARLY);
   }
 
@@ -262,8 +262,12 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
         [...EXCHANGE_PARAMETERS],
         [...EXCHANGE_DUPLICATES],
       );
-      endWithActor(provider, sessions, options.auditLog);
-      endWithSubjectToken(provider, sessions, options.auditLog);
+      // The subscribers of the plugin's events, the trail first: a change that needs its record is told
+      // to no one before the trail holds it (lib/events/publish.ts).
+      const state = stateOf(provider);
+      if (options.auditLog) state.subscribers.push(trailSubscriber(options.auditLog));
+      endWithActor(provider, sessions);
+      endWithSubjectToken(provider, sessions);
       if (options.actorAuthentication) addStepUpDetails(provider);
       let transmitter: Transmitter | undefined;
       if (options.ssf && pluginStore.outbox) {
@@ -276,7 +280,7 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
           options: options.ssf,
           wake: () => delivery?.wake(),
         };
-        attachTransmitter(transmitter);
+        state.subscribers.push(ssfSubscriber(transmitter));
         const middleware = ssfDiscoveryMiddleware(transmitter);
         discovery = { middleware, handler: managementApiHandler(middleware, provider as unknown as EventEmitter) };
       }
@@ -286,7 +290,9 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
         { subjectTokens: store, sessions, approvals },
         transmitter,
       );
-      if (options.webhooks && pluginStore.outbox) attachNotifier(provider, pluginStore.outbox, options.webhooks);
+      if (options.webhooks && pluginStore.outbox) {
+        state.subscribers.push(webhookSubscriber(provider, pluginStore.outbox, options.webhooks));
+      }
       if (pluginStore.outbox && (options.webhooks || options.ssf)) {
         delivery = options.deliverOutbox
           ? startDelivery(
@@ -300,7 +306,7 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
       api = managementApi.middleware;
       handler = managementApiHandler(api, provider as unknown as EventEmitter);
       if (mountManagementApi) {
-        servedBy.set(provider, managementApi.served);
+        state.served = managementApi.served;
         provider.use(managementApi.witness).use(managementApi.middleware);
       }
     },

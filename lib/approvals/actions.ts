@@ -9,8 +9,8 @@
  * API that called answers (400, 403, 404, 409, 429, 503).
  */
 import type Koa from 'koa';
-import { emit, EVENTS } from '../audit/events.js';
-import { record as recordEvent } from '../audit/record.js';
+import { publish, publishRecorded } from '../events/publish.js';
+import { EVENTS } from '../events/types.js';
 import {
   conflictingState,
   deniedByPolicy,
@@ -22,7 +22,6 @@ import {
 } from '../errors.js';
 import { storeCall } from '../store-call.js';
 import { assertApprovalAllowed } from '../policy/index.js';
-import { notifyOrReport } from '../webhooks/notify.js';
 import type { ApprovalDependencies } from './deps.js';
 import { approvalSettings, nowSeconds } from './deps.js';
 import { endGrantAndSessions } from './end.js';
@@ -175,7 +174,7 @@ export async function approveRequest(
     await deps.approvals.releaseGrant(grant).catch(() => {});
     throw error;
   });
-  await recordEvent(deps.provider, deps.options.auditLog, approvalEvent(answered, grant.id), ctx);
+  await publish(deps.provider, approvalEvent(answered, grant.id), ctx);
   await putInForce(deps, grant, ctx);
   return { request: await viewOf(deps, answered), grant: accessGrantView(grant) };
 }
@@ -199,7 +198,7 @@ export async function denyRequest(
   });
   const event = requestEvent(EVENTS.approvalDenied, answered);
   if (reason !== undefined) event.reason = reason;
-  await recordEvent(deps.provider, deps.options.auditLog, event, ctx);
+  await publish(deps.provider, event, ctx);
   return { request: await viewOf(deps, answered) };
 }
 
@@ -273,16 +272,10 @@ const GRANTS_PER_DAY_PER_GRANT_IN_FORCE = 5;
  */
 async function putInForce(deps: ApprovalDependencies, grant: AccessGrant, ctx: Koa.Context | undefined): Promise<void> {
   await storeCall(() => deps.approvals.saveGrant(grant));
-  const event = grantEvent(EVENTS.accessGrantCreated, grant);
-  const { auditLog } = deps.options;
-  if (auditLog) {
-    try {
-      await auditLog.append(event.name, Object.freeze({ ...event }));
-    } catch (error) {
-      await deps.approvals.endGrant(grant, { at: nowSeconds(), by: 'customer' }).catch(() => {});
-      throw serviceUnavailable('the audit trail cannot be written; no access grant was given', error);
-    }
+  try {
+    await publishRecorded(deps.provider, [grantEvent(EVENTS.accessGrantCreated, grant)], ctx);
+  } catch (error) {
+    await deps.approvals.endGrant(grant, { at: nowSeconds(), by: 'customer' }).catch(() => {});
+    throw serviceUnavailable('the audit trail cannot be written; no access grant was given', error);
   }
-  emit(deps.provider, event, ctx);
-  await notifyOrReport(deps.provider, event, ctx);
 }

@@ -1,8 +1,8 @@
 import type Koa from 'koa';
 import type { Account } from 'oidc-provider';
 import { canonicalJson } from '../audit/chain.js';
-import { EVENTS } from '../audit/events.js';
-import { record as recordEvent } from '../audit/record.js';
+import { EVENTS } from '../events/types.js';
+import { publish } from '../events/publish.js';
 import { invalidCall, invalidInput, limitReached } from '../errors.js';
 import type { JsonObject } from '../json.js';
 import type { ManagementCaller } from '../options.js';
@@ -140,6 +140,6 @@ async function pendingRequest(
       'the customer has as many approval requests waiting as the deployment allows; retry once one is answered or expired',
     );
   }
-  await recordEvent(deps.provider, deps.options.auditLog, requestEvent(EVENTS.approvalRequested, request), ctx);
+  await publish(deps.provider, requestEvent(EVENTS.approvalRequested, request), ctx);
   return request;
 }

@@ -1,6 +1,6 @@
 import type Koa from 'koa';
-import { EVENTS } from '../audit/events.js';
-import { record as recordEvent } from '../audit/record.js';
+import { publish } from '../events/publish.js';
+import { EVENTS } from '../events/types.js';
 import { closeSession } from '../sessions/close.js';
 import type { ApprovalDependencies } from './deps.js';
 import { nowSeconds } from './deps.js';
@@ -19,13 +19,13 @@ import type { AccessGrant } from './record.js';
  * nothing twice.
  */
 export async function endGrantAndSessions(
-  { provider, options, approvals, sessions }: ApprovalDependencies,
+  { provider, approvals, sessions }: ApprovalDependencies,
   grant: AccessGrant,
   ctx: Koa.Context | undefined,
 ): Promise<AccessGrant> {
   const { record, changedNow } = await approvals.endGrant(grant, { at: nowSeconds(), by: 'customer' });
   if (changedNow) {
-    await recordEvent(provider, options.auditLog, grantEvent(EVENTS.accessGrantEnded, record), ctx);
+    await publish(provider, grantEvent(EVENTS.accessGrantEnded, record), ctx);
   }
   await sessions.markEnded({ accessGrantId: grant.id });
   const ids = await sessions.startedWith({ accessGrantId: grant.id });
@@ -33,7 +33,7 @@ export async function endGrantAndSessions(
     ids.map(async (id) => {
       const session = await sessions.find(id);
       if (session) {
-        await closeSession(provider, sessions, session, { endReason: 'access_grant_ended' }, ctx, options.auditLog);
+        await closeSession(provider, sessions, session, { endReason: 'access_grant_ended' }, ctx);
       }
     }),
   );

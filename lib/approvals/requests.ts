@@ -1,6 +1,6 @@
 import type Koa from 'koa';
-import { EVENTS } from '../audit/events.js';
-import { record as recordEvent } from '../audit/record.js';
+import { EVENTS } from '../events/types.js';
+import { publish } from '../events/publish.js';
 import { unknownRecord } from '../errors.js';
 import { storeCall } from '../store-call.js';
 import type { ApprovalDependencies } from './deps.js';
@@ -16,7 +16,7 @@ import { approvalRequestView, type ApprovalRequestView } from './view.js';
  * it); `requestStateOf` still reads it as closed.
  */
 export async function settleExpiry(
-  { provider, options, approvals }: ApprovalDependencies,
+  { provider, approvals }: ApprovalDependencies,
   request: ApprovalRequest,
   ctx: Koa.Context | undefined,
 ): Promise<ApprovalRequest> {
@@ -24,7 +24,7 @@ export async function settleExpiry(
   const { record, changedNow } = await storeCall(() =>
     approvals.answer(request, { at: request.expiresAt, decision: 'expired' }),
   );
-  if (changedNow) await recordEvent(provider, options.auditLog, requestEvent(EVENTS.approvalExpired, record), ctx);
+  if (changedNow) await publish(provider, requestEvent(EVENTS.approvalExpired, record), ctx);
   return record;
 }
 

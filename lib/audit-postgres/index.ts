@@ -21,7 +21,7 @@ import { StatementBatch } from '../postgres/batch.js';
 import { assertPlainIdentifiers } from '../postgres/identifier.js';
 import { INVALID_SCHEMA_NAME, migrateUnderLock } from '../postgres/migration.js';
 import { openPool, type PoolSource } from '../postgres/pool.js';
-import type { ImpersonationEvent, ImpersonationEventName } from '../audit/events.js';
+import type { ImpersonationEvent, ImpersonationEventName } from '../events/types.js';
 import { attachJournal } from '../audit/journal.js';
 import type { AuditLog, AuditPage, AuditQueryFilter } from '../audit/sink.js';
 import {

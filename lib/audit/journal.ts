@@ -1,4 +1,4 @@
-import type { ImpersonationEvent, ImpersonationEventName } from './events.js';
+import type { ImpersonationEvent, ImpersonationEventName } from '../events/types.js';
 import type { AuditSink } from './sink.js';
 
 /**
@@ -26,6 +26,11 @@ export interface JournaledRow {
   hash: string;
 }
 
+/**
+ * A sink's journal, where it has one: a capability of that sink object (the
+ * PostgreSQL audit log attaches it to the sink it returns), which the public
+ * `AuditSink` type does not show. Keyed by the sink, not by a provider.
+ */
 const journals = new WeakMap<AuditSink, Journal>();
 
 export function attachJournal(sink: AuditSink, journal: Journal): void {

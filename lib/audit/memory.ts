@@ -4,7 +4,7 @@
  * needs nothing installed. It lasts as long as the process.
  */
 import { invalidOption, storeFull } from '../errors.js';
-import type { ImpersonationEvent, ImpersonationEventName } from './events.js';
+import type { ImpersonationEvent, ImpersonationEventName } from '../events/types.js';
 import type { AuditLog } from './sink.js';
 import {
   canonicalContent,

@@ -1,5 +1,5 @@
 import type { AuditEntry, VerifyResult } from './chain.js';
-import type { ImpersonationEvent, ImpersonationEventName } from './events.js';
+import type { ImpersonationEvent, ImpersonationEventName } from '../events/types.js';
 
 /**
  * A durable record of impersonation events (for example the PostgreSQL audit

@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import type { AccessToken, KoaContextWithOIDC, Provider } from 'oidc-provider';
 import { publicTokenId } from '../access-token.js';
-import { EVENTS, type ImpersonationEvent } from '../audit/events.js';
-import { journalOf } from '../audit/journal.js';
+import { shareCommit } from '../events/commit.js';
+import type { EVENTS, ImpersonationEvent } from '../events/types.js';
 import { quotaRefusal, type DelegationCharge } from '../capacity.js';
 import { exchangeTooSlow, invalidGrant, invalidRequest } from '../errors.js';
 import type { ResolvedOptions } from '../options.js';
@@ -11,7 +11,6 @@ import type { SessionRecord } from '../sessions/record.js';
 import { endedOrigin, type SessionStore } from '../sessions/store.js';
 import type { CommitOutcome } from '../adapters/contract.js';
 import { SUBJECT_TOKEN_MODEL } from '../subject-tokens/store.js';
-import { notificationOf } from '../webhooks/notify.js';
 
 /**
  * How long an exchange may run between its first read and its commit. The
@@ -64,21 +63,22 @@ export interface CommitStores {
  */
 export async function commit(
   ctx: KoaContextWithOIDC,
-  { options, sessions }: CommitStores,
+  { sessions }: CommitStores,
   { token, session, subjectTokenKey, quotas, startedAt, event, onTrail, notify, successRecorded }: Commit,
 ): Promise<string> {
   const provider = ctx.oidc.provider;
   ctx.oidc.entity('AccessToken', token);
   const jti = assignTokenId(token); // sets token.format too: read it only after
   session.accessTokenId = publicTokenId(token.format, jti);
-  const auditLog = onTrail ? options.auditLog : undefined;
-  // The trail's row: in the commit's own transaction when the trail is in the store's database,
-  // otherwise appended first (group commit).
-  const journal = journalOf(auditLog);
-  const inCommit = journal !== undefined && sessions.sharesDatabase(journal.database);
-  // The notifications go in the commit too: none for an exchange that does not happen, and
-  // no token without its notifications.
-  const notification = notify ? notificationOf(provider, event()) : undefined;
+  // What the event's subscribers write with the commit (lib/events/commit.ts): the trail's row, in
+  // the commit's own transaction when the trail is in the store's database, otherwise appended
+  // first; the notifications, none for an exchange that does not happen, and no token without them.
+  const participation = shareCommit(
+    provider,
+    event(),
+    { sharesDatabase: (database) => sessions.sharesDatabase(database), recorded: () => successRecorded?.() },
+    { record: onTrail, delegation: !notify },
+  );
   let value: string;
   let committed: CommitOutcome & { outcome: 'committed' };
   try {
@@ -86,23 +86,14 @@ export async function commit(
     // redeemed, or with it: a trail that cannot be written stops the exchange
     // with nothing burned. Appended first, a lost race below is recorded as a
     // refusal after it; in the commit, it leaves no row.
-    [value] = await Promise.all([
-      issue(provider, token, session),
-      inCommit ? journal.ready() : auditLog?.append(event().name, Object.freeze(event())).then(successRecorded),
-    ]);
+    [value] = await Promise.all([issue(provider, token, session), participation.prepare()]);
     // Checked last before the commit: an exchange that ran past the deadline may have read an
     // origin whose end mark is gone already.
     if (Date.now() - startedAt > EXCHANGE_DEADLINE_MS) throw exchangeTooSlow(EXCHANGE_DEADLINE_MS);
     const outcome = await sessions.commit(
       session,
       subjectTokenKey === undefined ? undefined : { model: SUBJECT_TOKEN_MODEL, id: subjectTokenKey },
-      {
-        ...(quotas?.length ? { quotas } : {}),
-        ...(inCommit
-          ? { journal: { appendFunction: journal.appendFunction, rows: journal.rows(event().name, event()) } }
-          : {}),
-        ...(notification ? { outbox: notification } : {}),
-      },
+      { ...(quotas?.length ? { quotas } : {}), ...participation.write },
     );
     if (outcome.outcome !== 'committed') throw refusalOf(outcome, quotas ?? []);
     committed = outcome;
@@ -111,16 +102,7 @@ export async function commit(
     throw error;
   }
   // Committed: from here on nothing may fail the exchange, whose token is its own now.
-  if (inCommit) {
-    successRecorded?.();
-    await journal.committed(committed.journaled ?? []);
-  }
-  try {
-    notification?.dropped(committed.dropped ?? []);
-  } catch (error) {
-    // A listener of the drop event threw: reported as any error of the provider's app.
-    (provider as unknown as NodeJS.EventEmitter).emit('error', error, ctx);
-  }
+  await participation.committed(committed, ctx);
   return value;
 }
 

@@ -1,5 +1,5 @@
 import type { KoaContextWithOIDC } from 'oidc-provider';
-import { emit } from '../audit/events.js';
+import { announce } from '../events/publish.js';
 import { PrincipalQuotaReached } from '../errors.js';
 import { delegationExchange } from './delegation/delegation.js';
 import { impersonationExchange } from './impersonation.js';
@@ -37,7 +37,7 @@ export function createExchangeHandler(dependencies: ExchangeDependencies) {
     }
     respond(ctx, exchanged);
     // A listener that throws fails the request after its token was issued; it is never reported as a refusal.
-    if (exchanged.event) emit(ctx.oidc.provider, exchanged.event(), ctx);
+    if (exchanged.event) announce(ctx.oidc.provider, exchanged.event(), ctx);
   }
 
   return async function tokenExchangeHandler(ctx: KoaContextWithOIDC): Promise<void> {

@@ -46,7 +46,7 @@ export function impersonationExchange(dependencies: ExchangeDependencies): Excha
     const session = await sessions.find(id);
     return session !== undefined && stateOf(session) === 'active';
   };
-  const report = new ExchangeReport(options);
+  const report = new ExchangeReport();
 
   async function exchange(ctx: KoaContextWithOIDC, progress: ExchangeProgress) {
     const client = ctx.oidc.client!;

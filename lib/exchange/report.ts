@@ -1,7 +1,6 @@
 import type { KoaContextWithOIDC } from 'oidc-provider';
-import { emit, EVENTS, type ImpersonationEvent } from '../audit/events.js';
-import { record as recordEvent } from '../audit/record.js';
-import type { ResolvedOptions } from '../options.js';
+import { announce, publish } from '../events/publish.js';
+import { EVENTS, type ImpersonationEvent } from '../events/types.js';
 import type { SessionRecord } from '../sessions/record.js';
 import { storableText } from '../storable-text.js';
 import { keptUntil, type SubjectTokenRecord } from '../subject-tokens/store.js';
@@ -86,15 +85,10 @@ function exchangeRefused(
 
 /** Reports an exchange's outcome: to listeners always, to the trail as the rules for refusals allow. */
 export class ExchangeReport {
-  readonly #options: ResolvedOptions;
   readonly #refusals = new RefusalBudget();
 
-  constructor(options: ResolvedOptions) {
-    this.#options = options;
-  }
-
   succeeded(ctx: KoaContextWithOIDC, event: ImpersonationEvent<typeof EVENTS.exchangeSucceeded>): void {
-    emit(ctx.oidc.provider, event, ctx);
+    announce(ctx.oidc.provider, event, ctx);
   }
 
   /** A refusal reaches the trail only once its subject token is found (see refusals.ts). */
@@ -103,7 +97,6 @@ export class ExchangeReport {
     const record = progress.subjectToken;
     const recorded =
       progress.successRecorded === true || (record !== undefined && this.#refusals.take(record.id, keptUntil(record)));
-    const sink = recorded ? this.#options.auditLog : undefined;
-    await recordEvent(ctx.oidc.provider, sink, event, ctx);
+    await publish(ctx.oidc.provider, event, ctx, { record: recorded });
   }
 }

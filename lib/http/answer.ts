@@ -1,4 +1,5 @@
 import type Koa from 'koa';
+import { reportError } from '../report-error.js';
 import { DomainError, httpAnswerTo, ManagementError, managementServerError } from '../errors.js';
 
 /**
@@ -13,7 +14,7 @@ export async function renderErrors(ctx: Koa.Context, next: Koa.Next): Promise<vo
     await next();
   } catch (caught) {
     const error = answerTo(caught);
-    if (error.status >= 500) ctx.app.emit('error', error.cause ?? error, ctx);
+    if (error.status >= 500) reportError(ctx.app, error.cause ?? error, ctx);
     ctx.status = error.status;
     ctx.body = error.toJSON();
   }

@@ -2,7 +2,8 @@ import type Router from '@koa/router';
 import type Koa from 'koa';
 import type { Provider } from 'oidc-provider';
 import type { IndexEntry } from '../adapters/contract.js';
-import { emit, EVENTS, type ImpersonationEventName } from '../audit/events.js';
+import { announce } from '../events/publish.js';
+import { EVENTS, type ImpersonationEventName } from '../events/types.js';
 import { badRequest, notFound } from '../errors.js';
 import { authorize, type Authenticate } from '../http/auth.js';
 import { isIdentifier, readJsonObject } from '../http/body.js';
@@ -43,7 +44,7 @@ export function impersonationRoutes(
       revoked: entries.map((entry) => ({ id: entry.member, expiresAt: Math.ceil(entry.expiresAt / 1000) })),
       nextCursor: entries.length === limit && last ? cursorOf(last) : null,
     };
-    emit(provider, { name: EVENTS.revocationsServed, count: entries.length }, ctx);
+    announce(provider, { name: EVENTS.revocationsServed, count: entries.length }, ctx);
   });
 
   // What a customer can be shown of who acted on their account: the audit trail, by subject or actor.
@@ -104,14 +105,7 @@ export function impersonationRoutes(
     const reason = await readReason(ctx);
     const record = await existing(sessions, ctx.params['id']!);
     await storeCall(() =>
-      closeSession(
-        provider,
-        sessions,
-        record,
-        { revokedBy: caller.clientId, ...(reason ? { reason } : {}) },
-        ctx,
-        options.auditLog,
-      ),
+      closeSession(provider, sessions, record, { revokedBy: caller.clientId, ...(reason ? { reason } : {}) }, ctx),
     );
     ctx.status = 204;
   });

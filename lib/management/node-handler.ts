@@ -1,6 +1,7 @@
 import type { EventEmitter } from 'node:events';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import Koa from 'koa';
+import { reportError } from '../report-error.js';
 
 /**
  * The Management API as a Node request handler, Connect-style: it answers
@@ -31,7 +32,7 @@ export function managementApiHandler(api: Koa.Middleware, provider: EventEmitter
     ctx.respond = false;
   });
   app.on('error', (error: unknown, ctx: Koa.Context) => {
-    if (provider.listenerCount('error')) provider.emit('error', error, ctx);
+    if (provider.listenerCount('error')) reportError(provider, error, ctx);
     else app.onerror(error as Error);
   });
   const handle = app.callback();

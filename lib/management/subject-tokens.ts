@@ -5,8 +5,8 @@ import type { ApprovalDependencies } from '../approvals/deps.js';
 import { fieldsOf, readResource, readScopeList, readText } from '../approvals/input.js';
 import type { ApprovalStore } from '../approvals/store.js';
 import { approvalRequestView } from '../approvals/view.js';
-import { emit, EVENTS, type ImpersonationEvent } from '../audit/events.js';
-import { record as recordEvent } from '../audit/record.js';
+import { publish, publishRecorded } from '../events/publish.js';
+import { EVENTS, type ImpersonationEvent } from '../events/types.js';
 import {
   accessDenied,
   alreadyRedeemed,
@@ -23,7 +23,6 @@ import { refusalReason, type JsonObject, type ResolvedOptions } from '../options
 import { providerConfiguration } from '../provider-internals.js';
 import { storableText } from '../storable-text.js';
 import { storeCall } from '../store-call.js';
-import { notifyOrReport } from '../webhooks/notify.js';
 import type { SessionStore } from '../sessions/store.js';
 import type { SubjectTokenStore } from '../subject-tokens/store.js';
 
@@ -69,7 +68,7 @@ export function subjectTokenRoutes(
     const request = parseCreation(await readJsonObject(ctx, options.maxContextBytes + BODY_OVERHEAD), options);
     // Only the clients the deployment names may bypass the customer; an attempt by another is recorded.
     if (request.breakGlass && !options.approvals?.breakGlassClients.includes(caller.clientId)) {
-      await recordEvent(provider, options.auditLog, creationRefused(request, caller, BREAK_GLASS_REFUSED), ctx);
+      await publish(provider, creationRefused(request, caller, BREAK_GLASS_REFUSED), ctx);
       throw accessDenied(BREAK_GLASS_REFUSED);
     }
 
@@ -92,7 +91,7 @@ export function subjectTokenRoutes(
       );
       if (refused) {
         // The policy's words are recorded as given, but never in a form that would keep the record from being written.
-        await recordEvent(provider, options.auditLog, creationRefused(request, caller, storableText(refused)), ctx);
+        await publish(provider, creationRefused(request, caller, storableText(refused)), ctx);
         throw accessDenied(refused);
       }
     }
@@ -157,22 +156,15 @@ export function subjectTokenRoutes(
       reason: request.breakGlass.reason,
     };
     // No subject token without its record (and a break-glass one, without the record of the bypass):
-    // one whose record cannot be written is withdrawn, never handed out.
-    if (options.auditLog) {
-      try {
-        await options.auditLog.append(created.name, Object.freeze({ ...created }));
-        if (emergency) await options.auditLog.append(emergency.name, Object.freeze({ ...emergency }));
-      } catch (error) {
-        await store.withdraw(record.id).catch(() => {});
-        throw managementUnavailable('the audit trail cannot be written; no subject token was issued', error);
-      }
-    }
+    // one whose record cannot be written is withdrawn, never handed out. Recorded, then emitted, in
+    // this order: the token's creation, then the bypass that named it.
     ctx.status = 201;
     ctx.body = { subjectToken: value, expiresIn: options.subjectTokenTTL, id: record.id };
-    emit(provider, created, ctx);
-    if (emergency) {
-      emit(provider, emergency, ctx);
-      await notifyOrReport(provider, emergency, ctx);
+    try {
+      await publishRecorded(provider, emergency ? [created, emergency] : [created], ctx);
+    } catch (error) {
+      await store.withdraw(record.id).catch(() => {});
+      throw managementUnavailable('the audit trail cannot be written; no subject token was issued', error);
     }
   });
 
@@ -185,9 +177,8 @@ export function subjectTokenRoutes(
       throw alreadyRedeemed('the subject token was already exchanged; revoke its impersonation session instead');
     }
     ctx.status = 204;
-    await recordEvent(
+    await publish(
       provider,
-      options.auditLog,
       { name: EVENTS.subjectTokenWithdrawn, subjectTokenId: id, revokedBy: caller.clientId },
       ctx,
     );

@@ -1,7 +1,7 @@
 import type { EventEmitter } from 'node:events';
 import type Koa from 'koa';
 import type { KoaContextWithOIDC, Provider } from 'oidc-provider';
-import type { AuditSink } from '../audit/sink.js';
+import { reportError } from '../report-error.js';
 import { closeSession } from './close.js';
 import type { EndReason } from './record.js';
 import type { SessionStore } from './store.js';
@@ -15,12 +15,12 @@ import type { SessionStore } from './store.js';
  * failure to do so is reported on the provider's `error` event, as any error
  * of its app.
  */
-export function endWithActor(provider: Provider, sessions: SessionStore, auditLog: AuditSink | undefined): void {
+export function endWithActor(provider: Provider, sessions: SessionStore): void {
   const emitter = provider as unknown as EventEmitter;
 
   emitter.on('grant.revoked', (ctx: KoaContextWithOIDC, grantId: string) => {
     const reason: EndReason = ctx?.oidc?.route === 'end_session_confirm' ? 'actor_logout' : 'actor_grant_revoked';
-    report(endAll(provider, sessions, auditLog, { grantId }, reason, ctx), ctx);
+    report(endAll(provider, sessions, { grantId }, reason, ctx), ctx);
   });
 
   emitter.on('session.destroyed', (session: { uid?: unknown; accountId?: unknown }) => {
@@ -31,21 +31,20 @@ export function endWithActor(provider: Provider, sessions: SessionStore, auditLo
     // oidc-provider also destroys a session's old entry when it rotates its id; the uid lives on then.
     report(
       provider.Session.findByUid(uid).then((alive) =>
-        alive ? undefined : endAll(provider, sessions, auditLog, { sessionUid: uid }, 'actor_logout', undefined),
+        alive ? undefined : endAll(provider, sessions, { sessionUid: uid }, 'actor_logout', undefined),
       ),
       undefined,
     );
   });
 
   function report(work: Promise<unknown>, ctx: Koa.Context | undefined): void {
-    work.catch((error: unknown) => provider.emit('error', error, ctx));
+    work.catch((error: unknown) => reportError(provider, error, ctx));
   }
 }
 
 async function endAll(
   provider: Provider,
   sessions: SessionStore,
-  auditLog: AuditSink | undefined,
   actor: { grantId: string } | { sessionUid: string },
   reason: EndReason,
   ctx: Koa.Context | undefined,
@@ -60,7 +59,7 @@ async function endAll(
   await Promise.all(
     ids.map(async (id) => {
       const record = await sessions.find(id);
-      if (record) await closeSession(provider, sessions, record, { endReason: reason }, ctx, auditLog);
+      if (record) await closeSession(provider, sessions, record, { endReason: reason }, ctx);
     }),
   );
   if (markFailure) throw markFailure.error;

@@ -1,8 +1,7 @@
 import type Koa from 'koa';
 import type { Provider } from 'oidc-provider';
-import { EVENTS, type ImpersonationEvent } from '../audit/events.js';
-import { record as recordEvent } from '../audit/record.js';
-import type { AuditSink } from '../audit/sink.js';
+import { publish } from '../events/publish.js';
+import { EVENTS, type ImpersonationEvent } from '../events/types.js';
 import type { EndReason, SessionRecord } from './record.js';
 import { stateOf } from './record.js';
 import type { SessionStore } from './store.js';
@@ -22,7 +21,6 @@ export async function closeSession(
   record: SessionRecord,
   request: CloseRequest,
   ctx: Koa.Context | undefined,
-  auditLog: AuditSink | undefined,
 ): Promise<SessionRecord> {
   if (stateOf(record) !== 'active') return record;
   // Marked first, so that a delegation from it that is being issued is refused by its commit,
@@ -30,7 +28,7 @@ export async function closeSession(
   await sessions.markEnded({ parentSessionId: record.id });
   // Delegations made from this session stop first: should one fail, this session is still
   // active, and closing it again finds and finishes them.
-  await closeDelegations(provider, sessions, record, ctx, auditLog);
+  await closeDelegations(provider, sessions, record, ctx);
   if (record.grantId !== undefined) {
     await Promise.all([
       provider.AccessToken.revokeByGrantId(record.grantId),
@@ -73,11 +71,11 @@ export async function closeSession(
           endReason: request.endReason,
           ...(record.accessGrantId === undefined ? {} : { accessGrantId: record.accessGrantId }),
         };
-  // The stop stands even when its record or its notification cannot be written (see record()).
+  // The stop stands even when its record or its notification cannot be written (see publish()).
   // A delegation's stop goes to the trail, the listeners and the SSF streams (its tokens must
   // stop at resource servers), never to webhooks: they tell a customer of impersonations, whose
   // own stop is delivered (docs/webhooks.md, "Delegations are not delivered").
-  await recordEvent(provider, auditLog, event, ctx, { webhooks: record.type !== 'delegation' });
+  await publish(provider, event, ctx, { delegation: record.type === 'delegation' });
   return closed;
 }
 
@@ -87,14 +85,13 @@ async function closeDelegations(
   sessions: SessionStore,
   parent: SessionRecord,
   ctx: Koa.Context | undefined,
-  auditLog: AuditSink | undefined,
 ): Promise<void> {
   const ids = await sessions.startedWith({ parentSessionId: parent.id });
   await Promise.all(
     ids.map(async (id) => {
       const child = await sessions.find(id);
       if (child && child.id !== parent.id) {
-        await closeSession(provider, sessions, child, { endReason: 'parent_session_stopped' }, ctx, auditLog);
+        await closeSession(provider, sessions, child, { endReason: 'parent_session_stopped' }, ctx);
       }
     }),
   );

@@ -1,7 +1,7 @@
 import type { EventEmitter } from 'node:events';
 import type { AccessToken, Provider } from 'oidc-provider';
 import { publicTokenId } from '../access-token.js';
-import type { AuditSink } from '../audit/sink.js';
+import { reportError } from '../report-error.js';
 import { closeSession } from './close.js';
 import type { SessionStore } from './store.js';
 
@@ -15,19 +15,18 @@ import type { SessionStore } from './store.js';
  * issued from the token meets the mark at its commit. A failure is reported
  * on the provider's `error` event, as any error of its app.
  */
-export function endWithSubjectToken(provider: Provider, sessions: SessionStore, auditLog: AuditSink | undefined): void {
+export function endWithSubjectToken(provider: Provider, sessions: SessionStore): void {
   const emitter = provider as unknown as EventEmitter;
   emitter.on('access_token.destroyed', (token: AccessToken) => {
     if (typeof token?.jti !== 'string') return;
     const origin = { subjectTokenId: publicTokenId('opaque', token.jti) };
-    endAll(provider, sessions, auditLog, origin).catch((error: unknown) => provider.emit('error', error, undefined));
+    endAll(provider, sessions, origin).catch((error: unknown) => reportError(provider, error));
   });
 }
 
 async function endAll(
   provider: Provider,
   sessions: SessionStore,
-  auditLog: AuditSink | undefined,
   origin: { subjectTokenId: string },
 ): Promise<void> {
   await sessions.markEnded(origin);
@@ -36,7 +35,7 @@ async function endAll(
     ids.map(async (id) => {
       const record = await sessions.find(id);
       if (record)
-        await closeSession(provider, sessions, record, { endReason: 'subject_token_revoked' }, undefined, auditLog);
+        await closeSession(provider, sessions, record, { endReason: 'subject_token_revoked' }, undefined);
     }),
   );
 }

@@ -1,6 +1,6 @@
-import type Koa from 'koa';
 import type { Provider } from 'oidc-provider';
-import { EVENTS, type ImpersonationEvent } from '../audit/events.js';
+import type { EventSubscriber } from '../events/subscriber.js';
+import { EVENTS, type ImpersonationEvent } from '../events/types.js';
 import type { OutboxStore } from '../outbox/contract.js';
 import type { ResolvedSsfOptions } from './options.js';
 import { sessionRevokedClaims, SESSION_REVOKED_EVENT, signSet, verificationClaims } from './set.js';
@@ -27,32 +27,23 @@ export interface Transmitter {
   wake(): void;
 }
 
-const transmitters = new WeakMap<object, Transmitter>();
-
-export function attachTransmitter(transmitter: Transmitter): void {
-  transmitters.set(transmitter.provider, transmitter);
-}
-
 /**
- * Hands a stopped session to every stream that asked for session-revoked
- * events, as one signed SET per stream (each with its receiver as `aud`),
- * through the outbox. A disabled stream gets nothing (SSF 1.0: it holds no
- * events); a paused one gets it queued, delivered once it is enabled again.
- * A failure is reported on the provider's `error` event: the stop stands.
+ * SSF streams as a subscriber of the plugin's events: a stopped session goes
+ * to every stream that asked for session-revoked events, as one signed SET
+ * per stream (each with its receiver as `aud`), through the outbox. A
+ * disabled stream gets nothing (SSF 1.0: it holds no events); a paused one
+ * gets it queued, delivered once it is enabled again. A delegation's stop
+ * goes too: its tokens must stop at resource servers. A failure is reported
+ * on the provider's `error` event: the stop stands.
  */
-export async function transmitOrReport(
-  provider: Provider,
-  event: ImpersonationEvent,
-  ctx: Koa.Context | undefined,
-): Promise<void> {
-  const transmitter = transmitters.get(provider);
-  if (!transmitter || (event.name !== EVENTS.sessionRevoked && event.name !== EVENTS.sessionEnded)) return;
-  if (typeof event.sessionId !== 'string' || typeof event.subject !== 'string') return;
-  try {
-    await transmitStop(transmitter, event as ImpersonationEvent & { sessionId: string; subject: string });
-  } catch (error) {
-    (provider as unknown as NodeJS.EventEmitter).emit('error', error, ctx);
-  }
+export function ssfSubscriber(transmitter: Transmitter): EventSubscriber {
+  return {
+    async notice(event) {
+      if (event.name !== EVENTS.sessionRevoked && event.name !== EVENTS.sessionEnded) return;
+      if (typeof event.sessionId !== 'string' || typeof event.subject !== 'string') return;
+      await transmitStop(transmitter, event as ImpersonationEvent & { sessionId: string; subject: string });
+    },
+  };
 }
 
 async function transmitStop(

@@ -1,4 +1,4 @@
-import { EVENTS } from '../audit/events.js';
+import { EVENTS } from '../events/types.js';
 import { optionChecks, type OptionChecks } from '../config/checks.js';
 import { WEBHOOK_DEFAULTS, WEBHOOK_MAXIMA } from '../config/defaults.js';
 

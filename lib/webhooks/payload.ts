@@ -1,4 +1,4 @@
-import type { ImpersonationEvent } from '../audit/events.js';
+import type { ImpersonationEvent } from '../events/types.js';
 import type { JsonObject } from '../json.js';
 import type { WebhookEventName } from './options.js';
 

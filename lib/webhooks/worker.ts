@@ -9,6 +9,7 @@ import type {
 } from '../outbox/contract.js';
 import type { ResolvedWebhookOptions } from './options.js';
 import { createPoster, type Poster } from './post.js';
+import { reportError } from '../report-error.js';
 import { webhookHeaders } from './sign.js';
 
 /** Emitted on the provider when an entry is dead-lettered: `{ subscription, id, reason, attempts }`. */
@@ -149,7 +150,7 @@ export function startDelivery(
       storeFailures = 0;
     } catch (error) {
       storeFailures += 1;
-      (provider as unknown as NodeJS.EventEmitter).emit('error', error);
+      reportError(provider, error);
       schedule(jitter(Math.min(STORE_BACKOFF_MS, options.pollIntervalMs * 2 ** storeFailures)));
       return;
     }
@@ -166,7 +167,7 @@ export function startDelivery(
         if (outcome) toSettle(outcome);
       },
       (error: unknown) => {
-        (provider as unknown as NodeJS.EventEmitter).emit('error', error);
+        reportError(provider, error);
       },
     );
     underWay.add(delivery);
@@ -201,7 +202,7 @@ export function startDelivery(
         answer = await other.deliver(entry, http);
       } catch (error) {
         // Its store failed: the lease runs out and the entry is tried again.
-        (provider as unknown as NodeJS.EventEmitter).emit('error', error);
+        reportError(provider, error);
         return undefined;
       }
       if (stopping.signal.aborted) return undefined;
@@ -230,7 +231,7 @@ export function startDelivery(
         : await Promise.all(outcomes.map(({ entry, settlement }) => outbox.settle(entry, settlement, Date.now())));
     } catch (error) {
       // The leases run out and the entries are delivered again: at least once.
-      (provider as unknown as NodeJS.EventEmitter).emit('error', error);
+      reportError(provider, error);
       return;
     }
     outcomes.forEach(({ entry, settlement }, index) => {

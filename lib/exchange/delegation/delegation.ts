@@ -43,7 +43,7 @@ export function delegationExchange(dependencies: ExchangeDependencies): Delegati
   const delegation = options.delegation;
   const accepts = delegationAccepts(delegation);
   const actorClients: ReadonlySet<string> = new Set(options.actorClients);
-  const report = new DelegationReport(options.auditLog);
+  const report = new DelegationReport();
 
   async function exchange(ctx: KoaContextWithOIDC, progress: DelegationProgress): Promise<Exchanged> {
     const client = ctx.oidc.client!;

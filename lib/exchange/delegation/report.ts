@@ -1,7 +1,6 @@
 import type { KoaContextWithOIDC } from 'oidc-provider';
-import { EVENTS, emit, type ImpersonationEvent } from '../../audit/events.js';
-import { record as recordEvent } from '../../audit/record.js';
-import type { AuditSink } from '../../audit/sink.js';
+import { announce, publish } from '../../events/publish.js';
+import { EVENTS, type ImpersonationEvent } from '../../events/types.js';
 import { RefusalBudget } from '../refusals.js';
 import type { SessionRecord } from '../../sessions/record.js';
 import { storableText } from '../../storable-text.js';
@@ -61,15 +60,10 @@ export function delegationSucceeded(
  * delegations each may make (see lib/exchange/refusals.ts, lib/capacity.ts).
  */
 export class DelegationReport {
-  readonly #auditLog: AuditSink | undefined;
   readonly #refusals = new RefusalBudget();
 
-  constructor(auditLog: AuditSink | undefined) {
-    this.#auditLog = auditLog;
-  }
-
   succeeded(ctx: KoaContextWithOIDC, event: DelegationSucceeded): void {
-    emit(ctx.oidc.provider, event, ctx);
+    announce(ctx.oidc.provider, event, ctx);
   }
 
   async refused(ctx: KoaContextWithOIDC, progress: DelegationProgress, error: unknown): Promise<void> {
@@ -93,6 +87,6 @@ export class DelegationReport {
       progress.underImpersonation !== undefined &&
       progress.parentSessionId !== undefined &&
       this.#refusals.take(progress.parentSessionId, progress.underImpersonation.parentExpiresAt * 1000);
-    await recordEvent(ctx.oidc.provider, recorded ? this.#auditLog : undefined, event, ctx);
+    await publish(ctx.oidc.provider, event, ctx, { record: recorded });
   }
 }

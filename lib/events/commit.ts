@@ -1,0 +1,74 @@
+import type Koa from 'koa';
+import type { CommitOutcome, CommitWrite } from '../adapters/contract.js';
+import { stateOf } from '../provider-state.js';
+import { reportError } from '../report-error.js';
+import type { CommitShare, CommitSite } from './subscriber.js';
+import type { ImpersonationEvent } from './types.js';
+
+/** What the subscribers of an event write with the commit of its change, and do before and after it. */
+export interface CommitParticipation {
+  /** Everything the subscribers do before the commit; rejects when the change may not be committed. */
+  prepare(): Promise<void>;
+  /** What the store operation that commits the change writes with it. */
+  write: Pick<CommitWrite, 'journal' | 'outbox'>;
+  /** Once committed: each subscriber hears of the outcome; a failure is reported, never thrown. */
+  committed(outcome: CommitOutcome & { outcome: 'committed' }, ctx: Koa.Context | undefined): Promise<void>;
+}
+
+/**
+ * The one hook through which what must be atomic with a state change joins
+ * its commit: the code that commits (an exchange's) asks it for the event of
+ * the change, and every subscriber that has a part in it says what: the
+ * trail its row (in the commit's transaction when the trail shares the
+ * store's database, otherwise appended first), webhooks their outbox
+ * entries. The committing code names none of them. With `record` false the
+ * recorders (the trail) take no part; with `delegation`, the event is of a
+ * delegation (see `Occasion`).
+ *
+ * The outbox entries of several subscribers go in one append, under the
+ * smallest of their bounds.
+ */
+export function shareCommit(
+  provider: object,
+  event: ImpersonationEvent,
+  site: CommitSite,
+  { record = true, delegation = false }: { record?: boolean; delegation?: boolean } = {},
+): CommitParticipation {
+  const shares: CommitShare[] = [];
+  for (const subscriber of stateOf(provider).subscribers) {
+    if (!record && subscriber.record) continue;
+    const share = subscriber.shareCommit?.(event, site, delegation);
+    if (share) shares.push(share);
+  }
+  const write: CommitParticipation['write'] = {};
+  for (const { journal, outbox } of shares) {
+    if (journal) write.journal = journal;
+    if (outbox) {
+      write.outbox = write.outbox
+        ? {
+            entries: [...write.outbox.entries, ...outbox.entries],
+            maxPending: Math.min(write.outbox.maxPending, outbox.maxPending),
+            now: write.outbox.now,
+          }
+        : outbox;
+    }
+  }
+  return {
+    write,
+    async prepare() {
+      await Promise.all(shares.map((share) => share.prepare?.()));
+    },
+    async committed(outcome, ctx) {
+      const report = { journaled: outcome.journaled ?? [], dropped: outcome.dropped ?? [] };
+      await Promise.all(
+        shares.map(async (share) => {
+          try {
+            await share.committed?.(report);
+          } catch (error) {
+            reportError(provider, error, ctx);
+          }
+        }),
+      );
+    },
+  };
+}
