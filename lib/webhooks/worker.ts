@@ -1,3 +1,4 @@
+import { performance, type EventLoopUtilization } from 'node:perf_hooks';
 import type { Provider } from 'oidc-provider';
 import type {
   DeadLetter,
@@ -31,6 +32,18 @@ const LEASE_MARGIN_MS = 5000;
 const FIRST_RETRY_MS = 1000;
 /** Longest wait after the store failed. */
 const STORE_BACKOFF_MS = 30_000;
+/**
+ * Delivery yields to the requests the process serves: a look at the outbox
+ * that falls due while the event loop was busier than this (its utilisation
+ * since the last check) waits, and checks again after YIELD_STEP_MS.
+ */
+const BUSY_UTILISATION = 0.5;
+const YIELD_STEP_MS = 20;
+/**
+ * A look waits for a quiet moment at most this many poll intervals: under
+ * load that never lets up, delivery still takes a batch that often.
+ */
+const MAX_YIELD_POLL_INTERVALS = 4;
 
 /** A receiver's answer: its status (0 when none came) and any Retry-After. */
 export interface HttpAnswer {
@@ -118,14 +131,36 @@ export function startDelivery(
     (provider as unknown as NodeJS.EventEmitter).emit(name, Object.freeze(detail));
   };
 
+  const maxYieldMs = MAX_YIELD_POLL_INTERVALS * options.pollIntervalMs;
+  let loopSample: EventLoopUtilization = performance.eventLoopUtilization();
+  /** Since when the look that is due has been waiting for a quiet moment. */
+  let yieldingSince: number | undefined;
+
   function schedule(delay: number): void {
     if (stopping.signal.aborted) return;
-    timer = setTimeout(() => {
-      running = look().finally(() => {
-        running = undefined;
-      });
-    }, delay);
+    timer = setTimeout(lookWhenQuiet, delay);
     timer.unref();
+  }
+
+  /**
+   * Looks at the outbox unless the process was busy serving since the last
+   * check: delivery runs in what requests leave idle, never in their way,
+   * and waits at most `maxYieldMs` for it.
+   */
+  function lookWhenQuiet(): void {
+    const sample = performance.eventLoopUtilization();
+    const busy = performance.eventLoopUtilization(sample, loopSample).utilization > BUSY_UTILISATION;
+    loopSample = sample;
+    const now = Date.now();
+    if (busy && now - (yieldingSince ??= now) < maxYieldMs) {
+      timer = setTimeout(lookWhenQuiet, YIELD_STEP_MS);
+      timer.unref();
+      return;
+    }
+    yieldingSince = undefined;
+    running = look().finally(() => {
+      running = undefined;
+    });
   }
 
   function wake(): void {
