@@ -265,6 +265,16 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
       // The subscribers of the plugin's events, the trail first: a change that needs its record is told
       // to no one before the trail holds it (lib/events/publish.ts).
       const state = stateOf(provider);
+      // First of the provider's middleware, so that every request is counted, oidc-provider's own included:
+      // delivery looks at the outbox in what they leave idle.
+      provider.middleware.unshift(async (_ctx, next) => {
+        state.requestsInFlight += 1;
+        try {
+          await next();
+        } finally {
+          state.requestsInFlight -= 1;
+        }
+      });
       if (options.auditLog) state.subscribers.push(trailSubscriber(options.auditLog));
       endWithActor(provider, sessions);
       endWithSubjectToken(provider, sessions);

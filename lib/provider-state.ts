@@ -14,6 +14,11 @@ export interface ProviderState {
   readonly subscribers: EventSubscriber[];
   /** Requests that went through the Management API that install() added to the provider's middleware. */
   served?: WeakSet<object>;
+  /**
+   * Requests the provider is answering now (counted by the first middleware install() adds): the
+   * delivery of the outbox waits while there are any (lib/webhooks/worker.ts).
+   */
+  requestsInFlight: number;
   /** The provider's key set and the JWTs verified already (lib/access-token.ts), made on first use. */
   jwtVerifier?: JwtVerifier;
 }
@@ -25,7 +30,7 @@ const states = new WeakMap<object, ProviderState>();
 export function stateOf(provider: object): ProviderState {
   let state = states.get(provider);
   if (!state) {
-    state = { subscribers: [] };
+    state = { subscribers: [], requestsInFlight: 0 };
     states.set(provider, state);
   }
   return state;

@@ -10,6 +10,7 @@ import type {
 } from '../outbox/contract.js';
 import type { ResolvedWebhookOptions } from './options.js';
 import { createPoster, type Poster } from './post.js';
+import { stateOf } from '../provider-state.js';
 import { reportError } from '../report-error.js';
 import { webhookHeaders } from './sign.js';
 
@@ -34,8 +35,10 @@ const FIRST_RETRY_MS = 1000;
 const STORE_BACKOFF_MS = 30_000;
 /**
  * Delivery yields to the requests the process serves: a look at the outbox
- * that falls due while the event loop was busier than this (its utilisation
- * since the last check) waits, and checks again after YIELD_STEP_MS.
+ * that falls due while the provider answers requests, or while the event
+ * loop was busier than this since the last check (its utilisation: work
+ * that is no request of the provider's), waits, and checks again after
+ * YIELD_STEP_MS.
  */
 const BUSY_UTILISATION = 0.5;
 const YIELD_STEP_MS = 20;
@@ -132,6 +135,7 @@ export function startDelivery(
   };
 
   const maxYieldMs = MAX_YIELD_POLL_INTERVALS * options.pollIntervalMs;
+  const requests = stateOf(provider);
   let loopSample: EventLoopUtilization = performance.eventLoopUtilization();
   /** Since when the look that is due has been waiting for a quiet moment. */
   let yieldingSince: number | undefined;
@@ -149,7 +153,9 @@ export function startDelivery(
    */
   function lookWhenQuiet(): void {
     const sample = performance.eventLoopUtilization();
-    const busy = performance.eventLoopUtilization(sample, loopSample).utilization > BUSY_UTILISATION;
+    const busy =
+      requests.requestsInFlight > 0 ||
+      performance.eventLoopUtilization(sample, loopSample).utilization > BUSY_UTILISATION;
     loopSample = sample;
     const now = Date.now();
     if (busy && now - (yieldingSince ??= now) < maxYieldMs) {
