@@ -21,6 +21,9 @@ const FLOORS = [
   // Which models the plugin's own store holds: it names the features' models, and nothing else of them.
   { type: 'store-routing', pattern: ['lib/adapters/plugin-store.ts'] },
   { type: 'stores', pattern: ['lib/adapters/*.ts', 'lib/outbox/*.ts', 'lib/postgres/*.ts', 'lib/store-call.ts'] },
+  // Publication of the plugin's events and the per-provider record its subscribers are kept in: below every
+  // feature that publishes, naming none of the subscribers.
+  { type: 'events', pattern: ['lib/events/*.ts', 'lib/provider-state.ts', 'lib/report-error.ts'] },
   { type: 'api', pattern: ['lib/management/*.ts', 'lib/customer/*.ts', 'lib/ssf/routes.ts'] },
   { type: 'http', pattern: ['lib/http/*.ts'] },
   { type: 'audit', pattern: ['lib/audit/*.ts', 'lib/audit-postgres/*.ts'] },
@@ -43,13 +46,23 @@ const LAYERS = [
   { from: 'stores', never: [...FEATURES, ...EDGES, 'assembly'], why: 'a store keeps records; it knows no feature' },
   { from: FEATURES, never: [...EDGES, 'assembly'], why: 'features throw domain errors; the APIs answer them' },
   { from: 'http', never: [...FEATURES, 'api', 'assembly'], why: 'the HTTP helpers serve every API alike' },
+  {
+    from: 'events',
+    never: [...FEATURES, ...EDGES, 'assembly'],
+    why: 'a change is published to subscribers that install() registers; the events name none of them',
+  },
   { from: 'api', never: ['assembly'] },
   { from: ['approvals', 'feature'], never: ['exchange'], why: 'the records know no pipeline that reads them' },
   { from: 'webhooks', never: ['ssf'], why: 'subscribers never import each other' },
   // Enabled once SSF delivers through the outbox's own types rather than the webhooks' (lib/ssf/deliver.ts):
   // { from: 'ssf', never: ['webhooks'], why: 'subscribers never import each other' },
-  // Enabled once the trail, the webhooks and SSF subscribe to events emitted once (lib/audit/record.ts calls them now):
-  // { from: 'audit', never: ['webhooks', 'ssf'], why: 'the trail is a subscriber, as the webhooks and SSF are' },
+  { from: 'audit', never: ['webhooks', 'ssf'], why: 'the trail is a subscriber, as the webhooks and SSF are' },
+  {
+    from: ['exchange', 'approvals'],
+    never: ['webhooks', 'ssf'],
+    why: 'a change is published (lib/events/); webhooks and SSF hear of it as subscribers',
+  },
+  { from: 'api', never: ['webhooks'], why: 'a change is published (lib/events/); webhooks hear of it as a subscriber' },
   { from: 'exchange', never: ['approvals'], why: "the customer's say is one step of the pipeline" },
 ];
 
