@@ -24,18 +24,13 @@ export function endWithSubjectToken(provider: Provider, sessions: SessionStore):
   });
 }
 
-async function endAll(
-  provider: Provider,
-  sessions: SessionStore,
-  origin: { subjectTokenId: string },
-): Promise<void> {
+async function endAll(provider: Provider, sessions: SessionStore, origin: { subjectTokenId: string }): Promise<void> {
   await sessions.markEnded(origin);
   const ids = await sessions.startedWith(origin);
   await Promise.all(
     ids.map(async (id) => {
       const record = await sessions.find(id);
-      if (record)
-        await closeSession(provider, sessions, record, { endReason: 'subject_token_revoked' }, undefined);
+      if (record) await closeSession(provider, sessions, record, { endReason: 'subject_token_revoked' }, undefined);
     }),
   );
 }
