@@ -1,7 +1,7 @@
 import type { KoaContextWithOIDC } from 'oidc-provider';
 import { emit, EVENTS, type ImpersonationEvent } from '../audit/events.js';
 import { record as recordEvent } from '../audit/record.js';
-import type { ResolvedOptions } from '../options.js';
+import type { ResolvedCoreOptions as ResolvedOptions } from '../core-options.js';
 import type { SessionRecord } from '../sessions/record.js';
 import { storableText } from '../storable-text.js';
 import { keptUntil, type SubjectTokenRecord } from '../subject-tokens/store.js';

@@ -1,7 +1,8 @@
 import { DecisionPointUnavailable, managementUnavailable, policyUnavailable } from '../errors.js';
 import type { JsonObject, JsonValue } from '../json.js';
 import type { DelegationPolicyInput, ResolvedDelegationOptions } from '../exchange/delegation/options.js';
-import type { CreationPolicyInput, ExchangeDecision, ExchangePolicyInput, PolicyDecision } from '../options.js';
+import type { ExchangeDecision, PolicyDecision } from '../config/decisions.js';
+import type { CreationPolicyInput, ExchangePolicyInput } from '../core-options.js';
 import { evaluateAccess, type AccessEvaluation, type PolicyAction } from './evaluation.js';
 import type { ResolvedAuthzenOptions } from './options.js';
 

@@ -1,7 +1,7 @@
 import type { ResolvedDelegationOptions } from '../exchange/delegation/options.js';
-import type { ResolvedOptions } from '../options.js';
+import type { ResolvedCoreOptions } from '../core-options.js';
 import { delegationWithDecisionPoint, withDecisionPoint } from './compose.js';
-import { resolveAuthzenOptions, type AuthzenOptions } from './options.js';
+import { resolveAuthzenOptions, type AuthzenOptions, type ResolvedAuthzenOptions } from './options.js';
 
 export { assertApprovalAllowed } from './compose.js';
 export type { AuthzenOptions, ResolvedAuthzenOptions } from './options.js';
@@ -13,9 +13,10 @@ export type { AuthzenOptions, ResolvedAuthzenOptions } from './options.js';
  */
 export function applyDecisionPoint(
   input: AuthzenOptions | undefined,
-  hooks: Pick<ResolvedOptions, 'canImpersonate' | 'canExchange'>,
+  hooks: Pick<ResolvedCoreOptions, 'canImpersonate' | 'canExchange'>,
   delegation: ResolvedDelegationOptions,
-): Partial<Pick<ResolvedOptions, 'canImpersonate' | 'canExchange' | 'authzen'>> & {
+): Partial<Pick<ResolvedCoreOptions, 'canImpersonate' | 'canExchange'>> & {
+  authzen?: ResolvedAuthzenOptions;
   delegation: ResolvedDelegationOptions;
 } {
   const authzen = resolveAuthzenOptions(input);

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { EndReason } from '../audit/events.js';
-import type { JsonObject } from '../options.js';
+import type { JsonObject } from '../json.js';
 
 /** Every impersonation session id starts with this. */
 export const SESSION_ID_PREFIX = 'imp_';

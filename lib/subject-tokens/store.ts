@@ -1,6 +1,6 @@
 import type { AdapterPayload } from 'oidc-provider';
 import type { AtomicAdapter } from '../adapters/contract.js';
-import type { JsonObject } from '../options.js';
+import type { JsonObject } from '../json.js';
 import { hashSubjectToken, mintSubjectToken, newSubjectTokenId } from './token.js';
 
 /** The adapter model name the subject tokens are kept under. */
