@@ -20,7 +20,10 @@ const FLOORS = [
   { type: 'internals', pattern: ['lib/provider-internals.ts', 'lib/access-token.ts'] },
   // Which models the plugin's own store holds: it names the features' models, and nothing else of them.
   { type: 'store-routing', pattern: ['lib/adapters/plugin-store.ts'] },
-  { type: 'stores', pattern: ['lib/adapters/*.ts', 'lib/outbox/*.ts', 'lib/postgres/*.ts', 'lib/store-call.ts'] },
+  {
+    type: 'stores',
+    pattern: ['lib/adapters/*.ts', 'lib/outbox/*.ts', 'lib/postgres/*.ts', 'lib/redis/*.ts', 'lib/store-call.ts'],
+  },
   { type: 'api', pattern: ['lib/management/*.ts', 'lib/customer/*.ts', 'lib/ssf/routes.ts'] },
   { type: 'http', pattern: ['lib/http/*.ts'] },
   { type: 'audit', pattern: ['lib/audit/*.ts', 'lib/audit-postgres/*.ts'] },
