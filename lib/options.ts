@@ -9,7 +9,12 @@ import {
 import { optionChecks, type OptionChecks } from './config/checks.js';
 import { IMPERSONATION_DEFAULTS, IMPERSONATION_MAXIMA } from './config/defaults.js';
 import { invalidArgument } from './errors.js';
-import { applyDecisionPoint, type AuthzenOptions, type ResolvedAuthzenOptions } from './policy/index.js';
+import {
+  applyDecisionPoint,
+  delegationWithDecisionPoint,
+  type AuthzenOptions,
+  type ResolvedAuthzenOptions,
+} from './policy/index.js';
 import { resolveSsfOptions, type ResolvedSsfOptions, type SsfOptions } from './ssf/options.js';
 import { resolveWebhookOptions, type ResolvedWebhookOptions, type WebhookOptions } from './webhooks/options.js';
 
@@ -200,16 +205,30 @@ export function resolveOptions(input: ImpersonationOptions): ResolvedOptions {
             ...(approvals ? [approvals.requestsPath, approvals.customerPath] : []),
           ],
         });
-  const delegation = resolveDelegationOptions((input as ImpersonationOptions).delegation);
+  const decisionPoint = applyDecisionPoint(input.authzen, options);
+  const delegation = delegationAsking(
+    decisionPoint.authzen,
+    resolveDelegationOptions((input as ImpersonationOptions).delegation),
+  );
   return Object.freeze({
     ...options,
-    ...applyDecisionPoint(input.authzen, options, delegation),
+    ...decisionPoint,
+    delegation,
     ...(approvals ? { approvals } : {}),
     ...(webhooks ? { webhooks } : {}),
     ...(ssf ? { ssf } : {}),
     actorClients,
     environmentVariables: Object.freeze({ ...env }),
   });
+}
+
+/** `delegation.canDelegate`, with the decision point (when there is one) asked after it. */
+function delegationAsking(
+  authzen: ResolvedAuthzenOptions | undefined,
+  delegation: ResolvedDelegationOptions,
+): ResolvedDelegationOptions {
+  if (!authzen) return delegation;
+  return Object.freeze({ ...delegation, canDelegate: delegationWithDecisionPoint(authzen, delegation.canDelegate) });
 }
 
 /** The scopes of the Management API (the SSF receivers' included, once resolved): none of them is an OIDC scope. */
