@@ -4,7 +4,7 @@ import { LRUCache } from 'lru-cache';
 import type { AccessToken, Provider } from 'oidc-provider';
 import { stateOf } from './provider-state.js';
 import { findAccessTokenUnbound, providerJwks, sessionBindingHolds } from './provider-internals.js';
-import { SESSION_CLAIM } from './sessions/record.js';
+import { SESSION_CLAIM } from './token-claims.js';
 
 /** What the plugin needs to know of an access token this provider issued, whatever its format. */
 export interface VerifiedAccessToken {

@@ -13,6 +13,7 @@ export type {
 } from './approvals/options.js';
 export type {
   ActorAuthentication,
+  CoreOptions,
   CreationPolicyInput,
   CustomJwtClaimsFunction,
   CustomJwtClaimsInput,
@@ -25,6 +26,7 @@ export type {
   ManagementAuthResult,
   ManagementCaller,
   PolicyDecision,
+  ResolvedCoreOptions,
   ResolvedOptions,
 } from './options.js';
 export { EVENTS, onImpersonationEvent } from './events/types.js';

@@ -1,10 +1,6 @@
-import type Koa from 'koa';
-import type { Account } from 'oidc-provider';
-import type { AdapterSource } from './adapters/contract.js';
 import { resolveApprovalOptions, type ApprovalOptions, type ResolvedApprovalOptions } from './approvals/options.js';
-import type { AuditSink } from './audit/sink.js';
-import type { ExchangeDecision, PolicyDecision } from './config/decisions.js';
-import { definedMembers, type JsonObject } from './json.js';
+import type { ActorAuthentication, CoreOptions, ResolvedCoreOptions } from './core-options.js';
+import { definedMembers } from './json.js';
 import {
   resolveDelegationOptions,
   type DelegationOptions,
@@ -13,132 +9,31 @@ import {
 import { optionChecks, type OptionChecks } from './config/checks.js';
 import { IMPERSONATION_DEFAULTS, IMPERSONATION_MAXIMA } from './config/defaults.js';
 import { invalidArgument } from './errors.js';
-import { applyDecisionPoint, type AuthzenOptions, type ResolvedAuthzenOptions } from './policy/index.js';
+import {
+  applyDecisionPoint,
+  delegationWithDecisionPoint,
+  type AuthzenOptions,
+  type ResolvedAuthzenOptions,
+} from './policy/index.js';
 import { resolveSsfOptions, type ResolvedSsfOptions, type SsfOptions } from './ssf/options.js';
 import { resolveWebhookOptions, type ResolvedWebhookOptions, type WebhookOptions } from './webhooks/options.js';
 
 export type { JsonObject, JsonPrimitive, JsonValue } from './json.js';
 export { refusalReason, type ExchangeDecision, type PolicyDecision } from './config/decisions.js';
+export type {
+  ActorAuthentication,
+  CoreOptions,
+  CreationPolicyInput,
+  CustomJwtClaimsFunction,
+  CustomJwtClaimsInput,
+  ExchangePolicyInput,
+  ManagementAuthResult,
+  ManagementCaller,
+  ResolvedCoreOptions,
+} from './core-options.js';
 
-export interface ManagementCaller {
-  /** The client of the machine-to-machine token that called the Management API. */
-  clientId: string;
-}
-
-/** What a management authenticator decides: a caller, or why not (401 or 403). */
-export type ManagementAuthResult =
-  ManagementCaller | { error: 'invalid_token' | 'insufficient_scope'; description?: string | undefined };
-
-export interface ActorAuthentication {
-  maxAge?: number | undefined;
-  acrValues?: string[] | undefined;
-}
-
-export interface CreationPolicyInput {
-  subject: string;
-  account: Account;
-  caller: ManagementCaller;
-  context: JsonObject;
-  /** The person who will act (`actorId` of the request), when the request names one. */
-  actor?: string | undefined;
-  /** The client that will redeem the subject token (`clientId` of the request), when the request names one. */
-  clientId?: string | undefined;
-  /** Present when the caller bypasses the customer's approval (break-glass), with its reason. */
-  breakGlass?: { reason: string } | undefined;
-}
-
-export interface ExchangePolicyInput {
-  clientId: string;
-  subject: string;
-  /** The actor's account id, when an actor token was sent. */
-  actor?: string | undefined;
-  resource: string;
-  scope: string[];
-  context: JsonObject;
-}
-
-export interface CustomJwtClaimsInput {
-  /** The claims the access token is about to carry (read-only view). */
-  token: Readonly<Record<string, unknown>>;
-  context: {
-    grant: {
-      type: 'urn:ietf:params:oauth:grant-type:token-exchange';
-      /** The `context` sent when the subject token was created. */
-      subjectTokenContext: JsonObject;
-    };
-    client: { id: string };
-    user: { id: string };
-    actor?: { id: string } | undefined;
-  };
-  environmentVariables: Readonly<Record<string, string>>;
-}
-
-export type CustomJwtClaimsFunction = (
-  input: CustomJwtClaimsInput,
-) => Record<string, unknown> | Promise<Record<string, unknown>>;
-
-export interface ImpersonationOptions {
-  /** Resource indicator (absolute URI) of the Management API; M2M tokens must be issued for it. */
-  managementResource: string;
-  /** Scope that allows creating subject tokens. Default `subject-tokens:create`. */
-  managementScope?: string | undefined;
-  /** Scope that allows listing and reading impersonation sessions. Default `impersonations:read`. */
-  readScope?: string | undefined;
-  /** Scope that allows revoking sessions and withdrawing subject tokens. Default `impersonations:revoke`. */
-  revokeScope?: string | undefined;
-  /** Path of the subject-token endpoint. Default `/api/subject-tokens`. */
-  managementPath?: string | undefined;
-  /** Path of the impersonation sessions (and, below it, `/revocations`). Default `/api/impersonations`. */
-  sessionsPath?: string | undefined;
-  /** Lifetime of M2M tokens for the Management API, seconds. Default 300. */
-  managementTokenTTL?: number | undefined;
-  /** Format of M2M tokens for the Management API. Default `jwt`. */
-  managementTokenFormat?: 'jwt' | 'opaque' | undefined;
-  /** Replaces the built-in M2M bearer-token check; `required.scope` is the scope the endpoint needs. */
-  authenticateManagementRequest?:
-    | ((ctx: Koa.Context, required: { scope: string }) => ManagementAuthResult | Promise<ManagementAuthResult>)
-    | undefined;
-  /** Subject-token lifetime, seconds. Default 60; at most 3600. */
-  subjectTokenTTL?: number | undefined;
-  /** Cap on the impersonation access token's lifetime, seconds; the resource server's TTL wins if lower. Default 900. */
-  accessTokenTTL?: number | undefined;
-  /** Largest creation `context`, in bytes of its JSON. Default 2048. */
-  maxContextBytes?: number | undefined;
-  /** Creation-time policy: may this user be impersonated at all? */
-  canImpersonate?: ((input: CreationPolicyInput) => PolicyDecision | Promise<PolicyDecision>) | undefined;
-  /** Exchange-time policy: may this client and actor impersonate this subject now? */
-  canExchange?: ((input: ExchangePolicyInput) => ExchangeDecision | Promise<ExchangeDecision>) | undefined;
-  /**
-   * Clients, besides the exchanging one, whose users' access tokens are
-   * accepted as actor tokens (e.g. the support application's other front
-   * end). Default: none, so an actor token must come from the exchanging client.
-   */
-  actorClients?: string[] | undefined;
-  /**
-   * How recent and strong the actor's sign-in must be (step-up, RFC 9470):
-   * `maxAge` seconds since it, and an `acr` among `acrValues`. Checked against
-   * the session behind an opaque actor token, or a JWT's `auth_time` and `acr`.
-   * A stale or weak sign-in gets `insufficient_user_authentication`. Default: none.
-   */
-  actorAuthentication?: ActorAuthentication | undefined;
-  /**
-   * A durable trail (e.g. `createPostgresAuditLog()`), awaited: no subject
-   * token and no impersonation token is handed out before its record is.
-   */
-  auditLog?: AuditSink | undefined;
-  /**
-   * Where subject tokens and impersonation sessions are kept, when not in the
-   * provider's own adapter: an adapter class or factory with `consumeOnce` and
-   * sorted indexes (`createMemoryAdapter()`, `createRedisAdapter()`). With it,
-   * the provider keeps any adapter of its own. Default: the provider's adapter.
-   */
-  store?: AdapterSource | undefined;
-  /** Adds claims to the issued access token (spec 2.7). */
-  getCustomJwtClaims?: CustomJwtClaimsFunction | undefined;
-  /** How long `getCustomJwtClaims` may take, milliseconds. Default 2000. */
-  customClaimsTimeout?: number | undefined;
-  /** Passed to `getCustomJwtClaims` as `environmentVariables`. Default `{}`. */
-  environmentVariables?: Record<string, string> | undefined;
+/** The options of `createImpersonation`: the core ones, and each feature's slice. */
+export interface ImpersonationOptions extends CoreOptions {
   /**
    * The customer in the loop: grants the customer gives, approval requests the
    * customer answers, break-glass (docs/customer-approval.md). Default: none,
@@ -159,14 +54,6 @@ export interface ImpersonationOptions {
    */
   ssf?: SsfOptions | undefined;
   /**
-   * Whether this instance delivers what the outbox holds (webhooks, SSF SETs
-   * pushed or queued for polling). The outbox is the store's, shared by every
-   * instance on it: `false` keeps delivery off the instances that answer
-   * token requests, while others on the same store deliver
-   * (docs/webhooks.md, "Delivery"). Default `true`.
-   */
-  deliverOutbox?: boolean | undefined;
-  /**
    * RFC 8693 delegation on the same grant (docs/token-exchange.md): a client
    * whose `token_exchange_delegation` metadata allows it exchanges a user's
    * access token for a narrower one that names it in `act`. Default: every
@@ -181,33 +68,14 @@ export interface ImpersonationOptions {
   authzen?: AuthzenOptions | undefined;
 }
 
-/** The options without a default: absent unless given. */
-type UndefaultedOption =
-  | 'authenticateManagementRequest'
-  | 'canImpersonate'
-  | 'canExchange'
-  | 'getCustomJwtClaims'
-  | 'actorAuthentication'
-  | 'auditLog'
-  | 'store';
-
-/** The options with a default: each one filled in. */
-type DefaultedOptions = Omit<
-  ImpersonationOptions,
-  UndefaultedOption | 'approvals' | 'webhooks' | 'ssf' | 'delegation' | 'authzen'
->;
-
-// Not Required<>: under a consumer's exactOptionalPropertyTypes it keeps the `| undefined` each option accepts.
-export type ResolvedOptions = { [Name in keyof DefaultedOptions]-?: Exclude<DefaultedOptions[Name], undefined> } & Pick<
-  ImpersonationOptions,
-  UndefaultedOption
-> & {
-    approvals?: ResolvedApprovalOptions;
-    webhooks?: ResolvedWebhookOptions;
-    ssf?: ResolvedSsfOptions;
-    delegation: ResolvedDelegationOptions;
-    authzen?: ResolvedAuthzenOptions;
-  };
+/** Every option once resolved: the core ones, and each feature's slice as the feature resolved it. */
+export type ResolvedOptions = ResolvedCoreOptions & {
+  approvals?: ResolvedApprovalOptions;
+  webhooks?: ResolvedWebhookOptions;
+  ssf?: ResolvedSsfOptions;
+  delegation: ResolvedDelegationOptions;
+  authzen?: ResolvedAuthzenOptions;
+};
 
 /** Every option, so that one misspelt is refused: the `satisfies` keeps the list and the interface alike. */
 const OPTION_NAMES = Object.keys({
@@ -337,16 +205,30 @@ export function resolveOptions(input: ImpersonationOptions): ResolvedOptions {
             ...(approvals ? [approvals.requestsPath, approvals.customerPath] : []),
           ],
         });
-  const delegation = resolveDelegationOptions((input as ImpersonationOptions).delegation);
+  const decisionPoint = applyDecisionPoint(input.authzen, options);
+  const delegation = delegationAsking(
+    decisionPoint.authzen,
+    resolveDelegationOptions((input as ImpersonationOptions).delegation),
+  );
   return Object.freeze({
     ...options,
-    ...applyDecisionPoint(input.authzen, options, delegation),
+    ...decisionPoint,
+    delegation,
     ...(approvals ? { approvals } : {}),
     ...(webhooks ? { webhooks } : {}),
     ...(ssf ? { ssf } : {}),
     actorClients,
     environmentVariables: Object.freeze({ ...env }),
   });
+}
+
+/** `delegation.canDelegate`, with the decision point (when there is one) asked after it. */
+function delegationAsking(
+  authzen: ResolvedAuthzenOptions | undefined,
+  delegation: ResolvedDelegationOptions,
+): ResolvedDelegationOptions {
+  if (!authzen) return delegation;
+  return Object.freeze({ ...delegation, canDelegate: delegationWithDecisionPoint(authzen, delegation.canDelegate) });
 }
 
 /** The scopes of the Management API (the SSF receivers' included, once resolved): none of them is an OIDC scope. */

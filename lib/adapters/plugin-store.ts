@@ -7,9 +7,7 @@ import {
   hasSortedIndexes,
   instantiateAdapter,
 } from './contract.js';
-import { APPROVAL_MODEL } from '../approvals/store.js';
-import { SESSION_MODEL } from '../sessions/store.js';
-import { SUBJECT_TOKEN_MODEL } from '../subject-tokens/store.js';
+import { APPROVAL_MODEL, OUTBOX_MODEL, SESSION_MODEL, SUBJECT_TOKEN_MODEL } from './models.js';
 import { unfitStore } from '../errors/standalone.js';
 import { hasOutbox, type OutboxStore } from '../outbox/contract.js';
 
@@ -29,8 +27,7 @@ export interface PluginStore {
   outbox?: OutboxStore;
 }
 
-/** The adapter model name whose instance hands out the outbox. */
-export const OUTBOX_MODEL = 'ImpersonationOutbox';
+export { OUTBOX_MODEL } from './models.js';
 
 /**
  * Opens the plugin's models on `source` and refuses a store that could not

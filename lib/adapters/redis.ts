@@ -33,9 +33,9 @@ import { saveWithinQuotasBy } from './quotas.js';
 import type { OutboxCapable, OutboxStore } from '../outbox/contract.js';
 import { createRedisOutbox, OUTBOX_APPEND_LUA, outboxAppendArgs, outboxKeys } from '../outbox/redis.js';
 import { invalidCall, invalidOption, unavailable } from '../errors/standalone.js';
-import { clusterOf, type RedisClient, type RedisNode, type RedisPipeline } from './redis-client.js';
+import { clusterOf, type RedisClient, type RedisNode, type RedisPipeline } from '../redis/client.js';
 
-export type { RedisClient, RedisNode, RedisPipeline } from './redis-client.js';
+export type { RedisClient, RedisNode, RedisPipeline } from '../redis/client.js';
 
 export interface RedisAdapterOptions {
   /**

@@ -5,7 +5,7 @@ import { EVENTS } from '../events/types.js';
 import { publish } from '../events/publish.js';
 import { invalidCall, invalidInput, limitReached } from '../errors.js';
 import type { JsonObject } from '../json.js';
-import type { ManagementCaller } from '../options.js';
+import type { ManagementCaller } from '../core-options.js';
 import { storeCall } from '../store-call.js';
 import type { ApprovalDependencies } from './deps.js';
 import { approvalSettings, nowSeconds } from './deps.js';

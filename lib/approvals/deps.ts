@@ -1,6 +1,7 @@
 import type { Provider } from 'oidc-provider';
 import { invalidCall } from '../errors.js';
-import type { ResolvedOptions } from '../options.js';
+import type { ResolvedCoreOptions } from '../core-options.js';
+import type { ResolvedAuthzenOptions } from '../policy/options.js';
 import type { SessionStore } from '../sessions/store.js';
 import type { ResolvedApprovalOptions } from './options.js';
 import type { ApprovalStore } from './store.js';
@@ -15,7 +16,10 @@ export interface ApprovalDependencies {
   sessions: SessionStore;
 }
 
-export type ApprovalOptionsSlice = Pick<ResolvedOptions, 'approvals' | 'auditLog' | 'authzen'>;
+export type ApprovalOptionsSlice = Pick<ResolvedCoreOptions, 'auditLog'> & {
+  approvals?: ResolvedApprovalOptions;
+  authzen?: ResolvedAuthzenOptions;
+};
 
 /** The `approvals` option; calling an approval operation without it is the deployment's mistake. */
 export function approvalSettings(options: ApprovalOptionsSlice, caller: string): ResolvedApprovalOptions {

@@ -1,3 +1,4 @@
+import { APPROVAL_MODEL } from '../adapters/models.js';
 import type { AdapterPayload } from 'oidc-provider';
 import type { BoundedIndexes, ImpersonationAdapter, IndexEntry } from '../adapters/contract.js';
 import {
@@ -9,7 +10,7 @@ import {
 } from './record.js';
 
 /** The adapter model name the access grants, approval requests and their indexes are kept under. */
-export const APPROVAL_MODEL = 'ImpersonationApproval';
+export { APPROVAL_MODEL };
 
 /** How long a grant or request outlives its expiry, so that it can still be read and told apart from an unknown id. */
 const KEPT_AFTER_EXPIRY = 7 * 24 * 3600;

@@ -1,6 +1,6 @@
 import type { AccessToken, ClientCredentials, Configuration, KoaContextWithOIDC } from 'oidc-provider';
 import { errors, invalidRequest } from '../errors.js';
-import type { CustomJwtClaimsFunction, CustomJwtClaimsInput } from '../options.js';
+import type { CustomJwtClaimsFunction, CustomJwtClaimsInput } from '../core-options.js';
 import { SESSION_CLAIM } from '../sessions/record.js';
 import type { ActClaim } from './actor.js';
 

@@ -5,7 +5,7 @@ import { shareCommit } from '../events/commit.js';
 import type { EVENTS, ImpersonationEvent } from '../events/types.js';
 import { quotaRefusal, type DelegationCharge } from '../capacity.js';
 import { exchangeTooSlow, invalidGrant, invalidRequest } from '../errors.js';
-import type { ResolvedOptions } from '../options.js';
+import type { ResolvedCoreOptions as ResolvedOptions } from '../core-options.js';
 import { assignTokenId, newBackingGrant } from '../provider-internals.js';
 import type { SessionRecord } from '../sessions/record.js';
 import { endedOrigin, type SessionStore } from '../sessions/store.js';

@@ -2,7 +2,7 @@ import type { EventEmitter } from 'node:events';
 import type { KoaContextWithOIDC, Provider } from 'oidc-provider';
 import type { VerifiedAccessToken } from '../access-token.js';
 import { InsufficientUserAuthentication, insufficientUserAuthentication } from '../errors.js';
-import type { ActorAuthentication } from '../options.js';
+import type { ActorAuthentication } from '../core-options.js';
 
 /**
  * Step-up (RFC 9470): the actor's sign-in must be at most `maxAge` seconds old

@@ -1,7 +1,7 @@
 import type { AccessToken, KoaContextWithOIDC } from 'oidc-provider';
 import type { VerifiedAccessToken } from '../access-token.js';
 import { invalidRequest } from '../errors.js';
-import type { CustomJwtClaimsInput, ResolvedOptions } from '../options.js';
+import type { CustomJwtClaimsInput, ResolvedCoreOptions as ResolvedOptions } from '../core-options.js';
 import { certificateThumbprintOf, checkDpopReplay, setTokenLifetime } from '../provider-internals.js';
 import { newSessionId, SESSION_CLAIM, stateOf, type SessionRecord } from '../sessions/record.js';
 import type { SubjectTokenRecord } from '../subject-tokens/store.js';

@@ -1,14 +1,16 @@
 import type { KoaContextWithOIDC } from 'oidc-provider';
 import type { ImpersonationEvent } from '../events/types.js';
-import type { ResolvedOptions } from '../options.js';
+import type { ResolvedCoreOptions } from '../core-options.js';
 import type { SessionStore } from '../sessions/store.js';
 import type { SubjectTokenStore } from '../subject-tokens/store.js';
 import type { ExchangeClaims } from './claims.js';
 import type { CustomerGrants } from './customer-grant.js';
+import type { ResolvedDelegationOptions } from './delegation/options.js';
 import type { Issued } from './respond.js';
 
 export interface ExchangeDependencies {
-  options: ResolvedOptions;
+  /** The core options, and the delegation's slice. */
+  options: ResolvedCoreOptions & { delegation: ResolvedDelegationOptions };
   /** The subject tokens the Management API created: an impersonation's subjects. */
   store: SubjectTokenStore;
   sessions: SessionStore;

@@ -1,11 +1,6 @@
 import { invalidRequest } from '../errors.js';
-import {
-  refusalReason,
-  type ExchangeDecision,
-  type ExchangePolicyInput,
-  type PolicyDecision,
-  type ResolvedOptions,
-} from '../options.js';
+import { refusalReason, type ExchangeDecision, type PolicyDecision } from '../config/decisions.js';
+import type { ExchangePolicyInput, ResolvedCoreOptions as ResolvedOptions } from '../core-options.js';
 
 /**
  * The deployment's decision: `canExchange` allows (`true`), refuses (`false`,

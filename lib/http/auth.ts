@@ -1,7 +1,7 @@
 /** Who calls: the bearer token of a request, the caller an authenticator finds in it, and a refusal's challenge. */
 import type Koa from 'koa';
 import { unauthorized, type ManagementError } from '../errors.js';
-import type { ManagementAuthResult, ManagementCaller } from '../options.js';
+import type { ManagementAuthResult, ManagementCaller } from '../core-options.js';
 import { storeCall } from '../store-call.js';
 
 export type Authenticate = (

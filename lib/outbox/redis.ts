@@ -21,7 +21,7 @@
  *   <tag>:reasons   hash: queue member -> why
  */
 import { randomUUID } from 'node:crypto';
-import type { RedisClient } from '../adapters/redis-client.js';
+import type { RedisClient } from '../redis/client.js';
 import {
   streamOf,
   type DeadLetter,

@@ -1,13 +1,28 @@
 import { DecisionPointUnavailable, managementUnavailable, policyUnavailable } from '../errors.js';
 import type { JsonObject, JsonValue } from '../json.js';
-import type { DelegationPolicyInput, ResolvedDelegationOptions } from '../exchange/delegation/options.js';
-import type { CreationPolicyInput, ExchangeDecision, ExchangePolicyInput, PolicyDecision } from '../options.js';
+import type { ExchangeDecision, PolicyDecision } from '../config/decisions.js';
+import type { CreationPolicyInput, ExchangePolicyInput } from '../core-options.js';
 import { evaluateAccess, type AccessEvaluation, type PolicyAction } from './evaluation.js';
 import type { ResolvedAuthzenOptions } from './options.js';
 
 type CreationPolicy = (input: CreationPolicyInput) => PolicyDecision | Promise<PolicyDecision>;
 type ExchangePolicy = (input: ExchangePolicyInput) => ExchangeDecision | Promise<ExchangeDecision>;
-type DelegationPolicy = (input: DelegationPolicyInput) => ExchangeDecision | Promise<ExchangeDecision>;
+
+/**
+ * What the decision point is told of a delegation: the members of
+ * `delegation.canDelegate`'s input it reads. Declared here, so that the policy
+ * knows the delegation's hook by its shape, not by importing the pipeline.
+ */
+export interface DelegationAsked {
+  clientId: string;
+  subject: string;
+  actor: string;
+  resource: string;
+  scope: string[];
+  subjectTokenType: string;
+  parentSessionId?: string | undefined;
+  accessGrantId?: string | undefined;
+}
 
 /**
  * The deployment's hooks with the decision point asked after each: the
@@ -37,20 +52,18 @@ export function withDecisionPoint(
   };
 }
 
-/** `delegation.canDelegate`, with the decision point asked after it. */
-export function delegationWithDecisionPoint(
+/** `delegation.canDelegate` (`own`, when the deployment has one), with the decision point asked after it. */
+export function delegationWithDecisionPoint<Input extends DelegationAsked>(
   authzen: ResolvedAuthzenOptions,
-  delegation: ResolvedDelegationOptions,
-): ResolvedDelegationOptions {
-  const own = delegation.canDelegate;
-  const canDelegate: DelegationPolicy = async (input) => {
+  own: ((input: Input) => ExchangeDecision | Promise<ExchangeDecision>) | undefined,
+): (input: Input) => Promise<ExchangeDecision> {
+  return async (input) => {
     const decision = own ? await own(input) : true;
     const scopes = grantedBy(decision, input.scope);
     if (!scopes) return decision;
     const verdict = await ask(authzen, delegationEvaluation({ ...input, scope: scopes }), tokenEndpointRefusal);
     return verdict === true ? decision : verdict;
   };
-  return Object.freeze({ ...delegation, canDelegate });
 }
 
 /**
@@ -159,7 +172,7 @@ function exchangeEvaluation(input: ExchangePolicyInput): AccessEvaluation {
   };
 }
 
-function delegationEvaluation(input: DelegationPolicyInput): AccessEvaluation {
+function delegationEvaluation(input: DelegationAsked): AccessEvaluation {
   return {
     subject: input.actor === input.clientId ? { type: 'client', id: input.actor } : { type: 'user', id: input.actor },
     action: { name: 'delegate' },

@@ -1,29 +1,22 @@
-import type { ResolvedDelegationOptions } from '../exchange/delegation/options.js';
-import type { ResolvedOptions } from '../options.js';
-import { delegationWithDecisionPoint, withDecisionPoint } from './compose.js';
-import { resolveAuthzenOptions, type AuthzenOptions } from './options.js';
+import type { ResolvedCoreOptions } from '../core-options.js';
+import { withDecisionPoint } from './compose.js';
+import { resolveAuthzenOptions, type AuthzenOptions, type ResolvedAuthzenOptions } from './options.js';
 
-export { assertApprovalAllowed } from './compose.js';
+export { assertApprovalAllowed, delegationWithDecisionPoint, type DelegationAsked } from './compose.js';
 export type { AuthzenOptions, ResolvedAuthzenOptions } from './options.js';
 
 /**
  * The `authzen` option, resolved and composed into the policy hooks at
- * start-up: what the call sites ask (`canImpersonate`, `canExchange`,
- * `delegation.canDelegate`) asks the decision point too.
+ * start-up: what the call sites ask (`canImpersonate`, `canExchange`) asks the
+ * decision point too. `delegation.canDelegate` is composed where the
+ * delegation's slice is assembled, with `delegationWithDecisionPoint`.
  */
 export function applyDecisionPoint(
   input: AuthzenOptions | undefined,
-  hooks: Pick<ResolvedOptions, 'canImpersonate' | 'canExchange'>,
-  delegation: ResolvedDelegationOptions,
-): Partial<Pick<ResolvedOptions, 'canImpersonate' | 'canExchange' | 'authzen'>> & {
-  delegation: ResolvedDelegationOptions;
-} {
+  hooks: Pick<ResolvedCoreOptions, 'canImpersonate' | 'canExchange'>,
+): Partial<Pick<ResolvedCoreOptions, 'canImpersonate' | 'canExchange'>> & { authzen?: ResolvedAuthzenOptions } {
   const authzen = resolveAuthzenOptions(input);
   // Without a decision point the hooks stay as given (absent ones absent).
-  if (!authzen) return { delegation };
-  return {
-    ...withDecisionPoint(authzen, hooks),
-    delegation: delegationWithDecisionPoint(authzen, delegation),
-    authzen,
-  };
+  if (!authzen) return {};
+  return { ...withDecisionPoint(authzen, hooks), authzen };
 }

@@ -1,16 +1,11 @@
 import { randomBytes } from 'node:crypto';
 import type { EndReason } from '../events/types.js';
-import type { JsonObject } from '../options.js';
+import type { JsonObject } from '../json.js';
 
 /** Every impersonation session id starts with this. */
 export const SESSION_ID_PREFIX = 'imp_';
 
-/**
- * The claim naming the impersonation session in every token an exchange
- * issues (reserved: no hook can set it). Resource servers check it against the
- * revocation feed; introspection shows it.
- */
-export const SESSION_CLAIM = 'impersonation_session';
+export { SESSION_CLAIM } from '../token-claims.js';
 
 export type SessionState = 'active' | 'revoked' | 'ended' | 'expired';
 

@@ -1,3 +1,4 @@
+import { SESSION_MODEL } from '../adapters/models.js';
 import type { AdapterPayload } from 'oidc-provider';
 import {
   GUARD_KIND,
@@ -10,7 +11,7 @@ import {
 import { stateOf, type SessionRecord } from './record.js';
 
 /** The adapter model name the impersonation sessions and their indexes are kept under. */
-export const SESSION_MODEL = 'ImpersonationSession';
+export { SESSION_MODEL };
 
 /**
  * How long an origin's end mark is kept (seconds): longer than an exchange

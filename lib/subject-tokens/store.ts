@@ -1,10 +1,11 @@
+import { SUBJECT_TOKEN_MODEL } from '../adapters/models.js';
 import type { AdapterPayload } from 'oidc-provider';
 import type { AtomicAdapter } from '../adapters/contract.js';
-import type { JsonObject } from '../options.js';
+import type { JsonObject } from '../json.js';
 import { hashSubjectToken, mintSubjectToken, newSubjectTokenId } from './token.js';
 
 /** The adapter model name the subject tokens are kept under. */
-export const SUBJECT_TOKEN_MODEL = 'SubjectToken';
+export { SUBJECT_TOKEN_MODEL };
 
 /**
  * How long a redeemed or expired record outlives its expiry, so that a late

@@ -1,5 +1,5 @@
 import { invalidRequest } from '../../errors.js';
-import { refusalReason, type ExchangeDecision, type PolicyDecision } from '../../options.js';
+import { refusalReason, type ExchangeDecision, type PolicyDecision } from '../../config/decisions.js';
 import type { DelegationPolicyInput, ResolvedDelegationOptions } from './options.js';
 
 /**

@@ -1,0 +1,17 @@
+/**
+ * The adapter model names the plugin keeps its records under. Declared here,
+ * on the stores' floor, so that the store that opens them and the records
+ * that fill them both read the names from below.
+ */
+
+/** Subject tokens (`ist_…`): single use, consumed atomically. */
+export const SUBJECT_TOKEN_MODEL = 'SubjectToken';
+
+/** Impersonation and delegation sessions, with sorted indexes. */
+export const SESSION_MODEL = 'ImpersonationSession';
+
+/** The customer's grants and approval requests, with bounded indexes. */
+export const APPROVAL_MODEL = 'ImpersonationApproval';
+
+/** The adapter model name whose instance hands out the outbox. */
+export const OUTBOX_MODEL = 'ImpersonationOutbox';
