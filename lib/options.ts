@@ -1,3 +1,4 @@
+import { checkTelemetryOptions, type TelemetryOptions } from './telemetry/options.js';
 import type Koa from 'koa';
 import type { Account } from 'oidc-provider';
 import type { AdapterSource } from './adapters/contract.js';
@@ -133,6 +134,12 @@ export interface ImpersonationOptions {
    * the provider keeps any adapter of its own. Default: the provider's adapter.
    */
   store?: AdapterSource | undefined;
+  /**
+   * OpenTelemetry spans and metrics (docs/operations.md). Default: the
+   * providers registered with `@opentelemetry/api` when it is installed, none
+   * when it is not; `false` turns them off; `{ tracerProvider, meterProvider }` names others.
+   */
+  telemetry?: TelemetryOptions | undefined;
   /** Adds claims to the issued access token (spec 2.7). */
   getCustomJwtClaims?: CustomJwtClaimsFunction | undefined;
   /** How long `getCustomJwtClaims` may take, milliseconds. Default 2000. */
@@ -189,7 +196,8 @@ type UndefaultedOption =
   | 'getCustomJwtClaims'
   | 'actorAuthentication'
   | 'auditLog'
-  | 'store';
+  | 'store'
+  | 'telemetry';
 
 /** The options with a default: each one filled in. */
 type DefaultedOptions = Omit<
@@ -229,6 +237,7 @@ const OPTION_NAMES = Object.keys({
   actorAuthentication: true,
   auditLog: true,
   store: true,
+  telemetry: true,
   getCustomJwtClaims: true,
   customClaimsTimeout: true,
   environmentVariables: true,
@@ -294,6 +303,7 @@ export function resolveOptions(input: ImpersonationOptions): ResolvedOptions {
   if (options.store !== undefined && typeof options.store !== 'function') {
     fail('store', "must be an adapter class or factory, as oidc-provider's adapter option takes");
   }
+  checkTelemetryOptions(options.telemetry);
   const freshness = options.actorAuthentication;
   if (freshness !== undefined) {
     check.object('actorAuthentication', freshness);

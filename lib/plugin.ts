@@ -45,6 +45,9 @@ import { SubjectTokenStore } from './subject-tokens/store.js';
 import { stateOf } from './provider-state.js';
 import { trailSubscriber } from './audit/trail.js';
 import { webhookSubscriber } from './webhooks/notify.js';
+import { tracedExchange } from './telemetry/exchange.js';
+import { observeProvider, timedTrail } from './telemetry/observe.js';
+import { attachTelemetry, openTelemetry } from './telemetry/telemetry.js';
 import { outboxView, startDelivery, type WebhookDelivery } from './webhooks/worker.js';
 
 export interface InstallOptions {
@@ -117,7 +120,12 @@ export interface Impersonation {
 }
 
 export function createImpersonation(input: ImpersonationOptions): Impersonation {
-  const options = resolveOptions(input);
+  const resolved = resolveOptions(input);
+  const telemetry = openTelemetry(resolved.telemetry);
+  // Every append the plugin makes is timed; the deployment's own trail object stays as it is.
+  const options = telemetry
+    ? Object.freeze({ ...resolved, auditLog: timedTrail(telemetry, resolved.auditLog) })
+    : resolved;
   // Opened (and checked) now, so that a store unfit for the plugin fails at start-up, naming the option.
   const withOutbox = options.webhooks !== undefined || options.ssf !== undefined;
   const withApprovals = options.approvals !== undefined;
@@ -249,16 +257,26 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
       // Every check passed: from here on the provider is changed, and a second install() is refused.
       installedProviders.add(provider);
       // Everything below runs inside oidc-provider (a grant handler, event listeners), whenever the provider is mounted.
+      attachTelemetry(provider, telemetry);
+      observeProvider(
+        telemetry,
+        provider as unknown as EventEmitter,
+        () => delivery,
+        options.webhooks?.subscriptions.map(({ id }) => id),
+      );
       provider.registerGrantType(
         TOKEN_EXCHANGE_GRANT,
-        createExchangeHandler({
-          options,
-          store,
-          sessions,
-          customerGrants: grantsForExchange(approvals),
-          claims,
-          preflight: assertManagementApiReachable,
-        }),
+        tracedExchange(
+          telemetry,
+          createExchangeHandler({
+            options,
+            store,
+            sessions,
+            customerGrants: grantsForExchange(approvals),
+            claims,
+            preflight: assertManagementApiReachable,
+          }),
+        ),
         [...EXCHANGE_PARAMETERS],
         [...EXCHANGE_DUPLICATES],
       );
