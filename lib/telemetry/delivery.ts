@@ -32,7 +32,7 @@ export function tracedDelivery<T extends Settled>(provider: object, entry: Entry
     span.setAttribute('impersonation.outcome', outcome);
     if (outcome === 'dead') markError(span, reason ?? 'dead');
     if (outcome === 'delivered') {
-      telemetry.deliveryDelay.record((Date.now() - entry.createdAt) / 1000, {
+      telemetry.metrics.deliveryDelay.record((Date.now() - entry.createdAt) / 1000, {
         'impersonation.delivery.kind': kind,
         'impersonation.event': eventOf(kind, entry.body),
       });

@@ -25,7 +25,7 @@ export function tracedExchange(telemetry: Telemetry | undefined, handler: GrantH
     try {
       await api.context.with(context, () => handler(ctx));
       span.setAttributes({ 'impersonation.outcome': 'issued', 'http.response.status_code': 200 });
-      telemetry.exchanges.add(1, { 'impersonation.outcome': 'issued' });
+      telemetry.metrics.exchanges.add(1, { 'impersonation.outcome': 'issued' });
     } catch (error) {
       const type = errorTypeOf(error);
       const status = (error as { statusCode?: unknown }).statusCode;
@@ -34,7 +34,7 @@ export function tracedExchange(telemetry: Telemetry | undefined, handler: GrantH
         'http.response.status_code': typeof status === 'number' ? status : 500,
       });
       markError(span, type);
-      telemetry.exchanges.add(1, { 'impersonation.outcome': 'refused', 'error.type': type });
+      telemetry.metrics.exchanges.add(1, { 'impersonation.outcome': 'refused', 'error.type': type });
       throw error;
     } finally {
       exchangeSpans.delete(ctx);

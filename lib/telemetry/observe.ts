@@ -37,12 +37,12 @@ export function observeProvider(
       if (typeof event.sessionId === 'string') expiries.delete(event.sessionId);
     });
   }
-  telemetry.activeSessions.addCallback((result: ObservableResult) => {
+  telemetry.observe('activeSessions', (result: ObservableResult) => {
     const now = Date.now();
     for (const [id, until] of expiries) if (until <= now) expiries.delete(id);
     result.observe(expiries.size);
   });
-  telemetry.outboxBacklog.addCallback(async (result: ObservableResult) => {
+  telemetry.observe('outboxBacklog', async (result: ObservableResult) => {
     const reader = outbox();
     if (!reader) return;
     let stats;
@@ -86,7 +86,7 @@ export function timedTrail<Sink extends Appender | undefined>(telemetry: Telemet
       outcome = 'failed';
       throw error;
     } finally {
-      telemetry.trailAppend.record((performance.now() - started) / 1000, { 'impersonation.outcome': outcome });
+      telemetry.metrics.trailAppend.record((performance.now() - started) / 1000, { 'impersonation.outcome': outcome });
     }
   };
   return new Proxy(sink, {

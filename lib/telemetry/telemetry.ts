@@ -5,6 +5,7 @@ import type {
   Histogram,
   Meter,
   MeterProvider,
+  ObservableCallback,
   ObservableGauge,
   Span,
   SpanKind,
@@ -29,44 +30,35 @@ const STATUS_ERROR = 2;
 export class Telemetry {
   readonly api: Api;
   readonly tracer: Tracer;
-  readonly exchanges: Counter;
-  readonly deliveryDelay: Histogram;
-  readonly trailAppend: Histogram;
-  readonly outboxBacklog: ObservableGauge;
-  readonly activeSessions: ObservableGauge;
-  readonly #meter: Meter;
+  /** The meter provider now: the option's, or the global one, which an SDK may register after createImpersonation(). */
+  readonly #meterProvider: () => MeterProvider;
+  #built: { provider: MeterProvider; instruments: Instruments } | undefined;
+  readonly #observers: Array<{ gauge: ObservedGauge; callback: ObservableCallback }> = [];
 
   constructor(api: Api, options: Exclude<TelemetryOptions, false>) {
     this.api = api;
+    // The global tracer provider is a proxy that follows the SDK registered later; the meter provider is not.
     const tracerProvider = (options.tracerProvider as TracerProvider | undefined) ?? api.trace.getTracerProvider();
-    const meterProvider = (options.meterProvider as MeterProvider | undefined) ?? api.metrics.getMeterProvider();
     this.tracer = tracerProvider.getTracer(SCOPE);
-    const meter = meterProvider.getMeter(SCOPE);
-    this.#meter = meter;
-    this.exchanges = meter.createCounter('impersonation.token_exchange.requests', {
-      description: 'Token exchanges answered, by impersonation.outcome (issued, refused) and error.type',
-      unit: '{request}',
-    });
-    this.deliveryDelay = meter.createHistogram('impersonation.outbox.delivery.delay', {
-      description: 'From an event (a stop) to its delivery to a webhook or an SSF receiver, by impersonation.event',
-      unit: 's',
-    });
-    this.trailAppend = meter.createHistogram('impersonation.audit.append.duration', {
-      description: 'Appends to the durable audit trail',
-      unit: 's',
-    });
-    this.outboxBacklog = meter.createObservableGauge('impersonation.outbox.backlog', {
-      description: 'Outbox entries waiting and dead letters kept, per subscription, across every instance',
-      unit: '{entry}',
-    });
-    this.activeSessions = meter.createObservableGauge('impersonation.sessions.active', {
-      description: 'Impersonation sessions this instance issued that have not ended or expired',
-      unit: '{session}',
-    });
+    const meterProvider = options.meterProvider as MeterProvider | undefined;
+    this.#meterProvider = meterProvider ? () => meterProvider : () => api.metrics.getMeterProvider();
   }
 
-  get meter(): Meter {
-    return this.#meter;
+  /** The instruments, on the meter provider in force now: whenever the SDK starts, its metrics are complete from then on. */
+  get metrics(): Instruments {
+    const provider = this.#meterProvider();
+    if (this.#built?.provider !== provider) {
+      const instruments = instrumentsOf(provider.getMeter(SCOPE));
+      for (const { gauge, callback } of this.#observers) instruments[gauge].addCallback(callback);
+      this.#built = { provider, instruments };
+    }
+    return this.#built.instruments;
+  }
+
+  /** Reads `gauge` through `callback` at each collection, on whichever meter provider is in force. */
+  observe(gauge: ObservedGauge, callback: ObservableCallback): void {
+    this.#observers.push({ gauge, callback });
+    this.metrics[gauge].addCallback(callback);
   }
 
   /** A span under `parent` (the active context when none), ended when `run` settles; an error marks it and passes on. */
@@ -102,6 +94,41 @@ export function errorTypeOf(error: unknown): string {
   if (typeof code === 'string' && /^[\w.-]{1,64}$/.test(code)) return code;
   const name = (error as { name?: unknown } | undefined)?.name;
   return typeof name === 'string' && /^\w{1,64}$/.test(name) ? name : '_OTHER';
+}
+
+type ObservedGauge = 'outboxBacklog' | 'activeSessions';
+
+interface Instruments {
+  exchanges: Counter;
+  deliveryDelay: Histogram;
+  trailAppend: Histogram;
+  outboxBacklog: ObservableGauge;
+  activeSessions: ObservableGauge;
+}
+
+function instrumentsOf(meter: Meter): Instruments {
+  return {
+    exchanges: meter.createCounter('impersonation.token_exchange.requests', {
+      description: 'Token exchanges answered, by impersonation.outcome (issued, refused) and error.type',
+      unit: '{request}',
+    }),
+    deliveryDelay: meter.createHistogram('impersonation.outbox.delivery.delay', {
+      description: 'From an event (a stop) to its delivery to a webhook or an SSF receiver, by impersonation.event',
+      unit: 's',
+    }),
+    trailAppend: meter.createHistogram('impersonation.audit.append.duration', {
+      description: 'Appends to the durable audit trail',
+      unit: 's',
+    }),
+    outboxBacklog: meter.createObservableGauge('impersonation.outbox.backlog', {
+      description: 'Outbox entries waiting and dead letters kept, per subscription, across every instance',
+      unit: '{entry}',
+    }),
+    activeSessions: meter.createObservableGauge('impersonation.sessions.active', {
+      description: 'Impersonation sessions this instance issued that have not ended or expired',
+      unit: '{session}',
+    }),
+  };
 }
 
 /** The telemetry of `options`, or undefined: `false`, or `@opentelemetry/api` not installed. */
