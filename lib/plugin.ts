@@ -45,7 +45,7 @@ import { SubjectTokenStore } from './subject-tokens/store.js';
 import { stateOf } from './provider-state.js';
 import { trailSubscriber } from './audit/trail.js';
 import { webhookSubscriber } from './webhooks/notify.js';
-import { tracedExchange } from './telemetry/exchange.js';
+import { tracedGrants } from './telemetry/exchange.js';
 import { observeProvider, timedTrail } from './telemetry/observe.js';
 import { attachTelemetry, openTelemetry } from './telemetry/telemetry.js';
 import { outboxView, startDelivery, type WebhookDelivery } from './webhooks/worker.js';
@@ -123,9 +123,10 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
   const resolved = resolveOptions(input);
   const telemetry = openTelemetry(resolved.telemetry);
   // Every append the plugin makes is timed; the deployment's own trail object stays as it is.
-  const options = telemetry
-    ? Object.freeze({ ...resolved, auditLog: timedTrail(telemetry, resolved.auditLog) })
-    : resolved;
+  const options =
+    telemetry && resolved.auditLog
+      ? Object.freeze({ ...resolved, auditLog: timedTrail(telemetry, resolved.auditLog) })
+      : resolved;
   // Opened (and checked) now, so that a store unfit for the plugin fails at start-up, naming the option.
   const withOutbox = options.webhooks !== undefined || options.ssf !== undefined;
   const withApprovals = options.approvals !== undefined;
@@ -264,19 +265,16 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
         () => delivery,
         options.webhooks?.subscriptions.map(({ id }) => id),
       );
-      provider.registerGrantType(
+      tracedGrants(provider, telemetry).registerGrantType(
         TOKEN_EXCHANGE_GRANT,
-        tracedExchange(
-          telemetry,
-          createExchangeHandler({
-            options,
-            store,
-            sessions,
-            customerGrants: grantsForExchange(approvals),
-            claims,
-            preflight: assertManagementApiReachable,
-          }),
-        ),
+        createExchangeHandler({
+          options,
+          store,
+          sessions,
+          customerGrants: grantsForExchange(approvals),
+          claims,
+          preflight: assertManagementApiReachable,
+        }),
         [...EXCHANGE_PARAMETERS],
         [...EXCHANGE_DUPLICATES],
       );

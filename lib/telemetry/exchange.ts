@@ -1,5 +1,5 @@
 import type { Context } from '@opentelemetry/api';
-import type { KoaContextWithOIDC } from 'oidc-provider';
+import type { KoaContextWithOIDC, Provider } from 'oidc-provider';
 import { errorTypeOf, KIND, markError, type Telemetry } from './telemetry.js';
 
 type GrantHandler = (ctx: KoaContextWithOIDC) => Promise<void>;
@@ -40,6 +40,24 @@ export function tracedExchange(telemetry: Telemetry | undefined, handler: GrantH
       exchangeSpans.delete(ctx);
       span.end();
     }
+  };
+}
+
+/**
+ * `provider.registerGrantType`, with the token-exchange handler traced: what
+ * the assembly calls in its place, so that the grant's registration stays as it reads.
+ */
+export function tracedGrants(
+  provider: Provider,
+  telemetry: Telemetry | undefined,
+): Pick<Provider, 'registerGrantType'> {
+  return {
+    registerGrantType: (name, handler, ...rest) =>
+      provider.registerGrantType(
+        name,
+        tracedExchange(telemetry, handler as unknown as GrantHandler) as unknown as typeof handler,
+        ...rest,
+      ),
   };
 }
 
