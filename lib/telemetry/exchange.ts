@@ -21,7 +21,8 @@ export function tracedExchange(telemetry: Telemetry | undefined, handler: GrantH
       attributes: { 'impersonation.client_id': ctx.oidc.client?.clientId ?? '' },
     });
     const context = api.trace.setSpan(api.context.active(), span);
-    exchangeSpans.set(ctx, { telemetry, context });
+    // A span nobody records (no SDK, or not sampled) gets no children: its steps run as they are.
+    if (span.isRecording()) exchangeSpans.set(ctx, { telemetry, context });
     try {
       await api.context.with(context, () => handler(ctx));
       span.setAttributes({ 'impersonation.outcome': 'issued', 'http.response.status_code': 200 });
@@ -63,10 +64,20 @@ export function tracedGrants(
 
 /**
  * One step of an exchange (`impersonation.token_exchange.<step>`), a child of
- * the exchange's span. Without telemetry, `run()` and nothing else.
+ * the exchange's span. Not made the active span: what a step's store driver
+ * traces falls under the exchange's span, and a step costs the SDK one span,
+ * not a context switch too. Without telemetry, `run()` and nothing else.
  */
-export function exchangeStep<T>(ctx: object, step: string, run: () => Promise<T>): Promise<T> {
+export async function exchangeStep<T>(ctx: object, step: string, run: () => Promise<T>): Promise<T> {
   const traced = exchangeSpans.get(ctx);
   if (!traced) return run();
-  return traced.telemetry.inSpan(`impersonation.token_exchange.${step}`, KIND.internal, {}, run, traced.context);
+  const span = traced.telemetry.tracer.startSpan(`impersonation.token_exchange.${step}`, undefined, traced.context);
+  try {
+    return await run();
+  } catch (error) {
+    markError(span, errorTypeOf(error));
+    throw error;
+  } finally {
+    span.end();
+  }
 }
