@@ -2,6 +2,7 @@
  * The command line of `npm run bench` (bench/run.ts): its flags and their
  * defaults, and the providers they pick.
  */
+import { TELEMETRY_SETUPS, type TelemetrySetup } from './telemetry.js';
 import { flagValue, positiveInteger, windowSeconds } from './flags.js';
 import type { AdapterKind } from './protocol.js';
 import { SCENARIOS, isScenario, type ScenarioName } from './scenarios.js';
@@ -33,6 +34,8 @@ export interface Configuration {
    * exchange run the grant's checks.
    */
   standingGrant?: boolean;
+  /** The OpenTelemetry setup (bench/telemetry.ts); undefined is the option left out, as `no-op`. */
+  telemetry?: TelemetrySetup;
   /** The scenarios it runs, when not all (before --only). */
   scenarios?: readonly ScenarioName[];
   /** How rows, targets and logs name it. */
@@ -141,6 +144,18 @@ const NARROWING_SMOKE = [
   '--grant-only',
 ];
 
+/** --telemetry: the exchange on memory with telemetry off, the API's no-op providers and a real SDK, each against its baseline. */
+function telemetryConfigurations(): Configuration[] {
+  return TELEMETRY_SETUPS.map((telemetry) => ({
+    adapter: 'memory',
+    deployment: false,
+    webhooks: false,
+    telemetry,
+    name: `memory · telemetry ${telemetry}`,
+    scenarios: ['baseline', 'exchange'],
+  }));
+}
+
 export function parseSettings(argv: readonly string[], env: NodeJS.ProcessEnv = process.env): Settings {
   const smoke = argv.includes('--smoke');
   return {
@@ -176,6 +191,7 @@ function scenariosOf(list: string | undefined): ScenarioName[] | undefined {
  * unless --no-webhooks.
  */
 function configurationsOf(argv: readonly string[]): Configuration[] {
+  if (argv.includes('--telemetry')) return telemetryConfigurations();
   if (argv.includes('--smoke') && !NARROWING_SMOKE.some((flag) => argv.includes(flag))) {
     return [...SMOKE_CONFIGURATIONS];
   }

@@ -53,6 +53,7 @@ export async function measureConfiguration(
   const options: ServerProcessOptions = {
     adapter: config.adapter,
     deployment: config.deployment,
+    telemetry: config.telemetry,
     standingGrant: config.standingGrant === true,
     redisUrl: settings.redisUrl,
     ...store,

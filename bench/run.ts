@@ -6,7 +6,7 @@
  *   node build/bench/run.js [--smoke] [--rounds N] [--duration S] [--connections C]
  *                           [--memory-only | --redis-only | --postgres-only | --audit-only]
  *                           [--deployment-only | --no-deployment | --grant-only] [--no-webhooks]
- *                           [--only SCENARIO[,SCENARIO]] [--skip-memory] [--profile] [--cpu-prof]
+ *                           [--only SCENARIO[,SCENARIO]] [--skip-memory] [--profile] [--cpu-prof] [--telemetry]
  *
  * The provider runs in a child process (bench/server.ts), autocannon in this
  * one, so that neither runs on the other's event loop: the operating system

@@ -36,6 +36,8 @@ export interface ServerProcessOptions {
   deliverOutbox?: boolean;
   /** With `webhookUrl`: false when another process creates the SSF stream (BENCH_SSF_STREAM=0). */
   createStream?: boolean;
+  /** The OpenTelemetry setup (bench/telemetry.ts, BENCH_TELEMETRY). */
+  telemetry?: string | undefined;
   /** Extra node flags for the child, e.g. --cpu-prof. */
   execArgv?: string[];
   /** Receives the child's output lines (oidc-provider's warnings among them). */
@@ -97,6 +99,7 @@ function forkServer(options: ServerProcessOptions): ChildProcess {
       ...(options.deliverOutbox === false ? { BENCH_DELIVER_OUTBOX: '0' } : {}),
       ...(options.createStream === false ? { BENCH_SSF_STREAM: '0' } : {}),
       ...(options.standingGrant ? { BENCH_STANDING_GRANT: '1' } : {}),
+      ...(options.telemetry ? { BENCH_TELEMETRY: options.telemetry } : {}),
     },
     execArgv: ['--expose-gc', ...(options.execArgv ?? [])],
     stdio: ['ignore', 'pipe', 'pipe', 'ipc'],

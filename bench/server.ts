@@ -22,6 +22,7 @@
  * fork() it also reports it over IPC, answers `stats` (CPU time, memory, the
  * memory adapter's size and evictions, the webhooks' outbox) and exits on `close`.
  */
+import { telemetryOption, type TelemetrySetup } from './telemetry.js';
 import { randomBytes } from 'node:crypto';
 import { readdirSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
@@ -266,6 +267,7 @@ async function main(env: NodeJS.ProcessEnv): Promise<void> {
     ...standingGrant?.plugin,
     ...ssf?.plugin,
     ...(auditLog ? { auditLog } : {}),
+    ...telemetryOption(env['BENCH_TELEMETRY'] as TelemetrySetup | undefined),
     ...(settings.webhookUrl
       ? { webhooks: webhookSubscription(settings.webhookUrl), deliverOutbox: settings.deliverOutbox }
       : {}),

@@ -1,3 +1,4 @@
+import type { TelemetryOptions } from './telemetry/options.js';
 import type Koa from 'koa';
 import type { Account } from 'oidc-provider';
 import type { AdapterSource } from './adapters/contract.js';
@@ -119,6 +120,12 @@ export interface CoreOptions {
    * the provider keeps any adapter of its own. Default: the provider's adapter.
    */
   store?: AdapterSource | undefined;
+  /**
+   * OpenTelemetry spans and metrics (docs/operations.md). Default: the
+   * providers registered with `@opentelemetry/api` when it is installed, none
+   * when it is not; `false` turns them off; `{ tracerProvider, meterProvider }` names others.
+   */
+  telemetry?: TelemetryOptions | undefined;
   /** Adds claims to the issued access token (spec 2.7). */
   getCustomJwtClaims?: CustomJwtClaimsFunction | undefined;
   /** How long `getCustomJwtClaims` may take, milliseconds. Default 2000. */
@@ -143,7 +150,8 @@ type UndefaultedOption =
   | 'getCustomJwtClaims'
   | 'actorAuthentication'
   | 'auditLog'
-  | 'store';
+  | 'store'
+  | 'telemetry';
 
 /** The options with a default: each one filled in. */
 type DefaultedOptions = Omit<CoreOptions, UndefaultedOption>;

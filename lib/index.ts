@@ -2,6 +2,7 @@ export { createImpersonation } from './plugin.js';
 export { MANAGEMENT_SCOPE_METADATA } from './management/client-metadata.js';
 export type { Impersonation, InstallOptions } from './plugin.js';
 export type { ManagementApiHandler } from './management/node-handler.js';
+export type { TelemetryOptions } from './telemetry/options.js';
 export type { AccessGrantView, ApprovalRequestView, ApprovedGrantView } from './approvals/view.js';
 export type { AccessCeiling, AccessGrant, ApprovalDecision, ApprovalState, GrantState } from './approvals/record.js';
 export type {

@@ -1,3 +1,4 @@
+import { checkTelemetryOptions } from './telemetry/options.js';
 import { resolveApprovalOptions, type ApprovalOptions, type ResolvedApprovalOptions } from './approvals/options.js';
 import type { ActorAuthentication, CoreOptions, ResolvedCoreOptions } from './core-options.js';
 import { definedMembers } from './json.js';
@@ -97,6 +98,7 @@ const OPTION_NAMES = Object.keys({
   actorAuthentication: true,
   auditLog: true,
   store: true,
+  telemetry: true,
   getCustomJwtClaims: true,
   customClaimsTimeout: true,
   environmentVariables: true,
@@ -162,6 +164,7 @@ export function resolveOptions(input: ImpersonationOptions): ResolvedOptions {
   if (options.store !== undefined && typeof options.store !== 'function') {
     fail('store', "must be an adapter class or factory, as oidc-provider's adapter option takes");
   }
+  checkTelemetryOptions(options.telemetry);
   const freshness = options.actorAuthentication;
   if (freshness !== undefined) {
     check.object('actorAuthentication', freshness);

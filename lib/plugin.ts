@@ -45,6 +45,9 @@ import { SubjectTokenStore } from './subject-tokens/store.js';
 import { stateOf } from './provider-state.js';
 import { trailSubscriber } from './audit/trail.js';
 import { webhookSubscriber } from './webhooks/notify.js';
+import { tracedGrants } from './telemetry/exchange.js';
+import { observeProvider, timedTrail } from './telemetry/observe.js';
+import { attachTelemetry, openTelemetry } from './telemetry/telemetry.js';
 import { outboxView, startDelivery, type WebhookDelivery } from './webhooks/worker.js';
 
 export interface InstallOptions {
@@ -117,7 +120,13 @@ export interface Impersonation {
 }
 
 export function createImpersonation(input: ImpersonationOptions): Impersonation {
-  const options = resolveOptions(input);
+  const resolved = resolveOptions(input);
+  const telemetry = openTelemetry(resolved.telemetry);
+  // Every append the plugin makes is timed; the deployment's own trail object stays as it is.
+  const options =
+    telemetry && resolved.auditLog
+      ? Object.freeze({ ...resolved, auditLog: timedTrail(telemetry, resolved.auditLog) })
+      : resolved;
   // Opened (and checked) now, so that a store unfit for the plugin fails at start-up, naming the option.
   const withOutbox = options.webhooks !== undefined || options.ssf !== undefined;
   const withApprovals = options.approvals !== undefined;
@@ -249,7 +258,14 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
       // Every check passed: from here on the provider is changed, and a second install() is refused.
       installedProviders.add(provider);
       // Everything below runs inside oidc-provider (a grant handler, event listeners), whenever the provider is mounted.
-      provider.registerGrantType(
+      attachTelemetry(provider, telemetry);
+      observeProvider(
+        telemetry,
+        provider as unknown as EventEmitter,
+        () => delivery,
+        options.webhooks?.subscriptions.map(({ id }) => id),
+      );
+      tracedGrants(provider, telemetry).registerGrantType(
         TOKEN_EXCHANGE_GRANT,
         createExchangeHandler({
           options,

@@ -16,6 +16,7 @@ import {
 } from './actor.js';
 import { actClaims, runCustomClaims } from './claims.js';
 import { commit } from './commit.js';
+import { exchangeStep } from '../telemetry/exchange.js';
 import { customerGrantBounds, readCustomerGrant } from './customer-grant.js';
 import { checkActorAuthentication } from './freshness.js';
 import type { ExchangeDependencies, ExchangeKind } from './kind.js';
@@ -62,9 +63,13 @@ export function impersonationExchange(dependencies: ExchangeDependencies): Excha
     // reads go out together); its verdict is read only after every check of the
     // subject token, so the order of refusals stays that of the protocol.
     const actorLookup = params.actor_token === undefined ? undefined : lookUpActorToken(ctx, params.actor_token);
-    const { record, key } = usableSubjectToken(await store.find(params.subject_token), client.clientId, (found) => {
-      progress.subjectToken = found;
-    });
+    const { record, key } = usableSubjectToken(
+      await exchangeStep(ctx, 'subject', () => store.find(params.subject_token)),
+      client.clientId,
+      (found) => {
+        progress.subjectToken = found;
+      },
+    );
     // The customer's grant is read beside the actor token's Grant and sign-in: one wait for both.
     const customerGrantRead = readCustomerGrant(customerGrants, record);
     // The proof is spent before any of the deployment's code runs (its resource servers,
@@ -98,14 +103,16 @@ export function impersonationExchange(dependencies: ExchangeDependencies): Excha
     progress.scope = allowed;
 
     // The deployment's decision, within what the customer allowed.
-    const scopes = await decide(options, {
-      clientId: client.clientId,
-      subject: record.subject,
-      ...(act ? { actor: act.sub } : {}),
-      resource: resourceServer.identifier(),
-      scope: allowed,
-      context: record.context,
-    });
+    const scopes = await exchangeStep(ctx, 'policy', () =>
+      decide(options, {
+        clientId: client.clientId,
+        subject: record.subject,
+        ...(act ? { actor: act.sub } : {}),
+        resource: resourceServer.identifier(),
+        scope: allowed,
+        context: record.context,
+      }),
+    );
     progress.scope = scopes;
     token.scope = scopes.join(' ') || undefined;
 
@@ -113,10 +120,12 @@ export function impersonationExchange(dependencies: ExchangeDependencies): Excha
     const expiresIn = Math.min(options.accessTokenTTL, token.expiration, customerGrant?.secondsLeft ?? Infinity);
     setTokenLifetime(token, expiresIn);
     const custom = options.getCustomJwtClaims
-      ? await runCustomClaims(
-          options.getCustomJwtClaims,
-          customClaimsInput(token, record, act, options),
-          options.customClaimsTimeout,
+      ? await exchangeStep(ctx, 'claims', () =>
+          runCustomClaims(
+            options.getCustomJwtClaims!,
+            customClaimsInput(token, record, act, options),
+            options.customClaimsTimeout,
+          ),
         )
       : {};
     const session = sessionOf(record, client.clientId, resourceServer.identifier(), scopes, actor, expiresIn);
@@ -124,18 +133,20 @@ export function impersonationExchange(dependencies: ExchangeDependencies): Excha
     claims.attach(token, { ...custom, ...actClaims(act), [SESSION_CLAIM]: session.id });
     const event = () => exchangeSucceeded(client.clientId, record, session);
 
-    const value = await commit(ctx, dependencies, {
-      token,
-      session,
-      subjectTokenKey: key,
-      startedAt,
-      event,
-      onTrail: true,
-      notify: true,
-      successRecorded: () => {
-        progress.successRecorded = true;
-      },
-    });
+    const value = await exchangeStep(ctx, 'commit', () =>
+      commit(ctx, dependencies, {
+        token,
+        session,
+        subjectTokenKey: key,
+        startedAt,
+        event,
+        onTrail: true,
+        notify: true,
+        successRecorded: () => {
+          progress.successRecorded = true;
+        },
+      }),
+    );
     return { value, token, issuedTokenType: ACCESS_TOKEN_TYPE, event };
   }
 

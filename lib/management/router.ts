@@ -14,6 +14,7 @@ import { approvalRequestRoutes } from './approval-requests.js';
 import { impersonationRoutes } from './impersonations.js';
 import { subjectTokenRoutes } from './subject-tokens.js';
 import { ssfPaths, ssfRoutes } from '../ssf/routes.js';
+import { apiSpans } from '../telemetry/http.js';
 import type { Transmitter } from '../ssf/transmit.js';
 
 /** The requests that passed through a middleware chain holding the Management API. */
@@ -43,7 +44,12 @@ export function createManagementApi(
   const paths = [options.managementPath, options.sessionsPath];
   if (options.approvals) paths.push(options.approvals.requestsPath, options.approvals.customerPath);
   if (transmitter) paths.push(...ssfPaths(transmitter));
-  router.use(paths, renderErrors, refuseUnstorableQuery);
+  router.use(
+    paths,
+    apiSpans(provider, apiOf(options, transmitter ? ssfPaths(transmitter) : [])),
+    renderErrors,
+    refuseUnstorableQuery,
+  );
   subjectTokenRoutes(router, provider, options, stores, authenticate);
   impersonationRoutes(router, provider, options, stores.sessions, authenticate);
   if (options.approvals) {
@@ -81,4 +87,15 @@ export function createManagementApi(
 async function refuseUnstorableQuery(ctx: Koa.Context, next: Koa.Next): Promise<void> {
   assertStorableQuery(ctx.query);
   await next();
+}
+
+/** Which API a path belongs to, for its span: the customer's, SSF's, or the Management API. */
+function apiOf(options: ResolvedOptions, ssf: readonly string[]): (path: string) => string {
+  const customer = options.approvals?.customerPath;
+  return (path) =>
+    customer && path.startsWith(customer)
+      ? 'customer'
+      : ssf.some((each) => path.startsWith(each))
+        ? 'ssf'
+        : 'management';
 }

@@ -13,6 +13,7 @@ import { createPoster, type Poster } from './post.js';
 import { stateOf } from '../provider-state.js';
 import { reportError } from '../report-error.js';
 import { webhookHeaders } from './sign.js';
+import { tracedDelivery } from '../telemetry/delivery.js';
 
 /** Emitted on the provider when an entry is dead-lettered: `{ subscription, id, reason, attempts }`. */
 export const WEBHOOK_DEAD_LETTERED = 'impersonation.webhook.dead_lettered';
@@ -203,7 +204,7 @@ export function startDelivery(
   /** Delivers an entry beside the others under way, and hands its settlement on. */
   function start(entry: LeasedEntry): void {
     out.set(entry.subscription, (out.get(entry.subscription) ?? 0) + 1);
-    const delivery = deliver(entry).then(
+    const delivery = tracedDelivery(provider, entry, () => deliver(entry)).then(
       (outcome) => {
         if (outcome) toSettle(outcome);
       },

@@ -1,4 +1,7 @@
-import { readFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { expect } from 'chai';
 import { packageOf, packagesLoadedBy } from '../support/loaded-packages.js';
 
@@ -55,5 +58,54 @@ describe('package entry points', () => {
   it('the resource-server helper loads jose only: it stands without oidc-provider, Koa or a driver', () => {
     expect(loadedBy('./resource-server')).to.deep.equal(['jose']);
     expect(pkg.peerDependenciesMeta['oidc-provider']?.optional, 'installed without oidc-provider').to.equal(true);
+  });
+
+  it('@opentelemetry/api is an optional peer (and a development dependency), imported by no entry point', () => {
+    const api = '@opentelemetry/api';
+    expect(pkg.dependencies).to.not.have.property(api);
+    expect(pkg.peerDependencies).to.have.property(api);
+    expect(pkg.peerDependenciesMeta[api]?.optional).to.equal(true);
+    expect(pkg.devDependencies).to.have.property(api);
+    for (const subpath of Object.keys(pkg.exports)) expect(loadedBy(subpath), subpath).to.not.include(api);
+  });
+
+  describe('the main entry where @opentelemetry/api is not installed, or not wanted', function () {
+    this.timeout(30_000);
+    const main = new URL('../../lib/index.js', import.meta.url).href;
+    /** Runs `code` in a Node process of its own; `absent` makes @opentelemetry/api unresolvable there. */
+    function run(code: string, absent: boolean): string {
+      const dir = mkdtempSync(join(tmpdir(), 'otel-absent-'));
+      const preload = join(dir, 'absent.cjs');
+      writeFileSync(
+        preload,
+        `const Module = require('node:module');
+const resolve = Module._resolveFilename;
+Module._resolveFilename = function (request, ...rest) {
+  if (request.startsWith('@opentelemetry/')) throw Object.assign(new Error('not installed'), { code: 'MODULE_NOT_FOUND' });
+  return resolve.call(this, request, ...rest);
+};`,
+      );
+      const script = `const { createImpersonation } = await import(${JSON.stringify(main)});
+const { createRequire } = await import('node:module');
+const loaded = () => Object.keys(createRequire(import.meta.url).cache).some((file) => file.includes('@opentelemetry'));
+${code}`;
+      return execFileSync(process.execPath, [...(absent ? ['-r', preload] : []), '--input-type=module', '-e', script], {
+        encoding: 'utf8',
+      }).trim();
+    }
+
+    it('starts, and createImpersonation() works, with nothing of OpenTelemetry loaded', () => {
+      const code = `createImpersonation({ managementResource: 'https://management.example' });
+console.log(loaded());`;
+      expect(run(code, true)).to.equal('false');
+    });
+
+    it('loads nothing of OpenTelemetry with `telemetry: false`, and the API when the option is left out', () => {
+      const code = `createImpersonation({ managementResource: 'https://management.example', telemetry: false });
+const off = loaded();
+createImpersonation({ managementResource: 'https://management.example' });
+console.log(off, loaded());`;
+      expect(run(code, false)).to.equal('false true');
+    });
   });
 });

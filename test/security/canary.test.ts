@@ -59,6 +59,7 @@ import { approveRequest, denyRequest, endAccessGrant, giveGrant, listGrants } fr
 import { newCustomer, requestIdOf, REQUESTS, startApprovalProvider } from '../support/approvals.js';
 import { apiRequest } from '../support/http.js';
 import { startDecisionPoint } from '../support/decision-point.js';
+import { inMemoryTelemetry, type InMemoryTelemetry } from '../support/telemetry.js';
 
 interface Seen {
   label: string;
@@ -76,6 +77,16 @@ class Canary {
   readonly accessTokenIds = new Set<string>();
   readonly sinks: Array<{ label: string; text: string }> = [];
   readonly responses: Seen[] = [];
+  /** OpenTelemetry SDKs in memory: every span they hold is searched, its name, attributes, events and status. */
+  readonly telemetry: InMemoryTelemetry[] = [];
+  readonly #spansRead = new Map<InMemoryTelemetry, number>();
+
+  /** A real OpenTelemetry SDK for a provider's `telemetry` option, whose spans are searched. */
+  traced(): InMemoryTelemetry['options'] {
+    const telemetry = inMemoryTelemetry();
+    this.telemetry.push(telemetry);
+    return telemetry.options;
+  }
 
   secret(...values: Array<string | undefined>): void {
     for (const value of values) if (value) this.secrets.add(value);
@@ -109,6 +120,14 @@ class Canary {
 
   /** Every place a secret appears where it should not. */
   leaks(): string[] {
+    for (const telemetry of this.telemetry) {
+      const spans = telemetry.spans();
+      for (const span of spans.slice(this.#spansRead.get(telemetry) ?? 0)) {
+        const { name, attributes, events, status, links } = span;
+        this.sink(`span ${name}`, { name, attributes, events, status, links });
+      }
+      this.#spansRead.set(telemetry, spans.length);
+    }
     const found: string[] = [];
     for (const secret of this.secrets) {
       for (const sink of this.sinks)
@@ -171,6 +190,7 @@ describe('canary: no token value or secret leaves its place', function () {
     tp = await startProvider({
       configuration: { clients: [...FIXTURE_CLIENTS, ...SSF_RECEIVER_CLIENTS] },
       plugin: {
+        telemetry: canary.traced(),
         ssf: { pollInterval: 20, pushAllowList: LOOPBACK_RECEIVERS },
         webhooks: {
           subscriptions: [
@@ -736,6 +756,7 @@ describe('canary: no token value or secret leaves its place', function () {
     const ap = await startApprovalProvider({
       approvals: { breakGlassClients: [CLIENTS.oncall.client_id], maxPendingPerCustomer: 1 },
       plugin: {
+        telemetry: canary.traced(),
         auditLog: {
           append: async (name, event) =>
             canary.sink(`approval audit row ${name}`, canonicalContent(rowOf(name, event))),
@@ -854,6 +875,7 @@ describe('canary: no token value or secret leaves its place', function () {
     const ap = await startApprovalProvider({
       approvals: { breakGlassClients: [CLIENTS.oncall.client_id] },
       plugin: {
+        telemetry: canary.traced(),
         authzen: { url: pdp.url, timeout: 200, token: pdpToken, headers: { 'x-api-key': pdpKey } },
         auditLog: {
           append: async (name, event) => canary.sink(`authzen audit row ${name}`, canonicalContent(rowOf(name, event))),
@@ -965,6 +987,15 @@ describe('canary: no token value or secret leaves its place', function () {
     probe.secret('ist_canary');
     probe.sink('event', { accessTokenId: 'ist_canary' });
     expect(probe.leaks()).to.have.length(1);
+  });
+
+  it('is a canary that sings: it finds a token value put into a span', () => {
+    const probe = new Canary();
+    probe.secret('ist_canary');
+    const tracer = probe.traced().tracerProvider.getTracer('probe');
+    tracer.startSpan('probe', { attributes: { 'impersonation.subject': 'ist_canary' } }).end();
+    tracer.startSpan('probe').addEvent('seen', { token: 'ist_canary' }).end();
+    expect(probe.leaks()).to.have.length(2);
   });
 
   describe('the demo', () => {

@@ -1,3 +1,4 @@
+import { exchangeStep } from '../../telemetry/exchange.js';
 import type { KoaContextWithOIDC } from 'oidc-provider';
 import { delegationQuotas, quotaRefusal, type DelegationPrincipals } from '../../capacity.js';
 import { invalidRequest, PrincipalQuotaReached } from '../../errors.js';
@@ -56,7 +57,9 @@ export function delegationExchange(dependencies: ExchangeDependencies): Delegati
     const dpop = await readProof(ctx);
 
     // The subject token, and whether this client may use it: issued to it, or for an API it runs.
-    const subject = await verifySubjectToken(ctx, params.subject_token, params.subject_token_type, delegation);
+    const subject = await exchangeStep(ctx, 'subject', () =>
+      verifySubjectToken(ctx, params.subject_token, params.subject_token_type, delegation),
+    );
     progress.subjectTokenId = subject.id;
     progress.subjectExpiresAt = subject.exp;
     progress.subject = subject.sub;
@@ -108,17 +111,19 @@ export function delegationExchange(dependencies: ExchangeDependencies): Delegati
     }
 
     // The deployment's decision.
-    const scopes = await decideDelegation(delegation, {
-      clientId: client.clientId,
-      subject: subject.sub,
-      actor: actor.sub,
-      act: structuredClone(act),
-      resource: resourceServer.identifier(),
-      scope: requested,
-      subjectTokenType: params.subject_token_type,
-      ...(subject.sessionId === undefined ? {} : { parentSessionId: subject.sessionId }),
-      ...(accessGrantId === undefined ? {} : { accessGrantId }),
-    });
+    const scopes = await exchangeStep(ctx, 'policy', () =>
+      decideDelegation(delegation, {
+        clientId: client.clientId,
+        subject: subject.sub,
+        actor: actor.sub,
+        act: structuredClone(act),
+        resource: resourceServer.identifier(),
+        scope: requested,
+        subjectTokenType: params.subject_token_type,
+        ...(subject.sessionId === undefined ? {} : { parentSessionId: subject.sessionId }),
+        ...(accessGrantId === undefined ? {} : { accessGrantId }),
+      }),
+    );
     progress.scope = scopes;
     token.scope = scopes.join(' ') || undefined;
 
@@ -163,15 +168,17 @@ export function delegationExchange(dependencies: ExchangeDependencies): Delegati
       // A share already spent refuses before anything is written, the trail's row included.
       const spent = await sessions.spentQuota(quotas);
       if (spent !== undefined) throw quotaRefusal(quotas, spent);
-      const value = await commit(ctx, dependencies, {
-        token,
-        session,
-        quotas,
-        startedAt,
-        event,
-        onTrail: rootSessionId !== undefined,
-        notify: false,
-      });
+      const value = await exchangeStep(ctx, 'commit', () =>
+        commit(ctx, dependencies, {
+          token,
+          session,
+          quotas,
+          startedAt,
+          event,
+          onTrail: rootSessionId !== undefined,
+          notify: false,
+        }),
+      );
       return { value, token, event, issuedTokenType };
     } catch (error) {
       // Concurrent first requests for one delegation: those past the share take the session one of them listed.

@@ -1,0 +1,58 @@
+import { KIND, markError, telemetryOf } from './telemetry.js';
+
+/** What the delivery loop knows of an entry: its subscription, attempt, append time and body. */
+interface Entry {
+  subscription: string;
+  attempts: number;
+  createdAt: number;
+  body: string;
+}
+
+type Settled = { settlement: { outcome: string; reason?: string } } | undefined;
+
+/**
+ * One span per delivery of an outbox entry (`impersonation.outbox.deliver`,
+ * a client span: a POST to a webhook or an SSF receiver, or a move into a
+ * stream's poll queue), and, once delivered, the time since the entry was
+ * appended (the stop, or other event, it carries). Without telemetry, `run()`.
+ */
+export function tracedDelivery<T extends Settled>(provider: object, entry: Entry, run: () => Promise<T>): Promise<T> {
+  const telemetry = telemetryOf(provider);
+  if (!telemetry) return run();
+  const kind = entry.subscription.startsWith('ssf:') ? 'ssf' : 'webhook';
+  const attributes = {
+    'impersonation.delivery.kind': kind,
+    'impersonation.delivery.subscription': entry.subscription,
+    'impersonation.delivery.attempt': entry.attempts,
+  };
+  return telemetry.inSpan('impersonation.outbox.deliver', KIND.client, attributes, async (span) => {
+    const settled = await run();
+    if (!settled) return settled;
+    const { outcome, reason } = settled.settlement;
+    span.setAttribute('impersonation.outcome', outcome);
+    if (outcome === 'dead') markError(span, reason ?? 'dead');
+    if (outcome === 'delivered') {
+      telemetry.metrics.deliveryDelay.record((Date.now() - entry.createdAt) / 1000, {
+        'impersonation.delivery.kind': kind,
+        'impersonation.event': eventOf(kind, entry.body),
+      });
+    }
+    return settled;
+  });
+}
+
+/** The event an entry carries: a webhook payload's `type`, the first event URI of a SET. Never a value of it. */
+function eventOf(kind: 'ssf' | 'webhook', body: string): string {
+  try {
+    if (kind === 'webhook') {
+      const type = (JSON.parse(body) as { type?: unknown }).type;
+      return typeof type === 'string' ? type : 'unknown';
+    }
+    const claims = JSON.parse(Buffer.from(body.split('.')[1] ?? '', 'base64url').toString('utf8')) as {
+      events?: Record<string, unknown>;
+    };
+    return Object.keys(claims.events ?? {})[0] ?? 'unknown';
+  } catch {
+    return 'unknown';
+  }
+}

@@ -1,0 +1,83 @@
+import type { Context } from '@opentelemetry/api';
+import type { KoaContextWithOIDC, Provider } from 'oidc-provider';
+import { errorTypeOf, KIND, markError, type Telemetry } from './telemetry.js';
+
+type GrantHandler = (ctx: KoaContextWithOIDC) => Promise<void>;
+
+/** The span of each exchange under way, by its request: the parent of its steps' spans. */
+const exchangeSpans = new WeakMap<object, { telemetry: Telemetry; context: Context }>();
+
+/**
+ * The token-exchange grant handler, traced and counted: one span per
+ * exchange (`impersonation.token_exchange`), its outcome, and the OAuth error
+ * code of a refusal. Without telemetry, the handler itself.
+ */
+export function tracedExchange(telemetry: Telemetry | undefined, handler: GrantHandler): GrantHandler {
+  if (!telemetry) return handler;
+  const { api } = telemetry;
+  return async function tokenExchangeHandler(ctx) {
+    const span = telemetry.tracer.startSpan('impersonation.token_exchange', {
+      kind: KIND.internal,
+      attributes: { 'impersonation.client_id': ctx.oidc.client?.clientId ?? '' },
+    });
+    const context = api.trace.setSpan(api.context.active(), span);
+    // A span nobody records (no SDK, or not sampled) gets no children: its steps run as they are.
+    if (span.isRecording()) exchangeSpans.set(ctx, { telemetry, context });
+    try {
+      await api.context.with(context, () => handler(ctx));
+      span.setAttributes({ 'impersonation.outcome': 'issued', 'http.response.status_code': 200 });
+      telemetry.metrics.exchanges.add(1, { 'impersonation.outcome': 'issued' });
+    } catch (error) {
+      const type = errorTypeOf(error);
+      const status = (error as { statusCode?: unknown }).statusCode;
+      span.setAttributes({
+        'impersonation.outcome': 'refused',
+        'http.response.status_code': typeof status === 'number' ? status : 500,
+      });
+      markError(span, type);
+      telemetry.metrics.exchanges.add(1, { 'impersonation.outcome': 'refused', 'error.type': type });
+      throw error;
+    } finally {
+      exchangeSpans.delete(ctx);
+      span.end();
+    }
+  };
+}
+
+/**
+ * `provider.registerGrantType`, with the token-exchange handler traced: what
+ * the assembly calls in its place, so that the grant's registration stays as it reads.
+ */
+export function tracedGrants(
+  provider: Provider,
+  telemetry: Telemetry | undefined,
+): Pick<Provider, 'registerGrantType'> {
+  return {
+    registerGrantType: (name, handler, ...rest) =>
+      provider.registerGrantType(
+        name,
+        tracedExchange(telemetry, handler as unknown as GrantHandler) as unknown as typeof handler,
+        ...rest,
+      ),
+  };
+}
+
+/**
+ * One step of an exchange (`impersonation.token_exchange.<step>`), a child of
+ * the exchange's span. Not made the active span: what a step's store driver
+ * traces falls under the exchange's span, and a step costs the SDK one span,
+ * not a context switch too. Without telemetry, `run()` and nothing else.
+ */
+export async function exchangeStep<T>(ctx: object, step: string, run: () => Promise<T>): Promise<T> {
+  const traced = exchangeSpans.get(ctx);
+  if (!traced) return run();
+  const span = traced.telemetry.tracer.startSpan(`impersonation.token_exchange.${step}`, undefined, traced.context);
+  try {
+    return await run();
+  } catch (error) {
+    markError(span, errorTypeOf(error));
+    throw error;
+  } finally {
+    span.end();
+  }
+}

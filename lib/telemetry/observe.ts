@@ -1,0 +1,99 @@
+import type { ObservableResult } from '@opentelemetry/api';
+import type { Telemetry } from './telemetry.js';
+
+/** The event names read here (lib/audit/events.ts): the sessions this instance issued, and their ends. */
+const ISSUED = ['impersonation.exchange.succeeded', 'impersonation.delegation.succeeded'];
+const ENDED = ['impersonation.session.revoked', 'impersonation.session.ended'];
+
+/** Sessions counted at most, per provider: past it, new ones are not counted (the gauge reads low, never grows memory). */
+const MAX_COUNTED = 100_000;
+
+interface OutboxStatsReader {
+  stats(): Promise<{ subscriptions: Record<string, { pending: number; dead: number; dropped: number }> }>;
+}
+
+/**
+ * The gauges of one provider. Active sessions, per instance: those this
+ * instance issued, until they expire or it sees them end (a stop through
+ * another instance is seen there; here the session counts until it expires).
+ * The outbox's backlog is the store's, the same read from every instance.
+ */
+export function observeProvider(
+  telemetry: Telemetry | undefined,
+  provider: NodeJS.EventEmitter,
+  outbox: () => OutboxStatsReader | undefined,
+  webhooks: readonly string[] = [],
+): void {
+  if (!telemetry) return;
+  const expiries = new Map<string, number>();
+  for (const name of ISSUED) {
+    provider.on(name, (event: { sessionId?: unknown; expiresAt?: unknown }) => {
+      if (typeof event.sessionId !== 'string' || typeof event.expiresAt !== 'number') return;
+      if (expiries.size < MAX_COUNTED) expiries.set(event.sessionId, event.expiresAt * 1000);
+    });
+  }
+  for (const name of ENDED) {
+    provider.on(name, (event: { sessionId?: unknown }) => {
+      if (typeof event.sessionId === 'string') expiries.delete(event.sessionId);
+    });
+  }
+  telemetry.observe('activeSessions', (result: ObservableResult) => {
+    const now = Date.now();
+    for (const [id, until] of expiries) if (until <= now) expiries.delete(id);
+    result.observe(expiries.size);
+  });
+  telemetry.observe('outboxBacklog', async (result: ObservableResult) => {
+    const reader = outbox();
+    if (!reader) return;
+    let stats;
+    try {
+      stats = await reader.stats();
+    } catch {
+      // The store did not answer: no figure this time, rather than a false zero.
+      return;
+    }
+    // Each webhook is read, at zero when the store holds nothing of it: a series that stops is no zero.
+    const counts = {
+      ...Object.fromEntries(webhooks.map((id) => [id, { pending: 0, dead: 0 }])),
+      ...stats.subscriptions,
+    };
+    for (const [subscription, { pending, dead }] of Object.entries(counts)) {
+      result.observe(pending, {
+        'impersonation.delivery.subscription': subscription,
+        'impersonation.state': 'pending',
+      });
+      result.observe(dead, { 'impersonation.delivery.subscription': subscription, 'impersonation.state': 'dead' });
+    }
+  });
+}
+
+interface Appender {
+  append(...args: never[]): Promise<void>;
+}
+
+/**
+ * The audit trail with each append timed (`impersonation.audit.append.duration`),
+ * every other member the trail's own. Without telemetry or a trail, the trail itself.
+ */
+export function timedTrail<Sink extends Appender | undefined>(telemetry: Telemetry | undefined, sink: Sink): Sink {
+  if (!telemetry || !sink) return sink;
+  const append = async (...args: never[]): Promise<void> => {
+    const started = performance.now();
+    let outcome = 'appended';
+    try {
+      await sink.append(...args);
+    } catch (error) {
+      outcome = 'failed';
+      throw error;
+    } finally {
+      telemetry.metrics.trailAppend.record((performance.now() - started) / 1000, { 'impersonation.outcome': outcome });
+    }
+  };
+  return new Proxy(sink, {
+    get(target, key) {
+      if (key === 'append') return append;
+      const value: unknown = Reflect.get(target, key, target);
+      return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+    },
+  });
+}

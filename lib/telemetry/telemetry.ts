@@ -1,0 +1,151 @@
+import type {
+  Attributes,
+  Context,
+  Counter,
+  Histogram,
+  Meter,
+  MeterProvider,
+  ObservableCallback,
+  ObservableGauge,
+  Span,
+  SpanKind,
+  Tracer,
+  TracerProvider,
+} from '@opentelemetry/api';
+import { openTelemetryApi, type Api } from './api.js';
+import type { TelemetryOptions } from './options.js';
+
+/** The instrumentation scope of every span and instrument. */
+export const SCOPE = 'oidc-provider-impersonation';
+
+/** SpanKind and SpanStatusCode, as numbers: the enums' values are fixed by the API's specification. */
+export const KIND = { internal: 0 as SpanKind, server: 1 as SpanKind, client: 2 as SpanKind };
+const STATUS_ERROR = 2;
+
+/**
+ * The spans and instruments of one createImpersonation(). Built only when
+ * `@opentelemetry/api` is installed and the option is not `false`: without
+ * it, no hook point does anything beyond a map look-up.
+ */
+export class Telemetry {
+  readonly api: Api;
+  readonly tracer: Tracer;
+  /** The meter provider now: the option's, or the global one, which an SDK may register after createImpersonation(). */
+  readonly #meterProvider: () => MeterProvider;
+  #built: { provider: MeterProvider; instruments: Instruments } | undefined;
+  readonly #observers: Array<{ gauge: ObservedGauge; callback: ObservableCallback }> = [];
+
+  constructor(api: Api, options: Exclude<TelemetryOptions, false>) {
+    this.api = api;
+    // The global tracer provider is a proxy that follows the SDK registered later; the meter provider is not.
+    const tracerProvider = (options.tracerProvider as TracerProvider | undefined) ?? api.trace.getTracerProvider();
+    this.tracer = tracerProvider.getTracer(SCOPE);
+    const meterProvider = options.meterProvider as MeterProvider | undefined;
+    this.#meterProvider = meterProvider ? () => meterProvider : () => api.metrics.getMeterProvider();
+  }
+
+  /** The instruments, on the meter provider in force now: whenever the SDK starts, its metrics are complete from then on. */
+  get metrics(): Instruments {
+    const provider = this.#meterProvider();
+    if (this.#built?.provider !== provider) {
+      const instruments = instrumentsOf(provider.getMeter(SCOPE));
+      for (const { gauge, callback } of this.#observers) instruments[gauge].addCallback(callback);
+      this.#built = { provider, instruments };
+    }
+    return this.#built.instruments;
+  }
+
+  /** Reads `gauge` through `callback` at each collection, on whichever meter provider is in force. */
+  observe(gauge: ObservedGauge, callback: ObservableCallback): void {
+    this.#observers.push({ gauge, callback });
+    this.metrics[gauge].addCallback(callback);
+  }
+
+  /** A span under `parent` (the active context when none), ended when `run` settles; an error marks it and passes on. */
+  async inSpan<T>(
+    name: string,
+    kind: SpanKind,
+    attributes: Attributes,
+    run: (span: Span) => Promise<T>,
+    parent?: Context,
+  ): Promise<T> {
+    const { api } = this;
+    const span = this.tracer.startSpan(name, { kind, attributes }, parent ?? api.context.active());
+    try {
+      return await api.context.with(api.trace.setSpan(parent ?? api.context.active(), span), () => run(span));
+    } catch (error) {
+      markError(span, errorTypeOf(error));
+      throw error;
+    } finally {
+      span.end();
+    }
+  }
+}
+
+/** Marks a span failed with `error.type` only: a message may carry what the caller sent. */
+export function markError(span: Span, type: string): void {
+  span.setAttribute('error.type', type);
+  span.setStatus({ code: STATUS_ERROR });
+}
+
+/** An OAuth error's code, a thrown error's class; never its message. */
+export function errorTypeOf(error: unknown): string {
+  const code = (error as { error?: unknown } | undefined)?.error;
+  if (typeof code === 'string' && /^[\w.-]{1,64}$/.test(code)) return code;
+  const name = (error as { name?: unknown } | undefined)?.name;
+  return typeof name === 'string' && /^\w{1,64}$/.test(name) ? name : '_OTHER';
+}
+
+type ObservedGauge = 'outboxBacklog' | 'activeSessions';
+
+interface Instruments {
+  exchanges: Counter;
+  deliveryDelay: Histogram;
+  trailAppend: Histogram;
+  outboxBacklog: ObservableGauge;
+  activeSessions: ObservableGauge;
+}
+
+function instrumentsOf(meter: Meter): Instruments {
+  return {
+    exchanges: meter.createCounter('impersonation.token_exchange.requests', {
+      description: 'Token exchanges answered, by impersonation.outcome (issued, refused) and error.type',
+      unit: '{request}',
+    }),
+    deliveryDelay: meter.createHistogram('impersonation.outbox.delivery.delay', {
+      description: 'From an event (a stop) to its delivery to a webhook or an SSF receiver, by impersonation.event',
+      unit: 's',
+    }),
+    trailAppend: meter.createHistogram('impersonation.audit.append.duration', {
+      description: 'Appends to the durable audit trail',
+      unit: 's',
+    }),
+    outboxBacklog: meter.createObservableGauge('impersonation.outbox.backlog', {
+      description: 'Outbox entries waiting and dead letters kept, per subscription, across every instance',
+      unit: '{entry}',
+    }),
+    activeSessions: meter.createObservableGauge('impersonation.sessions.active', {
+      description: 'Impersonation sessions this instance issued that have not ended or expired',
+      unit: '{session}',
+    }),
+  };
+}
+
+/** The telemetry of `options`, or undefined: `false`, or `@opentelemetry/api` not installed. */
+export function openTelemetry(options: TelemetryOptions | undefined): Telemetry | undefined {
+  if (options === false) return undefined;
+  const api = openTelemetryApi();
+  if (!api) return undefined;
+  return new Telemetry(api, options ?? {});
+}
+
+/** Per provider: the telemetry of the plugin installed on it, read by the hook points that have the provider at hand. */
+const byProvider = new WeakMap<object, Telemetry>();
+
+export function attachTelemetry(provider: object, telemetry: Telemetry | undefined): void {
+  if (telemetry) byProvider.set(provider, telemetry);
+}
+
+export function telemetryOf(provider: object): Telemetry | undefined {
+  return byProvider.get(provider);
+}

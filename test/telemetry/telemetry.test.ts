@@ -1,0 +1,192 @@
+import { expect } from 'chai';
+import type { MetricData } from '@opentelemetry/sdk-metrics';
+import type { ReadableSpan } from '@opentelemetry/sdk-trace-base';
+import { createMemoryAuditLog, EVENTS } from '../../lib/index.js';
+import { FIXTURE_CLIENTS } from '../../fixtures/provider.js';
+import { ADAPTERS } from '../support/adapters.js';
+import { CUSTOMER_API } from '../support/approvals.js';
+import { apiRequest, exchange, subjectToken, userAccessToken } from '../support/http.js';
+import { adminToken, impersonate, revokeSession } from '../support/impersonations.js';
+import { API, CLIENTS, CUSTOMER_SCOPE, startProvider, type TestProvider } from '../support/provider.js';
+import {
+  LOOPBACK_RECEIVERS,
+  PUSH,
+  receiverToken,
+  SESSION_REVOKED,
+  SSF_RECEIVER_CLIENTS,
+  ssfRequest,
+  STREAMS,
+} from '../support/ssf.js';
+import { documentedNames, inMemoryTelemetry, type InMemoryTelemetry } from '../support/telemetry.js';
+import { startReceiver, webhookSecret, type Receiver } from '../support/webhook-receiver.js';
+
+const SUBJECT = { userId: 'bob', context: { ticket: 'SUP-42' } };
+
+for (const kind of ADAPTERS) {
+  describe(`OpenTelemetry spans and metrics on the ${kind.name} store`, function () {
+    this.timeout(60_000);
+    let telemetry: InMemoryTelemetry;
+    let tp: TestProvider;
+    let hooks: Receiver;
+    let pushed: Receiver;
+    /** The OAuth error of the refused exchange. */
+    let refusal: string;
+
+    before(async () => {
+      telemetry = inMemoryTelemetry();
+      hooks = await startReceiver();
+      pushed = await startReceiver();
+      pushed.answer = () => ({ status: 202 });
+      tp = await startProvider(
+        {
+          plugin: {
+            telemetry: telemetry.options,
+            auditLog: createMemoryAuditLog(),
+            getCustomJwtClaims: () => ({ tier: 'gold' }),
+            approvals: { customerResource: CUSTOMER_API, require: () => 'none' },
+            webhooks: {
+              subscriptions: [
+                { id: 'crm', url: hooks.url, events: [EVENTS.sessionRevoked], secret: webhookSecret('crm') },
+              ],
+              pollInterval: 20,
+              timeout: 1000,
+            },
+            ssf: { pollInterval: 20, timeout: 1000, pushAllowList: LOOPBACK_RECEIVERS },
+          },
+          configuration: { clients: [...FIXTURE_CLIENTS, ...SSF_RECEIVER_CLIENTS] },
+        },
+        kind,
+      );
+      // The flow: an SSF stream, an exchange and a refusal, the customer's API, a stop delivered to both receivers.
+      const stream = await ssfRequest(tp, 'POST', STREAMS, await receiverToken(tp), {
+        delivery: { method: PUSH, endpoint_url: pushed.url },
+        events_requested: [SESSION_REVOKED],
+      });
+      expect(stream.status, JSON.stringify(stream.body)).to.equal(201);
+      const started = await impersonate(tp, { actorToken: await userAccessToken(tp, 'alice'), subject: SUBJECT });
+      // A subject token redeemed twice: the second exchange is refused.
+      const once = await subjectToken(tp, SUBJECT);
+      expect((await exchange(tp, { subject_token: once, resource: API })).status).to.equal(200);
+      const again = await exchange(tp, { subject_token: once, resource: API });
+      expect(again.status).to.equal(400);
+      refusal = again.body['error'] as string;
+      const customer = await userAccessToken(tp, 'bob', {
+        client: CLIENTS.customer,
+        scope: `openid ${CUSTOMER_SCOPE}`,
+        resource: CUSTOMER_API,
+      });
+      expect((await apiRequest(tp, 'GET', '/api/support-access/grants', customer)).status).to.equal(200);
+      expect((await revokeSession(tp, await adminToken(tp), started.session)).status).to.equal(204);
+      await Promise.all([hooks.waitFor(1), pushed.waitFor(1)]);
+      // The settlements follow the receivers' answers.
+      await waitUntil(
+        () => telemetry.spans().filter((span) => span.name === 'impersonation.outbox.deliver').length >= 2,
+      );
+    });
+
+    after(async () => {
+      await Promise.all([tp?.close(), hooks?.close(), pushed?.close()]);
+      await telemetry?.close();
+    });
+
+    const spansNamed = (name: string): ReadableSpan[] => telemetry.spans().filter((span) => span.name === name);
+    const metric = async (name: string): Promise<MetricData> => {
+      const found = (await telemetry.metrics()).find((each) => each.descriptor.name === name);
+      expect(found, name).to.not.equal(undefined);
+      return found!;
+    };
+
+    it('records every span docs/operations.md names', () => {
+      const seen = new Set(telemetry.spans().map((span) => span.name));
+      for (const name of documentedNames('### Spans').filter((name) => name.startsWith('impersonation.')))
+        expect(seen.has(name), `span ${name}`).to.equal(true);
+    });
+
+    it('records every metric docs/operations.md names', async () => {
+      const seen = new Set((await telemetry.metrics()).map((each) => each.descriptor.name));
+      for (const name of documentedNames('### Metrics')) expect(seen.has(name), `metric ${name}`).to.equal(true);
+    });
+
+    it('traces each exchange, its outcome and its steps as its children; counts exchanges by outcome and error', async () => {
+      const exchanges = spansNamed('impersonation.token_exchange');
+      const issued = exchanges.find((span) => span.attributes['impersonation.outcome'] === 'issued')!;
+      expect(issued.attributes).to.deep.include({
+        'impersonation.client_id': CLIENTS.console.client_id,
+        'http.response.status_code': 200,
+      });
+      const refused = exchanges.find((span) => span.attributes['impersonation.outcome'] === 'refused')!;
+      expect(refused.attributes).to.deep.include({ 'error.type': refusal, 'http.response.status_code': 400 });
+      expect(refused.status.code).to.equal(2);
+      for (const step of ['subject', 'policy', 'claims', 'commit']) {
+        const children = spansNamed(`impersonation.token_exchange.${step}`);
+        expect(
+          children.some((child) => child.parentSpanContext?.spanId === issued.spanContext().spanId),
+          step,
+        ).to.equal(true);
+      }
+      const counted = await metric('impersonation.token_exchange.requests');
+      const points = counted.dataPoints.map(({ attributes, value }) => ({ attributes, value }));
+      expect(points).to.deep.include({ attributes: { 'impersonation.outcome': 'issued' }, value: 2 });
+      expect(points).to.deep.include({
+        attributes: { 'impersonation.outcome': 'refused', 'error.type': refusal },
+        value: 1,
+      });
+    });
+
+    it('names each API request by its route, never by the ids in its path', () => {
+      const api = telemetry.spans().filter((span) => span.attributes['impersonation.api'] !== undefined);
+      const byApi = (name: string) => api.filter((span) => span.attributes['impersonation.api'] === name);
+      expect(byApi('management').map((span) => span.name)).to.include.members([
+        'POST /api/subject-tokens',
+        'DELETE /api/impersonations/:id',
+      ]);
+      expect(byApi('customer').map((span) => span.name)).to.include('GET /api/support-access/grants');
+      expect(byApi('ssf').map((span) => span.name)).to.include('POST /ssf/streams');
+      const revoked = api.find((span) => span.name === 'DELETE /api/impersonations/:id')!;
+      expect(revoked.attributes).to.deep.include({
+        'http.request.method': 'DELETE',
+        'http.route': '/api/impersonations/:id',
+        'http.response.status_code': 204,
+      });
+    });
+
+    it('traces each delivery and measures the time from the stop to its webhook and its SET', async () => {
+      const deliveries = spansNamed('impersonation.outbox.deliver');
+      expect(deliveries.map((span) => span.attributes['impersonation.delivery.kind']).sort()).to.include.members([
+        'ssf',
+        'webhook',
+      ]);
+      for (const span of deliveries) expect(span.attributes['impersonation.outcome']).to.equal('delivered');
+      const delay = await metric('impersonation.outbox.delivery.delay');
+      const events = delay.dataPoints.map(({ attributes }) => attributes['impersonation.event']);
+      expect(events).to.include.members([EVENTS.sessionRevoked, SESSION_REVOKED]);
+    });
+
+    it('reads the outbox backlog, the sessions active and the trail appends', async () => {
+      const backlog = await metric('impersonation.outbox.backlog');
+      expect(backlog.dataPoints.map(({ attributes }) => attributes['impersonation.delivery.subscription'])).to.include(
+        'crm',
+      );
+      // Two sessions issued, one stopped.
+      const sessions = await metric('impersonation.sessions.active');
+      expect(sessions.dataPoints[0]!.value).to.equal(1);
+      const appends = await metric('impersonation.audit.append.duration');
+      const count = appends.dataPoints.reduce((sum, point) => sum + (point.value as { count: number }).count, 0);
+      expect(count).to.be.at.least(3);
+    });
+
+    it('puts no subject token in any span', async () => {
+      const token = await subjectToken(tp, SUBJECT);
+      await exchange(tp, { subject_token: token, resource: 'https://unknown.example' });
+      expect(JSON.stringify(telemetry.spans().map((span) => span.attributes))).to.not.include(token);
+    });
+  });
+}
+
+async function waitUntil(done: () => boolean, ms = 10_000): Promise<void> {
+  const until = Date.now() + ms;
+  while (!done()) {
+    if (Date.now() > until) throw new Error('timed out');
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
