@@ -2,7 +2,7 @@ import { hash } from 'node:crypto';
 import { createLocalJWKSet, jwtVerify, type JWTPayload } from 'jose';
 import { LRUCache } from 'lru-cache';
 import type { AccessToken, Provider } from 'oidc-provider';
-import { stateOf } from './provider-state.js';
+import { providerSlot, slotOf } from './provider-state.js';
 import { findAccessTokenUnbound, providerJwks, sessionBindingHolds } from './provider-internals.js';
 import { SESSION_CLAIM } from './token-claims.js';
 
@@ -50,18 +50,15 @@ export interface JwtVerifier {
 }
 
 const VERIFIED_JWT_CACHE_SIZE = 10_000;
+/** The provider's key set and the JWTs verified already, made on first use. */
+const JWT_VERIFIER = providerSlot<JwtVerifier>('JWT verifier', (provider) => ({
+  keySet: createLocalJWKSet(providerJwks(provider as Provider) as Parameters<typeof createLocalJWKSet>[0]),
+  // ttlResolution 0: read the clock on each check instead of arming a timer every millisecond to cache it.
+  verified: new LRUCache({ max: VERIFIED_JWT_CACHE_SIZE, ttlResolution: 0 }),
+}));
+
 function verifierOf(provider: Provider): JwtVerifier {
-  const state = stateOf(provider);
-  let verifier = state.jwtVerifier;
-  if (!verifier) {
-    verifier = {
-      keySet: createLocalJWKSet(providerJwks(provider) as Parameters<typeof createLocalJWKSet>[0]),
-      // ttlResolution 0: read the clock on each check instead of arming a timer every millisecond to cache it.
-      verified: new LRUCache({ max: VERIFIED_JWT_CACHE_SIZE, ttlResolution: 0 }),
-    };
-    state.jwtVerifier = verifier;
-  }
-  return verifier;
+  return slotOf(provider, JWT_VERIFIER);
 }
 
 /**

@@ -42,7 +42,8 @@ import { endWithActor } from './sessions/actor-end.js';
 import { endWithSubjectToken } from './sessions/subject-token-end.js';
 import { SessionStore } from './sessions/store.js';
 import { SubjectTokenStore } from './subject-tokens/store.js';
-import { stateOf } from './provider-state.js';
+import { SUBSCRIBERS } from './events/subscriber.js';
+import { providerSlot, REQUESTS_IN_FLIGHT, slotOf } from './provider-state.js';
 import { trailSubscriber } from './audit/trail.js';
 import { webhookSubscriber } from './webhooks/notify.js';
 import { tracedGrants } from './telemetry/exchange.js';
@@ -145,7 +146,7 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
    * Refused with what to change, rather than leaving the API silently absent.
    */
   function assertManagementApiReachable(ctx: KoaContextWithOIDC): void {
-    const { served } = stateOf(ctx.oidc.provider);
+    const { served } = slotOf(ctx.oidc.provider, MANAGEMENT_API_SERVED);
     if (served && !served.has(ctx)) throw misconfigured(MOUNTED_TOO_EARLY);
   }
 
@@ -280,18 +281,19 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
       );
       // The subscribers of the plugin's events, the trail first: a change that needs its record is told
       // to no one before the trail holds it (lib/events/publish.ts).
-      const state = stateOf(provider);
+      const subscribers = slotOf(provider, SUBSCRIBERS);
+      const requests = slotOf(provider, REQUESTS_IN_FLIGHT);
       // First of the provider's middleware, so that every request is counted, oidc-provider's own included:
       // delivery looks at the outbox in what they leave idle.
       provider.middleware.unshift(async (_ctx, next) => {
-        state.requestsInFlight += 1;
+        requests.count += 1;
         try {
           await next();
         } finally {
-          state.requestsInFlight -= 1;
+          requests.count -= 1;
         }
       });
-      if (options.auditLog) state.subscribers.push(trailSubscriber(options.auditLog));
+      if (options.auditLog) subscribers.push(trailSubscriber(options.auditLog));
       endWithActor(provider, sessions);
       endWithSubjectToken(provider, sessions);
       if (options.actorAuthentication) addStepUpDetails(provider);
@@ -306,7 +308,7 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
           options: options.ssf,
           wake: () => delivery?.wake(),
         };
-        state.subscribers.push(ssfSubscriber(transmitter));
+        subscribers.push(ssfSubscriber(transmitter));
         const middleware = ssfDiscoveryMiddleware(transmitter);
         discovery = { middleware, handler: managementApiHandler(middleware, provider as unknown as EventEmitter) };
       }
@@ -317,7 +319,7 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
         transmitter,
       );
       if (options.webhooks && pluginStore.outbox) {
-        state.subscribers.push(webhookSubscriber(provider, pluginStore.outbox, options.webhooks));
+        subscribers.push(webhookSubscriber(provider, pluginStore.outbox, options.webhooks));
       }
       if (pluginStore.outbox && (options.webhooks || options.ssf)) {
         delivery = options.deliverOutbox
@@ -332,7 +334,7 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
       api = managementApi.middleware;
       handler = managementApiHandler(api, provider as unknown as EventEmitter);
       if (mountManagementApi) {
-        state.served = managementApi.served;
+        slotOf(provider, MANAGEMENT_API_SERVED).served = managementApi.served;
         provider.use(managementApi.witness).use(managementApi.middleware);
       }
     },
@@ -399,6 +401,9 @@ function ssfOnlyDelivery(ssf: NonNullable<ResolvedOptions['ssf']>): NonNullable<
 }
 
 /** Providers that have the plugin, whichever createImpersonation() installed it. */
+/** The requests that went through the Management API install() added to the provider's middleware. */
+const MANAGEMENT_API_SERVED = providerSlot<{ served?: WeakSet<object> }>('Management API served requests', () => ({}));
+
 const installedProviders = new WeakSet<object>();
 /** The `extraTokenClaims` of every configure() result, whichever createImpersonation() made it. */
 const configuredByAnyPlugin = new WeakSet<object>();

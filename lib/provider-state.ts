@@ -1,37 +1,36 @@
-import type { JwtVerifier } from './access-token.js';
-import type { EventSubscriber } from './events/subscriber.js';
-
 /**
- * What the plugin keeps for one provider: the subscribers of its events
- * (the trail, webhooks, SSF streams, each holding its own store), the
- * Management API's record of the requests it served, the provider's JWT
- * verification. install() fills it; the code that runs inside the provider
- * (the grant, the Management API, a session's stop) reads it through the
- * provider oidc-provider hands it.
+ * The one table of what the plugin keeps per provider. Each module that
+ * keeps something for a provider declares its slot (a name, and how the value
+ * is made on first use) and is the only one to know its type, so that this
+ * table names none of them; every value lives as long as its provider. The
+ * code that runs inside the provider (the grant, the Management API, a
+ * session's stop) reaches it through the provider oidc-provider hands it.
  */
-export interface ProviderState {
-  /** In the order they are told of an event: the trail first. */
-  readonly subscribers: EventSubscriber[];
-  /** Requests that went through the Management API that install() added to the provider's middleware. */
-  served?: WeakSet<object>;
-  /**
-   * Requests the provider is answering now (counted by the first middleware install() adds): the
-   * delivery of the outbox waits while there are any (lib/webhooks/worker.ts).
-   */
-  requestsInFlight: number;
-  /** The provider's key set and the JWTs verified already (lib/access-token.ts), made on first use. */
-  jwtVerifier?: JwtVerifier;
+export interface ProviderSlot<T> {
+  readonly name: string;
+  readonly make: (provider: object) => T;
 }
 
-/** The one table of per-provider state: an entry lives as long as its provider. */
-const states = new WeakMap<object, ProviderState>();
+export function providerSlot<T>(name: string, make: (provider: object) => T): ProviderSlot<T> {
+  return Object.freeze({ name, make });
+}
 
-/** The provider's state, made empty on first use (a provider the plugin is not installed on has no subscribers). */
-export function stateOf(provider: object): ProviderState {
+const states = new WeakMap<object, Map<ProviderSlot<unknown>, unknown>>();
+
+/** The provider's value of `slot`, made on first use. */
+export function slotOf<T>(provider: object, slot: ProviderSlot<T>): T {
   let state = states.get(provider);
   if (!state) {
-    state = { subscribers: [], requestsInFlight: 0 };
+    state = new Map();
     states.set(provider, state);
   }
-  return state;
+  if (!state.has(slot)) state.set(slot, slot.make(provider));
+  return state.get(slot) as T;
 }
+
+/**
+ * The requests the provider is answering now, counted by the first middleware
+ * install() adds: the outbox's delivery waits while there are any
+ * (lib/webhooks/worker.ts).
+ */
+export const REQUESTS_IN_FLIGHT = providerSlot('requests in flight', () => ({ count: 0 }));

@@ -1,8 +1,8 @@
 import type Koa from 'koa';
 import type { CommitOutcome, CommitWrite } from '../adapters/contract.js';
-import { stateOf } from '../provider-state.js';
+import { slotOf } from '../provider-state.js';
 import { reportError } from '../report-error.js';
-import type { CommitShare, CommitSite } from './subscriber.js';
+import { SUBSCRIBERS, type CommitShare, type CommitSite } from './subscriber.js';
 import type { ImpersonationEvent } from './types.js';
 
 /** What the subscribers of an event write with the commit of its change, and do before and after it. */
@@ -35,7 +35,7 @@ export function shareCommit(
   { record = true, delegation = false }: { record?: boolean; delegation?: boolean } = {},
 ): CommitParticipation {
   const shares: CommitShare[] = [];
-  for (const subscriber of stateOf(provider).subscribers) {
+  for (const subscriber of slotOf(provider, SUBSCRIBERS)) {
     if (!record && subscriber.record) continue;
     const share = subscriber.shareCommit?.(event, site, delegation);
     if (share) shares.push(share);

@@ -1,8 +1,8 @@
 import type { EventEmitter } from 'node:events';
 import type Koa from 'koa';
-import { stateOf } from '../provider-state.js';
+import { slotOf } from '../provider-state.js';
 import { reportError } from '../report-error.js';
-import type { EventSubscriber, Occasion } from './subscriber.js';
+import { SUBSCRIBERS, type EventSubscriber, type Occasion } from './subscriber.js';
 import type { ImpersonationEvent } from './types.js';
 
 /**
@@ -38,7 +38,7 @@ export async function publish(
   ctx: Koa.Context | undefined,
   { record = true, delegation = false }: PublishOptions = {},
 ): Promise<void> {
-  const { subscribers } = stateOf(provider);
+  const subscribers = slotOf(provider, SUBSCRIBERS);
   if (record) {
     for (const subscriber of subscribers) {
       await subscriber.record?.(event).catch((error: unknown) => reportError(provider, error, ctx));
@@ -59,7 +59,7 @@ export async function publishRecorded(
   events: readonly ImpersonationEvent[],
   ctx: Koa.Context | undefined,
 ): Promise<void> {
-  const { subscribers } = stateOf(provider);
+  const subscribers = slotOf(provider, SUBSCRIBERS);
   for (const event of events) {
     for (const subscriber of subscribers) await subscriber.record?.(event);
   }

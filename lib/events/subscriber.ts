@@ -1,5 +1,6 @@
 import type Koa from 'koa';
 import type { CommitWrite } from '../adapters/contract.js';
+import { providerSlot } from '../provider-state.js';
 import type { ImpersonationEvent } from './types.js';
 
 /** What is known of an event besides its fields. */
@@ -71,3 +72,6 @@ export interface EventSubscriber {
   /** Its part of the commit of a change, or undefined when it has none. */
   shareCommit?(event: ImpersonationEvent, site: CommitSite, delegation: boolean): CommitShare | undefined;
 }
+
+/** A provider's subscribers, in the order they are told of an event: the trail first (install() registers them). */
+export const SUBSCRIBERS = providerSlot<EventSubscriber[]>('event subscribers', () => []);

@@ -10,7 +10,7 @@ import type {
 } from '../outbox/contract.js';
 import type { ResolvedWebhookOptions } from './options.js';
 import { createPoster, type Poster } from './post.js';
-import { stateOf } from '../provider-state.js';
+import { REQUESTS_IN_FLIGHT, slotOf } from '../provider-state.js';
 import { reportError } from '../report-error.js';
 import { webhookHeaders } from './sign.js';
 import { tracedDelivery } from '../telemetry/delivery.js';
@@ -136,7 +136,7 @@ export function startDelivery(
   };
 
   const maxYieldMs = MAX_YIELD_POLL_INTERVALS * options.pollIntervalMs;
-  const requests = stateOf(provider);
+  const requests = slotOf(provider, REQUESTS_IN_FLIGHT);
   let loopSample: EventLoopUtilization = performance.eventLoopUtilization();
   /** Since when the look that is due has been waiting for a quiet moment. */
   let yieldingSince: number | undefined;
@@ -155,8 +155,7 @@ export function startDelivery(
   function lookWhenQuiet(): void {
     const sample = performance.eventLoopUtilization();
     const busy =
-      requests.requestsInFlight > 0 ||
-      performance.eventLoopUtilization(sample, loopSample).utilization > BUSY_UTILISATION;
+      requests.count > 0 || performance.eventLoopUtilization(sample, loopSample).utilization > BUSY_UTILISATION;
     loopSample = sample;
     const now = Date.now();
     if (busy && now - (yieldingSince ??= now) < maxYieldMs) {
