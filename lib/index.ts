@@ -12,24 +12,20 @@ export type {
   ApprovalWidening,
   ResolvedApprovalOptions,
 } from './approvals/options.js';
+export type { ImpersonationOptions, ResolvedOptions } from './options.js';
 export type {
   ActorAuthentication,
   CoreOptions,
   CreationPolicyInput,
   CustomJwtClaimsFunction,
   CustomJwtClaimsInput,
-  ExchangeDecision,
   ExchangePolicyInput,
-  ImpersonationOptions,
-  JsonObject,
-  JsonPrimitive,
-  JsonValue,
   ManagementAuthResult,
   ManagementCaller,
-  PolicyDecision,
   ResolvedCoreOptions,
-  ResolvedOptions,
-} from './options.js';
+} from './core-options.js';
+export type { ExchangeDecision, PolicyDecision } from './config/decisions.js';
+export type { JsonObject, JsonPrimitive, JsonValue } from './json.js';
 export { EVENTS, onImpersonationEvent } from './events/types.js';
 export type {
   EndReason,

@@ -21,17 +21,6 @@ import { resolveWebhookOptions, type ResolvedWebhookOptions, type WebhookOptions
 
 export type { JsonObject, JsonPrimitive, JsonValue } from './json.js';
 export { refusalReason, type ExchangeDecision, type PolicyDecision } from './config/decisions.js';
-export type {
-  ActorAuthentication,
-  CoreOptions,
-  CreationPolicyInput,
-  CustomJwtClaimsFunction,
-  CustomJwtClaimsInput,
-  ExchangePolicyInput,
-  ManagementAuthResult,
-  ManagementCaller,
-  ResolvedCoreOptions,
-} from './core-options.js';
 
 /** The options of `createImpersonation`: the core ones, and each feature's slice. */
 export interface ImpersonationOptions extends CoreOptions {

@@ -2,7 +2,7 @@ import type Koa from 'koa';
 import type { Provider } from 'oidc-provider';
 import { verifyAccessToken } from '../access-token.js';
 import { bearerToken } from '../http/auth.js';
-import type { ManagementAuthResult } from '../options.js';
+import type { ManagementAuthResult } from '../core-options.js';
 
 /**
  * The built-in check of who calls the Management API: a bearer access token
