@@ -44,6 +44,8 @@ import { SessionStore } from './sessions/store.js';
 import { SubjectTokenStore } from './subject-tokens/store.js';
 import { SUBSCRIBERS } from './events/subscriber.js';
 import { providerSlot, REQUESTS_IN_FLIGHT, slotOf } from './provider-state.js';
+import { attachJournal, journalOf } from './audit/journal.js';
+import type { AuditSink } from './audit/sink.js';
 import { trailSubscriber } from './audit/trail.js';
 import { webhookSubscriber } from './webhooks/notify.js';
 import { tracedGrants } from './telemetry/exchange.js';
@@ -126,7 +128,7 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
   // Every append the plugin makes is timed; the deployment's own trail object stays as it is.
   const options =
     telemetry && resolved.auditLog
-      ? Object.freeze({ ...resolved, auditLog: timedTrail(telemetry, resolved.auditLog) })
+      ? Object.freeze({ ...resolved, auditLog: timedJournaledTrail(telemetry, resolved.auditLog) })
       : resolved;
   // Opened (and checked) now, so that a store unfit for the plugin fails at start-up, naming the option.
   const withOutbox = options.webhooks !== undefined || options.ssf !== undefined;
@@ -401,6 +403,18 @@ function ssfOnlyDelivery(ssf: NonNullable<ResolvedOptions['ssf']>): NonNullable<
 }
 
 /** Providers that have the plugin, whichever createImpersonation() installed it. */
+/**
+ * The trail with its appends timed, keeping the journal of the trail it wraps:
+ * a trail that writes its row in the store's own transaction (the PostgreSQL
+ * audit log on the store's pool) goes on doing so with telemetry on.
+ */
+function timedJournaledTrail(telemetry: Parameters<typeof timedTrail>[0], trail: AuditSink): AuditSink {
+  const timed = timedTrail(telemetry, trail);
+  const journal = journalOf(trail);
+  if (journal && timed !== trail) attachJournal(timed, journal);
+  return timed;
+}
+
 /** The requests that went through the Management API install() added to the provider's middleware. */
 const MANAGEMENT_API_SERVED = providerSlot<{ served?: WeakSet<object> }>('Management API served requests', () => ({}));
 
