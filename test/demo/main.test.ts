@@ -198,7 +198,7 @@ describe('demo: npm run demo (demo/main.ts)', function () {
     // The walk-through finds the demo by the same variables that placed it.
     const walk = await run('bash', [WALKTHROUGH], { PORT: new URL(identity).port, BACKEND_PORT: new URL(backend).port })
       .output;
-    expect(walk.stdout, walk.stderr).to.contain('"actor":"alice"');
+    expect(walk.stdout, `${walk.stderr}\n${walk.stdout}\n${demo.printed()}`).to.contain('"actor":"alice"');
     // What it printed meanwhile: the impersonation (its line written within 20 ms), and none of the feed's reads (several a second).
     const impersonation = /^\[audit\] impersonation\.exchange\.succeeded: alice is acting as dave, /m;
     await until(() => impersonation.test(demo.printed()), 2000, 'the impersonation printed');
