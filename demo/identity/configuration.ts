@@ -91,7 +91,10 @@ export function demoImpersonation(settings: ImpersonationSettings): Impersonatio
       pushAllowList: ['localhost', '127.0.0.1', '::1'],
       // A verification may be asked for every second: the demo's receivers use it as a heartbeat.
       minVerificationInterval: 1,
-      maxStreamsPerReceiver: 20,
+      // Every resource API of the demo polls a stream of its own, and one stopped without a clean exit
+      // (as tests and Ctrl+C often stop it) leaves its stream behind on a store that outlives it.
+      maxStreams: 1000,
+      maxStreamsPerReceiver: 500,
       pollInterval: 250,
     },
     getCustomJwtClaims: ({ context }) => {
