@@ -329,7 +329,7 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
               provider,
               pluginStore.outbox,
               options.webhooks ?? ssfOnlyDelivery(options.ssf!),
-              transmitter && ssfDelivery(transmitter.streams, transmitter.options),
+              transmitter && ssfDelivery(provider, transmitter.streams, transmitter.options),
             )
           : outboxView(pluginStore.outbox);
       }

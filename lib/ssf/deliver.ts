@@ -1,7 +1,8 @@
 import type { LookupFunction } from 'node:net';
+import type { Provider } from 'oidc-provider';
 import type { LeasedEntry, Settlement } from '../outbox/contract.js';
 import type { DeliveryHttp, HttpAnswer, OtherDelivery } from '../webhooks/worker.js';
-import { SET_TYPE, POLL_METHOD } from './set.js';
+import { SET_TYPE, POLL_METHOD, signSet } from './set.js';
 import type { ResolvedSsfOptions } from './options.js';
 import { guardedLookup, pushUrlProblem } from './push-target.js';
 import { SSF_SUBSCRIPTION_PREFIX } from './transmit.js';
@@ -18,7 +19,8 @@ const SET_ERROR_CODES = new Set([
 ]);
 
 /**
- * How the outbox's delivery hands an SSF entry (a signed SET) to its stream:
+ * How the outbox's delivery hands an SSF entry (a SET's claims, signed here
+ * with the provider's key as it goes out) to its stream:
  * pushed (RFC 8935: POST `application/secevent+jwt`, 202 expected; a 400 with
  * an `err` is the receiver refusing that SET for good) or moved into the
  * stream's poll queue (RFC 8936), where it waits for the receiver's poll and
@@ -29,7 +31,7 @@ const SET_ERROR_CODES = new Set([
  * (`push_target_refused`); a host name that resolves to an internal address
  * gets no answer, and the SET is retried.
  */
-export function ssfDelivery(streams: StreamStore, options: ResolvedSsfOptions): OtherDelivery {
+export function ssfDelivery(provider: Provider, streams: StreamStore, options: ResolvedSsfOptions): OtherDelivery {
   const lookup = guardedLookup(options.allowedPushHosts);
   return {
     owns: (subscription) => subscription.startsWith(SSF_SUBSCRIPTION_PREFIX),
@@ -42,7 +44,7 @@ export function ssfDelivery(streams: StreamStore, options: ResolvedSsfOptions): 
         const queued = await streams.enqueue(
           stream.id,
           entry.id,
-          entry.body,
+          await signedSet(provider, entry.body),
           options.retentionSeconds,
           options.maxQueued,
         );
@@ -52,9 +54,21 @@ export function ssfDelivery(streams: StreamStore, options: ResolvedSsfOptions): 
       if (pushUrlProblem(new URL(stream.delivery.endpointUrl), options.allowedPushHosts)) {
         return { outcome: 'dead', reason: 'push_target_refused' };
       }
-      return push({ ...http, lookup }, stream.delivery.endpointUrl, stream.delivery.authorizationHeader, entry.body);
+      const jwt = await signedSet(provider, entry.body);
+      return push({ ...http, lookup }, stream.delivery.endpointUrl, stream.delivery.authorizationHeader, jwt);
     },
   };
+}
+
+/**
+ * The SET an entry carries: its claims (a JSON object), signed now; a push
+ * retried is signed again, with the same `jti`, which is what a receiver
+ * deduplicates on (RFC 8935 2.1). An entry an earlier release queued already
+ * signed (a compact JWS) goes as it is.
+ */
+async function signedSet(provider: Provider, body: string): Promise<string> {
+  if (!body.startsWith('{')) return body;
+  return signSet(provider, JSON.parse(body) as Record<string, unknown>);
 }
 
 async function push(

@@ -3,7 +3,7 @@ import type { EventSubscriber } from '../events/subscriber.js';
 import { EVENTS, type ImpersonationEvent } from '../events/types.js';
 import type { OutboxStore } from '../outbox/contract.js';
 import type { ResolvedSsfOptions } from './options.js';
-import { sessionRevokedClaims, SESSION_REVOKED_EVENT, signSet, verificationClaims } from './set.js';
+import { sessionRevokedClaims, SESSION_REVOKED_EVENT, verificationClaims } from './set.js';
 import { sessionStopOf } from './stop.js';
 import type { StreamRecord, StreamStore } from './store.js';
 
@@ -29,8 +29,10 @@ export interface Transmitter {
 
 /**
  * SSF streams as a subscriber of the plugin's events: a stopped session goes
- * to every stream that asked for session-revoked events, as one signed SET
- * per stream (each with its receiver as `aud`), through the outbox. A
+ * to every stream that asked for session-revoked events, as one SET per
+ * stream (each with its receiver as `aud`), through the outbox. The outbox
+ * holds each SET's claims; the delivery signs them (./deliver.ts), so a stop
+ * that reaches a thousand streams costs its request no signature. A
  * disabled stream gets nothing (SSF 1.0: it holds no events); a paused one
  * gets it queued, delivered once it is enabled again. A delegation's stop
  * goes too: its tokens must stop at resource servers. A failure is reported
@@ -57,13 +59,13 @@ async function transmitStop(
   );
   if (!receiving.length) return;
   const stop = sessionStopOf(event);
-  const entries = await Promise.all(
-    receiving.map(async (stream) => {
+  await append(
+    transmitter,
+    receiving.map((stream) => {
       const claims = sessionRevokedClaims(provider.issuer, stream.audience, stop);
-      return { stream, jti: claims['jti'] as string, jwt: await signSet(provider, claims) };
+      return { stream, jti: claims['jti'] as string, claims };
     }),
   );
-  await append(transmitter, entries);
 }
 
 /** Queues a verification SET on the stream (SSF 1.0 8.1.4.2); its subject is the stream. */
@@ -73,21 +75,20 @@ export async function transmitVerification(
   state: string | undefined,
 ): Promise<void> {
   const claims = verificationClaims(transmitter.provider.issuer, stream.audience, stream.id, state);
-  const jwt = await signSet(transmitter.provider, claims);
-  await append(transmitter, [{ stream, jti: claims['jti'] as string, jwt }]);
+  await append(transmitter, [{ stream, jti: claims['jti'] as string, claims }]);
 }
 
 async function append(
   transmitter: Transmitter,
-  entries: ReadonlyArray<{ stream: StreamRecord; jti: string; jwt: string }>,
+  entries: ReadonlyArray<{ stream: StreamRecord; jti: string; claims: Record<string, unknown> }>,
 ): Promise<void> {
   const dropped = await transmitter.outbox.append(
-    entries.map(({ stream, jti, jwt }) => ({
+    entries.map(({ stream, jti, claims }) => ({
       id: jti,
       subscription: streamSubscription(stream.id),
       // One lane per stream: its SETs go out in order, so a verification SET arrives behind every SET before it.
       subject: `stream:${stream.id}`,
-      body: jwt,
+      body: JSON.stringify(claims),
     })),
     transmitter.options.maxPending,
     Date.now(),

@@ -6,6 +6,8 @@ import { expect } from 'chai';
 import Koa from 'koa';
 import { FIXTURE_CLIENTS } from '../../fixtures/provider.js';
 import { createImpersonation } from '../../lib/index.js';
+import type { OutboxCapable } from '../../lib/outbox/contract.js';
+import { signSet } from '../../lib/ssf/set.js';
 import { mountCallback, mountComposedNow } from '../support/mount.js';
 import { ADAPTERS } from '../support/adapters.js';
 import { decodeJwt, expectError, m2mToken, tokenRequest, userAccessToken } from '../support/http.js';
@@ -326,6 +328,48 @@ for (const kind of ADAPTERS) {
       // Another receiver cannot poll it.
       const other = await receiverToken(tp, RECEIVERS.second);
       expectError(await ssfRequest(tp, 'POST', new URL(endpoint).pathname, other, {}), 404, 'not_found');
+    });
+
+    it('signs a SET as it is delivered, not in the request that stopped the session; one queued signed goes as it is', async () => {
+      const Adapter = await kind.open();
+      const stopping = await startSsfProvider(kind, {}, { deliverOutbox: false }, Adapter);
+      open.push(stopping);
+      const token = await receiverToken(stopping);
+      const created = await ssfRequest(stopping, 'POST', STREAMS, token, { delivery: { method: POLL } });
+      const id = created.body['stream_id'] as string;
+      const { session } = await stopOneSession(stopping);
+
+      // What the stop left in the outbox: the SET's claims, no signature.
+      const outbox = (new Adapter('SsfOutboxReader') as unknown as OutboxCapable).outbox();
+      const [waiting] = await outbox.claim(10, 1, Date.now(), 0);
+      expect(waiting?.subscription).to.equal(`ssf:${id}`);
+      const claims = JSON.parse(waiting!.body) as Record<string, unknown>;
+      expect(claims['events']).to.have.property(SESSION_REVOKED);
+      expect((claims['sub_id'] as { session: { id: string } }).session.id).to.equal(session);
+
+      // An entry queued already signed, by an earlier release, is handed out unchanged.
+      const presigned = { ...claims, jti: 'presigned-set-jti' };
+      const signed = await signSet(stopping.provider, presigned);
+      await outbox.append(
+        [{ id: 'presigned-set-jti', subscription: `ssf:${id}`, subject: 'stream:other', body: signed }],
+        10,
+        Date.now(),
+      );
+
+      const delivering = await startSsfProvider(kind, {}, {}, Adapter);
+      open.push(delivering);
+      const endpoint = `${delivering.base}/ssf/poll/${id}`;
+      const sets: Record<string, string> = {};
+      const deadline = Date.now() + 5000;
+      while (Object.keys(sets).length < 2 && Date.now() < deadline) {
+        Object.assign(sets, await pollUntil(delivering, endpoint, await receiverToken(delivering), 500));
+      }
+      expect(Object.keys(sets).sort()).to.deep.equal([claims['jti'] as string, 'presigned-set-jti'].sort());
+      // Signed with the key both instances share, as the stopping one issued it.
+      const delivered = await verifySet(stopping, sets[claims['jti'] as string]!, RECEIVERS.first.client_id);
+      expect(setProblems(delivered.header, delivered.claims)).to.deep.equal([]);
+      expect(delivered.claims).to.deep.equal(claims);
+      expect(sets['presigned-set-jti']).to.equal(signed);
     });
 
     it('sends a verification event on request, with the state, and refuses another before min_verification_interval (429)', async () => {
