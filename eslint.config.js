@@ -31,7 +31,14 @@ const FLOORS = [
   { type: 'internals', pattern: ['lib/provider-internals.ts', 'lib/access-token.ts'] },
   {
     type: 'stores',
-    pattern: ['lib/adapters/*.ts', 'lib/outbox/*.ts', 'lib/postgres/*.ts', 'lib/redis/*.ts', 'lib/store-call.ts'],
+    pattern: [
+      'lib/adapters/*.ts',
+      'lib/adapters/contracts/*.ts',
+      'lib/outbox/*.ts',
+      'lib/postgres/*.ts',
+      'lib/redis/*.ts',
+      'lib/store-call.ts',
+    ],
   },
   // Publication of the plugin's events and the per-provider record its subscribers are kept in: below every
   // feature that publishes, naming none of the subscribers.

@@ -5,7 +5,7 @@ import { createMemoryAdapter } from './adapters/memory.js';
 import { customerResourceInfo } from './customer/check.js';
 import { ApprovalStore } from './approvals/store.js';
 import { openPluginStore } from './adapters/plugin-store.js';
-import { instantiateAdapter, type AdapterSource, type ImpersonationAdapter } from './adapters/contract.js';
+import type { AdapterSource } from './adapters/contract.js';
 import { calledTooLate, invalidArgument, invalidCall, invalidOption, invalidTarget, misconfigured } from './errors.js';
 import { grantsForExchange } from './approvals/exchange-view.js';
 import { withDelegationMetadata } from './exchange/delegation/client-metadata.js';
@@ -36,7 +36,7 @@ import {
 import { ssfDefaultResource } from './ssf/default-resource.js';
 import { ssfDelivery } from './ssf/deliver.js';
 import { ssfDiscoveryMiddleware } from './ssf/discovery.js';
-import { SSF_MODEL, StreamStore } from './ssf/store.js';
+import { StreamStore } from './ssf/store.js';
 import { ssfSubscriber, type Transmitter } from './ssf/transmit.js';
 import { endWithActor } from './sessions/actor-end.js';
 import { endWithSubjectToken } from './sessions/subject-token-end.js';
@@ -131,9 +131,12 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
       ? Object.freeze({ ...resolved, auditLog: timedJournaledTrail(telemetry, resolved.auditLog) })
       : resolved;
   // Opened (and checked) now, so that a store unfit for the plugin fails at start-up, naming the option.
-  const withOutbox = options.webhooks !== undefined || options.ssf !== undefined;
-  const withApprovals = options.approvals !== undefined;
-  const ownStore = options.store && openPluginStore(options.store, 'store option', withOutbox, withApprovals);
+  const domains = {
+    outbox: options.webhooks !== undefined || options.ssf !== undefined,
+    approvals: options.approvals !== undefined,
+    ssf: options.ssf !== undefined,
+  };
+  const ownStore = options.store && openPluginStore(options.store, 'store option', domains);
   const claims = new ExchangeClaims();
   const configured = new WeakSet<object>();
   const scopes = managementScopes(options);
@@ -251,7 +254,7 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
       if (mountManagementApi && middlewareComposed(provider)) throw calledTooLate(MOUNTED_TOO_EARLY);
       // Without a store of its own, the plugin's records live in the provider's adapter, which must then be fit for them.
       const storeSource: AdapterSource = options.store ?? providerAdapter(provider);
-      const pluginStore = ownStore || openPluginStore(storeSource, 'provider adapter', withOutbox, withApprovals);
+      const pluginStore = ownStore || openPluginStore(storeSource, 'provider adapter', domains);
       // SETs are signed with the provider's key: one it lacks stops the start, not the first stop.
       if (options.ssf) providerSigningKey(provider);
       const store = new SubjectTokenStore(pluginStore.subjectTokens);
@@ -300,9 +303,8 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
       endWithSubjectToken(provider, sessions);
       if (options.actorAuthentication) addStepUpDetails(provider);
       let transmitter: Transmitter | undefined;
-      if (options.ssf && pluginStore.outbox) {
-        // The same adapter source as the sessions, so it has the sorted indexes they were checked for.
-        const streams = new StreamStore(instantiateAdapter(storeSource, SSF_MODEL) as ImpersonationAdapter);
+      if (options.ssf && pluginStore.outbox && pluginStore.ssfStreams) {
+        const streams = new StreamStore(pluginStore.ssfStreams);
         transmitter = {
           provider,
           outbox: pluginStore.outbox,

@@ -9,29 +9,21 @@
  * in contract.ts; what is left is this store's own.
  */
 import { LRUCache } from 'lru-cache';
-import type { Adapter, AdapterPayload } from 'oidc-provider';
+import type { AdapterPayload } from 'oidc-provider';
 import { optionChecks, type OptionChecks } from '../config/checks.js';
 import { invalidCall, invalidOption, replayShareFull, storeFull } from '../errors.js';
+import { entryLifetimeMs, GRANTABLE_MODELS } from './contracts/entries.js';
+import { comesAfter, type BoundedIndexAdd, type IndexEntry } from './contracts/indexes.js';
 import {
-  comesAfter,
-  entryLifetimeMs,
-  GRANTABLE_MODELS,
   QUOTA_KIND,
-  type AtomicCommit,
-  type AtomicConsume,
-  type BoundedIndexAdd,
-  type BoundedIndexes,
   type CommitOutcome,
   type CommitWrite,
-  type ImpersonationAdapterClass,
-  type IndexEntry,
-  type PrincipalQuotas,
   type QuotaOutcome,
   type QuotaWrite,
-  type SortedIndexes,
-} from './contract.js';
+} from './contracts/commit.js';
+import type { EveryDomainAdapter, ImpersonationAdapterClass } from './contract.js';
 import { saveWithinQuotasBy } from './quotas.js';
-import type { OutboxCapable, OutboxStore } from '../outbox/contract.js';
+import type { OutboxStore } from '../outbox/contract.js';
 import { createMemoryOutbox, type MemoryOutbox } from '../outbox/memory.js';
 import { REPLAY_MODEL, ReplayShareCounts, replayShareOf, type ReplayShare } from './replay-shares.js';
 
@@ -357,9 +349,7 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
     return typeof count === 'number' ? count : 0;
   }
 
-  class MemoryAdapter
-    implements Adapter, AtomicConsume, AtomicCommit, SortedIndexes, BoundedIndexes, PrincipalQuotas, OutboxCapable
-  {
+  class MemoryAdapter implements EveryDomainAdapter {
     readonly #store: ModelStore;
 
     constructor(name: string) {

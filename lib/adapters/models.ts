@@ -15,3 +15,6 @@ export const APPROVAL_MODEL = 'ImpersonationApproval';
 
 /** The adapter model name whose instance hands out the outbox. */
 export const OUTBOX_MODEL = 'ImpersonationOutbox';
+
+/** The SSF streams and the SETs awaiting a poll. */
+export const SSF_MODEL = 'ImpersonationSsf';

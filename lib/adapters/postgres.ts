@@ -10,25 +10,13 @@
  */
 import { createHash } from 'node:crypto';
 import type pg from 'pg';
-import type { Adapter, AdapterPayload } from 'oidc-provider';
-import {
-  entryLifetimeMs,
-  GRANTABLE_MODELS,
-  type AtomicCommit,
-  type AtomicConsume,
-  type BoundedIndexAdd,
-  type BoundedIndexes,
-  type CommitOutcome,
-  type CommitWrite,
-  type ImpersonationAdapterClass,
-  type IndexEntry,
-  type PrincipalQuotas,
-  type QuotaOutcome,
-  type QuotaWrite,
-  type SortedIndexes,
-} from './contract.js';
+import type { AdapterPayload } from 'oidc-provider';
+import { entryLifetimeMs, GRANTABLE_MODELS } from './contracts/entries.js';
+import type { BoundedIndexAdd, IndexEntry } from './contracts/indexes.js';
+import type { CommitOutcome, CommitWrite, QuotaOutcome, QuotaWrite } from './contracts/commit.js';
+import type { EveryDomainAdapter, ImpersonationAdapterClass } from './contract.js';
 import { saveWithinQuotasBy } from './quotas.js';
-import type { OutboxCapable, OutboxStore } from '../outbox/contract.js';
+import type { OutboxStore } from '../outbox/contract.js';
 import { appendValues, createPostgresOutbox, outboxDdl, type RunTransaction } from '../outbox/postgres.js';
 import { migrateUnderLock } from '../postgres/migration.js';
 import { lastByKey, StatementBatch } from '../postgres/batch.js';
@@ -431,9 +419,7 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
     }
   }
 
-  class PostgresAdapter
-    implements Adapter, AtomicConsume, AtomicCommit, SortedIndexes, BoundedIndexes, PrincipalQuotas, OutboxCapable
-  {
+  class PostgresAdapter implements EveryDomainAdapter {
     readonly #name: string;
 
     constructor(name: string) {

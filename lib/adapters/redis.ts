@@ -9,28 +9,20 @@
  */
 import { Cluster, Redis, type ClusterNode, type ClusterOptions, type RedisOptions } from 'ioredis';
 import { LRUCache } from 'lru-cache';
-import type { Adapter, AdapterPayload } from 'oidc-provider';
+import type { AdapterPayload } from 'oidc-provider';
+import { entryLifetimeMs, GRANTABLE_MODELS } from './contracts/entries.js';
+import { comesAfter, type BoundedIndexAdd, type IndexEntry } from './contracts/indexes.js';
 import {
-  comesAfter,
-  entryLifetimeMs,
-  QUOTA_KIND,
-  GRANTABLE_MODELS,
   COMMITTED_TOGETHER,
-  type AtomicCommit,
-  type AtomicConsume,
-  type BoundedIndexAdd,
-  type BoundedIndexes,
+  QUOTA_KIND,
   type CommitOutcome,
   type CommitWrite,
-  type ImpersonationAdapterClass,
-  type IndexEntry,
-  type PrincipalQuotas,
   type QuotaOutcome,
   type QuotaWrite,
-  type SortedIndexes,
-} from './contract.js';
+} from './contracts/commit.js';
+import type { EveryDomainAdapter, ImpersonationAdapterClass } from './contract.js';
 import { saveWithinQuotasBy } from './quotas.js';
-import type { OutboxCapable, OutboxStore } from '../outbox/contract.js';
+import type { OutboxStore } from '../outbox/contract.js';
 import { createRedisOutbox, OUTBOX_APPEND_LUA, outboxAppendArgs, outboxKeys } from '../outbox/redis.js';
 import { invalidCall, invalidOption, unavailable } from '../errors/standalone.js';
 import { clusterOf, type RedisClient, type RedisNode, type RedisPipeline } from '../redis/client.js';
@@ -390,9 +382,7 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
 
   let outbox: OutboxStore | undefined;
 
-  class RedisAdapter
-    implements Adapter, AtomicConsume, AtomicCommit, SortedIndexes, BoundedIndexes, PrincipalQuotas, OutboxCapable
-  {
+  class RedisAdapter implements EveryDomainAdapter {
     readonly #name: string;
 
     constructor(name: string) {

@@ -1,6 +1,7 @@
 import { APPROVAL_MODEL } from '../adapters/models.js';
 import type { AdapterPayload } from 'oidc-provider';
-import type { BoundedIndexes, ImpersonationAdapter, IndexEntry } from '../adapters/contract.js';
+import type { ApprovalAdapter } from '../adapters/contracts/approvals.js';
+import type { IndexEntry } from '../adapters/contracts/indexes.js';
 import {
   grantStateOf,
   requestStateOf,
@@ -55,9 +56,9 @@ export interface Outcome<T> {
  * with the request's expiry) leaves exactly one answer.
  */
 export class ApprovalStore {
-  readonly #adapter: ImpersonationAdapter & BoundedIndexes;
+  readonly #adapter: ApprovalAdapter;
 
-  constructor(adapter: ImpersonationAdapter & BoundedIndexes) {
+  constructor(adapter: ApprovalAdapter) {
     this.#adapter = adapter;
   }
 

@@ -9,50 +9,19 @@
  * instance die, the lease runs out and another claims the entry again (the
  * receiver then sees it twice: delivery is at least once).
  *
- * Imports nothing else of `lib/`, like the adapters' contract it extends.
+ * The outbox's domain: the store's operations. What it keeps (the entries,
+ * leased, settled or dead) is in entries.ts. Imports nothing else of `lib/`.
  */
+import type { DeadLetter, LeasedEntry, NewOutboxEntry, SettledEntry, Settlement } from './entries.js';
 
-/** An entry to append: `body` is opaque to the store (the payload, already serialised). */
-export interface NewOutboxEntry {
-  /** Unique per event and subscription; the `webhook-id` receivers deduplicate by. */
-  id: string;
-  subscription: string;
-  /** Whose entries are kept in order: the impersonated subject. */
-  subject: string;
-  body: string;
-}
-
-/** A claimed entry: leased to the caller until `leaseUntil` (ms since the epoch). */
-export interface LeasedEntry extends NewOutboxEntry {
-  /** When it was appended (ms since the epoch). */
-  createdAt: number;
-  /** Deliveries attempted so far, this one included. */
-  attempts: number;
-  /** Names this lease: settling under a lease that ran out and was claimed again changes nothing. */
-  lease: string;
-  leaseUntil: number;
-}
-
-/** A leased entry and how it is settled. */
-export interface SettledEntry {
-  entry: LeasedEntry;
-  settlement: Settlement;
-}
-
-export type Settlement =
-  { outcome: 'delivered' } | { outcome: 'retry'; at: number } | { outcome: 'dead'; reason: string };
-
-/** An entry that will not be delivered, kept for inspection until `deadAt` + the retention. */
-export interface DeadLetter {
-  id: string;
-  subscription: string;
-  subject: string;
-  body: string;
-  createdAt: number;
-  attempts: number;
-  deadAt: number;
-  reason: string;
-}
+export {
+  streamOf,
+  type DeadLetter,
+  type LeasedEntry,
+  type NewOutboxEntry,
+  type SettledEntry,
+  type Settlement,
+} from './entries.js';
 
 /**
  * How many entries of each subscription a claim may lease: a subscription has
@@ -122,9 +91,4 @@ export function hasOutbox(adapter: object): adapter is OutboxCapable {
 export async function waitsFor(outbox: OutboxStore, subscription: string): Promise<boolean> {
   if (outbox.waits) return outbox.waits(subscription);
   return ((await outbox.stats()).subscriptions[subscription]?.pending ?? 0) > 0;
-}
-
-/** The stream an entry belongs to; a subscription id never holds a newline (the options refuse it). */
-export function streamOf(entry: Pick<NewOutboxEntry, 'subscription' | 'subject'>): string {
-  return `${entry.subscription}\n${entry.subject}`;
 }

@@ -1,13 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import {
-  streamOf,
-  type DeadLetter,
-  type LeasedEntry,
-  type NewOutboxEntry,
-  type OutboxStats,
-  type OutboxStore,
-  type Settlement,
-} from './contract.js';
+import { streamOf, type DeadLetter, type LeasedEntry, type NewOutboxEntry, type Settlement } from './entries.js';
+import type { OutboxStats, OutboxStore } from './contract.js';
 
 interface Waiting extends NewOutboxEntry {
   createdAt: number;

@@ -20,15 +20,8 @@
  * entry in a later statement, which sees any append that held the lock.
  */
 import { randomUUID } from 'node:crypto';
-import {
-  streamOf,
-  type DeadLetter,
-  type LeasedEntry,
-  type NewOutboxEntry,
-  type OutboxStats,
-  type OutboxStore,
-  type SettledEntry,
-} from './contract.js';
+import { streamOf, type DeadLetter, type LeasedEntry, type NewOutboxEntry, type SettledEntry } from './entries.js';
+import type { OutboxStats, OutboxStore } from './contract.js';
 
 /** Runs one statement (the adapter's pool, error mapping and migration). */
 export type RunStatement = (

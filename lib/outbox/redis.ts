@@ -22,14 +22,8 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { RedisClient } from '../redis/client.js';
-import {
-  streamOf,
-  type DeadLetter,
-  type LeasedEntry,
-  type NewOutboxEntry,
-  type OutboxStats,
-  type OutboxStore,
-} from './contract.js';
+import { streamOf, type DeadLetter, type LeasedEntry, type NewOutboxEntry } from './entries.js';
+import type { OutboxStats, OutboxStore } from './contract.js';
 
 const KEY_NAMES = [
   'seq',

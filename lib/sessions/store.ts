@@ -1,13 +1,8 @@
 import { SESSION_MODEL } from '../adapters/models.js';
 import type { AdapterPayload } from 'oidc-provider';
-import {
-  GUARD_KIND,
-  type CommitOutcome,
-  type CommitWrite,
-  type ImpersonationAdapter,
-  type IndexEntry,
-  type QuotaCharge,
-} from '../adapters/contract.js';
+import { GUARD_KIND, type CommitOutcome, type CommitWrite, type QuotaCharge } from '../adapters/contracts/commit.js';
+import type { IndexEntry } from '../adapters/contracts/indexes.js';
+import type { SessionAdapter } from '../adapters/contracts/sessions.js';
 import { stateOf, type SessionRecord } from './record.js';
 
 /** The adapter model name the impersonation sessions and their indexes are kept under. */
@@ -63,9 +58,9 @@ export type Closing = Pick<SessionRecord, 'revoked'> | Pick<SessionRecord, 'ende
  * revocation feed. Every index member expires with the session's tokens.
  */
 export class SessionStore {
-  readonly #adapter: ImpersonationAdapter;
+  readonly #adapter: SessionAdapter;
 
-  constructor(adapter: ImpersonationAdapter) {
+  constructor(adapter: SessionAdapter) {
     this.#adapter = adapter;
   }
 

@@ -1,8 +1,9 @@
 import type { AdapterPayload } from 'oidc-provider';
-import type { ImpersonationAdapter, IndexEntry } from '../adapters/contract.js';
+import type { IndexEntry } from '../adapters/contracts/indexes.js';
+import type { SsfStreamAdapter } from '../adapters/contracts/ssf.js';
 
 /** The adapter model name the SSF streams and the SETs awaiting a poll are kept under. */
-export const SSF_MODEL = 'ImpersonationSsf';
+export { SSF_MODEL } from '../adapters/models.js';
 
 export type StreamStatus = 'enabled' | 'paused' | 'disabled';
 
@@ -44,9 +45,9 @@ const NEVER = 253_402_300_799_000;
  * `jti`s, each member and record expiring after the retention.
  */
 export class StreamStore {
-  readonly #adapter: ImpersonationAdapter;
+  readonly #adapter: SsfStreamAdapter;
 
-  constructor(adapter: ImpersonationAdapter) {
+  constructor(adapter: SsfStreamAdapter) {
     this.#adapter = adapter;
   }
 

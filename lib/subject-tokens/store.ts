@@ -1,6 +1,6 @@
 import { SUBJECT_TOKEN_MODEL } from '../adapters/models.js';
 import type { AdapterPayload } from 'oidc-provider';
-import type { AtomicAdapter } from '../adapters/contract.js';
+import type { SubjectTokenAdapter } from '../adapters/contracts/subject-tokens.js';
 import type { JsonObject } from '../json.js';
 import { hashSubjectToken, mintSubjectToken, newSubjectTokenId } from './token.js';
 
@@ -55,9 +55,9 @@ const ID_POINTER = 'SubjectTokenId';
 
 /** Save, find and redeem-once, on top of an adapter that stores only the token's hash. */
 export class SubjectTokenStore {
-  readonly #adapter: AtomicAdapter;
+  readonly #adapter: SubjectTokenAdapter;
 
-  constructor(adapter: AtomicAdapter) {
+  constructor(adapter: SubjectTokenAdapter) {
     this.#adapter = adapter;
   }
 

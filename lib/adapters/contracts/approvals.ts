@@ -1,0 +1,25 @@
+import type { Adapter } from 'oidc-provider';
+import { consumeOnceNeed, type AtomicConsume } from './consume.js';
+import type { DomainContract } from './domain.js';
+import { hasBoundedIndexes, sortedIndexesNeed, type BoundedIndexes, type SortedIndexes } from './indexes.js';
+
+/**
+ * The approvals' domain: a customer's grants and approval requests, listed
+ * through sorted indexes, each bounded per customer by one atomic
+ * count-and-add (`indexAddWithin`), each ended once (`consumeOnce`).
+ * Needed only when the deployment has the `approvals` option.
+ */
+export type ApprovalAdapter = Adapter & AtomicConsume & SortedIndexes & BoundedIndexes;
+
+export const APPROVAL_DOMAIN: DomainContract<ApprovalAdapter> = {
+  domain: 'approvals',
+  needs: [
+    {
+      operations: 'indexAddWithin(adds, member)',
+      has: hasBoundedIndexes,
+      why: "a customer's grants and approval requests are bounded by one atomic count-and-add",
+    },
+    sortedIndexesNeed("a customer's grants and approval requests are listed through them"),
+    consumeOnceNeed('a grant or an approval request is ended once, by an atomic consume'),
+  ],
+};

@@ -1,0 +1,38 @@
+/**
+ * A domain's contract: the operations, beyond oidc-provider's adapter API,
+ * that the store of one of the plugin's domains (subject tokens, sessions,
+ * approvals, SSF streams, the outbox) must offer, and why. A store offers
+ * the domains it stores; the plugin checks, when it opens the store, every
+ * domain the deployment's options enable (lib/adapters/plugin-store.ts).
+ * `Store` is the domain's adapter type, which a store that passes the
+ * checks is taken for.
+ */
+export interface DomainContract<Store extends object> {
+  /** As the documentation names it: "subject tokens". */
+  domain: string;
+  /** What it needs, in the order it is checked; the first one missing is the one the error names. */
+  needs: readonly DomainNeed[];
+  /** Never set: ties the contract to the adapter type its checks stand for. */
+  readonly store?: Store;
+}
+
+export interface DomainNeed {
+  /** The operations, as the error names them: `consumeOnce(id)`. */
+  operations: string;
+  /** Whether `adapter` has them (each a function). */
+  has(adapter: object): boolean;
+  /** What the domain does with them, for the error. */
+  why: string;
+  /** Where else to turn, when not the shipped adapters or adding the operations. */
+  remedy?: string;
+}
+
+/** The first of the domain's needs `adapter` lacks, or undefined when it is fit for the domain. */
+export function lackOf(contract: DomainContract<object>, adapter: object): DomainNeed | undefined {
+  return contract.needs.find((need) => !need.has(adapter));
+}
+
+/** Whether `adapter` offers every operation of the domain. */
+export function fitsDomain<Store extends object>(contract: DomainContract<Store>, adapter: object): adapter is Store {
+  return lackOf(contract, adapter) === undefined;
+}

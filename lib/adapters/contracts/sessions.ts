@@ -1,0 +1,33 @@
+import type { Adapter } from 'oidc-provider';
+import { hasAtomicCommit, hasPrincipalQuotas, type AtomicCommit, type PrincipalQuotas } from './commit.js';
+import { consumeOnceNeed, type AtomicConsume } from './consume.js';
+import type { DomainContract } from './domain.js';
+import { sortedIndexesNeed, type SortedIndexes } from './indexes.js';
+
+/**
+ * The impersonation and delegation sessions' domain: listed and revoked
+ * through sorted indexes, ended once (`consumeOnce`), written by the
+ * exchange's one commit (`commitOnce`, which redeems the subject token and
+ * charges the principals' shares) and within those shares (`saveWithinQuotas`).
+ */
+export type SessionAdapter = Adapter & AtomicConsume & SortedIndexes & AtomicCommit & PrincipalQuotas;
+
+export const SESSION_DOMAIN: DomainContract<SessionAdapter> = {
+  domain: 'sessions',
+  needs: [
+    sortedIndexesNeed('impersonation sessions are listed and revoked through them'),
+    consumeOnceNeed('an impersonation session is ended once, by an atomic consume'),
+    {
+      operations: 'commitOnce(write)',
+      has: hasAtomicCommit,
+      why: 'an exchange redeems its subject token and lists its session in one store operation',
+    },
+    {
+      operations: 'saveWithinQuotas(write)',
+      has: hasPrincipalQuotas,
+      why:
+        "a delegation's session is written only within the bounds of its user, client and subject token, " +
+        'counted in the same store operation',
+    },
+  ],
+};
