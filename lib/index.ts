@@ -43,8 +43,10 @@ export { SUBJECT_TOKEN_MODEL } from './subject-tokens/store.js';
 // (./adapters/redis, ./adapters/postgres, ./audit-postgres): this entry loads no driver.
 export { createMemoryAdapter } from './adapters/memory.js';
 export type { MemoryAdapterClass, MemoryAdapterOptions, MemoryAdapterStats } from './adapters/memory.js';
+// The store's contract, one type per domain (a store of its own implements the domains it keeps).
 export type {
   AdapterSource,
+  ApprovalAdapter,
   AtomicAdapter,
   AtomicCommit,
   AtomicConsume,
@@ -52,14 +54,23 @@ export type {
   BoundedIndexes,
   CommitOutcome,
   CommitWrite,
+  EveryDomainAdapter,
   ImpersonationAdapter,
   ImpersonationAdapterClass,
   IndexEntry,
+  JournalCommit,
+  OutboxAdapter,
+  OutboxCommit,
   PrincipalQuotas,
   QuotaCharge,
   QuotaOutcome,
   QuotaWrite,
+  SessionAdapter,
+  SessionCommit,
+  SharedDatabase,
   SortedIndexes,
+  SsfStreamAdapter,
+  SubjectTokenAdapter,
 } from './adapters/contract.js';
 export { createMemoryAuditLog } from './audit/memory.js';
 export type { MemoryAuditLog, MemoryAuditLogOptions } from './audit/memory.js';

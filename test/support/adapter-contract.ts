@@ -1,19 +1,22 @@
 import { expect } from 'chai';
 import type { Adapter, AdapterPayload } from 'oidc-provider';
 import {
+  APPROVAL_DOMAIN,
+  fitsDomain,
   GUARD_KIND,
-  hasAtomicCommit,
-  hasAtomicConsume,
-  hasPrincipalQuotas,
-  hasSortedIndexes,
+  SESSION_DOMAIN,
+  SSF_STREAM_DOMAIN,
+  SUBJECT_TOKEN_DOMAIN,
   type AtomicCommit,
   type AtomicConsume,
+  type BoundedIndexes,
   type CommitWrite,
   type PrincipalQuotas,
   type QuotaCharge,
   type QuotaWrite,
   type SortedIndexes,
 } from '../../lib/adapters/contract.js';
+import { boundedIndexContract, sortedIndexContract } from './index-contract.js';
 
 /** An adapter class whose entries can be consumed once. */
 export type AtomicAdapterClass = new (name: string) => Adapter & AtomicConsume;
@@ -33,30 +36,37 @@ export interface AdapterUnderTest {
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+type Target = () => AdapterUnderTest | Promise<AdapterUnderTest>;
 
 /**
- * What every store's adapter guarantees through oidc-provider's adapter API
- * and the plugin's: storage, expiry, consume and the atomic consumeOnce,
- * the lookups, revocation by grant, and deployments kept apart. Called inside
- * a describe block; `target()` answers with a new deployment for each test.
+ * What every store's adapter guarantees, domain by domain: oidc-provider's
+ * adapter API, then each of the plugin's domains (lib/adapters/contracts/)
+ * with the operations it needs. Called inside a describe block; `target()`
+ * answers with a new deployment for each test.
  * test/adapters/adapter-contract.test.ts runs it on every adapter of
- * test/support/adapters.ts.
+ * test/support/adapters.ts, test/redis-cluster/ on Redis Cluster; a store that
+ * implements only some domains can run the suites of those alone.
  */
-export function adapterContract(target: () => AdapterUnderTest | Promise<AdapterUnderTest>): void {
+export function adapterContract(target: Target): void {
+  describe("oidc-provider's models", () => entryContract(target));
+  describe("the subject tokens' domain", () => subjectTokenContract(target));
+  describe("the sessions' domain", () => sessionContract(target));
+  describe("the approvals' domain", () => approvalContract(target));
+  describe("the SSF streams' domain", () => ssfStreamContract(target));
+}
+
+/**
+ * oidc-provider's adapter API, as every store keeps it whatever domains it
+ * stores: storage, expiry, consume, the lookups, revocation by grant, and
+ * deployments kept apart.
+ */
+export function entryContract(target: Target): void {
   let store: AdapterUnderTest;
   let Adapter: AtomicAdapterClass;
 
   beforeEach(async () => {
     store = await target();
     Adapter = store.Adapter;
-  });
-
-  it('meets the plugin contract', () => {
-    const adapter = new Adapter('SubjectToken');
-    expect(hasAtomicConsume(adapter)).to.equal(true);
-    expect(hasSortedIndexes(adapter)).to.equal(true);
-    expect(hasAtomicCommit(adapter)).to.equal(true);
-    expect(hasPrincipalQuotas(adapter)).to.equal(true);
   });
 
   it('stores a payload and finds it unchanged', async () => {
@@ -154,6 +164,118 @@ export function adapterContract(target: () => AdapterUnderTest | Promise<Adapter
     expect(await store.secondsLeft('AuthorizationCode', 'missing'), 'nothing stored').to.equal(undefined);
   });
 
+  it('destroy() removes the entry', async () => {
+    const adapter = new Adapter('Grant');
+    await adapter.upsert('g', { accountId: 'bob' }, 60);
+    await adapter.destroy('g');
+    expect(await adapter.find('g')).to.equal(undefined);
+    expect(await store.secondsLeft('Grant', 'g'), 'nothing stored').to.equal(undefined);
+    await adapter.destroy('g');
+  });
+
+  it('findByUid() and findByUserCode() find the live entry of their model', async () => {
+    const sessions = new Adapter('Session');
+    await sessions.upsert('sid-1', { uid: 'uid-1', accountId: 'alice' }, 60);
+    expect(await sessions.findByUid('uid-1')).to.deep.equal({ uid: 'uid-1', accountId: 'alice' });
+    expect(await sessions.findByUid('uid-2')).to.equal(undefined);
+    expect(await new Adapter('Interaction').findByUid('uid-1'), 'another model').to.equal(undefined);
+    // A rotated session id keeps its uid; destroying the old id must not lose the new one.
+    await sessions.upsert('sid-2', { uid: 'uid-1', accountId: 'alice', rotated: 1 }, 60);
+    await sessions.destroy('sid-1');
+    expect(await sessions.findByUid('uid-1')).to.deep.equal({ uid: 'uid-1', accountId: 'alice', rotated: 1 });
+    // oidc-provider itself destroys the old id, then saves the new one.
+    await sessions.destroy('sid-2');
+    await sessions.upsert('sid-3', { uid: 'uid-1', accountId: 'alice', rotated: 2 }, 60);
+    expect(await sessions.findByUid('uid-1')).to.deep.equal({ uid: 'uid-1', accountId: 'alice', rotated: 2 });
+    await sessions.destroy('sid-3');
+    expect(await sessions.findByUid('uid-1')).to.equal(undefined);
+    // An entry is the answer for its current uid only.
+    await sessions.upsert('sid-4', { uid: 'uid-4' }, 60);
+    await sessions.upsert('sid-4', { uid: 'uid-5' }, 60);
+    expect(await sessions.findByUid('uid-4')).to.equal(undefined);
+    expect(await sessions.findByUid('uid-5')).to.deep.equal({ uid: 'uid-5' });
+
+    const codes = new Adapter('DeviceCode');
+    await codes.upsert('dc-1', { userCode: 'ABCD-EFGH', grantId: 'g-dc' }, 60);
+    expect(await codes.findByUserCode('ABCD-EFGH')).to.deep.equal({ userCode: 'ABCD-EFGH', grantId: 'g-dc' });
+    expect(await codes.findByUserCode('ZZZZ-ZZZZ')).to.equal(undefined);
+    // As with uids: an entry is the answer for its current user code only.
+    await codes.upsert('dc-1', { userCode: 'IJKL-MNOP', grantId: 'g-dc' }, 60);
+    expect(await codes.findByUserCode('ABCD-EFGH'), 'a user code the entry no longer has').to.equal(undefined);
+    expect(await codes.findByUserCode('IJKL-MNOP')).to.deep.equal({ userCode: 'IJKL-MNOP', grantId: 'g-dc' });
+  });
+
+  it('revokeByGrantId() removes every token of the grant, of every grantable model, and nothing else', async () => {
+    const access = new Adapter('AccessToken');
+    const refresh = new Adapter('RefreshToken');
+    const interaction = new Adapter('Interaction');
+    await access.upsert('at-1', { grantId: 'g1' }, 60);
+    await access.upsert('at-2', { grantId: 'g1' }, 60);
+    await refresh.upsert('rt-1', { grantId: 'g1' }, 600);
+    await refresh.upsert('rt-2', { grantId: 'g1' });
+    await access.upsert('at-other', { grantId: 'g2' }, 60);
+    await interaction.upsert('i-1', { grantId: 'g1' }, 60);
+
+    await access.revokeByGrantId('g1');
+
+    expect(await access.find('at-1')).to.equal(undefined);
+    expect(await access.find('at-2')).to.equal(undefined);
+    expect(await refresh.find('rt-1')).to.equal(undefined);
+    expect(await refresh.find('rt-2')).to.equal(undefined);
+    expect(await access.find('at-other')).to.deep.equal({ grantId: 'g2' });
+    expect(await interaction.find('i-1')).to.deep.equal({ grantId: 'g1' });
+    await access.revokeByGrantId('unknown-grant');
+  });
+
+  it("revokeByGrantId() removes a token of each of oidc-provider's grantable models, PreAuthorizedCode included", async () => {
+    // oidc-provider's own list (its memory adapter's `grantable`), written out here so that the test does not trust the adapters'.
+    const grantable = [
+      'AccessToken',
+      'AuthorizationCode',
+      'RefreshToken',
+      'DeviceCode',
+      'BackchannelAuthenticationRequest',
+      'PreAuthorizedCode',
+    ];
+    const others = ['Interaction', 'Session', 'Grant', 'PushedAuthorizationRequest', 'ClientCredentials'];
+    for (const model of [...grantable, ...others]) {
+      await new Adapter(model).upsert(`${model}-1`, { grantId: 'g-all' }, 60);
+    }
+    await new Adapter('Grant').revokeByGrantId('g-all');
+    for (const model of grantable) expect(await new Adapter(model).find(`${model}-1`), model).to.equal(undefined);
+    for (const model of others) {
+      expect(await new Adapter(model).find(`${model}-1`), model).to.deep.equal({ grantId: 'g-all' });
+    }
+  });
+
+  it('keeps deployments apart', async () => {
+    const Other = await store.another();
+    await new Adapter('SubjectToken').upsert('shared-id', { kind: 'mine' }, 60);
+    await new Other('SubjectToken').upsert('shared-id', { kind: 'theirs' }, 60);
+    expect(await new Adapter('SubjectToken').consumeOnce('shared-id')).to.equal(true);
+    expect(await new Other('SubjectToken').find('shared-id')).to.deep.equal({ kind: 'theirs' });
+    expect(await new Other('SubjectToken').consumeOnce('shared-id')).to.equal(true);
+    await new Other('AccessToken').upsert('at', { grantId: 'same-grant' }, 60);
+    await new Adapter('AccessToken').revokeByGrantId('same-grant');
+    expect(await new Other('AccessToken').find('at')).to.deep.equal({ grantId: 'same-grant' });
+    expect(await store.stored(), 'only its own subject token is stored under this deployment').to.equal(1);
+  });
+}
+
+/** The subject tokens' domain: `consumeOnce`, single use under concurrency. */
+export function subjectTokenContract(target: Target): void {
+  let store: AdapterUnderTest;
+  let Adapter: AtomicAdapterClass;
+
+  beforeEach(async () => {
+    store = await target();
+    Adapter = store.Adapter;
+  });
+
+  it("meets the subject tokens' contract", () => {
+    expect(fitsDomain(SUBJECT_TOKEN_DOMAIN, new Adapter('SubjectToken'))).to.equal(true);
+  });
+
   it('consumeOnce() is true once, then false; false for a missing entry', async () => {
     const adapter = new Adapter('SubjectToken');
     await adapter.upsert('st', { kind: 'SubjectToken' }, 60);
@@ -179,6 +301,23 @@ export function adapterContract(target: () => AdapterUnderTest | Promise<Adapter
       await close();
     }
   });
+}
+
+/** The sessions' domain: sorted indexes, `commitOnce` and `saveWithinQuotas`. */
+export function sessionContract(target: Target): void {
+  let store: AdapterUnderTest;
+  let Adapter: AtomicAdapterClass;
+
+  beforeEach(async () => {
+    store = await target();
+    Adapter = store.Adapter;
+  });
+
+  it("meets the sessions' contract", () => {
+    expect(fitsDomain(SESSION_DOMAIN, new Adapter('ImpersonationSession'))).to.equal(true);
+  });
+
+  sortedIndexContract(async () => new (await target()).Adapter('ImpersonationSession') as unknown as SortedIndexes);
 
   describe('commitOnce(): one exchange in one operation', () => {
     type Committing = Adapter & AtomicCommit & SortedIndexes;
@@ -342,101 +481,41 @@ export function adapterContract(target: () => AdapterUnderTest | Promise<Adapter
       }
     });
   });
+}
 
-  it('destroy() removes the entry', async () => {
-    const adapter = new Adapter('Grant');
-    await adapter.upsert('g', { accountId: 'bob' }, 60);
-    await adapter.destroy('g');
-    expect(await adapter.find('g')).to.equal(undefined);
-    expect(await store.secondsLeft('Grant', 'g'), 'nothing stored').to.equal(undefined);
-    await adapter.destroy('g');
+/** The approvals' domain: sorted indexes, and the bounded count-and-add. */
+export function approvalContract(target: Target): void {
+  let store: AdapterUnderTest;
+  let Adapter: AtomicAdapterClass;
+
+  beforeEach(async () => {
+    store = await target();
+    Adapter = store.Adapter;
   });
 
-  it('findByUid() and findByUserCode() find the live entry of their model', async () => {
-    const sessions = new Adapter('Session');
-    await sessions.upsert('sid-1', { uid: 'uid-1', accountId: 'alice' }, 60);
-    expect(await sessions.findByUid('uid-1')).to.deep.equal({ uid: 'uid-1', accountId: 'alice' });
-    expect(await sessions.findByUid('uid-2')).to.equal(undefined);
-    expect(await new Adapter('Interaction').findByUid('uid-1'), 'another model').to.equal(undefined);
-    // A rotated session id keeps its uid; destroying the old id must not lose the new one.
-    await sessions.upsert('sid-2', { uid: 'uid-1', accountId: 'alice', rotated: 1 }, 60);
-    await sessions.destroy('sid-1');
-    expect(await sessions.findByUid('uid-1')).to.deep.equal({ uid: 'uid-1', accountId: 'alice', rotated: 1 });
-    // oidc-provider itself destroys the old id, then saves the new one.
-    await sessions.destroy('sid-2');
-    await sessions.upsert('sid-3', { uid: 'uid-1', accountId: 'alice', rotated: 2 }, 60);
-    expect(await sessions.findByUid('uid-1')).to.deep.equal({ uid: 'uid-1', accountId: 'alice', rotated: 2 });
-    await sessions.destroy('sid-3');
-    expect(await sessions.findByUid('uid-1')).to.equal(undefined);
-    // An entry is the answer for its current uid only.
-    await sessions.upsert('sid-4', { uid: 'uid-4' }, 60);
-    await sessions.upsert('sid-4', { uid: 'uid-5' }, 60);
-    expect(await sessions.findByUid('uid-4')).to.equal(undefined);
-    expect(await sessions.findByUid('uid-5')).to.deep.equal({ uid: 'uid-5' });
-
-    const codes = new Adapter('DeviceCode');
-    await codes.upsert('dc-1', { userCode: 'ABCD-EFGH', grantId: 'g-dc' }, 60);
-    expect(await codes.findByUserCode('ABCD-EFGH')).to.deep.equal({ userCode: 'ABCD-EFGH', grantId: 'g-dc' });
-    expect(await codes.findByUserCode('ZZZZ-ZZZZ')).to.equal(undefined);
-    // As with uids: an entry is the answer for its current user code only.
-    await codes.upsert('dc-1', { userCode: 'IJKL-MNOP', grantId: 'g-dc' }, 60);
-    expect(await codes.findByUserCode('ABCD-EFGH'), 'a user code the entry no longer has').to.equal(undefined);
-    expect(await codes.findByUserCode('IJKL-MNOP')).to.deep.equal({ userCode: 'IJKL-MNOP', grantId: 'g-dc' });
+  it("meets the approvals' contract", () => {
+    expect(fitsDomain(APPROVAL_DOMAIN, new Adapter('ImpersonationApproval'))).to.equal(true);
   });
 
-  it('revokeByGrantId() removes every token of the grant, of every grantable model, and nothing else', async () => {
-    const access = new Adapter('AccessToken');
-    const refresh = new Adapter('RefreshToken');
-    const interaction = new Adapter('Interaction');
-    await access.upsert('at-1', { grantId: 'g1' }, 60);
-    await access.upsert('at-2', { grantId: 'g1' }, 60);
-    await refresh.upsert('rt-1', { grantId: 'g1' }, 600);
-    await refresh.upsert('rt-2', { grantId: 'g1' });
-    await access.upsert('at-other', { grantId: 'g2' }, 60);
-    await interaction.upsert('i-1', { grantId: 'g1' }, 60);
+  const opened = async () =>
+    new (await target()).Adapter('ImpersonationApproval') as unknown as SortedIndexes & BoundedIndexes;
+  sortedIndexContract(opened);
+  boundedIndexContract(opened);
+}
 
-    await access.revokeByGrantId('g1');
+/** The SSF streams' domain: sorted indexes. */
+export function ssfStreamContract(target: Target): void {
+  let store: AdapterUnderTest;
+  let Adapter: AtomicAdapterClass;
 
-    expect(await access.find('at-1')).to.equal(undefined);
-    expect(await access.find('at-2')).to.equal(undefined);
-    expect(await refresh.find('rt-1')).to.equal(undefined);
-    expect(await refresh.find('rt-2')).to.equal(undefined);
-    expect(await access.find('at-other')).to.deep.equal({ grantId: 'g2' });
-    expect(await interaction.find('i-1')).to.deep.equal({ grantId: 'g1' });
-    await access.revokeByGrantId('unknown-grant');
+  beforeEach(async () => {
+    store = await target();
+    Adapter = store.Adapter;
   });
 
-  it("revokeByGrantId() removes a token of each of oidc-provider's grantable models, PreAuthorizedCode included", async () => {
-    // oidc-provider's own list (its memory adapter's `grantable`), written out here so that the test does not trust the adapters'.
-    const grantable = [
-      'AccessToken',
-      'AuthorizationCode',
-      'RefreshToken',
-      'DeviceCode',
-      'BackchannelAuthenticationRequest',
-      'PreAuthorizedCode',
-    ];
-    const others = ['Interaction', 'Session', 'Grant', 'PushedAuthorizationRequest', 'ClientCredentials'];
-    for (const model of [...grantable, ...others]) {
-      await new Adapter(model).upsert(`${model}-1`, { grantId: 'g-all' }, 60);
-    }
-    await new Adapter('Grant').revokeByGrantId('g-all');
-    for (const model of grantable) expect(await new Adapter(model).find(`${model}-1`), model).to.equal(undefined);
-    for (const model of others) {
-      expect(await new Adapter(model).find(`${model}-1`), model).to.deep.equal({ grantId: 'g-all' });
-    }
+  it("meets the SSF streams' contract", () => {
+    expect(fitsDomain(SSF_STREAM_DOMAIN, new Adapter('ImpersonationSsf'))).to.equal(true);
   });
 
-  it('keeps deployments apart', async () => {
-    const Other = await store.another();
-    await new Adapter('SubjectToken').upsert('shared-id', { kind: 'mine' }, 60);
-    await new Other('SubjectToken').upsert('shared-id', { kind: 'theirs' }, 60);
-    expect(await new Adapter('SubjectToken').consumeOnce('shared-id')).to.equal(true);
-    expect(await new Other('SubjectToken').find('shared-id')).to.deep.equal({ kind: 'theirs' });
-    expect(await new Other('SubjectToken').consumeOnce('shared-id')).to.equal(true);
-    await new Other('AccessToken').upsert('at', { grantId: 'same-grant' }, 60);
-    await new Adapter('AccessToken').revokeByGrantId('same-grant');
-    expect(await new Other('AccessToken').find('at')).to.deep.equal({ grantId: 'same-grant' });
-    expect(await store.stored(), 'only its own subject token is stored under this deployment').to.equal(1);
-  });
+  sortedIndexContract(async () => new (await target()).Adapter('ImpersonationSsf') as unknown as SortedIndexes);
 }
