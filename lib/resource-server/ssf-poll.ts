@@ -1,7 +1,8 @@
 import type { JWTVerifyGetKey } from 'jose';
 import { unavailable } from '../errors/standalone.js';
-import { revokedSessionOf, verifySet, type SsfReceiverOptions } from './set.js';
+import { verifySet, type SsfReceiverOptions } from './set.js';
 import { requestSignal, type RevocationSource } from './source.js';
+import { StreamRevocations } from './stream-revocations.js';
 
 export interface SsfPollOptions extends SsfReceiverOptions {
   /** How the stream is delivered: polled (RFC 8936), the default. */
@@ -43,10 +44,8 @@ export function ssfPollSource(
 ): RevocationSource {
   const endpoint = async (): Promise<URL> =>
     new URL(typeof options.endpoint === 'function' ? await options.endpoint() : options.endpoint);
-  const retentionMs = (options.retention ?? 86_400) * 1000;
   const clockSkew = options.clockSkew ?? 5;
-  const revoked = new Map<string, number>();
-  let knowsSince: number | undefined;
+  const revocations = new StreamRevocations(options);
   let pendingAck: string[] = [];
   let pendingErrors: Record<string, { err: string; description: string }> = {};
   /** A SET of the last page could not be verified yet: what it revokes is unknown. */
@@ -64,14 +63,13 @@ export function ssfPollSource(
       pendingErrors[jti] = { err: verified.error, description: 'the SET could not be verified' };
       return true;
     }
-    const sessionId = revokedSessionOf(verified.payload);
-    if (sessionId !== undefined) revoked.set(sessionId, Date.now() + retentionMs);
+    revocations.take(verified.payload);
     pendingAck.push(jti);
     return true;
   }
 
-  return {
-    async read(signal) {
+  return revocations.source(
+    async (signal) => {
       const startedAt = Date.now();
       for (;;) {
         const body = {
@@ -107,19 +105,9 @@ export function ssfPollSource(
         if (uncertain) throw unavailable(`${unverified} SET(s) of the SSF stream could not be verified yet`);
         if (!sets.length && page.moreAvailable !== true) break;
       }
-      const now = Date.now();
-      for (const [id, until] of revoked) if (until < now) revoked.delete(id);
-      knowsSince ??= Math.floor(startedAt / 1000) + clockSkew;
+      revocations.forgetBefore(Date.now());
+      revocations.knowsSince ??= Math.floor(startedAt / 1000) + clockSkew;
     },
-    isRevoked: (sessionId) => revoked.has(sessionId),
-    get size() {
-      return revoked.size;
-    },
-    get knowsSince() {
-      return knowsSince;
-    },
-    get uncertain() {
-      return uncertain;
-    },
-  };
+    () => uncertain,
+  );
 }

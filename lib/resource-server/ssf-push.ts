@@ -2,8 +2,9 @@ import { randomUUID, timingSafeEqual } from 'node:crypto';
 import { decodeJwt, type JWTVerifyGetKey } from 'jose';
 import { unavailable } from '../errors/standalone.js';
 import { VERIFICATION_EVENT } from '../ssf/names.js';
-import { revokedSessionOf, verifySet, type SsfReceiverOptions } from './set.js';
+import { verifySet, type SsfReceiverOptions } from './set.js';
 import { requestSignal, type RevocationSource } from './source.js';
+import { StreamRevocations } from './stream-revocations.js';
 
 export interface SsfPushOptions extends SsfReceiverOptions {
   /** This stream is pushed to the resource server (RFC 8935), which hands each request to `receivePush()`. */
@@ -60,15 +61,13 @@ export function ssfPushSource(
 ): PushSource {
   const { timeout, maxStaleness } = bounds;
   const verificationEndpoint = new URL(options.verificationEndpoint);
-  const retentionMs = (options.retention ?? 86_400) * 1000;
   const clockSkew = options.clockSkew ?? 5;
   const expected = options.authorization === undefined ? undefined : Buffer.from(options.authorization);
-  const revoked = new Map<string, number>();
+  const revocations = new StreamRevocations(options);
   /** The `state`s of verifications asked for and not seen yet, each with what to call when its SET arrives. */
   const waiting = new Map<string, () => void>();
   /** SETs answered 503: their revocation is unknown until they come again. */
   const awaited = new Set<string>();
-  let knowsSince: number | undefined;
   /** When the last read that completed began (ms since the epoch). */
   let freshSince: number | undefined;
 
@@ -82,74 +81,65 @@ export function ssfPushSource(
     return given.length === expected.length && timingSafeEqual(given, expected);
   }
 
-  return {
-    async receive({ body, authorization }) {
-      if (!authorized(authorization)) {
-        return { status: 401, body: { err: 'authentication_failed', description: 'the push is not authorized' } };
+  async function receive({ body, authorization }: Parameters<PushSource['receive']>[0]): Promise<PushAnswer> {
+    if (!authorized(authorization)) {
+      return { status: 401, body: { err: 'authentication_failed', description: 'the push is not authorized' } };
+    }
+    const verified = await verifySet(body, trust, options.audience);
+    if (!verified.payload) {
+      if (verified.error !== undefined) {
+        return { status: 400, body: { err: verified.error, description: 'the SET could not be verified' } };
       }
-      const verified = await verifySet(body, trust, options.audience);
-      if (!verified.payload) {
-        if (verified.error !== undefined) {
-          return { status: 400, body: { err: verified.error, description: 'the SET could not be verified' } };
-        }
-        const jti = jtiOf(body);
-        if (jti !== undefined && awaited.size < MAX_AWAITED) awaited.add(jti);
-        else if (jti === undefined) return { status: 400, body: { err: 'invalid_request', description: 'no jti' } };
-        return { status: 503 };
-      }
-      const payload = verified.payload;
-      if (typeof payload.jti === 'string') awaited.delete(payload.jti);
-      const sessionId = revokedSessionOf(payload);
-      if (sessionId !== undefined) revoked.set(sessionId, Date.now() + retentionMs);
-      const events = payload['events'] as Record<string, unknown> | undefined;
-      const state = (events?.[VERIFICATION_EVENT] as { state?: unknown } | undefined)?.state;
-      if (typeof state === 'string') waiting.get(state)?.();
-      return { status: 202 };
-    },
+      const jti = jtiOf(body);
+      if (jti !== undefined && awaited.size < MAX_AWAITED) awaited.add(jti);
+      else if (jti === undefined) return { status: 400, body: { err: 'invalid_request', description: 'no jti' } };
+      return { status: 503 };
+    }
+    const payload = verified.payload;
+    if (typeof payload.jti === 'string') awaited.delete(payload.jti);
+    revocations.take(payload);
+    const events = payload['events'] as Record<string, unknown> | undefined;
+    const state = (events?.[VERIFICATION_EVENT] as { state?: unknown } | undefined)?.state;
+    if (typeof state === 'string') waiting.get(state)?.();
+    return { status: 202 };
+  }
 
-    async read(signal) {
-      const startedAt = Date.now();
-      const state = randomUUID();
-      const arrived = new Promise<void>((resolve, reject) => {
-        waiting.set(state, resolve);
-        signal.addEventListener('abort', () => reject(unavailable('no verification SET arrived in time')), {
-          once: true,
-        });
+  async function read(signal: AbortSignal): Promise<void> {
+    const startedAt = Date.now();
+    const state = randomUUID();
+    const arrived = new Promise<void>((resolve, reject) => {
+      waiting.set(state, resolve);
+      signal.addEventListener('abort', () => reject(unavailable('no verification SET arrived in time')), {
+        once: true,
       });
-      arrived.catch(() => {});
-      try {
-        const response = await fetch(verificationEndpoint, {
-          method: 'POST',
-          headers: { authorization: `Bearer ${await token()}`, 'content-type': 'application/json' },
-          body: JSON.stringify({ stream_id: options.streamId, state }),
-          signal: requestSignal(signal, timeout),
-        });
-        if (response.status !== 204) {
-          throw unavailable(`the SSF verification endpoint answered ${response.status}`);
-        }
-        await arrived;
-      } finally {
-        waiting.delete(state);
+    });
+    arrived.catch(() => {});
+    try {
+      const response = await fetch(verificationEndpoint, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${await token()}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ stream_id: options.streamId, state }),
+        signal: requestSignal(signal, timeout),
+      });
+      if (response.status !== 204) {
+        throw unavailable(`the SSF verification endpoint answered ${response.status}`);
       }
-      const now = Date.now();
-      for (const [id, until] of revoked) if (until < now) revoked.delete(id);
-      // The first read, or the first after a gap that may hide a SET given up on: nothing before it is known.
-      if (freshSince === undefined || startedAt - freshSince > maxStaleness) {
-        knowsSince = Math.floor(startedAt / 1000) + clockSkew;
-      }
-      freshSince = startedAt;
-    },
-    isRevoked: (sessionId) => revoked.has(sessionId),
-    get size() {
-      return revoked.size;
-    },
-    get knowsSince() {
-      return knowsSince;
-    },
-    get uncertain() {
-      return awaited.size > 0;
-    },
-  };
+      await arrived;
+    } finally {
+      waiting.delete(state);
+    }
+    revocations.forgetBefore(Date.now());
+    // The first read, or the first after a gap that may hide a SET given up on: nothing before it is known.
+    if (freshSince === undefined || startedAt - freshSince > maxStaleness) {
+      revocations.knowsSince = Math.floor(startedAt / 1000) + clockSkew;
+    }
+    freshSince = startedAt;
+  }
+
+  return Object.assign(
+    revocations.source(read, () => awaited.size > 0),
+    { receive },
+  );
 }
 
 function jtiOf(jwt: string): string | undefined {

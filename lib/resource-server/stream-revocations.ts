@@ -1,0 +1,52 @@
+import type { JWTPayload } from 'jose';
+import { revokedSessionOf, type SsfReceiverOptions } from './set.js';
+import type { RevocationSource } from './source.js';
+
+/**
+ * What an SSF stream has told a resource server, polled or pushed alike: the
+ * sessions its verified SETs revoked, each remembered `retention` seconds
+ * after its SET came, and since when the stream knows every revocation
+ * (`knowsSince`, which each delivery sets its own way).
+ */
+export class StreamRevocations {
+  readonly #until = new Map<string, number>();
+  readonly #retentionMs: number;
+  knowsSince: number | undefined;
+
+  constructor(options: Pick<SsfReceiverOptions, 'retention'>) {
+    this.#retentionMs = (options.retention ?? 86_400) * 1000;
+  }
+
+  /** Takes a verified SET in: remembers the session it revokes, if it revokes one. */
+  take(payload: JWTPayload): void {
+    const sessionId = revokedSessionOf(payload);
+    if (sessionId !== undefined) this.#until.set(sessionId, Date.now() + this.#retentionMs);
+  }
+
+  /** Forgets the revocations past their retention. */
+  forgetBefore(now: number): void {
+    for (const [id, until] of this.#until) if (until < now) this.#until.delete(id);
+  }
+
+  /**
+   * The stream as a verifier reads it: `read` is the delivery's own, and so is
+   * whether a SET it could not verify yet leaves it `uncertain`.
+   */
+  source(read: RevocationSource['read'], uncertain: () => boolean): RevocationSource {
+    const until = this.#until;
+    const knowsSince = () => this.knowsSince;
+    return {
+      read,
+      isRevoked: (sessionId) => until.has(sessionId),
+      get size() {
+        return until.size;
+      },
+      get knowsSince() {
+        return knowsSince();
+      },
+      get uncertain() {
+        return uncertain();
+      },
+    };
+  }
+}
