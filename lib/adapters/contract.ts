@@ -41,7 +41,7 @@ export {
   type QuotaWrite,
   type SessionCommit,
 } from './contracts/commit.js';
-export { hasSharedDatabase, type JournalCommit, type SharedDatabase } from './contracts/trail.js';
+export type { JournalCommit, SharedDatabase } from './contracts/trail.js';
 export { OUTBOX_DOMAIN, type OutboxAdapter, type OutboxCommit } from './contracts/outbox.js';
 export { fitsDomain, lackOf, type DomainContract, type DomainNeed } from './contracts/domain.js';
 export { SUBJECT_TOKEN_DOMAIN, type SubjectTokenAdapter } from './contracts/subject-tokens.js';

@@ -317,7 +317,7 @@ export function sessionContract(target: Target): void {
     expect(fitsDomain(SESSION_DOMAIN, new Adapter('ImpersonationSession'))).to.equal(true);
   });
 
-  sortedIndexContract(async () => new (await target()).Adapter('ImpersonationSession') as unknown as SortedIndexes);
+  sortedIndexContract(async () => new Adapter('ImpersonationSession') as unknown as SortedIndexes);
 
   describe('commitOnce(): one exchange in one operation', () => {
     type Committing = Adapter & AtomicCommit & SortedIndexes;
@@ -497,8 +497,7 @@ export function approvalContract(target: Target): void {
     expect(fitsDomain(APPROVAL_DOMAIN, new Adapter('ImpersonationApproval'))).to.equal(true);
   });
 
-  const opened = async () =>
-    new (await target()).Adapter('ImpersonationApproval') as unknown as SortedIndexes & BoundedIndexes;
+  const opened = async () => new Adapter('ImpersonationApproval') as unknown as SortedIndexes & BoundedIndexes;
   sortedIndexContract(opened);
   boundedIndexContract(opened);
 }
@@ -517,5 +516,5 @@ export function ssfStreamContract(target: Target): void {
     expect(fitsDomain(SSF_STREAM_DOMAIN, new Adapter('ImpersonationSsf'))).to.equal(true);
   });
 
-  sortedIndexContract(async () => new (await target()).Adapter('ImpersonationSsf') as unknown as SortedIndexes);
+  sortedIndexContract(async () => new Adapter('ImpersonationSsf') as unknown as SortedIndexes);
 }

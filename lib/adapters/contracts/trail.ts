@@ -18,7 +18,3 @@ export interface JournalCommit {
    */
   journal?: { appendFunction: string; rows: string } | undefined;
 }
-
-export function hasSharedDatabase(adapter: object): adapter is SharedDatabase {
-  return typeof (adapter as Partial<SharedDatabase>).sharesDatabase === 'function';
-}
