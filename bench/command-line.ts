@@ -57,7 +57,10 @@ export interface Settings extends ServiceUrls {
   verifierCount: number;
 }
 
-const DEPLOYMENT_SCENARIOS: readonly ScenarioName[] = ['baseline', 'create', 'exchange-actor'];
+/** As a deployment runs it: creation, the support console's exchange, and a service's delegation of a user's JWT. */
+const DEPLOYMENT_SCENARIOS: readonly ScenarioName[] = ['baseline', 'create', 'exchange-actor', 'delegation'];
+/** Under a standing grant: what the grant's checks touch (a delegation reads no customer's grant). */
+const GRANT_SCENARIOS: readonly ScenarioName[] = ['baseline', 'create', 'exchange-actor'];
 /** With a webhook subscription: the exchange a support console makes, against the same provider's baseline. */
 const WEBHOOK_SCENARIOS: readonly ScenarioName[] = ['baseline', 'exchange-actor'];
 /** The stores whose plain providers get a twin with a webhook subscription (the audit log's store is memory's). */
@@ -99,7 +102,7 @@ function configuration(
 }
 
 /** A provider set up as a deployment, with a standing grant in force: its subject tokens name their actor. */
-function standingGrantConfiguration(adapter: AdapterKind, scenarios = DEPLOYMENT_SCENARIOS): Configuration {
+function standingGrantConfiguration(adapter: AdapterKind, scenarios = GRANT_SCENARIOS): Configuration {
   return {
     adapter,
     deployment: true,

@@ -48,6 +48,11 @@ function targetsOf(config: Configuration, row: (scenario: ScenarioName) => Row |
     if (actor)
       list.push(rate(`${name}: ${LABELS[scenario]} req/s ≥ ${limit} × client_credentials`, actor, baseline, limit));
   }
+  const delegation = config.deployment ? row('delegation') : undefined;
+  if (delegation && config.adapter === 'memory') {
+    const label = `${name}: ${LABELS.delegation} req/s ≥ 0.85 × client_credentials`;
+    list.push(rate(label, delegation, baseline, 0.85));
+  }
   const audited = config.adapter.endsWith('+pg-audit') && !config.deployment ? row('exchange') : undefined;
   if (audited) {
     const label = `${name}: token exchange with the PostgreSQL audit log req/s ≥ 0.8 × client_credentials`;
