@@ -18,3 +18,15 @@ export function parseJson(text: string, refuse: () => Error): unknown {
     throw refuse();
   }
 }
+
+/**
+ * Freezes `value` and everything in it, and returns it: a view that whoever
+ * receives it cannot change. An object already frozen is taken to be frozen
+ * all through (this function is what freezes the plugin's JSON).
+ */
+export function deepFreeze<T extends JsonValue>(value: T): T {
+  if (typeof value !== 'object' || value === null || Object.isFrozen(value)) return value;
+  Object.freeze(value);
+  for (const member of Array.isArray(value) ? value : Object.values(value)) deepFreeze(member);
+  return value;
+}

@@ -1,6 +1,7 @@
 import type { AccessToken, KoaContextWithOIDC } from 'oidc-provider';
 import type { VerifiedAccessToken } from '../access-token.js';
 import { invalidRequest } from '../errors.js';
+import { deepFreeze } from '../json.js';
 import type { CustomJwtClaimsInput, ResolvedCoreOptions as ResolvedOptions } from '../core-options.js';
 import { certificateThumbprintOf, checkDpopReplay, setTokenLifetime } from '../provider-internals.js';
 import { newSessionId, SESSION_CLAIM, stateOf, type SessionRecord } from '../sessions/record.js';
@@ -70,6 +71,9 @@ export function impersonationExchange(dependencies: ExchangeDependencies): Excha
         progress.subjectToken = found;
       },
     );
+    // The record is this request's own copy (every adapter's find makes one): its context is
+    // frozen in place, not copied, before the policy, the hook, the session and the events share it.
+    deepFreeze(record.context);
     // The customer's grant is read beside the actor token's Grant and sign-in: one wait for both.
     const customerGrantRead = readCustomerGrant(customerGrants, record);
     // The proof is spent before any of the deployment's code runs (its resource servers,
@@ -217,7 +221,7 @@ function customClaimsInput(
       ...actClaims(act),
     }),
     context: {
-      grant: { type: TOKEN_EXCHANGE_GRANT, subjectTokenContext: structuredClone(record.context) },
+      grant: { type: TOKEN_EXCHANGE_GRANT, subjectTokenContext: record.context },
       client: { id: clientId },
       user: { id: record.subject },
       ...(act ? { actor: { id: act.sub } } : {}),

@@ -64,12 +64,21 @@ export class SessionStore {
     this.#adapter = adapter;
   }
 
-  /** The active delegation of `delegationKey` that lasts at least until `until` (seconds), if there is one. */
+  /**
+   * The active delegation of `delegationKey` that lasts at least until `until` (seconds), if there
+   * is one whose stop has not begun: its record and its end mark are read together (one wait),
+   * and a session marked ended counts as gone, as it will be once its stop is done.
+   */
   async liveDelegation(delegationKey: string, until: number): Promise<SessionRecord | undefined> {
     const [latest] = await this.#adapter.indexRange(byDelegationKey(delegationKey), undefined, 1);
     if (!latest || latest.expiresAt < until * 1000) return undefined;
-    const record = await this.find(latest.member);
-    return record && stateOf(record) === 'active' && record.delegationKey === delegationKey ? record : undefined;
+    const [record, marked] = await Promise.all([
+      this.find(latest.member),
+      this.hasEnded({ parentSessionId: latest.member }),
+    ]);
+    return record && !marked && stateOf(record) === 'active' && record.delegationKey === delegationKey
+      ? record
+      : undefined;
   }
 
   /**

@@ -77,6 +77,24 @@ describe('custom claims: getCustomJwtClaims (spec 2.7)', () => {
     expect(Object.isFrozen(input!.token)).to.equal(true);
   });
 
+  it('gets the creation context as a frozen view: a hook that changes it fails, and the context stays as created', async () => {
+    const context = { ticketId: 'T-43', reason: 'locked out', supportEngineerId: 'alice', nested: { tags: ['a'] } };
+    const subject = await subjectToken(tp, { userId: 'bob', context });
+    behaviour = ({ context: given }) => {
+      const { subjectTokenContext } = given.grant;
+      (subjectTokenContext['nested'] as { tags: string[] }).tags.push('changed');
+      return {};
+    };
+    const refused = await exchange(tp, { subject_token: subject, resource: API });
+    expect(refused.status).to.equal(400);
+    expect(refused.body['error_description']).to.match(/getCustomJwtClaims failed/);
+    behaviour = ({ context: given }) => ({ seen: given.grant.subjectTokenContext });
+    const result = await exchange(tp, { subject_token: subject, resource: API });
+    expect(result.status, JSON.stringify(result.body)).to.equal(200);
+    expect(decodeJwt(result.body['access_token'] as string)['seen']).to.deep.equal(context);
+    expect(Object.isFrozen(calls.at(-1)!.context.grant.subjectTokenContext['nested'])).to.equal(true);
+  });
+
   it('adds nothing when it returns {}, and still drops a forged act from extraTokenClaims', async () => {
     behaviour = () => ({});
     const result = await exchange(tp, { subject_token: await subjectToken(tp), resource: API });

@@ -21,7 +21,7 @@ import { decideDelegation } from './policy.js';
 import { assertActive, reissueDelegated } from './reissue.js';
 import { DelegationReport, delegationSucceeded, type DelegationProgress } from './report.js';
 import { delegatedScopes, delegationAccepts, isDelegationType, resolveTarget } from './request.js';
-import { delegationKey, delegationSessionLifetime } from './reuse.js';
+import { delegationKey, delegationSessionLifetime, LiveDelegations } from './reuse.js';
 
 export interface DelegationExchange extends ExchangeKind<DelegationProgress> {
   /**
@@ -45,6 +45,7 @@ export function delegationExchange(dependencies: ExchangeDependencies): Delegati
   const accepts = delegationAccepts(delegation);
   const actorClients: ReadonlySet<string> = new Set(options.actorClients);
   const report = new DelegationReport();
+  const liveDelegations = new LiveDelegations(sessions);
 
   async function exchange(ctx: KoaContextWithOIDC, progress: DelegationProgress): Promise<Exchanged> {
     const client = ctx.oidc.client!;
@@ -147,7 +148,7 @@ export function delegationExchange(dependencies: ExchangeDependencies): Delegati
       claims.attach(token, { ...chain, [SESSION_CLAIM]: live.id });
       return { value: await reissueDelegated(ctx, sessions, token, live), token, issuedTokenType };
     };
-    const live = await sessions.liveDelegation(key, nowSeconds() + expiresIn);
+    const live = await liveDelegations.find(key, nowSeconds() + expiresIn);
     if (live) return reissue(live);
 
     // A new one: its session charged to its principals, and on the trail only under an impersonation.

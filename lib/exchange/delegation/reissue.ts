@@ -8,11 +8,14 @@ import type { SessionStore } from '../../sessions/store.js';
  * Issues one more token under a live delegation, for the same subject token,
  * client, resource, scope and `act` chain: nothing of the plugin's is
  * written, no trail row, no event (the session's own say who acts for whom,
- * where, until when), and an opaque token joins the session's Grant. The
- * session, and the one it was delegated from, are read first: a stop that
- * came before refuses it; one that comes after has revoked the session's
- * Grant, which an opaque token saved later is dead without, or put the
- * session on the feed, which stops its JWTs. Resolves the token's value.
+ * where, until when), and an opaque token joins the session's Grant.
+ * `session` was found active and unmarked by the caller (its record and its
+ * end mark, SessionStore.liveDelegation, or its mark alone for a record
+ * remembered by LiveDelegations); the one it was delegated from is read
+ * here, record and mark: a stop that came before refuses it; one that comes
+ * after has revoked the session's Grant, which an opaque token saved later
+ * is dead without, or put the session on the feed, which stops its JWTs.
+ * Resolves the token's value.
  */
 export async function reissueDelegated(
   ctx: KoaContextWithOIDC,
@@ -24,10 +27,7 @@ export async function reissueDelegated(
   assignTokenId(token);
   // The delegation's key names the token format: a session whose tokens are opaque has their Grant.
   if (token.format === 'opaque') token.grantId = session.grantId!;
-  await Promise.all([
-    confirmActive(sessions, session.id, true),
-    session.parentSessionId === undefined ? undefined : confirmActive(sessions, session.parentSessionId, true),
-  ]);
+  if (session.parentSessionId !== undefined) await confirmActive(sessions, session.parentSessionId, true);
   return token.save();
 }
 
