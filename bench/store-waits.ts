@@ -2,7 +2,9 @@
  * Store waits per exchange (`npm run bench:waits`): one exchange at a time on
  * a quiet provider, set up as the bench's deployment with a customer's
  * standing grant (an opaque actor token from a sign-in, the deployment's
- * hook and listener), counted three ways:
+ * hook and listener), and a service's delegation of a user's JWT, the same
+ * one each time (the first lists a session, the others are issued tokens
+ * under it), counted three ways:
  *
  * - waits: stretches of time during which at least one call of the adapter
  *   (the plugin's models and the provider's) is in flight, so calls made side
@@ -21,7 +23,15 @@ import pg from 'pg';
 import type { ImpersonationAdapterClass } from '../lib/adapters/contract.js';
 import { createPostgresAdapter } from '../lib/adapters/postgres.js';
 import { createRedisAdapter } from '../lib/adapters/redis.js';
-import { startProvider, USERS, API, OPAQUE_API, type FixtureProvider } from '../fixtures/provider.js';
+import {
+  startProvider,
+  USERS,
+  API,
+  CLIENTS,
+  DOWNSTREAM_API,
+  OPAQUE_API,
+  type FixtureProvider,
+} from '../fixtures/provider.js';
 import { exchange, managementRequest, m2mToken, userAccessToken } from '../fixtures/flows.js';
 import { deploymentSetup } from './deployment.js';
 import { standingGrantSetup } from './standing-grant.js';
@@ -120,25 +130,38 @@ async function run(
     if (resource === API) await standing.give(tp, plugin);
     const actorToken = await userAccessToken(tp, ACTOR);
     const m2m = await m2mToken(tp);
-    const subjects = customers().slice(0, EXCHANGES + 2);
-    const subjectTokens: string[] = [];
+    const subjects = resource === DOWNSTREAM_API ? [] : customers().slice(0, EXCHANGES + 2);
+    // A delegation redeems nothing: the orders service delegates the same user's JWT each time.
+    const subjectTokens: string[] =
+      resource === DOWNSTREAM_API
+        ? new Array<string>(EXCHANGES + 2).fill(
+            await userAccessToken(tp, 'bob', { scope: 'openid profile:read', resource: API }),
+          )
+        : [];
     for (const userId of subjects) {
       const created = await managementRequest(
         tp,
-        { userId, actorId: ACTOR, context: { ticketId: 'T-1', reason: 'bench' } },
+        // The customer's approval needs the client named, as the bench's own creations name it.
+        { userId, actorId: ACTOR, clientId: CLIENTS.console.client_id, context: { ticketId: 'T-1', reason: 'bench' } },
         m2m,
       );
       if (created.status !== 201) throw new Error(`creation failed: ${JSON.stringify(created.body)}`);
       subjectTokens.push(created.body['subjectToken'] as string);
     }
     const once = async (subjectToken: string) => {
-      const reply = await exchange(tp, {
-        subject_token: subjectToken,
-        actor_token: actorToken,
-        actor_token_type: ACCESS_TOKEN,
-        resource,
-        scope: resource === API ? 'profile:read' : 'read',
-      });
+      const reply = await (resource === DOWNSTREAM_API
+        ? exchange(
+            tp,
+            { subject_token: subjectToken, subject_token_type: ACCESS_TOKEN, resource, scope: 'profile:read' },
+            CLIENTS.orders,
+          )
+        : exchange(tp, {
+            subject_token: subjectToken,
+            actor_token: actorToken,
+            actor_token_type: ACCESS_TOKEN,
+            resource,
+            scope: resource === API ? 'profile:read' : 'read',
+          }));
       if (reply.status !== 200) throw new Error(`exchange failed: ${JSON.stringify(reply.body)}`);
     };
     // Two to warm up: caches, prepared statements, scripts loaded.
@@ -254,13 +277,14 @@ async function onPostgres(resource: string): Promise<string> {
 }
 
 function label(resource: string): string {
+  if (resource === DOWNSTREAM_API) return "delegation of a user's JWT, JWT issued (the same one again)";
   return resource === API ? 'standing grant, JWT issued' : 'no grant, opaque issued';
 }
 
 async function main(): Promise<void> {
   console.log('| store | exchange | waits | adapter calls | store commands per exchange |');
   console.log('| --- | --- | ---: | ---: | --- |');
-  for (const resource of [API, OPAQUE_API]) {
+  for (const resource of [API, OPAQUE_API, DOWNSTREAM_API]) {
     console.log(await onRedis(resource));
     console.log(await onPostgres(resource));
   }

@@ -38,6 +38,39 @@ describe('memory adapter', () => {
     });
   });
 
+  it('stores exactly what a JSON round trip gives, whether the payload is plain JSON or not', async () => {
+    const tokens = new (createMemoryAdapter())('AccessToken');
+    const withProto = Object.defineProperty({ jti: 'p' }, '__proto__', {
+      value: { admin: true },
+      enumerable: true,
+      writable: true,
+      configurable: true,
+    });
+    class Claims {
+      constructor(readonly tier: string) {}
+    }
+    const payloads: Array<Record<string, unknown>> = [
+      { jti: 'plain', nested: { list: [1, 'two', true, null, { deep: [] }] }, zero: -0, count: 3.5 },
+      { jti: 'numbers', nan: Number.NaN, inf: Number.POSITIVE_INFINITY, list: [Number.NEGATIVE_INFINITY] },
+      { jti: 'holes', list: [1, undefined, () => 1], gone: undefined, fn: () => 1 },
+      { jti: 'objects', at: new Date(5), map: new Map([['a', 1]]), claims: new Claims('gold') },
+      { jti: 'json', custom: { toJSON: () => 'as text' }, bare: Object.assign(Object.create(null), { a: 1 }) },
+      withProto,
+    ];
+    for (const [at, payload] of payloads.entries()) {
+      await tokens.upsert(`t${at}`, payload as never, 60);
+      const found = (await tokens.find(`t${at}`)) as Record<string, unknown>;
+      expect(found, String(payload['jti'])).to.deep.equal(JSON.parse(JSON.stringify(payload)));
+      expect(Object.keys(found), String(payload['jti'])).to.deep.equal(
+        Object.keys(JSON.parse(JSON.stringify(payload))),
+      );
+      expect(Object.is(found['zero'], -0), 'JSON writes -0 as 0').to.equal(false);
+    }
+    const proto = (await tokens.find('t5')) as Record<string, unknown>;
+    expect(Object.getPrototypeOf(proto)).to.equal(Object.prototype);
+    expect(proto['admin']).to.equal(undefined);
+  });
+
   it('keeps a "__proto__" member a member, never a prototype', async () => {
     const tokens = new (createMemoryAdapter())('AccessToken');
     await tokens.upsert('a', JSON.parse('{"jti":"a","extra":{"__proto__":{"admin":true}}}') as never, 60);

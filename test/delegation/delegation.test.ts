@@ -108,6 +108,19 @@ describe('delegation', function () {
       expect(await introspect(tp, token)).to.include({ active: false });
     });
 
+    it('issues the same delegation under its session while it lives, and under a new one once it is stopped, though this process found it live just before', async () => {
+      const subject = await bobsToken(tp);
+      const sessionOf = (body: Record<string, unknown>) =>
+        decodeJwt(body['access_token'] as string)['impersonation_session'] as string;
+      const first = sessionOf(ok(await delegate(tp, subject, { scope: 'profile:read' })));
+      expect(sessionOf(ok(await delegate(tp, subject, { scope: 'profile:read' })))).to.equal(first);
+      expect((await revokeSession(tp, admin, first)).status).to.equal(204);
+      const next = sessionOf(ok(await delegate(tp, subject, { scope: 'profile:read' })));
+      expect(next).to.not.equal(first);
+      expect((await apiRequest(tp, 'GET', `${SESSIONS}/${next}`, admin)).body).to.include({ state: 'active' });
+      expect((await apiRequest(tp, 'GET', `${SESSIONS}/${first}`, admin)).body).to.include({ state: 'revoked' });
+    });
+
     it('answers issued_token_type jwt when a JWT is asked for, and refuses other types as invalid_request', async () => {
       const subject = await bobsToken(tp);
       expect(ok(await delegate(tp, subject, { requested_token_type: JWT }))['issued_token_type']).to.equal(JWT);
