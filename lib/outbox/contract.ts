@@ -38,6 +38,12 @@ export interface ClaimBound {
 export interface OutboxStats {
   /** Per subscription: entries waiting (leased ones included), dead letters kept, entries dropped at the bound. */
   subscriptions: Record<string, { pending: number; dead: number; dropped: number }>;
+  /**
+   * Per subscription with entries waiting: when its oldest waiting entry was
+   * appended (ms since the epoch). Read from an order the store keeps, one
+   * look-up per subscription, never by reading the backlog.
+   */
+  oldest: Record<string, number>;
 }
 
 export interface OutboxStore {

@@ -25,6 +25,8 @@ export function createMemoryOutbox(): MemoryOutbox {
   const pending = new Map<string, number>();
   const dropped = new Map<string, number>();
   const dead = new Map<string, DeadLetter>();
+  // Per subscription, its waiting entries in the order appended: the first is the oldest.
+  const order = new Map<string, Set<Waiting>>();
 
   const add = (counts: Map<string, number>, key: string, by: number): void => {
     counts.set(key, (counts.get(key) ?? 0) + by);
@@ -37,6 +39,9 @@ export function createMemoryOutbox(): MemoryOutbox {
     if (!queue || !head || head.id !== entry.id || head.lease !== entry.lease) return undefined;
     queue.shift();
     if (!queue.length) streams.delete(stream);
+    const appended = order.get(entry.subscription);
+    appended?.delete(head);
+    if (appended && !appended.size) order.delete(entry.subscription);
     add(pending, entry.subscription, -1);
     return head;
   }
@@ -51,8 +56,12 @@ export function createMemoryOutbox(): MemoryOutbox {
       }
       const stream = streamOf(entry);
       const queue = streams.get(stream) ?? [];
-      queue.push({ ...entry, createdAt: now, attempts: 0, nextAt: now, leaseUntil: 0 });
+      const waiting: Waiting = { ...entry, createdAt: now, attempts: 0, nextAt: now, leaseUntil: 0 };
+      queue.push(waiting);
       streams.set(stream, queue);
+      const appended = order.get(entry.subscription) ?? new Set();
+      appended.add(waiting);
+      order.set(entry.subscription, appended);
       add(pending, entry.subscription, 1);
     }
     return refused;
@@ -122,7 +131,12 @@ export function createMemoryOutbox(): MemoryOutbox {
       for (const [name, count] of pending) if (count) of(name).pending = count;
       for (const [name, count] of dropped) of(name).dropped = count;
       for (const letter of dead.values()) of(letter.subscription).dead += 1;
-      return Promise.resolve({ subscriptions });
+      const oldest: OutboxStats['oldest'] = {};
+      for (const [name, appended] of order) {
+        const first = appended.values().next().value;
+        if (first) oldest[name] = first.createdAt;
+      }
+      return Promise.resolve({ subscriptions, oldest });
     },
 
     deadLetters(limit) {

@@ -316,10 +316,14 @@ export function createPostgresOutbox(
 
     async stats() {
       const [counts, dropped] = await Promise.all([
+        // The oldest waiting entry of each subscription: its lowest seq, one probe of the subscription index.
         run(
-          `SELECT subscription, count(*) FILTER (WHERE dead_at IS NULL) AS pending,
-                  count(*) FILTER (WHERE dead_at IS NOT NULL) AS dead
-           FROM ${entries} GROUP BY subscription`,
+          `SELECT c.subscription, c.pending, c.dead,
+                  (SELECT e.created_at FROM ${entries} e WHERE e.subscription = c.subscription AND e.dead_at IS NULL
+                   ORDER BY e.seq LIMIT 1) AS oldest_at
+           FROM (SELECT subscription, count(*) FILTER (WHERE dead_at IS NULL) AS pending,
+                        count(*) FILTER (WHERE dead_at IS NOT NULL) AS dead
+                 FROM ${entries} GROUP BY subscription) c`,
           [],
           'outbox stats',
         ),
@@ -327,12 +331,14 @@ export function createPostgresOutbox(
       ]);
       const subscriptions: OutboxStats['subscriptions'] = {};
       const of = (name: unknown) => (subscriptions[String(name)] ??= { pending: 0, dead: 0, dropped: 0 });
+      const oldest: OutboxStats['oldest'] = {};
       for (const row of counts.rows) {
         of(row['subscription']).pending = Number(row['pending']);
         of(row['subscription']).dead = Number(row['dead']);
+        if (row['oldest_at'] !== null) oldest[String(row['subscription'])] = Number(row['oldest_at']);
       }
       for (const row of dropped.rows) of(row['subscription']).dropped = Number(row['dropped']);
-      return { subscriptions };
+      return { subscriptions, oldest };
     },
 
     async deadLetters(limit) {

@@ -19,6 +19,9 @@
  *   <tag>:dropped   hash: subscription -> entries dropped at the bound
  *   <tag>:dead      sorted set: queue member -> when it was dead-lettered
  *   <tag>:reasons   hash: queue member -> why
+ *   <tag>:order     sorted set, all scores 0: `<subscription>\n<seq, 16 digits>\n<subject>` for every queue
+ *                   member (a subscription's waiting entries in the order appended, by ZRANGEBYLEX: its
+ *                   first is its oldest, read without reading its backlog)
  */
 import { randomUUID } from 'node:crypto';
 import type { RedisClient } from '../redis/client.js';
@@ -37,9 +40,13 @@ const KEY_NAMES = [
   'dead',
   'reasons',
   'due',
+  'order',
 ];
 
-/** `due`'s member for a stream whose first entry may next be claimed at `at`. */
+/**
+ * `due`'s member for a stream whose first entry may next be claimed at `at`;
+ * with the entry's sequence number for `at`, its member in `order`.
+ */
 const DUE_MEMBER_LUA = `
 local function due_member(stream, at)
   local cut = string.find(stream, '\\n', 1, true)
@@ -47,10 +54,14 @@ local function due_member(stream, at)
 end
 `;
 
-// KEYS are always the eleven above, in that order.
+// KEYS are always the twelve above, in that order.
 const PRELUDE = `${DUE_MEMBER_LUA}
-local seq, queue, heads, entries, attempts, leases, pending, dropped, dead, reasons, due =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11]
+local seq, queue, heads, entries, attempts, leases, pending, dropped, dead, reasons, due, order =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12]
+-- The queue member's entry leaves the order of its subscription's waiting entries.
+local function unorder(stream, member)
+  redis.call('ZREM', order, due_member(stream, tonumber(string.sub(member, -16))))
+end
 local function first_of(stream)
   local member = redis.call('ZRANGEBYLEX', queue, '[' .. stream .. '\\0', '(' .. stream .. '\\1', 'LIMIT', 0, 1)
   return member[1]
@@ -69,14 +80,14 @@ end
 `;
 
 /**
- * Appends entries: `k` the eleven keys, in KEY_NAMES' order; `args` from `from`
+ * Appends entries: `k` the twelve keys, in KEY_NAMES' order; `args` from `from`
  * on, per entry: subscription, stream, entry JSON. Returns the subscriptions
  * whose entry the bound dropped. A function, so that the exchange's commit
  * (lib/adapters/redis.ts) runs the same append in its own script.
  */
 export const OUTBOX_APPEND_LUA = `${DUE_MEMBER_LUA}
 local function outbox_append(k, max, now, args, from)
-  local seq, queue, heads, entries, pending, dropped, due = k[1], k[2], k[3], k[4], k[7], k[8], k[11]
+  local seq, queue, heads, entries, pending, dropped, due, order = k[1], k[2], k[3], k[4], k[7], k[8], k[11], k[12]
   local refused = {}
   for i = from, #args, 3 do
     local subscription, stream = args[i], args[i + 1]
@@ -84,8 +95,10 @@ local function outbox_append(k, max, now, args, from)
       redis.call('HINCRBY', dropped, subscription, 1)
       refused[#refused + 1] = subscription
     else
-      local member = stream .. '\\0' .. string.format('%016d', redis.call('INCR', seq))
+      local number = redis.call('INCR', seq)
+      local member = stream .. '\\0' .. string.format('%016d', number)
       redis.call('ZADD', queue, 0, member)
+      redis.call('ZADD', order, 0, due_member(stream, number))
       redis.call('HSET', entries, member, args[i + 2])
       redis.call('HINCRBY', pending, subscription, 1)
       if redis.call('ZADD', heads, 'NX', now, stream) == 1 then redis.call('ZADD', due, 0, due_member(stream, now)) end
@@ -117,6 +130,14 @@ if redis.call('ZCARD', due) ~= redis.call('ZCARD', heads) then
   redis.call('DEL', due)
   local all = redis.call('ZRANGE', heads, 0, -1, 'WITHSCORES')
   for i = 1, #all, 2 do redis.call('ZADD', due, 0, due_member(all[i], tonumber(all[i + 1]))) end
+end
+-- Nor order: it is written again from queue.
+if redis.call('ZCARD', order) ~= redis.call('ZCARD', queue) then
+  redis.call('DEL', order)
+  for _, member in ipairs(redis.call('ZRANGE', queue, 0, -1)) do
+    local stream = string.sub(member, 1, #member - 17)
+    redis.call('ZADD', order, 0, due_member(stream, tonumber(string.sub(member, -16))))
+  end
 end
 -- Each subscription with entries waiting and room: its streams due by now, earliest first, up to its room.
 local until_now = string.format('%016d', now + 1)
@@ -159,6 +180,7 @@ if outcome == 'retry' then
   return 1
 end
 redis.call('ZREM', queue, member)
+unorder(stream, member)
 redis.call('HINCRBY', pending, subscription, -1)
 if outcome == 'dead' then
   redis.call('ZADD', dead, now, member)
@@ -169,6 +191,19 @@ else
 end
 if first_of(stream) == nil then set_due(stream, nil) else set_due(stream, tonumber(now)) end
 return 1`,
+  // ARGV: subscriptions. Returns, for each, the JSON of its oldest waiting entry (false when none waits).
+  impersonationOutboxOldest: `${PRELUDE}
+local oldest = {}
+for i = 1, #ARGV do
+  local from = ARGV[i] .. '\\n'
+  local first = redis.call('ZRANGEBYLEX', order, '[' .. from, '(' .. ARGV[i] .. '\\v', 'LIMIT', 0, 1)[1]
+  oldest[i] = false
+  if first then
+    local member = from .. string.sub(first, #from + 18) .. '\\0' .. string.sub(first, #from + 1, #from + 16)
+    oldest[i] = redis.call('HGET', entries, member) or false
+  end
+end
+return oldest`,
 };
 
 type Reply = [string, string, number, string];
@@ -176,6 +211,7 @@ interface ScriptedClient {
   impersonationOutboxAppend(...args: (string | number)[]): Promise<string[]>;
   impersonationOutboxClaim(...args: (string | number)[]): Promise<Reply[]>;
   impersonationOutboxSettle(...args: (string | number)[]): Promise<number>;
+  impersonationOutboxOldest(...args: string[]): Promise<(string | null)[]>;
 }
 
 interface StoredEntry extends NewOutboxEntry {
@@ -205,6 +241,7 @@ export function createRedisOutbox(client: RedisClient, prefix: string, ready: ()
     client.defineCommand(name, { numberOfKeys: KEY_NAMES.length, lua });
   const keys = outboxKeys(prefix);
   const [, , , entriesKey, attemptsKey, , pendingKey, droppedKey, deadKey, reasonsKey] = keys as [
+    string,
     string,
     string,
     string,
@@ -278,7 +315,16 @@ export function createRedisOutbox(client: RedisClient, prefix: string, ready: ()
       for (const [name, count] of Object.entries(pending)) if (Number(count)) of(name).pending = Number(count);
       for (const [name, count] of Object.entries(dropped)) of(name).dropped = Number(count);
       for (const member of deadMembers) of(member.slice(0, member.indexOf('\n'))).dead += 1;
-      return { subscriptions };
+      const oldest: OutboxStats['oldest'] = {};
+      const waiting = Object.keys(subscriptions).filter((name) => subscriptions[name]!.pending > 0);
+      if (waiting.length) {
+        const firsts = await redis.impersonationOutboxOldest(...keys, ...waiting);
+        waiting.forEach((name, i) => {
+          const json = firsts[i];
+          if (json) oldest[name] = (JSON.parse(json) as StoredEntry).createdAt;
+        });
+      }
+      return { subscriptions, oldest };
     },
 
     async deadLetters(limit) {

@@ -271,6 +271,28 @@ export function outboxContract(open: () => Promise<OutboxStore>): void {
     expect((await outbox.stats()).subscriptions['crm']).to.deep.equal({ pending: 3, dead: 0, dropped: 1 });
   });
 
+  it("says when each subscription's oldest waiting entry was appended, whichever stream holds it", async () => {
+    expect((await outbox.stats()).oldest).to.deep.equal({});
+    await outbox.append([entry('a1', 'alice')], MAX, now);
+    await outbox.append([entry('b1', 'bob')], MAX, now + 5);
+    await outbox.append([entry('a2', 'alice'), entry('m1', 'alice', 'mail')], MAX, now + 10);
+    expect((await outbox.stats()).oldest).to.deep.equal({ crm: now, mail: now + 10 });
+    const claimed = await outbox.claim(10, LEASE, now + 20, 0);
+    // Leased, an entry still waits.
+    expect((await outbox.stats()).oldest).to.deep.equal({ crm: now, mail: now + 10 });
+    const settle = (id: string, settlement: Settlement) =>
+      outbox.settle(claimed.find((e) => e.id === id)!, settlement, now + 30);
+    expect(await settle('a1', { outcome: 'delivered' })).to.equal(true);
+    // alice's next entry is newer than bob's first.
+    expect((await outbox.stats()).oldest).to.deep.equal({ crm: now + 5, mail: now + 10 });
+    expect(await settle('b1', { outcome: 'dead', reason: 'attempts' })).to.equal(true);
+    expect(await settle('m1', { outcome: 'retry', at: now + 40 })).to.equal(true);
+    expect((await outbox.stats()).oldest).to.deep.equal({ crm: now + 10, mail: now + 10 });
+    const [a2] = await outbox.claim(10, LEASE, now + 30, 0);
+    expect(await outbox.settle(a2!, { outcome: 'delivered' }, now + 30)).to.equal(true);
+    expect((await outbox.stats()).oldest).to.deep.equal({ mail: now + 10 });
+  });
+
   it('dead-letters an entry, lets its stream move on, lists it, and forgets it after the retention', async () => {
     await outbox.append([entry('a1', 'alice')], MAX, now);
     await outbox.append([entry('a2', 'alice')], MAX, now);
