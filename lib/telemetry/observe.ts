@@ -9,14 +9,19 @@ const ENDED = ['impersonation.session.revoked', 'impersonation.session.ended'];
 const MAX_COUNTED = 100_000;
 
 interface OutboxStatsReader {
-  stats(): Promise<{ subscriptions: Record<string, { pending: number; dead: number; dropped: number }> }>;
+  stats(): Promise<{
+    subscriptions: Record<string, { pending: number; dead: number; dropped: number }>;
+    oldest: Record<string, number>;
+  }>;
 }
 
 /**
  * The gauges of one provider. Active sessions, per instance: those this
  * instance issued, until they expire or it sees them end (a stop through
  * another instance is seen there; here the session counts until it expires).
- * The outbox's backlog is the store's, the same read from every instance.
+ * The outbox's backlog and the age of its oldest entries are the store's,
+ * the same read from every instance; both come of one read of its stats per
+ * collection.
  */
 export function observeProvider(
   telemetry: Telemetry | undefined,
@@ -42,12 +47,18 @@ export function observeProvider(
     for (const [id, until] of expiries) if (until <= now) expiries.delete(id);
     result.observe(expiries.size);
   });
+  // The SDK calls a collection's callbacks together: the second finds the first one's read in flight and shares it.
+  let reading: ReturnType<OutboxStatsReader['stats']> | undefined;
+  const readStats = (reader: OutboxStatsReader): ReturnType<OutboxStatsReader['stats']> =>
+    (reading ??= reader.stats().finally(() => {
+      reading = undefined;
+    }));
   telemetry.observe('outboxBacklog', async (result: ObservableResult) => {
     const reader = outbox();
     if (!reader) return;
     let stats;
     try {
-      stats = await reader.stats();
+      stats = await readStats(reader);
     } catch {
       // The store did not answer: no figure this time, rather than a false zero.
       return;
@@ -63,6 +74,25 @@ export function observeProvider(
         'impersonation.state': 'pending',
       });
       result.observe(dead, { 'impersonation.delivery.subscription': subscription, 'impersonation.state': 'dead' });
+    }
+  });
+  telemetry.observe('outboxOldestAge', async (result: ObservableResult) => {
+    const reader = outbox();
+    if (!reader) return;
+    let stats;
+    try {
+      stats = await readStats(reader);
+    } catch {
+      return;
+    }
+    const now = Date.now();
+    // As the backlog: every webhook and every subscription the store knows, at zero when none of its entries waits.
+    const names = new Set([...webhooks, ...Object.keys(stats.subscriptions), ...Object.keys(stats.oldest)]);
+    for (const subscription of names) {
+      const oldest = stats.oldest[subscription];
+      result.observe(oldest === undefined ? 0 : Math.max(0, now - oldest) / 1000, {
+        'impersonation.delivery.subscription': subscription,
+      });
     }
   });
 }

@@ -96,13 +96,14 @@ export function errorTypeOf(error: unknown): string {
   return typeof name === 'string' && /^\w{1,64}$/.test(name) ? name : '_OTHER';
 }
 
-type ObservedGauge = 'outboxBacklog' | 'activeSessions';
+type ObservedGauge = 'outboxBacklog' | 'outboxOldestAge' | 'activeSessions';
 
 interface Instruments {
   exchanges: Counter;
   deliveryDelay: Histogram;
   trailAppend: Histogram;
   outboxBacklog: ObservableGauge;
+  outboxOldestAge: ObservableGauge;
   activeSessions: ObservableGauge;
 }
 
@@ -123,6 +124,10 @@ function instrumentsOf(meter: Meter): Instruments {
     outboxBacklog: meter.createObservableGauge('impersonation.outbox.backlog', {
       description: 'Outbox entries waiting and dead letters kept, per subscription, across every instance',
       unit: '{entry}',
+    }),
+    outboxOldestAge: meter.createObservableGauge('impersonation.outbox.oldest_age', {
+      description: "Age of each subscription's oldest outbox entry waiting (0 when none waits), across every instance",
+      unit: 's',
     }),
     activeSessions: meter.createObservableGauge('impersonation.sessions.active', {
       description: 'Impersonation sessions this instance issued that have not ended or expired',

@@ -118,6 +118,15 @@ class Canary {
     return reply;
   }
 
+  /** Collects every metric the SDKs hold now, its name, description and each point's attributes, as sinks. */
+  async readMetrics(): Promise<void> {
+    for (const telemetry of this.telemetry) {
+      for (const { descriptor, dataPoints } of await telemetry.metrics()) {
+        this.sink(`metric ${descriptor.name}`, { descriptor, points: dataPoints.map(({ attributes }) => attributes) });
+      }
+    }
+  }
+
   /** Every place a secret appears where it should not. */
   leaks(): string[] {
     for (const telemetry of this.telemetry) {
@@ -565,6 +574,12 @@ describe('canary: no token value or secret leaves its place', function () {
     expect(held.status).to.equal(503);
     await http(tp, 'POST', '/ssf/status', ssfToken, { stream_id: streamId, status: 'enabled' });
     canary.sink('SSF dead letters', await tp.impersonation.ssf().deadLetters());
+    await canary.readMetrics();
+    expect(canary.sinks.map((sink) => sink.label)).to.include.members([
+      'metric impersonation.outbox.backlog',
+      'metric impersonation.outbox.oldest_age',
+      'metric impersonation.token_exchange.requests',
+    ]);
 
     expect(canary.sinks.length, 'events were collected').to.be.above(40);
     expect(canary.leaks()).to.deep.equal([]);
@@ -996,6 +1011,15 @@ describe('canary: no token value or secret leaves its place', function () {
     tracer.startSpan('probe', { attributes: { 'impersonation.subject': 'ist_canary' } }).end();
     tracer.startSpan('probe').addEvent('seen', { token: 'ist_canary' }).end();
     expect(probe.leaks()).to.have.length(2);
+  });
+
+  it('is a canary that sings: it finds a token value put into a metric', async () => {
+    const probe = new Canary();
+    probe.secret('ist_canary');
+    const meter = probe.traced().meterProvider.getMeter('probe');
+    meter.createCounter('probe').add(1, { 'impersonation.subject': 'ist_canary' });
+    await probe.readMetrics();
+    expect(probe.leaks()).to.have.length(1);
   });
 
   describe('the demo', () => {

@@ -281,7 +281,11 @@ export function outboxContract(open: () => Promise<OutboxStore>): void {
     // Leased, an entry still waits.
     expect((await outbox.stats()).oldest).to.deep.equal({ crm: now, mail: now + 10 });
     const settle = (id: string, settlement: Settlement) =>
-      outbox.settle(claimed.find((e) => e.id === id)!, settlement, now + 30);
+      outbox.settle(
+        claimed.find((e) => e.id === id)!,
+        settlement,
+        now + 30,
+      );
     expect(await settle('a1', { outcome: 'delivered' })).to.equal(true);
     // alice's next entry is newer than bob's first.
     expect((await outbox.stats()).oldest).to.deep.equal({ crm: now + 5, mail: now + 10 });

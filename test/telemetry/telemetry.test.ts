@@ -183,6 +183,108 @@ for (const kind of ADAPTERS) {
   });
 }
 
+for (const kind of ADAPTERS) {
+  describe(`OpenTelemetry: the age of the outbox's oldest entry on the ${kind.name} store`, function () {
+    this.timeout(60_000);
+    let telemetry: InMemoryTelemetry;
+    let tp: TestProvider;
+    let down: Receiver;
+    let up: Receiver;
+
+    before(async () => {
+      telemetry = inMemoryTelemetry();
+      [down, up] = await Promise.all([startReceiver(), startReceiver()]);
+      // Down: every delivery answered 503, tried again at once.
+      down.answer = () => ({ status: 503, headers: { 'retry-after': '0' } });
+      const subscription = (id: string, receiver: Receiver) => ({
+        id,
+        url: receiver.url,
+        events: [EVENTS.exchangeSucceeded],
+        secret: webhookSecret(id),
+      });
+      tp = await startProvider(
+        {
+          plugin: {
+            telemetry: telemetry.options,
+            webhooks: {
+              subscriptions: [subscription('ledger', down), subscription('crm', up)],
+              pollInterval: 20,
+              timeout: 1000,
+              maxAttempts: 100,
+            },
+          },
+        },
+        kind,
+      );
+    });
+
+    after(async () => {
+      await Promise.all([tp?.close(), down?.close(), up?.close()]);
+      await telemetry?.close();
+    });
+
+    const ages = async (): Promise<Record<string, number>> => {
+      const found = (await telemetry.metrics()).find(
+        (each) => each.descriptor.name === 'impersonation.outbox.oldest_age',
+      );
+      expect(found, 'impersonation.outbox.oldest_age').to.not.equal(undefined);
+      expect(found!.descriptor.unit).to.equal('s');
+      return Object.fromEntries(
+        found!.dataPoints.map(({ attributes, value }) => [
+          String(attributes['impersonation.delivery.subscription']),
+          value as number,
+        ]),
+      );
+    };
+
+    /** The ages, read again until `settled` holds of them (a delivery is settled a moment after its receiver answers). */
+    const agesOnce = async (settled: (read: Record<string, number>) => boolean): Promise<Record<string, number>> => {
+      const until = Date.now() + 10_000;
+      let read = await ages();
+      while (!settled(read) && Date.now() < until) {
+        await new Promise((resolve) => setTimeout(resolve, 20));
+        read = await ages();
+      }
+      return read;
+    };
+
+    it('reads every subscription at zero while nothing waits', async () => {
+      expect(await ages()).to.deep.equal({ ledger: 0, crm: 0 });
+    });
+
+    it('reads the age of the oldest entry a receiver that is down leaves waiting, and zero once it is delivered', async () => {
+      const before = Date.now();
+      await impersonate(tp, { actorToken: await userAccessToken(tp, 'alice'), subject: SUBJECT });
+      await up.waitFor(1);
+      await waitUntil(() => down.deliveries.length >= 2);
+      await impersonate(tp, { actorToken: await userAccessToken(tp, 'alice'), subject: { userId: 'carol' } });
+      await up.waitFor(2);
+      const read = await agesOnce((ages) => ages['crm'] === 0);
+      // The first entry, not the second: its age runs from before the first exchange answered.
+      expect(read['ledger'])
+        .to.be.above(0)
+        .and.at.most((Date.now() - before) / 1000);
+      expect(read['crm']).to.equal(0);
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      expect((await ages())['ledger']).to.be.at.least(read['ledger']! + 0.2);
+      const backlog = (await telemetry.metrics()).find(
+        (each) => each.descriptor.name === 'impersonation.outbox.backlog',
+      );
+      expect(
+        backlog!.dataPoints.find(
+          ({ attributes }) =>
+            attributes['impersonation.delivery.subscription'] === 'ledger' &&
+            attributes['impersonation.state'] === 'pending',
+        )?.value,
+      ).to.equal(2);
+      // The receiver is back: both entries are delivered, and nothing waits.
+      down.answer = () => ({ status: 204 });
+      await down.waitFor(2);
+      expect(await agesOnce((ages) => ages['ledger'] === 0)).to.deep.equal({ ledger: 0, crm: 0 });
+    });
+  });
+}
+
 async function waitUntil(done: () => boolean, ms = 10_000): Promise<void> {
   const until = Date.now() + ms;
   while (!done()) {
