@@ -147,7 +147,12 @@ const NARROWING_SMOKE = [
   '--grant-only',
 ];
 
-/** --telemetry: the exchange on memory with telemetry off, the API's no-op providers and a real SDK, each against its baseline. */
+/**
+ * The exchange with an opaque actor token on memory with telemetry off, the
+ * API's no-op providers and a real SDK, each against its baseline: what
+ * --telemetry runs alone, and the full run (or --memory-only) after the plain
+ * providers. Their targets compare each ratio with `off`'s.
+ */
 function telemetryConfigurations(): Configuration[] {
   return TELEMETRY_SETUPS.map((telemetry) => ({
     adapter: 'memory',
@@ -155,7 +160,7 @@ function telemetryConfigurations(): Configuration[] {
     webhooks: false,
     telemetry,
     name: `memory · telemetry ${telemetry}`,
-    scenarios: ['baseline', 'exchange'],
+    scenarios: ['baseline', 'exchange-actor'],
   }));
 }
 
@@ -216,6 +221,7 @@ function configurationsOf(argv: readonly string[]): Configuration[] {
         : [false, true];
   const webhooks = !argv.includes('--no-webhooks');
   const withStandingGrant = argv.includes('--no-deployment') ? [] : adapters;
+  const withTelemetry = adapters.includes('memory') && kinds.includes(false) && !argv.includes('--smoke');
   return [
     ...kinds.flatMap((deployment) =>
       adapters.flatMap((adapter) => [
@@ -227,5 +233,6 @@ function configurationsOf(argv: readonly string[]): Configuration[] {
       ]),
     ),
     ...withStandingGrant.map((adapter) => standingGrantConfiguration(adapter)),
+    ...(withTelemetry ? telemetryConfigurations() : []),
   ];
 }

@@ -20,6 +20,8 @@ interface Target {
 
 /** How much lower the exchange's ratio to client_credentials may be with a webhook subscription in place. */
 const WEBHOOK_RATIO_DROP = 0.02;
+/** How much lower it may be with the API's no-op providers, or a real OpenTelemetry SDK, than with telemetry off. */
+const TELEMETRY_RATIO_DROP = 0.03;
 
 /**
  * The exchange with an opaque actor token against the baseline: 0.9 on memory
@@ -74,6 +76,34 @@ function targetsOf(config: Configuration, row: (scenario: ScenarioName) => Row |
   return list;
 }
 
+/** The exchange's ratio to client_credentials, each measured on the provider `name`. */
+function exchangeRatio(rows: readonly Row[], name: string): number | undefined {
+  const of = (scenario: ScenarioName) => rows.find((r) => r.adapter === name && r.scenario === scenario);
+  const exchange = of('exchange-actor');
+  const baseline = of('baseline');
+  return exchange && baseline ? exchange.rps / baseline.rps : undefined;
+}
+
+/** `config`'s exchange ratio falls by at most `limit` against `reference`'s. */
+function dropTarget(
+  config: Configuration,
+  reference: Configuration,
+  rows: readonly Row[],
+  limit: number,
+): Target | undefined {
+  const without = exchangeRatio(rows, reference.name);
+  const withIt = exchangeRatio(rows, config.name);
+  if (without === undefined || withIt === undefined) return undefined;
+  return {
+    label: `${config.name}: ${LABELS['exchange-actor']} ÷ client_credentials falls by ≤ ${limit} against ${reference.name}`,
+    value: without - withIt,
+    limit,
+    better: 'lower',
+    unit: '',
+    detail: `${without.toFixed(3)}× without, ${withIt.toFixed(3)}× with`,
+  };
+}
+
 /**
  * A provider with a webhook subscription against the plain provider on the
  * same store: the exchange's ratio to client_credentials (each measured against
@@ -85,26 +115,26 @@ function webhookTarget(
   rows: readonly Row[],
 ): Target | undefined {
   const plain = configurations.find(
-    (other) => other.adapter === config.adapter && !other.deployment && !other.webhooks,
+    (other) =>
+      other.adapter === config.adapter && !other.deployment && !other.webhooks && other.telemetry === undefined,
   );
   if (!config.webhooks || !plain) return undefined;
-  const ratio = (name: string): number | undefined => {
-    const of = (scenario: ScenarioName) => rows.find((r) => r.adapter === name && r.scenario === scenario);
-    const exchange = of('exchange-actor');
-    const baseline = of('baseline');
-    return exchange && baseline ? exchange.rps / baseline.rps : undefined;
-  };
-  const without = ratio(plain.name);
-  const withHooks = ratio(config.name);
-  if (without === undefined || withHooks === undefined) return undefined;
-  return {
-    label: `${config.name}: ${LABELS['exchange-actor']} ÷ client_credentials falls by ≤ ${WEBHOOK_RATIO_DROP} against ${plain.name}`,
-    value: without - withHooks,
-    limit: WEBHOOK_RATIO_DROP,
-    better: 'lower',
-    unit: '',
-    detail: `${without.toFixed(3)}× without, ${withHooks.toFixed(3)}× with`,
-  };
+  return dropTarget(config, plain, rows, WEBHOOK_RATIO_DROP);
+}
+
+/**
+ * The API's no-op providers and a real SDK (bench/telemetry.ts) against
+ * telemetry off, on the same store: the exchange's ratio falls by at most
+ * TELEMETRY_RATIO_DROP (the no-op's by nothing the load test can measure).
+ */
+function telemetryTarget(
+  config: Configuration,
+  configurations: readonly Configuration[],
+  rows: readonly Row[],
+): Target | undefined {
+  const off = configurations.find((other) => other.adapter === config.adapter && other.telemetry === 'off');
+  if (config.telemetry === undefined || config.telemetry === 'off' || !off) return undefined;
+  return dropTarget(config, off, rows, TELEMETRY_RATIO_DROP);
 }
 
 /** Every target, as a line: PASS or MISS, what, and the value measured. */
@@ -115,8 +145,8 @@ export function targetLines(
 ): string[] {
   const list = configurations.flatMap((config) => {
     const own = targetsOf(config, (scenario) => rows.find((r) => r.adapter === config.name && r.scenario === scenario));
-    const webhooks = webhookTarget(config, configurations, rows);
-    return webhooks ? [...own, webhooks] : own;
+    const compared = [webhookTarget(config, configurations, rows), telemetryTarget(config, configurations, rows)];
+    return [...own, ...compared.filter((target): target is Target => target !== undefined)];
   });
   if (memory) {
     list.push({

@@ -1,6 +1,10 @@
 import { expect } from 'chai';
 import { parseSettings } from '../../bench/command-line.js';
+import type { Row } from '../../bench/report.js';
 import { parseScaleOutSettings } from '../../bench/scale-out-command-line.js';
+import { targetLines } from '../../bench/targets.js';
+
+const TELEMETRY_ROWS = ['memory · telemetry off', 'memory · telemetry no-op', 'memory · telemetry sdk'];
 
 /** The configurations a command line picks, as `store · deployment` names. */
 function picked(...argv: string[]): string[] {
@@ -20,7 +24,7 @@ describe('bench command line', () => {
     ]);
   });
 
-  it('a full run measures each store plain (with its webhook twin), as a deployment, and with a standing grant', () => {
+  it('a full run measures each store plain (with its webhook twin), as a deployment, with a standing grant, and the exchange under each telemetry setup', () => {
     const stores = ['memory', 'redis', 'postgres', 'memory+pg-audit', 'postgres+pg-audit'];
     expect(picked()).to.deep.equal([
       'memory',
@@ -35,6 +39,37 @@ describe('bench command line', () => {
       'postgres+pg-audit',
       ...stores.map((store) => `${store} · deployment`),
       ...stores.map((store) => `${store} · deployment · standing grant`),
+      ...TELEMETRY_ROWS,
+    ]);
+  });
+
+  it('the telemetry setups run the exchange with an actor token, alone with --telemetry, with memory in --memory-only', () => {
+    expect(picked('--telemetry')).to.deep.equal(TELEMETRY_ROWS);
+    expect(picked('--memory-only').slice(-3)).to.deep.equal(TELEMETRY_ROWS);
+    expect(picked('--redis-only')).to.not.include.members(TELEMETRY_ROWS.slice(0, 1));
+    expect(picked('--deployment-only')).to.not.include.members(TELEMETRY_ROWS.slice(0, 1));
+    for (const configuration of parseSettings(['--telemetry'], {}).configurations) {
+      expect(configuration).to.deep.include({ adapter: 'memory', scenarios: ['baseline', 'exchange-actor'] });
+    }
+  });
+
+  it("prints a target for the real SDK and for the API's no-op: the exchange's ratio at most 0.03 below telemetry off", () => {
+    const { configurations } = parseSettings(['--telemetry'], {});
+    const rows = (name: string, exchange: number): Row[] =>
+      (
+        [
+          ['baseline', 1000],
+          ['exchange-actor', exchange],
+        ] as const
+      ).map(([scenario, rps]) => ({ adapter: name, scenario, rps, p50: 1, p99: 1 }) as Row);
+    const lines = targetLines(
+      configurations,
+      [...rows(TELEMETRY_ROWS[0]!, 900), ...rows(TELEMETRY_ROWS[1]!, 895), ...rows(TELEMETRY_ROWS[2]!, 860)],
+      undefined,
+    ).filter((line) => line.includes('against memory · telemetry off'));
+    expect(lines).to.deep.equal([
+      'PASS  memory · telemetry no-op: token exchange + actor_token (opaque) ÷ client_credentials falls by ≤ 0.03 against memory · telemetry off: 0.005 (0.900× without, 0.895× with)',
+      'MISS  memory · telemetry sdk: token exchange + actor_token (opaque) ÷ client_credentials falls by ≤ 0.03 against memory · telemetry off: 0.040 (0.900× without, 0.860× with)',
     ]);
   });
 
@@ -114,6 +149,7 @@ describe('bench command line', () => {
       'postgres',
       'memory+pg-audit',
       'postgres+pg-audit',
+      ...TELEMETRY_ROWS,
     ]);
     const webhooks = parseSettings(['--memory-only'], {}).configurations.find((c) => c.webhooks);
     expect(webhooks).to.deep.include({
