@@ -27,7 +27,8 @@ export function profileFolder(profileDir: string, config: Configuration): string
 function folderOf(profileDir: string, config: Configuration): string {
   const setup =
     `${config.deployment ? '-deployment' : ''}${config.standingGrant ? '-standing-grant' : ''}` +
-    `${config.webhooks ? '-webhooks' : ''}${config.deliveredElsewhere ? '-delivered-elsewhere' : ''}`;
+    `${config.webhooks ? '-webhooks' : ''}${config.deliveredElsewhere ? '-delivered-elsewhere' : ''}` +
+    `${config.telemetry ? `-telemetry-${config.telemetry}` : ''}`;
   return join(profileDir, `${config.adapter.replace('memory+', '')}${setup}`);
 }
 
