@@ -7,6 +7,7 @@ import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import type { MemoryResult } from './memory.js';
 import type { VerifierResult } from './resource-server.js';
+import type { TelemetryCostResult } from './telemetry-cost.js';
 
 /** bench/memory.ts with --expose-gc, so that gc() can be called and nothing else is on its heap. */
 export function runMemoryChild(count: number): Promise<MemoryResult> {
@@ -23,6 +24,16 @@ export function runMemoryChild(count: number): Promise<MemoryResult> {
 export function runVerifierChild(count: number): Promise<VerifierResult> {
   return runJsonChild<VerifierResult>('resource-server', [
     fileURLToPath(new URL('./resource-server.js', import.meta.url)),
+    '--count',
+    String(count),
+    '--json',
+  ]);
+}
+
+/** bench/telemetry-cost.ts: the telemetry's own time per exchange, away from the load. */
+export function runTelemetryCostChild(count: number): Promise<TelemetryCostResult> {
+  return runJsonChild<TelemetryCostResult>('telemetry-cost', [
+    fileURLToPath(new URL('./telemetry-cost.js', import.meta.url)),
     '--count',
     String(count),
     '--json',

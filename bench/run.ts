@@ -42,7 +42,7 @@
  * scenarios send), report.ts, targets.ts and findings.ts (what is printed).
  */
 import { availableParallelism, cpus } from 'node:os';
-import { runMemoryChild, runVerifierChild } from './child-measurements.js';
+import { runMemoryChild, runTelemetryCostChild, runVerifierChild } from './child-measurements.js';
 import { parseSettings, type Settings } from './command-line.js';
 import { runCommand } from './command.js';
 import { problemsOf, runNotes } from './findings.js';
@@ -53,6 +53,7 @@ import { summarize, table } from './report.js';
 import { describeVerifier } from './resource-server.js';
 import { onStore } from './stores.js';
 import { targetLines } from './targets.js';
+import { describeTelemetryCost, type TelemetryCostResult } from './telemetry-cost.js';
 
 const log = (line: string): void => {
   console.log(line);
@@ -107,14 +108,20 @@ async function main(argv: readonly string[]): Promise<string[]> {
     `  resource-server helper: ${settings.verifierCount.toLocaleString('en')} verifications per variant (child process)`,
   );
   const verifier = await runVerifierChild(settings.verifierCount);
+  let telemetryCost: TelemetryCostResult | undefined;
+  if (settings.configurations.some((config) => config.telemetry !== undefined)) {
+    log('  telemetry in one process: the exchange wrapper and its steps under each setup (child process)');
+    telemetryCost = await runTelemetryCostChild(settings.smoke ? 5_000 : 100_000);
+  }
 
   const rows = results.flatMap(summarize);
   for (const line of ['', ...table(rows), '']) log(line);
   if (memory) for (const line of describeMemory(memory)) log(line);
   for (const line of describeVerifier(verifier)) log(line);
+  if (telemetryCost) for (const line of describeTelemetryCost(telemetryCost)) log(line);
   for (const line of runNotes(results)) log(line);
   const problems = problemsOf(results, rows);
-  for (const line of ['', ...targetLines(settings.configurations, rows, memory)]) log(line);
+  for (const line of ['', ...targetLines(settings.configurations, rows, memory, telemetryCost)]) log(line);
   if (profileDir) for (const line of profileSummaries(profileDir, settings, results)) log(line);
 
   log('');

@@ -6,6 +6,7 @@
 import type { Configuration } from './command-line.js';
 import type { MemoryResult } from './memory.js';
 import type { Row } from './report.js';
+import type { TelemetryCostResult } from './telemetry-cost.js';
 import { EXCHANGES, LABELS, type ScenarioName } from './scenarios.js';
 
 interface Target {
@@ -137,17 +138,51 @@ function telemetryTarget(
   return dropTarget(config, off, rows, TELEMETRY_RATIO_DROP);
 }
 
+/**
+ * The real SDK's time per exchange in one process (bench/telemetry-cost.ts),
+ * beyond telemetry off's, set beside the exchange's main-thread time per
+ * request with telemetry off: on a provider whose main thread is its
+ * bottleneck, the exchange's ratio falls by ratio × added ÷ (time + added).
+ * The load test's own comparison (telemetryTarget) spreads wider than the
+ * limit on a shared machine; this one does not.
+ */
+function telemetryCostTarget(
+  configurations: readonly Configuration[],
+  rows: readonly Row[],
+  cost: TelemetryCostResult,
+): Target | undefined {
+  const off = configurations.find((config) => config.telemetry === 'off');
+  const sdk = configurations.find((config) => config.telemetry === 'sdk');
+  if (!off || !sdk) return undefined;
+  const exchange = rows.find((row) => row.adapter === off.name && row.scenario === 'exchange-actor');
+  const ratio = exchangeRatio(rows, off.name);
+  if (!exchange || ratio === undefined) return undefined;
+  const mainMs = Number.isFinite(exchange.mainCpuPerRequest) ? exchange.mainCpuPerRequest : exchange.cpuPerRequest;
+  const added = Math.max(0, cost.micros.sdk - cost.micros.off) / 1000;
+  return {
+    label: `${sdk.name}: ${LABELS['exchange-actor']} ÷ client_credentials falls by ≤ ${TELEMETRY_RATIO_DROP}, from the SDK's time in one process`,
+    value: (ratio * added) / (mainMs + added),
+    limit: TELEMETRY_RATIO_DROP,
+    better: 'lower',
+    unit: '',
+    detail: `${(added * 1000).toFixed(1)} µs added to ${(mainMs * 1000).toFixed(0)} µs of main thread per exchange, at ${ratio.toFixed(3)}×`,
+  };
+}
+
 /** Every target, as a line: PASS or MISS, what, and the value measured. */
 export function targetLines(
   configurations: readonly Configuration[],
   rows: readonly Row[],
   memory: MemoryResult | undefined,
+  telemetryCost?: TelemetryCostResult,
 ): string[] {
   const list = configurations.flatMap((config) => {
     const own = targetsOf(config, (scenario) => rows.find((r) => r.adapter === config.name && r.scenario === scenario));
     const compared = [webhookTarget(config, configurations, rows), telemetryTarget(config, configurations, rows)];
     return [...own, ...compared.filter((target): target is Target => target !== undefined)];
   });
+  const fromCost = telemetryCost && telemetryCostTarget(configurations, rows, telemetryCost);
+  if (fromCost) list.push(fromCost);
   if (memory) {
     list.push({
       label: 'memory adapter: heap per outstanding subject token ≤ 1 KiB',

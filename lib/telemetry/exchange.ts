@@ -25,8 +25,9 @@ export function tracedExchange(telemetry: Telemetry | undefined, handler: GrantH
     if (span.isRecording()) exchangeSpans.set(ctx, { telemetry, context });
     try {
       await api.context.with(context, () => handler(ctx));
-      span.setAttributes({ 'impersonation.outcome': 'issued', 'http.response.status_code': 200 });
-      telemetry.metrics.exchanges.add(1, { 'impersonation.outcome': 'issued' });
+      span.setAttribute('impersonation.outcome', 'issued');
+      span.setAttribute('http.response.status_code', 200);
+      telemetry.countExchange('issued');
     } catch (error) {
       const type = errorTypeOf(error);
       const status = (error as { statusCode?: unknown }).statusCode;
@@ -35,7 +36,7 @@ export function tracedExchange(telemetry: Telemetry | undefined, handler: GrantH
         'http.response.status_code': typeof status === 'number' ? status : 500,
       });
       markError(span, type);
-      telemetry.metrics.exchanges.add(1, { 'impersonation.outcome': 'refused', 'error.type': type });
+      telemetry.countExchange('refused', type);
       throw error;
     } finally {
       exchangeSpans.delete(ctx);

@@ -1,11 +1,11 @@
 import type {
   Attributes,
   Context,
-  Counter,
   Histogram,
   Meter,
   MeterProvider,
   ObservableCallback,
+  ObservableCounter,
   ObservableGauge,
   Span,
   SpanKind,
@@ -17,6 +17,9 @@ import type { TelemetryOptions } from './options.js';
 
 /** The instrumentation scope of every span and instrument. */
 export const SCOPE = 'oidc-provider-impersonation';
+
+/** Error types counted apart at most; past them, a refusal counts as `_OTHER`. */
+const MAX_ERROR_TYPES = 64;
 
 /** SpanKind and SpanStatusCode, as numbers: the enums' values are fixed by the API's specification. */
 export const KIND = { internal: 0 as SpanKind, server: 1 as SpanKind, client: 2 as SpanKind };
@@ -33,7 +36,9 @@ export class Telemetry {
   /** The meter provider now: the option's, or the global one, which an SDK may register after createImpersonation(). */
   readonly #meterProvider: () => MeterProvider;
   #built: { provider: MeterProvider; instruments: Instruments } | undefined;
-  readonly #observers: Array<{ gauge: ObservedGauge; callback: ObservableCallback }> = [];
+  readonly #observers: Array<{ gauge: Observed; callback: ObservableCallback }> = [];
+  /** Exchanges answered, by outcome and error type: each attribute set built once, and a count beside it. */
+  readonly #exchanges = new Map<string, { attributes: Attributes; count: number }>();
 
   constructor(api: Api, options: Exclude<TelemetryOptions, false>) {
     this.api = api;
@@ -42,10 +47,40 @@ export class Telemetry {
     this.tracer = tracerProvider.getTracer(SCOPE);
     const meterProvider = options.meterProvider as MeterProvider | undefined;
     this.#meterProvider = meterProvider ? () => meterProvider : () => api.metrics.getMeterProvider();
+    this.observe('exchanges', (result) => {
+      for (const { attributes, count } of this.#exchanges.values()) result.observe(count, attributes);
+    });
+  }
+
+  /**
+   * Counts an exchange answered (`impersonation.token_exchange.requests`).
+   * An observable counter the SDK reads at each collection: an exchange adds
+   * one to a number here, and the SDK builds and hashes no attribute set for it.
+   */
+  countExchange(outcome: 'issued' | 'refused', errorType?: string): void {
+    const key = errorType === undefined ? outcome : `${outcome} ${errorType}`;
+    let counted = this.#exchanges.get(key);
+    if (!counted) {
+      if (errorType !== undefined && errorType !== '_OTHER' && this.#exchanges.size >= MAX_ERROR_TYPES) {
+        this.countExchange(outcome, '_OTHER');
+        return;
+      }
+      const attributes: Attributes = { 'impersonation.outcome': outcome };
+      if (errorType !== undefined) attributes['error.type'] = errorType;
+      counted = { attributes, count: 0 };
+      this.#exchanges.set(key, counted);
+    }
+    counted.count += 1;
+    // The meter provider in force: an SDK registered since gets the observers from here on.
+    this.#instruments();
   }
 
   /** The instruments, on the meter provider in force now: whenever the SDK starts, its metrics are complete from then on. */
   get metrics(): Instruments {
+    return this.#instruments();
+  }
+
+  #instruments(): Instruments {
     const provider = this.#meterProvider();
     if (this.#built?.provider !== provider) {
       const instruments = instrumentsOf(provider.getMeter(SCOPE));
@@ -56,7 +91,7 @@ export class Telemetry {
   }
 
   /** Reads `gauge` through `callback` at each collection, on whichever meter provider is in force. */
-  observe(gauge: ObservedGauge, callback: ObservableCallback): void {
+  observe(gauge: Observed, callback: ObservableCallback): void {
     this.#observers.push({ gauge, callback });
     this.metrics[gauge].addCallback(callback);
   }
@@ -96,10 +131,10 @@ export function errorTypeOf(error: unknown): string {
   return typeof name === 'string' && /^\w{1,64}$/.test(name) ? name : '_OTHER';
 }
 
-type ObservedGauge = 'outboxBacklog' | 'outboxOldestAge' | 'activeSessions';
+type Observed = 'exchanges' | 'outboxBacklog' | 'outboxOldestAge' | 'activeSessions';
 
 interface Instruments {
-  exchanges: Counter;
+  exchanges: ObservableCounter;
   deliveryDelay: Histogram;
   trailAppend: Histogram;
   outboxBacklog: ObservableGauge;
@@ -109,7 +144,7 @@ interface Instruments {
 
 function instrumentsOf(meter: Meter): Instruments {
   return {
-    exchanges: meter.createCounter('impersonation.token_exchange.requests', {
+    exchanges: meter.createObservableCounter('impersonation.token_exchange.requests', {
       description: 'Token exchanges answered, by impersonation.outcome (issued, refused) and error.type',
       unit: '{request}',
     }),

@@ -2,6 +2,7 @@ import { expect } from 'chai';
 import type { MetricData } from '@opentelemetry/sdk-metrics';
 import type { ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import { createMemoryAuditLog, EVENTS } from '../../lib/index.js';
+import { openTelemetry } from '../../lib/telemetry/telemetry.js';
 import { FIXTURE_CLIENTS } from '../../fixtures/provider.js';
 import { ADAPTERS } from '../support/adapters.js';
 import { CUSTOMER_API } from '../support/approvals.js';
@@ -284,6 +285,36 @@ for (const kind of ADAPTERS) {
     });
   });
 }
+
+describe('OpenTelemetry: the exchanges counted', () => {
+  it('counts each outcome and error type apart, up to a bound past which refusals count as _OTHER', async () => {
+    const telemetry = inMemoryTelemetry();
+    try {
+      const counting = openTelemetry(telemetry.options)!;
+      for (let i = 0; i < 100; i++) counting.countExchange('refused', `type_${i}`);
+      counting.countExchange('issued');
+      counting.countExchange('issued');
+      const counted = (await telemetry.metrics()).find(
+        (each) => each.descriptor.name === 'impersonation.token_exchange.requests',
+      )!;
+      const points = counted.dataPoints.map(({ attributes, value }) => ({ attributes, value }));
+      expect(points.reduce((sum, { value }) => sum + (value as number), 0)).to.equal(102);
+      expect(points).to.deep.include({ attributes: { 'impersonation.outcome': 'issued' }, value: 2 });
+      expect(points).to.deep.include({
+        attributes: { 'impersonation.outcome': 'refused', 'error.type': 'type_0' },
+        value: 1,
+      });
+      // 64 attribute sets of refusals at most, then one for the rest, beside the issued.
+      expect(points).to.have.length(66);
+      expect(points).to.deep.include({
+        attributes: { 'impersonation.outcome': 'refused', 'error.type': '_OTHER' },
+        value: 36,
+      });
+    } finally {
+      await telemetry.close();
+    }
+  });
+});
 
 async function waitUntil(done: () => boolean, ms = 10_000): Promise<void> {
   const until = Date.now() + ms;
