@@ -1,4 +1,4 @@
-import type { ObservableResult } from '@opentelemetry/api';
+import type { Attributes, ObservableResult } from '@opentelemetry/api';
 import type { Telemetry } from './telemetry.js';
 
 /** The event names read here (lib/audit/events.ts): the sessions this instance issued, and their ends. */
@@ -97,6 +97,10 @@ export function observeProvider(
   });
 }
 
+/** The appends' attribute sets, built once: an append records one, it builds none. */
+const APPENDED = Object.freeze({ 'impersonation.outcome': 'appended' });
+const FAILED = Object.freeze({ 'impersonation.outcome': 'failed' });
+
 interface Appender {
   append(...args: never[]): Promise<void>;
 }
@@ -109,14 +113,14 @@ export function timedTrail<Sink extends Appender | undefined>(telemetry: Telemet
   if (!telemetry || !sink) return sink;
   const append = async (...args: never[]): Promise<void> => {
     const started = performance.now();
-    let outcome = 'appended';
+    let outcome: Attributes = APPENDED;
     try {
       await sink.append(...args);
     } catch (error) {
-      outcome = 'failed';
+      outcome = FAILED;
       throw error;
     } finally {
-      telemetry.metrics.trailAppend.record((performance.now() - started) / 1000, { 'impersonation.outcome': outcome });
+      telemetry.metrics.trailAppend.record((performance.now() - started) / 1000, outcome);
     }
   };
   return new Proxy(sink, {
