@@ -317,10 +317,15 @@ export function createPostgresOutbox(
     async stats() {
       const [counts, dropped] = await Promise.all([
         // The oldest waiting entry of each subscription: its lowest seq, one probe of the subscription index.
+        // Asked as the first row from (subscription, 0) on: with `subscription = …` and `ORDER BY seq` the
+        // planner walks the primary key instead, past every entry of the subscriptions appended before.
         run(
           `SELECT c.subscription, c.pending, c.dead,
-                  (SELECT e.created_at FROM ${entries} e WHERE e.subscription = c.subscription AND e.dead_at IS NULL
-                   ORDER BY e.seq LIMIT 1) AS oldest_at
+                  (SELECT f.created_at FROM (
+                     SELECT e.subscription, e.created_at FROM ${entries} e
+                     WHERE e.dead_at IS NULL AND (e.subscription, e.seq) > (c.subscription, 0)
+                     ORDER BY e.subscription, e.seq LIMIT 1
+                   ) f WHERE f.subscription = c.subscription) AS oldest_at
            FROM (SELECT subscription, count(*) FILTER (WHERE dead_at IS NULL) AS pending,
                         count(*) FILTER (WHERE dead_at IS NOT NULL) AS dead
                  FROM ${entries} GROUP BY subscription) c`,
