@@ -41,16 +41,19 @@ export function tracedDelivery<T extends Settled>(provider: object, entry: Entry
   });
 }
 
-/** The event an entry carries: a webhook payload's `type`, the first event URI of a SET. Never a value of it. */
+/**
+ * The event an entry carries: a webhook payload's `type`, the first event URI
+ * of a SET (its claims as JSON, signed as it goes out; or, queued by an
+ * earlier release, the signed SET). Never a value of it.
+ */
 function eventOf(kind: 'ssf' | 'webhook', body: string): string {
   try {
     if (kind === 'webhook') {
       const type = (JSON.parse(body) as { type?: unknown }).type;
       return typeof type === 'string' ? type : 'unknown';
     }
-    const claims = JSON.parse(Buffer.from(body.split('.')[1] ?? '', 'base64url').toString('utf8')) as {
-      events?: Record<string, unknown>;
-    };
+    const json = body.startsWith('{') ? body : Buffer.from(body.split('.')[1] ?? '', 'base64url').toString('utf8');
+    const claims = JSON.parse(json) as { events?: Record<string, unknown> };
     return Object.keys(claims.events ?? {})[0] ?? 'unknown';
   } catch {
     return 'unknown';
