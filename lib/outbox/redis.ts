@@ -41,7 +41,10 @@ const KEY_NAMES = [
   'reasons',
   'due',
   'order',
-];
+] as const;
+/** One key per name of KEY_NAMES, in its order. */
+type KeysOf<Names extends readonly string[]> = { -readonly [I in keyof Names]: string };
+type OutboxKeys = KeysOf<typeof KEY_NAMES>;
 
 /**
  * `due`'s member for a stream whose first entry may next be claimed at `at`;
@@ -240,20 +243,7 @@ export function createRedisOutbox(client: RedisClient, prefix: string, ready: ()
   for (const [name, lua] of Object.entries(SCRIPTS))
     client.defineCommand(name, { numberOfKeys: KEY_NAMES.length, lua });
   const keys = outboxKeys(prefix);
-  const [, , , entriesKey, attemptsKey, , pendingKey, droppedKey, deadKey, reasonsKey] = keys as [
-    string,
-    string,
-    string,
-    string,
-    string,
-    string,
-    string,
-    string,
-    string,
-    string,
-    string,
-    string,
-  ];
+  const [, , , entriesKey, attemptsKey, , pendingKey, droppedKey, deadKey, reasonsKey] = keys as OutboxKeys;
   const redis = client as unknown as ScriptedClient;
   const memberOf = (entry: LeasedEntry): string => entry.lease.slice(entry.lease.indexOf(':') + 1);
 

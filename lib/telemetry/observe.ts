@@ -8,11 +8,13 @@ const ENDED = ['impersonation.session.revoked', 'impersonation.session.ended'];
 /** Sessions counted at most, per provider: past it, new ones are not counted (the gauge reads low, never grows memory). */
 const MAX_COUNTED = 100_000;
 
+interface OutboxStats {
+  subscriptions: Record<string, { pending: number; dead: number; dropped: number }>;
+  oldest: Record<string, number>;
+}
+
 interface OutboxStatsReader {
-  stats(): Promise<{
-    subscriptions: Record<string, { pending: number; dead: number; dropped: number }>;
-    oldest: Record<string, number>;
-  }>;
+  stats(): Promise<OutboxStats>;
 }
 
 /**
@@ -48,21 +50,21 @@ export function observeProvider(
     result.observe(expiries.size);
   });
   // The SDK calls a collection's callbacks together: the second finds the first one's read in flight and shares it.
-  let reading: ReturnType<OutboxStatsReader['stats']> | undefined;
-  const readStats = (reader: OutboxStatsReader): ReturnType<OutboxStatsReader['stats']> =>
-    (reading ??= reader.stats().finally(() => {
-      reading = undefined;
-    }));
+  let reading: Promise<OutboxStats | undefined> | undefined;
+  const readStats = (): Promise<OutboxStats | undefined> =>
+    (reading ??= (async () => {
+      try {
+        return await outbox()?.stats();
+      } catch {
+        // The store did not answer: no figure this time, rather than a false zero.
+        return undefined;
+      } finally {
+        reading = undefined;
+      }
+    })());
   telemetry.observe('outboxBacklog', async (result: ObservableResult) => {
-    const reader = outbox();
-    if (!reader) return;
-    let stats;
-    try {
-      stats = await readStats(reader);
-    } catch {
-      // The store did not answer: no figure this time, rather than a false zero.
-      return;
-    }
+    const stats = await readStats();
+    if (!stats) return;
     // Each webhook is read, at zero when the store holds nothing of it: a series that stops is no zero.
     const counts = {
       ...Object.fromEntries(webhooks.map((id) => [id, { pending: 0, dead: 0 }])),
@@ -77,14 +79,8 @@ export function observeProvider(
     }
   });
   telemetry.observe('outboxOldestAge', async (result: ObservableResult) => {
-    const reader = outbox();
-    if (!reader) return;
-    let stats;
-    try {
-      stats = await readStats(reader);
-    } catch {
-      return;
-    }
+    const stats = await readStats();
+    if (!stats) return;
     const now = Date.now();
     // As the backlog: every webhook and every subscription the store knows, at zero when none of its entries waits.
     const names = new Set([...webhooks, ...Object.keys(stats.subscriptions), ...Object.keys(stats.oldest)]);
