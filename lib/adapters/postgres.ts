@@ -16,13 +16,21 @@ import type { BoundedIndexAdd, IndexEntry } from './contracts/indexes.js';
 import type { CommitOutcome, CommitWrite, QuotaOutcome, QuotaWrite } from './contracts/commit.js';
 import type { EveryDomainAdapter, ImpersonationAdapterClass } from './contract.js';
 import { saveWithinQuotasBy } from './quotas.js';
+import { APPROVAL_MODEL, SUBJECT_TOKEN_MODEL } from './models.js';
 import type { OutboxStore } from '../outbox/contract.js';
 import { appendValues, createPostgresOutbox, outboxDdl, type RunTransaction } from '../outbox/postgres.js';
 import { migrateUnderLock } from '../postgres/migration.js';
 import { lastByKey, StatementBatch } from '../postgres/batch.js';
 import { assertPlainIdentifiers } from '../postgres/identifier.js';
 import { openPool, type PoolSource } from '../postgres/pool.js';
-import { commitWith, migrateStore, storeNames, storeStatements, type Statement } from './postgres-schema.js';
+import {
+  ACCESS_TOKEN,
+  commitWith,
+  migrateStore,
+  storeNames,
+  storeStatements,
+  type Statement,
+} from './postgres-schema.js';
 import {
   invalidArgument,
   invalidCall,
@@ -91,6 +99,104 @@ function keyOf(value: string): string {
 }
 
 type Row = { payload: AdapterPayload; consumed: unknown };
+
+/** A row of `findMany`, with the entries read along with it (see Companions); NULLs when gone or not looked up. */
+type FoundRow = Row & {
+  n: string;
+  /** The ids the statement looked the companions up by (NULL: not looked up). */
+  session_uid: string | null;
+  grant_id: string | null;
+  session_payload: AdapterPayload | null;
+  session_consumed: unknown;
+  grant_payload: AdapterPayload | null;
+  grant_consumed: unknown;
+};
+
+/**
+ * What reading an entry is followed by, read with it. Honouring an access
+ * token, oidc-provider (and lib/access-token.ts) then finds its Session by
+ * uid and its Grant by id; an exchange that finds a subject token then finds
+ * the customer's grant it names. Those finds are answered from the first
+ * entry's row, without a round trip of their own. Each answer is kept for
+ * one find only, and only until the end of the turn of the event loop in
+ * which the entry was read (the finds that follow it run in the same turn);
+ * any write of this adapter drops them all. So an answer taken from here is
+ * what the database held at the first read, microseconds before, as if both
+ * had been read together: the exchange's commit still reads the end marks
+ * of a sign-out or a grant's end that raced it. A find that comes later, or
+ * that nothing was kept for, is sent to the database as any other.
+ */
+class Companions {
+  #kept = new Map<string, { payload: AdapterPayload | undefined }>();
+  #dropping = false;
+
+  keep(model: string, entry: AdapterPayload, row: FoundRow): void {
+    const fields = entry as { sessionUid?: unknown; grantId?: unknown; accessGrantId?: unknown };
+    if (model === ACCESS_TOKEN) {
+      this.#keepOne(
+        { model: 'Session', byUid: true },
+        fields.sessionUid,
+        row.session_uid,
+        row.session_payload,
+        row.session_consumed,
+      );
+      this.#keepOne(
+        { model: 'Grant', byUid: false },
+        fields.grantId,
+        row.grant_id,
+        row.grant_payload,
+        row.grant_consumed,
+      );
+    } else if (model === SUBJECT_TOKEN_MODEL) {
+      this.#keepOne(
+        { model: APPROVAL_MODEL, byUid: false },
+        fields.accessGrantId,
+        row.grant_id,
+        row.grant_payload,
+        row.grant_consumed,
+      );
+    }
+  }
+
+  take(lookup: Lookup): { payload: AdapterPayload | undefined } | undefined {
+    if (!this.#kept.size) return undefined;
+    const name = nameOf(lookup);
+    const kept = this.#kept.get(name);
+    if (kept) this.#kept.delete(name);
+    return kept;
+  }
+
+  drop(): void {
+    this.#kept.clear();
+  }
+
+  /**
+   * Kept only for an id the statement looked up as it is stored (one keyOf
+   * leaves as it is), and exactly as the entry names it.
+   */
+  #keepOne(
+    of: Omit<Lookup, 'key'>,
+    key: unknown,
+    lookedUp: string | null,
+    payload: AdapterPayload | null,
+    consumed: unknown,
+  ): void {
+    if (typeof key !== 'string' || lookedUp !== key || keyOf(key) !== key) return;
+    this.#kept.set(nameOf({ ...of, key }), {
+      payload: payload === null ? undefined : payloadOf({ payload, consumed }),
+    });
+    if (this.#dropping) return;
+    this.#dropping = true;
+    setImmediate(() => {
+      this.#dropping = false;
+      this.#kept.clear();
+    });
+  }
+}
+
+function nameOf({ model, byUid, key }: Lookup): string {
+  return `${model}\u0000${byUid ? 'uid' : 'id'}\u0000${key}`;
+}
 
 /**
  * How long a guard row a commit created is kept (ms): longer than any
@@ -246,11 +352,23 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
         items.length === 1 ? (items[0]!.byUid ? 'findByUid' : 'find') : 'find',
       );
       const found: Array<AdapterPayload | undefined> = Array.from({ length: items.length });
-      for (const row of rows as Array<Row & { n: string }>) found[Number(row.n) - 1] = payloadOf(row);
+      for (const row of rows as FoundRow[]) {
+        const payload = payloadOf(row);
+        found[Number(row.n) - 1] = payload;
+        const item = items[Number(row.n) - 1]!;
+        if (!item.byUid) companions.keep(item.model, payload, row);
+      }
       return found;
     },
     { max: MAX_BATCH },
   );
+  const companions = new Companions();
+
+  /** A find or findByUid: answered by what the access token's read brought along, or else by a statement. */
+  function lookUp(lookup: Lookup): Promise<AdapterPayload | undefined> {
+    const kept = companions.take(lookup);
+    return kept ? Promise.resolve(kept.payload) : lookups.add(lookup);
+  }
 
   const consumptions = new StatementBatch<{ model: string; id: string }, boolean>(
     async (items) => {
@@ -453,6 +571,7 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
     }
 
     async upsert(id: string, payload: AdapterPayload, expiresIn?: number): Promise<void> {
+      companions.drop();
       const { consumed, ...stored } = payload;
       await entryWrites.add({
         model: this.#name,
@@ -467,11 +586,11 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
     }
 
     async find(id: string): Promise<AdapterPayload | undefined> {
-      return lookups.add({ model: this.#name, byUid: false, key: keyOf(id) });
+      return lookUp({ model: this.#name, byUid: false, key: keyOf(id) });
     }
 
     async findByUid(uid: string): Promise<AdapterPayload | undefined> {
-      return lookups.add({ model: this.#name, byUid: true, key: keyOf(uid) });
+      return lookUp({ model: this.#name, byUid: true, key: keyOf(uid) });
     }
 
     async findByUserCode(userCode: string): Promise<AdapterPayload | undefined> {
@@ -483,6 +602,7 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
     }
 
     async consumeOnce(id: string): Promise<boolean> {
+      companions.drop();
       return consumptions.add({ model: this.#name, id: keyOf(id) });
     }
 
@@ -500,6 +620,7 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
       journal,
       outbox: notes,
     }: CommitWrite): Promise<CommitOutcome> {
+      companions.drop();
       const lifetime = lifetimeMs(write.expiresIn);
       if (lifetime === null || lifetime === 0) throw invalidCall('commitOnce', 'the entry to write needs a lifetime');
       assertMember(write.id);
@@ -554,10 +675,12 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
     }
 
     async destroy(id: string): Promise<void> {
+      companions.drop();
       await run(statements.destroy, [this.#name, keyOf(id)], 'destroy');
     }
 
     async revokeByGrantId(grantId: string): Promise<void> {
+      companions.drop();
       await run(statements.revokeByGrantId, [keyOf(grantId)], 'revokeByGrantId');
     }
 

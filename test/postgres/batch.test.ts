@@ -65,6 +65,74 @@ describe('PostgreSQL adapter: operations of one turn share a statement', () => {
     ]);
   });
 
+  it("reads an access token's Session and Grant, and a subject token's customer grant, with it: their finds send nothing", async () => {
+    const tokens = new Adapter('AccessToken');
+    const sessions = new Adapter('Session');
+    const grants = new Adapter('Grant');
+    const subjectTokens = new Adapter('SubjectToken');
+    const approvals = new Adapter('ImpersonationApproval');
+    await Promise.all([
+      tokens.upsert('at1', { jti: 'at1', accountId: 'alice', grantId: 'g1', sessionUid: 'u1' }, 60),
+      sessions.upsert('s1', { uid: 'u1', accountId: 'alice' }, 60),
+      grants.upsert('g1', { accountId: 'alice', clientId: 'c' }, 60),
+      subjectTokens.upsert('st1', { kind: 'SubjectToken', subject: 'carol', accessGrantId: 'ag1' }, 60),
+      approvals.upsert('ag1', { kind: 'grant', subject: 'carol' }, 60),
+    ]);
+    sent = [];
+    const [token, subjectToken] = await Promise.all([tokens.find('at1'), subjectTokens.find('st1')]);
+    // As oidc-provider and the exchange ask next: in the turn the first read resolved in.
+    const [session, grant, approval] = await Promise.all([
+      sessions.findByUid(token!['sessionUid'] as string),
+      grants.find(token!['grantId'] as string),
+      approvals.find(subjectToken!['accessGrantId'] as string),
+    ]);
+    expect(sent).to.deep.equal(['findMany']);
+    expect([session?.['accountId'], grant?.['clientId'], approval?.['subject']]).to.deep.equal(['alice', 'c', 'carol']);
+
+    // Each answer serves one find: the next is sent, and finds the entry as stored.
+    expect(await grants.find('g1')).to.deep.include({ accountId: 'alice' });
+    expect(sent).to.deep.equal(['findMany', 'findMany']);
+  });
+
+  it("answers a companion find only in the turn of the token's read, and never after a write of this adapter", async () => {
+    const tokens = new Adapter('AccessToken');
+    const sessions = new Adapter('Session');
+    const grants = new Adapter('Grant');
+    const stored = { jti: 'at1', accountId: 'alice', grantId: 'g1', sessionUid: 'u1' };
+    await Promise.all([
+      tokens.upsert('at1', stored, 60),
+      sessions.upsert('s1', { uid: 'u1', accountId: 'alice' }, 60),
+      grants.upsert('g1', { accountId: 'alice', clientId: 'c' }, 60),
+    ]);
+
+    // A later turn: the Grant revoked since (by another instance) is not found.
+    const Other = createPostgresAdapter({ pool, schema, table, cleanupInterval: 0 });
+    await tokens.find('at1');
+    await new Promise((resolve) => setImmediate(resolve));
+    await new Other('Grant').destroy('g1');
+    await Other.close();
+    expect(await grants.find('g1')).to.equal(undefined);
+
+    // The same turn, after a write: the Session destroyed by it is not found either.
+    await grants.upsert('g1', { accountId: 'alice', clientId: 'c' }, 60);
+    await tokens.find('at1');
+    void sessions.destroy('s1');
+    expect(await sessions.findByUid('u1')).to.equal(undefined);
+
+    // Absent companions are answered as absent, without a statement of their own.
+    await tokens.find('at1');
+    sent = [];
+    expect(await sessions.findByUid('u1')).to.equal(undefined);
+    expect(sent).to.deep.equal([]);
+
+    // A token whose payload holds an escape that cannot be read as text: its companions are found on their own.
+    await tokens.upsert('at2', { ...stored, jti: 'at2', note: 'nul \u0000 and \ud800' }, 60);
+    expect(await tokens.find('at2')).to.deep.include({ note: 'nul \u0000 and \ud800' });
+    sent = [];
+    expect(await grants.find('g1')).to.deep.include({ clientId: 'c' });
+    expect(sent).to.deep.equal(['findMany']);
+  });
+
   it('writes entries and index members of one turn in one statement each; the last write of a key wins', async () => {
     const tokens = new Adapter('AccessToken');
     const sessions = new Adapter('ImpersonationSession');
