@@ -8,7 +8,9 @@
  *
  * - waits: stretches of time during which at least one call of the adapter
  *   (the plugin's models and the provider's) is in flight, so calls made side
- *   by side count once and calls made one after another count each;
+ *   by side count once and calls made one after another count each; a
+ *   stretch that ends in the turn of the event loop it began in (finds the
+ *   adapter answered from an earlier read) is no wait;
  * - on Redis, the commands the server received (`redis-cli monitor`);
  * - on PostgreSQL, the transactions the database committed
  *   (`pg_stat_database`), on a database of the run's own; every statement of
@@ -51,15 +53,26 @@ interface Counter {
 /** The adapter class, every call of which is counted while `counter.counting`. */
 function counted(Store: ImpersonationAdapterClass, counter: Counter): ImpersonationAdapterClass {
   let inFlight = 0;
+  // A stretch that ends in the turn it began in waited for nothing (a find the adapter answered
+  // from an earlier read): a round trip always takes a turn of the event loop.
+  let stretch: { sameTurn: boolean } | undefined;
   const track = <T>(model: string, operation: string, call: () => Promise<T>): Promise<T> => {
     if (!counter.counting) return call();
     counter.calls += 1;
     const name = `${model}.${operation}`;
     counter.byOperation.set(name, (counter.byOperation.get(name) ?? 0) + 1);
-    if (inFlight === 0) counter.waits += 1;
+    if (inFlight === 0) {
+      counter.waits += 1;
+      const started = { sameTurn: true };
+      stretch = started;
+      setImmediate(() => {
+        started.sameTurn = false;
+      });
+    }
     inFlight += 1;
     return call().finally(() => {
       inFlight -= 1;
+      if (inFlight === 0 && stretch?.sameTurn) counter.waits -= 1;
     });
   };
   return class Counted extends Store {

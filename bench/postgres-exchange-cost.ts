@@ -1,0 +1,175 @@
+/**
+ * `node build/bench/postgres-exchange-cost.js [--exchanges N] [--concurrency C] [--adapter PATH]`:
+ * what one exchange with an opaque actor token costs PostgreSQL as the store,
+ * apart from the provider and the rest of the machine.
+ *
+ * The PostgreSQL adapter alone, in a schema of its own, asked for what an
+ * exchange asks of it, `concurrency` exchanges at a time: the subject token
+ * and the actor's access token, then the token's Session (by uid) and Grant,
+ * as oidc-provider asks for them, then the commit (the redemption, the
+ * session record, its five index members, its two guards). Every exchange
+ * uses the same actor token, as the bench's do, so that all of them share
+ * the sign-in's guards. It prints the statements sent per exchange, the
+ * CPU the run's own backends used per exchange (from /proc, by their pids:
+ * other clients of the same server are not counted; the WAL writer, shared
+ * with them, is left out), the rows written, and the exchanges per second.
+ * `--adapter` names another build's lib/adapters/postgres.js, to compare;
+ * `--indexes`, `--guards` and `--reads-only` leave parts of the commit out.
+ */
+import { randomUUID } from 'node:crypto';
+import { resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import pg from 'pg';
+import type { PostgresAdapterClass, PostgresAdapterOptions } from '../lib/adapters/postgres.js';
+import { readStat } from './proc-stat.js';
+import { serviceUrls } from './stores.js';
+
+function flag(name: string, fallback: string): string {
+  const at = process.argv.indexOf(`--${name}`);
+  return at === -1 ? fallback : process.argv[at + 1]!;
+}
+
+const EXCHANGES = Number(flag('exchanges', '4000'));
+const CONCURRENCY = Number(flag('concurrency', '16'));
+const ADAPTER = flag('adapter', '');
+/** What the commit is asked for, to see what each part costs: `--indexes 0..5`, `--guards 0..2`, `--reads-only`. */
+const INDEXES = ['active', 'subject:customer', 'actor:alice', 'origin:grant:g-alice', 'origin:session:u-alice'].slice(
+  0,
+  Number(flag('indexes', '5')),
+);
+const GUARDS = ['mark:grant:g-alice', 'mark:session:u-alice'].slice(0, Number(flag('guards', '2')));
+const READS_ONLY = process.argv.includes('--reads-only');
+
+async function main(): Promise<void> {
+  const { createPostgresAdapter } = (await import(
+    ADAPTER ? pathToFileURL(resolve(ADAPTER)).href : '../lib/adapters/postgres.js'
+  )) as { createPostgresAdapter: (options: PostgresAdapterOptions) => PostgresAdapterClass };
+  const { databaseUrl } = serviceUrls();
+  const schema = `cost_${randomUUID().replace(/-/g, '').slice(0, 12)}`;
+  const application = `exchange-cost-${schema}`;
+  const admin = new pg.Client({ connectionString: databaseUrl });
+  await admin.connect();
+  await admin.query(`CREATE SCHEMA "${schema}"`);
+  const pool = new pg.Pool({
+    connectionString: databaseUrl,
+    max: 10,
+    application_name: application,
+    ...(process.argv.includes('--generic') ? { options: '-c plan_cache_mode=force_generic_plan' } : {}),
+  });
+  let sent = 0;
+  const query = pool.query.bind(pool) as (...args: unknown[]) => Promise<pg.QueryResult>;
+  (pool as unknown as { query: typeof query }).query = (...args: unknown[]) => {
+    sent += 1;
+    return query(...args);
+  };
+  const Adapter = createPostgresAdapter({ pool, schema, cleanupInterval: 0 });
+  try {
+    await Adapter.migrate();
+    const tokens = new Adapter('AccessToken');
+    const sessions = new Adapter('Session');
+    const grants = new Adapter('Grant');
+    const subjectTokens = new Adapter('SubjectToken');
+    const records = new Adapter('ImpersonationSession');
+    await Promise.all([
+      tokens.upsert(
+        'opaque-actor-token',
+        {
+          jti: 'opaque-actor-token',
+          accountId: 'alice',
+          clientId: 'console',
+          grantId: 'g-alice',
+          sessionUid: 'u-alice',
+        },
+        3600,
+      ),
+      sessions.upsert(
+        's-alice',
+        { uid: 'u-alice', accountId: 'alice', authorizations: { console: { grantId: 'g-alice' } } },
+        3600,
+      ),
+      grants.upsert('g-alice', { accountId: 'alice', clientId: 'console', openid: { scope: 'openid' } }, 3600),
+    ]);
+    const subjects = Array.from({ length: EXCHANGES + 100 }, (_, n) => `st-${n}`);
+    for (let at = 0; at < subjects.length; at += 200) {
+      await Promise.all(
+        subjects
+          .slice(at, at + 200)
+          .map((id) =>
+            subjectTokens.upsert(
+              id,
+              { kind: 'SubjectToken', id, subject: 'customer', context: { ticketId: 'T-1' } },
+              3600,
+            ),
+          ),
+      );
+    }
+
+    let next = 0;
+    const exchange = async (): Promise<void> => {
+      const id = subjects[next++]!;
+      const [subject, token] = await Promise.all([subjectTokens.find(id), tokens.find('opaque-actor-token')]);
+      const [session, grant] = await Promise.all([
+        sessions.findByUid(token!['sessionUid'] as string),
+        grants.find(token!['grantId'] as string),
+      ]);
+      if (!subject || !session || !grant) throw new Error('an entry is missing');
+      if (READS_ONLY) return;
+      const record = `imp-${id}`;
+      const expiresAt = Date.now() + 900_000;
+      const outcome = await records.commitOnce({
+        consume: { model: 'SubjectToken', id },
+        write: {
+          model: 'ImpersonationSession',
+          id: record,
+          payload: { kind: 'ImpersonationSession', id: record, subject: 'customer', actor: 'alice', exp: expiresAt },
+          expiresIn: 960,
+        },
+        indexes: INDEXES,
+        expiresAt,
+        guards: GUARDS,
+      });
+      if (outcome.outcome !== 'committed') throw new Error(`not committed: ${outcome.outcome}`);
+    };
+    const run = async (count: number): Promise<void> => {
+      const stop = next + count;
+      await Promise.all(
+        Array.from({ length: CONCURRENCY }, async () => {
+          while (next < stop) await exchange();
+        }),
+      );
+    };
+
+    await run(100); // warm-up: connections opened, statements prepared
+    const { rows } = await admin.query<{ pid: number }>(
+      'SELECT pid FROM pg_stat_activity WHERE application_name = $1',
+      [application],
+    );
+    const backends = rows.map((row) => row.pid);
+    const cpu = () => backends.reduce((sum, pid) => sum + readStat(`/proc/${pid}/stat`).cpuSeconds, 0);
+    const walBefore = await admin.query<{ lsn: string }>('SELECT pg_current_wal_lsn()::text AS lsn');
+    sent = 0;
+    const cpuBefore = cpu();
+    const started = process.hrtime.bigint();
+    await run(EXCHANGES);
+    const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+    const cpuSeconds = cpu() - cpuBefore;
+    const { rows: wal } = await admin.query<{ bytes: string }>(
+      'SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), $1::pg_lsn)::bigint AS bytes',
+      [walBefore.rows[0]!.lsn],
+    );
+    console.log(
+      `${ADAPTER || 'this tree'}${READS_ONLY ? ', reads only' : `, ${INDEXES.length} index members, ${GUARDS.length} guards`}: ${EXCHANGES} exchanges at ${CONCURRENCY} at a time, ${backends.length} backends: ` +
+        `${(sent / EXCHANGES).toFixed(2)} statements per exchange, ` +
+        `${((cpuSeconds / EXCHANGES) * 1e6).toFixed(0)} µs of backend CPU per exchange, ` +
+        `${(Number(wal[0]!.bytes) / EXCHANGES / 1024).toFixed(1)} KiB of WAL per exchange (the server's, others' included), ` +
+        `${(EXCHANGES / seconds).toFixed(0)} exchanges/s`,
+    );
+  } finally {
+    await Adapter.close();
+    await pool.end();
+    await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+    await admin.end();
+  }
+}
+
+await main();
