@@ -117,17 +117,23 @@ type FoundRow = Row & {
  * token, oidc-provider (and lib/access-token.ts) then finds its Session by
  * uid and its Grant by id; an exchange that finds a subject token then finds
  * the customer's grant it names. Those finds are answered from the first
- * entry's row, without a round trip of their own. Each answer is kept for
- * one find only, and only until the end of the turn of the event loop in
- * which the entry was read (the finds that follow it run in the same turn);
- * any write of this adapter drops them all. So an answer taken from here is
- * what the database held at the first read, microseconds before, as if both
- * had been read together: the exchange's commit still reads the end marks
- * of a sign-out or a grant's end that raced it. A find that comes later, or
- * that nothing was kept for, is sent to the database as any other.
+ * entry's row, without a round trip of their own: one find per row that
+ * brought the answer (requests that read the same token in one statement
+ * each get their own), and only until the end of the turn of the event loop
+ * in which the entry was read (the finds that follow it run in the same
+ * turn). A write through the adapter of a model answers are kept for (a
+ * Session, a Grant, a customer's grant), or a revocation by grant id, drops
+ * them all. So an answer taken from here is what the database held at the
+ * first read, microseconds before, as if both had been read together: the
+ * exchange's commit still reads the end marks of a sign-out or a grant's end
+ * that raced it. A find that comes later, or that nothing was kept for, is
+ * sent to the database as any other.
  */
 class Companions {
-  #kept = new Map<string, { payload: AdapterPayload | undefined }>();
+  /** The models answers are kept for: a write of one of them drops every answer. */
+  static readonly MODELS = new Set(['Session', 'Grant', APPROVAL_MODEL]);
+  /** By lookup, one answer per row that brought it. */
+  #kept = new Map<string, Array<{ payload: AdapterPayload | undefined }>>();
   #dropping = false;
 
   keep(model: string, entry: AdapterPayload, row: FoundRow): void {
@@ -162,8 +168,14 @@ class Companions {
     if (!this.#kept.size) return undefined;
     const name = nameOf(lookup);
     const kept = this.#kept.get(name);
-    if (kept) this.#kept.delete(name);
-    return kept;
+    const answer = kept?.pop();
+    if (kept && !kept.length) this.#kept.delete(name);
+    return answer;
+  }
+
+  /** A write of `model` through the adapter: when answers are kept for it, all are dropped. */
+  written(model: string): void {
+    if (Companions.MODELS.has(model)) this.drop();
   }
 
   drop(): void {
@@ -182,9 +194,11 @@ class Companions {
     consumed: unknown,
   ): void {
     if (typeof key !== 'string' || lookedUp !== key || keyOf(key) !== key) return;
-    this.#kept.set(nameOf({ ...of, key }), {
-      payload: payload === null ? undefined : payloadOf({ payload, consumed }),
-    });
+    const name = nameOf({ ...of, key });
+    const answer = { payload: payload === null ? undefined : payloadOf({ payload, consumed }) };
+    const kept = this.#kept.get(name);
+    if (kept) kept.push(answer);
+    else this.#kept.set(name, [answer]);
     if (this.#dropping) return;
     this.#dropping = true;
     setImmediate(() => {
@@ -571,7 +585,7 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
     }
 
     async upsert(id: string, payload: AdapterPayload, expiresIn?: number): Promise<void> {
-      companions.drop();
+      companions.written(this.#name);
       const { consumed, ...stored } = payload;
       await entryWrites.add({
         model: this.#name,
@@ -602,7 +616,7 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
     }
 
     async consumeOnce(id: string): Promise<boolean> {
-      companions.drop();
+      companions.written(this.#name);
       return consumptions.add({ model: this.#name, id: keyOf(id) });
     }
 
@@ -620,7 +634,8 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
       journal,
       outbox: notes,
     }: CommitWrite): Promise<CommitOutcome> {
-      companions.drop();
+      companions.written(write.model);
+      if (consume) companions.written(consume.model);
       const lifetime = lifetimeMs(write.expiresIn);
       if (lifetime === null || lifetime === 0) throw invalidCall('commitOnce', 'the entry to write needs a lifetime');
       assertMember(write.id);
@@ -675,7 +690,7 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
     }
 
     async destroy(id: string): Promise<void> {
-      companions.drop();
+      companions.written(this.#name);
       await run(statements.destroy, [this.#name, keyOf(id)], 'destroy');
     }
 

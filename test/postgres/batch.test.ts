@@ -92,6 +92,29 @@ describe('PostgreSQL adapter: operations of one turn share a statement', () => {
     // Each answer serves one find: the next is sent, and finds the entry as stored.
     expect(await grants.find('g1')).to.deep.include({ accountId: 'alice' });
     expect(sent).to.deep.equal(['findMany', 'findMany']);
+
+    // Requests that read the same token in one statement each get their own answers, whatever
+    // the others wrote meanwhile to models none is kept for.
+    sent = [];
+    const records = new Adapter('ImpersonationSession');
+    const writes: Array<Promise<void>> = [];
+    const honour = async () => {
+      const found = await tokens.find('at1');
+      writes.push(records.upsert(`record-${writes.length}`, { kind: 'record' }, 60));
+      return Promise.all([
+        sessions.findByUid(found!['sessionUid'] as string),
+        grants.find(found!['grantId'] as string),
+      ]);
+    };
+    const honoured = await Promise.all([honour(), honour(), honour()]);
+    await Promise.all(writes);
+    expect(honoured.map(([session, grant]) => [session?.['accountId'], grant?.['clientId']])).to.deep.equal([
+      ['alice', 'c'],
+      ['alice', 'c'],
+      ['alice', 'c'],
+    ]);
+    expect(honoured[0]![0]).to.not.equal(honoured[1]![0]);
+    expect(sent.filter((name) => name === 'findMany')).to.deep.equal(['findMany']);
   });
 
   it("answers a companion find only in the turn of the token's read, and never after a write of this adapter", async () => {
