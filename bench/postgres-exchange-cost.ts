@@ -12,9 +12,7 @@
  * the sign-in's guards. It prints the statements sent per exchange, the
  * CPU the run's own backends used per exchange (from /proc, by their pids:
  * other clients of the same server are not counted; the WAL writer, shared
- * with them, is left out), the CPU of this process (the adapter and `pg`, as
- * a provider's main thread would pay them), the WAL written, and the
- * exchanges per second.
+ * with them, is left out), the rows written, and the exchanges per second.
  * `--adapter` names another build's lib/adapters/postgres.js, to compare;
  * `--indexes`, `--guards` and `--reads-only` leave parts of the commit out.
  */
@@ -151,12 +149,10 @@ async function main(): Promise<void> {
     const walBefore = await admin.query<{ lsn: string }>('SELECT pg_current_wal_lsn()::text AS lsn');
     sent = 0;
     const cpuBefore = cpu();
-    const ownBefore = process.cpuUsage();
     const started = process.hrtime.bigint();
     await run(EXCHANGES);
     const seconds = Number(process.hrtime.bigint() - started) / 1e9;
     const cpuSeconds = cpu() - cpuBefore;
-    const own = process.cpuUsage(ownBefore);
     const { rows: wal } = await admin.query<{ bytes: string }>(
       'SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), $1::pg_lsn)::bigint AS bytes',
       [walBefore.rows[0]!.lsn],
@@ -165,7 +161,6 @@ async function main(): Promise<void> {
       `${ADAPTER || 'this tree'}${READS_ONLY ? ', reads only' : `, ${INDEXES.length} index members, ${GUARDS.length} guards`}: ${EXCHANGES} exchanges at ${CONCURRENCY} at a time, ${backends.length} backends: ` +
         `${(sent / EXCHANGES).toFixed(2)} statements per exchange, ` +
         `${((cpuSeconds / EXCHANGES) * 1e6).toFixed(0)} µs of backend CPU per exchange, ` +
-        `${((own.user + own.system) / EXCHANGES).toFixed(0)} µs of this process's CPU (the adapter and pg) per exchange, ` +
         `${(Number(wal[0]!.bytes) / EXCHANGES / 1024).toFixed(1)} KiB of WAL per exchange (the server's, others' included), ` +
         `${(EXCHANGES / seconds).toFixed(0)} exchanges/s`,
     );

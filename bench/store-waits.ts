@@ -297,15 +297,9 @@ function label(resource: string): string {
 async function main(): Promise<void> {
   console.log('| store | exchange | waits | adapter calls | store commands per exchange |');
   console.log('| --- | --- | ---: | ---: | --- |');
-  // `--postgres-only` / `--redis-only`: one store.
-  const only = process.argv.includes('--postgres-only')
-    ? 'postgres'
-    : process.argv.includes('--redis-only')
-      ? 'redis'
-      : '';
   for (const resource of [API, OPAQUE_API, DOWNSTREAM_API]) {
-    if (only !== 'postgres') console.log(await onRedis(resource));
-    if (only !== 'redis') console.log(await onPostgres(resource));
+    console.log(await onRedis(resource));
+    console.log(await onPostgres(resource));
   }
 }
 

@@ -3,7 +3,6 @@ import type pg from 'pg';
 import { migrateUnderLock } from '../postgres/migration.js';
 import { appendCtes, type OutboxTables } from '../outbox/postgres.js';
 import { GUARD_KIND, QUOTA_KIND } from './contract.js';
-import { APPROVAL_MODEL, SUBJECT_TOKEN_MODEL } from './models.js';
 
 /**
  * The PostgreSQL adapter's two tables, their migration and every statement
@@ -132,9 +131,6 @@ export type StatementName =
   | 'cleanEntries'
   | 'cleanIndexes';
 
-/** The model whose finds by id also bring back the token's Session and Grant. */
-export const ACCESS_TOKEN = 'AccessToken';
-
 /** An entry is live while it has no expiry or its expiry is still ahead: no query ever returns another. */
 const LIVE = '(expires_at IS NULL OR expires_at > now())';
 
@@ -256,36 +252,13 @@ export function storeStatements(names: StoreNames): Record<StatementName, Statem
   const { entries, indexes } = names;
   const texts: Record<StatementName, string> = {
     // Entries by id ($2 false) or by uid ($2 true), any number at once; `n` says which lookup a row answers.
-    // An entry found by id comes with what reading it is followed by, from the same snapshot (NULLs
-    // when it is gone; see `Companions` in postgres.ts): an access token with its Session (by the
-    // token's sessionUid) and its Grant (by its grantId), a subject token with the customer's grant
-    // it names (accessGrantId).
-    findMany: `SELECT q.n, e.payload, e.consumed, k.session_uid, s.payload AS session_payload,
-        s.consumed AS session_consumed, k.grant_id, g.payload AS grant_payload, g.consumed AS grant_consumed
+    findMany: `SELECT q.n, e.payload, e.consumed
       FROM unnest($1::text[], $2::bool[], $3::text[]) WITH ORDINALITY AS q(model, by_uid, key, n)
       CROSS JOIN LATERAL (
         SELECT payload, consumed FROM ${entries} WHERE NOT q.by_uid AND model = q.model AND id = q.key AND ${LIVE}
         UNION ALL
         SELECT payload, consumed FROM ${entries} WHERE q.by_uid AND model = q.model AND uid = q.key AND ${LIVE}
-        LIMIT 1) AS e
-      -- The ids the entry names, as looked up; none from a payload holding a \\u escape (an escaped
-      -- NUL or lone surrogate cannot be read as text; each CASE tests it first, its branches taken
-      -- in order): those ids are then found by a lookup of their own.
-      CROSS JOIN LATERAL (
-        SELECT
-          CASE WHEN q.by_uid OR strpos(e.payload::text, '\\u') <> 0 THEN NULL
-            WHEN q.model = '${ACCESS_TOKEN}' THEN (e.payload->>'sessionUid') COLLATE "C" END AS session_uid,
-          CASE WHEN q.by_uid OR strpos(e.payload::text, '\\u') <> 0 THEN NULL
-            WHEN q.model = '${ACCESS_TOKEN}' THEN (e.payload->>'grantId') COLLATE "C"
-            WHEN q.model = '${SUBJECT_TOKEN_MODEL}' THEN (e.payload->>'accessGrantId') COLLATE "C" END AS grant_id
-        ) AS k
-      LEFT JOIN LATERAL (
-        SELECT payload, consumed FROM ${entries} WHERE model = 'Session' AND uid = k.session_uid AND ${LIVE}
-        LIMIT 1) AS s ON true
-      LEFT JOIN LATERAL (
-        SELECT payload, consumed FROM ${entries}
-        WHERE model = CASE q.model WHEN '${ACCESS_TOKEN}' THEN 'Grant' ELSE '${APPROVAL_MODEL}' END
-          AND id = k.grant_id AND ${LIVE}) AS g ON true`,
+        LIMIT 1) AS e`,
     findByUserCode: `SELECT payload, consumed FROM ${entries} WHERE model = $1 AND user_code = $2 AND ${LIVE} LIMIT 1`,
     // Replaces whole entries, so that a `consumed` of an earlier version cannot survive. One row
     // per model and id, in the order given. $8 holds lifetimes in milliseconds; NULL (no expiry)

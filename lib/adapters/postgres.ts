@@ -16,21 +16,13 @@ import type { BoundedIndexAdd, IndexEntry } from './contracts/indexes.js';
 import type { CommitOutcome, CommitWrite, QuotaOutcome, QuotaWrite } from './contracts/commit.js';
 import type { EveryDomainAdapter, ImpersonationAdapterClass } from './contract.js';
 import { saveWithinQuotasBy } from './quotas.js';
-import { APPROVAL_MODEL, SUBJECT_TOKEN_MODEL } from './models.js';
 import type { OutboxStore } from '../outbox/contract.js';
 import { appendValues, createPostgresOutbox, outboxDdl, type RunTransaction } from '../outbox/postgres.js';
 import { migrateUnderLock } from '../postgres/migration.js';
 import { lastByKey, StatementBatch } from '../postgres/batch.js';
 import { assertPlainIdentifiers } from '../postgres/identifier.js';
 import { openPool, type PoolSource } from '../postgres/pool.js';
-import {
-  ACCESS_TOKEN,
-  commitWith,
-  migrateStore,
-  storeNames,
-  storeStatements,
-  type Statement,
-} from './postgres-schema.js';
+import { commitWith, migrateStore, storeNames, storeStatements, type Statement } from './postgres-schema.js';
 import {
   invalidArgument,
   invalidCall,
@@ -99,118 +91,6 @@ function keyOf(value: string): string {
 }
 
 type Row = { payload: AdapterPayload; consumed: unknown };
-
-/** A row of `findMany`, with the entries read along with it (see Companions); NULLs when gone or not looked up. */
-type FoundRow = Row & {
-  n: string;
-  /** The ids the statement looked the companions up by (NULL: not looked up). */
-  session_uid: string | null;
-  grant_id: string | null;
-  session_payload: AdapterPayload | null;
-  session_consumed: unknown;
-  grant_payload: AdapterPayload | null;
-  grant_consumed: unknown;
-};
-
-/**
- * What reading an entry is followed by, read with it. Honouring an access
- * token, oidc-provider (and lib/access-token.ts) then finds its Session by
- * uid and its Grant by id; an exchange that finds a subject token then finds
- * the customer's grant it names. Those finds are answered from the first
- * entry's row, without a round trip of their own: one find per row that
- * brought the answer (requests that read the same token in one statement
- * each get their own), and only until the end of the turn of the event loop
- * in which the entry was read (the finds that follow it run in the same
- * turn). A write through the adapter of a model answers are kept for (a
- * Session, a Grant, a customer's grant), or a revocation by grant id, drops
- * them all. So an answer taken from here is what the database held at the
- * first read, microseconds before, as if both had been read together: the
- * exchange's commit still reads the end marks of a sign-out or a grant's end
- * that raced it. A find that comes later, or that nothing was kept for, is
- * sent to the database as any other.
- */
-class Companions {
-  /** The models answers are kept for: a write of one of them drops every answer. */
-  static readonly MODELS = new Set(['Session', 'Grant', APPROVAL_MODEL]);
-  /** By lookup, one answer per row that brought it. */
-  #kept = new Map<string, Array<{ payload: AdapterPayload | undefined }>>();
-  #dropping = false;
-
-  keep(model: string, entry: AdapterPayload, row: FoundRow): void {
-    const fields = entry as { sessionUid?: unknown; grantId?: unknown; accessGrantId?: unknown };
-    if (model === ACCESS_TOKEN) {
-      this.#keepOne(
-        { model: 'Session', byUid: true },
-        fields.sessionUid,
-        row.session_uid,
-        row.session_payload,
-        row.session_consumed,
-      );
-      this.#keepOne(
-        { model: 'Grant', byUid: false },
-        fields.grantId,
-        row.grant_id,
-        row.grant_payload,
-        row.grant_consumed,
-      );
-    } else if (model === SUBJECT_TOKEN_MODEL) {
-      this.#keepOne(
-        { model: APPROVAL_MODEL, byUid: false },
-        fields.accessGrantId,
-        row.grant_id,
-        row.grant_payload,
-        row.grant_consumed,
-      );
-    }
-  }
-
-  take(lookup: Lookup): { payload: AdapterPayload | undefined } | undefined {
-    if (!this.#kept.size) return undefined;
-    const name = nameOf(lookup);
-    const kept = this.#kept.get(name);
-    const answer = kept?.pop();
-    if (kept && !kept.length) this.#kept.delete(name);
-    return answer;
-  }
-
-  /** A write of `model` through the adapter: when answers are kept for it, all are dropped. */
-  written(model: string): void {
-    if (Companions.MODELS.has(model)) this.drop();
-  }
-
-  drop(): void {
-    this.#kept.clear();
-  }
-
-  /**
-   * Kept only for an id the statement looked up as it is stored (one keyOf
-   * leaves as it is), and exactly as the entry names it.
-   */
-  #keepOne(
-    of: Omit<Lookup, 'key'>,
-    key: unknown,
-    lookedUp: string | null,
-    payload: AdapterPayload | null,
-    consumed: unknown,
-  ): void {
-    if (typeof key !== 'string' || lookedUp !== key || keyOf(key) !== key) return;
-    const name = nameOf({ ...of, key });
-    const answer = { payload: payload === null ? undefined : payloadOf({ payload, consumed }) };
-    const kept = this.#kept.get(name);
-    if (kept) kept.push(answer);
-    else this.#kept.set(name, [answer]);
-    if (this.#dropping) return;
-    this.#dropping = true;
-    setImmediate(() => {
-      this.#dropping = false;
-      this.#kept.clear();
-    });
-  }
-}
-
-function nameOf({ model, byUid, key }: Lookup): string {
-  return `${model}\u0000${byUid ? 'uid' : 'id'}\u0000${key}`;
-}
 
 /**
  * How long a guard row a commit created is kept (ms): longer than any
@@ -366,23 +246,11 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
         items.length === 1 ? (items[0]!.byUid ? 'findByUid' : 'find') : 'find',
       );
       const found: Array<AdapterPayload | undefined> = Array.from({ length: items.length });
-      for (const row of rows as FoundRow[]) {
-        const payload = payloadOf(row);
-        found[Number(row.n) - 1] = payload;
-        const item = items[Number(row.n) - 1]!;
-        if (!item.byUid) companions.keep(item.model, payload, row);
-      }
+      for (const row of rows as Array<Row & { n: string }>) found[Number(row.n) - 1] = payloadOf(row);
       return found;
     },
     { max: MAX_BATCH },
   );
-  const companions = new Companions();
-
-  /** A find or findByUid: answered by what the access token's read brought along, or else by a statement. */
-  function lookUp(lookup: Lookup): Promise<AdapterPayload | undefined> {
-    const kept = companions.take(lookup);
-    return kept ? Promise.resolve(kept.payload) : lookups.add(lookup);
-  }
 
   const consumptions = new StatementBatch<{ model: string; id: string }, boolean>(
     async (items) => {
@@ -585,7 +453,6 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
     }
 
     async upsert(id: string, payload: AdapterPayload, expiresIn?: number): Promise<void> {
-      companions.written(this.#name);
       const { consumed, ...stored } = payload;
       await entryWrites.add({
         model: this.#name,
@@ -600,11 +467,11 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
     }
 
     async find(id: string): Promise<AdapterPayload | undefined> {
-      return lookUp({ model: this.#name, byUid: false, key: keyOf(id) });
+      return lookups.add({ model: this.#name, byUid: false, key: keyOf(id) });
     }
 
     async findByUid(uid: string): Promise<AdapterPayload | undefined> {
-      return lookUp({ model: this.#name, byUid: true, key: keyOf(uid) });
+      return lookups.add({ model: this.#name, byUid: true, key: keyOf(uid) });
     }
 
     async findByUserCode(userCode: string): Promise<AdapterPayload | undefined> {
@@ -616,7 +483,6 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
     }
 
     async consumeOnce(id: string): Promise<boolean> {
-      companions.written(this.#name);
       return consumptions.add({ model: this.#name, id: keyOf(id) });
     }
 
@@ -634,8 +500,6 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
       journal,
       outbox: notes,
     }: CommitWrite): Promise<CommitOutcome> {
-      companions.written(write.model);
-      if (consume) companions.written(consume.model);
       const lifetime = lifetimeMs(write.expiresIn);
       if (lifetime === null || lifetime === 0) throw invalidCall('commitOnce', 'the entry to write needs a lifetime');
       assertMember(write.id);
@@ -690,12 +554,10 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
     }
 
     async destroy(id: string): Promise<void> {
-      companions.written(this.#name);
       await run(statements.destroy, [this.#name, keyOf(id)], 'destroy');
     }
 
     async revokeByGrantId(grantId: string): Promise<void> {
-      companions.drop();
       await run(statements.revokeByGrantId, [keyOf(grantId)], 'revokeByGrantId');
     }
 
