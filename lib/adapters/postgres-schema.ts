@@ -145,11 +145,18 @@ export interface CommitExtras {
   appendFunction?: string | undefined;
   /** The outbox's tables: the exchange's notifications are appended (appendCtes' values follow). */
   outbox?: Pick<OutboxTables, 'entries' | 'drops'> | undefined;
+  /**
+   * Whether the commit charges quota counters (a delegation's). Without, the
+   * statement has none of the counters' CTEs: an impersonation's commit plans
+   * and runs as the redemption, the session and its guards alone ($12–$14
+   * are still bound, and unused).
+   */
+  quotas?: boolean | undefined;
 }
 
 /** The commit statement with `extras`, named after them. */
 export function commitWith(names: StoreNames, extras: CommitExtras): Statement {
-  const variant = `${extras.appendFunction ?? ''}\n${extras.outbox ? extras.outbox.entries : ''}`;
+  const variant = `${extras.appendFunction ?? ''}\n${extras.outbox ? extras.outbox.entries : ''}\n${extras.quotas ? 'quotas' : ''}`;
   const suffix = createHash('sha256').update(variant).digest('hex').slice(0, 12);
   return { name: `${names.statementPrefix}commit_${suffix}`, text: commitText(names, extras) };
 }
@@ -172,7 +179,7 @@ export function commitWith(names: StoreNames, extras: CommitExtras): Statement {
 // from the row `allowed` returns; a caller that waited for the consumed row's lock finds it
 // consumed and writes nothing. $7 is the entry's lifetime in milliseconds, $8 the members'
 // expiry.
-function commitText({ entries, indexes }: StoreNames, { appendFunction, outbox }: CommitExtras): string {
+function commitText({ entries, indexes }: StoreNames, { appendFunction, outbox, quotas }: CommitExtras): string {
   const journal = appendFunction
     ? `,
       journaled AS (SELECT (r.j).seq AS seq, (r.j).hash AS hash
@@ -186,20 +193,12 @@ function commitText({ entries, indexes }: StoreNames, { appendFunction, outbox }
     : '';
   const dropped = outbox ? '(SELECT json_agg(subscription) FROM refused)' : 'NULL::json';
   const live = '(e.expires_at IS NULL OR e.expires_at > now())';
-  const open = `NOT EXISTS (SELECT 1 FROM ended) AND NOT EXISTS (SELECT 1 FROM unsettled)
-          AND NOT EXISTS (SELECT 1 FROM spent) AND NOT EXISTS (SELECT 1 FROM quota_unsettled)`;
-  return `WITH created AS (
-        INSERT INTO ${entries} (model, id, payload, expires_at)
-        SELECT $4, g.id, json_build_object('kind', '${GUARD_KIND}'), now() + $11::float8 * interval '1 millisecond'
-        FROM unnest($10::text[]) AS g(id) ORDER BY g.id COLLATE "C"
-        ON CONFLICT (model, id) DO NOTHING
-        RETURNING id),
-      locked AS (
-        SELECT id, payload FROM ${entries} WHERE model = $4 AND id = ANY($10::text[]) ORDER BY id FOR SHARE),
-      unsettled AS (
-        SELECT g.id FROM unnest($10::text[]) AS g(id)
-        WHERE g.id NOT IN (SELECT id FROM created) AND g.id NOT IN (SELECT id FROM locked)),
-      ended AS (SELECT id FROM locked WHERE payload->>'ended' IS NOT NULL ORDER BY id LIMIT 1),
+  const open = quotas
+    ? `NOT EXISTS (SELECT 1 FROM ended) AND NOT EXISTS (SELECT 1 FROM unsettled)
+          AND NOT EXISTS (SELECT 1 FROM spent) AND NOT EXISTS (SELECT 1 FROM quota_unsettled)`
+    : 'NOT EXISTS (SELECT 1 FROM ended) AND NOT EXISTS (SELECT 1 FROM unsettled)';
+  const counters = quotas
+    ? `
       wanted AS (
         SELECT * FROM unnest($12::text[], $13::int[], $14::float8[]) WITH ORDINALITY AS q(id, max, lifetime, n)),
       quota_created AS (
@@ -215,7 +214,38 @@ function commitText({ entries, indexes }: StoreNames, { appendFunction, outbox }
       quota_unsettled AS (SELECT w.id FROM wanted AS w WHERE w.id NOT IN (SELECT id FROM quota_locked)),
       spent AS (
         SELECT w.id FROM wanted AS w JOIN quota_locked AS l ON l.id = w.id WHERE l.count >= w.max
-        ORDER BY w.n LIMIT 1),
+        ORDER BY w.n LIMIT 1),`
+    : `
+      -- No counters: the parameters keep their places and types, read by nothing.
+      wanted AS (SELECT $12::text[] AS ids, $13::int[] AS maxes, $14::float8[] AS lifetimes),`;
+  const charged = quotas
+    ? `
+      charged AS (
+        UPDATE ${entries} AS e SET
+          payload = json_build_object('kind', '${QUOTA_KIND}',
+            'count', CASE WHEN ${live} THEN (e.payload->>'count')::int + 1 ELSE 1 END),
+          expires_at = CASE WHEN ${live} THEN e.expires_at ELSE now() + w.lifetime * interval '1 millisecond' END
+        FROM wanted AS w
+        WHERE e.model = $4 AND e.id = w.id AND EXISTS (SELECT 1 FROM allowed)
+        RETURNING e.id),`
+    : '';
+  const outcome = quotas
+    ? `(SELECT id FROM spent) AS spent,
+        ((SELECT count(*) FROM unsettled) + (SELECT count(*) FROM quota_unsettled))::int AS unsettled,
+        (SELECT count(*) FROM charged)::int AS charged`
+    : `NULL::text AS spent, (SELECT count(*) FROM unsettled)::int AS unsettled, 0 AS charged`;
+  return `WITH created AS (
+        INSERT INTO ${entries} (model, id, payload, expires_at)
+        SELECT $4, g.id, json_build_object('kind', '${GUARD_KIND}'), now() + $11::float8 * interval '1 millisecond'
+        FROM unnest($10::text[]) AS g(id) ORDER BY g.id COLLATE "C"
+        ON CONFLICT (model, id) DO NOTHING
+        RETURNING id),
+      locked AS (
+        SELECT id, payload FROM ${entries} WHERE model = $4 AND id = ANY($10::text[]) ORDER BY id FOR SHARE),
+      unsettled AS (
+        SELECT g.id FROM unnest($10::text[]) AS g(id)
+        WHERE g.id NOT IN (SELECT id FROM created) AND g.id NOT IN (SELECT id FROM locked)),
+      ended AS (SELECT id FROM locked WHERE payload->>'ended' IS NOT NULL ORDER BY id LIMIT 1),${counters}
       redeemed AS (
         UPDATE ${entries} SET consumed = $3
         WHERE model = $1 AND id = $2 AND consumed IS NULL AND ${LIVE}
@@ -224,15 +254,7 @@ function commitText({ entries, indexes }: StoreNames, { appendFunction, outbox }
       allowed AS (
         SELECT 1 AS ok FROM redeemed
         UNION ALL
-        SELECT 1 WHERE $1::text IS NULL AND ${open}),
-      charged AS (
-        UPDATE ${entries} AS e SET
-          payload = json_build_object('kind', '${QUOTA_KIND}',
-            'count', CASE WHEN ${live} THEN (e.payload->>'count')::int + 1 ELSE 1 END),
-          expires_at = CASE WHEN ${live} THEN e.expires_at ELSE now() + w.lifetime * interval '1 millisecond' END
-        FROM wanted AS w
-        WHERE e.model = $4 AND e.id = w.id AND EXISTS (SELECT 1 FROM allowed)
-        RETURNING e.id),
+        SELECT 1 WHERE $1::text IS NULL AND ${open}),${charged}
       written AS (
         INSERT INTO ${entries} (model, id, payload, consumed, grant_id, uid, user_code, expires_at)
         SELECT $4, $5, $6::json, NULL, NULL, NULL, NULL, now() + $7::float8 * interval '1 millisecond' FROM allowed
@@ -243,9 +265,7 @@ function commitText({ entries, indexes }: StoreNames, { appendFunction, outbox }
         SELECT $4, name, $5, $8::bigint FROM allowed CROSS JOIN unnest($9::text[]) AS name
         ON CONFLICT (model, name, member) DO UPDATE SET expires_at = EXCLUDED.expires_at)${journal}${notes}
       SELECT (SELECT count(*) FROM allowed)::int AS committed, (SELECT id FROM ended) AS guard,
-        (SELECT id FROM spent) AS spent,
-        ((SELECT count(*) FROM unsettled) + (SELECT count(*) FROM quota_unsettled))::int AS unsettled,
-        (SELECT count(*) FROM charged)::int AS charged, ${journaled} AS journaled, ${dropped} AS dropped`;
+        ${outcome}, ${journaled} AS journaled, ${dropped} AS dropped`;
 }
 
 export function storeStatements(names: StoreNames): Record<StatementName, Statement> {

@@ -178,14 +178,15 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
   const { pool, end } = openPool('createPostgresAdapter', options);
   const names = storeNames(options.schema, table);
   const statements = storeStatements(names);
-  // The commit's variants: with a trail's rows, with notifications, both (one prepared statement each).
+  // The commit's variants: with a trail's rows, with notifications, with quota counters (a
+  // delegation's), or any of them together (one prepared statement each).
   const commitVariants = new Map<string, Statement>();
-  const commitStatement = (appendFunction: string | undefined, notifying: boolean): Statement => {
-    if (!appendFunction && !notifying) return statements.commit;
-    const key = `${appendFunction ?? ''}\n${notifying}`;
+  const commitStatement = (appendFunction: string | undefined, notifying: boolean, quotas: boolean): Statement => {
+    if (!appendFunction && !notifying && !quotas) return statements.commit;
+    const key = `${appendFunction ?? ''}\n${notifying}\n${quotas}`;
     let statement = commitVariants.get(key);
     if (!statement) {
-      statement = commitWith(names, { appendFunction, outbox: notifying ? outboxTables : undefined });
+      statement = commitWith(names, { appendFunction, outbox: notifying ? outboxTables : undefined, quotas });
       commitVariants.set(key, statement);
     }
     return statement;
@@ -529,7 +530,7 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
         ...(journal ? [journal.rows] : []),
         ...(notifying ? appendValues(notes.entries, notes.maxPending, notes.now) : []),
       ];
-      const statement = commitStatement(journal?.appendFunction, notifying);
+      const statement = commitStatement(journal?.appendFunction, notifying, quotas.length > 0);
       let answer: CommitRow;
       // A guard or counter row another statement (or this one) created is not seen by it: sent again, it is.
       for (let attempt = 1; ; attempt += 1) {
