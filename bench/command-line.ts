@@ -38,6 +38,11 @@ export interface Configuration {
   telemetry?: TelemetrySetup;
   /** The scenarios it runs, when not all (before --only). */
   scenarios?: readonly ScenarioName[];
+  /**
+   * Configurations of one cohort, listed next to each other, run side by
+   * side, their rounds alternating (bench/measure.ts, measureCohort).
+   */
+  cohort?: string;
   /** How rows, targets and logs name it. */
   name: string;
 }
@@ -161,6 +166,7 @@ function telemetryConfigurations(): Configuration[] {
     telemetry,
     name: `memory · telemetry ${telemetry}`,
     scenarios: ['baseline', 'exchange-actor'],
+    cohort: 'telemetry',
   }));
 }
 
@@ -201,7 +207,7 @@ function scenariosOf(list: string | undefined): ScenarioName[] | undefined {
 function configurationsOf(argv: readonly string[]): Configuration[] {
   if (argv.includes('--telemetry')) return telemetryConfigurations();
   if (argv.includes('--smoke') && !NARROWING_SMOKE.some((flag) => argv.includes(flag))) {
-    return [...SMOKE_CONFIGURATIONS];
+    return [...SMOKE_CONFIGURATIONS, ...telemetryConfigurations()];
   }
   const adapters: AdapterKind[] = argv.includes('--memory-only')
     ? ['memory']

@@ -10,7 +10,7 @@ import { fire, type RequestSpec, type RunRecord } from './load.js';
 import type { ServerStats } from './protocol.js';
 import { baselineRequest, creationRequest, obtainCredentials, requestsFor, type Credentials } from './requests.js';
 import { EXCHANGES, SCENARIOS, type ScenarioName } from './scenarios.js';
-import { endsRound, pairedRatios, scheduleOf, tokensBefore } from './schedule.js';
+import { endsRound, pairedRatios, roundOf, scheduleOf, tokensBefore, type Slot } from './schedule.js';
 import { ServerLog } from './server-log.js';
 import { startServer, type ServerProcess, type ServerProcessOptions } from './server-process.js';
 import type { StoreServerOptions } from './stores.js';
@@ -41,13 +41,57 @@ export interface ConfigurationResult {
 /** The niceness of the processes that stand for other machines (the lowest priority). */
 const BACKGROUND_PRIORITY = 19;
 
-/** Runs one configuration on a provider of its own; `profileDir` is its folder of CPU profiles, if any. */
-export async function measureConfiguration(
-  config: Configuration,
+/** A configuration of a cohort, on its store. */
+export interface CohortMember {
+  config: Configuration;
+  store: StoreServerOptions;
+  profileDir: string | undefined;
+}
+
+/**
+ * Runs configurations side by side, each on a provider of its own started
+ * together: after every provider's warm-up, round by round, each provider's
+ * round (B C B) in turn, the turns' order rotating. Providers compared with
+ * one another (telemetry off, its no-op, a real SDK) so meet the machine's
+ * drift alike: one after the other, minutes apart, their ratios differed by
+ * more than what they are compared for. One configuration alone runs its
+ * rounds as one schedule (bench/schedule.ts).
+ */
+export async function measureCohort(
+  members: readonly CohortMember[],
   settings: Settings,
-  store: StoreServerOptions,
-  profileDir: string | undefined,
-): Promise<ConfigurationResult> {
+): Promise<ConfigurationResult[]> {
+  const opened: Measured[] = [];
+  try {
+    for (const member of members) opened.push(await openMeasured(member, settings));
+    for (const measured of opened) await measured.measurement.prepare();
+    const { rounds } = settings;
+    if (opened.length === 1) {
+      await opened[0]!.measurement.windows(scheduleOf(opened[0]!.measurement.scenarios, rounds), rounds);
+    } else {
+      for (let round = 0; round < rounds; round += 1) {
+        for (let turn = 0; turn < opened.length; turn += 1) {
+          const { measurement } = opened[(round + turn) % opened.length]!;
+          await measurement.windows(roundOf(measurement.scenarios, round), rounds);
+        }
+      }
+    }
+    const results: ConfigurationResult[] = [];
+    for (const measured of opened) results.push(await measured.finish());
+    return results;
+  } finally {
+    for (const measured of opened.reverse()) await measured.close();
+  }
+}
+
+/** A provider started for a configuration, with the processes beside it. */
+interface Measured {
+  measurement: Measurement;
+  finish(): Promise<ConfigurationResult>;
+  close(): Promise<void>;
+}
+
+async function openMeasured({ config, store, profileDir }: CohortMember, settings: Settings): Promise<Measured> {
   const serverLog = new ServerLog();
   const receiver: WebhookReceiver | undefined = config.webhooks ? await startWebhookReceiver() : undefined;
   const options: ServerProcessOptions = {
@@ -62,6 +106,12 @@ export async function measureConfiguration(
     ...(receiver ? { webhookUrl: receiver.url } : {}),
   };
   let deliverer: ServerProcess | undefined;
+  let server: ServerProcess | undefined;
+  const close = async (): Promise<void> => {
+    await server?.close();
+    await deliverer?.close();
+    await receiver?.close();
+  };
   try {
     // Delivered elsewhere: a second provider process on the same store delivers the outbox and serves nothing.
     if (receiver && config.deliveredElsewhere) {
@@ -70,22 +120,27 @@ export async function measureConfiguration(
     // The receiver, and a provider that only delivers, stand for machines of their own: on the bench's
     // shared cores they run at the lowest priority, on what the measured provider leaves idle.
     for (const pid of [receiver?.pid, deliverer?.pid]) if (pid !== undefined) setPriority(pid, BACKGROUND_PRIORITY);
-    const server = await startServer(config.deliveredElsewhere ? { ...options, deliverOutbox: false } : options);
-    try {
-      const credentials = await obtainCredentials(server.base, { namedActor: config.standingGrant === true });
-      const measurement = new Measurement(config, settings, server, credentials);
-      const result = await measurement.run(settings.profile ? profileDir : undefined);
-      return {
-        ...result,
+    server = await startServer(config.deliveredElsewhere ? { ...options, deliverOutbox: false } : options);
+    const credentials = await obtainCredentials(server.base, { namedActor: config.standingGrant === true });
+    const measurement = new Measurement(
+      config,
+      settings,
+      server,
+      credentials,
+      settings.profile ? profileDir : undefined,
+    );
+    return {
+      measurement,
+      finish: async () => ({
+        ...(await measurement.result()),
         abortedLogged: serverLog.aborted,
         ...(receiver ? { webhooksReceived: await receiver.deliveries() } : {}),
-      };
-    } finally {
-      await server.close();
-    }
-  } finally {
-    await deliverer?.close();
-    await receiver?.close();
+      }),
+      close,
+    };
+  } catch (error) {
+    await close();
+    throw error;
   }
 }
 
@@ -93,31 +148,39 @@ class Measurement {
   readonly #pool = new TokenPool();
   readonly #untimed = { requests: 0, failed: 0 };
   readonly #bestRate: Partial<Record<ScenarioName, number>> = {};
+  readonly #totals: Partial<Record<ScenarioName, ScenarioTotals>> = {};
+  /** Timed windows so far: a profile's file is named by its window's number. */
+  #windowCount = 0;
+  readonly scenarios: readonly ScenarioName[];
 
   constructor(
     readonly config: Configuration,
     readonly settings: Settings,
     readonly server: ServerProcess,
     readonly credentials: Credentials,
-  ) {}
-
-  async run(profileDir: string | undefined): Promise<Omit<ConfigurationResult, 'abortedLogged'>> {
-    const { only } = this.settings;
-    const scenarios = SCENARIOS.filter(
-      (name) => (!only || only.includes(name)) && (!this.config.scenarios || this.config.scenarios.includes(name)),
+    readonly profileDir: string | undefined,
+  ) {
+    const { only } = settings;
+    this.scenarios = SCENARIOS.filter(
+      (name) => (!only || only.includes(name)) && (!config.scenarios || config.scenarios.includes(name)),
     );
-    // One check request per kind, so that a broken setup fails with its reason rather than as a rate.
+  }
+
+  /** One check request per kind, so that a broken setup fails with its reason rather than as a rate; then the warm-up. */
+  async prepare(): Promise<void> {
     await checkOnce(this.server.base, baselineRequest(), 200, 'client_credentials');
     const { subjectTokenBody } = this.credentials;
     const creation = creationRequest(await this.credentials.m2m(), undefined, subjectTokenBody);
     await checkOnce(this.server.base, creation, 201, 'subject token creation');
-    await this.#warmUp(scenarios);
-    const totals = await this.#timedWindows(scenarios, profileDir);
+    await this.#warmUp(this.scenarios);
+  }
+
+  async result(): Promise<Omit<ConfigurationResult, 'abortedLogged'>> {
     // With a webhook subscription: the last window's deliveries made before the figures are read.
     await this.server.settle();
     return {
       configuration: this.config,
-      totals,
+      totals: this.#totals,
       endStats: await this.server.stats(),
       untimed: this.#untimed,
       poolExhausted: this.#pool.exhausted,
@@ -138,20 +201,20 @@ class Measurement {
     }
   }
 
-  async #timedWindows(
-    scenarios: readonly ScenarioName[],
-    profileDir: string | undefined,
-  ): Promise<Partial<Record<ScenarioName, ScenarioTotals>>> {
-    const { duration, rounds } = this.settings;
-    const schedule = scheduleOf(scenarios, rounds);
-    const totals: Partial<Record<ScenarioName, ScenarioTotals>> = {};
+  /**
+   * The timed windows of `schedule`, which starts and ends with a baseline
+   * window when it has one, added to the totals; `rounds` is what the log says a round is out of.
+   */
+  async windows(schedule: readonly Slot[], rounds: number): Promise<void> {
+    const { duration } = this.settings;
     const rates: number[] = [];
     let parts: string[] = [];
     for (const [index, { scenario, round }] of schedule.entries()) {
       if (tokensBefore(schedule, index)) await this.#topUp(duration, duration + 1);
-      const profileFile = profileDir && join(profileDir, `${scenario}.${index + 1}.cpuprofile`);
+      this.#windowCount += 1;
+      const profileFile = this.profileDir && join(this.profileDir, `${scenario}.${this.#windowCount}.cpuprofile`);
       const window = await this.#window(scenario, duration, profileFile);
-      addWindow((totals[scenario] ??= emptyTotals()), window);
+      addWindow((this.#totals[scenario] ??= emptyTotals()), window);
       const { run } = window;
       rates.push(run.ok / run.seconds);
       parts.push(`${scenario} ${Math.round(run.ok / run.seconds)}/s${run.non2xx ? ` (${run.non2xx} non-2xx)` : ''}`);
@@ -160,8 +223,7 @@ class Measurement {
         parts = [];
       }
     }
-    for (const [scenario, ratio] of pairedRatios(schedule, rates)) totals[scenario]!.pairedRatios.push(ratio);
-    return totals;
+    for (const [scenario, ratio] of pairedRatios(schedule, rates)) this.#totals[scenario]!.pairedRatios.push(ratio);
   }
 
   /** One window of `scenario`; an exchange's subject tokens are topped up first. */

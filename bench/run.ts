@@ -43,10 +43,10 @@
  */
 import { availableParallelism, cpus } from 'node:os';
 import { runMemoryChild, runTelemetryCostChild, runVerifierChild } from './child-measurements.js';
-import { parseSettings, type Settings } from './command-line.js';
+import { parseSettings, type Configuration, type Settings } from './command-line.js';
 import { runCommand } from './command.js';
 import { problemsOf, runNotes } from './findings.js';
-import { measureConfiguration, type ConfigurationResult } from './measure.js';
+import { measureCohort, type CohortMember, type ConfigurationResult } from './measure.js';
 import { describeMemory, type MemoryResult } from './memory.js';
 import { profileDirectory, profileFolder, profileSummaries } from './profiles.js';
 import { summarize, table } from './report.js';
@@ -78,16 +78,38 @@ function introduction(settings: Settings): string[] {
   return lines;
 }
 
-/** Each configuration on a provider of its own, one after the other, on its store. */
+/**
+ * Each configuration on a provider of its own, on its store, one after the
+ * other; a cohort's (configurations next to each other with one `cohort`) side by side.
+ */
 async function measureAll(settings: Settings, profileDir: string | undefined): Promise<ConfigurationResult[]> {
   const results: ConfigurationResult[] = [];
-  for (const config of settings.configurations) {
-    const result = await onStore(config.adapter, config.name, settings, (store) =>
-      measureConfiguration(config, settings, store, profileDir && profileFolder(profileDir, config)),
-    );
-    results.push(result);
+  const { configurations } = settings;
+  for (let start = 0; start < configurations.length;) {
+    const { cohort } = configurations[start]!;
+    let end = start + 1;
+    while (cohort !== undefined && configurations[end]?.cohort === cohort) end += 1;
+    results.push(...(await onStores(configurations.slice(start, end), settings, profileDir, [])));
+    start = end;
   }
   return results;
+}
+
+/** The configurations' stores opened one inside the other, then the cohort measured on them. */
+async function onStores(
+  configurations: readonly Configuration[],
+  settings: Settings,
+  profileDir: string | undefined,
+  members: CohortMember[],
+): Promise<ConfigurationResult[]> {
+  const [config, ...rest] = configurations;
+  if (!config) return measureCohort(members, settings);
+  return onStore(config.adapter, config.name, settings, (store) =>
+    onStores(rest, settings, profileDir, [
+      ...members,
+      { config, store, profileDir: profileDir && profileFolder(profileDir, config) },
+    ]),
+  );
 }
 
 async function main(argv: readonly string[]): Promise<string[]> {

@@ -29,6 +29,24 @@ export function scheduleOf(scenarios: readonly ScenarioName[], rounds: number): 
 }
 
 /**
+ * One round on its own, for a provider whose rounds alternate with other
+ * providers' (bench/measure.ts, measureCohort): B C1 B C2 B, in reverse on
+ * odd rounds, its own baselines at both ends.
+ */
+export function roundOf(scenarios: readonly ScenarioName[], round: number): Slot[] {
+  if (!scenarios.includes('baseline')) return scheduleOf(scenarios, round + 1).filter((slot) => slot.round === round);
+  const candidates = scenarios.filter((name) => name !== 'baseline');
+  const order = round % 2 === 0 ? candidates : [...candidates].reverse();
+  return [
+    { scenario: 'baseline', round },
+    ...order.flatMap((scenario) => [
+      { scenario, round },
+      { scenario: 'baseline' as const, round },
+    ]),
+  ];
+}
+
+/**
  * Whether the subject tokens of the next window are created before this one:
  * an exchange's tokens are created before the baseline window in front of it,
  * so that nothing but a collection (which starts every window) separates the two.
