@@ -85,6 +85,22 @@ function deliveredElsewhere(adapter: AdapterKind, scenarios = WEBHOOK_SCENARIOS)
   };
 }
 
+/**
+ * A plain provider and, when asked, its twins with a webhook subscription
+ * (delivered by the same process, and by another): a cohort, run side by side
+ * (bench/measure.ts, measureCohort), since the twins' targets compare their
+ * ratios with the plain provider's.
+ */
+function withTwins(plain: Configuration, twin: boolean, deliveredByAnother: boolean): Configuration[] {
+  const twins = [
+    ...(twin ? [configuration(plain.adapter, false, undefined, true)] : []),
+    ...(deliveredByAnother ? [deliveredElsewhere(plain.adapter)] : []),
+  ];
+  if (twins.length === 0) return [plain];
+  const cohort = `webhooks on ${plain.adapter}`;
+  return [plain, ...twins].map((config) => ({ ...config, cohort }));
+}
+
 function configuration(
   adapter: AdapterKind,
   deployment: boolean,
@@ -230,13 +246,13 @@ function configurationsOf(argv: readonly string[]): Configuration[] {
   const withTelemetry = adapters.includes('memory') && kinds.includes(false) && !argv.includes('--smoke');
   return [
     ...kinds.flatMap((deployment) =>
-      adapters.flatMap((adapter) => [
-        configuration(adapter, deployment),
-        ...(!deployment && webhooks && WEBHOOK_STORES.includes(adapter)
-          ? [configuration(adapter, false, undefined, true)]
-          : []),
-        ...(!deployment && webhooks && SHARED_STORES.includes(adapter) ? [deliveredElsewhere(adapter)] : []),
-      ]),
+      adapters.flatMap((adapter) =>
+        withTwins(
+          configuration(adapter, deployment),
+          !deployment && webhooks && WEBHOOK_STORES.includes(adapter),
+          !deployment && webhooks && SHARED_STORES.includes(adapter),
+        ),
+      ),
     ),
     ...withStandingGrant.map((adapter) => standingGrantConfiguration(adapter)),
     ...(withTelemetry ? telemetryConfigurations() : []),
