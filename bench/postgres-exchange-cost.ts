@@ -15,11 +15,17 @@
  * with them, is left out), the rows written, and the exchanges per second.
  * `--adapter` names another build's lib/adapters/postgres.js, to compare;
  * `--indexes`, `--guards` and `--reads-only` leave parts of the commit out.
+ * `--outbox` adds a webhook notification to each commit (1,000 customers in
+ * turn, as bench/requests.ts), and `--drain` delivers them meanwhile as the
+ * delivery loop asks the store (claims of 32, each settled delivered at once,
+ * no HTTP), so that what the outbox costs the commit shows apart from
+ * the POSTs, with the table's churn.
  */
 import { randomUUID } from 'node:crypto';
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import pg from 'pg';
+import type { OutboxAdapter } from '../lib/adapters/contracts/outbox.js';
 import type { PostgresAdapterClass, PostgresAdapterOptions } from '../lib/adapters/postgres.js';
 import { readStat } from './proc-stat.js';
 import { serviceUrls } from './stores.js';
@@ -39,6 +45,11 @@ const INDEXES = ['active', 'subject:customer', 'actor:alice', 'origin:grant:g-al
 );
 const GUARDS = ['mark:grant:g-alice', 'mark:session:u-alice'].slice(0, Number(flag('guards', '2')));
 const READS_ONLY = process.argv.includes('--reads-only');
+const OUTBOX = process.argv.includes('--outbox') || process.argv.includes('--drain');
+const DRAIN = process.argv.includes('--drain');
+const CUSTOMERS = 1000;
+/** A webhook payload of the size an exchange's notification has. */
+const NOTIFICATION = JSON.stringify({ type: 'impersonation.exchange.succeeded', data: { padding: 'x'.repeat(400) } });
 
 async function main(): Promise<void> {
   const { createPostgresAdapter } = (await import(
@@ -106,7 +117,8 @@ async function main(): Promise<void> {
 
     let next = 0;
     const exchange = async (): Promise<void> => {
-      const id = subjects[next++]!;
+      const n = next++;
+      const id = subjects[n]!;
       const [subject, token] = await Promise.all([subjectTokens.find(id), tokens.find('opaque-actor-token')]);
       const [session, grant] = await Promise.all([
         sessions.findByUid(token!['sessionUid'] as string),
@@ -127,16 +139,49 @@ async function main(): Promise<void> {
         indexes: INDEXES,
         expiresAt,
         guards: GUARDS,
+        ...(OUTBOX
+          ? {
+              outbox: {
+                entries: [
+                  { id: `evt-${id}`, subscription: 'bench', subject: `customer-${n % CUSTOMERS}`, body: NOTIFICATION },
+                ],
+                maxPending: 10_000,
+                now: Date.now(),
+              },
+            }
+          : {}),
       });
       if (outcome.outcome !== 'committed') throw new Error(`not committed: ${outcome.outcome}`);
     };
+    const outbox = DRAIN ? (new Adapter('Outbox') as unknown as OutboxAdapter).outbox() : undefined;
+    let delivered = 0;
+    /** Claims and settles what the commits append until `done()`, as the delivery loop does (bench/../lib/webhooks/worker.ts). */
+    const drain = async (done: () => boolean): Promise<void> => {
+      while (outbox && !done()) {
+        const now = Date.now();
+        const claimed = await outbox.claim(32, 30_000, now, now - 86_400_000, { each: 16, out: new Map() });
+        if (!claimed.length) {
+          await new Promise((resolve) => setTimeout(resolve, 5));
+          continue;
+        }
+        await outbox.settleAll!(
+          claimed.map((entry) => ({ entry, settlement: { outcome: 'delivered' as const } })),
+          Date.now(),
+        );
+        delivered += claimed.length;
+      }
+    };
     const run = async (count: number): Promise<void> => {
       const stop = next + count;
+      let finished = false;
+      const draining = drain(() => finished);
       await Promise.all(
         Array.from({ length: CONCURRENCY }, async () => {
           while (next < stop) await exchange();
         }),
       );
+      finished = true;
+      await draining;
     };
 
     await run(100); // warm-up: connections opened, statements prepared
@@ -148,6 +193,7 @@ async function main(): Promise<void> {
     const cpu = () => backends.reduce((sum, pid) => sum + readStat(`/proc/${pid}/stat`).cpuSeconds, 0);
     const walBefore = await admin.query<{ lsn: string }>('SELECT pg_current_wal_lsn()::text AS lsn');
     sent = 0;
+    delivered = 0;
     const cpuBefore = cpu();
     const started = process.hrtime.bigint();
     await run(EXCHANGES);
@@ -157,8 +203,9 @@ async function main(): Promise<void> {
       'SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), $1::pg_lsn)::bigint AS bytes',
       [walBefore.rows[0]!.lsn],
     );
+    const notes = OUTBOX ? `, a notification each${DRAIN ? ` (${delivered} delivered meanwhile)` : ''}` : '';
     console.log(
-      `${ADAPTER || 'this tree'}${READS_ONLY ? ', reads only' : `, ${INDEXES.length} index members, ${GUARDS.length} guards`}: ${EXCHANGES} exchanges at ${CONCURRENCY} at a time, ${backends.length} backends: ` +
+      `${ADAPTER || 'this tree'}${READS_ONLY ? ', reads only' : `, ${INDEXES.length} index members, ${GUARDS.length} guards${notes}`}: ${EXCHANGES} exchanges at ${CONCURRENCY} at a time, ${backends.length} backends: ` +
         `${(sent / EXCHANGES).toFixed(2)} statements per exchange, ` +
         `${((cpuSeconds / EXCHANGES) * 1e6).toFixed(0)} µs of backend CPU per exchange, ` +
         `${(Number(wal[0]!.bytes) / EXCHANGES / 1024).toFixed(1)} KiB of WAL per exchange (the server's, others' included), ` +

@@ -161,6 +161,17 @@ export function commitWith(names: StoreNames, extras: CommitExtras): Statement {
   return { name: `${names.statementPrefix}commit_${suffix}`, text: commitText(names, extras) };
 }
 
+/**
+ * The ids of array parameter `array` as rows `g(id)`, for a join on the
+ * primary key (model, id): one probe per id. Written as `id = ANY(array)`,
+ * the generic plan a connection keeps after five calls read every entry of
+ * the model and filtered them, a cost that grew with the sessions stored.
+ * The LIMIT tells the planner how few there are.
+ */
+function idsOf(array: string): string {
+  return `(SELECT id FROM unnest(${array}::text[]) AS u(id) LIMIT cardinality(${array}::text[])) AS g`;
+}
+
 // One exchange in one statement, hence one transaction. The guards ($10, entries of model $4)
 // are read under a shared row lock (FOR SHARE, in the order of their ids): exchanges never
 // wait for each other on them, while a mark that ends one (an upsert, hence an exclusive lock)
@@ -210,7 +221,7 @@ function commitText({ entries, indexes }: StoreNames, { appendFunction, outbox, 
         RETURNING id),
       quota_locked AS (
         SELECT e.id, CASE WHEN ${live} THEN (e.payload->>'count')::int ELSE 0 END AS count
-        FROM ${entries} AS e WHERE e.model = $4 AND e.id = ANY($12::text[]) ORDER BY e.id FOR UPDATE),
+        FROM ${idsOf('$12')} JOIN ${entries} AS e ON e.model = $4 AND e.id = g.id ORDER BY e.id FOR UPDATE OF e),
       quota_unsettled AS (SELECT w.id FROM wanted AS w WHERE w.id NOT IN (SELECT id FROM quota_locked)),
       spent AS (
         SELECT w.id FROM wanted AS w JOIN quota_locked AS l ON l.id = w.id WHERE l.count >= w.max
@@ -241,7 +252,8 @@ function commitText({ entries, indexes }: StoreNames, { appendFunction, outbox, 
         ON CONFLICT (model, id) DO NOTHING
         RETURNING id),
       locked AS (
-        SELECT id, payload FROM ${entries} WHERE model = $4 AND id = ANY($10::text[]) ORDER BY id FOR SHARE),
+        SELECT e.id, e.payload FROM ${idsOf('$10')} JOIN ${entries} AS e ON e.model = $4 AND e.id = g.id
+        ORDER BY e.id FOR SHARE OF e),
       unsettled AS (
         SELECT g.id FROM unnest($10::text[]) AS g(id)
         WHERE g.id NOT IN (SELECT id FROM created) AND g.id NOT IN (SELECT id FROM locked)),
@@ -332,7 +344,8 @@ export function storeStatements(names: StoreNames): Record<StatementName, Statem
         SELECT $1, w.name, $3, w.expires_at FROM wanted AS w WHERE NOT EXISTS (SELECT 1 FROM full_index)
         ON CONFLICT (model, name, member) DO UPDATE SET expires_at = EXCLUDED.expires_at)
       SELECT (SELECT name FROM full_index) AS full_index`,
-    indexRemove: `DELETE FROM ${indexes} WHERE model = $1 AND name = ANY($2::text[]) AND member = $3`,
+    indexRemove: `DELETE FROM ${indexes} AS i USING unnest($2::text[]) AS n(name)
+      WHERE i.model = $1 AND i.name = n.name AND i.member = $3`,
     // $3 is the caller's clock (ms): members expire by the time the caller gave them.
     indexFirst: `SELECT member, expires_at FROM ${indexes} WHERE model = $1 AND name = $2 AND expires_at > $3
       ORDER BY expires_at DESC, member DESC LIMIT $4`,

@@ -1,0 +1,79 @@
+import { expect } from 'chai';
+import pg from 'pg';
+import { createPostgresAdapter, type PostgresAdapterClass } from '../../lib/adapters/postgres.js';
+import { DATABASE_URL } from '../support/postgres.js';
+import { postgresRunSchema, testTable } from '../support/postgres-adapter.js';
+
+/** Stored sessions of the record's model besides the guards: what a model-wide read would go through. */
+const STORED = 3000;
+
+/**
+ * A connection keeps a generic plan of the commit after five calls, chosen
+ * without the values. The guards (and quota counters) are looked up by their
+ * ids in the primary key (model, id): written as `id = ANY(…)`, a generic
+ * plan could read every entry of the model and filter them, a cost that grew
+ * with the sessions stored. The plans are read as PostgreSQL runs them
+ * (auto_explain, sent to this client), generic from the first call.
+ */
+describe('PostgreSQL adapter: the commit reads its guards by id, however many sessions are stored', function () {
+  this.timeout(30_000);
+  let pool: pg.Pool | undefined;
+  let Adapter: PostgresAdapterClass | undefined;
+  afterEach(async () => {
+    await Adapter?.close();
+    await pool?.end();
+    Adapter = undefined;
+    pool = undefined;
+  });
+
+  it('probes each guard and counter by its id in the generic plan', async () => {
+    const schema = await postgresRunSchema();
+    const table = testTable();
+    const plans: string[] = [];
+    pool = new pg.Pool({
+      connectionString: DATABASE_URL,
+      max: 1,
+      options:
+        '-c session_preload_libraries=auto_explain -c auto_explain.log_min_duration=0 ' +
+        '-c auto_explain.log_analyze=on -c client_min_messages=log -c plan_cache_mode=force_generic_plan',
+    });
+    pool.on('connect', (client) => {
+      client.on('notice', (notice) => {
+        if (notice.message?.includes('Query Text')) plans.push(notice.message);
+      });
+    });
+    Adapter = createPostgresAdapter({ pool, schema, table, cleanupInterval: 0 });
+    await Adapter.migrate();
+    await pool.query(
+      `INSERT INTO "${schema}"."${table}" (model, id, payload, expires_at)
+       SELECT 'ImpersonationSession', 'stored-' || n, '{}'::json, now() + interval '1 hour'
+       FROM generate_series(1, ${STORED}) AS n`,
+    );
+    const tokens = new Adapter('SubjectToken');
+    const records = new Adapter('ImpersonationSession');
+    for (const n of [1, 2, 3]) {
+      await tokens.upsert(`st-${n}`, { kind: 'SubjectToken', id: `st-${n}` }, 600);
+      const outcome = await records.commitOnce({
+        consume: { model: 'SubjectToken', id: `st-${n}` },
+        write: {
+          model: 'ImpersonationSession',
+          id: `imp-${n}`,
+          payload: { kind: 'ImpersonationSession' },
+          expiresIn: 600,
+        },
+        indexes: ['active'],
+        expiresAt: Date.now() + 600_000,
+        guards: ['mark:grant:g-alice', 'mark:session:u-alice'],
+        quotas: [{ key: 'quota:alice', max: 100, expiresAt: Date.now() + 60_000 }],
+      });
+      expect(outcome.outcome).to.equal('committed');
+    }
+    const commits = plans.filter((plan) => plan.includes('redeemed AS'));
+    expect(commits, 'the commits were planned and explained').to.have.length.greaterThan(0);
+    for (const plan of commits) {
+      // Rows of the model read and then dropped by a filter on their ids: a read of the model, not a probe.
+      const filtered = [...plan.matchAll(/Rows Removed by Filter: (\d+)/g)].map((match) => Number(match[1]));
+      expect(Math.max(0, ...filtered), plan).to.be.below(STORED);
+    }
+  });
+});
