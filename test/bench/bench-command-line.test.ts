@@ -2,6 +2,7 @@ import { expect } from 'chai';
 import { parseSettings } from '../../bench/command-line.js';
 import type { Row } from '../../bench/report.js';
 import { parseScaleOutSettings } from '../../bench/scale-out-command-line.js';
+import { roundOf } from '../../bench/schedule.js';
 import { targetLines } from '../../bench/targets.js';
 
 const TELEMETRY_ROWS = ['memory · telemetry off', 'memory · telemetry no-op', 'memory · telemetry sdk'];
@@ -12,7 +13,7 @@ function picked(...argv: string[]): string[] {
 }
 
 describe('bench command line', () => {
-  it('--smoke alone runs the seven smoke configurations, as CI runs it, the standing grant on memory only', () => {
+  it('--smoke alone runs the seven smoke configurations and the telemetry cohort, as CI runs it, the standing grant on memory only', () => {
     expect(picked('--smoke')).to.deep.equal([
       'memory · deployment · standing grant',
       'redis',
@@ -21,7 +22,29 @@ describe('bench command line', () => {
       'postgres+pg-audit',
       'memory · webhooks',
       'redis · webhooks delivered elsewhere',
+      ...TELEMETRY_ROWS,
     ]);
+  });
+
+  it("a cohort member's round stands alone: its own baselines at both ends, the candidates reversed on odd rounds", () => {
+    const names = (round: number) =>
+      roundOf(['baseline', 'create', 'exchange-actor'], round).map((slot) => slot.scenario);
+    expect(names(0)).to.deep.equal(['baseline', 'create', 'baseline', 'exchange-actor', 'baseline']);
+    expect(names(1)).to.deep.equal(['baseline', 'exchange-actor', 'baseline', 'create', 'baseline']);
+    expect(roundOf(['baseline', 'exchange-actor'], 3).every((slot) => slot.round === 3)).to.equal(true);
+  });
+
+  it('configurations compared with one another run as a cohort: a plain store with its webhook twins, the telemetry setups', () => {
+    const cohorts = (...argv: string[]) =>
+      parseSettings(argv, {}).configurations.map(({ name, cohort }) => [name, cohort ?? null]);
+    expect(cohorts('--postgres-only', '--no-deployment')).to.deep.equal([
+      ['postgres', 'webhooks on postgres'],
+      ['postgres · webhooks', 'webhooks on postgres'],
+      ['postgres · webhooks delivered elsewhere', 'webhooks on postgres'],
+    ]);
+    expect(cohorts('--postgres-only', '--no-deployment', '--no-webhooks')).to.deep.equal([['postgres', null]]);
+    expect(cohorts('--telemetry')).to.deep.equal(TELEMETRY_ROWS.map((name) => [name, 'telemetry']));
+    for (const [name, cohort] of cohorts('--deployment-only')) expect(cohort, name!).to.equal(null);
   });
 
   it('a full run measures each store plain (with its webhook twin), as a deployment, with a standing grant, and the exchange under each telemetry setup', () => {
