@@ -85,6 +85,13 @@ function deliveredElsewhere(adapter: AdapterKind, scenarios = WEBHOOK_SCENARIOS)
   };
 }
 
+/** The scenarios `config` runs: its own, or all, narrowed by --only. */
+export function scenariosRun(config: Configuration, only: readonly ScenarioName[] | undefined): ScenarioName[] {
+  return SCENARIOS.filter(
+    (name) => (!only || only.includes(name)) && (!config.scenarios || config.scenarios.includes(name)),
+  );
+}
+
 /**
  * A plain provider and, when asked, its twins with a webhook subscription
  * (delivered by the same process, and by another). They are a cohort, run
@@ -107,11 +114,7 @@ function withTwins(
     ...(twin ? [configuration(plain.adapter, false, undefined, true)] : []),
     ...(deliveredByAnother ? [deliveredElsewhere(plain.adapter)] : []),
   ];
-  const windows = (config: Configuration) =>
-    SCENARIOS.filter(
-      (name) => (!only || only.includes(name)) && (!config.scenarios || config.scenarios.includes(name)),
-    );
-  const alike = twins.every((other) => windows(other).join() === windows(plain).join());
+  const alike = twins.every((other) => scenariosRun(other, only).join() === scenariosRun(plain, only).join());
   if (twins.length === 0 || !alike) return [plain, ...twins];
   const cohort = `webhooks on ${plain.adapter}`;
   return [plain, ...twins].map((config) => ({ ...config, cohort }));

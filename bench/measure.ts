@@ -5,11 +5,11 @@
  */
 import { setPriority } from 'node:os';
 import { join } from 'node:path';
-import type { Configuration, Settings } from './command-line.js';
+import { scenariosRun, type Configuration, type Settings } from './command-line.js';
 import { fire, type RequestSpec, type RunRecord } from './load.js';
 import type { ServerStats } from './protocol.js';
 import { baselineRequest, creationRequest, obtainCredentials, requestsFor, type Credentials } from './requests.js';
-import { EXCHANGES, SCENARIOS, type ScenarioName } from './scenarios.js';
+import { EXCHANGES, type ScenarioName } from './scenarios.js';
 import { endsRound, pairedRatios, roundOf, scheduleOf, tokensBefore, type Slot } from './schedule.js';
 import { ServerLog } from './server-log.js';
 import { startServer, type ServerProcess, type ServerProcessOptions } from './server-process.js';
@@ -160,10 +160,7 @@ class Measurement {
     readonly credentials: Credentials,
     readonly profileDir: string | undefined,
   ) {
-    const { only } = settings;
-    this.scenarios = SCENARIOS.filter(
-      (name) => (!only || only.includes(name)) && (!config.scenarios || config.scenarios.includes(name)),
-    );
+    this.scenarios = scenariosRun(config, settings.only);
   }
 
   /** One check request per kind, so that a broken setup fails with its reason rather than as a rate; then the warm-up. */
