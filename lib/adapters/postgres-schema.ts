@@ -120,6 +120,7 @@ export type StatementName =
   | 'upsertMany'
   | 'consumeMany'
   | 'commit'
+  | 'commitMany'
   | 'destroy'
   | 'revokeByGrantId'
   | 'indexAddMany'
@@ -280,6 +281,78 @@ function commitText({ entries, indexes }: StoreNames, { appendFunction, outbox, 
         ${outcome}, ${journaled} AS journaled, ${dropped} AS dropped`;
 }
 
+// Several exchanges' plain commits (no trail, no notification, no counter) in one statement,
+// hence one transaction: what a commit costs PostgreSQL beyond its rows (the statement, the
+// transaction, its WAL flush) is paid once for all of them. Each exchange (row n of $1–$8: the
+// entry to consume, or NULL; the consumption's value; the entry to write, its payload, its
+// lifetime in ms, its members' expiry) is decided as `commitText` decides one: its guards
+// ($9 models, $10 ids, $11 owners n; $12 a created guard's lifetime in ms) are read under a
+// shared row lock, all of the batch's in the order of their keys, and one that has ended, or
+// that another statement created meanwhile (`unsettled`, sent again), leaves that exchange
+// alone uncommitted. The entries to consume are then locked in the order of their keys (FOR
+// UPDATE, re-checked in their latest version), as `consumeMany` locks them, so that two
+// statements never wait for each other in a cycle; of two exchanges of one batch consuming the
+// same entry, exactly one is returned by `redeemed`. Only the exchanges `allowed` returns write
+// their entry and its index members ($13 names, $14 owners n). One row per exchange.
+function commitManyText({ entries, indexes }: StoreNames): string {
+  return `WITH q AS (
+        SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::float8[],
+          $8::bigint[]) WITH ORDINALITY AS q(consume_model, consume_id, consumed, model, id, payload, lifetime,
+          member_expiry, n)),
+      g AS (SELECT * FROM unnest($9::text[], $10::text[], $11::int[]) AS g(model, id, n)),
+      created AS (
+        INSERT INTO ${entries} (model, id, payload, expires_at)
+        SELECT d.model, d.id, json_build_object('kind', '${GUARD_KIND}'), now() + $12::float8 * interval '1 millisecond'
+        FROM (SELECT DISTINCT model, id FROM g) AS d ORDER BY d.model, d.id
+        ON CONFLICT (model, id) DO NOTHING
+        RETURNING model, id),
+      locked AS (
+        SELECT e.model, e.id, e.payload
+        FROM (SELECT DISTINCT model, id FROM g LIMIT cardinality($10::text[])) AS d
+        JOIN ${entries} AS e ON e.model = d.model AND e.id = d.id
+        ORDER BY e.model, e.id FOR SHARE OF e),
+      unsettled AS (
+        SELECT DISTINCT g.n FROM g
+        WHERE (g.model, g.id) NOT IN (SELECT model, id FROM created)
+          AND (g.model, g.id) NOT IN (SELECT model, id FROM locked)),
+      ended AS (
+        SELECT g.n, min(l.id) AS id FROM g JOIN locked AS l ON l.model = g.model AND l.id = g.id
+        WHERE l.payload->>'ended' IS NOT NULL GROUP BY g.n),
+      open AS (
+        SELECT q.* FROM q WHERE q.n NOT IN (SELECT n FROM ended) AND q.n NOT IN (SELECT n FROM unsettled)),
+      target AS (
+        SELECT e.model, e.id
+        FROM (SELECT DISTINCT consume_model, consume_id FROM open WHERE consume_id IS NOT NULL
+          LIMIT cardinality($2::text[])) AS c
+        JOIN ${entries} AS e ON e.model = c.consume_model AND e.id = c.consume_id
+        WHERE e.consumed IS NULL AND ${LIVE}
+        ORDER BY e.model, e.id FOR UPDATE OF e),
+      redeemed AS (
+        UPDATE ${entries} AS e SET consumed = o.consumed::json
+        FROM open AS o JOIN target AS t ON t.model = o.consume_model AND t.id = o.consume_id
+        WHERE e.model = t.model AND e.id = t.id AND e.consumed IS NULL
+        RETURNING o.n),
+      allowed AS (
+        SELECT n FROM redeemed
+        UNION ALL
+        SELECT n FROM open WHERE consume_id IS NULL),
+      written AS (
+        INSERT INTO ${entries} (model, id, payload, consumed, grant_id, uid, user_code, expires_at)
+        SELECT q.model, q.id, q.payload::json, NULL, NULL, NULL, NULL, now() + q.lifetime * interval '1 millisecond'
+        FROM q JOIN allowed AS a ON a.n = q.n
+        ON CONFLICT (model, id) DO UPDATE SET payload = EXCLUDED.payload, consumed = NULL, grant_id = NULL,
+          uid = NULL, user_code = NULL, expires_at = EXCLUDED.expires_at),
+      indexed AS (
+        INSERT INTO ${indexes} (model, name, member, expires_at)
+        SELECT q.model, x.name, q.id, q.member_expiry
+        FROM unnest($13::text[], $14::int[]) AS x(name, n) JOIN q ON q.n = x.n JOIN allowed AS a ON a.n = q.n
+        ON CONFLICT (model, name, member) DO UPDATE SET expires_at = EXCLUDED.expires_at)
+      SELECT q.n, EXISTS (SELECT 1 FROM allowed AS a WHERE a.n = q.n) AS committed,
+        (SELECT id FROM ended WHERE ended.n = q.n) AS guard,
+        (SELECT count(*) FROM unsettled AS u WHERE u.n = q.n)::int AS unsettled
+      FROM q ORDER BY q.n`;
+}
+
 export function storeStatements(names: StoreNames): Record<StatementName, Statement> {
   const { entries, indexes } = names;
   const texts: Record<StatementName, string> = {
@@ -313,6 +386,7 @@ export function storeStatements(names: StoreNames): Record<StatementName, Statem
       UPDATE ${entries} AS e SET consumed = $3 FROM target
       WHERE e.model = target.model AND e.id = target.id RETURNING e.model, e.id`,
     commit: commitText(names, {}),
+    commitMany: commitManyText(names),
     destroy: `DELETE FROM ${entries} WHERE model = $1 AND id = $2`,
     // Only the grantable models' rows carry a grant id.
     revokeByGrantId: `DELETE FROM ${entries} WHERE grant_id = $1`,

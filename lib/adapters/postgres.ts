@@ -118,6 +118,74 @@ const MAX_BATCH = 256;
 /** The longest lifetime stored, in ms (about 300 years): a longer one would overflow PostgreSQL's interval and fail its whole batch. */
 const LONGEST_LIFETIME_MS = 1e13;
 
+/** One exchange's plain commit, as `commitManyText` takes it. */
+interface PlainCommit {
+  consumeModel: string | null;
+  consumeId: string | null;
+  /** The consumption's value: the time, in seconds. */
+  consumed: string;
+  model: string;
+  id: string;
+  payload: string;
+  lifetime: number;
+  memberExpiry: number;
+  indexes: string[];
+  guards: string[];
+}
+
+/** The values of `commitManyText` for `commits`. */
+function commitManyValues(commits: readonly PlainCommit[]): unknown[] {
+  const column = <Key extends keyof PlainCommit>(key: Key) => commits.map((commit) => commit[key]);
+  const owned = (list: (commit: PlainCommit) => readonly string[]) => {
+    const values: string[] = [];
+    const models: string[] = [];
+    const owners: number[] = [];
+    for (const [at, commit] of commits.entries()) {
+      for (const value of new Set(list(commit))) {
+        values.push(value);
+        models.push(commit.model);
+        owners.push(at + 1);
+      }
+    }
+    return { values, models, owners };
+  };
+  const guards = owned((commit) => commit.guards);
+  const indexes = owned((commit) => commit.indexes);
+  return [
+    column('consumeModel'),
+    column('consumeId'),
+    column('consumed'),
+    column('model'),
+    column('id'),
+    column('payload'),
+    column('lifetime'),
+    column('memberExpiry'),
+    guards.models,
+    guards.values,
+    guards.owners,
+    GUARD_LIFETIME_MS,
+    indexes.values,
+    indexes.owners,
+  ];
+}
+
+/**
+ * `items` in rounds, in their order, none of which holds two items of the
+ * same key: the second of a key goes in the round after the first's.
+ */
+function roundsOfDistinct<Item>(items: readonly Item[], keyOf: (item: Item) => string): Item[][] {
+  const rounds: Item[][] = [];
+  const seen: Array<Set<string>> = [];
+  for (const item of items) {
+    const key = keyOf(item);
+    let round = 0;
+    while (seen[round]?.has(key)) round += 1;
+    (rounds[round] ??= []).push(item);
+    (seen[round] ??= new Set()).add(key);
+  }
+  return rounds;
+}
+
 interface Lookup {
   model: string;
   byUid: boolean;
@@ -314,6 +382,32 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
         'indexAdd',
       );
       return Array.from({ length: items.length });
+    },
+    { max: MAX_BATCH },
+  );
+
+  // Plain commits (no trail, no notification, no counter) of the same turn of the event loop,
+  // from any number of requests, go out as one statement, one transaction (see commitManyText).
+  // A batch carries each written entry once: a second commit of the same entry goes in a
+  // statement after the first's, as if they had been sent one after the other.
+  const plainCommits = new StatementBatch<PlainCommit, CommitRow>(
+    async (items) => {
+      const answers = new Map<PlainCommit, CommitRow>();
+      for (const round of roundsOfDistinct(items, (item) => `${item.model}\u0000${item.id}`)) {
+        const { rows } = await run(statements.commitMany, commitManyValues(round), 'commitOnce');
+        for (const row of rows as Array<{ n: string; committed: boolean; guard: string | null; unsettled: number }>) {
+          const { committed, guard, unsettled } = row;
+          answers.set(round[Number(row.n) - 1]!, {
+            committed: committed ? 1 : 0,
+            guard,
+            unsettled,
+            spent: null,
+            journaled: null,
+            dropped: null,
+          });
+        }
+      }
+      return items.map((item) => answers.get(item)!);
     },
     { max: MAX_BATCH },
   );
@@ -531,10 +625,24 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
         ...(notifying ? appendValues(notes.entries, notes.maxPending, notes.now) : []),
       ];
       const statement = commitStatement(journal?.appendFunction, notifying, quotas.length > 0);
+      const plain = statement === statements.commit;
       let answer: CommitRow;
       // A guard or counter row another statement (or this one) created is not seen by it: sent again, it is.
       for (let attempt = 1; ; attempt += 1) {
-        answer = (await run(statement, values, 'commitOnce')).rows[0] as CommitRow;
+        answer = plain
+          ? await plainCommits.add({
+              consumeModel: values[0] as string | null,
+              consumeId: values[1] as string | null,
+              consumed: String(Math.floor(Date.now() / 1000)),
+              model: write.model,
+              id: values[4] as string,
+              payload: values[5] as string,
+              lifetime,
+              memberExpiry: values[7] as number,
+              indexes: values[8] as string[],
+              guards: guardIds,
+            })
+          : ((await run(statement, values, 'commitOnce')).rows[0] as CommitRow);
         if (answer.unsettled === 0 || answer.guard !== null || answer.spent !== null || answer.committed === 1) break;
         if (attempt === MAX_COMMIT_ATTEMPTS)
           throw unavailable('the exchange could not be committed: its guards or quota counters kept changing');

@@ -4,7 +4,7 @@ import { createPostgresAdapter, type PostgresAdapterClass } from '../../lib/adap
 import { DATABASE_URL } from '../support/postgres.js';
 import { postgresRunSchema, testTable } from '../support/postgres-adapter.js';
 
-/** Stored sessions of the record's model besides the guards: what a model-wide read would go through. */
+/** Stored sessions and subject tokens besides the guards: what a model-wide read would go through. */
 const STORED = 3000;
 
 /**
@@ -26,10 +26,10 @@ describe('PostgreSQL adapter: the commit reads its guards by id, however many se
     pool = undefined;
   });
 
-  it('probes each guard and counter by its id in the generic plan', async () => {
+  /** A pool whose connection logs every plan it runs, generic from the first call, into `plans`. */
+  async function explainingAdapter(plans: string[]): Promise<PostgresAdapterClass> {
     const schema = await postgresRunSchema();
     const table = testTable();
-    const plans: string[] = [];
     pool = new pg.Pool({
       connectionString: DATABASE_URL,
       max: 1,
@@ -47,10 +47,23 @@ describe('PostgreSQL adapter: the commit reads its guards by id, however many se
     await pool.query(
       `INSERT INTO "${schema}"."${table}" (model, id, payload, expires_at)
        SELECT 'ImpersonationSession', 'stored-' || n, '{}'::json, now() + interval '1 hour'
+       FROM generate_series(1, ${STORED}) AS n UNION ALL
+       SELECT 'SubjectToken', 'stored-' || n, '{}'::json, now() + interval '1 hour'
        FROM generate_series(1, ${STORED}) AS n`,
     );
-    const tokens = new Adapter('SubjectToken');
-    const records = new Adapter('ImpersonationSession');
+    return Adapter;
+  }
+
+  /** The largest count of rows a plan read and then dropped by a filter. */
+  function mostFiltered(plan: string): number {
+    return Math.max(0, ...[...plan.matchAll(/Rows Removed by Filter: (\d+)/g)].map((match) => Number(match[1])));
+  }
+
+  it('probes each guard and counter by its id in the generic plan', async () => {
+    const plans: string[] = [];
+    const Store = await explainingAdapter(plans);
+    const tokens = new Store('SubjectToken');
+    const records = new Store('ImpersonationSession');
     for (const n of [1, 2, 3]) {
       await tokens.upsert(`st-${n}`, { kind: 'SubjectToken', id: `st-${n}` }, 600);
       const outcome = await records.commitOnce({
@@ -72,8 +85,38 @@ describe('PostgreSQL adapter: the commit reads its guards by id, however many se
     expect(commits, 'the commits were planned and explained').to.have.length.greaterThan(0);
     for (const plan of commits) {
       // Rows of the model read and then dropped by a filter on their ids: a read of the model, not a probe.
-      const filtered = [...plan.matchAll(/Rows Removed by Filter: (\d+)/g)].map((match) => Number(match[1]));
-      expect(Math.max(0, ...filtered), plan).to.be.below(STORED);
+      expect(mostFiltered(plan), plan).to.be.below(STORED);
     }
+  });
+
+  it('probes each guard and each entry it consumes by its key when commits go out together', async () => {
+    const plans: string[] = [];
+    const Store = await explainingAdapter(plans);
+    const tokens = new Store('SubjectToken');
+    const records = new Store('ImpersonationSession');
+    for (const round of [1, 2, 3]) {
+      const ids = [1, 2, 3].map((n) => `${round}-${n}`);
+      for (const id of ids) await tokens.upsert(`st-${id}`, { kind: 'SubjectToken', id: `st-${id}` }, 600);
+      const outcomes = await Promise.all(
+        ids.map((id) =>
+          records.commitOnce({
+            consume: { model: 'SubjectToken', id: `st-${id}` },
+            write: {
+              model: 'ImpersonationSession',
+              id: `imp-${id}`,
+              payload: { kind: 'ImpersonationSession' },
+              expiresIn: 600,
+            },
+            indexes: ['active'],
+            expiresAt: Date.now() + 600_000,
+            guards: ['mark:grant:g-alice', 'mark:session:u-alice'],
+          }),
+        ),
+      );
+      expect(outcomes.map((outcome) => outcome.outcome)).to.deep.equal(['committed', 'committed', 'committed']);
+    }
+    const commits = plans.filter((plan) => plan.includes('redeemed AS') && plan.includes('unnest($9::text[]'));
+    expect(commits, 'the batched commits were planned and explained').to.have.length.greaterThan(0);
+    for (const plan of commits) expect(mostFiltered(plan), plan).to.be.below(STORED);
   });
 });

@@ -379,6 +379,39 @@ export function sessionContract(target: Target): void {
       expect(await listed(sessions)).to.deep.equal(['imp_2']);
     });
 
+    it('decides commits asked for together each on its own, as if they had come one after the other', async () => {
+      const tokens = committing(Adapter, 'SubjectToken');
+      const sessions = committing(Adapter, 'ImpersonationSession');
+      for (const id of ['st-a', 'st-b', 'st-d1', 'st-d2', 'st-g'])
+        await tokens.upsert(id, { kind: 'SubjectToken' }, 60);
+      await sessions.upsert('ended:actor-grant:g1', { kind: GUARD_KIND, ended: 1 } as unknown as AdapterPayload, 600);
+      const together = await Promise.all([
+        sessions.commitOnce(write('imp_a', 'st-a', ['ended:actor-session:new'])),
+        sessions.commitOnce(write('imp_g', 'st-g', ['ended:actor-session:new', 'ended:actor-grant:g1'])),
+        sessions.commitOnce(write('imp_missing', 'never-stored')),
+        sessions.commitOnce(write('imp_b', 'st-b', ['ended:actor-session:new'])),
+        sessions.commitOnce(write('imp_b2', 'st-b')),
+        sessions.commitOnce(write('imp_dup', 'st-d1')),
+        sessions.commitOnce(write('imp_dup', 'st-d2')),
+        sessions.commitOnce({ ...write('imp_none', 'unused'), consume: undefined }),
+      ]);
+      expect(together).to.deep.equal([
+        { outcome: 'committed' },
+        { outcome: 'guarded', guard: 'ended:actor-grant:g1' },
+        { outcome: 'consumed' },
+        { outcome: 'committed' },
+        { outcome: 'consumed' },
+        { outcome: 'committed' },
+        { outcome: 'committed' },
+        { outcome: 'committed' },
+      ]);
+      expect((await tokens.find('st-g'))?.consumed, 'the guarded one burns nothing').to.equal(undefined);
+      for (const id of ['st-a', 'st-b', 'st-d1', 'st-d2'])
+        expect((await tokens.find(id))?.consumed, id).to.be.a('number');
+      expect((await listed(sessions)).sort()).to.deep.equal(['imp_a', 'imp_b', 'imp_dup', 'imp_none']);
+      for (const id of ['imp_g', 'imp_missing', 'imp_b2']) expect(await sessions.find(id), id).to.equal(undefined);
+    });
+
     it('lets exactly one of 50 concurrent commits of one subject token over 5 connections win, and lists only its session', async () => {
       const { classes, close } = await store.connections(5);
       try {
