@@ -22,6 +22,7 @@ import { migrateUnderLock } from '../postgres/migration.js';
 import { lastByKey, StatementBatch } from '../postgres/batch.js';
 import { assertPlainIdentifiers } from '../postgres/identifier.js';
 import { openPool, type PoolSource } from '../postgres/pool.js';
+import { currentReadAhead, type ReadAhead } from './contracts/read-ahead.js';
 import { commitWith, migrateStore, storeNames, storeStatements, type Statement } from './postgres-schema.js';
 import {
   invalidArgument,
@@ -190,6 +191,8 @@ interface Lookup {
   model: string;
   byUid: boolean;
   key: string;
+  /** For an access token: where its session and Grant, read in the same statement, are left. */
+  ahead?: ReadAhead;
 }
 
 interface EntryWrite {
@@ -307,15 +310,35 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
   // so that one caller's mistake never fails the others; should PostgreSQL
   // still refuse a value, the batch is sent again in halves down to the
   // caller that brought it (see lib/postgres/batch.ts).
+  // The owner of what this adapter reads ahead (see ReadAhead): only its own finds take it.
+  const readAheadOwner = {};
   const lookups = new StatementBatch<Lookup, AdapterPayload | undefined>(
     async (items) => {
+      const following = items.some((item) => item.ahead);
+      const values = [items.map((item) => item.model), items.map((item) => item.byUid), items.map((item) => item.key)];
       const { rows } = await run(
-        statements.findMany,
-        [items.map((item) => item.model), items.map((item) => item.byUid), items.map((item) => item.key)],
+        following ? statements.findManyAhead : statements.findMany,
+        following ? [...values, items.map((item) => item.ahead !== undefined)] : values,
         items.length === 1 ? (items[0]!.byUid ? 'findByUid' : 'find') : 'find',
       );
       const found: Array<AdapterPayload | undefined> = Array.from({ length: items.length });
-      for (const row of rows as Array<Row & { n: string }>) found[Number(row.n) - 1] = payloadOf(row);
+      const ahead: Array<{ Session?: AdapterPayload; Grant?: AdapterPayload }> = [];
+      for (const row of rows as Array<Row & { n: string; via?: 'Session' | 'Grant' | null }>) {
+        const at = Number(row.n) - 1;
+        if (row.via) (ahead[at] ??= {})[row.via] = payloadOf(row);
+        else found[at] = payloadOf(row);
+      }
+      for (const [at, item] of items.entries()) {
+        const token = found[at];
+        if (!item.ahead || !token) continue;
+        // What the statement read by the token's own names, found or not, is what the finds would read.
+        if (typeof token.sessionUid === 'string' && keyOf(token.sessionUid) === token.sessionUid) {
+          item.ahead.put(readAheadOwner, 'Session', 'uid', token.sessionUid, ahead[at]?.Session);
+        }
+        if (typeof token.grantId === 'string') {
+          item.ahead.put(readAheadOwner, 'Grant', 'id', keyOf(token.grantId), ahead[at]?.Grant);
+        }
+      }
       return found;
     },
     { max: MAX_BATCH },
@@ -562,11 +585,23 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
     }
 
     async find(id: string): Promise<AdapterPayload | undefined> {
-      return lookups.add({ model: this.#name, byUid: false, key: keyOf(id) });
+      const key = keyOf(id);
+      const box = currentReadAhead();
+      const read = box?.take(readAheadOwner, this.#name, 'id', key);
+      if (read) return read.payload;
+      return lookups.add({
+        model: this.#name,
+        byUid: false,
+        key,
+        ...(box && this.#name === 'AccessToken' ? { ahead: box } : {}),
+      });
     }
 
     async findByUid(uid: string): Promise<AdapterPayload | undefined> {
-      return lookups.add({ model: this.#name, byUid: true, key: keyOf(uid) });
+      const key = keyOf(uid);
+      const read = currentReadAhead()?.take(readAheadOwner, this.#name, 'uid', key);
+      if (read) return read.payload;
+      return lookups.add({ model: this.#name, byUid: true, key });
     }
 
     async findByUserCode(userCode: string): Promise<AdapterPayload | undefined> {
