@@ -304,14 +304,15 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
     }
   }
 
+  // The owner of what this adapter reads ahead (see ReadAhead): only its own finds take it.
+  const readAheadOwner = {};
+
   // Finds, consumptions, entry writes and index additions of the same turn of
   // the event loop, from any number of requests, each go out as one statement.
   // A value that could make a statement fail is refused before it joins one,
   // so that one caller's mistake never fails the others; should PostgreSQL
   // still refuse a value, the batch is sent again in halves down to the
   // caller that brought it (see lib/postgres/batch.ts).
-  // The owner of what this adapter reads ahead (see ReadAhead): only its own finds take it.
-  const readAheadOwner = {};
   const lookups = new StatementBatch<Lookup, AdapterPayload | undefined>(
     async (items) => {
       const following = items.some((item) => item.ahead);
@@ -330,13 +331,15 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
       }
       for (const [at, item] of items.entries()) {
         const token = found[at];
+        const { Session: session, Grant: grant } = ahead[at] ?? {};
         if (!item.ahead || !token) continue;
-        // What the statement read by the token's own names, found or not, is what the finds would read.
-        if (typeof token.sessionUid === 'string' && keyOf(token.sessionUid) === token.sessionUid) {
-          item.ahead.put(readAheadOwner, 'Session', 'uid', token.sessionUid, ahead[at]?.Session);
+        // Only what was found is left: what these finds would return, read with the token. One
+        // not found is read again, so that nothing is refused for a row the join could not name.
+        if (session && typeof token.sessionUid === 'string' && keyOf(token.sessionUid) === token.sessionUid) {
+          item.ahead.put(readAheadOwner, 'Session', 'uid', token.sessionUid, session);
         }
-        if (typeof token.grantId === 'string') {
-          item.ahead.put(readAheadOwner, 'Grant', 'id', keyOf(token.grantId), ahead[at]?.Grant);
+        if (grant && typeof token.grantId === 'string') {
+          item.ahead.put(readAheadOwner, 'Grant', 'id', keyOf(token.grantId), grant);
         }
       }
       return found;
@@ -588,7 +591,7 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
       const key = keyOf(id);
       const box = currentReadAhead();
       const read = box?.take(readAheadOwner, this.#name, 'id', key);
-      if (read) return read.payload;
+      if (read) return read;
       return lookups.add({
         model: this.#name,
         byUid: false,
@@ -600,7 +603,7 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
     async findByUid(uid: string): Promise<AdapterPayload | undefined> {
       const key = keyOf(uid);
       const read = currentReadAhead()?.take(readAheadOwner, this.#name, 'uid', key);
-      if (read) return read.payload;
+      if (read) return read;
       return lookups.add({ model: this.#name, byUid: true, key });
     }
 

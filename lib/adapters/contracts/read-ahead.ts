@@ -14,25 +14,19 @@ import type { AdapterPayload } from 'oidc-provider';
  * ahead ignores the box.
  */
 export class ReadAhead {
-  readonly #entries = new Map<string, AdapterPayload | undefined>();
+  readonly #entries = new Map<string, AdapterPayload>();
 
-  /** Leaves what `owner`'s store found (or did not: `undefined`) for `model` by id or uid `key`. */
-  put(owner: object, model: string, by: 'id' | 'uid', key: string, payload: AdapterPayload | undefined): void {
+  /** Leaves what `owner`'s store found for `model` by id or uid `key`. */
+  put(owner: object, model: string, by: 'id' | 'uid', key: string, payload: AdapterPayload): void {
     this.#entries.set(entryKey(owner, model, by, key), payload);
   }
 
   /** What was left for that read, taken out of the box; `undefined` when nothing was. */
-  take(
-    owner: object,
-    model: string,
-    by: 'id' | 'uid',
-    key: string,
-  ): { payload: AdapterPayload | undefined } | undefined {
+  take(owner: object, model: string, by: 'id' | 'uid', key: string): AdapterPayload | undefined {
     const at = entryKey(owner, model, by, key);
-    if (!this.#entries.has(at)) return undefined;
     const payload = this.#entries.get(at);
     this.#entries.delete(at);
-    return { payload };
+    return payload;
   }
 }
 
