@@ -294,8 +294,13 @@ function commitText({ entries, indexes }: StoreNames, { appendFunction, outbox, 
 // UPDATE, re-checked in their latest version), as `consumeMany` locks them, so that two
 // statements never wait for each other in a cycle; of two exchanges of one batch consuming the
 // same entry, exactly one is returned by `redeemed`. Only the exchanges `allowed` returns write
-// their entry and its index members ($13 names, $14 owners n). One row per exchange.
-function commitManyText({ entries, indexes }: StoreNames): string {
+// their entry and its index members ($13 names, $14 owners n). One row per exchange. With
+// `outbox`, the allowed exchanges' notifications are appended too (`notifyManyCtes`).
+function commitManyText({ entries, indexes }: StoreNames, outbox?: Pick<OutboxTables, 'entries' | 'drops'>): string {
+  const notes = outbox ? `,\n      ${notifyManyCtes(outbox)}` : '';
+  const dropped = outbox
+    ? `(SELECT json_agg(c.subscription) FROM counted AS c WHERE c.n = q.n AND c.waiting >= c.max_pending)`
+    : 'NULL::json';
   return `WITH q AS (
         SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::float8[],
           $8::bigint[]) WITH ORDINALITY AS q(consume_model, consume_id, consumed, model, id, payload, lifetime,
@@ -347,11 +352,62 @@ function commitManyText({ entries, indexes }: StoreNames): string {
         INSERT INTO ${indexes} (model, name, member, expires_at)
         SELECT q.model, x.name, q.id, q.member_expiry
         FROM unnest($13::text[], $14::int[]) AS x(name, n) JOIN q ON q.n = x.n JOIN allowed AS a ON a.n = q.n
-        ON CONFLICT (model, name, member) DO UPDATE SET expires_at = EXCLUDED.expires_at)
+        ON CONFLICT (model, name, member) DO UPDATE SET expires_at = EXCLUDED.expires_at)${notes}
       SELECT q.n, EXISTS (SELECT 1 FROM allowed AS a WHERE a.n = q.n) AS committed,
         (SELECT id FROM ended WHERE ended.n = q.n) AS guard,
-        (SELECT count(*) FROM unsettled AS u WHERE u.n = q.n)::int AS unsettled
+        (SELECT count(*) FROM unsettled AS u WHERE u.n = q.n)::int AS unsettled,
+        ${dropped} AS dropped
       FROM q ORDER BY q.n`;
+}
+
+/** The batched commit that appends notifications too, named after the outbox's tables. */
+export function commitManyWith(names: StoreNames, outbox: Pick<OutboxTables, 'entries' | 'drops'>): Statement {
+  const suffix = createHash('sha256').update(outbox.entries).digest('hex').slice(0, 12);
+  return { name: `${names.statementPrefix}commit_many_${suffix}`, text: commitManyText(names, outbox) };
+}
+
+// The notifications of a batch's allowed exchanges ($15 ids, $16 subscriptions, $17 subjects,
+// $18 streams, $19 bodies, $20 each one's time in ms, $21 its subscription's bound, $22 its
+// exchange n), appended as appendCtes appends one exchange's: a stream's entry is ready only
+// when the stream has no other live one, and a subscription at its bound refuses the entry
+// (counted in the drops). Within a batch, a subscription's entries count those before them in
+// the batch (`ahead`), so that no batch takes a subscription past its bound; the caller puts two
+// notifications of one stream in statements one after the other, so that the second sees the
+// first.
+function notifyManyCtes({ entries, drops }: Pick<OutboxTables, 'entries' | 'drops'>): string {
+  return `input AS (
+        SELECT * FROM unnest($15::text[], $16::text[], $17::text[], $18::text[], $19::text[], $20::bigint[],
+          $21::bigint[], $22::int[]) WITH ORDINALITY AS i(id, subscription, subject, stream, body, now, max_pending, n, ord)
+        WHERE i.n IN (SELECT n FROM allowed)
+        LIMIT cardinality($15::text[])),
+      ranked AS (
+        SELECT i.*, row_number() OVER (PARTITION BY i.subscription ORDER BY i.ord) - 1 AS ahead FROM input AS i),
+      counted AS (
+        SELECT r.*, r.ahead + CASE
+            WHEN coalesce((SELECT max(seq) FROM ${entries})
+                          - (SELECT min(e.seq) FROM ${entries} AS e
+                             WHERE e.subscription = r.subscription AND e.dead_at IS NULL) + 1, 0) + r.ahead < r.max_pending
+              THEN 0
+            ELSE (SELECT count(*) FROM (SELECT 1 FROM ${entries} AS e
+                                        WHERE e.subscription = r.subscription AND e.dead_at IS NULL
+                                        LIMIT r.max_pending) AS bounded)
+          END AS waiting
+        FROM ranked AS r),
+      appended AS (
+        INSERT INTO ${entries} (id, subscription, subject, stream, body, created_at, next_at, ready)
+        SELECT c.id, c.subscription, c.subject, c.stream, c.body, c.now, c.now, latest.seq IS NULL
+        FROM counted AS c LEFT JOIN LATERAL (
+          SELECT e.seq FROM ${entries} AS e WHERE e.stream = c.stream AND e.dead_at IS NULL
+          ORDER BY e.seq DESC LIMIT 1
+          FOR KEY SHARE
+        ) AS latest ON true
+        WHERE c.waiting < c.max_pending
+        ORDER BY c.ord),
+      refused AS (
+        INSERT INTO ${drops} (subscription, dropped)
+        SELECT subscription, count(*) FROM counted WHERE waiting >= max_pending GROUP BY subscription
+        ORDER BY subscription
+        ON CONFLICT (subscription) DO UPDATE SET dropped = ${drops}.dropped + EXCLUDED.dropped)`;
 }
 
 export function storeStatements(names: StoreNames): Record<StatementName, Statement> {

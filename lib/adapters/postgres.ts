@@ -16,14 +16,21 @@ import type { BoundedIndexAdd, IndexEntry } from './contracts/indexes.js';
 import type { CommitOutcome, CommitWrite, QuotaOutcome, QuotaWrite } from './contracts/commit.js';
 import type { EveryDomainAdapter, ImpersonationAdapterClass } from './contract.js';
 import { saveWithinQuotasBy } from './quotas.js';
-import type { OutboxStore } from '../outbox/contract.js';
+import { streamOf, type NewOutboxEntry, type OutboxStore } from '../outbox/contract.js';
 import { appendValues, createPostgresOutbox, outboxDdl, type RunTransaction } from '../outbox/postgres.js';
 import { migrateUnderLock } from '../postgres/migration.js';
 import { lastByKey, StatementBatch } from '../postgres/batch.js';
 import { assertPlainIdentifiers } from '../postgres/identifier.js';
 import { openPool, type PoolSource } from '../postgres/pool.js';
 import { currentReadAhead, type ReadAhead } from './contracts/read-ahead.js';
-import { commitWith, migrateStore, storeNames, storeStatements, type Statement } from './postgres-schema.js';
+import {
+  commitManyWith,
+  commitWith,
+  migrateStore,
+  storeNames,
+  storeStatements,
+  type Statement,
+} from './postgres-schema.js';
 import {
   invalidArgument,
   invalidCall,
@@ -99,6 +106,15 @@ type Row = { payload: AdapterPayload; consumed: unknown };
  */
 const GUARD_LIFETIME_MS = 10 * 60 * 1000;
 
+/** A batched commit's answer for one exchange (`commitManyText`). */
+interface CommitManyRow {
+  n: string;
+  committed: boolean;
+  guard: string | null;
+  unsettled: number;
+  dropped: string[] | null;
+}
+
 /** The commit statement's answer. */
 interface CommitRow {
   committed: number;
@@ -132,6 +148,8 @@ interface PlainCommit {
   memberExpiry: number;
   indexes: string[];
   guards: string[];
+  /** The exchange's notifications, appended with it (`commitManyWith`). */
+  notes?: { entries: readonly NewOutboxEntry[]; maxPending: number; now: number } | undefined;
 }
 
 /** The values of `commitManyText` for `commits`. */
@@ -152,6 +170,21 @@ function commitManyValues(commits: readonly PlainCommit[]): unknown[] {
   };
   const guards = owned((commit) => commit.guards);
   const indexes = owned((commit) => commit.indexes);
+  const notes = commits.flatMap((commit, at) =>
+    (commit.notes?.entries ?? []).map((entry) => ({ entry, n: at + 1, notes: commit.notes! })),
+  );
+  const notified = notes.length
+    ? [
+        notes.map(({ entry }) => entry.id),
+        notes.map(({ entry }) => entry.subscription),
+        notes.map(({ entry }) => entry.subject),
+        notes.map(({ entry }) => streamOf(entry)),
+        notes.map(({ entry }) => entry.body),
+        notes.map(({ notes }) => notes.now),
+        notes.map(({ notes }) => notes.maxPending),
+        notes.map(({ n }) => n),
+      ]
+    : [];
   return [
     column('consumeModel'),
     column('consumeId'),
@@ -167,24 +200,39 @@ function commitManyValues(commits: readonly PlainCommit[]): unknown[] {
     GUARD_LIFETIME_MS,
     indexes.values,
     indexes.owners,
+    ...notified,
   ];
 }
 
 /**
- * `items` in rounds, in their order, none of which holds two items of the
- * same key: the second of a key goes in the round after the first's.
+ * `items` cut, in their order, into runs in which no two items share a key: a
+ * run ends before the item that would repeat one. Sent one after the other,
+ * the runs keep the order the items came in.
  */
-function roundsOfDistinct<Item>(items: readonly Item[], keyOf: (item: Item) => string): Item[][] {
-  const rounds: Item[][] = [];
-  const seen: Array<Set<string>> = [];
+function runsOfDistinct<Item>(items: readonly Item[], keysOf: (item: Item) => readonly string[]): Item[][] {
+  const runs: Item[][] = [];
+  let run: Item[] = [];
+  let held = new Set<string>();
   for (const item of items) {
-    const key = keyOf(item);
-    let round = 0;
-    while (seen[round]?.has(key)) round += 1;
-    (rounds[round] ??= []).push(item);
-    (seen[round] ??= new Set()).add(key);
+    const keys = keysOf(item);
+    if (keys.some((key) => held.has(key))) {
+      runs.push(run);
+      run = [];
+      held = new Set();
+    }
+    run.push(item);
+    for (const key of keys) held.add(key);
   }
-  return rounds;
+  if (run.length) runs.push(run);
+  return runs;
+}
+
+/** What one batch must not hold twice: the entry a commit writes, and the streams it notifies. */
+function commitKeys(commit: PlainCommit): string[] {
+  return [
+    `entry\u0000${commit.model}\u0000${commit.id}`,
+    ...(commit.notes?.entries ?? []).map((entry) => `stream\u0000${streamOf(entry)}`),
+  ];
 }
 
 interface Lookup {
@@ -414,29 +462,34 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
 
   // Plain commits (no trail, no notification, no counter) of the same turn of the event loop,
   // from any number of requests, go out as one statement, one transaction (see commitManyText).
-  // A batch carries each written entry once: a second commit of the same entry goes in a
-  // statement after the first's, as if they had been sent one after the other.
-  const plainCommits = new StatementBatch<PlainCommit, CommitRow>(
-    async (items) => {
-      const answers = new Map<PlainCommit, CommitRow>();
-      for (const round of roundsOfDistinct(items, (item) => `${item.model}\u0000${item.id}`)) {
-        const { rows } = await run(statements.commitMany, commitManyValues(round), 'commitOnce');
-        for (const row of rows as Array<{ n: string; committed: boolean; guard: string | null; unsettled: number }>) {
-          const { committed, guard, unsettled } = row;
-          answers.set(round[Number(row.n) - 1]!, {
-            committed: committed ? 1 : 0,
-            guard,
-            unsettled,
-            spent: null,
-            journaled: null,
-            dropped: null,
-          });
+  // A statement carries each written entry and each notified stream once: a commit that would
+  // repeat one starts the next statement, so that they keep the order they came in.
+  const commitsIn = (statement: () => Statement) =>
+    new StatementBatch<PlainCommit, CommitRow>(
+      async (items) => {
+        const answers = new Map<PlainCommit, CommitRow>();
+        for (const sent of runsOfDistinct(items, commitKeys)) {
+          const { rows } = await run(statement(), commitManyValues(sent), 'commitOnce');
+          for (const row of rows as Array<CommitManyRow>) {
+            const { committed, guard, unsettled, dropped } = row;
+            answers.set(sent[Number(row.n) - 1]!, {
+              committed: committed ? 1 : 0,
+              guard,
+              unsettled,
+              spent: null,
+              journaled: null,
+              dropped,
+            });
+          }
         }
-      }
-      return items.map((item) => answers.get(item)!);
-    },
-    { max: MAX_BATCH },
-  );
+        return items.map((item) => answers.get(item)!);
+      },
+      { max: MAX_BATCH },
+    );
+  const plainCommits = commitsIn(() => statements.commitMany);
+  // With notifications: its statement is made once the outbox's tables are known to exist.
+  let notifyingStatement: Statement | undefined;
+  const notifyingCommits = commitsIn(() => (notifyingStatement ??= commitManyWith(names, outboxTables)));
 
   function cleanup(): Promise<{ entries: number; indexMembers: number }> {
     // One sweep at a time per adapter; several instances skip each other's rows.
@@ -663,12 +716,13 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
         ...(notifying ? appendValues(notes.entries, notes.maxPending, notes.now) : []),
       ];
       const statement = commitStatement(journal?.appendFunction, notifying, quotas.length > 0);
-      const plain = statement === statements.commit;
+      // Without a trail row or quota counters, commits of one turn go out together.
+      const batched = !journal && quotas.length === 0;
       let answer: CommitRow;
       // A guard or counter row another statement (or this one) created is not seen by it: sent again, it is.
       for (let attempt = 1; ; attempt += 1) {
-        answer = plain
-          ? await plainCommits.add({
+        answer = batched
+          ? await (notifying ? notifyingCommits : plainCommits).add({
               consumeModel: values[0] as string | null,
               consumeId: values[1] as string | null,
               consumed: String(Math.floor(Date.now() / 1000)),
@@ -679,6 +733,7 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
               memberExpiry: values[7] as number,
               indexes: values[8] as string[],
               guards: guardIds,
+              notes: notifying ? notes : undefined,
             })
           : ((await run(statement, values, 'commitOnce')).rows[0] as CommitRow);
         if (answer.unsettled === 0 || answer.guard !== null || answer.spent !== null || answer.committed === 1) break;

@@ -1,6 +1,7 @@
 import { expect } from 'chai';
 import pg from 'pg';
 import { createPostgresAdapter, type PostgresAdapterClass } from '../../lib/adapters/postgres.js';
+import type { OutboxStore } from '../../lib/outbox/contract.js';
 import { DATABASE_URL } from '../support/postgres.js';
 import { postgresRunSchema, testTable } from '../support/postgres-adapter.js';
 
@@ -118,5 +119,53 @@ describe('PostgreSQL adapter: the commit reads its guards by id, however many se
     const commits = plans.filter((plan) => plan.includes('redeemed AS') && plan.includes('unnest($9::text[]'));
     expect(commits, 'the batched commits were planned and explained').to.have.length.greaterThan(0);
     for (const plan of commits) expect(mostFiltered(plan), plan).to.be.below(STORED);
+  });
+
+  it('reads the outbox by index when commits that notify go out together, however many entries wait', async () => {
+    const plans: string[] = [];
+    const Store = await explainingAdapter(plans);
+    const tokens = new Store('SubjectToken');
+    const records = new Store('ImpersonationSession');
+    const outbox = (records as unknown as { outbox(): OutboxStore }).outbox();
+    const now = Date.now();
+    const waiting = Array.from({ length: STORED }, (_, n) => ({
+      id: `w-${n}`,
+      subscription: 'mail',
+      subject: `customer-${n}`,
+      body: '{}',
+    }));
+    await outbox.append(waiting, STORED + 1, now);
+    for (const round of [1, 2, 3]) {
+      const ids = [1, 2, 3].map((n) => `${round}-${n}`);
+      for (const id of ids) await tokens.upsert(`st-${id}`, { kind: 'SubjectToken', id: `st-${id}` }, 600);
+      const outcomes = await Promise.all(
+        ids.map((id) =>
+          records.commitOnce({
+            consume: { model: 'SubjectToken', id: `st-${id}` },
+            write: {
+              model: 'ImpersonationSession',
+              id: `imp-${id}`,
+              payload: { kind: 'ImpersonationSession' },
+              expiresIn: 600,
+            },
+            indexes: ['active'],
+            expiresAt: now + 600_000,
+            guards: ['mark:grant:g-alice', 'mark:session:u-alice'],
+            outbox: {
+              entries: [{ id: `m-${id}`, subscription: 'crm', subject: `bob-${id}`, body: '{}' }],
+              maxPending: 10_000,
+              now,
+            },
+          }),
+        ),
+      );
+      expect(outcomes.map((outcome) => outcome.outcome)).to.deep.equal(['committed', 'committed', 'committed']);
+    }
+    const commits = plans.filter((plan) => plan.includes('redeemed AS') && plan.includes('unnest($15::text[]'));
+    expect(commits, 'the batched commits were planned and explained').to.have.length.greaterThan(0);
+    for (const plan of commits) {
+      expect(mostFiltered(plan), plan).to.be.below(STORED);
+      expect(plan, 'no table read whole').to.not.match(/Seq Scan on/);
+    }
   });
 });
