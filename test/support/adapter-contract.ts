@@ -305,8 +305,11 @@ export function subjectTokenContract(target: Target): void {
   });
 }
 
-/** The sessions' domain: sorted indexes, `commitOnce` and `saveWithinQuotas`. */
-export function sessionContract(target: Target): void {
+/**
+ * The sessions' domain: sorted indexes, `commitOnce` and `saveWithinQuotas`;
+ * `notifies`: the store keeps the outbox, and a commit's notifications with it.
+ */
+export function sessionContract(target: Target, { notifies = true }: { notifies?: boolean } = {}): void {
   let store: AdapterUnderTest;
   let Adapter: AtomicAdapterClass;
 
@@ -414,48 +417,50 @@ export function sessionContract(target: Target): void {
       for (const id of ['imp_g', 'imp_missing', 'imp_b2']) expect(await sessions.find(id), id).to.equal(undefined);
     });
 
-    it('appends the notifications of commits asked for together as if they had come one after the other', async () => {
-      const tokens = committing(Adapter, 'SubjectToken');
-      const sessions = committing(Adapter, 'ImpersonationSession');
-      const outbox = (sessions as unknown as { outbox(): OutboxStore }).outbox();
-      for (const id of ['n1', 'n2', 'n3', 'n4', 'n5']) await tokens.upsert(id, { kind: 'SubjectToken' }, 60);
-      await sessions.upsert('ended:actor-grant:g9', { kind: GUARD_KIND, ended: 1 } as unknown as AdapterPayload, 600);
-      const now = Date.now();
-      // A subscription of this test's own: a store's outbox may outlive one test.
-      const crm = `crm-${randomUUID()}`;
-      const notifying = (session: string, token: string, subject: string, guards: string[] = []): CommitWrite => ({
-        ...write(session, token, guards),
-        outbox: {
-          entries: [{ id: `m-${session}`, subscription: crm, subject, body: JSON.stringify({ session }) }],
-          maxPending: 3,
-          now,
-        },
+    // A commit's notifications join it only in a store that keeps the outbox too.
+    if (notifies)
+      it('appends the notifications of commits asked for together as if they had come one after the other', async () => {
+        const tokens = committing(Adapter, 'SubjectToken');
+        const sessions = committing(Adapter, 'ImpersonationSession');
+        const outbox = (sessions as unknown as { outbox(): OutboxStore }).outbox();
+        for (const id of ['n1', 'n2', 'n3', 'n4', 'n5']) await tokens.upsert(id, { kind: 'SubjectToken' }, 60);
+        await sessions.upsert('ended:actor-grant:g9', { kind: GUARD_KIND, ended: 1 } as unknown as AdapterPayload, 600);
+        const now = Date.now();
+        // A subscription of this test's own: a store's outbox may outlive one test.
+        const crm = `crm-${randomUUID()}`;
+        const notifying = (session: string, token: string, subject: string, guards: string[] = []): CommitWrite => ({
+          ...write(session, token, guards),
+          outbox: {
+            entries: [{ id: `m-${session}`, subscription: crm, subject, body: JSON.stringify({ session }) }],
+            maxPending: 3,
+            now,
+          },
+        });
+        const outcomes = await Promise.all([
+          sessions.commitOnce(notifying('imp_1', 'n1', 'bob')),
+          // bob's second notification waits for his first.
+          sessions.commitOnce(notifying('imp_2', 'n2', 'bob')),
+          // Refused: it notifies nobody.
+          sessions.commitOnce(notifying('imp_3', 'n3', 'carol', ['ended:actor-grant:g9'])),
+          sessions.commitOnce(notifying('imp_4', 'n4', 'dave')),
+          // The subscription holds 3 waiting entries by now: dropped, the exchange committed.
+          sessions.commitOnce(notifying('imp_5', 'n5', 'erin')),
+        ]);
+        expect(outcomes).to.deep.equal([
+          { outcome: 'committed', dropped: [] },
+          { outcome: 'committed', dropped: [] },
+          { outcome: 'guarded', guard: 'ended:actor-grant:g9' },
+          { outcome: 'committed', dropped: [] },
+          { outcome: 'committed', dropped: [crm] },
+        ]);
+        expect((await outbox.stats()).subscriptions[crm]).to.deep.equal({ pending: 3, dead: 0, dropped: 1 });
+        // Claimed a second later: a store may date an entry by its own clock.
+        const claimed = await outbox.claim(100, 30_000, Date.now() + 1_000, 0);
+        expect(claimed.filter((entry) => entry.subscription === crm).map((entry) => entry.id)).to.have.members([
+          'm-imp_1',
+          'm-imp_4',
+        ]);
       });
-      const outcomes = await Promise.all([
-        sessions.commitOnce(notifying('imp_1', 'n1', 'bob')),
-        // bob's second notification waits for his first.
-        sessions.commitOnce(notifying('imp_2', 'n2', 'bob')),
-        // Refused: it notifies nobody.
-        sessions.commitOnce(notifying('imp_3', 'n3', 'carol', ['ended:actor-grant:g9'])),
-        sessions.commitOnce(notifying('imp_4', 'n4', 'dave')),
-        // The subscription holds 3 waiting entries by now: dropped, the exchange committed.
-        sessions.commitOnce(notifying('imp_5', 'n5', 'erin')),
-      ]);
-      expect(outcomes).to.deep.equal([
-        { outcome: 'committed', dropped: [] },
-        { outcome: 'committed', dropped: [] },
-        { outcome: 'guarded', guard: 'ended:actor-grant:g9' },
-        { outcome: 'committed', dropped: [] },
-        { outcome: 'committed', dropped: [crm] },
-      ]);
-      expect((await outbox.stats()).subscriptions[crm]).to.deep.equal({ pending: 3, dead: 0, dropped: 1 });
-      // Claimed a second later: a store may date an entry by its own clock.
-      const claimed = await outbox.claim(100, 30_000, Date.now() + 1_000, 0);
-      expect(claimed.filter((entry) => entry.subscription === crm).map((entry) => entry.id)).to.have.members([
-        'm-imp_1',
-        'm-imp_4',
-      ]);
-    });
 
     it('lets exactly one of 50 concurrent commits of one subject token over 5 connections win, and lists only its session', async () => {
       const { classes, close } = await store.connections(5);
