@@ -295,11 +295,17 @@ function commitText({ entries, indexes }: StoreNames, { appendFunction, outbox, 
 // statements never wait for each other in a cycle; of two exchanges of one batch consuming the
 // same entry, exactly one is returned by `redeemed`. Only the exchanges `allowed` returns write
 // their entry and its index members ($13 names, $14 owners n). One row per exchange. With
-// `outbox`, the allowed exchanges' notifications are appended too (`notifyManyCtes`).
-function commitManyText({ entries, indexes }: StoreNames, outbox?: Pick<OutboxTables, 'entries' | 'drops'>): string {
+// `outbox`, the allowed exchanges' notifications are appended too (`notifyManyCtes`); with
+// `appendFunction`, their trail rows (`journalManyCtes`).
+function commitManyText({ entries, indexes }: StoreNames, { outbox, appendFunction }: BatchedExtras = {}): string {
   const notes = outbox ? `,\n      ${notifyManyCtes(outbox)}` : '';
   const dropped = outbox
     ? `(SELECT json_agg(c.subscription) FROM counted AS c WHERE c.n = q.n AND c.waiting >= c.max_pending)`
+    : 'NULL::json';
+  const journal = appendFunction ? `,\n      ${journalManyCtes(appendFunction, outbox ? 23 : 15)}` : '';
+  const journaled = appendFunction
+    ? `(SELECT json_agg(json_build_object('seq', o.seq::text, 'hash', o.hash) ORDER BY o.seq)
+          FROM journaled AS o JOIN journal_input AS i ON i.pos = o.pos WHERE i.n = q.n)`
     : 'NULL::json';
   return `WITH q AS (
         SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::float8[],
@@ -352,18 +358,46 @@ function commitManyText({ entries, indexes }: StoreNames, outbox?: Pick<OutboxTa
         INSERT INTO ${indexes} (model, name, member, expires_at)
         SELECT q.model, x.name, q.id, q.member_expiry
         FROM unnest($13::text[], $14::int[]) AS x(name, n) JOIN q ON q.n = x.n JOIN allowed AS a ON a.n = q.n
-        ON CONFLICT (model, name, member) DO UPDATE SET expires_at = EXCLUDED.expires_at)${notes}
+        ON CONFLICT (model, name, member) DO UPDATE SET expires_at = EXCLUDED.expires_at)${notes}${journal}
       SELECT q.n, EXISTS (SELECT 1 FROM allowed AS a WHERE a.n = q.n) AS committed,
         (SELECT id FROM ended WHERE ended.n = q.n) AS guard,
         (SELECT count(*) FROM unsettled AS u WHERE u.n = q.n)::int AS unsettled,
-        ${dropped} AS dropped
+        ${dropped} AS dropped, ${journaled} AS journaled
       FROM q ORDER BY q.n`;
 }
 
-/** The batched commit that appends notifications too, named after the outbox's tables. */
-export function commitManyWith(names: StoreNames, outbox: Pick<OutboxTables, 'entries' | 'drops'>): Statement {
-  const suffix = createHash('sha256').update(outbox.entries).digest('hex').slice(0, 12);
-  return { name: `${names.statementPrefix}commit_many_${suffix}`, text: commitManyText(names, outbox) };
+/** What a batched commit writes besides the exchanges' own rows. */
+export interface BatchedExtras {
+  /** The outbox's tables: the exchanges' notifications are appended ($15–$22). */
+  outbox?: Pick<OutboxTables, 'entries' | 'drops'> | undefined;
+  /** A trail in the same database: its rows are appended by this SQL function (one text[] after the outbox's). */
+  appendFunction?: string | undefined;
+}
+
+/** The batched commit with `extras`, named after them. */
+export function commitManyWith(names: StoreNames, extras: BatchedExtras): Statement {
+  const variant = `${extras.appendFunction ?? ''}\n${extras.outbox ? extras.outbox.entries : ''}`;
+  const suffix = createHash('sha256').update(variant).digest('hex').slice(0, 12);
+  return { name: `${names.statementPrefix}commit_many_${suffix}`, text: commitManyText(names, extras) };
+}
+
+// The trail rows of a batch's allowed exchanges ($first: for each exchange n, its rows as a JSON
+// array), appended by the trail's function in one call, in the order of the exchanges and of
+// each one's rows: the chain's head is locked once for them all. The call stands in a CTE over a
+// one-row query, which PostgreSQL evaluates once (a CTE that calls a volatile function is never
+// folded into the query that reads it), so that whatever the plan it runs once, and not at all
+// when no exchange is allowed; `journaled.pos` numbers its rows as `journal_input.pos` numbers
+// what it was given.
+function journalManyCtes(appendFunction: string, first: number): string {
+  return `journal_input AS MATERIALIZED (
+        SELECT j.n, e.value, row_number() OVER (ORDER BY j.n, e.ord) AS pos
+        FROM unnest($${first}::text[]) WITH ORDINALITY AS j(rows, n)
+        JOIN allowed AS a ON a.n = j.n
+        CROSS JOIN LATERAL jsonb_array_elements(j.rows::jsonb) WITH ORDINALITY AS e(value, ord)),
+      journaled AS (
+        SELECT r.seq, r.hash, r.pos
+        FROM (SELECT jsonb_agg(value ORDER BY pos) AS rows FROM journal_input HAVING count(*) > 0) AS x
+        CROSS JOIN LATERAL ${appendFunction}(x.rows) WITH ORDINALITY AS r(seq, hash, pos))`;
 }
 
 // The notifications of a batch's allowed exchanges ($15 ids, $16 subscriptions, $17 subjects,

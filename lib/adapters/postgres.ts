@@ -113,6 +113,7 @@ interface CommitManyRow {
   guard: string | null;
   unsettled: number;
   dropped: string[] | null;
+  journaled: Array<{ seq: string; hash: string }> | null;
 }
 
 /** The commit statement's answer. */
@@ -150,6 +151,8 @@ interface PlainCommit {
   guards: string[];
   /** The exchange's notifications, appended with it (`commitManyWith`). */
   notes?: { entries: readonly NewOutboxEntry[]; maxPending: number; now: number } | undefined;
+  /** The exchange's trail rows (a JSON array), appended with it by the trail's function. */
+  journal?: string | undefined;
 }
 
 /** The values of `commitManyText` for `commits`. */
@@ -201,6 +204,8 @@ function commitManyValues(commits: readonly PlainCommit[]): unknown[] {
     indexes.values,
     indexes.owners,
     ...notified,
+    // A batch's commits are of one kind: all carry trail rows, or none does.
+    ...(commits[0]?.journal === undefined ? [] : [commits.map((commit) => commit.journal ?? '[]')]),
   ];
 }
 
@@ -460,8 +465,8 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
     { max: MAX_BATCH },
   );
 
-  // Plain commits (no trail, no notification, no counter) of the same turn of the event loop,
-  // from any number of requests, go out as one statement, one transaction (see commitManyText).
+  // Commits without quota counters of the same turn of the event loop, from any number of
+  // requests, go out as one statement, one transaction (see commitManyText).
   // A statement carries each written entry and each notified stream once: a commit that would
   // repeat one starts the next statement, so that they keep the order they came in.
   const commitsIn = (statement: () => Statement) =>
@@ -471,13 +476,13 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
         for (const sent of runsOfDistinct(items, commitKeys)) {
           const { rows } = await run(statement(), commitManyValues(sent), 'commitOnce');
           for (const row of rows as Array<CommitManyRow>) {
-            const { committed, guard, unsettled, dropped } = row;
+            const { committed, guard, unsettled, dropped, journaled } = row;
             answers.set(sent[Number(row.n) - 1]!, {
               committed: committed ? 1 : 0,
               guard,
               unsettled,
               spent: null,
-              journaled: null,
+              journaled,
               dropped,
             });
           }
@@ -486,10 +491,20 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
       },
       { max: MAX_BATCH },
     );
-  const plainCommits = commitsIn(() => statements.commitMany);
-  // With notifications: its statement is made once the outbox's tables are known to exist.
-  let notifyingStatement: Statement | undefined;
-  const notifyingCommits = commitsIn(() => (notifyingStatement ??= commitManyWith(names, outboxTables)));
+  // One batch per kind of commit: with notifications or not, with a trail's rows or not.
+  const commitBatches = new Map<string, StatementBatch<PlainCommit, CommitRow>>([
+    ['\n', commitsIn(() => statements.commitMany)],
+  ]);
+  const commitBatch = (appendFunction: string | undefined, notifying: boolean) => {
+    const key = `${appendFunction ?? ''}\n${notifying ? 'outbox' : ''}`;
+    let batch = commitBatches.get(key);
+    if (!batch) {
+      const statement = commitManyWith(names, { appendFunction, outbox: notifying ? outboxTables : undefined });
+      batch = commitsIn(() => statement);
+      commitBatches.set(key, batch);
+    }
+    return batch;
+  };
 
   function cleanup(): Promise<{ entries: number; indexMembers: number }> {
     // One sweep at a time per adapter; several instances skip each other's rows.
@@ -716,13 +731,13 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
         ...(notifying ? appendValues(notes.entries, notes.maxPending, notes.now) : []),
       ];
       const statement = commitStatement(journal?.appendFunction, notifying, quotas.length > 0);
-      // Without a trail row or quota counters, commits of one turn go out together.
-      const batched = !journal && quotas.length === 0;
+      // Without quota counters (an impersonation's), commits of one turn go out together.
+      const batched = quotas.length === 0;
       let answer: CommitRow;
       // A guard or counter row another statement (or this one) created is not seen by it: sent again, it is.
       for (let attempt = 1; ; attempt += 1) {
         answer = batched
-          ? await (notifying ? notifyingCommits : plainCommits).add({
+          ? await commitBatch(journal?.appendFunction, notifying).add({
               consumeModel: values[0] as string | null,
               consumeId: values[1] as string | null,
               consumed: String(Math.floor(Date.now() / 1000)),
@@ -734,6 +749,7 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
               indexes: values[8] as string[],
               guards: guardIds,
               notes: notifying ? notes : undefined,
+              journal: journal?.rows,
             })
           : ((await run(statement, values, 'commitOnce')).rows[0] as CommitRow);
         if (answer.unsettled === 0 || answer.guard !== null || answer.spent !== null || answer.committed === 1) break;

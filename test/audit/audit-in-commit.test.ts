@@ -79,6 +79,27 @@ describe('PostgreSQL audit log in the store: the success row in the commit', fun
     expect(verified.ok, JSON.stringify(verified)).to.equal(true);
   });
 
+  it('writes one row for each of the exchanges committed together, the chain intact', async () => {
+    const actorToken = await userAccessToken(tp, 'alice');
+    const subjects = await Promise.all(Array.from({ length: 8 }, () => subjectToken(tp, { userId: 'carol' })));
+    const before = (await successRows()).length;
+    const listedBefore = new Set((await listed('carol')).map((session) => session.id));
+    statements.length = 0;
+    const replies = await Promise.all(
+      subjects.map((subject) => exchangeAsActor(tp, { subjectToken: subject, actorToken, resource: API })),
+    );
+    expect(replies.map((reply) => reply.status)).to.deep.equal(Array.from({ length: 8 }, () => 200));
+    // However many went out together, each exchange's row once, in one call of the trail per statement.
+    const commits = statements.filter((text) => text.includes('journaled AS ('));
+    expect(commits.length).to.be.within(1, 8);
+    const rows = (await successRows()).slice(before);
+    expect(rows).to.have.length(8);
+    const listedNow = (await listed('carol')).map((session) => session.id);
+    expect([...rows].sort()).to.deep.equal(listedNow.filter((id) => !listedBefore.has(id)).sort());
+    const verified = await log.verify({ key: hmac });
+    expect(verified.ok, JSON.stringify(verified)).to.equal(true);
+  });
+
   it('leaves no success row for the exchanges that lose the race', async () => {
     const actorToken = await userAccessToken(tp, 'alice');
     const subject = await subjectToken(tp, { userId: 'carol' });
