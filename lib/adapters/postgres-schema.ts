@@ -282,8 +282,7 @@ function commitText({ entries, indexes }: StoreNames, { appendFunction, outbox, 
         ${outcome}, ${journaled} AS journaled, ${dropped} AS dropped`;
 }
 
-// Several exchanges' plain commits (no trail, no notification, no counter) in one statement,
-// hence one transaction: what a commit costs PostgreSQL beyond its rows (the statement, the
+// Several exchanges' commits without quota counters in one statement, hence one transaction: what a commit costs PostgreSQL beyond its rows (the statement, the
 // transaction, its WAL flush) is paid once for all of them. Each exchange (row n of $1–$8: the
 // entry to consume, or NULL; the consumption's value; the entry to write, its payload, its
 // lifetime in ms, its members' expiry) is decided as `commitText` decides one: its guards

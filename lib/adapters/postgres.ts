@@ -136,7 +136,7 @@ const MAX_BATCH = 256;
 /** The longest lifetime stored, in ms (about 300 years): a longer one would overflow PostgreSQL's interval and fail its whole batch. */
 const LONGEST_LIFETIME_MS = 1e13;
 
-/** One exchange's plain commit, as `commitManyText` takes it. */
+/** One exchange's commit without quota counters, as `commitManyText` takes it. */
 interface PlainCommit {
   consumeModel: string | null;
   consumeId: string | null;
