@@ -120,7 +120,6 @@ export type StatementName =
   | 'findByUserCode'
   | 'upsertMany'
   | 'consumeMany'
-  | 'commit'
   | 'commitMany'
   | 'destroy'
   | 'revokeByGrantId'
@@ -147,18 +146,15 @@ export interface CommitExtras {
   appendFunction?: string | undefined;
   /** The outbox's tables: the exchange's notifications are appended (appendCtes' values follow). */
   outbox?: Pick<OutboxTables, 'entries' | 'drops'> | undefined;
-  /**
-   * Whether the commit charges quota counters (a delegation's). Without, the
-   * statement has none of the counters' CTEs: an impersonation's commit plans
-   * and runs as the redemption, the session and its guards alone ($12–$14
-   * are still bound, and unused).
-   */
-  quotas?: boolean | undefined;
 }
 
-/** The commit statement with `extras`, named after them. */
+/**
+ * The commit statement of an exchange charged to quota counters (a
+ * delegation's), with `extras`, named after them. Commits without counters
+ * go out together (`commitManyWith`).
+ */
 export function commitWith(names: StoreNames, extras: CommitExtras): Statement {
-  const variant = `${extras.appendFunction ?? ''}\n${extras.outbox ? extras.outbox.entries : ''}\n${extras.quotas ? 'quotas' : ''}`;
+  const variant = `${extras.appendFunction ?? ''}\n${extras.outbox ? extras.outbox.entries : ''}\nquotas`;
   const suffix = createHash('sha256').update(variant).digest('hex').slice(0, 12);
   return { name: `${names.statementPrefix}commit_${suffix}`, text: commitText(names, extras) };
 }
@@ -192,7 +188,7 @@ function idsOf(array: string): string {
 // from the row `allowed` returns; a caller that waited for the consumed row's lock finds it
 // consumed and writes nothing. $7 is the entry's lifetime in milliseconds, $8 the members'
 // expiry.
-function commitText({ entries, indexes }: StoreNames, { appendFunction, outbox, quotas }: CommitExtras): string {
+function commitText({ entries, indexes }: StoreNames, { appendFunction, outbox }: CommitExtras): string {
   const journal = appendFunction
     ? `,
       journaled AS (SELECT (r.j).seq AS seq, (r.j).hash AS hash
@@ -206,12 +202,9 @@ function commitText({ entries, indexes }: StoreNames, { appendFunction, outbox, 
     : '';
   const dropped = outbox ? '(SELECT json_agg(subscription) FROM refused)' : 'NULL::json';
   const live = '(e.expires_at IS NULL OR e.expires_at > now())';
-  const open = quotas
-    ? `NOT EXISTS (SELECT 1 FROM ended) AND NOT EXISTS (SELECT 1 FROM unsettled)
-          AND NOT EXISTS (SELECT 1 FROM spent) AND NOT EXISTS (SELECT 1 FROM quota_unsettled)`
-    : 'NOT EXISTS (SELECT 1 FROM ended) AND NOT EXISTS (SELECT 1 FROM unsettled)';
-  const counters = quotas
-    ? `
+  const open = `NOT EXISTS (SELECT 1 FROM ended) AND NOT EXISTS (SELECT 1 FROM unsettled)
+          AND NOT EXISTS (SELECT 1 FROM spent) AND NOT EXISTS (SELECT 1 FROM quota_unsettled)`;
+  const counters = `
       wanted AS (
         SELECT * FROM unnest($12::text[], $13::int[], $14::float8[]) WITH ORDINALITY AS q(id, max, lifetime, n)),
       quota_created AS (
@@ -227,12 +220,8 @@ function commitText({ entries, indexes }: StoreNames, { appendFunction, outbox, 
       quota_unsettled AS (SELECT w.id FROM wanted AS w WHERE w.id NOT IN (SELECT id FROM quota_locked)),
       spent AS (
         SELECT w.id FROM wanted AS w JOIN quota_locked AS l ON l.id = w.id WHERE l.count >= w.max
-        ORDER BY w.n LIMIT 1),`
-    : `
-      -- No counters: the parameters keep their places and types, read by nothing.
-      wanted AS (SELECT $12::text[] AS ids, $13::int[] AS maxes, $14::float8[] AS lifetimes),`;
-  const charged = quotas
-    ? `
+        ORDER BY w.n LIMIT 1),`;
+  const charged = `
       charged AS (
         UPDATE ${entries} AS e SET
           payload = json_build_object('kind', '${QUOTA_KIND}',
@@ -240,13 +229,10 @@ function commitText({ entries, indexes }: StoreNames, { appendFunction, outbox, 
           expires_at = CASE WHEN ${live} THEN e.expires_at ELSE now() + w.lifetime * interval '1 millisecond' END
         FROM wanted AS w
         WHERE e.model = $4 AND e.id = w.id AND EXISTS (SELECT 1 FROM allowed)
-        RETURNING e.id),`
-    : '';
-  const outcome = quotas
-    ? `(SELECT id FROM spent) AS spent,
+        RETURNING e.id),`;
+  const outcome = `(SELECT id FROM spent) AS spent,
         ((SELECT count(*) FROM unsettled) + (SELECT count(*) FROM quota_unsettled))::int AS unsettled,
-        (SELECT count(*) FROM charged)::int AS charged`
-    : `NULL::text AS spent, (SELECT count(*) FROM unsettled)::int AS unsettled, 0 AS charged`;
+        (SELECT count(*) FROM charged)::int AS charged`;
   return `WITH created AS (
         INSERT INTO ${entries} (model, id, payload, expires_at)
         SELECT $4, g.id, json_build_object('kind', '${GUARD_KIND}'), now() + $11::float8 * interval '1 millisecond'
@@ -496,7 +482,6 @@ export function storeStatements(names: StoreNames): Record<StatementName, Statem
         ORDER BY model, id FOR UPDATE)
       UPDATE ${entries} AS e SET consumed = $3 FROM target
       WHERE e.model = target.model AND e.id = target.id RETURNING e.model, e.id`,
-    commit: commitText(names, {}),
     commitMany: commitManyText(names),
     destroy: `DELETE FROM ${entries} WHERE model = $1 AND id = $2`,
     // Only the grantable models' rows carry a grant id.

@@ -302,15 +302,14 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
   const { pool, end } = openPool('createPostgresAdapter', options);
   const names = storeNames(options.schema, table);
   const statements = storeStatements(names);
-  // The commit's variants: with a trail's rows, with notifications, with quota counters (a
-  // delegation's), or any of them together (one prepared statement each).
+  // The commit of an exchange charged to quota counters (a delegation's) with a trail's rows,
+  // with notifications, or both (one prepared statement each).
   const commitVariants = new Map<string, Statement>();
-  const commitStatement = (appendFunction: string | undefined, notifying: boolean, quotas: boolean): Statement => {
-    if (!appendFunction && !notifying && !quotas) return statements.commit;
-    const key = `${appendFunction ?? ''}\n${notifying}\n${quotas}`;
+  const commitStatement = (appendFunction: string | undefined, notifying: boolean): Statement => {
+    const key = `${appendFunction ?? ''}\n${notifying}`;
     let statement = commitVariants.get(key);
     if (!statement) {
-      statement = commitWith(names, { appendFunction, outbox: notifying ? outboxTables : undefined, quotas });
+      statement = commitWith(names, { appendFunction, outbox: notifying ? outboxTables : undefined });
       commitVariants.set(key, statement);
     }
     return statement;
@@ -730,9 +729,9 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
         ...(journal ? [journal.rows] : []),
         ...(notifying ? appendValues(notes.entries, notes.maxPending, notes.now) : []),
       ];
-      const statement = commitStatement(journal?.appendFunction, notifying, quotas.length > 0);
       // Without quota counters (an impersonation's), commits of one turn go out together.
       const batched = quotas.length === 0;
+      const statement = batched ? undefined : commitStatement(journal?.appendFunction, notifying);
       let answer: CommitRow;
       // A guard or counter row another statement (or this one) created is not seen by it: sent again, it is.
       for (let attempt = 1; ; attempt += 1) {
@@ -751,7 +750,7 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
               notes: notifying ? notes : undefined,
               journal: journal?.rows,
             })
-          : ((await run(statement, values, 'commitOnce')).rows[0] as CommitRow);
+          : ((await run(statement!, values, 'commitOnce')).rows[0] as CommitRow);
         if (answer.unsettled === 0 || answer.guard !== null || answer.spent !== null || answer.committed === 1) break;
         if (attempt === MAX_COMMIT_ATTEMPTS)
           throw unavailable('the exchange could not be committed: its guards or quota counters kept changing');
