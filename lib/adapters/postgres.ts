@@ -711,46 +711,49 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
       const guardIds = guards.map(keyOf);
       const quotaIds = quotas.map((quota) => keyOf(quota.key));
       const now = Date.now();
-      const values = [
-        consume ? consume.model : null,
-        consume ? keyOf(consume.id) : null,
-        String(Math.floor(now / 1000)),
-        write.model,
-        keyOf(write.id),
-        JSON.stringify(stored),
+      const commit: PlainCommit = {
+        consumeModel: consume ? consume.model : null,
+        consumeId: consume ? keyOf(consume.id) : null,
+        consumed: String(Math.floor(now / 1000)),
+        model: write.model,
+        id: keyOf(write.id),
+        payload: JSON.stringify(stored),
         lifetime,
-        Math.round(expiresAt),
-        indexes.map(keyOf),
-        guardIds,
-        GUARD_LIFETIME_MS,
-        quotaIds,
-        quotas.map((quota) => quota.max),
-        quotas.map((quota) => Math.max(1, Math.min(quota.expiresAt - now, LONGEST_LIFETIME_MS))),
-        ...(journal ? [journal.rows] : []),
-        ...(notifying ? appendValues(notes.entries, notes.maxPending, notes.now) : []),
-      ];
-      // Without quota counters (an impersonation's), commits of one turn go out together.
-      const batched = quotas.length === 0;
-      const statement = batched ? undefined : commitStatement(journal?.appendFunction, notifying);
+        memberExpiry: Math.round(expiresAt),
+        indexes: indexes.map(keyOf),
+        guards: guardIds,
+        notes: notifying ? notes : undefined,
+        journal: journal?.rows,
+      };
+      // Without quota counters (an impersonation's), commits of one turn go out together;
+      // with them (a delegation's), each is a statement of its own.
+      const send = async (): Promise<CommitRow> => {
+        if (quotas.length === 0) return commitBatch(journal?.appendFunction, notifying).add(commit);
+        const values = [
+          commit.consumeModel,
+          commit.consumeId,
+          commit.consumed,
+          commit.model,
+          commit.id,
+          commit.payload,
+          lifetime,
+          commit.memberExpiry,
+          commit.indexes,
+          guardIds,
+          GUARD_LIFETIME_MS,
+          quotaIds,
+          quotas.map((quota) => quota.max),
+          quotas.map((quota) => Math.max(1, Math.min(quota.expiresAt - now, LONGEST_LIFETIME_MS))),
+          ...(journal ? [journal.rows] : []),
+          ...(notifying ? appendValues(notes.entries, notes.maxPending, notes.now) : []),
+        ];
+        const statement = commitStatement(journal?.appendFunction, notifying);
+        return (await run(statement, values, 'commitOnce')).rows[0] as CommitRow;
+      };
       let answer: CommitRow;
       // A guard or counter row another statement (or this one) created is not seen by it: sent again, it is.
       for (let attempt = 1; ; attempt += 1) {
-        answer = batched
-          ? await commitBatch(journal?.appendFunction, notifying).add({
-              consumeModel: values[0] as string | null,
-              consumeId: values[1] as string | null,
-              consumed: String(Math.floor(Date.now() / 1000)),
-              model: write.model,
-              id: values[4] as string,
-              payload: values[5] as string,
-              lifetime,
-              memberExpiry: values[7] as number,
-              indexes: values[8] as string[],
-              guards: guardIds,
-              notes: notifying ? notes : undefined,
-              journal: journal?.rows,
-            })
-          : ((await run(statement!, values, 'commitOnce')).rows[0] as CommitRow);
+        answer = await send();
         if (answer.unsettled === 0 || answer.guard !== null || answer.spent !== null || answer.committed === 1) break;
         if (attempt === MAX_COMMIT_ATTEMPTS)
           throw unavailable('the exchange could not be committed: its guards or quota counters kept changing');

@@ -90,9 +90,11 @@ describe('PostgreSQL adapter: the commit reads its guards by id, however many se
     }
   });
 
-  it('probes each guard and each entry it consumes by its key when commits go out together', async () => {
-    const plans: string[] = [];
-    const Store = await explainingAdapter(plans);
+  /**
+   * Three rounds of three commits asked for together (so sent as one statement), each
+   * redeeming a subject token of its own; `notify` gives each its notification.
+   */
+  async function commitInRounds(Store: PostgresAdapterClass, notify?: { now: number }): Promise<void> {
     const tokens = new Store('SubjectToken');
     const records = new Store('ImpersonationSession');
     for (const round of [1, 2, 3]) {
@@ -111,11 +113,23 @@ describe('PostgreSQL adapter: the commit reads its guards by id, however many se
             indexes: ['active'],
             expiresAt: Date.now() + 600_000,
             guards: ['mark:grant:g-alice', 'mark:session:u-alice'],
+            ...(notify && {
+              outbox: {
+                entries: [{ id: `m-${id}`, subscription: 'crm', subject: `bob-${id}`, body: '{}' }],
+                maxPending: 10_000,
+                now: notify.now,
+              },
+            }),
           }),
         ),
       );
       expect(outcomes.map((outcome) => outcome.outcome)).to.deep.equal(['committed', 'committed', 'committed']);
     }
+  }
+
+  it('probes each guard and each entry it consumes by its key when commits go out together', async () => {
+    const plans: string[] = [];
+    await commitInRounds(await explainingAdapter(plans));
     const commits = plans.filter((plan) => plan.includes('redeemed AS') && plan.includes('unnest($9::text[]'));
     expect(commits, 'the batched commits were planned and explained').to.have.length.greaterThan(0);
     for (const plan of commits) expect(mostFiltered(plan), plan).to.be.below(STORED);
@@ -124,9 +138,7 @@ describe('PostgreSQL adapter: the commit reads its guards by id, however many se
   it('reads the outbox by index when commits that notify go out together, however many entries wait', async () => {
     const plans: string[] = [];
     const Store = await explainingAdapter(plans);
-    const tokens = new Store('SubjectToken');
-    const records = new Store('ImpersonationSession');
-    const outbox = (records as unknown as { outbox(): OutboxStore }).outbox();
+    const outbox = (new Store('ImpersonationSession') as unknown as { outbox(): OutboxStore }).outbox();
     const now = Date.now();
     const waiting = Array.from({ length: STORED }, (_, n) => ({
       id: `w-${n}`,
@@ -135,32 +147,7 @@ describe('PostgreSQL adapter: the commit reads its guards by id, however many se
       body: '{}',
     }));
     await outbox.append(waiting, STORED + 1, now);
-    for (const round of [1, 2, 3]) {
-      const ids = [1, 2, 3].map((n) => `${round}-${n}`);
-      for (const id of ids) await tokens.upsert(`st-${id}`, { kind: 'SubjectToken', id: `st-${id}` }, 600);
-      const outcomes = await Promise.all(
-        ids.map((id) =>
-          records.commitOnce({
-            consume: { model: 'SubjectToken', id: `st-${id}` },
-            write: {
-              model: 'ImpersonationSession',
-              id: `imp-${id}`,
-              payload: { kind: 'ImpersonationSession' },
-              expiresIn: 600,
-            },
-            indexes: ['active'],
-            expiresAt: now + 600_000,
-            guards: ['mark:grant:g-alice', 'mark:session:u-alice'],
-            outbox: {
-              entries: [{ id: `m-${id}`, subscription: 'crm', subject: `bob-${id}`, body: '{}' }],
-              maxPending: 10_000,
-              now,
-            },
-          }),
-        ),
-      );
-      expect(outcomes.map((outcome) => outcome.outcome)).to.deep.equal(['committed', 'committed', 'committed']);
-    }
+    await commitInRounds(Store, { now });
     const commits = plans.filter((plan) => plan.includes('redeemed AS') && plan.includes('unnest($15::text[]'));
     expect(commits, 'the batched commits were planned and explained').to.have.length.greaterThan(0);
     for (const plan of commits) {

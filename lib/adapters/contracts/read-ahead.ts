@@ -14,15 +14,17 @@ import type { AdapterPayload } from 'oidc-provider';
  * ahead ignores the box.
  */
 export class ReadAhead {
-  readonly #entries = new Map<string, AdapterPayload>();
+  /** Made by the first entry left: a store that reads nothing ahead costs a box nothing more. */
+  #entries: Map<string, AdapterPayload> | undefined;
 
   /** Leaves what `owner`'s store found for `model` by id or uid `key`. */
   put(owner: object, model: string, by: 'id' | 'uid', key: string, payload: AdapterPayload): void {
-    this.#entries.set(entryKey(owner, model, by, key), payload);
+    (this.#entries ??= new Map()).set(entryKey(owner, model, by, key), payload);
   }
 
   /** What was left for that read, taken out of the box; `undefined` when nothing was. */
   take(owner: object, model: string, by: 'id' | 'uid', key: string): AdapterPayload | undefined {
+    if (!this.#entries?.size) return undefined;
     const at = entryKey(owner, model, by, key);
     const payload = this.#entries.get(at);
     this.#entries.delete(at);
