@@ -3,6 +3,7 @@ import type pg from 'pg';
 import { migrateUnderLock } from '../postgres/migration.js';
 import { appendCtes, type OutboxTables } from '../outbox/postgres.js';
 import { GUARD_KIND, QUOTA_KIND } from './contract.js';
+import type { Statement } from '../postgres/statement.js';
 
 /**
  * The PostgreSQL adapter's two tables, their migration and every statement
@@ -109,10 +110,7 @@ export async function migrateStore(pool: pg.Pool, names: StoreNames): Promise<vo
   );
 }
 
-export interface Statement {
-  name: string;
-  text: string;
-}
+export type { Statement } from '../postgres/statement.js';
 
 export type StatementName =
   | 'findMany'

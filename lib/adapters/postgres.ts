@@ -533,6 +533,7 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
 
   let outbox: OutboxStore | undefined;
   const outboxTables = {
+    statementPrefix: names.statementPrefix,
     entries: qualified(options.schema, `${table}_outbox`),
     drops: qualified(options.schema, `${table}_outbox_drops`),
     streamIndex: `"${table}_outbox_stream"`,
@@ -552,10 +553,10 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
     });
     await outboxMigrating;
   }
-  async function runOutbox(text: string, values: unknown[], operation: string): Promise<pg.QueryResult> {
+  async function runOutbox(statement: Statement, values: unknown[], operation: string): Promise<pg.QueryResult> {
     await outboxReady();
     try {
-      return await pool.query(text, values);
+      return await pool.query({ name: statement.name, text: statement.text, values });
     } catch (error) {
       throw storeError(operation, error);
     }
@@ -572,7 +573,7 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
   async function transaction<T>(
     ready: () => Promise<void>,
     begin: string,
-    work: (run: (text: string, values: unknown[], step: string) => Promise<pg.QueryResult>) => Promise<T>,
+    work: (run: (statement: Statement, values: unknown[], step: string) => Promise<pg.QueryResult>) => Promise<T>,
     operation: string,
   ): Promise<T> {
     await ready();
@@ -583,17 +584,19 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
       throw storeError(operation, error);
     }
     let broken: Error | undefined;
-    const inTransaction = async (text: string, values: unknown[], step: string): Promise<pg.QueryResult> => {
+    const send = async (query: pg.QueryConfig, step: string): Promise<pg.QueryResult> => {
       try {
-        return await client.query(text, values);
+        return await client.query(query);
       } catch (error) {
         throw storeError(step, error);
       }
     };
+    const inTransaction = (statement: Statement, values: unknown[], step: string): Promise<pg.QueryResult> =>
+      send({ name: statement.name, text: statement.text, values }, step);
     try {
-      await inTransaction(begin, [], operation);
+      await send({ text: begin }, operation);
       const result = await work(inTransaction);
-      await inTransaction('COMMIT', [], operation);
+      await send({ text: 'COMMIT' }, operation);
       return result;
     } catch (error) {
       await client.query('ROLLBACK').catch((rollback: unknown) => {
@@ -807,9 +810,9 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
         storeReady,
         'BEGIN ISOLATION LEVEL READ COMMITTED',
         async (query) => {
-          await query(statements.indexLock.text, [names.lock, model, indexNames], 'indexAddWithin');
+          await query(statements.indexLock, [names.lock, model, indexNames], 'indexAddWithin');
           return query(
-            statements.indexAddWithin.text,
+            statements.indexAddWithin,
             [model, indexNames, member, Date.now(), expiries, adds.map((add) => add.bound)],
             'indexAddWithin',
           );

@@ -22,15 +22,18 @@
 import { randomUUID } from 'node:crypto';
 import { streamOf, type DeadLetter, type LeasedEntry, type NewOutboxEntry, type SettledEntry } from './entries.js';
 import type { OutboxStats, OutboxStore } from './contract.js';
+import type { Statement } from '../postgres/statement.js';
 
 /** Runs one statement (the adapter's pool, error mapping and migration). */
 export type RunStatement = (
-  text: string,
+  statement: Statement,
   values: unknown[],
   operation: string,
 ) => Promise<{ rows: Record<string, unknown>[] }>;
 
 export interface OutboxTables {
+  /** What the outbox's statement names start with: its adapter's, unique to its table. */
+  statementPrefix: string;
   /** Qualified names of the entries' and the counters' tables. */
   entries: string;
   drops: string;
@@ -142,29 +145,111 @@ export function outboxDdl(tables: OutboxTables): string {
   `;
 }
 
+/** The outbox's statements, each prepared once per connection (see Statement). */
+function outboxStatements(tables: OutboxTables): Record<
+  | 'append'
+  | 'cleanup'
+  | 'claim'
+  | 'retry'
+  | 'lockOne'
+  | 'delivered'
+  | 'dead'
+  | 'retryMany'
+  | 'lockMany'
+  | 'settleMany'
+  | 'waits'
+  | 'counts'
+  | 'drops'
+  | 'deadLetters',
+  Statement
+> {
+  const { entries, drops } = tables;
+  // Marks the next entry of the settled entry's stream ready; `settled` names its stream, $1 its seq.
+  const markNext = `UPDATE ${entries} SET ready = true
+           WHERE seq = (
+             SELECT min(e.seq) FROM ${entries} e JOIN settled s ON e.stream = s.stream
+             WHERE e.seq > $1 AND e.dead_at IS NULL
+           ) AND NOT ready`;
+  const texts = {
+    append: `WITH ${appendCtes(tables, 1, 'true')}
+         SELECT subscription FROM refused`,
+    cleanup: `DELETE FROM ${entries} WHERE dead_at < $1`,
+    claim: claimStatement(entries),
+    retry: `UPDATE ${entries} SET lease = NULL, lease_until = 0, next_at = $3
+           WHERE seq = $1 AND lease = $2 AND dead_at IS NULL RETURNING seq`,
+    lockOne: `SELECT seq FROM ${entries} WHERE seq = $1 AND lease = $2 AND dead_at IS NULL FOR UPDATE`,
+    delivered: `WITH settled AS (DELETE FROM ${entries} WHERE seq = $1 RETURNING stream)
+           ${markNext}`,
+    dead: `WITH settled AS (
+             UPDATE ${entries} SET lease = NULL, lease_until = 0, dead_at = $2, dead_reason = $3
+             WHERE seq = $1 RETURNING stream
+           )
+           ${markNext}`,
+    retryMany: `UPDATE ${entries} e SET lease = NULL, lease_until = 0, next_at = v.at
+           FROM unnest($1::bigint[], $2::text[], $3::bigint[]) AS v(seq, lease, at)
+           WHERE e.seq = v.seq AND e.lease = v.lease AND e.dead_at IS NULL
+           RETURNING e.seq`,
+    lockMany: `SELECT e.seq FROM ${entries} e
+             JOIN unnest($1::bigint[], $2::text[]) AS v(seq, lease) ON e.seq = v.seq AND e.lease = v.lease
+             WHERE e.dead_at IS NULL ORDER BY e.seq FOR UPDATE OF e SKIP LOCKED`,
+    settleMany: `WITH v AS (
+               SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[]) AS v(seq, outcome, reason)
+             ), deleted AS (
+               DELETE FROM ${entries} e USING v WHERE e.seq = v.seq AND v.outcome = 'delivered'
+               RETURNING e.seq, e.stream
+             ), killed AS (
+               UPDATE ${entries} e SET lease = NULL, lease_until = 0, dead_at = $4, dead_reason = v.reason
+               FROM v WHERE e.seq = v.seq AND v.outcome = 'dead'
+               RETURNING e.seq, e.stream
+             ), settled AS (
+               SELECT * FROM deleted UNION ALL SELECT * FROM killed
+             )
+             UPDATE ${entries} SET ready = true
+             WHERE seq IN (
+               SELECT (SELECT min(e.seq) FROM ${entries} e
+                       WHERE e.stream = s.stream AND e.seq > s.seq AND e.seq <> ALL($1) AND e.dead_at IS NULL)
+               FROM settled s
+             ) AND NOT ready`,
+    waits: `SELECT 1 FROM ${entries} WHERE subscription = $1 AND dead_at IS NULL LIMIT 1`,
+    // The oldest waiting entry of each subscription: its lowest seq, one probe of the subscription index.
+    // Asked as the first row from (subscription, 0) on: with `subscription = …` and `ORDER BY seq` the
+    // planner walks the primary key instead, past every entry of the subscriptions appended before.
+    counts: `SELECT c.subscription, c.pending, c.dead,
+                  (SELECT f.created_at FROM (
+                     SELECT e.subscription, e.created_at FROM ${entries} e
+                     WHERE e.dead_at IS NULL AND (e.subscription, e.seq) > (c.subscription, 0)
+                     ORDER BY e.subscription, e.seq LIMIT 1
+                   ) f WHERE f.subscription = c.subscription) AS oldest_at
+           FROM (SELECT subscription, count(*) FILTER (WHERE dead_at IS NULL) AS pending,
+                        count(*) FILTER (WHERE dead_at IS NOT NULL) AS dead
+                 FROM ${entries} GROUP BY subscription) c`,
+    drops: `SELECT subscription, dropped FROM ${drops}`,
+    deadLetters: `SELECT id, subscription, subject, body, created_at, attempts, dead_at, dead_reason FROM ${entries}
+         WHERE dead_at IS NOT NULL ORDER BY dead_at DESC, seq DESC LIMIT $1`,
+  };
+  return Object.fromEntries(
+    Object.entries(texts).map(([part, text]) => [part, { name: `${tables.statementPrefix}outbox_${part}`, text }]),
+  ) as ReturnType<typeof outboxStatements>;
+}
+
 export function createPostgresOutbox(
   tables: OutboxTables,
   run: RunStatement,
   transaction: RunTransaction,
 ): OutboxStore {
-  const { entries, drops } = tables;
+  const statements = outboxStatements(tables);
   const store: OutboxStore = {
     async append(toAppend, maxPending, now) {
       if (!toAppend.length) return [];
-      const { rows } = await run(
-        `WITH ${appendCtes(tables, 1, 'true')}
-         SELECT subscription FROM refused`,
-        appendValues(toAppend, maxPending, now),
-        'outbox append',
-      );
+      const { rows } = await run(statements.append, appendValues(toAppend, maxPending, now), 'outbox append');
       return rows.map((row) => String(row['subscription']));
     },
 
     async claim(limit, leaseMs, now, deadBefore, bound) {
-      await run(`DELETE FROM ${entries} WHERE dead_at < $1`, [deadBefore], 'outbox cleanup');
+      await run(statements.cleanup, [deadBefore], 'outbox cleanup');
       const out = [...(bound?.out ?? [])];
       const { rows } = await run(
-        claimStatement(entries),
+        statements.claim,
         [
           now,
           limit,
@@ -193,37 +278,16 @@ export function createPostgresOutbox(
     async settle(entry, settlement, now) {
       const seq = seqOf(entry);
       if (settlement.outcome === 'retry') {
-        const { rows } = await run(
-          `UPDATE ${entries} SET lease = NULL, lease_until = 0, next_at = $3
-           WHERE seq = $1 AND lease = $2 AND dead_at IS NULL RETURNING seq`,
-          [seq, entry.lease, settlement.at],
-          'outbox settle',
-        );
+        const { rows } = await run(statements.retry, [seq, entry.lease, settlement.at], 'outbox settle');
         return rows.length === 1;
       }
       return transaction(async (inTransaction) => {
         // Waits for an append that holds this row (its stream's last) while it decides whether its entry is ready.
-        const { rows } = await inTransaction(
-          `SELECT seq FROM ${entries} WHERE seq = $1 AND lease = $2 AND dead_at IS NULL FOR UPDATE`,
-          [seq, entry.lease],
-          'outbox settle',
-        );
+        const { rows } = await inTransaction(statements.lockOne, [seq, entry.lease], 'outbox settle');
         if (rows.length !== 1) return false;
         // A later statement: it sees the entries of the appends that waited for the lock above.
         await inTransaction(
-          `WITH settled AS (
-             ${
-               settlement.outcome === 'delivered'
-                 ? `DELETE FROM ${entries} WHERE seq = $1 RETURNING stream`
-                 : `UPDATE ${entries} SET lease = NULL, lease_until = 0, dead_at = $2, dead_reason = $3
-                    WHERE seq = $1 RETURNING stream`
-             }
-           )
-           UPDATE ${entries} SET ready = true
-           WHERE seq = (
-             SELECT min(e.seq) FROM ${entries} e JOIN settled s ON e.stream = s.stream
-             WHERE e.seq > $1 AND e.dead_at IS NULL
-           ) AND NOT ready`,
+          settlement.outcome === 'delivered' ? statements.delivered : statements.dead,
           settlement.outcome === 'delivered' ? [seq] : [seq, now, settlement.reason],
           'outbox settle',
         );
@@ -237,10 +301,7 @@ export function createPostgresOutbox(
       const final = settlements.filter(({ settlement }) => settlement.outcome !== 'retry');
       if (retries.length) {
         const { rows } = await run(
-          `UPDATE ${entries} e SET lease = NULL, lease_until = 0, next_at = v.at
-           FROM unnest($1::bigint[], $2::text[], $3::bigint[]) AS v(seq, lease, at)
-           WHERE e.seq = v.seq AND e.lease = v.lease AND e.dead_at IS NULL
-           RETURNING e.seq`,
+          statements.retryMany,
           [
             retries.map(({ entry }) => seqOf(entry)),
             retries.map(({ entry }) => entry.lease),
@@ -257,9 +318,7 @@ export function createPostgresOutbox(
           // an append holds is skipped, not waited for: waiting while holding the others could close a
           // cycle with an append that locks two of them in another order. It is settled alone below.
           const { rows } = await inTransaction(
-            `SELECT e.seq FROM ${entries} e
-             JOIN unnest($1::bigint[], $2::text[]) AS v(seq, lease) ON e.seq = v.seq AND e.lease = v.lease
-             WHERE e.dead_at IS NULL ORDER BY e.seq FOR UPDATE OF e SKIP LOCKED`,
+            statements.lockMany,
             [final.map(({ entry }) => seqOf(entry)), final.map(({ entry }) => entry.lease)],
             'outbox settle',
           );
@@ -269,24 +328,7 @@ export function createPostgresOutbox(
           if (!mine.length) return;
           // Each stream has one entry leased at a time: the settled entries are of different streams.
           await inTransaction(
-            `WITH v AS (
-               SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[]) AS v(seq, outcome, reason)
-             ), deleted AS (
-               DELETE FROM ${entries} e USING v WHERE e.seq = v.seq AND v.outcome = 'delivered'
-               RETURNING e.seq, e.stream
-             ), killed AS (
-               UPDATE ${entries} e SET lease = NULL, lease_until = 0, dead_at = $4, dead_reason = v.reason
-               FROM v WHERE e.seq = v.seq AND v.outcome = 'dead'
-               RETURNING e.seq, e.stream
-             ), settled AS (
-               SELECT * FROM deleted UNION ALL SELECT * FROM killed
-             )
-             UPDATE ${entries} SET ready = true
-             WHERE seq IN (
-               SELECT (SELECT min(e.seq) FROM ${entries} e
-                       WHERE e.stream = s.stream AND e.seq > s.seq AND e.seq <> ALL($1) AND e.dead_at IS NULL)
-               FROM settled s
-             ) AND NOT ready`,
+            statements.settleMany,
             [
               mine.map(({ entry }) => seqOf(entry)),
               mine.map(({ settlement }) => settlement.outcome),
@@ -306,33 +348,14 @@ export function createPostgresOutbox(
     },
 
     async waits(subscription) {
-      const { rows } = await run(
-        `SELECT 1 FROM ${entries} WHERE subscription = $1 AND dead_at IS NULL LIMIT 1`,
-        [subscription],
-        'outbox waits',
-      );
+      const { rows } = await run(statements.waits, [subscription], 'outbox waits');
       return rows.length > 0;
     },
 
     async stats() {
       const [counts, dropped] = await Promise.all([
-        // The oldest waiting entry of each subscription: its lowest seq, one probe of the subscription index.
-        // Asked as the first row from (subscription, 0) on: with `subscription = …` and `ORDER BY seq` the
-        // planner walks the primary key instead, past every entry of the subscriptions appended before.
-        run(
-          `SELECT c.subscription, c.pending, c.dead,
-                  (SELECT f.created_at FROM (
-                     SELECT e.subscription, e.created_at FROM ${entries} e
-                     WHERE e.dead_at IS NULL AND (e.subscription, e.seq) > (c.subscription, 0)
-                     ORDER BY e.subscription, e.seq LIMIT 1
-                   ) f WHERE f.subscription = c.subscription) AS oldest_at
-           FROM (SELECT subscription, count(*) FILTER (WHERE dead_at IS NULL) AS pending,
-                        count(*) FILTER (WHERE dead_at IS NOT NULL) AS dead
-                 FROM ${entries} GROUP BY subscription) c`,
-          [],
-          'outbox stats',
-        ),
-        run(`SELECT subscription, dropped FROM ${drops}`, [], 'outbox stats'),
+        run(statements.counts, [], 'outbox stats'),
+        run(statements.drops, [], 'outbox stats'),
       ]);
       const subscriptions: OutboxStats['subscriptions'] = {};
       const of = (name: unknown) => (subscriptions[String(name)] ??= { pending: 0, dead: 0, dropped: 0 });
@@ -347,12 +370,7 @@ export function createPostgresOutbox(
     },
 
     async deadLetters(limit) {
-      const { rows } = await run(
-        `SELECT id, subscription, subject, body, created_at, attempts, dead_at, dead_reason FROM ${entries}
-         WHERE dead_at IS NOT NULL ORDER BY dead_at DESC, seq DESC LIMIT $1`,
-        [limit],
-        'outbox dead letters',
-      );
+      const { rows } = await run(statements.deadLetters, [limit], 'outbox dead letters');
       return rows.map((row): DeadLetter => ({
         id: String(row['id']),
         subscription: String(row['subscription']),

@@ -1,9 +1,7 @@
 import { expect } from 'chai';
-import pg from 'pg';
-import { createPostgresAdapter, type PostgresAdapterClass } from '../../lib/adapters/postgres.js';
+import type { PostgresAdapterClass } from '../../lib/adapters/postgres.js';
 import type { OutboxStore } from '../../lib/outbox/contract.js';
-import { DATABASE_URL } from '../support/postgres.js';
-import { postgresRunSchema, testTable } from '../support/postgres-adapter.js';
+import { explainingAdapter as explaining, mostFiltered, type ExplainingAdapter } from '../support/postgres-plans.js';
 
 /** Stored sessions and subject tokens besides the guards: what a model-wide read would go through. */
 const STORED = 3000;
@@ -13,51 +11,27 @@ const STORED = 3000;
  * without the values. The guards (and quota counters) are looked up by their
  * ids in the primary key (model, id): written as `id = ANY(…)`, a generic
  * plan could read every entry of the model and filter them, a cost that grew
- * with the sessions stored. The plans are read as PostgreSQL runs them
- * (auto_explain, sent to this client), generic from the first call.
+ * with the sessions stored.
  */
 describe('PostgreSQL adapter: the commit reads its guards by id, however many sessions are stored', function () {
   this.timeout(30_000);
-  let pool: pg.Pool | undefined;
-  let Adapter: PostgresAdapterClass | undefined;
+  let explained: ExplainingAdapter | undefined;
   afterEach(async () => {
-    await Adapter?.close();
-    await pool?.end();
-    Adapter = undefined;
-    pool = undefined;
+    await explained?.close();
+    explained = undefined;
   });
 
-  /** A pool whose connection logs every plan it runs, generic from the first call, into `plans`. */
+  /** An explaining adapter (test/support/postgres-plans.ts), its plans into `plans`, with sessions and subject tokens stored. */
   async function explainingAdapter(plans: string[]): Promise<PostgresAdapterClass> {
-    const schema = await postgresRunSchema();
-    const table = testTable();
-    pool = new pg.Pool({
-      connectionString: DATABASE_URL,
-      max: 1,
-      options:
-        '-c session_preload_libraries=auto_explain -c auto_explain.log_min_duration=0 ' +
-        '-c auto_explain.log_analyze=on -c client_min_messages=log -c plan_cache_mode=force_generic_plan',
-    });
-    pool.on('connect', (client) => {
-      client.on('notice', (notice) => {
-        if (notice.message?.includes('Query Text')) plans.push(notice.message);
-      });
-    });
-    Adapter = createPostgresAdapter({ pool, schema, table, cleanupInterval: 0 });
-    await Adapter.migrate();
-    await pool.query(
-      `INSERT INTO "${schema}"."${table}" (model, id, payload, expires_at)
+    explained = await explaining(plans);
+    await explained.pool.query(
+      `INSERT INTO ${explained.entries} (model, id, payload, expires_at)
        SELECT 'ImpersonationSession', 'stored-' || n, '{}'::json, now() + interval '1 hour'
        FROM generate_series(1, ${STORED}) AS n UNION ALL
        SELECT 'SubjectToken', 'stored-' || n, '{}'::json, now() + interval '1 hour'
        FROM generate_series(1, ${STORED}) AS n`,
     );
-    return Adapter;
-  }
-
-  /** The largest count of rows a plan read and then dropped by a filter. */
-  function mostFiltered(plan: string): number {
-    return Math.max(0, ...[...plan.matchAll(/Rows Removed by Filter: (\d+)/g)].map((match) => Number(match[1])));
+    return explained.Adapter;
   }
 
   it('probes each guard and counter by its id in the generic plan', async () => {
