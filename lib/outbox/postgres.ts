@@ -146,7 +146,9 @@ export function outboxDdl(tables: OutboxTables): string {
 }
 
 /** The outbox's statements, each prepared once per connection (see Statement). */
-function outboxStatements(tables: OutboxTables): Record<
+function outboxStatements(
+  tables: OutboxTables,
+): Record<
   | 'append'
   | 'cleanup'
   | 'claim'
