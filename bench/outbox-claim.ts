@@ -61,7 +61,7 @@ async function measure(database: pg.Client, url: string, entries: number, shape:
     await database.query('BEGIN');
     const { rows } = await database.query<{ 'QUERY PLAN': string }>(
       `EXPLAIN (ANALYZE, BUFFERS) ${claimStatement(table)}`,
-      [NOW, BATCH, 'explain', LEASE_MS, BATCH, [], []],
+      [NOW, BATCH, 'explain', LEASE_MS, BATCH, [], [], 0],
     );
     await database.query('ROLLBACK');
     const plan = rows.map((row) => row['QUERY PLAN']);

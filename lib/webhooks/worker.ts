@@ -28,6 +28,12 @@ const BATCH = 32;
  * receiver's time at most, and nothing of the others'.
  */
 export const IN_FLIGHT_PER_SUBSCRIPTION = 16;
+/**
+ * How long settled deliveries wait for the others under way, so that a look's
+ * batch is settled in one trip to the store rather than one per answer: the
+ * store's work per delivery follows the trips, not the entries.
+ */
+const GATHER_MS = 20;
 /** What a lease adds to the receiver's time: the settlement's round trip to the store. */
 const LEASE_MARGIN_MS = 5000;
 /** First retry delay; each attempt doubles it, up to `maxBackoff`. */
@@ -130,6 +136,9 @@ export function startDelivery(
   /** Deliveries done and not yet settled: settled together, in as few trips to the store as they allow. */
   const done: SettledEntry[] = [];
   let settling: Promise<void> | undefined;
+  /** Deliveries whose answer has not come yet, and what wakes a settlement waiting for them. */
+  let delivering = 0;
+  let allAnswered: (() => void) | undefined;
 
   const report = (name: string, detail: object): void => {
     (provider as unknown as NodeJS.EventEmitter).emit(name, Object.freeze(detail));
@@ -203,11 +212,14 @@ export function startDelivery(
   /** Delivers an entry beside the others under way, and hands its settlement on. */
   function start(entry: LeasedEntry): void {
     out.set(entry.subscription, (out.get(entry.subscription) ?? 0) + 1);
+    delivering += 1;
     const delivery = tracedDelivery(provider, entry, () => deliver(entry)).then(
       (outcome) => {
+        answered();
         if (outcome) toSettle(outcome);
       },
       (error: unknown) => {
+        answered();
         reportError(provider, error);
       },
     );
@@ -220,14 +232,40 @@ export function startDelivery(
     });
   }
 
+  function answered(): void {
+    delivering -= 1;
+    if (delivering === 0) allAnswered?.();
+  }
+
   function toSettle(outcome: SettledEntry): void {
     done.push(outcome);
     settling ??= settleDone();
   }
 
-  /** Settles what is done, batch after batch while more comes; then looks again (a stream's next entry may be due). */
+  /** Until every delivery under way has its answer, or GATHER_MS have passed. */
+  function gathered(): Promise<void> {
+    if (delivering === 0) return Promise.resolve();
+    return new Promise((resolve) => {
+      const finish = (): void => {
+        clearTimeout(timeout);
+        allAnswered = undefined;
+        resolve();
+      };
+      const timeout = setTimeout(finish, GATHER_MS);
+      allAnswered = finish;
+    });
+  }
+
+  /**
+   * Settles what is done, batch after batch while more comes, each gathered
+   * with the answers still to come; then looks again (a stream's next entry
+   * may be due).
+   */
   async function settleDone(): Promise<void> {
-    while (done.length) await settleAll(done.splice(0));
+    while (done.length) {
+      await gathered();
+      await settleAll(done.splice(0));
+    }
     // Synchronously after the last check: a delivery done from now on starts a settlement of its own.
     settling = undefined;
     wake();
