@@ -10,7 +10,7 @@ const CUSTOMERS = 1500;
  * The delivery loop asks the outbox for a claim and a settlement several
  * times a second on every instance: each statement is prepared once per
  * connection (an unnamed statement is planned on every call, and the claim's
- * planning took longer than running it), and its generic plan, the one a
+ * planning took about as long as running it), and its generic plan, the one a
  * connection keeps, reads the entries it hands out or settles by index,
  * however many wait behind them.
  */
