@@ -43,6 +43,12 @@ export interface Configuration {
    * side, their rounds alternating (bench/measure.ts, measureCohort).
    */
   cohort?: string;
+  /**
+   * A plain provider that runs its twins' windows beside them, in their
+   * cohort: what their webhook target compares them with, when the plain
+   * provider runs other windows too. It has no targets of its own.
+   */
+  twinsPeer?: boolean;
   /** How rows, targets and logs name it. */
   name: string;
 }
@@ -94,15 +100,15 @@ export function scenariosRun(config: Configuration, only: readonly ScenarioName[
 
 /**
  * A plain provider and, when asked, its twins with a webhook subscription
- * (delivered by the same process, and by another). They are a cohort, run
- * side by side (bench/measure.ts, measureCohort), when they run the same
- * windows (`--only baseline,exchange-actor`): a cohort compares like with
- * like. Otherwise the plain provider's round is the full list of scenarios,
- * hot from window to window, while each twin's three windows come after it
- * idled through the others' rounds; measured so, the twins fell further on
- * memory and Redis (0.108 and 0.121–0.168) than side by side with the same
- * windows (0.034 and −0.045 on Redis), so the full run measures them one
- * after the other.
+ * (delivered by the same process, and by another), run side by side as a
+ * cohort (bench/measure.ts, measureCohort), so that a twin is compared with
+ * a plain provider measured in the same minutes with the same windows. When
+ * the plain provider runs other windows too (a full run), a peer of it that
+ * runs only the twins' windows joins their cohort and is what they are
+ * compared with: measured one after the other, the twins' three windows came
+ * after they idled through the plain provider's other scenarios, while it ran
+ * hot from window to window, and they fell further on memory and Redis (0.108
+ * and 0.121–0.168) than side by side (0.034 and −0.045 on Redis).
  */
 function withTwins(
   plain: Configuration,
@@ -114,10 +120,16 @@ function withTwins(
     ...(twin ? [configuration(plain.adapter, false, undefined, true)] : []),
     ...(deliveredByAnother ? [deliveredElsewhere(plain.adapter)] : []),
   ];
-  const alike = twins.every((other) => scenariosRun(other, only).join() === scenariosRun(plain, only).join());
-  if (twins.length === 0 || !alike) return [plain, ...twins];
+  if (twins.length === 0) return [plain];
   const cohort = `webhooks on ${plain.adapter}`;
-  return [plain, ...twins].map((config) => ({ ...config, cohort }));
+  const alike = twins.every((other) => scenariosRun(other, only).join() === scenariosRun(plain, only).join());
+  if (alike) return [plain, ...twins].map((config) => ({ ...config, cohort }));
+  const peer: Configuration = {
+    ...configuration(plain.adapter, false, WEBHOOK_SCENARIOS),
+    name: `${plain.adapter} · beside its twins`,
+    twinsPeer: true,
+  };
+  return [plain, ...[peer, ...twins].map((config) => ({ ...config, cohort }))];
 }
 
 function configuration(

@@ -28,7 +28,7 @@ function folderOf(profileDir: string, config: Configuration): string {
   const setup =
     `${config.deployment ? '-deployment' : ''}${config.standingGrant ? '-standing-grant' : ''}` +
     `${config.webhooks ? '-webhooks' : ''}${config.deliveredElsewhere ? '-delivered-elsewhere' : ''}` +
-    `${config.telemetry ? `-telemetry-${config.telemetry}` : ''}`;
+    `${config.twinsPeer ? '-beside-twins' : ''}${config.telemetry ? `-telemetry-${config.telemetry}` : ''}`;
   return join(profileDir, `${config.adapter.replace('memory+', '')}${setup}`);
 }
 

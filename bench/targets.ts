@@ -43,7 +43,7 @@ function rate(label: string, candidate: Row, baseline: Row, limit: number): Targ
 function targetsOf(config: Configuration, row: (scenario: ScenarioName) => Row | undefined): Target[] {
   const { name } = config;
   const baseline = row('baseline');
-  if (!baseline) return [];
+  if (!baseline || config.twinsPeer) return [];
   const list: Target[] = [];
   for (const scenario of ['exchange-actor', 'exchange-actor-jwt'] as const) {
     const actor = row(scenario);
@@ -107,18 +107,20 @@ function dropTarget(
 
 /**
  * A provider with a webhook subscription against the plain provider on the
- * same store: the exchange's ratio to client_credentials (each measured against
- * its own provider's baseline) falls by at most WEBHOOK_RATIO_DROP.
+ * same store (its peer in the twins' cohort, when it has one): the exchange's
+ * ratio to client_credentials (each measured against its own provider's
+ * baseline) falls by at most WEBHOOK_RATIO_DROP.
  */
 function webhookTarget(
   config: Configuration,
   configurations: readonly Configuration[],
   rows: readonly Row[],
 ): Target | undefined {
-  const plain = configurations.find(
-    (other) =>
-      other.adapter === config.adapter && !other.deployment && !other.webhooks && other.telemetry === undefined,
-  );
+  const plainOnStore = (other: Configuration) =>
+    other.adapter === config.adapter && !other.deployment && !other.webhooks && other.telemetry === undefined;
+  const plain =
+    configurations.find((other) => plainOnStore(other) && other.twinsPeer && other.cohort === config.cohort) ??
+    configurations.find((other) => plainOnStore(other) && !other.twinsPeer);
   if (!config.webhooks || !plain) return undefined;
   return dropTarget(config, plain, rows, WEBHOOK_RATIO_DROP);
 }

@@ -53,17 +53,20 @@ export function shareCommit(
         : outbox;
     }
   }
+  const preparing = shares.filter((share) => share.prepare);
+  const hearing = shares.filter((share) => share.committed);
   return {
     write,
     async prepare() {
-      await Promise.all(shares.map((share) => share.prepare?.()));
+      if (preparing.length) await Promise.all(preparing.map((share) => share.prepare!()));
     },
     async committed(outcome, ctx) {
+      if (!hearing.length) return;
       const report = { journaled: outcome.journaled ?? [], dropped: outcome.dropped ?? [] };
       await Promise.all(
-        shares.map(async (share) => {
+        hearing.map(async (share) => {
           try {
-            await share.committed?.(report);
+            await share.committed!(report);
           } catch (error) {
             reportError(provider, error, ctx);
           }

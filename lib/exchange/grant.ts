@@ -40,7 +40,7 @@ export function createExchangeHandler(dependencies: ExchangeDependencies) {
     if (exchanged.event) announce(ctx.oidc.provider, exchanged.event(), ctx);
   }
 
-  return async function tokenExchangeHandler(ctx: KoaContextWithOIDC): Promise<void> {
+  return function tokenExchangeHandler(ctx: KoaContextWithOIDC): Promise<void> {
     return delegation.handles(ctx) ? run(ctx, delegation) : run(ctx, impersonation);
   };
 }

@@ -69,9 +69,17 @@ export function tracedGrants(
  * traces falls under the exchange's span, and a step costs the SDK one span,
  * not a context switch too. Without telemetry, `run()` and nothing else.
  */
-export async function exchangeStep<T>(ctx: object, step: string, run: () => Promise<T>): Promise<T> {
+export function exchangeStep<T>(ctx: object, step: string, run: () => Promise<T>): Promise<T> {
   const traced = exchangeSpans.get(ctx);
-  if (!traced) return run();
+  // Untraced, the step's own promise is handed back: no async frame of its own to resolve into.
+  return traced ? tracedStep(traced, step, run) : run();
+}
+
+async function tracedStep<T>(
+  traced: { telemetry: Telemetry; context: Context },
+  step: string,
+  run: () => Promise<T>,
+): Promise<T> {
   const span = traced.telemetry.tracer.startSpan(`impersonation.token_exchange.${step}`, undefined, traced.context);
   try {
     return await run();

@@ -43,8 +43,13 @@ describe('bench command line', () => {
       ['postgres · webhooks delivered elsewhere', 'webhooks on postgres'],
     ]);
     expect(cohorts('--postgres-only', '--no-deployment', '--no-webhooks')).to.deep.equal([['postgres', null]]);
-    // Without --only the plain provider runs every scenario, the twins two: not alike, one after the other.
-    for (const [name, cohort] of cohorts('--postgres-only', '--no-deployment')) expect(cohort, name!).to.equal(null);
+    // Without --only the plain provider runs every scenario, the twins two: a peer that runs their windows joins them.
+    expect(cohorts('--postgres-only', '--no-deployment')).to.deep.equal([
+      ['postgres', null],
+      ['postgres · beside its twins', 'webhooks on postgres'],
+      ['postgres · webhooks', 'webhooks on postgres'],
+      ['postgres · webhooks delivered elsewhere', 'webhooks on postgres'],
+    ]);
     expect(cohorts('--telemetry')).to.deep.equal(TELEMETRY_ROWS.map((name) => [name, 'telemetry']));
     for (const [name, cohort] of cohorts('--deployment-only')) expect(cohort, name!).to.equal(null);
   });
@@ -53,11 +58,14 @@ describe('bench command line', () => {
     const stores = ['memory', 'redis', 'postgres', 'memory+pg-audit', 'postgres+pg-audit'];
     expect(picked()).to.deep.equal([
       'memory',
+      'memory · beside its twins',
       'memory · webhooks',
       'redis',
+      'redis · beside its twins',
       'redis · webhooks',
       'redis · webhooks delivered elsewhere',
       'postgres',
+      'postgres · beside its twins',
       'postgres · webhooks',
       'postgres · webhooks delivered elsewhere',
       'memory+pg-audit',
@@ -98,6 +106,27 @@ describe('bench command line', () => {
     ]);
   });
 
+  it("compares a webhook twin with the plain provider's peer in its cohort, which has no targets of its own", () => {
+    const { configurations } = parseSettings(['--memory-only', '--no-deployment'], {});
+    const rows = (name: string, exchange: number): Row[] =>
+      (
+        [
+          ['baseline', 1000],
+          ['exchange-actor', exchange],
+        ] as const
+      ).map(([scenario, rps]) => ({ adapter: name, scenario, rps, p50: 1, p99: 1 }) as Row);
+    const lines = targetLines(
+      configurations,
+      [...rows('memory', 700), ...rows('memory · beside its twins', 800), ...rows('memory · webhooks', 790)],
+      undefined,
+    );
+    expect(lines.filter((line) => line.includes('falls by'))).to.deep.equal([
+      'PASS  memory · webhooks: token exchange + actor_token (opaque) ÷ client_credentials falls by ≤ 0.02 against memory · beside its twins: 0.010 (0.800× without, 0.790× with)',
+    ]);
+    expect(lines.filter((line) => /^\S+ {2}memory · beside its twins:/.test(line))).to.deep.equal([]);
+    expect(lines.some((line) => /^\S+ {2}memory: /.test(line))).to.equal(true);
+  });
+
   it('a standing grant runs the deployment scenarios, its subject tokens under the grant', () => {
     const [grant] = parseSettings(['--grant-only', '--memory-only'], {}).configurations;
     expect(grant).to.deep.equal({
@@ -133,6 +162,7 @@ describe('bench command line', () => {
     it(`--smoke ${flag} runs ${store} alone: plain, its webhook twins, as a deployment, with a standing grant`, () => {
       expect(picked('--smoke', flag)).to.deep.equal([
         store,
+        `${store} · beside its twins`,
         `${store} · webhooks`,
         ...(store === 'memory' ? [] : [`${store} · webhooks delivered elsewhere`]),
         `${store} · deployment`,
@@ -155,11 +185,14 @@ describe('bench command line', () => {
   it('--smoke --no-deployment runs no provider set up as a deployment', () => {
     expect(picked('--smoke', '--no-deployment')).to.deep.equal([
       'memory',
+      'memory · beside its twins',
       'memory · webhooks',
       'redis',
+      'redis · beside its twins',
       'redis · webhooks',
       'redis · webhooks delivered elsewhere',
       'postgres',
+      'postgres · beside its twins',
       'postgres · webhooks',
       'postgres · webhooks delivered elsewhere',
       'memory+pg-audit',
