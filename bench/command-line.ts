@@ -68,8 +68,17 @@ export interface Settings extends ServiceUrls {
   verifierCount: number;
 }
 
-/** As a deployment runs it: creation, the support console's exchange, and a service's delegation of a user's JWT. */
-const DEPLOYMENT_SCENARIOS: readonly ScenarioName[] = ['baseline', 'create', 'exchange-actor', 'delegation'];
+/**
+ * As a deployment runs it: creation, the support console's exchange and its bound (bench/bound-grant.ts),
+ * and a service's delegation of a user's JWT.
+ */
+const DEPLOYMENT_SCENARIOS: readonly ScenarioName[] = [
+  'baseline',
+  'create',
+  'exchange-actor',
+  'exchange-bound',
+  'delegation',
+];
 /** Under a standing grant: what the grant's checks touch (a delegation reads no customer's grant). */
 const GRANT_SCENARIOS: readonly ScenarioName[] = ['baseline', 'create', 'exchange-actor'];
 /** With a webhook subscription: the exchange a support console makes, against the same provider's baseline. */

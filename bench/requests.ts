@@ -13,7 +13,7 @@ import {
 } from '../fixtures/provider.js';
 import { basic, m2mToken, userAccessToken } from '../fixtures/flows.js';
 import type { RequestSpec } from './load.js';
-import type { ScenarioName } from './scenarios.js';
+import { BOUND_GRANT, type ScenarioName } from './scenarios.js';
 import type { TokenPool } from './token-pool.js';
 
 /** The support engineer whose tokens are the actor tokens. */
@@ -130,10 +130,13 @@ export function creationRequest(
   };
 }
 
-/** A token exchange redeeming the next token of `pool`, with `actor` as actor token when given. */
-export function exchangeRequest(actor: string | undefined, pool: TokenPool): RequestSpec {
+/**
+ * A token exchange redeeming the next token of `pool`, with `actor` as actor token when given;
+ * with `grantType`, the same request to another grant (the bound's, bench/bound-grant.ts).
+ */
+export function exchangeRequest(actor: string | undefined, pool: TokenPool, grantType = TOKEN_EXCHANGE): RequestSpec {
   const fixed = form({
-    grant_type: TOKEN_EXCHANGE,
+    grant_type: grantType,
     client_id: CLIENTS.console.client_id,
     subject_token_type: ACCESS_TOKEN,
     resource: API,
@@ -192,5 +195,7 @@ export async function requestsFor(
       return [exchangeRequest(credentials.jwtActorToken, pool)];
     case 'delegation':
       return [delegationRequest(credentials.delegationSubject)];
+    case 'exchange-bound':
+      return [exchangeRequest(credentials.actorToken, pool, BOUND_GRANT)];
   }
 }

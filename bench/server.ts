@@ -38,7 +38,8 @@ import { createRedisAdapter, type RedisAdapterClass } from '../lib/adapters/redi
 import pg from 'pg';
 import { createPostgresAdapter, POSTGRES_POOL_OPTIONS, type PostgresAdapterClass } from '../lib/adapters/postgres.js';
 import { createPostgresAuditLog } from '../lib/audit-postgres/index.js';
-import { FIXTURE_CLIENTS, startProvider, USERS } from '../fixtures/provider.js';
+import { CLIENTS, FIXTURE_CLIENTS, startProvider, USERS } from '../fixtures/provider.js';
+import { boundConfiguration, registerBoundGrant } from './bound-grant.js';
 import { deploymentSetup } from './deployment.js';
 import { ssfStreamSetup } from './ssf-stream.js';
 import { standingGrantSetup } from './standing-grant.js';
@@ -272,16 +273,20 @@ async function main(env: NodeJS.ProcessEnv): Promise<void> {
       ? { webhooks: webhookSubscription(settings.webhookUrl), deliverOutbox: settings.deliverOutbox }
       : {}),
   };
+  // As a deployment, the support console may also ask for the exchange's bound (bench/bound-grant.ts).
+  const bound = deployment ? boundConfiguration(FIXTURE_CLIENTS, CLIENTS.console.client_id) : undefined;
   const tp = await startProvider({
     adapter: store.adapter,
     // The fixture's users (alice signs in as the actor) and the customers the subject tokens are created for.
     configuration: {
       findAccount: (_ctx, sub) =>
         USERS.includes(sub) || isCustomer(sub) ? { accountId: sub, claims: () => ({ sub, name: sub }) } : undefined,
+      ...bound,
       ...(ssf ? { clients: [...FIXTURE_CLIENTS, ...ssf.clients] } : {}),
     },
     plugin,
   });
+  if (deployment) registerBoundGrant(tp.provider, deployment.plugin.getCustomJwtClaims);
   deployment?.listen(tp.provider);
   await standingGrant?.give(tp, plugin);
   if (settings.createStream) await ssf?.open(tp);

@@ -64,7 +64,7 @@ function targetsOf(config: Configuration, row: (scenario: ScenarioName) => Row |
   const create = row('create');
   if (create) list.push(rate(`${name}: creation req/s ≥ 0.9 × client_credentials`, create, baseline, 0.9));
   for (const scenario of EXCHANGES) {
-    const candidate = row(scenario);
+    const candidate = scenario === 'exchange-bound' ? undefined : row(scenario);
     if (!candidate) continue;
     list.push({
       label: `${name}: ${LABELS[scenario]} p99 ≤ 1.5 × client_credentials p99`,
@@ -194,7 +194,24 @@ export function targetLines(
       unit: ' B',
     });
   }
-  return list.map(formatTarget);
+  return [...list.map(formatTarget), ...boundLines(configurations, rows)];
+}
+
+/**
+ * Each provider's exchange against its bound (bench/bound-grant.ts), both
+ * measured against the same baseline: how much of what is possible on the
+ * store the exchange serves. A reading, not a target.
+ */
+function boundLines(configurations: readonly Configuration[], rows: readonly Row[]): string[] {
+  return configurations.flatMap(({ name }) => {
+    const of = (scenario: ScenarioName) => rows.find((r) => r.adapter === name && r.scenario === scenario);
+    const [baseline, exchange, bound] = [of('baseline'), of('exchange-actor'), of('exchange-bound')];
+    if (!baseline || !exchange || !bound) return [];
+    return [
+      `BOUND ${name}: ${LABELS['exchange-actor']} serves ${(exchange.rps / bound.rps).toFixed(2)} of its bound's rate ` +
+        `(${(exchange.rps / baseline.rps).toFixed(2)}× and ${(bound.rps / baseline.rps).toFixed(2)}× client_credentials)`,
+    ];
+  });
 }
 
 function formatTarget(target: Target): string {
