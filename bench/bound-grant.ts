@@ -33,7 +33,8 @@ import {
   resolveSingleResource,
   TOKEN_EXCHANGE_GRANT,
 } from '../lib/exchange/request.js';
-import { assignTokenId, providerAdapter, providerConfiguration } from '../lib/provider-internals.js';
+import { IMPERSONATION_DEFAULTS } from '../lib/config/defaults.js';
+import { assignTokenId, providerAdapter, providerConfiguration, setTokenLifetime } from '../lib/provider-internals.js';
 import { newSessionId, SESSION_CLAIM, type SessionRecord } from '../lib/sessions/record.js';
 import { SessionStore } from '../lib/sessions/store.js';
 import { SUBJECT_TOKEN_MODEL, SubjectTokenStore } from '../lib/subject-tokens/store.js';
@@ -113,6 +114,10 @@ export function registerBoundGrant(provider: Provider, hook: CustomJwtClaimsFunc
         })
       : {};
 
+    // The exchange's lifetime (its cap, the resource server's): a session that expires as the exchange's
+    // does joins the indexes where the exchange's do.
+    const expiresIn = Math.min(IMPERSONATION_DEFAULTS.accessTokenTTL, token.expiration);
+    setTokenLifetime(token, expiresIn);
     const createdAt = Math.floor(Date.now() / 1000);
     const session: SessionRecord = {
       id: newSessionId(),
@@ -127,7 +132,7 @@ export function registerBoundGrant(provider: Provider, hook: CustomJwtClaimsFunc
       ...(actor.grantId === undefined ? {} : { actorGrantId: actor.grantId }),
       ...(actor.sessionUid === undefined ? {} : { actorSessionUid: actor.sessionUid }),
       createdAt,
-      expiresAt: createdAt + token.expiration,
+      expiresAt: createdAt + expiresIn,
     };
     BOUND_CLAIMS.set(token, { ...custom, act, [SESSION_CLAIM]: session.id });
     const value = await token.save();
@@ -138,7 +143,7 @@ export function registerBoundGrant(provider: Provider, hook: CustomJwtClaimsFunc
       access_token: value,
       issued_token_type: ACCESS_TOKEN_TYPE,
       token_type: 'Bearer',
-      expires_in: token.expiration,
+      expires_in: expiresIn,
       ...(token.scope ? { scope: token.scope } : {}),
     };
     announce(provider, exchangeSucceeded(client.clientId, record, session), ctx);

@@ -64,6 +64,8 @@ describe("bench: the exchange's bound", () => {
     for (const name of ['sub', 'aud', 'scope', 'client_id', 'act', 'impersonation_context', 'iss']) {
       expect(ours[name], name).to.deep.equal(its[name]);
     }
+    // The same lifetime: its session joins the sorted indexes where the exchange's do.
+    expect(ours.exp! - ours.iat!).to.equal(its.exp! - its.iat!);
     expect(heard.map((event) => event.sessionId)).to.deep.equal([
       its['impersonation_session'],
       ours['impersonation_session'],
