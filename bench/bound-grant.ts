@@ -34,7 +34,13 @@ import {
   TOKEN_EXCHANGE_GRANT,
 } from '../lib/exchange/request.js';
 import { IMPERSONATION_DEFAULTS } from '../lib/config/defaults.js';
-import { assignTokenId, providerAdapter, providerConfiguration, setTokenLifetime } from '../lib/provider-internals.js';
+import {
+  assignTokenId,
+  buildTokenResponse,
+  providerAdapter,
+  providerConfiguration,
+  setTokenLifetime,
+} from '../lib/provider-internals.js';
 import { newSessionId, SESSION_CLAIM, type SessionRecord } from '../lib/sessions/record.js';
 import { SessionStore } from '../lib/sessions/store.js';
 import { SUBJECT_TOKEN_MODEL, SubjectTokenStore } from '../lib/subject-tokens/store.js';
@@ -139,13 +145,14 @@ export function registerBoundGrant(provider: Provider, hook: CustomJwtClaimsFunc
     const outcome = await sessions.commit(session, { model: SUBJECT_TOKEN_MODEL, id: key }, {});
     if (outcome.outcome !== 'committed') throw new errors.InvalidGrant('not committed');
 
-    ctx.body = {
-      access_token: value,
-      issued_token_type: ACCESS_TOKEN_TYPE,
-      token_type: 'Bearer',
-      expires_in: expiresIn,
-      ...(token.scope ? { scope: token.scope } : {}),
-    };
+    // As oidc-provider answers its own grants.
+    ctx.body = buildTokenResponse(ctx, {
+      accessToken: value,
+      expiresIn: token.expiration,
+      scope: token.scope ?? '',
+      tokenType: token.tokenType,
+      issuedTokenType: ACCESS_TOKEN_TYPE,
+    });
     announce(provider, exchangeSucceeded(client.clientId, record, session), ctx);
   }
 

@@ -7,12 +7,18 @@ import type { ImpersonationEvent } from './types.js';
 
 /** What the subscribers of an event write with the commit of its change, and do before and after it. */
 export interface CommitParticipation {
-  /** Everything the subscribers do before the commit; rejects when the change may not be committed. */
-  prepare(): Promise<void>;
+  /**
+   * Everything the subscribers do before the commit; rejects when the change may not be committed.
+   * Undefined when no subscriber does anything before it.
+   */
+  prepare(): Promise<void> | undefined;
   /** What the store operation that commits the change writes with it. */
   write: Pick<CommitWrite, 'journal' | 'outbox'>;
-  /** Once committed: each subscriber hears of the outcome; a failure is reported, never thrown. */
-  committed(outcome: CommitOutcome & { outcome: 'committed' }, ctx: Koa.Context | undefined): Promise<void>;
+  /**
+   * Once committed: each subscriber hears of the outcome; a failure is reported, never thrown.
+   * Undefined when no subscriber listens for it.
+   */
+  committed(outcome: CommitOutcome & { outcome: 'committed' }, ctx: Koa.Context | undefined): Promise<void> | undefined;
 }
 
 /**
@@ -57,13 +63,15 @@ export function shareCommit(
   const hearing = shares.filter((share) => share.committed);
   return {
     write,
-    async prepare() {
-      if (preparing.length) await Promise.all(preparing.map((share) => share.prepare!()));
+    // An exchange with nothing to do before or after its commit awaits nothing for it.
+    prepare() {
+      if (!preparing.length) return undefined;
+      return Promise.all(preparing.map((share) => share.prepare!())).then(() => undefined);
     },
-    async committed(outcome, ctx) {
-      if (!hearing.length) return;
+    committed(outcome, ctx) {
+      if (!hearing.length) return undefined;
       const report = { journaled: outcome.journaled ?? [], dropped: outcome.dropped ?? [] };
-      await Promise.all(
+      return Promise.all(
         hearing.map(async (share) => {
           try {
             await share.committed!(report);
@@ -71,7 +79,7 @@ export function shareCommit(
             reportError(provider, error, ctx);
           }
         }),
-      );
+      ).then(() => undefined);
     },
   };
 }

@@ -1,6 +1,7 @@
 import type { AccessToken, ClientCredentials, Configuration, KoaContextWithOIDC } from 'oidc-provider';
 import { errors, invalidRequest } from '../errors.js';
 import type { CustomJwtClaimsFunction, CustomJwtClaimsInput } from '../core-options.js';
+import { jsonCopy } from '../json.js';
 import { SESSION_CLAIM } from '../sessions/record.js';
 import type { ActClaim } from './actor.js';
 
@@ -127,7 +128,7 @@ export async function runCustomClaims(
   }
   try {
     // Claims must survive a JWT or the adapter; a BigInt or a cycle would fail later, at save.
-    return JSON.parse(JSON.stringify(result)) as Record<string, unknown>;
+    return jsonCopy(result) as Record<string, unknown>;
   } catch (error) {
     throw invalidRequest('getCustomJwtClaims returned claims that are not JSON', error);
   }

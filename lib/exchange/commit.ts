@@ -86,7 +86,10 @@ export async function commit(
     // redeemed, or with it: a trail that cannot be written stops the exchange
     // with nothing burned. Appended first, a lost race below is recorded as a
     // refusal after it; in the commit, it leaves no row.
-    [value] = await Promise.all([issue(provider, token, session), participation.prepare()]);
+    const prepared = participation.prepare();
+    value = prepared
+      ? (await Promise.all([issue(provider, token, session), prepared]))[0]
+      : await issue(provider, token, session);
     // Checked last before the commit: an exchange that ran past the deadline may have read an
     // origin whose end mark is gone already.
     if (Date.now() - startedAt > EXCHANGE_DEADLINE_MS) throw exchangeTooSlow(EXCHANGE_DEADLINE_MS);
@@ -102,7 +105,8 @@ export async function commit(
     throw error;
   }
   // Committed: from here on nothing may fail the exchange, whose token is its own now.
-  await participation.committed(committed, ctx);
+  const heard = participation.committed(committed, ctx);
+  if (heard) await heard;
   return value;
 }
 

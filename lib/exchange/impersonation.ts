@@ -98,11 +98,13 @@ export function impersonationExchange(dependencies: ExchangeDependencies): Excha
     }
 
     // The customer's access grant, when the subject token was issued under one: still in force, and its ceiling.
-    const customerGrant = await customerGrantBounds(customerGrantRead, record, {
-      actor: act?.sub,
-      resource: resourceServer.identifier(),
-      scope: requested,
-    });
+    const customerGrant =
+      customerGrantRead &&
+      (await customerGrantBounds(customerGrantRead, record, {
+        actor: act?.sub,
+        resource: resourceServer.identifier(),
+        scope: requested,
+      }));
     const allowed = customerGrant?.scope ?? requested;
     progress.scope = allowed;
 

@@ -103,6 +103,17 @@ describe('custom claims: getCustomJwtClaims (spec 2.7)', () => {
     expect(claims).to.not.have.property('impersonation_context');
   });
 
+  it('carries the claims as JSON writes them: a Date as its text, an undefined member left out, -0 as 0', async () => {
+    let deep: unknown = 'bottom';
+    for (let level = 0; level < 100; level += 1) deep = [deep];
+    behaviour = () => ({ at: new Date(5), gone: undefined, zero: -0, list: [1, undefined], deep });
+    const result = await exchange(tp, { subject_token: await subjectToken(tp), resource: API });
+    expect(result.status, JSON.stringify(result.body)).to.equal(200);
+    const claims = decodeJwt(result.body['access_token'] as string);
+    expect(claims).to.deep.include({ at: '1970-01-01T00:00:00.005Z', zero: 0, list: [1, null], deep });
+    expect(claims).to.not.have.property('gone');
+  });
+
   it('carries the claims into introspection of opaque tokens', async () => {
     behaviour = () => ({ ticket: 'T-5' });
     const result = await exchange(tp, { subject_token: await subjectToken(tp), resource: OPAQUE_API, scope: 'read' });
@@ -135,6 +146,15 @@ describe('custom claims: getCustomJwtClaims (spec 2.7)', () => {
     ['sets sub and aud', () => ({ sub: 'admin', aud: 'https://elsewhere' }), /reserved claims: sub, aud/],
     ['sets cnf', () => ({ cnf: { jkt: 'x' } }), /reserved claims: cnf/],
     ['returns a value JSON cannot carry', () => ({ big: 10n }), /not JSON/],
+    [
+      'returns a cycle',
+      () => {
+        const loop: Record<string, unknown> = {};
+        loop['self'] = loop;
+        return { loop };
+      },
+      /not JSON/,
+    ],
   ];
   for (const [name, failing, description] of failures) {
     it(`fails the exchange with invalid_request when it ${name}, and does not burn the subject token`, async () => {
