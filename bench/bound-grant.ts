@@ -87,9 +87,10 @@ export function registerBoundGrant(provider: Provider, hook: CustomJwtClaimsFunc
     const { provider } = ctx.oidc;
     const client = ctx.oidc.client!;
     const params = ctx.oidc.params as Record<string, string | undefined>;
-    const [found, actor] = await Promise.all([
-      subjectTokens.find(params['subject_token'] ?? ''),
+    // The actor token first, as the exchange asks for them.
+    const [actor, found] = await Promise.all([
       verifyAccessToken(provider, params['actor_token'] ?? '', 'AccessToken'),
+      subjectTokens.find(params['subject_token'] ?? ''),
     ]);
     if (found.state !== 'valid' || !actor) throw new errors.InvalidGrant('no usable subject or actor token');
     const { record, key } = found;
