@@ -100,11 +100,13 @@ function deliveredElsewhere(adapter: AdapterKind, scenarios = WEBHOOK_SCENARIOS)
   };
 }
 
-/** The scenarios `config` runs: its own, or all, narrowed by --only. */
+/**
+ * The scenarios `config` runs: its own, or all but the bound (whose grant only a provider set up as
+ * a deployment has), narrowed by --only.
+ */
 export function scenariosRun(config: Configuration, only: readonly ScenarioName[] | undefined): ScenarioName[] {
-  return SCENARIOS.filter(
-    (name) => (!only || only.includes(name)) && (!config.scenarios || config.scenarios.includes(name)),
-  );
+  const own = config.scenarios ?? SCENARIOS.filter((name) => name !== 'exchange-bound');
+  return SCENARIOS.filter((name) => (!only || only.includes(name)) && own.includes(name));
 }
 
 /**

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { parseSettings } from '../../bench/command-line.js';
+import { parseSettings, scenariosRun } from '../../bench/command-line.js';
 import type { Row } from '../../bench/report.js';
 import { parseScaleOutSettings } from '../../bench/scale-out-command-line.js';
 import { roundOf } from '../../bench/schedule.js';
@@ -125,6 +125,20 @@ describe('bench command line', () => {
     ]);
     expect(lines.filter((line) => /^\S+ {2}memory · beside its twins:/.test(line))).to.deep.equal([]);
     expect(lines.some((line) => /^\S+ {2}memory: /.test(line))).to.equal(true);
+  });
+
+  it("runs the exchange's bound only where its grant is, on the providers set up as a deployment", () => {
+    const { configurations } = parseSettings(['--memory-only'], {});
+    const runs = (name: string) => scenariosRun(configurations.find((config) => config.name === name)!, undefined);
+    expect(runs('memory')).to.not.include('exchange-bound');
+    expect(runs('memory · deployment')).to.deep.equal([
+      'baseline',
+      'create',
+      'exchange-actor',
+      'delegation',
+      'exchange-bound',
+    ]);
+    expect(runs('memory · deployment · standing grant')).to.not.include('exchange-bound');
   });
 
   it('a standing grant runs the deployment scenarios, its subject tokens under the grant', () => {
