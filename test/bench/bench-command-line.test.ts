@@ -129,7 +129,11 @@ describe('bench command line', () => {
 
   it("runs the exchange's bound only where its grant is, on the providers set up as a deployment", () => {
     const { configurations } = parseSettings(['--memory-only'], {});
-    const runs = (name: string) => scenariosRun(configurations.find((config) => config.name === name)!, undefined);
+    const runs = (name: string) =>
+      scenariosRun(
+        configurations.find((config) => config.name === name)!,
+        undefined,
+      );
     expect(runs('memory')).to.not.include('exchange-bound');
     expect(runs('memory · deployment')).to.deep.equal([
       'baseline',
