@@ -3,6 +3,7 @@ import { parseSettings, scenariosRun } from '../../bench/command-line.js';
 import type { Row } from '../../bench/report.js';
 import { parseScaleOutSettings } from '../../bench/scale-out-command-line.js';
 import { roundOf } from '../../bench/schedule.js';
+import type { ScenarioName } from '../../bench/scenarios.js';
 import { targetLines } from '../../bench/targets.js';
 
 const TELEMETRY_ROWS = ['memory · telemetry off', 'memory · telemetry no-op', 'memory · telemetry sdk'];
@@ -10,6 +11,16 @@ const TELEMETRY_ROWS = ['memory · telemetry off', 'memory · telemetry no-op', 
 /** The configurations a command line picks, as `store · deployment` names. */
 function picked(...argv: string[]): string[] {
   return parseSettings(argv, {}).configurations.map((configuration) => configuration.name);
+}
+
+/** A provider's rows in a run: its baseline at 1,000 requests/s, its exchange and its bound at the rates given. */
+function exchangeRows(name: string, exchange: number, bound?: number): Row[] {
+  const rates: Array<[ScenarioName, number]> = [
+    ['baseline', 1000],
+    ['exchange-actor', exchange],
+    ...(bound === undefined ? [] : [['exchange-bound', bound] as [ScenarioName, number]]),
+  ];
+  return rates.map(([scenario, rps]) => ({ adapter: name, scenario, rps, p50: 1, p99: 1 }) as Row);
 }
 
 describe('bench command line', () => {
@@ -88,16 +99,13 @@ describe('bench command line', () => {
 
   it("prints a target for the real SDK and for the API's no-op: the exchange's ratio at most 0.03 below telemetry off", () => {
     const { configurations } = parseSettings(['--telemetry'], {});
-    const rows = (name: string, exchange: number): Row[] =>
-      (
-        [
-          ['baseline', 1000],
-          ['exchange-actor', exchange],
-        ] as const
-      ).map(([scenario, rps]) => ({ adapter: name, scenario, rps, p50: 1, p99: 1 }) as Row);
     const lines = targetLines(
       configurations,
-      [...rows(TELEMETRY_ROWS[0]!, 900), ...rows(TELEMETRY_ROWS[1]!, 895), ...rows(TELEMETRY_ROWS[2]!, 860)],
+      [
+        ...exchangeRows(TELEMETRY_ROWS[0]!, 900),
+        ...exchangeRows(TELEMETRY_ROWS[1]!, 895),
+        ...exchangeRows(TELEMETRY_ROWS[2]!, 860),
+      ],
       undefined,
     ).filter((line) => line.includes('against memory · telemetry off'));
     expect(lines).to.deep.equal([
@@ -108,16 +116,13 @@ describe('bench command line', () => {
 
   it("compares a webhook twin with the plain provider's peer in its cohort, which has no targets of its own", () => {
     const { configurations } = parseSettings(['--memory-only', '--no-deployment'], {});
-    const rows = (name: string, exchange: number): Row[] =>
-      (
-        [
-          ['baseline', 1000],
-          ['exchange-actor', exchange],
-        ] as const
-      ).map(([scenario, rps]) => ({ adapter: name, scenario, rps, p50: 1, p99: 1 }) as Row);
     const lines = targetLines(
       configurations,
-      [...rows('memory', 700), ...rows('memory · beside its twins', 800), ...rows('memory · webhooks', 790)],
+      [
+        ...exchangeRows('memory', 700),
+        ...exchangeRows('memory · beside its twins', 800),
+        ...exchangeRows('memory · webhooks', 790),
+      ],
       undefined,
     );
     expect(lines.filter((line) => line.includes('falls by'))).to.deep.equal([
@@ -125,6 +130,14 @@ describe('bench command line', () => {
     ]);
     expect(lines.filter((line) => /^\S+ {2}memory · beside its twins:/.test(line))).to.deep.equal([]);
     expect(lines.some((line) => /^\S+ {2}memory: /.test(line))).to.equal(true);
+  });
+
+  it("reads each deployment's exchange against its bound, a reading beside the targets", () => {
+    const { configurations } = parseSettings(['--deployment-only', '--memory-only'], {});
+    const lines = targetLines(configurations, exchangeRows('memory · deployment', 750, 820), undefined);
+    expect(lines.filter((line) => line.startsWith('BOUND'))).to.deep.equal([
+      "BOUND memory · deployment: token exchange + actor_token (opaque) serves 0.91 of its bound's rate (0.75× and 0.82× client_credentials)",
+    ]);
   });
 
   it("runs the exchange's bound only where its grant is, on the providers set up as a deployment", () => {
