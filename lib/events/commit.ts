@@ -66,7 +66,8 @@ export function shareCommit(
     // An exchange with nothing to do before or after its commit awaits nothing for it.
     prepare() {
       if (!preparing.length) return undefined;
-      return Promise.all(preparing.map((share) => share.prepare!())).then(() => undefined);
+      // Each share's failure, thrown or rejected, rejects the whole: never a synchronous throw.
+      return Promise.all(preparing.map(async (share) => share.prepare!())).then(() => undefined);
     },
     committed(outcome, ctx) {
       if (!hearing.length) return undefined;

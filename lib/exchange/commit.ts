@@ -86,10 +86,9 @@ export async function commit(
     // redeemed, or with it: a trail that cannot be written stops the exchange
     // with nothing burned. Appended first, a lost race below is recorded as a
     // refusal after it; in the commit, it leaves no row.
+    const issuing = issue(provider, token, session);
     const prepared = participation.prepare();
-    value = prepared
-      ? (await Promise.all([issue(provider, token, session), prepared]))[0]
-      : await issue(provider, token, session);
+    value = prepared ? (await Promise.all([issuing, prepared]))[0] : await issuing;
     // Checked last before the commit: an exchange that ran past the deadline may have read an
     // origin whose end mark is gone already.
     if (Date.now() - startedAt > EXCHANGE_DEADLINE_MS) throw exchangeTooSlow(EXCHANGE_DEADLINE_MS);
