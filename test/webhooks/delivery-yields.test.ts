@@ -4,6 +4,7 @@ import type { Provider } from 'oidc-provider';
 import { createMemoryOutbox } from '../../lib/outbox/memory.js';
 import { resolveWebhookOptions } from '../../lib/webhooks/options.js';
 import { startDelivery } from '../../lib/webhooks/worker.js';
+import { REQUESTS_IN_FLIGHT, slotOf } from '../../lib/provider-state.js';
 import { startReceiver, webhookSecret } from '../support/webhook-receiver.js';
 
 const POLL_MS = 20;
@@ -23,7 +24,8 @@ async function busyFor(ms: number): Promise<void> {
 describe('webhook delivery yields to the requests the process serves', function () {
   this.timeout(20_000);
 
-  it('looks at the outbox in what requests leave idle: while the loop is busy, a due entry waits, at most four poll intervals', async () => {
+  /** A delivery loop on a memory outbox to a receiver that notes when the first message came, and every claim's time. */
+  async function deliveryUnderTest() {
     const receiver = await startReceiver();
     let receivedAt: number | undefined;
     receiver.answer = () => {
@@ -33,6 +35,12 @@ describe('webhook delivery yields to the requests the process serves', function 
     const provider = new EventEmitter();
     provider.on('error', () => {});
     const outbox = createMemoryOutbox();
+    const claims: number[] = [];
+    const claim = outbox.claim.bind(outbox);
+    outbox.claim = (...args) => {
+      claims.push(Date.now());
+      return claim(...args);
+    };
     const delivery = startDelivery(
       provider as unknown as Provider,
       outbox,
@@ -44,21 +52,68 @@ describe('webhook delivery yields to the requests the process serves', function 
         timeout: 1000,
       }),
     );
+    // Idle first: the loop's looks found nothing.
+    await new Promise((resolve) => setTimeout(resolve, 5 * POLL_MS));
+    return {
+      provider,
+      claims,
+      receivedAt: () => receivedAt,
+      append: async () => {
+        const appendedAt = Date.now();
+        await outbox.append([{ id: 'msg_1', subject: 'bob', subscription: 'crm', body: '{}' }], 100, appendedAt);
+        return appendedAt;
+      },
+      waitForDelivery: () => receiver.waitFor(1, 5000),
+      close: async () => {
+        await delivery.stop();
+        await receiver.close();
+      },
+    };
+  }
+
+  it('waits while the process answers requests, even waiting on its store: a due entry is delivered after four poll intervals at most, not at once', async () => {
+    const loop = await deliveryUnderTest();
+    const requests = slotOf(loop.provider, REQUESTS_IN_FLIGHT);
     try {
-      // Idle first: the loop's looks found nothing.
-      await new Promise((resolve) => setTimeout(resolve, 5 * POLL_MS));
-      const appendedAt = Date.now();
-      await outbox.append([{ id: 'msg_1', subscription: 'crm', subject: 'bob', body: '{}' }], 100, appendedAt);
-      await busyFor(1500);
-      await receiver.waitFor(1, 5000);
-      const waited = receivedAt! - appendedAt;
-      // A look that fell due in the busy loop waited for a quiet moment; after four poll
-      // intervals (80 ms) it looked anyway, long before the load ended.
+      // A request in flight from the append on, as the provider's first middleware counts it, the
+      // loop idle meanwhile (the request waits on its store): the count alone holds delivery back.
+      requests.count += 1;
+      const appendedAt = await loop.append();
+      try {
+        await new Promise((resolve) => setTimeout(resolve, 1500));
+      } finally {
+        requests.count -= 1;
+      }
+      await loop.waitForDelivery();
+      const waited = loop.receivedAt()! - appendedAt;
+      // The first look that fell due waited for a quiet moment; after four poll intervals
+      // (80 ms) it looked anyway, long before the load ended.
       expect(waited, `delivered ${waited} ms after the append`).to.be.at.least(3 * POLL_MS);
       expect(waited, `delivered ${waited} ms after the append`).to.be.below(1000);
     } finally {
-      await delivery.stop();
-      await receiver.close();
+      await loop.close();
+    }
+  });
+
+  it('waits while the event loop is busy with other work: under load that never lets up, one look every four poll intervals', async () => {
+    const loop = await deliveryUnderTest();
+    try {
+      const busySince = Date.now();
+      const appendedAt = await loop.append();
+      await busyFor(1500);
+      await loop.waitForDelivery();
+      expect(loop.receivedAt()! - appendedAt).to.be.below(1000);
+      // Once a look's window of the loop's utilisation lies within the load (after the first
+      // look), every look waits for a quiet moment, then looks anyway: no two claims a poll apart.
+      const underLoad = loop.claims.filter((at) => at >= busySince + 2 * POLL_MS && at <= busySince + 1500);
+      expect(
+        underLoad.length,
+        `claims under load at ${underLoad.map((at) => at - busySince).join(', ')} ms`,
+      ).to.be.at.least(5);
+      const gaps = underLoad.slice(1).map((at, index) => at - underLoad[index]!);
+      expect(Math.min(...gaps), `gaps between claims: ${gaps.join(', ')} ms`).to.be.at.least(3 * POLL_MS);
+    } finally {
+      await loop.close();
     }
   });
 });
