@@ -142,7 +142,10 @@ export async function startRedisCluster(): Promise<RedisCluster> {
           withNode(port, async (redis) =>
             /role:slave[\s\S]*master_link_status:up/.test(await redis.info('replication')),
           ).catch(() => false);
-        await waitFor(async () => (await replicating()) && healthy(live()), `node ${port} did not rejoin as a replica`);
+        await waitFor(
+          async () => (await replicating()) && (await healthy(live())) && (await confirmsWrites(port)),
+          `node ${port} did not rejoin as a replica`,
+        );
       },
       stop,
     };
@@ -150,6 +153,29 @@ export async function startRedisCluster(): Promise<RedisCluster> {
     await stop();
     throw error;
   }
+}
+
+/**
+ * Whether the master that `replica` follows has it confirm a write (`WAIT`), as a store that waits
+ * for a replica needs: a replica whose link is up may not yet acknowledge what its master writes.
+ */
+async function confirmsWrites(replica: number): Promise<boolean> {
+  const masterPort = await withNode(replica, async (redis) =>
+    Number(/master_port:(\d+)/.exec(await redis.info('replication'))?.[1]),
+  ).catch(() => Number.NaN);
+  if (!Number.isInteger(masterPort)) return false;
+  return withNode(masterPort, async (master) => {
+    const ranges = (await master.call('CLUSTER', 'SLOTS')) as Array<[number, number, [string, number]]>;
+    const owned = ranges.filter(([, , [, port]]) => port === masterPort);
+    for (let n = 0; n < 200; n += 1) {
+      const key = `rejoin-probe-${n}`;
+      const slot = (await master.call('CLUSTER', 'KEYSLOT', key)) as number;
+      if (!owned.some(([from, to]) => slot >= from && slot <= to)) continue;
+      await master.set(key, '1', 'PX', 10_000);
+      return ((await master.call('WAIT', '1', '1000')) as number) >= 1;
+    }
+    return false;
+  }).catch(() => false);
 }
 
 /** Every live node sees the cluster ok, every slot is served by a live master, and every replica is in sync. */
