@@ -55,13 +55,12 @@ export function readCustomerGrant(grants: CustomerGrants, record: SubjectTokenRe
   );
 }
 
-/** The grant in force behind `record`, or undefined for a subject token issued under none. */
+/** The grant in force behind `record`, read by `readCustomerGrant` (a subject token issued under none has no read). */
 export async function customerGrantBounds(
-  read: CustomerGrantRead,
+  read: NonNullable<CustomerGrantRead>,
   record: SubjectTokenRecord,
   exchange: { actor: string | undefined; resource: string; scope: string[] },
-): Promise<GrantBounds | undefined> {
-  if (read === undefined) return undefined;
+): Promise<GrantBounds> {
   const outcome = await read;
   if ('failure' in outcome) throw outcome.failure;
   const grant = usable(outcome.grant, record);

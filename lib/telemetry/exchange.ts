@@ -4,8 +4,14 @@ import { errorTypeOf, KIND, markError, type Telemetry } from './telemetry.js';
 
 type GrantHandler = (ctx: KoaContextWithOIDC) => Promise<void>;
 
+/** An exchange under way that is traced: the telemetry, and the context its steps' spans are children in. */
+interface TracedExchange {
+  telemetry: Telemetry;
+  context: Context;
+}
+
 /** The span of each exchange under way, by its request: the parent of its steps' spans. */
-const exchangeSpans = new WeakMap<object, { telemetry: Telemetry; context: Context }>();
+const exchangeSpans = new WeakMap<object, TracedExchange>();
 
 /**
  * The token-exchange grant handler, traced and counted: one span per
@@ -75,11 +81,7 @@ export function exchangeStep<T>(ctx: object, step: string, run: () => Promise<T>
   return traced ? tracedStep(traced, step, run) : run();
 }
 
-async function tracedStep<T>(
-  traced: { telemetry: Telemetry; context: Context },
-  step: string,
-  run: () => Promise<T>,
-): Promise<T> {
+async function tracedStep<T>(traced: TracedExchange, step: string, run: () => Promise<T>): Promise<T> {
   const span = traced.telemetry.tracer.startSpan(`impersonation.token_exchange.${step}`, undefined, traced.context);
   try {
     return await run();
