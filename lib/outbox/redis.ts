@@ -25,7 +25,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { RedisClient } from '../redis/client.js';
-import { streamOf, type DeadLetter, type LeasedEntry, type NewOutboxEntry } from './entries.js';
+import { streamOf, type DeadLetter, type LeasedEntry, type NewOutboxEntry, type SettledEntry } from './entries.js';
 import type { OutboxStats, OutboxStore } from './contract.js';
 
 const KEY_NAMES = [
@@ -79,6 +79,33 @@ local function set_due(stream, at)
     redis.call('ZADD', heads, at, stream)
     redis.call('ZADD', due, 0, due_member(stream, tonumber(at)))
   end
+end
+`;
+
+/**
+ * One settlement: 1 when the lease was still the holder's (and the entry its
+ * stream's first), 0 changing nothing otherwise.
+ */
+const SETTLE_PRELUDE = `${PRELUDE}
+local function settle(member, lease, outcome, now, detail, subscription, stream)
+  if redis.call('HGET', leases, member) ~= lease or first_of(stream) ~= member then return 0 end
+  redis.call('HDEL', leases, member)
+  if outcome == 'retry' then
+    set_due(stream, tonumber(detail))
+    return 1
+  end
+  redis.call('ZREM', queue, member)
+  unorder(stream, member)
+  redis.call('HINCRBY', pending, subscription, -1)
+  if outcome == 'dead' then
+    redis.call('ZADD', dead, now, member)
+    redis.call('HSET', reasons, member, detail)
+  else
+    redis.call('HDEL', entries, member)
+    redis.call('HDEL', attempts, member)
+  end
+  if first_of(stream) == nil then set_due(stream, nil) else set_due(stream, tonumber(now)) end
+  return 1
 end
 `;
 
@@ -173,27 +200,15 @@ for i = 1, math.min(limit, #candidates) do
   end
 end
 return claimed`,
-  // ARGV: member, lease, outcome (delivered | retry | dead), now, retry time or reason, subscription, stream.
-  impersonationOutboxSettle: `${PRELUDE}
-local member, lease, outcome, now, detail, subscription, stream = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7]
-if redis.call('HGET', leases, member) ~= lease or first_of(stream) ~= member then return 0 end
-redis.call('HDEL', leases, member)
-if outcome == 'retry' then
-  set_due(stream, tonumber(detail))
-  return 1
+  // ARGV: now, then per entry: member, lease, outcome (delivered | retry | dead), retry time or reason,
+  // subscription, stream.
+  // Returns, in their order, 1 for each entry whose lease was still the holder's, else 0.
+  impersonationOutboxSettleAll: `${SETTLE_PRELUDE}
+local held = {}
+for i = 2, #ARGV, 6 do
+  held[#held + 1] = settle(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[1], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5])
 end
-redis.call('ZREM', queue, member)
-unorder(stream, member)
-redis.call('HINCRBY', pending, subscription, -1)
-if outcome == 'dead' then
-  redis.call('ZADD', dead, now, member)
-  redis.call('HSET', reasons, member, detail)
-else
-  redis.call('HDEL', entries, member)
-  redis.call('HDEL', attempts, member)
-end
-if first_of(stream) == nil then set_due(stream, nil) else set_due(stream, tonumber(now)) end
-return 1`,
+return held`,
   // ARGV: subscriptions. Returns, for each, the JSON of its oldest waiting entry (false when none waits).
   impersonationOutboxOldest: `${PRELUDE}
 local oldest = {}
@@ -210,10 +225,12 @@ return oldest`,
 };
 
 type Reply = [string, string, number, string];
+/** member, lease, outcome, retry time or reason, subscription, stream */
+type SettlementArgs = [string, string, string, string | number, string, string];
 interface ScriptedClient {
   impersonationOutboxAppend(...args: (string | number)[]): Promise<string[]>;
   impersonationOutboxClaim(...args: (string | number)[]): Promise<Reply[]>;
-  impersonationOutboxSettle(...args: (string | number)[]): Promise<number>;
+  impersonationOutboxSettleAll(...args: (string | number)[]): Promise<number[]>;
   impersonationOutboxOldest(...args: string[]): Promise<(string | null)[]>;
 }
 
@@ -246,6 +263,21 @@ export function createRedisOutbox(client: RedisClient, prefix: string, ready: ()
   const [, , , entriesKey, attemptsKey, , pendingKey, droppedKey, deadKey, reasonsKey] = keys as OutboxKeys;
   const redis = client as unknown as ScriptedClient;
   const memberOf = (entry: LeasedEntry): string => entry.lease.slice(entry.lease.indexOf(':') + 1);
+  /** A settlement as the scripts take it: member, lease, outcome, retry time or reason, subscription, stream. */
+  const settlementArgs = ({ entry, settlement }: SettledEntry): SettlementArgs => [
+    memberOf(entry),
+    entry.lease,
+    settlement.outcome,
+    settlement.outcome === 'retry' ? settlement.at : settlement.outcome === 'dead' ? settlement.reason : '',
+    entry.subscription,
+    streamOf(entry),
+  ];
+
+  async function settleAll(settlements: readonly SettledEntry[], now: number): Promise<boolean[]> {
+    await ready();
+    const held = await redis.impersonationOutboxSettleAll(...keys, now, ...settlements.flatMap(settlementArgs));
+    return held.map((one) => one === 1);
+  }
 
   return {
     async append(entries, maxPending, now) {
@@ -271,22 +303,8 @@ export function createRedisOutbox(client: RedisClient, prefix: string, ready: ()
       });
     },
 
-    async settle(entry, settlement, now) {
-      await ready();
-      const detail =
-        settlement.outcome === 'retry' ? settlement.at : settlement.outcome === 'dead' ? settlement.reason : '';
-      const settled = await redis.impersonationOutboxSettle(
-        ...keys,
-        memberOf(entry),
-        entry.lease,
-        settlement.outcome,
-        now,
-        detail,
-        entry.subscription,
-        streamOf(entry),
-      );
-      return settled === 1;
-    },
+    settle: async (entry, settlement, now) => (await settleAll([{ entry, settlement }], now))[0]!,
+    settleAll,
 
     async waits(subscription) {
       await ready();

@@ -62,6 +62,39 @@ describe('Redis adapter', () => {
     expect((await outbox.stats()).oldest).to.deep.equal({ crm: now + 5 });
   });
 
+  it("settles a look's answers in one script call, however many there are", async () => {
+    const adapter = new Adapter('ImpersonationOutbox');
+    if (!hasOutbox(adapter)) throw new Error('the Redis adapter has no outbox');
+    const outbox = adapter.outbox();
+    const now = Date.now();
+    for (let i = 0; i < 8; i += 1) {
+      await outbox.append([{ id: `e-${i}`, subscription: 'crm', subject: `customer-${i}`, body: '{}' }], 10, now);
+    }
+    const claimed = await outbox.claim(10, 30_000, now, 0);
+    expect(claimed).to.have.length(8);
+    // What Redis is asked, as it sees it: the scripts run over this outbox's keys.
+    const monitor = await client.monitor();
+    const scripts: string[][] = [];
+    monitor.on('monitor', (_time: string, args: string[]) => {
+      if (/^eval/i.test(args[0] ?? '') && args.includes(outboxKeys(prefix)[0]!)) scripts.push(args);
+    });
+    try {
+      // As the delivery loop settles them: together where the store can.
+      const settled = claimed.map((entry) => ({ entry, settlement: { outcome: 'delivered' as const } }));
+      const held = outbox.settleAll
+        ? await outbox.settleAll(settled, now)
+        : await Promise.all(settled.map(({ entry, settlement }) => outbox.settle(entry, settlement, now)));
+      expect(held).to.deep.equal(Array(8).fill(true));
+      // MONITOR relays a command after it ran: a marker sent after the settlements arrives after them.
+      await client.ping();
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    } finally {
+      monitor.disconnect();
+    }
+    expect(scripts, 'script calls over the outbox').to.have.length(1);
+    expect((await outbox.stats()).subscriptions['crm']?.pending ?? 0).to.equal(0);
+  });
+
   it('uses a client passed in and leaves it open', async () => {
     const own = new Redis(REDIS_URL, REDIS_CLIENT_OPTIONS);
     try {
