@@ -14,7 +14,8 @@ import { optionChecks, type OptionChecks } from '../config/checks.js';
 import { invalidCall, invalidOption, replayShareFull, storeFull } from '../errors.js';
 import { jsonCopy } from '../json.js';
 import { entryLifetimeMs, GRANTABLE_MODELS } from './contracts/entries.js';
-import { comesAfter, type BoundedIndexAdd, type IndexEntry } from './contracts/indexes.js';
+import type { BoundedIndexAdd, IndexEntry } from './contracts/indexes.js';
+import { MemoryIndex } from './memory-index.js';
 import {
   QUOTA_KIND,
   type CommitOutcome,
@@ -115,26 +116,11 @@ interface ModelStore {
   readonly entries: LRUCache<string, Entry>;
   readonly pointers: LRUCache<string, string>;
   /** Sorted indexes by name; never evicted, bounded in all by INDEX_MEMBERS_PER_ENTRY × `max` members. */
-  readonly indexes: Map<string, SortedIndex>;
+  readonly indexes: Map<string, MemoryIndex>;
   indexedMembers: number;
   nextPurge: number;
   lastFullPurge: number;
 }
-
-/**
- * Entries ascending by (expiresAt, member) from `start` on, and each member's
- * expiry, to find its entry by binary search. Expired members leave from the
- * front by moving `start`: removing them with a splice would move every later
- * member, on every write, in an index that holds every active session.
- */
-interface SortedIndex {
-  entries: IndexEntry[];
-  start: number;
-  expiries: Map<string, number>;
-}
-
-/** Positions left behind `start` before the array is compacted (then at most half of it is dead). */
-const COMPACT_AFTER = 1024;
 
 /** A grant's tokens, as `model` and `id`, for revokeByGrantId. */
 type GrantMembers = Array<[model: string, id: string]>;
@@ -219,8 +205,8 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
       store.entries.purgeStale();
       store.pointers.purgeStale();
       for (const [name, index] of store.indexes) {
-        pruneIndex(store, index, now);
-        if (index.start === index.entries.length) store.indexes.delete(name);
+        store.indexedMembers -= index.prune(now);
+        if (!index.size) store.indexes.delete(name);
       }
       store.nextPurge = now + PURGE_INTERVAL_MS;
     }
@@ -255,31 +241,6 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
     throw replayShareFull(share.pool === 'anonymous');
   }
 
-  /** Drops the expired members at the front of an index. */
-  function pruneIndex(store: ModelStore, index: SortedIndex, now: number): void {
-    const { entries } = index;
-    let start = index.start;
-    while (start < entries.length && entries[start]!.expiresAt <= now) {
-      index.expiries.delete(entries[start]!.member);
-      start += 1;
-    }
-    if (start === index.start) return;
-    store.indexedMembers -= start - index.start;
-    if (start >= COMPACT_AFTER && start * 2 >= entries.length) {
-      entries.splice(0, start);
-      start = 0;
-    }
-    index.start = start;
-  }
-
-  function removeMember(store: ModelStore, index: SortedIndex, member: string): void {
-    const expiresAt = index.expiries.get(member);
-    if (expiresAt === undefined) return;
-    index.entries.splice(lowerBound(index, { member, expiresAt }), 1);
-    index.expiries.delete(member);
-    store.indexedMembers -= 1;
-  }
-
   /** Stores an entry the model has room for (see admit), with its grant and pointers. */
   function put(store: ModelStore, id: string, payload: AdapterPayload, ttl: number | undefined): void {
     if (payload.grantId && GRANTABLE_MODELS.has(store.name)) {
@@ -310,18 +271,18 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
   }
 
   /** The indexes `member` joins, created and pruned; refuses, changing no member, when they have no room for it. */
-  function roomInIndexes(store: ModelStore, names: readonly string[], member: string): SortedIndex[] {
+  function roomInIndexes(store: ModelStore, names: readonly string[], member: string): MemoryIndex[] {
     const now = Date.now();
     const indexes = names.map((name) => {
       let index = store.indexes.get(name);
       if (!index) {
-        index = { entries: [], start: 0, expiries: new Map() };
+        index = new MemoryIndex();
         store.indexes.set(name, index);
       }
-      pruneIndex(store, index, now);
+      store.indexedMembers -= index.prune(now);
       return index;
     });
-    const added = indexes.filter((index) => !index.expiries.has(member)).length;
+    const added = indexes.filter((index) => !index.has(member)).length;
     if (store.indexedMembers + added > store.max * INDEX_MEMBERS_PER_ENTRY) {
       refusedFull[store.name] = (refusedFull[store.name] ?? 0) + 1;
       throw storeFull(store.name);
@@ -329,19 +290,12 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
     return indexes;
   }
 
-  function insertMember(store: ModelStore, indexes: SortedIndex[], member: string, expiresAt: number): void {
+  function insertMember(store: ModelStore, indexes: MemoryIndex[], member: string, expiresAt: number): void {
     // One frozen entry for every index the member joins: nobody can change it, so they share it.
     const entry: IndexEntry = Object.freeze({ member, expiresAt });
     for (const index of indexes) {
-      if (index.expiries.has(member)) removeMember(store, index, member);
-      const { entries } = index;
-      const last = entries.length > index.start ? entries[entries.length - 1]! : undefined;
-      // New sessions usually expire last: appending is the common case, and far cheaper than a
-      // binary search and a splice.
-      if (!last || comesAfterOrEqual(entry, last)) entries.push(entry);
-      else entries.splice(lowerBound(index, entry), 0, entry);
-      index.expiries.set(member, expiresAt);
-      store.indexedMembers += 1;
+      if (!index.has(member)) store.indexedMembers += 1;
+      index.add(entry);
     }
   }
 
@@ -460,7 +414,7 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
       );
       const full = adds.find((add, at) => {
         const index = indexes[at]!;
-        return !index.expiries.has(member) && index.entries.length - index.start >= add.bound;
+        return !index.has(member) && index.size >= add.bound;
       });
       if (full) return full.index;
       adds.forEach((add, at) => insertMember(store, [indexes[at]!], member, add.expiresAt));
@@ -513,28 +467,16 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
       for (const name of names) {
         const index = this.#store.indexes.get(name);
         if (!index) continue;
-        removeMember(this.#store, index, member);
-        if (index.start === index.entries.length) this.#store.indexes.delete(name);
+        if (index.remove(member)) this.#store.indexedMembers -= 1;
+        if (!index.size) this.#store.indexes.delete(name);
       }
     }
 
     async indexRange(name: string, after: IndexEntry | undefined, limit: number): Promise<IndexEntry[]> {
       const index = this.#store.indexes.get(name);
       if (!index) return [];
-      const { entries, start } = index;
-      const now = Date.now();
-      const found: IndexEntry[] = [];
-      for (
-        let at = (after ? lowerBound(index, after) : entries.length) - 1;
-        at >= start && found.length < limit;
-        at -= 1
-      ) {
-        const entry = entries[at]!;
-        if (entry.expiresAt <= now) break;
-        // Entries are frozen (insertMember): handed out as they are.
-        if (!after || comesAfter(entry, after)) found.push(entry);
-      }
-      return found;
+      // Entries are frozen (insertMember): handed out as they are.
+      return index.range(after, limit, Date.now());
     }
 
     async revokeByGrantId(grantId: string): Promise<void> {
@@ -546,28 +488,6 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
   }
 
   return MemoryAdapter;
-}
-
-/** The first position from the index's start whose entry is not before `entry` in ascending (expiresAt, member) order. */
-function lowerBound({ entries, start }: SortedIndex, entry: IndexEntry): number {
-  let low = start;
-  let high = entries.length;
-  while (low < high) {
-    const middle = (low + high) >>> 1;
-    const candidate = entries[middle]!;
-    if (
-      candidate.expiresAt < entry.expiresAt ||
-      (candidate.expiresAt === entry.expiresAt && candidate.member < entry.member)
-    )
-      low = middle + 1;
-    else high = middle;
-  }
-  return low;
-}
-
-/** Whether `entry` sorts at or after `last` in ascending (expiresAt, member) order. */
-function comesAfterOrEqual(entry: IndexEntry, last: IndexEntry): boolean {
-  return entry.expiresAt > last.expiresAt || (entry.expiresAt === last.expiresAt && entry.member >= last.member);
 }
 
 /** A deep copy of what JSON.parse made: three times faster than parsing the text again. */

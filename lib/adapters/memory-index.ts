@@ -1,0 +1,142 @@
+import type { IndexEntry } from './contracts/indexes.js';
+
+/** Expiries left behind `head` before the expiries' array is compacted (then at most half of it is dead). */
+const COMPACT_AFTER = 1024;
+
+/**
+ * One sorted index of the memory adapter: members ascending by (expiresAt,
+ * member), grouped by expiry. A member that expires before others already
+ * listed (a 15-minute impersonation beside hour-long delegations, in the
+ * index of every active session) joins its expiry's group, and only a new
+ * expiry moves later ones: a single array ordered the same way moved every
+ * later member on such an insertion, tens of thousands of them. Members of
+ * one expiry are few (those that end in the same second), so ordering them
+ * by member costs little.
+ */
+export class MemoryIndex {
+  /** Members by expiry, each group ascending by member. */
+  readonly #groups = new Map<number, IndexEntry[]>();
+  /** The groups' expiries, ascending from `#head` on: expired groups leave from the front by moving it. */
+  #expiries: number[] = [];
+  #head = 0;
+  /** Each member's expiry, to find its group. */
+  readonly #expiryOf = new Map<string, number>();
+
+  /** Live and expired members not yet pruned. */
+  get size(): number {
+    return this.#expiryOf.size;
+  }
+
+  has(member: string): boolean {
+    return this.#expiryOf.has(member);
+  }
+
+  /** Adds `entry` (frozen: several indexes may hold it), moving its member if listed at another expiry. */
+  add(entry: IndexEntry): void {
+    this.remove(entry.member);
+    let group = this.#groups.get(entry.expiresAt);
+    if (!group) {
+      group = [];
+      this.#groups.set(entry.expiresAt, group);
+      const expiries = this.#expiries;
+      // New members usually expire last: appending is the common case.
+      if (expiries.length === this.#head || entry.expiresAt > expiries[expiries.length - 1]!) {
+        expiries.push(entry.expiresAt);
+      } else {
+        expiries.splice(lowerBound(expiries, this.#head, entry.expiresAt), 0, entry.expiresAt);
+      }
+    }
+    if (!group.length || entry.member > group[group.length - 1]!.member) group.push(entry);
+    else group.splice(memberBound(group, entry.member), 0, entry);
+    this.#expiryOf.set(entry.member, entry.expiresAt);
+  }
+
+  /** Removes `member`; whether it was listed. */
+  remove(member: string): boolean {
+    const expiresAt = this.#expiryOf.get(member);
+    if (expiresAt === undefined) return false;
+    this.#expiryOf.delete(member);
+    const group = this.#groups.get(expiresAt)!;
+    if (group.length > 1) {
+      group.splice(memberBound(group, member), 1);
+      return true;
+    }
+    this.#groups.delete(expiresAt);
+    this.#expiries.splice(lowerBound(this.#expiries, this.#head, expiresAt), 1);
+    return true;
+  }
+
+  /** Drops the members that expired by `now`; how many. */
+  prune(now: number): number {
+    const expiries = this.#expiries;
+    let head = this.#head;
+    let dropped = 0;
+    while (head < expiries.length && expiries[head]! <= now) {
+      const group = this.#groups.get(expiries[head]!)!;
+      for (const { member } of group) this.#expiryOf.delete(member);
+      dropped += group.length;
+      this.#groups.delete(expiries[head]!);
+      head += 1;
+    }
+    if (head >= COMPACT_AFTER && head * 2 >= expiries.length) {
+      expiries.splice(0, head);
+      head = 0;
+    }
+    this.#head = head;
+    return dropped;
+  }
+
+  /**
+   * Members live at `now`, latest expiry first (ties by member, descending),
+   * strictly after `after` in that order, at most `limit`.
+   */
+  range(after: IndexEntry | undefined, limit: number, now: number): IndexEntry[] {
+    const expiries = this.#expiries;
+    const found: IndexEntry[] = [];
+    let at = (after ? upperBound(expiries, this.#head, after.expiresAt) : expiries.length) - 1;
+    for (; at >= this.#head && found.length < limit; at -= 1) {
+      const expiresAt = expiries[at]!;
+      if (expiresAt <= now) break;
+      const group = this.#groups.get(expiresAt)!;
+      let position = after && expiresAt === after.expiresAt ? memberBound(group, after.member) : group.length;
+      while (position > 0 && found.length < limit) found.push(group[(position -= 1)]!);
+    }
+    return found;
+  }
+}
+
+/** The first position from `from` whose value is at least `value`. */
+function lowerBound(values: readonly number[], from: number, value: number): number {
+  let low = from;
+  let high = values.length;
+  while (low < high) {
+    const middle = (low + high) >>> 1;
+    if (values[middle]! < value) low = middle + 1;
+    else high = middle;
+  }
+  return low;
+}
+
+/** The first position from `from` whose value is above `value`. */
+function upperBound(values: readonly number[], from: number, value: number): number {
+  let low = from;
+  let high = values.length;
+  while (low < high) {
+    const middle = (low + high) >>> 1;
+    if (values[middle]! <= value) low = middle + 1;
+    else high = middle;
+  }
+  return low;
+}
+
+/** The first position in `group` whose member sorts at or after `member`. */
+function memberBound(group: readonly IndexEntry[], member: string): number {
+  let low = 0;
+  let high = group.length;
+  while (low < high) {
+    const middle = (low + high) >>> 1;
+    if (group[middle]!.member < member) low = middle + 1;
+    else high = middle;
+  }
+  return low;
+}
