@@ -43,7 +43,7 @@ export class MemoryIndex {
       if (expiries.length === this.#head || entry.expiresAt > expiries[expiries.length - 1]!) {
         expiries.push(entry.expiresAt);
       } else {
-        expiries.splice(lowerBound(expiries, this.#head, entry.expiresAt), 0, entry.expiresAt);
+        expiries.splice(searchFrom(expiries, this.#head, entry.expiresAt), 0, entry.expiresAt);
       }
     }
     if (!group.length || entry.member > group[group.length - 1]!.member) group.push(entry);
@@ -62,7 +62,7 @@ export class MemoryIndex {
       return true;
     }
     this.#groups.delete(expiresAt);
-    this.#expiries.splice(lowerBound(this.#expiries, this.#head, expiresAt), 1);
+    this.#expiries.splice(searchFrom(this.#expiries, this.#head, expiresAt), 1);
     return true;
   }
 
@@ -93,7 +93,7 @@ export class MemoryIndex {
   range(after: IndexEntry | undefined, limit: number, now: number): IndexEntry[] {
     const expiries = this.#expiries;
     const found: IndexEntry[] = [];
-    let at = (after ? upperBound(expiries, this.#head, after.expiresAt) : expiries.length) - 1;
+    let at = (after ? searchFrom(expiries, this.#head, after.expiresAt, true) : expiries.length) - 1;
     for (; at >= this.#head && found.length < limit; at -= 1) {
       const expiresAt = expiries[at]!;
       if (expiresAt <= now) break;
@@ -105,25 +105,13 @@ export class MemoryIndex {
   }
 }
 
-/** The first position from `from` whose value is at least `value`. */
-function lowerBound(values: readonly number[], from: number, value: number): number {
+/** The first position from `from` whose value is at least `value` (`above`: above it). */
+function searchFrom(values: readonly number[], from: number, value: number, above = false): number {
   let low = from;
   let high = values.length;
   while (low < high) {
     const middle = (low + high) >>> 1;
-    if (values[middle]! < value) low = middle + 1;
-    else high = middle;
-  }
-  return low;
-}
-
-/** The first position from `from` whose value is above `value`. */
-function upperBound(values: readonly number[], from: number, value: number): number {
-  let low = from;
-  let high = values.length;
-  while (low < high) {
-    const middle = (low + high) >>> 1;
-    if (values[middle]! <= value) low = middle + 1;
+    if (values[middle]! < value || (above && values[middle] === value)) low = middle + 1;
     else high = middle;
   }
   return low;
