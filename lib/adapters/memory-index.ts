@@ -6,12 +6,12 @@ const COMPACT_AFTER = 1024;
 /**
  * One sorted index of the memory adapter: members ascending by (expiresAt,
  * member), grouped by expiry. A member that expires before others already
- * listed (a 15-minute impersonation beside hour-long delegations, in the
- * index of every active session) joins its expiry's group, and only a new
- * expiry moves later ones: a single array ordered the same way moved every
- * later member on such an insertion, tens of thousands of them. Members of
- * one expiry are few (those that end in the same second), so ordering them
- * by member costs little.
+ * listed (a five-minute delegation beside fifteen-minute impersonations, in
+ * the index of every active session) joins its expiry's group, and only a
+ * new expiry moves later ones: a single array ordered the same way moved
+ * every later member on such an insertion, tens of thousands of them.
+ * Members of one expiry are those that end in the same second (sessions
+ * expire on whole seconds), so ordering them by member costs little.
  */
 export class MemoryIndex {
   /** Members by expiry, each group ascending by member. */
