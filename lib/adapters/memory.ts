@@ -139,7 +139,15 @@ type GrantMembers = Array<[model: string, id: string]>;
  */
 const check: OptionChecks = optionChecks('createMemoryAdapter');
 
+const MEMORY_OPTION_NAMES = Object.keys({
+  max: true,
+  limits: true,
+  protectedModels: true,
+  onEvict: true,
+} satisfies Record<keyof MemoryAdapterOptions, true>);
+
 export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryAdapterClass {
+  check.known(options, MEMORY_OPTION_NAMES);
   const max = options.max ?? DEFAULT_MAX;
   check.positive('max', max);
   const limits = { ...options.limits };

@@ -21,7 +21,8 @@ import { appendValues, createPostgresOutbox, outboxDdl, type RunTransaction } fr
 import { migrateUnderLock } from '../postgres/migration.js';
 import { lastByKey, StatementBatch } from '../postgres/batch.js';
 import { assertPlainIdentifiers } from '../postgres/identifier.js';
-import { openPool, type PoolSource } from '../postgres/pool.js';
+import { openPool, POOL_SOURCE_NAMES, type PoolSource } from '../postgres/pool.js';
+import { refuseUnknownOptions } from '../config/names.js';
 import { currentReadAhead, type ReadAhead } from './contracts/read-ahead.js';
 import {
   commitManyWith,
@@ -285,6 +286,15 @@ interface IndexWrite {
 export function createPostgresAdapter(options: PostgresAdapterOptions): PostgresAdapterClass {
   if (options === null || typeof options !== 'object')
     throw invalidArgument('createPostgresAdapter', 'options', 'must be an object');
+  refuseUnknownOptions('createPostgresAdapter', options, [
+    ...POOL_SOURCE_NAMES,
+    ...Object.keys({
+      schema: true,
+      table: true,
+      cleanupInterval: true,
+      cleanupBatch: true,
+    } satisfies Record<Exclude<keyof PostgresAdapterOptions, keyof PoolSource>, true>),
+  ]);
   const table = options.table ?? 'oidc_provider_store';
   assertPlainIdentifiers('createPostgresAdapter', { table, schema: options.schema });
   const cleanupInterval = options.cleanupInterval ?? DEFAULT_CLEANUP_INTERVAL_MS;

@@ -24,6 +24,7 @@ import type { EveryDomainAdapter, ImpersonationAdapterClass } from './contract.j
 import { saveWithinQuotasBy } from './quotas.js';
 import type { OutboxStore } from '../outbox/contract.js';
 import { createRedisOutbox, OUTBOX_APPEND_LUA, outboxAppendArgs, outboxKeys } from '../outbox/redis.js';
+import { refuseUnknownOptions } from '../config/names.js';
 import { invalidCall, invalidOption, unavailable } from '../errors/standalone.js';
 import { clusterOf, type RedisClient, type RedisNode, type RedisPipeline } from '../redis/client.js';
 
@@ -304,7 +305,18 @@ type ScriptedClient = RedisClient & Scripts;
  * keyspace, spread by id. A {tag} in `keyPrefix` comes first and so wins,
  * which puts a whole deployment into one slot.
  */
+const REDIS_OPTION_NAMES = Object.keys({
+  client: true,
+  url: true,
+  cluster: true,
+  clusterOptions: true,
+  keyPrefix: true,
+  replicas: true,
+  replicaTimeoutMs: true,
+} satisfies Record<keyof RedisAdapterOptions, true>);
+
 export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdapterClass {
+  refuseUnknownOptions('createRedisAdapter', options, REDIS_OPTION_NAMES);
   const sources = (['client', 'url', 'cluster'] as const).filter((source) => options[source] !== undefined);
   if (sources.length > 1) {
     const given = sources.map((source) => `"${source}"`).join(' and ');

@@ -20,7 +20,8 @@ import type pg from 'pg';
 import { StatementBatch } from '../postgres/batch.js';
 import { assertPlainIdentifiers } from '../postgres/identifier.js';
 import { INVALID_SCHEMA_NAME, migrateUnderLock } from '../postgres/migration.js';
-import { openPool, type PoolSource } from '../postgres/pool.js';
+import { openPool, POOL_SOURCE_NAMES, type PoolSource } from '../postgres/pool.js';
+import { refuseUnknownOptions } from '../config/names.js';
 import type { ImpersonationEvent, ImpersonationEventName } from '../events/types.js';
 import { attachJournal } from '../audit/journal.js';
 import type { AuditLog, AuditPage, AuditQueryFilter } from '../audit/sink.js';
@@ -122,7 +123,21 @@ function rowsArgument(rows: readonly AuditRow[]): string {
 /** Most rows one group commit writes. */
 const MAX_BATCH_ROWS = 200;
 
+const AUDIT_LOG_OPTION_NAMES = [
+  ...POOL_SOURCE_NAMES,
+  ...Object.keys({
+    schema: true,
+    table: true,
+    failClosed: true,
+    onFailure: true,
+    signingKey: true,
+    checkpointEvery: true,
+    publishHead: true,
+  } satisfies Record<Exclude<keyof PostgresAuditLogOptions, keyof PoolSource>, true>),
+];
+
 export function createPostgresAuditLog(options: PostgresAuditLogOptions): PostgresAuditLog {
+  refuseUnknownOptions('createPostgresAuditLog', options, AUDIT_LOG_OPTION_NAMES);
   const table = options.table ?? 'impersonation_audit';
   assertPlainIdentifiers('createPostgresAuditLog', { table, schema: options.schema });
   const checkpointEvery = options.checkpointEvery ?? 100;

@@ -3,6 +3,7 @@
  * as the PostgreSQL log is: for a demo, tests, or a single instance that
  * needs nothing installed. It lasts as long as the process.
  */
+import { refuseUnknownOptions } from '../config/names.js';
 import { invalidOption, storeFull } from '../errors.js';
 import type { ImpersonationEvent, ImpersonationEventName } from '../events/types.js';
 import type { AuditLog } from './sink.js';
@@ -35,6 +36,7 @@ export interface MemoryAuditLog extends AuditLog {
 }
 
 export function createMemoryAuditLog(options: MemoryAuditLogOptions = {}): MemoryAuditLog {
+  refuseUnknownOptions('createMemoryAuditLog', options, ['maxRows']);
   const maxRows = options.maxRows ?? 100_000;
   if (!Number.isSafeInteger(maxRows) || maxRows < 1)
     throw invalidOption('createMemoryAuditLog', 'maxRows', 'must be a positive integer');

@@ -26,6 +26,11 @@ export interface PoolSource {
   connectionString?: string | undefined;
 }
 
+export const POOL_SOURCE_NAMES = Object.keys({ pool: true, connectionString: true } satisfies Record<
+  keyof PoolSource,
+  true
+>);
+
 export interface OpenedPool {
   pool: pg.Pool;
   /** Ends the pool when it was opened here (once, however often it is called); leaves a pool passed in to its owner. */
