@@ -331,7 +331,7 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
               provider,
               pluginStore.outbox,
               options.webhooks ?? ssfOnlyDelivery(options.ssf!),
-              transmitter && ssfDelivery(provider, transmitter.streams, transmitter.options),
+              transmitter && ssfDelivery(transmitter),
             )
           : outboxView(pluginStore.outbox);
       }

@@ -82,6 +82,8 @@ export interface OutboxStore {
   waits?(subscription: string): Promise<boolean>;
   /** Dead letters, latest first, at most `limit`. */
   deadLetters(limit: number): Promise<DeadLetter[]>;
+  /** Removes every entry of the subscription (waiting, leased or dead) and its count of drops. */
+  forget(subscription: string): Promise<void>;
 }
 
 /** An adapter instance that keeps an outbox: `outbox()` returns the one store of its adapter class. */

@@ -139,6 +139,13 @@ export function createMemoryOutbox(): MemoryOutbox {
       return Promise.resolve({ subscriptions, oldest });
     },
 
+    forget(subscription) {
+      for (const stream of streams.keys()) if (stream.startsWith(`${subscription}\n`)) streams.delete(stream);
+      for (const [key, letter] of dead) if (letter.subscription === subscription) dead.delete(key);
+      for (const counts of [pending, dropped, order]) counts.delete(subscription);
+      return Promise.resolve();
+    },
+
     deadLetters(limit) {
       return Promise.resolve([...dead.values()].sort((a, b) => b.deadAt - a.deadAt).slice(0, limit));
     },

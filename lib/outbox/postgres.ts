@@ -161,6 +161,7 @@ function outboxStatements(
   | 'waits'
   | 'counts'
   | 'drops'
+  | 'forget'
   | 'deadLetters',
   Statement
 > {
@@ -224,6 +225,10 @@ function outboxStatements(
                         count(*) FILTER (WHERE dead_at IS NOT NULL) AS dead
                  FROM ${entries} GROUP BY subscription) c`,
     drops: `SELECT subscription, dropped FROM ${drops}`,
+    // Waiting and dead rows apart: each is read through its partial index.
+    forget: `WITH waiting AS (DELETE FROM ${entries} WHERE subscription = $1 AND dead_at IS NULL),
+           dead AS (DELETE FROM ${entries} WHERE dead_at IS NOT NULL AND subscription = $1)
+           DELETE FROM ${drops} WHERE subscription = $1`,
     deadLetters: `SELECT id, subscription, subject, body, created_at, attempts, dead_at, dead_reason FROM ${entries}
          WHERE dead_at IS NOT NULL ORDER BY dead_at DESC, seq DESC LIMIT $1`,
   };
@@ -367,6 +372,10 @@ export function createPostgresOutbox(
       }
       for (const row of dropped.rows) of(row['subscription']).dropped = Number(row['dropped']);
       return { subscriptions, oldest };
+    },
+
+    async forget(subscription) {
+      await run(statements.forget, [subscription], 'outbox forget');
     },
 
     async deadLetters(limit) {

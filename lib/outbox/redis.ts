@@ -222,6 +222,28 @@ for i = 1, #ARGV do
   end
 end
 return oldest`,
+  // ARGV: the subscription. Its queue and order members fall between `<subscription>\n` and `<subscription>\v`.
+  impersonationOutboxForget: `${PRELUDE}
+local subscription = ARGV[1]
+local from, to = '[' .. subscription .. '\\n', '(' .. subscription .. '\\v'
+local function drop(member)
+  for _, hash in ipairs({ entries, attempts, leases, reasons }) do redis.call('HDEL', hash, member) end
+end
+for _, member in ipairs(redis.call('ZRANGEBYLEX', queue, from, to)) do
+  set_due(string.sub(member, 1, #member - 17), nil)
+  drop(member)
+end
+redis.call('ZREMRANGEBYLEX', queue, from, to)
+redis.call('ZREMRANGEBYLEX', order, from, to)
+for _, member in ipairs(redis.call('ZRANGE', dead, 0, -1)) do
+  if string.sub(member, 1, #subscription + 1) == subscription .. '\\n' then
+    redis.call('ZREM', dead, member)
+    drop(member)
+  end
+end
+redis.call('HDEL', pending, subscription)
+redis.call('HDEL', dropped, subscription)
+return 1`,
 };
 
 type Reply = [string, string, number, string];
@@ -232,6 +254,7 @@ interface ScriptedClient {
   impersonationOutboxClaim(...args: (string | number)[]): Promise<Reply[]>;
   impersonationOutboxSettleAll(...args: (string | number)[]): Promise<number[]>;
   impersonationOutboxOldest(...args: string[]): Promise<(string | null)[]>;
+  impersonationOutboxForget(...args: string[]): Promise<number>;
 }
 
 interface StoredEntry extends NewOutboxEntry {
@@ -333,6 +356,11 @@ export function createRedisOutbox(client: RedisClient, prefix: string, ready: ()
         });
       }
       return { subscriptions, oldest };
+    },
+
+    async forget(subscription) {
+      await ready();
+      await redis.impersonationOutboxForget(...keys, subscription);
     },
 
     async deadLetters(limit) {

@@ -3,10 +3,8 @@ import type { Provider } from 'oidc-provider';
 import type { LeasedEntry, Settlement } from '../outbox/contract.js';
 import type { DeliveryHttp, HttpAnswer, OtherDelivery } from '../webhooks/worker.js';
 import { SET_TYPE, POLL_METHOD, signSet } from './set.js';
-import type { ResolvedSsfOptions } from './options.js';
 import { guardedLookup, pushUrlProblem } from './push-target.js';
-import { SSF_SUBSCRIPTION_PREFIX } from './transmit.js';
-import type { StreamStore } from './store.js';
+import { SSF_SUBSCRIPTION_PREFIX, type Transmitter } from './transmit.js';
 
 /** The `err` codes of RFC 8935 2.3 (the IANA "Security Event Token Error Codes"); any other is reported as `set_error`. */
 const SET_ERROR_CODES = new Set([
@@ -29,15 +27,20 @@ const SET_ERROR_CODES = new Set([
  * delivery, against the allow-list in force and on the addresses its host
  * resolves to then: one that may no longer be reached dead-letters the SET
  * (`push_target_refused`); a host name that resolves to an internal address
- * gets no answer, and the SET is retried.
+ * gets no answer, and the SET is retried. The SETs of a deleted stream (one
+ * appended as it was deleted) are forgotten, never dead-lettered.
  */
-export function ssfDelivery(provider: Provider, streams: StreamStore, options: ResolvedSsfOptions): OtherDelivery {
+export function ssfDelivery({ provider, streams, options, outbox }: Transmitter): OtherDelivery {
   const lookup = guardedLookup(options.allowedPushHosts);
   return {
     owns: (subscription) => subscription.startsWith(SSF_SUBSCRIPTION_PREFIX),
     async deliver(entry: LeasedEntry, http: DeliveryHttp): Promise<Settlement | HttpAnswer> {
       const stream = await streams.find(entry.subscription.slice(SSF_SUBSCRIPTION_PREFIX.length));
-      if (!stream) return { outcome: 'dead', reason: 'stream_deleted' };
+      if (!stream) {
+        await outbox.forget(entry.subscription);
+        // The entry is gone: this settlement finds no lease, and nothing is kept.
+        return { outcome: 'dead', reason: 'stream_deleted' };
+      }
       if (stream.status === 'disabled') return { outcome: 'dead', reason: 'stream_disabled' };
       if (stream.status === 'paused') return { outcome: 'retry', at: Date.now() + options.pollIntervalMs };
       if (stream.delivery.method === POLL_METHOD) {
@@ -48,6 +51,8 @@ export function ssfDelivery(provider: Provider, streams: StreamStore, options: R
           options.retentionSeconds,
           options.maxQueued,
         );
+        // Deleted since it was read: its queue was emptied before this SET joined it.
+        if (queued && !(await streams.find(stream.id))) await streams.acknowledge(stream.id, [entry.id]);
         // A full queue waits for the receiver to acknowledge, as a receiver that is down would.
         return queued ? { outcome: 'delivered' } : { status: 503 };
       }

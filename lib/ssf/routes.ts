@@ -19,7 +19,7 @@ import {
 } from './input.js';
 import { EVENTS_SUPPORTED, POLL_METHOD, PUSH_METHOD } from './set.js';
 import type { StreamRecord, StreamStatus } from './store.js';
-import { streamSubscription, transmitVerification, type Transmitter } from './transmit.js';
+import { deleteStream, streamSubscription, transmitVerification, type Transmitter } from './transmit.js';
 
 export { SSF_CONFIGURATION_PATH };
 
@@ -183,7 +183,7 @@ export function ssfRoutes(router: Router, transmitter: Transmitter, authenticate
   router.delete(`${base}/streams`, async (ctx) => {
     const receiver = await receiverOf(ctx);
     const stream = await ownStream(receiver, readStreamId(ctx.query['stream_id']));
-    await storeCall(() => streams.remove(stream));
+    await storeCall(() => deleteStream(transmitter, stream));
     ctx.status = 204;
   });
 
@@ -232,7 +232,10 @@ export function ssfRoutes(router: Router, transmitter: Transmitter, authenticate
     // The SET first: a store failure then leaves no rate record that would refuse the retry with 429.
     await storeCall(async () => {
       await transmitVerification(transmitter, stream, state as string | undefined);
-      if (!(await streams.update({ ...stream, verifiedAt: now }))) throw streamGone();
+      if (await streams.update({ ...stream, verifiedAt: now })) return;
+      // Deleted meanwhile, maybe before the SET was appended: it goes too.
+      await deleteStream(transmitter, stream);
+      throw streamGone();
     });
     ctx.status = 204;
   });

@@ -112,9 +112,18 @@ export class StreamStore {
     return stream as StreamRecord;
   }
 
+  /** Removes the stream, then its poll queue: SETs nobody may poll any more. */
   async remove(stream: StreamRecord): Promise<void> {
     await this.#adapter.indexRemove([ALL, ofReceiver(stream.receiver), aliveOf(stream.id)], stream.id);
     await this.#adapter.destroy(streamKey(stream.id));
+    for (;;) {
+      const queued = await this.#adapter.indexRange(queueOf(stream.id), undefined, 100);
+      if (!queued.length) return;
+      await this.acknowledge(
+        stream.id,
+        queued.map(({ member }) => member),
+      );
+    }
   }
 
   /** A receiver's streams, or every stream, at most `limit`. */

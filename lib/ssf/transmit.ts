@@ -68,6 +68,12 @@ async function transmitStop(
   );
 }
 
+/** Deletes a stream and all it left: its poll queue, and its SETs in the outbox, waiting or dead-lettered. */
+export async function deleteStream(transmitter: Transmitter, stream: StreamRecord): Promise<void> {
+  await transmitter.streams.remove(stream);
+  await transmitter.outbox.forget(streamSubscription(stream.id));
+}
+
 /** Queues a verification SET on the stream (SSF 1.0 8.1.4.2); its subject is the stream. */
 export async function transmitVerification(
   transmitter: Transmitter,

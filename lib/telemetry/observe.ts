@@ -66,11 +66,12 @@ export function observeProvider(
     const stats = await readStats();
     if (!stats) return;
     // Each webhook is read, at zero when the store holds nothing of it: a series that stops is no zero.
-    const counts = {
-      ...Object.fromEntries(webhooks.map((id) => [id, { pending: 0, dead: 0 }])),
-      ...stats.subscriptions,
-    };
-    for (const [subscription, { pending, dead }] of Object.entries(counts)) {
+    const counts = new Map(webhooks.map((id) => [id, { pending: 0, dead: 0 }]));
+    for (const [subscription, { pending, dead }] of Object.entries(stats.subscriptions)) {
+      const sum = counts.get(seriesOf(subscription)) ?? { pending: 0, dead: 0 };
+      counts.set(seriesOf(subscription), { pending: sum.pending + pending, dead: sum.dead + dead });
+    }
+    for (const [subscription, { pending, dead }] of counts) {
       result.observe(pending, {
         'impersonation.delivery.subscription': subscription,
         'impersonation.state': 'pending',
@@ -82,15 +83,21 @@ export function observeProvider(
     const stats = await readStats();
     if (!stats) return;
     const now = Date.now();
-    // As the backlog: every webhook and every subscription the store knows, at zero when none of its entries waits.
-    const names = new Set([...webhooks, ...Object.keys(stats.subscriptions), ...Object.keys(stats.oldest)]);
-    for (const subscription of names) {
-      const oldest = stats.oldest[subscription];
-      result.observe(oldest === undefined ? 0 : Math.max(0, now - oldest) / 1000, {
-        'impersonation.delivery.subscription': subscription,
-      });
+    // As the backlog: every webhook and every series the store knows, at zero when none of its entries waits.
+    const oldest = new Map<string, number>(webhooks.map((id) => [id, now]));
+    for (const subscription of [...Object.keys(stats.subscriptions), ...Object.keys(stats.oldest)]) {
+      const series = seriesOf(subscription);
+      oldest.set(series, Math.min(oldest.get(series) ?? now, stats.oldest[subscription] ?? now));
+    }
+    for (const [subscription, at] of oldest) {
+      result.observe(Math.max(0, now - at) / 1000, { 'impersonation.delivery.subscription': subscription });
     }
   });
+}
+
+/** A subscription's series: a webhook's own (the deployment names them), one for every SSF stream (receivers create them). */
+function seriesOf(subscription: string): string {
+  return subscription.startsWith('ssf:') ? 'ssf' : subscription;
 }
 
 /** The appends' attribute sets, built once: an append records one, it builds none. */
