@@ -98,7 +98,7 @@ export type {
   Settlement,
   SettledEntry,
 } from './outbox/contract.js';
-export type { ResolvedSsfOptions, SsfOptions } from './ssf/options.js';
+export type { ResolvedSsfOptions, SsfOptions, SsfStop, StreamCovers } from './ssf/options.js';
 export type { PushAllowList } from './ssf/push-target.js';
 export { SSF_DROPPED } from './ssf/transmit.js';
 export { SSF_CONFIGURATION_PATH, SSF_SET_ERROR } from './ssf/routes.js';

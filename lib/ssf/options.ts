@@ -2,6 +2,15 @@ import { optionChecks, type OptionChecks } from '../config/checks.js';
 import { SSF_DEFAULTS, SSF_MAXIMA } from '../config/defaults.js';
 import { readPushAllowList, type PushAllowList } from './push-target.js';
 
+/** A stopped session, as `streamCovers` is asked about it: the event of its stop. */
+export type SsfStop = Readonly<{ name: string; sessionId: string; subject: string; actor?: string; clientId?: string }>;
+
+/** Whether a stream (its id, and its receiver's client id) is told of a stop; only `true` tells it. */
+export type StreamCovers = (
+  stream: Readonly<{ id: string; receiver: string }>,
+  stop: SsfStop,
+) => boolean | Promise<boolean>;
+
 export interface SsfOptions {
   /**
    * The scope a receiver's access token (client_credentials, for the
@@ -50,6 +59,11 @@ export interface SsfOptions {
    * tests, or receivers on a network of the deployment's own.
    */
   pushAllowList?: readonly string[] | undefined;
+  /**
+   * Which stops a stream is told of, e.g. only those of its receiver's
+   * organisation. Default: every stream every stop (`default_subjects: ALL`).
+   */
+  streamCovers?: StreamCovers | undefined;
 }
 
 export interface ResolvedSsfOptions {
@@ -73,6 +87,7 @@ export interface ResolvedSsfOptions {
   pollIntervalMs: number;
   /** `pushAllowList`, resolved. */
   allowedPushHosts: PushAllowList;
+  streamCovers: StreamCovers | undefined;
 }
 
 const OPTION_NAMES = Object.keys({
@@ -90,6 +105,7 @@ const OPTION_NAMES = Object.keys({
   timeout: true,
   pollInterval: true,
   pushAllowList: true,
+  streamCovers: true,
 } satisfies Record<keyof SsfOptions, true>);
 
 const MAX_ALLOWED_PUSH_HOSTS = SSF_MAXIMA.pushAllowList;
@@ -140,6 +156,7 @@ export function resolveSsfOptions(input: SsfOptions, taken: { scopes: string[]; 
       `must be an array of at most ${MAX_ALLOWED_PUSH_HOSTS} host names, IP addresses and CIDR ranges`,
     );
   }
+  check.optionalFunction('ssf.streamCovers', input.streamCovers);
   const maxStreams = whole('maxStreams', input.maxStreams);
   const maxStreamsPerReceiver = whole('maxStreamsPerReceiver', input.maxStreamsPerReceiver);
   if (maxStreamsPerReceiver > maxStreams) fail('ssf.maxStreamsPerReceiver', 'must not exceed "ssf.maxStreams"');
@@ -160,5 +177,6 @@ export function resolveSsfOptions(input: SsfOptions, taken: { scopes: string[]; 
     timeoutMs: whole('timeout', input.timeout),
     pollIntervalMs: whole('pollInterval', input.pollInterval),
     allowedPushHosts: pushAllowList,
+    streamCovers: input.streamCovers,
   });
 }

@@ -54,9 +54,14 @@ async function transmitStop(
 ): Promise<void> {
   const { provider, streams, options } = transmitter;
   // Beyond maxStreams: a stream a racing creation wrote over the bound, until it is taken back, must not push a real one out.
-  const receiving = (await streams.list(undefined, 2 * options.maxStreams)).filter(
+  let receiving = (await streams.list(undefined, 2 * options.maxStreams)).filter(
     (stream) => stream.status !== 'disabled' && stream.eventsRequested.includes(SESSION_REVOKED_EVENT),
   );
+  const covers = options.streamCovers;
+  if (covers) {
+    const covered = await Promise.all(receiving.map(({ id, receiver }) => covers({ id, receiver }, event)));
+    receiving = receiving.filter((_, i) => covered[i] === true);
+  }
   if (!receiving.length) return;
   const stop = sessionStopOf(event);
   await append(
