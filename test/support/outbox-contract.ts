@@ -315,9 +315,13 @@ export function outboxContract(open: () => Promise<OutboxStore>): void {
     await outbox.append([entry('a1', 'alice', 'gone'), entry('k1', 'alice')], MAX, now);
     await outbox.append([entry('a2', 'alice', 'gone'), entry('b1', 'bob', 'gone')], MAX, now);
     const claimed = await outbox.claim(10, LEASE, now, 0);
-    expect(await outbox.settle(claimed.find((e) => e.id === 'b1')!, { outcome: 'dead', reason: 'x' }, now)).to.equal(
-      true,
-    );
+    expect(
+      await outbox.settle(
+        claimed.find((e) => e.id === 'b1')!,
+        { outcome: 'dead', reason: 'x' },
+        now,
+      ),
+    ).to.equal(true);
     expect(await outbox.append([entry('a3', 'alice', 'gone')], 2, now)).to.deep.equal(['gone']);
     expect((await outbox.stats()).subscriptions['gone']).to.deep.equal({ pending: 2, dead: 1, dropped: 1 });
 
@@ -327,9 +331,13 @@ export function outboxContract(open: () => Promise<OutboxStore>): void {
     expect(Object.keys(stats.oldest)).to.deep.equal(['crm']);
     expect(await outbox.deadLetters(10)).to.deep.equal([]);
     // The lease held on a forgotten entry settles nothing; the other subscription's entry is handed out again.
-    expect(await outbox.settle(claimed.find((e) => e.id === 'a1')!, { outcome: 'dead', reason: 'x' }, now)).to.equal(
-      false,
-    );
+    expect(
+      await outbox.settle(
+        claimed.find((e) => e.id === 'a1')!,
+        { outcome: 'dead', reason: 'x' },
+        now,
+      ),
+    ).to.equal(false);
     expect((await outbox.claim(10, LEASE, now + LEASE, 0)).map((e) => e.id)).to.deep.equal(['k1']);
     expect(await outbox.append([entry('a4', 'alice', 'gone')], MAX, now)).to.deep.equal([]);
     expect((await outbox.stats()).subscriptions['gone']).to.deep.equal({ pending: 1, dead: 0, dropped: 0 });
