@@ -11,9 +11,20 @@
  * stores count, whatever they are charged for.
  */
 import { createHash } from 'node:crypto';
-import type { QuotaCharge } from './adapters/contract.js';
 import { optionChecks } from './config/checks.js';
 import { invalidOption, principalQuotaReached, type PrincipalQuotaReached } from './errors.js';
+
+/**
+ * One principal's share of a capacity others depend on: a counter, `key`
+ * an id of the written entry's model, that takes at most `max` charges
+ * until `expiresAt` (ms since the epoch), the expiry its first charge sets;
+ * after it, the next charge starts it again at 1.
+ */
+export interface QuotaCharge {
+  key: string;
+  max: number;
+  expiresAt: number;
+}
 
 /** Shares that are counted per hour start again on the hour (UTC). */
 export const QUOTA_WINDOW_SECONDS = 3600;

@@ -1,9 +1,8 @@
 import type { TelemetryOptions } from './telemetry/options.js';
 import type Koa from 'koa';
-import type { Account } from 'oidc-provider';
-import type { AdapterSource } from './adapters/contract.js';
-import type { AuditSink } from './audit/sink.js';
+import type { Account, AdapterConstructor, AdapterFactory } from 'oidc-provider';
 import type { ExchangeDecision, PolicyDecision } from './config/decisions.js';
+import type { ImpersonationEvent, ImpersonationEventName } from './events/types.js';
 import type { JsonObject } from './json.js';
 
 export interface ManagementCaller {
@@ -62,6 +61,32 @@ export interface CustomJwtClaimsInput {
 export type CustomJwtClaimsFunction = (
   input: CustomJwtClaimsInput,
 ) => Record<string, unknown> | Promise<Record<string, unknown>>;
+
+/** An oidc-provider adapter: a class (`new Adapter(name)`) or a factory (`Adapter(name)`). */
+export type AdapterSource = AdapterConstructor | AdapterFactory;
+
+/**
+ * A durable record of impersonation events (for example the PostgreSQL audit
+ * log). Unlike listeners, it is awaited: a subject token is handed out, and
+ * an impersonation token delivered, only after its record was appended; an
+ * append that rejects stops them (5xx, nothing burned).
+ */
+export interface AuditSink {
+  append(name: ImpersonationEventName, event: ImpersonationEvent): Promise<void>;
+  /** When present, `GET {sessionsPath}/events` answers from it (newest first, paged). */
+  query?(filter: AuditQueryFilter): Promise<{ items: unknown[]; nextCursor: string | null }>;
+}
+
+export interface AuditQueryFilter {
+  subject?: string | undefined;
+  actor?: string | undefined;
+  /** Only rows of these events (for a customer's view: accesses and stops, whatever else follows them). */
+  events?: readonly ImpersonationEventName[] | undefined;
+  since?: Date | undefined;
+  until?: Date | undefined;
+  limit?: number | undefined;
+  cursor?: string | undefined;
+}
 
 /** The options of `createImpersonation` that are no feature's slice: what the token endpoint and the Management API read. */
 export interface CoreOptions {

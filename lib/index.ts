@@ -15,6 +15,9 @@ export type {
 export type { ImpersonationOptions, ResolvedOptions } from './options.js';
 export type {
   ActorAuthentication,
+  AdapterSource,
+  AuditQueryFilter,
+  AuditSink,
   CoreOptions,
   CreationPolicyInput,
   CustomJwtClaimsFunction,
@@ -45,7 +48,6 @@ export { createMemoryAdapter } from './adapters/memory.js';
 export type { MemoryAdapterClass, MemoryAdapterOptions, MemoryAdapterStats } from './adapters/memory.js';
 // The store's contract, one type per domain (a store of its own implements the domains it keeps).
 export type {
-  AdapterSource,
   ApprovalAdapter,
   AtomicAdapter,
   AtomicCommit,
@@ -62,7 +64,6 @@ export type {
   OutboxAdapter,
   OutboxCommit,
   PrincipalQuotas,
-  QuotaCharge,
   QuotaOutcome,
   QuotaWrite,
   SessionAdapter,
@@ -75,7 +76,7 @@ export type {
 export { createMemoryAuditLog } from './audit/memory.js';
 export type { MemoryAuditLog, MemoryAuditLogOptions } from './audit/memory.js';
 export type { AuditEntry, AuditRow, ChainedRow, VerifyCheck, VerifyResult } from './audit/chain.js';
-export type { AuditLog, AuditPage, AuditQueryFilter, AuditSink } from './audit/sink.js';
+export type { AuditLog, AuditPage } from './audit/sink.js';
 export { WEBHOOK_EVENTS } from './webhooks/options.js';
 export type {
   ResolvedWebhookOptions,
@@ -98,8 +99,7 @@ export type {
   Settlement,
   SettledEntry,
 } from './outbox/contract.js';
-export type { ResolvedSsfOptions, SsfOptions, SsfStop, StreamCovers } from './ssf/options.js';
-export type { PushAllowList } from './ssf/push-target.js';
+export type { PushAllowList, ResolvedSsfOptions, SsfOptions, SsfStop, StreamCovers } from './ssf/options.js';
 export { SSF_DROPPED } from './ssf/transmit.js';
 export { SSF_CONFIGURATION_PATH, SSF_SET_ERROR } from './ssf/routes.js';
 export {
@@ -112,7 +112,7 @@ export {
 } from './ssf/set.js';
 export { DELEGATION_METADATA } from './exchange/delegation/client-metadata.js';
 export { DEFAULT_DELEGATION_LIMITS } from './capacity.js';
-export type { DelegationLimits } from './capacity.js';
+export type { DelegationLimits, QuotaCharge } from './capacity.js';
 export { JWT_TOKEN_TYPE } from './exchange/request.js';
 export type {
   DelegationOptions,

@@ -10,6 +10,16 @@ export function definedMembers<T extends object>(members: T): Partial<T> {
   return Object.fromEntries(Object.entries(members).filter(([, value]) => value !== undefined)) as Partial<T>;
 }
 
+/** `value` as JSON text with every object's keys sorted: the same value always gives the same text. */
+export function canonicalJson(value: unknown): string {
+  if (value === null || typeof value !== 'object') return JSON.stringify(value ?? null);
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  const entries = Object.keys(value as Record<string, unknown>)
+    .sort()
+    .map((key) => `${JSON.stringify(key)}:${canonicalJson((value as Record<string, unknown>)[key])}`);
+  return `{${entries.join(',')}}`;
+}
+
 /** `text` parsed, or the error `refuse` makes when it is not JSON. */
 export function parseJson(text: string, refuse: () => Error): unknown {
   try {

@@ -15,7 +15,7 @@ import type { OutboxAdapter } from './contracts/outbox.js';
 import type { SsfStreamAdapter } from './contracts/ssf.js';
 import type { SubjectTokenAdapter } from './contracts/subject-tokens.js';
 
-export { instantiateAdapter, entryLifetimeMs, GRANTABLE_MODELS, type AdapterSource } from './contracts/entries.js';
+export { instantiateAdapter, entryLifetimeMs, GRANTABLE_MODELS } from './contracts/entries.js';
 export { hasAtomicConsume, type AtomicAdapter, type AtomicConsume } from './contracts/consume.js';
 export {
   comesAfter,
@@ -36,7 +36,6 @@ export {
   type CommitOutcome,
   type CommitWrite,
   type PrincipalQuotas,
-  type QuotaCharge,
   type QuotaOutcome,
   type QuotaWrite,
   type SessionCommit,

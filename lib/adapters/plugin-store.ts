@@ -1,6 +1,7 @@
 import { APPROVAL_DOMAIN, type ApprovalAdapter } from './contracts/approvals.js';
 import { lackOf, type DomainContract } from './contracts/domain.js';
-import { instantiateAdapter, type AdapterSource } from './contracts/entries.js';
+import type { AdapterSource } from '../core-options.js';
+import { instantiateAdapter } from './contracts/entries.js';
 import { OUTBOX_DOMAIN } from './contracts/outbox.js';
 import { SESSION_DOMAIN, type SessionAdapter } from './contracts/sessions.js';
 import { SSF_STREAM_DOMAIN, type SsfStreamAdapter } from './contracts/ssf.js';

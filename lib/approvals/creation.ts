@@ -1,10 +1,9 @@
 import type Koa from 'koa';
 import type { Account } from 'oidc-provider';
-import { canonicalJson } from '../audit/chain.js';
 import { EVENTS } from '../events/types.js';
 import { publish } from '../events/publish.js';
 import { invalidCall, invalidInput, limitReached } from '../errors.js';
-import type { JsonObject } from '../json.js';
+import { canonicalJson, type JsonObject } from '../json.js';
 import type { ManagementCaller } from '../core-options.js';
 import { storeCall } from '../store-call.js';
 import type { ApprovalDependencies } from './deps.js';

@@ -1,5 +1,5 @@
 import pg from 'pg';
-import { canonicalJson } from '../audit/chain.js';
+import { canonicalJson } from '../json.js';
 import { isPlainIdentifier } from '../postgres/identifier.js';
 import { invalidOption, missingAuditTable } from '../errors/standalone.js';
 import { missingTables, namesOf, READ_ONLY } from './tables.js';

@@ -24,7 +24,8 @@ import { openPool, POOL_SOURCE_NAMES, type PoolSource } from '../postgres/pool.j
 import { refuseUnknownOptions } from '../config/names.js';
 import type { ImpersonationEvent, ImpersonationEventName } from '../events/types.js';
 import { attachJournal } from '../audit/journal.js';
-import type { AuditLog, AuditPage, AuditQueryFilter } from '../audit/sink.js';
+import type { AuditLog, AuditPage } from '../audit/sink.js';
+import type { AuditQueryFilter } from '../core-options.js';
 import {
   canonicalContent,
   checkSignatures,

@@ -3,6 +3,7 @@ import type { ImpersonationEvent, ImpersonationEventName } from '../events/types
 import { headSignatureVerifies, type SignedHead } from './head.js';
 import { checkpointText, verifierOf, type VerificationKey } from './signing.js';
 import { invalidAuditQuery, notATrailRow } from '../errors/standalone.js';
+import { canonicalJson } from '../json.js';
 
 /** The hash the chain starts from: the `prev_hash` of row 1. */
 export const GENESIS = '0'.repeat(64);
@@ -74,15 +75,6 @@ function outcomeOf(name: ImpersonationEventName): string {
  */
 export function canonicalContent(row: AuditRow): string {
   return canonicalJson(FIELDS.map((field) => row[field]));
-}
-
-export function canonicalJson(value: unknown): string {
-  if (value === null || typeof value !== 'object') return JSON.stringify(value ?? null);
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
-  const entries = Object.keys(value as Record<string, unknown>)
-    .sort()
-    .map((key) => `${JSON.stringify(key)}:${canonicalJson((value as Record<string, unknown>)[key])}`);
-  return `{${entries.join(',')}}`;
 }
 
 /** Each row's hash covers its number, its canonical text and the previous row's hash. */

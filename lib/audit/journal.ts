@@ -1,5 +1,5 @@
 import type { ImpersonationEvent, ImpersonationEventName } from '../events/types.js';
-import type { AuditSink } from './sink.js';
+import type { AuditSink } from '../core-options.js';
 
 /**
  * A trail that can append a row inside a store's own transaction: the

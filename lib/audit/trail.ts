@@ -1,6 +1,6 @@
 import type { EventSubscriber } from '../events/subscriber.js';
 import { journalOf } from './journal.js';
-import type { AuditSink } from './sink.js';
+import type { AuditSink } from '../core-options.js';
 
 /**
  * The audit trail as a subscriber of the plugin's events: it records each

@@ -1,6 +1,7 @@
 import { SESSION_MODEL } from '../adapters/models.js';
 import type { AdapterPayload } from 'oidc-provider';
-import { GUARD_KIND, type CommitOutcome, type CommitWrite, type QuotaCharge } from '../adapters/contracts/commit.js';
+import { GUARD_KIND, type CommitOutcome, type CommitWrite } from '../adapters/contracts/commit.js';
+import type { QuotaCharge } from '../capacity.js';
 import type { IndexEntry } from '../adapters/contracts/indexes.js';
 import type { SessionAdapter } from '../adapters/contracts/sessions.js';
 import { stateOf, type SessionRecord } from './record.js';

@@ -1,6 +1,7 @@
 import { badRequest } from '../errors.js';
 import type { JsonObject } from '../json.js';
-import { pushHostProblem, pushUrlProblem, type PushAllowList } from './push-target.js';
+import type { PushAllowList } from './options.js';
+import { pushHostProblem, pushUrlProblem } from './push-target.js';
 import { POLL_METHOD, PUSH_METHOD } from './set.js';
 import type { StreamDelivery } from './store.js';
 

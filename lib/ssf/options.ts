@@ -1,6 +1,6 @@
+import { BlockList, isIP } from 'node:net';
 import { optionChecks, type OptionChecks } from '../config/checks.js';
 import { SSF_DEFAULTS, SSF_MAXIMA } from '../config/defaults.js';
-import { readPushAllowList, type PushAllowList } from './push-target.js';
 
 /** A stopped session, as `streamCovers` is asked about it: the event of its stop. */
 export type SsfStop = Readonly<{ name: string; sessionId: string; subject: string; actor?: string; clientId?: string }>;
@@ -179,4 +179,41 @@ export function resolveSsfOptions(input: SsfOptions, taken: { scopes: string[]; 
     allowedPushHosts: pushAllowList,
     streamCovers: input.streamCovers,
   });
+}
+
+/** `ssf.pushAllowList`, resolved: host names, and addresses and ranges. */
+export interface PushAllowList {
+  names: ReadonlySet<string>;
+  addresses: BlockList;
+}
+
+/** `ssf.pushAllowList`'s entries, checked: host names, addresses and CIDR ranges; undefined when one is not. */
+export function readPushAllowList(entries: readonly unknown[]): PushAllowList | undefined {
+  const names = new Set<string>();
+  const addresses = new BlockList();
+  for (const entry of entries) {
+    if (typeof entry !== 'string') return undefined;
+    const [address = '', prefix, ...rest] = entry.split('/');
+    const bare = hostOf(address.toLowerCase());
+    if (rest.length) return undefined;
+    if (prefix !== undefined) {
+      const bits = Number(prefix);
+      const max = isIP(bare) === 6 ? 128 : 32;
+      if (!isIP(bare) || !/^\d{1,3}$/.test(prefix) || bits > max) return undefined;
+      addresses.addSubnet(bare, bits, family(bare));
+    } else if (isIP(bare)) addresses.addAddress(bare, family(bare));
+    else if (/^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$/.test(bare) && bare.length <= 253) {
+      names.add(bare);
+    } else return undefined;
+  }
+  return { names, addresses };
+}
+
+/** A URL's host as checked: without IPv6 brackets nor a trailing dot. */
+export function hostOf(hostname: string): string {
+  return hostname.replace(/^\[(.*)\]$/, '$1').replace(/\.$/, '');
+}
+
+export function family(address: string): 'ipv4' | 'ipv6' {
+  return isIP(address) === 6 ? 'ipv6' : 'ipv4';
 }

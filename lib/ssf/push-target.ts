@@ -15,12 +15,7 @@
 import { lookup as dnsLookup, promises as dns, type LookupAddress } from 'node:dns';
 import { BlockList, isIP, type LookupFunction } from 'node:net';
 import { pushTargetRefused, unavailable } from '../errors.js';
-
-/** `ssf.pushAllowList`, resolved: host names, and addresses and ranges. */
-export interface PushAllowList {
-  names: ReadonlySet<string>;
-  addresses: BlockList;
-}
+import { family, hostOf, type PushAllowList } from './options.js';
 
 /** IPv4 ranges no receiver's push endpoint is in. */
 const INTERNAL_IPV4: ReadonlyArray<readonly [string, number]> = [
@@ -66,15 +61,6 @@ const RESOLVE_TIMEOUT_MS = 2000;
 function hexOf(ipv4: string): string {
   const [a = 0, b = 0, c = 0, d = 0] = ipv4.split('.').map(Number);
   return `${((a << 8) | b).toString(16)}:${((c << 8) | d).toString(16)}`;
-}
-
-/** A URL's host as checked: without IPv6 brackets nor a trailing dot. */
-function hostOf(hostname: string): string {
-  return hostname.replace(/^\[(.*)\]$/, '$1').replace(/\.$/, '');
-}
-
-function family(address: string): 'ipv4' | 'ipv6' {
-  return isIP(address) === 6 ? 'ipv6' : 'ipv4';
 }
 
 /** Whether the service may push to this address: a public one, or one the allow-list names. */
@@ -143,28 +129,6 @@ export function guardedLookup(allow: PushAllowList): LookupFunction {
       else callback(null, addresses[0]?.address ?? '', addresses[0]?.family);
     });
   };
-}
-
-/** `ssf.pushAllowList`'s entries, checked: host names, addresses and CIDR ranges; undefined when one is not. */
-export function readPushAllowList(entries: readonly unknown[]): PushAllowList | undefined {
-  const names = new Set<string>();
-  const addresses = new BlockList();
-  for (const entry of entries) {
-    if (typeof entry !== 'string') return undefined;
-    const [address = '', prefix, ...rest] = entry.split('/');
-    const bare = hostOf(address.toLowerCase());
-    if (rest.length) return undefined;
-    if (prefix !== undefined) {
-      const bits = Number(prefix);
-      const max = isIP(bare) === 6 ? 128 : 32;
-      if (!isIP(bare) || !/^\d{1,3}$/.test(prefix) || bits > max) return undefined;
-      addresses.addSubnet(bare, bits, family(bare));
-    } else if (isIP(bare)) addresses.addAddress(bare, family(bare));
-    else if (/^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$/.test(bare) && bare.length <= 253) {
-      names.add(bare);
-    } else return undefined;
-  }
-  return { names, addresses };
 }
 
 function withTimeout<T>(work: Promise<T>, ms: number): Promise<T> {

@@ -13,10 +13,10 @@ import {
   type BoundedIndexes,
   type CommitWrite,
   type PrincipalQuotas,
-  type QuotaCharge,
   type QuotaWrite,
   type SortedIndexes,
 } from '../../lib/adapters/contract.js';
+import type { QuotaCharge } from '../../lib/capacity.js';
 import { boundedIndexContract, sortedIndexContract } from './index-contract.js';
 import type { OutboxStore } from '../../lib/outbox/contract.js';
 

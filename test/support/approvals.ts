@@ -6,12 +6,8 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { KoaContextWithOIDC } from 'oidc-provider';
-import {
-  instantiateAdapter,
-  type AdapterSource,
-  type BoundedIndexes,
-  type ImpersonationAdapter,
-} from '../../lib/adapters/contract.js';
+import { instantiateAdapter, type BoundedIndexes, type ImpersonationAdapter } from '../../lib/adapters/contract.js';
+import type { AdapterSource } from '../../lib/core-options.js';
 import type { ApprovalDependencies } from '../../lib/approvals/actions.js';
 import type { ApprovalOptions, ApprovalRequirement } from '../../lib/approvals/options.js';
 import { APPROVAL_MODEL, ApprovalStore } from '../../lib/approvals/store.js';

@@ -1,18 +1,7 @@
 import type { AdapterPayload } from 'oidc-provider';
+import type { QuotaCharge } from '../../capacity.js';
 import type { OutboxCommit } from './outbox.js';
 import type { JournalCommit, SharedDatabase } from './trail.js';
-
-/**
- * One principal's share of a capacity others depend on (see lib/capacity.ts):
- * a counter, `key` an id of the written entry's model, that takes at most
- * `max` charges until `expiresAt` (ms since the epoch), the expiry its first
- * charge sets; after it, the next charge starts it again at 1.
- */
-export interface QuotaCharge {
-  key: string;
-  max: number;
-  expiresAt: number;
-}
 
 /** The kind of a quota counter's payload, `{ kind: QUOTA_KIND, count }`, for an adapter that stores it as an entry. */
 export const QUOTA_KIND = 'ImpersonationQuota';

@@ -1,13 +1,11 @@
 import type { Adapter, AdapterConstructor, AdapterFactory } from 'oidc-provider';
+import type { AdapterSource } from '../../core-options.js';
 
 /**
  * What every adapter shares for oidc-provider's own models, whatever domains
  * of the plugin it stores: how an adapter is opened, which models a revoked
  * grant takes along, and how long an entry lives.
  */
-
-/** An oidc-provider adapter: a class (`new Adapter(name)`) or a factory (`Adapter(name)`). */
-export type AdapterSource = AdapterConstructor | AdapterFactory;
 
 export function instantiateAdapter(source: AdapterSource, name: string): Adapter {
   // Tell the two apart the way oidc-provider does, so both see the same instance kind.
