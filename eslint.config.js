@@ -72,17 +72,10 @@ const FLOORS = [
     not: ['http', 'options', 'api', 'assembly'],
   },
 ];
+const TYPES = FLOORS.map((floor) => floor.type);
 const ALLOWED = FLOORS.map(({ type, not = [] }, at) => ({
   from: { element: { types: [type] } },
-  allow: {
-    to: {
-      element: {
-        types: FLOORS.slice(0, at + 1)
-          .map((floor) => floor.type)
-          .filter((t) => !not.includes(t)),
-      },
-    },
-  },
+  allow: { to: { element: { types: TYPES.slice(0, at + 1).filter((below) => !not.includes(below)) } } },
 }));
 
 export default defineConfig(
