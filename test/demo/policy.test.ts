@@ -84,6 +84,30 @@ describe('demo: who may act for whom (support roles, organisations, tickets, ses
     });
   });
 
+  describe('no one acts as staff or as a protected customer, break-glass included', () => {
+    it('refuses alice for erin and erin for alice (support staff), and carol (protected), whoever asks', async () => {
+      const cases = [
+        [alice, 'erin', 'erin is not a customer'],
+        [erin, 'alice', 'alice is not a customer'],
+        [alice, 'carol', 'carol is protected from impersonation'],
+      ] as const;
+      for (const [token, userId, words] of cases) {
+        const refused = await requestImpersonation(demo, token, { userId, ...ASKED });
+        expect(refused.body).to.deep.equal({ error: 'access_denied', error_description: words });
+        const m2m = await managementToken(demo, 'subject-tokens:create', EMERGENCY_ACCESS);
+        const bypass = await askSubjectToken(demo, m2m, {
+          userId,
+          actorId: token === alice ? 'alice' : 'erin',
+          clientId: 'support-console',
+          context: ASKED,
+          breakGlass: { reason: 'outage' },
+        });
+        expect(bypass.status, JSON.stringify(bypass.body)).to.equal(403);
+        expect(bypass.body['error_description']).to.equal(words);
+      }
+    });
+  });
+
   describe("the agent's tier sets the scope ceiling", () => {
     it('lets alice (read and change) have profile:write for an edit', async () => {
       const body = await actAs(alice, 'dave', 'edit', 'profile:read profile:write');
