@@ -122,8 +122,17 @@ export function impersonationExchange(dependencies: ExchangeDependencies): Excha
     progress.scope = scopes;
     token.scope = scopes.join(' ') || undefined;
 
-    // The token: the lowest of our cap, the resource server's lifetime and the customer's grant wins.
-    const expiresIn = Math.min(options.accessTokenTTL, token.expiration, customerGrant?.secondsLeft ?? Infinity);
+    // The token: the lowest of our cap, the resource server's lifetime, the customer's grant and,
+    // for an actor token an exchange issued, what it has left (a re-exchange gets no fresh lifetime).
+    const exchanged = actor?.act !== undefined || actor?.impersonationSession !== undefined;
+    const actorLeft = exchanged ? actor!.exp - Math.floor(Date.now() / 1000) : Infinity;
+    const expiresIn = Math.min(
+      options.accessTokenTTL,
+      token.expiration,
+      customerGrant?.secondsLeft ?? Infinity,
+      actorLeft,
+    );
+    if (expiresIn < 1) throw invalidRequest('actor_token has expired');
     setTokenLifetime(token, expiresIn);
     const custom = options.getCustomJwtClaims
       ? await exchangeStep(ctx, 'claims', () =>

@@ -17,6 +17,7 @@ export interface DelegationAsked {
   clientId: string;
   subject: string;
   actor: string;
+  actorType: 'client' | 'user';
   resource: string;
   scope: string[];
   subjectTokenType: string;
@@ -67,15 +68,15 @@ export function delegationWithDecisionPoint<Input extends DelegationAsked>(
 }
 
 /**
- * The customer's approval of a request, asked of the decision point before
- * the grant goes into force (`approve`). Resolves when allowed; rejects with
- * the Management API's 403 or 503 otherwise.
+ * The customer's approval of a request, or a grant they give ahead of time,
+ * asked of the decision point before the grant goes into force (`approve`).
+ * Resolves when allowed; rejects with the API's 403 or 503 otherwise.
  */
 export async function assertApprovalAllowed(
   authzen: ResolvedAuthzenOptions | undefined,
   input: {
     customer: string;
-    actor: string;
+    actor?: string | undefined;
     clientId?: string | undefined;
     scope?: readonly string[] | undefined;
     context?: JsonObject | undefined;
@@ -174,7 +175,7 @@ function exchangeEvaluation(input: ExchangePolicyInput): AccessEvaluation {
 
 function delegationEvaluation(input: DelegationAsked): AccessEvaluation {
   return {
-    subject: input.actor === input.clientId ? { type: 'client', id: input.actor } : { type: 'user', id: input.actor },
+    subject: { type: input.actorType, id: input.actor },
     action: { name: 'delegate' },
     resource: { type: 'user', id: input.subject },
     context: compact({

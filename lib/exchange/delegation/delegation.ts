@@ -117,6 +117,7 @@ export function delegationExchange(dependencies: ExchangeDependencies): Delegati
         clientId: client.clientId,
         subject: subject.sub,
         actor: actor.sub,
+        actorType: actor.type,
         act: structuredClone(act),
         resource: resourceServer.identifier(),
         scope: requested,
