@@ -29,6 +29,7 @@ import { refuseUnknownOptions } from './config/names.js';
 import { managementScopes, resolveOptions, type ImpersonationOptions, type ResolvedOptions } from './options.js';
 import {
   assertModelInternals,
+  clockToleranceOf,
   providerAdapter,
   providerConfiguration,
   providerSigningKey,
@@ -207,7 +208,7 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
       configuredByAnyPlugin.add(extraTokenClaims);
       return {
         ...configuration,
-        adapter: configuration.adapter ?? createMemoryAdapter(),
+        adapter: configuration.adapter ?? createMemoryAdapter({ clockTolerance: clockToleranceOf(configuration) }),
         extraClientMetadata: withDelegationMetadata(withManagementMetadata(configuration.extraClientMetadata, scopes)),
         extraTokenClaims,
         features: {
@@ -331,7 +332,7 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
               provider,
               pluginStore.outbox,
               options.webhooks ?? ssfOnlyDelivery(options.ssf!),
-              transmitter && ssfDelivery(provider, transmitter.streams, transmitter.options),
+              transmitter && ssfDelivery(transmitter.streams, transmitter.options),
             )
           : outboxView(pluginStore.outbox);
       }

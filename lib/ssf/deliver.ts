@@ -31,11 +31,11 @@ const SET_ERROR_CODES = new Set([
  * (`push_target_refused`); a host name that resolves to an internal address
  * gets no answer, and the SET is retried.
  */
-export function ssfDelivery(provider: Provider, streams: StreamStore, options: ResolvedSsfOptions): OtherDelivery {
+export function ssfDelivery(streams: StreamStore, options: ResolvedSsfOptions): OtherDelivery {
   const lookup = guardedLookup(options.allowedPushHosts);
   return {
     owns: (subscription) => subscription.startsWith(SSF_SUBSCRIPTION_PREFIX),
-    async deliver(entry: LeasedEntry, http: DeliveryHttp): Promise<Settlement | HttpAnswer> {
+    async deliver(entry: LeasedEntry, http: DeliveryHttp, provider: Provider): Promise<Settlement | HttpAnswer> {
       const stream = await streams.find(entry.subscription.slice(SSF_SUBSCRIPTION_PREFIX.length));
       if (!stream) return { outcome: 'dead', reason: 'stream_deleted' };
       if (stream.status === 'disabled') return { outcome: 'dead', reason: 'stream_disabled' };
