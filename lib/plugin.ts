@@ -194,7 +194,11 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
             'a provider takes one impersonation plugin',
         );
       }
-      const clash = [...(configuration.scopes ?? [])].filter((name) => scopes.has(name));
+      // Scopes that are no Array or Set are oidc-provider's to refuse, in its words.
+      const listed = configuration.scopes;
+      const clash = (Array.isArray(listed) || listed instanceof Set ? [...listed] : []).filter((name) =>
+        scopes.has(name),
+      );
       if (clash.length) {
         throw invalidCall(
           'impersonation.configure',

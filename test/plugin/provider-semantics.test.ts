@@ -9,7 +9,7 @@ const DEVICE_CODE = 'urn:ietf:params:oauth:grant-type:device_code';
 const CIBA = 'urn:openid:params:grant-type:ciba';
 const SECRET = 'a-secret-long-enough-for-the-test-client';
 
-/** Device flow and CIBA, whose requests expire after a second. */
+/** Device flow and CIBA, whose requests expire after two seconds. */
 const CONFIGURATION: Configuration = {
   ...MINIMAL_CONFIGURATION,
   clients: [
@@ -23,7 +23,7 @@ const CONFIGURATION: Configuration = {
     },
   ],
   findAccount: (_ctx, sub) => ({ accountId: sub, claims: () => ({ sub }) }),
-  ttl: { DeviceCode: 1, BackchannelAuthenticationRequest: 1 },
+  ttl: { DeviceCode: 2, BackchannelAuthenticationRequest: 2 },
   features: {
     ...MINIMAL_CONFIGURATION.features,
     deviceFlow: { enabled: true },
@@ -60,10 +60,7 @@ async function pollsAfterExpiry(withPlugin: boolean): Promise<{ device: unknown;
   try {
     const { device_code: deviceCode } = await post('/device/auth', { scope: 'openid' });
     const { auth_req_id: authReqId } = await post('/backchannel', { scope: 'openid', login_hint: 'alice' });
-    expect(await post('/token', { grant_type: DEVICE_CODE, device_code: deviceCode! })).to.include({
-      error: 'authorization_pending',
-    });
-    await new Promise((resolve) => setTimeout(resolve, 1500));
+    await new Promise((resolve) => setTimeout(resolve, 2500));
     return {
       device: (await post('/token', { grant_type: DEVICE_CODE, device_code: deviceCode! })).error,
       ciba: (await post('/token', { grant_type: CIBA, auth_req_id: authReqId! })).error,
@@ -78,5 +75,41 @@ describe("oidc-provider's own models on the plugin's default store", () => {
     const [without, withPlugin] = await Promise.all([pollsAfterExpiry(false), pollsAfterExpiry(true)]);
     expect(without).to.deep.equal({ device: 'expired_token', ciba: 'expired_token' });
     expect(withPlugin).to.deep.equal(without);
+  });
+});
+
+describe("configure(): oidc-provider's configuration refused in oidc-provider's words", () => {
+  const refusal = (build: () => unknown): string => {
+    try {
+      build();
+    } catch (error) {
+      return (error as Error).message;
+    }
+    return 'accepted';
+  };
+
+  for (const [name, changed] of [
+    ['scopes that are no Array or Set', { scopes: 5 }],
+    ['a string for scopes', { scopes: 'openid' }],
+    ['clients that are no array', { clients: {} }],
+  ] as const) {
+    it(`refuses ${name} as oidc-provider does`, () => {
+      const configuration = { ...MINIMAL_CONFIGURATION, ...changed } as unknown as Configuration;
+      const impersonation = createImpersonation({ managementResource: MANAGEMENT });
+      const bare = refusal(() => new Provider('https://id.example.com', configuration));
+      expect(bare).to.not.equal('accepted');
+      expect(refusal(() => new Provider('https://id.example.com', impersonation.configure(configuration)))).to.equal(
+        bare,
+      );
+    });
+  }
+
+  it('refuses an issuer with a query in its own words, not as a bad managementResource (the quick start derives it)', () => {
+    const issuer = 'https://id.example.com/?tenant=a';
+    const refused = refusal(() => {
+      const impersonation = createImpersonation({ managementResource: `${issuer}/api` });
+      impersonation.install(new Provider(issuer, impersonation.configure(MINIMAL_CONFIGURATION)));
+    });
+    expect(refused).to.equal('Issuer Identifier must not have a query component');
   });
 });
