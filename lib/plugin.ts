@@ -101,7 +101,7 @@ export interface Impersonation {
    * The webhooks' delivery on the provider install() was last called for:
    * statistics (entries waiting, dead letters, drops), dead letters, and
    * `stop()`, which a process shutting down calls (docs/webhooks.md). Delivery
-   * starts with install(); its timers never keep a process alive.
+   * starts with install(); its timers never keep a process alive, nor a discarded provider.
    */
   webhooks(): WebhookDelivery;
   /**
