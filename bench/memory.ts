@@ -6,10 +6,9 @@
  *
  * 1. Fills a createMemoryAdapter() at its default bound (100,000 entries) with
  *    `count` subject tokens through SubjectTokenStore, as the Management API
- *    would, and reports the growth of the V8 heap and of ArrayBuffer memory
- *    (lru-cache keeps its links and TTLs in typed arrays, outside the V8 heap),
- *    measured from before the adapter was created, so the slots the LRU
- *    preallocates for `max` entries count too.
+ *    would, and reports the growth of the V8 heap and of ArrayBuffer memory,
+ *    measured from before the adapter was created, so what the empty adapter
+ *    takes counts too.
  * 2. Creates 1% more than the bound: subject tokens are never evicted while
  *    unexpired, so every extra one is refused (503 temporarily_unavailable,
  *    counted in stats().refusedFull) and the oldest stays redeemable (the
@@ -26,7 +25,7 @@ export interface MemoryResult {
   /** Heap plus ArrayBuffer growth, per token: what the target (≤ 1 KiB) is checked against. */
   bytesPerToken: number;
   heapBytesPerToken: number;
-  /** Of the growth, what the empty adapter took (LRU slots for `max`), per token. */
+  /** Of the growth, what the empty adapter took, per token. */
   preallocatedPerToken: number;
   createsPerSecond: number;
   overflow: number;

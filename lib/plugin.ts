@@ -29,6 +29,7 @@ import { refuseUnknownOptions } from './config/names.js';
 import { managementScopes, resolveOptions, type ImpersonationOptions, type ResolvedOptions } from './options.js';
 import {
   assertModelInternals,
+  clockToleranceOf,
   providerAdapter,
   providerConfiguration,
   providerSigningKey,
@@ -100,7 +101,7 @@ export interface Impersonation {
    * The webhooks' delivery on the provider install() was last called for:
    * statistics (entries waiting, dead letters, drops), dead letters, and
    * `stop()`, which a process shutting down calls (docs/webhooks.md). Delivery
-   * starts with install(); its timers never keep a process alive.
+   * starts with install(); its timers never keep a process alive, nor a discarded provider.
    */
   webhooks(): WebhookDelivery;
   /**
@@ -193,7 +194,11 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
             'a provider takes one impersonation plugin',
         );
       }
-      const clash = [...(configuration.scopes ?? [])].filter((name) => scopes.has(name));
+      // Scopes that are no Array or Set are oidc-provider's to refuse, in its words.
+      const listed = configuration.scopes;
+      const clash = (Array.isArray(listed) || listed instanceof Set ? [...listed] : []).filter((name) =>
+        scopes.has(name),
+      );
       if (clash.length) {
         throw invalidCall(
           'impersonation.configure',
@@ -207,7 +212,7 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
       configuredByAnyPlugin.add(extraTokenClaims);
       return {
         ...configuration,
-        adapter: configuration.adapter ?? createMemoryAdapter(),
+        adapter: configuration.adapter ?? createMemoryAdapter({ clockTolerance: clockToleranceOf(configuration) }),
         extraClientMetadata: withDelegationMetadata(withManagementMetadata(configuration.extraClientMetadata, scopes)),
         extraTokenClaims,
         features: {

@@ -115,6 +115,7 @@ describe('the store option: the provider keeps its own adapter', () => {
         limits: undefined,
         protectedModels: undefined,
         onEvict: undefined,
+        clockTolerance: undefined,
       };
       const modelsOf = async (Memory: MemoryAdapterClass) => {
         for (const model of ['Session', SUBJECT_TOKEN_MODEL]) await new Memory(model).upsert('id-1', {} as never, 60);
