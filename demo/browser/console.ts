@@ -757,7 +757,8 @@ async function listenForStop(state: ConsoleState, acting: Acting): Promise<void>
       signal: listening.controller.signal,
     });
     const events = answer.ok ? await answer.text() : '';
-    if (events.includes('event: stopped') && loadActing()?.sessionId === acting.sessionId) await lost(state, acting);
+    if (events.includes('event: stopped') && loadActing()?.sessionId === acting.sessionId)
+      await lost(state, acting, 'GET /api/impersonation-events: stopped');
   } catch {
     // Stopped listening, or the backend went away: the next call of the resource API tells.
   } finally {
@@ -784,8 +785,12 @@ function fillTable(id: 'orders' | 'invoices', rows: string[][]): void {
   );
 }
 
-/** The resource API refused the token: the impersonation was stopped elsewhere, or ran out. */
-async function lost(state: ConsoleState, acting: Acting): Promise<void> {
+/** The impersonation was stopped elsewhere, or ran out; `cause` is how this console learnt it. */
+async function lost(
+  state: ConsoleState,
+  acting: Acting,
+  cause = 'resource API: HTTP 401 · invalid_token',
+): Promise<void> {
   const session = loadSession();
   end(state);
   let status: { state?: string; stoppedBy?: string; reason?: string; endReason?: string; customer?: string } = {};
@@ -803,16 +808,16 @@ async function lost(state: ConsoleState, acting: Acting): Promise<void> {
     status.state === 'revoked'
       ? new FlowError(
           `this impersonation was stopped by ${status.stoppedBy ?? 'someone else'}${status.reason ? ` (${status.reason})` : ''}`,
-          'resource API: HTTP 401 · invalid_token — this impersonation was stopped',
+          `${cause} — this impersonation was stopped`,
         )
       : status.state === 'ended' && status.endReason === 'access_grant_ended'
         ? new FlowError(
             `${status.customer ?? customerName(acting)} ended the access they gave: this impersonation stopped`,
-            'resource API: HTTP 401 · invalid_token — the customer ended their access grant',
+            `${cause} — the customer ended their access grant`,
           )
         : new FlowError(
             `your impersonation of ${customerName(acting)} ended: its time ran out. Impersonate again to continue.`,
-            'resource API: HTTP 401 · invalid_token',
+            cause,
           ),
   );
 }

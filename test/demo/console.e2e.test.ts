@@ -184,7 +184,9 @@ describe('demo: support console in headless Chromium', function () {
     expect(await alice.text('#error-message')).to.equal(
       "this impersonation was stopped by the support team's administration (impersonation-backend)",
     );
-    expect(await alice.text('#error-code')).to.contain('HTTP 401');
+    expect(await alice.text('#error-code')).to.equal(
+      'GET /api/impersonation-events: stopped — this impersonation was stopped',
+    );
     expect(await alice.page.locator('#acting-banner').isHidden()).to.equal(true);
     expect(await alice.page.locator('#customer-card').isHidden()).to.equal(true);
     expect(await alice.page.locator('#orders tbody tr').count()).to.equal(0);
