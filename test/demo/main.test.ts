@@ -8,9 +8,11 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
 import { freePort } from '../../demo/http.js';
+import { demoSecrets } from '../../demo/seed.js';
 import { createPostgresAuditLog } from '../../lib/audit-postgres/index.js';
 import { EVENTS } from '../../lib/index.js';
 import { stopChildren } from '../support/children.js';
+import { CookieJar, follow } from './helpers.js';
 import { DATABASE_URL, testSchema } from '../support/postgres.js';
 
 const MAIN = fileURLToPath(new URL('../../demo/main.js', import.meta.url));
@@ -129,6 +131,17 @@ describe('demo: npm run demo (demo/main.ts)', function () {
         `^The demo cannot reach its store \\(Redis at 127\\.0\\.0\\.1:${closed} \\(prefix demo:\\)\\): Redis is unreachable`,
       ),
     );
+  });
+
+  it('lists on its login page every user it prints, as it prints them (without the passwords)', async () => {
+    const demo = run(process.execPath, [MAIN], { PORT: '0', BACKEND_PORT: '0' });
+    children.push(demo);
+    const { backend } = await started(demo);
+    const login = await follow(new CookieJar(), `${backend}/web/login`);
+    const listed = [...(await login.text()).matchAll(/<li>([^<]*)<\/li>/g)].map(([, user]) => user);
+    const printed = [...demo.printed().matchAll(/^ {4}(\S+) \/ \S+ (.*)$/gm)].map(([, id, rest]) => `${id} ${rest}`);
+    expect(printed).to.have.length(demoSecrets().users.length);
+    expect(listed).to.deep.equal(printed);
   });
 
   it("prints the revocation feed's reads with DEMO_LOG_FEED=1 only, and stops on another value", async () => {
