@@ -106,11 +106,24 @@ describe(`resource-server helper as a push receiver, on the ${kind.name} store`,
   let verifier: ImpersonationVerifier | undefined;
 
   const impersonation = async () => (await impersonate(tp, { actorToken: alice })).token;
+  /** A start of the resource server: the process before it stopped without a word. */
+  async function start(): Promise<void> {
+    verifier?.close();
+    verifier = createImpersonationVerifier({
+      issuer: tp.issuer,
+      audience: API,
+      ssf: pushOptions(tp, endpoint.url, { clockSkew: 0 }),
+      refreshInterval: 1100,
+      maxStaleness: 3000,
+    });
+    await verifier.ready();
+  }
 
   before(async () => {
     tp = await startSsfProvider(kind, { minVerificationInterval: 1, maxStreams: 3, maxStreamsPerReceiver: 2 });
     alice = await userAccessToken(tp, 'alice');
     endpoint = await pushEndpoint(() => verifier);
+    await start();
   });
   after(async () => {
     verifier?.close();
@@ -119,17 +132,7 @@ describe(`resource-server helper as a push receiver, on the ${kind.name} store`,
   });
 
   it('replaces its stream at each start: restarted more often than the receiver may have streams, it works', async () => {
-    for (let start = 0; start < 4; start += 1) {
-      verifier?.close();
-      verifier = createImpersonationVerifier({
-        issuer: tp.issuer,
-        audience: API,
-        ssf: pushOptions(tp, endpoint.url, { clockSkew: 0 }),
-        refreshInterval: 1100,
-        maxStaleness: 3000,
-      });
-      await verifier.ready();
-    }
+    for (let restart = 0; restart < 3; restart += 1) await start();
     const listed = await ssfRequest(tp, 'GET', STREAMS, await receiverToken(tp));
     expect((listed.body as unknown as unknown[]).length).to.equal(1);
     const { token, session } = await impersonate(tp, { actorToken: alice });
