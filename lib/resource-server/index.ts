@@ -127,11 +127,7 @@ export function createImpersonationVerifier(options: ImpersonationVerifierOption
       ? options.jwks
       : createRemoteJWKSet(new URL(options.jwks ?? `${options.issuer.replace(/\/$/, '')}/jwks`));
   if ((options.revocationsUri === undefined) === (options.ssf === undefined)) {
-    throw invalidOption(
-      FN,
-      'revocationsUri',
-      'or "ssf" must be given, and only one of them',
-    );
+    throw invalidOption(FN, 'revocationsUri', 'or "ssf" must be given, and only one of them');
   }
   const trust = { issuer: options.issuer, keys };
   const pushed: PushSource | undefined =
@@ -255,7 +251,6 @@ export function createImpersonationVerifier(options: ImpersonationVerifierOption
 }
 
 function positive(name: string, value: number): number {
-  if (!Number.isSafeInteger(value) || value < 1)
-    throw invalidOption(FN, name, 'must be a positive integer');
+  if (!Number.isSafeInteger(value) || value < 1) throw invalidOption(FN, name, 'must be a positive integer');
   return value;
 }

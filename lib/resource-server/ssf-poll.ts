@@ -17,7 +17,10 @@ export interface SsfPollOptions extends SsfReceiverOptions {
 
 export const POLL_OPTION_NAMES = [
   ...RECEIVER_OPTION_NAMES,
-  ...Object.keys({ delivery: true, endpoint: true } satisfies Record<Exclude<keyof SsfPollOptions, keyof SsfReceiverOptions>, true>),
+  ...Object.keys({ delivery: true, endpoint: true } satisfies Record<
+    Exclude<keyof SsfPollOptions, keyof SsfReceiverOptions>,
+    true
+  >),
 ];
 
 const MAX_EVENTS = 100;

@@ -82,13 +82,19 @@ describe('resource-server helper: the options it is given', () => {
       'createImpersonationVerifier: option "refreshIntervall" is unknown; did you mean "refreshInterval"?',
     );
     const poll = { endpoint: 'http://127.0.0.1:9/ssf/poll/x', accessToken: 'x', audience: 'api-gateway' };
-    expect(create({ ssf: { ...poll, clockskew: 0 } })).to.throw(TypeError, 'option "ssf.clockskew" is unknown; did you mean "ssf.clockSkew"?');
+    expect(create({ ssf: { ...poll, clockskew: 0 } })).to.throw(
+      TypeError,
+      'option "ssf.clockskew" is unknown; did you mean "ssf.clockSkew"?',
+    );
     expect(create({ ssf: { ...push, streamId: 'x' } })).to.throw(TypeError, 'option "ssf.streamId" is unknown');
   });
 
   it('refuses a pushed stream without the Authorization header its pushes carry, and a maxStaleness it cannot meet', () => {
     const { authorization: _none, ...anonymous } = push;
-    expect(create({ ssf: anonymous })).to.throw(TypeError, 'option "ssf.authorization" must be the Authorization header');
+    expect(create({ ssf: anonymous })).to.throw(
+      TypeError,
+      'option "ssf.authorization" must be the Authorization header',
+    );
     expect(create({ ssf: push, refreshInterval: 2000, maxStaleness: 2000 })).to.throw(
       TypeError,
       'option "maxStaleness" must be more than "refreshInterval"',
@@ -164,7 +170,7 @@ describe(`resource-server helper as a push receiver, on the ${kind.name} store`,
       );
     }
     for (const body of forged) {
-      for (const headers of [{}, { authorization: 'Bearer guessed' }]) {
+      for (const headers of [{}, { authorization: 'Bearer guessed' }] as Array<Record<string, string>>) {
         const answer = await fetch(endpoint.url, { method: 'POST', headers, body });
         expect(answer.status).to.equal(401);
       }
@@ -197,10 +203,9 @@ describe(`resource-server helper as a push receiver, on the ${kind.name} store`,
   });
 
   it('never refuses as "predates" a token issued once ready() resolved', async () => {
-    let fresh: ImpersonationVerifier | undefined;
     const own = await pushEndpoint(() => fresh);
     const skew = 2;
-    fresh = createImpersonationVerifier({
+    const fresh = createImpersonationVerifier({
       issuer: tp.issuer,
       audience: API,
       ssf: pushOptions(tp, own.url, { clockSkew: skew }),

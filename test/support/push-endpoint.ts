@@ -28,4 +28,3 @@ export async function pushEndpoint(
   endpoint.url = `http://127.0.0.1:${(endpoint.server.address() as AddressInfo).port}/caep`;
   return endpoint;
 }
-
