@@ -120,8 +120,9 @@ export function ssfPushSource(
     return awaited.size > 0;
   }
 
-  async function streamApi(method: string, query: string, body: unknown, signal: AbortSignal): Promise<unknown> {
-    const response = await fetch(new URL(query, configurationEndpoint), {
+  /** A call of the transmitter's stream API, as this stream's receiver. */
+  async function streamApi(method: string, url: URL, body: unknown, signal: AbortSignal): Promise<unknown> {
+    const response = await fetch(url, {
       method,
       headers: {
         authorization: `Bearer ${await token()}`,
@@ -131,7 +132,7 @@ export function ssfPushSource(
       ...(body === undefined ? {} : { body: JSON.stringify(body) }),
       signal: requestSignal(signal, timeout),
     });
-    if (!response.ok) throw unavailable(`the SSF configuration endpoint answered ${response.status} to ${method}`);
+    if (!response.ok) throw unavailable(`the SSF transmitter answered ${response.status} to ${method} ${url.pathname}`);
     return response.status === 204 ? undefined : response.json();
   }
 
@@ -140,21 +141,23 @@ export function ssfPushSource(
    * so that restarts never pile streams up, and the first verification is not refused as too soon.
    */
   async function createStream(signal: AbortSignal): Promise<string> {
-    const listed = await streamApi('GET', '', undefined, signal);
+    const listed = await streamApi('GET', configurationEndpoint, undefined, signal);
     for (const stream of Array.isArray(listed) ? (listed as StreamView[]) : []) {
       if (stream.delivery?.method !== PUSH_METHOD || stream.delivery.endpoint_url !== endpointUrl) continue;
-      await streamApi('DELETE', `?stream_id=${encodeURIComponent(String(stream.stream_id))}`, undefined, signal);
+      const url = new URL(configurationEndpoint);
+      url.searchParams.set('stream_id', String(stream.stream_id));
+      await streamApi('DELETE', url, undefined, signal);
     }
     const created = (await streamApi(
       'POST',
-      '',
+      configurationEndpoint,
       {
         delivery: { method: PUSH_METHOD, endpoint_url: endpointUrl, authorization_header: options.authorization },
         events_requested: [SESSION_REVOKED_EVENT],
       },
       signal,
     )) as StreamView;
-    if (typeof created.stream_id !== 'string') throw unavailable('the SSF configuration endpoint sent no stream_id');
+    if (typeof created.stream_id !== 'string') throw unavailable('the SSF transmitter sent no stream_id');
     const interval = Number(created.min_verification_interval ?? 0) * 1000;
     if (!(refreshInterval >= interval)) {
       throw invalidCall(
@@ -203,15 +206,7 @@ export function ssfPushSource(
     });
     arrived.catch(() => {});
     try {
-      const response = await fetch(verificationEndpoint, {
-        method: 'POST',
-        headers: { authorization: `Bearer ${await token()}`, 'content-type': 'application/json' },
-        body: JSON.stringify({ stream_id: streamId, state }),
-        signal: requestSignal(signal, timeout),
-      });
-      if (response.status !== 204) {
-        throw unavailable(`the SSF verification endpoint answered ${response.status}`);
-      }
+      await streamApi('POST', verificationEndpoint, { stream_id: streamId, state }, signal);
       await arrived;
     } finally {
       waiting.delete(state);
