@@ -282,6 +282,8 @@ describe(`the push receiver of docs/resource-server.md against the transmitter's
     } finally {
       example.verifier.close();
       await closeServer(example.server);
+      delete process.env['SSF_RECEIVER_TOKEN'];
+      delete process.env['SSF_PUSH_AUTHORIZATION'];
     }
   });
 
