@@ -1,5 +1,3 @@
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { expect } from 'chai';
 import {
   createImpersonationVerifier,
@@ -10,15 +8,8 @@ import { ADAPTERS } from '../support/adapters.js';
 import { ACCESS_TOKEN, decodeJwt, exchange, subjectToken, userAccessToken } from '../support/http.js';
 import { adminToken, revokeSession } from '../support/impersonations.js';
 import { API, type TestProvider } from '../support/provider.js';
-import {
-  PUSH,
-  RECEIVERS,
-  receiverToken,
-  SESSION_REVOKED,
-  ssfRequest,
-  startSsfProvider,
-  STREAMS,
-} from '../support/ssf.js';
+import { pushEndpoint } from '../support/push-endpoint.js';
+import { RECEIVERS, receiverToken, startSsfProvider, STREAMS } from '../support/ssf.js';
 
 const PUSH_CREDENTIAL = 'Bearer push-credential-of-the-resource-server';
 
@@ -42,33 +33,6 @@ async function refusedAs(verifier: ImpersonationVerifier, token: string, code: s
   return error;
 }
 
-/** The resource server's push endpoint: hands each push to the verifier, unless the test cut it. */
-async function pushEndpoint(
-  verifier: () => ImpersonationVerifier | undefined,
-): Promise<{ url: string; cut: boolean; server: Server }> {
-  const endpoint = { url: '', cut: false, server: createServer() };
-  endpoint.server.on('request', (request, response) => {
-    const chunks: Buffer[] = [];
-    request.on('data', (chunk: Buffer) => chunks.push(chunk));
-    request.on('end', () => {
-      const receiver = verifier();
-      if (endpoint.cut || !receiver) {
-        response.writeHead(503).end();
-        return;
-      }
-      receiver
-        .receivePush({ body: Buffer.concat(chunks).toString(), authorization: request.headers['authorization'] })
-        .then(({ status, body }) => {
-          response.writeHead(status, body ? { 'content-type': 'application/json' } : {});
-          response.end(body ? JSON.stringify(body) : undefined);
-        });
-    });
-  });
-  await new Promise<void>((resolve) => endpoint.server.listen(0, '127.0.0.1', resolve));
-  endpoint.url = `http://127.0.0.1:${(endpoint.server.address() as AddressInfo).port}/caep`;
-  return endpoint;
-}
-
 for (const kind of ADAPTERS) {
   describe(`resource-server helper as an SSF receiver (push, verification as heartbeat), on the ${kind.name} store`, function () {
     this.timeout(30_000);
@@ -81,16 +45,13 @@ for (const kind of ADAPTERS) {
       tp = await startSsfProvider(kind, { minVerificationInterval: 1 });
       alice = await userAccessToken(tp, 'alice');
       endpoint = await pushEndpoint(() => verifier);
-      const created = await ssfRequest(tp, 'POST', STREAMS, await receiverToken(tp), {
-        delivery: { method: PUSH, endpoint_url: endpoint.url, authorization_header: PUSH_CREDENTIAL },
-        events_requested: [SESSION_REVOKED],
-      });
       verifier = createImpersonationVerifier({
         issuer: tp.issuer,
         audience: API,
         ssf: {
           delivery: 'push',
-          streamId: created.body['stream_id'] as string,
+          endpointUrl: endpoint.url,
+          configurationEndpoint: `${tp.base}${STREAMS}`,
           verificationEndpoint: `${tp.base}/ssf/verify`,
           accessToken: () => receiverToken(tp),
           audience: RECEIVERS.first.client_id,
