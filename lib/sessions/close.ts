@@ -75,9 +75,7 @@ export async function closeSession(
   // A delegation's stop goes to the trail, the listeners and the SSF streams (its tokens must
   // stop at resource servers), never to webhooks: they tell a customer of impersonations, whose
   // own stop is delivered (docs/webhooks.md, "Delegations are not delivered").
-  // A session whose start the trail could not take ends off it too: no stop of an access it never listed.
-  const recorded = !('endReason' in request && request.endReason === 'not_recorded');
-  await publish(provider, event, ctx, { delegation: record.type === 'delegation', record: recorded });
+  await publish(provider, event, ctx, { delegation: record.type === 'delegation' });
   return closed;
 }
 
