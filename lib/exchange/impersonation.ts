@@ -157,9 +157,6 @@ export function impersonationExchange(dependencies: ExchangeDependencies): Excha
         event,
         onTrail: true,
         notify: true,
-        successRecorded: () => {
-          progress.successRecorded = true;
-        },
       }),
     );
     return { value, token, issuedTokenType: ACCESS_TOKEN_TYPE, event };

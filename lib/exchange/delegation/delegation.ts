@@ -74,7 +74,14 @@ export function delegationExchange(dependencies: ExchangeDependencies): Delegati
       throw invalidRequest('subject_token was issued neither to this client nor for a resource it may delegate from');
     }
     const accessGrantId = subject.sessionId === undefined ? undefined : accessGrantOf(assertActive(parent));
-    if (dpop) await checkDpopReplay(ctx, dpop);
+    const principals: DelegationPrincipals =
+      rootSessionId === undefined
+        ? { subjectTokenId: subject.id, user: subject.sub, clientId: client.clientId }
+        : { impersonationSessionId: rootSessionId };
+    const quotas = delegationQuotas(delegation.limits, principals);
+    // A share already spent is read before the proof is spent: then only a live delegation spends it (below).
+    const spent = await sessions.spentQuota(quotas);
+    if (dpop && spent === undefined) await checkDpopReplay(ctx, dpop);
 
     // The target: one resource, scopes within the subject token's and the resource's.
     const resourceServer = await resolveTarget(ctx, params, delegation);
@@ -150,7 +157,12 @@ export function delegationExchange(dependencies: ExchangeDependencies): Delegati
       return { value: await reissueDelegated(ctx, sessions, token, live), token, issuedTokenType };
     };
     const live = await liveDelegations.find(key, nowSeconds() + expiresIn);
-    if (live) return reissue(live);
+    if (live) {
+      if (dpop && spent !== undefined) await checkDpopReplay(ctx, dpop);
+      return reissue(live);
+    }
+    // Past a share, refused before anything is written: no proof spent, no session, no row.
+    if (spent !== undefined) throw quotaRefusal(quotas, spent);
 
     // A new one: its session charged to its principals, and on the trail only under an impersonation.
     const session = sessionOf(subject, client.clientId, resourceServer.identifier(), scopes, actor.sub, {
@@ -159,17 +171,9 @@ export function delegationExchange(dependencies: ExchangeDependencies): Delegati
       rootSessionId,
     });
     if (accessGrantId !== undefined) session.underAccessGrantId = accessGrantId;
-    const principals: DelegationPrincipals =
-      rootSessionId === undefined
-        ? { subjectTokenId: subject.id, user: subject.sub, clientId: client.clientId }
-        : { impersonationSessionId: rootSessionId };
     claims.attach(token, { ...chain, [SESSION_CLAIM]: session.id });
     const event = () => delegationSucceeded(session, params.subject_token_type, depth);
-    const quotas = delegationQuotas(delegation.limits, principals);
     try {
-      // A share already spent refuses before anything is written, the trail's row included.
-      const spent = await sessions.spentQuota(quotas);
-      if (spent !== undefined) throw quotaRefusal(quotas, spent);
       const value = await exchangeStep(ctx, 'commit', () =>
         commit(ctx, dependencies, {
           token,
