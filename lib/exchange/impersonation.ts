@@ -5,6 +5,7 @@ import { deepFreeze } from '../json.js';
 import type { CustomJwtClaimsInput, ResolvedCoreOptions as ResolvedOptions } from '../core-options.js';
 import { certificateThumbprintOf, checkDpopReplay, setTokenLifetime } from '../provider-internals.js';
 import { newSessionId, SESSION_CLAIM, stateOf, type SessionRecord } from '../sessions/record.js';
+import type { SessionStore } from '../sessions/store.js';
 import type { SubjectTokenRecord } from '../subject-tokens/store.js';
 import { accountExists } from './account.js';
 import {
@@ -138,6 +139,7 @@ export function impersonationExchange(dependencies: ExchangeDependencies): Excha
     progress.session = session;
     claims.attach(token, { ...custom, ...actClaims(act), [SESSION_CLAIM]: session.id });
     const event = () => exchangeSucceeded(client.clientId, record, session);
+    if (actor?.format === 'opaque') await announceActor(ctx, sessions, session);
 
     const value = await exchangeStep(ctx, 'commit', () =>
       commit(ctx, dependencies, {
@@ -157,6 +159,20 @@ export function impersonationExchange(dependencies: ExchangeDependencies): Excha
   }
 
   return { exchange, refused: (ctx, progress, error) => report.refused(ctx, progress, error) };
+}
+
+/**
+ * The actor's Grant and sign-in, announced and read again (SessionStore.announce):
+ * a sign-out before the announcement is seen here, one after it is marked.
+ */
+async function announceActor(ctx: KoaContextWithOIDC, sessions: SessionStore, session: SessionRecord): Promise<void> {
+  const { provider } = ctx.oidc;
+  await sessions.announce(session);
+  const [grant, signIn] = await Promise.all([
+    session.actorGrantId === undefined || provider.Grant.find(session.actorGrantId),
+    session.actorSessionUid === undefined || provider.Session.findByUid(session.actorSessionUid),
+  ]);
+  if (!grant || !signIn) throw invalidRequest('actor_token was revoked, or its sign-in ended, during the exchange');
 }
 
 /** The `act` claim, from the actor token; a subject token bound to an actor requires that actor's. */

@@ -1,5 +1,6 @@
 import { exchangeStep } from '../../telemetry/exchange.js';
 import type { KoaContextWithOIDC } from 'oidc-provider';
+import { publicTokenId, verifyAccessToken } from '../../access-token.js';
 import { delegationQuotas, quotaRefusal, type DelegationPrincipals } from '../../capacity.js';
 import { invalidRequest, PrincipalQuotaReached } from '../../errors.js';
 import { certificateThumbprintOf, checkDpopReplay, setTokenLifetime } from '../../provider-internals.js';
@@ -169,6 +170,13 @@ export function delegationExchange(dependencies: ExchangeDependencies): Delegati
       // A share already spent refuses before anything is written, the trail's row included.
       const spent = await sessions.spentQuota(quotas);
       if (spent !== undefined) throw quotaRefusal(quotas, spent);
+      // A token of ours, which its user may revoke: announced and read again (SessionStore.announce).
+      if (subject.id === publicTokenId('opaque', params.subject_token)) {
+        await sessions.announce(session);
+        if (!(await verifyAccessToken(ctx.oidc.provider, params.subject_token, 'AccessToken'))) {
+          throw invalidRequest('subject_token was revoked during the exchange');
+        }
+      }
       const value = await exchangeStep(ctx, 'commit', () =>
         commit(ctx, dependencies, {
           token,
