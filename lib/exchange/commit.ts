@@ -36,6 +36,8 @@ export interface Commit {
   notify: boolean;
   /** Called once the trail holds the success row. */
   successRecorded?: () => void;
+  /** Announces, then reads again, what a user may end meanwhile (SessionStore.announce); beside the token's writes. */
+  confirm?: (() => Promise<void>) | undefined;
 }
 
 export type ExchangeEvent = ImpersonationEvent<typeof EVENTS.exchangeSucceeded | typeof EVENTS.delegationSucceeded>;
@@ -64,7 +66,7 @@ export interface CommitStores {
 export async function commit(
   ctx: KoaContextWithOIDC,
   { sessions }: CommitStores,
-  { token, session, subjectTokenKey, quotas, startedAt, event, onTrail, notify, successRecorded }: Commit,
+  { token, session, subjectTokenKey, quotas, startedAt, event, onTrail, notify, successRecorded, confirm }: Commit,
 ): Promise<string> {
   const provider = ctx.oidc.provider;
   ctx.oidc.entity('AccessToken', token);
@@ -87,8 +89,7 @@ export async function commit(
     // with nothing burned. Appended first, a lost race below is recorded as a
     // refusal after it; in the commit, it leaves no row.
     const issuing = issue(provider, token, session);
-    const prepared = participation.prepare();
-    value = prepared ? (await Promise.all([issuing, prepared]))[0] : await issuing;
+    value = (await Promise.all([issuing, participation.prepare(), confirm?.()]))[0];
     // Checked last before the commit: an exchange that ran past the deadline may have read an
     // origin whose end mark is gone already.
     if (Date.now() - startedAt > EXCHANGE_DEADLINE_MS) throw exchangeTooSlow(EXCHANGE_DEADLINE_MS);

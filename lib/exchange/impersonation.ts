@@ -139,7 +139,6 @@ export function impersonationExchange(dependencies: ExchangeDependencies): Excha
     progress.session = session;
     claims.attach(token, { ...custom, ...actClaims(act), [SESSION_CLAIM]: session.id });
     const event = () => exchangeSucceeded(client.clientId, record, session);
-    if (actor?.format === 'opaque') await announceActor(ctx, sessions, session);
 
     const value = await exchangeStep(ctx, 'commit', () =>
       commit(ctx, dependencies, {
@@ -153,6 +152,7 @@ export function impersonationExchange(dependencies: ExchangeDependencies): Excha
         successRecorded: () => {
           progress.successRecorded = true;
         },
+        confirm: actor?.format === 'opaque' ? () => announceActor(ctx, sessions, session) : undefined,
       }),
     );
     return { value, token, issuedTokenType: ACCESS_TOKEN_TYPE, event };

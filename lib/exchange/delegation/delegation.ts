@@ -170,13 +170,6 @@ export function delegationExchange(dependencies: ExchangeDependencies): Delegati
       // A share already spent refuses before anything is written, the trail's row included.
       const spent = await sessions.spentQuota(quotas);
       if (spent !== undefined) throw quotaRefusal(quotas, spent);
-      // A token of ours, which its user may revoke: announced and read again (SessionStore.announce).
-      if (subject.id === publicTokenId('opaque', params.subject_token)) {
-        await sessions.announce(session);
-        if (!(await verifyAccessToken(ctx.oidc.provider, params.subject_token, 'AccessToken'))) {
-          throw invalidRequest('subject_token was revoked during the exchange');
-        }
-      }
       const value = await exchangeStep(ctx, 'commit', () =>
         commit(ctx, dependencies, {
           token,
@@ -186,6 +179,16 @@ export function delegationExchange(dependencies: ExchangeDependencies): Delegati
           event,
           onTrail: rootSessionId !== undefined,
           notify: false,
+          // A token of ours, which its user may revoke: announced and read again.
+          confirm:
+            subject.id === publicTokenId('opaque', params.subject_token)
+              ? async () => {
+                  await sessions.announce(session);
+                  if (!(await verifyAccessToken(ctx.oidc.provider, params.subject_token, 'AccessToken'))) {
+                    throw invalidRequest('subject_token was revoked during the exchange');
+                  }
+                }
+              : undefined,
         }),
       );
       return { value, token, event, issuedTokenType };
