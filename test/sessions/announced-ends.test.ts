@@ -70,8 +70,9 @@ describe(`an end during an announced exchange (${suiteAdapterKind().name})`, fun
 
   it('refuses an impersonation whose actor signs out before its commit', async () => {
     const signedIn = await userSignIn(tp, 'alice');
+    const subject = await subjectToken(tp);
     const reply = await whileHeld(
-      async () => exchangeAsActor(tp, { subjectToken: await subjectToken(tp), actorToken: signedIn.accessToken }),
+      () => exchangeAsActor(tp, { subjectToken: subject, actorToken: signedIn.accessToken }),
       () => logout(tp, signedIn.cookies),
     );
     expectError(reply as never, 400, 'invalid_request', /during the exchange/);
