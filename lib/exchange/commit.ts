@@ -36,6 +36,8 @@ export interface Commit {
   onTrail: boolean;
   /** Whether the success goes to the webhooks' outbox (an impersonation's; a delegation's does not). */
   notify: boolean;
+  /** Announces, then reads again, what a user may end meanwhile (SessionStore.announce); beside the token's writes. */
+  confirm?: (() => Promise<void>) | undefined;
 }
 
 export type ExchangeEvent = ImpersonationEvent<typeof EVENTS.exchangeSucceeded | typeof EVENTS.delegationSucceeded>;
@@ -65,7 +67,7 @@ export interface CommitStores {
 export async function commit(
   ctx: KoaContextWithOIDC,
   { sessions }: CommitStores,
-  { token, session, subjectTokenKey, quotas, startedAt, event, onTrail, notify }: Commit,
+  { token, session, subjectTokenKey, quotas, startedAt, event, onTrail, notify, confirm }: Commit,
 ): Promise<string> {
   const provider = ctx.oidc.provider;
   ctx.oidc.entity('AccessToken', token);
@@ -82,8 +84,7 @@ export async function commit(
   let committed: CommitOutcome & { outcome: 'committed' };
   try {
     const issuing = issue(provider, token, session);
-    const prepared = participation.prepare();
-    value = prepared ? (await Promise.all([issuing, prepared]))[0] : await issuing;
+    value = (await Promise.all([issuing, participation.prepare(), confirm?.()]))[0];
     // Checked last before the commit: an exchange that ran past the deadline may have read an
     // origin whose end mark is gone already.
     if (Date.now() - startedAt > EXCHANGE_DEADLINE_MS) throw exchangeTooSlow(EXCHANGE_DEADLINE_MS);

@@ -5,6 +5,7 @@ import { deepFreeze } from '../json.js';
 import type { CustomJwtClaimsInput, ResolvedCoreOptions as ResolvedOptions } from '../core-options.js';
 import { certificateThumbprintOf, checkDpopReplay, setTokenLifetime } from '../provider-internals.js';
 import { newSessionId, SESSION_CLAIM, stateOf, type SessionRecord } from '../sessions/record.js';
+import type { SessionStore } from '../sessions/store.js';
 import type { SubjectTokenRecord } from '../subject-tokens/store.js';
 import { accountExists } from './account.js';
 import {
@@ -157,12 +158,27 @@ export function impersonationExchange(dependencies: ExchangeDependencies): Excha
         event,
         onTrail: true,
         notify: true,
+        confirm: actor?.format === 'opaque' ? () => announceActor(ctx, sessions, session) : undefined,
       }),
     );
     return { value, token, issuedTokenType: ACCESS_TOKEN_TYPE, event };
   }
 
   return { exchange, refused: (ctx, progress, error) => report.refused(ctx, progress, error) };
+}
+
+/**
+ * The actor's Grant and sign-in, announced and read again (SessionStore.announce):
+ * a sign-out before the announcement is seen here, one after it is marked.
+ */
+async function announceActor(ctx: KoaContextWithOIDC, sessions: SessionStore, session: SessionRecord): Promise<void> {
+  const { provider } = ctx.oidc;
+  await sessions.announce(session);
+  const [grant, signIn] = await Promise.all([
+    session.actorGrantId === undefined || provider.Grant.find(session.actorGrantId),
+    session.actorSessionUid === undefined || provider.Session.findByUid(session.actorSessionUid),
+  ]);
+  if (!grant || !signIn) throw invalidRequest('actor_token was revoked, or its sign-in ended, during the exchange');
 }
 
 /** The `act` claim, from the actor token; a subject token bound to an actor requires that actor's. */

@@ -1,6 +1,7 @@
 import type Router from '@koa/router';
 import type { Provider } from 'oidc-provider';
 import { approvalForCreation } from '../approvals/creation.js';
+import { secondsUntilRenewed, subjectTokenQuota } from '../capacity.js';
 import type { ApprovalDependencies } from '../approvals/deps.js';
 import { fieldsOf, readResource, readScopeList, readText } from '../approvals/input.js';
 import type { ApprovalStore } from '../approvals/store.js';
@@ -14,6 +15,7 @@ import {
   managementUnavailable,
   notFound,
   requestTooLarge,
+  tooManyRequests,
 } from '../errors.js';
 import { TOKEN_EXCHANGE_GRANT } from '../exchange/grant.js';
 import { authorize, type Authenticate } from '../http/auth.js';
@@ -126,18 +128,30 @@ export function subjectTokenRoutes(
       if (approval.kind === 'grant') accessGrantId = approval.grant.id;
     }
 
-    const { value, record } = await storeCall(() =>
-      store.create({
-        subject: request.userId,
-        context: request.context,
-        createdBy: caller.clientId,
-        ...(request.clientId === undefined ? {} : { clientId: request.clientId }),
-        ...(request.actorId === undefined ? {} : { actor: request.actorId }),
-        ...(accessGrantId === undefined ? {} : { accessGrantId }),
-        ...(request.breakGlass ? { breakGlass: request.breakGlass } : {}),
-        ttl: options.subjectTokenTTL,
-      }),
+    const quota = subjectTokenQuota(caller.clientId, options.maxSubjectTokensPerClient);
+    const saved = await storeCall(() =>
+      store.create(
+        {
+          subject: request.userId,
+          context: request.context,
+          createdBy: caller.clientId,
+          ...(request.clientId === undefined ? {} : { clientId: request.clientId }),
+          ...(request.actorId === undefined ? {} : { actor: request.actorId }),
+          ...(accessGrantId === undefined ? {} : { accessGrantId }),
+          ...(request.breakGlass ? { breakGlass: request.breakGlass } : {}),
+          ttl: options.subjectTokenTTL,
+        },
+        quota,
+      ),
     );
+    if (!saved) {
+      const retryAfter = secondsUntilRenewed(quota);
+      ctx.set('Retry-After', String(retryAfter));
+      throw tooManyRequests(
+        `this client has created as many subject tokens this hour as allowed (${quota.max}); retry in ${retryAfter} s`,
+      );
+    }
+    const { value, record } = saved;
 
     const created: ImpersonationEvent<typeof EVENTS.subjectTokenCreated> = {
       name: EVENTS.subjectTokenCreated,

@@ -1,5 +1,6 @@
 import { exchangeStep } from '../../telemetry/exchange.js';
 import type { KoaContextWithOIDC } from 'oidc-provider';
+import { publicTokenId, verifyAccessToken } from '../../access-token.js';
 import { delegationQuotas, quotaRefusal, type DelegationPrincipals } from '../../capacity.js';
 import { invalidRequest, PrincipalQuotaReached } from '../../errors.js';
 import { certificateThumbprintOf, checkDpopReplay, setTokenLifetime } from '../../provider-internals.js';
@@ -183,6 +184,16 @@ export function delegationExchange(dependencies: ExchangeDependencies): Delegati
           event,
           onTrail: rootSessionId !== undefined,
           notify: false,
+          // A token of ours, which its user may revoke: announced and read again.
+          confirm:
+            subject.id === publicTokenId('opaque', params.subject_token)
+              ? async () => {
+                  await sessions.announce(session);
+                  if (!(await verifyAccessToken(ctx.oidc.provider, params.subject_token, 'AccessToken'))) {
+                    throw invalidRequest('subject_token was revoked during the exchange');
+                  }
+                }
+              : undefined,
         }),
       );
       return { value, token, event, issuedTokenType };
