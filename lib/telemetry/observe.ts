@@ -5,7 +5,7 @@ import type { Telemetry } from './telemetry.js';
 const ISSUED = ['impersonation.exchange.succeeded', 'impersonation.delegation.succeeded'];
 const ENDED = ['impersonation.session.revoked', 'impersonation.session.ended'];
 
-/** Sessions counted at most, per provider: past it, new ones are not counted (the gauge reads low, never grows memory). */
+/** Sessions counted at most, per createImpersonation(): past it, new ones are not counted (the gauge reads low, never grows memory). */
 const MAX_COUNTED = 100_000;
 
 interface OutboxStats {
@@ -32,7 +32,7 @@ export function observeProvider(
   webhooks: readonly string[] = [],
 ): void {
   if (!telemetry) return;
-  const expiries = new Map<string, number>();
+  const expiries = telemetry.sessions;
   for (const name of ISSUED) {
     provider.on(name, (event: { sessionId?: unknown; expiresAt?: unknown }) => {
       if (typeof event.sessionId !== 'string' || typeof event.expiresAt !== 'number') return;
@@ -44,11 +44,6 @@ export function observeProvider(
       if (typeof event.sessionId === 'string') expiries.delete(event.sessionId);
     });
   }
-  telemetry.observe('activeSessions', (result: ObservableResult) => {
-    const now = Date.now();
-    for (const [id, until] of expiries) if (until <= now) expiries.delete(id);
-    result.observe(expiries.size);
-  });
   // The SDK calls a collection's callbacks together: the second finds the first one's read in flight and shares it.
   let reading: Promise<OutboxStats | undefined> | undefined;
   const readStats = (): Promise<OutboxStats | undefined> =>
