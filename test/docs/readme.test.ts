@@ -4,6 +4,7 @@ import { connect, createServer } from 'node:net';
 import { networkInterfaces } from 'node:os';
 import { expect } from 'chai';
 import { decodeJwt } from '../support/http.js';
+import { scaled } from '../support/time.js';
 
 const root = new URL('../../../', import.meta.url);
 
@@ -39,7 +40,7 @@ describe('README quick start', () => {
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     await new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error('quick start did not start within 10 s')), 10_000);
+      const timer = setTimeout(() => reject(new Error('quick start did not start in time')), scaled(10_000));
       child.stdout!.on('data', (chunk: Buffer) => {
         if (String(chunk).includes('listening')) {
           clearTimeout(timer);

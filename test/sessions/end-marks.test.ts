@@ -2,6 +2,7 @@ import { expect } from 'chai';
 import { createMemoryAdapter, type MemoryAdapterClass } from '../../lib/index.js';
 import { logout, userSignIn } from '../support/http.js';
 import { startProvider, type TestProvider } from '../support/provider.js';
+import { scaled } from '../support/time.js';
 
 /**
  * An actor's sign-out marks its sign-in ended in the plugin's store, so that
@@ -24,7 +25,7 @@ describe('end marks: written for sign-ins only', function () {
 
   /** The end-session form fetched and confirmed by a caller with no sign-in: its own cookies only. */
   async function anonymousLogout(): Promise<void> {
-    const form = await fetch(`${tp.base}/session/end`, { signal: AbortSignal.timeout(10_000) });
+    const form = await fetch(`${tp.base}/session/end`, { signal: AbortSignal.timeout(scaled(10_000)) });
     const cookies = form.headers
       .getSetCookie()
       .map((cookie) => cookie.split(';')[0])

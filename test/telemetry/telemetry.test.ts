@@ -20,6 +20,7 @@ import {
 } from '../support/ssf.js';
 import { documentedNames, inMemoryTelemetry, type InMemoryTelemetry } from '../support/telemetry.js';
 import { startReceiver, webhookSecret, type Receiver } from '../support/webhook-receiver.js';
+import { scaled } from '../support/time.js';
 
 const SUBJECT = { userId: 'bob', context: { ticket: 'SUP-42' } };
 
@@ -251,7 +252,7 @@ for (const kind of ADAPTERS) {
 
     /** The ages, read again until `settled` holds of them (a delivery is settled a moment after its receiver answers). */
     const agesOnce = async (settled: (read: Record<string, number>) => boolean): Promise<Record<string, number>> => {
-      const until = Date.now() + 10_000;
+      const until = Date.now() + scaled(10_000);
       let read = await ages();
       while (!settled(read) && Date.now() < until) {
         await new Promise((resolve) => setTimeout(resolve, 20));
@@ -362,7 +363,7 @@ function withoutInstance(metric: MetricData): Array<{ attributes: Record<string,
 }
 
 async function waitUntil(done: () => boolean, ms = 10_000): Promise<void> {
-  const until = Date.now() + ms;
+  const until = Date.now() + scaled(ms);
   while (!done()) {
     if (Date.now() > until) throw new Error('timed out');
     await new Promise((resolve) => setTimeout(resolve, 20));
