@@ -29,7 +29,6 @@ export function observeProvider(
   telemetry: Telemetry | undefined,
   provider: NodeJS.EventEmitter,
   outbox: () => OutboxStatsReader | undefined,
-  webhooks: readonly string[] = [],
 ): void {
   if (!telemetry) return;
   const expiries = telemetry.sessions;
@@ -60,12 +59,8 @@ export function observeProvider(
   telemetry.observe('outboxBacklog', async (result: ObservableResult) => {
     const stats = await readStats();
     if (!stats) return;
-    // Each webhook is read, at zero when the store holds nothing of it: a series that stops is no zero.
-    const counts = {
-      ...Object.fromEntries(webhooks.map((id) => [id, { pending: 0, dead: 0 }])),
-      ...stats.subscriptions,
-    };
-    for (const [subscription, { pending, dead }] of Object.entries(counts)) {
+    // Each webhook is listed (outboxView), at zero when the store holds nothing of it: a series that stops is no zero.
+    for (const [subscription, { pending, dead }] of Object.entries(stats.subscriptions)) {
       result.observe(pending, {
         'impersonation.delivery.subscription': subscription,
         'impersonation.state': 'pending',
@@ -78,7 +73,7 @@ export function observeProvider(
     if (!stats) return;
     const now = Date.now();
     // As the backlog: every webhook and every subscription the store knows, at zero when none of its entries waits.
-    const names = new Set([...webhooks, ...Object.keys(stats.subscriptions), ...Object.keys(stats.oldest)]);
+    const names = new Set([...Object.keys(stats.subscriptions), ...Object.keys(stats.oldest)]);
     for (const subscription of names) {
       const oldest = stats.oldest[subscription];
       result.observe(oldest === undefined ? 0 : Math.max(0, now - oldest) / 1000, {

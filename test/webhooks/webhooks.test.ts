@@ -74,6 +74,15 @@ for (const kind of ADAPTERS) {
       return started;
     }
 
+    it('lists each subscription at zero while idle, on an instance that delivers and on one that does not', async () => {
+      const hooks = await receiver();
+      const idle = { subscriptions: { crm: { pending: 0, dead: 0, dropped: 0 } } };
+      expect(await (await provider(hooks)).impersonation.webhooks().stats()).to.deep.include(idle);
+      const viewing = await startProvider({ plugin: { webhooks: webhooks(hooks), deliverOutbox: false } }, kind);
+      open.push(viewing);
+      expect(await viewing.impersonation.webhooks().stats()).to.deep.include(idle);
+    });
+
     it('tells a subscription that an impersonation started and stopped, in order, signed', async () => {
       const hooks = await receiver();
       const tp = await provider(hooks);
