@@ -160,7 +160,8 @@ const DELAY_BUCKETS = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60,
 function instrumentsOf(meter: Meter): Instruments {
   return {
     exchanges: meter.createObservableCounter('impersonation.token_exchange.requests', {
-      description: 'Token exchanges answered, by impersonation.instance, impersonation.outcome (issued, refused) and error.type',
+      description:
+        'Token exchanges answered, by impersonation.instance, impersonation.outcome (issued, refused) and error.type',
       unit: '{request}',
     }),
     deliveryDelay: meter.createHistogram('impersonation.outbox.delivery.delay', {
@@ -182,7 +183,8 @@ function instrumentsOf(meter: Meter): Instruments {
       unit: 's',
     }),
     activeSessions: meter.createObservableGauge('impersonation.sessions.active', {
-      description: 'Impersonation sessions this instance issued that have not ended or expired, by impersonation.instance',
+      description:
+        'Impersonation sessions this instance issued that have not ended or expired, by impersonation.instance',
       unit: '{session}',
     }),
   };

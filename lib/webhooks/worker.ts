@@ -99,7 +99,10 @@ export function outboxView(outbox: OutboxStore, ids: readonly string[] = []): We
     async stats() {
       const stats = await outbox.stats();
       const idle = { pending: 0, dead: 0, dropped: 0 };
-      return { ...stats, subscriptions: { ...Object.fromEntries(ids.map((id) => [id, idle])), ...stats.subscriptions } };
+      return {
+        ...stats,
+        subscriptions: { ...Object.fromEntries(ids.map((id) => [id, idle])), ...stats.subscriptions },
+      };
     },
     deadLetters: (limit = 100) => outbox.deadLetters(limit),
     wake() {},
