@@ -270,12 +270,7 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
       installedProviders.add(provider);
       // Everything below runs inside oidc-provider (a grant handler, event listeners), whenever the provider is mounted.
       attachTelemetry(provider, telemetry);
-      observeProvider(
-        telemetry,
-        provider as unknown as EventEmitter,
-        () => delivery,
-        options.webhooks?.subscriptions.map(({ id }) => id),
-      );
+      observeProvider(telemetry, provider as unknown as EventEmitter, () => delivery);
       tracedGrants(provider, telemetry).registerGrantType(
         TOKEN_EXCHANGE_GRANT,
         createExchangeHandler({
@@ -338,7 +333,10 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
               options.webhooks ?? ssfOnlyDelivery(options.ssf!),
               transmitter && ssfDelivery(transmitter),
             )
-          : outboxView(pluginStore.outbox);
+          : outboxView(
+              pluginStore.outbox,
+              (options.webhooks?.subscriptions ?? []).map(({ id }) => id),
+            );
       }
       api = managementApi.middleware;
       handler = managementApiHandler(api, provider as unknown as EventEmitter);

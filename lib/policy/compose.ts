@@ -135,7 +135,8 @@ async function ask(
 }
 
 function managementRefusal(error: DecisionPointUnavailable): Error {
-  return managementUnavailable(`${error.message}; nothing was issued`, error);
+  // No cause: the answer says all there is, and Koa's default handler prints no stack for it.
+  return managementUnavailable(`${error.message}; nothing was issued`);
 }
 
 function tokenEndpointRefusal(error: DecisionPointUnavailable): Error {

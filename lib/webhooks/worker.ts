@@ -91,11 +91,19 @@ export interface WebhookDelivery {
 
 /**
  * The outbox of an instance that delivers nothing (`deliverOutbox: false`):
- * its statistics and dead letters are the store's, the same on every instance.
+ * its statistics and dead letters are the store's, the same on every instance;
+ * each webhook of `ids` is listed, at zero when the store holds nothing of it.
  */
-export function outboxView(outbox: OutboxStore): WebhookDelivery {
+export function outboxView(outbox: OutboxStore, ids: readonly string[] = []): WebhookDelivery {
   return {
-    stats: () => outbox.stats(),
+    async stats() {
+      const stats = await outbox.stats();
+      const idle = { pending: 0, dead: 0, dropped: 0 };
+      return {
+        ...stats,
+        subscriptions: { ...Object.fromEntries(ids.map((id) => [id, idle])), ...stats.subscriptions },
+      };
+    },
     deadLetters: (limit = 100) => outbox.deadLetters(limit),
     wake() {},
     async stop() {},
@@ -360,7 +368,7 @@ export function startDelivery(
   }
 
   schedule(0);
-  const view = outboxView(outbox);
+  const view = outboxView(outbox, [...subscriptions.keys()]);
 
   return {
     wake,

@@ -14,6 +14,7 @@ import { EVENTS } from '../../lib/index.js';
 import { stopChildren } from '../support/children.js';
 import { CookieJar, follow } from './helpers.js';
 import { DATABASE_URL, testSchema } from '../support/postgres.js';
+import { scaled } from '../support/time.js';
 
 const MAIN = fileURLToPath(new URL('../../demo/main.js', import.meta.url));
 const WALKTHROUGH = fileURLToPath(new URL('../../../demo/walkthrough.sh', import.meta.url));
@@ -42,9 +43,9 @@ function run(
 
 /** Resolves once `condition` holds, checked every 50 ms; rejects after `ms`. */
 async function until(condition: () => boolean, ms: number, what: string): Promise<void> {
-  const deadline = Date.now() + ms;
+  const deadline = Date.now() + scaled(ms);
   while (!condition()) {
-    if (Date.now() > deadline) throw new Error(`not within ${ms} ms: ${what}`);
+    if (Date.now() > deadline) throw new Error(`not within ${scaled(ms)} ms: ${what}`);
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
 }
@@ -55,7 +56,7 @@ const FEED_READ_LINE = '[audit] impersonation.revocations.served: the revocation
 async function started(child: ChildProcess): Promise<{ identity: string; backend: string }> {
   let stdout = '';
   return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`the demo did not start within 20 s:\n${stdout}`)), 20_000);
+    const timer = setTimeout(() => reject(new Error(`the demo did not start in time:\n${stdout}`)), scaled(20_000));
     child.stdout!.on('data', (chunk: Buffer) => {
       stdout += chunk.toString();
       const identity = /Identity service +(http:\/\/localhost:\d+)\/oidc/.exec(stdout)?.[1];
@@ -119,7 +120,10 @@ describe('demo: npm run demo (demo/main.ts)', function () {
     const { code, stdout, stderr } = await Promise.race([
       demo.output,
       new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`the demo did not stop within 10 s:\n${demo.printed()}`)), 10_000);
+        timer = setTimeout(
+          () => reject(new Error(`the demo did not stop in time:\n${demo.printed()}`)),
+          scaled(10_000),
+        );
       }),
     ]).finally(() => clearTimeout(timer));
     expect(code).to.equal(1);

@@ -163,6 +163,8 @@ describe('an AuthZEN decision point (the authzen option)', function () {
       expect(creation.body['error']).to.equal('temporarily_unavailable');
       expect(creation.body['error_description']).to.match(description);
       expect(JSON.stringify(creation.body)).not.to.include(PDP_TOKEN);
+      // Answered whole: nothing for the app's `error` event, where Koa's default handler prints a stack.
+      expect(tp.appErrors.filter((error) => (error as Error).name === 'DecisionPointUnavailable')).to.deep.equal([]);
 
       refuseOnly('exchange', answer);
       const subject = await subjectTokenFor(customer);

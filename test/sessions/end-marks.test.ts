@@ -9,6 +9,7 @@ import { CLIENTS, startProvider, type TestProvider } from '../support/provider.j
 /** The session model's bound on memory: fewer than the ends below, had each written a mark. */
 const BOUND = 20;
 const ENDS = BOUND + 10;
+import { scaled } from '../support/time.js';
 
 /**
  * An end writes a mark in the plugin's store only where an exchange announced
@@ -47,7 +48,7 @@ describe(`end marks: none for what started nothing (${suiteAdapterKind().name})`
 
   /** The end-session form fetched and confirmed by a caller with no sign-in: its own cookies only. */
   async function anonymousLogout(): Promise<void> {
-    const form = await fetch(`${tp.base}/session/end`, { signal: AbortSignal.timeout(10_000) });
+    const form = await fetch(`${tp.base}/session/end`, { signal: AbortSignal.timeout(scaled(10_000)) });
     const cookies = form.headers
       .getSetCookie()
       .map((cookie) => cookie.split(';')[0])

@@ -10,6 +10,7 @@ import { adminToken, revokeSession } from '../support/impersonations.js';
 import { API, type TestProvider } from '../support/provider.js';
 import { pushEndpoint } from '../support/push-endpoint.js';
 import { RECEIVERS, receiverToken, startSsfProvider, STREAMS } from '../support/ssf.js';
+import { scaled } from '../support/time.js';
 
 const PUSH_CREDENTIAL = 'Bearer push-credential-of-the-resource-server';
 
@@ -24,7 +25,7 @@ async function refusal(verifier: ImpersonationVerifier, token: string): Promise<
 
 /** Verifies `token` until it is refused with `code`, or `ms` pass; resolves the last refusal. */
 async function refusedAs(verifier: ImpersonationVerifier, token: string, code: string | undefined, ms: number) {
-  const deadline = Date.now() + ms;
+  const deadline = Date.now() + scaled(ms);
   let error = await refusal(verifier, token);
   while (error?.code !== code && Date.now() < deadline) {
     await new Promise((resolve) => setTimeout(resolve, 20));
@@ -100,7 +101,7 @@ for (const kind of ADAPTERS) {
       const stale = await refusedAs(verifier!, token, 'revocations_unavailable', 6000);
       expect(stale?.code).to.equal('revocations_unavailable');
       // Never honoured past maxStaleness (3 s) plus one read's interval.
-      expect(Date.now() - cutAt).to.be.below(3000 + 1100 + 1000);
+      expect(Date.now() - cutAt).to.be.below(scaled(3000 + 1100 + 1000));
       endpoint.cut = false;
       // Fresh again, it cannot know what a SET given up on during the gap said: a token from before is refused,
       const before = await refusedAs(verifier!, token, 'invalid_token', 8000);
