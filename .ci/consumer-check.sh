@@ -117,8 +117,8 @@ PORT=$PORT node quick-start.mjs > server.log 2>&1 &
 SERVER_PID=$!
 for _ in $(seq 1 50); do grep -q listening server.log && break; sleep 0.2; done
 grep -q listening server.log || { cat server.log; echo "the quick start did not start"; exit 1; }
-block quick-start-curl | sed "s#localhost:3000#localhost:$PORT#g" > curl.sh
-bash -euo pipefail curl.sh > curl.out || { cat curl.out server.log; echo "the README's curl commands failed"; exit 1; }
+block quick-start-curl > curl.sh
+PORT=$PORT bash -euo pipefail curl.sh > curl.out || { cat curl.out server.log; echo "the README's curl commands failed"; exit 1; }
 node -e '
   const out = require("node:fs").readFileSync("curl.out", "utf8");
   const body = JSON.parse(out.slice(out.lastIndexOf("{\"access_token\"")));
@@ -134,8 +134,8 @@ echo "the README's actor sign-in, then the exchange with the actor token added"
   block quick-start-actor
   block quick-start-curl | sed '$ s/$/ \\/'
   block quick-start-actor-exchange
-} | sed "s#localhost:3000#localhost:$PORT#g" > actor.sh
-bash -euo pipefail actor.sh > actor.out || { cat actor.out server.log; echo "the README's actor commands failed"; exit 1; }
+} > actor.sh
+PORT=$PORT bash -euo pipefail actor.sh > actor.out || { cat actor.out server.log; echo "the README's actor commands failed"; exit 1; }
 node -e '
   const out = require("node:fs").readFileSync("actor.out", "utf8");
   const body = JSON.parse(out.slice(out.lastIndexOf("{\"access_token\"")));

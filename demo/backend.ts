@@ -16,7 +16,7 @@ import { NotificationInbox, notificationRoutes, type NotificationLimits } from '
 import { PendingSignIns, type PendingSignInLimits } from './pending-sign-ins.js';
 import { resourceRoutes } from './resource-routes.js';
 import { demoSecrets, type DemoSecrets } from './seed.js';
-import { stopRoutes } from './stop-routes.js';
+import { StopListeners, stopRoutes } from './stop-routes.js';
 import { webSignInRoutes } from './web-sign-in.js';
 
 export interface BackendOptions extends IdentityServiceAddresses {
@@ -74,11 +74,18 @@ export async function startBackend(options: BackendOptions): Promise<Backend> {
 
   const router = new Router();
   const inbox = new NotificationInbox(options.notifications?.limits);
-  if (options.notifications) notificationRoutes(router, inbox, { ...deps, ...options.notifications });
+  const listeners = new StopListeners();
+  if (options.notifications) {
+    notificationRoutes(router, inbox, {
+      ...deps,
+      ...options.notifications,
+      stopped: (sessionId) => listeners.stopped(sessionId),
+    });
+  }
   await consoleRoutes(router, deps);
   impersonationRequestRoutes(router, deps);
   const resources = resourceRoutes(router, deps);
-  stopRoutes(router, { ...deps, sessionsUrl: deps.endpoints.sessions });
+  stopRoutes(router, { ...deps, sessionsUrl: deps.endpoints.sessions, listeners });
   await accountRoutes(router, {
     ...deps,
     pending: accountLogins,

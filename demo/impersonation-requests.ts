@@ -18,6 +18,7 @@ import type { Actor } from './actor.js';
 import type { BackendDependencies } from './backend-dependencies.js';
 import { HttpError, jsonOf, readJson } from './http.js';
 import { logText } from './log-text.js';
+import { ILLEGIBLE_TEXT, isLegibleText } from '../lib/storable-text.js';
 import { API_RESOURCE } from './seed.js';
 
 type Access = 'read' | 'edit';
@@ -225,6 +226,8 @@ function parseImpersonationRequest(body: unknown): ImpersonationRequest {
     const value = fields[name];
     if (typeof value !== 'string' || !value.trim())
       throw new HttpError(400, 'invalid_request', `${name} is required (a non-empty string)`);
+    if (name !== 'userId' && !isLegibleText(value))
+      throw new HttpError(400, 'invalid_request', `${name} ${ILLEGIBLE_TEXT}`);
     if (value.length > MAX_FIELD[name])
       throw new HttpError(400, 'invalid_request', `${name} is longer than ${MAX_FIELD[name]} characters`);
     return value.trim();

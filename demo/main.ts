@@ -7,7 +7,7 @@ import { createMemoryAuditLog } from '../lib/index.js';
 import { startDemo } from './demo.js';
 import { sharedDemoKeys } from './keys.js';
 import { lineOutput } from './line-output.js';
-import { demoSecrets } from './seed.js';
+import { demoSecrets, describeUser } from './seed.js';
 import { demoStore } from './store.js';
 
 function port(name: string, fallback: number): number {
@@ -138,7 +138,8 @@ Impersonation demo is running.
   Resource API        GET  ${backend.url}/api/me  (JWTs for https://api.example.com)
   Actor token helper  ${backend.url}/web/login  (confidential client support-web; for curl)
 
-  Users: ${secrets.users.map((user) => `${user.id} / ${user.password}${user.roles.includes('support') ? ' (support staff)' : ''}${user.impersonable ? '' : ' (not impersonable)'}${user.approval === 'grant' ? ' (approves support first)' : ''}`).join(', ')}
+  Users:
+${secrets.users.map((user) => `    ${describeUser(user, user.password)}`).join('\n')}
   Subject-token lifetime: ${identity.impersonation.options.subjectTokenTTL} s
   Store: ${storeDescription}
   Keys: ${shared ? `shared, from ${shared.source}` : 'made at start, for this instance only'}

@@ -55,6 +55,8 @@ export interface NotificationOptions {
   users: ReadonlyMap<string, DemoUser>;
   log(line: string): void;
   limits?: NotificationLimits;
+  /** Told of each impersonation that stopped, by its session: the consoles acting under it hear it. */
+  stopped(sessionId: string): void;
 }
 
 /** Far more than a payload: its context is a ticket and a reason. */
@@ -131,6 +133,9 @@ export function notificationRoutes(router: Router, inbox: NotificationInbox, opt
     } catch {
       throw new HttpError(400, 'invalid_request', 'the body is not JSON');
     }
+    const { type, data } = (payload ?? {}) as { type?: unknown; data?: { sessionId?: unknown } };
+    if ((type === EVENTS.sessionRevoked || type === EVENTS.sessionEnded) && typeof data?.sessionId === 'string')
+      options.stopped(data.sessionId);
     const notification = notificationOf(payload, id, options.users);
     if (notification && !inbox.add(notification.customer, notification)) {
       options.log(`[backend] webhook ${id} was delivered before: not kept again`);

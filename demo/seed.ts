@@ -72,6 +72,17 @@ export interface DemoUser {
   supportTier?: SupportTier;
 }
 
+/** A demo user as the terminal and the login page list them; the terminal adds the password. */
+export function describeUser(user: DemoUser, password?: string): string {
+  const role = user.supportTier ? SUPPORT_TIERS[user.supportTier].label : user.roles.join(', ');
+  const limits = [
+    ...(user.impersonable ? [] : ['protected from impersonation']),
+    ...(user.approval === 'grant' ? ['approves support first'] : []),
+  ];
+  const login = password === undefined ? user.id : `${user.id} / ${password}`;
+  return `${login} (${user.name}, ${ORGANISATIONS[user.organisation]}): ${[role, ...limits].join(', ')}`;
+}
+
 export interface DemoSecrets {
   users: DemoUser[];
   /** Secret of the confidential web client `support-web`. */

@@ -1,8 +1,11 @@
 /**
  * Stopping an impersonation from the support console: the backend checks
  * that it is the engineer's own, revokes it with the Management API, and
- * later says what became of it (active, expired, or stopped by whom).
+ * later says what became of it (active, expired, or stopped by whom). A
+ * console acting as a customer listens for its impersonation's stop, which
+ * the identity service's webhook tells the backend of wherever it was made.
  */
+import { PassThrough } from 'node:stream';
 import type Router from '@koa/router';
 import type Koa from 'koa';
 import type { Actor } from './actor.js';
@@ -24,6 +27,38 @@ export interface StopRouteOptions {
   /** The signed-in support engineer behind the request's Bearer token; 401 or 403 otherwise. */
   supportActor(ctx: Koa.Context): Promise<Actor>;
   log(line: string): void;
+  listeners: StopListeners;
+}
+
+/** The consoles listening for the stop of an impersonation, by session; a few per engineer. */
+export class StopListeners {
+  readonly #bySession = new Map<string, Set<() => void>>();
+  readonly #perActor = new Map<string, number>();
+
+  constructor(readonly maxPerActor = 10) {}
+
+  /** Undefined when the engineer has `maxPerActor` listening already; otherwise what removes this one. */
+  add(actor: string, sessionId: string, heard: () => void): (() => void) | undefined {
+    const count = this.#perActor.get(actor) ?? 0;
+    if (count >= this.maxPerActor) return undefined;
+    this.#perActor.set(actor, count + 1);
+    const listeners = this.#bySession.get(sessionId) ?? new Set();
+    this.#bySession.set(sessionId, listeners.add(heard));
+    let removed = false;
+    return () => {
+      if (removed) return;
+      removed = true;
+      listeners.delete(heard);
+      if (!listeners.size) this.#bySession.delete(sessionId);
+      const left = (this.#perActor.get(actor) ?? 1) - 1;
+      if (left) this.#perActor.set(actor, left);
+      else this.#perActor.delete(actor);
+    };
+  }
+
+  stopped(sessionId: string): void {
+    for (const heard of this.#bySession.get(sessionId) ?? []) heard();
+  }
 }
 
 const SESSION_ID = /^imp_[A-Za-z0-9_-]{1,100}$/;
@@ -46,6 +81,30 @@ export function stopRoutes(router: Router, options: StopRouteOptions): void {
       options.log(`[backend] ${actor.sub} stopped impersonation ${String(session['id'])}`);
     }
     ctx.status = 204;
+  });
+
+  // Server-sent events: `stopped` once the impersonation is no longer active, and the stream ends.
+  router.get('/api/impersonation-events', async (ctx) => {
+    ctx.set('Cache-Control', 'no-store');
+    const actor = await options.supportActor(ctx);
+    const id = String(ctx.query['sessionId']);
+    const stream = new PassThrough();
+    stream.write(': listening\n\n');
+    const heard = () => {
+      if (!stream.writableEnded) stream.end('event: stopped\ndata: {}\n\n');
+    };
+    // Listening before reading the session: a stop made meanwhile is heard, one made before is read.
+    const remove = options.listeners.add(actor.sub, id, heard);
+    if (!remove) throw new HttpError(429, 'too_many_requests', 'too many consoles of yours are listening already');
+    stream.once('close', remove);
+    try {
+      if ((await ownSession(options, actor, ctx.query['sessionId']))['state'] !== 'active') heard();
+    } catch (error) {
+      remove();
+      throw error;
+    }
+    ctx.type = 'text/event-stream';
+    ctx.body = stream;
   });
 
   // What became of an impersonation, in words the console can show: active, expired, or stopped by whom.

@@ -100,22 +100,40 @@ export function delegationQuotas(
   principals: DelegationPrincipals,
   now = Date.now(),
 ): DelegationCharge[] {
+  if ('impersonationSessionId' in principals) {
+    return [charge('impersonation session', principals.impersonationSessionId, limits.perImpersonationSession, now)];
+  }
+  return [
+    charge('subject token', principals.subjectTokenId, limits.perSubjectToken, now),
+    charge('user', principals.user, limits.perUser, now),
+    charge('client', principals.clientId, limits.perClient, now),
+  ];
+}
+
+/**
+ * The share of subject tokens a Management API client may create per hour
+ * (`maxSubjectTokensPerClient`), counted in the subject tokens' store. Its
+ * attacker: one trusted client (a runaway job, a load test, stolen
+ * credentials) whose unredeemed tokens would fill what every impersonation needs.
+ */
+export function subjectTokenQuota(clientId: string, max: number, now = Date.now()): DelegationCharge {
+  return charge('client', clientId, max, now);
+}
+
+function charge(principal: Principal, id: string, max: number, now: number): DelegationCharge {
   const window = Math.floor(now / 1000 / QUOTA_WINDOW_SECONDS);
-  const charge = (principal: Principal, id: string, max: number): DelegationCharge => ({
+  return {
     principal,
     // A digest: ids of any length and content make keys every store holds, and name nobody in the store.
     key: `quota:${principal.replaceAll(' ', '-')}:${createHash('sha256').update(id).digest('base64url')}:${window}`,
     max,
     expiresAt: (window + 1) * QUOTA_WINDOW_SECONDS * 1000,
-  });
-  if ('impersonationSessionId' in principals) {
-    return [charge('impersonation session', principals.impersonationSessionId, limits.perImpersonationSession)];
-  }
-  return [
-    charge('subject token', principals.subjectTokenId, limits.perSubjectToken),
-    charge('user', principals.user, limits.perUser),
-    charge('client', principals.clientId, limits.perClient),
-  ];
+  };
+}
+
+/** Seconds until `charge`'s share starts again. */
+export function secondsUntilRenewed(charge: QuotaCharge, now = Date.now()): number {
+  return Math.max(1, Math.ceil((charge.expiresAt - now) / 1000));
 }
 
 /**
@@ -128,7 +146,7 @@ export function quotaRefusal(
   now = Date.now(),
 ): PrincipalQuotaReached {
   const spent = charges.find((charge) => charge.key === key) ?? charges[0]!;
-  const retryAfter = Math.max(1, Math.ceil((spent.expiresAt - now) / 1000));
+  const retryAfter = secondsUntilRenewed(spent, now);
   const whose =
     spent.principal === 'impersonation session'
       ? 'this impersonation session has'

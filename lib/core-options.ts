@@ -116,6 +116,8 @@ export interface CoreOptions {
   accessTokenTTL?: number | undefined;
   /** Largest creation `context`, in bytes of its JSON. Default 2048. */
   maxContextBytes?: number | undefined;
+  /** Subject tokens one Management API client may create per hour; beyond, 429 with `Retry-After`. Default 10,000. */
+  maxSubjectTokensPerClient?: number | undefined;
   /** Creation-time policy: may this user be impersonated at all? */
   canImpersonate?: ((input: CreationPolicyInput) => PolicyDecision | Promise<PolicyDecision>) | undefined;
   /** Exchange-time policy: may this client and actor impersonate this subject now? */

@@ -268,9 +268,9 @@ export function streamBehind(description: string): ManagementError {
   return new ManagementError(503, 'temporarily_unavailable', description);
 }
 
-/** Management API 503: a store or the audit trail cannot answer; nothing was written. */
-export function managementUnavailable(description: string, cause: unknown): ManagementError {
-  return new ManagementError(503, 'temporarily_unavailable', description, { cause });
+/** Management API 503: a store, the audit trail or the decision point cannot answer; nothing was written. */
+export function managementUnavailable(description: string, cause?: unknown): ManagementError {
+  return new ManagementError(503, 'temporarily_unavailable', description, cause === undefined ? undefined : { cause });
 }
 
 /**

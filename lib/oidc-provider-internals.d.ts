@@ -27,3 +27,7 @@ declare module 'oidc-provider/lib/helpers/jwt.js' {
     options?: { typ?: string; fields?: Record<string, unknown>; noIat?: boolean },
   ) => Promise<string>;
 }
+
+declare module 'oidc-provider/lib/helpers/defaults.js' {
+  export const defaults: { clockTolerance: number } | undefined;
+}

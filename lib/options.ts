@@ -81,6 +81,7 @@ const OPTION_NAMES = Object.keys({
   subjectTokenTTL: true,
   accessTokenTTL: true,
   maxContextBytes: true,
+  maxSubjectTokensPerClient: true,
   canImpersonate: true,
   canExchange: true,
   actorClients: true,
@@ -134,6 +135,7 @@ export function resolveOptions(input: ImpersonationOptions): ResolvedOptions {
     'subjectTokenTTL',
     'accessTokenTTL',
     'maxContextBytes',
+    'maxSubjectTokensPerClient',
     'customClaimsTimeout',
   ] as const) {
     check.integer(name, options[name], IMPERSONATION_MAXIMA[name]);

@@ -28,6 +28,7 @@ import { refuseUnknownOptions } from './config/names.js';
 import { managementScopes, resolveOptions, type ImpersonationOptions, type ResolvedOptions } from './options.js';
 import {
   assertModelInternals,
+  clockToleranceOf,
   providerAdapter,
   providerConfiguration,
   providerSigningKey,
@@ -99,7 +100,7 @@ export interface Impersonation {
    * The webhooks' delivery on the provider install() was last called for:
    * statistics (entries waiting, dead letters, drops), dead letters, and
    * `stop()`, which a process shutting down calls (docs/webhooks.md). Delivery
-   * starts with install(); its timers never keep a process alive.
+   * starts with install(); its timers never keep a process alive, nor a discarded provider.
    */
   webhooks(): WebhookDelivery;
   /**
@@ -192,7 +193,11 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
             'a provider takes one impersonation plugin',
         );
       }
-      const clash = [...(configuration.scopes ?? [])].filter((name) => scopes.has(name));
+      // Scopes that are no Array or Set are oidc-provider's to refuse, in its words.
+      const listed = configuration.scopes;
+      const clash = (Array.isArray(listed) || listed instanceof Set ? [...listed] : []).filter((name) =>
+        scopes.has(name),
+      );
       if (clash.length) {
         throw invalidCall(
           'impersonation.configure',
@@ -206,7 +211,7 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
       configuredByAnyPlugin.add(extraTokenClaims);
       return {
         ...configuration,
-        adapter: configuration.adapter ?? createMemoryAdapter(),
+        adapter: configuration.adapter ?? createMemoryAdapter({ clockTolerance: clockToleranceOf(configuration) }),
         extraClientMetadata: withDelegationMetadata(withManagementMetadata(configuration.extraClientMetadata, scopes)),
         extraTokenClaims,
         features: {
@@ -264,12 +269,7 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
       installedProviders.add(provider);
       // Everything below runs inside oidc-provider (a grant handler, event listeners), whenever the provider is mounted.
       attachTelemetry(provider, telemetry);
-      observeProvider(
-        telemetry,
-        provider as unknown as EventEmitter,
-        () => delivery,
-        options.webhooks?.subscriptions.map(({ id }) => id),
-      );
+      observeProvider(telemetry, provider as unknown as EventEmitter, () => delivery);
       tracedGrants(provider, telemetry).registerGrantType(
         TOKEN_EXCHANGE_GRANT,
         createExchangeHandler({
@@ -332,7 +332,10 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
               options.webhooks ?? ssfOnlyDelivery(options.ssf!),
               transmitter && ssfDelivery(transmitter),
             )
-          : outboxView(pluginStore.outbox);
+          : outboxView(
+              pluginStore.outbox,
+              (options.webhooks?.subscriptions ?? []).map(({ id }) => id),
+            );
       }
       api = managementApi.middleware;
       handler = managementApiHandler(api, provider as unknown as EventEmitter);

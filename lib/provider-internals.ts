@@ -5,6 +5,7 @@
  * versioning, hence the pinned peer range and test/plugin/provider-internals.test.ts.
  */
 import * as grants from 'oidc-provider/lib/helpers/grants.js';
+import * as providerDefaults from 'oidc-provider/lib/helpers/defaults.js';
 import { checkSessionBinding } from 'oidc-provider/lib/models/token_helpers.js';
 import instance from 'oidc-provider/lib/helpers/weak_cache.js';
 import { sign as signJwt } from 'oidc-provider/lib/helpers/jwt.js';
@@ -44,6 +45,7 @@ function assertInternals(): void {
     ...(typeof checkSessionBinding === 'function' ? [] : ['models/token_helpers.js checkSessionBinding']),
     ...(typeof instance === 'function' ? [] : ['helpers/weak_cache.js (default export)']),
     ...(typeof signJwt === 'function' ? [] : ['helpers/jwt.js sign']),
+    ...(typeof providerDefaults.defaults?.clockTolerance === 'number' ? [] : ['helpers/defaults.js clockTolerance']),
   ];
   refuseMissing(missing);
 }
@@ -149,6 +151,12 @@ export async function signWithProviderKey(
     noIat: true,
     ...(key.kid === undefined ? {} : { fields: { kid: key.kid } }),
   });
+}
+
+/** The clock tolerance (seconds) of a provider built from `configuration`: its own, or oidc-provider's default. */
+export function clockToleranceOf(configuration: Configuration): number {
+  const seconds = configuration.clockTolerance ?? providerDefaults.defaults!.clockTolerance;
+  return Number.isFinite(seconds) && seconds > 0 ? seconds : 0;
 }
 
 /** The adapter the provider itself stores its models with. */

@@ -45,3 +45,15 @@ export function isStorableJson(value: unknown): boolean {
 export function storableText(value: string): string {
   return isStorableText(value) ? value : value.replace(UNSTORABLE_ALL, '\uFFFD');
 }
+
+/** What shows nothing alone: spaces, controls, format characters, default-ignorables (Hangul fillers among them), the blank braille cell. */
+const INVISIBLE = /^[\p{White_Space}\p{Cc}\p{Cf}\p{Default_Ignorable_Code_Point}\u2800]*$/u;
+/** Embeddings, overrides and isolates: they reorder what follows them, the rest of a log line included. */
+const BIDI_CONTROL = /[\u202A-\u202E\u2066-\u2069]/u;
+
+export const ILLEGIBLE_TEXT = 'must hold a visible character and no bidirectional control';
+
+/** Text a person reads as it was written (a ticket, a reason): something visible, nothing that reorders it. */
+export function isLegibleText(value: string): boolean {
+  return !INVISIBLE.test(value) && !BIDI_CONTROL.test(value);
+}

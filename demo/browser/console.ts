@@ -19,6 +19,7 @@ const LOGIN_KEY = 'support-console.login';
 const ACTING_KEY = 'support-console.acting';
 const RESUME_KEY = 'support-console.resume';
 const WAITING_KEY = 'support-console.waiting';
+const DETAILS_KEY = 'support-console.details';
 const WRITE_SCOPE = 'profile:write';
 /** Asking whether the customer answered: first after a second, then less often, at most every three seconds. */
 const FIRST_POLL_MS = 1000;
@@ -116,6 +117,15 @@ interface ConsoleState {
   tick: number | undefined;
   /** Ends the wait for a customer's answer, while one runs. */
   waiting: AbortController | undefined;
+  /** Ends listening for the stop of the impersonation shown, while one listens. */
+  listening: { sessionId: string; controller: AbortController } | undefined;
+}
+
+/** The protocol panel's content, kept in sessionStorage so that it survives a reload. */
+interface Details {
+  steps: Array<{ title: string; detail: string; className: string }>;
+  claims?: Record<string, unknown>;
+  api?: { message?: string };
 }
 
 /** The page's element with this id; the page writes its ids from the same map (console-elements.ts). */
@@ -298,6 +308,7 @@ async function completeSignIn(state: ConsoleState, params: URLSearchParams): Pro
   if (previous && previous.sub !== claims.sub) {
     sessionStorage.removeItem(ACTING_KEY);
     sessionStorage.removeItem(WAITING_KEY);
+    sessionStorage.removeItem(DETAILS_KEY);
   }
   const session: Session = {
     accessToken: tokens.access_token,
@@ -370,14 +381,27 @@ function renderTime(state: ConsoleState): void {
   state.tick = window.setInterval(show, 1000);
 }
 
-/** Forgets the impersonation here (its token included). */
+/** Forgets the impersonation here (its token and the customer's data included). */
 function end(state: ConsoleState): void {
+  state.listening?.controller.abort();
   sessionStorage.removeItem(ACTING_KEY);
   element('address-form').hidden = true;
+  fillTable('orders', []);
+  fillTable('invoices', []);
+  for (const id of [
+    'customer-title',
+    'profile-name',
+    'profile-email',
+    'profile-plan',
+    'profile-since',
+    'profile-address',
+  ] as const)
+    element(id).textContent = '';
   render(state);
 }
 
 function resetDetails(): void {
+  sessionStorage.removeItem(DETAILS_KEY);
   element('steps').replaceChildren();
   for (const id of ['progress-card', 'token-card', 'api-card'] as const) element(id).hidden = true;
   element('details-empty').hidden = false;
@@ -394,15 +418,45 @@ function step(text: string): { done(detail: string): void; fail(): void } {
   detail.className = 'muted';
   item.append(title, detail);
   element('steps').append(item);
+  keepDetails({});
   return {
     done(message) {
       item.className = 'done';
       detail.textContent = message;
+      keepDetails({});
     },
     fail() {
       item.className = 'failed';
+      keepDetails({});
     },
   };
+}
+
+function keepDetails(shown: Omit<Details, 'steps'>): void {
+  const steps = [...element('steps').children].map((item) => ({
+    title: item.firstElementChild?.textContent ?? '',
+    detail: item.lastElementChild?.textContent ?? '',
+    className: item.className,
+  }));
+  sessionStorage.setItem(DETAILS_KEY, JSON.stringify({ ...load<Details>(DETAILS_KEY), ...shown, steps }));
+}
+
+function restoreDetails(): void {
+  const details = load<Details>(DETAILS_KEY);
+  for (const kept of details?.steps ?? []) {
+    const shown = step(kept.title);
+    if (kept.className === 'done') shown.done(kept.detail);
+    else if (kept.className === 'failed') shown.fail();
+  }
+  if (details?.claims) showClaims(details.claims);
+  if (details?.api) showApi(details.api);
+}
+
+function showApi(body: { message?: string }): void {
+  element('api-message').textContent = body.message ?? '';
+  element('api-answer').textContent = JSON.stringify(body, null, 2);
+  element('api-card').hidden = false;
+  keepDetails({ api: body });
 }
 
 function showClaims(claims: Record<string, unknown>): void {
@@ -418,6 +472,7 @@ function showClaims(claims: Record<string, unknown>): void {
   element('claim-exp').textContent =
     `${new Date(exp * 1000).toLocaleTimeString()} (${Math.round(exp - Date.now() / 1000)} s from issuance; no refresh token)`;
   element('token-card').hidden = false;
+  keepDetails({ claims });
 }
 
 /** A pause that ends early, rejecting, when `signal` aborts. */
@@ -640,9 +695,7 @@ async function startImpersonation(
     if (!answer.ok) throw await failure('Calling the resource API', answer);
     const body = (await answer.json()) as { message?: string };
     current.done('The resource API accepted the token.');
-    element('api-message').textContent = body.message ?? '';
-    element('api-answer').textContent = JSON.stringify(body, null, 2);
-    element('api-card').hidden = false;
+    showApi(body);
     // Named by the request the token was issued for, as the customer, the trail and the notifications name it.
     return {
       ...issued.request,
@@ -688,6 +741,29 @@ async function showCustomer(state: ConsoleState, acting: Acting): Promise<void> 
     record.invoices.map((invoice) => [invoice.id, invoice.issuedOn, invoice.amount, invoice.status]),
   );
   render(state);
+  void listenForStop(state, acting);
+}
+
+/** The backend's server-sent event that the impersonation stopped, wherever it was stopped: it ends here too. */
+async function listenForStop(state: ConsoleState, acting: Acting): Promise<void> {
+  const session = loadSession();
+  if (!session || !acting.sessionId || state.listening?.sessionId === acting.sessionId) return;
+  state.listening?.controller.abort();
+  const listening = { sessionId: acting.sessionId, controller: new AbortController() };
+  state.listening = listening;
+  try {
+    const answer = await fetch(`/api/impersonation-events?${new URLSearchParams({ sessionId: acting.sessionId })}`, {
+      headers: { authorization: `Bearer ${session.accessToken}` },
+      signal: listening.controller.signal,
+    });
+    const events = answer.ok ? await answer.text() : '';
+    if (events.includes('event: stopped') && loadActing()?.sessionId === acting.sessionId)
+      await lost(state, acting, 'GET /api/impersonation-events: stopped');
+  } catch {
+    // Stopped listening, or the backend went away: the next call of the resource API tells.
+  } finally {
+    if (state.listening === listening) state.listening = undefined;
+  }
 }
 
 function showAddress(address: Address): void {
@@ -709,8 +785,12 @@ function fillTable(id: 'orders' | 'invoices', rows: string[][]): void {
   );
 }
 
-/** The resource API refused the token: the impersonation was stopped elsewhere, or ran out. */
-async function lost(state: ConsoleState, acting: Acting): Promise<void> {
+/** The impersonation was stopped elsewhere, or ran out; `cause` is how this console learnt it. */
+async function lost(
+  state: ConsoleState,
+  acting: Acting,
+  cause = 'resource API: HTTP 401 · invalid_token',
+): Promise<void> {
   const session = loadSession();
   end(state);
   let status: { state?: string; stoppedBy?: string; reason?: string; endReason?: string; customer?: string } = {};
@@ -728,16 +808,16 @@ async function lost(state: ConsoleState, acting: Acting): Promise<void> {
     status.state === 'revoked'
       ? new FlowError(
           `this impersonation was stopped by ${status.stoppedBy ?? 'someone else'}${status.reason ? ` (${status.reason})` : ''}`,
-          'resource API: HTTP 401 · invalid_token — this impersonation was stopped',
+          `${cause} — this impersonation was stopped`,
         )
       : status.state === 'ended' && status.endReason === 'access_grant_ended'
         ? new FlowError(
             `${status.customer ?? customerName(acting)} ended the access they gave: this impersonation stopped`,
-            'resource API: HTTP 401 · invalid_token — the customer ended their access grant',
+            `${cause} — the customer ended their access grant`,
           )
         : new FlowError(
             `your impersonation of ${customerName(acting)} ended: its time ran out. Impersonate again to continue.`,
-            'resource API: HTTP 401 · invalid_token',
+            cause,
           ),
   );
 }
@@ -747,6 +827,8 @@ async function stop(state: ConsoleState): Promise<void> {
   const acting = loadActing();
   if (!session || !acting) return;
   clearMessages();
+  // This stop is told here, not heard from the backend.
+  state.listening?.controller.abort();
   const button = element('stop');
   button.disabled = true;
   try {
@@ -797,6 +879,8 @@ async function act(
   try {
     const previous = loadActing();
     const acting = await startImpersonation(state, session, request, edit, waiting);
+    // What was said while it started (an earlier request waits) no longer holds.
+    clearMessages();
     sessionStorage.setItem(ACTING_KEY, JSON.stringify(acting));
     if (previous && previous.sessionId !== acting.sessionId) {
       // The read-only impersonation it replaces is stopped, not left to run out.
@@ -888,6 +972,7 @@ async function init(): Promise<void> {
     config: JSON.parse(element('config').textContent ?? '{}') as ConsoleConfig,
     tick: undefined,
     waiting: undefined,
+    listening: undefined,
   };
   element('sign-in').addEventListener('click', () => {
     signIn(state).catch((error: Error) => showError(new FlowError('the sign-in could not start', error.message)));
@@ -895,7 +980,7 @@ async function init(): Promise<void> {
   element('sign-out').addEventListener('click', () => {
     // Forget the tokens here, then end the session at the identity service, which returns to this page.
     state.waiting?.abort();
-    for (const key of [SESSION_KEY, ACTING_KEY, RESUME_KEY, WAITING_KEY]) sessionStorage.removeItem(key);
+    for (const key of [SESSION_KEY, ACTING_KEY, RESUME_KEY, WAITING_KEY, DETAILS_KEY]) sessionStorage.removeItem(key);
     const target = new URL(state.config.endSessionEndpoint);
     target.search = new URLSearchParams({
       client_id: state.config.clientId,
@@ -949,6 +1034,7 @@ async function init(): Promise<void> {
     }
   }
   render(state);
+  restoreDetails();
   const session = loadSession();
   const resume = load<{ request: ImpersonationRequest; edit: boolean }>(RESUME_KEY);
   sessionStorage.removeItem(RESUME_KEY);

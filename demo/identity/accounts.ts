@@ -7,6 +7,8 @@ import type { Account } from 'oidc-provider';
 import type { DemoUser } from '../seed.js';
 
 export interface DemoAccounts {
+  /** Every demo user, as the login page lists them. */
+  readonly users: readonly DemoUser[];
   /** The seed entry of a user, for the identity service's policy (organisation, support tier). */
   user(id: string): DemoUser | undefined;
   /** The account with its claims (`sub`, `name`, `roles`), whether it may be impersonated and what support needs first. */
@@ -18,6 +20,7 @@ export interface DemoAccounts {
 export function demoAccounts(users: readonly DemoUser[]): DemoAccounts {
   const byId = new Map(users.map((user) => [user.id, user]));
   return {
+    users,
     find: (id) => accountOf(byId.get(id)),
     user: (id) => byId.get(id),
     authenticate: (login, password) => {

@@ -28,7 +28,7 @@ export function interactionRoutes(provider: Provider, accounts: DemoAccounts, cu
     if (details.prompt.name === 'login') {
       ctx.set('Cache-Control', 'no-store');
       ctx.type = 'html';
-      ctx.body = loginPage(details, clientId);
+      ctx.body = loginPage(details, clientId, accounts.users);
       return;
     }
     const missing = (details.prompt.details as { missingResourceScopes?: Record<string, string[]> })
@@ -64,7 +64,13 @@ export function interactionRoutes(provider: Provider, accounts: DemoAccounts, cu
       ctx.status = 401;
       ctx.set('Cache-Control', 'no-store');
       ctx.type = 'html';
-      ctx.body = loginPage(details, String(details.params['client_id']), login, 'Invalid login or password.');
+      ctx.body = loginPage(
+        details,
+        String(details.params['client_id']),
+        accounts.users,
+        login,
+        'Invalid login or password.',
+      );
       return;
     }
     const grantId = await grantRequested(provider, details, user.id, customerApi);

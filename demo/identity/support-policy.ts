@@ -56,6 +56,8 @@ export function supportPolicy(accounts: DemoAccounts): SupportPolicy {
     canImpersonate: ({ subject, account, context, actor }) => {
       // "carol is refused": the identity service will not mint subject tokens for protected accounts.
       if (account['impersonable'] === false) return { reason: `${subject} is protected from impersonation` };
+      // Only customers: acting as staff would take their roles, and no ceiling of a tier would cover them.
+      if (!accounts.user(subject)?.roles.includes('customer')) return { reason: `${subject} is not a customer` };
       const ticket = context['ticketId'];
       if (typeof ticket !== 'string' || !ticket.trim()) {
         return { reason: 'a ticket is required to act as a customer (context.ticketId)' };

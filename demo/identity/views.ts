@@ -5,8 +5,15 @@
  */
 import type { Interaction } from 'oidc-provider';
 import { escapeHtml, page } from '../http.js';
+import { describeUser, type DemoUser } from '../seed.js';
 
-export function loginPage(details: Interaction, clientId: string, login = '', error?: string): string {
+export function loginPage(
+  details: Interaction,
+  clientId: string,
+  users: readonly DemoUser[],
+  login = '',
+  error?: string,
+): string {
   const uid = encodeURIComponent(details.uid);
   const scope = typeof details.params['scope'] === 'string' ? details.params['scope'] : '';
   return page(
@@ -24,7 +31,8 @@ export function loginPage(details: Interaction, clientId: string, login = '', er
       <button type="submit">Sign in</button>
       <a class="button secondary" href="/interaction/${uid}/abort">Cancel</a>
     </form>
-    <p class="muted">Requested scope: <code>${escapeHtml(scope)}</code>. Demo users: alice (support staff), bob, carol, dave.</p>
+    <p class="muted">Requested scope: <code>${escapeHtml(scope)}</code>. Demo users (their passwords are in the terminal that runs the demo):</p>
+    <ul class="muted" id="demo-users">${users.map((user) => `<li>${escapeHtml(describeUser(user))}</li>`).join('')}</ul>
   </div>
 </main>`,
   );

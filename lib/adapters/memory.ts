@@ -8,7 +8,6 @@
  * adapter shares (the grantable models, the expiry rule, the contract) lives
  * in contract.ts; what is left is this store's own.
  */
-import { LRUCache } from 'lru-cache';
 import type { AdapterPayload } from 'oidc-provider';
 import { optionChecks, type OptionChecks } from '../config/checks.js';
 import { invalidCall, invalidOption, replayShareFull, storeFull } from '../errors.js';
@@ -16,6 +15,8 @@ import { jsonCopy } from '../json.js';
 import { entryLifetimeMs, GRANTABLE_MODELS } from './contracts/entries.js';
 import type { BoundedIndexAdd, IndexEntry } from './contracts/indexes.js';
 import { MemoryIndex } from './memory-index.js';
+import { Expiring } from './expiring.js';
+import { PLUGIN_MODELS } from './models.js';
 import {
   QUOTA_KIND,
   type CommitOutcome,
@@ -45,6 +46,11 @@ export interface MemoryAdapterOptions {
    * its bound (a Session pushed out is a user signed out).
    */
   onEvict?: ((model: string, id: string) => void) | undefined;
+  /**
+   * Seconds oidc-provider's own models are kept past their expiry, as its memory
+   * adapter keeps them (its `clockTolerance`; `configure()` passes the provider's). Default 0.
+   */
+  clockTolerance?: number | undefined;
 }
 
 export interface MemoryAdapterStats {
@@ -90,17 +96,14 @@ const INDEX_MEMBERS_PER_ENTRY = 8;
 const FULL_PURGE_INTERVAL_MS = 1000;
 
 /**
- * An entry as kept: the payload after a JSON round trip, so that it holds what
- * the Redis adapter would give back (no `undefined`, no Date, nothing shared
- * with the caller), and that nobody else ever holds. Every find returns a copy:
- * oidc-provider changes the objects it loads. `consumed` lives beside it.
+ * An entry as kept. The plugin's records after a JSON round trip, as the Redis
+ * adapter would give them back, and a copy on every find; oidc-provider's
+ * models as its own memory adapter keeps them: the object saved, found as it is.
  */
 interface Entry {
   payload: JsonPayload;
-  exp: number | undefined;
-  consumed?: unknown;
   /** A replay entry's client share, released when the entry leaves. */
-  share?: ReplayShare;
+  share?: ReplayShare | undefined;
 }
 
 type JsonValue = string | number | boolean | null | JsonValue[] | JsonPayload;
@@ -113,8 +116,10 @@ interface ModelStore {
   readonly name: string;
   readonly max: number;
   readonly protected: boolean;
-  readonly entries: LRUCache<string, Entry>;
-  readonly pointers: LRUCache<string, string>;
+  /** One of the plugin's models: copied, kept to its expiry exactly. */
+  readonly plugin: boolean;
+  readonly entries: Expiring<Entry>;
+  readonly pointers: Expiring<string>;
   /** Sorted indexes by name; never evicted, bounded in all by INDEX_MEMBERS_PER_ENTRY × `max` members. */
   readonly indexes: Map<string, MemoryIndex>;
   indexedMembers: number;
@@ -144,6 +149,7 @@ const MEMORY_OPTION_NAMES = Object.keys({
   limits: true,
   protectedModels: true,
   onEvict: true,
+  clockTolerance: true,
 } satisfies Record<keyof MemoryAdapterOptions, true>);
 
 export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryAdapterClass {
@@ -159,6 +165,9 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
     throw invalidOption('createMemoryAdapter', 'protectedModels', 'must be an array of model names');
   }
   const protectedModels = new Set([...ALWAYS_PROTECTED, ...(options.protectedModels ?? [])]);
+  const tolerance = options.clockTolerance ?? 0;
+  if (!(Number.isFinite(tolerance) && tolerance >= 0))
+    check.fail('clockTolerance', 'must be a number of seconds, 0 or more');
   const evictedUnexpired: Record<string, number> = {};
   const refusedFull: Record<string, number> = {};
   const models = new Map<string, ModelStore>();
@@ -166,13 +175,8 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
 
   // Whatever pushes a grant's index out takes the grant's tokens with it: a
   // token that revokeByGrantId could no longer find must not stay usable.
-  const grants: LRUCache<string, GrantMembers> = new LRUCache({
-    max: limits['Grant'] ?? max,
-    ttlResolution: 0,
-    dispose(members, _grantId, reason) {
-      if (reason !== 'evict') return;
-      for (const [model, id] of members) models.get(model)?.entries.delete(id);
-    },
+  const grants = new Expiring<GrantMembers>(limits['Grant'] ?? max, (members, _grantId, evicted) => {
+    if (evicted) for (const [model, id] of members) models.get(model)?.entries.delete(id);
   });
 
   function modelStore(name: string): ModelStore {
@@ -185,18 +189,14 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
       name,
       max: bound,
       protected: isProtected,
-      entries: new LRUCache<string, Entry>({
-        max: bound,
-        // Read the clock on each check; the default caches it for 1 ms with a timer armed every millisecond.
-        ttlResolution: 0,
-        dispose(value, id, reason) {
-          if (value.share) shares?.release(value.share);
-          if (reason !== 'evict' || isExpired(value)) return;
-          evictedUnexpired[name] = (evictedUnexpired[name] ?? 0) + 1;
-          options.onEvict?.(name, id);
-        },
+      plugin: PLUGIN_MODELS.has(name),
+      entries: new Expiring<Entry>(bound, (value, id, evicted) => {
+        if (value.share) shares?.release(value.share);
+        if (!evicted || isExpired(value)) return;
+        evictedUnexpired[name] = (evictedUnexpired[name] ?? 0) + 1;
+        options.onEvict?.(name, id);
       }),
-      pointers: new LRUCache<string, string>({ max: bound, ttlResolution: 0 }),
+      pointers: new Expiring<string>(bound),
       indexes: new Map(),
       indexedMembers: 0,
       nextPurge: 0,
@@ -210,8 +210,8 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
   function admit(store: ModelStore, ...ids: string[]): void {
     const now = Date.now();
     if (now >= store.nextPurge) {
-      store.entries.purgeStale();
-      store.pointers.purgeStale();
+      store.entries.purge();
+      store.pointers.purge();
       for (const [name, index] of store.indexes) {
         store.indexedMembers -= index.prune(now);
         if (!index.size) store.indexes.delete(name);
@@ -219,11 +219,11 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
       store.nextPurge = now + PURGE_INTERVAL_MS;
     }
     // Every one of them must fit: an LRU set beyond its bound would push out a protected entry.
-    const adding = () => ids.filter((id) => store.entries.peek(id, { allowStale: true }) === undefined).length;
+    const adding = () => ids.filter((id) => store.entries.expiresAt(id) === undefined).length;
     if (store.entries.size + adding() <= store.max) return;
     if (now - store.lastFullPurge >= FULL_PURGE_INTERVAL_MS) {
       store.lastFullPurge = now;
-      store.entries.purgeStale();
+      store.entries.purge();
       if (store.entries.size + adding() <= store.max) return;
     }
     if (store.protected) {
@@ -238,44 +238,43 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
    */
   function admitReplay(store: ModelStore, shares: ReplayShareCounts, id: string, payload: AdapterPayload): ReplayShare {
     const share = replayShareOf(payload);
-    if (shares.hasRoom(share) || store.entries.peek(id, { allowStale: true }) !== undefined) return share;
+    if (shares.hasRoom(share) || store.entries.expiresAt(id) !== undefined) return share;
     const now = Date.now();
     if (now - store.lastFullPurge >= FULL_PURGE_INTERVAL_MS) {
       store.lastFullPurge = now;
-      store.entries.purgeStale();
+      store.entries.purge();
       if (shares.hasRoom(share)) return share;
     }
     refusedFull[store.name] = (refusedFull[store.name] ?? 0) + 1;
     throw replayShareFull(share.pool === 'anonymous');
   }
 
+  /** How long `store` keeps an entry saved with `expiresIn`: oidc-provider's models, the clock tolerance longer. */
+  function lifetimeMs(store: ModelStore, expiresIn: number | undefined): number | undefined {
+    return entryLifetimeMs(typeof expiresIn === 'number' && !store.plugin ? expiresIn + tolerance : expiresIn);
+  }
+
   /** Stores an entry the model has room for (see admit), with its grant and pointers. */
-  function put(store: ModelStore, id: string, payload: AdapterPayload, ttl: number | undefined): void {
+  function put(
+    store: ModelStore,
+    id: string,
+    payload: AdapterPayload,
+    ttl: number | undefined,
+    share?: ReplayShare,
+  ): void {
     if (payload.grantId && GRANTABLE_MODELS.has(store.name)) {
       const members = grants.get(payload.grantId) ?? [];
       members.push([store.name, id]);
       // The index must outlive every entry it lists, or revokeByGrantId would miss live tokens.
-      const remaining = grants.getRemainingTTL(payload.grantId);
-      const indexTtl = ttl === undefined || remaining === Infinity ? undefined : Math.max(ttl, remaining);
-      grants.set(payload.grantId, members, indexTtl === undefined ? {} : { ttl: indexTtl });
+      const until = grants.expiresAt(payload.grantId) ?? 0;
+      grants.set(payload.grantId, members, ttl === undefined ? undefined : Math.max(ttl, until - Date.now()));
     }
-    if (payload.userCode) store.pointers.set(`userCode:${payload.userCode}`, id, { ttl });
-    if (payload.uid) store.pointers.set(`uid:${payload.uid}`, id, { ttl });
-    const { consumed, ...stored } = payload;
-    const entry: Entry = {
-      payload: jsonCopy(stored) as JsonPayload,
-      exp: typeof payload.exp === 'number' ? payload.exp : undefined,
-    };
-    if (consumed) entry.consumed = consumed;
-    store.entries.set(id, entry, { ttl });
-  }
-
-  /** Counts a replay entry just stored against its share (put's overwrite released the earlier version's). */
-  function holdShare(store: ModelStore, shares: ReplayShareCounts, id: string, share: ReplayShare): void {
-    const entry = store.entries.peek(id, { allowStale: true });
-    if (!entry) return;
-    entry.share = share;
-    shares.take(share);
+    if (payload.userCode) store.pointers.set(`userCode:${payload.userCode}`, id, ttl);
+    if (payload.uid) store.pointers.set(`uid:${payload.uid}`, id, ttl);
+    const stored = store.plugin ? jsonCopy(payload) : payload;
+    store.entries.set(id, { payload: stored as JsonPayload, share }, ttl);
+    // After the set, whose overwrite released the earlier version's share.
+    if (share) replayShares?.take(share);
   }
 
   /** The indexes `member` joins, created and pruned; refuses, changing no member, when they have no room for it. */
@@ -311,7 +310,7 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
 
   /** The charges a quota counter took, while it lives. */
   function chargesOf(store: ModelStore, key: string): number {
-    const count = store.entries.get(key, { updateAgeOnGet: false })?.payload['count'];
+    const count = store.entries.get(key)?.payload['count'];
     return typeof count === 'number' ? count : 0;
   }
 
@@ -339,9 +338,9 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
 
     static secondsLeft(model: string, id: string): number | null | undefined {
       const entries = models.get(model)?.entries;
-      if (!entries?.has(id)) return undefined;
-      const remaining = entries.getRemainingTTL(id);
-      return remaining === Infinity ? null : remaining / 1000;
+      if (!entries?.get(id, false)) return undefined;
+      const expiresAt = entries.expiresAt(id)!;
+      return expiresAt === Infinity ? null : (expiresAt - Date.now()) / 1000;
     }
 
     static clear(): void {
@@ -356,7 +355,7 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
 
     async upsert(id: string, payload: AdapterPayload, expiresIn?: number): Promise<void> {
       const store = this.#store;
-      const ttl = entryLifetimeMs(expiresIn);
+      const ttl = lifetimeMs(store, expiresIn);
       if (ttl === 0) {
         // Already expired: the earlier version goes, and nothing takes a place or joins a grant.
         store.entries.delete(id);
@@ -365,16 +364,12 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
       const shares = store.name === REPLAY_MODEL ? replayShares : undefined;
       const share = shares && admitReplay(store, shares, id, payload);
       admit(store, id);
-      put(store, id, payload, ttl);
-      if (shares && share) holdShare(store, shares, id, share);
+      put(store, id, payload, ttl, share);
     }
 
     async find(id: string): Promise<AdapterPayload | undefined> {
-      const found = this.#store.entries.get(id);
-      if (!found) return undefined;
-      const payload = copyJson(found.payload) as AdapterPayload;
-      if (found.consumed) payload.consumed = found.consumed;
-      return payload;
+      const found = this.#store.entries.get(id)?.payload;
+      return (found && this.#store.plugin ? copyJson(found) : found) as AdapterPayload | undefined;
     }
 
     async findByUid(uid: string): Promise<AdapterPayload | undefined> {
@@ -397,9 +392,9 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
 
     // JavaScript runs this body without yielding, so check and set are one step.
     async consumeOnce(id: string): Promise<boolean> {
-      const found = this.#store.entries.get(id, { updateAgeOnGet: false });
-      if (!found || found.consumed) return false;
-      found.consumed = Math.floor(Date.now() / 1000);
+      const found = this.#store.entries.get(id)?.payload;
+      if (!found || found['consumed']) return false;
+      found['consumed'] = Math.floor(Date.now() / 1000);
       return true;
     }
 
@@ -440,22 +435,20 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
       outbox: notes,
     }: CommitWrite): Promise<CommitOutcome> {
       const store = modelStore(write.model);
-      const guard = guards.find(
-        (id) => store.entries.get(id, { updateAgeOnGet: false })?.payload['ended'] !== undefined,
-      );
+      const guard = guards.find((id) => store.entries.get(id)?.payload['ended'] !== undefined);
       if (guard !== undefined) return { outcome: 'guarded', guard };
-      const consumed = consume && modelStore(consume.model).entries.get(consume.id, { updateAgeOnGet: false });
-      if (consume && (!consumed || consumed.consumed)) return { outcome: 'consumed' };
+      const consumed = consume && modelStore(consume.model).entries.get(consume.id)?.payload;
+      if (consume && (!consumed || consumed['consumed'])) return { outcome: 'consumed' };
       const spent = quotas.find((quota) => chargesOf(store, quota.key) >= quota.max);
       if (spent) return { outcome: 'spent', key: spent.key };
       const ttl = entryLifetimeMs(write.expiresIn);
       if (ttl === undefined || ttl === 0) throw invalidCall('commitOnce', 'the entry to write needs a lifetime');
       admit(store, write.id, ...quotas.map((quota) => quota.key));
       const opened = roomInIndexes(store, indexes, write.id);
-      if (consumed) consumed.consumed = Math.floor(Date.now() / 1000);
+      if (consumed) consumed['consumed'] = Math.floor(Date.now() / 1000);
       const now = Date.now();
       for (const quota of quotas) {
-        const counter = store.entries.get(quota.key, { updateAgeOnGet: false });
+        const counter = store.entries.get(quota.key);
         // Changed in place, so that the counter keeps the expiry its first charge gave it.
         if (counter) counter.payload['count'] = (counter.payload['count'] as number) + 1;
         else put(store, quota.key, { kind: QUOTA_KIND, count: 1 }, Math.max(1, quota.expiresAt - now));
@@ -518,5 +511,6 @@ function copyJson<T extends JsonValue>(value: T): T {
 }
 
 function isExpired(entry: Entry): boolean {
-  return entry.exp !== undefined && entry.exp * 1000 <= Date.now();
+  const exp = entry.payload['exp'];
+  return typeof exp === 'number' && exp * 1000 <= Date.now();
 }

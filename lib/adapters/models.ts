@@ -18,3 +18,12 @@ export const OUTBOX_MODEL = 'ImpersonationOutbox';
 
 /** The SSF streams and the SETs awaiting a poll. */
 export const SSF_MODEL = 'ImpersonationSsf';
+
+/** The plugin's own models; every other is oidc-provider's (or the deployment's). */
+export const PLUGIN_MODELS: ReadonlySet<string> = new Set([
+  SUBJECT_TOKEN_MODEL,
+  SESSION_MODEL,
+  APPROVAL_MODEL,
+  OUTBOX_MODEL,
+  SSF_MODEL,
+]);

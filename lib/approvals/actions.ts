@@ -67,6 +67,8 @@ export async function giveGrant(
   const resource = readResource(fields['resource'], 'resource');
   const actor = readIdentifier(fields['actorId'], 'actorId');
   const note = readText(fields['note'], 'note');
+  // Ahead of time as on a request: the decision point has its say before anything is written.
+  await assertApprovalAllowed(deps.options.authzen, { customer, actor, scope }, deniedByPolicy);
 
   const createdAt = nowSeconds();
   const grant: AccessGrant = {

@@ -4,7 +4,7 @@
  * repeating its value.
  */
 import { invalidInput } from '../errors.js';
-import { isStorableText, UNSTORABLE_TEXT } from '../storable-text.js';
+import { ILLEGIBLE_TEXT, isLegibleText, isStorableText, UNSTORABLE_TEXT } from '../storable-text.js';
 
 /** Longest note, denial reason or break-glass reason, in characters. */
 export const MAX_TEXT = 500;
@@ -64,13 +64,14 @@ export function readDuration(value: unknown, max: number, field = 'duration'): n
   return value as number;
 }
 
-/** Free text: trimmed, non-empty, at most MAX_TEXT characters, storable. */
+/** Free text: trimmed, non-empty, at most MAX_TEXT characters, storable and legible. */
 export function readText(value: unknown, field: string): string | undefined {
   if (value === undefined) return undefined;
   if (typeof value !== 'string' || !value.trim() || value.length > MAX_TEXT) {
     throw invalidInput(`${field} must be a non-empty string of at most ${MAX_TEXT} characters`);
   }
   if (!isStorableText(value)) throw invalidInput(`${field} holds ${UNSTORABLE_TEXT}`);
+  if (!isLegibleText(value)) throw invalidInput(`${field} ${ILLEGIBLE_TEXT}`);
   return value.trim();
 }
 

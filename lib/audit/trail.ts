@@ -6,10 +6,9 @@ import type { AuditSink } from '../core-options.js';
  * The audit trail as a subscriber of the plugin's events: it records each
  * event it is given, as a frozen copy. In a commit (an exchange's) its row
  * goes in the store's own transaction when the trail is in the store's
- * database (a journal, lib/audit/journal.ts): a row is durable exactly when
- * the change is, and a change that loses its race leaves none. Otherwise the
- * row is appended before the commit: a trail that cannot be written stops the
- * change with nothing burned, and a lost race is recorded as a refusal after it.
+ * database (a journal, lib/audit/journal.ts); otherwise it has no part in
+ * the commit and records the change once committed (lib/events/commit.ts).
+ * Either way a change that loses its race leaves no row.
  */
 export function trailSubscriber(sink: AuditSink): EventSubscriber {
   const journal = journalOf(sink);
@@ -18,21 +17,11 @@ export function trailSubscriber(sink: AuditSink): EventSubscriber {
       await sink.append(event.name, Object.freeze({ ...event }));
     },
     shareCommit(event, site) {
-      if (journal && site.sharesDatabase(journal.database)) {
-        return {
-          prepare: () => journal.ready(),
-          journal: { appendFunction: journal.appendFunction, rows: journal.rows(event.name, event) },
-          async committed({ journaled }) {
-            site.recorded();
-            await journal.committed(journaled);
-          },
-        };
-      }
+      if (!journal || !site.sharesDatabase(journal.database)) return undefined;
       return {
-        async prepare() {
-          await sink.append(event.name, Object.freeze({ ...event }));
-          site.recorded();
-        },
+        prepare: () => journal.ready(),
+        journal: { appendFunction: journal.appendFunction, rows: journal.rows(event.name, event) },
+        committed: ({ journaled }) => journal.committed(journaled),
       };
     },
   };

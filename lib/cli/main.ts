@@ -22,6 +22,9 @@ async function main(argv: string[]): Promise<number> {
   }
   const [group, command, ...rest] = argv;
   if (group !== 'audit' || (command !== 'verify' && command !== 'export')) {
+    // Named when it is a word: what else was typed (a URL with its password) is not echoed.
+    const typed = group === 'audit' ? command : group;
+    if (typed && /^\w[\w-]{0,31}$/.test(typed)) process.stderr.write(`unknown command: ${typed}\n`);
     process.stderr.write(`${USAGE}\n`);
     return 2;
   }

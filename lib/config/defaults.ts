@@ -17,6 +17,7 @@ export const IMPERSONATION_DEFAULTS = {
   subjectTokenTTL: 60,
   accessTokenTTL: 900,
   maxContextBytes: 2048,
+  maxSubjectTokensPerClient: 10_000,
   customClaimsTimeout: 2000,
   deliverOutbox: true,
 } as const;
@@ -26,6 +27,7 @@ export const IMPERSONATION_MAXIMA = {
   subjectTokenTTL: 3600,
   accessTokenTTL: 86_400,
   maxContextBytes: 1_048_576,
+  maxSubjectTokensPerClient: 1_000_000,
   customClaimsTimeout: 60_000,
   'actorAuthentication.maxAge': 86_400 * 30,
 } as const;

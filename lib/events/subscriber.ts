@@ -24,8 +24,8 @@ export interface Occasion {
 export interface CommitShare {
   /**
    * Runs before the commit, beside the issuance of the token; a rejection
-   * stops the change with nothing of it committed (a trail that cannot be
-   * written, a trail's tables that cannot be created).
+   * stops the change with nothing of it committed (a trail's tables that
+   * cannot be created).
    */
   prepare?(): Promise<void>;
   /** A trail's rows, in the commit's own transaction (a trail that shares the store's database). */
@@ -49,8 +49,6 @@ export interface CommitReport {
 export interface CommitSite {
   /** Whether the store that commits is `database` (a trail's pool), so that a row can go in its transaction. */
   sharesDatabase(database: object): boolean;
-  /** Called once the trail holds the change's row: before the commit, or with it. */
-  recorded(): void;
 }
 
 /**

@@ -27,11 +27,17 @@ export type ImpersonationEventName = (typeof EVENTS)[keyof typeof EVENTS];
 
 /**
  * Why a session ended without a revocation: the actor signed out, the actor's
- * grant was revoked, the customer ended the access grant that allowed it, or
- * (for a delegation) the session its subject token belonged to was stopped.
+ * grant was revoked, the customer ended the access grant that allowed it,
+ * (for a delegation) the session its subject token belonged to was stopped,
+ * or the trail could not record its start (its token was never delivered).
  */
 export type EndReason =
-  'actor_logout' | 'actor_grant_revoked' | 'access_grant_ended' | 'parent_session_stopped' | 'subject_token_revoked';
+  | 'actor_logout'
+  | 'actor_grant_revoked'
+  | 'access_grant_ended'
+  | 'parent_session_stopped'
+  | 'subject_token_revoked'
+  | 'not_recorded';
 
 /**
  * Every field an impersonation event may carry, each described once; which
@@ -138,7 +144,7 @@ export interface ImpersonationEvents {
   /**
    * An exchange failed. It names what the exchange had established when it
    * stopped: nothing beyond the client when the subject token was not found;
-   * `accessTokenId` and `expiresAt` only when it corrects a success already recorded.
+   * never a token (no success row precedes a refusal).
    */
   'impersonation.exchange.refused': EventOf<
     'impersonation.exchange.refused',

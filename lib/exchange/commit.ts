@@ -8,7 +8,9 @@ import { exchangeTooSlow, invalidGrant, invalidRequest } from '../errors.js';
 import type { ResolvedCoreOptions as ResolvedOptions } from '../core-options.js';
 import { assignTokenId, newBackingGrant } from '../provider-internals.js';
 import type { SessionRecord } from '../sessions/record.js';
+import { closeSession } from '../sessions/close.js';
 import { endedOrigin, type SessionStore } from '../sessions/store.js';
+import { reportError } from '../report-error.js';
 import type { CommitOutcome } from '../adapters/contract.js';
 import { SUBJECT_TOKEN_MODEL } from '../subject-tokens/store.js';
 
@@ -34,8 +36,8 @@ export interface Commit {
   onTrail: boolean;
   /** Whether the success goes to the webhooks' outbox (an impersonation's; a delegation's does not). */
   notify: boolean;
-  /** Called once the trail holds the success row. */
-  successRecorded?: () => void;
+  /** Announces, then reads again, what a user may end meanwhile (SessionStore.announce); beside the token's writes. */
+  confirm?: (() => Promise<void>) | undefined;
 }
 
 export type ExchangeEvent = ImpersonationEvent<typeof EVENTS.exchangeSucceeded | typeof EVENTS.delegationSucceeded>;
@@ -48,47 +50,41 @@ export interface CommitStores {
 /**
  * Issues the token and commits the exchange, impersonation and delegation
  * alike. What the provider's adapter keeps (an opaque token and the Grant
- * behind it) and the trail's row (unless the trail is in the store's
- * database) are written first: either failing stops the exchange with
- * nothing burned and nothing listed. Then one store operation redeems the
- * subject token (an impersonation's), charges the session to its principals'
- * quotas (a delegation's), lists the session, appends the exchange's
- * notifications and, in the store's database, the trail's row, unless an
- * origin the exchange was allowed by (the actor's sign-in, the customer's
- * grant, the session delegated from, the subject token) was marked ended
- * since the exchange read it; a lost race or a refusal there writes nothing
- * of ours, and the provider's token and Grant are withdrawn: they are in the
+ * behind it) is written first: failing, it stops the exchange with nothing
+ * burned and nothing listed. Then one store operation redeems the subject
+ * token (an impersonation's), charges the session to its principals' quotas
+ * (a delegation's), lists the session, appends the exchange's notifications
+ * and, in the store's database, the trail's row, unless an origin the
+ * exchange was allowed by (the actor's sign-in, the customer's grant, the
+ * session delegated from, the subject token) was marked ended since the
+ * exchange read it; a lost race or a refusal there writes nothing of ours,
+ * and the provider's token and Grant are withdrawn: they are in the
  * provider's adapter, which no operation of the plugin's store can span.
- * Resolves the access token's value.
+ * A trail outside the store's database gets the success row once the commit
+ * happened; if it cannot take it, the session is ended and the token never
+ * leaves. Resolves the access token's value.
  */
 export async function commit(
   ctx: KoaContextWithOIDC,
   { sessions }: CommitStores,
-  { token, session, subjectTokenKey, quotas, startedAt, event, onTrail, notify, successRecorded }: Commit,
+  { token, session, subjectTokenKey, quotas, startedAt, event, onTrail, notify, confirm }: Commit,
 ): Promise<string> {
   const provider = ctx.oidc.provider;
   ctx.oidc.entity('AccessToken', token);
   const jti = assignTokenId(token); // sets token.format too: read it only after
   session.accessTokenId = publicTokenId(token.format, jti);
-  // What the event's subscribers write with the commit (lib/events/commit.ts): the trail's row, in
-  // the commit's own transaction when the trail is in the store's database, otherwise appended
-  // first; the notifications, none for an exchange that does not happen, and no token without them.
+  // What the event's subscribers write with the commit (lib/events/commit.ts), and after it.
   const participation = shareCommit(
     provider,
     event(),
-    { sharesDatabase: (database) => sessions.sharesDatabase(database), recorded: () => successRecorded?.() },
+    { sharesDatabase: (database) => sessions.sharesDatabase(database) },
     { record: onTrail, delegation: !notify },
   );
   let value: string;
   let committed: CommitOutcome & { outcome: 'committed' };
   try {
-    // The record of the issuance is durable before the subject token is
-    // redeemed, or with it: a trail that cannot be written stops the exchange
-    // with nothing burned. Appended first, a lost race below is recorded as a
-    // refusal after it; in the commit, it leaves no row.
     const issuing = issue(provider, token, session);
-    const prepared = participation.prepare();
-    value = prepared ? (await Promise.all([issuing, prepared]))[0] : await issuing;
+    value = (await Promise.all([issuing, participation.prepare(), confirm?.()]))[0];
     // Checked last before the commit: an exchange that ran past the deadline may have read an
     // origin whose end mark is gone already.
     if (Date.now() - startedAt > EXCHANGE_DEADLINE_MS) throw exchangeTooSlow(EXCHANGE_DEADLINE_MS);
@@ -103,9 +99,18 @@ export async function commit(
     await withdraw(provider, token, session);
     throw error;
   }
-  // Committed: from here on nothing may fail the exchange, whose token is its own now.
   const heard = participation.committed(committed, ctx);
-  if (heard) await heard;
+  if (heard) {
+    try {
+      await heard;
+    } catch (error) {
+      // No token without its record: the session ends, and its token is never delivered.
+      await closeSession(provider, sessions, session, { endReason: 'not_recorded' }, ctx).catch((failure: unknown) =>
+        reportError(provider, failure, ctx),
+      );
+      throw error;
+    }
+  }
   return value;
 }
 

@@ -5,6 +5,7 @@ import { deepFreeze } from '../json.js';
 import type { CustomJwtClaimsInput, ResolvedCoreOptions as ResolvedOptions } from '../core-options.js';
 import { certificateThumbprintOf, checkDpopReplay, setTokenLifetime } from '../provider-internals.js';
 import { newSessionId, SESSION_CLAIM, stateOf, type SessionRecord } from '../sessions/record.js';
+import type { SessionStore } from '../sessions/store.js';
 import type { SubjectTokenRecord } from '../subject-tokens/store.js';
 import { accountExists } from './account.js';
 import {
@@ -122,8 +123,17 @@ export function impersonationExchange(dependencies: ExchangeDependencies): Excha
     progress.scope = scopes;
     token.scope = scopes.join(' ') || undefined;
 
-    // The token: the lowest of our cap, the resource server's lifetime and the customer's grant wins.
-    const expiresIn = Math.min(options.accessTokenTTL, token.expiration, customerGrant?.secondsLeft ?? Infinity);
+    // The token: the lowest of our cap, the resource server's lifetime, the customer's grant and,
+    // for an actor token an exchange issued, what it has left (a re-exchange gets no fresh lifetime).
+    const exchanged = actor?.act !== undefined || actor?.impersonationSession !== undefined;
+    const actorLeft = exchanged ? actor!.exp - Math.floor(Date.now() / 1000) : Infinity;
+    const expiresIn = Math.min(
+      options.accessTokenTTL,
+      token.expiration,
+      customerGrant?.secondsLeft ?? Infinity,
+      actorLeft,
+    );
+    if (expiresIn < 1) throw invalidRequest('actor_token has expired');
     setTokenLifetime(token, expiresIn);
     const custom = options.getCustomJwtClaims
       ? await exchangeStep(ctx, 'claims', () =>
@@ -148,15 +158,27 @@ export function impersonationExchange(dependencies: ExchangeDependencies): Excha
         event,
         onTrail: true,
         notify: true,
-        successRecorded: () => {
-          progress.successRecorded = true;
-        },
+        confirm: actor?.format === 'opaque' ? () => announceActor(ctx, sessions, session) : undefined,
       }),
     );
     return { value, token, issuedTokenType: ACCESS_TOKEN_TYPE, event };
   }
 
   return { exchange, refused: (ctx, progress, error) => report.refused(ctx, progress, error) };
+}
+
+/**
+ * The actor's Grant and sign-in, announced and read again (SessionStore.announce):
+ * a sign-out before the announcement is seen here, one after it is marked.
+ */
+async function announceActor(ctx: KoaContextWithOIDC, sessions: SessionStore, session: SessionRecord): Promise<void> {
+  const { provider } = ctx.oidc;
+  await sessions.announce(session);
+  const [grant, signIn] = await Promise.all([
+    session.actorGrantId === undefined || provider.Grant.find(session.actorGrantId),
+    session.actorSessionUid === undefined || provider.Session.findByUid(session.actorSessionUid),
+  ]);
+  if (!grant || !signIn) throw invalidRequest('actor_token was revoked, or its sign-in ended, during the exchange');
 }
 
 /** The `act` claim, from the actor token; a subject token bound to an actor requires that actor's. */

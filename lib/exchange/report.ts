@@ -14,12 +14,6 @@ export interface ExchangeProgress {
   /** The acting user, from the actor token. */
   actor?: string;
   session?: SessionRecord;
-  /**
-   * The trail holds this exchange's success row: a refusal after it (a lost
-   * race, the actor's sign-out) corrects it, names the same token, and is
-   * always recorded.
-   */
-  successRecorded?: boolean;
 }
 
 /** The issuance, as listeners and the trail get it; built once the session names its token. */
@@ -72,14 +66,7 @@ function exchangeRefused(
   if (actor !== undefined) event.actor = actor;
   if (progress.resource !== undefined) event.resource = progress.resource;
   if (progress.scope !== undefined) event.scope = progress.scope.join(' ');
-  if (session) {
-    event.sessionId = session.id;
-    // A token is named by a refusal that corrects its success row; never by a refusal of a token no row names.
-    if (session.accessTokenId && progress.successRecorded) {
-      event.accessTokenId = session.accessTokenId;
-      event.expiresAt = session.expiresAt;
-    }
-  }
+  if (session) event.sessionId = session.id;
   return event;
 }
 
@@ -95,8 +82,7 @@ export class ExchangeReport {
   async refused(ctx: KoaContextWithOIDC, progress: ExchangeProgress, error: unknown): Promise<void> {
     const event = exchangeRefused(ctx.oidc.client!.clientId, progress, error);
     const record = progress.subjectToken;
-    const recorded =
-      progress.successRecorded === true || (record !== undefined && this.#refusals.take(record.id, keptUntil(record)));
+    const recorded = record !== undefined && this.#refusals.take(record.id, keptUntil(record));
     await publish(ctx.oidc.provider, event, ctx, { record: recorded });
   }
 }

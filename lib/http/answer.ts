@@ -14,7 +14,9 @@ export async function renderErrors(ctx: Koa.Context, next: Koa.Next): Promise<vo
     await next();
   } catch (caught) {
     const error = answerTo(caught);
-    if (error.status >= 500) reportError(ctx.app, error.cause ?? error, ctx);
+    // A 503 without a cause is one its answer describes whole (a decision point that did not answer).
+    if (error.status === 500 || (error.status > 500 && error.cause !== undefined))
+      reportError(ctx.app, error.cause ?? error, ctx);
     ctx.status = error.status;
     ctx.body = error.toJSON();
   }

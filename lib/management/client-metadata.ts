@@ -90,7 +90,8 @@ export function checkManagementMetadata(metadata: ClientMetadata, managementScop
  * instead of failing its first request.
  */
 export function checkStaticClients(clients: Configuration['clients'], managementScopes: ReadonlySet<string>): void {
-  for (const client of clients ?? []) {
+  // Clients that are no array are oidc-provider's to refuse, in its words.
+  for (const client of Array.isArray(clients) ? clients : []) {
     const metadata = { grant_types: ['authorization_code'], ...client } as ClientMetadata;
     try {
       checkManagementMetadata(metadata, managementScopes);

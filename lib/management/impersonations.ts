@@ -12,12 +12,12 @@ import { closeSession } from '../sessions/close.js';
 import { isSessionId, viewOf } from '../sessions/record.js';
 import type { SessionFilter, SessionStore } from '../sessions/store.js';
 import { isStorableText } from '../storable-text.js';
+import { readText } from '../approvals/input.js';
 import { storeCall } from '../store-call.js';
 
 const DEFAULT_LIMIT = 20;
 const MAX_LIMIT = 100;
 const LIST_PARAMETERS = new Set(['subject', 'actor', 'clientId', 'limit', 'cursor']);
-const MAX_REASON = 500;
 
 /**
  * `GET {sessionsPath}`: active sessions, filtered and paged.
@@ -190,10 +190,5 @@ async function readReason(ctx: Koa.Context): Promise<string | undefined> {
   const body = await readJsonObject(ctx, 4096);
   const unknown = Object.keys(body).filter((name) => name !== 'reason');
   if (unknown.length) throw badRequest(`unknown field: ${unknown.join(', ')}`);
-  const { reason } = body;
-  if (reason === undefined) return undefined;
-  if (typeof reason !== 'string' || !reason.trim() || reason.length > MAX_REASON) {
-    throw badRequest(`reason must be a non-empty string of at most ${MAX_REASON} characters`);
-  }
-  return reason.trim();
+  return readText(body['reason'], 'reason');
 }

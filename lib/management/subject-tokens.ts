@@ -1,6 +1,7 @@
 import type Router from '@koa/router';
 import type { Provider } from 'oidc-provider';
 import { approvalForCreation } from '../approvals/creation.js';
+import { secondsUntilRenewed, subjectTokenQuota } from '../capacity.js';
 import type { ApprovalDependencies } from '../approvals/deps.js';
 import { fieldsOf, readResource, readScopeList, readText } from '../approvals/input.js';
 import type { ApprovalStore } from '../approvals/store.js';
@@ -14,6 +15,7 @@ import {
   managementUnavailable,
   notFound,
   requestTooLarge,
+  tooManyRequests,
 } from '../errors.js';
 import { TOKEN_EXCHANGE_GRANT } from '../exchange/grant.js';
 import { authorize, type Authenticate } from '../http/auth.js';
@@ -21,7 +23,7 @@ import { isIdentifier, isJsonObject, readJsonObject } from '../http/body.js';
 import { definedMembers } from '../json.js';
 import { refusalReason, type JsonObject, type ResolvedOptions } from '../options.js';
 import { providerConfiguration } from '../provider-internals.js';
-import { storableText } from '../storable-text.js';
+import { ILLEGIBLE_TEXT, isLegibleText, storableText } from '../storable-text.js';
 import { storeCall } from '../store-call.js';
 import type { SessionStore } from '../sessions/store.js';
 import type { SubjectTokenStore } from '../subject-tokens/store.js';
@@ -30,6 +32,9 @@ const BODY_FIELDS = ['userId', 'context', 'clientId', 'actorId'];
 /** Accepted only when the deployment has the customer in the loop (the `approvals` option). */
 const APPROVAL_FIELDS = ['scope', 'resource', 'breakGlass'];
 const BREAK_GLASS_REFUSED = "this client may not bypass the customer's approval";
+/** The context's members the trail, the decision point and the customer read as the ticket and the reason. */
+const CONTEXT_TEXT = ['ticketId', 'ticket', 'reason'];
+const CLIENT_SUBJECT = 'userId names a client: only users are impersonated';
 /** Room for `userId` and the bindings on top of the context cap. */
 const BODY_OVERHEAD = 4096;
 
@@ -76,24 +81,26 @@ export function subjectTokenRoutes(
     if (!account) throw notFound('user_not_found', 'no user has this userId');
     if (request.clientId !== undefined) await assertExchangeClient(provider, request.clientId);
 
-    if (options.canImpersonate) {
-      const refused = refusalReason(
-        await options.canImpersonate({
-          subject: request.userId,
-          account,
-          caller,
-          context: request.context,
-          ...(request.actorId === undefined ? {} : { actor: request.actorId }),
-          ...(request.clientId === undefined ? {} : { clientId: request.clientId }),
-          ...(request.breakGlass ? { breakGlass: { reason: request.breakGlass.reason } } : {}),
-        }),
-        'this user may not be impersonated',
-      );
-      if (refused) {
-        // The policy's words are recorded as given, but never in a form that would keep the record from being written.
-        await publish(provider, creationRefused(request, caller, storableText(refused)), ctx);
-        throw accessDenied(refused);
-      }
+    // A client is no user, whatever findAccount answers: a token naming one in `sub` would read as its own.
+    const refused = (await storeCall(() => provider.Client.find(request.userId)))
+      ? CLIENT_SUBJECT
+      : options.canImpersonate &&
+        refusalReason(
+          await options.canImpersonate({
+            subject: request.userId,
+            account,
+            caller,
+            context: request.context,
+            ...(request.actorId === undefined ? {} : { actor: request.actorId }),
+            ...(request.clientId === undefined ? {} : { clientId: request.clientId }),
+            ...(request.breakGlass ? { breakGlass: { reason: request.breakGlass.reason } } : {}),
+          }),
+          'this user may not be impersonated',
+        );
+    if (refused) {
+      // The policy's words are recorded as given, but never in a form that would keep the record from being written.
+      await publish(provider, creationRefused(request, caller, storableText(refused)), ctx);
+      throw accessDenied(refused);
     }
 
     // The customer's say, unless the caller may and does bypass it (break-glass).
@@ -121,18 +128,30 @@ export function subjectTokenRoutes(
       if (approval.kind === 'grant') accessGrantId = approval.grant.id;
     }
 
-    const { value, record } = await storeCall(() =>
-      store.create({
-        subject: request.userId,
-        context: request.context,
-        createdBy: caller.clientId,
-        ...(request.clientId === undefined ? {} : { clientId: request.clientId }),
-        ...(request.actorId === undefined ? {} : { actor: request.actorId }),
-        ...(accessGrantId === undefined ? {} : { accessGrantId }),
-        ...(request.breakGlass ? { breakGlass: request.breakGlass } : {}),
-        ttl: options.subjectTokenTTL,
-      }),
+    const quota = subjectTokenQuota(caller.clientId, options.maxSubjectTokensPerClient);
+    const saved = await storeCall(() =>
+      store.create(
+        {
+          subject: request.userId,
+          context: request.context,
+          createdBy: caller.clientId,
+          ...(request.clientId === undefined ? {} : { clientId: request.clientId }),
+          ...(request.actorId === undefined ? {} : { actor: request.actorId }),
+          ...(accessGrantId === undefined ? {} : { accessGrantId }),
+          ...(request.breakGlass ? { breakGlass: request.breakGlass } : {}),
+          ttl: options.subjectTokenTTL,
+        },
+        quota,
+      ),
     );
+    if (!saved) {
+      const retryAfter = secondsUntilRenewed(quota);
+      ctx.set('Retry-After', String(retryAfter));
+      throw tooManyRequests(
+        `this client has created as many subject tokens this hour as allowed (${quota.max}); retry in ${retryAfter} s`,
+      );
+    }
+    const { value, record } = saved;
 
     const created: ImpersonationEvent<typeof EVENTS.subjectTokenCreated> = {
       name: EVENTS.subjectTokenCreated,
@@ -212,6 +231,10 @@ function parseCreation(body: JsonObject, options: ResolvedOptions): CreationRequ
   if (!isJsonObject(context)) throw badRequest('context must be a JSON object');
   if (Buffer.byteLength(JSON.stringify(context)) > options.maxContextBytes) {
     throw requestTooLarge(`context exceeds ${options.maxContextBytes} bytes of JSON`);
+  }
+  for (const name of CONTEXT_TEXT) {
+    const text = context[name];
+    if (typeof text === 'string' && !isLegibleText(text)) throw badRequest(`context.${name} ${ILLEGIBLE_TEXT}`);
   }
   if (clientId !== undefined && !isIdentifier(clientId)) throw badRequest('clientId must be a non-empty string');
   if (actorId !== undefined && !isIdentifier(actorId)) throw badRequest('actorId must be a non-empty string');

@@ -17,6 +17,7 @@ export interface DelegationAsked {
   clientId: string;
   subject: string;
   actor: string;
+  actorType: 'client' | 'user';
   resource: string;
   scope: string[];
   subjectTokenType: string;
@@ -67,15 +68,15 @@ export function delegationWithDecisionPoint<Input extends DelegationAsked>(
 }
 
 /**
- * The customer's approval of a request, asked of the decision point before
- * the grant goes into force (`approve`). Resolves when allowed; rejects with
- * the Management API's 403 or 503 otherwise.
+ * The customer's approval of a request, or a grant they give ahead of time,
+ * asked of the decision point before the grant goes into force (`approve`).
+ * Resolves when allowed; rejects with the API's 403 or 503 otherwise.
  */
 export async function assertApprovalAllowed(
   authzen: ResolvedAuthzenOptions | undefined,
   input: {
     customer: string;
-    actor: string;
+    actor?: string | undefined;
     clientId?: string | undefined;
     scope?: readonly string[] | undefined;
     context?: JsonObject | undefined;
@@ -134,7 +135,8 @@ async function ask(
 }
 
 function managementRefusal(error: DecisionPointUnavailable): Error {
-  return managementUnavailable(`${error.message}; nothing was issued`, error);
+  // No cause: the answer says all there is, and Koa's default handler prints no stack for it.
+  return managementUnavailable(`${error.message}; nothing was issued`);
 }
 
 function tokenEndpointRefusal(error: DecisionPointUnavailable): Error {
@@ -174,7 +176,7 @@ function exchangeEvaluation(input: ExchangePolicyInput): AccessEvaluation {
 
 function delegationEvaluation(input: DelegationAsked): AccessEvaluation {
   return {
-    subject: input.actor === input.clientId ? { type: 'client', id: input.actor } : { type: 'user', id: input.actor },
+    subject: { type: input.actorType, id: input.actor },
     action: { name: 'delegate' },
     resource: { type: 'user', id: input.subject },
     context: compact({

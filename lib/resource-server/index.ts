@@ -14,15 +14,17 @@
  * agreement between the two machines' clocks. A revocation made after it may
  * land on a page already read; it is certain to be seen only by the next read.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import { createRemoteJWKSet, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose';
 // The record module only: a resource server has no oidc-provider installed.
 import { SESSION_CLAIM } from '../sessions/record.js';
 import { invalidOption, tokenRefused } from '../errors/standalone.js';
+import { refuseUnknownOptions } from '../config/names.js';
 import { feedSource } from './feed.js';
 import type { RevocationSource } from './source.js';
-import { ssfPollSource, type SsfPollOptions } from './ssf-poll.js';
-import { ssfPushSource, type PushAnswer, type PushSource, type SsfPushOptions } from './ssf-push.js';
-import type { SsfReceiverOptions } from './set.js';
+import { POLL_OPTION_NAMES, ssfPollSource, type SsfPollOptions } from './ssf-poll.js';
+import { PUSH_OPTION_NAMES, ssfPushSource, type PushAnswer, type PushSource, type SsfPushOptions } from './ssf-push.js';
+import { clockSkewOf, type SsfReceiverOptions } from './set.js';
 
 export { SESSION_CLAIM };
 export type { PushAnswer, SsfPollOptions, SsfPushOptions, SsfReceiverOptions };
@@ -47,13 +49,14 @@ export interface ImpersonationVerifierOptions {
   ssf?: SsfPollOptions | SsfPushOptions | undefined;
   /**
    * How often the feed is read, milliseconds. Default 500. With a pushed SSF
-   * stream, each read asks for a verification SET: no more often than the
-   * stream's `min_verification_interval` allows.
+   * stream, each read asks for a verification SET: at least the stream's
+   * `min_verification_interval` (refused at the first read otherwise); default 30,000.
    */
   refreshInterval?: number | undefined;
   /**
    * Impersonation tokens are refused when the last complete read of the feed began longer ago than this,
-   * milliseconds; a whole read (every page) is abandoned once it has taken this long. Default 5000.
+   * milliseconds; a whole read (every page) is abandoned once it has taken this long. Default 5000;
+   * with a pushed SSF stream, more than `refreshInterval`, default 35,000.
    */
   maxStaleness?: number | undefined;
   /** Bound on one request of the feed (one page), milliseconds. Default 2000. */
@@ -75,7 +78,10 @@ export interface VerifiedToken {
 
 export interface ImpersonationVerifier {
   verify(token: string): Promise<VerifiedToken>;
-  /** Resolves once the feed was read (or rejects when the first read fails). */
+  /**
+   * Resolves once the feed was read (or rejects when the first read fails); with an SSF stream, once a
+   * token issued from then on is never refused as older than what the stream told (see `clockSkew`).
+   */
   ready(): Promise<void>;
   /** Stops reading the feed. */
   close(): void;
@@ -94,24 +100,40 @@ export interface ImpersonationVerifier {
   readonly state: { revoked: number; refreshedAt: number; failures: number; stale: boolean };
 }
 
+const FN = 'createImpersonationVerifier';
+const OPTION_NAMES = Object.keys({
+  issuer: true,
+  audience: true,
+  jwks: true,
+  revocationsUri: true,
+  ssf: true,
+  refreshInterval: true,
+  maxStaleness: true,
+  timeout: true,
+} satisfies Record<keyof ImpersonationVerifierOptions, true>);
+
 export function createImpersonationVerifier(options: ImpersonationVerifierOptions): ImpersonationVerifier {
-  const refreshInterval = positive('refreshInterval', options.refreshInterval ?? 500);
-  const maxStaleness = positive('maxStaleness', options.maxStaleness ?? 5000);
+  refuseUnknownOptions(FN, options, OPTION_NAMES);
+  const push = options.ssf?.delivery === 'push';
+  if (options.ssf) refuseUnknownOptions(FN, options.ssf, push ? PUSH_OPTION_NAMES : POLL_OPTION_NAMES, 'ssf.');
+  const refreshInterval = positive('refreshInterval', options.refreshInterval ?? (push ? 30_000 : 500));
+  const maxStaleness = positive('maxStaleness', options.maxStaleness ?? (push ? 35_000 : 5000));
   const timeout = positive('timeout', options.timeout ?? 2000);
+  if (push && maxStaleness <= refreshInterval) {
+    throw invalidOption(FN, 'maxStaleness', 'must be more than "refreshInterval", which each verification waits');
+  }
   const keys =
     typeof options.jwks === 'function'
       ? options.jwks
       : createRemoteJWKSet(new URL(options.jwks ?? `${options.issuer.replace(/\/$/, '')}/jwks`));
   if ((options.revocationsUri === undefined) === (options.ssf === undefined)) {
-    throw invalidOption(
-      'createImpersonationVerifier',
-      'revocationsUri',
-      'or "ssf" must be given, and only one of them',
-    );
+    throw invalidOption(FN, 'revocationsUri', 'or "ssf" must be given, and only one of them');
   }
   const trust = { issuer: options.issuer, keys };
   const pushed: PushSource | undefined =
-    options.ssf?.delivery === 'push' ? ssfPushSource(options.ssf, trust, { timeout, maxStaleness }) : undefined;
+    options.ssf?.delivery === 'push'
+      ? ssfPushSource(options.ssf, trust, { timeout, maxStaleness, refreshInterval })
+      : undefined;
   const source: RevocationSource =
     pushed ??
     (options.ssf === undefined
@@ -159,6 +181,12 @@ export function createImpersonationVerifier(options: ImpersonationVerifierOption
   first.catch(() => {
     failures += 1;
   });
+  // Until a token issued from now on, by a clock up to clockSkew behind, carries an `iat` past knowsSince.
+  const ready = first.then(() => {
+    const wait = ((source.knowsSince ?? 0) + clockSkewOf(options.ssf)) * 1000 - Date.now();
+    return wait > 0 ? sleep(wait, undefined, { signal: closing.signal }) : undefined;
+  });
+  ready.catch(() => {});
 
   return {
     async verify(token) {
@@ -203,7 +231,7 @@ export function createImpersonationVerifier(options: ImpersonationVerifierOption
         scopes: new Set(typeof scope === 'string' ? scope.split(' ').filter(Boolean) : []),
       };
     },
-    ready: () => first,
+    ready: () => ready,
     receivePush: (request) =>
       pushed
         ? pushed.receive(request)
@@ -223,7 +251,6 @@ export function createImpersonationVerifier(options: ImpersonationVerifierOption
 }
 
 function positive(name: string, value: number): number {
-  if (!Number.isSafeInteger(value) || value < 1)
-    throw invalidOption('createImpersonationVerifier', name, 'must be a positive integer');
+  if (!Number.isSafeInteger(value) || value < 1) throw invalidOption(FN, name, 'must be a positive integer');
   return value;
 }

@@ -14,12 +14,21 @@ export interface SsfReceiverOptions {
   /** Seconds a revocation is remembered: at least the longest impersonation token's lifetime. Default 86,400. */
   retention?: number | undefined;
   /**
-   * Seconds by which the identity service's clock may run ahead of this
-   * server's: tokens issued up to this long after reading began are still
-   * refused (see `knowsSince`). Default 5.
+   * Seconds by which the identity service's clock and this server's may differ, either way. Tokens
+   * issued up to this long after the first read began are refused (`knowsSince`), and `ready()`
+   * resolves twice this long after it began, once any token issued later is accepted. Default 5.
    */
   clockSkew?: number | undefined;
 }
+
+export const RECEIVER_OPTION_NAMES = Object.keys({
+  accessToken: true,
+  audience: true,
+  retention: true,
+  clockSkew: true,
+} satisfies Record<keyof SsfReceiverOptions, true>);
+
+export const clockSkewOf = (options: SsfReceiverOptions | undefined): number => options?.clockSkew ?? 5;
 
 /**
  * A SET checked as this stream's (the issuer's keys, `typ` secevent+jwt,

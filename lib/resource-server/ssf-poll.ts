@@ -1,6 +1,6 @@
 import type { JWTVerifyGetKey } from 'jose';
 import { unavailable } from '../errors/standalone.js';
-import { verifySet, type SsfReceiverOptions } from './set.js';
+import { clockSkewOf, RECEIVER_OPTION_NAMES, verifySet, type SsfReceiverOptions } from './set.js';
 import { requestSignal, type RevocationSource } from './source.js';
 import { StreamRevocations } from './stream-revocations.js';
 
@@ -14,6 +14,14 @@ export interface SsfPollOptions extends SsfReceiverOptions {
    */
   endpoint: string | URL | (() => string | URL | Promise<string | URL>);
 }
+
+export const POLL_OPTION_NAMES = [
+  ...RECEIVER_OPTION_NAMES,
+  ...Object.keys({ delivery: true, endpoint: true } satisfies Record<
+    Exclude<keyof SsfPollOptions, keyof SsfReceiverOptions>,
+    true
+  >),
+];
 
 const MAX_EVENTS = 100;
 
@@ -44,7 +52,7 @@ export function ssfPollSource(
 ): RevocationSource {
   const endpoint = async (): Promise<URL> =>
     new URL(typeof options.endpoint === 'function' ? await options.endpoint() : options.endpoint);
-  const clockSkew = options.clockSkew ?? 5;
+  const clockSkew = clockSkewOf(options);
   const revocations = new StreamRevocations(options);
   let pendingAck: string[] = [];
   let pendingErrors: Record<string, { err: string; description: string }> = {};

@@ -1,25 +1,43 @@
 import { randomUUID, timingSafeEqual } from 'node:crypto';
 import { decodeJwt, type JWTVerifyGetKey } from 'jose';
-import { unavailable } from '../errors/standalone.js';
-import { VERIFICATION_EVENT } from '../ssf/names.js';
-import { verifySet, type SsfReceiverOptions } from './set.js';
+import { invalidCall, invalidOption, unavailable } from '../errors/standalone.js';
+import { PUSH_METHOD, SESSION_REVOKED_EVENT, VERIFICATION_EVENT } from '../ssf/names.js';
+import { clockSkewOf, RECEIVER_OPTION_NAMES, verifySet, type SsfReceiverOptions } from './set.js';
 import { requestSignal, type RevocationSource } from './source.js';
 import { StreamRevocations } from './stream-revocations.js';
 
 export interface SsfPushOptions extends SsfReceiverOptions {
   /** This stream is pushed to the resource server (RFC 8935), which hands each request to `receivePush()`. */
   delivery: 'push';
-  /** The stream's id, as its configuration shows it. */
-  streamId: string;
+  /**
+   * The URL of this server's route that hands pushes to `receivePush()`. At
+   * every start the helper replaces the receiver's stream pushed there, or
+   * creates it: one stream per endpoint, however often the server restarts.
+   */
+  endpointUrl: string | URL;
+  /** The transmitter's `configuration_endpoint` (its stream API), as its metadata shows it. */
+  configurationEndpoint: string | URL;
   /** The transmitter's `verification_endpoint`, as its metadata shows it. */
   verificationEndpoint: string | URL;
   /**
-   * The `Authorization` header the pushes carry: the `authorization_header`
-   * the stream was created with. A push without it is refused (401). Default:
-   * none checked (the endpoint is reachable by the transmitter only).
+   * The `Authorization` header every push must carry, which the stream is
+   * created with (`authorization_header`); a push without it is refused (401).
+   * Required: whoever reaches the push route could otherwise hold impersonation
+   * tokens refused with SETs that verify against no published key.
    */
-  authorization?: string | undefined;
+  authorization: string;
 }
+
+export const PUSH_OPTION_NAMES = [
+  ...RECEIVER_OPTION_NAMES,
+  ...Object.keys({
+    delivery: true,
+    endpointUrl: true,
+    configurationEndpoint: true,
+    verificationEndpoint: true,
+    authorization: true,
+  } satisfies Record<Exclude<keyof SsfPushOptions, keyof SsfReceiverOptions>, true>),
+];
 
 /** What `receivePush()` answers the transmitter (RFC 8935 2.2, 2.3). */
 export interface PushAnswer {
@@ -45,7 +63,8 @@ const MAX_AWAITED = 1000;
  * `maxStaleness` means stale, and impersonation tokens are refused (fail
  * closed). A pushed SET that cannot be verified for now (the keys
  * unavailable) is answered 503, so that the transmitter pushes it again, and
- * until it comes back verified the source is `uncertain`.
+ * the source is `uncertain` until it comes back verified or `maxStaleness`
+ * passes: then it may have been given up on, and is handled as a gap.
  *
  * The transmitter sends a stream's SETs in order, each after the one before
  * was delivered or given up on: a verification SET arrives behind every SET
@@ -57,28 +76,98 @@ const MAX_AWAITED = 1000;
 export function ssfPushSource(
   options: SsfPushOptions,
   trust: { issuer: string; keys: JWTVerifyGetKey },
-  bounds: { timeout: number; maxStaleness: number },
+  bounds: { timeout: number; maxStaleness: number; refreshInterval: number },
 ): PushSource {
-  const { timeout, maxStaleness } = bounds;
+  const { timeout, maxStaleness, refreshInterval } = bounds;
+  if (typeof options.authorization !== 'string' || !options.authorization) {
+    throw invalidOption(
+      'createImpersonationVerifier',
+      'ssf.authorization',
+      'must be the Authorization header the transmitter pushes with: without it, anyone who reaches the push route could hold impersonation tokens refused',
+    );
+  }
+  const endpointUrl = new URL(options.endpointUrl).href;
+  const configurationEndpoint = new URL(options.configurationEndpoint);
   const verificationEndpoint = new URL(options.verificationEndpoint);
-  const clockSkew = options.clockSkew ?? 5;
-  const expected = options.authorization === undefined ? undefined : Buffer.from(options.authorization);
+  const clockSkew = clockSkewOf(options);
+  const expected = Buffer.from(options.authorization);
   const revocations = new StreamRevocations(options);
   /** The `state`s of verifications asked for and not seen yet, each with what to call when its SET arrives. */
   const waiting = new Map<string, () => void>();
-  /** SETs answered 503: their revocation is unknown until they come again. */
-  const awaited = new Set<string>();
+  /** SETs answered 503, each with when it first was: their revocation is unknown until they come again. */
+  const awaited = new Map<string, number>();
   /** When the last read that completed began (ms since the epoch). */
   let freshSince: number | undefined;
+  let streamId: string | undefined;
 
   async function token(): Promise<string> {
     return typeof options.accessToken === 'function' ? options.accessToken() : options.accessToken;
   }
 
   function authorized(header: string | undefined): boolean {
-    if (expected === undefined) return true;
     const given = Buffer.from(header ?? '');
     return given.length === expected.length && timingSafeEqual(given, expected);
+  }
+
+  /** A SET awaited longer than `maxStaleness` may have been given up on: tokens issued before now are refused. */
+  function uncertain(): boolean {
+    const now = Date.now();
+    for (const [jti, since] of awaited) {
+      if (now - since <= maxStaleness) break;
+      awaited.delete(jti);
+      revocations.knowsSince = Math.floor(now / 1000) + clockSkew;
+    }
+    return awaited.size > 0;
+  }
+
+  /** A call of the transmitter's stream API, as this stream's receiver. */
+  async function streamApi(method: string, url: URL, body: unknown, signal: AbortSignal): Promise<unknown> {
+    const response = await fetch(url, {
+      method,
+      headers: {
+        authorization: `Bearer ${await token()}`,
+        accept: 'application/json',
+        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+      },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      signal: requestSignal(signal, timeout),
+    });
+    if (!response.ok) throw unavailable(`the SSF transmitter answered ${response.status} to ${method} ${url.pathname}`);
+    return response.status === 204 ? undefined : response.json();
+  }
+
+  /**
+   * The stream pushed to `endpointUrl`, created anew: one an earlier process left is deleted first,
+   * so that restarts never pile streams up, and the first verification is not refused as too soon.
+   */
+  async function createStream(signal: AbortSignal): Promise<string> {
+    const listed = await streamApi('GET', configurationEndpoint, undefined, signal);
+    for (const stream of Array.isArray(listed) ? (listed as StreamView[]) : []) {
+      if (stream.delivery?.method !== PUSH_METHOD || stream.delivery.endpoint_url !== endpointUrl) continue;
+      const url = new URL(configurationEndpoint);
+      url.searchParams.set('stream_id', String(stream.stream_id));
+      await streamApi('DELETE', url, undefined, signal);
+    }
+    const created = (await streamApi(
+      'POST',
+      configurationEndpoint,
+      {
+        delivery: { method: PUSH_METHOD, endpoint_url: endpointUrl, authorization_header: options.authorization },
+        events_requested: [SESSION_REVOKED_EVENT],
+      },
+      signal,
+    )) as StreamView;
+    if (typeof created.stream_id !== 'string') throw unavailable('the SSF transmitter sent no stream_id');
+    const interval = Number(created.min_verification_interval ?? 0) * 1000;
+    if (!(refreshInterval >= interval)) {
+      throw invalidCall(
+        'createImpersonationVerifier',
+        `the SSF stream takes a verification at most every ${created.min_verification_interval} s (its min_verification_interval), ` +
+          `and each read asks for one: set option "refreshInterval" to at least ${interval} (and "maxStaleness" above it), ` +
+          'or lower the transmitter\'s "ssf.minVerificationInterval"',
+      );
+    }
+    return created.stream_id;
   }
 
   async function receive({ body, authorization }: Parameters<PushSource['receive']>[0]): Promise<PushAnswer> {
@@ -91,8 +180,8 @@ export function ssfPushSource(
         return { status: 400, body: { err: verified.error, description: 'the SET could not be verified' } };
       }
       const jti = jtiOf(body);
-      if (jti !== undefined && awaited.size < MAX_AWAITED) awaited.add(jti);
-      else if (jti === undefined) return { status: 400, body: { err: 'invalid_request', description: 'no jti' } };
+      if (jti === undefined) return { status: 400, body: { err: 'invalid_request', description: 'no jti' } };
+      if (!awaited.has(jti) && awaited.size < MAX_AWAITED) awaited.set(jti, Date.now());
       return { status: 503 };
     }
     const payload = verified.payload;
@@ -105,6 +194,8 @@ export function ssfPushSource(
   }
 
   async function read(signal: AbortSignal): Promise<void> {
+    streamId ??= await createStream(signal);
+    // After the stream exists: a stop the transmitter sent to the streams it listed before is not this one's.
     const startedAt = Date.now();
     const state = randomUUID();
     const arrived = new Promise<void>((resolve, reject) => {
@@ -115,15 +206,7 @@ export function ssfPushSource(
     });
     arrived.catch(() => {});
     try {
-      const response = await fetch(verificationEndpoint, {
-        method: 'POST',
-        headers: { authorization: `Bearer ${await token()}`, 'content-type': 'application/json' },
-        body: JSON.stringify({ stream_id: options.streamId, state }),
-        signal: requestSignal(signal, timeout),
-      });
-      if (response.status !== 204) {
-        throw unavailable(`the SSF verification endpoint answered ${response.status}`);
-      }
+      await streamApi('POST', verificationEndpoint, { stream_id: streamId, state }, signal);
       await arrived;
     } finally {
       waiting.delete(state);
@@ -136,10 +219,14 @@ export function ssfPushSource(
     freshSince = startedAt;
   }
 
-  return Object.assign(
-    revocations.source(read, () => awaited.size > 0),
-    { receive },
-  );
+  return Object.assign(revocations.source(read, uncertain), { receive });
+}
+
+/** What this helper reads of a stream's configuration (SSF 1.0 8.1.1). */
+interface StreamView {
+  stream_id?: unknown;
+  delivery?: { method?: unknown; endpoint_url?: unknown };
+  min_verification_interval?: unknown;
 }
 
 function jtiOf(jwt: string): string | undefined {

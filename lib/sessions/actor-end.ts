@@ -49,10 +49,10 @@ async function endAll(
   reason: EndReason,
   ctx: Koa.Context | undefined,
 ): Promise<void> {
-  // Marked first: an exchange in flight that read the actor token before the end is refused by its commit.
+  // Marked first, if an exchange announced it: one in flight that read the actor token before the end is refused by its commit.
   // A mark that cannot be written does not keep the sessions found from being ended; its failure is reported.
   let markFailure: { error: unknown } | undefined;
-  await sessions.markEnded(actor).catch((error: unknown) => {
+  await sessions.markEnded(actor, true).catch((error: unknown) => {
     markFailure = { error };
   });
   const ids = await sessions.startedWith(actor);

@@ -137,12 +137,26 @@ export class SessionStore {
    * Marks an origin ended before its sessions are looked up and closed: an
    * exchange that read it before the end and commits after the mark is
    * refused by its commit, one that committed before is found by the lookup.
-   * Written only for what an authenticated party ends (a signed-in actor's
-   * sign-out or Grant, a customer's grant, a session's stop).
+   * Written for what an authenticated party ends (a customer's grant, a
+   * session's stop), and, `ifAnnounced`, for what any user ends (a sign-in, a
+   * Grant, a token) only when an exchange announced it (`announce`): a user's
+   * other sign-outs and revocations write nothing.
    */
-  async markEnded(origin: Origin): Promise<void> {
+  async markEnded(origin: Origin, ifAnnounced = false): Promise<void> {
+    if (ifAnnounced && !(await this.#adapter.find(announcementOf(origin)))) return;
     const payload = { kind: GUARD_KIND, ended: Math.floor(Date.now() / 1000) } as unknown as AdapterPayload;
     await this.#adapter.upsert(markOf(origin), payload, MARK_SECONDS);
+  }
+
+  /**
+   * Announces the user's origins (the actor's sign-in and Grant, a delegation's subject token)
+   * `record` is being committed from; the exchange then reads them again: one ended before this
+   * is seen by that read, one ended after it is marked (`markEnded`, `ifAnnounced`).
+   */
+  async announce(record: SessionRecord): Promise<void> {
+    const payload = { kind: GUARD_KIND } as unknown as AdapterPayload;
+    const origins = originsOf(record).filter((origin) => !('accessGrantId' in origin || 'parentSessionId' in origin));
+    await Promise.all(origins.map((origin) => this.#adapter.upsert(announcementOf(origin), payload, MARK_SECONDS)));
   }
 
   async find(id: string): Promise<SessionRecord | undefined> {
@@ -253,6 +267,11 @@ export function endedOrigin(guard: string): 'accessGrant' | 'parentSession' | 's
 /** The id of an origin's end mark: never a session id (those start with `imp_`). */
 function markOf(origin: Origin): string {
   return `ended:${indexOf(origin)}`;
+}
+
+/** The id of an exchange's announcement that it is committing from `origin`. */
+function announcementOf(origin: Origin): string {
+  return `announced:${indexOf(origin)}`;
 }
 
 function originsOf(record: SessionRecord): Origin[] {

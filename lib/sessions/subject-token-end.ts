@@ -11,8 +11,8 @@ import type { SessionStore } from './store.js';
  * emits `access_token.destroyed`): what was exchanged from it is revoked with
  * it, as Keycloak and Spring Authorization Server do. An opaque delegated
  * token loses its Grant; a JWT one enters the revocation feed, which the
- * resource-server helper honours. Marked first, so that a delegation being
- * issued from the token meets the mark at its commit. A failure is reported
+ * resource-server helper honours. Marked first (when a delegation announced
+ * the token), so that one being issued from it meets the mark at its commit. A failure is reported
  * on the provider's `error` event, as any error of its app.
  */
 export function endWithSubjectToken(provider: Provider, sessions: SessionStore): void {
@@ -25,7 +25,7 @@ export function endWithSubjectToken(provider: Provider, sessions: SessionStore):
 }
 
 async function endAll(provider: Provider, sessions: SessionStore, origin: { subjectTokenId: string }): Promise<void> {
-  await sessions.markEnded(origin);
+  await sessions.markEnded(origin, true);
   const ids = await sessions.startedWith(origin);
   await Promise.all(
     ids.map(async (id) => {

@@ -30,11 +30,11 @@ const SET_ERROR_CODES = new Set([
  * gets no answer, and the SET is retried. The SETs of a deleted stream (one
  * appended as it was deleted) are forgotten, never dead-lettered.
  */
-export function ssfDelivery({ provider, streams, options, outbox }: Transmitter): OtherDelivery {
+export function ssfDelivery({ streams, options, outbox }: Transmitter): OtherDelivery {
   const lookup = guardedLookup(options.allowedPushHosts);
   return {
     owns: (subscription) => subscription.startsWith(SSF_SUBSCRIPTION_PREFIX),
-    async deliver(entry: LeasedEntry, http: DeliveryHttp): Promise<Settlement | HttpAnswer> {
+    async deliver(entry: LeasedEntry, http: DeliveryHttp, provider: Provider): Promise<Settlement | HttpAnswer> {
       const stream = await streams.find(entry.subscription.slice(SSF_SUBSCRIPTION_PREFIX.length));
       if (!stream) {
         await outbox.forget(entry.subscription);

@@ -17,6 +17,8 @@ const ENTITY_OF_END: Readonly<Record<EndReason, InitiatingEntity>> = {
   parent_session_stopped: 'policy',
   // The token a delegation was exchanged from was revoked by its holder's client (RFC 7009), as at a sign-out.
   subject_token_revoked: 'user',
+  // The trail could not record the session's start: the service ended it before its token left.
+  not_recorded: 'system',
 };
 
 /** What an administrator reading the receiver's logs is told when the stop gave no reason of its own. */
@@ -26,6 +28,7 @@ const ADMIN_TEXT_OF_END: Readonly<Record<EndReason, string>> = {
   access_grant_ended: 'The customer ended the access they had given to support.',
   parent_session_stopped: 'The impersonation this session was delegated from stopped.',
   subject_token_revoked: 'The token this session was delegated from was revoked.',
+  not_recorded: 'The audit trail could not record the session; its token was never delivered.',
 };
 
 const ADMIN_TEXT_OF_REVOCATION = 'An administrator stopped the impersonation.';

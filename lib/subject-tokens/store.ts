@@ -1,5 +1,6 @@
 import { SUBJECT_TOKEN_MODEL } from '../adapters/models.js';
 import type { AdapterPayload } from 'oidc-provider';
+import type { QuotaCharge } from '../adapters/contracts/commit.js';
 import type { SubjectTokenAdapter } from '../adapters/contracts/subject-tokens.js';
 import type { JsonObject } from '../json.js';
 import { hashSubjectToken, mintSubjectToken, newSubjectTokenId } from './token.js';
@@ -61,7 +62,11 @@ export class SubjectTokenStore {
     this.#adapter = adapter;
   }
 
-  async create(input: NewSubjectToken): Promise<{ value: string; record: SubjectTokenRecord }> {
+  /** Saves a new subject token charged to `quota` (its creator's share); undefined, writing nothing, when it is spent. */
+  async create(
+    input: NewSubjectToken,
+    quota: QuotaCharge,
+  ): Promise<{ value: string; record: SubjectTokenRecord } | undefined> {
     const value = mintSubjectToken();
     const iat = nowSeconds();
     const record: SubjectTokenRecord = {
@@ -77,14 +82,20 @@ export class SubjectTokenStore {
       exp: iat + input.ttl,
     };
     const key = hashSubjectToken(value);
-    await Promise.all([
-      this.#adapter.upsert(key, toPayload(record), input.ttl + TOMBSTONE_SECONDS),
-      this.#adapter.upsert(
-        record.id,
-        { kind: ID_POINTER, key } as unknown as AdapterPayload,
-        input.ttl + TOMBSTONE_SECONDS,
-      ),
-    ]);
+    const saved = await this.#adapter.saveWithinQuotas({
+      write: {
+        model: SUBJECT_TOKEN_MODEL,
+        id: key,
+        payload: toPayload(record),
+        expiresIn: input.ttl + TOMBSTONE_SECONDS,
+      },
+      indexes: [],
+      expiresAt: keptUntil(record),
+      quotas: [quota],
+    });
+    if (saved.outcome === 'spent') return undefined;
+    const pointer = { kind: ID_POINTER, key } as unknown as AdapterPayload;
+    await this.#adapter.upsert(record.id, pointer, input.ttl + TOMBSTONE_SECONDS);
     return { value, record };
   }
 

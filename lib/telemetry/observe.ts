@@ -5,7 +5,7 @@ import type { Telemetry } from './telemetry.js';
 const ISSUED = ['impersonation.exchange.succeeded', 'impersonation.delegation.succeeded'];
 const ENDED = ['impersonation.session.revoked', 'impersonation.session.ended'];
 
-/** Sessions counted at most, per provider: past it, new ones are not counted (the gauge reads low, never grows memory). */
+/** Sessions counted at most, per createImpersonation(): past it, new ones are not counted (the gauge reads low, never grows memory). */
 const MAX_COUNTED = 100_000;
 
 interface OutboxStats {
@@ -29,10 +29,9 @@ export function observeProvider(
   telemetry: Telemetry | undefined,
   provider: NodeJS.EventEmitter,
   outbox: () => OutboxStatsReader | undefined,
-  webhooks: readonly string[] = [],
 ): void {
   if (!telemetry) return;
-  const expiries = new Map<string, number>();
+  const expiries = telemetry.sessions;
   for (const name of ISSUED) {
     provider.on(name, (event: { sessionId?: unknown; expiresAt?: unknown }) => {
       if (typeof event.sessionId !== 'string' || typeof event.expiresAt !== 'number') return;
@@ -44,11 +43,6 @@ export function observeProvider(
       if (typeof event.sessionId === 'string') expiries.delete(event.sessionId);
     });
   }
-  telemetry.observe('activeSessions', (result: ObservableResult) => {
-    const now = Date.now();
-    for (const [id, until] of expiries) if (until <= now) expiries.delete(id);
-    result.observe(expiries.size);
-  });
   // The SDK calls a collection's callbacks together: the second finds the first one's read in flight and shares it.
   let reading: Promise<OutboxStats | undefined> | undefined;
   const readStats = (): Promise<OutboxStats | undefined> =>
@@ -65,8 +59,8 @@ export function observeProvider(
   telemetry.observe('outboxBacklog', async (result: ObservableResult) => {
     const stats = await readStats();
     if (!stats) return;
-    // Each webhook is read, at zero when the store holds nothing of it: a series that stops is no zero.
-    const counts = new Map(webhooks.map((id) => [id, { pending: 0, dead: 0 }]));
+    // Each webhook is listed (outboxView), at zero when the store holds nothing of it; SSF streams are one series.
+    const counts = new Map<string, { pending: number; dead: number }>();
     for (const [subscription, { pending, dead }] of Object.entries(stats.subscriptions)) {
       const sum = counts.get(seriesOf(subscription)) ?? { pending: 0, dead: 0 };
       counts.set(seriesOf(subscription), { pending: sum.pending + pending, dead: sum.dead + dead });
@@ -83,8 +77,8 @@ export function observeProvider(
     const stats = await readStats();
     if (!stats) return;
     const now = Date.now();
-    // As the backlog: every webhook and every series the store knows, at zero when none of its entries waits.
-    const oldest = new Map<string, number>(webhooks.map((id) => [id, now]));
+    // As the backlog: every series the store knows, at zero when none of its entries waits.
+    const oldest = new Map<string, number>();
     for (const subscription of [...Object.keys(stats.subscriptions), ...Object.keys(stats.oldest)]) {
       const series = seriesOf(subscription);
       oldest.set(series, Math.min(oldest.get(series) ?? now, stats.oldest[subscription] ?? now));

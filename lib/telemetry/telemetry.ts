@@ -12,6 +12,7 @@ import type {
   Tracer,
   TracerProvider,
 } from '@opentelemetry/api';
+import { randomUUID } from 'node:crypto';
 import { openTelemetryApi, type Api } from './api.js';
 import type { TelemetryOptions } from './options.js';
 
@@ -33,12 +34,16 @@ const STATUS_ERROR = 2;
 export class Telemetry {
   readonly api: Api;
   readonly tracer: Tracer;
+  /** `impersonation.instance`: the series of one createImpersonation(), which another in the process does not overwrite. */
+  readonly instance = randomUUID();
   /** The meter provider now: the option's, or the global one, which an SDK may register after createImpersonation(). */
   readonly #meterProvider: () => MeterProvider;
   #built: { provider: MeterProvider; instruments: Instruments } | undefined;
   readonly #observers: Array<{ gauge: Observed; callback: ObservableCallback }> = [];
   /** Exchanges answered, by outcome and error type: each attribute set built once, and a count beside it. */
   readonly #exchanges = new Map<string, { attributes: Attributes; count: number }>();
+  /** The sessions this instance issued, by id: their expiry in ms (lib/telemetry/observe.ts). */
+  readonly sessions = new Map<string, number>();
 
   constructor(api: Api, options: Exclude<TelemetryOptions, false>) {
     this.api = api;
@@ -49,6 +54,12 @@ export class Telemetry {
     this.#meterProvider = meterProvider ? () => meterProvider : () => api.metrics.getMeterProvider();
     this.observe('exchanges', (result) => {
       for (const { attributes, count } of this.#exchanges.values()) result.observe(count, attributes);
+    });
+    const instance = { 'impersonation.instance': this.instance };
+    this.observe('activeSessions', (result) => {
+      const now = Date.now();
+      for (const [id, until] of this.sessions) if (until <= now) this.sessions.delete(id);
+      result.observe(this.sessions.size, instance);
     });
   }
 
@@ -65,7 +76,7 @@ export class Telemetry {
         this.countExchange(outcome, '_OTHER');
         return;
       }
-      const attributes: Attributes = { 'impersonation.outcome': outcome };
+      const attributes: Attributes = { 'impersonation.instance': this.instance, 'impersonation.outcome': outcome };
       if (errorType !== undefined) attributes['error.type'] = errorType;
       counted = { attributes, count: 0 };
       this.#exchanges.set(key, counted);
@@ -142,19 +153,26 @@ interface Instruments {
   activeSessions: ObservableGauge;
 }
 
+/** Bucket edges in seconds: an append takes 0.1 to 10 ms, a delivery milliseconds to an hour of retries. */
+const APPEND_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5];
+const DELAY_BUCKETS = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600];
+
 function instrumentsOf(meter: Meter): Instruments {
   return {
     exchanges: meter.createObservableCounter('impersonation.token_exchange.requests', {
-      description: 'Token exchanges answered, by impersonation.outcome (issued, refused) and error.type',
+      description:
+        'Token exchanges answered, by impersonation.instance, impersonation.outcome (issued, refused) and error.type',
       unit: '{request}',
     }),
     deliveryDelay: meter.createHistogram('impersonation.outbox.delivery.delay', {
       description: 'From an event (a stop) to its delivery to a webhook or an SSF receiver, by impersonation.event',
       unit: 's',
+      advice: { explicitBucketBoundaries: DELAY_BUCKETS },
     }),
     trailAppend: meter.createHistogram('impersonation.audit.append.duration', {
       description: 'Appends to the durable audit trail',
       unit: 's',
+      advice: { explicitBucketBoundaries: APPEND_BUCKETS },
     }),
     outboxBacklog: meter.createObservableGauge('impersonation.outbox.backlog', {
       description: 'Outbox entries waiting and dead letters kept, per subscription, across every instance',
@@ -165,7 +183,8 @@ function instrumentsOf(meter: Meter): Instruments {
       unit: 's',
     }),
     activeSessions: meter.createObservableGauge('impersonation.sessions.active', {
-      description: 'Impersonation sessions this instance issued that have not ended or expired',
+      description:
+        'Impersonation sessions this instance issued that have not ended or expired, by impersonation.instance',
       unit: '{session}',
     }),
   };

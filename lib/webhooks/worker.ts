@@ -68,7 +68,7 @@ export interface HttpAnswer {
  */
 export interface OtherDelivery {
   owns(subscription: string): boolean;
-  deliver(entry: LeasedEntry, http: DeliveryHttp): Promise<Settlement | HttpAnswer>;
+  deliver(entry: LeasedEntry, http: DeliveryHttp, provider: Provider): Promise<Settlement | HttpAnswer>;
 }
 
 /** What a delivery POSTs with: the loop's connections, its stop signal, the receiver's time. */
@@ -91,11 +91,19 @@ export interface WebhookDelivery {
 
 /**
  * The outbox of an instance that delivers nothing (`deliverOutbox: false`):
- * its statistics and dead letters are the store's, the same on every instance.
+ * its statistics and dead letters are the store's, the same on every instance;
+ * each webhook of `ids` is listed, at zero when the store holds nothing of it.
  */
-export function outboxView(outbox: OutboxStore): WebhookDelivery {
+export function outboxView(outbox: OutboxStore, ids: readonly string[] = []): WebhookDelivery {
   return {
-    stats: () => outbox.stats(),
+    async stats() {
+      const stats = await outbox.stats();
+      const idle = { pending: 0, dead: 0, dropped: 0 };
+      return {
+        ...stats,
+        subscriptions: { ...Object.fromEntries(ids.map((id) => [id, idle])), ...stats.subscriptions },
+      };
+    },
     deadLetters: (limit = 100) => outbox.deadLetters(limit),
     wake() {},
     async stop() {},
@@ -110,7 +118,7 @@ export function outboxView(outbox: OutboxStore): WebhookDelivery {
  * and a subscription has at most IN_FLIGHT_PER_SUBSCRIPTION under way: a
  * receiver that never answers delays its own entries only, never another
  * subscription's, nor the next look at the outbox. Its timers never keep a
- * process alive.
+ * process alive, nor the provider: the loop holds it weakly and ends once it is collected.
  */
 export function startDelivery(
   provider: Provider,
@@ -118,6 +126,8 @@ export function startDelivery(
   options: ResolvedWebhookOptions,
   other?: OtherDelivery,
 ): WebhookDelivery {
+  // No closure here names `provider`: a timer that held it would keep a discarded provider forever.
+  const held = new WeakRef(provider);
   const subscriptions = new Map(options.subscriptions.map((subscription) => [subscription.id, subscription]));
   const gone = new Set<string>();
   const leaseMs = options.timeoutMs + LEASE_MARGIN_MS;
@@ -141,7 +151,11 @@ export function startDelivery(
   let allAnswered: (() => void) | undefined;
 
   const report = (name: string, detail: object): void => {
-    (provider as unknown as NodeJS.EventEmitter).emit(name, Object.freeze(detail));
+    (held.deref() as NodeJS.EventEmitter | undefined)?.emit(name, Object.freeze(detail));
+  };
+  const failed = (error: unknown): void => {
+    const provider = held.deref();
+    if (provider) reportError(provider, error);
   };
 
   const maxYieldMs = MAX_YIELD_POLL_INTERVALS * options.pollIntervalMs;
@@ -189,6 +203,8 @@ export function startDelivery(
   }
 
   async function look(): Promise<void> {
+    const provider = held.deref();
+    if (!provider) return end();
     wokenMeanwhile = false;
     let claimed: LeasedEntry[];
     const now = Date.now();
@@ -204,16 +220,16 @@ export function startDelivery(
       schedule(jitter(Math.min(STORE_BACKOFF_MS, options.pollIntervalMs * 2 ** storeFailures)));
       return;
     }
-    for (const entry of claimed) start(entry);
+    for (const entry of claimed) start(entry, provider);
     // A full batch means more may be due at once; otherwise the next look waits (or a settlement wakes it).
     schedule(claimed.length === BATCH || wokenMeanwhile ? 0 : jitter(options.pollIntervalMs));
   }
 
   /** Delivers an entry beside the others under way, and hands its settlement on. */
-  function start(entry: LeasedEntry): void {
+  function start(entry: LeasedEntry, provider: Provider): void {
     out.set(entry.subscription, (out.get(entry.subscription) ?? 0) + 1);
     delivering += 1;
-    const delivery = tracedDelivery(provider, entry, () => deliver(entry)).then(
+    const delivery = tracedDelivery(provider, entry, () => deliver(entry, provider)).then(
       (outcome) => {
         answered();
         if (outcome) toSettle(outcome);
@@ -272,13 +288,13 @@ export function startDelivery(
   }
 
   /** Delivers an entry; undefined leaves it leased (its store failed, or the loop is stopping), to be delivered again. */
-  async function deliver(entry: LeasedEntry): Promise<SettledEntry | undefined> {
+  async function deliver(entry: LeasedEntry, provider: Provider): Promise<SettledEntry | undefined> {
     const subscription = subscriptions.get(entry.subscription);
     let settlement: Settlement;
     if (other?.owns(entry.subscription)) {
       let answer: Settlement | HttpAnswer;
       try {
-        answer = await other.deliver(entry, http);
+        answer = await other.deliver(entry, http, provider);
       } catch (error) {
         // Its store failed: the lease runs out and the entry is tried again.
         reportError(provider, error);
@@ -310,7 +326,7 @@ export function startDelivery(
         : await Promise.all(outcomes.map(({ entry, settlement }) => outbox.settle(entry, settlement, Date.now())));
     } catch (error) {
       // The leases run out and the entries are delivered again: at least once.
-      reportError(provider, error);
+      failed(error);
       return;
     }
     outcomes.forEach(({ entry, settlement }, index) => {
@@ -345,8 +361,14 @@ export function startDelivery(
     return { outcome: 'retry', at };
   }
 
+  function end(): void {
+    stopping.abort();
+    clearTimeout(timer);
+    poster.close();
+  }
+
   schedule(0);
-  const view = outboxView(outbox);
+  const view = outboxView(outbox, [...subscriptions.keys()]);
 
   return {
     wake,

@@ -13,8 +13,8 @@ describe('memory adapter', () => {
     expect(await tokens.find('a')).to.equal(undefined);
   });
 
-  it('keeps deep copies, so a caller cannot change what is stored, before or after', async () => {
-    const sessions = new (createMemoryAdapter())('Session');
+  it("keeps the plugin's records as deep copies, so a caller cannot change what is stored, before or after", async () => {
+    const sessions = new (createMemoryAdapter())('ImpersonationSession');
     const given = { jti: 's', authorizations: { app: { grantId: 'g1' } } };
     await sessions.upsert('s', given, 60);
     given.authorizations.app.grantId = 'changed after upsert';
@@ -23,8 +23,8 @@ describe('memory adapter', () => {
     expect(await sessions.find('s')).to.deep.equal({ jti: 's', authorizations: { app: { grantId: 'g1' } } });
   });
 
-  it('gives back what JSON keeps, as the Redis adapter does', async () => {
-    const tokens = new (createMemoryAdapter())('AccessToken');
+  it("gives back what JSON keeps of the plugin's records, as the Redis adapter does", async () => {
+    const tokens = new (createMemoryAdapter())('SubjectToken');
     await tokens.upsert(
       'a',
       { jti: 'a', scope: undefined, aud: ['x', { y: [1, null] }] as never, extra: {}, at: new Date(0) as never },
@@ -39,7 +39,7 @@ describe('memory adapter', () => {
   });
 
   it('stores exactly what a JSON round trip gives, whether the payload is plain JSON or not', async () => {
-    const tokens = new (createMemoryAdapter())('AccessToken');
+    const tokens = new (createMemoryAdapter())('SubjectToken');
     const withProto = Object.defineProperty({ jti: 'p' }, '__proto__', {
       value: { admin: true },
       enumerable: true,
@@ -72,12 +72,44 @@ describe('memory adapter', () => {
   });
 
   it('keeps a "__proto__" member a member, never a prototype', async () => {
-    const tokens = new (createMemoryAdapter())('AccessToken');
+    const tokens = new (createMemoryAdapter())('SubjectToken');
     await tokens.upsert('a', JSON.parse('{"jti":"a","extra":{"__proto__":{"admin":true}}}') as never, 60);
     const found = (await tokens.find('a'))! as { extra: Record<string, unknown> };
     expect(Object.keys(found.extra)).to.deep.equal(['__proto__']);
     expect(Object.getPrototypeOf(found.extra)).to.equal(Object.prototype);
     expect((found.extra as { admin?: boolean }).admin).to.equal(undefined);
+  });
+
+  it("keeps oidc-provider's models as its own memory adapter does: the object saved, past its expiry by the clock tolerance", async () => {
+    const Memory = createMemoryAdapter({ clockTolerance: 1 });
+    const codes = new Memory('DeviceCode');
+    const subjectTokens = new Memory('SubjectToken');
+    const code = { jti: 'd', userCode: 'ABCD-EFGH', grantId: 'g' };
+    await codes.upsert('d', code, 0.2);
+    await codes.upsert('zero', { jti: 'zero' }, 0);
+    await subjectTokens.upsert('s', { jti: 's' }, 0.2);
+    expect(await codes.find('d')).to.equal(code);
+    expect(await codes.findByUserCode('ABCD-EFGH')).to.equal(code);
+    await new Promise((resolve) => setTimeout(resolve, 400));
+    expect(await codes.find('d')).to.equal(code);
+    expect(await codes.find('zero')).to.deep.equal({ jti: 'zero' });
+    // The plugin's own records end at their expiry.
+    expect(await subjectTokens.find('s')).to.equal(undefined);
+    await new Promise((resolve) => setTimeout(resolve, 900));
+    expect(await codes.find('d')).to.equal(undefined);
+    expect(() => createMemoryAdapter({ clockTolerance: -1 })).to.throw(TypeError, /clockTolerance/);
+  });
+
+  it("times entries by Date.now(), oidc-provider's clock, which fake timers move too", async () => {
+    const tokens = new (createMemoryAdapter())('AccessToken');
+    await tokens.upsert('a', { jti: 'a' }, 60);
+    const now = Date.now;
+    Date.now = () => now() + 61_000;
+    try {
+      expect(await tokens.find('a')).to.equal(undefined);
+    } finally {
+      Date.now = now;
+    }
   });
 
   it('forgets entries when expiresIn runs out', async () => {

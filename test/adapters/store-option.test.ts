@@ -8,6 +8,7 @@ import {
   createMemoryAdapter,
   type MemoryAdapterClass,
   type MemoryAdapterOptions,
+  type QuotaOutcome,
 } from '../../lib/index.js';
 import { SESSION_MODEL } from '../../lib/sessions/store.js';
 import { SUBJECT_TOKEN_MODEL } from '../../lib/subject-tokens/store.js';
@@ -60,6 +61,9 @@ describe('the store option: the provider keeps its own adapter', () => {
       class AtomicOnly extends Typical {
         async consumeOnce(): Promise<boolean> {
           return true;
+        }
+        async saveWithinQuotas(): Promise<QuotaOutcome> {
+          return { outcome: 'saved' };
         }
       }
       expect(() => createImpersonation({ managementResource: MANAGEMENT, store: AtomicOnly })).to.throw(
@@ -115,6 +119,7 @@ describe('the store option: the provider keeps its own adapter', () => {
         limits: undefined,
         protectedModels: undefined,
         onEvict: undefined,
+        clockTolerance: undefined,
       };
       const modelsOf = async (Memory: MemoryAdapterClass) => {
         for (const model of ['Session', SUBJECT_TOKEN_MODEL]) await new Memory(model).upsert('id-1', {} as never, 60);

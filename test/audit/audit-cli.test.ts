@@ -387,10 +387,12 @@ describe('the command answers --help (-h) at the top level and for each subcomma
     });
   }
 
-  it('a usage error still goes to stderr, exit 2', async () => {
-    const run = await runCli(['audit', 'check']);
+  it('a usage error still goes to stderr, exit 2, naming the unknown command', async () => {
+    const run = await runCli(['audit', 'query']);
     expect(run).to.include({ code: 2, stdout: '' });
-    expect(run.stderr).to.match(/^usage:\n/);
+    expect(run.stderr).to.match(/^unknown command: query\nusage:\n/);
+    expect((await runCli(['audit'])).stderr).to.match(/^usage:\n/);
+    expect((await runCli(['postgres://u:secret@db/x'])).stderr).to.not.include('secret');
   });
 });
 

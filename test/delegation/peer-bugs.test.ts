@@ -8,10 +8,17 @@
  *   by a first-party client into the user's whole first-party authorization.
  * - zitadel#12171: the ID token an impersonation exchange returned lost the
  *   sign-in's `nonce`. Token exchange here issues no ID token at all.
+ * - Keycloak CVE-2026-96460: an exchanged token got a fresh lifetime, and so
+ *   outlived the token it came from.
+ * - keycloak#53029: introspection of an exchanged token left out `act`.
+ * - Keycloak CVE-2026-17526, ZITADEL CVE-2026-109374: an administrator could
+ *   be impersonated. Here a subject that is a client (the Management API's
+ *   callers are clients) is refused whatever findAccount answers.
  */
 import { expect } from 'chai';
 import type { AccessToken, ClientMetadata, KoaContextWithOIDC } from 'oidc-provider';
 import {
+  ACTOR_API,
   API,
   CLIENTS,
   DOWNSTREAM_API,
@@ -28,6 +35,7 @@ import {
   exchange,
   expectError,
   introspect,
+  managementRequest,
   m2mToken,
   subjectToken,
   userAccessToken,
@@ -63,11 +71,12 @@ describe('bugs of other token-exchange servers', function () {
   let tp: TestProvider;
   let admin: string;
   /** The users the deployment knows: a test removes one. */
-  const users = new Set(['alice', 'bob', 'carol', 'dave']);
+  const users = new Set(['alice', 'bob', 'carol', 'dave', 'erin']);
 
   before(async () => {
     tp = await startProvider({
-      plugin: { actorClients: [CLIENTS.console.client_id] },
+      // Impersonations shorter than delegations (300 s): a delegation's lifetime shows what caps it.
+      plugin: { actorClients: [CLIENTS.console.client_id], accessTokenTTL: 120 },
       configuration: {
         clients: [...FIXTURE_CLIENTS, PARTNER_METADATA],
         findAccount: (_ctx: KoaContextWithOIDC, sub: string) =>
@@ -157,6 +166,78 @@ describe('bugs of other token-exchange servers', function () {
       const session = decodeJwt(impersonation)['impersonation_session'] as string;
       expect((await revokeSession(tp, admin, session)).status).to.equal(204);
       expectError(await delegate(tp, delegated), 400, 'invalid_request', /stopped/);
+    });
+  });
+
+  describe('Keycloak CVE-2026-96460: a token exchanged again never outlives the token it came from', () => {
+    const expOf = (token: string) => decodeJwt(token)['exp'] as number;
+
+    it('caps a delegation from an impersonation, and its delegation in turn, at the exp of the token each came from', async () => {
+      const alice = await userAccessToken(tp, 'alice');
+      const impersonation = issued(
+        await exchangeAsActor(tp, { subjectToken: await subjectToken(tp), actorToken: alice, scope: 'profile:read' }),
+      );
+      await new Promise((resolve) => setTimeout(resolve, 1100));
+      const delegated = issued(await delegate(tp, impersonation, { resource: API }));
+      expect(expOf(delegated)).to.be.at.most(expOf(impersonation));
+      await new Promise((resolve) => setTimeout(resolve, 1100));
+      const again = issued(await delegate(tp, delegated, { resource: API }));
+      expect(expOf(again)).to.be.at.most(expOf(delegated));
+    });
+
+    it("caps an impersonation whose actor token is an impersonation token at that token's exp", async () => {
+      const alice = await userAccessToken(tp, 'alice');
+      const bobForAlice = issued(
+        await exchangeAsActor(tp, {
+          subjectToken: await subjectToken(tp),
+          actorToken: alice,
+          resource: ACTOR_API,
+          scope: 'openid',
+        }),
+      );
+      await new Promise((resolve) => setTimeout(resolve, 1100));
+      const reply = await exchangeAsActor(tp, {
+        subjectToken: await subjectToken(tp, { userId: 'erin' }),
+        actorToken: bobForAlice,
+      });
+      const derived = decodeJwt(issued(reply));
+      expect(derived['act']).to.deep.equal({ sub: 'bob', act: { sub: 'alice' } });
+      expect(derived['exp']).to.be.at.most(expOf(bobForAlice));
+      expect(reply.body['expires_in']).to.be.at.most(expOf(bobForAlice) - Math.floor(Date.now() / 1000) + 1);
+    });
+  });
+
+  describe('keycloak#53029: introspection names who acts', () => {
+    it('answers act for an impersonation token, and the nested chain for a delegation from it', async () => {
+      const alice = await userAccessToken(tp, 'alice');
+      const impersonation = issued(
+        await exchangeAsActor(tp, {
+          subjectToken: await subjectToken(tp),
+          actorToken: alice,
+          resource: OPAQUE_API,
+          scope: 'read',
+        }),
+      );
+      expect(await introspect(tp, impersonation)).to.deep.include({ active: true, sub: 'bob', act: { sub: 'alice' } });
+      const delegated = issued(await delegate(tp, impersonation, { resource: OPAQUE_API }));
+      expect(await introspect(tp, delegated)).to.deep.include({
+        active: true,
+        sub: 'bob',
+        act: { sub: CLIENTS.orders.client_id, client_id: CLIENTS.orders.client_id, act: { sub: 'alice' } },
+      });
+    });
+  });
+
+  describe('Keycloak CVE-2026-17526, ZITADEL CVE-2026-109374: no administrator is impersonated by default', () => {
+    it('refuses a subject that is a client, the administration and the backends included, whatever findAccount answers', async () => {
+      const backend = await m2mToken(tp);
+      for (const client of [CLIENTS.admin, CLIENTS.backend, CLIENTS.orders]) {
+        // findAccount knows the id (a deployment's may answer for any): the client's id alone refuses it.
+        users.add(client.client_id);
+        const refused = await managementRequest(tp, { userId: client.client_id }, backend);
+        expectError(refused, 403, 'access_denied', /^userId names a client: only users are impersonated$/);
+      }
+      expect((await managementRequest(tp, { userId: 'bob' }, backend)).status).to.equal(201);
     });
   });
 

@@ -378,6 +378,64 @@ describe('demo: resource API (GET /api/me) and settings', function () {
     expect(answer.body['error_description']).to.equal('this impersonation was stopped');
   });
 
+  it("tells a console listening to its engineer's impersonation (GET /api/impersonation-events) that it stopped, a few consoles per engineer", async () => {
+    const alice = await signIn(demo, { login: 'alice', password: 'alice-password' });
+    const erin = await signIn(demo, { login: 'erin', password: 'erin-password' });
+    const bob = await signIn(demo, { login: 'bob', password: 'bob-password' });
+    const impersonation = async () => {
+      const subject = (await requestImpersonation(demo, alice, DAVE)).body['subjectToken'] as string;
+      const token = (await exchange(demo, subject, alice)).body['access_token'] as string;
+      return decodeJwt(token)['impersonation_session'] as string;
+    };
+    const listen = (session: string, token?: string, signal = AbortSignal.timeout(REQUEST_TIMEOUT)) =>
+      fetch(`${demo.backend.url}/api/impersonation-events?sessionId=${session}`, {
+        headers: token ? { authorization: `Bearer ${token}` } : {},
+        signal,
+      });
+    const session = await impersonation();
+    for (const [who, token, status] of [
+      ['no one', undefined, 401],
+      ['a customer', bob, 403],
+      ['another engineer', erin, 404],
+    ] as const) {
+      const refused = await listen(session, token);
+      expect(refused.status, who).to.equal(status);
+      expect(((await refused.json()) as { error?: string }).error, who).to.be.a('string');
+    }
+    expect((await listen('apr_not-a-session', alice)).status).to.equal(400);
+
+    const listening = await listen(session, alice);
+    expect(listening.headers.get('content-type')).to.match(/^text\/event-stream/);
+    const revoke = await fetch(`${new URL(demo.identity.issuer).origin}/api/impersonations/${session}`, {
+      method: 'DELETE',
+      headers: { authorization: `Bearer ${await managementToken(demo, 'impersonations:revoke')}` },
+      signal: AbortSignal.timeout(REQUEST_TIMEOUT),
+    });
+    expect(revoke.status).to.equal(204);
+    // Told by the identity service's webhook: the stream says so and ends.
+    expect(await listening.text()).to.equal(': listening\n\nevent: stopped\ndata: {}\n\n');
+    // Stopped before a console listens: told at once.
+    expect(await (await listen(session, alice)).text()).to.contain('event: stopped');
+
+    // Ten consoles of alice's listen at most; one that goes makes room.
+    const active = await impersonation();
+    const consoles = Array.from({ length: 10 }, () => new AbortController());
+    const open = await Promise.all(consoles.map((controller) => listen(active, alice, controller.signal)));
+    expect(open.map((response) => response.status)).to.deep.equal(Array(10).fill(200));
+    const eleventh = await listen(active, alice);
+    expect(eleventh.status).to.equal(429);
+    expect(await eleventh.json()).to.include({ error: 'too_many_requests' });
+    consoles[0]!.abort();
+    let again = await listen(active, alice);
+    for (const deadline = Date.now() + 2000; again.status === 429 && Date.now() < deadline;) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      again = await listen(active, alice);
+    }
+    expect(again.status).to.equal(200);
+    await again.body?.cancel();
+    for (const controller of consoles) controller.abort();
+  });
+
   it('reports a token without act as the subject acting as themselves', async () => {
     const created = await fetch(demo.identity.managementUrl, {
       method: 'POST',

@@ -1,8 +1,9 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { Demo } from '../../demo/demo.js';
+import { scaled } from '../support/time.js';
 
 /** Bound on every request a test makes. */
-export const REQUEST_TIMEOUT = 5000;
+export const REQUEST_TIMEOUT = scaled(5000);
 
 /** Cookies of one user agent. Every server of a test is on the same host, where cookies ignore the port. */
 export class CookieJar {

@@ -73,10 +73,15 @@ describe('demo: its log', function () {
     expect(
       (await requestImpersonation(demo, alice, { userId: 'carol', reason: 'r', ticketId: 'T-9' })).status,
     ).to.equal(403);
+    // A right-to-left override in what is quoted reorders nothing after it.
+    const reversed = { userId: 'dave\u202E', reason: 'r', ticketId: 'T-9' };
+    expect((await requestImpersonation(demo, alice, reversed)).status).to.equal(404);
     await feedRead(feedReads, 3);
 
     expect(lines.filter((line) => FEED_READ.test(line))).to.deep.equal([]);
     expect(lines.every((line) => !line.includes('\n'))).to.equal(true);
+    expect(lines.filter((line) => /[\u202A-\u202E\u2066-\u2069]/u.test(line))).to.deep.equal([]);
+    expect(lines).to.include('[backend] alice requested impersonation of dave  (ticket T-9): 404');
     const audit = lines.filter((line) => line.startsWith('[audit] '));
     const time = '\\d{4}-\\d\\d-\\d\\dT\\d\\d:\\d\\d:\\d\\dZ';
     const patterns = [

@@ -8,10 +8,13 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
 import { freePort } from '../../demo/http.js';
+import { demoSecrets } from '../../demo/seed.js';
 import { createPostgresAuditLog } from '../../lib/audit-postgres/index.js';
 import { EVENTS } from '../../lib/index.js';
 import { stopChildren } from '../support/children.js';
+import { CookieJar, follow } from './helpers.js';
 import { DATABASE_URL, testSchema } from '../support/postgres.js';
+import { scaled } from '../support/time.js';
 
 const MAIN = fileURLToPath(new URL('../../demo/main.js', import.meta.url));
 const WALKTHROUGH = fileURLToPath(new URL('../../../demo/walkthrough.sh', import.meta.url));
@@ -40,9 +43,9 @@ function run(
 
 /** Resolves once `condition` holds, checked every 50 ms; rejects after `ms`. */
 async function until(condition: () => boolean, ms: number, what: string): Promise<void> {
-  const deadline = Date.now() + ms;
+  const deadline = Date.now() + scaled(ms);
   while (!condition()) {
-    if (Date.now() > deadline) throw new Error(`not within ${ms} ms: ${what}`);
+    if (Date.now() > deadline) throw new Error(`not within ${scaled(ms)} ms: ${what}`);
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
 }
@@ -53,7 +56,7 @@ const FEED_READ_LINE = '[audit] impersonation.revocations.served: the revocation
 async function started(child: ChildProcess): Promise<{ identity: string; backend: string }> {
   let stdout = '';
   return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`the demo did not start within 20 s:\n${stdout}`)), 20_000);
+    const timer = setTimeout(() => reject(new Error(`the demo did not start in time:\n${stdout}`)), scaled(20_000));
     child.stdout!.on('data', (chunk: Buffer) => {
       stdout += chunk.toString();
       const identity = /Identity service +(http:\/\/localhost:\d+)\/oidc/.exec(stdout)?.[1];
@@ -117,7 +120,10 @@ describe('demo: npm run demo (demo/main.ts)', function () {
     const { code, stdout, stderr } = await Promise.race([
       demo.output,
       new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`the demo did not stop within 10 s:\n${demo.printed()}`)), 10_000);
+        timer = setTimeout(
+          () => reject(new Error(`the demo did not stop in time:\n${demo.printed()}`)),
+          scaled(10_000),
+        );
       }),
     ]).finally(() => clearTimeout(timer));
     expect(code).to.equal(1);
@@ -129,6 +135,17 @@ describe('demo: npm run demo (demo/main.ts)', function () {
         `^The demo cannot reach its store \\(Redis at 127\\.0\\.0\\.1:${closed} \\(prefix demo:\\)\\): Redis is unreachable`,
       ),
     );
+  });
+
+  it('lists on its login page every user it prints, as it prints them (without the passwords)', async () => {
+    const demo = run(process.execPath, [MAIN], { PORT: '0', BACKEND_PORT: '0' });
+    children.push(demo);
+    const { backend } = await started(demo);
+    const login = await follow(new CookieJar(), `${backend}/web/login`);
+    const listed = [...(await login.text()).matchAll(/<li>([^<]*)<\/li>/g)].map(([, user]) => user);
+    const printed = [...demo.printed().matchAll(/^ {4}(\S+) \/ \S+ (.*)$/gm)].map(([, id, rest]) => `${id} ${rest}`);
+    expect(printed).to.have.length(demoSecrets().users.length);
+    expect(listed).to.deep.equal(printed);
   });
 
   it("prints the revocation feed's reads with DEMO_LOG_FEED=1 only, and stops on another value", async () => {

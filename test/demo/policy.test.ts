@@ -84,6 +84,30 @@ describe('demo: who may act for whom (support roles, organisations, tickets, ses
     });
   });
 
+  describe('no one acts as staff or as a protected customer, break-glass included', () => {
+    it('refuses alice for erin and erin for alice (support staff), and carol (protected), whoever asks', async () => {
+      const cases = [
+        [alice, 'erin', 'erin is not a customer'],
+        [erin, 'alice', 'alice is not a customer'],
+        [alice, 'carol', 'carol is protected from impersonation'],
+      ] as const;
+      for (const [token, userId, words] of cases) {
+        const refused = await requestImpersonation(demo, token, { userId, ...ASKED });
+        expect(refused.body).to.deep.equal({ error: 'access_denied', error_description: words });
+        const m2m = await managementToken(demo, 'subject-tokens:create', EMERGENCY_ACCESS);
+        const bypass = await askSubjectToken(demo, m2m, {
+          userId,
+          actorId: token === alice ? 'alice' : 'erin',
+          clientId: 'support-console',
+          context: ASKED,
+          breakGlass: { reason: 'outage' },
+        });
+        expect(bypass.status, JSON.stringify(bypass.body)).to.equal(403);
+        expect(bypass.body['error_description']).to.equal(words);
+      }
+    });
+  });
+
   describe("the agent's tier sets the scope ceiling", () => {
     it('lets alice (read and change) have profile:write for an edit', async () => {
       const body = await actAs(alice, 'dave', 'edit', 'profile:read profile:write');
@@ -104,7 +128,6 @@ describe('demo: who may act for whom (support roles, organisations, tickets, ses
     for (const [what, context] of [
       ['no context', undefined],
       ['no ticket', { reason: 'r' }],
-      ['a blank ticket', { ticketId: '   ' }],
       ['a ticket that is not text', { ticketId: 1234 }],
     ] as const) {
       it(`refuses a subject token with ${what}, whoever asks`, async () => {
@@ -124,6 +147,69 @@ describe('demo: who may act for whom (support roles, organisations, tickets, ses
         }
       });
     }
+  });
+
+  describe('a ticket and a reason show what they say', () => {
+    const INVISIBLE = [
+      '\u200B',
+      '\u2060',
+      '\u3164',
+      '\u115F',
+      '\u1160',
+      '\uFFA0',
+      '\u00AD',
+      '\u034F',
+      '\u180E',
+      '\u200C\u200D',
+      '\u2800',
+      '\u200B \u3164\t\u2060',
+    ];
+    const RULE = 'must hold a visible character and no bidirectional control';
+    const code = (text: string) =>
+      [...text].map((char) => `U+${char.codePointAt(0)!.toString(16).toUpperCase().padStart(4, '0')}`).join(' ');
+
+    /** As the console's backend asks, and as the break-glass client asks the Management API. */
+    async function expectRefused(field: 'ticketId' | 'reason', text: string) {
+      const asked = await requestImpersonation(demo, alice, { userId: 'dave', ...ASKED, [field]: text });
+      expect(asked.status, JSON.stringify(asked.body)).to.equal(400);
+      expect(asked.body).to.deep.equal({ error: 'invalid_request', error_description: `${field} ${RULE}` });
+      for (const client of [undefined, EMERGENCY_ACCESS]) {
+        const m2m = await managementToken(demo, 'subject-tokens:create', client);
+        const refused = await askSubjectToken(demo, m2m, {
+          userId: 'dave',
+          actorId: 'alice',
+          clientId: 'support-console',
+          context: { ...ASKED, [field]: text },
+          ...(client ? { breakGlass: { reason: 'outage' } } : {}),
+        });
+        expect(refused.status, JSON.stringify(refused.body)).to.equal(400);
+        expect(refused.body).to.deep.equal({ error: 'invalid_request', error_description: `context.${field} ${RULE}` });
+      }
+    }
+
+    for (const text of INVISIBLE) {
+      it(`refuses a ticket of ${code(text)} alone (400), through the console's backend, the Management API and break-glass`, async () => {
+        await expectRefused('ticketId', text);
+      });
+    }
+
+    it('refuses a right-to-left override in a reason, and a break-glass reason of invisible characters', async () => {
+      await expectRefused('reason', 'Cannot see \u202Eseciovni eht');
+      const m2m = await managementToken(demo, 'subject-tokens:create', EMERGENCY_ACCESS);
+      for (const reason of ['\u200B\u200B', 'outage \u2066x']) {
+        const refused = await askSubjectToken(demo, m2m, {
+          userId: 'dave',
+          actorId: 'alice',
+          clientId: 'support-console',
+          context: ASKED,
+          breakGlass: { reason },
+        });
+        expect(refused.body).to.deep.equal({
+          error: 'invalid_request',
+          error_description: `breakGlass.reason ${RULE}`,
+        });
+      }
+    });
   });
 
   describe('each tier has a longest session', () => {

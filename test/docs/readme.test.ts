@@ -1,8 +1,10 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { connect, createServer } from 'node:net';
+import { networkInterfaces } from 'node:os';
 import { expect } from 'chai';
 import { decodeJwt } from '../support/http.js';
+import { scaled } from '../support/time.js';
 
 const root = new URL('../../../', import.meta.url);
 
@@ -25,19 +27,20 @@ async function freePort(): Promise<number> {
 describe('README quick start', () => {
   let child: ChildProcess;
   let base: string;
+  let port: number;
 
   before(async () => {
     // Inside the package, so `oidc-provider-impersonation` resolves to its own dist/ (self-reference).
     const file = new URL('build/quick-start.mjs', root);
     writeFileSync(file, quickStart());
-    const port = await freePort();
+    port = await freePort();
     base = `http://localhost:${port}`;
     child = spawn(process.execPath, [file.pathname], {
       env: { ...process.env, PORT: String(port) },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     await new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error('quick start did not start within 10 s')), 10_000);
+      const timer = setTimeout(() => reject(new Error('quick start did not start in time')), scaled(10_000));
       child.stdout!.on('data', (chunk: Buffer) => {
         if (String(chunk).includes('listening')) {
           clearTimeout(timer);
@@ -52,6 +55,28 @@ describe('README quick start', () => {
   });
   after(() => {
     child?.kill();
+  });
+
+  it('listens on the loopback interface only', async () => {
+    const others = Object.values(networkInterfaces())
+      .flat()
+      .filter((each) => each && !each.internal && !each.address.startsWith('fe80'))
+      .map((each) => each!.address);
+    for (const host of ['::1', ...others]) {
+      const answered = await new Promise<boolean>((resolve) => {
+        const socket = connect(port, host, () => resolve(true)).on('error', () => resolve(false));
+        socket.on('connect', () => socket.destroy());
+      });
+      expect(answered, host).to.equal(false);
+    }
+  });
+
+  it('names the port of every curl command through PORT', () => {
+    const readme = readFileSync(new URL('README.md', root), 'utf8');
+    for (const name of ['quick-start-curl', 'quick-start-actor']) {
+      const block = readme.slice(readme.indexOf(`<!-- ${name} -->`)).split('```')[1]!;
+      expect(block, name).to.include('ISSUER=http://localhost:${PORT:-3000}').and.not.include('localhost:3000');
+    }
   });
 
   it("runs, and the README's curl walk-through works against it", async () => {

@@ -5,6 +5,7 @@ import { createImpersonation } from '../../lib/index.js';
 import { RESOURCE_INDICATORS } from '../support/keys.js';
 import { MANAGEMENT, MANAGEMENT_SCOPE, READ_SCOPE, startProvider, type TestProvider } from '../support/provider.js';
 import { decodeJwt, expectError, tokenRequest } from '../support/http.js';
+import { scaled } from '../support/time.js';
 
 const M2M = {
   token_endpoint_auth_method: 'client_secret_basic',
@@ -149,7 +150,7 @@ describe('client metadata: impersonation_management_scope', () => {
         method: 'POST',
         headers: { 'content-type': 'application/json' },
         body: JSON.stringify({ ...M2M, ...metadata }),
-        signal: AbortSignal.timeout(10_000),
+        signal: AbortSignal.timeout(scaled(10_000)),
       });
     }
 

@@ -33,6 +33,7 @@ import {
   type TestProvider,
 } from '../support/provider.js';
 import { TcpRelay } from '../support/relay.js';
+import { scaled } from '../support/time.js';
 
 type Json = Record<string, unknown>;
 type Method = 'get' | 'post' | 'delete';
@@ -159,7 +160,7 @@ async function call(
     method: method.toUpperCase(),
     headers,
     body,
-    signal: AbortSignal.timeout(10_000),
+    signal: AbortSignal.timeout(scaled(10_000)),
   });
   const text = await response.text();
   const what = `${method.toUpperCase()} ${path} → ${response.status}`;

@@ -109,6 +109,7 @@ describe('createImpersonation: options, configure() and install()', () => {
       subjectTokenTTL: undefined,
       accessTokenTTL: undefined,
       maxContextBytes: undefined,
+      maxSubjectTokensPerClient: undefined,
       canImpersonate: undefined,
       canExchange: undefined,
       actorClients: undefined,

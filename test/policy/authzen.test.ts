@@ -20,12 +20,22 @@ import {
   type ApprovalProvider,
 } from '../support/approvals.js';
 import { startDecisionPoint, type DecisionPoint, type DecisionPointAnswer } from '../support/decision-point.js';
-import { exchange, userAccessToken, type ClientCredentials, type Reply } from '../support/http.js';
+import {
+  ACCESS_TOKEN,
+  apiRequest,
+  exchange,
+  expectError,
+  m2mToken,
+  userAccessToken,
+  type ClientCredentials,
+  type Reply,
+} from '../support/http.js';
 import { exchangeAsActor } from '../support/impersonations.js';
-import { API, CLIENTS, DOWNSTREAM_API, type TestProvider } from '../support/provider.js';
+import { API, CLIENTS, CUSTOMER_API, CUSTOMER_SCOPE, DOWNSTREAM_API, type TestProvider } from '../support/provider.js';
 
 const PDP_TOKEN = 'pdp-bearer-4f1c9a';
 const TIMEOUT = 300;
+const GRANTS = '/api/support-access/grants';
 
 describe('an AuthZEN decision point (the authzen option)', function () {
   this.timeout(60_000);
@@ -39,6 +49,7 @@ describe('an AuthZEN decision point (the authzen option)', function () {
     ap = await startApprovalProvider({
       approvals: { breakGlassClients: [CLIENTS.oncall.client_id] },
       plugin: {
+        actorClients: [CLIENTS.noScopeBackend.client_id, CLIENTS.console.client_id],
         auditLog: createMemoryAuditLog(),
         authzen: { url: pdp.url, timeout: TIMEOUT, token: PDP_TOKEN, headers: { 'x-tenant': 'acme' } },
       },
@@ -152,6 +163,8 @@ describe('an AuthZEN decision point (the authzen option)', function () {
       expect(creation.body['error']).to.equal('temporarily_unavailable');
       expect(creation.body['error_description']).to.match(description);
       expect(JSON.stringify(creation.body)).not.to.include(PDP_TOKEN);
+      // Answered whole: nothing for the app's `error` event, where Koa's default handler prints a stack.
+      expect(tp.appErrors.filter((error) => (error as Error).name === 'DecisionPointUnavailable')).to.deep.equal([]);
 
       refuseOnly('exchange', answer);
       const subject = await subjectTokenFor(customer);
@@ -204,6 +217,52 @@ describe('an AuthZEN decision point (the authzen option)', function () {
     pdp.answer = { allow: true };
     const delegated = await exchange(tp, request, CLIENTS.orders);
     expect(delegated.status, JSON.stringify(delegated.body)).to.equal(200);
+  });
+
+  it("tells it that another client's client-credentials token as actor is a client, not a user of that id", async () => {
+    const own = await userAccessToken(tp, 'bob', { resource: API, scope: 'openid profile:read' });
+    const actor = await m2mToken(tp, CLIENTS.noScopeBackend, 'profile:read', API);
+    const delegated = await exchange(
+      tp,
+      { subject_token: own, resource: DOWNSTREAM_API, actor_token: actor, actor_token_type: ACCESS_TOKEN },
+      CLIENTS.orders,
+    );
+    expect(delegated.status, JSON.stringify(delegated.body)).to.equal(200);
+    expect(pdp.received.at(-1)!.body).to.deep.include({
+      subject: { type: 'client', id: CLIENTS.noScopeBackend.client_id },
+      action: { name: 'delegate' },
+    });
+    const alices = { subject_token: own, resource: DOWNSTREAM_API, actor_token: alice, actor_token_type: ACCESS_TOKEN };
+    expect((await exchange(tp, alices, CLIENTS.orders)).status).to.equal(200);
+    expect(pdp.received.at(-1)!.body.subject).to.deep.equal({ type: 'user', id: 'alice' });
+  });
+
+  it('asks about a grant the customer gives ahead of time as approve: refused, nothing is written', async () => {
+    const customer = newCustomer();
+    const token = await userAccessToken(tp, customer, {
+      client: CLIENTS.customer,
+      scope: `openid ${CUSTOMER_SCOPE}`,
+      resource: CUSTOMER_API,
+    });
+    const grants = () => apiRequest(tp, 'GET', GRANTS, token);
+    const give = { duration: 7 * 24 * 3600, scope: ['profile:write'], actorId: 'alice' };
+    refuseOnly('approve', { deny: 'this customer is frozen for review' });
+    const refused = await apiRequest(tp, 'POST', GRANTS, token, give);
+    expectError(refused, 403, 'access_denied', /^this customer is frozen for review$/);
+    expect(pdp.received.at(-1)!.body).to.deep.include({
+      subject: { type: 'user', id: customer },
+      action: { name: 'approve' },
+      resource: { type: 'user', id: customer },
+    });
+    expect(pdp.received.at(-1)!.body.context).to.deep.equal({ actor: 'alice', scopes: ['profile:write'] });
+    expect((await grants()).body['items']).to.deep.equal([]);
+    // Nothing written: alice is still asked for the customer's approval.
+    ap.policy.answer = 'grant';
+    requestIdOf(await ask(customer, { scope: ['profile:write'], resource: API }));
+
+    pdp.answer = { allow: true };
+    expect((await apiRequest(tp, 'POST', GRANTS, token, give)).status).to.equal(201);
+    expect((await ask(customer, { scope: ['profile:write'], resource: API })).status).to.equal(201);
   });
 
   it("asks about a customer's approval before it is written: refused (403) or unanswered (503), the request stays pending", async () => {

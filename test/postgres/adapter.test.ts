@@ -3,6 +3,7 @@ import pg from 'pg';
 import { createPostgresAdapter, type PostgresAdapterClass } from '../../lib/adapters/postgres.js';
 import { DATABASE_URL } from '../support/postgres.js';
 import { postgresRunSchema, postgresTestAdapter, testTable } from '../support/postgres-adapter.js';
+import { scaled } from '../support/time.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -131,7 +132,7 @@ describe('PostgreSQL adapter', () => {
     const name = testTable();
     const Swept = await postgresTestAdapter({ table: name, cleanupInterval: 100 });
     await new Swept('AccessToken').upsert('gone', { jti: 'gone' }, 0.05);
-    const deadline = Date.now() + 3000;
+    const deadline = Date.now() + scaled(3000);
     let left = 1;
     while (left && Date.now() < deadline) {
       await sleep(100);
@@ -214,7 +215,7 @@ describe('PostgreSQL adapter', () => {
       await expectRejection(adapter.find('x'));
       await expectRejection(adapter.upsert('x', {}, 60));
       await expectRejection(adapter.indexRange('all', undefined, 10));
-      expect(Date.now() - started).to.be.below(5000);
+      expect(Date.now() - started).to.be.below(scaled(5000));
     } finally {
       await Unreachable.disconnect();
     }

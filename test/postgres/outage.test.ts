@@ -4,6 +4,7 @@ import { DATABASE_URL } from '../support/postgres.js';
 import { postgresRunSchema, postgresTestAdapter, testTable } from '../support/postgres-adapter.js';
 import { storeOutageContract } from '../support/outage.js';
 import { TcpRelay } from '../support/relay.js';
+import { scaled } from '../support/time.js';
 
 describe('PostgreSQL adapter: PostgreSQL unreachable', function () {
   this.timeout(30_000);
@@ -32,7 +33,7 @@ describe('PostgreSQL adapter: PostgreSQL unreachable', function () {
     expect(await rowsOf(table)).to.equal(1);
 
     await relay.start();
-    const deadline = Date.now() + 5000;
+    const deadline = Date.now() + scaled(5000);
     while ((await rowsOf(table)) > 0 && Date.now() < deadline) await sleep(100);
     expect(await rowsOf(table), 'the expired row was swept once PostgreSQL was back').to.equal(0);
   });

@@ -5,6 +5,7 @@ import { assertRedisReachable, REDIS_URL, redisClient, redisTestAdapter, testPre
 import { redisAdapterContract } from './adapter-contract.js';
 import { hasOutbox } from '../../lib/outbox/contract.js';
 import { outboxKeys } from '../../lib/outbox/redis.js';
+import { scaled } from '../support/time.js';
 
 describe('Redis adapter', () => {
   let client: Redis;
@@ -117,7 +118,7 @@ describe('Redis adapter', () => {
       await expectRejection(adapter.consumeOnce('x'));
       await expectRejection(adapter.find('x'));
       await expectRejection(adapter.upsert('x', {}, 60));
-      expect(Date.now() - started).to.be.below(5000);
+      expect(Date.now() - started).to.be.below(scaled(5000));
     } finally {
       await Unreachable.disconnect();
     }

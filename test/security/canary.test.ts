@@ -531,14 +531,14 @@ describe('canary: no token value or secret leaves its place', function () {
       audience: 'https://api.example.com',
       ssf: {
         delivery: 'push',
-        streamId: pollStream,
-        // Unreachable: only its answers to pushes are looked at here, and no verification joins the stream.
+        endpointUrl: 'https://api.example.com/caep',
+        // Unreachable: only its answers to pushes are looked at here, and no stream is made.
+        configurationEndpoint: 'http://127.0.0.1:9/ssf/streams',
         verificationEndpoint: 'http://127.0.0.1:9/ssf/verify',
         accessToken: ssfToken,
         audience: RECEIVERS.first.client_id,
         authorization: pushCredential,
       },
-      refreshInterval: 60_000,
     });
     pushVerifier.ready().catch(() => {});
     try {

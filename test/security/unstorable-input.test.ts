@@ -103,6 +103,40 @@ describe('text no store can hold is refused where it comes in, on any store', fu
     });
   });
 
+  describe('a ticket and a reason show what they say (a visible character, no bidirectional control)', () => {
+    const RULE = 'must hold a visible character and no bidirectional control';
+    const contexts: Array<[string, Record<string, unknown>]> = [
+      ['a ticketId of a zero-width space', { ticketId: '\u200B' }],
+      ['a ticket of a Hangul filler', { ticket: '\u3164' }],
+      ['a reason of a word joiner and a soft hyphen', { reason: '\u2060\u00AD' }],
+      ['a reason with a right-to-left override', { ticketId: 'T-1', reason: 'refund \u202Edeifirev' }],
+      ['a ticketId with a left-to-right isolate', { ticketId: 'T-\u20661' }],
+    ];
+    for (const [name, context] of contexts) {
+      it(`answers 400 invalid_request for ${name}, creating and recording nothing`, async () => {
+        const rows = log.rows.length;
+        const result = await managementRequest(tp, { userId: 'bob', context }, creator);
+        const field = Object.keys(context).at(-1)!;
+        expectError(result, 400, 'invalid_request');
+        expect(result.body['error_description']).to.equal(`context.${field} ${RULE}`);
+        expect(log.rows.length).to.equal(rows);
+      });
+    }
+
+    it('accepts right-to-left text as written, and refuses a revocation reason of invisible characters', async () => {
+      const created = await managementRequest(
+        tp,
+        { userId: 'bob', context: { ticketId: 'T-1', reason: 'שלום' } },
+        creator,
+      );
+      expect(created.status, JSON.stringify(created.body)).to.equal(201);
+      const session = await impersonate();
+      const result = await apiRequest(tp, 'DELETE', `/api/impersonations/${session}`, admin, { reason: '\uFFA0' });
+      expectError(result, 400, 'invalid_request', new RegExp(`^reason ${RULE}$`));
+      expect((await apiRequest(tp, 'GET', `/api/impersonations/${session}`, admin)).body['state']).to.equal('active');
+    });
+  });
+
   describe('the other requests of the Management API', () => {
     it('answers 400 for U+0000 in the reason of a revocation, and revokes nothing', async () => {
       const session = await impersonate();

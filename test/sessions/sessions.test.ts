@@ -31,6 +31,7 @@ import {
   SESSIONS,
   type ImpersonationRequest,
 } from '../support/impersonations.js';
+import { scaled } from '../support/time.js';
 
 describe('impersonation sessions', () => {
   let tp: TestProvider;
@@ -302,7 +303,7 @@ describe('impersonation sessions', () => {
 
       await logout(tp, signedIn.cookies);
       // The sessions end right after the logout request, not within it: wait up to a second.
-      const deadline = Date.now() + 1000;
+      const deadline = Date.now() + scaled(1000);
       const read = () =>
         Promise.all([jwtSession, opaqueSession].map((id) => call(tp, 'GET', `${SESSIONS}/${id}`, readOnly)));
       let reads = await read();

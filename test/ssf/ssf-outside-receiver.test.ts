@@ -4,6 +4,7 @@ import { expect } from 'chai';
 import { createRemoteJWKSet, decodeJwt, jwtVerify, type JWTPayload } from 'jose';
 import { startDemo, type Demo } from '../../demo/demo.js';
 import { exchange, REQUEST_TIMEOUT, requestImpersonation, signIn } from '../demo/helpers.js';
+import { scaled } from '../support/time.js';
 
 /*
  * The demo's identity service as an SSF receiver outside the project sees it: only what SSF 1.0,
@@ -16,7 +17,7 @@ const POLL = 'urn:ietf:rfc:8936';
 const SESSION_REVOKED = 'https://schemas.openid.net/secevent/caep/event-type/session-revoked';
 const VERIFICATION = 'https://schemas.openid.net/secevent/ssf/event-type/verification';
 /** Longer than the transmitter's long poll (10 s by default). */
-const LONG_POLL_BOUND = 15_000;
+const LONG_POLL_BOUND = scaled(15_000);
 const RECEIVER = { id: 'caep-receiver', secret: 'caep-receiver-secret' };
 
 interface Metadata {
@@ -106,7 +107,7 @@ async function call<T = Record<string, unknown>>(
 }
 
 async function waitFor<T>(what: string, probe: () => Promise<T | undefined> | T | undefined, ms = 5000): Promise<T> {
-  const until = Date.now() + ms;
+  const until = Date.now() + scaled(ms);
   for (;;) {
     const found = await probe();
     if (found !== undefined) return found;

@@ -1,5 +1,3 @@
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { expect } from 'chai';
 import {
   createImpersonationVerifier,
@@ -10,15 +8,9 @@ import { ADAPTERS } from '../support/adapters.js';
 import { ACCESS_TOKEN, decodeJwt, exchange, subjectToken, userAccessToken } from '../support/http.js';
 import { adminToken, revokeSession } from '../support/impersonations.js';
 import { API, type TestProvider } from '../support/provider.js';
-import {
-  PUSH,
-  RECEIVERS,
-  receiverToken,
-  SESSION_REVOKED,
-  ssfRequest,
-  startSsfProvider,
-  STREAMS,
-} from '../support/ssf.js';
+import { pushEndpoint } from '../support/push-endpoint.js';
+import { RECEIVERS, receiverToken, startSsfProvider, STREAMS } from '../support/ssf.js';
+import { scaled } from '../support/time.js';
 
 const PUSH_CREDENTIAL = 'Bearer push-credential-of-the-resource-server';
 
@@ -33,40 +25,13 @@ async function refusal(verifier: ImpersonationVerifier, token: string): Promise<
 
 /** Verifies `token` until it is refused with `code`, or `ms` pass; resolves the last refusal. */
 async function refusedAs(verifier: ImpersonationVerifier, token: string, code: string | undefined, ms: number) {
-  const deadline = Date.now() + ms;
+  const deadline = Date.now() + scaled(ms);
   let error = await refusal(verifier, token);
   while (error?.code !== code && Date.now() < deadline) {
     await new Promise((resolve) => setTimeout(resolve, 20));
     error = await refusal(verifier, token);
   }
   return error;
-}
-
-/** The resource server's push endpoint: hands each push to the verifier, unless the test cut it. */
-async function pushEndpoint(
-  verifier: () => ImpersonationVerifier | undefined,
-): Promise<{ url: string; cut: boolean; server: Server }> {
-  const endpoint = { url: '', cut: false, server: createServer() };
-  endpoint.server.on('request', (request, response) => {
-    const chunks: Buffer[] = [];
-    request.on('data', (chunk: Buffer) => chunks.push(chunk));
-    request.on('end', () => {
-      const receiver = verifier();
-      if (endpoint.cut || !receiver) {
-        response.writeHead(503).end();
-        return;
-      }
-      receiver
-        .receivePush({ body: Buffer.concat(chunks).toString(), authorization: request.headers['authorization'] })
-        .then(({ status, body }) => {
-          response.writeHead(status, body ? { 'content-type': 'application/json' } : {});
-          response.end(body ? JSON.stringify(body) : undefined);
-        });
-    });
-  });
-  await new Promise<void>((resolve) => endpoint.server.listen(0, '127.0.0.1', resolve));
-  endpoint.url = `http://127.0.0.1:${(endpoint.server.address() as AddressInfo).port}/caep`;
-  return endpoint;
 }
 
 for (const kind of ADAPTERS) {
@@ -81,16 +46,13 @@ for (const kind of ADAPTERS) {
       tp = await startSsfProvider(kind, { minVerificationInterval: 1 });
       alice = await userAccessToken(tp, 'alice');
       endpoint = await pushEndpoint(() => verifier);
-      const created = await ssfRequest(tp, 'POST', STREAMS, await receiverToken(tp), {
-        delivery: { method: PUSH, endpoint_url: endpoint.url, authorization_header: PUSH_CREDENTIAL },
-        events_requested: [SESSION_REVOKED],
-      });
       verifier = createImpersonationVerifier({
         issuer: tp.issuer,
         audience: API,
         ssf: {
           delivery: 'push',
-          streamId: created.body['stream_id'] as string,
+          endpointUrl: endpoint.url,
+          configurationEndpoint: `${tp.base}${STREAMS}`,
           verificationEndpoint: `${tp.base}/ssf/verify`,
           accessToken: () => receiverToken(tp),
           audience: RECEIVERS.first.client_id,
@@ -139,7 +101,7 @@ for (const kind of ADAPTERS) {
       const stale = await refusedAs(verifier!, token, 'revocations_unavailable', 6000);
       expect(stale?.code).to.equal('revocations_unavailable');
       // Never honoured past maxStaleness (3 s) plus one read's interval.
-      expect(Date.now() - cutAt).to.be.below(3000 + 1100 + 1000);
+      expect(Date.now() - cutAt).to.be.below(scaled(3000 + 1100 + 1000));
       endpoint.cut = false;
       // Fresh again, it cannot know what a SET given up on during the gap said: a token from before is refused,
       const before = await refusedAs(verifier!, token, 'invalid_token', 8000);

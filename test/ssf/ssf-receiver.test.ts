@@ -22,6 +22,7 @@ import {
   startSsfProvider,
   STREAMS,
 } from '../support/ssf.js';
+import { scaled } from '../support/time.js';
 
 async function refusal(verifier: ImpersonationVerifier, token: string): Promise<ImpersonationTokenError | undefined> {
   try {
@@ -33,7 +34,7 @@ async function refusal(verifier: ImpersonationVerifier, token: string): Promise<
 }
 
 async function refusedWithin(verifier: ImpersonationVerifier, token: string, ms: number) {
-  const deadline = Date.now() + ms;
+  const deadline = Date.now() + scaled(ms);
   let error: ImpersonationTokenError | undefined;
   while (!error && Date.now() < deadline) {
     error = await refusal(verifier, token);
@@ -44,7 +45,7 @@ async function refusedWithin(verifier: ImpersonationVerifier, token: string, ms:
 
 /** Verifies `token` until it is refused with `code`, or `ms` pass; resolves the last refusal. */
 async function refusedAs(verifier: ImpersonationVerifier, token: string, code: string, ms: number) {
-  const deadline = Date.now() + ms;
+  const deadline = Date.now() + scaled(ms);
   let error = await refusal(verifier, token);
   while (error?.code !== code && Date.now() < deadline) {
     await new Promise((resolve) => setTimeout(resolve, 20));
@@ -107,7 +108,7 @@ async function jwksRelay(target: string): Promise<{ url: string; cut: boolean; s
 }
 
 async function until(condition: () => boolean, ms: number): Promise<boolean> {
-  const deadline = Date.now() + ms;
+  const deadline = Date.now() + scaled(ms);
   while (!condition() && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
   return condition();
 }

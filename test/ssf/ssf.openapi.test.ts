@@ -27,6 +27,7 @@ import {
   startSsfProvider,
 } from '../support/ssf.js';
 import { ADAPTERS } from '../support/adapters.js';
+import { scaled } from '../support/time.js';
 
 type Json = Record<string, unknown>;
 type Method = 'get' | 'post' | 'patch' | 'put' | 'delete';
@@ -86,7 +87,7 @@ async function call(
     method: method.toUpperCase(),
     headers,
     ...(options.body === undefined ? {} : { body: JSON.stringify(options.body) }),
-    signal: AbortSignal.timeout(10_000),
+    signal: AbortSignal.timeout(scaled(10_000)),
   });
   const text = await response.text();
   const what = `${method.toUpperCase()} ${path} → ${response.status}`;

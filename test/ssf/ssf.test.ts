@@ -35,6 +35,7 @@ import {
   verifySet,
 } from '../support/ssf.js';
 import { startReceiver, type Receiver } from '../support/webhook-receiver.js';
+import { scaled } from '../support/time.js';
 
 const SUBJECT = { userId: 'bob', context: { ticket: 'SUP-42', reason: 'billing question' } };
 
@@ -264,7 +265,7 @@ for (const kind of ADAPTERS) {
       const stoppedAt = Date.now();
       expect((await revokeSession(tp, await adminToken(tp), started.session)).status).to.equal(204);
       const [delivery] = await hooks.waitFor(1, 1000);
-      expect(Date.now() - stoppedAt).to.be.below(1000);
+      expect(Date.now() - stoppedAt).to.be.below(scaled(1000));
       expect(delivery!.headers['content-type']).to.equal('application/secevent+jwt');
       expect(delivery!.headers['authorization']).to.equal('Bearer push-credential');
       const { header, claims } = await verifySet(tp, delivery!.body, RECEIVERS.first.client_id);
@@ -290,7 +291,7 @@ for (const kind of ADAPTERS) {
       const token = await receiverToken(tp);
       await ssfRequest(tp, 'POST', STREAMS, token, { delivery: { method: PUSH, endpoint_url: hooks.url } });
       await stopOneSession(tp);
-      const deadline = Date.now() + 5000;
+      const deadline = Date.now() + scaled(5000);
       while (!(await tp.impersonation.ssf().deadLetters()).length) {
         expect(Date.now()).to.be.below(deadline);
         await new Promise((resolve) => setTimeout(resolve, 20));
@@ -360,7 +361,7 @@ for (const kind of ADAPTERS) {
       open.push(delivering);
       const endpoint = `${delivering.base}/ssf/poll/${id}`;
       const sets: Record<string, string> = {};
-      const deadline = Date.now() + 5000;
+      const deadline = Date.now() + scaled(5000);
       while (Object.keys(sets).length < 2 && Date.now() < deadline) {
         Object.assign(sets, await pollUntil(delivering, endpoint, await receiverToken(delivering), 500));
       }
@@ -404,7 +405,7 @@ for (const kind of ADAPTERS) {
       for (let i = 0; i < 4; i += 1) sessions.push((await stopOneSession(i % 2 ? first : second)).session);
       await hooks.waitFor(4, 5000);
       const sets: Record<string, string> = {};
-      const deadline = Date.now() + 5000;
+      const deadline = Date.now() + scaled(5000);
       while (Object.keys(sets).length < 4 && Date.now() < deadline) {
         Object.assign(
           sets,
@@ -695,7 +696,7 @@ describe('SSF push endpoints: no internal target', function () {
     open.push(now);
     await stopOneSession(now);
 
-    const deadline = Date.now() + 5000;
+    const deadline = Date.now() + scaled(5000);
     while (!(await now.impersonation.ssf().deadLetters()).some((letter) => letter.subscription === `ssf:${loopback}`)) {
       expect(Date.now(), 'dead-lettered').to.be.below(deadline);
       await new Promise((resolve) => setTimeout(resolve, 50));

@@ -1,6 +1,7 @@
 import { type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { createInterface } from 'node:readline';
+import { scaled } from './time.js';
 
 /**
  * The provider processes of multi-process tests: each prints `PORT <n>` once it
@@ -41,7 +42,7 @@ export function portOf(child: ChildProcess): Promise<number> {
     stderr = (stderr + chunk.toString()).slice(-4000);
   });
   return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => fail('did not print its port within 15 s'), 15_000);
+    const timer = setTimeout(() => fail('did not print its port in time'), scaled(15_000));
     const lines = createInterface({ input: child.stdout! });
     lines.on('line', (line) => {
       const match = /^PORT (\d+)$/.exec(line);

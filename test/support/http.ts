@@ -14,6 +14,7 @@ export {
   type ClientCredentials,
   type Reply,
 } from '../../fixtures/flows.js';
+import { scaled } from './time.js';
 
 /** Any call of the Management API (sessions, withdrawal), with a bearer token and a JSON body when given. */
 export async function apiRequest(
@@ -30,7 +31,7 @@ export async function apiRequest(
     method,
     headers,
     ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-    signal: AbortSignal.timeout(10_000),
+    signal: AbortSignal.timeout(scaled(10_000)),
   });
   return reply(response);
 }
@@ -39,7 +40,7 @@ export async function apiRequest(
 export async function logout(tp: TestProvider, cookies: string): Promise<void> {
   const form = await fetch(`${tp.base}/session/end`, {
     headers: { cookie: cookies },
-    signal: AbortSignal.timeout(10_000),
+    signal: AbortSignal.timeout(scaled(10_000)),
   });
   const xsrf = /name="xsrf" value="([^"]+)"/.exec(await form.text())?.[1];
   if (!xsrf) throw new Error('the end-session page has no xsrf field');
@@ -48,7 +49,7 @@ export async function logout(tp: TestProvider, cookies: string): Promise<void> {
     headers: { cookie: cookies, 'content-type': 'application/x-www-form-urlencoded' },
     body: new URLSearchParams({ xsrf, logout: 'yes' }),
     redirect: 'manual',
-    signal: AbortSignal.timeout(10_000),
+    signal: AbortSignal.timeout(scaled(10_000)),
   });
   await confirmed.arrayBuffer();
   if (confirmed.status >= 400) throw new Error(`logout failed with ${confirmed.status}`);

@@ -4,6 +4,7 @@ import { exportJWK, generateKeyPair } from 'jose';
 import { portOf, stopChildren } from './children.js';
 import { basic, decodeJwt, exchange, m2mToken, managementRequest, type Reply } from './http.js';
 import { API, CLIENTS, OPAQUE_API, READ_SCOPE, REVOKE_SCOPE, type TestProvider } from './provider.js';
+import { scaled } from './time.js';
 
 const INSTANCES = 4;
 const ISSUER = 'https://id.multi-process.example';
@@ -227,7 +228,7 @@ async function sessionsCall(instance: Instance, method: string, path: string, to
   const response = await fetch(`${instance.base}${path}`, {
     method,
     headers: token ? { authorization: `Bearer ${token}` } : {},
-    signal: AbortSignal.timeout(10_000),
+    signal: AbortSignal.timeout(scaled(10_000)),
   });
   const text = await response.text();
   return {

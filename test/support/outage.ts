@@ -4,6 +4,7 @@ import { EVENTS, onImpersonationEvent } from '../../lib/index.js';
 import { exchange, m2mToken, managementRequest, subjectToken, type Reply } from './http.js';
 import { API, OPAQUE_API, startProvider, type TestProvider } from './provider.js';
 import type { TcpRelay } from './relay.js';
+import { scaled } from './time.js';
 
 /** A store reached through a relay that the tests cut, and how long its client takes to notice. */
 export interface OutageStore {
@@ -71,7 +72,7 @@ export function storeOutageContract(store: OutageStore): void {
     await relay.stop();
     const started = Date.now();
     const failed = await managementRequest(tp, { userId: 'bob' }, m2m);
-    expect(Date.now() - started, 'fails fast').to.be.below(3000);
+    expect(Date.now() - started, 'fails fast').to.be.below(scaled(3000));
     expect(failed.status).to.equal(503);
     expect(failed.body).to.deep.equal({
       error: 'temporarily_unavailable',
@@ -109,7 +110,7 @@ export function storeOutageContract(store: OutageStore): void {
 
     relay.frozen = false;
     // The client drops the connections opened or used while frozen as their calls time out (see `stalled`).
-    const deadline = Date.now() + stalled.recoversWithinMs;
+    const deadline = Date.now() + scaled(stalled.recoversWithinMs);
     let reply = await redeem(token, API);
     while (reply.status >= 500 && Date.now() < deadline) {
       await new Promise((resolve) => setTimeout(resolve, 250));

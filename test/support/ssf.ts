@@ -5,6 +5,7 @@ import type { AdapterSource, SsfOptions } from '../../lib/index.js';
 import { apiRequest, m2mToken, type Reply } from './http.js';
 import { startProvider, type TestProvider } from './provider.js';
 import type { AdapterKind } from './adapters.js';
+import { scaled } from './time.js';
 
 export const SSF_SCOPE = 'ssf:streams';
 export const RECEIVERS = {
@@ -87,7 +88,7 @@ export async function pollUntil(
   ms = 1000,
   body: Record<string, unknown> = {},
 ): Promise<Record<string, string>> {
-  const deadline = Date.now() + ms;
+  const deadline = Date.now() + scaled(ms);
   for (;;) {
     const reply = await fetch(endpoint, {
       method: 'POST',

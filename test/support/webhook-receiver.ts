@@ -1,6 +1,7 @@
 import { createHmac } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { scaled } from './time.js';
 
 export interface Delivery {
   headers: IncomingMessage['headers'];
@@ -38,7 +39,7 @@ export async function startReceiver(): Promise<Receiver> {
     acknowledged: () => receiver.deliveries.filter((d) => d.status >= 200 && d.status < 300),
     answer: () => ({ status: 204 }),
     async waitFor(count, ms = 20_000) {
-      const deadline = Date.now() + ms;
+      const deadline = Date.now() + scaled(ms);
       while (receiver.acknowledged().length < count) {
         if (Date.now() > deadline) {
           throw new Error(`receiver: ${receiver.acknowledged().length} of ${count} deliveries within ${ms} ms`);

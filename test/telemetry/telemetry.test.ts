@@ -20,6 +20,7 @@ import {
 } from '../support/ssf.js';
 import { documentedNames, inMemoryTelemetry, type InMemoryTelemetry } from '../support/telemetry.js';
 import { startReceiver, webhookSecret, type Receiver } from '../support/webhook-receiver.js';
+import { scaled } from '../support/time.js';
 
 const SUBJECT = { userId: 'bob', context: { ticket: 'SUP-42' } };
 
@@ -126,7 +127,7 @@ for (const kind of ADAPTERS) {
         ).to.equal(true);
       }
       const counted = await metric('impersonation.token_exchange.requests');
-      const points = counted.dataPoints.map(({ attributes, value }) => ({ attributes, value }));
+      const points = withoutInstance(counted);
       expect(points).to.deep.include({ attributes: { 'impersonation.outcome': 'issued' }, value: 2 });
       expect(points).to.deep.include({
         attributes: { 'impersonation.outcome': 'refused', 'error.type': refusal },
@@ -174,6 +175,17 @@ for (const kind of ADAPTERS) {
       const appends = await metric('impersonation.audit.append.duration');
       const count = appends.dataPoints.reduce((sum, point) => sum + (point.value as { count: number }).count, 0);
       expect(count).to.be.at.least(3);
+    });
+
+    it('buckets the durations below a second: an append of 0.1 ms and a delivery of 10 ms each have their own bucket', async () => {
+      const edges = async (name: string) =>
+        ((await metric(name)).dataPoints[0]!.value as { buckets: { boundaries: number[] } }).buckets.boundaries;
+      expect((await edges('impersonation.audit.append.duration')).slice(0, 4)).to.deep.equal([
+        0.0001, 0.00025, 0.0005, 0.001,
+      ]);
+      const delay = await edges('impersonation.outbox.delivery.delay');
+      expect(delay.slice(0, 3)).to.deep.equal([0.01, 0.025, 0.05]);
+      expect(delay.at(-1)).to.equal(3600);
     });
 
     it('puts no subject token in any span', async () => {
@@ -240,7 +252,7 @@ for (const kind of ADAPTERS) {
 
     /** The ages, read again until `settled` holds of them (a delivery is settled a moment after its receiver answers). */
     const agesOnce = async (settled: (read: Record<string, number>) => boolean): Promise<Record<string, number>> => {
-      const until = Date.now() + 10_000;
+      const until = Date.now() + scaled(10_000);
       let read = await ages();
       while (!settled(read) && Date.now() < until) {
         await new Promise((resolve) => setTimeout(resolve, 20));
@@ -286,6 +298,32 @@ for (const kind of ADAPTERS) {
   });
 }
 
+describe('OpenTelemetry: two instances in one process, on one meter provider', function () {
+  this.timeout(60_000);
+  it('reads each instance apart: their exchanges and sessions add up', async () => {
+    const telemetry = inMemoryTelemetry();
+    const providers: TestProvider[] = [];
+    try {
+      for (const count of [1, 2]) {
+        const tp = await startProvider({ plugin: { telemetry: telemetry.options } });
+        providers.push(tp);
+        for (let i = 0; i < count; i++)
+          await impersonate(tp, { actorToken: await userAccessToken(tp, 'alice'), subject: SUBJECT });
+      }
+      const read = async (name: string) =>
+        (await telemetry.metrics()).find((each) => each.descriptor.name === name)!.dataPoints;
+      const sessions = await read('impersonation.sessions.active');
+      expect(sessions.map(({ value }) => value).sort()).to.deep.equal([1, 2]);
+      expect(new Set(sessions.map(({ attributes }) => attributes['impersonation.instance'])).size).to.equal(2);
+      const issued = (await read('impersonation.token_exchange.requests')).map(({ value }) => value as number);
+      expect(issued.reduce((sum, value) => sum + value, 0)).to.equal(3);
+    } finally {
+      await Promise.all(providers.map((tp) => tp.close()));
+      await telemetry.close();
+    }
+  });
+});
+
 describe('OpenTelemetry: the exchanges counted', () => {
   it('counts each outcome and error type apart, up to a bound past which refusals count as _OTHER', async () => {
     const telemetry = inMemoryTelemetry();
@@ -297,7 +335,7 @@ describe('OpenTelemetry: the exchanges counted', () => {
       const counted = (await telemetry.metrics()).find(
         (each) => each.descriptor.name === 'impersonation.token_exchange.requests',
       )!;
-      const points = counted.dataPoints.map(({ attributes, value }) => ({ attributes, value }));
+      const points = withoutInstance(counted);
       expect(points.reduce((sum, { value }) => sum + (value as number), 0)).to.equal(102);
       expect(points).to.deep.include({ attributes: { 'impersonation.outcome': 'issued' }, value: 2 });
       expect(points).to.deep.include({
@@ -316,8 +354,16 @@ describe('OpenTelemetry: the exchanges counted', () => {
   });
 });
 
+/** A metric's points, each instance's attribute left out. */
+function withoutInstance(metric: MetricData): Array<{ attributes: Record<string, unknown>; value: unknown }> {
+  return metric.dataPoints.map(({ attributes: { 'impersonation.instance': instance, ...attributes }, value }) => {
+    expect(instance).to.be.a('string');
+    return { attributes, value };
+  });
+}
+
 async function waitUntil(done: () => boolean, ms = 10_000): Promise<void> {
-  const until = Date.now() + ms;
+  const until = Date.now() + scaled(ms);
   while (!done()) {
     if (Date.now() > until) throw new Error('timed out');
     await new Promise((resolve) => setTimeout(resolve, 20));

@@ -9,6 +9,8 @@ import type { VerifiedSubject } from '../subject/delegation.js';
 /** Who acts: the claim that goes on top of the `act` chain, and its name for the session and the policy. */
 export interface DelegationActor {
   sub: string;
+  /** A client acting as itself (no actor token, or a client-credentials one), or a user. */
+  type: 'client' | 'user';
   claim: Record<string, unknown>;
 }
 
@@ -29,7 +31,7 @@ export async function delegationActor(
   proof: ActorProof,
 ): Promise<DelegationActor> {
   const clientId = ctx.oidc.client!.clientId;
-  if (actorToken === undefined) return { sub: clientId, claim: { sub: clientId, client_id: clientId } };
+  if (actorToken === undefined) return { sub: clientId, type: 'client', claim: { sub: clientId, client_id: clientId } };
   checkStatedType('actor_token', actorToken, actorTokenType);
   const provider = ctx.oidc.provider;
   const token =
@@ -41,12 +43,13 @@ export async function delegationActor(
     throw invalidRequest('actor_token was issued to a client whose tokens are not accepted as actor tokens here');
   }
   checkSenderConstraint('actor_token', token.cnf, proof);
+  // A client-credentials token's `sub` is its client's id.
+  const type = token.sub === token.clientId ? 'client' : 'user';
   // A user acts only while the deployment knows them: a JWT names no Grant, and would outlive their removal.
-  // (A client-credentials token's `sub` is its client's id.)
-  if (token.sub !== token.clientId && !(await accountExists(ctx, token.sub))) {
+  if (type === 'user' && !(await accountExists(ctx, token.sub))) {
     throw invalidRequest('actor_token names a user that no longer exists');
   }
-  return { sub: token.sub, claim: { sub: token.sub, client_id: clientId } };
+  return { sub: token.sub, type, claim: { sub: token.sub, client_id: clientId } };
 }
 
 /**

@@ -1,5 +1,6 @@
 import { exchangeStep } from '../../telemetry/exchange.js';
 import type { KoaContextWithOIDC } from 'oidc-provider';
+import { publicTokenId, verifyAccessToken } from '../../access-token.js';
 import { delegationQuotas, quotaRefusal, type DelegationPrincipals } from '../../capacity.js';
 import { invalidRequest, PrincipalQuotaReached } from '../../errors.js';
 import { certificateThumbprintOf, checkDpopReplay, setTokenLifetime } from '../../provider-internals.js';
@@ -74,7 +75,14 @@ export function delegationExchange(dependencies: ExchangeDependencies): Delegati
       throw invalidRequest('subject_token was issued neither to this client nor for a resource it may delegate from');
     }
     const accessGrantId = subject.sessionId === undefined ? undefined : accessGrantOf(assertActive(parent));
-    if (dpop) await checkDpopReplay(ctx, dpop);
+    const principals: DelegationPrincipals =
+      rootSessionId === undefined
+        ? { subjectTokenId: subject.id, user: subject.sub, clientId: client.clientId }
+        : { impersonationSessionId: rootSessionId };
+    const quotas = delegationQuotas(delegation.limits, principals);
+    // A share already spent is read before the proof is spent: then only a live delegation spends it (below).
+    const spent = await sessions.spentQuota(quotas);
+    if (dpop && spent === undefined) await checkDpopReplay(ctx, dpop);
 
     // The target: one resource, scopes within the subject token's and the resource's.
     const resourceServer = await resolveTarget(ctx, params, delegation);
@@ -117,6 +125,7 @@ export function delegationExchange(dependencies: ExchangeDependencies): Delegati
         clientId: client.clientId,
         subject: subject.sub,
         actor: actor.sub,
+        actorType: actor.type,
         act: structuredClone(act),
         resource: resourceServer.identifier(),
         scope: requested,
@@ -149,7 +158,12 @@ export function delegationExchange(dependencies: ExchangeDependencies): Delegati
       return { value: await reissueDelegated(ctx, sessions, token, live), token, issuedTokenType };
     };
     const live = await liveDelegations.find(key, nowSeconds() + expiresIn);
-    if (live) return reissue(live);
+    if (live) {
+      if (dpop && spent !== undefined) await checkDpopReplay(ctx, dpop);
+      return reissue(live);
+    }
+    // Past a share, refused before anything is written: no proof spent, no session, no row.
+    if (spent !== undefined) throw quotaRefusal(quotas, spent);
 
     // A new one: its session charged to its principals, and on the trail only under an impersonation.
     const session = sessionOf(subject, client.clientId, resourceServer.identifier(), scopes, actor.sub, {
@@ -158,17 +172,9 @@ export function delegationExchange(dependencies: ExchangeDependencies): Delegati
       rootSessionId,
     });
     if (accessGrantId !== undefined) session.underAccessGrantId = accessGrantId;
-    const principals: DelegationPrincipals =
-      rootSessionId === undefined
-        ? { subjectTokenId: subject.id, user: subject.sub, clientId: client.clientId }
-        : { impersonationSessionId: rootSessionId };
     claims.attach(token, { ...chain, [SESSION_CLAIM]: session.id });
     const event = () => delegationSucceeded(session, params.subject_token_type, depth);
-    const quotas = delegationQuotas(delegation.limits, principals);
     try {
-      // A share already spent refuses before anything is written, the trail's row included.
-      const spent = await sessions.spentQuota(quotas);
-      if (spent !== undefined) throw quotaRefusal(quotas, spent);
       const value = await exchangeStep(ctx, 'commit', () =>
         commit(ctx, dependencies, {
           token,
@@ -178,6 +184,16 @@ export function delegationExchange(dependencies: ExchangeDependencies): Delegati
           event,
           onTrail: rootSessionId !== undefined,
           notify: false,
+          // A token of ours, which its user may revoke: announced and read again.
+          confirm:
+            subject.id === publicTokenId('opaque', params.subject_token)
+              ? async () => {
+                  await sessions.announce(session);
+                  if (!(await verifyAccessToken(ctx.oidc.provider, params.subject_token, 'AccessToken'))) {
+                    throw invalidRequest('subject_token was revoked during the exchange');
+                  }
+                }
+              : undefined,
         }),
       );
       return { value, token, event, issuedTokenType };

@@ -45,6 +45,8 @@ export interface DelegationPolicyInput {
   subject: string;
   /** Who acts: the actor token's subject, or the client itself. */
   actor: string;
+  /** `client` when `actor` is a client (the exchanging one, or one whose client-credentials token was the actor token). */
+  actorType: 'client' | 'user';
   /** The whole `act` claim the token would carry, the new actor first. */
   act: Readonly<Record<string, unknown>>;
   resource: string;

@@ -1,6 +1,7 @@
 import type { KoaContextWithOIDC } from 'oidc-provider';
 import { announce, publish } from '../../events/publish.js';
 import { EVENTS, type ImpersonationEvent } from '../../events/types.js';
+import { PrincipalQuotaReached } from '../../errors.js';
 import { RefusalBudget } from '../refusals.js';
 import type { SessionRecord } from '../../sessions/record.js';
 import { storableText } from '../../storable-text.js';
@@ -83,7 +84,9 @@ export class DelegationReport {
     if (progress.parentSessionId !== undefined) event.parentSessionId = progress.parentSessionId;
     if (progress.depth !== undefined) event.depth = progress.depth;
     // Counted per session, not per token: a live delegation's session issues a token per request.
+    // A request past a share writes nothing (docs/security-model.md), its refusal included.
     const recorded =
+      !(error instanceof PrincipalQuotaReached) &&
       progress.underImpersonation !== undefined &&
       progress.parentSessionId !== undefined &&
       this.#refusals.take(progress.parentSessionId, progress.underImpersonation.parentExpiresAt * 1000);

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { LRUCache } from 'lru-cache';
+import { Expiring } from '../../adapters/expiring.js';
 import type { SessionRecord } from '../../sessions/record.js';
 import type { SessionStore } from '../../sessions/store.js';
 
@@ -64,12 +64,7 @@ const REMEMBERED_DELEGATIONS = 10_000;
  * session it was delegated from is read afresh on every reuse (reissueDelegated).
  */
 export class LiveDelegations {
-  readonly #records = new LRUCache<string, SessionRecord>({
-    max: REMEMBERED_DELEGATIONS,
-    ttl: REMEMBERED_DELEGATION_MS,
-    // Read the clock on each check: the default arms a timer every millisecond.
-    ttlResolution: 0,
-  });
+  readonly #records = new Expiring<SessionRecord>(REMEMBERED_DELEGATIONS);
 
   constructor(readonly sessions: SessionStore) {}
 
@@ -85,7 +80,7 @@ export class LiveDelegations {
     }
     this.#records.delete(key);
     const live = await this.sessions.liveDelegation(key, until);
-    if (live) this.#records.set(key, live);
+    if (live) this.#records.set(key, live, REMEMBERED_DELEGATION_MS);
     return live;
   }
 }

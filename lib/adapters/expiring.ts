@@ -1,0 +1,66 @@
+/**
+ * Values by key, least recently used first, at most `max`, each until its
+ * expiry by Date.now() (oidc-provider's clock, which fake timers move too).
+ * A Map that takes room only for what it holds: nothing is allocated up front.
+ */
+export class Expiring<V> {
+  readonly #held = new Map<string, { value: V; expiresAt: number }>();
+
+  /** `dropped` hears of every value that leaves; `evicted` when the bound pushed it out. */
+  constructor(
+    readonly max: number,
+    private readonly dropped?: (value: V, key: string, evicted: boolean) => void,
+  ) {}
+
+  get size(): number {
+    return this.#held.size;
+  }
+
+  /** The live value of `key`, made the most recently used unless `touch` is false. */
+  get(key: string, touch = true): V | undefined {
+    const held = this.#held.get(key);
+    if (!held) return undefined;
+    if (held.expiresAt <= Date.now()) {
+      this.delete(key);
+      return undefined;
+    }
+    if (touch) {
+      this.#held.delete(key);
+      this.#held.set(key, held);
+    }
+    return held.value;
+  }
+
+  /** When `key` expires (Infinity: never), expired or not; undefined when it is not held. */
+  expiresAt(key: string): number | undefined {
+    return this.#held.get(key)?.expiresAt;
+  }
+
+  /** Holds `value` for `ttl` ms (forever without), pushing out the least recently used beyond `max`. */
+  set(key: string, value: V, ttl?: number): void {
+    this.delete(key);
+    this.#held.set(key, { value, expiresAt: ttl === undefined ? Infinity : Date.now() + ttl });
+    for (const [oldest, { value: pushed }] of this.#held) {
+      if (this.#held.size <= this.max) break;
+      this.#held.delete(oldest);
+      this.dropped?.(pushed, oldest, true);
+    }
+  }
+
+  delete(key: string): void {
+    const held = this.#held.get(key);
+    if (!held) return;
+    this.#held.delete(key);
+    this.dropped?.(held.value, key, false);
+  }
+
+  /** Drops every expired value. */
+  purge(): void {
+    const now = Date.now();
+    for (const [key, { expiresAt }] of this.#held) if (expiresAt <= now) this.delete(key);
+  }
+
+  clear(): void {
+    for (const key of this.#held.keys()) this.delete(key);
+  }
+}
