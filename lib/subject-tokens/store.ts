@@ -1,6 +1,6 @@
 import { SUBJECT_TOKEN_MODEL } from '../adapters/models.js';
 import type { AdapterPayload } from 'oidc-provider';
-import type { QuotaCharge } from '../adapters/contracts/commit.js';
+import type { QuotaCharge } from '../capacity.js';
 import type { SubjectTokenAdapter } from '../adapters/contracts/subject-tokens.js';
 import type { JsonObject } from '../json.js';
 import { hashSubjectToken, mintSubjectToken, newSubjectTokenId } from './token.js';

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { expect } from 'chai';
 import { createPostgresAuditLog } from '../../lib/audit-postgres/index.js';
-import type { AuditSink } from '../../lib/audit/sink.js';
+import type { AuditSink } from '../../lib/core-options.js';
 import { createMemoryAuditLog, EVENTS, type ImpersonationEvent, type ImpersonationEventName } from '../../lib/index.js';
 import { suiteAdapterKind } from '../support/adapters.js';
 import { DpopKey } from '../support/dpop.js';
