@@ -43,11 +43,12 @@ export function ssfDelivery({ streams, options, outbox }: Transmitter): OtherDel
       }
       if (stream.status === 'disabled') return { outcome: 'dead', reason: 'stream_disabled' };
       if (stream.status === 'paused') return { outcome: 'retry', at: Date.now() + options.pollIntervalMs };
+      const signed = () => signSet(provider, JSON.parse(entry.body) as Record<string, unknown>);
       if (stream.delivery.method === POLL_METHOD) {
         const queued = await streams.enqueue(
           stream.id,
           entry.id,
-          await signedSet(provider, entry.body),
+          await signed(),
           options.retentionSeconds,
           options.maxQueued,
         );
@@ -59,21 +60,9 @@ export function ssfDelivery({ streams, options, outbox }: Transmitter): OtherDel
       if (pushUrlProblem(new URL(stream.delivery.endpointUrl), options.allowedPushHosts)) {
         return { outcome: 'dead', reason: 'push_target_refused' };
       }
-      const jwt = await signedSet(provider, entry.body);
-      return push({ ...http, lookup }, stream.delivery.endpointUrl, stream.delivery.authorizationHeader, jwt);
+      return push({ ...http, lookup }, stream.delivery.endpointUrl, stream.delivery.authorizationHeader, await signed());
     },
   };
-}
-
-/**
- * The SET an entry carries: its claims (a JSON object), signed now; a push
- * retried is signed again, with the same `jti`, which is what a receiver
- * deduplicates on (RFC 8935 2.1). An entry an earlier release queued already
- * signed (a compact JWS) goes as it is.
- */
-async function signedSet(provider: Provider, body: string): Promise<string> {
-  if (!body.startsWith('{')) return body;
-  return signSet(provider, JSON.parse(body) as Record<string, unknown>);
 }
 
 async function push(

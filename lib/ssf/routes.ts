@@ -36,16 +36,7 @@ const SETS_ON_THEIR_WAY_MS = 1000;
 
 /** The paths the SSF routes answer, for the Management API's error rendering. */
 export function ssfPaths(transmitter: Transmitter): string[] {
-  return [...metadataPaths(transmitter), transmitter.options.path];
-}
-
-/**
- * Where the API answers the metadata: SSF 1.0 7.2's path-inserted location,
- * which is the host's when the API is mounted at the host's root, and the
- * well-known path below the API's mount (where an earlier release served it).
- */
-function metadataPaths(transmitter: Transmitter): string[] {
-  return [...new Set([ssfConfigurationLocation(transmitter.provider.issuer), SSF_CONFIGURATION_PATH])];
+  return [ssfConfigurationLocation(transmitter.provider.issuer), transmitter.options.path];
 }
 
 /**
@@ -113,7 +104,7 @@ export function ssfRoutes(router: Router, transmitter: Transmitter, authenticate
     }
   }
 
-  router.get(metadataPaths(transmitter), (ctx) => {
+  router.get(ssfConfigurationLocation(provider.issuer), (ctx) => {
     ctx.body = transmitterMetadata(transmitter);
   });
 
