@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import type { AdapterSource } from '../lib/adapters/contract.js';
+import type { AdapterSource } from '../lib/adapters/contracts/entries.js';
 import { createMemoryAuditLog, type AuditSink } from '../lib/index.js';
 import { startBackend, type Backend, type BackendOptions } from './backend.js';
 import { addressInUse, freePort, LOOPBACK } from './http.js';

@@ -10,7 +10,7 @@
 import type http from 'node:http';
 import Koa from 'koa';
 import Provider from 'oidc-provider';
-import type { AdapterSource } from '../lib/adapters/contract.js';
+import type { AdapterSource } from '../lib/adapters/contracts/entries.js';
 import { EVENTS, onImpersonationEvent, type AuditSink, type Impersonation } from '../lib/index.js';
 import { closeServer, freePort, listen } from './http.js';
 import { demoAccounts } from './identity/accounts.js';

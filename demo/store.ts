@@ -1,6 +1,6 @@
 import { createPostgresAdapter } from '../lib/adapters/postgres.js';
 import { createRedisAdapter } from '../lib/adapters/redis.js';
-import type { AdapterSource } from '../lib/adapters/contract.js';
+import type { AdapterSource } from '../lib/adapters/contracts/entries.js';
 
 export interface DemoStore {
   /** The identity service's adapter; absent for the plugin's memory adapter. */

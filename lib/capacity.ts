@@ -11,7 +11,7 @@
  * stores count, whatever they are charged for.
  */
 import { createHash } from 'node:crypto';
-import type { QuotaCharge } from './adapters/contract.js';
+import type { QuotaCharge } from './adapters/contracts/commit.js';
 import { optionChecks } from './config/checks.js';
 import { invalidOption, principalQuotaReached, type PrincipalQuotaReached } from './errors.js';
 

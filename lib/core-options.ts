@@ -1,7 +1,7 @@
 import type { TelemetryOptions } from './telemetry/options.js';
 import type Koa from 'koa';
 import type { Account } from 'oidc-provider';
-import type { AdapterSource } from './adapters/contract.js';
+import type { AdapterSource } from './adapters/contracts/entries.js';
 import type { AuditSink } from './audit/sink.js';
 import type { ExchangeDecision, PolicyDecision } from './config/decisions.js';
 import type { JsonObject } from './json.js';

@@ -44,34 +44,26 @@ export { SUBJECT_TOKEN_MODEL } from './subject-tokens/store.js';
 export { createMemoryAdapter } from './adapters/memory.js';
 export type { MemoryAdapterClass, MemoryAdapterOptions, MemoryAdapterStats } from './adapters/memory.js';
 // The store's contract, one type per domain (a store of its own implements the domains it keeps).
+export type { AdapterSource } from './adapters/contracts/entries.js';
+export type { ApprovalAdapter } from './adapters/contracts/approvals.js';
+export type { AtomicAdapter, AtomicConsume } from './adapters/contracts/consume.js';
 export type {
-  AdapterSource,
-  ApprovalAdapter,
-  AtomicAdapter,
   AtomicCommit,
-  AtomicConsume,
-  BoundedIndexAdd,
-  BoundedIndexes,
   CommitOutcome,
   CommitWrite,
-  EveryDomainAdapter,
-  ImpersonationAdapter,
-  ImpersonationAdapterClass,
-  IndexEntry,
-  JournalCommit,
-  OutboxAdapter,
-  OutboxCommit,
   PrincipalQuotas,
   QuotaCharge,
   QuotaOutcome,
   QuotaWrite,
-  SessionAdapter,
   SessionCommit,
-  SharedDatabase,
-  SortedIndexes,
-  SsfStreamAdapter,
-  SubjectTokenAdapter,
-} from './adapters/contract.js';
+} from './adapters/contracts/commit.js';
+export type { BoundedIndexAdd, BoundedIndexes, IndexEntry, SortedIndexes } from './adapters/contracts/indexes.js';
+export type { EveryDomainAdapter, ImpersonationAdapterClass } from './adapters/contract.js';
+export type { SessionAdapter as ImpersonationAdapter, SessionAdapter } from './adapters/contracts/sessions.js';
+export type { JournalCommit, SharedDatabase } from './adapters/contracts/trail.js';
+export type { OutboxAdapter, OutboxCommit } from './adapters/contracts/outbox.js';
+export type { SsfStreamAdapter } from './adapters/contracts/ssf.js';
+export type { SubjectTokenAdapter } from './adapters/contracts/subject-tokens.js';
 export { createMemoryAuditLog } from './audit/memory.js';
 export type { MemoryAuditLog, MemoryAuditLogOptions } from './audit/memory.js';
 export type { AuditEntry, AuditRow, ChainedRow, VerifyCheck, VerifyResult } from './audit/chain.js';

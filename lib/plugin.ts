@@ -5,7 +5,7 @@ import { createMemoryAdapter } from './adapters/memory.js';
 import { customerResourceInfo } from './customer/check.js';
 import { ApprovalStore } from './approvals/store.js';
 import { openPluginStore } from './adapters/plugin-store.js';
-import type { AdapterSource } from './adapters/contract.js';
+import type { AdapterSource } from './adapters/contracts/entries.js';
 import { calledTooLate, invalidArgument, invalidCall, invalidOption, invalidTarget, misconfigured } from './errors.js';
 import { grantsForExchange } from './approvals/exchange-view.js';
 import { withDelegationMetadata } from './exchange/delegation/client-metadata.js';

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import type pg from 'pg';
 import { migrateUnderLock } from '../postgres/migration.js';
 import { appendCtes, type OutboxTables } from '../outbox/postgres.js';
-import { GUARD_KIND, QUOTA_KIND } from './contract.js';
+import { GUARD_KIND, QUOTA_KIND } from './contracts/commit.js';
 import type { Statement } from '../postgres/statement.js';
 
 /**

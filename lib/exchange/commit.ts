@@ -9,7 +9,7 @@ import type { ResolvedCoreOptions as ResolvedOptions } from '../core-options.js'
 import { assignTokenId, newBackingGrant } from '../provider-internals.js';
 import type { SessionRecord } from '../sessions/record.js';
 import { endedOrigin, type SessionStore } from '../sessions/store.js';
-import type { CommitOutcome } from '../adapters/contract.js';
+import type { CommitOutcome } from '../adapters/contracts/commit.js';
 import { SUBJECT_TOKEN_MODEL } from '../subject-tokens/store.js';
 
 /**

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import type { AdapterSource } from '../../lib/adapters/contract.js';
+import type { AdapterSource } from '../../lib/adapters/contracts/entries.js';
 import { approveRequest, giveGrant, listGrants } from '../../lib/approvals/actions.js';
 import { EVENTS, onImpersonationEvent } from '../../lib/index.js';
 import { REDIS_URL, redisTestAdapter } from '../support/adapter.js';

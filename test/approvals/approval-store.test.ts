@@ -8,7 +8,8 @@ import {
   type AccessGrant,
   type ApprovalRequest,
 } from '../../lib/approvals/record.js';
-import type { BoundedIndexes, ImpersonationAdapter } from '../../lib/adapters/contract.js';
+import type { BoundedIndexes } from '../../lib/adapters/contracts/indexes.js';
+import type { SessionAdapter } from '../../lib/adapters/contracts/sessions.js';
 import { ADAPTERS } from '../support/adapters.js';
 
 const now = () => Math.floor(Date.now() / 1000);
@@ -40,7 +41,7 @@ function request(subject: string, overrides: Partial<ApprovalRequest> = {}): App
 for (const { name, open } of ADAPTERS) {
   describe(`approval store (${name} adapter)`, () => {
     let store: ApprovalStore;
-    let adapter: ImpersonationAdapter & BoundedIndexes;
+    let adapter: SessionAdapter & BoundedIndexes;
     beforeEach(async () => {
       adapter = new (await open())(APPROVAL_MODEL);
       store = new ApprovalStore(adapter);

@@ -6,12 +6,9 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { KoaContextWithOIDC } from 'oidc-provider';
-import {
-  instantiateAdapter,
-  type AdapterSource,
-  type BoundedIndexes,
-  type ImpersonationAdapter,
-} from '../../lib/adapters/contract.js';
+import { instantiateAdapter, type AdapterSource } from '../../lib/adapters/contracts/entries.js';
+import type { BoundedIndexes } from '../../lib/adapters/contracts/indexes.js';
+import type { SessionAdapter } from '../../lib/adapters/contracts/sessions.js';
 import type { ApprovalDependencies } from '../../lib/approvals/actions.js';
 import type { ApprovalOptions, ApprovalRequirement } from '../../lib/approvals/options.js';
 import { APPROVAL_MODEL, ApprovalStore } from '../../lib/approvals/store.js';
@@ -73,7 +70,7 @@ export async function startApprovalProvider(options: ApprovalProviderOptions = {
     },
     ...(options.kind ? [options.kind] : []),
   );
-  const open = (model: string) => instantiateAdapter(tp.adapter, model) as ImpersonationAdapter & BoundedIndexes;
+  const open = (model: string) => instantiateAdapter(tp.adapter, model) as SessionAdapter & BoundedIndexes;
   const deps: ApprovalDependencies = {
     provider: tp.provider,
     options: resolveOptions({ managementResource: MANAGEMENT, ...plugin } as ImpersonationOptions),

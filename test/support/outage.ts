@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import type { AdapterSource } from '../../lib/adapters/contract.js';
+import type { AdapterSource } from '../../lib/adapters/contracts/entries.js';
 import { EVENTS, onImpersonationEvent } from '../../lib/index.js';
 import { exchange, m2mToken, managementRequest, subjectToken, type Reply } from './http.js';
 import { API, OPAQUE_API, startProvider, type TestProvider } from './provider.js';
