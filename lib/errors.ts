@@ -235,19 +235,6 @@ export function alreadyRedeemed(description: string): ManagementError {
   return new ManagementError(409, 'already_redeemed', description);
 }
 
-/** 409 of an approval request: answered already, or expired unanswered. */
-export function requestClosed(code: 'already_answered' | 'request_expired', description: string): ManagementError {
-  return new ManagementError(409, code, description);
-}
-
-/** 429: a customer holds as many grants in force, or pending requests, as the deployment allows. */
-export function customerLimitReached(
-  code: 'too_many_grants' | 'too_many_pending_requests',
-  description: string,
-): ManagementError {
-  return new ManagementError(429, code, description);
-}
-
 /** 409 of the SSF stream management API: the receiver, or the transmitter, has as many streams as allowed. */
 export function tooManyStreams(description: string): ManagementError {
   return new ManagementError(409, 'too_many_streams', description);

@@ -93,7 +93,8 @@ export type {
 export type { ResolvedSsfOptions, SsfOptions, SsfStop, StreamCovers } from './ssf/options.js';
 export type { PushAllowList } from './ssf/push-target.js';
 export { SSF_DROPPED } from './ssf/transmit.js';
-export { SSF_CONFIGURATION_PATH, SSF_SET_ERROR } from './ssf/routes.js';
+export { SSF_CONFIGURATION_PATH } from './ssf/discovery.js';
+export { SSF_SET_ERROR } from './ssf/routes.js';
 export {
   CRITICAL_SUBJECT_MEMBERS,
   EVENTS_SUPPORTED as SSF_EVENTS_SUPPORTED,

@@ -38,8 +38,6 @@ export interface EnabledDomains {
   ssf: boolean;
 }
 
-export { OUTBOX_MODEL } from './models.js';
-
 /**
  * Opens the plugin's models on `source`, one per domain, and refuses a store
  * that could not keep an enabled domain safely, naming the first operation it

@@ -110,8 +110,6 @@ export async function migrateStore(pool: pg.Pool, names: StoreNames): Promise<vo
   );
 }
 
-export type { Statement } from '../postgres/statement.js';
-
 export type StatementName =
   | 'findMany'
   | 'findManyAhead'

@@ -24,14 +24,8 @@ import { assertPlainIdentifiers } from '../postgres/identifier.js';
 import { openPool, POOL_SOURCE_NAMES, type PoolSource } from '../postgres/pool.js';
 import { refuseUnknownOptions } from '../config/names.js';
 import { currentReadAhead, type ReadAhead } from './contracts/read-ahead.js';
-import {
-  commitManyWith,
-  commitWith,
-  migrateStore,
-  storeNames,
-  storeStatements,
-  type Statement,
-} from './postgres-schema.js';
+import { commitManyWith, commitWith, migrateStore, storeNames, storeStatements } from './postgres-schema.js';
+import type { Statement } from '../postgres/statement.js';
 import {
   invalidArgument,
   invalidCall,

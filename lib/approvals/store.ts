@@ -1,4 +1,3 @@
-import { APPROVAL_MODEL } from '../adapters/models.js';
 import type { AdapterPayload } from 'oidc-provider';
 import type { ApprovalAdapter } from '../adapters/contracts/approvals.js';
 import type { IndexEntry } from '../adapters/contracts/indexes.js';
@@ -11,7 +10,6 @@ import {
 } from './record.js';
 
 /** The adapter model name the access grants, approval requests and their indexes are kept under. */
-export { APPROVAL_MODEL };
 
 /** How long a grant or request outlives its expiry, so that it can still be read and told apart from an unknown id. */
 const KEPT_AFTER_EXPIRY = 7 * 24 * 3600;

@@ -7,7 +7,7 @@ import { refuseToken, type Authenticate } from '../http/auth.js';
 import { readJsonObject } from '../http/body.js';
 import { waitsFor } from '../outbox/contract.js';
 import { storeCall } from '../store-call.js';
-import { SSF_CONFIGURATION_PATH, ssfConfigurationLocation, streamApiBase, transmitterMetadata } from './discovery.js';
+import { ssfConfigurationLocation, streamApiBase, transmitterMetadata } from './discovery.js';
 import {
   checkPushHost,
   readPollRequest,
@@ -20,8 +20,6 @@ import {
 import { EVENTS_SUPPORTED, POLL_METHOD, PUSH_METHOD } from './set.js';
 import type { StreamRecord, StreamStatus } from './store.js';
 import { deleteStream, streamSubscription, transmitVerification, type Transmitter } from './transmit.js';
-
-export { SSF_CONFIGURATION_PATH };
 
 /** Emitted on the provider when a poll receiver reports a SET it could not process: `{ stream, jti, err }`. */
 export const SSF_SET_ERROR = 'impersonation.ssf.set_error';

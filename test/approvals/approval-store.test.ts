@@ -1,5 +1,6 @@
 import { expect } from 'chai';
-import { ApprovalStore, APPROVAL_MODEL } from '../../lib/approvals/store.js';
+import { ApprovalStore } from '../../lib/approvals/store.js';
+import { APPROVAL_MODEL } from '../../lib/adapters/models.js';
 import {
   grantStateOf,
   newAccessGrantId,
