@@ -95,14 +95,14 @@ export type { PushAllowList } from './ssf/push-target.js';
 export { SSF_DROPPED } from './ssf/transmit.js';
 export { SSF_CONFIGURATION_PATH } from './ssf/discovery.js';
 export { SSF_SET_ERROR } from './ssf/routes.js';
+export { CRITICAL_SUBJECT_MEMBERS } from './ssf/set.js';
 export {
-  CRITICAL_SUBJECT_MEMBERS,
   EVENTS_SUPPORTED as SSF_EVENTS_SUPPORTED,
   POLL_METHOD as SSF_POLL_METHOD,
   PUSH_METHOD as SSF_PUSH_METHOD,
   SESSION_REVOKED_EVENT,
   VERIFICATION_EVENT,
-} from './ssf/set.js';
+} from './ssf/names.js';
 export { DELEGATION_METADATA } from './exchange/delegation/client-metadata.js';
 export { DEFAULT_DELEGATION_LIMITS } from './capacity.js';
 export type { DelegationLimits } from './capacity.js';

@@ -2,7 +2,8 @@ import type { LookupFunction } from 'node:net';
 import type { Provider } from 'oidc-provider';
 import type { LeasedEntry, Settlement } from '../outbox/contract.js';
 import type { DeliveryHttp, HttpAnswer, OtherDelivery } from '../webhooks/worker.js';
-import { SET_TYPE, POLL_METHOD, signSet } from './set.js';
+import { SET_TYPE, POLL_METHOD } from './names.js';
+import { signSet } from './set.js';
 import { guardedLookup, pushUrlProblem } from './push-target.js';
 import { SSF_SUBSCRIPTION_PREFIX, type Transmitter } from './transmit.js';
 
@@ -60,7 +61,12 @@ export function ssfDelivery({ streams, options, outbox }: Transmitter): OtherDel
       if (pushUrlProblem(new URL(stream.delivery.endpointUrl), options.allowedPushHosts)) {
         return { outcome: 'dead', reason: 'push_target_refused' };
       }
-      return push({ ...http, lookup }, stream.delivery.endpointUrl, stream.delivery.authorizationHeader, await signed());
+      return push(
+        { ...http, lookup },
+        stream.delivery.endpointUrl,
+        stream.delivery.authorizationHeader,
+        await signed(),
+      );
     },
   };
 }

@@ -1,7 +1,8 @@
 import type Koa from 'koa';
 import type { JsonObject } from '../json.js';
 import { providerConfiguration } from '../provider-internals.js';
-import { CRITICAL_SUBJECT_MEMBERS, POLL_METHOD, PUSH_METHOD } from './set.js';
+import { CRITICAL_SUBJECT_MEMBERS } from './set.js';
+import { POLL_METHOD, PUSH_METHOD } from './names.js';
 import type { Transmitter } from './transmit.js';
 
 /** The well-known segment of the transmitter configuration metadata (SSF 1.0 7.2). */

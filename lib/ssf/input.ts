@@ -1,7 +1,7 @@
 import { badRequest } from '../errors.js';
 import type { JsonObject } from '../json.js';
 import { pushHostProblem, pushUrlProblem, type PushAllowList } from './push-target.js';
-import { POLL_METHOD, PUSH_METHOD } from './set.js';
+import { POLL_METHOD, PUSH_METHOD } from './names.js';
 import type { StreamDelivery } from './store.js';
 
 /** Receiver-supplied properties of a stream (SSF 1.0 8.1.1), as a create, update or replace sends them. */

@@ -17,7 +17,7 @@ import {
   TRANSMITTER_SUPPLIED,
   type ReceiverSupplied,
 } from './input.js';
-import { EVENTS_SUPPORTED, POLL_METHOD, PUSH_METHOD } from './set.js';
+import { EVENTS_SUPPORTED, POLL_METHOD, PUSH_METHOD } from './names.js';
 import type { StreamRecord, StreamStatus } from './store.js';
 import { deleteStream, streamSubscription, transmitVerification, type Transmitter } from './transmit.js';
 

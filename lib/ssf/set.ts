@@ -4,8 +4,6 @@ import { signWithProviderKey } from '../provider-internals.js';
 
 import { SESSION_REVOKED_EVENT, SET_TYPE, VERIFICATION_EVENT } from './names.js';
 
-export * from './names.js';
-
 /**
  * An impersonation session as a subject (SSF 1.0 complex subject, RFC 9493
  * members): `session` names the impersonation session by its id, which every
