@@ -36,7 +36,7 @@ export function invalidGrant(description: string): errors.CustomOIDCProviderErro
 }
 
 /** What a refused actor's next sign-in must meet (RFC 9470 `max_age`, `acr_values`). */
-export interface StepUpRequirement {
+interface StepUpRequirement {
   maxAge?: number;
   acrValues?: string[];
 }
@@ -152,7 +152,7 @@ export function principalQuotaReached(description: string, retryAfter: number): 
   return new PrincipalQuotaReached(description, retryAfter);
 }
 
-export type ManagementErrorCode =
+type ManagementErrorCode =
   | 'invalid_request'
   | 'invalid_token'
   | 'insufficient_scope'

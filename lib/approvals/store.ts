@@ -30,16 +30,16 @@ const pendingOf = (subject: string) => `pending:${subject}`;
 const RESERVED_FOR_MS = 5 * 60 * 1000;
 
 /** The bounds a customer's new grant must fit in: grants in force, and grants given in the last 24 hours. */
-export interface GrantBounds {
+interface GrantBounds {
   inForce: number;
   givenPerDay: number;
 }
 
 /** A reservation's outcome: a place taken, or the bound that is reached. */
-export type GrantReservation = 'reserved' | 'too_many_in_force' | 'too_many_given';
+type GrantReservation = 'reserved' | 'too_many_in_force' | 'too_many_given';
 
 /** What closing a grant or answering a request did: `changedNow` for the one caller whose change it was. */
-export interface Outcome<T> {
+interface Outcome<T> {
   record: T;
   changedNow: boolean;
 }

@@ -25,7 +25,7 @@ import type { OutboxStats, OutboxStore } from './contract.js';
 import type { Statement } from '../postgres/statement.js';
 
 /** Runs one statement (the adapter's pool, error mapping and migration). */
-export type RunStatement = (
+type RunStatement = (
   statement: Statement,
   values: unknown[],
   operation: string,

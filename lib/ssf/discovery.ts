@@ -19,7 +19,7 @@ export function ssfConfigurationLocation(issuer: string): string {
 }
 
 /** The issuer without its trailing slash, which every URL of the transmitter is built on. */
-export function issuerBase(transmitter: Transmitter): string {
+function issuerBase(transmitter: Transmitter): string {
   return transmitter.provider.issuer.replace(/\/$/, '');
 }
 

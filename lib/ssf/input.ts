@@ -104,7 +104,7 @@ function readDelivery(delivery: unknown, allow: PushAllowList): StreamDelivery {
   return { method: PUSH_METHOD, endpointUrl: url.href };
 }
 
-export interface PollRequest {
+interface PollRequest {
   maxEvents: number;
   returnImmediately: boolean;
   ack: string[];

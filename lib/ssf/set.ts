@@ -12,7 +12,7 @@ import { SESSION_REVOKED_EVENT, SET_TYPE, VERIFICATION_EVENT } from './names.js'
  * receiver that matched on `user` alone would end the customer's own
  * sessions, when only the support agent's access as them stopped.
  */
-export interface SessionSubject {
+interface SessionSubject {
   format: 'complex';
   session: { format: 'opaque'; id: string };
   user: { format: 'iss_sub'; iss: string; sub: string };
