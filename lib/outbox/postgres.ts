@@ -132,7 +132,6 @@ export function outboxDdl(tables: OutboxTables): string {
       dead_reason text,
       ready boolean NOT NULL DEFAULT true
     );
-    ALTER TABLE ${tables.entries} ADD COLUMN IF NOT EXISTS ready boolean NOT NULL DEFAULT true;
     CREATE INDEX IF NOT EXISTS ${tables.streamIndex} ON ${tables.entries} (stream, seq) WHERE dead_at IS NULL;
     CREATE INDEX IF NOT EXISTS ${tables.subscriptionIndex} ON ${tables.entries} (subscription, seq) WHERE dead_at IS NULL;
     CREATE INDEX IF NOT EXISTS ${tables.readyIndex} ON ${tables.entries} (subscription, (${DUE}), seq)
