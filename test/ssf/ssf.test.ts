@@ -524,7 +524,7 @@ describe('SSF transmitter: options and mounting', function () {
     server.on('request', parent.callback());
     try {
       const provider = { ...tp, base: `${origin}/oidc` };
-      const metadata = (await (await fetch(`${origin}/.well-known/ssf-configuration`)).json()) as Record<
+      const metadata = (await (await fetch(`${origin}/.well-known/ssf-configuration/oidc`)).json()) as Record<
         string,
         string
       >;
