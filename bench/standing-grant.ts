@@ -8,9 +8,12 @@
  * under it, and every exchange reads the grant again, bounds the token by it
  * and confirms it after the session is stored.
  */
-import { instantiateAdapter, type BoundedIndexes, type ImpersonationAdapter } from '../lib/adapters/contract.js';
+import { instantiateAdapter } from '../lib/adapters/contracts/entries.js';
+import type { BoundedIndexes } from '../lib/adapters/contracts/indexes.js';
+import type { SessionAdapter } from '../lib/adapters/contracts/sessions.js';
 import { giveGrant } from '../lib/approvals/actions.js';
-import { APPROVAL_MODEL, ApprovalStore } from '../lib/approvals/store.js';
+import { APPROVAL_MODEL } from '../lib/adapters/models.js';
+import { ApprovalStore } from '../lib/approvals/store.js';
 import type { ImpersonationOptions } from '../lib/index.js';
 import { resolveOptions } from '../lib/options.js';
 import { SESSION_MODEL, SessionStore } from '../lib/sessions/store.js';
@@ -44,8 +47,8 @@ export function standingGrantSetup(): StandingGrantSetup {
   return {
     plugin: { approvals: { customerResource: CUSTOMER_API, require: () => 'grant' } },
     async give(tp, plugin) {
-      const open = (model: string): ImpersonationAdapter & BoundedIndexes =>
-        instantiateAdapter(tp.adapter, model) as ImpersonationAdapter & BoundedIndexes;
+      const open = (model: string): SessionAdapter & BoundedIndexes =>
+        instantiateAdapter(tp.adapter, model) as SessionAdapter & BoundedIndexes;
       const deps = {
         provider: tp.provider,
         options: resolveOptions({ managementResource: MANAGEMENT, ...plugin } as ImpersonationOptions),

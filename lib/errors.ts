@@ -36,7 +36,7 @@ export function invalidGrant(description: string): errors.CustomOIDCProviderErro
 }
 
 /** What a refused actor's next sign-in must meet (RFC 9470 `max_age`, `acr_values`). */
-export interface StepUpRequirement {
+interface StepUpRequirement {
   maxAge?: number;
   acrValues?: string[];
 }
@@ -152,7 +152,7 @@ export function principalQuotaReached(description: string, retryAfter: number): 
   return new PrincipalQuotaReached(description, retryAfter);
 }
 
-export type ManagementErrorCode =
+type ManagementErrorCode =
   | 'invalid_request'
   | 'invalid_token'
   | 'insufficient_scope'
@@ -233,19 +233,6 @@ export function notFound(code: 'not_found' | 'user_not_found', description: stri
 /** Management API 409: the subject token was exchanged already. */
 export function alreadyRedeemed(description: string): ManagementError {
   return new ManagementError(409, 'already_redeemed', description);
-}
-
-/** 409 of an approval request: answered already, or expired unanswered. */
-export function requestClosed(code: 'already_answered' | 'request_expired', description: string): ManagementError {
-  return new ManagementError(409, code, description);
-}
-
-/** 429: a customer holds as many grants in force, or pending requests, as the deployment allows. */
-export function customerLimitReached(
-  code: 'too_many_grants' | 'too_many_pending_requests',
-  description: string,
-): ManagementError {
-  return new ManagementError(429, code, description);
 }
 
 /** 409 of the SSF stream management API: the receiver, or the transmitter, has as many streams as allowed. */

@@ -47,32 +47,24 @@ export { SUBJECT_TOKEN_MODEL } from './subject-tokens/store.js';
 export { createMemoryAdapter } from './adapters/memory.js';
 export type { MemoryAdapterClass, MemoryAdapterOptions, MemoryAdapterStats } from './adapters/memory.js';
 // The store's contract, one type per domain (a store of its own implements the domains it keeps).
+export type { ApprovalAdapter } from './adapters/contracts/approvals.js';
+export type { AtomicAdapter, AtomicConsume } from './adapters/contracts/consume.js';
 export type {
-  ApprovalAdapter,
-  AtomicAdapter,
   AtomicCommit,
-  AtomicConsume,
-  BoundedIndexAdd,
-  BoundedIndexes,
   CommitOutcome,
   CommitWrite,
-  EveryDomainAdapter,
-  ImpersonationAdapter,
-  ImpersonationAdapterClass,
-  IndexEntry,
-  JournalCommit,
-  OutboxAdapter,
-  OutboxCommit,
   PrincipalQuotas,
   QuotaOutcome,
   QuotaWrite,
-  SessionAdapter,
   SessionCommit,
-  SharedDatabase,
-  SortedIndexes,
-  SsfStreamAdapter,
-  SubjectTokenAdapter,
-} from './adapters/contract.js';
+} from './adapters/contracts/commit.js';
+export type { BoundedIndexAdd, BoundedIndexes, IndexEntry, SortedIndexes } from './adapters/contracts/indexes.js';
+export type { EveryDomainAdapter, ImpersonationAdapterClass } from './adapters/contract.js';
+export type { SessionAdapter as ImpersonationAdapter, SessionAdapter } from './adapters/contracts/sessions.js';
+export type { JournalCommit, SharedDatabase } from './adapters/contracts/trail.js';
+export type { OutboxAdapter, OutboxCommit } from './adapters/contracts/outbox.js';
+export type { SsfStreamAdapter } from './adapters/contracts/ssf.js';
+export type { SubjectTokenAdapter } from './adapters/contracts/subject-tokens.js';
 export { createMemoryAuditLog } from './audit/memory.js';
 export type { MemoryAuditLog, MemoryAuditLogOptions } from './audit/memory.js';
 export type { AuditEntry, AuditRow, ChainedRow, VerifyCheck, VerifyResult } from './audit/chain.js';
@@ -101,15 +93,16 @@ export type {
 } from './outbox/contract.js';
 export type { PushAllowList, ResolvedSsfOptions, SsfOptions, SsfStop, StreamCovers } from './ssf/options.js';
 export { SSF_DROPPED } from './ssf/transmit.js';
-export { SSF_CONFIGURATION_PATH, SSF_SET_ERROR } from './ssf/routes.js';
+export { SSF_CONFIGURATION_PATH } from './ssf/discovery.js';
+export { SSF_SET_ERROR } from './ssf/routes.js';
+export { CRITICAL_SUBJECT_MEMBERS } from './ssf/set.js';
 export {
-  CRITICAL_SUBJECT_MEMBERS,
   EVENTS_SUPPORTED as SSF_EVENTS_SUPPORTED,
   POLL_METHOD as SSF_POLL_METHOD,
   PUSH_METHOD as SSF_PUSH_METHOD,
   SESSION_REVOKED_EVENT,
   VERIFICATION_EVENT,
-} from './ssf/set.js';
+} from './ssf/names.js';
 export { DELEGATION_METADATA } from './exchange/delegation/client-metadata.js';
 export { DEFAULT_DELEGATION_LIMITS } from './capacity.js';
 export type { DelegationLimits, QuotaCharge } from './capacity.js';

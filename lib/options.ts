@@ -10,17 +10,11 @@ import {
 import { optionChecks, type OptionChecks } from './config/checks.js';
 import { IMPERSONATION_DEFAULTS, IMPERSONATION_MAXIMA } from './config/defaults.js';
 import { invalidArgument } from './errors.js';
-import {
-  applyDecisionPoint,
-  delegationWithDecisionPoint,
-  type AuthzenOptions,
-  type ResolvedAuthzenOptions,
-} from './policy/index.js';
+import { applyDecisionPoint } from './policy/index.js';
+import { delegationWithDecisionPoint } from './policy/compose.js';
+import type { AuthzenOptions, ResolvedAuthzenOptions } from './policy/options.js';
 import { resolveSsfOptions, type ResolvedSsfOptions, type SsfOptions } from './ssf/options.js';
 import { resolveWebhookOptions, type ResolvedWebhookOptions, type WebhookOptions } from './webhooks/options.js';
-
-export type { JsonObject, JsonPrimitive, JsonValue } from './json.js';
-export { refusalReason, type ExchangeDecision, type PolicyDecision } from './config/decisions.js';
 
 /** The options of `createImpersonation`: the core ones, and each feature's slice. */
 export interface ImpersonationOptions extends CoreOptions {

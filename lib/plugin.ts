@@ -428,11 +428,6 @@ const configuredByAnyPlugin = new WeakSet<object>();
 
 const INSTALL_OPTION_NAMES = Object.keys({ mountManagementApi: true } satisfies Record<keyof InstallOptions, true>);
 
-const SERVE_FROM_HOST =
-  'to serve the Management API from a host app, call install(provider, { mountManagementApi: false }), then ' +
-  'app.use(impersonation.managementApi()) on a Koa app or app.use(impersonation.managementApiHandler()) on ' +
-  'Express or Fastify';
-
 /**
  * `install()`'s second argument: a plain object of known options, never a host app passed in its
  * place. An Express app is a function; a Koa app (or any instance of a class) is an object, whose
@@ -443,11 +438,10 @@ function checkInstallOptions(installOptions: unknown): Required<InstallOptions> 
     throw invalidArgument(
       'impersonation.install',
       'installOptions',
-      `must be a plain object of install options, not an app; ${SERVE_FROM_HOST}`,
+      'must be a plain object of install options, not an app; to serve the Management API from a host app, call ' +
+        'install(provider, { mountManagementApi: false }), then app.use(impersonation.managementApi()) on a Koa app ' +
+        'or app.use(impersonation.managementApiHandler()) on Express or Fastify',
     );
-  }
-  if ('app' in installOptions) {
-    throw invalidOption('impersonation.install', 'app', `is gone: ${SERVE_FROM_HOST}`);
   }
   refuseUnknownOptions('impersonation.install', installOptions, INSTALL_OPTION_NAMES);
   const { mountManagementApi = true } = installOptions as InstallOptions;

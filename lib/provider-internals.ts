@@ -88,7 +88,7 @@ export interface DpopProof {
   iat: number;
 }
 
-export interface TokenResponseInput {
+interface TokenResponseInput {
   accessToken: string;
   expiresIn: number;
   scope?: string;
@@ -187,7 +187,7 @@ export function certificateThumbprintOf(token: AccessToken): string | undefined 
   return (token as unknown as { 'x5t#S256'?: string })['x5t#S256'];
 }
 
-export interface BackingGrantInput {
+interface BackingGrantInput {
   /** Chosen by the caller, so that a record can name the Grant before either is written. */
   jti: string;
   accountId: string;

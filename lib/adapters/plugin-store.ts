@@ -21,7 +21,7 @@ const DEPLOYMENT_GUIDE = 'node_modules/oidc-provider-impersonation/docs/adding-t
  * tokens, impersonation sessions, the customer's grants and approval
  * requests, and, when enabled, SSF streams and the outbox.
  */
-export interface PluginStore {
+interface PluginStore {
   subjectTokens: SubjectTokenAdapter;
   sessions: SessionAdapter;
   /** Checked for the approvals' domain only when the deployment has the `approvals` option. */
@@ -33,13 +33,11 @@ export interface PluginStore {
 }
 
 /** The domains beyond subject tokens and sessions (always stored) that the deployment's options enable. */
-export interface EnabledDomains {
+interface EnabledDomains {
   outbox: boolean;
   approvals: boolean;
   ssf: boolean;
 }
-
-export { OUTBOX_MODEL } from './models.js';
 
 /**
  * Opens the plugin's models on `source`, one per domain, and refuses a store

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import type pg from 'pg';
 import { migrateUnderLock } from '../postgres/migration.js';
 import { appendCtes, type OutboxTables } from '../outbox/postgres.js';
-import { GUARD_KIND, QUOTA_KIND } from './contract.js';
+import { GUARD_KIND, QUOTA_KIND } from './contracts/commit.js';
 import type { Statement } from '../postgres/statement.js';
 
 /**
@@ -12,7 +12,7 @@ import type { Statement } from '../postgres/statement.js';
  * only bind and execute it.
  */
 
-export interface StoreNames {
+interface StoreNames {
   /** The entries: one row per model and id. */
   entries: string;
   /** The sorted indexes: one row per model, index and member. */
@@ -110,9 +110,7 @@ export async function migrateStore(pool: pg.Pool, names: StoreNames): Promise<vo
   );
 }
 
-export type { Statement } from '../postgres/statement.js';
-
-export type StatementName =
+type StatementName =
   | 'findMany'
   | 'findManyAhead'
   | 'findByUserCode'
@@ -134,7 +132,7 @@ export type StatementName =
 const LIVE = '(expires_at IS NULL OR expires_at > now())';
 
 /** What a commit writes besides the exchange's own rows. */
-export interface CommitExtras {
+interface CommitExtras {
   /**
    * A trail in the same database: its rows are appended by its SQL function
    * ($12 its argument), called in the select list of a query over `redeemed`
@@ -350,7 +348,7 @@ function commitManyText({ entries, indexes }: StoreNames, { outbox, appendFuncti
 }
 
 /** What a batched commit writes besides the exchanges' own rows. */
-export interface BatchedExtras {
+interface BatchedExtras {
   /** The outbox's tables: the exchanges' notifications are appended ($15–$22). */
   outbox?: Pick<OutboxTables, 'entries' | 'drops'> | undefined;
   /** A trail in the same database: its rows are appended by this SQL function (one text[] after the outbox's). */

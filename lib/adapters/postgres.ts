@@ -24,14 +24,8 @@ import { assertPlainIdentifiers } from '../postgres/identifier.js';
 import { openPool, POOL_SOURCE_NAMES, type PoolSource } from '../postgres/pool.js';
 import { refuseUnknownOptions } from '../config/names.js';
 import { currentReadAhead, type ReadAhead } from './contracts/read-ahead.js';
-import {
-  commitManyWith,
-  commitWith,
-  migrateStore,
-  storeNames,
-  storeStatements,
-  type Statement,
-} from './postgres-schema.js';
+import { commitManyWith, commitWith, migrateStore, storeNames, storeStatements } from './postgres-schema.js';
+import type { Statement } from '../postgres/statement.js';
 import {
   invalidArgument,
   invalidCall,
@@ -549,7 +543,7 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
     streamIndex: `"${table}_outbox_stream"`,
     // (subscription, seq): an append reads a subscription's oldest waiting entry from it.
     subscriptionIndex: `"${table}_outbox_subscription_seq"`,
-    // By subscription and due time; an outbox made before it kept "<table>_outbox_ready", which nothing reads.
+    // By subscription and due time.
     readyIndex: `"${table}_outbox_ready_by_subscription"`,
     deadIndex: `"${table}_outbox_dead"`,
   };

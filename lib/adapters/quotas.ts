@@ -1,5 +1,5 @@
 import { unfitStore } from '../errors/standalone.js';
-import type { AtomicCommit, QuotaOutcome, QuotaWrite } from './contract.js';
+import type { AtomicCommit, QuotaOutcome, QuotaWrite } from './contracts/commit.js';
 
 /**
  * `saveWithinQuotas` as the adapters here run it: the commit of `write` that

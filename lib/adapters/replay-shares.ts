@@ -21,7 +21,7 @@ import type { AdapterPayload } from 'oidc-provider';
 /** The model oidc-provider keeps its spent DPoP proofs and client assertions in. */
 export const REPLAY_MODEL = 'ReplayDetection';
 
-export type ReplayPool = 'anonymous' | 'credentialed';
+type ReplayPool = 'anonymous' | 'credentialed';
 
 /** The share an entry takes a place of: a client's, in one pool. */
 export interface ReplayShare {
@@ -43,7 +43,7 @@ const ANONYMOUS_FRACTION = 1 / 4;
 /** One client's share of a pool. */
 const CLIENT_FRACTION = 1 / 4;
 
-export interface ReplayShareBounds {
+interface ReplayShareBounds {
   /** Most entries each pool holds; together they make the model's bound. */
   pool: Record<ReplayPool, number>;
   /** Most entries one client holds in each pool. */

@@ -21,7 +21,7 @@ import {
   type DomainError,
 } from '../errors.js';
 import { storeCall } from '../store-call.js';
-import { assertApprovalAllowed } from '../policy/index.js';
+import { assertApprovalAllowed } from '../policy/compose.js';
 import type { ApprovalDependencies } from './deps.js';
 import { approvalSettings, nowSeconds } from './deps.js';
 import { endGrantAndSessions } from './end.js';
@@ -38,9 +38,6 @@ import {
 } from './record.js';
 import { findSettledAs, viewOf } from './requests.js';
 import { accessGrantView, type AccessGrantView, type ApprovalRequestView } from './view.js';
-
-export type { ApprovalDependencies } from './deps.js';
-export type { AccessGrantView, ApprovalRequestView, ApprovedGrantView } from './view.js';
 
 /** The customer's grants in force, latest expiry first. */
 export async function listGrants(deps: ApprovalDependencies, customer: string): Promise<{ items: AccessGrantView[] }> {

@@ -13,7 +13,7 @@ import type { ApprovalRequirement, ResolvedApprovalOptions } from './options.js'
 import { newApprovalRequestId, type AccessGrant, type ApprovalRequest } from './record.js';
 
 /** A subject-token request as the customer's approval sees it. */
-export interface CreationAsk {
+interface CreationAsk {
   subject: string;
   account: Account;
   actor?: string;
@@ -26,7 +26,7 @@ export interface CreationAsk {
 }
 
 /** What the customer's approval allows for one subject-token request. */
-export type CreationApproval =
+type CreationApproval =
   /** Nothing needed: the token is issued as without approvals. */
   | { kind: 'none' }
   /** A grant in force covers it: the token is issued under it. */

@@ -16,7 +16,7 @@ export interface ApprovalDependencies {
   sessions: SessionStore;
 }
 
-export type ApprovalOptionsSlice = Pick<ResolvedCoreOptions, 'auditLog'> & {
+type ApprovalOptionsSlice = Pick<ResolvedCoreOptions, 'auditLog'> & {
   approvals?: ResolvedApprovalOptions;
   authzen?: ResolvedAuthzenOptions;
 };

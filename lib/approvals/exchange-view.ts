@@ -2,7 +2,7 @@ import { grantStateOf, type AccessGrant, type GrantState } from './record.js';
 import type { ApprovalStore } from './store.js';
 
 /** An access grant as the token exchange reads it: the record, and its state as of the read. */
-export type GrantAsRead = AccessGrant & { state: GrantState };
+type GrantAsRead = AccessGrant & { state: GrantState };
 
 /**
  * The reader of grants the plugin hands the token exchange, which checks

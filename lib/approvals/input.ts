@@ -7,9 +7,9 @@ import { invalidInput } from '../errors.js';
 import { ILLEGIBLE_TEXT, isLegibleText, isStorableText, UNSTORABLE_TEXT } from '../storable-text.js';
 
 /** Longest note, denial reason or break-glass reason, in characters. */
-export const MAX_TEXT = 500;
+const MAX_TEXT = 500;
 /** Most scopes one ceiling lists. */
-export const MAX_SCOPES = 50;
+const MAX_SCOPES = 50;
 const MAX_RESOURCE_LENGTH = 1024;
 const MAX_ID_LENGTH = 1024;
 const SCOPE_TOKEN = /^[\x21\x23-\x5B\x5D-\x7E]{1,256}$/;

@@ -2,9 +2,9 @@ import { randomBytes } from 'node:crypto';
 import type { JsonObject } from '../json.js';
 
 /** Every access grant id starts with this. */
-export const ACCESS_GRANT_PREFIX = 'agr_';
+const ACCESS_GRANT_PREFIX = 'agr_';
 /** Every approval request id starts with this. */
-export const APPROVAL_REQUEST_PREFIX = 'apr_';
+const APPROVAL_REQUEST_PREFIX = 'apr_';
 
 /**
  * The most a customer allows support to do as them: every scope of `resource`

@@ -40,7 +40,7 @@ export async function viewOf(deps: ApprovalDependencies, request: ApprovalReques
  * client's, another customer's) is answered exactly as an unknown id, so
  * that nobody learns what requests exist beyond their own.
  */
-export async function findRequestAs(
+async function findRequestAs(
   deps: ApprovalDependencies,
   id: string,
   accept: (request: ApprovalRequest) => boolean,

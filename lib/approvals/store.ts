@@ -1,4 +1,3 @@
-import { APPROVAL_MODEL } from '../adapters/models.js';
 import type { AdapterPayload } from 'oidc-provider';
 import type { ApprovalAdapter } from '../adapters/contracts/approvals.js';
 import type { IndexEntry } from '../adapters/contracts/indexes.js';
@@ -11,7 +10,6 @@ import {
 } from './record.js';
 
 /** The adapter model name the access grants, approval requests and their indexes are kept under. */
-export { APPROVAL_MODEL };
 
 /** How long a grant or request outlives its expiry, so that it can still be read and told apart from an unknown id. */
 const KEPT_AFTER_EXPIRY = 7 * 24 * 3600;
@@ -32,16 +30,16 @@ const pendingOf = (subject: string) => `pending:${subject}`;
 const RESERVED_FOR_MS = 5 * 60 * 1000;
 
 /** The bounds a customer's new grant must fit in: grants in force, and grants given in the last 24 hours. */
-export interface GrantBounds {
+interface GrantBounds {
   inForce: number;
   givenPerDay: number;
 }
 
 /** A reservation's outcome: a place taken, or the bound that is reached. */
-export type GrantReservation = 'reserved' | 'too_many_in_force' | 'too_many_given';
+type GrantReservation = 'reserved' | 'too_many_in_force' | 'too_many_given';
 
 /** What closing a grant or answering a request did: `changedNow` for the one caller whose change it was. */
-export interface Outcome<T> {
+interface Outcome<T> {
   record: T;
   changedNow: boolean;
 }

@@ -7,7 +7,7 @@ import { readFileSync } from 'node:fs';
 import type { VerificationKey } from '../audit/signing.js';
 import { invalidCommandLine } from '../errors/standalone.js';
 
-export const KEY_FORMS = '--key hmac-file:PATH, --key hmac-env:VARIABLE or --key ed25519:PUBLIC_KEY.pem';
+const KEY_FORMS = '--key hmac-file:PATH, --key hmac-env:VARIABLE or --key ed25519:PUBLIC_KEY.pem';
 
 /** Messages name the form and the place, never the key. */
 export function verificationKeyOf(spec: string, env: NodeJS.ProcessEnv = process.env): VerificationKey {

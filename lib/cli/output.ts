@@ -6,7 +6,7 @@
  */
 import { once } from 'node:events';
 
-export interface Output {
+interface Output {
   /** Writes text; false once the reader has closed the output: nothing more is read, so nothing more need be written. */
   write(text: string): Promise<boolean>;
 }

@@ -1,7 +1,7 @@
 /** What `audit verify` prints of a verification: one line, for an auditor to act on. */
 import type { VerifyResult } from '../audit/chain.js';
 
-export interface Trail {
+interface Trail {
   schema: string | undefined;
   table: string;
   /** A key was given: checkpoints were counted. */

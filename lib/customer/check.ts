@@ -63,7 +63,7 @@ const SIGN_IN_ROUTES = new Set(['authorization', 'resume', 'pushed_authorization
 const CUSTOMER_GRANTS = new Set(['authorization_code', 'refresh_token']);
 
 /** The customer token's lifetime, seconds: short, as it may grant access to the customer's whole account. */
-export const CUSTOMER_TOKEN_TTL = 600;
+const CUSTOMER_TOKEN_TTL = 600;
 
 /**
  * What `getResourceServerInfo` answers for `customerResource`: the customer

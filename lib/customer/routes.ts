@@ -9,8 +9,8 @@ import {
   giveGrant,
   listGrants,
   listPendingRequests,
-  type ApprovalDependencies,
 } from '../approvals/actions.js';
+import type { ApprovalDependencies } from '../approvals/deps.js';
 import type { Customer } from './check.js';
 
 /** Far more than any valid body of these endpoints: a note of 500 characters is at most 2000 bytes. */

@@ -1,5 +1,5 @@
 import type Koa from 'koa';
-import type { CommitOutcome, CommitWrite } from '../adapters/contract.js';
+import type { CommitOutcome, CommitWrite } from '../adapters/contracts/commit.js';
 import { slotOf } from '../provider-state.js';
 import { reportError } from '../report-error.js';
 import { SUBSCRIBERS, type CommitShare, type CommitSite, type EventSubscriber } from './subscriber.js';

@@ -1,5 +1,5 @@
 import type Koa from 'koa';
-import type { CommitWrite } from '../adapters/contract.js';
+import type { CommitWrite } from '../adapters/contracts/commit.js';
 import { providerSlot } from '../provider-state.js';
 import type { ImpersonationEvent } from './types.js';
 

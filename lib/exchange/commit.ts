@@ -11,7 +11,7 @@ import type { SessionRecord } from '../sessions/record.js';
 import { closeSession } from '../sessions/close.js';
 import { endedOrigin, type SessionStore } from '../sessions/store.js';
 import { reportError } from '../report-error.js';
-import type { CommitOutcome } from '../adapters/contract.js';
+import type { CommitOutcome } from '../adapters/contracts/commit.js';
 import { SUBJECT_TOKEN_MODEL } from '../subject-tokens/store.js';
 
 /**

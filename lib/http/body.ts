@@ -112,7 +112,7 @@ function tooLarge(limit: number): ManagementError {
   return requestTooLarge(`body exceeds ${limit} bytes`);
 }
 
-export const MAX_ID_LENGTH = 1024;
+const MAX_ID_LENGTH = 1024;
 
 /** An id as a path or a body may carry it: not empty, not longer than any the plugin makes, no space around it. */
 export function isIdentifier(value: unknown): value is string {

@@ -60,7 +60,7 @@ const SELF_SERVICE_ROUTES: ReadonlySet<string> = new Set(['registration', 'clien
  * at its first use, a registered one at registration and at every load);
  * configure() runs it over the static clients at start-up.
  */
-export function checkManagementMetadata(metadata: ClientMetadata, managementScopes: ReadonlySet<string>): void {
+function checkManagementMetadata(metadata: ClientMetadata, managementScopes: ReadonlySet<string>): void {
   const inScope = String(metadata.scope ?? '')
     .split(' ')
     .filter((name) => managementScopes.has(name));

@@ -1,7 +1,7 @@
 import type Router from '@koa/router';
 import type Koa from 'koa';
 import type { Provider } from 'oidc-provider';
-import type { IndexEntry } from '../adapters/contract.js';
+import type { IndexEntry } from '../adapters/contracts/indexes.js';
 import { announce } from '../events/publish.js';
 import { EVENTS, type ImpersonationEventName } from '../events/types.js';
 import { badRequest, notFound } from '../errors.js';

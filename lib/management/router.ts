@@ -18,9 +18,9 @@ import { apiSpans } from '../telemetry/http.js';
 import type { Transmitter } from '../ssf/transmit.js';
 
 /** The requests that passed through a middleware chain holding the Management API. */
-export type ServedRequests = WeakSet<object>;
+type ServedRequests = WeakSet<object>;
 
-export interface ManagementApi {
+interface ManagementApi {
   /** Subject tokens, impersonation sessions and their revocation feed, approval requests, as one Koa middleware. */
   middleware: Koa.Middleware;
   /**

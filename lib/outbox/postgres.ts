@@ -25,7 +25,7 @@ import type { OutboxStats, OutboxStore } from './contract.js';
 import type { Statement } from '../postgres/statement.js';
 
 /** Runs one statement (the adapter's pool, error mapping and migration). */
-export type RunStatement = (
+type RunStatement = (
   statement: Statement,
   values: unknown[],
   operation: string,
@@ -132,7 +132,6 @@ export function outboxDdl(tables: OutboxTables): string {
       dead_reason text,
       ready boolean NOT NULL DEFAULT true
     );
-    ALTER TABLE ${tables.entries} ADD COLUMN IF NOT EXISTS ready boolean NOT NULL DEFAULT true;
     CREATE INDEX IF NOT EXISTS ${tables.streamIndex} ON ${tables.entries} (stream, seq) WHERE dead_at IS NULL;
     CREATE INDEX IF NOT EXISTS ${tables.subscriptionIndex} ON ${tables.entries} (subscription, seq) WHERE dead_at IS NULL;
     CREATE INDEX IF NOT EXISTS ${tables.readyIndex} ON ${tables.entries} (subscription, (${DUE}), seq)

@@ -155,20 +155,6 @@ for _, member in ipairs(redis.call('ZRANGEBYSCORE', dead, '-inf', '(' .. deadBef
   redis.call('HDEL', attempts, member)
 end
 redis.call('ZREMRANGEBYSCORE', dead, '-inf', '(' .. deadBefore)
--- An outbox an earlier version wrote has heads without due: due is written again from heads.
-if redis.call('ZCARD', due) ~= redis.call('ZCARD', heads) then
-  redis.call('DEL', due)
-  local all = redis.call('ZRANGE', heads, 0, -1, 'WITHSCORES')
-  for i = 1, #all, 2 do redis.call('ZADD', due, 0, due_member(all[i], tonumber(all[i + 1]))) end
-end
--- Nor order: it is written again from queue.
-if redis.call('ZCARD', order) ~= redis.call('ZCARD', queue) then
-  redis.call('DEL', order)
-  for _, member in ipairs(redis.call('ZRANGE', queue, 0, -1)) do
-    local stream = string.sub(member, 1, #member - 17)
-    redis.call('ZADD', order, 0, due_member(stream, tonumber(string.sub(member, -16))))
-  end
-end
 -- Each subscription with entries waiting and room: its streams due by now, earliest first, up to its room.
 local until_now = string.format('%016d', now + 1)
 local candidates = {}

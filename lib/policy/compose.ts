@@ -13,7 +13,7 @@ type ExchangePolicy = (input: ExchangePolicyInput) => ExchangeDecision | Promise
  * `delegation.canDelegate`'s input it reads. Declared here, so that the policy
  * knows the delegation's hook by its shape, not by importing the pipeline.
  */
-export interface DelegationAsked {
+interface DelegationAsked {
   clientId: string;
   subject: string;
   actor: string;

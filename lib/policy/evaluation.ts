@@ -14,7 +14,7 @@ export interface AccessEvaluation {
 }
 
 /** The answer: allowed, or refused with the decision point's words for the user when it gave some. */
-export type AccessDecision = { allowed: true } | { allowed: false; reason?: string };
+type AccessDecision = { allowed: true } | { allowed: false; reason?: string };
 
 /** Larger answers are not read: a decision is a few hundred bytes. */
 const MAX_ANSWER_BYTES = 64 * 1024;

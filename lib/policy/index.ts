@@ -2,9 +2,6 @@ import type { ResolvedCoreOptions } from '../core-options.js';
 import { withDecisionPoint } from './compose.js';
 import { resolveAuthzenOptions, type AuthzenOptions, type ResolvedAuthzenOptions } from './options.js';
 
-export { assertApprovalAllowed, delegationWithDecisionPoint, type DelegationAsked } from './compose.js';
-export type { AuthzenOptions, ResolvedAuthzenOptions } from './options.js';
-
 /**
  * The `authzen` option, resolved and composed into the policy hooks at
  * start-up: what the call sites ask (`canImpersonate`, `canExchange`) asks the

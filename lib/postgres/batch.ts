@@ -1,6 +1,6 @@
 import { sendIsolatingDataErrors } from './data-errors.js';
 
-export interface StatementBatchOptions {
+interface StatementBatchOptions {
   /** Most items one statement carries; a full batch goes out at once. */
   max: number;
   /**

@@ -4,13 +4,13 @@
  * 22003 a number out of range): PostgreSQL refused a value the statement
  * carried. The statement did nothing, and the server is fine.
  */
-export function isDataError(error: unknown): boolean {
+function isDataError(error: unknown): boolean {
   const code = (error as { code?: unknown } | null)?.code;
   return typeof code === 'string' && /^22[0-9A-Z]{3}$/.test(code);
 }
 
 /** One caller of a batched statement: settled with its own result or error. */
-export interface BatchCaller<Result> {
+interface BatchCaller<Result> {
   resolve(result: Result): void;
   reject(error: unknown): void;
 }

@@ -31,7 +31,7 @@ export const POOL_SOURCE_NAMES = Object.keys({ pool: true, connectionString: tru
   true
 >);
 
-export interface OpenedPool {
+interface OpenedPool {
   pool: pg.Pool;
   /** Ends the pool when it was opened here (once, however often it is called); leaves a pool passed in to its owner. */
   end(): Promise<void>;

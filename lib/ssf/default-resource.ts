@@ -1,10 +1,10 @@
 import type { Configuration, KoaContextWithOIDC } from 'oidc-provider';
 
 type ResourceIndicators = NonNullable<NonNullable<Configuration['features']>['resourceIndicators']>;
-export type DefaultResource = NonNullable<ResourceIndicators['defaultResource']>;
+type DefaultResource = NonNullable<ResourceIndicators['defaultResource']>;
 type Client = NonNullable<KoaContextWithOIDC['oidc']['client']>;
 /** The management scopes a client may obtain (its `impersonation_management_scope`). */
-export type ScopesOf = (client: Client) => readonly string[];
+type ScopesOf = (client: Client) => readonly string[];
 
 /** oidc-provider's own default: the one resource of an authorization request, else none. */
 const providerDefault: DefaultResource = (_ctx, _client, oneOf) => oneOf;

@@ -2,7 +2,8 @@ import type { LookupFunction } from 'node:net';
 import type { Provider } from 'oidc-provider';
 import type { LeasedEntry, Settlement } from '../outbox/contract.js';
 import type { DeliveryHttp, HttpAnswer, OtherDelivery } from '../webhooks/worker.js';
-import { SET_TYPE, POLL_METHOD, signSet } from './set.js';
+import { SET_TYPE, POLL_METHOD } from './names.js';
+import { signSet } from './set.js';
 import { guardedLookup, pushUrlProblem } from './push-target.js';
 import { SSF_SUBSCRIPTION_PREFIX, type Transmitter } from './transmit.js';
 
@@ -43,11 +44,12 @@ export function ssfDelivery({ streams, options, outbox }: Transmitter): OtherDel
       }
       if (stream.status === 'disabled') return { outcome: 'dead', reason: 'stream_disabled' };
       if (stream.status === 'paused') return { outcome: 'retry', at: Date.now() + options.pollIntervalMs };
+      const signed = () => signSet(provider, JSON.parse(entry.body) as Record<string, unknown>);
       if (stream.delivery.method === POLL_METHOD) {
         const queued = await streams.enqueue(
           stream.id,
           entry.id,
-          await signedSet(provider, entry.body),
+          await signed(),
           options.retentionSeconds,
           options.maxQueued,
         );
@@ -59,21 +61,14 @@ export function ssfDelivery({ streams, options, outbox }: Transmitter): OtherDel
       if (pushUrlProblem(new URL(stream.delivery.endpointUrl), options.allowedPushHosts)) {
         return { outcome: 'dead', reason: 'push_target_refused' };
       }
-      const jwt = await signedSet(provider, entry.body);
-      return push({ ...http, lookup }, stream.delivery.endpointUrl, stream.delivery.authorizationHeader, jwt);
+      return push(
+        { ...http, lookup },
+        stream.delivery.endpointUrl,
+        stream.delivery.authorizationHeader,
+        await signed(),
+      );
     },
   };
-}
-
-/**
- * The SET an entry carries: its claims (a JSON object), signed now; a push
- * retried is signed again, with the same `jti`, which is what a receiver
- * deduplicates on (RFC 8935 2.1). An entry an earlier release queued already
- * signed (a compact JWS) goes as it is.
- */
-async function signedSet(provider: Provider, body: string): Promise<string> {
-  if (!body.startsWith('{')) return body;
-  return signSet(provider, JSON.parse(body) as Record<string, unknown>);
 }
 
 async function push(

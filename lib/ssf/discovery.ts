@@ -1,7 +1,8 @@
 import type Koa from 'koa';
 import type { JsonObject } from '../json.js';
 import { providerConfiguration } from '../provider-internals.js';
-import { CRITICAL_SUBJECT_MEMBERS, POLL_METHOD, PUSH_METHOD } from './set.js';
+import { CRITICAL_SUBJECT_MEMBERS } from './set.js';
+import { POLL_METHOD, PUSH_METHOD } from './names.js';
 import type { Transmitter } from './transmit.js';
 
 /** The well-known segment of the transmitter configuration metadata (SSF 1.0 7.2). */
@@ -18,7 +19,7 @@ export function ssfConfigurationLocation(issuer: string): string {
 }
 
 /** The issuer without its trailing slash, which every URL of the transmitter is built on. */
-export function issuerBase(transmitter: Transmitter): string {
+function issuerBase(transmitter: Transmitter): string {
   return transmitter.provider.issuer.replace(/\/$/, '');
 }
 

@@ -2,7 +2,7 @@ import { badRequest } from '../errors.js';
 import type { JsonObject } from '../json.js';
 import type { PushAllowList } from './options.js';
 import { pushHostProblem, pushUrlProblem } from './push-target.js';
-import { POLL_METHOD, PUSH_METHOD } from './set.js';
+import { POLL_METHOD, PUSH_METHOD } from './names.js';
 import type { StreamDelivery } from './store.js';
 
 /** Receiver-supplied properties of a stream (SSF 1.0 8.1.1), as a create, update or replace sends them. */
@@ -105,7 +105,7 @@ function readDelivery(delivery: unknown, allow: PushAllowList): StreamDelivery {
   return { method: PUSH_METHOD, endpointUrl: url.href };
 }
 
-export interface PollRequest {
+interface PollRequest {
   maxEvents: number;
   returnImmediately: boolean;
   ack: string[];

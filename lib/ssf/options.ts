@@ -119,8 +119,8 @@ function whole(name: Exclude<keyof typeof SSF_DEFAULTS, 'scope' | 'path'>, value
 }
 
 /** The CAEP Interoperability Profile's scopes: all stream management, and reading only. */
-export const PROFILE_MANAGE_SCOPE = 'ssf.manage';
-export const PROFILE_READ_SCOPE = 'ssf.read';
+const PROFILE_MANAGE_SCOPE = 'ssf.manage';
+const PROFILE_READ_SCOPE = 'ssf.read';
 
 export function resolveSsfOptions(input: SsfOptions, taken: { scopes: string[]; paths: string[] }): ResolvedSsfOptions {
   check.object('ssf', input);

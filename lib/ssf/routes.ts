@@ -7,7 +7,7 @@ import { refuseToken, type Authenticate } from '../http/auth.js';
 import { readJsonObject } from '../http/body.js';
 import { waitsFor } from '../outbox/contract.js';
 import { storeCall } from '../store-call.js';
-import { SSF_CONFIGURATION_PATH, ssfConfigurationLocation, streamApiBase, transmitterMetadata } from './discovery.js';
+import { ssfConfigurationLocation, streamApiBase, transmitterMetadata } from './discovery.js';
 import {
   checkPushHost,
   readPollRequest,
@@ -17,11 +17,9 @@ import {
   TRANSMITTER_SUPPLIED,
   type ReceiverSupplied,
 } from './input.js';
-import { EVENTS_SUPPORTED, POLL_METHOD, PUSH_METHOD } from './set.js';
+import { EVENTS_SUPPORTED, POLL_METHOD, PUSH_METHOD } from './names.js';
 import type { StreamRecord, StreamStatus } from './store.js';
 import { deleteStream, streamSubscription, transmitVerification, type Transmitter } from './transmit.js';
-
-export { SSF_CONFIGURATION_PATH };
 
 /** Emitted on the provider when a poll receiver reports a SET it could not process: `{ stream, jti, err }`. */
 export const SSF_SET_ERROR = 'impersonation.ssf.set_error';
@@ -36,16 +34,7 @@ const SETS_ON_THEIR_WAY_MS = 1000;
 
 /** The paths the SSF routes answer, for the Management API's error rendering. */
 export function ssfPaths(transmitter: Transmitter): string[] {
-  return [...metadataPaths(transmitter), transmitter.options.path];
-}
-
-/**
- * Where the API answers the metadata: SSF 1.0 7.2's path-inserted location,
- * which is the host's when the API is mounted at the host's root, and the
- * well-known path below the API's mount (where an earlier release served it).
- */
-function metadataPaths(transmitter: Transmitter): string[] {
-  return [...new Set([ssfConfigurationLocation(transmitter.provider.issuer), SSF_CONFIGURATION_PATH])];
+  return [ssfConfigurationLocation(transmitter.provider.issuer), transmitter.options.path];
 }
 
 /**
@@ -113,7 +102,7 @@ export function ssfRoutes(router: Router, transmitter: Transmitter, authenticate
     }
   }
 
-  router.get(metadataPaths(transmitter), (ctx) => {
+  router.get(ssfConfigurationLocation(provider.issuer), (ctx) => {
     ctx.body = transmitterMetadata(transmitter);
   });
 

@@ -4,8 +4,6 @@ import { signWithProviderKey } from '../provider-internals.js';
 
 import { SESSION_REVOKED_EVENT, SET_TYPE, VERIFICATION_EVENT } from './names.js';
 
-export * from './names.js';
-
 /**
  * An impersonation session as a subject (SSF 1.0 complex subject, RFC 9493
  * members): `session` names the impersonation session by its id, which every
@@ -14,7 +12,7 @@ export * from './names.js';
  * receiver that matched on `user` alone would end the customer's own
  * sessions, when only the support agent's access as them stopped.
  */
-export interface SessionSubject {
+interface SessionSubject {
   format: 'complex';
   session: { format: 'opaque'; id: string };
   user: { format: 'iss_sub'; iss: string; sub: string };

@@ -3,7 +3,6 @@ import type { IndexEntry } from '../adapters/contracts/indexes.js';
 import type { SsfStreamAdapter } from '../adapters/contracts/ssf.js';
 
 /** The adapter model name the SSF streams and the SETs awaiting a poll are kept under. */
-export { SSF_MODEL } from '../adapters/models.js';
 
 export type StreamStatus = 'enabled' | 'paused' | 'disabled';
 

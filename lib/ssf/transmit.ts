@@ -3,7 +3,8 @@ import type { EventSubscriber } from '../events/subscriber.js';
 import { EVENTS, type ImpersonationEvent } from '../events/types.js';
 import type { OutboxStore } from '../outbox/contract.js';
 import type { ResolvedSsfOptions } from './options.js';
-import { sessionRevokedClaims, SESSION_REVOKED_EVENT, verificationClaims } from './set.js';
+import { sessionRevokedClaims, verificationClaims } from './set.js';
+import { SESSION_REVOKED_EVENT } from './names.js';
 import { sessionStopOf } from './stop.js';
 import type { StreamRecord, StreamStore } from './store.js';
 

@@ -1,13 +1,11 @@
 import { expect } from 'chai';
 import type { AdapterPayload } from 'oidc-provider';
-import {
-  APPROVAL_DOMAIN,
-  fitsDomain,
-  OUTBOX_DOMAIN,
-  SESSION_DOMAIN,
-  SSF_STREAM_DOMAIN,
-  SUBJECT_TOKEN_DOMAIN,
-} from '../../lib/adapters/contract.js';
+import { APPROVAL_DOMAIN } from '../../lib/adapters/contracts/approvals.js';
+import { fitsDomain } from '../../lib/adapters/contracts/domain.js';
+import { OUTBOX_DOMAIN } from '../../lib/adapters/contracts/outbox.js';
+import { SESSION_DOMAIN } from '../../lib/adapters/contracts/sessions.js';
+import { SSF_STREAM_DOMAIN } from '../../lib/adapters/contracts/ssf.js';
+import { SUBJECT_TOKEN_DOMAIN } from '../../lib/adapters/contracts/subject-tokens.js';
 import {
   createImpersonation,
   createMemoryAdapter,

@@ -1,5 +1,6 @@
 import { expect } from 'chai';
-import { ApprovalStore, APPROVAL_MODEL } from '../../lib/approvals/store.js';
+import { ApprovalStore } from '../../lib/approvals/store.js';
+import { APPROVAL_MODEL } from '../../lib/adapters/models.js';
 import {
   grantStateOf,
   newAccessGrantId,
@@ -8,7 +9,8 @@ import {
   type AccessGrant,
   type ApprovalRequest,
 } from '../../lib/approvals/record.js';
-import type { BoundedIndexes, ImpersonationAdapter } from '../../lib/adapters/contract.js';
+import type { BoundedIndexes } from '../../lib/adapters/contracts/indexes.js';
+import type { SessionAdapter } from '../../lib/adapters/contracts/sessions.js';
 import { ADAPTERS } from '../support/adapters.js';
 
 const now = () => Math.floor(Date.now() / 1000);
@@ -40,7 +42,7 @@ function request(subject: string, overrides: Partial<ApprovalRequest> = {}): App
 for (const { name, open } of ADAPTERS) {
   describe(`approval store (${name} adapter)`, () => {
     let store: ApprovalStore;
-    let adapter: ImpersonationAdapter & BoundedIndexes;
+    let adapter: SessionAdapter & BoundedIndexes;
     beforeEach(async () => {
       adapter = new (await open())(APPROVAL_MODEL);
       store = new ApprovalStore(adapter);

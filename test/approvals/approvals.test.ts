@@ -6,9 +6,8 @@ import {
   giveGrant,
   listGrants,
   listPendingRequests,
-  type AccessGrantView,
-  type ApprovalRequestView,
 } from '../../lib/approvals/actions.js';
+import type { AccessGrantView, ApprovalRequestView } from '../../lib/approvals/view.js';
 import { requestStateOf } from '../../lib/approvals/record.js';
 import { settleExpiry } from '../../lib/approvals/requests.js';
 import { answerTo } from '../../lib/http/answer.js';

@@ -1,6 +1,7 @@
 import { expect } from 'chai';
 import type { AdapterPayload } from 'oidc-provider';
-import type { CommitOutcome, CommitWrite, ImpersonationAdapterClass } from '../../lib/adapters/contract.js';
+import type { CommitOutcome, CommitWrite } from '../../lib/adapters/contracts/commit.js';
+import type { ImpersonationAdapterClass } from '../../lib/adapters/contract.js';
 import { suiteAdapterKind } from '../support/adapters.js';
 import { apiRequest, expectError, introspect, subjectToken, userAccessToken } from '../support/http.js';
 import { adminToken, exchangeAsActor, SESSIONS } from '../support/impersonations.js';

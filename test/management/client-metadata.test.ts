@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import type { ClientMetadata, Configuration } from 'oidc-provider';
-import { instantiateAdapter } from '../../lib/adapters/contract.js';
+import { instantiateAdapter } from '../../lib/adapters/contracts/entries.js';
 import { createImpersonation } from '../../lib/index.js';
 import { RESOURCE_INDICATORS } from '../support/keys.js';
 import { MANAGEMENT, MANAGEMENT_SCOPE, READ_SCOPE, startProvider, type TestProvider } from '../support/provider.js';

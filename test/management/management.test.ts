@@ -3,7 +3,7 @@ import type Koa from 'koa';
 import { expect } from 'chai';
 import type { Adapter } from 'oidc-provider';
 import { EVENTS, SUBJECT_TOKEN_PREFIX, onImpersonationEvent, type ImpersonationEvent } from '../../lib/index.js';
-import { instantiateAdapter } from '../../lib/adapters/contract.js';
+import { instantiateAdapter } from '../../lib/adapters/contracts/entries.js';
 import { ManagementError } from '../../lib/errors.js';
 import { readJsonObject } from '../../lib/http/body.js';
 import { hashSubjectToken } from '../../lib/subject-tokens/token.js';

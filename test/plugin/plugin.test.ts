@@ -239,26 +239,18 @@ describe('createImpersonation: options, configure() and install()', () => {
       expect(() => impersonation.install(provider)).to.throw(TypeError, /configure/);
     });
 
-    it('refuses the former { app } option, saying what replaces it; managementApi() only after install()', () => {
+    it('serves managementApi() only after install()', () => {
       const impersonation = createImpersonation({ managementResource: MANAGEMENT });
       const provider = new Provider('http://127.0.0.1:1', impersonation.configure(MINIMAL_CONFIGURATION));
       expect(() => impersonation.managementApi()).to.throw(TypeError, /install\(provider\) before managementApi/);
-      expect(() => impersonation.install(provider, { app: {} } as never)).to.throw(
-        TypeError,
-        /mountManagementApi: false.*app\.use\(impersonation\.managementApi\(\)\)/,
-      );
       impersonation.install(provider, { mountManagementApi: false });
       expect(impersonation.managementApi()).to.be.a('function');
     });
 
-    it('refuses an Express app in place of its options, or as { app }, saying what to pass instead', () => {
+    it('refuses an Express app in place of its options, saying what to pass instead', () => {
       const impersonation = createImpersonation({ managementResource: MANAGEMENT });
       const provider = new Provider('http://127.0.0.1:1', impersonation.configure(MINIMAL_CONFIGURATION));
       const app = express();
-      expect(() => impersonation.install(provider, { app } as never)).to.throw(
-        TypeError,
-        /^impersonation\.install: option "app" is gone: .*install\(provider, \{ mountManagementApi: false \}\).*app\.use\(impersonation\.managementApiHandler\(\)\) on Express/,
-      );
       expect(() => impersonation.install(provider, app as never)).to.throw(TypeError, APP_IN_PLACE_OF_OPTIONS);
       // Refused before anything changed: the right call still works.
       impersonation.install(provider, { mountManagementApi: false });

@@ -32,37 +32,6 @@ describe('Redis adapter', () => {
     },
   }));
 
-  it("hands out the entries of an outbox an earlier version wrote, before it kept each subscription's due streams", async () => {
-    const adapter = new Adapter('ImpersonationOutbox');
-    if (!hasOutbox(adapter)) throw new Error('the Redis adapter has no outbox');
-    const outbox = adapter.outbox();
-    const now = Date.now();
-    for (const subject of ['alice', 'bob']) {
-      await outbox.append([{ id: `e-${subject}`, subscription: 'crm', subject, body: '{}' }], 10, now);
-    }
-    // What an earlier version left: the same keys, without `due`.
-    await client.del(outboxKeys(prefix).find((key) => key.endsWith(':due'))!);
-    const claimed = await outbox.claim(10, 30_000, now, 0, { each: 16, out: new Map() });
-    expect(claimed.map((entry) => entry.id).sort()).to.deep.equal(['e-alice', 'e-bob']);
-    for (const entry of claimed) expect(await outbox.settle(entry, { outcome: 'delivered' }, now)).to.equal(true);
-    expect(await outbox.claim(10, 30_000, now + 60_000, 0)).to.deep.equal([]);
-  });
-
-  it("finds the oldest waiting entries of an outbox an earlier version wrote, before it kept each subscription's order", async () => {
-    const adapter = new Adapter('ImpersonationOutbox');
-    if (!hasOutbox(adapter)) throw new Error('the Redis adapter has no outbox');
-    const outbox = adapter.outbox();
-    const now = Date.now();
-    await outbox.append([{ id: 'a1', subscription: 'crm', subject: 'alice', body: '{}' }], 10, now);
-    await outbox.append([{ id: 'b1', subscription: 'crm', subject: 'bob', body: '{}' }], 10, now + 5);
-    // What an earlier version left: the same keys, without `order`.
-    await client.del(outboxKeys(prefix).find((key) => key.endsWith(':order'))!);
-    const [first] = await outbox.claim(1, 30_000, now, 0, { each: 16, out: new Map() });
-    expect(first?.id).to.equal('a1');
-    expect(await outbox.settle(first!, { outcome: 'delivered' }, now)).to.equal(true);
-    expect((await outbox.stats()).oldest).to.deep.equal({ crm: now + 5 });
-  });
-
   it("settles a look's answers in one script call, however many there are", async () => {
     const adapter = new Adapter('ImpersonationOutbox');
     if (!hasOutbox(adapter)) throw new Error('the Redis adapter has no outbox');

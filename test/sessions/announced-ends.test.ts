@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import type { CommitWrite } from '../../lib/adapters/contract.js';
+import type { CommitWrite } from '../../lib/adapters/contracts/commit.js';
 import { suiteAdapterKind } from '../support/adapters.js';
 import {
   apiRequest,

@@ -94,9 +94,6 @@ describe('SSF: discovery at the SSF 1.0 7.2 location for an issuer with a path',
     const metadata = (await reply.json()) as Record<string, unknown>;
     expect(metadata['issuer']).to.equal(tp.issuer);
     expect(transmitterMetadataProblems(metadata, tp.issuer)).to.deep.equal([]);
-    // The location below the mount, where an earlier release served it, still answers the same.
-    const old = await fetch(`${origin}/oidc/.well-known/ssf-configuration`);
-    expect(await old.json()).to.deep.equal(metadata);
     // Nothing else at the root: the provider and the host keep every other path.
     expect((await raw(`${origin}/.well-known/ssf-configuration`)).status).to.equal(404);
     expect((await raw(`${origin}/.well-known/ssf-configuration/oidc`, { method: 'POST' })).status).to.equal(404);

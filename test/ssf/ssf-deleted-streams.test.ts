@@ -1,7 +1,8 @@
 import { expect } from 'chai';
 import type { SsfStreamAdapter } from '../../lib/adapters/contracts/ssf.js';
 import type { OutboxCapable } from '../../lib/outbox/contract.js';
-import { SSF_MODEL, StreamStore } from '../../lib/ssf/store.js';
+import { SSF_MODEL } from '../../lib/adapters/models.js';
+import { StreamStore } from '../../lib/ssf/store.js';
 import { ADAPTERS } from '../support/adapters.js';
 import { POLL, pollUntil, PUSH, receiverToken, ssfRequest, startSsfProvider, STREAMS } from '../support/ssf.js';
 import { inMemoryTelemetry } from '../support/telemetry.js';

@@ -1,21 +1,20 @@
 import { randomUUID } from 'node:crypto';
 import { expect } from 'chai';
 import type { Adapter, AdapterPayload } from 'oidc-provider';
+import { APPROVAL_DOMAIN } from '../../lib/adapters/contracts/approvals.js';
+import { fitsDomain } from '../../lib/adapters/contracts/domain.js';
 import {
-  APPROVAL_DOMAIN,
-  fitsDomain,
   GUARD_KIND,
-  SESSION_DOMAIN,
-  SSF_STREAM_DOMAIN,
-  SUBJECT_TOKEN_DOMAIN,
   type AtomicCommit,
-  type AtomicConsume,
-  type BoundedIndexes,
   type CommitWrite,
   type PrincipalQuotas,
   type QuotaWrite,
-  type SortedIndexes,
-} from '../../lib/adapters/contract.js';
+} from '../../lib/adapters/contracts/commit.js';
+import { SESSION_DOMAIN } from '../../lib/adapters/contracts/sessions.js';
+import { SSF_STREAM_DOMAIN } from '../../lib/adapters/contracts/ssf.js';
+import { SUBJECT_TOKEN_DOMAIN } from '../../lib/adapters/contracts/subject-tokens.js';
+import type { AtomicConsume } from '../../lib/adapters/contracts/consume.js';
+import type { BoundedIndexes, SortedIndexes } from '../../lib/adapters/contracts/indexes.js';
 import type { QuotaCharge } from '../../lib/capacity.js';
 import { boundedIndexContract, sortedIndexContract } from './index-contract.js';
 import type { OutboxStore } from '../../lib/outbox/contract.js';

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { Redis, type Cluster } from 'ioredis';
-import { COMMITTED_TOGETHER } from '../../lib/adapters/contract.js';
+import { COMMITTED_TOGETHER } from '../../lib/adapters/contracts/commit.js';
 import { createRedisAdapter, type RedisAdapterClass } from '../../lib/adapters/redis.js';
 import type { AdapterUnderTest } from './adapter-contract.js';
 

@@ -6,11 +6,14 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { KoaContextWithOIDC } from 'oidc-provider';
-import { instantiateAdapter, type BoundedIndexes, type ImpersonationAdapter } from '../../lib/adapters/contract.js';
+import { instantiateAdapter } from '../../lib/adapters/contracts/entries.js';
 import type { AdapterSource } from '../../lib/core-options.js';
-import type { ApprovalDependencies } from '../../lib/approvals/actions.js';
+import type { BoundedIndexes } from '../../lib/adapters/contracts/indexes.js';
+import type { SessionAdapter } from '../../lib/adapters/contracts/sessions.js';
+import type { ApprovalDependencies } from '../../lib/approvals/deps.js';
 import type { ApprovalOptions, ApprovalRequirement } from '../../lib/approvals/options.js';
-import { APPROVAL_MODEL, ApprovalStore } from '../../lib/approvals/store.js';
+import { APPROVAL_MODEL } from '../../lib/adapters/models.js';
+import { ApprovalStore } from '../../lib/approvals/store.js';
 import { answerTo } from '../../lib/http/answer.js';
 import type { ImpersonationOptions } from '../../lib/index.js';
 import { resolveOptions } from '../../lib/options.js';
@@ -69,7 +72,7 @@ export async function startApprovalProvider(options: ApprovalProviderOptions = {
     },
     ...(options.kind ? [options.kind] : []),
   );
-  const open = (model: string) => instantiateAdapter(tp.adapter, model) as ImpersonationAdapter & BoundedIndexes;
+  const open = (model: string) => instantiateAdapter(tp.adapter, model) as SessionAdapter & BoundedIndexes;
   const deps: ApprovalDependencies = {
     provider: tp.provider,
     options: resolveOptions({ managementResource: MANAGEMENT, ...plugin } as ImpersonationOptions),

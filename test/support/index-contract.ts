@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import type { BoundedIndexes, IndexEntry, SortedIndexes } from '../../lib/adapters/contract.js';
+import type { BoundedIndexes, IndexEntry, SortedIndexes } from '../../lib/adapters/contracts/indexes.js';
 
 const later = (seconds: number) => Date.now() + seconds * 1000;
 

@@ -13,7 +13,7 @@ import {
 } from '../../lib/index.js';
 import { createMemoryAdapter } from '../../lib/index.js';
 import { publicTokenId } from '../../lib/access-token.js';
-import type { CommitOutcome, CommitWrite } from '../../lib/adapters/contract.js';
+import type { CommitOutcome, CommitWrite } from '../../lib/adapters/contracts/commit.js';
 import { hasOutbox } from '../../lib/outbox/contract.js';
 import { testPrefix } from '../support/adapter.js';
 import { ADAPTERS, type AdapterKind } from '../support/adapters.js';

@@ -19,7 +19,7 @@ export interface AtomicConsume {
 
 export type AtomicAdapter = Adapter & AtomicConsume;
 
-export function hasAtomicConsume(adapter: object): adapter is AtomicAdapter {
+function hasAtomicConsume(adapter: object): adapter is AtomicAdapter {
   return typeof (adapter as Partial<AtomicConsume>).consumeOnce === 'function';
 }
 

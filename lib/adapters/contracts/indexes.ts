@@ -46,7 +46,7 @@ export interface BoundedIndexes {
   indexAddWithin(adds: readonly BoundedIndexAdd[], member: string): Promise<string | undefined>;
 }
 
-export function hasSortedIndexes(adapter: object): adapter is SortedIndexes {
+function hasSortedIndexes(adapter: object): adapter is SortedIndexes {
   const candidate = adapter as Partial<SortedIndexes>;
   return (
     typeof candidate.indexAdd === 'function' &&
