@@ -125,6 +125,22 @@ describe('resource-server helper: verify impersonation JWTs and honour revocatio
     expect(error?.status).to.equal(401);
   });
 
+  it('a revocationsUri that is no feed (404, the Management API served elsewhere): ready() rejects, naming the option', async () => {
+    const misplaced = createImpersonationVerifier({
+      issuer: tp.issuer,
+      audience: API,
+      revocationsUri: `${tp.base}/oidc/api/impersonations/revocations`,
+    });
+    const refused = await misplaced.ready().then(
+      () => undefined,
+      (error: unknown) => error as Error,
+    );
+    misplaced.close();
+    expect(refused?.message).to.equal(
+      'the revocation feed answered 404: check "revocationsUri" ({sessionsPath}/revocations where the API is served)',
+    );
+  });
+
   it('refuses forged, foreign-audience and garbage tokens', async () => {
     const token = await impersonation();
     expect((await refusal(verifier, `${token.slice(0, -4)}AAAA`))?.code).to.equal('invalid_token');
