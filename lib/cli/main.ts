@@ -24,7 +24,10 @@ async function main(argv: string[]): Promise<number> {
   if (group !== 'audit' || (command !== 'verify' && command !== 'export')) {
     // Named when it is a word: what else was typed (a URL with its password) is not echoed.
     const typed = group === 'audit' ? command : group;
-    if (typed && /^\w[\w-]{0,31}$/.test(typed)) process.stderr.write(`unknown command: ${typed}\n`);
+    if (typed && /^\w[\w-]{0,31}$/.test(typed)) {
+      const name = group === 'audit' ? `audit ${typed}` : typed;
+      process.stderr.write(`unknown command: ${name} (the commands are audit verify and audit export)\n`);
+    }
     process.stderr.write(`${USAGE}\n`);
     return 2;
   }
@@ -143,6 +146,9 @@ function parseArgsQuietly(args: string[]) {
     // Node's message repeats a stray argument, which may be a secret typed in the wrong place.
     if ((error as { code?: string }).code === 'ERR_PARSE_ARGS_UNEXPECTED_POSITIONAL')
       throw invalidCommandLine('an argument without its option: each value follows its --option', error);
+    // Node's message names the option only, never its value.
+    if ((error as { code?: string }).code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION')
+      throw invalidCommandLine(`${(error as Error).message}; --help lists the options`, error);
     throw error;
   }
 }

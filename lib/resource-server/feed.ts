@@ -21,7 +21,11 @@ export function feedSource(uri: string | URL, timeout: number): RevocationSource
           signal: requestSignal(signal, timeout),
           headers: { accept: 'application/json' },
         });
-        if (!response.ok) throw unavailable(`the revocation feed answered ${response.status}`);
+        const hint =
+          response.status === 404
+            ? ': check "revocationsUri" ({sessionsPath}/revocations where the API is served)'
+            : '';
+        if (!response.ok) throw unavailable(`the revocation feed answered ${response.status}${hint}`);
         const page = (await response.json()) as {
           revoked?: Array<{ id?: unknown; expiresAt?: unknown }>;
           nextCursor?: unknown;

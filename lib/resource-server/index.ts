@@ -18,7 +18,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { createRemoteJWKSet, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose';
 // The record module only: a resource server has no oidc-provider installed.
 import { SESSION_CLAIM } from '../sessions/record.js';
-import { invalidOption, tokenRefused } from '../errors/standalone.js';
+import { invalidOption, tokenRefused, unavailable } from '../errors/standalone.js';
 import { refuseUnknownOptions } from '../config/names.js';
 import { feedSource } from './feed.js';
 import type { RevocationSource } from './source.js';
@@ -152,7 +152,11 @@ export function createImpersonationVerifier(options: ImpersonationVerifierOption
     const startedAt = performance.now();
     const startedAtWall = Date.now();
     // One deadline for every page: a read that ends later than maxStaleness after it began is stale on arrival.
-    await source.read(AbortSignal.any([AbortSignal.timeout(maxStaleness), closing.signal]));
+    const deadline = AbortSignal.timeout(maxStaleness);
+    await source.read(AbortSignal.any([deadline, closing.signal])).catch((error: unknown) => {
+      if (!deadline.aborted) throw error;
+      throw unavailable(`a read of the revocations took longer than "maxStaleness" (${maxStaleness} ms)`, error);
+    });
     freshSince = startedAt;
     refreshedAt = startedAtWall;
   }

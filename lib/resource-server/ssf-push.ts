@@ -132,7 +132,12 @@ export function ssfPushSource(
       ...(body === undefined ? {} : { body: JSON.stringify(body) }),
       signal: requestSignal(signal, timeout),
     });
-    if (!response.ok) throw unavailable(`the SSF transmitter answered ${response.status} to ${method} ${url.pathname}`);
+    if (!response.ok) {
+      // The transmitter's own words (a push URL it refuses, a bound): never a value of the request.
+      const { error_description: why } = (await response.json().catch(() => ({}))) as { error_description?: unknown };
+      const said = typeof why === 'string' ? `: ${why.slice(0, 300)}` : '';
+      throw unavailable(`the SSF transmitter answered ${response.status} to ${method} ${url.pathname}${said}`);
+    }
     return response.status === 204 ? undefined : response.json();
   }
 

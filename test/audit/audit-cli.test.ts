@@ -390,8 +390,13 @@ describe('the command answers --help (-h) at the top level and for each subcomma
   it('a usage error still goes to stderr, exit 2, naming the unknown command', async () => {
     const run = await runCli(['audit', 'query']);
     expect(run).to.include({ code: 2, stdout: '' });
-    expect(run.stderr).to.match(/^unknown command: query\nusage:\n/);
+    expect(run.stderr).to.match(
+      /^unknown command: audit query \(the commands are audit verify and audit export\)\nusage:\n/,
+    );
+    expect((await runCli(['audti', 'verify'])).stderr).to.match(/^unknown command: audti \(the commands are/);
     expect((await runCli(['audit'])).stderr).to.match(/^usage:\n/);
+    const misspelt = await runCli(['audit', 'verify', '--databse-url=postgres://u:secret@db/x']);
+    expect(misspelt).to.include({ code: 2, stderr: "Unknown option '--databse-url'; --help lists the options\n" });
     expect((await runCli(['postgres://u:secret@db/x'])).stderr).to.not.include('secret');
   });
 });

@@ -77,6 +77,10 @@ describe('README quick start', () => {
       const block = readme.slice(readme.indexOf(`<!-- ${name} -->`)).split('```')[1]!;
       expect(block, name).to.include('ISSUER=http://localhost:${PORT:-3000}').and.not.include('localhost:3000');
     }
+    // Run in a shell without the server's PORT, they must say which port they could not reach, not print nothing.
+    const curl = readme.slice(readme.indexOf('<!-- quick-start-curl -->')).split('```')[1]!;
+    expect(curl.match(/curl -sS /g)).to.have.length(3);
+    expect(curl).to.not.match(/curl -s /);
   });
 
   it("runs, and the README's curl walk-through works against it", async () => {

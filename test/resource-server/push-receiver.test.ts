@@ -287,6 +287,24 @@ describe(`the push receiver of docs/resource-server.md against the transmitter's
     }
   });
 
+  it("says why the transmitter refused its stream: a push URL on the private network, outside the transmitter's pushAllowList", async () => {
+    const inside = createImpersonationVerifier({
+      issuer: tp.issuer,
+      audience: API,
+      ssf: pushOptions(tp, 'https://10.0.0.5/caep'),
+    });
+    try {
+      const error = await inside.ready().then(
+        () => undefined,
+        (failure: Error) => failure,
+      );
+      expect(error?.message).to.match(/^the SSF transmitter answered 400 to POST \/ssf\/streams: .*internal/);
+      expect(error?.message).to.not.include(CREDENTIAL);
+    } finally {
+      inside.close();
+    }
+  });
+
   it("refuses at its first read a refreshInterval shorter than the stream's min_verification_interval, naming what to change", async () => {
     const endpoint = await pushEndpoint(() => undefined);
     const eager = createImpersonationVerifier({

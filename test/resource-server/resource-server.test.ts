@@ -125,6 +125,22 @@ describe('resource-server helper: verify impersonation JWTs and honour revocatio
     expect(error?.status).to.equal(401);
   });
 
+  it('a revocationsUri that is no feed (404, the Management API served elsewhere): ready() rejects, naming the option', async () => {
+    const misplaced = createImpersonationVerifier({
+      issuer: tp.issuer,
+      audience: API,
+      revocationsUri: `${tp.base}/oidc/api/impersonations/revocations`,
+    });
+    const refused = await misplaced.ready().then(
+      () => undefined,
+      (error: unknown) => error as Error,
+    );
+    misplaced.close();
+    expect(refused?.message).to.equal(
+      'the revocation feed answered 404: check "revocationsUri" ({sessionsPath}/revocations where the API is served)',
+    );
+  });
+
   it('refuses forged, foreign-audience and garbage tokens', async () => {
     const token = await impersonation();
     expect((await refusal(verifier, `${token.slice(0, -4)}AAAA`))?.code).to.equal('invalid_token');
@@ -297,9 +313,10 @@ describe('resource-server helper: freshness counts from the start of a read, ove
       const started = Date.now();
       const first = await patient.ready().then(
         () => 'read',
-        (error: Error) => error.name,
+        (error: Error) => error.message,
       );
-      expect(first).to.equal('TimeoutError');
+      // Named, so that a maxStaleness given in seconds (a unit mix-up) is told apart from a slow feed.
+      expect(first).to.equal(`a read of the revocations took longer than "maxStaleness" (${MAX_STALENESS} ms)`);
       expect(Date.now() - started).to.be.below(MAX_STALENESS + MARGIN);
       expect((await refusal(patient, await impersonation()))?.code).to.equal('revocations_unavailable');
       expect(patient.state.refreshedAt).to.equal(0);
