@@ -257,11 +257,13 @@ class Measurement {
    */
   async #topUp(scenario: ScenarioName, seconds: number, startsIn = 0): Promise<void> {
     const { connections } = this.settings;
+    const pool = this.#poolOf(scenario);
+    // Each pool's rate from its own scenarios: the minimal grant serves more than the exchanges.
+    const sharing = EXCHANGES.filter((name) => this.#poolOf(name) === pool);
     const rates = {
-      bestExchange: Math.max(...EXCHANGES.map((name) => this.#bestRate[name] ?? 0)),
+      bestExchange: Math.max(...sharing.map((name) => this.#bestRate[name] ?? 0)),
       baseline: this.#bestRate.baseline,
     };
-    const pool = this.#poolOf(scenario);
     const missing = tokensNeeded(rates, seconds, connections) - pool.usable((startsIn + seconds) * 1000 + 5000);
     if (missing <= 0) return;
     const run = await fire({

@@ -224,7 +224,8 @@ export function registerMinimalGrant(provider: Provider, options: MinimalGrantOp
       expiresAt: now() + token.expiration,
     };
     const record = await store.consume(hashOf(params['subject_token']!), session);
-    if (!record) throw new errors.InvalidGrant('subject_token is unknown, used, expired, or bound to another actor');
+    if (!record)
+      throw new errors.InvalidGrant('subject_token is unknown, used, expired, or bound to another actor or client');
     // Found after the consume (the subject is in the token): an account deleted since burns its token.
     if (!(await findAccount(ctx, record.subject))) throw new errors.InvalidGrant('the subject is gone');
 
@@ -264,7 +265,12 @@ export function minimalSeedRoute(store: MinimalStore): Koa.Middleware {
     for await (const chunk of ctx.req) body += String(chunk);
     const { userId, actorId, clientId, context } = JSON.parse(body) as Record<string, string> & { context: object };
     const value = `mst_${randomBytes(32).toString('base64url')}`;
-    const record = { subject: userId, actor: actorId, client: clientId, context: context as Record<string, unknown> };
+    const record = {
+      subject: userId!,
+      actor: actorId!,
+      client: clientId!,
+      context: context as Record<string, unknown>,
+    };
     await store.seed(hashOf(value), record, SUBJECT_TOKEN_SECONDS);
     ctx.status = 201;
     ctx.body = { subjectToken: value };
