@@ -69,14 +69,15 @@ export interface Settings extends ServiceUrls {
 }
 
 /**
- * As a deployment runs it: creation, the support console's exchange and its bound (bench/bound-grant.ts),
+ * As a deployment runs it: creation, the support console's exchange and its bound, the minimal grant on the
+ * same store (bench/minimal-grant.ts),
  * and a service's delegation of a user's JWT.
  */
 const DEPLOYMENT_SCENARIOS: readonly ScenarioName[] = [
   'baseline',
   'create',
   'exchange-actor',
-  'exchange-bound',
+  'exchange-minimal',
   'delegation',
 ];
 /** Under a standing grant: what the grant's checks touch (a delegation reads no customer's grant). */
@@ -101,11 +102,11 @@ function deliveredElsewhere(adapter: AdapterKind, scenarios = WEBHOOK_SCENARIOS)
 }
 
 /**
- * The scenarios `config` runs: its own, or all but the bound (whose grant only a provider set up as
- * a deployment has), narrowed by --only.
+ * The scenarios `config` runs: its own, or all but the minimal grant (the bound of the providers set up
+ * as a deployment), narrowed by --only.
  */
 export function scenariosRun(config: Configuration, only: readonly ScenarioName[] | undefined): ScenarioName[] {
-  const own = config.scenarios ?? SCENARIOS.filter((name) => name !== 'exchange-bound');
+  const own = config.scenarios ?? SCENARIOS.filter((name) => name !== 'exchange-minimal');
   return SCENARIOS.filter((name) => (!only || only.includes(name)) && own.includes(name));
 }
 
@@ -182,7 +183,7 @@ function standingGrantConfiguration(adapter: AdapterKind, scenarios = GRANT_SCEN
  * deployment with a standing grant in force (the deployment's setup and the
  * grant's checks in one provider), creation, both exchanges with an actor
  * token and a delegation; on Redis and on PostgreSQL, the exchange with an
- * opaque actor token; with the audit log, the exchange without an actor; with
+ * opaque actor token and the minimal grant on that store; with the audit log, the exchange without an actor; with
  * the audit log on the PostgreSQL store's pool, the exchange with an opaque
  * actor token; with a webhook subscription and an SSF stream, the exchange
  * with an opaque actor token, on memory and on Redis delivered by another
@@ -190,8 +191,8 @@ function standingGrantConfiguration(adapter: AdapterKind, scenarios = GRANT_SCEN
  */
 const SMOKE_CONFIGURATIONS: readonly Configuration[] = [
   standingGrantConfiguration('memory', ['baseline', 'create', 'exchange-actor', 'exchange-actor-jwt', 'delegation']),
-  configuration('redis', false, ['baseline', 'exchange-actor']),
-  configuration('postgres', false, ['baseline', 'exchange-actor']),
+  configuration('redis', false, ['baseline', 'exchange-actor', 'exchange-minimal']),
+  configuration('postgres', false, ['baseline', 'exchange-actor', 'exchange-minimal']),
   configuration('memory+pg-audit', false, ['baseline', 'exchange']),
   configuration('postgres+pg-audit', false, ['baseline', 'exchange-actor']),
   configuration('memory', false, WEBHOOK_SCENARIOS, true),

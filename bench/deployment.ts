@@ -15,30 +15,36 @@ import { EVENTS, onImpersonationEvent, TOKEN_EXCHANGE_GRANT, type ImpersonationO
 
 export interface DeploymentSetup {
   plugin: Partial<ImpersonationOptions>;
+  /** Writes one line to the audit log. */
+  write(line: Record<string, unknown>): void;
   /** Subscribes the audit listener to every impersonation event of the provider. */
   listen(provider: Provider): void;
   /** Closes and deletes the audit file; resolves how many lines it held. */
   close(): Promise<number>;
 }
 
+/** What the hook adds to a token: the subject token's creation context (ticket, reason). */
+export function contextClaims({ ticketId, reason }: Record<string, unknown>): Record<string, unknown> {
+  return { impersonation_context: { ticket_id: ticketId, reason } };
+}
+
 export function deploymentSetup(): DeploymentSetup {
   const file = join(tmpdir(), `oidc-provider-impersonation-bench-audit-${process.pid}.jsonl`);
   const out = createWriteStream(file);
   let lines = 0;
+  const write = (line: Record<string, unknown>) => {
+    lines += 1;
+    out.write(`${JSON.stringify({ time: new Date().toISOString(), ...line })}\n`);
+  };
   return {
     plugin: {
-      getCustomJwtClaims: ({ context }) => {
-        if (context.grant.type !== TOKEN_EXCHANGE_GRANT) return {};
-        const { ticketId, reason } = context.grant.subjectTokenContext;
-        return { impersonation_context: { ticket_id: ticketId, reason } };
-      },
+      getCustomJwtClaims: ({ context }) =>
+        context.grant.type === TOKEN_EXCHANGE_GRANT ? contextClaims(context.grant.subjectTokenContext) : {},
     },
+    write,
     listen(provider) {
       for (const name of Object.values(EVENTS)) {
-        onImpersonationEvent(provider, name, (event) => {
-          lines += 1;
-          out.write(`${JSON.stringify({ time: new Date().toISOString(), event: name, ...event })}\n`);
-        });
+        onImpersonationEvent(provider, name, (event) => write({ event: name, ...event }));
       }
     },
     async close() {

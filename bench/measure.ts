@@ -8,7 +8,14 @@ import { join } from 'node:path';
 import { scenariosRun, type Configuration, type Settings } from './command-line.js';
 import { fire, type RequestSpec, type RunRecord } from './load.js';
 import type { ServerStats } from './protocol.js';
-import { baselineRequest, creationRequest, obtainCredentials, requestsFor, type Credentials } from './requests.js';
+import {
+  baselineRequest,
+  creationRequest,
+  minimalSeedRequest,
+  obtainCredentials,
+  requestsFor,
+  type Credentials,
+} from './requests.js';
 import { EXCHANGES, type ScenarioName } from './scenarios.js';
 import { endsRound, pairedRatios, roundOf, scheduleOf, tokensBefore, type Slot } from './schedule.js';
 import { ServerLog } from './server-log.js';
@@ -145,7 +152,8 @@ async function openMeasured({ config, store, profileDir }: CohortMember, setting
 }
 
 class Measurement {
-  readonly #pool = new TokenPool();
+  /** The plugin's subject tokens, and the minimal grant's (bench/minimal-grant.ts). */
+  readonly #pools = { plugin: new TokenPool(), minimal: new TokenPool() };
   readonly #untimed = { requests: 0, failed: 0 };
   readonly #bestRate: Partial<Record<ScenarioName, number>> = {};
   readonly #totals: Partial<Record<ScenarioName, ScenarioTotals>> = {};
@@ -169,6 +177,8 @@ class Measurement {
     const { subjectTokenBody } = this.credentials;
     const creation = creationRequest(await this.credentials.m2m(), undefined, subjectTokenBody);
     await checkOnce(this.server.base, creation, 201, 'subject token creation');
+    if (this.scenarios.includes('exchange-minimal'))
+      await checkOnce(this.server.base, minimalSeedRequest(new TokenPool()), 201, "the minimal grant's subject token");
     await this.#warmUp(this.scenarios);
   }
 
@@ -180,7 +190,7 @@ class Measurement {
       totals: this.#totals,
       endStats: await this.server.stats(),
       untimed: this.#untimed,
-      poolExhausted: this.#pool.exhausted,
+      poolExhausted: this.#pools.plugin.exhausted + this.#pools.minimal.exhausted,
     };
   }
 
@@ -207,7 +217,7 @@ class Measurement {
     const rates: number[] = [];
     let parts: string[] = [];
     for (const [index, { scenario, round }] of schedule.entries()) {
-      if (tokensBefore(schedule, index)) await this.#topUp(duration, duration + 1);
+      if (tokensBefore(schedule, index)) await this.#topUp(schedule[index + 1]!.scenario, duration, duration + 1);
       this.#windowCount += 1;
       const profileFile = this.profileDir && join(this.profileDir, `${scenario}.${this.#windowCount}.cpuprofile`);
       const window = await this.#window(scenario, duration, profileFile);
@@ -225,8 +235,8 @@ class Measurement {
 
   /** One window of `scenario`; an exchange's subject tokens are topped up first. */
   async #window(scenario: ScenarioName, seconds: number, profileFile?: string): Promise<WindowResult> {
-    if (EXCHANGES.includes(scenario)) await this.#topUp(seconds);
-    const requests = await requestsFor(scenario, this.credentials, this.#pool);
+    if (EXCHANGES.includes(scenario)) await this.#topUp(scenario, seconds);
+    const requests = await requestsFor(scenario, this.credentials, this.#poolOf(scenario));
     const window = await timedWindow(this.server, {
       connections: this.settings.connections,
       seconds,
@@ -237,23 +247,34 @@ class Measurement {
     return window;
   }
 
+  #poolOf(scenario: ScenarioName): TokenPool {
+    return scenario === 'exchange-minimal' ? this.#pools.minimal : this.#pools.plugin;
+  }
+
   /**
-   * Outside any window: enough young tokens for one exchange run of `seconds`
+   * Outside any window: enough young tokens for one run of `scenario` of `seconds`
    * starting `startsIn` seconds from now (tokensNeeded).
    */
-  async #topUp(seconds: number, startsIn = 0): Promise<void> {
+  async #topUp(scenario: ScenarioName, seconds: number, startsIn = 0): Promise<void> {
     const { connections } = this.settings;
+    const pool = this.#poolOf(scenario);
+    // Each pool's rate from its own scenarios: the minimal grant serves more than the exchanges.
+    const sharing = EXCHANGES.filter((name) => this.#poolOf(name) === pool);
     const rates = {
-      bestExchange: Math.max(...EXCHANGES.map((name) => this.#bestRate[name] ?? 0)),
+      bestExchange: Math.max(...sharing.map((name) => this.#bestRate[name] ?? 0)),
       baseline: this.#bestRate.baseline,
     };
-    const missing = tokensNeeded(rates, seconds, connections) - this.#pool.usable((startsIn + seconds) * 1000 + 5000);
+    const missing = tokensNeeded(rates, seconds, connections) - pool.usable((startsIn + seconds) * 1000 + 5000);
     if (missing <= 0) return;
     const run = await fire({
       base: this.server.base,
       connections,
       amount: Math.max(missing, connections),
-      requests: [creationRequest(await this.credentials.m2m(), this.#pool, this.credentials.subjectTokenBody)],
+      requests: [
+        scenario === 'exchange-minimal'
+          ? minimalSeedRequest(pool)
+          : creationRequest(await this.credentials.m2m(), pool, this.credentials.subjectTokenBody),
+      ],
     });
     this.#countUntimed(run);
   }

@@ -13,7 +13,8 @@ import {
 } from '../fixtures/provider.js';
 import { basic, m2mToken, userAccessToken } from '../fixtures/flows.js';
 import type { RequestSpec } from './load.js';
-import { BOUND_GRANT, type ScenarioName } from './scenarios.js';
+import { MINIMAL_GRANT, MINIMAL_SEED_PATH } from './minimal-grant.js';
+import type { ScenarioName } from './scenarios.js';
 import type { TokenPool } from './token-pool.js';
 
 /** The support engineer whose tokens are the actor tokens. */
@@ -130,9 +131,15 @@ export function creationRequest(
   };
 }
 
+/** A creation of a subject token of the minimal grant (bench/minimal-grant.ts), bound to the actor and the console. */
+export function minimalSeedRequest(pool: TokenPool): RequestSpec {
+  const request = creationRequest('', pool, () => subjectTokenBody(true));
+  return { ...request, path: MINIMAL_SEED_PATH, headers: { 'content-type': 'application/json' } };
+}
+
 /**
  * A token exchange redeeming the next token of `pool`, with `actor` as actor token when given;
- * with `grantType`, the same request to another grant (the bound's, bench/bound-grant.ts).
+ * with `grantType`, the same request to another grant (the minimal grant's, bench/minimal-grant.ts).
  */
 export function exchangeRequest(actor: string | undefined, pool: TokenPool, grantType = TOKEN_EXCHANGE): RequestSpec {
   const fixed = form({
@@ -195,7 +202,7 @@ export async function requestsFor(
       return [exchangeRequest(credentials.jwtActorToken, pool)];
     case 'delegation':
       return [delegationRequest(credentials.delegationSubject)];
-    case 'exchange-bound':
-      return [exchangeRequest(credentials.actorToken, pool, BOUND_GRANT)];
+    case 'exchange-minimal':
+      return [exchangeRequest(credentials.actorToken, pool, MINIMAL_GRANT)];
   }
 }

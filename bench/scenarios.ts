@@ -7,7 +7,7 @@ export const SCENARIOS = [
   'exchange-actor',
   'exchange-actor-jwt',
   'delegation',
-  'exchange-bound',
+  'exchange-minimal',
 ] as const;
 export type ScenarioName = (typeof SCENARIOS)[number];
 
@@ -18,18 +18,15 @@ export const LABELS: Record<ScenarioName, string> = {
   'exchange-actor': 'token exchange + actor_token (opaque)',
   'exchange-actor-jwt': 'token exchange + actor_token (JWT)',
   delegation: 'delegation (JWT subject token, RFC 8693)',
-  'exchange-bound': "the bound: an exchange + actor_token (opaque)'s unavoidable work alone",
+  'exchange-minimal': 'minimal RFC 8693 grant, no code of the plugin + actor_token (opaque)',
 };
 
-/** The grant type of the exchange's bound, a grant of the bench's own provider (bench/bound-grant.ts). */
-export const BOUND_GRANT = 'urn:oidc-provider-impersonation:bench:bound';
-
-/** The scenarios that redeem a subject token per request, from the token pool. */
+/** The scenarios that redeem a subject token per request, from a token pool. */
 export const EXCHANGES: readonly ScenarioName[] = [
   'exchange',
   'exchange-actor',
   'exchange-actor-jwt',
-  'exchange-bound',
+  'exchange-minimal',
 ];
 
 export function isScenario(name: string): name is ScenarioName {

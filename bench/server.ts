@@ -35,12 +35,21 @@ import {
   type WebhookOptions,
 } from '../lib/index.js';
 import { createRedisAdapter, type RedisAdapterClass } from '../lib/adapters/redis.js';
+import { Redis } from 'ioredis';
 import pg from 'pg';
 import { createPostgresAdapter, POSTGRES_POOL_OPTIONS, type PostgresAdapterClass } from '../lib/adapters/postgres.js';
 import { createPostgresAuditLog } from '../lib/audit-postgres/index.js';
-import { CLIENTS, FIXTURE_CLIENTS, startProvider, USERS } from '../fixtures/provider.js';
-import { boundConfiguration, registerBoundGrant } from './bound-grant.js';
-import { deploymentSetup } from './deployment.js';
+import { CLIENTS, FIXTURE_CLIENTS, resourceServerInfo, startProvider, USERS } from '../fixtures/provider.js';
+import { contextClaims, deploymentSetup } from './deployment.js';
+import {
+  memoryStore,
+  minimalConfiguration,
+  minimalSeedRoute,
+  postgresStore,
+  redisStore,
+  registerMinimalGrant,
+  type MinimalStore,
+} from './minimal-grant.js';
 import { ssfStreamSetup } from './ssf-stream.js';
 import { standingGrantSetup } from './standing-grant.js';
 import { readStat } from './proc-stat.js';
@@ -137,6 +146,19 @@ async function openStore(settings: ServerSettings): Promise<Store> {
     },
   });
   return { adapter: memory, memory, evicted, close: async () => {} };
+}
+
+/** The minimal grant's store (bench/minimal-grant.ts): of the provider's kind, with a connection of its own. */
+async function openMinimalStore(settings: ServerSettings): Promise<{ store: MinimalStore; close(): Promise<void> }> {
+  if (settings.kind === 'redis') {
+    const redis = new Redis(settings.redisUrl, { keyPrefix: `${settings.redisPrefix}minimal:` });
+    return { store: redisStore(redis), close: async () => void (await redis.quit()) };
+  }
+  if (settings.kind === 'postgres') {
+    const pool = new pg.Pool({ connectionString: settings.databaseUrl, ...POSTGRES_POOL_OPTIONS });
+    return { store: await postgresStore(pool, settings.storeSchema!), close: () => pool.end() };
+  }
+  return { store: memoryStore(), close: async () => {} };
 }
 
 /**
@@ -273,20 +295,33 @@ async function main(env: NodeJS.ProcessEnv): Promise<void> {
       ? { webhooks: webhookSubscription(settings.webhookUrl), deliverOutbox: settings.deliverOutbox }
       : {}),
   };
-  // As a deployment, the support console may also ask for the exchange's bound (bench/bound-grant.ts).
-  const bound = deployment ? boundConfiguration(FIXTURE_CLIENTS, CLIENTS.console.client_id) : undefined;
+  // The fixture's users (alice signs in as the actor) and the customers the subject tokens are created for.
+  const findAccount = (_ctx: unknown, sub: string) =>
+    USERS.includes(sub) || isCustomer(sub) ? { accountId: sub, claims: () => ({ sub, name: sub }) } : undefined;
+  const minimal = await openMinimalStore(settings);
   const tp = await startProvider({
     adapter: store.adapter,
-    // The fixture's users (alice signs in as the actor) and the customers the subject tokens are created for.
     configuration: {
-      findAccount: (_ctx, sub) =>
-        USERS.includes(sub) || isCustomer(sub) ? { accountId: sub, claims: () => ({ sub, name: sub }) } : undefined,
-      ...bound,
-      ...(ssf ? { clients: [...FIXTURE_CLIENTS, ...ssf.clients] } : {}),
+      findAccount,
+      // The support console may also use the minimal grant, the exchange's bound (bench/minimal-grant.ts).
+      ...minimalConfiguration([...FIXTURE_CLIENTS, ...(ssf?.clients ?? [])], CLIENTS.console.client_id),
     },
     plugin,
+    // The minimal grant's subject tokens are created through a route of the bench's own, beside the plugin's.
+    mount: (provider, install) => {
+      install();
+      provider.use(minimalSeedRoute(minimal.store));
+    },
   });
-  if (deployment) registerBoundGrant(tp.provider, deployment.plugin.getCustomJwtClaims);
+  tp.server.on('request', tp.provider.callback());
+  registerMinimalGrant(tp.provider, {
+    store: minimal.store,
+    findAccount,
+    getResourceServerInfo: resourceServerInfo,
+    // As a deployment, with the deployment's claims and its audit line.
+    claims: deployment && contextClaims,
+    audit: deployment?.write,
+  });
   deployment?.listen(tp.provider);
   await standingGrant?.give(tp, plugin);
   if (settings.createStream) await ssf?.open(tp);
@@ -294,6 +329,7 @@ async function main(env: NodeJS.ProcessEnv): Promise<void> {
   const shutdown = async (): Promise<void> => {
     await tp.close();
     await store.close();
+    await minimal.close();
     await auditLog?.close();
     await deployment?.close();
     // Exiting (not being killed) lets --cpu-prof write its profile.

@@ -13,12 +13,12 @@ function picked(...argv: string[]): string[] {
   return parseSettings(argv, {}).configurations.map((configuration) => configuration.name);
 }
 
-/** A provider's rows in a run: its baseline at 1,000 requests/s, its exchange and its bound at the rates given. */
-function exchangeRows(name: string, exchange: number, bound?: number): Row[] {
+/** A provider's rows in a run: its baseline at 1,000 requests/s, its exchange and the minimal grant at the rates given. */
+function exchangeRows(name: string, exchange: number, minimal?: number): Row[] {
   const rates: Array<[ScenarioName, number]> = [
     ['baseline', 1000],
     ['exchange-actor', exchange],
-    ...(bound === undefined ? [] : [['exchange-bound', bound] as [ScenarioName, number]]),
+    ...(minimal === undefined ? [] : [['exchange-minimal', minimal] as [ScenarioName, number]]),
   ];
   return rates.map(([scenario, rps]) => ({ adapter: name, scenario, rps, p50: 1, p99: 1 }) as Row);
 }
@@ -132,30 +132,45 @@ describe('bench command line', () => {
     expect(lines.some((line) => /^\S+ {2}memory: /.test(line))).to.equal(true);
   });
 
-  it("reads each deployment's exchange against its bound, a reading beside the targets", () => {
-    const { configurations } = parseSettings(['--deployment-only', '--memory-only'], {});
-    const lines = targetLines(configurations, exchangeRows('memory · deployment', 750, 820), undefined);
-    expect(lines.filter((line) => line.startsWith('BOUND'))).to.deep.equal([
-      "BOUND memory · deployment: token exchange + actor_token (opaque) serves 0.91 of its bound's rate (0.75× and 0.82× client_credentials)",
+  it("holds each store's exchange to the minimal grant on that store: 0.9 on memory, 0.85 on Redis and PostgreSQL", () => {
+    const { configurations } = parseSettings(['--deployment-only', '--no-webhooks'], {});
+    const rows = [
+      ...exchangeRows('memory · deployment', 750, 820),
+      ...exchangeRows('redis · deployment', 600, 700),
+      ...exchangeRows('postgres · deployment', 480, 580),
+    ];
+    const lines = targetLines(configurations, rows, undefined);
+    expect(lines.filter((line) => line.includes("the minimal grant's"))).to.deep.equal([
+      "PASS  memory · deployment: token exchange + actor_token (opaque) req/s ≥ 0.9 × the minimal grant's: 0.91× (0.75× and 0.82× client_credentials)",
+      "PASS  redis · deployment: token exchange + actor_token (opaque) req/s ≥ 0.85 × the minimal grant's: 0.86× (0.60× and 0.70× client_credentials)",
+      "MISS  postgres · deployment: token exchange + actor_token (opaque) req/s ≥ 0.85 × the minimal grant's: 0.83× (0.48× and 0.58× client_credentials)",
     ]);
   });
 
-  it("runs the exchange's bound only where its grant is, on the providers set up as a deployment", () => {
+  it('runs the minimal grant beside the exchange on the providers set up as a deployment, and on Redis and PostgreSQL in a smoke run', () => {
     const { configurations } = parseSettings(['--memory-only'], {});
     const runs = (name: string) =>
       scenariosRun(
         configurations.find((config) => config.name === name)!,
         undefined,
       );
-    expect(runs('memory')).to.not.include('exchange-bound');
+    expect(runs('memory')).to.not.include('exchange-minimal');
     expect(runs('memory · deployment')).to.deep.equal([
       'baseline',
       'create',
       'exchange-actor',
       'delegation',
-      'exchange-bound',
+      'exchange-minimal',
     ]);
-    expect(runs('memory · deployment · standing grant')).to.not.include('exchange-bound');
+    expect(runs('memory · deployment · standing grant')).to.not.include('exchange-minimal');
+    const smoke = parseSettings(['--smoke'], {}).configurations;
+    for (const name of ['redis', 'postgres'])
+      expect(
+        scenariosRun(
+          smoke.find((config) => config.name === name)!,
+          undefined,
+        ),
+      ).to.include('exchange-minimal');
   });
 
   it('a standing grant runs the deployment scenarios, its subject tokens under the grant', () => {
