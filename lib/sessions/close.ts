@@ -1,6 +1,7 @@
 import type Koa from 'koa';
 import type { Provider } from 'oidc-provider';
 import { publish } from '../events/publish.js';
+import { reportError } from '../report-error.js';
 import { EVENTS, type ImpersonationEvent } from '../events/types.js';
 import type { EndReason, SessionRecord } from './record.js';
 import { stateOf } from './record.js';
@@ -13,7 +14,8 @@ export type CloseRequest = { revokedBy: string; reason?: string } | { endReason:
  * first, then the session enters the revocation feed (which is what stops its
  * JWTs at resource servers) and its record says so. Should the store fail
  * halfway, closing again finishes the job. Of concurrent closes, one emits the
- * event; closing a session that is no longer active changes nothing.
+ * event; closing a session that is no longer active changes nothing. With
+ * `awaitRecord` false, the stop is recorded and told without the caller waiting.
  */
 export async function closeSession(
   provider: Provider,
@@ -21,6 +23,7 @@ export async function closeSession(
   record: SessionRecord,
   request: CloseRequest,
   ctx: Koa.Context | undefined,
+  { awaitRecord = true }: { awaitRecord?: boolean } = {},
 ): Promise<SessionRecord> {
   if (stateOf(record) !== 'active') return record;
   // Marked first, so that a delegation from it that is being issued is refused by its commit,
@@ -75,7 +78,9 @@ export async function closeSession(
   // A delegation's stop goes to the trail, the listeners and the SSF streams (its tokens must
   // stop at resource servers), never to webhooks: they tell a customer of impersonations, whose
   // own stop is delivered (docs/webhooks.md, "Delegations are not delivered").
-  await publish(provider, event, ctx, { delegation: record.type === 'delegation' });
+  const publishing = publish(provider, event, ctx, { delegation: record.type === 'delegation' });
+  if (awaitRecord) await publishing;
+  else publishing.catch((error: unknown) => reportError(provider, error, ctx));
   return closed;
 }
 
