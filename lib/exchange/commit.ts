@@ -104,8 +104,8 @@ export async function commit(
       await heard;
     } catch (error) {
       // No token without its record: the session ends, its token is never delivered, and its
-      // subject token is given back (nothing burned); the end is recorded without waiting on the trail.
-      await closeSession(provider, sessions, session, { endReason: 'not_recorded' }, ctx, { awaitRecord: false })
+      // subject token is given back (nothing burned); the trail that just failed is not asked again.
+      await closeSession(provider, sessions, session, { endReason: 'not_recorded' }, ctx, { record: false })
         .then(() => redeem && sessions.release(redeem, session.id))
         .catch((failure: unknown) => reportError(provider, failure, ctx));
       throw error;

@@ -1,7 +1,6 @@
 import type Koa from 'koa';
 import type { Provider } from 'oidc-provider';
 import { publish } from '../events/publish.js';
-import { reportError } from '../report-error.js';
 import { EVENTS, type ImpersonationEvent } from '../events/types.js';
 import type { EndReason, SessionRecord } from './record.js';
 import { stateOf } from './record.js';
@@ -15,7 +14,7 @@ export type CloseRequest = { revokedBy: string; reason?: string } | { endReason:
  * JWTs at resource servers) and its record says so. Should the store fail
  * halfway, closing again finishes the job. Of concurrent closes, one emits the
  * event; closing a session that is no longer active changes nothing. With
- * `awaitRecord` false, the stop is recorded and told without the caller waiting.
+ * `record` false, the trail does not record the stop (see publish()).
  */
 export async function closeSession(
   provider: Provider,
@@ -23,7 +22,7 @@ export async function closeSession(
   record: SessionRecord,
   request: CloseRequest,
   ctx: Koa.Context | undefined,
-  { awaitRecord = true }: { awaitRecord?: boolean } = {},
+  { record: recorded = true }: { record?: boolean } = {},
 ): Promise<SessionRecord> {
   if (stateOf(record) !== 'active') return record;
   // Marked first, so that a delegation from it that is being issued is refused by its commit,
@@ -78,9 +77,7 @@ export async function closeSession(
   // A delegation's stop goes to the trail, the listeners and the SSF streams (its tokens must
   // stop at resource servers), never to webhooks: they tell a customer of impersonations, whose
   // own stop is delivered (docs/webhooks.md, "Delegations are not delivered").
-  const publishing = publish(provider, event, ctx, { delegation: record.type === 'delegation' });
-  if (awaitRecord) await publishing;
-  else publishing.catch((error: unknown) => reportError(provider, error, ctx));
+  await publish(provider, event, ctx, { record: recorded, delegation: record.type === 'delegation' });
   return closed;
 }
 

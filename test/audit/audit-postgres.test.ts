@@ -313,7 +313,7 @@ describe('PostgreSQL audit log: PostgreSQL unreachable', function () {
   afterEach(() => relay.start());
   after(() => relay.stop());
 
-  it('fails closed: no subject token and no impersonation token without its record, back without a restart', async () => {
+  it('fails closed: no subject token and no impersonation token without its record, nothing burned, back without a restart', async () => {
     const log = createPostgresAuditLog({ connectionString: relay.url, schema });
     const tp = await startProvider({ plugin: { auditLog: log } });
     try {
@@ -327,9 +327,8 @@ describe('PostgreSQL audit log: PostgreSQL unreachable', function () {
       expect(refused.status, JSON.stringify(refused.body)).to.equal(500);
       expect(refused.body).to.not.have.property('access_token');
 
-      // Committed before its row could be written: the session ended, its subject token spent.
       await relay.start();
-      const redeemed = await exchange(tp, { subject_token: await subjectToken(tp), resource: API });
+      const redeemed = await exchange(tp, { subject_token: subject, resource: API });
       expect(redeemed.status, JSON.stringify(redeemed.body)).to.equal(200);
       expect((await log.verify()).ok).to.equal(true);
     } finally {
@@ -353,13 +352,12 @@ describe('PostgreSQL audit log: PostgreSQL unreachable', function () {
       const refused = await within(exchange(tp, { subject_token: subject, resource: API }), 12_000);
       expect(refused.status, JSON.stringify(refused.body)).to.be.within(500, 599);
       expect(refused.body).to.not.have.property('access_token');
-      // The success row's append, then the record of the session's end: each within the query timeout.
-      expect(Date.now() - started).to.be.below(2 * POSTGRES_POOL_OPTIONS.query_timeout + 3000);
+      expect(Date.now() - started).to.be.below(POSTGRES_POOL_OPTIONS.query_timeout + 3000);
       const created = await within(managementRequest(tp, { userId: 'bob' }, await m2mToken(tp)), 12_000);
       expect(created.status, JSON.stringify(created.body)).to.equal(503);
 
       relay.frozen = false;
-      const redeemed = await exchange(tp, { subject_token: await subjectToken(tp), resource: API });
+      const redeemed = await exchange(tp, { subject_token: subject, resource: API });
       expect(redeemed.status, JSON.stringify(redeemed.body)).to.equal(200);
       expect((await log.verify()).ok).to.equal(true);
     } finally {

@@ -325,7 +325,7 @@ export function sessionContract(target: Target, { notifies = true }: { notifies?
   sortedIndexContract(async () => new Adapter('ImpersonationSession') as unknown as SortedIndexes);
 
   describe('commitOnce(): one exchange in one operation', () => {
-    type Committing = Adapter & AtomicCommit & SortedIndexes;
+    type Committing = Adapter & AtomicConsume & AtomicCommit & SortedIndexes;
     const committing = (Class: AtomicAdapterClass, model: string) => new Class(model) as unknown as Committing;
     const write = (session: string, subjectToken: string, guards: string[] = []): CommitWrite => ({
       consume: { model: 'SubjectToken', id: subjectToken },
