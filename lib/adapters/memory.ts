@@ -445,7 +445,7 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
       if (ttl === undefined || ttl === 0) throw invalidCall('commitOnce', 'the entry to write needs a lifetime');
       admit(store, write.id, ...quotas.map((quota) => quota.key));
       const opened = roomInIndexes(store, indexes, write.id);
-      if (consumed) consumed['consumed'] = Math.floor(Date.now() / 1000);
+      if (consumed) consumed['consumed'] = write.id;
       const now = Date.now();
       for (const quota of quotas) {
         const counter = store.entries.get(quota.key);
@@ -458,6 +458,13 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
       if (!notes) return { outcome: 'committed' };
       const dropped = (outbox ??= createMemoryOutbox()).appendNow(notes.entries, notes.maxPending, notes.now);
       return { outcome: 'committed', dropped };
+    }
+
+    async releaseConsumed({ model, id }: { model: string; id: string }, by: string): Promise<boolean> {
+      const found = modelStore(model).entries.get(id)?.payload;
+      if (found?.['consumed'] !== by) return false;
+      delete found['consumed'];
+      return true;
     }
 
     async saveWithinQuotas(write: QuotaWrite): Promise<QuotaOutcome> {

@@ -116,6 +116,7 @@ type StatementName =
   | 'findByUserCode'
   | 'upsertMany'
   | 'consumeMany'
+  | 'release'
   | 'commitMany'
   | 'destroy'
   | 'revokeByGrantId'
@@ -478,6 +479,8 @@ export function storeStatements(names: StoreNames): Record<StatementName, Statem
         ORDER BY model, id FOR UPDATE)
       UPDATE ${entries} AS e SET consumed = $3 FROM target
       WHERE e.model = target.model AND e.id = target.id RETURNING e.model, e.id`,
+    release: `UPDATE ${entries} SET consumed = NULL
+      WHERE model = $1 AND id = $2 AND consumed::jsonb = $3::jsonb AND ${LIVE}`,
     commitMany: commitManyText(names),
     destroy: `DELETE FROM ${entries} WHERE model = $1 AND id = $2`,
     // Only the grantable models' rows carry a grant id.

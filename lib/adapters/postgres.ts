@@ -721,7 +721,7 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
       const commit: PlainCommit = {
         consumeModel: consume ? consume.model : null,
         consumeId: consume ? keyOf(consume.id) : null,
-        consumed: String(Math.floor(now / 1000)),
+        consumed: JSON.stringify(write.id),
         model: write.model,
         id: keyOf(write.id),
         payload: JSON.stringify(stored),
@@ -774,6 +774,11 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
         ...(journaled ? { journaled } : {}),
         ...(notifying ? { dropped: dropped ?? [] } : {}),
       };
+    }
+
+    async releaseConsumed({ model, id }: { model: string; id: string }, by: string): Promise<boolean> {
+      const { rowCount } = await run(statements.release, [model, keyOf(id), JSON.stringify(by)], 'releaseConsumed');
+      return rowCount === 1;
     }
 
     async saveWithinQuotas(write: QuotaWrite): Promise<QuotaOutcome> {

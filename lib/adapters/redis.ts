@@ -145,6 +145,9 @@ const SCRIPTS = {
   impersonationConsumeOnce: `
 if redis.call('HEXISTS', KEYS[1], 'payload') == 0 then return 0 end
 return redis.call('HSETNX', KEYS[1], 'consumed', ARGV[1])`,
+  impersonationRelease: `
+if redis.call('HGET', KEYS[1], 'consumed') ~= ARGV[1] then return 0 end
+return redis.call('HDEL', KEYS[1], 'consumed')`,
   // Replaces the whole entry, so that a `consumed` of an earlier version cannot
   // survive. A TTL of 0 is an entry already expired: the earlier version goes
   // and nothing is stored; below 0, the entry never expires.
@@ -214,7 +217,7 @@ return 0`;
  * when there is none), the entry to write, the indexes, the guards, the
  * counters, the outbox's keys last (when there are entries). Every key
  * carries the plugin's hash tag, so it runs unchanged on Redis Cluster.
- * ARGV: the number of indexes and of guards, now (seconds), the entry's
+ * ARGV: the number of indexes and of guards, the consumed mark (JSON), the entry's
  * JSON, its TTL (ms), the index member, its expiry, now (ms), the outbox's
  * bound, the number of counters, 1 to consume (else 0), each counter's bound
  * and expiry (ms), then the outbox entries (see OUTBOX_APPEND_LUA). Returns
@@ -263,6 +266,7 @@ return { 1, unpack(dropped) }`;
 
 interface Scripts {
   impersonationConsumeOnce(key: string, now: number): Promise<number>;
+  impersonationRelease(key: string, consumed: string): Promise<number>;
   impersonationWrite(key: string, payload: string, consumed: string, ttlMs: number): Promise<number>;
   impersonationAddToGrant(key: string, member: string, ttlMs: number): Promise<number>;
   /** `impersonationIndexAdd(numberOfKeys, ...keys, member, expiresAt, now)` */
@@ -559,7 +563,7 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
         ...keys,
         indexes.length,
         guards.length,
-        Math.floor(now / 1000),
+        JSON.stringify(write.id),
         JSON.stringify(stored),
         ttl,
         write.id,
@@ -580,6 +584,13 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
       if (code === 0) return { outcome: 'consumed' };
       if (code === 3) return { outcome: 'spent', key: quotas[Number(rest[0]) - 1]!.key };
       return { outcome: 'guarded', guard: guards[Number(rest[0]) - 1]! };
+    }
+
+    async releaseConsumed({ model, id }: { model: string; id: string }, by: string): Promise<boolean> {
+      if (!isReady()) await whenReady();
+      const key = entryKey(model, id);
+      if (!replicas) return (await redis.impersonationRelease(key, JSON.stringify(by))) === 1;
+      return (await replicated(() => pipeline().impersonationRelease(key, JSON.stringify(by)))) === 1;
     }
 
     async saveWithinQuotas(write: QuotaWrite): Promise<QuotaOutcome> {

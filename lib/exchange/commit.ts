@@ -61,8 +61,8 @@ export interface CommitStores {
  * and the provider's token and Grant are withdrawn: they are in the
  * provider's adapter, which no operation of the plugin's store can span.
  * A trail outside the store's database gets the success row once the commit
- * happened; if it cannot take it, the session is ended and the token never
- * leaves. Resolves the access token's value.
+ * happened; if it cannot take it, the session is ended, the token never
+ * leaves and the subject token is given back. Resolves the access token's value.
  */
 export async function commit(
   ctx: KoaContextWithOIDC,
@@ -80,6 +80,7 @@ export async function commit(
     { sharesDatabase: (database) => sessions.sharesDatabase(database) },
     { record: onTrail, delegation: !notify },
   );
+  const redeem = subjectTokenKey === undefined ? undefined : { model: SUBJECT_TOKEN_MODEL, id: subjectTokenKey };
   let value: string;
   let committed: CommitOutcome & { outcome: 'committed' };
   try {
@@ -88,11 +89,10 @@ export async function commit(
     // Checked last before the commit: an exchange that ran past the deadline may have read an
     // origin whose end mark is gone already.
     if (Date.now() - startedAt > EXCHANGE_DEADLINE_MS) throw exchangeTooSlow(EXCHANGE_DEADLINE_MS);
-    const outcome = await sessions.commit(
-      session,
-      subjectTokenKey === undefined ? undefined : { model: SUBJECT_TOKEN_MODEL, id: subjectTokenKey },
-      { ...(quotas?.length ? { quotas } : {}), ...participation.write },
-    );
+    const outcome = await sessions.commit(session, redeem, {
+      ...(quotas?.length ? { quotas } : {}),
+      ...participation.write,
+    });
     if (outcome.outcome !== 'committed') throw refusalOf(outcome, quotas ?? []);
     committed = outcome;
   } catch (error) {
@@ -104,10 +104,11 @@ export async function commit(
     try {
       await heard;
     } catch (error) {
-      // No token without its record: the session ends, and its token is never delivered.
-      await closeSession(provider, sessions, session, { endReason: 'not_recorded' }, ctx).catch((failure: unknown) =>
-        reportError(provider, failure, ctx),
-      );
+      // No token without its record: the session ends, its token is never delivered, and its
+      // subject token is given back (nothing burned); the trail that just failed is not asked again.
+      await closeSession(provider, sessions, session, { endReason: 'not_recorded' }, ctx, { record: false })
+        .then(() => redeem && sessions.release(redeem, session.id))
+        .catch((failure: unknown) => reportError(provider, failure, ctx));
       throw error;
     }
   }

@@ -13,7 +13,8 @@ export type CloseRequest = { revokedBy: string; reason?: string } | { endReason:
  * first, then the session enters the revocation feed (which is what stops its
  * JWTs at resource servers) and its record says so. Should the store fail
  * halfway, closing again finishes the job. Of concurrent closes, one emits the
- * event; closing a session that is no longer active changes nothing.
+ * event; closing a session that is no longer active changes nothing. With
+ * `record` false, the trail does not record the stop (see publish()).
  */
 export async function closeSession(
   provider: Provider,
@@ -21,6 +22,7 @@ export async function closeSession(
   record: SessionRecord,
   request: CloseRequest,
   ctx: Koa.Context | undefined,
+  { record: recorded = true }: { record?: boolean } = {},
 ): Promise<SessionRecord> {
   if (stateOf(record) !== 'active') return record;
   // Marked first, so that a delegation from it that is being issued is refused by its commit,
@@ -75,7 +77,7 @@ export async function closeSession(
   // A delegation's stop goes to the trail, the listeners and the SSF streams (its tokens must
   // stop at resource servers), never to webhooks: they tell a customer of impersonations, whose
   // own stop is delivered (docs/webhooks.md, "Delegations are not delivered").
-  await publish(provider, event, ctx, { delegation: record.type === 'delegation' });
+  await publish(provider, event, ctx, { record: recorded, delegation: record.type === 'delegation' });
   return closed;
 }
 

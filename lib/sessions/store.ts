@@ -108,6 +108,11 @@ export class SessionStore {
     });
   }
 
+  /** Gives back what the commit of session `sessionId` redeemed, unless it is gone or expired. */
+  release(redeemed: { model: string; id: string }, sessionId: string): Promise<boolean> {
+    return this.#adapter.releaseConsumed(redeemed, sessionId);
+  }
+
   /**
    * The first of `quotas` that has taken its bound, as read now: a delegation
    * refused by it writes nothing, not even the trail's row. The commit checks

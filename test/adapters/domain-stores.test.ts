@@ -85,6 +85,9 @@ function subjectTokensAndSessionsOnly() {
     commitOnce(write: CommitWrite): Promise<CommitOutcome> {
       return this.#kept.commitOnce(write);
     }
+    releaseConsumed(entry: { model: string; id: string }, by: string): Promise<boolean> {
+      return this.#kept.releaseConsumed(entry, by);
+    }
     saveWithinQuotas(write: QuotaWrite): Promise<QuotaOutcome> {
       return this.#kept.saveWithinQuotas(write);
     }
@@ -140,6 +143,15 @@ describe('a store that keeps only some of the domains', function () {
       expect(() =>
         createImpersonation({ managementResource: MANAGEMENT, store: subjectTokensAndSessionsOnly(), approvals }),
       ).to.throw(TypeError, /option "store" has no indexAddWithin\(adds, member\): a customer's grants/);
+    });
+
+    it("the sessions' domain, without releaseConsumed", () => {
+      const Store = class extends subjectTokensAndSessionsOnly() {};
+      Object.defineProperty(Store.prototype, 'releaseConsumed', { value: undefined });
+      expect(() => createImpersonation({ managementResource: MANAGEMENT, store: Store })).to.throw(
+        TypeError,
+        /option "store" has no commitOnce\(write\) and releaseConsumed\(entry, by\): .*gives the token back/,
+      );
     });
 
     it("the outbox's domain, with webhooks", () => {

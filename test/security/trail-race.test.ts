@@ -13,12 +13,16 @@ import { API, CLIENTS, DOWNSTREAM_API, READ_SCOPE, startProvider, type TestProvi
 const RACERS = 20;
 
 /** A deployment's own sink, as plain as one can be: rows in an array, read back newest first. */
-function plainSink(failOn?: ImpersonationEventName): AuditSink & { rows: ImpersonationEvent[] } {
+function plainSink(failOnce?: ImpersonationEventName): AuditSink & { rows: ImpersonationEvent[] } {
   const rows: ImpersonationEvent[] = [];
+  let failing = failOnce;
   return {
     rows,
     append: async (name, event) => {
-      if (name === failOn) throw new Error('trail down');
+      if (name === failing) {
+        failing = undefined;
+        throw new Error('trail down');
+      }
       rows.push(event);
     },
     query: async ({ subject, events }) => ({
@@ -90,11 +94,12 @@ describe(`the trail records only what was committed (${suiteAdapterKind().name})
     });
   }
 
-  it('a trail that cannot take the success row after the commit: 500, no token, the session ended', async () => {
+  it('a trail that cannot take the success row after the commit: 500, no token, the session ended, nothing burned', async () => {
     const sink = plainSink(EVENTS.exchangeSucceeded);
     const tp = await startProvider({ plugin: { auditLog: sink } });
     try {
-      const refused = await exchange(tp, { subject_token: await subjectToken(tp, { userId: 'bob' }), resource: API });
+      const token = await subjectToken(tp, { userId: 'bob' });
+      const refused = await exchange(tp, { subject_token: token, resource: API });
       expect(refused.status, JSON.stringify(refused.body)).to.equal(500);
       expect(refused.body).to.not.have.property('access_token');
       const admin = await adminToken(tp);
@@ -105,12 +110,17 @@ describe(`the trail records only what was committed (${suiteAdapterKind().name})
       }>;
       const session = await apiRequest(tp, 'GET', `${SESSIONS}/${stopped!.id}`, admin);
       expect(session.body).to.include({ subject: 'bob', state: 'ended', endReason: 'not_recorded' });
-      // What the trail could take: the stop and the refusal, never the success.
+      // The same subject token redeems once the trail takes rows again: one success row, for that session.
+      const redeemed = await exchange(tp, { subject_token: token, resource: API });
+      expect(redeemed.status, JSON.stringify(redeemed.body)).to.equal(200);
       expect(sink.rows.filter((row) => row.subject === 'bob').map((row) => row.name)).to.deep.equal([
         EVENTS.subjectTokenCreated,
-        EVENTS.sessionEnded,
         EVENTS.exchangeRefused,
+        EVENTS.exchangeSucceeded,
       ]);
+      expect(sink.rows.find((row) => row.name === EVENTS.exchangeSucceeded)!.sessionId).to.equal(
+        decodeJwt(redeemed.body['access_token'] as string)['impersonation_session'],
+      );
     } finally {
       await tp.close();
     }

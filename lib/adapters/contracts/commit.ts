@@ -55,7 +55,7 @@ export type CommitOutcome =
 
 /**
  * One exchange, one store operation. `commitOnce(write)` consumes
- * `write.consume` (when given) and, in the same atomic step, charges every
+ * `write.consume` (when given, its `consumed` set to `write.id`) and, in the same atomic step, charges every
  * quota of `write.quotas`, stores `write.write` and adds it to
  * `write.indexes`, unless a guard of `write.guards` has ended or a quota is
  * spent; it resolves `committed` for the one call that consumed the entry.
@@ -66,10 +66,14 @@ export type CommitOutcome =
  * when the store cannot be reached or cannot take the entry (a bounded store
  * that is full): a refused exchange never leaves a listed session behind,
  * and a failed one never burns its subject token. `sharesDatabase` is the
- * trail's optional operation (./trail.ts).
+ * trail's optional operation (./trail.ts). `releaseConsumed(entry, by)`
+ * gives back what the commit that wrote `by` consumed: it clears `consumed`
+ * of the stored, live `entry` only while it is still `by`, and resolves
+ * whether it did (an exchange whose trail could not take it burns nothing).
  */
 export interface AtomicCommit extends Partial<SharedDatabase> {
   commitOnce(write: CommitWrite): Promise<CommitOutcome>;
+  releaseConsumed(entry: { model: string; id: string }, by: string): Promise<boolean>;
 }
 
 /** An entry and its index members, written only if every quota has room, charged in the same operation. */
@@ -107,7 +111,8 @@ export interface PrincipalQuotas {
 export const COMMITTED_TOGETHER: ReadonlySet<string> = new Set(['SubjectToken', 'ImpersonationSession']);
 
 export function hasAtomicCommit(adapter: object): adapter is AtomicCommit {
-  return typeof (adapter as Partial<AtomicCommit>).commitOnce === 'function';
+  const { commitOnce, releaseConsumed } = adapter as Partial<AtomicCommit>;
+  return typeof commitOnce === 'function' && typeof releaseConsumed === 'function';
 }
 
 export function hasPrincipalQuotas(adapter: object): adapter is PrincipalQuotas {

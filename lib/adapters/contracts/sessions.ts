@@ -18,9 +18,11 @@ export const SESSION_DOMAIN: DomainContract<SessionAdapter> = {
     sortedIndexesNeed('impersonation sessions are listed and revoked through them'),
     consumeOnceNeed('an impersonation session is ended once, by an atomic consume'),
     {
-      operations: 'commitOnce(write)',
+      operations: 'commitOnce(write) and releaseConsumed(entry, by)',
       has: hasAtomicCommit,
-      why: 'an exchange redeems its subject token and lists its session in one store operation',
+      why:
+        'an exchange redeems its subject token and lists its session in one store operation, ' +
+        'and gives the token back when the trail cannot record it',
     },
     {
       operations: 'saveWithinQuotas(write)',
