@@ -173,6 +173,7 @@ function readCursor(value: unknown, allowed: ReadonlySet<string>, query: Koa.Con
       return { expiresAt: expiresAt as number, member };
     }
   } catch {
+    // Reported below.
   }
   throw badRequest('cursor is not one this API returned');
 }
