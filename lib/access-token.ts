@@ -25,10 +25,7 @@ export interface VerifiedAccessToken {
   acr?: string;
   /** An `act` claim the token already carries (it is itself an impersonation token). */
   act?: Record<string, unknown>;
-  /**
-   * RFC 8693 4.4 `may_act`, as the token carries it, whatever its shape: present and not a JSON
-   * object, it is refused where it is used (delegation), never taken for absent.
-   */
+  /** RFC 8693 4.4 `may_act` as carried; one that is no JSON object is refused where used, never taken for absent. */
   mayAct?: unknown;
   /** The impersonation session a token issued by the exchange names (its `impersonation_session` claim). */
   impersonationSession?: string;
@@ -40,13 +37,7 @@ export type AccessTokenModel = 'AccessToken' | 'ClientCredentials';
 
 export interface JwtVerifier {
   keySet: ReturnType<typeof createLocalJWKSet>;
-  /**
-   * JWTs already verified, by SHA-256 of the whole token, until their `exp`. A
-   * JWT's validity is its bytes, the provider's keys (fixed for the life of a
-   * Provider) and the clock, so a hit answers exactly what verifying again
-   * would. It spares the signature check for the tokens that come back on
-   * every call: the backend's M2M token and a support engineer's actor token.
-   */
+  /** Invariant 51: verified JWTs by SHA-256, until their `exp`. */
   verified: LRUCache<string, VerifiedAccessToken>;
 }
 
@@ -62,13 +53,7 @@ function verifierOf(provider: Provider): JwtVerifier {
   return slotOf(provider, JWT_VERIFIER);
 }
 
-/**
- * Verifies an access token of this provider: a JWT by signature against the
- * provider's own keys, `iss`, `typ: at+jwt` and `exp`; an opaque token by
- * lookup through the provider's adapter, with expiry, and for a user's token
- * its session binding and Grant (see findHonouredAccessToken). Resolves `undefined` for anything that is not a valid,
- * unexpired token of ours; rejects only when the store cannot be reached.
- */
+/** Verifies an access token of this provider; `undefined` for anything not valid and ours, rejects only on a store outage. */
 export async function verifyAccessToken(
   provider: Provider,
   value: string,
@@ -117,15 +102,7 @@ export async function verifyAccessToken(
   };
 }
 
-/**
- * An opaque user access token as oidc-provider's own userinfo endpoint would
- * still honour it: unexpired, its session binding intact (what
- * `AccessToken.find` checks), and its Grant still there, unexpired, of the
- * same client and account (what userinfo checks after). A revoked grant or an
- * ended session thus ends the token at once. The session and the Grant are
- * read side by side: on Redis one round trip, not two; on PostgreSQL with the
- * token itself, in one statement (ReadAhead).
- */
+/** Invariant 52: an opaque user token as userinfo would honour it; session and Grant read side by side. */
 async function findHonouredAccessToken(provider: Provider, value: string): Promise<AccessToken | undefined> {
   const box = new ReadAhead();
   const token = await readingAhead(box, () => findAccessTokenUnbound(provider, value));
@@ -196,12 +173,7 @@ async function verifyJwtSignature(
   } as const);
 }
 
-/**
- * A name for an issued access token that is safe to log. A JWT's `jti` names
- * it without being it; an opaque token's `jti` *is* its value, so it is named
- * by the SHA-256 of that value instead (a resource server holding the token
- * can compute the same name).
- */
+/** A loggable name for an issued token: a JWT's `jti`, or the SHA-256 of an opaque token (whose `jti` is its value). */
 export function publicTokenId(format: string | undefined, jti: string): string {
   return format === 'opaque' ? `${OPAQUE_ID_PREFIX}${hash('sha256', jti, 'base64url')}` : jti;
 }

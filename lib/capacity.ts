@@ -1,25 +1,9 @@
-/**
- * One rule for capacity: no principal (an anonymous caller, a user, a
- * client) can use up a bounded or durable capacity that others' safety
- * depends on: the sessions the store keeps (a bounded memory store refuses
- * impersonations once full; Redis and PostgreSQL grow without end) and the
- * audit trail (a full memory trail refuses every impersonation; a durable
- * one only grows). Each principal gets a share of its own, counted by the
- * store in the same operation that writes (the exchange's commit,
- * `commitOnce` with `quotas`, see lib/adapters/contract.ts), so that no burst of concurrent requests gets
- * past it. The numbers and the principals are here, and only here; the
- * stores count, whatever they are charged for.
- */
+/** Invariant 50: each principal's share, counted in the write. */
 import { createHash } from 'node:crypto';
 import { optionChecks } from './config/checks.js';
 import { invalidOption, principalQuotaReached, type PrincipalQuotaReached } from './errors.js';
 
-/**
- * One principal's share of a capacity others depend on: a counter, `key`
- * an id of the written entry's model, that takes at most `max` charges
- * until `expiresAt` (ms since the epoch), the expiry its first charge sets;
- * after it, the next charge starts it again at 1.
- */
+/** One principal's share: counter `key` takes at most `max` charges until `expiresAt` (ms), set by its first charge. */
 export interface QuotaCharge {
   key: string;
   max: number;
@@ -77,14 +61,7 @@ export function resolveDelegationLimits(input: unknown): Readonly<DelegationLimi
   return Object.freeze(limits);
 }
 
-/**
- * Whom a delegation is charged to. Under an impersonation (its subject token
- * belongs to an impersonation session, or to a delegation made from one):
- * that impersonation session, which an authenticated Management API caller
- * created. Otherwise, a user delegating a token of their own: the subject
- * token, the user and the client, in that order, so that a user who has used
- * up their share is refused before anything is charged to the client's.
- */
+/** Whom a delegation is charged to: its impersonation session, or the subject token, the user and the client, in that order. */
 export type DelegationPrincipals =
   { impersonationSessionId: string } | { subjectTokenId: string; user: string; clientId: string };
 
@@ -110,12 +87,7 @@ export function delegationQuotas(
   ];
 }
 
-/**
- * The share of subject tokens a Management API client may create per hour
- * (`maxSubjectTokensPerClient`), counted in the subject tokens' store. Its
- * attacker: one trusted client (a runaway job, a load test, stolen
- * credentials) whose unredeemed tokens would fill what every impersonation needs.
- */
+/** Subject tokens a Management API client may create per hour. Its attacker: one trusted client whose unredeemed tokens fill the store. */
 export function subjectTokenQuota(clientId: string, max: number, now = Date.now()): DelegationCharge {
   return charge('client', clientId, max, now);
 }
@@ -136,10 +108,7 @@ export function secondsUntilRenewed(charge: QuotaCharge, now = Date.now()): numb
   return Math.max(1, Math.ceil((charge.expiresAt - now) / 1000));
 }
 
-/**
- * The refusal for the spent quota `key` of `charges`: 429, saying whose share
- * it was and when it starts again, never whose it is.
- */
+/** The refusal for the spent quota `key`: 429, when it starts again, never whose it is. */
 export function quotaRefusal(
   charges: readonly DelegationCharge[],
   key: string,

@@ -65,12 +65,7 @@ export type CustomJwtClaimsFunction = (
 /** An oidc-provider adapter: a class (`new Adapter(name)`) or a factory (`Adapter(name)`). */
 export type AdapterSource = AdapterConstructor | AdapterFactory;
 
-/**
- * A durable record of impersonation events (for example the PostgreSQL audit
- * log). Unlike listeners, it is awaited: a subject token is handed out, and
- * an impersonation token delivered, only after its record was appended; an
- * append that rejects stops them (5xx, nothing burned).
- */
+/** A durable record of impersonation events, awaited: a token is handed out only after its record was appended. */
 export interface AuditSink {
   append(name: ImpersonationEventName, event: ImpersonationEvent): Promise<void>;
   /** When present, `GET {sessionsPath}/events` answers from it (newest first, paged). */
@@ -122,36 +117,15 @@ export interface CoreOptions {
   canImpersonate?: ((input: CreationPolicyInput) => PolicyDecision | Promise<PolicyDecision>) | undefined;
   /** Exchange-time policy: may this client and actor impersonate this subject now? */
   canExchange?: ((input: ExchangePolicyInput) => ExchangeDecision | Promise<ExchangeDecision>) | undefined;
-  /**
-   * Clients, besides the exchanging one, whose users' access tokens are
-   * accepted as actor tokens (e.g. the support application's other front
-   * end). Default: none, so an actor token must come from the exchanging client.
-   */
+  /** Clients, besides the exchanging one, whose users' access tokens are accepted as actor tokens. Default: none. */
   actorClients?: string[] | undefined;
-  /**
-   * How recent and strong the actor's sign-in must be (step-up, RFC 9470):
-   * `maxAge` seconds since it, and an `acr` among `acrValues`. Checked against
-   * the session behind an opaque actor token, or a JWT's `auth_time` and `acr`.
-   * A stale or weak sign-in gets `insufficient_user_authentication`. Default: none.
-   */
+  /** How recent and strong the actor's sign-in must be (RFC 9470 step-up): `maxAge` seconds, `acr` among `acrValues`. Default: none. */
   actorAuthentication?: ActorAuthentication | undefined;
-  /**
-   * A durable trail (e.g. `createPostgresAuditLog()`), awaited: no subject
-   * token and no impersonation token is handed out before its record is.
-   */
+  /** A durable trail (e.g. `createPostgresAuditLog()`), awaited: no token is handed out before its record. */
   auditLog?: AuditSink | undefined;
-  /**
-   * Where subject tokens and impersonation sessions are kept, when not in the
-   * provider's own adapter: an adapter class or factory with `consumeOnce` and
-   * sorted indexes (`createMemoryAdapter()`, `createRedisAdapter()`). With it,
-   * the provider keeps any adapter of its own. Default: the provider's adapter.
-   */
+  /** Where subject tokens and sessions are kept (an adapter with `consumeOnce` and sorted indexes). Default: the provider's adapter. */
   store?: AdapterSource | undefined;
-  /**
-   * OpenTelemetry spans and metrics (docs/operations.md). Default: the
-   * providers registered with `@opentelemetry/api` when it is installed, none
-   * when it is not; `false` turns them off; `{ tracerProvider, meterProvider }` names others.
-   */
+  /** OpenTelemetry spans and metrics: default the `@opentelemetry/api` globals when installed; `false` turns them off. */
   telemetry?: TelemetryOptions | undefined;
   /** Adds claims to the issued access token (spec 2.7). */
   getCustomJwtClaims?: CustomJwtClaimsFunction | undefined;
@@ -159,13 +133,7 @@ export interface CoreOptions {
   customClaimsTimeout?: number | undefined;
   /** Passed to `getCustomJwtClaims` as `environmentVariables`. Default `{}`. */
   environmentVariables?: Record<string, string> | undefined;
-  /**
-   * Whether this instance delivers what the outbox holds (webhooks, SSF SETs
-   * pushed or queued for polling). The outbox is the store's, shared by every
-   * instance on it: `false` keeps delivery off the instances that answer
-   * token requests, while others on the same store deliver
-   * (docs/webhooks.md, "Delivery"). Default `true`.
-   */
+  /** Whether this instance delivers what the store's shared outbox holds (webhooks, SSF). Default `true`. */
   deliverOutbox?: boolean | undefined;
 }
 
@@ -183,10 +151,7 @@ type UndefaultedOption =
 /** The options with a default: each one filled in. */
 type DefaultedOptions = Omit<CoreOptions, UndefaultedOption>;
 
-/**
- * The core options once resolved; `ResolvedOptions` (`options.ts`) adds each feature's slice.
- * Not Required<>: under a consumer's exactOptionalPropertyTypes it keeps the `| undefined` each option accepts.
- */
+/** The core options once resolved; not Required<>, which loses `| undefined` under exactOptionalPropertyTypes. */
 export type ResolvedCoreOptions = {
   [Name in keyof DefaultedOptions]-?: Exclude<DefaultedOptions[Name], undefined>;
 } & Pick<CoreOptions, UndefaultedOption>;

@@ -1,11 +1,7 @@
 import { errors } from 'oidc-provider';
 import { DomainError, type DomainErrorKind } from './errors/domain.js';
 
-/**
- * Every error the plugin raises comes from here. At the token endpoint they are
- * oidc-provider's own classes, so its error rendering, `grant.error` event and
- * status codes apply; at the Management API they are `ManagementError`s.
- */
+/** Every error the plugin raises: oidc-provider's classes at the token endpoint, `ManagementError`s at the Management API. */
 
 /** RFC 8693 2.2.2: anything wrong with the request or with a subject or actor token. */
 export function invalidRequest(description: string, cause?: unknown): errors.InvalidRequest {
@@ -26,11 +22,7 @@ export function invalidScope(description: string, scope: string): errors.Invalid
   return new errors.InvalidScope(description, scope);
 }
 
-/**
- * RFC 6749 5.2 `invalid_grant`, with a description the caller is shown:
- * oidc-provider's own `InvalidGrant` always says "grant request is invalid".
- * For a subject token whose customer's access grant no longer allows it.
- */
+/** RFC 6749 5.2 `invalid_grant` with a description shown (oidc-provider's own always says "grant request is invalid"). */
 export function invalidGrant(description: string): errors.CustomOIDCProviderError {
   return new errors.CustomOIDCProviderError('invalid_grant', description);
 }
@@ -41,11 +33,7 @@ interface StepUpRequirement {
   acrValues?: string[];
 }
 
-/**
- * RFC 9470: the actor must sign in again, more recently or more strongly. The
- * requirement rides on the error, so that whatever renders it can add the
- * `max_age` and `acr_values` members that oidc-provider's rendering omits.
- */
+/** RFC 9470: the actor must sign in again; the requirement rides on the error for its `max_age` and `acr_values` members. */
 export class InsufficientUserAuthentication extends errors.CustomOIDCProviderError {
   readonly stepUp: Readonly<StepUpRequirement>;
 
@@ -67,19 +55,13 @@ export function invalidClientMetadata(description: string): errors.InvalidClient
   return new errors.InvalidClientMetadata(description);
 }
 
-/**
- * A deployment wired so that part of the plugin cannot run. Its description
- * says what to change; it names no secret, only the plugin's own calls.
- */
+/** A deployment wired so that part of the plugin cannot run; the description says what to change and names no secret. */
 export function misconfigured(description: string): errors.OIDCProviderError {
   const error = new errors.OIDCProviderError(500, 'server_error');
   return Object.assign(error, { error_description: description, expose: true });
 }
 
-/**
- * An exchange that ran too long between its reads and its commit to be
- * sure that what it read still holds: 503, nothing burned; retrying reads again.
- */
+/** An exchange too long between its reads and its commit to trust what it read: 503, nothing burned. */
 export function exchangeTooSlow(deadlineMs: number): errors.TemporarilyUnavailable {
   const error = new errors.TemporarilyUnavailable(
     `the exchange took longer than ${deadlineMs / 1000} s to complete; retry it`,
@@ -100,29 +82,19 @@ export function decisionPointUnavailable(problem: string, cause?: unknown): Deci
   return new DecisionPointUnavailable(problem, cause === undefined ? undefined : { cause });
 }
 
-/**
- * A policy decision point (the `authzen` option) that gave no decision: 503
- * `temporarily_unavailable` at the token endpoint; nothing was issued or burned.
- */
+/** A decision point (`authzen`) that gave no decision: 503 `temporarily_unavailable`, nothing issued or burned. */
 export function policyUnavailable(description: string): errors.TemporarilyUnavailable {
   const error = new errors.TemporarilyUnavailable(description);
   return Object.assign(error, { status: 503, statusCode: 503, expose: true });
 }
 
-/**
- * A store that would have to forget security state to take one more entry.
- * 503 `temporarily_unavailable` at the token endpoint (and any other of
- * oidc-provider's); the Management API answers it as a store outage, also 503.
- */
+/** A store that would have to forget security state to take one more entry: 503. */
 export function storeFull(model: string): errors.TemporarilyUnavailable {
   const error = new errors.TemporarilyUnavailable(`the ${model} store is full; retry shortly`);
   return Object.assign(error, { status: 503, statusCode: 503, expose: true });
 }
 
-/**
- * As storeFull, for the replay store's share of one client (lib/adapters/replay-shares.ts):
- * the client's requests wait for their own earlier proofs to expire, other clients' do not.
- */
+/** As storeFull, for one client's share of the replay store: only that client waits. */
 export function replayShareFull(anonymous: boolean): errors.TemporarilyUnavailable {
   const requests = anonymous ? "this client's unauthenticated requests" : "this client's requests";
   const error = new errors.TemporarilyUnavailable(
@@ -131,13 +103,7 @@ export function replayShareFull(anonymous: boolean): errors.TemporarilyUnavailab
   return Object.assign(error, { status: 503, statusCode: 503, expose: true });
 }
 
-/**
- * 429 at the token endpoint: a principal (a user, a client, a subject token,
- * an impersonation session) has used its share of a capacity that others
- * depend on (lib/capacity.ts). Nothing was written; the description says
- * whose share and when it starts again, and names no one. `retryAfter`
- * (seconds) goes to the `Retry-After` header.
- */
+/** 429: a principal used its share of a capacity others depend on (lib/capacity.ts); names no one. */
 export class PrincipalQuotaReached extends errors.CustomOIDCProviderError {
   readonly retryAfter: number;
 
@@ -196,10 +162,7 @@ const DOMAIN_STATUS: Readonly<Record<DomainErrorKind, number>> = {
   unavailable: 503,
 };
 
-/**
- * A feature's refusal as the HTTP APIs answer it (lib/http/answer.ts): the
- * kind gives the status, the reason the `error`, the message the description.
- */
+/** A feature's refusal as the HTTP APIs answer it (lib/http/answer.ts): kind gives the status, reason the `error`. */
 export function httpAnswerTo(refusal: DomainError): ManagementError {
   const cause = refusal.cause === undefined ? undefined : { cause: refusal.cause };
   return new ManagementError(DOMAIN_STATUS[refusal.kind], refusal.reason, refusal.message, cause);
@@ -245,12 +208,7 @@ export function tooManyRequests(description: string): ManagementError {
   return new ManagementError(429, 'too_many_requests', description);
 }
 
-/**
- * 503 of an SSF poll: the stream's queue is empty, yet it cannot say that it
- * holds every SET (some still wait in the outbox, or the stream is not
- * enabled). A receiver that took the empty answer for "nothing was revoked"
- * would honour a stopped session.
- */
+/** 503 of an SSF poll whose empty queue cannot claim it holds every SET: "empty" would read as "nothing revoked". */
 export function streamBehind(description: string): ManagementError {
   return new ManagementError(503, 'temporarily_unavailable', description);
 }
@@ -260,10 +218,7 @@ export function managementUnavailable(description: string, cause?: unknown): Man
   return new ManagementError(503, 'temporarily_unavailable', description, cause === undefined ? undefined : { cause });
 }
 
-/**
- * Management API 500: the deployment is wired so that no request of this kind
- * can be served; the description says what to change, and names no value.
- */
+/** Management API 500: the deployment is wired so no request of this kind can be served; names no value. */
 export function managementMisconfigured(description: string): ManagementError {
   return new ManagementError(500, 'server_error', description);
 }

@@ -42,8 +42,7 @@ export { RESERVED_CLAIMS } from './exchange/claims.js';
 export type { ActClaim } from './exchange/actor.js';
 export { SUBJECT_TOKEN_PREFIX } from './subject-tokens/token.js';
 export { SUBJECT_TOKEN_MODEL } from './subject-tokens/store.js';
-// The Redis and PostgreSQL adapters and the PostgreSQL audit log are subpath exports
-// (./adapters/redis, ./adapters/postgres, ./audit-postgres): this entry loads no driver.
+// The Redis and PostgreSQL adapters and audit log are subpath exports: this entry loads no driver.
 export { createMemoryAdapter } from './adapters/memory.js';
 export type { MemoryAdapterClass, MemoryAdapterOptions, MemoryAdapterStats } from './adapters/memory.js';
 // The store's contract, one type per domain (a store of its own implements the domains it keeps).

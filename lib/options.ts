@@ -18,37 +18,15 @@ import { resolveWebhookOptions, type ResolvedWebhookOptions, type WebhookOptions
 
 /** The options of `createImpersonation`: the core ones, and each feature's slice. */
 export interface ImpersonationOptions extends CoreOptions {
-  /**
-   * The customer in the loop: grants the customer gives, approval requests the
-   * customer answers, break-glass (docs/customer-approval.md). Default: none,
-   * and no subject-token request waits for a customer.
-   */
+  /** The customer in the loop: grants, approval requests, break-glass (docs/customer-approval.md). Default: none. */
   approvals?: ApprovalOptions | undefined;
-  /**
-   * Webhooks: notifications of impersonations starting and stopping, kept in
-   * the plugin's store and delivered signed, at least once (docs/webhooks.md).
-   * Default: none.
-   */
+  /** Webhooks of impersonations starting and stopping, delivered signed, at least once (docs/webhooks.md). Default: none. */
   webhooks?: WebhookOptions | undefined;
-  /**
-   * An OpenID Shared Signals Framework 1.0 transmitter: CAEP session-revoked
-   * Security Event Tokens for every impersonation session stopped, to streams
-   * receivers manage themselves, pushed or polled through the outbox
-   * (docs/ssf.md). Default: none.
-   */
+  /** An OpenID SSF 1.0 transmitter of CAEP session-revoked SETs (docs/ssf.md). Default: none. */
   ssf?: SsfOptions | undefined;
-  /**
-   * RFC 8693 delegation on the same grant (docs/token-exchange.md): a client
-   * whose `token_exchange_delegation` metadata allows it exchanges a user's
-   * access token for a narrower one that names it in `act`. Default: every
-   * setting at its default; only clients with that metadata can delegate.
-   */
+  /** RFC 8693 delegation for clients whose `token_exchange_delegation` metadata allows it (docs/token-exchange.md). */
   delegation?: DelegationOptions | undefined;
-  /**
-   * An OpenID AuthZEN Authorization API 1.0 decision point asked after the
-   * hooks, for every impersonation, break-glass, exchange, delegation and
-   * approval (docs/policy.md). It cannot answer: refused, 503. Default: none.
-   */
+  /** An AuthZEN 1.0 decision point asked after the hooks; when it cannot answer, refused with 503 (docs/policy.md). Default: none. */
   authzen?: AuthzenOptions | undefined;
 }
 

@@ -54,69 +54,26 @@ import { attachTelemetry, openTelemetry } from './telemetry/telemetry.js';
 import { outboxView, startDelivery, type WebhookDelivery } from './webhooks/worker.js';
 
 export interface InstallOptions {
-  /**
-   * Whether install() adds the Management API to the provider's own
-   * middleware, under its mount path. Default `true`; install() must then run
-   * before anything composes the provider's middleware (`provider.callback()`,
-   * `provider.listen()`, koa-mount). `false` leaves it to the deployment, which
-   * mounts `impersonation.managementApi()` where it wants (a parent Koa app).
-   */
+  /** Whether install() mounts the Management API in the provider's middleware (default `true`); `false` leaves mounting to the deployment. */
   mountManagementApi?: boolean | undefined;
 }
 
 export interface Impersonation {
   /** The validated options, defaults filled in. */
   readonly options: Readonly<ResolvedOptions>;
-  /**
-   * Returns the provider configuration with what the plugin needs added:
-   * resource indicators for the Management API, the client metadata property
-   * `impersonation_management_scope`, the `act` and custom claims in
-   * `extraTokenClaims`, and, when none is set, a memory adapter for the
-   * provider (which the plugin shares unless it has a `store` of its own).
-   * Pass the result to `new Provider()`.
-   */
+  /** Returns the provider configuration with what the plugin needs added; pass it to `new Provider()`. */
   configure(configuration: Configuration): Configuration;
-  /**
-   * Registers the token-exchange grant on a provider built from `configure()`
-   * and, unless told not to, mounts the Management API on it. Call it right
-   * after `new Provider()`, before the provider is mounted or listens.
-   */
+  /** Registers the token-exchange grant and, unless told not to, mounts the Management API; call it before the provider is mounted. */
   install(provider: Provider, installOptions?: InstallOptions): void;
-  /**
-   * The Management API as a Koa middleware, for a deployment that mounts it
-   * itself (`app.use(impersonation.managementApi())` on the parent app, with
-   * `install(provider, { mountManagementApi: false })`). Available after install().
-   */
+  /** The Management API as a Koa middleware, for `install(provider, { mountManagementApi: false })`. */
   managementApi(): Koa.Middleware;
-  /**
-   * The Management API as a Node request handler `(req, res, next?)`, for a
-   * host that is no Koa app: `expressApp.use(impersonation.managementApiHandler())`,
-   * or `fastify.use(...)` with `@fastify/middie`, with
-   * `install(provider, { mountManagementApi: false })`. It answers the API's
-   * paths and passes every other request to `next`. Available after install().
-   */
+  /** The Management API as a Node request handler `(req, res, next?)` for Express, Fastify (middie), `node:http`. */
   managementApiHandler(): ManagementApiHandler;
-  /**
-   * The webhooks' delivery on the provider install() was last called for:
-   * statistics (entries waiting, dead letters, drops), dead letters, and
-   * `stop()`, which a process shutting down calls (docs/webhooks.md). Delivery
-   * starts with install(); its timers never keep a process alive, nor a discarded provider.
-   */
+  /** The webhooks' delivery: statistics, dead letters and `stop()` (docs/webhooks.md). */
   webhooks(): WebhookDelivery;
-  /**
-   * The delivery of SSF streams (the same outbox and worker as webhooks'):
-   * statistics per stream (`ssf:<stream_id>`), dead letters, `stop()`.
-   */
+  /** The delivery of SSF streams (the webhooks' outbox and worker): statistics per `ssf:<stream_id>`, dead letters, `stop()`. */
   ssf(): WebhookDelivery;
-  /**
-   * The SSF transmitter metadata at its SSF 1.0 7.2 location, as a Koa
-   * middleware for the host app's root: for an issuer with a path
-   * (`https://id.example.com/oidc`), receivers look for
-   * `/.well-known/ssf-configuration/oidc` at the host, outside the provider's
-   * mount. It answers that path and passes every other request on. Not needed
-   * when the Management API itself is mounted at the host's root. Available
-   * after install(), with the `ssf` option.
-   */
+  /** The SSF transmitter metadata at its SSF 1.0 7.2 location, as a Koa middleware for the host app's root (docs/ssf.md). */
   ssfDiscovery(): Koa.Middleware;
   /** `ssfDiscovery()` as a Node request handler `(req, res, next)`, for Express, Fastify (middie), `node:http`. */
   ssfDiscoveryHandler(): ManagementApiHandler;
@@ -130,7 +87,7 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
     telemetry && resolved.auditLog
       ? Object.freeze({ ...resolved, auditLog: timedJournaledTrail(telemetry, resolved.auditLog) })
       : resolved;
-  // Opened (and checked) now, so that a store unfit for the plugin fails at start-up, naming the option.
+  // Opened now: a store unfit for the plugin fails at start-up, naming the option.
   const domains = {
     outbox: options.webhooks !== undefined || options.ssf !== undefined,
     approvals: options.approvals !== undefined,
@@ -145,11 +102,7 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
   let delivery: WebhookDelivery | undefined;
   let discovery: { middleware: Koa.Middleware; handler: ManagementApiHandler } | undefined;
 
-  /**
-   * A request through a provider whose composed middleware lacks the
-   * Management API that install() added: the provider was mounted first.
-   * Refused with what to change, rather than leaving the API silently absent.
-   */
+  /** Invariant 41: install before mount. */
   function assertManagementApiReachable(ctx: KoaContextWithOIDC): void {
     const { served } = slotOf(ctx.oidc.provider, MANAGEMENT_API_SERVED);
     if (served && !served.has(ctx)) throw misconfigured(MOUNTED_TOO_EARLY);
@@ -256,18 +209,16 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
       }
       assertModelInternals(provider);
       if (mountManagementApi && middlewareComposed(provider)) throw calledTooLate(MOUNTED_TOO_EARLY);
-      // Without a store of its own, the plugin's records live in the provider's adapter, which must then be fit for them.
       const storeSource: AdapterSource = options.store ?? providerAdapter(provider);
       const pluginStore = ownStore || openPluginStore(storeSource, 'provider adapter', domains);
       // SETs are signed with the provider's key: one it lacks stops the start, not the first stop.
       if (options.ssf) providerSigningKey(provider);
       const store = new SubjectTokenStore(pluginStore.subjectTokens);
       const sessions = new SessionStore(pluginStore.sessions);
-      // Always opened: a subject token issued under a grant is checked against it even after the option is removed.
+      // Always opened: a subject token issued under a grant is checked against it after the option is removed.
       const approvals = new ApprovalStore(pluginStore.approvals);
       // Every check passed: from here on the provider is changed, and a second install() is refused.
       installedProviders.add(provider);
-      // Everything below runs inside oidc-provider (a grant handler, event listeners), whenever the provider is mounted.
       attachTelemetry(provider, telemetry);
       observeProvider(telemetry, provider as unknown as EventEmitter, () => delivery);
       tracedGrants(provider, telemetry).registerGrantType(
@@ -283,12 +234,10 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
         [...EXCHANGE_PARAMETERS],
         [...EXCHANGE_DUPLICATES],
       );
-      // The subscribers of the plugin's events, the trail first: a change that needs its record is told
-      // to no one before the trail holds it (lib/events/publish.ts).
+      // Invariant 42: the trail is the first subscriber.
       const subscribers = slotOf(provider, SUBSCRIBERS);
       const requests = slotOf(provider, REQUESTS_IN_FLIGHT);
-      // First of the provider's middleware, so that every request is counted, oidc-provider's own included:
-      // delivery looks at the outbox in what they leave idle.
+      // Invariant 43: every request is counted; delivery runs in idle time.
       provider.middleware.unshift(async (_ctx, next) => {
         requests.count += 1;
         try {
@@ -406,12 +355,7 @@ function ssfOnlyDelivery(ssf: NonNullable<ResolvedOptions['ssf']>): NonNullable<
   };
 }
 
-/** Providers that have the plugin, whichever createImpersonation() installed it. */
-/**
- * The trail with its appends timed, keeping the journal of the trail it wraps:
- * a trail that writes its row in the store's own transaction (the PostgreSQL
- * audit log on the store's pool) goes on doing so with telemetry on.
- */
+/** The trail with its appends timed, keeping the journal of the trail it wraps (Invariant 44). */
 function timedJournaledTrail(telemetry: Parameters<typeof timedTrail>[0], trail: AuditSink): AuditSink {
   const timed = timedTrail(telemetry, trail);
   const journal = journalOf(trail);
@@ -419,20 +363,14 @@ function timedJournaledTrail(telemetry: Parameters<typeof timedTrail>[0], trail:
   return timed;
 }
 
-/** The requests that went through the Management API install() added to the provider's middleware. */
 const MANAGEMENT_API_SERVED = providerSlot<{ served?: WeakSet<object> }>('Management API served requests', () => ({}));
 
 const installedProviders = new WeakSet<object>();
-/** The `extraTokenClaims` of every configure() result, whichever createImpersonation() made it. */
 const configuredByAnyPlugin = new WeakSet<object>();
 
 const INSTALL_OPTION_NAMES = Object.keys({ mountManagementApi: true } satisfies Record<keyof InstallOptions, true>);
 
-/**
- * `install()`'s second argument: a plain object of known options, never a host app passed in its
- * place. An Express app is a function; a Koa app (or any instance of a class) is an object, whose
- * own fields (`_events`, `proxy`, …) would otherwise be refused one by one as unknown options.
- */
+/** `install()`'s second argument: a plain object, never a host app passed in its place. */
 function checkInstallOptions(installOptions: unknown): Required<InstallOptions> {
   if (!isPlainObject(installOptions)) {
     throw invalidArgument(
@@ -464,12 +402,7 @@ const MOUNTED_TOO_EARLY =
   'call install() right after new Provider(), before mounting the provider; or call ' +
   'install(provider, { mountManagementApi: false }) and mount impersonation.managementApi() yourself';
 
-/**
- * Whether Koa's `callback()` (which `listen()` calls) already ran for this
- * app: it adds `app.onerror` as the `error` listener when there is none.
- * A mount that composes `app.middleware` itself (koa-mount) leaves no such
- * trace; the first token request through it is refused instead.
- */
+/** Invariant 41: Koa's `callback()` adds `app.onerror` as the `error` listener. */
 function middlewareComposed(app: Koa): boolean {
   return app.listeners('error').includes(app.onerror);
 }
@@ -480,16 +413,7 @@ type GetResourceServerInfo = (
   client: NonNullable<KoaContextWithOIDC['oidc']['client']>,
 ) => ResourceServer | Promise<ResourceServer>;
 
-/**
- * Answers for the Management API resource, and for the customer's API when
- * `approvals` is set (see customerResourceInfo), and passes every other
- * resource to the deployment's own function. The management scopes are handed out only
- * through `client_credentials`, and only those the client's
- * `impersonation_management_scope` metadata lists: oidc-provider checks a
- * client's `scope` only for OIDC scopes, not for resource scopes, so without
- * this any client could mint itself one. Every other grant (authorization
- * code, refresh, device, CIBA, token exchange) is refused the resource.
- */
+/** Invariant 40: management scopes only through client_credentials and the client's metadata. */
 function managementResourceInfo(
   options: ResolvedOptions,
   existing: GetResourceServerInfo,
@@ -507,7 +431,6 @@ function managementResourceInfo(
       throw invalidTarget('this client may not obtain tokens for the Management API');
     }
     assertReachable(ctx);
-    // Only the management scopes the client's metadata lists.
     return {
       scope: allowed.join(' '),
       accessTokenFormat: options.managementTokenFormat,

@@ -1,9 +1,4 @@
-/**
- * The only module that reaches into oidc-provider beyond its public API. The
- * grant helpers are what oidc-provider's own grants use, so the exchange gets
- * the same resource, scope, DPoP and mTLS handling; they sit outside semantic
- * versioning, hence the pinned peer range and test/plugin/provider-internals.test.ts.
- */
+/** The only module reaching into oidc-provider beyond its public API (pinned peer range; test/plugin/provider-internals.test.ts). */
 import * as grants from 'oidc-provider/lib/helpers/grants.js';
 import * as providerDefaults from 'oidc-provider/lib/helpers/defaults.js';
 import { checkSessionBinding } from 'oidc-provider/lib/models/token_helpers.js';
@@ -22,11 +17,7 @@ import type {
 } from 'oidc-provider';
 import { noSigningKey, notAProvider, unsupportedProvider } from './errors/standalone.js';
 
-/**
- * Checked when the plugin is loaded, so that an oidc-provider release that
- * moved one of them stops the service at start-up, naming it, instead of
- * failing requests one by one.
- */
+/** Checked at load: a release that moved one stops the start, naming it, rather than failing requests. */
 function assertInternals(): void {
   const missing = [
     ...(
@@ -57,12 +48,7 @@ function refuseMissing(missing: readonly string[]): void {
   }
 }
 
-/**
- * Checked when the plugin is installed on a provider: the fields of its
- * models that the exchange writes or reads and that no export names (a
- * token's lifetime, its certificate thumbprint, a Grant's chosen id). Builds
- * throwaway models and writes nothing.
- */
+/** Checked at install(): the model fields the exchange uses that no export names; writes nothing. */
 export function assertModelInternals(provider: Provider): void {
   const missing: string[] = [];
   const token = new provider.AccessToken({ accountId: 'probe' } as ConstructorParameters<Provider['AccessToken']>[0]);
@@ -133,12 +119,7 @@ export function providerSigningKey(provider: Provider): { alg: string; key: { ki
   return { alg, key };
 }
 
-/**
- * Signs `payload` as a JWT with the provider's own key, the one its ID tokens
- * use by default (`clientDefaults.id_token_signed_response_alg`), with `typ`
- * and the key's `kid` in the header; what `jwks_uri` serves verifies it. The
- * private key never leaves oidc-provider's keystore: only the signature does.
- */
+/** Signs `payload` as a JWT with the provider's default ID-token key; the private key never leaves its keystore. */
 export async function signWithProviderKey(
   provider: Provider,
   payload: Record<string, unknown>,
@@ -164,20 +145,14 @@ export function providerAdapter(provider: Provider): AdapterConstructor | Adapte
   return internals(provider).Adapter;
 }
 
-/**
- * Gives a token its id (and format) before `save()`, as `save()` itself would
- * first: records that name the token can then be written beside it.
- */
+/** Gives a token its id (and format) before `save()`, so records naming it can be written beside it. */
 export function assignTokenId(token: AccessToken): string {
   const model = token as unknown as { jti?: string; generateTokenId(): string };
   model.jti ??= model.generateTokenId();
   return model.jti;
 }
 
-/**
- * Sets an access token's lifetime in seconds, as its constructor's `expiresIn`
- * would: `expiration`, the stored entry's TTL and the JWT's `exp` follow it.
- */
+/** Sets an access token's lifetime in seconds, as its constructor's `expiresIn` would. */
 export function setTokenLifetime(token: AccessToken, seconds: number): void {
   (token as unknown as { expiresIn?: number }).expiresIn = seconds;
 }
@@ -214,11 +189,7 @@ export function findAccessTokenUnbound(provider: Provider, value: string): Promi
   return provider.AccessToken.find(value, { ignoreSessionBinding: true } as { ignoreExpiration?: boolean });
 }
 
-/**
- * The session check `AccessToken.find` makes (the token's session still
- * exists, for the same account and grant), for a token found with
- * `ignoreSessionBinding`, so that it can run beside another lookup.
- */
+/** The session check `AccessToken.find` makes, for a token found with `ignoreSessionBinding`. */
 export function sessionBindingHolds(provider: Provider, token: AccessToken): Promise<boolean> {
   return checkSessionBinding(provider, token).then((bound) => bound !== undefined);
 }

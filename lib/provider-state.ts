@@ -1,11 +1,4 @@
-/**
- * The one table of what the plugin keeps per provider. Each module that
- * keeps something for a provider declares its slot (a name, and how the value
- * is made on first use) and is the only one to know its type, so that this
- * table names none of them; every value lives as long as its provider. The
- * code that runs inside the provider (the grant, the Management API, a
- * session's stop) reaches it through the provider oidc-provider hands it.
- */
+/** What the plugin keeps per provider: each module declares its slot and alone knows its type. */
 export interface ProviderSlot<T> {
   readonly name: string;
   readonly make: (provider: object) => T;
@@ -28,9 +21,5 @@ export function slotOf<T>(provider: object, slot: ProviderSlot<T>): T {
   return state.get(slot) as T;
 }
 
-/**
- * The requests the provider is answering now, counted by the first middleware
- * install() adds: the outbox's delivery waits while there are any
- * (lib/webhooks/worker.ts).
- */
+/** Invariant 43: the requests the provider is answering now. */
 export const REQUESTS_IN_FLIGHT = providerSlot('requests in flight', () => ({ count: 0 }));

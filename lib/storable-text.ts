@@ -1,11 +1,4 @@
-/**
- * Text PostgreSQL can store: neither U+0000 (a text column refuses the byte
- * 0x00, jsonb the escape \u0000) nor a UTF-16 surrogate without its pair
- * (jsonb refuses it; a text column silently turns it into U+FFFD, so that
- * what is read back is not what was hashed or compared). Every input that
- * may reach a store is held to this rule, whichever store a deployment
- * uses, so that its answer never depends on the store.
- */
+/** Invariant 49: text PostgreSQL can store (no U+0000, no lone surrogate), whichever the store. */
 const UNSTORABLE = /\0|\p{Cs}/u;
 const UNSTORABLE_ALL = /\0|\p{Cs}/gu;
 
@@ -15,10 +8,7 @@ export function isStorableText(value: string): boolean {
   return !UNSTORABLE.test(value);
 }
 
-/**
- * Whether every string of a JSON value, keys included, at any depth, is
- * storable. Iterative: a deeply nested body must not exhaust the stack.
- */
+/** Whether every string of a JSON value, keys included, is storable; iterative, so deep nesting cannot exhaust the stack. */
 export function isStorableJson(value: unknown): boolean {
   const pending: unknown[] = [value];
   while (pending.length) {
@@ -37,11 +27,7 @@ export function isStorableJson(value: unknown): boolean {
   return true;
 }
 
-/**
- * The text with each unstorable character replaced by U+FFFD: for what is
- * recorded rather than acted on (a refusal's description that quotes a
- * request), so that the record is still written.
- */
+/** The text with unstorable characters replaced by U+FFFD, for what is recorded rather than acted on. */
 export function storableText(value: string): string {
   return isStorableText(value) ? value : value.replace(UNSTORABLE_ALL, '\uFFFD');
 }

@@ -1,11 +1,6 @@
 import { DomainError, ManagementError, serviceUnavailable } from './errors.js';
 
-/**
- * A call to a store: its failure is an outage, not a bug, and never a
- * half-done write. A store that is full says so (storeFull) and its words
- * are kept; any other failure reads "cannot reach its store". A refusal the
- * call made itself passes through as it is.
- */
+/** A call to a store: a failure is an outage (storeFull keeps its words), never a half-done write; own refusals pass through. */
 export async function storeCall<T>(call: () => T | Promise<T>): Promise<T> {
   try {
     return await call();

@@ -1,8 +1,4 @@
-/**
- * The verification key of `audit verify`, named by where it is, never given
- * inline: a command line is readable by every user of the machine (`ps`,
- * /proc/PID/cmdline), a file or an environment variable only by its owner.
- */
+/** The `audit verify` key, named by its place (file, variable), never inline: a command line is readable by every user. */
 import { readFileSync } from 'node:fs';
 import type { VerificationKey } from '../audit/signing.js';
 import { invalidCommandLine } from '../errors/standalone.js';

@@ -1,8 +1,5 @@
 #!/usr/bin/env node
-/**
- * `oidc-provider-impersonation audit verify|export`: checks or exports the
- * PostgreSQL audit trail, for operators and auditors. Needs `pg` installed.
- */
+/** `oidc-provider-impersonation audit verify|export`: checks or exports the PostgreSQL audit trail (needs `pg`). */
 import { parseArgs } from 'node:util';
 import { publishedHeadOf } from './head.js';
 import { verificationKeyOf } from './key.js';

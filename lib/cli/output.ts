@@ -1,9 +1,4 @@
-/**
- * The command's standard output, which its reader may close before the end
- * (`audit export … | head -1`): a closed output is the reader's choice, as for
- * any Unix filter, not a failure, so it ends the writing quietly instead of
- * crashing on an unhandled EPIPE.
- */
+/** Standard output whose reader may close it early (`| head -1`): that ends the writing quietly, not on an EPIPE. */
 import { once } from 'node:events';
 
 interface Output {
@@ -14,8 +9,7 @@ interface Output {
 export function outputTo(stream: NodeJS.WritableStream): Output {
   let readerGone = false;
   let failure: Error | undefined;
-  // Installed before the first write: a write's error is emitted after the write returns. Node's
-  // stdout is never destroyed by it, so a write after a closed pipe errors again, never hangs.
+  // Installed before the first write: its error is emitted after the write returns.
   stream.on('error', (error: NodeJS.ErrnoException) => {
     if (error.code === 'EPIPE') readerGone = true;
     else failure ??= error;

@@ -1,9 +1,4 @@
-/**
- * The checks every option goes through, once, at the call that was given it.
- * Each feature resolves its own slice of the options with them; the error
- * names the function and the option (`createImpersonation: option
- * "approvals.requestTTL" must be an integer from 1 to 604800`), never the value.
- */
+/** The checks every option goes through once; an error names the function and the option, never the value. */
 import { invalidOption } from '../errors/standalone.js';
 import { refuseUnknownOptions } from './names.js';
 

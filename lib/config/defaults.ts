@@ -1,9 +1,4 @@
-/**
- * Every option's default, and the most each number may be, in one table: a
- * deployment reads here what it gets by saying nothing. Each slice's
- * resolver (lib/options.ts, lib/approvals/options.ts, …) takes its own row.
- * The per-principal shares of delegation are lib/capacity.ts's.
- */
+/** Every option's default and each number's most, in one table (delegation's shares are lib/capacity.ts's). */
 
 /** `createImpersonation`'s own options. */
 export const IMPERSONATION_DEFAULTS = {

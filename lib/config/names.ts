@@ -1,10 +1,6 @@
 import { invalidOption } from '../errors/standalone.js';
 
-/**
- * Refuses an option nobody reads: a misspelt one (`subjectTokenTtl`) would
- * otherwise leave its default in force without a word. The error names the
- * key, and the known option it is closest to; never the value given.
- */
+/** Refuses an option nobody reads, naming the nearest known one, never the value. */
 export function refuseUnknownOptions(fn: string, given: object, known: readonly string[], prefix = ''): void {
   for (const name of Object.keys(given)) {
     if (known.includes(name)) continue;

@@ -15,15 +15,7 @@ export interface Customer {
 
 type Refusal = { error: 'invalid_token' | 'insufficient_scope'; description: string };
 
-/**
- * The check of who calls the customer's API: a bearer access token of this
- * provider, issued to the customer (an end-user token, never
- * `client_credentials`) for `customerResource`, carrying `customerScope`.
- * A token the token exchange issued is refused whatever else it carries:
- * whoever impersonates a customer must never grant, approve or end anything
- * in their name. Sender-constrained tokens are refused, as the Management
- * API refuses them: this API checks no DPoP proof and no client certificate.
- */
+/** The customer's API caller: an end-user token for `customerResource` with `customerScope`; never an exchange's, nor sender-constrained. */
 export function createCustomerCheck(provider: Provider, approvals: ResolvedApprovalOptions) {
   async function check(ctx: Koa.Context): Promise<Customer | Refusal> {
     const value = bearerToken(ctx.get('authorization'));
@@ -65,15 +57,7 @@ const CUSTOMER_GRANTS = new Set(['authorization_code', 'refresh_token']);
 /** The customer token's lifetime, seconds: short, as it may grant access to the customer's whole account. */
 const CUSTOMER_TOKEN_TTL = 600;
 
-/**
- * What `getResourceServerInfo` answers for `customerResource`: the customer
- * scope, as a short-lived JWT, for a user's own sign-in only (the
- * authorization code flow and its refresh). `client_credentials` is refused,
- * and so is the token exchange: an impersonation never obtains a token for
- * the customer's API. The device and CIBA flows are refused too, as anything
- * not listed: a customer signs in to grant access themselves. So is a client
- * with pairwise subject identifiers, whose tokens' `sub` is no account id.
- */
+/** `getResourceServerInfo` for `customerResource`: a short-lived JWT for a user's own sign-in (code flow and refresh) only. */
 export function customerResourceInfo(
   ctx: KoaContextWithOIDC,
   approvals: ResolvedApprovalOptions,

@@ -16,12 +16,7 @@ import type { Customer } from './check.js';
 /** Far more than any valid body of these endpoints: a note of 500 characters is at most 2000 bytes. */
 const BODY_LIMIT = 8192;
 
-/**
- * The customer's API, below `approvals.customerPath`, each call for the
- * customer the access token names and no one else:
- * `GET /grants`, `POST /grants`, `DELETE /grants/{id}`,
- * `GET /requests`, `POST /requests/{id}/approve`, `POST /requests/{id}/deny`.
- */
+/** The customer's API below `approvals.customerPath`, each call for the customer its token names and no one else. */
 export function customerRoutes(
   router: Router,
   path: string,

@@ -1,10 +1,4 @@
-/**
- * What a feature refuses, in its own words. The approvals (and whatever else
- * runs behind an HTTP API) know nothing of HTTP: they throw these, and each
- * API answers them at its edge (lib/http/answer.ts), the kind giving the
- * status and the reason the `error`. Message styles are in CONTRIBUTING.md
- * ("Errors"): the description names the field, never echoes its value.
- */
+/** What a feature refuses, without HTTP: each API answers these at its edge (lib/http/answer.ts); styles in CONTRIBUTING.md. */
 
 /** The words a refusal gives as its reason, by kind. */
 export interface DomainReasons {

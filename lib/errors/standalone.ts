@@ -1,9 +1,4 @@
-/**
- * The errors of the parts that run without oidc-provider loaded: the adapters,
- * the audit logs, the resource-server helper and the command. `lib/errors.ts`
- * re-exports them; those parts import this file so that loading them never
- * loads oidc-provider. Message styles are in CONTRIBUTING.md ("Errors").
- */
+/** Errors of the parts that run without oidc-provider loaded; importing this file never loads it. */
 
 /** Configuration: `<function>: option "<name>" <requirement>`, thrown at the call that was given the option. */
 export function invalidOption(fn: string, option: string, requirement: string): TypeError {
@@ -30,19 +25,12 @@ export function unstorableValue(adapter: string, requirement: string): TypeError
   return new TypeError(`${adapter}: ${requirement}`);
 }
 
-/**
- * A store, a feed or a log that cannot answer now. The message names the
- * service and what failed, never a value: a key can be a token.
- */
+/** A store, a feed or a log that cannot answer now; names the service, never a value (a key can be a token). */
 export function unavailable(problem: string, cause?: unknown): Error {
   return new Error(problem, cause === undefined ? undefined : { cause });
 }
 
-/**
- * A push to an SSF receiver refused before it was sent: its host resolved to
- * an address it may not reach. The message names the host the receiver chose,
- * never the address.
- */
+/** A push refused before it was sent: its host resolved to an address it may not reach; names the host, not the address. */
 export function pushTargetRefused(host: string): Error {
   return Object.assign(new Error(`the push endpoint's host ${host} resolves to an internal address`), {
     code: 'ERR_PUSH_TARGET_REFUSED',
@@ -72,11 +60,7 @@ export function missingAuditTable(problem: string): Error {
 
 export const MISSING_AUDIT_TABLE = 'ERR_MISSING_AUDIT_TABLE';
 
-/**
- * The PostgreSQL schema an option names, which the database does not have: the plugin creates its
- * tables, never their schema, whose owner and grants (who may read the trail) are the database's
- * administrator's to choose.
- */
+/** A schema the database lacks: the plugin creates tables, never their schema, whose grants are the administrator's. */
 export function missingSchema(fn: string, schema: string, cause: unknown): Error {
   return new Error(
     `${fn}: option "schema" names ${JSON.stringify(schema)}, a schema this database does not have; ` +

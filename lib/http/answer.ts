@@ -2,13 +2,7 @@ import type Koa from 'koa';
 import { reportError } from '../report-error.js';
 import { DomainError, httpAnswerTo, ManagementError, managementServerError } from '../errors.js';
 
-/**
- * Every answer of the plugin's HTTP APIs (Management, customer, SSF) is a
- * success or an OAuth-style error `{ error, error_description }`, never
- * cached. A feature's refusal is answered by its kind (lib/errors/domain.ts);
- * anything else is a 500 whose cause goes to the app's `error` event, never
- * to the caller.
- */
+/** Every answer of the plugin's HTTP APIs: a success or `{ error, error_description }`, never cached; a 500's cause goes to `error`. */
 export async function renderErrors(ctx: Koa.Context, next: Koa.Next): Promise<void> {
   try {
     await next();

@@ -45,11 +45,7 @@ export function bearerToken(header: string): string | undefined {
   return match?.[1];
 }
 
-/**
- * A description fit for a quoted-string of `WWW-Authenticate`: printable
- * ASCII only. CR or LF would split the header (Node refuses to send it: a 500),
- * and non-Latin-1 text cannot be sent at all.
- */
+/** A description fit for a `WWW-Authenticate` quoted-string: printable ASCII only (CR or LF would split the header). */
 function quoted(value: string): string {
   return value
     .replace(/[^\x20-\x7E]+/g, ' ')

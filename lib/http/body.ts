@@ -3,13 +3,7 @@ import { badRequest, ManagementError, managementMisconfigured, requestTooLarge }
 import type { JsonObject } from '../json.js';
 import { isStorableJson, isStorableText, UNSTORABLE_TEXT } from '../storable-text.js';
 
-/**
- * Reads a JSON object body of at most `limit` bytes. Koa leaves body parsing
- * to the application, and a dependency for one bounded read is not worth it.
- * A body parser mounted ahead of the API (`express.json()`, `@koa/bodyparser`)
- * has read the stream already: the body it parsed is taken instead, written
- * out as JSON again, and goes through the same checks and the same limit.
- */
+/** Reads a JSON object body of at most `limit` bytes, or the body a parser ahead of the API took, under the same checks. */
 export async function readJsonObject(ctx: Koa.Context, limit: number): Promise<JsonObject> {
   if (!ctx.is('application/json')) {
     throw badRequest('Content-Type must be application/json');
@@ -48,15 +42,7 @@ async function readBodyText(ctx: Koa.Context, limit: number): Promise<string> {
   return Buffer.concat(chunks).toString('utf8');
 }
 
-/**
- * The body that something ahead of the API read from the stream, as JSON
- * text: Koa's `ctx.request.body` (`@koa/bodyparser` on a parent app, which
- * koa-mount hands its context down), else Node's `req.body` (Express's
- * `express.json()`, which `provider.callback()` and the Node handler see on
- * the request). A string or a Buffer (`express.text()`, `express.raw()`) is
- * the text as sent. The limit applies to that text's bytes (the declared
- * Content-Length was checked already, but a chunked body declares none).
- */
+/** The body a parser ahead of the API read (Koa's `ctx.request.body`, else Node's `req.body`), as JSON text. */
 function parsedBodyText(ctx: Koa.Context, limit: number): string {
   const parsed = (ctx.request as { body?: unknown }).body ?? (ctx.req as { body?: unknown }).body;
   if (parsed === undefined) throw managementMisconfigured(BODY_CONSUMED);
@@ -80,11 +66,7 @@ const BODY_CONSUMED =
   'no parsed body in req.body or ctx.request.body: mount the Management API (or the provider) before ' +
   'it, or parse JSON with express.json() or @koa/bodyparser, whose parsed body the API takes';
 
-/**
- * Refuses a body with a string no store can hold, at any depth, before any of
- * it is used: otherwise it would fail (or, batched, fail others' writes) only
- * at the store. The field is named; its value is never echoed.
- */
+/** Refuses a body with a string no store can hold (Invariant 49), naming the field, never echoing it. */
 function assertStorableFields(body: JsonObject): void {
   for (const [field, value] of Object.entries(body)) {
     if (!isStorableText(field)) throw badRequest(`a field name holds ${UNSTORABLE_TEXT}`);

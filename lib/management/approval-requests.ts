@@ -3,11 +3,7 @@ import type { ApprovalDependencies } from '../approvals/deps.js';
 import { readRequestFor } from '../approvals/requests.js';
 import { authorize, type Authenticate } from '../http/auth.js';
 
-/**
- * `GET {requestsPath}/{id}`: a backend reads an approval request it made, to
- * learn the customer's answer. Another client's request is answered as an
- * unknown one.
- */
+/** `GET {requestsPath}/{id}`: a backend reads its approval request; another client's is answered as unknown. */
 export function approvalRequestRoutes(
   router: Router,
   deps: ApprovalDependencies,

@@ -4,11 +4,7 @@ import { verifyAccessToken } from '../access-token.js';
 import { bearerToken } from '../http/auth.js';
 import type { ManagementAuthResult } from '../core-options.js';
 
-/**
- * The built-in check of who calls the Management API: a bearer access token
- * that this provider issued through `client_credentials` for the management
- * resource, carrying the scope the endpoint requires.
- */
+/** The built-in caller check: a `client_credentials` token of this provider for the management resource, with the scope. */
 export function createCallerCheck(provider: Provider, managementResource: string) {
   return async function authenticateManagementRequest(
     ctx: Koa.Context,

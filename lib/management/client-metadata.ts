@@ -1,19 +1,7 @@
 import type { ClientMetadata, Configuration, KoaContextWithOIDC } from 'oidc-provider';
 import { invalidCall, invalidClientMetadata, invalidOption } from '../errors.js';
 
-/**
- * The client metadata property that lists the Management API scopes a client
- * may obtain, space-separated as `scope` is: `subject-tokens:create` for a
- * backend that creates subject tokens, `impersonations:read
- * impersonations:revoke` for an administration.
- *
- * The management scopes are scopes of one resource, not OpenID Connect
- * scopes, so they stay out of the provider's `scopes`: discovery never lists
- * them, oidc-provider's consent never asks for them, and a client's `scope`
- * metadata cannot name them. Nothing has to be filtered out afterwards, by a
- * middleware or a patched Grant, so nothing depends on when the provider is
- * mounted.
- */
+/** The client metadata listing the Management API scopes a client may obtain; resource scopes, kept out of the provider's `scopes`. */
 export const MANAGEMENT_SCOPE_METADATA = 'impersonation_management_scope';
 
 type ExtraClientMetadata = NonNullable<Configuration['extraClientMetadata']>;
@@ -38,9 +26,7 @@ export function withManagementMetadata(
     properties: [...properties, MANAGEMENT_SCOPE_METADATA],
     validator(ctx: KoaContextWithOIDC | undefined, key: string, value: unknown, metadata: ClientMetadata) {
       if (key === MANAGEMENT_SCOPE_METADATA) {
-        // A client may not grant itself the Management API: only the deployment's own clients
-        // (static, or written to the adapter by the deployment) carry it, never one registered
-        // or updated over HTTP (RFC 7591, RFC 7592).
+        // Only the deployment's own clients carry it, never one registered or updated over HTTP (RFC 7591, 7592).
         if (value !== undefined && SELF_SERVICE_ROUTES.has(String(ctx?.oidc?.route))) {
           throw invalidClientMetadata(`${MANAGEMENT_SCOPE_METADATA} cannot be set through client registration`);
         }
@@ -54,12 +40,7 @@ export function withManagementMetadata(
 /** oidc-provider's routes where a client writes its own metadata. */
 const SELF_SERVICE_ROUTES: ReadonlySet<string> = new Set(['registration', 'client_update']);
 
-/**
- * Checks a client's management metadata and normalises it (duplicates
- * dropped). oidc-provider runs it whenever it builds a client (a static one
- * at its first use, a registered one at registration and at every load);
- * configure() runs it over the static clients at start-up.
- */
+/** Checks and normalises a client's management metadata whenever oidc-provider builds a client. */
 function checkManagementMetadata(metadata: ClientMetadata, managementScopes: ReadonlySet<string>): void {
   const inScope = String(metadata.scope ?? '')
     .split(' ')
@@ -84,11 +65,7 @@ function checkManagementMetadata(metadata: ClientMetadata, managementScopes: Rea
   metadata[MANAGEMENT_SCOPE_METADATA] = names.join(' ');
 }
 
-/**
- * The same checks over `configuration.clients`, so that a static client
- * still written the old way stops the service at start-up, naming the client,
- * instead of failing its first request.
- */
+/** The same checks over `configuration.clients`, so a bad static client stops the start, naming it. */
 export function checkStaticClients(clients: Configuration['clients'], managementScopes: ReadonlySet<string>): void {
   // Clients that are no array are oidc-provider's to refuse, in its words.
   for (const client of Array.isArray(clients) ? clients : []) {
@@ -102,12 +79,7 @@ export function checkStaticClients(clients: Configuration['clients'], management
   }
 }
 
-/**
- * Read once per client object: oidc-provider's `client.metadata()` builds
- * every field of the client afresh (snake-cased) on each call, which cost each
- * Management API token request about 10 µs for one field. A client object's
- * metadata does not change (oidc-provider builds a new one when it does).
- */
+/** Read once per client object: `client.metadata()` rebuilds every field on each call. */
 const scopesByClient = new WeakMap<object, readonly string[]>();
 
 /** The management scopes a client's metadata lists, in a normalised client. */

@@ -19,12 +19,7 @@ const DEFAULT_LIMIT = 20;
 const MAX_LIMIT = 100;
 const LIST_PARAMETERS = new Set(['subject', 'actor', 'clientId', 'limit', 'cursor']);
 
-/**
- * `GET {sessionsPath}`: active sessions, filtered and paged.
- * `GET {sessionsPath}/{id}`: one session, whatever its state.
- * `DELETE {sessionsPath}/{id}`: revokes it; opaque tokens at once, JWTs through the feed.
- * `GET {sessionsPath}/revocations`: the feed of closed sessions whose tokens have not expired.
- */
+/** The impersonation sessions: list, read, revoke (opaque tokens at once, JWTs through the feed), and the revocation feed. */
 export function impersonationRoutes(
   router: Router,
   provider: Provider,
@@ -51,8 +46,7 @@ export function impersonationRoutes(
   const trail = options.auditLog;
   if (trail?.query) {
     const query = trail.query.bind(trail);
-    // The deployment's own trail, which its appends create anyway: its first read may create it too, so
-    // that a trail with no row yet reads as empty. (An auditor's query() alone never writes.)
+    // Its first read may create the trail, so one with no row yet reads as empty.
     const migrate = (trail as { migrate?: unknown }).migrate;
     const ready = typeof migrate === 'function' ? () => (migrate as () => Promise<void>).call(trail) : undefined;
     router.get(`${path}/events`, async (ctx) => {
@@ -179,7 +173,7 @@ function readCursor(value: unknown, allowed: ReadonlySet<string>, query: Koa.Con
       return { expiresAt: expiresAt as number, member };
     }
   } catch {
-    // reported below
+    // Reported below.
   }
   throw badRequest('cursor is not one this API returned');
 }

@@ -3,23 +3,14 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import Koa from 'koa';
 import { reportError } from '../report-error.js';
 
-/**
- * The Management API as a Node request handler, Connect-style: it answers
- * the API's paths and hands every other request to `next`, untouched (a 404
- * without `next`). For hosts that are no Koa app: Express, Fastify through
- * `@fastify/middie`, `node:http`.
- */
+/** The Management API as a Connect-style Node handler; other requests go to `next` untouched (404 without it). */
 export type ManagementApiHandler = (
   req: IncomingMessage,
   res: ServerResponse,
   next?: (error?: unknown) => void,
 ) => void;
 
-/**
- * Wraps the Management API's Koa middleware in a Koa app of its own. Its
- * failures (5xx) go to the provider's `error` listeners when it has some, as
- * they do when the API runs inside the provider; else Koa prints them.
- */
+/** Wraps the API's Koa middleware in an app of its own; 5xx go to the provider's `error` listeners when it has some. */
 export function managementApiHandler(api: Koa.Middleware, provider: EventEmitter): ManagementApiHandler {
   const app = new Koa();
   /** Requests whose host has a next handler; those the API leaves alone go on to it. */

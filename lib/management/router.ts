@@ -23,11 +23,7 @@ type ServedRequests = WeakSet<object>;
 interface ManagementApi {
   /** Subject tokens, impersonation sessions and their revocation feed, approval requests, as one Koa middleware. */
   middleware: Koa.Middleware;
-  /**
-   * Marks each request in `served`. Mounted with the API in the provider's
-   * middleware, it tells a request that reached the provider through a chain
-   * composed without the API (the provider was mounted before install()).
-   */
+  /** Invariant 41: marks each request in `served`. */
   witness: Koa.Middleware;
   served: ServedRequests;
 }
@@ -64,11 +60,9 @@ export function createManagementApi(
   }
   // The SSF transmitter: its metadata and stream management, mounted (or not) with the rest of the API.
   if (transmitter) ssfRoutes(router, transmitter, authenticate);
-  // Composed here, once: wherever the deployment mounts it, it is whole.
   const routes = router.routes() as unknown as Koa.Middleware;
   const allowedMethods = router.allowedMethods() as unknown as Koa.Middleware;
   const served: ServedRequests = new WeakSet();
-  // Carries its router, as @koa/router's own middleware does, for whoever lists the routes.
   const middleware: Koa.Middleware = Object.assign(
     (ctx: Koa.Context, next: Koa.Next) => routes(ctx, () => allowedMethods(ctx, next)),
     { router },

@@ -51,10 +51,7 @@ interface CreationRequest {
   breakGlass?: { reason: string };
 }
 
-/**
- * `POST {managementPath}`: creates a subject token for a user, for a trusted backend.
- * `DELETE {managementPath}/{id}`: withdraws one that was not redeemed yet.
- */
+/** `POST {managementPath}` creates a subject token for a trusted backend; `DELETE {managementPath}/{id}` withdraws an unredeemed one. */
 export function subjectTokenRoutes(
   router: Router,
   provider: Provider,
@@ -100,7 +97,7 @@ export function subjectTokenRoutes(
           'this user may not be impersonated',
         );
     if (refused) {
-      // The policy's words are recorded as given, but never in a form that would keep the record from being written.
+      // The policy's words are recorded as given, but always in a storable form.
       await publish(provider, creationRefused(request, caller, storableText(refused)), ctx);
       throw accessDenied(refused);
     }
@@ -176,9 +173,7 @@ export function subjectTokenRoutes(
       ...definedMembers({ clientId: record.clientId, actor: record.actor }),
       reason: request.breakGlass.reason,
     };
-    // No subject token without its record (and a break-glass one, without the record of the bypass):
-    // one whose record cannot be written is withdrawn, never handed out. Recorded, then emitted, in
-    // this order: the token's creation, then the bypass that named it.
+    // No subject token without its record: one whose record fails is withdrawn; the creation is recorded before the bypass.
     ctx.status = 201;
     ctx.body = { subjectToken: value, expiresIn: options.subjectTokenTTL, id: record.id };
     try {
@@ -262,12 +257,7 @@ function readBreakGlass(value: unknown): { reason: string } {
   return { reason };
 }
 
-/**
- * A bypass of the customer names who acts and through which client: a
- * break-glass subject token bound to no one could be redeemed by any client,
- * a public one included, with no actor token, and the customer would be told
- * "someone from support".
- */
+/** A bypass names who acts and through which client: a token bound to no one could be redeemed by any client. */
 function assertBreakGlassBound(clientId: unknown, actorId: unknown): void {
   const missing = [...(actorId === undefined ? ['actorId'] : []), ...(clientId === undefined ? ['clientId'] : [])];
   if (!missing.length) return;

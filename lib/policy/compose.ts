@@ -8,11 +8,7 @@ import type { ResolvedAuthzenOptions } from './options.js';
 type CreationPolicy = (input: CreationPolicyInput) => PolicyDecision | Promise<PolicyDecision>;
 type ExchangePolicy = (input: ExchangePolicyInput) => ExchangeDecision | Promise<ExchangeDecision>;
 
-/**
- * What the decision point is told of a delegation: the members of
- * `delegation.canDelegate`'s input it reads. Declared here, so that the policy
- * knows the delegation's hook by its shape, not by importing the pipeline.
- */
+/** What the decision point is told of a delegation, declared here so the policy does not import the pipeline. */
 interface DelegationAsked {
   clientId: string;
   subject: string;
@@ -25,13 +21,7 @@ interface DelegationAsked {
   accessGrantId?: string | undefined;
 }
 
-/**
- * The deployment's hooks with the decision point asked after each: the
- * deployment's own rule answers first (a refusal there costs no round trip,
- * and its narrowing is what the decision point is asked about); then only a
- * `decision: true` lets the request on. The hooks keep their contract, so
- * every place that asks them asks the decision point too.
- */
+/** The deployment's hooks with the decision point asked after each; only `decision: true` lets the request on. */
 export function withDecisionPoint(
   authzen: ResolvedAuthzenOptions,
   hooks: { canImpersonate?: CreationPolicy | undefined; canExchange?: ExchangePolicy | undefined },
@@ -67,11 +57,7 @@ export function delegationWithDecisionPoint<Input extends DelegationAsked>(
   };
 }
 
-/**
- * The customer's approval of a request, or a grant they give ahead of time,
- * asked of the decision point before the grant goes into force (`approve`).
- * Resolves when allowed; rejects with the API's 403 or 503 otherwise.
- */
+/** The customer's approval or grant asked of the decision point before it goes into force; rejects with 403 or 503. */
 export async function assertApprovalAllowed(
   authzen: ResolvedAuthzenOptions | undefined,
   input: {

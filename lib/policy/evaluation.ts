@@ -21,12 +21,7 @@ const MAX_ANSWER_BYTES = 64 * 1024;
 /** A reason longer than this is cut: it goes into an error description and the trail. */
 const MAX_REASON = 300;
 
-/**
- * Sends one Access Evaluation and reads its decision. Fails closed: a
- * timeout, a network error, a non-2xx status or an answer without a boolean
- * `decision` rejects with `DecisionPointUnavailable`, whose message names
- * the problem and never a header or a body.
- */
+/** Sends one Access Evaluation; fails closed with `DecisionPointUnavailable`, naming the problem, never a header or body. */
 export async function evaluateAccess(
   options: ResolvedAuthzenOptions,
   evaluation: AccessEvaluation,
@@ -70,11 +65,7 @@ function decisionOf(answer: unknown): AccessDecision {
   return reason === undefined ? { allowed: false } : { allowed: false, reason };
 }
 
-/**
- * The reason meant for the user, as the specification's examples carry it:
- * `context.reason_user`, a string or an object of strings by language (an
- * English one first). `reason_admin` stays with the decision point's operators.
- */
+/** The user's reason (`context.reason_user`, a string or by language); `reason_admin` stays with the operators. */
 function userReason(context: unknown): string | undefined {
   if (typeof context !== 'object' || context === null) return undefined;
   const given = (context as { reason_user?: unknown }).reason_user;

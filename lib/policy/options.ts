@@ -1,12 +1,7 @@
 import { invalidOption } from '../errors/standalone.js';
 import { refuseUnknownOptions } from '../config/names.js';
 
-/**
- * An external policy decision point that speaks the OpenID AuthZEN
- * Authorization API 1.0 (docs/policy.md). Each decision the plugin takes
- * (impersonate, break-glass, exchange, delegate, approve) is also sent to
- * `POST {url}/access/v1/evaluation`; anything but `decision: true` refuses.
- */
+/** An OpenID AuthZEN 1.0 decision point (docs/policy.md); anything but `decision: true` refuses. */
 export interface AuthzenOptions {
   /** The decision point's base URL (http or https); evaluations go to `{url}/access/v1/evaluation`. */
   url: string;

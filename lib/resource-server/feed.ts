@@ -1,12 +1,7 @@
 import { unavailable } from '../errors/standalone.js';
 import { requestSignal, type RevocationSource } from './source.js';
 
-/**
- * The identity service's own revocation feed (`GET {sessionsPath}/revocations`):
- * every closed session whose tokens may still be alive, paged. Each complete
- * read replaces what was known, so a restarted resource server knows all at
- * its first read.
- */
+/** The identity service's revocation feed, paged; each complete read replaces what was known. */
 export function feedSource(uri: string | URL, timeout: number): RevocationSource {
   const feed = new URL(uri);
   let revoked = new Map<string, number>();

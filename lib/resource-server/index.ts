@@ -1,19 +1,4 @@
-/**
- * What a resource server imports (`oidc-provider-impersonation/resource-server`):
- * verifies JWT access tokens of the identity service and refuses those whose
- * impersonation session was revoked or ended. Revocations come from the
- * identity service's feed, or from an SSF stream it polls (CAEP
- * session-revoked SETs), read in the background every `refreshInterval`, so a
- * request costs a signature check and a Map lookup, never a network call.
- * When the feed cannot be read for longer than `maxStaleness`, impersonation
- * tokens are refused (fail closed); other tokens are not affected.
- *
- * How fresh a read is counts from the moment its first page was requested, on
- * this process's monotonic clock: the feed can only answer with what was
- * revoked by then (or later), so that moment is a lower bound that needs no
- * agreement between the two machines' clocks. A revocation made after it may
- * land on a page already read; it is certain to be seen only by the next read.
- */
+/** What a resource server imports: verifies the identity service's JWTs and refuses revoked impersonations (docs/resource-server.md); Invariant 53. */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createRemoteJWKSet, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose';
 // The record module only: a resource server has no oidc-provider installed.
@@ -36,28 +21,13 @@ export interface ImpersonationVerifierOptions {
   audience: string | string[];
   /** The issuer's JWKS: a URL (cached by jose) or a key resolver. Default `${issuer}/jwks`. */
   jwks?: string | URL | JWTVerifyGetKey | undefined;
-  /**
-   * The revocation feed, e.g. `https://id.example.com/api/impersonations/revocations`.
-   * Give this or `ssf`, not both.
-   */
+  /** The revocation feed (`{sessionsPath}/revocations`); give this or `ssf`, not both. */
   revocationsUri?: string | URL | undefined;
-  /**
-   * An SSF stream of the identity service's transmitter to take revocations
-   * from instead of the feed: polled (RFC 8936), or pushed to this server
-   * (`delivery: 'push'`, RFC 8935), which then hands each push to `receivePush()`.
-   */
+  /** An SSF stream to take revocations from instead: polled (RFC 8936) or pushed (RFC 8935, through `receivePush()`). */
   ssf?: SsfPollOptions | SsfPushOptions | undefined;
-  /**
-   * How often the feed is read, milliseconds. Default 500. With a pushed SSF
-   * stream, each read asks for a verification SET: at least the stream's
-   * `min_verification_interval` (refused at the first read otherwise); default 30,000.
-   */
+  /** How often the feed is read, ms. Default 500; with a pushed stream 30,000, at least `min_verification_interval`. */
   refreshInterval?: number | undefined;
-  /**
-   * Impersonation tokens are refused when the last complete read of the feed began longer ago than this,
-   * milliseconds; a whole read (every page) is abandoned once it has taken this long. Default 5000;
-   * with a pushed SSF stream, more than `refreshInterval`, default 35,000.
-   */
+  /** Impersonation tokens are refused when the last complete read began longer ago than this, ms. Default 5000 (push: 35,000). */
   maxStaleness?: number | undefined;
   /** Bound on one request of the feed (one page), milliseconds. Default 2000. */
   timeout?: number | undefined;
@@ -78,25 +48,13 @@ export interface VerifiedToken {
 
 export interface ImpersonationVerifier {
   verify(token: string): Promise<VerifiedToken>;
-  /**
-   * Resolves once the feed was read (or rejects when the first read fails); with an SSF stream, once a
-   * token issued from then on is never refused as older than what the stream told (see `clockSkew`).
-   */
+  /** Resolves once the feed was read (rejects when the first read fails); with SSF, once new tokens are sure to pass. */
   ready(): Promise<void>;
   /** Stops reading the feed. */
   close(): void;
-  /**
-   * Takes one SET pushed to this server (RFC 8935): the request's body and
-   * `Authorization` header. Answer the transmitter with the status and, when
-   * there is one, the JSON body. Only with `ssf.delivery: 'push'`; otherwise 404.
-   */
+  /** Takes one SET pushed to this server (RFC 8935): answer with the status and body it returns. Only with `delivery: 'push'`. */
   receivePush(request: { body: string; authorization?: string | undefined }): Promise<PushAnswer>;
-  /**
-   * Sessions known revoked, when the last complete read of the feed began (ms since the epoch, 0 before
-   * the first), how many reads failed in a row, and whether impersonation tokens are refused right now
-   * for want of revocations known to be complete (`stale`: the last complete read began longer than
-   * `maxStaleness` ago, or an SSF SET could not be verified yet).
-   */
+  /** Revocations known, when the last complete read began, failures in a row, and whether impersonation tokens are refused (`stale`). */
   readonly state: { revoked: number; refreshedAt: number; failures: number; stale: boolean };
 }
 
@@ -151,7 +109,7 @@ export function createImpersonationVerifier(options: ImpersonationVerifierOption
   async function readFeed(): Promise<void> {
     const startedAt = performance.now();
     const startedAtWall = Date.now();
-    // One deadline for every page: a read that ends later than maxStaleness after it began is stale on arrival.
+    // Invariant 53: one deadline for every page of a read.
     const deadline = AbortSignal.timeout(maxStaleness);
     await source.read(AbortSignal.any([deadline, closing.signal])).catch((error: unknown) => {
       if (!deadline.aborted) throw error;

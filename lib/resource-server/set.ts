@@ -3,21 +3,13 @@ import { SESSION_REVOKED_EVENT, SET_TYPE } from '../ssf/names.js';
 
 /** What the poll and the push receivers share of their options: who they are, and how long they remember. */
 export interface SsfReceiverOptions {
-  /**
-   * The receiver's access token for the transmitter's stream API (its SSF
-   * scope), or a function that returns a current one: it is called before
-   * every request, so that it can renew a token about to expire.
-   */
+  /** The receiver's access token for the stream API, or a function called before every request that returns a current one. */
   accessToken: string | (() => string | Promise<string>);
   /** The `aud` of this stream's SETs: the receiver's client id, as the stream configuration shows. */
   audience: string;
   /** Seconds a revocation is remembered: at least the longest impersonation token's lifetime. Default 86,400. */
   retention?: number | undefined;
-  /**
-   * Seconds by which the identity service's clock and this server's may differ, either way. Tokens
-   * issued up to this long after the first read began are refused (`knowsSince`), and `ready()`
-   * resolves twice this long after it began, once any token issued later is accepted. Default 5.
-   */
+  /** Seconds the two services' clocks may differ either way: tokens up to this past the first read are refused. Default 5. */
   clockSkew?: number | undefined;
 }
 
@@ -30,11 +22,7 @@ export const RECEIVER_OPTION_NAMES = Object.keys({
 
 export const clockSkewOf = (options: SsfReceiverOptions | undefined): number => options?.clockSkew ?? 5;
 
-/**
- * A SET checked as this stream's (the issuer's keys, `typ` secevent+jwt,
- * issuer, audience): its claims; or, when it does not verify, the RFC 8935
- * 2.3 error code if it never will, undefined if it may later (`permanentSetError`).
- */
+/** A SET checked as this stream's: its claims, or the RFC 8935 2.3 code if it never will verify, undefined if it may later. */
 export async function verifySet(
   jwt: string,
   trust: { issuer: string; keys: JWTVerifyGetKey },
@@ -61,13 +49,7 @@ export function sessionOf(subject: unknown): string | undefined {
   return simple?.format === 'opaque' && typeof simple.id === 'string' ? simple.id : undefined;
 }
 
-/**
- * The RFC 8935 2.3 error code that RFC 8936 `setErrs` reports for a SET that
- * will never verify: a bad signature by a key the issuer publishes, a claim or
- * type that is not this stream's, a malformed token. Undefined for a failure
- * that may pass (the keys could not be fetched, no published key has its key
- * id yet, the network): such a SET is neither acknowledged nor reported.
- */
+/** Invariant 54: the `setErrs` code of a SET that never verifies; undefined if it may. */
 export function permanentSetError(error: unknown): string | undefined {
   const code = (error as { code?: unknown } | null)?.code;
   if (code === 'ERR_JWS_SIGNATURE_VERIFICATION_FAILED') return 'invalid_key';

@@ -1,26 +1,11 @@
-/**
- * Where a verifier learns which impersonation sessions were stopped: the
- * identity service's revocation feed, or an SSF stream. A read resolves once
- * it knows every revocation made before it began (the feed: a snapshot; an
- * SSF poll: the stream drained), and rejects when it cannot, which is what
- * makes the verifier refuse impersonation tokens once reads fail for longer
- * than `maxStaleness`.
- */
+/** Where a verifier learns of stopped sessions; a read resolves once it knows every revocation before it began (Invariant 53). */
 export interface RevocationSource {
   read(signal: AbortSignal): Promise<void>;
   isRevoked(sessionId: string): boolean;
   readonly size: number;
-  /**
-   * Impersonation tokens issued before this (seconds since the epoch) are
-   * refused: the source cannot know of their revocations. Undefined when it
-   * can (the feed is a snapshot of every revocation still in force).
-   */
+  /** Impersonation tokens issued before this (epoch seconds) are refused: their revocations are unknowable. */
   readonly knowsSince?: number | undefined;
-  /**
-   * True while the source holds a revocation it could not read yet (an SSF
-   * SET it could not verify for a reason that may pass): impersonation tokens
-   * are refused, however recent the last complete read, until it can.
-   */
+  /** True while holding a revocation not yet readable: impersonation tokens are refused (Invariant 54). */
   readonly uncertain?: boolean | undefined;
 }
 

@@ -7,11 +7,7 @@ import { StreamRevocations } from './stream-revocations.js';
 export interface SsfPollOptions extends SsfReceiverOptions {
   /** How the stream is delivered: polled (RFC 8936), the default. */
   delivery?: 'poll' | undefined;
-  /**
-   * The stream's poll endpoint: its configuration's `delivery.endpoint_url`,
-   * or a function that resolves it, called before every poll (a receiver
-   * that creates its stream when it starts polling).
-   */
+  /** The stream's poll endpoint (`delivery.endpoint_url`), or a function resolving it before every poll. */
   endpoint: string | URL | (() => string | URL | Promise<string | URL>);
 }
 
@@ -25,26 +21,7 @@ export const POLL_OPTION_NAMES = [
 
 const MAX_EVENTS = 100;
 
-/**
- * Revocations from an SSF stream by poll (RFC 8936): every read drains the
- * stream, verifying each SET (the issuer's keys, `typ` secevent+jwt, issuer,
- * audience) and acknowledging it in the next request, and remembers each
- * session named by a CAEP session-revoked event's `sub_id` (a complex
- * subject's `session`, or an opaque subject). A SET that fails verification
- * for good (its signature, issuer, audience or type, or its form) is reported
- * back in `setErrs` and revokes nothing. One that could not be verified for a
- * reason that may pass (the keys unavailable, a key id not known yet, the
- * network) is neither acknowledged nor reported (RFC 8936 2.4: `setErrs` is
- * for SETs the receiver will never process): it comes again at the next poll,
- * and until it is verified the source is `uncertain`, so that impersonation
- * tokens are refused rather than honoured past a revocation it could not read.
- *
- * An acknowledged SET is gone from the transmitter: what a restarted process
- * knew is lost. So impersonation tokens issued before the first read began are
- * refused, since their revocation may have been acknowledged by the process
- * that came before (`knowsSince`); each resource-server process polls a stream
- * of its own.
- */
+/** Revocations from an SSF stream by poll (RFC 8936), each read draining the stream; Invariants 54, 55. */
 export function ssfPollSource(
   options: SsfPollOptions,
   trust: { issuer: string; keys: JWTVerifyGetKey },

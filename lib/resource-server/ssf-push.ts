@@ -9,22 +9,13 @@ import { StreamRevocations } from './stream-revocations.js';
 export interface SsfPushOptions extends SsfReceiverOptions {
   /** This stream is pushed to the resource server (RFC 8935), which hands each request to `receivePush()`. */
   delivery: 'push';
-  /**
-   * The URL of this server's route that hands pushes to `receivePush()`. At
-   * every start the helper replaces the receiver's stream pushed there, or
-   * creates it: one stream per endpoint, however often the server restarts.
-   */
+  /** The URL of this server's route that hands pushes to `receivePush()`; one stream per endpoint across restarts. */
   endpointUrl: string | URL;
   /** The transmitter's `configuration_endpoint` (its stream API), as its metadata shows it. */
   configurationEndpoint: string | URL;
   /** The transmitter's `verification_endpoint`, as its metadata shows it. */
   verificationEndpoint: string | URL;
-  /**
-   * The `Authorization` header every push must carry, which the stream is
-   * created with (`authorization_header`); a push without it is refused (401).
-   * Required: whoever reaches the push route could otherwise hold impersonation
-   * tokens refused with SETs that verify against no published key.
-   */
+  /** The `Authorization` header every push must carry (the stream's `authorization_header`); without it, 401. */
   authorization: string;
 }
 
@@ -53,26 +44,7 @@ export interface PushSource extends RevocationSource {
 /** The most SETs told "retry" (503) whose retry is awaited: past it the source stays uncertain until one comes. */
 const MAX_AWAITED = 1000;
 
-/**
- * Revocations from an SSF stream pushed to the resource server (RFC 8935).
- * SSF has no heartbeat: a quiet stream and a broken one look the same. So
- * every read asks the transmitter for a verification SET (SSF 1.0 8.1.4.2)
- * with a fresh `state`, and completes when that SET arrives, verified: the
- * stream then delivered what was queued before it, and the read's start is
- * what the verifier's `maxStaleness` counts from. No verified SET within
- * `maxStaleness` means stale, and impersonation tokens are refused (fail
- * closed). A pushed SET that cannot be verified for now (the keys
- * unavailable) is answered 503, so that the transmitter pushes it again, and
- * the source is `uncertain` until it comes back verified or `maxStaleness`
- * passes: then it may have been given up on, and is handled as a gap.
- *
- * The transmitter sends a stream's SETs in order, each after the one before
- * was delivered or given up on: a verification SET arrives behind every SET
- * queued before it. One given up on (the endpoint unreachable through every
- * retry) is lost, and only a gap in the heartbeat longer than `maxStaleness`
- * can hide it: after such a gap, impersonation tokens issued before the read
- * that ended it are refused (`knowsSince`), as after a restart.
- */
+/** Revocations from an SSF stream pushed to the resource server (RFC 8935); Invariants 54, 55, 56. */
 export function ssfPushSource(
   options: SsfPushOptions,
   trust: { issuer: string; keys: JWTVerifyGetKey },
@@ -141,10 +113,7 @@ export function ssfPushSource(
     return response.status === 204 ? undefined : response.json();
   }
 
-  /**
-   * The stream pushed to `endpointUrl`, created anew: one an earlier process left is deleted first,
-   * so that restarts never pile streams up, and the first verification is not refused as too soon.
-   */
+  /** The stream pushed to `endpointUrl`, created anew (an earlier one deleted): restarts never pile streams up. */
   async function createStream(signal: AbortSignal): Promise<string> {
     const listed = await streamApi('GET', configurationEndpoint, undefined, signal);
     for (const stream of Array.isArray(listed) ? (listed as StreamView[]) : []) {
@@ -217,7 +186,7 @@ export function ssfPushSource(
       waiting.delete(state);
     }
     revocations.forgetBefore(Date.now());
-    // The first read, or the first after a gap that may hide a SET given up on: nothing before it is known.
+    // Invariant 56: after a gap, nothing before the read is known.
     if (freshSince === undefined || startedAt - freshSince > maxStaleness) {
       revocations.knowsSince = Math.floor(startedAt / 1000) + clockSkew;
     }

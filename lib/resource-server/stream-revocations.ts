@@ -2,12 +2,7 @@ import type { JWTPayload } from 'jose';
 import { revokedSessionOf, type SsfReceiverOptions } from './set.js';
 import type { RevocationSource } from './source.js';
 
-/**
- * What an SSF stream has told a resource server, polled or pushed alike: the
- * sessions its verified SETs revoked, each remembered `retention` seconds
- * after its SET came, and since when the stream knows every revocation
- * (`knowsSince`, which each delivery sets its own way).
- */
+/** What an SSF stream told a resource server: sessions revoked (each kept `retention` seconds) and `knowsSince`. */
 export class StreamRevocations {
   readonly #until = new Map<string, number>();
   readonly #retentionMs: number;
@@ -28,10 +23,7 @@ export class StreamRevocations {
     for (const [id, until] of this.#until) if (until < now) this.#until.delete(id);
   }
 
-  /**
-   * The stream as a verifier reads it: `read` is the delivery's own, and so is
-   * whether a SET it could not verify yet leaves it `uncertain`.
-   */
+  /** The stream as a verifier reads it; `read` and `uncertain` are the delivery's own. */
   source(read: RevocationSource['read'], uncertain: () => boolean): RevocationSource {
     const until = this.#until;
     const knowsSince = () => this.knowsSince;

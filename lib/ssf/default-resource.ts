@@ -9,15 +9,7 @@ type ScopesOf = (client: Client) => readonly string[];
 /** oidc-provider's own default: the one resource of an authorization request, else none. */
 const providerDefault: DefaultResource = (_ctx, _client, oneOf) => oneOf;
 
-/**
- * A receiver that asks `client_credentials` for an SSF scope without naming a
- * resource gets a token for the stream API. The CAEP Interoperability Profile
- * names scopes only (`ssf.manage`, `ssf.read`), so receivers built to it send no
- * `resource`; without this default they would get a token that the stream API
- * refuses (401) although the token endpoint answered 200. Only a client whose
- * `impersonation_management_scope` lists an SSF scope it asked for is defaulted;
- * every other request goes to the deployment's `defaultResource`.
- */
+/** SSF scopes asked for without `resource` get the stream API (CAEP Interop Profile receivers send none); else the deployment's default. */
 export function ssfDefaultResource(
   managementResource: string,
   ssfScopes: readonly string[],

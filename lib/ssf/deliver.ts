@@ -17,20 +17,7 @@ const SET_ERROR_CODES = new Set([
   'access_denied',
 ]);
 
-/**
- * How the outbox's delivery hands an SSF entry (a SET's claims, signed here
- * with the provider's key as it goes out) to its stream:
- * pushed (RFC 8935: POST `application/secevent+jwt`, 202 expected; a 400 with
- * an `err` is the receiver refusing that SET for good) or moved into the
- * stream's poll queue (RFC 8936), where it waits for the receiver's poll and
- * acknowledgement. A paused stream holds its SETs in the outbox; a deleted or
- * disabled one dead-letters them. A push URL is checked again at every
- * delivery, against the allow-list in force and on the addresses its host
- * resolves to then: one that may no longer be reached dead-letters the SET
- * (`push_target_refused`); a host name that resolves to an internal address
- * gets no answer, and the SET is retried. The SETs of a deleted stream (one
- * appended as it was deleted) are forgotten, never dead-lettered.
- */
+/** Hands an SSF entry, signed here, to its stream: pushed (RFC 8935) or queued for poll (RFC 8936); Invariant 57. */
 export function ssfDelivery({ streams, options, outbox }: Transmitter): OtherDelivery {
   const lookup = guardedLookup(options.allowedPushHosts);
   return {
@@ -39,7 +26,6 @@ export function ssfDelivery({ streams, options, outbox }: Transmitter): OtherDel
       const stream = await streams.find(entry.subscription.slice(SSF_SUBSCRIPTION_PREFIX.length));
       if (!stream) {
         await outbox.forget(entry.subscription);
-        // The entry is gone: this settlement finds no lease, and nothing is kept.
         return { outcome: 'dead', reason: 'stream_deleted' };
       }
       if (stream.status === 'disabled') return { outcome: 'dead', reason: 'stream_disabled' };
@@ -82,7 +68,7 @@ async function push(
     accept: 'application/json',
     ...(authorization === undefined ? {} : { authorization }),
   };
-  // At most ERROR_BODY_BYTES of an answer's body are read (a refusal's `err` is kept): a receiver cannot make the worker buffer more.
+  // At most ERROR_BODY_BYTES of an answer's body are read: a receiver cannot make the worker buffer more.
   const answer = await http.post(url, headers, jwt, { ...http, readBytes: ERROR_BODY_BYTES });
   if (answer.status === 400) return { outcome: 'dead', reason: setErrorOf(answer.text) };
   return answer;

@@ -8,12 +8,7 @@ import type { Transmitter } from './transmit.js';
 /** The well-known segment of the transmitter configuration metadata (SSF 1.0 7.2). */
 export const SSF_CONFIGURATION_PATH = '/.well-known/ssf-configuration';
 
-/**
- * Where SSF 1.0 7.2 puts the metadata of an issuer: at the host, the issuer's
- * path inserted after the well-known segment, as RFC 8414 3.1 does
- * (`https://id.example.com/oidc` → `/.well-known/ssf-configuration/oidc`).
- * For an issuer without a path, the well-known path itself.
- */
+/** The SSF 1.0 7.2 metadata path: the issuer's path after the well-known segment, as RFC 8414 3.1 does. */
 export function ssfConfigurationLocation(issuer: string): string {
   return `${SSF_CONFIGURATION_PATH}${new URL(issuer).pathname.replace(/\/$/, '')}`;
 }
@@ -50,12 +45,7 @@ export function transmitterMetadata(transmitter: Transmitter): JsonObject {
   };
 }
 
-/**
- * The metadata at its SSF 1.0 7.2 location, as a Koa middleware for the host
- * app's root: when the provider (and the Management API with it) is mounted
- * below a path, the path-inserted location is outside the mount. It answers
- * GET (and HEAD) there and passes every other request on.
- */
+/** The metadata at its SSF 1.0 7.2 location as a Koa middleware for the host app's root; passes other requests on. */
 export function ssfDiscoveryMiddleware(transmitter: Transmitter): Koa.Middleware {
   const location = ssfConfigurationLocation(transmitter.provider.issuer);
   return async (ctx, next) => {

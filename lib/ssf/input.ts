@@ -34,11 +34,7 @@ export function readStreamId(value: unknown): string {
   return value;
 }
 
-/**
- * The receiver-supplied properties of a body; every one present is checked,
- * and none half-taken. A push URL is checked as far as it tells by itself;
- * `checkPushHost` then resolves its host name.
- */
+/** The receiver-supplied properties of a body, each checked, none half-taken; `checkPushHost` resolves the host after. */
 export function readReceiverSupplied(body: JsonObject, allow: PushAllowList): ReceiverSupplied {
   const result: ReceiverSupplied = {};
   const events = body['events_requested'];
@@ -162,11 +158,7 @@ const SUBJECT_FORMATS: Readonly<Record<string, readonly string[]>> = {
 const MAX_SUBJECT_MEMBER = 512;
 const MAX_ALIASES = 10;
 
-/**
- * The body of an add or remove subject request (SSF 1.0 8.1.3.2, 8.1.3.3):
- * `subject` a subject identifier of a known format (simple, `aliases` or
- * `complex`), `verified` a boolean on an add.
- */
+/** The body of an add or remove subject request (SSF 1.0 8.1.3.2, 8.1.3.3). */
 export function readSubjectChange(body: JsonObject, adding: boolean): void {
   if (!isSubject(body['subject'], 0)) {
     throw badRequest('subject must be a subject identifier of a format RFC 9493 or SSF 1.0 defines');

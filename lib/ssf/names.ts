@@ -1,7 +1,4 @@
-/**
- * The names SSF 1.0 and CAEP 1.0 define, which receivers match byte for byte.
- * Imports nothing: the resource-server helper, which has no oidc-provider, reads them too.
- */
+/** The names SSF 1.0 and CAEP 1.0 define; imports nothing, so the resource-server entry can read them. */
 export const SESSION_REVOKED_EVENT = 'https://schemas.openid.net/secevent/caep/event-type/session-revoked';
 export const VERIFICATION_EVENT = 'https://schemas.openid.net/secevent/ssf/event-type/verification';
 export const PUSH_METHOD = 'urn:ietf:rfc:8935';

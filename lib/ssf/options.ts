@@ -12,24 +12,11 @@ export type StreamCovers = (
 ) => boolean | Promise<boolean>;
 
 export interface SsfOptions {
-  /**
-   * The scope a receiver's access token (client_credentials, for the
-   * Management API resource) must carry to manage its streams and poll them.
-   * Default `ssf:streams`. A client obtains it through its
-   * `impersonation_management_scope` metadata, as the other management scopes.
-   * The CAEP Interoperability Profile's `ssf.manage` (everything this scope
-   * allows) and `ssf.read` (reading streams and their status, polling) are
-   * accepted too, and obtained the same way.
-   */
+  /** Scope a receiver's token needs to manage and poll its streams (also `ssf.manage`, `ssf.read`). Default `ssf:streams`. */
   scope?: string | undefined;
   /** Where the stream management API lives: `<path>/streams`, `/status`, `/verify`, `/poll`. Default `/ssf`. */
   path?: string | undefined;
-  /**
-   * The absolute URL the stream API's `path` is under, as the metadata and
-   * poll `endpoint_url`s advertise it. Default: the issuer, which is right when
-   * the API is mounted with the provider; set it when the deployment serves
-   * `managementApi()` elsewhere (a parent app at the origin's root).
-   */
+  /** The absolute URL the stream API's `path` is under. Default: the issuer; set it when `managementApi()` is served elsewhere. */
   baseUrl?: string | undefined;
   /** Most streams in all. Default 100. */
   maxStreams?: number | undefined;
@@ -51,18 +38,9 @@ export interface SsfOptions {
   timeout?: number | undefined;
   /** Milliseconds between looks at the outbox when it had nothing due (when no webhooks set it). Default 1,000. */
   pollInterval?: number | undefined;
-  /**
-   * Hosts a push endpoint may name although they are internal (loopback,
-   * private, link-local…), and over plain http: host names (`localhost`),
-   * IP addresses (`127.0.0.1`, `::1`) and CIDR ranges (`10.1.0.0/16`). By
-   * default none: a push endpoint is https on a public address. For a demo,
-   * tests, or receivers on a network of the deployment's own.
-   */
+  /** Internal hosts (names, addresses, CIDR ranges) a push endpoint may name, over http too. Default: none. */
   pushAllowList?: readonly string[] | undefined;
-  /**
-   * Which stops a stream is told of, e.g. only those of its receiver's
-   * organisation. Default: every stream every stop (`default_subjects: ALL`).
-   */
+  /** Which stops a stream is told of. Default: every stream every stop. */
   streamCovers?: StreamCovers | undefined;
 }
 
@@ -113,7 +91,6 @@ const MAX_ALLOWED_PUSH_HOSTS = SSF_MAXIMA.pushAllowList;
 const check: OptionChecks = optionChecks('createImpersonation');
 const fail: OptionChecks['fail'] = check.fail;
 
-/** An integer option of the slice: its default and its most from the one table. */
 function whole(name: Exclude<keyof typeof SSF_DEFAULTS, 'scope' | 'path'>, value: unknown): number {
   return check.integerOr(`ssf.${name}`, value, SSF_DEFAULTS[name], SSF_MAXIMA[name]);
 }

@@ -1,17 +1,4 @@
-/**
- * Where a receiver may have the identity service push its SETs: a receiver
- * chooses its push URL, and the service POSTs there with a header of the
- * receiver's choosing, so an unchecked URL would let it reach what only the
- * service can reach (its own ports, the cloud's metadata service, the private
- * network). By default a push endpoint is https on a public address: loopback,
- * private (RFC 1918, 100.64/10), link-local, unique-local, unspecified,
- * multicast and reserved addresses are refused, in any of their IPv6 forms
- * (IPv4-mapped, NAT64, 6to4), as literal hosts and as what a host name
- * resolves to, both when the stream is written and at every delivery (the
- * connection goes to the address that was checked: DNS rebinding cannot
- * change it in between). `ssf.pushAllowList` names the hosts (names,
- * addresses, ranges) that may be pushed to nevertheless, over plain http too.
- */
+/** Invariant 57: a push reaches public addresses only, checked at every delivery. */
 import { lookup as dnsLookup, promises as dns, type LookupAddress } from 'node:dns';
 import { BlockList, isIP, type LookupFunction } from 'node:net';
 import { pushTargetRefused, unavailable } from '../errors.js';
@@ -74,11 +61,7 @@ function listed(host: string, allow: PushAllowList): boolean {
   return allow.names.has(host) || (isIP(host) > 0 && allow.addresses.check(host, family(host)));
 }
 
-/**
- * Why a push URL may not be used, as far as the URL itself tells (its scheme,
- * a literal address, a name that is loopback by definition); undefined when
- * nothing in it is refused. A host name's addresses are checked apart.
- */
+/** Why a push URL may not be used, as far as the URL itself tells; undefined when nothing in it is refused. */
 export function pushUrlProblem(url: URL, allow: PushAllowList): string | undefined {
   const host = hostOf(url.hostname);
   if (listed(host, allow)) return undefined;
@@ -89,11 +72,7 @@ export function pushUrlProblem(url: URL, allow: PushAllowList): string | undefin
   return undefined;
 }
 
-/**
- * Why a push URL's host name may not be used: it resolves (now) to an address
- * the service may not reach. A name that does not resolve now is let through:
- * every delivery checks again.
- */
+/** Why a push URL's host may not be used now; a name that does not resolve passes, since every delivery checks again. */
 export async function pushHostProblem(url: URL, allow: PushAllowList): Promise<string | undefined> {
   const host = hostOf(url.hostname);
   if (isIP(host) || listed(host, allow)) return undefined;
@@ -108,11 +87,7 @@ export async function pushHostProblem(url: URL, allow: PushAllowList): Promise<s
     : 'must not have a host name that resolves to a loopback, private, link-local or otherwise internal address';
 }
 
-/**
- * The `lookup` a push connects with: the host name is resolved once, and the
- * connection is refused unless every address is one the service may reach,
- * so that what is connected to is what was checked.
- */
+/** Invariant 57: the `lookup` a push connects with. */
 export function guardedLookup(allow: PushAllowList): LookupFunction {
   return (hostname, options, callback) => {
     dnsLookup(hostname, { ...options, all: true }, (error, addresses) => {

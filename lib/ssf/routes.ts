@@ -37,23 +37,13 @@ export function ssfPaths(transmitter: Transmitter): string[] {
   return [ssfConfigurationLocation(transmitter.provider.issuer), transmitter.options.path];
 }
 
-/**
- * The SSF 1.0 transmitter: its configuration metadata (public, as a JWKS is)
- * and the stream management API, each call authenticated as the Management
- * API's are, with the SSF scope. A receiver is the client of its access token:
- * it sees, changes and polls its own streams only, and any other stream id is
- * a 404, as an unknown one is.
- */
+/** The SSF 1.0 transmitter; a receiver sees only its own streams (any other id is a 404). */
 export function ssfRoutes(router: Router, transmitter: Transmitter, authenticate: Authenticate): void {
   const { provider, streams, options } = transmitter;
   const base = options.path;
   const api = () => streamApiBase(transmitter);
 
-  /**
-   * The receiver, by a token with one of `scopes`: the stream scope, or the
-   * CAEP Interoperability Profile's `ssf.manage` (and `ssf.read` to read).
-   * A scope is tried after another only when that one was missing.
-   */
+  /** The receiver, by a token with one of `scopes`, tried in turn only when one was missing. */
   async function callerWith(ctx: Koa.Context, scopes: readonly string[]): Promise<string> {
     let refusal: { error?: unknown; description?: unknown } = {};
     for (const scope of scopes) {
@@ -229,19 +219,12 @@ export function ssfRoutes(router: Router, transmitter: Transmitter, authenticate
     ctx.status = 204;
   });
 
-  /**
-   * SSF 1.0 8.1.3: subjects added to and removed from a stream. Every
-   * impersonation session is a subject of every stream (`default_subjects:
-   * ALL`): an added subject is one already included, and a removed one still
-   * gets its session-revoked events, since a receiver that missed one would
-   * honour a stopped impersonation (docs/ssf.md, Conformance).
-   */
+  /** SSF 1.0 8.1.3: every session is a subject of every stream, so a removed subject still gets its events (docs/ssf.md). */
   router.post(`${base}/subjects/add`, async (ctx) => {
     const receiver = await receiverOf(ctx);
     const body = await readJsonObject(ctx, MAX_BODY);
     readSubjectChange(body, true);
     await ownStream(receiver, readStreamId(body['stream_id']));
-    // SSF 1.0 8.1.3.2: an empty 200.
     ctx.body = null;
     ctx.status = 200;
   });
@@ -269,11 +252,10 @@ export function ssfRoutes(router: Router, transmitter: Transmitter, authenticate
       const until = arrived + (request.returnImmediately ? 0 : options.longPollTimeoutMs);
       const giveUp = Math.max(until, arrived + SETS_ON_THEIR_WAY_MS);
       for (;;) {
-        // The outbox first, then the queue: a SET moved between the two reads is in the queue's.
+        // Invariant 59: the outbox first, then the queue.
         const behind = await storeCall(() => waitsFor(transmitter.outbox, streamSubscription(stream.id)));
         page = await storeCall(() => streams.queued(stream.id, request.maxEvents));
         if (page.sets.size) break;
-        // An empty answer tells a receiver that nothing was revoked: it is given only when that is so.
         if (stream.status !== 'enabled') throw notDelivered(ctx, stream.status);
         const now = Date.now();
         if (!behind && (now >= until || clientGone(ctx))) break;
@@ -288,10 +270,7 @@ export function ssfRoutes(router: Router, transmitter: Transmitter, authenticate
   });
 }
 
-/**
- * The poller hung up. Not `ctx.req.destroyed`: a request whose body was read
- * is destroyed once it ended, and a long poll would then never wait.
- */
+/** The poller hung up (not `ctx.req.destroyed`, which a request whose body was read already is). */
 function clientGone(ctx: Koa.Context): boolean {
   return ctx.req.socket.destroyed;
 }

@@ -4,14 +4,7 @@ import { signWithProviderKey } from '../provider-internals.js';
 
 import { SESSION_REVOKED_EVENT, SET_TYPE, VERIFICATION_EVENT } from './names.js';
 
-/**
- * An impersonation session as a subject (SSF 1.0 complex subject, RFC 9493
- * members): `session` names the impersonation session by its id, which every
- * token of the session carries in `impersonation_session`; `user` is the
- * impersonated customer, as the issuer names them. `session` is critical: a
- * receiver that matched on `user` alone would end the customer's own
- * sessions, when only the support agent's access as them stopped.
- */
+/** An impersonation session as a complex subject; `session` is critical: matching on `user` would end the customer's own sessions. */
 interface SessionSubject {
   format: 'complex';
   session: { format: 'opaque'; id: string };

@@ -33,14 +33,7 @@ const ADMIN_TEXT_OF_END: Readonly<Record<EndReason, string>> = {
 
 const ADMIN_TEXT_OF_REVOCATION = 'An administrator stopped the impersonation.';
 
-/**
- * A stopped session, as a CAEP session-revoked event tells it: `initiating_entity`
- * by how it stopped (a stop through the Management API is `admin`), and
- * `reason_admin` the reason the stop gave (an operator's free text the
- * Management API bounds and the audit trail already records), else a fixed
- * text for its cause; cut to MAX_REASON_ADMIN characters. Never a token or a
- * credential: none is part of a stop.
- */
+/** A stopped session as a CAEP session-revoked event tells it; `reason_admin` bounded, never a credential. */
 export function sessionStopOf(event: ImpersonationEvent & { sessionId: string; subject: string }): SessionStop {
   const revoked = event.name === EVENTS.sessionRevoked;
   const endReason = (event as { endReason?: EndReason }).endReason;

@@ -36,13 +36,7 @@ const setKey = (streamId: string, jti: string) => `set:${streamId}:${jti}`;
 /** Streams have no expiry: their index members carry the last millisecond of year 9999. */
 const NEVER = 253_402_300_799_000;
 
-/**
- * SSF streams and poll queues on top of the plugin's adapter (memory, Redis,
- * PostgreSQL), so that every instance sees the streams a receiver created at
- * any of them. Streams are indexed in all and per receiver, which is what
- * bounds them; a poll stream's unacknowledged SETs are an index of their
- * `jti`s, each member and record expiring after the retention.
- */
+/** SSF streams and poll queues on the plugin's adapter, shared by every instance; Invariant 58. */
 export class StreamStore {
   readonly #adapter: SsfStreamAdapter;
 
@@ -59,12 +53,7 @@ export class StreamStore {
     return { all: all.length, receiver: own.length };
   }
 
-  /**
-   * Writes a new stream, then counts again: creations racing each other at
-   * the bound could all pass a count made before writing. Over the bound, the
-   * new stream is taken back and the bound it broke is named (several racing
-   * creations may then all be refused; none is kept beyond the bound).
-   */
+  /** Invariant 58: writes a new stream, then counts again. */
   async create(
     stream: StreamRecord,
     bounds: { all: number; receiver: number },
@@ -79,18 +68,13 @@ export class StreamStore {
     return broken;
   }
 
-  /**
-   * Writes a changed stream; resolves `false`, leaving nothing, when it was
-   * deleted meanwhile. A delete removes the stream's index members before its
-   * record, and this writes the record before reading them: whichever order
-   * the two interleave in, a deleted stream is not written back.
-   */
+  /** Invariant 58: writes a changed stream; `false`, leaving nothing, when it was deleted meanwhile. */
   async update(stream: StreamRecord): Promise<boolean> {
     let failure: { error: unknown } | undefined;
     try {
       await this.#writeRecord(stream);
     } catch (error) {
-      // Checked all the same: a write that failed may have been applied (a reply lost, a replica not confirming).
+      // Checked all the same: a failed write may have been applied.
       failure = { error };
     }
     const alive = (await this.#adapter.indexRange(aliveOf(stream.id), undefined, 1)).length > 0;

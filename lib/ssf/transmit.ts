@@ -28,17 +28,7 @@ export interface Transmitter {
   wake(): void;
 }
 
-/**
- * SSF streams as a subscriber of the plugin's events: a stopped session goes
- * to every stream that asked for session-revoked events, as one SET per
- * stream (each with its receiver as `aud`), through the outbox. The outbox
- * holds each SET's claims; the delivery signs them (./deliver.ts), so a stop
- * that reaches a thousand streams costs its request no signature. A
- * disabled stream gets nothing (SSF 1.0: it holds no events); a paused one
- * gets it queued, delivered once it is enabled again. A delegation's stop
- * goes too: its tokens must stop at resource servers. A failure is reported
- * on the provider's `error` event: the stop stands.
- */
+/** SSF streams as a subscriber: one SET per stream through the outbox, signed at delivery; a failure is reported, the stop stands. */
 export function ssfSubscriber(transmitter: Transmitter): EventSubscriber {
   return {
     async notice(event) {
@@ -98,7 +88,7 @@ async function append(
     entries.map(({ stream, jti, claims }) => ({
       id: jti,
       subscription: streamSubscription(stream.id),
-      // One lane per stream: its SETs go out in order, so a verification SET arrives behind every SET before it.
+      // Invariant 56: one lane per stream.
       subject: `stream:${stream.id}`,
       body: JSON.stringify(claims),
     })),

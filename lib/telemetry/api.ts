@@ -5,14 +5,7 @@ export type Api = typeof OpenTelemetryApi;
 
 let loaded: Api | null | undefined;
 
-/**
- * `@opentelemetry/api`, when the deployment installed it (an optional peer
- * dependency), else undefined. Loaded on first use, synchronously, so that
- * createImpersonation() stays synchronous and the main entry starts where the
- * package is absent. The API keeps its registered providers on a global
- * symbol: this copy sees what the deployment's SDK registered, whichever
- * module system loaded it.
- */
+/** `@opentelemetry/api` when installed (optional peer), else undefined; loaded synchronously on first use. */
 export function openTelemetryApi(): Api | undefined {
   if (loaded === undefined) {
     try {

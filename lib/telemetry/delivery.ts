@@ -10,12 +10,7 @@ interface Entry {
 
 type Settled = { settlement: { outcome: string; reason?: string } } | undefined;
 
-/**
- * One span per delivery of an outbox entry (`impersonation.outbox.deliver`,
- * a client span: a POST to a webhook or an SSF receiver, or a move into a
- * stream's poll queue), and, once delivered, the time since the entry was
- * appended (the stop, or other event, it carries). Without telemetry, `run()`.
- */
+/** One client span per outbox delivery, and once delivered the time since the entry was appended. Without telemetry, `run()`. */
 export function tracedDelivery<T extends Settled>(provider: object, entry: Entry, run: () => Promise<T>): Promise<T> {
   const telemetry = telemetryOf(provider);
   if (!telemetry) return run();
@@ -41,11 +36,7 @@ export function tracedDelivery<T extends Settled>(provider: object, entry: Entry
   });
 }
 
-/**
- * The event an entry carries: a webhook payload's `type`, the first event URI
- * of a SET (its claims as JSON, signed as it goes out; or, queued by an
- * earlier release, the signed SET). Never a value of it.
- */
+/** The event an entry carries (a webhook's `type`, a SET's first event URI); never a value of it. */
 function eventOf(kind: 'ssf' | 'webhook', body: string): string {
   try {
     if (kind === 'webhook') {

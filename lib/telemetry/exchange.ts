@@ -13,11 +13,7 @@ interface TracedExchange {
 /** The span of each exchange under way, by its request: the parent of its steps' spans. */
 const exchangeSpans = new WeakMap<object, TracedExchange>();
 
-/**
- * The token-exchange grant handler, traced and counted: one span per
- * exchange (`impersonation.token_exchange`), its outcome, and the OAuth error
- * code of a refusal. Without telemetry, the handler itself.
- */
+/** The token-exchange grant handler, traced and counted by outcome and error code. Without telemetry, the handler itself. */
 export function tracedExchange(telemetry: Telemetry | undefined, handler: GrantHandler): GrantHandler {
   if (!telemetry) return handler;
   const { api } = telemetry;
@@ -51,10 +47,7 @@ export function tracedExchange(telemetry: Telemetry | undefined, handler: GrantH
   };
 }
 
-/**
- * `provider.registerGrantType`, with the token-exchange handler traced: what
- * the assembly calls in its place, so that the grant's registration stays as it reads.
- */
+/** `provider.registerGrantType`, with the token-exchange handler traced. */
 export function tracedGrants(
   provider: Provider,
   telemetry: Telemetry | undefined,
@@ -69,12 +62,7 @@ export function tracedGrants(
   };
 }
 
-/**
- * One step of an exchange (`impersonation.token_exchange.<step>`), a child of
- * the exchange's span. Not made the active span: what a step's store driver
- * traces falls under the exchange's span, and a step costs the SDK one span,
- * not a context switch too. Without telemetry, `run()` and nothing else.
- */
+/** One step's span under the exchange's, not made active (a driver's spans fall under the exchange's). Without telemetry, `run()`. */
 export function exchangeStep<T>(ctx: object, step: string, run: () => Promise<T>): Promise<T> {
   const traced = exchangeSpans.get(ctx);
   // Untraced, the step's own promise is handed back: no async frame of its own to resolve into.

@@ -1,11 +1,7 @@
 import type Koa from 'koa';
 import { KIND, markError, telemetryOf } from './telemetry.js';
 
-/**
- * A server span per request of the plugin's APIs (Management, customer, SSF),
- * named `{method} {route}` by the route's template, never by the path the
- * caller sent: `/subject-tokens/{id}` names no id. Without telemetry, `next()`.
- */
+/** A server span per request of the plugin's APIs, named by the route's template, never the path sent. */
 export function apiSpans(provider: object, api: (path: string) => string): Koa.Middleware {
   return async function apiSpan(ctx, next) {
     const telemetry = telemetryOf(provider);

@@ -17,14 +17,7 @@ interface OutboxStatsReader {
   stats(): Promise<OutboxStats>;
 }
 
-/**
- * The gauges of one provider. Active sessions, per instance: those this
- * instance issued, until they expire or it sees them end (a stop through
- * another instance is seen there; here the session counts until it expires).
- * The outbox's backlog and the age of its oldest entries are the store's,
- * the same read from every instance; both come of one read of its stats per
- * collection.
- */
+/** The gauges of one provider: sessions this instance issued, and the store's outbox backlog, from one stats read per collection. */
 export function observeProvider(
   telemetry: Telemetry | undefined,
   provider: NodeJS.EventEmitter,
@@ -77,7 +70,6 @@ export function observeProvider(
     const stats = await readStats();
     if (!stats) return;
     const now = Date.now();
-    // As the backlog: every series the store knows, at zero when none of its entries waits.
     const oldest = new Map<string, number>();
     for (const subscription of [...Object.keys(stats.subscriptions), ...Object.keys(stats.oldest)]) {
       const series = seriesOf(subscription);
@@ -102,10 +94,7 @@ interface Appender {
   append(...args: never[]): Promise<void>;
 }
 
-/**
- * The audit trail with each append timed (`impersonation.audit.append.duration`),
- * every other member the trail's own. Without telemetry or a trail, the trail itself.
- */
+/** The audit trail with each append timed; without telemetry or a trail, the trail itself. */
 export function timedTrail<Sink extends Appender | undefined>(telemetry: Telemetry | undefined, sink: Sink): Sink {
   if (!telemetry || !sink) return sink;
   const append = async (...args: never[]): Promise<void> => {

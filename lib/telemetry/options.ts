@@ -1,14 +1,6 @@
 import { invalidOption } from '../errors.js';
 
-/**
- * The `telemetry` option. Absent: the providers registered globally with
- * `@opentelemetry/api` (as the OpenTelemetry Node SDK does), when that package
- * is installed; none (nothing loaded, nothing recorded) when it is not.
- * `false`: no telemetry at all. An object: these providers, and the global
- * ones for a provider it leaves out.
- *
- * Typed structurally, so that the package's types need no `@opentelemetry/api`.
- */
+/** The `telemetry` option: absent, the global providers when `@opentelemetry/api` is installed; `false`, none; typed structurally. */
 export type TelemetryOptions =
   | false
   | {

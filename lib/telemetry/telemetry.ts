@@ -26,11 +26,7 @@ const MAX_ERROR_TYPES = 64;
 export const KIND = { internal: 0 as SpanKind, server: 1 as SpanKind, client: 2 as SpanKind };
 const STATUS_ERROR = 2;
 
-/**
- * The spans and instruments of one createImpersonation(). Built only when
- * `@opentelemetry/api` is installed and the option is not `false`: without
- * it, no hook point does anything beyond a map look-up.
- */
+/** The spans and instruments of one createImpersonation(); built only with `@opentelemetry/api` installed and the option on. */
 export class Telemetry {
   readonly api: Api;
   readonly tracer: Tracer;
@@ -63,11 +59,7 @@ export class Telemetry {
     });
   }
 
-  /**
-   * Counts an exchange answered (`impersonation.token_exchange.requests`).
-   * An observable counter the SDK reads at each collection: an exchange adds
-   * one to a number here, and the SDK builds and hashes no attribute set for it.
-   */
+  /** Counts an exchange answered, as an observable counter: no attribute set is built per exchange. */
   countExchange(outcome: 'issued' | 'refused', errorType?: string): void {
     const key = errorType === undefined ? outcome : `${outcome} ${errorType}`;
     let counted = this.#exchanges.get(key);

@@ -9,17 +9,7 @@ import { webhookPayload } from './payload.js';
 /** Emitted on the provider when the bound made an entry be dropped: `{ subscription, type }`. */
 export const WEBHOOK_DROPPED = 'impersonation.webhook.dropped';
 
-/**
- * Webhooks as a subscriber of the plugin's events: an event reaches the
- * outbox as one entry per subscription that receives its name, and nothing
- * when none does. In a commit (an exchange's) the entries go in the commit's
- * store operation: none for an exchange that does not happen, and no token
- * without its notifications. Otherwise they are appended once the change
- * happened; a failure is reported, the change stands. A delegation's events
- * are passed by: webhooks tell a customer of impersonations
- * (docs/webhooks.md, "Delegations are not delivered"). Delivery runs apart
- * (worker.ts), never on the request path.
- */
+/** Webhooks as a subscriber of the plugin's events, delegations excepted (docs/webhooks.md); Invariant 45. */
 export function webhookSubscriber(
   provider: object,
   outbox: OutboxStore,

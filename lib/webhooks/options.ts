@@ -2,11 +2,7 @@ import { EVENTS } from '../events/types.js';
 import { optionChecks, type OptionChecks } from '../config/checks.js';
 import { WEBHOOK_DEFAULTS, WEBHOOK_MAXIMA } from '../config/defaults.js';
 
-/**
- * The events a webhook can carry: state changes only authenticated callers
- * cause. Never a refusal, which anyone can cause. A new deliverable event is
- * one more name here and its data in payload.ts.
- */
+/** The events a webhook can carry: state changes only authenticated callers cause, never a refusal. */
 export const WEBHOOK_EVENTS = [
   EVENTS.exchangeSucceeded,
   EVENTS.sessionRevoked,
@@ -83,7 +79,6 @@ const LOOPBACK_HOSTS = new Set(['127.0.0.1', '[::1]', 'localhost']);
 const check: OptionChecks = optionChecks('createImpersonation');
 const fail: OptionChecks['fail'] = check.fail;
 
-/** An integer option of the slice: its default and its most from the one table. */
 function whole(name: keyof typeof WEBHOOK_DEFAULTS, value: unknown): number {
   return check.integerOr(`webhooks.${name}`, value, WEBHOOK_DEFAULTS[name], WEBHOOK_MAXIMA[name]);
 }

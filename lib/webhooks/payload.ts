@@ -2,13 +2,7 @@ import type { ImpersonationEvent } from '../events/types.js';
 import type { JsonObject } from '../json.js';
 import type { WebhookEventName } from './options.js';
 
-/**
- * What a webhook says of an event: who was impersonated (`subject`), by whom
- * (`actor`), through which client, for which resource and scopes, the
- * creation context (ticket, reason), the session and subject token by their
- * non-secret ids, and times. Never a token value, nor the access token's id:
- * a notification names the session, which is what can be revoked.
- */
+/** What a webhook says of an event: never a token value nor the access token's id, only what can be revoked. */
 const DATA_FIELDS = [
   'sessionId',
   'subjectTokenId',

@@ -15,21 +15,11 @@ interface PostOptions {
   signal: AbortSignal;
   /** Bytes of the body to keep as `text` (the rest is never read); 0 drains it unread. */
   readBytes?: number | undefined;
-  /**
-   * How the host name is resolved, to refuse addresses the POST may not reach
-   * (an SSF receiver's push URL). Such POSTs have connections of their own:
-   * none reuses a connection made without the check.
-   */
+  /** Resolves the host to refuse addresses the POST may not reach; such POSTs never reuse an unchecked connection. */
   lookup?: LookupFunction | undefined;
 }
 
-/**
- * POSTs deliveries over keep-alive connections, one pool per delivery loop.
- * `node:http` rather than `fetch`: a delivery runs on the main thread of an
- * instance that also answers token requests, and the WHATWG streams `fetch`
- * builds for every request cost several times the request itself. Redirects
- * are never followed. `close` ends the pooled connections.
- */
+/** POSTs deliveries over keep-alive `node:http` connections (cheaper than `fetch` on the main thread); never follows redirects. */
 export interface Poster {
   post(url: string, headers: Readonly<Record<string, string>>, body: string, options: PostOptions): Promise<PostAnswer>;
   close(): void;
@@ -57,11 +47,7 @@ export function createPoster(): Poster {
   };
 }
 
-/**
- * Resolves, never rejects: with the status once the answer's headers came
- * (or, when `readBytes` asks for the body, once that much was read or the
- * body ended), or with status 0 when no answer came within `timeoutMs`.
- */
+/** Resolves, never rejects: status 0 when no answer came within `timeoutMs`. */
 function postOnce(
   agents: { http: HttpAgent; https: HttpsAgent },
   aborts: AbortsBySignal,
@@ -99,7 +85,6 @@ function postOnce(
         },
         (response: IncomingMessage) => {
           answer = { status: response.statusCode ?? 0, retryAfter: headerOf(response, 'retry-after'), text: '' };
-          // The status is the answer; a body is waited for only when asked for.
           if (!readBytes) finish();
           response.on('data', (chunk: Buffer) => {
             read += chunk.byteLength;
@@ -143,11 +128,7 @@ interface AbortsBySignal {
   add(signal: AbortSignal, abort: () => void): () => void;
 }
 
-/**
- * The POSTs in flight under each signal, behind one listener per signal: a round's batch shares
- * its delivery loop's stop signal, on which a listener per POST would pile up as many listeners
- * as the batch has POSTs. The listener goes once no POST of its signal is in flight.
- */
+/** The POSTs in flight under each signal, behind one listener per signal rather than one per POST. */
 function abortsBySignal(): AbortsBySignal {
   const bySignal = new Map<AbortSignal, { pending: Set<() => void>; listener: () => void }>();
   return {

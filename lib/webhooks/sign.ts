@@ -1,10 +1,6 @@
 import { createHmac } from 'node:crypto';
 
-/**
- * The Standard Webhooks signature: HMAC-SHA256 over `<id>.<timestamp>.<body>`
- * with the secret's bytes, as `v1,<base64>`. The timestamp is the attempt's,
- * in seconds, so that a receiver can refuse a replay of an old delivery.
- */
+/** The Standard Webhooks signature `v1,<base64>` of HMAC-SHA256 over `<id>.<timestamp>.<body>`. */
 export function webhookHeaders(
   key: Buffer,
   id: string,

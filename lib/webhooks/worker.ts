@@ -22,17 +22,9 @@ export const WEBHOOK_GONE = 'impersonation.webhook.gone';
 
 /** Entries one look at the outbox leases at most. */
 const BATCH = 32;
-/**
- * Deliveries to one subscription (a webhook, an SSF stream) under way at
- * once: a receiver that never answers holds this many, each for the
- * receiver's time at most, and nothing of the others'.
- */
+/** Invariant 46: deliveries under way per subscription. */
 export const IN_FLIGHT_PER_SUBSCRIPTION = 16;
-/**
- * How long settled deliveries wait for the others under way, so that a look's
- * batch is settled in one trip to the store rather than one per answer: the
- * store's work per delivery follows the trips, not the entries.
- */
+/** How long settled deliveries wait for the others, so that a batch settles in one trip to the store. */
 const GATHER_MS = 20;
 /** What a lease adds to the receiver's time: the settlement's round trip to the store. */
 const LEASE_MARGIN_MS = 5000;
@@ -40,19 +32,10 @@ const LEASE_MARGIN_MS = 5000;
 const FIRST_RETRY_MS = 1000;
 /** Longest wait after the store failed. */
 const STORE_BACKOFF_MS = 30_000;
-/**
- * Delivery yields to the requests the process serves: a look at the outbox
- * that falls due while the provider answers requests, or while the event
- * loop was busier than this since the last check (its utilisation: work
- * that is no request of the provider's), waits, and checks again after
- * YIELD_STEP_MS.
- */
+/** Invariant 43: delivery yields to requests and to a busy event loop. */
 const BUSY_UTILISATION = 0.5;
 const YIELD_STEP_MS = 20;
-/**
- * A look waits for a quiet moment at most this many poll intervals: under
- * load that never lets up, delivery still takes a batch that often.
- */
+/** A look waits for a quiet moment at most this many poll intervals. */
 const MAX_YIELD_POLL_INTERVALS = 4;
 
 /** A receiver's answer: its status (0 when none came) and any Retry-After. */
@@ -61,11 +44,7 @@ export interface HttpAnswer {
   retryAfter?: string | null;
 }
 
-/**
- * Entries of the same outbox that are not webhooks (SSF streams): their
- * subscriptions, and how one is delivered. The answer is a settlement, or an
- * HTTP answer that the webhooks' retry rules settle.
- */
+/** Entries of the outbox that are not webhooks (SSF streams): their subscriptions and how one is delivered. */
 export interface OtherDelivery {
   owns(subscription: string): boolean;
   deliver(entry: LeasedEntry, http: DeliveryHttp, provider: Provider): Promise<Settlement | HttpAnswer>;
@@ -89,11 +68,7 @@ export interface WebhookDelivery {
   stop(): Promise<void>;
 }
 
-/**
- * The outbox of an instance that delivers nothing (`deliverOutbox: false`):
- * its statistics and dead letters are the store's, the same on every instance;
- * each webhook of `ids` is listed, at zero when the store holds nothing of it.
- */
+/** The outbox of an instance that delivers nothing (`deliverOutbox: false`): the store's statistics and dead letters. */
 export function outboxView(outbox: OutboxStore, ids: readonly string[] = []): WebhookDelivery {
   return {
     async stats() {
@@ -110,35 +85,24 @@ export function outboxView(outbox: OutboxStore, ids: readonly string[] = []): We
   };
 }
 
-/**
- * Delivers what the outbox holds: leases a batch, POSTs each entry signed,
- * settles it (delivered on 2xx, retried with capped exponential backoff and
- * jitter, or Retry-After, dead-lettered past the attempts or the age). Each
- * delivery runs and is settled on its own, bounded by the receiver's time,
- * and a subscription has at most IN_FLIGHT_PER_SUBSCRIPTION under way: a
- * receiver that never answers delays its own entries only, never another
- * subscription's, nor the next look at the outbox. Its timers never keep a
- * process alive, nor the provider: the loop holds it weakly and ends once it is collected.
- */
+/** Delivers what the outbox holds: leases, POSTs signed, settles with backoff or dead-letters; Invariants 43, 46, 47, 48. */
 export function startDelivery(
   provider: Provider,
   outbox: OutboxStore,
   options: ResolvedWebhookOptions,
   other?: OtherDelivery,
 ): WebhookDelivery {
-  // No closure here names `provider`: a timer that held it would keep a discarded provider forever.
+  // Invariant 48: no timer holds the provider.
   const held = new WeakRef(provider);
   const subscriptions = new Map(options.subscriptions.map((subscription) => [subscription.id, subscription]));
   const gone = new Set<string>();
   const leaseMs = options.timeoutMs + LEASE_MARGIN_MS;
-  // The POSTs in flight stop with it, under one listener (post.ts), however many a round sends.
   const stopping = new AbortController();
   const poster = createPoster();
   const http: DeliveryHttp = { post: poster.post, signal: stopping.signal, timeoutMs: options.timeoutMs };
   let timer: NodeJS.Timeout | undefined;
   let running: Promise<void> | undefined;
   let storeFailures = 0;
-  /** Woken while a look was under way: the next one starts at once. */
   let wokenMeanwhile = false;
   /** Deliveries under way, per subscription: what a claim must leave room for. */
   const out = new Map<string, number>();
@@ -170,11 +134,7 @@ export function startDelivery(
     timer.unref();
   }
 
-  /**
-   * Looks at the outbox unless the process was busy serving since the last
-   * check: delivery runs in what requests leave idle, never in their way,
-   * and waits at most `maxYieldMs` for it.
-   */
+  /** Invariant 43: looks at the outbox unless the process was busy serving. */
   function lookWhenQuiet(): void {
     const sample = performance.eventLoopUtilization();
     const busy =
@@ -258,7 +218,6 @@ export function startDelivery(
     settling ??= settleDone();
   }
 
-  /** Until every delivery under way has its answer, or GATHER_MS have passed. */
   function gathered(): Promise<void> {
     if (delivering === 0) return Promise.resolve();
     return new Promise((resolve) => {
@@ -272,11 +231,7 @@ export function startDelivery(
     });
   }
 
-  /**
-   * Settles what is done, batch after batch while more comes, each gathered
-   * with the answers still to come; then looks again (a stream's next entry
-   * may be due).
-   */
+  /** Settles what is done, batch after batch while more comes; then looks again. */
   async function settleDone(): Promise<void> {
     while (done.length) {
       await gathered();
@@ -287,7 +242,7 @@ export function startDelivery(
     wake();
   }
 
-  /** Delivers an entry; undefined leaves it leased (its store failed, or the loop is stopping), to be delivered again. */
+  /** Delivers an entry; undefined leaves it leased, to be delivered again (Invariant 47). */
   async function deliver(entry: LeasedEntry, provider: Provider): Promise<SettledEntry | undefined> {
     const subscription = subscriptions.get(entry.subscription);
     let settlement: Settlement;
@@ -296,7 +251,6 @@ export function startDelivery(
       try {
         answer = await other.deliver(entry, http, provider);
       } catch (error) {
-        // Its store failed: the lease runs out and the entry is tried again.
         reportError(provider, error);
         return undefined;
       }
@@ -325,7 +279,7 @@ export function startDelivery(
         ? await outbox.settleAll(outcomes, Date.now())
         : await Promise.all(outcomes.map(({ entry, settlement }) => outbox.settle(entry, settlement, Date.now())));
     } catch (error) {
-      // The leases run out and the entries are delivered again: at least once.
+      // Invariant 47: delivered at least once.
       failed(error);
       return;
     }
