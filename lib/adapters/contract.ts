@@ -5,11 +5,7 @@ import type { OutboxAdapter } from './contracts/outbox.js';
 import type { SsfStreamAdapter } from './contracts/ssf.js';
 import type { SubjectTokenAdapter } from './contracts/subject-tokens.js';
 
-/**
- * An adapter that stores every domain, as `createMemoryAdapter()`,
- * `createRedisAdapter()` and `createPostgresAdapter()` do; a store of its own
- * may implement only some of them.
- */
+/** An adapter that stores every domain, as the shipped three do. */
 export type EveryDomainAdapter = SubjectTokenAdapter &
   SessionAdapter &
   ApprovalAdapter &

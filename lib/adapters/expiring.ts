@@ -1,8 +1,4 @@
-/**
- * Values by key, least recently used first, at most `max`, each until its
- * expiry by Date.now() (oidc-provider's clock, which fake timers move too).
- * A Map that takes room only for what it holds: nothing is allocated up front.
- */
+/** Values by key, LRU, at most `max`, each until its expiry by Date.now(); allocates only for what it holds. */
 export class Expiring<V> {
   readonly #held = new Map<string, { value: V; expiresAt: number }>();
 

@@ -3,16 +3,7 @@ import type { IndexEntry } from './contracts/indexes.js';
 /** Expiries left behind `head` before the expiries' array is compacted (then at most half of it is dead). */
 const COMPACT_AFTER = 1024;
 
-/**
- * One sorted index of the memory adapter: members ascending by (expiresAt,
- * member), grouped by expiry. A member that expires before others already
- * listed (a five-minute delegation beside fifteen-minute impersonations, in
- * the index of every active session) joins its expiry's group, and only a
- * new expiry moves later ones: a single array ordered the same way moved
- * every later member on such an insertion, tens of thousands of them.
- * Members of one expiry are those that end in the same second (sessions
- * expire on whole seconds), so ordering them by member costs little.
- */
+/** One sorted index of the memory adapter, members grouped by expiry: an insertion moves only a new expiry's group. */
 export class MemoryIndex {
   /** Members by expiry, each group ascending by member. */
   readonly #groups = new Map<number, IndexEntry[]>();
@@ -86,10 +77,7 @@ export class MemoryIndex {
     return dropped;
   }
 
-  /**
-   * Members live at `now`, latest expiry first (ties by member, descending),
-   * strictly after `after` in that order, at most `limit`.
-   */
+  /** Live members, latest expiry first (ties by member, descending), strictly after `after`, at most `limit`. */
   range(after: IndexEntry | undefined, limit: number, now: number): IndexEntry[] {
     const expiries = this.#expiries;
     const found: IndexEntry[] = [];

@@ -1,13 +1,3 @@
-/**
- * The memory adapter: oidc-provider's models, the plugin's atomic consume and
- * sorted indexes, in the process's memory, each model bounded on its own.
- *
- * Longer than most files here on purpose: it is one store's whole keyspace
- * (entries, the uid and user-code lookups, grant indexes, sorted indexes,
- * bounds and sweeping), and each part reads the others' structures. What every
- * adapter shares (the grantable models, the expiry rule, the contract) lives
- * in contract.ts; what is left is this store's own.
- */
 import type { AdapterPayload } from 'oidc-provider';
 import { optionChecks, type OptionChecks } from '../config/checks.js';
 import { invalidCall, invalidOption, replayShareFull, storeFull } from '../errors.js';
@@ -35,21 +25,11 @@ export interface MemoryAdapterOptions {
   max?: number | undefined;
   /** Bounds of single models, by model name: `{ Interaction: 10_000 }`. */
   limits?: Record<string, number> | undefined;
-  /**
-   * Models kept besides the built-in ones (`SubjectToken`, `ReplayDetection`, `ImpersonationSession`, `ImpersonationApproval`, `ImpersonationSsf`)
-   * whose unexpired entries are never evicted: when such a model is full,
-   * storing one more fails instead of forgetting an older one.
-   */
+  /** Models besides the built-in ones whose unexpired entries are never evicted: a full one refuses writes. */
   protectedModels?: string[] | undefined;
-  /**
-   * Called when an unexpired entry of a model that may evict is pushed out by
-   * its bound (a Session pushed out is a user signed out).
-   */
+  /** Called when a model's bound pushes out an unexpired entry (a Session pushed out is a user signed out). */
   onEvict?: ((model: string, id: string) => void) | undefined;
-  /**
-   * Seconds oidc-provider's own models are kept past their expiry, as its memory
-   * adapter keeps them (its `clockTolerance`; `configure()` passes the provider's). Default 0.
-   */
+  /** Seconds oidc-provider's own models are kept past expiry, as its memory adapter does. Default 0. */
   clockTolerance?: number | undefined;
 }
 
@@ -75,11 +55,7 @@ export interface MemoryAdapterClass extends ImpersonationAdapterClass {
 
 const DEFAULT_MAX = 100_000;
 
-/**
- * Security state that must outlive any flood: an unredeemed subject token
- * forgotten is a support engineer locked out; a forgotten replay entry lets a
- * DPoP proof or client assertion be used twice.
- */
+/** Invariant 13: security state that must outlive any flood. */
 const ALWAYS_PROTECTED = [
   'SubjectToken',
   'ReplayDetection',
@@ -95,11 +71,7 @@ const INDEX_MEMBERS_PER_ENTRY = 8;
 /** When a model is full, at most one sweep per this many milliseconds before a write evicts or is refused. */
 const FULL_PURGE_INTERVAL_MS = 1000;
 
-/**
- * An entry as kept. The plugin's records after a JSON round trip, as the Redis
- * adapter would give them back, and a copy on every find; oidc-provider's
- * models as its own memory adapter keeps them: the object saved, found as it is.
- */
+/** An entry as kept: the plugin's records JSON round-tripped (as Redis returns them), oidc-provider's as saved. */
 interface Entry {
   payload: JsonPayload;
   /** A replay entry's client share, released when the entry leaves. */
@@ -130,18 +102,7 @@ interface ModelStore {
 /** A grant's tokens, as `model` and `id`, for revokeByGrantId. */
 type GrantMembers = Array<[model: string, id: string]>;
 
-/**
- * An oidc-provider adapter kept in this process, with the atomic `consumeOnce`
- * the subject-token store needs. Every model has a bound of its own, so that
- * a flood of one kind (an Interaction per unauthenticated `GET /auth`) can
- * only push out entries of that kind. Protected models (subject tokens, replay
- * detection) never lose an unexpired entry: when full, a write fails with 503
- * `temporarily_unavailable`; replay entries are also shared out by client, so
- * that anonymous proofs cannot fill the places of credentialed ones
- * (replay-shares.ts). Expired entries are swept out on writes, so they
- * never hold a bound. One instance per provider: several processes need a
- * shared store (see the Redis adapter).
- */
+/** An oidc-provider adapter in this process, each model bounded on its own (Invariant 13); one per provider. */
 const check: OptionChecks = optionChecks('createMemoryAdapter');
 
 const MEMORY_OPTION_NAMES = Object.keys({
@@ -173,8 +134,7 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
   const models = new Map<string, ModelStore>();
   let replayShares: ReplayShareCounts | undefined;
 
-  // Whatever pushes a grant's index out takes the grant's tokens with it: a
-  // token that revokeByGrantId could no longer find must not stay usable.
+  // Invariant 7: whatever pushes a grant's index out takes its tokens with it.
   const grants = new Expiring<GrantMembers>(limits['Grant'] ?? max, (members, _grantId, evicted) => {
     if (evicted) for (const [model, id] of members) models.get(model)?.entries.delete(id);
   });
@@ -232,10 +192,7 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
     }
   }
 
-  /**
-   * The share of its client that a new replay entry takes (see replay-shares.ts),
-   * after a sweep when it is full; refuses when it stays full.
-   */
+  /** Takes a new replay entry's client share (replay-shares.ts), sweeping when full; refuses when it stays full. */
   function admitReplay(store: ModelStore, shares: ReplayShareCounts, id: string, payload: AdapterPayload): ReplayShare {
     const share = replayShareOf(payload);
     if (shares.hasRoom(share) || store.entries.expiresAt(id) !== undefined) return share;
@@ -265,7 +222,7 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
     if (payload.grantId && GRANTABLE_MODELS.has(store.name)) {
       const members = grants.get(payload.grantId) ?? [];
       members.push([store.name, id]);
-      // The index must outlive every entry it lists, or revokeByGrantId would miss live tokens.
+      // Invariant 7.
       const until = grants.expiresAt(payload.grantId) ?? 0;
       grants.set(payload.grantId, members, ttl === undefined ? undefined : Math.max(ttl, until - Date.now()));
     }
@@ -375,14 +332,14 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
     async findByUid(uid: string): Promise<AdapterPayload | undefined> {
       const id = this.#store.pointers.get(`uid:${uid}`);
       const entry = id === undefined ? undefined : await this.find(id);
-      // The pointer may be older than the entry, which a later upsert gave another uid.
+      // Invariant 8.
       return entry?.uid === uid ? entry : undefined;
     }
 
     async findByUserCode(userCode: string): Promise<AdapterPayload | undefined> {
       const id = this.#store.pointers.get(`userCode:${userCode}`);
       const entry = id === undefined ? undefined : await this.find(id);
-      // As with uids, the pointer may be older than the entry.
+      // Invariant 8.
       return entry?.userCode === userCode ? entry : undefined;
     }
 
@@ -390,7 +347,7 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
       await this.consumeOnce(id);
     }
 
-    // JavaScript runs this body without yielding, so check and set are one step.
+    // Invariant 1: no await between check and set.
     async consumeOnce(id: string): Promise<boolean> {
       const found = this.#store.entries.get(id)?.payload;
       if (!found || found['consumed']) return false;
@@ -407,7 +364,7 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
       insertMember(store, roomInIndexes(store, names, member), member, expiresAt);
     }
 
-    // Without yielding, as commitOnce: no other caller counts between the count and the add.
+    // Invariant 6: no await between count and add.
     async indexAddWithin(adds: readonly BoundedIndexAdd[], member: string): Promise<string | undefined> {
       const store = this.#store;
       const indexes = roomInIndexes(
@@ -424,7 +381,7 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
       return undefined;
     }
 
-    // As consumeOnce, the body runs without yielding: every check comes before the first change.
+    // Invariant 2: no await; every check comes before the first change.
     async commitOnce({
       consume,
       write,

@@ -1,8 +1,4 @@
-/**
- * The adapter model names the plugin keeps its records under. Declared here,
- * on the stores' floor, so that the store that opens them and the records
- * that fill them both read the names from below.
- */
+/** The adapter model names of the plugin's records, on the stores' floor so both sides import them from below. */
 
 /** Subject tokens (`ist_…`): single use, consumed atomically. */
 export const SUBJECT_TOKEN_MODEL = 'SubjectToken';

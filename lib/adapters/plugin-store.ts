@@ -10,17 +10,10 @@ import { APPROVAL_MODEL, OUTBOX_MODEL, SESSION_MODEL, SSF_MODEL, SUBJECT_TOKEN_M
 import { unfitStore } from '../errors/standalone.js';
 import type { OutboxStore } from '../outbox/contract.js';
 
-/**
- * Where the guide is for someone who installed the package: the path from
- * their project's root, since `docs/` alone would name a folder of their own.
- */
+/** The guide's path from an installing project's root. */
 const DEPLOYMENT_GUIDE = 'node_modules/oidc-provider-impersonation/docs/adding-to-your-deployment.md';
 
-/**
- * The adapters the plugin keeps its own records in, one per domain: subject
- * tokens, impersonation sessions, the customer's grants and approval
- * requests, and, when enabled, SSF streams and the outbox.
- */
+/** The adapters the plugin keeps its records in, one per domain. */
 interface PluginStore {
   subjectTokens: SubjectTokenAdapter;
   sessions: SessionAdapter;
@@ -39,14 +32,7 @@ interface EnabledDomains {
   ssf: boolean;
 }
 
-/**
- * Opens the plugin's models on `source`, one per domain, and refuses a store
- * that could not keep an enabled domain safely, naming the first operation it
- * lacks: without `consumeOnce`, a subject token could be redeemed twice;
- * without sorted indexes, sessions could be neither listed nor revoked. A
- * store may implement only the domains the deployment enables. `owner` names
- * where the store came from, for the error.
- */
+/** Opens the plugin's models on `source` and refuses a store lacking an enabled domain's operation, naming it. */
 export function openPluginStore(
   source: AdapterSource,
   owner: 'store option' | 'provider adapter',

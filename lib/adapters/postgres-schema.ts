@@ -5,12 +5,7 @@ import { appendCtes, type OutboxTables } from '../outbox/postgres.js';
 import { GUARD_KIND, QUOTA_KIND } from './contracts/commit.js';
 import type { Statement } from '../postgres/statement.js';
 
-/**
- * The PostgreSQL adapter's two tables, their migration and every statement
- * the adapter sends. Each statement has a name of its own (per table), so
- * that PostgreSQL parses and plans it once per connection and later calls
- * only bind and execute it.
- */
+/** The PostgreSQL adapter's tables, migration and statements, each prepared once per connection under its own name. */
 
 interface StoreNames {
   /** The entries: one row per model and id. */
@@ -19,7 +14,6 @@ interface StoreNames {
   indexes: string;
   /** Key of the advisory lock that serialises migrations of these tables. */
   lock: string;
-  /** Put in front of every prepared statement's name: statements of different tables never share one. */
   statementPrefix: string;
   /** Index names, unqualified (PostgreSQL creates an index in its table's schema). */
   uidIndex: string;
@@ -61,16 +55,8 @@ export function storeNames(schema: string | undefined, table: string): StoreName
 }
 
 /**
- * Creates what is missing, changes nothing that exists: safe to run on every
- * start, from any number of instances at once (an advisory lock makes them
- * take turns, since concurrent CREATE … IF NOT EXISTS can still collide).
- * When everything is there it only looks, so that a role without the right to
- * create (the tables made by an owner role) starts as well.
- *
- * Keys are compared byte by byte (COLLATE "C"): faster than a linguistic
- * collation, and it orders index members as JavaScript orders their ASCII
- * ids. Entries expire by the database's clock; index members by the
- * expiry (ms since the epoch) the caller gives, as in the other adapters.
+ * Creates what is missing, from any number of instances (an advisory lock makes them take turns); when all is
+ * there it only looks, so a role without CREATE starts. Keys are COLLATE "C": byte order, as JavaScript orders ids.
  */
 export async function migrateStore(pool: pg.Pool, names: StoreNames): Promise<void> {
   const { rows } = await pool.query<{ missing: number }>(
@@ -134,57 +120,27 @@ const LIVE = '(expires_at IS NULL OR expires_at > now())';
 
 /** What a commit writes besides the exchange's own rows. */
 interface CommitExtras {
-  /**
-   * A trail in the same database: its rows are appended by its SQL function
-   * ($12 its argument), called in the select list of a query over `redeemed`
-   * (so by construction, whatever the plan, once per row it returns), never for
-   * an exchange that does not commit.
-   */
+  /** A trail in the same database: its SQL function ($12 its argument) runs once per redeemed row, never for an exchange that does not commit. */
   appendFunction?: string | undefined;
   /** The outbox's tables: the exchange's notifications are appended (appendCtes' values follow). */
   outbox?: Pick<OutboxTables, 'entries' | 'drops'> | undefined;
 }
 
-/**
- * The commit statement of an exchange charged to quota counters (a
- * delegation's), with `extras`, named after them. Commits without counters
- * go out together (`commitManyWith`).
- */
+/** The commit statement of a quota-charged exchange (a delegation's) with `extras`, named after them. */
 export function commitWith(names: StoreNames, extras: CommitExtras): Statement {
   const variant = `${extras.appendFunction ?? ''}\n${extras.outbox ? extras.outbox.entries : ''}\nquotas`;
   const suffix = createHash('sha256').update(variant).digest('hex').slice(0, 12);
   return { name: `${names.statementPrefix}commit_${suffix}`, text: commitText(names, extras) };
 }
 
-/**
- * The ids of array parameter `array` as rows `g(id)`, for a join on the
- * primary key (model, id): one probe per id. Written as `id = ANY(array)`,
- * the generic plan a connection keeps after five calls read every entry of
- * the model and filtered them, a cost that grew with the sessions stored.
- * The LIMIT tells the planner how few there are.
- */
+/** The ids of `array` as rows `g(id)`: one primary-key probe each (`id = ANY` got a generic plan that scanned the model). */
 function idsOf(array: string): string {
   return `(SELECT id FROM unnest(${array}::text[]) AS u(id) LIMIT cardinality(${array}::text[])) AS g`;
 }
 
-// One exchange in one statement, hence one transaction. The guards ($10, entries of model $4)
-// are read under a shared row lock (FOR SHARE, in the order of their ids): exchanges never
-// wait for each other on them, while a mark that ends one (an upsert, hence an exclusive lock)
-// either came first and is read here in its latest version, or waits for this statement and
-// then finds its session listed. A guard with no row yet is created here ($11 is its lifetime,
-// ms), which a mark then waits for too. One created by another statement meanwhile is neither
-// created nor seen: the statement then commits nothing and answers `unsettled`, and is sent
-// again. The quota counters ($12 ids, $13 bounds, $14 lifetimes in ms: entries of model $4
-// whose payload holds `count`) are locked in the order of their ids (FOR UPDATE, which reads
-// each in its latest version), so that concurrent commits charged to one counter take turns on
-// its row and each sees the charges of those before it; a counter with no row yet is created
-// at 0, which this statement cannot see: it is `unsettled` too. Unless a guard has ended or a
-// counter has taken its bound, the consumption of ($1, $2) decides (with $1 NULL there is
-// nothing to consume), and the counters are charged (counted up while they live, started
-// again at 1 once expired), the entry ($4, $5) and its index members (names $9) written, only
-// from the row `allowed` returns; a caller that waited for the consumed row's lock finds it
-// consumed and writes nothing. $7 is the entry's lifetime in milliseconds, $8 the members'
-// expiry.
+// Invariants 1–5: one exchange, one statement. $1, $2 the entry to consume (NULL: none); $4, $5 the entry
+// written, $7 its lifetime (ms), $8 its members' expiry, $9 their index names; $10 guards, $11 a created
+// guard's lifetime (ms); $12–$14 quota counters' ids, bounds and lifetimes (ms).
 function commitText({ entries, indexes }: StoreNames, { appendFunction, outbox }: CommitExtras): string {
   const journal = appendFunction
     ? `,
@@ -265,20 +221,9 @@ function commitText({ entries, indexes }: StoreNames, { appendFunction, outbox }
         ${outcome}, ${journaled} AS journaled, ${dropped} AS dropped`;
 }
 
-// Several exchanges' commits without quota counters in one statement, hence one transaction: what a commit costs PostgreSQL beyond its rows (the statement, the
-// transaction, its WAL flush) is paid once for all of them. Each exchange (row n of $1–$8: the
-// entry to consume, or NULL; the consumption's value; the entry to write, its payload, its
-// lifetime in ms, its members' expiry) is decided as `commitText` decides one: its guards
-// ($9 models, $10 ids, $11 owners n; $12 a created guard's lifetime in ms) are read under a
-// shared row lock, all of the batch's in the order of their keys, and one that has ended, or
-// that another statement created meanwhile (`unsettled`, sent again), leaves that exchange
-// alone uncommitted. The entries to consume are then locked in the order of their keys (FOR
-// UPDATE, re-checked in their latest version), as `consumeMany` locks them, so that two
-// statements never wait for each other in a cycle; of two exchanges of one batch consuming the
-// same entry, exactly one is returned by `redeemed`. Only the exchanges `allowed` returns write
-// their entry and its index members ($13 names, $14 owners n). One row per exchange. With
-// `outbox`, the allowed exchanges' notifications are appended too (`notifyManyCtes`); with
-// `appendFunction`, their trail rows (`journalManyCtes`).
+// Invariants 1–4, 11: commits without quota counters in one statement. Row n of $1–$8: entry to consume (or
+// NULL), consumed value, entry, payload, lifetime (ms), members' expiry; $9–$11 guards' models, ids, owners n,
+// $12 a created guard's lifetime (ms); $13, $14 index names and owners n.
 function commitManyText({ entries, indexes }: StoreNames, { outbox, appendFunction }: BatchedExtras = {}): string {
   const notes = outbox ? `,\n      ${notifyManyCtes(outbox)}` : '';
   const dropped = outbox
@@ -363,13 +308,7 @@ export function commitManyWith(names: StoreNames, extras: BatchedExtras): Statem
   return { name: `${names.statementPrefix}commit_many_${suffix}`, text: commitManyText(names, extras) };
 }
 
-// The trail rows of a batch's allowed exchanges ($first: for each exchange n, its rows as a JSON
-// array), appended by the trail's function in one call, in the order of the exchanges and of
-// each one's rows: the chain's head is locked once for them all. The call stands in a CTE over a
-// one-row query, which PostgreSQL evaluates once (a CTE that calls a volatile function is never
-// folded into the query that reads it), so that whatever the plan it runs once, and not at all
-// when no exchange is allowed; `journaled.pos` numbers its rows as `journal_input.pos` numbers
-// what it was given.
+// A batch's trail rows ($first: per exchange n, a JSON array), in one call in a CTE, which PostgreSQL runs once whatever the plan.
 function journalManyCtes(appendFunction: string, first: number): string {
   return `journal_input AS MATERIALIZED (
         SELECT j.n, e.value, row_number() OVER (ORDER BY j.n, e.ord) AS pos
@@ -382,14 +321,8 @@ function journalManyCtes(appendFunction: string, first: number): string {
         CROSS JOIN LATERAL ${appendFunction}(x.rows) WITH ORDINALITY AS r(seq, hash, pos))`;
 }
 
-// The notifications of a batch's allowed exchanges ($15 ids, $16 subscriptions, $17 subjects,
-// $18 streams, $19 bodies, $20 each one's time in ms, $21 its subscription's bound, $22 its
-// exchange n), appended as appendCtes appends one exchange's: a stream's entry is ready only
-// when the stream has no other live one, and a subscription at its bound refuses the entry
-// (counted in the drops). Within a batch, a subscription's entries count those before them in
-// the batch (`ahead`), so that no batch takes a subscription past its bound; the caller puts two
-// notifications of one stream in statements one after the other, so that the second sees the
-// first.
+// A batch's notifications ($15 ids, $16 subscriptions, $17 subjects, $18 streams, $19 bodies, $20 times (ms),
+// $21 bounds, $22 exchange n), as appendCtes; `ahead` counts a subscription's earlier entries in the batch.
 function notifyManyCtes({ entries, drops }: Pick<OutboxTables, 'entries' | 'drops'>): string {
   return `input AS (
         SELECT * FROM unnest($15::text[], $16::text[], $17::text[], $18::text[], $19::text[], $20::bigint[],
@@ -437,8 +370,7 @@ export function storeStatements(names: StoreNames): Record<StatementName, Statem
         UNION ALL
         SELECT payload, consumed FROM ${entries} WHERE q.by_uid AND model = q.model AND uid = q.key AND ${LIVE}
         LIMIT 1) AS e`,
-    // findMany, and for each lookup $4 marks (an access token's), the token's Session (by the uid
-    // its payload names) and its Grant (by its grant_id) in the same statement: `via` names them.
+    // As findMany; for an access token ($4) also its Session (by uid) and Grant (by grant_id): `via` names them.
     findManyAhead: `WITH found AS (
         SELECT q.n, q.follow, e.payload, e.consumed, e.grant_id
         FROM unnest($1::text[], $2::bool[], $3::text[], $4::bool[]) WITH ORDINALITY AS q(model, by_uid, key, follow, n)
@@ -459,9 +391,7 @@ export function storeStatements(names: StoreNames): Record<StatementName, Statem
         JOIN ${entries} AS g ON g.model = 'Grant' AND g.id = f.grant_id
         WHERE f.follow AND (g.expires_at IS NULL OR g.expires_at > now())`,
     findByUserCode: `SELECT payload, consumed FROM ${entries} WHERE model = $1 AND user_code = $2 AND ${LIVE} LIMIT 1`,
-    // Replaces whole entries, so that a `consumed` of an earlier version cannot survive. One row
-    // per model and id, in the order given. $8 holds lifetimes in milliseconds; NULL (no expiry)
-    // makes expires_at NULL.
+    // Replaces whole entries, so an earlier `consumed` cannot survive; $8 lifetimes (ms), NULL never expires.
     upsertMany: `INSERT INTO ${entries} AS e (model, id, payload, consumed, grant_id, uid, user_code, expires_at)
       SELECT t.model, t.id, t.payload::json, t.consumed::json, t.grant_id, t.uid, t.user_code,
         now() + t.lifetime * interval '1 millisecond'
@@ -469,10 +399,7 @@ export function storeStatements(names: StoreNames): Record<StatementName, Statem
         AS t(model, id, payload, consumed, grant_id, uid, user_code, lifetime)
       ON CONFLICT (model, id) DO UPDATE SET payload = EXCLUDED.payload, consumed = EXCLUDED.consumed,
         grant_id = EXCLUDED.grant_id, uid = EXCLUDED.uid, user_code = EXCLUDED.user_code, expires_at = EXCLUDED.expires_at`,
-    // The statement single use rests on. The rows are locked in the order of their keys, so
-    // that two batches never wait for each other in a cycle; a caller that waited for a row's
-    // lock re-checks `consumed IS NULL` on the row as the one before it left it (READ
-    // COMMITTED), so exactly one statement consumes a row. Returns the rows it consumed.
+    // Invariants 1 and 3: rows locked in key order, `consumed IS NULL` re-checked on the latest version.
     consumeMany: `WITH target AS (
         SELECT model, id FROM ${entries}
         WHERE (model, id) IN (SELECT * FROM unnest($1::text[], $2::text[])) AND consumed IS NULL AND ${LIVE}
@@ -485,22 +412,15 @@ export function storeStatements(names: StoreNames): Record<StatementName, Statem
     destroy: `DELETE FROM ${entries} WHERE model = $1 AND id = $2`,
     // Only the grantable models' rows carry a grant id.
     revokeByGrantId: `DELETE FROM ${entries} WHERE grant_id = $1`,
-    // One statement: a member is added to all of its indexes, or to none. One row per model,
-    // index and member, in the order given.
+    // A member is added to all of its indexes, or to none.
     indexAddMany: `INSERT INTO ${indexes} (model, name, member, expires_at)
       SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[])
       ON CONFLICT (model, name, member) DO UPDATE SET expires_at = EXCLUDED.expires_at`,
-    // The first statement of a bounded addition's transaction: one advisory lock per index
-    // ($1 the store's lock name, $2 the model, $3 the index names), taken in the order of the
-    // lock keys, so that two additions never wait for each other in a cycle (a volatile call in
-    // the select list runs after the sort).
+    // Invariant 6: one advisory lock per index ($1 lock name, $2 model, $3 names), in lock-key order.
     indexLock: `SELECT pg_advisory_xact_lock(hashtext($1), k.key)
       FROM (SELECT DISTINCT hashtext($2 || E'\\n' || name) AS key FROM unnest($3::text[]) AS name) AS k
       ORDER BY k.key`,
-    // The second, once the locks are held: a later statement, so it counts every member a
-    // bounded addition that held the locks before committed. Adds member $3 to the indexes $2
-    // (expiries $5, bounds $6) only when each holds fewer than its bound of live members (the
-    // member aside) at $4 (ms); returns the first full index, if any.
+    // Invariant 6: adds $3 to indexes $2 (expiries $5, bounds $6) when none is full at $4 (ms); returns the first full.
     indexAddWithin: `WITH wanted AS (
         SELECT * FROM unnest($2::text[], $5::bigint[], $6::int[]) WITH ORDINALITY AS w(name, expires_at, bound, n)),
       full_index AS (

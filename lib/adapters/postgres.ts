@@ -1,13 +1,3 @@
-/**
- * `oidc-provider-impersonation/adapters/postgres`: an oidc-provider adapter on
- * PostgreSQL (`pg` is an optional peer dependency), with the plugin's atomic
- * `consumeOnce` and sorted indexes.
- *
- * Longer than most files here on purpose: its statements and the schema they
- * rely on (postgres-schema.ts) are read together, one per adapter method. The
- * batching, pool, identifiers and migrations it shares with the audit log live
- * in lib/postgres/; what every adapter shares lives in contract.ts.
- */
 import { createHash } from 'node:crypto';
 import type pg from 'pg';
 import type { AdapterPayload } from 'oidc-provider';
@@ -47,19 +37,11 @@ export interface PostgresAdapterOptions extends PoolSource {
 }
 
 export interface PostgresAdapterClass extends ImpersonationAdapterClass {
-  /**
-   * Creates the tables and indexes that are missing. The first call of any
-   * method does it too; calling it at start-up surfaces a misconfiguration
-   * (no database, no rights) before the first request.
-   */
+  /** Creates the missing tables and indexes (the first call does too): at start-up it surfaces a misconfiguration early. */
   migrate(): Promise<void>;
   /** Deletes expired rows now, in batches, as the background sweep does; resolves with how many went. */
   cleanup(): Promise<{ entries: number; indexMembers: number }>;
-  /**
-   * Stops the sweep, waits for a sweep in progress, and ends the pool opened from
-   * `connectionString` (a pool passed in is left to its owner); calls after it reject.
-   * Closing twice is harmless.
-   */
+  /** Stops the sweep, waits for one in progress and ends a pool opened from `connectionString`; later calls reject. */
   close(): Promise<void>;
   /** @deprecated The same as `close()`, the name every store of the package closes with. */
   disconnect(): Promise<void>;
@@ -73,21 +55,12 @@ const DEFAULT_CLEANUP_BATCH = 500;
 /** Most statements one sweep sends per table; what is left waits for the next sweep. */
 const CLEANUP_BATCHES_PER_SWEEP = 100;
 
-/**
- * Text PostgreSQL cannot hold as it is (NUL, a lone surrogate), that the
- * reserved first character would make ambiguous, or that is long enough to
- * strain a btree key (an index entry holds at most about 2.7 kB).
- */
+/** Text PostgreSQL cannot hold (NUL, a lone surrogate), starting with the reserved character, or too long for a btree key. */
 // eslint-disable-next-line no-control-regex -- NUL and U+0001 are exactly what is looked for
 const UNSTORABLE = /[\0\u0001]|\p{Cs}/u;
 const LONGEST_KEY = 256;
 
-/**
- * A key column's value for `value`: itself when it can be stored as it is;
- * otherwise a digest behind a character no stored value starts with. Lookups
- * go through the same mapping, so an unusual id is found, or not, as in any
- * other adapter, and never makes a statement fail.
- */
+/** A key column's value: `value` itself when storable, else a digest behind a character no stored value starts with. */
 function keyOf(value: string): string {
   if (value.length <= LONGEST_KEY && !UNSTORABLE.test(value)) return value;
   return `\u0001${createHash('sha256').update(value, 'utf16le').digest('base64url')}`;
@@ -95,10 +68,7 @@ function keyOf(value: string): string {
 
 type Row = { payload: AdapterPayload; consumed: unknown };
 
-/**
- * How long a guard row a commit created is kept (ms): longer than any
- * exchange runs, so that a mark racing the exchange finds it and waits.
- */
+/** How long a guard row a commit created is kept (ms): longer than any exchange, so a racing mark finds it. */
 const GUARD_LIFETIME_MS = 10 * 60 * 1000;
 
 /** A batched commit's answer for one exchange (`commitManyText`). */
@@ -111,13 +81,12 @@ interface CommitManyRow {
   journaled: Array<{ seq: string; hash: string }> | null;
 }
 
-/** The commit statement's answer. */
 interface CommitRow {
   committed: number;
   guard: string | null;
   /** The first quota counter that had taken its bound. */
   spent: string | null;
-  /** Guards created by another statement since this one began: nothing was committed, it is sent again. */
+  /** Invariant 4: guards created by another statement meanwhile; nothing committed, sent again. */
   unsettled: number;
   journaled: Array<{ seq: string; hash: string }> | null;
   dropped: string[] | null;
@@ -126,7 +95,6 @@ interface CommitRow {
 /** Times a commit is sent while its guards are being created by other statements (a quota write, its counters). */
 const MAX_COMMIT_ATTEMPTS = 3;
 
-/** Most operations one batched statement carries. */
 const MAX_BATCH = 256;
 /** The longest lifetime stored, in ms (about 300 years): a longer one would overflow PostgreSQL's interval and fail its whole batch. */
 const LONGEST_LIFETIME_MS = 1e13;
@@ -150,7 +118,6 @@ interface PlainCommit {
   journal?: string | undefined;
 }
 
-/** The values of `commitManyText` for `commits`. */
 function commitManyValues(commits: readonly PlainCommit[]): unknown[] {
   const column = <Key extends keyof PlainCommit>(key: Key) => commits.map((commit) => commit[key]);
   const owned = (list: (commit: PlainCommit) => readonly string[]) => {
@@ -204,11 +171,7 @@ function commitManyValues(commits: readonly PlainCommit[]): unknown[] {
   ];
 }
 
-/**
- * `items` cut, in their order, into runs in which no two items share a key: a
- * run ends before the item that would repeat one. Sent one after the other,
- * the runs keep the order the items came in.
- */
+/** `items` cut, in order, into runs in which no two share a key (Invariant 11). */
 function runsOfDistinct<Item>(items: readonly Item[], keysOf: (item: Item) => readonly string[]): Item[][] {
   const runs: Item[][] = [];
   let run: Item[] = [];
@@ -261,22 +224,7 @@ interface IndexWrite {
   expiresAt: number;
 }
 
-/**
- * An oidc-provider adapter on PostgreSQL for every model oidc-provider stores
- * and for the plugin's subject tokens and impersonation sessions. Every
- * operation is one statement, hence one round trip; finds, entry writes,
- * index additions and consumptions asked for in the same turn of the event
- * loop share theirs (see lib/postgres/batch.ts). `consumeOnce` is a conditional
- * `UPDATE` that exactly one caller wins, across any number of processes.
- * Expired rows are never returned and are deleted by a background sweep that
- * holds no request up.
- *
- * Tables (see postgres-schema.ts): `<table>` (model, id, payload json, consumed
- * json, grant_id, uid, user_code, expires_at) and `<table>_index` (model, name,
- * member, expires_at in ms). Nothing is evicted: the database's disk is the
- * bound, so unauthenticated traffic can fill it but never push out security
- * state.
- */
+/** An oidc-provider adapter on PostgreSQL for every model and domain; nothing is evicted (the disk is the bound). */
 export function createPostgresAdapter(options: PostgresAdapterOptions): PostgresAdapterClass {
   if (options === null || typeof options !== 'object')
     throw invalidArgument('createPostgresAdapter', 'options', 'must be an object');
@@ -306,8 +254,7 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
   const { pool, end } = openPool('createPostgresAdapter', options);
   const names = storeNames(options.schema, table);
   const statements = storeStatements(names);
-  // The commit of an exchange charged to quota counters (a delegation's) with a trail's rows,
-  // with notifications, or both (one prepared statement each).
+  // A quota-charged commit (a delegation's) with trail rows, notifications or both: one prepared statement each.
   const commitVariants = new Map<string, Statement>();
   const commitStatement = (appendFunction: string | undefined, notifying: boolean): Statement => {
     const key = `${appendFunction ?? ''}\n${notifying}`;
@@ -363,12 +310,7 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
   // The owner of what this adapter reads ahead (see ReadAhead): only its own finds take it.
   const readAheadOwner = {};
 
-  // Finds, consumptions, entry writes and index additions of the same turn of
-  // the event loop, from any number of requests, each go out as one statement.
-  // A value that could make a statement fail is refused before it joins one,
-  // so that one caller's mistake never fails the others; should PostgreSQL
-  // still refuse a value, the batch is sent again in halves down to the
-  // caller that brought it (see lib/postgres/batch.ts).
+  // Invariant 10: finds, consumptions, writes and index additions of one turn go out as one statement.
   const lookups = new StatementBatch<Lookup, AdapterPayload | undefined>(
     async (items) => {
       const following = items.some((item) => item.ahead);
@@ -389,8 +331,7 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
         const token = found[at];
         const { Session: session, Grant: grant } = ahead[at] ?? {};
         if (!item.ahead || !token) continue;
-        // Only what was found is left: what these finds would return, read with the token. One
-        // not found is read again, so that nothing is refused for a row the join could not name.
+        // Only what was found is left; a miss is read again on its own.
         if (session && typeof token.sessionUid === 'string' && keyOf(token.sessionUid) === token.sessionUid) {
           item.ahead.put(readAheadOwner, 'Session', 'uid', token.sessionUid, session);
         }
@@ -412,7 +353,7 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
         [rows.map((row) => row.model), rows.map((row) => row.id), consumedAt],
         'consumeOnce',
       );
-      // Of several callers for one row in this batch, the first wins, as if they had been sent one by one.
+      // Invariant 11: of several callers for one row, the first wins.
       const won = new Set(
         (consumed as Array<{ model: string; id: string }>).map((row) => `${row.model}\u0000${row.id}`),
       );
@@ -423,7 +364,7 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
 
   const entryWrites = new StatementBatch<EntryWrite, void>(
     async (items) => {
-      // Locked in key order, as the consumptions and the commit's guards lock theirs: never a cycle.
+      // Invariant 3.
       const rows = lastByKey(items, (item) => `${item.model}\u0000${item.id}`).sort((a, b) =>
         a.model === b.model ? (a.id < b.id ? -1 : a.id > b.id ? 1 : 0) : a.model < b.model ? -1 : 1,
       );
@@ -468,10 +409,7 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
     { max: MAX_BATCH },
   );
 
-  // Commits without quota counters of the same turn of the event loop, from any number of
-  // requests, go out as one statement, one transaction (see commitManyText).
-  // A statement carries each written entry and each notified stream once: a commit that would
-  // repeat one starts the next statement, so that they keep the order they came in.
+  // Invariant 11: commits without quota counters of one turn share a statement.
   const commitsIn = (statement: () => Statement) =>
     new StatementBatch<PlainCommit, CommitRow>(
       async (items) => {
@@ -523,8 +461,7 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
     return sweeping;
   }
 
-  // Small statements one after another, each its own short transaction: a
-  // request waits at most for one batch's row locks, never for the sweep.
+  // Short statements, each its own transaction: a request waits at most for one batch's row locks.
   async function sweepTable(statement: Statement, values: () => unknown[]): Promise<number> {
     let deleted = 0;
     for (let batch = 0; batch < CLEANUP_BATCHES_PER_SWEEP && !closed; batch += 1) {
@@ -732,8 +669,7 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
         notes: notifying ? notes : undefined,
         journal: journal?.rows,
       };
-      // Without quota counters (an impersonation's), commits of one turn go out together;
-      // with them (a delegation's), each is a statement of its own.
+      // Impersonations' commits of one turn go out together; a delegation's (quota counters) alone.
       const send = async (): Promise<CommitRow> => {
         if (quotas.length === 0) return commitBatch(journal?.appendFunction, notifying).add(commit);
         const values = [
@@ -758,7 +694,7 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
         return (await run(statement, values, 'commitOnce')).rows[0] as CommitRow;
       };
       let answer: CommitRow;
-      // A guard or counter row another statement (or this one) created is not seen by it: sent again, it is.
+      // Invariant 4: a row created meanwhile is not seen by this statement; sent again, it is.
       for (let attempt = 1; ; attempt += 1) {
         answer = await send();
         if (answer.unsettled === 0 || answer.guard !== null || answer.spent !== null || answer.committed === 1) break;
@@ -802,11 +738,7 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
       await indexWrites.add({ model: this.#name, names: indexes.map(keyOf), member, expiresAt: Math.round(expiresAt) });
     }
 
-    /**
-     * One transaction: the indexes' advisory locks, then the count and the
-     * addition in a statement of its own, which (READ COMMITTED, whatever the
-     * pool's default) sees every addition that held the locks before it.
-     */
+    /** Invariant 6: the advisory locks, then the count and addition in a later statement. */
     async indexAddWithin(adds: readonly BoundedIndexAdd[], member: string): Promise<string | undefined> {
       if (!adds.length) return undefined;
       assertMember(member);
@@ -887,12 +819,7 @@ function assertMember(member: string): void {
   }
 }
 
-/**
- * A position to page after, as text PostgreSQL can compare. A position that
- * names no storable member (a cursor made up by a caller) becomes its longest
- * storable prefix followed by U+0001: no stored member holds U+0001, so the
- * members before it are exactly those up to and including that prefix.
- */
+/** A position to page after as comparable text: an unstorable member becomes its longest storable prefix + U+0001. */
 function positionOf(member: string): string {
   const bad = member.slice(0, LONGEST_KEY + 1).search(UNSTORABLE);
   if (bad === -1 && member.length <= LONGEST_KEY) return member;
@@ -900,11 +827,7 @@ function positionOf(member: string): string {
   return `${member.slice(0, end)}\u0001`;
 }
 
-/**
- * An error that names the operation and PostgreSQL's SQLSTATE, and nothing of
- * the statement's values: a server's detail can quote a key, and a key can be
- * a token (an opaque access token's id is the token).
- */
+/** Invariant 12: names the operation and SQLSTATE, never a value (a key can be a token). */
 function storeError(operation: string, error: unknown): Error {
   const { code, message } = error as { code?: unknown; message?: unknown };
   const reason =

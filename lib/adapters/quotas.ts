@@ -1,11 +1,7 @@
 import { unfitStore } from '../errors/standalone.js';
 import type { AtomicCommit, QuotaOutcome, QuotaWrite } from './contracts/commit.js';
 
-/**
- * `saveWithinQuotas` as the adapters here run it: the commit of `write` that
- * consumes nothing and has no guard, so that one operation, and one script
- * or statement per store, counts every principal's share.
- */
+/** `saveWithinQuotas` as `commitOnce` without consumption or guard (Invariant 5). */
 export async function saveWithinQuotasBy(adapter: AtomicCommit, write: QuotaWrite): Promise<QuotaOutcome> {
   const outcome = await adapter.commitOnce({ ...write, guards: [] });
   if (outcome.outcome === 'spent') return outcome;

@@ -1,12 +1,3 @@
-/**
- * The Redis adapter (standalone, Valkey or Cluster): oidc-provider's models,
- * the plugin's atomic consume and sorted indexes.
- *
- * Longer than most files here on purpose: the key layout (hash tags that keep
- * an entry and its lookups in one Cluster slot) and the Lua scripts that rely
- * on it must be read together, so they stay in one file. What every adapter
- * shares lives in contract.ts.
- */
 import { Cluster, Redis, type ClusterNode, type ClusterOptions, type RedisOptions } from 'ioredis';
 import { LRUCache } from 'lru-cache';
 import type { AdapterPayload } from 'oidc-provider';
@@ -31,37 +22,17 @@ import { clusterOf, type RedisClient, type RedisNode, type RedisPipeline } from 
 export type { RedisClient, RedisNode, RedisPipeline } from '../redis/client.js';
 
 export interface RedisAdapterOptions {
-  /**
-   * A client you own (`Redis` or `Cluster`, of ioredis 5 or 6); the adapter
-   * never closes it. Give it `REDIS_CLIENT_OPTIONS` (a `Cluster`
-   * `REDIS_CLUSTER_OPTIONS`) so that an outage fails fast and nothing is
-   * replayed after the caller was told it failed.
-   */
+  /** A client you own (ioredis 5 or 6), never closed here; build it with `REDIS_CLIENT_OPTIONS`. */
   client?: RedisClient | undefined;
   /** Where to connect when no client is given. Default `redis://127.0.0.1:6379`. */
   url?: string | undefined;
-  /**
-   * The nodes of a Redis Cluster to connect to, instead of `client` or `url`:
-   * the adapter opens `new Cluster(cluster, REDIS_CLUSTER_OPTIONS)` and closes it.
-   */
+  /** Redis Cluster nodes: the adapter opens `new Cluster(cluster, REDIS_CLUSTER_OPTIONS)` and closes it. */
   cluster?: ClusterNode[] | undefined;
-  /**
-   * With `cluster`: options of your own (credentials, TLS, NAT mapping) over
-   * `REDIS_CLUSTER_OPTIONS`; `redisOptions` over `REDIS_CLIENT_OPTIONS`. What
-   * you set wins, the failure handling included.
-   */
+  /** With `cluster`: your options over `REDIS_CLUSTER_OPTIONS` (`redisOptions` over `REDIS_CLIENT_OPTIONS`). */
   clusterOptions?: ClusterOptions | undefined;
   /** Put in front of every key, so that several deployments can share one server. Default `oidc:`. */
   keyPrefix?: string | undefined;
-  /**
-   * Replicas that must hold a write before it counts (Redis `WAIT`): with
-   * replicas and failover (Sentinel, Cluster), a write acknowledged by a
-   * master that dies before passing it on is lost, and a lost `consumeOnce`
-   * would let a subject token be redeemed again. With `replicas: 1`,
-   * `upsert` and `consumeOnce` resolve only once a replica has the write, and
-   * reject (never resolve `false`) when none confirms within
-   * `replicaTimeoutMs`. Default 0: the master's answer counts.
-   */
+  /** Replicas that must confirm a write (`WAIT`) before it counts; none in time rejects. Default 0. */
   replicas?: number | undefined;
   /** How long a write waits for its replicas, milliseconds. Default 500. */
   replicaTimeoutMs?: number | undefined;
@@ -74,39 +45,20 @@ export interface RedisAdapterClass extends ImpersonationAdapterClass {
   disconnect(): Promise<void>;
 }
 
-/**
- * Client options for an identity service: a call fails within a second when
- * Redis is down (two when it stops answering) instead of waiting in a queue,
- * and a command is never sent again after its caller got an error. A replayed
- * `consumeOnce` would burn a subject token whose exchange was answered with an
- * error.
- */
+/** Client options that fail a call fast when Redis is down and never replay one (Invariant 9). */
 export const REDIS_CLIENT_OPTIONS = {
   enableOfflineQueue: false,
-  // Commands issued in the same tick (the concurrent requests' lookups) go out
-  // in one write and come back in one read: fewer system calls on both sides.
-  // The bench measured +4% exchanges per second with an opaque actor token and
-  // Redis's own CPU down from 11% to 3% of a core.
+  // Commands of one tick share a write: Redis CPU 11% → 3% of a core in the bench.
   enableAutoPipelining: true,
   autoResendUnfulfilledCommands: false,
-  // Rejects the commands in flight as soon as the connection drops.
   maxRetriesPerRequest: 0,
-  // A connection that stops answering (Redis hung, a network path gone
-  // silent) is dropped, which rejects its calls, and replaced.
   socketTimeout: 2000,
   connectTimeout: 2000,
   // Never gives up, so the service serves again as soon as Redis is back.
   retryStrategy: (attempt: number) => Math.min(attempt * 50, 500),
 } satisfies RedisOptions;
 
-/**
- * The same for a Redis Cluster client: `new Cluster(nodes, REDIS_CLUSTER_OPTIONS)`.
- * A redirection (MOVED, ASK), TRYAGAIN or CLUSTERDOWN is an answer that the
- * command did not run, so it is followed; a connection that closes with
- * commands in flight is not retried, since they may have run (a replayed
- * `consumeOnce` again). During a failover the calls for the failed master's
- * slots fail, as in an outage, until a replica has taken over.
- */
+/** The same for `new Cluster(nodes, REDIS_CLUSTER_OPTIONS)`: only replies that say nothing ran are followed. */
 export const REDIS_CLUSTER_OPTIONS = {
   redisOptions: REDIS_CLIENT_OPTIONS,
   enableOfflineQueue: false,
@@ -122,35 +74,25 @@ export const REDIS_CLUSTER_OPTIONS = {
 /** How many uid → id pointers findByUid remembers, per createRedisAdapter(). */
 const REMEMBERED_UIDS = 10_000;
 
-/** The scripts' TTL of an entry that never expires. */
 const NO_EXPIRY = -1;
 
 /** Replies of a Redis Cluster that mean the command did not run and may be sent again. */
 const REDIRECTION = /^(MOVED|ASK|TRYAGAIN|CLUSTERDOWN) /;
-/** Attempts of a replicated write that keeps being redirected. */
 const MAX_REDIRECTIONS = 4;
 
 /** How long a call waits for a (re)connection before it fails; longer than the longest retry delay. */
 const READY_WAIT_MS = 1000;
 
-/*
- * Every script touches one key only, so each runs unchanged on Redis Cluster.
- * Scripts are sent by EVALSHA (ioredis falls back to EVAL once after a
- * NOSCRIPT, which is safe: NOSCRIPT means nothing ran).
- */
+// Invariant 2: each of these scripts touches one key.
 const SCRIPTS = {
-  // The payload stays opaque to Lua: only the `consumed` field is set, in
-  // place, which also keeps the key's TTL. Decoding and re-encoding the JSON
-  // with cjson would turn [] into {} and round numbers to 14 digits.
+  // Sets `consumed` in place: the payload stays opaque (cjson would turn [] into {}).
   impersonationConsumeOnce: `
 if redis.call('HEXISTS', KEYS[1], 'payload') == 0 then return 0 end
 return redis.call('HSETNX', KEYS[1], 'consumed', ARGV[1])`,
   impersonationRelease: `
 if redis.call('HGET', KEYS[1], 'consumed') ~= ARGV[1] then return 0 end
 return redis.call('HDEL', KEYS[1], 'consumed')`,
-  // Replaces the whole entry, so that a `consumed` of an earlier version cannot
-  // survive. A TTL of 0 is an entry already expired: the earlier version goes
-  // and nothing is stored; below 0, the entry never expires.
+  // Replaces the whole entry, so an earlier `consumed` cannot survive; TTL 0 only deletes, below 0 never expires.
   impersonationWrite: `
 redis.call('DEL', KEYS[1])
 local ttl = tonumber(ARGV[3])
@@ -159,9 +101,7 @@ redis.call('HSET', KEYS[1], 'payload', ARGV[1])
 if ARGV[2] ~= '' then redis.call('HSET', KEYS[1], 'consumed', ARGV[2]) end
 if ttl > 0 then redis.call('PEXPIRE', KEYS[1], ttl) end
 return 1`,
-  // The index must outlive its longest-lived member, or revokeByGrantId would
-  // miss that token: the TTL only grows, and a member without one makes the
-  // index permanent. Plain EXPIRE GT would need Redis 7.
+  // Invariant 7: the TTL only grows (EXPIRE GT needs Redis 7).
   impersonationAddToGrant: `
 local before = redis.call('PTTL', KEYS[1])
 redis.call('SADD', KEYS[1], ARGV[1])
@@ -171,11 +111,7 @@ elseif before == -2 or (before >= 0 and before < ttl) then redis.call('PEXPIRE',
 return 1`,
 } as const;
 
-/**
- * Adds a member to sorted indexes scored by expiry, all in one call: expired
- * members go first, and each key expires with its last member. Its keys share
- * one hash tag, so it runs unchanged on Redis Cluster.
- */
+/** Adds a member to sorted indexes of one hash tag; each key expires with its last member. */
 const INDEX_ADD = `
 for _, key in ipairs(KEYS) do
   redis.call('ZREMRANGEBYSCORE', key, '-inf', ARGV[3])
@@ -185,14 +121,7 @@ for _, key in ipairs(KEYS) do
 end
 return 1`;
 
-/**
- * Adds a member to sorted indexes, each within its bound, all in one call:
- * expired members go first, then each index is counted (the member itself
- * aside), and the member is added to all of them only when none is full.
- * ARGV: the member, now (ms), then per key its member's expiry and its
- * bound. Returns 0 when added, or the position of the first full key. Its
- * keys share one hash tag, so it runs unchanged on Redis Cluster.
- */
+/** As INDEX_ADD, only when no index is full (the member aside); ARGV: member, now, then per key expiry and bound. */
 const INDEX_ADD_WITHIN = `
 for i, key in ipairs(KEYS) do
   redis.call('ZREMRANGEBYSCORE', key, '-inf', ARGV[2])
@@ -208,23 +137,9 @@ end
 return 0`;
 
 /**
- * One exchange's commit: unless a guard has ended, consumes KEYS[1] (when it
- * is asked to) and, only then, unless a quota counter has taken its bound,
- * charges every counter (HINCRBY; the first charge sets its expiry; its
- * `payload` says the count too, as `find` reads it), writes
- * the entry KEYS[2], adds it to the sorted indexes that follow and appends
- * the outbox entries. KEYS: the entry to consume (the entry to write again
- * when there is none), the entry to write, the indexes, the guards, the
- * counters, the outbox's keys last (when there are entries). Every key
- * carries the plugin's hash tag, so it runs unchanged on Redis Cluster.
- * ARGV: the number of indexes and of guards, the consumed mark (JSON), the entry's
- * JSON, its TTL (ms), the index member, its expiry, now (ms), the outbox's
- * bound, the number of counters, 1 to consume (else 0), each counter's bound
- * and expiry (ms), then the outbox entries (see OUTBOX_APPEND_LUA). Returns
- * {1, dropped subscriptions…} committed, {0} consumed already, {2, position
- * of the ended guard} or {3, position of the spent counter}. A guard is
- * ended when its payload has an `ended` field (guards are only ever written
- * as `{"kind":"ImpersonationGuard","ended":…}`).
+ * One exchange's commit (Invariant 2). KEYS: the entry to consume (else the written one), the entry to
+ * write, indexes, guards, counters, outbox keys. Returns {1, dropped…}, {0} consumed, {2, guard} ended
+ * (its payload has `"ended":`) or {3, counter} spent.
  */
 const COMMIT = `${OUTBOX_APPEND_LUA}
 local indexes, guards, quotas = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[10])
@@ -269,11 +184,9 @@ interface Scripts {
   impersonationRelease(key: string, consumed: string): Promise<number>;
   impersonationWrite(key: string, payload: string, consumed: string, ttlMs: number): Promise<number>;
   impersonationAddToGrant(key: string, member: string, ttlMs: number): Promise<number>;
-  /** `impersonationIndexAdd(numberOfKeys, ...keys, member, expiresAt, now)` */
   impersonationIndexAdd(...args: Array<string | number>): Promise<number>;
   /** `impersonationIndexAddWithin(numberOfKeys, ...keys, member, now, …(expiresAt, bound))`: see INDEX_ADD_WITHIN. */
   impersonationIndexAddWithin(...args: Array<string | number>): Promise<number>;
-  /** `impersonationCommit(numberOfKeys, ...keys, …ARGV)`: see COMMIT. */
   impersonationCommit(...args: Array<string | number>): Promise<unknown>;
 }
 
@@ -284,31 +197,7 @@ type ScriptedPipeline = RedisPipeline & {
 
 type ScriptedClient = RedisClient & Scripts;
 
-/**
- * An oidc-provider adapter on Redis (ioredis; Redis 6/7, Valkey) for every
- * model oidc-provider stores and for the plugin's subject tokens, with the
- * atomic `consumeOnce` as one script call.
- *
- * Key layout, P being `keyPrefix`:
- *   P<Model>:{<id>}               hash: `payload` (JSON), `consumed` (JSON, set once)
- *   P<Model>:{Pimpersonation}:<id>  the same, for the models an exchange commits together
- *                                 (subject tokens, impersonation sessions: COMMITTED_TOGETHER)
- *   P<Model>:uid:{<uid>}          string: the id (Session, for findByUid; each process remembers the
- *                                 ones it read, and checks them against the entry's uid)
- *   P<Model>:userCode:{<code>}    string: the id (DeviceCode, for findByUserCode)
- *   Pgrant:{<grantId>}            set: entry keys of the grant's tokens (revokeByGrantId)
- *   P<Model>:index:{<Model>}:<index>  sorted set: ids scored by expiry (SortedIndexes); one hash tag
- *                                 for all of a model's indexes, so that one script updates several;
- *                                 {Pimpersonation} for the sessions' indexes
- * Redis Cluster hashes only the first {...} of a key. The grant's record
- * (P`Grant:{<grantId>}`) and its index share the slot of the grant id; a
- * token's own key cannot carry its grant id, since find(id) receives only the
- * token's id. One exchange's commit (the subject token's redemption, the
- * session, its indexes) is one script over keys of one tag, so the plugin's
- * own records live in one slot; oidc-provider's models, the bulk of the
- * keyspace, spread by id. A {tag} in `keyPrefix` comes first and so wins,
- * which puts a whole deployment into one slot.
- */
+/** An oidc-provider adapter on Redis for every model and domain; keys: docs/adapters.md#redis-key-layout. */
 const REDIS_OPTION_NAMES = Object.keys({
   client: true,
   url: true,
@@ -351,24 +240,18 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
       ? new Cluster(options.cluster, clusterClientOptions(options.clusterOptions))
       : new Redis(options.url ?? 'redis://127.0.0.1:6379', REDIS_CLIENT_OPTIONS));
   const cluster = clusterOf(client);
-  // Each failed call rejects and is reported by the request it failed; the
-  // client's own per-retry error events would only repeat that.
+  // Failed calls are reported by their requests; per-retry error events would repeat them.
   if (owned) client.on('error', () => {});
   for (const [name, lua] of Object.entries(SCRIPTS)) client.defineCommand(name, { numberOfKeys: 1, lua });
   client.defineCommand('impersonationIndexAdd', { lua: INDEX_ADD });
   client.defineCommand('impersonationIndexAddWithin', { lua: INDEX_ADD_WITHIN });
   client.defineCommand('impersonationCommit', { lua: COMMIT });
   if (cluster) {
-    // Auto-pipelining groups a Cluster's commands by the slot of their first
-    // argument, which for these scripts is their number of keys: sent alone,
-    // each goes to the slot of its keys.
+    // Invariant 2: auto-pipelining would route these by their first argument, the number of keys.
     const ignored = (client.options.autoPipeliningIgnoredCommands ??= []);
     for (const name of ['impersonationIndexAdd', 'impersonationIndexAddWithin', 'impersonationCommit'])
       if (!ignored.includes(name)) ignored.push(name);
-    // A Cluster opens a node's connection on its first command, and, without
-    // an offline queue, fails the calls that reach the node while it opens: a
-    // burst at start-up, or the first one after a failover, would fail. Each
-    // node is connected as soon as the client learns of it instead.
+    // Without an offline queue a node still opening fails its calls, so each is connected at once.
     const open = (node: RedisNode): void => {
       if (node.status === 'wait') node.connect().catch(() => {});
     };
@@ -380,20 +263,13 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
   const pipeline = (): ScriptedPipeline => client.pipeline() as ScriptedPipeline;
 
   const grantKey = (grantId: string): string => `${prefix}grant:{${grantId}}`;
-  // The models an exchange commits together share one hash tag (see COMMITTED_TOGETHER).
+  // Invariant 2: what an exchange commits shares one hash tag.
   const commitTag = `{${prefix}impersonation}`;
   const entryKey = (model: string, id: string): string =>
     COMMITTED_TOGETHER.has(model) ? `${prefix}${model}:${commitTag}:${id}` : `${prefix}${model}:{${id}}`;
   const sortedIndexKey = (model: string, index: string): string =>
     `${prefix}${model}:index:${COMMITTED_TOGETHER.has(model) ? commitTag : `{${model}}`}:${index}`;
-  // The pointers findByUid read, by index key. Only the pointer's round trip is
-  // saved: the entry is still read from Redis each time and must carry the uid,
-  // so a stale pointer finds nothing and the index is read again. A Session's id
-  // changes only through resetIdentifier(), and oidc-provider destroys the old id
-  // before it saves the new one; a logout destroys the entry. Revocation is thus
-  // seen at once, on every instance. (Two concurrent rotations of one session can
-  // leave two entries of its uid, both still served by cookie: the index names
-  // the one saved last, a remembered pointer may name the other.)
+  // Invariant 8: a remembered uid pointer saves only the pointer's round trip.
   const uidPointers = new LRUCache<string, string>({ max: REMEMBERED_UIDS });
 
   let outbox: OutboxStore | undefined;
@@ -435,9 +311,7 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
       // The scripts' TTL: milliseconds, 0 for an entry already expired, -1 for one that never expires.
       const ttl = entryLifetimeMs(expiresIn) ?? NO_EXPIRY;
       const { consumed, ...stored } = payload;
-      // Indexes before the entry: should the entry write then fail, an index
-      // points at nothing; the other way round a token could escape revokeByGrantId.
-      // An entry already expired is only deleted, so it needs none.
+      // Invariant 7: indexes before the entry; an already expired entry needs none.
       if (ttl !== 0) {
         await Promise.all([
           payload.grantId && GRANTABLE_MODELS.has(this.#name)
@@ -483,7 +357,7 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
     async findByUserCode(userCode: string): Promise<AdapterPayload | undefined> {
       const id = await this.#pointer(this.#indexKey('userCode', userCode));
       const entry = id === undefined ? undefined : await this.find(id);
-      // The pointer may be older than the entry, which a later upsert gave another user code.
+      // Invariant 8.
       return entry?.userCode === userCode ? entry : undefined;
     }
 
@@ -503,8 +377,7 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
       return (await replicated(() => pipeline().impersonationConsumeOnce(this.#key(id), now))) === 1;
     }
 
-    // Indexes are left to expire: one may already point at a newer entry (a
-    // Session keeps its uid when its id is rotated), and a stale one finds nothing.
+    // Invariant 8: indexes are left to expire.
     async destroy(id: string): Promise<void> {
       if (!isReady()) await whenReady();
       await redis.del(this.#key(id));
@@ -635,14 +508,7 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
     }
   }
 
-  /**
-   * Runs one keyed command with `WAIT` behind it in one pipeline, so that both
-   * reach the master of the key's slot; resolves with the command's reply once
-   * enough replicas hold it. A Cluster answers a pipeline sent to a node that
-   * no longer serves the slot with a redirection (the command did not run),
-   * which ioredis does not follow for a pipeline whose commands answered
-   * differently: it is sent again, a few times, after the slots are read anew.
-   */
+  /** Runs one keyed command with `WAIT` in one pipeline, re-sent after a redirection (Invariant 9). */
   async function replicated(queue: () => ScriptedPipeline): Promise<unknown> {
     for (let attempt = 1; ; attempt += 1) {
       const results = await queue().wait(replicas, replicaTimeoutMs).exec();
@@ -671,19 +537,7 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
   return RedisAdapter;
 }
 
-/**
- * Resolves once the client is connected, waiting at most READY_WAIT_MS. A
- * command is thus only ever sent on a live connection (so it cannot sit in a
- * queue and run after its caller gave up), while a call that arrives during
- * startup or a reconnect still succeeds. Callers waiting together share one
- * wait. Callers check `ready()` first: on a ready client an `await` would
- * only cost a promise and a turn of the microtask queue on every call.
- *
- * A Cluster is ready once it knows its slots; its connections to the nodes
- * open after that, and a call that reaches a node whose connection is still
- * opening fails. So, once, calls also wait for every known node (at most
- * READY_WAIT_MS: a node that does not open then fails only its own calls).
- */
+/** Resolves once the client (and, once, a Cluster's nodes) is ready, within READY_WAIT_MS (Invariant 9). */
 function readiness(
   client: RedisClient,
   cluster: ReturnType<typeof clusterOf>,
@@ -726,14 +580,12 @@ function readiness(
   return { ready, whenReady };
 }
 
-/** A Cluster's options: the adapter's, with the deployment's over them. */
 function clusterClientOptions(own: ClusterOptions = {}): ClusterOptions {
   return { ...REDIS_CLUSTER_OPTIONS, ...own, redisOptions: { ...REDIS_CLIENT_OPTIONS, ...own.redisOptions } };
 }
 
 /** ioredis 6's reply mapping in a client's options (a Cluster's is its nodes'); ioredis 5 has none. */
 function replyMappingOf(options: object | undefined): unknown {
-  // Read as ioredis 6 writes them: ioredis 5's option types have no such field.
   const { replyMapping, redisOptions } = (options ?? {}) as {
     replyMapping?: unknown;
     redisOptions?: { replyMapping?: unknown };

@@ -1,20 +1,4 @@
-/**
- * Who a replay entry's place is counted against, in a store that bounds
- * oidc-provider's `ReplayDetection` model (the memory adapter): the rule, and
- * the counts that apply it.
- *
- * oidc-provider writes a replay entry for every DPoP proof and client
- * assertion it accepts, and a public client's pushed authorization request
- * carries no credential: anyone can send one with a fresh proof, and each
- * writes an entry that lives 300 s. Unshared, a full model refuses every
- * proof, the exchange's included. So each entry is counted against the client
- * it names (`iss`), in one of two pools: entries that no credential stood
- * behind, and all the others (written only after a client authentication, a
- * code, a refresh token, an access token or a redeemable subject token
- * checked out). Anonymous traffic fills at most its own pool, one client's
- * share of it at a time; it never takes the place of a proof at the token
- * endpoint, the userinfo endpoint or the exchange.
- */
+/** Replay entries counted per client in two pools, anonymous and credentialed (Invariant 13). */
 import Provider from 'oidc-provider';
 import type { AdapterPayload } from 'oidc-provider';
 
@@ -29,13 +13,7 @@ export interface ReplayShare {
   readonly client: string;
 }
 
-/**
- * Routes at which oidc-provider (and the plugin's exchange) spends a proof
- * only once a credential the request presented checked out: a grant's code,
- * refresh token or subject token at `token`, an access token at `userinfo`
- * and `credential`. Elsewhere (a pushed authorization request) a public
- * client's proof follows no credential at all.
- */
+/** Routes where a proof is spent only after a presented credential checked out. */
 const CREDENTIALED_ROUTES: ReadonlySet<string> = new Set(['token', 'userinfo', 'credential']);
 
 /** Anonymous writes hold at most this fraction of the model's bound; the credentialed ones the rest. */
@@ -50,11 +28,7 @@ interface ReplayShareBounds {
   perClient: Record<ReplayPool, number>;
 }
 
-/**
- * The shares of a replay model bounded at `bound` entries: a quarter for
- * anonymous writes, the rest for credentialed ones, and a quarter of each
- * pool per client (each at least one entry; meant for bounds of 16 or more).
- */
+/** The shares of a replay model bounded at `bound`: a quarter for anonymous writes, a quarter of each pool per client. */
 export function replayShareBounds(bound: number): ReplayShareBounds {
   const anonymous = Math.max(1, Math.floor(bound * ANONYMOUS_FRACTION));
   const credentialed = Math.max(1, bound - anonymous);
@@ -67,12 +41,7 @@ export function replayShareBounds(bound: number): ReplayShareBounds {
   };
 }
 
-/**
- * The share a replay entry being written takes, from the payload's `iss`
- * (the client, as oidc-provider writes it for proofs and assertions alike)
- * and the request being served. A write outside any request of the provider
- * (the deployment's own code) counts as credentialed.
- */
+/** The share a replay entry takes, by its `iss` and the request; outside any request it counts as credentialed. */
 export function replayShareOf(payload: AdapterPayload): ReplayShare {
   const client = typeof payload['iss'] === 'string' ? payload['iss'] : '';
   const ctx = Provider.ctx;
@@ -85,7 +54,6 @@ export function replayShareOf(payload: AdapterPayload): ReplayShare {
 export class ReplayShareCounts {
   readonly #bounds: ReplayShareBounds;
   readonly #pools: Record<ReplayPool, number> = { anonymous: 0, credentialed: 0 };
-  /** Only shares that hold an entry are listed, so there are never more than the model's entries. */
   readonly #shares = new Map<string, number>();
 
   constructor(bound: number) {

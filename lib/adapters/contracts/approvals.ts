@@ -3,12 +3,7 @@ import { consumeOnceNeed, type AtomicConsume } from './consume.js';
 import type { DomainContract } from './domain.js';
 import { hasBoundedIndexes, sortedIndexesNeed, type BoundedIndexes, type SortedIndexes } from './indexes.js';
 
-/**
- * The approvals' domain: a customer's grants and approval requests, listed
- * through sorted indexes, each bounded per customer by one atomic
- * count-and-add (`indexAddWithin`), each ended once (`consumeOnce`).
- * Needed only when the deployment has the `approvals` option.
- */
+/** The approvals' domain: grants and requests in bounded sorted indexes, each ended once; with the `approvals` option. */
 export type ApprovalAdapter = Adapter & AtomicConsume & SortedIndexes & BoundedIndexes;
 
 export const APPROVAL_DOMAIN: DomainContract<ApprovalAdapter> = {

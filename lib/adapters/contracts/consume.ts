@@ -1,18 +1,7 @@
 import type { Adapter } from 'oidc-provider';
 import type { DomainNeed } from './domain.js';
 
-/**
- * The one operation single use rests on. oidc-provider's own `consume(id)`
- * returns nothing, so a caller can only find-then-consume, and two requests can
- * both win. An adapter that stores subject tokens must also offer this:
- *
- * `consumeOnce(id)` atomically marks the entry `id` consumed and resolves
- * `true` only for the one call that moved it from unconsumed to consumed. It
- * resolves `false` when the entry is missing (never stored, or gone with its TTL)
- * or already consumed. It
- * rejects (never resolves `false`) when the store cannot be reached, so an
- * outage is never mistaken for a replay.
- */
+/** Marks an entry consumed for exactly one caller; rejects, never `false`, on an outage (Invariant 1; docs/adapters.md). */
 export interface AtomicConsume {
   consumeOnce(id: string): Promise<boolean>;
 }

@@ -1,12 +1,4 @@
-/**
- * A domain's contract: the operations, beyond oidc-provider's adapter API,
- * that the store of one of the plugin's domains (subject tokens, sessions,
- * approvals, SSF streams, the outbox) must offer, and why. A store offers
- * the domains it stores; the plugin checks, when it opens the store, every
- * domain the deployment's options enable (lib/adapters/plugin-store.ts).
- * `Store` is the domain's adapter type, which a store that passes the
- * checks is taken for.
- */
+/** A domain's contract: the operations beyond oidc-provider's adapter API its store must offer, checked at open (plugin-store.ts). */
 export interface DomainContract<Store extends object> {
   /** As the documentation names it: "subject tokens". */
   domain: string;

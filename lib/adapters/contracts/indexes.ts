@@ -6,21 +6,12 @@ export interface IndexEntry {
   expiresAt: number;
 }
 
-/**
- * Sorted indexes of ids, so that impersonation sessions can be listed by
- * subject or actor, and revocations served, without scanning the
- * store. Each member carries its expiry; an expired member is never returned
- * and is dropped on the next write to its index. Like `consumeOnce`, every
- * operation rejects when the store cannot be reached.
- */
+/** Sorted indexes of ids by expiry, to list sessions without a scan; expired members are never returned. */
 export interface SortedIndexes {
   /** Adds `member` to each of `indexes` (or moves it to its new expiry there): all of them, or none. */
   indexAdd(indexes: readonly string[], member: string, expiresAt: number): Promise<void>;
   indexRemove(indexes: readonly string[], member: string): Promise<void>;
-  /**
-   * Live members, latest expiry first, strictly after `after` in that order
-   * (ties broken by member, descending), at most `limit`.
-   */
+  /** Live members, latest expiry first (ties by member, descending), strictly after `after`, at most `limit`. */
   indexRange(index: string, after: IndexEntry | undefined, limit: number): Promise<IndexEntry[]>;
 }
 
@@ -31,17 +22,7 @@ export interface BoundedIndexAdd {
   bound: number;
 }
 
-/**
- * Sorted indexes with a bound per index, for what a principal may hold at
- * once (a customer's grants in force, their approval requests waiting):
- * counting and adding in two operations lets a burst of concurrent callers
- * all count the same room and all add. `indexAddWithin(adds, member)`
- * counts each index's live members (`member` itself aside) and adds `member`
- * to every one of them, in one atomic step, only when each holds fewer than
- * its `bound`; it resolves `undefined` when added, or the name of the first
- * index that was full, having added nothing. It rejects, adding nothing, when
- * the store cannot be reached.
- */
+/** Bounded sorted indexes: count and add in one atomic step (Invariant 6); resolves the first full index, else undefined. */
 export interface BoundedIndexes {
   indexAddWithin(adds: readonly BoundedIndexAdd[], member: string): Promise<string | undefined>;
 }

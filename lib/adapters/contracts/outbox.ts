@@ -2,20 +2,12 @@ import type { Adapter } from 'oidc-provider';
 import { hasOutbox, type NewOutboxEntry, type OutboxCapable } from '../../outbox/contract.js';
 import type { DomainContract } from './domain.js';
 
-/**
- * The outbox's domain: the store keeps what webhooks and SSF push deliver
- * (lib/outbox/contract.ts), and an exchange's notifications join its commit.
- * Needed only when the deployment has webhooks or SSF.
- */
+/** The outbox's domain (lib/outbox/contract.ts); an exchange's notifications join its commit. */
 export type OutboxAdapter = Adapter & OutboxCapable;
 
 /** The outbox's part of a commit (`CommitWrite`). */
 export interface OutboxCommit {
-  /**
-   * Outbox entries to append in the same operation (the exchange's
-   * notifications), as `OutboxStore.append` appends them: only when the entry
-   * is consumed.
-   */
+  /** Outbox entries appended in the same operation, only when the entry is consumed. */
   outbox?: { entries: readonly NewOutboxEntry[]; maxPending: number; now: number } | undefined;
 }
 

@@ -1,18 +1,6 @@
 import type { AdapterPayload } from 'oidc-provider';
 
-/**
- * Entries a store read ahead of being asked for them, within one request.
- * Honouring an opaque access token takes three reads, the token and then,
- * once its payload names them, its session and its Grant. The plugin asks
- * for the token within `readingAhead(box, …)`; a store that can (PostgreSQL,
- * where the three are rows of one table) reads the session and the Grant in
- * the same statement and leaves them in `box`. The plugin then asks for them
- * within `readingAhead(box, …)` again, and the store answers from the box:
- * one round trip and one statement instead of two, and the three read in one
- * snapshot. Each entry is answered once, and only to the request that holds
- * the box; what it does not hold is read as ever. A store that reads nothing
- * ahead ignores the box.
- */
+/** Entries a store read ahead within one request: PostgreSQL reads a token's session and Grant with it (one statement). */
 export class ReadAhead {
   /** Made by the first entry left: a store that reads nothing ahead costs a box nothing more. */
   #entries: Map<string, AdapterPayload> | undefined;
@@ -43,11 +31,7 @@ function entryKey(owner: object, model: string, by: 'id' | 'uid', key: string): 
 
 let current: ReadAhead | undefined;
 
-/**
- * Runs `call` with `box` as the read-ahead of the store calls it makes
- * synchronously (oidc-provider's models call their adapter before their
- * first `await`); a call made later, by this request or any other, sees none.
- */
+/** Runs `call` with `box` as the read-ahead of the store calls it makes synchronously; later calls see none. */
 export function readingAhead<Result>(box: ReadAhead, call: () => Result): Result {
   const outer = current;
   current = box;

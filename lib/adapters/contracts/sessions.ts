@@ -4,12 +4,7 @@ import { consumeOnceNeed, type AtomicConsume } from './consume.js';
 import type { DomainContract } from './domain.js';
 import { sortedIndexesNeed, type SortedIndexes } from './indexes.js';
 
-/**
- * The impersonation and delegation sessions' domain: listed and revoked
- * through sorted indexes, ended once (`consumeOnce`), written by the
- * exchange's one commit (`commitOnce`, which redeems the subject token and
- * charges the principals' shares) and within those shares (`saveWithinQuotas`).
- */
+/** The sessions' domain: sorted indexes, ended once, written by the exchange's one commit and within quotas. */
 export type SessionAdapter = Adapter & AtomicConsume & SortedIndexes & AtomicCommit & PrincipalQuotas;
 
 export const SESSION_DOMAIN: DomainContract<SessionAdapter> = {

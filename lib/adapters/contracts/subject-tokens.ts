@@ -3,12 +3,7 @@ import { hasPrincipalQuotas, type PrincipalQuotas } from './commit.js';
 import { consumeOnceNeed, type AtomicConsume } from './consume.js';
 import type { DomainContract } from './domain.js';
 
-/**
- * The subject tokens' domain (`ist_…`): each is redeemed once, by
- * `consumeOnce`; an exchange redeems it inside the session's commit
- * (`commitOnce`, the sessions' domain), on the same store; each is saved
- * within its creator's share (`saveWithinQuotas`).
- */
+/** The subject tokens' domain: redeemed once, inside the session's commit on the same store, saved within quotas. */
 export type SubjectTokenAdapter = Adapter & AtomicConsume & PrincipalQuotas;
 
 export const SUBJECT_TOKEN_DOMAIN: DomainContract<SubjectTokenAdapter> = {
