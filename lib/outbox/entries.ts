@@ -1,8 +1,4 @@
-/**
- * What the outbox keeps: the entries as appended, leased, settled and
- * dead-lettered, and the stream each belongs to. Every outbox (memory, Redis,
- * PostgreSQL) stores these; the store's operations are in contract.ts.
- */
+/** What the outbox keeps: entries appended, leased, settled and dead-lettered. */
 
 /** An entry to append: `body` is opaque to the store (the payload, already serialised). */
 export interface NewOutboxEntry {

@@ -10,11 +10,7 @@ interface Waiting extends NewOutboxEntry {
   leaseUntil: number;
 }
 
-/**
- * The outbox in the process's memory: every operation is synchronous, so
- * several plugin instances sharing one memory adapter never claim an entry
- * twice. A stream is an array; the streams are kept in insertion order.
- */
+/** The outbox in memory: every operation is synchronous, so instances sharing the adapter never claim twice. */
 export interface MemoryOutbox extends OutboxStore {
   /** `append`, done before it returns: the memory adapter's commit appends in its one synchronous step. */
   appendNow(entries: readonly NewOutboxEntry[], maxPending: number, now: number): string[];

@@ -1,24 +1,4 @@
-/**
- * The outbox on PostgreSQL: one table of entries and one of counters beside
- * the adapter's.
- *
- * A claim reads only rows marked `ready` (their stream had nothing else
- * waiting when they were appended, or the entry before them was settled),
- * through a partial index by subscription and due time: it finds the
- * subscriptions with ready rows one index probe each, and reads of each the
- * rows that fall due first, up to its room; its cost follows the entries it
- * hands out and the subscriptions, not the backlog (not even the backlog of
- * a subscription that has no room). Each is checked to be the first
- * waiting row of its stream (two appends to an empty stream at once both mark
- * theirs ready) and locked with `FOR NO KEY UPDATE SKIP LOCKED`, so instances
- * claiming together take different rows; the UPDATE checks the lease again on
- * the row's latest version, so an entry claimed meanwhile is not taken twice.
- *
- * The mark never misses a head: an append locks its stream's last waiting row
- * (`FOR KEY SHARE`) while it decides, and settling an entry for good first
- * locks it (`FOR UPDATE`) in a transaction of its own, then marks the next
- * entry in a later statement, which sees any append that held the lock.
- */
+/** The outbox on PostgreSQL: tables of entries and counters beside the adapter's (Invariants 14, 15). */
 import { randomUUID } from 'node:crypto';
 import { streamOf, type DeadLetter, type LeasedEntry, type NewOutboxEntry, type SettledEntry } from './entries.js';
 import type { OutboxStats, OutboxStore } from './contract.js';
@@ -47,13 +27,7 @@ export interface OutboxTables {
 /** Runs statements in one transaction on one connection: committed when `work` resolves, rolled back when it throws. */
 export type RunTransaction = <T>(work: (run: RunStatement) => Promise<T>, operation: string) => Promise<T>;
 
-/**
- * The append, as common table expressions ending in `refused` (the
- * subscriptions whose entry the bound dropped), for a statement of the
- * caller's: its values (appendValues) are parameters `first` to `first` + 6,
- * and nothing is appended unless `gate` holds (the exchange's commit gates it
- * on its redemption).
- */
+/** The append as CTEs ending in `refused`, parameters `first` to `first` + 6; nothing appended unless `gate` holds. */
 export function appendCtes(tables: Pick<OutboxTables, 'entries' | 'drops'>, first: number, gate: string): string {
   const { entries, drops } = tables;
   const $ = (offset: number) => `$${first + offset}`;
@@ -211,9 +185,7 @@ function outboxStatements(
                FROM settled s
              ) AND NOT ready`,
     waits: `SELECT 1 FROM ${entries} WHERE subscription = $1 AND dead_at IS NULL LIMIT 1`,
-    // The oldest waiting entry of each subscription: its lowest seq, one probe of the subscription index.
-    // Asked as the first row from (subscription, 0) on: with `subscription = …` and `ORDER BY seq` the
-    // planner walks the primary key instead, past every entry of the subscriptions appended before.
+    // The oldest waiting entry per subscription, as the first row from (subscription, 0): `ORDER BY seq` walked the primary key.
     counts: `SELECT c.subscription, c.pending, c.dead,
                   (SELECT f.created_at FROM (
                      SELECT e.subscription, e.created_at FROM ${entries} e
@@ -286,10 +258,10 @@ export function createPostgresOutbox(
         return rows.length === 1;
       }
       return transaction(async (inTransaction) => {
-        // Waits for an append that holds this row (its stream's last) while it decides whether its entry is ready.
+        // Invariant 14: waits for an append holding this row (its stream's last).
         const { rows } = await inTransaction(statements.lockOne, [seq, entry.lease], 'outbox settle');
         if (rows.length !== 1) return false;
-        // A later statement: it sees the entries of the appends that waited for the lock above.
+        // Invariant 14: a later statement sees the appends that waited for the lock.
         await inTransaction(
           settlement.outcome === 'delivered' ? statements.delivered : statements.dead,
           settlement.outcome === 'delivered' ? [seq] : [seq, now, settlement.reason],
@@ -318,9 +290,7 @@ export function createPostgresOutbox(
       const alone: SettledEntry[] = [];
       if (final.length) {
         await transaction(async (inTransaction) => {
-          // As settle: the rows locked first, then the next entries marked in a later statement. A row
-          // an append holds is skipped, not waited for: waiting while holding the others could close a
-          // cycle with an append that locks two of them in another order. It is settled alone below.
+          // Invariant 14, as settle; a row an append holds is skipped (waiting could close a cycle) and settled alone below.
           const { rows } = await inTransaction(
             statements.lockMany,
             [final.map(({ entry }) => seqOf(entry)), final.map(({ entry }) => entry.lease)],
@@ -394,17 +364,7 @@ export function createPostgresOutbox(
   return store;
 }
 
-/**
- * A claim: $1 now, $2 how many at most, $3 the claim's name, $4 the lease in
- * ms, $5 how many entries of one subscription may be out at once, $6 and $7
- * the subscriptions that have some out and how many, $8 the time before which
- * dead letters are forgotten (deleted in the same statement: a look at the
- * outbox is one trip to the store, not two). The subscriptions with
- * ready rows are found by skipping through the index (one probe each); of
- * each with room, its first due rows (at most $2, its room kept); of those,
- * the $2 that fell due first. Exported for bench/outbox-claim.ts, which explains it over
- * a backlog.
- */
+/** A claim: $1 now, $2 limit, $3 name, $4 lease (ms), $5 room, $6 and $7 subscriptions out, $8 dead-letter cutoff (Invariant 15). */
 export function claimStatement(entries: string): string {
   return `WITH RECURSIVE forgotten AS (
            DELETE FROM ${entries} WHERE dead_at < $8

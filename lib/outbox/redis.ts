@@ -1,28 +1,4 @@
-/**
- * The outbox on Redis: every key carries the same hash tag, so the whole
- * outbox lives in one Cluster slot and each operation is one Lua script over
- * keys it names (a notification outbox is small and seldom written; one
- * slot costs nothing and keeps each operation atomic).
- *
- * Keys (`<tag>` = `<prefix>outbox:{<prefix>impersonation}`, the tag of the
- * records an exchange commits, whose commit appends its notifications here):
- *   <tag>:seq       counter: the append order
- *   <tag>:queue     sorted set, all scores 0: `<stream>\0<seq, 16 digits>` (a stream's entries, in order, by ZRANGEBYLEX)
- *   <tag>:heads     sorted set: stream -> when its first entry may next be claimed (due time, or lease deadline)
- *   <tag>:due       sorted set, all scores 0: `<subscription>\n<that time, 16 digits>\n<subject>` for every
- *                   stream in heads (a subscription's streams by due time, by ZRANGEBYLEX), so that a claim
- *                   reads each subscription's due streams up to its room, never past a backlog it has no room for
- *   <tag>:entries   hash: queue member -> entry JSON (opaque to the scripts)
- *   <tag>:attempts  hash: queue member -> deliveries attempted
- *   <tag>:leases    hash: queue member -> the lease's name
- *   <tag>:pending   hash: subscription -> entries waiting
- *   <tag>:dropped   hash: subscription -> entries dropped at the bound
- *   <tag>:dead      sorted set: queue member -> when it was dead-lettered
- *   <tag>:reasons   hash: queue member -> why
- *   <tag>:order     sorted set, all scores 0: `<subscription>\n<seq, 16 digits>\n<subject>` for every queue
- *                   member (a subscription's waiting entries in the order appended, by ZRANGEBYLEX: its
- *                   first is its oldest, read without reading its backlog)
- */
+/** The outbox on Redis: every key under the commit's hash tag, each operation one script (docs/adapters.md#redis-key-layout). */
 import { randomUUID } from 'node:crypto';
 import type { RedisClient } from '../redis/client.js';
 import { streamOf, type DeadLetter, type LeasedEntry, type NewOutboxEntry, type SettledEntry } from './entries.js';
@@ -46,10 +22,7 @@ const KEY_NAMES = [
 type KeysOf<Names extends readonly string[]> = { -readonly [I in keyof Names]: string };
 type OutboxKeys = KeysOf<typeof KEY_NAMES>;
 
-/**
- * `due`'s member for a stream whose first entry may next be claimed at `at`;
- * with the entry's sequence number for `at`, its member in `order`.
- */
+/** `due`'s member for a stream claimable at `at`; given a seq for `at`, its member in `order`. */
 const DUE_MEMBER_LUA = `
 local function due_member(stream, at)
   local cut = string.find(stream, '\\n', 1, true)
@@ -82,10 +55,7 @@ local function set_due(stream, at)
 end
 `;
 
-/**
- * One settlement: 1 when the lease was still the holder's (and the entry its
- * stream's first), 0 changing nothing otherwise.
- */
+/** One settlement: 1 when the lease was still the holder's (and the entry its stream's first), else 0, changing nothing. */
 const SETTLE_PRELUDE = `${PRELUDE}
 local function settle(member, lease, outcome, now, detail, subscription, stream)
   if redis.call('HGET', leases, member) ~= lease or first_of(stream) ~= member then return 0 end
@@ -109,12 +79,7 @@ local function settle(member, lease, outcome, now, detail, subscription, stream)
 end
 `;
 
-/**
- * Appends entries: `k` the twelve keys, in KEY_NAMES' order; `args` from `from`
- * on, per entry: subscription, stream, entry JSON. Returns the subscriptions
- * whose entry the bound dropped. A function, so that the exchange's commit
- * (lib/adapters/redis.ts) runs the same append in its own script.
- */
+/** Appends entries (`k` the twelve keys; from `from`, per entry: subscription, stream, JSON); returns dropped subscriptions. */
 export const OUTBOX_APPEND_LUA = `${DUE_MEMBER_LUA}
 local function outbox_append(k, max, now, args, from)
   local seq, queue, heads, entries, pending, dropped, due, order = k[1], k[2], k[3], k[4], k[7], k[8], k[11], k[12]
@@ -142,8 +107,7 @@ const SCRIPTS = {
   // ARGV: maxPending, now, then per entry: subscription, stream, entry JSON.
   impersonationOutboxAppend: `${OUTBOX_APPEND_LUA}
 return outbox_append(KEYS, tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV, 3)`,
-  // ARGV: now, limit, leaseMs, lease prefix, deadBefore, room per subscription ('' for limit), then pairs of
-  // subscription and entries it has out.
+  // ARGV: now, limit, leaseMs, lease prefix, deadBefore, room ('' for limit), then subscription and entries out pairs.
   impersonationOutboxClaim: `${PRELUDE}
 local now, limit, leaseMs, prefix, deadBefore = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4], ARGV[5]
 local each = tonumber(ARGV[6]) or limit
@@ -186,9 +150,7 @@ for i = 1, math.min(limit, #candidates) do
   end
 end
 return claimed`,
-  // ARGV: now, then per entry: member, lease, outcome (delivered | retry | dead), retry time or reason,
-  // subscription, stream.
-  // Returns, in their order, 1 for each entry whose lease was still the holder's, else 0.
+  // ARGV: now, then per entry: member, lease, outcome, retry time or reason, subscription, stream. Returns 1 per lease held, else 0.
   impersonationOutboxSettleAll: `${SETTLE_PRELUDE}
 local held = {}
 for i = 2, #ARGV, 6 do
@@ -247,11 +209,7 @@ interface StoredEntry extends NewOutboxEntry {
   createdAt: number;
 }
 
-/**
- * The outbox's keys under `prefix`. Their hash tag is the one the exchange's
- * commit writes under (lib/adapters/redis.ts), so that the commit can append
- * the exchange's notifications in its own script.
- */
+/** The outbox's keys under `prefix`, tagged as the exchange's commit (Invariant 2). */
 export function outboxKeys(prefix: string): string[] {
   return KEY_NAMES.map((name) => `${prefix}outbox:{${prefix}impersonation}:${name}`);
 }
