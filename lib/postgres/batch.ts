@@ -3,12 +3,7 @@ import { sendIsolatingDataErrors } from './data-errors.js';
 interface StatementBatchOptions {
   /** Most items one statement carries; a full batch goes out at once. */
   max: number;
-  /**
-   * Group commit: one statement in flight at a time. The first item goes out
-   * at once; what arrives while a statement is in flight goes together in the
-   * next one, in the order it arrived. Without it, a batch goes out at the end
-   * of each turn of the event loop, whatever is in flight.
-   */
+  /** Group commit: one statement in flight; what arrives meanwhile goes in the next, in order. Without it, one per turn. */
   oneInFlight?: boolean;
 }
 
@@ -18,18 +13,7 @@ interface Waiting<Item, Result> {
   reject(error: unknown): void;
 }
 
-/**
- * Items asked for together, sent to PostgreSQL as one statement. Under load
- * the requests a provider serves at once ask for the same kinds of reads and
- * writes; one statement for all of them costs PostgreSQL one parse, one plan,
- * one commit and one round trip instead of one each, and the provider one
- * query instead of many.
- *
- * Each caller gets its own result. When PostgreSQL refuses a value one caller
- * brought (a data error), the batch is sent again in halves, one after the
- * other, so that only that caller fails; when the statement fails otherwise
- * (an outage), every caller in it gets the failure.
- */
+/** Items asked for together, sent as one statement: one parse, plan, commit and round trip for all (Invariant 10). */
 export class StatementBatch<Item, Result> {
   readonly #send: (items: Item[]) => Promise<Result[]>;
   readonly #max: number;
@@ -81,11 +65,7 @@ export class StatementBatch<Item, Result> {
   }
 }
 
-/**
- * The items with one key kept once, the last asked for winning (as if they had
- * been sent one after another), ordered by key, so that every statement locks
- * rows in the same order and two batches never wait for each other in a cycle.
- */
+/** The items with one key kept once (the last wins), ordered by key (Invariant 3). */
 export function lastByKey<Item>(items: Item[], keyOf: (item: Item) => string): Item[] {
   const last = new Map<string, Item>();
   for (const item of items) last.set(keyOf(item), item);

@@ -1,9 +1,4 @@
-/**
- * A data exception (SQLSTATE class 22: 22021 a byte the encoding refuses,
- * 22P05 an escape jsonb refuses, 22P02 text that is no value of its type,
- * 22003 a number out of range): PostgreSQL refused a value the statement
- * carried. The statement did nothing, and the server is fine.
- */
+/** A data exception (SQLSTATE class 22): PostgreSQL refused a value; nothing was done and the server is fine. */
 function isDataError(error: unknown): boolean {
   const code = (error as { code?: unknown } | null)?.code;
   return typeof code === 'string' && /^22[0-9A-Z]{3}$/.test(code);
@@ -15,16 +10,7 @@ interface BatchCaller<Result> {
   reject(error: unknown): void;
 }
 
-/**
- * Sends one statement for all `callers` and settles each with its own result.
- * When PostgreSQL refuses a value of the statement (a data error), that value
- * is some caller's: the halves are sent again, one after the other, down to
- * the caller at fault, so that only it fails and the others are served in the
- * order they asked (about 2·log₂n statements more for one bad value among n).
- * Any other failure (an outage, a timeout) fails every caller not yet served,
- * and nothing more is sent: fail closed, without piling retries on a store
- * that does not answer.
- */
+/** Sends one statement for `callers`, each settled with its own result (Invariant 10). */
 export async function sendIsolatingDataErrors<Caller extends BatchCaller<Result>, Result>(
   callers: Caller[],
   send: (callers: Caller[]) => Promise<Result[]>,

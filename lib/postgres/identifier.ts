@@ -1,12 +1,6 @@
 import { invalidOption } from '../errors/standalone.js';
 
-/**
- * A schema or table name the plugin puts into SQL between double quotes: a
- * letter or `_`, then letters, digits or `_`, 41 characters at most, so that
- * the longest name derived from it (`<table>_index_expires`, 55 characters)
- * stays within PostgreSQL's 63. Only a string passes: anything else would be
- * turned into text by the check and again, perhaps otherwise, by the SQL.
- */
+/** A quoted schema or table name: a letter or `_`, then letters, digits or `_`, at most 41 (derived names fit 63). */
 const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,40}$/;
 
 export function isPlainIdentifier(value: unknown): value is string {

@@ -1,10 +1,6 @@
 import type pg from 'pg';
 
-/**
- * Runs a migration's DDL in one transaction under an advisory lock, so that
- * instances starting together take turns (concurrent CREATE … IF NOT EXISTS
- * can still collide) and a migration that fails leaves nothing half made.
- */
+/** Runs DDL in one transaction under an advisory lock: instances take turns, a failure leaves nothing half made. */
 export async function migrateUnderLock(pool: pg.Pool, lock: string, ddl: string): Promise<void> {
   const client = await pool.connect();
   try {

@@ -1,13 +1,7 @@
 import pg from 'pg';
 import { invalidCall } from '../errors/standalone.js';
 
-/**
- * Pool options for an identity service: a connection attempt gives up after
- * two seconds and a query after five (a connection that stops answering is
- * then discarded by the pool), so that an outage is answered with an error
- * rather than a request that hangs. Calls never queue behind a down database
- * for longer than that.
- */
+/** Pool options that fail fast: a connection attempt gives up after 2 s, a query after 5 s. */
 export const POSTGRES_POOL_OPTIONS = {
   max: 10,
   connectionTimeoutMillis: 2000,
@@ -17,10 +11,7 @@ export const POSTGRES_POOL_OPTIONS = {
 
 /** Where the adapter or the audit log sends its statements: exactly one of the two. */
 export interface PoolSource {
-  /**
-   * A pool you own (never ended by `close()`). Give it `POSTGRES_POOL_OPTIONS`
-   * (or timeouts of your own) so that an outage fails fast.
-   */
+  /** A pool you own, never ended by `close()`; give it `POSTGRES_POOL_OPTIONS` so an outage fails fast. */
   pool?: pg.Pool | undefined;
   /** Where to connect when no pool is given: a pool of its own with `POSTGRES_POOL_OPTIONS`, ended by `close()`. */
   connectionString?: string | undefined;
