@@ -1,12 +1,4 @@
-/**
- * The ioredis client the Redis adapter takes, as what it calls: a `Redis` or
- * a `Cluster` of ioredis 5 or 6 fits. The classes themselves cannot be named:
- * those of two major versions are never assignable to each other (they have
- * private members), and ioredis is a peer dependency, so the one installed is
- * the deployment's. Only the adapter's calls are written out, with the replies
- * it reads: a client of ioredis 6 built with `replyMapping: 'resp3'` does not
- * fit, since its sorted-set replies with scores come in pairs.
- */
+/** The ioredis client as the calls the adapter makes: ioredis 5 and 6 classes never assign to each other; RESP3 mapping does not fit. */
 export interface RedisClient {
   readonly isCluster: boolean;
   readonly status: string;
