@@ -1,13 +1,4 @@
-/**
- * What a customer does about support's access to their own account: give,
- * list and end access grants; list, approve and deny approval requests.
- * Library functions for the customer's API to call once it has
- * authenticated the customer: `customer` is their account id, and every
- * operation acts on that account only (another customer's grant or request
- * is answered exactly as an unknown id). Input is checked here, whatever
- * carried it; refusals are domain errors (lib/errors/domain.ts), which the
- * API that called answers (400, 403, 404, 409, 429, 503).
- */
+// A customer's own grants and requests; another customer's are answered as unknown ids; refusals are domain errors.
 import type Koa from 'koa';
 import { publish, publishRecorded } from '../events/publish.js';
 import { EVENTS } from '../events/types.js';
@@ -46,11 +37,7 @@ export async function listGrants(deps: ApprovalDependencies, customer: string): 
   return { items: grants.map((grant) => accessGrantView(grant)) };
 }
 
-/**
- * Gives a standing grant: `{ duration, scope?, resource?, actorId?, note? }`,
- * `duration` in seconds up to `maxGrantDuration`. No grant goes into force
- * without its trail row: one whose row cannot be written is ended at once.
- */
+/** Gives a standing grant (`duration` seconds up to `maxGrantDuration`); Invariant 35: none in force without its row. */
 export async function giveGrant(
   deps: ApprovalDependencies,
   customer: string,
@@ -84,11 +71,7 @@ export async function giveGrant(
   return accessGrantView(grant);
 }
 
-/**
- * Ends one of the customer's grants and every session it allowed. Ending a
- * grant that ended already is no error (it finishes what a failed attempt
- * left open); an expired one has nothing left to end.
- */
+/** Ends one of the customer's grants and its sessions; ending again is no error. */
 export async function endAccessGrant(
   deps: ApprovalDependencies,
   customer: string,
@@ -112,17 +95,7 @@ export async function listPendingRequests(
   return { items: await Promise.all(requests.map((request) => viewOf(deps, request))) };
 }
 
-/**
- * Approves a request: `{ duration, scope? }`. The grant it becomes is for the
- * request's actor and resource, for `duration` seconds (up to
- * `maxGrantDuration`), and allows `scope` (within the scope asked, when one
- * was) or else what was asked. It is bound to what the customer read too:
- * the client that redeems, the Management API client that asked and the
- * context (the ticket), except what the deployment's `widenApprovedGrants`
- * leaves open. The answer is written first and once: of an approval racing a
- * denial or the expiry, exactly one wins, and a grant is put in force only
- * by the approval that won.
- */
+/** Approves a request: a grant bound to what the customer read, unless `widenApprovedGrants` (Invariant 36). */
 export async function approveRequest(
   deps: ApprovalDependencies,
   customer: string,
@@ -258,17 +231,10 @@ async function reservePlace(deps: ApprovalDependencies, grant: AccessGrant): Pro
   }
 }
 
-/**
- * Grants a customer may give in 24 hours, per grant they may hold in force:
- * ending grants makes room for others, but a loop of short grants cannot fill
- * the store, the trail or a webhook's queue that every customer shares.
- */
+/** Grants a customer may give in 24 hours per grant in force, so short-grant loops cannot fill shared stores. */
 const GRANTS_PER_DAY_PER_GRANT_IN_FORCE = 5;
 
-/**
- * Saves the grant, then its trail row, awaited: a grant whose row cannot be
- * written is ended at once and never allowed anything.
- */
+/** Invariant 35: none in force without its row. */
 async function putInForce(deps: ApprovalDependencies, grant: AccessGrant, ctx: Koa.Context | undefined): Promise<void> {
   await storeCall(() => deps.approvals.saveGrant(grant));
   try {

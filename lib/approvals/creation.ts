@@ -36,12 +36,7 @@ type CreationApproval =
 
 const REQUIREMENTS: ReadonlySet<unknown> = new Set<ApprovalRequirement>(['none', 'grant', 'request']);
 
-/**
- * Asks the deployment's `approvals.require` what this request needs, then
- * looks for a grant in force that covers it; without one, the customer gets
- * an approval request (the one already waiting from this caller for this
- * actor, or a new one within the customer's cap).
- */
+/** Asks `approvals.require`, then looks for a covering grant; else the customer gets an approval request. */
 export async function approvalForCreation(
   deps: ApprovalDependencies,
   ask: CreationAsk,
@@ -83,14 +78,7 @@ export async function approvalForCreation(
   return { kind: 'pending', request: await pendingRequest(deps, settings, { ...ask, actor }, ctx) };
 }
 
-/**
- * Whether a grant allows this request: in force (the caller read it so), for
- * this actor or any, for the resource asked or any, allowing every scope
- * asked; an approval's grant only for the client, the Management API client
- * and the context (ticket) the customer approved, unless the deployment
- * widened it. Under `request`, only a grant the customer made by approving a
- * request for this actor counts.
- */
+/** Whether a grant in force allows this request (its actor, resource, scopes, and an approval's bindings). */
 function covers(grant: AccessGrant, ask: CreationAsk & { actor: string }, requirement: ApprovalRequirement): boolean {
   if (requirement === 'request' && (grant.origin !== 'approval' || grant.actor !== ask.actor)) return false;
   if (grant.actor !== undefined && grant.actor !== ask.actor) return false;

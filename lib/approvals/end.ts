@@ -7,17 +7,7 @@ import { nowSeconds } from './deps.js';
 import { grantEvent } from './events.js';
 import type { AccessGrant } from './record.js';
 
-/**
- * Ends a grant, once, and then every impersonation session it allowed,
- * through the sessions' own close: an opaque token's Grant is revoked, and
- * the session enters the revocation feed, which stops its JWTs at resource
- * servers. The grant ends first, so that no exchange starts under it while
- * its sessions are being closed; then its end is marked, so that an exchange
- * that read the grant before and commits after is refused by its commit,
- * while one that committed before is found by the lookup that follows.
- * Ending again closes whatever a failed first attempt left open, and reports
- * nothing twice.
- */
+/** Ends a grant once, then its sessions (Invariant 34); ending again finishes a failed attempt. */
 export async function endGrantAndSessions(
   { provider, approvals, sessions }: ApprovalDependencies,
   grant: AccessGrant,

@@ -4,11 +4,7 @@ import type { ApprovalStore } from './store.js';
 /** An access grant as the token exchange reads it: the record, and its state as of the read. */
 type GrantAsRead = AccessGrant & { state: GrantState };
 
-/**
- * The reader of grants the plugin hands the token exchange, which checks
- * every subject token issued under a grant (and every delegation from such
- * an impersonation) against it.
- */
+/** The reader of grants the plugin hands the token exchange. */
 export function grantsForExchange(approvals: ApprovalStore): { find(id: string): Promise<GrantAsRead | undefined> } {
   return {
     async find(id) {

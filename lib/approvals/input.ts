@@ -1,8 +1,4 @@
-/**
- * The checks of what a backend asks and a customer gives: ceilings, durations,
- * notes and reasons. Each refusal is a 400 naming the field as sent, never
- * repeating its value.
- */
+/** Checks of what a backend asks and a customer gives; each refusal is a 400 naming the field, never its value. */
 import { invalidInput } from '../errors.js';
 import { ILLEGIBLE_TEXT, isLegibleText, isStorableText, UNSTORABLE_TEXT } from '../storable-text.js';
 
@@ -14,11 +10,7 @@ const MAX_RESOURCE_LENGTH = 1024;
 const MAX_ID_LENGTH = 1024;
 const SCOPE_TOKEN = /^[\x21\x23-\x5B\x5D-\x7E]{1,256}$/;
 
-/**
- * An object's fields, refusing any not in `allowed`. The refusal lists the
- * fields there are, never the one sent: a name is as likely as a value to be
- * something pasted in the wrong place.
- */
+/** An object's fields, refusing any not in `allowed` and listing those allowed, never the one sent. */
 export function fieldsOf(value: unknown, allowed: readonly string[], what = 'body'): Record<string, unknown> {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
     throw invalidInput(`${what} must be a JSON object`);

@@ -3,19 +3,10 @@ import { optionChecks, type OptionChecks } from '../config/checks.js';
 import { APPROVAL_DEFAULTS, APPROVAL_MAXIMA } from '../config/defaults.js';
 import { definedMembers, type JsonObject } from '../json.js';
 
-/**
- * What a subject-token request needs from the customer: nothing (`none`), a
- * grant in force that covers it, standing or approved (`grant`), or a grant
- * made by approving a request for this very actor (`request`).
- */
+/** What a subject-token request needs: nothing (`none`), a grant in force (`grant`), or an approved request (`request`). */
 export type ApprovalRequirement = 'none' | 'grant' | 'request';
 
-/**
- * What a deployment may leave an approval's grant open to, explicitly: by
- * default the grant covers only what the customer approved, the same
- * client (`clientId`), the same Management API client (`caller`) and the
- * same creation context, ticket included (`context`).
- */
+/** What an approval's grant may be left open to; by default bound to client, caller and context. */
 export type ApprovalWidening = 'clientId' | 'caller' | 'context';
 const WIDENINGS: readonly ApprovalWidening[] = ['clientId', 'caller', 'context'];
 
@@ -50,12 +41,7 @@ export interface ApprovalOptions {
   maxGrantDuration?: number | undefined;
   /** How long an approval request waits for its answer, seconds. Default 900; at most 7 days. */
   requestTTL?: number | undefined;
-  /**
-   * What an approval's grant is not bound to: `clientId` (another client, or
-   * none, may redeem), `caller` (another Management API client may ask),
-   * `context` (another ticket). Default none: the grant covers the request
-   * the customer approved and nothing else but its repetition.
-   */
+  /** What an approval's grant is not bound to: `clientId`, `caller`, `context`. Default none. */
   widenApprovedGrants?: ApprovalWidening[] | undefined;
   /** Management API clients that may bypass the customer's approval with a reason (break-glass). Default none. */
   breakGlassClients?: string[] | undefined;
@@ -84,10 +70,7 @@ const KNOWN: readonly string[] = Object.keys({ customerResource: true, ...DEFAUL
 const check: OptionChecks = optionChecks('createImpersonation');
 const fail: OptionChecks['fail'] = check.fail;
 
-/**
- * Checks the `approvals` option once, at start-up, and names what is wrong.
- * `taken` are the paths, scopes and resource the rest of the options already use.
- */
+/** Checks the `approvals` option once at start-up; `taken` are what the other options already use. */
 export function resolveApprovalOptions(
   input: unknown,
   taken: { resources: readonly string[]; scopes: readonly string[]; paths: readonly string[] },

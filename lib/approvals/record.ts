@@ -6,21 +6,13 @@ const ACCESS_GRANT_PREFIX = 'agr_';
 /** Every approval request id starts with this. */
 const APPROVAL_REQUEST_PREFIX = 'apr_';
 
-/**
- * The most a customer allows support to do as them: every scope of `resource`
- * when `scope` is absent, or only those listed. An absent `resource` allows
- * any resource the exchange itself allows.
- */
+/** The most a customer allows: every scope of `resource` when `scope` is absent; absent `resource`: any. */
 export interface AccessCeiling {
   resource?: string;
   scope?: string[];
 }
 
-/**
- * Access to a customer's account that the customer gave: standing (given
- * ahead of time, from their account) or the answer to one approval request.
- * Times in seconds since the epoch.
- */
+/** Access a customer gave: standing, or an approved request's. Times in seconds since the epoch. */
 export interface AccessGrant extends AccessCeiling {
   id: string;
   /** The customer (account id) whose account it opens. */
@@ -32,13 +24,7 @@ export interface AccessGrant extends AccessCeiling {
   /** `approval` for the grant an approved request became. */
   origin: 'customer' | 'approval';
   approvalRequestId?: string;
-  /**
-   * What else an approval's grant is bound to, as the request asked it and
-   * the customer read it: the client that redeems the subject tokens it
-   * covers, the Management API client that asked, and the creation context
-   * (the ticket). Absent: not bound (a standing grant, or a deployment that
-   * widened its approvals with `widenApprovedGrants`).
-   */
+  /** What an approval's grant is bound to as the customer read it (client, caller, context); absent: not bound. */
   clientId?: string;
   requestedBy?: string;
   context?: JsonObject;

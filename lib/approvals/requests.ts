@@ -8,13 +8,7 @@ import { requestEvent } from './events.js';
 import { isApprovalRequestId, requestStateOf, type ApprovalRequest } from './record.js';
 import { approvalRequestView, type ApprovalRequestView } from './view.js';
 
-/**
- * A request found unanswered past its expiry is answered `expired` through
- * the same once-only answer as an approval or a denial: whoever notices it
- * first records it, and reports it once; a customer's late approval loses.
- * The record returned may not show the answer yet (another caller is writing
- * it); `requestStateOf` still reads it as closed.
- */
+/** A request found past its expiry is answered `expired` through the same once-only answer (Invariant 36). */
 export async function settleExpiry(
   { provider, approvals }: ApprovalDependencies,
   request: ApprovalRequest,
@@ -35,11 +29,7 @@ export async function viewOf(deps: ApprovalDependencies, request: ApprovalReques
   return approvalRequestView(request, grant);
 }
 
-/**
- * A request as `accept` allows it to be seen: one that does not pass (another
- * client's, another customer's) is answered exactly as an unknown id, so
- * that nobody learns what requests exist beyond their own.
- */
+/** A request as `accept` allows it to be seen; any other is answered exactly as an unknown id. */
 async function findRequestAs(
   deps: ApprovalDependencies,
   id: string,

@@ -22,11 +22,7 @@ const givenBy = (subject: string) => `given:${subject}`;
 const GIVEN_WINDOW_MS = 24 * 3600 * 1000;
 const pendingOf = (subject: string) => `pending:${subject}`;
 
-/**
- * How long a place reserved among a customer's grants in force is held for a
- * grant not saved yet (ms): far longer than a save takes, short enough that a
- * place whose grant never came (its process died) is soon free again.
- */
+/** How long a reserved place is held for a grant not saved yet (ms): far longer than a save. */
 const RESERVED_FOR_MS = 5 * 60 * 1000;
 
 /** The bounds a customer's new grant must fit in: grants in force, and grants given in the last 24 hours. */
@@ -44,15 +40,7 @@ interface Outcome<T> {
   changedNow: boolean;
 }
 
-/**
- * Access grants and approval requests on top of an adapter with sorted
- * indexes: each record by id; live grants and pending requests indexed by
- * their subject, each member expiring with its record, so that listing a
- * customer's reads one short index and never the store. A grant ends, and a
- * request is answered, once: the record's atomic consume picks the one caller
- * whose change it is, so a customer's "deny" racing with their "approve" (or
- * with the request's expiry) leaves exactly one answer.
- */
+/** Access grants and approval requests on an adapter with sorted indexes (Invariant 36). */
 export class ApprovalStore {
   readonly #adapter: ApprovalAdapter;
 
@@ -60,15 +48,7 @@ export class ApprovalStore {
     this.#adapter = adapter;
   }
 
-  /**
-   * Takes a place for `grant` among its customer's grants in force and among
-   * those they gave in the last 24 hours (ended or expired ones included:
-   * what bounds the records, trail rows and notifications one customer can
-   * make, however short their grants), both or neither, in one atomic step,
-   * so that no burst of concurrent calls gets past either bound. The grant
-   * is not in force until saveGrant writes it; the place in force is held
-   * for RESERVED_FOR_MS until then, the one among those given for 24 hours.
-   */
+  /** Takes a place among grants in force and given in 24 hours, both or neither, atomically (Invariant 50). */
   async reserveGrant(grant: AccessGrant, bounds: GrantBounds): Promise<GrantReservation> {
     const full = await this.#adapter.indexAddWithin(
       [
@@ -113,11 +93,7 @@ export class ApprovalStore {
     return grants.filter((grant) => grantStateOf(grant) === 'active');
   }
 
-  /**
-   * Ends a grant once. Whoever loses the consume writes nothing and gets the
-   * record as it stands, which may not show the end yet while the winner is
-   * still writing it.
-   */
+  /** Ends a grant once (Invariant 36). */
   async endGrant(grant: AccessGrant, ended: NonNullable<AccessGrant['ended']>): Promise<Outcome<AccessGrant>> {
     if (!(await this.#adapter.consumeOnce(grant.id))) {
       // An ender that won the consume and failed before this left the grant counted in force.
@@ -132,13 +108,7 @@ export class ApprovalStore {
     return { record, changedNow: true };
   }
 
-  /**
-   * Saves a request and lists it as waiting for its customer, unless they
-   * have `maxPending` waiting already: the count and the listing are one
-   * atomic step, so that no burst of concurrent asks gets past the bound.
-   * The record is written first: until it is listed nobody knows its id, and
-   * one that is refused (or whose listing fails) is never read.
-   */
+  /** Saves a request, then lists it within `maxPending` atomically; an unlisted record is never read. */
   async saveRequest(request: ApprovalRequest, maxPending: number): Promise<boolean> {
     await this.#adapter.upsert(request.id, toPayload(REQUEST, request), keptFor(request.expiresAt));
     const full = await this.#adapter.indexAddWithin(
@@ -160,13 +130,7 @@ export class ApprovalStore {
     return requests.filter((request) => requestStateOf(request) === 'pending');
   }
 
-  /**
-   * Answers a request once: the one caller that wins the record's consume
-   * writes its answer, and every other caller writes nothing (a denial must
-   * never overwrite the approval that already made a grant) and gets the
-   * record as it stands. The answer is also how an expiry is recorded, so
-   * that an expired request is reported once, by whoever noticed it first.
-   */
+  /** Answers a request once (Invariant 36). */
   async answer(
     request: ApprovalRequest,
     answer: { at: number; decision: ApprovalDecision; grantId?: string; reason?: string },
@@ -220,10 +184,7 @@ function fromPayload<T extends AccessGrant | ApprovalRequest>(
   }
   const { kind: _kind, consumed, ...record } = candidate;
   if (kind === REQUEST || consumed === undefined || consumed === null) return record as unknown as T;
-  // A grant consumed but with no end written is being ended, or its ender failed right after
-  // winning: either way it allows nothing more (else a failed end would leave it in force, and
-  // every retry, losing the consume, would change nothing). A request in that state reads as
-  // pending: its answer is on its way, and were it lost, the request expires on its own.
+  // Invariant 36: consumed with no end written allows nothing.
   const grant = record as unknown as AccessGrant;
   if (grant.ended) return record as unknown as T;
   const at = typeof consumed === 'number' ? consumed : Math.floor(Date.now() / 1000);

@@ -73,10 +73,7 @@ export function accessGrantView(grant: AccessGrant, now = Date.now() / 1000): Ac
   };
 }
 
-/**
- * `grant` is the grant the request became, when it was approved and the
- * grant is still kept; an approved request whose grant is gone shows none.
- */
+/** `grant`: the grant an approved request became, while it is still kept. */
 export function approvalRequestView(
   request: ApprovalRequest,
   grant?: AccessGrant,

@@ -32,12 +32,7 @@ const COLUMNS = [
 ] as const;
 const BATCH = 1000;
 
-/**
- * The trail in order, a line at a time: JSON lines, or CSV with a header, hashes included so that
- * a copy can be checked. Reads only, in one READ ONLY transaction (one instant of the trail, however
- * long the export): a wrong `schema` or `table` rejects with `missingAuditTable` before any line,
- * and never creates anything.
- */
+/** The trail in order as JSON lines or CSV, hashes included; reads only, in one READ ONLY transaction. */
 export async function* exportTrail(connectionString: string, options: ExportOptions): AsyncGenerator<string> {
   const table = options.table ?? 'impersonation_audit';
   for (const [name, value] of Object.entries({ table, schema: options.schema })) {

@@ -1,21 +1,4 @@
-/**
- * `oidc-provider-impersonation/audit-postgres`: a durable, tamper-evident trail
- * of impersonation events in PostgreSQL (`pg` is an optional peer dependency).
- *
- * Each row's hash covers its number, its canonical content and the previous
- * row's hash. PostgreSQL computes it, in one function that locks the chain's
- * head row: appends from any number of provider instances form one chain, in
- * one round trip, with the lock never held across the network. Appends that
- * arrive together are committed together (group commit). With a key,
- * every `checkpointEvery` rows a signed checkpoint (HMAC-SHA-256 or Ed25519)
- * pins the chain, so that even rewriting every row from some point on, hashes
- * included, is detected; with `publishHead`, each checkpoint's signed head also
- * leaves the database, so that a chain cut back below it is detected too.
- *
- * Longer than most files here on purpose: the append function, the checkpoints
- * and the verification walk read the same tables and must agree on them. The
- * chain's rules live in lib/audit/chain.ts, the pool and batching in lib/postgres/.
- */
+/** `oidc-provider-impersonation/audit-postgres`: a tamper-evident trail in PostgreSQL (Invariants 27–30); `pg` is an optional peer. */
 import type pg from 'pg';
 import { StatementBatch } from '../postgres/batch.js';
 import { assertPlainIdentifiers } from '../postgres/identifier.js';
@@ -51,24 +34,14 @@ export interface PostgresAuditLogOptions extends PoolSource {
   schema?: string | undefined;
   /** Table name. Default `impersonation_audit` (with `_head` and `_checkpoints` beside it). */
   table?: string | undefined;
-  /**
-   * Default true: an append that fails rejects, so that nothing it would record
-   * happens (no token without its record). False: best effort, failures are
-   * counted (`failures`) and reported to `onFailure`.
-   */
+  /** Default true: a failed append rejects (no token without its record); false: best effort, counted in `failures`. */
   failClosed?: boolean | undefined;
   onFailure?: ((error: unknown) => void) | undefined;
   /** Signs a checkpoint every `checkpointEvery` rows: `{ hmac: secret }` or `{ ed25519: private key (PEM or KeyObject) }`. */
   signingKey?: SigningKey | undefined;
-  /** Default 100. */
+  /** Rows between signed checkpoints. Default 100. */
   checkpointEvery?: number | undefined;
-  /**
-   * Needs `signingKey`. Called with the signed head at each checkpoint, after its
-   * rows are committed; the append resolves only once it resolves. A rejection
-   * fails the append as a failed write does (see `failClosed`). Publish where the
-   * database's administrator cannot rewrite: `appendHeadsToFile(path)` on the
-   * provider's host, or a service of your own.
-   */
+  /** Needs `signingKey`: receives each checkpoint's signed head; a rejection fails the append (docs/audit.md). */
   publishHead?: HeadPublisher | undefined;
 }
 
@@ -85,11 +58,7 @@ export interface VerifyOptions {
   key?: VerificationKey | undefined;
   /** Every multiple of `checkpointEvery` up to the chain's length must have its checkpoint. Needs `key`. */
   requireCheckpoints?: boolean | undefined;
-  /**
-   * The last head published (or several): the chain must still reach it with
-   * the hash it pins. Without one, rows removed from the end with the head row
-   * moved back are not detected. Needs `key`.
-   */
+  /** The last published head(s): the chain must still reach each with the hash it pins. Needs `key`. */
   head?: SignedHead | readonly SignedHead[] | undefined;
 }
 
@@ -99,16 +68,9 @@ export type AuditQuery = AuditQueryFilter;
 export interface PostgresAuditLog extends AuditLog {
   /** Creates the tables and the append function if they are missing; safe to run from several instances at once. */
   migrate(): Promise<void>;
-  /**
-   * Walks the whole chain; with a key, checks the checkpoints and the published heads given too.
-   * Reads only, in a READ ONLY transaction: it never creates the tables (missing tables fail
-   * with `check: 'tables'`), so an auditor may run it with a role that can only read.
-   */
+  /** Walks the chain; with a key, checks checkpoints and heads too. Reads only (a READ ONLY transaction). */
   verify(options?: VerifyOptions): Promise<VerifyResult>;
-  /**
-   * Pages through the trail, newest first. Reads only, as `verify()` does: it never creates the
-   * tables, and rejects when the trail's table is missing, naming it and where it was looked for.
-   */
+  /** Pages through the trail, newest first; reads only, and rejects naming a missing table. */
   query(filter?: AuditQuery): Promise<AuditPage>;
   /** Appends that failed in best-effort mode. */
   readonly failures: number;
@@ -169,12 +131,7 @@ export function createPostgresAuditLog(options: PostgresAuditLogOptions): Postgr
     return migrated;
   }
 
-  // Group commit: appends that arrive while a batch is in flight wait for it
-  // and go together, in one call, under one lock of the head, in one commit.
-  // Each still resolves only once its own row is durable. A row PostgreSQL
-  // refuses (a data error: the call wrote nothing) fails its own append only:
-  // the batch is written again in halves, in order, until that row is alone.
-  // An outage fails every append of the batch.
+  // Invariant 29: group commit, refused rows alone.
   const appends = new StatementBatch<AuditRow, void>(
     async (rows) => {
       await writeBatch(rows);
@@ -195,8 +152,7 @@ export function createPostgresAuditLog(options: PostgresAuditLogOptions): Postgr
   /** Signs (and publishes) the checkpoints that fell due among rows just committed, and any left from before. */
   async function signDue(rows: readonly { seq: string; hash: string }[]): Promise<void> {
     if (!signer) return;
-    // Checkpoints that failed after their rows committed come first: their rows are
-    // written, so no later batch may leave them unsigned, or unpublished.
+    // Invariant 30: checkpoints sign their committed rows.
     const due = [...unsigned.splice(0), ...rows.filter(({ seq }) => Number(seq) % checkpointEvery === 0)];
     for (const [at, { seq, hash }] of due.entries()) {
       try {
@@ -206,11 +162,9 @@ export function createPostgresAuditLog(options: PostgresAuditLogOptions): Postgr
         );
         await publishHead?.(seq, hash);
       } catch (error) {
-        // Kept as this process computed them, never read back from the table: signing a
-        // hash found in the database would sign whatever an insider put there.
+        // Invariant 30: never sign a hash read back.
         unsigned.push(...due.slice(at));
-        // The rows are written: whatever failed here must never read as a data error of
-        // the batch, which would write them again in halves.
+        // The rows are written: this failure must not read as the batch's data error (which would write them again).
         throw unavailable('the audit checkpoint or its published head could not be written', error);
       }
     }
@@ -252,8 +206,7 @@ export function createPostgresAuditLog(options: PostgresAuditLogOptions): Postgr
       );
     },
     query: async (filter = {}) => {
-      // Reads only, as verify() does. A migration this log's own appends started is waited
-      // for: a query must not fail on the tables the application is creating at that moment.
+      // Reads only; a migration this log's own appends started is waited for.
       await migrated?.catch(() => {});
       return queryTrail(pool, names, filter);
     },
@@ -268,7 +221,7 @@ export function createPostgresAuditLog(options: PostgresAuditLogOptions): Postgr
       ready: migrate,
       appendFunction: names.append,
       rows: (name, event) => rowsArgument([rowOf(name, event)]),
-      // A checkpoint that cannot be signed now is signed with the next rows: the exchange's own row is committed.
+      // Invariant 30: signed with the next rows.
       committed: (rows) => signDue(rows).catch(() => {}),
     });
   }
@@ -394,13 +347,7 @@ async function* storedBatches(client: pg.ClientBase, names: Names): AsyncGenerat
   }
 }
 
-/**
- * Walks the chain in order (see `walkChain`), then, with a key, what it
- * signed (see `checkSignatures`). Read-only by construction: it never
- * migrates, and reads in a READ ONLY transaction, so that PostgreSQL itself
- * refuses any write; REPEATABLE READ, so that the rows, the head and the
- * checkpoints are read as of one instant, whatever appends run meanwhile.
- */
+/** Walks the chain, then what it signed, in one READ ONLY, REPEATABLE READ transaction: one instant, no write. */
 async function verifyChain(
   pool: pg.Pool,
   names: Names,

@@ -1,13 +1,7 @@
-/**
- * The PostgreSQL audit trail's tables as its readers see them: their names,
- * whether they are there, and a READ ONLY transaction. `verify()`, `query()`
- * and the command's export only read, so that a wrong `schema` or `table`
- * (or a role that may only read) can never create anything.
- */
+/** The trail's tables as readers see them: names, presence, and a READ ONLY transaction that can create nothing. */
 import type pg from 'pg';
 
 export interface Names {
-  /** As given, for messages. */
   schema: string | undefined;
   tableName: string;
   table: string;
@@ -35,11 +29,7 @@ export function namesOf(schema: string | undefined, table: string): Names {
   };
 }
 
-/**
- * What is missing of the trail's tables, in words; undefined when they are all
- * there. `'trail'` looks for the trail's own table only: all that a query or an
- * export reads. Names the schema looked in, or the connection's search path.
- */
+/** What is missing of the trail's tables, in words (naming where it looked); undefined when all are there. */
 export async function missingTables(
   client: pg.ClientBase,
   names: Names,
@@ -70,11 +60,7 @@ export async function missingTables(
 /** The transaction every read of the trail runs in: PostgreSQL itself refuses any write, and every statement sees one instant. */
 export const READ_ONLY = 'BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY';
 
-/**
- * Runs `read` on a client of `pool` in a READ ONLY transaction, and rolls it
- * back: there is nothing to commit. A connection that cannot even roll back is
- * discarded, not pooled.
- */
+/** Runs `read` in a READ ONLY transaction and rolls it back; a connection that cannot roll back is discarded. */
 export async function readingOnly<T>(pool: pg.Pool, read: (client: pg.PoolClient) => Promise<T>): Promise<T> {
   const client = await pool.connect();
   try {

@@ -68,11 +68,7 @@ function outcomeOf(name: ImpersonationEventName): string {
   return 'success';
 }
 
-/**
- * The text a row's hash covers: a JSON array of its fields in a fixed order,
- * objects with their keys sorted, so that the same row always gives the same
- * text whatever produced it.
- */
+/** The text a row's hash covers: a JSON array of its fields in a fixed order, object keys sorted. */
 export function canonicalContent(row: AuditRow): string {
   return canonicalJson(FIELDS.map((field) => row[field]));
 }
@@ -103,17 +99,7 @@ export interface AuditEntry extends AuditRow {
   hash: string;
 }
 
-/**
- * Which check a verification failed, for a caller that acts on it (`problem` says it in words):
- * - `tables`: the trail's tables are not there (nothing was read);
- * - `row`: a row's number, its link to the row before, its hash or a typed column;
- * - `head`: the chain does not end where the store's own head says;
- * - `published-head-signature`: a published head given does not verify with the key given;
- * - `published-head`: the chain does not reach a published head, or reaches it with another hash;
- * - `checkpoint-signature`: a signed checkpoint does not verify with the key given;
- * - `checkpoint`: a checkpoint verifies but the chain does not reach it with the hash it pins;
- * - `checkpoint-missing`: no checkpoint where one is due.
- */
+/** Which check a verification failed (`problem` says it in words); docs/audit.md lists them. */
 export type VerifyCheck =
   | 'tables'
   | 'row'
@@ -128,11 +114,7 @@ export type VerifyResult =
   | { ok: true; count: number; checkpoints: number }
   | {
       ok: false;
-      /**
-       * Rows 1 to `count` are verified. Without a key, every row before `seq`; with a key, the
-       * rows up to the last one a signature that verifies pins (those after it may have been
-       * rewritten); 0 when verification stopped before reading the rows.
-       */
+      /** Rows 1 to `count` verified: with a key, only those a verifying signature pins; 0 when no row was read. */
       count: number;
       /** The row where verification failed (where the failing checkpoint or head is, for those). */
       seq: number;
@@ -149,13 +131,7 @@ export type ChainWalk = { hashes: Map<number, string> } & (
   { ok: true; count: number; lastHash: string } | { ok: false; failure: VerifyFailure }
 );
 
-/**
- * Walks rows given in ascending order: numbers without gaps from 1, each
- * `prevHash` the previous row's hash, each hash over its number and content,
- * each typed column what the content says, and the head where the chain ends.
- * Reports the first row that breaks any of these. Every store verifies with it.
- * With `keepHashes`, keeps the hash of every row that chains, for `checkSignatures`.
- */
+/** Walks rows in ascending order, reporting the first that breaks the chain (Invariant 27); `keepHashes` for `checkSignatures`. */
 export async function walkChain(
   batches: AsyncIterable<readonly ChainedRow[]>,
   head: () => Promise<{ seq: number; hash: string } | undefined>,
@@ -230,11 +206,7 @@ function algorithmName(alg: string): string {
   return ALGORITHMS[alg] ?? JSON.stringify(alg.slice(0, 64));
 }
 
-/**
- * The published heads' signatures, checked before any row is read: a head
- * that does not verify with the key pins nothing, so nothing is verified
- * against it (`count` 0).
- */
+/** Published heads' signatures, checked before any row: a head that does not verify pins nothing. */
 export function publishedHeadFailure(key: VerificationKey, heads: readonly SignedHead[]): VerifyFailure | undefined {
   const verifier = verifierOf(key);
   const given = algorithmName(verifier.kind);
@@ -249,21 +221,10 @@ export function publishedHeadFailure(key: VerificationKey, heads: readonly Signe
   return undefined;
 }
 
-/**
- * After a walk, checks what the key signed, row by row: each checkpoint's
- * signature and the hash it pins, and that the chain reaches every published
- * head with the hash it pins (their signatures are checked before, by
- * `publishedHeadFailure`); the walk's own failure takes its place among them.
- * The first row where any of these shows a change is reported, and only rows
- * pinned by a signature that verifies count as verified. Only when nothing
- * shows a change: that a chain long enough to have checkpoints has them (a
- * missing checkpoint proves less than a hash that differs from a signed one).
- * The memory and PostgreSQL logs share it.
- */
+/** After a walk, checks what the key signed: only rows a verifying signature pins count as verified (Invariant 28). */
 export function checkSignatures(walk: ChainWalk, check: SignatureCheck): VerifyResult {
   const { hashes } = walk;
   const verifier = verifierOf(check.key);
-  // Rows 1 to `end` chain: all of them, or those before the walk's failure.
   const end = walk.ok ? walk.count : walk.failure.seq - 1;
   const checkpoints = new Map(check.checkpoints.map((checkpoint) => [checkpoint.seq, checkpoint]));
   const pins = [...new Set([...checkpoints.keys(), ...check.heads.map((head) => head.seq)])].sort((a, b) => a - b);

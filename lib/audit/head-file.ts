@@ -1,10 +1,4 @@
-/**
- * Published heads kept in a file, one JSON line each: appended (O_APPEND),
- * flushed to disk before the append that made the head resolves, and read back
- * by the verifier. The file belongs outside the database's reach: on the
- * provider's host with the append-only attribute (`chattr +a`), or shipped
- * from there to a log service or write-once storage.
- */
+/** Published heads in a file (O_APPEND, flushed before the append resolves); keep it beyond the database's reach. */
 import { open, readFile } from 'node:fs/promises';
 import { headOf, type HeadPublisher, type SignedHead } from './head.js';
 import { invalidArgument, invalidHeadFile } from '../errors/standalone.js';

@@ -1,9 +1,4 @@
-/**
- * Signed heads: the chain's length and last hash, signed and published
- * somewhere the database's administrator cannot rewrite. A verifier given the
- * last published head detects a chain cut back or rewritten below it, which
- * the database alone cannot show (its own head row moves with the rows).
- */
+/** Signed heads, published where the database's administrator cannot rewrite them (Invariant 28). */
 import type { Signer, SignatureAlgorithm, Verifier } from './signing.js';
 import { invalidPublishedHead } from '../errors/standalone.js';
 

@@ -1,13 +1,7 @@
 import type { ImpersonationEvent, ImpersonationEventName } from '../events/types.js';
 import type { AuditSink } from '../core-options.js';
 
-/**
- * A trail that can append a row inside a store's own transaction: the
- * PostgreSQL audit log, for a store on the same pool. The exchange then
- * writes its success row in the one operation that commits it, rather than
- * before it: a row is durable exactly when the exchange is, and an exchange
- * that loses its race or is refused leaves none.
- */
+/** A trail that appends its row in a store's own transaction (Invariant 24). */
 export interface Journal {
   /** What a store compares with its own connection to tell that it shares the database (the pool). */
   database: object;
@@ -26,11 +20,7 @@ export interface JournaledRow {
   hash: string;
 }
 
-/**
- * A sink's journal, where it has one: a capability of that sink object (the
- * PostgreSQL audit log attaches it to the sink it returns), which the public
- * `AuditSink` type does not show. Keyed by the sink, not by a provider.
- */
+/** A sink's journal: a capability the PostgreSQL audit log attaches to the sink it returns. */
 const journals = new WeakMap<AuditSink, Journal>();
 
 export function attachJournal(sink: AuditSink, journal: Journal): void {

@@ -1,8 +1,4 @@
-/**
- * An audit trail kept in the process's memory, chained and verified exactly
- * as the PostgreSQL log is: for a demo, tests, or a single instance that
- * needs nothing installed. It lasts as long as the process.
- */
+/** An audit trail in memory, chained and verified as the PostgreSQL log is; it lasts as long as the process. */
 import { refuseUnknownOptions } from '../config/names.js';
 import { invalidOption, storeFull } from '../errors.js';
 import type { ImpersonationEvent, ImpersonationEventName } from '../events/types.js';
@@ -21,11 +17,7 @@ import {
 } from './chain.js';
 
 export interface MemoryAuditLogOptions {
-  /**
-   * Most rows kept. Default 100,000. A full log refuses further appends
-   * rather than drop old rows: nothing is forgotten, and (fail closed) no
-   * token is issued without its record.
-   */
+  /** Most rows kept. Default 100,000; a full log refuses appends (fail closed) rather than drop rows. */
   maxRows?: number | undefined;
 }
 

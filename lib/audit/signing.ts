@@ -1,8 +1,4 @@
-/**
- * The signatures of the trail: checkpoints kept beside the rows, and heads
- * published outside the database. HMAC-SHA-256 with a shared secret, or
- * Ed25519 (signed with the private key, verified with the public one).
- */
+/** Trail signatures (checkpoints, published heads): HMAC-SHA-256 with a shared secret, or Ed25519. */
 import {
   createHmac,
   createPrivateKey,

@@ -7,12 +7,7 @@ export interface AuditPage {
   nextCursor: string | null;
 }
 
-/**
- * What the package's audit logs (in memory, on PostgreSQL) share beyond the
- * sink: the chain, walked by `verify()`, and the trail, read by `query()`
- * (`since` inclusive, `until` exclusive; `limit` default 50, at most 500).
- * test/support/audit-sink-contract.ts checks it on each of them.
- */
+/** What the audit logs share beyond the sink: `verify()`, and `query()` (`since` inclusive, `until` exclusive). */
 export interface AuditLog extends AuditSink {
   verify(): Promise<VerifyResult>;
   query(filter?: AuditQueryFilter): Promise<AuditPage>;

@@ -2,14 +2,7 @@ import type { EventSubscriber } from '../events/subscriber.js';
 import { journalOf } from './journal.js';
 import type { AuditSink } from '../core-options.js';
 
-/**
- * The audit trail as a subscriber of the plugin's events: it records each
- * event it is given, as a frozen copy. In a commit (an exchange's) its row
- * goes in the store's own transaction when the trail is in the store's
- * database (a journal, lib/audit/journal.ts); otherwise it has no part in
- * the commit and records the change once committed (lib/events/commit.ts).
- * Either way a change that loses its race leaves no row.
- */
+/** The audit trail as an event subscriber, recording a frozen copy of each event (Invariant 24). */
 export function trailSubscriber(sink: AuditSink): EventSubscriber {
   const journal = journalOf(sink);
   return {

@@ -7,35 +7,15 @@ import type { ImpersonationEvent } from './types.js';
 
 /** What the subscribers of an event write with the commit of its change, and do before and after it. */
 export interface CommitParticipation {
-  /**
-   * Everything the subscribers do before the commit; rejects when the change may not be committed.
-   * Undefined when no subscriber does anything before it.
-   */
+  /** What subscribers do before the commit; rejects when the change may not commit; undefined when nothing. */
   prepare(): Promise<void> | undefined;
   /** What the store operation that commits the change writes with it. */
   write: Pick<CommitWrite, 'journal' | 'outbox'>;
-  /**
-   * Once committed: a recorder that had no part in the commit records the event, and rejects when it
-   * cannot (the caller undoes the change); each other subscriber hears of the outcome, a failure
-   * reported. Undefined when none does anything.
-   */
+  /** Once committed: a recorder outside the commit records (a rejection undoes the change); others hear of it. */
   committed(outcome: CommitOutcome & { outcome: 'committed' }, ctx: Koa.Context | undefined): Promise<void> | undefined;
 }
 
-/**
- * The one hook through which what must be atomic with a state change joins
- * its commit: the code that commits (an exchange's) asks it for the event of
- * the change, and every subscriber that has a part in it says what: the
- * trail its row in the commit's transaction when it shares the store's
- * database, webhooks their outbox entries. A recorder without a part (any
- * other trail) records the change once committed: no row for a change that
- * did not happen. The committing code names none of them. With `record` false the
- * recorders (the trail) take no part; with `delegation`, the event is of a
- * delegation (see `Occasion`).
- *
- * The outbox entries of several subscribers go in one append, under the
- * smallest of their bounds.
- */
+/** How what must be atomic with a change joins its commit (Invariants 24, 45); outbox entries go in one append. */
 export function shareCommit(
   provider: object,
   event: ImpersonationEvent,

@@ -5,20 +5,7 @@ import { reportError } from '../report-error.js';
 import { SUBSCRIBERS, type EventSubscriber, type Occasion } from './subscriber.js';
 import type { ImpersonationEvent } from './types.js';
 
-/**
- * Every state change of the plugin is published once, here: to the
- * provider's listeners (`provider.on(name)`, as oidc-provider emits its own
- * events) and to the plugin's subscribers that install() registered (the
- * trail, webhooks, SSF streams). Three ways, by what the change depends on:
- *
- * - `publish`: a change that stands whether or not it is recorded (a
- *   refusal, a stop, a customer's answer);
- * - `publishRecorded`: changes that may not stand without their record (a
- *   subject token, an access grant): the caller undoes the change when it
- *   rejects;
- * - `shareCommit` (./commit.ts), then `announce`: a change committed in one
- *   store operation with what its subscribers write with it (an exchange).
- */
+// Every state change is published once, here: `publish` (it stands), `publishRecorded` (undone without its record), `shareCommit`.
 
 export interface PublishOptions {
   /** Whether the recorders (the trail) receive it; false for a refusal beyond its budget. Default true. */
@@ -27,11 +14,7 @@ export interface PublishOptions {
   delegation?: boolean;
 }
 
-/**
- * Records the event, best effort, tells the listeners, and hands it to the
- * other subscribers. A failure to record or to enqueue is reported on the
- * provider's `error` event: the change stands.
- */
+/** Records the event best effort, then tells listeners and subscribers; a failure is reported, the change stands. */
 export async function publish(
   provider: object,
   event: ImpersonationEvent,
@@ -48,12 +31,7 @@ export async function publish(
   await notice(provider, subscribers, event, { ctx, delegation }, record);
 }
 
-/**
- * Records the events, in their order, and only then tells anyone of them:
- * rejects with the recorder's error when one cannot be written (no listener,
- * no webhook has heard of a change that is then undone). Once recorded, as
- * `publish`.
- */
+/** Records the events in order, then publishes them; rejects when one cannot be recorded (Invariant 42). */
 export async function publishRecorded(
   provider: object,
   events: readonly ImpersonationEvent[],
@@ -67,11 +45,7 @@ export async function publishRecorded(
   for (const event of events) await notice(provider, subscribers, event, { ctx, delegation: false }, true);
 }
 
-/**
- * Tells the listeners only: of a change whose subscribers had their part in
- * its commit (see `shareCommit`), or of an event no subscriber takes (the
- * revocation feed was read).
- */
+/** Tells the listeners only: the subscribers had their part in the commit, or none takes the event. */
 export function announce(provider: object, event: ImpersonationEvent, ctx: Koa.Context | undefined): void {
   emit(provider, event, ctx);
 }
@@ -92,11 +66,7 @@ async function notice(
   );
 }
 
-/**
- * Hands listeners a frozen copy, so that none can change what the next one
- * sees. Callers build the event by setting its fields: `{ ...event, more }`
- * is a slow path of V8 (about 1.7 µs for an event), a plain copy is not.
- */
+/** Hands listeners a frozen copy, so none changes what the next sees; a spread copy is a slow V8 path. */
 function emit(provider: object, event: ImpersonationEvent, ctx: Koa.Context | undefined): void {
   const emitter = provider as EventEmitter;
   if (emitter.listenerCount(event.name) === 0) return;

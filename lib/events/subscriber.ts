@@ -7,36 +7,19 @@ import type { ImpersonationEvent } from './types.js';
 export interface Occasion {
   /** The request that caused it; absent for one no request caused (an actor's session that expired). */
   ctx: Koa.Context | undefined;
-  /**
-   * The event is of a delegation's session: subscribers that speak of
-   * impersonations only (webhooks, which tell a customer who acted as them)
-   * pass it by.
-   */
+  /** Of a delegation's session: webhooks, which speak of impersonations only, pass it by. */
   delegation: boolean;
 }
 
-/**
- * What a subscriber writes in the one store operation that commits a state
- * change (an exchange's), and what it does before and after it. The commit
- * never names a subscriber: it asks `shareCommit` (./commit.ts), which asks
- * every subscriber for its part.
- */
+/** What a subscriber does before, in and after the store operation that commits a change (via `shareCommit`). */
 export interface CommitShare {
-  /**
-   * Runs before the commit, beside the issuance of the token; a rejection
-   * stops the change with nothing of it committed (a trail's tables that
-   * cannot be created).
-   */
+  /** Before the commit, beside the token's issuance; a rejection stops the change with nothing committed. */
   prepare?(): Promise<void>;
   /** A trail's rows, in the commit's own transaction (a trail that shares the store's database). */
   journal?: CommitWrite['journal'];
   /** Outbox entries, appended with the change. */
   outbox?: CommitWrite['outbox'];
-  /**
-   * Once the commit happened, with what it reports: the rows it appended,
-   * the outbox subscriptions whose entry its bound dropped. May reject: the
-   * change stands, the failure is reported on the provider.
-   */
+  /** Once committed, with the rows appended and outbox entries dropped; a rejection is reported, the change stands. */
   committed?(outcome: CommitReport): Promise<void> | void;
 }
 
@@ -51,19 +34,9 @@ export interface CommitSite {
   sharesDatabase(database: object): boolean;
 }
 
-/**
- * One of the plugin's own subscribers of its events (the audit trail,
- * webhooks, SSF streams), registered on the provider by install(). The
- * deployment's listeners are the provider's `on(name)`, as for
- * oidc-provider's events. Every method is optional; none delivers anything
- * on the request path: delivery runs apart (lib/webhooks/worker.ts).
- */
+/** One of the plugin's own subscribers (trail, webhooks, SSF); none delivers on the request path (Invariant 43). */
 export interface EventSubscriber {
-  /**
-   * Writes the event where it must be durable (the trail). A subscriber that
-   * records is a recorder: a change that is not to be recorded (a refusal
-   * beyond its budget) reaches none of its methods.
-   */
+  /** Writes the event where it must be durable; a recorder gets no event that is not to be recorded. */
   record?(event: ImpersonationEvent): Promise<void>;
   /** Takes note of a change that happened (enqueues its delivery). A rejection is reported, the change stands. */
   notice?(event: ImpersonationEvent, occasion: Occasion): Promise<void>;

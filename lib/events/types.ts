@@ -25,12 +25,7 @@ export const EVENTS = {
 
 export type ImpersonationEventName = (typeof EVENTS)[keyof typeof EVENTS];
 
-/**
- * Why a session ended without a revocation: the actor signed out, the actor's
- * grant was revoked, the customer ended the access grant that allowed it,
- * (for a delegation) the session its subject token belonged to was stopped,
- * or the trail could not record its start (its token was never delivered).
- */
+/** Why a session ended without a revocation: sign-out, grant revoked or ended, parent stopped, not recorded. */
 export type EndReason =
   | 'actor_logout'
   | 'actor_grant_revoked'
@@ -39,11 +34,7 @@ export type EndReason =
   | 'subject_token_revoked'
   | 'not_recorded';
 
-/**
- * Every field an impersonation event may carry, each described once; which
- * event carries which is `ImpersonationEvent`'s business. Never a token value
- * or a secret: tokens are named by non-secret ids.
- */
+/** Every field an impersonation event may carry; never a token value or a secret. */
 interface EventFields {
   /** Non-secret id of the subject token. */
   subjectTokenId: string;
@@ -62,11 +53,7 @@ interface EventFields {
   scope: string;
   /** The creation `context` (ticket, reason, ...). */
   context: JsonObject;
-  /**
-   * A non-secret name of the issued access token: a JWT's `jti`; for an
-   * opaque token (whose `jti` is its value) `sha256.` and the base64url
-   * SHA-256 of the value.
-   */
+  /** Non-secret name of the issued token: a JWT's `jti`; for an opaque one `sha256.` and its base64url SHA-256. */
   accessTokenId: string;
   /** Expiry (seconds since the epoch) of what was created or issued. */
   expiresAt: number;
@@ -92,11 +79,7 @@ interface EventFields {
   depth: number;
 }
 
-/**
- * One event: its `name`, the fields it always carries, those it carries when
- * known, and every other field declared absent, so that reading one on the
- * union of all events stays `T | undefined`.
- */
+/** One event: its name, the fields it carries, every other declared absent (so reads stay `T | undefined`). */
 type EventOf<
   Name extends ImpersonationEventName,
   Always extends keyof EventFields,
@@ -141,11 +124,7 @@ export interface ImpersonationEvents {
     SessionFields | 'createdBy',
     'actor' | 'accessGrantId'
   >;
-  /**
-   * An exchange failed. It names what the exchange had established when it
-   * stopped: nothing beyond the client when the subject token was not found;
-   * never a token (no success row precedes a refusal).
-   */
+  /** An exchange failed; it names what had been established when it stopped, never a token. */
   'impersonation.exchange.refused': EventOf<
     'impersonation.exchange.refused',
     'clientId' | 'error' | 'reason',
@@ -168,11 +147,7 @@ export interface ImpersonationEvents {
     SessionFields | 'endReason',
     'actor' | 'accessGrantId' | 'parentSessionId'
   >;
-  /**
-   * A delegated token was issued (RFC 8693 delegation, not impersonation):
-   * `actor` is who acts, `subjectTokenId` the non-secret name of the subject
-   * token, `parentSessionId` the session its subject token belonged to.
-   */
+  /** A delegated token was issued: `actor` acts, `parentSessionId` is the subject token's session. */
   'impersonation.delegation.succeeded': EventOf<
     'impersonation.delegation.succeeded',
     | 'sessionId'
@@ -228,10 +203,7 @@ type GrantDetails = 'actor' | 'resource' | 'scope' | 'approvalRequestId';
 type RequestFields = 'approvalRequestId' | 'subject' | 'actor' | 'createdBy' | 'context' | 'expiresAt';
 type RequestDetails = 'clientId' | 'resource' | 'scope';
 
-/**
- * An impersonation event: one union member per name, told apart by `name`.
- * `ImpersonationEvent<typeof EVENTS.exchangeSucceeded>` is that event alone.
- */
+/** An impersonation event: one union member per `name`. */
 export type ImpersonationEvent<Name extends ImpersonationEventName = ImpersonationEventName> =
   ImpersonationEvents[Name];
 
@@ -252,10 +224,7 @@ declare module 'oidc-provider' {
   }
 }
 
-/**
- * Subscribes to an impersonation event, its listener typed for that event;
- * returns the unsubscribe function.
- */
+/** Subscribes to an impersonation event, its listener typed for it; returns the unsubscribe function. */
 export function onImpersonationEvent<Name extends ImpersonationEventName>(
   provider: Provider,
   name: Name,

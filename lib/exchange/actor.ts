@@ -11,16 +11,10 @@ export interface ActClaim {
   [claim: string]: unknown;
 }
 
-/**
- * An actor-token lookup under way. It never rejects (a store failure is its
- * outcome), so it may be left unawaited when the exchange is refused first.
- */
+/** An actor-token lookup under way; never rejects (a store failure is its outcome), so it may go unawaited. */
 export type ActorTokenLookup = Promise<{ token: VerifiedAccessToken | undefined } | { failure: unknown }>;
 
-/**
- * Looks the actor token up as oidc-provider would still honour it (see
- * verifyAccessToken). A JWT names no grant; it is honoured until its `exp`.
- */
+/** Looks the actor token up as oidc-provider's verifyAccessToken would honour it; a JWT until its `exp`. */
 export function lookUpActorToken(ctx: KoaContextWithOIDC, value: string): ActorTokenLookup {
   return verifyAccessToken(ctx.oidc.provider, value, 'AccessToken').then(
     (token) => ({ token }),
@@ -51,17 +45,7 @@ export interface ImpersonationActorRules extends ActorProof {
   sessionActive(sessionId: string): Promise<boolean>;
 }
 
-/**
- * An actor token must be a token oidc-provider still honours, issued to a
- * user who still exists, with `openid` in its scope set, to the exchanging
- * client or one the deployment names in `actorClients`: a user's token from
- * some other relying party proves nothing about who sits at this one. One an
- * exchange issued acts (its `act` nested below) only while its session is
- * active. A
- * sender-constrained actor token counts only with its proof: presenting a
- * DPoP-bound token as a bare string would turn a stolen copy back into a
- * bearer credential.
- */
+/** An actor token honoured, of a user who exists, with `openid`, issued to this client or `actorClients`. */
 export async function validateActorToken(
   ctx: KoaContextWithOIDC,
   lookup: ActorTokenLookup,
@@ -79,8 +63,7 @@ export async function validateActorToken(
   if (!token.scopes.has('openid')) {
     throw invalidRequest('actor_token must carry the openid scope');
   }
-  // A token an exchange issued acts only while its own session does: a stopped impersonation's JWT
-  // verifies until its exp, and would otherwise start new impersonations after the stop.
+  // A stopped impersonation's JWT verifies until its exp: it must not start new impersonations.
   if (token.impersonationSession !== undefined && !(await rules.sessionActive(token.impersonationSession))) {
     throw invalidRequest('actor_token belongs to an impersonation session that was stopped');
   }

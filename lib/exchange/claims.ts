@@ -18,14 +18,13 @@ export const RESERVED_CLAIMS: ReadonlySet<string> = new Set([
   'scope',
   'act',
   'cnf',
-  // oidc-provider's own payload members, which introspection of opaque tokens would let extra shadow
+  // oidc-provider's own payload members, which extra would shadow in introspection.
   'authorization_details',
   'token_type',
   'may_act',
   // The impersonation session the token belongs to: what a revocation is checked against.
   SESSION_CLAIM,
-  // How and when a user authenticated, and ID-token-only claims: an impersonation
-  // token must never claim anything about the customer's own sign-in.
+  // An impersonation token claims nothing about the customer's own sign-in.
   'acr',
   'amr',
   'auth_time',
@@ -41,25 +40,15 @@ export const RESERVED_CLAIMS: ReadonlySet<string> = new Set([
 
 type ExtraTokenClaims = NonNullable<Configuration['extraTokenClaims']>;
 
-/**
- * Carries the claims an exchange decided from the grant handler to
- * oidc-provider's `extraTokenClaims`, which runs inside `token.save()`. They ride
- * on the token object itself, so nothing leaks between requests (a WeakMap
- * did the same at several times the cost).
- */
+/** Carries an exchange's claims to `extraTokenClaims` on the token object itself: nothing leaks between requests. */
 export class ExchangeClaims {
-  /** A symbol of this instance's own: only an exchange of this plugin can set it, and no payload ever lists it. */
   readonly #key = Symbol('impersonation exchange claims');
 
   attach(token: AccessToken, claims: Record<string, unknown>): void {
     (token as unknown as Record<symbol, Record<string, unknown>>)[this.#key] = claims;
   }
 
-  /**
-   * Wraps the deployment's own `extraTokenClaims`. Ours are added after its
-   * claims, minus the reserved ones; `act` is dropped from every token it
-   * shapes, so only an exchange can ever put an actor into a token.
-   */
+  /** Wraps the deployment's `extraTokenClaims`: reserved claims and `act` dropped, so only an exchange sets an actor. */
   wrap(existing: ExtraTokenClaims | undefined): ExtraTokenClaims {
     const key = this.#key;
     return async function extraTokenClaims(ctx: KoaContextWithOIDC, token: AccessToken | ClientCredentials) {
@@ -99,11 +88,7 @@ export function actClaims(act: ActClaim | undefined): Record<string, unknown> {
   return act ? { act } : {};
 }
 
-/**
- * Runs the integrator's `getCustomJwtClaims` under a deadline and checks what
- * it returns. Any failure is an `invalid_request` naming the cause; it happens
- * before the subject token is redeemed, so the token stays usable.
- */
+/** Runs `getCustomJwtClaims` under a deadline; any failure is an `invalid_request`, before anything is burned. */
 export async function runCustomClaims(
   hook: CustomJwtClaimsFunction,
   input: CustomJwtClaimsInput,
@@ -112,7 +97,6 @@ export async function runCustomClaims(
   let result: unknown;
   try {
     result = hook(input);
-    // A hook that answers at once needs no deadline (nor its timer): only a promise can keep the exchange waiting.
     if (isThenable(result)) result = await withDeadline(result, timeoutMs);
   } catch (error) {
     if (error instanceof errors.InvalidRequest) throw error;

@@ -14,11 +14,7 @@ import { reportError } from '../report-error.js';
 import type { CommitOutcome } from '../adapters/contracts/commit.js';
 import { SUBJECT_TOKEN_MODEL } from '../subject-tokens/store.js';
 
-/**
- * How long an exchange may run between its first read and its commit. The
- * marks that origins ended (a sign-out, a customer's grant ended) outlive it,
- * so that every exchange that read an origin before its end meets the mark.
- */
+/** Longest an exchange may run from its first read to its commit (Invariant 22). */
 export const EXCHANGE_DEADLINE_MS = 120_000;
 
 export interface Commit {
@@ -28,7 +24,6 @@ export interface Commit {
   subjectTokenKey?: string | undefined;
   /** What a delegation's session is charged to (lib/capacity.ts): listed only within those shares. */
   quotas?: readonly DelegationCharge[] | undefined;
-  /** When the exchange began reading (ms since the epoch). */
   startedAt: number;
   /** The success event, as the trail records it; built once the token is named. */
   event: () => ExchangeEvent;
@@ -47,23 +42,7 @@ export interface CommitStores {
   sessions: SessionStore;
 }
 
-/**
- * Issues the token and commits the exchange, impersonation and delegation
- * alike. What the provider's adapter keeps (an opaque token and the Grant
- * behind it) is written first: failing, it stops the exchange with nothing
- * burned and nothing listed. Then one store operation redeems the subject
- * token (an impersonation's), charges the session to its principals' quotas
- * (a delegation's), lists the session, appends the exchange's notifications
- * and, in the store's database, the trail's row, unless an origin the
- * exchange was allowed by (the actor's sign-in, the customer's grant, the
- * session delegated from, the subject token) was marked ended since the
- * exchange read it; a lost race or a refusal there writes nothing of ours,
- * and the provider's token and Grant are withdrawn: they are in the
- * provider's adapter, which no operation of the plugin's store can span.
- * A trail outside the store's database gets the success row once the commit
- * happened; if it cannot take it, the session is ended, the token never
- * leaves and the subject token is given back. Resolves the access token's value.
- */
+/** Issues the token and commits the exchange; resolves the token's value. Invariants 20, 21, 23, 24. */
 export async function commit(
   ctx: KoaContextWithOIDC,
   { sessions }: CommitStores,
@@ -86,8 +65,7 @@ export async function commit(
   try {
     const issuing = issue(provider, token, session);
     value = (await Promise.all([issuing, participation.prepare(), confirm?.()]))[0];
-    // Checked last before the commit: an exchange that ran past the deadline may have read an
-    // origin whose end mark is gone already.
+    // Invariant 22: end marks outlive the deadline.
     if (Date.now() - startedAt > EXCHANGE_DEADLINE_MS) throw exchangeTooSlow(EXCHANGE_DEADLINE_MS);
     const outcome = await sessions.commit(session, redeem, {
       ...(quotas?.length ? { quotas } : {}),
@@ -104,8 +82,7 @@ export async function commit(
     try {
       await heard;
     } catch (error) {
-      // No token without its record: the session ends, its token is never delivered, and its
-      // subject token is given back (nothing burned); the trail that just failed is not asked again.
+      // Invariant 24: no token without its record.
       await closeSession(provider, sessions, session, { endReason: 'not_recorded' }, ctx, { record: false })
         .then(() => redeem && sessions.release(redeem, session.id))
         .catch((failure: unknown) => reportError(provider, failure, ctx));
@@ -131,12 +108,7 @@ function refusalOf(outcome: Exclude<CommitOutcome, { outcome: 'committed' }>, qu
   }
 }
 
-/**
- * The token, and for an opaque one the Grant behind it, so that
- * introspection, userinfo and revocation treat it as oidc-provider treats any
- * token, and closing the session revokes the Grant. Both written at once:
- * neither reads the other.
- */
+/** The token and, when opaque, the Grant behind it, so that oidc-provider treats it as any of its own. */
 async function issue(provider: Provider, token: AccessToken, session: SessionRecord): Promise<string> {
   if (token.format !== 'opaque') return token.save();
   const grant = newBackingGrant(provider, {

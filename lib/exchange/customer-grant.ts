@@ -1,18 +1,8 @@
-/**
- * The customer's access grant a subject token was issued under, checked
- * again at the exchange: it may have ended or expired since. It bounds the
- * exchange as the customer set it: the actor, the resource, the scopes and
- * the token's lifetime. Every refusal comes before anything is written, so
- * the subject token is not burned.
- */
+/** The customer's access grant behind a subject token, checked again at the exchange, bounds it (Invariant 20). */
 import { invalidGrant, invalidScope, invalidTarget } from '../errors.js';
 import type { SubjectTokenRecord } from '../subject-tokens/store.js';
 
-/**
- * A customer's access grant as the exchange reads it, with its state when it
- * was read. The approvals module keeps them; the plugin's assembly passes
- * their reader in, so that the exchange depends on nothing of approvals.
- */
+/** A customer's access grant as the exchange reads it; its reader is passed in, so exchange imports no approvals. */
 export interface CustomerGrant {
   subject: string;
   /** Only this actor may use it; absent: any. */
@@ -21,7 +11,6 @@ export interface CustomerGrant {
   resource?: string | undefined;
   /** The scopes it allows; absent: any. */
   scope?: string[] | undefined;
-  /** Seconds since the epoch. */
   expiresAt: number;
   state: 'active' | 'ended' | 'expired';
 }
@@ -39,12 +28,7 @@ export interface GrantBounds {
   secondsLeft: number;
 }
 
-/**
- * A read of the grant behind a subject token, started as soon as the token
- * is known so that it shares a wait with the actor token's reads. It never
- * rejects (a store failure is its outcome), so it may be left unawaited when
- * the exchange is refused first.
- */
+/** A read of the grant, started early to share a wait with the actor's; never rejects, so it may go unawaited. */
 export type CustomerGrantRead = Promise<{ grant: CustomerGrant | undefined } | { failure: unknown }> | undefined;
 
 export function readCustomerGrant(grants: CustomerGrants, record: SubjectTokenRecord): CustomerGrantRead {

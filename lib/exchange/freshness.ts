@@ -4,13 +4,7 @@ import type { VerifiedAccessToken } from '../access-token.js';
 import { InsufficientUserAuthentication, insufficientUserAuthentication } from '../errors.js';
 import type { ActorAuthentication } from '../core-options.js';
 
-/**
- * Step-up (RFC 9470): the actor's sign-in must be at most `maxAge` seconds old
- * and of an `acr` in `acrValues`. An opaque actor token is judged by its
- * session; a JWT by its `auth_time` and `acr` claims. What cannot be told is
- * not fresh enough. Runs before the subject token is redeemed, so a refusal
- * burns nothing: the console signs the actor in again and retries.
- */
+/** Step-up (RFC 9470): the actor's sign-in at most `maxAge` old, of an `acr` in `acrValues`; unknown is not fresh. */
 export async function checkActorAuthentication(
   ctx: KoaContextWithOIDC,
   actor: VerifiedAccessToken,
@@ -42,18 +36,7 @@ async function sessionAuthentication(
   };
 }
 
-/**
- * Adds `max_age` and `acr_values` to an `insufficient_user_authentication`
- * body, as RFC 9470 names them, so that a client can ask for exactly the
- * sign-in it needs. oidc-provider's error rendering knows no such members.
- *
- * A `grant.error` listener rather than a middleware: oidc-provider's token
- * endpoint sets the error body and then emits `grant.error` inside its own
- * pipeline, so the members are added however and whenever the provider was
- * mounted. A middleware added with `provider.use` would be skipped by every
- * host that composed the provider's middleware before `install()` ran.
- * (test/plugin/mounting.test.ts holds oidc-provider to that order.)
- */
+/** Adds RFC 9470's `max_age` and `acr_values` to the error body; a `grant.error` listener works however the provider is mounted. */
 export function addStepUpDetails(provider: Provider): void {
   (provider as unknown as EventEmitter).on('grant.error', (ctx: KoaContextWithOIDC, error: unknown) => {
     if (!(error instanceof InsufficientUserAuthentication)) return;

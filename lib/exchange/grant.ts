@@ -10,15 +10,7 @@ import { respond } from './respond.js';
 export { ACCESS_TOKEN_TYPE, EXCHANGE_DUPLICATES, EXCHANGE_PARAMETERS, TOKEN_EXCHANGE_GRANT } from './request.js';
 export type { ExchangeDependencies } from './kind.js';
 
-/**
- * The token-exchange grant, the one handler registered for it. By the time it
- * runs oidc-provider has parsed the form, authenticated the client and checked
- * that its `grant_types` allow this grant. The kind of exchange follows from
- * the request: a client allowed to delegate that names a subject token a
- * delegation verifies (never a Management API subject token, `ist_…`)
- * delegates; every other request is an impersonation's, refused as one when
- * it is none. Then the kind's steps, the response, and the report.
- */
+/** The token-exchange grant handler: a delegation when the client may delegate this subject token, else an impersonation. */
 export function createExchangeHandler(dependencies: ExchangeDependencies) {
   const impersonation = impersonationExchange(dependencies);
   const delegation = delegationExchange(dependencies);

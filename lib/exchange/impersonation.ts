@@ -35,13 +35,7 @@ import {
 import { checkSubjectTokenShape, IMPERSONATION_ACCEPTS, usableSubjectToken } from './subject/impersonation.js';
 import { newExchangeToken } from './token.js';
 
-/**
- * Impersonation: the subject token is one the Management API created for a
- * user (`ist_…`), redeemed once. The steps read as the protocol: the request,
- * the subject token, the proof, the actor, the customer's grant and the
- * deployment's decision, the token, and the commit that redeems the subject
- * token last, so that a refused exchange never burns it.
- */
+/** Impersonation: a Management API subject token (`ist_…`), redeemed once by the commit (Invariant 20). */
 export function impersonationExchange(dependencies: ExchangeDependencies): ExchangeKind<ExchangeProgress> {
   const { options, store, sessions, customerGrants, claims } = dependencies;
   const actorClients: ReadonlySet<string> = new Set(options.actorClients);
@@ -55,15 +49,12 @@ export function impersonationExchange(dependencies: ExchangeDependencies): Excha
     const client = ctx.oidc.client!;
     const startedAt = Date.now();
 
-    // The request.
     const params = exchangeParameters(ctx, IMPERSONATION_ACCEPTS);
     checkSubjectTokenShape(params.subject_token);
-    // The proof of possession, as oidc-provider's own grants check it first. It writes nothing.
+    // As oidc-provider's own grants, the proof is checked first; it writes nothing.
     const dpop = await readProof(ctx);
 
-    // The subject token. The actor token is looked up while it is (on Redis the two
-    // reads go out together); its verdict is read only after every check of the
-    // subject token, so the order of refusals stays that of the protocol.
+    // The actor token is looked up meanwhile; its verdict is read after the subject token's, in protocol order.
     const actorLookup = params.actor_token === undefined ? undefined : lookUpActorToken(ctx, params.actor_token);
     const { record, key } = usableSubjectToken(
       await exchangeStep(ctx, 'subject', () => store.find(params.subject_token)),
@@ -72,24 +63,19 @@ export function impersonationExchange(dependencies: ExchangeDependencies): Excha
         progress.subjectToken = found;
       },
     );
-    // The record is this request's own copy (every adapter's find makes one): its context is
-    // frozen in place, not copied, before the policy, the hook, the session and the events share it.
+    // The record is this request's own copy: frozen in place before the policy, the hook and the events share it.
     deepFreeze(record.context);
     // The customer's grant is read beside the actor token's Grant and sign-in: one wait for both.
     const customerGrantRead = readCustomerGrant(customerGrants, record);
-    // The proof is spent before any of the deployment's code runs (its resource servers,
-    // accounts, policy, claims), and only for a subject token that can be redeemed: a
-    // request that names none writes no replay entry.
+    // Spent before the deployment's code runs, and only for a subject token that can be redeemed.
     if (dpop) await checkDpopReplay(ctx, dpop);
 
-    // What is asked for: one resource, scopes it defines.
     const resourceServer = await resolveSingleResource(ctx);
     progress.resource = resourceServer.identifier();
     const requested = grantedScopes(ctx, params.scope, resourceServer);
     progress.scope = requested;
     const token = newExchangeToken(ctx, { subject: record.subject, scope: requested, resourceServer, dpop });
 
-    // The actor, and the subject as a user that still exists.
     const actor = await actorOf(ctx, actorLookup, record, { actorClients, dpop, sessionActive, token });
     if (actor && options.actorAuthentication) await checkActorAuthentication(ctx, actor, options.actorAuthentication);
     const act = actor && actFor(actor);
@@ -98,7 +84,6 @@ export function impersonationExchange(dependencies: ExchangeDependencies): Excha
       throw invalidRequest('subject_token names a user that no longer exists');
     }
 
-    // The customer's access grant, when the subject token was issued under one: still in force, and its ceiling.
     const customerGrant =
       customerGrantRead &&
       (await customerGrantBounds(customerGrantRead, record, {
@@ -109,7 +94,6 @@ export function impersonationExchange(dependencies: ExchangeDependencies): Excha
     const allowed = customerGrant?.scope ?? requested;
     progress.scope = allowed;
 
-    // The deployment's decision, within what the customer allowed.
     const scopes = await exchangeStep(ctx, 'policy', () =>
       decide(options, {
         clientId: client.clientId,
@@ -123,8 +107,7 @@ export function impersonationExchange(dependencies: ExchangeDependencies): Excha
     progress.scope = scopes;
     token.scope = scopes.join(' ') || undefined;
 
-    // The token: the lowest of our cap, the resource server's lifetime, the customer's grant and,
-    // for an actor token an exchange issued, what it has left (a re-exchange gets no fresh lifetime).
+    // An exchanged actor token's remaining life bounds a re-exchange.
     const exchanged = actor?.act !== undefined || actor?.impersonationSession !== undefined;
     const actorLeft = exchanged ? actor!.exp - Math.floor(Date.now() / 1000) : Infinity;
     const expiresIn = Math.min(
@@ -167,10 +150,7 @@ export function impersonationExchange(dependencies: ExchangeDependencies): Excha
   return { exchange, refused: (ctx, progress, error) => report.refused(ctx, progress, error) };
 }
 
-/**
- * The actor's Grant and sign-in, announced and read again (SessionStore.announce):
- * a sign-out before the announcement is seen here, one after it is marked.
- */
+/** The actor's Grant and sign-in, announced and read again (Invariant 23). */
 async function announceActor(ctx: KoaContextWithOIDC, sessions: SessionStore, session: SessionRecord): Promise<void> {
   const { provider } = ctx.oidc;
   await sessions.announce(session);

@@ -9,7 +9,6 @@ import type { ResolvedDelegationOptions } from './delegation/options.js';
 import type { Issued } from './respond.js';
 
 export interface ExchangeDependencies {
-  /** The core options, and the delegation's slice. */
   options: ResolvedCoreOptions & { delegation: ResolvedDelegationOptions };
   /** The subject tokens the Management API created: an impersonation's subjects. */
   store: SubjectTokenStore;
@@ -26,12 +25,7 @@ export interface Exchanged extends Issued {
   event?: (() => ImpersonationEvent) | undefined;
 }
 
-/**
- * One kind of token exchange: impersonation (the subject token is one the
- * Management API created) or delegation (an access token or a JWT). Both run
- * the same steps over the same helpers; they differ in how the subject is
- * resolved and recorded, and in the events that report them.
- */
+/** One kind of exchange, impersonation or delegation: the same steps over the same helpers. */
 export interface ExchangeKind<Progress extends object> {
   exchange(ctx: KoaContextWithOIDC, progress: Progress): Promise<Exchanged>;
   /** Reports a refusal from what `progress` established (to listeners, and to the trail as its rules allow). */

@@ -2,11 +2,7 @@ import { invalidRequest } from '../errors.js';
 import { refusalReason, type ExchangeDecision, type PolicyDecision } from '../config/decisions.js';
 import type { ExchangePolicyInput, ResolvedCoreOptions as ResolvedOptions } from '../core-options.js';
 
-/**
- * The deployment's decision: `canExchange` allows (`true`), refuses (`false`,
- * `{ reason }`) or narrows (`{ scope: [...] }`, a subset of what was asked).
- * Resolves the scopes to grant.
- */
+/** The deployment's `canExchange`: allow, refuse (`false`, `{ reason }`) or narrow (`{ scope }`); resolves the scopes. */
 export async function decide(options: ResolvedOptions, input: ExchangePolicyInput): Promise<string[]> {
   if (!options.canExchange) return input.scope;
   return narrowedScopes(await options.canExchange(input), input.scope);

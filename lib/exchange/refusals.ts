@@ -1,13 +1,4 @@
-/**
- * Which refused exchanges reach the durable trail. Anyone who can reach the
- * token endpoint can be refused, as often as they like, so a trail that
- * recorded every refusal would be filled (and, bounded, closed to every
- * impersonation) by anonymous traffic. Only refusals of a subject token that
- * exists are written: each one names a token that an authenticated
- * Management API caller created. Of those, the first few per token and per
- * instance are written and the rest reach listeners only, so that what one
- * caller can make the trail hold is bounded by what was created.
- */
+// Invariant 25: refusals on the trail are bounded.
 
 /** Refusal rows one instance writes for one subject token. */
 export const REFUSALS_RECORDED_PER_SUBJECT_TOKEN = 3;
@@ -25,17 +16,12 @@ export class RefusalBudget {
     this.#maxTokens = maxTokens;
   }
 
-  /**
-   * True while this subject token's refusals may still be written; `until`
-   * (ms) is when its record leaves the store, after which it is unknown and
-   * its refusals are no longer written at all.
-   */
+  /** Whether this subject token's refusals may still be written; `until` (ms) is when its record leaves the store. */
   take(subjectTokenId: string, until: number, now = Date.now()): boolean {
     let entry = this.#counted.get(subjectTokenId);
     if (entry === undefined || entry.until <= now) {
       if (entry === undefined && this.#counted.size >= this.#maxTokens) this.#sweep(now);
-      // Still full: as many live subject tokens as the bound were refused here. Recording
-      // stops rather than forgetting what was counted, which would let a caller start over.
+      // Full: stop recording rather than forget a count, which would let a caller start over.
       if (entry === undefined && this.#counted.size >= this.#maxTokens) return false;
       entry = { left: this.#perToken, until };
       this.#counted.set(subjectTokenId, entry);

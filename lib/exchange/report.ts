@@ -78,7 +78,7 @@ export class ExchangeReport {
     announce(ctx.oidc.provider, event, ctx);
   }
 
-  /** A refusal reaches the trail only once its subject token is found (see refusals.ts). */
+  // Invariant 25: refusals on the trail are bounded.
   async refused(ctx: KoaContextWithOIDC, progress: ExchangeProgress, error: unknown): Promise<void> {
     const event = exchangeRefused(ctx.oidc.client!.clientId, progress, error);
     const record = progress.subjectToken;

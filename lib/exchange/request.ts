@@ -1,8 +1,4 @@
-/**
- * The request as RFC 8693 and spec 5.2 want it: how the client authenticated,
- * which parameters it sent, the one resource and the scopes it asks for. No
- * store is read here; every refusal names what is wrong with the request.
- */
+/** The request as RFC 8693 and spec 5.2 want it; no store is read here. */
 import type { KoaContextWithOIDC, ResourceServerInstance } from 'oidc-provider';
 import { scopeSet } from '../access-token.js';
 import { invalidClient, invalidRequest, invalidScope, invalidTarget } from '../errors.js';
@@ -37,11 +33,7 @@ export interface ExchangeParams {
   audience?: string | string[];
 }
 
-/**
- * oidc-provider lets a `client_secret_basic` client send its secret in the
- * body as well. Spec 5.2 does not: such a client that does not use the Basic
- * header is answered 401 `invalid_client`.
- */
+/** Spec 5.2: a `client_secret_basic` client sending its secret in the body gets 401 `invalid_client`. */
 export function checkClientAuthentication(ctx: KoaContextWithOIDC): void {
   if (ctx.oidc.client!.clientAuthMethod !== 'client_secret_basic') return;
   if (!/^basic /i.test(ctx.get('authorization'))) {
@@ -89,20 +81,14 @@ export function exchangeParameters(ctx: KoaContextWithOIDC, accepted: Accepted):
   if (params.audience !== undefined && !accepted.audience) {
     throw invalidTarget('the audience parameter is not supported; name the resource server with resource');
   }
-  // A deployment's getResourceServerInfo may accept a family of indicators; none
-  // that a store refuses may reach the session and the trail. (oidc-provider
-  // already refuses such a scope.)
+  // A resource a store would refuse may not reach the session and the trail (Invariant 49).
   if ([params.resource ?? [], params.audience ?? []].flat().some((target) => !isStorableText(target))) {
     throw invalidTarget(`${accepted.audience ? 'resource or audience' : 'resource'} holds ${UNSTORABLE_TEXT}`);
   }
   return params as ExchangeParams;
 }
 
-/**
- * RFC 8693 2.1: a token is validated as the type its `*_token_type` names. A
- * JWT is three dot-separated parts; anything else sent as one is refused,
- * whatever it would have verified as.
- */
+/** RFC 8693 2.1: a token is validated as the type its `*_token_type` names. */
 export function checkStatedType(name: 'subject_token' | 'actor_token', value: string, type: string | undefined): void {
   if (type === JWT_TOKEN_TYPE && value.split('.').length !== 3) throw invalidRequest(`${name} is not a JWT`);
 }
@@ -115,12 +101,7 @@ export async function resolveSingleResource(ctx: KoaContextWithOIDC): Promise<Re
   return resourceServers[0]!;
 }
 
-/**
- * Every requested scope must be one the resource server defines and the client
- * may ask for; anything else is refused rather than dropped, so a token is
- * never wider, or silently narrower, than the request. `offline_access` never
- * applies: impersonation has no refresh token.
- */
+/** Each scope must be defined by the resource and allowed to the client: refused, never dropped. */
 export function grantedScopes(
   ctx: KoaContextWithOIDC,
   scope: string | undefined,

@@ -8,11 +8,7 @@ export interface Issued {
   issuedTokenType: string;
 }
 
-/**
- * RFC 8693 2.2.1, as oidc-provider answers its own grants. No refresh token:
- * an exchanged token lives no longer than what it came from. Spec 2.5 lists
- * scope as a field of every response: empty when nothing was granted.
- */
+/** RFC 8693 2.2.1, as oidc-provider answers its own grants; no refresh token; `scope` always (spec 2.5). */
 export function respond(ctx: KoaContextWithOIDC, { value, token, issuedTokenType }: Issued): void {
   ctx.body = buildTokenResponse(ctx, {
     accessToken: value,

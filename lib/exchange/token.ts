@@ -1,9 +1,4 @@
-/**
- * The token an exchange issues, as oidc-provider's own grants build theirs:
- * for the subject, the client and the one resource, with the scopes asked
- * for (the policy may narrow them later), bound to the sender by DPoP and
- * mTLS exactly as their tokens are.
- */
+/** The token an exchange issues, built and sender-bound (DPoP, mTLS) as oidc-provider's own grants build theirs. */
 import type { AccessToken, KoaContextWithOIDC, Provider, ResourceServerInstance } from 'oidc-provider';
 import { checkMtlsCert, type DpopProof } from '../provider-internals.js';
 import { TOKEN_EXCHANGE_GRANT } from './request.js';

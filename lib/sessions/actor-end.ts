@@ -6,15 +6,7 @@ import { closeSession } from './close.js';
 import type { EndReason } from './record.js';
 import type { SessionStore } from './store.js';
 
-/**
- * Ends every impersonation that an actor started from an oidc-provider session
- * when that session or its Grant ends: an RP-initiated logout (which revokes
- * the Grant and destroys the session), a Grant revoked at the revocation
- * endpoint, a session destroyed otherwise. oidc-provider emits these during
- * the request that causes them; the sessions are ended right after, and a
- * failure to do so is reported on the provider's `error` event, as any error
- * of its app.
- */
+/** Ends the impersonations an actor started from an oidc-provider session when it or its Grant ends. */
 export function endWithActor(provider: Provider, sessions: SessionStore): void {
   const emitter = provider as unknown as EventEmitter;
 
@@ -25,10 +17,9 @@ export function endWithActor(provider: Provider, sessions: SessionStore): void {
 
   emitter.on('session.destroyed', (session: { uid?: unknown; accountId?: unknown }) => {
     const { uid } = session;
-    // A session nobody signed in to started nothing; an anonymous caller can have one destroyed
-    // (a sign-out form posted without a sign-in), and must not make the store write a mark.
+    // An anonymous caller can have an unsigned-in session destroyed: it must not make the store write a mark.
     if (typeof uid !== 'string' || session.accountId === undefined) return;
-    // oidc-provider also destroys a session's old entry when it rotates its id; the uid lives on then.
+    // oidc-provider destroys a rotated session's old entry; its uid lives on.
     report(
       provider.Session.findByUid(uid).then((alive) =>
         alive ? undefined : endAll(provider, sessions, { sessionUid: uid }, 'actor_logout', undefined),
@@ -49,8 +40,7 @@ async function endAll(
   reason: EndReason,
   ctx: Koa.Context | undefined,
 ): Promise<void> {
-  // Marked first, if an exchange announced it: one in flight that read the actor token before the end is refused by its commit.
-  // A mark that cannot be written does not keep the sessions found from being ended; its failure is reported.
+  // Invariant 23: marked if announced; a failed mark is reported and the sessions still end.
   let markFailure: { error: unknown } | undefined;
   await sessions.markEnded(actor, true).catch((error: unknown) => {
     markFailure = { error };

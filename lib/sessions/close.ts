@@ -8,14 +8,7 @@ import type { SessionStore } from './store.js';
 
 export type CloseRequest = { revokedBy: string; reason?: string } | { endReason: EndReason };
 
-/**
- * Stops an impersonation session. An opaque token's Grant and the token go
- * first, then the session enters the revocation feed (which is what stops its
- * JWTs at resource servers) and its record says so. Should the store fail
- * halfway, closing again finishes the job. Of concurrent closes, one emits the
- * event; closing a session that is no longer active changes nothing. With
- * `record` false, the trail does not record the stop (see publish()).
- */
+/** Stops a session (Invariant 31); with `record` false the trail does not record the stop. */
 export async function closeSession(
   provider: Provider,
   sessions: SessionStore,
@@ -25,11 +18,8 @@ export async function closeSession(
   { record: recorded = true }: { record?: boolean } = {},
 ): Promise<SessionRecord> {
   if (stateOf(record) !== 'active') return record;
-  // Marked first, so that a delegation from it that is being issued is refused by its commit,
-  // while one committed before is found below.
+  // Invariant 32: mark, delegations, then itself.
   await sessions.markEnded({ parentSessionId: record.id });
-  // Delegations made from this session stop first: should one fail, this session is still
-  // active, and closing it again finds and finishes them.
   await closeDelegations(provider, sessions, record, ctx);
   if (record.grantId !== undefined) {
     await Promise.all([
@@ -73,10 +63,7 @@ export async function closeSession(
           endReason: request.endReason,
           ...(record.accessGrantId === undefined ? {} : { accessGrantId: record.accessGrantId }),
         };
-  // The stop stands even when its record or its notification cannot be written (see publish()).
-  // A delegation's stop goes to the trail, the listeners and the SSF streams (its tokens must
-  // stop at resource servers), never to webhooks: they tell a customer of impersonations, whose
-  // own stop is delivered (docs/webhooks.md, "Delegations are not delivered").
+  // The stop stands without its record or notification; webhooks never hear of a delegation's (docs/webhooks.md).
   await publish(provider, event, ctx, { record: recorded, delegation: record.type === 'delegation' });
   return closed;
 }

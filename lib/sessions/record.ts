@@ -35,22 +35,11 @@ export interface SessionRecord {
   type?: 'delegation';
   /** A delegation whose subject token belonged to this session: stopping that session stops this one. */
   parentSessionId?: string;
-  /**
-   * A delegation made from an impersonation, directly or through other delegations: that
-   * impersonation's session. Absent for a delegation of a user's own token.
-   */
+  /** A delegation made (at any depth) from an impersonation: that impersonation's session. */
   rootSessionId?: string;
-  /**
-   * A delegation: the digest of its subject token, client, resource, token format, scope and
-   * `act` chain. A request for the same while it lasts is issued a token under this session.
-   */
+  /** A delegation: digest of what makes it the same (Invariant 26); a repeat gets a token under this session. */
   delegationKey?: string;
-  /**
-   * A delegation made (at any depth) from an impersonation started under a customer's access
-   * grant: that grant, whose ceiling bounds every delegation made from this session too. Not an
-   * origin of this session (it is not indexed under the grant): the grant's end reaches it
-   * through its parent.
-   */
+  /** A delegation under an impersonation started under a customer's grant: that grant, whose ceiling bounds it (not an origin). */
   underAccessGrantId?: string;
   createdAt: number;
   expiresAt: number;
@@ -86,11 +75,7 @@ export interface SessionView {
 }
 
 const SESSION_ID_BYTES = 16;
-/**
- * Session ids name, they do not authenticate: they only need to be unique and
- * unpredictable, so they are cut from a buffer of random bytes filled for 256
- * ids at a time, rather than asking the CSPRNG on every exchange.
- */
+/** Session ids name, they do not authenticate: cut from a random buffer filled for 256 ids at a time. */
 const IDS_PER_FILL = 256;
 let randomPool = Buffer.alloc(0);
 let poolOffset = 0;

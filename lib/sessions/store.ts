@@ -9,11 +9,7 @@ import { stateOf, type SessionRecord } from './record.js';
 /** The adapter model name the impersonation sessions and their indexes are kept under. */
 export { SESSION_MODEL };
 
-/**
- * How long an origin's end mark is kept (seconds): longer than an exchange
- * may run between its reads and its commit (EXCHANGE_DEADLINE_MS), so that
- * every exchange that read the origin before its end meets the mark.
- */
+/** How long an origin's end mark is kept (seconds); Invariant 22. */
 const MARK_SECONDS = 300;
 
 /** How long a record outlives its tokens, so that it can still be read and told apart from an unknown id. */
@@ -50,14 +46,7 @@ export interface SessionPage {
 /** A change that closes a session: a revocation or an end. */
 export type Closing = Pick<SessionRecord, 'revoked'> | Pick<SessionRecord, 'ended'>;
 
-/**
- * Impersonation sessions on top of an adapter with sorted indexes: the record
- * by id; active sessions indexed by subject and actor (and all of them), so
- * that listing reads an index, never the whole store; by the actor
- * token's Grant and oidc-provider session, so that their end finds what they
- * started; and closed sessions whose tokens may still be alive, for the
- * revocation feed. Every index member expires with the session's tokens.
- */
+/** Impersonation sessions on an adapter with sorted indexes: by id, subject, actor, origin, and closed for the feed. */
 export class SessionStore {
   readonly #adapter: SessionAdapter;
 
@@ -65,11 +54,7 @@ export class SessionStore {
     this.#adapter = adapter;
   }
 
-  /**
-   * The active delegation of `delegationKey` that lasts at least until `until` (seconds), if there
-   * is one whose stop has not begun: its record and its end mark are read together (one wait),
-   * and a session marked ended counts as gone, as it will be once its stop is done.
-   */
+  /** The active delegation of `delegationKey` lasting until `until` (s), record and end mark read together (Invariant 26). */
   async liveDelegation(delegationKey: string, until: number): Promise<SessionRecord | undefined> {
     const [latest] = await this.#adapter.indexRange(byDelegationKey(delegationKey), undefined, 1);
     if (!latest || latest.expiresAt < until * 1000) return undefined;
@@ -82,15 +67,7 @@ export class SessionStore {
       : undefined;
   }
 
-  /**
-   * Lists the session, redeems `redeem` (an impersonation's subject token
-   * entry) and charges `quotas` (a delegation's principals, lib/capacity.ts)
-   * in one store operation, unless one of the origins it started from was
-   * marked ended since the exchange read it, or a quota is spent:
-   * `committed` for the one exchange that redeemed it, otherwise nothing is
-   * written. With `journal`, the trail's row is appended in the same
-   * operation; with `outbox`, the exchange's notifications.
-   */
+  /** Lists the session, redeems `redeem` and charges `quotas` in one store operation, unless an origin was marked since it was read. */
   commit(
     record: SessionRecord,
     redeem: { model: string; id: string } | undefined,
@@ -113,11 +90,7 @@ export class SessionStore {
     return this.#adapter.releaseConsumed(redeemed, sessionId);
   }
 
-  /**
-   * The first of `quotas` that has taken its bound, as read now: a delegation
-   * refused by it writes nothing, not even the trail's row. The commit checks
-   * and charges them again, atomically.
-   */
+  /** The first of `quotas` already at its bound, as read now; the commit checks and charges them again, atomically. */
   async spentQuota(quotas: readonly QuotaCharge[]): Promise<string | undefined> {
     const counters = await Promise.all(quotas.map((quota) => this.#adapter.find(quota.key)));
     const spent = quotas.find((quota, at) => {
@@ -138,26 +111,14 @@ export class SessionStore {
     return mark?.ended !== undefined;
   }
 
-  /**
-   * Marks an origin ended before its sessions are looked up and closed: an
-   * exchange that read it before the end and commits after the mark is
-   * refused by its commit, one that committed before is found by the lookup.
-   * Written for what an authenticated party ends (a customer's grant, a
-   * session's stop), and, `ifAnnounced`, for what any user ends (a sign-in, a
-   * Grant, a token) only when an exchange announced it (`announce`): a user's
-   * other sign-outs and revocations write nothing.
-   */
+  /** Marks an origin ended before its sessions are looked up (Invariant 23); what a user ends only `ifAnnounced`. */
   async markEnded(origin: Origin, ifAnnounced = false): Promise<void> {
     if (ifAnnounced && !(await this.#adapter.find(announcementOf(origin)))) return;
     const payload = { kind: GUARD_KIND, ended: Math.floor(Date.now() / 1000) } as unknown as AdapterPayload;
     await this.#adapter.upsert(markOf(origin), payload, MARK_SECONDS);
   }
 
-  /**
-   * Announces the user's origins (the actor's sign-in and Grant, a delegation's subject token)
-   * `record` is being committed from; the exchange then reads them again: one ended before this
-   * is seen by that read, one ended after it is marked (`markEnded`, `ifAnnounced`).
-   */
+  /** Announces the user's origins `record` commits from; the exchange then reads them again (Invariant 23). */
   async announce(record: SessionRecord): Promise<void> {
     const payload = { kind: GUARD_KIND } as unknown as AdapterPayload;
     const origins = originsOf(record).filter((origin) => !('accessGrantId' in origin || 'parentSessionId' in origin));
@@ -169,14 +130,7 @@ export class SessionStore {
     return payload ? fromPayload(payload) : undefined;
   }
 
-  /**
-   * Closes a session once. The revoked index (what the feed serves, and so
-   * what stops JWTs) comes first and is idempotent; then the record's atomic
-   * consume picks the one closer that reports it (`closedNow`), so concurrent
-   * closes (a logout revokes a Grant and destroys a session at once) emit one
-   * event. A closer that lost finds the record already closed, or, if the
-   * winner failed halfway, finishes the record itself.
-   */
+  /** Closes a session once (Invariant 31). */
   async close(record: SessionRecord, closing: Closing): Promise<{ record: SessionRecord; closedNow: boolean }> {
     await this.#adapter.indexAdd([REVOKED], record.id, record.expiresAt * 1000);
     const won = await this.#adapter.consumeOnce(record.id);
@@ -193,11 +147,7 @@ export class SessionStore {
     return { record: closed, closedNow: won };
   }
 
-  /**
-   * Active sessions, latest expiry first, read from the narrowest index the
-   * filter names. A page may hold fewer than `limit` items and still have a
-   * next one, when the index holds many that the rest of the filter drops.
-   */
+  /** Active sessions, latest expiry first, from the narrowest index; a short page may still have a next one. */
   async list(filter: SessionFilter, limit: number, after: IndexEntry | undefined): Promise<SessionPage> {
     // A client filter alone reads all active sessions: clients are few, subjects and actors many.
     const index =
@@ -227,11 +177,7 @@ export class SessionStore {
     return this.#adapter.indexRange(REVOKED, after, Math.min(limit, MAX_BATCH));
   }
 
-  /**
-   * Sessions started with an actor token of this Grant, or of this
-   * oidc-provider session, or under this customer's access grant, or
-   * delegated from this session, whose tokens have not expired.
-   */
+  /** Sessions, tokens unexpired, started from this actor Grant or sign-in, customer grant, or parent session. */
   async startedWith(origin: Origin): Promise<string[]> {
     const index = indexOf(origin);
     const ids: string[] = [];

@@ -5,16 +5,7 @@ import { reportError } from '../report-error.js';
 import { closeSession } from './close.js';
 import type { SessionStore } from './store.js';
 
-/**
- * Ends the delegations exchanged from an opaque access token when the token
- * is revoked (RFC 7009, at the provider's revocation endpoint; oidc-provider
- * emits `access_token.destroyed`): what was exchanged from it is revoked with
- * it, as Keycloak and Spring Authorization Server do. An opaque delegated
- * token loses its Grant; a JWT one enters the revocation feed, which the
- * resource-server helper honours. Marked first (when a delegation announced
- * the token), so that one being issued from it meets the mark at its commit. A failure is reported
- * on the provider's `error` event, as any error of its app.
- */
+/** Ends the delegations exchanged from an opaque token revoked at the revocation endpoint (marked first, Invariant 23). */
 export function endWithSubjectToken(provider: Provider, sessions: SessionStore): void {
   const emitter = provider as unknown as EventEmitter;
   emitter.on('access_token.destroyed', (token: AccessToken) => {

@@ -8,10 +8,7 @@ import { hashSubjectToken, mintSubjectToken, newSubjectTokenId } from './token.j
 /** The adapter model name the subject tokens are kept under. */
 export { SUBJECT_TOKEN_MODEL };
 
-/**
- * How long a redeemed or expired record outlives its expiry, so that a late
- * replay is told "already used" or "expired" instead of "unknown".
- */
+/** How long a redeemed or expired record outlives its expiry, so a late replay is told why. */
 const TOMBSTONE_SECONDS = 300;
 
 export interface SubjectTokenRecord {
@@ -110,11 +107,7 @@ export class SubjectTokenStore {
     return { state: 'valid', key, record };
   }
 
-  /**
-   * Withdraws an unredeemed token by its public id. The same atomic consume
-   * that redeems decides, so a withdrawal and an exchange racing for one token
-   * cannot both win. Withdrawing again is a no-op that answers `withdrawn`.
-   */
+  /** Withdraws an unredeemed token by its public id; Invariant 33 (again: `withdrawn`). */
   async withdraw(id: string): Promise<Withdrawal> {
     const pointer = (await this.#adapter.find(id)) as { kind?: unknown; key?: unknown } | undefined;
     if (pointer?.kind !== ID_POINTER || typeof pointer.key !== 'string') return 'unknown';
@@ -130,7 +123,7 @@ export class SubjectTokenStore {
     return 'withdrawn';
   }
 
-  /** True for exactly one caller per token; false when someone else already redeemed it. */
+  /** Invariant 33: true for exactly one caller per token. */
   redeem(key: string): Promise<boolean> {
     return this.#adapter.consumeOnce(key);
   }

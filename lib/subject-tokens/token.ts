@@ -15,10 +15,7 @@ export function looksLikeSubjectToken(value: string): boolean {
   return SHAPE.test(value);
 }
 
-/**
- * The store key. A fast unsalted hash is enough: the input has 256 bits of
- * randomness, so neither guessing nor a precomputed table can invert it.
- */
+/** The store key: an unsalted fast hash suffices for 256 random bits. */
 export function hashSubjectToken(value: string): string {
   return hash('sha256', value, 'base64url');
 }

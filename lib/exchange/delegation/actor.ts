@@ -14,16 +14,7 @@ export interface DelegationActor {
   claim: Record<string, unknown>;
 }
 
-/**
- * The actor is the authenticated client, or the party an actor token of this
- * provider names (a user, or a client's own client-credentials token). The
- * actor token must be the party's own, never one an exchange issued; issued
- * to the client that sends it, or to one of `actorClients`; and a
- * sender-constrained one counts only with its proof; a user's, only while
- * `findAccount` still knows them. It is validated as the type
- * `actor_token_type` names (RFC 8693 2.1). Either way `act.client_id` names
- * the client that made the exchange.
- */
+/** The actor: the client, or the party an actor token of this provider names (its own, never an exchange's). */
 export async function delegationActor(
   ctx: KoaContextWithOIDC,
   actorToken: string | undefined,
@@ -52,14 +43,7 @@ export async function delegationActor(
   return { sub: token.sub, type, claim: { sub: token.sub, client_id: clientId } };
 }
 
-/**
- * RFC 8693 4.4: a subject token that names who may act refuses anyone else.
- * Each member it has must match: `sub` the actor, `client_id` the client,
- * `iss` this issuer. A `may_act` that names neither an actor nor a client
- * allows no one; one that is there but is not a JSON object (an array, a
- * string, `null`) names no one we could check, and is refused rather than
- * taken for absent, which would let anyone act.
- */
+/** RFC 8693 4.4: a `may_act` refuses anyone it does not name; one that is not an object names no one. */
 export function checkMayAct(ctx: KoaContextWithOIDC, subject: VerifiedSubject, actor: DelegationActor): void {
   const mayAct = subject.mayAct;
   if (mayAct === undefined) return;
@@ -79,12 +63,7 @@ export function checkMayAct(ctx: KoaContextWithOIDC, subject: VerifiedSubject, a
   }
 }
 
-/**
- * RFC 8693 4.1: the actor is the party itself. A token an exchange issued (an
- * impersonation's, a delegation's) is someone acting for its subject: as an
- * actor token it would make that subject, the customer, the actor; and a JWT
- * of a stopped session would outlive the stop here.
- */
+/** RFC 8693 4.1: a token an exchange issued acts for its subject, so it is no actor token. */
 export function refuseExchangedToken(token: VerifiedAccessToken): void {
   if (token.act !== undefined || token.impersonationSession !== undefined) {
     throw invalidRequest(

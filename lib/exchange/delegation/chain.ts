@@ -1,10 +1,6 @@
 import { invalidRequest } from '../../errors.js';
 
-/**
- * RFC 8693 4.1: the new actor on top, every earlier one nested below as the
- * subject token had them. The subject token's chain is copied whole, never
- * rebuilt, so exchanging again can add an actor but never drop one.
- */
+/** RFC 8693 4.1: the new actor on top of the subject token's chain, copied whole so no actor is dropped. */
 export function nestedAct(
   actor: Record<string, unknown>,
   earlier: Record<string, unknown> | undefined,

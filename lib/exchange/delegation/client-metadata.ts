@@ -1,13 +1,7 @@
 import type { ClientMetadata, Configuration, KoaContextWithOIDC } from 'oidc-provider';
 import { invalidClientMetadata, invalidOption } from '../../errors.js';
 
-/**
- * The client metadata property that allows a client delegation: the
- * space-separated resource indicators (the APIs this client runs) whose
- * access tokens it may exchange for a delegated one. A client may always
- * exchange tokens issued to itself; without the property it may not
- * delegate at all.
- */
+/** Client metadata: the resource indicators whose access tokens the client may exchange as a delegate. */
 export const DELEGATION_METADATA = 'token_exchange_delegation';
 
 const TOKEN_EXCHANGE_GRANT = 'urn:ietf:params:oauth:grant-type:token-exchange';
@@ -61,8 +55,7 @@ function checkDelegationMetadata(metadata: ClientMetadata): void {
 
 /** The resources whose tokens a client may exchange as a delegate; `undefined` when it may not delegate. */
 export function delegationResourcesOf(client: { metadata(): ClientMetadata }): ReadonlySet<string> | undefined {
-  // Read once per client object: `metadata()` rebuilds every field, and every token-exchange
-  // request asks. oidc-provider builds a new object when a client's metadata changes.
+  // Cached per client object: `metadata()` rebuilds every field, and oidc-provider replaces the object on change.
   let resources = resourcesByClient.get(client);
   if (resources === undefined) {
     const value = client.metadata()[DELEGATION_METADATA];

@@ -1,9 +1,4 @@
-/**
- * The customer's access grant an impersonation was started under bounds every
- * delegation made from it, however far down the chain: the customer allowed
- * support to act as them at one resource (or any), with some scopes (or all),
- * not whichever service the impersonation's token is then handed to.
- */
+/** The customer's access grant an impersonation started under bounds every delegation made from it. */
 import { invalidGrant, invalidScope, invalidTarget } from '../../errors.js';
 import type { SessionRecord } from '../../sessions/record.js';
 import type { CustomerGrant, CustomerGrants } from '../customer-grant.js';
@@ -13,12 +8,7 @@ export function accessGrantOf(session: SessionRecord): string | undefined {
   return session.accessGrantId ?? session.underAccessGrantId;
 }
 
-/**
- * Reads the grant and refuses a delegation outside it: a grant no longer in
- * force (`invalid_grant`), another resource (`invalid_target`), a scope it
- * does not list (`invalid_scope`; the delegation refuses what it would
- * otherwise drop). A store that cannot answer rejects: no token is issued.
- */
+/** Refuses a delegation outside the grant; a store that cannot answer rejects (no token). */
 export async function checkCustomerGrant(
   grants: CustomerGrants,
   grantId: string,

@@ -25,21 +25,11 @@ import { delegatedScopes, delegationAccepts, isDelegationType, resolveTarget } f
 import { delegationKey, delegationSessionLifetime, LiveDelegations } from './reuse.js';
 
 export interface DelegationExchange extends ExchangeKind<DelegationProgress> {
-  /**
-   * Whether this request is a delegation: a client allowed it, a subject
-   * token type it verifies, and no impersonation subject token (`ist_…`),
-   * which stays impersonation's exactly as before.
-   */
+  /** Whether this request is a delegation: the client may, the type is verified, and it names no `ist_…`. */
   handles(ctx: KoaContextWithOIDC): boolean;
 }
 
-/**
- * RFC 8693 delegation: the subject token is an access token or a JWT of this
- * provider (or a type of the deployment's own). The steps read as the
- * protocol: the request, the subject token and whose it is, the target and
- * its scopes, the actor and the `act` chain, the deployment's decision, the
- * token and its session, committed as an impersonation's is.
- */
+/** RFC 8693 delegation of this provider's access token or JWT (or a deployment's own type). */
 export function delegationExchange(dependencies: ExchangeDependencies): DelegationExchange {
   const { options, sessions, customerGrants, claims } = dependencies;
   const delegation = options.delegation;
@@ -52,7 +42,6 @@ export function delegationExchange(dependencies: ExchangeDependencies): Delegati
     const client = ctx.oidc.client!;
     const startedAt = Date.now();
 
-    // The request.
     const served = delegationResourcesOf(client)!;
     const params = exchangeParameters(ctx, accepts);
     progress.subjectTokenType = params.subject_token_type;
@@ -65,7 +54,7 @@ export function delegationExchange(dependencies: ExchangeDependencies): Delegati
     progress.subjectTokenId = subject.id;
     progress.subjectExpiresAt = subject.exp;
     progress.subject = subject.sub;
-    // Whose session the token belongs to, read first: it decides what the trail records of this request.
+    // Read first: the session decides what the trail records of this request.
     const parent = subject.sessionId === undefined ? undefined : await sessions.find(subject.sessionId);
     if (subject.sessionId !== undefined) progress.parentSessionId = subject.sessionId;
     const rootSessionId = rootSessionOf(parent);
@@ -80,11 +69,10 @@ export function delegationExchange(dependencies: ExchangeDependencies): Delegati
         ? { subjectTokenId: subject.id, user: subject.sub, clientId: client.clientId }
         : { impersonationSessionId: rootSessionId };
     const quotas = delegationQuotas(delegation.limits, principals);
-    // A share already spent is read before the proof is spent: then only a live delegation spends it (below).
+    // A spent share is read before the proof is spent: only a live delegation spends it.
     const spent = await sessions.spentQuota(quotas);
     if (dpop && spent === undefined) await checkDpopReplay(ctx, dpop);
 
-    // The target: one resource, scopes within the subject token's and the resource's.
     const resourceServer = await resolveTarget(ctx, params, delegation);
     progress.resource = resourceServer.identifier();
     if (params.requested_token_type === JWT_TOKEN_TYPE && resourceServer.accessTokenFormat !== 'jwt') {
@@ -102,12 +90,9 @@ export function delegationExchange(dependencies: ExchangeDependencies): Delegati
     }
     const token = newExchangeToken(ctx, { subject: subject.sub, scope: requested, resourceServer, dpop });
     const proof = { actorClients, dpop, certificateThumbprint: certificateThumbprintOf(token) };
-    // A client exchanging a sender-constrained token of its own proves its key, as for any use of it.
-    // An API exchanging a token it received cannot (the key is its caller's): it is authenticated
-    // as itself, and the token is one sent to it, for a resource its metadata lists.
+    // An API exchanging a token it received cannot prove its caller's key: it is authenticated as itself.
     if (subject.clientId === client.clientId) checkSenderConstraint('subject_token', subject.cnf, proof);
 
-    // Who acts, whether the subject token lets them, and the chain that names them all.
     const actor = await delegationActor(ctx, params.actor_token, params.actor_token_type, proof);
     progress.actor = actor.sub;
     checkMayAct(ctx, subject, actor);
@@ -119,7 +104,6 @@ export function delegationExchange(dependencies: ExchangeDependencies): Delegati
       throw invalidRequest('subject_token names a user that no longer exists');
     }
 
-    // The deployment's decision.
     const scopes = await exchangeStep(ctx, 'policy', () =>
       decideDelegation(delegation, {
         clientId: client.clientId,
@@ -137,14 +121,13 @@ export function delegationExchange(dependencies: ExchangeDependencies): Delegati
     progress.scope = scopes;
     token.scope = scopes.join(' ') || undefined;
 
-    // The token: no longer than our cap, the resource's lifetime, or what the subject token has left.
     const subjectLeft = subject.exp - nowSeconds();
     const expiresIn = Math.min(delegation.accessTokenTTL, token.expiration, subjectLeft);
     if (expiresIn < 1) throw invalidRequest('subject_token has expired');
     setTokenLifetime(token, expiresIn);
     const issuedTokenType = params.requested_token_type === JWT_TOKEN_TYPE ? JWT_TOKEN_TYPE : ACCESS_TOKEN_TYPE;
 
-    // The same delegation while it lasts: one more token under its session, nothing else written.
+    // Invariant 26: a live delegation is reused.
     const key = delegationKey({
       subjectTokenId: subject.id,
       clientId: client.clientId,
@@ -162,7 +145,7 @@ export function delegationExchange(dependencies: ExchangeDependencies): Delegati
       if (dpop && spent !== undefined) await checkDpopReplay(ctx, dpop);
       return reissue(live);
     }
-    // Past a share, refused before anything is written: no proof spent, no session, no row.
+    // Invariant 20: a refusal burns nothing.
     if (spent !== undefined) throw quotaRefusal(quotas, spent);
 
     // A new one: its session charged to its principals, and on the trail only under an impersonation.
@@ -184,7 +167,7 @@ export function delegationExchange(dependencies: ExchangeDependencies): Delegati
           event,
           onTrail: rootSessionId !== undefined,
           notify: false,
-          // A token of ours, which its user may revoke: announced and read again.
+          // Invariant 23: announced and read again.
           confirm:
             subject.id === publicTokenId('opaque', params.subject_token)
               ? async () => {
@@ -221,11 +204,7 @@ export function delegationExchange(dependencies: ExchangeDependencies): Delegati
   };
 }
 
-/**
- * The impersonation a session descends from: itself when it is one, the one a
- * delegation records when it is a delegation. Undefined for no session, and
- * for a delegation of a user's own token (or one made from such a delegation).
- */
+/** The impersonation a session descends from; undefined for a delegation of a user's own token. */
 function rootSessionOf(session: SessionRecord | undefined): string | undefined {
   if (session === undefined) return undefined;
   return session.type === 'delegation' ? session.rootSessionId : session.id;

@@ -31,11 +31,7 @@ export interface SubjectTokenResolverInput {
   clientId: string;
 }
 
-/**
- * Verifies a subject token of a type of the deployment's own (a token of an
- * issuer it trusts). `undefined` refuses it as invalid; a throw refuses the
- * delegation with a 5xx, as a store outage would.
- */
+/** Verifies a deployment's own subject token type: `undefined` refuses it, a throw is a 5xx. */
 export type SubjectTokenResolver = (
   input: SubjectTokenResolverInput,
 ) => DelegationSubject | undefined | Promise<DelegationSubject | undefined>;
@@ -54,21 +50,14 @@ export interface DelegationPolicyInput {
   subjectTokenType: string;
   /** The session of the subject token, when it came from an impersonation or an earlier delegation. */
   parentSessionId?: string | undefined;
-  /**
-   * The customer's access grant (`agr_…`) the impersonation this delegation comes from (at any
-   * depth) was started under, when there is one. The delegation is already within its ceiling
-   * (its resource and scopes); a policy may ask more of a delegation the customer approved.
-   */
+  /** The customer's access grant (`agr_…`) the originating impersonation started under, if any. */
   accessGrantId?: string | undefined;
 }
 
 export interface DelegationOptions {
   /** Decides each delegation: allow, refuse, or narrow the scopes (never widen). Default: allow. */
   canDelegate?: ((input: DelegationPolicyInput) => ExchangeDecision | Promise<ExchangeDecision>) | undefined;
-  /**
-   * Maps an `audience` (RFC 8693 2.1, a logical name) to the resource indicator it
-   * stands for; `undefined` refuses it. Default: none, and `audience` is refused.
-   */
+  /** Maps an `audience` (RFC 8693 2.1) to a resource indicator; `undefined` refuses. Default: `audience` refused. */
   resolveAudience?:
     ((audience: string, client: { clientId: string }) => string | undefined | Promise<string | undefined>) | undefined;
   /** Most actors an `act` chain may name, the new one included. Default 3; at most 10. */
@@ -77,10 +66,7 @@ export interface DelegationOptions {
   accessTokenTTL?: number | undefined;
   /** Subject token types of the deployment's own, by their URI, and how each is verified. */
   subjectTokenTypes?: Record<string, SubjectTokenResolver> | undefined;
-  /**
-   * New delegation sessions per hour, per principal: `{ perSubjectToken (20), perUser (100),
-   * perClient (5000), perImpersonationSession (100) }` (see lib/capacity.ts). Beyond them, 429.
-   */
+  /** New delegation sessions per hour, per principal (lib/capacity.ts); beyond them, 429. */
   limits?: Partial<DelegationLimits> | undefined;
 }
 

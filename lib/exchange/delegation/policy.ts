@@ -2,11 +2,7 @@ import { invalidRequest } from '../../errors.js';
 import { refusalReason, type ExchangeDecision, type PolicyDecision } from '../../config/decisions.js';
 import type { DelegationPolicyInput, ResolvedDelegationOptions } from './options.js';
 
-/**
- * The deployment's decision, as `canExchange`'s for impersonation: allow
- * (`true`), refuse (`false`, `{ reason }`) or narrow (`{ scope }`, a subset).
- * Resolves the scopes to grant.
- */
+/** The deployment's decision, as `canExchange`'s: allow, refuse or narrow; resolves the scopes. */
 export async function decideDelegation(
   options: ResolvedDelegationOptions,
   input: DelegationPolicyInput,

@@ -17,10 +17,7 @@ export interface DelegationProgress {
   resource?: string;
   scope?: readonly string[];
   parentSessionId?: string;
-  /**
-   * Set when the subject token's session descends from an impersonation, with when that session
-   * expires: only then do its refusals reach the trail.
-   */
+  /** Set, with its session's expiry, when the subject token descends from an impersonation. */
   underImpersonation?: { parentExpiresAt: number };
   depth?: number;
 }
@@ -50,16 +47,7 @@ export function delegationSucceeded(
   return event;
 }
 
-/**
- * Refusals go to listeners always, and to the trail only for a subject token
- * under an impersonation: one of an impersonation session, or of a
- * delegation made from one. What a user does with tokens of their own stays
- * off the trail that impersonation depends on (a user can have as many as
- * they sign in for), as their successes do. Those recorded are the first few
- * per session the token belongs to and per instance, so what anyone can make
- * the trail hold is bounded by the impersonations created and the
- * delegations each may make (see lib/exchange/refusals.ts, lib/capacity.ts).
- */
+/** Refusals go to listeners, and to the trail only under an impersonation (Invariant 25). */
 export class DelegationReport {
   readonly #refusals = new RefusalBudget();
 
@@ -83,8 +71,7 @@ export class DelegationReport {
     if (progress.scope !== undefined) event.scope = progress.scope.join(' ');
     if (progress.parentSessionId !== undefined) event.parentSessionId = progress.parentSessionId;
     if (progress.depth !== undefined) event.depth = progress.depth;
-    // Counted per session, not per token: a live delegation's session issues a token per request.
-    // A request past a share writes nothing (docs/security-model.md), its refusal included.
+    // Counted per session: a live delegation's session issues a token per request.
     const recorded =
       !(error instanceof PrincipalQuotaReached) &&
       progress.underImpersonation !== undefined &&

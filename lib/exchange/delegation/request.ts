@@ -1,9 +1,4 @@
-/**
- * What a delegation request may name beyond an impersonation's: the subject
- * token's types, the one target (a `resource`, or an `audience` the
- * deployment maps to one) and scopes within the subject token's. No store is
- * read here.
- */
+/** What a delegation request may name beyond an impersonation's; no store is read here. */
 import type { KoaContextWithOIDC, ResourceServerInstance } from 'oidc-provider';
 import { invalidScope, invalidTarget } from '../../errors.js';
 import {
@@ -36,11 +31,7 @@ export function isDelegationType(type: unknown, options: ResolvedDelegationOptio
   );
 }
 
-/**
- * The one resource the token is for: `resource` indicators and `audience`
- * names (mapped by the deployment's `resolveAudience`) must all name the same.
- * oidc-provider then resolves it as for its own grants.
- */
+/** The one resource: every `resource` and mapped `audience` must name the same. */
 export async function resolveTarget(
   ctx: KoaContextWithOIDC,
   params: ExchangeParams,
@@ -60,11 +51,7 @@ export async function resolveTarget(
   return resolveSingleResource(ctx);
 }
 
-/**
- * The scopes: those asked for, or else all the subject token carries that the
- * resource defines. Every one must be in the subject token and defined by the
- * resource: a delegated token is never wider than the one it came from.
- */
+/** The scopes asked for, else all the subject token's the resource defines: never wider than the subject token. */
 export function delegatedScopes(
   ctx: KoaContextWithOIDC,
   scope: string | undefined,

@@ -17,13 +17,7 @@ export interface VerifiedSubject extends Omit<DelegationSubject, 'mayAct'> {
 
 const INVALID = 'subject_token is invalid, expired, revoked or not issued by this server';
 
-/**
- * The subject of a delegation: the subject token, verified as its type says: an access token of this
- * provider (opaque, looked up and honoured as oidc-provider's userinfo would
- * honour it, or a JWT checked against the provider's keys and issuer); a JWT
- * of this issuer; or a type of the deployment's own, by its resolver. The
- * same checks follow for all of them.
- */
+/** A delegation's subject token, verified as its type says: this provider's access token or JWT, or a resolver's type. */
 export async function verifySubjectToken(
   ctx: KoaContextWithOIDC,
   value: string,

@@ -1,8 +1,4 @@
-/**
- * The subject of an impersonation: a subject token (`ist_…`) that an
- * authenticated Management API caller created for one user, held in the
- * plugin's store and redeemed once by the exchange's commit.
- */
+/** The subject of an impersonation: a subject token (`ist_…`) the Management API created, redeemed once. */
 import { invalidRequest } from '../../errors.js';
 import type { FoundSubjectToken, SubjectTokenRecord } from '../../subject-tokens/store.js';
 import { looksLikeSubjectToken } from '../../subject-tokens/token.js';
@@ -22,11 +18,7 @@ export function checkSubjectTokenShape(value: string): void {
   if (!looksLikeSubjectToken(value)) throw invalidRequest('subject_token is unknown');
 }
 
-/**
- * The subject token as found: its client binding first, so that a client the
- * token is not for learns nothing of its state; then whether it can still be
- * redeemed. From here on a refusal names it, and may reach the trail.
- */
+/** The subject token as found: its client binding first, so another client learns nothing of its state. */
 export function usableSubjectToken(
   found: FoundSubjectToken,
   clientId: string,
