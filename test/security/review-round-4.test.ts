@@ -1,0 +1,314 @@
+import { createHash } from 'node:crypto';
+import { expect } from 'chai';
+import { createPostgresAuditLog } from '../../lib/audit-postgres/index.js';
+import { createRedisAdapter } from '../../lib/adapters/redis.js';
+import type { AuditSink } from '../../lib/audit/sink.js';
+import { createImpersonationVerifier } from '../../lib/resource-server/index.js';
+import {
+  createMemoryAdapter,
+  createMemoryAuditLog,
+  EVENTS,
+  type ImpersonationEvent,
+  type MemoryAuditLog,
+} from '../../lib/index.js';
+import { suiteAdapterKind } from '../support/adapters.js';
+import { askForSubjectToken, newCustomer, startApprovalProvider } from '../support/approvals.js';
+import { DpopKey } from '../support/dpop.js';
+import {
+  apiRequest,
+  decodeJwt,
+  exchange,
+  expectError,
+  logout,
+  m2mToken,
+  managementRequest,
+  subjectToken,
+  userAccessToken,
+  userSignIn,
+} from '../support/http.js';
+import { adminToken, impersonate, SESSIONS, trailEvents } from '../support/impersonations.js';
+import { DATABASE_URL, testSchema } from '../support/postgres.js';
+import { API, CLIENTS, DOWNSTREAM_API, READ_SCOPE, startProvider, type TestProvider } from '../support/provider.js';
+
+const ILLEGIBLE = 'must hold a visible character and no bidirectional control';
+
+/** Tickets that show nothing a person can read, or reorder what follows them. */
+const INVISIBLE_TICKETS: ReadonlyArray<[string, string]> = [
+  ['U+200B', '\u200B'],
+  ['U+2060', '\u2060'],
+  ['U+3164', '\u3164'],
+  ['U+115F', '\u115F'],
+  ['U+FFA0', '\uFFA0'],
+  ['U+00AD', '\u00AD'],
+  ['U+034F', '\u034F'],
+  ['U+180E', '\u180E'],
+  ['U+200C U+200D', '\u200C\u200D'],
+  ['U+2800', '\u2800'],
+  ['U+1160', '\u1160'],
+  ['U+FEFF', '\uFEFF'],
+  ['U+061C', '\u061C'],
+  ['U+2061-U+2064', '\u2061\u2062\u2063\u2064'],
+  ['U+E0001 and tag characters', '\u{E0001}\u{E0054}\u{E002D}\u{E0031}'],
+  ['U+FE0F alone', '\uFE0F'],
+  ['U+16FE4 (a filler that is not default-ignorable)', '\u{16FE4}'],
+  ['combining marks alone', '\u0300\u0301\u20DD'],
+  ['private-use characters', '\uE000\u{F0000}'],
+  ['unassigned code points', '\u0378\u{E0080}'],
+  ['noncharacters', '\uFDD0\uFFFF'],
+  ['U+202E in a ticket', 'T-1\u202E4321'],
+];
+
+describe('attacks replayed over HTTP', function () {
+  this.timeout(120_000);
+
+  /** Holds every caller until `count` have arrived, so that all of them reach the commit together. */
+  function gate(count: number): () => Promise<true> {
+    let arrived = 0;
+    let release!: () => void;
+    const open = new Promise<void>((resolve) => (release = resolve));
+    return async () => {
+      arrived += 1;
+      if (arrived === count) release();
+      await open;
+      return true;
+    };
+  }
+
+  /** A deployment's own sink: rows in an array. */
+  function plainSink(): AuditSink & { rows: ImpersonationEvent[] } {
+    const rows: ImpersonationEvent[] = [];
+    return {
+      rows,
+      append: async (_name, event) => void rows.push(event),
+      query: async ({ subject }) => ({
+        items: rows.filter((row) => row.subject === subject).map((row) => ({ ...row, event: row.name })),
+        nextCursor: null,
+      }),
+    };
+  }
+
+  describe('the trail records only what happened', () => {
+    const sinks: ReadonlyArray<[string, () => Promise<{ sink: AuditSink; close(): Promise<void> }>]> = [
+      ['the memory trail', async () => ({ sink: createMemoryAuditLog(), close: async () => {} })],
+      ["a deployment's sink", async () => ({ sink: plainSink(), close: async () => {} })],
+      [
+        'the PostgreSQL trail beside the store',
+        async () => {
+          const log = createPostgresAuditLog({ connectionString: DATABASE_URL, schema: await testSchema() });
+          return { sink: log, close: () => log.close() };
+        },
+      ],
+    ];
+    for (const [name, open] of sinks) {
+      it(`${name}: 20 redemptions of one subject token at once, one success row`, async () => {
+        const { sink, close } = await open();
+        const tp = await startProvider({ plugin: { auditLog: sink } });
+        try {
+          const customer = 'carol';
+          const token = await subjectToken(tp, { userId: customer });
+          const replies = await Promise.all(
+            Array.from({ length: 20 }, () => exchange(tp, { subject_token: token, resource: API })),
+          );
+          expect(replies.filter((reply) => reply.status === 200)).to.have.length(1);
+          const page = await trailEvents(tp, await adminToken(tp), `?subject=${customer}`);
+          const rows = (page.body['items'] as Array<{ event: string }>).filter(
+            (row) => row.event === EVENTS.exchangeSucceeded,
+          );
+          expect(rows).to.have.length(1);
+        } finally {
+          await tp.close();
+          await close();
+        }
+      });
+    }
+  });
+
+  describe('a delegation refused 429 writes nothing and spends no proof', () => {
+    const VARIANTS: ReadonlyArray<Record<string, string>> = [
+      { resource: DOWNSTREAM_API },
+      { resource: API, scope: 'profile:read' },
+      { resource: API, scope: 'profile:write' },
+      { resource: API, scope: 'profile:read profile:write' },
+    ];
+    let tp: TestProvider;
+    const trail = createMemoryAuditLog();
+    let hold: (() => Promise<true>) | undefined;
+    before(async () => {
+      tp = await startProvider({
+        plugin: {
+          auditLog: trail,
+          delegation: { limits: { perImpersonationSession: 1 }, canDelegate: () => hold?.() ?? true },
+        },
+      });
+    });
+    after(() => tp.close());
+    beforeEach(() => (hold = undefined));
+
+    const impersonation = async () =>
+      (await impersonate(tp, { actorToken: await userAccessToken(tp, 'alice'), scope: 'profile:read profile:write' }))
+        .token;
+    const stored = (proofs: string[]) =>
+      Promise.all(
+        proofs.map(async (proof) => {
+          const { jti } = decodeJwt(proof) as { jti: string };
+          const id = createHash('sha256').update(`${CLIENTS.orders.client_id}${jti}`).digest('base64url');
+          return (await tp.provider.ReplayDetection.find(id)) !== undefined;
+        }),
+      );
+
+    it('12 refused one after another: no row, no replay entry', async () => {
+      const token = await impersonation();
+      const key = await DpopKey.generate();
+      const proofs = await Promise.all(Array.from({ length: 13 }, () => key.proof(`${tp.base}/token`)));
+      const delegate = (at: number) =>
+        exchange(tp, { subject_token: token, ...VARIANTS[at === 0 ? 0 : 1 + (at % 3)] }, CLIENTS.orders, {
+          dpop: proofs[at]!,
+        });
+      expect((await delegate(0)).status).to.equal(200);
+      const before = trail.rows.length;
+      for (let at = 1; at < proofs.length; at += 1) expect((await delegate(at)).status).to.equal(429);
+      expect(trail.rows.length).to.equal(before);
+      expect(await stored(proofs)).to.deep.equal([true, ...Array(12).fill(false)]);
+    });
+
+    it('refused 429 in a race for the last of the share: no row, no replay entry for the losers', async () => {
+      const token = await impersonation();
+      const key = await DpopKey.generate();
+      const proofs = await Promise.all(VARIANTS.map(() => key.proof(`${tp.base}/token`)));
+      const before = trail.rows.length;
+      hold = gate(VARIANTS.length);
+      const replies = await Promise.all(
+        VARIANTS.map((variant, at) =>
+          exchange(tp, { subject_token: token, ...variant }, CLIENTS.orders, { dpop: proofs[at]! }),
+        ),
+      );
+      expect(replies.map((reply) => reply.status).sort()).to.deep.equal([200, 429, 429, 429]);
+      expect(trail.rows.slice(before).map((row) => row.event)).to.deep.equal([EVENTS.delegationSucceeded]);
+      expect((await stored(proofs)).filter(Boolean)).to.have.length(1);
+    });
+  });
+
+  describe('no end user stops impersonation by filling the session model', () => {
+    it('120 places: 130 public revocations and sign-outs, then alice still impersonates', async () => {
+      const tp = await startProvider({
+        adapter: createMemoryAdapter({ limits: { ImpersonationSession: 120 } }),
+        plugin: { delegation: {} },
+      });
+      try {
+        for (let round = 0; round < 130; round += 1) {
+          const token = await userAccessToken(tp, 'carol');
+          const revoked = await fetch(`${tp.base}/token/revocation`, {
+            method: 'POST',
+            headers: { 'content-type': 'application/x-www-form-urlencoded' },
+            body: new URLSearchParams({ token, client_id: CLIENTS.console.client_id }),
+          });
+          expect(revoked.status).to.equal(200);
+          if (round % 4 === 0) await logout(tp, (await userSignIn(tp, 'carol')).cookies);
+        }
+        await impersonate(tp, { actorToken: await userAccessToken(tp, 'alice') });
+      } finally {
+        await tp.close();
+      }
+    });
+  });
+
+  describe('options spelt wrong throw', () => {
+    const MISSPELT: ReadonlyArray<[string, () => unknown]> = [
+      [
+        'createRedisAdapter keyprefix',
+        () => createRedisAdapter({ url: 'redis://127.0.0.1:6379', keyprefix: 'x' } as never),
+      ],
+      [
+        'createPostgresAuditLog tabel',
+        () => createPostgresAuditLog({ connectionString: DATABASE_URL, tabel: 'x' } as never),
+      ],
+      [
+        'createImpersonationVerifier refreshIntervall',
+        () =>
+          createImpersonationVerifier({
+            issuer: 'http://127.0.0.1:9',
+            revocationsUri: 'http://127.0.0.1:9/feed',
+            refreshIntervall: 100,
+          } as never),
+      ],
+      [
+        'createMemoryAdapter a limit of a misspelt model',
+        () => createMemoryAdapter({ limits: { ImpersonationSesion: 120 } }),
+      ],
+      [
+        'createMemoryAdapter a misspelt protected model',
+        () => createMemoryAdapter({ protectedModels: ['AccesToken'] }),
+      ],
+    ];
+    for (const [name, create] of MISSPELT) {
+      it(name, () => expect(create).to.throw(TypeError, /did you mean/));
+    }
+  });
+
+  describe('a ticket or a reason that shows nothing is refused wherever it comes in', () => {
+    let tp: TestProvider;
+    let log: MemoryAuditLog;
+    let creator: string;
+    let admin: string;
+    before(async () => {
+      log = createMemoryAuditLog();
+      tp = await startProvider({ plugin: { auditLog: log } });
+      creator = await m2mToken(tp);
+      admin = await adminToken(tp);
+    });
+    after(() => tp?.close());
+
+    for (const [name, text] of INVISIBLE_TICKETS) {
+      it(`${name}: as the ticket, the reason and a revocation's reason, 400 and nothing written`, async () => {
+        const rows = log.rows.length;
+        for (const context of [{ ticketId: text }, { ticket: text }, { ticketId: 'T-1', reason: text }]) {
+          const result = await managementRequest(tp, { userId: 'bob', context }, creator);
+          expectError(result, 400, 'invalid_request', new RegExp(`^context\\.\\w+ ${ILLEGIBLE}$`));
+        }
+        expect(log.rows.length).to.equal(rows);
+        const { session } = await impersonate(tp, { actorToken: await userAccessToken(tp, 'alice') });
+        const revoked = await apiRequest(tp, 'DELETE', `${SESSIONS}/${session}`, admin, { reason: text });
+        expectError(revoked, 400, 'invalid_request', new RegExp(`^reason (${ILLEGIBLE}|must be a non-empty string)`));
+        expect((await apiRequest(tp, 'GET', `${SESSIONS}/${session}`, admin)).body['state']).to.equal('active');
+      });
+    }
+
+    it('still takes a ticket of letters in any script, an emoji, and a mark on a letter', async () => {
+      for (const ticketId of ['T-1', 'שלום', '工单-7', '😀', 'e\u0301', 'Ⅻ']) {
+        const result = await managementRequest(tp, { userId: 'bob', context: { ticketId } }, creator);
+        expect(result.status, `${ticketId} ${JSON.stringify(result.body)}`).to.equal(201);
+      }
+    });
+  });
+
+  describe("break-glass and the customer's words", () => {
+    it('refuses a break-glass reason of invisible characters, creating and recording nothing', async () => {
+      const { tp } = await startApprovalProvider({
+        approvals: { breakGlassClients: [CLIENTS.oncall.client_id] },
+      });
+      try {
+        for (const [, text] of INVISIBLE_TICKETS) {
+          const reply = await askForSubjectToken(
+            tp,
+            {
+              userId: newCustomer(),
+              actorId: 'alice',
+              clientId: CLIENTS.console.client_id,
+              context: { ticketId: 'INC-7' },
+              breakGlass: { reason: text },
+            },
+            CLIENTS.oncall,
+          );
+          expectError(
+            reply,
+            400,
+            'invalid_request',
+            new RegExp(`^breakGlass\\.reason (${ILLEGIBLE}|must be a non-empty string)`),
+          );
+        }
+      } finally {
+        await tp.close();
+      }
+    });
+  });
+});
