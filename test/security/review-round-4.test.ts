@@ -19,6 +19,7 @@ import {
   decodeJwt,
   exchange,
   expectError,
+  introspect,
   logout,
   m2mToken,
   managementRequest,
@@ -28,7 +29,7 @@ import {
 } from '../support/http.js';
 import { adminToken, impersonate, SESSIONS, trailEvents } from '../support/impersonations.js';
 import { DATABASE_URL, testSchema } from '../support/postgres.js';
-import { API, CLIENTS, DOWNSTREAM_API, READ_SCOPE, startProvider, type TestProvider } from '../support/provider.js';
+import { API, CLIENTS, DOWNSTREAM_API, OPAQUE_API, READ_SCOPE, startProvider, type TestProvider } from '../support/provider.js';
 
 const ILLEGIBLE = 'must hold a visible character and no bidirectional control';
 
@@ -206,6 +207,55 @@ describe('attacks replayed over HTTP', function () {
           if (round % 4 === 0) await logout(tp, (await userSignIn(tp, 'carol')).cookies);
         }
         await impersonate(tp, { actorToken: await userAccessToken(tp, 'alice') });
+      } finally {
+        await tp.close();
+      }
+    });
+  });
+
+  describe('a Management API client creating subject tokens fast', () => {
+    it('gets a 429 of its own, never a 503, and another client still creates', async () => {
+      const tp = await startProvider({
+        adapter: createMemoryAdapter({ limits: { SubjectToken: 80 } }),
+        plugin: { maxSubjectTokensPerClient: 30 },
+      });
+      try {
+        const backend = await m2mToken(tp);
+        const replies = await Promise.all(
+          Array.from({ length: 45 }, () => managementRequest(tp, { userId: 'bob' }, backend)),
+        );
+        const statuses = replies.map((reply) => reply.status).sort();
+        expect(statuses).to.deep.equal([...Array(30).fill(201), ...Array(15).fill(429)]);
+        const other = await managementRequest(tp, { userId: 'bob' }, await m2mToken(tp, CLIENTS.oncall));
+        expect(other.status, JSON.stringify(other.body)).to.equal(201);
+      } finally {
+        await tp.close();
+      }
+    });
+  });
+
+  describe('a re-exchange never outlives its source, and introspection names who acts', () => {
+    it('an opaque impersonation token delegated twice: act at each introspection, no exp later than its source', async () => {
+      const tp = await startProvider({ plugin: { delegation: {}, accessTokenTTL: 120 } });
+      try {
+        const { token } = await impersonate(tp, {
+          actorToken: await userAccessToken(tp, 'alice'),
+          resource: OPAQUE_API,
+          scope: 'read',
+        });
+        let source = await introspect(tp, token);
+        expect(source).to.deep.include({ active: true, sub: 'bob', act: { sub: 'alice' } });
+        let value = token;
+        for (let hop = 0; hop < 2; hop += 1) {
+          await new Promise((resolve) => setTimeout(resolve, 1100));
+          const delegated = await exchange(tp, { subject_token: value, resource: OPAQUE_API }, CLIENTS.orders);
+          expect(delegated.status, JSON.stringify(delegated.body)).to.equal(200);
+          value = delegated.body['access_token'] as string;
+          const seen = await introspect(tp, value);
+          expect(seen['exp']).to.be.at.most(source['exp'] as number);
+          expect(JSON.stringify(seen['act'])).to.contain('"sub":"alice"');
+          source = seen;
+        }
       } finally {
         await tp.close();
       }
