@@ -23,6 +23,7 @@ const givenBy = (subject: string) => `given:${subject}`;
 /** How long a grant counts toward its customer's daily budget, whatever becomes of it (ms). */
 const GIVEN_WINDOW_MS = 24 * 3600 * 1000;
 const pendingOf = (subject: string) => `pending:${subject}`;
+const askedBy = (clientId: string) => `asked:${clientId}`;
 
 /**
  * How long a place reserved among a customer's grants in force is held for a
@@ -136,20 +137,29 @@ export class ApprovalStore {
 
   /**
    * Saves a request and lists it as waiting for its customer, unless they
-   * have `maxPending` waiting already: the count and the listing are one
+   * have `maxPending` waiting already ('customer') or its client has
+   * `maxPerClient` requests kept ('client'): the count and the listing are one
    * atomic step, so that no burst of concurrent asks gets past the bound.
    * The record is written first: until it is listed nobody knows its id, and
    * one that is refused (or whose listing fails) is never read.
    */
-  async saveRequest(request: ApprovalRequest, maxPending: number): Promise<boolean> {
-    await this.#adapter.upsert(request.id, toPayload(REQUEST, request), keptFor(request.expiresAt));
+  async saveRequest(
+    request: ApprovalRequest,
+    maxPending: number,
+    maxPerClient = Number.MAX_SAFE_INTEGER,
+  ): Promise<'saved' | 'customer' | 'client'> {
+    const keptSeconds = keptFor(request.expiresAt);
+    await this.#adapter.upsert(request.id, toPayload(REQUEST, request), keptSeconds);
     const full = await this.#adapter.indexAddWithin(
-      [{ index: pendingOf(request.subject), expiresAt: request.expiresAt * 1000, bound: maxPending }],
+      [
+        { index: pendingOf(request.subject), expiresAt: request.expiresAt * 1000, bound: maxPending },
+        { index: askedBy(request.requestedBy), expiresAt: Date.now() + keptSeconds * 1000, bound: maxPerClient },
+      ],
       request.id,
     );
-    if (full === undefined) return true;
+    if (full === undefined) return 'saved';
     await this.#adapter.destroy(request.id).catch(() => {});
-    return false;
+    return full === pendingOf(request.subject) ? 'customer' : 'client';
   }
 
   async findRequest(id: string): Promise<ApprovalRequest | undefined> {

@@ -29,7 +29,15 @@ import {
 } from '../support/http.js';
 import { adminToken, impersonate, SESSIONS, trailEvents } from '../support/impersonations.js';
 import { DATABASE_URL, testSchema } from '../support/postgres.js';
-import { API, CLIENTS, DOWNSTREAM_API, OPAQUE_API, READ_SCOPE, startProvider, type TestProvider } from '../support/provider.js';
+import {
+  API,
+  CLIENTS,
+  DOWNSTREAM_API,
+  OPAQUE_API,
+  READ_SCOPE,
+  startProvider,
+  type TestProvider,
+} from '../support/provider.js';
 
 const ILLEGIBLE = 'must hold a visible character and no bidirectional control';
 
@@ -256,6 +264,38 @@ describe('attacks replayed over HTTP', function () {
           expect(JSON.stringify(seen['act'])).to.contain('"sub":"alice"');
           source = seen;
         }
+      } finally {
+        await tp.close();
+      }
+    });
+  });
+
+  describe('one Management API client asking for approvals', () => {
+    it('asks within its own share: past maxSubjectTokensPerClient, 429 and no request written', async () => {
+      const { tp } = await startApprovalProvider({ plugin: { maxSubjectTokensPerClient: 3 } });
+      try {
+        const backend = await m2mToken(tp);
+        const statuses: number[] = [];
+        for (let asked = 0; asked < 6; asked += 1) {
+          const reply = await managementRequest(
+            tp,
+            {
+              userId: newCustomer(),
+              actorId: 'alice',
+              clientId: CLIENTS.console.client_id,
+              context: { ticketId: 'T-9' },
+            },
+            backend,
+          );
+          statuses.push(reply.status);
+        }
+        expect(statuses).to.deep.equal([202, 202, 202, 429, 429, 429]);
+        const other = await managementRequest(
+          tp,
+          { userId: newCustomer(), actorId: 'alice', clientId: CLIENTS.console.client_id },
+          await m2mToken(tp, CLIENTS.oncall),
+        );
+        expect(other.status, JSON.stringify(other.body)).to.equal(202);
       } finally {
         await tp.close();
       }
