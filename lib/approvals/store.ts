@@ -146,14 +146,15 @@ export class ApprovalStore {
   async saveRequest(
     request: ApprovalRequest,
     maxPending: number,
-    maxPerClient = Number.MAX_SAFE_INTEGER,
+    maxPerClient?: number,
   ): Promise<'saved' | 'customer' | 'client'> {
     const keptSeconds = keptFor(request.expiresAt);
     await this.#adapter.upsert(request.id, toPayload(REQUEST, request), keptSeconds);
+    const perClient = { index: askedBy(request.requestedBy), expiresAt: Date.now() + keptSeconds * 1000 };
     const full = await this.#adapter.indexAddWithin(
       [
         { index: pendingOf(request.subject), expiresAt: request.expiresAt * 1000, bound: maxPending },
-        { index: askedBy(request.requestedBy), expiresAt: Date.now() + keptSeconds * 1000, bound: maxPerClient },
+        ...(maxPerClient === undefined ? [] : [{ ...perClient, bound: maxPerClient }]),
       ],
       request.id,
     );
