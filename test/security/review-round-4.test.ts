@@ -1,9 +1,10 @@
-import { createHash } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { expect } from 'chai';
+import { generateKeyPair, SignJWT, type JSONWebKeySet } from 'jose';
 import { createPostgresAuditLog } from '../../lib/audit-postgres/index.js';
 import { createRedisAdapter } from '../../lib/adapters/redis.js';
 import type { AuditSink } from '../../lib/audit/sink.js';
-import { createImpersonationVerifier } from '../../lib/resource-server/index.js';
+import { createImpersonationVerifier, type ImpersonationVerifier } from '../../lib/resource-server/index.js';
 import {
   createMemoryAdapter,
   createMemoryAuditLog,
@@ -13,6 +14,7 @@ import {
 } from '../../lib/index.js';
 import { suiteAdapterKind } from '../support/adapters.js';
 import { askForSubjectToken, newCustomer, startApprovalProvider } from '../support/approvals.js';
+import { startDecisionPoint, type DecisionPoint } from '../support/decision-point.js';
 import { DpopKey } from '../support/dpop.js';
 import {
   apiRequest,
@@ -29,9 +31,14 @@ import {
 } from '../support/http.js';
 import { adminToken, impersonate, SESSIONS, trailEvents } from '../support/impersonations.js';
 import { DATABASE_URL, testSchema } from '../support/postgres.js';
+import { pushEndpoint } from '../support/push-endpoint.js';
+import { RECEIVERS, receiverToken, startSsfProvider, STREAMS, VERIFICATION } from '../support/ssf.js';
 import {
+  ACCESS_TOKEN,
   API,
   CLIENTS,
+  CUSTOMER_API,
+  CUSTOMER_SCOPE,
   DOWNSTREAM_API,
   OPAQUE_API,
   READ_SCOPE,
@@ -39,6 +46,7 @@ import {
   type TestProvider,
 } from '../support/provider.js';
 
+const GRANTS = '/api/support-access/grants';
 const ILLEGIBLE = 'must hold a visible character and no bidirectional control';
 
 /** Tickets that show nothing a person can read, or reorder what follows them. */
@@ -298,6 +306,120 @@ describe('attacks replayed over HTTP', function () {
         expect(other.status, JSON.stringify(other.body)).to.equal(202);
       } finally {
         await tp.close();
+      }
+    });
+  });
+
+  describe("a stranger's posts to the push receiver", () => {
+    it('stall nothing: an unknown kid, ES256 and PS256 under the issuer kid, a made-up jti, with no or a wrong credential', async () => {
+      const tp = await startSsfProvider(suiteAdapterKind(), { minVerificationInterval: 1 });
+      let verifier: ImpersonationVerifier | undefined;
+      const endpoint = await pushEndpoint(() => verifier);
+      try {
+        verifier = createImpersonationVerifier({
+          issuer: tp.issuer,
+          audience: API,
+          ssf: {
+            delivery: 'push',
+            endpointUrl: endpoint.url,
+            configurationEndpoint: `${tp.base}${STREAMS}`,
+            verificationEndpoint: `${tp.base}/ssf/verify`,
+            accessToken: () => receiverToken(tp),
+            audience: RECEIVERS.first.client_id,
+            authorization: 'Bearer push-credential',
+          },
+          refreshInterval: 1100,
+          maxStaleness: 3000,
+        });
+        await verifier.ready();
+        const jwks = (await (await fetch(`${tp.base}/jwks`)).json()) as JSONWebKeySet;
+        const claims = { iss: tp.issuer, aud: RECEIVERS.first.client_id, iat: Math.floor(Date.now() / 1000) };
+        for (const [alg, kid] of [
+          ['ES256', 'unknown'],
+          ['ES256', jwks.keys[0]!.kid!],
+          ['PS256', jwks.keys[0]!.kid!],
+        ] as const) {
+          const { privateKey } = await generateKeyPair(alg);
+          const body = await new SignJWT({ ...claims, jti: randomUUID(), events: { [VERIFICATION]: {} } })
+            .setProtectedHeader({ alg, kid, typ: 'secevent+jwt' })
+            .sign(privateKey);
+          for (const authorization of [
+            undefined,
+            'Bearer guessed',
+            'bearer push-credential',
+            'Bearer push-credentia',
+          ]) {
+            const answer = await fetch(endpoint.url, {
+              method: 'POST',
+              headers: authorization ? { authorization } : {},
+              body,
+            });
+            expect(answer.status, `${alg} ${kid} ${authorization}`).to.equal(401);
+          }
+        }
+        expect(verifier.state).to.include({ stale: false, failures: 0 });
+        const { token } = await impersonate(tp, { actorToken: await userAccessToken(tp, 'alice') });
+        expect((await verifier.verify(token)).subject).to.equal('bob');
+      } finally {
+        verifier?.close();
+        endpoint.server.closeAllConnections();
+        await new Promise((resolve) => endpoint.server.close(resolve));
+        await tp.close();
+      }
+    });
+  });
+
+  describe('the decision point is told who acts and what the customer gives', () => {
+    let pdp: DecisionPoint;
+    let tp: TestProvider;
+    before(async () => {
+      pdp = await startDecisionPoint();
+      ({ tp } = await startApprovalProvider({
+        plugin: {
+          actorClients: [CLIENTS.noScopeBackend.client_id],
+          delegation: {},
+          authzen: { url: pdp.url, timeout: 2000 },
+        },
+      }));
+    });
+    after(async () => {
+      await tp?.close();
+      await pdp?.close();
+    });
+
+    it("another client's client-credentials token as actor, opaque or JWT, reaches it as a client", async () => {
+      const own = await userAccessToken(tp, 'bob', { resource: API, scope: 'openid profile:read' });
+      for (const actor of [
+        await m2mToken(tp, CLIENTS.noScopeBackend, 'profile:read', API),
+        await m2mToken(tp, CLIENTS.noScopeBackend, 'profile:read', OPAQUE_API),
+      ]) {
+        pdp.received.length = 0;
+        const delegated = await exchange(
+          tp,
+          { subject_token: own, resource: DOWNSTREAM_API, actor_token: actor, actor_token_type: ACCESS_TOKEN },
+          CLIENTS.orders,
+        );
+        expect(delegated.status, JSON.stringify(delegated.body)).to.equal(200);
+        expect(pdp.received.map((sent) => sent.body.subject)).to.deep.equal([
+          { type: 'client', id: CLIENTS.noScopeBackend.client_id },
+        ]);
+      }
+    });
+
+    it('a grant given ahead of time, refused by a decision point refusing every approve, writes nothing', async () => {
+      const customer = newCustomer();
+      const token = await userAccessToken(tp, customer, {
+        client: CLIENTS.customer,
+        scope: `openid ${CUSTOMER_SCOPE}`,
+        resource: CUSTOMER_API,
+      });
+      pdp.answer = (evaluation) => (evaluation.action.name === 'approve' ? { deny: 'no' } : { allow: true });
+      try {
+        const give = { duration: 3600, actorId: 'alice' };
+        expectError(await apiRequest(tp, 'POST', GRANTS, token, give), 403, 'access_denied');
+        expect((await apiRequest(tp, 'GET', GRANTS, token)).body['items']).to.deep.equal([]);
+      } finally {
+        pdp.answer = { allow: true };
       }
     });
   });
