@@ -230,10 +230,11 @@ describe('attacks replayed over HTTP', function () {
   });
 
   describe('a Management API client creating subject tokens fast', () => {
-    it('gets a 429 of its own, never a 503, and another client still creates', async () => {
+    it('gets a 429 of its own, never a 503, no row for it, and another client still creates', async () => {
+      const trail = createMemoryAuditLog();
       const tp = await startProvider({
         adapter: createMemoryAdapter({ limits: { SubjectToken: 80 } }),
-        plugin: { maxSubjectTokensPerClient: 30 },
+        plugin: { maxSubjectTokensPerClient: 30, auditLog: trail },
       });
       try {
         const backend = await m2mToken(tp);
@@ -242,6 +243,8 @@ describe('attacks replayed over HTTP', function () {
         );
         const statuses = replies.map((reply) => reply.status).sort();
         expect(statuses).to.deep.equal([...Array(30).fill(201), ...Array(15).fill(429)]);
+        expect(trail.rows.filter((row) => row.event !== EVENTS.subjectTokenCreated)).to.deep.equal([]);
+        expect(trail.rows).to.have.length(30);
         const other = await managementRequest(tp, { userId: 'bob' }, await m2mToken(tp, CLIENTS.oncall));
         expect(other.status, JSON.stringify(other.body)).to.equal(201);
       } finally {
@@ -280,7 +283,8 @@ describe('attacks replayed over HTTP', function () {
 
   describe('one Management API client asking for approvals', () => {
     it('asks within its own share: past maxSubjectTokensPerClient, 429 and no request written', async () => {
-      const { tp } = await startApprovalProvider({ plugin: { maxSubjectTokensPerClient: 3 } });
+      const trail = createMemoryAuditLog();
+      const { tp } = await startApprovalProvider({ plugin: { maxSubjectTokensPerClient: 3, auditLog: trail } });
       try {
         const backend = await m2mToken(tp);
         const statuses: number[] = [];
@@ -298,6 +302,7 @@ describe('attacks replayed over HTTP', function () {
           statuses.push(reply.status);
         }
         expect(statuses).to.deep.equal([202, 202, 202, 429, 429, 429]);
+        expect(trail.rows.map((row) => row.event)).to.deep.equal(Array(3).fill(EVENTS.approvalRequested));
         const other = await managementRequest(
           tp,
           { userId: newCustomer(), actorId: 'alice', clientId: CLIENTS.console.client_id },
