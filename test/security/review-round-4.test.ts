@@ -41,7 +41,6 @@ import {
   CUSTOMER_SCOPE,
   DOWNSTREAM_API,
   OPAQUE_API,
-  READ_SCOPE,
   startProvider,
   type TestProvider,
 } from '../support/provider.js';
