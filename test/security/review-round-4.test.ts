@@ -32,7 +32,7 @@ import {
 import { adminToken, impersonate, SESSIONS, trailEvents } from '../support/impersonations.js';
 import { DATABASE_URL, testSchema } from '../support/postgres.js';
 import { pushEndpoint } from '../support/push-endpoint.js';
-import { RECEIVERS, receiverToken, startSsfProvider, STREAMS, VERIFICATION } from '../support/ssf.js';
+import { POLL, RECEIVERS, receiverToken, ssfRequest, startSsfProvider, STREAMS, VERIFICATION } from '../support/ssf.js';
 import {
   ACCESS_TOKEN,
   API,
@@ -424,6 +424,27 @@ describe('attacks replayed over HTTP', function () {
         expect((await apiRequest(tp, 'GET', GRANTS, token)).body['items']).to.deep.equal([]);
       } finally {
         pdp.answer = { allow: true };
+      }
+    });
+  });
+
+  describe('one SSF receiver asking for verifications at once', () => {
+    it('gets one verification per interval, however many it sends together', async () => {
+      const tp = await startSsfProvider(suiteAdapterKind(), { minVerificationInterval: 30 });
+      try {
+        const token = await receiverToken(tp);
+        const created = await ssfRequest(tp, 'POST', STREAMS, token, { delivery: { method: POLL } });
+        const id = created.body['stream_id'] as string;
+        expect(
+          (await ssfRequest(tp, 'POST', '/ssf/status', token, { stream_id: id, status: 'paused' })).status,
+        ).to.equal(200);
+        const replies = await Promise.all(
+          Array.from({ length: 20 }, () => ssfRequest(tp, 'POST', '/ssf/verify', token, { stream_id: id })),
+        );
+        expect(replies.map((reply) => reply.status).sort()).to.deep.equal([204, ...Array(19).fill(429)]);
+        expect((await tp.impersonation.ssf().stats()).subscriptions[`ssf:${id}`]?.pending).to.equal(1);
+      } finally {
+        await tp.close();
       }
     });
   });
