@@ -1,4 +1,5 @@
 /** The only module reaching into oidc-provider beyond its public API (pinned peer range; test/plugin/provider-internals.test.ts). */
+import { createHash } from 'node:crypto';
 import * as grants from 'oidc-provider/lib/helpers/grants.js';
 import * as providerDefaults from 'oidc-provider/lib/helpers/defaults.js';
 import { checkSessionBinding } from 'oidc-provider/lib/models/token_helpers.js';
@@ -210,6 +211,13 @@ export function validateDpop(ctx: KoaContextWithOIDC): Promise<DpopProof | undef
 /** A replayed proof is an invalid proof (RFC 9449 `invalid_dpop_proof`), not an invalid grant. */
 export function checkDpopReplay(ctx: KoaContextWithOIDC, proof: DpopProof): Promise<void> {
   return grants.checkDpopReplay(ctx.oidc.provider, ctx, proof, ctx.oidc.client!.clientId, errors.InvalidDpopProof);
+}
+
+/** Takes back a proof `checkDpopReplay` spent, for a request refused before it issued anything. */
+export async function releaseDpopProof(ctx: KoaContextWithOIDC, proof: DpopProof): Promise<void> {
+  const { ReplayDetection } = ctx.oidc.provider;
+  const id = createHash('sha256').update(`${ctx.oidc.client!.clientId}${proof.jti}`).digest('base64url');
+  await (await ReplayDetection.find(id))?.destroy();
 }
 
 export function checkDpopRequired(ctx: KoaContextWithOIDC, proof: DpopProof | undefined): void {

@@ -32,8 +32,8 @@ export function storableText(value: string): string {
   return isStorableText(value) ? value : value.replace(UNSTORABLE_ALL, '\uFFFD');
 }
 
-/** What shows nothing alone: spaces, controls, format characters, default-ignorables (Hangul fillers among them), the blank braille cell. */
-const INVISIBLE = /^[\p{White_Space}\p{Cc}\p{Cf}\p{Default_Ignorable_Code_Point}\u2800]*$/u;
+/** What shows nothing alone: spaces, controls, format characters, default-ignorables, the blank braille cell, marks, private-use and unassigned code points. */
+const INVISIBLE = /^[\p{White_Space}\p{Cc}\p{Cf}\p{Default_Ignorable_Code_Point}\u2800\p{M}\p{Co}\p{Cn}]*$/u;
 /** Embeddings, overrides and isolates: they reorder what follows them, the rest of a log line included. */
 const BIDI_CONTROL = /[\u202A-\u202E\u2066-\u2069]/u;
 

@@ -1,5 +1,6 @@
 import type { AdapterPayload } from 'oidc-provider';
 import { optionChecks, type OptionChecks } from '../config/checks.js';
+import { refuseNearMisses } from '../config/names.js';
 import { invalidCall, invalidOption, replayShareFull, storeFull } from '../errors.js';
 import { jsonCopy } from '../json.js';
 import { entryLifetimeMs, GRANTABLE_MODELS } from './contracts/entries.js';
@@ -54,6 +55,14 @@ export interface MemoryAdapterClass extends ImpersonationAdapterClass {
 }
 
 const DEFAULT_MAX = 100_000;
+
+/** oidc-provider's models and the plugin's: a limit or protection naming one nearly is a misspelling. */
+const KNOWN_MODELS = [
+  ...GRANTABLE_MODELS,
+  ...PLUGIN_MODELS,
+  ...['Session', 'Grant', 'Interaction', 'ReplayDetection', 'PushedAuthorizationRequest', 'ClientCredentials'],
+  ...['Client', 'InitialAccessToken', 'RegistrationAccessToken'],
+];
 
 /** Invariant 13: security state that must outlive any flood. */
 const ALWAYS_PROTECTED = [
@@ -124,6 +133,12 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
     (!Array.isArray(options.protectedModels) || options.protectedModels.some((model) => typeof model !== 'string'))
   ) {
     throw invalidOption('createMemoryAdapter', 'protectedModels', 'must be an array of model names');
+  }
+  for (const [option, names] of [
+    ['limits', Object.keys(limits)],
+    ['protectedModels', options.protectedModels ?? []],
+  ] as const) {
+    refuseNearMisses('createMemoryAdapter', option, names, KNOWN_MODELS);
   }
   const protectedModels = new Set([...ALWAYS_PROTECTED, ...(options.protectedModels ?? [])]);
   const tolerance = options.clockTolerance ?? 0;

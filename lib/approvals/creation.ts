@@ -121,7 +121,17 @@ async function pendingRequest(
     createdAt,
     expiresAt: createdAt + settings.requestTTL,
   };
-  if (!(await storeCall(() => deps.approvals.saveRequest(request, settings.maxPendingPerCustomer)))) {
+  const { maxSubjectTokensPerClient } = deps.options;
+  const saved = await storeCall(() =>
+    deps.approvals.saveRequest(request, settings.maxPendingPerCustomer, maxSubjectTokensPerClient),
+  );
+  if (saved === 'client') {
+    throw limitReached(
+      'too_many_requests',
+      `this client has as many approval requests kept as allowed (${maxSubjectTokensPerClient}); retry once older ones expire`,
+    );
+  }
+  if (saved === 'customer') {
     throw limitReached(
       'too_many_pending_requests',
       'the customer has as many approval requests waiting as the deployment allows; retry once one is answered or expired',

@@ -9,14 +9,14 @@ import type { ApprovalStore } from './store.js';
 /** What the customer's and the backend's approval operations work on. */
 export interface ApprovalDependencies {
   provider: Provider;
-  /** The options the approvals read: their own slice (which must be set), and the audit log. */
+  /** The options the approvals read: their own slice (which must be set), the audit log and the per-client bound. */
   options: ApprovalOptionsSlice;
   approvals: ApprovalStore;
   /** Ending a grant ends the sessions it allowed. */
   sessions: SessionStore;
 }
 
-type ApprovalOptionsSlice = Pick<ResolvedCoreOptions, 'auditLog'> & {
+export type ApprovalOptionsSlice = Pick<ResolvedCoreOptions, 'auditLog' | 'maxSubjectTokensPerClient'> & {
   approvals?: ResolvedApprovalOptions;
   authzen?: ResolvedAuthzenOptions;
 };

@@ -21,6 +21,7 @@ const givenBy = (subject: string) => `given:${subject}`;
 /** How long a grant counts toward its customer's daily budget, whatever becomes of it (ms). */
 const GIVEN_WINDOW_MS = 24 * 3600 * 1000;
 const pendingOf = (subject: string) => `pending:${subject}`;
+const askedBy = (clientId: string) => `asked:${clientId}`;
 
 /** How long a reserved place is held for a grant not saved yet (ms): far longer than a save. */
 const RESERVED_FOR_MS = 5 * 60 * 1000;
@@ -108,16 +109,25 @@ export class ApprovalStore {
     return { record, changedNow: true };
   }
 
-  /** Saves a request, then lists it within `maxPending` atomically; an unlisted record is never read. */
-  async saveRequest(request: ApprovalRequest, maxPending: number): Promise<boolean> {
-    await this.#adapter.upsert(request.id, toPayload(REQUEST, request), keptFor(request.expiresAt));
+  /** Saves a request, then lists it within `maxPending` per customer and `maxPerClient` per client atomically; an unlisted record is never read. */
+  async saveRequest(
+    request: ApprovalRequest,
+    maxPending: number,
+    maxPerClient?: number,
+  ): Promise<'saved' | 'customer' | 'client'> {
+    const keptSeconds = keptFor(request.expiresAt);
+    await this.#adapter.upsert(request.id, toPayload(REQUEST, request), keptSeconds);
+    const perClient = { index: askedBy(request.requestedBy), expiresAt: Date.now() + keptSeconds * 1000 };
     const full = await this.#adapter.indexAddWithin(
-      [{ index: pendingOf(request.subject), expiresAt: request.expiresAt * 1000, bound: maxPending }],
+      [
+        { index: pendingOf(request.subject), expiresAt: request.expiresAt * 1000, bound: maxPending },
+        ...(maxPerClient === undefined ? [] : [{ ...perClient, bound: maxPerClient }]),
+      ],
       request.id,
     );
-    if (full === undefined) return true;
+    if (full === undefined) return 'saved';
     await this.#adapter.destroy(request.id).catch(() => {});
-    return false;
+    return full === pendingOf(request.subject) ? 'customer' : 'client';
   }
 
   async findRequest(id: string): Promise<ApprovalRequest | undefined> {

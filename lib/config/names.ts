@@ -13,6 +13,14 @@ export function refuseUnknownOptions(fn: string, given: object, known: readonly 
   }
 }
 
+/** Refuses a name that is not one of `known` but nearly is (`ImpersonationSesion`); a name far from all is taken as given. */
+export function refuseNearMisses(fn: string, option: string, names: readonly string[], known: readonly string[]): void {
+  for (const name of names) {
+    const near = known.includes(name) ? undefined : nearestName(name, known);
+    if (near !== undefined) throw invalidOption(fn, option, `names "${printable(name)}"; did you mean "${near}"?`);
+  }
+}
+
 /** The known name that differs only in case, or by at most two edits (and less than a third of it). */
 function nearestName(name: string, known: readonly string[]): string | undefined {
   const lower = name.toLowerCase();

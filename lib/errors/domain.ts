@@ -9,7 +9,7 @@ export interface DomainReasons {
   /** The record is no longer in the state the operation needs. */
   conflict: 'already_answered' | 'request_expired' | 'already_redeemed';
   /** A principal holds as many of something as the deployment allows. */
-  limit_reached: 'too_many_grants' | 'too_many_pending_requests';
+  limit_reached: 'too_many_grants' | 'too_many_pending_requests' | 'too_many_requests';
   /** A policy the deployment set (its hooks, its decision point) refused. */
   denied: 'access_denied';
   /** A store or the audit trail cannot answer now; nothing was written. */
@@ -45,7 +45,7 @@ export function conflictingState(reason: DomainReasons['conflict'], description:
   return new DomainError('conflict', reason, description);
 }
 
-/** A customer holds as many grants in force, or pending requests, as the deployment allows. */
+/** A customer holds as many grants in force, or pending requests, as the deployment allows; or a client as many requests. */
 export function limitReached(
   reason: DomainReasons['limit_reached'],
   description: string,

@@ -204,17 +204,25 @@ export function ssfRoutes(router: Router, transmitter: Transmitter, authenticate
       throw badRequest('state must be a string of at most 1024 characters');
     }
     const now = Math.floor(Date.now() / 1000);
-    if (stream.verifiedAt !== undefined && now - stream.verifiedAt < options.minVerificationInterval) {
-      ctx.set('Retry-After', String(options.minVerificationInterval - (now - stream.verifiedAt)));
-      throw tooManyRequests(`a verification may be asked for once every ${options.minVerificationInterval} seconds`);
+    const interval = options.minVerificationInterval;
+    const left = stream.verifiedAt === undefined ? 0 : interval - (now - stream.verifiedAt);
+    // Concurrent asks all read the same verifiedAt: the claim lets one of them through.
+    const release =
+      left > 0 ? undefined : await storeCall(() => streams.claimVerification(stream.id, (now + interval) * 1000));
+    if (!release) {
+      ctx.set('Retry-After', String(left > 0 ? left : interval));
+      throw tooManyRequests(`a verification may be asked for once every ${interval} seconds`);
     }
-    // The SET first: a store failure then leaves no rate record that would refuse the retry with 429.
+    // A failure leaves no rate record that would refuse the retry with 429.
     await storeCall(async () => {
       await transmitVerification(transmitter, stream, state as string | undefined);
       if (await streams.update({ ...stream, verifiedAt: now })) return;
       // Deleted meanwhile, maybe before the SET was appended: it goes too.
       await deleteStream(transmitter, stream);
       throw streamGone();
+    }).catch(async (error: unknown) => {
+      await release().catch(() => {});
+      throw error;
     });
     ctx.status = 204;
   });

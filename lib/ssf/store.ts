@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import type { AdapterPayload } from 'oidc-provider';
 import type { IndexEntry } from '../adapters/contracts/indexes.js';
 import type { SsfStreamAdapter } from '../adapters/contracts/ssf.js';
@@ -31,6 +32,7 @@ const ofReceiver = (receiver: string) => `streams:${receiver}`;
 /** One member while the stream exists: what an update checks after writing, since the adapter has no compare-and-set. */
 const aliveOf = (streamId: string) => `alive:${streamId}`;
 const queueOf = (streamId: string) => `queue:${streamId}`;
+const verifyingOf = (streamId: string) => `verifying:${streamId}`;
 const streamKey = (id: string) => `stream:${id}`;
 const setKey = (streamId: string, jti: string) => `set:${streamId}:${jti}`;
 /** Streams have no expiry: their index members carry the last millisecond of year 9999. */
@@ -81,6 +83,20 @@ export class StreamStore {
     if (!alive) await this.#adapter.destroy(streamKey(stream.id));
     if (failure) throw failure.error;
     return alive;
+  }
+
+  /**
+   * The stream's one verification until `until` (ms): a claim written, then
+   * counted, taken back when another holds the interval (racing claims may all
+   * be refused). Resolves a release for a verification that failed, or undefined.
+   */
+  async claimVerification(streamId: string, until: number): Promise<(() => Promise<void>) | undefined> {
+    const [index, claim] = [verifyingOf(streamId), randomUUID()];
+    const release = () => this.#adapter.indexRemove([index], claim);
+    await this.#adapter.indexAdd([index], claim, until);
+    if ((await this.#adapter.indexRange(index, undefined, 2)).length === 1) return release;
+    await release();
+    return undefined;
   }
 
   async #writeRecord(stream: StreamRecord): Promise<void> {

@@ -163,6 +163,10 @@ describe('demo: who may act for whom (support roles, organisations, tickets, ses
       '\u200C\u200D',
       '\u2800',
       '\u200B \u3164\t\u2060',
+      '\u{16FE4}',
+      '\u0300\u20DD',
+      '\uE000',
+      '\u0378',
     ];
     const RULE = 'must hold a visible character and no bidirectional control';
     const code = (text: string) =>

@@ -3,7 +3,12 @@ import type { KoaContextWithOIDC } from 'oidc-provider';
 import { publicTokenId, verifyAccessToken } from '../../access-token.js';
 import { delegationQuotas, quotaRefusal, type DelegationPrincipals } from '../../capacity.js';
 import { invalidRequest, PrincipalQuotaReached } from '../../errors.js';
-import { certificateThumbprintOf, checkDpopReplay, setTokenLifetime } from '../../provider-internals.js';
+import {
+  certificateThumbprintOf,
+  checkDpopReplay,
+  releaseDpopProof,
+  setTokenLifetime,
+} from '../../provider-internals.js';
 import { newSessionId, SESSION_CLAIM, type SessionRecord } from '../../sessions/record.js';
 import { looksLikeSubjectToken } from '../../subject-tokens/token.js';
 import { accountExists } from '../account.js';
@@ -186,8 +191,10 @@ export function delegationExchange(dependencies: ExchangeDependencies): Delegati
         error instanceof PrincipalQuotaReached
           ? await sessions.liveDelegation(key, nowSeconds() + expiresIn)
           : undefined;
-      if (!raced) throw error;
-      return reissue(raced);
+      if (raced) return reissue(raced);
+      // Past the share at the commit: refused as before the proof was spent.
+      if (dpop && error instanceof PrincipalQuotaReached) await releaseDpopProof(ctx, dpop);
+      throw error;
     }
   }
 
