@@ -3,7 +3,7 @@ import { expect } from 'chai';
 import { generateKeyPair, SignJWT, type JSONWebKeySet } from 'jose';
 import { createPostgresAuditLog } from '../../lib/audit-postgres/index.js';
 import { createRedisAdapter } from '../../lib/adapters/redis.js';
-import type { AuditSink } from '../../lib/audit/sink.js';
+import type { AuditSink } from '../../lib/core-options.js';
 import { createImpersonationVerifier, type ImpersonationVerifier } from '../../lib/resource-server/index.js';
 import {
   createMemoryAdapter,
