@@ -38,6 +38,8 @@ const YIELD_STEP_MS = 20;
 /** A look waits for a quiet moment at most this many poll intervals. */
 const MAX_YIELD_POLL_INTERVALS = 4;
 
+const KEEPS = Symbol('provider');
+
 /** A receiver's answer: its status (0 when none came) and any Retry-After. */
 export interface HttpAnswer {
   status: number;
@@ -324,7 +326,9 @@ export function startDelivery(
   schedule(0);
   const view = outboxView(outbox, [...subscriptions.keys()]);
 
-  return {
+  // Invariant 48: the handle keeps the provider, and with it the loop; the loop's own closures do not.
+  const handle = {
+    [KEEPS]: provider,
     wake,
     stats: view.stats,
     deadLetters: view.deadLetters,
@@ -337,6 +341,7 @@ export function startDelivery(
       poster.close();
     },
   };
+  return handle;
 }
 
 /** Between 75% and 100% of `ms`, so that instances started together drift apart. */

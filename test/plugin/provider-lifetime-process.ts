@@ -1,13 +1,13 @@
 // Run by provider-lifetime.test.ts under node --expose-gc: prints one JSON line of what it measured.
 import Provider from 'oidc-provider';
-import { createImpersonation, EVENTS } from '../../lib/index.js';
+import { createImpersonation, EVENTS, type Impersonation } from '../../lib/index.js';
 import { MINIMAL_CONFIGURATION } from '../support/keys.js';
 
 const gc = (globalThis as { gc?: () => void }).gc!;
 const ISSUER = 'https://id.example.com';
 const SECRET = `whsec_${Buffer.alloc(32, 7).toString('base64')}`;
 
-function installed(withDeliveries: boolean): Provider {
+function installed(withDeliveries: boolean, keep?: (impersonation: Impersonation) => void): Provider {
   const impersonation = createImpersonation({
     managementResource: `${ISSUER}/api`,
     ...(withDeliveries && {
@@ -22,6 +22,7 @@ function installed(withDeliveries: boolean): Provider {
   });
   const provider = new Provider(ISSUER, impersonation.configure({ ...MINIMAL_CONFIGURATION, clients: [] }));
   impersonation.install(provider);
+  keep?.(impersonation);
   return provider;
 }
 
@@ -50,13 +51,15 @@ async function installCost(count: number): Promise<Array<[number, number]>> {
   return measured;
 }
 
-/** Whether a provider with webhooks and SSF, dropped without stop(), is collected. */
-async function collected(): Promise<boolean> {
+const kept: unknown[] = [];
+
+/** Whether a provider with webhooks and SSF, dropped without stop(), is collected; `keep` says what the process keeps. */
+async function collected(keep?: (impersonation: Impersonation) => unknown): Promise<boolean> {
   let freed = false;
   const registry = new FinalizationRegistry(() => {
     freed = true;
   });
-  registry.register(installed(true), 'provider');
+  registry.register(installed(true, keep && ((impersonation) => kept.push(keep(impersonation)))), 'provider');
   for (let round = 0; round < 100 && !freed; round += 1) {
     await settle();
     gc();
@@ -65,4 +68,15 @@ async function collected(): Promise<boolean> {
 }
 
 const mode = process.argv[2];
-console.log(JSON.stringify(mode === 'collect' ? { collected: await collected() } : { installs: await installCost(7) }));
+console.log(
+  JSON.stringify(
+    mode === 'collect'
+      ? { collected: await collected() }
+      : mode === 'kept'
+        ? {
+            byImpersonation: !(await collected((impersonation) => impersonation)),
+            byWebhooks: !(await collected((impersonation) => impersonation.webhooks())),
+          }
+        : { installs: await installCost(7) },
+  ),
+);

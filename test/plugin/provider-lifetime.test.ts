@@ -24,4 +24,8 @@ describe('a provider with the plugin: what it costs and how it ends', () => {
   it('frees a provider with webhooks and SSF dropped without stop()', async () => {
     expect(await measure('collect')).to.deep.equal({ collected: true });
   });
+
+  it('keeps a provider, and its delivery loop, while its impersonation object or only its webhooks() handle is kept', async () => {
+    expect(await measure('kept')).to.deep.equal({ byImpersonation: true, byWebhooks: true });
+  });
 });
