@@ -22,7 +22,7 @@ const FLOORS = [
       'lib/storable-text.ts',
       'lib/token-claims.ts',
       'lib/provider-state.ts',
-      'lib/events/types.ts',
+      'lib/event-types.ts',
     ],
   },
   // The options every feature reads (core-options.ts) and each feature's slice; options.ts, which assembles them, is above the features.

@@ -2,7 +2,7 @@ import type { TelemetryOptions } from './telemetry/options.js';
 import type Koa from 'koa';
 import type { Account, AdapterConstructor, AdapterFactory } from 'oidc-provider';
 import type { ExchangeDecision, PolicyDecision } from './config/decisions.js';
-import type { ImpersonationEvent, ImpersonationEventName } from './events/types.js';
+import type { ImpersonationEvent, ImpersonationEventName } from './event-types.js';
 import type { JsonObject } from './json.js';
 
 export interface ManagementCaller {

@@ -29,14 +29,14 @@ export type {
 } from './core-options.js';
 export type { ExchangeDecision, PolicyDecision } from './config/decisions.js';
 export type { JsonObject, JsonPrimitive, JsonValue } from './json.js';
-export { EVENTS, onImpersonationEvent } from './events/types.js';
+export { EVENTS, onImpersonationEvent } from './event-types.js';
 export type {
   EndReason,
   ImpersonationEvent,
   ImpersonationEventName,
   ImpersonationEvents,
   ImpersonationListener,
-} from './events/types.js';
+} from './event-types.js';
 export { ACCESS_TOKEN_TYPE, TOKEN_EXCHANGE_GRANT } from './exchange/grant.js';
 export { RESERVED_CLAIMS } from './exchange/claims.js';
 export type { ActClaim } from './exchange/actor.js';

@@ -1,7 +1,7 @@
 // A customer's own grants and requests; another customer's are answered as unknown ids; refusals are domain errors.
 import type Koa from 'koa';
 import { publish, publishRecorded } from '../events/publish.js';
-import { EVENTS } from '../events/types.js';
+import { EVENTS } from '../event-types.js';
 import {
   conflictingState,
   deniedByPolicy,

@@ -1,6 +1,6 @@
 import type Koa from 'koa';
 import type { Account } from 'oidc-provider';
-import { EVENTS } from '../events/types.js';
+import { EVENTS } from '../event-types.js';
 import { publish } from '../events/publish.js';
 import { invalidCall, invalidInput, limitReached } from '../errors.js';
 import { canonicalJson, type JsonObject } from '../json.js';

@@ -1,6 +1,6 @@
 import type Koa from 'koa';
 import { publish } from '../events/publish.js';
-import { EVENTS } from '../events/types.js';
+import { EVENTS } from '../event-types.js';
 import { closeSession } from '../sessions/close.js';
 import type { ApprovalDependencies } from './deps.js';
 import { nowSeconds } from './deps.js';

@@ -1,4 +1,4 @@
-import { EVENTS, type ImpersonationEvent } from '../events/types.js';
+import { EVENTS, type ImpersonationEvent } from '../event-types.js';
 import { definedMembers } from '../json.js';
 import type { AccessGrant, ApprovalRequest } from './record.js';
 

@@ -1,5 +1,5 @@
 import type Koa from 'koa';
-import { EVENTS } from '../events/types.js';
+import { EVENTS } from '../event-types.js';
 import { publish } from '../events/publish.js';
 import { unknownRecord } from '../errors.js';
 import { storeCall } from '../store-call.js';

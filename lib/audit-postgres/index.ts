@@ -5,7 +5,7 @@ import { assertPlainIdentifiers } from '../postgres/identifier.js';
 import { INVALID_SCHEMA_NAME, migrateUnderLock } from '../postgres/migration.js';
 import { openPool, POOL_SOURCE_NAMES, type PoolSource } from '../postgres/pool.js';
 import { refuseUnknownOptions } from '../config/names.js';
-import type { ImpersonationEvent, ImpersonationEventName } from '../events/types.js';
+import type { ImpersonationEvent, ImpersonationEventName } from '../event-types.js';
 import { attachJournal } from '../audit/journal.js';
 import type { AuditLog, AuditPage } from '../audit/sink.js';
 import type { AuditQueryFilter } from '../core-options.js';

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import type { ImpersonationEvent, ImpersonationEventName } from '../events/types.js';
+import type { ImpersonationEvent, ImpersonationEventName } from '../event-types.js';
 import { headSignatureVerifies, type SignedHead } from './head.js';
 import { checkpointText, verifierOf, type VerificationKey } from './signing.js';
 import { invalidAuditQuery, notATrailRow } from '../errors/standalone.js';

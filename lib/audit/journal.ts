@@ -1,4 +1,4 @@
-import type { ImpersonationEvent, ImpersonationEventName } from '../events/types.js';
+import type { ImpersonationEvent, ImpersonationEventName } from '../event-types.js';
 import type { AuditSink } from '../core-options.js';
 
 /** A trail that appends its row in a store's own transaction (Invariant 24). */

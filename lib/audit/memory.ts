@@ -1,7 +1,7 @@
 /** An audit trail in memory, chained and verified as the PostgreSQL log is; it lasts as long as the process. */
 import { refuseUnknownOptions } from '../config/names.js';
 import { invalidOption, storeFull } from '../errors.js';
-import type { ImpersonationEvent, ImpersonationEventName } from '../events/types.js';
+import type { ImpersonationEvent, ImpersonationEventName } from '../event-types.js';
 import type { AuditLog } from './sink.js';
 import {
   canonicalContent,

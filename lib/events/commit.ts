@@ -3,7 +3,7 @@ import type { CommitOutcome, CommitWrite } from '../adapters/contracts/commit.js
 import { slotOf } from '../provider-state.js';
 import { reportError } from '../report-error.js';
 import { SUBSCRIBERS, type CommitShare, type CommitSite, type EventSubscriber } from './subscriber.js';
-import type { ImpersonationEvent } from './types.js';
+import type { ImpersonationEvent } from '../event-types.js';
 
 /** What the subscribers of an event write with the commit of its change, and do before and after it. */
 export interface CommitParticipation {

@@ -3,7 +3,7 @@ import type Koa from 'koa';
 import { slotOf } from '../provider-state.js';
 import { reportError } from '../report-error.js';
 import { SUBSCRIBERS, type EventSubscriber, type Occasion } from './subscriber.js';
-import type { ImpersonationEvent } from './types.js';
+import type { ImpersonationEvent } from '../event-types.js';
 
 // Every state change is published once, here: `publish` (it stands), `publishRecorded` (undone without its record), `shareCommit`.
 

@@ -1,7 +1,7 @@
 import type Koa from 'koa';
 import type { CommitWrite } from '../adapters/contracts/commit.js';
 import { providerSlot } from '../provider-state.js';
-import type { ImpersonationEvent } from './types.js';
+import type { ImpersonationEvent } from '../event-types.js';
 
 /** What is known of an event besides its fields. */
 export interface Occasion {

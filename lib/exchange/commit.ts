@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { AccessToken, KoaContextWithOIDC, Provider } from 'oidc-provider';
 import { publicTokenId } from '../access-token.js';
 import { shareCommit } from '../events/commit.js';
-import type { EVENTS, ImpersonationEvent } from '../events/types.js';
+import type { EVENTS, ImpersonationEvent } from '../event-types.js';
 import { quotaRefusal, type DelegationCharge } from '../capacity.js';
 import { exchangeTooSlow, invalidGrant, invalidRequest } from '../errors.js';
 import type { ResolvedCoreOptions as ResolvedOptions } from '../core-options.js';

@@ -1,5 +1,5 @@
 import type { KoaContextWithOIDC } from 'oidc-provider';
-import type { ImpersonationEvent } from '../events/types.js';
+import type { ImpersonationEvent } from '../event-types.js';
 import type { ResolvedCoreOptions } from '../core-options.js';
 import type { SessionStore } from '../sessions/store.js';
 import type { SubjectTokenStore } from '../subject-tokens/store.js';

@@ -1,6 +1,6 @@
 import type { KoaContextWithOIDC } from 'oidc-provider';
 import { announce, publish } from '../events/publish.js';
-import { EVENTS, type ImpersonationEvent } from '../events/types.js';
+import { EVENTS, type ImpersonationEvent } from '../event-types.js';
 import type { SessionRecord } from '../sessions/record.js';
 import { storableText } from '../storable-text.js';
 import { keptUntil, type SubjectTokenRecord } from '../subject-tokens/store.js';

@@ -3,7 +3,7 @@ import type Koa from 'koa';
 import type { Provider } from 'oidc-provider';
 import type { IndexEntry } from '../adapters/contracts/indexes.js';
 import { announce } from '../events/publish.js';
-import { EVENTS, type ImpersonationEventName } from '../events/types.js';
+import { EVENTS, type ImpersonationEventName } from '../event-types.js';
 import { badRequest, notFound } from '../errors.js';
 import { authorize, type Authenticate } from '../http/auth.js';
 import { isIdentifier, readJsonObject } from '../http/body.js';

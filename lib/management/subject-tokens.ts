@@ -7,7 +7,7 @@ import { fieldsOf, readResource, readScopeList, readText } from '../approvals/in
 import type { ApprovalStore } from '../approvals/store.js';
 import { approvalRequestView } from '../approvals/view.js';
 import { publish, publishRecorded } from '../events/publish.js';
-import { EVENTS, type ImpersonationEvent } from '../events/types.js';
+import { EVENTS, type ImpersonationEvent } from '../event-types.js';
 import {
   accessDenied,
   alreadyRedeemed,

@@ -1,7 +1,7 @@
 import type Koa from 'koa';
 import type { Provider } from 'oidc-provider';
 import { publish } from '../events/publish.js';
-import { EVENTS, type ImpersonationEvent } from '../events/types.js';
+import { EVENTS, type ImpersonationEvent } from '../event-types.js';
 import type { EndReason, SessionRecord } from './record.js';
 import { stateOf } from './record.js';
 import type { SessionStore } from './store.js';

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import type { EndReason } from '../events/types.js';
+import type { EndReason } from '../event-types.js';
 import type { JsonObject } from '../json.js';
 
 /** Every impersonation session id starts with this. */

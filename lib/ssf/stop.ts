@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { EVENTS, type EndReason, type ImpersonationEvent } from '../events/types.js';
+import { EVENTS, type EndReason, type ImpersonationEvent } from '../event-types.js';
 import type { InitiatingEntity, SessionStop } from './set.js';
 
 /** The longest `reason_admin` a SET carries: the stop's reason is cut there. */

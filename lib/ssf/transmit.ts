@@ -1,6 +1,6 @@
 import type { Provider } from 'oidc-provider';
 import type { EventSubscriber } from '../events/subscriber.js';
-import { EVENTS, type ImpersonationEvent } from '../events/types.js';
+import { EVENTS, type ImpersonationEvent } from '../event-types.js';
 import type { OutboxStore } from '../outbox/contract.js';
 import type { ResolvedSsfOptions } from './options.js';
 import { sessionRevokedClaims, verificationClaims } from './set.js';

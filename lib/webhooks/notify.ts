@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { EventEmitter } from 'node:events';
 import type { EventSubscriber } from '../events/subscriber.js';
-import type { ImpersonationEvent } from '../events/types.js';
+import type { ImpersonationEvent } from '../event-types.js';
 import type { NewOutboxEntry, OutboxStore } from '../outbox/contract.js';
 import type { ResolvedWebhookOptions, WebhookEventName } from './options.js';
 import { webhookPayload } from './payload.js';

@@ -1,4 +1,4 @@
-import { EVENTS } from '../events/types.js';
+import { EVENTS } from '../event-types.js';
 import { optionChecks, type OptionChecks } from '../config/checks.js';
 import { WEBHOOK_DEFAULTS, WEBHOOK_MAXIMA } from '../config/defaults.js';
 

@@ -1,4 +1,4 @@
-import type { ImpersonationEvent } from '../events/types.js';
+import type { ImpersonationEvent } from '../event-types.js';
 import type { JsonObject } from '../json.js';
 import type { WebhookEventName } from './options.js';
 

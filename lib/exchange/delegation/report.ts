@@ -1,6 +1,6 @@
 import type { KoaContextWithOIDC } from 'oidc-provider';
 import { announce, publish } from '../../events/publish.js';
-import { EVENTS, type ImpersonationEvent } from '../../events/types.js';
+import { EVENTS, type ImpersonationEvent } from '../../event-types.js';
 import { PrincipalQuotaReached } from '../../errors.js';
 import { RefusalBudget } from '../refusals.js';
 import type { SessionRecord } from '../../sessions/record.js';

@@ -1,6 +1,6 @@
 import type Koa from 'koa';
 import type { Provider } from 'oidc-provider';
-import type { JsonObject } from '../json.js';
+import type { JsonObject } from './json.js';
 
 /** Event names emitted on the provider (`provider.on(name, (event, ctx) => ...)`). */
 export const EVENTS = {
