@@ -384,7 +384,7 @@ describe('the plugin on every host oidc-provider documents', function () {
       expect(String(thrown)).to.match(/TypeError: impersonation.install\(\) ran after.*mountManagementApi: false/);
     });
 
-    it('refuses the Management API and every exchange when the provider had an error listener first', async () => {
+    it('refuses the Management API and every exchange when the provider had an error listener first, unless what install() added is served', async () => {
       const running = await hostWith(async (provider, impersonation) => {
         // Koa's callback() adds its own error listener only when there is none: install() cannot tell.
         (provider as unknown as EventEmitter).on('error', () => {});
@@ -394,11 +394,17 @@ describe('the plugin on every host oidc-provider documents', function () {
         return app;
       });
       try {
+        // A koa-compose that reads its middleware array at each request serves what install() added late.
+        const served = (await fetch(`${running.api.base}/api/subject-tokens`, { method: 'POST' })).status !== 404;
         const m2m = await tokenRequest(
           running.tp,
           { grant_type: 'client_credentials', scope: MANAGEMENT_SCOPE, resource: MANAGEMENT },
           CLIENTS.backend,
         );
+        if (served) {
+          expect(m2m.status, JSON.stringify(m2m.body)).to.equal(200);
+          return;
+        }
         expectError(m2m, 500, 'server_error', /install\(\) right after new Provider\(\)/);
         const exchanged = await exchange(running.tp, { subject_token: 'ist_anything', resource: API });
         expectError(exchanged, 500, 'server_error', /install\(\) right after new Provider\(\)/);
