@@ -208,7 +208,7 @@ export function ssfRoutes(router: Router, transmitter: Transmitter, authenticate
     const left = stream.verifiedAt === undefined ? 0 : interval - (now - stream.verifiedAt);
     // Concurrent asks all read the same verifiedAt: the claim lets one of them through.
     const release =
-      left > 0 ? undefined : await storeCall(() => streams.claimVerification(stream.id, (now + interval) * 1000));
+      left > 0 ? undefined : await storeCall(() => streams.claimVerification(stream.id, Date.now() + interval * 1000));
     if (!release) {
       ctx.set('Retry-After', String(left > 0 ? left : interval));
       throw tooManyRequests(`a verification may be asked for once every ${interval} seconds`);
