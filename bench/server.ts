@@ -286,6 +286,8 @@ async function main(env: NodeJS.ProcessEnv): Promise<void> {
   // With the webhook subscription, an SSF stream is in place too.
   const ssf = settings.webhookUrl ? ssfStreamSetup() : undefined;
   const plugin = {
+    // The load comes from one Management API client: its share of subject tokens at the maximum.
+    maxSubjectTokensPerClient: 1_000_000,
     ...deployment?.plugin,
     ...standingGrant?.plugin,
     ...ssf?.plugin,
