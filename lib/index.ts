@@ -102,7 +102,7 @@ export {
   SESSION_REVOKED_EVENT,
   VERIFICATION_EVENT,
 } from './ssf/names.js';
-export { DELEGATION_METADATA } from './exchange/delegation/client-metadata.js';
+export { DELEGATION_METADATA } from './exchange/delegation-metadata.js';
 export { DEFAULT_DELEGATION_LIMITS } from './capacity.js';
 export type { DelegationLimits, QuotaCharge } from './capacity.js';
 export { JWT_TOKEN_TYPE } from './exchange/request.js';
@@ -113,5 +113,5 @@ export type {
   ResolvedDelegationOptions,
   SubjectTokenResolver,
   SubjectTokenResolverInput,
-} from './exchange/delegation/options.js';
+} from './exchange/delegation-options.js';
 export type { AuthzenOptions, ResolvedAuthzenOptions } from './policy/options.js';

@@ -6,7 +6,7 @@ import {
   resolveDelegationOptions,
   type DelegationOptions,
   type ResolvedDelegationOptions,
-} from './exchange/delegation/options.js';
+} from './exchange/delegation-options.js';
 import { optionChecks, type OptionChecks } from './config/checks.js';
 import { IMPERSONATION_DEFAULTS, IMPERSONATION_MAXIMA } from './config/defaults.js';
 import { invalidArgument } from './errors.js';

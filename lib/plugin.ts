@@ -7,7 +7,7 @@ import { ApprovalStore } from './approvals/store.js';
 import { openPluginStore } from './adapters/plugin-store.js';
 import { calledTooLate, invalidArgument, invalidCall, invalidOption, invalidTarget, misconfigured } from './errors.js';
 import { grantsForExchange } from './approvals/exchange-view.js';
-import { withDelegationMetadata } from './exchange/delegation/client-metadata.js';
+import { withDelegationMetadata } from './exchange/delegation-metadata.js';
 import { ExchangeClaims } from './exchange/claims.js';
 import { addStepUpDetails } from './exchange/freshness.js';
 import {

@@ -1,5 +1,6 @@
 /** The customer's access grant behind a subject token, checked again at the exchange, bounds it (Invariant 20). */
 import { invalidGrant, invalidScope, invalidTarget } from '../errors.js';
+import type { SessionRecord } from '../sessions/record.js';
 import type { SubjectTokenRecord } from '../subject-tokens/store.js';
 
 /** A customer's access grant as the exchange reads it; its reader is passed in, so exchange imports no approvals. */
@@ -73,4 +74,46 @@ function usable(grant: CustomerGrant | undefined, record: SubjectTokenRecord): C
   if (state === 'ended') throw invalidGrant("the customer's access grant ended");
   if (state === 'expired') throw invalidGrant("the customer's access grant expired");
   return grant!;
+}
+
+// A delegation made under an impersonation stays within the grant that impersonation started under.
+
+/** The grant the session was started under: an impersonation's own, or the one its delegation inherited. */
+export function accessGrantOf(session: SessionRecord): string | undefined {
+  return session.accessGrantId ?? session.underAccessGrantId;
+}
+
+/** Refuses a delegation outside the grant; a store that cannot answer rejects (no token). */
+export async function checkCustomerGrant(
+  grants: CustomerGrants,
+  grantId: string,
+  delegation: { subject: string; resource: string; scope: readonly string[] },
+): Promise<void> {
+  const grant = await grants.find(grantId);
+  if (!grant || grant.subject !== delegation.subject || grant.state !== 'active') {
+    throw invalidGrant("the customer's access grant this impersonation was started under is no longer in force");
+  }
+  checkCeiling(grant, delegation);
+}
+
+/** The ceiling alone, once the grant is known to be in force. */
+export function checkCeiling(
+  ceiling: Pick<CustomerGrant, 'resource' | 'scope'>,
+  delegation: { resource: string; scope: readonly string[] },
+): void {
+  if (ceiling.resource !== undefined && ceiling.resource !== delegation.resource) {
+    throw invalidTarget(
+      "the customer's access grant this impersonation was started under does not cover this resource",
+    );
+  }
+  if (ceiling.scope !== undefined) {
+    const allowed = new Set(ceiling.scope);
+    const outside = delegation.scope.filter((name) => !allowed.has(name));
+    if (outside.length) {
+      throw invalidScope(
+        `the customer's access grant this impersonation was started under allows only: ${ceiling.scope.join(' ')}`,
+        outside.join(' '),
+      );
+    }
+  }
 }

@@ -1,27 +1,33 @@
 import type { KoaContextWithOIDC } from 'oidc-provider';
 import { announce } from '../events/publish.js';
-import { PrincipalQuotaReached } from '../errors.js';
-import { delegationExchange } from './delegation/delegation.js';
+import { invalidRequest, PrincipalQuotaReached } from '../errors.js';
+import { certificateThumbprintOf, checkDpopReplay, setTokenLifetime } from '../provider-internals.js';
+import { exchangeStep } from '../telemetry/exchange.js';
+import { accountExists } from './account.js';
+import { delegationExchange } from './delegation.js';
 import { impersonationExchange } from './impersonation.js';
-import type { ExchangeDependencies, ExchangeKind, Exchanged } from './kind.js';
+import type { ExchangeDependencies, ExchangeKind, Exchanged, Subject } from './kind.js';
+import { readProof } from './proof.js';
+import type { ExchangeProgress } from './report.js';
 import { checkClientAuthentication } from './request.js';
 import { respond } from './respond.js';
+import { newExchangeToken } from './token.js';
 
 export { ACCESS_TOKEN_TYPE, EXCHANGE_DUPLICATES, EXCHANGE_PARAMETERS, TOKEN_EXCHANGE_GRANT } from './request.js';
 export type { ExchangeDependencies } from './kind.js';
 
 /** The token-exchange grant handler: a delegation when the client may delegate this subject token, else an impersonation. */
 export function createExchangeHandler(dependencies: ExchangeDependencies) {
-  const impersonation = impersonationExchange(dependencies);
   const delegation = delegationExchange(dependencies);
+  const impersonation = impersonationExchange(dependencies);
 
-  async function run<Progress extends object>(ctx: KoaContextWithOIDC, kind: ExchangeKind<Progress>): Promise<void> {
-    const progress = {} as Progress;
+  async function run<S extends Subject, A>(ctx: KoaContextWithOIDC, kind: ExchangeKind<S, A>): Promise<void> {
+    const progress: ExchangeProgress = {};
     let exchanged: Exchanged;
     try {
       dependencies.preflight?.(ctx);
       checkClientAuthentication(ctx);
-      exchanged = await kind.exchange(ctx, progress);
+      exchanged = await exchange(ctx, kind, progress);
     } catch (error) {
       if (error instanceof PrincipalQuotaReached) ctx.set('Retry-After', String(error.retryAfter));
       await kind.refused(ctx, progress, error);
@@ -35,4 +41,44 @@ export function createExchangeHandler(dependencies: ExchangeDependencies) {
   return function tokenExchangeHandler(ctx: KoaContextWithOIDC): Promise<void> {
     return delegation.handles(ctx) ? run(ctx, delegation) : run(ctx, impersonation);
   };
+}
+
+/** Every exchange's steps, in protocol order; the kind supplies what differs. */
+async function exchange<S extends Subject, A>(
+  ctx: KoaContextWithOIDC,
+  kind: ExchangeKind<S, A>,
+  progress: ExchangeProgress,
+): Promise<Exchanged> {
+  const startedAt = Date.now();
+  const params = kind.parameters(ctx, progress);
+  // As oidc-provider's own grants, the proof is checked first; it writes nothing.
+  const dpop = await readProof(ctx);
+  const subject = await exchangeStep(ctx, 'subject', () => kind.subject(ctx, params, progress));
+  // Spent before the deployment's code runs, and only for a subject that can be exchanged.
+  if (dpop && subject.spendsProof) await checkDpopReplay(ctx, dpop);
+
+  const resourceServer = await kind.target(ctx, params);
+  const resource = resourceServer.identifier();
+  progress.resource = resource;
+  const requested = kind.scopes(ctx, params, subject, resourceServer);
+  progress.scope = requested;
+  const token = newExchangeToken(ctx, { subject: subject.sub, scope: requested, resourceServer, dpop });
+
+  const certificateThumbprint = certificateThumbprintOf(token);
+  const actor = await kind.actor(ctx, params, subject, { dpop, certificateThumbprint }, progress);
+  if (!(await accountExists(ctx, subject.sub))) {
+    throw invalidRequest('subject_token names a user that no longer exists');
+  }
+
+  const ceiling = await kind.ceiling(subject, actor, { resource, scope: requested });
+  progress.scope = ceiling.scope;
+  const scope = await exchangeStep(ctx, 'policy', () =>
+    kind.decide(ctx, subject, actor, { resource, scope: ceiling.scope }, params),
+  );
+  progress.scope = scope;
+  token.scope = scope.join(' ') || undefined;
+
+  const expiresIn = kind.lifetime(subject, actor, Math.min(token.expiration, ceiling.secondsLeft));
+  setTokenLifetime(token, expiresIn);
+  return kind.issue(ctx, { params, dpop, token, subject, actor, resource, scope, expiresIn, startedAt, progress });
 }

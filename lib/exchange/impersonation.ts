@@ -2,152 +2,171 @@ import type { AccessToken, KoaContextWithOIDC } from 'oidc-provider';
 import type { VerifiedAccessToken } from '../access-token.js';
 import { invalidRequest } from '../errors.js';
 import { deepFreeze } from '../json.js';
-import type { CustomJwtClaimsInput, ResolvedCoreOptions as ResolvedOptions } from '../core-options.js';
-import { certificateThumbprintOf, checkDpopReplay, setTokenLifetime } from '../provider-internals.js';
+import type { CustomJwtClaimsInput, ResolvedCoreOptions } from '../core-options.js';
 import { newSessionId, SESSION_CLAIM, stateOf, type SessionRecord } from '../sessions/record.js';
 import type { SessionStore } from '../sessions/store.js';
-import type { SubjectTokenRecord } from '../subject-tokens/store.js';
-import { accountExists } from './account.js';
-import {
-  actFor,
-  lookUpActorToken,
-  validateActorToken,
-  type ActClaim,
-  type ActorTokenLookup,
-  type ImpersonationActorRules,
-} from './actor.js';
+import type { FoundSubjectToken, SubjectTokenRecord } from '../subject-tokens/store.js';
+import { looksLikeSubjectToken } from '../subject-tokens/token.js';
+import { exchangeStep } from '../telemetry/exchange.js';
+import { actFor, lookUpActorToken, validateActorToken, type ActClaim, type ActorTokenLookup } from './actor.js';
 import { actClaims, runCustomClaims } from './claims.js';
 import { commit } from './commit.js';
-import { exchangeStep } from '../telemetry/exchange.js';
-import { customerGrantBounds, readCustomerGrant } from './customer-grant.js';
+import { customerGrantBounds, readCustomerGrant, type CustomerGrantRead } from './customer-grant.js';
 import { checkActorAuthentication } from './freshness.js';
-import type { ExchangeDependencies, ExchangeKind } from './kind.js';
+import type { ExchangeDependencies, ExchangeKind, Subject } from './kind.js';
 import { decide } from './policy.js';
-import { readProof } from './proof.js';
-import { ExchangeReport, exchangeSucceeded, type ExchangeProgress } from './report.js';
+import { RefusalBudget } from './refusals.js';
+import { exchangeSucceeded, reportImpersonationRefusal } from './report.js';
 import {
   ACCESS_TOKEN_TYPE,
   exchangeParameters,
   grantedScopes,
+  IMPERSONATION_ACCEPTS,
   resolveSingleResource,
   TOKEN_EXCHANGE_GRANT,
 } from './request.js';
-import { checkSubjectTokenShape, IMPERSONATION_ACCEPTS, usableSubjectToken } from './subject/impersonation.js';
-import { newExchangeToken } from './token.js';
+
+/** An impersonation's subject: the Management API's subject token, and the reads started beside it. */
+interface SubjectToken extends Subject {
+  record: SubjectTokenRecord;
+  /** Its store key, which the commit redeems. */
+  key: string;
+  actorLookup: ActorTokenLookup | undefined;
+  customerGrantRead: CustomerGrantRead;
+}
 
 /** Impersonation: a Management API subject token (`ist_…`), redeemed once by the commit (Invariant 20). */
-export function impersonationExchange(dependencies: ExchangeDependencies): ExchangeKind<ExchangeProgress> {
+export function impersonationExchange(
+  dependencies: ExchangeDependencies,
+): ExchangeKind<SubjectToken, VerifiedAccessToken | undefined> {
   const { options, store, sessions, customerGrants, claims } = dependencies;
   const actorClients: ReadonlySet<string> = new Set(options.actorClients);
   const sessionActive = async (id: string) => {
     const session = await sessions.find(id);
     return session !== undefined && stateOf(session) === 'active';
   };
-  const report = new ExchangeReport();
+  const refusals = new RefusalBudget();
 
-  async function exchange(ctx: KoaContextWithOIDC, progress: ExchangeProgress) {
-    const client = ctx.oidc.client!;
-    const startedAt = Date.now();
+  return {
+    handles: () => true,
 
-    const params = exchangeParameters(ctx, IMPERSONATION_ACCEPTS);
-    checkSubjectTokenShape(params.subject_token);
-    // As oidc-provider's own grants, the proof is checked first; it writes nothing.
-    const dpop = await readProof(ctx);
+    parameters(ctx) {
+      const params = exchangeParameters(ctx, IMPERSONATION_ACCEPTS);
+      // A value that cannot be a subject token is refused before any store is read.
+      if (!looksLikeSubjectToken(params.subject_token)) throw invalidRequest('subject_token is unknown');
+      return params;
+    },
 
-    // The actor token is looked up meanwhile; its verdict is read after the subject token's, in protocol order.
-    const actorLookup = params.actor_token === undefined ? undefined : lookUpActorToken(ctx, params.actor_token);
-    const { record, key } = usableSubjectToken(
-      await exchangeStep(ctx, 'subject', () => store.find(params.subject_token)),
-      client.clientId,
-      (found) => {
+    async subject(ctx, params, progress) {
+      // The actor token is looked up meanwhile; its verdict is read after the subject token's, in protocol order.
+      const actorLookup = params.actor_token === undefined ? undefined : lookUpActorToken(ctx, params.actor_token);
+      const { record, key } = usable(await store.find(params.subject_token), ctx.oidc.client!.clientId, (found) => {
         progress.subjectToken = found;
-      },
-    );
-    // The record is this request's own copy: frozen in place before the policy, the hook and the events share it.
-    deepFreeze(record.context);
-    // The customer's grant is read beside the actor token's Grant and sign-in: one wait for both.
-    const customerGrantRead = readCustomerGrant(customerGrants, record);
-    // Spent before the deployment's code runs, and only for a subject token that can be redeemed.
-    if (dpop) await checkDpopReplay(ctx, dpop);
+      });
+      // The record is this request's own copy: frozen in place before the policy, the hook and the events share it.
+      deepFreeze(record.context);
+      // The customer's grant is read beside the actor token's Grant and sign-in: one wait for both.
+      const customerGrantRead = readCustomerGrant(customerGrants, record);
+      return { sub: record.subject, spendsProof: true, record, key, actorLookup, customerGrantRead };
+    },
 
-    const resourceServer = await resolveSingleResource(ctx);
-    progress.resource = resourceServer.identifier();
-    const requested = grantedScopes(ctx, params.scope, resourceServer);
-    progress.scope = requested;
-    const token = newExchangeToken(ctx, { subject: record.subject, scope: requested, resourceServer, dpop });
+    target: (ctx) => resolveSingleResource(ctx),
+    scopes: (ctx, params, _subject, resourceServer) => grantedScopes(ctx, params.scope, resourceServer),
 
-    const actor = await actorOf(ctx, actorLookup, record, { actorClients, dpop, sessionActive, token });
-    if (actor && options.actorAuthentication) await checkActorAuthentication(ctx, actor, options.actorAuthentication);
-    const act = actor && actFor(actor);
-    if (act) progress.actor = act.sub;
-    if (!(await accountExists(ctx, record.subject))) {
-      throw invalidRequest('subject_token names a user that no longer exists');
-    }
+    async actor(ctx, _params, { record, actorLookup }, proof, progress) {
+      if (actorLookup === undefined) {
+        if (record.actor !== undefined) {
+          throw invalidRequest("subject_token is bound to an actor; send that actor's actor_token");
+        }
+        return undefined;
+      }
+      const actor = await validateActorToken(ctx, actorLookup, { ...proof, actorClients, sessionActive });
+      if (record.actor !== undefined && record.actor !== actor.sub) {
+        throw invalidRequest('actor_token is not from the actor this subject_token is bound to');
+      }
+      if (options.actorAuthentication) await checkActorAuthentication(ctx, actor, options.actorAuthentication);
+      progress.actor = actor.sub;
+      return actor;
+    },
 
-    const customerGrant =
-      customerGrantRead &&
-      (await customerGrantBounds(customerGrantRead, record, {
-        actor: act?.sub,
-        resource: resourceServer.identifier(),
-        scope: requested,
-      }));
-    const allowed = customerGrant?.scope ?? requested;
-    progress.scope = allowed;
+    async ceiling({ record, customerGrantRead }, actor, target) {
+      if (!customerGrantRead) return { scope: target.scope, secondsLeft: Infinity };
+      return customerGrantBounds(customerGrantRead, record, { ...target, actor: actor?.sub });
+    },
 
-    const scopes = await exchangeStep(ctx, 'policy', () =>
-      decide(options, {
-        clientId: client.clientId,
-        subject: record.subject,
-        ...(act ? { actor: act.sub } : {}),
-        resource: resourceServer.identifier(),
-        scope: allowed,
-        context: record.context,
-      }),
-    );
-    progress.scope = scopes;
-    token.scope = scopes.join(' ') || undefined;
+    decide: (ctx, { record }, actor, target) =>
+      decide(
+        options.canExchange,
+        {
+          clientId: ctx.oidc.client!.clientId,
+          subject: record.subject,
+          ...(actor ? { actor: actor.sub } : {}),
+          ...target,
+          context: record.context,
+        },
+        { policy: 'the exchange policy', refused: 'this impersonation' },
+      ),
 
-    // An exchanged actor token's remaining life bounds a re-exchange.
-    const exchanged = actor?.act !== undefined || actor?.impersonationSession !== undefined;
-    const actorLeft = exchanged ? actor!.exp - Math.floor(Date.now() / 1000) : Infinity;
-    const expiresIn = Math.min(
-      options.accessTokenTTL,
-      token.expiration,
-      customerGrant?.secondsLeft ?? Infinity,
-      actorLeft,
-    );
-    if (expiresIn < 1) throw invalidRequest('actor_token has expired');
-    setTokenLifetime(token, expiresIn);
-    const custom = options.getCustomJwtClaims
-      ? await exchangeStep(ctx, 'claims', () =>
-          runCustomClaims(
-            options.getCustomJwtClaims!,
-            customClaimsInput(token, record, act, options),
-            options.customClaimsTimeout,
-          ),
-        )
-      : {};
-    const session = sessionOf(record, client.clientId, resourceServer.identifier(), scopes, actor, expiresIn);
-    progress.session = session;
-    claims.attach(token, { ...custom, ...actClaims(act), [SESSION_CLAIM]: session.id });
-    const event = () => exchangeSucceeded(client.clientId, record, session);
+    lifetime(_subject, actor, bound) {
+      // An exchanged actor token's remaining life bounds a re-exchange.
+      const exchanged = actor?.act !== undefined || actor?.impersonationSession !== undefined;
+      const actorLeft = exchanged ? actor!.exp - Math.floor(Date.now() / 1000) : Infinity;
+      const expiresIn = Math.min(options.accessTokenTTL, bound, actorLeft);
+      if (expiresIn < 1) throw invalidRequest('actor_token has expired');
+      return expiresIn;
+    },
 
-    const value = await exchangeStep(ctx, 'commit', () =>
-      commit(ctx, dependencies, {
-        token,
-        session,
-        subjectTokenKey: key,
-        startedAt,
-        event,
-        onTrail: true,
-        notify: true,
-        confirm: actor?.format === 'opaque' ? () => announceActor(ctx, sessions, session) : undefined,
-      }),
-    );
-    return { value, token, issuedTokenType: ACCESS_TOKEN_TYPE, event };
+    async issue(ctx, { token, subject: { record, key }, actor, resource, scope, expiresIn, startedAt, progress }) {
+      const clientId = ctx.oidc.client!.clientId;
+      const act = actor && actFor(actor);
+      const custom = options.getCustomJwtClaims
+        ? await exchangeStep(ctx, 'claims', () =>
+            runCustomClaims(
+              options.getCustomJwtClaims!,
+              customClaimsInput(token, record, act, options),
+              options.customClaimsTimeout,
+            ),
+          )
+        : {};
+      const session = sessionOf(record, clientId, resource, scope, actor, expiresIn);
+      progress.session = session;
+      claims.attach(token, { ...custom, ...actClaims(act), [SESSION_CLAIM]: session.id });
+      const event = () => exchangeSucceeded(clientId, record, session);
+      const value = await exchangeStep(ctx, 'commit', () =>
+        commit(ctx, dependencies, {
+          token,
+          session,
+          subjectTokenKey: key,
+          startedAt,
+          event,
+          onTrail: true,
+          notify: true,
+          confirm: actor?.format === 'opaque' ? () => announceActor(ctx, sessions, session) : undefined,
+        }),
+      );
+      return { value, token, issuedTokenType: ACCESS_TOKEN_TYPE, event };
+    },
+
+    refused: (ctx, progress, error) => reportImpersonationRefusal(ctx, refusals, progress, error),
+  };
+}
+
+/** The subject token as found: its client binding first, so another client learns nothing of its state. */
+function usable(
+  found: FoundSubjectToken,
+  clientId: string,
+  named: (record: SubjectTokenRecord) => void,
+): { record: SubjectTokenRecord; key: string } {
+  if (found.state === 'unknown') throw invalidRequest('subject_token is unknown');
+  const { record, key } = found;
+  named(record);
+  if (record.clientId !== undefined && record.clientId !== clientId) {
+    throw invalidRequest('subject_token was issued for another client');
   }
-
-  return { exchange, refused: (ctx, progress, error) => report.refused(ctx, progress, error) };
+  if (found.state === 'withdrawn') throw invalidRequest('subject_token was withdrawn');
+  if (found.state === 'consumed') throw invalidRequest('subject_token was already used');
+  if (found.state === 'expired') throw invalidRequest('subject_token has expired');
+  return { record, key };
 }
 
 /** The actor's Grant and sign-in, announced and read again (Invariant 23). */
@@ -159,26 +178,6 @@ async function announceActor(ctx: KoaContextWithOIDC, sessions: SessionStore, se
     session.actorSessionUid === undefined || provider.Session.findByUid(session.actorSessionUid),
   ]);
   if (!grant || !signIn) throw invalidRequest('actor_token was revoked, or its sign-in ended, during the exchange');
-}
-
-/** The `act` claim, from the actor token; a subject token bound to an actor requires that actor's. */
-async function actorOf(
-  ctx: KoaContextWithOIDC,
-  actorLookup: ActorTokenLookup | undefined,
-  record: SubjectTokenRecord,
-  { token, ...rules }: Omit<ImpersonationActorRules, 'certificateThumbprint'> & { token: AccessToken },
-): Promise<VerifiedAccessToken | undefined> {
-  if (actorLookup === undefined) {
-    if (record.actor !== undefined)
-      throw invalidRequest("subject_token is bound to an actor; send that actor's actor_token");
-    return undefined;
-  }
-  const certificateThumbprint = certificateThumbprintOf(token);
-  const actor = await validateActorToken(ctx, actorLookup, { ...rules, certificateThumbprint });
-  if (record.actor !== undefined && record.actor !== actor.sub) {
-    throw invalidRequest('actor_token is not from the actor this subject_token is bound to');
-  }
-  return actor;
 }
 
 function sessionOf(
@@ -213,7 +212,7 @@ function customClaimsInput(
   token: AccessToken,
   record: SubjectTokenRecord,
   act: ActClaim | undefined,
-  options: ResolvedOptions,
+  options: ResolvedCoreOptions,
 ): CustomJwtClaimsInput {
   const clientId = token.client!.clientId;
   return {

@@ -1,11 +1,15 @@
-import type { KoaContextWithOIDC } from 'oidc-provider';
+import type { AccessToken, KoaContextWithOIDC, ResourceServerInstance } from 'oidc-provider';
 import type { ImpersonationEvent } from '../event-types.js';
 import type { ResolvedCoreOptions } from '../core-options.js';
+import type { DpopProof } from '../provider-internals.js';
 import type { SessionStore } from '../sessions/store.js';
 import type { SubjectTokenStore } from '../subject-tokens/store.js';
+import type { ActorProof } from './actor.js';
 import type { ExchangeClaims } from './claims.js';
 import type { CustomerGrants } from './customer-grant.js';
-import type { ResolvedDelegationOptions } from './delegation/options.js';
+import type { ResolvedDelegationOptions } from './delegation-options.js';
+import type { ExchangeProgress } from './report.js';
+import type { ExchangeParams } from './request.js';
 import type { Issued } from './respond.js';
 
 export interface ExchangeDependencies {
@@ -25,9 +29,58 @@ export interface Exchanged extends Issued {
   event?: (() => ImpersonationEvent) | undefined;
 }
 
-/** One kind of exchange, impersonation or delegation: the same steps over the same helpers. */
-export interface ExchangeKind<Progress extends object> {
-  exchange(ctx: KoaContextWithOIDC, progress: Progress): Promise<Exchanged>;
+/** What a kind established of the subject: whose token it issues, and whether the request's DPoP proof is spent now. */
+export interface Subject {
+  sub: string;
+  spendsProof: boolean;
+}
+
+/** The requested target, as the ceiling and the policy see it. */
+export interface Target {
+  resource: string;
+  scope: string[];
+}
+
+/** What the route hands a kind to finish with: the token to issue and everything the steps established. */
+export interface Issue<S extends Subject, A> {
+  params: ExchangeParams;
+  dpop: DpopProof | undefined;
+  token: AccessToken;
+  subject: S;
+  actor: A;
+  resource: string;
+  scope: string[];
+  expiresIn: number;
+  startedAt: number;
+  progress: ExchangeProgress;
+}
+
+/**
+ * One kind of exchange (impersonation, delegation): what differs at each step of the one route
+ * (lib/exchange/grant.ts), which runs the steps in order.
+ */
+export interface ExchangeKind<S extends Subject, A> {
+  /** Whether the request is this kind's. */
+  handles(ctx: KoaContextWithOIDC): boolean;
+  parameters(ctx: KoaContextWithOIDC, progress: ExchangeProgress): ExchangeParams;
+  subject(ctx: KoaContextWithOIDC, params: ExchangeParams, progress: ExchangeProgress): Promise<S>;
+  target(ctx: KoaContextWithOIDC, params: ExchangeParams): Promise<ResourceServerInstance>;
+  scopes(ctx: KoaContextWithOIDC, params: ExchangeParams, subject: S, resourceServer: ResourceServerInstance): string[];
+  actor(
+    ctx: KoaContextWithOIDC,
+    params: ExchangeParams,
+    subject: S,
+    proof: Omit<ActorProof, 'actorClients'>,
+    progress: ExchangeProgress,
+  ): Promise<A>;
+  /** The customer's grant behind the subject, if any: the scopes it allows, and the seconds it has left. */
+  ceiling(subject: S, actor: A, target: Target): Promise<{ scope: string[]; secondsLeft: number }>;
+  /** The deployment's policy: the scopes it allows. */
+  decide(ctx: KoaContextWithOIDC, subject: S, actor: A, target: Target, params: ExchangeParams): Promise<string[]>;
+  /** The token's lifetime in seconds, at most `bound`. */
+  lifetime(subject: S, actor: A, bound: number): number;
+  /** Claims, session and commit: resolves what was issued. */
+  issue(ctx: KoaContextWithOIDC, issue: Issue<S, A>): Promise<Exchanged>;
   /** Reports a refusal from what `progress` established (to listeners, and to the trail as its rules allow). */
-  refused(ctx: KoaContextWithOIDC, progress: Progress, error: unknown): Promise<void>;
+  refused(ctx: KoaContextWithOIDC, progress: ExchangeProgress, error: unknown): Promise<void>;
 }

@@ -1,23 +1,34 @@
 import { invalidRequest } from '../errors.js';
 import { refusalReason, type ExchangeDecision, type PolicyDecision } from '../config/decisions.js';
-import type { ExchangePolicyInput, ResolvedCoreOptions as ResolvedOptions } from '../core-options.js';
 
-/** The deployment's `canExchange`: allow, refuse (`false`, `{ reason }`) or narrow (`{ scope }`); resolves the scopes. */
-export async function decide(options: ResolvedOptions, input: ExchangePolicyInput): Promise<string[]> {
-  if (!options.canExchange) return input.scope;
-  return narrowedScopes(await options.canExchange(input), input.scope);
+/** How a kind names its policy in a refusal. */
+export interface PolicyNames {
+  /** `the exchange policy`, `the delegation policy`. */
+  policy: string;
+  /** What it refused: `this impersonation`. */
+  refused: string;
 }
 
-/** A policy that names a scope not asked for is refused rather than obeyed: it can never widen. */
-function narrowedScopes(decision: ExchangeDecision, requested: string[]): string[] {
+/**
+ * The deployment's decision (`canExchange`, `canDelegate`): allow, refuse (`false`, `{ reason }`) or narrow
+ * (`{ scope }`); resolves the scopes. A policy that names a scope not asked for is refused: it can never widen.
+ */
+export async function decide<Input extends { scope: string[] }>(
+  hook: ((input: Input) => ExchangeDecision | Promise<ExchangeDecision>) | undefined,
+  input: Input,
+  names: PolicyNames,
+): Promise<string[]> {
+  if (!hook) return input.scope;
+  const requested = [...input.scope];
+  const decision = await hook(input);
   if (typeof decision === 'object' && decision !== null && 'scope' in decision && Array.isArray(decision.scope)) {
     const asked = new Set(requested);
-    const narrowed = [...new Set(decision.scope)];
-    const wider = narrowed.filter((name) => typeof name !== 'string' || !asked.has(name));
-    if (wider.length) throw invalidRequest('the exchange policy may narrow the requested scope, never widen it');
-    return requested.filter((name) => narrowed.includes(name));
+    if (decision.scope.some((name) => typeof name !== 'string' || !asked.has(name))) {
+      throw invalidRequest(`${names.policy} may narrow the requested scope, never widen it`);
+    }
+    return requested.filter((name) => decision.scope.includes(name));
   }
-  const refused = refusalReason(decision as PolicyDecision, 'the exchange policy refused this impersonation');
+  const refused = refusalReason(decision as PolicyDecision, `${names.policy} refused ${names.refused}`);
   if (refused) throw invalidRequest(refused);
   return requested;
 }

@@ -1,22 +1,32 @@
 import type { KoaContextWithOIDC } from 'oidc-provider';
-import { announce, publish } from '../events/publish.js';
+import { publish } from '../events/publish.js';
 import { EVENTS, type ImpersonationEvent } from '../event-types.js';
+import { PrincipalQuotaReached } from '../errors.js';
 import type { SessionRecord } from '../sessions/record.js';
 import { storableText } from '../storable-text.js';
 import { keptUntil, type SubjectTokenRecord } from '../subject-tokens/store.js';
-import { RefusalBudget } from './refusals.js';
+import type { RefusalBudget } from './refusals.js';
 
 /** What an exchange has established so far; the event that reports it is built from this alone. */
 export interface ExchangeProgress {
+  /** An impersonation's subject token, once found. */
   subjectToken?: SubjectTokenRecord;
+  /** A delegation's subject token: its type, its non-secret name, its expiry and subject, once verified. */
+  subjectTokenType?: string;
+  subjectTokenId?: string;
+  subject?: string;
+  /** The session the delegated token belongs to, and, under an impersonation, when that one expires. */
+  parentSessionId?: string;
+  underImpersonation?: { parentExpiresAt: number };
+  depth?: number;
   resource?: string;
   scope?: readonly string[];
-  /** The acting user, from the actor token. */
+  /** The acting user (or client). */
   actor?: string;
   session?: SessionRecord;
 }
 
-/** The issuance, as listeners and the trail get it; built once the session names its token. */
+/** An impersonation's issuance, as listeners and the trail get it; built once the session names its token. */
 export function exchangeSucceeded(
   clientId: string,
   record: SubjectTokenRecord,
@@ -40,19 +50,49 @@ export function exchangeSucceeded(
   return event;
 }
 
-/** A refusal names what the exchange had established when it stopped. */
-function exchangeRefused(
-  clientId: string,
+export function delegationSucceeded(
+  session: SessionRecord,
+  subjectTokenType: string,
+  depth: number,
+): ImpersonationEvent<typeof EVENTS.delegationSucceeded> {
+  const event: ImpersonationEvent<typeof EVENTS.delegationSucceeded> = {
+    name: EVENTS.delegationSucceeded,
+    sessionId: session.id,
+    subject: session.subject,
+    actor: session.actor!,
+    clientId: session.clientId,
+    resource: session.resource,
+    scope: session.scope.join(' '),
+    subjectTokenId: session.subjectTokenId,
+    subjectTokenType: storableText(subjectTokenType),
+    accessTokenId: session.accessTokenId,
+    expiresAt: session.expiresAt,
+    depth,
+  };
+  if (session.parentSessionId !== undefined) event.parentSessionId = session.parentSessionId;
+  return event;
+}
+
+/** What every refusal says: the client, the error and its description, in a form every store can hold. */
+function refusal(ctx: KoaContextWithOIDC, error: unknown) {
+  const described = error as { error?: string; error_description?: string };
+  return {
+    clientId: ctx.oidc.client!.clientId,
+    error: described.error ?? 'server_error',
+    reason: storableText(described.error_description ?? 'internal error'),
+  };
+}
+
+/** An impersonation's refusal names what it had established; on the trail within its budget (Invariant 25). */
+export async function reportImpersonationRefusal(
+  ctx: KoaContextWithOIDC,
+  budget: RefusalBudget,
   progress: ExchangeProgress,
   error: unknown,
-): ImpersonationEvent<typeof EVENTS.exchangeRefused> {
-  const described = error as { error?: string; error_description?: string };
+): Promise<void> {
   const event: ImpersonationEvent<typeof EVENTS.exchangeRefused> = {
     name: EVENTS.exchangeRefused,
-    clientId,
-    error: described.error ?? 'server_error',
-    // The description may quote the request or a policy: recorded in a form every store can hold.
-    reason: storableText(described.error_description ?? 'internal error'),
+    ...refusal(ctx, error),
   };
   const { subjectToken: record, session } = progress;
   if (record) {
@@ -67,22 +107,33 @@ function exchangeRefused(
   if (progress.resource !== undefined) event.resource = progress.resource;
   if (progress.scope !== undefined) event.scope = progress.scope.join(' ');
   if (session) event.sessionId = session.id;
-  return event;
+  const recorded = record !== undefined && budget.take(record.id, keptUntil(record));
+  await publish(ctx.oidc.provider, event, ctx, { record: recorded });
 }
 
-/** Reports an exchange's outcome: to listeners always, to the trail as the rules for refusals allow. */
-export class ExchangeReport {
-  readonly #refusals = new RefusalBudget();
-
-  succeeded(ctx: KoaContextWithOIDC, event: ImpersonationEvent<typeof EVENTS.exchangeSucceeded>): void {
-    announce(ctx.oidc.provider, event, ctx);
-  }
-
-  // Invariant 25: refusals on the trail are bounded.
-  async refused(ctx: KoaContextWithOIDC, progress: ExchangeProgress, error: unknown): Promise<void> {
-    const event = exchangeRefused(ctx.oidc.client!.clientId, progress, error);
-    const record = progress.subjectToken;
-    const recorded = record !== undefined && this.#refusals.take(record.id, keptUntil(record));
-    await publish(ctx.oidc.provider, event, ctx, { record: recorded });
-  }
+/** A delegation's refusal: on the trail only under an impersonation, counted per session (Invariant 25). */
+export async function reportDelegationRefusal(
+  ctx: KoaContextWithOIDC,
+  budget: RefusalBudget,
+  progress: ExchangeProgress,
+  error: unknown,
+): Promise<void> {
+  const event: ImpersonationEvent<typeof EVENTS.delegationRefused> = {
+    name: EVENTS.delegationRefused,
+    ...refusal(ctx, error),
+  };
+  if (progress.subjectTokenType !== undefined) event.subjectTokenType = storableText(progress.subjectTokenType);
+  if (progress.subjectTokenId !== undefined) event.subjectTokenId = progress.subjectTokenId;
+  if (progress.subject !== undefined) event.subject = progress.subject;
+  if (progress.actor !== undefined) event.actor = progress.actor;
+  if (progress.resource !== undefined) event.resource = progress.resource;
+  if (progress.scope !== undefined) event.scope = progress.scope.join(' ');
+  if (progress.parentSessionId !== undefined) event.parentSessionId = progress.parentSessionId;
+  if (progress.depth !== undefined) event.depth = progress.depth;
+  const recorded =
+    !(error instanceof PrincipalQuotaReached) &&
+    progress.underImpersonation !== undefined &&
+    progress.parentSessionId !== undefined &&
+    budget.take(progress.parentSessionId, progress.underImpersonation.parentExpiresAt * 1000);
+  await publish(ctx.oidc.provider, event, ctx, { record: recorded });
 }

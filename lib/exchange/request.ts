@@ -4,6 +4,8 @@ import { scopeSet } from '../access-token.js';
 import { invalidClient, invalidRequest, invalidScope, invalidTarget } from '../errors.js';
 import { resolveRequestedResources, validateClientScope } from '../provider-internals.js';
 import { isStorableText, UNSTORABLE_TEXT } from '../storable-text.js';
+import { looksLikeSubjectToken } from '../subject-tokens/token.js';
+import type { ResolvedDelegationOptions } from './delegation-options.js';
 
 export const TOKEN_EXCHANGE_GRANT = 'urn:ietf:params:oauth:grant-type:token-exchange';
 export const ACCESS_TOKEN_TYPE = 'urn:ietf:params:oauth:token-type:access_token';
@@ -50,6 +52,41 @@ export interface Accepted {
   requestedTokenTypes: readonly string[];
   /** Whether `audience` may name the target (mapped to a resource by the deployment). */
   audience: boolean;
+}
+
+/** An impersonation names its subject token (`ist_…`) as an access token, and issues one. */
+export const IMPERSONATION_ACCEPTS: Accepted = {
+  subjectTokenType: (type) => type === ACCESS_TOKEN_TYPE,
+  subjectTokenTypes: `use ${ACCESS_TOKEN_TYPE}`,
+  actorTokenTypes: [ACCESS_TOKEN_TYPE],
+  requestedTokenTypes: [ACCESS_TOKEN_TYPE],
+  audience: false,
+};
+
+/** A delegation: an access token or a JWT of this provider, or a type of the deployment's own. */
+export function delegationAccepts(options: ResolvedDelegationOptions): Accepted {
+  return {
+    subjectTokenType: (type) => isDelegationType(type, options),
+    subjectTokenTypes: `use ${ACCESS_TOKEN_TYPE} or ${JWT_TOKEN_TYPE}`,
+    actorTokenTypes: [ACCESS_TOKEN_TYPE, JWT_TOKEN_TYPE],
+    requestedTokenTypes: [ACCESS_TOKEN_TYPE, JWT_TOKEN_TYPE],
+    audience: true,
+  };
+}
+
+/** Whether the request names a subject token a delegation verifies: not an `ist_…`, which is impersonation's. */
+export function isDelegationRequest(ctx: KoaContextWithOIDC, options: ResolvedDelegationOptions): boolean {
+  const { subject_token: value, subject_token_type: type } = ctx.oidc.params as Record<string, unknown>;
+  if (!isDelegationType(type, options)) return false;
+  return !(type === ACCESS_TOKEN_TYPE && typeof value === 'string' && looksLikeSubjectToken(value));
+}
+
+function isDelegationType(type: unknown, options: ResolvedDelegationOptions): boolean {
+  return (
+    type === ACCESS_TOKEN_TYPE ||
+    type === JWT_TOKEN_TYPE ||
+    (typeof type === 'string' && options.subjectTokenTypes.has(type))
+  );
 }
 
 /** The parameters, as RFC 8693 2.1 and the kind of exchange (`accepted`) want them. */
@@ -116,5 +153,45 @@ export function grantedScopes(
     throw invalidScope(`scope not defined by the resource server: ${unknown.join(' ')}`, unknown.join(' '));
   }
   validateClientScope(ctx, requested);
+  return requested;
+}
+
+/** A delegation's one resource: every `resource` and mapped `audience` must name the same. */
+export async function resolveTarget(
+  ctx: KoaContextWithOIDC,
+  params: ExchangeParams,
+  options: ResolvedDelegationOptions,
+): Promise<ResourceServerInstance> {
+  const resources = new Set([params.resource ?? []].flat());
+  for (const audience of new Set([params.audience ?? []].flat())) {
+    if (!options.resolveAudience) {
+      throw invalidTarget('the audience parameter is not supported here; name the resource server with resource');
+    }
+    const resource = await options.resolveAudience(audience, { clientId: ctx.oidc.client!.clientId });
+    if (typeof resource !== 'string' || !URL.canParse(resource)) throw invalidTarget('audience is unknown');
+    resources.add(resource);
+  }
+  if (resources.size !== 1) throw invalidTarget('exactly one resource or audience is required for delegation');
+  (ctx.oidc.params as Record<string, unknown>)['resource'] = [...resources][0];
+  return resolveSingleResource(ctx);
+}
+
+/** A delegation's scopes: those asked for, else all the subject token's the resource defines; never wider. */
+export function delegatedScopes(
+  ctx: KoaContextWithOIDC,
+  scope: string | undefined,
+  subjectScopes: readonly string[],
+  resourceServer: ResourceServerInstance,
+): string[] {
+  if (scope === undefined) {
+    const held = subjectScopes.filter((name) => resourceServer.scopes.has(name) && name !== 'offline_access');
+    return grantedScopes(ctx, held.join(' '), resourceServer);
+  }
+  const requested = grantedScopes(ctx, scope, resourceServer);
+  const held = new Set(subjectScopes);
+  const wider = requested.filter((name) => !held.has(name));
+  if (wider.length) {
+    throw invalidScope(`scope wider than the subject token's: ${wider.join(' ')}`, wider.join(' '));
+  }
   return requested;
 }

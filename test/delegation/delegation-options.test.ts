@@ -1,7 +1,7 @@
 /** The delegation option and client metadata, each refused with what is wrong, at start-up or at registration. */
 import { expect } from 'chai';
 import type { ClientMetadata, KoaContextWithOIDC } from 'oidc-provider';
-import { withDelegationMetadata } from '../../lib/exchange/delegation/client-metadata.js';
+import { withDelegationMetadata } from '../../lib/exchange/delegation-metadata.js';
 import { createImpersonation, DEFAULT_DELEGATION_LIMITS, type DelegationOptions } from '../../lib/index.js';
 
 const TOKEN_EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';

@@ -6,7 +6,7 @@
 import { expect } from 'chai';
 import type { AccessToken, KoaContextWithOIDC } from 'oidc-provider';
 import { giveGrant } from '../../lib/approvals/actions.js';
-import { checkCeiling } from '../../lib/exchange/delegation/customer-grant.js';
+import { checkCeiling } from '../../lib/exchange/customer-grant.js';
 import { EVENTS, type DelegationPolicyInput, type ImpersonationEvent } from '../../lib/index.js';
 import {
   ACTOR_API,

@@ -1,7 +1,10 @@
 import { createHash } from 'node:crypto';
-import { Expiring } from '../../adapters/expiring.js';
-import type { SessionRecord } from '../../sessions/record.js';
-import type { SessionStore } from '../../sessions/store.js';
+import type { AccessToken, KoaContextWithOIDC } from 'oidc-provider';
+import { Expiring } from '../adapters/expiring.js';
+import { invalidRequest } from '../errors.js';
+import { assignTokenId } from '../provider-internals.js';
+import { stateOf, type SessionRecord } from '../sessions/record.js';
+import type { SessionStore } from '../sessions/store.js';
 
 /** A delegation session's length, so a service delegating per call lists one session an hour, not one per call. */
 export const DELEGATION_SPAN_SECONDS = 3600;
@@ -50,4 +53,36 @@ export class LiveDelegations {
     if (live) this.#records.set(key, live, REMEMBERED_DELEGATION_MS);
     return live;
   }
+}
+
+/** One more token under a live delegation: nothing of the plugin's written (Invariant 26); resolves its value. */
+export async function reissueDelegated(
+  ctx: KoaContextWithOIDC,
+  sessions: SessionStore,
+  token: AccessToken,
+  session: SessionRecord,
+): Promise<string> {
+  ctx.oidc.entity('AccessToken', token);
+  assignTokenId(token);
+  // The delegation's key names the token format: a session whose tokens are opaque has their Grant.
+  if (token.format === 'opaque') token.grantId = session.grantId!;
+  if (session.parentSessionId !== undefined) await confirmActive(sessions, session.parentSessionId, true);
+  return token.save();
+}
+
+/** The session a subject token names, still active; with `orMarked`, its stop's mark counts too. */
+export async function confirmActive(sessions: SessionStore, id: string, orMarked = false): Promise<SessionRecord> {
+  const [parent, marked] = await Promise.all([
+    sessions.find(id),
+    orMarked ? sessions.hasEnded({ parentSessionId: id }) : false,
+  ]);
+  return assertActive(parent, marked);
+}
+
+/** `session`, read already, unless it is gone, no longer active, or `marked` ended. */
+export function assertActive(session: SessionRecord | undefined, marked = false): SessionRecord {
+  if (!session || stateOf(session) !== 'active' || marked) {
+    throw invalidRequest('subject_token belongs to a session that was stopped');
+  }
+  return session;
 }

@@ -1,5 +1,5 @@
 import type { ClientMetadata, Configuration, KoaContextWithOIDC } from 'oidc-provider';
-import { invalidClientMetadata, invalidOption } from '../../errors.js';
+import { invalidClientMetadata, invalidOption } from '../errors.js';
 
 /** Client metadata: the resource indicators whose access tokens the client may exchange as a delegate. */
 export const DELEGATION_METADATA = 'token_exchange_delegation';

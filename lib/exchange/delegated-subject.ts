@@ -1,9 +1,9 @@
 import type { KoaContextWithOIDC } from 'oidc-provider';
-import { publicTokenId, verifyAccessToken, type VerifiedAccessToken } from '../../access-token.js';
-import { invalidCall, invalidRequest } from '../../errors.js';
-import { isStorableText } from '../../storable-text.js';
-import type { DelegationSubject, ResolvedDelegationOptions } from '../delegation/options.js';
-import { ACCESS_TOKEN_TYPE, checkStatedType, JWT_TOKEN_TYPE } from '../request.js';
+import { publicTokenId, verifyAccessToken, type VerifiedAccessToken } from '../access-token.js';
+import { invalidCall, invalidRequest } from '../errors.js';
+import { isStorableText } from '../storable-text.js';
+import type { DelegationSubject, ResolvedDelegationOptions } from './delegation-options.js';
+import { ACCESS_TOKEN_TYPE, checkStatedType, JWT_TOKEN_TYPE } from './request.js';
 
 /** The subject as established, with what only the provider's own tokens tell. */
 export interface VerifiedSubject extends Omit<DelegationSubject, 'mayAct'> {

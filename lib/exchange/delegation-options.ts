@@ -1,7 +1,7 @@
-import { resolveDelegationLimits, type DelegationLimits } from '../../capacity.js';
-import { optionChecks, type OptionChecks } from '../../config/checks.js';
-import type { ExchangeDecision } from '../../config/decisions.js';
-import { DELEGATION_DEFAULTS, DELEGATION_MAXIMA } from '../../config/defaults.js';
+import { resolveDelegationLimits, type DelegationLimits } from '../capacity.js';
+import { optionChecks, type OptionChecks } from '../config/checks.js';
+import type { ExchangeDecision } from '../config/decisions.js';
+import { DELEGATION_DEFAULTS, DELEGATION_MAXIMA } from '../config/defaults.js';
 
 /** What a subject token establishes, whatever its type: who it is about, what it allows, until when. */
 export interface DelegationSubject {
