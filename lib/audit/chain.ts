@@ -133,7 +133,7 @@ export type ChainWalk = { hashes: Map<number, string> } & (
 
 /** Walks rows in ascending order, reporting the first that breaks the chain (Invariant 27); `keepHashes` for `checkSignatures`. */
 export async function walkChain(
-  batches: AsyncIterable<readonly ChainedRow[]>,
+  batches: AsyncIterable<readonly ChainedRow[]> | Iterable<readonly ChainedRow[]>,
   head: () => Promise<{ seq: number; hash: string } | undefined>,
   keepHashes = false,
 ): Promise<ChainWalk> {

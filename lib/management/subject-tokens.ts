@@ -8,7 +8,7 @@ import { publish } from '../events/publish.js';
 import { EVENTS } from '../event-types.js';
 import { alreadyRedeemed, badRequest, notFound, requestTooLarge, tooManyRequests } from '../errors.js';
 import { authorize, type Authenticate } from '../http/auth.js';
-import { isIdentifier, isJsonObject, readJsonObject } from '../http/body.js';
+import { isIdentifier, isJsonObject, readJsonObject, refuseUnknown } from '../http/body.js';
 import { definedMembers, type JsonObject } from '../json.js';
 import type { ResolvedOptions } from '../options.js';
 import { ILLEGIBLE_TEXT, isLegibleText } from '../storable-text.js';
@@ -79,9 +79,7 @@ export function subjectTokenRoutes(
 }
 
 function parseCreation(body: JsonObject, options: ResolvedOptions): SubjectTokenAsk {
-  const allowed = options.approvals ? [...BODY_FIELDS, ...APPROVAL_FIELDS] : BODY_FIELDS;
-  const unknown = Object.keys(body).filter((field) => !allowed.includes(field));
-  if (unknown.length) throw badRequest(`unknown field: ${unknown.join(', ')}`);
+  refuseUnknown('field', body, options.approvals ? [...BODY_FIELDS, ...APPROVAL_FIELDS] : BODY_FIELDS);
 
   const { userId, context = {}, clientId, actorId } = body;
   if (!isIdentifier(userId)) throw badRequest('userId must be a non-empty string');
