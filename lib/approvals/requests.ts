@@ -40,13 +40,3 @@ export async function findSettledAs(
   if (!request || !accept(request)) throw unknownRecord('not_found', 'no approval request has this id');
   return settleExpiry(deps, request, ctx);
 }
-
-/** `GET {requestsPath}/{id}`: a backend reads a request it made. */
-export async function readRequestFor(
-  deps: ApprovalDependencies,
-  clientId: string,
-  id: string,
-  ctx: Koa.Context | undefined,
-): Promise<ApprovalRequestView> {
-  return viewOf(deps, await findSettledAs(deps, id, (found) => found.requestedBy === clientId, ctx));
-}

@@ -10,7 +10,6 @@ import type { ResolvedOptions } from '../options.js';
 import type { SessionStore } from '../sessions/store.js';
 import type { SubjectTokenStore } from '../subject-tokens/store.js';
 import { createCallerCheck } from './caller.js';
-import { approvalRequestRoutes } from './approval-requests.js';
 import { impersonationRoutes } from './impersonations.js';
 import { subjectTokenRoutes } from './subject-tokens.js';
 import { ssfPaths, ssfRoutes } from '../ssf/routes.js';
@@ -49,7 +48,6 @@ export function createManagementApi(
   subjectTokenRoutes(router, provider, options, stores, authenticate);
   impersonationRoutes(router, provider, options, stores.sessions, authenticate);
   if (options.approvals) {
-    approvalRequestRoutes(router, { provider, options, ...stores }, authenticate, options.managementScope);
     // The customer's own API: authenticated by the customer's access token, never by a Management API token.
     customerRoutes(
       router,

@@ -1,9 +1,9 @@
 import { DecisionPointUnavailable, managementUnavailable, policyUnavailable } from '../errors.js';
 import type { JsonObject, JsonValue } from '../json.js';
 import type { ExchangeDecision, PolicyDecision } from '../config/decisions.js';
-import type { CreationPolicyInput, ExchangePolicyInput } from '../core-options.js';
+import type { CreationPolicyInput, ExchangePolicyInput, ResolvedCoreOptions } from '../core-options.js';
 import { evaluateAccess, type AccessEvaluation, type PolicyAction } from './evaluation.js';
-import type { ResolvedAuthzenOptions } from './options.js';
+import { resolveAuthzenOptions, type AuthzenOptions, type ResolvedAuthzenOptions } from './options.js';
 
 type CreationPolicy = (input: CreationPolicyInput) => PolicyDecision | Promise<PolicyDecision>;
 type ExchangePolicy = (input: ExchangePolicyInput) => ExchangeDecision | Promise<ExchangeDecision>;
@@ -21,8 +21,19 @@ interface DelegationAsked {
   accessGrantId?: string | undefined;
 }
 
+/** The `authzen` option composed into the policy hooks at start-up (`canDelegate` where delegation is assembled). */
+export function applyDecisionPoint(
+  input: AuthzenOptions | undefined,
+  hooks: Pick<ResolvedCoreOptions, 'canImpersonate' | 'canExchange'>,
+): Partial<Pick<ResolvedCoreOptions, 'canImpersonate' | 'canExchange'>> & { authzen?: ResolvedAuthzenOptions } {
+  const authzen = resolveAuthzenOptions(input);
+  // Without a decision point the hooks stay as given (absent ones absent).
+  if (!authzen) return {};
+  return { ...withDecisionPoint(authzen, hooks), authzen };
+}
+
 /** The deployment's hooks with the decision point asked after each; only `decision: true` lets the request on. */
-export function withDecisionPoint(
+function withDecisionPoint(
   authzen: ResolvedAuthzenOptions,
   hooks: { canImpersonate?: CreationPolicy | undefined; canExchange?: ExchangePolicy | undefined },
 ): { canImpersonate: CreationPolicy; canExchange: ExchangePolicy } {
