@@ -1,7 +1,7 @@
 import type Router from '@koa/router';
 import type { Provider } from 'oidc-provider';
 import { approvalForCreation } from '../approvals/creation.js';
-import { fieldsOf, readResource, readScopeList, readText } from '../approvals/input.js';
+import { fieldsOf, readIdentifier, readResource, readScopeList, readText } from '../approvals/input.js';
 import { findSettledAs, viewOf } from '../approvals/requests.js';
 import type { ApprovalStore } from '../approvals/store.js';
 import { approvalRequestView } from '../approvals/view.js';
@@ -91,7 +91,7 @@ export function subjectTokenRoutes(
 function parseCreation(body: JsonObject, options: ResolvedOptions): SubjectTokenAsk {
   refuseUnknown('field', body, options.approvals ? [...BODY_FIELDS, ...APPROVAL_FIELDS] : BODY_FIELDS);
 
-  const { userId, context = {}, clientId, actorId } = body;
+  const { userId, context = {} } = body;
   if (!isIdentifier(userId)) throw badRequest('userId must be a non-empty string');
   if (!isJsonObject(context)) throw badRequest('context must be a JSON object');
   if (Buffer.byteLength(JSON.stringify(context)) > options.maxContextBytes) {
@@ -101,8 +101,8 @@ function parseCreation(body: JsonObject, options: ResolvedOptions): SubjectToken
     const text = context[name];
     if (typeof text === 'string' && !isLegibleText(text)) throw badRequest(`context.${name} ${ILLEGIBLE_TEXT}`);
   }
-  if (clientId !== undefined && !isIdentifier(clientId)) throw badRequest('clientId must be a non-empty string');
-  if (actorId !== undefined && !isIdentifier(actorId)) throw badRequest('actorId must be a non-empty string');
+  const clientId = readIdentifier(body['clientId'], 'clientId');
+  const actorId = readIdentifier(body['actorId'], 'actorId');
   const scope = readScopeList(body['scope'], 'scope');
   const resource = readResource(body['resource'], 'resource');
   const breakGlass = body['breakGlass'] === undefined ? undefined : readBreakGlass(body['breakGlass']);

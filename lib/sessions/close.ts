@@ -1,9 +1,9 @@
 import type Koa from 'koa';
 import type { Provider } from 'oidc-provider';
 import { publish } from '../events/publish.js';
-import { EVENTS, type ImpersonationEvent } from '../event-types.js';
+import { EVENTS, type EndReason, type ImpersonationEvent } from '../event-types.js';
 import { definedMembers } from '../json.js';
-import type { EndReason, SessionRecord } from './record.js';
+import type { SessionRecord } from './record.js';
 import { stateOf } from './record.js';
 import type { Origin, SessionStore } from './store.js';
 

@@ -1,9 +1,9 @@
 import type { EventEmitter } from 'node:events';
 import type { AccessToken, KoaContextWithOIDC, Provider } from 'oidc-provider';
 import { publicTokenId } from '../access-token.js';
+import type { EndReason } from '../event-types.js';
 import { reportError } from '../report-error.js';
 import { closeStartedWith } from './close.js';
-import type { EndReason } from './record.js';
 import type { SessionStore } from './store.js';
 
 /** Ends the impersonations an actor started from an oidc-provider session when it or its Grant ends. */
