@@ -57,7 +57,7 @@ export function impersonationRoutes(
       if (cursor !== undefined && (typeof cursor !== 'string' || !/^[A-Za-z0-9_-]{1,40}$/.test(cursor))) {
         throw badRequest('cursor is not one this API returned');
       }
-      const page = await storeCall(async () => {
+      ctx.body = await storeCall(async () => {
         await ready?.();
         try {
           return await query({
@@ -73,7 +73,6 @@ export function impersonationRoutes(
           throw error;
         }
       });
-      ctx.body = page;
     });
   }
 
