@@ -55,14 +55,14 @@ export interface ApprovalRequestView {
   denialReason?: string;
 }
 
-export function accessGrantView(grant: AccessGrant, now = Date.now() / 1000): AccessGrantView {
+export function accessGrantView(grant: AccessGrant): AccessGrantView {
   return {
     id: grant.id,
     subject: grant.subject,
     ...definedMembers({ actor: grant.actor, ...ceilingOf(grant), note: grant.note }),
     origin: grant.origin,
     ...definedMembers({ approvalRequestId: grant.approvalRequestId, clientId: grant.clientId, context: grant.context }),
-    state: grantStateOf(grant, now),
+    state: grantStateOf(grant),
     createdAt: rfc3339(grant.createdAt),
     expiresAt: rfc3339(grant.expiresAt),
     ...(grant.ended ? { endedAt: rfc3339(grant.ended.at), endedBy: grant.ended.by } : {}),
@@ -70,15 +70,11 @@ export function accessGrantView(grant: AccessGrant, now = Date.now() / 1000): Ac
 }
 
 /** `grant`: the grant an approved request became, while it is still kept. */
-export function approvalRequestView(
-  request: ApprovalRequest,
-  grant?: AccessGrant,
-  now = Date.now() / 1000,
-): ApprovalRequestView {
+export function approvalRequestView(request: ApprovalRequest, grant?: AccessGrant): ApprovalRequestView {
   const { answer } = request;
   return {
     id: request.id,
-    status: requestStateOf(request, now),
+    status: requestStateOf(request),
     subject: request.subject,
     actor: request.actor,
     ...definedMembers({ clientId: request.clientId }),

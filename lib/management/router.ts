@@ -43,7 +43,11 @@ export function createManagementApi(
     paths,
     apiSpans(provider, apiOf(options, transmitter ? ssfPaths(transmitter) : [])),
     renderErrors,
-    refuseUnstorableQuery,
+    // Before any handler: a query value no store can hold is the caller's error (400), never a store's (503).
+    (ctx: Koa.Context, next: Koa.Next) => {
+      assertStorableQuery(ctx.query);
+      return next();
+    },
   );
   subjectTokenRoutes(router, provider, options, stores, authenticate);
   impersonationRoutes(router, provider, options, stores.sessions, authenticate);
@@ -73,12 +77,6 @@ export function createManagementApi(
     },
     served,
   };
-}
-
-/** Before any handler: a query value no store can hold is the caller's error (400), never a store's (503). */
-async function refuseUnstorableQuery(ctx: Koa.Context, next: Koa.Next): Promise<void> {
-  assertStorableQuery(ctx.query);
-  await next();
 }
 
 /** Which API a path belongs to, for its span: the customer's, SSF's, or the Management API. */
