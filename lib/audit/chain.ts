@@ -128,7 +128,7 @@ type VerifyFailure = Extract<VerifyResult, { ok: false }>;
 
 /** Every hash of the rows walked, for the signatures to be checked against. */
 export type ChainWalk = { hashes: Map<number, string> } & (
-  { ok: true; count: number; lastHash: string } | { ok: false; failure: VerifyFailure }
+  { ok: true; count: number } | { ok: false; failure: VerifyFailure }
 );
 
 /** Walks rows in ascending order, reporting the first that breaks the chain (Invariant 27); `keepHashes` for `checkSignatures`. */
@@ -175,7 +175,7 @@ export async function walkChain(
       'head',
       'the chain does not end where its head says (rows were removed from the end, or the head was moved)',
     );
-  return { ok: true, count, lastHash: previousHash, hashes };
+  return { ok: true, count, hashes };
 }
 
 /** A signed checkpoint as a store keeps it beside the rows. */
