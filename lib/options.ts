@@ -10,8 +10,7 @@ import {
 import { optionChecks, type OptionChecks } from './config/checks.js';
 import { IMPERSONATION_DEFAULTS, IMPERSONATION_MAXIMA } from './config/defaults.js';
 import { invalidArgument } from './errors.js';
-import { applyDecisionPoint } from './policy/index.js';
-import { delegationWithDecisionPoint } from './policy/compose.js';
+import { applyDecisionPoint, delegationWithDecisionPoint } from './policy/compose.js';
 import type { AuthzenOptions, ResolvedAuthzenOptions } from './policy/options.js';
 import { resolveSsfOptions, type ResolvedSsfOptions, type SsfOptions } from './ssf/options.js';
 import { resolveWebhookOptions, type ResolvedWebhookOptions, type WebhookOptions } from './webhooks/options.js';

@@ -11,6 +11,7 @@ import {
   unknownRecord,
   type DomainError,
 } from '../errors.js';
+import { definedMembers } from '../json.js';
 import { storeCall } from '../store-call.js';
 import { assertApprovalAllowed } from '../policy/compose.js';
 import type { ApprovalDependencies } from './deps.js';
@@ -58,10 +59,7 @@ export async function giveGrant(
   const grant: AccessGrant = {
     id: newAccessGrantId(),
     subject: customer,
-    ...(actor === undefined ? {} : { actor }),
-    ...(resource === undefined ? {} : { resource }),
-    ...(scope === undefined ? {} : { scope }),
-    ...(note === undefined ? {} : { note }),
+    ...definedMembers({ actor, resource, scope, note }),
     origin: 'customer',
     createdAt,
     expiresAt: createdAt + duration,
@@ -126,8 +124,7 @@ export async function approveRequest(
     id: newAccessGrantId(),
     subject: customer,
     actor: request.actor,
-    ...(request.resource === undefined ? {} : { resource: request.resource }),
-    ...(scope === undefined ? {} : { scope: [...scope] }),
+    ...definedMembers({ resource: request.resource, scope: scope && [...scope] }),
     origin: 'approval',
     approvalRequestId: request.id,
     ...(request.clientId === undefined || open.has('clientId') ? {} : { clientId: request.clientId }),
@@ -166,7 +163,7 @@ export async function denyRequest(
   const answered = await answerOnce(deps, request, {
     at: nowSeconds(),
     decision: 'denied',
-    ...(reason === undefined ? {} : { reason }),
+    ...definedMembers({ reason }),
   });
   const event = requestEvent(EVENTS.approvalDenied, answered);
   if (reason !== undefined) event.reason = reason;

@@ -1,29 +1,14 @@
 import type Koa from 'koa';
-import type { Account } from 'oidc-provider';
 import { EVENTS } from '../event-types.js';
 import { publish } from '../events/publish.js';
 import { invalidCall, invalidInput, limitReached } from '../errors.js';
-import { canonicalJson, type JsonObject } from '../json.js';
-import type { ManagementCaller } from '../core-options.js';
+import { canonicalJson, definedMembers } from '../json.js';
 import { storeCall } from '../store-call.js';
 import type { ApprovalDependencies } from './deps.js';
 import { approvalSettings, nowSeconds } from './deps.js';
 import { requestEvent } from './events.js';
-import type { ApprovalRequirement, ResolvedApprovalOptions } from './options.js';
+import type { ApprovalPolicyInput, ApprovalRequirement, ResolvedApprovalOptions } from './options.js';
 import { newApprovalRequestId, type AccessGrant, type ApprovalRequest } from './record.js';
-
-/** A subject-token request as the customer's approval sees it. */
-interface CreationAsk {
-  subject: string;
-  account: Account;
-  actor?: string;
-  caller: ManagementCaller;
-  clientId?: string;
-  context: JsonObject;
-  /** The ceiling asked for. */
-  resource?: string;
-  scope?: string[];
-}
 
 /** What the customer's approval allows for one subject-token request. */
 type CreationApproval =
@@ -39,20 +24,12 @@ const REQUIREMENTS: ReadonlySet<unknown> = new Set<ApprovalRequirement>(['none',
 /** Asks `approvals.require`, then looks for a covering grant; else the customer gets an approval request. */
 export async function approvalForCreation(
   deps: ApprovalDependencies,
-  ask: CreationAsk,
+  ask: ApprovalPolicyInput,
   ctx: Koa.Context | undefined,
 ): Promise<CreationApproval> {
   const settings = approvalSettings(deps.options, 'approvalForCreation');
-  const requirement = await settings.require({
-    subject: ask.subject,
-    account: ask.account,
-    ...(ask.actor === undefined ? {} : { actor: ask.actor }),
-    caller: ask.caller,
-    ...(ask.clientId === undefined ? {} : { clientId: ask.clientId }),
-    context: ask.context,
-    ...(ask.resource === undefined ? {} : { resource: ask.resource }),
-    ...(ask.scope === undefined ? {} : { scope: [...ask.scope] }),
-  });
+  // The policy gets a copy of the scopes, which the grants are then compared with.
+  const requirement = await settings.require({ ...ask, ...definedMembers({ scope: ask.scope && [...ask.scope] }) });
   // A policy that answers something else is a bug of the deployment: refused, never read as "none".
   if (!REQUIREMENTS.has(requirement)) {
     throw invalidCall('approvals.require', 'must answer "none", "grant" or "request"');
@@ -79,7 +56,11 @@ export async function approvalForCreation(
 }
 
 /** Whether a grant in force allows this request (its actor, resource, scopes, and an approval's bindings). */
-function covers(grant: AccessGrant, ask: CreationAsk & { actor: string }, requirement: ApprovalRequirement): boolean {
+function covers(
+  grant: AccessGrant,
+  ask: ApprovalPolicyInput & { actor: string },
+  requirement: ApprovalRequirement,
+): boolean {
   if (requirement === 'request' && (grant.origin !== 'approval' || grant.actor !== ask.actor)) return false;
   if (grant.actor !== undefined && grant.actor !== ask.actor) return false;
   if (ask.resource !== undefined && grant.resource !== undefined && grant.resource !== ask.resource) return false;
@@ -100,7 +81,7 @@ function covers(grant: AccessGrant, ask: CreationAsk & { actor: string }, requir
 async function pendingRequest(
   deps: ApprovalDependencies,
   settings: ResolvedApprovalOptions,
-  ask: CreationAsk & { actor: string },
+  ask: ApprovalPolicyInput & { actor: string },
   ctx: Koa.Context | undefined,
 ): Promise<ApprovalRequest> {
   const waiting = await storeCall(() => deps.approvals.pendingRequests(ask.subject, settings.maxPendingPerCustomer));
@@ -114,10 +95,8 @@ async function pendingRequest(
     subject: ask.subject,
     actor: ask.actor,
     requestedBy: ask.caller.clientId,
-    ...(ask.clientId === undefined ? {} : { clientId: ask.clientId }),
     context: ask.context,
-    ...(ask.resource === undefined ? {} : { resource: ask.resource }),
-    ...(ask.scope === undefined ? {} : { scope: [...ask.scope] }),
+    ...definedMembers({ clientId: ask.clientId, resource: ask.resource, scope: ask.scope && [...ask.scope] }),
     createdAt,
     expiresAt: createdAt + settings.requestTTL,
   };

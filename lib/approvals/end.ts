@@ -1,7 +1,7 @@
 import type Koa from 'koa';
 import { publish } from '../events/publish.js';
 import { EVENTS } from '../event-types.js';
-import { closeSession } from '../sessions/close.js';
+import { closeStartedWith } from '../sessions/close.js';
 import type { ApprovalDependencies } from './deps.js';
 import { nowSeconds } from './deps.js';
 import { grantEvent } from './events.js';
@@ -18,14 +18,6 @@ export async function endGrantAndSessions(
     await publish(provider, grantEvent(EVENTS.accessGrantEnded, record), ctx);
   }
   await sessions.markEnded({ accessGrantId: grant.id });
-  const ids = await sessions.startedWith({ accessGrantId: grant.id });
-  await Promise.all(
-    ids.map(async (id) => {
-      const session = await sessions.find(id);
-      if (session) {
-        await closeSession(provider, sessions, session, { endReason: 'access_grant_ended' }, ctx);
-      }
-    }),
-  );
+  await closeStartedWith(provider, sessions, { accessGrantId: grant.id }, 'access_grant_ended', ctx);
   return record;
 }

@@ -1,11 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { JsonObject } from '../json.js';
 
-/** Every access grant id starts with this. */
-const ACCESS_GRANT_PREFIX = 'agr_';
-/** Every approval request id starts with this. */
-const APPROVAL_REQUEST_PREFIX = 'apr_';
-
 /** The most a customer allows: every scope of `resource` when `scope` is absent; absent `resource`: any. */
 export interface AccessCeiling {
   resource?: string;
@@ -55,11 +50,11 @@ export interface ApprovalRequest extends AccessCeiling {
 }
 
 export function newAccessGrantId(): string {
-  return `${ACCESS_GRANT_PREFIX}${randomBytes(16).toString('base64url')}`;
+  return `agr_${randomBytes(16).toString('base64url')}`;
 }
 
 export function newApprovalRequestId(): string {
-  return `${APPROVAL_REQUEST_PREFIX}${randomBytes(16).toString('base64url')}`;
+  return `apr_${randomBytes(16).toString('base64url')}`;
 }
 
 export function isAccessGrantId(value: string): boolean {

@@ -29,33 +29,14 @@ export async function viewOf(deps: ApprovalDependencies, request: ApprovalReques
   return approvalRequestView(request, grant);
 }
 
-/** A request as `accept` allows it to be seen; any other is answered exactly as an unknown id. */
-async function findRequestAs(
-  deps: ApprovalDependencies,
-  id: string,
-  accept: (request: ApprovalRequest) => boolean,
-): Promise<ApprovalRequest> {
-  const request = isApprovalRequestId(id) ? await storeCall(() => deps.approvals.findRequest(id)) : undefined;
-  if (!request || !accept(request)) throw unknownRecord('not_found', 'no approval request has this id');
-  return request;
-}
-
-/** A request as `accept` allows it to be seen (findRequestAs), its expiry recorded when it is past (settleExpiry). */
+/** A request as `accept` allows it to be seen, any other answered exactly as an unknown id; its expiry recorded when it is past. */
 export async function findSettledAs(
   deps: ApprovalDependencies,
   id: string,
   accept: (request: ApprovalRequest) => boolean,
   ctx: Koa.Context | undefined,
 ): Promise<ApprovalRequest> {
-  return settleExpiry(deps, await findRequestAs(deps, id, accept), ctx);
-}
-
-/** `GET {requestsPath}/{id}`: a backend reads a request it made. */
-export async function readRequestFor(
-  deps: ApprovalDependencies,
-  clientId: string,
-  id: string,
-  ctx: Koa.Context | undefined,
-): Promise<ApprovalRequestView> {
-  return viewOf(deps, await findSettledAs(deps, id, (found) => found.requestedBy === clientId, ctx));
+  const request = isApprovalRequestId(id) ? await storeCall(() => deps.approvals.findRequest(id)) : undefined;
+  if (!request || !accept(request)) throw unknownRecord('not_found', 'no approval request has this id');
+  return settleExpiry(deps, request, ctx);
 }

@@ -1,4 +1,4 @@
-import type { JsonObject } from '../json.js';
+import { definedMembers, type JsonObject } from '../json.js';
 import {
   grantStateOf,
   requestStateOf,
@@ -55,18 +55,14 @@ export interface ApprovalRequestView {
   denialReason?: string;
 }
 
-export function accessGrantView(grant: AccessGrant, now = Date.now() / 1000): AccessGrantView {
+export function accessGrantView(grant: AccessGrant): AccessGrantView {
   return {
     id: grant.id,
     subject: grant.subject,
-    ...(grant.actor === undefined ? {} : { actor: grant.actor }),
-    ...ceilingOf(grant),
-    ...(grant.note === undefined ? {} : { note: grant.note }),
+    ...definedMembers({ actor: grant.actor, ...ceilingOf(grant), note: grant.note }),
     origin: grant.origin,
-    ...(grant.approvalRequestId === undefined ? {} : { approvalRequestId: grant.approvalRequestId }),
-    ...(grant.clientId === undefined ? {} : { clientId: grant.clientId }),
-    ...(grant.context === undefined ? {} : { context: grant.context }),
-    state: grantStateOf(grant, now),
+    ...definedMembers({ approvalRequestId: grant.approvalRequestId, clientId: grant.clientId, context: grant.context }),
+    state: grantStateOf(grant),
     createdAt: rfc3339(grant.createdAt),
     expiresAt: rfc3339(grant.expiresAt),
     ...(grant.ended ? { endedAt: rfc3339(grant.ended.at), endedBy: grant.ended.by } : {}),
@@ -74,18 +70,14 @@ export function accessGrantView(grant: AccessGrant, now = Date.now() / 1000): Ac
 }
 
 /** `grant`: the grant an approved request became, while it is still kept. */
-export function approvalRequestView(
-  request: ApprovalRequest,
-  grant?: AccessGrant,
-  now = Date.now() / 1000,
-): ApprovalRequestView {
+export function approvalRequestView(request: ApprovalRequest, grant?: AccessGrant): ApprovalRequestView {
   const { answer } = request;
   return {
     id: request.id,
-    status: requestStateOf(request, now),
+    status: requestStateOf(request),
     subject: request.subject,
     actor: request.actor,
-    ...(request.clientId === undefined ? {} : { clientId: request.clientId }),
+    ...definedMembers({ clientId: request.clientId }),
     context: request.context,
     ...ceilingOf(request),
     createdAt: rfc3339(request.createdAt),
@@ -99,10 +91,7 @@ export function approvalRequestView(
 }
 
 function ceilingOf(record: { resource?: string; scope?: string[] }): { resource?: string; scope?: string[] } {
-  return {
-    ...(record.resource === undefined ? {} : { resource: record.resource }),
-    ...(record.scope === undefined ? {} : { scope: [...record.scope] }),
-  };
+  return definedMembers({ resource: record.resource, scope: record.scope && [...record.scope] });
 }
 
 function rfc3339(seconds: number): string {

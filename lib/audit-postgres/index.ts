@@ -19,6 +19,7 @@ import {
   rowOf,
   seqOfCursor,
   walkChain,
+  type AuditEntry,
   type AuditRow,
   type ChainedRow,
   type SignatureCheck,
@@ -288,42 +289,14 @@ async function runMigration(pool: pg.Pool, names: Names): Promise<void> {
   );
 }
 
-interface StoredRow {
-  seq: string;
-  at: Date;
-  event: string;
-  subject: string | null;
-  actor: string | null;
-  client_id: string | null;
-  resource: string | null;
-  scope: string | null;
-  context: unknown;
-  subject_token_id: string | null;
-  session_id: string | null;
-  access_token_id: string | null;
-  outcome: string;
-  reason: string | null;
-  content: string;
-  prev_hash: string;
-  hash: string;
-}
+/** A row's columns as a query answers them, `seq` and `hash` first; `seq` is a bigint's text, `at` a Date. */
+const ENTRY_COLUMNS =
+  'seq, hash, at, event, subject, actor, client_id AS "clientId", resource, scope, context, ' +
+  'subject_token_id AS "subjectTokenId", session_id AS "sessionId", access_token_id AS "accessTokenId", outcome, reason';
+type StoredEntry = Omit<AuditEntry, 'seq' | 'at'> & { seq: string; at: Date };
 
-function rowOfStored(stored: StoredRow): AuditRow {
-  return {
-    at: stored.at.toISOString(),
-    event: stored.event,
-    subject: stored.subject,
-    actor: stored.actor,
-    clientId: stored.client_id,
-    resource: stored.resource,
-    scope: stored.scope,
-    context: stored.context,
-    subjectTokenId: stored.subject_token_id,
-    sessionId: stored.session_id,
-    accessTokenId: stored.access_token_id,
-    outcome: stored.outcome,
-    reason: stored.reason,
-  };
+function entryOf<Row extends StoredEntry>(stored: Row): Omit<Row, 'seq' | 'at'> & { seq: number; at: string } {
+  return { ...stored, seq: Number(stored.seq), at: stored.at.toISOString() };
 }
 
 const VERIFY_BATCH = 1000;
@@ -331,17 +304,11 @@ const VERIFY_BATCH = 1000;
 async function* storedBatches(client: pg.ClientBase, names: Names): AsyncGenerator<ChainedRow[]> {
   let after = 0;
   for (;;) {
-    const { rows } = await client.query<StoredRow>(
-      `SELECT * FROM ${names.table} WHERE seq > $1 ORDER BY seq LIMIT ${VERIFY_BATCH}`,
+    const { rows } = await client.query<StoredEntry & { content: string; prevHash: string }>(
+      `SELECT ${ENTRY_COLUMNS}, content, prev_hash AS "prevHash" FROM ${names.table} WHERE seq > $1 ORDER BY seq LIMIT ${VERIFY_BATCH}`,
       [after],
     );
-    yield rows.map((stored) => ({
-      ...rowOfStored(stored),
-      seq: Number(stored.seq),
-      content: stored.content,
-      prevHash: stored.prev_hash,
-      hash: stored.hash,
-    }));
+    yield rows.map(entryOf);
     if (rows.length < VERIFY_BATCH) return;
     after = Number(rows.at(-1)!.seq);
   }
@@ -405,10 +372,13 @@ async function queryTrail(pool: pg.Pool, names: Names, filter: AuditQuery): Prom
       );
     }
     return (
-      await client.query<StoredRow>(`SELECT * FROM ${names.table} ${where} ORDER BY seq DESC LIMIT ${limit}`, values)
+      await client.query<StoredEntry>(
+        `SELECT ${ENTRY_COLUMNS} FROM ${names.table} ${where} ORDER BY seq DESC LIMIT ${limit}`,
+        values,
+      )
     ).rows;
   });
-  const items = rows.map((stored) => ({ seq: Number(stored.seq), hash: stored.hash, ...rowOfStored(stored) }));
+  const items = rows.map(entryOf);
   const last = items.at(-1);
   return { items, nextCursor: items.length === limit && last ? cursorOfSeq(last.seq) : null };
 }

@@ -128,12 +128,12 @@ type VerifyFailure = Extract<VerifyResult, { ok: false }>;
 
 /** Every hash of the rows walked, for the signatures to be checked against. */
 export type ChainWalk = { hashes: Map<number, string> } & (
-  { ok: true; count: number; lastHash: string } | { ok: false; failure: VerifyFailure }
+  { ok: true; count: number } | { ok: false; failure: VerifyFailure }
 );
 
 /** Walks rows in ascending order, reporting the first that breaks the chain (Invariant 27); `keepHashes` for `checkSignatures`. */
 export async function walkChain(
-  batches: AsyncIterable<readonly ChainedRow[]>,
+  batches: AsyncIterable<readonly ChainedRow[]> | Iterable<readonly ChainedRow[]>,
   head: () => Promise<{ seq: number; hash: string } | undefined>,
   keepHashes = false,
 ): Promise<ChainWalk> {
@@ -175,7 +175,7 @@ export async function walkChain(
       'head',
       'the chain does not end where its head says (rows were removed from the end, or the head was moved)',
     );
-  return { ok: true, count, lastHash: previousHash, hashes };
+  return { ok: true, count, hashes };
 }
 
 /** A signed checkpoint as a store keeps it beside the rows. */

@@ -48,7 +48,7 @@ export function createMemoryAuditLog(options: MemoryAuditLogOptions = {}): Memor
       head.hash = hash;
     },
     verify: async () => {
-      const walk = await walkChain(once(rows), async () => ({ ...head }));
+      const walk = await walkChain([rows], async () => ({ ...head }));
       return walk.ok ? { ok: true, count: walk.count, checkpoints: 0 } : walk.failure;
     },
     query: async (filter = {}) => {
@@ -76,8 +76,4 @@ export function createMemoryAuditLog(options: MemoryAuditLogOptions = {}): Memor
 function entryOf(stored: ChainedRow): AuditEntry {
   const { content: _content, prevHash: _prevHash, ...entry } = stored;
   return structuredClone(entry);
-}
-
-async function* once<T>(value: T): AsyncGenerator<T> {
-  yield value;
 }

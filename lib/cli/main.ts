@@ -21,30 +21,20 @@ async function main(argv: string[]): Promise<number> {
   if (group !== 'audit' || (command !== 'verify' && command !== 'export')) {
     // Named when it is a word: what else was typed (a URL with its password) is not echoed.
     const typed = group === 'audit' ? command : group;
-    if (typed && /^\w[\w-]{0,31}$/.test(typed)) {
-      const name = group === 'audit' ? `audit ${typed}` : typed;
-      process.stderr.write(`unknown command: ${name} (the commands are audit verify and audit export)\n`);
-    }
-    process.stderr.write(`${USAGE}\n`);
-    return 2;
+    if (!typed || !/^\w[\w-]{0,31}$/.test(typed)) throw invalidCommandLine(USAGE);
+    const name = group === 'audit' ? `audit ${typed}` : typed;
+    throw invalidCommandLine(`unknown command: ${name} (the commands are audit verify and audit export)\n${USAGE}`);
   }
   const { values } = parseArgsQuietly(rest);
   const connectionString = values['database-url'] ?? process.env['DATABASE_URL'];
-  if (!connectionString) {
-    process.stderr.write(`--database-url (or DATABASE_URL) is required\n${USAGE}\n`);
-    return 2;
-  }
+  if (!connectionString) throw invalidCommandLine(`--database-url (or DATABASE_URL) is required\n${USAGE}`);
   const every = values['require-checkpoints'] === undefined ? undefined : Number(values['require-checkpoints']);
   if (every !== undefined && !(Number.isSafeInteger(every) && every > 0)) {
-    process.stderr.write("--require-checkpoints must be a positive integer (the log's checkpointEvery)\n");
-    return 2;
+    throw invalidCommandLine("--require-checkpoints must be a positive integer (the log's checkpointEvery)");
   }
   // Loaded only now: `pg` is an optional peer dependency, and --help and usage errors need none of it.
   const postgres = await loadPostgres();
-  if (!postgres) {
-    process.stderr.write('the audit commands need the pg package: npm install pg\n');
-    return 2;
-  }
+  if (!postgres) throw invalidCommandLine('the audit commands need the pg package: npm install pg');
   const { createPostgresAuditLog, exportTrail } = postgres;
   const log = createPostgresAuditLog({
     connectionString,
@@ -56,13 +46,10 @@ async function main(argv: string[]): Promise<number> {
     if (command === 'verify') {
       const key = values.key === undefined ? undefined : verificationKeyOf(values.key);
       const heads = await Promise.all((values.head ?? []).map(publishedHeadOf));
-      if (heads.length && !key) {
-        process.stderr.write('--head needs --key: a published head is checked with the key\n');
-        return 2;
-      }
+      if (heads.length && !key)
+        throw invalidCommandLine('--head needs --key: a published head is checked with the key');
       if (every !== undefined && !key) {
-        process.stderr.write('--require-checkpoints needs --key: the checkpoints are checked with the key\n');
-        return 2;
+        throw invalidCommandLine('--require-checkpoints needs --key: the checkpoints are checked with the key');
       }
       if (key && !heads.length)
         process.stderr.write('note: without --head, rows removed from the end of the chain are not detected\n');
@@ -80,10 +67,7 @@ async function main(argv: string[]): Promise<number> {
       return code;
     }
     const format = values.format;
-    if (format !== 'jsonl' && format !== 'csv') {
-      process.stderr.write('--format must be jsonl or csv\n');
-      return 2;
-    }
+    if (format !== 'jsonl' && format !== 'csv') throw invalidCommandLine('--format must be jsonl or csv');
     const since = timeOf('since', values.since);
     const until = timeOf('until', values.until);
     try {

@@ -3,8 +3,7 @@ import type { KoaContextWithOIDC, Provider, ResourceServer } from 'oidc-provider
 import { verifyAccessToken } from '../access-token.js';
 import { invalidTarget } from '../errors.js';
 import type { ResolvedApprovalOptions } from '../approvals/options.js';
-import { bearerToken, refuseToken } from '../http/auth.js';
-import { storeCall } from '../store-call.js';
+import { authorize, bearerToken } from '../http/auth.js';
 
 /** Who calls the customer's API: the customer (an account id), never a client and never an actor. */
 export interface Customer {
@@ -42,12 +41,8 @@ export function createCustomerCheck(provider: Provider, approvals: ResolvedAppro
     return { accountId: token.sub, clientId: token.clientId };
   }
 
-  /** The customer, or a 401/403 with its `WWW-Authenticate` challenge. */
-  return async function authorizeCustomer(ctx: Koa.Context): Promise<Customer> {
-    const result = await storeCall(() => check(ctx));
-    if ('accountId' in result) return result;
-    throw refuseToken(ctx, result, approvals.customerScope);
-  };
+  /** The customer (as a caller, who has a client), or a 401/403 with its `WWW-Authenticate` challenge. */
+  return (ctx: Koa.Context) => authorize(ctx, check, approvals.customerScope) as Promise<Customer>;
 }
 
 /** The routes at which oidc-provider resolves a resource for a user's sign-in, and the grants that redeem it. */

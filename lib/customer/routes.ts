@@ -1,7 +1,6 @@
 import type Router from '@koa/router';
 import type Koa from 'koa';
-import { badRequest } from '../errors.js';
-import { readJsonObject } from '../http/body.js';
+import { readJsonObject, readOptionalJsonObject, refuseUnknown } from '../http/body.js';
 import {
   approveRequest,
   denyRequest,
@@ -26,8 +25,7 @@ export function customerRoutes(
   /** The customer (their account id), once the request is theirs to make. The actions check the bodies. */
   async function customerOf(ctx: Koa.Context): Promise<string> {
     const { accountId } = await authorizeCustomer(ctx);
-    const unknown = Object.keys(ctx.query);
-    if (unknown.length) throw badRequest(`unknown query parameter: ${unknown.join(', ')}`);
+    refuseUnknown('query parameter', ctx.query);
     return accountId;
   }
 
@@ -63,8 +61,7 @@ export function customerRoutes(
   router.post(`${path}/requests/:id/deny`, async (ctx) => {
     const customer = await customerOf(ctx);
     // The reason is optional, and so is a body that would only carry it.
-    const sent = ctx.request.length || ctx.get('transfer-encoding');
-    const body = sent ? await readJsonObject(ctx, BODY_LIMIT) : {};
+    const body = await readOptionalJsonObject(ctx, BODY_LIMIT);
     ctx.body = await denyRequest(deps, customer, ctx.params['id']!, body, ctx);
   });
 }

@@ -25,6 +25,17 @@ export async function readJsonObject(ctx: Koa.Context, limit: number): Promise<J
   return parsed;
 }
 
+/** The JSON object body of a request that may send none: `{}` without one. */
+export async function readOptionalJsonObject(ctx: Koa.Context, limit: number): Promise<JsonObject> {
+  return ctx.request.length || ctx.get('transfer-encoding') ? readJsonObject(ctx, limit) : {};
+}
+
+/** Refuses the query parameters or body fields not in `allowed`, naming them. */
+export function refuseUnknown(what: 'query parameter' | 'field', given: object, allowed: readonly string[] = []): void {
+  const unknown = Object.keys(given).filter((name) => !allowed.includes(name));
+  if (unknown.length) throw badRequest(`unknown ${what}: ${unknown.join(', ')}`);
+}
+
 async function readBodyText(ctx: Koa.Context, limit: number): Promise<string> {
   const chunks: Buffer[] = [];
   let size = 0;

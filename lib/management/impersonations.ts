@@ -6,7 +6,7 @@ import { announce } from '../events/publish.js';
 import { EVENTS, type ImpersonationEventName } from '../event-types.js';
 import { badRequest, notFound } from '../errors.js';
 import { authorize, type Authenticate } from '../http/auth.js';
-import { isIdentifier, readJsonObject } from '../http/body.js';
+import { isIdentifier, readOptionalJsonObject, refuseUnknown } from '../http/body.js';
 import type { ResolvedOptions } from '../options.js';
 import { closeSession } from '../sessions/close.js';
 import { isSessionId, viewOf } from '../sessions/record.js';
@@ -17,7 +17,7 @@ import { storeCall } from '../store-call.js';
 
 const DEFAULT_LIMIT = 20;
 const MAX_LIMIT = 100;
-const LIST_PARAMETERS = new Set(['subject', 'actor', 'clientId', 'limit', 'cursor']);
+const LIST_PARAMETERS = ['subject', 'actor', 'clientId', 'limit', 'cursor'];
 
 /** The impersonation sessions: list, read, revoke (opaque tokens at once, JWTs through the feed), and the revocation feed. */
 export function impersonationRoutes(
@@ -51,20 +51,17 @@ export function impersonationRoutes(
     const ready = typeof migrate === 'function' ? () => (migrate as () => Promise<void>).call(trail) : undefined;
     router.get(`${path}/events`, async (ctx) => {
       await authorize(ctx, authenticate, options.readScope);
-      const allowed = new Set(['subject', 'actor', 'event', 'since', 'until', 'limit', 'cursor']);
-      const unknown = Object.keys(ctx.query).filter((name) => !allowed.has(name));
-      if (unknown.length) throw badRequest(`unknown query parameter: ${unknown.join(', ')}`);
+      refuseUnknown('query parameter', ctx.query, ['subject', 'actor', 'event', 'since', 'until', 'limit', 'cursor']);
       const filter = readFilter(ctx.query);
       const cursor = ctx.query['cursor'];
       if (cursor !== undefined && (typeof cursor !== 'string' || !/^[A-Za-z0-9_-]{1,40}$/.test(cursor))) {
         throw badRequest('cursor is not one this API returned');
       }
-      const page = await storeCall(async () => {
+      ctx.body = await storeCall(async () => {
         await ready?.();
         try {
           return await query({
-            ...(filter.subject === undefined ? {} : { subject: filter.subject }),
-            ...(filter.actor === undefined ? {} : { actor: filter.actor }),
+            ...filter,
             ...readEvents(ctx.query['event']),
             ...readTime(ctx.query, 'since'),
             ...readTime(ctx.query, 'until'),
@@ -76,7 +73,6 @@ export function impersonationRoutes(
           throw error;
         }
       });
-      ctx.body = page;
     });
   }
 
@@ -107,7 +103,7 @@ export function impersonationRoutes(
 
 /** Revoked ids one feed page lists, at most and by default. */
 const MAX_PAGE_OF_REVOCATIONS = 1000;
-const FEED_PARAMETERS = new Set(['cursor', 'limit']);
+const FEED_PARAMETERS = ['cursor', 'limit'];
 
 async function existing(sessions: SessionStore, id: string) {
   const record = isSessionId(id) ? await storeCall(() => sessions.find(id)) : undefined;
@@ -157,9 +153,8 @@ function cursorOf(position: IndexEntry): string {
   return Buffer.from(JSON.stringify([position.expiresAt, position.member])).toString('base64url');
 }
 
-function readCursor(value: unknown, allowed: ReadonlySet<string>, query: Koa.Context['query']): IndexEntry | undefined {
-  const unknown = Object.keys(query).filter((name) => !allowed.has(name));
-  if (unknown.length) throw badRequest(`unknown query parameter: ${unknown.join(', ')}`);
+function readCursor(value: unknown, allowed: readonly string[], query: Koa.Context['query']): IndexEntry | undefined {
+  refuseUnknown('query parameter', query, allowed);
   if (value === undefined) return undefined;
   if (typeof value !== 'string' || value.length > 200) throw badRequest('cursor is not one this API returned');
   try {
@@ -180,9 +175,7 @@ function readCursor(value: unknown, allowed: ReadonlySet<string>, query: Koa.Con
 
 /** The optional `{ "reason" }` of a revocation. */
 async function readReason(ctx: Koa.Context): Promise<string | undefined> {
-  if (!ctx.request.length && !ctx.get('transfer-encoding')) return undefined;
-  const body = await readJsonObject(ctx, 4096);
-  const unknown = Object.keys(body).filter((name) => name !== 'reason');
-  if (unknown.length) throw badRequest(`unknown field: ${unknown.join(', ')}`);
+  const body = await readOptionalJsonObject(ctx, 4096);
+  refuseUnknown('field', body, ['reason']);
   return readText(body['reason'], 'reason');
 }

@@ -10,7 +10,6 @@ import type { ResolvedOptions } from '../options.js';
 import type { SessionStore } from '../sessions/store.js';
 import type { SubjectTokenStore } from '../subject-tokens/store.js';
 import { createCallerCheck } from './caller.js';
-import { approvalRequestRoutes } from './approval-requests.js';
 import { impersonationRoutes } from './impersonations.js';
 import { subjectTokenRoutes } from './subject-tokens.js';
 import { ssfPaths, ssfRoutes } from '../ssf/routes.js';
@@ -44,12 +43,15 @@ export function createManagementApi(
     paths,
     apiSpans(provider, apiOf(options, transmitter ? ssfPaths(transmitter) : [])),
     renderErrors,
-    refuseUnstorableQuery,
+    // Before any handler: a query value no store can hold is the caller's error (400), never a store's (503).
+    (ctx: Koa.Context, next: Koa.Next) => {
+      assertStorableQuery(ctx.query);
+      return next();
+    },
   );
   subjectTokenRoutes(router, provider, options, stores, authenticate);
   impersonationRoutes(router, provider, options, stores.sessions, authenticate);
   if (options.approvals) {
-    approvalRequestRoutes(router, { provider, options, ...stores }, authenticate, options.managementScope);
     // The customer's own API: authenticated by the customer's access token, never by a Management API token.
     customerRoutes(
       router,
@@ -75,12 +77,6 @@ export function createManagementApi(
     },
     served,
   };
-}
-
-/** Before any handler: a query value no store can hold is the caller's error (400), never a store's (503). */
-async function refuseUnstorableQuery(ctx: Koa.Context, next: Koa.Next): Promise<void> {
-  assertStorableQuery(ctx.query);
-  await next();
 }
 
 /** Which API a path belongs to, for its span: the customer's, SSF's, or the Management API. */

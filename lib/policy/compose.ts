@@ -1,9 +1,9 @@
 import { DecisionPointUnavailable, managementUnavailable, policyUnavailable } from '../errors.js';
 import type { JsonObject, JsonValue } from '../json.js';
 import type { ExchangeDecision, PolicyDecision } from '../config/decisions.js';
-import type { CreationPolicyInput, ExchangePolicyInput } from '../core-options.js';
+import type { CreationPolicyInput, ExchangePolicyInput, ResolvedCoreOptions } from '../core-options.js';
 import { evaluateAccess, type AccessEvaluation, type PolicyAction } from './evaluation.js';
-import type { ResolvedAuthzenOptions } from './options.js';
+import { resolveAuthzenOptions, type AuthzenOptions, type ResolvedAuthzenOptions } from './options.js';
 
 type CreationPolicy = (input: CreationPolicyInput) => PolicyDecision | Promise<PolicyDecision>;
 type ExchangePolicy = (input: ExchangePolicyInput) => ExchangeDecision | Promise<ExchangeDecision>;
@@ -21,8 +21,19 @@ interface DelegationAsked {
   accessGrantId?: string | undefined;
 }
 
+/** The `authzen` option composed into the policy hooks at start-up (`canDelegate` where delegation is assembled). */
+export function applyDecisionPoint(
+  input: AuthzenOptions | undefined,
+  hooks: Pick<ResolvedCoreOptions, 'canImpersonate' | 'canExchange'>,
+): Partial<Pick<ResolvedCoreOptions, 'canImpersonate' | 'canExchange'>> & { authzen?: ResolvedAuthzenOptions } {
+  const authzen = resolveAuthzenOptions(input);
+  // Without a decision point the hooks stay as given (absent ones absent).
+  if (!authzen) return {};
+  return { ...withDecisionPoint(authzen, hooks), authzen };
+}
+
 /** The deployment's hooks with the decision point asked after each; only `decision: true` lets the request on. */
-export function withDecisionPoint(
+function withDecisionPoint(
   authzen: ResolvedAuthzenOptions,
   hooks: { canImpersonate?: CreationPolicy | undefined; canExchange?: ExchangePolicy | undefined },
 ): { canImpersonate: CreationPolicy; canExchange: ExchangePolicy } {
@@ -70,22 +81,15 @@ export async function assertApprovalAllowed(
   refuse: (reason: string) => Error,
 ): Promise<void> {
   if (!authzen) return;
-  const verdict = await ask(
-    authzen,
-    {
-      subject: { type: 'user', id: input.customer },
-      action: { name: 'approve' },
-      resource: { type: 'user', id: input.customer },
-      context: compact({
-        actor: input.actor,
-        client: input.clientId,
-        scopes: input.scope ? [...input.scope] : undefined,
-        ...ticketAndReason(input.context),
-        request_context: input.context,
-      }),
-    },
-    managementRefusal,
-  );
+  const context = {
+    actor: input.actor,
+    client: input.clientId,
+    scopes: input.scope ? [...input.scope] : undefined,
+    ...ticketAndReason(input.context),
+    request_context: input.context,
+  };
+  const customer = { type: 'user', id: input.customer } as const;
+  const verdict = await ask(authzen, evaluation(customer, 'approve', input.customer, context), managementRefusal);
   if (verdict !== true) throw refuse(verdict.reason);
 }
 
@@ -130,50 +134,49 @@ function tokenEndpointRefusal(error: DecisionPointUnavailable): Error {
 }
 
 function creationEvaluation(action: PolicyAction, input: CreationPolicyInput): AccessEvaluation {
-  return {
-    subject:
-      input.actor === undefined ? { type: 'client', id: input.caller.clientId } : { type: 'user', id: input.actor },
-    action: { name: action },
-    resource: { type: 'user', id: input.subject },
-    context: compact({
-      caller: input.caller.clientId,
-      client: input.clientId,
-      ...ticketAndReason(input.context),
-      ...(input.breakGlass ? { reason: input.breakGlass.reason } : {}),
-      request_context: input.context,
-    }),
-  };
+  return evaluation(userOr(input.actor, input.caller.clientId), action, input.subject, {
+    caller: input.caller.clientId,
+    client: input.clientId,
+    ...ticketAndReason(input.context),
+    ...(input.breakGlass ? { reason: input.breakGlass.reason } : {}),
+    request_context: input.context,
+  });
 }
 
 function exchangeEvaluation(input: ExchangePolicyInput): AccessEvaluation {
-  return {
-    subject: input.actor === undefined ? { type: 'client', id: input.clientId } : { type: 'user', id: input.actor },
-    action: { name: 'exchange' },
-    resource: { type: 'user', id: input.subject },
-    context: compact({
-      client: input.clientId,
-      resource_server: input.resource,
-      scopes: input.scope,
-      ...ticketAndReason(input.context),
-      request_context: input.context,
-    }),
-  };
+  return evaluation(userOr(input.actor, input.clientId), 'exchange', input.subject, {
+    client: input.clientId,
+    resource_server: input.resource,
+    scopes: input.scope,
+    ...ticketAndReason(input.context),
+    request_context: input.context,
+  });
 }
 
 function delegationEvaluation(input: DelegationAsked): AccessEvaluation {
-  return {
-    subject: { type: input.actorType, id: input.actor },
-    action: { name: 'delegate' },
-    resource: { type: 'user', id: input.subject },
-    context: compact({
-      client: input.clientId,
-      resource_server: input.resource,
-      scopes: input.scope,
-      subject_token_type: input.subjectTokenType,
-      parent_session: input.parentSessionId,
-      access_grant: input.accessGrantId,
-    }),
-  };
+  return evaluation({ type: input.actorType, id: input.actor }, 'delegate', input.subject, {
+    client: input.clientId,
+    resource_server: input.resource,
+    scopes: input.scope,
+    subject_token_type: input.subjectTokenType,
+    parent_session: input.parentSessionId,
+    access_grant: input.accessGrantId,
+  });
+}
+
+/** `who` asks to `action` on the user `subject`; the context's members left undefined are left out. */
+function evaluation(
+  who: AccessEvaluation['subject'],
+  action: PolicyAction,
+  subject: string,
+  context: Record<string, JsonValue | undefined>,
+): AccessEvaluation {
+  return { subject: who, action: { name: action }, resource: { type: 'user', id: subject }, context: compact(context) };
+}
+
+/** The person who acts, else the client. */
+function userOr(actor: string | undefined, clientId: string): AccessEvaluation['subject'] {
+  return actor === undefined ? { type: 'client', id: clientId } : { type: 'user', id: actor };
 }
 
 /** The ticket and reason of a request context, when it names them (`ticketId` or `ticket`, `reason`). */

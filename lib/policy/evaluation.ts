@@ -81,19 +81,13 @@ function userReason(context: unknown): string | undefined {
 }
 
 async function boundedText(response: Response): Promise<string> {
-  const reader = response.body?.getReader();
-  if (!reader) return '';
   const chunks: Uint8Array[] = [];
   let size = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    size += value.byteLength;
-    if (size > MAX_ANSWER_BYTES) {
-      await reader.cancel().catch(() => {});
-      throw decisionPointUnavailable(`answered with more than ${MAX_ANSWER_BYTES} bytes`);
-    }
-    chunks.push(value);
+  // Leaving the loop (the throw) cancels the rest of the body.
+  for await (const chunk of response.body ?? []) {
+    size += chunk.byteLength;
+    if (size > MAX_ANSWER_BYTES) throw decisionPointUnavailable(`answered with more than ${MAX_ANSWER_BYTES} bytes`);
+    chunks.push(chunk);
   }
   return Buffer.concat(chunks).toString('utf8');
 }

@@ -1,5 +1,4 @@
-import { invalidOption } from '../errors/standalone.js';
-import { refuseUnknownOptions } from '../config/names.js';
+import { optionChecks, type OptionChecks } from '../config/checks.js';
 
 /** An OpenID AuthZEN 1.0 decision point (docs/policy.md); anything but `decision: true` refuses. */
 export interface AuthzenOptions {
@@ -28,11 +27,13 @@ const NAMES = Object.keys({ url: true, timeout: true, token: true, headers: true
 const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 const HEADER_VALUE = /^[\t\x20-\x7E\x80-\xFF]*$/;
 const RESERVED_HEADERS = new Set(['authorization', 'content-type', 'content-length', 'host', 'accept']);
+const check = optionChecks('createImpersonation');
+const fail: OptionChecks['fail'] = check.fail;
 
 export function resolveAuthzenOptions(input: AuthzenOptions | undefined): ResolvedAuthzenOptions | undefined {
   if (input === undefined) return undefined;
   if (typeof input !== 'object' || input === null) fail('authzen', 'must be an object');
-  refuseUnknownOptions('createImpersonation', input, NAMES, 'authzen.');
+  check.known(input, NAMES, 'authzen.');
   const { url, timeout = 1000, token, headers = {} } = input;
   const base = typeof url === 'string' ? URL.parse(url) : null;
   if (!base || (base.protocol !== 'https:' && base.protocol !== 'http:') || base.hash || base.search) {
@@ -63,8 +64,4 @@ export function resolveAuthzenOptions(input: AuthzenOptions | undefined): Resolv
     timeout,
     headers: Object.freeze(sent),
   });
-}
-
-function fail(name: string, message: string): never {
-  throw invalidOption('createImpersonation', name, message);
 }

@@ -1,12 +1,13 @@
 import type Koa from 'koa';
 import type { Provider } from 'oidc-provider';
 import { publish } from '../events/publish.js';
-import { EVENTS, type ImpersonationEvent } from '../event-types.js';
-import type { EndReason, SessionRecord } from './record.js';
+import { EVENTS, type EndReason, type ImpersonationEvent } from '../event-types.js';
+import { definedMembers } from '../json.js';
+import type { SessionRecord } from './record.js';
 import { stateOf } from './record.js';
-import type { SessionStore } from './store.js';
+import type { Origin, SessionStore } from './store.js';
 
-export type CloseRequest = { revokedBy: string; reason?: string } | { endReason: EndReason };
+type CloseRequest = { revokedBy: string; reason?: string } | { endReason: EndReason };
 
 /** Stops a session (Invariant 31); with `record` false the trail does not record the stop. */
 export async function closeSession(
@@ -20,7 +21,7 @@ export async function closeSession(
   if (stateOf(record) !== 'active') return record;
   // Invariant 32: mark, delegations, then itself.
   await sessions.markEnded({ parentSessionId: record.id });
-  await closeDelegations(provider, sessions, record, ctx);
+  await closeStartedWith(provider, sessions, { parentSessionId: record.id }, 'parent_session_stopped', ctx);
   if (record.grantId !== undefined) {
     await Promise.all([
       provider.AccessToken.revokeByGrantId(record.grantId),
@@ -37,10 +38,10 @@ export async function closeSession(
   if (!closedNow) return closed;
 
   const stopped = {
-    ...(record.parentSessionId === undefined ? {} : { parentSessionId: record.parentSessionId }),
+    ...definedMembers({ parentSessionId: record.parentSessionId }),
     sessionId: record.id,
     subject: record.subject,
-    ...(record.actor === undefined ? {} : { actor: record.actor }),
+    ...definedMembers({ actor: record.actor }),
     clientId: record.clientId,
     resource: record.resource,
     scope: record.scope.join(' '),
@@ -61,26 +62,28 @@ export async function closeSession(
           name: EVENTS.sessionEnded,
           ...stopped,
           endReason: request.endReason,
-          ...(record.accessGrantId === undefined ? {} : { accessGrantId: record.accessGrantId }),
+          ...definedMembers({ accessGrantId: record.accessGrantId }),
         };
   // The stop stands without its record or notification; webhooks never hear of a delegation's (docs/webhooks.md).
   await publish(provider, event, ctx, { record: recorded, delegation: record.type === 'delegation' });
   return closed;
 }
 
-/** Every delegation whose subject token belonged to this session ends with it, and theirs with them. */
-async function closeDelegations(
+/** Stops every session started from `origin` (Invariant 32: delegations with their parent), for `endReason`. */
+export async function closeStartedWith(
   provider: Provider,
   sessions: SessionStore,
-  parent: SessionRecord,
+  origin: Origin,
+  endReason: EndReason,
   ctx: Koa.Context | undefined,
 ): Promise<void> {
-  const ids = await sessions.startedWith({ parentSessionId: parent.id });
+  const ids = await sessions.startedWith(origin);
   await Promise.all(
     ids.map(async (id) => {
-      const child = await sessions.find(id);
-      if (child && child.id !== parent.id) {
-        await closeSession(provider, sessions, child, { endReason: 'parent_session_stopped' }, ctx);
+      const session = await sessions.find(id);
+      // A session is never stopped as its own delegation.
+      if (session && !Object.values(origin).includes(session.id)) {
+        await closeSession(provider, sessions, session, { endReason }, ctx);
       }
     }),
   );

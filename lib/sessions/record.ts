@@ -9,8 +9,6 @@ export { SESSION_CLAIM } from '../token-claims.js';
 
 export type SessionState = 'active' | 'revoked' | 'ended' | 'expired';
 
-export type { EndReason };
-
 /** One successful exchange: who acts for whom, where, until when, and what became of it. Times in seconds. */
 export interface SessionRecord {
   id: string;

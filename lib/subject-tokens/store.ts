@@ -2,7 +2,7 @@ import { SUBJECT_TOKEN_MODEL } from '../adapters/models.js';
 import type { AdapterPayload } from 'oidc-provider';
 import type { QuotaCharge } from '../capacity.js';
 import type { SubjectTokenAdapter } from '../adapters/contracts/subject-tokens.js';
-import type { JsonObject } from '../json.js';
+import { definedMembers, type JsonObject } from '../json.js';
 import { hashSubjectToken, mintSubjectToken, newSubjectTokenId } from './token.js';
 
 /** The adapter model name the subject tokens are kept under. */
@@ -71,9 +71,7 @@ export class SubjectTokenStore {
       subject: input.subject,
       context: input.context,
       createdBy: input.createdBy,
-      ...(input.clientId === undefined ? {} : { clientId: input.clientId }),
-      ...(input.actor === undefined ? {} : { actor: input.actor }),
-      ...(input.accessGrantId === undefined ? {} : { accessGrantId: input.accessGrantId }),
+      ...definedMembers({ clientId: input.clientId, actor: input.actor, accessGrantId: input.accessGrantId }),
       ...(input.breakGlass === undefined ? {} : { breakGlass: { reason: input.breakGlass.reason } }),
       iat,
       exp: iat + input.ttl,

@@ -1,9 +1,9 @@
 import type { EventEmitter } from 'node:events';
-import type Koa from 'koa';
-import type { KoaContextWithOIDC, Provider } from 'oidc-provider';
+import type { AccessToken, KoaContextWithOIDC, Provider } from 'oidc-provider';
+import { publicTokenId } from '../access-token.js';
+import type { EndReason } from '../event-types.js';
 import { reportError } from '../report-error.js';
-import { closeSession } from './close.js';
-import type { EndReason } from './record.js';
+import { closeStartedWith } from './close.js';
 import type { SessionStore } from './store.js';
 
 /** Ends the impersonations an actor started from an oidc-provider session when it or its Grant ends. */
@@ -12,7 +12,7 @@ export function endWithActor(provider: Provider, sessions: SessionStore): void {
 
   emitter.on('grant.revoked', (ctx: KoaContextWithOIDC, grantId: string) => {
     const reason: EndReason = ctx?.oidc?.route === 'end_session_confirm' ? 'actor_logout' : 'actor_grant_revoked';
-    report(endAll(provider, sessions, { grantId }, reason, ctx), ctx);
+    endAll(provider, sessions, { grantId }, reason, ctx).catch((error: unknown) => reportError(provider, error, ctx));
   });
 
   emitter.on('session.destroyed', (session: { uid?: unknown; accountId?: unknown }) => {
@@ -20,17 +20,10 @@ export function endWithActor(provider: Provider, sessions: SessionStore): void {
     // An anonymous caller can have an unsigned-in session destroyed: it must not make the store write a mark.
     if (typeof uid !== 'string' || session.accountId === undefined) return;
     // oidc-provider destroys a rotated session's old entry; its uid lives on.
-    report(
-      provider.Session.findByUid(uid).then((alive) =>
-        alive ? undefined : endAll(provider, sessions, { sessionUid: uid }, 'actor_logout', undefined),
-      ),
-      undefined,
-    );
+    provider.Session.findByUid(uid)
+      .then((alive) => (alive ? undefined : endAll(provider, sessions, { sessionUid: uid }, 'actor_logout', undefined)))
+      .catch((error: unknown) => reportError(provider, error, undefined));
   });
-
-  function report(work: Promise<unknown>, ctx: Koa.Context | undefined): void {
-    work.catch((error: unknown) => reportError(provider, error, ctx));
-  }
 }
 
 async function endAll(
@@ -38,19 +31,26 @@ async function endAll(
   sessions: SessionStore,
   actor: { grantId: string } | { sessionUid: string },
   reason: EndReason,
-  ctx: Koa.Context | undefined,
+  ctx: KoaContextWithOIDC | undefined,
 ): Promise<void> {
   // Invariant 23: marked if announced; a failed mark is reported and the sessions still end.
   let markFailure: { error: unknown } | undefined;
   await sessions.markEnded(actor, true).catch((error: unknown) => {
     markFailure = { error };
   });
-  const ids = await sessions.startedWith(actor);
-  await Promise.all(
-    ids.map(async (id) => {
-      const record = await sessions.find(id);
-      if (record) await closeSession(provider, sessions, record, { endReason: reason }, ctx);
-    }),
-  );
+  await closeStartedWith(provider, sessions, actor, reason, ctx);
   if (markFailure) throw markFailure.error;
+}
+
+/** Ends the delegations exchanged from an opaque token revoked at the revocation endpoint (marked first, Invariant 23). */
+export function endWithSubjectToken(provider: Provider, sessions: SessionStore): void {
+  const emitter = provider as unknown as EventEmitter;
+  emitter.on('access_token.destroyed', (token: AccessToken) => {
+    if (typeof token?.jti !== 'string') return;
+    const origin = { subjectTokenId: publicTokenId('opaque', token.jti) };
+    sessions
+      .markEnded(origin, true)
+      .then(() => closeStartedWith(provider, sessions, origin, 'subject_token_revoked', undefined))
+      .catch((error: unknown) => reportError(provider, error));
+  });
 }
