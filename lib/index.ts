@@ -37,7 +37,8 @@ export type {
   ImpersonationEvents,
   ImpersonationListener,
 } from './event-types.js';
-export { ACCESS_TOKEN_TYPE, TOKEN_EXCHANGE_GRANT } from './exchange/grant.js';
+export { ACCESS_TOKEN_TYPE } from './exchange/grant.js';
+export { TOKEN_EXCHANGE_GRANT } from './token-claims.js';
 export { RESERVED_CLAIMS } from './exchange/claims.js';
 export type { ActClaim } from './exchange/actor.js';
 export { SUBJECT_TOKEN_PREFIX } from './subject-tokens/token.js';

@@ -10,12 +10,8 @@ import { grantsForExchange } from './approvals/exchange-view.js';
 import { withDelegationMetadata } from './exchange/delegation-metadata.js';
 import { ExchangeClaims } from './exchange/claims.js';
 import { addStepUpDetails } from './exchange/freshness.js';
-import {
-  createExchangeHandler,
-  EXCHANGE_DUPLICATES,
-  EXCHANGE_PARAMETERS,
-  TOKEN_EXCHANGE_GRANT,
-} from './exchange/grant.js';
+import { createExchangeHandler, EXCHANGE_DUPLICATES, EXCHANGE_PARAMETERS } from './exchange/grant.js';
+import { TOKEN_EXCHANGE_GRANT } from './token-claims.js';
 import {
   checkStaticClients,
   MANAGEMENT_SCOPE_METADATA,

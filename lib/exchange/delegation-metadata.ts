@@ -1,10 +1,9 @@
 import type { ClientMetadata, Configuration, KoaContextWithOIDC } from 'oidc-provider';
 import { invalidClientMetadata, invalidOption } from '../errors.js';
+import { TOKEN_EXCHANGE_GRANT } from '../token-claims.js';
 
 /** Client metadata: the resource indicators whose access tokens the client may exchange as a delegate. */
 export const DELEGATION_METADATA = 'token_exchange_delegation';
-
-const TOKEN_EXCHANGE_GRANT = 'urn:ietf:params:oauth:grant-type:token-exchange';
 
 type ExtraClientMetadata = NonNullable<Configuration['extraClientMetadata']>;
 

@@ -13,7 +13,7 @@ import { checkClientAuthentication } from './request.js';
 import { respond } from './respond.js';
 import { newExchangeToken } from './token.js';
 
-export { ACCESS_TOKEN_TYPE, EXCHANGE_DUPLICATES, EXCHANGE_PARAMETERS, TOKEN_EXCHANGE_GRANT } from './request.js';
+export { ACCESS_TOKEN_TYPE, EXCHANGE_DUPLICATES, EXCHANGE_PARAMETERS } from './request.js';
 export type { ExchangeDependencies } from './kind.js';
 
 /** The token-exchange grant handler: a delegation when the client may delegate this subject token, else an impersonation. */

@@ -8,6 +8,7 @@ import type { SessionStore } from '../sessions/store.js';
 import type { FoundSubjectToken, SubjectTokenRecord } from '../subject-tokens/store.js';
 import { looksLikeSubjectToken } from '../subject-tokens/token.js';
 import { exchangeStep } from '../telemetry/exchange.js';
+import { TOKEN_EXCHANGE_GRANT } from '../token-claims.js';
 import { actFor, lookUpActorToken, validateActorToken, type ActClaim, type ActorTokenLookup } from './actor.js';
 import { actClaims, runCustomClaims } from './claims.js';
 import { commit } from './commit.js';
@@ -23,7 +24,6 @@ import {
   grantedScopes,
   IMPERSONATION_ACCEPTS,
   resolveSingleResource,
-  TOKEN_EXCHANGE_GRANT,
 } from './request.js';
 
 /** An impersonation's subject: the Management API's subject token, and the reads started beside it. */

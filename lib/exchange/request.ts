@@ -7,7 +7,6 @@ import { isStorableText, UNSTORABLE_TEXT } from '../storable-text.js';
 import { looksLikeSubjectToken } from '../subject-tokens/token.js';
 import type { ResolvedDelegationOptions } from './delegation-options.js';
 
-export const TOKEN_EXCHANGE_GRANT = 'urn:ietf:params:oauth:grant-type:token-exchange';
 export const ACCESS_TOKEN_TYPE = 'urn:ietf:params:oauth:token-type:access_token';
 export const JWT_TOKEN_TYPE = 'urn:ietf:params:oauth:token-type:jwt';
 

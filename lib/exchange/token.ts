@@ -1,7 +1,7 @@
 /** The token an exchange issues, built and sender-bound (DPoP, mTLS) as oidc-provider's own grants build theirs. */
 import type { AccessToken, KoaContextWithOIDC, Provider, ResourceServerInstance } from 'oidc-provider';
 import { checkMtlsCert, type DpopProof } from '../provider-internals.js';
-import { TOKEN_EXCHANGE_GRANT } from './request.js';
+import { TOKEN_EXCHANGE_GRANT } from '../token-claims.js';
 
 export function newExchangeToken(
   ctx: KoaContextWithOIDC,

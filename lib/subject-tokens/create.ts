@@ -11,10 +11,9 @@ import { definedMembers, type JsonObject } from '../json.js';
 import { providerConfiguration } from '../provider-internals.js';
 import { storableText } from '../storable-text.js';
 import { storeCall } from '../store-call.js';
+import { TOKEN_EXCHANGE_GRANT } from '../token-claims.js';
 import type { SubjectTokenRecord, SubjectTokenStore } from './store.js';
 
-// The grant's name as the pipeline's request.ts spells it; a record may not import the pipeline.
-const TOKEN_EXCHANGE_GRANT = 'urn:ietf:params:oauth:grant-type:token-exchange';
 const BREAK_GLASS_REFUSED = "this client may not bypass the customer's approval";
 const CLIENT_SUBJECT = 'userId names a client: only users are impersonated';
 
