@@ -1,7 +1,7 @@
 import type { JWTVerifyGetKey } from 'jose';
 import { unavailable } from '../errors/standalone.js';
-import { clockSkewOf, RECEIVER_OPTION_NAMES, verifySet, type SsfReceiverOptions } from './set.js';
-import { requestSignal, type RevocationSource } from './source.js';
+import { clockSkewOf, RECEIVER_OPTION_NAMES, receiverRequest, verifySet, type SsfReceiverOptions } from './set.js';
+import type { RevocationSource } from './source.js';
 import { StreamRevocations } from './stream-revocations.js';
 
 export interface SsfPollOptions extends SsfReceiverOptions {
@@ -36,10 +36,6 @@ export function ssfPollSource(
   /** A SET of the last page could not be verified yet: what it revokes is unknown. */
   let uncertain = false;
 
-  async function token(): Promise<string> {
-    return typeof options.accessToken === 'function' ? options.accessToken() : options.accessToken;
-  }
-
   /** Takes a SET in; resolves `false` when it could not be verified for now (it stays unacknowledged). */
   async function take(jti: string, jwt: string): Promise<boolean> {
     const verified = await verifySet(jwt, trust, options.audience);
@@ -63,15 +59,12 @@ export function ssfPollSource(
           ...(pendingAck.length ? { ack: pendingAck } : {}),
           ...(Object.keys(pendingErrors).length ? { setErrs: pendingErrors } : {}),
         };
-        const response = await fetch(await endpoint(), {
+        const response = await receiverRequest(options, {
           method: 'POST',
-          headers: {
-            authorization: `Bearer ${await token()}`,
-            'content-type': 'application/json',
-            accept: 'application/json',
-          },
-          body: JSON.stringify(body),
-          signal: requestSignal(signal, timeout),
+          url: await endpoint(),
+          body,
+          signal,
+          timeout,
         });
         if (!response.ok) throw unavailable(`the SSF poll endpoint answered ${response.status}`);
         const page = (await response.json()) as { sets?: unknown; moreAvailable?: unknown };

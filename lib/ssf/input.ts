@@ -34,8 +34,8 @@ export function readStreamId(value: unknown): string {
   return value;
 }
 
-/** The receiver-supplied properties of a body, each checked, none half-taken; `checkPushHost` resolves the host after. */
-export function readReceiverSupplied(body: JsonObject, allow: PushAllowList): ReceiverSupplied {
+/** The receiver-supplied properties of a body, each checked, none half-taken; a push URL's host resolved last. */
+export async function readReceiverSupplied(body: JsonObject, allow: PushAllowList): Promise<ReceiverSupplied> {
   const result: ReceiverSupplied = {};
   const events = body['events_requested'];
   if (events !== undefined) {
@@ -57,14 +57,12 @@ export function readReceiverSupplied(body: JsonObject, allow: PushAllowList): Re
   }
   const delivery = body['delivery'];
   if (delivery !== undefined) result.delivery = readDelivery(delivery, allow);
+  // A host name that resolves to an address the service may not push to is refused.
+  if (result.delivery?.method === PUSH_METHOD) {
+    const problem = await pushHostProblem(new URL(result.delivery.endpointUrl), allow);
+    if (problem) throw badRequest(`delivery.endpoint_url ${problem}`);
+  }
   return result;
-}
-
-/** Refuses a push URL whose host name resolves to an address the service may not push to. */
-export async function checkPushHost(supplied: ReceiverSupplied, allow: PushAllowList): Promise<void> {
-  if (supplied.delivery?.method !== PUSH_METHOD) return;
-  const problem = await pushHostProblem(new URL(supplied.delivery.endpointUrl), allow);
-  if (problem) throw badRequest(`delivery.endpoint_url ${problem}`);
 }
 
 function readDelivery(delivery: unknown, allow: PushAllowList): StreamDelivery {
@@ -101,7 +99,7 @@ function readDelivery(delivery: unknown, allow: PushAllowList): StreamDelivery {
   return { method: PUSH_METHOD, endpointUrl: url.href };
 }
 
-interface PollRequest {
+export interface PollRequest {
   maxEvents: number;
   returnImmediately: boolean;
   ack: string[];

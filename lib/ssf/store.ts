@@ -10,6 +10,12 @@ export type StreamStatus = 'enabled' | 'paused' | 'disabled';
 export type StreamDelivery =
   { method: 'urn:ietf:rfc:8935'; endpointUrl: string; authorizationHeader?: string } | { method: 'urn:ietf:rfc:8936' };
 
+/** SETs awaiting a poll, by `jti`, and whether others wait. */
+export interface SetPage {
+  sets: Map<string, string>;
+  more: boolean;
+}
+
 /** A stream as kept: who created it (the receiver's client), what it asked for, how it is delivered, its status. */
 export interface StreamRecord {
   id: string;
@@ -156,7 +162,7 @@ export class StreamStore {
   }
 
   /** Up to `limit` SETs awaiting acknowledgement, by `jti`; `more` when others wait. */
-  async queued(streamId: string, limit: number): Promise<{ sets: Map<string, string>; more: boolean }> {
+  async queued(streamId: string, limit: number): Promise<SetPage> {
     const entries: IndexEntry[] = await this.#adapter.indexRange(queueOf(streamId), undefined, limit + 1);
     const sets = new Map<string, string>();
     const read = await Promise.all(

@@ -84,7 +84,12 @@ function postOnce(
           headers: { 'user-agent': USER_AGENT, ...headers, 'content-length': String(Buffer.byteLength(body)) },
         },
         (response: IncomingMessage) => {
-          answer = { status: response.statusCode ?? 0, retryAfter: headerOf(response, 'retry-after'), text: '' };
+          const retryAfter = response.headers['retry-after'];
+          answer = {
+            status: response.statusCode ?? 0,
+            retryAfter: typeof retryAfter === 'string' ? retryAfter : null,
+            text: '',
+          };
           if (!readBytes) finish();
           response.on('data', (chunk: Buffer) => {
             read += chunk.byteLength;
@@ -153,9 +158,4 @@ function abortsBySignal(): AbortsBySignal {
       };
     },
   };
-}
-
-function headerOf(response: IncomingMessage, name: string): string | null {
-  const value = response.headers[name];
-  return typeof value === 'string' ? value : null;
 }
