@@ -14,12 +14,13 @@ export interface SsfReceiverOptions {
   clockSkew?: number | undefined;
 }
 
-export const RECEIVER_OPTION_NAMES = Object.keys({
+/** The receivers' own options, which each delivery's names extend. */
+export const RECEIVER_OPTIONS = {
   accessToken: true,
   audience: true,
   retention: true,
   clockSkew: true,
-} satisfies Record<keyof SsfReceiverOptions, true>);
+} as const satisfies Record<keyof SsfReceiverOptions, true>;
 
 export const clockSkewOf = (options: SsfReceiverOptions | undefined): number => options?.clockSkew ?? 5;
 

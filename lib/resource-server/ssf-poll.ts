@@ -1,6 +1,6 @@
 import type { JWTVerifyGetKey } from 'jose';
 import { unavailable } from '../errors/standalone.js';
-import { clockSkewOf, RECEIVER_OPTION_NAMES, receiverRequest, verifySet, type SsfReceiverOptions } from './set.js';
+import { clockSkewOf, RECEIVER_OPTIONS, receiverRequest, verifySet, type SsfReceiverOptions } from './set.js';
 import type { RevocationSource } from './source.js';
 import { StreamRevocations } from './stream-revocations.js';
 
@@ -11,13 +11,11 @@ export interface SsfPollOptions extends SsfReceiverOptions {
   endpoint: string | URL | (() => string | URL | Promise<string | URL>);
 }
 
-export const POLL_OPTION_NAMES = [
-  ...RECEIVER_OPTION_NAMES,
-  ...Object.keys({ delivery: true, endpoint: true } satisfies Record<
-    Exclude<keyof SsfPollOptions, keyof SsfReceiverOptions>,
-    true
-  >),
-];
+export const POLL_OPTION_NAMES = Object.keys({
+  ...RECEIVER_OPTIONS,
+  delivery: true,
+  endpoint: true,
+} satisfies Record<keyof SsfPollOptions, true>);
 
 const MAX_EVENTS = 100;
 

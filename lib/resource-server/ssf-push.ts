@@ -2,7 +2,7 @@ import { randomUUID, timingSafeEqual } from 'node:crypto';
 import { decodeJwt, type JWTVerifyGetKey } from 'jose';
 import { invalidCall, invalidOption, unavailable } from '../errors/standalone.js';
 import { PUSH_METHOD, SESSION_REVOKED_EVENT, VERIFICATION_EVENT } from '../ssf/names.js';
-import { clockSkewOf, RECEIVER_OPTION_NAMES, receiverRequest, verifySet, type SsfReceiverOptions } from './set.js';
+import { clockSkewOf, RECEIVER_OPTIONS, receiverRequest, verifySet, type SsfReceiverOptions } from './set.js';
 import type { RevocationSource } from './source.js';
 import { StreamRevocations } from './stream-revocations.js';
 
@@ -19,16 +19,14 @@ export interface SsfPushOptions extends SsfReceiverOptions {
   authorization: string;
 }
 
-export const PUSH_OPTION_NAMES = [
-  ...RECEIVER_OPTION_NAMES,
-  ...Object.keys({
-    delivery: true,
-    endpointUrl: true,
-    configurationEndpoint: true,
-    verificationEndpoint: true,
-    authorization: true,
-  } satisfies Record<Exclude<keyof SsfPushOptions, keyof SsfReceiverOptions>, true>),
-];
+export const PUSH_OPTION_NAMES = Object.keys({
+  ...RECEIVER_OPTIONS,
+  delivery: true,
+  endpointUrl: true,
+  configurationEndpoint: true,
+  verificationEndpoint: true,
+  authorization: true,
+} satisfies Record<keyof SsfPushOptions, true>);
 
 /** What `receivePush()` answers the transmitter (RFC 8935 2.2, 2.3). */
 export interface PushAnswer {

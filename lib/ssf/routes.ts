@@ -8,15 +8,7 @@ import { readJsonObject } from '../http/body.js';
 import { waitsFor } from '../outbox/contract.js';
 import { storeCall } from '../store-call.js';
 import { ssfConfigurationLocation, streamApiBase, transmitterMetadata } from './discovery.js';
-import {
-  readPollRequest,
-  readReceiverSupplied,
-  readStreamId,
-  readSubjectChange,
-  TRANSMITTER_SUPPLIED,
-  type PollRequest,
-  type ReceiverSupplied,
-} from './input.js';
+import { readPollRequest, readReceiverSupplied, readStreamId, readSubjectChange, type PollRequest } from './input.js';
 import { EVENTS_SUPPORTED, POLL_METHOD, PUSH_METHOD } from './names.js';
 import type { SetPage, StreamRecord, StreamStatus } from './store.js';
 import { deleteStream, streamSubscription, transmitVerification, type Transmitter } from './transmit.js';
@@ -32,6 +24,18 @@ const MAX_REASON = 256;
 const LONG_POLL_STEP_MS = 100;
 /** How long a poll whose queue is empty waits for SETs still in the outbox before it says 503 rather than "nothing". */
 const SETS_ON_THEIR_WAY_MS = 1000;
+
+/** The Transmitter-supplied properties a request may repeat, as long as they hold the values the stream has. */
+const TRANSMITTER_SUPPLIED = [
+  'iss',
+  'aud',
+  'events_supported',
+  'events_delivered',
+  'min_verification_interval',
+  'inactivity_timeout',
+] as const;
+
+type ReceiverSupplied = Pick<StreamRecord, 'eventsRequested' | 'delivery' | 'description'>;
 
 /** What every handler is given: the transmitter, and how a request's bearer token is read. */
 interface Ssf extends Transmitter {
@@ -93,11 +97,7 @@ async function queriedStream(ssf: Ssf, ctx: Koa.Context, reading = false): Promi
 }
 
 /** A managing request's body, checked by `check` first, and the stream of the caller it names. */
-async function bodyAndStream(
-  ssf: Ssf,
-  ctx: Koa.Context,
-  check?: (body: JsonObject) => void,
-): Promise<{ body: JsonObject; stream: StreamRecord }> {
+async function bodyAndStream(ssf: Ssf, ctx: Koa.Context, check?: (body: JsonObject) => void) {
   const receiver = await callerOf(ssf, ctx);
   const body = await readJsonObject(ctx, MAX_BODY);
   check?.(body);
@@ -313,7 +313,7 @@ function notDelivered(ctx: Koa.Context, status: StreamStatus): Error {
 }
 
 /** A created or replaced stream: poll when no delivery is named (SSF 1.0 8.1.1.1), every supported event when none is. */
-function withDefaults(supplied: ReceiverSupplied): Pick<StreamRecord, 'eventsRequested' | 'delivery' | 'description'> {
+function withDefaults(supplied: Partial<ReceiverSupplied>): ReceiverSupplied {
   return {
     eventsRequested: supplied.eventsRequested ?? [...EVENTS_SUPPORTED],
     delivery: supplied.delivery ?? { method: POLL_METHOD },
@@ -321,9 +321,7 @@ function withDefaults(supplied: ReceiverSupplied): Pick<StreamRecord, 'eventsReq
   };
 }
 
-function withoutReceiverSupplied(
-  stream: StreamRecord,
-): Omit<StreamRecord, 'eventsRequested' | 'delivery' | 'description'> {
+function withoutReceiverSupplied(stream: StreamRecord): Omit<StreamRecord, keyof ReceiverSupplied> {
   const { eventsRequested: _events, delivery: _delivery, description: _description, ...rest } = stream;
   return rest;
 }

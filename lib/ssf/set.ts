@@ -81,18 +81,19 @@ export function sessionStopOf(event: ImpersonationEvent & { sessionId: string; s
   };
 }
 
-/** The claims of a CAEP session-revoked SET for one receiver: no `sub`, no `exp` (SSF 1.0 4.1). */
+/** The claims every SET of this transmitter carries, then `claims`: no `sub`, no `exp` (SSF 1.0 4.1). */
+function setClaims(issuer: string, audience: string, claims: Record<string, unknown>): Record<string, unknown> {
+  return { iss: issuer, jti: randomUUID(), iat: Math.floor(Date.now() / 1000), aud: audience, ...claims };
+}
+
+/** The claims of a CAEP session-revoked SET for one receiver. */
 export function sessionRevokedClaims(issuer: string, audience: string, stop: SessionStop): Record<string, unknown> {
   const subject: SessionSubject = {
     format: 'complex',
     session: { format: 'opaque', id: stop.sessionId },
     user: { format: 'iss_sub', iss: issuer, sub: stop.subject },
   };
-  return {
-    iss: issuer,
-    jti: randomUUID(),
-    iat: Math.floor(Date.now() / 1000),
-    aud: audience,
+  return setClaims(issuer, audience, {
     txn: stop.txn,
     sub_id: subject,
     events: {
@@ -103,24 +104,15 @@ export function sessionRevokedClaims(issuer: string, audience: string, stop: Ses
         reason_admin: { en: stop.reasonAdmin },
       },
     },
-  };
+  });
 }
 
 /** The claims of a verification SET: its subject is the stream itself (SSF 1.0 8.1.4.1). */
-export function verificationClaims(
-  issuer: string,
-  audience: string,
-  streamId: string,
-  state: string | undefined,
-): Record<string, unknown> {
-  return {
-    iss: issuer,
-    jti: randomUUID(),
-    iat: Math.floor(Date.now() / 1000),
-    aud: audience,
+export function verificationClaims(issuer: string, audience: string, streamId: string, state?: string) {
+  return setClaims(issuer, audience, {
     sub_id: { format: 'opaque', id: streamId },
     events: { [VERIFICATION_EVENT]: state === undefined ? {} : { state } },
-  };
+  });
 }
 
 export function signSet(provider: Provider, claims: Record<string, unknown>): Promise<string> {

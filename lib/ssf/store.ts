@@ -1,13 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import type { AdapterPayload } from 'oidc-provider';
-import type { IndexEntry } from '../adapters/contracts/indexes.js';
 import type { SsfStreamAdapter } from '../adapters/contracts/ssf.js';
-
-/** The adapter model name the SSF streams and the SETs awaiting a poll are kept under. */
 
 export type StreamStatus = 'enabled' | 'paused' | 'disabled';
 
-export type StreamDelivery =
+type StreamDelivery =
   { method: 'urn:ietf:rfc:8935'; endpointUrl: string; authorizationHeader?: string } | { method: 'urn:ietf:rfc:8936' };
 
 /** SETs awaiting a poll, by `jti`, and whether others wait. */
@@ -31,6 +28,7 @@ export interface StreamRecord {
   verifiedAt?: number;
 }
 
+/** The kinds the SSF streams and the SETs awaiting a poll are kept as. */
 const STREAM = 'SsfStream';
 const QUEUED = 'SsfQueuedSet';
 const ALL = 'streams';
@@ -163,17 +161,14 @@ export class StreamStore {
 
   /** Up to `limit` SETs awaiting acknowledgement, by `jti`; `more` when others wait. */
   async queued(streamId: string, limit: number): Promise<SetPage> {
-    const entries: IndexEntry[] = await this.#adapter.indexRange(queueOf(streamId), undefined, limit + 1);
+    const entries = await this.#adapter.indexRange(queueOf(streamId), undefined, limit + 1);
+    const page = entries.slice(0, limit);
+    const payloads = await Promise.all(page.map(({ member }) => this.#adapter.find(setKey(streamId, member))));
     const sets = new Map<string, string>();
-    const read = await Promise.all(
-      entries
-        .slice(0, limit)
-        .map(async (entry) => [entry.member, await this.#adapter.find(setKey(streamId, entry.member))] as const),
-    );
-    for (const [jti, payload] of read) {
-      const jwt = (payload as { kind?: unknown; jwt?: unknown } | undefined)?.jwt;
-      if (typeof jwt === 'string') sets.set(jti, jwt);
-    }
+    payloads.forEach((payload, index) => {
+      const jwt = (payload as { jwt?: unknown } | undefined)?.jwt;
+      if (typeof jwt === 'string') sets.set(page[index]!.member, jwt);
+    });
     return { sets, more: entries.length > limit };
   }
 

@@ -84,12 +84,7 @@ function postOnce(
           headers: { 'user-agent': USER_AGENT, ...headers, 'content-length': String(Buffer.byteLength(body)) },
         },
         (response: IncomingMessage) => {
-          const retryAfter = response.headers['retry-after'];
-          answer = {
-            status: response.statusCode ?? 0,
-            retryAfter: typeof retryAfter === 'string' ? retryAfter : null,
-            text: '',
-          };
+          answer = { status: response.statusCode ?? 0, retryAfter: headerOf(response, 'retry-after'), text: '' };
           if (!readBytes) finish();
           response.on('data', (chunk: Buffer) => {
             read += chunk.byteLength;
@@ -158,4 +153,9 @@ function abortsBySignal(): AbortsBySignal {
       };
     },
   };
+}
+
+function headerOf(response: IncomingMessage, name: string): string | null {
+  const value = response.headers[name];
+  return typeof value === 'string' ? value : null;
 }

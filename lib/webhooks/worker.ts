@@ -99,11 +99,8 @@ export function startDelivery(
   const leaseMs = options.timeoutMs + LEASE_MARGIN_MS;
   const stopping = new AbortController();
   const poster = createPoster();
-  const deliver = entryDelivery(held, options, other, {
-    post: poster.post,
-    signal: stopping.signal,
-    timeoutMs: options.timeoutMs,
-  });
+  const http: DeliveryHttp = { post: poster.post, signal: stopping.signal, timeoutMs: options.timeoutMs };
+  const deliver = entryDelivery(held, options, other, http);
   const settler = batchSettler(held, outbox, wake);
   let timer: NodeJS.Timeout | undefined;
   let running: Promise<void> | undefined;
@@ -153,20 +150,16 @@ export function startDelivery(
     const provider = held.deref();
     if (!provider) return end();
     wokenMeanwhile = false;
-    let claimed: LeasedEntry[];
     const now = Date.now();
-    try {
-      claimed = await outbox.claim(BATCH, leaseMs, now, now - options.deadLetterRetentionMs, {
-        each: IN_FLIGHT_PER_SUBSCRIPTION,
-        out,
-      });
-      storeFailures = 0;
-    } catch (error) {
+    const limits = { each: IN_FLIGHT_PER_SUBSCRIPTION, out };
+    const claimed = await outbox
+      .claim(BATCH, leaseMs, now, now - options.deadLetterRetentionMs, limits)
+      .catch((error: unknown) => reportError(provider, error));
+    if (!claimed) {
       storeFailures += 1;
-      reportError(provider, error);
-      schedule(jitter(Math.min(STORE_BACKOFF_MS, options.pollIntervalMs * 2 ** storeFailures)));
-      return;
+      return schedule(jitter(Math.min(STORE_BACKOFF_MS, options.pollIntervalMs * 2 ** storeFailures)));
     }
+    storeFailures = 0;
     for (const entry of claimed) start(entry, provider);
     // A full batch means more may be due at once; otherwise the next look waits (or a settlement wakes it).
     schedule(claimed.length === BATCH || wokenMeanwhile ? 0 : jitter(options.pollIntervalMs));
@@ -199,13 +192,11 @@ export function startDelivery(
   }
 
   schedule(0);
+  const ids = options.subscriptions.map(({ id }) => id);
   // Invariant 48: the handle keeps the provider, and with it the loop; the loop's own closures do not.
   const handle = {
     [KEEPS]: provider,
-    ...outboxView(
-      outbox,
-      options.subscriptions.map(({ id }) => id),
-    ),
+    ...outboxView(outbox, ids),
     wake,
     async stop() {
       end();
