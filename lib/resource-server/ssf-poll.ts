@@ -57,13 +57,8 @@ export function ssfPollSource(
           ...(pendingAck.length ? { ack: pendingAck } : {}),
           ...(Object.keys(pendingErrors).length ? { setErrs: pendingErrors } : {}),
         };
-        const response = await receiverRequest(options, {
-          method: 'POST',
-          url: await endpoint(),
-          body,
-          signal,
-          timeout,
-        });
+        const url = await endpoint();
+        const response = await receiverRequest(options, { method: 'POST', url, body, signal, timeout });
         if (!response.ok) throw unavailable(`the SSF poll endpoint answered ${response.status}`);
         const page = (await response.json()) as { sets?: unknown; moreAvailable?: unknown };
         if (typeof page.sets !== 'object' || page.sets === null)

@@ -76,13 +76,8 @@ export class StreamStore {
 
   /** Invariant 58: writes a changed stream; `false`, leaving nothing, when it was deleted meanwhile. */
   async update(stream: StreamRecord): Promise<boolean> {
-    let failure: { error: unknown } | undefined;
-    try {
-      await this.#writeRecord(stream);
-    } catch (error) {
-      // Checked all the same: a failed write may have been applied.
-      failure = { error };
-    }
+    // Checked all the same after a failed write: it may have been applied.
+    const failure = await this.#writeRecord(stream).catch((error: unknown) => ({ error }));
     const alive = (await this.#adapter.indexRange(aliveOf(stream.id), undefined, 1)).length > 0;
     if (!alive) await this.#adapter.destroy(streamKey(stream.id));
     if (failure) throw failure.error;
