@@ -5,6 +5,7 @@ import { badRequest, notFound, streamBehind, tooManyRequests, tooManyStreams } f
 import type { JsonObject } from '../json.js';
 import { refuseToken, type Authenticate } from '../http/auth.js';
 import { readJsonObject } from '../http/body.js';
+import { emitOn } from '../report-error.js';
 import { waitsFor } from '../outbox/contract.js';
 import { storeCall } from '../store-call.js';
 import { ssfConfigurationLocation, streamApiBase, transmitterMetadata } from './discovery.js';
@@ -269,9 +270,7 @@ async function poll(ssf: Ssf, ctx: Koa.Context, streamId: string | undefined): P
   const request = readPollRequest(await readJsonObject(ctx, MAX_POLL_BODY));
   const done = [...request.ack, ...request.setErrs.map(({ jti }) => jti)];
   if (done.length) await storeCall(() => ssf.streams.acknowledge(stream.id, done));
-  const emitter = ssf.provider as unknown as NodeJS.EventEmitter;
-  for (const { jti, err } of request.setErrs)
-    emitter.emit(SSF_SET_ERROR, Object.freeze({ stream: stream.id, jti, err }));
+  for (const { jti, err } of request.setErrs) emitOn(ssf.provider, SSF_SET_ERROR, { stream: stream.id, jti, err });
   const page = request.maxEvents > 0 ? await queuedSets(ssf, ctx, stream, request) : { sets: new Map(), more: false };
   ctx.body = { sets: Object.fromEntries(page.sets), moreAvailable: page.more };
 }

@@ -2,6 +2,7 @@ import type { Provider } from 'oidc-provider';
 import type { EventSubscriber } from '../events/subscriber.js';
 import { EVENTS, type ImpersonationEvent } from '../event-types.js';
 import type { OutboxStore } from '../outbox/contract.js';
+import { emitOn } from '../report-error.js';
 import type { ResolvedSsfOptions } from './options.js';
 import { sessionRevokedClaims, sessionStopOf, verificationClaims } from './set.js';
 import { SESSION_REVOKED_EVENT } from './names.js';
@@ -64,7 +65,7 @@ export async function deleteStream(transmitter: Transmitter, stream: StreamRecor
 export async function transmitVerification(
   transmitter: Transmitter,
   stream: StreamRecord,
-  state: string | undefined,
+  state?: string,
 ): Promise<void> {
   const claims = verificationClaims(transmitter.provider.issuer, stream.audience, stream.id, state);
   await append(transmitter, [{ stream, claims }]);
@@ -87,10 +88,8 @@ async function append(
   );
   for (const subscription of dropped) {
     const entry = entries.find(({ stream }) => streamSubscription(stream.id) === subscription);
-    (transmitter.provider as unknown as NodeJS.EventEmitter).emit(
-      SSF_DROPPED,
-      Object.freeze({ stream: subscription.slice(SSF_SUBSCRIPTION_PREFIX.length), jti: entry?.claims['jti'] }),
-    );
+    const stream = subscription.slice(SSF_SUBSCRIPTION_PREFIX.length);
+    emitOn(transmitter.provider, SSF_DROPPED, { stream, jti: entry?.claims['jti'] });
   }
   transmitter.wake();
 }

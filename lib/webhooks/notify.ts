@@ -1,9 +1,9 @@
 import { randomUUID } from 'node:crypto';
-import type { EventEmitter } from 'node:events';
 import type { EventSubscriber } from '../events/subscriber.js';
 import type { ImpersonationEvent } from '../event-types.js';
 import type { JsonObject } from '../json.js';
 import type { NewOutboxEntry, OutboxStore } from '../outbox/contract.js';
+import { emitOn } from '../report-error.js';
 import type { ResolvedWebhookOptions, WebhookEventName } from './options.js';
 
 /** What a webhook says of an event: never a token value nor the access token's id, only what can be revoked. */
@@ -68,9 +68,7 @@ export function webhookSubscriber(
   }
 
   function reportDropped(event: ImpersonationEvent, dropped: readonly string[]): void {
-    for (const subscription of dropped) {
-      (provider as EventEmitter).emit(WEBHOOK_DROPPED, Object.freeze({ subscription, type: event.name }));
-    }
+    for (const subscription of dropped) emitOn(provider, WEBHOOK_DROPPED, { subscription, type: event.name });
   }
 
   return {

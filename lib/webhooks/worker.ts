@@ -11,7 +11,7 @@ import type {
 import type { ResolvedWebhookOptions } from './options.js';
 import { createPoster, type Poster } from './post.js';
 import { REQUESTS_IN_FLIGHT, slotOf } from '../provider-state.js';
-import { reportError } from '../report-error.js';
+import { emitOn, reportError } from '../report-error.js';
 import { webhookHeaders } from './sign.js';
 import { tracedDelivery } from '../telemetry/delivery.js';
 
@@ -100,7 +100,7 @@ export function startDelivery(
   const stopping = new AbortController();
   const poster = createPoster();
   const http: DeliveryHttp = { post: poster.post, signal: stopping.signal, timeoutMs: options.timeoutMs };
-  const deliver = entryDelivery(held, options, other, http);
+  const deliver = entryDelivery(options, other, http);
   const settler = batchSettler(held, outbox, wake);
   let timer: NodeJS.Timeout | undefined;
   let running: Promise<void> | undefined;
@@ -210,7 +210,6 @@ export function startDelivery(
 
 /** Delivers an entry; undefined leaves it leased, to be delivered again (Invariant 47). */
 function entryDelivery(
-  held: WeakRef<Provider>,
   options: ResolvedWebhookOptions,
   other: OtherDelivery | undefined,
   http: DeliveryHttp,
@@ -236,7 +235,7 @@ function entryDelivery(
       if (http.signal.aborted) return undefined;
       if (answer.status === 410 && !gone.has(subscription.id)) {
         gone.add(subscription.id);
-        emitOn(held, WEBHOOK_GONE, { subscription: subscription.id });
+        emitOn(provider, WEBHOOK_GONE, { subscription: subscription.id });
       }
     }
     return { entry, settlement: 'outcome' in answer ? answer : settlementOf(options, entry, answer) };
@@ -320,7 +319,7 @@ async function settleAll(held: WeakRef<Provider>, outbox: OutboxStore, outcomes:
   }
   outcomes.forEach(({ entry, settlement }, index) => {
     if (settled[index] && settlement.outcome === 'dead') {
-      emitOn(held, WEBHOOK_DEAD_LETTERED, {
+      emitOn(held.deref(), WEBHOOK_DEAD_LETTERED, {
         subscription: entry.subscription,
         id: entry.id,
         reason: settlement.reason,
@@ -328,10 +327,6 @@ async function settleAll(held: WeakRef<Provider>, outbox: OutboxStore, outcomes:
       });
     }
   });
-}
-
-function emitOn(held: WeakRef<Provider>, name: string, detail: object): void {
-  (held.deref() as NodeJS.EventEmitter | undefined)?.emit(name, Object.freeze(detail));
 }
 
 /** Between 75% and 100% of `ms`, so that instances started together drift apart. */
