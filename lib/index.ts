@@ -76,7 +76,7 @@ export type {
   WebhookOptions,
   WebhookSubscription,
 } from './webhooks/options.js';
-export type { WebhookPayload } from './webhooks/payload.js';
+export type { WebhookPayload } from './webhooks/notify.js';
 export { WEBHOOK_DROPPED } from './webhooks/notify.js';
 export { WEBHOOK_DEAD_LETTERED, WEBHOOK_GONE } from './webhooks/worker.js';
 export type { WebhookDelivery } from './webhooks/worker.js';

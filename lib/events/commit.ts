@@ -15,7 +15,7 @@ export interface CommitParticipation {
   committed(outcome: CommitOutcome & { outcome: 'committed' }, ctx: Koa.Context | undefined): Promise<void> | undefined;
 }
 
-/** How what must be atomic with a change joins its commit (Invariants 24, 45); outbox entries go in one append. */
+/** How what must be atomic with a change joins its commit (Invariants 24, 45). */
 export function shareCommit(
   provider: object,
   event: ImpersonationEvent,
@@ -31,17 +31,10 @@ export function shareCommit(
     else if (subscriber.record) recorders.push(subscriber);
   }
   const write: CommitParticipation['write'] = {};
+  // One share at most of each: the trail's journal, the webhooks' outbox entries (SSF appends after the commit).
   for (const { journal, outbox } of shares) {
     if (journal) write.journal = journal;
-    if (outbox) {
-      write.outbox = write.outbox
-        ? {
-            entries: [...write.outbox.entries, ...outbox.entries],
-            maxPending: Math.min(write.outbox.maxPending, outbox.maxPending),
-            now: write.outbox.now,
-          }
-        : outbox;
-    }
+    if (outbox) write.outbox = outbox;
   }
   const preparing = shares.filter((share) => share.prepare);
   const hearing = shares.filter((share) => share.committed);

@@ -27,7 +27,7 @@ export async function publish(
       await subscriber.record?.(event).catch((error: unknown) => reportError(provider, error, ctx));
     }
   }
-  emit(provider, event, ctx);
+  announce(provider, event, ctx);
   await notice(provider, subscribers, event, { ctx, delegation }, record);
 }
 
@@ -41,13 +41,8 @@ export async function publishRecorded(
   for (const event of events) {
     for (const subscriber of subscribers) await subscriber.record?.(event);
   }
-  for (const event of events) emit(provider, event, ctx);
+  for (const event of events) announce(provider, event, ctx);
   for (const event of events) await notice(provider, subscribers, event, { ctx, delegation: false }, true);
-}
-
-/** Tells the listeners only: the subscribers had their part in the commit, or none takes the event. */
-export function announce(provider: object, event: ImpersonationEvent, ctx: Koa.Context | undefined): void {
-  emit(provider, event, ctx);
 }
 
 async function notice(
@@ -66,8 +61,8 @@ async function notice(
   );
 }
 
-/** Hands listeners a frozen copy, so none changes what the next sees; a spread copy is a slow V8 path. */
-function emit(provider: object, event: ImpersonationEvent, ctx: Koa.Context | undefined): void {
+/** Tells the listeners only (the subscribers had their part in the commit, or none takes the event); a frozen copy, so none changes what the next sees. */
+export function announce(provider: object, event: ImpersonationEvent, ctx: Koa.Context | undefined): void {
   const emitter = provider as EventEmitter;
   if (emitter.listenerCount(event.name) === 0) return;
   emitter.emit(event.name, Object.freeze({ ...event }), ctx);

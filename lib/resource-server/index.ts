@@ -3,8 +3,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { createRemoteJWKSet, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose';
 // The record module only: a resource server has no oidc-provider installed.
 import { SESSION_CLAIM } from '../sessions/record.js';
-import { invalidOption, tokenRefused, unavailable } from '../errors/standalone.js';
-import { refuseUnknownOptions } from '../config/names.js';
+import { tokenRefused, unavailable } from '../errors/standalone.js';
+import { optionChecks } from '../config/checks.js';
 import { feedSource } from './feed.js';
 import type { RevocationSource } from './source.js';
 import { POLL_OPTION_NAMES, ssfPollSource, type SsfPollOptions } from './ssf-poll.js';
@@ -58,7 +58,7 @@ export interface ImpersonationVerifier {
   readonly state: { revoked: number; refreshedAt: number; failures: number; stale: boolean };
 }
 
-const FN = 'createImpersonationVerifier';
+const check = optionChecks('createImpersonationVerifier');
 const OPTION_NAMES = Object.keys({
   issuer: true,
   audience: true,
@@ -71,27 +71,26 @@ const OPTION_NAMES = Object.keys({
 } satisfies Record<keyof ImpersonationVerifierOptions, true>);
 
 export function createImpersonationVerifier(options: ImpersonationVerifierOptions): ImpersonationVerifier {
-  refuseUnknownOptions(FN, options, OPTION_NAMES);
+  check.known(options, OPTION_NAMES);
   const push = options.ssf?.delivery === 'push';
-  if (options.ssf) refuseUnknownOptions(FN, options.ssf, push ? PUSH_OPTION_NAMES : POLL_OPTION_NAMES, 'ssf.');
-  const refreshInterval = positive('refreshInterval', options.refreshInterval ?? (push ? 30_000 : 500));
-  const maxStaleness = positive('maxStaleness', options.maxStaleness ?? (push ? 35_000 : 5000));
-  const timeout = positive('timeout', options.timeout ?? 2000);
+  if (options.ssf) check.known(options.ssf, push ? PUSH_OPTION_NAMES : POLL_OPTION_NAMES, 'ssf.');
+  const refreshInterval = check.positive('refreshInterval', options.refreshInterval ?? (push ? 30_000 : 500));
+  const maxStaleness = check.positive('maxStaleness', options.maxStaleness ?? (push ? 35_000 : 5000));
+  const timeout = check.positive('timeout', options.timeout ?? 2000);
   if (push && maxStaleness <= refreshInterval) {
-    throw invalidOption(FN, 'maxStaleness', 'must be more than "refreshInterval", which each verification waits');
+    check.fail('maxStaleness', 'must be more than "refreshInterval", which each verification waits');
   }
   const keys =
     typeof options.jwks === 'function'
       ? options.jwks
       : createRemoteJWKSet(new URL(options.jwks ?? `${options.issuer.replace(/\/$/, '')}/jwks`));
   if ((options.revocationsUri === undefined) === (options.ssf === undefined)) {
-    throw invalidOption(FN, 'revocationsUri', 'or "ssf" must be given, and only one of them');
+    check.fail('revocationsUri', 'or "ssf" must be given, and only one of them');
   }
   const trust = { issuer: options.issuer, keys };
-  const pushed: PushSource | undefined =
-    options.ssf?.delivery === 'push'
-      ? ssfPushSource(options.ssf, trust, { timeout, maxStaleness, refreshInterval })
-      : undefined;
+  const pushed: PushSource | undefined = push
+    ? ssfPushSource(options.ssf as SsfPushOptions, trust, { timeout, maxStaleness, refreshInterval })
+    : undefined;
   const source: RevocationSource =
     pushed ??
     (options.ssf === undefined
@@ -103,7 +102,6 @@ export function createImpersonationVerifier(options: ImpersonationVerifierOption
   let refreshedAt = 0;
   let failures = 0;
   let timer: NodeJS.Timeout | undefined;
-  let closed = false;
   const closing = new AbortController();
 
   async function readFeed(): Promise<void> {
@@ -111,28 +109,21 @@ export function createImpersonationVerifier(options: ImpersonationVerifierOption
     const startedAtWall = Date.now();
     // Invariant 53: one deadline for every page of a read.
     const deadline = AbortSignal.timeout(maxStaleness);
-    await source.read(AbortSignal.any([deadline, closing.signal])).catch((error: unknown) => {
+    try {
+      await source.read(AbortSignal.any([deadline, closing.signal]));
+    } catch (error) {
+      failures += 1;
       if (!deadline.aborted) throw error;
       throw unavailable(`a read of the revocations took longer than "maxStaleness" (${maxStaleness} ms)`, error);
-    });
+    }
+    failures = 0;
     freshSince = startedAt;
     refreshedAt = startedAtWall;
   }
 
   function schedule(): void {
-    if (closed) return;
-    timer = setTimeout(() => {
-      readFeed()
-        .then(
-          () => {
-            failures = 0;
-          },
-          () => {
-            failures += 1;
-          },
-        )
-        .finally(schedule);
-    }, refreshInterval);
+    if (closing.signal.aborted) return;
+    timer = setTimeout(() => void readFeed().then(schedule, schedule), refreshInterval);
     timer.unref();
   }
 
@@ -140,9 +131,6 @@ export function createImpersonationVerifier(options: ImpersonationVerifierOption
   const stale = (): boolean => performance.now() - freshSince > maxStaleness || source.uncertain === true;
 
   const first = readFeed().finally(schedule);
-  first.catch(() => {
-    failures += 1;
-  });
   // Until a token issued from now on, by a clock up to clockSkew behind, carries an `iat` past knowsSince.
   const ready = first.then(() => {
     const wait = ((source.knowsSince ?? 0) + clockSkewOf(options.ssf)) * 1000 - Date.now();
@@ -202,7 +190,6 @@ export function createImpersonationVerifier(options: ImpersonationVerifierOption
             body: { err: 'invalid_request', description: 'this server takes no pushed SETs' },
           }),
     close() {
-      closed = true;
       clearTimeout(timer);
       closing.abort();
     },
@@ -210,9 +197,4 @@ export function createImpersonationVerifier(options: ImpersonationVerifierOption
       return { revoked: source.size, refreshedAt, failures, stale: stale() };
     },
   };
-}
-
-function positive(name: string, value: number): number {
-  if (!Number.isSafeInteger(value) || value < 1) throw invalidOption(FN, name, 'must be a positive integer');
-  return value;
 }

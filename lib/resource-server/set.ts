@@ -1,5 +1,6 @@
 import { jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose';
 import { SESSION_REVOKED_EVENT, SET_TYPE } from '../ssf/names.js';
+import { requestSignal } from './source.js';
 
 /** What the poll and the push receivers share of their options: who they are, and how long they remember. */
 export interface SsfReceiverOptions {
@@ -13,14 +14,34 @@ export interface SsfReceiverOptions {
   clockSkew?: number | undefined;
 }
 
-export const RECEIVER_OPTION_NAMES = Object.keys({
+/** The receivers' own options, which each delivery's names extend. */
+export const RECEIVER_OPTIONS = {
   accessToken: true,
   audience: true,
   retention: true,
   clockSkew: true,
-} satisfies Record<keyof SsfReceiverOptions, true>);
+} as const satisfies Record<keyof SsfReceiverOptions, true>;
 
 export const clockSkewOf = (options: SsfReceiverOptions | undefined): number => options?.clockSkew ?? 5;
+
+/** A request of the transmitter's stream API as this stream's receiver, with a JSON body when one is given. */
+export async function receiverRequest(
+  options: SsfReceiverOptions,
+  request: { method: string; url: URL; body?: unknown; signal: AbortSignal; timeout: number },
+): Promise<Response> {
+  const token = typeof options.accessToken === 'function' ? await options.accessToken() : options.accessToken;
+  const { method, url, body, signal, timeout } = request;
+  return fetch(url, {
+    method,
+    headers: {
+      authorization: `Bearer ${token}`,
+      accept: 'application/json',
+      ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+    },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    signal: requestSignal(signal, timeout),
+  });
+}
 
 /** A SET checked as this stream's: its claims, or the RFC 8935 2.3 code if it never will verify, undefined if it may later. */
 export async function verifySet(
@@ -50,7 +71,7 @@ export function sessionOf(subject: unknown): string | undefined {
 }
 
 /** Invariant 54: the `setErrs` code of a SET that never verifies; undefined if it may. */
-export function permanentSetError(error: unknown): string | undefined {
+function permanentSetError(error: unknown): string | undefined {
   const code = (error as { code?: unknown } | null)?.code;
   if (code === 'ERR_JWS_SIGNATURE_VERIFICATION_FAILED') return 'invalid_key';
   if (code === 'ERR_JWT_CLAIM_VALIDATION_FAILED') {

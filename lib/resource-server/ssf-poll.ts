@@ -1,7 +1,7 @@
 import type { JWTVerifyGetKey } from 'jose';
 import { unavailable } from '../errors/standalone.js';
-import { clockSkewOf, RECEIVER_OPTION_NAMES, verifySet, type SsfReceiverOptions } from './set.js';
-import { requestSignal, type RevocationSource } from './source.js';
+import { clockSkewOf, RECEIVER_OPTIONS, receiverRequest, verifySet, type SsfReceiverOptions } from './set.js';
+import type { RevocationSource } from './source.js';
 import { StreamRevocations } from './stream-revocations.js';
 
 export interface SsfPollOptions extends SsfReceiverOptions {
@@ -11,13 +11,11 @@ export interface SsfPollOptions extends SsfReceiverOptions {
   endpoint: string | URL | (() => string | URL | Promise<string | URL>);
 }
 
-export const POLL_OPTION_NAMES = [
-  ...RECEIVER_OPTION_NAMES,
-  ...Object.keys({ delivery: true, endpoint: true } satisfies Record<
-    Exclude<keyof SsfPollOptions, keyof SsfReceiverOptions>,
-    true
-  >),
-];
+export const POLL_OPTION_NAMES = Object.keys({
+  ...RECEIVER_OPTIONS,
+  delivery: true,
+  endpoint: true,
+} satisfies Record<keyof SsfPollOptions, true>);
 
 const MAX_EVENTS = 100;
 
@@ -35,10 +33,6 @@ export function ssfPollSource(
   let pendingErrors: Record<string, { err: string; description: string }> = {};
   /** A SET of the last page could not be verified yet: what it revokes is unknown. */
   let uncertain = false;
-
-  async function token(): Promise<string> {
-    return typeof options.accessToken === 'function' ? options.accessToken() : options.accessToken;
-  }
 
   /** Takes a SET in; resolves `false` when it could not be verified for now (it stays unacknowledged). */
   async function take(jti: string, jwt: string): Promise<boolean> {
@@ -63,16 +57,8 @@ export function ssfPollSource(
           ...(pendingAck.length ? { ack: pendingAck } : {}),
           ...(Object.keys(pendingErrors).length ? { setErrs: pendingErrors } : {}),
         };
-        const response = await fetch(await endpoint(), {
-          method: 'POST',
-          headers: {
-            authorization: `Bearer ${await token()}`,
-            'content-type': 'application/json',
-            accept: 'application/json',
-          },
-          body: JSON.stringify(body),
-          signal: requestSignal(signal, timeout),
-        });
+        const url = await endpoint();
+        const response = await receiverRequest(options, { method: 'POST', url, body, signal, timeout });
         if (!response.ok) throw unavailable(`the SSF poll endpoint answered ${response.status}`);
         const page = (await response.json()) as { sets?: unknown; moreAvailable?: unknown };
         if (typeof page.sets !== 'object' || page.sets === null)

@@ -2,8 +2,8 @@ import { randomUUID, timingSafeEqual } from 'node:crypto';
 import { decodeJwt, type JWTVerifyGetKey } from 'jose';
 import { invalidCall, invalidOption, unavailable } from '../errors/standalone.js';
 import { PUSH_METHOD, SESSION_REVOKED_EVENT, VERIFICATION_EVENT } from '../ssf/names.js';
-import { clockSkewOf, RECEIVER_OPTION_NAMES, verifySet, type SsfReceiverOptions } from './set.js';
-import { requestSignal, type RevocationSource } from './source.js';
+import { clockSkewOf, RECEIVER_OPTIONS, receiverRequest, verifySet, type SsfReceiverOptions } from './set.js';
+import type { RevocationSource } from './source.js';
 import { StreamRevocations } from './stream-revocations.js';
 
 export interface SsfPushOptions extends SsfReceiverOptions {
@@ -19,16 +19,14 @@ export interface SsfPushOptions extends SsfReceiverOptions {
   authorization: string;
 }
 
-export const PUSH_OPTION_NAMES = [
-  ...RECEIVER_OPTION_NAMES,
-  ...Object.keys({
-    delivery: true,
-    endpointUrl: true,
-    configurationEndpoint: true,
-    verificationEndpoint: true,
-    authorization: true,
-  } satisfies Record<Exclude<keyof SsfPushOptions, keyof SsfReceiverOptions>, true>),
-];
+export const PUSH_OPTION_NAMES = Object.keys({
+  ...RECEIVER_OPTIONS,
+  delivery: true,
+  endpointUrl: true,
+  configurationEndpoint: true,
+  verificationEndpoint: true,
+  authorization: true,
+} satisfies Record<keyof SsfPushOptions, true>);
 
 /** What `receivePush()` answers the transmitter (RFC 8935 2.2, 2.3). */
 export interface PushAnswer {
@@ -72,10 +70,6 @@ export function ssfPushSource(
   let freshSince: number | undefined;
   let streamId: string | undefined;
 
-  async function token(): Promise<string> {
-    return typeof options.accessToken === 'function' ? options.accessToken() : options.accessToken;
-  }
-
   function authorized(header: string | undefined): boolean {
     const given = Buffer.from(header ?? '');
     return given.length === expected.length && timingSafeEqual(given, expected);
@@ -94,16 +88,7 @@ export function ssfPushSource(
 
   /** A call of the transmitter's stream API, as this stream's receiver. */
   async function streamApi(method: string, url: URL, body: unknown, signal: AbortSignal): Promise<unknown> {
-    const response = await fetch(url, {
-      method,
-      headers: {
-        authorization: `Bearer ${await token()}`,
-        accept: 'application/json',
-        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-      },
-      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-      signal: requestSignal(signal, timeout),
-    });
+    const response = await receiverRequest(options, { method, url, body, signal, timeout });
     if (!response.ok) {
       // The transmitter's own words (a push URL it refuses, a bound): never a value of the request.
       const { error_description: why } = (await response.json().catch(() => ({}))) as { error_description?: unknown };

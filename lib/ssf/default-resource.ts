@@ -17,20 +17,12 @@ export function ssfDefaultResource(
   existing: DefaultResource = providerDefault,
 ): DefaultResource {
   return function defaultResource(ctx, client, oneOf) {
-    if (asksForSsfScope(ctx, client, ssfScopes, scopesOf)) return managementResource;
+    const params = ctx.oidc.params;
+    if (params?.['grant_type'] === 'client_credentials') {
+      const asked = typeof params['scope'] === 'string' ? params['scope'].split(' ') : [];
+      const allowed = scopesOf(client);
+      if (asked.some((scope) => ssfScopes.includes(scope) && allowed.includes(scope))) return managementResource;
+    }
     return existing(ctx, client, oneOf);
   };
-}
-
-function asksForSsfScope(
-  ctx: KoaContextWithOIDC,
-  client: Client,
-  ssfScopes: readonly string[],
-  scopesOf: ScopesOf,
-): boolean {
-  const params = ctx.oidc.params;
-  if (params?.['grant_type'] !== 'client_credentials') return false;
-  const asked = typeof params['scope'] === 'string' ? params['scope'].split(' ') : [];
-  const allowed = scopesOf(client);
-  return asked.some((scope) => ssfScopes.includes(scope) && allowed.includes(scope));
 }

@@ -1,4 +1,3 @@
-import type { LookupFunction } from 'node:net';
 import type { Provider } from 'oidc-provider';
 import type { LeasedEntry, Settlement } from '../outbox/contract.js';
 import type { DeliveryHttp, HttpAnswer, OtherDelivery } from '../webhooks/worker.js';
@@ -47,31 +46,21 @@ export function ssfDelivery({ streams, options, outbox }: Transmitter): OtherDel
       if (pushUrlProblem(new URL(stream.delivery.endpointUrl), options.allowedPushHosts)) {
         return { outcome: 'dead', reason: 'push_target_refused' };
       }
-      return push(
-        { ...http, lookup },
-        stream.delivery.endpointUrl,
-        stream.delivery.authorizationHeader,
-        await signed(),
-      );
+      const { endpointUrl, authorizationHeader: authorization } = stream.delivery;
+      const headers = {
+        'content-type': `application/${SET_TYPE}`,
+        accept: 'application/json',
+        ...(authorization === undefined ? {} : { authorization }),
+      };
+      // At most ERROR_BODY_BYTES of an answer's body are read: a receiver cannot make the worker buffer more.
+      const answer = await http.post(endpointUrl, headers, await signed(), {
+        ...http,
+        lookup,
+        readBytes: ERROR_BODY_BYTES,
+      });
+      return answer.status === 400 ? { outcome: 'dead', reason: setErrorOf(answer.text) } : answer;
     },
   };
-}
-
-async function push(
-  http: DeliveryHttp & { lookup: LookupFunction },
-  url: string,
-  authorization: string | undefined,
-  jwt: string,
-): Promise<Settlement | HttpAnswer> {
-  const headers = {
-    'content-type': `application/${SET_TYPE}`,
-    accept: 'application/json',
-    ...(authorization === undefined ? {} : { authorization }),
-  };
-  // At most ERROR_BODY_BYTES of an answer's body are read: a receiver cannot make the worker buffer more.
-  const answer = await http.post(url, headers, jwt, { ...http, readBytes: ERROR_BODY_BYTES });
-  if (answer.status === 400) return { outcome: 'dead', reason: setErrorOf(answer.text) };
-  return answer;
 }
 
 /** The most of an answer's body read: an `err` code fits many times over. */

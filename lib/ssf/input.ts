@@ -3,29 +3,15 @@ import type { JsonObject } from '../json.js';
 import type { PushAllowList } from './options.js';
 import { pushHostProblem, pushUrlProblem } from './push-target.js';
 import { POLL_METHOD, PUSH_METHOD } from './names.js';
-import type { StreamDelivery } from './store.js';
+import type { StreamRecord } from './store.js';
 
 /** Receiver-supplied properties of a stream (SSF 1.0 8.1.1), as a create, update or replace sends them. */
-export interface ReceiverSupplied {
-  eventsRequested?: string[];
-  delivery?: StreamDelivery;
-  description?: string;
-}
+type ReceiverSupplied = Partial<Pick<StreamRecord, 'eventsRequested' | 'delivery' | 'description'>>;
 
 const MAX_EVENTS_REQUESTED = 32;
 const MAX_URI = 512;
 const MAX_DESCRIPTION = 256;
 const MAX_AUTHORIZATION = 2048;
-
-/** The Transmitter-supplied properties a request may repeat, as long as they hold the values the stream has. */
-export const TRANSMITTER_SUPPLIED = [
-  'iss',
-  'aud',
-  'events_supported',
-  'events_delivered',
-  'min_verification_interval',
-  'inactivity_timeout',
-] as const;
 
 export function readStreamId(value: unknown): string {
   if (typeof value !== 'string' || !/^[A-Za-z0-9_-]{1,64}$/.test(value)) {
@@ -34,8 +20,8 @@ export function readStreamId(value: unknown): string {
   return value;
 }
 
-/** The receiver-supplied properties of a body, each checked, none half-taken; `checkPushHost` resolves the host after. */
-export function readReceiverSupplied(body: JsonObject, allow: PushAllowList): ReceiverSupplied {
+/** The receiver-supplied properties of a body, each checked, none half-taken; a push URL's host resolved last. */
+export async function readReceiverSupplied(body: JsonObject, allow: PushAllowList): Promise<ReceiverSupplied> {
   const result: ReceiverSupplied = {};
   const events = body['events_requested'];
   if (events !== undefined) {
@@ -57,17 +43,15 @@ export function readReceiverSupplied(body: JsonObject, allow: PushAllowList): Re
   }
   const delivery = body['delivery'];
   if (delivery !== undefined) result.delivery = readDelivery(delivery, allow);
+  // A host name that resolves to an address the service may not push to is refused.
+  if (result.delivery?.method === PUSH_METHOD) {
+    const problem = await pushHostProblem(new URL(result.delivery.endpointUrl), allow);
+    if (problem) throw badRequest(`delivery.endpoint_url ${problem}`);
+  }
   return result;
 }
 
-/** Refuses a push URL whose host name resolves to an address the service may not push to. */
-export async function checkPushHost(supplied: ReceiverSupplied, allow: PushAllowList): Promise<void> {
-  if (supplied.delivery?.method !== PUSH_METHOD) return;
-  const problem = await pushHostProblem(new URL(supplied.delivery.endpointUrl), allow);
-  if (problem) throw badRequest(`delivery.endpoint_url ${problem}`);
-}
-
-function readDelivery(delivery: unknown, allow: PushAllowList): StreamDelivery {
+function readDelivery(delivery: unknown, allow: PushAllowList): StreamRecord['delivery'] {
   if (typeof delivery !== 'object' || delivery === null || Array.isArray(delivery)) {
     throw badRequest('delivery must be an object');
   }
@@ -101,7 +85,7 @@ function readDelivery(delivery: unknown, allow: PushAllowList): StreamDelivery {
   return { method: PUSH_METHOD, endpointUrl: url.href };
 }
 
-interface PollRequest {
+export interface PollRequest {
   maxEvents: number;
   returnImmediately: boolean;
   ack: string[];
@@ -172,19 +156,15 @@ export function readSubjectChange(body: JsonObject, adding: boolean): void {
 function isSubject(value: unknown, depth: number): boolean {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) return false;
   const { format, ...members } = value as Record<string, unknown>;
-  if (format === 'aliases' && depth === 0) {
-    const aliases = members['identifiers'];
+  // SSF 1.0 3.2: aliases, and a complex subject's members, are simple subjects (at depth 1 neither form is one).
+  if ((format === 'aliases' || format === 'complex') && depth === 0) {
+    const inner = format === 'aliases' ? members['identifiers'] : Object.values(members);
     return (
-      Array.isArray(aliases) &&
-      aliases.length > 0 &&
-      aliases.length <= MAX_ALIASES &&
-      aliases.every((alias) => isSubject(alias, depth + 1) && (alias as { format?: unknown }).format !== 'aliases')
+      Array.isArray(inner) &&
+      inner.length > 0 &&
+      inner.length <= MAX_ALIASES &&
+      inner.every((subject) => isSubject(subject, depth + 1))
     );
-  }
-  // SSF 1.0 3.2: a complex subject's members are simple subjects.
-  if (format === 'complex' && depth === 0) {
-    const entries = Object.values(members);
-    return entries.length > 0 && entries.length <= MAX_ALIASES && entries.every((inner) => isSubject(inner, depth + 1));
   }
   const required = typeof format === 'string' ? SUBJECT_FORMATS[format] : undefined;
   if (!required) return false;

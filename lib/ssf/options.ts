@@ -165,7 +165,7 @@ export interface PushAllowList {
 }
 
 /** `ssf.pushAllowList`'s entries, checked: host names, addresses and CIDR ranges; undefined when one is not. */
-export function readPushAllowList(entries: readonly unknown[]): PushAllowList | undefined {
+function readPushAllowList(entries: readonly unknown[]): PushAllowList | undefined {
   const names = new Set<string>();
   const addresses = new BlockList();
   for (const entry of entries) {

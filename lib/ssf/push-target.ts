@@ -1,7 +1,8 @@
 /** Invariant 57: a push reaches public addresses only, checked at every delivery. */
-import { lookup as dnsLookup, promises as dns, type LookupAddress } from 'node:dns';
+import { lookup as dnsLookup, promises as dns } from 'node:dns';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { BlockList, isIP, type LookupFunction } from 'node:net';
-import { pushTargetRefused, unavailable } from '../errors.js';
+import { pushTargetRefused } from '../errors.js';
 import { family, hostOf, type PushAllowList } from './options.js';
 
 /** IPv4 ranges no receiver's push endpoint is in. */
@@ -76,13 +77,9 @@ export function pushUrlProblem(url: URL, allow: PushAllowList): string | undefin
 export async function pushHostProblem(url: URL, allow: PushAllowList): Promise<string | undefined> {
   const host = hostOf(url.hostname);
   if (isIP(host) || listed(host, allow)) return undefined;
-  let addresses: LookupAddress[];
-  try {
-    addresses = await withTimeout(dns.lookup(host, { all: true }), RESOLVE_TIMEOUT_MS);
-  } catch {
-    return undefined;
-  }
-  return addresses.every(({ address }) => reachable(address, allow))
+  const timeout = sleep(RESOLVE_TIMEOUT_MS, undefined, { ref: false });
+  const addresses = await Promise.race([dns.lookup(host, { all: true }), timeout]).catch(() => undefined);
+  return !addresses || addresses.every(({ address }) => reachable(address, allow))
     ? undefined
     : 'must not have a host name that resolves to a loopback, private, link-local or otherwise internal address';
 }
@@ -104,13 +101,4 @@ export function guardedLookup(allow: PushAllowList): LookupFunction {
       else callback(null, addresses[0]?.address ?? '', addresses[0]?.family);
     });
   };
-}
-
-function withTimeout<T>(work: Promise<T>, ms: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<never>((_resolve, reject) => {
-    timer = setTimeout(() => reject(unavailable('the host name did not resolve in time')), ms);
-    timer.unref();
-  });
-  return Promise.race([work, late]).finally(() => clearTimeout(timer));
 }

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Provider } from 'oidc-provider';
+import { EVENTS, type EndReason, type ImpersonationEvent } from '../event-types.js';
 import { signWithProviderKey } from '../provider-internals.js';
-
 import { SESSION_REVOKED_EVENT, SET_TYPE, VERIFICATION_EVENT } from './names.js';
 
 /** An impersonation session as a complex subject; `session` is critical: matching on `user` would end the customer's own sessions. */
@@ -14,9 +14,9 @@ interface SessionSubject {
 export const CRITICAL_SUBJECT_MEMBERS: readonly string[] = Object.freeze(['session']);
 
 /** CAEP 1.0 2's `initiating_entity` values. */
-export type InitiatingEntity = 'admin' | 'user' | 'policy' | 'system';
+type InitiatingEntity = 'admin' | 'user' | 'policy' | 'system';
 
-export interface SessionStop {
+interface SessionStop {
   sessionId: string;
   subject: string;
   /** When the session stopped, seconds since the epoch. */
@@ -29,18 +29,71 @@ export interface SessionStop {
   txn: string;
 }
 
-/** The claims of a CAEP session-revoked SET for one receiver: no `sub`, no `exp` (SSF 1.0 4.1). */
+/** The longest `reason_admin` a SET carries: the stop's reason is cut there. */
+export const MAX_REASON_ADMIN = 256;
+
+/** CAEP 1.0 2: who or what ended the session, by how it ended. */
+const ENTITY_OF_END: Readonly<Record<EndReason, InitiatingEntity>> = {
+  // The support agent signed out: the session's own user ended it.
+  actor_logout: 'user',
+  // The agent's sign-in was revoked: the service ended what hung on it.
+  actor_grant_revoked: 'system',
+  // The customer ended the access they had given.
+  access_grant_ended: 'user',
+  // A delegated session ends with its parent, by rule.
+  parent_session_stopped: 'policy',
+  // The token a delegation was exchanged from was revoked by its holder's client (RFC 7009), as at a sign-out.
+  subject_token_revoked: 'user',
+  // The trail could not record the session's start: the service ended it before its token left.
+  not_recorded: 'system',
+};
+
+/** What an administrator reading the receiver's logs is told when the stop gave no reason of its own. */
+const ADMIN_TEXT_OF_END: Readonly<Record<EndReason, string>> = {
+  actor_logout: 'The support agent signed out; the impersonation ended with their sign-in.',
+  actor_grant_revoked: "The support agent's sign-in was revoked; the impersonation ended with it.",
+  access_grant_ended: 'The customer ended the access they had given to support.',
+  parent_session_stopped: 'The impersonation this session was delegated from stopped.',
+  subject_token_revoked: 'The token this session was delegated from was revoked.',
+  not_recorded: 'The audit trail could not record the session; its token was never delivered.',
+};
+
+const ADMIN_TEXT_OF_REVOCATION = 'An administrator stopped the impersonation.';
+
+/** A stopped session as a CAEP session-revoked event tells it; `reason_admin` bounded, never a credential. */
+export function sessionStopOf(event: ImpersonationEvent & { sessionId: string; subject: string }): SessionStop {
+  const revoked = event.name === EVENTS.sessionRevoked;
+  const endReason = (event as { endReason?: EndReason }).endReason;
+  const given = (event as { reason?: unknown }).reason;
+  const text =
+    revoked && typeof given === 'string' && given.trim()
+      ? given.trim()
+      : revoked || endReason === undefined
+        ? ADMIN_TEXT_OF_REVOCATION
+        : (ADMIN_TEXT_OF_END[endReason] ?? ADMIN_TEXT_OF_REVOCATION);
+  return {
+    sessionId: event.sessionId,
+    subject: event.subject,
+    at: Math.floor(Date.now() / 1000),
+    initiatingEntity: revoked || endReason === undefined ? 'admin' : (ENTITY_OF_END[endReason] ?? 'system'),
+    reasonAdmin: [...text].slice(0, MAX_REASON_ADMIN).join(''),
+    txn: randomUUID(),
+  };
+}
+
+/** The claims every SET of this transmitter carries, then `claims`: no `sub`, no `exp` (SSF 1.0 4.1). */
+function setClaims(issuer: string, audience: string, claims: Record<string, unknown>): Record<string, unknown> {
+  return { iss: issuer, jti: randomUUID(), iat: Math.floor(Date.now() / 1000), aud: audience, ...claims };
+}
+
+/** The claims of a CAEP session-revoked SET for one receiver. */
 export function sessionRevokedClaims(issuer: string, audience: string, stop: SessionStop): Record<string, unknown> {
   const subject: SessionSubject = {
     format: 'complex',
     session: { format: 'opaque', id: stop.sessionId },
     user: { format: 'iss_sub', iss: issuer, sub: stop.subject },
   };
-  return {
-    iss: issuer,
-    jti: randomUUID(),
-    iat: Math.floor(Date.now() / 1000),
-    aud: audience,
+  return setClaims(issuer, audience, {
     txn: stop.txn,
     sub_id: subject,
     events: {
@@ -51,24 +104,15 @@ export function sessionRevokedClaims(issuer: string, audience: string, stop: Ses
         reason_admin: { en: stop.reasonAdmin },
       },
     },
-  };
+  });
 }
 
 /** The claims of a verification SET: its subject is the stream itself (SSF 1.0 8.1.4.1). */
-export function verificationClaims(
-  issuer: string,
-  audience: string,
-  streamId: string,
-  state: string | undefined,
-): Record<string, unknown> {
-  return {
-    iss: issuer,
-    jti: randomUUID(),
-    iat: Math.floor(Date.now() / 1000),
-    aud: audience,
+export function verificationClaims(issuer: string, audience: string, streamId: string, state?: string) {
+  return setClaims(issuer, audience, {
     sub_id: { format: 'opaque', id: streamId },
     events: { [VERIFICATION_EVENT]: state === undefined ? {} : { state } },
-  };
+  });
 }
 
 export function signSet(provider: Provider, claims: Record<string, unknown>): Promise<string> {

@@ -1,14 +1,17 @@
 import { randomUUID } from 'node:crypto';
 import type { AdapterPayload } from 'oidc-provider';
-import type { IndexEntry } from '../adapters/contracts/indexes.js';
 import type { SsfStreamAdapter } from '../adapters/contracts/ssf.js';
-
-/** The adapter model name the SSF streams and the SETs awaiting a poll are kept under. */
 
 export type StreamStatus = 'enabled' | 'paused' | 'disabled';
 
-export type StreamDelivery =
+type StreamDelivery =
   { method: 'urn:ietf:rfc:8935'; endpointUrl: string; authorizationHeader?: string } | { method: 'urn:ietf:rfc:8936' };
+
+/** SETs awaiting a poll, by `jti`, and whether others wait. */
+export interface SetPage {
+  sets: Map<string, string>;
+  more: boolean;
+}
 
 /** A stream as kept: who created it (the receiver's client), what it asked for, how it is delivered, its status. */
 export interface StreamRecord {
@@ -25,6 +28,7 @@ export interface StreamRecord {
   verifiedAt?: number;
 }
 
+/** The kinds the SSF streams and the SETs awaiting a poll are kept as. */
 const STREAM = 'SsfStream';
 const QUEUED = 'SsfQueuedSet';
 const ALL = 'streams';
@@ -72,13 +76,8 @@ export class StreamStore {
 
   /** Invariant 58: writes a changed stream; `false`, leaving nothing, when it was deleted meanwhile. */
   async update(stream: StreamRecord): Promise<boolean> {
-    let failure: { error: unknown } | undefined;
-    try {
-      await this.#writeRecord(stream);
-    } catch (error) {
-      // Checked all the same: a failed write may have been applied.
-      failure = { error };
-    }
+    // Checked all the same after a failed write: it may have been applied.
+    const failure = await this.#writeRecord(stream).catch((error: unknown) => ({ error }));
     const alive = (await this.#adapter.indexRange(aliveOf(stream.id), undefined, 1)).length > 0;
     if (!alive) await this.#adapter.destroy(streamKey(stream.id));
     if (failure) throw failure.error;
@@ -156,18 +155,15 @@ export class StreamStore {
   }
 
   /** Up to `limit` SETs awaiting acknowledgement, by `jti`; `more` when others wait. */
-  async queued(streamId: string, limit: number): Promise<{ sets: Map<string, string>; more: boolean }> {
-    const entries: IndexEntry[] = await this.#adapter.indexRange(queueOf(streamId), undefined, limit + 1);
+  async queued(streamId: string, limit: number): Promise<SetPage> {
+    const entries = await this.#adapter.indexRange(queueOf(streamId), undefined, limit + 1);
+    const page = entries.slice(0, limit);
+    const payloads = await Promise.all(page.map(({ member }) => this.#adapter.find(setKey(streamId, member))));
     const sets = new Map<string, string>();
-    const read = await Promise.all(
-      entries
-        .slice(0, limit)
-        .map(async (entry) => [entry.member, await this.#adapter.find(setKey(streamId, entry.member))] as const),
-    );
-    for (const [jti, payload] of read) {
-      const jwt = (payload as { kind?: unknown; jwt?: unknown } | undefined)?.jwt;
-      if (typeof jwt === 'string') sets.set(jti, jwt);
-    }
+    payloads.forEach((payload, index) => {
+      const jwt = (payload as { jwt?: unknown } | undefined)?.jwt;
+      if (typeof jwt === 'string') sets.set(page[index]!.member, jwt);
+    });
     return { sets, more: entries.length > limit };
   }
 

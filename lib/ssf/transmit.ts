@@ -2,10 +2,10 @@ import type { Provider } from 'oidc-provider';
 import type { EventSubscriber } from '../events/subscriber.js';
 import { EVENTS, type ImpersonationEvent } from '../event-types.js';
 import type { OutboxStore } from '../outbox/contract.js';
+import { emitOn } from '../report-error.js';
 import type { ResolvedSsfOptions } from './options.js';
-import { sessionRevokedClaims, verificationClaims } from './set.js';
+import { sessionRevokedClaims, sessionStopOf, verificationClaims } from './set.js';
 import { SESSION_REVOKED_EVENT } from './names.js';
-import { sessionStopOf } from './stop.js';
 import type { StreamRecord, StreamStore } from './store.js';
 
 /** Emitted on the provider when a stream's outbox bound made a SET be dropped: `{ stream, jti }`. */
@@ -34,34 +34,25 @@ export function ssfSubscriber(transmitter: Transmitter): EventSubscriber {
     async notice(event) {
       if (event.name !== EVENTS.sessionRevoked && event.name !== EVENTS.sessionEnded) return;
       if (typeof event.sessionId !== 'string' || typeof event.subject !== 'string') return;
-      await transmitStop(transmitter, event as ImpersonationEvent & { sessionId: string; subject: string });
+      const stopped = event as ImpersonationEvent & { sessionId: string; subject: string };
+      const { provider, streams, options } = transmitter;
+      // Beyond maxStreams: a stream a racing creation wrote over the bound, until it is taken back, must not push a real one out.
+      let receiving = (await streams.list(undefined, 2 * options.maxStreams)).filter(
+        (stream) => stream.status !== 'disabled' && stream.eventsRequested.includes(SESSION_REVOKED_EVENT),
+      );
+      const covers = options.streamCovers;
+      if (covers) {
+        const covered = await Promise.all(receiving.map(({ id, receiver }) => covers({ id, receiver }, stopped)));
+        receiving = receiving.filter((_, i) => covered[i] === true);
+      }
+      if (!receiving.length) return;
+      const stop = sessionStopOf(stopped);
+      await append(
+        transmitter,
+        receiving.map((stream) => ({ stream, claims: sessionRevokedClaims(provider.issuer, stream.audience, stop) })),
+      );
     },
   };
-}
-
-async function transmitStop(
-  transmitter: Transmitter,
-  event: ImpersonationEvent & { sessionId: string; subject: string },
-): Promise<void> {
-  const { provider, streams, options } = transmitter;
-  // Beyond maxStreams: a stream a racing creation wrote over the bound, until it is taken back, must not push a real one out.
-  let receiving = (await streams.list(undefined, 2 * options.maxStreams)).filter(
-    (stream) => stream.status !== 'disabled' && stream.eventsRequested.includes(SESSION_REVOKED_EVENT),
-  );
-  const covers = options.streamCovers;
-  if (covers) {
-    const covered = await Promise.all(receiving.map(({ id, receiver }) => covers({ id, receiver }, event)));
-    receiving = receiving.filter((_, i) => covered[i] === true);
-  }
-  if (!receiving.length) return;
-  const stop = sessionStopOf(event);
-  await append(
-    transmitter,
-    receiving.map((stream) => {
-      const claims = sessionRevokedClaims(provider.issuer, stream.audience, stop);
-      return { stream, jti: claims['jti'] as string, claims };
-    }),
-  );
 }
 
 /** Deletes a stream and all it left: its poll queue, and its SETs in the outbox, waiting or dead-lettered. */
@@ -74,19 +65,19 @@ export async function deleteStream(transmitter: Transmitter, stream: StreamRecor
 export async function transmitVerification(
   transmitter: Transmitter,
   stream: StreamRecord,
-  state: string | undefined,
+  state?: string,
 ): Promise<void> {
   const claims = verificationClaims(transmitter.provider.issuer, stream.audience, stream.id, state);
-  await append(transmitter, [{ stream, jti: claims['jti'] as string, claims }]);
+  await append(transmitter, [{ stream, claims }]);
 }
 
 async function append(
   transmitter: Transmitter,
-  entries: ReadonlyArray<{ stream: StreamRecord; jti: string; claims: Record<string, unknown> }>,
+  entries: ReadonlyArray<{ stream: StreamRecord; claims: Record<string, unknown> }>,
 ): Promise<void> {
   const dropped = await transmitter.outbox.append(
-    entries.map(({ stream, jti, claims }) => ({
-      id: jti,
+    entries.map(({ stream, claims }) => ({
+      id: claims['jti'] as string,
       subscription: streamSubscription(stream.id),
       // Invariant 56: one lane per stream.
       subject: `stream:${stream.id}`,
@@ -97,10 +88,8 @@ async function append(
   );
   for (const subscription of dropped) {
     const entry = entries.find(({ stream }) => streamSubscription(stream.id) === subscription);
-    (transmitter.provider as unknown as NodeJS.EventEmitter).emit(
-      SSF_DROPPED,
-      Object.freeze({ stream: subscription.slice(SSF_SUBSCRIPTION_PREFIX.length), jti: entry?.jti }),
-    );
+    const stream = subscription.slice(SSF_SUBSCRIPTION_PREFIX.length);
+    emitOn(transmitter.provider, SSF_DROPPED, { stream, jti: entry?.claims['jti'] });
   }
   transmitter.wake();
 }

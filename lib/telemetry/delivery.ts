@@ -39,13 +39,9 @@ export function tracedDelivery<T extends Settled>(provider: object, entry: Entry
 /** The event an entry carries (a webhook's `type`, a SET's first event URI); never a value of it. */
 function eventOf(kind: 'ssf' | 'webhook', body: string): string {
   try {
-    if (kind === 'webhook') {
-      const type = (JSON.parse(body) as { type?: unknown }).type;
-      return typeof type === 'string' ? type : 'unknown';
-    }
-    const json = body.startsWith('{') ? body : Buffer.from(body.split('.')[1] ?? '', 'base64url').toString('utf8');
-    const claims = JSON.parse(json) as { events?: Record<string, unknown> };
-    return Object.keys(claims.events ?? {})[0] ?? 'unknown';
+    const parsed = JSON.parse(body) as { type?: unknown; events?: Record<string, unknown> };
+    const event = kind === 'webhook' ? parsed.type : Object.keys(parsed.events ?? {})[0];
+    return typeof event === 'string' ? event : 'unknown';
   } catch {
     return 'unknown';
   }

@@ -14,7 +14,7 @@ interface TracedExchange {
 const exchangeSpans = new WeakMap<object, TracedExchange>();
 
 /** The token-exchange grant handler, traced and counted by outcome and error code. Without telemetry, the handler itself. */
-export function tracedExchange(telemetry: Telemetry | undefined, handler: GrantHandler): GrantHandler {
+function tracedExchange(telemetry: Telemetry | undefined, handler: GrantHandler): GrantHandler {
   if (!telemetry) return handler;
   const { api } = telemetry;
   return async function tokenExchangeHandler(ctx) {

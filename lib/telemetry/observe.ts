@@ -39,16 +39,12 @@ export function observeProvider(
   // The SDK calls a collection's callbacks together: the second finds the first one's read in flight and shares it.
   let reading: Promise<OutboxStats | undefined> | undefined;
   const readStats = (): Promise<OutboxStats | undefined> =>
-    (reading ??= (async () => {
-      try {
-        return await outbox()?.stats();
-      } catch {
-        // The store did not answer: no figure this time, rather than a false zero.
-        return undefined;
-      } finally {
+    // The store did not answer: no figure this time, rather than a false zero.
+    (reading ??= (async () => outbox()?.stats())()
+      .catch(() => undefined)
+      .finally(() => {
         reading = undefined;
-      }
-    })());
+      }));
   telemetry.observe('outboxBacklog', async (result: ObservableResult) => {
     const stats = await readStats();
     if (!stats) return;

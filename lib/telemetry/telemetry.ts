@@ -12,9 +12,12 @@ import type {
   Tracer,
   TracerProvider,
 } from '@opentelemetry/api';
+import type * as OpenTelemetryApi from '@opentelemetry/api';
 import { randomUUID } from 'node:crypto';
-import { openTelemetryApi, type Api } from './api.js';
+import { createRequire } from 'node:module';
 import type { TelemetryOptions } from './options.js';
+
+type Api = typeof OpenTelemetryApi;
 
 /** The instrumentation scope of every span and instrument. */
 export const SCOPE = 'oidc-provider-impersonation';
@@ -75,15 +78,11 @@ export class Telemetry {
     }
     counted.count += 1;
     // The meter provider in force: an SDK registered since gets the observers from here on.
-    this.#instruments();
+    void this.metrics;
   }
 
   /** The instruments, on the meter provider in force now: whenever the SDK starts, its metrics are complete from then on. */
   get metrics(): Instruments {
-    return this.#instruments();
-  }
-
-  #instruments(): Instruments {
     const provider = this.#meterProvider();
     if (this.#built?.provider !== provider) {
       const instruments = instrumentsOf(provider.getMeter(SCOPE));
@@ -182,12 +181,20 @@ function instrumentsOf(meter: Meter): Instruments {
   };
 }
 
+/** `@opentelemetry/api` when installed (optional peer), null when not; loaded synchronously on first use. */
+let loaded: Api | null | undefined;
+
 /** The telemetry of `options`, or undefined: `false`, or `@opentelemetry/api` not installed. */
 export function openTelemetry(options: TelemetryOptions | undefined): Telemetry | undefined {
   if (options === false) return undefined;
-  const api = openTelemetryApi();
-  if (!api) return undefined;
-  return new Telemetry(api, options ?? {});
+  if (loaded === undefined) {
+    try {
+      loaded = createRequire(import.meta.url)('@opentelemetry/api') as Api;
+    } catch {
+      loaded = null;
+    }
+  }
+  return loaded ? new Telemetry(loaded, options ?? {}) : undefined;
 }
 
 /** Per provider: the telemetry of the plugin installed on it, read by the hook points that have the provider at hand. */

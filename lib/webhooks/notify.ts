@@ -1,10 +1,46 @@
 import { randomUUID } from 'node:crypto';
-import type { EventEmitter } from 'node:events';
 import type { EventSubscriber } from '../events/subscriber.js';
 import type { ImpersonationEvent } from '../event-types.js';
+import type { JsonObject } from '../json.js';
 import type { NewOutboxEntry, OutboxStore } from '../outbox/contract.js';
+import { emitOn } from '../report-error.js';
 import type { ResolvedWebhookOptions, WebhookEventName } from './options.js';
-import { webhookPayload } from './payload.js';
+
+/** What a webhook says of an event: never a token value nor the access token's id, only what can be revoked. */
+const DATA_FIELDS = [
+  'sessionId',
+  'subjectTokenId',
+  'subject',
+  'actor',
+  'clientId',
+  'createdBy',
+  'resource',
+  'scope',
+  'context',
+  'expiresAt',
+  'revokedBy',
+  'reason',
+  'endReason',
+  'accessGrantId',
+  'approvalRequestId',
+] as const;
+
+export interface WebhookPayload {
+  type: WebhookEventName;
+  /** When the event happened, ISO 8601. */
+  timestamp: string;
+  data: JsonObject;
+}
+
+export function webhookPayload(event: ImpersonationEvent<WebhookEventName>, at: Date): WebhookPayload {
+  const data: JsonObject = {};
+  for (const field of DATA_FIELDS) {
+    const value = event[field];
+    if (value !== undefined) data[field] = value;
+  }
+  if (typeof data['expiresAt'] === 'number') data['expiresAt'] = new Date(data['expiresAt'] * 1000).toISOString();
+  return { type: event.name, timestamp: at.toISOString(), data };
+}
 
 /** Emitted on the provider when the bound made an entry be dropped: `{ subscription, type }`. */
 export const WEBHOOK_DROPPED = 'impersonation.webhook.dropped';
@@ -32,9 +68,7 @@ export function webhookSubscriber(
   }
 
   function reportDropped(event: ImpersonationEvent, dropped: readonly string[]): void {
-    for (const subscription of dropped) {
-      (provider as EventEmitter).emit(WEBHOOK_DROPPED, Object.freeze({ subscription, type: event.name }));
-    }
+    for (const subscription of dropped) emitOn(provider, WEBHOOK_DROPPED, { subscription, type: event.name });
   }
 
   return {

@@ -61,10 +61,8 @@ function postOnce(
     let answer = none;
     const chunks: Buffer[] = [];
     let read = 0;
-    let resolved = false;
+    // Called again when both the response and the request close: the first resolution stands.
     const finish = (): void => {
-      if (resolved) return;
-      resolved = true;
       resolve(readBytes ? { ...answer, text: Buffer.concat(chunks).subarray(0, readBytes).toString('utf8') } : answer);
     };
     let request: ClientRequest;

@@ -11,7 +11,7 @@ import type {
 import type { ResolvedWebhookOptions } from './options.js';
 import { createPoster, type Poster } from './post.js';
 import { REQUESTS_IN_FLIGHT, slotOf } from '../provider-state.js';
-import { reportError } from '../report-error.js';
+import { emitOn, reportError } from '../report-error.js';
 import { webhookHeaders } from './sign.js';
 import { tracedDelivery } from '../telemetry/delivery.js';
 
@@ -96,12 +96,12 @@ export function startDelivery(
 ): WebhookDelivery {
   // Invariant 48: no timer holds the provider.
   const held = new WeakRef(provider);
-  const subscriptions = new Map(options.subscriptions.map((subscription) => [subscription.id, subscription]));
-  const gone = new Set<string>();
   const leaseMs = options.timeoutMs + LEASE_MARGIN_MS;
   const stopping = new AbortController();
   const poster = createPoster();
   const http: DeliveryHttp = { post: poster.post, signal: stopping.signal, timeoutMs: options.timeoutMs };
+  const deliver = entryDelivery(options, other, http);
+  const settler = batchSettler(held, outbox, wake);
   let timer: NodeJS.Timeout | undefined;
   let running: Promise<void> | undefined;
   let storeFailures = 0;
@@ -109,20 +109,6 @@ export function startDelivery(
   /** Deliveries under way, per subscription: what a claim must leave room for. */
   const out = new Map<string, number>();
   const underWay = new Set<Promise<void>>();
-  /** Deliveries done and not yet settled: settled together, in as few trips to the store as they allow. */
-  const done: SettledEntry[] = [];
-  let settling: Promise<void> | undefined;
-  /** Deliveries whose answer has not come yet, and what wakes a settlement waiting for them. */
-  let delivering = 0;
-  let allAnswered: (() => void) | undefined;
-
-  const report = (name: string, detail: object): void => {
-    (held.deref() as NodeJS.EventEmitter | undefined)?.emit(name, Object.freeze(detail));
-  };
-  const failed = (error: unknown): void => {
-    const provider = held.deref();
-    if (provider) reportError(provider, error);
-  };
 
   const maxYieldMs = MAX_YIELD_POLL_INTERVALS * options.pollIntervalMs;
   const requests = slotOf(provider, REQUESTS_IN_FLIGHT);
@@ -143,11 +129,7 @@ export function startDelivery(
       requests.count > 0 || performance.eventLoopUtilization(sample, loopSample).utilization > BUSY_UTILISATION;
     loopSample = sample;
     const now = Date.now();
-    if (busy && now - (yieldingSince ??= now) < maxYieldMs) {
-      timer = setTimeout(lookWhenQuiet, YIELD_STEP_MS);
-      timer.unref();
-      return;
-    }
+    if (busy && now - (yieldingSince ??= now) < maxYieldMs) return schedule(YIELD_STEP_MS);
     yieldingSince = undefined;
     running = look().finally(() => {
       running = undefined;
@@ -168,20 +150,16 @@ export function startDelivery(
     const provider = held.deref();
     if (!provider) return end();
     wokenMeanwhile = false;
-    let claimed: LeasedEntry[];
     const now = Date.now();
-    try {
-      claimed = await outbox.claim(BATCH, leaseMs, now, now - options.deadLetterRetentionMs, {
-        each: IN_FLIGHT_PER_SUBSCRIPTION,
-        out,
-      });
-      storeFailures = 0;
-    } catch (error) {
+    const limits = { each: IN_FLIGHT_PER_SUBSCRIPTION, out };
+    const claimed = await outbox
+      .claim(BATCH, leaseMs, now, now - options.deadLetterRetentionMs, limits)
+      .catch((error: unknown) => reportError(provider, error));
+    if (!claimed) {
       storeFailures += 1;
-      reportError(provider, error);
-      schedule(jitter(Math.min(STORE_BACKOFF_MS, options.pollIntervalMs * 2 ** storeFailures)));
-      return;
+      return schedule(jitter(Math.min(STORE_BACKOFF_MS, options.pollIntervalMs * 2 ** storeFailures)));
     }
+    storeFailures = 0;
     for (const entry of claimed) start(entry, provider);
     // A full batch means more may be due at once; otherwise the next look waits (or a settlement wakes it).
     schedule(claimed.length === BATCH || wokenMeanwhile ? 0 : jitter(options.pollIntervalMs));
@@ -190,14 +168,11 @@ export function startDelivery(
   /** Delivers an entry beside the others under way, and hands its settlement on. */
   function start(entry: LeasedEntry, provider: Provider): void {
     out.set(entry.subscription, (out.get(entry.subscription) ?? 0) + 1);
-    delivering += 1;
+    settler.delivering();
     const delivery = tracedDelivery(provider, entry, () => deliver(entry, provider)).then(
-      (outcome) => {
-        answered();
-        if (outcome) toSettle(outcome);
-      },
+      settler.answered,
       (error: unknown) => {
-        answered();
+        settler.answered(undefined);
         reportError(provider, error);
       },
     );
@@ -210,15 +185,84 @@ export function startDelivery(
     });
   }
 
-  function answered(): void {
-    delivering -= 1;
-    if (delivering === 0) allAnswered?.();
+  function end(): void {
+    stopping.abort();
+    clearTimeout(timer);
+    poster.close();
   }
 
-  function toSettle(outcome: SettledEntry): void {
-    done.push(outcome);
-    settling ??= settleDone();
-  }
+  schedule(0);
+  const ids = options.subscriptions.map(({ id }) => id);
+  // Invariant 48: the handle keeps the provider, and with it the loop; the loop's own closures do not.
+  const handle = {
+    [KEEPS]: provider,
+    ...outboxView(outbox, ids),
+    wake,
+    async stop() {
+      end();
+      await running;
+      await Promise.all(underWay);
+      await settler.settling;
+    },
+  };
+  return handle;
+}
+
+/** Delivers an entry; undefined leaves it leased, to be delivered again (Invariant 47). */
+function entryDelivery(
+  options: ResolvedWebhookOptions,
+  other: OtherDelivery | undefined,
+  http: DeliveryHttp,
+): (entry: LeasedEntry, provider: Provider) => Promise<SettledEntry | undefined> {
+  const subscriptions = new Map(options.subscriptions.map((subscription) => [subscription.id, subscription]));
+  const gone = new Set<string>();
+  return async (entry, provider) => {
+    const subscription = subscriptions.get(entry.subscription);
+    let answer: Settlement | HttpAnswer;
+    if (other?.owns(entry.subscription)) {
+      try {
+        answer = await other.deliver(entry, http, provider);
+      } catch (error) {
+        reportError(provider, error);
+        return undefined;
+      }
+      if (http.signal.aborted) return undefined;
+    } else if (!subscription) answer = { outcome: 'dead', reason: 'subscription_removed' };
+    else if (gone.has(subscription.id)) answer = { outcome: 'dead', reason: 'gone' };
+    else {
+      const headers = webhookHeaders(subscription.key, entry.id, Math.floor(Date.now() / 1000), entry.body);
+      answer = await http.post(subscription.url, headers, entry.body, http);
+      if (http.signal.aborted) return undefined;
+      if (answer.status === 410 && !gone.has(subscription.id)) {
+        gone.add(subscription.id);
+        emitOn(provider, WEBHOOK_GONE, { subscription: subscription.id });
+      }
+    }
+    return { entry, settlement: 'outcome' in answer ? answer : settlementOf(options, entry, answer) };
+  };
+}
+
+/** A receiver's answer as a settlement: delivered, retried with backoff (or as Retry-After asks), or dead. */
+function settlementOf(options: ResolvedWebhookOptions, entry: LeasedEntry, answer: HttpAnswer): Settlement {
+  if (answer.status >= 200 && answer.status < 300) return { outcome: 'delivered' };
+  if (answer.status === 410) return { outcome: 'dead', reason: 'gone' };
+  const now = Date.now();
+  if (entry.attempts >= options.maxAttempts) return { outcome: 'dead', reason: 'attempts' };
+  const backoff = Math.min(options.maxBackoffMs, FIRST_RETRY_MS * 2 ** (entry.attempts - 1));
+  const asked = retryAfterMs(answer.retryAfter, now);
+  const at = now + Math.min(options.maxBackoffMs, Math.max(jitter(backoff), asked ?? 0));
+  if (at - entry.createdAt > options.maxAgeMs) return { outcome: 'dead', reason: 'age' };
+  return { outcome: 'retry', at };
+}
+
+/** Settles deliveries as they are answered, those answered close together in one trip to the store; then calls `then`. */
+function batchSettler(held: WeakRef<Provider>, outbox: OutboxStore, then: () => void) {
+  /** Deliveries done and not yet settled. */
+  const done: SettledEntry[] = [];
+  let settling: Promise<void> | undefined;
+  /** Deliveries whose answer has not come yet, and what wakes a settlement waiting for them. */
+  let delivering = 0;
+  let allAnswered: (() => void) | undefined;
 
   function gathered(): Promise<void> {
     if (delivering === 0) return Promise.resolve();
@@ -233,115 +277,56 @@ export function startDelivery(
     });
   }
 
-  /** Settles what is done, batch after batch while more comes; then looks again. */
   async function settleDone(): Promise<void> {
     while (done.length) {
       await gathered();
-      await settleAll(done.splice(0));
+      await settleAll(held, outbox, done.splice(0));
     }
     // Synchronously after the last check: a delivery done from now on starts a settlement of its own.
     settling = undefined;
-    wake();
+    then();
   }
 
-  /** Delivers an entry; undefined leaves it leased, to be delivered again (Invariant 47). */
-  async function deliver(entry: LeasedEntry, provider: Provider): Promise<SettledEntry | undefined> {
-    const subscription = subscriptions.get(entry.subscription);
-    let settlement: Settlement;
-    if (other?.owns(entry.subscription)) {
-      let answer: Settlement | HttpAnswer;
-      try {
-        answer = await other.deliver(entry, http, provider);
-      } catch (error) {
-        reportError(provider, error);
-        return undefined;
-      }
-      if (stopping.signal.aborted) return undefined;
-      settlement = 'outcome' in answer ? answer : settle(entry, answer);
-    } else if (!subscription) settlement = { outcome: 'dead', reason: 'subscription_removed' };
-    else if (gone.has(subscription.id)) settlement = { outcome: 'dead', reason: 'gone' };
-    else {
-      const answer = await post(subscription, entry);
-      if (stopping.signal.aborted) return undefined;
-      settlement = settle(entry, answer);
-      if (answer.status === 410 && !gone.has(subscription.id)) {
-        gone.add(subscription.id);
-        report(WEBHOOK_GONE, { subscription: subscription.id });
-      }
-    }
-    return { entry, settlement };
-  }
-
-  /** Settles deliveries, together where the store can (one transaction on PostgreSQL). */
-  async function settleAll(outcomes: readonly SettledEntry[]): Promise<void> {
-    if (!outcomes.length) return;
-    let held: boolean[];
-    try {
-      held = outbox.settleAll
-        ? await outbox.settleAll(outcomes, Date.now())
-        : await Promise.all(outcomes.map(({ entry, settlement }) => outbox.settle(entry, settlement, Date.now())));
-    } catch (error) {
-      // Invariant 47: delivered at least once.
-      failed(error);
-      return;
-    }
-    outcomes.forEach(({ entry, settlement }, index) => {
-      if (held[index] && settlement.outcome === 'dead') {
-        report(WEBHOOK_DEAD_LETTERED, {
-          subscription: entry.subscription,
-          id: entry.id,
-          reason: settlement.reason,
-          attempts: entry.attempts,
-        });
-      }
-    });
-  }
-
-  async function post(
-    subscription: ResolvedWebhookOptions['subscriptions'][number],
-    entry: LeasedEntry,
-  ): Promise<HttpAnswer> {
-    const headers = webhookHeaders(subscription.key, entry.id, Math.floor(Date.now() / 1000), entry.body);
-    return poster.post(subscription.url, headers, entry.body, http);
-  }
-
-  function settle(entry: LeasedEntry, answer: { status: number; retryAfter?: string | null }): Settlement {
-    if (answer.status >= 200 && answer.status < 300) return { outcome: 'delivered' };
-    if (answer.status === 410) return { outcome: 'dead', reason: 'gone' };
-    const now = Date.now();
-    if (entry.attempts >= options.maxAttempts) return { outcome: 'dead', reason: 'attempts' };
-    const backoff = Math.min(options.maxBackoffMs, FIRST_RETRY_MS * 2 ** (entry.attempts - 1));
-    const asked = retryAfterMs(answer.retryAfter, now);
-    const at = now + Math.min(options.maxBackoffMs, Math.max(jitter(backoff), asked ?? 0));
-    if (at - entry.createdAt > options.maxAgeMs) return { outcome: 'dead', reason: 'age' };
-    return { outcome: 'retry', at };
-  }
-
-  function end(): void {
-    stopping.abort();
-    clearTimeout(timer);
-    poster.close();
-  }
-
-  schedule(0);
-  const view = outboxView(outbox, [...subscriptions.keys()]);
-
-  // Invariant 48: the handle keeps the provider, and with it the loop; the loop's own closures do not.
-  const handle = {
-    [KEEPS]: provider,
-    wake,
-    stats: view.stats,
-    deadLetters: view.deadLetters,
-    async stop() {
-      stopping.abort();
-      clearTimeout(timer);
-      await running;
-      await Promise.all(underWay);
-      await settling;
-      poster.close();
+  return {
+    delivering(): void {
+      delivering += 1;
+    },
+    answered(outcome: SettledEntry | undefined): void {
+      delivering -= 1;
+      if (delivering === 0) allAnswered?.();
+      if (!outcome) return;
+      done.push(outcome);
+      settling ??= settleDone();
+    },
+    get settling() {
+      return settling;
     },
   };
-  return handle;
+}
+
+/** Settles deliveries, together where the store can (one transaction on PostgreSQL). */
+async function settleAll(held: WeakRef<Provider>, outbox: OutboxStore, outcomes: readonly SettledEntry[]) {
+  let settled: boolean[];
+  try {
+    settled = outbox.settleAll
+      ? await outbox.settleAll(outcomes, Date.now())
+      : await Promise.all(outcomes.map(({ entry, settlement }) => outbox.settle(entry, settlement, Date.now())));
+  } catch (error) {
+    // Invariant 47: delivered at least once.
+    const provider = held.deref();
+    if (provider) reportError(provider, error);
+    return;
+  }
+  outcomes.forEach(({ entry, settlement }, index) => {
+    if (settled[index] && settlement.outcome === 'dead') {
+      emitOn(held.deref(), WEBHOOK_DEAD_LETTERED, {
+        subscription: entry.subscription,
+        id: entry.id,
+        reason: settlement.reason,
+        attempts: entry.attempts,
+      });
+    }
+  });
 }
 
 /** Between 75% and 100% of `ms`, so that instances started together drift apart. */

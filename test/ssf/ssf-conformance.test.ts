@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { expect } from 'chai';
 import Koa from 'koa';
 import { FIXTURE_CLIENTS } from '../../fixtures/provider.js';
-import { sessionStopOf, MAX_REASON_ADMIN } from '../../lib/ssf/stop.js';
+import { sessionStopOf, MAX_REASON_ADMIN } from '../../lib/ssf/set.js';
 import { EVENTS } from '../../lib/index.js';
 import { ADAPTERS } from '../support/adapters.js';
 import { m2mToken, userAccessToken } from '../support/http.js';
