@@ -166,7 +166,8 @@ function isSubject(value: unknown, depth: number): boolean {
       inner.every((subject) => isSubject(subject, depth + 1))
     );
   }
-  const required = typeof format === 'string' ? SUBJECT_FORMATS[format] : undefined;
+  const required =
+    typeof format === 'string' && Object.hasOwn(SUBJECT_FORMATS, format) ? SUBJECT_FORMATS[format] : undefined;
   if (!required) return false;
   return required.every((name) => {
     const member = members[name];

@@ -202,6 +202,9 @@ for (const kind of ADAPTERS) {
         { stream_id: id, subject: 'bob' },
         { stream_id: id, subject: { format: 'email' } },
         { stream_id: id, subject: { format: 'unknown', id: 'x' } },
+        // A format named as a member every object inherits is no format.
+        { stream_id: id, subject: { format: 'constructor', id: 'x' } },
+        { stream_id: id, subject: { format: 'complex', toString: { format: 'toString' } } },
         { stream_id: id, subject: { format: 'opaque', id: 'x' }, verified: 'yes' },
       ]) {
         const refused = await ssfRequest(tp, 'POST', '/ssf/subjects/add', token, body);
