@@ -7,14 +7,13 @@ import type { CommitOutcome, CommitWrite, QuotaOutcome, QuotaWrite } from './con
 import type { EveryDomainAdapter, ImpersonationAdapterClass } from './contract.js';
 import { saveWithinQuotasBy } from './quotas.js';
 import { streamOf, type NewOutboxEntry, type OutboxStore } from '../outbox/contract.js';
-import { appendValues, createPostgresOutbox, outboxDdl, type RunTransaction } from '../outbox/postgres.js';
+import { createPostgresOutbox, outboxDdl, type RunTransaction } from '../outbox/postgres.js';
 import { migrateUnderLock } from '../postgres/migration.js';
 import { lastByKey, StatementBatch } from '../postgres/batch.js';
 import { assertPlainIdentifiers } from '../postgres/identifier.js';
 import { openPool, POOL_SOURCE_NAMES, type PoolSource } from '../postgres/pool.js';
 import { refuseUnknownOptions } from '../config/names.js';
-import { currentReadAhead, type ReadAhead } from './contracts/read-ahead.js';
-import { commitManyWith, commitWith, migrateStore, storeNames, storeStatements } from './postgres-schema.js';
+import { commitWith, migrateStore, storeNames, storeStatements } from './postgres-schema.js';
 import type { Statement } from '../postgres/statement.js';
 import {
   invalidArgument,
@@ -71,25 +70,17 @@ type Row = { payload: AdapterPayload; consumed: unknown };
 /** How long a guard row a commit created is kept (ms): longer than any exchange, so a racing mark finds it. */
 const GUARD_LIFETIME_MS = 10 * 60 * 1000;
 
-/** A batched commit's answer for one exchange (`commitManyText`). */
-interface CommitManyRow {
+/** The commit's answer for one exchange (`commitText`). */
+interface CommitRow {
   n: string;
   committed: boolean;
   guard: string | null;
-  unsettled: number;
-  dropped: string[] | null;
-  journaled: Array<{ seq: string; hash: string }> | null;
-}
-
-interface CommitRow {
-  committed: number;
-  guard: string | null;
   /** The first quota counter that had taken its bound. */
   spent: string | null;
-  /** Invariant 4: guards created by another statement meanwhile; nothing committed, sent again. */
-  unsettled: number;
-  journaled: Array<{ seq: string; hash: string }> | null;
+  /** Invariant 4: guards or counters created by another statement meanwhile; nothing committed, sent again. */
+  unsettled: boolean;
   dropped: string[] | null;
+  journaled: Array<{ seq: string; hash: string }> | null;
 }
 
 /** Times a commit is sent while its guards are being created by other statements (a quota write, its counters). */
@@ -99,7 +90,7 @@ const MAX_BATCH = 256;
 /** The longest lifetime stored, in ms (about 300 years): a longer one would overflow PostgreSQL's interval and fail its whole batch. */
 const LONGEST_LIFETIME_MS = 1e13;
 
-/** One exchange's commit without quota counters, as `commitManyText` takes it. */
+/** One exchange's commit, as `commitText` takes it. */
 interface PlainCommit {
   consumeModel: string | null;
   consumeId: string | null;
@@ -112,7 +103,9 @@ interface PlainCommit {
   memberExpiry: number;
   indexes: string[];
   guards: string[];
-  /** The exchange's notifications, appended with it (`commitManyWith`). */
+  /** Quota counters' ids (entries of `model`), bounds and lifetimes (ms). */
+  quotas: Array<{ id: string; max: number; lifetime: number }>;
+  /** The exchange's notifications, appended with it (`commitWith`). */
   notes?: { entries: readonly NewOutboxEntry[]; maxPending: number; now: number } | undefined;
   /** The exchange's trail rows (a JSON array), appended with it by the trail's function. */
   journal?: string | undefined;
@@ -135,6 +128,7 @@ function commitManyValues(commits: readonly PlainCommit[]): unknown[] {
   };
   const guards = owned((commit) => commit.guards);
   const indexes = owned((commit) => commit.indexes);
+  const quotas = commits.flatMap((commit, at) => commit.quotas.map((quota) => ({ ...quota, n: at + 1 })));
   const notes = commits.flatMap((commit, at) =>
     (commit.notes?.entries ?? []).map((entry) => ({ entry, n: at + 1, notes: commit.notes! })),
   );
@@ -165,6 +159,10 @@ function commitManyValues(commits: readonly PlainCommit[]): unknown[] {
     GUARD_LIFETIME_MS,
     indexes.values,
     indexes.owners,
+    quotas.map((quota) => quota.id),
+    quotas.map((quota) => quota.max),
+    quotas.map((quota) => quota.lifetime),
+    quotas.map((quota) => quota.n),
     ...notified,
     // A batch's commits are of one kind: all carry trail rows, or none does.
     ...(commits[0]?.journal === undefined ? [] : [commits.map((commit) => commit.journal ?? '[]')]),
@@ -190,10 +188,11 @@ function runsOfDistinct<Item>(items: readonly Item[], keysOf: (item: Item) => re
   return runs;
 }
 
-/** What one batch must not hold twice: the entry a commit writes, and the streams it notifies. */
+/** What one batch must not hold twice: the entry a commit writes, its quota counters, and the streams it notifies. */
 function commitKeys(commit: PlainCommit): string[] {
   return [
     `entry\u0000${commit.model}\u0000${commit.id}`,
+    ...commit.quotas.map((quota) => `entry\u0000${commit.model}\u0000${quota.id}`),
     ...(commit.notes?.entries ?? []).map((entry) => `stream\u0000${streamOf(entry)}`),
   ];
 }
@@ -202,8 +201,6 @@ interface Lookup {
   model: string;
   byUid: boolean;
   key: string;
-  /** For an access token: where its session and Grant, read in the same statement, are left. */
-  ahead?: ReadAhead;
 }
 
 interface EntryWrite {
@@ -254,17 +251,6 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
   const { pool, end } = openPool('createPostgresAdapter', options);
   const names = storeNames(options.schema, table);
   const statements = storeStatements(names);
-  // A quota-charged commit (a delegation's) with trail rows, notifications or both: one prepared statement each.
-  const commitVariants = new Map<string, Statement>();
-  const commitStatement = (appendFunction: string | undefined, notifying: boolean): Statement => {
-    const key = `${appendFunction ?? ''}\n${notifying}`;
-    let statement = commitVariants.get(key);
-    if (!statement) {
-      statement = commitWith(names, { appendFunction, outbox: notifying ? outboxTables : undefined });
-      commitVariants.set(key, statement);
-    }
-    return statement;
-  };
 
   let migrated = false;
   let migrating: Promise<void> | undefined;
@@ -307,38 +293,16 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
     }
   }
 
-  // The owner of what this adapter reads ahead (see ReadAhead): only its own finds take it.
-  const readAheadOwner = {};
-
   // Invariant 10: finds, consumptions, writes and index additions of one turn go out as one statement.
   const lookups = new StatementBatch<Lookup, AdapterPayload | undefined>(
     async (items) => {
-      const following = items.some((item) => item.ahead);
-      const values = [items.map((item) => item.model), items.map((item) => item.byUid), items.map((item) => item.key)];
       const { rows } = await run(
-        following ? statements.findManyAhead : statements.findMany,
-        following ? [...values, items.map((item) => item.ahead !== undefined)] : values,
+        statements.findMany,
+        [items.map((item) => item.model), items.map((item) => item.byUid), items.map((item) => item.key)],
         items.length === 1 ? (items[0]!.byUid ? 'findByUid' : 'find') : 'find',
       );
       const found: Array<AdapterPayload | undefined> = Array.from({ length: items.length });
-      const ahead: Array<{ Session?: AdapterPayload; Grant?: AdapterPayload }> = [];
-      for (const row of rows as Array<Row & { n: string; via?: 'Session' | 'Grant' | null }>) {
-        const at = Number(row.n) - 1;
-        if (row.via) (ahead[at] ??= {})[row.via] = payloadOf(row);
-        else found[at] = payloadOf(row);
-      }
-      for (const [at, item] of items.entries()) {
-        const token = found[at];
-        const { Session: session, Grant: grant } = ahead[at] ?? {};
-        if (!item.ahead || !token) continue;
-        // Only what was found is left; a miss is read again on its own.
-        if (session && typeof token.sessionUid === 'string' && keyOf(token.sessionUid) === token.sessionUid) {
-          item.ahead.put(readAheadOwner, 'Session', 'uid', token.sessionUid, session);
-        }
-        if (grant && typeof token.grantId === 'string') {
-          item.ahead.put(readAheadOwner, 'Grant', 'id', keyOf(token.grantId), grant);
-        }
-      }
+      for (const row of rows as Array<Row & { n: string }>) found[Number(row.n) - 1] = payloadOf(row);
       return found;
     },
     { max: MAX_BATCH },
@@ -409,24 +373,14 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
     { max: MAX_BATCH },
   );
 
-  // Invariant 11: commits without quota counters of one turn share a statement.
-  const commitsIn = (statement: () => Statement) =>
+  // Invariant 11: the commits of one turn share a statement.
+  const commitsIn = (statement: Statement) =>
     new StatementBatch<PlainCommit, CommitRow>(
       async (items) => {
         const answers = new Map<PlainCommit, CommitRow>();
         for (const sent of runsOfDistinct(items, commitKeys)) {
-          const { rows } = await run(statement(), commitManyValues(sent), 'commitOnce');
-          for (const row of rows as Array<CommitManyRow>) {
-            const { committed, guard, unsettled, dropped, journaled } = row;
-            answers.set(sent[Number(row.n) - 1]!, {
-              committed: committed ? 1 : 0,
-              guard,
-              unsettled,
-              spent: null,
-              journaled,
-              dropped,
-            });
-          }
+          const { rows } = await run(statement, commitManyValues(sent), 'commitOnce');
+          for (const row of rows as CommitRow[]) answers.set(sent[Number(row.n) - 1]!, row);
         }
         return items.map((item) => answers.get(item)!);
       },
@@ -434,14 +388,13 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
     );
   // One batch per kind of commit: with notifications or not, with a trail's rows or not.
   const commitBatches = new Map<string, StatementBatch<PlainCommit, CommitRow>>([
-    ['\n', commitsIn(() => statements.commitMany)],
+    ['\n', commitsIn(statements.commitMany)],
   ]);
   const commitBatch = (appendFunction: string | undefined, notifying: boolean) => {
     const key = `${appendFunction ?? ''}\n${notifying ? 'outbox' : ''}`;
     let batch = commitBatches.get(key);
     if (!batch) {
-      const statement = commitManyWith(names, { appendFunction, outbox: notifying ? outboxTables : undefined });
-      batch = commitsIn(() => statement);
+      batch = commitsIn(commitWith(names, { appendFunction, outbox: notifying ? outboxTables : undefined }));
       commitBatches.set(key, batch);
     }
     return batch;
@@ -599,23 +552,11 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
     }
 
     async find(id: string): Promise<AdapterPayload | undefined> {
-      const key = keyOf(id);
-      const box = currentReadAhead();
-      const read = box?.take(readAheadOwner, this.#name, 'id', key);
-      if (read) return read;
-      return lookups.add({
-        model: this.#name,
-        byUid: false,
-        key,
-        ...(box && this.#name === 'AccessToken' ? { ahead: box } : {}),
-      });
+      return lookups.add({ model: this.#name, byUid: false, key: keyOf(id) });
     }
 
     async findByUid(uid: string): Promise<AdapterPayload | undefined> {
-      const key = keyOf(uid);
-      const read = currentReadAhead()?.take(readAheadOwner, this.#name, 'uid', key);
-      if (read) return read;
-      return lookups.add({ model: this.#name, byUid: true, key });
+      return lookups.add({ model: this.#name, byUid: true, key: keyOf(uid) });
     }
 
     async findByUserCode(userCode: string): Promise<AdapterPayload | undefined> {
@@ -666,45 +607,27 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
         memberExpiry: Math.round(expiresAt),
         indexes: indexes.map(keyOf),
         guards: guardIds,
+        quotas: quotas.map((quota, at) => ({
+          id: quotaIds[at]!,
+          max: quota.max,
+          lifetime: Math.max(1, Math.min(quota.expiresAt - now, LONGEST_LIFETIME_MS)),
+        })),
         notes: notifying ? notes : undefined,
         journal: journal?.rows,
       };
-      // Impersonations' commits of one turn go out together; a delegation's (quota counters) alone.
-      const send = async (): Promise<CommitRow> => {
-        if (quotas.length === 0) return commitBatch(journal?.appendFunction, notifying).add(commit);
-        const values = [
-          commit.consumeModel,
-          commit.consumeId,
-          commit.consumed,
-          commit.model,
-          commit.id,
-          commit.payload,
-          lifetime,
-          commit.memberExpiry,
-          commit.indexes,
-          guardIds,
-          GUARD_LIFETIME_MS,
-          quotaIds,
-          quotas.map((quota) => quota.max),
-          quotas.map((quota) => Math.max(1, Math.min(quota.expiresAt - now, LONGEST_LIFETIME_MS))),
-          ...(journal ? [journal.rows] : []),
-          ...(notifying ? appendValues(notes.entries, notes.maxPending, notes.now) : []),
-        ];
-        const statement = commitStatement(journal?.appendFunction, notifying);
-        return (await run(statement, values, 'commitOnce')).rows[0] as CommitRow;
-      };
+      const batch = commitBatch(journal?.appendFunction, notifying);
       let answer: CommitRow;
       // Invariant 4: a row created meanwhile is not seen by this statement; sent again, it is.
       for (let attempt = 1; ; attempt += 1) {
-        answer = await send();
-        if (answer.unsettled === 0 || answer.guard !== null || answer.spent !== null || answer.committed === 1) break;
+        answer = await batch.add(commit);
+        if (!answer.unsettled || answer.guard !== null || answer.spent !== null || answer.committed) break;
         if (attempt === MAX_COMMIT_ATTEMPTS)
           throw unavailable('the exchange could not be committed: its guards or quota counters kept changing');
       }
       const { committed, guard, spent, journaled, dropped } = answer;
       if (guard !== null) return { outcome: 'guarded', guard: guards[guardIds.indexOf(guard)] ?? guard };
       if (spent !== null) return { outcome: 'spent', key: quotas[quotaIds.indexOf(spent)]?.key ?? spent };
-      if (committed !== 1) return { outcome: 'consumed' };
+      if (!committed) return { outcome: 'consumed' };
       return {
         outcome: 'committed',
         ...(journaled ? { journaled } : {}),
