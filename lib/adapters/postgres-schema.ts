@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type pg from 'pg';
 import { migrateUnderLock } from '../postgres/migration.js';
-import type { OutboxTables } from '../outbox/postgres.js';
+import { appendCtes, type OutboxTables } from '../outbox/postgres.js';
 import { GUARD_KIND, QUOTA_KIND } from './contracts/commit.js';
 import type { Statement } from '../postgres/statement.js';
 
@@ -15,42 +15,39 @@ interface StoreNames {
   /** Key of the advisory lock that serialises migrations of these tables. */
   lock: string;
   statementPrefix: string;
-  /** Index names, unqualified (PostgreSQL creates an index in its table's schema). */
-  uidIndex: string;
-  userCodeIndex: string;
-  grantIndex: string;
-  expiryIndex: string;
-  orderIndex: string;
-  indexExpiryIndex: string;
+  /** Index names, unqualified (PostgreSQL creates an index in its table's schema), by suffix. */
+  index(suffix: string): string;
   /** Every table and index the migration creates, qualified as `to_regclass()` reads them. */
   objects: string[];
+  /** The outbox's tables, made on its first use. */
+  outbox: OutboxTables;
 }
+
+const INDEX_SUFFIXES = ['uid', 'user_code', 'grant', 'expires', 'index_order', 'index_expires'];
 
 export function storeNames(schema: string | undefined, table: string): StoreNames {
   const qualify = (name: string) => (schema ? `"${schema}"."${name}"` : `"${name}"`);
+  const index = (suffix: string) => `"${table}_${suffix}"`;
   const lock = `oidc-provider-impersonation:${schema ?? ''}.${table}`;
-  const created = [
-    table,
-    `${table}_index`,
-    `${table}_uid`,
-    `${table}_user_code`,
-    `${table}_grant`,
-    `${table}_expires`,
-    `${table}_index_order`,
-    `${table}_index_expires`,
-  ];
+  const statementPrefix = `oidc_imp_${createHash('sha256').update(lock).digest('hex').slice(0, 12)}_`;
   return {
-    objects: created.map(qualify),
+    objects: [table, `${table}_index`, ...INDEX_SUFFIXES.map((suffix) => `${table}_${suffix}`)].map(qualify),
     entries: qualify(table),
     indexes: qualify(`${table}_index`),
     lock,
-    statementPrefix: `oidc_imp_${createHash('sha256').update(lock).digest('hex').slice(0, 12)}_`,
-    uidIndex: `"${table}_uid"`,
-    userCodeIndex: `"${table}_user_code"`,
-    grantIndex: `"${table}_grant"`,
-    expiryIndex: `"${table}_expires"`,
-    orderIndex: `"${table}_index_order"`,
-    indexExpiryIndex: `"${table}_index_expires"`,
+    statementPrefix,
+    index,
+    outbox: {
+      statementPrefix,
+      entries: qualify(`${table}_outbox`),
+      drops: qualify(`${table}_outbox_drops`),
+      streamIndex: index('outbox_stream'),
+      // (subscription, seq): an append reads a subscription's oldest waiting entry from it.
+      subscriptionIndex: index('outbox_subscription_seq'),
+      // By subscription and due time.
+      readyIndex: index('outbox_ready_by_subscription'),
+      deadIndex: index('outbox_dead'),
+    },
   };
 }
 
@@ -79,10 +76,10 @@ export async function migrateStore(pool: pg.Pool, names: StoreNames): Promise<vo
       expires_at timestamptz,
       PRIMARY KEY (model, id)
     ) WITH (fillfactor = 90);
-    CREATE INDEX IF NOT EXISTS ${names.uidIndex} ON ${names.entries} (model, uid) WHERE uid IS NOT NULL;
-    CREATE INDEX IF NOT EXISTS ${names.userCodeIndex} ON ${names.entries} (model, user_code) WHERE user_code IS NOT NULL;
-    CREATE INDEX IF NOT EXISTS ${names.grantIndex} ON ${names.entries} (grant_id) WHERE grant_id IS NOT NULL;
-    CREATE INDEX IF NOT EXISTS ${names.expiryIndex} ON ${names.entries} (expires_at) WHERE expires_at IS NOT NULL;
+    CREATE INDEX IF NOT EXISTS ${names.index('uid')} ON ${names.entries} (model, uid) WHERE uid IS NOT NULL;
+    CREATE INDEX IF NOT EXISTS ${names.index('user_code')} ON ${names.entries} (model, user_code) WHERE user_code IS NOT NULL;
+    CREATE INDEX IF NOT EXISTS ${names.index('grant')} ON ${names.entries} (grant_id) WHERE grant_id IS NOT NULL;
+    CREATE INDEX IF NOT EXISTS ${names.index('expires')} ON ${names.entries} (expires_at) WHERE expires_at IS NOT NULL;
     CREATE TABLE IF NOT EXISTS ${names.indexes} (
       model text COLLATE "C" NOT NULL,
       name text COLLATE "C" NOT NULL,
@@ -90,8 +87,8 @@ export async function migrateStore(pool: pg.Pool, names: StoreNames): Promise<vo
       expires_at bigint NOT NULL,
       PRIMARY KEY (model, name, member)
     );
-    CREATE INDEX IF NOT EXISTS ${names.orderIndex} ON ${names.indexes} (model, name, expires_at, member);
-    CREATE INDEX IF NOT EXISTS ${names.indexExpiryIndex} ON ${names.indexes} (expires_at);
+    CREATE INDEX IF NOT EXISTS ${names.index('index_order')} ON ${names.indexes} (model, name, expires_at, member);
+    CREATE INDEX IF NOT EXISTS ${names.index('index_expires')} ON ${names.indexes} (expires_at);
   `,
   );
 }
@@ -137,7 +134,7 @@ export function commitWith(names: StoreNames, extras: CommitExtras): Statement {
 // ids, owners n, $12 a created guard's lifetime (ms); $13, $14 index names and owners n; $15–$18 quota
 // counters' ids, bounds, lifetimes (ms) and owners n (entries of the owner's model).
 function commitText({ entries, indexes }: StoreNames, { outbox, appendFunction }: CommitExtras): string {
-  const notes = outbox ? `,\n      ${notifyManyCtes(outbox)}` : '';
+  const notes = outbox ? `,\n      ${appendCtes(outbox, 19, 'i.n IN (SELECT n FROM allowed)')}` : '';
   const dropped = outbox
     ? `(SELECT json_agg(c.subscription) FROM counted AS c WHERE c.n = q.n AND c.waiting >= c.max_pending)`
     : 'NULL::json';
@@ -245,44 +242,6 @@ function journalManyCtes(appendFunction: string, first: number): string {
         SELECT r.seq, r.hash, r.pos
         FROM (SELECT jsonb_agg(value ORDER BY pos) AS rows FROM journal_input HAVING count(*) > 0) AS x
         CROSS JOIN LATERAL ${appendFunction}(x.rows) WITH ORDINALITY AS r(seq, hash, pos))`;
-}
-
-// A batch's notifications ($19 ids, $20 subscriptions, $21 subjects, $22 streams, $23 bodies, $24 times (ms),
-// $25 bounds, $26 exchange n), as appendCtes; `ahead` counts a subscription's earlier entries in the batch.
-function notifyManyCtes({ entries, drops }: Pick<OutboxTables, 'entries' | 'drops'>): string {
-  return `input AS (
-        SELECT * FROM unnest($19::text[], $20::text[], $21::text[], $22::text[], $23::text[], $24::bigint[],
-          $25::bigint[], $26::int[]) WITH ORDINALITY AS i(id, subscription, subject, stream, body, now, max_pending, n, ord)
-        WHERE i.n IN (SELECT n FROM allowed)
-        LIMIT cardinality($19::text[])),
-      ranked AS (
-        SELECT i.*, row_number() OVER (PARTITION BY i.subscription ORDER BY i.ord) - 1 AS ahead FROM input AS i),
-      counted AS (
-        SELECT r.*, r.ahead + CASE
-            WHEN coalesce((SELECT max(seq) FROM ${entries})
-                          - (SELECT min(e.seq) FROM ${entries} AS e
-                             WHERE e.subscription = r.subscription AND e.dead_at IS NULL) + 1, 0) + r.ahead < r.max_pending
-              THEN 0
-            ELSE (SELECT count(*) FROM (SELECT 1 FROM ${entries} AS e
-                                        WHERE e.subscription = r.subscription AND e.dead_at IS NULL
-                                        LIMIT r.max_pending) AS bounded)
-          END AS waiting
-        FROM ranked AS r),
-      appended AS (
-        INSERT INTO ${entries} (id, subscription, subject, stream, body, created_at, next_at, ready)
-        SELECT c.id, c.subscription, c.subject, c.stream, c.body, c.now, c.now, latest.seq IS NULL
-        FROM counted AS c LEFT JOIN LATERAL (
-          SELECT e.seq FROM ${entries} AS e WHERE e.stream = c.stream AND e.dead_at IS NULL
-          ORDER BY e.seq DESC LIMIT 1
-          FOR KEY SHARE
-        ) AS latest ON true
-        WHERE c.waiting < c.max_pending
-        ORDER BY c.ord),
-      refused AS (
-        INSERT INTO ${drops} (subscription, dropped)
-        SELECT subscription, count(*) FROM counted WHERE waiting >= max_pending GROUP BY subscription
-        ORDER BY subscription
-        ON CONFLICT (subscription) DO UPDATE SET dropped = ${drops}.dropped + EXCLUDED.dropped)`;
 }
 
 export function storeStatements(names: StoreNames): Record<StatementName, Statement> {

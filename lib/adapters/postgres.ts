@@ -7,7 +7,7 @@ import type { CommitOutcome, CommitWrite, QuotaOutcome, QuotaWrite } from './con
 import type { EveryDomainAdapter, ImpersonationAdapterClass } from './contract.js';
 import { saveWithinQuotasBy } from './quotas.js';
 import { streamOf, type NewOutboxEntry, type OutboxStore } from '../outbox/contract.js';
-import { createPostgresOutbox, outboxDdl, type RunTransaction } from '../outbox/postgres.js';
+import { appendValues, createPostgresOutbox, outboxDdl, type RunTransaction } from '../outbox/postgres.js';
 import { migrateUnderLock } from '../postgres/migration.js';
 import { lastByKey, StatementBatch } from '../postgres/batch.js';
 import { assertPlainIdentifiers } from '../postgres/identifier.js';
@@ -130,20 +130,13 @@ function commitManyValues(commits: readonly PlainCommit[]): unknown[] {
   const indexes = owned((commit) => commit.indexes);
   const quotas = commits.flatMap((commit, at) => commit.quotas.map((quota) => ({ ...quota, n: at + 1 })));
   const notes = commits.flatMap((commit, at) =>
-    (commit.notes?.entries ?? []).map((entry) => ({ entry, n: at + 1, notes: commit.notes! })),
+    (commit.notes?.entries ?? []).map((entry) => ({
+      entry,
+      now: commit.notes!.now,
+      maxPending: commit.notes!.maxPending,
+      n: at + 1,
+    })),
   );
-  const notified = notes.length
-    ? [
-        notes.map(({ entry }) => entry.id),
-        notes.map(({ entry }) => entry.subscription),
-        notes.map(({ entry }) => entry.subject),
-        notes.map(({ entry }) => streamOf(entry)),
-        notes.map(({ entry }) => entry.body),
-        notes.map(({ notes }) => notes.now),
-        notes.map(({ notes }) => notes.maxPending),
-        notes.map(({ n }) => n),
-      ]
-    : [];
   return [
     column('consumeModel'),
     column('consumeId'),
@@ -163,7 +156,7 @@ function commitManyValues(commits: readonly PlainCommit[]): unknown[] {
     quotas.map((quota) => quota.max),
     quotas.map((quota) => quota.lifetime),
     quotas.map((quota) => quota.n),
-    ...notified,
+    ...(notes.length ? appendValues(notes) : []),
     // A batch's commits are of one kind: all carry trail rows, or none does.
     ...(commits[0]?.journal === undefined ? [] : [commits.map((commit) => commit.journal ?? '[]')]),
   ];
@@ -221,8 +214,12 @@ interface IndexWrite {
   expiresAt: number;
 }
 
-/** An oidc-provider adapter on PostgreSQL for every model and domain; nothing is evicted (the disk is the bound). */
-export function createPostgresAdapter(options: PostgresAdapterOptions): PostgresAdapterClass {
+/** The options' values, checked: every one names its option when refused. */
+function checkedOptions(options: PostgresAdapterOptions): {
+  table: string;
+  cleanupInterval: number;
+  cleanupBatch: number;
+} {
   if (options === null || typeof options !== 'object')
     throw invalidArgument('createPostgresAdapter', 'options', 'must be an object');
   refuseUnknownOptions('createPostgresAdapter', options, [
@@ -248,58 +245,20 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
   if (!Number.isSafeInteger(cleanupBatch) || cleanupBatch < 1)
     throw invalidOption('createPostgresAdapter', 'cleanupBatch', 'must be a positive integer');
 
-  const { pool, end } = openPool('createPostgresAdapter', options);
-  const names = storeNames(options.schema, table);
-  const statements = storeStatements(names);
+  return { table, cleanupInterval, cleanupBatch };
+}
 
-  let migrated = false;
-  let migrating: Promise<void> | undefined;
-  let closed = false;
-  let sweeping: Promise<{ entries: number; indexMembers: number }> | undefined;
-  let timer: NodeJS.Timeout | undefined;
+/** Runs one statement of `operation` on the adapter's pool, its tables ready. */
+type Run = (statement: Statement, values: unknown[], operation: string) => Promise<pg.QueryResult>;
 
-  function migrate(): Promise<void> {
-    if (closed) return Promise.reject(unavailable('the PostgreSQL adapter is disconnected'));
-    migrating ??= migrateStore(pool, names).then(
-      () => {
-        migrated = true;
-        startSweep();
-      },
-      (error: unknown) => {
-        migrating = undefined; // retried on the next call: the database may be back
-        throw storeError('migration', error);
-      },
-    );
-    return migrating;
-  }
-
-  function startSweep(): void {
-    if (!cleanupInterval || timer || closed) return;
-    timer = setInterval(() => {
-      cleanup().catch(() => {});
-    }, cleanupInterval);
-    // The sweep never keeps a process alive that has nothing else to do.
-    timer.unref();
-  }
-
-  /** Runs one statement; every caller sends exactly one per operation (the first also migrates). */
-  async function run(statement: Statement, values: unknown[], operation: string): Promise<pg.QueryResult> {
-    if (closed) throw unavailable('the PostgreSQL adapter is disconnected');
-    if (!migrated) await migrate();
-    try {
-      return await pool.query({ name: statement.name, text: statement.text, values });
-    } catch (error) {
-      throw storeError(operation, error);
-    }
-  }
-
-  // Invariant 10: finds, consumptions, writes and index additions of one turn go out as one statement.
+/** Invariant 10: finds, consumptions, writes and index additions of one turn go out as one statement each. */
+function entryBatches(run: Run, statements: ReturnType<typeof storeStatements>) {
   const lookups = new StatementBatch<Lookup, AdapterPayload | undefined>(
     async (items) => {
       const { rows } = await run(
         statements.findMany,
         [items.map((item) => item.model), items.map((item) => item.byUid), items.map((item) => item.key)],
-        items.length === 1 ? (items[0]!.byUid ? 'findByUid' : 'find') : 'find',
+        items.length === 1 && items[0]!.byUid ? 'findByUid' : 'find',
       );
       const found: Array<AdapterPayload | undefined> = Array.from({ length: items.length });
       for (const row of rows as Array<Row & { n: string }>) found[Number(row.n) - 1] = payloadOf(row);
@@ -329,9 +288,7 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
   const entryWrites = new StatementBatch<EntryWrite, void>(
     async (items) => {
       // Invariant 3.
-      const rows = lastByKey(items, (item) => `${item.model}\u0000${item.id}`).sort((a, b) =>
-        a.model === b.model ? (a.id < b.id ? -1 : a.id > b.id ? 1 : 0) : a.model < b.model ? -1 : 1,
-      );
+      const rows = lastByKey(items, (item) => `${item.model}\u0000${item.id}`);
       const column = <Key extends keyof EntryWrite>(key: Key) => rows.map((row) => row[key]);
       await run(
         statements.upsertMany,
@@ -373,32 +330,87 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
     { max: MAX_BATCH },
   );
 
-  // Invariant 11: the commits of one turn share a statement.
-  const commitsIn = (statement: Statement) =>
-    new StatementBatch<PlainCommit, CommitRow>(
-      async (items) => {
-        const answers = new Map<PlainCommit, CommitRow>();
-        for (const sent of runsOfDistinct(items, commitKeys)) {
-          const { rows } = await run(statement, commitManyValues(sent), 'commitOnce');
-          for (const row of rows as CommitRow[]) answers.set(sent[Number(row.n) - 1]!, row);
-        }
-        return items.map((item) => answers.get(item)!);
-      },
-      { max: MAX_BATCH },
-    );
-  // One batch per kind of commit: with notifications or not, with a trail's rows or not.
-  const commitBatches = new Map<string, StatementBatch<PlainCommit, CommitRow>>([
-    ['\n', commitsIn(statements.commitMany)],
-  ]);
-  const commitBatch = (appendFunction: string | undefined, notifying: boolean) => {
-    const key = `${appendFunction ?? ''}\n${notifying ? 'outbox' : ''}`;
-    let batch = commitBatches.get(key);
+  return { lookups, consumptions, entryWrites, indexWrites };
+}
+
+/** Invariant 11: the commits of one turn share a statement, one per kind (with notifications or not, a trail's rows or not). */
+function commitBatches(run: Run, statementOf: (appendFunction: string | undefined, notifying: boolean) => Statement) {
+  const batches = new Map<string, StatementBatch<PlainCommit, CommitRow>>();
+  return (appendFunction: string | undefined, notifying: boolean): StatementBatch<PlainCommit, CommitRow> => {
+    const key = `${appendFunction ?? ''}\n${notifying}`;
+    let batch = batches.get(key);
     if (!batch) {
-      batch = commitsIn(commitWith(names, { appendFunction, outbox: notifying ? outboxTables : undefined }));
-      commitBatches.set(key, batch);
+      const statement = statementOf(appendFunction, notifying);
+      batch = new StatementBatch<PlainCommit, CommitRow>(
+        async (items) => {
+          const answers = new Map<PlainCommit, CommitRow>();
+          for (const sent of runsOfDistinct(items, commitKeys)) {
+            const { rows } = await run(statement, commitManyValues(sent), 'commitOnce');
+            for (const row of rows as CommitRow[]) answers.set(sent[Number(row.n) - 1]!, row);
+          }
+          return items.map((item) => answers.get(item)!);
+        },
+        { max: MAX_BATCH },
+      );
+      batches.set(key, batch);
     }
     return batch;
   };
+}
+
+/** An oidc-provider adapter on PostgreSQL for every model and domain; nothing is evicted (the disk is the bound). */
+export function createPostgresAdapter(options: PostgresAdapterOptions): PostgresAdapterClass {
+  const { table, cleanupInterval, cleanupBatch } = checkedOptions(options);
+  const { pool, end } = openPool('createPostgresAdapter', options);
+  const names = storeNames(options.schema, table);
+  const statements = storeStatements(names);
+
+  let migrated = false;
+  let migrating: Promise<void> | undefined;
+  let closed = false;
+  let sweeping: Promise<{ entries: number; indexMembers: number }> | undefined;
+  let timer: NodeJS.Timeout | undefined;
+
+  function migrate(): Promise<void> {
+    if (closed) return Promise.reject(unavailable('the PostgreSQL adapter is disconnected'));
+    migrating ??= migrateStore(pool, names).then(
+      () => {
+        migrated = true;
+        startSweep();
+      },
+      (error: unknown) => {
+        migrating = undefined; // retried on the next call: the database may be back
+        throw storeError('migration', error);
+      },
+    );
+    return migrating;
+  }
+
+  function startSweep(): void {
+    if (!cleanupInterval || timer || closed) return;
+    timer = setInterval(() => {
+      cleanup().catch(() => {});
+    }, cleanupInterval);
+    // The sweep never keeps a process alive that has nothing else to do.
+    timer.unref();
+  }
+
+  /** Runs one statement once `ready`; every caller sends exactly one per operation (the first also migrates). */
+  const runOn =
+    (ready: () => Promise<void>): Run =>
+    async (statement, values, operation) => {
+      await ready();
+      try {
+        return await pool.query({ name: statement.name, text: statement.text, values });
+      } catch (error) {
+        throw storeError(operation, error);
+      }
+    };
+  const run = runOn(storeReady);
+  const { lookups, consumptions, entryWrites, indexWrites } = entryBatches(run, statements);
+  const commitBatch = commitBatches(run, (appendFunction, notifying) =>
+    commitWith(names, { appendFunction, outbox: notifying ? outboxTables : undefined }),
+  );
 
   function cleanup(): Promise<{ entries: number; indexMembers: number }> {
     // One sweep at a time per adapter; several instances skip each other's rows.
@@ -426,17 +438,7 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
   }
 
   let outbox: OutboxStore | undefined;
-  const outboxTables = {
-    statementPrefix: names.statementPrefix,
-    entries: qualified(options.schema, `${table}_outbox`),
-    drops: qualified(options.schema, `${table}_outbox_drops`),
-    streamIndex: `"${table}_outbox_stream"`,
-    // (subscription, seq): an append reads a subscription's oldest waiting entry from it.
-    subscriptionIndex: `"${table}_outbox_subscription_seq"`,
-    // By subscription and due time.
-    readyIndex: `"${table}_outbox_ready_by_subscription"`,
-    deadIndex: `"${table}_outbox_dead"`,
-  };
+  const outboxTables = names.outbox;
   let outboxMigrating: Promise<void> | undefined;
   /** The outbox's tables are made on its first use: a deployment without webhooks never has them. */
   async function outboxReady(): Promise<void> {
@@ -447,14 +449,7 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
     });
     await outboxMigrating;
   }
-  async function runOutbox(statement: Statement, values: unknown[], operation: string): Promise<pg.QueryResult> {
-    await outboxReady();
-    try {
-      return await pool.query({ name: statement.name, text: statement.text, values });
-    } catch (error) {
-      throw storeError(operation, error);
-    }
-  }
+  const runOutbox = runOn(outboxReady);
   const runOutboxTransaction: RunTransaction = (work, operation) => transaction(outboxReady, 'BEGIN', work, operation);
 
   /** The store's tables, made on the first call. */
@@ -588,8 +583,7 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
       const lifetime = lifetimeMs(write.expiresIn);
       if (lifetime === null || lifetime === 0) throw invalidCall('commitOnce', 'the entry to write needs a lifetime');
       assertMember(write.id);
-      if (!Number.isSafeInteger(Math.round(expiresAt)))
-        throw unstorableValue('the PostgreSQL adapter', 'an index expiry must be a finite number of ms, at most 2^53');
+      const memberExpiry = storedExpiry(expiresAt);
       const notifying = notes !== undefined && notes.entries.length > 0;
       if (notifying) await outboxReady();
       const { consumed: _consumed, ...stored } = write.payload;
@@ -604,7 +598,7 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
         id: keyOf(write.id),
         payload: JSON.stringify(stored),
         lifetime,
-        memberExpiry: Math.round(expiresAt),
+        memberExpiry,
         indexes: indexes.map(keyOf),
         guards: guardIds,
         quotas: quotas.map((quota, at) => ({
@@ -655,19 +649,19 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
     async indexAdd(indexes: readonly string[], member: string, expiresAt: number): Promise<void> {
       if (!indexes.length) return;
       assertMember(member);
-      // A number beyond bigint (1e300 is finite) would be refused by PostgreSQL.
-      if (!Number.isSafeInteger(Math.round(expiresAt)))
-        throw unstorableValue('the PostgreSQL adapter', 'an index expiry must be a finite number of ms, at most 2^53');
-      await indexWrites.add({ model: this.#name, names: indexes.map(keyOf), member, expiresAt: Math.round(expiresAt) });
+      await indexWrites.add({
+        model: this.#name,
+        names: indexes.map(keyOf),
+        member,
+        expiresAt: storedExpiry(expiresAt),
+      });
     }
 
     /** Invariant 6: the advisory locks, then the count and addition in a later statement. */
     async indexAddWithin(adds: readonly BoundedIndexAdd[], member: string): Promise<string | undefined> {
       if (!adds.length) return undefined;
       assertMember(member);
-      const expiries = adds.map((add) => Math.round(add.expiresAt));
-      if (!expiries.every(Number.isSafeInteger))
-        throw unstorableValue('the PostgreSQL adapter', 'an index expiry must be a finite number of ms, at most 2^53');
+      const expiries = adds.map((add) => storedExpiry(add.expiresAt));
       const indexNames = adds.map((add) => keyOf(add.index));
       const model = this.#name;
       const { rows } = await transaction(
@@ -728,6 +722,14 @@ function lifetimeMs(expiresIn: number | undefined): number | null {
   return lifetime === undefined ? null : Math.min(lifetime, LONGEST_LIFETIME_MS);
 }
 
+/** An index expiry as stored, in whole ms: a number beyond bigint (1e300 is finite) would be refused by PostgreSQL. */
+function storedExpiry(expiresAt: number): number {
+  const rounded = Math.round(expiresAt);
+  if (!Number.isSafeInteger(rounded))
+    throw unstorableValue('the PostgreSQL adapter', 'an index expiry must be a finite number of ms, at most 2^53');
+  return rounded;
+}
+
 function isStorableMember(member: string): boolean {
   return member.length <= LONGEST_KEY && !UNSTORABLE.test(member);
 }
@@ -753,16 +755,8 @@ function positionOf(member: string): string {
 /** Invariant 12: names the operation and SQLSTATE, never a value (a key can be a token). */
 function storeError(operation: string, error: unknown): Error {
   const { code, message } = error as { code?: unknown; message?: unknown };
-  const reason =
-    typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code)
-      ? `SQLSTATE ${code}`
-      : typeof message === 'string'
-        ? message
-        : 'unknown error';
+  const sqlState = typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) ? code : undefined;
+  const reason = sqlState ? `SQLSTATE ${sqlState}` : typeof message === 'string' ? message : 'unknown error';
   // The SQLSTATE tells a value PostgreSQL refused (isDataError) from an outage.
-  return postgresFailed(operation, reason, typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) ? code : undefined);
-}
-
-function qualified(schema: string | undefined, name: string): string {
-  return schema ? `"${schema}"."${name}"` : `"${name}"`;
+  return postgresFailed(operation, reason, sqlState);
 }

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { streamOf, type DeadLetter, type LeasedEntry, type NewOutboxEntry, type Settlement } from './entries.js';
+import { streamOf, type DeadLetter, type LeasedEntry, type NewOutboxEntry, type Settlement } from './contract.js';
 import type { OutboxStats, OutboxStore } from './contract.js';
 
 interface Waiting extends NewOutboxEntry {

@@ -1,6 +1,6 @@
 /** The outbox on PostgreSQL: tables of entries and counters beside the adapter's (Invariants 14, 15). */
 import { randomUUID } from 'node:crypto';
-import { streamOf, type DeadLetter, type LeasedEntry, type NewOutboxEntry, type SettledEntry } from './entries.js';
+import { streamOf, type DeadLetter, type LeasedEntry, type NewOutboxEntry, type SettledEntry } from './contract.js';
 import type { OutboxStats, OutboxStore } from './contract.js';
 import type { Statement } from '../postgres/statement.js';
 
@@ -27,60 +27,76 @@ export interface OutboxTables {
 /** Runs statements in one transaction on one connection: committed when `work` resolves, rolled back when it throws. */
 export type RunTransaction = <T>(work: (run: RunStatement) => Promise<T>, operation: string) => Promise<T>;
 
-/** The append as CTEs ending in `refused`, parameters `first` to `first` + 6; nothing appended unless `gate` holds. */
+/**
+ * The append as CTEs ending in `refused`: per entry, from `$first` on, its id, subscription, subject, stream, body,
+ * time (ms), bound and owner; only entries whose row `i` meets `gate`. `counted.waiting` at the bound: dropped.
+ */
 export function appendCtes(tables: Pick<OutboxTables, 'entries' | 'drops'>, first: number, gate: string): string {
   const { entries, drops } = tables;
   const $ = (offset: number) => `$${first + offset}`;
   return `input AS (
-      SELECT * FROM unnest(${$(0)}::text[], ${$(1)}::text[], ${$(2)}::text[], ${$(3)}::text[], ${$(4)}::text[])
-        AS i(id, subscription, subject, stream, body)
-      WHERE ${gate}
-      -- Never fewer than the entries: it tells the planner how few there are. Without it a generic
-      -- plan assumes ten rows, each with its index probes, and the statement is planned afresh on
-      -- every call (the commit's whole statement with it).
-      LIMIT cardinality(${$(0)}::text[])
-    ), counted AS (
-      -- Entries are numbered in the order appended: a subscription waits for at most the entries
-      -- appended since its oldest waiting one (two index probes). Only when that could reach the
-      -- bound are its waiting entries counted, up to the bound: an append's cost never follows
-      -- the backlog of a receiver that is catching up.
-      SELECT i.*, CASE
-          WHEN coalesce((SELECT max(seq) FROM ${entries})
-                        - (SELECT min(e.seq) FROM ${entries} e
-                           WHERE e.subscription = i.subscription AND e.dead_at IS NULL) + 1, 0) < ${$(6)}::bigint
-            THEN 0
-          ELSE (SELECT count(*) FROM (SELECT 1 FROM ${entries} e
-                                      WHERE e.subscription = i.subscription AND e.dead_at IS NULL
-                                      LIMIT ${$(6)}::bigint) bounded)
-        END AS waiting
-      FROM input i
-    ), appended AS (
-      INSERT INTO ${entries} (id, subscription, subject, stream, body, created_at, next_at, ready)
-      SELECT c.id, c.subscription, c.subject, c.stream, c.body, ${$(5)}::bigint, ${$(5)}::bigint, latest.seq IS NULL
-      FROM counted c LEFT JOIN LATERAL (
-        SELECT e.seq FROM ${entries} e WHERE e.stream = c.stream AND e.dead_at IS NULL
-        ORDER BY e.seq DESC LIMIT 1
-        FOR KEY SHARE
-      ) latest ON true
-      WHERE c.waiting < ${$(6)}::bigint
-    ), refused AS (
-      INSERT INTO ${drops} (subscription, dropped)
-      SELECT subscription, 1 FROM counted WHERE waiting >= ${$(6)}::bigint
-      ON CONFLICT (subscription) DO UPDATE SET dropped = ${drops}.dropped + 1
-      RETURNING subscription
-    )`;
+        SELECT * FROM unnest(${$(0)}::text[], ${$(1)}::text[], ${$(2)}::text[], ${$(3)}::text[], ${$(4)}::text[],
+          ${$(5)}::bigint[], ${$(6)}::bigint[], ${$(7)}::int[])
+          WITH ORDINALITY AS i(id, subscription, subject, stream, body, now, max_pending, n, ord)
+        WHERE ${gate}
+        -- Never fewer than the entries: it tells the planner how few there are. Without it a generic
+        -- plan assumes ten rows, each with its index probes, and the statement is planned afresh on
+        -- every call (the commit's whole statement with it).
+        LIMIT cardinality(${$(0)}::text[])),
+      ranked AS (
+        -- An entry waits behind the earlier entries of its subscription in the same statement.
+        SELECT i.*, row_number() OVER (PARTITION BY i.subscription ORDER BY i.ord) - 1 AS ahead FROM input AS i),
+      counted AS (
+        -- Entries are numbered in the order appended: a subscription waits for at most the entries
+        -- appended since its oldest waiting one (two index probes). Only when that could reach the
+        -- bound are its waiting entries counted, up to the bound: an append's cost never follows
+        -- the backlog of a receiver that is catching up.
+        SELECT r.*, r.ahead + CASE
+            WHEN coalesce((SELECT max(seq) FROM ${entries})
+                          - (SELECT min(e.seq) FROM ${entries} AS e
+                             WHERE e.subscription = r.subscription AND e.dead_at IS NULL) + 1, 0) + r.ahead < r.max_pending
+              THEN 0
+            ELSE (SELECT count(*) FROM (SELECT 1 FROM ${entries} AS e
+                                        WHERE e.subscription = r.subscription AND e.dead_at IS NULL
+                                        LIMIT r.max_pending) AS bounded)
+          END AS waiting
+        FROM ranked AS r),
+      appended AS (
+        INSERT INTO ${entries} (id, subscription, subject, stream, body, created_at, next_at, ready)
+        SELECT c.id, c.subscription, c.subject, c.stream, c.body, c.now, c.now, latest.seq IS NULL
+        FROM counted AS c LEFT JOIN LATERAL (
+          SELECT e.seq FROM ${entries} AS e WHERE e.stream = c.stream AND e.dead_at IS NULL
+          ORDER BY e.seq DESC LIMIT 1
+          FOR KEY SHARE
+        ) AS latest ON true
+        WHERE c.waiting < c.max_pending
+        ORDER BY c.ord),
+      refused AS (
+        INSERT INTO ${drops} (subscription, dropped)
+        SELECT subscription, count(*) FROM counted WHERE waiting >= max_pending GROUP BY subscription
+        ORDER BY subscription
+        ON CONFLICT (subscription) DO UPDATE SET dropped = ${drops}.dropped + EXCLUDED.dropped)`;
+}
+
+/** An entry to append, with its time (ms), its subscription's bound and its owner (`n` in a commit, else 1). */
+export interface EntryToAppend {
+  entry: NewOutboxEntry;
+  now: number;
+  maxPending: number;
+  n: number;
 }
 
 /** appendCtes' values, in order. */
-export function appendValues(toAppend: readonly NewOutboxEntry[], maxPending: number, now: number): unknown[] {
+export function appendValues(toAppend: readonly EntryToAppend[]): unknown[] {
   return [
-    toAppend.map((entry) => entry.id),
-    toAppend.map((entry) => entry.subscription),
-    toAppend.map((entry) => entry.subject),
-    toAppend.map((entry) => streamOf(entry)),
-    toAppend.map((entry) => entry.body),
-    now,
-    maxPending,
+    toAppend.map(({ entry }) => entry.id),
+    toAppend.map(({ entry }) => entry.subscription),
+    toAppend.map(({ entry }) => entry.subject),
+    toAppend.map(({ entry }) => streamOf(entry)),
+    toAppend.map(({ entry }) => entry.body),
+    toAppend.map(({ now }) => now),
+    toAppend.map(({ maxPending }) => maxPending),
+    toAppend.map(({ n }) => n),
   ];
 }
 
@@ -147,7 +163,7 @@ function outboxStatements(
            ) AND NOT ready`;
   const texts = {
     append: `WITH ${appendCtes(tables, 1, 'true')}
-         SELECT subscription FROM refused`,
+         SELECT subscription FROM counted WHERE waiting >= max_pending ORDER BY ord`,
     claim: claimStatement(entries),
     retry: `UPDATE ${entries} SET lease = NULL, lease_until = 0, next_at = $3
            WHERE seq = $1 AND lease = $2 AND dead_at IS NULL RETURNING seq`,
@@ -217,7 +233,8 @@ export function createPostgresOutbox(
   const store: OutboxStore = {
     async append(toAppend, maxPending, now) {
       if (!toAppend.length) return [];
-      const { rows } = await run(statements.append, appendValues(toAppend, maxPending, now), 'outbox append');
+      const values = appendValues(toAppend.map((entry) => ({ entry, now, maxPending, n: 1 })));
+      const { rows } = await run(statements.append, values, 'outbox append');
       return rows.map((row) => String(row['subscription']));
     },
 

@@ -59,7 +59,7 @@ export class StatementBatch<Item, Result> {
   }
 
   /** Every caller is settled by sendIsolatingDataErrors, which itself never rejects. */
-  #sendFirst(): Promise<void> {
+  #sendFirst(): Promise<unknown> {
     const batch = this.#pending.splice(0, this.#max);
     return sendIsolatingDataErrors(batch, async (waiting) => this.#send(waiting.map(({ item }) => item)));
   }

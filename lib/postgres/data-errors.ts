@@ -10,16 +10,8 @@ interface BatchCaller<Result> {
   reject(error: unknown): void;
 }
 
-/** Sends one statement for `callers`, each settled with its own result (Invariant 10). */
+/** Sends one statement for `callers`, each settled with its own result (Invariant 10); never rejects. Resolves with the failure that is not a data error, when one stopped the callers. */
 export async function sendIsolatingDataErrors<Caller extends BatchCaller<Result>, Result>(
-  callers: Caller[],
-  send: (callers: Caller[]) => Promise<Result[]>,
-): Promise<void> {
-  await settle(callers, send);
-}
-
-/** Resolves with the failure that is not a data error, when one stopped the callers. */
-async function settle<Caller extends BatchCaller<Result>, Result>(
   callers: Caller[],
   send: (callers: Caller[]) => Promise<Result[]>,
 ): Promise<{ failure: unknown } | undefined> {
@@ -36,8 +28,8 @@ async function settle<Caller extends BatchCaller<Result>, Result>(
       return undefined;
     }
     const middle = Math.ceil(callers.length / 2);
-    const stopped = await settle(callers.slice(0, middle), send);
-    if (!stopped) return settle(callers.slice(middle), send);
+    const stopped = await sendIsolatingDataErrors(callers.slice(0, middle), send);
+    if (!stopped) return sendIsolatingDataErrors(callers.slice(middle), send);
     for (const caller of callers.slice(middle)) caller.reject(stopped.failure);
     return stopped;
   }
