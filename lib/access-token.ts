@@ -2,6 +2,7 @@ import { hash } from 'node:crypto';
 import { createLocalJWKSet, jwtVerify, type JWTPayload } from 'jose';
 import { LRUCache } from 'lru-cache';
 import type { AccessToken, Provider } from 'oidc-provider';
+import { ReadAhead, readingAhead } from './adapters/contracts/read-ahead.js';
 import { providerSlot, slotOf } from './provider-state.js';
 import { findAccessTokenUnbound, providerJwks, sessionBindingHolds } from './provider-internals.js';
 import { SESSION_CLAIM } from './token-claims.js';
@@ -103,13 +104,13 @@ export async function verifyAccessToken(
 
 /** Invariant 52: an opaque user token as userinfo would honour it; session and Grant read side by side. */
 async function findHonouredAccessToken(provider: Provider, value: string): Promise<AccessToken | undefined> {
-  const token = await findAccessTokenUnbound(provider, value);
+  const box = new ReadAhead();
+  const token = await readingAhead(box, () => findAccessTokenUnbound(provider, value));
   if (!token || token.isExpired || typeof token.grantId !== 'string') return undefined;
   const { grantId } = token;
-  const [bound, grant] = await Promise.all([
-    sessionBindingHolds(provider, token),
-    provider.Grant.find(grantId, { ignoreExpiration: true }),
-  ]);
+  const [bound, grant] = await readingAhead(box, () =>
+    Promise.all([sessionBindingHolds(provider, token), provider.Grant.find(grantId, { ignoreExpiration: true })]),
+  );
   if (!bound || !grant || grant.isExpired || grant.clientId !== token.clientId || grant.accountId !== token.accountId) {
     return undefined;
   }

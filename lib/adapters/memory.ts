@@ -111,7 +111,6 @@ interface ModelStore {
 /** A grant's tokens, as `model` and `id`, for revokeByGrantId. */
 type GrantMembers = Array<[model: string, id: string]>;
 
-/** An oidc-provider adapter in this process, each model bounded on its own (Invariant 13); one per provider. */
 const check: OptionChecks = optionChecks('createMemoryAdapter');
 
 const MEMORY_OPTION_NAMES = Object.keys({
@@ -122,7 +121,8 @@ const MEMORY_OPTION_NAMES = Object.keys({
   clockTolerance: true,
 } satisfies Record<keyof MemoryAdapterOptions, true>);
 
-export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryAdapterClass {
+/** The options' values, checked: every one names its option when refused. */
+function checkedOptions(options: MemoryAdapterOptions) {
   check.known(options, MEMORY_OPTION_NAMES);
   const max = options.max ?? DEFAULT_MAX;
   check.positive('max', max);
@@ -144,6 +144,12 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
   const tolerance = options.clockTolerance ?? 0;
   if (!(Number.isFinite(tolerance) && tolerance >= 0))
     check.fail('clockTolerance', 'must be a number of seconds, 0 or more');
+  return { max, limits, protectedModels, tolerance };
+}
+
+/** An oidc-provider adapter in this process, each model bounded on its own (Invariant 13); one per provider. */
+export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryAdapterClass {
+  const { max, limits, protectedModels, tolerance } = checkedOptions(options);
   const evictedUnexpired: Record<string, number> = {};
   const refusedFull: Record<string, number> = {};
   const models = new Map<string, ModelStore>();
@@ -194,31 +200,33 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
       store.nextPurge = now + PURGE_INTERVAL_MS;
     }
     // Every one of them must fit: an LRU set beyond its bound would push out a protected entry.
-    const adding = () => ids.filter((id) => store.entries.expiresAt(id) === undefined).length;
-    if (store.entries.size + adding() <= store.max) return;
-    if (now - store.lastFullPurge >= FULL_PURGE_INTERVAL_MS) {
-      store.lastFullPurge = now;
-      store.entries.purge();
-      if (store.entries.size + adding() <= store.max) return;
-    }
-    if (store.protected) {
-      refusedFull[store.name] = (refusedFull[store.name] ?? 0) + 1;
-      throw storeFull(store.name);
-    }
+    const fits = () =>
+      store.entries.size + ids.filter((id) => store.entries.expiresAt(id) === undefined).length <= store.max;
+    if (fitsAfterPurge(store, now, fits) || !store.protected) return;
+    throw refused(store, storeFull(store.name));
+  }
+
+  /** Whether `fits` holds, sweeping expired entries first when it does not (at most once per FULL_PURGE_INTERVAL_MS). */
+  function fitsAfterPurge(store: ModelStore, now: number, fits: () => boolean): boolean {
+    if (fits()) return true;
+    if (now - store.lastFullPurge < FULL_PURGE_INTERVAL_MS) return false;
+    store.lastFullPurge = now;
+    store.entries.purge();
+    return fits();
+  }
+
+  /** `error`, a write to `store` refused for want of room: counted. */
+  function refused(store: ModelStore, error: Error): Error {
+    refusedFull[store.name] = (refusedFull[store.name] ?? 0) + 1;
+    return error;
   }
 
   /** Takes a new replay entry's client share (replay-shares.ts), sweeping when full; refuses when it stays full. */
   function admitReplay(store: ModelStore, shares: ReplayShareCounts, id: string, payload: AdapterPayload): ReplayShare {
     const share = replayShareOf(payload);
-    if (shares.hasRoom(share) || store.entries.expiresAt(id) !== undefined) return share;
-    const now = Date.now();
-    if (now - store.lastFullPurge >= FULL_PURGE_INTERVAL_MS) {
-      store.lastFullPurge = now;
-      store.entries.purge();
-      if (shares.hasRoom(share)) return share;
-    }
-    refusedFull[store.name] = (refusedFull[store.name] ?? 0) + 1;
-    throw replayShareFull(share.pool === 'anonymous');
+    if (store.entries.expiresAt(id) !== undefined || fitsAfterPurge(store, Date.now(), () => shares.hasRoom(share)))
+      return share;
+    throw refused(store, replayShareFull(share.pool === 'anonymous'));
   }
 
   /** How long `store` keeps an entry saved with `expiresIn`: oidc-provider's models, the clock tolerance longer. */
@@ -262,10 +270,7 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
       return index;
     });
     const added = indexes.filter((index) => !index.has(member)).length;
-    if (store.indexedMembers + added > store.max * INDEX_MEMBERS_PER_ENTRY) {
-      refusedFull[store.name] = (refusedFull[store.name] ?? 0) + 1;
-      throw storeFull(store.name);
-    }
+    if (store.indexedMembers + added > store.max * INDEX_MEMBERS_PER_ENTRY) throw refused(store, storeFull(store.name));
     return indexes;
   }
 
@@ -345,17 +350,18 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
     }
 
     async findByUid(uid: string): Promise<AdapterPayload | undefined> {
-      const id = this.#store.pointers.get(`uid:${uid}`);
-      const entry = id === undefined ? undefined : await this.find(id);
-      // Invariant 8.
-      return entry?.uid === uid ? entry : undefined;
+      return this.#byPointer('uid', uid);
     }
 
     async findByUserCode(userCode: string): Promise<AdapterPayload | undefined> {
-      const id = this.#store.pointers.get(`userCode:${userCode}`);
+      return this.#byPointer('userCode', userCode);
+    }
+
+    /** The entry `kind` points to, checked against it (Invariant 8). */
+    async #byPointer(kind: 'uid' | 'userCode', value: string): Promise<AdapterPayload | undefined> {
+      const id = this.#store.pointers.get(`${kind}:${value}`);
       const entry = id === undefined ? undefined : await this.find(id);
-      // Invariant 8.
-      return entry?.userCode === userCode ? entry : undefined;
+      return entry?.[kind] === value ? entry : undefined;
     }
 
     async consume(id: string): Promise<void> {

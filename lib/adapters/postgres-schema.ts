@@ -95,6 +95,7 @@ export async function migrateStore(pool: pg.Pool, names: StoreNames): Promise<vo
 
 type StatementName =
   | 'findMany'
+  | 'findManyAhead'
   | 'findByUserCode'
   | 'upsertMany'
   | 'consumeMany'
@@ -255,6 +256,26 @@ export function storeStatements(names: StoreNames): Record<StatementName, Statem
         UNION ALL
         SELECT payload, consumed FROM ${entries} WHERE q.by_uid AND model = q.model AND uid = q.key AND ${LIVE}
         LIMIT 1) AS e`,
+    // As findMany; for an access token ($4) also its Session (by uid) and Grant (by grant_id): `via` names them.
+    findManyAhead: `WITH found AS (
+        SELECT q.n, q.follow, e.payload, e.consumed, e.grant_id
+        FROM unnest($1::text[], $2::bool[], $3::text[], $4::bool[]) WITH ORDINALITY AS q(model, by_uid, key, follow, n)
+        CROSS JOIN LATERAL (
+          SELECT payload, consumed, grant_id FROM ${entries}
+          WHERE NOT q.by_uid AND model = q.model AND id = q.key AND ${LIVE}
+          UNION ALL
+          SELECT payload, consumed, grant_id FROM ${entries}
+          WHERE q.by_uid AND model = q.model AND uid = q.key AND ${LIVE}
+          LIMIT 1) AS e)
+      SELECT f.n, f.payload, f.consumed, NULL::text AS via FROM found AS f
+      UNION ALL
+      SELECT f.n, s.payload, s.consumed, 'Session' FROM found AS f
+        JOIN ${entries} AS s ON s.model = 'Session' AND s.uid = f.payload->>'sessionUid'
+        WHERE f.follow AND (s.expires_at IS NULL OR s.expires_at > now())
+      UNION ALL
+      SELECT f.n, g.payload, g.consumed, 'Grant' FROM found AS f
+        JOIN ${entries} AS g ON g.model = 'Grant' AND g.id = f.grant_id
+        WHERE f.follow AND (g.expires_at IS NULL OR g.expires_at > now())`,
     findByUserCode: `SELECT payload, consumed FROM ${entries} WHERE model = $1 AND user_code = $2 AND ${LIVE} LIMIT 1`,
     // Replaces whole entries, so an earlier `consumed` cannot survive; $8 lifetimes (ms), NULL never expires.
     upsertMany: `INSERT INTO ${entries} AS e (model, id, payload, consumed, grant_id, uid, user_code, expires_at)

@@ -13,6 +13,7 @@ import { lastByKey, StatementBatch } from '../postgres/batch.js';
 import { assertPlainIdentifiers } from '../postgres/identifier.js';
 import { openPool, POOL_SOURCE_NAMES, type PoolSource } from '../postgres/pool.js';
 import { refuseUnknownOptions } from '../config/names.js';
+import { currentReadAhead, type ReadAhead } from './contracts/read-ahead.js';
 import { commitWith, migrateStore, storeNames, storeStatements } from './postgres-schema.js';
 import type { Statement } from '../postgres/statement.js';
 import {
@@ -194,6 +195,8 @@ interface Lookup {
   model: string;
   byUid: boolean;
   key: string;
+  /** For an access token: where its session and Grant, read in the same statement, are left. */
+  ahead?: ReadAhead;
 }
 
 interface EntryWrite {
@@ -252,16 +255,35 @@ function checkedOptions(options: PostgresAdapterOptions): {
 type Run = (statement: Statement, values: unknown[], operation: string) => Promise<pg.QueryResult>;
 
 /** Invariant 10: finds, consumptions, writes and index additions of one turn go out as one statement each. */
-function entryBatches(run: Run, statements: ReturnType<typeof storeStatements>) {
+function entryBatches(run: Run, statements: ReturnType<typeof storeStatements>, readAheadOwner: object) {
   const lookups = new StatementBatch<Lookup, AdapterPayload | undefined>(
     async (items) => {
+      const following = items.some((item) => item.ahead);
+      const values = [items.map((item) => item.model), items.map((item) => item.byUid), items.map((item) => item.key)];
       const { rows } = await run(
-        statements.findMany,
-        [items.map((item) => item.model), items.map((item) => item.byUid), items.map((item) => item.key)],
+        following ? statements.findManyAhead : statements.findMany,
+        following ? [...values, items.map((item) => item.ahead !== undefined)] : values,
         items.length === 1 && items[0]!.byUid ? 'findByUid' : 'find',
       );
       const found: Array<AdapterPayload | undefined> = Array.from({ length: items.length });
-      for (const row of rows as Array<Row & { n: string }>) found[Number(row.n) - 1] = payloadOf(row);
+      const ahead: Array<{ Session?: AdapterPayload; Grant?: AdapterPayload }> = [];
+      for (const row of rows as Array<Row & { n: string; via?: 'Session' | 'Grant' | null }>) {
+        const at = Number(row.n) - 1;
+        if (row.via) (ahead[at] ??= {})[row.via] = payloadOf(row);
+        else found[at] = payloadOf(row);
+      }
+      for (const [at, item] of items.entries()) {
+        const token = found[at];
+        const { Session: session, Grant: grant } = ahead[at] ?? {};
+        if (!item.ahead || !token) continue;
+        // Only what was found is left; a miss is read again on its own.
+        if (session && typeof token.sessionUid === 'string' && keyOf(token.sessionUid) === token.sessionUid) {
+          item.ahead.put(readAheadOwner, 'Session', 'uid', token.sessionUid, session);
+        }
+        if (grant && typeof token.grantId === 'string') {
+          item.ahead.put(readAheadOwner, 'Grant', 'id', keyOf(token.grantId), grant);
+        }
+      }
       return found;
     },
     { max: MAX_BATCH },
@@ -395,11 +417,14 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
     timer.unref();
   }
 
+  /** The store's tables, made on the first call; undefined once they are, so that a statement goes out in this turn. */
+  const storeReady = (): Promise<void> | undefined => (closed || !migrated ? migrate() : undefined);
   /** Runs one statement once `ready`; every caller sends exactly one per operation (the first also migrates). */
   const runOn =
-    (ready: () => Promise<void>): Run =>
+    (ready: () => Promise<void> | undefined): Run =>
     async (statement, values, operation) => {
-      await ready();
+      const waiting = ready();
+      if (waiting) await waiting;
       try {
         return await pool.query({ name: statement.name, text: statement.text, values });
       } catch (error) {
@@ -407,7 +432,9 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
       }
     };
   const run = runOn(storeReady);
-  const { lookups, consumptions, entryWrites, indexWrites } = entryBatches(run, statements);
+  // The owner of what this adapter reads ahead (see ReadAhead): only its own finds take it.
+  const readAheadOwner = {};
+  const { lookups, consumptions, entryWrites, indexWrites } = entryBatches(run, statements, readAheadOwner);
   const commitBatch = commitBatches(run, (appendFunction, notifying) =>
     commitWith(names, { appendFunction, outbox: notifying ? outboxTables : undefined }),
   );
@@ -452,15 +479,9 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
   const runOutbox = runOn(outboxReady);
   const runOutboxTransaction: RunTransaction = (work, operation) => transaction(outboxReady, 'BEGIN', work, operation);
 
-  /** The store's tables, made on the first call. */
-  async function storeReady(): Promise<void> {
-    if (closed) throw unavailable('the PostgreSQL adapter is disconnected');
-    if (!migrated) await migrate();
-  }
-
   /** Runs `work` in one transaction (opened by `begin`) on one connection of the pool; any failure rolls it back. */
   async function transaction<T>(
-    ready: () => Promise<void>,
+    ready: () => Promise<void> | undefined,
     begin: string,
     work: (run: (statement: Statement, values: unknown[], step: string) => Promise<pg.QueryResult>) => Promise<T>,
     operation: string,
@@ -547,11 +568,23 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
     }
 
     async find(id: string): Promise<AdapterPayload | undefined> {
-      return lookups.add({ model: this.#name, byUid: false, key: keyOf(id) });
+      const key = keyOf(id);
+      const box = currentReadAhead();
+      const read = box?.take(readAheadOwner, this.#name, 'id', key);
+      if (read) return read;
+      return lookups.add({
+        model: this.#name,
+        byUid: false,
+        key,
+        ...(box && this.#name === 'AccessToken' ? { ahead: box } : {}),
+      });
     }
 
     async findByUid(uid: string): Promise<AdapterPayload | undefined> {
-      return lookups.add({ model: this.#name, byUid: true, key: keyOf(uid) });
+      const key = keyOf(uid);
+      const read = currentReadAhead()?.take(readAheadOwner, this.#name, 'uid', key);
+      if (read) return read;
+      return lookups.add({ model: this.#name, byUid: true, key });
     }
 
     async findByUserCode(userCode: string): Promise<AdapterPayload | undefined> {

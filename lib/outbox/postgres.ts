@@ -140,11 +140,8 @@ function outboxStatements(
 ): Record<
   | 'append'
   | 'claim'
-  | 'retry'
-  | 'lockOne'
-  | 'delivered'
-  | 'dead'
   | 'retryMany'
+  | 'lockWaiting'
   | 'lockMany'
   | 'settleMany'
   | 'waits'
@@ -155,33 +152,20 @@ function outboxStatements(
   Statement
 > {
   const { entries, drops } = tables;
-  // Marks the next entry of the settled entry's stream ready; `settled` names its stream, $1 its seq.
-  const markNext = `UPDATE ${entries} SET ready = true
-           WHERE seq = (
-             SELECT min(e.seq) FROM ${entries} e JOIN settled s ON e.stream = s.stream
-             WHERE e.seq > $1 AND e.dead_at IS NULL
-           ) AND NOT ready`;
+  // Entries whose lease still holds, locked in seq order.
+  const lock = `SELECT e.seq FROM ${entries} e
+             JOIN unnest($1::bigint[], $2::text[]) AS v(seq, lease) ON e.seq = v.seq AND e.lease = v.lease
+             WHERE e.dead_at IS NULL ORDER BY e.seq FOR UPDATE OF e`;
   const texts = {
     append: `WITH ${appendCtes(tables, 1, 'true')}
          SELECT subscription FROM counted WHERE waiting >= max_pending ORDER BY ord`,
     claim: claimStatement(entries),
-    retry: `UPDATE ${entries} SET lease = NULL, lease_until = 0, next_at = $3
-           WHERE seq = $1 AND lease = $2 AND dead_at IS NULL RETURNING seq`,
-    lockOne: `SELECT seq FROM ${entries} WHERE seq = $1 AND lease = $2 AND dead_at IS NULL FOR UPDATE`,
-    delivered: `WITH settled AS (DELETE FROM ${entries} WHERE seq = $1 RETURNING stream)
-           ${markNext}`,
-    dead: `WITH settled AS (
-             UPDATE ${entries} SET lease = NULL, lease_until = 0, dead_at = $2, dead_reason = $3
-             WHERE seq = $1 RETURNING stream
-           )
-           ${markNext}`,
     retryMany: `UPDATE ${entries} e SET lease = NULL, lease_until = 0, next_at = v.at
            FROM unnest($1::bigint[], $2::text[], $3::bigint[]) AS v(seq, lease, at)
            WHERE e.seq = v.seq AND e.lease = v.lease AND e.dead_at IS NULL
            RETURNING e.seq`,
-    lockMany: `SELECT e.seq FROM ${entries} e
-             JOIN unnest($1::bigint[], $2::text[]) AS v(seq, lease) ON e.seq = v.seq AND e.lease = v.lease
-             WHERE e.dead_at IS NULL ORDER BY e.seq FOR UPDATE OF e SKIP LOCKED`,
+    lockWaiting: lock,
+    lockMany: `${lock} SKIP LOCKED`,
     settleMany: `WITH v AS (
                SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[]) AS v(seq, outcome, reason)
              ), deleted AS (
@@ -230,6 +214,58 @@ export function createPostgresOutbox(
   transaction: RunTransaction,
 ): OutboxStore {
   const statements = outboxStatements(tables);
+
+  /** Retries, then the other settlements under the locks `lock` takes: the entries held, and those it did not lock. */
+  async function settleLocked(
+    lock: Statement,
+    settlements: readonly SettledEntry[],
+    now: number,
+  ): Promise<{ held: Set<number>; skipped: SettledEntry[] }> {
+    const held = new Set<number>();
+    const retries = settlements.filter(({ settlement }) => settlement.outcome === 'retry');
+    const final = settlements.filter(({ settlement }) => settlement.outcome !== 'retry');
+    if (retries.length) {
+      const { rows } = await run(
+        statements.retryMany,
+        [
+          retries.map(({ entry }) => seqOf(entry)),
+          retries.map(({ entry }) => entry.lease),
+          retries.map(({ settlement }) => (settlement as { at: number }).at),
+        ],
+        'outbox settle',
+      );
+      for (const row of rows) held.add(Number(row['seq']));
+    }
+    const skipped: SettledEntry[] = [];
+    if (final.length) {
+      await transaction(async (inTransaction) => {
+        const { rows } = await inTransaction(
+          lock,
+          [final.map(({ entry }) => seqOf(entry)), final.map(({ entry }) => entry.lease)],
+          'outbox settle',
+        );
+        const locked = new Set(rows.map((row) => Number(row['seq'])));
+        const mine = final.filter(({ entry }) => locked.has(seqOf(entry)));
+        skipped.push(...final.filter(({ entry }) => !locked.has(seqOf(entry))));
+        if (!mine.length) return;
+        // Invariant 14: a later statement sees the appends that waited for the lock. Each stream has one entry
+        // leased at a time: the settled entries are of different streams.
+        await inTransaction(
+          statements.settleMany,
+          [
+            mine.map(({ entry }) => seqOf(entry)),
+            mine.map(({ settlement }) => settlement.outcome),
+            mine.map(({ settlement }) => (settlement.outcome === 'dead' ? settlement.reason : null)),
+            now,
+          ],
+          'outbox settle',
+        );
+        for (const seq of locked) held.add(seq);
+      }, 'outbox settle');
+    }
+    return { held, skipped };
+  }
+
   const store: OutboxStore = {
     async append(toAppend, maxPending, now) {
       if (!toAppend.length) return [];
@@ -269,70 +305,16 @@ export function createPostgresOutbox(
     },
 
     async settle(entry, settlement, now) {
-      const seq = seqOf(entry);
-      if (settlement.outcome === 'retry') {
-        const { rows } = await run(statements.retry, [seq, entry.lease, settlement.at], 'outbox settle');
-        return rows.length === 1;
-      }
-      return transaction(async (inTransaction) => {
-        // Invariant 14: waits for an append holding this row (its stream's last).
-        const { rows } = await inTransaction(statements.lockOne, [seq, entry.lease], 'outbox settle');
-        if (rows.length !== 1) return false;
-        // Invariant 14: a later statement sees the appends that waited for the lock.
-        await inTransaction(
-          settlement.outcome === 'delivered' ? statements.delivered : statements.dead,
-          settlement.outcome === 'delivered' ? [seq] : [seq, now, settlement.reason],
-          'outbox settle',
-        );
-        return true;
-      }, 'outbox settle');
+      // Invariant 14: waits for an append holding the row (its stream's last).
+      const { held } = await settleLocked(statements.lockWaiting, [{ entry, settlement }], now);
+      return held.has(seqOf(entry));
     },
 
     async settleAll(settlements, now) {
-      const held = new Set<number>();
-      const retries = settlements.filter(({ settlement }) => settlement.outcome === 'retry');
-      const final = settlements.filter(({ settlement }) => settlement.outcome !== 'retry');
-      if (retries.length) {
-        const { rows } = await run(
-          statements.retryMany,
-          [
-            retries.map(({ entry }) => seqOf(entry)),
-            retries.map(({ entry }) => entry.lease),
-            retries.map(({ settlement }) => (settlement as { at: number }).at),
-          ],
-          'outbox settle',
-        );
-        for (const row of rows) held.add(Number(row['seq']));
-      }
-      const alone: SettledEntry[] = [];
-      if (final.length) {
-        await transaction(async (inTransaction) => {
-          // Invariant 14, as settle; a row an append holds is skipped (waiting could close a cycle) and settled alone below.
-          const { rows } = await inTransaction(
-            statements.lockMany,
-            [final.map(({ entry }) => seqOf(entry)), final.map(({ entry }) => entry.lease)],
-            'outbox settle',
-          );
-          const locked = new Set(rows.map((row) => Number(row['seq'])));
-          const mine = final.filter(({ entry }) => locked.has(seqOf(entry)));
-          alone.push(...final.filter(({ entry }) => !locked.has(seqOf(entry))));
-          if (!mine.length) return;
-          // Each stream has one entry leased at a time: the settled entries are of different streams.
-          await inTransaction(
-            statements.settleMany,
-            [
-              mine.map(({ entry }) => seqOf(entry)),
-              mine.map(({ settlement }) => settlement.outcome),
-              mine.map(({ settlement }) => (settlement.outcome === 'dead' ? settlement.reason : null)),
-              now,
-            ],
-            'outbox settle',
-          );
-          for (const seq of locked) held.add(seq);
-        }, 'outbox settle');
-      }
+      // Invariant 14, as settle; a row an append holds is skipped (waiting could close a cycle) and settled alone below.
+      const { held, skipped } = await settleLocked(statements.lockMany, settlements, now);
       // Skipped rows (held by an append a moment), or leases that ran out: settle says which.
-      for (const { entry, settlement } of alone) {
+      for (const { entry, settlement } of skipped) {
         if (await store.settle(entry, settlement, now)) held.add(seqOf(entry));
       }
       return settlements.map(({ entry }) => held.has(seqOf(entry)));

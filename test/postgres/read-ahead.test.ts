@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import pg from 'pg';
+import { ReadAhead, readingAhead } from '../../lib/adapters/contracts/read-ahead.js';
 import { createPostgresAdapter, type PostgresAdapterClass } from '../../lib/adapters/postgres.js';
 import { logout, subjectToken, userAccessToken, userSignIn } from '../support/http.js';
 import { exchangeAsActor } from '../support/impersonations.js';
@@ -7,7 +8,7 @@ import { DATABASE_URL } from '../support/postgres.js';
 import { postgresRunSchema, testTable } from '../support/postgres-adapter.js';
 import { startProvider, type TestProvider } from '../support/provider.js';
 
-/** The finds among the statements `texts` holds: findMany, or a find that reads ahead (which names `via`). */
+/** The finds among the statements `texts` holds: findMany, or findManyAhead (which names `via`). */
 function finds(texts: readonly string[]): { plain: number; ahead: number } {
   const found = texts.filter((text) => text.includes('CROSS JOIN LATERAL'));
   const ahead = found.filter((text) => text.includes('AS via')).length;
@@ -16,10 +17,12 @@ function finds(texts: readonly string[]): { plain: number; ahead: number } {
 
 /**
  * Honouring an opaque actor token reads the token, then its session and its
- * Grant, asked for together and so sent as one statement. The statements are
- * read as PostgreSQL runs them (auto_explain, sent to this client).
+ * Grant. On PostgreSQL the three are rows of one table: the adapter reads the
+ * two with the token, in one statement, and hands them only to the request
+ * that asked for the token (ReadAhead). The statements are read as PostgreSQL
+ * runs them (auto_explain, sent to this client).
  */
-describe('PostgreSQL adapter: an opaque actor token, then its session and its Grant in one statement', function () {
+describe('PostgreSQL adapter: an opaque actor token, its session and its Grant in one statement', function () {
   this.timeout(60_000);
   let pool: pg.Pool | undefined;
   let Adapter: PostgresAdapterClass | undefined;
@@ -55,22 +58,44 @@ describe('PostgreSQL adapter: an opaque actor token, then its session and its Gr
     pool = undefined;
   });
 
-  it('reads them in one statement after the token, and reads the Grant and sign-in again once, after its announcement', async () => {
+  it('reads them in the statement that finds the token, and reads the Grant and sign-in again once, after its announcement', async () => {
     tp = await startProvider({ adapter: Adapter! });
     const alice = await userAccessToken(tp, 'alice');
     const subject = await subjectToken(tp);
     texts.length = 0;
     const result = await exchangeAsActor(tp, { subjectToken: subject, actorToken: alice });
     expect(result.status, JSON.stringify(result.body)).to.equal(200);
-    // The actor token; its session and Grant; then those two again, after the announcement (Invariant 23).
-    expect(finds(texts)).to.deep.equal({ plain: 3, ahead: 0 });
+    // The actor token with its session and Grant; then those two again, after the announcement (Invariant 23).
+    expect(finds(texts)).to.deep.equal({ plain: 1, ahead: 1 });
   });
 
-  it('refuses the token once its session has ended', async () => {
+  it('refuses the token once its session has ended, read in the same statement', async () => {
     tp = await startProvider({ adapter: Adapter! });
     const { accessToken: alice, cookies } = await userSignIn(tp, 'alice');
     await logout(tp, cookies);
     const result = await exchangeAsActor(tp, { subjectToken: await subjectToken(tp), actorToken: alice });
     expect(result.status, JSON.stringify(result.body)).to.equal(400);
+  });
+
+  it('answers from what it read ahead only within the request that holds it; any other find reads afresh', async () => {
+    const tokens = new Adapter!('AccessToken');
+    const sessions = new Adapter!('Session');
+    const grants = new Adapter!('Grant');
+    await sessions.upsert('s1', { kind: 'Session', uid: 'u1', accountId: 'alice' } as never, 600);
+    await grants.upsert('g1', { kind: 'Grant', accountId: 'alice' } as never, 600);
+    await tokens.upsert('at1', { kind: 'AccessToken', sessionUid: 'u1', grantId: 'g1' } as never, 600);
+    const box = new ReadAhead();
+    expect(await readingAhead(box, () => tokens.find('at1'))).to.include({ sessionUid: 'u1' });
+    expect(finds(texts)).to.deep.equal({ plain: 0, ahead: 1 });
+
+    // Changed since: a find outside the box reads the change; one within it, the read ahead of it, once.
+    await sessions.destroy('s1');
+    await grants.destroy('g1');
+    expect(await sessions.findByUid('u1')).to.equal(undefined);
+    expect(await readingAhead(new ReadAhead(), () => grants.find('g1'))).to.equal(undefined);
+    expect(await readingAhead(box, () => sessions.findByUid('u1'))).to.include({ accountId: 'alice' });
+    expect(await readingAhead(box, () => sessions.findByUid('u1'))).to.equal(undefined);
+    expect(await readingAhead(box, () => grants.find('g1'))).to.include({ accountId: 'alice' });
+    expect(finds(texts)).to.deep.equal({ plain: 3, ahead: 1 });
   });
 });
