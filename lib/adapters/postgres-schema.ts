@@ -247,26 +247,21 @@ function journalManyCtes(appendFunction: string, first: number): string {
 
 export function storeStatements(names: StoreNames): Record<StatementName, Statement> {
   const { entries, indexes } = names;
+  // Entries by id (`q.by_uid` false) or by uid, any number at once; `n` says which lookup a row answers.
+  const lookup = (columns: string) => `CROSS JOIN LATERAL (
+        SELECT ${columns} FROM ${entries} WHERE NOT q.by_uid AND model = q.model AND id = q.key AND ${LIVE}
+        UNION ALL
+        SELECT ${columns} FROM ${entries} WHERE q.by_uid AND model = q.model AND uid = q.key AND ${LIVE}
+        LIMIT 1) AS e`;
   const texts: Record<StatementName, string> = {
-    // Entries by id ($2 false) or by uid ($2 true), any number at once; `n` says which lookup a row answers.
     findMany: `SELECT q.n, e.payload, e.consumed
       FROM unnest($1::text[], $2::bool[], $3::text[]) WITH ORDINALITY AS q(model, by_uid, key, n)
-      CROSS JOIN LATERAL (
-        SELECT payload, consumed FROM ${entries} WHERE NOT q.by_uid AND model = q.model AND id = q.key AND ${LIVE}
-        UNION ALL
-        SELECT payload, consumed FROM ${entries} WHERE q.by_uid AND model = q.model AND uid = q.key AND ${LIVE}
-        LIMIT 1) AS e`,
+      ${lookup('payload, consumed')}`,
     // As findMany; for an access token ($4) also its Session (by uid) and Grant (by grant_id): `via` names them.
     findManyAhead: `WITH found AS (
         SELECT q.n, q.follow, e.payload, e.consumed, e.grant_id
         FROM unnest($1::text[], $2::bool[], $3::text[], $4::bool[]) WITH ORDINALITY AS q(model, by_uid, key, follow, n)
-        CROSS JOIN LATERAL (
-          SELECT payload, consumed, grant_id FROM ${entries}
-          WHERE NOT q.by_uid AND model = q.model AND id = q.key AND ${LIVE}
-          UNION ALL
-          SELECT payload, consumed, grant_id FROM ${entries}
-          WHERE q.by_uid AND model = q.model AND uid = q.key AND ${LIVE}
-          LIMIT 1) AS e)
+        ${lookup('payload, consumed, grant_id')})
       SELECT f.n, f.payload, f.consumed, NULL::text AS via FROM found AS f
       UNION ALL
       SELECT f.n, s.payload, s.consumed, 'Session' FROM found AS f

@@ -112,8 +112,24 @@ interface PlainCommit {
   journal?: string | undefined;
 }
 
+/** The values of `keys` of `rows`, one array per key: the columns of an `unnest`. */
+function columnsOf<Row, Key extends keyof Row>(rows: readonly Row[], keys: readonly Key[]): Array<Array<Row[Key]>> {
+  return keys.map((key) => rows.map((row) => row[key]));
+}
+
+/** `commitText`'s $1–$8. */
+const COMMIT_COLUMNS = [
+  'consumeModel',
+  'consumeId',
+  'consumed',
+  'model',
+  'id',
+  'payload',
+  'lifetime',
+  'memberExpiry',
+] as const;
+
 function commitManyValues(commits: readonly PlainCommit[]): unknown[] {
-  const column = <Key extends keyof PlainCommit>(key: Key) => commits.map((commit) => commit[key]);
   const owned = (list: (commit: PlainCommit) => readonly string[]) => {
     const values: string[] = [];
     const models: string[] = [];
@@ -139,14 +155,7 @@ function commitManyValues(commits: readonly PlainCommit[]): unknown[] {
     })),
   );
   return [
-    column('consumeModel'),
-    column('consumeId'),
-    column('consumed'),
-    column('model'),
-    column('id'),
-    column('payload'),
-    column('lifetime'),
-    column('memberExpiry'),
+    ...columnsOf(commits, COMMIT_COLUMNS),
     guards.models,
     guards.values,
     guards.owners,
@@ -209,6 +218,9 @@ interface EntryWrite {
   userCode: string | null;
   lifetimeMs: number | null;
 }
+
+/** `upsertMany`'s columns. */
+const ENTRY_COLUMNS = ['model', 'id', 'payload', 'consumed', 'grantId', 'uid', 'userCode', 'lifetimeMs'] as const;
 
 interface IndexWrite {
   model: string;
@@ -311,21 +323,7 @@ function entryBatches(run: Run, statements: ReturnType<typeof storeStatements>, 
     async (items) => {
       // Invariant 3.
       const rows = lastByKey(items, (item) => `${item.model}\u0000${item.id}`);
-      const column = <Key extends keyof EntryWrite>(key: Key) => rows.map((row) => row[key]);
-      await run(
-        statements.upsertMany,
-        [
-          column('model'),
-          column('id'),
-          column('payload'),
-          column('consumed'),
-          column('grantId'),
-          column('uid'),
-          column('userCode'),
-          column('lifetimeMs'),
-        ],
-        'upsert',
-      );
+      await run(statements.upsertMany, columnsOf(rows, ENTRY_COLUMNS), 'upsert');
       return Array.from({ length: items.length });
     },
     { max: MAX_BATCH },
@@ -337,16 +335,7 @@ function entryBatches(run: Run, statements: ReturnType<typeof storeStatements>, 
         item.names.map((name) => ({ model: item.model, name, member: item.member, expiresAt: item.expiresAt })),
       );
       const rows = lastByKey(members, (row) => `${row.model}\u0000${row.name}\u0000${row.member}`);
-      await run(
-        statements.indexAddMany,
-        [
-          rows.map((row) => row.model),
-          rows.map((row) => row.name),
-          rows.map((row) => row.member),
-          rows.map((row) => row.expiresAt),
-        ],
-        'indexAdd',
-      );
+      await run(statements.indexAddMany, columnsOf(rows, ['model', 'name', 'member', 'expiresAt']), 'indexAdd');
       return Array.from({ length: items.length });
     },
     { max: MAX_BATCH },
