@@ -93,25 +93,6 @@ export async function migrateStore(pool: pg.Pool, names: StoreNames): Promise<vo
   );
 }
 
-type StatementName =
-  | 'findMany'
-  | 'findManyAhead'
-  | 'findByUserCode'
-  | 'upsertMany'
-  | 'consumeMany'
-  | 'release'
-  | 'commitMany'
-  | 'destroy'
-  | 'revokeByGrantId'
-  | 'indexAddMany'
-  | 'indexLock'
-  | 'indexAddWithin'
-  | 'indexRemove'
-  | 'indexFirst'
-  | 'indexAfter'
-  | 'cleanEntries'
-  | 'cleanIndexes';
-
 /** An entry is live while it has no expiry or its expiry is still ahead: no query ever returns another. */
 const LIVE = '(expires_at IS NULL OR expires_at > now())';
 
@@ -245,7 +226,7 @@ function journalManyCtes(appendFunction: string, first: number): string {
         CROSS JOIN LATERAL ${appendFunction}(x.rows) WITH ORDINALITY AS r(seq, hash, pos))`;
 }
 
-export function storeStatements(names: StoreNames): Record<StatementName, Statement> {
+export function storeStatements(names: StoreNames) {
   const { entries, indexes } = names;
   // Entries by id (`q.by_uid` false) or by uid, any number at once; `n` says which lookup a row answers.
   const lookup = (columns: string) => `CROSS JOIN LATERAL (
@@ -253,7 +234,7 @@ export function storeStatements(names: StoreNames): Record<StatementName, Statem
         UNION ALL
         SELECT ${columns} FROM ${entries} WHERE q.by_uid AND model = q.model AND uid = q.key AND ${LIVE}
         LIMIT 1) AS e`;
-  const texts: Record<StatementName, string> = {
+  const texts = {
     findMany: `SELECT q.n, e.payload, e.consumed
       FROM unnest($1::text[], $2::bool[], $3::text[]) WITH ORDINALITY AS q(model, by_uid, key, n)
       ${lookup('payload, consumed')}`,
@@ -327,9 +308,7 @@ export function storeStatements(names: StoreNames): Record<StatementName, Statem
     cleanIndexes: `DELETE FROM ${indexes} WHERE ctid = ANY(ARRAY(
       SELECT ctid FROM ${indexes} WHERE expires_at <= $2 LIMIT $1 FOR UPDATE SKIP LOCKED))`,
   };
-  const statements = {} as Record<StatementName, Statement>;
-  for (const [name, text] of Object.entries(texts) as Array<[StatementName, string]>) {
-    statements[name] = { name: `${names.statementPrefix}${name}`, text };
-  }
-  return statements;
+  return Object.fromEntries(
+    Object.entries(texts).map(([name, text]) => [name, { name: `${names.statementPrefix}${name}`, text }]),
+  ) as Record<keyof typeof texts, Statement>;
 }

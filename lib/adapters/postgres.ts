@@ -414,11 +414,7 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
     async (statement, values, operation) => {
       const waiting = ready();
       if (waiting) await waiting;
-      try {
-        return await pool.query({ name: statement.name, text: statement.text, values });
-      } catch (error) {
-        throw storeError(operation, error);
-      }
+      return answered(pool.query({ name: statement.name, text: statement.text, values }), operation);
     };
   const run = runOn(storeReady);
   // The owner of what this adapter reads ahead (see ReadAhead): only its own finds take it.
@@ -472,30 +468,18 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
   async function transaction<T>(
     ready: () => Promise<void> | undefined,
     begin: string,
-    work: (run: (statement: Statement, values: unknown[], step: string) => Promise<pg.QueryResult>) => Promise<T>,
+    work: (run: Run) => Promise<T>,
     operation: string,
   ): Promise<T> {
     await ready();
-    let client: pg.PoolClient;
-    try {
-      client = await pool.connect();
-    } catch (error) {
-      throw storeError(operation, error);
-    }
+    const client = await answered(pool.connect(), operation);
     let broken: Error | undefined;
-    const send = async (query: pg.QueryConfig, step: string): Promise<pg.QueryResult> => {
-      try {
-        return await client.query(query);
-      } catch (error) {
-        throw storeError(step, error);
-      }
-    };
-    const inTransaction = (statement: Statement, values: unknown[], step: string): Promise<pg.QueryResult> =>
-      send({ name: statement.name, text: statement.text, values }, step);
+    const inTransaction: Run = (statement, values, step) =>
+      answered(client.query({ name: statement.name, text: statement.text, values }), step);
     try {
-      await send({ text: begin }, operation);
+      await answered(client.query(begin), operation);
       const result = await work(inTransaction);
-      await send({ text: 'COMMIT' }, operation);
+      await answered(client.query('COMMIT'), operation);
       return result;
     } catch (error) {
       await client.query('ROLLBACK').catch((rollback: unknown) => {
@@ -772,6 +756,15 @@ function positionOf(member: string): string {
   if (bad === -1 && member.length <= LONGEST_KEY) return member;
   const end = bad === -1 ? LONGEST_KEY : bad;
   return `${member.slice(0, end)}\u0001`;
+}
+
+/** What `query` resolves, or its failure as a store error of `operation`. */
+async function answered<T>(query: Promise<T>, operation: string): Promise<T> {
+  try {
+    return await query;
+  } catch (error) {
+    throw storeError(operation, error);
+  }
 }
 
 /** Invariant 12: names the operation and SQLSTATE, never a value (a key can be a token). */

@@ -135,22 +135,7 @@ export function outboxDdl(tables: OutboxTables): string {
 }
 
 /** The outbox's statements, each prepared once per connection (see Statement). */
-function outboxStatements(
-  tables: OutboxTables,
-): Record<
-  | 'append'
-  | 'claim'
-  | 'retryMany'
-  | 'lockWaiting'
-  | 'lockMany'
-  | 'settleMany'
-  | 'waits'
-  | 'counts'
-  | 'drops'
-  | 'forget'
-  | 'deadLetters',
-  Statement
-> {
+function outboxStatements(tables: OutboxTables) {
   const { entries, drops } = tables;
   // Entries whose lease still holds, locked in seq order.
   const lock = `SELECT e.seq FROM ${entries} e
@@ -205,7 +190,7 @@ function outboxStatements(
   };
   return Object.fromEntries(
     Object.entries(texts).map(([part, text]) => [part, { name: `${tables.statementPrefix}outbox_${part}`, text }]),
-  ) as ReturnType<typeof outboxStatements>;
+  ) as Record<keyof typeof texts, Statement>;
 }
 
 export function createPostgresOutbox(
@@ -292,12 +277,7 @@ export function createPostgresOutbox(
       );
       return rows
         .map((row): LeasedEntry => ({
-          id: String(row['id']),
-          subscription: String(row['subscription']),
-          subject: String(row['subject']),
-          body: String(row['body']),
-          createdAt: Number(row['created_at']),
-          attempts: Number(row['attempts']),
+          ...storedEntryOf(row),
           lease: String(row['lease']),
           leaseUntil: Number(row['lease_until']),
         }))
@@ -349,12 +329,7 @@ export function createPostgresOutbox(
     async deadLetters(limit) {
       const { rows } = await run(statements.deadLetters, [limit], 'outbox dead letters');
       return rows.map((row): DeadLetter => ({
-        id: String(row['id']),
-        subscription: String(row['subscription']),
-        subject: String(row['subject']),
-        body: String(row['body']),
-        createdAt: Number(row['created_at']),
-        attempts: Number(row['attempts']),
+        ...storedEntryOf(row),
         deadAt: Number(row['dead_at']),
         reason: String(row['dead_reason']),
       }));
@@ -404,6 +379,18 @@ export function claimStatement(entries: string): string {
          UPDATE ${entries} e SET lease = $3 || ':' || e.seq, lease_until = $1 + $4, attempts = e.attempts + 1
          FROM chosen WHERE e.seq = chosen.seq AND e.lease_until <= $1 AND e.dead_at IS NULL
          RETURNING e.id, e.subscription, e.subject, e.body, e.created_at, e.attempts, e.lease, e.lease_until`;
+}
+
+/** What a row of the entries' table holds of every entry it hands out. */
+function storedEntryOf(row: Record<string, unknown>): NewOutboxEntry & { createdAt: number; attempts: number } {
+  return {
+    id: String(row['id']),
+    subscription: String(row['subscription']),
+    subject: String(row['subject']),
+    body: String(row['body']),
+    createdAt: Number(row['created_at']),
+    attempts: Number(row['attempts']),
+  };
 }
 
 /** The row's sequence number, carried in the lease's name (`<claim>:<seq>`). */

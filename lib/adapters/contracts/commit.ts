@@ -39,11 +39,7 @@ export interface AtomicCommit extends Partial<SharedDatabase> {
 }
 
 /** An entry and its index members, written only if every quota has room, charged in the same operation. */
-export interface QuotaWrite {
-  write: { model: string; id: string; payload: AdapterPayload; expiresIn: number };
-  indexes: readonly string[];
-  /** The index members' expiry, milliseconds since the epoch. */
-  expiresAt: number;
+export interface QuotaWrite extends Pick<SessionCommit, 'write' | 'indexes' | 'expiresAt'> {
   quotas: readonly QuotaCharge[];
 }
 
