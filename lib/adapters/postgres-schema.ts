@@ -298,8 +298,6 @@ export function storeStatements(names: StoreNames) {
     indexRemove: `DELETE FROM ${indexes} AS i USING unnest($2::text[]) AS n(name)
       WHERE i.model = $1 AND i.name = n.name AND i.member = $3`,
     // $3 is the caller's clock (ms): members expire by the time the caller gave them.
-    indexFirst: `SELECT member, expires_at FROM ${indexes} WHERE model = $1 AND name = $2 AND expires_at > $3
-      ORDER BY expires_at DESC, member DESC LIMIT $4`,
     indexAfter: `SELECT member, expires_at FROM ${indexes} WHERE model = $1 AND name = $2 AND expires_at > $3
       AND (expires_at, member) < ($5, $6) ORDER BY expires_at DESC, member DESC LIMIT $4`,
     // Rows another instance is deleting right now are skipped, never waited on.

@@ -12,18 +12,11 @@ import { migrateUnderLock } from '../postgres/migration.js';
 import { lastByKey, StatementBatch } from '../postgres/batch.js';
 import { assertPlainIdentifiers } from '../postgres/identifier.js';
 import { openPool, POOL_SOURCE_NAMES, type PoolSource } from '../postgres/pool.js';
-import { refuseUnknownOptions } from '../config/names.js';
+import { optionChecks, type OptionChecks } from '../config/checks.js';
 import { currentReadAhead, type ReadAhead } from './contracts/read-ahead.js';
 import { commitWith, migrateStore, storeNames, storeStatements } from './postgres-schema.js';
 import type { Statement } from '../postgres/statement.js';
-import {
-  invalidArgument,
-  invalidCall,
-  invalidOption,
-  postgresFailed,
-  unavailable,
-  unstorableValue,
-} from '../errors/standalone.js';
+import { invalidArgument, invalidCall, postgresFailed, unavailable, unstorableValue } from '../errors/standalone.js';
 
 export interface PostgresAdapterOptions extends PoolSource {
   /** Schema of the tables. Default: the connection's search path. */
@@ -88,6 +81,7 @@ interface CommitRow {
 const MAX_COMMIT_ATTEMPTS = 3;
 
 const MAX_BATCH = 256;
+const BIGINT_MAX = '9223372036854775807';
 /** The longest lifetime stored, in ms (about 300 years): a longer one would overflow PostgreSQL's interval and fail its whole batch. */
 const LONGEST_LIFETIME_MS = 1e13;
 
@@ -229,15 +223,13 @@ interface IndexWrite {
   expiresAt: number;
 }
 
+const check: OptionChecks = optionChecks('createPostgresAdapter');
+
 /** The options' values, checked: every one names its option when refused. */
-function checkedOptions(options: PostgresAdapterOptions): {
-  table: string;
-  cleanupInterval: number;
-  cleanupBatch: number;
-} {
+function checkedOptions(options: PostgresAdapterOptions) {
   if (options === null || typeof options !== 'object')
     throw invalidArgument('createPostgresAdapter', 'options', 'must be an object');
-  refuseUnknownOptions('createPostgresAdapter', options, [
+  check.known(options, [
     ...POOL_SOURCE_NAMES,
     ...Object.keys({
       schema: true,
@@ -249,16 +241,9 @@ function checkedOptions(options: PostgresAdapterOptions): {
   const table = options.table ?? 'oidc_provider_store';
   assertPlainIdentifiers('createPostgresAdapter', { table, schema: options.schema });
   const cleanupInterval = options.cleanupInterval ?? DEFAULT_CLEANUP_INTERVAL_MS;
-  if (!Number.isSafeInteger(cleanupInterval) || cleanupInterval < 0) {
-    throw invalidOption(
-      'createPostgresAdapter',
-      'cleanupInterval',
-      'must be a whole number of milliseconds (0 turns the sweep off)',
-    );
-  }
-  const cleanupBatch = options.cleanupBatch ?? DEFAULT_CLEANUP_BATCH;
-  if (!Number.isSafeInteger(cleanupBatch) || cleanupBatch < 1)
-    throw invalidOption('createPostgresAdapter', 'cleanupBatch', 'must be a positive integer');
+  if (!Number.isSafeInteger(cleanupInterval) || cleanupInterval < 0)
+    check.fail('cleanupInterval', 'must be a whole number of milliseconds (0 turns the sweep off)');
+  const cleanupBatch = check.positive('cleanupBatch', options.cleanupBatch ?? DEFAULT_CLEANUP_BATCH);
 
   return { table, cleanupInterval, cleanupBatch };
 }
@@ -694,13 +679,13 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
     }
 
     async indexRange(index: string, after: IndexEntry | undefined, limit: number): Promise<IndexEntry[]> {
-      const { rows } = after
-        ? await run(
-            statements.indexAfter,
-            [this.#name, keyOf(index), Date.now(), limit, Math.round(after.expiresAt), positionOf(after.member)],
-            'indexRange',
-          )
-        : await run(statements.indexFirst, [this.#name, keyOf(index), Date.now(), limit], 'indexRange');
+      // The first page is the one after bigint's largest value, which no expiry reaches.
+      const position = after ? [Math.round(after.expiresAt), positionOf(after.member)] : [BIGINT_MAX, ''];
+      const { rows } = await run(
+        statements.indexAfter,
+        [this.#name, keyOf(index), Date.now(), limit, ...position],
+        'indexRange',
+      );
       return (rows as Array<{ member: string; expires_at: string }>).map((row) => ({
         member: row.member,
         expiresAt: Number(row.expires_at),

@@ -15,8 +15,8 @@ import type { EveryDomainAdapter, ImpersonationAdapterClass } from './contract.j
 import { saveWithinQuotasBy } from './quotas.js';
 import type { OutboxStore } from '../outbox/contract.js';
 import { createRedisOutbox, OUTBOX_APPEND_LUA, outboxAppendArgs, outboxKeys } from '../outbox/redis.js';
-import { refuseUnknownOptions } from '../config/names.js';
-import { invalidCall, invalidOption, unavailable } from '../errors/standalone.js';
+import { optionChecks, type OptionChecks } from '../config/checks.js';
+import { invalidCall, unavailable } from '../errors/standalone.js';
 import { clusterOf, type RedisClient, type RedisNode, type RedisPipeline } from '../redis/client.js';
 
 export type { RedisClient, RedisNode, RedisPipeline } from '../redis/client.js';
@@ -208,9 +208,11 @@ const REDIS_OPTION_NAMES = Object.keys({
   replicaTimeoutMs: true,
 } satisfies Record<keyof RedisAdapterOptions, true>);
 
+const check: OptionChecks = optionChecks('createRedisAdapter');
+
 /** The options' values, checked: every one names its option when refused. */
 function checkedOptions(options: RedisAdapterOptions) {
-  refuseUnknownOptions('createRedisAdapter', options, REDIS_OPTION_NAMES);
+  check.known(options, REDIS_OPTION_NAMES);
   const sources = (['client', 'url', 'cluster'] as const).filter((source) => options[source] !== undefined);
   if (sources.length > 1) {
     const given = sources.map((source) => `"${source}"`).join(' and ');
@@ -221,18 +223,13 @@ function checkedOptions(options: RedisAdapterOptions) {
   // The adapter reads RESP2-shaped replies; ioredis 6 maps RESP3's only when asked to.
   if (replyMappingOf(options.client?.options ?? options.clusterOptions) === 'resp3') {
     const option = options.client ? 'client' : 'clusterOptions';
-    throw invalidOption('createRedisAdapter', option, "must keep ioredis's legacy reply mapping, not 'resp3'");
+    check.fail(option, "must keep ioredis's legacy reply mapping, not 'resp3'");
   }
   const prefix = options.keyPrefix ?? 'oidc:';
-  if (typeof prefix !== 'string') throw invalidOption('createRedisAdapter', 'keyPrefix', 'must be a string');
-
+  if (typeof prefix !== 'string') check.fail('keyPrefix', 'must be a string');
   const replicas = options.replicas ?? 0;
-  const replicaTimeoutMs = options.replicaTimeoutMs ?? 500;
-  if (!Number.isSafeInteger(replicas) || replicas < 0)
-    throw invalidOption('createRedisAdapter', 'replicas', 'must be an integer of 0 or more');
-  if (!Number.isSafeInteger(replicaTimeoutMs) || replicaTimeoutMs < 1) {
-    throw invalidOption('createRedisAdapter', 'replicaTimeoutMs', 'must be a positive integer');
-  }
+  if (!Number.isSafeInteger(replicas) || replicas < 0) check.fail('replicas', 'must be an integer of 0 or more');
+  const replicaTimeoutMs = check.positive('replicaTimeoutMs', options.replicaTimeoutMs ?? 500);
   return { prefix, replicas, replicaTimeoutMs };
 }
 
