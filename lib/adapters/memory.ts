@@ -8,15 +8,9 @@ import type { BoundedIndexAdd, IndexEntry } from './contracts/indexes.js';
 import { MemoryIndex } from './memory-index.js';
 import { Expiring } from './expiring.js';
 import { PLUGIN_MODELS } from './models.js';
-import {
-  QUOTA_KIND,
-  type CommitOutcome,
-  type CommitWrite,
-  type QuotaOutcome,
-  type QuotaWrite,
-} from './contracts/commit.js';
+import { QUOTA_KIND, type CommitOutcome, type CommitWrite } from './contracts/commit.js';
 import type { EveryDomainAdapter, ImpersonationAdapterClass } from './contract.js';
-import { saveWithinQuotasBy } from './quotas.js';
+import { DerivedOperations } from './quotas.js';
 import type { OutboxStore } from '../outbox/contract.js';
 import { createMemoryOutbox, type MemoryOutbox } from '../outbox/memory.js';
 import { REPLAY_MODEL, ReplayShareCounts, replayShareOf, type ReplayShare } from './replay-shares.js';
@@ -261,11 +255,8 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
   function roomInIndexes(store: ModelStore, names: readonly string[], member: string): MemoryIndex[] {
     const now = Date.now();
     const indexes = names.map((name) => {
-      let index = store.indexes.get(name);
-      if (!index) {
-        index = new MemoryIndex();
-        store.indexes.set(name, index);
-      }
+      const index = store.indexes.get(name) ?? new MemoryIndex();
+      store.indexes.set(name, index);
       store.indexedMembers -= index.prune(now);
       return index;
     });
@@ -291,10 +282,11 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
     return typeof count === 'number' ? count : 0;
   }
 
-  class MemoryAdapter implements EveryDomainAdapter {
+  class MemoryAdapter extends DerivedOperations implements EveryDomainAdapter {
     readonly #store: ModelStore;
 
     constructor(name: string) {
+      super();
       this.#store = modelStore(name);
     }
 
@@ -362,10 +354,6 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
       const id = this.#store.pointers.get(`${kind}:${value}`);
       const entry = id === undefined ? undefined : await this.find(id);
       return entry?.[kind] === value ? entry : undefined;
-    }
-
-    async consume(id: string): Promise<void> {
-      await this.consumeOnce(id);
     }
 
     // Invariant 1: no await between check and set.
@@ -443,10 +431,6 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
       if (found?.['consumed'] !== by) return false;
       delete found['consumed'];
       return true;
-    }
-
-    async saveWithinQuotas(write: QuotaWrite): Promise<QuotaOutcome> {
-      return saveWithinQuotasBy(this, write);
     }
 
     async indexRemove(names: readonly string[], member: string): Promise<void> {

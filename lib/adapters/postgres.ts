@@ -3,9 +3,9 @@ import type pg from 'pg';
 import type { AdapterPayload } from 'oidc-provider';
 import { entryLifetimeMs, GRANTABLE_MODELS } from './contracts/entries.js';
 import type { BoundedIndexAdd, IndexEntry } from './contracts/indexes.js';
-import type { CommitOutcome, CommitWrite, QuotaOutcome, QuotaWrite } from './contracts/commit.js';
+import type { CommitOutcome, CommitWrite } from './contracts/commit.js';
 import type { EveryDomainAdapter, ImpersonationAdapterClass } from './contract.js';
-import { saveWithinQuotasBy } from './quotas.js';
+import { DerivedOperations } from './quotas.js';
 import { streamOf, type NewOutboxEntry, type OutboxStore } from '../outbox/contract.js';
 import { appendValues, createPostgresOutbox, outboxDdl, type RunTransaction } from '../outbox/postgres.js';
 import { migrateUnderLock } from '../postgres/migration.js';
@@ -478,10 +478,11 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
     }
   }
 
-  class PostgresAdapter implements EveryDomainAdapter {
+  class PostgresAdapter extends DerivedOperations implements EveryDomainAdapter {
     readonly #name: string;
 
     constructor(name: string) {
+      super();
       this.#name = name;
     }
 
@@ -546,11 +547,8 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
     }
 
     async findByUserCode(userCode: string): Promise<AdapterPayload | undefined> {
-      return entryOf(await run(statements.findByUserCode, [this.#name, keyOf(userCode)], 'findByUserCode'));
-    }
-
-    async consume(id: string): Promise<void> {
-      await this.consumeOnce(id);
+      const { rows } = await run(statements.findByUserCode, [this.#name, keyOf(userCode)], 'findByUserCode');
+      return rows[0] ? payloadOf(rows[0] as Row) : undefined;
     }
 
     async consumeOnce(id: string): Promise<boolean> {
@@ -625,10 +623,6 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
       return rowCount === 1;
     }
 
-    async saveWithinQuotas(write: QuotaWrite): Promise<QuotaOutcome> {
-      return saveWithinQuotasBy(this, write);
-    }
-
     async destroy(id: string): Promise<void> {
       await run(statements.destroy, [this.#name, keyOf(id)], 'destroy');
     }
@@ -694,11 +688,6 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
   }
 
   return PostgresAdapter;
-}
-
-function entryOf(result: pg.QueryResult): AdapterPayload | undefined {
-  const row = result.rows[0] as Row | undefined;
-  return row ? payloadOf(row) : undefined;
 }
 
 function payloadOf(row: Row): AdapterPayload {

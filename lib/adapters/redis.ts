@@ -3,16 +3,9 @@ import { LRUCache } from 'lru-cache';
 import type { AdapterPayload } from 'oidc-provider';
 import { entryLifetimeMs, GRANTABLE_MODELS } from './contracts/entries.js';
 import { comesAfter, type BoundedIndexAdd, type IndexEntry } from './contracts/indexes.js';
-import {
-  COMMITTED_TOGETHER,
-  QUOTA_KIND,
-  type CommitOutcome,
-  type CommitWrite,
-  type QuotaOutcome,
-  type QuotaWrite,
-} from './contracts/commit.js';
+import { COMMITTED_TOGETHER, QUOTA_KIND, type CommitOutcome, type CommitWrite } from './contracts/commit.js';
 import type { EveryDomainAdapter, ImpersonationAdapterClass } from './contract.js';
-import { saveWithinQuotasBy } from './quotas.js';
+import { DerivedOperations } from './quotas.js';
 import type { OutboxStore } from '../outbox/contract.js';
 import { createRedisOutbox, OUTBOX_APPEND_LUA, outboxAppendArgs, outboxKeys } from '../outbox/redis.js';
 import { optionChecks, type OptionChecks } from '../config/checks.js';
@@ -283,10 +276,11 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
 
   let outbox: OutboxStore | undefined;
 
-  class RedisAdapter implements EveryDomainAdapter {
+  class RedisAdapter extends DerivedOperations implements EveryDomainAdapter {
     readonly #name: string;
 
     constructor(name: string) {
+      super();
       this.#name = name;
     }
 
@@ -366,10 +360,6 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
       if (entry?.[kind] !== value) return undefined;
       if (kind === 'uid') uidPointers.set(index, id!);
       return entry;
-    }
-
-    async consume(id: string): Promise<void> {
-      await this.consumeOnce(id);
     }
 
     async consumeOnce(id: string): Promise<boolean> {
@@ -458,10 +448,6 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
     async releaseConsumed({ model, id }: { model: string; id: string }, by: string): Promise<boolean> {
       if (!isReady()) await whenReady();
       return (await sendWrite('impersonationRelease', entryKey(model, id), JSON.stringify(by))) === 1;
-    }
-
-    async saveWithinQuotas(write: QuotaWrite): Promise<QuotaOutcome> {
-      return saveWithinQuotasBy(this, write);
     }
 
     async indexRemove(indexes: readonly string[], member: string): Promise<void> {
