@@ -167,7 +167,8 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
       plugin: PLUGIN_MODELS.has(name),
       entries: new Expiring<Entry>(bound, (value, id, evicted) => {
         if (value.share) shares?.release(value.share);
-        if (!evicted || isExpired(value)) return;
+        const exp = value.payload['exp'];
+        if (!evicted || (typeof exp === 'number' && exp * 1000 <= Date.now())) return;
         evictedUnexpired[name] = (evictedUnexpired[name] ?? 0) + 1;
         options.onEvict?.(name, id);
       }),
@@ -477,9 +478,4 @@ function copyJson<T extends JsonValue>(value: T): T {
     else copy[key] = copyJson(value[key]!);
   }
   return copy as T;
-}
-
-function isExpired(entry: Entry): boolean {
-  const exp = entry.payload['exp'];
-  return typeof exp === 'number' && exp * 1000 <= Date.now();
 }

@@ -232,7 +232,11 @@ function openClient(options: RedisAdapterOptions) {
   const client: RedisClient =
     options.client ??
     (options.cluster
-      ? new Cluster(options.cluster, clusterClientOptions(options.clusterOptions))
+      ? new Cluster(options.cluster, {
+          ...REDIS_CLUSTER_OPTIONS,
+          ...options.clusterOptions,
+          redisOptions: { ...REDIS_CLIENT_OPTIONS, ...options.clusterOptions?.redisOptions },
+        })
       : new Redis(options.url ?? 'redis://127.0.0.1:6379', REDIS_CLIENT_OPTIONS));
   const cluster = clusterOf(client);
   // Failed calls are reported by their requests; per-retry error events would repeat them.
@@ -563,10 +567,6 @@ function readiness(
     return waiting;
   };
   return { ready, whenReady };
-}
-
-function clusterClientOptions(own: ClusterOptions = {}): ClusterOptions {
-  return { ...REDIS_CLUSTER_OPTIONS, ...own, redisOptions: { ...REDIS_CLIENT_OPTIONS, ...own.redisOptions } };
 }
 
 /** ioredis 6's reply mapping in a client's options (a Cluster's is its nodes'); ioredis 5 has none. */

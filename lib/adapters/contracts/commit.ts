@@ -53,12 +53,3 @@ export interface PrincipalQuotas {
 
 /** The models one exchange's commit spans, kept in one Redis Cluster slot (Invariant 2). */
 export const COMMITTED_TOGETHER: ReadonlySet<string> = new Set(['SubjectToken', 'ImpersonationSession']);
-
-export function hasAtomicCommit(adapter: object): adapter is AtomicCommit {
-  const { commitOnce, releaseConsumed } = adapter as Partial<AtomicCommit>;
-  return typeof commitOnce === 'function' && typeof releaseConsumed === 'function';
-}
-
-export function hasPrincipalQuotas(adapter: object): adapter is PrincipalQuotas {
-  return typeof (adapter as Partial<PrincipalQuotas>).saveWithinQuotas === 'function';
-}
