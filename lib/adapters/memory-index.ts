@@ -95,23 +95,19 @@ export class MemoryIndex {
 
 /** The first position from `from` whose value is at least `value` (`above`: above it). */
 function searchFrom(values: readonly number[], from: number, value: number, above = false): number {
-  let low = from;
-  let high = values.length;
-  while (low < high) {
-    const middle = (low + high) >>> 1;
-    if (values[middle]! < value || (above && values[middle] === value)) low = middle + 1;
-    else high = middle;
-  }
-  return low;
+  return lowerBound(from, values.length, (at) => values[at]! < value || (above && values[at] === value));
 }
 
 /** The first position in `group` whose member sorts at or after `member`. */
 function memberBound(group: readonly IndexEntry[], member: string): number {
-  let low = 0;
-  let high = group.length;
+  return lowerBound(0, group.length, (at) => group[at]!.member < member);
+}
+
+/** The first position in [low, high) where `before` no longer holds (it holds on a prefix of them). */
+function lowerBound(low: number, high: number, before: (at: number) => boolean): number {
   while (low < high) {
     const middle = (low + high) >>> 1;
-    if (group[middle]!.member < member) low = middle + 1;
+    if (before(middle)) low = middle + 1;
     else high = middle;
   }
   return low;

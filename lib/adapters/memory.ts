@@ -8,15 +8,9 @@ import type { BoundedIndexAdd, IndexEntry } from './contracts/indexes.js';
 import { MemoryIndex } from './memory-index.js';
 import { Expiring } from './expiring.js';
 import { PLUGIN_MODELS } from './models.js';
-import {
-  QUOTA_KIND,
-  type CommitOutcome,
-  type CommitWrite,
-  type QuotaOutcome,
-  type QuotaWrite,
-} from './contracts/commit.js';
+import { QUOTA_KIND, type CommitOutcome, type CommitWrite } from './contracts/commit.js';
 import type { EveryDomainAdapter, ImpersonationAdapterClass } from './contract.js';
-import { saveWithinQuotasBy } from './quotas.js';
+import { DerivedOperations } from './quotas.js';
 import type { OutboxStore } from '../outbox/contract.js';
 import { createMemoryOutbox, type MemoryOutbox } from '../outbox/memory.js';
 import { REPLAY_MODEL, ReplayShareCounts, replayShareOf, type ReplayShare } from './replay-shares.js';
@@ -111,7 +105,6 @@ interface ModelStore {
 /** A grant's tokens, as `model` and `id`, for revokeByGrantId. */
 type GrantMembers = Array<[model: string, id: string]>;
 
-/** An oidc-provider adapter in this process, each model bounded on its own (Invariant 13); one per provider. */
 const check: OptionChecks = optionChecks('createMemoryAdapter');
 
 const MEMORY_OPTION_NAMES = Object.keys({
@@ -122,7 +115,8 @@ const MEMORY_OPTION_NAMES = Object.keys({
   clockTolerance: true,
 } satisfies Record<keyof MemoryAdapterOptions, true>);
 
-export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryAdapterClass {
+/** The options' values, checked: every one names its option when refused. */
+function checkedOptions(options: MemoryAdapterOptions) {
   check.known(options, MEMORY_OPTION_NAMES);
   const max = options.max ?? DEFAULT_MAX;
   check.positive('max', max);
@@ -144,6 +138,12 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
   const tolerance = options.clockTolerance ?? 0;
   if (!(Number.isFinite(tolerance) && tolerance >= 0))
     check.fail('clockTolerance', 'must be a number of seconds, 0 or more');
+  return { max, limits, protectedModels, tolerance };
+}
+
+/** An oidc-provider adapter in this process, each model bounded on its own (Invariant 13); one per provider. */
+export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryAdapterClass {
+  const { max, limits, protectedModels, tolerance } = checkedOptions(options);
   const evictedUnexpired: Record<string, number> = {};
   const refusedFull: Record<string, number> = {};
   const models = new Map<string, ModelStore>();
@@ -167,7 +167,8 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
       plugin: PLUGIN_MODELS.has(name),
       entries: new Expiring<Entry>(bound, (value, id, evicted) => {
         if (value.share) shares?.release(value.share);
-        if (!evicted || isExpired(value)) return;
+        const exp = value.payload['exp'];
+        if (!evicted || (typeof exp === 'number' && exp * 1000 <= Date.now())) return;
         evictedUnexpired[name] = (evictedUnexpired[name] ?? 0) + 1;
         options.onEvict?.(name, id);
       }),
@@ -194,31 +195,33 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
       store.nextPurge = now + PURGE_INTERVAL_MS;
     }
     // Every one of them must fit: an LRU set beyond its bound would push out a protected entry.
-    const adding = () => ids.filter((id) => store.entries.expiresAt(id) === undefined).length;
-    if (store.entries.size + adding() <= store.max) return;
-    if (now - store.lastFullPurge >= FULL_PURGE_INTERVAL_MS) {
-      store.lastFullPurge = now;
-      store.entries.purge();
-      if (store.entries.size + adding() <= store.max) return;
-    }
-    if (store.protected) {
-      refusedFull[store.name] = (refusedFull[store.name] ?? 0) + 1;
-      throw storeFull(store.name);
-    }
+    const fits = () =>
+      store.entries.size + ids.filter((id) => store.entries.expiresAt(id) === undefined).length <= store.max;
+    if (fitsAfterPurge(store, now, fits) || !store.protected) return;
+    throw refused(store, storeFull(store.name));
+  }
+
+  /** Whether `fits` holds, sweeping expired entries first when it does not (at most once per FULL_PURGE_INTERVAL_MS). */
+  function fitsAfterPurge(store: ModelStore, now: number, fits: () => boolean): boolean {
+    if (fits()) return true;
+    if (now - store.lastFullPurge < FULL_PURGE_INTERVAL_MS) return false;
+    store.lastFullPurge = now;
+    store.entries.purge();
+    return fits();
+  }
+
+  /** `error`, a write to `store` refused for want of room: counted. */
+  function refused(store: ModelStore, error: Error): Error {
+    refusedFull[store.name] = (refusedFull[store.name] ?? 0) + 1;
+    return error;
   }
 
   /** Takes a new replay entry's client share (replay-shares.ts), sweeping when full; refuses when it stays full. */
   function admitReplay(store: ModelStore, shares: ReplayShareCounts, id: string, payload: AdapterPayload): ReplayShare {
     const share = replayShareOf(payload);
-    if (shares.hasRoom(share) || store.entries.expiresAt(id) !== undefined) return share;
-    const now = Date.now();
-    if (now - store.lastFullPurge >= FULL_PURGE_INTERVAL_MS) {
-      store.lastFullPurge = now;
-      store.entries.purge();
-      if (shares.hasRoom(share)) return share;
-    }
-    refusedFull[store.name] = (refusedFull[store.name] ?? 0) + 1;
-    throw replayShareFull(share.pool === 'anonymous');
+    if (store.entries.expiresAt(id) !== undefined || fitsAfterPurge(store, Date.now(), () => shares.hasRoom(share)))
+      return share;
+    throw refused(store, replayShareFull(share.pool === 'anonymous'));
   }
 
   /** How long `store` keeps an entry saved with `expiresIn`: oidc-provider's models, the clock tolerance longer. */
@@ -253,19 +256,13 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
   function roomInIndexes(store: ModelStore, names: readonly string[], member: string): MemoryIndex[] {
     const now = Date.now();
     const indexes = names.map((name) => {
-      let index = store.indexes.get(name);
-      if (!index) {
-        index = new MemoryIndex();
-        store.indexes.set(name, index);
-      }
+      const index = store.indexes.get(name) ?? new MemoryIndex();
+      store.indexes.set(name, index);
       store.indexedMembers -= index.prune(now);
       return index;
     });
     const added = indexes.filter((index) => !index.has(member)).length;
-    if (store.indexedMembers + added > store.max * INDEX_MEMBERS_PER_ENTRY) {
-      refusedFull[store.name] = (refusedFull[store.name] ?? 0) + 1;
-      throw storeFull(store.name);
-    }
+    if (store.indexedMembers + added > store.max * INDEX_MEMBERS_PER_ENTRY) throw refused(store, storeFull(store.name));
     return indexes;
   }
 
@@ -286,10 +283,11 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
     return typeof count === 'number' ? count : 0;
   }
 
-  class MemoryAdapter implements EveryDomainAdapter {
+  class MemoryAdapter extends DerivedOperations implements EveryDomainAdapter {
     readonly #store: ModelStore;
 
     constructor(name: string) {
+      super();
       this.#store = modelStore(name);
     }
 
@@ -345,21 +343,18 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
     }
 
     async findByUid(uid: string): Promise<AdapterPayload | undefined> {
-      const id = this.#store.pointers.get(`uid:${uid}`);
-      const entry = id === undefined ? undefined : await this.find(id);
-      // Invariant 8.
-      return entry?.uid === uid ? entry : undefined;
+      return this.#byPointer('uid', uid);
     }
 
     async findByUserCode(userCode: string): Promise<AdapterPayload | undefined> {
-      const id = this.#store.pointers.get(`userCode:${userCode}`);
-      const entry = id === undefined ? undefined : await this.find(id);
-      // Invariant 8.
-      return entry?.userCode === userCode ? entry : undefined;
+      return this.#byPointer('userCode', userCode);
     }
 
-    async consume(id: string): Promise<void> {
-      await this.consumeOnce(id);
+    /** The entry `kind` points to, checked against it (Invariant 8). */
+    async #byPointer(kind: 'uid' | 'userCode', value: string): Promise<AdapterPayload | undefined> {
+      const id = this.#store.pointers.get(`${kind}:${value}`);
+      const entry = id === undefined ? undefined : await this.find(id);
+      return entry?.[kind] === value ? entry : undefined;
     }
 
     // Invariant 1: no await between check and set.
@@ -439,10 +434,6 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
       return true;
     }
 
-    async saveWithinQuotas(write: QuotaWrite): Promise<QuotaOutcome> {
-      return saveWithinQuotasBy(this, write);
-    }
-
     async indexRemove(names: readonly string[], member: string): Promise<void> {
       for (const name of names) {
         const index = this.#store.indexes.get(name);
@@ -487,9 +478,4 @@ function copyJson<T extends JsonValue>(value: T): T {
     else copy[key] = copyJson(value[key]!);
   }
   return copy as T;
-}
-
-function isExpired(entry: Entry): boolean {
-  const exp = entry.payload['exp'];
-  return typeof exp === 'number' && exp * 1000 <= Date.now();
 }

@@ -25,18 +25,12 @@ interface PluginStore {
   outbox?: OutboxStore;
 }
 
-/** The domains beyond subject tokens and sessions (always stored) that the deployment's options enable. */
-interface EnabledDomains {
-  outbox: boolean;
-  approvals: boolean;
-  ssf: boolean;
-}
-
 /** Opens the plugin's models on `source` and refuses a store lacking an enabled domain's operation, naming it. */
 export function openPluginStore(
   source: AdapterSource,
   owner: 'store option' | 'provider adapter',
-  enabled: EnabledDomains,
+  /** The domains beyond subject tokens and sessions (always stored) that the deployment's options enable. */
+  enabled: Record<'outbox' | 'approvals' | 'ssf', boolean>,
 ): PluginStore {
   const where = owner === 'store option' ? 'createImpersonation: option "store"' : "the provider's adapter";
   const remedy =

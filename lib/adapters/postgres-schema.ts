@@ -15,42 +15,39 @@ interface StoreNames {
   /** Key of the advisory lock that serialises migrations of these tables. */
   lock: string;
   statementPrefix: string;
-  /** Index names, unqualified (PostgreSQL creates an index in its table's schema). */
-  uidIndex: string;
-  userCodeIndex: string;
-  grantIndex: string;
-  expiryIndex: string;
-  orderIndex: string;
-  indexExpiryIndex: string;
+  /** Index names, unqualified (PostgreSQL creates an index in its table's schema), by suffix. */
+  index(suffix: string): string;
   /** Every table and index the migration creates, qualified as `to_regclass()` reads them. */
   objects: string[];
+  /** The outbox's tables, made on its first use. */
+  outbox: OutboxTables;
 }
+
+const INDEX_SUFFIXES = ['uid', 'user_code', 'grant', 'expires', 'index_order', 'index_expires'];
 
 export function storeNames(schema: string | undefined, table: string): StoreNames {
   const qualify = (name: string) => (schema ? `"${schema}"."${name}"` : `"${name}"`);
+  const index = (suffix: string) => `"${table}_${suffix}"`;
   const lock = `oidc-provider-impersonation:${schema ?? ''}.${table}`;
-  const created = [
-    table,
-    `${table}_index`,
-    `${table}_uid`,
-    `${table}_user_code`,
-    `${table}_grant`,
-    `${table}_expires`,
-    `${table}_index_order`,
-    `${table}_index_expires`,
-  ];
+  const statementPrefix = `oidc_imp_${createHash('sha256').update(lock).digest('hex').slice(0, 12)}_`;
   return {
-    objects: created.map(qualify),
+    objects: [table, `${table}_index`, ...INDEX_SUFFIXES.map((suffix) => `${table}_${suffix}`)].map(qualify),
     entries: qualify(table),
     indexes: qualify(`${table}_index`),
     lock,
-    statementPrefix: `oidc_imp_${createHash('sha256').update(lock).digest('hex').slice(0, 12)}_`,
-    uidIndex: `"${table}_uid"`,
-    userCodeIndex: `"${table}_user_code"`,
-    grantIndex: `"${table}_grant"`,
-    expiryIndex: `"${table}_expires"`,
-    orderIndex: `"${table}_index_order"`,
-    indexExpiryIndex: `"${table}_index_expires"`,
+    statementPrefix,
+    index,
+    outbox: {
+      statementPrefix,
+      entries: qualify(`${table}_outbox`),
+      drops: qualify(`${table}_outbox_drops`),
+      streamIndex: index('outbox_stream'),
+      // (subscription, seq): an append reads a subscription's oldest waiting entry from it.
+      subscriptionIndex: index('outbox_subscription_seq'),
+      // By subscription and due time.
+      readyIndex: index('outbox_ready_by_subscription'),
+      deadIndex: index('outbox_dead'),
+    },
   };
 }
 
@@ -79,10 +76,10 @@ export async function migrateStore(pool: pg.Pool, names: StoreNames): Promise<vo
       expires_at timestamptz,
       PRIMARY KEY (model, id)
     ) WITH (fillfactor = 90);
-    CREATE INDEX IF NOT EXISTS ${names.uidIndex} ON ${names.entries} (model, uid) WHERE uid IS NOT NULL;
-    CREATE INDEX IF NOT EXISTS ${names.userCodeIndex} ON ${names.entries} (model, user_code) WHERE user_code IS NOT NULL;
-    CREATE INDEX IF NOT EXISTS ${names.grantIndex} ON ${names.entries} (grant_id) WHERE grant_id IS NOT NULL;
-    CREATE INDEX IF NOT EXISTS ${names.expiryIndex} ON ${names.entries} (expires_at) WHERE expires_at IS NOT NULL;
+    CREATE INDEX IF NOT EXISTS ${names.index('uid')} ON ${names.entries} (model, uid) WHERE uid IS NOT NULL;
+    CREATE INDEX IF NOT EXISTS ${names.index('user_code')} ON ${names.entries} (model, user_code) WHERE user_code IS NOT NULL;
+    CREATE INDEX IF NOT EXISTS ${names.index('grant')} ON ${names.entries} (grant_id) WHERE grant_id IS NOT NULL;
+    CREATE INDEX IF NOT EXISTS ${names.index('expires')} ON ${names.entries} (expires_at) WHERE expires_at IS NOT NULL;
     CREATE TABLE IF NOT EXISTS ${names.indexes} (
       model text COLLATE "C" NOT NULL,
       name text COLLATE "C" NOT NULL,
@@ -90,150 +87,45 @@ export async function migrateStore(pool: pg.Pool, names: StoreNames): Promise<vo
       expires_at bigint NOT NULL,
       PRIMARY KEY (model, name, member)
     );
-    CREATE INDEX IF NOT EXISTS ${names.orderIndex} ON ${names.indexes} (model, name, expires_at, member);
-    CREATE INDEX IF NOT EXISTS ${names.indexExpiryIndex} ON ${names.indexes} (expires_at);
+    CREATE INDEX IF NOT EXISTS ${names.index('index_order')} ON ${names.indexes} (model, name, expires_at, member);
+    CREATE INDEX IF NOT EXISTS ${names.index('index_expires')} ON ${names.indexes} (expires_at);
   `,
   );
 }
 
-type StatementName =
-  | 'findMany'
-  | 'findManyAhead'
-  | 'findByUserCode'
-  | 'upsertMany'
-  | 'consumeMany'
-  | 'release'
-  | 'commitMany'
-  | 'destroy'
-  | 'revokeByGrantId'
-  | 'indexAddMany'
-  | 'indexLock'
-  | 'indexAddWithin'
-  | 'indexRemove'
-  | 'indexFirst'
-  | 'indexAfter'
-  | 'cleanEntries'
-  | 'cleanIndexes';
-
 /** An entry is live while it has no expiry or its expiry is still ahead: no query ever returns another. */
 const LIVE = '(expires_at IS NULL OR expires_at > now())';
 
-/** What a commit writes besides the exchange's own rows. */
+/** What a commit writes besides the exchanges' own rows. */
 interface CommitExtras {
-  /** A trail in the same database: its SQL function ($12 its argument) runs once per redeemed row, never for an exchange that does not commit. */
-  appendFunction?: string | undefined;
-  /** The outbox's tables: the exchange's notifications are appended (appendCtes' values follow). */
+  /** The outbox's tables: the exchanges' notifications are appended ($19–$26). */
   outbox?: Pick<OutboxTables, 'entries' | 'drops'> | undefined;
+  /** A trail in the same database: its rows are appended by this SQL function (one text[] after the outbox's). */
+  appendFunction?: string | undefined;
 }
 
-/** The commit statement of a quota-charged exchange (a delegation's) with `extras`, named after them. */
+/** The commit with `extras`, named after them. */
 export function commitWith(names: StoreNames, extras: CommitExtras): Statement {
-  const variant = `${extras.appendFunction ?? ''}\n${extras.outbox ? extras.outbox.entries : ''}\nquotas`;
+  const variant = `${extras.appendFunction ?? ''}\n${extras.outbox ? extras.outbox.entries : ''}`;
   const suffix = createHash('sha256').update(variant).digest('hex').slice(0, 12);
   return { name: `${names.statementPrefix}commit_${suffix}`, text: commitText(names, extras) };
 }
 
-/** The ids of `array` as rows `g(id)`: one primary-key probe each (`id = ANY` got a generic plan that scanned the model). */
-function idsOf(array: string): string {
-  return `(SELECT id FROM unnest(${array}::text[]) AS u(id) LIMIT cardinality(${array}::text[])) AS g`;
-}
-
-// Invariants 1–5: one exchange, one statement. $1, $2 the entry to consume (NULL: none); $4, $5 the entry
-// written, $7 its lifetime (ms), $8 its members' expiry, $9 their index names; $10 guards, $11 a created
-// guard's lifetime (ms); $12–$14 quota counters' ids, bounds and lifetimes (ms).
-function commitText({ entries, indexes }: StoreNames, { appendFunction, outbox }: CommitExtras): string {
-  const journal = appendFunction
-    ? `,
-      journaled AS (SELECT (r.j).seq AS seq, (r.j).hash AS hash
-        FROM (SELECT ${appendFunction}($15::jsonb) AS j FROM allowed) AS r)`
-    : '';
-  const journaled = appendFunction
-    ? `(SELECT json_agg(json_build_object('seq', seq::text, 'hash', hash) ORDER BY seq) FROM journaled)`
-    : 'NULL::json';
-  const notes = outbox
-    ? `,\n      ${appendCtes(outbox, appendFunction ? 16 : 15, 'EXISTS (SELECT 1 FROM allowed)')}`
-    : '';
-  const dropped = outbox ? '(SELECT json_agg(subscription) FROM refused)' : 'NULL::json';
-  const live = '(e.expires_at IS NULL OR e.expires_at > now())';
-  const open = `NOT EXISTS (SELECT 1 FROM ended) AND NOT EXISTS (SELECT 1 FROM unsettled)
-          AND NOT EXISTS (SELECT 1 FROM spent) AND NOT EXISTS (SELECT 1 FROM quota_unsettled)`;
-  const counters = `
-      wanted AS (
-        SELECT * FROM unnest($12::text[], $13::int[], $14::float8[]) WITH ORDINALITY AS q(id, max, lifetime, n)),
-      quota_created AS (
-        INSERT INTO ${entries} (model, id, payload, expires_at)
-        SELECT $4, w.id, json_build_object('kind', '${QUOTA_KIND}', 'count', 0),
-          now() + w.lifetime * interval '1 millisecond'
-        FROM wanted AS w ORDER BY w.id COLLATE "C"
-        ON CONFLICT (model, id) DO NOTHING
-        RETURNING id),
-      quota_locked AS (
-        SELECT e.id, CASE WHEN ${live} THEN (e.payload->>'count')::int ELSE 0 END AS count
-        FROM ${idsOf('$12')} JOIN ${entries} AS e ON e.model = $4 AND e.id = g.id ORDER BY e.id FOR UPDATE OF e),
-      quota_unsettled AS (SELECT w.id FROM wanted AS w WHERE w.id NOT IN (SELECT id FROM quota_locked)),
-      spent AS (
-        SELECT w.id FROM wanted AS w JOIN quota_locked AS l ON l.id = w.id WHERE l.count >= w.max
-        ORDER BY w.n LIMIT 1),`;
-  const charged = `
-      charged AS (
-        UPDATE ${entries} AS e SET
-          payload = json_build_object('kind', '${QUOTA_KIND}',
-            'count', CASE WHEN ${live} THEN (e.payload->>'count')::int + 1 ELSE 1 END),
-          expires_at = CASE WHEN ${live} THEN e.expires_at ELSE now() + w.lifetime * interval '1 millisecond' END
-        FROM wanted AS w
-        WHERE e.model = $4 AND e.id = w.id AND EXISTS (SELECT 1 FROM allowed)
-        RETURNING e.id),`;
-  const outcome = `(SELECT id FROM spent) AS spent,
-        ((SELECT count(*) FROM unsettled) + (SELECT count(*) FROM quota_unsettled))::int AS unsettled,
-        (SELECT count(*) FROM charged)::int AS charged`;
-  return `WITH created AS (
-        INSERT INTO ${entries} (model, id, payload, expires_at)
-        SELECT $4, g.id, json_build_object('kind', '${GUARD_KIND}'), now() + $11::float8 * interval '1 millisecond'
-        FROM unnest($10::text[]) AS g(id) ORDER BY g.id COLLATE "C"
-        ON CONFLICT (model, id) DO NOTHING
-        RETURNING id),
-      locked AS (
-        SELECT e.id, e.payload FROM ${idsOf('$10')} JOIN ${entries} AS e ON e.model = $4 AND e.id = g.id
-        ORDER BY e.id FOR SHARE OF e),
-      unsettled AS (
-        SELECT g.id FROM unnest($10::text[]) AS g(id)
-        WHERE g.id NOT IN (SELECT id FROM created) AND g.id NOT IN (SELECT id FROM locked)),
-      ended AS (SELECT id FROM locked WHERE payload->>'ended' IS NOT NULL ORDER BY id LIMIT 1),${counters}
-      redeemed AS (
-        UPDATE ${entries} SET consumed = $3
-        WHERE model = $1 AND id = $2 AND consumed IS NULL AND ${LIVE}
-          AND ${open}
-        RETURNING 1),
-      allowed AS (
-        SELECT 1 AS ok FROM redeemed
-        UNION ALL
-        SELECT 1 WHERE $1::text IS NULL AND ${open}),${charged}
-      written AS (
-        INSERT INTO ${entries} (model, id, payload, consumed, grant_id, uid, user_code, expires_at)
-        SELECT $4, $5, $6::json, NULL, NULL, NULL, NULL, now() + $7::float8 * interval '1 millisecond' FROM allowed
-        ON CONFLICT (model, id) DO UPDATE SET payload = EXCLUDED.payload, consumed = NULL, grant_id = NULL,
-          uid = NULL, user_code = NULL, expires_at = EXCLUDED.expires_at),
-      indexed AS (
-        INSERT INTO ${indexes} (model, name, member, expires_at)
-        SELECT $4, name, $5, $8::bigint FROM allowed CROSS JOIN unnest($9::text[]) AS name
-        ON CONFLICT (model, name, member) DO UPDATE SET expires_at = EXCLUDED.expires_at)${journal}${notes}
-      SELECT (SELECT count(*) FROM allowed)::int AS committed, (SELECT id FROM ended) AS guard,
-        ${outcome}, ${journaled} AS journaled, ${dropped} AS dropped`;
-}
-
-// Invariants 1–4, 11: commits without quota counters in one statement. Row n of $1–$8: entry to consume (or
-// NULL), consumed value, entry, payload, lifetime (ms), members' expiry; $9–$11 guards' models, ids, owners n,
-// $12 a created guard's lifetime (ms); $13, $14 index names and owners n.
-function commitManyText({ entries, indexes }: StoreNames, { outbox, appendFunction }: BatchedExtras = {}): string {
-  const notes = outbox ? `,\n      ${notifyManyCtes(outbox)}` : '';
+// Invariants 1–5, 11: the commits of one turn in one statement, each decided on its own. Row n of $1–$8: entry
+// to consume (or NULL), consumed value, entry, payload, lifetime (ms), members' expiry; $9–$11 guards' models,
+// ids, owners n, $12 a created guard's lifetime (ms); $13, $14 index names and owners n; $15–$18 quota
+// counters' ids, bounds, lifetimes (ms) and owners n (entries of the owner's model).
+function commitText({ entries, indexes }: StoreNames, { outbox, appendFunction }: CommitExtras): string {
+  const notes = outbox ? `,\n      ${appendCtes(outbox, 19, 'i.n IN (SELECT n FROM allowed)')}` : '';
   const dropped = outbox
     ? `(SELECT json_agg(c.subscription) FROM counted AS c WHERE c.n = q.n AND c.waiting >= c.max_pending)`
     : 'NULL::json';
-  const journal = appendFunction ? `,\n      ${journalManyCtes(appendFunction, outbox ? 23 : 15)}` : '';
+  const journal = appendFunction ? `,\n      ${journalManyCtes(appendFunction, outbox ? 27 : 19)}` : '';
   const journaled = appendFunction
     ? `(SELECT json_agg(json_build_object('seq', o.seq::text, 'hash', o.hash) ORDER BY o.seq)
           FROM journaled AS o JOIN journal_input AS i ON i.pos = o.pos WHERE i.n = q.n)`
     : 'NULL::json';
+  const live = '(e.expires_at IS NULL OR e.expires_at > now())';
   return `WITH q AS (
         SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::float8[],
           $8::bigint[]) WITH ORDINALITY AS q(consume_model, consume_id, consumed, model, id, payload, lifetime,
@@ -250,15 +142,36 @@ function commitManyText({ entries, indexes }: StoreNames, { outbox, appendFuncti
         FROM (SELECT DISTINCT model, id FROM g LIMIT cardinality($10::text[])) AS d
         JOIN ${entries} AS e ON e.model = d.model AND e.id = d.id
         ORDER BY e.model, e.id FOR SHARE OF e),
-      unsettled AS (
-        SELECT DISTINCT g.n FROM g
-        WHERE (g.model, g.id) NOT IN (SELECT model, id FROM created)
-          AND (g.model, g.id) NOT IN (SELECT model, id FROM locked)),
       ended AS (
         SELECT g.n, min(l.id) AS id FROM g JOIN locked AS l ON l.model = g.model AND l.id = g.id
         WHERE l.payload->>'ended' IS NOT NULL GROUP BY g.n),
+      w AS (
+        SELECT w.*, q.model FROM unnest($15::text[], $16::int[], $17::float8[], $18::int[]) WITH ORDINALITY
+          AS w(id, max, lifetime, n, ord) JOIN q ON q.n = w.n),
+      quota_created AS (
+        INSERT INTO ${entries} (model, id, payload, expires_at)
+        SELECT w.model, w.id, json_build_object('kind', '${QUOTA_KIND}', 'count', 0),
+          now() + w.lifetime * interval '1 millisecond'
+        FROM w ORDER BY w.model, w.id
+        ON CONFLICT (model, id) DO NOTHING),
+      quota_locked AS (
+        SELECT e.model, e.id, CASE WHEN ${live} THEN (e.payload->>'count')::int ELSE 0 END AS count
+        FROM (SELECT DISTINCT model, id FROM w LIMIT cardinality($15::text[])) AS d
+        JOIN ${entries} AS e ON e.model = d.model AND e.id = d.id
+        ORDER BY e.model, e.id FOR UPDATE OF e),
+      spent AS (
+        SELECT DISTINCT ON (w.n) w.n, w.id FROM w JOIN quota_locked AS l ON l.model = w.model AND l.id = w.id
+        WHERE l.count >= w.max ORDER BY w.n, w.ord),
+      unsettled AS (
+        SELECT g.n FROM g
+        WHERE (g.model, g.id) NOT IN (SELECT model, id FROM created)
+          AND (g.model, g.id) NOT IN (SELECT model, id FROM locked)
+        UNION
+        SELECT w.n FROM w WHERE (w.model, w.id) NOT IN (SELECT model, id FROM quota_locked)),
       open AS (
-        SELECT q.* FROM q WHERE q.n NOT IN (SELECT n FROM ended) AND q.n NOT IN (SELECT n FROM unsettled)),
+        SELECT q.* FROM q
+        WHERE q.n NOT IN (SELECT n FROM ended) AND q.n NOT IN (SELECT n FROM unsettled)
+          AND q.n NOT IN (SELECT n FROM spent)),
       target AS (
         SELECT e.model, e.id
         FROM (SELECT DISTINCT consume_model, consume_id FROM open WHERE consume_id IS NOT NULL
@@ -275,6 +188,13 @@ function commitManyText({ entries, indexes }: StoreNames, { outbox, appendFuncti
         SELECT n FROM redeemed
         UNION ALL
         SELECT n FROM open WHERE consume_id IS NULL),
+      charged AS (
+        UPDATE ${entries} AS e SET
+          payload = json_build_object('kind', '${QUOTA_KIND}',
+            'count', CASE WHEN ${live} THEN (e.payload->>'count')::int + 1 ELSE 1 END),
+          expires_at = CASE WHEN ${live} THEN e.expires_at ELSE now() + w.lifetime * interval '1 millisecond' END
+        FROM w JOIN allowed AS a ON a.n = w.n
+        WHERE e.model = w.model AND e.id = w.id),
       written AS (
         INSERT INTO ${entries} (model, id, payload, consumed, grant_id, uid, user_code, expires_at)
         SELECT q.model, q.id, q.payload::json, NULL, NULL, NULL, NULL, now() + q.lifetime * interval '1 millisecond'
@@ -287,25 +207,10 @@ function commitManyText({ entries, indexes }: StoreNames, { outbox, appendFuncti
         FROM unnest($13::text[], $14::int[]) AS x(name, n) JOIN q ON q.n = x.n JOIN allowed AS a ON a.n = q.n
         ON CONFLICT (model, name, member) DO UPDATE SET expires_at = EXCLUDED.expires_at)${notes}${journal}
       SELECT q.n, EXISTS (SELECT 1 FROM allowed AS a WHERE a.n = q.n) AS committed,
-        (SELECT id FROM ended WHERE ended.n = q.n) AS guard,
-        (SELECT count(*) FROM unsettled AS u WHERE u.n = q.n)::int AS unsettled,
-        ${dropped} AS dropped, ${journaled} AS journaled
+        (SELECT id FROM ended WHERE ended.n = q.n) AS guard, (SELECT id FROM spent WHERE spent.n = q.n) AS spent,
+        EXISTS (SELECT 1 FROM unsettled AS u WHERE u.n = q.n) AS unsettled, ${dropped} AS dropped,
+        ${journaled} AS journaled
       FROM q ORDER BY q.n`;
-}
-
-/** What a batched commit writes besides the exchanges' own rows. */
-interface BatchedExtras {
-  /** The outbox's tables: the exchanges' notifications are appended ($15–$22). */
-  outbox?: Pick<OutboxTables, 'entries' | 'drops'> | undefined;
-  /** A trail in the same database: its rows are appended by this SQL function (one text[] after the outbox's). */
-  appendFunction?: string | undefined;
-}
-
-/** The batched commit with `extras`, named after them. */
-export function commitManyWith(names: StoreNames, extras: BatchedExtras): Statement {
-  const variant = `${extras.appendFunction ?? ''}\n${extras.outbox ? extras.outbox.entries : ''}`;
-  const suffix = createHash('sha256').update(variant).digest('hex').slice(0, 12);
-  return { name: `${names.statementPrefix}commit_many_${suffix}`, text: commitManyText(names, extras) };
 }
 
 // A batch's trail rows ($first: per exchange n, a JSON array), in one call in a CTE, which PostgreSQL runs once whatever the plan.
@@ -321,66 +226,23 @@ function journalManyCtes(appendFunction: string, first: number): string {
         CROSS JOIN LATERAL ${appendFunction}(x.rows) WITH ORDINALITY AS r(seq, hash, pos))`;
 }
 
-// A batch's notifications ($15 ids, $16 subscriptions, $17 subjects, $18 streams, $19 bodies, $20 times (ms),
-// $21 bounds, $22 exchange n), as appendCtes; `ahead` counts a subscription's earlier entries in the batch.
-function notifyManyCtes({ entries, drops }: Pick<OutboxTables, 'entries' | 'drops'>): string {
-  return `input AS (
-        SELECT * FROM unnest($15::text[], $16::text[], $17::text[], $18::text[], $19::text[], $20::bigint[],
-          $21::bigint[], $22::int[]) WITH ORDINALITY AS i(id, subscription, subject, stream, body, now, max_pending, n, ord)
-        WHERE i.n IN (SELECT n FROM allowed)
-        LIMIT cardinality($15::text[])),
-      ranked AS (
-        SELECT i.*, row_number() OVER (PARTITION BY i.subscription ORDER BY i.ord) - 1 AS ahead FROM input AS i),
-      counted AS (
-        SELECT r.*, r.ahead + CASE
-            WHEN coalesce((SELECT max(seq) FROM ${entries})
-                          - (SELECT min(e.seq) FROM ${entries} AS e
-                             WHERE e.subscription = r.subscription AND e.dead_at IS NULL) + 1, 0) + r.ahead < r.max_pending
-              THEN 0
-            ELSE (SELECT count(*) FROM (SELECT 1 FROM ${entries} AS e
-                                        WHERE e.subscription = r.subscription AND e.dead_at IS NULL
-                                        LIMIT r.max_pending) AS bounded)
-          END AS waiting
-        FROM ranked AS r),
-      appended AS (
-        INSERT INTO ${entries} (id, subscription, subject, stream, body, created_at, next_at, ready)
-        SELECT c.id, c.subscription, c.subject, c.stream, c.body, c.now, c.now, latest.seq IS NULL
-        FROM counted AS c LEFT JOIN LATERAL (
-          SELECT e.seq FROM ${entries} AS e WHERE e.stream = c.stream AND e.dead_at IS NULL
-          ORDER BY e.seq DESC LIMIT 1
-          FOR KEY SHARE
-        ) AS latest ON true
-        WHERE c.waiting < c.max_pending
-        ORDER BY c.ord),
-      refused AS (
-        INSERT INTO ${drops} (subscription, dropped)
-        SELECT subscription, count(*) FROM counted WHERE waiting >= max_pending GROUP BY subscription
-        ORDER BY subscription
-        ON CONFLICT (subscription) DO UPDATE SET dropped = ${drops}.dropped + EXCLUDED.dropped)`;
-}
-
-export function storeStatements(names: StoreNames): Record<StatementName, Statement> {
+export function storeStatements(names: StoreNames) {
   const { entries, indexes } = names;
-  const texts: Record<StatementName, string> = {
-    // Entries by id ($2 false) or by uid ($2 true), any number at once; `n` says which lookup a row answers.
+  // Entries by id (`q.by_uid` false) or by uid, any number at once; `n` says which lookup a row answers.
+  const lookup = (columns: string) => `CROSS JOIN LATERAL (
+        SELECT ${columns} FROM ${entries} WHERE NOT q.by_uid AND model = q.model AND id = q.key AND ${LIVE}
+        UNION ALL
+        SELECT ${columns} FROM ${entries} WHERE q.by_uid AND model = q.model AND uid = q.key AND ${LIVE}
+        LIMIT 1) AS e`;
+  const texts = {
     findMany: `SELECT q.n, e.payload, e.consumed
       FROM unnest($1::text[], $2::bool[], $3::text[]) WITH ORDINALITY AS q(model, by_uid, key, n)
-      CROSS JOIN LATERAL (
-        SELECT payload, consumed FROM ${entries} WHERE NOT q.by_uid AND model = q.model AND id = q.key AND ${LIVE}
-        UNION ALL
-        SELECT payload, consumed FROM ${entries} WHERE q.by_uid AND model = q.model AND uid = q.key AND ${LIVE}
-        LIMIT 1) AS e`,
+      ${lookup('payload, consumed')}`,
     // As findMany; for an access token ($4) also its Session (by uid) and Grant (by grant_id): `via` names them.
     findManyAhead: `WITH found AS (
         SELECT q.n, q.follow, e.payload, e.consumed, e.grant_id
         FROM unnest($1::text[], $2::bool[], $3::text[], $4::bool[]) WITH ORDINALITY AS q(model, by_uid, key, follow, n)
-        CROSS JOIN LATERAL (
-          SELECT payload, consumed, grant_id FROM ${entries}
-          WHERE NOT q.by_uid AND model = q.model AND id = q.key AND ${LIVE}
-          UNION ALL
-          SELECT payload, consumed, grant_id FROM ${entries}
-          WHERE q.by_uid AND model = q.model AND uid = q.key AND ${LIVE}
-          LIMIT 1) AS e)
+        ${lookup('payload, consumed, grant_id')})
       SELECT f.n, f.payload, f.consumed, NULL::text AS via FROM found AS f
       UNION ALL
       SELECT f.n, s.payload, s.consumed, 'Session' FROM found AS f
@@ -408,7 +270,7 @@ export function storeStatements(names: StoreNames): Record<StatementName, Statem
       WHERE e.model = target.model AND e.id = target.id RETURNING e.model, e.id`,
     release: `UPDATE ${entries} SET consumed = NULL
       WHERE model = $1 AND id = $2 AND consumed::jsonb = $3::jsonb AND ${LIVE}`,
-    commitMany: commitManyText(names),
+    commitMany: commitText(names, {}),
     destroy: `DELETE FROM ${entries} WHERE model = $1 AND id = $2`,
     // Only the grantable models' rows carry a grant id.
     revokeByGrantId: `DELETE FROM ${entries} WHERE grant_id = $1`,
@@ -436,8 +298,6 @@ export function storeStatements(names: StoreNames): Record<StatementName, Statem
     indexRemove: `DELETE FROM ${indexes} AS i USING unnest($2::text[]) AS n(name)
       WHERE i.model = $1 AND i.name = n.name AND i.member = $3`,
     // $3 is the caller's clock (ms): members expire by the time the caller gave them.
-    indexFirst: `SELECT member, expires_at FROM ${indexes} WHERE model = $1 AND name = $2 AND expires_at > $3
-      ORDER BY expires_at DESC, member DESC LIMIT $4`,
     indexAfter: `SELECT member, expires_at FROM ${indexes} WHERE model = $1 AND name = $2 AND expires_at > $3
       AND (expires_at, member) < ($5, $6) ORDER BY expires_at DESC, member DESC LIMIT $4`,
     // Rows another instance is deleting right now are skipped, never waited on.
@@ -446,9 +306,7 @@ export function storeStatements(names: StoreNames): Record<StatementName, Statem
     cleanIndexes: `DELETE FROM ${indexes} WHERE ctid = ANY(ARRAY(
       SELECT ctid FROM ${indexes} WHERE expires_at <= $2 LIMIT $1 FOR UPDATE SKIP LOCKED))`,
   };
-  const statements = {} as Record<StatementName, Statement>;
-  for (const [name, text] of Object.entries(texts) as Array<[StatementName, string]>) {
-    statements[name] = { name: `${names.statementPrefix}${name}`, text };
-  }
-  return statements;
+  return Object.fromEntries(
+    Object.entries(texts).map(([name, text]) => [name, { name: `${names.statementPrefix}${name}`, text }]),
+  ) as Record<keyof typeof texts, Statement>;
 }

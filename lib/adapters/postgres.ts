@@ -3,27 +3,20 @@ import type pg from 'pg';
 import type { AdapterPayload } from 'oidc-provider';
 import { entryLifetimeMs, GRANTABLE_MODELS } from './contracts/entries.js';
 import type { BoundedIndexAdd, IndexEntry } from './contracts/indexes.js';
-import type { CommitOutcome, CommitWrite, QuotaOutcome, QuotaWrite } from './contracts/commit.js';
+import type { CommitOutcome, CommitWrite } from './contracts/commit.js';
 import type { EveryDomainAdapter, ImpersonationAdapterClass } from './contract.js';
-import { saveWithinQuotasBy } from './quotas.js';
+import { DerivedOperations } from './quotas.js';
 import { streamOf, type NewOutboxEntry, type OutboxStore } from '../outbox/contract.js';
 import { appendValues, createPostgresOutbox, outboxDdl, type RunTransaction } from '../outbox/postgres.js';
 import { migrateUnderLock } from '../postgres/migration.js';
 import { lastByKey, StatementBatch } from '../postgres/batch.js';
 import { assertPlainIdentifiers } from '../postgres/identifier.js';
 import { openPool, POOL_SOURCE_NAMES, type PoolSource } from '../postgres/pool.js';
-import { refuseUnknownOptions } from '../config/names.js';
+import { optionChecks, type OptionChecks } from '../config/checks.js';
 import { currentReadAhead, type ReadAhead } from './contracts/read-ahead.js';
-import { commitManyWith, commitWith, migrateStore, storeNames, storeStatements } from './postgres-schema.js';
+import { commitWith, migrateStore, storeNames, storeStatements } from './postgres-schema.js';
 import type { Statement } from '../postgres/statement.js';
-import {
-  invalidArgument,
-  invalidCall,
-  invalidOption,
-  postgresFailed,
-  unavailable,
-  unstorableValue,
-} from '../errors/standalone.js';
+import { invalidArgument, invalidCall, postgresFailed, unavailable, unstorableValue } from '../errors/standalone.js';
 
 export interface PostgresAdapterOptions extends PoolSource {
   /** Schema of the tables. Default: the connection's search path. */
@@ -71,35 +64,28 @@ type Row = { payload: AdapterPayload; consumed: unknown };
 /** How long a guard row a commit created is kept (ms): longer than any exchange, so a racing mark finds it. */
 const GUARD_LIFETIME_MS = 10 * 60 * 1000;
 
-/** A batched commit's answer for one exchange (`commitManyText`). */
-interface CommitManyRow {
+/** The commit's answer for one exchange (`commitText`). */
+interface CommitRow {
   n: string;
   committed: boolean;
   guard: string | null;
-  unsettled: number;
-  dropped: string[] | null;
-  journaled: Array<{ seq: string; hash: string }> | null;
-}
-
-interface CommitRow {
-  committed: number;
-  guard: string | null;
   /** The first quota counter that had taken its bound. */
   spent: string | null;
-  /** Invariant 4: guards created by another statement meanwhile; nothing committed, sent again. */
-  unsettled: number;
-  journaled: Array<{ seq: string; hash: string }> | null;
+  /** Invariant 4: guards or counters created by another statement meanwhile; nothing committed, sent again. */
+  unsettled: boolean;
   dropped: string[] | null;
+  journaled: Array<{ seq: string; hash: string }> | null;
 }
 
 /** Times a commit is sent while its guards are being created by other statements (a quota write, its counters). */
 const MAX_COMMIT_ATTEMPTS = 3;
 
 const MAX_BATCH = 256;
+const BIGINT_MAX = '9223372036854775807';
 /** The longest lifetime stored, in ms (about 300 years): a longer one would overflow PostgreSQL's interval and fail its whole batch. */
 const LONGEST_LIFETIME_MS = 1e13;
 
-/** One exchange's commit without quota counters, as `commitManyText` takes it. */
+/** One exchange's commit, as `commitText` takes it. */
 interface PlainCommit {
   consumeModel: string | null;
   consumeId: string | null;
@@ -112,14 +98,32 @@ interface PlainCommit {
   memberExpiry: number;
   indexes: string[];
   guards: string[];
-  /** The exchange's notifications, appended with it (`commitManyWith`). */
+  /** Quota counters' ids (entries of `model`), bounds and lifetimes (ms). */
+  quotas: Array<{ id: string; max: number; lifetime: number }>;
+  /** The exchange's notifications, appended with it (`commitWith`). */
   notes?: { entries: readonly NewOutboxEntry[]; maxPending: number; now: number } | undefined;
   /** The exchange's trail rows (a JSON array), appended with it by the trail's function. */
   journal?: string | undefined;
 }
 
+/** The values of `keys` of `rows`, one array per key: the columns of an `unnest`. */
+function columnsOf<Row, Key extends keyof Row>(rows: readonly Row[], keys: readonly Key[]): Array<Array<Row[Key]>> {
+  return keys.map((key) => rows.map((row) => row[key]));
+}
+
+/** `commitText`'s $1–$8. */
+const COMMIT_COLUMNS = [
+  'consumeModel',
+  'consumeId',
+  'consumed',
+  'model',
+  'id',
+  'payload',
+  'lifetime',
+  'memberExpiry',
+] as const;
+
 function commitManyValues(commits: readonly PlainCommit[]): unknown[] {
-  const column = <Key extends keyof PlainCommit>(key: Key) => commits.map((commit) => commit[key]);
   const owned = (list: (commit: PlainCommit) => readonly string[]) => {
     const values: string[] = [];
     const models: string[] = [];
@@ -135,37 +139,28 @@ function commitManyValues(commits: readonly PlainCommit[]): unknown[] {
   };
   const guards = owned((commit) => commit.guards);
   const indexes = owned((commit) => commit.indexes);
+  const quotas = commits.flatMap((commit, at) => commit.quotas.map((quota) => ({ ...quota, n: at + 1 })));
   const notes = commits.flatMap((commit, at) =>
-    (commit.notes?.entries ?? []).map((entry) => ({ entry, n: at + 1, notes: commit.notes! })),
+    (commit.notes?.entries ?? []).map((entry) => ({
+      entry,
+      now: commit.notes!.now,
+      maxPending: commit.notes!.maxPending,
+      n: at + 1,
+    })),
   );
-  const notified = notes.length
-    ? [
-        notes.map(({ entry }) => entry.id),
-        notes.map(({ entry }) => entry.subscription),
-        notes.map(({ entry }) => entry.subject),
-        notes.map(({ entry }) => streamOf(entry)),
-        notes.map(({ entry }) => entry.body),
-        notes.map(({ notes }) => notes.now),
-        notes.map(({ notes }) => notes.maxPending),
-        notes.map(({ n }) => n),
-      ]
-    : [];
   return [
-    column('consumeModel'),
-    column('consumeId'),
-    column('consumed'),
-    column('model'),
-    column('id'),
-    column('payload'),
-    column('lifetime'),
-    column('memberExpiry'),
+    ...columnsOf(commits, COMMIT_COLUMNS),
     guards.models,
     guards.values,
     guards.owners,
     GUARD_LIFETIME_MS,
     indexes.values,
     indexes.owners,
-    ...notified,
+    quotas.map((quota) => quota.id),
+    quotas.map((quota) => quota.max),
+    quotas.map((quota) => quota.lifetime),
+    quotas.map((quota) => quota.n),
+    ...(notes.length ? appendValues(notes) : []),
     // A batch's commits are of one kind: all carry trail rows, or none does.
     ...(commits[0]?.journal === undefined ? [] : [commits.map((commit) => commit.journal ?? '[]')]),
   ];
@@ -190,10 +185,11 @@ function runsOfDistinct<Item>(items: readonly Item[], keysOf: (item: Item) => re
   return runs;
 }
 
-/** What one batch must not hold twice: the entry a commit writes, and the streams it notifies. */
+/** What one batch must not hold twice: the entry a commit writes, its quota counters, and the streams it notifies. */
 function commitKeys(commit: PlainCommit): string[] {
   return [
     `entry\u0000${commit.model}\u0000${commit.id}`,
+    ...commit.quotas.map((quota) => `entry\u0000${commit.model}\u0000${quota.id}`),
     ...(commit.notes?.entries ?? []).map((entry) => `stream\u0000${streamOf(entry)}`),
   ];
 }
@@ -217,6 +213,9 @@ interface EntryWrite {
   lifetimeMs: number | null;
 }
 
+/** `upsertMany`'s columns. */
+const ENTRY_COLUMNS = ['model', 'id', 'payload', 'consumed', 'grantId', 'uid', 'userCode', 'lifetimeMs'] as const;
+
 interface IndexWrite {
   model: string;
   names: string[];
@@ -224,11 +223,13 @@ interface IndexWrite {
   expiresAt: number;
 }
 
-/** An oidc-provider adapter on PostgreSQL for every model and domain; nothing is evicted (the disk is the bound). */
-export function createPostgresAdapter(options: PostgresAdapterOptions): PostgresAdapterClass {
+const check: OptionChecks = optionChecks('createPostgresAdapter');
+
+/** The options' values, checked: every one names its option when refused. */
+function checkedOptions(options: PostgresAdapterOptions) {
   if (options === null || typeof options !== 'object')
     throw invalidArgument('createPostgresAdapter', 'options', 'must be an object');
-  refuseUnknownOptions('createPostgresAdapter', options, [
+  check.known(options, [
     ...POOL_SOURCE_NAMES,
     ...Object.keys({
       schema: true,
@@ -240,77 +241,18 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
   const table = options.table ?? 'oidc_provider_store';
   assertPlainIdentifiers('createPostgresAdapter', { table, schema: options.schema });
   const cleanupInterval = options.cleanupInterval ?? DEFAULT_CLEANUP_INTERVAL_MS;
-  if (!Number.isSafeInteger(cleanupInterval) || cleanupInterval < 0) {
-    throw invalidOption(
-      'createPostgresAdapter',
-      'cleanupInterval',
-      'must be a whole number of milliseconds (0 turns the sweep off)',
-    );
-  }
-  const cleanupBatch = options.cleanupBatch ?? DEFAULT_CLEANUP_BATCH;
-  if (!Number.isSafeInteger(cleanupBatch) || cleanupBatch < 1)
-    throw invalidOption('createPostgresAdapter', 'cleanupBatch', 'must be a positive integer');
+  if (!Number.isSafeInteger(cleanupInterval) || cleanupInterval < 0)
+    check.fail('cleanupInterval', 'must be a whole number of milliseconds (0 turns the sweep off)');
+  const cleanupBatch = check.positive('cleanupBatch', options.cleanupBatch ?? DEFAULT_CLEANUP_BATCH);
 
-  const { pool, end } = openPool('createPostgresAdapter', options);
-  const names = storeNames(options.schema, table);
-  const statements = storeStatements(names);
-  // A quota-charged commit (a delegation's) with trail rows, notifications or both: one prepared statement each.
-  const commitVariants = new Map<string, Statement>();
-  const commitStatement = (appendFunction: string | undefined, notifying: boolean): Statement => {
-    const key = `${appendFunction ?? ''}\n${notifying}`;
-    let statement = commitVariants.get(key);
-    if (!statement) {
-      statement = commitWith(names, { appendFunction, outbox: notifying ? outboxTables : undefined });
-      commitVariants.set(key, statement);
-    }
-    return statement;
-  };
+  return { table, cleanupInterval, cleanupBatch };
+}
 
-  let migrated = false;
-  let migrating: Promise<void> | undefined;
-  let closed = false;
-  let sweeping: Promise<{ entries: number; indexMembers: number }> | undefined;
-  let timer: NodeJS.Timeout | undefined;
+/** Runs one statement of `operation` on the adapter's pool, its tables ready. */
+type Run = (statement: Statement, values: unknown[], operation: string) => Promise<pg.QueryResult>;
 
-  function migrate(): Promise<void> {
-    if (closed) return Promise.reject(unavailable('the PostgreSQL adapter is disconnected'));
-    migrating ??= migrateStore(pool, names).then(
-      () => {
-        migrated = true;
-        startSweep();
-      },
-      (error: unknown) => {
-        migrating = undefined; // retried on the next call: the database may be back
-        throw storeError('migration', error);
-      },
-    );
-    return migrating;
-  }
-
-  function startSweep(): void {
-    if (!cleanupInterval || timer || closed) return;
-    timer = setInterval(() => {
-      cleanup().catch(() => {});
-    }, cleanupInterval);
-    // The sweep never keeps a process alive that has nothing else to do.
-    timer.unref();
-  }
-
-  /** Runs one statement; every caller sends exactly one per operation (the first also migrates). */
-  async function run(statement: Statement, values: unknown[], operation: string): Promise<pg.QueryResult> {
-    if (closed) throw unavailable('the PostgreSQL adapter is disconnected');
-    if (!migrated) await migrate();
-    try {
-      return await pool.query({ name: statement.name, text: statement.text, values });
-    } catch (error) {
-      throw storeError(operation, error);
-    }
-  }
-
-  // The owner of what this adapter reads ahead (see ReadAhead): only its own finds take it.
-  const readAheadOwner = {};
-
-  // Invariant 10: finds, consumptions, writes and index additions of one turn go out as one statement.
+/** Invariant 10: finds, consumptions, writes and index additions of one turn go out as one statement each. */
+function entryBatches(run: Run, statements: ReturnType<typeof storeStatements>, readAheadOwner: object) {
   const lookups = new StatementBatch<Lookup, AdapterPayload | undefined>(
     async (items) => {
       const following = items.some((item) => item.ahead);
@@ -318,7 +260,7 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
       const { rows } = await run(
         following ? statements.findManyAhead : statements.findMany,
         following ? [...values, items.map((item) => item.ahead !== undefined)] : values,
-        items.length === 1 ? (items[0]!.byUid ? 'findByUid' : 'find') : 'find',
+        items.length === 1 && items[0]!.byUid ? 'findByUid' : 'find',
       );
       const found: Array<AdapterPayload | undefined> = Array.from({ length: items.length });
       const ahead: Array<{ Session?: AdapterPayload; Grant?: AdapterPayload }> = [];
@@ -365,24 +307,8 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
   const entryWrites = new StatementBatch<EntryWrite, void>(
     async (items) => {
       // Invariant 3.
-      const rows = lastByKey(items, (item) => `${item.model}\u0000${item.id}`).sort((a, b) =>
-        a.model === b.model ? (a.id < b.id ? -1 : a.id > b.id ? 1 : 0) : a.model < b.model ? -1 : 1,
-      );
-      const column = <Key extends keyof EntryWrite>(key: Key) => rows.map((row) => row[key]);
-      await run(
-        statements.upsertMany,
-        [
-          column('model'),
-          column('id'),
-          column('payload'),
-          column('consumed'),
-          column('grantId'),
-          column('uid'),
-          column('userCode'),
-          column('lifetimeMs'),
-        ],
-        'upsert',
-      );
+      const rows = lastByKey(items, (item) => `${item.model}\u0000${item.id}`);
+      await run(statements.upsertMany, columnsOf(rows, ENTRY_COLUMNS), 'upsert');
       return Array.from({ length: items.length });
     },
     { max: MAX_BATCH },
@@ -394,58 +320,94 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
         item.names.map((name) => ({ model: item.model, name, member: item.member, expiresAt: item.expiresAt })),
       );
       const rows = lastByKey(members, (row) => `${row.model}\u0000${row.name}\u0000${row.member}`);
-      await run(
-        statements.indexAddMany,
-        [
-          rows.map((row) => row.model),
-          rows.map((row) => row.name),
-          rows.map((row) => row.member),
-          rows.map((row) => row.expiresAt),
-        ],
-        'indexAdd',
-      );
+      await run(statements.indexAddMany, columnsOf(rows, ['model', 'name', 'member', 'expiresAt']), 'indexAdd');
       return Array.from({ length: items.length });
     },
     { max: MAX_BATCH },
   );
 
-  // Invariant 11: commits without quota counters of one turn share a statement.
-  const commitsIn = (statement: () => Statement) =>
-    new StatementBatch<PlainCommit, CommitRow>(
-      async (items) => {
-        const answers = new Map<PlainCommit, CommitRow>();
-        for (const sent of runsOfDistinct(items, commitKeys)) {
-          const { rows } = await run(statement(), commitManyValues(sent), 'commitOnce');
-          for (const row of rows as Array<CommitManyRow>) {
-            const { committed, guard, unsettled, dropped, journaled } = row;
-            answers.set(sent[Number(row.n) - 1]!, {
-              committed: committed ? 1 : 0,
-              guard,
-              unsettled,
-              spent: null,
-              journaled,
-              dropped,
-            });
-          }
-        }
-        return items.map((item) => answers.get(item)!);
-      },
-      { max: MAX_BATCH },
-    );
-  // One batch per kind of commit: with notifications or not, with a trail's rows or not.
-  const commitBatches = new Map<string, StatementBatch<PlainCommit, CommitRow>>([
-    ['\n', commitsIn(() => statements.commitMany)],
-  ]);
-  const commitBatch = (appendFunction: string | undefined, notifying: boolean) => {
-    const key = `${appendFunction ?? ''}\n${notifying ? 'outbox' : ''}`;
-    let batch = commitBatches.get(key);
+  return { lookups, consumptions, entryWrites, indexWrites };
+}
+
+/** Invariant 11: the commits of one turn share a statement, one per kind (with notifications or not, a trail's rows or not). */
+function commitBatches(run: Run, statementOf: (appendFunction: string | undefined, notifying: boolean) => Statement) {
+  const batches = new Map<string, StatementBatch<PlainCommit, CommitRow>>();
+  return (appendFunction: string | undefined, notifying: boolean): StatementBatch<PlainCommit, CommitRow> => {
+    const key = `${appendFunction ?? ''}\n${notifying}`;
+    let batch = batches.get(key);
     if (!batch) {
-      const statement = commitManyWith(names, { appendFunction, outbox: notifying ? outboxTables : undefined });
-      batch = commitsIn(() => statement);
-      commitBatches.set(key, batch);
+      const statement = statementOf(appendFunction, notifying);
+      batch = new StatementBatch<PlainCommit, CommitRow>(
+        async (items) => {
+          const answers = new Map<PlainCommit, CommitRow>();
+          for (const sent of runsOfDistinct(items, commitKeys)) {
+            const { rows } = await run(statement, commitManyValues(sent), 'commitOnce');
+            for (const row of rows as CommitRow[]) answers.set(sent[Number(row.n) - 1]!, row);
+          }
+          return items.map((item) => answers.get(item)!);
+        },
+        { max: MAX_BATCH },
+      );
+      batches.set(key, batch);
     }
     return batch;
   };
+}
+
+/** An oidc-provider adapter on PostgreSQL for every model and domain; nothing is evicted (the disk is the bound). */
+export function createPostgresAdapter(options: PostgresAdapterOptions): PostgresAdapterClass {
+  const { table, cleanupInterval, cleanupBatch } = checkedOptions(options);
+  const { pool, end } = openPool('createPostgresAdapter', options);
+  const names = storeNames(options.schema, table);
+  const statements = storeStatements(names);
+
+  let migrated = false;
+  let migrating: Promise<void> | undefined;
+  let closed = false;
+  let sweeping: Promise<{ entries: number; indexMembers: number }> | undefined;
+  let timer: NodeJS.Timeout | undefined;
+
+  function migrate(): Promise<void> {
+    if (closed) return Promise.reject(unavailable('the PostgreSQL adapter is disconnected'));
+    migrating ??= migrateStore(pool, names).then(
+      () => {
+        migrated = true;
+        startSweep();
+      },
+      (error: unknown) => {
+        migrating = undefined; // retried on the next call: the database may be back
+        throw storeError('migration', error);
+      },
+    );
+    return migrating;
+  }
+
+  function startSweep(): void {
+    if (!cleanupInterval || timer || closed) return;
+    timer = setInterval(() => {
+      cleanup().catch(() => {});
+    }, cleanupInterval);
+    // The sweep never keeps a process alive that has nothing else to do.
+    timer.unref();
+  }
+
+  /** The store's tables, made on the first call; undefined once they are, so that a statement goes out in this turn. */
+  const storeReady = (): Promise<void> | undefined => (closed || !migrated ? migrate() : undefined);
+  /** Runs one statement once `ready`; every caller sends exactly one per operation (the first also migrates). */
+  const runOn =
+    (ready: () => Promise<void> | undefined): Run =>
+    async (statement, values, operation) => {
+      const waiting = ready();
+      if (waiting) await waiting;
+      return answered(pool.query({ name: statement.name, text: statement.text, values }), operation);
+    };
+  const run = runOn(storeReady);
+  // The owner of what this adapter reads ahead (see ReadAhead): only its own finds take it.
+  const readAheadOwner = {};
+  const { lookups, consumptions, entryWrites, indexWrites } = entryBatches(run, statements, readAheadOwner);
+  const commitBatch = commitBatches(run, (appendFunction, notifying) =>
+    commitWith(names, { appendFunction, outbox: notifying ? outboxTables : undefined }),
+  );
 
   function cleanup(): Promise<{ entries: number; indexMembers: number }> {
     // One sweep at a time per adapter; several instances skip each other's rows.
@@ -473,17 +435,7 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
   }
 
   let outbox: OutboxStore | undefined;
-  const outboxTables = {
-    statementPrefix: names.statementPrefix,
-    entries: qualified(options.schema, `${table}_outbox`),
-    drops: qualified(options.schema, `${table}_outbox_drops`),
-    streamIndex: `"${table}_outbox_stream"`,
-    // (subscription, seq): an append reads a subscription's oldest waiting entry from it.
-    subscriptionIndex: `"${table}_outbox_subscription_seq"`,
-    // By subscription and due time.
-    readyIndex: `"${table}_outbox_ready_by_subscription"`,
-    deadIndex: `"${table}_outbox_dead"`,
-  };
+  const outboxTables = names.outbox;
   let outboxMigrating: Promise<void> | undefined;
   /** The outbox's tables are made on its first use: a deployment without webhooks never has them. */
   async function outboxReady(): Promise<void> {
@@ -494,50 +446,25 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
     });
     await outboxMigrating;
   }
-  async function runOutbox(statement: Statement, values: unknown[], operation: string): Promise<pg.QueryResult> {
-    await outboxReady();
-    try {
-      return await pool.query({ name: statement.name, text: statement.text, values });
-    } catch (error) {
-      throw storeError(operation, error);
-    }
-  }
+  const runOutbox = runOn(outboxReady);
   const runOutboxTransaction: RunTransaction = (work, operation) => transaction(outboxReady, 'BEGIN', work, operation);
-
-  /** The store's tables, made on the first call. */
-  async function storeReady(): Promise<void> {
-    if (closed) throw unavailable('the PostgreSQL adapter is disconnected');
-    if (!migrated) await migrate();
-  }
 
   /** Runs `work` in one transaction (opened by `begin`) on one connection of the pool; any failure rolls it back. */
   async function transaction<T>(
-    ready: () => Promise<void>,
+    ready: () => Promise<void> | undefined,
     begin: string,
-    work: (run: (statement: Statement, values: unknown[], step: string) => Promise<pg.QueryResult>) => Promise<T>,
+    work: (run: Run) => Promise<T>,
     operation: string,
   ): Promise<T> {
     await ready();
-    let client: pg.PoolClient;
-    try {
-      client = await pool.connect();
-    } catch (error) {
-      throw storeError(operation, error);
-    }
+    const client = await answered(pool.connect(), operation);
     let broken: Error | undefined;
-    const send = async (query: pg.QueryConfig, step: string): Promise<pg.QueryResult> => {
-      try {
-        return await client.query(query);
-      } catch (error) {
-        throw storeError(step, error);
-      }
-    };
-    const inTransaction = (statement: Statement, values: unknown[], step: string): Promise<pg.QueryResult> =>
-      send({ name: statement.name, text: statement.text, values }, step);
+    const inTransaction: Run = (statement, values, step) =>
+      answered(client.query({ name: statement.name, text: statement.text, values }), step);
     try {
-      await send({ text: begin }, operation);
+      await answered(client.query(begin), operation);
       const result = await work(inTransaction);
-      await send({ text: 'COMMIT' }, operation);
+      await answered(client.query('COMMIT'), operation);
       return result;
     } catch (error) {
       await client.query('ROLLBACK').catch((rollback: unknown) => {
@@ -551,10 +478,11 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
     }
   }
 
-  class PostgresAdapter implements EveryDomainAdapter {
+  class PostgresAdapter extends DerivedOperations implements EveryDomainAdapter {
     readonly #name: string;
 
     constructor(name: string) {
+      super();
       this.#name = name;
     }
 
@@ -619,11 +547,8 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
     }
 
     async findByUserCode(userCode: string): Promise<AdapterPayload | undefined> {
-      return entryOf(await run(statements.findByUserCode, [this.#name, keyOf(userCode)], 'findByUserCode'));
-    }
-
-    async consume(id: string): Promise<void> {
-      await this.consumeOnce(id);
+      const { rows } = await run(statements.findByUserCode, [this.#name, keyOf(userCode)], 'findByUserCode');
+      return rows[0] ? payloadOf(rows[0] as Row) : undefined;
     }
 
     async consumeOnce(id: string): Promise<boolean> {
@@ -647,8 +572,7 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
       const lifetime = lifetimeMs(write.expiresIn);
       if (lifetime === null || lifetime === 0) throw invalidCall('commitOnce', 'the entry to write needs a lifetime');
       assertMember(write.id);
-      if (!Number.isSafeInteger(Math.round(expiresAt)))
-        throw unstorableValue('the PostgreSQL adapter', 'an index expiry must be a finite number of ms, at most 2^53');
+      const memberExpiry = storedExpiry(expiresAt);
       const notifying = notes !== undefined && notes.entries.length > 0;
       if (notifying) await outboxReady();
       const { consumed: _consumed, ...stored } = write.payload;
@@ -663,48 +587,30 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
         id: keyOf(write.id),
         payload: JSON.stringify(stored),
         lifetime,
-        memberExpiry: Math.round(expiresAt),
+        memberExpiry,
         indexes: indexes.map(keyOf),
         guards: guardIds,
+        quotas: quotas.map((quota, at) => ({
+          id: quotaIds[at]!,
+          max: quota.max,
+          lifetime: Math.max(1, Math.min(quota.expiresAt - now, LONGEST_LIFETIME_MS)),
+        })),
         notes: notifying ? notes : undefined,
         journal: journal?.rows,
       };
-      // Impersonations' commits of one turn go out together; a delegation's (quota counters) alone.
-      const send = async (): Promise<CommitRow> => {
-        if (quotas.length === 0) return commitBatch(journal?.appendFunction, notifying).add(commit);
-        const values = [
-          commit.consumeModel,
-          commit.consumeId,
-          commit.consumed,
-          commit.model,
-          commit.id,
-          commit.payload,
-          lifetime,
-          commit.memberExpiry,
-          commit.indexes,
-          guardIds,
-          GUARD_LIFETIME_MS,
-          quotaIds,
-          quotas.map((quota) => quota.max),
-          quotas.map((quota) => Math.max(1, Math.min(quota.expiresAt - now, LONGEST_LIFETIME_MS))),
-          ...(journal ? [journal.rows] : []),
-          ...(notifying ? appendValues(notes.entries, notes.maxPending, notes.now) : []),
-        ];
-        const statement = commitStatement(journal?.appendFunction, notifying);
-        return (await run(statement, values, 'commitOnce')).rows[0] as CommitRow;
-      };
+      const batch = commitBatch(journal?.appendFunction, notifying);
       let answer: CommitRow;
       // Invariant 4: a row created meanwhile is not seen by this statement; sent again, it is.
       for (let attempt = 1; ; attempt += 1) {
-        answer = await send();
-        if (answer.unsettled === 0 || answer.guard !== null || answer.spent !== null || answer.committed === 1) break;
+        answer = await batch.add(commit);
+        if (!answer.unsettled || answer.guard !== null || answer.spent !== null || answer.committed) break;
         if (attempt === MAX_COMMIT_ATTEMPTS)
           throw unavailable('the exchange could not be committed: its guards or quota counters kept changing');
       }
       const { committed, guard, spent, journaled, dropped } = answer;
       if (guard !== null) return { outcome: 'guarded', guard: guards[guardIds.indexOf(guard)] ?? guard };
       if (spent !== null) return { outcome: 'spent', key: quotas[quotaIds.indexOf(spent)]?.key ?? spent };
-      if (committed !== 1) return { outcome: 'consumed' };
+      if (!committed) return { outcome: 'consumed' };
       return {
         outcome: 'committed',
         ...(journaled ? { journaled } : {}),
@@ -715,10 +621,6 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
     async releaseConsumed({ model, id }: { model: string; id: string }, by: string): Promise<boolean> {
       const { rowCount } = await run(statements.release, [model, keyOf(id), JSON.stringify(by)], 'releaseConsumed');
       return rowCount === 1;
-    }
-
-    async saveWithinQuotas(write: QuotaWrite): Promise<QuotaOutcome> {
-      return saveWithinQuotasBy(this, write);
     }
 
     async destroy(id: string): Promise<void> {
@@ -732,19 +634,19 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
     async indexAdd(indexes: readonly string[], member: string, expiresAt: number): Promise<void> {
       if (!indexes.length) return;
       assertMember(member);
-      // A number beyond bigint (1e300 is finite) would be refused by PostgreSQL.
-      if (!Number.isSafeInteger(Math.round(expiresAt)))
-        throw unstorableValue('the PostgreSQL adapter', 'an index expiry must be a finite number of ms, at most 2^53');
-      await indexWrites.add({ model: this.#name, names: indexes.map(keyOf), member, expiresAt: Math.round(expiresAt) });
+      await indexWrites.add({
+        model: this.#name,
+        names: indexes.map(keyOf),
+        member,
+        expiresAt: storedExpiry(expiresAt),
+      });
     }
 
     /** Invariant 6: the advisory locks, then the count and addition in a later statement. */
     async indexAddWithin(adds: readonly BoundedIndexAdd[], member: string): Promise<string | undefined> {
       if (!adds.length) return undefined;
       assertMember(member);
-      const expiries = adds.map((add) => Math.round(add.expiresAt));
-      if (!expiries.every(Number.isSafeInteger))
-        throw unstorableValue('the PostgreSQL adapter', 'an index expiry must be a finite number of ms, at most 2^53');
+      const expiries = adds.map((add) => storedExpiry(add.expiresAt));
       const indexNames = adds.map((add) => keyOf(add.index));
       const model = this.#name;
       const { rows } = await transaction(
@@ -771,13 +673,13 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
     }
 
     async indexRange(index: string, after: IndexEntry | undefined, limit: number): Promise<IndexEntry[]> {
-      const { rows } = after
-        ? await run(
-            statements.indexAfter,
-            [this.#name, keyOf(index), Date.now(), limit, Math.round(after.expiresAt), positionOf(after.member)],
-            'indexRange',
-          )
-        : await run(statements.indexFirst, [this.#name, keyOf(index), Date.now(), limit], 'indexRange');
+      // The first page is the one after bigint's largest value, which no expiry reaches.
+      const position = after ? [Math.round(after.expiresAt), positionOf(after.member)] : [BIGINT_MAX, ''];
+      const { rows } = await run(
+        statements.indexAfter,
+        [this.#name, keyOf(index), Date.now(), limit, ...position],
+        'indexRange',
+      );
       return (rows as Array<{ member: string; expires_at: string }>).map((row) => ({
         member: row.member,
         expiresAt: Number(row.expires_at),
@@ -786,11 +688,6 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
   }
 
   return PostgresAdapter;
-}
-
-function entryOf(result: pg.QueryResult): AdapterPayload | undefined {
-  const row = result.rows[0] as Row | undefined;
-  return row ? payloadOf(row) : undefined;
 }
 
 function payloadOf(row: Row): AdapterPayload {
@@ -803,6 +700,14 @@ function payloadOf(row: Row): AdapterPayload {
 function lifetimeMs(expiresIn: number | undefined): number | null {
   const lifetime = entryLifetimeMs(expiresIn);
   return lifetime === undefined ? null : Math.min(lifetime, LONGEST_LIFETIME_MS);
+}
+
+/** An index expiry as stored, in whole ms: a number beyond bigint (1e300 is finite) would be refused by PostgreSQL. */
+function storedExpiry(expiresAt: number): number {
+  const rounded = Math.round(expiresAt);
+  if (!Number.isSafeInteger(rounded))
+    throw unstorableValue('the PostgreSQL adapter', 'an index expiry must be a finite number of ms, at most 2^53');
+  return rounded;
 }
 
 function isStorableMember(member: string): boolean {
@@ -827,19 +732,20 @@ function positionOf(member: string): string {
   return `${member.slice(0, end)}\u0001`;
 }
 
+/** What `query` resolves, or its failure as a store error of `operation`. */
+async function answered<T>(query: Promise<T>, operation: string): Promise<T> {
+  try {
+    return await query;
+  } catch (error) {
+    throw storeError(operation, error);
+  }
+}
+
 /** Invariant 12: names the operation and SQLSTATE, never a value (a key can be a token). */
 function storeError(operation: string, error: unknown): Error {
   const { code, message } = error as { code?: unknown; message?: unknown };
-  const reason =
-    typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code)
-      ? `SQLSTATE ${code}`
-      : typeof message === 'string'
-        ? message
-        : 'unknown error';
+  const sqlState = typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) ? code : undefined;
+  const reason = sqlState ? `SQLSTATE ${sqlState}` : typeof message === 'string' ? message : 'unknown error';
   // The SQLSTATE tells a value PostgreSQL refused (isDataError) from an outage.
-  return postgresFailed(operation, reason, typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) ? code : undefined);
-}
-
-function qualified(schema: string | undefined, name: string): string {
-  return schema ? `"${schema}"."${name}"` : `"${name}"`;
+  return postgresFailed(operation, reason, sqlState);
 }

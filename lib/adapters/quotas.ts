@@ -1,10 +1,24 @@
 import { unfitStore } from '../errors/standalone.js';
-import type { AtomicCommit, QuotaOutcome, QuotaWrite } from './contracts/commit.js';
+import type { AtomicCommit, CommitOutcome, CommitWrite, QuotaOutcome, QuotaWrite } from './contracts/commit.js';
 
 /** `saveWithinQuotas` as `commitOnce` without consumption or guard (Invariant 5). */
-export async function saveWithinQuotasBy(adapter: AtomicCommit, write: QuotaWrite): Promise<QuotaOutcome> {
+async function saveWithinQuotasBy(adapter: Pick<AtomicCommit, 'commitOnce'>, write: QuotaWrite): Promise<QuotaOutcome> {
   const outcome = await adapter.commitOnce({ ...write, guards: [] });
   if (outcome.outcome === 'spent') return outcome;
   if (outcome.outcome === 'committed') return { outcome: 'saved' };
   throw unfitStore(`commitOnce answered ${outcome.outcome} for a write that consumes nothing and has no guard`);
+}
+
+/** What every shipped adapter derives from its own operations: `consume` and `saveWithinQuotas`. */
+export abstract class DerivedOperations {
+  abstract consumeOnce(id: string): Promise<boolean>;
+  abstract commitOnce(write: CommitWrite): Promise<CommitOutcome>;
+
+  async consume(id: string): Promise<void> {
+    await this.consumeOnce(id);
+  }
+
+  async saveWithinQuotas(write: QuotaWrite): Promise<QuotaOutcome> {
+    return saveWithinQuotasBy(this, write);
+  }
 }

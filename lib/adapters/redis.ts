@@ -3,20 +3,13 @@ import { LRUCache } from 'lru-cache';
 import type { AdapterPayload } from 'oidc-provider';
 import { entryLifetimeMs, GRANTABLE_MODELS } from './contracts/entries.js';
 import { comesAfter, type BoundedIndexAdd, type IndexEntry } from './contracts/indexes.js';
-import {
-  COMMITTED_TOGETHER,
-  QUOTA_KIND,
-  type CommitOutcome,
-  type CommitWrite,
-  type QuotaOutcome,
-  type QuotaWrite,
-} from './contracts/commit.js';
+import { COMMITTED_TOGETHER, QUOTA_KIND, type CommitOutcome, type CommitWrite } from './contracts/commit.js';
 import type { EveryDomainAdapter, ImpersonationAdapterClass } from './contract.js';
-import { saveWithinQuotasBy } from './quotas.js';
+import { DerivedOperations } from './quotas.js';
 import type { OutboxStore } from '../outbox/contract.js';
 import { createRedisOutbox, OUTBOX_APPEND_LUA, outboxAppendArgs, outboxKeys } from '../outbox/redis.js';
-import { refuseUnknownOptions } from '../config/names.js';
-import { invalidCall, invalidOption, unavailable } from '../errors/standalone.js';
+import { optionChecks, type OptionChecks } from '../config/checks.js';
+import { invalidCall, unavailable } from '../errors/standalone.js';
 import { clusterOf, type RedisClient, type RedisNode, type RedisPipeline } from '../redis/client.js';
 
 export type { RedisClient, RedisNode, RedisPipeline } from '../redis/client.js';
@@ -111,29 +104,32 @@ elseif before == -2 or (before >= 0 and before < ttl) then redis.call('PEXPIRE',
 return 1`,
 } as const;
 
-/** Adds a member to sorted indexes of one hash tag; each key expires with its last member. */
-const INDEX_ADD = `
-for _, key in ipairs(KEYS) do
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', ARGV[3])
-  redis.call('ZADD', key, ARGV[2], ARGV[1])
+/** Adds a member to a sorted index; the key expires with its last member. */
+const INDEX_ADD_LUA = `
+local function index_add(key, score, member)
+  redis.call('ZADD', key, score, member)
   local last = redis.call('ZREVRANGE', key, 0, 0, 'WITHSCORES')
   redis.call('PEXPIREAT', key, math.floor(tonumber(last[2])) + 1000)
+end
+`;
+
+/** Adds a member to sorted indexes of one hash tag, their expired members dropped. */
+const INDEX_ADD = `${INDEX_ADD_LUA}
+for _, key in ipairs(KEYS) do
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', ARGV[3])
+  index_add(key, ARGV[2], ARGV[1])
 end
 return 1`;
 
 /** As INDEX_ADD, only when no index is full (the member aside); ARGV: member, now, then per key expiry and bound. */
-const INDEX_ADD_WITHIN = `
+const INDEX_ADD_WITHIN = `${INDEX_ADD_LUA}
 for i, key in ipairs(KEYS) do
   redis.call('ZREMRANGEBYSCORE', key, '-inf', ARGV[2])
   if not redis.call('ZSCORE', key, ARGV[1]) and redis.call('ZCARD', key) >= tonumber(ARGV[2 + 2 * i]) then
     return i
   end
 end
-for i, key in ipairs(KEYS) do
-  redis.call('ZADD', key, ARGV[1 + 2 * i], ARGV[1])
-  local last = redis.call('ZREVRANGE', key, 0, 0, 'WITHSCORES')
-  redis.call('PEXPIREAT', key, math.floor(tonumber(last[2])) + 1000)
-end
+for i, key in ipairs(KEYS) do index_add(key, ARGV[1 + 2 * i], ARGV[1]) end
 return 0`;
 
 /**
@@ -141,7 +137,7 @@ return 0`;
  * write, indexes, guards, counters, outbox keys. Returns {1, dropped…}, {0} consumed, {2, guard} ended
  * (its payload has `"ended":`) or {3, counter} spent.
  */
-const COMMIT = `${OUTBOX_APPEND_LUA}
+const COMMIT = `${OUTBOX_APPEND_LUA}${INDEX_ADD_LUA}
 local indexes, guards, quotas = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[10])
 for i = 1, guards do
   local guard = redis.call('HGET', KEYS[2 + indexes + i], 'payload')
@@ -170,9 +166,7 @@ redis.call('HSET', KEYS[2], 'payload', ARGV[4])
 redis.call('PEXPIRE', KEYS[2], ARGV[5])
 for i = 3, 2 + indexes do
   redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', ARGV[8])
-  redis.call('ZADD', KEYS[i], ARGV[7], ARGV[6])
-  local last = redis.call('ZREVRANGE', KEYS[i], 0, 0, 'WITHSCORES')
-  redis.call('PEXPIREAT', KEYS[i], math.floor(tonumber(last[2])) + 1000)
+  index_add(KEYS[i], ARGV[7], ARGV[6])
 end
 local outbox = counters + quotas + 1
 if #KEYS < outbox then return { 1 } end
@@ -197,7 +191,6 @@ type ScriptedPipeline = RedisPipeline & {
 
 type ScriptedClient = RedisClient & Scripts;
 
-/** An oidc-provider adapter on Redis for every model and domain; keys: docs/adapters.md#redis-key-layout. */
 const REDIS_OPTION_NAMES = Object.keys({
   client: true,
   url: true,
@@ -208,8 +201,11 @@ const REDIS_OPTION_NAMES = Object.keys({
   replicaTimeoutMs: true,
 } satisfies Record<keyof RedisAdapterOptions, true>);
 
-export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdapterClass {
-  refuseUnknownOptions('createRedisAdapter', options, REDIS_OPTION_NAMES);
+const check: OptionChecks = optionChecks('createRedisAdapter');
+
+/** The options' values, checked: every one names its option when refused. */
+function checkedOptions(options: RedisAdapterOptions) {
+  check.known(options, REDIS_OPTION_NAMES);
   const sources = (['client', 'url', 'cluster'] as const).filter((source) => options[source] !== undefined);
   if (sources.length > 1) {
     const given = sources.map((source) => `"${source}"`).join(' and ');
@@ -220,24 +216,27 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
   // The adapter reads RESP2-shaped replies; ioredis 6 maps RESP3's only when asked to.
   if (replyMappingOf(options.client?.options ?? options.clusterOptions) === 'resp3') {
     const option = options.client ? 'client' : 'clusterOptions';
-    throw invalidOption('createRedisAdapter', option, "must keep ioredis's legacy reply mapping, not 'resp3'");
+    check.fail(option, "must keep ioredis's legacy reply mapping, not 'resp3'");
   }
   const prefix = options.keyPrefix ?? 'oidc:';
-  if (typeof prefix !== 'string') throw invalidOption('createRedisAdapter', 'keyPrefix', 'must be a string');
-
+  if (typeof prefix !== 'string') check.fail('keyPrefix', 'must be a string');
   const replicas = options.replicas ?? 0;
-  const replicaTimeoutMs = options.replicaTimeoutMs ?? 500;
-  if (!Number.isSafeInteger(replicas) || replicas < 0)
-    throw invalidOption('createRedisAdapter', 'replicas', 'must be an integer of 0 or more');
-  if (!Number.isSafeInteger(replicaTimeoutMs) || replicaTimeoutMs < 1) {
-    throw invalidOption('createRedisAdapter', 'replicaTimeoutMs', 'must be a positive integer');
-  }
+  if (!Number.isSafeInteger(replicas) || replicas < 0) check.fail('replicas', 'must be an integer of 0 or more');
+  const replicaTimeoutMs = check.positive('replicaTimeoutMs', options.replicaTimeoutMs ?? 500);
+  return { prefix, replicas, replicaTimeoutMs };
+}
 
+/** The client from `client`, `url` or `cluster`, with the adapter's scripts; a Cluster's nodes connected at once. */
+function openClient(options: RedisAdapterOptions) {
   const owned = options.client === undefined;
   const client: RedisClient =
     options.client ??
     (options.cluster
-      ? new Cluster(options.cluster, clusterClientOptions(options.clusterOptions))
+      ? new Cluster(options.cluster, {
+          ...REDIS_CLUSTER_OPTIONS,
+          ...options.clusterOptions,
+          redisOptions: { ...REDIS_CLIENT_OPTIONS, ...options.clusterOptions?.redisOptions },
+        })
       : new Redis(options.url ?? 'redis://127.0.0.1:6379', REDIS_CLIENT_OPTIONS));
   const cluster = clusterOf(client);
   // Failed calls are reported by their requests; per-retry error events would repeat them.
@@ -258,6 +257,13 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
     client.on('+node', open);
     for (const node of cluster.nodes('all')) open(node);
   }
+  return { client, owned, cluster };
+}
+
+/** An oidc-provider adapter on Redis for every model and domain; keys: docs/adapters.md#redis-key-layout. */
+export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdapterClass {
+  const { prefix, replicas, replicaTimeoutMs } = checkedOptions(options);
+  const { client, owned, cluster } = openClient(options);
   const redis = client as ScriptedClient;
   const { ready: isReady, whenReady } = readiness(client, cluster);
   const pipeline = (): ScriptedPipeline => client.pipeline() as ScriptedPipeline;
@@ -274,10 +280,11 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
 
   let outbox: OutboxStore | undefined;
 
-  class RedisAdapter implements EveryDomainAdapter {
+  class RedisAdapter extends DerivedOperations implements EveryDomainAdapter {
     readonly #name: string;
 
     constructor(name: string) {
+      super();
       this.#name = name;
     }
 
@@ -321,12 +328,7 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
           payload.userCode ? setPointer(this.#indexKey('userCode', payload.userCode), id, ttl) : undefined,
         ]);
       }
-      const write = [JSON.stringify(stored), consumed ? JSON.stringify(consumed) : '', ttl] as const;
-      if (!replicas) {
-        await redis.impersonationWrite(key, ...write);
-        return;
-      }
-      await replicated(() => pipeline().impersonationWrite(key, ...write));
+      await sendWrite('impersonationWrite', key, JSON.stringify(stored), consumed ? JSON.stringify(consumed) : '', ttl);
     }
 
     async find(id: string): Promise<AdapterPayload | undefined> {
@@ -346,35 +348,27 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
         if (entry?.uid === uid) return entry;
         uidPointers.delete(index);
       }
-      const id = await this.#pointer(index);
-      if (id === undefined) return undefined;
-      const entry = await this.find(id);
-      if (entry?.uid !== uid) return undefined;
-      uidPointers.set(index, id);
-      return entry;
+      return this.#byPointer('uid', uid);
     }
 
     async findByUserCode(userCode: string): Promise<AdapterPayload | undefined> {
-      const id = await this.#pointer(this.#indexKey('userCode', userCode));
-      const entry = id === undefined ? undefined : await this.find(id);
-      // Invariant 8.
-      return entry?.userCode === userCode ? entry : undefined;
+      return this.#byPointer('userCode', userCode);
     }
 
-    async #pointer(indexKey: string): Promise<string | undefined> {
+    /** The entry `kind` points to, checked against it (Invariant 8); a uid pointer found is remembered. */
+    async #byPointer(kind: 'uid' | 'userCode', value: string): Promise<AdapterPayload | undefined> {
       if (!isReady()) await whenReady();
-      return (await redis.get(indexKey)) ?? undefined;
-    }
-
-    async consume(id: string): Promise<void> {
-      await this.consumeOnce(id);
+      const index = this.#indexKey(kind, value);
+      const id = (await redis.get(index)) ?? undefined;
+      const entry = id === undefined ? undefined : await this.find(id);
+      if (entry?.[kind] !== value) return undefined;
+      if (kind === 'uid') uidPointers.set(index, id!);
+      return entry;
     }
 
     async consumeOnce(id: string): Promise<boolean> {
       if (!isReady()) await whenReady();
-      const now = Math.floor(Date.now() / 1000);
-      if (!replicas) return (await redis.impersonationConsumeOnce(this.#key(id), now)) === 1;
-      return (await replicated(() => pipeline().impersonationConsumeOnce(this.#key(id), now))) === 1;
+      return (await sendWrite('impersonationConsumeOnce', this.#key(id), Math.floor(Date.now() / 1000))) === 1;
     }
 
     // Invariant 8: indexes are left to expire.
@@ -448,11 +442,7 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
         ...quotas.flatMap((quota) => [quota.max, Math.ceil(quota.expiresAt)]),
         ...(appending ? outboxAppendArgs(notes.entries, notes.now) : []),
       ];
-      const [code, ...rest] = (
-        replicas
-          ? await replicated(() => pipeline().impersonationCommit(...args))
-          : await redis.impersonationCommit(...args)
-      ) as Array<number | string>;
+      const [code, ...rest] = (await sendWrite('impersonationCommit', ...args)) as Array<number | string>;
       if (code === 1) return appending ? { outcome: 'committed', dropped: rest.map(String) } : { outcome: 'committed' };
       if (code === 0) return { outcome: 'consumed' };
       if (code === 3) return { outcome: 'spent', key: quotas[Number(rest[0]) - 1]!.key };
@@ -461,13 +451,7 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
 
     async releaseConsumed({ model, id }: { model: string; id: string }, by: string): Promise<boolean> {
       if (!isReady()) await whenReady();
-      const key = entryKey(model, id);
-      if (!replicas) return (await redis.impersonationRelease(key, JSON.stringify(by))) === 1;
-      return (await replicated(() => pipeline().impersonationRelease(key, JSON.stringify(by)))) === 1;
-    }
-
-    async saveWithinQuotas(write: QuotaWrite): Promise<QuotaOutcome> {
-      return saveWithinQuotasBy(this, write);
+      return (await sendWrite('impersonationRelease', entryKey(model, id), JSON.stringify(by))) === 1;
     }
 
     async indexRemove(indexes: readonly string[], member: string): Promise<void> {
@@ -508,10 +492,15 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
     }
   }
 
-  /** Runs one keyed command with `WAIT` in one pipeline, re-sent after a redirection (Invariant 9). */
-  async function replicated(queue: () => ScriptedPipeline): Promise<unknown> {
+  /** Runs a writing script; with `replicas`, with `WAIT` in one pipeline, re-sent after a redirection (Invariant 9). */
+  async function sendWrite<Name extends keyof Scripts>(
+    name: Name,
+    ...args: Parameters<Scripts[Name]>
+  ): Promise<unknown> {
+    if (!replicas) return (redis[name] as (...args: Parameters<Scripts[Name]>) => Promise<unknown>)(...args);
     for (let attempt = 1; ; attempt += 1) {
-      const results = await queue().wait(replicas, replicaTimeoutMs).exec();
+      const queued = (pipeline()[name] as (...args: Parameters<Scripts[Name]>) => ScriptedPipeline)(...args);
+      const results = await queued.wait(replicas, replicaTimeoutMs).exec();
       const [[error, reply] = [], [waitError, confirmed] = []] = results ?? [];
       if (error && REDIRECTION.test(error.message) && attempt < MAX_REDIRECTIONS && cluster) {
         await new Promise<void>((resolve) => {
@@ -578,10 +567,6 @@ function readiness(
     return waiting;
   };
   return { ready, whenReady };
-}
-
-function clusterClientOptions(own: ClusterOptions = {}): ClusterOptions {
-  return { ...REDIS_CLUSTER_OPTIONS, ...own, redisOptions: { ...REDIS_CLIENT_OPTIONS, ...own.redisOptions } };
 }
 
 /** ioredis 6's reply mapping in a client's options (a Cluster's is its nodes'); ioredis 5 has none. */

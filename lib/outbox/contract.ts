@@ -1,14 +1,47 @@
 /** The outbox: deliveries kept beside the state they report, leased to delivering instances, at least once (Invariant 14). */
-import type { DeadLetter, LeasedEntry, NewOutboxEntry, SettledEntry, Settlement } from './entries.js';
 
-export {
-  streamOf,
-  type DeadLetter,
-  type LeasedEntry,
-  type NewOutboxEntry,
-  type SettledEntry,
-  type Settlement,
-} from './entries.js';
+/** An entry to append: `body` is opaque to the store (the payload, already serialised). */
+export interface NewOutboxEntry {
+  /** Unique per event and subscription; the `webhook-id` receivers deduplicate by. */
+  id: string;
+  subscription: string;
+  /** Whose entries are kept in order: the impersonated subject. */
+  subject: string;
+  body: string;
+}
+
+/** A claimed entry: leased to the caller until `leaseUntil` (ms since the epoch). */
+export interface LeasedEntry extends NewOutboxEntry {
+  /** When it was appended (ms since the epoch). */
+  createdAt: number;
+  /** Deliveries attempted so far, this one included. */
+  attempts: number;
+  /** Names this lease: settling under a lease that ran out and was claimed again changes nothing. */
+  lease: string;
+  leaseUntil: number;
+}
+
+/** A leased entry and how it is settled. */
+export interface SettledEntry {
+  entry: LeasedEntry;
+  settlement: Settlement;
+}
+
+export type Settlement =
+  { outcome: 'delivered' } | { outcome: 'retry'; at: number } | { outcome: 'dead'; reason: string };
+
+/** An entry that will not be delivered, kept for inspection until `deadAt` + the retention. */
+export interface DeadLetter extends NewOutboxEntry {
+  createdAt: number;
+  attempts: number;
+  deadAt: number;
+  reason: string;
+}
+
+/** The stream an entry belongs to; a subscription id never holds a newline (the options refuse it). */
+export function streamOf(entry: Pick<NewOutboxEntry, 'subscription' | 'subject'>): string {
+  return `${entry.subscription}\n${entry.subject}`;
+}
 
 /** How many entries of each subscription a claim may lease: `each` out at once, `out` already out. */
 export interface ClaimBound {

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { streamOf, type DeadLetter, type LeasedEntry, type NewOutboxEntry, type Settlement } from './entries.js';
+import { streamOf, type DeadLetter, type LeasedEntry, type NewOutboxEntry, type Settlement } from './contract.js';
 import type { OutboxStats, OutboxStore } from './contract.js';
 
 interface Waiting extends NewOutboxEntry {
@@ -27,20 +27,6 @@ export function createMemoryOutbox(): MemoryOutbox {
   const add = (counts: Map<string, number>, key: string, by: number): void => {
     counts.set(key, (counts.get(key) ?? 0) + by);
   };
-
-  function remove(entry: LeasedEntry): Waiting | undefined {
-    const stream = streamOf(entry);
-    const queue = streams.get(stream);
-    const head = queue?.[0];
-    if (!queue || !head || head.id !== entry.id || head.lease !== entry.lease) return undefined;
-    queue.shift();
-    if (!queue.length) streams.delete(stream);
-    const appended = order.get(entry.subscription);
-    appended?.delete(head);
-    if (appended && !appended.size) order.delete(entry.subscription);
-    add(pending, entry.subscription, -1);
-    return head;
-  }
 
   function appendNow(entries: readonly NewOutboxEntry[], maxPending: number, now: number): string[] {
     const refused: string[] = [];
@@ -94,25 +80,23 @@ export function createMemoryOutbox(): MemoryOutbox {
     settle(entry, settlement: Settlement, now) {
       const queue = streams.get(streamOf(entry));
       const head = queue?.[0];
-      if (!head || head.id !== entry.id || head.lease !== entry.lease) return Promise.resolve(false);
+      if (!queue || !head || head.id !== entry.id || head.lease !== entry.lease) return Promise.resolve(false);
       if (settlement.outcome === 'retry') {
         head.lease = undefined;
         head.leaseUntil = 0;
         head.nextAt = settlement.at;
         return Promise.resolve(true);
       }
-      const removed = remove(entry);
-      if (removed && settlement.outcome === 'dead') {
-        dead.set(`${removed.subscription}\n${removed.id}`, {
-          id: removed.id,
-          subscription: removed.subscription,
-          subject: removed.subject,
-          body: removed.body,
-          createdAt: removed.createdAt,
-          attempts: removed.attempts,
-          deadAt: now,
-          reason: settlement.reason,
-        });
+      queue.shift();
+      if (!queue.length) streams.delete(streamOf(entry));
+      const appended = order.get(entry.subscription)!;
+      appended.delete(head);
+      if (!appended.size) order.delete(entry.subscription);
+      add(pending, entry.subscription, -1);
+      if (settlement.outcome === 'dead') {
+        const { id, subscription, subject, body, createdAt, attempts } = head;
+        const letter = { id, subscription, subject, body, createdAt, attempts, deadAt: now, reason: settlement.reason };
+        dead.set(`${subscription}\n${id}`, letter);
       }
       return Promise.resolve(true);
     },

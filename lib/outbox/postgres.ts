@@ -1,6 +1,6 @@
 /** The outbox on PostgreSQL: tables of entries and counters beside the adapter's (Invariants 14, 15). */
 import { randomUUID } from 'node:crypto';
-import { streamOf, type DeadLetter, type LeasedEntry, type NewOutboxEntry, type SettledEntry } from './entries.js';
+import { streamOf, type DeadLetter, type LeasedEntry, type NewOutboxEntry, type SettledEntry } from './contract.js';
 import type { OutboxStats, OutboxStore } from './contract.js';
 import type { Statement } from '../postgres/statement.js';
 
@@ -27,60 +27,76 @@ export interface OutboxTables {
 /** Runs statements in one transaction on one connection: committed when `work` resolves, rolled back when it throws. */
 export type RunTransaction = <T>(work: (run: RunStatement) => Promise<T>, operation: string) => Promise<T>;
 
-/** The append as CTEs ending in `refused`, parameters `first` to `first` + 6; nothing appended unless `gate` holds. */
+/**
+ * The append as CTEs ending in `refused`: per entry, from `$first` on, its id, subscription, subject, stream, body,
+ * time (ms), bound and owner; only entries whose row `i` meets `gate`. `counted.waiting` at the bound: dropped.
+ */
 export function appendCtes(tables: Pick<OutboxTables, 'entries' | 'drops'>, first: number, gate: string): string {
   const { entries, drops } = tables;
   const $ = (offset: number) => `$${first + offset}`;
   return `input AS (
-      SELECT * FROM unnest(${$(0)}::text[], ${$(1)}::text[], ${$(2)}::text[], ${$(3)}::text[], ${$(4)}::text[])
-        AS i(id, subscription, subject, stream, body)
-      WHERE ${gate}
-      -- Never fewer than the entries: it tells the planner how few there are. Without it a generic
-      -- plan assumes ten rows, each with its index probes, and the statement is planned afresh on
-      -- every call (the commit's whole statement with it).
-      LIMIT cardinality(${$(0)}::text[])
-    ), counted AS (
-      -- Entries are numbered in the order appended: a subscription waits for at most the entries
-      -- appended since its oldest waiting one (two index probes). Only when that could reach the
-      -- bound are its waiting entries counted, up to the bound: an append's cost never follows
-      -- the backlog of a receiver that is catching up.
-      SELECT i.*, CASE
-          WHEN coalesce((SELECT max(seq) FROM ${entries})
-                        - (SELECT min(e.seq) FROM ${entries} e
-                           WHERE e.subscription = i.subscription AND e.dead_at IS NULL) + 1, 0) < ${$(6)}::bigint
-            THEN 0
-          ELSE (SELECT count(*) FROM (SELECT 1 FROM ${entries} e
-                                      WHERE e.subscription = i.subscription AND e.dead_at IS NULL
-                                      LIMIT ${$(6)}::bigint) bounded)
-        END AS waiting
-      FROM input i
-    ), appended AS (
-      INSERT INTO ${entries} (id, subscription, subject, stream, body, created_at, next_at, ready)
-      SELECT c.id, c.subscription, c.subject, c.stream, c.body, ${$(5)}::bigint, ${$(5)}::bigint, latest.seq IS NULL
-      FROM counted c LEFT JOIN LATERAL (
-        SELECT e.seq FROM ${entries} e WHERE e.stream = c.stream AND e.dead_at IS NULL
-        ORDER BY e.seq DESC LIMIT 1
-        FOR KEY SHARE
-      ) latest ON true
-      WHERE c.waiting < ${$(6)}::bigint
-    ), refused AS (
-      INSERT INTO ${drops} (subscription, dropped)
-      SELECT subscription, 1 FROM counted WHERE waiting >= ${$(6)}::bigint
-      ON CONFLICT (subscription) DO UPDATE SET dropped = ${drops}.dropped + 1
-      RETURNING subscription
-    )`;
+        SELECT * FROM unnest(${$(0)}::text[], ${$(1)}::text[], ${$(2)}::text[], ${$(3)}::text[], ${$(4)}::text[],
+          ${$(5)}::bigint[], ${$(6)}::bigint[], ${$(7)}::int[])
+          WITH ORDINALITY AS i(id, subscription, subject, stream, body, now, max_pending, n, ord)
+        WHERE ${gate}
+        -- Never fewer than the entries: it tells the planner how few there are. Without it a generic
+        -- plan assumes ten rows, each with its index probes, and the statement is planned afresh on
+        -- every call (the commit's whole statement with it).
+        LIMIT cardinality(${$(0)}::text[])),
+      ranked AS (
+        -- An entry waits behind the earlier entries of its subscription in the same statement.
+        SELECT i.*, row_number() OVER (PARTITION BY i.subscription ORDER BY i.ord) - 1 AS ahead FROM input AS i),
+      counted AS (
+        -- Entries are numbered in the order appended: a subscription waits for at most the entries
+        -- appended since its oldest waiting one (two index probes). Only when that could reach the
+        -- bound are its waiting entries counted, up to the bound: an append's cost never follows
+        -- the backlog of a receiver that is catching up.
+        SELECT r.*, r.ahead + CASE
+            WHEN coalesce((SELECT max(seq) FROM ${entries})
+                          - (SELECT min(e.seq) FROM ${entries} AS e
+                             WHERE e.subscription = r.subscription AND e.dead_at IS NULL) + 1, 0) + r.ahead < r.max_pending
+              THEN 0
+            ELSE (SELECT count(*) FROM (SELECT 1 FROM ${entries} AS e
+                                        WHERE e.subscription = r.subscription AND e.dead_at IS NULL
+                                        LIMIT r.max_pending) AS bounded)
+          END AS waiting
+        FROM ranked AS r),
+      appended AS (
+        INSERT INTO ${entries} (id, subscription, subject, stream, body, created_at, next_at, ready)
+        SELECT c.id, c.subscription, c.subject, c.stream, c.body, c.now, c.now, latest.seq IS NULL
+        FROM counted AS c LEFT JOIN LATERAL (
+          SELECT e.seq FROM ${entries} AS e WHERE e.stream = c.stream AND e.dead_at IS NULL
+          ORDER BY e.seq DESC LIMIT 1
+          FOR KEY SHARE
+        ) AS latest ON true
+        WHERE c.waiting < c.max_pending
+        ORDER BY c.ord),
+      refused AS (
+        INSERT INTO ${drops} (subscription, dropped)
+        SELECT subscription, count(*) FROM counted WHERE waiting >= max_pending GROUP BY subscription
+        ORDER BY subscription
+        ON CONFLICT (subscription) DO UPDATE SET dropped = ${drops}.dropped + EXCLUDED.dropped)`;
+}
+
+/** An entry to append, with its time (ms), its subscription's bound and its owner (`n` in a commit, else 1). */
+export interface EntryToAppend {
+  entry: NewOutboxEntry;
+  now: number;
+  maxPending: number;
+  n: number;
 }
 
 /** appendCtes' values, in order. */
-export function appendValues(toAppend: readonly NewOutboxEntry[], maxPending: number, now: number): unknown[] {
+export function appendValues(toAppend: readonly EntryToAppend[]): unknown[] {
   return [
-    toAppend.map((entry) => entry.id),
-    toAppend.map((entry) => entry.subscription),
-    toAppend.map((entry) => entry.subject),
-    toAppend.map((entry) => streamOf(entry)),
-    toAppend.map((entry) => entry.body),
-    now,
-    maxPending,
+    toAppend.map(({ entry }) => entry.id),
+    toAppend.map(({ entry }) => entry.subscription),
+    toAppend.map(({ entry }) => entry.subject),
+    toAppend.map(({ entry }) => streamOf(entry)),
+    toAppend.map(({ entry }) => entry.body),
+    toAppend.map(({ now }) => now),
+    toAppend.map(({ maxPending }) => maxPending),
+    toAppend.map(({ n }) => n),
   ];
 }
 
@@ -119,53 +135,22 @@ export function outboxDdl(tables: OutboxTables): string {
 }
 
 /** The outbox's statements, each prepared once per connection (see Statement). */
-function outboxStatements(
-  tables: OutboxTables,
-): Record<
-  | 'append'
-  | 'claim'
-  | 'retry'
-  | 'lockOne'
-  | 'delivered'
-  | 'dead'
-  | 'retryMany'
-  | 'lockMany'
-  | 'settleMany'
-  | 'waits'
-  | 'counts'
-  | 'drops'
-  | 'forget'
-  | 'deadLetters',
-  Statement
-> {
+function outboxStatements(tables: OutboxTables) {
   const { entries, drops } = tables;
-  // Marks the next entry of the settled entry's stream ready; `settled` names its stream, $1 its seq.
-  const markNext = `UPDATE ${entries} SET ready = true
-           WHERE seq = (
-             SELECT min(e.seq) FROM ${entries} e JOIN settled s ON e.stream = s.stream
-             WHERE e.seq > $1 AND e.dead_at IS NULL
-           ) AND NOT ready`;
+  // Entries whose lease still holds, locked in seq order.
+  const lock = `SELECT e.seq FROM ${entries} e
+             JOIN unnest($1::bigint[], $2::text[]) AS v(seq, lease) ON e.seq = v.seq AND e.lease = v.lease
+             WHERE e.dead_at IS NULL ORDER BY e.seq FOR UPDATE OF e`;
   const texts = {
     append: `WITH ${appendCtes(tables, 1, 'true')}
-         SELECT subscription FROM refused`,
+         SELECT subscription FROM counted WHERE waiting >= max_pending ORDER BY ord`,
     claim: claimStatement(entries),
-    retry: `UPDATE ${entries} SET lease = NULL, lease_until = 0, next_at = $3
-           WHERE seq = $1 AND lease = $2 AND dead_at IS NULL RETURNING seq`,
-    lockOne: `SELECT seq FROM ${entries} WHERE seq = $1 AND lease = $2 AND dead_at IS NULL FOR UPDATE`,
-    delivered: `WITH settled AS (DELETE FROM ${entries} WHERE seq = $1 RETURNING stream)
-           ${markNext}`,
-    dead: `WITH settled AS (
-             UPDATE ${entries} SET lease = NULL, lease_until = 0, dead_at = $2, dead_reason = $3
-             WHERE seq = $1 RETURNING stream
-           )
-           ${markNext}`,
     retryMany: `UPDATE ${entries} e SET lease = NULL, lease_until = 0, next_at = v.at
            FROM unnest($1::bigint[], $2::text[], $3::bigint[]) AS v(seq, lease, at)
            WHERE e.seq = v.seq AND e.lease = v.lease AND e.dead_at IS NULL
            RETURNING e.seq`,
-    lockMany: `SELECT e.seq FROM ${entries} e
-             JOIN unnest($1::bigint[], $2::text[]) AS v(seq, lease) ON e.seq = v.seq AND e.lease = v.lease
-             WHERE e.dead_at IS NULL ORDER BY e.seq FOR UPDATE OF e SKIP LOCKED`,
+    lockWaiting: lock,
+    lockMany: `${lock} SKIP LOCKED`,
     settleMany: `WITH v AS (
                SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[]) AS v(seq, outcome, reason)
              ), deleted AS (
@@ -205,7 +190,7 @@ function outboxStatements(
   };
   return Object.fromEntries(
     Object.entries(texts).map(([part, text]) => [part, { name: `${tables.statementPrefix}outbox_${part}`, text }]),
-  ) as ReturnType<typeof outboxStatements>;
+  ) as Record<keyof typeof texts, Statement>;
 }
 
 export function createPostgresOutbox(
@@ -214,10 +199,63 @@ export function createPostgresOutbox(
   transaction: RunTransaction,
 ): OutboxStore {
   const statements = outboxStatements(tables);
+
+  /** Retries, then the other settlements under the locks `lock` takes: the entries held, and those it did not lock. */
+  async function settleLocked(
+    lock: Statement,
+    settlements: readonly SettledEntry[],
+    now: number,
+  ): Promise<{ held: Set<number>; skipped: SettledEntry[] }> {
+    const held = new Set<number>();
+    const retries = settlements.filter(({ settlement }) => settlement.outcome === 'retry');
+    const final = settlements.filter(({ settlement }) => settlement.outcome !== 'retry');
+    if (retries.length) {
+      const { rows } = await run(
+        statements.retryMany,
+        [
+          retries.map(({ entry }) => seqOf(entry)),
+          retries.map(({ entry }) => entry.lease),
+          retries.map(({ settlement }) => (settlement as { at: number }).at),
+        ],
+        'outbox settle',
+      );
+      for (const row of rows) held.add(Number(row['seq']));
+    }
+    const skipped: SettledEntry[] = [];
+    if (final.length) {
+      await transaction(async (inTransaction) => {
+        const { rows } = await inTransaction(
+          lock,
+          [final.map(({ entry }) => seqOf(entry)), final.map(({ entry }) => entry.lease)],
+          'outbox settle',
+        );
+        const locked = new Set(rows.map((row) => Number(row['seq'])));
+        const mine = final.filter(({ entry }) => locked.has(seqOf(entry)));
+        skipped.push(...final.filter(({ entry }) => !locked.has(seqOf(entry))));
+        if (!mine.length) return;
+        // Invariant 14: a later statement sees the appends that waited for the lock. Each stream has one entry
+        // leased at a time: the settled entries are of different streams.
+        await inTransaction(
+          statements.settleMany,
+          [
+            mine.map(({ entry }) => seqOf(entry)),
+            mine.map(({ settlement }) => settlement.outcome),
+            mine.map(({ settlement }) => (settlement.outcome === 'dead' ? settlement.reason : null)),
+            now,
+          ],
+          'outbox settle',
+        );
+        for (const seq of locked) held.add(seq);
+      }, 'outbox settle');
+    }
+    return { held, skipped };
+  }
+
   const store: OutboxStore = {
     async append(toAppend, maxPending, now) {
       if (!toAppend.length) return [];
-      const { rows } = await run(statements.append, appendValues(toAppend, maxPending, now), 'outbox append');
+      const values = appendValues(toAppend.map((entry) => ({ entry, now, maxPending, n: 1 })));
+      const { rows } = await run(statements.append, values, 'outbox append');
       return rows.map((row) => String(row['subscription']));
     },
 
@@ -239,12 +277,7 @@ export function createPostgresOutbox(
       );
       return rows
         .map((row): LeasedEntry => ({
-          id: String(row['id']),
-          subscription: String(row['subscription']),
-          subject: String(row['subject']),
-          body: String(row['body']),
-          createdAt: Number(row['created_at']),
-          attempts: Number(row['attempts']),
+          ...storedEntryOf(row),
           lease: String(row['lease']),
           leaseUntil: Number(row['lease_until']),
         }))
@@ -252,70 +285,16 @@ export function createPostgresOutbox(
     },
 
     async settle(entry, settlement, now) {
-      const seq = seqOf(entry);
-      if (settlement.outcome === 'retry') {
-        const { rows } = await run(statements.retry, [seq, entry.lease, settlement.at], 'outbox settle');
-        return rows.length === 1;
-      }
-      return transaction(async (inTransaction) => {
-        // Invariant 14: waits for an append holding this row (its stream's last).
-        const { rows } = await inTransaction(statements.lockOne, [seq, entry.lease], 'outbox settle');
-        if (rows.length !== 1) return false;
-        // Invariant 14: a later statement sees the appends that waited for the lock.
-        await inTransaction(
-          settlement.outcome === 'delivered' ? statements.delivered : statements.dead,
-          settlement.outcome === 'delivered' ? [seq] : [seq, now, settlement.reason],
-          'outbox settle',
-        );
-        return true;
-      }, 'outbox settle');
+      // Invariant 14: waits for an append holding the row (its stream's last).
+      const { held } = await settleLocked(statements.lockWaiting, [{ entry, settlement }], now);
+      return held.has(seqOf(entry));
     },
 
     async settleAll(settlements, now) {
-      const held = new Set<number>();
-      const retries = settlements.filter(({ settlement }) => settlement.outcome === 'retry');
-      const final = settlements.filter(({ settlement }) => settlement.outcome !== 'retry');
-      if (retries.length) {
-        const { rows } = await run(
-          statements.retryMany,
-          [
-            retries.map(({ entry }) => seqOf(entry)),
-            retries.map(({ entry }) => entry.lease),
-            retries.map(({ settlement }) => (settlement as { at: number }).at),
-          ],
-          'outbox settle',
-        );
-        for (const row of rows) held.add(Number(row['seq']));
-      }
-      const alone: SettledEntry[] = [];
-      if (final.length) {
-        await transaction(async (inTransaction) => {
-          // Invariant 14, as settle; a row an append holds is skipped (waiting could close a cycle) and settled alone below.
-          const { rows } = await inTransaction(
-            statements.lockMany,
-            [final.map(({ entry }) => seqOf(entry)), final.map(({ entry }) => entry.lease)],
-            'outbox settle',
-          );
-          const locked = new Set(rows.map((row) => Number(row['seq'])));
-          const mine = final.filter(({ entry }) => locked.has(seqOf(entry)));
-          alone.push(...final.filter(({ entry }) => !locked.has(seqOf(entry))));
-          if (!mine.length) return;
-          // Each stream has one entry leased at a time: the settled entries are of different streams.
-          await inTransaction(
-            statements.settleMany,
-            [
-              mine.map(({ entry }) => seqOf(entry)),
-              mine.map(({ settlement }) => settlement.outcome),
-              mine.map(({ settlement }) => (settlement.outcome === 'dead' ? settlement.reason : null)),
-              now,
-            ],
-            'outbox settle',
-          );
-          for (const seq of locked) held.add(seq);
-        }, 'outbox settle');
-      }
+      // Invariant 14, as settle; a row an append holds is skipped (waiting could close a cycle) and settled alone below.
+      const { held, skipped } = await settleLocked(statements.lockMany, settlements, now);
       // Skipped rows (held by an append a moment), or leases that ran out: settle says which.
-      for (const { entry, settlement } of alone) {
+      for (const { entry, settlement } of skipped) {
         if (await store.settle(entry, settlement, now)) held.add(seqOf(entry));
       }
       return settlements.map(({ entry }) => held.has(seqOf(entry)));
@@ -350,12 +329,7 @@ export function createPostgresOutbox(
     async deadLetters(limit) {
       const { rows } = await run(statements.deadLetters, [limit], 'outbox dead letters');
       return rows.map((row): DeadLetter => ({
-        id: String(row['id']),
-        subscription: String(row['subscription']),
-        subject: String(row['subject']),
-        body: String(row['body']),
-        createdAt: Number(row['created_at']),
-        attempts: Number(row['attempts']),
+        ...storedEntryOf(row),
         deadAt: Number(row['dead_at']),
         reason: String(row['dead_reason']),
       }));
@@ -405,6 +379,18 @@ export function claimStatement(entries: string): string {
          UPDATE ${entries} e SET lease = $3 || ':' || e.seq, lease_until = $1 + $4, attempts = e.attempts + 1
          FROM chosen WHERE e.seq = chosen.seq AND e.lease_until <= $1 AND e.dead_at IS NULL
          RETURNING e.id, e.subscription, e.subject, e.body, e.created_at, e.attempts, e.lease, e.lease_until`;
+}
+
+/** What a row of the entries' table holds of every entry it hands out. */
+function storedEntryOf(row: Record<string, unknown>): NewOutboxEntry & { createdAt: number; attempts: number } {
+  return {
+    id: String(row['id']),
+    subscription: String(row['subscription']),
+    subject: String(row['subject']),
+    body: String(row['body']),
+    createdAt: Number(row['created_at']),
+    attempts: Number(row['attempts']),
+  };
 }
 
 /** The row's sequence number, carried in the lease's name (`<claim>:<seq>`). */

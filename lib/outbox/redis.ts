@@ -1,7 +1,7 @@
 /** The outbox on Redis: every key under the commit's hash tag, each operation one script (docs/adapters.md#redis-key-layout). */
 import { randomUUID } from 'node:crypto';
 import type { RedisClient } from '../redis/client.js';
-import { streamOf, type DeadLetter, type LeasedEntry, type NewOutboxEntry, type SettledEntry } from './entries.js';
+import { streamOf, type DeadLetter, type LeasedEntry, type NewOutboxEntry, type SettledEntry } from './contract.js';
 import type { OutboxStats, OutboxStore } from './contract.js';
 
 const KEY_NAMES = [

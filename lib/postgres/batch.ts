@@ -1,5 +1,3 @@
-import { sendIsolatingDataErrors } from './data-errors.js';
-
 interface StatementBatchOptions {
   /** Most items one statement carries; a full batch goes out at once. */
   max: number;
@@ -59,7 +57,7 @@ export class StatementBatch<Item, Result> {
   }
 
   /** Every caller is settled by sendIsolatingDataErrors, which itself never rejects. */
-  #sendFirst(): Promise<void> {
+  #sendFirst(): Promise<unknown> {
     const batch = this.#pending.splice(0, this.#max);
     return sendIsolatingDataErrors(batch, async (waiting) => this.#send(waiting.map(({ item }) => item)));
   }
@@ -70,4 +68,37 @@ export function lastByKey<Item>(items: Item[], keyOf: (item: Item) => string): I
   const last = new Map<string, Item>();
   for (const item of items) last.set(keyOf(item), item);
   return [...last.keys()].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0)).map((key) => last.get(key)!);
+}
+
+/** A data exception (SQLSTATE class 22): PostgreSQL refused a value; nothing was done and the server is fine. */
+function isDataError(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && /^22[0-9A-Z]{3}$/.test(code);
+}
+
+/** Sends one statement for `callers`, each settled with its own result (Invariant 10); never rejects. Resolves with the failure that is not a data error, when one stopped the callers. */
+async function sendIsolatingDataErrors<Caller extends Omit<Waiting<unknown, Result>, 'item'>, Result>(
+  callers: Caller[],
+  send: (callers: Caller[]) => Promise<Result[]>,
+): Promise<{ failure: unknown } | undefined> {
+  let results: Result[];
+  try {
+    results = await send(callers);
+  } catch (error) {
+    if (!isDataError(error)) {
+      for (const caller of callers) caller.reject(error);
+      return { failure: error };
+    }
+    if (callers.length === 1) {
+      callers[0]!.reject(error);
+      return undefined;
+    }
+    const middle = Math.ceil(callers.length / 2);
+    const stopped = await sendIsolatingDataErrors(callers.slice(0, middle), send);
+    if (!stopped) return sendIsolatingDataErrors(callers.slice(middle), send);
+    for (const caller of callers.slice(middle)) caller.reject(stopped.failure);
+    return stopped;
+  }
+  for (const [at, caller] of callers.entries()) caller.resolve(results[at]!);
+  return undefined;
 }

@@ -1,6 +1,5 @@
 import { expect } from 'chai';
-import type { OutboxStore } from '../../lib/outbox/contract.js';
-import type { LeasedEntry } from '../../lib/outbox/entries.js';
+import type { LeasedEntry, OutboxStore } from '../../lib/outbox/contract.js';
 import { explainingAdapter, mostFiltered, type ExplainingAdapter } from '../support/postgres-plans.js';
 
 /** Customers with entries waiting, each with a second entry behind its first (not ready until it is settled). */

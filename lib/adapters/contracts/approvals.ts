@@ -1,7 +1,7 @@
 import type { Adapter } from 'oidc-provider';
 import { consumeOnceNeed, type AtomicConsume } from './consume.js';
-import type { DomainContract } from './domain.js';
-import { hasBoundedIndexes, sortedIndexesNeed, type BoundedIndexes, type SortedIndexes } from './indexes.js';
+import { hasFunctions, type DomainContract } from './domain.js';
+import { sortedIndexesNeed, type BoundedIndexes, type SortedIndexes } from './indexes.js';
 
 /** The approvals' domain: grants and requests in bounded sorted indexes, each ended once; with the `approvals` option. */
 export type ApprovalAdapter = Adapter & AtomicConsume & SortedIndexes & BoundedIndexes;
@@ -11,7 +11,7 @@ export const APPROVAL_DOMAIN: DomainContract<ApprovalAdapter> = {
   needs: [
     {
       operations: 'indexAddWithin(adds, member)',
-      has: hasBoundedIndexes,
+      has: (adapter) => hasFunctions(adapter, 'indexAddWithin'),
       why: "a customer's grants and approval requests are bounded by one atomic count-and-add",
     },
     sortedIndexesNeed("a customer's grants and approval requests are listed through them"),

@@ -39,11 +39,7 @@ export interface AtomicCommit extends Partial<SharedDatabase> {
 }
 
 /** An entry and its index members, written only if every quota has room, charged in the same operation. */
-export interface QuotaWrite {
-  write: { model: string; id: string; payload: AdapterPayload; expiresIn: number };
-  indexes: readonly string[];
-  /** The index members' expiry, milliseconds since the epoch. */
-  expiresAt: number;
+export interface QuotaWrite extends Pick<SessionCommit, 'write' | 'indexes' | 'expiresAt'> {
   quotas: readonly QuotaCharge[];
 }
 
@@ -57,12 +53,3 @@ export interface PrincipalQuotas {
 
 /** The models one exchange's commit spans, kept in one Redis Cluster slot (Invariant 2). */
 export const COMMITTED_TOGETHER: ReadonlySet<string> = new Set(['SubjectToken', 'ImpersonationSession']);
-
-export function hasAtomicCommit(adapter: object): adapter is AtomicCommit {
-  const { commitOnce, releaseConsumed } = adapter as Partial<AtomicCommit>;
-  return typeof commitOnce === 'function' && typeof releaseConsumed === 'function';
-}
-
-export function hasPrincipalQuotas(adapter: object): adapter is PrincipalQuotas {
-  return typeof (adapter as Partial<PrincipalQuotas>).saveWithinQuotas === 'function';
-}

@@ -1,5 +1,5 @@
 import type { Adapter } from 'oidc-provider';
-import type { DomainNeed } from './domain.js';
+import { hasFunctions, type DomainNeed } from './domain.js';
 
 /** Marks an entry consumed for exactly one caller; rejects, never `false`, on an outage (Invariant 1; docs/adapters.md). */
 export interface AtomicConsume {
@@ -8,11 +8,7 @@ export interface AtomicConsume {
 
 export type AtomicAdapter = Adapter & AtomicConsume;
 
-function hasAtomicConsume(adapter: object): adapter is AtomicAdapter {
-  return typeof (adapter as Partial<AtomicConsume>).consumeOnce === 'function';
-}
-
 /** A domain's need of `consumeOnce`, and what the domain does with it. */
 export function consumeOnceNeed(why: string): DomainNeed {
-  return { operations: 'consumeOnce(id)', has: hasAtomicConsume, why };
+  return { operations: 'consumeOnce(id)', has: (adapter) => hasFunctions(adapter, 'consumeOnce'), why };
 }

@@ -28,3 +28,8 @@ export function lackOf(contract: DomainContract<object>, adapter: object): Domai
 export function fitsDomain<Store extends object>(contract: DomainContract<Store>, adapter: object): adapter is Store {
   return lackOf(contract, adapter) === undefined;
 }
+
+/** Whether `adapter` has each of `names`, as a function. */
+export function hasFunctions(adapter: object, ...names: string[]): boolean {
+  return names.every((name) => typeof (adapter as Record<string, unknown>)[name] === 'function');
+}

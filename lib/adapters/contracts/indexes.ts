@@ -1,4 +1,4 @@
-import type { DomainNeed } from './domain.js';
+import { hasFunctions, type DomainNeed } from './domain.js';
 
 /** A member of a sorted index and its score: the time (ms since the epoch) it stops being live. */
 export interface IndexEntry {
@@ -27,19 +27,6 @@ export interface BoundedIndexes {
   indexAddWithin(adds: readonly BoundedIndexAdd[], member: string): Promise<string | undefined>;
 }
 
-function hasSortedIndexes(adapter: object): adapter is SortedIndexes {
-  const candidate = adapter as Partial<SortedIndexes>;
-  return (
-    typeof candidate.indexAdd === 'function' &&
-    typeof candidate.indexRemove === 'function' &&
-    typeof candidate.indexRange === 'function'
-  );
-}
-
-export function hasBoundedIndexes(adapter: object): adapter is BoundedIndexes {
-  return typeof (adapter as Partial<BoundedIndexes>).indexAddWithin === 'function';
-}
-
 /** Whether `entry` comes after `position` in an index's order (expiry descending, then member descending). */
 export function comesAfter(entry: IndexEntry, position: IndexEntry): boolean {
   return (
@@ -49,5 +36,6 @@ export function comesAfter(entry: IndexEntry, position: IndexEntry): boolean {
 
 /** A domain's need of the sorted indexes, and what the domain lists through them. */
 export function sortedIndexesNeed(why: string): DomainNeed {
-  return { operations: 'sorted indexes (indexAdd, indexRemove, indexRange)', has: hasSortedIndexes, why };
+  const has = (adapter: object) => hasFunctions(adapter, 'indexAdd', 'indexRemove', 'indexRange');
+  return { operations: 'sorted indexes (indexAdd, indexRemove, indexRange)', has, why };
 }

@@ -3,30 +3,24 @@ import type { AdapterPayload } from 'oidc-provider';
 /** Entries a store read ahead within one request: PostgreSQL reads a token's session and Grant with it (one statement). */
 export class ReadAhead {
   /** Made by the first entry left: a store that reads nothing ahead costs a box nothing more. */
-  #entries: Map<string, AdapterPayload> | undefined;
+  #entries: Map<object, Map<string, AdapterPayload>> | undefined;
 
   /** Leaves what `owner`'s store found for `model` by id or uid `key`. */
   put(owner: object, model: string, by: 'id' | 'uid', key: string, payload: AdapterPayload): void {
-    (this.#entries ??= new Map()).set(entryKey(owner, model, by, key), payload);
+    this.#entries ??= new Map();
+    const owned = this.#entries.get(owner) ?? new Map<string, AdapterPayload>();
+    this.#entries.set(owner, owned.set(`${model}\u0000${by}\u0000${key}`, payload));
   }
 
   /** What was left for that read, taken out of the box; `undefined` when nothing was. */
   take(owner: object, model: string, by: 'id' | 'uid', key: string): AdapterPayload | undefined {
-    if (!this.#entries?.size) return undefined;
-    const at = entryKey(owner, model, by, key);
-    const payload = this.#entries.get(at);
-    this.#entries.delete(at);
+    const owned = this.#entries?.get(owner);
+    if (!owned) return undefined;
+    const at = `${model}\u0000${by}\u0000${key}`;
+    const payload = owned.get(at);
+    owned.delete(at);
     return payload;
   }
-}
-
-const OWNERS = new WeakMap<object, number>();
-let nextOwner = 0;
-
-function entryKey(owner: object, model: string, by: 'id' | 'uid', key: string): string {
-  let id = OWNERS.get(owner);
-  if (id === undefined) OWNERS.set(owner, (id = nextOwner += 1));
-  return `${id}\u0000${model}\u0000${by}\u0000${key}`;
 }
 
 let current: ReadAhead | undefined;

@@ -1,7 +1,7 @@
 import type { Adapter } from 'oidc-provider';
-import { hasAtomicCommit, hasPrincipalQuotas, type AtomicCommit, type PrincipalQuotas } from './commit.js';
+import type { AtomicCommit, PrincipalQuotas } from './commit.js';
 import { consumeOnceNeed, type AtomicConsume } from './consume.js';
-import type { DomainContract } from './domain.js';
+import { hasFunctions, type DomainContract } from './domain.js';
 import { sortedIndexesNeed, type SortedIndexes } from './indexes.js';
 
 /** The sessions' domain: sorted indexes, ended once, written by the exchange's one commit and within quotas. */
@@ -14,14 +14,14 @@ export const SESSION_DOMAIN: DomainContract<SessionAdapter> = {
     consumeOnceNeed('an impersonation session is ended once, by an atomic consume'),
     {
       operations: 'commitOnce(write) and releaseConsumed(entry, by)',
-      has: hasAtomicCommit,
+      has: (adapter) => hasFunctions(adapter, 'commitOnce', 'releaseConsumed'),
       why:
         'an exchange redeems its subject token and lists its session in one store operation, ' +
         'and gives the token back when the trail cannot record it',
     },
     {
       operations: 'saveWithinQuotas(write)',
-      has: hasPrincipalQuotas,
+      has: (adapter) => hasFunctions(adapter, 'saveWithinQuotas'),
       why:
         "a delegation's session is written only within the bounds of its user, client and subject token, " +
         'counted in the same store operation',
