@@ -1,4 +1,6 @@
 import { expect } from 'chai';
+import { once } from 'node:events';
+import { connect } from 'node:net';
 import { Redis } from 'ioredis';
 import { createRedisAdapter, REDIS_CLIENT_OPTIONS, type RedisAdapterClass } from '../../lib/adapters/redis.js';
 import { assertRedisReachable, REDIS_URL, redisClient, redisTestAdapter, testPrefix } from '../support/adapter.js';
@@ -43,10 +45,10 @@ describe('Redis adapter', () => {
     const claimed = await outbox.claim(10, 30_000, now, 0);
     expect(claimed).to.have.length(8);
     // What Redis is asked, as it sees it: the scripts run over this outbox's keys.
-    const monitor = await client.monitor();
-    const scripts: string[][] = [];
-    monitor.on('monitor', (_time: string, args: string[]) => {
-      if (/^eval/i.test(args[0] ?? '') && args.includes(outboxKeys(prefix)[0]!)) scripts.push(args);
+    const key = `"${outboxKeys(prefix)[0]!}"`;
+    const scripts: string[] = [];
+    const monitor = await monitorRedis((line) => {
+      if (/\] "eval/i.test(line) && line.includes(key)) scripts.push(line);
     });
     try {
       // As the delivery loop settles them: together where the store can.
@@ -56,10 +58,12 @@ describe('Redis adapter', () => {
         : await Promise.all(settled.map(({ entry, settlement }) => outbox.settle(entry, settlement, now)));
       expect(held).to.deep.equal(Array(8).fill(true));
       // MONITOR relays a command after it ran: a marker sent after the settlements arrives after them.
-      await client.ping();
-      await new Promise((resolve) => setTimeout(resolve, 50));
+      const marker = `settled-${prefix}`;
+      const relayed = monitor.seen(marker);
+      await client.echo(marker);
+      await relayed;
     } finally {
-      monitor.disconnect();
+      monitor.stop();
     }
     expect(scripts, 'script calls over the outbox').to.have.length(1);
     expect((await outbox.stats()).subscriptions['crm']?.pending ?? 0).to.equal(0);
@@ -137,4 +141,38 @@ async function expectRejection(promise: Promise<unknown>): Promise<void> {
     return;
   }
   expect.fail(`expected a rejection, got ${JSON.stringify(outcome)}`);
+}
+
+/**
+ * MONITOR on a connection of its own, read line by line: ioredis's monitor() takes a command relayed in the
+ * same packet as MONITOR's answer for a reply it never asked, whenever another client of the server is busy.
+ */
+async function monitorRedis(onLine: (line: string) => void) {
+  const { hostname, port } = new URL(REDIS_URL);
+  const socket = connect(Number(port || 6379), hostname);
+  socket.setEncoding('utf8');
+  let buffer = '';
+  const waiting = new Map<string, () => void>();
+  let monitoring!: () => void;
+  const started = new Promise<void>((resolve) => (monitoring = resolve));
+  socket.on('data', (chunk: string) => {
+    buffer += chunk;
+    for (let end = buffer.indexOf('\r\n'); end >= 0; end = buffer.indexOf('\r\n')) {
+      const line = buffer.slice(0, end);
+      buffer = buffer.slice(end + 2);
+      if (line === '+OK') monitoring();
+      for (const [marker, seen] of waiting) if (line.includes(marker)) seen();
+      onLine(line);
+    }
+  });
+  await once(socket, 'connect');
+  socket.write('MONITOR\r\n');
+  await started;
+  return {
+    /** Resolves once a command whose line names `marker` has been relayed. */
+    async seen(marker: string): Promise<void> {
+      await new Promise<void>((resolve) => waiting.set(marker, resolve));
+    },
+    stop: () => socket.destroy(),
+  };
 }
