@@ -362,6 +362,7 @@ const installed = new WeakMap<object, EventBus>();
 export function installedEventBus(provider: object): EventBus | undefined {
   return installed.get(provider);
 }
+
 const configuredByAnyPlugin = new WeakSet<object>();
 
 const INSTALL_OPTION_NAMES = Object.keys({ mountManagementApi: true } satisfies Record<keyof InstallOptions, true>);
