@@ -5,7 +5,7 @@ import { createMemoryAdapter } from './adapters/memory.js';
 import { customerResourceInfo } from './customer/check.js';
 import { ApprovalStore } from './approvals/store.js';
 import { openPluginStore } from './adapters/plugin-store.js';
-import { calledTooLate, invalidArgument, invalidCall, invalidOption, invalidTarget, misconfigured } from './errors.js';
+import { calledTooLate, invalidArgument, invalidCall, invalidTarget, misconfigured } from './errors.js';
 import { grantsForExchange } from './approvals/exchange-view.js';
 import { withDelegationMetadata } from './exchange/delegation-metadata.js';
 import { ExchangeClaims } from './exchange/claims.js';
@@ -20,7 +20,7 @@ import {
 } from './management/client-metadata.js';
 import { managementApiHandler, type ManagementApiHandler } from './management/node-handler.js';
 import { createManagementApi } from './management/router.js';
-import { refuseUnknownOptions } from './config/names.js';
+import { optionChecks, type OptionChecks } from './config/checks.js';
 import { managementScopes, resolveOptions, type ImpersonationOptions, type ResolvedOptions } from './options.js';
 import {
   assertModelInternals,
@@ -122,16 +122,11 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
     configure(configuration) {
       const resourceIndicators = configuration.features?.resourceIndicators ?? {};
       if (resourceIndicators.enabled === false) {
-        throw invalidOption(
-          'impersonation.configure',
-          'features.resourceIndicators',
-          'must stay enabled: the plugin needs it',
-        );
+        configureCheck.fail('features.resourceIndicators', 'must stay enabled: the plugin needs it');
       }
       // Without it oidc-provider knows no resource server, and an exchange must name one: every exchange would fail.
       if (typeof resourceIndicators.getResourceServerInfo !== 'function') {
-        throw invalidOption(
-          'impersonation.configure',
+        configureCheck.fail(
           'features.resourceIndicators.getResourceServerInfo',
           'must be a function that describes the resource servers impersonation tokens are for: ' +
             'without it every token exchange is refused with invalid_target',
@@ -365,6 +360,8 @@ export function installedEventBus(provider: object): EventBus | undefined {
 
 const configuredByAnyPlugin = new WeakSet<object>();
 
+const configureCheck: OptionChecks = optionChecks('impersonation.configure');
+const installCheck: OptionChecks = optionChecks('impersonation.install');
 const INSTALL_OPTION_NAMES = Object.keys({ mountManagementApi: true } satisfies Record<keyof InstallOptions, true>);
 
 /** `install()`'s second argument: a plain object, never a host app passed in its place. */
@@ -378,11 +375,9 @@ function checkInstallOptions(installOptions: unknown): Required<InstallOptions> 
         'or app.use(impersonation.managementApiHandler()) on Express or Fastify',
     );
   }
-  refuseUnknownOptions('impersonation.install', installOptions, INSTALL_OPTION_NAMES);
+  installCheck.known(installOptions, INSTALL_OPTION_NAMES);
   const { mountManagementApi = true } = installOptions as InstallOptions;
-  if (typeof mountManagementApi !== 'boolean') {
-    throw invalidOption('impersonation.install', 'mountManagementApi', 'must be true or false');
-  }
+  if (typeof mountManagementApi !== 'boolean') installCheck.fail('mountManagementApi', 'must be true or false');
   return { mountManagementApi };
 }
 
