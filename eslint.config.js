@@ -21,7 +21,6 @@ const FLOORS = [
       'lib/json.ts',
       'lib/storable-text.ts',
       'lib/token-claims.ts',
-      'lib/provider-state.ts',
       'lib/event-types.ts',
     ],
   },

@@ -16,6 +16,7 @@ import { APPROVAL_MODEL } from '../lib/adapters/models.js';
 import { ApprovalStore } from '../lib/approvals/store.js';
 import type { ImpersonationOptions } from '../lib/index.js';
 import { resolveOptions } from '../lib/options.js';
+import { installedEventBus } from '../lib/plugin.js';
 import { SESSION_MODEL, SessionStore } from '../lib/sessions/store.js';
 import { API, CUSTOMER_API, MANAGEMENT, type FixtureProvider } from '../fixtures/provider.js';
 import { ACTOR, customers } from './requests.js';
@@ -50,7 +51,7 @@ export function standingGrantSetup(): StandingGrantSetup {
       const open = (model: string): SessionAdapter & BoundedIndexes =>
         instantiateAdapter(tp.adapter, model) as SessionAdapter & BoundedIndexes;
       const deps = {
-        provider: tp.provider,
+        bus: installedEventBus(tp.provider)!,
         options: resolveOptions({ managementResource: MANAGEMENT, ...plugin } as ImpersonationOptions),
         approvals: new ApprovalStore(open(APPROVAL_MODEL)),
         sessions: new SessionStore(open(SESSION_MODEL)),

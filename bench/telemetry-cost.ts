@@ -15,7 +15,7 @@
  */
 import { fileURLToPath } from 'node:url';
 import type { KoaContextWithOIDC } from 'oidc-provider';
-import { exchangeStep, tracedGrants } from '../lib/telemetry/exchange.js';
+import { tracedExchange, type ExchangeStep } from '../lib/telemetry/exchange.js';
 import type { TelemetryOptions } from '../lib/telemetry/options.js';
 import { openTelemetry } from '../lib/telemetry/telemetry.js';
 import { positiveInteger } from './flags.js';
@@ -37,16 +37,13 @@ export interface TelemetryCostResult {
   micros: Record<TelemetrySetup, number>;
 }
 
-async function handler(ctx: KoaContextWithOIDC): Promise<void> {
-  for (const step of STEPS) await exchangeStep(ctx, step, async () => undefined);
+async function handler(_ctx: KoaContextWithOIDC, step: ExchangeStep): Promise<void> {
+  for (const name of STEPS) await step(name, async () => undefined);
 }
 
 /** The handler as install() registers it under `option`. */
 function registered(option: TelemetryOptions | undefined): (ctx: KoaContextWithOIDC) => Promise<void> {
-  let registeredHandler: unknown;
-  const provider = { registerGrantType: (_name: string, wrapped: unknown) => (registeredHandler = wrapped) };
-  tracedGrants(provider as never, openTelemetry(option)).registerGrantType('token-exchange', handler as never);
-  return registeredHandler as (ctx: KoaContextWithOIDC) => Promise<void>;
+  return tracedExchange(openTelemetry(option), handler);
 }
 
 export async function measureTelemetryCost(exchanges: number): Promise<TelemetryCostResult> {

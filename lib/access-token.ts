@@ -3,7 +3,6 @@ import { createLocalJWKSet, jwtVerify, type JWTPayload } from 'jose';
 import { LRUCache } from 'lru-cache';
 import type { AccessToken, Provider } from 'oidc-provider';
 import { ReadAhead, readingAhead } from './adapters/contracts/read-ahead.js';
-import { providerSlot, slotOf } from './provider-state.js';
 import { findAccessTokenUnbound, providerJwks, sessionBindingHolds } from './provider-internals.js';
 import { SESSION_CLAIM } from './token-claims.js';
 
@@ -42,15 +41,20 @@ export interface JwtVerifier {
 }
 
 const VERIFIED_JWT_CACHE_SIZE = 10_000;
-/** The provider's key set and the JWTs verified already, made on first use. */
-const JWT_VERIFIER = providerSlot<JwtVerifier>('JWT verifier', (provider) => ({
-  keySet: createLocalJWKSet(providerJwks(provider as Provider) as Parameters<typeof createLocalJWKSet>[0]),
-  // ttlResolution 0: read the clock on each check instead of arming a timer every millisecond to cache it.
-  verified: new LRUCache({ max: VERIFIED_JWT_CACHE_SIZE, ttlResolution: 0 }),
-}));
+/** Per provider, a cache: its key set and the JWTs verified already, made on first use. */
+const verifiers = new WeakMap<Provider, JwtVerifier>();
 
 function verifierOf(provider: Provider): JwtVerifier {
-  return slotOf(provider, JWT_VERIFIER);
+  let verifier = verifiers.get(provider);
+  if (!verifier) {
+    verifier = {
+      keySet: createLocalJWKSet(providerJwks(provider) as Parameters<typeof createLocalJWKSet>[0]),
+      // ttlResolution 0: read the clock on each check instead of arming a timer every millisecond to cache it.
+      verified: new LRUCache({ max: VERIFIED_JWT_CACHE_SIZE, ttlResolution: 0 }),
+    };
+    verifiers.set(provider, verifier);
+  }
+  return verifier;
 }
 
 /** Verifies an access token of this provider; `undefined` for anything not valid and ours, rejects only on a store outage. */

@@ -1,7 +1,7 @@
 /** Invariant 50: each principal's share, counted in the write. */
 import { createHash } from 'node:crypto';
 import { optionChecks } from './config/checks.js';
-import { invalidOption, principalQuotaReached, type PrincipalQuotaReached } from './errors.js';
+import { principalQuotaReached, type PrincipalQuotaReached } from './errors.js';
 
 /** One principal's share: counter `key` takes at most `max` charges until `expiresAt` (ms), set by its first charge. */
 export interface QuotaCharge {
@@ -40,23 +40,17 @@ const check = optionChecks('createImpersonation');
 export function resolveDelegationLimits(input: unknown): Readonly<DelegationLimits> {
   if (input === undefined) return DEFAULT_DELEGATION_LIMITS;
   if (typeof input !== 'object' || input === null || Array.isArray(input)) {
-    throw invalidOption('createImpersonation', 'delegation.limits', `must be an object of ${LIMIT_NAMES.join(', ')}`);
+    check.fail('delegation.limits', `must be an object of ${LIMIT_NAMES.join(', ')}`);
   }
   const given = input as Record<string, unknown>;
   for (const name of Object.keys(given)) {
     if (!(LIMIT_NAMES as string[]).includes(name)) {
-      throw invalidOption(
-        'createImpersonation',
-        `delegation.limits.${name}`,
-        `is not one of ${LIMIT_NAMES.join(', ')}`,
-      );
+      check.fail(`delegation.limits.${name}`, `is not one of ${LIMIT_NAMES.join(', ')}`);
     }
   }
   const limits = { ...DEFAULT_DELEGATION_LIMITS };
   for (const name of LIMIT_NAMES) {
-    const value = given[name];
-    if (value === undefined) continue;
-    limits[name] = check.integer(`delegation.limits.${name}`, value, MOST);
+    limits[name] = check.integerOr(`delegation.limits.${name}`, given[name], DEFAULT_DELEGATION_LIMITS[name], MOST);
   }
   return Object.freeze(limits);
 }

@@ -94,8 +94,9 @@ export function resolveOptions(input: ImpersonationOptions): ResolvedOptions {
 
   check.resourceIndicator('managementResource', options.managementResource);
   for (const name of ['managementScope', 'readScope', 'revokeScope'] as const) check.scope(name, options[name]);
-  if (managementScopes(options).size !== 3)
-    fail('readScope', 'must differ from "revokeScope", and both from "managementScope"');
+  // The input's `ssf` is not resolved yet: its scope is checked with it.
+  const coreScopes = [...new Set([options.managementScope, options.readScope, options.revokeScope])];
+  if (coreScopes.length !== 3) fail('readScope', 'must differ from "revokeScope", and both from "managementScope"');
   for (const name of ['managementPath', 'sessionsPath'] as const) check.path(name, options[name]);
   if (options.sessionsPath === options.managementPath) fail('sessionsPath', 'must differ from "managementPath"');
   if (options.managementTokenFormat !== 'jwt' && options.managementTokenFormat !== 'opaque') {
@@ -155,7 +156,7 @@ export function resolveOptions(input: ImpersonationOptions): ResolvedOptions {
       ? undefined
       : resolveApprovalOptions(options.approvals, {
           resources: [options.managementResource],
-          scopes: [...managementScopes(options)],
+          scopes: coreScopes,
           paths: [options.managementPath, options.sessionsPath],
         });
   const webhooks = options.webhooks === undefined ? undefined : resolveWebhookOptions(options.webhooks);
@@ -163,7 +164,7 @@ export function resolveOptions(input: ImpersonationOptions): ResolvedOptions {
     options.ssf === undefined
       ? undefined
       : resolveSsfOptions(options.ssf, {
-          scopes: [...managementScopes(options)],
+          scopes: coreScopes,
           paths: [
             options.managementPath,
             options.sessionsPath,
@@ -196,20 +197,9 @@ function delegationAsking(
   return Object.freeze({ ...delegation, canDelegate: delegationWithDecisionPoint(authzen, delegation.canDelegate) });
 }
 
-/** The scopes of the Management API (the SSF receivers' included, once resolved): none of them is an OIDC scope. */
+/** The scopes of the Management API, the SSF receivers' included: none of them is an OIDC scope. */
 export function managementScopes(
-  options: Pick<ResolvedOptions, 'managementScope' | 'readScope' | 'revokeScope'> & {
-    ssf?: { scope?: unknown } | undefined;
-  },
+  options: Pick<ResolvedOptions, 'managementScope' | 'readScope' | 'revokeScope' | 'ssf'>,
 ): ReadonlySet<string> {
-  const scopes = new Set([options.managementScope, options.readScope, options.revokeScope]);
-  if (typeof options.ssf?.scope === 'string' && isResolvedSsf(options.ssf)) {
-    for (const scope of options.ssf.readScopes) scopes.add(scope);
-  }
-  return scopes;
-}
-
-/** Resolved SSF options carry `retentionSeconds`; the input's `scope` is not checked yet and stays out. */
-function isResolvedSsf(ssf: object): ssf is ResolvedSsfOptions {
-  return 'retentionSeconds' in ssf;
+  return new Set([options.managementScope, options.readScope, options.revokeScope, ...(options.ssf?.readScopes ?? [])]);
 }

@@ -5,7 +5,7 @@ import { createMemoryAdapter } from './adapters/memory.js';
 import { customerResourceInfo } from './customer/check.js';
 import { ApprovalStore } from './approvals/store.js';
 import { openPluginStore } from './adapters/plugin-store.js';
-import { calledTooLate, invalidArgument, invalidCall, invalidOption, invalidTarget, misconfigured } from './errors.js';
+import { calledTooLate, invalidArgument, invalidCall, invalidTarget, misconfigured } from './errors.js';
 import { grantsForExchange } from './approvals/exchange-view.js';
 import { withDelegationMetadata } from './exchange/delegation-metadata.js';
 import { ExchangeClaims } from './exchange/claims.js';
@@ -20,7 +20,7 @@ import {
 } from './management/client-metadata.js';
 import { managementApiHandler, type ManagementApiHandler } from './management/node-handler.js';
 import { createManagementApi } from './management/router.js';
-import { refuseUnknownOptions } from './config/names.js';
+import { optionChecks, type OptionChecks } from './config/checks.js';
 import { managementScopes, resolveOptions, type ImpersonationOptions, type ResolvedOptions } from './options.js';
 import {
   assertModelInternals,
@@ -37,16 +37,14 @@ import { ssfSubscriber, type Transmitter } from './ssf/transmit.js';
 import { endWithActor, endWithSubjectToken } from './sessions/origin-end.js';
 import { SessionStore } from './sessions/store.js';
 import { SubjectTokenStore } from './subject-tokens/store.js';
-import { SUBSCRIBERS } from './events/subscriber.js';
-import { providerSlot, REQUESTS_IN_FLIGHT, slotOf } from './provider-state.js';
+import type { EventBus, EventSubscriber } from './events/subscriber.js';
 import { attachJournal, journalOf } from './audit/journal.js';
 import type { AdapterSource, AuditSink } from './core-options.js';
 import { trailSubscriber } from './audit/trail.js';
 import { webhookSubscriber } from './webhooks/notify.js';
-import { tracedGrants } from './telemetry/exchange.js';
 import { observeProvider, timedTrail } from './telemetry/observe.js';
-import { attachTelemetry, openTelemetry } from './telemetry/telemetry.js';
-import { outboxView, startDelivery, type WebhookDelivery } from './webhooks/worker.js';
+import { openTelemetry } from './telemetry/telemetry.js';
+import { outboxView, startDelivery, type RequestsInFlight, type WebhookDelivery } from './webhooks/worker.js';
 
 export interface InstallOptions {
   /** Whether install() mounts the Management API in the provider's middleware (default `true`); `false` leaves mounting to the deployment. */
@@ -97,20 +95,25 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
   let delivery: WebhookDelivery | undefined;
   let discovery: { middleware: Koa.Middleware; handler: ManagementApiHandler } | undefined;
 
+  /** Invariant 41: the requests that passed the entry install() mounted, on the providers it mounted the API on. */
+  const served = new WeakSet<object>();
+  const mountedOn = new WeakSet<object>();
+  const witness: Koa.Middleware = (ctx, next) => {
+    served.add(ctx);
+    return next();
+  };
+
   /** Invariant 41: install before mount. */
   function assertManagementApiReachable(ctx: KoaContextWithOIDC): void {
-    const { served } = slotOf(ctx.oidc.provider, MANAGEMENT_API_SERVED);
-    if (served && !served.has(ctx)) throw misconfigured(MOUNTED_TOO_EARLY);
+    if (mountedOn.has(ctx.oidc.provider) && !served.has(ctx)) throw misconfigured(MOUNTED_TOO_EARLY);
   }
 
   function discoveryOf(call: string): NonNullable<typeof discovery> {
-    if (!discovery) {
-      throw invalidCall(
-        call,
-        options.ssf ? 'call impersonation.install(provider) first' : 'the "ssf" option is not set',
-      );
-    }
-    return discovery;
+    return made(
+      discovery,
+      call,
+      options.ssf ? 'call impersonation.install(provider) first' : 'the "ssf" option is not set',
+    );
   }
 
   return {
@@ -119,16 +122,11 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
     configure(configuration) {
       const resourceIndicators = configuration.features?.resourceIndicators ?? {};
       if (resourceIndicators.enabled === false) {
-        throw invalidOption(
-          'impersonation.configure',
-          'features.resourceIndicators',
-          'must stay enabled: the plugin needs it',
-        );
+        configureCheck.fail('features.resourceIndicators', 'must stay enabled: the plugin needs it');
       }
       // Without it oidc-provider knows no resource server, and an exchange must name one: every exchange would fail.
       if (typeof resourceIndicators.getResourceServerInfo !== 'function') {
-        throw invalidOption(
-          'impersonation.configure',
+        configureCheck.fail(
           'features.resourceIndicators.getResourceServerInfo',
           'must be a function that describes the resource servers impersonation tokens are for: ' +
             'without it every token exchange is refused with invalid_target',
@@ -187,7 +185,7 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
 
     install(provider, installOptions = {}) {
       const { mountManagementApi } = checkInstallOptions(installOptions);
-      if (installedProviders.has(provider)) {
+      if (installed.has(provider)) {
         throw invalidCall(
           'impersonation.install',
           'the plugin is installed on this provider already: call install() once per provider',
@@ -212,11 +210,12 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
       const sessions = new SessionStore(pluginStore.sessions);
       // Always opened: a subject token issued under a grant is checked against it after the option is removed.
       const approvals = new ApprovalStore(pluginStore.approvals);
+      const transmitter = ssfTransmitter(provider, pluginStore, options.ssf, () => delivery?.wake());
+      const bus: EventBus = { provider, subscribers: subscribersOf(provider, pluginStore, options, transmitter) };
       // Every check passed: from here on the provider is changed, and a second install() is refused.
-      installedProviders.add(provider);
-      attachTelemetry(provider, telemetry);
+      installed.set(provider, bus);
       observeProvider(telemetry, provider as unknown as EventEmitter, () => delivery);
-      tracedGrants(provider, telemetry).registerGrantType(
+      provider.registerGrantType(
         TOKEN_EXCHANGE_GRANT,
         createExchangeHandler({
           options,
@@ -224,14 +223,14 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
           sessions,
           customerGrants: grantsForExchange(approvals),
           claims,
+          bus,
+          telemetry,
           preflight: assertManagementApiReachable,
         }),
         [...EXCHANGE_PARAMETERS],
         [...EXCHANGE_DUPLICATES],
       );
-      // Invariant 42: the trail is the first subscriber.
-      const subscribers = slotOf(provider, SUBSCRIBERS);
-      const requests = slotOf(provider, REQUESTS_IN_FLIGHT);
+      const requests: RequestsInFlight = { count: 0 };
       // Invariant 43: every request is counted; delivery runs in idle time.
       provider.middleware.unshift(async (_ctx, next) => {
         requests.count += 1;
@@ -241,99 +240,92 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
           requests.count -= 1;
         }
       });
-      if (options.auditLog) subscribers.push(trailSubscriber(options.auditLog));
-      endWithActor(provider, sessions);
-      endWithSubjectToken(provider, sessions);
+      endWithActor(bus, sessions);
+      endWithSubjectToken(bus, sessions);
       if (options.actorAuthentication) addStepUpDetails(provider);
-      let transmitter: Transmitter | undefined;
-      if (options.ssf && pluginStore.outbox && pluginStore.ssfStreams) {
-        const streams = new StreamStore(pluginStore.ssfStreams);
-        transmitter = {
-          provider,
-          outbox: pluginStore.outbox,
-          streams,
-          options: options.ssf,
-          wake: () => delivery?.wake(),
-        };
-        subscribers.push(ssfSubscriber(transmitter));
+      if (transmitter) {
         const middleware = ssfDiscoveryMiddleware(transmitter);
         discovery = { middleware, handler: managementApiHandler(middleware, provider as unknown as EventEmitter) };
       }
-      const managementApi = createManagementApi(
-        provider,
-        options,
-        { subjectTokens: store, sessions, approvals },
-        transmitter,
-      );
-      if (options.webhooks && pluginStore.outbox) {
-        subscribers.push(webhookSubscriber(provider, pluginStore.outbox, options.webhooks));
-      }
-      if (pluginStore.outbox && (options.webhooks || options.ssf)) {
+      api = createManagementApi(bus, options, { subjectTokens: store, sessions, approvals }, transmitter, telemetry);
+      const { outbox } = pluginStore;
+      if (outbox && (options.webhooks || options.ssf)) {
         delivery = options.deliverOutbox
-          ? startDelivery(
-              provider,
-              pluginStore.outbox,
-              options.webhooks ?? ssfOnlyDelivery(options.ssf!),
-              transmitter && ssfDelivery(transmitter),
-            )
+          ? startDelivery(provider, outbox, options.webhooks ?? ssfOnlyDelivery(options.ssf!), {
+              other: transmitter && ssfDelivery(transmitter),
+              requests,
+              telemetry,
+            })
           : outboxView(
-              pluginStore.outbox,
+              outbox,
               (options.webhooks?.subscriptions ?? []).map(({ id }) => id),
             );
       }
-      api = managementApi.middleware;
       handler = managementApiHandler(api, provider as unknown as EventEmitter);
       if (mountManagementApi) {
-        slotOf(provider, MANAGEMENT_API_SERVED).served = managementApi.served;
-        provider.use(managementApi.witness).use(managementApi.middleware);
+        mountedOn.add(provider);
+        provider.use(witness).use(api);
       }
     },
 
-    managementApi() {
-      if (!api)
-        throw invalidCall('impersonation.managementApi', 'call impersonation.install(provider) before managementApi()');
-      return api;
-    },
+    managementApi: () => made(api, 'managementApi', 'call impersonation.install(provider) before managementApi()'),
 
-    webhooks() {
-      if (!delivery) {
-        throw invalidCall(
-          'impersonation.webhooks',
-          options.webhooks
-            ? 'call impersonation.install(provider) before webhooks()'
-            : 'the "webhooks" option is not set: there is no delivery',
-        );
-      }
-      return delivery;
-    },
+    webhooks: () =>
+      made(
+        delivery,
+        'webhooks',
+        options.webhooks
+          ? 'call impersonation.install(provider) before webhooks()'
+          : 'the "webhooks" option is not set: there is no delivery',
+      ),
 
-    ssf() {
-      if (!delivery || !options.ssf) {
-        throw invalidCall(
-          'impersonation.ssf',
-          options.ssf ? 'call impersonation.install(provider) before ssf()' : 'the "ssf" option is not set',
-        );
-      }
-      return delivery;
-    },
+    ssf: () =>
+      made(
+        options.ssf && delivery,
+        'ssf',
+        options.ssf ? 'call impersonation.install(provider) before ssf()' : 'the "ssf" option is not set',
+      ),
 
-    ssfDiscovery() {
-      return discoveryOf('impersonation.ssfDiscovery').middleware;
-    },
+    ssfDiscovery: () => discoveryOf('ssfDiscovery').middleware,
 
-    ssfDiscoveryHandler() {
-      return discoveryOf('impersonation.ssfDiscoveryHandler').handler;
-    },
+    ssfDiscoveryHandler: () => discoveryOf('ssfDiscoveryHandler').handler,
 
-    managementApiHandler() {
-      if (!handler)
-        throw invalidCall(
-          'impersonation.managementApiHandler',
-          'call impersonation.install(provider) before managementApiHandler()',
-        );
-      return handler;
-    },
+    managementApiHandler: () =>
+      made(handler, 'managementApiHandler', 'call impersonation.install(provider) before managementApiHandler()'),
   };
+}
+
+/** What install() made, or the refusal of `impersonation.<call>()` made before it or without the option it needs. */
+function made<T>(value: T | undefined, call: string, missing: string): T {
+  if (value === undefined) throw invalidCall(`impersonation.${call}`, missing);
+  return value;
+}
+
+type PluginStore = ReturnType<typeof openPluginStore>;
+
+/** The SSF transmitter, when the `ssf` option is set and the store keeps streams and an outbox. */
+function ssfTransmitter(
+  provider: Provider,
+  store: PluginStore,
+  ssf: ResolvedOptions['ssf'],
+  wake: () => void,
+): Transmitter | undefined {
+  if (!ssf || !store.outbox || !store.ssfStreams) return undefined;
+  return { provider, outbox: store.outbox, streams: new StreamStore(store.ssfStreams), options: ssf, wake };
+}
+
+/** The subscribers of an install, in the order they are told of an event: the trail first (Invariant 42). */
+function subscribersOf(
+  provider: Provider,
+  store: PluginStore,
+  options: ResolvedOptions,
+  transmitter: Transmitter | undefined,
+): EventSubscriber[] {
+  const subscribers: EventSubscriber[] = [];
+  if (options.auditLog) subscribers.push(trailSubscriber(options.auditLog));
+  if (transmitter) subscribers.push(ssfSubscriber(transmitter));
+  if (options.webhooks && store.outbox) subscribers.push(webhookSubscriber(provider, store.outbox, options.webhooks));
+  return subscribers;
 }
 
 /** The delivery's timing when SSF streams are its only receivers (webhooks, when set, bring their own). */
@@ -358,11 +350,18 @@ function timedJournaledTrail(telemetry: Parameters<typeof timedTrail>[0], trail:
   return timed;
 }
 
-const MANAGEMENT_API_SERVED = providerSlot<{ served?: WeakSet<object> }>('Management API served requests', () => ({}));
+/** The providers install() ran on, each with its event bus. */
+const installed = new WeakMap<object, EventBus>();
 
-const installedProviders = new WeakSet<object>();
+/** The event bus install() made for `provider`, for the tests and benchmarks that run the customer's operations on it. */
+export function installedEventBus(provider: object): EventBus | undefined {
+  return installed.get(provider);
+}
+
 const configuredByAnyPlugin = new WeakSet<object>();
 
+const configureCheck: OptionChecks = optionChecks('impersonation.configure');
+const installCheck: OptionChecks = optionChecks('impersonation.install');
 const INSTALL_OPTION_NAMES = Object.keys({ mountManagementApi: true } satisfies Record<keyof InstallOptions, true>);
 
 /** `install()`'s second argument: a plain object, never a host app passed in its place. */
@@ -376,11 +375,9 @@ function checkInstallOptions(installOptions: unknown): Required<InstallOptions> 
         'or app.use(impersonation.managementApiHandler()) on Express or Fastify',
     );
   }
-  refuseUnknownOptions('impersonation.install', installOptions, INSTALL_OPTION_NAMES);
+  installCheck.known(installOptions, INSTALL_OPTION_NAMES);
   const { mountManagementApi = true } = installOptions as InstallOptions;
-  if (typeof mountManagementApi !== 'boolean') {
-    throw invalidOption('impersonation.install', 'mountManagementApi', 'must be true or false');
-  }
+  if (typeof mountManagementApi !== 'boolean') installCheck.fail('mountManagementApi', 'must be true or false');
   return { mountManagementApi };
 }
 

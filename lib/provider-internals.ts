@@ -39,15 +39,9 @@ function assertInternals(): void {
     ...(typeof signJwt === 'function' ? [] : ['helpers/jwt.js sign']),
     ...(typeof providerDefaults.defaults?.clockTolerance === 'number' ? [] : ['helpers/defaults.js clockTolerance']),
   ];
-  refuseMissing(missing);
+  if (missing.length) throw unsupportedProvider(missing);
 }
 assertInternals();
-
-function refuseMissing(missing: readonly string[]): void {
-  if (missing.length) {
-    throw unsupportedProvider(missing);
-  }
-}
 
 /** Checked at install(): the model fields the exchange uses that no export names; writes nothing. */
 export function assertModelInternals(provider: Provider): void {
@@ -66,7 +60,7 @@ export function assertModelInternals(provider: Provider): void {
     expiresIn: 7,
   });
   if (grant.jti !== 'probe') missing.push('Grant jti');
-  refuseMissing(missing);
+  if (missing.length) throw unsupportedProvider(missing);
 }
 
 export interface DpopProof {

@@ -143,7 +143,7 @@ export async function approveRequest(
     await deps.approvals.releaseGrant(grant).catch(() => {});
     throw error;
   });
-  await publish(deps.provider, approvalEvent(answered, grant.id), ctx);
+  await publish(deps.bus, approvalEvent(answered, grant.id), ctx);
   await putInForce(deps, grant, ctx);
   return { request: await viewOf(deps, answered), grant: accessGrantView(grant) };
 }
@@ -167,7 +167,7 @@ export async function denyRequest(
   });
   const event = requestEvent(EVENTS.approvalDenied, answered);
   if (reason !== undefined) event.reason = reason;
-  await publish(deps.provider, event, ctx);
+  await publish(deps.bus, event, ctx);
   return { request: await viewOf(deps, answered) };
 }
 
@@ -235,7 +235,7 @@ const GRANTS_PER_DAY_PER_GRANT_IN_FORCE = 5;
 async function putInForce(deps: ApprovalDependencies, grant: AccessGrant, ctx: Koa.Context | undefined): Promise<void> {
   await storeCall(() => deps.approvals.saveGrant(grant));
   try {
-    await publishRecorded(deps.provider, [grantEvent(EVENTS.accessGrantCreated, grant)], ctx);
+    await publishRecorded(deps.bus, [grantEvent(EVENTS.accessGrantCreated, grant)], ctx);
   } catch (error) {
     await deps.approvals.endGrant(grant, { at: nowSeconds(), by: 'customer' }).catch(() => {});
     throw serviceUnavailable('the audit trail cannot be written; no access grant was given', error);

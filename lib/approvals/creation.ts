@@ -116,6 +116,6 @@ async function pendingRequest(
       'the customer has as many approval requests waiting as the deployment allows; retry once one is answered or expired',
     );
   }
-  await publish(deps.provider, requestEvent(EVENTS.approvalRequested, request), ctx);
+  await publish(deps.bus, requestEvent(EVENTS.approvalRequested, request), ctx);
   return request;
 }

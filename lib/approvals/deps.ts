@@ -1,6 +1,6 @@
-import type { Provider } from 'oidc-provider';
 import { invalidCall } from '../errors.js';
 import type { ResolvedCoreOptions } from '../core-options.js';
+import type { EventBus } from '../events/subscriber.js';
 import type { ResolvedAuthzenOptions } from '../policy/options.js';
 import type { SessionStore } from '../sessions/store.js';
 import type { ResolvedApprovalOptions } from './options.js';
@@ -8,7 +8,7 @@ import type { ApprovalStore } from './store.js';
 
 /** What the customer's and the backend's approval operations work on. */
 export interface ApprovalDependencies {
-  provider: Provider;
+  bus: EventBus;
   /** The options the approvals read: their own slice (which must be set), the audit log and the per-client bound. */
   options: ApprovalOptionsSlice;
   approvals: ApprovalStore;

@@ -9,15 +9,15 @@ import type { AccessGrant } from './record.js';
 
 /** Ends a grant once, then its sessions (Invariant 34); ending again finishes a failed attempt. */
 export async function endGrantAndSessions(
-  { provider, approvals, sessions }: ApprovalDependencies,
+  { bus, approvals, sessions }: ApprovalDependencies,
   grant: AccessGrant,
   ctx: Koa.Context | undefined,
 ): Promise<AccessGrant> {
   const { record, changedNow } = await approvals.endGrant(grant, { at: nowSeconds(), by: 'customer' });
   if (changedNow) {
-    await publish(provider, grantEvent(EVENTS.accessGrantEnded, record), ctx);
+    await publish(bus, grantEvent(EVENTS.accessGrantEnded, record), ctx);
   }
   await sessions.markEnded({ accessGrantId: grant.id });
-  await closeStartedWith(provider, sessions, { accessGrantId: grant.id }, 'access_grant_ended', ctx);
+  await closeStartedWith(bus, sessions, { accessGrantId: grant.id }, 'access_grant_ended', ctx);
   return record;
 }

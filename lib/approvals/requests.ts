@@ -10,7 +10,7 @@ import { approvalRequestView, type ApprovalRequestView } from './view.js';
 
 /** A request found past its expiry is answered `expired` through the same once-only answer (Invariant 36). */
 export async function settleExpiry(
-  { provider, approvals }: ApprovalDependencies,
+  { bus, approvals }: ApprovalDependencies,
   request: ApprovalRequest,
   ctx: Koa.Context | undefined,
 ): Promise<ApprovalRequest> {
@@ -18,7 +18,7 @@ export async function settleExpiry(
   const { record, changedNow } = await storeCall(() =>
     approvals.answer(request, { at: request.expiresAt, decision: 'expired' }),
   );
-  if (changedNow) await publish(provider, requestEvent(EVENTS.approvalExpired, record), ctx);
+  if (changedNow) await publish(bus, requestEvent(EVENTS.approvalExpired, record), ctx);
   return record;
 }
 

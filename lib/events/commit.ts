@@ -1,8 +1,7 @@
 import type Koa from 'koa';
 import type { CommitOutcome, CommitWrite } from '../adapters/contracts/commit.js';
-import { slotOf } from '../provider-state.js';
 import { reportError } from '../report-error.js';
-import { SUBSCRIBERS, type CommitShare, type CommitSite, type EventSubscriber } from './subscriber.js';
+import type { CommitShare, CommitSite, EventBus, EventSubscriber } from './subscriber.js';
 import type { ImpersonationEvent } from '../event-types.js';
 
 /** What the subscribers of an event write with the commit of its change, and do before and after it. */
@@ -17,14 +16,14 @@ export interface CommitParticipation {
 
 /** How what must be atomic with a change joins its commit (Invariants 24, 45). */
 export function shareCommit(
-  provider: object,
+  { provider, subscribers }: EventBus,
   event: ImpersonationEvent,
   site: CommitSite,
   { record = true, delegation = false }: { record?: boolean; delegation?: boolean } = {},
 ): CommitParticipation {
   const shares: CommitShare[] = [];
   const recorders: EventSubscriber[] = [];
-  for (const subscriber of slotOf(provider, SUBSCRIBERS)) {
+  for (const subscriber of subscribers) {
     if (!record && subscriber.record) continue;
     const share = subscriber.shareCommit?.(event, site, delegation);
     if (share) shares.push(share);

@@ -1,8 +1,7 @@
 import type { EventEmitter } from 'node:events';
 import type Koa from 'koa';
-import { slotOf } from '../provider-state.js';
 import { reportError } from '../report-error.js';
-import { SUBSCRIBERS, type EventSubscriber, type Occasion } from './subscriber.js';
+import type { EventBus, EventSubscriber, Occasion } from './subscriber.js';
 import type { ImpersonationEvent } from '../event-types.js';
 
 // Every state change is published once, here: `publish` (it stands), `publishRecorded` (undone without its record), `shareCommit`.
@@ -16,12 +15,11 @@ export interface PublishOptions {
 
 /** Records the event best effort, then tells listeners and subscribers; a failure is reported, the change stands. */
 export async function publish(
-  provider: object,
+  { provider, subscribers }: EventBus,
   event: ImpersonationEvent,
   ctx: Koa.Context | undefined,
   { record = true, delegation = false }: PublishOptions = {},
 ): Promise<void> {
-  const subscribers = slotOf(provider, SUBSCRIBERS);
   if (record) {
     for (const subscriber of subscribers) {
       await subscriber.record?.(event).catch((error: unknown) => reportError(provider, error, ctx));
@@ -33,11 +31,10 @@ export async function publish(
 
 /** Records the events in order, then publishes them; rejects when one cannot be recorded (Invariant 42). */
 export async function publishRecorded(
-  provider: object,
+  { provider, subscribers }: EventBus,
   events: readonly ImpersonationEvent[],
   ctx: Koa.Context | undefined,
 ): Promise<void> {
-  const subscribers = slotOf(provider, SUBSCRIBERS);
   for (const event of events) {
     for (const subscriber of subscribers) await subscriber.record?.(event);
   }

@@ -1,6 +1,6 @@
 import type Koa from 'koa';
+import type { Provider } from 'oidc-provider';
 import type { CommitWrite } from '../adapters/contracts/commit.js';
-import { providerSlot } from '../provider-state.js';
 import type { ImpersonationEvent } from '../event-types.js';
 
 /** What is known of an event besides its fields. */
@@ -44,5 +44,8 @@ export interface EventSubscriber {
   shareCommit?(event: ImpersonationEvent, site: CommitSite, delegation: boolean): CommitShare | undefined;
 }
 
-/** A provider's subscribers, in the order they are told of an event: the trail first (install() registers them). */
-export const SUBSCRIBERS = providerSlot<EventSubscriber[]>('event subscribers', () => []);
+/** Where one install()'s events go: the provider's listeners, and its subscribers in order, the trail first. */
+export interface EventBus {
+  readonly provider: Provider;
+  readonly subscribers: readonly EventSubscriber[];
+}

@@ -5,14 +5,14 @@ import { shareCommit } from '../events/commit.js';
 import type { EVENTS, ImpersonationEvent } from '../event-types.js';
 import { quotaRefusal, type DelegationCharge } from '../capacity.js';
 import { exchangeTooSlow, invalidGrant, invalidRequest } from '../errors.js';
-import type { ResolvedCoreOptions as ResolvedOptions } from '../core-options.js';
 import { assignTokenId, newBackingGrant } from '../provider-internals.js';
 import type { SessionRecord } from '../sessions/record.js';
 import { closeSession } from '../sessions/close.js';
-import { endedOrigin, type SessionStore } from '../sessions/store.js';
+import { endedOrigin } from '../sessions/store.js';
 import { reportError } from '../report-error.js';
 import type { CommitOutcome } from '../adapters/contracts/commit.js';
 import { SUBJECT_TOKEN_MODEL } from '../subject-tokens/store.js';
+import type { ExchangeDependencies } from './kind.js';
 
 /** Longest an exchange may run from its first read to its commit (Invariant 22). */
 export const EXCHANGE_DEADLINE_MS = 120_000;
@@ -37,15 +37,10 @@ export interface Commit {
 
 export type ExchangeEvent = ImpersonationEvent<typeof EVENTS.exchangeSucceeded | typeof EVENTS.delegationSucceeded>;
 
-export interface CommitStores {
-  options: ResolvedOptions;
-  sessions: SessionStore;
-}
-
 /** Issues the token and commits the exchange; resolves the token's value. Invariants 20, 21, 23, 24. */
 export async function commit(
   ctx: KoaContextWithOIDC,
-  { sessions }: CommitStores,
+  { sessions, bus }: Pick<ExchangeDependencies, 'sessions' | 'bus'>,
   { token, session, subjectTokenKey, quotas, startedAt, event, onTrail, notify, confirm }: Commit,
 ): Promise<string> {
   const provider = ctx.oidc.provider;
@@ -54,7 +49,7 @@ export async function commit(
   session.accessTokenId = publicTokenId(token.format, jti);
   // What the event's subscribers write with the commit (lib/events/commit.ts), and after it.
   const participation = shareCommit(
-    provider,
+    bus,
     event(),
     { sharesDatabase: (database) => sessions.sharesDatabase(database) },
     { record: onTrail, delegation: !notify },
@@ -83,7 +78,7 @@ export async function commit(
       await heard;
     } catch (error) {
       // Invariant 24: no token without its record.
-      await closeSession(provider, sessions, session, { endReason: 'not_recorded' }, ctx, { record: false })
+      await closeSession(bus, sessions, session, { endReason: 'not_recorded' }, ctx, { record: false })
         .then(() => redeem && sessions.release(redeem, session.id))
         .catch((failure: unknown) => reportError(provider, failure, ctx));
       throw error;

@@ -1,43 +1,21 @@
-import type { ClientMetadata, Configuration, KoaContextWithOIDC } from 'oidc-provider';
-import { invalidClientMetadata, invalidOption } from '../errors.js';
+import type { ClientMetadata, Configuration } from 'oidc-provider';
+import { withClientMetadata } from '../config/client-metadata.js';
+import { invalidClientMetadata } from '../errors.js';
 import { TOKEN_EXCHANGE_GRANT } from '../token-claims.js';
 
 /** Client metadata: the resource indicators whose access tokens the client may exchange as a delegate. */
 export const DELEGATION_METADATA = 'token_exchange_delegation';
 
-type ExtraClientMetadata = NonNullable<Configuration['extraClientMetadata']>;
-
-/** Adds the property to the deployment's metadata (after the management one), keeping its validator for the rest. */
-export function withDelegationMetadata(own: ExtraClientMetadata): ExtraClientMetadata {
-  const properties = own.properties ?? [];
-  if (properties.filter((name) => name === DELEGATION_METADATA).length) {
-    throw invalidOption(
-      'impersonation.configure',
-      'extraClientMetadata.properties',
-      `must not list ${DELEGATION_METADATA}: the plugin declares it`,
-    );
-  }
-  const ownValidator = own.validator;
-  return {
-    ...own,
-    properties: [...properties, DELEGATION_METADATA],
-    validator(ctx: KoaContextWithOIDC | undefined, key: string, value: unknown, metadata: ClientMetadata) {
-      if (key !== DELEGATION_METADATA) return ownValidator?.(ctx, key, value, metadata);
-      if (value === undefined) return undefined;
-      // Like the Management API scopes: a deployment's decision, never a client's own.
-      if (SELF_SERVICE_ROUTES.has(String(ctx?.oidc?.route))) {
-        throw invalidClientMetadata(`${DELEGATION_METADATA} cannot be set through client registration`);
-      }
-      checkDelegationMetadata(metadata);
-      return undefined;
-    },
-  };
+/** The deployment's `extraClientMetadata` with the delegation property added (after the management one). */
+export function withDelegationMetadata(
+  own: Configuration['extraClientMetadata'],
+): NonNullable<Configuration['extraClientMetadata']> {
+  return withClientMetadata(own, DELEGATION_METADATA, checkDelegationMetadata);
 }
-
-const SELF_SERVICE_ROUTES: ReadonlySet<string> = new Set(['registration', 'client_update']);
 
 function checkDelegationMetadata(metadata: ClientMetadata): void {
   const value = metadata[DELEGATION_METADATA];
+  if (value === undefined) return;
   const names = typeof value === 'string' ? value.split(' ').filter(Boolean) : undefined;
   if (names === undefined || names.some((name) => !URL.canParse(name))) {
     throw invalidClientMetadata(`${DELEGATION_METADATA} must be a space-separated list of resource indicators`);

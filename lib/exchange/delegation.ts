@@ -3,7 +3,6 @@ import { delegationQuotas, quotaRefusal, type DelegationCharge, type DelegationP
 import { invalidRequest, PrincipalQuotaReached } from '../errors.js';
 import { checkDpopReplay, releaseDpopProof } from '../provider-internals.js';
 import { newSessionId, SESSION_CLAIM, type SessionRecord } from '../sessions/record.js';
-import { exchangeStep } from '../telemetry/exchange.js';
 import { checkMayAct, checkSenderConstraint, delegationActor, nestedAct, type DelegationActor } from './actor.js';
 import { commit } from './commit.js';
 import { accessGrantOf, checkCustomerGrant } from './customer-grant.js';
@@ -149,7 +148,7 @@ export function delegationExchange(dependencies: ExchangeDependencies): Exchange
       return expiresIn;
     },
 
-    async issue(ctx, { params, dpop, token, subject, actor, resource, scope, expiresIn, startedAt }) {
+    async issue(ctx, { params, dpop, token, subject, actor, resource, scope, expiresIn, startedAt, step }) {
       const clientId = ctx.oidc.client!.clientId;
       const issuedTokenType = params.requested_token_type === JWT_TOKEN_TYPE ? JWT_TOKEN_TYPE : ACCESS_TOKEN_TYPE;
       // The subject's may_act rides on: exchanging the issued token again cannot make another actor.
@@ -184,7 +183,7 @@ export function delegationExchange(dependencies: ExchangeDependencies): Exchange
       claims.attach(token, { ...chain, [SESSION_CLAIM]: session.id });
       const event = () => delegationSucceeded(session, params.subject_token_type, actor.depth);
       try {
-        const value = await exchangeStep(ctx, 'commit', () =>
+        const value = await step('commit', () =>
           commit(ctx, dependencies, {
             token,
             session,
@@ -216,7 +215,7 @@ export function delegationExchange(dependencies: ExchangeDependencies): Exchange
       }
     },
 
-    refused: (ctx, progress, error) => reportDelegationRefusal(ctx, refusals, progress, error),
+    refused: (ctx, progress, error) => reportDelegationRefusal(ctx, dependencies.bus, refusals, progress, error),
   };
 }
 

@@ -2,7 +2,7 @@ import type { KoaContextWithOIDC } from 'oidc-provider';
 import { announce } from '../events/publish.js';
 import { invalidRequest, PrincipalQuotaReached } from '../errors.js';
 import { certificateThumbprintOf, checkDpopReplay, setTokenLifetime } from '../provider-internals.js';
-import { exchangeStep } from '../telemetry/exchange.js';
+import { tracedExchange, type ExchangeStep } from '../telemetry/exchange.js';
 import { accountExists } from './account.js';
 import { delegationExchange } from './delegation.js';
 import { impersonationExchange } from './impersonation.js';
@@ -21,13 +21,17 @@ export function createExchangeHandler(dependencies: ExchangeDependencies) {
   const delegation = delegationExchange(dependencies);
   const impersonation = impersonationExchange(dependencies);
 
-  async function run<S extends Subject, A>(ctx: KoaContextWithOIDC, kind: ExchangeKind<S, A>): Promise<void> {
+  async function run<S extends Subject, A>(
+    ctx: KoaContextWithOIDC,
+    kind: ExchangeKind<S, A>,
+    step: ExchangeStep,
+  ): Promise<void> {
     const progress: ExchangeProgress = {};
     let exchanged: Exchanged;
     try {
       dependencies.preflight?.(ctx);
       checkClientAuthentication(ctx);
-      exchanged = await exchange(ctx, kind, progress);
+      exchanged = await exchange(ctx, kind, progress, step);
     } catch (error) {
       if (error instanceof PrincipalQuotaReached) ctx.set('Retry-After', String(error.retryAfter));
       await kind.refused(ctx, progress, error);
@@ -38,9 +42,9 @@ export function createExchangeHandler(dependencies: ExchangeDependencies) {
     if (exchanged.event) announce(ctx.oidc.provider, exchanged.event(), ctx);
   }
 
-  return function tokenExchangeHandler(ctx: KoaContextWithOIDC): Promise<void> {
-    return delegation.handles(ctx) ? run(ctx, delegation) : run(ctx, impersonation);
-  };
+  return tracedExchange(dependencies.telemetry, (ctx, step) =>
+    delegation.handles(ctx) ? run(ctx, delegation, step) : run(ctx, impersonation, step),
+  );
 }
 
 /** Every exchange's steps, in protocol order; the kind supplies what differs. */
@@ -48,12 +52,13 @@ async function exchange<S extends Subject, A>(
   ctx: KoaContextWithOIDC,
   kind: ExchangeKind<S, A>,
   progress: ExchangeProgress,
+  step: ExchangeStep,
 ): Promise<Exchanged> {
   const startedAt = Date.now();
   const params = kind.parameters(ctx, progress);
   // As oidc-provider's own grants, the proof is checked first; it writes nothing.
   const dpop = await readProof(ctx);
-  const subject = await exchangeStep(ctx, 'subject', () => kind.subject(ctx, params, progress));
+  const subject = await step('subject', () => kind.subject(ctx, params, progress));
   // Spent before the deployment's code runs, and only for a subject that can be exchanged.
   if (dpop && subject.spendsProof) await checkDpopReplay(ctx, dpop);
 
@@ -72,7 +77,7 @@ async function exchange<S extends Subject, A>(
 
   const ceiling = await kind.ceiling(subject, actor, { resource, scope: requested });
   progress.scope = ceiling.scope;
-  const scope = await exchangeStep(ctx, 'policy', () =>
+  const scope = await step('policy', () =>
     kind.decide(ctx, subject, actor, { resource, scope: ceiling.scope }, params),
   );
   progress.scope = scope;
@@ -80,5 +85,17 @@ async function exchange<S extends Subject, A>(
 
   const expiresIn = kind.lifetime(subject, actor, Math.min(token.expiration, ceiling.secondsLeft));
   setTokenLifetime(token, expiresIn);
-  return kind.issue(ctx, { params, dpop, token, subject, actor, resource, scope, expiresIn, startedAt, progress });
+  return kind.issue(ctx, {
+    params,
+    dpop,
+    token,
+    subject,
+    actor,
+    resource,
+    scope,
+    expiresIn,
+    startedAt,
+    progress,
+    step,
+  });
 }

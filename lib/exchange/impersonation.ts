@@ -7,7 +7,6 @@ import { newSessionId, SESSION_CLAIM, stateOf, type SessionRecord } from '../ses
 import type { SessionStore } from '../sessions/store.js';
 import type { FoundSubjectToken, SubjectTokenRecord } from '../subject-tokens/store.js';
 import { looksLikeSubjectToken } from '../subject-tokens/token.js';
-import { exchangeStep } from '../telemetry/exchange.js';
 import { TOKEN_EXCHANGE_GRANT } from '../token-claims.js';
 import { actFor, lookUpActorToken, validateActorToken, type ActClaim, type ActorTokenLookup } from './actor.js';
 import { actClaims, runCustomClaims } from './claims.js';
@@ -116,11 +115,14 @@ export function impersonationExchange(
       return expiresIn;
     },
 
-    async issue(ctx, { token, subject: { record, key }, actor, resource, scope, expiresIn, startedAt, progress }) {
+    async issue(
+      ctx,
+      { token, subject: { record, key }, actor, resource, scope, expiresIn, startedAt, progress, step },
+    ) {
       const clientId = ctx.oidc.client!.clientId;
       const act = actor && actFor(actor);
       const custom = options.getCustomJwtClaims
-        ? await exchangeStep(ctx, 'claims', () =>
+        ? await step('claims', () =>
             runCustomClaims(
               options.getCustomJwtClaims!,
               customClaimsInput(token, record, act, options),
@@ -132,7 +134,7 @@ export function impersonationExchange(
       progress.session = session;
       claims.attach(token, { ...custom, ...actClaims(act), [SESSION_CLAIM]: session.id });
       const event = () => exchangeSucceeded(clientId, record, session);
-      const value = await exchangeStep(ctx, 'commit', () =>
+      const value = await step('commit', () =>
         commit(ctx, dependencies, {
           token,
           session,
@@ -147,7 +149,7 @@ export function impersonationExchange(
       return { value, token, issuedTokenType: ACCESS_TOKEN_TYPE, event };
     },
 
-    refused: (ctx, progress, error) => reportImpersonationRefusal(ctx, refusals, progress, error),
+    refused: (ctx, progress, error) => reportImpersonationRefusal(ctx, dependencies.bus, refusals, progress, error),
   };
 }
 

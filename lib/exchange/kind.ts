@@ -1,9 +1,12 @@
 import type { AccessToken, KoaContextWithOIDC, ResourceServerInstance } from 'oidc-provider';
 import type { ImpersonationEvent } from '../event-types.js';
 import type { ResolvedCoreOptions } from '../core-options.js';
+import type { EventBus } from '../events/subscriber.js';
 import type { DpopProof } from '../provider-internals.js';
 import type { SessionStore } from '../sessions/store.js';
 import type { SubjectTokenStore } from '../subject-tokens/store.js';
+import type { ExchangeStep } from '../telemetry/exchange.js';
+import type { Telemetry } from '../telemetry/telemetry.js';
 import type { ActorProof } from './actor.js';
 import type { ExchangeClaims } from './claims.js';
 import type { CustomerGrants } from './customer-grant.js';
@@ -20,6 +23,9 @@ export interface ExchangeDependencies {
   /** The customers' access grants, which subject tokens issued under one are checked against. */
   customerGrants: CustomerGrants;
   claims: ExchangeClaims;
+  /** Where the exchange's events go. */
+  bus: EventBus;
+  telemetry: Telemetry | undefined;
   /** Runs first: refuses an exchange through a provider mounted in a way the plugin cannot work in. */
   preflight?: ((ctx: KoaContextWithOIDC) => void) | undefined;
 }
@@ -53,6 +59,7 @@ export interface Issue<S extends Subject, A> {
   expiresIn: number;
   startedAt: number;
   progress: ExchangeProgress;
+  step: ExchangeStep;
 }
 
 /**

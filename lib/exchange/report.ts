@@ -1,6 +1,7 @@
 import type { KoaContextWithOIDC } from 'oidc-provider';
 import { publish } from '../events/publish.js';
 import { EVENTS, type ImpersonationEvent } from '../event-types.js';
+import type { EventBus } from '../events/subscriber.js';
 import { PrincipalQuotaReached } from '../errors.js';
 import type { SessionRecord } from '../sessions/record.js';
 import { storableText } from '../storable-text.js';
@@ -86,6 +87,7 @@ function refusal(ctx: KoaContextWithOIDC, error: unknown) {
 /** An impersonation's refusal names what it had established; on the trail within its budget (Invariant 25). */
 export async function reportImpersonationRefusal(
   ctx: KoaContextWithOIDC,
+  bus: EventBus,
   budget: RefusalBudget,
   progress: ExchangeProgress,
   error: unknown,
@@ -108,12 +110,13 @@ export async function reportImpersonationRefusal(
   if (progress.scope !== undefined) event.scope = progress.scope.join(' ');
   if (session) event.sessionId = session.id;
   const recorded = record !== undefined && budget.take(record.id, keptUntil(record));
-  await publish(ctx.oidc.provider, event, ctx, { record: recorded });
+  await publish(bus, event, ctx, { record: recorded });
 }
 
 /** A delegation's refusal: on the trail only under an impersonation, counted per session (Invariant 25). */
 export async function reportDelegationRefusal(
   ctx: KoaContextWithOIDC,
+  bus: EventBus,
   budget: RefusalBudget,
   progress: ExchangeProgress,
   error: unknown,
@@ -135,5 +138,5 @@ export async function reportDelegationRefusal(
     progress.underImpersonation !== undefined &&
     progress.parentSessionId !== undefined &&
     budget.take(progress.parentSessionId, progress.underImpersonation.parentExpiresAt * 1000);
-  await publish(ctx.oidc.provider, event, ctx, { record: recorded });
+  await publish(bus, event, ctx, { record: recorded });
 }

@@ -1,44 +1,19 @@
-import type { ClientMetadata, Configuration, KoaContextWithOIDC } from 'oidc-provider';
-import { invalidCall, invalidClientMetadata, invalidOption } from '../errors.js';
+import type { ClientMetadata, Configuration } from 'oidc-provider';
+import { withClientMetadata } from '../config/client-metadata.js';
+import { invalidCall, invalidClientMetadata } from '../errors.js';
 
 /** The client metadata listing the Management API scopes a client may obtain; resource scopes, kept out of the provider's `scopes`. */
 export const MANAGEMENT_SCOPE_METADATA = 'impersonation_management_scope';
 
-type ExtraClientMetadata = NonNullable<Configuration['extraClientMetadata']>;
-type Validator = NonNullable<ExtraClientMetadata['validator']>;
-
-/** The deployment's `extraClientMetadata` with the plugin's property added; its own properties keep its validator. */
+/** The deployment's `extraClientMetadata` with the management scopes' property added. */
 export function withManagementMetadata(
   own: Configuration['extraClientMetadata'],
   managementScopes: ReadonlySet<string>,
-): ExtraClientMetadata {
-  const properties = own?.properties ?? [];
-  if (properties.includes(MANAGEMENT_SCOPE_METADATA)) {
-    throw invalidOption(
-      'impersonation.configure',
-      'extraClientMetadata.properties',
-      `must not list ${MANAGEMENT_SCOPE_METADATA}: the plugin declares it`,
-    );
-  }
-  const ownValidator: Validator | undefined = own?.validator;
-  return {
-    ...own,
-    properties: [...properties, MANAGEMENT_SCOPE_METADATA],
-    validator(ctx: KoaContextWithOIDC | undefined, key: string, value: unknown, metadata: ClientMetadata) {
-      if (key === MANAGEMENT_SCOPE_METADATA) {
-        // Only the deployment's own clients carry it, never one registered or updated over HTTP (RFC 7591, 7592).
-        if (value !== undefined && SELF_SERVICE_ROUTES.has(String(ctx?.oidc?.route))) {
-          throw invalidClientMetadata(`${MANAGEMENT_SCOPE_METADATA} cannot be set through client registration`);
-        }
-        return checkManagementMetadata(metadata, managementScopes);
-      }
-      return ownValidator?.(ctx, key, value, metadata);
-    },
-  };
+): NonNullable<Configuration['extraClientMetadata']> {
+  return withClientMetadata(own, MANAGEMENT_SCOPE_METADATA, (metadata) =>
+    checkManagementMetadata(metadata, managementScopes),
+  );
 }
-
-/** oidc-provider's routes where a client writes its own metadata. */
-const SELF_SERVICE_ROUTES: ReadonlySet<string> = new Set(['registration', 'client_update']);
 
 /** Checks and normalises a client's management metadata whenever oidc-provider builds a client. */
 function checkManagementMetadata(metadata: ClientMetadata, managementScopes: ReadonlySet<string>): void {

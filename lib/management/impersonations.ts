@@ -1,8 +1,8 @@
 import type Router from '@koa/router';
 import type Koa from 'koa';
-import type { Provider } from 'oidc-provider';
 import type { IndexEntry } from '../adapters/contracts/indexes.js';
 import { announce } from '../events/publish.js';
+import type { EventBus } from '../events/subscriber.js';
 import { EVENTS, type ImpersonationEventName } from '../event-types.js';
 import { badRequest, notFound } from '../errors.js';
 import { authorize, type Authenticate } from '../http/auth.js';
@@ -22,7 +22,7 @@ const LIST_PARAMETERS = ['subject', 'actor', 'clientId', 'limit', 'cursor'];
 /** The impersonation sessions: list, read, revoke (opaque tokens at once, JWTs through the feed), and the revocation feed. */
 export function impersonationRoutes(
   router: Router,
-  provider: Provider,
+  bus: EventBus,
   options: ResolvedOptions,
   sessions: SessionStore,
   authenticate: Authenticate,
@@ -39,7 +39,7 @@ export function impersonationRoutes(
       revoked: entries.map((entry) => ({ id: entry.member, expiresAt: Math.ceil(entry.expiresAt / 1000) })),
       nextCursor: entries.length === limit && last ? cursorOf(last) : null,
     };
-    announce(provider, { name: EVENTS.revocationsServed, count: entries.length }, ctx);
+    announce(bus.provider, { name: EVENTS.revocationsServed, count: entries.length }, ctx);
   });
 
   // What a customer can be shown of who acted on their account: the audit trail, by subject or actor.
@@ -95,7 +95,7 @@ export function impersonationRoutes(
     const reason = await readReason(ctx);
     const record = await existing(sessions, ctx.params['id']!);
     await storeCall(() =>
-      closeSession(provider, sessions, record, { revokedBy: caller.clientId, ...(reason ? { reason } : {}) }, ctx),
+      closeSession(bus, sessions, record, { revokedBy: caller.clientId, ...(reason ? { reason } : {}) }, ctx),
     );
     ctx.status = 204;
   });

@@ -1,9 +1,9 @@
 import Router from '@koa/router';
 import type Koa from 'koa';
-import type { Provider } from 'oidc-provider';
 import { createCustomerCheck } from '../customer/check.js';
 import { customerRoutes } from '../customer/routes.js';
 import type { ApprovalStore } from '../approvals/store.js';
+import type { EventBus } from '../events/subscriber.js';
 import { renderErrors } from '../http/answer.js';
 import { assertStorableQuery } from '../http/body.js';
 import type { ResolvedOptions } from '../options.js';
@@ -14,25 +14,18 @@ import { impersonationRoutes } from './impersonations.js';
 import { subjectTokenRoutes } from './subject-tokens.js';
 import { ssfPaths, ssfRoutes } from '../ssf/routes.js';
 import { apiSpans } from '../telemetry/http.js';
+import type { Telemetry } from '../telemetry/telemetry.js';
 import type { Transmitter } from '../ssf/transmit.js';
 
-/** The requests that passed through a middleware chain holding the Management API. */
-type ServedRequests = WeakSet<object>;
-
-interface ManagementApi {
-  /** Subject tokens, impersonation sessions and their revocation feed, approval requests, as one Koa middleware. */
-  middleware: Koa.Middleware;
-  /** Invariant 41: marks each request in `served`. */
-  witness: Koa.Middleware;
-  served: ServedRequests;
-}
-
+/** Subject tokens, impersonation sessions and their revocation feed, approval requests, as one Koa middleware. */
 export function createManagementApi(
-  provider: Provider,
+  bus: EventBus,
   options: ResolvedOptions,
   stores: { subjectTokens: SubjectTokenStore; sessions: SessionStore; approvals: ApprovalStore },
-  transmitter?: Transmitter,
-): ManagementApi {
+  transmitter: Transmitter | undefined,
+  telemetry: Telemetry | undefined,
+): Koa.Middleware {
+  const { provider } = bus;
   const authenticate = options.authenticateManagementRequest ?? createCallerCheck(provider, options.managementResource);
   // Exact paths, as a proxy's exact-path rule would match them: no case folding, no trailing slash.
   const router = new Router({ sensitive: true, strict: true });
@@ -41,7 +34,7 @@ export function createManagementApi(
   if (transmitter) paths.push(...ssfPaths(transmitter));
   router.use(
     paths,
-    apiSpans(provider, apiOf(options, transmitter ? ssfPaths(transmitter) : [])),
+    apiSpans(telemetry, apiOf(options, transmitter ? ssfPaths(transmitter) : [])),
     renderErrors,
     // Before any handler: a query value no store can hold is the caller's error (400), never a store's (503).
     (ctx: Koa.Context, next: Koa.Next) => {
@@ -49,14 +42,14 @@ export function createManagementApi(
       return next();
     },
   );
-  subjectTokenRoutes(router, provider, options, stores, authenticate);
-  impersonationRoutes(router, provider, options, stores.sessions, authenticate);
+  subjectTokenRoutes(router, bus, options, stores, authenticate);
+  impersonationRoutes(router, bus, options, stores.sessions, authenticate);
   if (options.approvals) {
     // The customer's own API: authenticated by the customer's access token, never by a Management API token.
     customerRoutes(
       router,
       options.approvals.customerPath,
-      { provider, options, approvals: stores.approvals, sessions: stores.sessions },
+      { bus, options, approvals: stores.approvals, sessions: stores.sessions },
       createCustomerCheck(provider, options.approvals),
     );
   }
@@ -64,19 +57,7 @@ export function createManagementApi(
   if (transmitter) ssfRoutes(router, transmitter, authenticate);
   const routes = router.routes() as unknown as Koa.Middleware;
   const allowedMethods = router.allowedMethods() as unknown as Koa.Middleware;
-  const served: ServedRequests = new WeakSet();
-  const middleware: Koa.Middleware = Object.assign(
-    (ctx: Koa.Context, next: Koa.Next) => routes(ctx, () => allowedMethods(ctx, next)),
-    { router },
-  );
-  return {
-    middleware,
-    witness: (ctx, next) => {
-      served.add(ctx);
-      return next();
-    },
-    served,
-  };
+  return Object.assign((ctx: Koa.Context, next: Koa.Next) => routes(ctx, () => allowedMethods(ctx, next)), { router });
 }
 
 /** Which API a path belongs to, for its span: the customer's, SSF's, or the Management API. */

@@ -1,11 +1,11 @@
 import type Router from '@koa/router';
-import type { Provider } from 'oidc-provider';
 import { approvalForCreation } from '../approvals/creation.js';
 import { fieldsOf, readIdentifier, readResource, readScopeList, readText } from '../approvals/input.js';
 import { findSettledAs, viewOf } from '../approvals/requests.js';
 import type { ApprovalStore } from '../approvals/store.js';
 import { approvalRequestView } from '../approvals/view.js';
 import { publish } from '../events/publish.js';
+import type { EventBus } from '../events/subscriber.js';
 import { EVENTS } from '../event-types.js';
 import { alreadyRedeemed, badRequest, notFound, requestTooLarge, tooManyRequests } from '../errors.js';
 import { authorize, type Authenticate } from '../http/auth.js';
@@ -29,15 +29,15 @@ const BODY_OVERHEAD = 4096;
 /** `POST {managementPath}` creates a subject token for a trusted backend, `GET {requestsPath}/{id}` reads what it waits on; `DELETE {managementPath}/{id}` withdraws an unredeemed one. */
 export function subjectTokenRoutes(
   router: Router,
-  provider: Provider,
+  bus: EventBus,
   options: ResolvedOptions,
   stores: { subjectTokens: SubjectTokenStore; approvals: ApprovalStore; sessions: SessionStore },
   authenticate: Authenticate,
 ): void {
   const store = stores.subjectTokens;
-  const approvalDeps = { provider, options, approvals: stores.approvals, sessions: stores.sessions };
+  const approvalDeps = { bus, options, approvals: stores.approvals, sessions: stores.sessions };
   const creation = {
-    provider,
+    bus,
     options,
     store,
     approve: options.approvals && ((ask, ctx) => approvalForCreation(approvalDeps, ask, ctx)),
@@ -80,11 +80,7 @@ export function subjectTokenRoutes(
       throw alreadyRedeemed('the subject token was already exchanged; revoke its impersonation session instead');
     }
     ctx.status = 204;
-    await publish(
-      provider,
-      { name: EVENTS.subjectTokenWithdrawn, subjectTokenId: id, revokedBy: caller.clientId },
-      ctx,
-    );
+    await publish(bus, { name: EVENTS.subjectTokenWithdrawn, subjectTokenId: id, revokedBy: caller.clientId }, ctx);
   });
 }
 

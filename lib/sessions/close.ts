@@ -1,6 +1,6 @@
 import type Koa from 'koa';
-import type { Provider } from 'oidc-provider';
 import { publish } from '../events/publish.js';
+import type { EventBus } from '../events/subscriber.js';
 import { EVENTS, type EndReason, type ImpersonationEvent } from '../event-types.js';
 import { definedMembers } from '../json.js';
 import type { SessionRecord } from './record.js';
@@ -11,7 +11,7 @@ type CloseRequest = { revokedBy: string; reason?: string } | { endReason: EndRea
 
 /** Stops a session (Invariant 31); with `record` false the trail does not record the stop. */
 export async function closeSession(
-  provider: Provider,
+  bus: EventBus,
   sessions: SessionStore,
   record: SessionRecord,
   request: CloseRequest,
@@ -21,8 +21,9 @@ export async function closeSession(
   if (stateOf(record) !== 'active') return record;
   // Invariant 32: mark, delegations, then itself.
   await sessions.markEnded({ parentSessionId: record.id });
-  await closeStartedWith(provider, sessions, { parentSessionId: record.id }, 'parent_session_stopped', ctx);
+  await closeStartedWith(bus, sessions, { parentSessionId: record.id }, 'parent_session_stopped', ctx);
   if (record.grantId !== undefined) {
+    const { provider } = bus;
     await Promise.all([
       provider.AccessToken.revokeByGrantId(record.grantId),
       provider.Grant.adapter.destroy(record.grantId),
@@ -65,13 +66,13 @@ export async function closeSession(
           ...definedMembers({ accessGrantId: record.accessGrantId }),
         };
   // The stop stands without its record or notification; webhooks never hear of a delegation's (docs/webhooks.md).
-  await publish(provider, event, ctx, { record: recorded, delegation: record.type === 'delegation' });
+  await publish(bus, event, ctx, { record: recorded, delegation: record.type === 'delegation' });
   return closed;
 }
 
 /** Stops every session started from `origin` (Invariant 32: delegations with their parent), for `endReason`. */
 export async function closeStartedWith(
-  provider: Provider,
+  bus: EventBus,
   sessions: SessionStore,
   origin: Origin,
   endReason: EndReason,
@@ -83,7 +84,7 @@ export async function closeStartedWith(
       const session = await sessions.find(id);
       // A session is never stopped as its own delegation.
       if (session && !Object.values(origin).includes(session.id)) {
-        await closeSession(provider, sessions, session, { endReason }, ctx);
+        await closeSession(bus, sessions, session, { endReason }, ctx);
       }
     }),
   );

@@ -1,18 +1,20 @@
 import type { EventEmitter } from 'node:events';
-import type { AccessToken, KoaContextWithOIDC, Provider } from 'oidc-provider';
+import type { AccessToken, KoaContextWithOIDC } from 'oidc-provider';
 import { publicTokenId } from '../access-token.js';
 import type { EndReason } from '../event-types.js';
+import type { EventBus } from '../events/subscriber.js';
 import { reportError } from '../report-error.js';
 import { closeStartedWith } from './close.js';
 import type { SessionStore } from './store.js';
 
 /** Ends the impersonations an actor started from an oidc-provider session when it or its Grant ends. */
-export function endWithActor(provider: Provider, sessions: SessionStore): void {
+export function endWithActor(bus: EventBus, sessions: SessionStore): void {
+  const { provider } = bus;
   const emitter = provider as unknown as EventEmitter;
 
   emitter.on('grant.revoked', (ctx: KoaContextWithOIDC, grantId: string) => {
     const reason: EndReason = ctx?.oidc?.route === 'end_session_confirm' ? 'actor_logout' : 'actor_grant_revoked';
-    endAll(provider, sessions, { grantId }, reason, ctx).catch((error: unknown) => reportError(provider, error, ctx));
+    endAll(bus, sessions, { grantId }, reason, ctx).catch((error: unknown) => reportError(provider, error, ctx));
   });
 
   emitter.on('session.destroyed', (session: { uid?: unknown; accountId?: unknown }) => {
@@ -21,13 +23,13 @@ export function endWithActor(provider: Provider, sessions: SessionStore): void {
     if (typeof uid !== 'string' || session.accountId === undefined) return;
     // oidc-provider destroys a rotated session's old entry; its uid lives on.
     provider.Session.findByUid(uid)
-      .then((alive) => (alive ? undefined : endAll(provider, sessions, { sessionUid: uid }, 'actor_logout', undefined)))
+      .then((alive) => (alive ? undefined : endAll(bus, sessions, { sessionUid: uid }, 'actor_logout', undefined)))
       .catch((error: unknown) => reportError(provider, error, undefined));
   });
 }
 
 async function endAll(
-  provider: Provider,
+  bus: EventBus,
   sessions: SessionStore,
   actor: { grantId: string } | { sessionUid: string },
   reason: EndReason,
@@ -38,19 +40,20 @@ async function endAll(
   await sessions.markEnded(actor, true).catch((error: unknown) => {
     markFailure = { error };
   });
-  await closeStartedWith(provider, sessions, actor, reason, ctx);
+  await closeStartedWith(bus, sessions, actor, reason, ctx);
   if (markFailure) throw markFailure.error;
 }
 
 /** Ends the delegations exchanged from an opaque token revoked at the revocation endpoint (marked first, Invariant 23). */
-export function endWithSubjectToken(provider: Provider, sessions: SessionStore): void {
+export function endWithSubjectToken(bus: EventBus, sessions: SessionStore): void {
+  const { provider } = bus;
   const emitter = provider as unknown as EventEmitter;
   emitter.on('access_token.destroyed', (token: AccessToken) => {
     if (typeof token?.jti !== 'string') return;
     const origin = { subjectTokenId: publicTokenId('opaque', token.jti) };
     sessions
       .markEnded(origin, true)
-      .then(() => closeStartedWith(provider, sessions, origin, 'subject_token_revoked', undefined))
+      .then(() => closeStartedWith(bus, sessions, origin, 'subject_token_revoked', undefined))
       .catch((error: unknown) => reportError(provider, error));
   });
 }

@@ -1,5 +1,4 @@
 import type Koa from 'koa';
-import type { Provider } from 'oidc-provider';
 import type { ApprovalPolicyInput, ResolvedApprovalOptions } from '../approvals/options.js';
 import { secondsUntilRenewed, subjectTokenQuota } from '../capacity.js';
 import { refusalReason } from '../config/decisions.js';
@@ -7,6 +6,7 @@ import type { ManagementCaller, ResolvedCoreOptions } from '../core-options.js';
 import { deniedByPolicy, invalidInput, serviceUnavailable, unknownRecord } from '../errors.js';
 import { EVENTS, type ImpersonationEvent } from '../event-types.js';
 import { publish, publishRecorded } from '../events/publish.js';
+import type { EventBus } from '../events/subscriber.js';
 import { definedMembers, type JsonObject } from '../json.js';
 import { providerConfiguration } from '../provider-internals.js';
 import { storableText } from '../storable-text.js';
@@ -34,7 +34,7 @@ export type CustomerSay<Pending> =
   { kind: 'none' } | { kind: 'grant'; grant: { id: string } } | { kind: 'pending'; request: Pending };
 
 export interface SubjectTokenCreation<Pending> {
-  provider: Provider;
+  bus: EventBus;
   options: Pick<ResolvedCoreOptions, 'canImpersonate' | 'maxSubjectTokensPerClient' | 'subjectTokenTTL'> & {
     approvals?: Pick<ResolvedApprovalOptions, 'breakGlassClients'> | undefined;
   };
@@ -60,12 +60,13 @@ export async function createSubjectToken<Pending>(
   ctx: Koa.Context | undefined,
   issued: (token: SubjectTokenIssued) => void,
 ): Promise<SubjectTokenOutcome<Pending>> {
-  const { provider, options, store } = deps;
+  const { bus, options, store } = deps;
+  const { provider } = bus;
   const { breakGlass, scope, resource, ...named } = ask;
   const { clientId } = named;
   // Only the clients the deployment names may bypass the customer; an attempt by another is recorded.
   if (breakGlass && !options.approvals?.breakGlassClients.includes(caller.clientId)) {
-    await publish(provider, creationRefused(ask, caller, BREAK_GLASS_REFUSED), ctx);
+    await publish(bus, creationRefused(ask, caller, BREAK_GLASS_REFUSED), ctx);
     throw deniedByPolicy(BREAK_GLASS_REFUSED);
   }
 
@@ -94,7 +95,7 @@ export async function createSubjectToken<Pending>(
       );
   if (refused) {
     // The policy's words are recorded as given, but always in a storable form.
-    await publish(provider, creationRefused(ask, caller, storableText(refused)), ctx);
+    await publish(bus, creationRefused(ask, caller, storableText(refused)), ctx);
     throw deniedByPolicy(refused);
   }
 
@@ -133,7 +134,7 @@ export async function createSubjectToken<Pending>(
   // No subject token without its record; the creation is recorded before the bypass.
   issued(saved);
   try {
-    await publishRecorded(provider, emergency ? [created, emergency] : [created], ctx);
+    await publishRecorded(bus, emergency ? [created, emergency] : [created], ctx);
   } catch (error) {
     await store.withdraw(record.id).catch(() => {});
     throw serviceUnavailable('the audit trail cannot be written; no subject token was issued', error);

@@ -1,4 +1,4 @@
-import { KIND, markError, telemetryOf } from './telemetry.js';
+import { KIND, markError, type Telemetry } from './telemetry.js';
 
 /** What the delivery loop knows of an entry: its subscription, attempt, append time and body. */
 interface Entry {
@@ -11,8 +11,11 @@ interface Entry {
 type Settled = { settlement: { outcome: string; reason?: string } } | undefined;
 
 /** One client span per outbox delivery, and once delivered the time since the entry was appended. Without telemetry, `run()`. */
-export function tracedDelivery<T extends Settled>(provider: object, entry: Entry, run: () => Promise<T>): Promise<T> {
-  const telemetry = telemetryOf(provider);
+export function tracedDelivery<T extends Settled>(
+  telemetry: Telemetry | undefined,
+  entry: Entry,
+  run: () => Promise<T>,
+): Promise<T> {
   if (!telemetry) return run();
   const kind = entry.subscription.startsWith('ssf:') ? 'ssf' : 'webhook';
   const attributes = {

@@ -196,14 +196,3 @@ export function openTelemetry(options: TelemetryOptions | undefined): Telemetry 
   }
   return loaded ? new Telemetry(loaded, options ?? {}) : undefined;
 }
-
-/** Per provider: the telemetry of the plugin installed on it, read by the hook points that have the provider at hand. */
-const byProvider = new WeakMap<object, Telemetry>();
-
-export function attachTelemetry(provider: object, telemetry: Telemetry | undefined): void {
-  if (telemetry) byProvider.set(provider, telemetry);
-}
-
-export function telemetryOf(provider: object): Telemetry | undefined {
-  return byProvider.get(provider);
-}

@@ -10,10 +10,10 @@ import type {
 } from '../outbox/contract.js';
 import type { ResolvedWebhookOptions } from './options.js';
 import { createPoster, type Poster } from './post.js';
-import { REQUESTS_IN_FLIGHT, slotOf } from '../provider-state.js';
 import { emitOn, reportError } from '../report-error.js';
 import { webhookHeaders } from './sign.js';
 import { tracedDelivery } from '../telemetry/delivery.js';
+import type { Telemetry } from '../telemetry/telemetry.js';
 
 /** Emitted on the provider when an entry is dead-lettered: `{ subscription, id, reason, attempts }`. */
 export const WEBHOOK_DEAD_LETTERED = 'impersonation.webhook.dead_lettered';
@@ -87,15 +87,28 @@ export function outboxView(outbox: OutboxStore, ids: readonly string[] = []): We
   };
 }
 
+/** Invariant 43: the requests the provider is answering now, counted by its first middleware. */
+export interface RequestsInFlight {
+  count: number;
+}
+
+/** What the loop works with beside the outbox: SSF's deliveries, the provider's requests in flight, the telemetry. */
+export interface DeliveryContext {
+  other?: OtherDelivery | undefined;
+  requests?: RequestsInFlight;
+  telemetry?: Telemetry | undefined;
+}
+
 /** Delivers what the outbox holds: leases, POSTs signed, settles with backoff or dead-letters; Invariants 43, 46, 47, 48. */
 export function startDelivery(
   provider: Provider,
   outbox: OutboxStore,
   options: ResolvedWebhookOptions,
-  other?: OtherDelivery,
+  { other, requests = { count: 0 }, telemetry }: DeliveryContext = {},
 ): WebhookDelivery {
-  // Invariant 48: no timer holds the provider.
+  // Invariant 48: no timer holds the provider, nor the telemetry (its gauges and grant handler lead back to it).
   const held = new WeakRef(provider);
+  const heldTelemetry = telemetry && new WeakRef(telemetry);
   const leaseMs = options.timeoutMs + LEASE_MARGIN_MS;
   const stopping = new AbortController();
   const poster = createPoster();
@@ -111,7 +124,6 @@ export function startDelivery(
   const underWay = new Set<Promise<void>>();
 
   const maxYieldMs = MAX_YIELD_POLL_INTERVALS * options.pollIntervalMs;
-  const requests = slotOf(provider, REQUESTS_IN_FLIGHT);
   let loopSample: EventLoopUtilization = performance.eventLoopUtilization();
   /** Since when the look that is due has been waiting for a quiet moment. */
   let yieldingSince: number | undefined;
@@ -169,7 +181,7 @@ export function startDelivery(
   function start(entry: LeasedEntry, provider: Provider): void {
     out.set(entry.subscription, (out.get(entry.subscription) ?? 0) + 1);
     settler.delivering();
-    const delivery = tracedDelivery(provider, entry, () => deliver(entry, provider)).then(
+    const delivery = tracedDelivery(heldTelemetry?.deref(), entry, () => deliver(entry, provider)).then(
       settler.answered,
       (error: unknown) => {
         settler.answered(undefined);

@@ -17,6 +17,7 @@ import { ApprovalStore } from '../../lib/approvals/store.js';
 import { answerTo } from '../../lib/http/answer.js';
 import type { ImpersonationOptions } from '../../lib/index.js';
 import { resolveOptions } from '../../lib/options.js';
+import { installedEventBus } from '../../lib/plugin.js';
 import { SESSION_MODEL, SessionStore } from '../../lib/sessions/store.js';
 import type { AdapterKind } from './adapters.js';
 import { apiRequest, managementRequest, m2mToken, type ClientCredentials, type Reply } from './http.js';
@@ -74,7 +75,7 @@ export async function startApprovalProvider(options: ApprovalProviderOptions = {
   );
   const open = (model: string) => instantiateAdapter(tp.adapter, model) as SessionAdapter & BoundedIndexes;
   const deps: ApprovalDependencies = {
-    provider: tp.provider,
+    bus: installedEventBus(tp.provider)!,
     options: resolveOptions({ managementResource: MANAGEMENT, ...plugin } as ImpersonationOptions),
     approvals: new ApprovalStore(open(APPROVAL_MODEL)),
     sessions: new SessionStore(open(SESSION_MODEL)),

@@ -4,7 +4,6 @@ import type { Provider } from 'oidc-provider';
 import { createMemoryOutbox } from '../../lib/outbox/memory.js';
 import { resolveWebhookOptions } from '../../lib/webhooks/options.js';
 import { startDelivery } from '../../lib/webhooks/worker.js';
-import { REQUESTS_IN_FLIGHT, slotOf } from '../../lib/provider-state.js';
 import { startReceiver, webhookSecret } from '../support/webhook-receiver.js';
 
 const POLL_MS = 20;
@@ -34,6 +33,7 @@ describe('webhook delivery yields to the requests the process serves', function 
     };
     const provider = new EventEmitter();
     provider.on('error', () => {});
+    const requests = { count: 0 };
     const outbox = createMemoryOutbox();
     const claims: number[] = [];
     const claim = outbox.claim.bind(outbox);
@@ -51,11 +51,12 @@ describe('webhook delivery yields to the requests the process serves', function 
         pollInterval: POLL_MS,
         timeout: 1000,
       }),
+      { requests },
     );
     // Idle first: the loop's looks found nothing.
     await new Promise((resolve) => setTimeout(resolve, 5 * POLL_MS));
     return {
-      provider,
+      requests,
       claims,
       receivedAt: () => receivedAt,
       append: async () => {
@@ -73,7 +74,7 @@ describe('webhook delivery yields to the requests the process serves', function 
 
   it('waits while the process answers requests, even waiting on its store: a due entry is delivered after four poll intervals at most, not at once', async () => {
     const loop = await deliveryUnderTest();
-    const requests = slotOf(loop.provider, REQUESTS_IN_FLIGHT);
+    const { requests } = loop;
     try {
       // A request in flight from the append on, as the provider's first middleware counts it, the
       // loop idle meanwhile (the request waits on its store): the count alone holds delivery back.

@@ -1,0 +1,40 @@
+import type { ClientMetadata, Configuration, KoaContextWithOIDC } from 'oidc-provider';
+import { invalidClientMetadata, invalidOption } from '../errors.js';
+
+type ExtraClientMetadata = NonNullable<Configuration['extraClientMetadata']>;
+
+/** oidc-provider's routes where a client writes its own metadata. */
+const SELF_SERVICE_ROUTES: ReadonlySet<string> = new Set(['registration', 'client_update']);
+
+/**
+ * The deployment's `extraClientMetadata` with the plugin's property `name` added, checked by `check`
+ * whenever oidc-provider builds a client; its own properties keep its validator.
+ */
+export function withClientMetadata(
+  own: Configuration['extraClientMetadata'],
+  name: string,
+  check: (metadata: ClientMetadata) => void,
+): ExtraClientMetadata {
+  const properties = own?.properties ?? [];
+  if (properties.includes(name)) {
+    throw invalidOption(
+      'impersonation.configure',
+      'extraClientMetadata.properties',
+      `must not list ${name}: the plugin declares it`,
+    );
+  }
+  const ownValidator = own?.validator;
+  return {
+    ...own,
+    properties: [...properties, name],
+    validator(ctx: KoaContextWithOIDC | undefined, key: string, value: unknown, metadata: ClientMetadata) {
+      if (key !== name) return ownValidator?.(ctx, key, value, metadata);
+      // Only the deployment's own clients carry it, never one registered or updated over HTTP (RFC 7591, 7592).
+      if (value !== undefined && SELF_SERVICE_ROUTES.has(String(ctx?.oidc?.route))) {
+        throw invalidClientMetadata(`${name} cannot be set through client registration`);
+      }
+      check(metadata);
+      return undefined;
+    },
+  };
+}
