@@ -94,15 +94,14 @@ export function delegationExchange(dependencies: ExchangeDependencies): Exchange
       return { ...subject, rootSessionId, accessGrantId, quotas, spent, spendsProof: spent === undefined };
     },
 
-    async target(ctx, params) {
-      const resourceServer = await resolveTarget(ctx, params, delegation);
+    target: (ctx, params) => resolveTarget(ctx, params, delegation),
+
+    scopes(ctx, params, subject, resourceServer) {
       if (params.requested_token_type === JWT_TOKEN_TYPE && resourceServer.accessTokenFormat !== 'jwt') {
         throw invalidRequest('requested_token_type jwt: this resource server is issued opaque access tokens');
       }
-      return resourceServer;
+      return delegatedScopes(ctx, params.scope, subject.scope, resourceServer);
     },
-
-    scopes: (ctx, params, subject, resourceServer) => delegatedScopes(ctx, params.scope, subject.scope, resourceServer),
 
     async actor(ctx, params, subject, given, progress) {
       const proof = { ...given, actorClients };

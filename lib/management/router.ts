@@ -11,7 +11,7 @@ import type { SessionStore } from '../sessions/store.js';
 import type { SubjectTokenStore } from '../subject-tokens/store.js';
 import { createCallerCheck } from './caller.js';
 import { impersonationRoutes } from './impersonations.js';
-import { subjectTokenRoutes } from './subject-tokens.js';
+import { approvalRequestRoute, subjectTokenRoutes } from './subject-tokens.js';
 import { ssfPaths, ssfRoutes } from '../ssf/routes.js';
 import { apiSpans } from '../telemetry/http.js';
 import type { Telemetry } from '../telemetry/telemetry.js';
@@ -45,11 +45,14 @@ export function createManagementApi(
   subjectTokenRoutes(router, bus, options, stores, authenticate);
   impersonationRoutes(router, bus, options, stores.sessions, authenticate);
   if (options.approvals) {
+    const approvalDeps = { bus, options, approvals: stores.approvals, sessions: stores.sessions };
+    const { requestsPath } = options.approvals;
+    approvalRequestRoute(router, approvalDeps, { requestsPath, scope: options.managementScope }, authenticate);
     // The customer's own API: authenticated by the customer's access token, never by a Management API token.
     customerRoutes(
       router,
       options.approvals.customerPath,
-      { bus, options, approvals: stores.approvals, sessions: stores.sessions },
+      approvalDeps,
       createCustomerCheck(provider, options.approvals),
     );
   }

@@ -2,6 +2,7 @@ import type Router from '@koa/router';
 import { approvalForCreation } from '../approvals/creation.js';
 import { fieldsOf, readIdentifier, readResource, readScopeList, readText } from '../approvals/input.js';
 import { findSettledAs, viewOf } from '../approvals/requests.js';
+import type { ApprovalDependencies } from '../approvals/deps.js';
 import type { ApprovalStore } from '../approvals/store.js';
 import { approvalRequestView } from '../approvals/view.js';
 import { publish } from '../events/publish.js';
@@ -26,7 +27,7 @@ const CONTEXT_TEXT = ['ticketId', 'ticket', 'reason'];
 /** Room for `userId` and the bindings on top of the context cap. */
 const BODY_OVERHEAD = 4096;
 
-/** `POST {managementPath}` creates a subject token for a trusted backend, `GET {requestsPath}/{id}` reads what it waits on; `DELETE {managementPath}/{id}` withdraws an unredeemed one. */
+/** `POST {managementPath}` creates a subject token for a trusted backend; `DELETE {managementPath}/{id}` withdraws an unredeemed one. */
 export function subjectTokenRoutes(
   router: Router,
   bus: EventBus,
@@ -62,15 +63,6 @@ export function subjectTokenRoutes(
     }
   });
 
-  // A backend reads the approval request a creation is waiting on; another client's is answered as unknown.
-  if (options.approvals) {
-    router.get(`${options.approvals.requestsPath}/:id`, async (ctx) => {
-      const caller = await authorize(ctx, authenticate, options.managementScope);
-      const mine = (request: { requestedBy: string }) => request.requestedBy === caller.clientId;
-      ctx.body = await viewOf(approvalDeps, await findSettledAs(approvalDeps, ctx.params['id']!, mine, ctx));
-    });
-  }
-
   router.delete(`${options.managementPath}/:id`, async (ctx) => {
     const caller = await authorize(ctx, authenticate, options.revokeScope);
     const id = ctx.params['id']!;
@@ -81,6 +73,20 @@ export function subjectTokenRoutes(
     }
     ctx.status = 204;
     await publish(bus, { name: EVENTS.subjectTokenWithdrawn, subjectTokenId: id, revokedBy: caller.clientId }, ctx);
+  });
+}
+
+/** `GET {requestsPath}/{id}`: a backend reads the approval request a creation waits on; another client's is unknown. */
+export function approvalRequestRoute(
+  router: Router,
+  approvalDeps: ApprovalDependencies,
+  { requestsPath, scope }: { requestsPath: string; scope: string },
+  authenticate: Authenticate,
+): void {
+  router.get(`${requestsPath}/:id`, async (ctx) => {
+    const caller = await authorize(ctx, authenticate, scope);
+    const mine = (request: { requestedBy: string }) => request.requestedBy === caller.clientId;
+    ctx.body = await viewOf(approvalDeps, await findSettledAs(approvalDeps, ctx.params['id']!, mine, ctx));
   });
 }
 

@@ -903,3 +903,23 @@ describe('customer approval: off (no approvals option)', () => {
     expect((await apiRequest(tp, 'GET', `${REQUESTS}/apr_${'A'.repeat(22)}`, m2m)).status).to.equal(404);
   });
 });
+
+describe('customer approval: a requests path the sessions path is nested under', function () {
+  this.timeout(30_000);
+
+  it('serves the sessions list at its own path, the approval request route at its own', async () => {
+    const { tp } = await startApprovalProvider({
+      approvals: { requestsPath: '/api/support' },
+      plugin: { sessionsPath: '/api/support/impersonations' },
+    });
+    try {
+      const listed = await apiRequest(tp, 'GET', '/api/support/impersonations', await adminToken(tp));
+      expect(listed.status, JSON.stringify(listed.body)).to.equal(200);
+      expect(listed.body['items']).to.be.an('array');
+      const unknown = await apiRequest(tp, 'GET', `/api/support/apr_${'A'.repeat(22)}`, await m2mToken(tp));
+      expect(unknown.status).to.equal(404);
+    } finally {
+      await tp.close();
+    }
+  });
+});

@@ -143,6 +143,11 @@ describe('delegation', function () {
         'invalid_request',
         /opaque/,
       );
+      // The refusal names the resource it was asked for.
+      expect(events.filter((event) => event.name === EVENTS.delegationRefused).at(-1)).to.include({
+        resource: OPAQUE_API,
+        reason: 'requested_token_type jwt: this resource server is issued opaque access tokens',
+      });
     });
   });
 
