@@ -17,6 +17,7 @@ import {
   requestImpersonation,
   signIn,
 } from './helpers.js';
+import { scaled } from '../support/time.js';
 
 const BOB = { userId: 'bob', reason: 'Cannot see the invoices', ticketId: 'T-1234' };
 const REQUEST_ID = /^apr_[A-Za-z0-9_-]{22}$/;
@@ -157,7 +158,7 @@ describe('demo: a customer who must approve (bob), over HTTP', function () {
     expect(ended.status).to.equal(303);
     const endedAt = Date.now();
     let status = 200;
-    while (status === 200 && Date.now() - endedAt < 1500) {
+    while (status === 200 && Date.now() - endedAt < scaled(1500)) {
       status = (await callResourceApi(demo, token)).status;
       if (status === 200) await new Promise((resolve) => setTimeout(resolve, 50));
     }
