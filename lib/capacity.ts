@@ -43,11 +43,8 @@ export function resolveDelegationLimits(input: unknown): Readonly<DelegationLimi
     check.fail('delegation.limits', `must be an object of ${LIMIT_NAMES.join(', ')}`);
   }
   const given = input as Record<string, unknown>;
-  for (const name of Object.keys(given)) {
-    if (!(LIMIT_NAMES as string[]).includes(name)) {
-      check.fail(`delegation.limits.${name}`, `is not one of ${LIMIT_NAMES.join(', ')}`);
-    }
-  }
+  const unknown = Object.keys(given).find((name) => !(LIMIT_NAMES as string[]).includes(name));
+  if (unknown !== undefined) check.fail(`delegation.limits.${unknown}`, `is not one of ${LIMIT_NAMES.join(', ')}`);
   const limits = { ...DEFAULT_DELEGATION_LIMITS };
   for (const name of LIMIT_NAMES) {
     limits[name] = check.integerOr(`delegation.limits.${name}`, given[name], DEFAULT_DELEGATION_LIMITS[name], MOST);
@@ -102,6 +99,13 @@ export function secondsUntilRenewed(charge: QuotaCharge, now = Date.now()): numb
   return Math.max(1, Math.ceil((charge.expiresAt - now) / 1000));
 }
 
+const WHOSE: Record<Principal, string> = {
+  'impersonation session': 'this impersonation session has',
+  'subject token': 'this subject_token has',
+  user: "this user's tokens have",
+  client: 'this client has',
+};
+
 /** The refusal for the spent quota `key`: 429, when it starts again, never whose it is. */
 export function quotaRefusal(
   charges: readonly DelegationCharge[],
@@ -110,16 +114,8 @@ export function quotaRefusal(
 ): PrincipalQuotaReached {
   const spent = charges.find((charge) => charge.key === key) ?? charges[0]!;
   const retryAfter = secondsUntilRenewed(spent, now);
-  const whose =
-    spent.principal === 'impersonation session'
-      ? 'this impersonation session has'
-      : spent.principal === 'subject token'
-        ? 'this subject_token has'
-        : spent.principal === 'user'
-          ? "this user's tokens have"
-          : 'this client has';
   return principalQuotaReached(
-    `${whose} started as many delegations this hour as allowed (${spent.max}); ` +
+    `${WHOSE[spent.principal]} started as many delegations this hour as allowed (${spent.max}); ` +
       `retry in ${retryAfter} s, or use a delegated token already issued`,
     retryAfter,
   );

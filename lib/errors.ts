@@ -1,5 +1,5 @@
 import { errors } from 'oidc-provider';
-import { DomainError, type DomainErrorKind } from './errors/domain.js';
+import { DomainError, type DomainErrorKind, type DomainReasons } from './errors/domain.js';
 
 /** Every error the plugin raises: oidc-provider's classes at the token endpoint, `ManagementError`s at the Management API. */
 
@@ -63,10 +63,7 @@ export function misconfigured(description: string): errors.OIDCProviderError {
 
 /** An exchange too long between its reads and its commit to trust what it read: 503, nothing burned. */
 export function exchangeTooSlow(deadlineMs: number): errors.TemporarilyUnavailable {
-  const error = new errors.TemporarilyUnavailable(
-    `the exchange took longer than ${deadlineMs / 1000} s to complete; retry it`,
-  );
-  return Object.assign(error, { status: 503, statusCode: 503, expose: true });
+  return temporarilyUnavailable(`the exchange took longer than ${deadlineMs / 1000} s to complete; retry it`);
 }
 
 /** A policy decision point that gave no decision: unreachable, too slow, a failure status or an answer that is not one. */
@@ -84,23 +81,25 @@ export function decisionPointUnavailable(problem: string, cause?: unknown): Deci
 
 /** A decision point (`authzen`) that gave no decision: 503 `temporarily_unavailable`, nothing issued or burned. */
 export function policyUnavailable(description: string): errors.TemporarilyUnavailable {
-  const error = new errors.TemporarilyUnavailable(description);
-  return Object.assign(error, { status: 503, statusCode: 503, expose: true });
+  return temporarilyUnavailable(description);
 }
 
 /** A store that would have to forget security state to take one more entry: 503. */
 export function storeFull(model: string): errors.TemporarilyUnavailable {
-  const error = new errors.TemporarilyUnavailable(`the ${model} store is full; retry shortly`);
-  return Object.assign(error, { status: 503, statusCode: 503, expose: true });
+  return temporarilyUnavailable(`the ${model} store is full; retry shortly`);
 }
 
 /** As storeFull, for one client's share of the replay store: only that client waits. */
 export function replayShareFull(anonymous: boolean): errors.TemporarilyUnavailable {
   const requests = anonymous ? "this client's unauthenticated requests" : "this client's requests";
-  const error = new errors.TemporarilyUnavailable(
+  return temporarilyUnavailable(
     `the ReplayDetection store holds as many unexpired proofs as ${requests} may; retry shortly`,
   );
-  return Object.assign(error, { status: 503, statusCode: 503, expose: true });
+}
+
+/** oidc-provider's `temporarily_unavailable`, answered with the status 503 its name says. */
+function temporarilyUnavailable(description: string): errors.TemporarilyUnavailable {
+  return Object.assign(new errors.TemporarilyUnavailable(description), { status: 503, statusCode: 503, expose: true });
 }
 
 /** 429: a principal used its share of a capacity others depend on (lib/capacity.ts); names no one. */
@@ -119,21 +118,11 @@ export function principalQuotaReached(description: string, retryAfter: number): 
 }
 
 type ManagementErrorCode =
-  | 'invalid_request'
+  | DomainReasons[DomainErrorKind]
   | 'invalid_token'
   | 'insufficient_scope'
-  | 'access_denied'
-  | 'user_not_found'
-  | 'not_found'
-  | 'already_redeemed'
-  | 'already_answered'
-  | 'request_expired'
   | 'request_too_large'
-  | 'too_many_grants'
-  | 'too_many_pending_requests'
   | 'too_many_streams'
-  | 'too_many_requests'
-  | 'temporarily_unavailable'
   | 'server_error';
 
 /** An OAuth-style error of the Management API: `{ error, error_description }` with `status`. */
@@ -181,11 +170,6 @@ export function requestTooLarge(description: string): ManagementError {
 /** Management API 401 `invalid_token` or 403 `insufficient_scope`. */
 export function unauthorized(code: 'invalid_token' | 'insufficient_scope', description: string): ManagementError {
   return new ManagementError(code === 'invalid_token' ? 401 : 403, code, description);
-}
-
-/** Management API 403: the subject-token policy refused; its words are the description. */
-export function accessDenied(description: string): ManagementError {
-  return new ManagementError(403, 'access_denied', description);
 }
 
 /** Management API 404. */

@@ -150,17 +150,7 @@ export interface ImpersonationEvents {
   /** A delegated token was issued: `actor` acts, `parentSessionId` is the subject token's session. */
   'impersonation.delegation.succeeded': EventOf<
     'impersonation.delegation.succeeded',
-    | 'sessionId'
-    | 'subject'
-    | 'actor'
-    | 'clientId'
-    | 'resource'
-    | 'scope'
-    | 'subjectTokenId'
-    | 'subjectTokenType'
-    | 'accessTokenId'
-    | 'expiresAt'
-    | 'depth',
+    Exclude<SessionFields, 'context'> | 'actor' | 'subjectTokenType' | 'depth',
     'parentSessionId'
   >;
   /** A delegation was refused; it names what was established when it stopped (nothing of a subject token not found). */

@@ -1,6 +1,5 @@
-export { createImpersonation } from './plugin.js';
+export { createImpersonation, type Impersonation, type InstallOptions } from './plugin.js';
 export { MANAGEMENT_SCOPE_METADATA } from './management/client-metadata.js';
-export type { Impersonation, InstallOptions } from './plugin.js';
 export type { ManagementApiHandler } from './management/node-handler.js';
 export type { TelemetryOptions } from './telemetry/options.js';
 export type { AccessGrantView, ApprovalRequestView, ApprovedGrantView } from './approvals/view.js';
@@ -65,8 +64,7 @@ export type { JournalCommit, SharedDatabase } from './adapters/contracts/trail.j
 export type { OutboxAdapter, OutboxCommit } from './adapters/contracts/outbox.js';
 export type { SsfStreamAdapter } from './adapters/contracts/ssf.js';
 export type { SubjectTokenAdapter } from './adapters/contracts/subject-tokens.js';
-export { createMemoryAuditLog } from './audit/memory.js';
-export type { MemoryAuditLog, MemoryAuditLogOptions } from './audit/memory.js';
+export { createMemoryAuditLog, type MemoryAuditLog, type MemoryAuditLogOptions } from './audit/memory.js';
 export type { AuditEntry, AuditRow, ChainedRow, VerifyCheck, VerifyResult } from './audit/chain.js';
 export type { AuditLog, AuditPage } from './audit/sink.js';
 export { WEBHOOK_EVENTS } from './webhooks/options.js';
@@ -76,10 +74,8 @@ export type {
   WebhookOptions,
   WebhookSubscription,
 } from './webhooks/options.js';
-export type { WebhookPayload } from './webhooks/notify.js';
-export { WEBHOOK_DROPPED } from './webhooks/notify.js';
-export { WEBHOOK_DEAD_LETTERED, WEBHOOK_GONE } from './webhooks/worker.js';
-export type { WebhookDelivery } from './webhooks/worker.js';
+export { WEBHOOK_DROPPED, type WebhookPayload } from './webhooks/notify.js';
+export { WEBHOOK_DEAD_LETTERED, WEBHOOK_GONE, type WebhookDelivery } from './webhooks/worker.js';
 export type {
   ClaimBound,
   DeadLetter,
@@ -104,8 +100,7 @@ export {
   VERIFICATION_EVENT,
 } from './ssf/names.js';
 export { DELEGATION_METADATA } from './exchange/delegation-metadata.js';
-export { DEFAULT_DELEGATION_LIMITS } from './capacity.js';
-export type { DelegationLimits, QuotaCharge } from './capacity.js';
+export { DEFAULT_DELEGATION_LIMITS, type DelegationLimits, type QuotaCharge } from './capacity.js';
 export { JWT_TOKEN_TYPE } from './exchange/request.js';
 export type {
   DelegationOptions,

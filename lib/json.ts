@@ -47,19 +47,10 @@ const PLAIN_DEPTH = 64;
 
 /** A deep copy of JSON-plain `value`, or undefined when JSON would change something in it. */
 function plainCopy(value: unknown, depth: number): JsonValue | undefined {
-  switch (typeof value) {
-    case 'string':
-    case 'boolean':
-      return value;
-    case 'number':
-      // JSON writes -0 as 0, and a non-finite number as null.
-      return Number.isFinite(value) ? value + 0 : undefined;
-    case 'object':
-      break;
-    default:
-      return undefined;
-  }
-  if (value === null) return null;
+  if (typeof value === 'string' || typeof value === 'boolean' || value === null) return value;
+  // JSON writes -0 as 0, and a non-finite number as null.
+  if (typeof value === 'number') return Number.isFinite(value) ? value + 0 : undefined;
+  if (typeof value !== 'object') return undefined;
   if (depth === PLAIN_DEPTH) return undefined;
   if (Array.isArray(value)) {
     const copy: JsonValue[] = new Array<JsonValue>(value.length);

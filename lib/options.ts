@@ -172,10 +172,14 @@ export function resolveOptions(input: ImpersonationOptions): ResolvedOptions {
           ],
         });
   const decisionPoint = applyDecisionPoint(input.authzen, options);
-  const delegation = delegationAsking(
-    decisionPoint.authzen,
-    resolveDelegationOptions((input as ImpersonationOptions).delegation),
-  );
+  const ownDelegation = resolveDelegationOptions(input.delegation);
+  // `delegation.canDelegate`, with the decision point (when there is one) asked after it.
+  const delegation = decisionPoint.authzen
+    ? Object.freeze({
+        ...ownDelegation,
+        canDelegate: delegationWithDecisionPoint(decisionPoint.authzen, ownDelegation.canDelegate),
+      })
+    : ownDelegation;
   return Object.freeze({
     ...options,
     ...decisionPoint,
@@ -186,15 +190,6 @@ export function resolveOptions(input: ImpersonationOptions): ResolvedOptions {
     actorClients,
     environmentVariables: Object.freeze({ ...env }),
   });
-}
-
-/** `delegation.canDelegate`, with the decision point (when there is one) asked after it. */
-function delegationAsking(
-  authzen: ResolvedAuthzenOptions | undefined,
-  delegation: ResolvedDelegationOptions,
-): ResolvedDelegationOptions {
-  if (!authzen) return delegation;
-  return Object.freeze({ ...delegation, canDelegate: delegationWithDecisionPoint(authzen, delegation.canDelegate) });
 }
 
 /** The scopes of the Management API, the SSF receivers' included: none of them is an OIDC scope. */

@@ -38,8 +38,7 @@ import { endWithActor, endWithSubjectToken } from './sessions/origin-end.js';
 import { SessionStore } from './sessions/store.js';
 import { SubjectTokenStore } from './subject-tokens/store.js';
 import type { EventBus, EventSubscriber } from './events/subscriber.js';
-import { attachJournal, journalOf } from './audit/journal.js';
-import type { AdapterSource, AuditSink } from './core-options.js';
+import { JOURNAL, type JournaledSink } from './audit/journal.js';
 import { trailSubscriber } from './audit/trail.js';
 import { webhookSubscriber } from './webhooks/notify.js';
 import { observeProvider, timedTrail } from './telemetry/observe.js';
@@ -75,11 +74,12 @@ export interface Impersonation {
 export function createImpersonation(input: ImpersonationOptions): Impersonation {
   const resolved = resolveOptions(input);
   const telemetry = openTelemetry(resolved.telemetry);
+  // Invariant 44: the journal is read from the deployment's own trail, which the timing below wraps.
+  const trail: JournaledSink | undefined = resolved.auditLog;
+  const journal = trail?.[JOURNAL];
   // Every append the plugin makes is timed; the deployment's own trail object stays as it is.
   const options =
-    telemetry && resolved.auditLog
-      ? Object.freeze({ ...resolved, auditLog: timedJournaledTrail(telemetry, resolved.auditLog) })
-      : resolved;
+    telemetry && trail ? Object.freeze({ ...resolved, auditLog: timedTrail(telemetry, trail) }) : resolved;
   // Opened now: a store unfit for the plugin fails at start-up, naming the option.
   const domains = {
     outbox: options.webhooks !== undefined || options.ssf !== undefined,
@@ -202,16 +202,31 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
       }
       assertModelInternals(provider);
       if (mountManagementApi && middlewareComposed(provider)) throw calledTooLate(MOUNTED_TOO_EARLY);
-      const storeSource: AdapterSource = options.store ?? providerAdapter(provider);
-      const pluginStore = ownStore || openPluginStore(storeSource, 'provider adapter', domains);
+      const pluginStore = ownStore || openPluginStore(providerAdapter(provider), 'provider adapter', domains);
+      const { outbox, ssfStreams } = pluginStore;
       // SETs are signed with the provider's key: one it lacks stops the start, not the first stop.
       if (options.ssf) providerSigningKey(provider);
       const store = new SubjectTokenStore(pluginStore.subjectTokens);
       const sessions = new SessionStore(pluginStore.sessions);
       // Always opened: a subject token issued under a grant is checked against it after the option is removed.
       const approvals = new ApprovalStore(pluginStore.approvals);
-      const transmitter = ssfTransmitter(provider, pluginStore, options.ssf, () => delivery?.wake());
-      const bus: EventBus = { provider, subscribers: subscribersOf(provider, pluginStore, options, transmitter) };
+      // SSF transmits when the store keeps streams and an outbox.
+      const transmitter: Transmitter | undefined =
+        options.ssf && outbox && ssfStreams
+          ? {
+              provider,
+              outbox,
+              streams: new StreamStore(ssfStreams),
+              options: options.ssf,
+              wake: () => delivery?.wake(),
+            }
+          : undefined;
+      // Invariant 42: the subscribers in the order they are told of an event, the trail first.
+      const subscribers: EventSubscriber[] = [];
+      if (options.auditLog) subscribers.push(trailSubscriber(options.auditLog, journal));
+      if (transmitter) subscribers.push(ssfSubscriber(transmitter));
+      if (options.webhooks && outbox) subscribers.push(webhookSubscriber(provider, outbox, options.webhooks));
+      const bus: EventBus = { provider, subscribers };
       // Every check passed: from here on the provider is changed, and a second install() is refused.
       installed.set(provider, bus);
       observeProvider(telemetry, provider as unknown as EventEmitter, () => delivery);
@@ -248,7 +263,6 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
         discovery = { middleware, handler: managementApiHandler(middleware, provider as unknown as EventEmitter) };
       }
       api = createManagementApi(bus, options, { subjectTokens: store, sessions, approvals }, transmitter, telemetry);
-      const { outbox } = pluginStore;
       if (outbox && (options.webhooks || options.ssf)) {
         delivery = options.deliverOutbox
           ? startDelivery(provider, outbox, options.webhooks ?? ssfOnlyDelivery(options.ssf!), {
@@ -268,64 +282,31 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
       }
     },
 
-    managementApi: () => made(api, 'managementApi', 'call impersonation.install(provider) before managementApi()'),
+    managementApi: () => made(api, 'managementApi'),
 
     webhooks: () =>
       made(
         delivery,
         'webhooks',
-        options.webhooks
-          ? 'call impersonation.install(provider) before webhooks()'
-          : 'the "webhooks" option is not set: there is no delivery',
+        options.webhooks ? undefined : 'the "webhooks" option is not set: there is no delivery',
       ),
 
-    ssf: () =>
-      made(
-        options.ssf && delivery,
-        'ssf',
-        options.ssf ? 'call impersonation.install(provider) before ssf()' : 'the "ssf" option is not set',
-      ),
+    ssf: () => made(options.ssf && delivery, 'ssf', options.ssf ? undefined : 'the "ssf" option is not set'),
 
     ssfDiscovery: () => discoveryOf('ssfDiscovery').middleware,
 
     ssfDiscoveryHandler: () => discoveryOf('ssfDiscoveryHandler').handler,
 
-    managementApiHandler: () =>
-      made(handler, 'managementApiHandler', 'call impersonation.install(provider) before managementApiHandler()'),
+    managementApiHandler: () => made(handler, 'managementApiHandler'),
   };
 }
 
-/** What install() made, or the refusal of `impersonation.<call>()` made before it or without the option it needs. */
-function made<T>(value: T | undefined, call: string, missing: string): T {
-  if (value === undefined) throw invalidCall(`impersonation.${call}`, missing);
+/** What install() made, or the refusal of `impersonation.<call>()` made before it, or without the option it needs (`unset`). */
+function made<T>(value: T | undefined, call: string, unset?: string): T {
+  if (value === undefined) {
+    throw invalidCall(`impersonation.${call}`, unset ?? `call impersonation.install(provider) before ${call}()`);
+  }
   return value;
-}
-
-type PluginStore = ReturnType<typeof openPluginStore>;
-
-/** The SSF transmitter, when the `ssf` option is set and the store keeps streams and an outbox. */
-function ssfTransmitter(
-  provider: Provider,
-  store: PluginStore,
-  ssf: ResolvedOptions['ssf'],
-  wake: () => void,
-): Transmitter | undefined {
-  if (!ssf || !store.outbox || !store.ssfStreams) return undefined;
-  return { provider, outbox: store.outbox, streams: new StreamStore(store.ssfStreams), options: ssf, wake };
-}
-
-/** The subscribers of an install, in the order they are told of an event: the trail first (Invariant 42). */
-function subscribersOf(
-  provider: Provider,
-  store: PluginStore,
-  options: ResolvedOptions,
-  transmitter: Transmitter | undefined,
-): EventSubscriber[] {
-  const subscribers: EventSubscriber[] = [];
-  if (options.auditLog) subscribers.push(trailSubscriber(options.auditLog));
-  if (transmitter) subscribers.push(ssfSubscriber(transmitter));
-  if (options.webhooks && store.outbox) subscribers.push(webhookSubscriber(provider, store.outbox, options.webhooks));
-  return subscribers;
 }
 
 /** The delivery's timing when SSF streams are its only receivers (webhooks, when set, bring their own). */
@@ -340,14 +321,6 @@ function ssfOnlyDelivery(ssf: NonNullable<ResolvedOptions['ssf']>): NonNullable<
     pollIntervalMs: ssf.pollIntervalMs,
     maxBackoffMs: 3600 * 1000,
   };
-}
-
-/** The trail with its appends timed, keeping the journal of the trail it wraps (Invariant 44). */
-function timedJournaledTrail(telemetry: Parameters<typeof timedTrail>[0], trail: AuditSink): AuditSink {
-  const timed = timedTrail(telemetry, trail);
-  const journal = journalOf(trail);
-  if (journal && timed !== trail) attachJournal(timed, journal);
-  return timed;
 }
 
 /** The providers install() ran on, each with its event bus. */

@@ -49,19 +49,10 @@ export async function* exportTrail(connectionString: string, options: ExportOpti
     if (options.format === 'csv') yield `${COLUMNS.join(',')}\n`;
     let after = 0;
     for (;;) {
-      const values: unknown[] = [after];
-      let where = 'seq > $1';
-      if (options.since) {
-        values.push(options.since);
-        where += ` AND at >= $${values.length}`;
-      }
-      if (options.until) {
-        values.push(options.until);
-        where += ` AND at < $${values.length}`;
-      }
       const { rows } = await client.query<Record<string, unknown>>(
-        `SELECT ${COLUMNS.join(', ')} FROM ${names.table} WHERE ${where} ORDER BY seq LIMIT ${BATCH}`,
-        values,
+        `SELECT ${COLUMNS.join(', ')} FROM ${names.table} WHERE seq > $1 AND at >= coalesce($2, '-infinity'::timestamptz) ` +
+          `AND at < coalesce($3, 'infinity'::timestamptz) ORDER BY seq LIMIT ${BATCH}`,
+        [after, options.since ?? null, options.until ?? null],
       );
       for (const row of rows) {
         const record: Record<string, unknown> = {

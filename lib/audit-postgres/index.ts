@@ -6,7 +6,7 @@ import { INVALID_SCHEMA_NAME, migrateUnderLock } from '../postgres/migration.js'
 import { openPool, POOL_SOURCE_NAMES, type PoolSource } from '../postgres/pool.js';
 import { refuseUnknownOptions } from '../config/names.js';
 import type { ImpersonationEvent, ImpersonationEventName } from '../event-types.js';
-import { attachJournal } from '../audit/journal.js';
+import { JOURNAL, type JournaledSink } from '../audit/journal.js';
 import type { AuditLog, AuditPage } from '../audit/sink.js';
 import type { AuditQueryFilter } from '../core-options.js';
 import {
@@ -182,7 +182,7 @@ export function createPostgresAuditLog(options: PostgresAuditLogOptions): Postgr
     }
   }
 
-  const log: PostgresAuditLog = {
+  const log: PostgresAuditLog & JournaledSink = {
     append,
     migrate,
     get failures() {
@@ -211,21 +211,19 @@ export function createPostgresAuditLog(options: PostgresAuditLogOptions): Postgr
       await migrated?.catch(() => {});
       return queryTrail(pool, names, filter);
     },
-    close: async () => {
-      await end();
-    },
+    close: end,
+    // Only a trail that fails closed writes inside a store's transaction: a best-effort one must never fail an exchange.
+    [JOURNAL]: failClosed
+      ? {
+          database: pool,
+          ready: migrate,
+          appendFunction: names.append,
+          rows: (name, event) => rowsArgument([rowOf(name, event)]),
+          // Invariant 30: signed with the next rows.
+          committed: (rows) => signDue(rows).catch(() => {}),
+        }
+      : undefined,
   };
-  // Only a trail that fails closed writes inside a store's transaction: a best-effort one must never fail an exchange.
-  if (failClosed) {
-    attachJournal(log, {
-      database: pool,
-      ready: migrate,
-      appendFunction: names.append,
-      rows: (name, event) => rowsArgument([rowOf(name, event)]),
-      // Invariant 30: signed with the next rows.
-      committed: (rows) => signDue(rows).catch(() => {}),
-    });
-  }
   return log;
 }
 
@@ -334,15 +332,10 @@ async function verifyChain(
       signatures !== undefined,
     );
     if (!signatures) return walk.ok ? { ok: true, count: walk.count, checkpoints: 0 } : walk.failure;
-    const { rows } = await client.query<{ seq: string; hash: string; key_id: string; signature: string }>(
-      `SELECT seq, hash, key_id, signature FROM ${names.checkpoints} ORDER BY seq`,
+    const { rows } = await client.query<{ seq: string; hash: string; keyId: string; signature: string }>(
+      `SELECT seq, hash, key_id AS "keyId", signature FROM ${names.checkpoints} ORDER BY seq`,
     );
-    const checkpoints = rows.map((row) => ({
-      seq: Number(row.seq),
-      hash: row.hash,
-      keyId: row.key_id,
-      signature: row.signature,
-    }));
+    const checkpoints = rows.map((row) => ({ ...row, seq: Number(row.seq) }));
     return checkSignatures(walk, { ...signatures, checkpoints });
   });
 }
@@ -360,9 +353,7 @@ async function queryTrail(pool: pg.Pool, names: Names, filter: AuditQuery): Prom
   if (filter.events !== undefined) add('event = ANY(?)', [...filter.events]);
   if (filter.since !== undefined) add('at >= ?', filter.since);
   if (filter.until !== undefined) add('at < ?', filter.until);
-  if (filter.cursor !== undefined) {
-    add('seq < ?', seqOfCursor(filter.cursor));
-  }
+  if (filter.cursor !== undefined) add('seq < ?', seqOfCursor(filter.cursor));
   const where = conditions.length ? `WHERE ${conditions.join(' AND ')}` : '';
   const rows = await readingOnly(pool, async (client) => {
     const missing = await missingTables(client, names, 'trail');

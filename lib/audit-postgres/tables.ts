@@ -1,20 +1,10 @@
 /** The trail's tables as readers see them: names, presence, and a READ ONLY transaction that can create nothing. */
 import type pg from 'pg';
 
-export interface Names {
-  schema: string | undefined;
-  tableName: string;
-  table: string;
-  head: string;
-  checkpoints: string;
-  append: string;
-  subjectIndex: string;
-  actorIndex: string;
-  lock: string;
-}
+export type Names = ReturnType<typeof namesOf>;
 
 /** `schema` and `table` must have passed assertPlainIdentifiers: they go into SQL as they are, quoted. */
-export function namesOf(schema: string | undefined, table: string): Names {
+export function namesOf(schema: string | undefined, table: string) {
   const qualify = (name: string) => (schema ? `"${schema}"."${name}"` : `"${name}"`);
   return {
     schema,

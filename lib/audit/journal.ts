@@ -20,13 +20,8 @@ export interface JournaledRow {
   hash: string;
 }
 
-/** A sink's journal: a capability the PostgreSQL audit log attaches to the sink it returns. */
-const journals = new WeakMap<AuditSink, Journal>();
-
-export function attachJournal(sink: AuditSink, journal: Journal): void {
-  journals.set(sink, journal);
-}
-
-export function journalOf(sink: AuditSink | undefined): Journal | undefined {
-  return sink === undefined ? undefined : journals.get(sink);
+/** A sink as the plugin reads it: the PostgreSQL audit log's carries its journal, under a symbol no deployment's sink has. */
+export const JOURNAL = Symbol('impersonation.journal');
+export interface JournaledSink extends AuditSink {
+  readonly [JOURNAL]?: Journal | undefined;
 }

@@ -1,10 +1,9 @@
 import type { EventSubscriber } from '../events/subscriber.js';
-import { journalOf } from './journal.js';
+import type { Journal } from './journal.js';
 import type { AuditSink } from '../core-options.js';
 
 /** The audit trail as an event subscriber, recording a frozen copy of each event (Invariant 24). */
-export function trailSubscriber(sink: AuditSink): EventSubscriber {
-  const journal = journalOf(sink);
+export function trailSubscriber(sink: AuditSink, journal: Journal | undefined): EventSubscriber {
   return {
     async record(event) {
       await sink.append(event.name, Object.freeze({ ...event }));

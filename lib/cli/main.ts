@@ -35,7 +35,7 @@ async function main(argv: string[]): Promise<number> {
   // Loaded only now: `pg` is an optional peer dependency, and --help and usage errors need none of it.
   const postgres = await loadPostgres();
   if (!postgres) throw invalidCommandLine('the audit commands need the pg package: npm install pg');
-  const { createPostgresAuditLog, exportTrail } = postgres;
+  const [{ createPostgresAuditLog }, { exportTrail }] = postgres;
   const log = createPostgresAuditLog({
     connectionString,
     ...(values.schema ? { schema: values.schema } : {}),
@@ -95,11 +95,7 @@ async function main(argv: string[]): Promise<number> {
 
 async function loadPostgres() {
   try {
-    const [{ createPostgresAuditLog }, { exportTrail }] = await Promise.all([
-      import('../audit-postgres/index.js'),
-      import('../audit-postgres/export.js'),
-    ]);
-    return { createPostgresAuditLog, exportTrail };
+    return await Promise.all([import('../audit-postgres/index.js'), import('../audit-postgres/export.js')]);
   } catch (error) {
     if ((error as { code?: unknown }).code === 'ERR_MODULE_NOT_FOUND' && String(error).includes("'pg'"))
       return undefined;

@@ -7,33 +7,10 @@ const SCOPE_TOKEN = /^[\x21\x23-\x5B\x5D-\x7E]+$/;
 /** An absolute URL path of unreserved characters, without a trailing slash. */
 const ABSOLUTE_PATH = /^\/[A-Za-z0-9._~\-/]*[A-Za-z0-9._~-]$/;
 
-export interface OptionChecks {
-  /** Refuses the option `name`: `requirement` says what it must be. */
-  fail(name: string, requirement: string): never;
-  /** Refuses a key of `given` that is not in `known`, naming the nearest one; `prefix` is the slice's (`"ssf."`). */
-  known(given: object, known: readonly string[], prefix?: string): void;
-  /** An object, not an array. */
-  object(name: string, value: unknown): asserts value is object;
-  /** A whole number from 1 to `max`. */
-  integer(name: string, value: unknown, max: number): number;
-  /** `integer`, or `fallback` when not given. */
-  integerOr(name: string, value: unknown, fallback: number, max: number): number;
-  /** A whole number of 1 or more, without an upper bound. */
-  positive(name: string, value: unknown): number;
-  /** A function, or nothing. */
-  optionalFunction(name: string, value: unknown): void;
-  /** One scope name. */
-  scope(name: string, value: unknown): string;
-  /** An absolute path without a trailing slash. */
-  path(name: string, value: unknown): string;
-  /** An absolute URI without a fragment (a resource indicator, RFC 8707). */
-  resourceIndicator(name: string, value: unknown): string;
-  /** An array of non-empty client ids, copied and frozen. */
-  clientIds(name: string, value: unknown): string[];
-}
+export type OptionChecks = ReturnType<typeof optionChecks>;
 
 /** The checks of the options given to `fn`, which every error names. */
-export function optionChecks(fn: string): OptionChecks {
+export function optionChecks(fn: string) {
   const fail = (name: string, requirement: string): never => {
     throw invalidOption(fn, name, requirement);
   };
@@ -44,36 +21,50 @@ export function optionChecks(fn: string): OptionChecks {
     return value as number;
   };
   return {
-    fail,
-    known: (given, known, prefix = '') => refuseUnknownOptions(fn, given, known, prefix),
-    object(name, value) {
+    /** Refuses the option `name`: `requirement` says what it must be. */
+    fail(name: string, requirement: string): never {
+      return fail(name, requirement);
+    },
+    /** Refuses a key of `given` that is not in `known`, naming the nearest one; `prefix` is the slice's (`"ssf."`). */
+    known: (given: object, known: readonly string[], prefix = '') => refuseUnknownOptions(fn, given, known, prefix),
+    /** An object, not an array. */
+    object(name: string, value: unknown): asserts value is object {
       if (typeof value !== 'object' || value === null || Array.isArray(value)) fail(name, 'must be an object');
     },
+    /** A whole number from 1 to `max`. */
     integer,
-    integerOr: (name, value, fallback, max) => (value === undefined ? fallback : integer(name, value, max)),
-    positive(name, value) {
+    /** `integer`, or `fallback` when not given. */
+    integerOr: (name: string, value: unknown, fallback: number, max: number) =>
+      value === undefined ? fallback : integer(name, value, max),
+    /** A whole number of 1 or more, without an upper bound. */
+    positive(name: string, value: unknown): number {
       if (!Number.isSafeInteger(value) || (value as number) < 1) fail(name, 'must be a positive integer');
       return value as number;
     },
-    optionalFunction(name, value) {
+    /** A function, or nothing. */
+    optionalFunction(name: string, value: unknown): void {
       if (value !== undefined && typeof value !== 'function') fail(name, 'must be a function');
     },
-    scope(name, value) {
+    /** One scope name. */
+    scope(name: string, value: unknown): string {
       if (typeof value !== 'string' || !SCOPE_TOKEN.test(value)) fail(name, 'must be a single scope name');
       return value as string;
     },
-    path(name, value) {
+    /** An absolute path without a trailing slash. */
+    path(name: string, value: unknown): string {
       if (typeof value !== 'string' || !ABSOLUTE_PATH.test(value)) {
         fail(name, 'must be an absolute path without a trailing slash');
       }
       return value as string;
     },
-    resourceIndicator(name, value) {
+    /** An absolute URI without a fragment (a resource indicator, RFC 8707). */
+    resourceIndicator(name: string, value: unknown): string {
       const url = typeof value === 'string' ? URL.parse(value) : null;
       if (!url || url.hash) fail(name, 'must be an absolute URI without a fragment');
       return value as string;
     },
-    clientIds(name, value) {
+    /** An array of non-empty client ids, copied and frozen. */
+    clientIds(name: string, value: unknown): string[] {
       if (!Array.isArray(value) || value.some((id) => typeof id !== 'string' || !id)) {
         fail(name, 'must be an array of client ids');
       }

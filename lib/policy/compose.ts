@@ -1,12 +1,9 @@
 import { DecisionPointUnavailable, managementUnavailable, policyUnavailable } from '../errors.js';
 import type { JsonObject, JsonValue } from '../json.js';
-import type { ExchangeDecision, PolicyDecision } from '../config/decisions.js';
+import type { ExchangeDecision } from '../config/decisions.js';
 import type { CreationPolicyInput, ExchangePolicyInput, ResolvedCoreOptions } from '../core-options.js';
 import { evaluateAccess, type AccessEvaluation, type PolicyAction } from './evaluation.js';
 import { resolveAuthzenOptions, type AuthzenOptions, type ResolvedAuthzenOptions } from './options.js';
-
-type CreationPolicy = (input: CreationPolicyInput) => PolicyDecision | Promise<PolicyDecision>;
-type ExchangePolicy = (input: ExchangePolicyInput) => ExchangeDecision | Promise<ExchangeDecision>;
 
 /** What the decision point is told of a delegation, declared here so the policy does not import the pipeline. */
 interface DelegationAsked {
@@ -29,14 +26,6 @@ export function applyDecisionPoint(
   const authzen = resolveAuthzenOptions(input);
   // Without a decision point the hooks stay as given (absent ones absent).
   if (!authzen) return {};
-  return { ...withDecisionPoint(authzen, hooks), authzen };
-}
-
-/** The deployment's hooks with the decision point asked after each; only `decision: true` lets the request on. */
-function withDecisionPoint(
-  authzen: ResolvedAuthzenOptions,
-  hooks: { canImpersonate?: CreationPolicy | undefined; canExchange?: ExchangePolicy | undefined },
-): { canImpersonate: CreationPolicy; canExchange: ExchangePolicy } {
   return {
     canImpersonate: async (input) => {
       const own = hooks.canImpersonate ? await hooks.canImpersonate(input) : true;
@@ -44,13 +33,8 @@ function withDecisionPoint(
       const action: PolicyAction = input.breakGlass ? 'break-glass' : 'impersonate';
       return ask(authzen, creationEvaluation(action, input), managementRefusal);
     },
-    canExchange: async (input) => {
-      const own = hooks.canExchange ? await hooks.canExchange(input) : true;
-      const scopes = grantedBy(own, input.scope);
-      if (!scopes) return own;
-      const verdict = await ask(authzen, exchangeEvaluation({ ...input, scope: scopes }), tokenEndpointRefusal);
-      return verdict === true ? own : verdict;
-    },
+    canExchange: askedAfter(authzen, hooks.canExchange, exchangeEvaluation),
+    authzen,
   };
 }
 
@@ -59,11 +43,20 @@ export function delegationWithDecisionPoint<Input extends DelegationAsked>(
   authzen: ResolvedAuthzenOptions,
   own: ((input: Input) => ExchangeDecision | Promise<ExchangeDecision>) | undefined,
 ): (input: Input) => Promise<ExchangeDecision> {
+  return askedAfter(authzen, own, delegationEvaluation);
+}
+
+/** A hook that may narrow the scopes, then the decision point asked of those it let through; only `decision: true` lets it on. */
+function askedAfter<Input extends { scope: string[] }>(
+  authzen: ResolvedAuthzenOptions,
+  own: ((input: Input) => ExchangeDecision | Promise<ExchangeDecision>) | undefined,
+  evaluate: (input: Input) => AccessEvaluation,
+): (input: Input) => Promise<ExchangeDecision> {
   return async (input) => {
     const decision = own ? await own(input) : true;
     const scopes = grantedBy(decision, input.scope);
     if (!scopes) return decision;
-    const verdict = await ask(authzen, delegationEvaluation({ ...input, scope: scopes }), tokenEndpointRefusal);
+    const verdict = await ask(authzen, evaluate({ ...input, scope: scopes }), tokenEndpointRefusal);
     return verdict === true ? decision : verdict;
   };
 }

@@ -52,14 +52,8 @@ export async function evaluateAccess(
 
 /** `{ decision: boolean, context?: object }`: anything else is no answer. */
 function decisionOf(answer: unknown): AccessDecision {
-  if (
-    typeof answer !== 'object' ||
-    answer === null ||
-    typeof (answer as { decision?: unknown }).decision !== 'boolean'
-  ) {
-    throw decisionPointUnavailable('answered without a boolean "decision"');
-  }
-  const { decision, context } = answer as { decision: boolean; context?: unknown };
+  const { decision, context } = (answer ?? {}) as { decision?: unknown; context?: unknown };
+  if (typeof decision !== 'boolean') throw decisionPointUnavailable('answered without a boolean "decision"');
   if (decision) return { allowed: true };
   const reason = userReason(context);
   return reason === undefined ? { allowed: false } : { allowed: false, reason };

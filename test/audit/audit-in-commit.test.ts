@@ -130,4 +130,38 @@ describe('PostgreSQL audit log in the store: the success row in the commit', fun
     expect(issued.status, 'nothing burned').to.equal(200);
     expect((await successRows()).length).to.equal(before + 1);
   });
+
+  /** One exchange on a provider of its own, on the store's pool, with `auditLog`: the statements the pool was sent. */
+  async function exchangeOnce(plugin: { auditLog: PostgresAuditLog; telemetry?: false }): Promise<string[]> {
+    const other = await startProvider({ adapter: Store, plugin });
+    try {
+      const actorToken = await userAccessToken(other, 'alice');
+      const subject = await subjectToken(other, { userId: 'bob' });
+      const before = (await successRows()).length;
+      statements.length = 0;
+      const reply = await exchangeAsActor(other, { subjectToken: subject, actorToken, resource: API });
+      expect(reply.status, JSON.stringify(reply.body)).to.equal(200);
+      const sent = [...statements];
+      expect((await successRows()).length).to.equal(before + 1);
+      return sent;
+    } finally {
+      await other.close();
+    }
+  }
+
+  it('writes the success row in the commit with telemetry off as with it on (Invariant 44)', async () => {
+    const auditLog = createPostgresAuditLog({ pool, schema, signingKey: hmac, checkpointEvery: 3 });
+    const sent = await exchangeOnce({ auditLog, telemetry: false });
+    expect(sent.filter((text) => text.includes('journaled AS ('))).to.have.length(1);
+    expect(sent.filter((text) => /^SELECT seq, hash FROM/.test(text))).to.deep.equal([]);
+  });
+
+  it('leaves a best-effort log on the same pool out of the commit: its row is appended apart', async () => {
+    const auditLog = createPostgresAuditLog({ pool, schema, signingKey: hmac, checkpointEvery: 3, failClosed: false });
+    const sent = await exchangeOnce({ auditLog });
+    expect(sent.filter((text) => text.includes('journaled AS ('))).to.deep.equal([]);
+    expect(sent.filter((text) => /^SELECT seq, hash FROM/.test(text))).to.have.length(1);
+    const verified = await log.verify({ key: hmac, requireCheckpoints: true });
+    expect(verified.ok, JSON.stringify(verified)).to.equal(true);
+  });
 });
