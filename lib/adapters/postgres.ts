@@ -219,10 +219,17 @@ function checkedOptions(options: PostgresAdapterOptions) {
 /** Runs one statement of `operation` on the adapter's pool, its tables ready. */
 type Run = (statement: Statement, values: unknown[], operation: string) => Promise<pg.QueryResult>;
 
+/** Invariant 52: the writes this adapter had answered, each dropping what was read ahead before it. */
+interface WriteCount {
+  count: number;
+  readonly readAheads: Map<string, AdapterPayload | undefined>;
+}
+const READ_OPERATIONS = new Set(['find', 'findByUid', 'findByUserCode']);
+
 /** Invariant 10: finds, consumptions, writes and index additions of one turn go out as one statement each. */
-function entryBatches(run: Run, statements: ReturnType<typeof storeStatements>) {
+function entryBatches(run: Run, statements: ReturnType<typeof storeStatements>, written: WriteCount) {
   // Invariant 52: what readAhead read, each answer taken by the next find of its key; dropped at the next turn.
-  const readAheads = new Map<string, AdapterPayload | undefined>();
+  const readAheads = written.readAheads;
   const aheadKey = ({ model, byUid, key }: Lookup) => `${model}\u0000${byUid}\u0000${key}`;
   const leave = (item: Lookup, payload: AdapterPayload | undefined) => {
     if (!readAheads.size) setImmediate(() => readAheads.clear());
@@ -232,18 +239,22 @@ function entryBatches(run: Run, statements: ReturnType<typeof storeStatements>) 
   const lookups = new StatementBatch<Lookup, AdapterPayload | undefined>(async (items) => {
     const following = items.some((item) => item.follow);
     const values = columnsOf(items, ['model', 'byUid', 'key']);
+    const writesBefore = written.count;
     const { rows } = await run(
       following ? statements.findManyAhead : statements.findMany,
       following ? [...values, items.map((item) => item.follow === true)] : values,
       items.length === 1 && items[0]!.byUid ? 'findByUid' : 'find',
     );
     const found: Array<AdapterPayload | undefined> = Array.from({ length: items.length });
+    // A write answered meanwhile may have changed what this read: nothing of it is left for later finds.
+    const leaving = following && written.count === writesBefore;
     for (const row of rows as Array<Row & { n: string; via?: 'Session' | 'Grant' | null; key?: string }>) {
       // A Session or Grant is left under its stored key: only a find of that same key takes it.
-      if (row.via) leave({ model: row.via, byUid: row.via === 'Session', key: row.key! }, payloadOf(row));
-      else found[Number(row.n) - 1] = payloadOf(row);
+      if (row.via) {
+        if (leaving) leave({ model: row.via, byUid: row.via === 'Session', key: row.key! }, payloadOf(row));
+      } else found[Number(row.n) - 1] = payloadOf(row);
     }
-    for (const [at, item] of items.entries()) if (item.follow) leave(item, found[at]);
+    if (leaving) for (const [at, item] of items.entries()) if (item.follow) leave(item, found[at]);
     return found;
   });
 
@@ -346,10 +357,16 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
     async (statement, values, operation) => {
       const waiting = ready();
       if (waiting) await waiting;
-      return answered(pool.query({ name: statement.name, text: statement.text, values }), operation);
+      const answer = answered(pool.query({ name: statement.name, text: statement.text, values }), operation);
+      if (READ_OPERATIONS.has(operation)) return answer;
+      return answer.finally(() => {
+        written.count += 1;
+        written.readAheads.clear();
+      });
     };
+  const written: WriteCount = { count: 0, readAheads: new Map() };
   const run = runOn(storeReady);
-  const { lookups, lookup, consumptions, entryWrites, indexWrites } = entryBatches(run, statements);
+  const { lookups, lookup, consumptions, entryWrites, indexWrites } = entryBatches(run, statements, written);
   const commitBatch = commitBatches(run, names);
 
   function cleanup(): Promise<{ entries: number; indexMembers: number }> {

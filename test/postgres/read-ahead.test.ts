@@ -28,6 +28,7 @@ describe('PostgreSQL adapter: an opaque actor token, its session and its Grant i
   let pool: pg.Pool | undefined;
   let Adapter: PostgresAdapterClass | undefined;
   let tp: TestProvider | undefined;
+  let entriesTable = '';
   const texts: string[] = [];
 
   beforeEach(async () => {
@@ -43,12 +44,10 @@ describe('PostgreSQL adapter: an opaque actor token, its session and its Grant i
         if (notice.message?.includes('Query Text')) texts.push(notice.message);
       });
     });
-    Adapter = createPostgresAdapter({
-      pool,
-      schema: await postgresRunSchema(),
-      table: testTable(),
-      cleanupInterval: 0,
-    });
+    const schema = await postgresRunSchema();
+    const table = testTable();
+    entriesTable = `"${schema}"."${table}"`;
+    Adapter = createPostgresAdapter({ pool, schema, table, cleanupInterval: 0 });
   });
   afterEach(async () => {
     await tp?.close();
@@ -103,5 +102,33 @@ describe('PostgreSQL adapter: an opaque actor token, its session and its Grant i
     expect(await grants.find('g1')).to.equal(undefined);
     expect(await tokens.find('at1')).to.include({ sessionUid: 'u1' });
     expect(finds(texts)).to.deep.equal({ plain: 4, ahead: 2 });
+  });
+
+  it('leaves nothing of a read that a write of the store was answered during: the next finds read afresh', async () => {
+    const tokens = new Adapter!('AccessToken') as ReadAheadAdapter;
+    const sessions = new Adapter!('Session');
+    const grants = new Adapter!('Grant');
+    await sessions.upsert('s1', { kind: 'Session', uid: 'u1', accountId: 'alice' } as never, 600);
+    await grants.upsert('g1', { kind: 'Grant', accountId: 'alice' } as never, 600);
+    await tokens.upsert('at1', { kind: 'AccessToken', sessionUid: 'u1', grantId: 'g1' } as never, 600);
+    // The read waits behind a lock on the entries' table; a write to the indexes is answered meanwhile.
+    const holder = new pg.Client({ connectionString: DATABASE_URL });
+    await holder.connect();
+    try {
+      await holder.query('BEGIN');
+      await holder.query(`LOCK TABLE ${entriesTable} IN ACCESS EXCLUSIVE MODE`);
+      const reading = tokens.readAhead!('at1');
+      await new Adapter!('ImpersonationSession').indexAdd!(['probe'], 'm1', Date.now() + 60_000);
+      await holder.query('COMMIT');
+      await reading;
+      texts.length = 0;
+      // Found in the turn the read was answered in: had it left them, these would take them.
+      const [token, grant] = await Promise.all([tokens.find('at1'), grants.find('g1')]);
+      expect(token).to.include({ sessionUid: 'u1' });
+      expect(grant).to.include({ accountId: 'alice' });
+    } finally {
+      await holder.end();
+    }
+    expect(finds(texts)).to.deep.equal({ plain: 1, ahead: 0 });
   });
 });
