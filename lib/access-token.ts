@@ -2,7 +2,7 @@ import { hash } from 'node:crypto';
 import { createLocalJWKSet, jwtVerify, type JWTPayload } from 'jose';
 import { LRUCache } from 'lru-cache';
 import type { AccessToken, Provider } from 'oidc-provider';
-import { ReadAhead, readingAhead } from './adapters/contracts/read-ahead.js';
+import type { ReadAheadAdapter } from './adapters/contracts/read-ahead.js';
 import { findAccessTokenUnbound, providerJwks, sessionBindingHolds } from './provider-internals.js';
 import { SESSION_CLAIM } from './token-claims.js';
 
@@ -108,13 +108,14 @@ export async function verifyAccessToken(
 
 /** Invariant 52: an opaque user token as userinfo would honour it; session and Grant read side by side. */
 async function findHonouredAccessToken(provider: Provider, value: string): Promise<AccessToken | undefined> {
-  const box = new ReadAhead();
-  const token = await readingAhead(box, () => findAccessTokenUnbound(provider, value));
+  const adapter: ReadAheadAdapter = provider.AccessToken.adapter;
+  await adapter.readAhead?.(value);
+  const token = await findAccessTokenUnbound(provider, value);
   if (!token || token.isExpired || typeof token.grantId !== 'string') return undefined;
-  const { grantId } = token;
-  const [bound, grant] = await readingAhead(box, () =>
-    Promise.all([sessionBindingHolds(provider, token), provider.Grant.find(grantId, { ignoreExpiration: true })]),
-  );
+  const [bound, grant] = await Promise.all([
+    sessionBindingHolds(provider, token),
+    provider.Grant.find(token.grantId, { ignoreExpiration: true }),
+  ]);
   if (!bound || !grant || grant.isExpired || grant.clientId !== token.clientId || grant.accountId !== token.accountId) {
     return undefined;
   }

@@ -7,31 +7,21 @@ import type { Statement } from '../postgres/statement.js';
 
 /** The PostgreSQL adapter's tables, migration and statements, each prepared once per connection under its own name. */
 
-interface StoreNames {
-  /** The entries: one row per model and id. */
-  entries: string;
-  /** The sorted indexes: one row per model, index and member. */
-  indexes: string;
-  /** Key of the advisory lock that serialises migrations of these tables. */
-  lock: string;
-  statementPrefix: string;
-  /** Index names, unqualified (PostgreSQL creates an index in its table's schema), by suffix. */
-  index(suffix: string): string;
-  /** Every table and index the migration creates, qualified as `to_regclass()` reads them. */
-  objects: string[];
-  /** The outbox's tables, made on its first use. */
-  outbox: OutboxTables;
-}
+type StoreNames = ReturnType<typeof storeNames>;
 
 const INDEX_SUFFIXES = ['uid', 'user_code', 'grant', 'expires', 'index_order', 'index_expires'];
 
-export function storeNames(schema: string | undefined, table: string): StoreNames {
+export function storeNames(schema: string | undefined, table: string) {
   const qualify = (name: string) => (schema ? `"${schema}"."${name}"` : `"${name}"`);
+  // Index names are unqualified: PostgreSQL creates an index in its table's schema.
   const index = (suffix: string) => `"${table}_${suffix}"`;
+  // Key of the advisory lock that serialises migrations of these tables.
   const lock = `oidc-provider-impersonation:${schema ?? ''}.${table}`;
   const statementPrefix = `oidc_imp_${createHash('sha256').update(lock).digest('hex').slice(0, 12)}_`;
   return {
+    // Every table and index the migration creates, qualified as `to_regclass()` reads them.
     objects: [table, `${table}_index`, ...INDEX_SUFFIXES.map((suffix) => `${table}_${suffix}`)].map(qualify),
+    // One row per model and id; the sorted indexes, one row per model, index and member.
     entries: qualify(table),
     indexes: qualify(`${table}_index`),
     lock,
@@ -96,26 +86,22 @@ export async function migrateStore(pool: pg.Pool, names: StoreNames): Promise<vo
 /** An entry is live while it has no expiry or its expiry is still ahead: no query ever returns another. */
 const LIVE = '(expires_at IS NULL OR expires_at > now())';
 
-/** What a commit writes besides the exchanges' own rows. */
-interface CommitExtras {
-  /** The outbox's tables: the exchanges' notifications are appended ($19–$26). */
-  outbox?: Pick<OutboxTables, 'entries' | 'drops'> | undefined;
-  /** A trail in the same database: its rows are appended by this SQL function (one text[] after the outbox's). */
-  appendFunction?: string | undefined;
-}
-
-/** The commit with `extras`, named after them. */
-export function commitWith(names: StoreNames, extras: CommitExtras): Statement {
-  const variant = `${extras.appendFunction ?? ''}\n${extras.outbox ? extras.outbox.entries : ''}`;
+/**
+ * The commit, named after what it writes besides the exchanges' own rows: with `notifying`, their notifications
+ * ($19–$26); with `appendFunction` (a trail in the same database), their trail rows (one text[] after those).
+ */
+export function commitWith(names: StoreNames, appendFunction: string | undefined, notifying: boolean): Statement {
+  const outbox = notifying ? names.outbox : undefined;
+  const variant = `${appendFunction ?? ''}\n${outbox ? outbox.entries : ''}`;
   const suffix = createHash('sha256').update(variant).digest('hex').slice(0, 12);
-  return { name: `${names.statementPrefix}commit_${suffix}`, text: commitText(names, extras) };
+  return { name: `${names.statementPrefix}commit_${suffix}`, text: commitText(names, outbox, appendFunction) };
 }
 
 // Invariants 1–5, 11: the commits of one turn in one statement, each decided on its own. Row n of $1–$8: entry
 // to consume (or NULL), consumed value, entry, payload, lifetime (ms), members' expiry; $9–$11 guards' models,
 // ids, owners n, $12 a created guard's lifetime (ms); $13, $14 index names and owners n; $15–$18 quota
 // counters' ids, bounds, lifetimes (ms) and owners n (entries of the owner's model).
-function commitText({ entries, indexes }: StoreNames, { outbox, appendFunction }: CommitExtras): string {
+function commitText({ entries, indexes }: StoreNames, outbox?: OutboxTables, appendFunction?: string): string {
   const notes = outbox ? `,\n      ${appendCtes(outbox, 19, 'i.n IN (SELECT n FROM allowed)')}` : '';
   const dropped = outbox
     ? `(SELECT json_agg(c.subscription) FROM counted AS c WHERE c.n = q.n AND c.waiting >= c.max_pending)`
@@ -238,18 +224,18 @@ export function storeStatements(names: StoreNames) {
     findMany: `SELECT q.n, e.payload, e.consumed
       FROM unnest($1::text[], $2::bool[], $3::text[]) WITH ORDINALITY AS q(model, by_uid, key, n)
       ${lookup('payload, consumed')}`,
-    // As findMany; for an access token ($4) also its Session (by uid) and Grant (by grant_id): `via` names them.
+    // As findMany; for readAhead's ($4) also the Session (by uid) and Grant (by grant_id): `via` and `key` name them.
     findManyAhead: `WITH found AS (
         SELECT q.n, q.follow, e.payload, e.consumed, e.grant_id
         FROM unnest($1::text[], $2::bool[], $3::text[], $4::bool[]) WITH ORDINALITY AS q(model, by_uid, key, follow, n)
         ${lookup('payload, consumed, grant_id')})
-      SELECT f.n, f.payload, f.consumed, NULL::text AS via FROM found AS f
+      SELECT f.n, f.payload, f.consumed, NULL::text AS via, NULL::text AS key FROM found AS f
       UNION ALL
-      SELECT f.n, s.payload, s.consumed, 'Session' FROM found AS f
+      SELECT f.n, s.payload, s.consumed, 'Session', s.uid FROM found AS f
         JOIN ${entries} AS s ON s.model = 'Session' AND s.uid = f.payload->>'sessionUid'
         WHERE f.follow AND (s.expires_at IS NULL OR s.expires_at > now())
       UNION ALL
-      SELECT f.n, g.payload, g.consumed, 'Grant' FROM found AS f
+      SELECT f.n, g.payload, g.consumed, 'Grant', g.id FROM found AS f
         JOIN ${entries} AS g ON g.model = 'Grant' AND g.id = f.grant_id
         WHERE f.follow AND (g.expires_at IS NULL OR g.expires_at > now())`,
     findByUserCode: `SELECT payload, consumed FROM ${entries} WHERE model = $1 AND user_code = $2 AND ${LIVE} LIMIT 1`,
@@ -270,7 +256,6 @@ export function storeStatements(names: StoreNames) {
       WHERE e.model = target.model AND e.id = target.id RETURNING e.model, e.id`,
     release: `UPDATE ${entries} SET consumed = NULL
       WHERE model = $1 AND id = $2 AND consumed::jsonb = $3::jsonb AND ${LIVE}`,
-    commitMany: commitText(names, {}),
     destroy: `DELETE FROM ${entries} WHERE model = $1 AND id = $2`,
     // Only the grantable models' rows carry a grant id.
     revokeByGrantId: `DELETE FROM ${entries} WHERE grant_id = $1`,

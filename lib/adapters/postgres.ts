@@ -13,7 +13,7 @@ import { lastByKey, StatementBatch } from '../postgres/batch.js';
 import { assertPlainIdentifiers } from '../postgres/identifier.js';
 import { openPool, POOL_SOURCE_NAMES, type PoolSource } from '../postgres/pool.js';
 import { optionChecks, type OptionChecks } from '../config/checks.js';
-import { currentReadAhead, type ReadAhead } from './contracts/read-ahead.js';
+import type { ReadAheadAdapter } from './contracts/read-ahead.js';
 import { commitWith, migrateStore, storeNames, storeStatements } from './postgres-schema.js';
 import type { Statement } from '../postgres/statement.js';
 import { invalidArgument, invalidCall, postgresFailed, unavailable, unstorableValue } from '../errors/standalone.js';
@@ -80,7 +80,6 @@ interface CommitRow {
 /** Times a commit is sent while its guards are being created by other statements (a quota write, its counters). */
 const MAX_COMMIT_ATTEMPTS = 3;
 
-const MAX_BATCH = 256;
 const BIGINT_MAX = '9223372036854775807';
 /** The longest lifetime stored, in ms (about 300 years): a longer one would overflow PostgreSQL's interval and fail its whole batch. */
 const LONGEST_LIFETIME_MS = 1e13;
@@ -124,42 +123,23 @@ const COMMIT_COLUMNS = [
 ] as const;
 
 function commitManyValues(commits: readonly PlainCommit[]): unknown[] {
-  const owned = (list: (commit: PlainCommit) => readonly string[]) => {
-    const values: string[] = [];
-    const models: string[] = [];
-    const owners: number[] = [];
-    for (const [at, commit] of commits.entries()) {
-      for (const value of new Set(list(commit))) {
-        values.push(value);
-        models.push(commit.model);
-        owners.push(at + 1);
-      }
-    }
-    return { values, models, owners };
-  };
+  // Each commit's distinct guards and index names, with its model and its number n.
+  const owned = (list: (commit: PlainCommit) => readonly string[]) =>
+    commits.flatMap((commit, at) =>
+      [...new Set(list(commit))].map((value) => ({ value, model: commit.model, n: at + 1 })),
+    );
   const guards = owned((commit) => commit.guards);
   const indexes = owned((commit) => commit.indexes);
   const quotas = commits.flatMap((commit, at) => commit.quotas.map((quota) => ({ ...quota, n: at + 1 })));
-  const notes = commits.flatMap((commit, at) =>
-    (commit.notes?.entries ?? []).map((entry) => ({
-      entry,
-      now: commit.notes!.now,
-      maxPending: commit.notes!.maxPending,
-      n: at + 1,
-    })),
+  const notes = commits.flatMap(({ notes }, at) =>
+    (notes?.entries ?? []).map((entry) => ({ entry, now: notes!.now, maxPending: notes!.maxPending, n: at + 1 })),
   );
   return [
     ...columnsOf(commits, COMMIT_COLUMNS),
-    guards.models,
-    guards.values,
-    guards.owners,
+    ...columnsOf(guards, ['model', 'value', 'n']),
     GUARD_LIFETIME_MS,
-    indexes.values,
-    indexes.owners,
-    quotas.map((quota) => quota.id),
-    quotas.map((quota) => quota.max),
-    quotas.map((quota) => quota.lifetime),
-    quotas.map((quota) => quota.n),
+    ...columnsOf(indexes, ['value', 'n']),
+    ...columnsOf(quotas, ['id', 'max', 'lifetime', 'n']),
     ...(notes.length ? appendValues(notes) : []),
     // A batch's commits are of one kind: all carry trail rows, or none does.
     ...(commits[0]?.journal === undefined ? [] : [commits.map((commit) => commit.journal ?? '[]')]),
@@ -169,19 +149,16 @@ function commitManyValues(commits: readonly PlainCommit[]): unknown[] {
 /** `items` cut, in order, into runs in which no two share a key (Invariant 11). */
 function runsOfDistinct<Item>(items: readonly Item[], keysOf: (item: Item) => readonly string[]): Item[][] {
   const runs: Item[][] = [];
-  let run: Item[] = [];
   let held = new Set<string>();
   for (const item of items) {
     const keys = keysOf(item);
-    if (keys.some((key) => held.has(key))) {
-      runs.push(run);
-      run = [];
+    if (!runs.length || keys.some((key) => held.has(key))) {
+      runs.push([]);
       held = new Set();
     }
-    run.push(item);
+    runs.at(-1)!.push(item);
     for (const key of keys) held.add(key);
   }
-  if (run.length) runs.push(run);
   return runs;
 }
 
@@ -198,23 +175,14 @@ interface Lookup {
   model: string;
   byUid: boolean;
   key: string;
-  /** For an access token: where its session and Grant, read in the same statement, are left. */
-  ahead?: ReadAhead;
-}
-
-interface EntryWrite {
-  model: string;
-  id: string;
-  payload: string;
-  consumed: string | null;
-  grantId: string | null;
-  uid: string | null;
-  userCode: string | null;
-  lifetimeMs: number | null;
+  /** readAhead's: the entry's Session and Grant are read in the same statement, and all three left for the finds. */
+  follow?: boolean;
 }
 
 /** `upsertMany`'s columns. */
 const ENTRY_COLUMNS = ['model', 'id', 'payload', 'consumed', 'grantId', 'uid', 'userCode', 'lifetimeMs'] as const;
+/** One entry to write: its key, its texts (or null) and its lifetime (ms, or null), by column. */
+type EntryWrite = { model: string; id: string } & Record<(typeof ENTRY_COLUMNS)[number], string | number | null>;
 
 interface IndexWrite {
   model: string;
@@ -251,103 +219,98 @@ function checkedOptions(options: PostgresAdapterOptions) {
 /** Runs one statement of `operation` on the adapter's pool, its tables ready. */
 type Run = (statement: Statement, values: unknown[], operation: string) => Promise<pg.QueryResult>;
 
+/** Invariant 52: the writes this adapter had answered, each dropping what was read ahead before it. */
+interface WriteCount {
+  count: number;
+  readonly readAheads: Map<string, AdapterPayload | undefined>;
+}
+const READ_OPERATIONS = new Set(['find', 'findByUid', 'findByUserCode']);
+
 /** Invariant 10: finds, consumptions, writes and index additions of one turn go out as one statement each. */
-function entryBatches(run: Run, statements: ReturnType<typeof storeStatements>, readAheadOwner: object) {
-  const lookups = new StatementBatch<Lookup, AdapterPayload | undefined>(
-    async (items) => {
-      const following = items.some((item) => item.ahead);
-      const values = [items.map((item) => item.model), items.map((item) => item.byUid), items.map((item) => item.key)];
-      const { rows } = await run(
-        following ? statements.findManyAhead : statements.findMany,
-        following ? [...values, items.map((item) => item.ahead !== undefined)] : values,
-        items.length === 1 && items[0]!.byUid ? 'findByUid' : 'find',
-      );
-      const found: Array<AdapterPayload | undefined> = Array.from({ length: items.length });
-      const ahead: Array<{ Session?: AdapterPayload; Grant?: AdapterPayload }> = [];
-      for (const row of rows as Array<Row & { n: string; via?: 'Session' | 'Grant' | null }>) {
-        const at = Number(row.n) - 1;
-        if (row.via) (ahead[at] ??= {})[row.via] = payloadOf(row);
-        else found[at] = payloadOf(row);
-      }
-      for (const [at, item] of items.entries()) {
-        const token = found[at];
-        const { Session: session, Grant: grant } = ahead[at] ?? {};
-        if (!item.ahead || !token) continue;
-        // Only what was found is left; a miss is read again on its own.
-        if (session && typeof token.sessionUid === 'string' && keyOf(token.sessionUid) === token.sessionUid) {
-          item.ahead.put(readAheadOwner, 'Session', 'uid', token.sessionUid, session);
-        }
-        if (grant && typeof token.grantId === 'string') {
-          item.ahead.put(readAheadOwner, 'Grant', 'id', keyOf(token.grantId), grant);
-        }
-      }
-      return found;
-    },
-    { max: MAX_BATCH },
-  );
+function entryBatches(run: Run, statements: ReturnType<typeof storeStatements>, written: WriteCount) {
+  // Invariant 52: what readAhead read, each answer taken by the next find of its key; dropped at the next turn.
+  const readAheads = written.readAheads;
+  const aheadKey = ({ model, byUid, key }: Lookup) => `${model}\u0000${byUid}\u0000${key}`;
+  const leave = (item: Lookup, payload: AdapterPayload | undefined) => {
+    if (!readAheads.size) setImmediate(() => readAheads.clear());
+    readAheads.set(aheadKey(item), payload);
+  };
 
-  const consumptions = new StatementBatch<{ model: string; id: string }, boolean>(
-    async (items) => {
-      const rows = lastByKey(items, (item) => `${item.model}\u0000${item.id}`);
-      const consumedAt = String(Math.floor(Date.now() / 1000));
-      const { rows: consumed } = await run(
-        statements.consumeMany,
-        [rows.map((row) => row.model), rows.map((row) => row.id), consumedAt],
-        'consumeOnce',
-      );
-      // Invariant 11: of several callers for one row, the first wins.
-      const won = new Set(
-        (consumed as Array<{ model: string; id: string }>).map((row) => `${row.model}\u0000${row.id}`),
-      );
-      return items.map((item) => won.delete(`${item.model}\u0000${item.id}`));
-    },
-    { max: MAX_BATCH },
-  );
+  const lookups = new StatementBatch<Lookup, AdapterPayload | undefined>(async (items) => {
+    const following = items.some((item) => item.follow);
+    const values = columnsOf(items, ['model', 'byUid', 'key']);
+    const writesBefore = written.count;
+    const { rows } = await run(
+      following ? statements.findManyAhead : statements.findMany,
+      following ? [...values, items.map((item) => item.follow === true)] : values,
+      items.length === 1 && items[0]!.byUid ? 'findByUid' : 'find',
+    );
+    const found: Array<AdapterPayload | undefined> = Array.from({ length: items.length });
+    // A write answered meanwhile may have changed what this read: nothing of it is left for later finds.
+    const leaving = following && written.count === writesBefore;
+    for (const row of rows as Array<Row & { n: string; via?: 'Session' | 'Grant' | null; key?: string }>) {
+      // A Session or Grant is left under its stored key: only a find of that same key takes it.
+      if (row.via) {
+        if (leaving) leave({ model: row.via, byUid: row.via === 'Session', key: row.key! }, payloadOf(row));
+      } else found[Number(row.n) - 1] = payloadOf(row);
+    }
+    if (leaving) for (const [at, item] of items.entries()) if (item.follow) leave(item, found[at]);
+    return found;
+  });
 
-  const entryWrites = new StatementBatch<EntryWrite, void>(
-    async (items) => {
-      // Invariant 3.
-      const rows = lastByKey(items, (item) => `${item.model}\u0000${item.id}`);
-      await run(statements.upsertMany, columnsOf(rows, ENTRY_COLUMNS), 'upsert');
-      return Array.from({ length: items.length });
-    },
-    { max: MAX_BATCH },
-  );
+  /** A find's answer: the one readAhead left for it, taken, or else read. */
+  const lookup = (item: Lookup): Promise<AdapterPayload | undefined> => {
+    const at = aheadKey(item);
+    if (!readAheads.has(at)) return lookups.add(item);
+    const payload = readAheads.get(at);
+    readAheads.delete(at);
+    return Promise.resolve(payload);
+  };
 
-  const indexWrites = new StatementBatch<IndexWrite, void>(
-    async (items) => {
-      const members = items.flatMap((item) =>
-        item.names.map((name) => ({ model: item.model, name, member: item.member, expiresAt: item.expiresAt })),
-      );
-      const rows = lastByKey(members, (row) => `${row.model}\u0000${row.name}\u0000${row.member}`);
-      await run(statements.indexAddMany, columnsOf(rows, ['model', 'name', 'member', 'expiresAt']), 'indexAdd');
-      return Array.from({ length: items.length });
-    },
-    { max: MAX_BATCH },
-  );
+  const entryKey = (row: { model: string; id: string }) => `${row.model}\u0000${row.id}`;
+  const consumptions = new StatementBatch<{ model: string; id: string }, boolean>(async (items) => {
+    const consumedAt = String(Math.floor(Date.now() / 1000));
+    const values = [...columnsOf(lastByKey(items, entryKey), ['model', 'id']), consumedAt];
+    const { rows } = await run(statements.consumeMany, values, 'consumeOnce');
+    // Invariant 11: of several callers for one row, the first wins.
+    const won = new Set((rows as Array<{ model: string; id: string }>).map(entryKey));
+    return items.map((item) => won.delete(entryKey(item)));
+  });
 
-  return { lookups, consumptions, entryWrites, indexWrites };
+  const entryWrites = new StatementBatch<EntryWrite, void>(async (items) => {
+    // Invariant 3.
+    await run(statements.upsertMany, columnsOf(lastByKey(items, entryKey), ENTRY_COLUMNS), 'upsert');
+    return Array.from({ length: items.length });
+  });
+
+  const indexWrites = new StatementBatch<IndexWrite, void>(async (items) => {
+    const members = items.flatMap((item) =>
+      item.names.map((name) => ({ model: item.model, name, member: item.member, expiresAt: item.expiresAt })),
+    );
+    const rows = lastByKey(members, (row) => `${row.model}\u0000${row.name}\u0000${row.member}`);
+    await run(statements.indexAddMany, columnsOf(rows, ['model', 'name', 'member', 'expiresAt']), 'indexAdd');
+    return Array.from({ length: items.length });
+  });
+
+  return { lookups, lookup, consumptions, entryWrites, indexWrites };
 }
 
 /** Invariant 11: the commits of one turn share a statement, one per kind (with notifications or not, a trail's rows or not). */
-function commitBatches(run: Run, statementOf: (appendFunction: string | undefined, notifying: boolean) => Statement) {
+function commitBatches(run: Run, names: Parameters<typeof commitWith>[0]) {
   const batches = new Map<string, StatementBatch<PlainCommit, CommitRow>>();
   return (appendFunction: string | undefined, notifying: boolean): StatementBatch<PlainCommit, CommitRow> => {
     const key = `${appendFunction ?? ''}\n${notifying}`;
     let batch = batches.get(key);
     if (!batch) {
-      const statement = statementOf(appendFunction, notifying);
-      batch = new StatementBatch<PlainCommit, CommitRow>(
-        async (items) => {
-          const answers = new Map<PlainCommit, CommitRow>();
-          for (const sent of runsOfDistinct(items, commitKeys)) {
-            const { rows } = await run(statement, commitManyValues(sent), 'commitOnce');
-            for (const row of rows as CommitRow[]) answers.set(sent[Number(row.n) - 1]!, row);
-          }
-          return items.map((item) => answers.get(item)!);
-        },
-        { max: MAX_BATCH },
-      );
+      const statement = commitWith(names, appendFunction, notifying);
+      batch = new StatementBatch<PlainCommit, CommitRow>(async (items) => {
+        const answers = new Map<PlainCommit, CommitRow>();
+        for (const sent of runsOfDistinct(items, commitKeys)) {
+          const { rows } = await run(statement, commitManyValues(sent), 'commitOnce');
+          for (const row of rows as CommitRow[]) answers.set(sent[Number(row.n) - 1]!, row);
+        }
+        return items.map((item) => answers.get(item)!);
+      });
       batches.set(key, batch);
     }
     return batch;
@@ -362,34 +325,29 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
   const statements = storeStatements(names);
 
   let migrated = false;
-  let migrating: Promise<void> | undefined;
   let closed = false;
   let sweeping: Promise<{ entries: number; indexMembers: number }> | undefined;
   let timer: NodeJS.Timeout | undefined;
 
-  function migrate(): Promise<void> {
-    if (closed) return Promise.reject(unavailable('the PostgreSQL adapter is disconnected'));
-    migrating ??= migrateStore(pool, names).then(
-      () => {
-        migrated = true;
-        startSweep();
-      },
-      (error: unknown) => {
-        migrating = undefined; // retried on the next call: the database may be back
+  /** Runs `make` until it first succeeds (again after a failure: the database may be back); refused once closed. */
+  const madeOnce = (make: () => Promise<void>) => {
+    let making: Promise<void> | undefined;
+    return (): Promise<void> => {
+      if (closed) return Promise.reject(unavailable('the PostgreSQL adapter is disconnected'));
+      return (making ??= make().catch((error: unknown) => {
+        making = undefined;
         throw storeError('migration', error);
-      },
-    );
-    return migrating;
-  }
-
-  function startSweep(): void {
-    if (!cleanupInterval || timer || closed) return;
-    timer = setInterval(() => {
-      cleanup().catch(() => {});
-    }, cleanupInterval);
+      }));
+    };
+  };
+  const migrate = madeOnce(async () => {
+    await migrateStore(pool, names);
+    migrated = true;
     // The sweep never keeps a process alive that has nothing else to do.
-    timer.unref();
-  }
+    if (cleanupInterval && !closed) timer = setInterval(() => void cleanup().catch(() => {}), cleanupInterval).unref();
+  });
+  /** The outbox's tables are made on its first use: a deployment without webhooks never has them. */
+  const outboxReady = madeOnce(() => migrateUnderLock(pool, names.lock, outboxDdl(names.outbox)));
 
   /** The store's tables, made on the first call; undefined once they are, so that a statement goes out in this turn. */
   const storeReady = (): Promise<void> | undefined => (closed || !migrated ? migrate() : undefined);
@@ -399,15 +357,17 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
     async (statement, values, operation) => {
       const waiting = ready();
       if (waiting) await waiting;
-      return answered(pool.query({ name: statement.name, text: statement.text, values }), operation);
+      const answer = answered(pool.query({ name: statement.name, text: statement.text, values }), operation);
+      if (READ_OPERATIONS.has(operation)) return answer;
+      return answer.finally(() => {
+        written.count += 1;
+        written.readAheads.clear();
+      });
     };
+  const written: WriteCount = { count: 0, readAheads: new Map() };
   const run = runOn(storeReady);
-  // The owner of what this adapter reads ahead (see ReadAhead): only its own finds take it.
-  const readAheadOwner = {};
-  const { lookups, consumptions, entryWrites, indexWrites } = entryBatches(run, statements, readAheadOwner);
-  const commitBatch = commitBatches(run, (appendFunction, notifying) =>
-    commitWith(names, { appendFunction, outbox: notifying ? outboxTables : undefined }),
-  );
+  const { lookups, lookup, consumptions, entryWrites, indexWrites } = entryBatches(run, statements, written);
+  const commitBatch = commitBatches(run, names);
 
   function cleanup(): Promise<{ entries: number; indexMembers: number }> {
     // One sweep at a time per adapter; several instances skip each other's rows.
@@ -435,17 +395,6 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
   }
 
   let outbox: OutboxStore | undefined;
-  const outboxTables = names.outbox;
-  let outboxMigrating: Promise<void> | undefined;
-  /** The outbox's tables are made on its first use: a deployment without webhooks never has them. */
-  async function outboxReady(): Promise<void> {
-    if (closed) throw unavailable('the PostgreSQL adapter is disconnected');
-    outboxMigrating ??= migrateUnderLock(pool, names.lock, outboxDdl(outboxTables)).catch((error: unknown) => {
-      outboxMigrating = undefined;
-      throw storeError('migration', error);
-    });
-    await outboxMigrating;
-  }
   const runOutbox = runOn(outboxReady);
   const runOutboxTransaction: RunTransaction = (work, operation) => transaction(outboxReady, 'BEGIN', work, operation);
 
@@ -478,7 +427,7 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
     }
   }
 
-  class PostgresAdapter extends DerivedOperations implements EveryDomainAdapter {
+  class PostgresAdapter extends DerivedOperations implements EveryDomainAdapter, Pick<ReadAheadAdapter, 'readAhead'> {
     readonly #name: string;
 
     constructor(name: string) {
@@ -497,8 +446,7 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
     static async close(): Promise<void> {
       if (closed) return;
       closed = true;
-      if (timer) clearInterval(timer);
-      timer = undefined;
+      clearInterval(timer);
       await sweeping?.catch(() => {});
       await end();
     }
@@ -509,7 +457,7 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
 
     /** The webhooks' outbox, one per createPostgresAdapter(), in `<table>_outbox` and `<table>_outbox_drops`. */
     outbox(): OutboxStore {
-      return (outbox ??= createPostgresOutbox(outboxTables, runOutbox, runOutboxTransaction));
+      return (outbox ??= createPostgresOutbox(names.outbox, runOutbox, runOutboxTransaction));
     }
 
     async upsert(id: string, payload: AdapterPayload, expiresIn?: number): Promise<void> {
@@ -527,23 +475,16 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
     }
 
     async find(id: string): Promise<AdapterPayload | undefined> {
-      const key = keyOf(id);
-      const box = currentReadAhead();
-      const read = box?.take(readAheadOwner, this.#name, 'id', key);
-      if (read) return read;
-      return lookups.add({
-        model: this.#name,
-        byUid: false,
-        key,
-        ...(box && this.#name === 'AccessToken' ? { ahead: box } : {}),
-      });
+      return lookup({ model: this.#name, byUid: false, key: keyOf(id) });
     }
 
     async findByUid(uid: string): Promise<AdapterPayload | undefined> {
-      const key = keyOf(uid);
-      const read = currentReadAhead()?.take(readAheadOwner, this.#name, 'uid', key);
-      if (read) return read;
-      return lookups.add({ model: this.#name, byUid: true, key });
+      return lookup({ model: this.#name, byUid: true, key: keyOf(uid) });
+    }
+
+    /** Invariant 52: the entry, its Session and its Grant in one statement, each left for the next find of it. */
+    async readAhead(id: string): Promise<void> {
+      await lookups.add({ model: this.#name, byUid: false, key: keyOf(id), follow: true });
     }
 
     async findByUserCode(userCode: string): Promise<AdapterPayload | undefined> {
@@ -648,15 +589,14 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
       assertMember(member);
       const expiries = adds.map((add) => storedExpiry(add.expiresAt));
       const indexNames = adds.map((add) => keyOf(add.index));
-      const model = this.#name;
       const { rows } = await transaction(
         storeReady,
         'BEGIN ISOLATION LEVEL READ COMMITTED',
         async (query) => {
-          await query(statements.indexLock, [names.lock, model, indexNames], 'indexAddWithin');
+          await query(statements.indexLock, [names.lock, this.#name, indexNames], 'indexAddWithin');
           return query(
             statements.indexAddWithin,
-            [model, indexNames, member, Date.now(), expiries, adds.map((add) => add.bound)],
+            [this.#name, indexNames, member, Date.now(), expiries, adds.map((add) => add.bound)],
             'indexAddWithin',
           );
         },

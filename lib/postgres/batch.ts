@@ -1,6 +1,6 @@
 interface StatementBatchOptions {
-  /** Most items one statement carries; a full batch goes out at once. */
-  max: number;
+  /** Most items one statement carries (default 256); a full batch goes out at once. */
+  max?: number;
   /** Group commit: one statement in flight; what arrives meanwhile goes in the next, in order. Without it, one per turn. */
   oneInFlight?: boolean;
 }
@@ -11,19 +11,21 @@ interface Waiting<Item, Result> {
   reject(error: unknown): void;
 }
 
+type Send<Item, Result> = (items: Item[]) => Promise<Result[]>;
+
 /** Items asked for together, sent as one statement: one parse, plan, commit and round trip for all (Invariant 10). */
 export class StatementBatch<Item, Result> {
-  readonly #send: (items: Item[]) => Promise<Result[]>;
+  readonly #send: Send<Item, Result>;
   readonly #max: number;
   readonly #oneInFlight: boolean;
   #pending: Array<Waiting<Item, Result>> = [];
   #scheduled = false;
   #inFlight = false;
 
-  constructor(send: (items: Item[]) => Promise<Result[]>, options: StatementBatchOptions) {
+  constructor(send: Send<Item, Result>, { max = 256, oneInFlight = false }: StatementBatchOptions = {}) {
     this.#send = send;
-    this.#max = options.max;
-    this.#oneInFlight = options.oneInFlight ?? false;
+    this.#max = max;
+    this.#oneInFlight = oneInFlight;
   }
 
   add(item: Item): Promise<Result> {

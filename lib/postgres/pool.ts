@@ -17,25 +17,14 @@ export interface PoolSource {
   connectionString?: string | undefined;
 }
 
-export const POOL_SOURCE_NAMES = Object.keys({ pool: true, connectionString: true } satisfies Record<
-  keyof PoolSource,
-  true
->);
+const POOL_SOURCE: Record<keyof PoolSource, true> = { pool: true, connectionString: true };
+export const POOL_SOURCE_NAMES = Object.keys(POOL_SOURCE);
 
-interface OpenedPool {
-  pool: pg.Pool;
-  /** Ends the pool when it was opened here (once, however often it is called); leaves a pool passed in to its owner. */
-  end(): Promise<void>;
-}
-
-/** The pool of an adapter or an audit log, from exactly one of `pool` and `connectionString`. */
-export function openPool(caller: string, source: PoolSource): OpenedPool {
+/** The pool, from exactly one of `pool` and `connectionString`; its `end()` ends only a pool opened here, once. */
+export function openPool(caller: string, source: PoolSource): { pool: pg.Pool; end(): Promise<void> } {
   if (!source.pool === !source.connectionString)
     throw invalidCall(caller, 'pass "pool" or "connectionString", exactly one of them');
-  if (source.pool) {
-    const { pool } = source;
-    return { pool, end: async () => {} };
-  }
+  if (source.pool) return { pool: source.pool, end: async () => {} };
   const pool = new pg.Pool({ connectionString: source.connectionString, ...POSTGRES_POOL_OPTIONS });
   // An idle client that loses its connection must not crash the process; the next query reports the outage.
   pool.on('error', () => {});

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import pg from 'pg';
-import { ReadAhead, readingAhead } from '../../lib/adapters/contracts/read-ahead.js';
+import type { ReadAheadAdapter } from '../../lib/adapters/contracts/read-ahead.js';
 import { createPostgresAdapter, type PostgresAdapterClass } from '../../lib/adapters/postgres.js';
 import { logout, subjectToken, userAccessToken, userSignIn } from '../support/http.js';
 import { exchangeAsActor } from '../support/impersonations.js';
@@ -8,7 +8,7 @@ import { DATABASE_URL } from '../support/postgres.js';
 import { postgresRunSchema, testTable } from '../support/postgres-adapter.js';
 import { startProvider, type TestProvider } from '../support/provider.js';
 
-/** The finds among the statements `texts` holds: findMany, or findManyAhead (which names `via`). */
+/** The finds among the statements `texts` holds: findMany, or findManyAhead (readAhead's, which names `via`). */
 function finds(texts: readonly string[]): { plain: number; ahead: number } {
   const found = texts.filter((text) => text.includes('CROSS JOIN LATERAL'));
   const ahead = found.filter((text) => text.includes('AS via')).length;
@@ -18,15 +18,17 @@ function finds(texts: readonly string[]): { plain: number; ahead: number } {
 /**
  * Honouring an opaque actor token reads the token, then its session and its
  * Grant. On PostgreSQL the three are rows of one table: the adapter reads the
- * two with the token, in one statement, and hands them only to the request
- * that asked for the token (ReadAhead). The statements are read as PostgreSQL
- * runs them (auto_explain, sent to this client).
+ * two with the token, in one statement (the plugin calls its adapter's
+ * readAhead first), and hands each to the next find of it in that turn of the
+ * event loop. The statements are read as PostgreSQL runs them (auto_explain,
+ * sent to this client).
  */
 describe('PostgreSQL adapter: an opaque actor token, its session and its Grant in one statement', function () {
   this.timeout(60_000);
   let pool: pg.Pool | undefined;
   let Adapter: PostgresAdapterClass | undefined;
   let tp: TestProvider | undefined;
+  let entriesTable = '';
   const texts: string[] = [];
 
   beforeEach(async () => {
@@ -42,12 +44,10 @@ describe('PostgreSQL adapter: an opaque actor token, its session and its Grant i
         if (notice.message?.includes('Query Text')) texts.push(notice.message);
       });
     });
-    Adapter = createPostgresAdapter({
-      pool,
-      schema: await postgresRunSchema(),
-      table: testTable(),
-      cleanupInterval: 0,
-    });
+    const schema = await postgresRunSchema();
+    const table = testTable();
+    entriesTable = `"${schema}"."${table}"`;
+    Adapter = createPostgresAdapter({ pool, schema, table, cleanupInterval: 0 });
   });
   afterEach(async () => {
     await tp?.close();
@@ -77,25 +77,58 @@ describe('PostgreSQL adapter: an opaque actor token, its session and its Grant i
     expect(result.status, JSON.stringify(result.body)).to.equal(400);
   });
 
-  it('answers from what it read ahead only within the request that holds it; any other find reads afresh', async () => {
-    const tokens = new Adapter!('AccessToken');
+  it('answers the next find of each from what it read ahead, once and within the turn; any other find reads afresh', async () => {
+    const tokens = new Adapter!('AccessToken') as ReadAheadAdapter;
     const sessions = new Adapter!('Session');
     const grants = new Adapter!('Grant');
     await sessions.upsert('s1', { kind: 'Session', uid: 'u1', accountId: 'alice' } as never, 600);
     await grants.upsert('g1', { kind: 'Grant', accountId: 'alice' } as never, 600);
     await tokens.upsert('at1', { kind: 'AccessToken', sessionUid: 'u1', grantId: 'g1' } as never, 600);
-    const box = new ReadAhead();
-    expect(await readingAhead(box, () => tokens.find('at1'))).to.include({ sessionUid: 'u1' });
+    await tokens.readAhead!('at1');
+    expect(await tokens.find('at1')).to.include({ sessionUid: 'u1' });
+    expect(await sessions.findByUid('u1')).to.include({ accountId: 'alice' });
+    expect(await grants.find('g1')).to.include({ accountId: 'alice' });
     expect(finds(texts)).to.deep.equal({ plain: 0, ahead: 1 });
+    // Taken once: a second find reads afresh.
+    expect(await grants.find('g1')).to.include({ accountId: 'alice' });
+    expect(finds(texts)).to.deep.equal({ plain: 1, ahead: 1 });
 
-    // Changed since: a find outside the box reads the change; one within it, the read ahead of it, once.
+    // Changed since: what was read ahead and not taken within its turn is dropped, and a find reads the change.
+    await tokens.readAhead!('at1');
+    await new Promise((resolve) => setImmediate(resolve));
     await sessions.destroy('s1');
     await grants.destroy('g1');
     expect(await sessions.findByUid('u1')).to.equal(undefined);
-    expect(await readingAhead(new ReadAhead(), () => grants.find('g1'))).to.equal(undefined);
-    expect(await readingAhead(box, () => sessions.findByUid('u1'))).to.include({ accountId: 'alice' });
-    expect(await readingAhead(box, () => sessions.findByUid('u1'))).to.equal(undefined);
-    expect(await readingAhead(box, () => grants.find('g1'))).to.include({ accountId: 'alice' });
-    expect(finds(texts)).to.deep.equal({ plain: 3, ahead: 1 });
+    expect(await grants.find('g1')).to.equal(undefined);
+    expect(await tokens.find('at1')).to.include({ sessionUid: 'u1' });
+    expect(finds(texts)).to.deep.equal({ plain: 4, ahead: 2 });
+  });
+
+  it('leaves nothing of a read that a write of the store was answered during: the next finds read afresh', async () => {
+    const tokens = new Adapter!('AccessToken') as ReadAheadAdapter;
+    const sessions = new Adapter!('Session');
+    const grants = new Adapter!('Grant');
+    await sessions.upsert('s1', { kind: 'Session', uid: 'u1', accountId: 'alice' } as never, 600);
+    await grants.upsert('g1', { kind: 'Grant', accountId: 'alice' } as never, 600);
+    await tokens.upsert('at1', { kind: 'AccessToken', sessionUid: 'u1', grantId: 'g1' } as never, 600);
+    // The read waits behind a lock on the entries' table; a write to the indexes is answered meanwhile.
+    const holder = new pg.Client({ connectionString: DATABASE_URL });
+    await holder.connect();
+    try {
+      await holder.query('BEGIN');
+      await holder.query(`LOCK TABLE ${entriesTable} IN ACCESS EXCLUSIVE MODE`);
+      const reading = tokens.readAhead!('at1');
+      await new Adapter!('ImpersonationSession').indexAdd!(['probe'], 'm1', Date.now() + 60_000);
+      await holder.query('COMMIT');
+      await reading;
+      texts.length = 0;
+      // Found in the turn the read was answered in: had it left them, these would take them.
+      const [token, grant] = await Promise.all([tokens.find('at1'), grants.find('g1')]);
+      expect(token).to.include({ sessionUid: 'u1' });
+      expect(grant).to.include({ accountId: 'alice' });
+    } finally {
+      await holder.end();
+    }
+    expect(finds(texts)).to.deep.equal({ plain: 1, ahead: 0 });
   });
 });
