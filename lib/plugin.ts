@@ -6,7 +6,6 @@ import { customerResourceInfo } from './customer/check.js';
 import { ApprovalStore } from './approvals/store.js';
 import { openPluginStore } from './adapters/plugin-store.js';
 import { calledTooLate, invalidArgument, invalidCall, invalidTarget, misconfigured } from './errors.js';
-import { grantsForExchange } from './approvals/exchange-view.js';
 import { withDelegationMetadata } from './exchange/delegation-metadata.js';
 import { ExchangeClaims } from './exchange/claims.js';
 import { addStepUpDetails } from './exchange/freshness.js';
@@ -34,7 +33,7 @@ import { ssfDelivery } from './ssf/deliver.js';
 import { ssfDiscoveryMiddleware } from './ssf/discovery.js';
 import { StreamStore } from './ssf/store.js';
 import { ssfSubscriber, type Transmitter } from './ssf/transmit.js';
-import { endWithActor, endWithSubjectToken } from './sessions/origin-end.js';
+import { endWithOrigins } from './sessions/origin-end.js';
 import { SessionStore } from './sessions/store.js';
 import { SubjectTokenStore } from './subject-tokens/store.js';
 import type { EventBus, EventSubscriber } from './events/subscriber.js';
@@ -236,7 +235,7 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
           options,
           store,
           sessions,
-          customerGrants: grantsForExchange(approvals),
+          customerGrants: { find: (id) => approvals.findGrantWithState(id) },
           claims,
           bus,
           telemetry,
@@ -255,8 +254,7 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
           requests.count -= 1;
         }
       });
-      endWithActor(bus, sessions);
-      endWithSubjectToken(bus, sessions);
+      endWithOrigins(bus, sessions);
       if (options.actorAuthentication) addStepUpDetails(provider);
       if (transmitter) {
         const middleware = ssfDiscoveryMiddleware(transmitter);

@@ -14,9 +14,8 @@ import {
 import { definedMembers } from '../json.js';
 import { storeCall } from '../store-call.js';
 import { assertApprovalAllowed } from '../policy/compose.js';
-import type { ApprovalDependencies } from './deps.js';
-import { approvalSettings, nowSeconds } from './deps.js';
-import { endGrantAndSessions } from './end.js';
+import { closeStartedWith } from '../sessions/close.js';
+import { approvalSettings, nowSeconds, type ApprovalDependencies } from './deps.js';
 import { approvalEvent, grantEvent, requestEvent } from './events.js';
 import { fieldsOf, readDuration, readIdentifier, readResource, readScopeList, readText } from './input.js';
 import {
@@ -29,22 +28,17 @@ import {
   type ApprovalRequest,
 } from './record.js';
 import { findSettledAs, viewOf } from './requests.js';
-import { accessGrantView, type AccessGrantView, type ApprovalRequestView } from './view.js';
+import { accessGrantView } from './view.js';
 
 /** The customer's grants in force, latest expiry first. */
-export async function listGrants(deps: ApprovalDependencies, customer: string): Promise<{ items: AccessGrantView[] }> {
+export async function listGrants(deps: ApprovalDependencies, customer: string) {
   const settings = approvalSettings(deps.options, 'listGrants');
   const grants = await storeCall(() => deps.approvals.activeGrants(customer, settings.maxGrantsPerCustomer));
   return { items: grants.map((grant) => accessGrantView(grant)) };
 }
 
 /** Gives a standing grant (`duration` seconds up to `maxGrantDuration`); Invariant 35: none in force without its row. */
-export async function giveGrant(
-  deps: ApprovalDependencies,
-  customer: string,
-  input: unknown,
-  ctx?: Koa.Context,
-): Promise<AccessGrantView> {
+export async function giveGrant(deps: ApprovalDependencies, customer: string, input: unknown, ctx?: Koa.Context) {
   const settings = approvalSettings(deps.options, 'giveGrant');
   const fields = fieldsOf(input, ['duration', 'scope', 'resource', 'actorId', 'note']);
   const duration = readDuration(fields['duration'], settings.maxGrantDuration);
@@ -64,30 +58,27 @@ export async function giveGrant(
     createdAt,
     expiresAt: createdAt + duration,
   };
-  await reservePlace(deps, grant);
+  await reservePlace(deps, grant, settings.maxGrantsPerCustomer);
   await putInForce(deps, grant, ctx);
   return accessGrantView(grant);
 }
 
-/** Ends one of the customer's grants and its sessions; ending again is no error. */
-export async function endAccessGrant(
-  deps: ApprovalDependencies,
-  customer: string,
-  grantId: string,
-  ctx?: Koa.Context,
-): Promise<void> {
+/** Ends one of the customer's grants once, then its sessions (Invariant 34); ending again finishes a failed attempt. */
+export async function endAccessGrant(deps: ApprovalDependencies, customer: string, grantId: string, ctx?: Koa.Context) {
   approvalSettings(deps.options, 'endAccessGrant');
   const grant = isAccessGrantId(grantId) ? await storeCall(() => deps.approvals.findGrant(grantId)) : undefined;
   if (!grant || grant.subject !== customer) throw unknownRecord('not_found', 'no access grant has this id');
   if (grantStateOf(grant) === 'expired') return;
-  await storeCall(() => endGrantAndSessions(deps, grant, ctx));
+  await storeCall(async () => {
+    const { record, changedNow } = await deps.approvals.endGrant(grant, { at: nowSeconds(), by: 'customer' });
+    if (changedNow) await publish(deps.bus, grantEvent(EVENTS.accessGrantEnded, record), ctx);
+    await deps.sessions.markEnded({ accessGrantId: grant.id });
+    await closeStartedWith(deps.bus, deps.sessions, { accessGrantId: grant.id }, 'access_grant_ended', ctx);
+  });
 }
 
 /** The customer's requests waiting for an answer, latest expiry first. */
-export async function listPendingRequests(
-  deps: ApprovalDependencies,
-  customer: string,
-): Promise<{ items: ApprovalRequestView[] }> {
+export async function listPendingRequests(deps: ApprovalDependencies, customer: string) {
   const settings = approvalSettings(deps.options, 'listPendingRequests');
   const requests = await storeCall(() => deps.approvals.pendingRequests(customer, settings.maxPendingPerCustomer));
   return { items: await Promise.all(requests.map((request) => viewOf(deps, request))) };
@@ -100,18 +91,16 @@ export async function approveRequest(
   requestId: string,
   input: unknown,
   ctx?: Koa.Context,
-): Promise<{ request: ApprovalRequestView; grant: AccessGrantView }> {
+) {
   const settings = approvalSettings(deps.options, 'approveRequest');
   const fields = fieldsOf(input, ['duration', 'scope']);
   const duration = readDuration(fields['duration'], settings.maxGrantDuration);
   const chosen = readScopeList(fields['scope'], 'scope');
   const request = await openRequest(deps, customer, requestId, ctx);
-  if (chosen && request.scope) {
-    const asked = new Set(request.scope);
-    // The names asked are listed, never those sent: what a customer pastes may be anything.
-    if (chosen.some((name) => !asked.has(name))) {
-      throw invalidInput(`scope may only narrow the scope asked: ${request.scope.join(' ')}`);
-    }
+  const asked = request.scope;
+  // The names asked are listed, never those sent: what a customer pastes may be anything.
+  if (chosen && asked && chosen.some((name) => !asked.includes(name))) {
+    throw invalidInput(`scope may only narrow the scope asked: ${asked.join(' ')}`);
   }
   const scope = chosen ?? request.scope;
   // The deployment's decision point, when it has one, has its say before the answer is written.
@@ -134,12 +123,9 @@ export async function approveRequest(
     expiresAt: answeredAt + duration,
   };
   // The place first: a customer at their bound gets a 429 and the request stays pending.
-  await reservePlace(deps, grant);
-  const answered = await answerOnce(deps, request, {
-    at: answeredAt,
-    decision: 'approved',
-    grantId: grant.id,
-  }).catch(async (error: unknown) => {
+  await reservePlace(deps, grant, settings.maxGrantsPerCustomer);
+  const answer = { at: answeredAt, decision: 'approved', grantId: grant.id } as const;
+  const answered = await answerOnce(deps, request, answer).catch(async (error: unknown) => {
     await deps.approvals.releaseGrant(grant).catch(() => {});
     throw error;
   });
@@ -155,10 +141,9 @@ export async function denyRequest(
   requestId: string,
   input: unknown = {},
   ctx?: Koa.Context,
-): Promise<{ request: ApprovalRequestView }> {
+) {
   approvalSettings(deps.options, 'denyRequest');
-  const fields = fieldsOf(input, ['reason']);
-  const reason = readText(fields['reason'], 'reason');
+  const reason = readText(fieldsOf(input, ['reason'])['reason'], 'reason');
   const request = await openRequest(deps, customer, requestId, ctx);
   const answered = await answerOnce(deps, request, {
     at: nowSeconds(),
@@ -206,24 +191,19 @@ function closed(decision: ApprovalDecision): DomainError<'conflict'> {
 }
 
 /** Takes the grant's place within its customer's bounds, counted and taken in one store operation; 429 past either. */
-async function reservePlace(deps: ApprovalDependencies, grant: AccessGrant): Promise<void> {
-  const { maxGrantsPerCustomer } = approvalSettings(deps.options, 'giveGrant');
+async function reservePlace(deps: ApprovalDependencies, grant: AccessGrant, maxGrantsPerCustomer: number) {
   const outcome = await storeCall(() =>
     deps.approvals.reserveGrant(grant, {
       inForce: maxGrantsPerCustomer,
       givenPerDay: GRANTS_PER_DAY_PER_GRANT_IN_FORCE * maxGrantsPerCustomer,
     }),
   );
-  if (outcome === 'too_many_in_force') {
+  if (outcome !== 'reserved') {
     throw limitReached(
       'too_many_grants',
-      'the customer has as many access grants in force as the deployment allows; end one first',
-    );
-  }
-  if (outcome === 'too_many_given') {
-    throw limitReached(
-      'too_many_grants',
-      'the customer gave as many access grants in the last 24 hours as the deployment allows',
+      outcome === 'too_many_in_force'
+        ? 'the customer has as many access grants in force as the deployment allows; end one first'
+        : 'the customer gave as many access grants in the last 24 hours as the deployment allows',
     );
   }
 }

@@ -4,20 +4,11 @@ import { publish } from '../events/publish.js';
 import { invalidCall, invalidInput, limitReached } from '../errors.js';
 import { canonicalJson, definedMembers } from '../json.js';
 import { storeCall } from '../store-call.js';
-import type { ApprovalDependencies } from './deps.js';
-import { approvalSettings, nowSeconds } from './deps.js';
+import type { CustomerSay } from '../subject-tokens/create.js';
+import { approvalSettings, nowSeconds, type ApprovalDependencies } from './deps.js';
 import { requestEvent } from './events.js';
 import type { ApprovalPolicyInput, ApprovalRequirement, ResolvedApprovalOptions } from './options.js';
 import { newApprovalRequestId, type AccessGrant, type ApprovalRequest } from './record.js';
-
-/** What the customer's approval allows for one subject-token request. */
-type CreationApproval =
-  /** Nothing needed: the token is issued as without approvals. */
-  | { kind: 'none' }
-  /** A grant in force covers it: the token is issued under it. */
-  | { kind: 'grant'; grant: AccessGrant }
-  /** Nothing covers it: no token, and the customer has this request to answer. */
-  | { kind: 'pending'; request: ApprovalRequest };
 
 const REQUIREMENTS: ReadonlySet<unknown> = new Set<ApprovalRequirement>(['none', 'grant', 'request']);
 
@@ -26,7 +17,7 @@ export async function approvalForCreation(
   deps: ApprovalDependencies,
   ask: ApprovalPolicyInput,
   ctx: Koa.Context | undefined,
-): Promise<CreationApproval> {
+): Promise<CustomerSay<ApprovalRequest>> {
   const settings = approvalSettings(deps.options, 'approvalForCreation');
   // The policy gets a copy of the scopes, which the grants are then compared with.
   const requirement = await settings.require({ ...ask, ...definedMembers({ scope: ask.scope && [...ask.scope] }) });

@@ -70,14 +70,11 @@ export function readText(value: unknown, field: string): string | undefined {
 /** An account or client id: non-empty, no surrounding white space, storable. */
 export function readIdentifier(value: unknown, field: string): string | undefined {
   if (value === undefined) return undefined;
-  if (
-    typeof value !== 'string' ||
-    !value ||
-    value.length > MAX_ID_LENGTH ||
-    value.trim() !== value ||
-    !isStorableText(value)
-  ) {
-    throw invalidInput(`${field} must be a non-empty string`);
-  }
+  if (!isIdentifier(value) || !isStorableText(value)) throw invalidInput(`${field} must be a non-empty string`);
   return value;
+}
+
+/** An id as a path or a body may carry it: not empty, not longer than any the plugin makes, no space around it. */
+export function isIdentifier(value: unknown): value is string {
+  return typeof value === 'string' && value.length > 0 && value.length <= MAX_ID_LENGTH && value.trim() === value;
 }

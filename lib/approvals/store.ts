@@ -1,15 +1,13 @@
 import type { AdapterPayload } from 'oidc-provider';
 import type { ApprovalAdapter } from '../adapters/contracts/approvals.js';
-import type { IndexEntry } from '../adapters/contracts/indexes.js';
 import {
   grantStateOf,
   requestStateOf,
   type AccessGrant,
   type ApprovalDecision,
   type ApprovalRequest,
+  type GrantState,
 } from './record.js';
-
-/** The adapter model name the access grants, approval requests and their indexes are kept under. */
 
 /** How long a grant or request outlives its expiry, so that it can still be read and told apart from an unknown id. */
 const KEPT_AFTER_EXPIRY = 7 * 24 * 3600;
@@ -26,15 +24,6 @@ const askedBy = (clientId: string) => `asked:${clientId}`;
 /** How long a reserved place is held for a grant not saved yet (ms): far longer than a save. */
 const RESERVED_FOR_MS = 5 * 60 * 1000;
 
-/** The bounds a customer's new grant must fit in: grants in force, and grants given in the last 24 hours. */
-interface GrantBounds {
-  inForce: number;
-  givenPerDay: number;
-}
-
-/** A reservation's outcome: a place taken, or the bound that is reached. */
-type GrantReservation = 'reserved' | 'too_many_in_force' | 'too_many_given';
-
 /** What closing a grant or answering a request did: `changedNow` for the one caller whose change it was. */
 interface Outcome<T> {
   record: T;
@@ -49,8 +38,11 @@ export class ApprovalStore {
     this.#adapter = adapter;
   }
 
-  /** Takes a place among grants in force and given in 24 hours, both or neither, atomically (Invariant 50). */
-  async reserveGrant(grant: AccessGrant, bounds: GrantBounds): Promise<GrantReservation> {
+  /** Takes a place among grants in force and given in 24 hours, both or neither, atomically (Invariant 50); or names the bound reached. */
+  async reserveGrant(
+    grant: AccessGrant,
+    bounds: { inForce: number; givenPerDay: number },
+  ): Promise<'reserved' | 'too_many_in_force' | 'too_many_given'> {
     const full = await this.#adapter.indexAddWithin(
       [
         {
@@ -86,6 +78,12 @@ export class ApprovalStore {
 
   async findGrant(id: string): Promise<AccessGrant | undefined> {
     return fromPayload<AccessGrant>(GRANT, await this.#adapter.find(id));
+  }
+
+  /** A grant with its state as of the read, as the token exchange reads it (`ExchangeDependencies.customerGrants`). */
+  async findGrantWithState(id: string): Promise<(AccessGrant & { state: GrantState }) | undefined> {
+    const grant = await this.findGrant(id);
+    return grant && { ...grant, state: grantStateOf(grant) };
   }
 
   /** A customer's grants in force, latest expiry first, at most `limit`. */
@@ -159,7 +157,7 @@ export class ApprovalStore {
   }
 
   async #members<T>(index: string, limit: number, read: (id: string) => Promise<T | undefined>): Promise<T[]> {
-    const entries: IndexEntry[] = await this.#adapter.indexRange(index, undefined, limit);
+    const entries = await this.#adapter.indexRange(index, undefined, limit);
     const records = await Promise.all(entries.map((entry) => read(entry.member)));
     return records.filter((record): record is Awaited<T> & T => record !== undefined);
   }
@@ -193,10 +191,9 @@ function fromPayload<T extends AccessGrant | ApprovalRequest>(
     return undefined;
   }
   const { kind: _kind, consumed, ...record } = candidate;
-  if (kind === REQUEST || consumed === undefined || consumed === null) return record as unknown as T;
-  // Invariant 36: consumed with no end written allows nothing.
   const grant = record as unknown as AccessGrant;
-  if (grant.ended) return record as unknown as T;
+  // Invariant 36: a grant consumed with no end written allows nothing.
+  if (kind === REQUEST || consumed === undefined || consumed === null || grant.ended) return record as unknown as T;
   const at = typeof consumed === 'number' ? consumed : Math.floor(Date.now() / 1000);
   return { ...grant, ended: { at, by: 'customer' } } as T;
 }

@@ -1,9 +1,10 @@
 import type Koa from 'koa';
 import type { KoaContextWithOIDC, Provider, ResourceServer } from 'oidc-provider';
 import { verifyAccessToken } from '../access-token.js';
+import type { ManagementAuthResult } from '../core-options.js';
 import { invalidTarget } from '../errors.js';
 import type { ResolvedApprovalOptions } from '../approvals/options.js';
-import { authorize, bearerToken } from '../http/auth.js';
+import { authorize, bearerToken, invalidToken } from '../http/auth.js';
 
 /** Who calls the customer's API: the customer (an account id), never a client and never an actor. */
 export interface Customer {
@@ -12,26 +13,24 @@ export interface Customer {
   clientId: string;
 }
 
-type Refusal = { error: 'invalid_token' | 'insufficient_scope'; description: string };
-
 /** The customer's API caller: an end-user token for `customerResource` with `customerScope`; never an exchange's, nor sender-constrained. */
 export function createCustomerCheck(provider: Provider, approvals: ResolvedApprovalOptions) {
-  async function check(ctx: Koa.Context): Promise<Customer | Refusal> {
+  async function check(ctx: Koa.Context): Promise<Customer | ManagementAuthResult> {
     const value = bearerToken(ctx.get('authorization'));
-    if (!value) return refused('a Bearer access token is required');
+    if (!value) return invalidToken('a Bearer access token is required');
 
     const token = await verifyAccessToken(provider, value, 'AccessToken');
-    if (!token) return refused('the access token is invalid or expired');
+    if (!token) return invalidToken('the access token is invalid or expired');
     // Before the audience: an impersonation token is named as such, whatever it is for.
     if (token.act || token.impersonationSession !== undefined) {
-      return refused('an impersonation token cannot act for the customer it impersonates');
+      return invalidToken('an impersonation token cannot act for the customer it impersonates');
     }
     // A client_credentials JWT names its client as `sub`; an opaque one is not an AccessToken at all.
-    if (token.sub === token.clientId) return refused("the customer's own access token is required");
+    if (token.sub === token.clientId) return invalidToken("the customer's own access token is required");
     if (!token.audience.includes(approvals.customerResource)) {
-      return refused("the access token is not for the customer's support-access API");
+      return invalidToken("the access token is not for the customer's support-access API");
     }
-    if (token.cnf) return refused('sender-constrained access tokens are not accepted here');
+    if (token.cnf) return invalidToken('sender-constrained access tokens are not accepted here');
     if (!token.scopes.has(approvals.customerScope)) {
       return {
         error: 'insufficient_scope',
@@ -68,8 +67,4 @@ export function customerResourceInfo(
     SIGN_IN_ROUTES.has(route) || (route === 'token' && typeof grantType === 'string' && CUSTOMER_GRANTS.has(grantType));
   if (!allowed) throw invalidTarget("only a customer's own sign-in may obtain tokens for the support-access API");
   return { scope: approvals.customerScope, accessTokenFormat: 'jwt', accessTokenTTL: CUSTOMER_TOKEN_TTL };
-}
-
-function refused(description: string): Refusal {
-  return { error: 'invalid_token', description };
 }

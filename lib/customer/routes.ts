@@ -30,38 +30,32 @@ export function customerRoutes(
   }
 
   router.get(`${path}/grants`, async (ctx) => {
-    const customer = await customerOf(ctx);
-    ctx.body = await listGrants(deps, customer);
+    ctx.body = await listGrants(deps, await customerOf(ctx));
   });
 
   router.post(`${path}/grants`, async (ctx) => {
     const customer = await customerOf(ctx);
-    const body = await readJsonObject(ctx, BODY_LIMIT);
-    ctx.body = await giveGrant(deps, customer, body, ctx);
+    ctx.body = await giveGrant(deps, customer, await readJsonObject(ctx, BODY_LIMIT), ctx);
     ctx.status = 201;
   });
 
   router.delete(`${path}/grants/:id`, async (ctx) => {
-    const customer = await customerOf(ctx);
-    await endAccessGrant(deps, customer, ctx.params['id']!, ctx);
+    await endAccessGrant(deps, await customerOf(ctx), ctx.params['id']!, ctx);
     ctx.status = 204;
   });
 
   router.get(`${path}/requests`, async (ctx) => {
-    const customer = await customerOf(ctx);
-    ctx.body = await listPendingRequests(deps, customer);
+    ctx.body = await listPendingRequests(deps, await customerOf(ctx));
   });
 
   router.post(`${path}/requests/:id/approve`, async (ctx) => {
     const customer = await customerOf(ctx);
-    const body = await readJsonObject(ctx, BODY_LIMIT);
-    ctx.body = await approveRequest(deps, customer, ctx.params['id']!, body, ctx);
+    ctx.body = await approveRequest(deps, customer, ctx.params['id']!, await readJsonObject(ctx, BODY_LIMIT), ctx);
   });
 
   router.post(`${path}/requests/:id/deny`, async (ctx) => {
     const customer = await customerOf(ctx);
     // The reason is optional, and so is a body that would only carry it.
-    const body = await readOptionalJsonObject(ctx, BODY_LIMIT);
-    ctx.body = await denyRequest(deps, customer, ctx.params['id']!, body, ctx);
+    ctx.body = await denyRequest(deps, customer, ctx.params['id']!, await readOptionalJsonObject(ctx, BODY_LIMIT), ctx);
   });
 }

@@ -39,6 +39,11 @@ export function refuseToken(
   return unauthorized(code, description);
 }
 
+/** An authenticator's answer for a token that is not accepted (401 `invalid_token`). */
+export function invalidToken(description: string): { error: 'invalid_token'; description: string } {
+  return { error: 'invalid_token', description };
+}
+
 /** The token of an `Authorization: Bearer` header, when it holds one token and nothing else. */
 export function bearerToken(header: string): string | undefined {
   const match = /^Bearer +([A-Za-z0-9\-._~+/]+=*) *$/i.exec(header);

@@ -5,9 +5,7 @@ import { isStorableJson, isStorableText, UNSTORABLE_TEXT } from '../storable-tex
 
 /** Reads a JSON object body of at most `limit` bytes, or the body a parser ahead of the API took, under the same checks. */
 export async function readJsonObject(ctx: Koa.Context, limit: number): Promise<JsonObject> {
-  if (!ctx.is('application/json')) {
-    throw badRequest('Content-Type must be application/json');
-  }
+  if (!ctx.is('application/json')) throw badRequest('Content-Type must be application/json');
   const declared = Number(ctx.get('content-length'));
   if (Number.isFinite(declared) && declared > limit) throw tooLarge(limit);
 
@@ -18,9 +16,7 @@ export async function readJsonObject(ctx: Koa.Context, limit: number): Promise<J
   } catch {
     throw badRequest('body is not valid JSON');
   }
-  if (!isJsonObject(parsed)) {
-    throw badRequest('body must be a JSON object');
-  }
+  if (!isJsonObject(parsed)) throw badRequest('body must be a JSON object');
   assertStorableFields(parsed);
   return parsed;
 }
@@ -88,12 +84,8 @@ function assertStorableFields(body: JsonObject): void {
 /** The same rule for the query string of every request to the plugin's APIs: the parameter is named, its value never echoed. */
 export function assertStorableQuery(query: Readonly<Record<string, string | string[] | undefined>>): void {
   for (const [name, value] of Object.entries(query)) {
-    if (!isStorableText(name)) {
-      throw badRequest(`a query parameter name holds ${UNSTORABLE_TEXT}`);
-    }
-    if (!isStorableJson(value ?? null)) {
-      throw badRequest(`${name} holds ${UNSTORABLE_TEXT}`);
-    }
+    if (!isStorableText(name)) throw badRequest(`a query parameter name holds ${UNSTORABLE_TEXT}`);
+    if (!isStorableJson(value ?? null)) throw badRequest(`${name} holds ${UNSTORABLE_TEXT}`);
   }
 }
 
@@ -103,11 +95,4 @@ export function isJsonObject(value: unknown): value is JsonObject {
 
 function tooLarge(limit: number): ManagementError {
   return requestTooLarge(`body exceeds ${limit} bytes`);
-}
-
-const MAX_ID_LENGTH = 1024;
-
-/** An id as a path or a body may carry it: not empty, not longer than any the plugin makes, no space around it. */
-export function isIdentifier(value: unknown): value is string {
-  return typeof value === 'string' && value.length > 0 && value.length <= MAX_ID_LENGTH && value.trim() === value;
 }

@@ -1,7 +1,7 @@
 import type Koa from 'koa';
 import type { Provider } from 'oidc-provider';
 import { verifyAccessToken } from '../access-token.js';
-import { bearerToken } from '../http/auth.js';
+import { bearerToken, invalidToken } from '../http/auth.js';
 import type { ManagementAuthResult } from '../core-options.js';
 
 /** The built-in caller check: a `client_credentials` token of this provider for the management resource, with the scope. */
@@ -11,19 +11,15 @@ export function createCallerCheck(provider: Provider, managementResource: string
     required: { scope: string },
   ): Promise<ManagementAuthResult> {
     const value = bearerToken(ctx.get('authorization'));
-    if (!value) return { error: 'invalid_token', description: 'a Bearer access token is required' };
+    if (!value) return invalidToken('a Bearer access token is required');
 
     const token = await verifyAccessToken(provider, value, 'ClientCredentials');
-    if (!token) return { error: 'invalid_token', description: 'the access token is invalid or expired' };
-    if (token.sub !== token.clientId) {
-      return { error: 'invalid_token', description: 'a client_credentials access token is required' };
-    }
+    if (!token) return invalidToken('the access token is invalid or expired');
+    if (token.sub !== token.clientId) return invalidToken('a client_credentials access token is required');
     if (!token.audience.includes(managementResource)) {
-      return { error: 'invalid_token', description: 'the access token is not for the Management API' };
+      return invalidToken('the access token is not for the Management API');
     }
-    if (token.cnf) {
-      return { error: 'invalid_token', description: 'sender-constrained access tokens are not accepted here' };
-    }
+    if (token.cnf) return invalidToken('sender-constrained access tokens are not accepted here');
     if (!token.scopes.has(required.scope)) {
       return { error: 'insufficient_scope', description: `the access token lacks the ${required.scope} scope` };
     }

@@ -6,13 +6,13 @@ import type { EventBus } from '../events/subscriber.js';
 import { EVENTS, type ImpersonationEventName } from '../event-types.js';
 import { badRequest, notFound } from '../errors.js';
 import { authorize, type Authenticate } from '../http/auth.js';
-import { isIdentifier, readOptionalJsonObject, refuseUnknown } from '../http/body.js';
+import { readOptionalJsonObject, refuseUnknown } from '../http/body.js';
 import type { ResolvedOptions } from '../options.js';
 import { closeSession } from '../sessions/close.js';
 import { isSessionId, viewOf } from '../sessions/record.js';
 import type { SessionFilter, SessionStore } from '../sessions/store.js';
 import { isStorableText } from '../storable-text.js';
-import { readText } from '../approvals/input.js';
+import { isIdentifier, readText } from '../approvals/input.js';
 import { storeCall } from '../store-call.js';
 
 const DEFAULT_LIMIT = 20;
@@ -47,8 +47,7 @@ export function impersonationRoutes(
   if (trail?.query) {
     const query = trail.query.bind(trail);
     // Its first read may create the trail, so one with no row yet reads as empty.
-    const migrate = (trail as { migrate?: unknown }).migrate;
-    const ready = typeof migrate === 'function' ? () => (migrate as () => Promise<void>).call(trail) : undefined;
+    const { migrate } = trail as { migrate?: unknown };
     router.get(`${path}/events`, async (ctx) => {
       await authorize(ctx, authenticate, options.readScope);
       refuseUnknown('query parameter', ctx.query, ['subject', 'actor', 'event', 'since', 'until', 'limit', 'cursor']);
@@ -58,7 +57,7 @@ export function impersonationRoutes(
         throw badRequest('cursor is not one this API returned');
       }
       ctx.body = await storeCall(async () => {
-        await ready?.();
+        if (typeof migrate === 'function') await (migrate as () => Promise<void>).call(trail);
         try {
           return await query({
             ...filter,
@@ -94,9 +93,7 @@ export function impersonationRoutes(
     const caller = await authorize(ctx, authenticate, options.revokeScope);
     const reason = await readReason(ctx);
     const record = await existing(sessions, ctx.params['id']!);
-    await storeCall(() =>
-      closeSession(bus, sessions, record, { revokedBy: caller.clientId, ...(reason ? { reason } : {}) }, ctx),
-    );
+    await storeCall(() => closeSession(bus, sessions, record, { revokedBy: caller.clientId, reason }, ctx));
     ctx.status = 204;
   });
 }

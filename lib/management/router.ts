@@ -4,14 +4,16 @@ import { createCustomerCheck } from '../customer/check.js';
 import { customerRoutes } from '../customer/routes.js';
 import type { ApprovalStore } from '../approvals/store.js';
 import type { EventBus } from '../events/subscriber.js';
+import { findSettledAs, viewOf } from '../approvals/requests.js';
 import { renderErrors } from '../http/answer.js';
+import { authorize } from '../http/auth.js';
 import { assertStorableQuery } from '../http/body.js';
 import type { ResolvedOptions } from '../options.js';
 import type { SessionStore } from '../sessions/store.js';
 import type { SubjectTokenStore } from '../subject-tokens/store.js';
 import { createCallerCheck } from './caller.js';
 import { impersonationRoutes } from './impersonations.js';
-import { approvalRequestRoute, subjectTokenRoutes } from './subject-tokens.js';
+import { subjectTokenRoutes } from './subject-tokens.js';
 import { ssfPaths, ssfRoutes } from '../ssf/routes.js';
 import { apiSpans } from '../telemetry/http.js';
 import type { Telemetry } from '../telemetry/telemetry.js';
@@ -42,12 +44,16 @@ export function createManagementApi(
       return next();
     },
   );
-  subjectTokenRoutes(router, bus, options, stores, authenticate);
+  const approvalDeps = { bus, options, approvals: stores.approvals, sessions: stores.sessions };
+  subjectTokenRoutes(router, bus, options, stores.subjectTokens, approvalDeps, authenticate);
   impersonationRoutes(router, bus, options, stores.sessions, authenticate);
   if (options.approvals) {
-    const approvalDeps = { bus, options, approvals: stores.approvals, sessions: stores.sessions };
-    const { requestsPath } = options.approvals;
-    approvalRequestRoute(router, approvalDeps, { requestsPath, scope: options.managementScope }, authenticate);
+    // A backend reads the approval request a creation waits on; another client's is unknown.
+    router.get(`${options.approvals.requestsPath}/:id`, async (ctx) => {
+      const caller = await authorize(ctx, authenticate, options.managementScope);
+      const mine = (request: { requestedBy: string }) => request.requestedBy === caller.clientId;
+      ctx.body = await viewOf(approvalDeps, await findSettledAs(approvalDeps, ctx.params['id']!, mine, ctx));
+    });
     // The customer's own API: authenticated by the customer's access token, never by a Management API token.
     customerRoutes(
       router,

@@ -1,21 +1,18 @@
 import type Router from '@koa/router';
 import { approvalForCreation } from '../approvals/creation.js';
-import { fieldsOf, readIdentifier, readResource, readScopeList, readText } from '../approvals/input.js';
-import { findSettledAs, viewOf } from '../approvals/requests.js';
+import { fieldsOf, isIdentifier, readIdentifier, readResource, readScopeList, readText } from '../approvals/input.js';
 import type { ApprovalDependencies } from '../approvals/deps.js';
-import type { ApprovalStore } from '../approvals/store.js';
 import { approvalRequestView } from '../approvals/view.js';
 import { publish } from '../events/publish.js';
 import type { EventBus } from '../events/subscriber.js';
 import { EVENTS } from '../event-types.js';
 import { alreadyRedeemed, badRequest, notFound, requestTooLarge, tooManyRequests } from '../errors.js';
 import { authorize, type Authenticate } from '../http/auth.js';
-import { isIdentifier, isJsonObject, readJsonObject, refuseUnknown } from '../http/body.js';
+import { isJsonObject, readJsonObject, refuseUnknown } from '../http/body.js';
 import { definedMembers, type JsonObject } from '../json.js';
 import type { ResolvedOptions } from '../options.js';
 import { ILLEGIBLE_TEXT, isLegibleText } from '../storable-text.js';
 import { storeCall } from '../store-call.js';
-import type { SessionStore } from '../sessions/store.js';
 import { createSubjectToken, type SubjectTokenAsk } from '../subject-tokens/create.js';
 import type { SubjectTokenStore } from '../subject-tokens/store.js';
 
@@ -32,11 +29,10 @@ export function subjectTokenRoutes(
   router: Router,
   bus: EventBus,
   options: ResolvedOptions,
-  stores: { subjectTokens: SubjectTokenStore; approvals: ApprovalStore; sessions: SessionStore },
+  store: SubjectTokenStore,
+  approvalDeps: ApprovalDependencies,
   authenticate: Authenticate,
 ): void {
-  const store = stores.subjectTokens;
-  const approvalDeps = { bus, options, approvals: stores.approvals, sessions: stores.sessions };
   const creation = {
     bus,
     options,
@@ -73,20 +69,6 @@ export function subjectTokenRoutes(
     }
     ctx.status = 204;
     await publish(bus, { name: EVENTS.subjectTokenWithdrawn, subjectTokenId: id, revokedBy: caller.clientId }, ctx);
-  });
-}
-
-/** `GET {requestsPath}/{id}`: a backend reads the approval request a creation waits on; another client's is unknown. */
-export function approvalRequestRoute(
-  router: Router,
-  approvalDeps: ApprovalDependencies,
-  { requestsPath, scope }: { requestsPath: string; scope: string },
-  authenticate: Authenticate,
-): void {
-  router.get(`${requestsPath}/:id`, async (ctx) => {
-    const caller = await authorize(ctx, authenticate, scope);
-    const mine = (request: { requestedBy: string }) => request.requestedBy === caller.clientId;
-    ctx.body = await viewOf(approvalDeps, await findSettledAs(approvalDeps, ctx.params['id']!, mine, ctx));
   });
 }
 

@@ -3,11 +3,10 @@ import { publish } from '../events/publish.js';
 import type { EventBus } from '../events/subscriber.js';
 import { EVENTS, type EndReason, type ImpersonationEvent } from '../event-types.js';
 import { definedMembers } from '../json.js';
-import type { SessionRecord } from './record.js';
-import { stateOf } from './record.js';
+import { stateOf, type SessionRecord } from './record.js';
 import type { Origin, SessionStore } from './store.js';
 
-type CloseRequest = { revokedBy: string; reason?: string } | { endReason: EndReason };
+type CloseRequest = { revokedBy: string; reason?: string | undefined } | { endReason: EndReason };
 
 /** Stops a session (Invariant 31); with `record` false the trail does not record the stop. */
 export async function closeSession(
@@ -23,17 +22,17 @@ export async function closeSession(
   await sessions.markEnded({ parentSessionId: record.id });
   await closeStartedWith(bus, sessions, { parentSessionId: record.id }, 'parent_session_stopped', ctx);
   if (record.grantId !== undefined) {
-    const { provider } = bus;
     await Promise.all([
-      provider.AccessToken.revokeByGrantId(record.grantId),
-      provider.Grant.adapter.destroy(record.grantId),
+      bus.provider.AccessToken.revokeByGrantId(record.grantId),
+      bus.provider.Grant.adapter.destroy(record.grantId),
     ]);
   }
   const at = Math.floor(Date.now() / 1000);
+  const reason = 'revokedBy' in request && request.reason ? { reason: request.reason } : {};
   const { record: closed, closedNow } = await sessions.close(
     record,
     'revokedBy' in request
-      ? { revoked: { at, by: request.revokedBy, ...(request.reason ? { reason: request.reason } : {}) } }
+      ? { revoked: { at, by: request.revokedBy, ...reason } }
       : { ended: { at, reason: request.endReason } },
   );
   if (!closedNow) return closed;
@@ -53,12 +52,7 @@ export async function closeSession(
   };
   const event: ImpersonationEvent<typeof EVENTS.sessionRevoked | typeof EVENTS.sessionEnded> =
     'revokedBy' in request
-      ? {
-          name: EVENTS.sessionRevoked,
-          ...stopped,
-          revokedBy: request.revokedBy,
-          ...(request.reason ? { reason: request.reason } : {}),
-        }
+      ? { name: EVENTS.sessionRevoked, ...stopped, revokedBy: request.revokedBy, ...reason }
       : {
           name: EVENTS.sessionEnded,
           ...stopped,

@@ -7,8 +7,8 @@ import { reportError } from '../report-error.js';
 import { closeStartedWith } from './close.js';
 import type { SessionStore } from './store.js';
 
-/** Ends the impersonations an actor started from an oidc-provider session when it or its Grant ends. */
-export function endWithActor(bus: EventBus, sessions: SessionStore): void {
+/** Ends the sessions an actor's oidc-provider session or Grant started as it ends, and those of an opaque token revoked. */
+export function endWithOrigins(bus: EventBus, sessions: SessionStore): void {
   const { provider } = bus;
   const emitter = provider as unknown as EventEmitter;
 
@@ -26,6 +26,16 @@ export function endWithActor(bus: EventBus, sessions: SessionStore): void {
       .then((alive) => (alive ? undefined : endAll(bus, sessions, { sessionUid: uid }, 'actor_logout', undefined)))
       .catch((error: unknown) => reportError(provider, error, undefined));
   });
+
+  // The delegations exchanged from an opaque token revoked at the revocation endpoint (marked first, Invariant 23).
+  emitter.on('access_token.destroyed', (token: AccessToken) => {
+    if (typeof token?.jti !== 'string') return;
+    const origin = { subjectTokenId: publicTokenId('opaque', token.jti) };
+    sessions
+      .markEnded(origin, true)
+      .then(() => closeStartedWith(bus, sessions, origin, 'subject_token_revoked', undefined))
+      .catch((error: unknown) => reportError(provider, error));
+  });
 }
 
 async function endAll(
@@ -42,18 +52,4 @@ async function endAll(
   });
   await closeStartedWith(bus, sessions, actor, reason, ctx);
   if (markFailure) throw markFailure.error;
-}
-
-/** Ends the delegations exchanged from an opaque token revoked at the revocation endpoint (marked first, Invariant 23). */
-export function endWithSubjectToken(bus: EventBus, sessions: SessionStore): void {
-  const { provider } = bus;
-  const emitter = provider as unknown as EventEmitter;
-  emitter.on('access_token.destroyed', (token: AccessToken) => {
-    if (typeof token?.jti !== 'string') return;
-    const origin = { subjectTokenId: publicTokenId('opaque', token.jti) };
-    sessions
-      .markEnded(origin, true)
-      .then(() => closeStartedWith(bus, sessions, origin, 'subject_token_revoked', undefined))
-      .catch((error: unknown) => reportError(provider, error));
-  });
 }

@@ -43,8 +43,6 @@ export interface SubjectTokenCreation<Pending> {
   approve?: ((ask: ApprovalPolicyInput, ctx: Koa.Context | undefined) => Promise<CustomerSay<Pending>>) | undefined;
 }
 
-export type SubjectTokenIssued = { value: string; record: SubjectTokenRecord };
-
 /** Waiting for the customer, over the caller's share (until `retryAfter` seconds from now), or issued. */
 export type SubjectTokenOutcome<Pending> =
   { kind: 'pending'; request: Pending } | { kind: 'spent'; max: number; retryAfter: number } | { kind: 'created' };
@@ -58,7 +56,7 @@ export async function createSubjectToken<Pending>(
   caller: ManagementCaller,
   ask: SubjectTokenAsk,
   ctx: Koa.Context | undefined,
-  issued: (token: SubjectTokenIssued) => void,
+  issued: (token: { value: string; record: SubjectTokenRecord }) => void,
 ): Promise<SubjectTokenOutcome<Pending>> {
   const { bus, options, store } = deps;
   const { provider } = bus;

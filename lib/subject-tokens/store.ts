@@ -96,8 +96,7 @@ export class SubjectTokenStore {
 
   async find(value: string): Promise<FoundSubjectToken> {
     const key = hashSubjectToken(value);
-    const payload = await this.#adapter.find(key);
-    const record = payload ? fromPayload(payload) : undefined;
+    const record = fromPayload(await this.#adapter.find(key));
     if (!record) return { state: 'unknown' };
     if (record.withdrawn) return { state: 'withdrawn', key, record };
     if (record.consumed) return { state: 'consumed', key, record };
@@ -110,8 +109,7 @@ export class SubjectTokenStore {
     const pointer = (await this.#adapter.find(id)) as { kind?: unknown; key?: unknown } | undefined;
     if (pointer?.kind !== ID_POINTER || typeof pointer.key !== 'string') return 'unknown';
     const { key } = pointer;
-    const payload = await this.#adapter.find(key);
-    const record = payload ? fromPayload(payload) : undefined;
+    const record = fromPayload(await this.#adapter.find(key));
     if (!record) return 'unknown';
     if (record.withdrawn) return 'withdrawn';
     if (!(await this.#adapter.consumeOnce(key))) return 'redeemed';
@@ -141,10 +139,10 @@ function toPayload(record: SubjectTokenRecord): AdapterPayload {
   return { kind: SUBJECT_TOKEN_MODEL, ...record } as unknown as AdapterPayload;
 }
 
-function fromPayload(payload: AdapterPayload): SubjectTokenRecord | undefined {
-  const candidate = payload as unknown as Partial<SubjectTokenRecord> & { kind?: unknown };
+function fromPayload(payload: AdapterPayload | undefined | void): SubjectTokenRecord | undefined {
+  const candidate = payload as (Partial<SubjectTokenRecord> & { kind?: unknown }) | undefined;
   if (
-    candidate.kind !== SUBJECT_TOKEN_MODEL ||
+    candidate?.kind !== SUBJECT_TOKEN_MODEL ||
     typeof candidate.id !== 'string' ||
     typeof candidate.subject !== 'string' ||
     typeof candidate.exp !== 'number'
