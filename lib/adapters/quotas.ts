@@ -1,13 +1,5 @@
 import { unfitStore } from '../errors/standalone.js';
-import type { AtomicCommit, CommitOutcome, CommitWrite, QuotaOutcome, QuotaWrite } from './contracts/commit.js';
-
-/** `saveWithinQuotas` as `commitOnce` without consumption or guard (Invariant 5). */
-async function saveWithinQuotasBy(adapter: Pick<AtomicCommit, 'commitOnce'>, write: QuotaWrite): Promise<QuotaOutcome> {
-  const outcome = await adapter.commitOnce({ ...write, guards: [] });
-  if (outcome.outcome === 'spent') return outcome;
-  if (outcome.outcome === 'committed') return { outcome: 'saved' };
-  throw unfitStore(`commitOnce answered ${outcome.outcome} for a write that consumes nothing and has no guard`);
-}
+import type { CommitOutcome, CommitWrite, QuotaOutcome, QuotaWrite } from './contracts/commit.js';
 
 /** What every shipped adapter derives from its own operations: `consume` and `saveWithinQuotas`. */
 export abstract class DerivedOperations {
@@ -18,7 +10,11 @@ export abstract class DerivedOperations {
     await this.consumeOnce(id);
   }
 
+  /** `commitOnce` without consumption or guard (Invariant 5). */
   async saveWithinQuotas(write: QuotaWrite): Promise<QuotaOutcome> {
-    return saveWithinQuotasBy(this, write);
+    const outcome = await this.commitOnce({ ...write, guards: [] });
+    if (outcome.outcome === 'spent') return outcome;
+    if (outcome.outcome === 'committed') return { outcome: 'saved' };
+    throw unfitStore(`commitOnce answered ${outcome.outcome} for a write that consumes nothing and has no guard`);
   }
 }

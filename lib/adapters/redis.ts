@@ -113,15 +113,7 @@ local function index_add(key, score, member)
 end
 `;
 
-/** Adds a member to sorted indexes of one hash tag, their expired members dropped. */
-const INDEX_ADD = `${INDEX_ADD_LUA}
-for _, key in ipairs(KEYS) do
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', ARGV[3])
-  index_add(key, ARGV[2], ARGV[1])
-end
-return 1`;
-
-/** As INDEX_ADD, only when no index is full (the member aside); ARGV: member, now, then per key expiry and bound. */
+/** Adds a member to indexes of one hash tag (expired members dropped) unless one is full, the member aside; ARGV: member, now, then per key expiry and bound. */
 const INDEX_ADD_WITHIN = `${INDEX_ADD_LUA}
 for i, key in ipairs(KEYS) do
   redis.call('ZREMRANGEBYSCORE', key, '-inf', ARGV[2])
@@ -173,23 +165,11 @@ if #KEYS < outbox then return { 1 } end
 local dropped = outbox_append({ unpack(KEYS, outbox, #KEYS) }, tonumber(ARGV[9]), tonumber(ARGV[8]), ARGV, 12 + 2 * quotas)
 return { 1, unpack(dropped) }`;
 
-interface Scripts {
-  impersonationConsumeOnce(key: string, now: number): Promise<number>;
-  impersonationRelease(key: string, consumed: string): Promise<number>;
-  impersonationWrite(key: string, payload: string, consumed: string, ttlMs: number): Promise<number>;
-  impersonationAddToGrant(key: string, member: string, ttlMs: number): Promise<number>;
-  impersonationIndexAdd(...args: Array<string | number>): Promise<number>;
-  /** `impersonationIndexAddWithin(numberOfKeys, ...keys, member, now, …(expiresAt, bound))`: see INDEX_ADD_WITHIN. */
-  impersonationIndexAddWithin(...args: Array<string | number>): Promise<number>;
-  impersonationCommit(...args: Array<string | number>): Promise<unknown>;
-}
+/** The scripts given their number of keys in each call (the first argument): Invariant 2 keeps those keys in one slot. */
+const KEYED_SCRIPTS = { impersonationIndexAddWithin: INDEX_ADD_WITHIN, impersonationCommit: COMMIT };
 
-/** The scripts as they are queued in a pipeline (their replies come with `exec()`). */
-type ScriptedPipeline = RedisPipeline & {
-  [Name in keyof Scripts]: (...args: Parameters<Scripts[Name]>) => ScriptedPipeline;
-};
-
-type ScriptedClient = RedisClient & Scripts;
+/** The adapter's scripts on a client, or queued on its pipeline (their replies come with `exec()`). */
+type Scripted<Reply> = Record<keyof typeof SCRIPTS | keyof typeof KEYED_SCRIPTS, (...args: unknown[]) => Reply>;
 
 const REDIS_OPTION_NAMES = Object.keys({
   client: true,
@@ -213,8 +193,11 @@ function checkedOptions(options: RedisAdapterOptions) {
   }
   if (options.clusterOptions !== undefined && options.cluster === undefined)
     throw invalidCall('createRedisAdapter', '"clusterOptions" go with "cluster"');
-  // The adapter reads RESP2-shaped replies; ioredis 6 maps RESP3's only when asked to.
-  if (replyMappingOf(options.client?.options ?? options.clusterOptions) === 'resp3') {
+  // The adapter reads RESP2-shaped replies; ioredis 6 maps RESP3's only when asked to (a Cluster: in its nodes' options).
+  const mapping = (options.client?.options ?? options.clusterOptions ?? {}) as RedisClient['options'] & {
+    redisOptions?: RedisClient['options'];
+  };
+  if ((mapping.replyMapping ?? mapping.redisOptions?.replyMapping) === 'resp3') {
     const option = options.client ? 'client' : 'clusterOptions';
     check.fail(option, "must keep ioredis's legacy reply mapping, not 'resp3'");
   }
@@ -242,14 +225,11 @@ function openClient(options: RedisAdapterOptions) {
   // Failed calls are reported by their requests; per-retry error events would repeat them.
   if (owned) client.on('error', () => {});
   for (const [name, lua] of Object.entries(SCRIPTS)) client.defineCommand(name, { numberOfKeys: 1, lua });
-  client.defineCommand('impersonationIndexAdd', { lua: INDEX_ADD });
-  client.defineCommand('impersonationIndexAddWithin', { lua: INDEX_ADD_WITHIN });
-  client.defineCommand('impersonationCommit', { lua: COMMIT });
+  for (const [name, lua] of Object.entries(KEYED_SCRIPTS)) client.defineCommand(name, { lua });
   if (cluster) {
     // Invariant 2: auto-pipelining would route these by their first argument, the number of keys.
     const ignored = (client.options.autoPipeliningIgnoredCommands ??= []);
-    for (const name of ['impersonationIndexAdd', 'impersonationIndexAddWithin', 'impersonationCommit'])
-      if (!ignored.includes(name)) ignored.push(name);
+    for (const name of Object.keys(KEYED_SCRIPTS)) if (!ignored.includes(name)) ignored.push(name);
     // Without an offline queue a node still opening fails its calls, so each is connected at once.
     const open = (node: RedisNode): void => {
       if (node.status === 'wait') node.connect().catch(() => {});
@@ -264,9 +244,8 @@ function openClient(options: RedisAdapterOptions) {
 export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdapterClass {
   const { prefix, replicas, replicaTimeoutMs } = checkedOptions(options);
   const { client, owned, cluster } = openClient(options);
-  const redis = client as ScriptedClient;
+  const redis = client as RedisClient & Scripted<Promise<unknown>>;
   const { ready: isReady, whenReady } = readiness(client, cluster);
-  const pipeline = (): ScriptedPipeline => client.pipeline() as ScriptedPipeline;
 
   const grantKey = (grantId: string): string => `${prefix}grant:{${grantId}}`;
   // Invariant 2: what an exchange commits shares one hash tag.
@@ -301,11 +280,7 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
 
     /** The webhooks' outbox, one per createRedisAdapter(), under the same key prefix. */
     outbox(): OutboxStore {
-      return (outbox ??= createRedisOutbox(client, prefix, () => (isReady() ? Promise.resolve() : whenReady())));
-    }
-
-    #key(id: string): string {
-      return entryKey(this.#name, id);
+      return (outbox ??= createRedisOutbox(client, prefix, whenReady));
     }
 
     #indexKey(index: 'uid' | 'userCode', value: string): string {
@@ -314,7 +289,7 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
 
     async upsert(id: string, payload: AdapterPayload, expiresIn?: number): Promise<void> {
       if (!isReady()) await whenReady();
-      const key = this.#key(id);
+      const key = entryKey(this.#name, id);
       // The scripts' TTL: milliseconds, 0 for an entry already expired, -1 for one that never expires.
       const ttl = entryLifetimeMs(expiresIn) ?? NO_EXPIRY;
       const { consumed, ...stored } = payload;
@@ -333,7 +308,7 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
 
     async find(id: string): Promise<AdapterPayload | undefined> {
       if (!isReady()) await whenReady();
-      const [payload, consumed] = await redis.hmget(this.#key(id), 'payload', 'consumed');
+      const [payload, consumed] = await redis.hmget(entryKey(this.#name, id), 'payload', 'consumed');
       if (!payload) return undefined;
       const found = JSON.parse(payload) as AdapterPayload;
       if (consumed) found.consumed = JSON.parse(consumed);
@@ -368,26 +343,31 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
 
     async consumeOnce(id: string): Promise<boolean> {
       if (!isReady()) await whenReady();
-      return (await sendWrite('impersonationConsumeOnce', this.#key(id), Math.floor(Date.now() / 1000))) === 1;
+      return (
+        (await sendWrite('impersonationConsumeOnce', entryKey(this.#name, id), Math.floor(Date.now() / 1000))) === 1
+      );
     }
 
     // Invariant 8: indexes are left to expire.
     async destroy(id: string): Promise<void> {
       if (!isReady()) await whenReady();
-      await redis.del(this.#key(id));
+      await redis.del(entryKey(this.#name, id));
     }
 
     async indexAdd(indexes: readonly string[], member: string, expiresAt: number): Promise<void> {
-      if (!indexes.length) return;
-      if (!isReady()) await whenReady();
-      const keys = indexes.map((index) => this.#sortedIndexKey(index));
-      await redis.impersonationIndexAdd(keys.length, ...keys, member, expiresAt, Date.now());
+      const adds = indexes.map((index) => ({ index, expiresAt, bound: Number.MAX_SAFE_INTEGER }));
+      await this.#addWithin(adds, member);
     }
 
-    async indexAddWithin(adds: readonly BoundedIndexAdd[], member: string): Promise<string | undefined> {
+    indexAddWithin(adds: readonly BoundedIndexAdd[], member: string): Promise<string | undefined> {
+      return this.#addWithin(adds, member);
+    }
+
+    /** INDEX_ADD_WITHIN, for indexAdd (unbounded) and indexAddWithin alike. */
+    async #addWithin(adds: readonly BoundedIndexAdd[], member: string): Promise<string | undefined> {
       if (!adds.length) return undefined;
       if (!isReady()) await whenReady();
-      const keys = adds.map((add) => this.#sortedIndexKey(add.index));
+      const keys = adds.map((add) => sortedIndexKey(this.#name, add.index));
       const full = await redis.impersonationIndexAddWithin(
         keys.length,
         ...keys,
@@ -395,18 +375,11 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
         Date.now(),
         ...adds.flatMap((add) => [add.expiresAt, add.bound]),
       );
-      return full === 0 ? undefined : adds[full - 1]!.index;
+      return full === 0 ? undefined : adds[(full as number) - 1]!.index;
     }
 
-    async commitOnce({
-      consume,
-      write,
-      indexes,
-      expiresAt,
-      guards,
-      quotas = [],
-      outbox: notes,
-    }: CommitWrite): Promise<CommitOutcome> {
+    async commitOnce(commit: CommitWrite): Promise<CommitOutcome> {
+      const { consume, write, indexes, expiresAt, guards, quotas = [], outbox: notes } = commit;
       if ((consume && !COMMITTED_TOGETHER.has(consume.model)) || !COMMITTED_TOGETHER.has(write.model)) {
         throw invalidCall('commitOnce', `commits only ${[...COMMITTED_TOGETHER].join(' and ')} entries`);
       }
@@ -424,7 +397,6 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
         ...(appending ? outboxKeys(prefix) : []),
       ];
       const { consumed: _consumed, ...stored } = write.payload;
-      const now = Date.now();
       const args = [
         keys.length,
         ...keys,
@@ -435,7 +407,7 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
         ttl,
         write.id,
         expiresAt,
-        now,
+        Date.now(),
         appending ? notes.maxPending : 0,
         quotas.length,
         consume ? 1 : 0,
@@ -456,16 +428,12 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
 
     async indexRemove(indexes: readonly string[], member: string): Promise<void> {
       if (!isReady()) await whenReady();
-      await Promise.all(indexes.map((index) => redis.zrem(this.#sortedIndexKey(index), member)));
-    }
-
-    #sortedIndexKey(index: string): string {
-      return sortedIndexKey(this.#name, index);
+      await Promise.all(indexes.map((index) => redis.zrem(sortedIndexKey(this.#name, index), member)));
     }
 
     async indexRange(index: string, after: IndexEntry | undefined, limit: number): Promise<IndexEntry[]> {
       if (!isReady()) await whenReady();
-      const key = this.#sortedIndexKey(index);
+      const key = sortedIndexKey(this.#name, index);
       const max = after ? String(after.expiresAt) : '+inf';
       const min = `(${Date.now()}`;
       const found: IndexEntry[] = [];
@@ -493,13 +461,10 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
   }
 
   /** Runs a writing script; with `replicas`, with `WAIT` in one pipeline, re-sent after a redirection (Invariant 9). */
-  async function sendWrite<Name extends keyof Scripts>(
-    name: Name,
-    ...args: Parameters<Scripts[Name]>
-  ): Promise<unknown> {
-    if (!replicas) return (redis[name] as (...args: Parameters<Scripts[Name]>) => Promise<unknown>)(...args);
+  async function sendWrite(name: keyof Scripted<unknown>, ...args: Array<string | number>): Promise<unknown> {
+    if (!replicas) return redis[name](...args);
     for (let attempt = 1; ; attempt += 1) {
-      const queued = (pipeline()[name] as (...args: Parameters<Scripts[Name]>) => ScriptedPipeline)(...args);
+      const queued = (client.pipeline() as RedisPipeline & Scripted<RedisPipeline>)[name](...args);
       const results = await queued.wait(replicas, replicaTimeoutMs).exec();
       const [[error, reply] = [], [waitError, confirmed] = []] = results ?? [];
       if (error && REDIRECTION.test(error.message) && attempt < MAX_REDIRECTIONS && cluster) {
@@ -518,19 +483,14 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
     }
   }
 
-  async function setPointer(key: string, id: string, ttl: number): Promise<void> {
-    if (ttl > 0) await redis.set(key, id, 'PX', ttl);
-    else await redis.set(key, id);
-  }
+  const setPointer = (key: string, id: string, ttl: number) =>
+    ttl > 0 ? redis.set(key, id, 'PX', ttl) : redis.set(key, id);
 
   return RedisAdapter;
 }
 
 /** Resolves once the client (and, once, a Cluster's nodes) is ready, within READY_WAIT_MS (Invariant 9). */
-function readiness(
-  client: RedisClient,
-  cluster: ReturnType<typeof clusterOf>,
-): { ready(): boolean; whenReady(): Promise<void> } {
+function readiness(client: RedisClient, cluster: ReturnType<typeof clusterOf>) {
   let nodesOpened = !cluster;
   const ready = (): boolean =>
     client.status === 'ready' && (nodesOpened ||= !!cluster?.nodes('all').every((node) => node.status === 'ready'));
@@ -567,13 +527,4 @@ function readiness(
     return waiting;
   };
   return { ready, whenReady };
-}
-
-/** ioredis 6's reply mapping in a client's options (a Cluster's is its nodes'); ioredis 5 has none. */
-function replyMappingOf(options: object | undefined): unknown {
-  const { replyMapping, redisOptions } = (options ?? {}) as {
-    replyMapping?: unknown;
-    redisOptions?: { replyMapping?: unknown };
-  };
-  return replyMapping ?? redisOptions?.replyMapping;
 }

@@ -21,15 +21,8 @@ const ANONYMOUS_FRACTION = 1 / 4;
 /** One client's share of a pool. */
 const CLIENT_FRACTION = 1 / 4;
 
-interface ReplayShareBounds {
-  /** Most entries each pool holds; together they make the model's bound. */
-  pool: Record<ReplayPool, number>;
-  /** Most entries one client holds in each pool. */
-  perClient: Record<ReplayPool, number>;
-}
-
 /** The shares of a replay model bounded at `bound`: a quarter for anonymous writes, a quarter of each pool per client. */
-export function replayShareBounds(bound: number): ReplayShareBounds {
+export function replayShareBounds(bound: number) {
   const anonymous = Math.max(1, Math.floor(bound * ANONYMOUS_FRACTION));
   const credentialed = Math.max(1, bound - anonymous);
   return {
@@ -52,7 +45,7 @@ export function replayShareOf(payload: AdapterPayload): ReplayShare {
 
 /** The entries held, by pool and by client share, against the bounds of one replay model. */
 export class ReplayShareCounts {
-  readonly #bounds: ReplayShareBounds;
+  readonly #bounds: ReturnType<typeof replayShareBounds>;
   readonly #pools: Record<ReplayPool, number> = { anonymous: 0, credentialed: 0 };
   readonly #shares = new Map<string, number>();
 

@@ -1,13 +1,10 @@
 import { randomUUID } from 'node:crypto';
-import { streamOf, type DeadLetter, type LeasedEntry, type NewOutboxEntry, type Settlement } from './contract.js';
+import { streamOf, type DeadLetter, type LeasedEntry, type NewOutboxEntry } from './contract.js';
 import type { OutboxStats, OutboxStore } from './contract.js';
 
-interface Waiting extends NewOutboxEntry {
-  createdAt: number;
-  attempts: number;
+interface Waiting extends Omit<LeasedEntry, 'lease'> {
   nextAt: number;
   lease?: string;
-  leaseUntil: number;
 }
 
 /** The outbox in memory: every operation is synchronous, so instances sharing the adapter never claim twice. */
@@ -18,21 +15,16 @@ export interface MemoryOutbox extends OutboxStore {
 
 export function createMemoryOutbox(): MemoryOutbox {
   const streams = new Map<string, Waiting[]>();
-  const pending = new Map<string, number>();
   const dropped = new Map<string, number>();
   const dead = new Map<string, DeadLetter>();
-  // Per subscription, its waiting entries in the order appended: the first is the oldest.
+  // Per subscription, its waiting entries (leased ones included) in the order appended: the first is the oldest.
   const order = new Map<string, Set<Waiting>>();
-
-  const add = (counts: Map<string, number>, key: string, by: number): void => {
-    counts.set(key, (counts.get(key) ?? 0) + by);
-  };
 
   function appendNow(entries: readonly NewOutboxEntry[], maxPending: number, now: number): string[] {
     const refused: string[] = [];
     for (const entry of entries) {
-      if ((pending.get(entry.subscription) ?? 0) >= maxPending) {
-        add(dropped, entry.subscription, 1);
+      if ((order.get(entry.subscription)?.size ?? 0) >= maxPending) {
+        dropped.set(entry.subscription, (dropped.get(entry.subscription) ?? 0) + 1);
         refused.push(entry.subscription);
         continue;
       }
@@ -44,7 +36,6 @@ export function createMemoryOutbox(): MemoryOutbox {
       const appended = order.get(entry.subscription) ?? new Set();
       appended.add(waiting);
       order.set(entry.subscription, appended);
-      add(pending, entry.subscription, 1);
     }
     return refused;
   }
@@ -77,7 +68,7 @@ export function createMemoryOutbox(): MemoryOutbox {
       return Promise.resolve(claimed);
     },
 
-    settle(entry, settlement: Settlement, now) {
+    settle(entry, settlement, now) {
       const queue = streams.get(streamOf(entry));
       const head = queue?.[0];
       if (!queue || !head || head.id !== entry.id || head.lease !== entry.lease) return Promise.resolve(false);
@@ -92,37 +83,34 @@ export function createMemoryOutbox(): MemoryOutbox {
       const appended = order.get(entry.subscription)!;
       appended.delete(head);
       if (!appended.size) order.delete(entry.subscription);
-      add(pending, entry.subscription, -1);
       if (settlement.outcome === 'dead') {
-        const { id, subscription, subject, body, createdAt, attempts } = head;
-        const letter = { id, subscription, subject, body, createdAt, attempts, deadAt: now, reason: settlement.reason };
-        dead.set(`${subscription}\n${id}`, letter);
+        const { nextAt: _nextAt, lease: _lease, leaseUntil: _leaseUntil, ...letter } = head;
+        dead.set(`${head.subscription}\n${head.id}`, { ...letter, deadAt: now, reason: settlement.reason });
       }
       return Promise.resolve(true);
     },
 
     waits(subscription) {
-      return Promise.resolve((pending.get(subscription) ?? 0) > 0);
+      return Promise.resolve(order.has(subscription));
     },
 
     stats() {
       const subscriptions: OutboxStats['subscriptions'] = {};
       const of = (name: string) => (subscriptions[name] ??= { pending: 0, dead: 0, dropped: 0 });
-      for (const [name, count] of pending) if (count) of(name).pending = count;
-      for (const [name, count] of dropped) of(name).dropped = count;
-      for (const letter of dead.values()) of(letter.subscription).dead += 1;
       const oldest: OutboxStats['oldest'] = {};
       for (const [name, appended] of order) {
-        const first = appended.values().next().value;
-        if (first) oldest[name] = first.createdAt;
+        of(name).pending = appended.size;
+        oldest[name] = appended.values().next().value!.createdAt;
       }
+      for (const [name, count] of dropped) of(name).dropped = count;
+      for (const letter of dead.values()) of(letter.subscription).dead += 1;
       return Promise.resolve({ subscriptions, oldest });
     },
 
     forget(subscription) {
       for (const stream of streams.keys()) if (stream.startsWith(`${subscription}\n`)) streams.delete(stream);
       for (const [key, letter] of dead) if (letter.subscription === subscription) dead.delete(key);
-      for (const counts of [pending, dropped, order]) counts.delete(subscription);
+      for (const counts of [dropped, order]) counts.delete(subscription);
       return Promise.resolve();
     },
 

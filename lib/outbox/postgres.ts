@@ -4,12 +4,9 @@ import { streamOf, type DeadLetter, type LeasedEntry, type NewOutboxEntry, type 
 import type { OutboxStats, OutboxStore } from './contract.js';
 import type { Statement } from '../postgres/statement.js';
 
+type Row = Record<string, unknown>;
 /** Runs one statement (the adapter's pool, error mapping and migration). */
-type RunStatement = (
-  statement: Statement,
-  values: unknown[],
-  operation: string,
-) => Promise<{ rows: Record<string, unknown>[] }>;
+type RunStatement = (statement: Statement, values: unknown[], operation: string) => Promise<{ rows: Row[] }>;
 
 export interface OutboxTables {
   /** What the outbox's statement names start with: its adapter's, unique to its table. */
@@ -78,16 +75,10 @@ export function appendCtes(tables: Pick<OutboxTables, 'entries' | 'drops'>, firs
         ON CONFLICT (subscription) DO UPDATE SET dropped = ${drops}.dropped + EXCLUDED.dropped)`;
 }
 
-/** An entry to append, with its time (ms), its subscription's bound and its owner (`n` in a commit, else 1). */
-export interface EntryToAppend {
-  entry: NewOutboxEntry;
-  now: number;
-  maxPending: number;
-  n: number;
-}
-
-/** appendCtes' values, in order. */
-export function appendValues(toAppend: readonly EntryToAppend[]): unknown[] {
+/** appendCtes' values, in order: per entry, its time (ms), its subscription's bound and its owner (`n` in a commit, else 1). */
+export function appendValues(
+  toAppend: ReadonlyArray<{ entry: NewOutboxEntry; now: number; maxPending: number; n: number }>,
+): unknown[] {
   return [
     toAppend.map(({ entry }) => entry.id),
     toAppend.map(({ entry }) => entry.subscription),
@@ -193,62 +184,36 @@ function outboxStatements(tables: OutboxTables) {
   ) as Record<keyof typeof texts, Statement>;
 }
 
-export function createPostgresOutbox(
-  tables: OutboxTables,
-  run: RunStatement,
-  transaction: RunTransaction,
-): OutboxStore {
+export function createPostgresOutbox(tables: OutboxTables, run: RunStatement, transaction: RunTransaction) {
   const statements = outboxStatements(tables);
 
-  /** Retries, then the other settlements under the locks `lock` takes: the entries held, and those it did not lock. */
-  async function settleLocked(
-    lock: Statement,
-    settlements: readonly SettledEntry[],
-    now: number,
-  ): Promise<{ held: Set<number>; skipped: SettledEntry[] }> {
+  /** Retries, then the other settlements under the locks `lock` takes: resolves the entries held. */
+  async function settleLocked(lock: Statement, settlements: readonly SettledEntry[], now: number) {
     const held = new Set<number>();
     const retries = settlements.filter(({ settlement }) => settlement.outcome === 'retry');
     const final = settlements.filter(({ settlement }) => settlement.outcome !== 'retry');
+    const seqs = (of: readonly SettledEntry[]) => of.map(({ entry }) => seqOf(entry));
+    const leased = (of: readonly SettledEntry[]) => [seqs(of), of.map(({ entry }) => entry.lease)];
     if (retries.length) {
-      const { rows } = await run(
-        statements.retryMany,
-        [
-          retries.map(({ entry }) => seqOf(entry)),
-          retries.map(({ entry }) => entry.lease),
-          retries.map(({ settlement }) => (settlement as { at: number }).at),
-        ],
-        'outbox settle',
-      );
+      const at = retries.map(({ settlement }) => (settlement as { at: number }).at);
+      const { rows } = await run(statements.retryMany, [...leased(retries), at], 'outbox settle');
       for (const row of rows) held.add(Number(row['seq']));
     }
-    const skipped: SettledEntry[] = [];
     if (final.length) {
       await transaction(async (inTransaction) => {
-        const { rows } = await inTransaction(
-          lock,
-          [final.map(({ entry }) => seqOf(entry)), final.map(({ entry }) => entry.lease)],
-          'outbox settle',
-        );
+        const { rows } = await inTransaction(lock, leased(final), 'outbox settle');
         const locked = new Set(rows.map((row) => Number(row['seq'])));
         const mine = final.filter(({ entry }) => locked.has(seqOf(entry)));
-        skipped.push(...final.filter(({ entry }) => !locked.has(seqOf(entry))));
         if (!mine.length) return;
+        const outcomes = mine.map(({ settlement }) => settlement.outcome);
+        const reasons = mine.map(({ settlement }) => (settlement.outcome === 'dead' ? settlement.reason : null));
         // Invariant 14: a later statement sees the appends that waited for the lock. Each stream has one entry
         // leased at a time: the settled entries are of different streams.
-        await inTransaction(
-          statements.settleMany,
-          [
-            mine.map(({ entry }) => seqOf(entry)),
-            mine.map(({ settlement }) => settlement.outcome),
-            mine.map(({ settlement }) => (settlement.outcome === 'dead' ? settlement.reason : null)),
-            now,
-          ],
-          'outbox settle',
-        );
+        await inTransaction(statements.settleMany, [seqs(mine), outcomes, reasons, now], 'outbox settle');
         for (const seq of locked) held.add(seq);
       }, 'outbox settle');
     }
-    return { held, skipped };
+    return held;
   }
 
   const store: OutboxStore = {
@@ -286,15 +251,15 @@ export function createPostgresOutbox(
 
     async settle(entry, settlement, now) {
       // Invariant 14: waits for an append holding the row (its stream's last).
-      const { held } = await settleLocked(statements.lockWaiting, [{ entry, settlement }], now);
-      return held.has(seqOf(entry));
+      return (await settleLocked(statements.lockWaiting, [{ entry, settlement }], now)).has(seqOf(entry));
     },
 
     async settleAll(settlements, now) {
       // Invariant 14, as settle; a row an append holds is skipped (waiting could close a cycle) and settled alone below.
-      const { held, skipped } = await settleLocked(statements.lockMany, settlements, now);
-      // Skipped rows (held by an append a moment), or leases that ran out: settle says which.
-      for (const { entry, settlement } of skipped) {
+      const held = await settleLocked(statements.lockMany, settlements, now);
+      // Final settlements not held: rows an append held a moment, or leases that ran out; settle says which.
+      for (const { entry, settlement } of settlements) {
+        if (settlement.outcome === 'retry' || held.has(seqOf(entry))) continue;
         if (await store.settle(entry, settlement, now)) held.add(seqOf(entry));
       }
       return settlements.map(({ entry }) => held.has(seqOf(entry)));
@@ -382,7 +347,7 @@ export function claimStatement(entries: string): string {
 }
 
 /** What a row of the entries' table holds of every entry it hands out. */
-function storedEntryOf(row: Record<string, unknown>): NewOutboxEntry & { createdAt: number; attempts: number } {
+function storedEntryOf(row: Row) {
   return {
     id: String(row['id']),
     subscription: String(row['subscription']),

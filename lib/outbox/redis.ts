@@ -1,7 +1,7 @@
 /** The outbox on Redis: every key under the commit's hash tag, each operation one script (docs/adapters.md#redis-key-layout). */
 import { randomUUID } from 'node:crypto';
 import type { RedisClient } from '../redis/client.js';
-import { streamOf, type DeadLetter, type LeasedEntry, type NewOutboxEntry, type SettledEntry } from './contract.js';
+import { streamOf, type DeadLetter, type NewOutboxEntry, type SettledEntry } from './contract.js';
 import type { OutboxStats, OutboxStore } from './contract.js';
 
 const KEY_NAMES = [
@@ -18,9 +18,6 @@ const KEY_NAMES = [
   'due',
   'order',
 ] as const;
-/** One key per name of KEY_NAMES, in its order. */
-type KeysOf<Names extends readonly string[]> = { -readonly [I in keyof Names]: string };
-type OutboxKeys = KeysOf<typeof KEY_NAMES>;
 
 /** `due`'s member for a stream claimable at `at`; given a seq for `at`, its member in `order`. */
 const DUE_MEMBER_LUA = `
@@ -34,6 +31,9 @@ end
 const PRELUDE = `${DUE_MEMBER_LUA}
 local seq, queue, heads, entries, attempts, leases, pending, dropped, dead, reasons, due, order =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12]
+local function drop(member)
+  for _, hash in ipairs({ entries, attempts, leases, reasons }) do redis.call('HDEL', hash, member) end
+end
 -- The queue member's entry leaves the order of its subscription's waiting entries.
 local function unorder(stream, member)
   redis.call('ZREM', order, due_member(stream, tonumber(string.sub(member, -16))))
@@ -52,30 +52,6 @@ local function set_due(stream, at)
     redis.call('ZADD', heads, at, stream)
     redis.call('ZADD', due, 0, due_member(stream, tonumber(at)))
   end
-end
-`;
-
-/** One settlement: 1 when the lease was still the holder's (and the entry its stream's first), else 0, changing nothing. */
-const SETTLE_PRELUDE = `${PRELUDE}
-local function settle(member, lease, outcome, now, detail, subscription, stream)
-  if redis.call('HGET', leases, member) ~= lease or first_of(stream) ~= member then return 0 end
-  redis.call('HDEL', leases, member)
-  if outcome == 'retry' then
-    set_due(stream, tonumber(detail))
-    return 1
-  end
-  redis.call('ZREM', queue, member)
-  unorder(stream, member)
-  redis.call('HINCRBY', pending, subscription, -1)
-  if outcome == 'dead' then
-    redis.call('ZADD', dead, now, member)
-    redis.call('HSET', reasons, member, detail)
-  else
-    redis.call('HDEL', entries, member)
-    redis.call('HDEL', attempts, member)
-  end
-  if first_of(stream) == nil then set_due(stream, nil) else set_due(stream, tonumber(now)) end
-  return 1
 end
 `;
 
@@ -113,11 +89,7 @@ local now, limit, leaseMs, prefix, deadBefore = tonumber(ARGV[1]), tonumber(ARGV
 local each = tonumber(ARGV[6]) or limit
 local out = {}
 for i = 7, #ARGV, 2 do out[ARGV[i]] = tonumber(ARGV[i + 1]) end
-for _, member in ipairs(redis.call('ZRANGEBYSCORE', dead, '-inf', '(' .. deadBefore)) do
-  redis.call('HDEL', entries, member)
-  redis.call('HDEL', reasons, member)
-  redis.call('HDEL', attempts, member)
-end
+for _, member in ipairs(redis.call('ZRANGEBYSCORE', dead, '-inf', '(' .. deadBefore)) do drop(member) end
 redis.call('ZREMRANGEBYSCORE', dead, '-inf', '(' .. deadBefore)
 -- Each subscription with entries waiting and room: its streams due by now, earliest first, up to its room.
 local until_now = string.format('%016d', now + 1)
@@ -151,7 +123,27 @@ for i = 1, math.min(limit, #candidates) do
 end
 return claimed`,
   // ARGV: now, then per entry: member, lease, outcome, retry time or reason, subscription, stream. Returns 1 per lease held, else 0.
-  impersonationOutboxSettleAll: `${SETTLE_PRELUDE}
+  impersonationOutboxSettleAll: `${PRELUDE}
+-- 1 when the lease was still the holder's (and the entry its stream's first), else 0, changing nothing.
+local function settle(member, lease, outcome, now, detail, subscription, stream)
+  if redis.call('HGET', leases, member) ~= lease or first_of(stream) ~= member then return 0 end
+  redis.call('HDEL', leases, member)
+  if outcome == 'retry' then
+    set_due(stream, tonumber(detail))
+    return 1
+  end
+  redis.call('ZREM', queue, member)
+  unorder(stream, member)
+  redis.call('HINCRBY', pending, subscription, -1)
+  if outcome == 'dead' then
+    redis.call('ZADD', dead, now, member)
+    redis.call('HSET', reasons, member, detail)
+  else
+    drop(member)
+  end
+  if first_of(stream) == nil then set_due(stream, nil) else set_due(stream, tonumber(now)) end
+  return 1
+end
 local held = {}
 for i = 2, #ARGV, 6 do
   held[#held + 1] = settle(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[1], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5])
@@ -174,9 +166,6 @@ return oldest`,
   impersonationOutboxForget: `${PRELUDE}
 local subscription = ARGV[1]
 local from, to = '[' .. subscription .. '\\n', '(' .. subscription .. '\\v'
-local function drop(member)
-  for _, hash in ipairs({ entries, attempts, leases, reasons }) do redis.call('HDEL', hash, member) end
-end
 for _, member in ipairs(redis.call('ZRANGEBYLEX', queue, from, to)) do
   set_due(string.sub(member, 1, #member - 17), nil)
   drop(member)
@@ -194,20 +183,8 @@ redis.call('HDEL', dropped, subscription)
 return 1`,
 };
 
-type Reply = [string, string, number, string];
-/** member, lease, outcome, retry time or reason, subscription, stream */
-type SettlementArgs = [string, string, string, string | number, string, string];
-interface ScriptedClient {
-  impersonationOutboxAppend(...args: (string | number)[]): Promise<string[]>;
-  impersonationOutboxClaim(...args: (string | number)[]): Promise<Reply[]>;
-  impersonationOutboxSettleAll(...args: (string | number)[]): Promise<number[]>;
-  impersonationOutboxOldest(...args: string[]): Promise<(string | null)[]>;
-  impersonationOutboxForget(...args: string[]): Promise<number>;
-}
-
-interface StoredEntry extends NewOutboxEntry {
-  createdAt: number;
-}
+type StoredEntry = NewOutboxEntry & { createdAt: number };
+type Script = (...args: Array<string | number>) => Promise<unknown>;
 
 /** The outbox's keys under `prefix`, tagged as the exchange's commit (Invariant 2). */
 export function outboxKeys(prefix: string): string[] {
@@ -227,12 +204,15 @@ export function createRedisOutbox(client: RedisClient, prefix: string, ready: ()
   for (const [name, lua] of Object.entries(SCRIPTS))
     client.defineCommand(name, { numberOfKeys: KEY_NAMES.length, lua });
   const keys = outboxKeys(prefix);
-  const [, , , entriesKey, attemptsKey, , pendingKey, droppedKey, deadKey, reasonsKey] = keys as OutboxKeys;
-  const redis = client as unknown as ScriptedClient;
-  const memberOf = (entry: LeasedEntry): string => entry.lease.slice(entry.lease.indexOf(':') + 1);
-  /** A settlement as the scripts take it: member, lease, outcome, retry time or reason, subscription, stream. */
-  const settlementArgs = ({ entry, settlement }: SettledEntry): SettlementArgs => [
-    memberOf(entry),
+  const key = (name: (typeof KEY_NAMES)[number]): string => keys[KEY_NAMES.indexOf(name)]!;
+  /** Runs one of SCRIPTS over the outbox's keys, once the connection is usable. */
+  async function script<Reply>(name: keyof typeof SCRIPTS, ...args: Array<string | number>): Promise<Reply> {
+    await ready();
+    return (await (client as unknown as Record<keyof typeof SCRIPTS, Script>)[name](...keys, ...args)) as Reply;
+  }
+  /** A settlement as the settling script takes it. */
+  const settlementArgs = ({ entry, settlement }: SettledEntry) => [
+    entry.lease.slice(entry.lease.indexOf(':') + 1),
     entry.lease,
     settlement.outcome,
     settlement.outcome === 'retry' ? settlement.at : settlement.outcome === 'dead' ? settlement.reason : '',
@@ -241,21 +221,18 @@ export function createRedisOutbox(client: RedisClient, prefix: string, ready: ()
   ];
 
   async function settleAll(settlements: readonly SettledEntry[], now: number): Promise<boolean[]> {
-    await ready();
-    const held = await redis.impersonationOutboxSettleAll(...keys, now, ...settlements.flatMap(settlementArgs));
+    const held = await script<number[]>('impersonationOutboxSettleAll', now, ...settlements.flatMap(settlementArgs));
     return held.map((one) => one === 1);
   }
 
   return {
-    async append(entries, maxPending, now) {
-      await ready();
-      return redis.impersonationOutboxAppend(...keys, maxPending, now, ...outboxAppendArgs(entries, now));
+    append(entries, maxPending, now) {
+      return script<string[]>('impersonationOutboxAppend', maxPending, now, ...outboxAppendArgs(entries, now));
     },
 
     async claim(limit, leaseMs, now, deadBefore, bound) {
-      await ready();
-      const replies = await redis.impersonationOutboxClaim(
-        ...keys,
+      const replies = await script<Array<[string, string, number, string]>>(
+        'impersonationOutboxClaim',
         now,
         limit,
         leaseMs,
@@ -275,15 +252,15 @@ export function createRedisOutbox(client: RedisClient, prefix: string, ready: ()
 
     async waits(subscription) {
       await ready();
-      return Number(await client.hget(pendingKey, subscription)) > 0;
+      return Number(await client.hget(key('pending'), subscription)) > 0;
     },
 
     async stats() {
       await ready();
       const [pending, dropped, deadMembers] = await Promise.all([
-        client.hgetall(pendingKey),
-        client.hgetall(droppedKey),
-        client.zrange(deadKey, '0', '-1'),
+        client.hgetall(key('pending')),
+        client.hgetall(key('dropped')),
+        client.zrange(key('dead'), '0', '-1'),
       ]);
       const subscriptions: OutboxStats['subscriptions'] = {};
       const of = (name: string) => (subscriptions[name] ??= { pending: 0, dead: 0, dropped: 0 });
@@ -293,7 +270,7 @@ export function createRedisOutbox(client: RedisClient, prefix: string, ready: ()
       const oldest: OutboxStats['oldest'] = {};
       const waiting = Object.keys(subscriptions).filter((name) => subscriptions[name]!.pending > 0);
       if (waiting.length) {
-        const firsts = await redis.impersonationOutboxOldest(...keys, ...waiting);
+        const firsts = await script<Array<string | null>>('impersonationOutboxOldest', ...waiting);
         waiting.forEach((name, i) => {
           const json = firsts[i];
           if (json) oldest[name] = (JSON.parse(json) as StoredEntry).createdAt;
@@ -303,20 +280,19 @@ export function createRedisOutbox(client: RedisClient, prefix: string, ready: ()
     },
 
     async forget(subscription) {
-      await ready();
-      await redis.impersonationOutboxForget(...keys, subscription);
+      await script('impersonationOutboxForget', subscription);
     },
 
     async deadLetters(limit) {
       await ready();
-      const members = await client.zrevrange(deadKey, 0, limit - 1, 'WITHSCORES');
+      const members = await client.zrevrange(key('dead'), 0, limit - 1, 'WITHSCORES');
       const letters: DeadLetter[] = [];
       for (let i = 0; i < members.length; i += 2) {
         const member = members[i] as string;
         const [json, attempts, reason] = await Promise.all([
-          client.hget(entriesKey, member),
-          client.hget(attemptsKey, member),
-          client.hget(reasonsKey, member),
+          client.hget(key('entries'), member),
+          client.hget(key('attempts'), member),
+          client.hget(key('reasons'), member),
         ]);
         if (json === null) continue;
         const stored = JSON.parse(json) as StoredEntry;

@@ -1,5 +1,6 @@
 import type { AdapterPayload } from 'oidc-provider';
 import type { QuotaCharge } from '../../capacity.js';
+import { hasFunctions, type DomainNeed } from './domain.js';
 import type { OutboxCommit } from './outbox.js';
 import type { JournalCommit, SharedDatabase } from './trail.js';
 
@@ -49,6 +50,11 @@ export type QuotaOutcome = { outcome: 'saved' } | { outcome: 'spent'; key: strin
 /** Bounds per principal, counted and charged in the write (lib/adapters/quotas.ts; Invariant 5). */
 export interface PrincipalQuotas {
   saveWithinQuotas(write: QuotaWrite): Promise<QuotaOutcome>;
+}
+
+/** A domain's need of `saveWithinQuotas`, and what the domain bounds with it. */
+export function quotasNeed(why: string): DomainNeed {
+  return { operations: 'saveWithinQuotas(write)', has: (adapter) => hasFunctions(adapter, 'saveWithinQuotas'), why };
 }
 
 /** The models one exchange's commit spans, kept in one Redis Cluster slot (Invariant 2). */

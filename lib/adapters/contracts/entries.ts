@@ -5,14 +5,8 @@ import type { AdapterSource } from '../../core-options.js';
 
 export function instantiateAdapter(source: AdapterSource, name: string): Adapter {
   // Tell the two apart the way oidc-provider does, so both see the same instance kind.
-  if (isConstructor(source)) {
-    return new source(name);
-  }
-  return (source as AdapterFactory)(name);
-}
-
-function isConstructor(value: AdapterSource): value is AdapterConstructor {
-  return typeof value.prototype === 'object' && value.prototype !== null;
+  const isClass = typeof source.prototype === 'object' && source.prototype !== null;
+  return isClass ? new (source as AdapterConstructor)(name) : (source as AdapterFactory)(name);
 }
 
 /** The models `revokeByGrantId` removes: the six oidc-provider's memory adapter does; never Interaction, Session or Grant. */

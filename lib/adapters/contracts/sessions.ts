@@ -1,5 +1,5 @@
 import type { Adapter } from 'oidc-provider';
-import type { AtomicCommit, PrincipalQuotas } from './commit.js';
+import { quotasNeed, type AtomicCommit, type PrincipalQuotas } from './commit.js';
 import { consumeOnceNeed, type AtomicConsume } from './consume.js';
 import { hasFunctions, type DomainContract } from './domain.js';
 import { sortedIndexesNeed, type SortedIndexes } from './indexes.js';
@@ -19,12 +19,9 @@ export const SESSION_DOMAIN: DomainContract<SessionAdapter> = {
         'an exchange redeems its subject token and lists its session in one store operation, ' +
         'and gives the token back when the trail cannot record it',
     },
-    {
-      operations: 'saveWithinQuotas(write)',
-      has: (adapter) => hasFunctions(adapter, 'saveWithinQuotas'),
-      why:
-        "a delegation's session is written only within the bounds of its user, client and subject token, " +
+    quotasNeed(
+      "a delegation's session is written only within the bounds of its user, client and subject token, " +
         'counted in the same store operation',
-    },
+    ),
   ],
 };

@@ -1,7 +1,7 @@
 import type { Adapter } from 'oidc-provider';
-import type { PrincipalQuotas } from './commit.js';
+import { quotasNeed, type PrincipalQuotas } from './commit.js';
 import { consumeOnceNeed, type AtomicConsume } from './consume.js';
-import { hasFunctions, type DomainContract } from './domain.js';
+import type { DomainContract } from './domain.js';
 
 /** The subject tokens' domain: redeemed once, inside the session's commit on the same store, saved within quotas. */
 export type SubjectTokenAdapter = Adapter & AtomicConsume & PrincipalQuotas;
@@ -10,10 +10,8 @@ export const SUBJECT_TOKEN_DOMAIN: DomainContract<SubjectTokenAdapter> = {
   domain: 'subject tokens',
   needs: [
     consumeOnceNeed('subject tokens need an atomic consume to be single-use'),
-    {
-      operations: 'saveWithinQuotas(write)',
-      has: (adapter) => hasFunctions(adapter, 'saveWithinQuotas'),
-      why: "a subject token is saved only within its Management API client's share, counted in the same store operation",
-    },
+    quotasNeed(
+      "a subject token is saved only within its Management API client's share, counted in the same store operation",
+    ),
   ],
 };
