@@ -88,6 +88,12 @@ export function createImpersonationVerifier(options: ImpersonationVerifierOption
     check.fail('revocationsUri', 'or "ssf" must be given, and only one of them');
   }
   const trust = { issuer: options.issuer, keys };
+  const expected = {
+    issuer: options.issuer,
+    audience: options.audience,
+    typ: 'at+jwt',
+    requiredClaims: ['sub', 'exp'],
+  };
   const pushed: PushSource | undefined = push
     ? ssfPushSource(options.ssf as SsfPushOptions, trust, { timeout, maxStaleness, refreshInterval })
     : undefined;
@@ -140,17 +146,9 @@ export function createImpersonationVerifier(options: ImpersonationVerifierOption
 
   return {
     async verify(token) {
-      let payload: JWTPayload;
-      try {
-        ({ payload } = await jwtVerify(token, keys, {
-          issuer: options.issuer,
-          audience: options.audience,
-          typ: 'at+jwt',
-          requiredClaims: ['sub', 'exp'],
-        }));
-      } catch {
+      const { payload } = await jwtVerify(token, keys, expected).catch(() => {
         throw tokenRefused('invalid_token', 'the access token is invalid, expired or not for this resource');
-      }
+      });
       const sessionId = payload[SESSION_CLAIM];
       if (sessionId !== undefined) {
         if (typeof sessionId !== 'string')
@@ -182,13 +180,10 @@ export function createImpersonationVerifier(options: ImpersonationVerifierOption
       };
     },
     ready: () => ready,
-    receivePush: (request) =>
-      pushed
-        ? pushed.receive(request)
-        : Promise.resolve({
-            status: 404,
-            body: { err: 'invalid_request', description: 'this server takes no pushed SETs' },
-          }),
+    async receivePush(request) {
+      if (pushed) return pushed.receive(request);
+      return { status: 404, body: { err: 'invalid_request', description: 'this server takes no pushed SETs' } };
+    },
     close() {
       clearTimeout(timer);
       closing.abort();

@@ -44,11 +44,7 @@ export async function receiverRequest(
 }
 
 /** A SET checked as this stream's: its claims, or the RFC 8935 2.3 code if it never will verify, undefined if it may later. */
-export async function verifySet(
-  jwt: string,
-  trust: { issuer: string; keys: JWTVerifyGetKey },
-  audience: string,
-): Promise<{ payload: JWTPayload } | { payload?: undefined; error: string | undefined }> {
+export async function verifySet(jwt: string, trust: { issuer: string; keys: JWTVerifyGetKey }, audience: string) {
   try {
     const { payload } = await jwtVerify(jwt, trust.keys, { issuer: trust.issuer, audience, typ: SET_TYPE });
     return { payload };

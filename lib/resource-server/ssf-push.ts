@@ -46,9 +46,8 @@ const MAX_AWAITED = 1000;
 export function ssfPushSource(
   options: SsfPushOptions,
   trust: { issuer: string; keys: JWTVerifyGetKey },
-  bounds: { timeout: number; maxStaleness: number; refreshInterval: number },
+  { timeout, maxStaleness, refreshInterval }: { timeout: number; maxStaleness: number; refreshInterval: number },
 ): PushSource {
-  const { timeout, maxStaleness, refreshInterval } = bounds;
   if (typeof options.authorization !== 'string' || !options.authorization) {
     throw invalidOption(
       'createImpersonationVerifier',
@@ -107,15 +106,11 @@ export function ssfPushSource(
       url.searchParams.set('stream_id', String(stream.stream_id));
       await streamApi('DELETE', url, undefined, signal);
     }
-    const created = (await streamApi(
-      'POST',
-      configurationEndpoint,
-      {
-        delivery: { method: PUSH_METHOD, endpoint_url: endpointUrl, authorization_header: options.authorization },
-        events_requested: [SESSION_REVOKED_EVENT],
-      },
-      signal,
-    )) as StreamView;
+    const requested = {
+      delivery: { method: PUSH_METHOD, endpoint_url: endpointUrl, authorization_header: options.authorization },
+      events_requested: [SESSION_REVOKED_EVENT],
+    };
+    const created = (await streamApi('POST', configurationEndpoint, requested, signal)) as StreamView;
     if (typeof created.stream_id !== 'string') throw unavailable('the SSF transmitter sent no stream_id');
     const interval = Number(created.min_verification_interval ?? 0) * 1000;
     if (!(refreshInterval >= interval)) {
@@ -158,10 +153,9 @@ export function ssfPushSource(
     const startedAt = Date.now();
     const state = randomUUID();
     const arrived = new Promise<void>((resolve, reject) => {
+      const timedOut = () => reject(unavailable('no verification SET arrived in time'));
       waiting.set(state, resolve);
-      signal.addEventListener('abort', () => reject(unavailable('no verification SET arrived in time')), {
-        once: true,
-      });
+      signal.addEventListener('abort', timedOut, { once: true });
     });
     arrived.catch(() => {});
     try {

@@ -2,7 +2,7 @@ import type { Provider } from 'oidc-provider';
 import type { LeasedEntry, Settlement } from '../outbox/contract.js';
 import type { DeliveryHttp, HttpAnswer, OtherDelivery } from '../webhooks/worker.js';
 import { SET_TYPE, POLL_METHOD } from './names.js';
-import { signSet } from './set.js';
+import { signWithProviderKey } from '../provider-internals.js';
 import { guardedLookup, pushUrlProblem } from './push-target.js';
 import { SSF_SUBSCRIPTION_PREFIX, type Transmitter } from './transmit.js';
 
@@ -29,15 +29,9 @@ export function ssfDelivery({ streams, options, outbox }: Transmitter): OtherDel
       }
       if (stream.status === 'disabled') return { outcome: 'dead', reason: 'stream_disabled' };
       if (stream.status === 'paused') return { outcome: 'retry', at: Date.now() + options.pollIntervalMs };
-      const signed = () => signSet(provider, JSON.parse(entry.body) as Record<string, unknown>);
+      const signed = () => signWithProviderKey(provider, JSON.parse(entry.body) as Record<string, unknown>, SET_TYPE);
       if (stream.delivery.method === POLL_METHOD) {
-        const queued = await streams.enqueue(
-          stream.id,
-          entry.id,
-          await signed(),
-          options.retentionSeconds,
-          options.maxQueued,
-        );
+        const queued = await streams.enqueue(stream.id, entry.id, await signed(), options);
         // Deleted since it was read: its queue was emptied before this SET joined it.
         if (queued && !(await streams.find(stream.id))) await streams.acknowledge(stream.id, [entry.id]);
         // A full queue waits for the receiver to acknowledge, as a receiver that is down would.
@@ -53,11 +47,8 @@ export function ssfDelivery({ streams, options, outbox }: Transmitter): OtherDel
         ...(authorization === undefined ? {} : { authorization }),
       };
       // At most ERROR_BODY_BYTES of an answer's body are read: a receiver cannot make the worker buffer more.
-      const answer = await http.post(endpointUrl, headers, await signed(), {
-        ...http,
-        lookup,
-        readBytes: ERROR_BODY_BYTES,
-      });
+      const guarded = { ...http, lookup, readBytes: ERROR_BODY_BYTES };
+      const answer = await http.post(endpointUrl, headers, await signed(), guarded);
       return answer.status === 400 ? { outcome: 'dead', reason: setErrorOf(answer.text) } : answer;
     },
   };

@@ -12,12 +12,19 @@ const MAX_EVENTS_REQUESTED = 32;
 const MAX_URI = 512;
 const MAX_DESCRIPTION = 256;
 const MAX_AUTHORIZATION = 2048;
+const PRINTABLE = /^[\x20-\x7E]+$/;
 
 export function readStreamId(value: unknown): string {
   if (typeof value !== 'string' || !/^[A-Za-z0-9_-]{1,64}$/.test(value)) {
     throw badRequest('stream_id must be the id of a stream');
   }
   return value;
+}
+
+export function readOptionalText(body: JsonObject, name: string, max: number): string | undefined {
+  const value = body[name];
+  if (value === undefined || (typeof value === 'string' && value.length <= max)) return value;
+  throw badRequest(`${name} must be a string of at most ${max} characters`);
 }
 
 /** The receiver-supplied properties of a body, each checked, none half-taken; a push URL's host resolved last. */
@@ -34,13 +41,8 @@ export async function readReceiverSupplied(body: JsonObject, allow: PushAllowLis
     }
     result.eventsRequested = [...new Set(events as string[])];
   }
-  const description = body['description'];
-  if (description !== undefined) {
-    if (typeof description !== 'string' || description.length > MAX_DESCRIPTION) {
-      throw badRequest(`description must be a string of at most ${MAX_DESCRIPTION} characters`);
-    }
-    result.description = description;
-  }
+  const description = readOptionalText(body, 'description', MAX_DESCRIPTION);
+  if (description !== undefined) result.description = description;
   const delivery = body['delivery'];
   if (delivery !== undefined) result.delivery = readDelivery(delivery, allow);
   // A host name that resolves to an address the service may not push to is refused.
@@ -69,35 +71,23 @@ function readDelivery(delivery: unknown, allow: PushAllowList): StreamRecord['de
   }
   const problem = pushUrlProblem(url, allow);
   if (problem) throw badRequest(`delivery.endpoint_url ${problem}`);
-  if (authorization !== undefined) {
-    if (
-      typeof authorization !== 'string' ||
-      !authorization ||
-      authorization.length > MAX_AUTHORIZATION ||
-      !/^[\x20-\x7E]+$/.test(authorization)
-    ) {
-      throw badRequest(
-        `delivery.authorization_header must be printable ASCII of at most ${MAX_AUTHORIZATION} characters`,
-      );
-    }
-    return { method: PUSH_METHOD, endpointUrl: url.href, authorizationHeader: authorization };
+  if (authorization === undefined) return { method: PUSH_METHOD, endpointUrl: url.href };
+  if (typeof authorization !== 'string' || authorization.length > MAX_AUTHORIZATION || !PRINTABLE.test(authorization)) {
+    throw badRequest(
+      `delivery.authorization_header must be printable ASCII of at most ${MAX_AUTHORIZATION} characters`,
+    );
   }
-  return { method: PUSH_METHOD, endpointUrl: url.href };
+  return { method: PUSH_METHOD, endpointUrl: url.href, authorizationHeader: authorization };
 }
 
-export interface PollRequest {
-  maxEvents: number;
-  returnImmediately: boolean;
-  ack: string[];
-  setErrs: Array<{ jti: string; err: string }>;
-}
+export type PollRequest = ReturnType<typeof readPollRequest>;
 
 const MAX_EVENTS_PER_POLL = 100;
 const MAX_ACKS = 1000;
 const JTI = /^[\x21-\x7E]{1,128}$/;
 
 /** An RFC 8936 2.4 poll request. */
-export function readPollRequest(body: JsonObject): PollRequest {
+export function readPollRequest(body: JsonObject) {
   const { maxEvents = MAX_EVENTS_PER_POLL, returnImmediately = false, ack = [], setErrs = {} } = body;
   if (!Number.isSafeInteger(maxEvents) || (maxEvents as number) < 0) {
     throw badRequest('maxEvents must be a non-negative integer');
@@ -159,23 +149,16 @@ function isSubject(value: unknown, depth: number): boolean {
   // SSF 1.0 3.2: aliases, and a complex subject's members, are simple subjects (at depth 1 neither form is one).
   if ((format === 'aliases' || format === 'complex') && depth === 0) {
     const inner = format === 'aliases' ? members['identifiers'] : Object.values(members);
-    return (
-      Array.isArray(inner) &&
-      inner.length > 0 &&
-      inner.length <= MAX_ALIASES &&
-      inner.every((subject) => isSubject(subject, depth + 1))
-    );
+    return isShortList(inner, (subject) => isSubject(subject, depth + 1));
   }
-  const required =
-    typeof format === 'string' && Object.hasOwn(SUBJECT_FORMATS, format) ? SUBJECT_FORMATS[format] : undefined;
-  if (!required) return false;
-  return required.every((name) => {
-    const member = members[name];
-    if (name === 'ip_addresses') {
-      return Array.isArray(member) && member.length > 0 && member.length <= MAX_ALIASES && member.every(isShortText);
-    }
-    return isShortText(member);
-  });
+  if (typeof format !== 'string' || !Object.hasOwn(SUBJECT_FORMATS, format)) return false;
+  return SUBJECT_FORMATS[format]!.every((name) =>
+    name === 'ip_addresses' ? isShortList(members[name], isShortText) : isShortText(members[name]),
+  );
+}
+
+function isShortList(value: unknown, each: (item: unknown) => boolean): boolean {
+  return Array.isArray(value) && value.length > 0 && value.length <= MAX_ALIASES && value.every(each);
 }
 
 function isShortText(value: unknown): boolean {

@@ -69,22 +69,11 @@ export interface ResolvedSsfOptions {
 }
 
 const OPTION_NAMES = Object.keys({
-  scope: true,
-  path: true,
+  ...SSF_DEFAULTS,
   baseUrl: true,
-  maxStreams: true,
-  maxStreamsPerReceiver: true,
-  maxPending: true,
-  maxQueued: true,
-  retention: true,
-  minVerificationInterval: true,
-  longPollTimeout: true,
-  maxAttempts: true,
-  timeout: true,
-  pollInterval: true,
   pushAllowList: true,
   streamCovers: true,
-} satisfies Record<keyof SsfOptions, true>);
+} satisfies Record<keyof SsfOptions, unknown>);
 
 const MAX_ALLOWED_PUSH_HOSTS = SSF_MAXIMA.pushAllowList;
 
@@ -124,9 +113,7 @@ export function resolveSsfOptions(input: SsfOptions, taken: { scopes: string[]; 
     }
     baseUrl = url.href.replace(/\/$/, '');
   }
-  const allowed = input.pushAllowList ?? [];
-  const pushAllowList =
-    Array.isArray(allowed) && allowed.length <= MAX_ALLOWED_PUSH_HOSTS ? readPushAllowList(allowed) : undefined;
+  const pushAllowList = readPushAllowList(input.pushAllowList ?? []);
   if (!pushAllowList) {
     fail(
       'ssf.pushAllowList',
@@ -165,7 +152,8 @@ export interface PushAllowList {
 }
 
 /** `ssf.pushAllowList`'s entries, checked: host names, addresses and CIDR ranges; undefined when one is not. */
-function readPushAllowList(entries: readonly unknown[]): PushAllowList | undefined {
+function readPushAllowList(entries: unknown): PushAllowList | undefined {
+  if (!Array.isArray(entries) || entries.length > MAX_ALLOWED_PUSH_HOSTS) return undefined;
   const names = new Set<string>();
   const addresses = new BlockList();
   for (const entry of entries) {

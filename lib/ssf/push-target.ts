@@ -88,16 +88,11 @@ export async function pushHostProblem(url: URL, allow: PushAllowList): Promise<s
 export function guardedLookup(allow: PushAllowList): LookupFunction {
   return (hostname, options, callback) => {
     dnsLookup(hostname, { ...options, all: true }, (error, addresses) => {
-      if (error) {
-        callback(error, '');
-        return;
-      }
       const host = hostOf(hostname);
-      if (!listed(host, allow) && !addresses.every(({ address }) => reachable(address, allow))) {
+      if (error) callback(error, '');
+      else if (!listed(host, allow) && !addresses.every(({ address }) => reachable(address, allow))) {
         callback(pushTargetRefused(host), '');
-        return;
-      }
-      if (options.all) callback(null, addresses);
+      } else if (options.all) callback(null, addresses);
       else callback(null, addresses[0]?.address ?? '', addresses[0]?.family);
     });
   };

@@ -9,7 +9,8 @@ import { emitOn } from '../report-error.js';
 import { waitsFor } from '../outbox/contract.js';
 import { storeCall } from '../store-call.js';
 import { ssfConfigurationLocation, streamApiBase, transmitterMetadata } from './discovery.js';
-import { readPollRequest, readReceiverSupplied, readStreamId, readSubjectChange, type PollRequest } from './input.js';
+import { readOptionalText, readPollRequest, readReceiverSupplied, readStreamId, readSubjectChange } from './input.js';
+import type { PollRequest } from './input.js';
 import { EVENTS_SUPPORTED, POLL_METHOD, PUSH_METHOD } from './names.js';
 import type { SetPage, StreamRecord, StreamStatus } from './store.js';
 import { deleteStream, streamSubscription, transmitVerification, type Transmitter } from './transmit.js';
@@ -21,6 +22,7 @@ const MAX_BODY = 16 * 1024;
 const MAX_POLL_BODY = 256 * 1024;
 const STATUSES = new Set<StreamStatus>(['enabled', 'paused', 'disabled']);
 const MAX_REASON = 256;
+const MAX_STATE = 1024;
 /** How often a long poll looks at its queue again. */
 const LONG_POLL_STEP_MS = 100;
 /** How long a poll whose queue is empty waits for SETs still in the outbox before it says 503 rather than "nothing". */
@@ -145,12 +147,9 @@ async function createStream(ssf: Ssf, ctx: Koa.Context): Promise<void> {
   const body = await readJsonObject(ctx, MAX_BODY);
   if (body['stream_id'] !== undefined) throw badRequest('stream_id is set by the transmitter');
   const supplied = await readReceiverSupplied(body, options.allowedPushHosts);
-  const receiverFull = () =>
-    tooManyStreams(`this receiver has ${options.maxStreamsPerReceiver} streams already, the most allowed`);
-  const transmitterFull = () => tooManyStreams('the transmitter has as many streams as it allows');
-  const counted = await storeCall(() => streams.count(receiver, options.maxStreams));
-  if (counted.receiver >= options.maxStreamsPerReceiver) throw receiverFull();
-  if (counted.all >= options.maxStreams) throw transmitterFull();
+  const bounds = { all: options.maxStreams, receiver: options.maxStreamsPerReceiver };
+  const counted = await storeCall(() => streams.count(receiver, bounds.all));
+  const full = counted.receiver >= bounds.receiver ? 'receiver' : counted.all >= bounds.all ? 'all' : undefined;
   const stream: StreamRecord = {
     id: randomBytes(16).toString('base64url'),
     receiver,
@@ -159,11 +158,11 @@ async function createStream(ssf: Ssf, ctx: Koa.Context): Promise<void> {
     status: 'enabled',
     createdAt: Math.floor(Date.now() / 1000),
   };
-  const created = await storeCall(() =>
-    streams.create(stream, { all: options.maxStreams, receiver: options.maxStreamsPerReceiver }),
-  );
-  if (created === 'receiver') throw receiverFull();
-  if (created === 'all') throw transmitterFull();
+  const created = full ?? (await storeCall(() => streams.create(stream, bounds)));
+  if (created === 'receiver') {
+    throw tooManyStreams(`this receiver has ${bounds.receiver} streams already, the most allowed`);
+  }
+  if (created === 'all') throw tooManyStreams('the transmitter has as many streams as it allows');
   ctx.status = 201;
   ctx.body = view(ssf, stream);
 }
@@ -183,9 +182,8 @@ function changeStream(replace: boolean) {
     const { body, stream } = await bodyAndStream(ssf, ctx);
     assertTransmitterSupplied(ssf, body, stream);
     const supplied = await readReceiverSupplied(body, ssf.options.allowedPushHosts);
-    const next: StreamRecord = replace
-      ? { ...withoutReceiverSupplied(stream), ...withDefaults(supplied) }
-      : { ...stream, ...supplied };
+    const { description: _replaced, ...kept } = stream;
+    const next: StreamRecord = replace ? { ...kept, ...withDefaults(supplied) } : { ...stream, ...supplied };
     await saveChange(ssf, next);
     ctx.body = view(ssf, next);
   };
@@ -211,13 +209,11 @@ async function readStatus(ssf: Ssf, ctx: Koa.Context): Promise<void> {
 
 async function changeStatus(ssf: Ssf, ctx: Koa.Context): Promise<void> {
   const { body, stream } = await bodyAndStream(ssf, ctx);
-  const { status, reason } = body;
+  const status = body['status'];
   if (typeof status !== 'string' || !STATUSES.has(status as StreamStatus)) {
     throw badRequest('status must be enabled, paused or disabled');
   }
-  if (reason !== undefined && (typeof reason !== 'string' || reason.length > MAX_REASON)) {
-    throw badRequest(`reason must be a string of at most ${MAX_REASON} characters`);
-  }
+  const reason = readOptionalText(body, 'reason', MAX_REASON);
   const { reason: _previous, ...rest } = stream;
   const next: StreamRecord = { ...rest, status: status as StreamStatus, ...(reason === undefined ? {} : { reason }) };
   await saveChange(ssf, next);
@@ -228,10 +224,7 @@ async function changeStatus(ssf: Ssf, ctx: Koa.Context): Promise<void> {
 async function verify(ssf: Ssf, ctx: Koa.Context): Promise<void> {
   const { streams, options } = ssf;
   const { body, stream } = await bodyAndStream(ssf, ctx);
-  const state = body['state'];
-  if (state !== undefined && (typeof state !== 'string' || state.length > 1024)) {
-    throw badRequest('state must be a string of at most 1024 characters');
-  }
+  const state = readOptionalText(body, 'state', MAX_STATE);
   const now = Math.floor(Date.now() / 1000);
   const interval = options.minVerificationInterval;
   const left = stream.verifiedAt === undefined ? 0 : interval - (now - stream.verifiedAt);
@@ -244,7 +237,7 @@ async function verify(ssf: Ssf, ctx: Koa.Context): Promise<void> {
   }
   // A failure leaves no rate record that would refuse the retry with 429.
   await storeCall(async () => {
-    await transmitVerification(ssf, stream, state as string | undefined);
+    await transmitVerification(ssf, stream, state);
     if (await streams.update({ ...stream, verifiedAt: now })) return;
     // Deleted meanwhile, maybe before the SET was appended: it goes too.
     await deleteStream(ssf, stream);
@@ -318,9 +311,4 @@ function withDefaults(supplied: Partial<ReceiverSupplied>): ReceiverSupplied {
     delivery: supplied.delivery ?? { method: POLL_METHOD },
     ...(supplied.description === undefined ? {} : { description: supplied.description }),
   };
-}
-
-function withoutReceiverSupplied(stream: StreamRecord): Omit<StreamRecord, keyof ReceiverSupplied> {
-  const { eventsRequested: _events, delivery: _delivery, description: _description, ...rest } = stream;
-  return rest;
 }

@@ -1,16 +1,8 @@
 import { randomUUID } from 'node:crypto';
-import type { Provider } from 'oidc-provider';
 import { EVENTS, type EndReason, type ImpersonationEvent } from '../event-types.js';
-import { signWithProviderKey } from '../provider-internals.js';
-import { SESSION_REVOKED_EVENT, SET_TYPE, VERIFICATION_EVENT } from './names.js';
+import { SESSION_REVOKED_EVENT, VERIFICATION_EVENT } from './names.js';
 
-/** An impersonation session as a complex subject; `session` is critical: matching on `user` would end the customer's own sessions. */
-interface SessionSubject {
-  format: 'complex';
-  session: { format: 'opaque'; id: string };
-  user: { format: 'iss_sub'; iss: string; sub: string };
-}
-
+/** An impersonation session is a complex subject; `session` is critical: matching on `user` would end the customer's own sessions. */
 export const CRITICAL_SUBJECT_MEMBERS: readonly string[] = Object.freeze(['session']);
 
 /** CAEP 1.0 2's `initiating_entity` values. */
@@ -88,14 +80,13 @@ function setClaims(issuer: string, audience: string, claims: Record<string, unkn
 
 /** The claims of a CAEP session-revoked SET for one receiver. */
 export function sessionRevokedClaims(issuer: string, audience: string, stop: SessionStop): Record<string, unknown> {
-  const subject: SessionSubject = {
-    format: 'complex',
-    session: { format: 'opaque', id: stop.sessionId },
-    user: { format: 'iss_sub', iss: issuer, sub: stop.subject },
-  };
   return setClaims(issuer, audience, {
     txn: stop.txn,
-    sub_id: subject,
+    sub_id: {
+      format: 'complex',
+      session: { format: 'opaque', id: stop.sessionId },
+      user: { format: 'iss_sub', iss: issuer, sub: stop.subject },
+    },
     events: {
       [SESSION_REVOKED_EVENT]: {
         event_timestamp: stop.at,
@@ -113,8 +104,4 @@ export function verificationClaims(issuer: string, audience: string, streamId: s
     sub_id: { format: 'opaque', id: streamId },
     events: { [VERIFICATION_EVENT]: state === undefined ? {} : { state } },
   });
-}
-
-export function signSet(provider: Provider, claims: Record<string, unknown>): Promise<string> {
-  return signWithProviderKey(provider, claims, SET_TYPE);
 }

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { AdapterPayload } from 'oidc-provider';
 import type { SsfStreamAdapter } from '../adapters/contracts/ssf.js';
+import type { ResolvedSsfOptions } from './options.js';
 
 export type StreamStatus = 'enabled' | 'paused' | 'disabled';
 
@@ -27,6 +28,8 @@ export interface StreamRecord {
   /** When a verification was last asked for (seconds), for `min_verification_interval`. */
   verifiedAt?: number;
 }
+
+type QueueBounds = Pick<ResolvedSsfOptions, 'retentionSeconds' | 'maxQueued'>;
 
 /** The kinds the SSF streams and the SETs awaiting a poll are kept as. */
 const STREAM = 'SsfStream';
@@ -115,41 +118,27 @@ export class StreamStore {
     await this.#adapter.indexRemove([ALL, ofReceiver(stream.receiver), aliveOf(stream.id)], stream.id);
     await this.#adapter.destroy(streamKey(stream.id));
     for (;;) {
-      const queued = await this.#adapter.indexRange(queueOf(stream.id), undefined, 100);
+      const queued = (await this.#adapter.indexRange(queueOf(stream.id), undefined, 100)).map(({ member }) => member);
       if (!queued.length) return;
-      await this.acknowledge(
-        stream.id,
-        queued.map(({ member }) => member),
-      );
+      await this.acknowledge(stream.id, queued);
     }
   }
 
   /** A receiver's streams, or every stream, at most `limit`. */
   async list(receiver: string | undefined, limit: number): Promise<StreamRecord[]> {
-    const entries = await this.#adapter.indexRange(
-      receiver === undefined ? ALL : ofReceiver(receiver),
-      undefined,
-      limit,
-    );
+    const index = receiver === undefined ? ALL : ofReceiver(receiver);
+    const entries = await this.#adapter.indexRange(index, undefined, limit);
     const streams = await Promise.all(entries.map((entry) => this.find(entry.member)));
     return streams.filter((stream): stream is StreamRecord => stream !== undefined);
   }
 
   /** Holds a SET for polling until acknowledged or `retentionSeconds` pass; `false` when the queue is full. */
-  async enqueue(
-    streamId: string,
-    jti: string,
-    jwt: string,
-    retentionSeconds: number,
-    maxQueued: number,
-  ): Promise<boolean> {
+  async enqueue(streamId: string, jti: string, jwt: string, bounds: QueueBounds): Promise<boolean> {
+    const { retentionSeconds, maxQueued } = bounds;
     const queued = await this.#adapter.indexRange(queueOf(streamId), undefined, maxQueued);
     if (queued.length >= maxQueued && !queued.some((entry) => entry.member === jti)) return false;
-    await this.#adapter.upsert(
-      setKey(streamId, jti),
-      { kind: QUEUED, jwt } as unknown as AdapterPayload,
-      retentionSeconds,
-    );
+    const payload = { kind: QUEUED, jwt } as unknown as AdapterPayload;
+    await this.#adapter.upsert(setKey(streamId, jti), payload, retentionSeconds);
     await this.#adapter.indexAdd([queueOf(streamId)], jti, Date.now() + retentionSeconds * 1000);
     return true;
   }

@@ -62,13 +62,9 @@ export async function deleteStream(transmitter: Transmitter, stream: StreamRecor
 }
 
 /** Queues a verification SET on the stream (SSF 1.0 8.1.4.2); its subject is the stream. */
-export async function transmitVerification(
-  transmitter: Transmitter,
-  stream: StreamRecord,
-  state?: string,
-): Promise<void> {
+export function transmitVerification(transmitter: Transmitter, stream: StreamRecord, state?: string): Promise<void> {
   const claims = verificationClaims(transmitter.provider.issuer, stream.audience, stream.id, state);
-  await append(transmitter, [{ stream, claims }]);
+  return append(transmitter, [{ stream, claims }]);
 }
 
 async function append(

@@ -58,16 +58,10 @@ export interface ResolvedWebhookOptions {
   maxBackoffMs: number;
 }
 
-const OPTION_NAMES = Object.keys({
-  subscriptions: true,
-  maxPending: true,
-  maxAttempts: true,
-  maxAge: true,
-  deadLetterRetention: true,
-  timeout: true,
-  pollInterval: true,
-  maxBackoff: true,
-} satisfies Record<keyof WebhookOptions, true>);
+const OPTION_NAMES = Object.keys({ subscriptions: true, ...WEBHOOK_DEFAULTS } satisfies Record<
+  keyof WebhookOptions,
+  unknown
+>);
 
 const SUBSCRIPTION_NAMES = Object.keys({ id: true, url: true, events: true, secret: true } satisfies Record<
   keyof WebhookSubscription,
@@ -102,13 +96,9 @@ export function resolveWebhookOptions(input: WebhookOptions): ResolvedWebhookOpt
     if (ids.has(id)) fail(`${name}.id`, "must differ from the other subscriptions' ids");
     ids.add(id);
     const parsed = typeof url === 'string' ? URL.parse(url) : null;
-    if (
-      !parsed ||
-      parsed.username ||
-      parsed.password ||
-      parsed.hash ||
-      !(parsed.protocol === 'https:' || (parsed.protocol === 'http:' && LOOPBACK_HOSTS.has(parsed.hostname)))
-    ) {
+    const secure =
+      parsed?.protocol === 'https:' || (parsed?.protocol === 'http:' && LOOPBACK_HOSTS.has(parsed.hostname));
+    if (!parsed || !secure || parsed.username || parsed.password || parsed.hash) {
       fail(`${name}.url`, 'must be an https URL without credentials or fragment (http only on a loopback address)');
     }
     if (

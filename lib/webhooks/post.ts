@@ -50,7 +50,7 @@ export function createPoster(): Poster {
 /** Resolves, never rejects: status 0 when no answer came within `timeoutMs`. */
 function postOnce(
   agents: { http: HttpAgent; https: HttpsAgent },
-  aborts: AbortsBySignal,
+  aborts: ReturnType<typeof abortsBySignal>,
   url: string,
   headers: Readonly<Record<string, string>>,
   body: string,
@@ -82,7 +82,7 @@ function postOnce(
           headers: { 'user-agent': USER_AGENT, ...headers, 'content-length': String(Buffer.byteLength(body)) },
         },
         (response: IncomingMessage) => {
-          answer = { status: response.statusCode ?? 0, retryAfter: headerOf(response, 'retry-after'), text: '' };
+          answer = { status: response.statusCode ?? 0, retryAfter: response.headers['retry-after'] ?? null, text: '' };
           if (!readBytes) finish();
           response.on('data', (chunk: Buffer) => {
             read += chunk.byteLength;
@@ -101,9 +101,7 @@ function postOnce(
       finish();
       return;
     }
-    const abort = (): void => {
-      request.destroy();
-    };
+    const abort = () => request.destroy();
     const deadline = setTimeout(abort, timeoutMs);
     deadline.unref();
     const forget = aborts.add(signal, abort);
@@ -121,16 +119,12 @@ function postOnce(
   });
 }
 
-interface AbortsBySignal {
-  /** Calls `abort` when `signal` aborts; the function returned forgets it. */
-  add(signal: AbortSignal, abort: () => void): () => void;
-}
-
 /** The POSTs in flight under each signal, behind one listener per signal rather than one per POST. */
-function abortsBySignal(): AbortsBySignal {
+function abortsBySignal() {
   const bySignal = new Map<AbortSignal, { pending: Set<() => void>; listener: () => void }>();
   return {
-    add(signal, abort) {
+    /** Calls `abort` when `signal` aborts; the function returned forgets it. */
+    add(signal: AbortSignal, abort: () => void): () => void {
       let entry = bySignal.get(signal);
       if (!entry) {
         const pending = new Set<() => void>();
@@ -151,9 +145,4 @@ function abortsBySignal(): AbortsBySignal {
       };
     },
   };
-}
-
-function headerOf(response: IncomingMessage, name: string): string | null {
-  const value = response.headers[name];
-  return typeof value === 'string' ? value : null;
 }

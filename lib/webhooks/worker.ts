@@ -221,14 +221,10 @@ export function startDelivery(
 }
 
 /** Delivers an entry; undefined leaves it leased, to be delivered again (Invariant 47). */
-function entryDelivery(
-  options: ResolvedWebhookOptions,
-  other: OtherDelivery | undefined,
-  http: DeliveryHttp,
-): (entry: LeasedEntry, provider: Provider) => Promise<SettledEntry | undefined> {
+function entryDelivery(options: ResolvedWebhookOptions, other: OtherDelivery | undefined, http: DeliveryHttp) {
   const subscriptions = new Map(options.subscriptions.map((subscription) => [subscription.id, subscription]));
   const gone = new Set<string>();
-  return async (entry, provider) => {
+  return async (entry: LeasedEntry, provider: Provider) => {
     const subscription = subscriptions.get(entry.subscription);
     let answer: Settlement | HttpAnswer;
     if (other?.owns(entry.subscription)) {
