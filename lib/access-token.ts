@@ -106,6 +106,11 @@ export async function verifyAccessToken(
   };
 }
 
+/** Invariant 23: after an announcement, reads of the provider's store see it, whatever store made it. */
+export function forgetReadAheads(provider: Provider): void {
+  (provider.AccessToken.adapter as ReadAheadAdapter).forgetReadAheads?.();
+}
+
 /** Invariant 52: an opaque user token as userinfo would honour it; session and Grant read side by side. */
 async function findHonouredAccessToken(provider: Provider, value: string): Promise<AccessToken | undefined> {
   const adapter: ReadAheadAdapter = provider.AccessToken.adapter;

@@ -358,13 +358,14 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
       const waiting = ready();
       if (waiting) await waiting;
       const answer = answered(pool.query({ name: statement.name, text: statement.text, values }), operation);
-      if (READ_OPERATIONS.has(operation)) return answer;
-      return answer.finally(() => {
-        written.count += 1;
-        written.readAheads.clear();
-      });
+      return READ_OPERATIONS.has(operation) ? answer : answer.finally(forgetReadAheads);
     };
   const written: WriteCount = { count: 0, readAheads: new Map() };
+  /** Invariant 52: a write was answered, here or in another store: nothing read before it is handed out. */
+  const forgetReadAheads = () => {
+    written.count += 1;
+    written.readAheads.clear();
+  };
   const run = runOn(storeReady);
   const { lookups, lookup, consumptions, entryWrites, indexWrites } = entryBatches(run, statements, written);
   const commitBatch = commitBatches(run, names);
@@ -424,10 +425,14 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
       throw error;
     } finally {
       client.release(broken);
+      forgetReadAheads();
     }
   }
 
-  class PostgresAdapter extends DerivedOperations implements EveryDomainAdapter, Pick<ReadAheadAdapter, 'readAhead'> {
+  class PostgresAdapter
+    extends DerivedOperations
+    implements EveryDomainAdapter, Required<Pick<ReadAheadAdapter, 'readAhead' | 'forgetReadAheads'>>
+  {
     readonly #name: string;
 
     constructor(name: string) {
@@ -485,6 +490,10 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
     /** Invariant 52: the entry, its Session and its Grant in one statement, each left for the next find of it. */
     async readAhead(id: string): Promise<void> {
       await lookups.add({ model: this.#name, byUid: false, key: keyOf(id), follow: true });
+    }
+
+    forgetReadAheads(): void {
+      forgetReadAheads();
     }
 
     async findByUserCode(userCode: string): Promise<AdapterPayload | undefined> {

@@ -1,4 +1,4 @@
-import { publicTokenId, verifyAccessToken } from '../access-token.js';
+import { forgetReadAheads, publicTokenId, verifyAccessToken } from '../access-token.js';
 import { delegationQuotas, quotaRefusal, type DelegationCharge, type DelegationPrincipals } from '../capacity.js';
 import { invalidRequest, PrincipalQuotaReached } from '../errors.js';
 import { checkDpopReplay, releaseDpopProof } from '../provider-internals.js';
@@ -196,6 +196,7 @@ export function delegationExchange(dependencies: ExchangeDependencies): Exchange
               subject.id === publicTokenId('opaque', params.subject_token)
                 ? async () => {
                     await sessions.announce(session);
+                    forgetReadAheads(ctx.oidc.provider);
                     if (!(await verifyAccessToken(ctx.oidc.provider, params.subject_token, 'AccessToken'))) {
                       throw invalidRequest('subject_token was revoked during the exchange');
                     }

@@ -1,5 +1,5 @@
 import type { AccessToken, KoaContextWithOIDC } from 'oidc-provider';
-import type { VerifiedAccessToken } from '../access-token.js';
+import { forgetReadAheads, type VerifiedAccessToken } from '../access-token.js';
 import { invalidRequest } from '../errors.js';
 import { deepFreeze } from '../json.js';
 import type { CustomJwtClaimsInput, ResolvedCoreOptions } from '../core-options.js';
@@ -175,6 +175,7 @@ function usable(
 async function announceActor(ctx: KoaContextWithOIDC, sessions: SessionStore, session: SessionRecord): Promise<void> {
   const { provider } = ctx.oidc;
   await sessions.announce(session);
+  forgetReadAheads(provider);
   const [grant, signIn] = await Promise.all([
     session.actorGrantId === undefined || provider.Grant.find(session.actorGrantId),
     session.actorSessionUid === undefined || provider.Session.findByUid(session.actorSessionUid),

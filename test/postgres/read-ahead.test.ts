@@ -104,21 +104,21 @@ describe('PostgreSQL adapter: an opaque actor token, its session and its Grant i
     expect(finds(texts)).to.deep.equal({ plain: 4, ahead: 2 });
   });
 
-  it('leaves nothing of a read that a write of the store was answered during: the next finds read afresh', async () => {
+  /** Reads `at1` ahead while the entries' table is locked, runs `meanwhile`, then finds all three in the read's turn. */
+  async function readAheadAround(meanwhile: () => Promise<void>): Promise<void> {
     const tokens = new Adapter!('AccessToken') as ReadAheadAdapter;
     const sessions = new Adapter!('Session');
     const grants = new Adapter!('Grant');
     await sessions.upsert('s1', { kind: 'Session', uid: 'u1', accountId: 'alice' } as never, 600);
     await grants.upsert('g1', { kind: 'Grant', accountId: 'alice' } as never, 600);
     await tokens.upsert('at1', { kind: 'AccessToken', sessionUid: 'u1', grantId: 'g1' } as never, 600);
-    // The read waits behind a lock on the entries' table; a write to the indexes is answered meanwhile.
     const holder = new pg.Client({ connectionString: DATABASE_URL });
     await holder.connect();
     try {
       await holder.query('BEGIN');
       await holder.query(`LOCK TABLE ${entriesTable} IN ACCESS EXCLUSIVE MODE`);
       const reading = tokens.readAhead!('at1');
-      await new Adapter!('ImpersonationSession').indexAdd!(['probe'], 'm1', Date.now() + 60_000);
+      await meanwhile();
       await holder.query('COMMIT');
       await reading;
       texts.length = 0;
@@ -129,6 +129,21 @@ describe('PostgreSQL adapter: an opaque actor token, its session and its Grant i
     } finally {
       await holder.end();
     }
+  }
+
+  it('leaves nothing of a read that a write of the store was answered during: the next finds read afresh', async () => {
+    await readAheadAround(async () => {
+      await new Adapter!('ImpersonationSession').indexAdd!(['probe'], 'm1', Date.now() + 60_000);
+    });
+    expect(finds(texts)).to.deep.equal({ plain: 1, ahead: 0 });
+  });
+
+  it('leaves nothing of a read once told that another store wrote (an announcement elsewhere, Invariant 23)', async () => {
+    await readAheadAround(async () => {
+      // The read goes out at the end of its turn, and waits behind the lock.
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      (new Adapter!('Grant') as ReadAheadAdapter).forgetReadAheads!();
+    });
     expect(finds(texts)).to.deep.equal({ plain: 1, ahead: 0 });
   });
 });

@@ -4,4 +4,6 @@ import type { Adapter } from 'oidc-provider';
 export interface ReadAheadAdapter extends Adapter {
   /** Reads entry `id`, its Session and its Grant; the next find of each, within this turn, takes it once. */
   readAhead?(id: string): Promise<void>;
+  /** Drops what was read ahead and what is being read: a write that a later read must see was answered elsewhere. */
+  forgetReadAheads?(): void;
 }
