@@ -75,7 +75,7 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
   const telemetry = openTelemetry(resolved.telemetry);
   // Invariant 44: the journal is read from the deployment's own trail, which the timing below wraps.
   const trail: JournaledSink | undefined = resolved.auditLog;
-  const journal = trail?.[JOURNAL];
+  const journal = trail?.[JOURNAL]?.sink === trail ? trail?.[JOURNAL] : undefined;
   // Every append the plugin makes is timed; the deployment's own trail object stays as it is.
   const options =
     telemetry && trail ? Object.freeze({ ...resolved, auditLog: timedTrail(telemetry, trail) }) : resolved;

@@ -6,7 +6,7 @@ import { INVALID_SCHEMA_NAME, migrateUnderLock } from '../postgres/migration.js'
 import { openPool, POOL_SOURCE_NAMES, type PoolSource } from '../postgres/pool.js';
 import { refuseUnknownOptions } from '../config/names.js';
 import type { ImpersonationEvent, ImpersonationEventName } from '../event-types.js';
-import { JOURNAL, type JournaledSink } from '../audit/journal.js';
+import { JOURNAL, type Journal, type JournaledSink } from '../audit/journal.js';
 import type { AuditLog, AuditPage } from '../audit/sink.js';
 import type { AuditQueryFilter } from '../core-options.js';
 import {
@@ -212,18 +212,20 @@ export function createPostgresAuditLog(options: PostgresAuditLogOptions): Postgr
       return queryTrail(pool, names, filter);
     },
     close: end,
-    // Only a trail that fails closed writes inside a store's transaction: a best-effort one must never fail an exchange.
-    [JOURNAL]: failClosed
-      ? {
-          database: pool,
-          ready: migrate,
-          appendFunction: names.append,
-          rows: (name, event) => rowsArgument([rowOf(name, event)]),
-          // Invariant 30: signed with the next rows.
-          committed: (rows) => signDue(rows).catch(() => {}),
-        }
-      : undefined,
   };
+  // Only a trail that fails closed writes inside a store's transaction: a best-effort one must never fail an exchange.
+  if (failClosed) {
+    const journal: Journal = {
+      sink: log,
+      database: pool,
+      ready: migrate,
+      appendFunction: names.append,
+      rows: (name, event) => rowsArgument([rowOf(name, event)]),
+      // Invariant 30: signed with the next rows.
+      committed: (rows) => signDue(rows).catch(() => {}),
+    };
+    Object.defineProperty(log, JOURNAL, { value: journal });
+  }
   return log;
 }
 

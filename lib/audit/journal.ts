@@ -3,6 +3,8 @@ import type { AuditSink } from '../core-options.js';
 
 /** A trail that appends its row in a store's own transaction (Invariant 24). */
 export interface Journal {
+  /** The trail it journals: a copy or wrapper of that trail appends through its own `append` instead. */
+  sink: AuditSink;
   /** What a store compares with its own connection to tell that it shares the database (the pool). */
   database: object;
   /** Creates the trail's tables and function if they are missing. */
@@ -20,7 +22,7 @@ export interface JournaledRow {
   hash: string;
 }
 
-/** A sink as the plugin reads it: the PostgreSQL audit log's carries its journal, under a symbol no deployment's sink has. */
+/** A sink as the plugin reads it: the PostgreSQL audit log's carries its journal, under a symbol no deployment's sink has, not enumerable. */
 export const JOURNAL = Symbol('impersonation.journal');
 export interface JournaledSink extends AuditSink {
   readonly [JOURNAL]?: Journal | undefined;

@@ -164,4 +164,28 @@ describe('PostgreSQL audit log in the store: the success row in the commit', fun
     const verified = await log.verify({ key: hmac, requireCheckpoints: true });
     expect(verified.ok, JSON.stringify(verified)).to.equal(true);
   });
+
+  it("records through a deployment's own append when it copies or wraps the log: nothing is journaled past it", async () => {
+    const auditLog = createPostgresAuditLog({ pool, schema, signingKey: hmac, checkpointEvery: 3 });
+    for (const wrapped of [
+      (recorded: string[]) => ({ ...auditLog, append: appendAs(recorded) }),
+      (recorded: string[]) =>
+        new Proxy(auditLog, {
+          get: (target, key, receiver) => (key === 'append' ? appendAs(recorded) : Reflect.get(target, key, receiver)),
+        }),
+    ]) {
+      const recorded: string[] = [];
+      const sent = await exchangeOnce({ auditLog: wrapped(recorded) });
+      expect(sent.filter((text) => text.includes('journaled AS ('))).to.deep.equal([]);
+      expect(recorded).to.include(EVENTS.exchangeSucceeded);
+    }
+
+    /** The deployment's append: notes the event's name, then appends it to the log as it is. */
+    function appendAs(recorded: string[]): PostgresAuditLog['append'] {
+      return async (name, event) => {
+        recorded.push(name);
+        await auditLog.append(name, event);
+      };
+    }
+  });
 });
