@@ -22,9 +22,9 @@ export class MemoryIndex {
     return this.#expiryOf.has(member);
   }
 
-  /** Adds `entry` (frozen: several indexes may hold it), moving its member if listed at another expiry. */
-  add(entry: IndexEntry): void {
-    this.remove(entry.member);
+  /** Adds `entry` (frozen: several indexes may hold it), moving its member if listed; whether it was. */
+  add(entry: IndexEntry): boolean {
+    const listed = this.remove(entry.member);
     let group = this.#groups.get(entry.expiresAt);
     if (!group) {
       group = [];
@@ -40,6 +40,7 @@ export class MemoryIndex {
     if (!group.length || entry.member > group[group.length - 1]!.member) group.push(entry);
     else group.splice(memberBound(group, entry.member), 0, entry);
     this.#expiryOf.set(entry.member, entry.expiresAt);
+    return listed;
   }
 
   /** Removes `member`; whether it was listed. */
