@@ -338,7 +338,7 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
 
     async find(id: string): Promise<AdapterPayload | undefined> {
       const found = this.#store.entries.get(id)?.payload;
-      return (found && this.#store.plugin ? copyJson(found) : found) as AdapterPayload | undefined;
+      return (found && this.#store.plugin ? jsonCopy(found) : found) as AdapterPayload | undefined;
     }
 
     async findByUid(uid: string): Promise<AdapterPayload | undefined> {
@@ -458,23 +458,4 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
   }
 
   return MemoryAdapter;
-}
-
-/** A deep copy of what JSON.parse made: three times faster than parsing the text again. */
-function copyJson<T extends JsonValue>(value: T): T {
-  if (typeof value !== 'object' || value === null) return value;
-  if (Array.isArray(value)) return value.map(copyJson) as T;
-  const copy: JsonPayload = {};
-  for (const key of Object.keys(value)) {
-    // JSON.parse makes "__proto__" an own property; an assignment would set the prototype instead.
-    if (key === '__proto__')
-      Object.defineProperty(copy, key, {
-        value: copyJson(value[key]!),
-        enumerable: true,
-        writable: true,
-        configurable: true,
-      });
-    else copy[key] = copyJson(value[key]!);
-  }
-  return copy as T;
 }
