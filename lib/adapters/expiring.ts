@@ -12,8 +12,8 @@ export class Expiring<V> {
     return this.#held.size;
   }
 
-  /** The live value of `key`, made the most recently used unless `touch` is false. */
-  get(key: string, touch = true): V | undefined {
+  /** The live value of `key`, made the most recently used unless `touch` is false or nothing is ever pushed out. */
+  get(key: string, touch = this.max < Infinity): V | undefined {
     const held = this.#held.get(key);
     if (!held) return undefined;
     if (held.expiresAt <= Date.now()) {
@@ -34,10 +34,13 @@ export class Expiring<V> {
 
   /** Holds `value` for `ttl` ms (forever without), pushing out the least recently used beyond `max`. */
   set(key: string, value: V, ttl?: number): void {
-    this.delete(key);
+    const held = this.#held.get(key);
+    if (held) this.dropped?.(held.value, key, false);
+    // V8 finds a key deleted and added again only past every earlier copy: an unbounded one overwrites in place.
+    if (held && this.max < Infinity) this.#held.delete(key);
     this.#held.set(key, { value, expiresAt: ttl === undefined ? Infinity : Date.now() + ttl });
-    for (const [oldest, { value: pushed }] of this.#held) {
-      if (this.#held.size <= this.max) break;
+    while (this.#held.size > this.max) {
+      const [oldest, { value: pushed }] = this.#held.entries().next().value!;
       this.#held.delete(oldest);
       this.dropped?.(pushed, oldest, true);
     }

@@ -3,10 +3,12 @@ import type { IndexEntry } from './contracts/indexes.js';
 /** Expiries left behind `head` before the expiries' array is compacted (then at most half of it is dead). */
 const COMPACT_AFTER = 1024;
 
+/** The members of one expiry: appended, and sorted by member once read (`unsorted` until then). */
+type Group = IndexEntry[] & { unsorted?: boolean };
+
 /** One sorted index of the memory adapter, members grouped by expiry: an insertion moves only a new expiry's group. */
 export class MemoryIndex {
-  /** Members by expiry, each group ascending by member. */
-  readonly #groups = new Map<number, IndexEntry[]>();
+  readonly #groups = new Map<number, Group>();
   /** The groups' expiries, ascending from `#head` on: expired groups leave from the front by moving it. */
   #expiries: number[] = [];
   #head = 0;
@@ -22,9 +24,9 @@ export class MemoryIndex {
     return this.#expiryOf.has(member);
   }
 
-  /** Adds `entry` (frozen: several indexes may hold it), moving its member if listed at another expiry. */
-  add(entry: IndexEntry): void {
-    this.remove(entry.member);
+  /** Adds `entry` (frozen: several indexes may hold it), moving its member if listed; whether it was. */
+  add(entry: IndexEntry): boolean {
+    const listed = this.remove(entry.member);
     let group = this.#groups.get(entry.expiresAt);
     if (!group) {
       group = [];
@@ -37,9 +39,10 @@ export class MemoryIndex {
         expiries.splice(searchFrom(expiries, this.#head, entry.expiresAt), 0, entry.expiresAt);
       }
     }
-    if (!group.length || entry.member > group[group.length - 1]!.member) group.push(entry);
-    else group.splice(memberBound(group, entry.member), 0, entry);
+    group.unsorted ||= group.length > 0 && entry.member < group[group.length - 1]!.member;
+    group.push(entry);
     this.#expiryOf.set(entry.member, entry.expiresAt);
+    return listed;
   }
 
   /** Removes `member`; whether it was listed. */
@@ -49,7 +52,7 @@ export class MemoryIndex {
     this.#expiryOf.delete(member);
     const group = this.#groups.get(expiresAt)!;
     if (group.length > 1) {
-      group.splice(memberBound(group, member), 1);
+      group.splice(memberBound(sorted(group), member), 1);
       return true;
     }
     this.#groups.delete(expiresAt);
@@ -85,12 +88,18 @@ export class MemoryIndex {
     for (; at >= this.#head && found.length < limit; at -= 1) {
       const expiresAt = expiries[at]!;
       if (expiresAt <= now) break;
-      const group = this.#groups.get(expiresAt)!;
+      const group = sorted(this.#groups.get(expiresAt)!);
       let position = after && expiresAt === after.expiresAt ? memberBound(group, after.member) : group.length;
       while (position > 0 && found.length < limit) found.push(group[(position -= 1)]!);
     }
     return found;
   }
+}
+
+function sorted(group: Group): Group {
+  if (!group.unsorted) return group;
+  group.unsorted = false;
+  return group.sort((a, b) => (a.member < b.member ? -1 : 1));
 }
 
 /** The first position from `from` whose value is at least `value` (`above`: above it). */

@@ -165,7 +165,7 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
       max: bound,
       protected: isProtected,
       plugin: PLUGIN_MODELS.has(name),
-      entries: new Expiring<Entry>(bound, (value, id, evicted) => {
+      entries: new Expiring<Entry>(isProtected ? Infinity : bound, (value, id, evicted) => {
         if (value.share) shares?.release(value.share);
         const exp = value.payload['exp'];
         if (!evicted || (typeof exp === 'number' && exp * 1000 <= Date.now())) return;
@@ -194,8 +194,9 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
       }
       store.nextPurge = now + PURGE_INTERVAL_MS;
     }
-    // Every one of them must fit: an LRU set beyond its bound would push out a protected entry.
+    // Every one of them must fit: this is a protected model's bound (its entries are never pushed out).
     const fits = () =>
+      store.entries.size + ids.length <= store.max ||
       store.entries.size + ids.filter((id) => store.entries.expiresAt(id) === undefined).length <= store.max;
     if (fitsAfterPurge(store, now, fits) || !store.protected) return;
     throw refused(store, storeFull(store.name));
@@ -256,23 +257,21 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
   function roomInIndexes(store: ModelStore, names: readonly string[], member: string): MemoryIndex[] {
     const now = Date.now();
     const indexes = names.map((name) => {
-      const index = store.indexes.get(name) ?? new MemoryIndex();
-      store.indexes.set(name, index);
+      let index = store.indexes.get(name);
+      if (!index) store.indexes.set(name, (index = new MemoryIndex()));
       store.indexedMembers -= index.prune(now);
       return index;
     });
-    const added = indexes.filter((index) => !index.has(member)).length;
-    if (store.indexedMembers + added > store.max * INDEX_MEMBERS_PER_ENTRY) throw refused(store, storeFull(store.name));
+    const room = store.max * INDEX_MEMBERS_PER_ENTRY - store.indexedMembers;
+    if (indexes.length > room && indexes.filter((index) => !index.has(member)).length > room)
+      throw refused(store, storeFull(store.name));
     return indexes;
   }
 
   function insertMember(store: ModelStore, indexes: MemoryIndex[], member: string, expiresAt: number): void {
     // One frozen entry for every index the member joins: nobody can change it, so they share it.
     const entry: IndexEntry = Object.freeze({ member, expiresAt });
-    for (const index of indexes) {
-      if (!index.has(member)) store.indexedMembers += 1;
-      index.add(entry);
-    }
+    for (const index of indexes) if (!index.add(entry)) store.indexedMembers += 1;
   }
 
   let outbox: MemoryOutbox | undefined;
@@ -339,7 +338,7 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
 
     async find(id: string): Promise<AdapterPayload | undefined> {
       const found = this.#store.entries.get(id)?.payload;
-      return (found && this.#store.plugin ? copyJson(found) : found) as AdapterPayload | undefined;
+      return (found && this.#store.plugin ? jsonCopy(found) : found) as AdapterPayload | undefined;
     }
 
     async findByUid(uid: string): Promise<AdapterPayload | undefined> {
@@ -459,23 +458,4 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
   }
 
   return MemoryAdapter;
-}
-
-/** A deep copy of what JSON.parse made: three times faster than parsing the text again. */
-function copyJson<T extends JsonValue>(value: T): T {
-  if (typeof value !== 'object' || value === null) return value;
-  if (Array.isArray(value)) return value.map(copyJson) as T;
-  const copy: JsonPayload = {};
-  for (const key of Object.keys(value)) {
-    // JSON.parse makes "__proto__" an own property; an assignment would set the prototype instead.
-    if (key === '__proto__')
-      Object.defineProperty(copy, key, {
-        value: copyJson(value[key]!),
-        enumerable: true,
-        writable: true,
-        configurable: true,
-      });
-    else copy[key] = copyJson(value[key]!);
-  }
-  return copy as T;
 }

@@ -1,13 +1,18 @@
 import type { KoaContextWithOIDC } from 'oidc-provider';
 import { announce } from '../events/publish.js';
 import { invalidRequest, PrincipalQuotaReached } from '../errors.js';
-import { certificateThumbprintOf, checkDpopReplay, setTokenLifetime } from '../provider-internals.js';
+import {
+  certificateThumbprintOf,
+  checkDpopReplay,
+  checkDpopRequired,
+  setTokenLifetime,
+  validateDpop,
+} from '../provider-internals.js';
 import { tracedExchange, type ExchangeStep } from '../telemetry/exchange.js';
 import { accountExists } from './account.js';
 import { delegationExchange } from './delegation.js';
 import { impersonationExchange } from './impersonation.js';
 import type { ExchangeDependencies, ExchangeKind, Exchanged, Subject } from './kind.js';
-import { readProof } from './proof.js';
 import type { ExchangeProgress } from './report.js';
 import { checkClientAuthentication } from './request.js';
 import { respond } from './respond.js';
@@ -56,8 +61,9 @@ async function exchange<S extends Subject, A>(
 ): Promise<Exchanged> {
   const startedAt = Date.now();
   const params = kind.parameters(ctx, progress);
-  // As oidc-provider's own grants, the proof is checked first; it writes nothing.
-  const dpop = await readProof(ctx);
+  // As oidc-provider's own grants, the proof is checked first (its replay later); it writes nothing.
+  const dpop = await validateDpop(ctx);
+  checkDpopRequired(ctx, dpop);
   const subject = await step('subject', () => kind.subject(ctx, params, progress));
   // Spent before the deployment's code runs, and only for a subject that can be exchanged.
   if (dpop && subject.spendsProof) await checkDpopReplay(ctx, dpop);

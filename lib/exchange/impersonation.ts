@@ -88,7 +88,7 @@ export function impersonationExchange(
       return actor;
     },
 
-    async ceiling({ record, customerGrantRead }, actor, target) {
+    ceiling({ record, customerGrantRead }, actor, target) {
       if (!customerGrantRead) return { scope: target.scope, secondsLeft: Infinity };
       return customerGrantBounds(customerGrantRead, record, { ...target, actor: actor?.sub });
     },

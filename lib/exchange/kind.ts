@@ -1,4 +1,4 @@
-import type { AccessToken, KoaContextWithOIDC, ResourceServerInstance } from 'oidc-provider';
+import type { AccessToken, CanBePromise, KoaContextWithOIDC, ResourceServerInstance } from 'oidc-provider';
 import type { ImpersonationEvent } from '../event-types.js';
 import type { ResolvedCoreOptions } from '../core-options.js';
 import type { EventBus } from '../events/subscriber.js';
@@ -81,7 +81,7 @@ export interface ExchangeKind<S extends Subject, A> {
     progress: ExchangeProgress,
   ): Promise<A>;
   /** The customer's grant behind the subject, if any: the scopes it allows, and the seconds it has left. */
-  ceiling(subject: S, actor: A, target: Target): Promise<{ scope: string[]; secondsLeft: number }>;
+  ceiling(subject: S, actor: A, target: Target): CanBePromise<{ scope: string[]; secondsLeft: number }>;
   /** The deployment's policy: the scopes it allows. */
   decide(ctx: KoaContextWithOIDC, subject: S, actor: A, target: Target, params: ExchangeParams): Promise<string[]>;
   /** The token's lifetime in seconds, at most `bound`. */

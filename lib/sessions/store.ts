@@ -73,12 +73,13 @@ export class SessionStore {
     redeem: { model: string; id: string } | undefined,
     { journal, outbox, quotas }: Pick<CommitWrite, 'journal' | 'outbox' | 'quotas'> = {},
   ): Promise<CommitOutcome> {
+    const origins = originsOf(record);
     return this.#adapter.commitOnce({
       ...(redeem ? { consume: redeem } : {}),
       write: { model: SESSION_MODEL, id: record.id, payload: toPayload(record), expiresIn: keptFor(record) },
-      indexes: indexesOf(record),
+      indexes: [...activeIndexesOf(record), ...origins.map(indexOf)],
       expiresAt: record.expiresAt * 1000,
-      guards: originsOf(record).map(markOf),
+      guards: origins.map(markOf),
       ...(quotas?.length ? { quotas } : {}),
       ...(journal ? { journal } : {}),
       ...(outbox ? { outbox } : {}),
@@ -243,10 +244,6 @@ function activeIndexesOf(record: SessionRecord): string[] {
     ...(record.actor === undefined ? [] : [byActor(record.actor)]),
     ...(record.delegationKey === undefined ? [] : [byDelegationKey(record.delegationKey)]),
   ];
-}
-
-function indexesOf(record: SessionRecord): string[] {
-  return [...activeIndexesOf(record), ...originsOf(record).map(indexOf)];
 }
 
 function matches(record: SessionRecord, filter: SessionFilter): boolean {
