@@ -28,9 +28,9 @@ export interface Commit {
   /** The success event, as the trail records it; built once the token is named. */
   event: () => ExchangeEvent;
   /** Whether the trail records the success (a delegation of a user's own token stays off it). */
-  onTrail: boolean;
-  /** Whether the success goes to the webhooks' outbox (an impersonation's; a delegation's does not). */
-  notify: boolean;
+  record: boolean;
+  /** A delegation's success, which goes to no webhook. */
+  delegation: boolean;
   /** Announces, then reads again, what a user may end meanwhile (SessionStore.announce); beside the token's writes. */
   confirm?: (() => Promise<void>) | undefined;
 }
@@ -41,7 +41,7 @@ export type ExchangeEvent = ImpersonationEvent<typeof EVENTS.exchangeSucceeded |
 export async function commit(
   ctx: KoaContextWithOIDC,
   { sessions, bus }: Pick<ExchangeDependencies, 'sessions' | 'bus'>,
-  { token, session, subjectTokenKey, quotas, startedAt, event, onTrail, notify, confirm }: Commit,
+  { token, session, subjectTokenKey, quotas, startedAt, event, record, delegation, confirm }: Commit,
 ): Promise<string> {
   const provider = ctx.oidc.provider;
   ctx.oidc.entity('AccessToken', token);
@@ -52,7 +52,7 @@ export async function commit(
     bus,
     event(),
     { sharesDatabase: (database) => sessions.sharesDatabase(database) },
-    { record: onTrail, delegation: !notify },
+    { record, delegation },
   );
   const redeem = subjectTokenKey === undefined ? undefined : { model: SUBJECT_TOKEN_MODEL, id: subjectTokenKey };
   let value: string;

@@ -189,8 +189,8 @@ export function delegationExchange(dependencies: ExchangeDependencies): Exchange
             quotas: subject.quotas,
             startedAt,
             event,
-            onTrail: subject.rootSessionId !== undefined,
-            notify: false,
+            record: subject.rootSessionId !== undefined,
+            delegation: true,
             // Invariant 23: announced and read again.
             confirm:
               subject.id === publicTokenId('opaque', params.subject_token)

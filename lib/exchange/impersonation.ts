@@ -141,8 +141,8 @@ export function impersonationExchange(
           subjectTokenKey: key,
           startedAt,
           event,
-          onTrail: true,
-          notify: true,
+          record: true,
+          delegation: false,
           confirm: actor?.format === 'opaque' ? () => announceActor(ctx, sessions, session) : undefined,
         }),
       );
