@@ -19,6 +19,7 @@ import {
   startApprovalProvider,
   type ApprovalProvider,
 } from '../support/approvals.js';
+import { scaled } from '../support/time.js';
 import { startDecisionPoint, type DecisionPoint, type DecisionPointAnswer } from '../support/decision-point.js';
 import {
   ACCESS_TOKEN,
@@ -34,7 +35,8 @@ import { exchangeAsActor } from '../support/impersonations.js';
 import { API, CLIENTS, CUSTOMER_API, CUSTOMER_SCOPE, DOWNSTREAM_API, type TestProvider } from '../support/provider.js';
 
 const PDP_TOKEN = 'pdp-bearer-4f1c9a';
-const TIMEOUT = 300;
+// Time enough for a busy machine's decision point to answer; a hanging one is refused after it.
+const TIMEOUT = scaled(1000);
 const GRANTS = '/api/support-access/grants';
 
 describe('an AuthZEN decision point (the authzen option)', function () {
