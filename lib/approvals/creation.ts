@@ -4,11 +4,14 @@ import { publish } from '../events/publish.js';
 import { invalidCall, invalidInput, limitReached } from '../errors.js';
 import { canonicalJson, definedMembers } from '../json.js';
 import { storeCall } from '../store-call.js';
-import type { CustomerSay } from '../subject-tokens/create.js';
 import { approvalSettings, nowSeconds, type ApprovalDependencies } from './deps.js';
 import { requestEvent } from './events.js';
 import type { ApprovalPolicyInput, ApprovalRequirement, ResolvedApprovalOptions } from './options.js';
 import { newApprovalRequestId, type AccessGrant, type ApprovalRequest } from './record.js';
+
+/** Issued as without approvals, under a grant in force, or not yet: the customer has the request to answer. */
+type CreationApproval =
+  { kind: 'none' } | { kind: 'grant'; grant: AccessGrant } | { kind: 'pending'; request: ApprovalRequest };
 
 const REQUIREMENTS: ReadonlySet<unknown> = new Set<ApprovalRequirement>(['none', 'grant', 'request']);
 
@@ -17,7 +20,7 @@ export async function approvalForCreation(
   deps: ApprovalDependencies,
   ask: ApprovalPolicyInput,
   ctx: Koa.Context | undefined,
-): Promise<CustomerSay<ApprovalRequest>> {
+): Promise<CreationApproval> {
   const settings = approvalSettings(deps.options, 'approvalForCreation');
   // The policy gets a copy of the scopes, which the grants are then compared with.
   const requirement = await settings.require({ ...ask, ...definedMembers({ scope: ask.scope && [...ask.scope] }) });
