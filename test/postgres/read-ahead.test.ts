@@ -77,13 +77,19 @@ describe('PostgreSQL adapter: an opaque actor token, its session and its Grant i
     expect(result.status, JSON.stringify(result.body)).to.equal(400);
   });
 
-  it('answers the next find of each from what it read ahead, once and within the turn; any other find reads afresh', async () => {
+  /** Access token `at1`, its sign-in `u1` and its Grant `g1`, stored. */
+  async function seeded() {
     const tokens = new Adapter!('AccessToken') as ReadAheadAdapter;
     const sessions = new Adapter!('Session');
     const grants = new Adapter!('Grant');
     await sessions.upsert('s1', { kind: 'Session', uid: 'u1', accountId: 'alice' } as never, 600);
     await grants.upsert('g1', { kind: 'Grant', accountId: 'alice' } as never, 600);
     await tokens.upsert('at1', { kind: 'AccessToken', sessionUid: 'u1', grantId: 'g1' } as never, 600);
+    return { tokens, sessions, grants };
+  }
+
+  it('answers the next find of each from what it read ahead, once and within the turn; any other find reads afresh', async () => {
+    const { tokens, sessions, grants } = await seeded();
     await tokens.readAhead!('at1');
     expect(await tokens.find('at1')).to.include({ sessionUid: 'u1' });
     expect(await sessions.findByUid('u1')).to.include({ accountId: 'alice' });
@@ -106,12 +112,7 @@ describe('PostgreSQL adapter: an opaque actor token, its session and its Grant i
 
   /** Reads `at1` ahead while the entries' table is locked, runs `meanwhile`, then finds all three in the read's turn. */
   async function readAheadAround(meanwhile: () => Promise<void>): Promise<void> {
-    const tokens = new Adapter!('AccessToken') as ReadAheadAdapter;
-    const sessions = new Adapter!('Session');
-    const grants = new Adapter!('Grant');
-    await sessions.upsert('s1', { kind: 'Session', uid: 'u1', accountId: 'alice' } as never, 600);
-    await grants.upsert('g1', { kind: 'Grant', accountId: 'alice' } as never, 600);
-    await tokens.upsert('at1', { kind: 'AccessToken', sessionUid: 'u1', grantId: 'g1' } as never, 600);
+    const { tokens, grants } = await seeded();
     const holder = new pg.Client({ connectionString: DATABASE_URL });
     await holder.connect();
     try {
