@@ -4,7 +4,6 @@ import { invalidRequest, PrincipalQuotaReached } from '../errors.js';
 import { checkDpopReplay, releaseDpopProof } from '../provider-internals.js';
 import { newSessionId, SESSION_CLAIM, type SessionRecord } from '../sessions/record.js';
 import { checkMayAct, checkSenderConstraint, delegationActor, nestedAct, type DelegationActor } from './actor.js';
-import { commit } from './commit.js';
 import { accessGrantOf, checkCustomerGrant } from './customer-grant.js';
 import { verifySubjectToken, type VerifiedSubject } from './delegated-subject.js';
 import { delegationResourcesOf } from './delegation-metadata.js';
@@ -147,7 +146,7 @@ export function delegationExchange(dependencies: ExchangeDependencies): Exchange
       return expiresIn;
     },
 
-    async issue(ctx, { params, dpop, token, subject, actor, resource, scope, expiresIn, startedAt, step }) {
+    async prepare(ctx, { params, dpop, token, subject, actor, resource, scope, expiresIn, startedAt }) {
       const clientId = ctx.oidc.client!.clientId;
       const issuedTokenType = params.requested_token_type === JWT_TOKEN_TYPE ? JWT_TOKEN_TYPE : ACCESS_TOKEN_TYPE;
       // The subject's may_act rides on: exchanging the issued token again cannot make another actor.
@@ -169,7 +168,7 @@ export function delegationExchange(dependencies: ExchangeDependencies): Exchange
       const live = await liveDelegations.find(key, until);
       if (live) {
         if (dpop && subject.spent !== undefined) await checkDpopReplay(ctx, dpop);
-        return reissue(live);
+        return { issued: await reissue(live) };
       }
       // Invariant 20: a refusal burns nothing.
       if (subject.spent !== undefined) throw quotaRefusal(subject.quotas, subject.spent);
@@ -180,39 +179,38 @@ export function delegationExchange(dependencies: ExchangeDependencies): Exchange
         delegationKey: key,
       });
       claims.attach(token, { ...chain, [SESSION_CLAIM]: session.id });
-      const event = () => delegationSucceeded(session, params.subject_token_type, actor.depth);
-      try {
-        const value = await step('commit', () =>
-          commit(ctx, dependencies, {
-            token,
-            session,
-            quotas: subject.quotas,
-            startedAt,
-            event,
-            record: subject.rootSessionId !== undefined,
-            delegation: true,
-            // Invariant 23: announced and read again.
-            confirm:
-              subject.id === publicTokenId('opaque', params.subject_token)
-                ? async () => {
-                    await sessions.announce(session);
-                    forgetReadAheads(ctx.oidc.provider);
-                    if (!(await verifyAccessToken(ctx.oidc.provider, params.subject_token, 'AccessToken'))) {
-                      throw invalidRequest('subject_token was revoked during the exchange');
-                    }
+      return {
+        issuedTokenType,
+        commit: {
+          token,
+          session,
+          quotas: subject.quotas,
+          startedAt,
+          event: () => delegationSucceeded(session, params.subject_token_type, actor.depth),
+          record: subject.rootSessionId !== undefined,
+          delegation: true,
+          // Invariant 23: announced and read again.
+          confirm:
+            subject.id === publicTokenId('opaque', params.subject_token)
+              ? async () => {
+                  await sessions.announce(session);
+                  forgetReadAheads(ctx.oidc.provider);
+                  if (!(await verifyAccessToken(ctx.oidc.provider, params.subject_token, 'AccessToken'))) {
+                    throw invalidRequest('subject_token was revoked during the exchange');
                   }
-                : undefined,
-          }),
-        );
-        return { value, token, event, issuedTokenType };
-      } catch (error) {
-        // Concurrent first requests for one delegation: those past the share take the session one of them listed.
-        const raced = error instanceof PrincipalQuotaReached ? await sessions.liveDelegation(key, until) : undefined;
-        if (raced) return reissue(raced);
-        // Past the share at the commit: refused as before the proof was spent.
-        if (dpop && error instanceof PrincipalQuotaReached) await releaseDpopProof(ctx, dpop);
-        throw error;
-      }
+                }
+              : undefined,
+        },
+        async recover(error) {
+          if (!(error instanceof PrincipalQuotaReached)) return undefined;
+          // Concurrent first requests for one delegation: those past the share take the session one of them listed.
+          const raced = await sessions.liveDelegation(key, until);
+          if (raced) return reissue(raced);
+          // Past the share at the commit: refused as before the proof was spent.
+          if (dpop) await releaseDpopProof(ctx, dpop);
+          return undefined;
+        },
+      };
     },
 
     refused: (ctx, progress, error) => reportDelegationRefusal(ctx, dependencies.bus, refusals, progress, error),

@@ -10,6 +10,7 @@ import {
 } from '../provider-internals.js';
 import { tracedExchange, type ExchangeStep } from '../telemetry/exchange.js';
 import { accountExists } from './account.js';
+import { commit } from './commit.js';
 import { delegationExchange } from './delegation.js';
 import { impersonationExchange } from './impersonation.js';
 import type { ExchangeDependencies, ExchangeKind, Exchanged, Subject } from './kind.js';
@@ -25,36 +26,40 @@ export type { ExchangeDependencies } from './kind.js';
 export function createExchangeHandler(dependencies: ExchangeDependencies) {
   const delegation = delegationExchange(dependencies);
   const impersonation = impersonationExchange(dependencies);
-
-  async function run<S extends Subject, A>(
-    ctx: KoaContextWithOIDC,
-    kind: ExchangeKind<S, A>,
-    step: ExchangeStep,
-  ): Promise<void> {
-    const progress: ExchangeProgress = {};
-    let exchanged: Exchanged;
-    try {
-      dependencies.preflight?.(ctx);
-      checkClientAuthentication(ctx);
-      exchanged = await exchange(ctx, kind, progress, step);
-    } catch (error) {
-      if (error instanceof PrincipalQuotaReached) ctx.set('Retry-After', String(error.retryAfter));
-      await kind.refused(ctx, progress, error);
-      throw error;
-    }
-    respond(ctx, exchanged);
-    // A listener that throws fails the request after its token was issued; it is never reported as a refusal.
-    if (exchanged.event) announce(ctx.oidc.provider, exchanged.event(), ctx);
-  }
-
   return tracedExchange(dependencies.telemetry, (ctx, step) =>
-    delegation.handles(ctx) ? run(ctx, delegation, step) : run(ctx, impersonation, step),
+    delegation.handles(ctx)
+      ? handleExchange(ctx, dependencies, delegation, step)
+      : handleExchange(ctx, dependencies, impersonation, step),
   );
+}
+
+/** One token-exchange request, from the authenticated client to the answer and the success event. */
+export async function handleExchange<S extends Subject, A>(
+  ctx: KoaContextWithOIDC,
+  dependencies: ExchangeDependencies,
+  kind: ExchangeKind<S, A>,
+  step: ExchangeStep,
+): Promise<void> {
+  const progress: ExchangeProgress = {};
+  let exchanged: Exchanged;
+  try {
+    dependencies.preflight?.(ctx);
+    checkClientAuthentication(ctx);
+    exchanged = await exchange(ctx, dependencies, kind, progress, step);
+  } catch (error) {
+    if (error instanceof PrincipalQuotaReached) ctx.set('Retry-After', String(error.retryAfter));
+    await kind.refused(ctx, progress, error);
+    throw error;
+  }
+  respond(ctx, exchanged);
+  // A listener that throws fails the request after its token was issued; it is never reported as a refusal.
+  if (exchanged.event) announce(ctx.oidc.provider, exchanged.event(), ctx);
 }
 
 /** Every exchange's steps, in protocol order; the kind supplies what differs. */
 async function exchange<S extends Subject, A>(
   ctx: KoaContextWithOIDC,
+  dependencies: ExchangeDependencies,
   kind: ExchangeKind<S, A>,
   progress: ExchangeProgress,
   step: ExchangeStep,
@@ -64,7 +69,7 @@ async function exchange<S extends Subject, A>(
   // As oidc-provider's own grants, the proof is checked first (its replay later); it writes nothing.
   const dpop = await validateDpop(ctx);
   checkDpopRequired(ctx, dpop);
-  const subject = await step('subject', () => kind.subject(ctx, params, progress));
+  const subject = await step('subject')(kind.subject(ctx, params, progress));
   // Spent before the deployment's code runs, and only for a subject that can be exchanged.
   if (dpop && subject.spendsProof) await checkDpopReplay(ctx, dpop);
 
@@ -83,15 +88,13 @@ async function exchange<S extends Subject, A>(
 
   const ceiling = await kind.ceiling(subject, actor, { resource, scope: requested });
   progress.scope = ceiling.scope;
-  const scope = await step('policy', () =>
-    kind.decide(ctx, subject, actor, { resource, scope: ceiling.scope }, params),
-  );
+  const scope = await step('policy')(kind.decide(ctx, subject, actor, { resource, scope: ceiling.scope }, params));
   progress.scope = scope;
   token.scope = scope.join(' ') || undefined;
 
   const expiresIn = kind.lifetime(subject, actor, Math.min(token.expiration, ceiling.secondsLeft));
   setTokenLifetime(token, expiresIn);
-  return kind.issue(ctx, {
+  const prepared = await kind.prepare(ctx, {
     params,
     dpop,
     token,
@@ -104,4 +107,13 @@ async function exchange<S extends Subject, A>(
     progress,
     step,
   });
+  if ('issued' in prepared) return prepared.issued;
+  try {
+    const value = await step('commit')(commit(ctx, dependencies, prepared.commit));
+    return { value, token, issuedTokenType: prepared.issuedTokenType, event: prepared.commit.event };
+  } catch (error) {
+    const recovered = await prepared.recover?.(error);
+    if (recovered) return recovered;
+    throw error;
+  }
 }

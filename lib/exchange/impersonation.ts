@@ -10,7 +10,6 @@ import { looksLikeSubjectToken } from '../subject-tokens/token.js';
 import { TOKEN_EXCHANGE_GRANT } from '../token-claims.js';
 import { actFor, lookUpActorToken, validateActorToken, type ActClaim, type ActorTokenLookup } from './actor.js';
 import { actClaims, runCustomClaims } from './claims.js';
-import { commit } from './commit.js';
 import { customerGrantBounds, readCustomerGrant, type CustomerGrantRead } from './customer-grant.js';
 import { checkActorAuthentication } from './freshness.js';
 import type { ExchangeDependencies, ExchangeKind, Subject } from './kind.js';
@@ -115,16 +114,16 @@ export function impersonationExchange(
       return expiresIn;
     },
 
-    async issue(
+    async prepare(
       ctx,
       { token, subject: { record, key }, actor, resource, scope, expiresIn, startedAt, progress, step },
     ) {
       const clientId = ctx.oidc.client!.clientId;
       const act = actor && actFor(actor);
       const custom = options.getCustomJwtClaims
-        ? await step('claims', () =>
+        ? await step('claims')(
             runCustomClaims(
-              options.getCustomJwtClaims!,
+              options.getCustomJwtClaims,
               customClaimsInput(token, record, act, options),
               options.customClaimsTimeout,
             ),
@@ -133,20 +132,19 @@ export function impersonationExchange(
       const session = sessionOf(record, clientId, resource, scope, actor, expiresIn);
       progress.session = session;
       claims.attach(token, { ...custom, ...actClaims(act), [SESSION_CLAIM]: session.id });
-      const event = () => exchangeSucceeded(clientId, record, session);
-      const value = await step('commit', () =>
-        commit(ctx, dependencies, {
+      return {
+        issuedTokenType: ACCESS_TOKEN_TYPE,
+        commit: {
           token,
           session,
           subjectTokenKey: key,
           startedAt,
-          event,
+          event: () => exchangeSucceeded(clientId, record, session),
           record: true,
           delegation: false,
           confirm: actor?.format === 'opaque' ? () => announceActor(ctx, sessions, session) : undefined,
-        }),
-      );
-      return { value, token, issuedTokenType: ACCESS_TOKEN_TYPE, event };
+        },
+      };
     },
 
     refused: (ctx, progress, error) => reportImpersonationRefusal(ctx, dependencies.bus, refusals, progress, error),

@@ -9,6 +9,7 @@ import type { ExchangeStep } from '../telemetry/exchange.js';
 import type { Telemetry } from '../telemetry/telemetry.js';
 import type { ActorProof } from './actor.js';
 import type { ExchangeClaims } from './claims.js';
+import type { Commit } from './commit.js';
 import type { CustomerGrants } from './customer-grant.js';
 import type { ResolvedDelegationOptions } from './delegation-options.js';
 import type { ExchangeProgress } from './report.js';
@@ -46,6 +47,18 @@ export interface Target {
   resource: string;
   scope: string[];
 }
+
+/**
+ * What a kind made ready: the commit the route runs, with what to answer after a failed one (a raced delegation's
+ * session), or a token already issued under a live delegation.
+ */
+export type Prepared =
+  | {
+      commit: Commit;
+      issuedTokenType: string;
+      recover?: ((error: unknown) => Promise<Exchanged | undefined>) | undefined;
+    }
+  | { issued: Exchanged };
 
 /** What the route hands a kind to finish with: the token to issue and everything the steps established. */
 export interface Issue<S extends Subject, A> {
@@ -86,8 +99,8 @@ export interface ExchangeKind<S extends Subject, A> {
   decide(ctx: KoaContextWithOIDC, subject: S, actor: A, target: Target, params: ExchangeParams): Promise<string[]>;
   /** The token's lifetime in seconds, at most `bound`. */
   lifetime(subject: S, actor: A, bound: number): number;
-  /** Claims, session and commit: resolves what was issued. */
-  issue(ctx: KoaContextWithOIDC, issue: Issue<S, A>): Promise<Exchanged>;
+  /** Claims and session: what the route commits. */
+  prepare(ctx: KoaContextWithOIDC, issue: Issue<S, A>): Promise<Prepared>;
   /** Reports a refusal from what `progress` established (to listeners, and to the trail as its rules allow). */
   refused(ctx: KoaContextWithOIDC, progress: ExchangeProgress, error: unknown): Promise<void>;
 }

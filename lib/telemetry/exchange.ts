@@ -2,11 +2,12 @@ import type { Context } from '@opentelemetry/api';
 import type { KoaContextWithOIDC } from 'oidc-provider';
 import { errorTypeOf, KIND, markError, type Telemetry } from './telemetry.js';
 
-/** Runs one step of an exchange: in a span under the exchange's when it is traced, else `run()` itself. */
-export type ExchangeStep = <T>(step: string, run: () => Promise<T>) => Promise<T>;
+/** Starts one step of an exchange (a span under the exchange's when it is traced) and ends it with the work it is given. */
+export type ExchangeStep = (step: string) => <T>(work: Promise<T>) => Promise<T>;
 
 // Untraced, the step's own promise is handed back: no async frame of its own to resolve into.
-const untraced: ExchangeStep = (_step, run) => run();
+const asItIs = <T>(work: Promise<T>): Promise<T> => work;
+const untraced: ExchangeStep = () => asItIs;
 
 /** The token-exchange grant handler, traced and counted by outcome and error code; its steps' spans are children of its own. */
 export function tracedExchange(
@@ -22,7 +23,7 @@ export function tracedExchange(
     });
     const context = api.trace.setSpan(api.context.active(), span);
     // A span nobody records (no SDK, or not sampled) gets no children: its steps run as they are.
-    const step: ExchangeStep = span.isRecording() ? (name, run) => tracedStep(telemetry, context, name, run) : untraced;
+    const step: ExchangeStep = span.isRecording() ? (name) => tracedStep(telemetry, context, name) : untraced;
     try {
       await api.context.with(context, () => handler(ctx, step));
       span.setAttribute('impersonation.outcome', 'issued');
@@ -45,14 +46,16 @@ export function tracedExchange(
 }
 
 /** One step's span under the exchange's, not made active (a driver's spans fall under the exchange's). */
-async function tracedStep<T>(telemetry: Telemetry, context: Context, step: string, run: () => Promise<T>): Promise<T> {
+function tracedStep(telemetry: Telemetry, context: Context, step: string) {
   const span = telemetry.tracer.startSpan(`impersonation.token_exchange.${step}`, undefined, context);
-  try {
-    return await run();
-  } catch (error) {
-    markError(span, errorTypeOf(error));
-    throw error;
-  } finally {
-    span.end();
-  }
+  return async <T>(work: Promise<T>): Promise<T> => {
+    try {
+      return await work;
+    } catch (error) {
+      markError(span, errorTypeOf(error));
+      throw error;
+    } finally {
+      span.end();
+    }
+  };
 }
