@@ -10,6 +10,7 @@ import { withDelegationMetadata } from './exchange/delegation-metadata.js';
 import { ExchangeClaims } from './exchange/claims.js';
 import { addStepUpDetails } from './exchange/freshness.js';
 import { createExchangeHandler, EXCHANGE_DUPLICATES, EXCHANGE_PARAMETERS } from './exchange/grant.js';
+import { createIdJagHandler, ID_JAG_PARAMETERS, ID_JAG_PROFILE, JWT_BEARER_GRANT } from './exchange/id-jag/grant.js';
 import { TOKEN_EXCHANGE_GRANT } from './token-claims.js';
 import {
   checkStaticClients,
@@ -159,6 +160,9 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
         adapter: configuration.adapter ?? createMemoryAdapter({ clockTolerance: clockToleranceOf(configuration) }),
         extraClientMetadata: withDelegationMetadata(withManagementMetadata(configuration.extraClientMetadata, scopes)),
         extraTokenClaims,
+        ...(options.idJag && {
+          discovery: { authorization_grant_profiles_supported: [ID_JAG_PROFILE], ...configuration.discovery },
+        }),
         features: {
           ...configuration.features,
           resourceIndicators: {
@@ -203,6 +207,10 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
       if (mountManagementApi && middlewareComposed(provider)) throw calledTooLate(MOUNTED_TOO_EARLY);
       const pluginStore = ownStore || openPluginStore(providerAdapter(provider), 'provider adapter', domains);
       const { outbox, ssfStreams } = pluginStore;
+      // The draft's Cross-Domain Use: a server never redeems the assertions it issued itself.
+      if (options.idJag?.trustedIssuers.has(provider.issuer)) {
+        throw invalidCall('impersonation.install', "idJag.trustedIssuers lists this provider's own issuer");
+      }
       // SETs are signed with the provider's key: one it lacks stops the start, not the first stop.
       if (options.ssf) providerSigningKey(provider);
       const store = new SubjectTokenStore(pluginStore.subjectTokens);
@@ -244,6 +252,18 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
         [...EXCHANGE_PARAMETERS],
         [...EXCHANGE_DUPLICATES],
       );
+      if (options.idJag) {
+        provider.registerGrantType(
+          JWT_BEARER_GRANT,
+          createIdJagHandler({
+            options: options.idJag,
+            redemptions: pluginStore.subjectTokens,
+            bus,
+            clockTolerance: clockToleranceOf(configuration),
+          }),
+          [...ID_JAG_PARAMETERS],
+        );
+      }
       const requests: RequestsInFlight = { count: 0 };
       // Invariant 43: every request is counted; delivery runs in idle time.
       provider.middleware.unshift(async (_ctx, next) => {
