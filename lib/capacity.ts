@@ -83,36 +83,9 @@ export function subjectTokenQuota(clientId: string, max: number, now = Date.now(
   return charge('client', clientId, max, now);
 }
 
-/** Whose share of ID-JAG redemptions (docs/cross-app-access.md) a redemption takes. */
-export interface RedemptionPrincipals {
-  issuer: string;
-  clientId: string;
-  /** A digest of the assertion's `iss` and `jti`: its counter takes one charge, so the assertion is redeemed once. */
-  assertionKey: string;
-  /** The assertion's `exp` plus the clock tolerance, seconds: its counter is kept until then. */
-  keptUntil: number;
-}
-
-/** The store's charges for one ID-JAG redemption: the assertion's single use, then its issuer's and its client's shares. */
-export function redemptionQuotas(
-  limits: { perIssuer: number; perClient: number },
-  principals: RedemptionPrincipals,
-  now = Date.now(),
-): [QuotaCharge, ...DelegationCharge[]] {
-  return [
-    { key: `quota:id-jag:${principals.assertionKey}`, max: 1, expiresAt: principals.keptUntil * 1000 },
-    charge('ID-JAG issuer', principals.issuer, limits.perIssuer, now),
-    charge('ID-JAG client', principals.clientId, limits.perClient, now),
-  ];
-}
-
-/** The refusal for an issuer's or a client's spent share of redemptions: 429, when it starts again. */
-export function redemptionQuotaRefusal(spent: DelegationCharge, now = Date.now()): PrincipalQuotaReached {
-  const retryAfter = secondsUntilRenewed(spent, now);
-  return principalQuotaReached(
-    `${WHOSE[spent.principal]} had as many assertions redeemed this hour as allowed (${spent.max}); retry in ${retryAfter} s`,
-    retryAfter,
-  );
+/** The shares an ID-JAG redemption takes: its issuer's and its client's, each `perHour`. */
+export function redemptionQuotas(perHour: number, issuer: string, clientId: string, now = Date.now()): QuotaCharge[] {
+  return [charge('ID-JAG issuer', issuer, perHour, now), charge('ID-JAG client', clientId, perHour, now)];
 }
 
 function charge(principal: Principal, id: string, max: number, now: number): DelegationCharge {

@@ -50,16 +50,6 @@ export function insufficientUserAuthentication(
   return new InsufficientUserAuthentication(description, stepUp);
 }
 
-/** RFC 6749 5.2 `unauthorized_client`: this client may not use this grant. */
-export function unauthorizedClient(description: string): errors.UnauthorizedClient {
-  return new errors.UnauthorizedClient(description);
-}
-
-/** The keys of a trusted issuer could not be fetched: 503, so the client retries rather than gives up. */
-export function issuerKeysUnavailable(): errors.TemporarilyUnavailable {
-  return temporarilyUnavailable("the assertion's issuer keys could not be fetched; retry shortly");
-}
-
 /** A client whose metadata the plugin cannot accept (at registration, at load, or at start-up). */
 export function invalidClientMetadata(description: string): errors.InvalidClientMetadata {
   return new errors.InvalidClientMetadata(description);

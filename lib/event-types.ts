@@ -22,7 +22,6 @@ export const EVENTS = {
   delegationSucceeded: 'impersonation.delegation.succeeded',
   delegationRefused: 'impersonation.delegation.refused',
   idJagRedeemed: 'impersonation.id_jag.redeemed',
-  idJagRefused: 'impersonation.id_jag.refused',
 } as const;
 
 export type ImpersonationEventName = (typeof EVENTS)[keyof typeof EVENTS];
@@ -165,12 +164,6 @@ export interface ImpersonationEvents {
   'impersonation.id_jag.redeemed': EventOf<
     'impersonation.id_jag.redeemed',
     'subject' | 'clientId' | 'resource' | 'scope' | 'context' | 'accessTokenId' | 'expiresAt'
-  >;
-  /** An ID-JAG redemption was refused; it names what was established, never the assertion. Listeners only. */
-  'impersonation.id_jag.refused': EventOf<
-    'impersonation.id_jag.refused',
-    'clientId' | 'error' | 'reason',
-    'subject' | 'resource' | 'scope' | 'context'
   >;
   /** The revocation feed was read. */
   'impersonation.revocations.served': EventOf<'impersonation.revocations.served', 'count'>;

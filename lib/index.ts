@@ -112,5 +112,3 @@ export type {
 } from './exchange/delegation-options.js';
 export type { AuthzenOptions, ResolvedAuthzenOptions } from './policy/options.js';
 export type { IdJagOptions, ResolvedIdJagOptions, TrustedIssuer } from './exchange/id-jag/options.js';
-export { ID_JAG_PROFILE, JWT_BEARER_GRANT } from './exchange/id-jag/grant.js';
-export { ID_JAG_TYP } from './exchange/id-jag/assertion.js';

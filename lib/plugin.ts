@@ -10,7 +10,7 @@ import { withDelegationMetadata } from './exchange/delegation-metadata.js';
 import { ExchangeClaims } from './exchange/claims.js';
 import { addStepUpDetails } from './exchange/freshness.js';
 import { createExchangeHandler, EXCHANGE_DUPLICATES, EXCHANGE_PARAMETERS } from './exchange/grant.js';
-import { createIdJagHandler, ID_JAG_PARAMETERS, ID_JAG_PROFILE, JWT_BEARER_GRANT } from './exchange/id-jag/grant.js';
+import { createIdJagHandler, ID_JAG_PROFILE, JWT_BEARER_GRANT } from './exchange/id-jag/grant.js';
 import { TOKEN_EXCHANGE_GRANT } from './token-claims.js';
 import {
   checkStaticClients,
@@ -207,10 +207,6 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
       if (mountManagementApi && middlewareComposed(provider)) throw calledTooLate(MOUNTED_TOO_EARLY);
       const pluginStore = ownStore || openPluginStore(providerAdapter(provider), 'provider adapter', domains);
       const { outbox, ssfStreams } = pluginStore;
-      // The draft's Cross-Domain Use: a server never redeems the assertions it issued itself.
-      if (options.idJag?.trustedIssuers.has(provider.issuer)) {
-        throw invalidCall('impersonation.install', "idJag.trustedIssuers lists this provider's own issuer");
-      }
       // SETs are signed with the provider's key: one it lacks stops the start, not the first stop.
       if (options.ssf) providerSigningKey(provider);
       const store = new SubjectTokenStore(pluginStore.subjectTokens);
@@ -253,16 +249,9 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
         [...EXCHANGE_DUPLICATES],
       );
       if (options.idJag) {
-        provider.registerGrantType(
-          JWT_BEARER_GRANT,
-          createIdJagHandler({
-            options: options.idJag,
-            redemptions: pluginStore.subjectTokens,
-            bus,
-            clockTolerance: clockToleranceOf(configuration),
-          }),
-          [...ID_JAG_PARAMETERS],
-        );
+        const idJagGrant = createIdJagHandler(options.idJag, pluginStore.subjectTokens, bus);
+        // What the grant reads beside client authentication; oidc-provider strips every other parameter.
+        provider.registerGrantType(JWT_BEARER_GRANT, idJagGrant, ['assertion', 'scope', 'resource']);
       }
       const requests: RequestsInFlight = { count: 0 };
       // Invariant 43: every request is counted; delivery runs in idle time.
