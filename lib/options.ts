@@ -176,7 +176,7 @@ export function resolveOptions(input: ImpersonationOptions): ResolvedOptions {
             ...(approvals ? [approvals.requestsPath, approvals.customerPath] : []),
           ],
         });
-  const idJag = options.idJag === undefined ? undefined : resolveIdJagOptions(options.idJag);
+  const idJag = input.idJag === undefined ? undefined : resolveIdJagOptions(input.idJag);
   const decisionPoint = applyDecisionPoint(input.authzen, options);
   const ownDelegation = resolveDelegationOptions(input.delegation);
   // `delegation.canDelegate`, with the decision point (when there is one) asked after it.

@@ -39,14 +39,14 @@ const PUBLIC_AGENT = { client_id: 'public-agent' };
 const AGENT_CLIENTS: ClientMetadata[] = [
   ...[AGENT, OTHER_AGENT].map((client) => ({
     ...client,
-    token_endpoint_auth_method: 'client_secret_basic',
+    token_endpoint_auth_method: 'client_secret_basic' as const,
     grant_types: [JWT_BEARER_GRANT],
     response_types: [],
     redirect_uris: [],
   })),
   {
     ...PUBLIC_AGENT,
-    token_endpoint_auth_method: 'none',
+    token_endpoint_auth_method: 'none' as const,
     grant_types: [JWT_BEARER_GRANT],
     response_types: [],
     redirect_uris: [],
@@ -185,7 +185,13 @@ describe('ID-JAG redemption (jwt-bearer grant): RFC 7523 3 and the draft, over H
       const reply = await redeem(await idJag({ resource: OPAQUE_API, scope: 'read' }));
       expect(reply.status, JSON.stringify(reply.body)).to.equal(200);
       const seen = await introspect(tp, reply.body['access_token'] as string);
-      expect(seen).to.include({ active: true, sub: 'alice', client_id: AGENT.client_id, aud: OPAQUE_API, scope: 'read' });
+      expect(seen).to.include({
+        active: true,
+        sub: 'alice',
+        client_id: AGENT.client_id,
+        aud: OPAQUE_API,
+        scope: 'read',
+      });
     });
 
     it('scope: RFC 6749 3.3 within the assertion; a narrower request is granted as asked', async () => {
@@ -315,7 +321,12 @@ describe('ID-JAG redemption (jwt-bearer grant): RFC 7523 3 and the draft, over H
       expectRefused(await idJag({}, { key: stranger }), 400, 'invalid_grant', /signature verification failed/));
 
     it('from an issuer that is not trusted', async () =>
-      expectRefused(await idJag({ iss: 'https://evil.example.com' }), 400, 'invalid_grant', /not from a trusted issuer/));
+      expectRefused(
+        await idJag({ iss: 'https://evil.example.com' }),
+        400,
+        'invalid_grant',
+        /not from a trusted issuer/,
+      ));
 
     it('typ other than oauth-id-jag+jwt', async () => {
       for (const typ of ['JWT', 'at+jwt', undefined]) {
@@ -406,7 +417,11 @@ describe('ID-JAG redemption (jwt-bearer grant): RFC 7523 3 and the draft, over H
     it('without the idJag option nothing is accepted: the grant is unsupported and discovery does not list it', async () => {
       const plain = await startProvider({ configuration: { clients: [...FIXTURE_CLIENTS] } });
       try {
-        const reply = await tokenRequest(plain, { grant_type: JWT_BEARER_GRANT, assertion: await idJag() }, CLIENTS.web);
+        const reply = await tokenRequest(
+          plain,
+          { grant_type: JWT_BEARER_GRANT, assertion: await idJag() },
+          CLIENTS.web,
+        );
         expectError(reply, 400, 'unsupported_grant_type');
         const metadata = (await (await fetch(`${plain.base}/.well-known/openid-configuration`)).json()) as object;
         expect(metadata).not.to.have.property('authorization_grant_profiles_supported');
@@ -438,19 +453,29 @@ describe('ID-JAG redemption (jwt-bearer grant): RFC 7523 3 and the draft, over H
     });
 
     it('options are checked at start-up: unknown names, no issuer, bad keys, http off loopback', () => {
-      const make = (idJag: unknown) => () => createImpersonation({ managementResource: MANAGEMENT, idJag: idJag as IdJagOptions });
-      expect(make({ trustedIssuers: [{ issuer: IDP, jwks: idp.jwks }], maxLifetime: 60 })).to.throw(/idJag\.maxLifetime/);
+      const make = (idJag: unknown) => () =>
+        createImpersonation({ managementResource: MANAGEMENT, idJag: idJag as IdJagOptions });
+      expect(make({ trustedIssuers: [{ issuer: IDP, jwks: idp.jwks }], maxLifetime: 60 })).to.throw(
+        /idJag\.maxLifetime/,
+      );
       expect(make({ trustedIssuers: [] })).to.throw(/idJag\.trustedIssuers/);
       expect(make({ trustedIssuers: [{ issuer: IDP }] })).to.throw(/"jwks" or "jwksUri"/);
       expect(make({ trustedIssuers: [{ issuer: IDP, jwks: { keys: 'none' } }] })).to.throw(/jwks/);
       expect(make({ trustedIssuers: [{ issuer: IDP, jwksUri: 'http://idp.example.com/jwks' }] })).to.throw(/https/);
-      expect(make({ trustedIssuers: [{ issuer: IDP, jwks: idp.jwks, kid: 'x' }] })).to.throw(/trustedIssuers\[0\]\.kid/);
+      expect(make({ trustedIssuers: [{ issuer: IDP, jwks: idp.jwks, kid: 'x' }] })).to.throw(
+        /trustedIssuers\[0\]\.kid/,
+      );
       expect(make({ trustedIssuers: [{ issuer: IDP, jwks: idp.jwks }], maxRedemptionsPerHour: 0 })).to.throw(
         /maxRedemptionsPerHour/,
       );
-      expect(make({ trustedIssuers: [{ issuer: IDP, jwks: idp.jwks }, { issuer: IDP, jwks: idp.jwks }] })).to.throw(
-        /trustedIssuers\[1\]/,
-      );
+      expect(
+        make({
+          trustedIssuers: [
+            { issuer: IDP, jwks: idp.jwks },
+            { issuer: IDP, jwks: idp.jwks },
+          ],
+        }),
+      ).to.throw(/trustedIssuers\[1\]/);
     });
 
     it("a provider that trusts its own issuer still redeems none of its own assertions (the draft's Cross-Domain Use)", async () => {

@@ -1008,19 +1008,28 @@ describe('canary: no token value or secret leaves its place', function () {
       plugin: {
         telemetry: canary.traced(),
         idJag: { trustedIssuers: [{ issuer: 'https://idp.example.com', jwks }] },
-        auditLog: { append: async (name, event) => canary.sink(`audit row ${name}`, canonicalContent(rowOf(name, event))) },
+        auditLog: {
+          append: async (name, event) => canary.sink(`audit row ${name}`, canonicalContent(rowOf(name, event))),
+        },
       },
       configuration: {
         clients: [
           ...FIXTURE_CLIENTS,
           { ...agent, grant_types: [JWT_BEARER_GRANT], response_types: [], redirect_uris: [] },
-          { client_id: 'canary-public-agent', token_endpoint_auth_method: 'none', grant_types: [JWT_BEARER_GRANT], response_types: [], redirect_uris: [] },
+          {
+            client_id: 'canary-public-agent',
+            token_endpoint_auth_method: 'none',
+            grant_types: [JWT_BEARER_GRANT],
+            response_types: [],
+            redirect_uris: [],
+          },
         ],
       },
     });
     try {
       const emitter = rp.provider as unknown as NodeJS.EventEmitter;
-      for (const name of Object.values(EVENTS)) emitter.on(name, (event: unknown) => canary.sink(`event ${name}`, event));
+      for (const name of Object.values(EVENTS))
+        emitter.on(name, (event: unknown) => canary.sink(`event ${name}`, event));
       for (const name of ['grant.error', 'server_error']) {
         emitter.on(name, (_ctx: unknown, error: unknown) => canary.sink(`${name} listener`, describeError(error)));
       }

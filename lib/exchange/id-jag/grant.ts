@@ -49,8 +49,8 @@ export function createIdJagHandler(options: ResolvedIdJagOptions, redemptions: P
     token.gty = JWT_BEARER_GRANT;
     if (dpop) await internals.checkDpopReplay(ctx, dpop);
     // A token never outlives the assertion it came from.
-    internals.setTokenLifetime(token, Math.max(1, Math.min(token.expiration, claims.exp - nowSeconds())));
-    await redeemOnce(ctx, redemptions, claims, claims.exp + tolerance, options.maxRedemptionsPerHour);
+    internals.setTokenLifetime(token, Math.max(1, Math.min(token.expiration, Math.floor(claims.exp) - nowSeconds())));
+    await redeemOnce(ctx, redemptions, claims, Math.ceil(claims.exp + tolerance), options.maxRedemptionsPerHour);
     const value = await token.save();
     respond(ctx, { value, token });
     const redeemed: ImpersonationEvent<typeof EVENTS.idJagRedeemed> = {
@@ -98,7 +98,7 @@ async function assertedResource(ctx: KoaContextWithOIDC, asserted: unknown): Pro
   if (listed?.some((uri) => typeof uri !== 'string')) throw refuse.invalidGrant('the resource claim is malformed');
   const params = ctx.oidc.params as { resource?: string };
   params.resource ??= listed?.length === 1 ? (listed[0] as string) : undefined;
-  if (listed && !listed.includes(params.resource)) {
+  if (listed && !listed.includes(params.resource ?? '')) {
     throw refuse.invalidTarget(params.resource ? 'resource is not in the assertion' : 'name one of its resources');
   }
   if (params.resource && !isStorableText(params.resource)) throw refuse.invalidTarget('resource is malformed');
