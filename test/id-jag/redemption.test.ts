@@ -345,10 +345,10 @@ describe('ID-JAG redemption (jwt-bearer grant): RFC 7523 3 and the draft, over H
     it('expired (beyond the clock tolerance)', async () =>
       expectRefused(await idJag({ iat: now() - 200, exp: now() - 60 }), 400, 'invalid_grant', /"exp"/));
 
-    it('exp unreasonably far in the future (more than maxAssertionLifetime)', async () =>
+    it('exp unreasonably far in the future (more than 300 s ahead)', async () =>
       expectRefused(await idJag({ exp: now() + 3600 }), 400, 'invalid_grant', /"exp" at most 300 s from now/));
 
-    it('iat in the future, or older than maxAssertionLifetime', async () => {
+    it('iat in the future, or older than 300 s', async () => {
       await expectRefused(await idJag({ iat: now() + 600 }), 400, 'invalid_grant', /"iat"/);
       await expectRefused(await idJag({ iat: now() - 600 }), 400, 'invalid_grant', /"iat"/);
     });
