@@ -83,9 +83,13 @@ export function subjectTokenQuota(clientId: string, max: number, now = Date.now(
   return charge('client', clientId, max, now);
 }
 
-/** The shares an ID-JAG redemption takes: its issuer's and its client's, each `perHour`. */
-export function redemptionQuotas(perHour: number, issuer: string, clientId: string, now = Date.now()): QuotaCharge[] {
-  return [charge('ID-JAG issuer', issuer, perHour, now), charge('ID-JAG client', clientId, perHour, now)];
+/** An issuer's share of ID-JAG redemptions, in clients' shares: one client never uses up what the issuer's others need. */
+const CLIENT_SHARES_PER_ISSUER = 10;
+
+/** The shares an ID-JAG redemption takes: its client's, `perClient` an hour, and its issuer's, ten clients' worth. */
+export function redemptionQuotas(perClient: number, clientId: string, issuer: string, now = Date.now()): QuotaCharge[] {
+  const issuerShare = charge('ID-JAG issuer', issuer, perClient * CLIENT_SHARES_PER_ISSUER, now);
+  return [charge('ID-JAG client', clientId, perClient, now), issuerShare];
 }
 
 function charge(principal: Principal, id: string, max: number, now: number): DelegationCharge {

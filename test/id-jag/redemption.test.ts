@@ -36,17 +36,21 @@ const AGENT = { client_id: 'orders-agent', client_secret: 'orders-agent-secret' 
 const OTHER_AGENT = { client_id: 'other-agent', client_secret: 'other-agent-secret' };
 const PUBLIC_AGENT = { client_id: 'public-agent' };
 
+/** A confidential client that may use the jwt-bearer grant. */
+const confidential = (client: { client_id: string; client_secret: string }): ClientMetadata => ({
+  ...client,
+  token_endpoint_auth_method: 'client_secret_basic',
+  grant_types: [JWT_BEARER_GRANT],
+  response_types: [],
+  redirect_uris: [],
+});
+
 const AGENT_CLIENTS: ClientMetadata[] = [
-  ...[AGENT, OTHER_AGENT].map((client) => ({
-    ...client,
-    token_endpoint_auth_method: 'client_secret_basic' as const,
-    grant_types: [JWT_BEARER_GRANT],
-    response_types: [],
-    redirect_uris: [],
-  })),
+  confidential(AGENT),
+  confidential(OTHER_AGENT),
   {
     ...PUBLIC_AGENT,
-    token_endpoint_auth_method: 'none' as const,
+    token_endpoint_auth_method: 'none',
     grant_types: [JWT_BEARER_GRANT],
     response_types: [],
     redirect_uris: [],
@@ -277,30 +281,35 @@ describe('ID-JAG redemption (jwt-bearer grant): RFC 7523 3 and the draft, over H
       }
     });
 
-    it("an issuer's and a client's redemptions per hour are bounded: beyond either, 429 with Retry-After", async () => {
+    it("a client's and an issuer's redemptions per hour are bounded: beyond either, 429 with Retry-After", async () => {
       const SECOND_IDP = 'https://second-idp.example.com';
-      const bounded = await redeemer({
-        trustedIssuers: [
-          { issuer: IDP, jwks: idp.jwks },
-          { issuer: SECOND_IDP, jwks: idp.jwks },
-        ],
-        maxRedemptionsPerHour: 2,
+      const agents = Array.from({ length: 11 }, (_, n) => ({ client_id: `agent-${n}`, client_secret: `secret-${n}` }));
+      const bounded = await startProvider({
+        plugin: {
+          idJag: {
+            trustedIssuers: [
+              { issuer: IDP, jwks: idp.jwks },
+              { issuer: SECOND_IDP, jwks: idp.jwks },
+            ],
+            maxRedemptionsPerClient: 1,
+          },
+        },
+        configuration: { clients: [...FIXTURE_CLIENTS, ...agents.map(confidential)] },
       });
-      const at = (claims: Record<string, unknown>, client: { client_id: string; client_secret: string }) =>
-        idJag({ client_id: client.client_id, ...claims }, {}, bounded.issuer).then((assertion) =>
+      const by = (client: (typeof agents)[number], iss = IDP) =>
+        idJag({ client_id: client.client_id, iss }, {}, bounded.issuer).then((assertion) =>
           redeem(assertion, {}, client, bounded),
         );
       try {
-        // The first issuer's share: one redemption by each client, then neither gets another of its assertions.
-        expect((await at({}, AGENT)).status).to.equal(200);
-        expect((await at({}, OTHER_AGENT)).status).to.equal(200);
-        const issuerSpent = await at({}, AGENT);
-        expectError(issuerSpent, 429, 'invalid_request', /redemptions of this client or issuer this hour are spent/);
-        expect(Number(issuerSpent.headers.get('retry-after'))).to.be.within(1, 3600);
-        // The client's share: one more from the second issuer, then none, though that issuer has room.
-        expect((await at({ iss: SECOND_IDP }, AGENT)).status).to.equal(200);
-        expectError(await at({ iss: SECOND_IDP }, AGENT), 429, 'invalid_request', /spent/);
-        expect((await at({ iss: SECOND_IDP }, OTHER_AGENT)).status, 'another client has its own share').to.equal(200);
+        // A client's share: one redemption, then none, whichever issuer.
+        expect((await by(agents[0]!)).status).to.equal(200);
+        const clientSpent = await by(agents[0]!, SECOND_IDP);
+        expectError(clientSpent, 429, 'invalid_request', /redemptions this hour are spent/);
+        expect(Number(clientSpent.headers.get('retry-after'))).to.be.within(1, 3600);
+        // An issuer's share, ten clients' worth: the eleventh client gets none of its assertions, another issuer's still.
+        for (const agent of agents.slice(1, 10)) expect((await by(agent)).status, agent.client_id).to.equal(200);
+        expectError(await by(agents[10]!), 429, 'invalid_request', /redemptions this hour are spent/);
+        expect((await by(agents[10]!, SECOND_IDP)).status).to.equal(200);
       } finally {
         await bounded.close();
       }
@@ -465,8 +474,8 @@ describe('ID-JAG redemption (jwt-bearer grant): RFC 7523 3 and the draft, over H
       expect(make({ trustedIssuers: [{ issuer: IDP, jwks: idp.jwks, kid: 'x' }] })).to.throw(
         /trustedIssuers\[0\]\.kid/,
       );
-      expect(make({ trustedIssuers: [{ issuer: IDP, jwks: idp.jwks }], maxRedemptionsPerHour: 0 })).to.throw(
-        /maxRedemptionsPerHour/,
+      expect(make({ trustedIssuers: [{ issuer: IDP, jwks: idp.jwks }], maxRedemptionsPerClient: 0 })).to.throw(
+        /maxRedemptionsPerClient/,
       );
       expect(
         make({

@@ -50,7 +50,7 @@ export function createIdJagHandler(options: ResolvedIdJagOptions, redemptions: P
     if (dpop) await internals.checkDpopReplay(ctx, dpop);
     // A token never outlives the assertion it came from.
     internals.setTokenLifetime(token, Math.max(1, Math.min(token.expiration, Math.floor(claims.exp) - nowSeconds())));
-    await redeemOnce(ctx, redemptions, claims, Math.ceil(claims.exp + tolerance), options.maxRedemptionsPerHour);
+    await redeemOnce(ctx, redemptions, claims, Math.ceil(claims.exp + tolerance), options.maxRedemptionsPerClient);
     const value = await token.save();
     respond(ctx, { value, token });
     const redeemed: ImpersonationEvent<typeof EVENTS.idJagRedeemed> = {
@@ -122,11 +122,11 @@ async function redeemOnce(
   redemptions: PrincipalQuotas,
   claims: IdJagClaims,
   keptUntil: number,
-  perHour: number,
+  perClient: number,
 ): Promise<void> {
   const key = createHash('sha256').update(`${claims.iss}\n${claims.jti}`).digest('base64url');
   const once: QuotaCharge = { key: `quota:id-jag:${key}`, max: 1, expiresAt: keptUntil * 1000 };
-  const shares = redemptionQuotas(perHour, claims.iss, claims.client_id);
+  const shares = redemptionQuotas(perClient, claims.client_id, claims.iss);
   const outcome = await redemptions.saveWithinQuotas({
     write: { model: SUBJECT_TOKEN_MODEL, id: `id-jag:${key}`, payload: {}, expiresIn: keptUntil - nowSeconds() },
     indexes: [],
@@ -138,7 +138,7 @@ async function redeemOnce(
   const retryAfter = secondsUntilRenewed(shares.find((share) => share.key === outcome.key)!);
   ctx.set('Retry-After', String(retryAfter));
   throw refuse.principalQuotaReached(
-    `the redemptions of this client or issuer this hour are spent; retry in ${retryAfter} s`,
+    `this client's, or the assertion issuer's, redemptions this hour are spent; retry in ${retryAfter} s`,
     retryAfter,
   );
 }

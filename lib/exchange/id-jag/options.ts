@@ -8,17 +8,17 @@ export type TrustedIssuer = { issuer: string; jwks?: JSONWebKeySet | undefined; 
 /** Redeeming ID-JAGs with the jwt-bearer grant (docs/cross-app-access.md); nothing is accepted without it. */
 export interface IdJagOptions {
   trustedIssuers: TrustedIssuer[];
-  /** Redemptions per hour of one issuer's assertions, and by one client, each; beyond them, 429. Default 10,000. */
-  maxRedemptionsPerHour?: number | undefined;
+  /** Redemptions per hour by one client; one issuer's assertions, ten times that; beyond either, 429. Default 1,000. */
+  maxRedemptionsPerClient?: number | undefined;
 }
 
-/** Each trusted issuer's keys, by its issuer identifier; the hourly share. */
+/** Each trusted issuer's keys, by its issuer identifier; a client's hourly share. */
 export interface ResolvedIdJagOptions {
   readonly trustedIssuers: ReadonlyMap<string, JWTVerifyGetKey>;
-  readonly maxRedemptionsPerHour: number;
+  readonly maxRedemptionsPerClient: number;
 }
 
-const NAMES: Array<keyof IdJagOptions> = ['trustedIssuers', 'maxRedemptionsPerHour'];
+const NAMES: Array<keyof IdJagOptions> = ['trustedIssuers', 'maxRedemptionsPerClient'];
 const ISSUER_NAMES: Array<keyof TrustedIssuer> = ['issuer', 'jwks', 'jwksUri'];
 /** Hosts whose keys may be fetched over http. */
 const LOCAL = new Set(['localhost', '127.0.0.1', '[::1]']);
@@ -29,7 +29,7 @@ const check: OptionChecks = optionChecks('createImpersonation');
 export function resolveIdJagOptions(input: IdJagOptions): ResolvedIdJagOptions {
   check.object('idJag', input);
   check.known(input, NAMES, 'idJag.');
-  const { trustedIssuers: entries, maxRedemptionsPerHour = ID_JAG_DEFAULTS.maxRedemptionsPerHour } = input;
+  const { trustedIssuers: entries, maxRedemptionsPerClient = ID_JAG_DEFAULTS.maxRedemptionsPerClient } = input;
   if (!Array.isArray(entries) || !entries.length) check.fail('idJag.trustedIssuers', 'must be a non-empty array');
   const trustedIssuers = new Map<string, JWTVerifyGetKey>();
   entries.forEach((entry, at) => {
@@ -46,6 +46,6 @@ export function resolveIdJagOptions(input: IdJagOptions): ResolvedIdJagOptions {
     }
     trustedIssuers.set(issuer, jwks ? createLocalJWKSet(jwks) : createRemoteJWKSet(url!));
   });
-  check.integer('idJag.maxRedemptionsPerHour', maxRedemptionsPerHour, ID_JAG_MAXIMA.maxRedemptionsPerHour);
-  return Object.freeze({ trustedIssuers, maxRedemptionsPerHour });
+  check.integer('idJag.maxRedemptionsPerClient', maxRedemptionsPerClient, ID_JAG_MAXIMA.maxRedemptionsPerClient);
+  return Object.freeze({ trustedIssuers, maxRedemptionsPerClient });
 }
