@@ -56,7 +56,7 @@ export function resolveDelegationLimits(input: unknown): Readonly<DelegationLimi
 export type DelegationPrincipals =
   { impersonationSessionId: string } | { subjectTokenId: string; user: string; clientId: string };
 
-type Principal = 'subject token' | 'user' | 'client' | 'impersonation session';
+type Principal = 'subject token' | 'user' | 'client' | 'impersonation session' | 'ID-JAG issuer' | 'ID-JAG client';
 
 export interface DelegationCharge extends QuotaCharge {
   principal: Principal;
@@ -83,6 +83,15 @@ export function subjectTokenQuota(clientId: string, max: number, now = Date.now(
   return charge('client', clientId, max, now);
 }
 
+/** An issuer's share of ID-JAG redemptions, in clients' shares: one client never uses up what the issuer's others need. */
+const CLIENT_SHARES_PER_ISSUER = 10;
+
+/** The shares an ID-JAG redemption takes: its client's, `perClient` an hour, and its issuer's, ten clients' worth. */
+export function redemptionQuotas(perClient: number, clientId: string, issuer: string, now = Date.now()): QuotaCharge[] {
+  const issuerShare = charge('ID-JAG issuer', issuer, perClient * CLIENT_SHARES_PER_ISSUER, now);
+  return [charge('ID-JAG client', clientId, perClient, now), issuerShare];
+}
+
 function charge(principal: Principal, id: string, max: number, now: number): DelegationCharge {
   const window = Math.floor(now / 1000 / QUOTA_WINDOW_SECONDS);
   return {
@@ -104,6 +113,8 @@ const WHOSE: Record<Principal, string> = {
   'subject token': 'this subject_token has',
   user: "this user's tokens have",
   client: 'this client has',
+  'ID-JAG issuer': "this assertion's issuer has",
+  'ID-JAG client': 'this client has',
 };
 
 /** The refusal for the spent quota `key`: 429, when it starts again, never whose it is. */

@@ -21,6 +21,7 @@ export const EVENTS = {
   breakGlassUsed: 'impersonation.break_glass.used',
   delegationSucceeded: 'impersonation.delegation.succeeded',
   delegationRefused: 'impersonation.delegation.refused',
+  idJagRedeemed: 'impersonation.id_jag.redeemed',
 } as const;
 
 export type ImpersonationEventName = (typeof EVENTS)[keyof typeof EVENTS];
@@ -51,7 +52,7 @@ interface EventFields {
   resource: string;
   /** The granted scopes, space-separated (empty when none was granted). */
   scope: string;
-  /** The creation `context` (ticket, reason, ...). */
+  /** The creation `context` (ticket, reason, ...); for an ID-JAG, its `issuer` and `assertionId` (its `jti`). */
   context: JsonObject;
   /** Non-secret name of the issued token: a JWT's `jti`; for an opaque one `sha256.` and its base64url SHA-256. */
   accessTokenId: string;
@@ -158,6 +159,11 @@ export interface ImpersonationEvents {
     'impersonation.delegation.refused',
     'clientId' | 'error' | 'reason',
     'subject' | 'actor' | 'resource' | 'scope' | 'subjectTokenId' | 'subjectTokenType' | 'parentSessionId' | 'depth'
+  >;
+  /** An ID-JAG was redeemed for an access token (docs/cross-app-access.md). */
+  'impersonation.id_jag.redeemed': EventOf<
+    'impersonation.id_jag.redeemed',
+    'subject' | 'clientId' | 'resource' | 'scope' | 'context' | 'accessTokenId' | 'expiresAt'
   >;
   /** The revocation feed was read. */
   'impersonation.revocations.served': EventOf<'impersonation.revocations.served', 'count'>;

@@ -111,3 +111,4 @@ export type {
   SubjectTokenResolverInput,
 } from './exchange/delegation-options.js';
 export type { AuthzenOptions, ResolvedAuthzenOptions } from './policy/options.js';
+export type { IdJagOptions, ResolvedIdJagOptions, TrustedIssuer } from './exchange/id-jag-options.js';

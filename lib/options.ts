@@ -10,6 +10,7 @@ import {
 import { optionChecks, type OptionChecks } from './config/checks.js';
 import { IMPERSONATION_DEFAULTS, IMPERSONATION_MAXIMA } from './config/defaults.js';
 import { invalidArgument } from './errors.js';
+import { resolveIdJagOptions, type IdJagOptions, type ResolvedIdJagOptions } from './exchange/id-jag-options.js';
 import { applyDecisionPoint, delegationWithDecisionPoint } from './policy/compose.js';
 import type { AuthzenOptions, ResolvedAuthzenOptions } from './policy/options.js';
 import { resolveSsfOptions, type ResolvedSsfOptions, type SsfOptions } from './ssf/options.js';
@@ -27,6 +28,8 @@ export interface ImpersonationOptions extends CoreOptions {
   delegation?: DelegationOptions | undefined;
   /** An AuthZEN 1.0 decision point asked after the hooks; when it cannot answer, refused with 503 (docs/policy.md). Default: none. */
   authzen?: AuthzenOptions | undefined;
+  /** Redeems ID-JAGs of the trusted issuers it lists (jwt-bearer grant; docs/cross-app-access.md). Default: none. */
+  idJag?: IdJagOptions | undefined;
 }
 
 /** Every option once resolved: the core ones, and each feature's slice as the feature resolved it. */
@@ -36,6 +39,7 @@ export type ResolvedOptions = ResolvedCoreOptions & {
   ssf?: ResolvedSsfOptions;
   delegation: ResolvedDelegationOptions;
   authzen?: ResolvedAuthzenOptions;
+  idJag?: ResolvedIdJagOptions;
 };
 
 /** Every option, so that one misspelt is refused: the `satisfies` keeps the list and the interface alike. */
@@ -69,6 +73,7 @@ const OPTION_NAMES = Object.keys({
   deliverOutbox: true,
   delegation: true,
   authzen: true,
+  idJag: true,
 } satisfies Record<keyof ImpersonationOptions, true>);
 
 const ACTOR_AUTHENTICATION_NAMES = Object.keys({ maxAge: true, acrValues: true } satisfies Record<
@@ -171,6 +176,7 @@ export function resolveOptions(input: ImpersonationOptions): ResolvedOptions {
             ...(approvals ? [approvals.requestsPath, approvals.customerPath] : []),
           ],
         });
+  const idJag = input.idJag === undefined ? undefined : resolveIdJagOptions(input.idJag);
   const decisionPoint = applyDecisionPoint(input.authzen, options);
   const ownDelegation = resolveDelegationOptions(input.delegation);
   // `delegation.canDelegate`, with the decision point (when there is one) asked after it.
@@ -187,6 +193,7 @@ export function resolveOptions(input: ImpersonationOptions): ResolvedOptions {
     ...(approvals ? { approvals } : {}),
     ...(webhooks ? { webhooks } : {}),
     ...(ssf ? { ssf } : {}),
+    ...(idJag ? { idJag } : {}),
     actorClients,
     environmentVariables: Object.freeze({ ...env }),
   });

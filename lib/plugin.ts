@@ -10,6 +10,7 @@ import { withDelegationMetadata } from './exchange/delegation-metadata.js';
 import { ExchangeClaims } from './exchange/claims.js';
 import { addStepUpDetails } from './exchange/freshness.js';
 import { createExchangeHandler, EXCHANGE_DUPLICATES, EXCHANGE_PARAMETERS } from './exchange/grant.js';
+import { createIdJagHandler, ID_JAG_PROFILE, JWT_BEARER_GRANT } from './exchange/id-jag.js';
 import { TOKEN_EXCHANGE_GRANT } from './token-claims.js';
 import {
   checkStaticClients,
@@ -159,6 +160,9 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
         adapter: configuration.adapter ?? createMemoryAdapter({ clockTolerance: clockToleranceOf(configuration) }),
         extraClientMetadata: withDelegationMetadata(withManagementMetadata(configuration.extraClientMetadata, scopes)),
         extraTokenClaims,
+        ...(options.idJag && {
+          discovery: { authorization_grant_profiles_supported: [ID_JAG_PROFILE], ...configuration.discovery },
+        }),
         features: {
           ...configuration.features,
           resourceIndicators: {
@@ -244,6 +248,11 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
         [...EXCHANGE_PARAMETERS],
         [...EXCHANGE_DUPLICATES],
       );
+      if (options.idJag) {
+        const idJagGrant = createIdJagHandler(options.idJag, pluginStore.subjectTokens, bus);
+        // What the grant reads beside client authentication; oidc-provider strips every other parameter.
+        provider.registerGrantType(JWT_BEARER_GRANT, idJagGrant, ['assertion', 'scope', 'resource']);
+      }
       const requests: RequestsInFlight = { count: 0 };
       // Invariant 43: every request is counted; delivery runs in idle time.
       provider.middleware.unshift(async (_ctx, next) => {

@@ -74,7 +74,8 @@ interface TokenResponseInput {
   expiresIn: number;
   scope?: string;
   tokenType: string;
-  issuedTokenType: string;
+  /** RFC 8693 2.2.1; none for RFC 6749's own response. */
+  issuedTokenType?: string;
 }
 
 interface ProviderKeystore {

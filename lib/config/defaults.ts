@@ -50,6 +50,11 @@ export const DELEGATION_DEFAULTS = { maxChainDepth: 3, accessTokenTTL: 300 } as 
 
 export const DELEGATION_MAXIMA = { maxChainDepth: 10, accessTokenTTL: 86_400 } as const;
 
+/** `idJag`. */
+export const ID_JAG_DEFAULTS = { maxRedemptionsPerClient: 1000 } as const;
+
+export const ID_JAG_MAXIMA = { maxRedemptionsPerClient: 100_000 } as const;
+
 /** `webhooks`: durations in the unit the option takes (seconds, or milliseconds for `timeout` and `pollInterval`). */
 export const WEBHOOK_DEFAULTS = {
   maxPending: 100_000,

@@ -5,7 +5,8 @@ import { buildTokenResponse } from '../provider-internals.js';
 export interface Issued {
   value: string;
   token: AccessToken;
-  issuedTokenType: string;
+  /** None for a grant that answers as RFC 6749 5.1 (the jwt-bearer grant). */
+  issuedTokenType?: string;
 }
 
 /** RFC 8693 2.2.1, as oidc-provider answers its own grants; no refresh token; `scope` always (spec 2.5). */

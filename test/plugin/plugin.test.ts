@@ -108,6 +108,7 @@ describe('createImpersonation: options, configure() and install()', () => {
       authenticateManagementRequest: undefined,
       subjectTokenTTL: undefined,
       accessTokenTTL: undefined,
+      idJag: undefined,
       maxContextBytes: undefined,
       maxSubjectTokensPerClient: undefined,
       canImpersonate: undefined,

@@ -8,6 +8,8 @@
  */
 import { randomBytes } from 'node:crypto';
 import { expect } from 'chai';
+import { exportJWK, generateKeyPair, SignJWT } from 'jose';
+import { JWT_BEARER_GRANT } from '../../lib/exchange/id-jag.js';
 import type Koa from 'koa';
 import { publicTokenId } from '../../lib/access-token.js';
 import { canonicalContent, rowOf } from '../../lib/audit/chain.js';
@@ -994,6 +996,87 @@ describe('canary: no token value or secret leaves its place', function () {
     } finally {
       await ap.tp.close();
       await pdp.close();
+    }
+  });
+
+  it('over ID-JAG redemptions: success, replay and every refusal of an assertion', async () => {
+    const { privateKey, publicKey } = await generateKeyPair('ES256');
+    const jwks = { keys: [{ ...(await exportJWK(publicKey)), kid: 'idp', alg: 'ES256' }] };
+    const agent = { client_id: 'canary-agent', client_secret: 'canary-agent-secret-5b0c' };
+    canary.secret(agent.client_secret);
+    const rp = await startProvider({
+      plugin: {
+        telemetry: canary.traced(),
+        idJag: { trustedIssuers: [{ issuer: 'https://idp.example.com', jwks }] },
+        auditLog: {
+          append: async (name, event) => canary.sink(`audit row ${name}`, canonicalContent(rowOf(name, event))),
+        },
+      },
+      configuration: {
+        clients: [
+          ...FIXTURE_CLIENTS,
+          { ...agent, grant_types: [JWT_BEARER_GRANT], response_types: [], redirect_uris: [] },
+          {
+            client_id: 'canary-public-agent',
+            token_endpoint_auth_method: 'none',
+            grant_types: [JWT_BEARER_GRANT],
+            response_types: [],
+            redirect_uris: [],
+          },
+        ],
+      },
+    });
+    try {
+      const emitter = rp.provider as unknown as NodeJS.EventEmitter;
+      for (const name of Object.values(EVENTS))
+        emitter.on(name, (event: unknown) => canary.sink(`event ${name}`, event));
+      for (const name of ['grant.error', 'server_error']) {
+        emitter.on(name, (_ctx: unknown, error: unknown) => canary.sink(`${name} listener`, describeError(error)));
+      }
+      (rp.provider as Koa).on('error', (error: unknown) => canary.sink('app error', describeError(error)));
+      const now = Math.floor(Date.now() / 1000);
+      const sign = (claims: Record<string, unknown>, typ = 'oauth-id-jag+jwt') =>
+        new SignJWT({
+          iss: 'https://idp.example.com',
+          sub: 'alice',
+          aud: rp.issuer,
+          client_id: agent.client_id,
+          jti: randomBytes(8).toString('hex'),
+          iat: now,
+          exp: now + 60,
+          resource: API,
+          scope: 'profile:read',
+          ...claims,
+        })
+          .setProtectedHeader({ alg: 'ES256', typ, kid: 'idp' })
+          .sign(privateKey);
+      const redeem = async (label: string, assertion: string, params = {}, client: ClientCredentials = agent) => {
+        canary.secret(assertion);
+        const reply = await tokenRequest(rp, { grant_type: JWT_BEARER_GRANT, assertion, ...params }, client);
+        canary.accessToken(reply.body['access_token'] as string | undefined);
+        return canary.response(`ID-JAG ${label}`, reply, [reply.body['access_token'] as string | undefined]);
+      };
+      const redeemed = await sign({});
+      expect((await redeem('redeemed', redeemed)).status).to.equal(200);
+      expect((await redeem('replayed', redeemed)).status).to.equal(400);
+      const refusals: Array<[string, Promise<string>, Record<string, string>?, ClientCredentials?]> = [
+        ['not a JWT', Promise.resolve(`${redeemed.slice(0, 40)}.not-a-jwt`)],
+        ['typ', sign({}, 'JWT')],
+        ['audience', sign({ aud: 'https://elsewhere.example.com' })],
+        ['client_id', sign({ client_id: 'someone-else' })],
+        ['expired', sign({ iat: now - 120, exp: now - 60 })],
+        ['untrusted issuer', sign({ iss: 'https://evil.example.com' })],
+        ['unknown account', sign({ sub: 'mallory' })],
+        ['wider scope', sign({}), { scope: 'profile:write' }],
+        ['other resource', sign({}), { resource: OPAQUE_API }],
+        ['public client', sign({ client_id: 'canary-public-agent' }), {}, { client_id: 'canary-public-agent' }],
+      ];
+      for (const [label, assertion, params, client] of refusals) {
+        expect((await redeem(label, await assertion, params, client)).status, label).to.be.within(400, 401);
+      }
+      expect(canary.leaks()).to.deep.equal([]);
+    } finally {
+      await rp.close();
     }
   });
 

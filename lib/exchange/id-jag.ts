@@ -1,0 +1,148 @@
+/** The jwt-bearer grant (RFC 7523) for Identity Assertion JWT Authorization Grants, redeemed here (docs/cross-app-access.md). */
+import { createHash } from 'node:crypto';
+import { decodeJwt, errors, jwtVerify, type JWTPayload } from 'jose';
+import type { KoaContextWithOIDC, ResourceServerInstance } from 'oidc-provider';
+import { publicTokenId, scopeSet } from '../access-token.js';
+import type { PrincipalQuotas } from '../adapters/contracts/commit.js';
+import { SUBJECT_TOKEN_MODEL } from '../adapters/models.js';
+import { redemptionQuotas, secondsUntilRenewed, type QuotaCharge } from '../capacity.js';
+import * as refuse from '../errors.js';
+import { EVENTS, type ImpersonationEvent } from '../event-types.js';
+import { publish } from '../events/publish.js';
+import type { EventBus } from '../events/subscriber.js';
+import * as internals from '../provider-internals.js';
+import { isStorableText } from '../storable-text.js';
+import { accountExists } from './account.js';
+import { grantedScopes, resolveSingleResource } from './request.js';
+import { respond } from './respond.js';
+import { newExchangeToken } from './token.js';
+import type { ResolvedIdJagOptions } from './id-jag-options.js';
+
+export const JWT_BEARER_GRANT = 'urn:ietf:params:oauth:grant-type:jwt-bearer';
+/** `authorization_grant_profiles_supported`'s value for the ID-JAG profile. */
+export const ID_JAG_PROFILE = 'urn:ietf:params:oauth:grant-profile:id-jag';
+/** RFC 7523 3 (4, 6): seconds an assertion may be old, or live ahead; a redeemed `jti` is kept no longer. */
+export const MAX_ASSERTION_LIFETIME = 300;
+
+type IdJagClaims = JWTPayload & { iss: string; sub: string; client_id: string; jti: string; exp: number };
+
+/** The grant handler: the assertion and the request checked, the assertion taken once, an access token issued. */
+export function createIdJagHandler(options: ResolvedIdJagOptions, redemptions: PrincipalQuotas, bus: EventBus) {
+  return async function idJagGrant(ctx: KoaContextWithOIDC): Promise<void> {
+    const client = ctx.oidc.client!;
+    // The draft's Security Considerations: only confidential clients redeem assertions.
+    if (client.clientAuthMethod === 'none') throw refuse.invalidClient('the grant needs client authentication');
+    const { assertion } = ctx.oidc.params as { assertion?: string };
+    if (!assertion) throw refuse.invalidRequest('missing required parameter: assertion');
+    const dpop = await internals.validateDpop(ctx);
+    internals.checkDpopRequired(ctx, dpop);
+    const tolerance = internals.clockToleranceOf(internals.providerConfiguration(ctx.oidc.provider));
+    const claims = await verifiedAssertion(assertion, ctx.oidc.issuer, options, tolerance);
+    if (claims.client_id !== client.clientId) throw refuse.invalidGrant('the assertion is for another client');
+    // The draft's Cross-Domain Use: a server never redeems an assertion it issued.
+    if (claims.iss === ctx.oidc.issuer) throw refuse.invalidGrant('this server redeems no assertion of its own');
+    const resourceServer = await assertedResource(ctx, claims.resource);
+    const granted = assertedScopes(ctx, claims.scope, resourceServer);
+    if (!(await accountExists(ctx, claims.sub))) throw refuse.invalidGrant('the assertion names no account here');
+
+    const token = newExchangeToken(ctx, { subject: claims.sub, scope: granted, resourceServer, dpop });
+    token.gty = JWT_BEARER_GRANT;
+    if (dpop) await internals.checkDpopReplay(ctx, dpop);
+    // A token never outlives the assertion it came from.
+    internals.setTokenLifetime(token, Math.max(1, Math.min(token.expiration, Math.floor(claims.exp) - nowSeconds())));
+    await redeemOnce(ctx, redemptions, claims, Math.ceil(claims.exp + tolerance), options.maxRedemptionsPerClient);
+    const value = await token.save();
+    respond(ctx, { value, token });
+    const redeemed: ImpersonationEvent<typeof EVENTS.idJagRedeemed> = {
+      name: EVENTS.idJagRedeemed,
+      subject: claims.sub,
+      clientId: client.clientId,
+      resource: resourceServer.identifier(),
+      scope: granted.join(' '),
+      context: { issuer: claims.iss, assertionId: claims.jti },
+      accessTokenId: publicTokenId(token.format, internals.assignTokenId(token)),
+      expiresAt: nowSeconds() + token.expiration,
+    };
+    await publish(bus, redeemed, ctx);
+  };
+}
+
+/** RFC 7523 3 and the draft's processing rules: `invalid_grant` for any assertion that fails, never quoting it. */
+async function verifiedAssertion(assertion: string, audience: string, options: ResolvedIdJagOptions, skew: number) {
+  const { payload } = await jwtVerify(
+    assertion,
+    (header, token) => {
+      const keys = options.trustedIssuers.get(decodeJwt(assertion).iss ?? '');
+      if (!keys) throw refuse.invalidGrant('the assertion is not from a trusted issuer');
+      return keys(header, token);
+    },
+    // The draft's explicit type (RFC 8725 3.11).
+    { typ: 'oauth-id-jag+jwt', audience, clockTolerance: skew, maxTokenAge: MAX_ASSERTION_LIFETIME },
+  ).catch((error: unknown) => {
+    // jose's messages name the check that failed, never a claim's value; any other failure is not the assertion's.
+    throw error instanceof errors.JOSEError ? refuse.invalidGrant(`the assertion is invalid: ${error.message}`) : error;
+  });
+  const isName = (value: unknown) => typeof value === 'string' && value !== '' && isStorableText(value);
+  const malformed = (['sub', 'client_id', 'jti'] as const).find((name) => !isName(payload[name]));
+  if (malformed) throw refuse.invalidGrant(`the assertion's "${malformed}" claim must be a non-empty string`);
+  // RFC 7523 3 (4): an `exp` required, and one unreasonably far ahead refused, so a redeemed `jti` is kept only so long.
+  if (!((payload.exp ?? Infinity) <= nowSeconds() + MAX_ASSERTION_LIFETIME + skew)) {
+    throw refuse.invalidGrant(`the assertion needs an "exp" at most ${MAX_ASSERTION_LIFETIME} s from now`);
+  }
+  return payload as IdJagClaims;
+}
+
+/** The one resource: the request's, which the assertion's `resource` lists if it has one; else the assertion's only one. */
+async function assertedResource(ctx: KoaContextWithOIDC, asserted: unknown): Promise<ResourceServerInstance> {
+  const listed = asserted === undefined ? undefined : [asserted].flat();
+  if (listed?.some((uri) => typeof uri !== 'string')) throw refuse.invalidGrant('the resource claim is malformed');
+  const params = ctx.oidc.params as { resource?: string };
+  params.resource ??= listed?.length === 1 ? (listed[0] as string) : undefined;
+  if (listed && !listed.includes(params.resource ?? '')) {
+    throw refuse.invalidTarget(params.resource ? 'resource is not in the assertion' : 'name one of its resources');
+  }
+  if (params.resource && !isStorableText(params.resource)) throw refuse.invalidTarget('resource is malformed');
+  return resolveSingleResource(ctx);
+}
+
+/** RFC 6749 3.3 within the assertion's `scope`: each asked for must be in it; none asked, those in it the resource defines. */
+function assertedScopes(ctx: KoaContextWithOIDC, asserted: unknown, server: ResourceServerInstance): string[] {
+  if (asserted !== undefined && typeof asserted !== 'string') throw refuse.invalidGrant('the scope claim is malformed');
+  const requested = (ctx.oidc.params as { scope?: string }).scope;
+  const allowed = scopeSet(asserted as string | undefined);
+  const wider = [...scopeSet(requested)].filter((name) => !allowed.has(name));
+  if (wider.length) throw refuse.invalidScope(`scope wider than the assertion's: ${wider.join(' ')}`, wider.join(' '));
+  const defined = [...allowed].filter((name) => server.scopes.has(name));
+  return grantedScopes(ctx, requested ?? defined.join(' '), server);
+}
+
+/** Invariant 37: the assertion's `iss` and `jti` taken once, with its issuer's and client's shares, in one store operation. */
+async function redeemOnce(
+  ctx: KoaContextWithOIDC,
+  redemptions: PrincipalQuotas,
+  claims: IdJagClaims,
+  keptUntil: number,
+  perClient: number,
+): Promise<void> {
+  const key = createHash('sha256').update(`${claims.iss}\n${claims.jti}`).digest('base64url');
+  const once: QuotaCharge = { key: `quota:id-jag:${key}`, max: 1, expiresAt: keptUntil * 1000 };
+  const shares = redemptionQuotas(perClient, claims.client_id, claims.iss);
+  const outcome = await redemptions.saveWithinQuotas({
+    write: { model: SUBJECT_TOKEN_MODEL, id: `id-jag:${key}`, payload: {}, expiresIn: keptUntil - nowSeconds() },
+    indexes: [],
+    expiresAt: keptUntil * 1000,
+    quotas: [once, ...shares],
+  });
+  if (outcome.outcome === 'saved') return;
+  if (outcome.key === once.key) throw refuse.invalidGrant('the assertion was redeemed already');
+  const retryAfter = secondsUntilRenewed(shares.find((share) => share.key === outcome.key)!);
+  ctx.set('Retry-After', String(retryAfter));
+  throw refuse.principalQuotaReached(
+    `this client's, or the assertion issuer's, redemptions this hour are spent; retry in ${retryAfter} s`,
+    retryAfter,
+  );
+}
+
+function nowSeconds(): number {
+  return Math.floor(Date.now() / 1000);
+}

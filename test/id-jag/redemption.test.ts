@@ -1,0 +1,500 @@
+/**
+ * The redeeming side of the Identity Assertion JWT Authorization Grant
+ * (draft-ietf-oauth-identity-assertion-authz-grant, RFC 7523 3): ID-JAGs
+ * signed here by a test issuer's key, redeemed over HTTP at a real provider
+ * on TEST_ADAPTER's store (memory, Redis, PostgreSQL); one test per rule and
+ * per refusal, and single use across two providers sharing one store.
+ */
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { randomUUID } from 'node:crypto';
+import { expect } from 'chai';
+import { exportJWK, generateKeyPair, SignJWT, type CryptoKey, type JSONWebKeySet, type JWTPayload } from 'jose';
+import type { ClientMetadata } from 'oidc-provider';
+import {
+  createImpersonation,
+  EVENTS,
+  onImpersonationEvent,
+  type IdJagOptions,
+  type ImpersonationEvent,
+} from '../../lib/index.js';
+import { ID_JAG_PROFILE, JWT_BEARER_GRANT } from '../../lib/exchange/id-jag.js';
+import {
+  API,
+  CLIENTS,
+  FIXTURE_CLIENTS,
+  MANAGEMENT,
+  OPAQUE_API,
+  startProvider,
+  type TestProvider,
+} from '../support/provider.js';
+import { decodeJwt, expectError, introspect, tokenRequest, type Reply } from '../support/http.js';
+import { suiteAdapterKind } from '../support/adapters.js';
+
+const IDP = 'https://idp.example.com';
+const AGENT = { client_id: 'orders-agent', client_secret: 'orders-agent-secret' };
+const OTHER_AGENT = { client_id: 'other-agent', client_secret: 'other-agent-secret' };
+const PUBLIC_AGENT = { client_id: 'public-agent' };
+
+/** A confidential client that may use the jwt-bearer grant. */
+const confidential = (client: { client_id: string; client_secret: string }): ClientMetadata => ({
+  ...client,
+  token_endpoint_auth_method: 'client_secret_basic',
+  grant_types: [JWT_BEARER_GRANT],
+  response_types: [],
+  redirect_uris: [],
+});
+
+const AGENT_CLIENTS: ClientMetadata[] = [
+  confidential(AGENT),
+  confidential(OTHER_AGENT),
+  {
+    ...PUBLIC_AGENT,
+    token_endpoint_auth_method: 'none',
+    grant_types: [JWT_BEARER_GRANT],
+    response_types: [],
+    redirect_uris: [],
+  },
+];
+
+interface IssuerKey {
+  privateKey: CryptoKey;
+  jwks: JSONWebKeySet;
+}
+
+async function issuerKey(kid: string): Promise<IssuerKey> {
+  const { privateKey, publicKey } = await generateKeyPair('ES256');
+  return { privateKey, jwks: { keys: [{ ...(await exportJWK(publicKey)), kid, alg: 'ES256', use: 'sig' }] } };
+}
+
+const now = () => Math.floor(Date.now() / 1000);
+
+describe('ID-JAG redemption (jwt-bearer grant): RFC 7523 3 and the draft, over HTTP', function () {
+  this.timeout(60_000);
+  let idp: IssuerKey;
+  let stranger: IssuerKey;
+  let tp: TestProvider;
+  const redeemed: Array<ImpersonationEvent<typeof EVENTS.idJagRedeemed>> = [];
+  /** What oidc-provider tells a deployment's `grant.error` listeners of each refusal. */
+  const errors: string[] = [];
+
+  before(async () => {
+    idp = await issuerKey('idp-1');
+    stranger = await issuerKey('idp-1');
+    tp = await redeemer({ trustedIssuers: [{ issuer: IDP, jwks: idp.jwks }] });
+    onImpersonationEvent(tp.provider, EVENTS.idJagRedeemed, (event) => redeemed.push(event));
+    tp.provider.on('grant.error', (_ctx, error: Error & { error_description?: string }) =>
+      errors.push(`${error.message} ${error.error_description ?? ''} ${error.stack ?? ''}`),
+    );
+  });
+  after(() => tp.close());
+
+  function redeemer(idJag: IdJagOptions, adapter?: TestProvider['adapter'], issuer?: string): Promise<TestProvider> {
+    return startProvider({
+      plugin: { idJag },
+      configuration: { clients: [...FIXTURE_CLIENTS, ...AGENT_CLIENTS] },
+      ...(adapter ? { adapter } : {}),
+      ...(issuer ? { issuer } : {}),
+    });
+  }
+
+  /** An ID-JAG for `tp`, signed by the trusted issuer unless told otherwise; `undefined` leaves a claim out. */
+  function idJag(
+    claims: Record<string, unknown> = {},
+    { key = idp, header = {} }: { key?: IssuerKey; header?: Record<string, unknown> } = {},
+    audience = tp.issuer,
+  ): Promise<string> {
+    const payload = Object.fromEntries(
+      Object.entries({
+        iss: IDP,
+        sub: 'alice',
+        aud: audience,
+        client_id: AGENT.client_id,
+        jti: randomUUID(),
+        iat: now(),
+        exp: now() + 120,
+        resource: API,
+        scope: 'profile:read profile:write',
+        ...claims,
+      }).filter(([, value]) => value !== undefined),
+    ) as JWTPayload;
+    return new SignJWT(payload)
+      .setProtectedHeader({ alg: 'ES256', typ: 'oauth-id-jag+jwt', kid: 'idp-1', ...header })
+      .sign(key.privateKey);
+  }
+
+  function redeem(
+    assertion: string | undefined,
+    params: Record<string, string> = {},
+    client: { client_id: string; client_secret?: string } = AGENT,
+    on: TestProvider = tp,
+  ): Promise<Reply> {
+    return tokenRequest(on, { grant_type: JWT_BEARER_GRANT, assertion, ...params }, client);
+  }
+
+  /** A refusal with its code, whose answer and reported error never quote the assertion, and that issues nothing. */
+  async function expectRefused(
+    assertion: string,
+    status: number,
+    error: string,
+    description: RegExp,
+    params: Record<string, string> = {},
+    client: { client_id: string; client_secret?: string } = AGENT,
+  ): Promise<void> {
+    const [issued, reported] = [redeemed.length, errors.length];
+    const reply = await redeem(assertion, params, client);
+    expectError(reply, status, error, description);
+    expect(JSON.stringify(reply.body)).not.to.include(assertion);
+    expect(errors.length, 'the refusal reached grant.error').to.equal(reported + 1);
+    expect(errors.at(-1)).not.to.include(assertion);
+    expect(redeemed.length, 'no redemption event').to.equal(issued);
+  }
+
+  describe('what is issued', () => {
+    it('an access token for the assertion: its sub, the authenticated client, its resource and scope; no refresh token', async () => {
+      const assertion = await idJag();
+      const reply = await redeem(assertion);
+      expect(reply.status, JSON.stringify(reply.body)).to.equal(200);
+      expect(reply.headers.get('cache-control')).to.equal('no-store');
+      expect(Object.keys(reply.body).sort()).to.deep.equal(['access_token', 'expires_in', 'scope', 'token_type']);
+      expect(reply.body).to.include({ token_type: 'Bearer', scope: 'profile:read profile:write' });
+      const token = decodeJwt(reply.body['access_token'] as string);
+      expect(token).to.include({ sub: 'alice', client_id: AGENT.client_id, aud: API, iss: tp.issuer });
+      const event = redeemed.at(-1)!;
+      expect(event).to.deep.include({
+        name: EVENTS.idJagRedeemed,
+        subject: 'alice',
+        clientId: AGENT.client_id,
+        resource: API,
+        scope: 'profile:read profile:write',
+        accessTokenId: token['jti'],
+        context: { issuer: IDP, assertionId: decodeJwt(assertion)['jti'] },
+      });
+      expect(Object.keys(event).sort()).to.deep.equal(
+        ['accessTokenId', 'clientId', 'context', 'expiresAt', 'name', 'resource', 'scope', 'subject'],
+        'the fields test/audit/events.test.ts lists for it',
+      );
+      expect(JSON.stringify(event)).not.to.include(assertion);
+    });
+
+    it("never outlives the assertion: expires_in and exp end by the assertion's exp", async () => {
+      const exp = now() + 20;
+      const reply = await redeem(await idJag({ exp }));
+      expect(reply.status, JSON.stringify(reply.body)).to.equal(200);
+      expect(reply.body['expires_in']).to.be.within(1, 20);
+      expect(decodeJwt(reply.body['access_token'] as string)['exp']).to.be.at.most(exp);
+    });
+
+    it('an opaque token for an opaque resource, which introspects active with its sub and client', async () => {
+      const reply = await redeem(await idJag({ resource: OPAQUE_API, scope: 'read' }));
+      expect(reply.status, JSON.stringify(reply.body)).to.equal(200);
+      const seen = await introspect(tp, reply.body['access_token'] as string);
+      expect(seen).to.include({
+        active: true,
+        sub: 'alice',
+        client_id: AGENT.client_id,
+        aud: OPAQUE_API,
+        scope: 'read',
+      });
+    });
+
+    it('scope: RFC 6749 3.3 within the assertion; a narrower request is granted as asked', async () => {
+      const reply = await redeem(await idJag(), { scope: 'profile:read' });
+      expect(reply.status, JSON.stringify(reply.body)).to.equal(200);
+      expect(reply.body['scope']).to.equal('profile:read');
+    });
+
+    it('scope: without a request, only the assertion scopes the resource defines', async () => {
+      const reply = await redeem(await idJag({ scope: 'profile:read calendar:write' }));
+      expect(reply.status, JSON.stringify(reply.body)).to.equal(200);
+      expect(reply.body['scope']).to.equal('profile:read');
+    });
+
+    it('resource: a resource parameter chooses among the resources the assertion lists', async () => {
+      const assertion = await idJag({ resource: [API, OPAQUE_API], scope: 'read' });
+      const reply = await redeem(assertion, { resource: OPAQUE_API });
+      expect(reply.status, JSON.stringify(reply.body)).to.equal(200);
+      expect((await introspect(tp, reply.body['access_token'] as string))['aud']).to.equal(OPAQUE_API);
+    });
+
+    it('discovery lists the profile (authorization_grant_profiles_supported) and the grant type', async () => {
+      const metadata = (await (await fetch(`${tp.base}/.well-known/openid-configuration`)).json()) as Record<
+        string,
+        string[]
+      >;
+      expect(metadata['authorization_grant_profiles_supported']).to.deep.equal([ID_JAG_PROFILE]);
+      expect(metadata['grant_types_supported']).to.include(JWT_BEARER_GRANT);
+    });
+  });
+
+  describe('single use of jti', () => {
+    it('a second redemption of the same assertion is invalid_grant', async () => {
+      const assertion = await idJag();
+      expect((await redeem(assertion)).status).to.equal(200);
+      await expectRefused(assertion, 400, 'invalid_grant', /redeemed already/);
+    });
+
+    it('a refused redemption burns nothing: the same assertion is redeemed once the request is right', async () => {
+      const assertion = await idJag();
+      await expectRefused(assertion, 400, 'invalid_scope', /wider than the assertion/, { scope: 'profile:admin' });
+      expect((await redeem(assertion)).status).to.equal(200);
+    });
+
+    it('the same jti from another issuer is another assertion', async () => {
+      const other = await redeemer({
+        trustedIssuers: [
+          { issuer: IDP, jwks: idp.jwks },
+          { issuer: 'https://other-idp.example.com', jwks: idp.jwks },
+        ],
+      });
+      try {
+        const jti = randomUUID();
+        const first = await redeem(await idJag({ jti }, {}, other.issuer), {}, AGENT, other);
+        const second = await redeem(
+          await idJag({ jti, iss: 'https://other-idp.example.com' }, {}, other.issuer),
+          {},
+          AGENT,
+          other,
+        );
+        expect([first.status, second.status]).to.deep.equal([200, 200]);
+      } finally {
+        await other.close();
+      }
+    });
+
+    it('two providers on one store: the assertion is redeemed at one of them, once, however the requests race', async () => {
+      const adapter = await suiteAdapterKind().open();
+      const first = await redeemer({ trustedIssuers: [{ issuer: IDP, jwks: idp.jwks }] }, adapter);
+      const second = await redeemer({ trustedIssuers: [{ issuer: IDP, jwks: idp.jwks }] }, adapter, first.issuer);
+      try {
+        const assertion = await idJag({}, {}, first.issuer);
+        expect((await redeem(assertion, {}, AGENT, first)).status).to.equal(200);
+        expectError(await redeem(assertion, {}, AGENT, second), 400, 'invalid_grant', /redeemed already/);
+
+        const raced = await idJag({}, {}, first.issuer);
+        const replies = await Promise.all(
+          Array.from({ length: 6 }, (_, at) => redeem(raced, {}, AGENT, at % 2 ? second : first)),
+        );
+        expect(replies.map((reply) => reply.status).sort()).to.deep.equal([200, 400, 400, 400, 400, 400]);
+      } finally {
+        await Promise.all([first.close(), second.close()]);
+      }
+    });
+
+    it("a client's and an issuer's redemptions per hour are bounded: beyond either, 429 with Retry-After", async () => {
+      const SECOND_IDP = 'https://second-idp.example.com';
+      const agents = Array.from({ length: 11 }, (_, n) => ({ client_id: `agent-${n}`, client_secret: `secret-${n}` }));
+      const bounded = await startProvider({
+        plugin: {
+          idJag: {
+            trustedIssuers: [
+              { issuer: IDP, jwks: idp.jwks },
+              { issuer: SECOND_IDP, jwks: idp.jwks },
+            ],
+            maxRedemptionsPerClient: 1,
+          },
+        },
+        configuration: { clients: [...FIXTURE_CLIENTS, ...agents.map(confidential)] },
+      });
+      const by = (client: (typeof agents)[number], iss = IDP) =>
+        idJag({ client_id: client.client_id, iss }, {}, bounded.issuer).then((assertion) =>
+          redeem(assertion, {}, client, bounded),
+        );
+      try {
+        // A client's share: one redemption, then none, whichever issuer.
+        expect((await by(agents[0]!)).status).to.equal(200);
+        const clientSpent = await by(agents[0]!, SECOND_IDP);
+        expectError(clientSpent, 429, 'invalid_request', /redemptions this hour are spent/);
+        expect(Number(clientSpent.headers.get('retry-after'))).to.be.within(1, 3600);
+        // An issuer's share, ten clients' worth: the eleventh client gets none of its assertions, another issuer's still.
+        for (const agent of agents.slice(1, 10)) expect((await by(agent)).status, agent.client_id).to.equal(200);
+        expectError(await by(agents[10]!), 429, 'invalid_request', /redemptions this hour are spent/);
+        expect((await by(agents[10]!, SECOND_IDP)).status).to.equal(200);
+      } finally {
+        await bounded.close();
+      }
+    });
+  });
+
+  describe('refusals: invalid_grant for an assertion that is not valid (RFC 7523 3.1)', () => {
+    it('not a JWT', () => expectRefused('not-a-jwt', 400, 'invalid_grant', /assertion is invalid/));
+
+    it('unsigned (alg none)', async () => {
+      const encode = (part: object) => Buffer.from(JSON.stringify(part)).toString('base64url');
+      const signed = decodeJwt(await idJag());
+      const unsigned = `${encode({ alg: 'none', typ: 'oauth-id-jag+jwt' })}.${encode(signed)}.`;
+      await expectRefused(unsigned, 400, 'invalid_grant', /assertion is invalid/);
+    });
+
+    it("signed by a key that is not the issuer's", async () =>
+      expectRefused(await idJag({}, { key: stranger }), 400, 'invalid_grant', /signature verification failed/));
+
+    it('from an issuer that is not trusted', async () =>
+      expectRefused(
+        await idJag({ iss: 'https://evil.example.com' }),
+        400,
+        'invalid_grant',
+        /not from a trusted issuer/,
+      ));
+
+    it('typ other than oauth-id-jag+jwt', async () => {
+      for (const typ of ['JWT', 'at+jwt', undefined]) {
+        await expectRefused(await idJag({}, { header: { typ } }), 400, 'invalid_grant', /"typ"/);
+      }
+    });
+
+    it("aud other than this server's issuer (the token endpoint is not accepted)", async () => {
+      await expectRefused(await idJag({}, {}, 'https://other-as.example.com'), 400, 'invalid_grant', /"aud"/);
+      await expectRefused(await idJag({}, {}, `${tp.issuer}/token`), 400, 'invalid_grant', /"aud"/);
+    });
+
+    it('client_id of another client than the authenticated one', async () =>
+      expectRefused(await idJag({ client_id: OTHER_AGENT.client_id }), 400, 'invalid_grant', /another client/));
+
+    it('expired (beyond the clock tolerance)', async () =>
+      expectRefused(await idJag({ iat: now() - 200, exp: now() - 60 }), 400, 'invalid_grant', /"exp"/));
+
+    it('exp unreasonably far in the future (more than 300 s ahead)', async () =>
+      expectRefused(await idJag({ exp: now() + 3600 }), 400, 'invalid_grant', /"exp" at most 300 s from now/));
+
+    it('iat in the future, or older than 300 s', async () => {
+      await expectRefused(await idJag({ iat: now() + 600 }), 400, 'invalid_grant', /"iat"/);
+      await expectRefused(await idJag({ iat: now() - 600 }), 400, 'invalid_grant', /"iat"/);
+    });
+
+    it('nbf in the future', async () =>
+      expectRefused(await idJag({ nbf: now() + 600 }), 400, 'invalid_grant', /"nbf"/));
+
+    it('a required claim missing: sub, client_id, jti, exp, iat, iss, aud', async () => {
+      for (const claim of ['sub', 'client_id', 'jti', 'exp', 'iat']) {
+        await expectRefused(await idJag({ [claim]: undefined }), 400, 'invalid_grant', new RegExp(`"${claim}"`));
+      }
+      await expectRefused(await idJag({ iss: undefined }), 400, 'invalid_grant', /not from a trusted issuer/);
+      await expectRefused(await idJag({ aud: undefined }), 400, 'invalid_grant', /"aud"/);
+    });
+
+    it('sub, client_id or jti that is not a non-empty string', async () => {
+      for (const claim of ['sub', 'client_id', 'jti']) {
+        await expectRefused(await idJag({ [claim]: 42 }), 400, 'invalid_grant', new RegExp(`"${claim}"`));
+      }
+    });
+
+    it('sub naming no account of this server', async () =>
+      expectRefused(await idJag({ sub: 'mallory' }), 400, 'invalid_grant', /no account/));
+
+    it('resource or scope claims of the wrong type', async () => {
+      await expectRefused(await idJag({ resource: 42 }), 400, 'invalid_grant', /resource claim is malformed/);
+      await expectRefused(await idJag({ scope: ['profile:read'] }), 400, 'invalid_grant', /scope claim is malformed/);
+    });
+  });
+
+  describe('refusals of the request', () => {
+    it('no assertion: invalid_request', async () => {
+      expectError(await redeem(undefined), 400, 'invalid_request', /assertion/);
+    });
+
+    it('a public client: invalid_client (the draft: confidential clients only)', async () =>
+      expectRefused(await idJag({ client_id: PUBLIC_AGENT.client_id }), 401, 'invalid_client', /./, {}, PUBLIC_AGENT));
+
+    it("a client whose grant_types lack jwt-bearer: oidc-provider's invalid_request", async () => {
+      const reply = await redeem(await idJag({ client_id: CLIENTS.web.client_id }), {}, CLIENTS.web);
+      expectError(reply, 400, 'invalid_request', /grant type is not allowed/);
+    });
+
+    it('scope wider than the assertion: invalid_scope', async () =>
+      expectRefused(await idJag({ scope: 'profile:read' }), 400, 'invalid_scope', /wider/, { scope: 'profile:write' }));
+
+    it('scope the resource does not define: invalid_scope', async () =>
+      expectRefused(await idJag({ scope: 'profile:read calendar:write' }), 400, 'invalid_scope', /not defined/, {
+        scope: 'calendar:write',
+      }));
+
+    it('a resource the assertion does not list: invalid_target', async () =>
+      expectRefused(await idJag(), 400, 'invalid_target', /not in the assertion/, { resource: OPAQUE_API }));
+
+    it('several resources in the assertion and none chosen: invalid_target', async () =>
+      expectRefused(await idJag({ resource: [API, OPAQUE_API] }), 400, 'invalid_target', /name one of its resources/));
+
+    it('a resource unknown to getResourceServerInfo: invalid_target', async () =>
+      expectRefused(await idJag({ resource: 'https://unknown.example.com' }), 400, 'invalid_target', /./));
+
+    it('the Management API as the resource: invalid_target', async () =>
+      expectRefused(await idJag({ resource: MANAGEMENT }), 400, 'invalid_target', /Management API/));
+  });
+
+  describe('configuration', () => {
+    it('without the idJag option nothing is accepted: the grant is unsupported and discovery does not list it', async () => {
+      const plain = await startProvider({ configuration: { clients: [...FIXTURE_CLIENTS] } });
+      try {
+        const reply = await tokenRequest(
+          plain,
+          { grant_type: JWT_BEARER_GRANT, assertion: await idJag() },
+          CLIENTS.web,
+        );
+        expectError(reply, 400, 'unsupported_grant_type');
+        const metadata = (await (await fetch(`${plain.base}/.well-known/openid-configuration`)).json()) as object;
+        expect(metadata).not.to.have.property('authorization_grant_profiles_supported');
+      } finally {
+        await plain.close();
+      }
+    });
+
+    it('an issuer whose keys are at jwksUri: fetched from there', async () => {
+      const server: Server = createServer((_req, res) => res.end(JSON.stringify(idp.jwks)));
+      await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+      const jwksUri = `http://127.0.0.1:${(server.address() as AddressInfo).port}/jwks`;
+      const remote = await redeemer({ trustedIssuers: [{ issuer: IDP, jwksUri }] });
+      try {
+        expect((await redeem(await idJag({}, {}, remote.issuer), {}, AGENT, remote)).status).to.equal(200);
+      } finally {
+        await remote.close();
+        server.close();
+      }
+    });
+
+    it('an issuer whose keys cannot be fetched: server_error, not invalid_grant', async () => {
+      const remote = await redeemer({ trustedIssuers: [{ issuer: IDP, jwksUri: 'http://127.0.0.1:9/jwks' }] });
+      try {
+        expectError(await redeem(await idJag({}, {}, remote.issuer), {}, AGENT, remote), 500, 'server_error');
+      } finally {
+        await remote.close();
+      }
+    });
+
+    it('options are checked at start-up: unknown names, no issuer, bad keys, http off loopback', () => {
+      const make = (idJag: unknown) => () =>
+        createImpersonation({ managementResource: MANAGEMENT, idJag: idJag as IdJagOptions });
+      expect(make({ trustedIssuers: [{ issuer: IDP, jwks: idp.jwks }], maxLifetime: 60 })).to.throw(
+        /idJag\.maxLifetime/,
+      );
+      expect(make({ trustedIssuers: [] })).to.throw(/idJag\.trustedIssuers/);
+      expect(make({ trustedIssuers: [{ issuer: IDP }] })).to.throw(/"jwks" or "jwksUri"/);
+      expect(make({ trustedIssuers: [{ issuer: IDP, jwks: { keys: 'none' } }] })).to.throw(/jwks/);
+      expect(make({ trustedIssuers: [{ issuer: IDP, jwksUri: 'http://idp.example.com/jwks' }] })).to.throw(/https/);
+      expect(make({ trustedIssuers: [{ issuer: IDP, jwks: idp.jwks, kid: 'x' }] })).to.throw(
+        /trustedIssuers\[0\]\.kid/,
+      );
+      expect(make({ trustedIssuers: [{ issuer: IDP, jwks: idp.jwks }], maxRedemptionsPerClient: 0 })).to.throw(
+        /maxRedemptionsPerClient/,
+      );
+      expect(
+        make({
+          trustedIssuers: [
+            { issuer: IDP, jwks: idp.jwks },
+            { issuer: IDP, jwks: idp.jwks },
+          ],
+        }),
+      ).to.throw(/trustedIssuers\[1\]/);
+    });
+
+    it("a provider that trusts its own issuer still redeems none of its own assertions (the draft's Cross-Domain Use)", async () => {
+      const own = await redeemer({ trustedIssuers: [{ issuer: IDP, jwks: idp.jwks }] }, undefined, IDP);
+      try {
+        const reply = await redeem(await idJag({}, {}, IDP), {}, AGENT, own);
+        expectError(reply, 400, 'invalid_grant', /no assertion of its own/);
+      } finally {
+        await own.close();
+      }
+    });
+  });
+});
