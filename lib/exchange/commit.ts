@@ -2,17 +2,17 @@ import { randomBytes } from 'node:crypto';
 import type { AccessToken, KoaContextWithOIDC, Provider } from 'oidc-provider';
 import { publicTokenId } from '../access-token.js';
 import { shareCommit } from '../events/commit.js';
+import type { EventBus } from '../events/subscriber.js';
 import type { EVENTS, ImpersonationEvent } from '../event-types.js';
 import { quotaRefusal, type DelegationCharge } from '../capacity.js';
 import { exchangeTooSlow, invalidGrant, invalidRequest } from '../errors.js';
 import { assignTokenId, newBackingGrant } from '../provider-internals.js';
 import type { SessionRecord } from '../sessions/record.js';
 import { closeSession } from '../sessions/close.js';
-import { endedOrigin } from '../sessions/store.js';
+import { endedOrigin, type SessionStore } from '../sessions/store.js';
 import { reportError } from '../report-error.js';
 import type { CommitOutcome } from '../adapters/contracts/commit.js';
 import { SUBJECT_TOKEN_MODEL } from '../subject-tokens/store.js';
-import type { ExchangeDependencies } from './kind.js';
 
 /** Longest an exchange may run from its first read to its commit (Invariant 22). */
 export const EXCHANGE_DEADLINE_MS = 120_000;
@@ -40,7 +40,7 @@ export type ExchangeEvent = ImpersonationEvent<typeof EVENTS.exchangeSucceeded |
 /** Issues the token and commits the exchange; resolves the token's value. Invariants 20, 21, 23, 24. */
 export async function commit(
   ctx: KoaContextWithOIDC,
-  { sessions, bus }: Pick<ExchangeDependencies, 'sessions' | 'bus'>,
+  { sessions, bus }: { sessions: SessionStore; bus: EventBus },
   { token, session, subjectTokenKey, quotas, startedAt, event, record, delegation, confirm }: Commit,
 ): Promise<string> {
   const provider = ctx.oidc.provider;
