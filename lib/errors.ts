@@ -84,6 +84,11 @@ export function policyUnavailable(description: string): errors.TemporarilyUnavai
   return temporarilyUnavailable(description);
 }
 
+/** A trusted issuer's keys that could not be fetched: 503, not the assertion's fault, nothing burned. */
+export function issuerKeysUnavailable(): errors.TemporarilyUnavailable {
+  return temporarilyUnavailable("the assertion issuer's keys could not be fetched; retry shortly");
+}
+
 /** A store that would have to forget security state to take one more entry: 503. */
 export function storeFull(model: string): errors.TemporarilyUnavailable {
   return temporarilyUnavailable(`the ${model} store is full; retry shortly`);

@@ -111,4 +111,10 @@ export type {
   SubjectTokenResolverInput,
 } from './exchange/delegation-options.js';
 export type { AuthzenOptions, ResolvedAuthzenOptions } from './policy/options.js';
-export type { IdJagOptions, ResolvedIdJagOptions, TrustedIssuer } from './exchange/id-jag-options.js';
+export type {
+  IdJagAssertion,
+  IdJagOptions,
+  ResolvedIdJagOptions,
+  ResolvedIssuer,
+  TrustedIssuer,
+} from './exchange/id-jag-options.js';

@@ -1,9 +1,25 @@
-import { createLocalJWKSet, createRemoteJWKSet, type JSONWebKeySet, type JWTVerifyGetKey } from 'jose';
+import { createLocalJWKSet, createRemoteJWKSet, errors, type JSONWebKeySet, type JWTVerifyGetKey } from 'jose';
 import { optionChecks, type OptionChecks } from '../config/checks.js';
 import { ID_JAG_DEFAULTS, ID_JAG_MAXIMA } from '../config/defaults.js';
+import { issuerKeysUnavailable } from '../errors.js';
 
-/** An identity provider whose ID-JAGs are redeemed: its issuer identifier, and its public keys or an https URL of them. */
-export type TrustedIssuer = { issuer: string; jwks?: JSONWebKeySet | undefined; jwksUri?: string | undefined };
+/** A verified ID-JAG's claims, as a trusted issuer's `accountOf` reads them. */
+export type IdJagAssertion = Readonly<Record<string, unknown>> & { iss: string; sub: string; client_id: string };
+
+/** An identity provider whose ID-JAGs are redeemed: its issuer identifier, its public keys or an https URL of them, and whose account each of its subjects is here. */
+export type TrustedIssuer = {
+  issuer: string;
+  jwks?: JSONWebKeySet | undefined;
+  jwksUri?: string | undefined;
+  /** The local account the assertion's subject (`sub`, `tenant`, `aud_sub`) is, or undefined: then refused. */
+  accountOf: (assertion: IdJagAssertion) => string | undefined | Promise<string | undefined>;
+};
+
+/** What a trusted issuer is held to: its keys, and the accounts it may name. */
+export interface ResolvedIssuer {
+  keys: JWTVerifyGetKey;
+  accountOf: TrustedIssuer['accountOf'];
+}
 
 /** Redeeming ID-JAGs with the jwt-bearer grant (docs/cross-app-access.md); nothing is accepted without it. */
 export interface IdJagOptions {
@@ -14,12 +30,12 @@ export interface IdJagOptions {
 
 /** Each trusted issuer's keys, by its issuer identifier; a client's hourly share. */
 export interface ResolvedIdJagOptions {
-  readonly trustedIssuers: ReadonlyMap<string, JWTVerifyGetKey>;
+  readonly trustedIssuers: ReadonlyMap<string, ResolvedIssuer>;
   readonly maxRedemptionsPerClient: number;
 }
 
 const NAMES: Array<keyof IdJagOptions> = ['trustedIssuers', 'maxRedemptionsPerClient'];
-const ISSUER_NAMES: Array<keyof TrustedIssuer> = ['issuer', 'jwks', 'jwksUri'];
+const ISSUER_NAMES: Array<keyof TrustedIssuer> = ['issuer', 'jwks', 'jwksUri', 'accountOf'];
 /** Hosts whose keys may be fetched over http. */
 const LOCAL = new Set(['localhost', '127.0.0.1', '[::1]']);
 
@@ -31,21 +47,44 @@ export function resolveIdJagOptions(input: IdJagOptions): ResolvedIdJagOptions {
   check.known(input, NAMES, 'idJag.');
   const { trustedIssuers: entries, maxRedemptionsPerClient = ID_JAG_DEFAULTS.maxRedemptionsPerClient } = input;
   if (!Array.isArray(entries) || !entries.length) check.fail('idJag.trustedIssuers', 'must be a non-empty array');
-  const trustedIssuers = new Map<string, JWTVerifyGetKey>();
+  const trustedIssuers = new Map<string, ResolvedIssuer>();
   entries.forEach((entry, at) => {
     const name = `idJag.trustedIssuers[${at}]`;
     check.object(name, entry);
     check.known(entry, ISSUER_NAMES, `${name}.`);
-    const { issuer, jwks, jwksUri } = entry;
-    if (typeof issuer !== 'string' || !issuer || trustedIssuers.has(issuer)) check.fail(name, 'needs an issuer, once');
+    const { issuer, jwks, jwksUri, accountOf } = entry;
+    if (!secureUrl(issuer) || trustedIssuers.has(issuer))
+      check.fail(name, 'needs an https issuer identifier (http only on a loopback host), once');
+    if (typeof accountOf !== 'function')
+      check.fail(`${name}.accountOf`, "must be a function naming the issuer's subjects' accounts");
     if ((jwks === undefined) === (jwksUri === undefined)) check.fail(name, 'needs "jwks" or "jwksUri", not both');
     if (jwks !== undefined && !Array.isArray(jwks?.keys)) check.fail(`${name}.jwks`, 'must be { keys: [...] }');
-    const url = URL.parse(String(jwksUri));
-    if (jwks === undefined && url?.protocol !== 'https:' && !(url?.protocol === 'http:' && LOCAL.has(url.hostname))) {
+    const url = jwks === undefined ? secureUrl(jwksUri) : undefined;
+    if (jwks === undefined && !url)
       check.fail(`${name}.jwksUri`, 'must be an https URL (http only on a loopback host)');
-    }
-    trustedIssuers.set(issuer, jwks ? createLocalJWKSet(jwks) : createRemoteJWKSet(url!));
+    trustedIssuers.set(issuer, {
+      keys: jwks ? createLocalJWKSet(jwks) : fetchedKeys(createRemoteJWKSet(url!)),
+      accountOf,
+    });
   });
   check.integer('idJag.maxRedemptionsPerClient', maxRedemptionsPerClient, ID_JAG_MAXIMA.maxRedemptionsPerClient);
   return Object.freeze({ trustedIssuers, maxRedemptionsPerClient });
+}
+
+/** An https URL, or http on a loopback host; else undefined. */
+function secureUrl(value: unknown): URL | undefined {
+  const url = URL.parse(String(value));
+  return url?.protocol === 'https:' || (url?.protocol === 'http:' && LOCAL.has(url.hostname)) ? url : undefined;
+}
+
+/** Keys fetched from `jwksUri`: a set that cannot be fetched or read is an outage, not a bad assertion. */
+function fetchedKeys(remote: JWTVerifyGetKey): JWTVerifyGetKey {
+  return async (header, token) => {
+    try {
+      return await remote(header, token);
+    } catch (error) {
+      if (error instanceof errors.JWKSNoMatchingKey || error instanceof errors.JWKSMultipleMatchingKeys) throw error;
+      throw issuerKeysUnavailable();
+    }
+  };
 }

@@ -8,7 +8,7 @@ import { SUBJECT_TOKEN_MODEL } from '../adapters/models.js';
 import { redemptionQuotas, secondsUntilRenewed, type QuotaCharge } from '../capacity.js';
 import * as refuse from '../errors.js';
 import { EVENTS, type ImpersonationEvent } from '../event-types.js';
-import { publish } from '../events/publish.js';
+import { publishRecorded } from '../events/publish.js';
 import type { EventBus } from '../events/subscriber.js';
 import * as internals from '../provider-internals.js';
 import { isStorableText } from '../storable-text.js';
@@ -16,17 +16,23 @@ import { accountExists } from './account.js';
 import { grantedScopes, resolveSingleResource } from './request.js';
 import { respond } from './respond.js';
 import { newExchangeToken } from './token.js';
-import type { ResolvedIdJagOptions } from './id-jag-options.js';
+import type { ResolvedIdJagOptions, ResolvedIssuer } from './id-jag-options.js';
 
 export const JWT_BEARER_GRANT = 'urn:ietf:params:oauth:grant-type:jwt-bearer';
 /** `authorization_grant_profiles_supported`'s value for the ID-JAG profile. */
 export const ID_JAG_PROFILE = 'urn:ietf:params:oauth:grant-profile:id-jag';
-/** RFC 7523 3 (4, 6): seconds an assertion may be old, or live ahead; a redeemed `jti` is kept no longer. */
+/** RFC 7523 3 (4, 6): seconds an assertion may be old, or live ahead. */
 export const MAX_ASSERTION_LIFETIME = 300;
+/** The clock tolerance for assertions, at most: a redeemed `jti` is kept past it by every instance (Invariant 37). */
+const MAX_CLOCK_SKEW = 60;
+/** Seconds a redeemed `jti` is kept past `exp`: past any instance's tolerance and the stores' clocks' drift. */
+const REDEEMED_KEPT = 2 * MAX_CLOCK_SKEW;
+/** The claims jose names when their check fails. */
+const CHECKED_CLAIMS = new Set(['typ', 'aud', 'iss', 'exp', 'iat', 'nbf', 'sub', 'jti']);
 
 type IdJagClaims = JWTPayload & { iss: string; sub: string; client_id: string; jti: string; exp: number };
 
-/** The grant handler: the assertion and the request checked, the assertion taken once, an access token issued. */
+/** The grant handler: the assertion and the request checked, the token saved, the assertion taken once, the trail told. */
 export function createIdJagHandler(options: ResolvedIdJagOptions, redemptions: PrincipalQuotas, bus: EventBus) {
   return async function idJagGrant(ctx: KoaContextWithOIDC): Promise<void> {
     const client = ctx.oidc.client!;
@@ -36,52 +42,78 @@ export function createIdJagHandler(options: ResolvedIdJagOptions, redemptions: P
     if (!assertion) throw refuse.invalidRequest('missing required parameter: assertion');
     const dpop = await internals.validateDpop(ctx);
     internals.checkDpopRequired(ctx, dpop);
-    const tolerance = internals.clockToleranceOf(internals.providerConfiguration(ctx.oidc.provider));
-    const claims = await verifiedAssertion(assertion, ctx.oidc.issuer, options, tolerance);
+    const tolerance = Math.min(
+      MAX_CLOCK_SKEW,
+      internals.clockToleranceOf(internals.providerConfiguration(ctx.oidc.provider)),
+    );
+    const { claims, issuer } = await verifiedAssertion(assertion, ctx.oidc.issuer, options, tolerance);
     if (claims.client_id !== client.clientId) throw refuse.invalidGrant('the assertion is for another client');
     // The draft's Cross-Domain Use: a server never redeems an assertion it issued.
     if (claims.iss === ctx.oidc.issuer) throw refuse.invalidGrant('this server redeems no assertion of its own');
+    if (claims.authorization_details !== undefined) throw refuse.invalidGrant('authorization_details is not supported');
+    checkConfirmation(claims.cnf, dpop);
     const resourceServer = await assertedResource(ctx, claims.resource);
     const granted = assertedScopes(ctx, claims.scope, resourceServer);
-    if (!(await accountExists(ctx, claims.sub))) throw refuse.invalidGrant('the assertion names no account here');
+    // Each issuer names only the accounts the deployment lets it name.
+    const accountId = await issuer.accountOf(Object.freeze({ ...claims }));
+    if (typeof accountId !== 'string' || !(await accountExists(ctx, accountId))) {
+      throw refuse.invalidGrant('the assertion names no account here');
+    }
 
-    const token = newExchangeToken(ctx, { subject: claims.sub, scope: granted, resourceServer, dpop });
+    const token = newExchangeToken(ctx, { subject: accountId, scope: granted, resourceServer, dpop });
     token.gty = JWT_BEARER_GRANT;
     if (dpop) await internals.checkDpopReplay(ctx, dpop);
     // A token never outlives the assertion it came from.
     internals.setTokenLifetime(token, Math.max(1, Math.min(token.expiration, Math.floor(claims.exp) - nowSeconds())));
-    await redeemOnce(ctx, redemptions, claims, Math.ceil(claims.exp + tolerance), options.maxRedemptionsPerClient);
+    // Invariant 21: the provider's write first, withdrawn unless the assertion is taken and the trail has it.
     const value = await token.save();
+    try {
+      await redeemOnce(
+        ctx,
+        redemptions,
+        claims,
+        Math.ceil(claims.exp) + REDEEMED_KEPT,
+        options.maxRedemptionsPerClient,
+      );
+      const redeemed: ImpersonationEvent<typeof EVENTS.idJagRedeemed> = {
+        name: EVENTS.idJagRedeemed,
+        subject: accountId,
+        clientId: client.clientId,
+        resource: resourceServer.identifier(),
+        scope: granted.join(' '),
+        context: { issuer: claims.iss, assertionId: claims.jti },
+        accessTokenId: publicTokenId(token.format, internals.assignTokenId(token)),
+        expiresAt: nowSeconds() + token.expiration,
+      };
+      await publishRecorded(bus, [redeemed], ctx);
+    } catch (error) {
+      if (token.format === 'opaque') await token.destroy().catch(() => undefined);
+      throw error;
+    }
     respond(ctx, { value, token });
-    const redeemed: ImpersonationEvent<typeof EVENTS.idJagRedeemed> = {
-      name: EVENTS.idJagRedeemed,
-      subject: claims.sub,
-      clientId: client.clientId,
-      resource: resourceServer.identifier(),
-      scope: granted.join(' '),
-      context: { issuer: claims.iss, assertionId: claims.jti },
-      accessTokenId: publicTokenId(token.format, internals.assignTokenId(token)),
-      expiresAt: nowSeconds() + token.expiration,
-    };
-    await publish(bus, redeemed, ctx);
   };
 }
 
 /** RFC 7523 3 and the draft's processing rules: `invalid_grant` for any assertion that fails, never quoting it. */
 async function verifiedAssertion(assertion: string, audience: string, options: ResolvedIdJagOptions, skew: number) {
+  let issuer: ResolvedIssuer | undefined;
   const { payload } = await jwtVerify(
     assertion,
     (header, token) => {
-      const keys = options.trustedIssuers.get(decodeJwt(assertion).iss ?? '');
-      if (!keys) throw refuse.invalidGrant('the assertion is not from a trusted issuer');
-      return keys(header, token);
+      issuer = options.trustedIssuers.get(decodeJwt(assertion).iss ?? '');
+      if (!issuer) throw refuse.invalidGrant('the assertion is not from a trusted issuer');
+      return issuer.keys(header, token);
     },
     // The draft's explicit type (RFC 8725 3.11).
     { typ: 'oauth-id-jag+jwt', audience, clockTolerance: skew, maxTokenAge: MAX_ASSERTION_LIFETIME },
   ).catch((error: unknown) => {
-    // jose's messages name the check that failed, never a claim's value; any other failure is not the assertion's.
-    throw error instanceof errors.JOSEError ? refuse.invalidGrant(`the assertion is invalid: ${error.message}`) : error;
+    throw error instanceof errors.JOSEError
+      ? refuse.invalidGrant(`the assertion is invalid: ${failureOf(error)}`)
+      : error;
   });
+  // The draft: an `aud` array holds exactly one member, this server.
+  if (Array.isArray(payload.aud) && payload.aud.length !== 1)
+    throw refuse.invalidGrant('the assertion\'s "aud" names another server too');
   const isName = (value: unknown) => typeof value === 'string' && value !== '' && isStorableText(value);
   const malformed = (['sub', 'client_id', 'jti'] as const).find((name) => !isName(payload[name]));
   if (malformed) throw refuse.invalidGrant(`the assertion's "${malformed}" claim must be a non-empty string`);
@@ -89,7 +121,25 @@ async function verifiedAssertion(assertion: string, audience: string, options: R
   if (!((payload.exp ?? Infinity) <= nowSeconds() + MAX_ASSERTION_LIFETIME + skew)) {
     throw refuse.invalidGrant(`the assertion needs an "exp" at most ${MAX_ASSERTION_LIFETIME} s from now`);
   }
-  return payload as IdJagClaims;
+  return { claims: payload as IdJagClaims, issuer: issuer! };
+}
+
+/** What failed, in jose's fixed words: its code, and a claim's name only when it is one jose checks (never a value). */
+function failureOf(error: InstanceType<typeof errors.JOSEError>): string {
+  const claim = (error as { claim?: unknown }).claim;
+  if (typeof claim === 'string' && CHECKED_CLAIMS.has(claim)) return `the "${claim}" claim check failed`;
+  if (error instanceof errors.JWSSignatureVerificationFailed) return 'signature verification failed';
+  return error.code;
+}
+
+/** The draft's key binding: a `cnf.jkt` assertion is redeemed only with a DPoP proof of that key. */
+function checkConfirmation(cnf: unknown, dpop: internals.DpopProof | undefined): void {
+  if (cnf === undefined) return;
+  const { jkt, ...other } = (cnf ?? {}) as { jkt?: unknown };
+  if (typeof jkt !== 'string' || Object.keys(other).length)
+    throw refuse.invalidGrant('the assertion\'s "cnf" is not supported');
+  if (dpop?.thumbprint !== jkt)
+    throw refuse.invalidGrant("the assertion is bound to a key this request's DPoP proof is not of");
 }
 
 /** The one resource: the request's, which the assertion's `resource` lists if it has one; else the assertion's only one. */
@@ -124,7 +174,9 @@ async function redeemOnce(
   keptUntil: number,
   perClient: number,
 ): Promise<void> {
-  const key = createHash('sha256').update(`${claims.iss}\n${claims.jti}`).digest('base64url');
+  const key = createHash('sha256')
+    .update(JSON.stringify([claims.iss, claims.jti]))
+    .digest('base64url');
   const once: QuotaCharge = { key: `quota:id-jag:${key}`, max: 1, expiresAt: keptUntil * 1000 };
   const shares = redemptionQuotas(perClient, claims.client_id, claims.iss);
   const outcome = await redemptions.saveWithinQuotas({

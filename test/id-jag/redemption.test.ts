@@ -15,6 +15,7 @@ import {
   createImpersonation,
   EVENTS,
   onImpersonationEvent,
+  type IdJagAssertion,
   type IdJagOptions,
   type ImpersonationEvent,
 } from '../../lib/index.js';
@@ -30,6 +31,7 @@ import {
 } from '../support/provider.js';
 import { decodeJwt, expectError, introspect, tokenRequest, type Reply } from '../support/http.js';
 import { suiteAdapterKind } from '../support/adapters.js';
+import { DpopKey } from '../support/dpop.js';
 
 const IDP = 'https://idp.example.com';
 const AGENT = { client_id: 'orders-agent', client_secret: 'orders-agent-secret' };
@@ -69,6 +71,9 @@ async function issuerKey(kid: string): Promise<IssuerKey> {
 
 const now = () => Math.floor(Date.now() / 1000);
 
+/** The deployment's choice for a single issuer in these tests: its subjects are the accounts of the same name. */
+const asIs = ({ sub }: IdJagAssertion) => sub;
+
 describe('ID-JAG redemption (jwt-bearer grant): RFC 7523 3 and the draft, over HTTP', function () {
   this.timeout(60_000);
   let idp: IssuerKey;
@@ -81,7 +86,7 @@ describe('ID-JAG redemption (jwt-bearer grant): RFC 7523 3 and the draft, over H
   before(async () => {
     idp = await issuerKey('idp-1');
     stranger = await issuerKey('idp-1');
-    tp = await redeemer({ trustedIssuers: [{ issuer: IDP, jwks: idp.jwks }] });
+    tp = await redeemer({ trustedIssuers: [{ issuer: IDP, jwks: idp.jwks, accountOf: asIs }] });
     onImpersonationEvent(tp.provider, EVENTS.idJagRedeemed, (event) => redeemed.push(event));
     tp.provider.on('grant.error', (_ctx, error: Error & { error_description?: string }) =>
       errors.push(`${error.message} ${error.error_description ?? ''} ${error.stack ?? ''}`),
@@ -217,6 +222,57 @@ describe('ID-JAG redemption (jwt-bearer grant): RFC 7523 3 and the draft, over H
       expect((await introspect(tp, reply.body['access_token'] as string))['aud']).to.equal(OPAQUE_API);
     });
 
+    it("the account is the one the issuer's accountOf names: an issuer names no account it is not given", async () => {
+      const SECOND_IDP = 'https://second-idp.example.com';
+      const seen: IdJagAssertion[] = [];
+      const two = await redeemer({
+        trustedIssuers: [
+          { issuer: IDP, jwks: idp.jwks, accountOf: asIs },
+          {
+            issuer: SECOND_IDP,
+            jwks: idp.jwks,
+            // This issuer's users are known here under their own names, within its one tenant.
+            accountOf: (assertion) => {
+              seen.push(assertion);
+              return assertion['tenant'] === 'acme' && assertion.sub === 'b-7' ? 'bob' : undefined;
+            },
+          },
+        ],
+      });
+      try {
+        const second = (claims: Record<string, unknown>) =>
+          idJag({ iss: SECOND_IDP, ...claims }, {}, two.issuer).then((assertion) => redeem(assertion, {}, AGENT, two));
+        const issued = await second({ sub: 'b-7', tenant: 'acme' });
+        expect(issued.status, JSON.stringify(issued.body)).to.equal(200);
+        expect(decodeJwt(issued.body['access_token'] as string)['sub']).to.equal('bob');
+        expect(seen.at(-1)).to.include({ iss: SECOND_IDP, sub: 'b-7', tenant: 'acme', client_id: AGENT.client_id });
+        // The first issuer's user, or another tenant's, named by the second issuer: refused.
+        for (const claims of [{ sub: 'alice' }, { sub: 'b-7', tenant: 'other' }]) {
+          expectError(await second(claims), 400, 'invalid_grant', /names no account here/);
+        }
+      } finally {
+        await two.close();
+      }
+    });
+
+    it('a key-bound assertion (cnf.jkt) is redeemed only with a DPoP proof of that key, and the token is bound to it', async () => {
+      const [bound, other] = await Promise.all([DpopKey.generate(), DpopKey.generate()]);
+      const withProof = async (key: DpopKey | undefined) =>
+        tokenRequest(
+          tp,
+          { grant_type: JWT_BEARER_GRANT, assertion: await idJag({ cnf: { jkt: bound.thumbprint } }) },
+          AGENT,
+          key ? { dpop: await key.proof(`${tp.base}/token`) } : {},
+        );
+      expectError(await withProof(undefined), 400, 'invalid_grant', /bound to a key/);
+      expectError(await withProof(other), 400, 'invalid_grant', /bound to a key/);
+      const reply = await withProof(bound);
+      expect(reply.status, JSON.stringify(reply.body)).to.equal(200);
+      expect(reply.body['token_type']).to.equal('DPoP');
+      expect(decodeJwt(reply.body['access_token'] as string)['cnf']).to.deep.equal({ jkt: bound.thumbprint });
+      await expectRefused(await idJag({ cnf: { 'x5t#S256': 'abc' } }), 400, 'invalid_grant', /"cnf" is not supported/);
+    });
+
     it('discovery lists the profile (authorization_grant_profiles_supported) and the grant type', async () => {
       const metadata = (await (await fetch(`${tp.base}/.well-known/openid-configuration`)).json()) as Record<
         string,
@@ -243,8 +299,8 @@ describe('ID-JAG redemption (jwt-bearer grant): RFC 7523 3 and the draft, over H
     it('the same jti from another issuer is another assertion', async () => {
       const other = await redeemer({
         trustedIssuers: [
-          { issuer: IDP, jwks: idp.jwks },
-          { issuer: 'https://other-idp.example.com', jwks: idp.jwks },
+          { issuer: IDP, jwks: idp.jwks, accountOf: asIs },
+          { issuer: 'https://other-idp.example.com', jwks: idp.jwks, accountOf: asIs },
         ],
       });
       try {
@@ -264,8 +320,12 @@ describe('ID-JAG redemption (jwt-bearer grant): RFC 7523 3 and the draft, over H
 
     it('two providers on one store: the assertion is redeemed at one of them, once, however the requests race', async () => {
       const adapter = await suiteAdapterKind().open();
-      const first = await redeemer({ trustedIssuers: [{ issuer: IDP, jwks: idp.jwks }] }, adapter);
-      const second = await redeemer({ trustedIssuers: [{ issuer: IDP, jwks: idp.jwks }] }, adapter, first.issuer);
+      const first = await redeemer({ trustedIssuers: [{ issuer: IDP, jwks: idp.jwks, accountOf: asIs }] }, adapter);
+      const second = await redeemer(
+        { trustedIssuers: [{ issuer: IDP, jwks: idp.jwks, accountOf: asIs }] },
+        adapter,
+        first.issuer,
+      );
       try {
         const assertion = await idJag({}, {}, first.issuer);
         expect((await redeem(assertion, {}, AGENT, first)).status).to.equal(200);
@@ -288,8 +348,8 @@ describe('ID-JAG redemption (jwt-bearer grant): RFC 7523 3 and the draft, over H
         plugin: {
           idJag: {
             trustedIssuers: [
-              { issuer: IDP, jwks: idp.jwks },
-              { issuer: SECOND_IDP, jwks: idp.jwks },
+              { issuer: IDP, jwks: idp.jwks, accountOf: asIs },
+              { issuer: SECOND_IDP, jwks: idp.jwks, accountOf: asIs },
             ],
             maxRedemptionsPerClient: 1,
           },
@@ -336,6 +396,33 @@ describe('ID-JAG redemption (jwt-bearer grant): RFC 7523 3 and the draft, over H
         'invalid_grant',
         /not from a trusted issuer/,
       ));
+
+    it('aud naming this server and another: the draft allows exactly one member', async () => {
+      await expectRefused(
+        await idJag({}, {}, [tp.issuer, 'https://other-as.example.com'] as unknown as string),
+        400,
+        'invalid_grant',
+        /another server too/,
+      );
+      expect((await redeem(await idJag({}, {}, [tp.issuer] as unknown as string))).status).to.equal(200);
+    });
+
+    it('authorization_details, which this server does not process: refused, not ignored', async () =>
+      expectRefused(
+        await idJag({ authorization_details: [{ type: 'payment' }] }),
+        400,
+        'invalid_grant',
+        /authorization_details is not supported/,
+      ));
+
+    it("a header the caller wrote is never quoted back: the description is jose's code, not its message", async () => {
+      // jose checks `crit` before the signature: a caller's own header, with any signature, reaches the check.
+      const encode = (part: object) => Buffer.from(JSON.stringify(part)).toString('base64url');
+      const header = { alg: 'ES256', typ: 'oauth-id-jag+jwt', crit: ['x"\n<script>'], 'x"\n<script>': 1 };
+      const reply = await redeem(`${encode(header)}.${encode(decodeJwt(await idJag()))}.c2ln`);
+      expectError(reply, 400, 'invalid_grant', /assertion is invalid: ERR_/);
+      expect(JSON.stringify(reply.body)).not.to.include('<script>');
+    });
 
     it('typ other than oauth-id-jag+jwt', async () => {
       for (const typ of ['JWT', 'at+jwt', undefined]) {
@@ -443,7 +530,7 @@ describe('ID-JAG redemption (jwt-bearer grant): RFC 7523 3 and the draft, over H
       const server: Server = createServer((_req, res) => res.end(JSON.stringify(idp.jwks)));
       await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
       const jwksUri = `http://127.0.0.1:${(server.address() as AddressInfo).port}/jwks`;
-      const remote = await redeemer({ trustedIssuers: [{ issuer: IDP, jwksUri }] });
+      const remote = await redeemer({ trustedIssuers: [{ issuer: IDP, jwksUri, accountOf: asIs }] });
       try {
         expect((await redeem(await idJag({}, {}, remote.issuer), {}, AGENT, remote)).status).to.equal(200);
       } finally {
@@ -452,43 +539,92 @@ describe('ID-JAG redemption (jwt-bearer grant): RFC 7523 3 and the draft, over H
       }
     });
 
-    it('an issuer whose keys cannot be fetched: server_error, not invalid_grant', async () => {
-      const remote = await redeemer({ trustedIssuers: [{ issuer: IDP, jwksUri: 'http://127.0.0.1:9/jwks' }] });
+    it('an issuer whose keys cannot be fetched or read: 503 temporarily_unavailable, not invalid_grant', async () => {
+      const answers = [
+        (res: import('node:http').ServerResponse) => res.writeHead(500).end(),
+        (res: import('node:http').ServerResponse) => res.end('not json'),
+      ];
+      const server: Server = createServer((_req, res) => answers.shift()?.(res));
+      await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+      const served = `http://127.0.0.1:${(server.address() as AddressInfo).port}/jwks`;
+      for (const jwksUri of ['http://127.0.0.1:9/jwks', served, served]) {
+        const remote = await redeemer({ trustedIssuers: [{ issuer: IDP, jwksUri, accountOf: asIs }] });
+        try {
+          const reply = await redeem(await idJag({}, {}, remote.issuer), {}, AGENT, remote);
+          expectError(reply, 503, 'temporarily_unavailable', /keys could not be fetched/);
+        } finally {
+          await remote.close();
+        }
+      }
+      server.close();
+    });
+
+    it('a trail that cannot record the redemption: 5xx, no token answered, none left live, no event told', async () => {
+      const told: unknown[] = [];
+      const unrecorded = await startProvider({
+        plugin: {
+          idJag: { trustedIssuers: [{ issuer: IDP, jwks: idp.jwks, accountOf: asIs }] },
+          auditLog: {
+            append: async (name) => {
+              if (name === EVENTS.idJagRedeemed) throw new Error('the trail is down');
+            },
+          },
+        },
+        configuration: { clients: [...FIXTURE_CLIENTS, ...AGENT_CLIENTS] },
+      });
+      onImpersonationEvent(unrecorded.provider, EVENTS.idJagRedeemed, (event) => told.push(event));
+      const destroyed: string[] = [];
+      unrecorded.provider.on('access_token.destroyed', (token: { jti: string }) => destroyed.push(token.jti));
       try {
-        expectError(await redeem(await idJag({}, {}, remote.issuer), {}, AGENT, remote), 500, 'server_error');
+        const assertion = await idJag({ resource: OPAQUE_API, scope: 'read' }, {}, unrecorded.issuer);
+        const reply = await redeem(assertion, {}, AGENT, unrecorded);
+        expect(reply.status).to.be.within(500, 599);
+        expect(reply.body).not.to.have.property('access_token');
+        expect(told).to.deep.equal([]);
+        expect(destroyed).to.have.length(1);
       } finally {
-        await remote.close();
+        await unrecorded.close();
       }
     });
 
     it('options are checked at start-up: unknown names, no issuer, bad keys, http off loopback', () => {
       const make = (idJag: unknown) => () =>
         createImpersonation({ managementResource: MANAGEMENT, idJag: idJag as IdJagOptions });
-      expect(make({ trustedIssuers: [{ issuer: IDP, jwks: idp.jwks }], maxLifetime: 60 })).to.throw(
+      expect(make({ trustedIssuers: [{ issuer: IDP, jwks: idp.jwks, accountOf: asIs }], maxLifetime: 60 })).to.throw(
         /idJag\.maxLifetime/,
       );
       expect(make({ trustedIssuers: [] })).to.throw(/idJag\.trustedIssuers/);
-      expect(make({ trustedIssuers: [{ issuer: IDP }] })).to.throw(/"jwks" or "jwksUri"/);
-      expect(make({ trustedIssuers: [{ issuer: IDP, jwks: { keys: 'none' } }] })).to.throw(/jwks/);
-      expect(make({ trustedIssuers: [{ issuer: IDP, jwksUri: 'http://idp.example.com/jwks' }] })).to.throw(/https/);
-      expect(make({ trustedIssuers: [{ issuer: IDP, jwks: idp.jwks, kid: 'x' }] })).to.throw(
+      expect(make({ trustedIssuers: [{ issuer: IDP, accountOf: asIs }] })).to.throw(/"jwks" or "jwksUri"/);
+      expect(make({ trustedIssuers: [{ issuer: IDP, jwks: { keys: 'none' }, accountOf: asIs }] })).to.throw(/jwks/);
+      expect(make({ trustedIssuers: [{ issuer: IDP, jwks: idp.jwks }] })).to.throw(/trustedIssuers\[0\]\.accountOf/);
+      expect(
+        make({ trustedIssuers: [{ issuer: 'http://idp.example.com', jwks: idp.jwks, accountOf: asIs }] }),
+      ).to.throw(/https issuer/);
+      expect(
+        make({ trustedIssuers: [{ issuer: IDP, jwksUri: 'http://idp.example.com/jwks', accountOf: asIs }] }),
+      ).to.throw(/https/);
+      expect(make({ trustedIssuers: [{ issuer: IDP, jwks: idp.jwks, kid: 'x', accountOf: asIs }] })).to.throw(
         /trustedIssuers\[0\]\.kid/,
       );
-      expect(make({ trustedIssuers: [{ issuer: IDP, jwks: idp.jwks }], maxRedemptionsPerClient: 0 })).to.throw(
-        /maxRedemptionsPerClient/,
-      );
+      expect(
+        make({ trustedIssuers: [{ issuer: IDP, jwks: idp.jwks, accountOf: asIs }], maxRedemptionsPerClient: 0 }),
+      ).to.throw(/maxRedemptionsPerClient/);
       expect(
         make({
           trustedIssuers: [
-            { issuer: IDP, jwks: idp.jwks },
-            { issuer: IDP, jwks: idp.jwks },
+            { issuer: IDP, jwks: idp.jwks, accountOf: asIs },
+            { issuer: IDP, jwks: idp.jwks, accountOf: asIs },
           ],
         }),
       ).to.throw(/trustedIssuers\[1\]/);
     });
 
     it("a provider that trusts its own issuer still redeems none of its own assertions (the draft's Cross-Domain Use)", async () => {
-      const own = await redeemer({ trustedIssuers: [{ issuer: IDP, jwks: idp.jwks }] }, undefined, IDP);
+      const own = await redeemer(
+        { trustedIssuers: [{ issuer: IDP, jwks: idp.jwks, accountOf: asIs }] },
+        undefined,
+        IDP,
+      );
       try {
         const reply = await redeem(await idJag({}, {}, IDP), {}, AGENT, own);
         expectError(reply, 400, 'invalid_grant', /no assertion of its own/);

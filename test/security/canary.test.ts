@@ -1007,7 +1007,7 @@ describe('canary: no token value or secret leaves its place', function () {
     const rp = await startProvider({
       plugin: {
         telemetry: canary.traced(),
-        idJag: { trustedIssuers: [{ issuer: 'https://idp.example.com', jwks }] },
+        idJag: { trustedIssuers: [{ issuer: 'https://idp.example.com', jwks, accountOf: ({ sub }) => sub }] },
         auditLog: {
           append: async (name, event) => canary.sink(`audit row ${name}`, canonicalContent(rowOf(name, event))),
         },
