@@ -13,6 +13,7 @@ import {
   canonicalContent,
   checkSignatures,
   cursorOfSeq,
+  FIELDS,
   GENESIS,
   limitOf,
   publishedHeadFailure,
@@ -28,7 +29,7 @@ import {
 import { signHead, type HeadPublisher, type SignedHead } from '../audit/head.js';
 import { checkpointText, signerOf, type SigningKey, type VerificationKey } from '../audit/signing.js';
 import { invalidOption, missingAuditTable, missingSchema, unavailable } from '../errors/standalone.js';
-import { missingTables, namesOf, readingOnly, type Names } from './tables.js';
+import { columnOf, missingTables, namesOf, readingOnly, type Names } from './tables.js';
 
 export interface PostgresAuditLogOptions extends PoolSource {
   /** Schema of the tables. Default: the connection's search path. */
@@ -290,9 +291,7 @@ async function runMigration(pool: pg.Pool, names: Names): Promise<void> {
 }
 
 /** A row's columns as a query answers them, `seq` and `hash` first; `seq` is a bigint's text, `at` a Date. */
-const ENTRY_COLUMNS =
-  'seq, hash, at, event, subject, actor, client_id AS "clientId", resource, scope, context, ' +
-  'subject_token_id AS "subjectTokenId", session_id AS "sessionId", access_token_id AS "accessTokenId", outcome, reason';
+const ENTRY_COLUMNS = ['seq', 'hash', ...FIELDS.map((field) => `${columnOf(field)} AS "${field}"`)].join(', ');
 type StoredEntry = Omit<AuditEntry, 'seq' | 'at'> & { seq: string; at: Date };
 
 function entryOf<Row extends StoredEntry>(stored: Row): Omit<Row, 'seq' | 'at'> & { seq: number; at: string } {
