@@ -367,11 +367,8 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
     // Invariant 6: no await between count and add.
     async indexAddWithin(adds: readonly BoundedIndexAdd[], member: string): Promise<string | undefined> {
       const store = this.#store;
-      const indexes = roomInIndexes(
-        store,
-        adds.map((add) => add.index),
-        member,
-      );
+      const names = adds.map((add) => add.index);
+      const indexes = roomInIndexes(store, names, member);
       const full = adds.find((add, at) => {
         const index = indexes[at]!;
         return !index.has(member) && index.size >= add.bound;

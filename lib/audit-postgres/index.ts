@@ -135,21 +135,17 @@ export function createPostgresAuditLog(options: PostgresAuditLogOptions): Postgr
 
   // Invariant 29: group commit, refused rows alone.
   const appends = new StatementBatch<AuditRow, void>(
-    async (rows) => {
-      await writeBatch(rows);
-      return Array.from({ length: rows.length });
+    async (batch) => {
+      await migrate();
+      const { rows } = await pool.query<{ seq: string; hash: string }>(
+        `SELECT seq, hash FROM ${names.append}($1::jsonb)`,
+        [rowsArgument(batch)],
+      );
+      await signDue(rows);
+      return Array.from({ length: batch.length });
     },
     { max: MAX_BATCH_ROWS, oneInFlight: true },
   );
-
-  async function writeBatch(batch: AuditRow[]): Promise<void> {
-    await migrate();
-    const { rows } = await pool.query<{ seq: string; hash: string }>(
-      `SELECT seq, hash FROM ${names.append}($1::jsonb)`,
-      [rowsArgument(batch)],
-    );
-    await signDue(rows);
-  }
 
   /** Signs (and publishes) the checkpoints that fell due among rows just committed, and any left from before. */
   async function signDue(rows: readonly { seq: string; hash: string }[]): Promise<void> {
