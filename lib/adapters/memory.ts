@@ -7,7 +7,7 @@ import { entryLifetimeMs, GRANTABLE_MODELS } from './contracts/entries.js';
 import type { BoundedIndexAdd, IndexEntry } from './contracts/indexes.js';
 import { MemoryIndex } from './memory-index.js';
 import { Expiring } from './expiring.js';
-import { PLUGIN_MODELS } from './models.js';
+import { OUTBOX_MODEL, PLUGIN_MODELS } from './models.js';
 import { QUOTA_KIND, type CommitOutcome, type CommitWrite } from './contracts/commit.js';
 import type { EveryDomainAdapter, ImpersonationAdapterClass } from './contract.js';
 import { DerivedOperations } from './quotas.js';
@@ -58,14 +58,8 @@ const KNOWN_MODELS = [
   ...['Client', 'InitialAccessToken', 'RegistrationAccessToken'],
 ];
 
-/** Invariant 13: security state that must outlive any flood. */
-const ALWAYS_PROTECTED = [
-  'SubjectToken',
-  'ReplayDetection',
-  'ImpersonationSession',
-  'ImpersonationApproval',
-  'ImpersonationSsf',
-];
+/** Invariant 13: what must outlive any flood: replay entries and the plugin's records (the outbox keeps none). */
+const ALWAYS_PROTECTED = [REPLAY_MODEL, ...[...PLUGIN_MODELS].filter((model) => model !== OUTBOX_MODEL)];
 
 /** How often a model's expired entries are swept out, at most: on a write, never by a timer. */
 const PURGE_INTERVAL_MS = 5000;
