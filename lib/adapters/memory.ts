@@ -2,12 +2,12 @@ import type { AdapterPayload } from 'oidc-provider';
 import { optionChecks, type OptionChecks } from '../config/checks.js';
 import { refuseNearMisses } from '../config/names.js';
 import { invalidCall, invalidOption, replayShareFull, storeFull } from '../errors.js';
-import { jsonCopy } from '../json.js';
+import { jsonCopy, type JsonObject } from '../json.js';
 import { entryLifetimeMs, GRANTABLE_MODELS } from './contracts/entries.js';
 import type { BoundedIndexAdd, IndexEntry } from './contracts/indexes.js';
 import { MemoryIndex } from './memory-index.js';
 import { Expiring } from './expiring.js';
-import { PLUGIN_MODELS } from './models.js';
+import { OUTBOX_MODEL, PLUGIN_MODELS } from './models.js';
 import { QUOTA_KIND, type CommitOutcome, type CommitWrite } from './contracts/commit.js';
 import type { EveryDomainAdapter, ImpersonationAdapterClass } from './contract.js';
 import { DerivedOperations } from './quotas.js';
@@ -58,14 +58,8 @@ const KNOWN_MODELS = [
   ...['Client', 'InitialAccessToken', 'RegistrationAccessToken'],
 ];
 
-/** Invariant 13: security state that must outlive any flood. */
-const ALWAYS_PROTECTED = [
-  'SubjectToken',
-  'ReplayDetection',
-  'ImpersonationSession',
-  'ImpersonationApproval',
-  'ImpersonationSsf',
-];
+/** Invariant 13: what must outlive any flood: replay entries and the plugin's records (the outbox keeps none). */
+const ALWAYS_PROTECTED = [REPLAY_MODEL, ...[...PLUGIN_MODELS].filter((model) => model !== OUTBOX_MODEL)];
 
 /** How often a model's expired entries are swept out, at most: on a write, never by a timer. */
 const PURGE_INTERVAL_MS = 5000;
@@ -76,14 +70,9 @@ const FULL_PURGE_INTERVAL_MS = 1000;
 
 /** An entry as kept: the plugin's records JSON round-tripped (as Redis returns them), oidc-provider's as saved. */
 interface Entry {
-  payload: JsonPayload;
+  payload: JsonObject;
   /** A replay entry's client share, released when the entry leaves. */
   share?: ReplayShare | undefined;
-}
-
-type JsonValue = string | number | boolean | null | JsonValue[] | JsonPayload;
-interface JsonPayload {
-  [key: string]: JsonValue;
 }
 
 /** One model's entries and the pointers to them (uid, user code), each bounded by the model's bound. */
@@ -128,12 +117,8 @@ function checkedOptions(options: MemoryAdapterOptions) {
   ) {
     throw invalidOption('createMemoryAdapter', 'protectedModels', 'must be an array of model names');
   }
-  for (const [option, names] of [
-    ['limits', Object.keys(limits)],
-    ['protectedModels', options.protectedModels ?? []],
-  ] as const) {
-    refuseNearMisses('createMemoryAdapter', option, names, KNOWN_MODELS);
-  }
+  refuseNearMisses('createMemoryAdapter', 'limits', Object.keys(limits), KNOWN_MODELS);
+  refuseNearMisses('createMemoryAdapter', 'protectedModels', options.protectedModels ?? [], KNOWN_MODELS);
   const protectedModels = new Set([...ALWAYS_PROTECTED, ...(options.protectedModels ?? [])]);
   const tolerance = options.clockTolerance ?? 0;
   if (!(Number.isFinite(tolerance) && tolerance >= 0))
@@ -248,7 +233,7 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
     if (payload.userCode) store.pointers.set(`userCode:${payload.userCode}`, id, ttl);
     if (payload.uid) store.pointers.set(`uid:${payload.uid}`, id, ttl);
     const stored = store.plugin ? jsonCopy(payload) : payload;
-    store.entries.set(id, { payload: stored as JsonPayload, share }, ttl);
+    store.entries.set(id, { payload: stored as JsonObject, share }, ttl);
     // After the set, whose overwrite released the earlier version's share.
     if (share) replayShares?.take(share);
   }
@@ -376,11 +361,8 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
     // Invariant 6: no await between count and add.
     async indexAddWithin(adds: readonly BoundedIndexAdd[], member: string): Promise<string | undefined> {
       const store = this.#store;
-      const indexes = roomInIndexes(
-        store,
-        adds.map((add) => add.index),
-        member,
-      );
+      const names = adds.map((add) => add.index);
+      const indexes = roomInIndexes(store, names, member);
       const full = adds.find((add, at) => {
         const index = indexes[at]!;
         return !index.has(member) && index.size >= add.bound;
@@ -391,15 +373,8 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
     }
 
     // Invariant 2: no await; every check comes before the first change.
-    async commitOnce({
-      consume,
-      write,
-      indexes,
-      expiresAt,
-      guards,
-      quotas = [],
-      outbox: notes,
-    }: CommitWrite): Promise<CommitOutcome> {
+    async commitOnce(commit: CommitWrite): Promise<CommitOutcome> {
+      const { consume, write, indexes, expiresAt, guards, quotas = [], outbox: notes } = commit;
       const store = modelStore(write.model);
       const guard = guards.find((id) => store.entries.get(id)?.payload['ended'] !== undefined);
       if (guard !== undefined) return { outcome: 'guarded', guard };

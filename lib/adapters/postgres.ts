@@ -509,16 +509,8 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
       return database === pool;
     }
 
-    async commitOnce({
-      consume,
-      write,
-      indexes,
-      expiresAt,
-      guards,
-      quotas = [],
-      journal,
-      outbox: notes,
-    }: CommitWrite): Promise<CommitOutcome> {
+    async commitOnce(requested: CommitWrite): Promise<CommitOutcome> {
+      const { consume, write, indexes, expiresAt, guards, quotas = [], journal, outbox: notes } = requested;
       const lifetime = lifetimeMs(write.expiresIn);
       if (lifetime === null || lifetime === 0) throw invalidCall('commitOnce', 'the entry to write needs a lifetime');
       assertMember(write.id);

@@ -356,15 +356,11 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
 
     async indexAdd(indexes: readonly string[], member: string, expiresAt: number): Promise<void> {
       const adds = indexes.map((index) => ({ index, expiresAt, bound: Number.MAX_SAFE_INTEGER }));
-      await this.#addWithin(adds, member);
-    }
-
-    indexAddWithin(adds: readonly BoundedIndexAdd[], member: string): Promise<string | undefined> {
-      return this.#addWithin(adds, member);
+      await this.indexAddWithin(adds, member);
     }
 
     /** INDEX_ADD_WITHIN, for indexAdd (unbounded) and indexAddWithin alike. */
-    async #addWithin(adds: readonly BoundedIndexAdd[], member: string): Promise<string | undefined> {
+    async indexAddWithin(adds: readonly BoundedIndexAdd[], member: string): Promise<string | undefined> {
       if (!adds.length) return undefined;
       if (!isReady()) await whenReady();
       const keys = adds.map((add) => sortedIndexKey(this.#name, add.index));

@@ -1,5 +1,6 @@
 import type { AdapterPayload } from 'oidc-provider';
 import type { ApprovalAdapter } from '../adapters/contracts/approvals.js';
+import { recordOf, recordPayload } from '../adapters/records.js';
 import {
   grantStateOf,
   requestStateOf,
@@ -70,7 +71,7 @@ export class ApprovalStore {
   /** Writes a grant and puts it in force until its expiry (in the place reserveGrant took for it). */
   async saveGrant(grant: AccessGrant): Promise<void> {
     await Promise.all([
-      this.#adapter.upsert(grant.id, toPayload(GRANT, grant), keptFor(grant.expiresAt)),
+      this.#adapter.upsert(grant.id, recordPayload(GRANT, grant), keptFor(grant.expiresAt)),
       this.#adapter.indexAdd([grantsOf(grant.subject)], grant.id, grant.expiresAt * 1000),
       this.#adapter.indexAdd([givenBy(grant.subject)], grant.id, grant.createdAt * 1000 + GIVEN_WINDOW_MS),
     ]);
@@ -101,7 +102,7 @@ export class ApprovalStore {
     }
     const record: AccessGrant = { ...grant, ended };
     await Promise.all([
-      this.#adapter.upsert(grant.id, consumed(toPayload(GRANT, record)), keptFor(grant.expiresAt)),
+      this.#adapter.upsert(grant.id, consumed(recordPayload(GRANT, record)), keptFor(grant.expiresAt)),
       this.#adapter.indexRemove([grantsOf(grant.subject)], grant.id),
     ]);
     return { record, changedNow: true };
@@ -114,7 +115,7 @@ export class ApprovalStore {
     maxPerClient?: number,
   ): Promise<'saved' | 'customer' | 'client'> {
     const keptSeconds = keptFor(request.expiresAt);
-    await this.#adapter.upsert(request.id, toPayload(REQUEST, request), keptSeconds);
+    await this.#adapter.upsert(request.id, recordPayload(REQUEST, request), keptSeconds);
     const perClient = { index: askedBy(request.requestedBy), expiresAt: Date.now() + keptSeconds * 1000 };
     const full = await this.#adapter.indexAddWithin(
       [
@@ -150,7 +151,7 @@ export class ApprovalStore {
     // An answered request stays readable (its backend polls it) as long as an unanswered one would have.
     const keptUntil = Math.max(request.expiresAt, answer.at);
     await Promise.all([
-      this.#adapter.upsert(request.id, consumed(toPayload(REQUEST, record)), keptFor(keptUntil)),
+      this.#adapter.upsert(request.id, consumed(recordPayload(REQUEST, record)), keptFor(keptUntil)),
       this.#adapter.indexRemove([pendingOf(request.subject)], request.id),
     ]);
     return { record, changedNow: true };
@@ -172,25 +173,13 @@ function consumed(payload: AdapterPayload): AdapterPayload {
   return { ...payload, consumed: Math.floor(Date.now() / 1000) } as AdapterPayload;
 }
 
-function toPayload(kind: typeof GRANT | typeof REQUEST, record: AccessGrant | ApprovalRequest): AdapterPayload {
-  // `kind` lets an adapter that lists entries tell ours from oidc-provider's, and a grant from a request.
-  return { kind, ...record } as unknown as AdapterPayload;
-}
-
 function fromPayload<T extends AccessGrant | ApprovalRequest>(
   kind: typeof GRANT | typeof REQUEST,
   payload: AdapterPayload | undefined | void,
 ): T | undefined {
-  const candidate = payload as (Partial<T> & { kind?: unknown; consumed?: unknown }) | undefined;
-  if (
-    candidate?.kind !== kind ||
-    typeof candidate.id !== 'string' ||
-    typeof candidate.subject !== 'string' ||
-    typeof candidate.expiresAt !== 'number'
-  ) {
-    return undefined;
-  }
-  const { kind: _kind, consumed, ...record } = candidate;
+  const found = recordOf<T>(kind, payload, { subject: 'string', expiresAt: 'number' });
+  if (!found) return undefined;
+  const { consumed, ...record } = found;
   const grant = record as unknown as AccessGrant;
   // Invariant 36: a grant consumed with no end written allows nothing.
   if (kind === REQUEST || consumed === undefined || consumed === null || grant.ended) return record as unknown as T;

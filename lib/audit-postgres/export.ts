@@ -2,7 +2,8 @@ import pg from 'pg';
 import { canonicalJson } from '../json.js';
 import { isPlainIdentifier } from '../postgres/identifier.js';
 import { invalidOption, missingAuditTable } from '../errors/standalone.js';
-import { missingTables, namesOf, READ_ONLY } from './tables.js';
+import { FIELDS } from '../audit/chain.js';
+import { columnOf, missingTables, namesOf, READ_ONLY } from './tables.js';
 
 export interface ExportOptions {
   schema?: string | undefined;
@@ -12,24 +13,8 @@ export interface ExportOptions {
   format: 'jsonl' | 'csv';
 }
 
-const COLUMNS = [
-  'seq',
-  'at',
-  'event',
-  'subject',
-  'actor',
-  'client_id',
-  'resource',
-  'scope',
-  'context',
-  'subject_token_id',
-  'session_id',
-  'access_token_id',
-  'outcome',
-  'reason',
-  'prev_hash',
-  'hash',
-] as const;
+/** The trail's columns in order: the row's number, its fields, and its links. */
+const COLUMNS = ['seq', ...FIELDS.map(columnOf), 'prev_hash', 'hash'];
 const BATCH = 1000;
 
 /** The trail in order as JSON lines or CSV, hashes included; reads only, in one READ ONLY transaction. */

@@ -13,6 +13,7 @@ import {
   canonicalContent,
   checkSignatures,
   cursorOfSeq,
+  FIELDS,
   GENESIS,
   limitOf,
   publishedHeadFailure,
@@ -28,7 +29,7 @@ import {
 import { signHead, type HeadPublisher, type SignedHead } from '../audit/head.js';
 import { checkpointText, signerOf, type SigningKey, type VerificationKey } from '../audit/signing.js';
 import { invalidOption, missingAuditTable, missingSchema, unavailable } from '../errors/standalone.js';
-import { missingTables, namesOf, readingOnly, type Names } from './tables.js';
+import { columnOf, missingTables, namesOf, readingOnly, type Names } from './tables.js';
 
 export interface PostgresAuditLogOptions extends PoolSource {
   /** Schema of the tables. Default: the connection's search path. */
@@ -134,21 +135,17 @@ export function createPostgresAuditLog(options: PostgresAuditLogOptions): Postgr
 
   // Invariant 29: group commit, refused rows alone.
   const appends = new StatementBatch<AuditRow, void>(
-    async (rows) => {
-      await writeBatch(rows);
-      return Array.from({ length: rows.length });
+    async (batch) => {
+      await migrate();
+      const { rows } = await pool.query<{ seq: string; hash: string }>(
+        `SELECT seq, hash FROM ${names.append}($1::jsonb)`,
+        [rowsArgument(batch)],
+      );
+      await signDue(rows);
+      return Array.from({ length: batch.length });
     },
     { max: MAX_BATCH_ROWS, oneInFlight: true },
   );
-
-  async function writeBatch(batch: AuditRow[]): Promise<void> {
-    await migrate();
-    const { rows } = await pool.query<{ seq: string; hash: string }>(
-      `SELECT seq, hash FROM ${names.append}($1::jsonb)`,
-      [rowsArgument(batch)],
-    );
-    await signDue(rows);
-  }
 
   /** Signs (and publishes) the checkpoints that fell due among rows just committed, and any left from before. */
   async function signDue(rows: readonly { seq: string; hash: string }[]): Promise<void> {
@@ -290,9 +287,7 @@ async function runMigration(pool: pg.Pool, names: Names): Promise<void> {
 }
 
 /** A row's columns as a query answers them, `seq` and `hash` first; `seq` is a bigint's text, `at` a Date. */
-const ENTRY_COLUMNS =
-  'seq, hash, at, event, subject, actor, client_id AS "clientId", resource, scope, context, ' +
-  'subject_token_id AS "subjectTokenId", session_id AS "sessionId", access_token_id AS "accessTokenId", outcome, reason';
+const ENTRY_COLUMNS = ['seq', 'hash', ...FIELDS.map((field) => `${columnOf(field)} AS "${field}"`)].join(', ');
 type StoredEntry = Omit<AuditEntry, 'seq' | 'at'> & { seq: string; at: Date };
 
 function entryOf<Row extends StoredEntry>(stored: Row): Omit<Row, 'seq' | 'at'> & { seq: number; at: string } {

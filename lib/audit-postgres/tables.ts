@@ -19,6 +19,11 @@ export function namesOf(schema: string | undefined, table: string) {
   };
 }
 
+/** The column of a row's field: `clientId` is `client_id`. */
+export function columnOf(field: string): string {
+  return field.replace(/[A-Z]/g, (letter) => `_${letter.toLowerCase()}`);
+}
+
 /** What is missing of the trail's tables, in words (naming where it looked); undefined when all are there. */
 export async function missingTables(
   client: pg.ClientBase,

@@ -26,7 +26,7 @@ export interface AuditRow {
 }
 
 /** The fields of a row, in the order the canonical text lists them. */
-const FIELDS = [
+export const FIELDS = [
   'at',
   'event',
   'subject',
@@ -43,22 +43,16 @@ const FIELDS = [
 ] as const;
 
 export function rowOf(name: ImpersonationEventName, event: ImpersonationEvent, at = new Date()): AuditRow {
+  // Every field the event carries as it is (null when absent); the row's own four are then set.
+  const copied = Object.fromEntries(FIELDS.map((field) => [field, (event as Record<string, unknown>)[field] ?? null]));
   return {
+    ...copied,
     at: at.toISOString(),
     event: name,
-    subject: event.subject ?? null,
-    actor: event.actor ?? null,
-    clientId: event.clientId ?? null,
-    resource: event.resource ?? null,
-    scope: event.scope ?? null,
-    context: event.context ?? null,
-    subjectTokenId: event.subjectTokenId ?? null,
-    sessionId: event.sessionId ?? null,
-    accessTokenId: event.accessTokenId ?? null,
     outcome: outcomeOf(name),
     reason:
       event.error !== undefined ? `${event.error}: ${event.reason ?? ''}` : (event.reason ?? event.endReason ?? null),
-  };
+  } as AuditRow;
 }
 
 function outcomeOf(name: ImpersonationEventName): string {

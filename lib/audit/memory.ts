@@ -65,15 +65,11 @@ export function createMemoryAuditLog(options: MemoryAuditLogOptions = {}): Memor
         if (filter.events !== undefined && !filter.events.includes(stored.event as ImpersonationEventName)) continue;
         const at = Date.parse(stored.at);
         if (at < since || at >= until) continue;
-        items.push(entryOf(stored));
+        const { content: _content, prevHash: _prevHash, ...entry } = stored;
+        items.push(structuredClone(entry));
       }
       const last = items.at(-1);
       return { items, nextCursor: items.length === limit && last ? cursorOfSeq(last.seq) : null };
     },
   };
-}
-
-function entryOf(stored: ChainedRow): AuditEntry {
-  const { content: _content, prevHash: _prevHash, ...entry } = stored;
-  return structuredClone(entry);
 }

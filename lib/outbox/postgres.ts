@@ -75,20 +75,14 @@ export function appendCtes(tables: Pick<OutboxTables, 'entries' | 'drops'>, firs
         ON CONFLICT (subscription) DO UPDATE SET dropped = ${drops}.dropped + EXCLUDED.dropped)`;
 }
 
+const APPEND_COLUMNS = ['id', 'subscription', 'subject', 'stream', 'body', 'now', 'maxPending', 'n'] as const;
+
 /** appendCtes' values, in order: per entry, its time (ms), its subscription's bound and its owner (`n` in a commit, else 1). */
 export function appendValues(
   toAppend: ReadonlyArray<{ entry: NewOutboxEntry; now: number; maxPending: number; n: number }>,
 ): unknown[] {
-  return [
-    toAppend.map(({ entry }) => entry.id),
-    toAppend.map(({ entry }) => entry.subscription),
-    toAppend.map(({ entry }) => entry.subject),
-    toAppend.map(({ entry }) => streamOf(entry)),
-    toAppend.map(({ entry }) => entry.body),
-    toAppend.map(({ now }) => now),
-    toAppend.map(({ maxPending }) => maxPending),
-    toAppend.map(({ n }) => n),
-  ];
+  const rows = toAppend.map(({ entry, ...rest }) => ({ ...entry, stream: streamOf(entry), ...rest }));
+  return APPEND_COLUMNS.map((column) => rows.map((row) => row[column]));
 }
 
 /** When a ready row may be claimed: its next attempt, or when its lease runs out. */

@@ -45,33 +45,6 @@ export interface SessionRecord {
   ended?: { at: number; reason: EndReason };
 }
 
-/** What the Management API shows of a session. */
-export interface SessionView {
-  id: string;
-  subject: string;
-  actor: string | null;
-  clientId: string;
-  resource: string;
-  scope: string;
-  context: JsonObject;
-  createdAt: string;
-  expiresAt: string;
-  state: SessionState;
-  revokedAt?: string;
-  revokedBy?: string;
-  revocationReason?: string;
-  endedAt?: string;
-  endReason?: EndReason;
-  accessGrantId?: string;
-  /** `delegation` for a delegated token's session, `impersonation` otherwise. */
-  type: 'impersonation' | 'delegation';
-  /** A delegation: the session its subject token belonged to. */
-  parentSessionId?: string;
-  /** Present (true) for a break-glass session, which the customer sees marked as an emergency. */
-  emergency?: true;
-  emergencyReason?: string;
-}
-
 const SESSION_ID_BYTES = 16;
 /** Session ids name, they do not authenticate: cut from a random buffer filled for 256 ids at a time. */
 const IDS_PER_FILL = 256;
@@ -98,7 +71,8 @@ export function stateOf(record: SessionRecord, now = Date.now() / 1000): Session
   return record.expiresAt <= now ? 'expired' : 'active';
 }
 
-export function viewOf(record: SessionRecord): SessionView {
+/** What the Management API shows of a session (docs/management-api.openapi.json). */
+export function viewOf(record: SessionRecord) {
   return {
     id: record.id,
     subject: record.subject,

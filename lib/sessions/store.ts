@@ -4,6 +4,7 @@ import { GUARD_KIND, type CommitOutcome, type CommitWrite } from '../adapters/co
 import type { QuotaCharge } from '../capacity.js';
 import type { IndexEntry } from '../adapters/contracts/indexes.js';
 import type { SessionAdapter } from '../adapters/contracts/sessions.js';
+import { recordOf, recordPayload } from '../adapters/records.js';
 import { stateOf, type SessionRecord } from './record.js';
 
 /** The adapter model name the impersonation sessions and their indexes are kept under. */
@@ -74,9 +75,10 @@ export class SessionStore {
     { journal, outbox, quotas }: Pick<CommitWrite, 'journal' | 'outbox' | 'quotas'> = {},
   ): Promise<CommitOutcome> {
     const origins = originsOf(record);
+    const payload = recordPayload(SESSION_MODEL, record);
     return this.#adapter.commitOnce({
       ...(redeem ? { consume: redeem } : {}),
-      write: { model: SESSION_MODEL, id: record.id, payload: toPayload(record), expiresIn: keptFor(record) },
+      write: { model: SESSION_MODEL, id: record.id, payload, expiresIn: keptFor(record) },
       indexes: [...activeIndexesOf(record), ...origins.map(indexOf)],
       expiresAt: record.expiresAt * 1000,
       guards: origins.map(markOf),
@@ -127,8 +129,10 @@ export class SessionStore {
   }
 
   async find(id: string): Promise<SessionRecord | undefined> {
-    const payload = await this.#adapter.find(id);
-    return payload ? fromPayload(payload) : undefined;
+    const found = recordOf<SessionRecord>(SESSION_MODEL, await this.#adapter.find(id), { expiresAt: 'number' });
+    if (!found) return undefined;
+    const { consumed: _closed, ...record } = found;
+    return record;
   }
 
   /** Closes a session once (Invariant 31). */
@@ -140,7 +144,7 @@ export class SessionStore {
       if (current && stateOf(current) !== 'active') return { record: current, closedNow: false };
     }
     const closed: SessionRecord = { ...record, ...closing };
-    const payload = { ...toPayload(closed), consumed: Math.floor(Date.now() / 1000) } as AdapterPayload;
+    const payload = recordPayload(SESSION_MODEL, { ...closed, consumed: Math.floor(Date.now() / 1000) });
     await Promise.all([
       this.#adapter.upsert(closed.id, payload, keptFor(closed)),
       this.#adapter.indexRemove(activeIndexesOf(record), record.id),
@@ -256,18 +260,4 @@ function matches(record: SessionRecord, filter: SessionFilter): boolean {
 
 function keptFor(record: SessionRecord): number {
   return Math.max(1, record.expiresAt + KEPT_AFTER_EXPIRY - Math.floor(Date.now() / 1000));
-}
-
-function toPayload(record: SessionRecord): AdapterPayload {
-  // `kind` lets an adapter that lists entries tell ours from oidc-provider's.
-  return { kind: SESSION_MODEL, ...record } as unknown as AdapterPayload;
-}
-
-function fromPayload(payload: AdapterPayload): SessionRecord | undefined {
-  const candidate = payload as unknown as Partial<SessionRecord> & { kind?: unknown };
-  if (candidate.kind !== SESSION_MODEL || typeof candidate.id !== 'string' || typeof candidate.expiresAt !== 'number') {
-    return undefined;
-  }
-  const { kind: _kind, consumed: _closed, ...record } = candidate as typeof candidate & { consumed?: unknown };
-  return record as SessionRecord;
 }

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import type { AdapterPayload } from 'oidc-provider';
 import type { SsfStreamAdapter } from '../adapters/contracts/ssf.js';
+import { recordOf, recordPayload } from '../adapters/records.js';
 import type { ResolvedSsfOptions } from './options.js';
 
 export type StreamStatus = 'enabled' | 'paused' | 'disabled';
@@ -102,15 +102,11 @@ export class StreamStore {
   }
 
   async #writeRecord(stream: StreamRecord): Promise<void> {
-    await this.#adapter.upsert(streamKey(stream.id), { kind: STREAM, ...stream } as unknown as AdapterPayload);
+    await this.#adapter.upsert(streamKey(stream.id), recordPayload(STREAM, stream));
   }
 
   async find(id: string): Promise<StreamRecord | undefined> {
-    const payload = (await this.#adapter.find(streamKey(id))) as
-      (Partial<StreamRecord> & { kind?: unknown }) | undefined;
-    if (payload?.kind !== STREAM || typeof payload.id !== 'string') return undefined;
-    const { kind: _kind, ...stream } = payload;
-    return stream as StreamRecord;
+    return recordOf<StreamRecord>(STREAM, await this.#adapter.find(streamKey(id)));
   }
 
   /** Removes the stream, then its poll queue: SETs nobody may poll any more. */
@@ -137,8 +133,7 @@ export class StreamStore {
     const { retentionSeconds, maxQueued } = bounds;
     const queued = await this.#adapter.indexRange(queueOf(streamId), undefined, maxQueued);
     if (queued.length >= maxQueued && !queued.some((entry) => entry.member === jti)) return false;
-    const payload = { kind: QUEUED, jwt } as unknown as AdapterPayload;
-    await this.#adapter.upsert(setKey(streamId, jti), payload, retentionSeconds);
+    await this.#adapter.upsert(setKey(streamId, jti), recordPayload(QUEUED, { jwt }), retentionSeconds);
     await this.#adapter.indexAdd([queueOf(streamId)], jti, Date.now() + retentionSeconds * 1000);
     return true;
   }

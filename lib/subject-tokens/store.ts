@@ -2,6 +2,7 @@ import { SUBJECT_TOKEN_MODEL } from '../adapters/models.js';
 import type { AdapterPayload } from 'oidc-provider';
 import type { QuotaCharge } from '../capacity.js';
 import type { SubjectTokenAdapter } from '../adapters/contracts/subject-tokens.js';
+import { recordOf, recordPayload } from '../adapters/records.js';
 import { definedMembers, type JsonObject } from '../json.js';
 import { hashSubjectToken, mintSubjectToken, newSubjectTokenId } from './token.js';
 
@@ -48,6 +49,9 @@ export type FoundSubjectToken =
 /** What withdrawing a subject token by its id did. */
 export type Withdrawal = 'withdrawn' | 'unknown' | 'redeemed';
 
+/** What a stored record must have, besides its id, to be read as one. */
+const SHAPE = { subject: 'string', exp: 'number' } as const;
+
 /** The entry that finds a record's store key from its public id, for withdrawal. */
 const ID_POINTER = 'SubjectTokenId';
 
@@ -81,7 +85,7 @@ export class SubjectTokenStore {
       write: {
         model: SUBJECT_TOKEN_MODEL,
         id: key,
-        payload: toPayload(record),
+        payload: recordPayload(SUBJECT_TOKEN_MODEL, record),
         expiresIn: input.ttl + TOMBSTONE_SECONDS,
       },
       indexes: [],
@@ -96,7 +100,7 @@ export class SubjectTokenStore {
 
   async find(value: string): Promise<FoundSubjectToken> {
     const key = hashSubjectToken(value);
-    const record = fromPayload(await this.#adapter.find(key));
+    const record = recordOf<SubjectTokenRecord>(SUBJECT_TOKEN_MODEL, await this.#adapter.find(key), SHAPE);
     if (!record) return { state: 'unknown' };
     if (record.withdrawn) return { state: 'withdrawn', key, record };
     if (record.consumed) return { state: 'consumed', key, record };
@@ -109,13 +113,14 @@ export class SubjectTokenStore {
     const pointer = (await this.#adapter.find(id)) as { kind?: unknown; key?: unknown } | undefined;
     if (pointer?.kind !== ID_POINTER || typeof pointer.key !== 'string') return 'unknown';
     const { key } = pointer;
-    const record = fromPayload(await this.#adapter.find(key));
+    const record = recordOf<SubjectTokenRecord>(SUBJECT_TOKEN_MODEL, await this.#adapter.find(key), SHAPE);
     if (!record) return 'unknown';
     if (record.withdrawn) return 'withdrawn';
     if (!(await this.#adapter.consumeOnce(key))) return 'redeemed';
     const now = nowSeconds();
     const kept = Math.max(1, record.exp + TOMBSTONE_SECONDS - now);
-    await this.#adapter.upsert(key, toPayload({ ...record, consumed: now, withdrawn: now }), kept);
+    const withdrawn = { ...record, consumed: now, withdrawn: now };
+    await this.#adapter.upsert(key, recordPayload(SUBJECT_TOKEN_MODEL, withdrawn), kept);
     return 'withdrawn';
   }
 
@@ -132,22 +137,4 @@ export function keptUntil(record: SubjectTokenRecord): number {
 
 function nowSeconds(): number {
   return Math.floor(Date.now() / 1000);
-}
-
-function toPayload(record: SubjectTokenRecord): AdapterPayload {
-  // `kind` lets an adapter that lists entries tell ours from oidc-provider's.
-  return { kind: SUBJECT_TOKEN_MODEL, ...record } as unknown as AdapterPayload;
-}
-
-function fromPayload(payload: AdapterPayload | undefined | void): SubjectTokenRecord | undefined {
-  const candidate = payload as (Partial<SubjectTokenRecord> & { kind?: unknown }) | undefined;
-  if (
-    candidate?.kind !== SUBJECT_TOKEN_MODEL ||
-    typeof candidate.id !== 'string' ||
-    typeof candidate.subject !== 'string' ||
-    typeof candidate.exp !== 'number'
-  ) {
-    return undefined;
-  }
-  return candidate as SubjectTokenRecord;
 }

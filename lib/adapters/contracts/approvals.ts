@@ -7,7 +7,6 @@ import { sortedIndexesNeed, type BoundedIndexes, type SortedIndexes } from './in
 export type ApprovalAdapter = Adapter & AtomicConsume & SortedIndexes & BoundedIndexes;
 
 export const APPROVAL_DOMAIN: DomainContract<ApprovalAdapter> = {
-  domain: 'approvals',
   needs: [
     {
       operations: 'indexAddWithin(adds, member)',

@@ -1,7 +1,5 @@
 /** A domain's contract: the operations beyond oidc-provider's adapter API its store must offer, checked at open (plugin-store.ts). */
 export interface DomainContract<Store extends object> {
-  /** As the documentation names it: "subject tokens". */
-  domain: string;
   /** What it needs, in the order it is checked; the first one missing is the one the error names. */
   needs: readonly DomainNeed[];
   /** Never set: ties the contract to the adapter type its checks stand for. */

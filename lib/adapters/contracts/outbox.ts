@@ -12,7 +12,6 @@ export interface OutboxCommit {
 }
 
 export const OUTBOX_DOMAIN: DomainContract<OutboxAdapter> = {
-  domain: 'the outbox',
   needs: [
     {
       operations: 'outbox()',

@@ -8,7 +8,6 @@ import { sortedIndexesNeed, type SortedIndexes } from './indexes.js';
 export type SessionAdapter = Adapter & AtomicConsume & SortedIndexes & AtomicCommit & PrincipalQuotas;
 
 export const SESSION_DOMAIN: DomainContract<SessionAdapter> = {
-  domain: 'sessions',
   needs: [
     sortedIndexesNeed('impersonation sessions are listed and revoked through them'),
     consumeOnceNeed('an impersonation session is ended once, by an atomic consume'),

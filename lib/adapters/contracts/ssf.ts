@@ -6,6 +6,5 @@ import { sortedIndexesNeed, type SortedIndexes } from './indexes.js';
 export type SsfStreamAdapter = Adapter & SortedIndexes;
 
 export const SSF_STREAM_DOMAIN: DomainContract<SsfStreamAdapter> = {
-  domain: 'SSF streams',
   needs: [sortedIndexesNeed('SSF streams and the SETs awaiting a poll are listed through them')],
 };

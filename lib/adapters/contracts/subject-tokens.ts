@@ -7,7 +7,6 @@ import type { DomainContract } from './domain.js';
 export type SubjectTokenAdapter = Adapter & AtomicConsume & PrincipalQuotas;
 
 export const SUBJECT_TOKEN_DOMAIN: DomainContract<SubjectTokenAdapter> = {
-  domain: 'subject tokens',
   needs: [
     consumeOnceNeed('subject tokens need an atomic consume to be single-use'),
     quotasNeed(
