@@ -22,6 +22,7 @@ export const EVENTS = {
   delegationSucceeded: 'impersonation.delegation.succeeded',
   delegationRefused: 'impersonation.delegation.refused',
   idJagRedeemed: 'impersonation.id_jag.redeemed',
+  idJagIssued: 'impersonation.id_jag.issued',
 } as const;
 
 export type ImpersonationEventName = (typeof EVENTS)[keyof typeof EVENTS];
@@ -165,6 +166,8 @@ export interface ImpersonationEvents {
     'impersonation.id_jag.redeemed',
     'subject' | 'clientId' | 'resource' | 'scope' | 'context' | 'accessTokenId' | 'expiresAt'
   >;
+  /** An ID-JAG was issued for another authorization server (`resource`, its issuer); its session stops as any. */
+  'impersonation.id_jag.issued': EventOf<'impersonation.id_jag.issued', SessionFields>;
   /** The revocation feed was read. */
   'impersonation.revocations.served': EventOf<'impersonation.revocations.served', 'count'>;
   /** A customer gave an access grant, or approving a request made one (then `approvalRequestId`). */

@@ -118,3 +118,4 @@ export type {
   ResolvedIssuer,
   TrustedIssuer,
 } from './exchange/id-jag-options.js';
+export type { IdJagIssuanceOptions, IdJagIssueInput } from './exchange/id-jag-issuance.js';

@@ -11,6 +11,11 @@ import { optionChecks, type OptionChecks } from './config/checks.js';
 import { IMPERSONATION_DEFAULTS, IMPERSONATION_MAXIMA } from './config/defaults.js';
 import { invalidArgument } from './errors.js';
 import { resolveIdJagOptions, type IdJagOptions, type ResolvedIdJagOptions } from './exchange/id-jag-options.js';
+import {
+  resolveIdJagIssuanceOptions,
+  type IdJagIssuanceOptions,
+  type ResolvedIdJagIssuanceOptions,
+} from './exchange/id-jag-issuance.js';
 import { applyDecisionPoint, delegationWithDecisionPoint } from './policy/compose.js';
 import type { AuthzenOptions, ResolvedAuthzenOptions } from './policy/options.js';
 import { resolveSsfOptions, type ResolvedSsfOptions, type SsfOptions } from './ssf/options.js';
@@ -30,6 +35,8 @@ export interface ImpersonationOptions extends CoreOptions {
   authzen?: AuthzenOptions | undefined;
   /** Redeems ID-JAGs of the trusted issuers it lists (jwt-bearer grant; docs/cross-app-access.md). Default: none. */
   idJag?: IdJagOptions | undefined;
+  /** Issues ID-JAGs for the audiences a client's `id_jag_audiences` lists (token exchange; docs/cross-app-access.md). Default: none. */
+  idJagIssuance?: IdJagIssuanceOptions | undefined;
 }
 
 /** Every option once resolved: the core ones, and each feature's slice as the feature resolved it. */
@@ -40,6 +47,7 @@ export type ResolvedOptions = ResolvedCoreOptions & {
   delegation: ResolvedDelegationOptions;
   authzen?: ResolvedAuthzenOptions;
   idJag?: ResolvedIdJagOptions;
+  idJagIssuance?: ResolvedIdJagIssuanceOptions;
 };
 
 /** Every option, so that one misspelt is refused: the `satisfies` keeps the list and the interface alike. */
@@ -74,6 +82,7 @@ const OPTION_NAMES = Object.keys({
   delegation: true,
   authzen: true,
   idJag: true,
+  idJagIssuance: true,
 } satisfies Record<keyof ImpersonationOptions, true>);
 
 const ACTOR_AUTHENTICATION_NAMES = Object.keys({ maxAge: true, acrValues: true } satisfies Record<
@@ -177,6 +186,8 @@ export function resolveOptions(input: ImpersonationOptions): ResolvedOptions {
           ],
         });
   const idJag = input.idJag === undefined ? undefined : resolveIdJagOptions(input.idJag);
+  const idJagIssuance =
+    input.idJagIssuance === undefined ? undefined : resolveIdJagIssuanceOptions(input.idJagIssuance);
   const decisionPoint = applyDecisionPoint(input.authzen, options);
   const ownDelegation = resolveDelegationOptions(input.delegation);
   // `delegation.canDelegate`, with the decision point (when there is one) asked after it.
@@ -194,6 +205,7 @@ export function resolveOptions(input: ImpersonationOptions): ResolvedOptions {
     ...(webhooks ? { webhooks } : {}),
     ...(ssf ? { ssf } : {}),
     ...(idJag ? { idJag } : {}),
+    ...(idJagIssuance ? { idJagIssuance } : {}),
     actorClients,
     environmentVariables: Object.freeze({ ...env }),
   });

@@ -11,6 +11,7 @@ import { ExchangeClaims } from './exchange/claims.js';
 import { addStepUpDetails } from './exchange/freshness.js';
 import { createExchangeHandler, EXCHANGE_DUPLICATES, EXCHANGE_PARAMETERS } from './exchange/grant.js';
 import { createIdJagHandler, ID_JAG_PROFILE, JWT_BEARER_GRANT } from './exchange/id-jag.js';
+import { ID_JAG_TOKEN_TYPE, withIdJagMetadata } from './exchange/id-jag-issuance.js';
 import { TOKEN_EXCHANGE_GRANT } from './token-claims.js';
 import {
   checkStaticClients,
@@ -158,10 +159,16 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
       return {
         ...configuration,
         adapter: configuration.adapter ?? createMemoryAdapter({ clockTolerance: clockToleranceOf(configuration) }),
-        extraClientMetadata: withDelegationMetadata(withManagementMetadata(configuration.extraClientMetadata, scopes)),
+        extraClientMetadata: withIdJagMetadata(
+          withDelegationMetadata(withManagementMetadata(configuration.extraClientMetadata, scopes)),
+        ),
         extraTokenClaims,
-        ...(options.idJag && {
-          discovery: { authorization_grant_profiles_supported: [ID_JAG_PROFILE], ...configuration.discovery },
+        ...((options.idJag || options.idJagIssuance) && {
+          discovery: {
+            ...(options.idJag && { authorization_grant_profiles_supported: [ID_JAG_PROFILE] }),
+            ...(options.idJagIssuance && { identity_chaining_requested_token_types_supported: [ID_JAG_TOKEN_TYPE] }),
+            ...configuration.discovery,
+          },
         }),
         features: {
           ...configuration.features,

@@ -56,6 +56,8 @@ function wordsOf(name: ImpersonationEventName, event: ImpersonationEvent): strin
       return `${actor} acts on behalf of ${subject}${session} at ${text(event.resource ?? '?')}, scope ${text(event.scope ?? '')}, until ${timeOf(event.expiresAt)} (delegation, chain of ${event.depth ?? 1})`;
     case EVENTS.delegationRefused:
       return `${actor} was refused acting on behalf of ${subject}: ${refusalOf(event)} (client ${text(event.clientId ?? '?')})`;
+    case EVENTS.idJagIssued:
+      return `client ${text(event.clientId ?? '?')} may act for ${subject} at ${text(event.resource ?? '?')}${session} until ${timeOf(event.expiresAt)}, by an identity assertion issued here`;
     case EVENTS.idJagRedeemed:
       return `client ${text(event.clientId ?? '?')} acts for ${subject} at ${text(event.resource ?? '?')} until ${timeOf(event.expiresAt)}, by an identity assertion of ${text(String(event.context?.['issuer'] ?? '?'))}`;
   }

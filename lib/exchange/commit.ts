@@ -18,7 +18,10 @@ import { SUBJECT_TOKEN_MODEL } from '../subject-tokens/store.js';
 export const EXCHANGE_DEADLINE_MS = 120_000;
 
 export interface Commit {
-  token: AccessToken;
+  /** The access token to save; none for a token its kind minted (`minted`), which nothing but the session records. */
+  token?: AccessToken | undefined;
+  /** The value of a token the kind minted, answered once the session is committed; the session names it already. */
+  minted?: string | undefined;
   session: SessionRecord;
   /** The store key of the subject token to redeem: an impersonation's; a delegation redeems none. */
   subjectTokenKey?: string | undefined;
@@ -35,18 +38,22 @@ export interface Commit {
   confirm?: (() => Promise<void>) | undefined;
 }
 
-export type ExchangeEvent = ImpersonationEvent<typeof EVENTS.exchangeSucceeded | typeof EVENTS.delegationSucceeded>;
+export type ExchangeEvent = ImpersonationEvent<
+  typeof EVENTS.exchangeSucceeded | typeof EVENTS.delegationSucceeded | typeof EVENTS.idJagIssued
+>;
 
 /** Issues the token and commits the exchange; resolves the token's value. Invariants 20, 21, 23, 24. */
 export async function commit(
   ctx: KoaContextWithOIDC,
   { sessions, bus }: { sessions: SessionStore; bus: EventBus },
-  { token, session, subjectTokenKey, quotas, startedAt, event, record, delegation, confirm }: Commit,
+  { token, minted, session, subjectTokenKey, quotas, startedAt, event, record, delegation, confirm }: Commit,
 ): Promise<string> {
   const provider = ctx.oidc.provider;
-  ctx.oidc.entity('AccessToken', token);
-  const jti = assignTokenId(token); // sets token.format too: read it only after
-  session.accessTokenId = publicTokenId(token.format, jti);
+  if (token) {
+    ctx.oidc.entity('AccessToken', token);
+    const jti = assignTokenId(token); // sets token.format too: read it only after
+    session.accessTokenId = publicTokenId(token.format, jti);
+  }
   // What the event's subscribers write with the commit (lib/events/commit.ts), and after it.
   const participation = shareCommit(
     bus,
@@ -58,7 +65,7 @@ export async function commit(
   let value: string;
   let committed: CommitOutcome & { outcome: 'committed' };
   try {
-    const issuing = issue(provider, token, session);
+    const issuing = token ? issue(provider, token, session) : Promise.resolve(minted!);
     value = (await Promise.all([issuing, participation.prepare(), confirm?.()]))[0];
     // Invariant 22: end marks outlive the deadline.
     if (Date.now() - startedAt > EXCHANGE_DEADLINE_MS) throw exchangeTooSlow(EXCHANGE_DEADLINE_MS);
@@ -69,7 +76,7 @@ export async function commit(
     if (outcome.outcome !== 'committed') throw refusalOf(outcome, quotas ?? []);
     committed = outcome;
   } catch (error) {
-    await withdraw(provider, token, session);
+    if (token) await withdraw(provider, token, session);
     throw error;
   }
   const heard = participation.committed(committed, ctx);

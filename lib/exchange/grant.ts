@@ -1,4 +1,4 @@
-import type { KoaContextWithOIDC } from 'oidc-provider';
+import type { KoaContextWithOIDC, ResourceServerInstance } from 'oidc-provider';
 import { announce } from '../events/publish.js';
 import { invalidRequest, PrincipalQuotaReached } from '../errors.js';
 import {
@@ -12,8 +12,9 @@ import { tracedExchange, type ExchangeStep } from '../telemetry/exchange.js';
 import { accountExists } from './account.js';
 import { commit } from './commit.js';
 import { delegationExchange } from './delegation.js';
+import { idJagIssuance } from './id-jag-issuance.js';
 import { impersonationExchange } from './impersonation.js';
-import type { ExchangeDependencies, ExchangeKind, Exchanged, Subject } from './kind.js';
+import type { Destination, ExchangeDependencies, ExchangeKind, Exchanged, Issue, Subject } from './kind.js';
 import type { ExchangeProgress } from './report.js';
 import { checkClientAuthentication } from './request.js';
 import { respond } from './respond.js';
@@ -22,22 +23,28 @@ import { newExchangeToken } from './token.js';
 export { ACCESS_TOKEN_TYPE, EXCHANGE_DUPLICATES, EXCHANGE_PARAMETERS } from './request.js';
 export type { ExchangeDependencies } from './kind.js';
 
-/** The token-exchange grant handler: a delegation when the client may delegate this subject token, else an impersonation. */
+/**
+ * The token-exchange grant handler: an ID-JAG when one is requested and issued here, a delegation when the client may
+ * delegate this subject token, else an impersonation.
+ */
 export function createExchangeHandler(dependencies: ExchangeDependencies) {
+  const issuance = dependencies.options.idJagIssuance;
+  const idJag = issuance && idJagIssuance(dependencies, issuance);
   const delegation = delegationExchange(dependencies);
   const impersonation = impersonationExchange(dependencies);
-  return tracedExchange(dependencies.telemetry, (ctx, step) =>
-    delegation.handles(ctx)
+  return tracedExchange(dependencies.telemetry, (ctx, step) => {
+    if (idJag?.handles(ctx)) return handleExchange(ctx, dependencies, idJag, step);
+    return delegation.handles(ctx)
       ? handleExchange(ctx, dependencies, delegation, step)
-      : handleExchange(ctx, dependencies, impersonation, step),
-  );
+      : handleExchange(ctx, dependencies, impersonation, step);
+  });
 }
 
 /** One token-exchange request, from the authenticated client to the answer and the success event. */
-export async function handleExchange<S extends Subject, A>(
+export async function handleExchange<S extends Subject, A, D extends Destination>(
   ctx: KoaContextWithOIDC,
   dependencies: ExchangeDependencies,
-  kind: ExchangeKind<S, A>,
+  kind: ExchangeKind<S, A, D>,
   step: ExchangeStep,
 ): Promise<void> {
   const progress: ExchangeProgress = {};
@@ -57,10 +64,10 @@ export async function handleExchange<S extends Subject, A>(
 }
 
 /** Every exchange's steps, in protocol order; the kind supplies what differs. */
-async function exchange<S extends Subject, A>(
+async function exchange<S extends Subject, A, D extends Destination>(
   ctx: KoaContextWithOIDC,
   dependencies: ExchangeDependencies,
-  kind: ExchangeKind<S, A>,
+  kind: ExchangeKind<S, A, D>,
   progress: ExchangeProgress,
   step: ExchangeStep,
 ): Promise<Exchanged> {
@@ -73,14 +80,16 @@ async function exchange<S extends Subject, A>(
   // Spent before the deployment's code runs, and only for a subject that can be exchanged.
   if (dpop && subject.spendsProof) await checkDpopReplay(ctx, dpop);
 
-  const resourceServer = await kind.target(ctx, params);
-  const resource = resourceServer.identifier();
+  const destination = await kind.target(ctx, params);
+  // A destination elsewhere (an ID-JAG's audience) gets no access token of this provider.
+  const resourceServer = typeof destination === 'string' ? undefined : (destination as ResourceServerInstance);
+  const resource = resourceServer ? resourceServer.identifier() : (destination as string);
   progress.resource = resource;
-  const requested = kind.scopes(ctx, params, subject, resourceServer);
+  const requested = kind.scopes(ctx, params, subject, destination);
   progress.scope = requested;
-  const token = newExchangeToken(ctx, { subject: subject.sub, scope: requested, resourceServer, dpop });
+  const token = resourceServer && newExchangeToken(ctx, { subject: subject.sub, scope: requested, resourceServer, dpop });
 
-  const certificateThumbprint = certificateThumbprintOf(token);
+  const certificateThumbprint = token && certificateThumbprintOf(token);
   const actor = await kind.actor(ctx, params, subject, { dpop, certificateThumbprint }, progress);
   if (!(await accountExists(ctx, subject.sub))) {
     throw invalidRequest('subject_token names a user that no longer exists');
@@ -90,14 +99,14 @@ async function exchange<S extends Subject, A>(
   progress.scope = ceiling.scope;
   const scope = await step('policy')(kind.decide(ctx, subject, actor, { resource, scope: ceiling.scope }, params));
   progress.scope = scope;
-  token.scope = scope.join(' ') || undefined;
+  if (token) token.scope = scope.join(' ') || undefined;
 
-  const expiresIn = kind.lifetime(subject, actor, Math.min(token.expiration, ceiling.secondsLeft));
-  setTokenLifetime(token, expiresIn);
+  const expiresIn = kind.lifetime(subject, actor, Math.min(token?.expiration ?? Infinity, ceiling.secondsLeft));
+  if (token) setTokenLifetime(token, expiresIn);
   const prepared = await kind.prepare(ctx, {
     params,
     dpop,
-    token,
+    token: token as Issue<S, A, D>['token'],
     subject,
     actor,
     resource,
@@ -110,7 +119,8 @@ async function exchange<S extends Subject, A>(
   if ('issued' in prepared) return prepared.issued;
   try {
     const value = await step('commit')(commit(ctx, dependencies, prepared.commit));
-    return { value, token, issuedTokenType: prepared.issuedTokenType, event: prepared.commit.event };
+    const { issuedTokenType, minted } = prepared;
+    return { value, token, minted, issuedTokenType, event: prepared.commit.event };
   } catch (error) {
     const recovered = await prepared.recover?.(error);
     if (recovered) return recovered;

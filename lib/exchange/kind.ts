@@ -12,12 +12,16 @@ import type { ExchangeClaims } from './claims.js';
 import type { Commit } from './commit.js';
 import type { CustomerGrants } from './customer-grant.js';
 import type { ResolvedDelegationOptions } from './delegation-options.js';
+import type { ResolvedIdJagIssuanceOptions } from './id-jag-issuance.js';
 import type { ExchangeProgress } from './report.js';
 import type { ExchangeParams } from './request.js';
 import type { Issued } from './respond.js';
 
 export interface ExchangeDependencies {
-  options: ResolvedCoreOptions & { delegation: ResolvedDelegationOptions };
+  options: ResolvedCoreOptions & {
+    delegation: ResolvedDelegationOptions;
+    idJagIssuance?: ResolvedIdJagIssuanceOptions | undefined;
+  };
   /** The subject tokens the Management API created: an impersonation's subjects. */
   store: SubjectTokenStore;
   sessions: SessionStore;
@@ -42,6 +46,9 @@ export interface Subject {
   spendsProof: boolean;
 }
 
+/** Where a token goes: a resource server of this provider, or another authorization server's issuer (an ID-JAG). */
+export type Destination = ResourceServerInstance | string;
+
 /** The requested target, as the ceiling and the policy see it. */
 export interface Target {
   resource: string;
@@ -56,15 +63,18 @@ export type Prepared =
   | {
       commit: Commit;
       issuedTokenType: string;
+      /** How a token the kind minted itself is answered (an ID-JAG); none for an access token. */
+      minted?: Issued['minted'];
       recover?: ((error: unknown) => Promise<Exchanged | undefined>) | undefined;
     }
   | { issued: Exchanged };
 
 /** What the route hands a kind to finish with: the token to issue and everything the steps established. */
-export interface Issue<S extends Subject, A> {
+export interface Issue<S extends Subject, A, D extends Destination = ResourceServerInstance> {
   params: ExchangeParams;
   dpop: DpopProof | undefined;
-  token: AccessToken;
+  /** The access token to issue; none for a destination elsewhere, whose kind mints its own. */
+  token: D extends string ? undefined : AccessToken;
   subject: S;
   actor: A;
   resource: string;
@@ -79,13 +89,13 @@ export interface Issue<S extends Subject, A> {
  * One kind of exchange (impersonation, delegation): what differs at each step of the one route
  * (lib/exchange/grant.ts), which runs the steps in order.
  */
-export interface ExchangeKind<S extends Subject, A> {
+export interface ExchangeKind<S extends Subject, A, D extends Destination = ResourceServerInstance> {
   /** Whether the request is this kind's. */
   handles(ctx: KoaContextWithOIDC): boolean;
   parameters(ctx: KoaContextWithOIDC, progress: ExchangeProgress): ExchangeParams;
   subject(ctx: KoaContextWithOIDC, params: ExchangeParams, progress: ExchangeProgress): Promise<S>;
-  target(ctx: KoaContextWithOIDC, params: ExchangeParams): Promise<ResourceServerInstance>;
-  scopes(ctx: KoaContextWithOIDC, params: ExchangeParams, subject: S, resourceServer: ResourceServerInstance): string[];
+  target(ctx: KoaContextWithOIDC, params: ExchangeParams): Promise<D>;
+  scopes(ctx: KoaContextWithOIDC, params: ExchangeParams, subject: S, destination: D): string[];
   actor(
     ctx: KoaContextWithOIDC,
     params: ExchangeParams,
@@ -100,7 +110,7 @@ export interface ExchangeKind<S extends Subject, A> {
   /** The token's lifetime in seconds, at most `bound`. */
   lifetime(subject: S, actor: A, bound: number): number;
   /** Claims and session: what the route commits. */
-  prepare(ctx: KoaContextWithOIDC, issue: Issue<S, A>): Promise<Prepared>;
+  prepare(ctx: KoaContextWithOIDC, issue: Issue<S, A, D>): Promise<Prepared>;
   /** Reports a refusal from what `progress` established (to listeners, and to the trail as its rules allow). */
   refused(ctx: KoaContextWithOIDC, progress: ExchangeProgress, error: unknown): Promise<void>;
 }

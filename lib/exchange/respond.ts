@@ -4,18 +4,15 @@ import { buildTokenResponse } from '../provider-internals.js';
 /** What an exchange issued: the token's value, the token, and the type RFC 8693 2.2.1 names it by. */
 export interface Issued {
   value: string;
-  token: AccessToken;
+  /** The access token issued; none for a token its kind minted itself, answered as `minted` says. */
+  token?: AccessToken | undefined;
+  minted?: { expiresIn: number; scope: string; tokenType: string } | undefined;
   /** None for a grant that answers as RFC 6749 5.1 (the jwt-bearer grant). */
   issuedTokenType?: string;
 }
 
 /** RFC 8693 2.2.1, as oidc-provider answers its own grants; no refresh token; `scope` always (spec 2.5). */
-export function respond(ctx: KoaContextWithOIDC, { value, token, issuedTokenType }: Issued): void {
-  ctx.body = buildTokenResponse(ctx, {
-    accessToken: value,
-    expiresIn: token.expiration,
-    scope: token.scope ?? '',
-    tokenType: token.tokenType,
-    issuedTokenType,
-  });
+export function respond(ctx: KoaContextWithOIDC, { value, token, minted, issuedTokenType }: Issued): void {
+  const answer = minted ?? { expiresIn: token!.expiration, scope: token!.scope ?? '', tokenType: token!.tokenType };
+  ctx.body = buildTokenResponse(ctx, { accessToken: value, ...answer, issuedTokenType });
 }

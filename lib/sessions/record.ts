@@ -29,8 +29,8 @@ export interface SessionRecord {
   accessGrantId?: string;
   /** Started without the customer's approval, by a client allowed to bypass it, for this reason. */
   breakGlass?: { reason: string };
-  /** `delegation` for a token issued by RFC 8693 delegation (lib/exchange/delegation); absent for an impersonation. */
-  type?: 'delegation';
+  /** `delegation` for a token issued by RFC 8693 delegation (lib/exchange/delegation), `id-jag` for an ID-JAG issued; absent for an impersonation. */
+  type?: 'delegation' | 'id-jag';
   /** A delegation whose subject token belonged to this session: stopping that session stops this one. */
   parentSessionId?: string;
   /** A delegation made (at any depth) from an impersonation: that impersonation's session. */

@@ -134,6 +134,10 @@ const SHAPES = {
     always: ['name', 'subject', 'clientId', 'resource', 'scope', 'context', 'accessTokenId', 'expiresAt'],
     whenKnown: [],
   },
+  [EVENTS.idJagIssued]: {
+    always: [...SESSION],
+    whenKnown: [],
+  },
 } as const satisfies Shapes;
 
 /** Fails the build when SHAPES leaves out a field a type names. */
@@ -250,8 +254,8 @@ describe('impersonation events: what each carries', () => {
     const glass = await askForSubjectToken(tp, { ...ask, breakGlass: { reason: 'outage' } }, CLIENTS.oncall);
     expect(glass.status, JSON.stringify(glass.body)).to.equal(201);
 
-    // An ID-JAG's redemption needs an issuer of its own: test/id-jag/redemption.test.ts emits it and checks its shape.
-    const emitted = Object.values(EVENTS).filter((name) => name !== EVENTS.idJagRedeemed);
+    // ID-JAGs are issued and redeemed in test/id-jag/, which emits their events and checks their shapes.
+    const emitted = Object.values(EVENTS).filter((name) => name !== EVENTS.idJagRedeemed && name !== EVENTS.idJagIssued);
     expect(new Set(received.map(([name]) => name))).to.deep.equal(new Set(emitted));
     for (const [name, event] of received) {
       const shape: { always: readonly string[]; whenKnown: readonly string[] } = SHAPES[name];

@@ -102,6 +102,7 @@ describe('createImpersonation: options, configure() and install()', () => {
       revokeScope: undefined,
       managementPath: undefined,
       sessionsPath: undefined,
+      idJagIssuance: undefined,
       telemetry: undefined,
       managementTokenTTL: undefined,
       managementTokenFormat: undefined,

@@ -1,0 +1,277 @@
+/** Issuing Identity Assertion JWT Authorization Grants (ID-JAGs) as a kind of the one exchange route (docs/cross-app-access.md). */
+import { randomUUID } from 'node:crypto';
+import { createLocalJWKSet, errors as jose, jwtVerify, type JSONWebKeySet } from 'jose';
+import { errors, type ClientMetadata, type Configuration, type KoaContextWithOIDC } from 'oidc-provider';
+import { publicTokenId, scopeSet } from '../access-token.js';
+import { optionChecks, type OptionChecks } from '../config/checks.js';
+import { withClientMetadata } from '../config/client-metadata.js';
+import type { ExchangeDecision } from '../config/decisions.js';
+import { invalidClientMetadata, invalidRequest, invalidScope, invalidTarget } from '../errors.js';
+import { EVENTS, type ImpersonationEvent } from '../event-types.js';
+import * as internals from '../provider-internals.js';
+import { newSessionId, type SessionRecord } from '../sessions/record.js';
+import { isStorableText } from '../storable-text.js';
+import { TOKEN_EXCHANGE_GRANT } from '../token-claims.js';
+import type { ExchangeDependencies, ExchangeKind, Subject } from './kind.js';
+import { decide } from './policy.js';
+import { RefusalBudget } from './refusals.js';
+import { reportImpersonationRefusal } from './report.js';
+import { exchangeParameters, type Accepted } from './request.js';
+
+export const ID_JAG_TOKEN_TYPE = 'urn:ietf:params:oauth:token-type:id-jag';
+export const ID_TOKEN_TYPE = 'urn:ietf:params:oauth:token-type:id_token';
+/** The draft's explicit JWT type (RFC 8725 3.11). */
+export const ID_JAG_JWT_TYPE = 'oauth-id-jag+jwt';
+/** Client metadata: the issuers of the authorization servers the client may ask ID-JAGs for. */
+export const ID_JAG_AUDIENCES_METADATA = 'id_jag_audiences';
+/** Seconds an ID-JAG lives, at most: the redeeming side keeps its `jti` no longer (RFC 7523 3). */
+export const ID_JAG_LIFETIME = 300;
+
+/** What `canIssue` decides on: the client, the user, the other authorization server, and what the ID-JAG would say. */
+export interface IdJagIssueInput {
+  clientId: string;
+  subject: string;
+  audience: string;
+  resource: string[];
+  scope: string[];
+}
+
+/** Issuing ID-JAGs at the token-exchange grant to clients whose `id_jag_audiences` metadata names the audience. */
+export interface IdJagIssuanceOptions {
+  /** Decides each issue: allow, refuse, or narrow the scopes (never widen). Default: allow. */
+  canIssue?: ((input: IdJagIssueInput) => ExchangeDecision | Promise<ExchangeDecision>) | undefined;
+}
+
+export type ResolvedIdJagIssuanceOptions = Readonly<IdJagIssuanceOptions>;
+
+const check: OptionChecks = optionChecks('createImpersonation');
+
+/** `idJagIssuance`, checked at start-up. */
+export function resolveIdJagIssuanceOptions(input: IdJagIssuanceOptions): ResolvedIdJagIssuanceOptions {
+  check.object('idJagIssuance', input);
+  check.known(input, ['canIssue'], 'idJagIssuance.');
+  check.optionalFunction('idJagIssuance.canIssue', input.canIssue);
+  return Object.freeze({ canIssue: input.canIssue });
+}
+
+/** The deployment's `extraClientMetadata` with `id_jag_audiences` added. */
+export function withIdJagMetadata(
+  own: Configuration['extraClientMetadata'],
+): NonNullable<Configuration['extraClientMetadata']> {
+  return withClientMetadata(own, ID_JAG_AUDIENCES_METADATA, checkIdJagMetadata);
+}
+
+function checkIdJagMetadata(metadata: ClientMetadata): void {
+  const value = metadata[ID_JAG_AUDIENCES_METADATA];
+  if (value === undefined) return;
+  const names = typeof value === 'string' ? value.split(' ').filter(Boolean) : undefined;
+  if (!names?.length || names.some((name) => URL.parse(name)?.protocol !== 'https:' && !isLoopback(name))) {
+    throw invalidClientMetadata(`${ID_JAG_AUDIENCES_METADATA} must be a space-separated list of issuer URLs`);
+  }
+  if (!Array.isArray(metadata.grant_types) || !metadata.grant_types.includes(TOKEN_EXCHANGE_GRANT)) {
+    throw invalidClientMetadata(`${ID_JAG_AUDIENCES_METADATA} needs the ${TOKEN_EXCHANGE_GRANT} grant type`);
+  }
+  // The draft's Security Considerations: an ID-JAG goes only to a client that proves who it is.
+  if (metadata.token_endpoint_auth_method === 'none') {
+    throw invalidClientMetadata(`${ID_JAG_AUDIENCES_METADATA} needs a client that authenticates at the token endpoint`);
+  }
+  metadata[ID_JAG_AUDIENCES_METADATA] = [...new Set(names)].join(' ');
+}
+
+/** http only on a loopback host, as for the redeeming side's keys. */
+function isLoopback(name: string): boolean {
+  const url = URL.parse(name);
+  return url?.protocol === 'http:' && ['localhost', '127.0.0.1', '[::1]'].includes(url.hostname);
+}
+
+/** The ID token the client sends: verified as oidc-provider verifies an `id_token_hint`, its expiry included. */
+interface IdTokenSubject extends Subject {
+  /** The ID token's non-secret name: `sha256.` and its digest. */
+  id: string;
+  exp: number;
+}
+
+const ACCEPTS: Accepted = {
+  subjectTokenType: (type) => type === ID_TOKEN_TYPE,
+  subjectTokenTypes: `use ${ID_TOKEN_TYPE}`,
+  actorTokenTypes: [],
+  requestedTokenTypes: [ID_JAG_TOKEN_TYPE],
+  audience: true,
+};
+
+/** The draft's token exchange: this provider's ID token for an ID-JAG to another authorization server. */
+export function idJagIssuance(
+  dependencies: ExchangeDependencies,
+  options: ResolvedIdJagIssuanceOptions,
+): ExchangeKind<IdTokenSubject, undefined, string> {
+  const refusals = new RefusalBudget();
+  return {
+    handles: (ctx) => (ctx.oidc.params as Record<string, unknown>)['requested_token_type'] === ID_JAG_TOKEN_TYPE,
+
+    parameters(ctx) {
+      if (audiencesOf(ctx.oidc.client!) === undefined) {
+        throw new errors.UnauthorizedClient('this client may not request ID-JAGs');
+      }
+      if ((ctx.oidc.params as Record<string, unknown>)['actor_token'] !== undefined) {
+        throw invalidRequest('an ID-JAG is requested without an actor_token');
+      }
+      const params = exchangeParameters(ctx, ACCEPTS);
+      const audiences = [params.audience ?? []].flat();
+      if (!audiences.length) throw invalidRequest('missing required parameter audience');
+      if (audiences.length > 1) throw invalidTarget('exactly one audience is required for an ID-JAG');
+      if ([params.resource ?? []].flat().some((resource) => !isResourceIndicator(resource))) {
+        throw invalidTarget('resource must be an absolute URI without a fragment');
+      }
+      if (params.scope !== undefined && !isStorableText(params.scope)) throw invalidScope('scope is malformed', '');
+      return params;
+    },
+
+    async subject(ctx, params) {
+      const claims = await verifiedIdToken(ctx, params.subject_token);
+      return { sub: claims.sub, exp: claims.exp, id: publicTokenId('opaque', params.subject_token), spendsProof: false };
+    },
+
+    async target(ctx, params) {
+      const audience = [params.audience!].flat()[0]!;
+      if (!audiencesOf(ctx.oidc.client!)!.has(audience)) {
+        throw invalidTarget('this client may not request an ID-JAG for this audience');
+      }
+      return audience;
+    },
+
+    // The scopes are the other authorization server's: none of them is resolved here.
+    scopes: (_ctx, params) => [...scopeSet(params.scope)],
+    actor: async () => undefined,
+    ceiling: (_subject, _actor, target) => ({ scope: target.scope, secondsLeft: Infinity }),
+
+    decide: (ctx, subject, _actor, { resource: audience, scope }, params) =>
+      decide(
+        options.canIssue,
+        Object.freeze({
+          clientId: ctx.oidc.client!.clientId,
+          subject: subject.sub,
+          audience,
+          resource: [params.resource ?? []].flat(),
+          scope,
+        }),
+        { policy: 'the ID-JAG policy', refused: 'this ID-JAG' },
+      ),
+
+    lifetime(subject, _actor, bound) {
+      // An ID-JAG never outlives the ID token it attests.
+      const expiresIn = Math.min(ID_JAG_LIFETIME, bound, subject.exp - nowSeconds());
+      if (expiresIn < 1) throw invalidRequest('subject_token has expired');
+      return expiresIn;
+    },
+
+    async prepare(ctx, { params, subject, resource: audience, scope, expiresIn, startedAt, progress }) {
+      const clientId = ctx.oidc.client!.clientId;
+      const resources = [params.resource ?? []].flat();
+      const session = sessionOf(subject, clientId, audience, resources, scope, expiresIn);
+      progress.session = session;
+      const claims = {
+        iss: ctx.oidc.issuer,
+        sub: subject.sub,
+        aud: audience,
+        client_id: clientId,
+        jti: session.accessTokenId,
+        iat: session.createdAt,
+        exp: session.expiresAt,
+        ...(resources.length ? { resource: resources.length === 1 ? resources[0] : resources } : {}),
+        ...(scope.length ? { scope: scope.join(' ') } : {}),
+      };
+      const value = await internals.signWithProviderKey(ctx.oidc.provider, claims, ID_JAG_JWT_TYPE);
+      return {
+        issuedTokenType: ID_JAG_TOKEN_TYPE,
+        // The draft: not an access token, so `N_A`; no refresh token.
+        minted: { expiresIn, scope: scope.join(' '), tokenType: 'N_A' },
+        commit: { minted: value, session, startedAt, event: () => idJagIssued(session), record: true, delegation: false },
+      };
+    },
+
+    refused: (ctx, progress, error) => reportImpersonationRefusal(ctx, dependencies.bus, refusals, progress, error),
+  };
+}
+
+/** The audiences a client may ask ID-JAGs for; `undefined` when it may ask for none. */
+function audiencesOf(client: { metadata(): ClientMetadata }): ReadonlySet<string> | undefined {
+  const value = client.metadata()[ID_JAG_AUDIENCES_METADATA];
+  return typeof value === 'string' ? new Set(value.split(' ')) : undefined;
+}
+
+/** RFC 8707 2: an absolute URI without a fragment, in a form every store can hold. */
+function isResourceIndicator(value: string): boolean {
+  return isStorableText(value) && URL.canParse(value) && !value.includes('#');
+}
+
+/** The provider's own ID token for this client: its keys, `iss`, `aud` holding the client, `exp`, as `id_token_hint`s are. */
+async function verifiedIdToken(ctx: KoaContextWithOIDC, value: string): Promise<{ sub: string; exp: number }> {
+  const { provider, client } = ctx.oidc;
+  const alg = client!.idTokenSignedResponseAlg ?? 'none';
+  // An HMAC-signed ID token is signed with the client's own secret: it proves nothing the client could not make.
+  if (alg.startsWith('HS') || alg === 'none') throw invalidRequest("this client's ID tokens cannot be exchanged");
+  const tolerance = internals.clockToleranceOf(internals.providerConfiguration(provider));
+  const { payload, protectedHeader } = await jwtVerify(value, createLocalJWKSet(internals.providerJwks(provider) as JSONWebKeySet), {
+    issuer: ctx.oidc.issuer,
+    audience: client!.clientId,
+    algorithms: [alg],
+    clockTolerance: tolerance,
+    requiredClaims: ['sub', 'exp'],
+  }).catch((error: unknown) => {
+    // jose's messages name the check that failed, never a claim's value.
+    if (error instanceof jose.JOSEError) throw invalidRequest(`subject_token is not a valid ID token: ${error.message}`);
+    throw error;
+  });
+  // Another JWT of this provider's keys (an access token, an ID-JAG) is not an ID token.
+  if (protectedHeader.typ !== undefined && protectedHeader.typ.toLowerCase() !== 'jwt') {
+    throw invalidRequest('subject_token is not an ID token');
+  }
+  if (typeof payload.sub !== 'string' || !payload.sub || !isStorableText(payload.sub)) {
+    throw invalidRequest('subject_token names no storable subject');
+  }
+  return { sub: payload.sub, exp: payload.exp! };
+}
+
+function sessionOf(
+  subject: IdTokenSubject,
+  clientId: string,
+  audience: string,
+  resources: string[],
+  scope: string[],
+  expiresIn: number,
+): SessionRecord {
+  const createdAt = nowSeconds();
+  return {
+    id: newSessionId(),
+    type: 'id-jag',
+    subject: subject.sub,
+    clientId,
+    resource: audience,
+    scope,
+    context: resources.length ? { resource: resources } : {},
+    subjectTokenId: subject.id,
+    // The ID-JAG's `jti`: the redeeming side names it so too.
+    accessTokenId: randomUUID(),
+    createdAt,
+    expiresAt: createdAt + expiresIn,
+  };
+}
+
+function idJagIssued(session: SessionRecord): ImpersonationEvent<typeof EVENTS.idJagIssued> {
+  return {
+    name: EVENTS.idJagIssued,
+    sessionId: session.id,
+    subject: session.subject,
+    clientId: session.clientId,
+    resource: session.resource,
+    scope: session.scope.join(' '),
+    context: session.context,
+    subjectTokenId: session.subjectTokenId,
+    accessTokenId: session.accessTokenId,
+    expiresAt: session.expiresAt,
+  };
+}
+
+function nowSeconds(): number {
+  return Math.floor(Date.now() / 1000);
+}
