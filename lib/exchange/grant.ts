@@ -87,7 +87,8 @@ async function exchange<S extends Subject, A, D extends Destination>(
   progress.resource = resource;
   const requested = kind.scopes(ctx, params, subject, destination);
   progress.scope = requested;
-  const token = resourceServer && newExchangeToken(ctx, { subject: subject.sub, scope: requested, resourceServer, dpop });
+  const token =
+    resourceServer && newExchangeToken(ctx, { subject: subject.sub, scope: requested, resourceServer, dpop });
 
   const certificateThumbprint = token && certificateThumbprintOf(token);
   const actor = await kind.actor(ctx, params, subject, { dpop, certificateThumbprint }, progress);

@@ -128,7 +128,12 @@ export function idJagIssuance(
 
     async subject(ctx, params) {
       const claims = await verifiedIdToken(ctx, params.subject_token);
-      return { sub: claims.sub, exp: claims.exp, id: publicTokenId('opaque', params.subject_token), spendsProof: false };
+      return {
+        sub: claims.sub,
+        exp: claims.exp,
+        id: publicTokenId('opaque', params.subject_token),
+        spendsProof: false,
+      };
     },
 
     async target(ctx, params) {
@@ -185,7 +190,14 @@ export function idJagIssuance(
         issuedTokenType: ID_JAG_TOKEN_TYPE,
         // The draft: not an access token, so `N_A`; no refresh token.
         minted: { expiresIn, scope: scope.join(' '), tokenType: 'N_A' },
-        commit: { minted: value, session, startedAt, event: () => idJagIssued(session), record: true, delegation: false },
+        commit: {
+          minted: value,
+          session,
+          startedAt,
+          event: () => idJagIssued(session),
+          record: true,
+          delegation: false,
+        },
       };
     },
 
@@ -211,15 +223,20 @@ async function verifiedIdToken(ctx: KoaContextWithOIDC, value: string): Promise<
   // An HMAC-signed ID token is signed with the client's own secret: it proves nothing the client could not make.
   if (alg.startsWith('HS') || alg === 'none') throw invalidRequest("this client's ID tokens cannot be exchanged");
   const tolerance = internals.clockToleranceOf(internals.providerConfiguration(provider));
-  const { payload, protectedHeader } = await jwtVerify(value, createLocalJWKSet(internals.providerJwks(provider) as JSONWebKeySet), {
-    issuer: ctx.oidc.issuer,
-    audience: client!.clientId,
-    algorithms: [alg],
-    clockTolerance: tolerance,
-    requiredClaims: ['sub', 'exp'],
-  }).catch((error: unknown) => {
+  const { payload, protectedHeader } = await jwtVerify(
+    value,
+    createLocalJWKSet(internals.providerJwks(provider) as JSONWebKeySet),
+    {
+      issuer: ctx.oidc.issuer,
+      audience: client!.clientId,
+      algorithms: [alg],
+      clockTolerance: tolerance,
+      requiredClaims: ['sub', 'exp'],
+    },
+  ).catch((error: unknown) => {
     // jose's messages name the check that failed, never a claim's value.
-    if (error instanceof jose.JOSEError) throw invalidRequest(`subject_token is not a valid ID token: ${error.message}`);
+    if (error instanceof jose.JOSEError)
+      throw invalidRequest(`subject_token is not a valid ID token: ${error.message}`);
     throw error;
   });
   // Another JWT of this provider's keys (an access token, an ID-JAG) is not an ID token.

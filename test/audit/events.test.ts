@@ -255,7 +255,9 @@ describe('impersonation events: what each carries', () => {
     expect(glass.status, JSON.stringify(glass.body)).to.equal(201);
 
     // ID-JAGs are issued and redeemed in test/id-jag/, which emits their events and checks their shapes.
-    const emitted = Object.values(EVENTS).filter((name) => name !== EVENTS.idJagRedeemed && name !== EVENTS.idJagIssued);
+    const emitted = Object.values(EVENTS).filter(
+      (name) => name !== EVENTS.idJagRedeemed && name !== EVENTS.idJagIssued,
+    );
     expect(new Set(received.map(([name]) => name))).to.deep.equal(new Set(emitted));
     for (const [name, event] of received) {
       const shape: { always: readonly string[]; whenKnown: readonly string[] } = SHAPES[name];

@@ -1,0 +1,415 @@
+/**
+ * The issuing side of the Identity Assertion JWT Authorization Grant
+ * (draft-ietf-oauth-identity-assertion-authz-grant): this provider's ID token
+ * exchanged for an ID-JAG at the token-exchange grant, over HTTP at a real
+ * provider on TEST_ADAPTER's store; one test per rule and per refusal, the
+ * session listed and stopped, and the ID-JAG redeemed at a second provider.
+ */
+import { expect } from 'chai';
+import type { KoaContextWithOIDC } from 'oidc-provider';
+import { createLocalJWKSet, importJWK, jwtVerify, SignJWT, type JSONWebKeySet } from 'jose';
+import type { ClientMetadata } from 'oidc-provider';
+import {
+  createMemoryAuditLog,
+  EVENTS,
+  onImpersonationEvent,
+  type IdJagIssueInput,
+  type ImpersonationEvent,
+} from '../../lib/index.js';
+import { JWT_BEARER_GRANT } from '../../lib/exchange/id-jag.js';
+import {
+  ID_JAG_JWT_TYPE,
+  ID_JAG_TOKEN_TYPE,
+  ID_TOKEN_TYPE,
+  withIdJagMetadata,
+} from '../../lib/exchange/id-jag-issuance.js';
+import { FIXTURE_JWKS } from '../../fixtures/keys.js';
+import {
+  API,
+  CLIENTS,
+  FIXTURE_CLIENTS,
+  REDIRECT_URI,
+  startProvider,
+  TOKEN_EXCHANGE,
+  type TestProvider,
+} from '../support/provider.js';
+import {
+  ACCESS_TOKEN,
+  apiRequest,
+  decodeHeader,
+  decodeJwt,
+  expectError,
+  tokenRequest,
+  userAccessToken,
+  userSignIn,
+  type Reply,
+} from '../support/http.js';
+import { adminToken, revokeSession, SESSIONS, trailEvents } from '../support/impersonations.js';
+
+/** The other application's authorization server, as its issuer identifier. */
+const CHAT = 'https://chat.example.com';
+const CALENDAR = 'https://calendar.example.com';
+const AGENT = { client_id: 'chat-agent', client_secret: 'chat-agent-secret' };
+
+const AGENT_AT_IDP: ClientMetadata = {
+  ...AGENT,
+  token_endpoint_auth_method: 'client_secret_basic',
+  grant_types: ['authorization_code', TOKEN_EXCHANGE],
+  response_types: ['code'],
+  redirect_uris: [REDIRECT_URI],
+  id_jag_audiences: `${CHAT} ${CALENDAR}`,
+};
+
+const AGENT_AT_CHAT: ClientMetadata = {
+  ...AGENT,
+  token_endpoint_auth_method: 'client_secret_basic',
+  grant_types: [JWT_BEARER_GRANT],
+  response_types: [],
+  redirect_uris: [],
+};
+
+const now = () => Math.floor(Date.now() / 1000);
+
+describe('ID-JAG issuance (token exchange of an ID token): the draft, over HTTP', function () {
+  this.timeout(60_000);
+  let idp: TestProvider;
+  let chat: TestProvider;
+  let jwks: JSONWebKeySet;
+  let idToken: string;
+  const issued: Array<ImpersonationEvent<typeof EVENTS.idJagIssued>> = [];
+  const asked: IdJagIssueInput[] = [];
+
+  before(async () => {
+    idp = await startProvider({
+      plugin: {
+        auditLog: createMemoryAuditLog(),
+        idJagIssuance: {
+          canIssue(input) {
+            asked.push(input);
+            if (input.subject === 'carol') return { reason: 'carol works elsewhere' };
+            if (input.scope.includes('chat.admin'))
+              return { scope: input.scope.filter((name) => name !== 'chat.admin') };
+            return true;
+          },
+        },
+      },
+      configuration: { clients: [...FIXTURE_CLIENTS, AGENT_AT_IDP] },
+    });
+    onImpersonationEvent(idp.provider, EVENTS.idJagIssued, (event) => issued.push(event));
+    jwks = (await (await fetch(`${idp.base}/jwks`)).json()) as JSONWebKeySet;
+    chat = await startProvider({
+      issuer: CHAT,
+      plugin: { idJag: { trustedIssuers: [{ issuer: idp.issuer, jwks }] } },
+      configuration: { clients: [...FIXTURE_CLIENTS, AGENT_AT_CHAT] },
+    });
+    idToken = (await userSignIn(idp, 'alice', { client: AGENT, scope: 'openid' })).idToken!;
+  });
+  after(async () => {
+    await idp.close();
+    await chat.close();
+  });
+
+  function requestIdJag(
+    params: Record<string, string | string[] | undefined> = {},
+    client: { client_id: string; client_secret?: string } = AGENT,
+    on: TestProvider = idp,
+  ): Promise<Reply> {
+    return tokenRequest(
+      on,
+      {
+        grant_type: TOKEN_EXCHANGE,
+        requested_token_type: ID_JAG_TOKEN_TYPE,
+        subject_token: idToken,
+        subject_token_type: ID_TOKEN_TYPE,
+        audience: CHAT,
+        ...params,
+      },
+      client,
+    );
+  }
+
+  /** An ID token signed with the provider's own key, as the test says: expired, of another issuer, another user. */
+  async function forgedIdToken(claims: Record<string, unknown>, typ?: string): Promise<string> {
+    const key = await importJWK(FIXTURE_JWKS.keys[0]!, 'RS256');
+    return new SignJWT({ iss: idp.issuer, sub: 'alice', aud: AGENT.client_id, iat: now(), exp: now() + 600, ...claims })
+      .setProtectedHeader({ alg: 'RS256', kid: FIXTURE_JWKS.keys[0]!.kid!, ...(typ ? { typ } : {}) })
+      .sign(key);
+  }
+
+  /** A refusal with its code, that issues nothing and names no token in its answer. */
+  async function expectRefused(reply: Reply, status: number, error: string, description: RegExp, before: number) {
+    expectError(reply, status, error, description);
+    expect(JSON.stringify(reply.body)).not.to.include(idToken);
+    expect(issued.length, 'no ID-JAG issued').to.equal(before);
+  }
+
+  async function refused(
+    params: Record<string, string | string[] | undefined>,
+    error: string,
+    description: RegExp,
+    client: { client_id: string; client_secret?: string } = AGENT,
+  ): Promise<void> {
+    const before = issued.length;
+    await expectRefused(await requestIdJag(params, client), 400, error, description, before);
+  }
+
+  describe('what is issued', () => {
+    it('an ID-JAG: typ oauth-id-jag+jwt, signed with the provider key (RS256), its claims; N_A, no refresh token', async () => {
+      const reply = await requestIdJag({ resource: 'https://chat.example.com/api', scope: 'chat.read chat.history' });
+      expect(reply.status, JSON.stringify(reply.body)).to.equal(200);
+      expect(reply.headers.get('cache-control')).to.equal('no-store');
+      expect(Object.keys(reply.body).sort()).to.deep.equal([
+        'access_token',
+        'expires_in',
+        'issued_token_type',
+        'scope',
+        'token_type',
+      ]);
+      expect(reply.body).to.include({
+        issued_token_type: ID_JAG_TOKEN_TYPE,
+        token_type: 'N_A',
+        scope: 'chat.read chat.history',
+        expires_in: 300,
+      });
+      const value = reply.body['access_token'] as string;
+      expect(decodeHeader(value)).to.include({ typ: ID_JAG_JWT_TYPE, alg: 'RS256', kid: FIXTURE_JWKS.keys[0]!.kid });
+      const { payload } = await jwtVerify(value, createLocalJWKSet(jwks), {
+        issuer: idp.issuer,
+        audience: CHAT,
+        typ: ID_JAG_JWT_TYPE,
+      });
+      expect(Object.keys(payload).sort()).to.deep.equal(
+        ['aud', 'client_id', 'exp', 'iat', 'iss', 'jti', 'resource', 'scope', 'sub'].sort(),
+      );
+      expect(payload).to.include({
+        sub: 'alice',
+        aud: CHAT,
+        client_id: AGENT.client_id,
+        resource: 'https://chat.example.com/api',
+        scope: 'chat.read chat.history',
+      });
+      expect(payload.exp! - payload.iat!).to.equal(300);
+      const event = issued.at(-1)!;
+      expect(event).to.include({
+        subject: 'alice',
+        clientId: AGENT.client_id,
+        resource: CHAT,
+        scope: 'chat.read chat.history',
+        accessTokenId: payload.jti,
+        expiresAt: payload.exp,
+      });
+      expect(event.subjectTokenId).to.match(/^sha256\./);
+      expect(JSON.stringify(event)).not.to.include(value).and.not.to.include(idToken);
+      expect(asked.at(-1)).to.deep.equal({
+        clientId: AGENT.client_id,
+        subject: 'alice',
+        audience: CHAT,
+        resource: ['https://chat.example.com/api'],
+        scope: ['chat.read', 'chat.history'],
+      });
+    });
+
+    it('without resource and scope, neither claim; several resources, a list; the audience is another allowed one', async () => {
+      const bare = await requestIdJag({ audience: CALENDAR });
+      expect(bare.status, JSON.stringify(bare.body)).to.equal(200);
+      const claims = decodeJwt(bare.body['access_token'] as string);
+      expect(claims).not.to.have.property('resource');
+      expect(claims).not.to.have.property('scope');
+      expect(claims['aud']).to.equal(CALENDAR);
+      const both = await requestIdJag({ resource: ['https://chat.example.com/a', 'https://chat.example.com/b'] });
+      expect(decodeJwt(both.body['access_token'] as string)['resource']).to.deep.equal([
+        'https://chat.example.com/a',
+        'https://chat.example.com/b',
+      ]);
+    });
+
+    it('never outlives the ID token it attests', async () => {
+      const reply = await requestIdJag({ subject_token: await forgedIdToken({ exp: now() + 30 }) });
+      expect(reply.status, JSON.stringify(reply.body)).to.equal(200);
+      expect(reply.body['expires_in']).to.be.at.most(30).and.at.least(25);
+    });
+
+    it('the policy may narrow the scopes, never widen them', async () => {
+      const reply = await requestIdJag({ scope: 'chat.read chat.admin' });
+      expect(reply.status, JSON.stringify(reply.body)).to.equal(200);
+      expect(reply.body['scope']).to.equal('chat.read');
+      expect(decodeJwt(reply.body['access_token'] as string)['scope']).to.equal('chat.read');
+    });
+
+    it('discovery lists the ID-JAG among identity_chaining_requested_token_types_supported, only when issued', async () => {
+      const metadata = async (tp: TestProvider) =>
+        (await (await fetch(`${tp.base}/.well-known/openid-configuration`)).json()) as Record<string, unknown>;
+      expect((await metadata(idp))['identity_chaining_requested_token_types_supported']).to.deep.equal([
+        ID_JAG_TOKEN_TYPE,
+      ]);
+      expect(await metadata(chat)).not.to.have.property('identity_chaining_requested_token_types_supported');
+    });
+  });
+
+  describe('refusals, each with its code', () => {
+    it('a client without id_jag_audiences: unauthorized_client', async () => {
+      const own = (await userSignIn(idp, 'alice', { client: CLIENTS.web, scope: 'openid' })).idToken!;
+      await refused({ subject_token: own }, 'unauthorized_client', /may not request ID-JAGs/, CLIENTS.web);
+    });
+
+    it('an audience missing, repeated, or not the client’s', async () => {
+      await refused({ audience: undefined }, 'invalid_request', /missing required parameter audience/);
+      await refused({ audience: [CHAT, CALENDAR] }, 'invalid_target', /exactly one audience/);
+      await refused(
+        { audience: 'https://mail.example.com' },
+        'invalid_target',
+        /not request an ID-JAG for this audience/,
+      );
+    });
+
+    it('a resource that is no absolute URI without a fragment: invalid_target', async () => {
+      await refused({ resource: 'https://chat.example.com/api#x' }, 'invalid_target', /absolute URI/);
+      await refused({ resource: 'chat' }, 'invalid_target', /absolute URI/);
+    });
+
+    it('another subject_token_type, or an actor_token: invalid_request', async () => {
+      await refused({ subject_token_type: ACCESS_TOKEN }, 'invalid_request', /unsupported subject_token_type/);
+      await refused(
+        { actor_token: idToken, actor_token_type: ID_TOKEN_TYPE },
+        'invalid_request',
+        /without an actor_token/,
+      );
+    });
+
+    it('an ID token of another client, of another issuer, expired, forged, or no ID token: invalid_request', async () => {
+      const ofWeb = (await userSignIn(idp, 'bob', { client: CLIENTS.web, scope: 'openid' })).idToken!;
+      await refused({ subject_token: ofWeb }, 'invalid_request', /not a valid ID token.*aud/);
+      await refused(
+        { subject_token: await forgedIdToken({ iss: 'https://idp.example.net' }) },
+        'invalid_request',
+        /not a valid ID token.*iss/,
+      );
+      await refused(
+        { subject_token: await forgedIdToken({ exp: now() - 3600 }) },
+        'invalid_request',
+        /not a valid ID token.*exp/,
+      );
+      const [header, payload] = idToken.split('.');
+      await refused(
+        { subject_token: `${header}.${payload}.${'A'.repeat(342)}` },
+        'invalid_request',
+        /not a valid ID token/,
+      );
+      await refused({ subject_token: 'not-a-jwt' }, 'invalid_request', /not a valid ID token/);
+      await refused(
+        { subject_token: await forgedIdToken({}, 'at+jwt') },
+        'invalid_request',
+        /subject_token is not an ID token/,
+      );
+      const accessToken = await userAccessToken(idp, 'alice', { client: AGENT, resource: API, scope: 'openid' });
+      await refused({ subject_token: accessToken }, 'invalid_request', /not a valid ID token/);
+    });
+
+    it('an ID token of a user who no longer exists', async () => {
+      await refused(
+        { subject_token: await forgedIdToken({ sub: 'mallory' }) },
+        'invalid_request',
+        /names a user that no longer exists/,
+      );
+    });
+
+    it('the policy refuses: invalid_request with its reason', async () => {
+      const carol = (await userSignIn(idp, 'carol', { client: AGENT, scope: 'openid' })).idToken!;
+      await refused({ subject_token: carol }, 'invalid_request', /carol works elsewhere/);
+    });
+
+    it('a provider that issues no ID-JAG refuses the requested_token_type', async () => {
+      const before = issued.length;
+      const reply = await requestIdJag({ subject_token: 'x' }, CLIENTS.web, chat);
+      await expectRefused(reply, 400, 'invalid_request', /unsupported (subject|requested)_token_type/, before);
+    });
+  });
+
+  describe('governed as a session', () => {
+    it('listed and stopped through the Management API, its issue and its stop on the trail', async () => {
+      const reply = await requestIdJag({ scope: 'chat.read' });
+      expect(reply.status, JSON.stringify(reply.body)).to.equal(200);
+      const { sessionId } = issued.at(-1)!;
+      const admin = await adminToken(idp);
+      const listed = await apiRequest(idp, 'GET', `${SESSIONS}?subject=alice`, admin);
+      const items = listed.body['items'] as Array<Record<string, unknown>>;
+      expect(items.find((item) => item['id'] === sessionId)).to.include({
+        type: 'id-jag',
+        clientId: AGENT.client_id,
+        resource: CHAT,
+        scope: 'chat.read',
+        state: 'active',
+      });
+      const stopped: Array<ImpersonationEvent<typeof EVENTS.sessionRevoked>> = [];
+      onImpersonationEvent(idp.provider, EVENTS.sessionRevoked, (event) => stopped.push(event));
+      expect((await revokeSession(idp, admin, sessionId!)).status).to.equal(204);
+      expect((await apiRequest(idp, 'GET', `${SESSIONS}/${sessionId!}`, admin)).body).to.include({ state: 'revoked' });
+      expect(stopped.map((event) => event.sessionId)).to.include(sessionId);
+      const trail = (await trailEvents(idp, admin, '?subject=alice')).body['items'] as Array<Record<string, unknown>>;
+      const named = trail.filter((row) => row['sessionId'] === sessionId).map((row) => row['event']);
+      expect(named).to.have.members([EVENTS.idJagIssued, EVENTS.sessionRevoked]);
+    });
+  });
+
+  describe('end to end: two providers', () => {
+    it('ID token → ID-JAG at the first, ID-JAG → access token at the second, the session stopped at the first', async () => {
+      const reply = await requestIdJag({ resource: API, scope: 'profile:read' });
+      expect(reply.status, JSON.stringify(reply.body)).to.equal(200);
+      const redeemed = await tokenRequest(
+        chat,
+        { grant_type: JWT_BEARER_GRANT, assertion: reply.body['access_token'] as string },
+        AGENT,
+      );
+      expect(redeemed.status, JSON.stringify(redeemed.body)).to.equal(200);
+      expect(redeemed.body).to.include({ token_type: 'Bearer', scope: 'profile:read' });
+      expect(decodeJwt(redeemed.body['access_token'] as string)).to.include({
+        sub: 'alice',
+        client_id: AGENT.client_id,
+        aud: API,
+        iss: CHAT,
+      });
+      const admin = await adminToken(idp);
+      const { sessionId } = issued.at(-1)!;
+      expect((await revokeSession(idp, admin, sessionId!)).status).to.equal(204);
+      expect((await apiRequest(idp, 'GET', `${SESSIONS}/${sessionId!}`, admin)).body).to.include({ state: 'revoked' });
+    });
+  });
+});
+
+describe('id_jag_audiences client metadata', () => {
+  const { validator } = withIdJagMetadata({});
+  const refusal = (metadata: ClientMetadata): string | undefined => {
+    try {
+      validator!(
+        { oidc: { route: 'token' } } as unknown as KoaContextWithOIDC,
+        'id_jag_audiences',
+        metadata['id_jag_audiences'],
+        metadata,
+      );
+      return undefined;
+    } catch (error) {
+      expect((error as { error?: string }).error).to.equal('invalid_client_metadata');
+      return (error as { error_description: string }).error_description;
+    }
+  };
+  const confidential: ClientMetadata = {
+    client_id: 'a',
+    grant_types: [TOKEN_EXCHANGE],
+    token_endpoint_auth_method: 'private_key_jwt',
+  };
+
+  it('takes issuer URLs, normalised; refuses any other value, a public client, a client without the grant', () => {
+    const metadata: ClientMetadata = { ...confidential, id_jag_audiences: `${CHAT}  ${CHAT} http://127.0.0.1:8080` };
+    expect(refusal(metadata)).to.equal(undefined);
+    expect(metadata['id_jag_audiences']).to.equal(`${CHAT} http://127.0.0.1:8080`);
+    expect(refusal({ ...confidential, id_jag_audiences: 'http://chat.example.com' })).to.match(/issuer URLs/);
+    expect(refusal({ ...confidential, id_jag_audiences: '' })).to.match(/issuer URLs/);
+    expect(refusal({ ...confidential, id_jag_audiences: [CHAT] })).to.match(/issuer URLs/);
+    expect(refusal({ ...confidential, token_endpoint_auth_method: 'none', id_jag_audiences: CHAT })).to.match(
+      /authenticates/,
+    );
+    expect(refusal({ ...confidential, grant_types: ['authorization_code'], id_jag_audiences: CHAT })).to.match(
+      /grant type/,
+    );
+  });
+});
