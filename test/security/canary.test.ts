@@ -36,7 +36,9 @@ import {
   DOWNSTREAM_API,
   MANAGEMENT,
   OPAQUE_API,
+  REDIRECT_URI,
   TENANT_API,
+  TOKEN_EXCHANGE,
   startProvider,
   type TestProvider,
 } from '../support/provider.js';
@@ -1077,6 +1079,89 @@ describe('canary: no token value or secret leaves its place', function () {
       expect(canary.leaks()).to.deep.equal([]);
     } finally {
       await rp.close();
+    }
+  });
+
+  it('over ID-JAG issues: success, the session stopped, and every refusal of an ID token', async () => {
+    const agent = { client_id: 'canary-chat-agent', client_secret: 'canary-chat-agent-secret-77d1' };
+    canary.secret(agent.client_secret);
+    const audience = 'https://chat.example.com';
+    const idp = await startProvider({
+      plugin: {
+        telemetry: canary.traced(),
+        idJagIssuance: { canIssue: ({ subject }) => subject !== 'carol' },
+        auditLog: {
+          append: async (name, event) => canary.sink(`audit row ${name}`, canonicalContent(rowOf(name, event))),
+        },
+      },
+      configuration: {
+        clients: [
+          ...FIXTURE_CLIENTS,
+          {
+            ...agent,
+            grant_types: ['authorization_code', TOKEN_EXCHANGE],
+            response_types: ['code'],
+            redirect_uris: [REDIRECT_URI],
+            id_jag_audiences: audience,
+          },
+        ],
+      },
+    });
+    try {
+      const emitter = idp.provider as unknown as NodeJS.EventEmitter;
+      for (const name of Object.values(EVENTS))
+        emitter.on(name, (event: unknown) => canary.sink(`event ${name}`, event));
+      for (const name of ['grant.error', 'server_error']) {
+        emitter.on(name, (_ctx: unknown, error: unknown) => canary.sink(`${name} listener`, describeError(error)));
+      }
+      (idp.provider as Koa).on('error', (error: unknown) => canary.sink('app error', describeError(error)));
+      const signIn = async (user: string, client: ClientCredentials = agent) => {
+        const idToken = (await userSignIn(idp, user, { client, scope: 'openid' })).idToken!;
+        canary.secret(idToken);
+        return idToken;
+      };
+      const alice = await signIn('alice');
+      const ask = async (label: string, params: Record<string, string>, client: ClientCredentials = agent) => {
+        const reply = await tokenRequest(
+          idp,
+          {
+            grant_type: TOKEN_EXCHANGE,
+            requested_token_type: 'urn:ietf:params:oauth:token-type:id-jag',
+            subject_token_type: 'urn:ietf:params:oauth:token-type:id_token',
+            subject_token: alice,
+            audience,
+            scope: 'chat.read',
+            ...params,
+          },
+          client,
+        );
+        canary.accessToken(reply.body['access_token'] as string | undefined);
+        return canary.response(`ID-JAG issue ${label}`, reply, [reply.body['access_token'] as string | undefined]);
+      };
+      expect((await ask('issued', { resource: API })).status).to.equal(200);
+      const admin = await m2mToken(idp, CLIENTS.admin, 'impersonations:read impersonations:revoke');
+      canary.secret(admin);
+      const listed = canary.response('list ID-JAG sessions', await http(idp, 'GET', '/api/impersonations', admin));
+      const [session] = (listed.body['items'] as Array<{ id: string; type: string }>).filter(
+        (item) => item.type === 'id-jag',
+      );
+      const stopped = await http(idp, 'DELETE', `/api/impersonations/${session!.id}`, admin, { reason: 'left' });
+      expect(canary.response('stop an ID-JAG session', stopped).status).to.equal(204);
+      const refusals: Array<[string, Record<string, string>, ClientCredentials?]> = [
+        ['not a JWT', { subject_token: `${alice.slice(0, 40)}.not-a-jwt` }],
+        ['signature', { subject_token: `${alice.slice(0, -8)}AAAAAAAA` }],
+        ['audience', { audience: 'https://elsewhere.example.com' }],
+        ['resource', { resource: `${API}#fragment` }],
+        ['another client', { subject_token: await signIn('bob', CLIENTS.web) }],
+        ['policy', { subject_token: await signIn('carol') }],
+        ['unauthorized client', { subject_token: await signIn('bob', CLIENTS.web) }, CLIENTS.web],
+      ];
+      for (const [label, params, client] of refusals) {
+        expect((await ask(label, params, client)).status, label).to.equal(400);
+      }
+      expect(canary.leaks()).to.deep.equal([]);
+    } finally {
+      await idp.close();
     }
   });
 
