@@ -56,7 +56,15 @@ export function resolveDelegationLimits(input: unknown): Readonly<DelegationLimi
 export type DelegationPrincipals =
   { impersonationSessionId: string } | { subjectTokenId: string; user: string; clientId: string };
 
-type Principal = 'subject token' | 'user' | 'client' | 'impersonation session' | 'ID-JAG issuer' | 'ID-JAG client';
+type Principal =
+  | 'subject token'
+  | 'user'
+  | 'client'
+  | 'impersonation session'
+  | 'ID-JAG issuer'
+  | 'ID-JAG client'
+  | 'ID-JAG user'
+  | 'ID-JAG requester';
 
 export interface DelegationCharge extends QuotaCharge {
   principal: Principal;
@@ -87,6 +95,16 @@ export function subjectTokenQuota(clientId: string, max: number, now = Date.now(
 const CLIENT_SHARES_PER_ISSUER = 10;
 
 /** The shares an ID-JAG redemption takes: its client's, `perClient` an hour, and its issuer's, ten clients' worth. */
+/** The store's charges for one ID-JAG issued: its user's and its client's hourly shares, apart from their delegations'. */
+export function idJagIssueQuotas(
+  { maxPerUser, maxPerClient }: { maxPerUser: number; maxPerClient: number },
+  user: string,
+  clientId: string,
+  now = Date.now(),
+): DelegationCharge[] {
+  return [charge('ID-JAG user', user, maxPerUser, now), charge('ID-JAG requester', clientId, maxPerClient, now)];
+}
+
 export function redemptionQuotas(perClient: number, clientId: string, issuer: string, now = Date.now()): QuotaCharge[] {
   const issuerShare = charge('ID-JAG issuer', issuer, perClient * CLIENT_SHARES_PER_ISSUER, now);
   return [charge('ID-JAG client', clientId, perClient, now), issuerShare];
@@ -115,6 +133,8 @@ const WHOSE: Record<Principal, string> = {
   client: 'this client has',
   'ID-JAG issuer': "this assertion's issuer has",
   'ID-JAG client': 'this client has',
+  'ID-JAG user': 'this user has',
+  'ID-JAG requester': 'this client has',
 };
 
 /** The refusal for the spent quota `key`: 429, when it starts again, never whose it is. */
@@ -125,6 +145,12 @@ export function quotaRefusal(
 ): PrincipalQuotaReached {
   const spent = charges.find((charge) => charge.key === key) ?? charges[0]!;
   const retryAfter = secondsUntilRenewed(spent, now);
+  if (spent.principal === 'ID-JAG user' || spent.principal === 'ID-JAG requester') {
+    return principalQuotaReached(
+      `${WHOSE[spent.principal]} been issued as many ID-JAGs this hour as allowed (${spent.max}); retry in ${retryAfter} s`,
+      retryAfter,
+    );
+  }
   return principalQuotaReached(
     `${WHOSE[spent.principal]} started as many delegations this hour as allowed (${spent.max}); ` +
       `retry in ${retryAfter} s, or use a delegated token already issued`,

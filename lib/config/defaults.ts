@@ -55,6 +55,11 @@ export const ID_JAG_DEFAULTS = { maxRedemptionsPerClient: 1000 } as const;
 
 export const ID_JAG_MAXIMA = { maxRedemptionsPerClient: 100_000 } as const;
 
+/** `idJagIssuance`: ID-JAGs issued per hour for one user, and to one client. */
+export const ID_JAG_ISSUANCE_DEFAULTS = { maxPerUser: 100, maxPerClient: 5000 } as const;
+
+export const ID_JAG_ISSUANCE_MAXIMA = { maxPerUser: 1_000_000, maxPerClient: 1_000_000 } as const;
+
 /** `webhooks`: durations in the unit the option takes (seconds, or milliseconds for `timeout` and `pollInterval`). */
 export const WEBHOOK_DEFAULTS = {
   maxPending: 100_000,

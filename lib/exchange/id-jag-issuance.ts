@@ -3,7 +3,9 @@ import { randomUUID } from 'node:crypto';
 import { createLocalJWKSet, errors as jose, jwtVerify, type JSONWebKeySet } from 'jose';
 import { errors, type ClientMetadata, type Configuration, type KoaContextWithOIDC } from 'oidc-provider';
 import { publicTokenId, scopeSet } from '../access-token.js';
+import { idJagIssueQuotas } from '../capacity.js';
 import { optionChecks, type OptionChecks } from '../config/checks.js';
+import { ID_JAG_ISSUANCE_DEFAULTS, ID_JAG_ISSUANCE_MAXIMA as MAXIMA } from '../config/defaults.js';
 import { withClientMetadata } from '../config/client-metadata.js';
 import type { ExchangeDecision } from '../config/decisions.js';
 import { invalidClientMetadata, invalidRequest, invalidScope, invalidTarget } from '../errors.js';
@@ -40,18 +42,29 @@ export interface IdJagIssueInput {
 export interface IdJagIssuanceOptions {
   /** Decides each issue: allow, refuse, or narrow the scopes (never widen). Default: allow. */
   canIssue?: ((input: IdJagIssueInput) => ExchangeDecision | Promise<ExchangeDecision>) | undefined;
+  /** ID-JAGs issued per hour for one user; beyond, 429. Default 100. */
+  maxPerUser?: number | undefined;
+  /** ID-JAGs issued per hour to one client; beyond, 429. Default 5,000. */
+  maxPerClient?: number | undefined;
 }
 
-export type ResolvedIdJagIssuanceOptions = Readonly<IdJagIssuanceOptions>;
+export type ResolvedIdJagIssuanceOptions = Readonly<
+  Pick<IdJagIssuanceOptions, 'canIssue'> & Required<Pick<IdJagIssuanceOptions, 'maxPerUser' | 'maxPerClient'>>
+>;
 
 const check: OptionChecks = optionChecks('createImpersonation');
 
 /** `idJagIssuance`, checked at start-up. */
 export function resolveIdJagIssuanceOptions(input: IdJagIssuanceOptions): ResolvedIdJagIssuanceOptions {
   check.object('idJagIssuance', input);
-  check.known(input, ['canIssue'], 'idJagIssuance.');
+  check.known(input, ['canIssue', 'maxPerUser', 'maxPerClient'], 'idJagIssuance.');
   check.optionalFunction('idJagIssuance.canIssue', input.canIssue);
-  return Object.freeze({ canIssue: input.canIssue });
+  const { maxPerUser, maxPerClient } = ID_JAG_ISSUANCE_DEFAULTS;
+  return Object.freeze({
+    canIssue: input.canIssue,
+    maxPerUser: check.integerOr('idJagIssuance.maxPerUser', input.maxPerUser, maxPerUser, MAXIMA.maxPerUser),
+    maxPerClient: check.integerOr('idJagIssuance.maxPerClient', input.maxPerClient, maxPerClient, MAXIMA.maxPerClient),
+  });
 }
 
 /** The deployment's `extraClientMetadata` with `id_jag_audiences` added. */
@@ -193,6 +206,8 @@ export function idJagIssuance(
         commit: {
           minted: value,
           session,
+          // Invariant 50: each issue is a session the store holds, charged to its user and its client.
+          quotas: idJagIssueQuotas(options, subject.sub, clientId),
           startedAt,
           event: () => idJagIssued(session),
           record: true,

@@ -10,6 +10,7 @@ import type { KoaContextWithOIDC } from 'oidc-provider';
 import { createLocalJWKSet, importJWK, jwtVerify, SignJWT, type JSONWebKeySet } from 'jose';
 import type { ClientMetadata } from 'oidc-provider';
 import {
+  createImpersonation,
   createMemoryAuditLog,
   EVENTS,
   onImpersonationEvent,
@@ -373,6 +374,55 @@ describe('ID-JAG issuance (token exchange of an ID token): the draft, over HTTP'
       expect((await revokeSession(idp, admin, sessionId!)).status).to.equal(204);
       expect((await apiRequest(idp, 'GET', `${SESSIONS}/${sessionId!}`, admin)).body).to.include({ state: 'revoked' });
     });
+  });
+});
+
+describe('ID-JAG issuance: shares and options', function () {
+  this.timeout(60_000);
+
+  it('an hour of issues for one user is bounded: 429 with Retry-After, the share named', async () => {
+    const tp = await startProvider({
+      plugin: { idJagIssuance: { maxPerUser: 2 } },
+      configuration: { clients: [...FIXTURE_CLIENTS, AGENT_AT_IDP] },
+    });
+    try {
+      const idToken = (await userSignIn(tp, 'bob', { client: AGENT, scope: 'openid' })).idToken!;
+      const ask = () =>
+        tokenRequest(
+          tp,
+          {
+            grant_type: TOKEN_EXCHANGE,
+            requested_token_type: ID_JAG_TOKEN_TYPE,
+            subject_token: idToken,
+            subject_token_type: ID_TOKEN_TYPE,
+            audience: CHAT,
+          },
+          AGENT,
+        );
+      expect((await ask()).status).to.equal(200);
+      expect((await ask()).status).to.equal(200);
+      const third = await ask();
+      expectError(
+        third,
+        429,
+        'invalid_request',
+        /this user has been issued as many ID-JAGs this hour as allowed \(2\)/,
+      );
+      expect(Number(third.headers.get('retry-after'))).to.be.within(1, 3600);
+    } finally {
+      await tp.close();
+    }
+  });
+
+  it('its options are checked at start-up', () => {
+    const create = (idJagIssuance: unknown) => () =>
+      createImpersonation({ managementResource: 'https://id.example.com/api', idJagIssuance } as never);
+    expect(create({})).not.to.throw();
+    expect(create({ canIssue: 'yes' })).to.throw(/idJagIssuance\.canIssue" must be a function/);
+    expect(create({ maxPerUser: 0 })).to.throw(/idJagIssuance\.maxPerUser" must be an integer from 1/);
+    expect(create({ maxPerClient: 2.5 })).to.throw(/idJagIssuance\.maxPerClient/);
+    expect(create({ lifetime: 60 })).to.throw(/idJagIssuance\.lifetime/);
+    expect(create([])).to.throw(/idJagIssuance" must be an object/);
   });
 });
 
