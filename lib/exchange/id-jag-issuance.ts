@@ -78,8 +78,8 @@ function checkIdJagMetadata(metadata: ClientMetadata): void {
   const value = metadata[ID_JAG_AUDIENCES_METADATA];
   if (value === undefined) return;
   const names = typeof value === 'string' ? value.split(' ').filter(Boolean) : undefined;
-  if (!names?.length || names.some((name) => URL.parse(name)?.protocol !== 'https:' && !isLoopback(name))) {
-    throw invalidClientMetadata(`${ID_JAG_AUDIENCES_METADATA} must be a space-separated list of issuer URLs`);
+  if (!names?.length || names.some((name) => URL.parse(name)?.protocol !== 'https:')) {
+    throw invalidClientMetadata(`${ID_JAG_AUDIENCES_METADATA} must be a space-separated list of https issuer URLs`);
   }
   if (!Array.isArray(metadata.grant_types) || !metadata.grant_types.includes(TOKEN_EXCHANGE_GRANT)) {
     throw invalidClientMetadata(`${ID_JAG_AUDIENCES_METADATA} needs the ${TOKEN_EXCHANGE_GRANT} grant type`);
@@ -89,12 +89,6 @@ function checkIdJagMetadata(metadata: ClientMetadata): void {
     throw invalidClientMetadata(`${ID_JAG_AUDIENCES_METADATA} needs a client that authenticates at the token endpoint`);
   }
   metadata[ID_JAG_AUDIENCES_METADATA] = [...new Set(names)].join(' ');
-}
-
-/** http only on a loopback host, as for the redeeming side's keys. */
-function isLoopback(name: string): boolean {
-  const url = URL.parse(name);
-  return url?.protocol === 'http:' && ['localhost', '127.0.0.1', '[::1]'].includes(url.hostname);
 }
 
 /** The ID token the client sends: verified as oidc-provider verifies an `id_token_hint`, its expiry included. */

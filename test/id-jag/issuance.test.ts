@@ -449,9 +449,9 @@ describe('id_jag_audiences client metadata', () => {
   };
 
   it('takes issuer URLs, normalised; refuses any other value, a public client, a client without the grant', () => {
-    const metadata: ClientMetadata = { ...confidential, id_jag_audiences: `${CHAT}  ${CHAT} http://127.0.0.1:8080` };
+    const metadata: ClientMetadata = { ...confidential, id_jag_audiences: `${CHAT}  ${CHAT} ${CALENDAR}/` };
     expect(refusal(metadata)).to.equal(undefined);
-    expect(metadata['id_jag_audiences']).to.equal(`${CHAT} http://127.0.0.1:8080`);
+    expect(metadata['id_jag_audiences']).to.equal(`${CHAT} ${CALENDAR}/`);
     expect(refusal({ ...confidential, id_jag_audiences: 'http://chat.example.com' })).to.match(/issuer URLs/);
     expect(refusal({ ...confidential, id_jag_audiences: '' })).to.match(/issuer URLs/);
     expect(refusal({ ...confidential, id_jag_audiences: [CHAT] })).to.match(/issuer URLs/);
