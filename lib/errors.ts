@@ -50,6 +50,11 @@ export function insufficientUserAuthentication(
   return new InsufficientUserAuthentication(description, stepUp);
 }
 
+/** RFC 6749 5.2 `unauthorized_client`: this client may not use the grant as it asked. */
+export function unauthorizedClient(description: string): errors.UnauthorizedClient {
+  return new errors.UnauthorizedClient(description);
+}
+
 /** A client whose metadata the plugin cannot accept (at registration, at load, or at start-up). */
 export function invalidClientMetadata(description: string): errors.InvalidClientMetadata {
   return new errors.InvalidClientMetadata(description);

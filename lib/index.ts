@@ -118,4 +118,8 @@ export type {
   ResolvedIssuer,
   TrustedIssuer,
 } from './exchange/id-jag-options.js';
-export type { IdJagIssuanceOptions, IdJagIssueInput } from './exchange/id-jag-issuance.js';
+export type {
+  IdJagIssuanceOptions,
+  IdJagIssueInput,
+  ResolvedIdJagIssuanceOptions,
+} from './exchange/id-jag-issuance.js';

@@ -1,14 +1,14 @@
 /** Issuing Identity Assertion JWT Authorization Grants (ID-JAGs) as a kind of the one exchange route (docs/cross-app-access.md). */
 import { randomUUID } from 'node:crypto';
 import { createLocalJWKSet, errors as jose, jwtVerify, type JSONWebKeySet } from 'jose';
-import { errors, type ClientMetadata, type Configuration, type KoaContextWithOIDC } from 'oidc-provider';
+import type { ClientMetadata, Configuration, KoaContextWithOIDC } from 'oidc-provider';
 import { publicTokenId, scopeSet } from '../access-token.js';
 import { idJagIssueQuotas } from '../capacity.js';
 import { optionChecks, type OptionChecks } from '../config/checks.js';
 import { ID_JAG_ISSUANCE_DEFAULTS, ID_JAG_ISSUANCE_MAXIMA as MAXIMA } from '../config/defaults.js';
 import { withClientMetadata } from '../config/client-metadata.js';
 import type { ExchangeDecision } from '../config/decisions.js';
-import { invalidClientMetadata, invalidRequest, invalidScope, invalidTarget } from '../errors.js';
+import { invalidClientMetadata, invalidRequest, invalidScope, invalidTarget, unauthorizedClient } from '../errors.js';
 import { EVENTS, type ImpersonationEvent } from '../event-types.js';
 import * as internals from '../provider-internals.js';
 import { newSessionId, type SessionRecord } from '../sessions/record.js';
@@ -117,7 +117,7 @@ export function idJagIssuance(
 
     parameters(ctx) {
       if (audiencesOf(ctx.oidc.client!) === undefined) {
-        throw new errors.UnauthorizedClient('this client may not request ID-JAGs');
+        throw unauthorizedClient('this client may not request ID-JAGs');
       }
       if ((ctx.oidc.params as Record<string, unknown>)['actor_token'] !== undefined) {
         throw invalidRequest('an ID-JAG is requested without an actor_token');
