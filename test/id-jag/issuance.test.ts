@@ -100,7 +100,8 @@ describe('ID-JAG issuance (token exchange of an ID token): the draft, over HTTP'
     jwks = (await (await fetch(`${idp.base}/jwks`)).json()) as JSONWebKeySet;
     chat = await startProvider({
       issuer: CHAT,
-      plugin: { idJag: { trustedIssuers: [{ issuer: idp.issuer, jwks }] } },
+      // The first provider's users are this one's: its `sub` is the local account.
+      plugin: { idJag: { trustedIssuers: [{ issuer: idp.issuer, jwks, accountOf: ({ sub }) => sub }] } },
       configuration: { clients: [...FIXTURE_CLIENTS, AGENT_AT_CHAT] },
     });
     idToken = (await userSignIn(idp, 'alice', { client: AGENT, scope: 'openid' })).idToken!;
