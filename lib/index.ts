@@ -113,13 +113,11 @@ export type {
 export type { AuthzenOptions, ResolvedAuthzenOptions } from './policy/options.js';
 export type {
   IdJagAssertion,
+  IdJagIssuanceOptions,
+  IdJagIssueInput,
   IdJagOptions,
+  ResolvedIdJagIssuanceOptions,
   ResolvedIdJagOptions,
   ResolvedIssuer,
   TrustedIssuer,
 } from './exchange/id-jag-options.js';
-export type {
-  IdJagIssuanceOptions,
-  IdJagIssueInput,
-  ResolvedIdJagIssuanceOptions,
-} from './exchange/id-jag-issuance.js';

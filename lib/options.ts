@@ -10,12 +10,14 @@ import {
 import { optionChecks, type OptionChecks } from './config/checks.js';
 import { IMPERSONATION_DEFAULTS, IMPERSONATION_MAXIMA } from './config/defaults.js';
 import { invalidArgument } from './errors.js';
-import { resolveIdJagOptions, type IdJagOptions, type ResolvedIdJagOptions } from './exchange/id-jag-options.js';
 import {
   resolveIdJagIssuanceOptions,
+  resolveIdJagOptions,
   type IdJagIssuanceOptions,
+  type IdJagOptions,
   type ResolvedIdJagIssuanceOptions,
-} from './exchange/id-jag-issuance.js';
+  type ResolvedIdJagOptions,
+} from './exchange/id-jag-options.js';
 import { applyDecisionPoint, delegationWithDecisionPoint } from './policy/compose.js';
 import type { AuthzenOptions, ResolvedAuthzenOptions } from './policy/options.js';
 import { resolveSsfOptions, type ResolvedSsfOptions, type SsfOptions } from './ssf/options.js';

@@ -4,16 +4,15 @@ import { createLocalJWKSet, errors as jose, jwtVerify, type JSONWebKeySet } from
 import type { ClientMetadata, Configuration, KoaContextWithOIDC } from 'oidc-provider';
 import { publicTokenId, scopeSet } from '../access-token.js';
 import { idJagIssueQuotas } from '../capacity.js';
-import { optionChecks, type OptionChecks } from '../config/checks.js';
-import { ID_JAG_ISSUANCE_DEFAULTS, ID_JAG_ISSUANCE_MAXIMA as MAXIMA } from '../config/defaults.js';
 import { withClientMetadata } from '../config/client-metadata.js';
-import type { ExchangeDecision } from '../config/decisions.js';
 import { invalidClientMetadata, invalidRequest, invalidScope, invalidTarget, unauthorizedClient } from '../errors.js';
 import { EVENTS, type ImpersonationEvent } from '../event-types.js';
 import * as internals from '../provider-internals.js';
 import { newSessionId, type SessionRecord } from '../sessions/record.js';
 import { isStorableText } from '../storable-text.js';
 import { TOKEN_EXCHANGE_GRANT } from '../token-claims.js';
+import { joseFailure } from './id-jag.js';
+import type { ResolvedIdJagIssuanceOptions } from './id-jag-options.js';
 import type { ExchangeDependencies, ExchangeKind, Subject } from './kind.js';
 import { decide } from './policy.js';
 import { RefusalBudget } from './refusals.js';
@@ -28,44 +27,6 @@ export const ID_JAG_JWT_TYPE = 'oauth-id-jag+jwt';
 export const ID_JAG_AUDIENCES_METADATA = 'id_jag_audiences';
 /** Seconds an ID-JAG lives, at most: the redeeming side keeps its `jti` no longer (RFC 7523 3). */
 export const ID_JAG_LIFETIME = 300;
-
-/** What `canIssue` decides on: the client, the user, the other authorization server, and what the ID-JAG would say. */
-export interface IdJagIssueInput {
-  clientId: string;
-  subject: string;
-  audience: string;
-  resource: string[];
-  scope: string[];
-}
-
-/** Issuing ID-JAGs at the token-exchange grant to clients whose `id_jag_audiences` metadata names the audience. */
-export interface IdJagIssuanceOptions {
-  /** Decides each issue: allow, refuse, or narrow the scopes (never widen). Default: allow. */
-  canIssue?: ((input: IdJagIssueInput) => ExchangeDecision | Promise<ExchangeDecision>) | undefined;
-  /** ID-JAGs issued per hour for one user; beyond, 429. Default 100. */
-  maxPerUser?: number | undefined;
-  /** ID-JAGs issued per hour to one client; beyond, 429. Default 5,000. */
-  maxPerClient?: number | undefined;
-}
-
-export type ResolvedIdJagIssuanceOptions = Readonly<
-  Pick<IdJagIssuanceOptions, 'canIssue'> & Required<Pick<IdJagIssuanceOptions, 'maxPerUser' | 'maxPerClient'>>
->;
-
-const check: OptionChecks = optionChecks('createImpersonation');
-
-/** `idJagIssuance`, checked at start-up. */
-export function resolveIdJagIssuanceOptions(input: IdJagIssuanceOptions): ResolvedIdJagIssuanceOptions {
-  check.object('idJagIssuance', input);
-  check.known(input, ['canIssue', 'maxPerUser', 'maxPerClient'], 'idJagIssuance.');
-  check.optionalFunction('idJagIssuance.canIssue', input.canIssue);
-  const { maxPerUser, maxPerClient } = ID_JAG_ISSUANCE_DEFAULTS;
-  return Object.freeze({
-    canIssue: input.canIssue,
-    maxPerUser: check.integerOr('idJagIssuance.maxPerUser', input.maxPerUser, maxPerUser, MAXIMA.maxPerUser),
-    maxPerClient: check.integerOr('idJagIssuance.maxPerClient', input.maxPerClient, maxPerClient, MAXIMA.maxPerClient),
-  });
-}
 
 /** The deployment's `extraClientMetadata` with `id_jag_audiences` added. */
 export function withIdJagMetadata(
@@ -243,9 +204,8 @@ async function verifiedIdToken(ctx: KoaContextWithOIDC, value: string): Promise<
       requiredClaims: ['sub', 'exp'],
     },
   ).catch((error: unknown) => {
-    // jose's messages name the check that failed, never a claim's value.
     if (error instanceof jose.JOSEError)
-      throw invalidRequest(`subject_token is not a valid ID token: ${error.message}`);
+      throw invalidRequest(`subject_token is not a valid ID token: ${joseFailure(error)}`);
     throw error;
   });
   // Another JWT of this provider's keys (an access token, an ID-JAG) is not an ID token.

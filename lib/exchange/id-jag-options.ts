@@ -1,6 +1,12 @@
 import { createLocalJWKSet, createRemoteJWKSet, errors, type JSONWebKeySet, type JWTVerifyGetKey } from 'jose';
 import { optionChecks, type OptionChecks } from '../config/checks.js';
-import { ID_JAG_DEFAULTS, ID_JAG_MAXIMA } from '../config/defaults.js';
+import type { ExchangeDecision } from '../config/decisions.js';
+import {
+  ID_JAG_DEFAULTS,
+  ID_JAG_ISSUANCE_DEFAULTS,
+  ID_JAG_ISSUANCE_MAXIMA as ISSUANCE_MAXIMA,
+  ID_JAG_MAXIMA,
+} from '../config/defaults.js';
 import { issuerKeysUnavailable } from '../errors.js';
 
 /** A verified ID-JAG's claims, as a trusted issuer's `accountOf` reads them. */
@@ -87,4 +93,45 @@ function fetchedKeys(remote: JWTVerifyGetKey): JWTVerifyGetKey {
       throw issuerKeysUnavailable();
     }
   };
+}
+
+/** What `canIssue` decides on: the client, the user, the other authorization server, and what the ID-JAG would say. */
+export interface IdJagIssueInput {
+  clientId: string;
+  subject: string;
+  audience: string;
+  resource: string[];
+  scope: string[];
+}
+
+/** Issuing ID-JAGs at the token-exchange grant to clients whose `id_jag_audiences` metadata names the audience. */
+export interface IdJagIssuanceOptions {
+  /** Decides each issue: allow, refuse, or narrow the scopes (never widen). Default: allow. */
+  canIssue?: ((input: IdJagIssueInput) => ExchangeDecision | Promise<ExchangeDecision>) | undefined;
+  /** ID-JAGs issued per hour for one user; beyond, 429. Default 100. */
+  maxPerUser?: number | undefined;
+  /** ID-JAGs issued per hour to one client; beyond, 429. Default 5,000. */
+  maxPerClient?: number | undefined;
+}
+
+export type ResolvedIdJagIssuanceOptions = Readonly<
+  Pick<IdJagIssuanceOptions, 'canIssue'> & Required<Pick<IdJagIssuanceOptions, 'maxPerUser' | 'maxPerClient'>>
+>;
+
+/** `idJagIssuance`, checked at start-up. */
+export function resolveIdJagIssuanceOptions(input: IdJagIssuanceOptions): ResolvedIdJagIssuanceOptions {
+  check.object('idJagIssuance', input);
+  check.known(input, ['canIssue', 'maxPerUser', 'maxPerClient'], 'idJagIssuance.');
+  check.optionalFunction('idJagIssuance.canIssue', input.canIssue);
+  const { maxPerUser, maxPerClient } = ID_JAG_ISSUANCE_DEFAULTS;
+  return Object.freeze({
+    canIssue: input.canIssue,
+    maxPerUser: check.integerOr('idJagIssuance.maxPerUser', input.maxPerUser, maxPerUser, ISSUANCE_MAXIMA.maxPerUser),
+    maxPerClient: check.integerOr(
+      'idJagIssuance.maxPerClient',
+      input.maxPerClient,
+      maxPerClient,
+      ISSUANCE_MAXIMA.maxPerClient,
+    ),
+  });
 }

@@ -108,7 +108,7 @@ async function verifiedAssertion(assertion: string, audience: string, options: R
     { typ: 'oauth-id-jag+jwt', audience, clockTolerance: skew, maxTokenAge: MAX_ASSERTION_LIFETIME },
   ).catch((error: unknown) => {
     throw error instanceof errors.JOSEError
-      ? refuse.invalidGrant(`the assertion is invalid: ${failureOf(error)}`)
+      ? refuse.invalidGrant(`the assertion is invalid: ${joseFailure(error)}`)
       : error;
   });
   // The draft: an `aud` array holds exactly one member, this server.
@@ -125,7 +125,7 @@ async function verifiedAssertion(assertion: string, audience: string, options: R
 }
 
 /** What failed, in jose's fixed words: its code, and a claim's name only when it is one jose checks (never a value). */
-function failureOf(error: InstanceType<typeof errors.JOSEError>): string {
+export function joseFailure(error: InstanceType<typeof errors.JOSEError>): string {
   const claim = (error as { claim?: unknown }).claim;
   if (typeof claim === 'string' && CHECKED_CLAIMS.has(claim)) return `the "${claim}" claim check failed`;
   if (error instanceof errors.JWSSignatureVerificationFailed) return 'signature verification failed';

@@ -12,7 +12,7 @@ import type { ExchangeClaims } from './claims.js';
 import type { Commit } from './commit.js';
 import type { CustomerGrants } from './customer-grant.js';
 import type { ResolvedDelegationOptions } from './delegation-options.js';
-import type { ResolvedIdJagIssuanceOptions } from './id-jag-issuance.js';
+import type { ResolvedIdJagIssuanceOptions } from './id-jag-options.js';
 import type { ExchangeProgress } from './report.js';
 import type { ExchangeParams } from './request.js';
 import type { Issued } from './respond.js';
