@@ -111,12 +111,8 @@ export function resolveDelegationOptions(input: DelegationOptions | undefined): 
     subjectTokenTypes = {},
     limits,
   } = given;
-  for (const [name, value] of [
-    ['canDelegate', canDelegate],
-    ['resolveAudience', resolveAudience],
-  ] as const) {
-    check.optionalFunction(`delegation.${name}`, value);
-  }
+  check.optionalFunction('delegation.canDelegate', canDelegate);
+  check.optionalFunction('delegation.resolveAudience', resolveAudience);
   check.integer('delegation.maxChainDepth', maxChainDepth, DELEGATION_MAXIMA.maxChainDepth);
   check.integer('delegation.accessTokenTTL', accessTokenTTL, DELEGATION_MAXIMA.accessTokenTTL);
   if (typeof subjectTokenTypes !== 'object' || subjectTokenTypes === null) {
