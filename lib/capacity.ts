@@ -94,16 +94,18 @@ export function subjectTokenQuota(clientId: string, max: number, now = Date.now(
 /** An issuer's share of ID-JAG redemptions, in clients' shares: one client never uses up what the issuer's others need. */
 const CLIENT_SHARES_PER_ISSUER = 10;
 
-/** The shares an ID-JAG redemption takes: its client's, `perClient` an hour, and its issuer's, ten clients' worth. */
-/** The store's charges for one ID-JAG issued: its user's and its client's hourly shares, apart from their delegations'. */
+/** The store's charges for one ID-JAG issued: its user's share at its client (one client never uses up the user's others'), and its client's. */
 export function idJagIssueQuotas(
   { maxPerUser, maxPerClient }: { maxPerUser: number; maxPerClient: number },
   user: string,
   clientId: string,
   now = Date.now(),
 ): DelegationCharge[] {
-  return [charge('ID-JAG user', user, maxPerUser, now), charge('ID-JAG requester', clientId, maxPerClient, now)];
+  const userAtClient = charge('ID-JAG user', JSON.stringify([clientId, user]), maxPerUser, now);
+  return [userAtClient, charge('ID-JAG requester', clientId, maxPerClient, now)];
 }
+
+/** The shares an ID-JAG redemption takes: its client's, `perClient` an hour, and its issuer's, ten clients' worth. */
 
 export function redemptionQuotas(perClient: number, clientId: string, issuer: string, now = Date.now()): QuotaCharge[] {
   const issuerShare = charge('ID-JAG issuer', issuer, perClient * CLIENT_SHARES_PER_ISSUER, now);
@@ -133,7 +135,7 @@ const WHOSE: Record<Principal, string> = {
   client: 'this client has',
   'ID-JAG issuer': "this assertion's issuer has",
   'ID-JAG client': 'this client has',
-  'ID-JAG user': 'this user has',
+  'ID-JAG user': 'this user, at this client, has',
   'ID-JAG requester': 'this client has',
 };
 

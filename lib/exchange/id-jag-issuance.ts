@@ -27,6 +27,9 @@ export const ID_JAG_JWT_TYPE = 'oauth-id-jag+jwt';
 export const ID_JAG_AUDIENCES_METADATA = 'id_jag_audiences';
 /** Seconds an ID-JAG lives, at most: the redeeming side keeps its `jti` no longer (RFC 7523 3). */
 export const ID_JAG_LIFETIME = 300;
+/** What one ID-JAG may carry, signed and kept with its session: resources, and characters of a resource or of `scope`. */
+const MAX_RESOURCES = 10;
+const MAX_TEXT = 2048;
 
 /** The deployment's `extraClientMetadata` with `id_jag_audiences` added. */
 export function withIdJagMetadata(
@@ -87,10 +90,13 @@ export function idJagIssuance(
       const audiences = [params.audience ?? []].flat();
       if (!audiences.length) throw invalidRequest('missing required parameter audience');
       if (audiences.length > 1) throw invalidTarget('exactly one audience is required for an ID-JAG');
-      if ([params.resource ?? []].flat().some((resource) => !isResourceIndicator(resource))) {
-        throw invalidTarget('resource must be an absolute URI without a fragment');
+      const resources = [params.resource ?? []].flat();
+      if (resources.length > MAX_RESOURCES || resources.some((resource) => !isResourceIndicator(resource))) {
+        throw invalidTarget(`resource must be at most ${MAX_RESOURCES} absolute URIs without a fragment`);
       }
-      if (params.scope !== undefined && !isStorableText(params.scope)) throw invalidScope('scope is malformed', '');
+      if (params.scope !== undefined && !(params.scope.length <= MAX_TEXT && isStorableText(params.scope))) {
+        throw invalidScope(`scope must be storable text of at most ${MAX_TEXT} characters`, '');
+      }
       return params;
     },
 
@@ -100,7 +106,8 @@ export function idJagIssuance(
         sub: claims.sub,
         exp: claims.exp,
         id: publicTokenId('opaque', params.subject_token),
-        spendsProof: false,
+        // A DPoP proof binds the ID-JAG (`cnf`): it is spent as any exchange's.
+        spendsProof: true,
       };
     },
 
@@ -137,7 +144,7 @@ export function idJagIssuance(
       return expiresIn;
     },
 
-    async prepare(ctx, { params, subject, resource: audience, scope, expiresIn, startedAt, progress }) {
+    async prepare(ctx, { params, dpop, subject, resource: audience, scope, expiresIn, startedAt, progress }) {
       const clientId = ctx.oidc.client!.clientId;
       const resources = [params.resource ?? []].flat();
       const session = sessionOf(subject, clientId, audience, resources, scope, expiresIn);
@@ -152,6 +159,8 @@ export function idJagIssuance(
         exp: session.expiresAt,
         ...(resources.length ? { resource: resources.length === 1 ? resources[0] : resources } : {}),
         ...(scope.length ? { scope: scope.join(' ') } : {}),
+        // The draft's proof of possession: the key the request proved, which the redeeming side then requires.
+        ...(dpop ? { cnf: { jkt: dpop.thumbprint } } : {}),
       };
       const value = await internals.signWithProviderKey(ctx.oidc.provider, claims, ID_JAG_JWT_TYPE);
       return {
@@ -181,9 +190,9 @@ function audiencesOf(client: { metadata(): ClientMetadata }): ReadonlySet<string
   return typeof value === 'string' ? new Set(value.split(' ')) : undefined;
 }
 
-/** RFC 8707 2: an absolute URI without a fragment, in a form every store can hold. */
+/** RFC 8707 2: an absolute URI without a fragment, as sent (no space or control character a parser would drop), bounded. */
 function isResourceIndicator(value: string): boolean {
-  return isStorableText(value) && URL.canParse(value) && !value.includes('#');
+  return value.length <= MAX_TEXT && /^[^\s\p{Cc}#]+$/u.test(value) && URL.canParse(value);
 }
 
 /** The provider's own ID token for this client: its keys, `iss`, `aud` holding the client, `exp`, as `id_token_hint`s are. */

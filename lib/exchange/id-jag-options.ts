@@ -108,7 +108,7 @@ export interface IdJagIssueInput {
 export interface IdJagIssuanceOptions {
   /** Decides each issue: allow, refuse, or narrow the scopes (never widen). Default: allow. */
   canIssue?: ((input: IdJagIssueInput) => ExchangeDecision | Promise<ExchangeDecision>) | undefined;
-  /** ID-JAGs issued per hour for one user; beyond, 429. Default 100. */
+  /** ID-JAGs issued per hour for one user at one client; beyond, 429. Default 100. */
   maxPerUser?: number | undefined;
   /** ID-JAGs issued per hour to one client; beyond, 429. Default 5,000. */
   maxPerClient?: number | undefined;

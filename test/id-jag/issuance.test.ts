@@ -45,6 +45,7 @@ import {
   userSignIn,
   type Reply,
 } from '../support/http.js';
+import { DpopKey } from '../support/dpop.js';
 import { adminToken, revokeSession, SESSIONS, trailEvents } from '../support/impersonations.js';
 
 /** The other application's authorization server, as its issuer identifier. */
@@ -60,6 +61,10 @@ const AGENT_AT_IDP: ClientMetadata = {
   redirect_uris: [REDIRECT_URI],
   id_jag_audiences: `${CHAT} ${CALENDAR}`,
 };
+
+const OTHER_AGENT = { client_id: 'mail-agent', client_secret: 'mail-agent-secret' };
+
+const OTHER_AGENT_AT_IDP: ClientMetadata = { ...AGENT_AT_IDP, ...OTHER_AGENT };
 
 const AGENT_AT_CHAT: ClientMetadata = {
   ...AGENT,
@@ -267,6 +272,17 @@ describe('ID-JAG issuance (token exchange of an ID token): the draft, over HTTP'
     it('a resource that is no absolute URI without a fragment: invalid_target', async () => {
       await refused({ resource: 'https://chat.example.com/api#x' }, 'invalid_target', /absolute URI/);
       await refused({ resource: 'chat' }, 'invalid_target', /absolute URI/);
+      // As sent, or not at all: a value a URL parser would trim or clean is not signed into an ID-JAG.
+      for (const resource of [
+        ' https://chat.example.com/api',
+        'https://chat.example.com/\tapi',
+        'https://a.example/\n',
+      ]) {
+        await refused({ resource }, 'invalid_target', /absolute URI/);
+      }
+      const many = Array.from({ length: 11 }, (_, n) => `https://chat.example.com/${n}`);
+      await refused({ resource: many }, 'invalid_target', /at most 10/);
+      await refused({ scope: 'x'.repeat(2049) }, 'invalid_scope', /at most 2048 characters/);
     });
 
     it('another subject_token_type, or an actor_token: invalid_request', async () => {
@@ -353,6 +369,44 @@ describe('ID-JAG issuance (token exchange of an ID token): the draft, over HTTP'
     });
   });
 
+  describe('proof of possession', () => {
+    it('a DPoP proof binds the ID-JAG (cnf.jkt), is spent, and the second provider redeems it only with that key', async () => {
+      const key = await DpopKey.generate();
+      const proof = await key.proof(`${idp.base}/token`);
+      const ask = () =>
+        tokenRequest(
+          idp,
+          {
+            grant_type: TOKEN_EXCHANGE,
+            requested_token_type: ID_JAG_TOKEN_TYPE,
+            subject_token: idToken,
+            subject_token_type: ID_TOKEN_TYPE,
+            audience: CHAT,
+            resource: API,
+            scope: 'profile:read',
+          },
+          AGENT,
+          { dpop: proof },
+        );
+      const reply = await ask();
+      expect(reply.status, JSON.stringify(reply.body)).to.equal(200);
+      const assertion = reply.body['access_token'] as string;
+      expect(decodeJwt(assertion)['cnf']).to.deep.equal({ jkt: key.thumbprint });
+      expectError(await ask(), 400, 'invalid_dpop_proof');
+      const redeem = async (dpop?: DpopKey) =>
+        tokenRequest(
+          chat,
+          { grant_type: JWT_BEARER_GRANT, assertion },
+          AGENT,
+          dpop ? { dpop: await dpop.proof(`${chat.base}/token`) } : {},
+        );
+      expectError(await redeem(), 400, 'invalid_grant', /bound to a key/);
+      const redeemed = await redeem(key);
+      expect(redeemed.status, JSON.stringify(redeemed.body)).to.equal(200);
+      expect(redeemed.body['token_type']).to.equal('DPoP');
+    });
+  });
+
   describe('end to end: two providers', () => {
     it('ID token → ID-JAG at the first, ID-JAG → access token at the second, the session stopped at the first', async () => {
       const reply = await requestIdJag({ resource: API, scope: 'profile:read' });
@@ -384,7 +438,7 @@ describe('ID-JAG issuance: shares and options', function () {
   it('an hour of issues for one user is bounded: 429 with Retry-After, the share named', async () => {
     const tp = await startProvider({
       plugin: { idJagIssuance: { maxPerUser: 2 } },
-      configuration: { clients: [...FIXTURE_CLIENTS, AGENT_AT_IDP] },
+      configuration: { clients: [...FIXTURE_CLIENTS, AGENT_AT_IDP, OTHER_AGENT_AT_IDP] },
     });
     try {
       const idToken = (await userSignIn(tp, 'bob', { client: AGENT, scope: 'openid' })).idToken!;
@@ -407,9 +461,23 @@ describe('ID-JAG issuance: shares and options', function () {
         third,
         429,
         'invalid_request',
-        /this user has been issued as many ID-JAGs this hour as allowed \(2\)/,
+        /this user, at this client, has been issued as many ID-JAGs this hour as allowed \(2\)/,
       );
       expect(Number(third.headers.get('retry-after'))).to.be.within(1, 3600);
+      // The share is the user's at this client: the user's other agents still get theirs.
+      const other = (await userSignIn(tp, 'bob', { client: OTHER_AGENT, scope: 'openid' })).idToken!;
+      const theirs = await tokenRequest(
+        tp,
+        {
+          grant_type: TOKEN_EXCHANGE,
+          requested_token_type: ID_JAG_TOKEN_TYPE,
+          subject_token: other,
+          subject_token_type: ID_TOKEN_TYPE,
+          audience: CHAT,
+        },
+        OTHER_AGENT,
+      );
+      expect(theirs.status, JSON.stringify(theirs.body)).to.equal(200);
     } finally {
       await tp.close();
     }
