@@ -1,5 +1,5 @@
 import { DecisionPointUnavailable, managementUnavailable, policyUnavailable } from '../errors.js';
-import type { JsonObject, JsonValue } from '../json.js';
+import type { JsonObject } from '../json.js';
 import type { ExchangeDecision } from '../config/decisions.js';
 import type { CreationPolicyInput, ExchangePolicyInput, ResolvedCoreOptions } from '../core-options.js';
 import { evaluateAccess, type AccessEvaluation, type PolicyAction } from './evaluation.js';
@@ -157,14 +157,14 @@ function delegationEvaluation(input: DelegationAsked): AccessEvaluation {
   });
 }
 
-/** `who` asks to `action` on the user `subject`; the context's members left undefined are left out. */
+/** `who` asks to `action` on the user `subject`. */
 function evaluation(
   who: AccessEvaluation['subject'],
   action: PolicyAction,
   subject: string,
-  context: Record<string, JsonValue | undefined>,
+  context: AccessEvaluation['context'],
 ): AccessEvaluation {
-  return { subject: who, action: { name: action }, resource: { type: 'user', id: subject }, context: compact(context) };
+  return { subject: who, action: { name: action }, resource: { type: 'user', id: subject }, context };
 }
 
 /** The person who acts, else the client. */
@@ -180,8 +180,4 @@ function ticketAndReason(context: JsonObject | undefined): JsonObject {
     ...(typeof ticket === 'string' ? { ticket } : {}),
     ...(typeof reason === 'string' ? { reason } : {}),
   };
-}
-
-function compact(fields: Record<string, JsonValue | undefined>): JsonObject {
-  return Object.fromEntries(Object.entries(fields).filter(([, value]) => value !== undefined)) as JsonObject;
 }
