@@ -49,17 +49,14 @@ export function observeProvider(
     const stats = await readStats();
     if (!stats) return;
     // Each webhook is listed (outboxView), at zero when the store holds nothing of it; SSF streams are one series.
-    const counts = new Map<string, { pending: number; dead: number }>();
-    for (const [subscription, { pending, dead }] of Object.entries(stats.subscriptions)) {
-      const sum = counts.get(seriesOf(subscription)) ?? { pending: 0, dead: 0 };
-      counts.set(seriesOf(subscription), { pending: sum.pending + pending, dead: sum.dead + dead });
-    }
-    for (const [subscription, { pending, dead }] of counts) {
-      result.observe(pending, {
-        'impersonation.delivery.subscription': subscription,
-        'impersonation.state': 'pending',
-      });
-      result.observe(dead, { 'impersonation.delivery.subscription': subscription, 'impersonation.state': 'dead' });
+    for (const state of ['pending', 'dead'] as const) {
+      const counts = new Map<string, number>();
+      for (const [subscription, held] of Object.entries(stats.subscriptions)) {
+        counts.set(seriesOf(subscription), (counts.get(seriesOf(subscription)) ?? 0) + held[state]);
+      }
+      for (const [subscription, count] of counts) {
+        result.observe(count, { 'impersonation.delivery.subscription': subscription, 'impersonation.state': state });
+      }
     }
   });
   telemetry.observe('outboxOldestAge', async (result: ObservableResult) => {
