@@ -117,14 +117,11 @@ async function ask(
   }
 }
 
-function managementRefusal(error: DecisionPointUnavailable): Error {
-  // No cause: the answer says all there is, and Koa's default handler prints no stack for it.
-  return managementUnavailable(`${error.message}; nothing was issued`);
-}
-
-function tokenEndpointRefusal(error: DecisionPointUnavailable): Error {
-  return policyUnavailable(`${error.message}; nothing was issued, retry shortly`);
-}
+// No cause: the answer says all there is, and Koa's default handler prints no stack for it.
+const managementRefusal = (error: DecisionPointUnavailable) =>
+  managementUnavailable(`${error.message}; nothing was issued`);
+const tokenEndpointRefusal = (error: DecisionPointUnavailable) =>
+  policyUnavailable(`${error.message}; nothing was issued, retry shortly`);
 
 function creationEvaluation(action: PolicyAction, input: CreationPolicyInput): AccessEvaluation {
   return evaluation(userOr(input.actor, input.caller.clientId), action, input.subject, {

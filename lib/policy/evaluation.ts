@@ -1,5 +1,5 @@
 import { decisionPointUnavailable, DecisionPointUnavailable } from '../errors.js';
-import { boundedText, type JsonValue } from '../json.js';
+import { boundedText, parseJson, type JsonValue } from '../json.js';
 import type { ResolvedAuthzenOptions } from './options.js';
 
 /** The decisions the plugin sends, as AuthZEN `action.name`s. */
@@ -44,11 +44,10 @@ export async function evaluateAccess(
     const text = await boundedText(response.body ?? [], MAX_ANSWER_BYTES, () =>
       decisionPointUnavailable(`answered with more than ${MAX_ANSWER_BYTES} bytes`),
     );
-    answer = JSON.parse(text);
+    answer = parseJson(text, () => decisionPointUnavailable('answered with something other than JSON'));
   } catch (error) {
     if (error instanceof DecisionPointUnavailable) throw error;
     if (signal.aborted) throw decisionPointUnavailable(`did not answer within ${options.timeout} ms`);
-    if (error instanceof SyntaxError) throw decisionPointUnavailable('answered with something other than JSON');
     throw decisionPointUnavailable('cannot be reached', { cause: error });
   }
   return decisionOf(answer);
