@@ -1,7 +1,7 @@
 import { DecisionPointUnavailable, managementUnavailable, policyUnavailable } from '../errors.js';
 import type { JsonObject } from '../json.js';
 import type { ExchangeDecision } from '../config/decisions.js';
-import type { CreationPolicyInput, ExchangePolicyInput, ResolvedCoreOptions } from '../core-options.js';
+import type { ExchangePolicyInput, ResolvedCoreOptions } from '../core-options.js';
 import { evaluateAccess, type AccessEvaluation, type PolicyAction } from './evaluation.js';
 import { resolveAuthzenOptions, type AuthzenOptions, type ResolvedAuthzenOptions } from './options.js';
 
@@ -31,7 +31,14 @@ export function applyDecisionPoint(
       const own = hooks.canImpersonate ? await hooks.canImpersonate(input) : true;
       if (own !== true) return own;
       const action: PolicyAction = input.breakGlass ? 'break-glass' : 'impersonate';
-      return ask(authzen, creationEvaluation(action, input), managementRefusal);
+      const asked = evaluation(userOr(input.actor, input.caller.clientId), action, input.subject, {
+        caller: input.caller.clientId,
+        client: input.clientId,
+        ...ticketAndReason(input.context),
+        ...(input.breakGlass ? { reason: input.breakGlass.reason } : {}),
+        request_context: input.context,
+      });
+      return ask(authzen, asked, managementRefusal);
     },
     canExchange: askedAfter(authzen, hooks.canExchange, exchangeEvaluation),
     authzen,
@@ -122,16 +129,6 @@ const managementRefusal = (error: DecisionPointUnavailable) =>
   managementUnavailable(`${error.message}; nothing was issued`);
 const tokenEndpointRefusal = (error: DecisionPointUnavailable) =>
   policyUnavailable(`${error.message}; nothing was issued, retry shortly`);
-
-function creationEvaluation(action: PolicyAction, input: CreationPolicyInput): AccessEvaluation {
-  return evaluation(userOr(input.actor, input.caller.clientId), action, input.subject, {
-    caller: input.caller.clientId,
-    client: input.clientId,
-    ...ticketAndReason(input.context),
-    ...(input.breakGlass ? { reason: input.breakGlass.reason } : {}),
-    request_context: input.context,
-  });
-}
 
 function exchangeEvaluation(input: ExchangePolicyInput): AccessEvaluation {
   return evaluation(userOr(input.actor, input.clientId), 'exchange', input.subject, {

@@ -50,11 +50,7 @@ export async function evaluateAccess(
     if (signal.aborted) throw decisionPointUnavailable(`did not answer within ${options.timeout} ms`);
     throw decisionPointUnavailable('cannot be reached', { cause: error });
   }
-  return decisionOf(answer);
-}
-
-/** `{ decision: boolean, context?: object }`: anything else is no answer. */
-function decisionOf(answer: unknown): AccessDecision {
+  // `{ decision: boolean, context?: object }`: anything else is no answer.
   const { decision, context } = (answer ?? {}) as { decision?: unknown; context?: unknown };
   if (typeof decision !== 'boolean') throw decisionPointUnavailable('answered without a boolean "decision"');
   if (decision) return { allowed: true };

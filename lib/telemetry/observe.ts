@@ -87,9 +87,8 @@ interface Appender {
   append(...args: never[]): Promise<void>;
 }
 
-/** The audit trail with each append timed; without telemetry or a trail, the trail itself. */
-export function timedTrail<Sink extends Appender | undefined>(telemetry: Telemetry | undefined, sink: Sink): Sink {
-  if (!telemetry || !sink) return sink;
+/** The audit trail with each append timed. */
+export function timedTrail<Sink extends Appender>(telemetry: Telemetry, sink: Sink): Sink {
   const append = async (...args: never[]): Promise<void> => {
     const started = performance.now();
     let outcome: Attributes = APPENDED;
