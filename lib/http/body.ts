@@ -70,7 +70,7 @@ export function assertStorableQuery(query: Readonly<Record<string, string | stri
 function assertStorable(members: Readonly<Record<string, unknown>>, memberName: string): void {
   for (const [name, value] of Object.entries(members)) {
     if (!isStorableText(name)) throw badRequest(`${memberName} holds ${UNSTORABLE_TEXT}`);
-    if (!isStorableJson(value ?? null)) throw badRequest(`${name} holds ${UNSTORABLE_TEXT}`);
+    if (!isStorableJson(value)) throw badRequest(`${name} holds ${UNSTORABLE_TEXT}`);
   }
 }
 
