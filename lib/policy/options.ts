@@ -40,9 +40,7 @@ export function resolveAuthzenOptions(input: AuthzenOptions | undefined): Resolv
     fail('authzen.url', 'must be an absolute http(s) URL without a query or fragment');
   }
   if (base.username || base.password) fail('authzen.url', 'must carry no credentials (use "token" or "headers")');
-  if (!Number.isSafeInteger(timeout) || timeout < 1 || timeout > 30_000) {
-    fail('authzen.timeout', 'must be an integer from 1 to 30000');
-  }
+  check.integer('authzen.timeout', timeout, 30_000);
   if (token !== undefined && (typeof token !== 'string' || !token || !HEADER_VALUE.test(token))) {
     fail('authzen.token', 'must be a non-empty string that a header can carry');
   }

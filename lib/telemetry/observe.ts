@@ -13,15 +13,11 @@ interface OutboxStats {
   oldest: Record<string, number>;
 }
 
-interface OutboxStatsReader {
-  stats(): Promise<OutboxStats>;
-}
-
 /** The gauges of one provider: sessions this instance issued, and the store's outbox backlog, from one stats read per collection. */
 export function observeProvider(
   telemetry: Telemetry | undefined,
   provider: NodeJS.EventEmitter,
-  outbox: () => OutboxStatsReader | undefined,
+  outbox: () => { stats(): Promise<OutboxStats> } | undefined,
 ): void {
   if (!telemetry) return;
   const expiries = telemetry.sessions;
