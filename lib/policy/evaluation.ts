@@ -60,8 +60,7 @@ export async function evaluateAccess(
 
 /** The user's reason (`context.reason_user`, a string or by language); `reason_admin` stays with the operators. */
 function userReason(context: unknown): string | undefined {
-  if (typeof context !== 'object' || context === null) return undefined;
-  const given = (context as { reason_user?: unknown }).reason_user;
+  const given = (context as { reason_user?: unknown } | null | undefined)?.reason_user;
   let text: unknown = given;
   if (typeof given === 'object' && given !== null) {
     const entries = Object.entries(given).filter((entry): entry is [string, string] => typeof entry[1] === 'string');

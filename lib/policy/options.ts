@@ -19,10 +19,7 @@ export type ResolvedAuthzenOptions = Readonly<{
   headers: Readonly<Record<string, string>>;
 }>;
 
-const NAMES = Object.keys({ url: true, timeout: true, token: true, headers: true } satisfies Record<
-  keyof AuthzenOptions,
-  true
->);
+const OPTIONS: Record<keyof AuthzenOptions, true> = { url: true, timeout: true, token: true, headers: true };
 
 const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 const HEADER_VALUE = /^[\t\x20-\x7E\x80-\xFF]*$/;
@@ -33,7 +30,7 @@ const fail: OptionChecks['fail'] = check.fail;
 export function resolveAuthzenOptions(input: AuthzenOptions | undefined): ResolvedAuthzenOptions | undefined {
   if (input === undefined) return undefined;
   if (typeof input !== 'object' || input === null) fail('authzen', 'must be an object');
-  check.known(input, NAMES, 'authzen.');
+  check.known(input, Object.keys(OPTIONS), 'authzen.');
   const { url, timeout = 1000, token, headers = {} } = input;
   const base = typeof url === 'string' ? URL.parse(url) : null;
   if (!base || (base.protocol !== 'https:' && base.protocol !== 'http:') || base.hash || base.search) {
