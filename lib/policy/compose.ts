@@ -115,13 +115,10 @@ async function ask(
   evaluation: AccessEvaluation,
   unavailable: (error: DecisionPointUnavailable) => Error,
 ): Promise<true | { reason: string }> {
-  try {
-    const decision = await evaluateAccess(authzen, evaluation);
-    return decision.allowed ? true : { reason: decision.reason ?? REFUSED[evaluation.action.name] };
-  } catch (error) {
-    if (error instanceof DecisionPointUnavailable) throw unavailable(error);
-    throw error;
-  }
+  const decision = await evaluateAccess(authzen, evaluation).catch((error: unknown) => {
+    throw error instanceof DecisionPointUnavailable ? unavailable(error) : error;
+  });
+  return decision.allowed ? true : { reason: decision.reason ?? REFUSED[evaluation.action.name] };
 }
 
 // No cause: the answer says all there is, and Koa's default handler prints no stack for it.
