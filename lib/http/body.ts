@@ -28,13 +28,10 @@ export function refuseUnknown(what: 'query parameter' | 'field', given: object, 
 }
 
 async function readBodyText(ctx: Koa.Context, limit: number): Promise<string> {
-  try {
-    return await boundedText(ctx.req, limit, () => tooLarge(limit));
-  } catch (error) {
-    if (error instanceof ManagementError) throw error;
+  return boundedText(ctx.req, limit, () => tooLarge(limit)).catch((error: unknown) => {
     // The client went away mid-body: its request, not the service, failed.
-    throw badRequest('the request body could not be read', error);
-  }
+    throw error instanceof ManagementError ? error : badRequest('the request body could not be read', error);
+  });
 }
 
 /** The body a parser ahead of the API read (Koa's `ctx.request.body`, else Node's `req.body`), as JSON text. */
