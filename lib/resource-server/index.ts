@@ -115,13 +115,11 @@ export function createImpersonationVerifier(options: ImpersonationVerifierOption
     const startedAtWall = Date.now();
     // Invariant 53: one deadline for every page of a read.
     const deadline = AbortSignal.timeout(maxStaleness);
-    try {
-      await source.read(AbortSignal.any([deadline, closing.signal]));
-    } catch (error) {
+    await source.read(AbortSignal.any([deadline, closing.signal])).catch((error: unknown) => {
       failures += 1;
       if (!deadline.aborted) throw error;
       throw unavailable(`a read of the revocations took longer than "maxStaleness" (${maxStaleness} ms)`, error);
-    }
+    });
     failures = 0;
     freshSince = startedAt;
     refreshedAt = startedAtWall;
