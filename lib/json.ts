@@ -29,6 +29,22 @@ export function parseJson(text: string, refuse: () => Error): unknown {
   }
 }
 
+/** The text of a body's chunks, or the error `tooLarge` makes once they pass `limit` bytes (leaving the loop cancels the rest). */
+export async function boundedText(
+  chunks: AsyncIterable<Uint8Array> | Iterable<Uint8Array>,
+  limit: number,
+  tooLarge: () => Error,
+): Promise<string> {
+  const read: Uint8Array[] = [];
+  let size = 0;
+  for await (const chunk of chunks) {
+    size += chunk.byteLength;
+    if (size > limit) throw tooLarge();
+    read.push(chunk);
+  }
+  return Buffer.concat(read).toString('utf8');
+}
+
 /** Freezes `value` deeply and returns it; an object already frozen is taken to be frozen all through. */
 export function deepFreeze<T extends JsonValue>(value: T): T {
   if (typeof value !== 'object' || value === null || Object.isFrozen(value)) return value;

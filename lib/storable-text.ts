@@ -13,16 +13,10 @@ export function isStorableJson(value: unknown): boolean {
   const pending: unknown[] = [value];
   while (pending.length) {
     const next = pending.pop();
-    if (typeof next === 'string') {
-      if (!isStorableText(next)) return false;
-    } else if (Array.isArray(next)) {
-      for (const member of next) pending.push(member);
-    } else if (typeof next === 'object' && next !== null) {
-      for (const [key, member] of Object.entries(next)) {
-        if (!isStorableText(key)) return false;
-        pending.push(member);
-      }
-    }
+    if (typeof next === 'string' && !isStorableText(next)) return false;
+    // An array's keys are its indexes, always storable.
+    if (typeof next === 'object' && next !== null)
+      for (const [key, member] of Object.entries(next)) pending.push(key, member);
   }
   return true;
 }

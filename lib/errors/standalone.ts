@@ -15,10 +15,13 @@ export function invalidCall(fn: string, problem: string, cause?: unknown): TypeE
   return new TypeError(`${fn}: ${problem}`, cause === undefined ? undefined : { cause });
 }
 
-/** The command line: `--<option> ...`, as typed; never quotes a value, which may be a secret typed in the wrong place. */
-export function invalidCommandLine(problem: string, cause?: unknown): TypeError {
+/** A TypeError whose message is the caller's `problem` as it stands. */
+function typeError(problem: string, cause?: unknown): TypeError {
   return new TypeError(problem, cause === undefined ? undefined : { cause });
 }
+
+/** The command line: `--<option> ...`, as typed; never quotes a value, which may be a secret typed in the wrong place. */
+export const invalidCommandLine = typeError;
 
 /** A value handed to an adapter that it cannot store as given: `<adapter>: <requirement>`. */
 export function unstorableValue(adapter: string, requirement: string): TypeError {
@@ -49,9 +52,7 @@ export function invalidPublishedHead(requirement: string): TypeError {
 }
 
 /** A head file (appendHeadsToFile's) whose last line gives no head. */
-export function invalidHeadFile(problem: string): TypeError {
-  return new TypeError(problem);
-}
+export const invalidHeadFile = typeError;
 
 /** An audit trail read where it is not: `problem` names the table and where it was looked for; `code` tells the command so. */
 export function missingAuditTable(problem: string): Error {
@@ -80,9 +81,7 @@ export function invalidAuditQuery(parameter: string, requirement: string): TypeE
 }
 
 /** A signing or verification key of the wrong kind; names the key's place, never the key. */
-export function invalidKey(problem: string): TypeError {
-  return new TypeError(problem);
-}
+export const invalidKey = typeError;
 
 /** An oidc-provider this plugin cannot work with: `missing` lists what it lacks. */
 export function unsupportedProvider(missing: readonly string[]): Error {
@@ -116,9 +115,7 @@ export function tokenRefused(code: ImpersonationTokenErrorCode, description: str
 }
 
 /** A store that could not keep the plugin's records safely; the message names it and what to use instead. */
-export function unfitStore(problem: string): TypeError {
-  return new TypeError(problem);
-}
+export const unfitStore = typeError;
 
 /** A provider that cannot sign what the plugin must sign (Security Event Tokens): no asymmetric key for its algorithm. */
 export function noSigningKey(alg: string | undefined): TypeError {

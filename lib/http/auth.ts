@@ -46,8 +46,7 @@ export function invalidToken(description: string): { error: 'invalid_token'; des
 
 /** The token of an `Authorization: Bearer` header, when it holds one token and nothing else. */
 export function bearerToken(header: string): string | undefined {
-  const match = /^Bearer +([A-Za-z0-9\-._~+/]+=*) *$/i.exec(header);
-  return match?.[1];
+  return /^Bearer +([A-Za-z0-9\-._~+/]+=*) *$/i.exec(header)?.[1];
 }
 
 /** A description fit for a `WWW-Authenticate` quoted-string: printable ASCII only (CR or LF would split the header). */

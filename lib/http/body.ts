@@ -1,6 +1,6 @@
 import type Koa from 'koa';
 import { badRequest, ManagementError, managementMisconfigured, requestTooLarge } from '../errors.js';
-import type { JsonObject } from '../json.js';
+import { boundedText, parseJson, type JsonObject } from '../json.js';
 import { isStorableJson, isStorableText, UNSTORABLE_TEXT } from '../storable-text.js';
 
 /** Reads a JSON object body of at most `limit` bytes, or the body a parser ahead of the API took, under the same checks. */
@@ -10,14 +10,9 @@ export async function readJsonObject(ctx: Koa.Context, limit: number): Promise<J
   if (Number.isFinite(declared) && declared > limit) throw tooLarge(limit);
 
   const text = ctx.req.readableEnded ? parsedBodyText(ctx, limit) : await readBodyText(ctx, limit);
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(text);
-  } catch {
-    throw badRequest('body is not valid JSON');
-  }
+  const parsed = parseJson(text, () => badRequest('body is not valid JSON'));
   if (!isJsonObject(parsed)) throw badRequest('body must be a JSON object');
-  assertStorableFields(parsed);
+  assertStorable(parsed, 'a field name');
   return parsed;
 }
 
@@ -33,20 +28,10 @@ export function refuseUnknown(what: 'query parameter' | 'field', given: object, 
 }
 
 async function readBodyText(ctx: Koa.Context, limit: number): Promise<string> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  try {
-    for await (const chunk of ctx.req as AsyncIterable<Buffer>) {
-      size += chunk.length;
-      if (size > limit) throw tooLarge(limit);
-      chunks.push(chunk);
-    }
-  } catch (error) {
-    if (error instanceof ManagementError) throw error;
+  return boundedText(ctx.req, limit, () => tooLarge(limit)).catch((error: unknown) => {
     // The client went away mid-body: its request, not the service, failed.
-    throw badRequest('the request body could not be read', error);
-  }
-  return Buffer.concat(chunks).toString('utf8');
+    throw error instanceof ManagementError ? error : badRequest('the request body could not be read', error);
+  });
 }
 
 /** The body a parser ahead of the API read (Koa's `ctx.request.body`, else Node's `req.body`), as JSON text. */
@@ -73,19 +58,16 @@ const BODY_CONSUMED =
   'no parsed body in req.body or ctx.request.body: mount the Management API (or the provider) before ' +
   'it, or parse JSON with express.json() or @koa/bodyparser, whose parsed body the API takes';
 
-/** Refuses a body with a string no store can hold (Invariant 49), naming the field, never echoing it. */
-function assertStorableFields(body: JsonObject): void {
-  for (const [field, value] of Object.entries(body)) {
-    if (!isStorableText(field)) throw badRequest(`a field name holds ${UNSTORABLE_TEXT}`);
-    if (!isStorableJson(value)) throw badRequest(`${field} holds ${UNSTORABLE_TEXT}`);
-  }
-}
-
 /** The same rule for the query string of every request to the plugin's APIs: the parameter is named, its value never echoed. */
 export function assertStorableQuery(query: Readonly<Record<string, string | string[] | undefined>>): void {
-  for (const [name, value] of Object.entries(query)) {
-    if (!isStorableText(name)) throw badRequest(`a query parameter name holds ${UNSTORABLE_TEXT}`);
-    if (!isStorableJson(value ?? null)) throw badRequest(`${name} holds ${UNSTORABLE_TEXT}`);
+  assertStorable(query, 'a query parameter name');
+}
+
+/** Refuses members holding a string no store can hold (Invariant 49), naming the member, never echoing it. */
+function assertStorable(members: Readonly<Record<string, unknown>>, memberName: string): void {
+  for (const [name, value] of Object.entries(members)) {
+    if (!isStorableText(name)) throw badRequest(`${memberName} holds ${UNSTORABLE_TEXT}`);
+    if (!isStorableJson(value)) throw badRequest(`${name} holds ${UNSTORABLE_TEXT}`);
   }
 }
 

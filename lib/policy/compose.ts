@@ -1,7 +1,7 @@
 import { DecisionPointUnavailable, managementUnavailable, policyUnavailable } from '../errors.js';
-import type { JsonObject, JsonValue } from '../json.js';
+import type { JsonObject } from '../json.js';
 import type { ExchangeDecision } from '../config/decisions.js';
-import type { CreationPolicyInput, ExchangePolicyInput, ResolvedCoreOptions } from '../core-options.js';
+import type { ExchangePolicyInput, ResolvedCoreOptions } from '../core-options.js';
 import { evaluateAccess, type AccessEvaluation, type PolicyAction } from './evaluation.js';
 import { resolveAuthzenOptions, type AuthzenOptions, type ResolvedAuthzenOptions } from './options.js';
 
@@ -31,7 +31,14 @@ export function applyDecisionPoint(
       const own = hooks.canImpersonate ? await hooks.canImpersonate(input) : true;
       if (own !== true) return own;
       const action: PolicyAction = input.breakGlass ? 'break-glass' : 'impersonate';
-      return ask(authzen, creationEvaluation(action, input), managementRefusal);
+      const asked = evaluation(userOr(input.actor, input.caller.clientId), action, input.subject, {
+        caller: input.caller.clientId,
+        client: input.clientId,
+        ...ticketAndReason(input.context),
+        ...(input.breakGlass ? { reason: input.breakGlass.reason } : {}),
+        request_context: input.context,
+      });
+      return ask(authzen, asked, managementRefusal);
     },
     canExchange: askedAfter(authzen, hooks.canExchange, exchangeEvaluation),
     authzen,
@@ -108,33 +115,17 @@ async function ask(
   evaluation: AccessEvaluation,
   unavailable: (error: DecisionPointUnavailable) => Error,
 ): Promise<true | { reason: string }> {
-  try {
-    const decision = await evaluateAccess(authzen, evaluation);
-    return decision.allowed ? true : { reason: decision.reason ?? REFUSED[evaluation.action.name] };
-  } catch (error) {
-    if (error instanceof DecisionPointUnavailable) throw unavailable(error);
-    throw error;
-  }
-}
-
-function managementRefusal(error: DecisionPointUnavailable): Error {
-  // No cause: the answer says all there is, and Koa's default handler prints no stack for it.
-  return managementUnavailable(`${error.message}; nothing was issued`);
-}
-
-function tokenEndpointRefusal(error: DecisionPointUnavailable): Error {
-  return policyUnavailable(`${error.message}; nothing was issued, retry shortly`);
-}
-
-function creationEvaluation(action: PolicyAction, input: CreationPolicyInput): AccessEvaluation {
-  return evaluation(userOr(input.actor, input.caller.clientId), action, input.subject, {
-    caller: input.caller.clientId,
-    client: input.clientId,
-    ...ticketAndReason(input.context),
-    ...(input.breakGlass ? { reason: input.breakGlass.reason } : {}),
-    request_context: input.context,
+  const decision = await evaluateAccess(authzen, evaluation).catch((error: unknown) => {
+    throw error instanceof DecisionPointUnavailable ? unavailable(error) : error;
   });
+  return decision.allowed ? true : { reason: decision.reason ?? REFUSED[evaluation.action.name] };
 }
+
+// No cause: the answer says all there is, and Koa's default handler prints no stack for it.
+const managementRefusal = (error: DecisionPointUnavailable) =>
+  managementUnavailable(`${error.message}; nothing was issued`);
+const tokenEndpointRefusal = (error: DecisionPointUnavailable) =>
+  policyUnavailable(`${error.message}; nothing was issued, retry shortly`);
 
 function exchangeEvaluation(input: ExchangePolicyInput): AccessEvaluation {
   return evaluation(userOr(input.actor, input.clientId), 'exchange', input.subject, {
@@ -157,14 +148,14 @@ function delegationEvaluation(input: DelegationAsked): AccessEvaluation {
   });
 }
 
-/** `who` asks to `action` on the user `subject`; the context's members left undefined are left out. */
+/** `who` asks to `action` on the user `subject`. */
 function evaluation(
   who: AccessEvaluation['subject'],
   action: PolicyAction,
   subject: string,
-  context: Record<string, JsonValue | undefined>,
+  context: AccessEvaluation['context'],
 ): AccessEvaluation {
-  return { subject: who, action: { name: action }, resource: { type: 'user', id: subject }, context: compact(context) };
+  return { subject: who, action: { name: action }, resource: { type: 'user', id: subject }, context };
 }
 
 /** The person who acts, else the client. */
@@ -180,8 +171,4 @@ function ticketAndReason(context: JsonObject | undefined): JsonObject {
     ...(typeof ticket === 'string' ? { ticket } : {}),
     ...(typeof reason === 'string' ? { reason } : {}),
   };
-}
-
-function compact(fields: Record<string, JsonValue | undefined>): JsonObject {
-  return Object.fromEntries(Object.entries(fields).filter(([, value]) => value !== undefined)) as JsonObject;
 }

@@ -1,5 +1,5 @@
 import { decisionPointUnavailable, DecisionPointUnavailable } from '../errors.js';
-import type { JsonObject } from '../json.js';
+import { boundedText, parseJson, type JsonValue } from '../json.js';
 import type { ResolvedAuthzenOptions } from './options.js';
 
 /** The decisions the plugin sends, as AuthZEN `action.name`s. */
@@ -10,7 +10,8 @@ export interface AccessEvaluation {
   subject: { type: 'user' | 'client'; id: string };
   action: { name: PolicyAction };
   resource: { type: 'user' | 'client'; id: string };
-  context: JsonObject;
+  /** Members left undefined are not sent. */
+  context: Record<string, JsonValue | undefined>;
 }
 
 /** The answer: allowed, or refused with the decision point's words for the user when it gave some. */
@@ -40,18 +41,16 @@ export async function evaluateAccess(
       await response.body?.cancel().catch(() => {});
       throw decisionPointUnavailable(`answered ${response.status}`);
     }
-    answer = JSON.parse(await boundedText(response));
+    const text = await boundedText(response.body ?? [], MAX_ANSWER_BYTES, () =>
+      decisionPointUnavailable(`answered with more than ${MAX_ANSWER_BYTES} bytes`),
+    );
+    answer = parseJson(text, () => decisionPointUnavailable('answered with something other than JSON'));
   } catch (error) {
     if (error instanceof DecisionPointUnavailable) throw error;
     if (signal.aborted) throw decisionPointUnavailable(`did not answer within ${options.timeout} ms`);
-    if (error instanceof SyntaxError) throw decisionPointUnavailable('answered with something other than JSON');
     throw decisionPointUnavailable('cannot be reached', { cause: error });
   }
-  return decisionOf(answer);
-}
-
-/** `{ decision: boolean, context?: object }`: anything else is no answer. */
-function decisionOf(answer: unknown): AccessDecision {
+  // `{ decision: boolean, context?: object }`: anything else is no answer.
   const { decision, context } = (answer ?? {}) as { decision?: unknown; context?: unknown };
   if (typeof decision !== 'boolean') throw decisionPointUnavailable('answered without a boolean "decision"');
   if (decision) return { allowed: true };
@@ -61,8 +60,7 @@ function decisionOf(answer: unknown): AccessDecision {
 
 /** The user's reason (`context.reason_user`, a string or by language); `reason_admin` stays with the operators. */
 function userReason(context: unknown): string | undefined {
-  if (typeof context !== 'object' || context === null) return undefined;
-  const given = (context as { reason_user?: unknown }).reason_user;
+  const given = (context as { reason_user?: unknown } | null | undefined)?.reason_user;
   let text: unknown = given;
   if (typeof given === 'object' && given !== null) {
     const entries = Object.entries(given).filter((entry): entry is [string, string] => typeof entry[1] === 'string');
@@ -72,16 +70,4 @@ function userReason(context: unknown): string | undefined {
   // One line of printable text: it becomes an error description and a field of the trail.
   const line = [...text.replace(/[\p{Cc}\p{Cs}]+/gu, ' ').trim()].slice(0, MAX_REASON).join('');
   return line || undefined;
-}
-
-async function boundedText(response: Response): Promise<string> {
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  // Leaving the loop (the throw) cancels the rest of the body.
-  for await (const chunk of response.body ?? []) {
-    size += chunk.byteLength;
-    if (size > MAX_ANSWER_BYTES) throw decisionPointUnavailable(`answered with more than ${MAX_ANSWER_BYTES} bytes`);
-    chunks.push(chunk);
-  }
-  return Buffer.concat(chunks).toString('utf8');
 }

@@ -19,10 +19,7 @@ export type ResolvedAuthzenOptions = Readonly<{
   headers: Readonly<Record<string, string>>;
 }>;
 
-const NAMES = Object.keys({ url: true, timeout: true, token: true, headers: true } satisfies Record<
-  keyof AuthzenOptions,
-  true
->);
+const OPTIONS: Record<keyof AuthzenOptions, true> = { url: true, timeout: true, token: true, headers: true };
 
 const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 const HEADER_VALUE = /^[\t\x20-\x7E\x80-\xFF]*$/;
@@ -33,16 +30,14 @@ const fail: OptionChecks['fail'] = check.fail;
 export function resolveAuthzenOptions(input: AuthzenOptions | undefined): ResolvedAuthzenOptions | undefined {
   if (input === undefined) return undefined;
   if (typeof input !== 'object' || input === null) fail('authzen', 'must be an object');
-  check.known(input, NAMES, 'authzen.');
+  check.known(input, Object.keys(OPTIONS), 'authzen.');
   const { url, timeout = 1000, token, headers = {} } = input;
   const base = typeof url === 'string' ? URL.parse(url) : null;
   if (!base || (base.protocol !== 'https:' && base.protocol !== 'http:') || base.hash || base.search) {
     fail('authzen.url', 'must be an absolute http(s) URL without a query or fragment');
   }
   if (base.username || base.password) fail('authzen.url', 'must carry no credentials (use "token" or "headers")');
-  if (!Number.isSafeInteger(timeout) || timeout < 1 || timeout > 30_000) {
-    fail('authzen.timeout', 'must be an integer from 1 to 30000');
-  }
+  check.integer('authzen.timeout', timeout, 30_000);
   if (token !== undefined && (typeof token !== 'string' || !token || !HEADER_VALUE.test(token))) {
     fail('authzen.token', 'must be a non-empty string that a header can carry');
   }

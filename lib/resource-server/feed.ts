@@ -34,8 +34,6 @@ export function feedSource(uri: string | URL, timeout: number): RevocationSource
       revoked = next;
     },
     isRevoked: (sessionId) => revoked.has(sessionId),
-    get size() {
-      return revoked.size;
-    },
+    size: () => revoked.size,
   };
 }

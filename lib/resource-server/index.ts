@@ -115,13 +115,11 @@ export function createImpersonationVerifier(options: ImpersonationVerifierOption
     const startedAtWall = Date.now();
     // Invariant 53: one deadline for every page of a read.
     const deadline = AbortSignal.timeout(maxStaleness);
-    try {
-      await source.read(AbortSignal.any([deadline, closing.signal]));
-    } catch (error) {
+    await source.read(AbortSignal.any([deadline, closing.signal])).catch((error: unknown) => {
       failures += 1;
       if (!deadline.aborted) throw error;
       throw unavailable(`a read of the revocations took longer than "maxStaleness" (${maxStaleness} ms)`, error);
-    }
+    });
     failures = 0;
     freshSince = startedAt;
     refreshedAt = startedAtWall;
@@ -134,12 +132,12 @@ export function createImpersonationVerifier(options: ImpersonationVerifierOption
   }
 
   /** Whether what is known of the revocations may miss one: too old, or holding one it could not read. */
-  const stale = (): boolean => performance.now() - freshSince > maxStaleness || source.uncertain === true;
+  const stale = (): boolean => performance.now() - freshSince > maxStaleness || source.uncertain?.() === true;
 
   const first = readFeed().finally(schedule);
   // Until a token issued from now on, by a clock up to clockSkew behind, carries an `iat` past knowsSince.
   const ready = first.then(() => {
-    const wait = ((source.knowsSince ?? 0) + clockSkewOf(options.ssf)) * 1000 - Date.now();
+    const wait = ((source.knowsSince?.() ?? 0) + clockSkewOf(options.ssf)) * 1000 - Date.now();
     return wait > 0 ? sleep(wait, undefined, { signal: closing.signal }) : undefined;
   });
   ready.catch(() => {});
@@ -161,7 +159,7 @@ export function createImpersonationVerifier(options: ImpersonationVerifierOption
           );
         }
         if (source.isRevoked(sessionId)) throw tokenRefused('session_revoked', 'this impersonation was stopped');
-        const knowsSince = source.knowsSince;
+        const knowsSince = source.knowsSince?.();
         if (knowsSince !== undefined && (payload.iat === undefined || payload.iat < knowsSince)) {
           throw tokenRefused(
             'invalid_token',
@@ -189,7 +187,7 @@ export function createImpersonationVerifier(options: ImpersonationVerifierOption
       closing.abort();
     },
     get state() {
-      return { revoked: source.size, refreshedAt, failures, stale: stale() };
+      return { revoked: source.size(), refreshedAt, failures, stale: stale() };
     },
   };
 }

@@ -2,11 +2,11 @@
 export interface RevocationSource {
   read(signal: AbortSignal): Promise<void>;
   isRevoked(sessionId: string): boolean;
-  readonly size: number;
+  size(): number;
   /** Impersonation tokens issued before this (epoch seconds) are refused: their revocations are unknowable. */
-  readonly knowsSince?: number | undefined;
+  knowsSince?(): number | undefined;
   /** True while holding a revocation not yet readable: impersonation tokens are refused (Invariant 54). */
-  readonly uncertain?: boolean | undefined;
+  uncertain?(): boolean;
 }
 
 /** A page request with the verifier's bounds: the whole read's deadline, one request's timeout, closing. */

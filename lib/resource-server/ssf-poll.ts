@@ -25,27 +25,12 @@ export function ssfPollSource(
   trust: { issuer: string; keys: JWTVerifyGetKey },
   timeout: number,
 ): RevocationSource {
-  const endpoint = async (): Promise<URL> =>
-    new URL(typeof options.endpoint === 'function' ? await options.endpoint() : options.endpoint);
   const clockSkew = clockSkewOf(options);
   const revocations = new StreamRevocations(options);
   let pendingAck: string[] = [];
   let pendingErrors: Record<string, { err: string; description: string }> = {};
   /** A SET of the last page could not be verified yet: what it revokes is unknown. */
   let uncertain = false;
-
-  /** Takes a SET in; resolves `false` when it could not be verified for now (it stays unacknowledged). */
-  async function take(jti: string, jwt: string): Promise<boolean> {
-    const verified = await verifySet(jwt, trust, options.audience);
-    if (!verified.payload) {
-      if (verified.error === undefined) return false;
-      pendingErrors[jti] = { err: verified.error, description: 'the SET could not be verified' };
-      return true;
-    }
-    revocations.take(verified.payload);
-    pendingAck.push(jti);
-    return true;
-  }
 
   return revocations.source(
     async (signal) => {
@@ -57,7 +42,7 @@ export function ssfPollSource(
           ...(pendingAck.length ? { ack: pendingAck } : {}),
           ...(Object.keys(pendingErrors).length ? { setErrs: pendingErrors } : {}),
         };
-        const url = await endpoint();
+        const url = new URL(typeof options.endpoint === 'function' ? await options.endpoint() : options.endpoint);
         const response = await receiverRequest(options, { method: 'POST', url, body, signal, timeout });
         if (!response.ok) throw unavailable(`the SSF poll endpoint answered ${response.status}`);
         const page = (await response.json()) as { sets?: unknown; moreAvailable?: unknown };
@@ -70,7 +55,15 @@ export function ssfPollSource(
           (entry): entry is [string, string] => typeof entry[1] === 'string',
         );
         let unverified = 0;
-        for (const [jti, jwt] of sets) if (!(await take(jti, jwt))) unverified += 1;
+        for (const [jti, jwt] of sets) {
+          const verified = await verifySet(jwt, trust, options.audience);
+          // One that could not be verified for now stays unacknowledged.
+          if (verified.payload) {
+            revocations.take(verified.payload);
+            pendingAck.push(jti);
+          } else if (verified.error === undefined) unverified += 1;
+          else pendingErrors[jti] = { err: verified.error, description: 'the SET could not be verified' };
+        }
         uncertain = unverified > 0;
         // It would come again on every page: the read ends here, and the next one tries it again.
         if (uncertain) throw unavailable(`${unverified} SET(s) of the SSF stream could not be verified yet`);

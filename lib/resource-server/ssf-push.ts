@@ -69,11 +69,6 @@ export function ssfPushSource(
   let freshSince: number | undefined;
   let streamId: string | undefined;
 
-  function authorized(header: string | undefined): boolean {
-    const given = Buffer.from(header ?? '');
-    return given.length === expected.length && timingSafeEqual(given, expected);
-  }
-
   /** A SET awaited longer than `maxStaleness` may have been given up on: tokens issued before now are refused. */
   function uncertain(): boolean {
     const now = Date.now();
@@ -125,7 +120,8 @@ export function ssfPushSource(
   }
 
   async function receive({ body, authorization }: Parameters<PushSource['receive']>[0]): Promise<PushAnswer> {
-    if (!authorized(authorization)) {
+    const given = Buffer.from(authorization ?? '');
+    if (given.length !== expected.length || !timingSafeEqual(given, expected)) {
       return { status: 401, body: { err: 'authentication_failed', description: 'the push is not authorized' } };
     }
     const verified = await verifySet(body, trust, options.audience);

@@ -25,20 +25,12 @@ export class StreamRevocations {
 
   /** The stream as a verifier reads it; `read` and `uncertain` are the delivery's own. */
   source(read: RevocationSource['read'], uncertain: () => boolean): RevocationSource {
-    const until = this.#until;
-    const knowsSince = () => this.knowsSince;
     return {
       read,
-      isRevoked: (sessionId) => until.has(sessionId),
-      get size() {
-        return until.size;
-      },
-      get knowsSince() {
-        return knowsSince();
-      },
-      get uncertain() {
-        return uncertain();
-      },
+      uncertain,
+      isRevoked: (sessionId) => this.#until.has(sessionId),
+      size: () => this.#until.size,
+      knowsSince: () => this.knowsSince,
     };
   }
 }

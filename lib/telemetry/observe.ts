@@ -13,15 +13,11 @@ interface OutboxStats {
   oldest: Record<string, number>;
 }
 
-interface OutboxStatsReader {
-  stats(): Promise<OutboxStats>;
-}
-
 /** The gauges of one provider: sessions this instance issued, and the store's outbox backlog, from one stats read per collection. */
 export function observeProvider(
   telemetry: Telemetry | undefined,
   provider: NodeJS.EventEmitter,
-  outbox: () => OutboxStatsReader | undefined,
+  outbox: () => { stats(): Promise<OutboxStats> } | undefined,
 ): void {
   if (!telemetry) return;
   const expiries = telemetry.sessions;
@@ -49,17 +45,14 @@ export function observeProvider(
     const stats = await readStats();
     if (!stats) return;
     // Each webhook is listed (outboxView), at zero when the store holds nothing of it; SSF streams are one series.
-    const counts = new Map<string, { pending: number; dead: number }>();
-    for (const [subscription, { pending, dead }] of Object.entries(stats.subscriptions)) {
-      const sum = counts.get(seriesOf(subscription)) ?? { pending: 0, dead: 0 };
-      counts.set(seriesOf(subscription), { pending: sum.pending + pending, dead: sum.dead + dead });
-    }
-    for (const [subscription, { pending, dead }] of counts) {
-      result.observe(pending, {
-        'impersonation.delivery.subscription': subscription,
-        'impersonation.state': 'pending',
-      });
-      result.observe(dead, { 'impersonation.delivery.subscription': subscription, 'impersonation.state': 'dead' });
+    for (const state of ['pending', 'dead'] as const) {
+      const counts = new Map<string, number>();
+      for (const [subscription, held] of Object.entries(stats.subscriptions)) {
+        counts.set(seriesOf(subscription), (counts.get(seriesOf(subscription)) ?? 0) + held[state]);
+      }
+      for (const [subscription, count] of counts) {
+        result.observe(count, { 'impersonation.delivery.subscription': subscription, 'impersonation.state': state });
+      }
     }
   });
   telemetry.observe('outboxOldestAge', async (result: ObservableResult) => {
@@ -90,9 +83,8 @@ interface Appender {
   append(...args: never[]): Promise<void>;
 }
 
-/** The audit trail with each append timed; without telemetry or a trail, the trail itself. */
-export function timedTrail<Sink extends Appender | undefined>(telemetry: Telemetry | undefined, sink: Sink): Sink {
-  if (!telemetry || !sink) return sink;
+/** The audit trail with each append timed. */
+export function timedTrail<Sink extends Appender>(telemetry: Telemetry, sink: Sink): Sink {
   const append = async (...args: never[]): Promise<void> => {
     const started = performance.now();
     let outcome: Attributes = APPENDED;

@@ -1,6 +1,5 @@
 import type {
   Attributes,
-  Context,
   Histogram,
   Meter,
   MeterProvider,
@@ -98,18 +97,13 @@ export class Telemetry {
     this.metrics[gauge].addCallback(callback);
   }
 
-  /** A span under `parent` (the active context when none), ended when `run` settles; an error marks it and passes on. */
-  async inSpan<T>(
-    name: string,
-    kind: SpanKind,
-    attributes: Attributes,
-    run: (span: Span) => Promise<T>,
-    parent?: Context,
-  ): Promise<T> {
+  /** A span under the active context, ended when `run` settles; an error marks it and passes on. */
+  async inSpan<T>(name: string, kind: SpanKind, attributes: Attributes, run: (span: Span) => Promise<T>): Promise<T> {
     const { api } = this;
-    const span = this.tracer.startSpan(name, { kind, attributes }, parent ?? api.context.active());
+    const parent = api.context.active();
+    const span = this.tracer.startSpan(name, { kind, attributes }, parent);
     try {
-      return await api.context.with(api.trace.setSpan(parent ?? api.context.active(), span), () => run(span));
+      return await api.context.with(api.trace.setSpan(parent, span), () => run(span));
     } catch (error) {
       markError(span, errorTypeOf(error));
       throw error;
