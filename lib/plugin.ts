@@ -161,6 +161,7 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
         adapter: configuration.adapter ?? createMemoryAdapter({ clockTolerance: clockToleranceOf(configuration) }),
         extraClientMetadata: withIdJagMetadata(
           withDelegationMetadata(withManagementMetadata(configuration.extraClientMetadata, scopes)),
+          options.idJagIssuance !== undefined,
         ),
         extraTokenClaims,
         ...((options.idJag || options.idJagIssuance) && {

@@ -31,11 +31,12 @@ export const ID_JAG_LIFETIME = 300;
 const MAX_RESOURCES = 10;
 const MAX_TEXT = 2048;
 
-/** The deployment's `extraClientMetadata` with `id_jag_audiences` added. */
+/** The deployment's `extraClientMetadata`, with `id_jag_audiences` added when ID-JAGs are issued. */
 export function withIdJagMetadata(
-  own: Configuration['extraClientMetadata'],
+  own: NonNullable<Configuration['extraClientMetadata']>,
+  issued: boolean,
 ): NonNullable<Configuration['extraClientMetadata']> {
-  return withClientMetadata(own, ID_JAG_AUDIENCES_METADATA, checkIdJagMetadata);
+  return issued ? withClientMetadata(own, ID_JAG_AUDIENCES_METADATA, checkIdJagMetadata) : own;
 }
 
 function checkIdJagMetadata(metadata: ClientMetadata): void {

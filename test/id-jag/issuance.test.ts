@@ -496,7 +496,7 @@ describe('ID-JAG issuance: shares and options', function () {
 });
 
 describe('id_jag_audiences client metadata', () => {
-  const { validator } = withIdJagMetadata({});
+  const { validator } = withIdJagMetadata({}, true);
   const refusal = (metadata: ClientMetadata): string | undefined => {
     try {
       validator!(

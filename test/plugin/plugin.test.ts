@@ -195,7 +195,6 @@ describe('createImpersonation: options, configure() and install()', () => {
       expect(configuration.extraClientMetadata?.properties).to.deep.equal([
         'impersonation_management_scope',
         'token_exchange_delegation',
-        'id_jag_audiences',
       ]);
       expect(configuration.ttl).to.deep.equal({ AccessToken: 60 });
       expect(configuration.features?.resourceIndicators?.enabled).to.equal(true);
