@@ -225,6 +225,8 @@ interface WriteCount {
   readonly readAheads: Map<string, AdapterPayload | undefined>;
 }
 const READ_OPERATIONS = new Set(['find', 'findByUid', 'findByUserCode']);
+/** Invariant 6: the bounded index additions' isolation, whatever the pool's default. */
+const READ_COMMITTED = 'BEGIN ISOLATION LEVEL READ COMMITTED';
 
 /** Invariant 10: finds, consumptions, writes and index additions of one turn go out as one statement each. */
 function entryBatches(run: Run, statements: ReturnType<typeof storeStatements>, written: WriteCount) {
@@ -397,14 +399,14 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
 
   let outbox: OutboxStore | undefined;
   const runOutbox = runOn(outboxReady);
-  const runOutboxTransaction: RunTransaction = (work, operation) => transaction(outboxReady, 'BEGIN', work, operation);
+  const runOutboxTransaction: RunTransaction = (work, operation) => transaction(outboxReady, 'BEGIN', operation, work);
 
   /** Runs `work` in one transaction (opened by `begin`) on one connection of the pool; any failure rolls it back. */
   async function transaction<T>(
     ready: () => Promise<void> | undefined,
     begin: string,
-    work: (run: Run) => Promise<T>,
     operation: string,
+    work: (run: Run) => Promise<T>,
   ): Promise<T> {
     await ready();
     const client = await answered(pool.connect(), operation);
@@ -590,19 +592,12 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
       assertMember(member);
       const expiries = adds.map((add) => storedExpiry(add.expiresAt));
       const indexNames = adds.map((add) => keyOf(add.index));
-      const { rows } = await transaction(
-        storeReady,
-        'BEGIN ISOLATION LEVEL READ COMMITTED',
-        async (query) => {
-          await query(statements.indexLock, [names.lock, this.#name, indexNames], 'indexAddWithin');
-          return query(
-            statements.indexAddWithin,
-            [this.#name, indexNames, member, Date.now(), expiries, adds.map((add) => add.bound)],
-            'indexAddWithin',
-          );
-        },
-        'indexAddWithin',
-      );
+      const bounds = adds.map((add) => add.bound);
+      const { rows } = await transaction(storeReady, READ_COMMITTED, 'indexAddWithin', async (query) => {
+        await query(statements.indexLock, [names.lock, this.#name, indexNames], 'indexAddWithin');
+        const values = [this.#name, indexNames, member, Date.now(), expiries, bounds];
+        return query(statements.indexAddWithin, values, 'indexAddWithin');
+      });
       const full = (rows[0] as { full_index: string | null } | undefined)?.full_index ?? null;
       return full === null ? undefined : adds[indexNames.indexOf(full)]!.index;
     }
@@ -616,12 +611,9 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
     async indexRange(index: string, after: IndexEntry | undefined, limit: number): Promise<IndexEntry[]> {
       // The first page is the one after bigint's largest value, which no expiry reaches.
       const position = after ? [Math.round(after.expiresAt), positionOf(after.member)] : [BIGINT_MAX, ''];
-      const { rows } = await run(
-        statements.indexAfter,
-        [this.#name, keyOf(index), Date.now(), limit, ...position],
-        'indexRange',
-      );
-      return (rows as Array<{ member: string; expires_at: string }>).map((row) => ({
+      const values = [this.#name, keyOf(index), Date.now(), limit, ...position];
+      const { rows } = await run(statements.indexAfter, values, 'indexRange');
+      return rows.map((row: { member: string; expires_at: string }) => ({
         member: row.member,
         expiresAt: Number(row.expires_at),
       }));

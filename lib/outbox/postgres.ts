@@ -220,20 +220,9 @@ export function createPostgresOutbox(tables: OutboxTables, run: RunStatement, tr
 
     async claim(limit, leaseMs, now, deadBefore, bound) {
       const out = [...(bound?.out ?? [])];
-      const { rows } = await run(
-        statements.claim,
-        [
-          now,
-          limit,
-          randomUUID(),
-          leaseMs,
-          bound?.each ?? limit,
-          out.map(([subscription]) => subscription),
-          out.map(([, count]) => count),
-          deadBefore,
-        ],
-        'outbox claim',
-      );
+      const outColumns = [out.map(([subscription]) => subscription), out.map(([, count]) => count)];
+      const values = [now, limit, randomUUID(), leaseMs, bound?.each ?? limit, ...outColumns, deadBefore];
+      const { rows } = await run(statements.claim, values, 'outbox claim');
       return rows
         .map((row): LeasedEntry => ({
           ...storedEntryOf(row),
