@@ -84,17 +84,11 @@ const BIGINT_MAX = '9223372036854775807';
 /** The longest lifetime stored, in ms (about 300 years): a longer one would overflow PostgreSQL's interval and fail its whole batch. */
 const LONGEST_LIFETIME_MS = 1e13;
 
+/** One exchange's commit row, as `commitText` takes it: its texts (or null) and lifetimes (ms), by COMMIT_COLUMNS. */
+type CommitColumns = { model: string; id: string } & Record<(typeof COMMIT_COLUMNS)[number], string | number | null>;
+
 /** One exchange's commit, as `commitText` takes it. */
-interface PlainCommit {
-  consumeModel: string | null;
-  consumeId: string | null;
-  /** The consumption's value: the time, in seconds. */
-  consumed: string;
-  model: string;
-  id: string;
-  payload: string;
-  lifetime: number;
-  memberExpiry: number;
+interface PlainCommit extends CommitColumns {
   indexes: string[];
   guards: string[];
   /** Quota counters' ids (entries of `model`), bounds and lifetimes (ms). */
@@ -666,12 +660,10 @@ function positionOf(member: string): string {
 }
 
 /** What `query` resolves, or its failure as a store error of `operation`. */
-async function answered<T>(query: Promise<T>, operation: string): Promise<T> {
-  try {
-    return await query;
-  } catch (error) {
+function answered<T>(query: Promise<T>, operation: string): Promise<T> {
+  return query.catch((error: unknown) => {
     throw storeError(operation, error);
-  }
+  });
 }
 
 /** Invariant 12: names the operation and SQLSTATE, never a value (a key can be a token). */

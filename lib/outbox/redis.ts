@@ -231,16 +231,9 @@ export function createRedisOutbox(client: RedisClient, prefix: string, ready: ()
     },
 
     async claim(limit, leaseMs, now, deadBefore, bound) {
-      const replies = await script<Array<[string, string, number, string]>>(
-        'impersonationOutboxClaim',
-        now,
-        limit,
-        leaseMs,
-        randomUUID(),
-        deadBefore,
-        bound?.each ?? '',
-        ...[...(bound?.out ?? [])].flat(),
-      );
+      const out = [...(bound?.out ?? [])].flat();
+      const args = [now, limit, leaseMs, randomUUID(), deadBefore, bound?.each ?? '', ...out];
+      const replies = await script<Array<[string, string, number, string]>>('impersonationOutboxClaim', ...args);
       return replies.map(([, json, attempts, lease]) => {
         const stored = JSON.parse(json) as StoredEntry;
         return { ...stored, attempts: Number(attempts), lease, leaseUntil: now + leaseMs };
