@@ -212,14 +212,8 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
     return entryLifetimeMs(typeof expiresIn === 'number' && !store.plugin ? expiresIn + tolerance : expiresIn);
   }
 
-  /** Stores an entry the model has room for (see admit), with its grant and pointers. */
-  function put(
-    store: ModelStore,
-    id: string,
-    payload: AdapterPayload,
-    ttl: number | undefined,
-    share?: ReplayShare,
-  ): void {
+  /** Stores an entry the model has room for (see admit), with its grant and pointers, for `ttl` ms (forever without). */
+  function put(store: ModelStore, id: string, payload: AdapterPayload, ttl?: number, share?: ReplayShare): void {
     if (payload.grantId && GRANTABLE_MODELS.has(store.name)) {
       const members = grants.get(payload.grantId) ?? [];
       members.push([store.name, id]);
