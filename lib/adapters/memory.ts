@@ -1,7 +1,7 @@
 import type { AdapterPayload } from 'oidc-provider';
 import { optionChecks, type OptionChecks } from '../config/checks.js';
 import { refuseNearMisses } from '../config/names.js';
-import { invalidCall, invalidOption, replayShareFull, storeFull } from '../errors.js';
+import { invalidCall, replayShareFull, storeFull } from '../errors.js';
 import { jsonCopy, type JsonObject } from '../json.js';
 import { entryLifetimeMs, GRANTABLE_MODELS } from './contracts/entries.js';
 import type { BoundedIndexAdd, IndexEntry } from './contracts/indexes.js';
@@ -111,15 +111,12 @@ function checkedOptions(options: MemoryAdapterOptions) {
   check.positive('max', max);
   const limits = { ...options.limits };
   for (const [model, limit] of Object.entries(limits)) check.positive(`limits.${model}`, limit);
-  if (
-    options.protectedModels !== undefined &&
-    (!Array.isArray(options.protectedModels) || options.protectedModels.some((model) => typeof model !== 'string'))
-  ) {
-    throw invalidOption('createMemoryAdapter', 'protectedModels', 'must be an array of model names');
-  }
+  const named = options.protectedModels === undefined ? [] : options.protectedModels;
+  if (!Array.isArray(named) || named.some((model) => typeof model !== 'string'))
+    check.fail('protectedModels', 'must be an array of model names');
   refuseNearMisses('createMemoryAdapter', 'limits', Object.keys(limits), KNOWN_MODELS);
-  refuseNearMisses('createMemoryAdapter', 'protectedModels', options.protectedModels ?? [], KNOWN_MODELS);
-  const protectedModels = new Set([...ALWAYS_PROTECTED, ...(options.protectedModels ?? [])]);
+  refuseNearMisses('createMemoryAdapter', 'protectedModels', named, KNOWN_MODELS);
+  const protectedModels = new Set([...ALWAYS_PROTECTED, ...named]);
   const tolerance = options.clockTolerance ?? 0;
   if (!(Number.isFinite(tolerance) && tolerance >= 0))
     check.fail('clockTolerance', 'must be a number of seconds, 0 or more');
@@ -215,14 +212,8 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
     return entryLifetimeMs(typeof expiresIn === 'number' && !store.plugin ? expiresIn + tolerance : expiresIn);
   }
 
-  /** Stores an entry the model has room for (see admit), with its grant and pointers. */
-  function put(
-    store: ModelStore,
-    id: string,
-    payload: AdapterPayload,
-    ttl: number | undefined,
-    share?: ReplayShare,
-  ): void {
+  /** Stores an entry the model has room for (see admit), with its grant and pointers, for `ttl` ms (forever without). */
+  function put(store: ModelStore, id: string, payload: AdapterPayload, ttl?: number, share?: ReplayShare): void {
     if (payload.grantId && GRANTABLE_MODELS.has(store.name)) {
       const members = grants.get(payload.grantId) ?? [];
       members.push([store.name, id]);
@@ -418,17 +409,14 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
     }
 
     async indexRange(name: string, after: IndexEntry | undefined, limit: number): Promise<IndexEntry[]> {
-      const index = this.#store.indexes.get(name);
-      if (!index) return [];
       // Entries are frozen (insertMember): handed out as they are.
-      return index.range(after, limit, Date.now());
+      return this.#store.indexes.get(name)?.range(after, limit, Date.now()) ?? [];
     }
 
     async revokeByGrantId(grantId: string): Promise<void> {
       const members = grants.get(grantId);
       grants.delete(grantId);
-      if (!members) return;
-      for (const [model, id] of members) models.get(model)?.entries.delete(id);
+      for (const [model, id] of members ?? []) models.get(model)?.entries.delete(id);
     }
   }
 

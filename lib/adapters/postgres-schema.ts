@@ -1,13 +1,15 @@
 import { createHash } from 'node:crypto';
 import type pg from 'pg';
 import { migrateUnderLock } from '../postgres/migration.js';
-import { appendCtes, type OutboxTables } from '../outbox/postgres.js';
+import { appendCtes } from '../outbox/postgres.js';
 import { GUARD_KIND, QUOTA_KIND } from './contracts/commit.js';
 import type { Statement } from '../postgres/statement.js';
 
 /** The PostgreSQL adapter's tables, migration and statements, each prepared once per connection under its own name. */
 
 type StoreNames = ReturnType<typeof storeNames>;
+/** The outbox's tables and indexes, beside the adapter's and named after its table. */
+export type OutboxTables = StoreNames['outbox'];
 
 const INDEX_SUFFIXES = ['uid', 'user_code', 'grant', 'expires', 'index_order', 'index_expires'];
 
@@ -220,6 +222,10 @@ export function storeStatements(names: StoreNames) {
         UNION ALL
         SELECT ${columns} FROM ${entries} WHERE q.by_uid AND model = q.model AND uid = q.key AND ${LIVE}
         LIMIT 1) AS e`;
+  // A found entry's live Session or Grant, where its `column` is `value`: `via` and `key` name it.
+  const followed = (model: string, column: string, value: string) => `SELECT f.n, e.payload, e.consumed, '${model}',
+      e.${column} FROM found AS f JOIN ${entries} AS e ON e.model = '${model}' AND e.${column} = ${value}
+      WHERE f.follow AND ${LIVE}`;
   const texts = {
     findMany: `SELECT q.n, e.payload, e.consumed
       FROM unnest($1::text[], $2::bool[], $3::text[]) WITH ORDINALITY AS q(model, by_uid, key, n)
@@ -230,14 +236,8 @@ export function storeStatements(names: StoreNames) {
         FROM unnest($1::text[], $2::bool[], $3::text[], $4::bool[]) WITH ORDINALITY AS q(model, by_uid, key, follow, n)
         ${lookup('payload, consumed, grant_id')})
       SELECT f.n, f.payload, f.consumed, NULL::text AS via, NULL::text AS key FROM found AS f
-      UNION ALL
-      SELECT f.n, s.payload, s.consumed, 'Session', s.uid FROM found AS f
-        JOIN ${entries} AS s ON s.model = 'Session' AND s.uid = f.payload->>'sessionUid'
-        WHERE f.follow AND (s.expires_at IS NULL OR s.expires_at > now())
-      UNION ALL
-      SELECT f.n, g.payload, g.consumed, 'Grant', g.id FROM found AS f
-        JOIN ${entries} AS g ON g.model = 'Grant' AND g.id = f.grant_id
-        WHERE f.follow AND (g.expires_at IS NULL OR g.expires_at > now())`,
+      UNION ALL ${followed('Session', 'uid', "f.payload->>'sessionUid'")}
+      UNION ALL ${followed('Grant', 'id', 'f.grant_id')}`,
     findByUserCode: `SELECT payload, consumed FROM ${entries} WHERE model = $1 AND user_code = $2 AND ${LIVE} LIMIT 1`,
     // Replaces whole entries, so an earlier `consumed` cannot survive; $8 lifetimes (ms), NULL never expires.
     upsertMany: `INSERT INTO ${entries} AS e (model, id, payload, consumed, grant_id, uid, user_code, expires_at)

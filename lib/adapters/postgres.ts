@@ -84,17 +84,11 @@ const BIGINT_MAX = '9223372036854775807';
 /** The longest lifetime stored, in ms (about 300 years): a longer one would overflow PostgreSQL's interval and fail its whole batch. */
 const LONGEST_LIFETIME_MS = 1e13;
 
+/** One exchange's commit row, as `commitText` takes it: its texts (or null) and lifetimes (ms), by COMMIT_COLUMNS. */
+type CommitColumns = { model: string; id: string } & Record<(typeof COMMIT_COLUMNS)[number], string | number | null>;
+
 /** One exchange's commit, as `commitText` takes it. */
-interface PlainCommit {
-  consumeModel: string | null;
-  consumeId: string | null;
-  /** The consumption's value: the time, in seconds. */
-  consumed: string;
-  model: string;
-  id: string;
-  payload: string;
-  lifetime: number;
-  memberExpiry: number;
+interface PlainCommit extends CommitColumns {
   indexes: string[];
   guards: string[];
   /** Quota counters' ids (entries of `model`), bounds and lifetimes (ms). */
@@ -225,6 +219,8 @@ interface WriteCount {
   readonly readAheads: Map<string, AdapterPayload | undefined>;
 }
 const READ_OPERATIONS = new Set(['find', 'findByUid', 'findByUserCode']);
+/** Invariant 6: the bounded index additions' isolation, whatever the pool's default. */
+const READ_COMMITTED = 'BEGIN ISOLATION LEVEL READ COMMITTED';
 
 /** Invariant 10: finds, consumptions, writes and index additions of one turn go out as one statement each. */
 function entryBatches(run: Run, statements: ReturnType<typeof storeStatements>, written: WriteCount) {
@@ -397,14 +393,14 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
 
   let outbox: OutboxStore | undefined;
   const runOutbox = runOn(outboxReady);
-  const runOutboxTransaction: RunTransaction = (work, operation) => transaction(outboxReady, 'BEGIN', work, operation);
+  const runOutboxTransaction: RunTransaction = (work, operation) => transaction(outboxReady, 'BEGIN', operation, work);
 
   /** Runs `work` in one transaction (opened by `begin`) on one connection of the pool; any failure rolls it back. */
   async function transaction<T>(
     ready: () => Promise<void> | undefined,
     begin: string,
-    work: (run: Run) => Promise<T>,
     operation: string,
+    work: (run: Run) => Promise<T>,
   ): Promise<T> {
     await ready();
     const client = await answered(pool.connect(), operation);
@@ -590,19 +586,12 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
       assertMember(member);
       const expiries = adds.map((add) => storedExpiry(add.expiresAt));
       const indexNames = adds.map((add) => keyOf(add.index));
-      const { rows } = await transaction(
-        storeReady,
-        'BEGIN ISOLATION LEVEL READ COMMITTED',
-        async (query) => {
-          await query(statements.indexLock, [names.lock, this.#name, indexNames], 'indexAddWithin');
-          return query(
-            statements.indexAddWithin,
-            [this.#name, indexNames, member, Date.now(), expiries, adds.map((add) => add.bound)],
-            'indexAddWithin',
-          );
-        },
-        'indexAddWithin',
-      );
+      const bounds = adds.map((add) => add.bound);
+      const { rows } = await transaction(storeReady, READ_COMMITTED, 'indexAddWithin', async (query) => {
+        await query(statements.indexLock, [names.lock, this.#name, indexNames], 'indexAddWithin');
+        const values = [this.#name, indexNames, member, Date.now(), expiries, bounds];
+        return query(statements.indexAddWithin, values, 'indexAddWithin');
+      });
       const full = (rows[0] as { full_index: string | null } | undefined)?.full_index ?? null;
       return full === null ? undefined : adds[indexNames.indexOf(full)]!.index;
     }
@@ -616,12 +605,9 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
     async indexRange(index: string, after: IndexEntry | undefined, limit: number): Promise<IndexEntry[]> {
       // The first page is the one after bigint's largest value, which no expiry reaches.
       const position = after ? [Math.round(after.expiresAt), positionOf(after.member)] : [BIGINT_MAX, ''];
-      const { rows } = await run(
-        statements.indexAfter,
-        [this.#name, keyOf(index), Date.now(), limit, ...position],
-        'indexRange',
-      );
-      return (rows as Array<{ member: string; expires_at: string }>).map((row) => ({
+      const values = [this.#name, keyOf(index), Date.now(), limit, ...position];
+      const { rows } = await run(statements.indexAfter, values, 'indexRange');
+      return rows.map((row: { member: string; expires_at: string }) => ({
         member: row.member,
         expiresAt: Number(row.expires_at),
       }));
@@ -674,12 +660,10 @@ function positionOf(member: string): string {
 }
 
 /** What `query` resolves, or its failure as a store error of `operation`. */
-async function answered<T>(query: Promise<T>, operation: string): Promise<T> {
-  try {
-    return await query;
-  } catch (error) {
+function answered<T>(query: Promise<T>, operation: string): Promise<T> {
+  return query.catch((error: unknown) => {
     throw storeError(operation, error);
-  }
+  });
 }
 
 /** Invariant 12: names the operation and SQLSTATE, never a value (a key can be a token). */

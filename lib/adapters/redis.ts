@@ -364,13 +364,8 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
       if (!adds.length) return undefined;
       if (!isReady()) await whenReady();
       const keys = adds.map((add) => sortedIndexKey(this.#name, add.index));
-      const full = await redis.impersonationIndexAddWithin(
-        keys.length,
-        ...keys,
-        member,
-        Date.now(),
-        ...adds.flatMap((add) => [add.expiresAt, add.bound]),
-      );
+      const limits = adds.flatMap((add) => [add.expiresAt, add.bound]);
+      const full = await redis.impersonationIndexAddWithin(keys.length, ...keys, member, Date.now(), ...limits);
       return full === 0 ? undefined : adds[(full as number) - 1]!.index;
     }
 

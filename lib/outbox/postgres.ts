@@ -3,23 +3,11 @@ import { randomUUID } from 'node:crypto';
 import { streamOf, type DeadLetter, type LeasedEntry, type NewOutboxEntry, type SettledEntry } from './contract.js';
 import type { OutboxStats, OutboxStore } from './contract.js';
 import type { Statement } from '../postgres/statement.js';
+import type { OutboxTables } from '../adapters/postgres-schema.js';
 
 type Row = Record<string, unknown>;
 /** Runs one statement (the adapter's pool, error mapping and migration). */
 type RunStatement = (statement: Statement, values: unknown[], operation: string) => Promise<{ rows: Row[] }>;
-
-export interface OutboxTables {
-  /** What the outbox's statement names start with: its adapter's, unique to its table. */
-  statementPrefix: string;
-  /** Qualified names of the entries' and the counters' tables. */
-  entries: string;
-  drops: string;
-  /** Index names, unqualified (PostgreSQL creates an index in its table's schema). */
-  streamIndex: string;
-  subscriptionIndex: string;
-  readyIndex: string;
-  deadIndex: string;
-}
 
 /** Runs statements in one transaction on one connection: committed when `work` resolves, rolled back when it throws. */
 export type RunTransaction = <T>(work: (run: RunStatement) => Promise<T>, operation: string) => Promise<T>;
@@ -220,20 +208,9 @@ export function createPostgresOutbox(tables: OutboxTables, run: RunStatement, tr
 
     async claim(limit, leaseMs, now, deadBefore, bound) {
       const out = [...(bound?.out ?? [])];
-      const { rows } = await run(
-        statements.claim,
-        [
-          now,
-          limit,
-          randomUUID(),
-          leaseMs,
-          bound?.each ?? limit,
-          out.map(([subscription]) => subscription),
-          out.map(([, count]) => count),
-          deadBefore,
-        ],
-        'outbox claim',
-      );
+      const outColumns = [out.map(([subscription]) => subscription), out.map(([, count]) => count)];
+      const values = [now, limit, randomUUID(), leaseMs, bound?.each ?? limit, ...outColumns, deadBefore];
+      const { rows } = await run(statements.claim, values, 'outbox claim');
       return rows
         .map((row): LeasedEntry => ({
           ...storedEntryOf(row),

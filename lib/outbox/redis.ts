@@ -231,16 +231,9 @@ export function createRedisOutbox(client: RedisClient, prefix: string, ready: ()
     },
 
     async claim(limit, leaseMs, now, deadBefore, bound) {
-      const replies = await script<Array<[string, string, number, string]>>(
-        'impersonationOutboxClaim',
-        now,
-        limit,
-        leaseMs,
-        randomUUID(),
-        deadBefore,
-        bound?.each ?? '',
-        ...[...(bound?.out ?? [])].flat(),
-      );
+      const out = [...(bound?.out ?? [])].flat();
+      const args = [now, limit, leaseMs, randomUUID(), deadBefore, bound?.each ?? '', ...out];
+      const replies = await script<Array<[string, string, number, string]>>('impersonationOutboxClaim', ...args);
       return replies.map(([, json, attempts, lease]) => {
         const stored = JSON.parse(json) as StoredEntry;
         return { ...stored, attempts: Number(attempts), lease, leaseUntil: now + leaseMs };
@@ -289,12 +282,9 @@ export function createRedisOutbox(client: RedisClient, prefix: string, ready: ()
       const letters: DeadLetter[] = [];
       for (let i = 0; i < members.length; i += 2) {
         const member = members[i] as string;
-        const [json, attempts, reason] = await Promise.all([
-          client.hget(key('entries'), member),
-          client.hget(key('attempts'), member),
-          client.hget(key('reasons'), member),
-        ]);
-        if (json === null) continue;
+        const fields = (['entries', 'attempts', 'reasons'] as const).map((hash) => client.hget(key(hash), member));
+        const [json, attempts, reason] = await Promise.all(fields);
+        if (typeof json !== 'string') continue;
         const stored = JSON.parse(json) as StoredEntry;
         letters.push({ ...stored, attempts: Number(attempts), deadAt: Number(members[i + 1]), reason: reason ?? '' });
       }
