@@ -70,14 +70,9 @@ async function main(argv: string[]): Promise<number> {
     if (format !== 'jsonl' && format !== 'csv') throw invalidCommandLine('--format must be jsonl or csv');
     const since = timeOf('since', values.since);
     const until = timeOf('until', values.until);
+    const lines = exportTrail(connectionString, { schema: values.schema, table: values.table, since, until, format });
     try {
-      for await (const line of exportTrail(connectionString, {
-        schema: values.schema,
-        table: values.table,
-        since,
-        until,
-        format,
-      })) {
+      for await (const line of lines) {
         // A reader that stops reading (`| head -1`) ends the export: leaving the loop ends the read.
         if (!(await output.write(line))) break;
       }
