@@ -145,11 +145,8 @@ export async function denyRequest(
   approvalSettings(deps.options, 'denyRequest');
   const reason = readText(fieldsOf(input, ['reason'])['reason'], 'reason');
   const request = await openRequest(deps, customer, requestId, ctx);
-  const answered = await answerOnce(deps, request, {
-    at: nowSeconds(),
-    decision: 'denied',
-    ...definedMembers({ reason }),
-  });
+  const answer = { at: nowSeconds(), decision: 'denied', ...definedMembers({ reason }) } as const;
+  const answered = await answerOnce(deps, request, answer);
   const event = requestEvent(EVENTS.approvalDenied, answered);
   if (reason !== undefined) event.reason = reason;
   await publish(deps.bus, event, ctx);

@@ -38,11 +38,9 @@ export function readScopeList(value: unknown, field: string): string[] | undefin
 /** An absolute URI without a fragment, as a resource indicator is (RFC 8707). */
 export function readResource(value: unknown, field: string): string | undefined {
   if (value === undefined) return undefined;
-  if (typeof value !== 'string' || value.length > MAX_RESOURCE_LENGTH || !isStorableText(value)) {
-    throw invalidInput(`${field} must be an absolute URI without a fragment`);
-  }
-  const parsed = URL.parse(value);
-  if (!parsed || parsed.hash || value.includes('#')) {
+  const storable = typeof value === 'string' && value.length <= MAX_RESOURCE_LENGTH && isStorableText(value);
+  // A fragment, even an empty one, is refused by its '#'.
+  if (!storable || !URL.parse(value) || value.includes('#')) {
     throw invalidInput(`${field} must be an absolute URI without a fragment`);
   }
   return value;
