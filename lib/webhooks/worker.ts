@@ -75,11 +75,8 @@ export function outboxView(outbox: OutboxStore, ids: readonly string[] = []): We
   return {
     async stats() {
       const stats = await outbox.stats();
-      const idle = { pending: 0, dead: 0, dropped: 0 };
-      return {
-        ...stats,
-        subscriptions: { ...Object.fromEntries(ids.map((id) => [id, idle])), ...stats.subscriptions },
-      };
+      const idle = Object.fromEntries(ids.map((id) => [id, { pending: 0, dead: 0, dropped: 0 }]));
+      return { ...stats, subscriptions: { ...idle, ...stats.subscriptions } };
     },
     deadLetters: (limit = 100) => outbox.deadLetters(limit),
     wake() {},
@@ -326,14 +323,9 @@ async function settleAll(held: WeakRef<Provider>, outbox: OutboxStore, outcomes:
     return;
   }
   outcomes.forEach(({ entry, settlement }, index) => {
-    if (settled[index] && settlement.outcome === 'dead') {
-      emitOn(held.deref(), WEBHOOK_DEAD_LETTERED, {
-        subscription: entry.subscription,
-        id: entry.id,
-        reason: settlement.reason,
-        attempts: entry.attempts,
-      });
-    }
+    if (!settled[index] || settlement.outcome !== 'dead') return;
+    const { subscription, id, attempts } = entry;
+    emitOn(held.deref(), WEBHOOK_DEAD_LETTERED, { subscription, id, reason: settlement.reason, attempts });
   });
 }
 
