@@ -9,6 +9,7 @@ const MAX_SCOPES = 50;
 const MAX_RESOURCE_LENGTH = 1024;
 const MAX_ID_LENGTH = 1024;
 const SCOPE_TOKEN = /^[\x21\x23-\x5B\x5D-\x7E]{1,256}$/;
+const isScopeName = (name: unknown) => typeof name === 'string' && SCOPE_TOKEN.test(name);
 
 /** An object's fields, refusing any not in `allowed` and listing those allowed, never the one sent. */
 export function fieldsOf(value: unknown, allowed: readonly string[], what = 'body'): Record<string, unknown> {
@@ -24,12 +25,7 @@ export function fieldsOf(value: unknown, allowed: readonly string[], what = 'bod
 /** A list of scope names, without repeats, in the order given; absent stays absent. */
 export function readScopeList(value: unknown, field: string): string[] | undefined {
   if (value === undefined) return undefined;
-  if (
-    !Array.isArray(value) ||
-    !value.length ||
-    value.length > MAX_SCOPES ||
-    value.some((name) => typeof name !== 'string' || !SCOPE_TOKEN.test(name))
-  ) {
+  if (!Array.isArray(value) || !value.length || value.length > MAX_SCOPES || !value.every(isScopeName)) {
     throw invalidInput(`${field} must be an array of 1 to ${MAX_SCOPES} scope names`);
   }
   return [...new Set(value as string[])];

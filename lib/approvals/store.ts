@@ -31,6 +31,9 @@ interface Outcome<T> {
   changedNow: boolean;
 }
 
+/** What taking a grant's place did: taken, or which bound it reached. */
+type Reservation = 'reserved' | 'too_many_in_force' | 'too_many_given';
+
 /** Access grants and approval requests on an adapter with sorted indexes (Invariant 36). */
 export class ApprovalStore {
   readonly #adapter: ApprovalAdapter;
@@ -40,10 +43,7 @@ export class ApprovalStore {
   }
 
   /** Takes a place among grants in force and given in 24 hours, both or neither, atomically (Invariant 50); or names the bound reached. */
-  async reserveGrant(
-    grant: AccessGrant,
-    bounds: { inForce: number; givenPerDay: number },
-  ): Promise<'reserved' | 'too_many_in_force' | 'too_many_given'> {
+  async reserveGrant(grant: AccessGrant, bounds: { inForce: number; givenPerDay: number }): Promise<Reservation> {
     const reservedUntil = Math.min(grant.expiresAt * 1000, Date.now() + RESERVED_FOR_MS);
     const full = await this.#adapter.indexAddWithin(
       [

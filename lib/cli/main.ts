@@ -58,11 +58,8 @@ async function main(argv: string[]): Promise<number> {
         ...(heads.length ? { head: heads } : {}),
         requireCheckpoints: every !== undefined,
       });
-      const { line, code } = verificationReport(result, {
-        schema: values.schema,
-        table: values.table ?? 'impersonation_audit',
-        signed: key !== undefined,
-      });
+      const trail = { schema: values.schema, table: values.table ?? 'impersonation_audit', signed: key !== undefined };
+      const { line, code } = verificationReport(result, trail);
       await output.write(`${line}\n`);
       return code;
     }

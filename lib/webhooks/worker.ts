@@ -225,13 +225,11 @@ function entryDelivery(options: ResolvedWebhookOptions, other: OtherDelivery | u
     const subscription = subscriptions.get(entry.subscription);
     let answer: Settlement | HttpAnswer;
     if (other?.owns(entry.subscription)) {
-      try {
-        answer = await other.deliver(entry, http, provider);
-      } catch (error) {
-        reportError(provider, error);
-        return undefined;
-      }
-      if (http.signal.aborted) return undefined;
+      const delivered = await other
+        .deliver(entry, http, provider)
+        .catch((error: unknown) => reportError(provider, error));
+      if (!delivered || http.signal.aborted) return undefined;
+      answer = delivered;
     } else if (!subscription) answer = { outcome: 'dead', reason: 'subscription_removed' };
     else if (gone.has(subscription.id)) answer = { outcome: 'dead', reason: 'gone' };
     else {
