@@ -145,11 +145,8 @@ export async function denyRequest(
   approvalSettings(deps.options, 'denyRequest');
   const reason = readText(fieldsOf(input, ['reason'])['reason'], 'reason');
   const request = await openRequest(deps, customer, requestId, ctx);
-  const answered = await answerOnce(deps, request, {
-    at: nowSeconds(),
-    decision: 'denied',
-    ...definedMembers({ reason }),
-  });
+  const answer = { at: nowSeconds(), decision: 'denied', ...definedMembers({ reason }) } as const;
+  const answered = await answerOnce(deps, request, answer);
   const event = requestEvent(EVENTS.approvalDenied, answered);
   if (reason !== undefined) event.reason = reason;
   await publish(deps.bus, event, ctx);
@@ -157,12 +154,7 @@ export async function denyRequest(
 }
 
 /** One of the customer's requests still waiting; an answered or expired one is a 409 saying which. */
-async function openRequest(
-  deps: ApprovalDependencies,
-  customer: string,
-  requestId: string,
-  ctx: Koa.Context | undefined,
-): Promise<ApprovalRequest> {
+async function openRequest(deps: ApprovalDependencies, customer: string, requestId: string, ctx?: Koa.Context) {
   const settled = await findSettledAs(deps, requestId, (request) => request.subject === customer, ctx);
   const state = requestStateOf(settled);
   if (state !== 'pending') throw closed(state);
@@ -192,12 +184,11 @@ function closed(decision: ApprovalDecision): DomainError<'conflict'> {
 
 /** Takes the grant's place within its customer's bounds, counted and taken in one store operation; 429 past either. */
 async function reservePlace(deps: ApprovalDependencies, grant: AccessGrant, maxGrantsPerCustomer: number) {
-  const outcome = await storeCall(() =>
-    deps.approvals.reserveGrant(grant, {
-      inForce: maxGrantsPerCustomer,
-      givenPerDay: GRANTS_PER_DAY_PER_GRANT_IN_FORCE * maxGrantsPerCustomer,
-    }),
-  );
+  const bounds = {
+    inForce: maxGrantsPerCustomer,
+    givenPerDay: GRANTS_PER_DAY_PER_GRANT_IN_FORCE * maxGrantsPerCustomer,
+  };
+  const outcome = await storeCall(() => deps.approvals.reserveGrant(grant, bounds));
   if (outcome !== 'reserved') {
     throw limitReached(
       'too_many_grants',

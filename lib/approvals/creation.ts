@@ -13,6 +13,9 @@ import { newApprovalRequestId, type AccessGrant, type ApprovalRequest } from './
 type CreationApproval =
   { kind: 'none' } | { kind: 'grant'; grant: AccessGrant } | { kind: 'pending'; request: ApprovalRequest };
 
+/** An ask that names who would act, as a customer's approval needs. */
+type ActorAsk = ApprovalPolicyInput & { actor: string };
+
 const REQUIREMENTS: ReadonlySet<unknown> = new Set<ApprovalRequirement>(['none', 'grant', 'request']);
 
 /** Asks `approvals.require`, then looks for a covering grant; else the customer gets an approval request. */
@@ -34,11 +37,8 @@ export async function approvalForCreation(
     ...(ask.actor === undefined ? ['actorId'] : []),
     ...(ask.clientId === undefined && !settings.widenApprovedGrants.includes('clientId') ? ['clientId'] : []),
   ];
-  if (missing.length) {
-    throw invalidInput(
-      `${missing.join(' and ')} ${missing.length > 1 ? 'are' : 'is'} required when the customer must approve`,
-    );
-  }
+  const verb = missing.length > 1 ? 'are' : 'is';
+  if (missing.length) throw invalidInput(`${missing.join(' and ')} ${verb} required when the customer must approve`);
   const actor = ask.actor!;
 
   const inForce = await storeCall(() => deps.approvals.activeGrants(ask.subject, settings.maxGrantsPerCustomer));
@@ -50,11 +50,7 @@ export async function approvalForCreation(
 }
 
 /** Whether a grant in force allows this request (its actor, resource, scopes, and an approval's bindings). */
-function covers(
-  grant: AccessGrant,
-  ask: ApprovalPolicyInput & { actor: string },
-  requirement: ApprovalRequirement,
-): boolean {
+function covers(grant: AccessGrant, ask: ActorAsk, requirement: ApprovalRequirement): boolean {
   if (requirement === 'request' && (grant.origin !== 'approval' || grant.actor !== ask.actor)) return false;
   if (grant.actor !== undefined && grant.actor !== ask.actor) return false;
   if (ask.resource !== undefined && grant.resource !== undefined && grant.resource !== ask.resource) return false;
@@ -75,7 +71,7 @@ function covers(
 async function pendingRequest(
   deps: ApprovalDependencies,
   settings: ResolvedApprovalOptions,
-  ask: ApprovalPolicyInput & { actor: string },
+  ask: ActorAsk,
   ctx: Koa.Context | undefined,
 ): Promise<ApprovalRequest> {
   const waiting = await storeCall(() => deps.approvals.pendingRequests(ask.subject, settings.maxPendingPerCustomer));

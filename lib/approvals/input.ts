@@ -9,6 +9,7 @@ const MAX_SCOPES = 50;
 const MAX_RESOURCE_LENGTH = 1024;
 const MAX_ID_LENGTH = 1024;
 const SCOPE_TOKEN = /^[\x21\x23-\x5B\x5D-\x7E]{1,256}$/;
+const isScopeName = (name: unknown) => typeof name === 'string' && SCOPE_TOKEN.test(name);
 
 /** An object's fields, refusing any not in `allowed` and listing those allowed, never the one sent. */
 export function fieldsOf(value: unknown, allowed: readonly string[], what = 'body'): Record<string, unknown> {
@@ -24,12 +25,7 @@ export function fieldsOf(value: unknown, allowed: readonly string[], what = 'bod
 /** A list of scope names, without repeats, in the order given; absent stays absent. */
 export function readScopeList(value: unknown, field: string): string[] | undefined {
   if (value === undefined) return undefined;
-  if (
-    !Array.isArray(value) ||
-    !value.length ||
-    value.length > MAX_SCOPES ||
-    value.some((name) => typeof name !== 'string' || !SCOPE_TOKEN.test(name))
-  ) {
+  if (!Array.isArray(value) || !value.length || value.length > MAX_SCOPES || !value.every(isScopeName)) {
     throw invalidInput(`${field} must be an array of 1 to ${MAX_SCOPES} scope names`);
   }
   return [...new Set(value as string[])];
@@ -38,11 +34,9 @@ export function readScopeList(value: unknown, field: string): string[] | undefin
 /** An absolute URI without a fragment, as a resource indicator is (RFC 8707). */
 export function readResource(value: unknown, field: string): string | undefined {
   if (value === undefined) return undefined;
-  if (typeof value !== 'string' || value.length > MAX_RESOURCE_LENGTH || !isStorableText(value)) {
-    throw invalidInput(`${field} must be an absolute URI without a fragment`);
-  }
-  const parsed = URL.parse(value);
-  if (!parsed || parsed.hash || value.includes('#')) {
+  const storable = typeof value === 'string' && value.length <= MAX_RESOURCE_LENGTH && isStorableText(value);
+  // A fragment, even an empty one, is refused by its '#'.
+  if (!storable || !URL.parse(value) || value.includes('#')) {
     throw invalidInput(`${field} must be an absolute URI without a fragment`);
   }
   return value;

@@ -63,10 +63,8 @@ const DEFAULTS = {
   breakGlassClients: [] as string[],
 };
 
-const KNOWN: readonly string[] = Object.keys({ customerResource: true, ...DEFAULTS } satisfies Record<
-  keyof ApprovalOptions,
-  unknown
->);
+const OPTIONS: Record<keyof ApprovalOptions, unknown> = { customerResource: true, ...DEFAULTS };
+const KNOWN: readonly string[] = Object.keys(OPTIONS);
 const check: OptionChecks = optionChecks('createImpersonation');
 const fail: OptionChecks['fail'] = check.fail;
 

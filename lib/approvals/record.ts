@@ -49,21 +49,14 @@ export interface ApprovalRequest extends AccessCeiling {
   answer?: { at: number; decision: ApprovalDecision; grantId?: string; reason?: string };
 }
 
-export function newAccessGrantId(): string {
-  return `agr_${randomBytes(16).toString('base64url')}`;
-}
+/** Grant (`agr_`) and request (`apr_`) ids: the prefix, then 16 random bytes as base64url. */
+const newIdOf = (prefix: string) => (): string => `${prefix}_${randomBytes(16).toString('base64url')}`;
+const isIdOf = (prefix: string) => (value: string) => new RegExp(`^${prefix}_[A-Za-z0-9_-]{22}$`).test(value);
 
-export function newApprovalRequestId(): string {
-  return `apr_${randomBytes(16).toString('base64url')}`;
-}
-
-export function isAccessGrantId(value: string): boolean {
-  return /^agr_[A-Za-z0-9_-]{22}$/.test(value);
-}
-
-export function isApprovalRequestId(value: string): boolean {
-  return /^apr_[A-Za-z0-9_-]{22}$/.test(value);
-}
+export const newAccessGrantId = newIdOf('agr');
+export const newApprovalRequestId = newIdOf('apr');
+export const isAccessGrantId = isIdOf('agr');
+export const isApprovalRequestId = isIdOf('apr');
 
 export type GrantState = 'active' | 'ended' | 'expired';
 

@@ -15,9 +15,8 @@ export async function settleExpiry(
   ctx: Koa.Context | undefined,
 ): Promise<ApprovalRequest> {
   if (request.answer || requestStateOf(request) !== 'expired') return request;
-  const { record, changedNow } = await storeCall(() =>
-    approvals.answer(request, { at: request.expiresAt, decision: 'expired' }),
-  );
+  const expired = { at: request.expiresAt, decision: 'expired' } as const;
+  const { record, changedNow } = await storeCall(() => approvals.answer(request, expired));
   if (changedNow) await publish(bus, requestEvent(EVENTS.approvalExpired, record), ctx);
   return record;
 }

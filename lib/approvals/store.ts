@@ -31,6 +31,9 @@ interface Outcome<T> {
   changedNow: boolean;
 }
 
+/** What taking a grant's place did: taken, or which bound it reached. */
+type Reservation = 'reserved' | 'too_many_in_force' | 'too_many_given';
+
 /** Access grants and approval requests on an adapter with sorted indexes (Invariant 36). */
 export class ApprovalStore {
   readonly #adapter: ApprovalAdapter;
@@ -40,22 +43,12 @@ export class ApprovalStore {
   }
 
   /** Takes a place among grants in force and given in 24 hours, both or neither, atomically (Invariant 50); or names the bound reached. */
-  async reserveGrant(
-    grant: AccessGrant,
-    bounds: { inForce: number; givenPerDay: number },
-  ): Promise<'reserved' | 'too_many_in_force' | 'too_many_given'> {
+  async reserveGrant(grant: AccessGrant, bounds: { inForce: number; givenPerDay: number }): Promise<Reservation> {
+    const reservedUntil = Math.min(grant.expiresAt * 1000, Date.now() + RESERVED_FOR_MS);
     const full = await this.#adapter.indexAddWithin(
       [
-        {
-          index: grantsOf(grant.subject),
-          expiresAt: Math.min(grant.expiresAt * 1000, Date.now() + RESERVED_FOR_MS),
-          bound: bounds.inForce,
-        },
-        {
-          index: givenBy(grant.subject),
-          expiresAt: grant.createdAt * 1000 + GIVEN_WINDOW_MS,
-          bound: bounds.givenPerDay,
-        },
+        { index: grantsOf(grant.subject), expiresAt: reservedUntil, bound: bounds.inForce },
+        { index: givenBy(grant.subject), expiresAt: givenUntil(grant), bound: bounds.givenPerDay },
       ],
       grant.id,
     );
@@ -73,7 +66,7 @@ export class ApprovalStore {
     await Promise.all([
       this.#adapter.upsert(grant.id, recordPayload(GRANT, grant), keptFor(grant.expiresAt)),
       this.#adapter.indexAdd([grantsOf(grant.subject)], grant.id, grant.expiresAt * 1000),
-      this.#adapter.indexAdd([givenBy(grant.subject)], grant.id, grant.createdAt * 1000 + GIVEN_WINDOW_MS),
+      this.#adapter.indexAdd([givenBy(grant.subject)], grant.id, givenUntil(grant)),
     ]);
   }
 
@@ -162,6 +155,11 @@ export class ApprovalStore {
     const records = await Promise.all(entries.map((entry) => read(entry.member)));
     return records.filter((record): record is Awaited<T> & T => record !== undefined);
   }
+}
+
+/** Until when a grant counts toward its customer's daily budget (ms). */
+function givenUntil(grant: AccessGrant): number {
+  return grant.createdAt * 1000 + GIVEN_WINDOW_MS;
 }
 
 function keptFor(expiresAt: number): number {

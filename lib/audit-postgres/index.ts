@@ -193,15 +193,8 @@ export function createPostgresAuditLog(options: PostgresAuditLogOptions): Postgr
       if (verifyOptions.requireCheckpoints && !key)
         throw invalidOption('verify', 'requireCheckpoints', 'needs "key": the checkpoints are checked with the key');
       if (!key) return verifyChain(pool, names, undefined);
-      return (
-        publishedHeadFailure(key, heads) ??
-        verifyChain(pool, names, {
-          key,
-          heads,
-          checkpointEvery,
-          requireCheckpoints: verifyOptions.requireCheckpoints ?? false,
-        })
-      );
+      const signatures = { key, heads, checkpointEvery, requireCheckpoints: verifyOptions.requireCheckpoints ?? false };
+      return publishedHeadFailure(key, heads) ?? verifyChain(pool, names, signatures);
     },
     query: async (filter = {}) => {
       // Reads only; a migration this log's own appends started is waited for.
@@ -359,12 +352,8 @@ async function queryTrail(pool: pg.Pool, names: Names, filter: AuditQuery): Prom
         `the audit log cannot be queried: ${missing}; check its "schema" and "table" options, or create the tables with migrate()`,
       );
     }
-    return (
-      await client.query<StoredEntry>(
-        `SELECT ${ENTRY_COLUMNS} FROM ${names.table} ${where} ORDER BY seq DESC LIMIT ${limit}`,
-        values,
-      )
-    ).rows;
+    const page = `SELECT ${ENTRY_COLUMNS} FROM ${names.table} ${where} ORDER BY seq DESC LIMIT ${limit}`;
+    return (await client.query<StoredEntry>(page, values)).rows;
   });
   const items = rows.map(entryOf);
   const last = items.at(-1);

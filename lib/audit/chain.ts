@@ -3,7 +3,7 @@ import type { ImpersonationEvent, ImpersonationEventName } from '../event-types.
 import { headSignatureVerifies, type SignedHead } from './head.js';
 import { checkpointText, verifierOf, type VerificationKey } from './signing.js';
 import { invalidAuditQuery, notATrailRow } from '../errors/standalone.js';
-import { canonicalJson } from '../json.js';
+import { canonicalJson, definedMembers } from '../json.js';
 
 /** The hash the chain starts from: the `prev_hash` of row 1. */
 export const GENESIS = '0'.repeat(64);
@@ -125,6 +125,8 @@ export type ChainWalk = { hashes: Map<number, string> } & (
   { ok: true; count: number } | { ok: false; failure: VerifyFailure }
 );
 
+const HEAD_MOVED = 'the chain does not end where its head says (rows were removed from the end, or the head was moved)';
+
 /** Walks rows in ascending order, reporting the first that breaks the chain (Invariant 27); `keepHashes` for `checkSignatures`. */
 export async function walkChain(
   batches: AsyncIterable<readonly ChainedRow[]> | Iterable<readonly ChainedRow[]>,
@@ -163,12 +165,7 @@ export async function walkChain(
   }
   const count = expectedSeq - 1;
   const end = await head();
-  if (!end || end.seq !== count || end.hash !== previousHash)
-    return failed(
-      count + 1,
-      'head',
-      'the chain does not end where its head says (rows were removed from the end, or the head was moved)',
-    );
+  if (!end || end.seq !== count || end.hash !== previousHash) return failed(count + 1, 'head', HEAD_MOVED);
   return { ok: true, count, hashes };
 }
 
@@ -225,14 +222,11 @@ export function checkSignatures(walk: ChainWalk, check: SignatureCheck): VerifyR
 
   let pinned = 0;
   let signed = 0;
-  const fail = (seq: number, failed: VerifyCheck, problem: string, keyId?: string): VerifyFailure => ({
-    ok: false,
-    count: pinned,
-    seq,
-    problem,
-    check: failed,
-    ...(keyId === undefined ? {} : { keyId }),
-  });
+  const fail = (seq: number, failed: VerifyCheck, problem: string, keyId?: string): VerifyFailure => {
+    return { ok: false, count: pinned, seq, problem, check: failed, ...definedMembers({ keyId }) };
+  };
+  const rewritten = (seq: number, failed: 'checkpoint' | 'published-head', pin: string) =>
+    fail(seq, failed, `the chain was rewritten up to here: its hash is not the one its ${pin} pins`);
   const verifies = (checkpoint: StoredCheckpoint) =>
     verifier.verify(checkpointText(checkpoint.seq, checkpoint.hash), checkpoint.signature);
   const signatureFailure = (checkpoint: StoredCheckpoint) => {
@@ -258,28 +252,16 @@ export function checkSignatures(walk: ChainWalk, check: SignatureCheck): VerifyR
       if (!walk.ok) break;
       if (checkpoint && !verifies(checkpoint)) return signatureFailure(checkpoint);
       const what = checkpoint ? 'signed checkpoint' : 'published head';
-      return fail(
-        end + 1,
-        checkpoint ? 'checkpoint' : 'published-head',
-        `the chain ends before its ${what} at row ${seq} (rows were removed from the end)`,
-      );
+      const problem = `the chain ends before its ${what} at row ${seq} (rows were removed from the end)`;
+      return fail(end + 1, checkpoint ? 'checkpoint' : 'published-head', problem);
     }
     if (checkpoint) {
       if (!verifies(checkpoint)) return signatureFailure(checkpoint);
-      if (hashes.get(seq) !== checkpoint.hash)
-        return fail(
-          seq,
-          'checkpoint',
-          'the chain was rewritten up to here: its hash is not the one its signed checkpoint pins',
-        );
+      if (hashes.get(seq) !== checkpoint.hash) return rewritten(seq, 'checkpoint', 'signed checkpoint');
       signed += 1;
     }
     if (check.heads.some((head) => head.seq === seq && head.hash !== hashes.get(seq)))
-      return fail(
-        seq,
-        'published-head',
-        'the chain was rewritten up to here: its hash is not the one its published head pins',
-      );
+      return rewritten(seq, 'published-head', 'published head');
     pinned = seq;
   }
   if (!walk.ok) return { ...walk.failure, count: pinned };
@@ -289,11 +271,8 @@ export function checkSignatures(walk: ChainWalk, check: SignatureCheck): VerifyR
     pinned = pins.filter((pin) => pin < seq).at(-1) ?? 0;
     return fail(seq, 'checkpoint-missing', problem);
   };
-  if (check.checkpoints.length === 0 && end >= every)
-    return missing(
-      every,
-      `no signed checkpoint in a chain of ${end} rows (they were deleted, or the log does not sign)`,
-    );
+  const unsigned = `no signed checkpoint in a chain of ${end} rows (they were deleted, or the log does not sign)`;
+  if (check.checkpoints.length === 0 && end >= every) return missing(every, unsigned);
   if (check.requireCheckpoints) {
     for (let seq = every; seq <= end; seq += every)
       if (!checkpoints.has(seq)) return missing(seq, 'its signed checkpoint is missing');

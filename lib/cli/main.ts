@@ -58,11 +58,8 @@ async function main(argv: string[]): Promise<number> {
         ...(heads.length ? { head: heads } : {}),
         requireCheckpoints: every !== undefined,
       });
-      const { line, code } = verificationReport(result, {
-        schema: values.schema,
-        table: values.table ?? 'impersonation_audit',
-        signed: key !== undefined,
-      });
+      const trail = { schema: values.schema, table: values.table ?? 'impersonation_audit', signed: key !== undefined };
+      const { line, code } = verificationReport(result, trail);
       await output.write(`${line}\n`);
       return code;
     }
@@ -70,14 +67,9 @@ async function main(argv: string[]): Promise<number> {
     if (format !== 'jsonl' && format !== 'csv') throw invalidCommandLine('--format must be jsonl or csv');
     const since = timeOf('since', values.since);
     const until = timeOf('until', values.until);
+    const lines = exportTrail(connectionString, { schema: values.schema, table: values.table, since, until, format });
     try {
-      for await (const line of exportTrail(connectionString, {
-        schema: values.schema,
-        table: values.table,
-        since,
-        until,
-        format,
-      })) {
+      for await (const line of lines) {
         // A reader that stops reading (`| head -1`) ends the export: leaving the loop ends the read.
         if (!(await output.write(line))) break;
       }

@@ -156,14 +156,8 @@ function readCursor(value: unknown, allowed: readonly string[], query: Koa.Conte
   if (typeof value !== 'string' || value.length > 200) throw badRequest('cursor is not one this API returned');
   try {
     const [expiresAt, member] = JSON.parse(Buffer.from(value, 'base64url').toString('utf8')) as unknown[];
-    if (
-      Number.isSafeInteger(expiresAt) &&
-      typeof member === 'string' &&
-      member.length <= 64 &&
-      isStorableText(member)
-    ) {
-      return { expiresAt: expiresAt as number, member };
-    }
+    const isMember = typeof member === 'string' && member.length <= 64 && isStorableText(member);
+    if (Number.isSafeInteger(expiresAt) && isMember) return { expiresAt: expiresAt as number, member };
   } catch {
     // Reported below.
   }

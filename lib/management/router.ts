@@ -55,12 +55,8 @@ export function createManagementApi(
       ctx.body = await viewOf(approvalDeps, await findSettledAs(approvalDeps, ctx.params['id']!, mine, ctx));
     });
     // The customer's own API: authenticated by the customer's access token, never by a Management API token.
-    customerRoutes(
-      router,
-      options.approvals.customerPath,
-      approvalDeps,
-      createCustomerCheck(provider, options.approvals),
-    );
+    const customerCheck = createCustomerCheck(provider, options.approvals);
+    customerRoutes(router, options.approvals.customerPath, approvalDeps, customerCheck);
   }
   // The SSF transmitter: its metadata and stream management, mounted (or not) with the rest of the API.
   if (transmitter) ssfRoutes(router, transmitter, authenticate);
@@ -72,10 +68,8 @@ export function createManagementApi(
 /** Which API a path belongs to, for its span: the customer's, SSF's, or the Management API. */
 function apiOf(options: ResolvedOptions, ssf: readonly string[]): (path: string) => string {
   const customer = options.approvals?.customerPath;
-  return (path) =>
-    customer && path.startsWith(customer)
-      ? 'customer'
-      : ssf.some((each) => path.startsWith(each))
-        ? 'ssf'
-        : 'management';
+  return (path) => {
+    if (customer && path.startsWith(customer)) return 'customer';
+    return ssf.some((each) => path.startsWith(each)) ? 'ssf' : 'management';
+  };
 }

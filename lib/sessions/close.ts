@@ -22,10 +22,8 @@ export async function closeSession(
   await sessions.markEnded({ parentSessionId: record.id });
   await closeStartedWith(bus, sessions, { parentSessionId: record.id }, 'parent_session_stopped', ctx);
   if (record.grantId !== undefined) {
-    await Promise.all([
-      bus.provider.AccessToken.revokeByGrantId(record.grantId),
-      bus.provider.Grant.adapter.destroy(record.grantId),
-    ]);
+    const { AccessToken, Grant } = bus.provider;
+    await Promise.all([AccessToken.revokeByGrantId(record.grantId), Grant.adapter.destroy(record.grantId)]);
   }
   const at = Math.floor(Date.now() / 1000);
   const reason = 'revokedBy' in request && request.reason ? { reason: request.reason } : {};

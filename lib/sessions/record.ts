@@ -86,17 +86,15 @@ export function viewOf(record: SessionRecord) {
     state: stateOf(record),
     type: record.type ?? 'impersonation',
     ...(record.parentSessionId === undefined ? {} : { parentSessionId: record.parentSessionId }),
-    ...(record.revoked
-      ? {
-          revokedAt: rfc3339(record.revoked.at),
-          revokedBy: record.revoked.by,
-          ...(record.revoked.reason ? { revocationReason: record.revoked.reason } : {}),
-        }
-      : {}),
+    ...(record.revoked ? revocationOf(record.revoked) : {}),
     ...(record.ended ? { endedAt: rfc3339(record.ended.at), endReason: record.ended.reason } : {}),
     ...(record.accessGrantId === undefined ? {} : { accessGrantId: record.accessGrantId }),
     ...(record.breakGlass ? { emergency: true as const, emergencyReason: record.breakGlass.reason } : {}),
   };
+}
+
+function revocationOf({ at, by, reason }: NonNullable<SessionRecord['revoked']>) {
+  return { revokedAt: rfc3339(at), revokedBy: by, ...(reason ? { revocationReason: reason } : {}) };
 }
 
 function rfc3339(seconds: number): string {

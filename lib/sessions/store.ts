@@ -251,11 +251,8 @@ function activeIndexesOf(record: SessionRecord): string[] {
 }
 
 function matches(record: SessionRecord, filter: SessionFilter): boolean {
-  return (
-    (filter.subject === undefined || record.subject === filter.subject) &&
-    (filter.actor === undefined || record.actor === filter.actor) &&
-    (filter.clientId === undefined || record.clientId === filter.clientId)
-  );
+  const named = ['subject', 'actor', 'clientId'] as const;
+  return named.every((name) => filter[name] === undefined || record[name] === filter[name]);
 }
 
 function keptFor(record: SessionRecord): number {

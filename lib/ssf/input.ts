@@ -13,6 +13,7 @@ const MAX_URI = 512;
 const MAX_DESCRIPTION = 256;
 const MAX_AUTHORIZATION = 2048;
 const PRINTABLE = /^[\x20-\x7E]+$/;
+const isEventUri = (uri: unknown) => typeof uri === 'string' && uri.length > 0 && uri.length <= MAX_URI;
 
 export function readStreamId(value: unknown): string {
   if (typeof value !== 'string' || !/^[A-Za-z0-9_-]{1,64}$/.test(value)) {
@@ -32,11 +33,7 @@ export async function readReceiverSupplied(body: JsonObject, allow: PushAllowLis
   const result: ReceiverSupplied = {};
   const events = body['events_requested'];
   if (events !== undefined) {
-    if (
-      !Array.isArray(events) ||
-      events.length > MAX_EVENTS_REQUESTED ||
-      events.some((uri) => typeof uri !== 'string' || !uri || uri.length > MAX_URI)
-    ) {
+    if (!Array.isArray(events) || events.length > MAX_EVENTS_REQUESTED || !events.every(isEventUri)) {
       throw badRequest(`events_requested must be an array of at most ${MAX_EVENTS_REQUESTED} event type URIs`);
     }
     result.eventsRequested = [...new Set(events as string[])];
@@ -85,6 +82,7 @@ export type PollRequest = ReturnType<typeof readPollRequest>;
 const MAX_EVENTS_PER_POLL = 100;
 const MAX_ACKS = 1000;
 const JTI = /^[\x21-\x7E]{1,128}$/;
+const SET_ERRS_FORM = 'setErrs must be an object of jti to { err, description }';
 
 /** An RFC 8936 2.4 poll request. */
 export function readPollRequest(body: JsonObject) {
@@ -96,16 +94,12 @@ export function readPollRequest(body: JsonObject) {
   if (!Array.isArray(ack) || ack.length > MAX_ACKS || ack.some((jti) => typeof jti !== 'string' || !JTI.test(jti))) {
     throw badRequest(`ack must be an array of at most ${MAX_ACKS} jti values`);
   }
-  if (typeof setErrs !== 'object' || setErrs === null || Array.isArray(setErrs)) {
-    throw badRequest('setErrs must be an object of jti to { err, description }');
-  }
+  if (typeof setErrs !== 'object' || setErrs === null || Array.isArray(setErrs)) throw badRequest(SET_ERRS_FORM);
   const errs = Object.entries(setErrs);
   if (errs.length > MAX_ACKS) throw badRequest(`setErrs must name at most ${MAX_ACKS} jti values`);
   const reported = errs.map(([jti, value]) => {
     const err = (value as { err?: unknown } | null)?.err;
-    if (!JTI.test(jti) || typeof err !== 'string' || !/^[A-Za-z0-9_]{1,64}$/.test(err)) {
-      throw badRequest('setErrs must be an object of jti to { err, description }');
-    }
+    if (!JTI.test(jti) || typeof err !== 'string' || !/^[A-Za-z0-9_]{1,64}$/.test(err)) throw badRequest(SET_ERRS_FORM);
     return { jti, err };
   });
   return {

@@ -99,10 +99,8 @@ export function resolveSsfOptions(input: SsfOptions, taken: { scopes: string[]; 
     fail('ssf.scope', `the Management API's other scopes must differ from ${readScopes.join(', ')}`);
   }
   const path = check.path('ssf.path', input.path ?? SSF_DEFAULTS.path);
-  if (
-    path.startsWith('/.well-known') ||
-    taken.paths.some((other) => other === path || other.startsWith(`${path}/`) || path.startsWith(`${other}/`))
-  ) {
+  const overlaps = (other: string) => other === path || other.startsWith(`${path}/`) || path.startsWith(`${other}/`);
+  if (path.startsWith('/.well-known') || taken.paths.some(overlaps)) {
     fail('ssf.path', "must not overlap the Management API's other paths nor /.well-known");
   }
   let baseUrl: string | undefined;
@@ -114,12 +112,8 @@ export function resolveSsfOptions(input: SsfOptions, taken: { scopes: string[]; 
     baseUrl = url.href.replace(/\/$/, '');
   }
   const pushAllowList = readPushAllowList(input.pushAllowList ?? []);
-  if (!pushAllowList) {
-    fail(
-      'ssf.pushAllowList',
-      `must be an array of at most ${MAX_ALLOWED_PUSH_HOSTS} host names, IP addresses and CIDR ranges`,
-    );
-  }
+  const hosts = `at most ${MAX_ALLOWED_PUSH_HOSTS} host names, IP addresses and CIDR ranges`;
+  if (!pushAllowList) fail('ssf.pushAllowList', `must be an array of ${hosts}`);
   check.optionalFunction('ssf.streamCovers', input.streamCovers);
   const maxStreams = whole('maxStreams', input.maxStreams);
   const maxStreamsPerReceiver = whole('maxStreamsPerReceiver', input.maxStreamsPerReceiver);

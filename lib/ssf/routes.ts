@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type Router from '@koa/router';
 import type Koa from 'koa';
 import { badRequest, notFound, streamBehind, tooManyRequests, tooManyStreams } from '../errors.js';
-import type { JsonObject } from '../json.js';
+import { definedMembers, type JsonObject } from '../json.js';
 import { refuseToken, type Authenticate } from '../http/auth.js';
 import { readJsonObject } from '../http/body.js';
 import { emitOn } from '../report-error.js';
@@ -196,11 +196,7 @@ async function removeStream(ssf: Ssf, ctx: Koa.Context): Promise<void> {
 }
 
 function statusOf(stream: StreamRecord): JsonObject {
-  return {
-    stream_id: stream.id,
-    status: stream.status,
-    ...(stream.reason === undefined ? {} : { reason: stream.reason }),
-  };
+  return { stream_id: stream.id, status: stream.status, ...definedMembers({ reason: stream.reason }) };
 }
 
 async function readStatus(ssf: Ssf, ctx: Koa.Context): Promise<void> {

@@ -106,17 +106,8 @@ export async function createSubjectToken<Pending>(
   }
 
   const quota = subjectTokenQuota(caller.clientId, options.maxSubjectTokensPerClient);
-  const saved = await storeCall(() =>
-    store.create(
-      {
-        ...named,
-        createdBy: caller.clientId,
-        ...definedMembers({ accessGrantId, breakGlass }),
-        ttl: options.subjectTokenTTL,
-      },
-      quota,
-    ),
-  );
+  const asked = { ...named, ...definedMembers({ accessGrantId, breakGlass }), createdBy: caller.clientId };
+  const saved = await storeCall(() => store.create({ ...asked, ttl: options.subjectTokenTTL }, quota));
   if (!saved) return { kind: 'spent', max: quota.max, retryAfter: secondsUntilRenewed(quota) };
   const { record } = saved;
   const token = {

@@ -81,20 +81,14 @@ export class SubjectTokenStore {
       exp: iat + input.ttl,
     };
     const key = hashSubjectToken(value);
-    const saved = await this.#adapter.saveWithinQuotas({
-      write: {
-        model: SUBJECT_TOKEN_MODEL,
-        id: key,
-        payload: recordPayload(SUBJECT_TOKEN_MODEL, record),
-        expiresIn: input.ttl + TOMBSTONE_SECONDS,
-      },
-      indexes: [],
-      expiresAt: keptUntil(record),
-      quotas: [quota],
-    });
+    const expiresIn = input.ttl + TOMBSTONE_SECONDS;
+    const payload = recordPayload(SUBJECT_TOKEN_MODEL, record);
+    const write = { model: SUBJECT_TOKEN_MODEL, id: key, payload, expiresIn };
+    const expiresAt = keptUntil(record);
+    const saved = await this.#adapter.saveWithinQuotas({ write, indexes: [], expiresAt, quotas: [quota] });
     if (saved.outcome === 'spent') return undefined;
     const pointer = { kind: ID_POINTER, key } as unknown as AdapterPayload;
-    await this.#adapter.upsert(record.id, pointer, input.ttl + TOMBSTONE_SECONDS);
+    await this.#adapter.upsert(record.id, pointer, expiresIn);
     return { value, record };
   }
 

@@ -58,15 +58,13 @@ export interface ResolvedWebhookOptions {
   maxBackoffMs: number;
 }
 
-const OPTION_NAMES = Object.keys({ subscriptions: true, ...WEBHOOK_DEFAULTS } satisfies Record<
-  keyof WebhookOptions,
-  unknown
->);
+const OPTIONS: Record<keyof WebhookOptions, unknown> = { subscriptions: true, ...WEBHOOK_DEFAULTS };
+const OPTION_NAMES = Object.keys(OPTIONS);
 
-const SUBSCRIPTION_NAMES = Object.keys({ id: true, url: true, events: true, secret: true } satisfies Record<
-  keyof WebhookSubscription,
-  true
->);
+const SUBSCRIPTION_KEYS: Record<keyof WebhookSubscription, true> = { id: true, url: true, events: true, secret: true };
+const SUBSCRIPTION_NAMES = Object.keys(SUBSCRIPTION_KEYS);
+
+const isWebhookEvent = (event: unknown) => (WEBHOOK_EVENTS as readonly unknown[]).includes(event);
 
 const LOOPBACK_HOSTS = new Set(['127.0.0.1', '[::1]', 'localhost']);
 
@@ -101,11 +99,7 @@ export function resolveWebhookOptions(input: WebhookOptions): ResolvedWebhookOpt
     if (!parsed || !secure || parsed.username || parsed.password || parsed.hash) {
       fail(`${name}.url`, 'must be an https URL without credentials or fragment (http only on a loopback address)');
     }
-    if (
-      !Array.isArray(events) ||
-      !events.length ||
-      events.some((event) => !(WEBHOOK_EVENTS as readonly unknown[]).includes(event))
-    ) {
+    if (!Array.isArray(events) || !events.length || !events.every(isWebhookEvent)) {
       fail(`${name}.events`, `must be a non-empty array of ${WEBHOOK_EVENTS.join(', ')}`);
     }
     return Object.freeze({

@@ -75,11 +75,8 @@ export function outboxView(outbox: OutboxStore, ids: readonly string[] = []): We
   return {
     async stats() {
       const stats = await outbox.stats();
-      const idle = { pending: 0, dead: 0, dropped: 0 };
-      return {
-        ...stats,
-        subscriptions: { ...Object.fromEntries(ids.map((id) => [id, idle])), ...stats.subscriptions },
-      };
+      const idle = Object.fromEntries(ids.map((id) => [id, { pending: 0, dead: 0, dropped: 0 }]));
+      return { ...stats, subscriptions: { ...idle, ...stats.subscriptions } };
     },
     deadLetters: (limit = 100) => outbox.deadLetters(limit),
     wake() {},
@@ -228,13 +225,11 @@ function entryDelivery(options: ResolvedWebhookOptions, other: OtherDelivery | u
     const subscription = subscriptions.get(entry.subscription);
     let answer: Settlement | HttpAnswer;
     if (other?.owns(entry.subscription)) {
-      try {
-        answer = await other.deliver(entry, http, provider);
-      } catch (error) {
-        reportError(provider, error);
-        return undefined;
-      }
-      if (http.signal.aborted) return undefined;
+      const delivered = await other
+        .deliver(entry, http, provider)
+        .catch((error: unknown) => reportError(provider, error));
+      if (!delivered || http.signal.aborted) return undefined;
+      answer = delivered;
     } else if (!subscription) answer = { outcome: 'dead', reason: 'subscription_removed' };
     else if (gone.has(subscription.id)) answer = { outcome: 'dead', reason: 'gone' };
     else {
@@ -326,14 +321,9 @@ async function settleAll(held: WeakRef<Provider>, outbox: OutboxStore, outcomes:
     return;
   }
   outcomes.forEach(({ entry, settlement }, index) => {
-    if (settled[index] && settlement.outcome === 'dead') {
-      emitOn(held.deref(), WEBHOOK_DEAD_LETTERED, {
-        subscription: entry.subscription,
-        id: entry.id,
-        reason: settlement.reason,
-        attempts: entry.attempts,
-      });
-    }
+    if (!settled[index] || settlement.outcome !== 'dead') return;
+    const { subscription, id, attempts } = entry;
+    emitOn(held.deref(), WEBHOOK_DEAD_LETTERED, { subscription, id, reason: settlement.reason, attempts });
   });
 }
 
