@@ -1,15 +1,13 @@
 import { createHash } from 'node:crypto';
 import type pg from 'pg';
 import { migrateUnderLock } from '../postgres/migration.js';
-import { appendCtes } from '../outbox/postgres.js';
+import { appendCtes, type OutboxTables } from '../outbox/postgres.js';
 import { GUARD_KIND, QUOTA_KIND } from './contracts/commit.js';
 import type { Statement } from '../postgres/statement.js';
 
 /** The PostgreSQL adapter's tables, migration and statements, each prepared once per connection under its own name. */
 
 type StoreNames = ReturnType<typeof storeNames>;
-/** The outbox's tables and indexes, beside the adapter's and named after its table. */
-export type OutboxTables = StoreNames['outbox'];
 
 const INDEX_SUFFIXES = ['uid', 'user_code', 'grant', 'expires', 'index_order', 'index_expires'];
 

@@ -3,11 +3,23 @@ import { randomUUID } from 'node:crypto';
 import { streamOf, type DeadLetter, type LeasedEntry, type NewOutboxEntry, type SettledEntry } from './contract.js';
 import type { OutboxStats, OutboxStore } from './contract.js';
 import type { Statement } from '../postgres/statement.js';
-import type { OutboxTables } from '../adapters/postgres-schema.js';
 
 type Row = Record<string, unknown>;
 /** Runs one statement (the adapter's pool, error mapping and migration). */
 type RunStatement = (statement: Statement, values: unknown[], operation: string) => Promise<{ rows: Row[] }>;
+
+export interface OutboxTables {
+  /** What the outbox's statement names start with: its adapter's, unique to its table. */
+  statementPrefix: string;
+  /** Qualified names of the entries' and the counters' tables. */
+  entries: string;
+  drops: string;
+  /** Index names, unqualified (PostgreSQL creates an index in its table's schema). */
+  streamIndex: string;
+  subscriptionIndex: string;
+  readyIndex: string;
+  deadIndex: string;
+}
 
 /** Runs statements in one transaction on one connection: committed when `work` resolves, rolled back when it throws. */
 export type RunTransaction = <T>(work: (run: RunStatement) => Promise<T>, operation: string) => Promise<T>;
