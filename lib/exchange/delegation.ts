@@ -174,10 +174,25 @@ export function delegationExchange(dependencies: ExchangeDependencies): Exchange
       if (subject.spent !== undefined) throw quotaRefusal(subject.quotas, subject.spent);
 
       // A new one: its session charged to its principals, and on the trail only under an impersonation.
-      const session = sessionOf(subject, clientId, resource, scope, actor.sub, {
-        lifetime: delegationSessionLifetime(expiresIn, subject.exp - nowSeconds()),
+      const createdAt = nowSeconds();
+      const session: SessionRecord = {
+        id: newSessionId(),
+        type: 'delegation',
+        subject: subject.sub,
+        actor: actor.sub,
+        clientId,
+        resource,
+        scope,
+        context: {},
+        subjectTokenId: subject.id,
+        accessTokenId: '',
+        ...(subject.sessionId === undefined ? {} : { parentSessionId: subject.sessionId }),
+        ...(subject.rootSessionId === undefined ? {} : { rootSessionId: subject.rootSessionId }),
+        ...(subject.accessGrantId === undefined ? {} : { underAccessGrantId: subject.accessGrantId }),
         delegationKey: key,
-      });
+        createdAt,
+        expiresAt: createdAt + delegationSessionLifetime(expiresIn, subject.exp - createdAt),
+      };
       claims.attach(token, { ...chain, [SESSION_CLAIM]: session.id });
       return {
         issuedTokenType,
@@ -221,35 +236,6 @@ export function delegationExchange(dependencies: ExchangeDependencies): Exchange
 function rootSessionOf(session: SessionRecord | undefined): string | undefined {
   if (session === undefined) return undefined;
   return session.type === 'delegation' ? session.rootSessionId : session.id;
-}
-
-function sessionOf(
-  subject: DelegatedSubject,
-  clientId: string,
-  resource: string,
-  scope: string[],
-  actor: string,
-  { lifetime, delegationKey }: { lifetime: number; delegationKey: string },
-): SessionRecord {
-  const createdAt = nowSeconds();
-  return {
-    id: newSessionId(),
-    type: 'delegation',
-    subject: subject.sub,
-    actor,
-    clientId,
-    resource,
-    scope,
-    context: {},
-    subjectTokenId: subject.id,
-    accessTokenId: '',
-    ...(subject.sessionId === undefined ? {} : { parentSessionId: subject.sessionId }),
-    ...(subject.rootSessionId === undefined ? {} : { rootSessionId: subject.rootSessionId }),
-    ...(subject.accessGrantId === undefined ? {} : { underAccessGrantId: subject.accessGrantId }),
-    delegationKey,
-    createdAt,
-    expiresAt: createdAt + lifetime,
-  };
 }
 
 function nowSeconds(): number {
