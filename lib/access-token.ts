@@ -208,6 +208,7 @@ function cnfOf(jkt: unknown, x5t: unknown): { cnf?: VerifiedAccessToken['cnf'] }
   return Object.keys(cnf).length ? { cnf } : {};
 }
 
-function isObject(value: unknown): value is Record<string, unknown> {
+/** A JSON object: not null, not an array. */
+export function isObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }

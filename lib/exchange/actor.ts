@@ -1,5 +1,5 @@
 import type { KoaContextWithOIDC } from 'oidc-provider';
-import { verifyAccessToken, type VerifiedAccessToken } from '../access-token.js';
+import { isObject, verifyAccessToken, type VerifiedAccessToken } from '../access-token.js';
 import { invalidRequest } from '../errors.js';
 import type { DpopProof } from '../provider-internals.js';
 import { accountExists } from './account.js';
@@ -176,8 +176,4 @@ function chainDepth(act: Record<string, unknown> | undefined): number {
     if (depth > 64) break;
   }
   return depth;
-}
-
-function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }

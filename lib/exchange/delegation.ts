@@ -75,7 +75,8 @@ export function delegationExchange(dependencies: ExchangeDependencies): Exchange
       // Read first: the session decides what the trail records of this request.
       const parent = subject.sessionId === undefined ? undefined : await sessions.find(subject.sessionId);
       if (subject.sessionId !== undefined) progress.parentSessionId = subject.sessionId;
-      const rootSessionId = rootSessionOf(parent);
+      // The impersonation the subject descends from; none for a delegation of a user's own token.
+      const rootSessionId = parent?.type === 'delegation' ? parent.rootSessionId : parent?.id;
       if (rootSessionId !== undefined) progress.underImpersonation = { parentExpiresAt: parent!.expiresAt };
       if (subject.exp <= nowSeconds()) throw invalidRequest('subject_token has expired');
       const served = delegationResourcesOf(client)!;
@@ -230,12 +231,6 @@ export function delegationExchange(dependencies: ExchangeDependencies): Exchange
 
     refused: (ctx, progress, error) => reportDelegationRefusal(ctx, dependencies.bus, refusals, progress, error),
   };
-}
-
-/** The impersonation a session descends from; undefined for a delegation of a user's own token. */
-function rootSessionOf(session: SessionRecord | undefined): string | undefined {
-  if (session === undefined) return undefined;
-  return session.type === 'delegation' ? session.rootSessionId : session.id;
 }
 
 function nowSeconds(): number {

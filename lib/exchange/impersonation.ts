@@ -8,7 +8,7 @@ import type { FoundSubjectToken, SubjectTokenRecord } from '../subject-tokens/st
 import { looksLikeSubjectToken } from '../subject-tokens/token.js';
 import { TOKEN_EXCHANGE_GRANT } from '../token-claims.js';
 import { actFor, lookUpActorToken, validateActorToken, type ActorTokenLookup } from './actor.js';
-import { actClaims, runCustomClaims } from './claims.js';
+import { runCustomClaims } from './claims.js';
 import { customerGrantBounds, readCustomerGrant, type CustomerGrantRead } from './customer-grant.js';
 import { checkActorAuthentication } from './freshness.js';
 import type { ExchangeDependencies, ExchangeKind, Subject } from './kind.js';
@@ -129,7 +129,7 @@ export function impersonationExchange(
                   aud: token.aud,
                   client_id: clientId,
                   scope: token.scope,
-                  ...actClaims(act),
+                  ...(act ? { act } : {}),
                 }),
                 context: {
                   grant: { type: TOKEN_EXCHANGE_GRANT, subjectTokenContext: record.context },
@@ -162,7 +162,7 @@ export function impersonationExchange(
         expiresAt: createdAt + expiresIn,
       };
       progress.session = session;
-      claims.attach(token, { ...custom, ...actClaims(act), [SESSION_CLAIM]: session.id });
+      claims.attach(token, { ...custom, ...(act ? { act } : {}), [SESSION_CLAIM]: session.id });
       return {
         issuedTokenType: ACCESS_TOKEN_TYPE,
         commit: {
