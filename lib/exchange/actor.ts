@@ -130,10 +130,10 @@ export async function delegationActor(
 export function checkMayAct(ctx: KoaContextWithOIDC, subject: VerifiedSubject, actor: DelegationActor): void {
   const mayAct = subject.mayAct;
   if (mayAct === undefined) return;
-  if (typeof mayAct !== 'object' || mayAct === null || Array.isArray(mayAct)) {
+  if (!isObject(mayAct)) {
     throw invalidRequest('subject_token has a may_act claim that is not a JSON object');
   }
-  const { sub, client_id: clientId, iss } = mayAct as Record<string, unknown>;
+  const { sub, client_id: clientId, iss } = mayAct;
   if (sub === undefined && clientId === undefined) {
     throw invalidRequest('subject_token has a may_act claim that names no actor');
   }
