@@ -14,7 +14,7 @@ import { checkActorAuthentication } from './freshness.js';
 import type { ExchangeDependencies, ExchangeKind, Subject } from './kind.js';
 import { decide } from './policy.js';
 import { RefusalBudget } from './refusals.js';
-import { exchangeSucceeded, reportImpersonationRefusal } from './report.js';
+import { exchangeSucceeded, reportImpersonationRefusal, type ExchangeProgress } from './report.js';
 import {
   ACCESS_TOKEN_TYPE,
   exchangeParameters,
@@ -57,9 +57,7 @@ export function impersonationExchange(
     async subject(ctx, params, progress) {
       // The actor token is looked up meanwhile; its verdict is read after the subject token's, in protocol order.
       const actorLookup = params.actor_token === undefined ? undefined : lookUpActorToken(ctx, params.actor_token);
-      const { record, key } = usable(await store.find(params.subject_token), ctx.oidc.client!.clientId, (found) => {
-        progress.subjectToken = found;
-      });
+      const { record, key } = usable(await store.find(params.subject_token), ctx.oidc.client!.clientId, progress);
       // The record is this request's own copy: frozen in place before the policy, the hook and the events share it.
       deepFreeze(record.context);
       // The customer's grant is read beside the actor token's Grant and sign-in: one wait for both.
@@ -186,11 +184,11 @@ export function impersonationExchange(
 function usable(
   found: FoundSubjectToken,
   clientId: string,
-  named: (record: SubjectTokenRecord) => void,
+  progress: ExchangeProgress,
 ): { record: SubjectTokenRecord; key: string } {
   if (found.state === 'unknown') throw invalidRequest('subject_token is unknown');
   const { record, key } = found;
-  named(record);
+  progress.subjectToken = record;
   if (record.clientId !== undefined && record.clientId !== clientId) {
     throw invalidRequest('subject_token was issued for another client');
   }
