@@ -133,16 +133,6 @@ async function verifyJwt(provider: Provider, value: string): Promise<VerifiedAcc
   const cached = verifier.verified.get(cacheKey);
   if (cached) return cached.exp * 1000 > Date.now() ? cached : undefined;
 
-  const token = await verifyJwtSignature(provider, verifier, value);
-  if (token) verifier.verified.set(cacheKey, token, { ttl: Math.max(1, token.exp * 1000 - Date.now()) });
-  return token;
-}
-
-async function verifyJwtSignature(
-  provider: Provider,
-  verifier: JwtVerifier,
-  value: string,
-): Promise<VerifiedAccessToken | undefined> {
   let payload: JWTPayload;
   try {
     ({ payload } = await jwtVerify(value, verifier.keySet, {
@@ -166,7 +156,7 @@ async function verifyJwtSignature(
   ) {
     return undefined;
   }
-  return Object.freeze({
+  const token: VerifiedAccessToken = Object.freeze({
     format: 'jwt',
     sub: payload.sub,
     clientId,
@@ -181,6 +171,8 @@ async function verifyJwtSignature(
     ...(typeof session === 'string' ? { impersonationSession: session } : {}),
     ...(isObject(cnf) ? cnfOf(cnf['jkt'], cnf['x5t#S256']) : {}),
   } as const);
+  verifier.verified.set(cacheKey, token, { ttl: Math.max(1, token.exp * 1000 - Date.now()) });
+  return token;
 }
 
 /** A loggable name for an issued token: a JWT's `jti`, or the SHA-256 of an opaque token (whose `jti` is its value). */
@@ -208,6 +200,7 @@ function cnfOf(jkt: unknown, x5t: unknown): { cnf?: VerifiedAccessToken['cnf'] }
   return Object.keys(cnf).length ? { cnf } : {};
 }
 
-function isObject(value: unknown): value is Record<string, unknown> {
+/** A JSON object: not null, not an array. */
+export function isObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }

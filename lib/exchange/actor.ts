@@ -1,5 +1,5 @@
 import type { KoaContextWithOIDC } from 'oidc-provider';
-import { verifyAccessToken, type VerifiedAccessToken } from '../access-token.js';
+import { isObject, verifyAccessToken, type VerifiedAccessToken } from '../access-token.js';
 import { invalidRequest } from '../errors.js';
 import type { DpopProof } from '../provider-internals.js';
 import { accountExists } from './account.js';
@@ -130,10 +130,10 @@ export async function delegationActor(
 export function checkMayAct(ctx: KoaContextWithOIDC, subject: VerifiedSubject, actor: DelegationActor): void {
   const mayAct = subject.mayAct;
   if (mayAct === undefined) return;
-  if (typeof mayAct !== 'object' || mayAct === null || Array.isArray(mayAct)) {
+  if (!isObject(mayAct)) {
     throw invalidRequest('subject_token has a may_act claim that is not a JSON object');
   }
-  const { sub, client_id: clientId, iss } = mayAct as Record<string, unknown>;
+  const { sub, client_id: clientId, iss } = mayAct;
   if (sub === undefined && clientId === undefined) {
     throw invalidRequest('subject_token has a may_act claim that names no actor');
   }
@@ -176,8 +176,4 @@ function chainDepth(act: Record<string, unknown> | undefined): number {
     if (depth > 64) break;
   }
   return depth;
-}
-
-function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }

@@ -3,7 +3,6 @@ import { errors, invalidRequest } from '../errors.js';
 import type { CustomJwtClaimsFunction, CustomJwtClaimsInput } from '../core-options.js';
 import { jsonCopy } from '../json.js';
 import { SESSION_CLAIM } from '../sessions/record.js';
-import type { ActClaim } from './actor.js';
 
 /** Claims that identify, bind or limit a token: no hook may set them. */
 export const RESERVED_CLAIMS: ReadonlySet<string> = new Set([
@@ -82,10 +81,6 @@ async function withDeadline(answer: PromiseLike<unknown>, timeoutMs: number): Pr
   } finally {
     clearTimeout(timer);
   }
-}
-
-export function actClaims(act: ActClaim | undefined): Record<string, unknown> {
-  return act ? { act } : {};
 }
 
 /** Runs `getCustomJwtClaims` under a deadline; any failure is an `invalid_request`, before anything is burned. */

@@ -28,28 +28,24 @@ export async function verifySubjectToken(
     checkStatedType('subject_token', value, type);
     const token = await verifyAccessToken(ctx.oidc.provider, value, 'AccessToken');
     if (!token) throw invalidRequest(INVALID);
-    return fromAccessToken(token);
+    return {
+      id: publicTokenId(token.format, token.jti),
+      sub: token.sub,
+      scope: [...token.scopes],
+      exp: token.exp,
+      clientId: token.clientId,
+      audience: token.audience,
+      ...(token.act ? { act: token.act } : {}),
+      ...(token.mayAct === undefined ? {} : { mayAct: token.mayAct }),
+      ...(token.impersonationSession === undefined ? {} : { sessionId: token.impersonationSession }),
+      ...(token.cnf ? { cnf: token.cnf } : {}),
+    };
   }
   const resolver = options.subjectTokenTypes.get(type);
   if (!resolver) throw invalidRequest('unsupported subject_token_type');
   const subject = await resolver({ token: value, tokenType: type, clientId: ctx.oidc.client!.clientId });
   if (subject === undefined) throw invalidRequest(INVALID);
   return checkedSubject(subject);
-}
-
-function fromAccessToken(token: VerifiedAccessToken): VerifiedSubject {
-  return {
-    id: publicTokenId(token.format, token.jti),
-    sub: token.sub,
-    scope: [...token.scopes],
-    exp: token.exp,
-    clientId: token.clientId,
-    audience: token.audience,
-    ...(token.act ? { act: token.act } : {}),
-    ...(token.mayAct === undefined ? {} : { mayAct: token.mayAct }),
-    ...(token.impersonationSession === undefined ? {} : { sessionId: token.impersonationSession }),
-    ...(token.cnf ? { cnf: token.cnf } : {}),
-  };
 }
 
 /** What a deployment's resolver returns is checked as closely as our own tokens are. */

@@ -75,7 +75,8 @@ export function delegationExchange(dependencies: ExchangeDependencies): Exchange
       // Read first: the session decides what the trail records of this request.
       const parent = subject.sessionId === undefined ? undefined : await sessions.find(subject.sessionId);
       if (subject.sessionId !== undefined) progress.parentSessionId = subject.sessionId;
-      const rootSessionId = rootSessionOf(parent);
+      // The impersonation the subject descends from; none for a delegation of a user's own token.
+      const rootSessionId = parent?.type === 'delegation' ? parent.rootSessionId : parent?.id;
       if (rootSessionId !== undefined) progress.underImpersonation = { parentExpiresAt: parent!.expiresAt };
       if (subject.exp <= nowSeconds()) throw invalidRequest('subject_token has expired');
       const served = delegationResourcesOf(client)!;
@@ -174,10 +175,25 @@ export function delegationExchange(dependencies: ExchangeDependencies): Exchange
       if (subject.spent !== undefined) throw quotaRefusal(subject.quotas, subject.spent);
 
       // A new one: its session charged to its principals, and on the trail only under an impersonation.
-      const session = sessionOf(subject, clientId, resource, scope, actor.sub, {
-        lifetime: delegationSessionLifetime(expiresIn, subject.exp - nowSeconds()),
+      const createdAt = nowSeconds();
+      const session: SessionRecord = {
+        id: newSessionId(),
+        type: 'delegation',
+        subject: subject.sub,
+        actor: actor.sub,
+        clientId,
+        resource,
+        scope,
+        context: {},
+        subjectTokenId: subject.id,
+        accessTokenId: '',
+        ...(subject.sessionId === undefined ? {} : { parentSessionId: subject.sessionId }),
+        ...(subject.rootSessionId === undefined ? {} : { rootSessionId: subject.rootSessionId }),
+        ...(subject.accessGrantId === undefined ? {} : { underAccessGrantId: subject.accessGrantId }),
         delegationKey: key,
-      });
+        createdAt,
+        expiresAt: createdAt + delegationSessionLifetime(expiresIn, subject.exp - createdAt),
+      };
       claims.attach(token, { ...chain, [SESSION_CLAIM]: session.id });
       return {
         issuedTokenType,
@@ -214,41 +230,6 @@ export function delegationExchange(dependencies: ExchangeDependencies): Exchange
     },
 
     refused: (ctx, progress, error) => reportDelegationRefusal(ctx, dependencies.bus, refusals, progress, error),
-  };
-}
-
-/** The impersonation a session descends from; undefined for a delegation of a user's own token. */
-function rootSessionOf(session: SessionRecord | undefined): string | undefined {
-  if (session === undefined) return undefined;
-  return session.type === 'delegation' ? session.rootSessionId : session.id;
-}
-
-function sessionOf(
-  subject: DelegatedSubject,
-  clientId: string,
-  resource: string,
-  scope: string[],
-  actor: string,
-  { lifetime, delegationKey }: { lifetime: number; delegationKey: string },
-): SessionRecord {
-  const createdAt = nowSeconds();
-  return {
-    id: newSessionId(),
-    type: 'delegation',
-    subject: subject.sub,
-    actor,
-    clientId,
-    resource,
-    scope,
-    context: {},
-    subjectTokenId: subject.id,
-    accessTokenId: '',
-    ...(subject.sessionId === undefined ? {} : { parentSessionId: subject.sessionId }),
-    ...(subject.rootSessionId === undefined ? {} : { rootSessionId: subject.rootSessionId }),
-    ...(subject.accessGrantId === undefined ? {} : { underAccessGrantId: subject.accessGrantId }),
-    delegationKey,
-    createdAt,
-    expiresAt: createdAt + lifetime,
   };
 }
 

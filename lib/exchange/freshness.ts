@@ -3,6 +3,7 @@ import type { KoaContextWithOIDC, Provider } from 'oidc-provider';
 import type { VerifiedAccessToken } from '../access-token.js';
 import { InsufficientUserAuthentication, insufficientUserAuthentication } from '../errors.js';
 import type { ActorAuthentication } from '../core-options.js';
+import { definedMembers } from '../json.js';
 
 /** Step-up (RFC 9470): the actor's sign-in at most `maxAge` old, of an `acr` in `acrValues`; unknown is not fresh. */
 export async function checkActorAuthentication(
@@ -44,10 +45,6 @@ export function addStepUpDetails(provider: Provider): void {
     // An HTML error page (a client that asked for text/html) is the deployment's renderError's.
     if (typeof body !== 'object' || body === null || body.error !== 'insufficient_user_authentication') return;
     const { maxAge, acrValues } = error.stepUp;
-    ctx.body = {
-      ...body,
-      ...(maxAge === undefined ? {} : { max_age: maxAge }),
-      ...(acrValues === undefined ? {} : { acr_values: acrValues.join(' ') }),
-    };
+    ctx.body = { ...body, ...definedMembers({ max_age: maxAge, acr_values: acrValues?.join(' ') }) };
   });
 }

@@ -1,21 +1,20 @@
-import type { AccessToken, KoaContextWithOIDC } from 'oidc-provider';
+import type { KoaContextWithOIDC } from 'oidc-provider';
 import { forgetReadAheads, type VerifiedAccessToken } from '../access-token.js';
 import { invalidRequest } from '../errors.js';
 import { deepFreeze } from '../json.js';
-import type { CustomJwtClaimsInput, ResolvedCoreOptions } from '../core-options.js';
 import { newSessionId, SESSION_CLAIM, stateOf, type SessionRecord } from '../sessions/record.js';
 import type { SessionStore } from '../sessions/store.js';
 import type { FoundSubjectToken, SubjectTokenRecord } from '../subject-tokens/store.js';
 import { looksLikeSubjectToken } from '../subject-tokens/token.js';
 import { TOKEN_EXCHANGE_GRANT } from '../token-claims.js';
-import { actFor, lookUpActorToken, validateActorToken, type ActClaim, type ActorTokenLookup } from './actor.js';
-import { actClaims, runCustomClaims } from './claims.js';
+import { actFor, lookUpActorToken, validateActorToken, type ActorTokenLookup } from './actor.js';
+import { runCustomClaims } from './claims.js';
 import { customerGrantBounds, readCustomerGrant, type CustomerGrantRead } from './customer-grant.js';
 import { checkActorAuthentication } from './freshness.js';
 import type { ExchangeDependencies, ExchangeKind, Subject } from './kind.js';
 import { decide } from './policy.js';
 import { RefusalBudget } from './refusals.js';
-import { exchangeSucceeded, reportImpersonationRefusal } from './report.js';
+import { exchangeSucceeded, reportImpersonationRefusal, type ExchangeProgress } from './report.js';
 import {
   ACCESS_TOKEN_TYPE,
   exchangeParameters,
@@ -58,9 +57,7 @@ export function impersonationExchange(
     async subject(ctx, params, progress) {
       // The actor token is looked up meanwhile; its verdict is read after the subject token's, in protocol order.
       const actorLookup = params.actor_token === undefined ? undefined : lookUpActorToken(ctx, params.actor_token);
-      const { record, key } = usable(await store.find(params.subject_token), ctx.oidc.client!.clientId, (found) => {
-        progress.subjectToken = found;
-      });
+      const { record, key } = usable(await store.find(params.subject_token), ctx.oidc.client!.clientId, progress);
       // The record is this request's own copy: frozen in place before the policy, the hook and the events share it.
       deepFreeze(record.context);
       // The customer's grant is read beside the actor token's Grant and sign-in: one wait for both.
@@ -124,14 +121,46 @@ export function impersonationExchange(
         ? await step('claims')(
             runCustomClaims(
               options.getCustomJwtClaims,
-              customClaimsInput(token, record, act, options),
+              {
+                token: Object.freeze({
+                  sub: record.subject,
+                  aud: token.aud,
+                  client_id: clientId,
+                  scope: token.scope,
+                  ...(act ? { act } : {}),
+                }),
+                context: {
+                  grant: { type: TOKEN_EXCHANGE_GRANT, subjectTokenContext: record.context },
+                  client: { id: clientId },
+                  user: { id: record.subject },
+                  ...(act ? { actor: { id: act.sub } } : {}),
+                },
+                environmentVariables: options.environmentVariables,
+              },
               options.customClaimsTimeout,
             ),
           )
         : {};
-      const session = sessionOf(record, clientId, resource, scope, actor, expiresIn);
+      const createdAt = Math.floor(Date.now() / 1000);
+      const session: SessionRecord = {
+        id: newSessionId(),
+        subject: record.subject,
+        ...(actor ? { actor: actor.sub } : {}),
+        clientId,
+        resource,
+        scope,
+        context: record.context,
+        subjectTokenId: record.id,
+        accessTokenId: '',
+        ...(actor?.grantId === undefined ? {} : { actorGrantId: actor.grantId }),
+        ...(actor?.sessionUid === undefined ? {} : { actorSessionUid: actor.sessionUid }),
+        ...(record.accessGrantId === undefined ? {} : { accessGrantId: record.accessGrantId }),
+        ...(record.breakGlass === undefined ? {} : { breakGlass: { reason: record.breakGlass.reason } }),
+        createdAt,
+        expiresAt: createdAt + expiresIn,
+      };
       progress.session = session;
-      claims.attach(token, { ...custom, ...actClaims(act), [SESSION_CLAIM]: session.id });
+      claims.attach(token, { ...custom, ...(act ? { act } : {}), [SESSION_CLAIM]: session.id });
       return {
         issuedTokenType: ACCESS_TOKEN_TYPE,
         commit: {
@@ -155,11 +184,11 @@ export function impersonationExchange(
 function usable(
   found: FoundSubjectToken,
   clientId: string,
-  named: (record: SubjectTokenRecord) => void,
+  progress: ExchangeProgress,
 ): { record: SubjectTokenRecord; key: string } {
   if (found.state === 'unknown') throw invalidRequest('subject_token is unknown');
   const { record, key } = found;
-  named(record);
+  progress.subjectToken = record;
   if (record.clientId !== undefined && record.clientId !== clientId) {
     throw invalidRequest('subject_token was issued for another client');
   }
@@ -179,57 +208,4 @@ async function announceActor(ctx: KoaContextWithOIDC, sessions: SessionStore, se
     session.actorSessionUid === undefined || provider.Session.findByUid(session.actorSessionUid),
   ]);
   if (!grant || !signIn) throw invalidRequest('actor_token was revoked, or its sign-in ended, during the exchange');
-}
-
-function sessionOf(
-  record: SubjectTokenRecord,
-  clientId: string,
-  resource: string,
-  scope: string[],
-  actor: VerifiedAccessToken | undefined,
-  expiresIn: number,
-): SessionRecord {
-  const createdAt = Math.floor(Date.now() / 1000);
-  return {
-    id: newSessionId(),
-    subject: record.subject,
-    ...(actor ? { actor: actor.sub } : {}),
-    clientId,
-    resource,
-    scope,
-    context: record.context,
-    subjectTokenId: record.id,
-    accessTokenId: '',
-    ...(actor?.grantId === undefined ? {} : { actorGrantId: actor.grantId }),
-    ...(actor?.sessionUid === undefined ? {} : { actorSessionUid: actor.sessionUid }),
-    ...(record.accessGrantId === undefined ? {} : { accessGrantId: record.accessGrantId }),
-    ...(record.breakGlass === undefined ? {} : { breakGlass: { reason: record.breakGlass.reason } }),
-    createdAt,
-    expiresAt: createdAt + expiresIn,
-  };
-}
-
-function customClaimsInput(
-  token: AccessToken,
-  record: SubjectTokenRecord,
-  act: ActClaim | undefined,
-  options: ResolvedCoreOptions,
-): CustomJwtClaimsInput {
-  const clientId = token.client!.clientId;
-  return {
-    token: Object.freeze({
-      sub: record.subject,
-      aud: token.aud,
-      client_id: clientId,
-      scope: token.scope,
-      ...actClaims(act),
-    }),
-    context: {
-      grant: { type: TOKEN_EXCHANGE_GRANT, subjectTokenContext: record.context },
-      client: { id: clientId },
-      user: { id: record.subject },
-      ...(act ? { actor: { id: act.sub } } : {}),
-    },
-    environmentVariables: options.environmentVariables,
-  };
 }

@@ -8,22 +8,15 @@ const MAX_TOKENS_COUNTED = 100_000;
 
 export class RefusalBudget {
   readonly #counted = new Map<string, { left: number; until: number }>();
-  readonly #perToken: number;
-  readonly #maxTokens: number;
-
-  constructor(perToken = REFUSALS_RECORDED_PER_SUBJECT_TOKEN, maxTokens = MAX_TOKENS_COUNTED) {
-    this.#perToken = perToken;
-    this.#maxTokens = maxTokens;
-  }
 
   /** Whether this subject token's refusals may still be written; `until` (ms) is when its record leaves the store. */
   take(subjectTokenId: string, until: number, now = Date.now()): boolean {
     let entry = this.#counted.get(subjectTokenId);
     if (entry === undefined || entry.until <= now) {
-      if (entry === undefined && this.#counted.size >= this.#maxTokens) this.#sweep(now);
+      if (entry === undefined && this.#counted.size >= MAX_TOKENS_COUNTED) this.#sweep(now);
       // Full: stop recording rather than forget a count, which would let a caller start over.
-      if (entry === undefined && this.#counted.size >= this.#maxTokens) return false;
-      entry = { left: this.#perToken, until };
+      if (entry === undefined && this.#counted.size >= MAX_TOKENS_COUNTED) return false;
+      entry = { left: REFUSALS_RECORDED_PER_SUBJECT_TOKEN, until };
       this.#counted.set(subjectTokenId, entry);
     }
     if (entry.left === 0) return false;

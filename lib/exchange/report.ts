@@ -4,6 +4,7 @@ import { EVENTS, type ImpersonationEvent } from '../event-types.js';
 import type { EventBus } from '../events/subscriber.js';
 import { PrincipalQuotaReached } from '../errors.js';
 import type { SessionRecord } from '../sessions/record.js';
+import { definedMembers } from '../json.js';
 import { storableText } from '../storable-text.js';
 import { keptUntil, type SubjectTokenRecord } from '../subject-tokens/store.js';
 import type { RefusalBudget } from './refusals.js';
@@ -33,7 +34,7 @@ export function exchangeSucceeded(
   record: SubjectTokenRecord,
   session: SessionRecord,
 ): ImpersonationEvent<typeof EVENTS.exchangeSucceeded> {
-  const event: ImpersonationEvent<typeof EVENTS.exchangeSucceeded> = {
+  return {
     name: EVENTS.exchangeSucceeded,
     clientId,
     subjectTokenId: record.id,
@@ -45,10 +46,8 @@ export function exchangeSucceeded(
     sessionId: session.id,
     accessTokenId: session.accessTokenId,
     expiresAt: session.expiresAt,
+    ...definedMembers({ actor: session.actor, accessGrantId: record.accessGrantId }),
   };
-  if (session.actor !== undefined) event.actor = session.actor;
-  if (record.accessGrantId !== undefined) event.accessGrantId = record.accessGrantId;
-  return event;
 }
 
 export function delegationSucceeded(
@@ -56,7 +55,7 @@ export function delegationSucceeded(
   subjectTokenType: string,
   depth: number,
 ): ImpersonationEvent<typeof EVENTS.delegationSucceeded> {
-  const event: ImpersonationEvent<typeof EVENTS.delegationSucceeded> = {
+  return {
     name: EVENTS.delegationSucceeded,
     sessionId: session.id,
     subject: session.subject,
@@ -69,9 +68,8 @@ export function delegationSucceeded(
     accessTokenId: session.accessTokenId,
     expiresAt: session.expiresAt,
     depth,
+    ...definedMembers({ parentSessionId: session.parentSessionId }),
   };
-  if (session.parentSessionId !== undefined) event.parentSessionId = session.parentSessionId;
-  return event;
 }
 
 /** What every refusal says: the client, the error and its description, in a form every store can hold. */
@@ -92,23 +90,22 @@ export async function reportImpersonationRefusal(
   progress: ExchangeProgress,
   error: unknown,
 ): Promise<void> {
+  const { subjectToken: record, session } = progress;
   const event: ImpersonationEvent<typeof EVENTS.exchangeRefused> = {
     name: EVENTS.exchangeRefused,
     ...refusal(ctx, error),
+    ...definedMembers({
+      subjectTokenId: record?.id,
+      subject: record?.subject,
+      createdBy: record?.createdBy,
+      context: record?.context,
+      accessGrantId: record?.accessGrantId,
+      actor: progress.actor ?? record?.actor,
+      resource: progress.resource,
+      scope: progress.scope?.join(' '),
+      sessionId: session?.id,
+    }),
   };
-  const { subjectToken: record, session } = progress;
-  if (record) {
-    event.subjectTokenId = record.id;
-    event.subject = record.subject;
-    event.createdBy = record.createdBy;
-    event.context = record.context;
-    if (record.accessGrantId !== undefined) event.accessGrantId = record.accessGrantId;
-  }
-  const actor = progress.actor ?? record?.actor;
-  if (actor !== undefined) event.actor = actor;
-  if (progress.resource !== undefined) event.resource = progress.resource;
-  if (progress.scope !== undefined) event.scope = progress.scope.join(' ');
-  if (session) event.sessionId = session.id;
   const recorded = record !== undefined && budget.take(record.id, keptUntil(record));
   await publish(bus, event, ctx, { record: recorded });
 }
@@ -124,15 +121,17 @@ export async function reportDelegationRefusal(
   const event: ImpersonationEvent<typeof EVENTS.delegationRefused> = {
     name: EVENTS.delegationRefused,
     ...refusal(ctx, error),
+    ...definedMembers({
+      subjectTokenType: progress.subjectTokenType === undefined ? undefined : storableText(progress.subjectTokenType),
+      subjectTokenId: progress.subjectTokenId,
+      subject: progress.subject,
+      actor: progress.actor,
+      resource: progress.resource,
+      scope: progress.scope?.join(' '),
+      parentSessionId: progress.parentSessionId,
+      depth: progress.depth,
+    }),
   };
-  if (progress.subjectTokenType !== undefined) event.subjectTokenType = storableText(progress.subjectTokenType);
-  if (progress.subjectTokenId !== undefined) event.subjectTokenId = progress.subjectTokenId;
-  if (progress.subject !== undefined) event.subject = progress.subject;
-  if (progress.actor !== undefined) event.actor = progress.actor;
-  if (progress.resource !== undefined) event.resource = progress.resource;
-  if (progress.scope !== undefined) event.scope = progress.scope.join(' ');
-  if (progress.parentSessionId !== undefined) event.parentSessionId = progress.parentSessionId;
-  if (progress.depth !== undefined) event.depth = progress.depth;
   const recorded =
     !(error instanceof PrincipalQuotaReached) &&
     progress.underImpersonation !== undefined &&
