@@ -31,16 +31,18 @@ export function parseJson(text: string, refuse: () => Error): unknown {
 
 /** The text of a body's chunks, or the error `tooLarge` makes once they pass `limit` bytes (leaving the loop cancels the rest). */
 export async function boundedText(
-  chunks: AsyncIterable<Uint8Array> | Iterable<Uint8Array>,
+  chunks: AsyncIterable<Uint8Array | string> | Iterable<Uint8Array | string>,
   limit: number,
   tooLarge: () => Error,
 ): Promise<string> {
   const read: Uint8Array[] = [];
   let size = 0;
   for await (const chunk of chunks) {
-    size += chunk.byteLength;
+    // A stream a host set an encoding on yields text: counted in bytes all the same.
+    const bytes = typeof chunk === 'string' ? Buffer.from(chunk) : chunk;
+    size += bytes.byteLength;
     if (size > limit) throw tooLarge();
-    read.push(chunk);
+    read.push(bytes);
   }
   return Buffer.concat(read).toString('utf8');
 }

@@ -296,6 +296,38 @@ describe('the plugin on every host oidc-provider documents', function () {
       });
     }
 
+    describe('a middleware that sets the body stream to text (req.setEncoding)', () => {
+      let running: Running;
+      before(async () => {
+        running = await hostWith(async (provider, impersonation) => {
+          impersonation.install(provider);
+          const app = express();
+          // On the Management API's requests only: oidc-provider's own body parser takes bytes.
+          app.use((req, _res, next) => {
+            if (req.url.includes('/api/')) req.setEncoding('utf8');
+            next();
+          });
+          app.use('/oidc', provider.callback());
+          return app;
+        });
+      });
+      after(() => running?.close());
+
+      it('reads the text as it reads bytes, and still refuses a body past the limit in bytes', async () => {
+        const backend = await m2mToken(running.tp);
+        const created = await managementRequest(running.api, { userId: 'bob', context: { ticketId: 'T-é' } }, backend);
+        expect(created.status, JSON.stringify(created.body)).to.equal(201);
+        const padded = JSON.stringify({ userId: 'bob', padding: 'é'.repeat(5_000) });
+        const response = await fetch(`${running.api.base}/api/subject-tokens`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', authorization: `Bearer ${backend}` },
+          body: new Blob([padded]).stream(),
+          duplex: 'half',
+        } as RequestInit);
+        expect(response.status).to.equal(413);
+      });
+    });
+
     describe('a middleware that reads the body and leaves no parsed one', () => {
       let running: Running;
       const reported: unknown[] = [];
