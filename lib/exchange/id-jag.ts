@@ -6,6 +6,7 @@ import { scopeSet } from '../access-token.js';
 import { redemptionQuotas, type DelegationCharge } from '../capacity.js';
 import * as refuse from '../errors.js';
 import { EVENTS, type ImpersonationEvent } from '../event-types.js';
+import { announce } from '../events/publish.js';
 import type { EventBus } from '../events/subscriber.js';
 import * as internals from '../provider-internals.js';
 import { newSessionId, SESSION_CLAIM, type SessionRecord } from '../sessions/record.js';
@@ -104,6 +105,7 @@ export function createIdJagHandler({ options, sessions, bus, claims: tokenClaims
       throw error;
     });
     respond(ctx, { value, token });
+    announce(ctx.oidc.provider, event(), ctx);
   };
 }
 
