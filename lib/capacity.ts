@@ -108,12 +108,7 @@ export function idJagIssueQuotas(
 
 /** The shares an ID-JAG redemption takes: its client's, `perClient` an hour, and its issuer's, ten clients' worth. */
 
-export function redemptionQuotas(
-  perClient: number,
-  clientId: string,
-  issuer: string,
-  now = Date.now(),
-): DelegationCharge[] {
+export function redemptionQuotas(perClient: number, clientId: string, issuer: string, now = Date.now()) {
   const issuerShare = charge('ID-JAG issuer', issuer, perClient * CLIENT_SHARES_PER_ISSUER, now);
   return [charge('ID-JAG client', clientId, perClient, now), issuerShare];
 }

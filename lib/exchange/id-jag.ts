@@ -33,9 +33,7 @@ const REDEEMED_KEPT = 2 * MAX_CLOCK_SKEW;
 /** The claims jose names when their check fails. */
 const CHECKED_CLAIMS = new Set(['typ', 'aud', 'iss', 'exp', 'iat', 'nbf', 'sub', 'jti']);
 
-type IdJagClaims = JWTPayload & { iss: string; sub: string; client_id: string; jti: string; exp: number } & {
-  [SESSION_CLAIM]?: string;
-};
+type IdJagClaims = JWTPayload & { iss: string; sub: string; client_id: string; jti: string; exp: number };
 
 /** What the grant handler works with: its options, the sessions and the trail, the token's claims, the issuers' streams. */
 export interface IdJagDependencies {
@@ -110,10 +108,16 @@ export function createIdJagHandler({ options, sessions, bus, claims: tokenClaims
 }
 
 /** The redemption's session: the local account, the client, the resource; ended with the issuer's session it names. */
-function sessionOf(claims: IdJagClaims, subject: string, resource: string, scope: string[], expiresIn: number) {
+function sessionOf(
+  claims: IdJagClaims,
+  subject: string,
+  resource: string,
+  scope: string[],
+  expiresIn: number,
+): SessionRecord {
   const createdAt = nowSeconds();
-  const issuerSession = claims[SESSION_CLAIM];
-  const session: SessionRecord = {
+  const issuerSession = claims[SESSION_CLAIM] as string | undefined;
+  return {
     id: newSessionId(),
     type: 'id-jag-redemption',
     subject,
@@ -130,7 +134,6 @@ function sessionOf(claims: IdJagClaims, subject: string, resource: string, scope
     expiresAt: createdAt + expiresIn,
     ...(issuerSession === undefined ? {} : { issuerSession: issuerSessionOf(claims.iss, issuerSession) }),
   };
-  return session;
 }
 
 function idJagRedeemed(session: SessionRecord): ImpersonationEvent<typeof EVENTS.idJagRedeemed> {
