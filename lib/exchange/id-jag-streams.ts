@@ -1,5 +1,6 @@
 /** Each trusted issuer's SSF stream, polled: a stop of an ID-JAG's session there ends what it was redeemed for here. */
 import { createHash } from 'node:crypto';
+import type { EventEmitter } from 'node:events';
 import type { JWTPayload } from 'jose';
 import type { EventBus } from '../events/subscriber.js';
 import { reportError } from '../report-error.js';
@@ -10,8 +11,8 @@ import type { SessionStore } from '../sessions/store.js';
 import type { ResolvedIdJagOptions } from './id-jag-options.js';
 
 /** Milliseconds between reads of a stream, and past which a stream not read completely refuses its issuer's ID-JAGs. */
-export const STREAM_READ_INTERVAL = 500;
-export const STREAM_MAX_STALENESS = 5000;
+const STREAM_READ_INTERVAL = 500;
+const STREAM_MAX_STALENESS = 5000;
 /** Bound on one request of a stream, ms. */
 const REQUEST_TIMEOUT = 2000;
 /** Seconds an issuer session's end mark is kept: past its ID-JAGs' life (300 s), the clock tolerance and the stores' drift. */
@@ -54,8 +55,9 @@ export function followIssuerStreams(
         readSince.set(issuer, startedAt);
         failures = 0;
       } catch (error) {
-        // Reported once a streak: a stream down is then told by its issuer's refusals.
-        if (failures++ === 0 && !closing.signal.aborted) reportError(bus.provider, error);
+        // Once a streak, and only to a listener (before the provider serves, none): the issuer's refusals tell the rest.
+        const heard = (bus.provider as unknown as EventEmitter).listenerCount('error') > 0;
+        if (failures++ === 0 && heard && !closing.signal.aborted) reportError(bus.provider, error);
       }
       if (!closing.signal.aborted) setTimeout(() => void read(), STREAM_READ_INTERVAL).unref();
     };

@@ -129,6 +129,7 @@ function sessionOf(
     subjectTokenId: createHash('sha256')
       .update(JSON.stringify([claims.iss, claims.jti]))
       .digest('base64url'),
+    // Named by the commit, once the token has its id.
     accessTokenId: '',
     createdAt,
     expiresAt: createdAt + expiresIn,

@@ -119,7 +119,7 @@ export class SessionStore {
   async markEnded(origin: Origin, ifAnnounced = false, keptFor = MARK_SECONDS): Promise<void> {
     if (ifAnnounced && !(await this.#adapter.find(announcementOf(origin)))) return;
     const payload = { kind: GUARD_KIND, ended: Math.floor(Date.now() / 1000) } as unknown as AdapterPayload;
-    await this.#adapter.upsert(markOf(origin), payload, Math.max(keptFor, MARK_SECONDS));
+    await this.#adapter.upsert(markOf(origin), payload, keptFor);
   }
 
   /** Announces the user's origins `record` commits from; the exchange then reads them again (Invariant 23). */
