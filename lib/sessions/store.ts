@@ -116,10 +116,10 @@ export class SessionStore {
   }
 
   /** Marks an origin ended before its sessions are looked up (Invariant 23); what a user ends only `ifAnnounced`. */
-  async markEnded(origin: Origin, ifAnnounced = false, keptFor = MARK_SECONDS): Promise<void> {
+  async markEnded(origin: Origin, ifAnnounced = false, seconds = MARK_SECONDS): Promise<void> {
     if (ifAnnounced && !(await this.#adapter.find(announcementOf(origin)))) return;
     const payload = { kind: GUARD_KIND, ended: Math.floor(Date.now() / 1000) } as unknown as AdapterPayload;
-    await this.#adapter.upsert(markOf(origin), payload, keptFor);
+    await this.#adapter.upsert(markOf(origin), payload, seconds);
   }
 
   /** Announces the user's origins `record` commits from; the exchange then reads them again (Invariant 23). */
@@ -197,7 +197,7 @@ export class SessionStore {
   }
 }
 
-/** What a session was started from, whose end ends it: the actor token's Grant or sign-in, the customer's access grant, the session it delegates from. */
+/** What a session was started from, whose end ends it: the actor token's Grant or sign-in, the customer's access grant, the session it delegates from, a redeemed ID-JAG's session at its issuer. */
 export type Origin =
   | { grantId: string }
   | { sessionUid: string }
