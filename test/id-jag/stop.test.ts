@@ -8,8 +8,8 @@
 import { randomUUID } from 'node:crypto';
 import { expect } from 'chai';
 import { importJWK, SignJWT, type JSONWebKeySet } from 'jose';
-import type { ClientMetadata } from 'oidc-provider';
-import { createImpersonation, type IdJagOptions } from '../../lib/index.js';
+import type { AdapterPayload, ClientMetadata } from 'oidc-provider';
+import { createImpersonation, createMemoryAdapter, type IdJagOptions } from '../../lib/index.js';
 import { JWT_BEARER_GRANT } from '../../lib/exchange/id-jag.js';
 import { ID_JAG_TOKEN_TYPE, ID_TOKEN_TYPE } from '../../lib/exchange/id-jag-issuance.js';
 import {
@@ -153,11 +153,11 @@ describe('ID-JAG stop: a stop at the issuer ends the tokens redeemed for it, ove
   const redeem = (assertion: string, at = chat) => tokenRequest(at, { grant_type: JWT_BEARER_GRANT, assertion }, AGENT);
 
   /** Waits until the issuer's stream was read, so that redemptions are taken. */
-  async function redeemed(assertion: string): Promise<string> {
-    let reply = await redeem(assertion);
+  async function redeemed(assertion: string, at = chat): Promise<string> {
+    let reply = await redeem(assertion, at);
     for (let tries = 0; reply.status === 503 && tries < 100; tries += 1) {
       await new Promise((resolve) => setTimeout(resolve, 100));
-      reply = await redeem(assertion);
+      reply = await redeem(assertion, at);
     }
     expect(reply.status, JSON.stringify(reply.body)).to.equal(200);
     return reply.body['access_token'] as string;
@@ -208,6 +208,57 @@ describe('ID-JAG stop: a stop at the issuer ends the tokens redeemed for it, ove
     const stop = await revokeSession(idp, idpAdmin, decodeJwt(assertion)['impersonation_session'] as string);
     expect(stop.status).to.equal(204);
     expect(await until(async () => (await introspect(chat, token))['active'] === false, 5000)).to.equal(true);
+  });
+
+  it('a SET whose ending failed is not acknowledged: it comes again, and the session still ends', async () => {
+    // A stream of its own, so that no other redeemer takes its SETs.
+    const created = await ssfRequest(idp, 'POST', STREAMS, await receiverToken(idp, RECEIVERS.second), {
+      delivery: { method: POLL },
+      events_requested: [SESSION_REVOKED],
+    });
+    const endpoint = (created.body['delivery'] as { endpoint_url: string }).endpoint_url;
+    const ssf = {
+      endpoint,
+      accessToken: () => receiverToken(idp, RECEIVERS.second),
+      audience: RECEIVERS.second.client_id,
+    };
+    let failed = 0;
+    const Memory = createMemoryAdapter();
+    class FailingOnce extends Memory {
+      override async upsert(id: string, payload: AdapterPayload, expiresIn?: number): Promise<void> {
+        if (failed === 0 && id.startsWith('ended:issuer-session:')) {
+          failed += 1;
+          throw new Error('the store is down');
+        }
+        return super.upsert(id, payload, expiresIn);
+      }
+    }
+    const flaky = await startProvider({
+      issuer: CHAT,
+      adapter: FailingOnce,
+      plugin: { idJag: { trustedIssuers: [{ ...idJag.trustedIssuers[0]!, ssf }] } },
+      configuration: { clients: [...FIXTURE_CLIENTS, AGENT_AT_CHAT] },
+    });
+    try {
+      const assertion = await issue();
+      const token = await redeemed(assertion, flaky);
+      const sessionId = decodeJwt(token)['impersonation_session'] as string;
+      const stop = await revokeSession(
+        idp,
+        await adminToken(idp),
+        decodeJwt(assertion)['impersonation_session'] as string,
+      );
+      expect(stop.status).to.equal(204);
+      const admin = await adminToken(flaky);
+      const ended = async () =>
+        (await apiRequest(flaky, 'GET', `${SESSIONS}/${sessionId}`, admin)).body['state'] === 'ended';
+      expect(await until(ended, 5000)).to.equal(true);
+      expect(failed).to.equal(1);
+      expect(flaky.appErrors.map(String)).to.include('Error: the store is down');
+    } finally {
+      flaky.impersonation.stopIssuerStreams();
+      await flaky.close();
+    }
   });
 
   it('an ID-JAG that names no session of an issuer whose stream is followed: invalid_grant', async () => {
