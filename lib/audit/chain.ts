@@ -280,9 +280,10 @@ export function checkSignatures(walk: ChainWalk, check: SignatureCheck): VerifyR
   return { ok: true, count: end, checkpoints: signed };
 }
 
-/** Paging cursors of a trail: the number of the last row of the page, base64url. */
-export function cursorOfSeq(seq: number): string {
-  return Buffer.from(String(seq)).toString('base64url');
+/** A page of a trail, newest first; its cursor is the number of its last row, base64url (null after the last page). */
+export function pageOf(items: AuditEntry[], limit: number): { items: AuditEntry[]; nextCursor: string | null } {
+  const last = items.length === limit ? items.at(-1) : undefined;
+  return { items, nextCursor: last ? Buffer.from(String(last.seq)).toString('base64url') : null };
 }
 
 export function seqOfCursor(cursor: string): number {
