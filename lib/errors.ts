@@ -85,9 +85,7 @@ export function decisionPointUnavailable(problem: string, cause?: unknown): Deci
 }
 
 /** A decision point (`authzen`) that gave no decision: 503 `temporarily_unavailable`, nothing issued or burned. */
-export function policyUnavailable(description: string): errors.TemporarilyUnavailable {
-  return temporarilyUnavailable(description);
-}
+export const policyUnavailable = temporarilyUnavailable;
 
 /** A trusted issuer's keys that could not be fetched: 503, not the assertion's fault, nothing burned. */
 export function issuerKeysUnavailable(): errors.TemporarilyUnavailable {
@@ -172,10 +170,13 @@ export function badRequest(description: string, cause?: unknown): ManagementErro
   return new ManagementError(400, 'invalid_request', description, cause === undefined ? undefined : { cause });
 }
 
-/** Management API 413: a body or a field larger than the plugin keeps. */
-export function requestTooLarge(description: string): ManagementError {
-  return new ManagementError(413, 'request_too_large', description);
+/** The Management API's answer of `status` and `error`, with the description given. */
+function managementAnswer(status: number, error: ManagementErrorCode): (description: string) => ManagementError {
+  return (description) => new ManagementError(status, error, description);
 }
+
+/** Management API 413: a body or a field larger than the plugin keeps. */
+export const requestTooLarge = managementAnswer(413, 'request_too_large');
 
 /** Management API 401 `invalid_token` or 403 `insufficient_scope`. */
 export function unauthorized(code: 'invalid_token' | 'insufficient_scope', description: string): ManagementError {
@@ -188,24 +189,16 @@ export function notFound(code: 'not_found' | 'user_not_found', description: stri
 }
 
 /** Management API 409: the subject token was exchanged already. */
-export function alreadyRedeemed(description: string): ManagementError {
-  return new ManagementError(409, 'already_redeemed', description);
-}
+export const alreadyRedeemed = managementAnswer(409, 'already_redeemed');
 
 /** 409 of the SSF stream management API: the receiver, or the transmitter, has as many streams as allowed. */
-export function tooManyStreams(description: string): ManagementError {
-  return new ManagementError(409, 'too_many_streams', description);
-}
+export const tooManyStreams = managementAnswer(409, 'too_many_streams');
 
 /** 429 of the SSF verification endpoint: asked again before `min_verification_interval` passed. */
-export function tooManyRequests(description: string): ManagementError {
-  return new ManagementError(429, 'too_many_requests', description);
-}
+export const tooManyRequests = managementAnswer(429, 'too_many_requests');
 
 /** 503 of an SSF poll whose empty queue cannot claim it holds every SET: "empty" would read as "nothing revoked". */
-export function streamBehind(description: string): ManagementError {
-  return new ManagementError(503, 'temporarily_unavailable', description);
-}
+export const streamBehind = managementAnswer(503, 'temporarily_unavailable');
 
 /** Management API 503: a store, the audit trail or the decision point cannot answer; nothing was written. */
 export function managementUnavailable(description: string, cause?: unknown): ManagementError {
@@ -213,9 +206,7 @@ export function managementUnavailable(description: string, cause?: unknown): Man
 }
 
 /** Management API 500: the deployment is wired so no request of this kind can be served; names no value. */
-export function managementMisconfigured(description: string): ManagementError {
-  return new ManagementError(500, 'server_error', description);
-}
+export const managementMisconfigured = managementAnswer(500, 'server_error');
 
 /** Management API 500: anything else; the cause goes to the app's `error` event, never to the caller. */
 export function managementServerError(cause: unknown): ManagementError {

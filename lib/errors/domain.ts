@@ -35,23 +35,19 @@ export function invalidInput(description: string, cause?: unknown): DomainError<
   return new DomainError('invalid_input', 'invalid_request', description, cause === undefined ? undefined : { cause });
 }
 
-/** No such record, or one the caller may not see. */
-export function unknownRecord(reason: DomainReasons['not_found'], description: string): DomainError<'not_found'> {
-  return new DomainError('not_found', reason, description);
+/** A refusal of `kind`, for the reason and with the description given. */
+function refusalOf<Kind extends DomainErrorKind>(kind: Kind) {
+  return (reason: DomainReasons[Kind], description: string) => new DomainError(kind, reason, description);
 }
+
+/** No such record, or one the caller may not see. */
+export const unknownRecord = refusalOf('not_found');
 
 /** The record moved on: answered already, expired unanswered, redeemed. */
-export function conflictingState(reason: DomainReasons['conflict'], description: string): DomainError<'conflict'> {
-  return new DomainError('conflict', reason, description);
-}
+export const conflictingState = refusalOf('conflict');
 
 /** A customer holds as many grants in force, or pending requests, as the deployment allows; or a client as many requests. */
-export function limitReached(
-  reason: DomainReasons['limit_reached'],
-  description: string,
-): DomainError<'limit_reached'> {
-  return new DomainError('limit_reached', reason, description);
-}
+export const limitReached = refusalOf('limit_reached');
 
 /** A policy refused: its words, safe for the caller, are the description. */
 export function deniedByPolicy(description: string): DomainError<'denied'> {
