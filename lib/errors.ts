@@ -8,10 +8,13 @@ export function invalidRequest(description: string, cause?: unknown): errors.Inv
   return new errors.InvalidRequest(description, 400, cause === undefined ? undefined : { cause });
 }
 
-/** 401 `invalid_client`; the detail goes to `error_detail`, which oidc-provider does not send. */
-export function invalidClient(detail: string): errors.InvalidClientAuth {
-  return new errors.InvalidClientAuth(detail);
+/** oidc-provider's error of `ErrorClass`, with the description given. */
+function providerError<E>(ErrorClass: new (description: string) => E): (description: string) => E {
+  return (description) => new ErrorClass(description);
 }
+
+/** 401 `invalid_client`; the detail goes to `error_detail`, which oidc-provider does not send. */
+export const invalidClient = providerError(errors.InvalidClientAuth);
 
 /** Without a description, oidc-provider's own ("resource indicator is missing, or unknown"). */
 export function invalidTarget(description?: string): errors.InvalidTarget {
@@ -51,14 +54,10 @@ export function insufficientUserAuthentication(
 }
 
 /** RFC 6749 5.2 `unauthorized_client`: this client may not use the grant as it asked. */
-export function unauthorizedClient(description: string): errors.UnauthorizedClient {
-  return new errors.UnauthorizedClient(description);
-}
+export const unauthorizedClient = providerError(errors.UnauthorizedClient);
 
 /** A client whose metadata the plugin cannot accept (at registration, at load, or at start-up). */
-export function invalidClientMetadata(description: string): errors.InvalidClientMetadata {
-  return new errors.InvalidClientMetadata(description);
-}
+export const invalidClientMetadata = providerError(errors.InvalidClientMetadata);
 
 /** A deployment wired so that part of the plugin cannot run; the description says what to change and names no secret. */
 export function misconfigured(description: string): errors.OIDCProviderError {
@@ -165,15 +164,14 @@ export function httpAnswerTo(refusal: DomainError): ManagementError {
   return new ManagementError(DOMAIN_STATUS[refusal.kind], refusal.reason, refusal.message, cause);
 }
 
-/** Management API 400 `invalid_request`: the description names the field or parameter as sent. */
-export function badRequest(description: string, cause?: unknown): ManagementError {
-  return new ManagementError(400, 'invalid_request', description, cause === undefined ? undefined : { cause });
+/** The Management API's answer of `status` and `error`, with the description (and any cause) given. */
+function managementAnswer(status: number, error: ManagementErrorCode) {
+  return (description: string, cause?: unknown): ManagementError =>
+    new ManagementError(status, error, description, cause === undefined ? undefined : { cause });
 }
 
-/** The Management API's answer of `status` and `error`, with the description given. */
-function managementAnswer(status: number, error: ManagementErrorCode): (description: string) => ManagementError {
-  return (description) => new ManagementError(status, error, description);
-}
+/** Management API 400 `invalid_request`: the description names the field or parameter as sent. */
+export const badRequest = managementAnswer(400, 'invalid_request');
 
 /** Management API 413: a body or a field larger than the plugin keeps. */
 export const requestTooLarge = managementAnswer(413, 'request_too_large');
@@ -201,9 +199,7 @@ export const tooManyRequests = managementAnswer(429, 'too_many_requests');
 export const streamBehind = managementAnswer(503, 'temporarily_unavailable');
 
 /** Management API 503: a store, the audit trail or the decision point cannot answer; nothing was written. */
-export function managementUnavailable(description: string, cause?: unknown): ManagementError {
-  return new ManagementError(503, 'temporarily_unavailable', description, cause === undefined ? undefined : { cause });
-}
+export const managementUnavailable = managementAnswer(503, 'temporarily_unavailable');
 
 /** Management API 500: the deployment is wired so no request of this kind can be served; names no value. */
 export const managementMisconfigured = managementAnswer(500, 'server_error');
