@@ -80,11 +80,9 @@ export function rowFromContent(content: string): AuditRow {
 }
 
 /** A row as a store keeps it: typed columns, the canonical text its hash covers, and its links. */
-export interface ChainedRow extends AuditRow {
-  seq: number;
+export interface ChainedRow extends AuditEntry {
   content: string;
   prevHash: string;
-  hash: string;
 }
 
 /** A row as a query answers it (memory and PostgreSQL alike): its number and hash, without the chain's inner links. */

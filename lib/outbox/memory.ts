@@ -42,9 +42,7 @@ export function createMemoryOutbox(): MemoryOutbox {
 
   return {
     appendNow,
-    append(entries, maxPending, now) {
-      return Promise.resolve(appendNow(entries, maxPending, now));
-    },
+    append: async (entries, maxPending, now) => appendNow(entries, maxPending, now),
 
     claim(limit, leaseMs, now, deadBefore, bound) {
       for (const [id, letter] of dead) if (letter.deadAt < deadBefore) dead.delete(id);
@@ -90,9 +88,7 @@ export function createMemoryOutbox(): MemoryOutbox {
       return Promise.resolve(true);
     },
 
-    waits(subscription) {
-      return Promise.resolve(order.has(subscription));
-    },
+    waits: async (subscription) => order.has(subscription),
 
     stats() {
       const subscriptions: OutboxStats['subscriptions'] = {};
@@ -107,15 +103,12 @@ export function createMemoryOutbox(): MemoryOutbox {
       return Promise.resolve({ subscriptions, oldest });
     },
 
-    forget(subscription) {
+    async forget(subscription) {
       for (const stream of streams.keys()) if (stream.startsWith(`${subscription}\n`)) streams.delete(stream);
       for (const [key, letter] of dead) if (letter.subscription === subscription) dead.delete(key);
       for (const counts of [dropped, order]) counts.delete(subscription);
-      return Promise.resolve();
     },
 
-    deadLetters(limit) {
-      return Promise.resolve([...dead.values()].sort((a, b) => b.deadAt - a.deadAt).slice(0, limit));
-    },
+    deadLetters: async (limit) => [...dead.values()].sort((a, b) => b.deadAt - a.deadAt).slice(0, limit),
   };
 }

@@ -67,10 +67,7 @@ function postOnce(
     };
     let request: ClientRequest;
     try {
-      if (signal.aborted) {
-        finish();
-        return;
-      }
+      if (signal.aborted) return finish();
       const target = new URL(url);
       const secure = target.protocol === 'https:';
       request = (secure ? httpsRequest : httpRequest)(
@@ -98,8 +95,7 @@ function postOnce(
       );
     } catch {
       // A URL or header the options let through but node:http refuses: no answer.
-      finish();
-      return;
+      return finish();
     }
     const abort = () => request.destroy();
     const deadline = setTimeout(abort, timeoutMs);

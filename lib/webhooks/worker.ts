@@ -157,9 +157,8 @@ export function startDelivery(
     if (!provider) return end();
     wokenMeanwhile = false;
     const now = Date.now();
-    const limits = { each: IN_FLIGHT_PER_SUBSCRIPTION, out };
     const claimed = await outbox
-      .claim(BATCH, leaseMs, now, now - options.deadLetterRetentionMs, limits)
+      .claim(BATCH, leaseMs, now, now - options.deadLetterRetentionMs, { each: IN_FLIGHT_PER_SUBSCRIPTION, out })
       .catch((error: unknown) => reportError(provider, error));
     if (!claimed) {
       storeFailures += 1;
