@@ -1,5 +1,6 @@
 import { errors } from 'oidc-provider';
 import { DomainError, type DomainErrorKind, type DomainReasons } from './errors/domain.js';
+import { construct } from './errors/standalone.js';
 
 /** Every error the plugin raises: oidc-provider's classes at the token endpoint, `ManagementError`s at the Management API. */
 
@@ -8,22 +9,13 @@ export function invalidRequest(description: string, cause?: unknown): errors.Inv
   return new errors.InvalidRequest(description, 400, cause === undefined ? undefined : { cause });
 }
 
-/** oidc-provider's error of `ErrorClass`, with the description given. */
-function providerError<E>(ErrorClass: new (description: string) => E): (description: string) => E {
-  return (description) => new ErrorClass(description);
-}
-
 /** 401 `invalid_client`; the detail goes to `error_detail`, which oidc-provider does not send. */
-export const invalidClient = providerError(errors.InvalidClientAuth);
+export const invalidClient = construct(errors.InvalidClientAuth);
 
 /** Without a description, oidc-provider's own ("resource indicator is missing, or unknown"). */
-export function invalidTarget(description?: string): errors.InvalidTarget {
-  return description === undefined ? new errors.InvalidTarget() : new errors.InvalidTarget(description);
-}
+export const invalidTarget = construct(errors.InvalidTarget);
 
-export function invalidScope(description: string, scope: string): errors.InvalidScope {
-  return new errors.InvalidScope(description, scope);
-}
+export const invalidScope = construct(errors.InvalidScope);
 
 /** RFC 6749 5.2 `invalid_grant` with a description shown (oidc-provider's own always says "grant request is invalid"). */
 export function invalidGrant(description: string): errors.CustomOIDCProviderError {
@@ -46,18 +38,13 @@ export class InsufficientUserAuthentication extends errors.CustomOIDCProviderErr
   }
 }
 
-export function insufficientUserAuthentication(
-  description: string,
-  stepUp: StepUpRequirement,
-): InsufficientUserAuthentication {
-  return new InsufficientUserAuthentication(description, stepUp);
-}
+export const insufficientUserAuthentication = construct(InsufficientUserAuthentication);
 
 /** RFC 6749 5.2 `unauthorized_client`: this client may not use the grant as it asked. */
-export const unauthorizedClient = providerError(errors.UnauthorizedClient);
+export const unauthorizedClient = construct(errors.UnauthorizedClient);
 
 /** A client whose metadata the plugin cannot accept (at registration, at load, or at start-up). */
-export const invalidClientMetadata = providerError(errors.InvalidClientMetadata);
+export const invalidClientMetadata = construct(errors.InvalidClientMetadata);
 
 /** A deployment wired so that part of the plugin cannot run; the description says what to change and names no secret. */
 export function misconfigured(description: string): errors.OIDCProviderError {
@@ -120,9 +107,7 @@ export class PrincipalQuotaReached extends errors.CustomOIDCProviderError {
   }
 }
 
-export function principalQuotaReached(description: string, retryAfter: number): PrincipalQuotaReached {
-  return new PrincipalQuotaReached(description, retryAfter);
-}
+export const principalQuotaReached = construct(PrincipalQuotaReached);
 
 type ManagementErrorCode =
   | DomainReasons[DomainErrorKind]
@@ -207,11 +192,6 @@ export const managementMisconfigured = managementAnswer(500, 'server_error');
 /** Management API 500: anything else; the cause goes to the app's `error` event, never to the caller. */
 export function managementServerError(cause: unknown): ManagementError {
   return new ManagementError(500, 'server_error', 'the request could not be completed', { cause });
-}
-
-/** A call at the wrong moment of the provider's life, whose `description` says what to do instead. */
-export function calledTooLate(description: string): TypeError {
-  return new TypeError(description);
 }
 
 export * from './errors/domain.js';
