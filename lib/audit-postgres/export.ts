@@ -3,11 +3,10 @@ import { canonicalJson } from '../json.js';
 import { assertPlainIdentifiers } from '../postgres/identifier.js';
 import { missingAuditTable } from '../errors/standalone.js';
 import { FIELDS } from '../audit/chain.js';
+import type { PostgresAuditLogOptions } from './index.js';
 import { columnOf, missingTables, namesOf, READ_ONLY } from './tables.js';
 
-export interface ExportOptions {
-  schema?: string | undefined;
-  table?: string | undefined;
+export interface ExportOptions extends Pick<PostgresAuditLogOptions, 'schema' | 'table'> {
   since?: Date | undefined;
   until?: Date | undefined;
   format: 'jsonl' | 'csv';
