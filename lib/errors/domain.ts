@@ -30,10 +30,14 @@ export class DomainError<Kind extends DomainErrorKind = DomainErrorKind> extends
   }
 }
 
-/** Input that breaks a rule: the description names the field as sent. */
-export function invalidInput(description: string, cause?: unknown): DomainError<'invalid_input'> {
-  return new DomainError('invalid_input', 'invalid_request', description, cause === undefined ? undefined : { cause });
+/** A refusal of `kind` always for `reason`, with the description (and any cause) given. */
+function refusalFor<Kind extends DomainErrorKind>(kind: Kind, reason: DomainReasons[Kind]) {
+  return (description: string, cause?: unknown) =>
+    new DomainError(kind, reason, description, cause === undefined ? undefined : { cause });
 }
+
+/** Input that breaks a rule: the description names the field as sent. */
+export const invalidInput = refusalFor('invalid_input', 'invalid_request');
 
 /** A refusal of `kind`, for the reason and with the description given. */
 function refusalOf<Kind extends DomainErrorKind>(kind: Kind) {
@@ -50,11 +54,7 @@ export const conflictingState = refusalOf('conflict');
 export const limitReached = refusalOf('limit_reached');
 
 /** A policy refused: its words, safe for the caller, are the description. */
-export function deniedByPolicy(description: string): DomainError<'denied'> {
-  return new DomainError('denied', 'access_denied', description);
-}
+export const deniedByPolicy = refusalFor('denied', 'access_denied');
 
 /** A store or the audit trail cannot answer; the cause goes to the operator, never to the caller. */
-export function serviceUnavailable(description: string, cause: unknown): DomainError<'unavailable'> {
-  return new DomainError('unavailable', 'temporarily_unavailable', description, { cause });
-}
+export const serviceUnavailable = refusalFor('unavailable', 'temporarily_unavailable');
