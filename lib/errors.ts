@@ -1,5 +1,6 @@
 import { errors } from 'oidc-provider';
 import { DomainError, type DomainErrorKind, type DomainReasons } from './errors/domain.js';
+import { construct } from './errors/standalone.js';
 
 /** Every error the plugin raises: oidc-provider's classes at the token endpoint, `ManagementError`s at the Management API. */
 
@@ -9,18 +10,12 @@ export function invalidRequest(description: string, cause?: unknown): errors.Inv
 }
 
 /** 401 `invalid_client`; the detail goes to `error_detail`, which oidc-provider does not send. */
-export function invalidClient(detail: string): errors.InvalidClientAuth {
-  return new errors.InvalidClientAuth(detail);
-}
+export const invalidClient = construct(errors.InvalidClientAuth);
 
 /** Without a description, oidc-provider's own ("resource indicator is missing, or unknown"). */
-export function invalidTarget(description?: string): errors.InvalidTarget {
-  return description === undefined ? new errors.InvalidTarget() : new errors.InvalidTarget(description);
-}
+export const invalidTarget = construct(errors.InvalidTarget);
 
-export function invalidScope(description: string, scope: string): errors.InvalidScope {
-  return new errors.InvalidScope(description, scope);
-}
+export const invalidScope = construct(errors.InvalidScope);
 
 /** RFC 6749 5.2 `invalid_grant` with a description shown (oidc-provider's own always says "grant request is invalid"). */
 export function invalidGrant(description: string): errors.CustomOIDCProviderError {
@@ -43,22 +38,13 @@ export class InsufficientUserAuthentication extends errors.CustomOIDCProviderErr
   }
 }
 
-export function insufficientUserAuthentication(
-  description: string,
-  stepUp: StepUpRequirement,
-): InsufficientUserAuthentication {
-  return new InsufficientUserAuthentication(description, stepUp);
-}
+export const insufficientUserAuthentication = construct(InsufficientUserAuthentication);
 
 /** RFC 6749 5.2 `unauthorized_client`: this client may not use the grant as it asked. */
-export function unauthorizedClient(description: string): errors.UnauthorizedClient {
-  return new errors.UnauthorizedClient(description);
-}
+export const unauthorizedClient = construct(errors.UnauthorizedClient);
 
 /** A client whose metadata the plugin cannot accept (at registration, at load, or at start-up). */
-export function invalidClientMetadata(description: string): errors.InvalidClientMetadata {
-  return new errors.InvalidClientMetadata(description);
-}
+export const invalidClientMetadata = construct(errors.InvalidClientMetadata);
 
 /** A deployment wired so that part of the plugin cannot run; the description says what to change and names no secret. */
 export function misconfigured(description: string): errors.OIDCProviderError {
@@ -85,9 +71,7 @@ export function decisionPointUnavailable(problem: string, cause?: unknown): Deci
 }
 
 /** A decision point (`authzen`) that gave no decision: 503 `temporarily_unavailable`, nothing issued or burned. */
-export function policyUnavailable(description: string): errors.TemporarilyUnavailable {
-  return temporarilyUnavailable(description);
-}
+export const policyUnavailable = temporarilyUnavailable;
 
 /** A trusted issuer's keys that could not be fetched: 503, not the assertion's fault, nothing burned. */
 export function issuerKeysUnavailable(): errors.TemporarilyUnavailable {
@@ -128,9 +112,7 @@ export class PrincipalQuotaReached extends errors.CustomOIDCProviderError {
   }
 }
 
-export function principalQuotaReached(description: string, retryAfter: number): PrincipalQuotaReached {
-  return new PrincipalQuotaReached(description, retryAfter);
-}
+export const principalQuotaReached = construct(PrincipalQuotaReached);
 
 type ManagementErrorCode =
   | DomainReasons[DomainErrorKind]
@@ -172,15 +154,17 @@ export function httpAnswerTo(refusal: DomainError): ManagementError {
   return new ManagementError(DOMAIN_STATUS[refusal.kind], refusal.reason, refusal.message, cause);
 }
 
-/** Management API 400 `invalid_request`: the description names the field or parameter as sent. */
-export function badRequest(description: string, cause?: unknown): ManagementError {
-  return new ManagementError(400, 'invalid_request', description, cause === undefined ? undefined : { cause });
+/** The Management API's answer of `status` and `error`, with the description (and any cause) given. */
+function managementAnswer(status: number, error: ManagementErrorCode) {
+  return (description: string, cause?: unknown): ManagementError =>
+    new ManagementError(status, error, description, cause === undefined ? undefined : { cause });
 }
 
+/** Management API 400 `invalid_request`: the description names the field or parameter as sent. */
+export const badRequest = managementAnswer(400, 'invalid_request');
+
 /** Management API 413: a body or a field larger than the plugin keeps. */
-export function requestTooLarge(description: string): ManagementError {
-  return new ManagementError(413, 'request_too_large', description);
-}
+export const requestTooLarge = managementAnswer(413, 'request_too_large');
 
 /** Management API 401 `invalid_token` or 403 `insufficient_scope`. */
 export function unauthorized(code: 'invalid_token' | 'insufficient_scope', description: string): ManagementError {
@@ -193,43 +177,26 @@ export function notFound(code: 'not_found' | 'user_not_found', description: stri
 }
 
 /** Management API 409: the subject token was exchanged already. */
-export function alreadyRedeemed(description: string): ManagementError {
-  return new ManagementError(409, 'already_redeemed', description);
-}
+export const alreadyRedeemed = managementAnswer(409, 'already_redeemed');
 
 /** 409 of the SSF stream management API: the receiver, or the transmitter, has as many streams as allowed. */
-export function tooManyStreams(description: string): ManagementError {
-  return new ManagementError(409, 'too_many_streams', description);
-}
+export const tooManyStreams = managementAnswer(409, 'too_many_streams');
 
 /** 429 of the SSF verification endpoint: asked again before `min_verification_interval` passed. */
-export function tooManyRequests(description: string): ManagementError {
-  return new ManagementError(429, 'too_many_requests', description);
-}
+export const tooManyRequests = managementAnswer(429, 'too_many_requests');
 
 /** 503 of an SSF poll whose empty queue cannot claim it holds every SET: "empty" would read as "nothing revoked". */
-export function streamBehind(description: string): ManagementError {
-  return new ManagementError(503, 'temporarily_unavailable', description);
-}
+export const streamBehind = managementAnswer(503, 'temporarily_unavailable');
 
 /** Management API 503: a store, the audit trail or the decision point cannot answer; nothing was written. */
-export function managementUnavailable(description: string, cause?: unknown): ManagementError {
-  return new ManagementError(503, 'temporarily_unavailable', description, cause === undefined ? undefined : { cause });
-}
+export const managementUnavailable = managementAnswer(503, 'temporarily_unavailable');
 
 /** Management API 500: the deployment is wired so no request of this kind can be served; names no value. */
-export function managementMisconfigured(description: string): ManagementError {
-  return new ManagementError(500, 'server_error', description);
-}
+export const managementMisconfigured = managementAnswer(500, 'server_error');
 
 /** Management API 500: anything else; the cause goes to the app's `error` event, never to the caller. */
 export function managementServerError(cause: unknown): ManagementError {
   return new ManagementError(500, 'server_error', 'the request could not be completed', { cause });
-}
-
-/** A call at the wrong moment of the provider's life, whose `description` says what to do instead. */
-export function calledTooLate(description: string): TypeError {
-  return new TypeError(description);
 }
 
 export * from './errors/domain.js';

@@ -49,15 +49,10 @@ export async function giveGrant(deps: ApprovalDependencies, customer: string, in
   // Ahead of time as on a request: the decision point has its say before anything is written.
   await assertApprovalAllowed(deps.options.authzen, { customer, actor, scope }, deniedByPolicy);
 
-  const createdAt = nowSeconds();
-  const grant: AccessGrant = {
-    id: newAccessGrantId(),
-    subject: customer,
+  const grant = newGrant(customer, duration, {
     ...definedMembers({ actor, resource, scope, note }),
     origin: 'customer',
-    createdAt,
-    expiresAt: createdAt + duration,
-  };
+  });
   await reservePlace(deps, grant, settings.maxGrantsPerCustomer);
   await putInForce(deps, grant, ctx);
   return accessGrantView(grant);
@@ -107,11 +102,8 @@ export async function approveRequest(
   const approval = { customer, actor: request.actor, clientId: request.clientId, scope, context: request.context };
   await assertApprovalAllowed(deps.options.authzen, approval, deniedByPolicy);
 
-  const answeredAt = nowSeconds();
   const open = new Set(settings.widenApprovedGrants);
-  const grant: AccessGrant = {
-    id: newAccessGrantId(),
-    subject: customer,
+  const grant = newGrant(customer, duration, {
     actor: request.actor,
     ...definedMembers({ resource: request.resource, scope: scope && [...scope] }),
     origin: 'approval',
@@ -119,12 +111,10 @@ export async function approveRequest(
     ...(request.clientId === undefined || open.has('clientId') ? {} : { clientId: request.clientId }),
     ...(open.has('caller') ? {} : { requestedBy: request.requestedBy }),
     ...(open.has('context') ? {} : { context: request.context }),
-    createdAt: answeredAt,
-    expiresAt: answeredAt + duration,
-  };
+  });
   // The place first: a customer at their bound gets a 429 and the request stays pending.
   await reservePlace(deps, grant, settings.maxGrantsPerCustomer);
-  const answer = { at: answeredAt, decision: 'approved', grantId: grant.id } as const;
+  const answer = { at: grant.createdAt, decision: 'approved', grantId: grant.id } as const;
   const answered = await answerOnce(deps, request, answer).catch(async (error: unknown) => {
     await deps.approvals.releaseGrant(grant).catch(() => {});
     throw error;
@@ -197,6 +187,16 @@ async function reservePlace(deps: ApprovalDependencies, grant: AccessGrant, maxG
         : 'the customer gave as many access grants in the last 24 hours as the deployment allows',
     );
   }
+}
+
+/** A grant of the customer's from now for `duration` seconds. */
+function newGrant(
+  customer: string,
+  duration: number,
+  given: Omit<AccessGrant, 'id' | 'subject' | 'createdAt' | 'expiresAt'>,
+) {
+  const createdAt = nowSeconds();
+  return { id: newAccessGrantId(), subject: customer, ...given, createdAt, expiresAt: createdAt + duration };
 }
 
 /** Grants a customer may give in 24 hours per grant in force, so short-grant loops cannot fill shared stores. */

@@ -63,8 +63,7 @@ const DEFAULTS = {
   breakGlassClients: [] as string[],
 };
 
-const OPTIONS: Record<keyof ApprovalOptions, unknown> = { customerResource: true, ...DEFAULTS };
-const KNOWN: readonly string[] = Object.keys(OPTIONS);
+const KNOWN = Object.keys({ customerResource: true, ...DEFAULTS } satisfies Record<keyof ApprovalOptions, unknown>);
 const check: OptionChecks = optionChecks('createImpersonation');
 const fail: OptionChecks['fail'] = check.fail;
 

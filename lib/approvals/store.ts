@@ -1,14 +1,7 @@
 import type { AdapterPayload } from 'oidc-provider';
 import type { ApprovalAdapter } from '../adapters/contracts/approvals.js';
 import { recordOf, recordPayload } from '../adapters/records.js';
-import {
-  grantStateOf,
-  requestStateOf,
-  type AccessGrant,
-  type ApprovalDecision,
-  type ApprovalRequest,
-  type GrantState,
-} from './record.js';
+import { grantStateOf, requestStateOf, type AccessGrant, type ApprovalRequest, type GrantState } from './record.js';
 
 /** How long a grant or request outlives its expiry, so that it can still be read and told apart from an unknown id. */
 const KEPT_AFTER_EXPIRY = 7 * 24 * 3600;
@@ -135,7 +128,7 @@ export class ApprovalStore {
   /** Answers a request once (Invariant 36). */
   async answer(
     request: ApprovalRequest,
-    answer: { at: number; decision: ApprovalDecision; grantId?: string; reason?: string },
+    answer: NonNullable<ApprovalRequest['answer']>,
   ): Promise<Outcome<ApprovalRequest>> {
     if (!(await this.#adapter.consumeOnce(request.id))) {
       return { record: (await this.findRequest(request.id)) ?? request, changedNow: false };

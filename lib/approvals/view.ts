@@ -9,34 +9,16 @@ import {
 } from './record.js';
 
 /** What the customer and support are shown of an access grant. Times RFC 3339. */
-export interface AccessGrantView {
-  id: string;
-  subject: string;
-  /** Only this actor may use it; absent: any actor the deployment allows. */
-  actor?: string;
-  resource?: string;
-  scope?: string[];
-  note?: string;
-  origin: 'customer' | 'approval';
-  approvalRequestId?: string;
-  /** An approval's grant: the one client through which support may use it. Absent: any. */
-  clientId?: string;
-  /** An approval's grant: the creation context (ticket, reason) it is for. Absent: any. */
-  context?: JsonObject;
+export type AccessGrantView = Omit<AccessGrant, 'requestedBy' | 'createdAt' | 'expiresAt' | 'ended'> & {
   state: GrantState;
   createdAt: string;
   expiresAt: string;
   endedAt?: string;
   endedBy?: 'customer' | 'expiry';
-}
+};
 
 /** The grant an approved request became, as the request shows it. */
-export interface ApprovedGrantView {
-  id: string;
-  expiresAt: string;
-  resource?: string;
-  scope?: string[];
-}
+export type ApprovedGrantView = Pick<AccessGrantView, 'id' | 'expiresAt' | 'resource' | 'scope'>;
 
 /** What a backend (its creator) and the customer are shown of an approval request. Times RFC 3339. */
 export interface ApprovalRequestView {

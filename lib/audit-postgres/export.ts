@@ -1,13 +1,12 @@
 import pg from 'pg';
 import { canonicalJson } from '../json.js';
-import { isPlainIdentifier } from '../postgres/identifier.js';
-import { invalidOption, missingAuditTable } from '../errors/standalone.js';
+import { assertPlainIdentifiers } from '../postgres/identifier.js';
+import { missingAuditTable } from '../errors/standalone.js';
 import { FIELDS } from '../audit/chain.js';
+import type { PostgresAuditLogOptions } from './index.js';
 import { columnOf, missingTables, namesOf, READ_ONLY } from './tables.js';
 
-export interface ExportOptions {
-  schema?: string | undefined;
-  table?: string | undefined;
+export interface ExportOptions extends Pick<PostgresAuditLogOptions, 'schema' | 'table'> {
   since?: Date | undefined;
   until?: Date | undefined;
   format: 'jsonl' | 'csv';
@@ -20,10 +19,7 @@ const BATCH = 1000;
 /** The trail in order as JSON lines or CSV, hashes included; reads only, in one READ ONLY transaction. */
 export async function* exportTrail(connectionString: string, options: ExportOptions): AsyncGenerator<string> {
   const table = options.table ?? 'impersonation_audit';
-  for (const [name, value] of Object.entries({ table, schema: options.schema })) {
-    if (value !== undefined && !isPlainIdentifier(value))
-      throw invalidOption('exportTrail', name, 'must be a plain SQL identifier');
-  }
+  assertPlainIdentifiers('exportTrail', { table, schema: options.schema });
   const names = namesOf(options.schema, table);
   const client = new pg.Client({ connectionString, connectionTimeoutMillis: 5000 });
   await client.connect();

@@ -4,7 +4,7 @@ import { StatementBatch } from '../postgres/batch.js';
 import { assertPlainIdentifiers } from '../postgres/identifier.js';
 import { INVALID_SCHEMA_NAME, migrateUnderLock } from '../postgres/migration.js';
 import { openPool, POOL_SOURCE_NAMES, type PoolSource } from '../postgres/pool.js';
-import { refuseUnknownOptions } from '../config/names.js';
+import { optionChecks } from '../config/checks.js';
 import type { ImpersonationEvent, ImpersonationEventName } from '../event-types.js';
 import { JOURNAL, type Journal, type JournaledSink } from '../audit/journal.js';
 import type { AuditLog, AuditPage } from '../audit/sink.js';
@@ -12,10 +12,10 @@ import type { AuditQueryFilter } from '../core-options.js';
 import {
   canonicalContent,
   checkSignatures,
-  cursorOfSeq,
   FIELDS,
   GENESIS,
   limitOf,
+  pageOf,
   publishedHeadFailure,
   rowOf,
   seqOfCursor,
@@ -102,16 +102,15 @@ const AUDIT_LOG_OPTION_NAMES = [
 ];
 
 export function createPostgresAuditLog(options: PostgresAuditLogOptions): PostgresAuditLog {
-  refuseUnknownOptions('createPostgresAuditLog', options, AUDIT_LOG_OPTION_NAMES);
+  const check = optionChecks('createPostgresAuditLog');
+  check.known(options, AUDIT_LOG_OPTION_NAMES);
   const table = options.table ?? 'impersonation_audit';
   assertPlainIdentifiers('createPostgresAuditLog', { table, schema: options.schema });
-  const checkpointEvery = options.checkpointEvery ?? 100;
-  if (!Number.isSafeInteger(checkpointEvery) || checkpointEvery < 1)
-    throw invalidOption('createPostgresAuditLog', 'checkpointEvery', 'must be a positive integer');
+  const checkpointEvery = check.positive('checkpointEvery', options.checkpointEvery ?? 100);
   const signer = options.signingKey ? signerOf(options.signingKey, 'createPostgresAuditLog') : undefined;
   const failClosed = options.failClosed ?? true;
   if (options.publishHead !== undefined && (typeof options.publishHead !== 'function' || !signer))
-    throw invalidOption('createPostgresAuditLog', 'publishHead', 'must be a function, and needs "signingKey"');
+    check.fail('publishHead', 'must be a function, and needs "signingKey"');
   const publishHead = options.publishHead
     ? (seq: string, hash: string) => options.publishHead!(signHead(signer!, Number(seq), hash))
     : undefined;
@@ -355,7 +354,5 @@ async function queryTrail(pool: pg.Pool, names: Names, filter: AuditQuery): Prom
     const page = `SELECT ${ENTRY_COLUMNS} FROM ${names.table} ${where} ORDER BY seq DESC LIMIT ${limit}`;
     return (await client.query<StoredEntry>(page, values)).rows;
   });
-  const items = rows.map(entryOf);
-  const last = items.at(-1);
-  return { items, nextCursor: items.length === limit && last ? cursorOfSeq(last.seq) : null };
+  return pageOf(rows.map(entryOf), limit);
 }

@@ -80,11 +80,9 @@ export function rowFromContent(content: string): AuditRow {
 }
 
 /** A row as a store keeps it: typed columns, the canonical text its hash covers, and its links. */
-export interface ChainedRow extends AuditRow {
-  seq: number;
+export interface ChainedRow extends AuditEntry {
   content: string;
   prevHash: string;
-  hash: string;
 }
 
 /** A row as a query answers it (memory and PostgreSQL alike): its number and hash, without the chain's inner links. */
@@ -280,9 +278,10 @@ export function checkSignatures(walk: ChainWalk, check: SignatureCheck): VerifyR
   return { ok: true, count: end, checkpoints: signed };
 }
 
-/** Paging cursors of a trail: the number of the last row of the page, base64url. */
-export function cursorOfSeq(seq: number): string {
-  return Buffer.from(String(seq)).toString('base64url');
+/** A page of a trail, newest first; its cursor is the number of its last row, base64url (null after the last page). */
+export function pageOf(items: AuditEntry[], limit: number): { items: AuditEntry[]; nextCursor: string | null } {
+  const last = items.length === limit ? items.at(-1) : undefined;
+  return { items, nextCursor: last ? Buffer.from(String(last.seq)).toString('base64url') : null };
 }
 
 export function seqOfCursor(cursor: string): number {

@@ -1,13 +1,13 @@
 /** An audit trail in memory, chained and verified as the PostgreSQL log is; it lasts as long as the process. */
-import { refuseUnknownOptions } from '../config/names.js';
-import { invalidOption, storeFull } from '../errors.js';
+import { optionChecks } from '../config/checks.js';
+import { storeFull } from '../errors.js';
 import type { ImpersonationEvent, ImpersonationEventName } from '../event-types.js';
 import type { AuditLog } from './sink.js';
 import {
   canonicalContent,
-  cursorOfSeq,
   GENESIS,
   limitOf,
+  pageOf,
   rowHash,
   rowOf,
   seqOfCursor,
@@ -28,10 +28,9 @@ export interface MemoryAuditLog extends AuditLog {
 }
 
 export function createMemoryAuditLog(options: MemoryAuditLogOptions = {}): MemoryAuditLog {
-  refuseUnknownOptions('createMemoryAuditLog', options, ['maxRows']);
-  const maxRows = options.maxRows ?? 100_000;
-  if (!Number.isSafeInteger(maxRows) || maxRows < 1)
-    throw invalidOption('createMemoryAuditLog', 'maxRows', 'must be a positive integer');
+  const check = optionChecks('createMemoryAuditLog');
+  check.known(options, ['maxRows']);
+  const maxRows = check.positive('maxRows', options.maxRows ?? 100_000);
   const rows: ChainedRow[] = [];
   const head = { seq: 0, hash: GENESIS };
 
@@ -68,8 +67,7 @@ export function createMemoryAuditLog(options: MemoryAuditLogOptions = {}): Memor
         const { content: _content, prevHash: _prevHash, ...entry } = stored;
         items.push(structuredClone(entry));
       }
-      const last = items.at(-1);
-      return { items, nextCursor: items.length === limit && last ? cursorOfSeq(last.seq) : null };
+      return pageOf(items, limit);
     },
   };
 }

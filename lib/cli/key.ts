@@ -16,14 +16,8 @@ export function verificationKeyOf(spec: string, env: NodeJS.ProcessEnv = process
     );
   if (!place) throw invalidCommandLine(`--key must be one of ${KEY_FORMS}`);
   if (kind === 'hmac-file') {
-    let text: string;
-    try {
-      text = readFileSync(place, 'utf8');
-    } catch {
-      throw invalidCommandLine('--key hmac-file: the key file cannot be read');
-    }
     // A trailing newline is the editor's, not the key's.
-    const secret = text.replace(/\r?\n$/, '');
+    const secret = readKeyFile(place, 'hmac-file: the key file').replace(/\r?\n$/, '');
     if (!secret) throw invalidCommandLine('--key hmac-file: the key file is empty');
     return { hmac: secret };
   }
@@ -32,12 +26,14 @@ export function verificationKeyOf(spec: string, env: NodeJS.ProcessEnv = process
     if (!secret) throw invalidCommandLine('--key hmac-env: that environment variable is not set or empty');
     return { hmac: secret };
   }
-  if (kind === 'ed25519') {
-    try {
-      return { ed25519: readFileSync(place, 'utf8') };
-    } catch {
-      throw invalidCommandLine('--key ed25519: the public key file cannot be read');
-    }
-  }
+  if (kind === 'ed25519') return { ed25519: readKeyFile(place, 'ed25519: the public key file') };
   throw invalidCommandLine(`--key must be one of ${KEY_FORMS}`);
+}
+
+function readKeyFile(path: string, named: string): string {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch {
+    throw invalidCommandLine(`--key ${named} cannot be read`);
+  }
 }

@@ -30,35 +30,31 @@ export class DomainError<Kind extends DomainErrorKind = DomainErrorKind> extends
   }
 }
 
+/** A refusal of `kind` always for `reason`, with the description (and any cause) given. */
+function refusalFor<Kind extends DomainErrorKind>(kind: Kind, reason: DomainReasons[Kind]) {
+  return (description: string, cause?: unknown) =>
+    new DomainError(kind, reason, description, cause === undefined ? undefined : { cause });
+}
+
 /** Input that breaks a rule: the description names the field as sent. */
-export function invalidInput(description: string, cause?: unknown): DomainError<'invalid_input'> {
-  return new DomainError('invalid_input', 'invalid_request', description, cause === undefined ? undefined : { cause });
+export const invalidInput = refusalFor('invalid_input', 'invalid_request');
+
+/** A refusal of `kind`, for the reason and with the description given. */
+function refusalOf<Kind extends DomainErrorKind>(kind: Kind) {
+  return (reason: DomainReasons[Kind], description: string) => new DomainError(kind, reason, description);
 }
 
 /** No such record, or one the caller may not see. */
-export function unknownRecord(reason: DomainReasons['not_found'], description: string): DomainError<'not_found'> {
-  return new DomainError('not_found', reason, description);
-}
+export const unknownRecord = refusalOf('not_found');
 
 /** The record moved on: answered already, expired unanswered, redeemed. */
-export function conflictingState(reason: DomainReasons['conflict'], description: string): DomainError<'conflict'> {
-  return new DomainError('conflict', reason, description);
-}
+export const conflictingState = refusalOf('conflict');
 
 /** A customer holds as many grants in force, or pending requests, as the deployment allows; or a client as many requests. */
-export function limitReached(
-  reason: DomainReasons['limit_reached'],
-  description: string,
-): DomainError<'limit_reached'> {
-  return new DomainError('limit_reached', reason, description);
-}
+export const limitReached = refusalOf('limit_reached');
 
 /** A policy refused: its words, safe for the caller, are the description. */
-export function deniedByPolicy(description: string): DomainError<'denied'> {
-  return new DomainError('denied', 'access_denied', description);
-}
+export const deniedByPolicy = refusalFor('denied', 'access_denied');
 
 /** A store or the audit trail cannot answer; the cause goes to the operator, never to the caller. */
-export function serviceUnavailable(description: string, cause: unknown): DomainError<'unavailable'> {
-  return new DomainError('unavailable', 'temporarily_unavailable', description, { cause });
-}
+export const serviceUnavailable = refusalFor('unavailable', 'temporarily_unavailable');

@@ -1,5 +1,10 @@
 /** Errors of the parts that run without oidc-provider loaded; importing this file never loads it. */
 
+/** An error class's constructor as a function, as every throw site calls its error. */
+export function construct<Args extends unknown[], E>(ErrorClass: new (...args: Args) => E): (...args: Args) => E {
+  return (...args) => new ErrorClass(...args);
+}
+
 /** Configuration: `<function>: option "<name>" <requirement>`, thrown at the call that was given the option. */
 export function invalidOption(fn: string, option: string, requirement: string): TypeError {
   return new TypeError(`${fn}: option "${option}" ${requirement}`);
@@ -24,9 +29,10 @@ function typeError(problem: string, cause?: unknown): TypeError {
 export const invalidCommandLine = typeError;
 
 /** A value handed to an adapter that it cannot store as given: `<adapter>: <requirement>`. */
-export function unstorableValue(adapter: string, requirement: string): TypeError {
-  return new TypeError(`${adapter}: ${requirement}`);
-}
+export const unstorableValue = invalidCall;
+
+/** A call at the wrong moment of the provider's life, whose `description` says what to do instead. */
+export const calledTooLate = typeError;
 
 /** A store, a feed or a log that cannot answer now; names the service, never a value (a key can be a token). */
 export function unavailable(problem: string, cause?: unknown): Error {
@@ -110,9 +116,7 @@ export class ImpersonationTokenError extends Error {
   }
 }
 
-export function tokenRefused(code: ImpersonationTokenErrorCode, description: string): ImpersonationTokenError {
-  return new ImpersonationTokenError(code, description);
-}
+export const tokenRefused = construct(ImpersonationTokenError);
 
 /** A store that could not keep the plugin's records safely; the message names it and what to use instead. */
 export const unfitStore = typeError;

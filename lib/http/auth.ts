@@ -1,13 +1,10 @@
 /** Who calls: the bearer token of a request, the caller an authenticator finds in it, and a refusal's challenge. */
 import type Koa from 'koa';
 import { unauthorized, type ManagementError } from '../errors.js';
-import type { ManagementAuthResult, ManagementCaller } from '../core-options.js';
+import type { CoreOptions, ManagementCaller } from '../core-options.js';
 import { storeCall } from '../store-call.js';
 
-export type Authenticate = (
-  ctx: Koa.Context,
-  required: { scope: string },
-) => ManagementAuthResult | Promise<ManagementAuthResult>;
+export type Authenticate = NonNullable<CoreOptions['authenticateManagementRequest']>;
 
 /** The caller, or a 401/403 with its `WWW-Authenticate` challenge. */
 export async function authorize(

@@ -31,9 +31,7 @@ export type Settlement =
   { outcome: 'delivered' } | { outcome: 'retry'; at: number } | { outcome: 'dead'; reason: string };
 
 /** An entry that will not be delivered, kept for inspection until `deadAt` + the retention. */
-export interface DeadLetter extends NewOutboxEntry {
-  createdAt: number;
-  attempts: number;
+export interface DeadLetter extends Omit<LeasedEntry, 'lease' | 'leaseUntil'> {
   deadAt: number;
   reason: string;
 }

@@ -42,11 +42,9 @@ export function createMemoryOutbox(): MemoryOutbox {
 
   return {
     appendNow,
-    append(entries, maxPending, now) {
-      return Promise.resolve(appendNow(entries, maxPending, now));
-    },
+    append: async (entries, maxPending, now) => appendNow(entries, maxPending, now),
 
-    claim(limit, leaseMs, now, deadBefore, bound) {
+    async claim(limit, leaseMs, now, deadBefore, bound) {
       for (const [id, letter] of dead) if (letter.deadAt < deadBefore) dead.delete(id);
       const claimed: LeasedEntry[] = [];
       const out = new Map(bound?.out);
@@ -65,18 +63,18 @@ export function createMemoryOutbox(): MemoryOutbox {
         const { nextAt: _nextAt, ...leased } = head;
         claimed.push({ ...leased, lease: head.lease });
       }
-      return Promise.resolve(claimed);
+      return claimed;
     },
 
-    settle(entry, settlement, now) {
+    async settle(entry, settlement, now) {
       const queue = streams.get(streamOf(entry));
       const head = queue?.[0];
-      if (!queue || !head || head.id !== entry.id || head.lease !== entry.lease) return Promise.resolve(false);
+      if (!queue || !head || head.id !== entry.id || head.lease !== entry.lease) return false;
       if (settlement.outcome === 'retry') {
         head.lease = undefined;
         head.leaseUntil = 0;
         head.nextAt = settlement.at;
-        return Promise.resolve(true);
+        return true;
       }
       queue.shift();
       if (!queue.length) streams.delete(streamOf(entry));
@@ -87,14 +85,12 @@ export function createMemoryOutbox(): MemoryOutbox {
         const { nextAt: _nextAt, lease: _lease, leaseUntil: _leaseUntil, ...letter } = head;
         dead.set(`${head.subscription}\n${head.id}`, { ...letter, deadAt: now, reason: settlement.reason });
       }
-      return Promise.resolve(true);
+      return true;
     },
 
-    waits(subscription) {
-      return Promise.resolve(order.has(subscription));
-    },
+    waits: async (subscription) => order.has(subscription),
 
-    stats() {
+    async stats() {
       const subscriptions: OutboxStats['subscriptions'] = {};
       const of = (name: string) => (subscriptions[name] ??= { pending: 0, dead: 0, dropped: 0 });
       const oldest: OutboxStats['oldest'] = {};
@@ -104,18 +100,15 @@ export function createMemoryOutbox(): MemoryOutbox {
       }
       for (const [name, count] of dropped) of(name).dropped = count;
       for (const letter of dead.values()) of(letter.subscription).dead += 1;
-      return Promise.resolve({ subscriptions, oldest });
+      return { subscriptions, oldest };
     },
 
-    forget(subscription) {
+    async forget(subscription) {
       for (const stream of streams.keys()) if (stream.startsWith(`${subscription}\n`)) streams.delete(stream);
       for (const [key, letter] of dead) if (letter.subscription === subscription) dead.delete(key);
       for (const counts of [dropped, order]) counts.delete(subscription);
-      return Promise.resolve();
     },
 
-    deadLetters(limit) {
-      return Promise.resolve([...dead.values()].sort((a, b) => b.deadAt - a.deadAt).slice(0, limit));
-    },
+    deadLetters: async (limit) => [...dead.values()].sort((a, b) => b.deadAt - a.deadAt).slice(0, limit),
   };
 }

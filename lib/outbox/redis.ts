@@ -272,9 +272,7 @@ export function createRedisOutbox(client: RedisClient, prefix: string, ready: ()
       return { subscriptions, oldest };
     },
 
-    async forget(subscription) {
-      await script('impersonationOutboxForget', subscription);
-    },
+    forget: (subscription) => script<void>('impersonationOutboxForget', subscription),
 
     async deadLetters(limit) {
       await ready();

@@ -1,5 +1,5 @@
 import { decisionPointUnavailable, DecisionPointUnavailable } from '../errors.js';
-import { boundedText, parseJson, type JsonValue } from '../json.js';
+import { boundedText, definedMembers, parseJson, type JsonValue } from '../json.js';
 import type { ResolvedAuthzenOptions } from './options.js';
 
 /** The decisions the plugin sends, as AuthZEN `action.name`s. */
@@ -54,8 +54,7 @@ export async function evaluateAccess(
   const { decision, context } = (answer ?? {}) as { decision?: unknown; context?: unknown };
   if (typeof decision !== 'boolean') throw decisionPointUnavailable('answered without a boolean "decision"');
   if (decision) return { allowed: true };
-  const reason = userReason(context);
-  return reason === undefined ? { allowed: false } : { allowed: false, reason };
+  return { allowed: false, ...definedMembers({ reason: userReason(context) }) };
 }
 
 /** The user's reason (`context.reason_user`, a string or by language); `reason_admin` stays with the operators. */

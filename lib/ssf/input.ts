@@ -6,7 +6,7 @@ import { POLL_METHOD, PUSH_METHOD } from './names.js';
 import type { StreamRecord } from './store.js';
 
 /** Receiver-supplied properties of a stream (SSF 1.0 8.1.1), as a create, update or replace sends them. */
-type ReceiverSupplied = Partial<Pick<StreamRecord, 'eventsRequested' | 'delivery' | 'description'>>;
+export type ReceiverSupplied = Partial<Pick<StreamRecord, 'eventsRequested' | 'delivery' | 'description'>>;
 
 const MAX_EVENTS_REQUESTED = 32;
 const MAX_URI = 512;

@@ -75,8 +75,6 @@ const OPTION_NAMES = Object.keys({
   streamCovers: true,
 } satisfies Record<keyof SsfOptions, unknown>);
 
-const MAX_ALLOWED_PUSH_HOSTS = SSF_MAXIMA.pushAllowList;
-
 const check: OptionChecks = optionChecks('createImpersonation');
 const fail: OptionChecks['fail'] = check.fail;
 
@@ -112,7 +110,7 @@ export function resolveSsfOptions(input: SsfOptions, taken: { scopes: string[]; 
     baseUrl = url.href.replace(/\/$/, '');
   }
   const pushAllowList = readPushAllowList(input.pushAllowList ?? []);
-  const hosts = `at most ${MAX_ALLOWED_PUSH_HOSTS} host names, IP addresses and CIDR ranges`;
+  const hosts = `at most ${SSF_MAXIMA.pushAllowList} host names, IP addresses and CIDR ranges`;
   if (!pushAllowList) fail('ssf.pushAllowList', `must be an array of ${hosts}`);
   check.optionalFunction('ssf.streamCovers', input.streamCovers);
   const maxStreams = whole('maxStreams', input.maxStreams);
@@ -147,7 +145,7 @@ export interface PushAllowList {
 
 /** `ssf.pushAllowList`'s entries, checked: host names, addresses and CIDR ranges; undefined when one is not. */
 function readPushAllowList(entries: unknown): PushAllowList | undefined {
-  if (!Array.isArray(entries) || entries.length > MAX_ALLOWED_PUSH_HOSTS) return undefined;
+  if (!Array.isArray(entries) || entries.length > SSF_MAXIMA.pushAllowList) return undefined;
   const names = new Set<string>();
   const addresses = new BlockList();
   for (const entry of entries) {

@@ -10,7 +10,7 @@ import { waitsFor } from '../outbox/contract.js';
 import { storeCall } from '../store-call.js';
 import { ssfConfigurationLocation, streamApiBase, transmitterMetadata } from './discovery.js';
 import { readOptionalText, readPollRequest, readReceiverSupplied, readStreamId, readSubjectChange } from './input.js';
-import type { PollRequest } from './input.js';
+import type { PollRequest, ReceiverSupplied } from './input.js';
 import { EVENTS_SUPPORTED, POLL_METHOD, PUSH_METHOD } from './names.js';
 import type { SetPage, StreamRecord, StreamStatus } from './store.js';
 import { deleteStream, streamSubscription, transmitVerification, type Transmitter } from './transmit.js';
@@ -37,8 +37,6 @@ const TRANSMITTER_SUPPLIED = [
   'min_verification_interval',
   'inactivity_timeout',
 ] as const;
-
-type ReceiverSupplied = Pick<StreamRecord, 'eventsRequested' | 'delivery' | 'description'>;
 
 /** What every handler is given: the transmitter, and how a request's bearer token is read. */
 interface Ssf extends Transmitter {
@@ -301,7 +299,7 @@ function notDelivered(ctx: Koa.Context, status: StreamStatus): Error {
 }
 
 /** A created or replaced stream: poll when no delivery is named (SSF 1.0 8.1.1.1), every supported event when none is. */
-function withDefaults(supplied: Partial<ReceiverSupplied>): ReceiverSupplied {
+function withDefaults(supplied: ReceiverSupplied) {
   return {
     eventsRequested: supplied.eventsRequested ?? [...EVENTS_SUPPORTED],
     delivery: supplied.delivery ?? { method: POLL_METHOD },

@@ -8,18 +8,7 @@ export const CRITICAL_SUBJECT_MEMBERS: readonly string[] = Object.freeze(['sessi
 /** CAEP 1.0 2's `initiating_entity` values. */
 type InitiatingEntity = 'admin' | 'user' | 'policy' | 'system';
 
-interface SessionStop {
-  sessionId: string;
-  subject: string;
-  /** When the session stopped, seconds since the epoch. */
-  at: number;
-  /** CAEP 1.0 2: who or what stopped it (`sessionStopOf` tells which). */
-  initiatingEntity: InitiatingEntity;
-  /** CAEP 1.0 2 `reason_admin`: why, for the receiver's administrators, in English. */
-  reasonAdmin: string;
-  /** Names the one stop across the SETs of every stream (RFC 8417 `txn`). */
-  txn: string;
-}
+type SessionStop = ReturnType<typeof sessionStopOf>;
 
 /** The longest `reason_admin` a SET carries: the stop's reason is cut there. */
 export const MAX_REASON_ADMIN = 256;
@@ -56,7 +45,7 @@ const ADMIN_TEXT_OF_END: Readonly<Record<EndReason, string>> = {
 const ADMIN_TEXT_OF_REVOCATION = 'An administrator stopped the impersonation.';
 
 /** A stopped session as a CAEP session-revoked event tells it; `reason_admin` bounded, never a credential. */
-export function sessionStopOf(event: ImpersonationEvent & { sessionId: string; subject: string }): SessionStop {
+export function sessionStopOf(event: ImpersonationEvent & { sessionId: string; subject: string }) {
   const revoked = event.name === EVENTS.sessionRevoked;
   const endReason = (event as { endReason?: EndReason }).endReason;
   const given = (event as { reason?: unknown }).reason;
@@ -66,12 +55,18 @@ export function sessionStopOf(event: ImpersonationEvent & { sessionId: string; s
       : revoked || endReason === undefined
         ? ADMIN_TEXT_OF_REVOCATION
         : (ADMIN_TEXT_OF_END[endReason] ?? ADMIN_TEXT_OF_REVOCATION);
+  const initiatingEntity: InitiatingEntity =
+    revoked || endReason === undefined ? 'admin' : (ENTITY_OF_END[endReason] ?? 'system');
   return {
     sessionId: event.sessionId,
     subject: event.subject,
+    /** When the session stopped, seconds since the epoch. */
     at: Math.floor(Date.now() / 1000),
-    initiatingEntity: revoked || endReason === undefined ? 'admin' : (ENTITY_OF_END[endReason] ?? 'system'),
+    /** CAEP 1.0 2: who or what stopped it. */
+    initiatingEntity,
+    /** CAEP 1.0 2 `reason_admin`: why, for the receiver's administrators, in English. */
     reasonAdmin: [...text].slice(0, MAX_REASON_ADMIN).join(''),
+    /** Names the one stop across the SETs of every stream (RFC 8417 `txn`). */
     txn: randomUUID(),
   };
 }

@@ -9,10 +9,7 @@ type StreamDelivery =
   { method: 'urn:ietf:rfc:8935'; endpointUrl: string; authorizationHeader?: string } | { method: 'urn:ietf:rfc:8936' };
 
 /** SETs awaiting a poll, by `jti`, and whether others wait. */
-export interface SetPage {
-  sets: Map<string, string>;
-  more: boolean;
-}
+export type SetPage = Awaited<ReturnType<StreamStore['queued']>>;
 
 /** A stream as kept: who created it (the receiver's client), what it asked for, how it is delivered, its status. */
 export interface StreamRecord {
@@ -139,7 +136,7 @@ export class StreamStore {
   }
 
   /** Up to `limit` SETs awaiting acknowledgement, by `jti`; `more` when others wait. */
-  async queued(streamId: string, limit: number): Promise<SetPage> {
+  async queued(streamId: string, limit: number) {
     const entries = await this.#adapter.indexRange(queueOf(streamId), undefined, limit + 1);
     const page = entries.slice(0, limit);
     const payloads = await Promise.all(page.map(({ member }) => this.#adapter.find(setKey(streamId, member))));

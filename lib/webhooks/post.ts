@@ -3,7 +3,7 @@ import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import type { LookupFunction } from 'node:net';
 
 /** A receiver's answer: its status (0 when none came), any Retry-After, and the first bytes of its body when asked for. */
-interface PostAnswer {
+export interface PostAnswer {
   status: number;
   retryAfter: string | null;
   text: string;
@@ -67,10 +67,7 @@ function postOnce(
     };
     let request: ClientRequest;
     try {
-      if (signal.aborted) {
-        finish();
-        return;
-      }
+      if (signal.aborted) return finish();
       const target = new URL(url);
       const secure = target.protocol === 'https:';
       request = (secure ? httpsRequest : httpRequest)(
@@ -98,8 +95,7 @@ function postOnce(
       );
     } catch {
       // A URL or header the options let through but node:http refuses: no answer.
-      finish();
-      return;
+      return finish();
     }
     const abort = () => request.destroy();
     const deadline = setTimeout(abort, timeoutMs);

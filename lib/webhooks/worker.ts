@@ -9,7 +9,7 @@ import type {
   SettledEntry,
 } from '../outbox/contract.js';
 import type { ResolvedWebhookOptions } from './options.js';
-import { createPoster, type Poster } from './post.js';
+import { createPoster, type PostAnswer, type Poster } from './post.js';
 import { emitOn, reportError } from '../report-error.js';
 import { webhookHeaders } from './sign.js';
 import { tracedDelivery } from '../telemetry/delivery.js';
@@ -41,10 +41,7 @@ const MAX_YIELD_POLL_INTERVALS = 4;
 const KEEPS = Symbol('provider');
 
 /** A receiver's answer: its status (0 when none came) and any Retry-After. */
-export interface HttpAnswer {
-  status: number;
-  retryAfter?: string | null;
-}
+export type HttpAnswer = Pick<PostAnswer, 'status'> & Partial<Pick<PostAnswer, 'retryAfter'>>;
 
 /** Entries of the outbox that are not webhooks (SSF streams): their subscriptions and how one is delivered. */
 export interface OtherDelivery {
@@ -160,9 +157,8 @@ export function startDelivery(
     if (!provider) return end();
     wokenMeanwhile = false;
     const now = Date.now();
-    const limits = { each: IN_FLIGHT_PER_SUBSCRIPTION, out };
     const claimed = await outbox
-      .claim(BATCH, leaseMs, now, now - options.deadLetterRetentionMs, limits)
+      .claim(BATCH, leaseMs, now, now - options.deadLetterRetentionMs, { each: IN_FLIGHT_PER_SUBSCRIPTION, out })
       .catch((error: unknown) => reportError(provider, error));
     if (!claimed) {
       storeFailures += 1;
