@@ -48,7 +48,7 @@ export async function evaluateAccess(
   } catch (error) {
     if (error instanceof DecisionPointUnavailable) throw error;
     if (signal.aborted) throw decisionPointUnavailable(`did not answer within ${options.timeout} ms`);
-    throw decisionPointUnavailable('cannot be reached', { cause: error });
+    throw decisionPointUnavailable('cannot be reached', error);
   }
   // `{ decision: boolean, context?: object }`: anything else is no answer.
   const { decision, context } = (answer ?? {}) as { decision?: unknown; context?: unknown };
