@@ -6,6 +6,7 @@ import { addressInUse, freePort, LOOPBACK } from './http.js';
 import { startIdentityService, type IdentityService } from './identity-service.js';
 import type { DemoKeys } from './keys.js';
 import { WEBHOOK_PATH, type NotificationLimits } from './notifications.js';
+import { startOrdersApp, type OrdersApp } from './orders-app.js';
 import { demoSecrets, type DemoSecrets } from './seed.js';
 
 export interface DemoOptions {
@@ -13,6 +14,8 @@ export interface DemoOptions {
   identityPort?: number;
   /** Default 3001; 0 picks a free port. */
   backendPort?: number;
+  /** The orders application's authorization server and API. Default `identityPort` + 2 (0 with it: a free port). */
+  ordersPort?: number;
   /** Host name in every URL; the browser must use the same. Default `localhost`. */
   hostname?: string;
   /** Bind address of both servers. Default 127.0.0.1. */
@@ -53,6 +56,8 @@ export interface Demo {
   identity: IdentityService;
   auditLog: AuditSink;
   backend: Backend;
+  /** The orders application: a second authorization server, which redeems the identity service's ID-JAGs, and its API. */
+  orders: OrdersApp;
   close(): Promise<void>;
 }
 
@@ -67,24 +72,31 @@ const FREE_PORT_ATTEMPTS = 3;
  */
 export async function startDemo(options: DemoOptions = {}): Promise<Demo> {
   const bindAddress = options.bindAddress ?? LOOPBACK;
-  const requested = { identity: options.identityPort ?? 3000, backend: options.backendPort ?? 3001 };
+  const identityPort = options.identityPort ?? 3000;
+  const requested = {
+    identity: identityPort,
+    backend: options.backendPort ?? 3001,
+    orders: options.ordersPort ?? (identityPort === 0 ? 0 : identityPort + 2),
+  };
   for (let attempt = 1; ; attempt += 1) {
     // Behind a common address the issuer does not name this instance's port, which can then be picked by listening.
     const identity =
       requested.identity === 0 && !options.identityPublicUrl ? await freePort(bindAddress) : requested.identity;
     const backend = requested.backend === 0 ? await freePort(bindAddress) : requested.backend;
+    const orders = requested.orders === 0 ? await freePort(bindAddress) : requested.orders;
     try {
-      return await startOn({ identity, backend }, bindAddress, options);
+      return await startOn({ identity, backend, orders }, bindAddress, options);
     } catch (error) {
       const lost = (asked: number, picked: number) => asked === 0 && picked !== 0 && addressInUse(error, picked);
-      if (attempt === FREE_PORT_ATTEMPTS || !(lost(requested.identity, identity) || lost(requested.backend, backend)))
-        throw error;
+      const anyLost =
+        lost(requested.identity, identity) || lost(requested.backend, backend) || lost(requested.orders, orders);
+      if (attempt === FREE_PORT_ATTEMPTS || !anyLost) throw error;
     }
   }
 }
 
 async function startOn(
-  ports: { identity: number; backend: number },
+  ports: { identity: number; backend: number; orders: number },
   bindAddress: string,
   options: DemoOptions,
 ): Promise<Demo> {
@@ -114,7 +126,17 @@ async function startOn(
     log,
     logFeedReads: options.logFeedReads ?? false,
   });
+  let orders: OrdersApp | undefined;
   try {
+    const ordersApp = await startOrdersApp({
+      port: ports.orders,
+      bindAddress,
+      hostname,
+      identityIssuer: identity.issuer,
+      secrets,
+      log,
+    });
+    orders = ordersApp;
     const { notificationLimits, ...backendOverrides } = options.backend ?? {};
     const backend = await startBackend({
       port: ports.backend,
@@ -136,12 +158,13 @@ async function startOn(
       identity,
       auditLog,
       backend,
+      orders: ordersApp,
       close: async () => {
-        await Promise.all([backend.close(), identity.close()]);
+        await Promise.all([backend.close(), ordersApp.close(), identity.close()]);
       },
     };
   } catch (error) {
-    await identity.close();
+    await Promise.all([orders?.close(), identity.close()]);
     throw error;
   }
 }
