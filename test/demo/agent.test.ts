@@ -5,7 +5,10 @@
  * redeems it there (jwt-bearer) for a token of the orders API, and calls it.
  * Dave sees the agent on his account page and ends it.
  */
+import { execFile } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 import { expect } from 'chai';
 import { decodeJwt, decodeProtectedHeader } from 'jose';
 import { startDemo, type Demo } from '../../demo/demo.js';
@@ -22,6 +25,7 @@ import {
   REQUEST_TIMEOUT,
 } from './helpers.js';
 
+const WALKTHROUGH = fileURLToPath(new URL('../../../demo/walkthrough-agent.sh', import.meta.url));
 const AGENT = { id: 'orders-agent', secret: 'orders-agent-secret' };
 const ORDERS_ISSUER = 'https://auth.orders.example.com';
 const ORDERS_API = 'https://api.orders.example.com';
@@ -236,5 +240,27 @@ describe('demo: an agent acts for dave at the orders application (ID-JAG)', func
     expect(after).to.include('The agent no longer acts for you');
     expect(after).not.to.include(`id="agent-${sessionId}"`);
     expect(await state()).to.equal('revoked');
+  });
+
+  it('the curl walk-through (demo/walkthrough-agent.sh) plays it all, from the same variables as npm run demo', async () => {
+    const port = (url: string) => new URL(url).port;
+    const { stdout } = await promisify(execFile)('bash', [WALKTHROUGH], {
+      env: {
+        ...process.env,
+        PORT: port(demo.identity.baseUrl),
+        BACKEND_PORT: port(demo.backend.url),
+        ORDERS_PORT: port(demo.orders.url),
+      },
+      timeout: 20_000,
+    });
+    expect(stdout).to.match(/"issued_token_type":"urn:ietf:params:oauth:token-type:id-jag"/);
+    expect(stdout).to.match(/"aud":"https:\/\/auth\.orders\.example\.com"/);
+    expect(stdout).to.match(/^\{"access_token":"[^"]+",.*"token_type":"Bearer".*"scope":"orders:read"/m);
+    expect(stdout).to.match(/"customer":"dave","client":"orders-agent","orders":\[\{"id":"ORD-1120"/);
+    expect(stdout).to.match(
+      /An agent of client Orders assistant \(orders-agent\) may act for you at application Orders/,
+    );
+    expect(stdout).to.match(/POST \/account\/agents\/imp_[A-Za-z0-9_-]{22}\/end: HTTP 303/);
+    expect(stdout).to.match(/"type":"id-jag".*"revokedBy":"impersonation-backend"/);
   });
 });
