@@ -50,6 +50,11 @@ export const CLIENTS = {
    * orders application's authorization server for a token with it.
    */
   ordersAgent: 'orders-agent',
+  /**
+   * The orders application's authorization server as an SSF receiver: it
+   * polls a stream of its own for the ID-JAG sessions that stop here.
+   */
+  ordersAuthReceiver: 'orders-auth-receiver',
 } as const;
 
 /** What a customer's account page calls the clients and applications an agent acts through. */
@@ -122,6 +127,8 @@ export interface DemoSecrets {
   resourceApiReceiverClientSecret: string;
   /** Secret of the agent `orders-agent`, at the identity service and at the orders application's authorization server. */
   ordersAgentClientSecret: string;
+  /** Secret of the orders authorization server's SSF receiver client `orders-auth-receiver`. */
+  ordersAuthReceiverClientSecret: string;
 }
 
 type Env = Readonly<Record<string, string | undefined>>;
@@ -208,6 +215,7 @@ export function demoSecrets(env: Env = process.env): DemoSecrets {
     caepReceiverClientSecret: env['CAEP_RECEIVER_SECRET'] || 'caep-receiver-secret',
     resourceApiReceiverClientSecret: env['RESOURCE_API_RECEIVER_SECRET'] || 'resource-api-receiver-secret',
     ordersAgentClientSecret: env['ORDERS_AGENT_SECRET'] || 'orders-agent-secret',
+    ordersAuthReceiverClientSecret: env['ORDERS_AUTH_RECEIVER_SECRET'] || 'orders-auth-receiver-secret',
   };
 }
 

@@ -220,6 +220,11 @@ export function providerConfiguration(settings: ProviderSettings): Configuration
           name: 'Resource API (SSF receiver)',
           secret: secrets.resourceApiReceiverClientSecret,
         },
+        {
+          id: CLIENTS.ordersAuthReceiver,
+          name: 'Orders authorization server (SSF receiver)',
+          secret: secrets.ordersAuthReceiverClientSecret,
+        },
       ].map(({ id, name, secret }) => ({
         client_id: id,
         client_name: name,
