@@ -142,7 +142,7 @@ Impersonation demo is running.
   Resource API        GET  ${backend.url}/api/me  (JWTs for https://api.example.com)
   Actor token helper  ${backend.url}/web/login  (confidential client support-web; for curl)
   Orders application  ${orders.url}  (authorization server, issuer ${orders.issuer}; API GET ${orders.url}${ORDERS_API_PATH})
-  Agent               client orders-agent: dave's ID token here, an ID-JAG for ${orders.issuer}, a token there (bash demo/walkthrough-agent.sh)
+  Agent               client orders-agent: acts for a customer at the orders application with an ID-JAG (bash demo/walkthrough-agent.sh)
 
   Users:
 ${secrets.users.map((user) => `    ${describeUser(user, user.password)}`).join('\n')}
