@@ -50,6 +50,19 @@ const FLOORS = [
   { type: 'events', pattern: ['lib/events/*.ts', 'lib/report-error.ts'] },
   { type: 'policy', pattern: ['lib/policy/*.ts'] },
   { type: 'records', pattern: ['lib/sessions/*.ts', 'lib/subject-tokens/*.ts'] },
+  // An SSF stream's SETs received and verified: the resource-server helper's, and the ID-JAG redemption's for its issuers.
+  {
+    type: 'receiver',
+    pattern: [
+      'lib/ssf/names.ts',
+      'lib/resource-server/set.ts',
+      'lib/resource-server/source.ts',
+      'lib/resource-server/ssf-poll.ts',
+      'lib/resource-server/stream-revocations.ts',
+    ],
+    // The ground only: a resource server loads it without oidc-provider.
+    not: ['config', 'telemetry', 'stores', 'internals', 'events', 'policy', 'records'],
+  },
   // A record too, above the others: an approval ends their sessions.
   { type: 'approvals', pattern: ['lib/approvals/*.ts'] },
   // The customer's grants reach the pipeline through ExchangeDependencies.customerGrants.

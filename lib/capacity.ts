@@ -61,6 +61,7 @@ type Principal =
   | 'user'
   | 'client'
   | 'impersonation session'
+  | 'ID-JAG assertion'
   | 'ID-JAG issuer'
   | 'ID-JAG client'
   | 'ID-JAG user'
@@ -107,7 +108,7 @@ export function idJagIssueQuotas(
 
 /** The shares an ID-JAG redemption takes: its client's, `perClient` an hour, and its issuer's, ten clients' worth. */
 
-export function redemptionQuotas(perClient: number, clientId: string, issuer: string, now = Date.now()): QuotaCharge[] {
+export function redemptionQuotas(perClient: number, clientId: string, issuer: string, now = Date.now()) {
   const issuerShare = charge('ID-JAG issuer', issuer, perClient * CLIENT_SHARES_PER_ISSUER, now);
   return [charge('ID-JAG client', clientId, perClient, now), issuerShare];
 }
@@ -133,6 +134,7 @@ const WHOSE: Record<Principal, string> = {
   'subject token': 'this subject_token has',
   user: "this user's tokens have",
   client: 'this client has',
+  'ID-JAG assertion': 'this assertion has',
   'ID-JAG issuer': "this assertion's issuer has",
   'ID-JAG client': 'this client has',
   'ID-JAG user': 'this user, at this client, has',
@@ -147,6 +149,12 @@ export function quotaRefusal(
 ): PrincipalQuotaReached {
   const spent = charges.find((charge) => charge.key === key) ?? charges[0]!;
   const retryAfter = secondsUntilRenewed(spent, now);
+  if (spent.principal === 'ID-JAG client' || spent.principal === 'ID-JAG issuer') {
+    return principalQuotaReached(
+      `this client's, or the assertion issuer's, redemptions this hour are spent; retry in ${retryAfter} s`,
+      retryAfter,
+    );
+  }
   if (spent.principal === 'ID-JAG user' || spent.principal === 'ID-JAG requester') {
     return principalQuotaReached(
       `${WHOSE[spent.principal]} been issued as many ID-JAGs this hour as allowed (${spent.max}); retry in ${retryAfter} s`,

@@ -94,6 +94,11 @@ export function issuerKeysUnavailable(): errors.TemporarilyUnavailable {
   return temporarilyUnavailable("the assertion issuer's keys could not be fetched; retry shortly");
 }
 
+/** A trusted issuer's SSF stream not read within its bound: a stop there may be unheard of here; 503, nothing burned. */
+export function issuerStreamUnavailable(): errors.TemporarilyUnavailable {
+  return temporarilyUnavailable("the assertion issuer's stream of stopped sessions cannot be read; retry shortly");
+}
+
 /** A store that would have to forget security state to take one more entry: 503. */
 export function storeFull(model: string): errors.TemporarilyUnavailable {
   return temporarilyUnavailable(`the ${model} store is full; retry shortly`);

@@ -34,6 +34,7 @@ export type EndReason =
   | 'access_grant_ended'
   | 'parent_session_stopped'
   | 'subject_token_revoked'
+  | 'issuer_session_stopped'
   | 'not_recorded';
 
 /** Every field an impersonation event may carry; never a token value or a secret. */
@@ -164,7 +165,7 @@ export interface ImpersonationEvents {
   /** An ID-JAG was redeemed for an access token (docs/cross-app-access.md). */
   'impersonation.id_jag.redeemed': EventOf<
     'impersonation.id_jag.redeemed',
-    'subject' | 'clientId' | 'resource' | 'scope' | 'context' | 'accessTokenId' | 'expiresAt'
+    'sessionId' | 'subject' | 'clientId' | 'resource' | 'scope' | 'context' | 'accessTokenId' | 'expiresAt'
   >;
   /** An ID-JAG was issued for another authorization server (`resource`, its issuer); its session stops as any. */
   'impersonation.id_jag.issued': EventOf<'impersonation.id_jag.issued', SessionFields>;

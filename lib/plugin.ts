@@ -12,6 +12,7 @@ import { addStepUpDetails } from './exchange/freshness.js';
 import { createExchangeHandler, EXCHANGE_DUPLICATES, EXCHANGE_PARAMETERS } from './exchange/grant.js';
 import { createIdJagHandler, ID_JAG_PROFILE, JWT_BEARER_GRANT } from './exchange/id-jag.js';
 import { ID_JAG_TOKEN_TYPE, withIdJagMetadata } from './exchange/id-jag-issuance.js';
+import { followIssuerStreams, type IssuerStreams } from './exchange/id-jag-streams.js';
 import { TOKEN_EXCHANGE_GRANT } from './token-claims.js';
 import {
   checkStaticClients,
@@ -70,6 +71,8 @@ export interface Impersonation {
   ssfDiscovery(): Koa.Middleware;
   /** `ssfDiscovery()` as a Node request handler `(req, res, next)`, for Express, Fastify (middie), `node:http`. */
   ssfDiscoveryHandler(): ManagementApiHandler;
+  /** Stops polling the trusted issuers' SSF streams (`idJag.trustedIssuers[].ssf`): their ID-JAGs are then refused. */
+  stopIssuerStreams(): void;
 }
 
 export function createImpersonation(input: ImpersonationOptions): Impersonation {
@@ -95,6 +98,7 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
   let handler: ManagementApiHandler | undefined;
   let delivery: WebhookDelivery | undefined;
   let discovery: { middleware: Koa.Middleware; handler: ManagementApiHandler } | undefined;
+  const issuerStreams: IssuerStreams[] = [];
 
   /** Invariant 41: the requests that passed the entry install() mounted, on the providers it mounted the API on. */
   const served = new WeakSet<object>();
@@ -257,7 +261,9 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
         [...EXCHANGE_DUPLICATES],
       );
       if (options.idJag) {
-        const idJagGrant = createIdJagHandler(options.idJag, pluginStore.subjectTokens, bus);
+        const streams = followIssuerStreams(options.idJag, sessions, bus);
+        issuerStreams.push(streams);
+        const idJagGrant = createIdJagHandler({ options: options.idJag, sessions, bus, claims, streams });
         // What the grant reads beside client authentication; oidc-provider strips every other parameter.
         provider.registerGrantType(JWT_BEARER_GRANT, idJagGrant, ['assertion', 'scope', 'resource']);
       }
@@ -313,6 +319,8 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
     ssfDiscoveryHandler: () => discoveryOf('ssfDiscoveryHandler').handler,
 
     managementApiHandler: () => made(handler, 'managementApiHandler'),
+
+    stopIssuerStreams: () => issuerStreams.forEach((streams) => streams.stop()),
   };
 }
 

@@ -39,7 +39,10 @@ export interface Commit {
 }
 
 export type ExchangeEvent = ImpersonationEvent<
-  typeof EVENTS.exchangeSucceeded | typeof EVENTS.delegationSucceeded | typeof EVENTS.idJagIssued
+  | typeof EVENTS.exchangeSucceeded
+  | typeof EVENTS.delegationSucceeded
+  | typeof EVENTS.idJagIssued
+  | typeof EVENTS.idJagRedeemed
 >;
 
 /** Issues the token and commits the exchange; resolves the token's value. Invariants 20, 21, 23, 24. */
@@ -97,6 +100,8 @@ export async function commit(
 /** Why the store did not commit, as the client is told. */
 function refusalOf(outcome: Exclude<CommitOutcome, { outcome: 'committed' }>, quotas: readonly DelegationCharge[]) {
   if (outcome.outcome === 'consumed') return invalidRequest('subject_token was already used');
+  const spent = outcome.outcome === 'spent' ? quotas.find((quota) => quota.key === outcome.key) : undefined;
+  if (spent?.principal === 'ID-JAG assertion') return invalidGrant('the assertion was redeemed already');
   if (outcome.outcome === 'spent') return quotaRefusal(quotas, outcome.key);
   switch (endedOrigin(outcome.guard)) {
     case 'accessGrant':
@@ -105,6 +110,8 @@ function refusalOf(outcome: Exclude<CommitOutcome, { outcome: 'committed' }>, qu
       return invalidRequest('subject_token belongs to a session that was stopped');
     case 'subjectToken':
       return invalidRequest('subject_token was revoked during the exchange');
+    case 'issuerSession':
+      return invalidGrant("the assertion's session at its issuer was stopped");
     default:
       return invalidRequest('actor_token was revoked, or its sign-in ended, during the exchange');
   }

@@ -10,7 +10,7 @@ import { EVENTS, type ImpersonationEvent } from '../event-types.js';
 import * as internals from '../provider-internals.js';
 import { newSessionId, type SessionRecord } from '../sessions/record.js';
 import { isStorableText } from '../storable-text.js';
-import { TOKEN_EXCHANGE_GRANT } from '../token-claims.js';
+import { SESSION_CLAIM, TOKEN_EXCHANGE_GRANT } from '../token-claims.js';
 import { joseFailure } from './id-jag.js';
 import type { ResolvedIdJagIssuanceOptions } from './id-jag-options.js';
 import type { ExchangeDependencies, ExchangeKind, Subject } from './kind.js';
@@ -158,6 +158,8 @@ export function idJagIssuance(
         jti: session.accessTokenId,
         iat: session.createdAt,
         exp: session.expiresAt,
+        // The session a stop ends: the redeeming side, told of it by this provider's SSF stream, ends its tokens.
+        [SESSION_CLAIM]: session.id,
         ...(resources.length ? { resource: resources.length === 1 ? resources[0] : resources } : {}),
         ...(scope.length ? { scope: scope.join(' ') } : {}),
         // The draft's proof of possession: the key the request proved, which the redeeming side then requires.

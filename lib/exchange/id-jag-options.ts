@@ -8,6 +8,7 @@ import {
   ID_JAG_MAXIMA,
 } from '../config/defaults.js';
 import { issuerKeysUnavailable } from '../errors.js';
+import { POLL_OPTION_NAMES, type SsfPollOptions } from '../resource-server/ssf-poll.js';
 
 /** A verified ID-JAG's claims, as a trusted issuer's `accountOf` reads them. */
 export type IdJagAssertion = Readonly<Record<string, unknown>> & { iss: string; sub: string; client_id: string };
@@ -19,12 +20,15 @@ export type TrustedIssuer = {
   jwksUri?: string | undefined;
   /** The local account the assertion's subject (`sub`, `tenant`, `aud_sub`) is, or undefined: then refused. */
   accountOf: (assertion: IdJagAssertion) => string | undefined | Promise<string | undefined>;
+  /** The issuer's SSF stream this server polls: a stop there ends the tokens its ID-JAGs were redeemed for here. */
+  ssf?: SsfPollOptions | undefined;
 };
 
-/** What a trusted issuer is held to: its keys, and the accounts it may name. */
+/** What a trusted issuer is held to: its keys, the accounts it may name, the stream of its stops. */
 export interface ResolvedIssuer {
   keys: JWTVerifyGetKey;
   accountOf: TrustedIssuer['accountOf'];
+  ssf?: SsfPollOptions | undefined;
 }
 
 /** Redeeming ID-JAGs with the jwt-bearer grant (docs/cross-app-access.md); nothing is accepted without it. */
@@ -41,7 +45,7 @@ export interface ResolvedIdJagOptions {
 }
 
 const NAMES: Array<keyof IdJagOptions> = ['trustedIssuers', 'maxRedemptionsPerClient'];
-const ISSUER_NAMES: Array<keyof TrustedIssuer> = ['issuer', 'jwks', 'jwksUri', 'accountOf'];
+const ISSUER_NAMES: Array<keyof TrustedIssuer> = ['issuer', 'jwks', 'jwksUri', 'accountOf', 'ssf'];
 /** Hosts whose keys may be fetched over http. */
 const LOCAL = new Set(['localhost', '127.0.0.1', '[::1]']);
 
@@ -58,7 +62,7 @@ export function resolveIdJagOptions(input: IdJagOptions): ResolvedIdJagOptions {
     const name = `idJag.trustedIssuers[${at}]`;
     check.object(name, entry);
     check.known(entry, ISSUER_NAMES, `${name}.`);
-    const { issuer, jwks, jwksUri, accountOf } = entry;
+    const { issuer, jwks, jwksUri, accountOf, ssf } = entry;
     if (!secureUrl(issuer) || trustedIssuers.has(issuer))
       check.fail(name, 'needs an https issuer identifier (http only on a loopback host), once');
     if (typeof accountOf !== 'function')
@@ -68,13 +72,25 @@ export function resolveIdJagOptions(input: IdJagOptions): ResolvedIdJagOptions {
     const url = jwks === undefined ? secureUrl(jwksUri) : undefined;
     if (jwks === undefined && !url)
       check.fail(`${name}.jwksUri`, 'must be an https URL (http only on a loopback host)');
+    if (ssf !== undefined) checkStream(`${name}.ssf`, ssf);
     trustedIssuers.set(issuer, {
       keys: jwks ? createLocalJWKSet(jwks) : fetchedKeys(createRemoteJWKSet(url!)),
       accountOf,
+      ssf,
     });
   });
   check.integer('idJag.maxRedemptionsPerClient', maxRedemptionsPerClient, ID_JAG_MAXIMA.maxRedemptionsPerClient);
   return Object.freeze({ trustedIssuers, maxRedemptionsPerClient });
+}
+
+/** A poll receiver's options: an endpoint, an access token, the audience of its SETs. */
+function checkStream(name: string, ssf: SsfPollOptions): void {
+  check.object(name, ssf);
+  check.known(ssf, POLL_OPTION_NAMES, `${name}.`);
+  if (ssf.delivery !== undefined && ssf.delivery !== 'poll') check.fail(`${name}.delivery`, 'must be "poll"');
+  if (!ssf.endpoint || !ssf.accessToken || typeof ssf.audience !== 'string' || !ssf.audience) {
+    check.fail(name, 'needs "endpoint", "accessToken" and "audience"');
+  }
 }
 
 /** An https URL, or http on a loopback host; else undefined. */

@@ -2,17 +2,20 @@
 import { createHash } from 'node:crypto';
 import { decodeJwt, errors, jwtVerify, type JWTPayload } from 'jose';
 import type { KoaContextWithOIDC, ResourceServerInstance } from 'oidc-provider';
-import { publicTokenId, scopeSet } from '../access-token.js';
-import type { PrincipalQuotas } from '../adapters/contracts/commit.js';
-import { SUBJECT_TOKEN_MODEL } from '../adapters/models.js';
-import { redemptionQuotas, secondsUntilRenewed, type QuotaCharge } from '../capacity.js';
+import { scopeSet } from '../access-token.js';
+import { redemptionQuotas, type DelegationCharge } from '../capacity.js';
 import * as refuse from '../errors.js';
 import { EVENTS, type ImpersonationEvent } from '../event-types.js';
-import { publishRecorded } from '../events/publish.js';
+import { announce } from '../events/publish.js';
 import type { EventBus } from '../events/subscriber.js';
 import * as internals from '../provider-internals.js';
+import { newSessionId, SESSION_CLAIM, type SessionRecord } from '../sessions/record.js';
+import type { SessionStore } from '../sessions/store.js';
 import { isStorableText } from '../storable-text.js';
 import { accountExists } from './account.js';
+import type { ExchangeClaims } from './claims.js';
+import { commit } from './commit.js';
+import { issuerSessionOf, type IssuerStreams } from './id-jag-streams.js';
 import { grantedScopes, resolveSingleResource } from './request.js';
 import { respond } from './respond.js';
 import { newExchangeToken } from './token.js';
@@ -32,9 +35,19 @@ const CHECKED_CLAIMS = new Set(['typ', 'aud', 'iss', 'exp', 'iat', 'nbf', 'sub',
 
 type IdJagClaims = JWTPayload & { iss: string; sub: string; client_id: string; jti: string; exp: number };
 
-/** The grant handler: the assertion and the request checked, the token saved, the assertion taken once, the trail told. */
-export function createIdJagHandler(options: ResolvedIdJagOptions, redemptions: PrincipalQuotas, bus: EventBus) {
+/** What the grant handler works with: its options, the sessions and the trail, the token's claims, the issuers' streams. */
+export interface IdJagDependencies {
+  options: ResolvedIdJagOptions;
+  sessions: SessionStore;
+  bus: EventBus;
+  claims: ExchangeClaims;
+  streams: IssuerStreams;
+}
+
+/** The grant handler: the assertion and the request checked, the token and its session committed with the assertion taken once. */
+export function createIdJagHandler({ options, sessions, bus, claims: tokenClaims, streams }: IdJagDependencies) {
   return async function idJagGrant(ctx: KoaContextWithOIDC): Promise<void> {
+    const startedAt = Date.now();
     const client = ctx.oidc.client!;
     // The draft's Security Considerations: only confidential clients redeem assertions.
     if (client.clientAuthMethod === 'none') throw refuse.invalidClient('the grant needs client authentication');
@@ -51,6 +64,10 @@ export function createIdJagHandler(options: ResolvedIdJagOptions, redemptions: P
     // The draft's Cross-Domain Use: a server never redeems an assertion it issued.
     if (claims.iss === ctx.oidc.issuer) throw refuse.invalidGrant('this server redeems no assertion of its own');
     if (claims.authorization_details !== undefined) throw refuse.invalidGrant('authorization_details is not supported');
+    // Fail closed: a stop at the issuer that this server cannot have heard of yet.
+    if (!streams.current(claims.iss)) throw refuse.issuerStreamUnavailable();
+    if (issuer.ssf && claims[SESSION_CLAIM] === undefined)
+      throw refuse.invalidGrant(`the assertion names no session of its issuer ("${SESSION_CLAIM}")`);
     checkConfirmation(claims.cnf, dpop);
     const resourceServer = await assertedResource(ctx, claims.resource);
     const granted = assertedScopes(ctx, claims.scope, resourceServer);
@@ -65,32 +82,72 @@ export function createIdJagHandler(options: ResolvedIdJagOptions, redemptions: P
     if (dpop) await internals.checkDpopReplay(ctx, dpop);
     // A token never outlives the assertion it came from.
     internals.setTokenLifetime(token, Math.max(1, Math.min(token.expiration, Math.floor(claims.exp) - nowSeconds())));
-    // Invariant 21: the provider's write first, withdrawn unless the assertion is taken and the trail has it.
-    const value = await token.save();
-    try {
-      await redeemOnce(
-        ctx,
-        redemptions,
-        claims,
-        Math.ceil(claims.exp) + REDEEMED_KEPT,
-        options.maxRedemptionsPerClient,
-      );
-      const redeemed: ImpersonationEvent<typeof EVENTS.idJagRedeemed> = {
-        name: EVENTS.idJagRedeemed,
-        subject: accountId,
-        clientId: client.clientId,
-        resource: resourceServer.identifier(),
-        scope: granted.join(' '),
-        context: { issuer: claims.iss, assertionId: claims.jti },
-        accessTokenId: publicTokenId(token.format, internals.assignTokenId(token)),
-        expiresAt: nowSeconds() + token.expiration,
-      };
-      await publishRecorded(bus, [redeemed], ctx);
-    } catch (error) {
-      if (token.format === 'opaque') await token.destroy().catch(() => undefined);
+    const session = sessionOf(claims, accountId, resourceServer.identifier(), granted, token.expiration);
+    tokenClaims.attach(token, { [SESSION_CLAIM]: session.id });
+    // Invariant 37: the assertion's `iss` and `jti` taken once, with its issuer's and client's shares, in the commit.
+    const keptUntil = Math.ceil(claims.exp) + REDEEMED_KEPT;
+    const once: DelegationCharge = {
+      principal: 'ID-JAG assertion',
+      key: `quota:id-jag:${session.subjectTokenId}`,
+      max: 1,
+      expiresAt: keptUntil * 1000,
+    };
+    const quotas = [once, ...redemptionQuotas(options.maxRedemptionsPerClient, claims.client_id, claims.iss)];
+    const event = () => idJagRedeemed(session);
+    const value = await commit(
+      ctx,
+      { sessions, bus },
+      { token, session, quotas, startedAt, event, record: true, delegation: false },
+    ).catch((error: unknown) => {
+      if (error instanceof refuse.PrincipalQuotaReached) ctx.set('Retry-After', String(error.retryAfter));
       throw error;
-    }
+    });
     respond(ctx, { value, token });
+    announce(ctx.oidc.provider, event(), ctx);
+  };
+}
+
+/** The redemption's session: the local account, the client, the resource; ended with the issuer's session it names. */
+function sessionOf(
+  claims: IdJagClaims,
+  subject: string,
+  resource: string,
+  scope: string[],
+  expiresIn: number,
+): SessionRecord {
+  const createdAt = nowSeconds();
+  const issuerSession = claims[SESSION_CLAIM] as string | undefined;
+  return {
+    id: newSessionId(),
+    type: 'id-jag-redemption',
+    subject,
+    clientId: claims.client_id,
+    resource,
+    scope,
+    context: { issuer: claims.iss, assertionId: claims.jti },
+    // The assertion's non-secret name: its issuer and `jti`, digested.
+    subjectTokenId: createHash('sha256')
+      .update(JSON.stringify([claims.iss, claims.jti]))
+      .digest('base64url'),
+    // Named by the commit, once the token has its id.
+    accessTokenId: '',
+    createdAt,
+    expiresAt: createdAt + expiresIn,
+    ...(issuerSession === undefined ? {} : { issuerSession: issuerSessionOf(claims.iss, issuerSession) }),
+  };
+}
+
+function idJagRedeemed(session: SessionRecord): ImpersonationEvent<typeof EVENTS.idJagRedeemed> {
+  return {
+    name: EVENTS.idJagRedeemed,
+    sessionId: session.id,
+    subject: session.subject,
+    clientId: session.clientId,
+    resource: session.resource,
+    scope: session.scope.join(' '),
+    context: session.context,
+    accessTokenId: session.accessTokenId,
+    expiresAt: session.expiresAt,
   };
 }
 
@@ -115,7 +172,8 @@ async function verifiedAssertion(assertion: string, audience: string, options: R
   if (Array.isArray(payload.aud) && payload.aud.length !== 1)
     throw refuse.invalidGrant('the assertion\'s "aud" names another server too');
   const isName = (value: unknown) => typeof value === 'string' && value !== '' && isStorableText(value);
-  const malformed = (['sub', 'client_id', 'jti'] as const).find((name) => !isName(payload[name]));
+  const named = payload[SESSION_CLAIM] === undefined ? [] : [SESSION_CLAIM];
+  const malformed = ['sub', 'client_id', 'jti', ...named].find((name) => !isName(payload[name]));
   if (malformed) throw refuse.invalidGrant(`the assertion's "${malformed}" claim must be a non-empty string`);
   // RFC 7523 3 (4): an `exp` required, and one unreasonably far ahead refused, so a redeemed `jti` is kept only so long.
   if (!((payload.exp ?? Infinity) <= nowSeconds() + MAX_ASSERTION_LIFETIME + skew)) {
@@ -164,35 +222,6 @@ function assertedScopes(ctx: KoaContextWithOIDC, asserted: unknown, server: Reso
   if (wider.length) throw refuse.invalidScope(`scope wider than the assertion's: ${wider.join(' ')}`, wider.join(' '));
   const defined = [...allowed].filter((name) => server.scopes.has(name));
   return grantedScopes(ctx, requested ?? defined.join(' '), server);
-}
-
-/** Invariant 37: the assertion's `iss` and `jti` taken once, with its issuer's and client's shares, in one store operation. */
-async function redeemOnce(
-  ctx: KoaContextWithOIDC,
-  redemptions: PrincipalQuotas,
-  claims: IdJagClaims,
-  keptUntil: number,
-  perClient: number,
-): Promise<void> {
-  const key = createHash('sha256')
-    .update(JSON.stringify([claims.iss, claims.jti]))
-    .digest('base64url');
-  const once: QuotaCharge = { key: `quota:id-jag:${key}`, max: 1, expiresAt: keptUntil * 1000 };
-  const shares = redemptionQuotas(perClient, claims.client_id, claims.iss);
-  const outcome = await redemptions.saveWithinQuotas({
-    write: { model: SUBJECT_TOKEN_MODEL, id: `id-jag:${key}`, payload: {}, expiresIn: keptUntil - nowSeconds() },
-    indexes: [],
-    expiresAt: keptUntil * 1000,
-    quotas: [once, ...shares],
-  });
-  if (outcome.outcome === 'saved') return;
-  if (outcome.key === once.key) throw refuse.invalidGrant('the assertion was redeemed already');
-  const retryAfter = secondsUntilRenewed(shares.find((share) => share.key === outcome.key)!);
-  ctx.set('Retry-After', String(retryAfter));
-  throw refuse.principalQuotaReached(
-    `this client's, or the assertion issuer's, redemptions this hour are spent; retry in ${retryAfter} s`,
-    retryAfter,
-  );
 }
 
 function nowSeconds(): number {

@@ -1,4 +1,4 @@
-import type { JWTVerifyGetKey } from 'jose';
+import type { JWTPayload, JWTVerifyGetKey } from 'jose';
 import { unavailable } from '../errors/standalone.js';
 import { clockSkewOf, RECEIVER_OPTIONS, receiverRequest, verifySet, type SsfReceiverOptions } from './set.js';
 import type { RevocationSource } from './source.js';
@@ -24,6 +24,8 @@ export function ssfPollSource(
   options: SsfPollOptions,
   trust: { issuer: string; keys: JWTVerifyGetKey },
   timeout: number,
+  /** Done with each verified SET before it is acknowledged: a failure ends the read, and the SET comes again. */
+  onTaken?: (payload: JWTPayload) => Promise<void>,
 ): RevocationSource {
   const clockSkew = clockSkewOf(options);
   const revocations = new StreamRevocations(options);
@@ -60,6 +62,7 @@ export function ssfPollSource(
           // One that could not be verified for now stays unacknowledged.
           if (verified.payload) {
             revocations.take(verified.payload);
+            await onTaken?.(verified.payload);
             pendingAck.push(jti);
           } else if (verified.error === undefined) unverified += 1;
           else pendingErrors[jti] = { err: verified.error, description: 'the SET could not be verified' };

@@ -29,8 +29,10 @@ export interface SessionRecord {
   accessGrantId?: string;
   /** Started without the customer's approval, by a client allowed to bypass it, for this reason. */
   breakGlass?: { reason: string };
-  /** `delegation` for a token issued by RFC 8693 delegation (lib/exchange/delegation), `id-jag` for an ID-JAG issued; absent for an impersonation. */
-  type?: 'delegation' | 'id-jag';
+  /** `delegation` for a token issued by RFC 8693 delegation (lib/exchange/delegation), `id-jag` for an ID-JAG issued, `id-jag-redemption` for a token issued from one; absent for an impersonation. */
+  type?: 'delegation' | 'id-jag' | 'id-jag-redemption';
+  /** A redemption of an ID-JAG naming its issuer's session: that session's digest with its issuer, whose stop ends this one. */
+  issuerSession?: string;
   /** A delegation whose subject token belonged to this session: stopping that session stops this one. */
   parentSessionId?: string;
   /** A delegation made (at any depth) from an impersonation: that impersonation's session. */

@@ -31,6 +31,7 @@ const byAccessGrant = (grantId: string) => `access-grant:${grantId}`;
 const byParentSession = (sessionId: string) => `parent-session:${sessionId}`;
 const byDelegationKey = (key: string) => `delegation:${key}`;
 const bySubjectToken = (tokenId: string) => `subject-token:${tokenId}`;
+const byIssuerSession = (digest: string) => `issuer-session:${digest}`;
 
 export interface SessionFilter {
   subject?: string;
@@ -115,10 +116,10 @@ export class SessionStore {
   }
 
   /** Marks an origin ended before its sessions are looked up (Invariant 23); what a user ends only `ifAnnounced`. */
-  async markEnded(origin: Origin, ifAnnounced = false): Promise<void> {
+  async markEnded(origin: Origin, ifAnnounced = false, seconds = MARK_SECONDS): Promise<void> {
     if (ifAnnounced && !(await this.#adapter.find(announcementOf(origin)))) return;
     const payload = { kind: GUARD_KIND, ended: Math.floor(Date.now() / 1000) } as unknown as AdapterPayload;
-    await this.#adapter.upsert(markOf(origin), payload, MARK_SECONDS);
+    await this.#adapter.upsert(markOf(origin), payload, seconds);
   }
 
   /** Announces the user's origins `record` commits from; the exchange then reads them again (Invariant 23). */
@@ -196,16 +197,18 @@ export class SessionStore {
   }
 }
 
-/** What a session was started from, whose end ends it: the actor token's Grant or sign-in, the customer's access grant, the session it delegates from. */
+/** What a session was started from, whose end ends it: the actor token's Grant or sign-in, the customer's access grant, the session it delegates from, a redeemed ID-JAG's session at its issuer. */
 export type Origin =
   | { grantId: string }
   | { sessionUid: string }
   | { accessGrantId: string }
   | { parentSessionId: string }
-  | { subjectTokenId: string };
+  | { subjectTokenId: string }
+  | { issuerSession: string };
 
 function indexOf(origin: Origin): string {
   if ('grantId' in origin) return byActorGrant(origin.grantId);
+  if ('issuerSession' in origin) return byIssuerSession(origin.issuerSession);
   if ('subjectTokenId' in origin) return bySubjectToken(origin.subjectTokenId);
   if ('sessionUid' in origin) return byActorSession(origin.sessionUid);
   if ('parentSessionId' in origin) return byParentSession(origin.parentSessionId);
@@ -213,8 +216,11 @@ function indexOf(origin: Origin): string {
 }
 
 /** Which origin's end mark a commit was refused by (an actor's sign-in or Grant when none of the others). */
-export function endedOrigin(guard: string): 'accessGrant' | 'parentSession' | 'subjectToken' | 'actor' {
+export function endedOrigin(
+  guard: string,
+): 'accessGrant' | 'parentSession' | 'subjectToken' | 'issuerSession' | 'actor' {
   if (guard.startsWith(markOf({ accessGrantId: '' }))) return 'accessGrant';
+  if (guard.startsWith(markOf({ issuerSession: '' }))) return 'issuerSession';
   if (guard.startsWith(markOf({ parentSessionId: '' }))) return 'parentSession';
   if (guard.startsWith(markOf({ subjectTokenId: '' }))) return 'subjectToken';
   return 'actor';
@@ -238,6 +244,7 @@ function originsOf(record: SessionRecord): Origin[] {
     ...(record.parentSessionId === undefined ? [] : [{ parentSessionId: record.parentSessionId }]),
     // A delegation ends with the token it was exchanged from (revoked at the revocation endpoint).
     ...(record.type === 'delegation' ? [{ subjectTokenId: record.subjectTokenId }] : []),
+    ...(record.issuerSession === undefined ? [] : [{ issuerSession: record.issuerSession }]),
   ];
 }
 

@@ -36,6 +36,8 @@ const ENTITY_OF_END: Readonly<Record<EndReason, InitiatingEntity>> = {
   parent_session_stopped: 'policy',
   // The token a delegation was exchanged from was revoked by its holder's client (RFC 7009), as at a sign-out.
   subject_token_revoked: 'user',
+  // A token issued from an ID-JAG ends, by rule, with the ID-JAG's session at its issuer.
+  issuer_session_stopped: 'policy',
   // The trail could not record the session's start: the service ended it before its token left.
   not_recorded: 'system',
 };
@@ -47,6 +49,7 @@ const ADMIN_TEXT_OF_END: Readonly<Record<EndReason, string>> = {
   access_grant_ended: 'The customer ended the access they had given to support.',
   parent_session_stopped: 'The impersonation this session was delegated from stopped.',
   subject_token_revoked: 'The token this session was delegated from was revoked.',
+  issuer_session_stopped: "The ID-JAG's session at the identity provider that issued it was stopped.",
   not_recorded: 'The audit trail could not record the session; its token was never delivered.',
 };
 

@@ -131,7 +131,7 @@ const SHAPES = {
     ],
   },
   [EVENTS.idJagRedeemed]: {
-    always: ['name', 'subject', 'clientId', 'resource', 'scope', 'context', 'accessTokenId', 'expiresAt'],
+    always: ['name', 'sessionId', 'subject', 'clientId', 'resource', 'scope', 'context', 'accessTokenId', 'expiresAt'],
     whenKnown: [],
   },
   [EVENTS.idJagIssued]: {

@@ -186,8 +186,9 @@ describe('ID-JAG issuance (token exchange of an ID token): the draft, over HTTP'
         typ: ID_JAG_JWT_TYPE,
       });
       expect(Object.keys(payload).sort()).to.deep.equal(
-        ['aud', 'client_id', 'exp', 'iat', 'iss', 'jti', 'resource', 'scope', 'sub'].sort(),
+        ['aud', 'client_id', 'exp', 'iat', 'impersonation_session', 'iss', 'jti', 'resource', 'scope', 'sub'].sort(),
       );
+      expect(payload['impersonation_session']).to.equal(issued.at(-1)!.sessionId);
       expect(payload).to.include({
         sub: 'alice',
         aud: CHAT,

@@ -29,7 +29,8 @@ import {
   startProvider,
   type TestProvider,
 } from '../support/provider.js';
-import { decodeJwt, expectError, introspect, tokenRequest, type Reply } from '../support/http.js';
+import { apiRequest, decodeJwt, expectError, introspect, tokenRequest, type Reply } from '../support/http.js';
+import { adminToken, SESSIONS } from '../support/impersonations.js';
 import { suiteAdapterKind } from '../support/adapters.js';
 import { DpopKey } from '../support/dpop.js';
 
@@ -176,9 +177,10 @@ describe('ID-JAG redemption (jwt-bearer grant): RFC 7523 3 and the draft, over H
         context: { issuer: IDP, assertionId: decodeJwt(assertion)['jti'] },
       });
       expect(Object.keys(event).sort()).to.deep.equal(
-        ['accessTokenId', 'clientId', 'context', 'expiresAt', 'name', 'resource', 'scope', 'subject'],
+        ['accessTokenId', 'clientId', 'context', 'expiresAt', 'name', 'resource', 'scope', 'sessionId', 'subject'],
         'the fields test/audit/events.test.ts lists for it',
       );
+      expect(token['impersonation_session']).to.equal(event.sessionId);
       expect(JSON.stringify(event)).not.to.include(assertion);
     });
 
@@ -573,15 +575,18 @@ describe('ID-JAG redemption (jwt-bearer grant): RFC 7523 3 and the draft, over H
         configuration: { clients: [...FIXTURE_CLIENTS, ...AGENT_CLIENTS] },
       });
       onImpersonationEvent(unrecorded.provider, EVENTS.idJagRedeemed, (event) => told.push(event));
-      const destroyed: string[] = [];
-      unrecorded.provider.on('access_token.destroyed', (token: { jti: string }) => destroyed.push(token.jti));
       try {
         const assertion = await idJag({ resource: OPAQUE_API, scope: 'read' }, {}, unrecorded.issuer);
         const reply = await redeem(assertion, {}, AGENT, unrecorded);
         expect(reply.status).to.be.within(500, 599);
         expect(reply.body).not.to.have.property('access_token');
         expect(told).to.deep.equal([]);
-        expect(destroyed).to.have.length(1);
+        // Its session ended (its token's Grant with it) and listed on the revocation feed.
+        const admin = await adminToken(unrecorded);
+        const feed = await apiRequest(unrecorded, 'GET', `${SESSIONS}/revocations`, admin);
+        const [stopped] = feed.body['revoked'] as Array<{ id: string }>;
+        const session = await apiRequest(unrecorded, 'GET', `${SESSIONS}/${stopped!.id}`, admin);
+        expect(session.body).to.include({ type: 'id-jag-redemption', state: 'ended', endReason: 'not_recorded' });
       } finally {
         await unrecorded.close();
       }

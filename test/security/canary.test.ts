@@ -1058,9 +1058,18 @@ describe('canary: no token value or secret leaves its place', function () {
         canary.accessToken(reply.body['access_token'] as string | undefined);
         return canary.response(`ID-JAG ${label}`, reply, [reply.body['access_token'] as string | undefined]);
       };
-      const redeemed = await sign({});
+      const redeemed = await sign({ impersonation_session: 'imp_canaryIssuerSession0000' });
       expect((await redeem('redeemed', redeemed)).status).to.equal(200);
       expect((await redeem('replayed', redeemed)).status).to.equal(400);
+      // The redemption's session, listed and stopped: its stop is an event too.
+      const admin = await m2mToken(rp, CLIENTS.admin, 'impersonations:read impersonations:revoke');
+      canary.secret(admin);
+      const listed = canary.response('list redemption sessions', await http(rp, 'GET', '/api/impersonations', admin));
+      const [session] = (listed.body['items'] as Array<{ id: string; type: string }>).filter(
+        (item) => item.type === 'id-jag-redemption',
+      );
+      const stopped = await http(rp, 'DELETE', `/api/impersonations/${session!.id}`, admin, { reason: 'left' });
+      expect(canary.response('stop a redemption session', stopped).status).to.equal(204);
       const refusals: Array<[string, Promise<string>, Record<string, string>?, ClientCredentials?]> = [
         ['not a JWT', Promise.resolve(`${redeemed.slice(0, 40)}.not-a-jwt`)],
         ['typ', sign({}, 'JWT')],
@@ -1069,6 +1078,7 @@ describe('canary: no token value or secret leaves its place', function () {
         ['expired', sign({ iat: now - 120, exp: now - 60 })],
         ['untrusted issuer', sign({ iss: 'https://evil.example.com' })],
         ['unknown account', sign({ sub: 'mallory' })],
+        ['malformed issuer session', sign({ impersonation_session: 42 })],
         ['wider scope', sign({}), { scope: 'profile:write' }],
         ['other resource', sign({}), { resource: OPAQUE_API }],
         ['public client', sign({ client_id: 'canary-public-agent' }), {}, { client_id: 'canary-public-agent' }],

@@ -349,6 +349,7 @@ describe('SSF: how a stop is told (initiating_entity, reason_admin)', () => {
       ['actor_grant_revoked', 'system'],
       ['access_grant_ended', 'user'],
       ['parent_session_stopped', 'policy'],
+      ['issuer_session_stopped', 'policy'],
     ] as const;
     for (const [endReason, entity] of cases) {
       const stop = sessionStopOf({ name: EVENTS.sessionEnded, ...base, endReason } as never);
