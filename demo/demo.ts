@@ -132,7 +132,7 @@ async function startOn(
       port: ports.orders,
       bindAddress,
       hostname,
-      identityIssuer: identity.issuer,
+      identity,
       secrets,
       log,
     });

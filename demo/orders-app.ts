@@ -7,6 +7,7 @@
  * with the package's resource-server helper.
  */
 import type http from 'node:http';
+import { setTimeout as sleep } from 'node:timers/promises';
 import Koa from 'koa';
 import Provider, { errors, type Configuration } from 'oidc-provider';
 import {
@@ -20,12 +21,15 @@ import { createImpersonationVerifier, type ImpersonationVerifier } from '../lib/
 import { auditLine } from './identity/audit-console.js';
 import { closeServer, freePort, HttpError, listen } from './http.js';
 import { generateDemoKeys } from './keys.js';
+import { receiverStream } from './receiver-stream.js';
 import { createTokenCheck, type VerifiedRequest } from './resource-api.js';
 import { CLIENTS, customerSeed, ORDERS_API, ORDERS_API_SCOPES, ORDERS_AUTH_ISSUER, type DemoSecrets } from './seed.js';
 
 const JWT_BEARER_GRANT = 'urn:ietf:params:oauth:grant-type:jwt-bearer';
 /** Where the orders API answers, on the authorization server's port. */
 export const ORDERS_API_PATH = '/api/orders';
+/** How long the start waits for the first read of the identity service's stream, ms. */
+const FIRST_READ_WAIT = 3000;
 
 export interface OrdersAppOptions {
   /** Default 3002; 0 picks a free one. */
@@ -33,8 +37,11 @@ export interface OrdersAppOptions {
   bindAddress?: string;
   /** Host name in this server's URL. Default `localhost`. */
   hostname?: string;
-  /** The identity service whose ID-JAGs are redeemed here: its issuer, whose keys are at `{issuer}/jwks`. */
-  identityIssuer: string;
+  /**
+   * The identity service whose ID-JAGs are redeemed here: its issuer (keys at
+   * `{issuer}/jwks`), and where its SSF streams are managed (`{baseUrl}/ssf/streams`, with a token for `managementResource`).
+   */
+  identity: { issuer: string; baseUrl: string; managementResource: string };
   secrets: DemoSecrets;
   log: (line: string) => void;
 }
@@ -57,16 +64,27 @@ export async function startOrdersApp(options: OrdersAppOptions): Promise<OrdersA
   const url = `http://${options.hostname ?? 'localhost'}:${port}`;
   // The orders application's customers are the identity service's, by the same login.
   const customers = customerSeed();
+  const { identity } = options;
+  // The ID-JAG sessions that stop at the identity service, from a stream of its own there.
+  const stream = receiverStream({
+    call: (target, init) => fetch(target, { ...init, signal: AbortSignal.timeout(5000) }),
+    endpoints: { token: `${identity.issuer}/token`, ssfStreams: `${identity.baseUrl}/ssf/streams` },
+    managementResource: identity.managementResource,
+    client: { id: CLIENTS.ordersAuthReceiver, secret: options.secrets.ordersAuthReceiverClientSecret },
+    description: `demo orders authorization server at ${url}`,
+  });
   const impersonation = createImpersonation({
     managementResource: `${url}/api`,
     auditLog: createMemoryAuditLog(),
     idJag: {
       trustedIssuers: [
         {
-          issuer: options.identityIssuer,
-          jwksUri: `${options.identityIssuer}/jwks`,
+          issuer: identity.issuer,
+          jwksUri: `${identity.issuer}/jwks`,
           // A subject of the identity service is an account here only when the orders application knows them.
           accountOf: ({ sub }) => (customers.has(sub) ? sub : undefined),
+          // A stop there ends what its ID-JAG was redeemed for here: the orders API refuses its tokens.
+          ssf: stream.ssf,
         },
       ],
     },
@@ -109,8 +127,9 @@ export async function startOrdersApp(options: OrdersAppOptions): Promise<OrdersA
 
   const server = await listen(app, port, options.bindAddress);
   const close = async () => {
+    impersonation.stopIssuerStreams();
     verifier?.close();
-    await closeServer(server);
+    await Promise.all([stream.close(), closeServer(server)]);
   };
   try {
     // Its own revocation feed is read over HTTP, once the server answers.
@@ -122,6 +141,12 @@ export async function startOrdersApp(options: OrdersAppOptions): Promise<OrdersA
       refreshInterval: 250,
     });
     await verifier.ready();
+    // Until then, the identity service's ID-JAGs are refused (503): its stops could not be followed.
+    const waited = await Promise.race([
+      stream.firstRead.then(() => true),
+      sleep(FIRST_READ_WAIT, false, { ref: false }),
+    ]);
+    if (!waited) options.log("[orders] the identity service's SSF stream is not read yet: its ID-JAGs wait for it");
     verifyRequest = createTokenCheck({ verifier, publicUrl: (ctx) => `${url}${ctx.path}` });
   } catch (error) {
     await close();

@@ -26,6 +26,8 @@ export interface ReceiverStreamSettings {
 export interface ReceiverStream {
   /** What the helper's `ssf` option takes. */
   ssf: SsfPollOptions;
+  /** Resolves when the poller asks for the stream a second time: its first read is over. */
+  firstRead: Promise<void>;
   /** Deletes the stream, when one was created. */
   close(): Promise<void>;
 }
@@ -89,9 +91,17 @@ export function receiverStream(deps: ReceiverStreamSettings): ReceiverStream {
   }
 
   let stream: Promise<{ id: string; endpoint: string }> | undefined;
+  let asked = 0;
+  let firstReadOver = () => {};
+  const firstRead = new Promise<void>((resolve) => {
+    firstReadOver = resolve;
+  });
   return {
+    firstRead,
     ssf: {
       endpoint: async () => {
+        asked += 1;
+        if (asked === 2) firstReadOver();
         // Created once; a failed creation is tried again at the next poll.
         stream ??= create().catch((error: unknown) => {
           stream = undefined;

@@ -13,6 +13,7 @@ import { expect } from 'chai';
 import { decodeJwt, decodeProtectedHeader } from 'jose';
 import { startDemo, type Demo } from '../../demo/demo.js';
 import { ORDERS_API_PATH } from '../../demo/orders-app.js';
+import { scaled } from '../support/time.js';
 import {
   accountSignIn,
   basic,
@@ -249,6 +250,37 @@ describe('demo: an agent acts for dave at the orders application (ID-JAG)', func
     const notifications = /<ul class="items" id="notifications">(.*?)<\/ul>/s.exec(notified)?.[1] ?? '';
     expect(notifications).to.match(/Orders assistant stopped acting for you at Orders at /);
     expect(notifications).not.to.include('from support');
+  });
+
+  it("dave's stop reaches the orders application: its token is refused within two seconds, an ID-JAG not yet redeemed is refused", async () => {
+    const redeemedJag = (await askIdJag(demo, dave.idToken)).body['access_token'] as string;
+    const pendingJag = (await askIdJag(demo, dave.idToken)).body['access_token'] as string;
+    const redeemed = await post(`${demo.orders.url}/token`, { grant_type: JWT_BEARER, assertion: redeemedJag });
+    expect(redeemed.status, JSON.stringify(redeemed.body)).to.equal(200);
+    const token = redeemed.body['access_token'] as string;
+    expect((await callOrders(demo, token)).status).to.equal(200);
+
+    const { jar, html } = await accountSignIn(demo.backend.url, 'dave');
+    // The unredeemed one first: the stream brings its stop before the other's.
+    for (const idJag of [pendingJag, redeemedJag]) {
+      const sessionId = decodeJwt(idJag)['impersonation_session'] as string;
+      expect(html).to.include(`id="agent-${sessionId}"`);
+      const ended = await postAccountForm(demo.backend.url, jar, `/account/agents/${sessionId}/end`, {
+        csrf: csrfOf(html),
+      });
+      expect(ended.status).to.equal(303);
+    }
+    const stopped = Date.now();
+    let refused: Reply = await callOrders(demo, token);
+    while (refused.status === 200 && Date.now() - stopped < scaled(2000)) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      refused = await callOrders(demo, token);
+    }
+    expect(refused.status, `after ${Date.now() - stopped} ms`).to.equal(401);
+    expect(refused.body['error']).to.equal('invalid_token');
+    const late = await post(`${demo.orders.url}/token`, { grant_type: JWT_BEARER, assertion: pendingJag });
+    expect(late.status).to.equal(400);
+    expect(late.body['error']).to.equal('invalid_grant');
   });
 
   it('the curl walk-through (demo/walkthrough-agent.sh) plays it all, from the same variables as npm run demo', async () => {
