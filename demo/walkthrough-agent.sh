@@ -2,7 +2,7 @@
 # Cross-app access with curl, against a running `npm run demo`: the agent orders-agent signs dave in at
 # the identity service, exchanges his ID token there for an ID-JAG to the orders application's
 # authorization server, redeems it there for a token, and calls the orders API; then the identity
-# service's session of that ID-JAG is listed and stopped, as dave's account page does.
+# service's session of that ID-JAG is stopped from dave's account page, and the orders API refuses the token.
 # IDENTITY, BACKEND and ORDERS default to the demo's addresses, on PORT, BACKEND_PORT and ORDERS_PORT.
 set -euo pipefail
 IDENTITY=${IDENTITY:-http://localhost:${PORT:-3000}}
@@ -12,7 +12,7 @@ ORDERS_ISSUER=https://auth.orders.example.com
 AGENT=orders-agent:${ORDERS_AGENT_SECRET:-orders-agent-secret}
 REDIRECT_URI=$BACKEND/agent/callback
 JAR=$(mktemp)
-trap 'rm -f "$JAR"' EXIT
+trap 'rm -f "$JAR" "$JAR.orders"' EXIT
 json() { sed -n "s/.*\"$1\":\"\([^\"]*\)\".*/\1/p"; }
 # A JWT's payload as JSON: base64url, padded for base64 -d.
 claims() { local part; part=$(printf '%s' "$1" | cut -d. -f2 | tr '_-' '/+'); while [ $(( ${#part} % 4 )) -ne 0 ]; do part="$part="; done; printf '%s' "$part" | base64 -d; }
@@ -57,9 +57,18 @@ SESSION=$(printf '%s' "$PAGE" | sed -n 's/.*id="agent-\(imp_[^"]*\)".*/\1/p' | t
 CSRF=$(printf '%s' "$PAGE" | sed -n 's/.*name="csrf" value="\([^"]*\)".*/\1/p' | head -n 1)
 curl -sS -c "$JAR" -b "$JAR" -o /dev/null -w "POST /account/agents/$SESSION/end: HTTP %{http_code}\n" \
   -d csrf="$CSRF" "$BACKEND/account/agents/$SESSION/end"
+STOPPED=$(date +%s%N)
 
 echo "# 6. The session of the ID-JAG at the identity service (Management API): stopped"
 ADMIN=$(curl -sS -u impersonation-backend:"${IMPERSONATION_BACKEND_SECRET:-impersonation-backend-secret}" \
   -d grant_type=client_credentials -d resource="$IDENTITY/api" -d scope=impersonations:read \
   "$IDENTITY/oidc/token" | json access_token)
 curl -sS -H "Authorization: Bearer $ADMIN" "$IDENTITY/api/impersonations/$SESSION"; echo
+
+echo '# 7. The orders API refuses the token: the stop reached the orders authorization server by SSF'
+for _ in $(seq 1 40); do
+  STATUS=$(curl -sS -o "$JAR.orders" -w '%{http_code}' -H "Authorization: Bearer $ORDERS_TOKEN" "$ORDERS/api/orders")
+  [ "$STATUS" != 200 ] && break
+  sleep 0.05
+done
+echo "HTTP $STATUS after $(( ($(date +%s%N) - STOPPED) / 1000000 )) ms: $(cat "$JAR.orders")"
