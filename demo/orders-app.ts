@@ -4,7 +4,9 @@
  * an agent that holds a customer's sign-in at the identity service brings an
  * ID-JAG from there and redeems it with the jwt-bearer grant (RFC 7523,
  * docs/cross-app-access.md) for a token of the orders API, which checks it
- * with the package's resource-server helper.
+ * with the package's resource-server helper. It follows the identity
+ * service's SSF stream: an ID-JAG session stopped there ends the tokens
+ * redeemed from it here.
  */
 import type http from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -57,7 +59,11 @@ export interface OrdersApp {
   close(): Promise<void>;
 }
 
-/** Builds the orders application's authorization server, listens, then reads its revocation feed once. */
+/**
+ * Builds the orders application's authorization server and listens; its API
+ * answers once it has read its own revocation feed, and (for up to 3 s) once
+ * the identity service's SSF stream was read, without which its ID-JAGs are refused.
+ */
 export async function startOrdersApp(options: OrdersAppOptions): Promise<OrdersApp> {
   let port = options.port ?? 3002;
   if (port === 0) port = await freePort(options.bindAddress);
