@@ -65,10 +65,12 @@ export interface Demo {
 const FREE_PORT_ATTEMPTS = 3;
 
 /**
- * Starts both halves of the demo, each listening only once it is ready: the
- * identity service first (the backend reads its revocation feed before it
- * listens), then the backend. Each half names the other's address in its
- * configuration, so ports to be picked (0) are picked before either is built.
+ * Starts the demo, each server listening only once it is ready: the identity
+ * service first (the backend reads its revocation feed, the orders
+ * application its SSF stream, before they listen or answer), then the backend
+ * and the orders application side by side. Each half names the other's
+ * address in its configuration, so ports to be picked (0) are picked before
+ * either is built.
  */
 export async function startDemo(options: DemoOptions = {}): Promise<Demo> {
   const bindAddress = options.bindAddress ?? LOOPBACK;
@@ -126,19 +128,11 @@ async function startOn(
     log,
     logFeedReads: options.logFeedReads ?? false,
   });
-  let orders: OrdersApp | undefined;
-  try {
-    const ordersApp = await startOrdersApp({
-      port: ports.orders,
-      bindAddress,
-      hostname,
-      identity,
-      secrets,
-      log,
-    });
-    orders = ordersApp;
-    const { notificationLimits, ...backendOverrides } = options.backend ?? {};
-    const backend = await startBackend({
+  const { notificationLimits, ...backendOverrides } = options.backend ?? {};
+  // Each needs only the identity service: they start side by side.
+  const [orders, backend] = await Promise.allSettled([
+    startOrdersApp({ port: ports.orders, bindAddress, hostname, identity, secrets, log }),
+    startBackend({
       port: ports.backend,
       bindAddress,
       hostname,
@@ -153,20 +147,22 @@ async function startOn(
         ? { notifications: { secret: webhookSecret, ...(notificationLimits ? { limits: notificationLimits } : {}) } }
         : {}),
       ...backendOverrides,
-    });
-    return {
-      identity,
-      auditLog,
-      backend,
-      orders: ordersApp,
-      close: async () => {
-        await Promise.all([backend.close(), ordersApp.close(), identity.close()]);
-      },
-    };
-  } catch (error) {
-    await Promise.all([orders?.close(), identity.close()]);
-    throw error;
+    }),
+  ]);
+  if (orders.status === 'rejected' || backend.status === 'rejected') {
+    const started = [orders, backend].flatMap((result) => (result.status === 'fulfilled' ? [result.value] : []));
+    await Promise.all([...started.map((half) => half.close()), identity.close()]);
+    throw orders.status === 'rejected' ? orders.reason : (backend as PromiseRejectedResult).reason;
   }
+  return {
+    identity,
+    auditLog,
+    backend: backend.value,
+    orders: orders.value,
+    close: async () => {
+      await Promise.all([backend.value.close(), orders.value.close(), identity.close()]);
+    },
+  };
 }
 
 /**
