@@ -169,6 +169,26 @@ describe('demo: an agent acts for dave at the orders application (ID-JAG)', func
     expect(again.body['error']).to.equal('invalid_grant');
   });
 
+  it('the least an agent sends works too: no resource, no scope in the exchange or the redemption', async () => {
+    const issued = await post(`${demo.identity.issuer}/token`, {
+      grant_type: TOKEN_EXCHANGE,
+      requested_token_type: ID_JAG,
+      subject_token: dave.idToken,
+      subject_token_type: ID_TOKEN,
+      audience: ORDERS_ISSUER,
+    });
+    expect(issued.status, JSON.stringify(issued.body)).to.equal(200);
+    const redeemed = await post(`${demo.orders.url}/token`, {
+      grant_type: JWT_BEARER,
+      assertion: issued.body['access_token'] as string,
+    });
+    expect(redeemed.status, JSON.stringify(redeemed.body)).to.equal(200);
+    expect(decodeJwt(redeemed.body['access_token'] as string)).to.include({ aud: ORDERS_API, sub: 'dave' });
+    const orders = await callOrders(demo, redeemed.body['access_token'] as string);
+    expect(orders.status, JSON.stringify(orders.body)).to.equal(200);
+    expect(orders.body).to.include({ customer: 'dave' });
+  });
+
   it('the orders API refuses a token of the identity service, and no token at all', async () => {
     const identityToken = (
       await post(
