@@ -103,6 +103,8 @@ export async function startOrdersApp(options: OrdersAppOptions): Promise<OrdersA
   provider.on('server_error', (_ctx: unknown, error: Error) =>
     options.log(`[orders] server error: ${error.stack ?? error.message}`),
   );
+  // What fails outside a request (a read of the identity service's stream): its first of a streak.
+  provider.on('error', (error: Error) => options.log(`[orders] ${error.message}`));
 
   let verifier: ImpersonationVerifier | undefined;
   let verifyRequest: ((ctx: Koa.Context) => Promise<VerifiedRequest>) | undefined;
