@@ -8,6 +8,7 @@
  * service's SSF stream: an ID-JAG session stopped there ends the tokens
  * redeemed from it here.
  */
+import type { EventEmitter } from 'node:events';
 import type http from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import Koa from 'koa';
@@ -23,6 +24,7 @@ import { createImpersonationVerifier, type ImpersonationVerifier } from '../lib/
 import { auditLine } from './identity/audit-console.js';
 import { closeServer, freePort, HttpError, listen } from './http.js';
 import { generateDemoKeys } from './keys.js';
+import { logText } from './log-text.js';
 import { receiverStream } from './receiver-stream.js';
 import { createTokenCheck, type VerifiedRequest } from './resource-api.js';
 import { CLIENTS, customerSeed, ORDERS_API, ORDERS_API_SCOPES, ORDERS_AUTH_ISSUER, type DemoSecrets } from './seed.js';
@@ -100,11 +102,16 @@ export async function startOrdersApp(options: OrdersAppOptions): Promise<OrdersA
   onImpersonationEvent(provider, EVENTS.idJagRedeemed, (event) =>
     options.log(`[orders] ${auditLine(EVENTS.idJagRedeemed, event)}`),
   );
+  onImpersonationEvent(provider, EVENTS.sessionEnded, (event) =>
+    options.log(
+      `[orders] ${logText(event.clientId ?? '?')} no longer acts for ${logText(event.subject ?? '?')} here, session ${event.sessionId ?? '?'}: ${logText(event.endReason ?? 'ended')}`,
+    ),
+  );
   provider.on('server_error', (_ctx: unknown, error: Error) =>
     options.log(`[orders] server error: ${error.stack ?? error.message}`),
   );
   // What fails outside a request (a read of the identity service's stream): its first of a streak.
-  provider.on('error', (error: Error) => options.log(`[orders] ${error.message}`));
+  (provider as unknown as EventEmitter).on('error', (error: Error) => options.log(`[orders] ${error.message}`));
 
   let verifier: ImpersonationVerifier | undefined;
   let verifyRequest: ((ctx: Koa.Context) => Promise<VerifiedRequest>) | undefined;

@@ -21,7 +21,6 @@ import {
   csrfOf,
   managementToken,
   postAccountForm,
-  quiet,
   request,
   REQUEST_TIMEOUT,
 } from './helpers.js';
@@ -117,9 +116,10 @@ describe('demo: an agent acts for dave at the orders application (ID-JAG)', func
   this.timeout(30_000);
   let demo: Demo;
   let dave: { idToken: string; callbackPage: string };
+  const lines: string[] = [];
 
   before(async () => {
-    demo = await startDemo({ identityPort: 0, backendPort: 0, log: quiet });
+    demo = await startDemo({ identityPort: 0, backendPort: 0, log: (line) => lines.push(line) });
     dave = await agentSignIn(demo, 'dave');
   });
   after(() => demo?.close());
@@ -298,6 +298,11 @@ describe('demo: an agent acts for dave at the orders application (ID-JAG)', func
     }
     expect(refused.status, `after ${Date.now() - stopped} ms`).to.equal(401);
     expect(refused.body['error']).to.equal('invalid_token');
+    expect(lines).to.satisfy((all: string[]) =>
+      all.some((line) =>
+        /^\[orders\] orders-agent no longer acts for dave here, session imp_\S+: issuer_session_stopped$/.test(line),
+      ),
+    );
     const late = await post(`${demo.orders.url}/token`, { grant_type: JWT_BEARER, assertion: pendingJag });
     expect(late.status).to.equal(400);
     expect(late.body['error']).to.equal('invalid_grant');
