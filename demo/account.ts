@@ -21,6 +21,7 @@ import {
   type ChangeRecord,
   type TrailEvent,
 } from './activity.js';
+import { agentSection, type AgentAccess, type AgentSession } from './agent-access.js';
 import { redeemCode } from './code-redemption.js';
 import { escapeHtml, HttpError, page, readForm } from './http.js';
 import type { Notification } from './notifications.js';
@@ -58,6 +59,8 @@ export interface AccountOptions {
   notificationsOf?(customer: string): Notification[];
   /** Sign-ins in progress: unauthenticated, so kept apart from signed-in sessions, bounded, never evicted. */
   pending: PendingSignIns;
+  /** The agents acting for the customer (ID-JAGs issued for them), listed and ended. */
+  agents: AgentAccess;
 }
 
 interface AccountSession {
@@ -155,7 +158,11 @@ export async function accountRoutes(router: Router, options: AccountOptions): Pr
       );
       return;
     }
-    const [trail, support] = await Promise.all([options.trailOf(session.sub), api.state(session.tokens)]);
+    const [trail, support, agents] = await Promise.all([
+      options.trailOf(session.sub),
+      api.state(session.tokens),
+      options.agents.of(session.sub),
+    ]);
     const lines = activityLines(trail, options.changesOf(session.sub), options.users);
     const notifications = options.notificationsOf?.(session.sub);
     const flash = session.flash;
@@ -165,6 +172,7 @@ export async function accountRoutes(router: Router, options: AccountOptions): Pr
       session,
       `${notifications?.length ? notificationSection(notifications) : ''}
 ${supportAccessSection(support, session.csrf, options.users, flash, session.sub)}
+${agentSection(agents, session.csrf)}
 <section class="card" aria-labelledby="activity-title">
 <h2 id="activity-title">Account activity</h2>
 <p class="muted">Every time someone from our support team acted on your account, newest first.</p>
@@ -180,7 +188,7 @@ ${
     : '<p id="activity-empty">No one from support has accessed your account.</p>'
 }
 </section>`,
-      versionOf(support, notificationIds(notifications)),
+      versionOf(support, [...notificationIds(notifications), ...agentIds(agents)]),
     );
   });
 
@@ -190,7 +198,17 @@ ${
     const session = sessionOf(ctx);
     if (!session) throw new HttpError(401, 'invalid_request', 'sign in at /account first');
     const notifications = options.notificationsOf?.(session.sub);
-    ctx.body = { version: versionOf(await api.state(session.tokens), notificationIds(notifications)) };
+    const [support, agents] = await Promise.all([api.state(session.tokens), options.agents.of(session.sub)]);
+    ctx.body = { version: versionOf(support, [...notificationIds(notifications), ...agentIds(agents)]) };
+  });
+
+  router.post('/account/agents/:id/end', async (ctx) => {
+    const { session } = await formOf(ctx);
+    const ended = await options.agents.end(session.sub, ctx.params['id'] ?? '');
+    session.flash = ended
+      ? { kind: 'ok', text: 'The agent no longer acts for you: what it was given is stopped.' }
+      : { kind: 'error', text: 'Ending the agent failed: it no longer acts for you, or never did.' };
+    backToAccount(ctx);
   });
 
   router.get('/account.js', (ctx) => {
@@ -337,6 +355,10 @@ ${
     ctx.redirect('/account');
     ctx.status = 303;
   });
+}
+
+function agentIds(agents: readonly AgentSession[]): string[] {
+  return agents.map((agent) => agent.id);
 }
 
 function notificationIds(notifications: readonly Notification[] | undefined): string[] {

@@ -6,6 +6,7 @@ import { addressInUse, freePort, LOOPBACK } from './http.js';
 import { startIdentityService, type IdentityService } from './identity-service.js';
 import type { DemoKeys } from './keys.js';
 import { WEBHOOK_PATH, type NotificationLimits } from './notifications.js';
+import { startOrdersApp, type OrdersApp } from './orders-app.js';
 import { demoSecrets, type DemoSecrets } from './seed.js';
 
 export interface DemoOptions {
@@ -13,6 +14,8 @@ export interface DemoOptions {
   identityPort?: number;
   /** Default 3001; 0 picks a free port. */
   backendPort?: number;
+  /** The orders application's authorization server and API. Default `identityPort` + 2 (0 with it: a free port). */
+  ordersPort?: number;
   /** Host name in every URL; the browser must use the same. Default `localhost`. */
   hostname?: string;
   /** Bind address of both servers. Default 127.0.0.1. */
@@ -53,6 +56,8 @@ export interface Demo {
   identity: IdentityService;
   auditLog: AuditSink;
   backend: Backend;
+  /** The orders application: a second authorization server, which redeems the identity service's ID-JAGs, and its API. */
+  orders: OrdersApp;
   close(): Promise<void>;
 }
 
@@ -60,31 +65,40 @@ export interface Demo {
 const FREE_PORT_ATTEMPTS = 3;
 
 /**
- * Starts both halves of the demo, each listening only once it is ready: the
- * identity service first (the backend reads its revocation feed before it
- * listens), then the backend. Each half names the other's address in its
- * configuration, so ports to be picked (0) are picked before either is built.
+ * Starts the demo, each server listening only once it is ready: the identity
+ * service first (the backend reads its revocation feed, the orders
+ * application its SSF stream, before they listen or answer), then the backend
+ * and the orders application side by side. Each half names the other's
+ * address in its configuration, so ports to be picked (0) are picked before
+ * either is built.
  */
 export async function startDemo(options: DemoOptions = {}): Promise<Demo> {
   const bindAddress = options.bindAddress ?? LOOPBACK;
-  const requested = { identity: options.identityPort ?? 3000, backend: options.backendPort ?? 3001 };
+  const identityPort = options.identityPort ?? 3000;
+  const requested = {
+    identity: identityPort,
+    backend: options.backendPort ?? 3001,
+    orders: options.ordersPort ?? (identityPort === 0 ? 0 : identityPort + 2),
+  };
   for (let attempt = 1; ; attempt += 1) {
     // Behind a common address the issuer does not name this instance's port, which can then be picked by listening.
     const identity =
       requested.identity === 0 && !options.identityPublicUrl ? await freePort(bindAddress) : requested.identity;
     const backend = requested.backend === 0 ? await freePort(bindAddress) : requested.backend;
+    const orders = requested.orders === 0 ? await freePort(bindAddress) : requested.orders;
     try {
-      return await startOn({ identity, backend }, bindAddress, options);
+      return await startOn({ identity, backend, orders }, bindAddress, options);
     } catch (error) {
       const lost = (asked: number, picked: number) => asked === 0 && picked !== 0 && addressInUse(error, picked);
-      if (attempt === FREE_PORT_ATTEMPTS || !(lost(requested.identity, identity) || lost(requested.backend, backend)))
-        throw error;
+      const anyLost =
+        lost(requested.identity, identity) || lost(requested.backend, backend) || lost(requested.orders, orders);
+      if (attempt === FREE_PORT_ATTEMPTS || !anyLost) throw error;
     }
   }
 }
 
 async function startOn(
-  ports: { identity: number; backend: number },
+  ports: { identity: number; backend: number; orders: number },
   bindAddress: string,
   options: DemoOptions,
 ): Promise<Demo> {
@@ -114,9 +128,11 @@ async function startOn(
     log,
     logFeedReads: options.logFeedReads ?? false,
   });
-  try {
-    const { notificationLimits, ...backendOverrides } = options.backend ?? {};
-    const backend = await startBackend({
+  const { notificationLimits, ...backendOverrides } = options.backend ?? {};
+  // Each needs only the identity service: they start side by side.
+  const [orders, backend] = await Promise.allSettled([
+    startOrdersApp({ port: ports.orders, bindAddress, hostname, identity, secrets, log }),
+    startBackend({
       port: ports.backend,
       bindAddress,
       hostname,
@@ -131,19 +147,22 @@ async function startOn(
         ? { notifications: { secret: webhookSecret, ...(notificationLimits ? { limits: notificationLimits } : {}) } }
         : {}),
       ...backendOverrides,
-    });
-    return {
-      identity,
-      auditLog,
-      backend,
-      close: async () => {
-        await Promise.all([backend.close(), identity.close()]);
-      },
-    };
-  } catch (error) {
-    await identity.close();
-    throw error;
+    }),
+  ]);
+  if (orders.status === 'rejected' || backend.status === 'rejected') {
+    const started = [orders, backend].flatMap((result) => (result.status === 'fulfilled' ? [result.value] : []));
+    await Promise.all([...started.map((half) => half.close()), identity.close()]);
+    throw orders.status === 'rejected' ? orders.reason : (backend as PromiseRejectedResult).reason;
   }
+  return {
+    identity,
+    auditLog,
+    backend: backend.value,
+    orders: orders.value,
+    close: async () => {
+      await Promise.all([backend.value.close(), orders.value.close(), identity.close()]);
+    },
+  };
 }
 
 /**

@@ -108,6 +108,7 @@ export async function startIdentityService(options: IdentityServiceOptions): Pro
 
   const impersonation = demoImpersonation({
     policy,
+    accounts,
     managementResource,
     apiOrigin: baseUrl,
     auditLog: options.auditLog,

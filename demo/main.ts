@@ -7,6 +7,7 @@ import { createMemoryAuditLog } from '../lib/index.js';
 import { startDemo } from './demo.js';
 import { sharedDemoKeys } from './keys.js';
 import { lineOutput } from './line-output.js';
+import { ORDERS_API_PATH } from './orders-app.js';
 import { demoSecrets, describeUser } from './seed.js';
 import { demoStore } from './store.js';
 
@@ -72,6 +73,8 @@ const subjectTokenTTL = seconds('SUBJECT_TOKEN_TTL');
 const actorMaxAge = seconds('ACTOR_MAX_AGE');
 const identityPort = port('PORT', 3000);
 const backendPort = port('BACKEND_PORT', 3001);
+// The orders application's authorization server, beside each identity service: PORT + 2 unless set.
+const ordersPort = port('ORDERS_PORT', identityPort === 0 ? 0 : identityPort + 2);
 // The feed's reads are many a second (every resource server polls it): on the console only when asked for.
 const logFeedReads = flag('DEMO_LOG_FEED');
 // The lines of the last few milliseconds written together, not one write per event on the request's path; what is queued at exit is written then.
@@ -103,6 +106,7 @@ try {
   demo = await startDemo({
     identityPort,
     backendPort,
+    ordersPort,
     ...(subjectTokenTTL === undefined ? {} : { subjectTokenTTL }),
     ...(actorMaxAge === undefined ? {} : { actorMaxAge }),
     secrets,
@@ -117,7 +121,7 @@ try {
 } catch (error) {
   const { code, port: busy } = error as { code?: string; port?: number };
   if (code !== 'EADDRINUSE' && code !== 'EACCES') throw error;
-  const variable = busy === backendPort ? 'BACKEND_PORT' : 'PORT';
+  const variable = busy === backendPort ? 'BACKEND_PORT' : busy === ordersPort ? 'ORDERS_PORT' : 'PORT';
   console.error(
     `The demo cannot listen on port ${busy ?? '?'} (${code === 'EADDRINUSE' ? 'it is in use' : 'not allowed'}): ` +
       `stop what uses it, or choose another, e.g. ${variable}=${(busy ?? 3000) + 100} npm run demo`,
@@ -125,7 +129,7 @@ try {
   await closeStores();
   process.exit(1);
 }
-const { identity, backend } = demo;
+const { identity, backend, orders } = demo;
 
 console.log(`
 Impersonation demo is running.
@@ -137,6 +141,8 @@ Impersonation demo is running.
   Backend             POST ${backend.url}/api/request-impersonation
   Resource API        GET  ${backend.url}/api/me  (JWTs for https://api.example.com)
   Actor token helper  ${backend.url}/web/login  (confidential client support-web; for curl)
+  Orders application  ${orders.url}  (authorization server, issuer ${orders.issuer}; API GET ${orders.url}${ORDERS_API_PATH})
+  Agent               client orders-agent: acts for a customer at the orders application with an ID-JAG (bash demo/walkthrough-agent.sh)
 
   Users:
 ${secrets.users.map((user) => `    ${describeUser(user, user.password)}`).join('\n')}

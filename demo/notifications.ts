@@ -25,7 +25,7 @@ import { EVENTS } from '../lib/index.js';
 const NOTIFIED = [EVENTS.exchangeSucceeded, EVENTS.sessionRevoked, EVENTS.sessionEnded];
 import { HttpError, readRawBody } from './http.js';
 import { logText } from './log-text.js';
-import type { DemoUser } from './seed.js';
+import { AGENT_NAMES, type DemoUser } from './seed.js';
 
 /** Where the identity service delivers: the backend's receiver. */
 export const WEBHOOK_PATH = '/api/webhooks/impersonation';
@@ -170,6 +170,17 @@ function notificationOf(
   if (typeof fields['subject'] !== 'string' || Number.isNaN(at.getTime()))
     throw new HttpError(400, 'invalid_request', 'the payload names no customer or no time');
   const actor = typeof fields['actor'] === 'string' ? fields['actor'] : undefined;
+  const agent = typeof fields['clientId'] === 'string' ? AGENT_NAMES.get(fields['clientId']) : undefined;
+  if (actor === undefined && agent !== undefined && type !== EVENTS.exchangeSucceeded) {
+    // An agent's ID-JAG stopped: no one from support was involved.
+    const application = typeof fields['resource'] === 'string' ? fields['resource'] : 'another application';
+    return {
+      customer: fields['subject'],
+      id,
+      at: at.toISOString(),
+      text: `${agent} stopped acting for you at ${AGENT_NAMES.get(application) ?? application} at ${TIME_FORMAT.format(at)} on ${DAY_FORMAT.format(at)}`,
+    };
+  }
   const user = actor === undefined ? undefined : users.get(actor);
   const who = user?.roles.includes('support')
     ? `${user.name.split(' ')[0]} from support`

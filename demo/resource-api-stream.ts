@@ -1,107 +1,19 @@
 /**
  * The resource API as an SSF receiver: a poll stream of its own at the
  * identity service's transmitter (the client `resource-api-receiver`), created
- * when it first polls and deleted when it stops. The resource-server helper
- * polls it and refuses the tokens of every impersonation it names as stopped.
+ * when it first polls and deleted when it stops (receiver-stream.ts). The
+ * resource-server helper polls it and refuses the tokens of every
+ * impersonation it names as stopped.
  */
-import type { SsfPollOptions } from '../lib/resource-server/index.js';
-import { SESSION_REVOKED_EVENT, SSF_POLL_METHOD } from '../lib/index.js';
 import type { BackendDependencies } from './backend-dependencies.js';
-import { basic, jsonOf } from './http.js';
-import { M2mTokenCache } from './m2m-token.js';
+import { receiverStream, type ReceiverStream } from './receiver-stream.js';
 import { CLIENTS } from './seed.js';
 
-export interface ResourceApiStream {
-  /** What the helper's `ssf` option takes. */
-  ssf: SsfPollOptions;
-  /** Deletes the stream, when one was created. */
-  close(): Promise<void>;
-}
-
-export function resourceApiStream(deps: BackendDependencies): ResourceApiStream {
-  /** Names the streams of this backend: one a run of it left behind (no clean stop) is deleted to make room. */
-  const description = `demo resource API at ${deps.url}`;
-  const tokens = new M2mTokenCache(async () => {
-    const response = await deps.call(deps.endpoints.token, {
-      method: 'POST',
-      headers: {
-        authorization: basic(CLIENTS.resourceApiReceiver, deps.secrets.resourceApiReceiverClientSecret),
-        'content-type': 'application/x-www-form-urlencoded',
-      },
-      body: new URLSearchParams({
-        grant_type: 'client_credentials',
-        resource: deps.managementResource,
-        scope: 'ssf.manage ssf.read',
-      }),
-    });
-    const body = await jsonOf(response);
-    if (typeof body?.['access_token'] !== 'string' || typeof body['expires_in'] !== 'number') {
-      throw new Error(`the SSF receiver's token was refused (${response.status})`);
-    }
-    return { value: body['access_token'], expiresIn: body['expires_in'] };
+export function resourceApiStream(deps: BackendDependencies): ReceiverStream {
+  return receiverStream({
+    ...deps,
+    client: { id: CLIENTS.resourceApiReceiver, secret: deps.secrets.resourceApiReceiverClientSecret },
+    // Names the streams of this backend: one a run of it left behind (no clean stop) is deleted to make room.
+    description: `demo resource API at ${deps.url}`,
   });
-
-  async function streamApi(method: string, target: string, body?: unknown): Promise<Response> {
-    return deps.call(target, {
-      method,
-      headers: {
-        authorization: `Bearer ${await tokens.get()}`,
-        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-      },
-      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-    });
-  }
-
-  async function create(): Promise<{ id: string; endpoint: string }> {
-    const request = {
-      delivery: { method: SSF_POLL_METHOD },
-      events_requested: [SESSION_REVOKED_EVENT],
-      description,
-    };
-    let response = await streamApi('POST', deps.endpoints.ssfStreams, request);
-    if (response.status === 409) {
-      // Streams this same backend left behind: the receiver's bound is full of them.
-      const listed = await streamApi('GET', deps.endpoints.ssfStreams);
-      const streams = listed.ok ? ((await listed.json()) as Array<{ stream_id?: unknown; description?: unknown }>) : [];
-      for (const stream of streams) {
-        if (stream.description !== description || typeof stream.stream_id !== 'string') continue;
-        await streamApi('DELETE', `${deps.endpoints.ssfStreams}?stream_id=${encodeURIComponent(stream.stream_id)}`);
-      }
-      response = await streamApi('POST', deps.endpoints.ssfStreams, request);
-    }
-    const body = await jsonOf(response);
-    const endpoint = (body?.['delivery'] as { endpoint_url?: unknown } | undefined)?.endpoint_url;
-    if (response.status !== 201 || typeof body?.['stream_id'] !== 'string' || typeof endpoint !== 'string') {
-      throw new Error(`the SSF stream could not be created (${response.status})`);
-    }
-    return { id: body['stream_id'], endpoint };
-  }
-
-  let stream: Promise<{ id: string; endpoint: string }> | undefined;
-  return {
-    ssf: {
-      endpoint: async () => {
-        // Created once; a failed creation is tried again at the next poll.
-        stream ??= create().catch((error: unknown) => {
-          stream = undefined;
-          throw error;
-        });
-        return (await stream).endpoint;
-      },
-      accessToken: () => tokens.get(),
-      audience: CLIENTS.resourceApiReceiver,
-      // The identity service runs on this machine: its clock is this one.
-      clockSkew: 0,
-    },
-    async close() {
-      const created = await stream?.catch(() => undefined);
-      if (!created) return;
-      // Not through deps.call: at shutdown the identity service may be gone already, which is no failure to log.
-      await fetch(`${deps.endpoints.ssfStreams}?stream_id=${encodeURIComponent(created.id)}`, {
-        method: 'DELETE',
-        headers: { authorization: `Bearer ${await tokens.get().catch(() => '')}` },
-        signal: AbortSignal.timeout(1000),
-      }).catch(() => {});
-    },
-  };
 }

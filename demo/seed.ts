@@ -13,6 +13,15 @@ export const API_SCOPES = ['profile:read', 'profile:write'] as const;
 export const ORDERS_RESOURCE = 'https://orders.example.com';
 export const ORDERS_SCOPES = ['profile:read'] as const;
 
+/**
+ * The orders application's own authorization server (demo/orders-app.ts): its
+ * issuer identifier, an https name as `id_jag_audiences` requires (it listens
+ * on http://localhost:$ORDERS_PORT), and the API it issues tokens for.
+ */
+export const ORDERS_AUTH_ISSUER = 'https://auth.orders.example.com';
+export const ORDERS_API = 'https://api.orders.example.com';
+export const ORDERS_API_SCOPES = ['orders:read'] as const;
+
 /** Client ids of the demo. */
 export const CLIENTS = {
   console: 'support-console',
@@ -35,7 +44,24 @@ export const CLIENTS = {
   caepReceiver: 'caep-receiver',
   /** The resource API as an SSF receiver: it polls a stream of its own for the impersonations that stop. */
   resourceApiReceiver: 'resource-api-receiver',
+  /**
+   * An agent that holds a customer's sign-in here and acts for them at the
+   * orders application: it asks the identity service for an ID-JAG, and the
+   * orders application's authorization server for a token with it.
+   */
+  ordersAgent: 'orders-agent',
+  /**
+   * The orders application's authorization server as an SSF receiver: it
+   * polls a stream of its own for the ID-JAG sessions that stop here.
+   */
+  ordersAuthReceiver: 'orders-auth-receiver',
 } as const;
+
+/** What a customer's account page calls the clients and applications an agent acts through. */
+export const AGENT_NAMES: ReadonlyMap<string, string> = new Map([
+  [CLIENTS.ordersAgent, 'Orders assistant'],
+  [ORDERS_AUTH_ISSUER, 'Orders'],
+]);
 
 /** The organisations whose customers the demo's support team serves, by id: a support agent serves one. */
 export const ORGANISATIONS = { northwind: 'Northwind', globex: 'Globex' } as const;
@@ -99,6 +125,10 @@ export interface DemoSecrets {
   caepReceiverClientSecret: string;
   /** Secret of the resource API's SSF receiver client `resource-api-receiver`. */
   resourceApiReceiverClientSecret: string;
+  /** Secret of the agent `orders-agent`, at the identity service and at the orders application's authorization server. */
+  ordersAgentClientSecret: string;
+  /** Secret of the orders authorization server's SSF receiver client `orders-auth-receiver`. */
+  ordersAuthReceiverClientSecret: string;
 }
 
 type Env = Readonly<Record<string, string | undefined>>;
@@ -184,6 +214,8 @@ export function demoSecrets(env: Env = process.env): DemoSecrets {
     resourceApiClientSecret: env['RESOURCE_API_SECRET'] || 'resource-api-secret',
     caepReceiverClientSecret: env['CAEP_RECEIVER_SECRET'] || 'caep-receiver-secret',
     resourceApiReceiverClientSecret: env['RESOURCE_API_RECEIVER_SECRET'] || 'resource-api-receiver-secret',
+    ordersAgentClientSecret: env['ORDERS_AGENT_SECRET'] || 'orders-agent-secret',
+    ordersAuthReceiverClientSecret: env['ORDERS_AUTH_RECEIVER_SECRET'] || 'orders-auth-receiver-secret',
   };
 }
 

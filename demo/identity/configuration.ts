@@ -12,8 +12,17 @@ import {
   type Impersonation,
 } from '../../lib/index.js';
 import type { DemoKeys } from '../keys.js';
-import { API_RESOURCE, API_SCOPES, CLIENTS, ORDERS_RESOURCE, ORDERS_SCOPES, type DemoSecrets } from '../seed.js';
+import {
+  API_RESOURCE,
+  API_SCOPES,
+  CLIENTS,
+  ORDERS_AUTH_ISSUER,
+  ORDERS_RESOURCE,
+  ORDERS_SCOPES,
+  type DemoSecrets,
+} from '../seed.js';
 import type { DemoAccounts } from './accounts.js';
+import { agentPolicy } from './agent-policy.js';
 import type { SupportPolicy } from './support-policy.js';
 import { logoutPage, providerErrorPage, signedOutPage } from './views.js';
 
@@ -28,6 +37,8 @@ export interface ImpersonationSettings {
   managementResource: string;
   /** Who may act for whom (support-policy.ts). */
   policy: SupportPolicy;
+  /** The users, for which ID-JAGs agents may have (agent-policy.ts). */
+  accounts: DemoAccounts;
   /** Subject-token lifetime, seconds. Default: the plugin's. */
   subjectTokenTTL?: number;
   auditLog: AuditSink;
@@ -83,6 +94,8 @@ export function demoImpersonation(settings: ImpersonationSettings): Impersonatio
           },
         }
       : {}),
+    // ID-JAGs for agents that hold a customer's sign-in, to act at the orders application (agent-policy.ts).
+    idJagIssuance: { canIssue: agentPolicy(settings.accounts) },
     // The SSF transmitter: every stopped impersonation as a CAEP session-revoked SET (docs/ssf.md).
     ssf: {
       // The stream API is the parent app's, at the origin's root, not below the issuer's /oidc.
@@ -188,6 +201,17 @@ export function providerConfiguration(settings: ProviderSettings): Configuration
         // Exchanges the tokens sent to the resource API for delegated ones (docs/token-exchange.md#delegation).
         token_exchange_delegation: API_RESOURCE,
       },
+      {
+        client_id: CLIENTS.ordersAgent,
+        client_name: 'Orders assistant (an agent)',
+        client_secret: secrets.ordersAgentClientSecret,
+        token_endpoint_auth_method: 'client_secret_basic',
+        // Signs the customer in for their ID token, then exchanges it for ID-JAGs to the orders application.
+        grant_types: ['authorization_code', TOKEN_EXCHANGE_GRANT],
+        response_types: ['code'],
+        redirect_uris: at('/agent/callback'),
+        id_jag_audiences: ORDERS_AUTH_ISSUER,
+      },
       // SSF receivers (docs/ssf.md): each manages and polls its own streams with a client_credentials token.
       ...[
         { id: CLIENTS.caepReceiver, name: 'CAEP receiver (yours)', secret: secrets.caepReceiverClientSecret },
@@ -195,6 +219,11 @@ export function providerConfiguration(settings: ProviderSettings): Configuration
           id: CLIENTS.resourceApiReceiver,
           name: 'Resource API (SSF receiver)',
           secret: secrets.resourceApiReceiverClientSecret,
+        },
+        {
+          id: CLIENTS.ordersAuthReceiver,
+          name: 'Orders authorization server (SSF receiver)',
+          secret: secrets.ordersAuthReceiverClientSecret,
         },
       ].map(({ id, name, secret }) => ({
         client_id: id,

@@ -93,6 +93,7 @@ describe('demo: npm run demo (demo/main.ts)', function () {
       for (const [variable, env] of [
         ['PORT', { PORT: String(port), BACKEND_PORT: '0' }],
         ['BACKEND_PORT', { PORT: '0', BACKEND_PORT: String(port) }],
+        ['ORDERS_PORT', { PORT: '0', BACKEND_PORT: '0', ORDERS_PORT: String(port) }],
       ] as const) {
         const { code, stderr } = await run(process.execPath, [MAIN], env).output;
         expect(code).to.equal(1);
