@@ -63,6 +63,7 @@ type Principal =
   | 'impersonation session'
   | 'ID-JAG assertion'
   | 'ID-JAG issuer'
+  | 'ID-JAG issuer stops'
   | 'ID-JAG client'
   | 'ID-JAG user'
   | 'ID-JAG requester';
@@ -106,6 +107,11 @@ export function idJagIssueQuotas(
   return [userAtClient, charge('ID-JAG requester', clientId, maxPerClient, now)];
 }
 
+/** The share of an issuer's session stops marked here per hour. Its attacker: an issuer whose stream carries stops without end. */
+export function issuerStopQuota(issuer: string, max: number, now = Date.now()): DelegationCharge {
+  return charge('ID-JAG issuer stops', issuer, max, now);
+}
+
 /** The shares an ID-JAG redemption takes: its client's, `perClient` an hour, and its issuer's, ten clients' worth. */
 
 export function redemptionQuotas(perClient: number, clientId: string, issuer: string, now = Date.now()) {
@@ -136,6 +142,7 @@ const WHOSE: Record<Principal, string> = {
   client: 'this client has',
   'ID-JAG assertion': 'this assertion has',
   'ID-JAG issuer': "this assertion's issuer has",
+  'ID-JAG issuer stops': "this assertion's issuer has",
   'ID-JAG client': 'this client has',
   'ID-JAG user': 'this user, at this client, has',
   'ID-JAG requester': 'this client has',

@@ -12,7 +12,7 @@ import { addStepUpDetails } from './exchange/freshness.js';
 import { createExchangeHandler, EXCHANGE_DUPLICATES, EXCHANGE_PARAMETERS } from './exchange/grant.js';
 import { createIdJagHandler, ID_JAG_PROFILE, JWT_BEARER_GRANT } from './exchange/id-jag.js';
 import { ID_JAG_TOKEN_TYPE, withIdJagMetadata } from './exchange/id-jag-issuance.js';
-import { followIssuerStreams, type IssuerStreams } from './exchange/id-jag-streams.js';
+import { followIssuerStreams } from './exchange/id-jag-streams.js';
 import { TOKEN_EXCHANGE_GRANT } from './token-claims.js';
 import {
   checkStaticClients,
@@ -71,7 +71,7 @@ export interface Impersonation {
   ssfDiscovery(): Koa.Middleware;
   /** `ssfDiscovery()` as a Node request handler `(req, res, next)`, for Express, Fastify (middie), `node:http`. */
   ssfDiscoveryHandler(): ManagementApiHandler;
-  /** Stops polling the trusted issuers' SSF streams (`idJag.trustedIssuers[].ssf`): their ID-JAGs are then refused. */
+  /** Stops polling the trusted issuers' SSF streams (`idJag.trustedIssuers[].ssf`) for good, a later install()'s too: their ID-JAGs are then refused. */
   stopIssuerStreams(): void;
 }
 
@@ -98,7 +98,10 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
   let handler: ManagementApiHandler | undefined;
   let delivery: WebhookDelivery | undefined;
   let discovery: { middleware: Koa.Middleware; handler: ManagementApiHandler } | undefined;
-  const issuerStreams: IssuerStreams[] = [];
+  const issuerStreamsStop = new AbortController();
+  // Each stream is read, and acknowledged, for one provider only: its SETs end sessions in that provider's store.
+  const pollsStreams = [...(options.idJag?.trustedIssuers.values() ?? [])].some((issuer) => issuer.ssf);
+  let streamsFollowed = false;
 
   /** Invariant 41: the requests that passed the entry install() mounted, on the providers it mounted the API on. */
   const served = new WeakSet<object>();
@@ -216,6 +219,7 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
         );
       }
       assertModelInternals(provider);
+      if (pollsStreams && streamsFollowed) throw invalidCall('impersonation.install', ONE_STREAM_READER);
       if (mountManagementApi && middlewareComposed(provider)) throw calledTooLate(MOUNTED_TOO_EARLY);
       const pluginStore = ownStore || openPluginStore(providerAdapter(provider), 'provider adapter', domains);
       const { outbox, ssfStreams } = pluginStore;
@@ -261,8 +265,8 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
         [...EXCHANGE_DUPLICATES],
       );
       if (options.idJag) {
-        const streams = followIssuerStreams(options.idJag, sessions, bus);
-        issuerStreams.push(streams);
+        const streams = followIssuerStreams(options.idJag, sessions, bus, issuerStreamsStop.signal);
+        streamsFollowed = true;
         const idJagGrant = createIdJagHandler({ options: options.idJag, sessions, bus, claims, streams });
         // What the grant reads beside client authentication; oidc-provider strips every other parameter.
         provider.registerGrantType(JWT_BEARER_GRANT, idJagGrant, ['assertion', 'scope', 'resource']);
@@ -320,7 +324,7 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
 
     managementApiHandler: () => made(handler, 'managementApiHandler'),
 
-    stopIssuerStreams: () => issuerStreams.forEach((streams) => streams.stop()),
+    stopIssuerStreams: () => issuerStreamsStop.abort(),
   };
 }
 
@@ -345,6 +349,10 @@ function ssfOnlyDelivery(ssf: NonNullable<ResolvedOptions['ssf']>): NonNullable<
     maxBackoffMs: 3600 * 1000,
   };
 }
+
+const ONE_STREAM_READER =
+  'idJag.trustedIssuers[].ssf is set: a stream is read, and acknowledged, for one provider only; install() once, ' +
+  'or make a createImpersonation() per provider, each with a stream of its own';
 
 /** The providers install() ran on, each with its event bus. */
 const installed = new WeakMap<object, EventBus>();

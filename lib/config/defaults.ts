@@ -51,9 +51,9 @@ export const DELEGATION_DEFAULTS = { maxChainDepth: 3, accessTokenTTL: 300 } as 
 export const DELEGATION_MAXIMA = { maxChainDepth: 10, accessTokenTTL: 86_400 } as const;
 
 /** `idJag`. */
-export const ID_JAG_DEFAULTS = { maxRedemptionsPerClient: 1000 } as const;
+export const ID_JAG_DEFAULTS = { maxRedemptionsPerClient: 1000, maxStopsPerIssuer: 10_000 } as const;
 
-export const ID_JAG_MAXIMA = { maxRedemptionsPerClient: 100_000 } as const;
+export const ID_JAG_MAXIMA = { maxRedemptionsPerClient: 100_000, maxStopsPerIssuer: 1_000_000 } as const;
 
 /** `idJagIssuance`: ID-JAGs issued per hour for one user, and to one client. */
 export const ID_JAG_ISSUANCE_DEFAULTS = { maxPerUser: 100, maxPerClient: 5000 } as const;

@@ -36,6 +36,8 @@ export interface Commit {
   delegation: boolean;
   /** Announces, then reads again, what a user may end meanwhile (SessionStore.announce); beside the token's writes. */
   confirm?: (() => Promise<void>) | undefined;
+  /** Checked again right before the store commit: a throw refuses the exchange, nothing charged. */
+  recheck?: (() => void) | undefined;
 }
 
 export type ExchangeEvent = ImpersonationEvent<
@@ -49,7 +51,7 @@ export type ExchangeEvent = ImpersonationEvent<
 export async function commit(
   ctx: KoaContextWithOIDC,
   { sessions, bus }: { sessions: SessionStore; bus: EventBus },
-  { token, minted, session, subjectTokenKey, quotas, startedAt, event, record, delegation, confirm }: Commit,
+  { token, minted, session, subjectTokenKey, quotas, startedAt, event, record, delegation, confirm, recheck }: Commit,
 ): Promise<string> {
   const provider = ctx.oidc.provider;
   if (token) {
@@ -72,6 +74,7 @@ export async function commit(
     value = (await Promise.all([issuing, participation.prepare(), confirm?.()]))[0];
     // Invariant 22: end marks outlive the deadline.
     if (Date.now() - startedAt > EXCHANGE_DEADLINE_MS) throw exchangeTooSlow(EXCHANGE_DEADLINE_MS);
+    recheck?.();
     const outcome = await sessions.commit(session, redeem, {
       ...(quotas?.length ? { quotas } : {}),
       ...participation.write,

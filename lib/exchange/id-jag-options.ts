@@ -8,7 +8,12 @@ import {
   ID_JAG_MAXIMA,
 } from '../config/defaults.js';
 import { issuerKeysUnavailable } from '../errors.js';
-import { POLL_OPTION_NAMES, type SsfPollOptions } from '../resource-server/ssf-poll.js';
+import { POLL_OPTION_NAMES, secureUrl, type SsfPollOptions } from '../resource-server/ssf-poll.js';
+
+/** RFC 7523 3 (4, 6): seconds an assertion may be old, or live ahead. */
+export const MAX_ASSERTION_LIFETIME = 300;
+/** The clock tolerance for assertions, at most: a redeemed `jti` is kept past it by every instance (Invariant 37). */
+export const MAX_CLOCK_SKEW = 60;
 
 /** A verified ID-JAG's claims, as a trusted issuer's `accountOf` reads them. */
 export type IdJagAssertion = Readonly<Record<string, unknown>> & { iss: string; sub: string; client_id: string };
@@ -36,18 +41,19 @@ export interface IdJagOptions {
   trustedIssuers: TrustedIssuer[];
   /** Redemptions per hour by one client; one issuer's assertions, ten times that; beyond either, 429. Default 1,000. */
   maxRedemptionsPerClient?: number | undefined;
+  /** Session stops one issuer's stream may mark here per hour; beyond, its stream goes stale (its ID-JAGs 503). Default 10,000. */
+  maxStopsPerIssuer?: number | undefined;
 }
 
 /** Each trusted issuer's keys, by its issuer identifier; a client's hourly share. */
 export interface ResolvedIdJagOptions {
   readonly trustedIssuers: ReadonlyMap<string, ResolvedIssuer>;
   readonly maxRedemptionsPerClient: number;
+  readonly maxStopsPerIssuer: number;
 }
 
-const NAMES: Array<keyof IdJagOptions> = ['trustedIssuers', 'maxRedemptionsPerClient'];
+const NAMES: Array<keyof IdJagOptions> = ['trustedIssuers', 'maxRedemptionsPerClient', 'maxStopsPerIssuer'];
 const ISSUER_NAMES: Array<keyof TrustedIssuer> = ['issuer', 'jwks', 'jwksUri', 'accountOf', 'ssf'];
-/** Hosts whose keys may be fetched over http. */
-const LOCAL = new Set(['localhost', '127.0.0.1', '[::1]']);
 
 const check: OptionChecks = optionChecks('createImpersonation');
 
@@ -56,6 +62,7 @@ export function resolveIdJagOptions(input: IdJagOptions): ResolvedIdJagOptions {
   check.object('idJag', input);
   check.known(input, NAMES, 'idJag.');
   const { trustedIssuers: entries, maxRedemptionsPerClient = ID_JAG_DEFAULTS.maxRedemptionsPerClient } = input;
+  const { maxStopsPerIssuer = ID_JAG_DEFAULTS.maxStopsPerIssuer } = input;
   if (!Array.isArray(entries) || !entries.length) check.fail('idJag.trustedIssuers', 'must be a non-empty array');
   const trustedIssuers = new Map<string, ResolvedIssuer>();
   entries.forEach((entry, at) => {
@@ -80,7 +87,8 @@ export function resolveIdJagOptions(input: IdJagOptions): ResolvedIdJagOptions {
     });
   });
   check.integer('idJag.maxRedemptionsPerClient', maxRedemptionsPerClient, ID_JAG_MAXIMA.maxRedemptionsPerClient);
-  return Object.freeze({ trustedIssuers, maxRedemptionsPerClient });
+  check.integer('idJag.maxStopsPerIssuer', maxStopsPerIssuer, ID_JAG_MAXIMA.maxStopsPerIssuer);
+  return Object.freeze({ trustedIssuers, maxRedemptionsPerClient, maxStopsPerIssuer });
 }
 
 /** A poll receiver's options: an endpoint, an access token, the audience of its SETs. */
@@ -91,12 +99,8 @@ function checkStream(name: string, ssf: SsfPollOptions): void {
   if (!ssf.endpoint || !ssf.accessToken || typeof ssf.audience !== 'string' || !ssf.audience) {
     check.fail(name, 'needs "endpoint", "accessToken" and "audience"');
   }
-}
-
-/** An https URL, or http on a loopback host; else undefined. */
-function secureUrl(value: unknown): URL | undefined {
-  const url = URL.parse(String(value));
-  return url?.protocol === 'https:' || (url?.protocol === 'http:' && LOCAL.has(url.hostname)) ? url : undefined;
+  if (typeof ssf.endpoint !== 'function' && !secureUrl(ssf.endpoint))
+    check.fail(`${name}.endpoint`, 'must be an https URL (http only on a loopback host), or a function resolving one');
 }
 
 /** Keys fetched from `jwksUri`: a set that cannot be fetched or read is an outage, not a bad assertion. */

@@ -19,15 +19,12 @@ import { issuerSessionOf, type IssuerStreams } from './id-jag-streams.js';
 import { grantedScopes, resolveSingleResource } from './request.js';
 import { respond } from './respond.js';
 import { newExchangeToken } from './token.js';
+import { MAX_ASSERTION_LIFETIME, MAX_CLOCK_SKEW } from './id-jag-options.js';
 import type { ResolvedIdJagOptions, ResolvedIssuer } from './id-jag-options.js';
 
 export const JWT_BEARER_GRANT = 'urn:ietf:params:oauth:grant-type:jwt-bearer';
 /** `authorization_grant_profiles_supported`'s value for the ID-JAG profile. */
 export const ID_JAG_PROFILE = 'urn:ietf:params:oauth:grant-profile:id-jag';
-/** RFC 7523 3 (4, 6): seconds an assertion may be old, or live ahead. */
-export const MAX_ASSERTION_LIFETIME = 300;
-/** The clock tolerance for assertions, at most: a redeemed `jti` is kept past it by every instance (Invariant 37). */
-const MAX_CLOCK_SKEW = 60;
 /** Seconds a redeemed `jti` is kept past `exp`: past any instance's tolerance and the stores' clocks' drift. */
 const REDEEMED_KEPT = 2 * MAX_CLOCK_SKEW;
 /** The claims jose names when their check fails. */
@@ -64,8 +61,11 @@ export function createIdJagHandler({ options, sessions, bus, claims: tokenClaims
     // The draft's Cross-Domain Use: a server never redeems an assertion it issued.
     if (claims.iss === ctx.oidc.issuer) throw refuse.invalidGrant('this server redeems no assertion of its own');
     if (claims.authorization_details !== undefined) throw refuse.invalidGrant('authorization_details is not supported');
-    // Fail closed: a stop at the issuer that this server cannot have heard of yet.
-    if (!streams.current(claims.iss)) throw refuse.issuerStreamUnavailable();
+    // Fail closed: a stop at the issuer that this server cannot have heard of yet; checked again right before the commit.
+    const streamCurrent = () => {
+      if (!streams.current(claims.iss)) throw refuse.issuerStreamUnavailable();
+    };
+    streamCurrent();
     if (issuer.ssf && claims[SESSION_CLAIM] === undefined)
       throw refuse.invalidGrant(`the assertion names no session of its issuer ("${SESSION_CLAIM}")`);
     checkConfirmation(claims.cnf, dpop);
@@ -97,7 +97,7 @@ export function createIdJagHandler({ options, sessions, bus, claims: tokenClaims
     const value = await commit(
       ctx,
       { sessions, bus },
-      { token, session, quotas, startedAt, event, record: true, delegation: false },
+      { token, session, quotas, startedAt, event, record: true, delegation: false, recheck: streamCurrent },
     ).catch((error: unknown) => {
       if (error instanceof refuse.PrincipalQuotaReached) ctx.set('Retry-After', String(error.retryAfter));
       throw error;

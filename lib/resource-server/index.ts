@@ -7,7 +7,7 @@ import { tokenRefused, unavailable } from '../errors/standalone.js';
 import { optionChecks } from '../config/checks.js';
 import { feedSource } from './feed.js';
 import type { RevocationSource } from './source.js';
-import { POLL_OPTION_NAMES, ssfPollSource, type SsfPollOptions } from './ssf-poll.js';
+import { POLL_OPTION_NAMES, secureUrl, ssfPollSource, type SsfPollOptions } from './ssf-poll.js';
 import { PUSH_OPTION_NAMES, ssfPushSource, type PushAnswer, type PushSource, type SsfPushOptions } from './ssf-push.js';
 import { clockSkewOf, type SsfReceiverOptions } from './set.js';
 
@@ -74,6 +74,9 @@ export function createImpersonationVerifier(options: ImpersonationVerifierOption
   check.known(options, OPTION_NAMES);
   const push = options.ssf?.delivery === 'push';
   if (options.ssf) check.known(options.ssf, push ? PUSH_OPTION_NAMES : POLL_OPTION_NAMES, 'ssf.');
+  const endpoint = push ? undefined : (options.ssf as SsfPollOptions | undefined)?.endpoint;
+  if (endpoint !== undefined && typeof endpoint !== 'function' && !secureUrl(endpoint))
+    check.fail('ssf.endpoint', 'must be an https URL (http only on a loopback host), or a function resolving one');
   const refreshInterval = check.positive('refreshInterval', options.refreshInterval ?? (push ? 30_000 : 500));
   const maxStaleness = check.positive('maxStaleness', options.maxStaleness ?? (push ? 35_000 : 5000));
   const timeout = check.positive('timeout', options.timeout ?? 2000);

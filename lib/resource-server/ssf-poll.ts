@@ -18,6 +18,14 @@ export const POLL_OPTION_NAMES = Object.keys({
 } satisfies Record<keyof SsfPollOptions, true>);
 
 const MAX_EVENTS = 100;
+/** Hosts a stream may be polled from, or keys fetched from, over plain http. */
+const LOOPBACK = new Set(['localhost', '127.0.0.1', '[::1]']);
+
+/** An https URL, or http on a loopback host; else undefined. */
+export function secureUrl(value: unknown): URL | undefined {
+  const url = URL.parse(String(value));
+  return url?.protocol === 'https:' || (url?.protocol === 'http:' && LOOPBACK.has(url.hostname)) ? url : undefined;
+}
 
 /** Revocations from an SSF stream by poll (RFC 8936), each read draining the stream; Invariants 54, 55. */
 export function ssfPollSource(
@@ -44,7 +52,9 @@ export function ssfPollSource(
           ...(pendingAck.length ? { ack: pendingAck } : {}),
           ...(Object.keys(pendingErrors).length ? { setErrs: pendingErrors } : {}),
         };
-        const url = new URL(typeof options.endpoint === 'function' ? await options.endpoint() : options.endpoint);
+        // Checked before each request: a function may resolve to any URL, and the request carries the access token.
+        const url = secureUrl(typeof options.endpoint === 'function' ? await options.endpoint() : options.endpoint);
+        if (!url) throw unavailable('the SSF poll endpoint is not an https URL (http only on a loopback host)');
         const response = await receiverRequest(options, { method: 'POST', url, body, signal, timeout });
         if (!response.ok) throw unavailable(`the SSF poll endpoint answered ${response.status}`);
         const page = (await response.json()) as { sets?: unknown; moreAvailable?: unknown };

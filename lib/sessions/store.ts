@@ -122,6 +122,15 @@ export class SessionStore {
     await this.#adapter.upsert(markOf(origin), payload, seconds);
   }
 
+  /** Marks an origin ended for `seconds`, charged to `quota` in the same write: false, nothing written, once it is spent. */
+  async markEndedWithin(origin: Origin, seconds: number, quota: QuotaCharge): Promise<boolean> {
+    const payload = { kind: GUARD_KIND, ended: Math.floor(Date.now() / 1000) } as unknown as AdapterPayload;
+    const write = { model: SESSION_MODEL, id: markOf(origin), payload, expiresIn: seconds };
+    const expiresAt = Date.now() + seconds * 1000;
+    const saved = await this.#adapter.saveWithinQuotas({ write, indexes: [], expiresAt, quotas: [quota] });
+    return saved.outcome === 'saved';
+  }
+
   /** Announces the user's origins `record` commits from; the exchange then reads them again (Invariant 23). */
   async announce(record: SessionRecord): Promise<void> {
     const payload = { kind: GUARD_KIND } as unknown as AdapterPayload;

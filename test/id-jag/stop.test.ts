@@ -6,9 +6,11 @@
  * revocation feed.
  */
 import { randomUUID } from 'node:crypto';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { expect } from 'chai';
 import { importJWK, SignJWT, type JSONWebKeySet } from 'jose';
-import type { AdapterPayload, ClientMetadata } from 'oidc-provider';
+import Provider, { type ClientMetadata } from 'oidc-provider';
 import { createImpersonation, createMemoryAdapter, type IdJagOptions } from '../../lib/index.js';
 import { JWT_BEARER_GRANT } from '../../lib/exchange/id-jag.js';
 import { ID_JAG_TOKEN_TYPE, ID_TOKEN_TYPE } from '../../lib/exchange/id-jag-issuance.js';
@@ -41,6 +43,7 @@ import {
   STREAMS,
 } from '../support/ssf.js';
 import { scaled } from '../support/time.js';
+import { MINIMAL_CONFIGURATION } from '../support/keys.js';
 
 const CHAT = 'https://chat.example.com';
 const AGENT = { client_id: 'chat-agent', client_secret: 'chat-agent-secret' };
@@ -63,6 +66,26 @@ const AGENT_AT_CHAT: ClientMetadata = {
 };
 
 const now = () => Math.floor(Date.now() / 1000);
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+/** Past the bound (5 s) on the age of a stream's last complete read. */
+const STALE = 5500;
+
+/** An ID-JAG signed with the fixture key (the IdP's), for `aud` CHAT and the agent, of `claims`. */
+async function signedIdJag(claims: Record<string, unknown>): Promise<string> {
+  const key = await importJWK(FIXTURE_JWKS.keys[0]!, 'RS256');
+  return new SignJWT({
+    sub: 'alice',
+    aud: CHAT,
+    client_id: AGENT.client_id,
+    jti: randomUUID(),
+    resource: API,
+    ...claims,
+  })
+    .setIssuedAt()
+    .setExpirationTime(now() + 120)
+    .setProtectedHeader({ alg: 'RS256', kid: FIXTURE_JWKS.keys[0]!.kid!, typ: 'oauth-id-jag+jwt' })
+    .sign(key);
+}
 
 async function until(condition: () => Promise<boolean>, ms: number): Promise<boolean> {
   const deadline = Date.now() + scaled(ms);
@@ -150,6 +173,20 @@ describe('ID-JAG stop: a stop at the issuer ends the tokens redeemed for it, ove
     return reply.body['access_token'] as string;
   }
 
+  /** A poll stream of `receiver` at the IdP, as `ssf` options: every stop from now on is on it. */
+  async function newStream(receiver = RECEIVERS.second) {
+    const created = await ssfRequest(idp, 'POST', STREAMS, await receiverToken(idp, receiver), {
+      delivery: { method: POLL },
+      events_requested: [SESSION_REVOKED],
+    });
+    expect(created.status, JSON.stringify(created.body)).to.equal(201);
+    const endpoint = (created.body['delivery'] as { endpoint_url: string }).endpoint_url;
+    return { endpoint, accessToken: () => receiverToken(idp, receiver), audience: receiver.client_id };
+  }
+
+  /** An ID-JAG of the IdP's that reaches its stream's check, then is refused (400) for naming no account here. */
+  const probe = () => signedIdJag({ iss: idp.issuer, sub: 'nobody', impersonation_session: 'imp_probe' });
+
   const redeem = (assertion: string, at = chat) => tokenRequest(at, { grant_type: JWT_BEARER_GRANT, assertion }, AGENT);
 
   /** Waits until the issuer's stream was read, so that redemptions are taken. */
@@ -225,12 +262,12 @@ describe('ID-JAG stop: a stop at the issuer ends the tokens redeemed for it, ove
     let failed = 0;
     const Memory = createMemoryAdapter();
     class FailingOnce extends Memory {
-      override async upsert(id: string, payload: AdapterPayload, expiresIn?: number): Promise<void> {
-        if (failed === 0 && id.startsWith('ended:issuer-session:')) {
+      override async saveWithinQuotas(write: Parameters<InstanceType<typeof Memory>['saveWithinQuotas']>[0]) {
+        if (failed === 0 && write.write.id.startsWith('ended:issuer-session:')) {
           failed += 1;
           throw new Error('the store is down');
         }
-        return super.upsert(id, payload, expiresIn);
+        return super.saveWithinQuotas(write);
       }
     }
     const flaky = await startProvider({
@@ -258,6 +295,160 @@ describe('ID-JAG stop: a stop at the issuer ends the tokens redeemed for it, ove
     } finally {
       flaky.impersonation.stopIssuerStreams();
       await flaky.close();
+    }
+  });
+
+  it("an issuer's stops beyond its hourly share: its stream goes stale and only its ID-JAGs are refused (503), the sessions it stops still end", async () => {
+    const ssf = await newStream();
+    // Another issuer (the fixture key too), whose stream is not followed.
+    const other = { issuer: 'https://other-idp.example.com', jwks, accountOf: ({ sub }: { sub: string }) => sub };
+    const bounded = await redeemer({
+      trustedIssuers: [{ ...idJag.trustedIssuers[0]!, ssf }, other],
+      maxStopsPerIssuer: 1,
+    });
+    try {
+      const assertion = await issue();
+      const token = await redeemed(assertion, bounded);
+      const sessionId = decodeJwt(token)['impersonation_session'] as string;
+      const idpAdmin = await adminToken(idp);
+      // Two stops of sessions nothing here was redeemed from, then the redeemed one's: three marks for a share of one.
+      for (const unrelated of [await issue(), await issue(), assertion]) {
+        const stop = await revokeSession(idp, idpAdmin, decodeJwt(unrelated)['impersonation_session'] as string);
+        expect(stop.status).to.equal(204);
+      }
+      const admin = await adminToken(bounded);
+      const ended = async () =>
+        (await apiRequest(bounded, 'GET', `${SESSIONS}/${sessionId}`, admin)).body['state'] === 'ended';
+      expect(await until(ended, 5000)).to.equal(true);
+      const probed = await probe();
+      const refused = async () => (await redeem(probed, bounded)).status === 503;
+      expect(await until(refused, STALE + 3000)).to.equal(true);
+      expectError(await redeem(probed, bounded), 503, 'temporarily_unavailable', /stream of stopped sessions/);
+      expect(bounded.appErrors.map(String).join('\n')).to.match(/idJag\.maxStopsPerIssuer/);
+      // No other principal is affected: the other issuer's ID-JAGs are redeemed.
+      const elsewhere = await redeem(await signedIdJag({ iss: other.issuer }), bounded);
+      expect(elsewhere.status, JSON.stringify(elsewhere.body)).to.equal(200);
+    } finally {
+      bounded.impersonation.stopIssuerStreams();
+      await bounded.close();
+    }
+  });
+
+  it('a stream gone stale during the redemption: refused (503) right before the commit, nothing spent', async () => {
+    const { endpoint, ...ssf } = await newStream();
+    const assertion = await issue();
+    const slowJti = decodeJwt(assertion)['jti'];
+    let cut = false;
+    let slowed = 0;
+    const slow = await redeemer({
+      trustedIssuers: [
+        {
+          ...idJag.trustedIssuers[0]!,
+          ssf: {
+            ...ssf,
+            endpoint: () => {
+              if (cut) throw new Error('the stream is cut');
+              return endpoint;
+            },
+          },
+          // The first redemption waits, past the stream's bound, after its first check of the stream.
+          accountOf: async ({ sub, jti }) => {
+            if (jti === slowJti && slowed++ === 0) {
+              cut = true;
+              await sleep(STALE);
+            }
+            return sub;
+          },
+        },
+      ],
+    });
+    try {
+      await until(async () => (await redeem(await probe(), slow)).status === 400, 5000);
+      expectError(await redeem(assertion, slow), 503, 'temporarily_unavailable', /stream of stopped sessions/);
+      expect(slowed).to.equal(1);
+      cut = false;
+      // Nothing was spent: the same assertion is redeemed once the stream is read again.
+      await redeemed(assertion, slow);
+    } finally {
+      slow.impersonation.stopIssuerStreams();
+      await slow.close();
+    }
+  });
+
+  it('an endpoint resolved to plain http on a host that is no loopback: the stream is not read, nothing is sent', async () => {
+    let requests = 0;
+    const server = createServer((_req, res) => {
+      requests += 1;
+      res.end('{"sets":{}}');
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.2', resolve));
+    const plain = `http://127.0.0.2:${(server.address() as AddressInfo).port}/poll`;
+    let tokens = 0;
+    const ssf = {
+      endpoint: async () => plain,
+      accessToken: () => String((tokens += 1)),
+      audience: 'chat',
+    };
+    const insecure = await redeemer({ trustedIssuers: [{ ...idJag.trustedIssuers[0]!, ssf }] });
+    try {
+      await sleep(scaled(1500));
+      expectError(await redeem(await probe(), insecure), 503, 'temporarily_unavailable', /stream of stopped sessions/);
+      expect({ requests, tokens }).to.deep.equal({ requests: 0, tokens: 0 });
+      expect(insecure.appErrors.map(String).join('\n')).to.match(/not an https URL/);
+    } finally {
+      insecure.impersonation.stopIssuerStreams();
+      await insecure.close();
+      server.close();
+    }
+  });
+
+  it('stopIssuerStreams() before install(): no stream is polled, the issuer’s ID-JAGs are refused (503)', async () => {
+    let polls = 0;
+    const ssf = {
+      ...idJag.trustedIssuers[0]!.ssf!,
+      endpoint: () => {
+        polls += 1;
+        return 'http://127.0.0.1:9/poll';
+      },
+    };
+    const stopped = await startProvider(
+      {
+        issuer: CHAT,
+        plugin: { idJag: { trustedIssuers: [{ ...idJag.trustedIssuers[0]!, ssf }] } },
+        configuration: { clients: [...FIXTURE_CLIENTS, AGENT_AT_CHAT] },
+        mount: (_provider, install, impersonation) => {
+          impersonation.stopIssuerStreams();
+          install();
+        },
+      },
+      kind,
+    );
+    stopped.server.on('request', stopped.provider.callback());
+    try {
+      await sleep(scaled(1000));
+      expectError(await redeem(await probe(), stopped), 503, 'temporarily_unavailable', /stream of stopped sessions/);
+      expect(polls).to.equal(0);
+    } finally {
+      await stopped.close();
+    }
+  });
+
+  it('install() on a second provider is refused while an issuer’s stream is followed: each stream has one reader', () => {
+    const impersonation = createImpersonation({ managementResource: MANAGEMENT, idJag });
+    const first = new Provider('http://127.0.0.1:1', impersonation.configure(MINIMAL_CONFIGURATION));
+    const second = new Provider('http://127.0.0.1:2', impersonation.configure(MINIMAL_CONFIGURATION));
+    impersonation.stopIssuerStreams();
+    impersonation.install(first, { mountManagementApi: false });
+    expect(() => impersonation.install(second, { mountManagementApi: false })).to.throw(
+      TypeError,
+      /^impersonation\.install: idJag\.trustedIssuers\[\]\.ssf is set: a stream is read, and acknowledged, for one provider only/,
+    );
+    // Without a stream, several providers take ID-JAGs.
+    const { ssf: _none, ...unfollowed } = idJag.trustedIssuers[0]!;
+    const plain = createImpersonation({ managementResource: MANAGEMENT, idJag: { trustedIssuers: [unfollowed] } });
+    for (const port of [3, 4]) {
+      const provider = new Provider(`http://127.0.0.1:${port}`, plain.configure(MINIMAL_CONFIGURATION));
+      plain.install(provider, { mountManagementApi: false });
     }
   });
 
@@ -302,5 +493,15 @@ describe('ID-JAG stop: a stop at the issuer ends the tokens redeemed for it, ove
     expect(make({ delivery: 'push', endpoint: 'http://127.0.0.1:9/poll', accessToken: 't', audience: 'a' })).to.throw(
       /ssf\.delivery/,
     );
+    expect(make({ endpoint: 'http://idp.example.com/poll', accessToken: 't', audience: 'a' })).to.throw(
+      /"idJag\.trustedIssuers\[0\]\.ssf\.endpoint" must be an https URL \(http only on a loopback host\)/,
+    );
+    for (const endpoint of [
+      'https://idp.example.com/poll',
+      'http://127.0.0.1:9/poll',
+      () => 'http://idp.example.com',
+    ]) {
+      expect(make({ endpoint, accessToken: 't', audience: 'a' })).not.to.throw();
+    }
   });
 });

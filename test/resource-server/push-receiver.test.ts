@@ -89,6 +89,17 @@ describe('resource-server helper: the options it is given', () => {
     expect(create({ ssf: { ...push, streamId: 'x' } })).to.throw(TypeError, 'option "ssf.streamId" is unknown');
   });
 
+  it('refuses a polled stream over plain http, but on a loopback host', () => {
+    const poll = { accessToken: 'x', audience: 'api-gateway' };
+    expect(create({ ssf: { ...poll, endpoint: 'http://id.example.com/ssf/poll/x' } })).to.throw(
+      TypeError,
+      'option "ssf.endpoint" must be an https URL (http only on a loopback host)',
+    );
+    for (const endpoint of ['https://id.example.com/ssf/poll/x', 'http://127.0.0.1:9/ssf/poll/x', () => 'x']) {
+      create({ ssf: { ...poll, endpoint } })().close();
+    }
+  });
+
   it('refuses a pushed stream without the Authorization header its pushes carry, and a maxStaleness it cannot meet', () => {
     const { authorization: _none, ...anonymous } = push;
     expect(create({ ssf: anonymous })).to.throw(
