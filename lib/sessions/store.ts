@@ -74,14 +74,19 @@ export class SessionStore {
     redeem: { model: string; id: string } | undefined,
     { journal, outbox, quotas }: Pick<CommitWrite, 'journal' | 'outbox' | 'quotas'> = {},
   ): Promise<CommitOutcome> {
-    const origins = originsOf(record);
+    const indexes = activeIndexesOf(record);
+    const guards: string[] = [];
+    for (const origin of originsOf(record)) {
+      indexes.push(indexOf(origin));
+      guards.push(markOf(origin));
+    }
     const payload = recordPayload(SESSION_MODEL, record);
     return this.#adapter.commitOnce({
       ...(redeem ? { consume: redeem } : {}),
       write: { model: SESSION_MODEL, id: record.id, payload, expiresIn: keptFor(record) },
-      indexes: [...activeIndexesOf(record), ...origins.map(indexOf)],
+      indexes,
       expiresAt: record.expiresAt * 1000,
-      guards: origins.map(markOf),
+      guards,
       ...(quotas?.length ? { quotas } : {}),
       ...(journal ? { journal } : {}),
       ...(outbox ? { outbox } : {}),
@@ -231,23 +236,21 @@ function announcementOf(origin: Origin): string {
 }
 
 function originsOf(record: SessionRecord): Origin[] {
-  return [
-    ...(record.actorGrantId === undefined ? [] : [{ grantId: record.actorGrantId }]),
-    ...(record.actorSessionUid === undefined ? [] : [{ sessionUid: record.actorSessionUid }]),
-    ...(record.accessGrantId === undefined ? [] : [{ accessGrantId: record.accessGrantId }]),
-    ...(record.parentSessionId === undefined ? [] : [{ parentSessionId: record.parentSessionId }]),
-    // A delegation ends with the token it was exchanged from (revoked at the revocation endpoint).
-    ...(record.type === 'delegation' ? [{ subjectTokenId: record.subjectTokenId }] : []),
-  ];
+  const origins: Origin[] = [];
+  if (record.actorGrantId !== undefined) origins.push({ grantId: record.actorGrantId });
+  if (record.actorSessionUid !== undefined) origins.push({ sessionUid: record.actorSessionUid });
+  if (record.accessGrantId !== undefined) origins.push({ accessGrantId: record.accessGrantId });
+  if (record.parentSessionId !== undefined) origins.push({ parentSessionId: record.parentSessionId });
+  // A delegation ends with the token it was exchanged from (revoked at the revocation endpoint).
+  if (record.type === 'delegation') origins.push({ subjectTokenId: record.subjectTokenId });
+  return origins;
 }
 
 function activeIndexesOf(record: SessionRecord): string[] {
-  return [
-    ACTIVE,
-    bySubject(record.subject),
-    ...(record.actor === undefined ? [] : [byActor(record.actor)]),
-    ...(record.delegationKey === undefined ? [] : [byDelegationKey(record.delegationKey)]),
-  ];
+  const indexes = [ACTIVE, bySubject(record.subject)];
+  if (record.actor !== undefined) indexes.push(byActor(record.actor));
+  if (record.delegationKey !== undefined) indexes.push(byDelegationKey(record.delegationKey));
+  return indexes;
 }
 
 function matches(record: SessionRecord, filter: SessionFilter): boolean {
