@@ -21,10 +21,11 @@ export function tracedExchange(
       kind: KIND.internal,
       attributes: { 'impersonation.client_id': ctx.oidc.client?.clientId ?? '' },
     });
-    // A span nobody records (no SDK, or not sampled) gets no context, no children, no attributes: only the count.
-    if (!span.isRecording()) return counted(telemetry, () => handler(ctx, untraced));
+    // The API's no-op tracer (no SDK) makes a span of no trace: nothing records, nothing to carry, only the count.
+    if (!api.trace.isSpanContextValid(span.spanContext())) return counted(telemetry, () => handler(ctx, untraced));
     const context = api.trace.setSpan(api.context.active(), span);
-    const step: ExchangeStep = (name) => tracedStep(telemetry, context, name);
+    // A span not sampled gets no children; its context still carries the decision to a driver's spans.
+    const step: ExchangeStep = span.isRecording() ? (name) => tracedStep(telemetry, context, name) : untraced;
     return counted(telemetry, () => api.context.with(context, () => handler(ctx, step)), span).finally(() =>
       span.end(),
     );
