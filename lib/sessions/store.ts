@@ -74,19 +74,14 @@ export class SessionStore {
     redeem: { model: string; id: string } | undefined,
     { journal, outbox, quotas }: Pick<CommitWrite, 'journal' | 'outbox' | 'quotas'> = {},
   ): Promise<CommitOutcome> {
-    const indexes = activeIndexesOf(record);
-    const guards: string[] = [];
-    for (const origin of originsOf(record)) {
-      indexes.push(indexOf(origin));
-      guards.push(markOf(origin));
-    }
+    const origins = originsOf(record);
     const payload = recordPayload(SESSION_MODEL, record);
     return this.#adapter.commitOnce({
       ...(redeem ? { consume: redeem } : {}),
       write: { model: SESSION_MODEL, id: record.id, payload, expiresIn: keptFor(record) },
-      indexes,
+      indexes: [...activeIndexesOf(record), ...origins.map(indexOf)],
       expiresAt: record.expiresAt * 1000,
-      guards,
+      guards: origins.map(markOf),
       ...(quotas?.length ? { quotas } : {}),
       ...(journal ? { journal } : {}),
       ...(outbox ? { outbox } : {}),

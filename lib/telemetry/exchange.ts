@@ -22,24 +22,16 @@ export function tracedExchange(
       attributes: { 'impersonation.client_id': ctx.oidc.client?.clientId ?? '' },
     });
     // The API's no-op tracer (no SDK) makes a span of no trace: nothing records, nothing to carry, only the count.
-    if (!api.trace.isSpanContextValid(span.spanContext())) return counted(telemetry, () => handler(ctx, untraced));
+    if (!api.trace.isSpanContextValid(span.spanContext())) return counted(telemetry, handler(ctx, untraced));
     const context = api.trace.setSpan(api.context.active(), span);
     // A span not sampled gets no children; its context still carries the decision to a driver's spans.
     const step: ExchangeStep = span.isRecording() ? (name) => tracedStep(telemetry, context, name) : untraced;
-    return counted(telemetry, () => api.context.with(context, () => handler(ctx, step)), span).finally(() =>
-      span.end(),
-    );
+    return counted(telemetry, api.context.with(context, handler, undefined, ctx, step), span).finally(() => span.end());
   };
 }
 
-/** Counts the exchange by its outcome once `run` settles, and marks `span` with it when there is one. */
-function counted(telemetry: Telemetry, run: () => Promise<void>, span?: Span): Promise<void> {
-  let work: Promise<void>;
-  try {
-    work = run();
-  } catch (error) {
-    work = Promise.reject(error as Error);
-  }
+/** Counts the exchange by its outcome once `work` settles (the kinds' `handles` only read: it rejects, never throws). */
+function counted(telemetry: Telemetry, work: Promise<void>, span?: Span): Promise<void> {
   return work.then(
     () => {
       span?.setAttribute('impersonation.outcome', 'issued');
