@@ -26,12 +26,7 @@ export class MemoryIndex {
 
   /** Adds `entry` (frozen: several indexes may hold it), moving its member if listed; whether it was. */
   add(entry: IndexEntry): boolean {
-    const members = this.#expiryOf;
-    const before = members.size;
-    // One look-up for a new member, the common case; a member listed already is found again by its group.
-    members.set(entry.member, entry.expiresAt);
-    const listed = members.size === before;
-    if (listed) this.#leaveGroup(entry.member, this.#positionOf(entry.member));
+    const listed = this.remove(entry.member);
     let group = this.#groups.get(entry.expiresAt);
     if (!group) {
       group = [];
@@ -46,6 +41,7 @@ export class MemoryIndex {
     }
     group.unsorted ||= group.length > 0 && entry.member < group[group.length - 1]!.member;
     group.push(entry);
+    this.#expiryOf.set(entry.member, entry.expiresAt);
     return listed;
   }
 
@@ -54,28 +50,14 @@ export class MemoryIndex {
     const expiresAt = this.#expiryOf.get(member);
     if (expiresAt === undefined) return false;
     this.#expiryOf.delete(member);
-    this.#leaveGroup(member, searchFrom(this.#expiries, this.#head, expiresAt));
-    return true;
-  }
-
-  /** The position of the live expiry whose group holds `member`, found group by group (a listed member moving). */
-  #positionOf(member: string): number {
-    for (let at = this.#head; ; at += 1) {
-      const group = sorted(this.#groups.get(this.#expiries[at]!)!);
-      if (group[memberBound(group, member)]?.member === member) return at;
-    }
-  }
-
-  /** Takes `member` out of the group of the expiry at position `at`, and the group out when it empties. */
-  #leaveGroup(member: string, at: number): void {
-    const expiresAt = this.#expiries[at]!;
     const group = this.#groups.get(expiresAt)!;
     if (group.length > 1) {
       group.splice(memberBound(sorted(group), member), 1);
-      return;
+      return true;
     }
     this.#groups.delete(expiresAt);
-    this.#expiries.splice(at, 1);
+    this.#expiries.splice(searchFrom(this.#expiries, this.#head, expiresAt), 1);
+    return true;
   }
 
   /** Drops the members that expired by `now`; how many. */
