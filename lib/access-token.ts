@@ -114,7 +114,7 @@ export function forgetReadAheads(provider: Provider): void {
 /** Invariant 52: an opaque user token as userinfo would honour it; session and Grant read side by side. */
 async function findHonouredAccessToken(provider: Provider, value: string): Promise<AccessToken | undefined> {
   const adapter: ReadAheadAdapter = provider.AccessToken.adapter;
-  await adapter.readAhead?.(value);
+  if (adapter.readAhead) await adapter.readAhead(value);
   const token = await findAccessTokenUnbound(provider, value);
   if (!token || token.isExpired || typeof token.grantId !== 'string') return undefined;
   const [bound, grant] = await Promise.all([

@@ -313,6 +313,10 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
     }
 
     async find(id: string): Promise<AdapterPayload | undefined> {
+      return this.#read(id);
+    }
+
+    #read(id: string): AdapterPayload | undefined {
       const found = this.#store.entries.get(id)?.payload;
       return (found && this.#store.plugin ? jsonCopy(found) : found) as AdapterPayload | undefined;
     }
@@ -326,9 +330,9 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
     }
 
     /** The entry `kind` points to, checked against it (Invariant 8). */
-    async #byPointer(kind: 'uid' | 'userCode', value: string): Promise<AdapterPayload | undefined> {
+    #byPointer(kind: 'uid' | 'userCode', value: string): AdapterPayload | undefined {
       const id = this.#store.pointers.get(`${kind}:${value}`);
-      const entry = id === undefined ? undefined : await this.find(id);
+      const entry = id === undefined ? undefined : this.#read(id);
       return entry?.[kind] === value ? entry : undefined;
     }
 

@@ -13,7 +13,7 @@ export function recordOf<T>(
 ) {
   const entry = payload as Record<string, unknown> | undefined;
   if (entry?.['kind'] !== kind || typeof entry['id'] !== 'string') return undefined;
-  if (Object.entries(fields).some(([name, type]) => typeof entry[name] !== type)) return undefined;
+  for (const name in fields) if (typeof entry[name] !== fields[name]) return undefined;
   const { kind: _kind, ...record } = entry;
   return record as T & { consumed?: unknown };
 }

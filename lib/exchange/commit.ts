@@ -70,7 +70,12 @@ export async function commit(
   let value: string;
   let committed: CommitOutcome & { outcome: 'committed' };
   try {
-    const issuing = token ? issue(provider, token, session) : Promise.resolve(minted!);
+    // A JWT is saved as it is (no wait of an async wrapper around it); an opaque token gets its Grant beside it.
+    const issuing = !token
+      ? Promise.resolve(minted!)
+      : token.format === 'opaque'
+        ? issue(provider, token, session)
+        : token.save();
     value = (await Promise.all([issuing, participation.prepare(), confirm?.()]))[0];
     // Invariant 22: end marks outlive the deadline.
     if (Date.now() - startedAt > EXCHANGE_DEADLINE_MS) throw exchangeTooSlow(EXCHANGE_DEADLINE_MS);
@@ -120,9 +125,8 @@ function refusalOf(outcome: Exclude<CommitOutcome, { outcome: 'committed' }>, qu
   }
 }
 
-/** The token and, when opaque, the Grant behind it, so that oidc-provider treats it as any of its own. */
+/** An opaque token and the Grant behind it, so that oidc-provider treats it as any of its own. */
 async function issue(provider: Provider, token: AccessToken, session: SessionRecord): Promise<string> {
-  if (token.format !== 'opaque') return token.save();
   const grant = newBackingGrant(provider, {
     jti: randomBytes(32).toString('base64url'),
     accountId: session.subject,

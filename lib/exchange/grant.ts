@@ -73,8 +73,8 @@ async function exchange<S extends Subject, A, D extends Destination>(
 ): Promise<Exchanged> {
   const startedAt = Date.now();
   const params = kind.parameters(ctx, progress);
-  // As oidc-provider's own grants, the proof is checked first (its replay later); it writes nothing.
-  const dpop = await validateDpop(ctx);
+  // As oidc-provider's own grants, the proof is checked first (its replay later); it writes nothing. No proof, no wait.
+  const dpop = ctx.get('DPoP') ? await validateDpop(ctx) : undefined;
   checkDpopRequired(ctx, dpop);
   const subject = await step('subject')(kind.subject(ctx, params, progress));
   // Spent before the deployment's code runs, and only for a subject that can be exchanged.
@@ -96,7 +96,8 @@ async function exchange<S extends Subject, A, D extends Destination>(
     throw invalidRequest('subject_token names a user that no longer exists');
   }
 
-  const ceiling = await kind.ceiling(subject, actor, { resource, scope: requested });
+  const bounds = kind.ceiling(subject, actor, { resource, scope: requested });
+  const ceiling = bounds instanceof Promise ? await bounds : bounds;
   progress.scope = ceiling.scope;
   const scope = await step('policy')(kind.decide(ctx, subject, actor, { resource, scope: ceiling.scope }, params));
   progress.scope = scope;

@@ -1,4 +1,5 @@
 import { invalidRequest } from '../errors.js';
+import { isThenable } from './claims.js';
 import { refusalReason, type ExchangeDecision, type PolicyDecision } from '../config/decisions.js';
 
 /** How a kind names its policy in a refusal. */
@@ -20,7 +21,8 @@ export async function decide<Input extends { scope: string[] }>(
 ): Promise<string[]> {
   if (!hook) return input.scope;
   const requested = [...input.scope];
-  const decision = await hook(input);
+  const answer = hook(input);
+  const decision = isThenable(answer) ? await answer : answer;
   if (typeof decision === 'object' && decision !== null && 'scope' in decision && Array.isArray(decision.scope)) {
     const asked = new Set(requested);
     if (decision.scope.some((name) => typeof name !== 'string' || !asked.has(name))) {

@@ -246,24 +246,22 @@ function announcementOf(origin: Origin): string {
 }
 
 function originsOf(record: SessionRecord): Origin[] {
-  return [
-    ...(record.actorGrantId === undefined ? [] : [{ grantId: record.actorGrantId }]),
-    ...(record.actorSessionUid === undefined ? [] : [{ sessionUid: record.actorSessionUid }]),
-    ...(record.accessGrantId === undefined ? [] : [{ accessGrantId: record.accessGrantId }]),
-    ...(record.parentSessionId === undefined ? [] : [{ parentSessionId: record.parentSessionId }]),
-    // A delegation ends with the token it was exchanged from (revoked at the revocation endpoint).
-    ...(record.type === 'delegation' ? [{ subjectTokenId: record.subjectTokenId }] : []),
-    ...(record.issuerSession === undefined ? [] : [{ issuerSession: record.issuerSession }]),
-  ];
+  const origins: Origin[] = [];
+  if (record.actorGrantId !== undefined) origins.push({ grantId: record.actorGrantId });
+  if (record.actorSessionUid !== undefined) origins.push({ sessionUid: record.actorSessionUid });
+  if (record.accessGrantId !== undefined) origins.push({ accessGrantId: record.accessGrantId });
+  if (record.parentSessionId !== undefined) origins.push({ parentSessionId: record.parentSessionId });
+  // A delegation ends with the token it was exchanged from (revoked at the revocation endpoint).
+  if (record.type === 'delegation') origins.push({ subjectTokenId: record.subjectTokenId });
+  if (record.issuerSession !== undefined) origins.push({ issuerSession: record.issuerSession });
+  return origins;
 }
 
 function activeIndexesOf(record: SessionRecord): string[] {
-  return [
-    ACTIVE,
-    bySubject(record.subject),
-    ...(record.actor === undefined ? [] : [byActor(record.actor)]),
-    ...(record.delegationKey === undefined ? [] : [byDelegationKey(record.delegationKey)]),
-  ];
+  const indexes = [ACTIVE, bySubject(record.subject)];
+  if (record.actor !== undefined) indexes.push(byActor(record.actor));
+  if (record.delegationKey !== undefined) indexes.push(byDelegationKey(record.delegationKey));
+  return indexes;
 }
 
 function matches(record: SessionRecord, filter: SessionFilter): boolean {

@@ -1,4 +1,4 @@
-import type { Context } from '@opentelemetry/api';
+import type { Context, Span } from '@opentelemetry/api';
 import type { KoaContextWithOIDC } from 'oidc-provider';
 import { errorTypeOf, KIND, markError, type Telemetry } from './telemetry.js';
 
@@ -16,33 +16,40 @@ export function tracedExchange(
 ): (ctx: KoaContextWithOIDC) => Promise<void> {
   if (!telemetry) return (ctx) => handler(ctx, untraced);
   const { api } = telemetry;
-  return async function tokenExchangeHandler(ctx) {
+  return function tokenExchangeHandler(ctx) {
     const span = telemetry.tracer.startSpan('impersonation.token_exchange', {
       kind: KIND.internal,
       attributes: { 'impersonation.client_id': ctx.oidc.client?.clientId ?? '' },
     });
+    // The API's no-op tracer (no SDK) makes a span of no trace: nothing records, nothing to carry, only the count.
+    if (!api.trace.isSpanContextValid(span.spanContext())) return counted(telemetry, handler(ctx, untraced));
     const context = api.trace.setSpan(api.context.active(), span);
-    // A span nobody records (no SDK, or not sampled) gets no children: its steps run as they are.
+    // A span not sampled gets no children; its context still carries the decision to a driver's spans.
     const step: ExchangeStep = span.isRecording() ? (name) => tracedStep(telemetry, context, name) : untraced;
-    try {
-      await api.context.with(context, () => handler(ctx, step));
-      span.setAttribute('impersonation.outcome', 'issued');
-      span.setAttribute('http.response.status_code', 200);
+    return counted(telemetry, api.context.with(context, handler, undefined, ctx, step), span).finally(() => span.end());
+  };
+}
+
+/** Counts the exchange by its outcome once `work` settles (the kinds' `handles` only read: it rejects, never throws). */
+function counted(telemetry: Telemetry, work: Promise<void>, span?: Span): Promise<void> {
+  return work.then(
+    () => {
+      span?.setAttribute('impersonation.outcome', 'issued');
+      span?.setAttribute('http.response.status_code', 200);
       telemetry.countExchange('issued');
-    } catch (error) {
+    },
+    (error: unknown) => {
       const type = errorTypeOf(error);
       const status = (error as { statusCode?: unknown }).statusCode;
-      span.setAttributes({
+      span?.setAttributes({
         'impersonation.outcome': 'refused',
         'http.response.status_code': typeof status === 'number' ? status : 500,
       });
-      markError(span, type);
+      if (span) markError(span, type);
       telemetry.countExchange('refused', type);
       throw error;
-    } finally {
-      span.end();
-    }
-  };
+    },
+  );
 }
 
 /** One step's span under the exchange's, not made active (a driver's spans fall under the exchange's). */
