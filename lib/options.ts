@@ -18,7 +18,7 @@ import {
   type ResolvedIdJagIssuanceOptions,
   type ResolvedIdJagOptions,
 } from './exchange/id-jag-options.js';
-import { applyDecisionPoint, delegationWithDecisionPoint } from './policy/compose.js';
+import { applyDecisionPoint, askedAfter, delegationEvaluation, issueEvaluation } from './policy/compose.js';
 import type { AuthzenOptions, ResolvedAuthzenOptions } from './policy/options.js';
 import { resolveSsfOptions, type ResolvedSsfOptions, type SsfOptions } from './ssf/options.js';
 import { resolveWebhookOptions, type ResolvedWebhookOptions, type WebhookOptions } from './webhooks/options.js';
@@ -188,17 +188,24 @@ export function resolveOptions(input: ImpersonationOptions): ResolvedOptions {
           ],
         });
   const idJag = input.idJag === undefined ? undefined : resolveIdJagOptions(input.idJag);
-  const idJagIssuance =
-    input.idJagIssuance === undefined ? undefined : resolveIdJagIssuanceOptions(input.idJagIssuance);
+  const ownIssuance = input.idJagIssuance === undefined ? undefined : resolveIdJagIssuanceOptions(input.idJagIssuance);
   const decisionPoint = applyDecisionPoint(input.authzen, options);
   const ownDelegation = resolveDelegationOptions(input.delegation);
   // `delegation.canDelegate`, with the decision point (when there is one) asked after it.
   const delegation = decisionPoint.authzen
     ? Object.freeze({
         ...ownDelegation,
-        canDelegate: delegationWithDecisionPoint(decisionPoint.authzen, ownDelegation.canDelegate),
+        canDelegate: askedAfter(decisionPoint.authzen, ownDelegation.canDelegate, delegationEvaluation),
       })
     : ownDelegation;
+  // `idJagIssuance.canIssue`, likewise.
+  const idJagIssuance =
+    ownIssuance && decisionPoint.authzen
+      ? Object.freeze({
+          ...ownIssuance,
+          canIssue: askedAfter(decisionPoint.authzen, ownIssuance.canIssue, issueEvaluation),
+        })
+      : ownIssuance;
   return Object.freeze({
     ...options,
     ...decisionPoint,

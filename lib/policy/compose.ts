@@ -18,7 +18,16 @@ interface DelegationAsked {
   accessGrantId?: string | undefined;
 }
 
-/** The `authzen` option composed into the policy hooks at start-up (`canDelegate` where delegation is assembled). */
+/** What the decision point is told of an ID-JAG's issue (`IdJagIssueInput`), declared here likewise. */
+interface IssueAsked {
+  clientId: string;
+  subject: string;
+  audience: string;
+  resource: string[];
+  scope: string[];
+}
+
+/** The `authzen` option composed into the policy hooks at start-up (`canDelegate`, `canIssue` where their options are). */
 export function applyDecisionPoint(
   input: AuthzenOptions | undefined,
   hooks: Pick<ResolvedCoreOptions, 'canImpersonate' | 'canExchange'>,
@@ -45,16 +54,11 @@ export function applyDecisionPoint(
   };
 }
 
-/** `delegation.canDelegate` (`own`, when the deployment has one), with the decision point asked after it. */
-export function delegationWithDecisionPoint<Input extends DelegationAsked>(
-  authzen: ResolvedAuthzenOptions,
-  own: ((input: Input) => ExchangeDecision | Promise<ExchangeDecision>) | undefined,
-): (input: Input) => Promise<ExchangeDecision> {
-  return askedAfter(authzen, own, delegationEvaluation);
-}
-
-/** A hook that may narrow the scopes, then the decision point asked of those it let through; only `decision: true` lets it on. */
-function askedAfter<Input extends { scope: string[] }>(
+/**
+ * A hook that may narrow the scopes (`canExchange`, `delegation.canDelegate`, `idJagIssuance.canIssue`; absent, it allows),
+ * then the decision point asked of those it let through; only `decision: true` lets it on.
+ */
+export function askedAfter<Input extends { scope: string[] }>(
   authzen: ResolvedAuthzenOptions,
   own: ((input: Input) => ExchangeDecision | Promise<ExchangeDecision>) | undefined,
   evaluate: (input: Input) => AccessEvaluation,
@@ -108,6 +112,7 @@ const REFUSED: Record<PolicyAction, string> = {
   exchange: 'the policy decision point refused this impersonation',
   delegate: 'the policy decision point refused this delegation',
   approve: 'the policy decision point refused this approval',
+  'issue-id-jag': 'the policy decision point refused this ID-JAG',
 };
 
 async function ask(
@@ -137,7 +142,7 @@ function exchangeEvaluation(input: ExchangePolicyInput): AccessEvaluation {
   });
 }
 
-function delegationEvaluation(input: DelegationAsked): AccessEvaluation {
+export function delegationEvaluation(input: DelegationAsked): AccessEvaluation {
   return evaluation({ type: input.actorType, id: input.actor }, 'delegate', input.subject, {
     client: input.clientId,
     resource_server: input.resource,
@@ -145,6 +150,16 @@ function delegationEvaluation(input: DelegationAsked): AccessEvaluation {
     subject_token_type: input.subjectTokenType,
     parent_session: input.parentSessionId,
     access_grant: input.accessGrantId,
+  });
+}
+
+/** The requesting client asks for an ID-JAG of the user to the other authorization server (`audience`). */
+export function issueEvaluation(input: IssueAsked): AccessEvaluation {
+  return evaluation({ type: 'client', id: input.clientId }, 'issue-id-jag', input.subject, {
+    client: input.clientId,
+    audience: input.audience,
+    resources: input.resource,
+    scopes: input.scope,
   });
 }
 

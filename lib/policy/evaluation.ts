@@ -3,7 +3,7 @@ import { boundedText, definedMembers, parseJson, type JsonValue } from '../json.
 import type { ResolvedAuthzenOptions } from './options.js';
 
 /** The decisions the plugin sends, as AuthZEN `action.name`s. */
-export type PolicyAction = 'impersonate' | 'break-glass' | 'exchange' | 'delegate' | 'approve';
+export type PolicyAction = 'impersonate' | 'break-glass' | 'exchange' | 'delegate' | 'approve' | 'issue-id-jag';
 
 /** An AuthZEN Access Evaluation request (Authorization API 1.0, section 6). */
 export interface AccessEvaluation {

@@ -46,6 +46,8 @@ import {
   type Reply,
 } from '../support/http.js';
 import { DpopKey } from '../support/dpop.js';
+import { startDecisionPoint, type DecisionPoint } from '../support/decision-point.js';
+import { scaled } from '../support/time.js';
 import { adminToken, revokeSession, SESSIONS, trailEvents } from '../support/impersonations.js';
 
 /** The other application's authorization server, as its issuer identifier. */
@@ -430,6 +432,138 @@ describe('ID-JAG issuance (token exchange of an ID token): the draft, over HTTP'
       expect((await revokeSession(idp, admin, sessionId!)).status).to.equal(204);
       expect((await apiRequest(idp, 'GET', `${SESSIONS}/${sessionId!}`, admin)).body).to.include({ state: 'revoked' });
     });
+  });
+});
+
+describe('ID-JAG issuance asked of an AuthZEN decision point (authzen), after canIssue', function () {
+  this.timeout(60_000);
+  let pdp: DecisionPoint;
+  let idp: TestProvider;
+  let idToken: string;
+  const issued: Array<ImpersonationEvent<typeof EVENTS.idJagIssued>> = [];
+
+  /** `canIssue` as the first suite's: carol refused, `chat.admin` taken out. */
+  const canIssue = (input: IdJagIssueInput) =>
+    input.subject === 'carol'
+      ? { reason: 'carol works elsewhere' }
+      : { scope: input.scope.filter((name) => name !== 'chat.admin') };
+
+  before(async () => {
+    pdp = await startDecisionPoint();
+    idp = await startProvider({
+      plugin: {
+        auditLog: createMemoryAuditLog(),
+        idJagIssuance: { canIssue, maxPerUser: 2 },
+        authzen: { url: pdp.url, timeout: scaled(1000) },
+      },
+      configuration: { clients: [...FIXTURE_CLIENTS, AGENT_AT_IDP] },
+    });
+    onImpersonationEvent(idp.provider, EVENTS.idJagIssued, (event) => issued.push(event));
+    idToken = (await userSignIn(idp, 'alice', { client: AGENT, scope: 'openid' })).idToken!;
+  });
+  beforeEach(() => {
+    pdp.answer = { allow: true };
+    pdp.received.length = 0;
+  });
+  after(async () => {
+    await idp?.close();
+    await pdp?.close();
+  });
+
+  const idJagAt = (tp: TestProvider, token: string, params: Record<string, string> = {}) =>
+    tokenRequest(
+      tp,
+      {
+        grant_type: TOKEN_EXCHANGE,
+        requested_token_type: ID_JAG_TOKEN_TYPE,
+        subject_token: token,
+        subject_token_type: ID_TOKEN_TYPE,
+        audience: CHAT,
+        ...params,
+      },
+      AGENT,
+    );
+
+  it('asks issue-id-jag of the scopes canIssue let through: the client, the user, the audience, resources; allowed, issued', async () => {
+    const reply = await idJagAt(idp, idToken, {
+      resource: 'https://chat.example.com/api',
+      scope: 'chat.read chat.admin',
+    });
+    expect(reply.status, JSON.stringify(reply.body)).to.equal(200);
+    expect(reply.body['scope']).to.equal('chat.read');
+    expect(pdp.received).to.have.length(1);
+    expect(pdp.received[0]!.path).to.equal('/pdp/access/v1/evaluation');
+    expect(pdp.received[0]!.body).to.deep.equal({
+      subject: { type: 'client', id: AGENT.client_id },
+      action: { name: 'issue-id-jag' },
+      resource: { type: 'user', id: 'alice' },
+      context: {
+        client: AGENT.client_id,
+        audience: CHAT,
+        resources: ['https://chat.example.com/api'],
+        scopes: ['chat.read'],
+      },
+    });
+    expect(pdp.received[0]!.raw).not.to.include(idToken);
+  });
+
+  it('refused by canIssue: nothing asked; refused by the decision point: invalid_request with its words, nothing issued', async () => {
+    const before = issued.length;
+    const carol = (await userSignIn(idp, 'carol', { client: AGENT, scope: 'openid' })).idToken!;
+    expectError(await idJagAt(idp, carol), 400, 'invalid_request', /^carol works elsewhere$/);
+    expect(pdp.received).to.deep.equal([]);
+
+    pdp.answer = { deny: 'alice may not bring agents to chat' };
+    const refused = await idJagAt(idp, idToken, { scope: 'chat.read' });
+    expectError(refused, 400, 'invalid_request', /^alice may not bring agents to chat$/);
+    expect(JSON.stringify(refused.body)).not.to.include(idToken);
+    pdp.answer = { deny: undefined };
+    expectError(await idJagAt(idp, idToken), 400, 'invalid_request', /^the policy decision point refused this ID-JAG$/);
+    expect(issued.length, 'no ID-JAG issued').to.equal(before);
+  });
+
+  it('a decision point that cannot answer: 503, nothing issued or charged; the same request works after', async () => {
+    const before = issued.length;
+    const bob = (await userSignIn(idp, 'bob', { client: AGENT, scope: 'openid' })).idToken!;
+    for (const answer of [{ status: 500 }, { hang: true }, { body: '{"allowed":true}' }] as const) {
+      pdp.answer = answer;
+      const reply = await idJagAt(idp, bob, { scope: 'chat.read' });
+      expectError(reply, 503, 'temporarily_unavailable', /nothing was issued, retry shortly/);
+      expect(JSON.stringify(reply.body)).not.to.include(bob);
+    }
+    expect(issued.length, 'no ID-JAG issued').to.equal(before);
+    // bob's share (maxPerUser: 2) was not charged by the refusals: both of his are still his.
+    pdp.answer = { allow: true };
+    expect((await idJagAt(idp, bob, { scope: 'chat.read' })).status).to.equal(200);
+    expect((await idJagAt(idp, bob, { scope: 'chat.read' })).status).to.equal(200);
+    expectError(await idJagAt(idp, bob, { scope: 'chat.read' }), 429, 'invalid_request', /as many ID-JAGs/);
+  });
+
+  it('without canIssue the decision point alone decides; without authzen it is never asked', async () => {
+    pdp.answer = { deny: 'no agents today' };
+    const only = await startProvider({
+      plugin: { idJagIssuance: {}, authzen: { url: pdp.url, timeout: scaled(1000) } },
+      configuration: { clients: [...FIXTURE_CLIENTS, AGENT_AT_IDP] },
+    });
+    const none = await startProvider({
+      plugin: { idJagIssuance: { canIssue } },
+      configuration: { clients: [...FIXTURE_CLIENTS, AGENT_AT_IDP] },
+    });
+    try {
+      const own = (await userSignIn(only, 'bob', { client: AGENT, scope: 'openid' })).idToken!;
+      expectError(await idJagAt(only, own, { scope: 'chat.admin' }), 400, 'invalid_request', /^no agents today$/);
+      expect(pdp.received.at(-1)!.body.context['scopes']).to.deep.equal(['chat.admin']);
+      pdp.received.length = 0;
+
+      const theirs = (await userSignIn(none, 'bob', { client: AGENT, scope: 'openid' })).idToken!;
+      const reply = await idJagAt(none, theirs, { scope: 'chat.read chat.admin' });
+      expect(reply.status, JSON.stringify(reply.body)).to.equal(200);
+      expect(reply.body['scope']).to.equal('chat.read');
+      expect(pdp.received).to.deep.equal([]);
+    } finally {
+      await only.close();
+      await none.close();
+    }
   });
 });
 
