@@ -63,6 +63,8 @@ const AGENT_AT_IDP: ClientMetadata = {
   response_types: ['code'],
   redirect_uris: [REDIRECT_URI],
   id_jag_audiences: `${CHAT} ${CALENDAR}`,
+  // The agent delegates too: a token it is issued so carries act, and is no identity of its own.
+  token_exchange_delegation: API,
 };
 
 const OTHER_AGENT = { client_id: 'mail-agent', client_secret: 'mail-agent-secret' };
@@ -368,7 +370,7 @@ describe('ID-JAG issuance (token exchange of an ID token): the draft, over HTTP'
       expect(decodeJwt(redeemed.body['access_token'] as string)).to.deep.include({ sub: 'alice', act: { sub: 'bob' } });
     });
 
-    it("another client's token, one that is invalid, revoked, or not the JWT its type says: invalid_request", async () => {
+    it("another client's token, one invalid, revoked, not the JWT its type says, or an exchange's: invalid_request", async () => {
       await refused(
         { actor_token: await agentToken(CLIENTS.web), actor_token_type: ACCESS_TOKEN },
         'invalid_request',
@@ -385,6 +387,22 @@ describe('ID-JAG issuance (token exchange of an ID token): the draft, over HTTP'
       expect(revocation.status).to.equal(200);
       await refused({ actor_token: revoked, actor_token_type: ACCESS_TOKEN }, 'invalid_request', invalid);
       await refused({ actor_token: 'opaque', actor_token_type: JWT_TOKEN_TYPE }, 'invalid_request', /not a JWT/);
+      const delegated = await tokenRequest(
+        idp,
+        {
+          grant_type: TOKEN_EXCHANGE,
+          subject_token: await userAccessToken(idp, 'bob', { client: AGENT, resource: API, scope: 'openid' }),
+          subject_token_type: ACCESS_TOKEN,
+          resource: API,
+        },
+        AGENT,
+      );
+      expect(decodeJwt(delegated.body['access_token'] as string)).to.have.property('act');
+      await refused(
+        { actor_token: delegated.body['access_token'] as string, actor_token_type: ACCESS_TOKEN },
+        'invalid_request',
+        /actor_token was issued by a token exchange/,
+      );
     });
 
     it("the ID token's may_act narrows who may act; with no actor token no one acts, and the ID-JAG names none", async () => {
