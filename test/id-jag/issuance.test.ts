@@ -364,6 +364,8 @@ describe('ID-JAG issuance (token exchange of an ID token): the draft, over HTTP'
       const admin = await adminToken(idp);
       const listed = await apiRequest(idp, 'GET', `${SESSIONS}/${sessionId!}`, admin);
       expect(listed.body).to.include({ type: 'id-jag', subject: 'alice', actor: 'bob' });
+      const byActor = await apiRequest(idp, 'GET', `${SESSIONS}?actor=bob`, admin);
+      expect((byActor.body['items'] as Array<{ id: string }>).map((item) => item.id)).to.include(sessionId);
       expect(JSON.stringify([reply.body, listed.body, issued.at(-1)])).not.to.include(actor);
       const redeemed = await tokenRequest(chat, { grant_type: JWT_BEARER_GRANT, assertion }, AGENT);
       expect(redeemed.status, JSON.stringify(redeemed.body)).to.equal(200);
