@@ -127,7 +127,11 @@ export async function delegationActor(
 }
 
 /** RFC 8693 4.4: a `may_act` refuses anyone it does not name; one that is not an object names no one. */
-export function checkMayAct(ctx: KoaContextWithOIDC, subject: VerifiedSubject, actor: DelegationActor): void {
+export function checkMayAct(
+  ctx: KoaContextWithOIDC,
+  subject: Pick<VerifiedSubject, 'mayAct'>,
+  actor: Pick<DelegationActor, 'sub'>,
+): void {
   const mayAct = subject.mayAct;
   if (mayAct === undefined) return;
   if (!isObject(mayAct)) {

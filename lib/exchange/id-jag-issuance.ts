@@ -11,13 +11,14 @@ import * as internals from '../provider-internals.js';
 import { newSessionId, type SessionRecord } from '../sessions/record.js';
 import { isStorableText } from '../storable-text.js';
 import { SESSION_CLAIM, TOKEN_EXCHANGE_GRANT } from '../token-claims.js';
+import { checkMayAct, delegationActor } from './actor.js';
 import { joseFailure } from './id-jag.js';
 import type { ResolvedIdJagIssuanceOptions } from './id-jag-options.js';
 import type { ExchangeDependencies, ExchangeKind, Subject } from './kind.js';
 import { decide } from './policy.js';
 import { RefusalBudget } from './refusals.js';
 import { reportImpersonationRefusal } from './report.js';
-import { exchangeParameters, type Accepted } from './request.js';
+import { ACCESS_TOKEN_TYPE, exchangeParameters, JWT_TOKEN_TYPE, type Accepted } from './request.js';
 
 export const ID_JAG_TOKEN_TYPE = 'urn:ietf:params:oauth:token-type:id-jag';
 export const ID_TOKEN_TYPE = 'urn:ietf:params:oauth:token-type:id_token';
@@ -61,12 +62,14 @@ interface IdTokenSubject extends Subject {
   /** The ID token's non-secret name: `sha256.` and its digest. */
   id: string;
   exp: number;
+  /** RFC 8693 4.4, as the ID token carries it: checkMayAct refuses any but an object naming the actor. */
+  mayAct?: unknown;
 }
 
 const ACCEPTS: Accepted = {
   subjectTokenType: (type) => type === ID_TOKEN_TYPE,
   subjectTokenTypes: `use ${ID_TOKEN_TYPE}`,
-  actorTokenTypes: [],
+  actorTokenTypes: [ACCESS_TOKEN_TYPE, JWT_TOKEN_TYPE],
   requestedTokenTypes: [ID_JAG_TOKEN_TYPE],
   audience: true,
 };
@@ -75,17 +78,16 @@ const ACCEPTS: Accepted = {
 export function idJagIssuance(
   dependencies: ExchangeDependencies,
   options: ResolvedIdJagIssuanceOptions,
-): ExchangeKind<IdTokenSubject, undefined, string> {
+): ExchangeKind<IdTokenSubject, string | undefined, string> {
   const refusals = new RefusalBudget();
+  // The agent acts as itself: an actor token of this provider issued to the requesting client, no other client's.
+  const actorClients: ReadonlySet<string> = new Set();
   return {
     handles: (ctx) => (ctx.oidc.params as Record<string, unknown>)['requested_token_type'] === ID_JAG_TOKEN_TYPE,
 
     parameters(ctx) {
       if (audiencesOf(ctx.oidc.client!) === undefined) {
         throw unauthorizedClient('this client may not request ID-JAGs');
-      }
-      if ((ctx.oidc.params as Record<string, unknown>)['actor_token'] !== undefined) {
-        throw invalidRequest('an ID-JAG is requested without an actor_token');
       }
       const params = exchangeParameters(ctx, ACCEPTS);
       const audiences = [params.audience ?? []].flat();
@@ -104,8 +106,7 @@ export function idJagIssuance(
     async subject(ctx, params) {
       const claims = await verifiedIdToken(ctx, params.subject_token);
       return {
-        sub: claims.sub,
-        exp: claims.exp,
+        ...claims,
         id: publicTokenId('opaque', params.subject_token),
         // A DPoP proof binds the ID-JAG (`cnf`): it is spent as any exchange's.
         spendsProof: true,
@@ -122,15 +123,23 @@ export function idJagIssuance(
 
     // The scopes are the other authorization server's: none of them is resolved here.
     scopes: (_ctx, params) => [...scopeSet(params.scope)],
-    actor: async () => undefined,
+    async actor(ctx, params, subject, proof, progress) {
+      // RFC 8693 4.4: `may_act` narrows who may act; with no actor token no one acts, and the ID-JAG names none.
+      if (params.actor_token === undefined) return undefined;
+      const actor = await delegationActor(ctx, params.actor_token, params.actor_token_type, { ...proof, actorClients });
+      progress.actor = actor.sub;
+      checkMayAct(ctx, subject, actor);
+      return actor.sub;
+    },
     ceiling: (_subject, _actor, target) => ({ scope: target.scope, secondsLeft: Infinity }),
 
-    decide: (ctx, subject, _actor, { resource: audience, scope }, params) =>
+    decide: (ctx, subject, actor, { resource: audience, scope }, params) =>
       decide(
         options.canIssue,
         Object.freeze({
           clientId: ctx.oidc.client!.clientId,
           subject: subject.sub,
+          ...(actor === undefined ? {} : { actor }),
           audience,
           resource: [params.resource ?? []].flat(),
           scope,
@@ -145,10 +154,10 @@ export function idJagIssuance(
       return expiresIn;
     },
 
-    async prepare(ctx, { params, dpop, subject, resource: audience, scope, expiresIn, startedAt, progress }) {
+    async prepare(ctx, { params, dpop, subject, actor, resource: audience, scope, expiresIn, startedAt, progress }) {
       const clientId = ctx.oidc.client!.clientId;
       const resources = [params.resource ?? []].flat();
-      const session = sessionOf(subject, clientId, audience, resources, scope, expiresIn);
+      const session = sessionOf(subject, actor, clientId, audience, resources, scope, expiresIn);
       progress.session = session;
       const claims = {
         iss: ctx.oidc.issuer,
@@ -160,6 +169,7 @@ export function idJagIssuance(
         exp: session.expiresAt,
         // The session a stop ends: the redeeming side, told of it by this provider's SSF stream, ends its tokens.
         [SESSION_CLAIM]: session.id,
+        ...(actor === undefined ? {} : { act: { sub: actor } }),
         ...(resources.length ? { resource: resources.length === 1 ? resources[0] : resources } : {}),
         ...(scope.length ? { scope: scope.join(' ') } : {}),
         // The draft's proof of possession: the key the request proved, which the redeeming side then requires.
@@ -199,7 +209,10 @@ function isResourceIndicator(value: string): boolean {
 }
 
 /** The provider's own ID token for this client: its keys, `iss`, `aud` holding the client, `exp`, as `id_token_hint`s are. */
-async function verifiedIdToken(ctx: KoaContextWithOIDC, value: string): Promise<{ sub: string; exp: number }> {
+async function verifiedIdToken(
+  ctx: KoaContextWithOIDC,
+  value: string,
+): Promise<Omit<IdTokenSubject, 'id' | 'spendsProof'>> {
   const { provider, client } = ctx.oidc;
   const alg = client!.idTokenSignedResponseAlg ?? 'none';
   // An HMAC-signed ID token is signed with the client's own secret: it proves nothing the client could not make.
@@ -227,11 +240,12 @@ async function verifiedIdToken(ctx: KoaContextWithOIDC, value: string): Promise<
   if (typeof payload.sub !== 'string' || !payload.sub || !isStorableText(payload.sub)) {
     throw invalidRequest('subject_token names no storable subject');
   }
-  return { sub: payload.sub, exp: payload.exp! };
+  return { sub: payload.sub, exp: payload.exp!, mayAct: payload['may_act'] };
 }
 
 function sessionOf(
   subject: IdTokenSubject,
+  actor: string | undefined,
   clientId: string,
   audience: string,
   resources: string[],
@@ -243,6 +257,7 @@ function sessionOf(
     id: newSessionId(),
     type: 'id-jag',
     subject: subject.sub,
+    ...(actor === undefined ? {} : { actor }),
     clientId,
     resource: audience,
     scope,

@@ -119,6 +119,8 @@ function fetchedKeys(remote: JWTVerifyGetKey): JWTVerifyGetKey {
 export interface IdJagIssueInput {
   clientId: string;
   subject: string;
+  /** Who acts for the user, when the request carries an actor token: the user or client that token names. */
+  actor?: string;
   audience: string;
   resource: string[];
   scope: string[];

@@ -2,8 +2,9 @@
 import { createHash } from 'node:crypto';
 import { decodeJwt, errors, jwtVerify, type JWTPayload } from 'jose';
 import type { KoaContextWithOIDC, ResourceServerInstance } from 'oidc-provider';
-import { scopeSet } from '../access-token.js';
+import { isObject, scopeSet } from '../access-token.js';
 import { redemptionQuotas, type DelegationCharge } from '../capacity.js';
+import { DELEGATION_MAXIMA } from '../config/defaults.js';
 import * as refuse from '../errors.js';
 import { EVENTS, type ImpersonationEvent } from '../event-types.js';
 import { announce } from '../events/publish.js';
@@ -13,6 +14,7 @@ import { newSessionId, SESSION_CLAIM, type SessionRecord } from '../sessions/rec
 import type { SessionStore } from '../sessions/store.js';
 import { isStorableText } from '../storable-text.js';
 import { accountExists } from './account.js';
+import type { ActClaim } from './actor.js';
 import type { ExchangeClaims } from './claims.js';
 import { commit } from './commit.js';
 import { issuerSessionOf, type IssuerStreams } from './id-jag-streams.js';
@@ -29,8 +31,10 @@ export const ID_JAG_PROFILE = 'urn:ietf:params:oauth:grant-profile:id-jag';
 const REDEEMED_KEPT = 2 * MAX_CLOCK_SKEW;
 /** The claims jose names when their check fails. */
 const CHECKED_CLAIMS = new Set(['typ', 'aud', 'iss', 'exp', 'iat', 'nbf', 'sub', 'jti']);
+/** Characters of an asserted `act` chain the token and its session carry, at most. */
+const MAX_ACT_LENGTH = 2048;
 
-type IdJagClaims = JWTPayload & { iss: string; sub: string; client_id: string; jti: string; exp: number };
+type IdJagClaims = JWTPayload & Record<'iss' | 'sub' | 'client_id' | 'jti', string> & { exp: number; act?: ActClaim };
 
 /** What the grant handler works with: its options, the sessions and the trail, the token's claims, the issuers' streams. */
 export interface IdJagDependencies {
@@ -83,7 +87,7 @@ export function createIdJagHandler({ options, sessions, bus, claims: tokenClaims
     // A token never outlives the assertion it came from.
     internals.setTokenLifetime(token, Math.max(1, Math.min(token.expiration, Math.floor(claims.exp) - nowSeconds())));
     const session = sessionOf(claims, accountId, resourceServer.identifier(), granted, token.expiration);
-    tokenClaims.attach(token, { [SESSION_CLAIM]: session.id });
+    tokenClaims.attach(token, { ...(claims.act ? { act: claims.act } : {}), [SESSION_CLAIM]: session.id });
     // Invariant 37: the assertion's `iss` and `jti` taken once, with its issuer's and client's shares, in the commit.
     const keptUntil = Math.ceil(claims.exp) + REDEEMED_KEPT;
     const once: DelegationCharge = {
@@ -121,6 +125,7 @@ function sessionOf(
     id: newSessionId(),
     type: 'id-jag-redemption',
     subject,
+    ...(claims.act ? { actor: claims.act.sub } : {}),
     clientId: claims.client_id,
     resource,
     scope,
@@ -175,6 +180,19 @@ async function verifiedAssertion(assertion: string, audience: string, options: R
   const named = payload[SESSION_CLAIM] === undefined ? [] : [SESSION_CLAIM];
   const malformed = ['sub', 'client_id', 'jti', ...named].find((name) => !isName(payload[name]));
   if (malformed) throw refuse.invalidGrant(`the assertion's "${malformed}" claim must be a non-empty string`);
+  // RFC 8693 4.1: each actor of the chain an object naming its `sub`, the chain bounded as a delegation's.
+  let depth = 0;
+  for (let act = payload['act']; act !== undefined; act = (act as ActClaim).act) {
+    depth += 1;
+    if (!isObject(act) || !isName(act['sub']) || depth > DELEGATION_MAXIMA.maxChainDepth) {
+      throw refuse.invalidGrant(
+        'the assertion\'s "act" claim is no chain of objects naming a "sub", or nests too deep',
+      );
+    }
+  }
+  if (JSON.stringify(payload['act'] ?? '').length > MAX_ACT_LENGTH) {
+    throw refuse.invalidGrant(`the assertion's "act" claim must be at most ${MAX_ACT_LENGTH} characters`);
+  }
   // RFC 7523 3 (4): an `exp` required, and one unreasonably far ahead refused, so a redeemed `jti` is kept only so long.
   if (!((payload.exp ?? Infinity) <= nowSeconds() + MAX_ASSERTION_LIFETIME + skew)) {
     throw refuse.invalidGrant(`the assertion needs an "exp" at most ${MAX_ASSERTION_LIFETIME} s from now`);

@@ -18,6 +18,7 @@ import {
   type ImpersonationEvent,
 } from '../../lib/index.js';
 import { JWT_BEARER_GRANT } from '../../lib/exchange/id-jag.js';
+import { JWT_TOKEN_TYPE } from '../../lib/exchange/request.js';
 import {
   ID_JAG_JWT_TYPE,
   ID_JAG_TOKEN_TYPE,
@@ -37,12 +38,14 @@ import {
 import {
   ACCESS_TOKEN,
   apiRequest,
+  basic,
   decodeHeader,
   decodeJwt,
   expectError,
   tokenRequest,
   userAccessToken,
   userSignIn,
+  type ClientCredentials,
   type Reply,
 } from '../support/http.js';
 import { DpopKey } from '../support/dpop.js';
@@ -62,6 +65,8 @@ const AGENT_AT_IDP: ClientMetadata = {
   response_types: ['code'],
   redirect_uris: [REDIRECT_URI],
   id_jag_audiences: `${CHAT} ${CALENDAR}`,
+  // The agent delegates too: a token it is issued so carries act, and is no identity of its own.
+  token_exchange_delegation: API,
 };
 
 const OTHER_AGENT = { client_id: 'mail-agent', client_secret: 'mail-agent-secret' };
@@ -288,12 +293,12 @@ describe('ID-JAG issuance (token exchange of an ID token): the draft, over HTTP'
       await refused({ scope: 'x'.repeat(2049) }, 'invalid_scope', /at most 2048 characters/);
     });
 
-    it('another subject_token_type, or an actor_token: invalid_request', async () => {
+    it('another subject_token_type, or an actor_token that is an ID token: invalid_request', async () => {
       await refused({ subject_token_type: ACCESS_TOKEN }, 'invalid_request', /unsupported subject_token_type/);
       await refused(
         { actor_token: idToken, actor_token_type: ID_TOKEN_TYPE },
         'invalid_request',
-        /without an actor_token/,
+        /unsupported actor_token_type/,
       );
     });
 
@@ -343,6 +348,81 @@ describe('ID-JAG issuance (token exchange of an ID token): the draft, over HTTP'
       const before = issued.length;
       const reply = await requestIdJag({ subject_token: 'x' }, CLIENTS.web, chat);
       await expectRefused(reply, 400, 'invalid_request', /unsupported (subject|requested)_token_type/, before);
+    });
+  });
+
+  describe('an actor (RFC 8693 4.1): the agent presents its own access token', () => {
+    /** The agent's own identity here: bob, signed in through the agent itself. */
+    const agentToken = (client: ClientCredentials = AGENT) => userAccessToken(idp, 'bob', { client, scope: 'openid' });
+
+    it('the ID-JAG carries act, the policy and the listed session name the actor, the redeemed token carries act', async () => {
+      const actor = await agentToken();
+      const reply = await requestIdJag({ actor_token: actor, actor_token_type: ACCESS_TOKEN, resource: API });
+      expect(reply.status, JSON.stringify(reply.body)).to.equal(200);
+      const assertion = reply.body['access_token'] as string;
+      expect(decodeJwt(assertion)['act']).to.deep.equal({ sub: 'bob' });
+      expect(asked.at(-1)).to.include({ subject: 'alice', actor: 'bob' });
+      const { sessionId } = issued.at(-1)!;
+      const admin = await adminToken(idp);
+      const listed = await apiRequest(idp, 'GET', `${SESSIONS}/${sessionId!}`, admin);
+      expect(listed.body).to.include({ type: 'id-jag', subject: 'alice', actor: 'bob' });
+      const byActor = await apiRequest(idp, 'GET', `${SESSIONS}?actor=bob`, admin);
+      expect((byActor.body['items'] as Array<{ id: string }>).map((item) => item.id)).to.include(sessionId);
+      expect(JSON.stringify([reply.body, listed.body, issued.at(-1)])).not.to.include(actor);
+      const redeemed = await tokenRequest(chat, { grant_type: JWT_BEARER_GRANT, assertion }, AGENT);
+      expect(redeemed.status, JSON.stringify(redeemed.body)).to.equal(200);
+      expect(decodeJwt(redeemed.body['access_token'] as string)).to.deep.include({ sub: 'alice', act: { sub: 'bob' } });
+    });
+
+    it("another client's token, one invalid, revoked, not the JWT its type says, or an exchange's: invalid_request", async () => {
+      await refused(
+        { actor_token: await agentToken(CLIENTS.web), actor_token_type: ACCESS_TOKEN },
+        'invalid_request',
+        /actor_token was issued to a client whose tokens are not accepted/,
+      );
+      const invalid = /actor_token is invalid, expired, revoked/;
+      await refused({ actor_token: 'not-a-token', actor_token_type: ACCESS_TOKEN }, 'invalid_request', invalid);
+      const revoked = await agentToken();
+      const revocation = await fetch(`${idp.base}/token/revocation`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/x-www-form-urlencoded', authorization: basic(AGENT) },
+        body: new URLSearchParams({ token: revoked }),
+      });
+      expect(revocation.status).to.equal(200);
+      await refused({ actor_token: revoked, actor_token_type: ACCESS_TOKEN }, 'invalid_request', invalid);
+      await refused({ actor_token: 'opaque', actor_token_type: JWT_TOKEN_TYPE }, 'invalid_request', /not a JWT/);
+      const delegated = await tokenRequest(
+        idp,
+        {
+          grant_type: TOKEN_EXCHANGE,
+          subject_token: await userAccessToken(idp, 'bob', { client: AGENT, resource: API, scope: 'openid' }),
+          subject_token_type: ACCESS_TOKEN,
+          resource: API,
+        },
+        AGENT,
+      );
+      expect(decodeJwt(delegated.body['access_token'] as string)).to.have.property('act');
+      await refused(
+        { actor_token: delegated.body['access_token'] as string, actor_token_type: ACCESS_TOKEN },
+        'invalid_request',
+        /actor_token was issued by a token exchange/,
+      );
+    });
+
+    it("the ID token's may_act narrows who may act; with no actor token no one acts, and the ID-JAG names none", async () => {
+      const actor = { actor_token: await agentToken(), actor_token_type: ACCESS_TOKEN };
+      const forCarol = await forgedIdToken({ may_act: { sub: 'carol' } });
+      await refused(
+        { subject_token: forCarol, ...actor },
+        'invalid_request',
+        /may_act claim does not allow this actor/,
+      );
+      const forBob = await requestIdJag({ subject_token: await forgedIdToken({ may_act: { sub: 'bob' } }), ...actor });
+      expect(forBob.status, JSON.stringify(forBob.body)).to.equal(200);
+      const alone = await requestIdJag({ subject_token: forCarol });
+      expect(alone.status, JSON.stringify(alone.body)).to.equal(200);
+      expect(decodeJwt(alone.body['access_token'] as string)).not.to.have.property('act');
+      expect(asked.at(-1)).not.to.have.property('actor');
     });
   });
 

@@ -184,6 +184,19 @@ describe('ID-JAG redemption (jwt-bearer grant): RFC 7523 3 and the draft, over H
       expect(JSON.stringify(event)).not.to.include(assertion);
     });
 
+    it("an assertion's act (RFC 8693 4.1) rides onto the access token, JWT or opaque; the session names its actor", async () => {
+      const act = { sub: 'orders-bot', act: { sub: 'scheduler' } };
+      const reply = await redeem(await idJag({ act }));
+      expect(reply.status, JSON.stringify(reply.body)).to.equal(200);
+      expect(decodeJwt(reply.body['access_token'] as string)['act']).to.deep.equal(act);
+      const session = await apiRequest(tp, 'GET', `${SESSIONS}/${redeemed.at(-1)!.sessionId}`, await adminToken(tp));
+      expect(session.body).to.include({ type: 'id-jag-redemption', subject: 'alice', actor: 'orders-bot' });
+      const opaque = await redeem(await idJag({ act, resource: OPAQUE_API, scope: 'read' }));
+      expect((await introspect(tp, opaque.body['access_token'] as string))['act']).to.deep.equal(act);
+      // Without act, no actor: the token carries none.
+      expect(decodeJwt((await redeem(await idJag())).body['access_token'] as string)).not.to.have.property('act');
+    });
+
     it("never outlives the assertion: expires_in and exp end by the assertion's exp", async () => {
       const exp = now() + 20;
       const reply = await redeem(await idJag({ exp }));
@@ -474,6 +487,18 @@ describe('ID-JAG redemption (jwt-bearer grant): RFC 7523 3 and the draft, over H
     it('resource or scope claims of the wrong type', async () => {
       await expectRefused(await idJag({ resource: 42 }), 400, 'invalid_grant', /resource claim is malformed/);
       await expectRefused(await idJag({ scope: ['profile:read'] }), 400, 'invalid_grant', /scope claim is malformed/);
+    });
+    it('act that is no chain of objects each naming a sub, nested too deep, or too long', async () => {
+      let deep: Record<string, unknown> = { sub: 'a' };
+      for (let level = 1; level < 11; level += 1) deep = { sub: 'a', act: deep };
+      const malformed = ['bot', [{ sub: 'bot' }], {}, { sub: 42 }, { sub: '' }, { sub: 'bot', act: 'x' }, deep];
+      for (const act of malformed) {
+        await expectRefused(await idJag({ act }), 400, 'invalid_grant', /"act" claim is no chain/);
+      }
+      const long = { sub: 'bot', note: 'x'.repeat(2048) };
+      await expectRefused(await idJag({ act: long }), 400, 'invalid_grant', /"act" claim must be at most 2048/);
+      // Ten actors deep is the bound, as a delegation's chain.
+      expect((await redeem(await idJag({ act: deep['act'] }))).status).to.equal(200);
     });
   });
 

@@ -1092,7 +1092,7 @@ describe('canary: no token value or secret leaves its place', function () {
     }
   });
 
-  it('over ID-JAG issues: success, the session stopped, and every refusal of an ID token', async () => {
+  it('over ID-JAG issues: success, the session stopped, and every refusal of an ID token or an actor token', async () => {
     const agent = { client_id: 'canary-chat-agent', client_secret: 'canary-chat-agent-secret-77d1' };
     canary.secret(agent.client_secret);
     const audience = 'https://chat.example.com';
@@ -1149,6 +1149,13 @@ describe('canary: no token value or secret leaves its place', function () {
         return canary.response(`ID-JAG issue ${label}`, reply, [reply.body['access_token'] as string | undefined]);
       };
       expect((await ask('issued', { resource: API })).status).to.equal(200);
+      const actorToken = async (client: ClientCredentials = agent) => {
+        const value = await userAccessToken(idp, 'bob', { client, scope: 'openid' });
+        canary.secret(value);
+        return { actor_token: value, actor_token_type: ACCESS_TOKEN };
+      };
+      const actor = await actorToken();
+      expect((await ask('issued with an actor', { resource: API, ...actor })).status).to.equal(200);
       const admin = await m2mToken(idp, CLIENTS.admin, 'impersonations:read impersonations:revoke');
       canary.secret(admin);
       const listed = canary.response('list ID-JAG sessions', await http(idp, 'GET', '/api/impersonations', admin));
@@ -1165,6 +1172,8 @@ describe('canary: no token value or secret leaves its place', function () {
         ['another client', { subject_token: await signIn('bob', CLIENTS.web) }],
         ['policy', { subject_token: await signIn('carol') }],
         ['unauthorized client', { subject_token: await signIn('bob', CLIENTS.web) }, CLIENTS.web],
+        ['actor of another client', await actorToken(CLIENTS.web)],
+        ['actor invalid', { ...actor, actor_token: `${actor.actor_token.slice(0, -8)}AAAAAAAA` }],
       ];
       for (const [label, params, client] of refusals) {
         expect((await ask(label, params, client)).status, label).to.equal(400);
