@@ -22,6 +22,7 @@ interface DelegationAsked {
 interface IssueAsked {
   clientId: string;
   subject: string;
+  actor?: string | undefined;
   audience: string;
   resource: string[];
   scope: string[];
@@ -157,6 +158,7 @@ export function delegationEvaluation(input: DelegationAsked): AccessEvaluation {
 export function issueEvaluation(input: IssueAsked): AccessEvaluation {
   return evaluation({ type: 'client', id: input.clientId }, 'issue-id-jag', input.subject, {
     client: input.clientId,
+    actor: input.actor,
     audience: input.audience,
     resources: input.resource,
     scopes: input.scope,

@@ -587,6 +587,15 @@ describe('ID-JAG issuance asked of an AuthZEN decision point (authzen), after ca
     expect(pdp.received[0]!.raw).not.to.include(idToken);
   });
 
+  it("names the request's actor in the context: who the agent's own access token names", async () => {
+    const actor = await userAccessToken(idp, 'bob', { client: AGENT, scope: 'openid' });
+    const reply = await idJagAt(idp, idToken, { actor_token: actor, actor_token_type: ACCESS_TOKEN });
+    expect(reply.status, JSON.stringify(reply.body)).to.equal(200);
+    expect(pdp.received).to.have.length(1);
+    expect(pdp.received[0]!.body['context']).to.include({ client: AGENT.client_id, actor: 'bob', audience: CHAT });
+    expect(pdp.received[0]!.raw).not.to.include(actor);
+  });
+
   it('refused by canIssue: nothing asked; refused by the decision point: invalid_request with its words, nothing issued', async () => {
     const before = issued.length;
     const carol = (await userSignIn(idp, 'carol', { client: AGENT, scope: 'openid' })).idToken!;
