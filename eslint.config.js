@@ -16,6 +16,7 @@ const FLOORS = [
   {
     type: 'ground',
     pattern: [
+      'lib/clock.ts',
       'lib/errors.ts',
       'lib/errors/*.ts',
       'lib/json.ts',

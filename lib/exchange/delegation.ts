@@ -1,5 +1,6 @@
 import { forgetReadAheads, publicTokenId, verifyAccessToken } from '../access-token.js';
 import { delegationQuotas, quotaRefusal, type DelegationCharge, type DelegationPrincipals } from '../capacity.js';
+import { nowSeconds } from '../clock.js';
 import { invalidRequest, PrincipalQuotaReached } from '../errors.js';
 import { checkDpopReplay, releaseDpopProof } from '../provider-internals.js';
 import { newSessionId, SESSION_CLAIM, type SessionRecord } from '../sessions/record.js';
@@ -231,8 +232,4 @@ export function delegationExchange(dependencies: ExchangeDependencies): Exchange
 
     refused: (ctx, progress, error) => reportDelegationRefusal(ctx, dependencies.bus, refusals, progress, error),
   };
-}
-
-function nowSeconds(): number {
-  return Math.floor(Date.now() / 1000);
 }

@@ -4,15 +4,16 @@ import { createLocalJWKSet, errors as jose, jwtVerify, type JSONWebKeySet } from
 import type { ClientMetadata, Configuration, KoaContextWithOIDC } from 'oidc-provider';
 import { publicTokenId, scopeSet } from '../access-token.js';
 import { idJagIssueQuotas } from '../capacity.js';
+import { nowSeconds } from '../clock.js';
 import { withClientMetadata } from '../config/client-metadata.js';
 import { invalidClientMetadata, invalidRequest, invalidScope, invalidTarget, unauthorizedClient } from '../errors.js';
-import { EVENTS, type ImpersonationEvent } from '../event-types.js';
+import { EVENTS } from '../event-types.js';
 import * as internals from '../provider-internals.js';
 import { newSessionId, type SessionRecord } from '../sessions/record.js';
 import { isStorableText } from '../storable-text.js';
 import { SESSION_CLAIM, TOKEN_EXCHANGE_GRANT } from '../token-claims.js';
 import { checkMayAct, delegationActor } from './actor.js';
-import { joseFailure } from './id-jag.js';
+import { idJagEvent, joseFailure } from './id-jag.js';
 import type { ResolvedIdJagIssuanceOptions } from './id-jag-options.js';
 import type { ExchangeDependencies, ExchangeKind, Subject } from './kind.js';
 import { decide } from './policy.js';
@@ -186,7 +187,7 @@ export function idJagIssuance(
           // Invariant 50: each issue is a session the store holds, charged to its user and its client.
           quotas: idJagIssueQuotas(options, subject.sub, clientId),
           startedAt,
-          event: () => idJagIssued(session),
+          event: () => idJagEvent(EVENTS.idJagIssued, session),
           record: true,
           delegation: false,
         },
@@ -268,23 +269,4 @@ function sessionOf(
     createdAt,
     expiresAt: createdAt + expiresIn,
   };
-}
-
-function idJagIssued(session: SessionRecord): ImpersonationEvent<typeof EVENTS.idJagIssued> {
-  return {
-    name: EVENTS.idJagIssued,
-    sessionId: session.id,
-    subject: session.subject,
-    clientId: session.clientId,
-    resource: session.resource,
-    scope: session.scope.join(' '),
-    context: session.context,
-    subjectTokenId: session.subjectTokenId,
-    accessTokenId: session.accessTokenId,
-    expiresAt: session.expiresAt,
-  };
-}
-
-function nowSeconds(): number {
-  return Math.floor(Date.now() / 1000);
 }

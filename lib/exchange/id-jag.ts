@@ -4,6 +4,7 @@ import { decodeJwt, errors, jwtVerify, type JWTPayload } from 'jose';
 import type { KoaContextWithOIDC, ResourceServerInstance } from 'oidc-provider';
 import { isObject, scopeSet } from '../access-token.js';
 import { redemptionQuotas, type DelegationCharge } from '../capacity.js';
+import { nowSeconds } from '../clock.js';
 import { DELEGATION_MAXIMA } from '../config/defaults.js';
 import * as refuse from '../errors.js';
 import { EVENTS, type ImpersonationEvent } from '../event-types.js';
@@ -97,7 +98,7 @@ export function createIdJagHandler({ options, sessions, bus, claims: tokenClaims
       expiresAt: keptUntil * 1000,
     };
     const quotas = [once, ...redemptionQuotas(options.maxRedemptionsPerClient, claims.client_id, claims.iss)];
-    const event = () => idJagRedeemed(session);
+    const event = () => idJagEvent(EVENTS.idJagRedeemed, session);
     const value = await commit(
       ctx,
       { sessions, bus },
@@ -142,18 +143,23 @@ function sessionOf(
   };
 }
 
-function idJagRedeemed(session: SessionRecord): ImpersonationEvent<typeof EVENTS.idJagRedeemed> {
+/** An ID-JAG's event, issued or redeemed, told from its session; an issue names the ID token it attests. */
+export function idJagEvent<N extends typeof EVENTS.idJagIssued | typeof EVENTS.idJagRedeemed>(
+  name: N,
+  session: SessionRecord,
+): ImpersonationEvent<N> {
   return {
-    name: EVENTS.idJagRedeemed,
+    name,
     sessionId: session.id,
     subject: session.subject,
     clientId: session.clientId,
     resource: session.resource,
     scope: session.scope.join(' '),
     context: session.context,
+    ...(name === EVENTS.idJagIssued ? { subjectTokenId: session.subjectTokenId } : {}),
     accessTokenId: session.accessTokenId,
     expiresAt: session.expiresAt,
-  };
+  } as ImpersonationEvent<N>;
 }
 
 /** RFC 7523 3 and the draft's processing rules: `invalid_grant` for any assertion that fails, never quoting it. */
@@ -240,8 +246,4 @@ function assertedScopes(ctx: KoaContextWithOIDC, asserted: unknown, server: Reso
   if (wider.length) throw refuse.invalidScope(`scope wider than the assertion's: ${wider.join(' ')}`, wider.join(' '));
   const defined = [...allowed].filter((name) => server.scopes.has(name));
   return grantedScopes(ctx, requested ?? defined.join(' '), server);
-}
-
-function nowSeconds(): number {
-  return Math.floor(Date.now() / 1000);
 }

@@ -3,6 +3,7 @@ import type { AdapterPayload } from 'oidc-provider';
 import type { QuotaCharge } from '../capacity.js';
 import type { SubjectTokenAdapter } from '../adapters/contracts/subject-tokens.js';
 import { recordOf, recordPayload } from '../adapters/records.js';
+import { nowSeconds } from '../clock.js';
 import { definedMembers, type JsonObject } from '../json.js';
 import { hashSubjectToken, mintSubjectToken, newSubjectTokenId } from './token.js';
 
@@ -127,8 +128,4 @@ export class SubjectTokenStore {
 /** When a subject token's record leaves the store (ms since the epoch): from then on it is unknown. */
 export function keptUntil(record: SubjectTokenRecord): number {
   return (record.exp + TOMBSTONE_SECONDS) * 1000;
-}
-
-function nowSeconds(): number {
-  return Math.floor(Date.now() / 1000);
 }
