@@ -54,19 +54,9 @@ export type ResolvedOptions = ResolvedCoreOptions & {
 
 /** Every option, so that one misspelt is refused: the `satisfies` keeps the list and the interface alike. */
 const OPTION_NAMES = Object.keys({
+  ...IMPERSONATION_DEFAULTS,
   managementResource: true,
-  managementScope: true,
-  readScope: true,
-  revokeScope: true,
-  managementPath: true,
-  sessionsPath: true,
-  managementTokenTTL: true,
-  managementTokenFormat: true,
   authenticateManagementRequest: true,
-  subjectTokenTTL: true,
-  accessTokenTTL: true,
-  maxContextBytes: true,
-  maxSubjectTokensPerClient: true,
   canImpersonate: true,
   canExchange: true,
   actorClients: true,
@@ -75,17 +65,15 @@ const OPTION_NAMES = Object.keys({
   store: true,
   telemetry: true,
   getCustomJwtClaims: true,
-  customClaimsTimeout: true,
   environmentVariables: true,
   approvals: true,
   webhooks: true,
   ssf: true,
-  deliverOutbox: true,
   delegation: true,
   authzen: true,
   idJag: true,
   idJagIssuance: true,
-} satisfies Record<keyof ImpersonationOptions, true>);
+} satisfies Record<keyof ImpersonationOptions, unknown>);
 
 const ACTOR_AUTHENTICATION_NAMES = Object.keys({ maxAge: true, acrValues: true } satisfies Record<
   keyof ActorAuthentication,
