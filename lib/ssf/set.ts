@@ -13,10 +13,7 @@ type SessionStop = ReturnType<typeof sessionStopOf>;
 /** The longest `reason_admin` a SET carries: the stop's reason is cut there. */
 export const MAX_REASON_ADMIN = 256;
 
-/**
- * By how a session ended: who or what ended it (CAEP 1.0 2), and what an administrator reading the
- * receiver's logs is told when the stop gave no reason of its own.
- */
+/** By end reason: who ended the session (CAEP 1.0 2), and what the receiver's administrators read when no reason was given. */
 const END_REASONS: Readonly<Record<EndReason, [InitiatingEntity, string]>> = {
   // The support agent signed out: the session's own user ended it.
   actor_logout: ['user', 'The support agent signed out; the impersonation ended with their sign-in.'],
