@@ -107,93 +107,73 @@ type SessionFields =
   | 'accessTokenId'
   | 'expiresAt';
 
-/** What each event carries, by name. */
-export interface ImpersonationEvents {
+/** What each event carries, by name: the fields it always names, then those it names when known. */
+interface EventFieldsByName {
   /** The Management API created a subject token; `clientId` and `actor` are its bindings, when it has them. */
-  'impersonation.subject_token.created': EventOf<
-    'impersonation.subject_token.created',
+  'impersonation.subject_token.created': [
     'subjectTokenId' | 'subject' | 'createdBy' | 'context' | 'expiresAt',
-    'clientId' | 'actor' | 'accessGrantId'
-  >;
+    'clientId' | 'actor' | 'accessGrantId',
+  ];
   /** `canImpersonate` refused a creation. */
-  'impersonation.subject_token.refused': EventOf<
-    'impersonation.subject_token.refused',
+  'impersonation.subject_token.refused': [
     'subject' | 'createdBy' | 'context' | 'error' | 'reason',
-    'clientId' | 'actor'
-  >;
+    'clientId' | 'actor',
+  ];
   /** An impersonation token was issued; `actor` when an actor token was sent. */
-  'impersonation.exchange.succeeded': EventOf<
-    'impersonation.exchange.succeeded',
-    SessionFields | 'createdBy',
-    'actor' | 'accessGrantId'
-  >;
+  'impersonation.exchange.succeeded': [SessionFields | 'createdBy', 'actor' | 'accessGrantId'];
   /** An exchange failed; it names what had been established when it stopped, never a token. */
-  'impersonation.exchange.refused': EventOf<
-    'impersonation.exchange.refused',
+  'impersonation.exchange.refused': [
     'clientId' | 'error' | 'reason',
-    SessionFields | 'createdBy' | 'actor' | 'accessGrantId'
-  >;
+    SessionFields | 'createdBy' | 'actor' | 'accessGrantId',
+  ];
   /** A subject token was withdrawn before its redemption. */
-  'impersonation.subject_token.withdrawn': EventOf<
-    'impersonation.subject_token.withdrawn',
-    'subjectTokenId' | 'revokedBy'
-  >;
+  'impersonation.subject_token.withdrawn': ['subjectTokenId' | 'revokedBy', never];
   /** A session was stopped through the Management API; `reason` when one was given. */
-  'impersonation.session.revoked': EventOf<
-    'impersonation.session.revoked',
-    SessionFields | 'revokedBy',
-    'actor' | 'reason' | 'parentSessionId'
-  >;
+  'impersonation.session.revoked': [SessionFields | 'revokedBy', 'actor' | 'reason' | 'parentSessionId'];
   /** A session ended with the actor's sign-in, or with the access grant that allowed it. */
-  'impersonation.session.ended': EventOf<
-    'impersonation.session.ended',
-    SessionFields | 'endReason',
-    'actor' | 'accessGrantId' | 'parentSessionId'
-  >;
+  'impersonation.session.ended': [SessionFields | 'endReason', 'actor' | 'accessGrantId' | 'parentSessionId'];
   /** A delegated token was issued: `actor` acts, `parentSessionId` is the subject token's session. */
-  'impersonation.delegation.succeeded': EventOf<
-    'impersonation.delegation.succeeded',
+  'impersonation.delegation.succeeded': [
     Exclude<SessionFields, 'context'> | 'actor' | 'subjectTokenType' | 'depth',
-    'parentSessionId'
-  >;
+    'parentSessionId',
+  ];
   /** A delegation was refused; it names what was established when it stopped (nothing of a subject token not found). */
-  'impersonation.delegation.refused': EventOf<
-    'impersonation.delegation.refused',
+  'impersonation.delegation.refused': [
     'clientId' | 'error' | 'reason',
-    'subject' | 'actor' | 'resource' | 'scope' | 'subjectTokenId' | 'subjectTokenType' | 'parentSessionId' | 'depth'
-  >;
+    'subject' | 'actor' | 'resource' | 'scope' | 'subjectTokenId' | 'subjectTokenType' | 'parentSessionId' | 'depth',
+  ];
   /** An ID-JAG was redeemed for an access token (docs/cross-app-access.md). */
-  'impersonation.id_jag.redeemed': EventOf<
-    'impersonation.id_jag.redeemed',
-    'sessionId' | 'subject' | 'clientId' | 'resource' | 'scope' | 'context' | 'accessTokenId' | 'expiresAt'
-  >;
+  'impersonation.id_jag.redeemed': [
+    'sessionId' | 'subject' | 'clientId' | 'resource' | 'scope' | 'context' | 'accessTokenId' | 'expiresAt',
+    never,
+  ];
   /** An ID-JAG was issued for another authorization server (`resource`, its issuer); its session stops as any. */
-  'impersonation.id_jag.issued': EventOf<'impersonation.id_jag.issued', SessionFields>;
+  'impersonation.id_jag.issued': [SessionFields, never];
   /** The revocation feed was read. */
-  'impersonation.revocations.served': EventOf<'impersonation.revocations.served', 'count'>;
+  'impersonation.revocations.served': ['count', never];
   /** A customer gave an access grant, or approving a request made one (then `approvalRequestId`). */
-  'impersonation.access_grant.created': EventOf<'impersonation.access_grant.created', GrantFields, GrantDetails>;
+  'impersonation.access_grant.created': [GrantFields, GrantDetails];
   /** An access grant ended (the customer ended it); the sessions it allowed end with it. */
-  'impersonation.access_grant.ended': EventOf<'impersonation.access_grant.ended', GrantFields, GrantDetails>;
+  'impersonation.access_grant.ended': [GrantFields, GrantDetails];
   /** A backend asked the customer to approve an access. */
-  'impersonation.approval.requested': EventOf<'impersonation.approval.requested', RequestFields, RequestDetails>;
+  'impersonation.approval.requested': [RequestFields, RequestDetails];
   /** The customer approved a request: `accessGrantId` is the grant it became. */
-  'impersonation.approval.approved': EventOf<
-    'impersonation.approval.approved',
-    RequestFields | 'accessGrantId',
-    RequestDetails
-  >;
+  'impersonation.approval.approved': [RequestFields | 'accessGrantId', RequestDetails];
   /** The customer denied a request; `reason` when they gave one. */
-  'impersonation.approval.denied': EventOf<'impersonation.approval.denied', RequestFields, RequestDetails | 'reason'>;
+  'impersonation.approval.denied': [RequestFields, RequestDetails | 'reason'];
   /** A request was found unanswered past its expiry. */
-  'impersonation.approval.expired': EventOf<'impersonation.approval.expired', RequestFields, RequestDetails>;
+  'impersonation.approval.expired': [RequestFields, RequestDetails];
   /** A break-glass client bypassed the customer's approval; `reason` is the reason it gave. */
-  'impersonation.break_glass.used': EventOf<
-    'impersonation.break_glass.used',
+  'impersonation.break_glass.used': [
     'subjectTokenId' | 'subject' | 'createdBy' | 'context' | 'expiresAt' | 'reason',
-    'clientId' | 'actor'
-  >;
+    'clientId' | 'actor',
+  ];
 }
+
+/** What each event carries, by name. */
+export type ImpersonationEvents = {
+  [Name in keyof EventFieldsByName]: EventOf<Name, EventFieldsByName[Name][0], EventFieldsByName[Name][1]>;
+};
 
 /** What the events of an access grant always name, and name when the grant has it. */
 type GrantFields = 'accessGrantId' | 'subject' | 'expiresAt';

@@ -8,7 +8,7 @@ import {
   type ResolvedDelegationOptions,
 } from './exchange/delegation-options.js';
 import { optionChecks, type OptionChecks } from './config/checks.js';
-import { IMPERSONATION_DEFAULTS, IMPERSONATION_MAXIMA } from './config/defaults.js';
+import { ACTOR_AUTHENTICATION_MAXIMA, IMPERSONATION_DEFAULTS, IMPERSONATION_MAXIMA } from './config/defaults.js';
 import { invalidArgument } from './errors.js';
 import {
   resolveIdJagIssuanceOptions,
@@ -54,19 +54,9 @@ export type ResolvedOptions = ResolvedCoreOptions & {
 
 /** Every option, so that one misspelt is refused: the `satisfies` keeps the list and the interface alike. */
 const OPTION_NAMES = Object.keys({
+  ...IMPERSONATION_DEFAULTS,
   managementResource: true,
-  managementScope: true,
-  readScope: true,
-  revokeScope: true,
-  managementPath: true,
-  sessionsPath: true,
-  managementTokenTTL: true,
-  managementTokenFormat: true,
   authenticateManagementRequest: true,
-  subjectTokenTTL: true,
-  accessTokenTTL: true,
-  maxContextBytes: true,
-  maxSubjectTokensPerClient: true,
   canImpersonate: true,
   canExchange: true,
   actorClients: true,
@@ -75,17 +65,15 @@ const OPTION_NAMES = Object.keys({
   store: true,
   telemetry: true,
   getCustomJwtClaims: true,
-  customClaimsTimeout: true,
   environmentVariables: true,
   approvals: true,
   webhooks: true,
   ssf: true,
-  deliverOutbox: true,
   delegation: true,
   authzen: true,
   idJag: true,
   idJagIssuance: true,
-} satisfies Record<keyof ImpersonationOptions, true>);
+} satisfies Record<keyof ImpersonationOptions, unknown>);
 
 const ACTOR_AUTHENTICATION_NAMES = Object.keys({ maxAge: true, acrValues: true } satisfies Record<
   keyof ActorAuthentication,
@@ -118,15 +106,8 @@ export function resolveOptions(input: ImpersonationOptions): ResolvedOptions {
   if (options.managementTokenFormat !== 'jwt' && options.managementTokenFormat !== 'opaque') {
     fail('managementTokenFormat', 'must be "jwt" or "opaque"');
   }
-  for (const name of [
-    'managementTokenTTL',
-    'subjectTokenTTL',
-    'accessTokenTTL',
-    'maxContextBytes',
-    'maxSubjectTokensPerClient',
-    'customClaimsTimeout',
-  ] as const) {
-    check.integer(name, options[name], IMPERSONATION_MAXIMA[name]);
+  for (const [name, max] of Object.entries(IMPERSONATION_MAXIMA)) {
+    check.integer(name, options[name as keyof typeof IMPERSONATION_MAXIMA], max);
   }
   for (const name of [
     'authenticateManagementRequest',
@@ -149,7 +130,7 @@ export function resolveOptions(input: ImpersonationOptions): ResolvedOptions {
     check.object('actorAuthentication', freshness);
     check.known(freshness, ACTOR_AUTHENTICATION_NAMES, 'actorAuthentication.');
     if (freshness.maxAge !== undefined) {
-      check.integer('actorAuthentication.maxAge', freshness.maxAge, IMPERSONATION_MAXIMA['actorAuthentication.maxAge']);
+      check.integer('actorAuthentication.maxAge', freshness.maxAge, ACTOR_AUTHENTICATION_MAXIMA.maxAge);
     }
     if (
       freshness.acrValues !== undefined &&

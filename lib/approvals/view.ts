@@ -2,6 +2,7 @@ import { definedMembers, type JsonObject } from '../json.js';
 import {
   grantStateOf,
   requestStateOf,
+  type AccessCeiling,
   type AccessGrant,
   type ApprovalRequest,
   type ApprovalState,
@@ -21,15 +22,13 @@ export type AccessGrantView = Omit<AccessGrant, 'requestedBy' | 'createdAt' | 'e
 export type ApprovedGrantView = Pick<AccessGrantView, 'id' | 'expiresAt' | 'resource' | 'scope'>;
 
 /** What a backend (its creator) and the customer are shown of an approval request. Times RFC 3339. */
-export interface ApprovalRequestView {
+export interface ApprovalRequestView extends AccessCeiling {
   id: string;
   status: ApprovalState;
   subject: string;
   actor: string;
   clientId?: string;
   context: JsonObject;
-  resource?: string;
-  scope?: string[];
   createdAt: string;
   expiresAt: string;
   answeredAt?: string;
@@ -72,7 +71,7 @@ export function approvalRequestView(request: ApprovalRequest, grant?: AccessGran
   };
 }
 
-function ceilingOf(record: { resource?: string; scope?: string[] }): { resource?: string; scope?: string[] } {
+function ceilingOf(record: AccessCeiling): AccessCeiling {
   return definedMembers({ resource: record.resource, scope: record.scope && [...record.scope] });
 }
 

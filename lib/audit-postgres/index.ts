@@ -52,8 +52,7 @@ export type { HeadPublisher, SignedHead } from '../audit/head.js';
 export { appendHeadsToFile, readLastHead } from '../audit/head-file.js';
 
 export type { AuditEntry, VerifyCheck, VerifyResult } from '../audit/chain.js';
-export { POSTGRES_POOL_OPTIONS } from '../postgres/pool.js';
-export type { PoolSource } from '../postgres/pool.js';
+export { POSTGRES_POOL_OPTIONS, type PoolSource } from '../postgres/pool.js';
 
 export interface VerifyOptions {
   /** Checks the signed checkpoints, and the heads given. */

@@ -8,22 +8,11 @@ import { canonicalJson, definedMembers } from '../json.js';
 /** The hash the chain starts from: the `prev_hash` of row 1. */
 export const GENESIS = '0'.repeat(64);
 
-/** One row of the trail: what it says, as typed columns and as the canonical text its hash covers. */
-export interface AuditRow {
-  at: string;
-  event: string;
-  subject: string | null;
-  actor: string | null;
-  clientId: string | null;
-  resource: string | null;
-  scope: string | null;
-  context: unknown;
-  subjectTokenId: string | null;
-  sessionId: string | null;
-  accessTokenId: string | null;
-  outcome: string;
-  reason: string | null;
-}
+/** One row of the trail: what it says, as typed columns and as the canonical text its hash covers (null: not in its event). */
+export type AuditRow = { at: string; event: string; context: unknown; outcome: string } & Record<
+  'subject' | 'actor' | 'clientId' | 'resource' | 'scope' | 'subjectTokenId' | 'sessionId' | 'accessTokenId' | 'reason',
+  string | null
+>;
 
 /** The fields of a row, in the order the canonical text lists them. */
 export const FIELDS = [

@@ -24,8 +24,9 @@ export const IMPERSONATION_MAXIMA = {
   maxContextBytes: 1_048_576,
   maxSubjectTokensPerClient: 1_000_000,
   customClaimsTimeout: 60_000,
-  'actorAuthentication.maxAge': 86_400 * 30,
 } as const;
+
+export const ACTOR_AUTHENTICATION_MAXIMA = { maxAge: 86_400 * 30 } as const;
 
 /** `approvals` (a function's default is a value too: `require` answers `none`). */
 export const APPROVAL_DEFAULTS = {

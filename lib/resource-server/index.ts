@@ -11,8 +11,7 @@ import { POLL_OPTION_NAMES, secureUrl, ssfPollSource, type SsfPollOptions } from
 import { PUSH_OPTION_NAMES, ssfPushSource, type PushAnswer, type PushSource, type SsfPushOptions } from './ssf-push.js';
 import { clockSkewOf, type SsfReceiverOptions } from './set.js';
 
-export { SESSION_CLAIM };
-export type { PushAnswer, SsfPollOptions, SsfPushOptions, SsfReceiverOptions };
+export { SESSION_CLAIM, type PushAnswer, type SsfPollOptions, type SsfPushOptions, type SsfReceiverOptions };
 
 export interface ImpersonationVerifierOptions {
   /** The identity service's issuer (`iss`). */

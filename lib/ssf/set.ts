@@ -13,35 +13,23 @@ type SessionStop = ReturnType<typeof sessionStopOf>;
 /** The longest `reason_admin` a SET carries: the stop's reason is cut there. */
 export const MAX_REASON_ADMIN = 256;
 
-/** CAEP 1.0 2: who or what ended the session, by how it ended. */
-const ENTITY_OF_END: Readonly<Record<EndReason, InitiatingEntity>> = {
+/** By end reason: who ended the session (CAEP 1.0 2), and what the receiver's administrators read when no reason was given. */
+const END_REASONS: Readonly<Record<EndReason, [InitiatingEntity, string]>> = {
   // The support agent signed out: the session's own user ended it.
-  actor_logout: 'user',
+  actor_logout: ['user', 'The support agent signed out; the impersonation ended with their sign-in.'],
   // The agent's sign-in was revoked: the service ended what hung on it.
-  actor_grant_revoked: 'system',
+  actor_grant_revoked: ['system', "The support agent's sign-in was revoked; the impersonation ended with it."],
   // The customer ended the access they had given.
-  access_grant_ended: 'user',
+  access_grant_ended: ['user', 'The customer ended the access they had given to support.'],
   // A delegated session ends with its parent, by rule.
-  parent_session_stopped: 'policy',
+  parent_session_stopped: ['policy', 'The impersonation this session was delegated from stopped.'],
   // The token a delegation was exchanged from was revoked by its holder's client (RFC 7009), as at a sign-out.
-  subject_token_revoked: 'user',
+  subject_token_revoked: ['user', 'The token this session was delegated from was revoked.'],
   // A token issued from an ID-JAG ends, by rule, with the ID-JAG's session at its issuer.
-  issuer_session_stopped: 'policy',
+  issuer_session_stopped: ['policy', "The ID-JAG's session at the identity provider that issued it was stopped."],
   // The trail could not record the session's start: the service ended it before its token left.
-  not_recorded: 'system',
+  not_recorded: ['system', 'The audit trail could not record the session; its token was never delivered.'],
 };
-
-/** What an administrator reading the receiver's logs is told when the stop gave no reason of its own. */
-const ADMIN_TEXT_OF_END: Readonly<Record<EndReason, string>> = {
-  actor_logout: 'The support agent signed out; the impersonation ended with their sign-in.',
-  actor_grant_revoked: "The support agent's sign-in was revoked; the impersonation ended with it.",
-  access_grant_ended: 'The customer ended the access they had given to support.',
-  parent_session_stopped: 'The impersonation this session was delegated from stopped.',
-  subject_token_revoked: 'The token this session was delegated from was revoked.',
-  issuer_session_stopped: "The ID-JAG's session at the identity provider that issued it was stopped.",
-  not_recorded: 'The audit trail could not record the session; its token was never delivered.',
-};
-
 const ADMIN_TEXT_OF_REVOCATION = 'An administrator stopped the impersonation.';
 
 /** A stopped session as a CAEP session-revoked event tells it; `reason_admin` bounded, never a credential. */
@@ -54,9 +42,9 @@ export function sessionStopOf(event: ImpersonationEvent & { sessionId: string; s
       ? given.trim()
       : revoked || endReason === undefined
         ? ADMIN_TEXT_OF_REVOCATION
-        : (ADMIN_TEXT_OF_END[endReason] ?? ADMIN_TEXT_OF_REVOCATION);
+        : (END_REASONS[endReason]?.[1] ?? ADMIN_TEXT_OF_REVOCATION);
   const initiatingEntity: InitiatingEntity =
-    revoked || endReason === undefined ? 'admin' : (ENTITY_OF_END[endReason] ?? 'system');
+    revoked || endReason === undefined ? 'admin' : (END_REASONS[endReason]?.[0] ?? 'system');
   return {
     sessionId: event.sessionId,
     subject: event.subject,
