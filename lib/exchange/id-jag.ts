@@ -35,6 +35,8 @@ const CHECKED_CLAIMS = new Set(['typ', 'aud', 'iss', 'exp', 'iat', 'nbf', 'sub',
 /** Characters of an asserted `act` chain the token and its session carry, at most. */
 const MAX_ACT_LENGTH = 2048;
 
+type IdJagEventName = typeof EVENTS.idJagIssued | typeof EVENTS.idJagRedeemed;
+
 type IdJagClaims = JWTPayload & Record<'iss' | 'sub' | 'client_id' | 'jti', string> & { exp: number; act?: ActClaim };
 
 /** What the grant handler works with: its options, the sessions and the trail, the token's claims, the issuers' streams. */
@@ -144,10 +146,7 @@ function sessionOf(
 }
 
 /** An ID-JAG's event, issued or redeemed, told from its session; an issue names the ID token it attests. */
-export function idJagEvent<N extends typeof EVENTS.idJagIssued | typeof EVENTS.idJagRedeemed>(
-  name: N,
-  session: SessionRecord,
-): ImpersonationEvent<N> {
+export function idJagEvent(name: IdJagEventName, session: SessionRecord): ImpersonationEvent<IdJagEventName> {
   return {
     name,
     sessionId: session.id,
@@ -159,7 +158,7 @@ export function idJagEvent<N extends typeof EVENTS.idJagIssued | typeof EVENTS.i
     ...(name === EVENTS.idJagIssued ? { subjectTokenId: session.subjectTokenId } : {}),
     accessTokenId: session.accessTokenId,
     expiresAt: session.expiresAt,
-  } as ImpersonationEvent<N>;
+  } as ImpersonationEvent<IdJagEventName>;
 }
 
 /** RFC 7523 3 and the draft's processing rules: `invalid_grant` for any assertion that fails, never quoting it. */
