@@ -87,9 +87,7 @@ export function idJagIssuance(
     handles: (ctx) => (ctx.oidc.params as Record<string, unknown>)['requested_token_type'] === ID_JAG_TOKEN_TYPE,
 
     parameters(ctx) {
-      if (audiencesOf(ctx.oidc.client!) === undefined) {
-        throw unauthorizedClient('this client may not request ID-JAGs');
-      }
+      if (audiencesOf(ctx.oidc.client!) === undefined) throw unauthorizedClient('this client may not request ID-JAGs');
       const params = exchangeParameters(ctx, ACCEPTS);
       const audiences = [params.audience ?? []].flat();
       if (!audiences.length) throw invalidRequest('missing required parameter audience');

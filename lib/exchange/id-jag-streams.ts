@@ -26,10 +26,10 @@ export interface IssuerStreams {
   current(issuer: string): boolean;
 }
 
-/** The origin of a redemption: the ID-JAG's issuer and its session there, digested. */
-export function issuerSessionOf(issuer: string, sessionId: string): string {
+/** A name an issuer gave (an ID-JAG's session there, its `jti`), digested with the issuer: unique across issuers. */
+export function issuerDigestOf(issuer: string, name: string): string {
   return createHash('sha256')
-    .update(JSON.stringify([issuer, sessionId]))
+    .update(JSON.stringify([issuer, name]))
     .digest('base64url');
 }
 
@@ -48,7 +48,7 @@ export function followIssuerStreams(
     const ended = async (payload: JWTPayload) => {
       const sessionId = revokedSessionOf(payload);
       if (sessionId === undefined) return;
-      const origin = { issuerSession: issuerSessionOf(issuer, sessionId) };
+      const origin = { issuerSession: issuerDigestOf(issuer, sessionId) };
       const quota = issuerStopQuota(issuer, options.maxStopsPerIssuer);
       const marked = await sessions.markEndedWithin(origin, ISSUER_MARK_SECONDS, quota);
       await closeStartedWith(bus, sessions, origin, 'issuer_session_stopped', undefined);

@@ -1,5 +1,4 @@
 /** The jwt-bearer grant (RFC 7523) for Identity Assertion JWT Authorization Grants, redeemed here (docs/cross-app-access.md). */
-import { createHash } from 'node:crypto';
 import { decodeJwt, errors, jwtVerify, type JWTPayload } from 'jose';
 import type { KoaContextWithOIDC, ResourceServerInstance } from 'oidc-provider';
 import { isObject, scopeSet } from '../access-token.js';
@@ -9,21 +8,19 @@ import { DELEGATION_MAXIMA } from '../config/defaults.js';
 import * as refuse from '../errors.js';
 import { EVENTS, type ImpersonationEvent } from '../event-types.js';
 import { announce } from '../events/publish.js';
-import type { EventBus } from '../events/subscriber.js';
 import * as internals from '../provider-internals.js';
 import { newSessionId, SESSION_CLAIM, type SessionRecord } from '../sessions/record.js';
-import type { SessionStore } from '../sessions/store.js';
 import { isStorableText } from '../storable-text.js';
 import { accountExists } from './account.js';
 import type { ActClaim } from './actor.js';
-import type { ExchangeClaims } from './claims.js';
 import { commit } from './commit.js';
-import { issuerSessionOf, type IssuerStreams } from './id-jag-streams.js';
+import { MAX_ASSERTION_LIFETIME, MAX_CLOCK_SKEW } from './id-jag-options.js';
+import type { ResolvedIdJagOptions, ResolvedIssuer } from './id-jag-options.js';
+import { issuerDigestOf, type IssuerStreams } from './id-jag-streams.js';
+import type { ExchangeDependencies } from './kind.js';
 import { grantedScopes, resolveSingleResource } from './request.js';
 import { respond } from './respond.js';
 import { newExchangeToken } from './token.js';
-import { MAX_ASSERTION_LIFETIME, MAX_CLOCK_SKEW } from './id-jag-options.js';
-import type { ResolvedIdJagOptions, ResolvedIssuer } from './id-jag-options.js';
 
 export const JWT_BEARER_GRANT = 'urn:ietf:params:oauth:grant-type:jwt-bearer';
 /** `authorization_grant_profiles_supported`'s value for the ID-JAG profile. */
@@ -39,14 +36,11 @@ type IdJagEventName = typeof EVENTS.idJagIssued | typeof EVENTS.idJagRedeemed;
 
 type IdJagClaims = JWTPayload & Record<'iss' | 'sub' | 'client_id' | 'jti', string> & { exp: number; act?: ActClaim };
 
-/** What the grant handler works with: its options, the sessions and the trail, the token's claims, the issuers' streams. */
-export interface IdJagDependencies {
+/** What the grant handler works with: the route's sessions, trail and token claims, its options, the issuers' streams. */
+export type IdJagDependencies = Pick<ExchangeDependencies, 'sessions' | 'bus' | 'claims'> & {
   options: ResolvedIdJagOptions;
-  sessions: SessionStore;
-  bus: EventBus;
-  claims: ExchangeClaims;
   streams: IssuerStreams;
-}
+};
 
 /** The grant handler: the assertion and the request checked, the token and its session committed with the assertion taken once. */
 export function createIdJagHandler({ options, sessions, bus, claims: tokenClaims, streams }: IdJagDependencies) {
@@ -134,14 +128,12 @@ function sessionOf(
     scope,
     context: { issuer: claims.iss, assertionId: claims.jti },
     // The assertion's non-secret name: its issuer and `jti`, digested.
-    subjectTokenId: createHash('sha256')
-      .update(JSON.stringify([claims.iss, claims.jti]))
-      .digest('base64url'),
+    subjectTokenId: issuerDigestOf(claims.iss, claims.jti),
     // Named by the commit, once the token has its id.
     accessTokenId: '',
     createdAt,
     expiresAt: createdAt + expiresIn,
-    ...(issuerSession === undefined ? {} : { issuerSession: issuerSessionOf(claims.iss, issuerSession) }),
+    ...(issuerSession === undefined ? {} : { issuerSession: issuerDigestOf(claims.iss, issuerSession) }),
   };
 }
 

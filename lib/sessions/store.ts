@@ -116,10 +116,10 @@ export class SessionStore {
   }
 
   /** Marks an origin ended before its sessions are looked up (Invariant 23); what a user ends only `ifAnnounced`. */
-  async markEnded(origin: Origin, ifAnnounced = false, seconds = MARK_SECONDS): Promise<void> {
+  async markEnded(origin: Origin, ifAnnounced = false): Promise<void> {
     if (ifAnnounced && !(await this.#adapter.find(announcementOf(origin)))) return;
     const payload = { kind: GUARD_KIND, ended: Math.floor(Date.now() / 1000) } as unknown as AdapterPayload;
-    await this.#adapter.upsert(markOf(origin), payload, seconds);
+    await this.#adapter.upsert(markOf(origin), payload, MARK_SECONDS);
   }
 
   /** Marks an origin ended for `seconds`, charged to `quota` in the same write: false, nothing written, once it is spent. */
