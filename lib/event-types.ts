@@ -145,10 +145,10 @@ interface EventFieldsByName {
   /** An ID-JAG was redeemed for an access token (docs/cross-app-access.md). */
   'impersonation.id_jag.redeemed': [
     'sessionId' | 'subject' | 'clientId' | 'resource' | 'scope' | 'context' | 'accessTokenId' | 'expiresAt',
-    never,
+    'actor',
   ];
   /** An ID-JAG was issued for another authorization server (`resource`, its issuer); its session stops as any. */
-  'impersonation.id_jag.issued': [SessionFields, never];
+  'impersonation.id_jag.issued': [SessionFields, 'actor'];
   /** The revocation feed was read. */
   'impersonation.revocations.served': ['count', never];
   /** A customer gave an access grant, or approving a request made one (then `approvalRequestId`). */

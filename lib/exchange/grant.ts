@@ -32,7 +32,8 @@ export function createExchangeHandler(dependencies: ExchangeDependencies) {
   const idJag = issuance && idJagIssuance(dependencies, issuance);
   const delegation = delegationExchange(dependencies);
   const impersonation = impersonationExchange(dependencies);
-  return tracedExchange(dependencies.telemetry, (ctx, step) => {
+  // Async: a throw while choosing the kind is a rejection the trace counts, as any refusal.
+  return tracedExchange(dependencies.telemetry, async (ctx, step) => {
     if (idJag?.handles(ctx)) return handleExchange(ctx, dependencies, idJag, step);
     return delegation.handles(ctx)
       ? handleExchange(ctx, dependencies, delegation, step)

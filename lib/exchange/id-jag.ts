@@ -109,13 +109,7 @@ export function createIdJagHandler({ options, sessions, bus, claims: tokenClaims
 }
 
 /** The redemption's session: the local account, the client, the resource; ended with the issuer's session it names. */
-function sessionOf(
-  claims: IdJagClaims,
-  subject: string,
-  resource: string,
-  scope: string[],
-  expiresIn: number,
-): SessionRecord {
+function sessionOf(claims: IdJagClaims, subject: string, resource: string, scope: string[], expiresIn: number) {
   const createdAt = nowSeconds();
   const issuerSession = claims[SESSION_CLAIM] as string | undefined;
   return {
@@ -134,10 +128,10 @@ function sessionOf(
     createdAt,
     expiresAt: createdAt + expiresIn,
     ...(issuerSession === undefined ? {} : { issuerSession: issuerDigestOf(claims.iss, issuerSession) }),
-  };
+  } satisfies SessionRecord;
 }
 
-/** An ID-JAG's event, issued or redeemed, told from its session; an issue names the ID token it attests. */
+/** An ID-JAG's event, issued or redeemed, told from its session (its actor, when one acts); an issue names the ID token it attests. */
 export function idJagEvent(name: IdJagEventName, session: SessionRecord): ImpersonationEvent<IdJagEventName> {
   return {
     name,
@@ -147,6 +141,7 @@ export function idJagEvent(name: IdJagEventName, session: SessionRecord): Impers
     resource: session.resource,
     scope: session.scope.join(' '),
     context: session.context,
+    ...(session.actor === undefined ? {} : { actor: session.actor }),
     ...(name === EVENTS.idJagIssued ? { subjectTokenId: session.subjectTokenId } : {}),
     accessTokenId: session.accessTokenId,
     expiresAt: session.expiresAt,

@@ -132,11 +132,11 @@ const SHAPES = {
   },
   [EVENTS.idJagRedeemed]: {
     always: ['name', 'sessionId', 'subject', 'clientId', 'resource', 'scope', 'context', 'accessTokenId', 'expiresAt'],
-    whenKnown: [],
+    whenKnown: ['actor'],
   },
   [EVENTS.idJagIssued]: {
     always: [...SESSION],
-    whenKnown: [],
+    whenKnown: ['actor'],
   },
 } as const satisfies Shapes;
 

@@ -363,6 +363,7 @@ describe('ID-JAG issuance (token exchange of an ID token): the draft, over HTTP'
       expect(decodeJwt(assertion)['act']).to.deep.equal({ sub: 'bob' });
       expect(asked.at(-1)).to.include({ subject: 'alice', actor: 'bob' });
       const { sessionId } = issued.at(-1)!;
+      expect(issued.at(-1)).to.include({ subject: 'alice', actor: 'bob' });
       const admin = await adminToken(idp);
       const listed = await apiRequest(idp, 'GET', `${SESSIONS}/${sessionId!}`, admin);
       expect(listed.body).to.include({ type: 'id-jag', subject: 'alice', actor: 'bob' });
