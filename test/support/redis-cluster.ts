@@ -1,6 +1,6 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -95,7 +95,15 @@ export async function startRedisCluster(): Promise<RedisCluster> {
       processes.set(port, child);
     };
     for (const port of ports) startNode(port);
-    await Promise.all(ports.map((port) => waitFor(() => ping(port), `node ${port} did not start`)));
+    const started = async (port: number): Promise<boolean> => {
+      if (processes.get(port)!.exitCode === null) return ping(port);
+      const log = readFileSync(join(directory, `${port}.log`), 'utf8')
+        .split('\n')
+        .slice(-5)
+        .join('\n');
+      throw new Error(`Redis Cluster: node ${port} exited at start:\n${log}`);
+    };
+    await Promise.all(ports.map((port) => waitFor(() => started(port), `node ${port} did not start`)));
     const created = spawnSync(
       'redis-cli',
       ['--cluster', 'create', ...ports.map((port) => `127.0.0.1:${port}`), '--cluster-replicas', '1', '--cluster-yes'],
@@ -226,19 +234,28 @@ async function waitFor(probe: () => Promise<boolean>, message: string): Promise<
   }
 }
 
-/** Ports free now whose cluster-bus port (port + 10000) is free too. */
+/**
+ * Ports free now whose cluster-bus port (port + 10000) is free too, both below the kernel's ephemeral
+ * range: a port from that range can be taken by any outgoing connection (the probes' own) before the
+ * node binds it.
+ */
 async function freeClusterPorts(count: number): Promise<number[]> {
+  const [ephemeralFrom] = readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8')
+    .trim()
+    .split(/\s+/)
+    .map(Number);
+  const below = Math.min(ephemeralFrom ?? 32_768, 65_536) - 10_000;
   const ports: number[] = [];
-  while (ports.length < count) {
-    const port = await listenOnce(0);
-    if (
-      port + 10_000 < 65_536 &&
-      (await listenOnce(port + 10_000).then(
+  for (let tries = 0; ports.length < count; tries += 1) {
+    if (tries > 1000) throw new Error(`Redis Cluster: no ${count} free ports below ${below}`);
+    const port = 11_000 + Math.floor(Math.random() * (below - 11_000));
+    if (ports.includes(port) || ports.includes(port + 10_000) || ports.includes(port - 10_000)) continue;
+    const free = async (candidate: number) =>
+      listenOnce(candidate).then(
         () => true,
         () => false,
-      ))
-    )
-      ports.push(port);
+      );
+    if ((await free(port)) && (await free(port + 10_000))) ports.push(port);
   }
   return ports;
 }
