@@ -77,7 +77,7 @@ async function exchange<S extends Subject, A, D extends Destination>(
   // As oidc-provider's own grants, the proof is checked first (its replay later); it writes nothing. No proof, no wait.
   const dpop = ctx.get('DPoP') ? await validateDpop(ctx) : undefined;
   checkDpopRequired(ctx, dpop);
-  const subject = await step('subject')(kind.subject(ctx, params, progress));
+  const subject = await step('subject')(kind.subject(ctx, params, progress, dpop));
   // Spent before the deployment's code runs, and only for a subject that can be exchanged.
   if (dpop && subject.spendsProof) await checkDpopReplay(ctx, dpop);
 

@@ -6,7 +6,7 @@ import { publicTokenId, scopeSet } from '../access-token.js';
 import { idJagIssueQuotas } from '../capacity.js';
 import { nowSeconds } from '../clock.js';
 import { withClientMetadata } from '../config/client-metadata.js';
-import { invalidClientMetadata, invalidRequest, invalidScope, invalidTarget, unauthorizedClient } from '../errors.js';
+import * as refuse from '../errors.js';
 import { EVENTS } from '../event-types.js';
 import * as internals from '../provider-internals.js';
 import { newSessionId, type SessionRecord } from '../sessions/record.js';
@@ -20,9 +20,11 @@ import { decide } from './policy.js';
 import { RefusalBudget } from './refusals.js';
 import { reportImpersonationRefusal } from './report.js';
 import { ACCESS_TOKEN_TYPE, exchangeParameters, JWT_TOKEN_TYPE, type Accepted } from './request.js';
+import type { ExchangeParams } from './request.js';
 
 export const ID_JAG_TOKEN_TYPE = 'urn:ietf:params:oauth:token-type:id-jag';
 export const ID_TOKEN_TYPE = 'urn:ietf:params:oauth:token-type:id_token';
+export const REFRESH_TOKEN_TYPE = 'urn:ietf:params:oauth:token-type:refresh_token';
 /** The draft's explicit JWT type (RFC 8725 3.11). */
 export const ID_JAG_JWT_TYPE = 'oauth-id-jag+jwt';
 /** Client metadata: the issuers of the authorization servers the client may ask ID-JAGs for. */
@@ -46,40 +48,46 @@ function checkIdJagMetadata(metadata: ClientMetadata): void {
   if (value === undefined) return;
   const names = typeof value === 'string' ? value.split(' ').filter(Boolean) : undefined;
   if (!names?.length || names.some((name) => URL.parse(name)?.protocol !== 'https:')) {
-    throw invalidClientMetadata(`${ID_JAG_AUDIENCES_METADATA} must be a space-separated list of https issuer URLs`);
+    throw refuse.invalidClientMetadata(
+      `${ID_JAG_AUDIENCES_METADATA} must be a space-separated list of https issuer URLs`,
+    );
   }
   if (!Array.isArray(metadata.grant_types) || !metadata.grant_types.includes(TOKEN_EXCHANGE_GRANT)) {
-    throw invalidClientMetadata(`${ID_JAG_AUDIENCES_METADATA} needs the ${TOKEN_EXCHANGE_GRANT} grant type`);
+    throw refuse.invalidClientMetadata(`${ID_JAG_AUDIENCES_METADATA} needs the ${TOKEN_EXCHANGE_GRANT} grant type`);
   }
   // The draft's Security Considerations: an ID-JAG goes only to a client that proves who it is.
   if (metadata.token_endpoint_auth_method === 'none') {
-    throw invalidClientMetadata(`${ID_JAG_AUDIENCES_METADATA} needs a client that authenticates at the token endpoint`);
+    throw refuse.invalidClientMetadata(
+      `${ID_JAG_AUDIENCES_METADATA} needs a client that authenticates at the token endpoint`,
+    );
   }
   metadata[ID_JAG_AUDIENCES_METADATA] = [...new Set(names)].join(' ');
 }
 
-/** The ID token the client sends: verified as oidc-provider verifies an `id_token_hint`, its expiry included. */
-interface IdTokenSubject extends Subject {
-  /** The ID token's non-secret name: `sha256.` and its digest. */
+/** The user the client's ID token or refresh token attests, until its `exp`. */
+interface AttestedSubject extends Subject {
+  /** The subject token's non-secret name: `sha256.` and its digest. */
   id: string;
   exp: number;
-  /** RFC 8693 4.4, as the ID token carries it: checkMayAct refuses any but an object naming the actor. */
+  /** RFC 8693 4.4, as an ID token carries it: checkMayAct refuses any but an object naming the actor. */
   mayAct?: unknown;
 }
 
+type Attested = Omit<AttestedSubject, 'id' | 'spendsProof'>;
+
 const ACCEPTS: Accepted = {
-  subjectTokenType: (type) => type === ID_TOKEN_TYPE,
-  subjectTokenTypes: `use ${ID_TOKEN_TYPE}`,
+  subjectTokenType: (type) => type === ID_TOKEN_TYPE || type === REFRESH_TOKEN_TYPE,
+  subjectTokenTypes: `use ${ID_TOKEN_TYPE} or ${REFRESH_TOKEN_TYPE}`,
   actorTokenTypes: [ACCESS_TOKEN_TYPE, JWT_TOKEN_TYPE],
   requestedTokenTypes: [ID_JAG_TOKEN_TYPE],
   audience: true,
 };
 
-/** The draft's token exchange: this provider's ID token for an ID-JAG to another authorization server. */
+/** The draft's token exchange: this provider's ID token or refresh token for an ID-JAG to another authorization server. */
 export function idJagIssuance(
   dependencies: ExchangeDependencies,
   options: ResolvedIdJagIssuanceOptions,
-): ExchangeKind<IdTokenSubject, string | undefined, string> {
+): ExchangeKind<AttestedSubject, string | undefined, string> {
   const refusals = new RefusalBudget();
   // The agent acts as itself: an actor token of this provider issued to the requesting client, no other client's.
   const actorClients: ReadonlySet<string> = new Set();
@@ -87,35 +95,34 @@ export function idJagIssuance(
     handles: (ctx) => (ctx.oidc.params as Record<string, unknown>)['requested_token_type'] === ID_JAG_TOKEN_TYPE,
 
     parameters(ctx) {
-      if (audiencesOf(ctx.oidc.client!) === undefined) throw unauthorizedClient('this client may not request ID-JAGs');
+      if (audiencesOf(ctx.oidc.client!) === undefined)
+        throw refuse.unauthorizedClient('this client may not request ID-JAGs');
       const params = exchangeParameters(ctx, ACCEPTS);
       const audiences = [params.audience ?? []].flat();
-      if (!audiences.length) throw invalidRequest('missing required parameter audience');
-      if (audiences.length > 1) throw invalidTarget('exactly one audience is required for an ID-JAG');
+      if (!audiences.length) throw refuse.invalidRequest('missing required parameter audience');
+      if (audiences.length > 1) throw refuse.invalidTarget('exactly one audience is required for an ID-JAG');
       const resources = [params.resource ?? []].flat();
       if (resources.length > MAX_RESOURCES || resources.some((resource) => !isResourceIndicator(resource))) {
-        throw invalidTarget(`resource must be at most ${MAX_RESOURCES} absolute URIs without a fragment`);
+        throw refuse.invalidTarget(`resource must be at most ${MAX_RESOURCES} absolute URIs without a fragment`);
       }
       if (params.scope !== undefined && !(params.scope.length <= MAX_TEXT && isStorableText(params.scope))) {
-        throw invalidScope(`scope must be storable text of at most ${MAX_TEXT} characters`, '');
+        throw refuse.invalidScope(`scope must be storable text of at most ${MAX_TEXT} characters`, '');
       }
       return params;
     },
 
-    async subject(ctx, params) {
-      const claims = await verifiedIdToken(ctx, params.subject_token);
-      return {
-        ...claims,
-        id: publicTokenId('opaque', params.subject_token),
-        // A DPoP proof binds the ID-JAG (`cnf`): it is spent as any exchange's.
-        spendsProof: true,
-      };
+    async subject(ctx, params, _progress, dpop) {
+      const { subject_token: value, subject_token_type: type } = params;
+      const attested =
+        type === REFRESH_TOKEN_TYPE ? await refreshTokenSubject(ctx, params, dpop) : await verifiedIdToken(ctx, value);
+      // A DPoP proof binds the ID-JAG (`cnf`): it is spent as any exchange's.
+      return { ...attested, id: publicTokenId('opaque', value), spendsProof: true };
     },
 
     async target(ctx, params) {
       const audience = [params.audience!].flat()[0]!;
       if (!audiencesOf(ctx.oidc.client!)!.has(audience)) {
-        throw invalidTarget('this client may not request an ID-JAG for this audience');
+        throw refuse.invalidTarget('this client may not request an ID-JAG for this audience');
       }
       return audience;
     },
@@ -147,16 +154,31 @@ export function idJagIssuance(
       ),
 
     lifetime(subject, _actor, bound) {
-      // An ID-JAG never outlives the ID token it attests.
+      // An ID-JAG never outlives the token it attests.
       const expiresIn = Math.min(ID_JAG_LIFETIME, bound, subject.exp - nowSeconds());
-      if (expiresIn < 1) throw invalidRequest('subject_token has expired');
+      if (expiresIn < 1) throw refuse.invalidRequest('subject_token has expired');
       return expiresIn;
     },
 
     async prepare(ctx, { params, dpop, subject, actor, resource: audience, scope, expiresIn, startedAt, progress }) {
       const clientId = ctx.oidc.client!.clientId;
       const resources = [params.resource ?? []].flat();
-      const session = sessionOf(subject, actor, clientId, audience, resources, scope, expiresIn);
+      const createdAt = nowSeconds();
+      const session: SessionRecord = {
+        id: newSessionId(),
+        type: 'id-jag',
+        subject: subject.sub,
+        ...(actor === undefined ? {} : { actor }),
+        clientId,
+        resource: audience,
+        scope,
+        context: resources.length ? { resource: resources } : {},
+        subjectTokenId: subject.id,
+        // The ID-JAG's `jti`: the redeeming side names it so too.
+        accessTokenId: randomUUID(),
+        createdAt,
+        expiresAt: createdAt + expiresIn,
+      };
       progress.session = session;
       const claims = {
         iss: ctx.oidc.issuer,
@@ -208,63 +230,52 @@ function isResourceIndicator(value: string): boolean {
 }
 
 /** The provider's own ID token for this client: its keys, `iss`, `aud` holding the client, `exp`, as `id_token_hint`s are. */
-async function verifiedIdToken(
-  ctx: KoaContextWithOIDC,
-  value: string,
-): Promise<Omit<IdTokenSubject, 'id' | 'spendsProof'>> {
+async function verifiedIdToken(ctx: KoaContextWithOIDC, value: string): Promise<Attested> {
   const { provider, client } = ctx.oidc;
   const alg = client!.idTokenSignedResponseAlg ?? 'none';
   // An HMAC-signed ID token is signed with the client's own secret: it proves nothing the client could not make.
-  if (alg.startsWith('HS') || alg === 'none') throw invalidRequest("this client's ID tokens cannot be exchanged");
-  const tolerance = internals.clockToleranceOf(internals.providerConfiguration(provider));
-  const { payload, protectedHeader } = await jwtVerify(
-    value,
-    createLocalJWKSet(internals.providerJwks(provider) as JSONWebKeySet),
-    {
-      issuer: ctx.oidc.issuer,
-      audience: client!.clientId,
-      algorithms: [alg],
-      clockTolerance: tolerance,
-      requiredClaims: ['sub', 'exp'],
-    },
-  ).catch((error: unknown) => {
+  if (alg.startsWith('HS') || alg === 'none')
+    throw refuse.invalidRequest("this client's ID tokens cannot be exchanged");
+  const keys = createLocalJWKSet(internals.providerJwks(provider) as JSONWebKeySet);
+  const { payload, protectedHeader } = await jwtVerify(value, keys, {
+    issuer: ctx.oidc.issuer,
+    audience: client!.clientId,
+    algorithms: [alg],
+    clockTolerance: internals.clockToleranceOf(internals.providerConfiguration(provider)),
+    requiredClaims: ['sub', 'exp'],
+  }).catch((error: unknown) => {
     if (error instanceof jose.JOSEError)
-      throw invalidRequest(`subject_token is not a valid ID token: ${joseFailure(error)}`);
+      throw refuse.invalidRequest(`subject_token is not a valid ID token: ${joseFailure(error)}`);
     throw error;
   });
   // Another JWT of this provider's keys (an access token, an ID-JAG) is not an ID token.
-  if (protectedHeader.typ !== undefined && protectedHeader.typ.toLowerCase() !== 'jwt') {
-    throw invalidRequest('subject_token is not an ID token');
-  }
-  if (typeof payload.sub !== 'string' || !payload.sub || !isStorableText(payload.sub)) {
-    throw invalidRequest('subject_token names no storable subject');
-  }
+  if (protectedHeader.typ !== undefined && protectedHeader.typ.toLowerCase() !== 'jwt')
+    throw refuse.invalidRequest('subject_token is not an ID token');
+  if (typeof payload.sub !== 'string' || !payload.sub || !isStorableText(payload.sub))
+    throw refuse.invalidRequest('subject_token names no storable subject');
   return { sub: payload.sub, exp: payload.exp!, mayAct: payload['may_act'] };
 }
 
-function sessionOf(
-  subject: IdTokenSubject,
-  actor: string | undefined,
-  clientId: string,
-  audience: string,
-  resources: string[],
-  scope: string[],
-  expiresIn: number,
-): SessionRecord {
-  const createdAt = nowSeconds();
-  return {
-    id: newSessionId(),
-    type: 'id-jag',
-    subject: subject.sub,
-    ...(actor === undefined ? {} : { actor }),
-    clientId,
-    resource: audience,
-    scope,
-    context: resources.length ? { resource: resources } : {},
-    subjectTokenId: subject.id,
-    // The ID-JAG's `jti`: the redeeming side names it so too.
-    accessTokenId: randomUUID(),
-    createdAt,
-    expiresAt: createdAt + expiresIn,
-  };
+/**
+ * This provider's refresh token for this client, checked as its refresh_token grant checks one, and neither rotated
+ * nor consumed: the draft leaves rotation to the provider's policy, and an ID-JAG is no new grant of this provider.
+ */
+async function refreshTokenSubject(ctx: KoaContextWithOIDC, params: ExchangeParams, dpop?: internals.DpopProof) {
+  const { provider, client } = ctx.oidc;
+  // `find` has no unknown, expired or revoked token, nor one that ended with its sign-in (`expiresWithSession`).
+  const token = await provider.RefreshToken.find(params.subject_token);
+  if (!token || token.consumed || token.clientId !== client!.clientId)
+    throw refuse.invalidGrant('subject_token is not a valid refresh token of this client');
+  if (token.jkt !== undefined && token.jkt !== dpop?.thumbprint)
+    throw refuse.invalidGrant('subject_token is bound to a DPoP key this request does not prove');
+  // Only a public or attesting client's refresh token is bound so; checks not made here refuse it.
+  if (token['x5t#S256'] !== undefined || token.attestationJkt !== undefined)
+    throw refuse.invalidGrant('subject_token is bound to a client certificate or attestation, not accepted here');
+  const held = scopeSet(token.scope);
+  const wider = [...scopeSet(params.scope)].filter((name) => !held.has(name)).join(' ');
+  if (wider) throw refuse.invalidScope(`scope wider than the refresh token's: ${wider}`, wider);
+  const grant = token.grantId === undefined ? undefined : await provider.Grant.find(token.grantId);
+  if (!grant || grant.clientId !== token.clientId || grant.accountId !== token.accountId)
+    throw refuse.invalidGrant("subject_token's grant has ended");
+  return { sub: token.accountId, exp: token.exp ?? Infinity };
 }

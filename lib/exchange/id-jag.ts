@@ -53,10 +53,8 @@ export function createIdJagHandler({ options, sessions, bus, claims: tokenClaims
     if (!assertion) throw refuse.invalidRequest('missing required parameter: assertion');
     const dpop = await internals.validateDpop(ctx);
     internals.checkDpopRequired(ctx, dpop);
-    const tolerance = Math.min(
-      MAX_CLOCK_SKEW,
-      internals.clockToleranceOf(internals.providerConfiguration(ctx.oidc.provider)),
-    );
+    const configured = internals.clockToleranceOf(internals.providerConfiguration(ctx.oidc.provider));
+    const tolerance = Math.min(MAX_CLOCK_SKEW, configured);
     const { claims, issuer } = await verifiedAssertion(assertion, ctx.oidc.issuer, options, tolerance);
     if (claims.client_id !== client.clientId) throw refuse.invalidGrant('the assertion is for another client');
     // The draft's Cross-Domain Use: a server never redeems an assertion it issued.

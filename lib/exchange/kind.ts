@@ -93,7 +93,7 @@ export interface ExchangeKind<S extends Subject, A, D extends Destination = Reso
   /** Whether the request is this kind's. */
   handles(ctx: KoaContextWithOIDC): boolean;
   parameters(ctx: KoaContextWithOIDC, progress: ExchangeProgress): ExchangeParams;
-  subject(ctx: KoaContextWithOIDC, params: ExchangeParams, progress: ExchangeProgress): Promise<S>;
+  subject(ctx: KoaContextWithOIDC, params: ExchangeParams, progress: ExchangeProgress, dpop?: DpopProof): Promise<S>;
   target(ctx: KoaContextWithOIDC, params: ExchangeParams): Promise<D>;
   scopes(ctx: KoaContextWithOIDC, params: ExchangeParams, subject: S, destination: D): string[];
   actor(
