@@ -1,0 +1,274 @@
+/**
+ * ID-JAG issuance from a refresh token (draft-ietf-oauth-identity-assertion-authz-grant, Token Exchange:
+ * `subject_token_type=…:refresh_token`), over HTTP at a real provider on TEST_ADAPTER's store: a refresh token
+ * of a real sign-in with offline_access, exchanged without being rotated or consumed; each refusal with its code.
+ */
+import { expect } from 'chai';
+import type { ClientMetadata } from 'oidc-provider';
+import { createMemoryAuditLog, EVENTS, onImpersonationEvent, type ImpersonationEvent } from '../../lib/index.js';
+import { JWT_BEARER_GRANT } from '../../lib/exchange/id-jag.js';
+import { ID_JAG_TOKEN_TYPE, ID_TOKEN_TYPE, REFRESH_TOKEN_TYPE } from '../../lib/exchange/id-jag-issuance.js';
+import {
+  API,
+  FIXTURE_CLIENTS,
+  REDIRECT_URI,
+  startProvider,
+  TOKEN_EXCHANGE,
+  type TestProvider,
+} from '../support/provider.js';
+import {
+  basic,
+  decodeJwt,
+  expectError,
+  tokenRequest,
+  userAccessToken,
+  userSignIn,
+  type ClientCredentials,
+  type Reply,
+} from '../support/http.js';
+import { DpopKey } from '../support/dpop.js';
+
+const CHAT = 'https://chat.example.com';
+const AGENT = { client_id: 'chat-agent', client_secret: 'chat-agent-secret' };
+const OTHER_AGENT = { client_id: 'mail-agent', client_secret: 'mail-agent-secret' };
+
+const AGENT_AT_IDP: ClientMetadata = {
+  ...AGENT,
+  token_endpoint_auth_method: 'client_secret_basic',
+  grant_types: ['authorization_code', 'refresh_token', TOKEN_EXCHANGE],
+  response_types: ['code'],
+  redirect_uris: [REDIRECT_URI],
+  id_jag_audiences: CHAT,
+};
+
+const AGENT_AT_CHAT: ClientMetadata = {
+  ...AGENT,
+  token_endpoint_auth_method: 'client_secret_basic',
+  grant_types: [JWT_BEARER_GRANT],
+  response_types: [],
+  redirect_uris: [],
+};
+
+const SCOPE = 'openid offline_access profile:read';
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+describe('ID-JAG issuance from a refresh token: the draft, over HTTP', function () {
+  this.timeout(60_000);
+  let idp: TestProvider;
+  let chat: TestProvider;
+  /** Seconds the next sign-in's refresh token lives. */
+  let refreshTokenTtl = 3600;
+  const issued: Array<ImpersonationEvent<typeof EVENTS.idJagIssued>> = [];
+
+  before(async () => {
+    idp = await startProvider({
+      plugin: { auditLog: createMemoryAuditLog(), idJagIssuance: {} },
+      configuration: {
+        clients: [...FIXTURE_CLIENTS, AGENT_AT_IDP, { ...AGENT_AT_IDP, ...OTHER_AGENT }],
+        // Every refresh_token grant rotates: a refresh token once used there is consumed.
+        rotateRefreshToken: true,
+        ttl: {
+          AccessToken: (_ctx, token) => token.resourceServer?.accessTokenTTL ?? 3600,
+          ClientCredentials: 600,
+          Grant: 3600,
+          RefreshToken: () => refreshTokenTtl,
+          Interaction: 600,
+          Session: 3600,
+          AuthorizationCode: 60,
+          IdToken: 3600,
+        },
+      },
+    });
+    onImpersonationEvent(idp.provider, EVENTS.idJagIssued, (event) => issued.push(event));
+    const jwks = await (await fetch(`${idp.base}/jwks`)).json();
+    chat = await startProvider({
+      issuer: CHAT,
+      plugin: { idJag: { trustedIssuers: [{ issuer: idp.issuer, jwks, accountOf: ({ sub }) => sub }] } },
+      configuration: { clients: [...FIXTURE_CLIENTS, AGENT_AT_CHAT] },
+    });
+  });
+  afterEach(() => {
+    refreshTokenTtl = 3600;
+  });
+  after(async () => {
+    await idp?.close();
+    await chat?.close();
+  });
+
+  /** A refresh token of alice's sign-in at `client`, with offline_access (which needs consent). */
+  async function refreshTokenOf(client: ClientCredentials = AGENT, user = 'alice'): Promise<string> {
+    const { refreshToken } = await userSignIn(idp, user, { client, scope: SCOPE, resource: API, prompt: 'consent' });
+    expect(refreshToken, 'a refresh token').to.be.a('string');
+    return refreshToken!;
+  }
+
+  function requestIdJag(
+    refreshToken: string,
+    params: Record<string, string | undefined> = {},
+    headers: Record<string, string> = {},
+  ): Promise<Reply> {
+    return tokenRequest(
+      idp,
+      {
+        grant_type: TOKEN_EXCHANGE,
+        requested_token_type: ID_JAG_TOKEN_TYPE,
+        subject_token: refreshToken,
+        subject_token_type: REFRESH_TOKEN_TYPE,
+        audience: CHAT,
+        ...params,
+      },
+      AGENT,
+      headers,
+    );
+  }
+
+  /** A refusal with its code that issues nothing and names the refresh token nowhere. */
+  async function refused(refreshToken: string, error: string, description: RegExp, params = {}): Promise<void> {
+    const before = issued.length;
+    const reply = await requestIdJag(refreshToken, params);
+    expectError(reply, 400, error, description);
+    expect(JSON.stringify(reply.body)).not.to.include(refreshToken);
+    expect(issued.length, 'no ID-JAG issued').to.equal(before);
+  }
+
+  function refreshGrant(refreshToken: string, client: ClientCredentials = AGENT): Promise<Reply> {
+    return tokenRequest(idp, { grant_type: 'refresh_token', refresh_token: refreshToken, resource: API }, client);
+  }
+
+  describe('what is issued', () => {
+    it('an ID-JAG for the refresh token’s user, its scope within the token’s, redeemed at the second provider', async () => {
+      const refreshToken = await refreshTokenOf();
+      const reply = await requestIdJag(refreshToken, { resource: API, scope: 'profile:read' });
+      expect(reply.status, JSON.stringify(reply.body)).to.equal(200);
+      expect(reply.body).to.include({ issued_token_type: ID_JAG_TOKEN_TYPE, token_type: 'N_A', expires_in: 300 });
+      expect(reply.body).not.to.have.property('refresh_token');
+      const assertion = reply.body['access_token'] as string;
+      expect(decodeJwt(assertion)).to.include({
+        iss: idp.issuer,
+        sub: 'alice',
+        aud: CHAT,
+        client_id: AGENT.client_id,
+        resource: API,
+        scope: 'profile:read',
+      });
+      const event = issued.at(-1)!;
+      expect(event).to.include({ subject: 'alice', clientId: AGENT.client_id, resource: CHAT, scope: 'profile:read' });
+      expect(event.subjectTokenId).to.match(/^sha256\./);
+      expect(JSON.stringify(event)).not.to.include(refreshToken);
+      const redeemed = await tokenRequest(chat, { grant_type: JWT_BEARER_GRANT, assertion }, AGENT);
+      expect(redeemed.status, JSON.stringify(redeemed.body)).to.equal(200);
+      expect(decodeJwt(redeemed.body['access_token'] as string)).to.include({ sub: 'alice', aud: API, iss: CHAT });
+    });
+
+    it('neither rotates nor consumes the refresh token: it is exchanged again, then still refreshes', async () => {
+      const refreshToken = await refreshTokenOf();
+      expect((await requestIdJag(refreshToken)).status).to.equal(200);
+      const again = await requestIdJag(refreshToken);
+      expect(again.status, JSON.stringify(again.body)).to.equal(200);
+      expect(decodeJwt(again.body['access_token'] as string)).not.to.have.property('scope');
+      const refreshed = await refreshGrant(refreshToken);
+      expect(refreshed.status, JSON.stringify(refreshed.body)).to.equal(200);
+    });
+
+    it('never outlives the refresh token it attests', async () => {
+      refreshTokenTtl = 30;
+      const reply = await requestIdJag(await refreshTokenOf());
+      expect(reply.status, JSON.stringify(reply.body)).to.equal(200);
+      expect(reply.body['expires_in']).to.be.at.most(30).and.at.least(20);
+    });
+
+    it('a DPoP-bound refresh token: only with a proof of its key', async () => {
+      const refreshToken = await refreshTokenOf();
+      const key = await DpopKey.generate();
+      // As oidc-provider binds a public client's refresh token to the key its first token request proved.
+      const stored = (await idp.provider.RefreshToken.find(refreshToken))!;
+      stored.jkt = key.thumbprint;
+      await stored.save();
+      const bound = /bound to a DPoP key/;
+      await refused(refreshToken, 'invalid_grant', bound);
+      const other = await DpopKey.generate();
+      const withOther = await requestIdJag(refreshToken, {}, { dpop: await other.proof(`${idp.base}/token`) });
+      expectError(withOther, 400, 'invalid_grant', bound);
+      const reply = await requestIdJag(refreshToken, {}, { dpop: await key.proof(`${idp.base}/token`) });
+      expect(reply.status, JSON.stringify(reply.body)).to.equal(200);
+      expect(decodeJwt(reply.body['access_token'] as string)['cnf']).to.deep.equal({ jkt: key.thumbprint });
+    });
+  });
+
+  describe('refusals, each with its code', () => {
+    it('a refresh token bound to a client certificate or an attestation key, not checked here: invalid_grant', async () => {
+      for (const binding of [{ 'x5t#S256': 'c2VydGlmaWNhdGU' }, { attestationJkt: 'YXR0ZXN0YXRpb24' }]) {
+        const refreshToken = await refreshTokenOf();
+        const stored = (await idp.provider.RefreshToken.find(refreshToken))!;
+        Object.assign(stored, binding);
+        await stored.save();
+        await refused(refreshToken, 'invalid_grant', /bound to a client certificate or attestation/);
+      }
+    });
+
+    it('another client’s refresh token: invalid_grant', async () => {
+      const theirs = await refreshTokenOf(OTHER_AGENT);
+      await refused(theirs, 'invalid_grant', /not a valid refresh token of this client/);
+    });
+
+    it('an unknown token, or another kind of token named a refresh token: invalid_grant', async () => {
+      const invalid = /not a valid refresh token of this client/;
+      await refused('not-a-refresh-token', 'invalid_grant', invalid);
+      const { idToken, accessToken } = await userSignIn(idp, 'alice', { client: AGENT, scope: 'openid' });
+      await refused(idToken!, 'invalid_grant', invalid);
+      await refused(accessToken, 'invalid_grant', invalid);
+      await refused(await userAccessToken(idp, 'alice', { client: AGENT, resource: API }), 'invalid_grant', invalid);
+    });
+
+    it('an expired refresh token: invalid_grant', async () => {
+      refreshTokenTtl = 1;
+      const refreshToken = await refreshTokenOf();
+      await sleep(2100);
+      await refused(refreshToken, 'invalid_grant', /not a valid refresh token of this client/);
+    });
+
+    it('a revoked refresh token: invalid_grant', async () => {
+      const refreshToken = await refreshTokenOf();
+      const revocation = await fetch(`${idp.base}/token/revocation`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/x-www-form-urlencoded', authorization: basic(AGENT) },
+        body: new URLSearchParams({ token: refreshToken, token_type_hint: 'refresh_token' }),
+      });
+      expect(revocation.status).to.equal(200);
+      await refused(refreshToken, 'invalid_grant', /not a valid refresh token of this client/);
+    });
+
+    it('a refresh token consumed by its rotation at the refresh_token grant: invalid_grant', async () => {
+      const refreshToken = await refreshTokenOf();
+      const rotated = await refreshGrant(refreshToken);
+      expect(rotated.status, JSON.stringify(rotated.body)).to.equal(200);
+      expect(rotated.body['refresh_token']).to.be.a('string').and.not.equal(refreshToken);
+      await refused(refreshToken, 'invalid_grant', /not a valid refresh token of this client/);
+      expect((await requestIdJag(rotated.body['refresh_token'] as string)).status).to.equal(200);
+    });
+
+    it('a refresh token whose grant has ended: invalid_grant', async () => {
+      const refreshToken = await refreshTokenOf();
+      const { grantId } = (await idp.provider.RefreshToken.find(refreshToken))!;
+      await (await idp.provider.Grant.find(grantId!))!.destroy();
+      await refused(refreshToken, 'invalid_grant', /grant has ended/);
+    });
+
+    it('a scope wider than the refresh token’s: invalid_scope', async () => {
+      const refreshToken = await refreshTokenOf();
+      await refused(refreshToken, 'invalid_scope', /wider than the refresh token's: profile:write$/, {
+        scope: 'profile:read profile:write',
+      });
+      await refused(refreshToken, 'invalid_scope', /wider than the refresh token's: chat.read$/, {
+        scope: 'chat.read',
+      });
+      expect((await requestIdJag(refreshToken, { scope: 'openid profile:read' })).status).to.equal(200);
+    });
+
+    it('a refresh token named an ID token is no ID token: invalid_request', async () => {
+      const refreshToken = await refreshTokenOf();
+      await refused(refreshToken, 'invalid_request', /not a valid ID token/, { subject_token_type: ID_TOKEN_TYPE });
+    });
+  });
+});
