@@ -1092,7 +1092,7 @@ describe('canary: no token value or secret leaves its place', function () {
     }
   });
 
-  it('over ID-JAG issues: success, the session stopped, and every refusal of an ID token or an actor token', async () => {
+  it('over ID-JAG issues: success, the session stopped, every refusal of an ID token, a refresh token or an actor token', async () => {
     const agent = { client_id: 'canary-chat-agent', client_secret: 'canary-chat-agent-secret-77d1' };
     canary.secret(agent.client_secret);
     const audience = 'https://chat.example.com';
@@ -1109,7 +1109,7 @@ describe('canary: no token value or secret leaves its place', function () {
           ...FIXTURE_CLIENTS,
           {
             ...agent,
-            grant_types: ['authorization_code', TOKEN_EXCHANGE],
+            grant_types: ['authorization_code', 'refresh_token', TOKEN_EXCHANGE],
             response_types: ['code'],
             redirect_uris: [REDIRECT_URI],
             id_jag_audiences: audience,
@@ -1177,6 +1177,24 @@ describe('canary: no token value or secret leaves its place', function () {
       ];
       for (const [label, params, client] of refusals) {
         expect((await ask(label, params, client)).status, label).to.equal(400);
+      }
+      const refreshTokenOf = async (client: ClientCredentials) => {
+        const signedIn = await userSignIn(idp, 'alice', { client, scope: 'openid offline_access', prompt: 'consent' });
+        canary.secret(signedIn.refreshToken!);
+        return {
+          subject_token: signedIn.refreshToken!,
+          subject_token_type: 'urn:ietf:params:oauth:token-type:refresh_token',
+        };
+      };
+      const held = await refreshTokenOf(agent);
+      expect((await ask('issued from a refresh token', { ...held, scope: 'openid' })).status).to.equal(200);
+      const refreshTokenRefusals: Array<[string, Record<string, string>]> = [
+        ['refresh token of another client', await refreshTokenOf(CLIENTS.customer)],
+        ['refresh token unknown', { ...held, subject_token: `${held.subject_token.slice(0, -4)}AAAA` }],
+        ['refresh token, scope wider', held],
+      ];
+      for (const [label, params] of refreshTokenRefusals) {
+        expect((await ask(label, params)).status, label).to.equal(400);
       }
       expect(canary.leaks()).to.deep.equal([]);
     } finally {
