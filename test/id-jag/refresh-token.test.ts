@@ -215,6 +215,8 @@ describe('ID-JAG issuance from a refresh token: the draft, over HTTP', function 
     it('an unknown token, or another kind of token named a refresh token: invalid_grant', async () => {
       const invalid = /not a valid refresh token of this client/;
       await refused('not-a-refresh-token', 'invalid_grant', invalid);
+      // Text no store can keep under its own name is looked up as any other, never a 500.
+      await refused('not\u0000stored\ud800', 'invalid_grant', invalid);
       const { idToken, accessToken } = await userSignIn(idp, 'alice', { client: AGENT, scope: 'openid' });
       await refused(idToken!, 'invalid_grant', invalid);
       await refused(accessToken, 'invalid_grant', invalid);
