@@ -21,7 +21,7 @@ import {
   type ChangeRecord,
   type TrailEvent,
 } from './activity.js';
-import { agentSection, type AgentAccess, type AgentSession } from './agent-access.js';
+import { agentAccess, agentSection, type AgentSession } from './agent-access.js';
 import { redeemCode } from './code-redemption.js';
 import { escapeHtml, HttpError, page, readForm } from './http.js';
 import type { Notification } from './notifications.js';
@@ -59,8 +59,6 @@ export interface AccountOptions {
   notificationsOf?(customer: string): Notification[];
   /** Sign-ins in progress: unauthenticated, so kept apart from signed-in sessions, bounded, never evicted. */
   pending: PendingSignIns;
-  /** The agents acting for the customer (ID-JAGs issued for them), listed and ended. */
-  agents: AgentAccess;
 }
 
 interface AccountSession {
@@ -124,6 +122,8 @@ export async function accountRoutes(router: Router, options: AccountOptions): Pr
   const { pending } = options;
   const sessions = new LRUCache<string, AccountSession>({ max: 10_000, ttl: SESSION_TTL });
   const api = new SupportAccessApi(options);
+  // The agents acting for the customer (ID-JAGs issued for them), listed and ended through the same API.
+  const agentSessions = agentAccess(api);
 
   function sessionOf(ctx: Koa.Context): AccountSession | undefined {
     const id = ctx.cookies.get(SESSION_COOKIE);
@@ -161,7 +161,7 @@ export async function accountRoutes(router: Router, options: AccountOptions): Pr
     const [trail, support, agents] = await Promise.all([
       options.trailOf(session.sub),
       api.state(session.tokens),
-      options.agents.of(session.sub),
+      agentSessions.of(session.tokens),
     ]);
     const lines = activityLines(trail, options.changesOf(session.sub), options.users);
     const notifications = options.notificationsOf?.(session.sub);
@@ -198,13 +198,13 @@ ${
     const session = sessionOf(ctx);
     if (!session) throw new HttpError(401, 'invalid_request', 'sign in at /account first');
     const notifications = options.notificationsOf?.(session.sub);
-    const [support, agents] = await Promise.all([api.state(session.tokens), options.agents.of(session.sub)]);
+    const [support, agents] = await Promise.all([api.state(session.tokens), agentSessions.of(session.tokens)]);
     ctx.body = { version: versionOf(support, [...notificationIds(notifications), ...agentIds(agents)]) };
   });
 
   router.post('/account/agents/:id/end', async (ctx) => {
     const { session } = await formOf(ctx);
-    const ended = await options.agents.end(session.sub, ctx.params['id'] ?? '');
+    const ended = await agentSessions.end(session.tokens, ctx.params['id'] ?? '');
     session.flash = ended
       ? { kind: 'ok', text: 'The agent no longer acts for you: what it was given is stopped.' }
       : { kind: 'error', text: 'Ending the agent failed: it no longer acts for you, or never did.' };

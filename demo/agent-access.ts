@@ -1,9 +1,10 @@
 /**
  * The agents acting for a customer, as their account page shows them: each
  * ID-JAG the identity service issued for them (a session of type `id-jag`,
- * listed by the Management API) is "an agent of client X may act for you at
- * application Y until …", with a button that stops it. The backend reads and
- * stops them with its own M2M token, and only ever the signed-in customer's.
+ * listed by the customer's API, `GET …/sessions`) is "an agent of client X may
+ * act for you at application Y until …", with a button that stops it
+ * (`DELETE …/sessions/{id}`). Both calls carry the customer's own access
+ * token: the identity service lists and stops only that customer's sessions.
  * Also the agent's redirect URI (`/agent/callback`), where its sign-in comes
  * back with the code it redeems.
  */
@@ -11,9 +12,9 @@ import type Router from '@koa/router';
 import { formatDate } from './activity.js';
 import { escapeHtml, HttpError, page } from './http.js';
 import { AGENT_NAMES } from './seed.js';
-import type { Management } from './stop-routes.js';
+import type { CustomerTokens, SupportAccessApi } from './support-access.js';
 
-/** An ID-JAG session as the Management API shows it. */
+/** An ID-JAG session as the customer's API shows it. */
 export interface AgentSession {
   id: string;
   clientId: string;
@@ -27,22 +28,24 @@ export const SESSION_ID = /^imp_[A-Za-z0-9_-]{22}$/;
 const MAX_PAGES = 5;
 
 export interface AgentAccess {
-  /** The customer's agents acting now, soonest to end first. */
-  of(customer: string): Promise<AgentSession[]>;
-  /** Stops one, if it is the customer's agent; false when it is not theirs (or no longer exists). */
-  end(customer: string, id: string): Promise<boolean>;
+  /** The customer's agents acting now, soonest to end first; none once the customer's sign-in here has ended. */
+  of(tokens: CustomerTokens | undefined): Promise<AgentSession[]>;
+  /** Stops one of the customer's sessions; false when it is not theirs (or no longer exists). */
+  end(tokens: CustomerTokens | undefined, id: string): Promise<boolean>;
 }
 
-export function agentAccess(management: Management, sessionsUrl: string): AgentAccess {
+export function agentAccess(api: SupportAccessApi): AgentAccess {
   return {
-    async of(customer) {
+    async of(tokens) {
       const agents: AgentSession[] = [];
       let cursor: string | null = null;
       for (let read = 0; read < MAX_PAGES; read += 1) {
-        const query = new URLSearchParams({ subject: customer, limit: '100', ...(cursor ? { cursor } : {}) });
-        const answer = await management('GET', `${sessionsUrl}?${query}`);
+        const query = new URLSearchParams({ limit: '100', ...(cursor ? { cursor } : {}) });
+        const answer = await api.call(tokens, 'GET', `/sessions?${query}`);
+        // Signed out: the support-access section says so, and there is nothing to list.
+        if (answer.status === 401) return [];
         if (answer.status !== 200 || !Array.isArray(answer.body?.['items']))
-          throw new HttpError(502, 'bad_gateway', `the Management API answered ${answer.status}`);
+          throw new HttpError(502, 'bad_gateway', `the customer's API answered ${answer.status}`);
         for (const item of answer.body['items'] as Array<Record<string, unknown>>) {
           if (item['type'] === 'id-jag' && item['state'] === 'active') agents.push(item as unknown as AgentSession);
         }
@@ -52,12 +55,9 @@ export function agentAccess(management: Management, sessionsUrl: string): AgentA
       }
       return agents.sort((a, b) => a.expiresAt.localeCompare(b.expiresAt));
     },
-    async end(customer, id) {
+    async end(tokens, id) {
       if (!SESSION_ID.test(id)) return false;
-      const found = await management('GET', `${sessionsUrl}/${id}`);
-      if (found.status !== 200 || found.body?.['subject'] !== customer || found.body['type'] !== 'id-jag') return false;
-      const ended = await management('DELETE', `${sessionsUrl}/${id}`, { reason: 'ended by the customer' });
-      return ended.status === 204;
+      return (await api.call(tokens, 'DELETE', `/sessions/${id}`)).status === 204;
     },
   };
 }

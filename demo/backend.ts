@@ -8,7 +8,7 @@ import type http from 'node:http';
 import Router from '@koa/router';
 import Koa from 'koa';
 import { accountRoutes, auditTrailOf } from './account.js';
-import { agentAccess, agentCallbackRoute } from './agent-access.js';
+import { agentCallbackRoute } from './agent-access.js';
 import { backendDependencies, type IdentityServiceAddresses } from './backend-dependencies.js';
 import { consoleRoutes } from './console-routes.js';
 import { closeServer, escapeHtml, freePort, HttpError, listen, page } from './http.js';
@@ -92,7 +92,6 @@ export async function startBackend(options: BackendOptions): Promise<Backend> {
     pending: accountLogins,
     changesOf: resources.changesOf,
     trailOf: auditTrailOf(deps.management, deps.endpoints.sessions),
-    agents: agentAccess(deps.management, deps.endpoints.sessions),
     ...(options.notifications ? { notificationsOf: (customer: string) => inbox.of(customer) } : {}),
   });
   webSignInRoutes(router, deps, webLogins);

@@ -64,7 +64,7 @@ interface EventFields {
   error: string;
   /** On refusals, the error's description; on a revocation, the reason given. */
   reason: string;
-  /** Who revoked a session, or withdrew a subject token (the Management API caller's client). */
+  /** Who revoked a session, or withdrew a subject token: the Management API caller's client, or `customer`. */
   revokedBy: string;
   /** Why a session ended without a revocation. */
   endReason: EndReason;

@@ -6,6 +6,8 @@ import type { SessionStore } from '../sessions/store.js';
 import type { ResolvedApprovalOptions } from './options.js';
 import type { ApprovalStore } from './store.js';
 
+export { nowSeconds } from '../clock.js';
+
 /** What the customer's and the backend's approval operations work on. */
 export interface ApprovalDependencies {
   bus: EventBus;
@@ -25,8 +27,4 @@ export type ApprovalOptionsSlice = Pick<ResolvedCoreOptions, 'auditLog' | 'maxSu
 export function approvalSettings(options: ApprovalOptionsSlice, caller: string): ResolvedApprovalOptions {
   if (!options.approvals) throw invalidCall(caller, 'needs the "approvals" option of createImpersonation');
   return options.approvals;
-}
-
-export function nowSeconds(): number {
-  return Math.floor(Date.now() / 1000);
 }

@@ -37,8 +37,7 @@ export function requestEvent<Name extends RequestEventName>(
 
 /** What an event says of the ceiling a grant or a request names: the actor (a grant's may be anyone), resource and scope. */
 function ceilingOf(named: AccessGrant | ApprovalRequest): { actor?: string; resource?: string; scope?: string } {
-  const { actor, resource, scope } = named;
-  return { ...definedMembers({ actor, resource }), ...(scope === undefined ? {} : { scope: scope.join(' ') }) };
+  return definedMembers({ actor: named.actor, resource: named.resource, scope: named.scope?.join(' ') });
 }
 
 /** The approval of a request, naming the grant it became. */

@@ -1,4 +1,5 @@
 import { definedMembers, type JsonObject } from '../json.js';
+import { rfc3339 } from '../sessions/record.js';
 import {
   grantStateOf,
   requestStateOf,
@@ -73,8 +74,4 @@ export function approvalRequestView(request: ApprovalRequest, grant?: AccessGran
 
 function ceilingOf(record: AccessCeiling): AccessCeiling {
   return definedMembers({ resource: record.resource, scope: record.scope && [...record.scope] });
-}
-
-function rfc3339(seconds: number): string {
-  return new Date(seconds * 1000).toISOString();
 }

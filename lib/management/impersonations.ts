@@ -9,7 +9,7 @@ import { authorize, type Authenticate } from '../http/auth.js';
 import { readOptionalJsonObject, refuseUnknown } from '../http/body.js';
 import type { ResolvedOptions } from '../options.js';
 import { closeSession } from '../sessions/close.js';
-import { isSessionId, viewOf } from '../sessions/record.js';
+import { isSessionId, viewOf, type SessionRecord } from '../sessions/record.js';
 import type { SessionFilter, SessionStore } from '../sessions/store.js';
 import { isStorableText } from '../storable-text.js';
 import { isIdentifier, readText } from '../approvals/input.js';
@@ -77,11 +77,7 @@ export function impersonationRoutes(
 
   router.get(path, async (ctx) => {
     await authorize(ctx, authenticate, options.readScope);
-    const filter = readFilter(ctx.query);
-    const limit = readLimit(ctx.query['limit']);
-    const after = readCursor(ctx.query['cursor'], LIST_PARAMETERS, ctx.query);
-    const page = await storeCall(() => sessions.list(filter, limit, after));
-    ctx.body = { items: page.items.map(viewOf), nextCursor: page.next ? cursorOf(page.next) : null };
+    ctx.body = await sessionPage(sessions, readFilter(ctx.query), ctx.query);
   });
 
   router.get(`${path}/:id`, async (ctx) => {
@@ -102,9 +98,18 @@ export function impersonationRoutes(
 const MAX_PAGE_OF_REVOCATIONS = 1000;
 const FEED_PARAMETERS = ['cursor', 'limit'];
 
-async function existing(sessions: SessionStore, id: string) {
+/** A page of the active sessions `filter` names, as `query` asks: `limit`, `cursor`, and nothing but LIST_PARAMETERS. */
+export async function sessionPage(sessions: SessionStore, filter: SessionFilter, query: Koa.Context['query']) {
+  const limit = readLimit(query['limit']);
+  const after = readCursor(query['cursor'], LIST_PARAMETERS, query);
+  const page = await storeCall(() => sessions.list(filter, limit, after));
+  return { items: page.items.map(viewOf), nextCursor: page.next ? cursorOf(page.next) : null };
+}
+
+/** The session `id`, if `isVisible` lets the caller see it; any other is answered exactly as an unknown id. */
+export async function existing(sessions: SessionStore, id: string, isVisible = (_session: SessionRecord) => true) {
   const record = isSessionId(id) ? await storeCall(() => sessions.find(id)) : undefined;
-  if (!record) throw notFound('not_found', 'no impersonation session has this id');
+  if (!record || !isVisible(record)) throw notFound('not_found', 'no impersonation session has this id');
   return record;
 }
 

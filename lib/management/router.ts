@@ -1,6 +1,5 @@
 import Router from '@koa/router';
 import type Koa from 'koa';
-import { createCustomerCheck } from '../customer/check.js';
 import { customerRoutes } from '../customer/routes.js';
 import type { ApprovalStore } from '../approvals/store.js';
 import type { EventBus } from '../events/subscriber.js';
@@ -54,9 +53,8 @@ export function createManagementApi(
       const mine = (request: { requestedBy: string }) => request.requestedBy === caller.clientId;
       ctx.body = await viewOf(approvalDeps, await findSettledAs(approvalDeps, ctx.params['id']!, mine, ctx));
     });
-    // The customer's own API: authenticated by the customer's access token, never by a Management API token.
-    const customerCheck = createCustomerCheck(provider, options.approvals);
-    customerRoutes(router, options.approvals.customerPath, approvalDeps, customerCheck);
+    // The customer's own API, below its own path.
+    customerRoutes(router, approvalDeps, options.approvals);
   }
   // The SSF transmitter: its metadata and stream management, mounted (or not) with the rest of the API.
   if (transmitter) ssfRoutes(router, transmitter, authenticate);

@@ -99,6 +99,7 @@ function revocationOf({ at, by, reason }: NonNullable<SessionRecord['revoked']>)
   return { revokedAt: rfc3339(at), revokedBy: by, ...(reason ? { revocationReason: reason } : {}) };
 }
 
-function rfc3339(seconds: number): string {
+/** Seconds since the epoch as an RFC 3339 time, as the APIs show times. */
+export function rfc3339(seconds: number): string {
   return new Date(seconds * 1000).toISOString();
 }

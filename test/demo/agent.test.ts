@@ -330,7 +330,7 @@ describe('demo: an agent acts for dave at the orders application (ID-JAG)', func
       /An agent of client Orders assistant \(orders-agent\) may act for you at application Orders/,
     );
     expect(stdout).to.match(/POST \/account\/agents\/imp_[A-Za-z0-9_-]{22}\/end: HTTP 303/);
-    expect(stdout).to.match(/"type":"id-jag".*"revokedBy":"impersonation-backend"/);
+    expect(stdout).to.match(/"type":"id-jag".*"revokedBy":"customer"/);
     expect(stdout).to.match(/HTTP 401 after \d+ ms: \{"error":"invalid_token"/);
   });
 });

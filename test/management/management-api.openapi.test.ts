@@ -604,6 +604,31 @@ describe('Management API: the OpenAPI description matches the running service', 
     });
   });
 
+  describe('GET /api/support-access/sessions and DELETE /api/support-access/sessions/{id}', () => {
+    const path = '/api/support-access/sessions';
+    const template = '/api/support-access/sessions/{id}';
+    it('200 pages and 204, and every refusal', async () => {
+      const listed = await call(tp, 'get', path, `${path}?limit=1`, { token: bob });
+      expect(listed.status).to.equal(200);
+      const id = (listed.body['items'] as Json[])[0]!['id'] as string;
+      expect((await call(tp, 'get', path, `${path}?limit=0`, { token: bob })).status).to.equal(400);
+      expect((await call(tp, 'get', path, `${path}?subject=bob`, { token: carol })).status).to.equal(400);
+      expect((await call(tp, 'get', path, path)).status).to.equal(401);
+      const narrow = await customerToken(tp, 'bob', 'openid');
+      expect((await call(tp, 'get', path, path, { token: narrow })).status).to.equal(403);
+
+      const at = `${path}/${id}`;
+      expect((await call(tp, 'delete', template, at, { token: carol })).status).to.equal(404);
+      expect((await call(tp, 'delete', template, `${path}/imp_unknown`, { token: bob })).status).to.equal(404);
+      expect((await call(tp, 'delete', template, `${at}?x=1`, { token: bob })).status).to.equal(400);
+      expect((await call(tp, 'delete', template, at)).status).to.equal(401);
+      expect((await call(tp, 'delete', template, at, { token: narrow })).status).to.equal(403);
+      // The session the administrator stopped above: 204, and the revocation feed stays as that test reads it.
+      const stoppedAlready = `${path}/${sessionId}`;
+      expect((await call(tp, 'delete', template, stoppedAlready, { token: bob })).status).to.equal(204);
+    });
+  });
+
   describe('POST /api/support-access/requests/{id}/approve and /deny', () => {
     const approve = '/api/support-access/requests/{id}/approve';
     const deny = '/api/support-access/requests/{id}/deny';
@@ -804,6 +829,12 @@ describe('Management API: the OpenAPI description matches the running service', 
         await call(down, 'post', grants, grants, options),
         await call(down, 'delete', `${grants}/{id}`, `${grants}/agr_${'A'.repeat(22)}`, { token: downCustomer }),
         await call(down, 'get', '/api/support-access/requests', '/api/support-access/requests', {
+          token: downCustomer,
+        }),
+        await call(down, 'get', '/api/support-access/sessions', '/api/support-access/sessions', {
+          token: downCustomer,
+        }),
+        await call(down, 'delete', '/api/support-access/sessions/{id}', `/api/support-access/sessions/${downSession}`, {
           token: downCustomer,
         }),
         await call(
