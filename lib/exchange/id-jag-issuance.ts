@@ -230,7 +230,7 @@ function issueInput(
 const AUDIENCE_CLAIMS: ReadonlySet<string> = new Set(['sub', 'aud_sub', 'tenant', 'client_id']);
 const MAX_AUDIENCE_NAME = 255;
 
-/** The hook's claims, or none; any other answer fails the issue (500) before anything is signed or charged. */
+/** The hook's claims, or none; any other answer, or a throw, fails the issue (500) before anything is signed or charged. */
 async function subjectAtAudience(options: ResolvedIdJagIssuanceOptions, input: IdJagIssueInput) {
   const answer: unknown = await options.subjectAtAudience?.(input);
   if (answer === undefined) return {};

@@ -134,7 +134,7 @@ export type IdJagSubjectAtAudience = Partial<Record<'sub' | 'aud_sub' | 'tenant'
 export interface IdJagIssuanceOptions {
   /** Decides each issue: allow, refuse, or narrow the scopes (never widen). Default: allow. */
   canIssue?: ((input: IdJagIssueInput) => ExchangeDecision | Promise<ExchangeDecision>) | undefined;
-  /** Asked once `canIssue` allowed, with its scopes: the draft's Cross-Domain Client ID Handling. Default: the local names. */
+  /** Asked once the policy allowed, with its scopes: the draft's Cross-Domain Client ID Handling. Default: the local names. */
   subjectAtAudience?: ((input: IdJagIssueInput) => CanBePromise<IdJagSubjectAtAudience | undefined>) | undefined;
   /** ID-JAGs issued per hour for one user at one client; beyond, 429. Default 100. */
   maxPerUser?: number | undefined;
