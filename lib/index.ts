@@ -116,6 +116,7 @@ export type {
   IdJagIssuanceOptions,
   IdJagIssueInput,
   IdJagOptions,
+  IdJagSubjectAtAudience,
   ResolvedIdJagIssuanceOptions,
   ResolvedIdJagOptions,
   ResolvedIssuer,

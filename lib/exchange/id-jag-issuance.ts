@@ -14,7 +14,7 @@ import { isStorableText } from '../storable-text.js';
 import { SESSION_CLAIM, TOKEN_EXCHANGE_GRANT } from '../token-claims.js';
 import { checkMayAct, delegationActor } from './actor.js';
 import { idJagEvent, joseFailure } from './id-jag.js';
-import type { ResolvedIdJagIssuanceOptions } from './id-jag-options.js';
+import type { IdJagIssueInput, IdJagSubjectAtAudience, ResolvedIdJagIssuanceOptions } from './id-jag-options.js';
 import type { ExchangeDependencies, ExchangeKind, Subject } from './kind.js';
 import { decide } from './policy.js';
 import { RefusalBudget } from './refusals.js';
@@ -140,18 +140,10 @@ export function idJagIssuance(
     ceiling: (_subject, _actor, target) => ({ scope: target.scope, secondsLeft: Infinity }),
 
     decide: (ctx, subject, actor, { resource: audience, scope }, params) =>
-      decide(
-        options.canIssue,
-        Object.freeze({
-          clientId: ctx.oidc.client!.clientId,
-          subject: subject.sub,
-          ...(actor === undefined ? {} : { actor }),
-          audience,
-          resource: [params.resource ?? []].flat(),
-          scope,
-        }),
-        { policy: 'the ID-JAG policy', refused: 'this ID-JAG' },
-      ),
+      decide(options.canIssue, issueInput(ctx, subject.sub, actor, audience, params, scope), {
+        policy: 'the ID-JAG policy',
+        refused: 'this ID-JAG',
+      }),
 
     lifetime(subject, _actor, bound) {
       // An ID-JAG never outlives the token it attests.
@@ -163,6 +155,8 @@ export function idJagIssuance(
     async prepare(ctx, { params, dpop, subject, actor, resource: audience, scope, expiresIn, startedAt, progress }) {
       const clientId = ctx.oidc.client!.clientId;
       const resources = [params.resource ?? []].flat();
+      // Before the session: a failing hook leaves no trace of one. The session keeps the local names.
+      const atAudience = await subjectAtAudience(options, issueInput(ctx, subject.sub, actor, audience, params, scope));
       const createdAt = nowSeconds();
       const session: SessionRecord = {
         id: newSessionId(),
@@ -185,6 +179,7 @@ export function idJagIssuance(
         sub: subject.sub,
         aud: audience,
         client_id: clientId,
+        ...atAudience,
         jti: session.accessTokenId,
         iat: session.createdAt,
         exp: session.expiresAt,
@@ -216,6 +211,39 @@ export function idJagIssuance(
 
     refused: (ctx, progress, error) => reportImpersonationRefusal(ctx, dependencies.bus, refusals, progress, error),
   };
+}
+
+/** What `canIssue` and `subjectAtAudience` are asked about. */
+function issueInput(
+  ctx: KoaContextWithOIDC,
+  subject: string,
+  actor: string | undefined,
+  audience: string,
+  params: ExchangeParams,
+  scope: string[],
+): IdJagIssueInput {
+  const resource = [params.resource ?? []].flat();
+  const clientId = ctx.oidc.client!.clientId;
+  return Object.freeze({ clientId, subject, ...(actor === undefined ? {} : { actor }), audience, resource, scope });
+}
+
+const AUDIENCE_CLAIMS: ReadonlySet<string> = new Set(['sub', 'aud_sub', 'tenant', 'client_id']);
+const MAX_AUDIENCE_NAME = 255;
+
+/** The hook's claims, or none; any other answer, or a throw, fails the issue (500) before anything is signed or charged. */
+async function subjectAtAudience(options: ResolvedIdJagIssuanceOptions, input: IdJagIssueInput) {
+  const answer: unknown = await options.subjectAtAudience?.(input);
+  if (answer === undefined) return {};
+  // Read once: a getter answers the check and the claims alike.
+  const entries = typeof answer === 'object' && answer !== null && !Array.isArray(answer) && Object.entries(answer);
+  const isName = (value: unknown) => typeof value === 'string' && value.length > 0 && value.length <= MAX_AUDIENCE_NAME;
+  if (!entries || entries.some(([name, value]) => !AUDIENCE_CLAIMS.has(name) || !isName(value))) {
+    throw refuse.invalidCall(
+      'idJagIssuance.subjectAtAudience',
+      `must answer undefined or { sub, aud_sub, tenant, client_id }, each optional, each 1 to ${MAX_AUDIENCE_NAME} characters`,
+    );
+  }
+  return Object.fromEntries(entries) as IdJagSubjectAtAudience;
 }
 
 /** The audiences a client may ask ID-JAGs for; `undefined` when it may ask for none. */

@@ -1,4 +1,5 @@
 import { createLocalJWKSet, createRemoteJWKSet, errors, type JSONWebKeySet, type JWTVerifyGetKey } from 'jose';
+import type { CanBePromise } from 'oidc-provider';
 import { optionChecks, type OptionChecks } from '../config/checks.js';
 import type { ExchangeDecision } from '../config/decisions.js';
 import {
@@ -126,10 +127,15 @@ export interface IdJagIssueInput {
   scope: string[];
 }
 
+/** The user and the client as the audience knows them: each member given replaces or adds that claim of the ID-JAG. */
+export type IdJagSubjectAtAudience = Partial<Record<'sub' | 'aud_sub' | 'tenant' | 'client_id', string>>;
+
 /** Issuing ID-JAGs at the token-exchange grant to clients whose `id_jag_audiences` metadata names the audience. */
 export interface IdJagIssuanceOptions {
   /** Decides each issue: allow, refuse, or narrow the scopes (never widen). Default: allow. */
   canIssue?: ((input: IdJagIssueInput) => ExchangeDecision | Promise<ExchangeDecision>) | undefined;
+  /** Asked once the policy allowed, with its scopes: the draft's Cross-Domain Client ID Handling. Default: the local names. */
+  subjectAtAudience?: ((input: IdJagIssueInput) => CanBePromise<IdJagSubjectAtAudience | undefined>) | undefined;
   /** ID-JAGs issued per hour for one user at one client; beyond, 429. Default 100. */
   maxPerUser?: number | undefined;
   /** ID-JAGs issued per hour to one client; beyond, 429. Default 5,000. */
@@ -137,17 +143,19 @@ export interface IdJagIssuanceOptions {
 }
 
 export type ResolvedIdJagIssuanceOptions = Readonly<
-  Pick<IdJagIssuanceOptions, 'canIssue'> & Required<Pick<IdJagIssuanceOptions, 'maxPerUser' | 'maxPerClient'>>
+  IdJagIssuanceOptions & Required<Pick<IdJagIssuanceOptions, 'maxPerUser' | 'maxPerClient'>>
 >;
 
 /** `idJagIssuance`, checked at start-up. */
 export function resolveIdJagIssuanceOptions(input: IdJagIssuanceOptions): ResolvedIdJagIssuanceOptions {
   check.object('idJagIssuance', input);
-  check.known(input, ['canIssue', 'maxPerUser', 'maxPerClient'], 'idJagIssuance.');
+  check.known(input, ['canIssue', 'subjectAtAudience', 'maxPerUser', 'maxPerClient'], 'idJagIssuance.');
   check.optionalFunction('idJagIssuance.canIssue', input.canIssue);
+  check.optionalFunction('idJagIssuance.subjectAtAudience', input.subjectAtAudience);
   const { maxPerUser, maxPerClient } = ID_JAG_ISSUANCE_DEFAULTS;
   return Object.freeze({
     canIssue: input.canIssue,
+    subjectAtAudience: input.subjectAtAudience,
     maxPerUser: check.integerOr('idJagIssuance.maxPerUser', input.maxPerUser, maxPerUser, ISSUANCE_MAXIMA.maxPerUser),
     maxPerClient: check.integerOr(
       'idJagIssuance.maxPerClient',
