@@ -116,6 +116,7 @@ export type {
   IdJagIssuanceOptions,
   IdJagIssueInput,
   IdJagOptions,
+  IdJagRedeemInput,
   ResolvedIdJagIssuanceOptions,
   ResolvedIdJagOptions,
   ResolvedIssuer,
