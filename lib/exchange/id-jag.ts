@@ -32,6 +32,7 @@ const REDEEMED_KEPT = 2 * MAX_CLOCK_SKEW;
 const CHECKED_CLAIMS = new Set(['typ', 'aud', 'iss', 'exp', 'iat', 'nbf', 'sub', 'jti']);
 /** Characters of an asserted `act` chain the token and its session carry, at most. */
 const MAX_ACT_LENGTH = 2048;
+/** How a redemption's refusals name its policy. */
 const REDEMPTION_POLICY = { policy: 'the redemption policy', refused: 'this redemption' };
 
 type IdJagEventName = typeof EVENTS.idJagIssued | typeof EVENTS.idJagRedeemed;
