@@ -31,7 +31,7 @@ interface IssueAsked {
 /** What the decision point is told of an ID-JAG's redemption (`IdJagRedeemInput`), declared here likewise. */
 type RedeemAsked = Pick<IssueAsked, 'clientId' | 'subject' | 'actor' | 'scope'> & { issuer: string; resource: string };
 
-/** The `authzen` option composed into the policy hooks at start-up (`canDelegate`, `canIssue` where their options are). */
+/** The `authzen` option composed into the policy hooks at start-up (`canDelegate`, `canIssue`, `canRedeem` where their options are). */
 export function applyDecisionPoint(
   input: AuthzenOptions | undefined,
   hooks: Pick<ResolvedCoreOptions, 'canImpersonate' | 'canExchange'>,
