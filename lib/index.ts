@@ -116,6 +116,7 @@ export type {
   IdJagIssuanceOptions,
   IdJagIssueInput,
   IdJagOptions,
+  IdJagRedeemInput,
   IdJagSubjectAtAudience,
   ResolvedIdJagIssuanceOptions,
   ResolvedIdJagOptions,

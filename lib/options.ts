@@ -18,7 +18,13 @@ import {
   type ResolvedIdJagIssuanceOptions,
   type ResolvedIdJagOptions,
 } from './exchange/id-jag-options.js';
-import { applyDecisionPoint, askedAfter, delegationEvaluation, issueEvaluation } from './policy/compose.js';
+import {
+  applyDecisionPoint,
+  askedAfter,
+  delegationEvaluation,
+  issueEvaluation,
+  redeemEvaluation,
+} from './policy/compose.js';
 import type { AuthzenOptions, ResolvedAuthzenOptions } from './policy/options.js';
 import { resolveSsfOptions, type ResolvedSsfOptions, type SsfOptions } from './ssf/options.js';
 import { resolveWebhookOptions, type ResolvedWebhookOptions, type WebhookOptions } from './webhooks/options.js';
@@ -168,7 +174,7 @@ export function resolveOptions(input: ImpersonationOptions): ResolvedOptions {
             ...(approvals ? [approvals.requestsPath, approvals.customerPath] : []),
           ],
         });
-  const idJag = input.idJag === undefined ? undefined : resolveIdJagOptions(input.idJag);
+  const ownIdJag = input.idJag === undefined ? undefined : resolveIdJagOptions(input.idJag);
   const ownIssuance = input.idJagIssuance === undefined ? undefined : resolveIdJagIssuanceOptions(input.idJagIssuance);
   const decisionPoint = applyDecisionPoint(input.authzen, options);
   const ownDelegation = resolveDelegationOptions(input.delegation);
@@ -187,6 +193,12 @@ export function resolveOptions(input: ImpersonationOptions): ResolvedOptions {
           canIssue: askedAfter(decisionPoint.authzen, ownIssuance.canIssue, issueEvaluation),
         })
       : ownIssuance;
+  // `idJag.canRedeem`, likewise.
+  const { authzen } = decisionPoint;
+  const idJag =
+    ownIdJag && authzen
+      ? Object.freeze({ ...ownIdJag, canRedeem: askedAfter(authzen, ownIdJag.canRedeem, redeemEvaluation) })
+      : ownIdJag;
   return Object.freeze({
     ...options,
     ...decisionPoint,

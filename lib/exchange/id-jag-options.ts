@@ -37,24 +37,40 @@ export interface ResolvedIssuer {
   ssf?: SsfPollOptions | undefined;
 }
 
+/** What `canRedeem` decides on: the client, the local account, the issuer, and the token the redemption would give. */
+export interface IdJagRedeemInput {
+  clientId: string;
+  /** The account here that the issuer's `accountOf` named. */
+  subject: string;
+  /** Who acts for the user, when the assertion carries `act`: its `sub`. */
+  actor?: string;
+  issuer: string;
+  /** The resource the token is for, and the scopes it would carry (within the assertion's). */
+  resource: string;
+  scope: string[];
+}
+
 /** Redeeming ID-JAGs with the jwt-bearer grant (docs/cross-app-access.md); nothing is accepted without it. */
 export interface IdJagOptions {
   trustedIssuers: TrustedIssuer[];
+  /** Decides each redemption before anything is spent: allow, refuse, or narrow the scopes (never widen). Default: allow. */
+  canRedeem?: ((input: IdJagRedeemInput) => ExchangeDecision | Promise<ExchangeDecision>) | undefined;
   /** Redemptions per hour by one client; one issuer's assertions, ten times that; beyond either, 429. Default 1,000. */
   maxRedemptionsPerClient?: number | undefined;
   /** Session stops one issuer's stream may mark here per hour; beyond, its stream goes stale (its ID-JAGs 503). Default 10,000. */
   maxStopsPerIssuer?: number | undefined;
 }
 
-/** Each trusted issuer's keys, by its issuer identifier; a client's hourly share. */
+/** Each trusted issuer's keys, by its issuer identifier; the redemption policy; a client's hourly share. */
 export interface ResolvedIdJagOptions {
   readonly trustedIssuers: ReadonlyMap<string, ResolvedIssuer>;
+  readonly canRedeem?: IdJagOptions['canRedeem'];
   readonly maxRedemptionsPerClient: number;
   readonly maxStopsPerIssuer: number;
 }
 
-const NAMES: Array<keyof IdJagOptions> = ['trustedIssuers', 'maxRedemptionsPerClient', 'maxStopsPerIssuer'];
-const ISSUER_NAMES: Array<keyof TrustedIssuer> = ['issuer', 'jwks', 'jwksUri', 'accountOf', 'ssf'];
+const NAMES: (keyof IdJagOptions)[] = ['trustedIssuers', 'canRedeem', 'maxRedemptionsPerClient', 'maxStopsPerIssuer'];
+const ISSUER_NAMES: (keyof TrustedIssuer)[] = ['issuer', 'jwks', 'jwksUri', 'accountOf', 'ssf'];
 
 const check: OptionChecks = optionChecks('createImpersonation');
 
@@ -63,7 +79,8 @@ export function resolveIdJagOptions(input: IdJagOptions): ResolvedIdJagOptions {
   check.object('idJag', input);
   check.known(input, NAMES, 'idJag.');
   const { trustedIssuers: entries, maxRedemptionsPerClient = ID_JAG_DEFAULTS.maxRedemptionsPerClient } = input;
-  const { maxStopsPerIssuer = ID_JAG_DEFAULTS.maxStopsPerIssuer } = input;
+  const { maxStopsPerIssuer = ID_JAG_DEFAULTS.maxStopsPerIssuer, canRedeem } = input;
+  check.optionalFunction('idJag.canRedeem', canRedeem);
   if (!Array.isArray(entries) || !entries.length) check.fail('idJag.trustedIssuers', 'must be a non-empty array');
   const trustedIssuers = new Map<string, ResolvedIssuer>();
   entries.forEach((entry, at) => {
@@ -89,7 +106,7 @@ export function resolveIdJagOptions(input: IdJagOptions): ResolvedIdJagOptions {
   });
   check.integer('idJag.maxRedemptionsPerClient', maxRedemptionsPerClient, ID_JAG_MAXIMA.maxRedemptionsPerClient);
   check.integer('idJag.maxStopsPerIssuer', maxStopsPerIssuer, ID_JAG_MAXIMA.maxStopsPerIssuer);
-  return Object.freeze({ trustedIssuers, maxRedemptionsPerClient, maxStopsPerIssuer });
+  return Object.freeze({ trustedIssuers, canRedeem, maxRedemptionsPerClient, maxStopsPerIssuer });
 }
 
 /** A poll receiver's options: an endpoint, an access token, the audience of its SETs. */

@@ -15,9 +15,10 @@ import { accountExists } from './account.js';
 import type { ActClaim } from './actor.js';
 import { commit } from './commit.js';
 import { MAX_ASSERTION_LIFETIME, MAX_CLOCK_SKEW } from './id-jag-options.js';
-import type { ResolvedIdJagOptions, ResolvedIssuer } from './id-jag-options.js';
+import type { IdJagRedeemInput, ResolvedIdJagOptions, ResolvedIssuer } from './id-jag-options.js';
 import { issuerDigestOf, type IssuerStreams } from './id-jag-streams.js';
 import type { ExchangeDependencies } from './kind.js';
+import { decide } from './policy.js';
 import { grantedScopes, resolveSingleResource } from './request.js';
 import { respond } from './respond.js';
 import { newExchangeToken } from './token.js';
@@ -31,6 +32,8 @@ const REDEEMED_KEPT = 2 * MAX_CLOCK_SKEW;
 const CHECKED_CLAIMS = new Set(['typ', 'aud', 'iss', 'exp', 'iat', 'nbf', 'sub', 'jti']);
 /** Characters of an asserted `act` chain the token and its session carry, at most. */
 const MAX_ACT_LENGTH = 2048;
+/** How a redemption's refusals name its policy. */
+const REDEMPTION_POLICY = { policy: 'the redemption policy', refused: 'this redemption' };
 
 type IdJagEventName = typeof EVENTS.idJagIssued | typeof EVENTS.idJagRedeemed;
 
@@ -52,7 +55,8 @@ export function createIdJagHandler({ options, sessions, bus, claims: tokenClaims
     const { assertion } = ctx.oidc.params as { assertion?: string };
     if (!assertion) throw refuse.invalidRequest('missing required parameter: assertion');
     const dpop = await internals.validateDpop(ctx);
-    internals.checkDpopRequired(ctx, dpop);
+    // The draft: a client bound to DPoP that sends no proof is refused `invalid_grant` (oidc-provider's grants alike).
+    if (!dpop && client.dpopBoundAccessTokens) throw refuse.invalidGrant('DPoP proof JWT not provided');
     const configured = internals.clockToleranceOf(internals.providerConfiguration(ctx.oidc.provider));
     const tolerance = Math.min(MAX_CLOCK_SKEW, configured);
     const { claims, issuer } = await verifiedAssertion(assertion, ctx.oidc.issuer, options, tolerance);
@@ -79,9 +83,15 @@ export function createIdJagHandler({ options, sessions, bus, claims: tokenClaims
     const token = newExchangeToken(ctx, { subject: accountId, scope: granted, resourceServer, dpop });
     token.gty = JWT_BEARER_GRANT;
     if (dpop) await internals.checkDpopReplay(ctx, dpop);
+    // `canRedeem`, then the decision point, before anything is spent: a refusal is the grant's `invalid_grant`.
+    const actor = claims.act ? { actor: claims.act.sub } : {};
+    const asked = { clientId: client.clientId, subject: accountId, ...actor, issuer: claims.iss, scope: granted };
+    const input: IdJagRedeemInput = Object.freeze({ ...asked, resource: resourceServer.identifier() });
+    const scope = await decide(options.canRedeem, input, REDEMPTION_POLICY, refuse.invalidGrant);
+    token.scope = scope.join(' ') || undefined;
     // A token never outlives the assertion it came from.
     internals.setTokenLifetime(token, Math.max(1, Math.min(token.expiration, Math.floor(claims.exp) - nowSeconds())));
-    const session = sessionOf(claims, accountId, resourceServer.identifier(), granted, token.expiration);
+    const session = sessionOf(claims, accountId, resourceServer.identifier(), scope, token.expiration);
     tokenClaims.attach(token, { ...(claims.act ? { act: claims.act } : {}), [SESSION_CLAIM]: session.id });
     // Invariant 37: the assertion's `iss` and `jti` taken once, with its issuer's and client's shares, in the commit.
     const keptUntil = Math.ceil(claims.exp) + REDEEMED_KEPT;

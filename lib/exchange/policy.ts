@@ -13,11 +13,13 @@ export interface PolicyNames {
 /**
  * The deployment's decision (`canExchange`, `canDelegate`): allow, refuse (`false`, `{ reason }`) or narrow
  * (`{ scope }`); resolves the scopes. A policy that names a scope not asked for is refused: it can never widen.
+ * A refusal is `invalid_request` unless the grant has its own error (`invalid_grant` for a jwt-bearer assertion).
  */
 export async function decide<Input extends { scope: string[] }>(
   hook: ((input: Input) => ExchangeDecision | Promise<ExchangeDecision>) | undefined,
   input: Input,
   names: PolicyNames,
+  refusal: (description: string) => Error = invalidRequest,
 ): Promise<string[]> {
   if (!hook) return input.scope;
   const requested = [...input.scope];
@@ -26,11 +28,11 @@ export async function decide<Input extends { scope: string[] }>(
   if (typeof decision === 'object' && decision !== null && 'scope' in decision && Array.isArray(decision.scope)) {
     const asked = new Set(requested);
     if (decision.scope.some((name) => typeof name !== 'string' || !asked.has(name))) {
-      throw invalidRequest(`${names.policy} may narrow the requested scope, never widen it`);
+      throw refusal(`${names.policy} may narrow the requested scope, never widen it`);
     }
     return requested.filter((name) => decision.scope.includes(name));
   }
   const refused = refusalReason(decision as PolicyDecision, `${names.policy} refused ${names.refused}`);
-  if (refused) throw invalidRequest(refused);
+  if (refused) throw refusal(refused);
   return requested;
 }

@@ -28,7 +28,10 @@ interface IssueAsked {
   scope: string[];
 }
 
-/** The `authzen` option composed into the policy hooks at start-up (`canDelegate`, `canIssue` where their options are). */
+/** What the decision point is told of an ID-JAG's redemption (`IdJagRedeemInput`), declared here likewise. */
+type RedeemAsked = Pick<IssueAsked, 'clientId' | 'subject' | 'actor' | 'scope'> & { issuer: string; resource: string };
+
+/** The `authzen` option composed into the policy hooks at start-up (`canDelegate`, `canIssue`, `canRedeem` where their options are). */
 export function applyDecisionPoint(
   input: AuthzenOptions | undefined,
   hooks: Pick<ResolvedCoreOptions, 'canImpersonate' | 'canExchange'>,
@@ -56,7 +59,7 @@ export function applyDecisionPoint(
 }
 
 /**
- * A hook that may narrow the scopes (`canExchange`, `delegation.canDelegate`, `idJagIssuance.canIssue`; absent, it allows),
+ * A hook that may narrow the scopes (`canExchange`, `canDelegate`, `canIssue`, `idJag.canRedeem`; absent, it allows),
  * then the decision point asked of those it let through; only `decision: true` lets it on.
  */
 export function askedAfter<Input extends { scope: string[] }>(
@@ -114,6 +117,7 @@ const REFUSED: Record<PolicyAction, string> = {
   delegate: 'the policy decision point refused this delegation',
   approve: 'the policy decision point refused this approval',
   'issue-id-jag': 'the policy decision point refused this ID-JAG',
+  'redeem-id-jag': 'the policy decision point refused this redemption',
 };
 
 async function ask(
@@ -161,6 +165,17 @@ export function issueEvaluation(input: IssueAsked): AccessEvaluation {
     actor: input.actor,
     audience: input.audience,
     resources: input.resource,
+    scopes: input.scope,
+  });
+}
+
+/** The client redeems another server's (`issuer`) ID-JAG of the user, the account here, for a token of the resource. */
+export function redeemEvaluation(input: RedeemAsked): AccessEvaluation {
+  return evaluation({ type: 'client', id: input.clientId }, 'redeem-id-jag', input.subject, {
+    client: input.clientId,
+    actor: input.actor,
+    issuer: input.issuer,
+    resource_server: input.resource,
     scopes: input.scope,
   });
 }

@@ -3,7 +3,9 @@ import { boundedText, definedMembers, parseJson, type JsonValue } from '../json.
 import type { ResolvedAuthzenOptions } from './options.js';
 
 /** The decisions the plugin sends, as AuthZEN `action.name`s. */
-export type PolicyAction = 'impersonate' | 'break-glass' | 'exchange' | 'delegate' | 'approve' | 'issue-id-jag';
+export type PolicyAction = 'impersonate' | 'break-glass' | 'approve' | TokenEndpointAction;
+/** The actions asked at the token endpoint. */
+type TokenEndpointAction = 'exchange' | 'delegate' | 'issue-id-jag' | 'redeem-id-jag';
 
 /** An AuthZEN Access Evaluation request (Authorization API 1.0, section 6). */
 export interface AccessEvaluation {

@@ -15,8 +15,10 @@ import {
   createImpersonation,
   EVENTS,
   onImpersonationEvent,
+  type ExchangeDecision,
   type IdJagAssertion,
   type IdJagOptions,
+  type IdJagRedeemInput,
   type ImpersonationEvent,
 } from '../../lib/index.js';
 import { ID_JAG_PROFILE, JWT_BEARER_GRANT } from '../../lib/exchange/id-jag.js';
@@ -33,11 +35,14 @@ import { apiRequest, decodeJwt, expectError, introspect, tokenRequest, type Repl
 import { adminToken, SESSIONS } from '../support/impersonations.js';
 import { suiteAdapterKind } from '../support/adapters.js';
 import { DpopKey } from '../support/dpop.js';
+import { startDecisionPoint, type DecisionPoint } from '../support/decision-point.js';
+import { scaled } from '../support/time.js';
 
 const IDP = 'https://idp.example.com';
 const AGENT = { client_id: 'orders-agent', client_secret: 'orders-agent-secret' };
 const OTHER_AGENT = { client_id: 'other-agent', client_secret: 'other-agent-secret' };
 const PUBLIC_AGENT = { client_id: 'public-agent' };
+const DPOP_AGENT = { client_id: 'dpop-agent', client_secret: 'dpop-agent-secret' };
 
 /** A confidential client that may use the jwt-bearer grant. */
 const confidential = (client: { client_id: string; client_secret: string }): ClientMetadata => ({
@@ -51,6 +56,7 @@ const confidential = (client: { client_id: string; client_secret: string }): Cli
 const AGENT_CLIENTS: ClientMetadata[] = [
   confidential(AGENT),
   confidential(OTHER_AGENT),
+  { ...confidential(DPOP_AGENT), dpop_bound_access_tokens: true },
   {
     ...PUBLIC_AGENT,
     token_endpoint_auth_method: 'none',
@@ -391,6 +397,182 @@ describe('ID-JAG redemption (jwt-bearer grant): RFC 7523 3 and the draft, over H
     });
   });
 
+  describe('the redemption policy: idJag.canRedeem, then the AuthZEN decision point (redeem-id-jag)', () => {
+    let pdp: DecisionPoint;
+    let governed: TestProvider;
+    /** What canRedeem answers, as each test sets it; and every input it was given. */
+    let policy: (input: IdJagRedeemInput) => ExchangeDecision = () => true;
+    const asked: IdJagRedeemInput[] = [];
+    const told: Array<ImpersonationEvent<typeof EVENTS.idJagRedeemed>> = [];
+
+    before(async () => {
+      pdp = await startDecisionPoint();
+      governed = await startProvider({
+        plugin: {
+          idJag: {
+            // The issuer's subject 00u-alice is alice here.
+            trustedIssuers: [{ issuer: IDP, jwks: idp.jwks, accountOf: ({ sub }) => sub.replace(/^00u-/, '') }],
+            canRedeem: (input) => {
+              asked.push(input);
+              return policy(input);
+            },
+            maxRedemptionsPerClient: 5,
+          },
+          authzen: { url: pdp.url, timeout: scaled(1000) },
+        },
+        configuration: { clients: [...FIXTURE_CLIENTS, ...AGENT_CLIENTS] },
+      });
+      onImpersonationEvent(governed.provider, EVENTS.idJagRedeemed, (event) => told.push(event));
+    });
+    beforeEach(() => {
+      policy = () => true;
+      pdp.answer = { allow: true };
+      pdp.received.length = 0;
+      asked.length = 0;
+    });
+    after(async () => {
+      await governed?.close();
+      await pdp?.close();
+    });
+
+    const governedJag = (claims: Record<string, unknown> = {}) =>
+      idJag({ sub: '00u-alice', ...claims }, {}, governed.issuer);
+    const redeemGoverned = (assertion: string, params: Record<string, string> = {}, client = AGENT) =>
+      redeem(assertion, params, client, governed);
+
+    it('allowed: canRedeem sees the client, the local account, the actor, the issuer, the resource and scopes; then redeem-id-jag is asked', async () => {
+      const assertion = await governedJag({ act: { sub: 'orders-bot' } });
+      const reply = await redeemGoverned(assertion);
+      expect(reply.status, JSON.stringify(reply.body)).to.equal(200);
+      expect(asked).to.deep.equal([
+        {
+          clientId: AGENT.client_id,
+          subject: 'alice',
+          actor: 'orders-bot',
+          issuer: IDP,
+          resource: API,
+          scope: ['profile:read', 'profile:write'],
+        },
+      ]);
+      expect(pdp.received).to.have.length(1);
+      expect(pdp.received[0]!.body).to.deep.equal({
+        subject: { type: 'client', id: AGENT.client_id },
+        action: { name: 'redeem-id-jag' },
+        resource: { type: 'user', id: 'alice' },
+        context: {
+          client: AGENT.client_id,
+          actor: 'orders-bot',
+          issuer: IDP,
+          resource_server: API,
+          scopes: ['profile:read', 'profile:write'],
+        },
+      });
+      expect(pdp.received[0]!.raw).not.to.include(assertion);
+      expect(decodeJwt(reply.body['access_token'] as string)).to.include({ sub: 'alice' });
+    });
+
+    it('refused by canRedeem: invalid_grant with its reason, the decision point not asked, nothing spent', async () => {
+      const before = told.length;
+      const assertion = await governedJag();
+      policy = () => ({ reason: 'alice may not use agents at orders' });
+      const refused = await redeemGoverned(assertion);
+      expectError(refused, 400, 'invalid_grant', /^alice may not use agents at orders$/);
+      expect(JSON.stringify(refused.body)).not.to.include(assertion);
+      policy = () => false;
+      expectError(
+        await redeemGoverned(assertion),
+        400,
+        'invalid_grant',
+        /^the redemption policy refused this redemption$/,
+      );
+      expect(pdp.received).to.deep.equal([]);
+      expect(told.length, 'no redemption').to.equal(before);
+      // The assertion's jti was not taken: once the policy allows, the same ID-JAG is redeemed, once.
+      policy = () => true;
+      expect((await redeemGoverned(assertion)).status).to.equal(200);
+      expectError(await redeemGoverned(assertion), 400, 'invalid_grant', /redeemed already/);
+    });
+
+    it('narrowed: the token and its session carry the scopes canRedeem let through, of which the decision point is asked; never widened', async () => {
+      policy = ({ scope }) => ({ scope: scope.filter((name) => name !== 'profile:write') });
+      const reply = await redeemGoverned(await governedJag());
+      expect(reply.status, JSON.stringify(reply.body)).to.equal(200);
+      expect(reply.body['scope']).to.equal('profile:read');
+      expect(decodeJwt(reply.body['access_token'] as string)['scope']).to.equal('profile:read');
+      expect(told.at(-1)!.scope).to.equal('profile:read');
+      expect(pdp.received[0]!.body.context['scopes']).to.deep.equal(['profile:read']);
+
+      policy = () => ({ scope: ['profile:read', 'profile:admin'] });
+      const widened = await redeemGoverned(await governedJag());
+      expectError(widened, 400, 'invalid_grant', /may narrow the requested scope, never widen it/);
+    });
+
+    it('refused by the decision point: invalid_grant with its words; one that cannot answer: 503; nothing spent or charged', async () => {
+      const before = told.length;
+      const assertion = await governedJag({ client_id: OTHER_AGENT.client_id });
+      pdp.answer = { deny: 'orders-agent is suspended' };
+      expectError(
+        await redeemGoverned(assertion, {}, OTHER_AGENT),
+        400,
+        'invalid_grant',
+        /^orders-agent is suspended$/,
+      );
+      pdp.answer = { deny: undefined };
+      const refused = await redeemGoverned(assertion, {}, OTHER_AGENT);
+      expectError(refused, 400, 'invalid_grant', /^the policy decision point refused this redemption$/);
+      for (const answer of [{ status: 500 }, { hang: true }, { body: '{"allowed":true}' }] as const) {
+        pdp.answer = answer;
+        const reply = await redeemGoverned(assertion, {}, OTHER_AGENT);
+        expectError(reply, 503, 'temporarily_unavailable', /nothing was issued, retry shortly/);
+      }
+      expect(pdp.received.every(({ body }) => body.action.name === 'redeem-id-jag')).to.equal(true);
+      expect(told.length, 'no redemption').to.equal(before);
+      // Neither the jti nor the client's share (5 an hour) was spent by the refusals.
+      pdp.answer = { allow: true };
+      expect((await redeemGoverned(assertion, {}, OTHER_AGENT)).status).to.equal(200);
+      for (let more = 0; more < 4; more += 1) {
+        const next = await governedJag({ client_id: OTHER_AGENT.client_id });
+        expect((await redeemGoverned(next, {}, OTHER_AGENT)).status).to.equal(200);
+      }
+      const beyond = await governedJag({ client_id: OTHER_AGENT.client_id });
+      expectError(await redeemGoverned(beyond, {}, OTHER_AGENT), 429, 'invalid_request', /redemptions this hour/);
+    });
+
+    it('a canRedeem that throws: 500 server_error, as any hook that throws; nothing spent', async () => {
+      const assertion = await governedJag();
+      policy = () => {
+        throw new Error('the policy store is down');
+      };
+      const reply = await redeemGoverned(assertion);
+      expectError(reply, 500, 'server_error');
+      expect(JSON.stringify(reply.body)).not.to.include('policy store');
+      expect(pdp.received).to.deep.equal([]);
+      policy = () => true;
+      expect((await redeemGoverned(assertion)).status).to.equal(200);
+    });
+
+    it('without canRedeem the decision point alone decides; without authzen it is never asked', async () => {
+      const only = await startProvider({
+        plugin: {
+          idJag: { trustedIssuers: [{ issuer: IDP, jwks: idp.jwks, accountOf: asIs }] },
+          authzen: { url: pdp.url, timeout: scaled(1000) },
+        },
+        configuration: { clients: [...FIXTURE_CLIENTS, ...AGENT_CLIENTS] },
+      });
+      try {
+        pdp.answer = { deny: 'no agents today' };
+        const reply = await redeem(await idJag({}, {}, only.issuer), { scope: 'profile:read' }, AGENT, only);
+        expectError(reply, 400, 'invalid_grant', /^no agents today$/);
+        expect(pdp.received.at(-1)!.body.context['scopes']).to.deep.equal(['profile:read']);
+        pdp.received.length = 0;
+        expect((await redeem(await idJag())).status, 'tp has no authzen').to.equal(200);
+        expect(pdp.received).to.deep.equal([]);
+      } finally {
+        await only.close();
+      }
+    });
+  });
+
   describe('refusals: invalid_grant for an assertion that is not valid (RFC 7523 3.1)', () => {
     it('not a JWT', () => expectRefused('not-a-jwt', 400, 'invalid_grant', /assertion is invalid/));
 
@@ -513,6 +695,18 @@ describe('ID-JAG redemption (jwt-bearer grant): RFC 7523 3 and the draft, over H
     it("a client whose grant_types lack jwt-bearer: oidc-provider's invalid_request", async () => {
       const reply = await redeem(await idJag({ client_id: CLIENTS.web.client_id }), {}, CLIENTS.web);
       expectError(reply, 400, 'invalid_request', /grant type is not allowed/);
+    });
+
+    it('a client bound to DPoP (dpop_bound_access_tokens) that sends no proof: invalid_grant, as the draft asks', async () => {
+      const assertion = await idJag({ client_id: DPOP_AGENT.client_id });
+      await expectRefused(assertion, 400, 'invalid_grant', /DPoP proof JWT not provided/, {}, DPOP_AGENT);
+      // With a proof, the same assertion is redeemed, and the token bound to its key.
+      const key = await DpopKey.generate();
+      const reply = await tokenRequest(tp, { grant_type: JWT_BEARER_GRANT, assertion }, DPOP_AGENT, {
+        dpop: await key.proof(`${tp.base}/token`),
+      });
+      expect(reply.status, JSON.stringify(reply.body)).to.equal(200);
+      expect(decodeJwt(reply.body['access_token'] as string)['cnf']).to.deep.equal({ jkt: key.thumbprint });
     });
 
     it('scope wider than the assertion: invalid_scope', async () =>
@@ -639,6 +833,9 @@ describe('ID-JAG redemption (jwt-bearer grant): RFC 7523 3 and the draft, over H
       expect(
         make({ trustedIssuers: [{ issuer: IDP, jwks: idp.jwks, accountOf: asIs }], maxRedemptionsPerClient: 0 }),
       ).to.throw(/maxRedemptionsPerClient/);
+      expect(make({ trustedIssuers: [{ issuer: IDP, jwks: idp.jwks, accountOf: asIs }], canRedeem: 'yes' })).to.throw(
+        /idJag\.canRedeem" must be a function/,
+      );
       expect(
         make({
           trustedIssuers: [
