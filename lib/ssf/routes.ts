@@ -92,11 +92,6 @@ async function ownStream({ streams }: Transmitter, receiver: string, id: unknown
   return stream;
 }
 
-/** The stream a request's query names, of the caller. */
-async function queriedStream(ssf: Ssf, ctx: Koa.Context, reading = false): Promise<StreamRecord> {
-  return ownStream(ssf, await callerOf(ssf, ctx, reading), ctx.query['stream_id']);
-}
-
 /** A managing request's body, checked by `check` first, and the stream of the caller it names. */
 async function bodyAndStream(ssf: Ssf, ctx: Koa.Context, check?: (body: JsonObject) => void) {
   const receiver = await callerOf(ssf, ctx);
@@ -188,7 +183,7 @@ function changeStream(replace: boolean) {
 }
 
 async function removeStream(ssf: Ssf, ctx: Koa.Context): Promise<void> {
-  const stream = await queriedStream(ssf, ctx);
+  const stream = await ownStream(ssf, await callerOf(ssf, ctx), ctx.query['stream_id']);
   await storeCall(() => deleteStream(ssf, stream));
   ctx.status = 204;
 }
@@ -198,7 +193,7 @@ function statusOf(stream: StreamRecord): JsonObject {
 }
 
 async function readStatus(ssf: Ssf, ctx: Koa.Context): Promise<void> {
-  ctx.body = statusOf(await queriedStream(ssf, ctx, true));
+  ctx.body = statusOf(await ownStream(ssf, await callerOf(ssf, ctx, true), ctx.query['stream_id']));
 }
 
 async function changeStatus(ssf: Ssf, ctx: Koa.Context): Promise<void> {

@@ -84,11 +84,7 @@ export class StreamStore {
     return alive;
   }
 
-  /**
-   * The stream's one verification until `until` (ms): a claim written, then
-   * counted, taken back when another holds the interval (racing claims may all
-   * be refused). Resolves a release for a verification that failed, or undefined.
-   */
+  /** The stream's one verification until `until` (ms), or undefined (racing claims may all be refused); resolves its release. */
   async claimVerification(streamId: string, until: number): Promise<(() => Promise<void>) | undefined> {
     const [index, claim] = [verifyingOf(streamId), randomUUID()];
     const release = () => this.#adapter.indexRemove([index], claim);
