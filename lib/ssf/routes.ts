@@ -39,9 +39,7 @@ const TRANSMITTER_SUPPLIED = [
 ] as const;
 
 /** What every handler is given: the transmitter, and how a request's bearer token is read. */
-interface Ssf extends Transmitter {
-  authenticate: Authenticate;
-}
+type Ssf = Transmitter & { authenticate: Authenticate };
 
 /** The paths the SSF routes answer, for the Management API's error rendering. */
 export function ssfPaths(transmitter: Transmitter): string[] {

@@ -82,9 +82,7 @@ export function outboxView(outbox: OutboxStore, ids: readonly string[] = []): We
 }
 
 /** Invariant 43: the requests the provider is answering now, counted by its first middleware. */
-export interface RequestsInFlight {
-  count: number;
-}
+export type RequestsInFlight = { count: number };
 
 /** What the loop works with beside the outbox: SSF's deliveries, the provider's requests in flight, the telemetry. */
 export interface DeliveryContext {
