@@ -50,11 +50,7 @@ export interface OtherDelivery {
 }
 
 /** What a delivery POSTs with: the loop's connections, its stop signal, the receiver's time. */
-export interface DeliveryHttp {
-  post: Poster['post'];
-  signal: AbortSignal;
-  timeoutMs: number;
-}
+export type DeliveryHttp = { post: Poster['post']; signal: AbortSignal; timeoutMs: number };
 
 export interface WebhookDelivery {
   /** Entries waiting, dead letters kept and entries dropped, per subscription, across every instance. */
