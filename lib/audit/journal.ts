@@ -14,12 +14,7 @@ export interface Journal {
   /** The argument of `appendFunction` for one event: its rows as JSON. */
   rows(name: ImpersonationEventName, event: ImpersonationEvent): string;
   /** Called with the rows the store's transaction committed: checkpoints that fell due are signed. Never rejects. */
-  committed(rows: readonly JournaledRow[]): Promise<void>;
-}
-
-export interface JournaledRow {
-  seq: string;
-  hash: string;
+  committed(rows: readonly { seq: string; hash: string }[]): Promise<void>;
 }
 
 /** A sink as the plugin reads it: the PostgreSQL audit log's carries its journal, under a symbol no deployment's sink has, not enumerable. */

@@ -19,15 +19,8 @@ export type SignatureAlgorithm = 'hmac-sha256' | 'ed25519';
 /** As long as the hash's output (RFC 2104, section 3): a random secret of 256 bits. */
 export const MIN_HMAC_KEY_BYTES = 32;
 
-export interface Signer {
-  kind: SignatureAlgorithm;
-  sign(text: string): string;
-}
-
-export interface Verifier {
-  kind: SignatureAlgorithm;
-  verify(text: string, signature: string): boolean;
-}
+export type Signer = { kind: SignatureAlgorithm; sign(text: string): string };
+export type Verifier = { kind: SignatureAlgorithm; verify(text: string, signature: string): boolean };
 
 /** What a checkpoint's signature covers: the row number and the chain's hash there. */
 export function checkpointText(seq: string | number, hash: string): string {

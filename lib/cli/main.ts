@@ -53,11 +53,7 @@ async function main(argv: string[]): Promise<number> {
       }
       if (key && !heads.length)
         process.stderr.write('note: without --head, rows removed from the end of the chain are not detected\n');
-      const result = await log.verify({
-        ...(key ? { key } : {}),
-        ...(heads.length ? { head: heads } : {}),
-        requireCheckpoints: every !== undefined,
-      });
+      const result = await log.verify({ key, head: heads, requireCheckpoints: every !== undefined });
       const trail = { schema: values.schema, table: values.table ?? 'impersonation_audit', signed: key !== undefined };
       const { line, code } = verificationReport(result, trail);
       await output.write(`${line}\n`);

@@ -1,12 +1,7 @@
 /** Standard output whose reader may close it early (`| head -1`): that ends the writing quietly, not on an EPIPE. */
 import { once } from 'node:events';
 
-interface Output {
-  /** Writes text; false once the reader has closed the output: nothing more is read, so nothing more need be written. */
-  write(text: string): Promise<boolean>;
-}
-
-export function outputTo(stream: NodeJS.WritableStream): Output {
+export function outputTo(stream: NodeJS.WritableStream) {
   let readerGone = false;
   let failure: Error | undefined;
   // Installed before the first write: its error is emitted after the write returns.
@@ -19,7 +14,8 @@ export function outputTo(stream: NodeJS.WritableStream): Output {
     return !readerGone;
   };
   return {
-    async write(text) {
+    /** Writes text; false once the reader has closed the output: nothing more need be written. */
+    async write(text: string): Promise<boolean> {
       if (!open()) return false;
       // A write refused by a closed pipe never drains: once() rejects on its error instead.
       if (!stream.write(text)) await once(stream, 'drain').catch(() => {});

@@ -1,12 +1,8 @@
 /** What `audit verify` prints of a verification: one line, for an auditor to act on. */
 import type { VerifyResult } from '../audit/chain.js';
 
-interface Trail {
-  schema: string | undefined;
-  table: string;
-  /** A key was given: checkpoints were counted. */
-  signed: boolean;
-}
+/** `signed`: a key was given, so checkpoints were counted. */
+type Trail = { schema: string | undefined; table: string; signed: boolean };
 
 /** The line to print and the exit code: 0 verified, 1 not verified (a check failed, or there was nothing to verify). */
 export function verificationReport(result: VerifyResult, trail: Trail): { line: string; code: 0 | 1 } {

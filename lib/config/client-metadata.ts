@@ -1,20 +1,15 @@
 import type { ClientMetadata, Configuration, KoaContextWithOIDC } from 'oidc-provider';
 import { invalidClientMetadata, invalidOption } from '../errors.js';
 
-type ExtraClientMetadata = NonNullable<Configuration['extraClientMetadata']>;
-
 /** oidc-provider's routes where a client writes its own metadata. */
 const SELF_SERVICE_ROUTES: ReadonlySet<string> = new Set(['registration', 'client_update']);
 
-/**
- * The deployment's `extraClientMetadata` with the plugin's property `name` added, checked by `check`
- * whenever oidc-provider builds a client; its own properties keep its validator.
- */
+/** The deployment's `extraClientMetadata` plus the plugin's property `name`, checked by `check`; its own keep its validator. */
 export function withClientMetadata(
   own: Configuration['extraClientMetadata'],
   name: string,
   check: (metadata: ClientMetadata) => void,
-): ExtraClientMetadata {
+): NonNullable<Configuration['extraClientMetadata']> {
   const properties = own?.properties ?? [];
   if (properties.includes(name)) {
     throw invalidOption(

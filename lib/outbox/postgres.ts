@@ -27,6 +27,10 @@ export type RunTransaction = <T>(work: (run: RunStatement) => Promise<T>, operat
 /**
  * The append as CTEs ending in `refused`: per entry, from `$first` on, its id, subscription, subject, stream, body,
  * time (ms), bound and owner; only entries whose row `i` meets `gate`. `counted.waiting` at the bound: dropped.
+ * `input`'s LIMIT tells the planner how few rows there are (a generic plan assumes ten, and is made afresh each call);
+ * `ranked`: an entry waits behind the earlier ones of its subscription in the statement; `counted` counts a
+ * subscription's waiting entries (up to the bound) only when those appended since its oldest could reach the bound,
+ * so that an append's cost never follows the backlog of a receiver catching up.
  */
 export function appendCtes(tables: Pick<OutboxTables, 'entries' | 'drops'>, first: number, gate: string): string {
   const { entries, drops } = tables;
@@ -36,18 +40,10 @@ export function appendCtes(tables: Pick<OutboxTables, 'entries' | 'drops'>, firs
           ${$(5)}::bigint[], ${$(6)}::bigint[], ${$(7)}::int[])
           WITH ORDINALITY AS i(id, subscription, subject, stream, body, now, max_pending, n, ord)
         WHERE ${gate}
-        -- Never fewer than the entries: it tells the planner how few there are. Without it a generic
-        -- plan assumes ten rows, each with its index probes, and the statement is planned afresh on
-        -- every call (the commit's whole statement with it).
         LIMIT cardinality(${$(0)}::text[])),
       ranked AS (
-        -- An entry waits behind the earlier entries of its subscription in the same statement.
         SELECT i.*, row_number() OVER (PARTITION BY i.subscription ORDER BY i.ord) - 1 AS ahead FROM input AS i),
       counted AS (
-        -- Entries are numbered in the order appended: a subscription waits for at most the entries
-        -- appended since its oldest waiting one (two index probes). Only when that could reach the
-        -- bound are its waiting entries counted, up to the bound: an append's cost never follows
-        -- the backlog of a receiver that is catching up.
         SELECT r.*, r.ahead + CASE
             WHEN coalesce((SELECT max(seq) FROM ${entries})
                           - (SELECT min(e.seq) FROM ${entries} AS e
@@ -249,8 +245,7 @@ export function createPostgresOutbox(tables: OutboxTables, run: RunStatement, tr
     },
 
     async waits(subscription) {
-      const { rows } = await run(statements.waits, [subscription], 'outbox waits');
-      return rows.length > 0;
+      return (await run(statements.waits, [subscription], 'outbox waits')).rows.length > 0;
     },
 
     async stats() {
@@ -286,7 +281,11 @@ export function createPostgresOutbox(tables: OutboxTables, run: RunStatement, tr
   return store;
 }
 
-/** A claim: $1 now, $2 limit, $3 name, $4 lease (ms), $5 room, $6 and $7 subscriptions out, $8 dead-letter cutoff (Invariant 15). */
+/**
+ * A claim: $1 now, $2 limit, $3 name, $4 lease (ms), $5 room, $6 and $7 subscriptions out, $8 dead-letter cutoff (Invariant 15).
+ * `due` takes at most $2 rows of each subscription, a limit the planner can count on (one it cannot estimate makes it
+ * expect a backlog); `chosen` keeps each subscription's room.
+ */
 export function claimStatement(entries: string): string {
   return `WITH RECURSIVE forgotten AS (
            DELETE FROM ${entries} WHERE dead_at < $8
@@ -304,8 +303,6 @@ export function claimStatement(entries: string): string {
              ON o.subscription = w.subscription
            WHERE w.subscription IS NOT NULL AND $5::bigint - coalesce(o.out, 0) > 0
          ), due AS (
-           -- At most $2 rows of each subscription (a constant the planner can count on: a limit it
-           -- cannot estimate makes it expect a backlog, and compile the statement), its room kept below.
            SELECT d.seq, d.at, r.subscription, r.room FROM room r CROSS JOIN LATERAL (
              SELECT e.seq, ${DUE} AS at FROM ${entries} e
              WHERE e.subscription = r.subscription AND e.ready AND e.dead_at IS NULL AND ${DUE} <= $1

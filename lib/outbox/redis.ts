@@ -27,14 +27,14 @@ local function due_member(stream, at)
 end
 `;
 
-// KEYS are always the twelve above, in that order.
+// KEYS are always the twelve above, in that order. `unorder`: the queue member's entry leaves its subscription's
+// order of waiting entries; `set_due`: when the stream's first entry may next be claimed (nil: it has none).
 const PRELUDE = `${DUE_MEMBER_LUA}
 local seq, queue, heads, entries, attempts, leases, pending, dropped, dead, reasons, due, order =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12]
 local function drop(member)
   for _, hash in ipairs({ entries, attempts, leases, reasons }) do redis.call('HDEL', hash, member) end
 end
--- The queue member's entry leaves the order of its subscription's waiting entries.
 local function unorder(stream, member)
   redis.call('ZREM', order, due_member(stream, tonumber(string.sub(member, -16))))
 end
@@ -42,7 +42,6 @@ local function first_of(stream)
   local member = redis.call('ZRANGEBYLEX', queue, '[' .. stream .. '\\0', '(' .. stream .. '\\1', 'LIMIT', 0, 1)
   return member[1]
 end
--- When the stream's first entry may next be claimed, in heads and in due; nil: the stream has none.
 local function set_due(stream, at)
   local before = redis.call('ZSCORE', heads, stream)
   if before then redis.call('ZREM', due, due_member(stream, tonumber(before))) end
@@ -84,6 +83,7 @@ const SCRIPTS = {
   impersonationOutboxAppend: `${OUTBOX_APPEND_LUA}
 return outbox_append(KEYS, tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV, 3)`,
   // ARGV: now, limit, leaseMs, lease prefix, deadBefore, room ('' for limit), then subscription and entries out pairs.
+  // Takes, of each subscription with entries waiting and room, its streams due by now, earliest first, up to its room.
   impersonationOutboxClaim: `${PRELUDE}
 local now, limit, leaseMs, prefix, deadBefore = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4], ARGV[5]
 local each = tonumber(ARGV[6]) or limit
@@ -91,7 +91,6 @@ local out = {}
 for i = 7, #ARGV, 2 do out[ARGV[i]] = tonumber(ARGV[i + 1]) end
 for _, member in ipairs(redis.call('ZRANGEBYSCORE', dead, '-inf', '(' .. deadBefore)) do drop(member) end
 redis.call('ZREMRANGEBYSCORE', dead, '-inf', '(' .. deadBefore)
--- Each subscription with entries waiting and room: its streams due by now, earliest first, up to its room.
 local until_now = string.format('%016d', now + 1)
 local candidates = {}
 local counts = redis.call('HGETALL', pending)
@@ -123,8 +122,8 @@ for i = 1, math.min(limit, #candidates) do
 end
 return claimed`,
   // ARGV: now, then per entry: member, lease, outcome, retry time or reason, subscription, stream. Returns 1 per lease held, else 0.
+  // `settle` changes nothing unless the lease is still the holder's and the entry its stream's first.
   impersonationOutboxSettleAll: `${PRELUDE}
--- 1 when the lease was still the holder's (and the entry its stream's first), else 0, changing nothing.
 local function settle(member, lease, outcome, now, detail, subscription, stream)
   if redis.call('HGET', leases, member) ~= lease or first_of(stream) ~= member then return 0 end
   redis.call('HDEL', leases, member)
@@ -260,15 +259,11 @@ export function createRedisOutbox(client: RedisClient, prefix: string, ready: ()
       for (const [name, count] of Object.entries(pending)) if (Number(count)) of(name).pending = Number(count);
       for (const [name, count] of Object.entries(dropped)) of(name).dropped = Number(count);
       for (const member of deadMembers) of(member.slice(0, member.indexOf('\n'))).dead += 1;
-      const oldest: OutboxStats['oldest'] = {};
       const waiting = Object.keys(subscriptions).filter((name) => subscriptions[name]!.pending > 0);
-      if (waiting.length) {
-        const firsts = await script<Array<string | null>>('impersonationOutboxOldest', ...waiting);
-        waiting.forEach((name, i) => {
-          const json = firsts[i];
-          if (json) oldest[name] = (JSON.parse(json) as StoredEntry).createdAt;
-        });
-      }
+      const firsts = waiting.length ? await script<Array<string | null>>('impersonationOutboxOldest', ...waiting) : [];
+      const oldest: OutboxStats['oldest'] = {};
+      for (const [i, json] of firsts.entries())
+        if (json) oldest[waiting[i]!] = (JSON.parse(json) as StoredEntry).createdAt;
       return { subscriptions, oldest };
     },
 

@@ -58,10 +58,7 @@ export function applyDecisionPoint(
   };
 }
 
-/**
- * A hook that may narrow the scopes (`canExchange`, `canDelegate`, `canIssue`, `idJag.canRedeem`; absent, it allows),
- * then the decision point asked of those it let through; only `decision: true` lets it on.
- */
+/** A hook that may narrow the scopes (absent, it allows), then the decision point asked of those it let through. */
 export function askedAfter<Input extends { scope: string[] }>(
   authzen: ResolvedAuthzenOptions,
   own: ((input: Input) => ExchangeDecision | Promise<ExchangeDecision>) | undefined,

@@ -16,9 +16,6 @@ export interface AccessEvaluation {
   context: Record<string, JsonValue | undefined>;
 }
 
-/** The answer: allowed, or refused with the decision point's words for the user when it gave some. */
-type AccessDecision = { allowed: true } | { allowed: false; reason?: string };
-
 /** Larger answers are not read: a decision is a few hundred bytes. */
 const MAX_ANSWER_BYTES = 64 * 1024;
 /** A reason longer than this is cut: it goes into an error description and the trail. */
@@ -28,7 +25,7 @@ const MAX_REASON = 300;
 export async function evaluateAccess(
   options: ResolvedAuthzenOptions,
   evaluation: AccessEvaluation,
-): Promise<AccessDecision> {
+): Promise<{ allowed: true } | { allowed: false; reason?: string }> {
   const signal = AbortSignal.timeout(options.timeout);
   let answer: unknown;
   try {

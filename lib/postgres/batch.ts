@@ -5,11 +5,7 @@ interface StatementBatchOptions {
   oneInFlight?: boolean;
 }
 
-interface Waiting<Item, Result> {
-  item: Item;
-  resolve(result: Result): void;
-  reject(error: unknown): void;
-}
+type Waiting<Item, Result> = { item: Item; resolve(result: Result): void; reject(error: unknown): void };
 
 type Send<Item, Result> = (items: Item[]) => Promise<Result[]>;
 
@@ -31,11 +27,9 @@ export class StatementBatch<Item, Result> {
   add(item: Item): Promise<Result> {
     return new Promise<Result>((resolve, reject) => {
       this.#pending.push({ item, resolve, reject });
-      if (this.#oneInFlight) {
-        this.#sendNextInTurn();
-      } else if (this.#pending.length >= this.#max) {
-        this.#sendAll();
-      } else if (!this.#scheduled) {
+      if (this.#oneInFlight) this.#sendNextInTurn();
+      else if (this.#pending.length >= this.#max) this.#sendAll();
+      else if (!this.#scheduled) {
         this.#scheduled = true;
         setImmediate(() => {
           this.#scheduled = false;

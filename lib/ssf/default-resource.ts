@@ -1,10 +1,7 @@
-import type { Configuration, KoaContextWithOIDC } from 'oidc-provider';
+import type { Configuration } from 'oidc-provider';
 
 type ResourceIndicators = NonNullable<NonNullable<Configuration['features']>['resourceIndicators']>;
 type DefaultResource = NonNullable<ResourceIndicators['defaultResource']>;
-type Client = NonNullable<KoaContextWithOIDC['oidc']['client']>;
-/** The management scopes a client may obtain (its `impersonation_management_scope`). */
-type ScopesOf = (client: Client) => readonly string[];
 
 /** oidc-provider's own default: the one resource of an authorization request, else none. */
 const providerDefault: DefaultResource = (_ctx, _client, oneOf) => oneOf;
@@ -13,7 +10,8 @@ const providerDefault: DefaultResource = (_ctx, _client, oneOf) => oneOf;
 export function ssfDefaultResource(
   managementResource: string,
   ssfScopes: readonly string[],
-  scopesOf: ScopesOf,
+  /** The management scopes a client may obtain (its `impersonation_management_scope`). */
+  scopesOf: (client: Parameters<DefaultResource>[1]) => readonly string[],
   existing: DefaultResource = providerDefault,
 ): DefaultResource {
   return function defaultResource(ctx, client, oneOf) {

@@ -1,6 +1,4 @@
-import type { Provider } from 'oidc-provider';
-import type { LeasedEntry, Settlement } from '../outbox/contract.js';
-import type { DeliveryHttp, HttpAnswer, OtherDelivery } from '../webhooks/worker.js';
+import type { OtherDelivery } from '../webhooks/worker.js';
 import { SET_TYPE, POLL_METHOD } from './names.js';
 import { signWithProviderKey } from '../provider-internals.js';
 import { guardedLookup, pushUrlProblem } from './push-target.js';
@@ -21,7 +19,7 @@ export function ssfDelivery({ streams, options, outbox }: Transmitter): OtherDel
   const lookup = guardedLookup(options.allowedPushHosts);
   return {
     owns: (subscription) => subscription.startsWith(SSF_SUBSCRIPTION_PREFIX),
-    async deliver(entry: LeasedEntry, http: DeliveryHttp, provider: Provider): Promise<Settlement | HttpAnswer> {
+    async deliver(entry, http, provider) {
       const stream = await streams.find(entry.subscription.slice(SSF_SUBSCRIPTION_PREFIX.length));
       if (!stream) {
         await outbox.forget(entry.subscription);

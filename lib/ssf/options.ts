@@ -44,29 +44,7 @@ export interface SsfOptions {
   streamCovers?: StreamCovers | undefined;
 }
 
-export interface ResolvedSsfOptions {
-  scope: string;
-  /** The scopes that manage streams: `scope` and `ssf.manage`. */
-  manageScopes: readonly string[];
-  /** The scopes that read streams and their status, and poll: those that manage, and `ssf.read`. */
-  readScopes: readonly string[];
-  path: string;
-  /** Without a trailing slash; undefined: the issuer's. */
-  baseUrl: string | undefined;
-  maxStreams: number;
-  maxStreamsPerReceiver: number;
-  maxPending: number;
-  maxQueued: number;
-  retentionSeconds: number;
-  minVerificationInterval: number;
-  longPollTimeoutMs: number;
-  maxAttempts: number;
-  timeoutMs: number;
-  pollIntervalMs: number;
-  /** `pushAllowList`, resolved. */
-  allowedPushHosts: PushAllowList;
-  streamCovers: StreamCovers | undefined;
-}
+export type ResolvedSsfOptions = ReturnType<typeof resolveSsfOptions>;
 
 const OPTION_NAMES = Object.keys({
   ...SSF_DEFAULTS,
@@ -86,7 +64,7 @@ function whole(name: Exclude<keyof typeof SSF_DEFAULTS, 'scope' | 'path'>, value
 const PROFILE_MANAGE_SCOPE = 'ssf.manage';
 const PROFILE_READ_SCOPE = 'ssf.read';
 
-export function resolveSsfOptions(input: SsfOptions, taken: { scopes: string[]; paths: string[] }): ResolvedSsfOptions {
+export function resolveSsfOptions(input: SsfOptions, taken: { scopes: string[]; paths: string[] }) {
   check.object('ssf', input);
   check.known(input, OPTION_NAMES, 'ssf.');
   const scope = check.scope('ssf.scope', input.scope ?? SSF_DEFAULTS.scope);
@@ -138,13 +116,10 @@ export function resolveSsfOptions(input: SsfOptions, taken: { scopes: string[]; 
 }
 
 /** `ssf.pushAllowList`, resolved: host names, and addresses and ranges. */
-export interface PushAllowList {
-  names: ReadonlySet<string>;
-  addresses: BlockList;
-}
+export type PushAllowList = NonNullable<ReturnType<typeof readPushAllowList>>;
 
 /** `ssf.pushAllowList`'s entries, checked: host names, addresses and CIDR ranges; undefined when one is not. */
-function readPushAllowList(entries: unknown): PushAllowList | undefined {
+function readPushAllowList(entries: unknown) {
   if (!Array.isArray(entries) || entries.length > SSF_MAXIMA.pushAllowList) return undefined;
   const names = new Set<string>();
   const addresses = new BlockList();

@@ -39,9 +39,7 @@ const TRANSMITTER_SUPPLIED = [
 ] as const;
 
 /** What every handler is given: the transmitter, and how a request's bearer token is read. */
-interface Ssf extends Transmitter {
-  authenticate: Authenticate;
-}
+type Ssf = Transmitter & { authenticate: Authenticate };
 
 /** The paths the SSF routes answer, for the Management API's error rendering. */
 export function ssfPaths(transmitter: Transmitter): string[] {
@@ -90,11 +88,6 @@ async function ownStream({ streams }: Transmitter, receiver: string, id: unknown
   const stream = await storeCall(() => streams.find(streamId));
   if (!stream || stream.receiver !== receiver) throw streamGone();
   return stream;
-}
-
-/** The stream a request's query names, of the caller. */
-async function queriedStream(ssf: Ssf, ctx: Koa.Context, reading = false): Promise<StreamRecord> {
-  return ownStream(ssf, await callerOf(ssf, ctx, reading), ctx.query['stream_id']);
 }
 
 /** A managing request's body, checked by `check` first, and the stream of the caller it names. */
@@ -188,7 +181,7 @@ function changeStream(replace: boolean) {
 }
 
 async function removeStream(ssf: Ssf, ctx: Koa.Context): Promise<void> {
-  const stream = await queriedStream(ssf, ctx);
+  const stream = await ownStream(ssf, await callerOf(ssf, ctx), ctx.query['stream_id']);
   await storeCall(() => deleteStream(ssf, stream));
   ctx.status = 204;
 }
@@ -198,7 +191,7 @@ function statusOf(stream: StreamRecord): JsonObject {
 }
 
 async function readStatus(ssf: Ssf, ctx: Koa.Context): Promise<void> {
-  ctx.body = statusOf(await queriedStream(ssf, ctx, true));
+  ctx.body = statusOf(await ownStream(ssf, await callerOf(ssf, ctx, true), ctx.query['stream_id']));
 }
 
 async function changeStatus(ssf: Ssf, ctx: Koa.Context): Promise<void> {

@@ -44,17 +44,13 @@ const NEVER = 253_402_300_799_000;
 
 /** SSF streams and poll queues on the plugin's adapter, shared by every instance; Invariant 58. */
 export class StreamStore {
-  readonly #adapter: SsfStreamAdapter;
-
-  constructor(adapter: SsfStreamAdapter) {
-    this.#adapter = adapter;
-  }
+  constructor(private readonly adapter: SsfStreamAdapter) {}
 
   /** Streams in all and of one receiver, each counted up to `limit`. */
   async count(receiver: string, limit: number): Promise<{ all: number; receiver: number }> {
     const [all, own] = await Promise.all([
-      this.#adapter.indexRange(ALL, undefined, limit),
-      this.#adapter.indexRange(ofReceiver(receiver), undefined, limit),
+      this.adapter.indexRange(ALL, undefined, limit),
+      this.adapter.indexRange(ofReceiver(receiver), undefined, limit),
     ]);
     return { all: all.length, receiver: own.length };
   }
@@ -66,7 +62,7 @@ export class StreamStore {
   ): Promise<'created' | 'receiver' | 'all'> {
     // The record first: an index member without its record would be a stream nobody can read or delete.
     await this.#writeRecord(stream);
-    await this.#adapter.indexAdd([ALL, ofReceiver(stream.receiver), aliveOf(stream.id)], stream.id, NEVER);
+    await this.adapter.indexAdd([ALL, ofReceiver(stream.receiver), aliveOf(stream.id)], stream.id, NEVER);
     const counted = await this.count(stream.receiver, bounds.all + 1);
     const broken = counted.receiver > bounds.receiver ? 'receiver' : counted.all > bounds.all ? 'all' : undefined;
     if (broken === undefined) return 'created';
@@ -78,40 +74,36 @@ export class StreamStore {
   async update(stream: StreamRecord): Promise<boolean> {
     // Checked all the same after a failed write: it may have been applied.
     const failure = await this.#writeRecord(stream).catch((error: unknown) => ({ error }));
-    const alive = (await this.#adapter.indexRange(aliveOf(stream.id), undefined, 1)).length > 0;
-    if (!alive) await this.#adapter.destroy(streamKey(stream.id));
+    const alive = (await this.adapter.indexRange(aliveOf(stream.id), undefined, 1)).length > 0;
+    if (!alive) await this.adapter.destroy(streamKey(stream.id));
     if (failure) throw failure.error;
     return alive;
   }
 
-  /**
-   * The stream's one verification until `until` (ms): a claim written, then
-   * counted, taken back when another holds the interval (racing claims may all
-   * be refused). Resolves a release for a verification that failed, or undefined.
-   */
+  /** The stream's one verification until `until` (ms), or undefined (racing claims may all be refused); resolves its release. */
   async claimVerification(streamId: string, until: number): Promise<(() => Promise<void>) | undefined> {
     const [index, claim] = [verifyingOf(streamId), randomUUID()];
-    const release = () => this.#adapter.indexRemove([index], claim);
-    await this.#adapter.indexAdd([index], claim, until);
-    if ((await this.#adapter.indexRange(index, undefined, 2)).length === 1) return release;
+    const release = () => this.adapter.indexRemove([index], claim);
+    await this.adapter.indexAdd([index], claim, until);
+    if ((await this.adapter.indexRange(index, undefined, 2)).length === 1) return release;
     await release();
     return undefined;
   }
 
   async #writeRecord(stream: StreamRecord): Promise<void> {
-    await this.#adapter.upsert(streamKey(stream.id), recordPayload(STREAM, stream));
+    await this.adapter.upsert(streamKey(stream.id), recordPayload(STREAM, stream));
   }
 
   async find(id: string): Promise<StreamRecord | undefined> {
-    return recordOf<StreamRecord>(STREAM, await this.#adapter.find(streamKey(id)));
+    return recordOf<StreamRecord>(STREAM, await this.adapter.find(streamKey(id)));
   }
 
   /** Removes the stream, then its poll queue: SETs nobody may poll any more. */
   async remove(stream: StreamRecord): Promise<void> {
-    await this.#adapter.indexRemove([ALL, ofReceiver(stream.receiver), aliveOf(stream.id)], stream.id);
-    await this.#adapter.destroy(streamKey(stream.id));
+    await this.adapter.indexRemove([ALL, ofReceiver(stream.receiver), aliveOf(stream.id)], stream.id);
+    await this.adapter.destroy(streamKey(stream.id));
     for (;;) {
-      const queued = (await this.#adapter.indexRange(queueOf(stream.id), undefined, 100)).map(({ member }) => member);
+      const queued = (await this.adapter.indexRange(queueOf(stream.id), undefined, 100)).map(({ member }) => member);
       if (!queued.length) return;
       await this.acknowledge(stream.id, queued);
     }
@@ -120,7 +112,7 @@ export class StreamStore {
   /** A receiver's streams, or every stream, at most `limit`. */
   async list(receiver: string | undefined, limit: number): Promise<StreamRecord[]> {
     const index = receiver === undefined ? ALL : ofReceiver(receiver);
-    const entries = await this.#adapter.indexRange(index, undefined, limit);
+    const entries = await this.adapter.indexRange(index, undefined, limit);
     const streams = await Promise.all(entries.map((entry) => this.find(entry.member)));
     return streams.filter((stream): stream is StreamRecord => stream !== undefined);
   }
@@ -128,18 +120,18 @@ export class StreamStore {
   /** Holds a SET for polling until acknowledged or `retentionSeconds` pass; `false` when the queue is full. */
   async enqueue(streamId: string, jti: string, jwt: string, bounds: QueueBounds): Promise<boolean> {
     const { retentionSeconds, maxQueued } = bounds;
-    const queued = await this.#adapter.indexRange(queueOf(streamId), undefined, maxQueued);
+    const queued = await this.adapter.indexRange(queueOf(streamId), undefined, maxQueued);
     if (queued.length >= maxQueued && !queued.some((entry) => entry.member === jti)) return false;
-    await this.#adapter.upsert(setKey(streamId, jti), recordPayload(QUEUED, { jwt }), retentionSeconds);
-    await this.#adapter.indexAdd([queueOf(streamId)], jti, Date.now() + retentionSeconds * 1000);
+    await this.adapter.upsert(setKey(streamId, jti), recordPayload(QUEUED, { jwt }), retentionSeconds);
+    await this.adapter.indexAdd([queueOf(streamId)], jti, Date.now() + retentionSeconds * 1000);
     return true;
   }
 
   /** Up to `limit` SETs awaiting acknowledgement, by `jti`; `more` when others wait. */
   async queued(streamId: string, limit: number) {
-    const entries = await this.#adapter.indexRange(queueOf(streamId), undefined, limit + 1);
+    const entries = await this.adapter.indexRange(queueOf(streamId), undefined, limit + 1);
     const page = entries.slice(0, limit);
-    const payloads = await Promise.all(page.map(({ member }) => this.#adapter.find(setKey(streamId, member))));
+    const payloads = await Promise.all(page.map(({ member }) => this.adapter.find(setKey(streamId, member))));
     const sets = new Map<string, string>();
     payloads.forEach((payload, index) => {
       const jwt = (payload as { jwt?: unknown } | undefined)?.jwt;
@@ -152,8 +144,8 @@ export class StreamStore {
   async acknowledge(streamId: string, jtis: readonly string[]): Promise<void> {
     await Promise.all(
       jtis.map(async (jti) => {
-        await this.#adapter.indexRemove([queueOf(streamId)], jti);
-        await this.#adapter.destroy(setKey(streamId, jti));
+        await this.adapter.indexRemove([queueOf(streamId)], jti);
+        await this.adapter.destroy(setKey(streamId, jti));
       }),
     );
   }

@@ -1,19 +1,9 @@
 import { KIND, markError, type Telemetry } from './telemetry.js';
 
-/** What the delivery loop knows of an entry: its subscription, attempt, append time and body. */
-interface Entry {
-  subscription: string;
-  attempts: number;
-  createdAt: number;
-  body: string;
-}
-
-type Settled = { settlement: { outcome: string; reason?: string } } | undefined;
-
 /** One client span per outbox delivery, and once delivered the time since the entry was appended. Without telemetry, `run()`. */
-export function tracedDelivery<T extends Settled>(
+export function tracedDelivery<T extends { settlement: { outcome: string; reason?: string } } | undefined>(
   telemetry: Telemetry | undefined,
-  entry: Entry,
+  entry: { subscription: string; attempts: number; createdAt: number; body: string },
   run: () => Promise<T>,
 ): Promise<T> {
   if (!telemetry) return run();

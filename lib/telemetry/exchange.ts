@@ -1,6 +1,6 @@
 import type { Context, Span } from '@opentelemetry/api';
 import type { KoaContextWithOIDC } from 'oidc-provider';
-import { errorTypeOf, KIND, markError, type Telemetry } from './telemetry.js';
+import { endedWith, errorTypeOf, KIND, markError, type Telemetry } from './telemetry.js';
 
 /** Starts one step of an exchange (a span under the exchange's when it is traced) and ends it with the work it is given. */
 export type ExchangeStep = (step: string) => <T>(work: Promise<T>) => Promise<T>;
@@ -34,8 +34,7 @@ export function tracedExchange(
 function counted(telemetry: Telemetry, work: Promise<void>, span?: Span): Promise<void> {
   return work.then(
     () => {
-      span?.setAttribute('impersonation.outcome', 'issued');
-      span?.setAttribute('http.response.status_code', 200);
+      span?.setAttributes({ 'impersonation.outcome': 'issued', 'http.response.status_code': 200 });
       telemetry.countExchange('issued');
     },
     (error: unknown) => {
@@ -55,14 +54,5 @@ function counted(telemetry: Telemetry, work: Promise<void>, span?: Span): Promis
 /** One step's span under the exchange's, not made active (a driver's spans fall under the exchange's). */
 function tracedStep(telemetry: Telemetry, context: Context, step: string) {
   const span = telemetry.tracer.startSpan(`impersonation.token_exchange.${step}`, undefined, context);
-  return async <T>(work: Promise<T>): Promise<T> => {
-    try {
-      return await work;
-    } catch (error) {
-      markError(span, errorTypeOf(error));
-      throw error;
-    } finally {
-      span.end();
-    }
-  };
+  return <T>(work: Promise<T>): Promise<T> => endedWith(span, work);
 }

@@ -1,4 +1,4 @@
-import { invalidOption } from '../errors.js';
+import { optionChecks, type OptionChecks } from '../config/checks.js';
 
 /** The `telemetry` option: absent, the global providers when `@opentelemetry/api` is installed; `false`, none; typed structurally. */
 export type TelemetryOptions =
@@ -10,21 +10,19 @@ export type TelemetryOptions =
       meterProvider?: { getMeter(name: string, version?: string): unknown } | undefined;
     };
 
-const NAMES = new Set(['tracerProvider', 'meterProvider']);
+const check: OptionChecks = optionChecks('createImpersonation');
 
 export function checkTelemetryOptions(telemetry: unknown): void {
   if (telemetry === undefined || telemetry === false) return;
   if (typeof telemetry !== 'object' || telemetry === null || Array.isArray(telemetry)) {
-    throw invalidOption('createImpersonation', 'telemetry', 'must be false or { tracerProvider?, meterProvider? }');
+    check.fail('telemetry', 'must be false or { tracerProvider?, meterProvider? }');
   }
-  for (const name of Object.keys(telemetry)) {
-    if (!NAMES.has(name)) throw invalidOption('createImpersonation', `telemetry.${name}`, 'is not an option');
-  }
+  check.known(telemetry, ['tracerProvider', 'meterProvider'], 'telemetry.');
   const { tracerProvider, meterProvider } = telemetry as Record<string, { getTracer?: unknown; getMeter?: unknown }>;
   if (tracerProvider !== undefined && typeof tracerProvider?.getTracer !== 'function') {
-    throw invalidOption('createImpersonation', 'telemetry.tracerProvider', 'must be a TracerProvider (getTracer())');
+    check.fail('telemetry.tracerProvider', 'must be a TracerProvider (getTracer())');
   }
   if (meterProvider !== undefined && typeof meterProvider?.getMeter !== 'function') {
-    throw invalidOption('createImpersonation', 'telemetry.meterProvider', 'must be a MeterProvider (getMeter())');
+    check.fail('telemetry.meterProvider', 'must be a MeterProvider (getMeter())');
   }
 }

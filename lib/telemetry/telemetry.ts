@@ -1,11 +1,8 @@
 import type {
   Attributes,
-  Histogram,
   Meter,
   MeterProvider,
   ObservableCallback,
-  ObservableCounter,
-  ObservableGauge,
   Span,
   SpanKind,
   Tracer,
@@ -102,14 +99,22 @@ export class Telemetry {
     const { api } = this;
     const parent = api.context.active();
     const span = this.tracer.startSpan(name, { kind, attributes }, parent);
-    try {
-      return await api.context.with(api.trace.setSpan(parent, span), () => run(span));
-    } catch (error) {
-      markError(span, errorTypeOf(error));
-      throw error;
-    } finally {
-      span.end();
-    }
+    return endedWith(
+      span,
+      api.context.with(api.trace.setSpan(parent, span), () => run(span)),
+    );
+  }
+}
+
+/** What `work` settles to, `span` ended once it has; an error marks the span and passes on. */
+export async function endedWith<T>(span: Span, work: Promise<T>): Promise<T> {
+  try {
+    return await work;
+  } catch (error) {
+    markError(span, errorTypeOf(error));
+    throw error;
+  } finally {
+    span.end();
   }
 }
 
@@ -129,20 +134,13 @@ export function errorTypeOf(error: unknown): string {
 
 type Observed = 'exchanges' | 'outboxBacklog' | 'outboxOldestAge' | 'activeSessions';
 
-interface Instruments {
-  exchanges: ObservableCounter;
-  deliveryDelay: Histogram;
-  trailAppend: Histogram;
-  outboxBacklog: ObservableGauge;
-  outboxOldestAge: ObservableGauge;
-  activeSessions: ObservableGauge;
-}
+type Instruments = ReturnType<typeof instrumentsOf>;
 
 /** Bucket edges in seconds: an append takes 0.1 to 10 ms, a delivery milliseconds to an hour of retries. */
 const APPEND_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5];
 const DELAY_BUCKETS = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600];
 
-function instrumentsOf(meter: Meter): Instruments {
+function instrumentsOf(meter: Meter) {
   return {
     exchanges: meter.createObservableCounter('impersonation.token_exchange.requests', {
       description:

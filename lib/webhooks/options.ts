@@ -47,16 +47,7 @@ export interface WebhookOptions {
   maxBackoff?: number | undefined;
 }
 
-export interface ResolvedWebhookOptions {
-  subscriptions: readonly Readonly<WebhookSubscription & { key: Buffer }>[];
-  maxPending: number;
-  maxAttempts: number;
-  maxAgeMs: number;
-  deadLetterRetentionMs: number;
-  timeoutMs: number;
-  pollIntervalMs: number;
-  maxBackoffMs: number;
-}
+export type ResolvedWebhookOptions = ReturnType<typeof resolveWebhookOptions>;
 
 const OPTIONS: Record<keyof WebhookOptions, unknown> = { subscriptions: true, ...WEBHOOK_DEFAULTS };
 const OPTION_NAMES = Object.keys(OPTIONS);
@@ -75,7 +66,7 @@ function whole(name: keyof typeof WEBHOOK_DEFAULTS, value: unknown): number {
   return check.integerOr(`webhooks.${name}`, value, WEBHOOK_DEFAULTS[name], WEBHOOK_MAXIMA[name]);
 }
 
-export function resolveWebhookOptions(input: WebhookOptions): ResolvedWebhookOptions {
+export function resolveWebhookOptions(input: WebhookOptions) {
   if (typeof input !== 'object' || input === null) fail('webhooks', 'must be an object');
   check.known(input, OPTION_NAMES, 'webhooks.');
   const subscriptions = input.subscriptions as unknown;

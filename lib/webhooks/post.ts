@@ -3,11 +3,7 @@ import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import type { LookupFunction } from 'node:net';
 
 /** A receiver's answer: its status (0 when none came), any Retry-After, and the first bytes of its body when asked for. */
-export interface PostAnswer {
-  status: number;
-  retryAfter: string | null;
-  text: string;
-}
+export type PostAnswer = { status: number; retryAfter: string | null; text: string };
 
 interface PostOptions {
   /** The whole exchange's bound: connecting, sending, the answer and its body. */

@@ -50,11 +50,7 @@ export interface OtherDelivery {
 }
 
 /** What a delivery POSTs with: the loop's connections, its stop signal, the receiver's time. */
-export interface DeliveryHttp {
-  post: Poster['post'];
-  signal: AbortSignal;
-  timeoutMs: number;
-}
+export type DeliveryHttp = { post: Poster['post']; signal: AbortSignal; timeoutMs: number };
 
 export interface WebhookDelivery {
   /** Entries waiting, dead letters kept and entries dropped, per subscription, across every instance. */
@@ -82,9 +78,7 @@ export function outboxView(outbox: OutboxStore, ids: readonly string[] = []): We
 }
 
 /** Invariant 43: the requests the provider is answering now, counted by its first middleware. */
-export interface RequestsInFlight {
-  count: number;
-}
+export type RequestsInFlight = { count: number };
 
 /** What the loop works with beside the outbox: SSF's deliveries, the provider's requests in flight, the telemetry. */
 export interface DeliveryContext {
