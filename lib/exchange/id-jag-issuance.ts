@@ -284,10 +284,7 @@ async function verifiedIdToken(ctx: KoaContextWithOIDC, value: string): Promise<
   return { sub: payload.sub, exp: payload.exp!, mayAct: payload['may_act'] };
 }
 
-/**
- * This provider's refresh token for this client, checked as its refresh_token grant checks one, and neither rotated
- * nor consumed: the draft leaves rotation to the provider's policy, and an ID-JAG is no new grant of this provider.
- */
+/** This provider's refresh token of this client, checked as its refresh_token grant does; never rotated or consumed. */
 async function refreshTokenSubject(ctx: KoaContextWithOIDC, params: ExchangeParams, dpop?: internals.DpopProof) {
   const { provider, client } = ctx.oidc;
   // `find` has no unknown, expired or revoked token, nor one that ended with its sign-in (`expiresWithSession`).

@@ -37,15 +37,12 @@ export interface ResolvedIssuer {
   ssf?: SsfPollOptions | undefined;
 }
 
-/** What `canRedeem` decides on: the client, the local account, the issuer, and the token the redemption would give. */
+/** What `canRedeem` decides on: the client, the account `accountOf` named, `act.sub`, the issuer, the token's resource and scopes. */
 export interface IdJagRedeemInput {
   clientId: string;
-  /** The account here that the issuer's `accountOf` named. */
   subject: string;
-  /** Who acts for the user, when the assertion carries `act`: its `sub`. */
   actor?: string;
   issuer: string;
-  /** The resource the token is for, and the scopes it would carry (within the assertion's). */
   resource: string;
   scope: string[];
 }

@@ -25,12 +25,10 @@ export interface OutboxTables {
 export type RunTransaction = <T>(work: (run: RunStatement) => Promise<T>, operation: string) => Promise<T>;
 
 /**
- * The append as CTEs ending in `refused`: per entry, from `$first` on, its id, subscription, subject, stream, body,
- * time (ms), bound and owner; only entries whose row `i` meets `gate`. `counted.waiting` at the bound: dropped.
- * `input`'s LIMIT tells the planner how few rows there are (a generic plan assumes ten, and is made afresh each call);
- * `ranked`: an entry waits behind the earlier ones of its subscription in the statement; `counted` counts a
- * subscription's waiting entries (up to the bound) only when those appended since its oldest could reach the bound,
- * so that an append's cost never follows the backlog of a receiver catching up.
+ * The append as CTEs ending in `refused`: per entry from `$first` on, its id, subscription, subject, stream, body, time
+ * (ms), bound and owner, where row `i` meets `gate`; at the bound, dropped. `input`'s LIMIT gives the planner the row
+ * count; `counted` counts a subscription's waiting entries only when they could reach the bound, so that an append's
+ * cost never follows the backlog of a receiver catching up.
  */
 export function appendCtes(tables: Pick<OutboxTables, 'entries' | 'drops'>, first: number, gate: string): string {
   const { entries, drops } = tables;
@@ -282,9 +280,8 @@ export function createPostgresOutbox(tables: OutboxTables, run: RunStatement, tr
 }
 
 /**
- * A claim: $1 now, $2 limit, $3 name, $4 lease (ms), $5 room, $6 and $7 subscriptions out, $8 dead-letter cutoff (Invariant 15).
- * `due` takes at most $2 rows of each subscription, a limit the planner can count on (one it cannot estimate makes it
- * expect a backlog); `chosen` keeps each subscription's room.
+ * A claim: $1 now, $2 limit, $3 name, $4 lease (ms), $5 room, $6 and $7 subscriptions out, $8 dead-letter cutoff
+ * (Invariant 15). `due` takes at most $2 rows of each subscription; `chosen` keeps each subscription's room.
  */
 export function claimStatement(entries: string): string {
   return `WITH RECURSIVE forgotten AS (
