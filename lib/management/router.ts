@@ -53,7 +53,6 @@ export function createManagementApi(
       const mine = (request: { requestedBy: string }) => request.requestedBy === caller.clientId;
       ctx.body = await viewOf(approvalDeps, await findSettledAs(approvalDeps, ctx.params['id']!, mine, ctx));
     });
-    // The customer's own API, below its own path.
     customerRoutes(router, approvalDeps, options.approvals);
   }
   // The SSF transmitter: its metadata and stream management, mounted (or not) with the rest of the API.
