@@ -21,6 +21,7 @@ import {
   withManagementMetadata,
 } from './management/client-metadata.js';
 import { managementApiHandler, type ManagementApiHandler } from './management/node-handler.js';
+import { customerRoutes } from './customer/routes.js';
 import { createManagementApi } from './management/router.js';
 import { optionChecks, type OptionChecks } from './config/checks.js';
 import { managementScopes, resolveOptions, type ImpersonationOptions, type ResolvedOptions } from './options.js';
@@ -287,7 +288,14 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
         const middleware = ssfDiscoveryMiddleware(transmitter);
         discovery = { middleware, handler: managementApiHandler(middleware, provider as unknown as EventEmitter) };
       }
-      api = createManagementApi(bus, options, { subjectTokens: store, sessions, approvals }, transmitter, telemetry);
+      api = createManagementApi(
+        bus,
+        options,
+        { subjectTokens: store, sessions, approvals },
+        transmitter,
+        telemetry,
+        customerRoutes,
+      );
       if (outbox && (options.webhooks || options.ssf)) {
         delivery = options.deliverOutbox
           ? startDelivery(provider, outbox, options.webhooks ?? ssfOnlyDelivery(options.ssf!), {

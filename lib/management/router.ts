@@ -1,6 +1,7 @@
 import Router from '@koa/router';
 import type Koa from 'koa';
-import { customerRoutes } from '../customer/routes.js';
+import type { ApprovalDependencies } from '../approvals/deps.js';
+import type { ResolvedApprovalOptions } from '../approvals/options.js';
 import type { ApprovalStore } from '../approvals/store.js';
 import type { EventBus } from '../events/subscriber.js';
 import { findSettledAs, viewOf } from '../approvals/requests.js';
@@ -18,6 +19,9 @@ import { apiSpans } from '../telemetry/http.js';
 import type { Telemetry } from '../telemetry/telemetry.js';
 import type { Transmitter } from '../ssf/transmit.js';
 
+/** Mounts the customer's API (lib/customer/), which reads sessions as this API does, on the same router. */
+export type CustomerRoutes = (router: Router, deps: ApprovalDependencies, approvals: ResolvedApprovalOptions) => void;
+
 /** Subject tokens, impersonation sessions and their revocation feed, approval requests, as one Koa middleware. */
 export function createManagementApi(
   bus: EventBus,
@@ -25,6 +29,7 @@ export function createManagementApi(
   stores: { subjectTokens: SubjectTokenStore; sessions: SessionStore; approvals: ApprovalStore },
   transmitter: Transmitter | undefined,
   telemetry: Telemetry | undefined,
+  customerRoutes: CustomerRoutes,
 ): Koa.Middleware {
   const { provider } = bus;
   const authenticate = options.authenticateManagementRequest ?? createCallerCheck(provider, options.managementResource);
