@@ -33,15 +33,11 @@ export const FIELDS = [
 
 export function rowOf(name: ImpersonationEventName, event: ImpersonationEvent, at = new Date()): AuditRow {
   // Every field the event carries as it is (null when absent); the row's own four are then set.
-  const copied = Object.fromEntries(FIELDS.map((field) => [field, (event as Record<string, unknown>)[field] ?? null]));
-  return {
-    ...copied,
-    at: at.toISOString(),
-    event: name,
-    outcome: outcomeOf(name),
-    reason:
-      event.error !== undefined ? `${event.error}: ${event.reason ?? ''}` : (event.reason ?? event.endReason ?? null),
-  } as AuditRow;
+  const row: Record<string, unknown> = {};
+  for (const field of FIELDS) row[field] = (event as Record<string, unknown>)[field] ?? null;
+  const reason =
+    event.error !== undefined ? `${event.error}: ${event.reason ?? ''}` : (event.reason ?? event.endReason ?? null);
+  return Object.assign(row, { at: at.toISOString(), event: name, outcome: outcomeOf(name), reason }) as AuditRow;
 }
 
 function outcomeOf(name: ImpersonationEventName): string {
