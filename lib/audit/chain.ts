@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import type { ImpersonationEvent, ImpersonationEventName } from '../event-types.js';
 import { headSignatureVerifies, type SignedHead } from './head.js';
 import { checkpointText, verifierOf, type VerificationKey } from './signing.js';
@@ -54,7 +54,7 @@ export function canonicalContent(row: AuditRow): string {
 
 /** Each row's hash covers its number, its canonical text and the previous row's hash. */
 export function rowHash(previousHash: string, seq: number | bigint | string, content: string): string {
-  return createHash('sha256').update(`${previousHash}:${seq}:${content}`, 'utf8').digest('hex');
+  return hash('sha256', `${previousHash}:${seq}:${content}`, 'hex');
 }
 
 /** A row as its canonical text says it, for comparing with its typed columns. */
