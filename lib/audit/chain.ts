@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import type { ImpersonationEvent, ImpersonationEventName } from '../event-types.js';
 import { headSignatureVerifies, type SignedHead } from './head.js';
 import { checkpointText, verifierOf, type VerificationKey } from './signing.js';
@@ -33,15 +33,11 @@ export const FIELDS = [
 
 export function rowOf(name: ImpersonationEventName, event: ImpersonationEvent, at = new Date()): AuditRow {
   // Every field the event carries as it is (null when absent); the row's own four are then set.
-  const copied = Object.fromEntries(FIELDS.map((field) => [field, (event as Record<string, unknown>)[field] ?? null]));
-  return {
-    ...copied,
-    at: at.toISOString(),
-    event: name,
-    outcome: outcomeOf(name),
-    reason:
-      event.error !== undefined ? `${event.error}: ${event.reason ?? ''}` : (event.reason ?? event.endReason ?? null),
-  } as AuditRow;
+  const row: Record<string, unknown> = {};
+  for (const field of FIELDS) row[field] = (event as Record<string, unknown>)[field] ?? null;
+  const reason =
+    event.error !== undefined ? `${event.error}: ${event.reason ?? ''}` : (event.reason ?? event.endReason ?? null);
+  return Object.assign(row, { at: at.toISOString(), event: name, outcome: outcomeOf(name), reason }) as AuditRow;
 }
 
 function outcomeOf(name: ImpersonationEventName): string {
@@ -58,7 +54,7 @@ export function canonicalContent(row: AuditRow): string {
 
 /** Each row's hash covers its number, its canonical text and the previous row's hash. */
 export function rowHash(previousHash: string, seq: number | bigint | string, content: string): string {
-  return createHash('sha256').update(`${previousHash}:${seq}:${content}`, 'utf8').digest('hex');
+  return hash('sha256', `${previousHash}:${seq}:${content}`, 'hex');
 }
 
 /** A row as its canonical text says it, for comparing with its typed columns. */

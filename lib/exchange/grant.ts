@@ -10,7 +10,7 @@ import {
 } from '../provider-internals.js';
 import { tracedExchange, type ExchangeStep } from '../telemetry/exchange.js';
 import { accountExists } from './account.js';
-import { commit } from './commit.js';
+import { commit, type ExchangeEvent } from './commit.js';
 import { delegationExchange } from './delegation.js';
 import { idJagIssuance } from './id-jag-issuance.js';
 import { impersonationExchange } from './impersonation.js';
@@ -120,10 +120,13 @@ async function exchange<S extends Subject, A, D extends Destination>(
     step,
   });
   if ('issued' in prepared) return prepared.issued;
+  // Built once: for the commit's subscribers, then for the listeners.
+  let built: ExchangeEvent | undefined;
+  const event = () => (built ??= prepared.commit.event());
   try {
-    const value = await step('commit')(commit(ctx, dependencies, prepared.commit));
+    const value = await step('commit')(commit(ctx, dependencies, { ...prepared.commit, event }));
     const { issuedTokenType, minted } = prepared;
-    return { value, token, minted, issuedTokenType, event: prepared.commit.event };
+    return { value, token, minted, issuedTokenType, event };
   } catch (error) {
     const recovered = await prepared.recover?.(error);
     if (recovered) return recovered;

@@ -132,10 +132,10 @@ export class SessionStore {
   }
 
   /** Announces the user's origins `record` commits from; the exchange then reads them again (Invariant 23). */
-  async announce(record: SessionRecord): Promise<void> {
+  announce(record: SessionRecord): Promise<unknown> {
     const payload = { kind: GUARD_KIND } as unknown as AdapterPayload;
     const origins = originsOf(record).filter((origin) => !('accessGrantId' in origin || 'parentSessionId' in origin));
-    await Promise.all(origins.map((origin) => this.#adapter.upsert(announcementOf(origin), payload, MARK_SECONDS)));
+    return Promise.all(origins.map((origin) => this.#adapter.upsert(announcementOf(origin), payload, MARK_SECONDS)));
   }
 
   async find(id: string): Promise<SessionRecord | undefined> {

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { EventSubscriber } from '../events/subscriber.js';
 import type { ImpersonationEvent } from '../event-types.js';
-import { definedMembers, type JsonObject } from '../json.js';
+import type { JsonObject, JsonValue } from '../json.js';
 import type { NewOutboxEntry, OutboxStore } from '../outbox/contract.js';
 import { emitOn } from '../report-error.js';
 import type { ResolvedWebhookOptions, WebhookEventName } from './options.js';
@@ -33,7 +33,8 @@ export interface WebhookPayload {
 }
 
 export function webhookPayload(event: ImpersonationEvent<WebhookEventName>, at: Date): WebhookPayload {
-  const data = definedMembers(Object.fromEntries(DATA_FIELDS.map((field) => [field, event[field]]))) as JsonObject;
+  const data: JsonObject = {};
+  for (const field of DATA_FIELDS) if (event[field] !== undefined) data[field] = event[field] as JsonValue;
   if (typeof data['expiresAt'] === 'number') data['expiresAt'] = new Date(data['expiresAt'] * 1000).toISOString();
   return { type: event.name, timestamp: at.toISOString(), data };
 }
