@@ -4,7 +4,6 @@ import type { ResolvedAuthzenOptions } from './options.js';
 
 /** The decisions the plugin sends, as AuthZEN `action.name`s. */
 export type PolicyAction = 'impersonate' | 'break-glass' | 'approve' | TokenEndpointAction;
-/** The actions asked at the token endpoint. */
 type TokenEndpointAction = 'exchange' | 'delegate' | 'issue-id-jag' | 'redeem-id-jag';
 
 /** An AuthZEN Access Evaluation request (Authorization API 1.0, section 6). */
