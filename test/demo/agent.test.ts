@@ -362,7 +362,12 @@ describe('demo: an agent acts for dave at the orders application (ID-JAG)', func
     expect(issued.status, JSON.stringify(issued.body)).to.equal(200);
     expect(issued.body).to.include({ issued_token_type: ID_JAG, token_type: 'N_A' });
     const idJag = issued.body['access_token'] as string;
-    expect(decodeJwt(idJag)).to.include({ iss: demo.identity.issuer, sub: 'dave', aud: ORDERS_ISSUER, client_id: AGENT.id });
+    expect(decodeJwt(idJag)).to.include({
+      iss: demo.identity.issuer,
+      sub: 'dave',
+      aud: ORDERS_ISSUER,
+      client_id: AGENT.id,
+    });
     expect(decodeJwt(idJag)).not.to.have.property('scope');
 
     const redeemed = await post(`${demo.orders.url}/token`, { grant_type: JWT_BEARER, assertion: idJag });
@@ -386,7 +391,11 @@ describe('demo: an agent acts for dave at the orders application (ID-JAG)', func
     const first = await agentSignIn(demo, 'dave');
     expect(first.refreshToken).to.equal(undefined);
     // The identity service's session is found: no login form this time, and the consent asked for is given.
-    const again = await agentSignIn(demo, 'dave', { scope: 'openid offline_access', prompt: 'consent', jar: first.jar });
+    const again = await agentSignIn(demo, 'dave', {
+      scope: 'openid offline_access',
+      prompt: 'consent',
+      jar: first.jar,
+    });
     expect(again.refreshToken, 'a refresh token').to.be.a('string');
   });
 
@@ -394,7 +403,10 @@ describe('demo: an agent acts for dave at the orders application (ID-JAG)', func
     const held = await agentSignIn(demo, 'dave', { scope: 'openid offline_access', prompt: 'consent' });
     const tokens: string[] = [];
     const sessions: string[] = [];
-    for (const issued of [await askIdJag(demo, held.idToken), await askIdJagFromRefreshToken(demo, held.refreshToken!)]) {
+    for (const issued of [
+      await askIdJag(demo, held.idToken),
+      await askIdJagFromRefreshToken(demo, held.refreshToken!),
+    ]) {
       expect(issued.status, JSON.stringify(issued.body)).to.equal(200);
       const idJag = issued.body['access_token'] as string;
       sessions.push(decodeJwt(idJag)['impersonation_session'] as string);
