@@ -428,6 +428,15 @@ describe('demo: an agent acts for dave at the orders application (ID-JAG)', func
     expect(page).to.include(`id="agent-${sessions[1]}"`);
     expect((await callOrders(demo, tokens[1]!)).status).to.equal(200);
 
+    // Bob's "end all" ends only his own agents' sessions: none, so dave's agent still acts.
+    const bob = await accountSignIn(demo.backend.url, 'bob');
+    const notBobs = await postAccountForm(demo.backend.url, bob.jar, `/account/agent-clients/${AGENT.id}/end`, {
+      csrf: csrfOf(bob.html),
+    });
+    expect(notBobs.status).to.equal(303);
+    expect(await (await request(bob.jar, `${demo.backend.url}/account`)).text()).to.include('Ending the agent failed');
+    expect((await callOrders(demo, tokens[1]!)).status).to.equal(200);
+
     expect(page).to.include('id="agent-client-orders-agent"');
     expect(page).to.include('End all access of Orders assistant (orders-agent)');
     const all = await postAccountForm(demo.backend.url, jar, `/account/agent-clients/${AGENT.id}/end`, {
