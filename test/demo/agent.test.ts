@@ -457,6 +457,12 @@ describe('demo: an agent acts for dave at the orders application (ID-JAG)', func
       expect(refused.status, `after ${Date.now() - stopped} ms`).to.equal(401);
       expect(refused.body['error']).to.equal('invalid_token');
     }
+
+    // The agent's sign-in is not ended: its refresh token gets a new ID-JAG, a new session the page lists again.
+    const anew = await askIdJagFromRefreshToken(demo, held.refreshToken!);
+    expect(anew.status, JSON.stringify(anew.body)).to.equal(200);
+    const anewSession = decodeJwt(anew.body['access_token'] as string)['impersonation_session'] as string;
+    expect(await (await request(jar, `${demo.backend.url}/account`)).text()).to.include(`id="agent-${anewSession}"`);
   });
 
   it('the curl walk-through (demo/walkthrough-agent.sh) plays it all, from the same variables as npm run demo', async () => {
