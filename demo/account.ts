@@ -211,6 +211,22 @@ ${
     backToAccount(ctx);
   });
 
+  // Every ID-JAG session of one agent: ending one leaves the others (each issue is a session of its own).
+  router.post('/account/agent-clients/:clientId/end', async (ctx) => {
+    const { session } = await formOf(ctx);
+    const { ended, failed } = await agentSessions.endAll(session.tokens, ctx.params['clientId'] ?? '');
+    session.flash =
+      ended && !failed
+        ? { kind: 'ok', text: 'The agent no longer acts for you: everything it was given is stopped.' }
+        : {
+            kind: 'error',
+            text: failed
+              ? `Ending the agent failed for ${failed} of its ${ended + failed} accesses: try again.`
+              : 'Ending the agent failed: it no longer acts for you, or never did.',
+          };
+    backToAccount(ctx);
+  });
+
   router.get('/account.js', (ctx) => {
     ctx.set('Cache-Control', 'no-cache');
     ctx.type = 'text/javascript';

@@ -3,8 +3,11 @@
  * ID-JAG the identity service issued for them (a session of type `id-jag`,
  * listed by the customer's API, `GET …/sessions`) is "an agent of client X may
  * act for you at application Y until …", with a button that stops it
- * (`DELETE …/sessions/{id}`). Both calls carry the customer's own access
- * token: the identity service lists and stops only that customer's sessions.
+ * (`DELETE …/sessions/{id}`). Each ID-JAG is a session of its own, and
+ * stopping one leaves the others: an agent that asked for several (from the
+ * customer's ID token, then from its refresh token) has a button that stops
+ * them all. Both calls carry the customer's own access token: the identity
+ * service lists and stops only that customer's sessions.
  * Also the agent's redirect URI (`/agent/callback`), where its sign-in comes
  * back with the code it redeems.
  */
@@ -24,6 +27,8 @@ export interface AgentSession {
 }
 
 export const SESSION_ID = /^imp_[A-Za-z0-9_-]{22}$/;
+/** A client id as the page's forms name it in their path. */
+const CLIENT_ID = /^[A-Za-z0-9._-]{1,100}$/;
 /** Pages of 100 read for one customer, at most: more agents than that are not listed. */
 const MAX_PAGES = 5;
 
@@ -32,10 +37,12 @@ export interface AgentAccess {
   of(tokens: CustomerTokens | undefined): Promise<AgentSession[]>;
   /** Stops one of the customer's sessions; false when it is not theirs (or no longer exists). */
   end(tokens: CustomerTokens | undefined, id: string): Promise<boolean>;
+  /** Stops every session of one agent (client) acting for the customer now: how many were stopped, and how many failed. */
+  endAll(tokens: CustomerTokens | undefined, clientId: string): Promise<{ ended: number; failed: number }>;
 }
 
 export function agentAccess(api: SupportAccessApi): AgentAccess {
-  return {
+  const access: AgentAccess = {
     async of(tokens) {
       const agents: AgentSession[] = [];
       let cursor: string | null = null;
@@ -59,7 +66,15 @@ export function agentAccess(api: SupportAccessApi): AgentAccess {
       if (!SESSION_ID.test(id)) return false;
       return (await api.call(tokens, 'DELETE', `/sessions/${id}`)).status === 204;
     },
+    async endAll(tokens, clientId) {
+      if (!CLIENT_ID.test(clientId)) return { ended: 0, failed: 0 };
+      const agents = (await access.of(tokens)).filter((agent) => agent.clientId === clientId);
+      const results = await Promise.all(agents.map((agent) => access.end(tokens, agent.id)));
+      const ended = results.filter(Boolean).length;
+      return { ended, failed: results.length - ended };
+    },
   };
+  return access;
 }
 
 function nameOf(id: string): string {
@@ -67,7 +82,7 @@ function nameOf(id: string): string {
   return name ? `${name} (${id})` : id;
 }
 
-/** The section's HTML: one line and one button per agent. */
+/** The section's HTML: one line and one button per ID-JAG, and one button per agent that ends all of its. */
 export function agentSection(agents: readonly AgentSession[], csrf: string): string {
   const items = agents
     .map((agent) => {
@@ -82,12 +97,21 @@ export function agentSection(agents: readonly AgentSession[], csrf: string): str
 </li>`;
     })
     .join('');
+  const everyAgent = [...new Set(agents.map((agent) => agent.clientId))]
+    .map((clientId) => {
+      const id = escapeHtml(clientId);
+      return `<form method="post" action="/account/agent-clients/${encodeURIComponent(clientId)}/end" id="agent-client-${id}">
+<input type="hidden" name="csrf" value="${escapeHtml(csrf)}">
+<button type="submit">End all access of ${escapeHtml(nameOf(clientId))}</button>
+</form>`;
+    })
+    .join('');
   return `<section class="card" id="agent-access" aria-labelledby="agents-title">
 <h2 id="agents-title">Agents acting for you</h2>
 <p class="muted">Applications you signed in to may let an agent act for you at another application, for a few minutes at a time.</p>
 ${
   agents.length
-    ? `<ul class="items" id="agents" aria-labelledby="agents-title">${items}</ul>`
+    ? `<ul class="items" id="agents" aria-labelledby="agents-title">${items}</ul>${everyAgent}`
     : '<p id="agents-empty">No agent acts for you.</p>'
 }
 </section>`;

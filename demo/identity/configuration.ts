@@ -206,8 +206,9 @@ export function providerConfiguration(settings: ProviderSettings): Configuration
         client_name: 'Orders assistant (an agent)',
         client_secret: secrets.ordersAgentClientSecret,
         token_endpoint_auth_method: 'client_secret_basic',
-        // Signs the customer in for their ID token, then exchanges it for ID-JAGs to the orders application.
-        grant_types: ['authorization_code', TOKEN_EXCHANGE_GRANT],
+        // Signs the customer in for their ID token (and, asked with offline_access, a refresh token), then
+        // exchanges either for ID-JAGs to the orders application.
+        grant_types: ['authorization_code', 'refresh_token', TOKEN_EXCHANGE_GRANT],
         response_types: ['code'],
         redirect_uris: at('/agent/callback'),
         id_jag_audiences: ORDERS_AUTH_ISSUER,

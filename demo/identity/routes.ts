@@ -19,6 +19,9 @@ export interface CustomerApiScope {
   scope: string;
 }
 
+/** The clients a customer already signed in consents to without a screen: the first-party ones and the agent. */
+const CONSENTED: ReadonlySet<string> = new Set([...FIRST_PARTY, CLIENTS.ordersAgent]);
+
 export function interactionRoutes(provider: Provider, accounts: DemoAccounts, customerApi: CustomerApiScope): Router {
   const router = new Router();
 
@@ -41,8 +44,9 @@ export function interactionRoutes(provider: Provider, accounts: DemoAccounts, cu
       });
       return;
     }
-    if (details.prompt.name === 'consent' && FIRST_PARTY.has(clientId) && details.session?.accountId) {
-      // First-party clients get no consent screen: what they asked for is granted.
+    if (details.prompt.name === 'consent' && CONSENTED.has(clientId) && details.session?.accountId) {
+      // First-party clients get no consent screen: what they asked for is granted. Nor does the agent: as at
+      // its sign-in, what it asked for (offline_access, with prompt=consent) is granted to the customer signed in.
       const grantId = await grantRequested(provider, details, details.session.accountId, customerApi);
       await finish(ctx, provider, { consent: { grantId } });
       return;

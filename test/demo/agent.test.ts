@@ -33,6 +33,7 @@ const TOKEN_EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';
 const JWT_BEARER = 'urn:ietf:params:oauth:grant-type:jwt-bearer';
 const ID_JAG = 'urn:ietf:params:oauth:token-type:id-jag';
 const ID_TOKEN = 'urn:ietf:params:oauth:token-type:id_token';
+const REFRESH_TOKEN = 'urn:ietf:params:oauth:token-type:refresh_token';
 
 interface Reply {
   status: number;
@@ -55,40 +56,68 @@ function redirectOf(response: Response, base: string): URL {
   return new URL(location, base);
 }
 
+interface AgentSignIn {
+  idToken: string;
+  /** Only with `offline_access` in the scope. */
+  refreshToken: string | undefined;
+  callbackPage: string;
+  /** The browser's cookies at the identity service: a second sign-in with it finds the first one's session. */
+  jar: CookieJar;
+}
+
 /** What the agent does to hold a customer's sign-in: authorization code with PKCE, as any web client. */
-async function agentSignIn(demo: Demo, login: string): Promise<{ idToken: string; callbackPage: string }> {
-  const jar = new CookieJar();
+async function agentSignIn(
+  demo: Demo,
+  login: string,
+  { scope = 'openid', prompt, jar = new CookieJar() }: { scope?: string; prompt?: string; jar?: CookieJar } = {},
+): Promise<AgentSignIn> {
   const verifier = randomBytes(32).toString('base64url');
   const redirectUri = `${demo.backend.url}/agent/callback`;
   const authorize = new URL(`${demo.identity.issuer}/auth`);
   authorize.search = new URLSearchParams({
     client_id: AGENT.id,
     response_type: 'code',
-    scope: 'openid',
+    scope,
     redirect_uri: redirectUri,
     state: 'agent-state',
     code_challenge: createHash('sha256').update(verifier).digest('base64url'),
     code_challenge_method: 'S256',
+    ...(prompt ? { prompt } : {}),
   }).toString();
-  const interaction = redirectOf(await request(jar, authorize.href), authorize.href).href;
-  const signedIn = await request(jar, `${interaction}/login`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/x-www-form-urlencoded' },
-    body: new URLSearchParams({ login, password: `${login}-password` }),
-  });
-  const resumed = redirectOf(signedIn, interaction);
-  const callback = redirectOf(await request(jar, resumed.href), resumed.href);
-  expect(callback.origin + callback.pathname).to.equal(redirectUri);
-  const code = callback.searchParams.get('code')!;
+  // Redirects are followed to the agent's redirect URI; the login form, when the browser is not signed in yet, is posted.
+  let next = redirectOf(await request(jar, authorize.href), authorize.href);
+  for (let hops = 0; next.origin + next.pathname !== redirectUri; hops += 1) {
+    if (hops > 10) throw new Error('the sign-in never reached the redirect URI');
+    const response = await request(jar, next.href);
+    if (response.status === 200 && next.pathname.startsWith('/interaction/')) {
+      await response.body?.cancel();
+      const signedIn = await request(jar, `${next.href}/login`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        body: new URLSearchParams({ login, password: `${login}-password` }),
+      });
+      next = redirectOf(signedIn, next.href);
+    } else {
+      next = redirectOf(response, next.href);
+    }
+  }
+  const callback = next;
+  const code = callback.searchParams.get('code');
+  expect(code, callback.href).to.be.a('string');
   const page = await (await request(jar, callback.href)).text();
   const tokens = await post(`${demo.identity.issuer}/token`, {
     grant_type: 'authorization_code',
-    code,
+    code: code!,
     redirect_uri: redirectUri,
     code_verifier: verifier,
   });
   expect(tokens.status, JSON.stringify(tokens.body)).to.equal(200);
-  return { idToken: tokens.body['id_token'] as string, callbackPage: page };
+  return {
+    idToken: tokens.body['id_token'] as string,
+    refreshToken: tokens.body['refresh_token'] as string | undefined,
+    callbackPage: page,
+    jar,
+  };
 }
 
 function askIdJag(demo: Demo, idToken: string, extra: Record<string, string> = {}): Promise<Reply> {
@@ -104,6 +133,18 @@ function askIdJag(demo: Demo, idToken: string, extra: Record<string, string> = {
   });
 }
 
+/** An ID-JAG from the agent's refresh token: without scope, since its scope may not exceed the refresh token's. */
+function askIdJagFromRefreshToken(demo: Demo, refreshToken: string): Promise<Reply> {
+  return post(`${demo.identity.issuer}/token`, {
+    grant_type: TOKEN_EXCHANGE,
+    requested_token_type: ID_JAG,
+    subject_token: refreshToken,
+    subject_token_type: REFRESH_TOKEN,
+    audience: ORDERS_ISSUER,
+    resource: ORDERS_API,
+  });
+}
+
 async function callOrders(demo: Demo, token: string): Promise<Reply> {
   const response = await fetch(`${demo.orders.url}${ORDERS_API_PATH}`, {
     headers: { authorization: `Bearer ${token}` },
@@ -115,7 +156,7 @@ async function callOrders(demo: Demo, token: string): Promise<Reply> {
 describe('demo: an agent acts for dave at the orders application (ID-JAG)', function () {
   this.timeout(30_000);
   let demo: Demo;
-  let dave: { idToken: string; callbackPage: string };
+  let dave: AgentSignIn;
   const lines: string[] = [];
 
   before(async () => {
@@ -308,6 +349,122 @@ describe('demo: an agent acts for dave at the orders application (ID-JAG)', func
     expect(late.body['error']).to.equal('invalid_grant');
   });
 
+  it('a sign-in with offline_access gives the agent a refresh token, which it exchanges for an ID-JAG the orders application redeems', async () => {
+    // OpenID Connect Core 11: offline_access is granted only when consent is asked for (oidc-provider drops it otherwise).
+    expect((await agentSignIn(demo, 'dave', { scope: 'openid offline_access' })).refreshToken).to.equal(undefined);
+    const held = await agentSignIn(demo, 'dave', { scope: 'openid offline_access', prompt: 'consent' });
+    expect(held.refreshToken, 'a refresh token').to.be.a('string');
+    // The ID-JAG's scope may not exceed the refresh token's (openid offline_access): orders:read is refused.
+    const wider = await askIdJag(demo, held.refreshToken!, { subject_token_type: REFRESH_TOKEN });
+    expect(wider.status).to.equal(400);
+    expect(wider.body).to.include({ error: 'invalid_scope', scope: 'orders:read' });
+    const issued = await askIdJagFromRefreshToken(demo, held.refreshToken!);
+    expect(issued.status, JSON.stringify(issued.body)).to.equal(200);
+    expect(issued.body).to.include({ issued_token_type: ID_JAG, token_type: 'N_A' });
+    const idJag = issued.body['access_token'] as string;
+    expect(decodeJwt(idJag)).to.include({
+      iss: demo.identity.issuer,
+      sub: 'dave',
+      aud: ORDERS_ISSUER,
+      client_id: AGENT.id,
+    });
+    expect(decodeJwt(idJag)).not.to.have.property('scope');
+
+    const redeemed = await post(`${demo.orders.url}/token`, { grant_type: JWT_BEARER, assertion: idJag });
+    expect(redeemed.status, JSON.stringify(redeemed.body)).to.equal(200);
+    const token = redeemed.body['access_token'] as string;
+    expect(decodeJwt(token)).to.include({ iss: ORDERS_ISSUER, sub: 'dave', aud: ORDERS_API, client_id: AGENT.id });
+    const orders = await callOrders(demo, token);
+    expect(orders.status, JSON.stringify(orders.body)).to.equal(200);
+    expect(orders.body).to.include({ customer: 'dave', client: AGENT.id });
+
+    // The refresh token is neither rotated nor spent by the exchange: it renews the agent's sign-in as ever.
+    const renewed = await post(`${demo.identity.issuer}/token`, {
+      grant_type: 'refresh_token',
+      refresh_token: held.refreshToken!,
+    });
+    expect(renewed.status, JSON.stringify(renewed.body)).to.equal(200);
+    expect(decodeJwt(renewed.body['id_token'] as string)).to.include({ sub: 'dave', aud: AGENT.id });
+  });
+
+  it('an agent already signed in that asks again with offline_access (prompt=consent) is granted it too', async () => {
+    const first = await agentSignIn(demo, 'dave');
+    expect(first.refreshToken).to.equal(undefined);
+    // The identity service's session is found: no login form this time, and the consent asked for is given.
+    const again = await agentSignIn(demo, 'dave', {
+      scope: 'openid offline_access',
+      prompt: 'consent',
+      jar: first.jar,
+    });
+    expect(again.refreshToken, 'a refresh token').to.be.a('string');
+  });
+
+  it("dave ends all of the agent's access from his account page: the tokens of both its ID-JAGs are refused within two seconds", async () => {
+    const held = await agentSignIn(demo, 'dave', { scope: 'openid offline_access', prompt: 'consent' });
+    const tokens: string[] = [];
+    const sessions: string[] = [];
+    for (const issued of [
+      await askIdJag(demo, held.idToken),
+      await askIdJagFromRefreshToken(demo, held.refreshToken!),
+    ]) {
+      expect(issued.status, JSON.stringify(issued.body)).to.equal(200);
+      const idJag = issued.body['access_token'] as string;
+      sessions.push(decodeJwt(idJag)['impersonation_session'] as string);
+      const redeemed = await post(`${demo.orders.url}/token`, { grant_type: JWT_BEARER, assertion: idJag });
+      expect(redeemed.status, JSON.stringify(redeemed.body)).to.equal(200);
+      tokens.push(redeemed.body['access_token'] as string);
+    }
+    for (const token of tokens) expect((await callOrders(demo, token)).status).to.equal(200);
+
+    const { jar, html } = await accountSignIn(demo.backend.url, 'dave');
+    for (const sessionId of sessions) expect(html).to.include(`id="agent-${sessionId}"`);
+    // Each ID-JAG is a session of its own: ending one leaves the other's token working.
+    const one = await postAccountForm(demo.backend.url, jar, `/account/agents/${sessions[0]}/end`, {
+      csrf: csrfOf(html),
+    });
+    expect(one.status).to.equal(303);
+    let page = await (await request(jar, `${demo.backend.url}/account`)).text();
+    expect(page).not.to.include(`id="agent-${sessions[0]}"`);
+    expect(page).to.include(`id="agent-${sessions[1]}"`);
+    expect((await callOrders(demo, tokens[1]!)).status).to.equal(200);
+
+    // Bob's "end all" ends only his own agents' sessions: none, so dave's agent still acts.
+    const bob = await accountSignIn(demo.backend.url, 'bob');
+    const notBobs = await postAccountForm(demo.backend.url, bob.jar, `/account/agent-clients/${AGENT.id}/end`, {
+      csrf: csrfOf(bob.html),
+    });
+    expect(notBobs.status).to.equal(303);
+    expect(await (await request(bob.jar, `${demo.backend.url}/account`)).text()).to.include('Ending the agent failed');
+    expect((await callOrders(demo, tokens[1]!)).status).to.equal(200);
+
+    expect(page).to.include('id="agent-client-orders-agent"');
+    expect(page).to.include('End all access of Orders assistant (orders-agent)');
+    const all = await postAccountForm(demo.backend.url, jar, `/account/agent-clients/${AGENT.id}/end`, {
+      csrf: csrfOf(page),
+    });
+    expect(all.status).to.equal(303);
+    const stopped = Date.now();
+    page = await (await request(jar, `${demo.backend.url}/account`)).text();
+    expect(page).to.include('The agent no longer acts for you: everything it was given is stopped.');
+    expect(page).to.include('id="agents-empty"');
+
+    for (const token of tokens) {
+      let refused: Reply = await callOrders(demo, token);
+      while (refused.status === 200 && Date.now() - stopped < scaled(2000)) {
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        refused = await callOrders(demo, token);
+      }
+      expect(refused.status, `after ${Date.now() - stopped} ms`).to.equal(401);
+      expect(refused.body['error']).to.equal('invalid_token');
+    }
+
+    // The agent's sign-in is not ended: its refresh token gets a new ID-JAG, a new session the page lists again.
+    const anew = await askIdJagFromRefreshToken(demo, held.refreshToken!);
+    expect(anew.status, JSON.stringify(anew.body)).to.equal(200);
+    const anewSession = decodeJwt(anew.body['access_token'] as string)['impersonation_session'] as string;
+    expect(await (await request(jar, `${demo.backend.url}/account`)).text()).to.include(`id="agent-${anewSession}"`);
+  });
+
   it('the curl walk-through (demo/walkthrough-agent.sh) plays it all, from the same variables as npm run demo', async () => {
     const port = (url: string) => new URL(url).port;
     const { stdout } = await promisify(execFile)('bash', [WALKTHROUGH], {
@@ -331,6 +488,11 @@ describe('demo: an agent acts for dave at the orders application (ID-JAG)', func
     );
     expect(stdout).to.match(/POST \/account\/agents\/imp_[A-Za-z0-9_-]{22}\/end: HTTP 303/);
     expect(stdout).to.match(/"type":"id-jag".*"revokedBy":"customer"/);
-    expect(stdout).to.match(/HTTP 401 after \d+ ms: \{"error":"invalid_token"/);
+    // The refresh token's ID-JAG, redeemed, and the orders API with its token.
+    expect(stdout.match(/"issued_token_type":"urn:ietf:params:oauth:token-type:id-jag"/g)).to.have.length(2);
+    expect(stdout.match(/"customer":"dave","client":"orders-agent","orders":\[\{"id":"ORD-1120"/g)).to.have.length(2);
+    expect(stdout).to.include("Each ID-JAG is a session of its own: the second one's token still reads, HTTP 200");
+    expect(stdout).to.match(/POST \/account\/agent-clients\/orders-agent\/end: HTTP 303/);
+    expect(stdout.match(/HTTP 401 after \d+ ms: \{"error":"invalid_token"/g)).to.have.length(2);
   });
 });
