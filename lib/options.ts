@@ -178,14 +178,13 @@ export function resolveOptions(input: ImpersonationOptions): ResolvedOptions {
   const ownIssuance = input.idJagIssuance === undefined ? undefined : resolveIdJagIssuanceOptions(input.idJagIssuance);
   const decisionPoint = applyDecisionPoint(input.authzen, options);
   const ownDelegation = resolveDelegationOptions(input.delegation);
-  // `delegation.canDelegate`, with the decision point (when there is one) asked after it.
+  // `canDelegate`, `canIssue`, `canRedeem`, each with the decision point (when there is one) asked after it.
   const delegation = decisionPoint.authzen
     ? Object.freeze({
         ...ownDelegation,
         canDelegate: askedAfter(decisionPoint.authzen, ownDelegation.canDelegate, delegationEvaluation),
       })
     : ownDelegation;
-  // `idJagIssuance.canIssue`, likewise.
   const idJagIssuance =
     ownIssuance && decisionPoint.authzen
       ? Object.freeze({
@@ -193,7 +192,6 @@ export function resolveOptions(input: ImpersonationOptions): ResolvedOptions {
           canIssue: askedAfter(decisionPoint.authzen, ownIssuance.canIssue, issueEvaluation),
         })
       : ownIssuance;
-  // `idJag.canRedeem`, likewise.
   const { authzen } = decisionPoint;
   const idJag =
     ownIdJag && authzen

@@ -12,6 +12,7 @@ import {
 import type { ApprovalDependencies } from '../approvals/deps.js';
 import type { ResolvedApprovalOptions } from '../approvals/options.js';
 import { existing, sessionPage } from '../management/impersonations.js';
+import { deniedByPolicy } from '../errors.js';
 import { closeSession } from '../sessions/close.js';
 import { storeCall } from '../store-call.js';
 import { createCustomerCheck } from './check.js';
@@ -69,6 +70,8 @@ export function customerRoutes(router: Router, deps: ApprovalDependencies, appro
   router.delete(`${path}/sessions/:id`, async (ctx) => {
     const customer = await customerOf(ctx);
     const session = await existing(deps.sessions, ctx.params['id']!, (record) => record.subject === customer);
+    // Break-glass acts without the customer's consent: they see it, the deployment's administrators stop it.
+    if (session.breakGlass) throw deniedByPolicy('a break-glass session is stopped by the administrators only');
     await storeCall(() => closeSession(deps.bus, deps.sessions, session, { revokedBy: 'customer' }, ctx));
     ctx.status = 204;
   });

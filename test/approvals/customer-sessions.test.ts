@@ -8,8 +8,8 @@ import { expect } from 'chai';
 import type { ClientMetadata } from 'oidc-provider';
 import { EVENTS, onImpersonationEvent, type ImpersonationEvent } from '../../lib/index.js';
 import { ID_JAG_TOKEN_TYPE, ID_TOKEN_TYPE } from '../../lib/exchange/id-jag-issuance.js';
-import { startApprovalProvider } from '../support/approvals.js';
-import { adminToken, impersonate, SESSIONS, type Impersonation } from '../support/impersonations.js';
+import { askForSubjectToken, startApprovalProvider } from '../support/approvals.js';
+import { adminToken, exchangeAsActor, impersonate, SESSIONS, type Impersonation } from '../support/impersonations.js';
 import {
   apiRequest,
   decodeJwt,
@@ -59,7 +59,7 @@ describe("customer API: the customer's sessions", function () {
 
   before(async () => {
     const ap = await startApprovalProvider({
-      approvals: { maxGrantDuration: 3600 },
+      approvals: { maxGrantDuration: 3600, breakGlassClients: [CLIENTS.oncall.client_id] },
       plugin: { idJagIssuance: {} },
       configuration: { clients: [...FIXTURE_CLIENTS, AGENT_AT_IDP] },
     });
@@ -145,6 +145,32 @@ describe("customer API: the customer's sessions", function () {
     expect(revoked.map((event) => [event.sessionId, event.subject, event.revokedBy])).to.deep.equal([
       [session, 'bob', 'customer'],
     ]);
+  });
+
+  it('lists a break-glass session of the customer, which only the administrators stop: 403, untouched', async () => {
+    const breakGlass = { reason: 'payment outage, customer unreachable' };
+    const created = await askForSubjectToken(
+      tp,
+      { userId: 'bob', actorId: 'alice', clientId: CLIENTS.console.client_id, breakGlass },
+      CLIENTS.oncall,
+    );
+    expect(created.status, JSON.stringify(created.body)).to.equal(201);
+    const exchanged = await exchangeAsActor(tp, {
+      subjectToken: created.body['subjectToken'] as string,
+      actorToken: alice,
+      resource: OPAQUE_API,
+    });
+    expect(exchanged.status, JSON.stringify(exchanged.body)).to.equal(200);
+    const token = exchanged.body['access_token'] as string;
+    const session = (await introspect(tp, token))['impersonation_session'] as string;
+    const listed = (await list(bob, '?limit=100')).body['items'] as Item[];
+    expect(listed.find((item) => item['id'] === session)).to.include({
+      emergency: true,
+      emergencyReason: breakGlass.reason,
+    });
+    expectError(await end(bob, session), 403, 'access_denied', /administrators only/);
+    expect((await introspect(tp, token))['active']).to.equal(true);
+    expect(await managementView(session)).to.include({ state: 'active' });
   });
 
   it('ends a JWT session: on the revocation feed the resource servers read', async () => {

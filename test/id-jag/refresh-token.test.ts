@@ -3,6 +3,7 @@
  * `subject_token_type=…:refresh_token`), over HTTP at a real provider on TEST_ADAPTER's store: a refresh token
  * of a real sign-in with offline_access, exchanged without being rotated or consumed; each refusal with its code.
  */
+import { createHash } from 'node:crypto';
 import { expect } from 'chai';
 import type { ClientMetadata } from 'oidc-provider';
 import { createMemoryAuditLog, EVENTS, onImpersonationEvent, type ImpersonationEvent } from '../../lib/index.js';
@@ -31,6 +32,10 @@ import { DpopKey } from '../support/dpop.js';
 const CHAT = 'https://chat.example.com';
 const AGENT = { client_id: 'chat-agent', client_secret: 'chat-agent-secret' };
 const OTHER_AGENT = { client_id: 'mail-agent', client_secret: 'mail-agent-secret' };
+/** Its ID tokens name a pairwise `sub`; this provider's account ids are never told to it. */
+const PAIRWISE_AGENT = { client_id: 'pairwise-agent', client_secret: 'pairwise-agent-secret' };
+/** Holds refresh tokens (the deployment's `issueRefreshToken` gives them) without the refresh_token grant. */
+const NO_REFRESH_AGENT = { client_id: 'no-refresh-agent', client_secret: 'no-refresh-agent-secret' };
 
 const AGENT_AT_IDP: ClientMetadata = {
   ...AGENT,
@@ -65,7 +70,21 @@ describe('ID-JAG issuance from a refresh token: the draft, over HTTP', function 
     idp = await startProvider({
       plugin: { auditLog: createMemoryAuditLog(), idJagIssuance: {} },
       configuration: {
-        clients: [...FIXTURE_CLIENTS, AGENT_AT_IDP, { ...AGENT_AT_IDP, ...OTHER_AGENT }],
+        clients: [
+          ...FIXTURE_CLIENTS,
+          AGENT_AT_IDP,
+          { ...AGENT_AT_IDP, ...OTHER_AGENT },
+          { ...AGENT_AT_IDP, ...PAIRWISE_AGENT, subject_type: 'pairwise' },
+          { ...AGENT_AT_IDP, ...NO_REFRESH_AGENT, grant_types: ['authorization_code', TOKEN_EXCHANGE] },
+        ],
+        subjectTypes: ['public', 'pairwise'],
+        pairwiseIdentifier: (_ctx, accountId, client) =>
+          createHash('sha256')
+            .update(`${client.sectorIdentifier ?? ''} ${accountId}`)
+            .digest('base64url'),
+        // As a deployment's policy may: a refresh token to a client without the refresh_token grant.
+        issueRefreshToken: (_ctx, client, code) =>
+          code.scopes.has('offline_access') || client.clientId === NO_REFRESH_AGENT.client_id,
         // Every refresh_token grant rotates: a refresh token once used there is consumed.
         rotateRefreshToken: true,
         ttl: {
@@ -107,6 +126,7 @@ describe('ID-JAG issuance from a refresh token: the draft, over HTTP', function 
     refreshToken: string,
     params: Record<string, string | undefined> = {},
     headers: Record<string, string> = {},
+    client: ClientCredentials = AGENT,
   ): Promise<Reply> {
     return tokenRequest(
       idp,
@@ -118,7 +138,7 @@ describe('ID-JAG issuance from a refresh token: the draft, over HTTP', function 
         audience: CHAT,
         ...params,
       },
-      AGENT,
+      client,
       headers,
     );
   }
@@ -137,7 +157,7 @@ describe('ID-JAG issuance from a refresh token: the draft, over HTTP', function 
   }
 
   describe('what is issued', () => {
-    it('an ID-JAG for the refresh token’s user, its scope within the token’s, redeemed at the second provider', async () => {
+    it('an ID-JAG for the refresh token’s user, with the scope asked, redeemed at the second provider', async () => {
       const refreshToken = await refreshTokenOf();
       const reply = await requestIdJag(refreshToken, { resource: API, scope: 'profile:read' });
       expect(reply.status, JSON.stringify(reply.body)).to.equal(200);
@@ -251,7 +271,13 @@ describe('ID-JAG issuance from a refresh token: the draft, over HTTP', function 
       expect(rotated.status, JSON.stringify(rotated.body)).to.equal(200);
       expect(rotated.body['refresh_token']).to.be.a('string').and.not.equal(refreshToken);
       await refused(refreshToken, 'invalid_grant', /not a valid refresh token of this client/);
-      expect((await requestIdJag(rotated.body['refresh_token'] as string)).status).to.equal(200);
+      // As the refresh_token grant: the rotated token presented again ends the grant, and the token that replaced it.
+      await refused(
+        rotated.body['refresh_token'] as string,
+        'invalid_grant',
+        /not a valid refresh token of this client/,
+      );
+      expect((await refreshGrant(rotated.body['refresh_token'] as string)).body).to.include({ error: 'invalid_grant' });
     });
 
     it('a refresh token whose grant has ended: invalid_grant', async () => {
@@ -266,6 +292,19 @@ describe('ID-JAG issuance from a refresh token: the draft, over HTTP', function 
       const issued = await requestIdJag(refreshToken, { scope: 'chat.read' });
       expect(issued.status, JSON.stringify(issued.body)).to.equal(200);
       expect(decodeJwt(issued.body['access_token'] as string)).to.include({ scope: 'chat.read' });
+    });
+
+    it("a pairwise client's refresh token: invalid_grant, its user's account id never told", async () => {
+      const refreshToken = await refreshTokenOf(PAIRWISE_AGENT);
+      const reply = await requestIdJag(refreshToken, {}, {}, PAIRWISE_AGENT);
+      expectError(reply, 400, 'invalid_grant', /pairwise client's subject is not passed on/);
+      expect(JSON.stringify(reply.body)).not.to.include('alice');
+    });
+
+    it('a client that may not use the refresh_token grant: unauthorized_client', async () => {
+      const refreshToken = await refreshTokenOf(NO_REFRESH_AGENT);
+      const reply = await requestIdJag(refreshToken, {}, {}, NO_REFRESH_AGENT);
+      expectError(reply, 400, 'unauthorized_client', /uses no refresh token/);
     });
 
     it('a refresh token named an ID token is no ID token: invalid_request', async () => {
