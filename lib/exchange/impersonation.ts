@@ -199,14 +199,9 @@ function usable(
 }
 
 /** The actor's Grant and sign-in, announced and read again (Invariant 23). */
-async function announceActor(
-  ctx: KoaContextWithOIDC,
-  sessions: SessionStore,
-  session: SessionRecord,
-  readSince: number,
-) {
+async function announceActor(ctx: KoaContextWithOIDC, sessions: SessionStore, session: SessionRecord, since: number) {
   const { provider } = ctx.oidc;
-  if (!(await sessions.announce(session, readSince))) return;
+  if (!(await sessions.announce(session, since))) return;
   forgetReadAheads(provider);
   const [grant, signIn] = await Promise.all([
     session.actorGrantId === undefined || provider.Grant.find(session.actorGrantId),

@@ -14,7 +14,7 @@ export { SESSION_MODEL };
 /** How long an origin's end mark is kept (seconds); Invariant 22. */
 const MARK_SECONDS = 300;
 
-/** How long an announcement is taken as standing after its write: kept MARK_SECONDS, it outlives the deadline (120 s) of any exchange begun meanwhile. */
+/** How long after its write an announcement stands: kept MARK_SECONDS, past the deadline (120 s) of any exchange begun since. */
 const ANNOUNCEMENT_STANDS_MS = 120_000;
 
 /** How long a record outlives its tokens, so that it can still be read and told apart from an unknown id. */
@@ -145,15 +145,17 @@ export class SessionStore {
     const payload = { kind: GUARD_KIND } as unknown as AdapterPayload;
     const origins = originsOf(record).filter((origin) => !('accessGrantId' in origin || 'parentSessionId' in origin));
     const ids = origins.map(announcementOf);
-    const standing = (id: string) => {
-      const announced = this.#announced.get(id);
-      return !!announced && announced.confirmedAt < readSince && announced.sentAt > readSince - ANNOUNCEMENT_STANDS_MS;
-    };
-    if (ids.every(standing)) return false;
+    if (ids.every((id) => this.#standing(id, readSince))) return false;
     const sentAt = Date.now();
     await Promise.all(ids.map((id) => this.#adapter.upsert(id, payload, MARK_SECONDS)));
     for (const id of ids) this.#announced.set(id, { sentAt, confirmedAt: Date.now() });
     return true;
+  }
+
+  /** Whether this store's announcement `id` was confirmed before `readSince` and is kept past that exchange's deadline. */
+  #standing(id: string, readSince: number): boolean {
+    const times = this.#announced.get(id);
+    return !!times && times.confirmedAt < readSince && times.sentAt > readSince - ANNOUNCEMENT_STANDS_MS;
   }
 
   async find(id: string): Promise<SessionRecord | undefined> {

@@ -52,7 +52,7 @@ describe('an exchange in flight when its actor signs out', function () {
     return { reached, release };
   }
 
-  async function signOut(cookies: string[]) {
+  async function signOut(cookies: string) {
     await logout(tp, cookies);
     // The sign-out's sweep runs right after its request; give it time to find nothing.
     await new Promise((resolve) => setTimeout(resolve, 200));
