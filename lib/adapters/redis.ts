@@ -136,10 +136,8 @@ for i = 1, guards do
   if guard and string.find(guard, '"ended":', 1, true) then return { 2, i } end
 end
 local consuming = ARGV[11] == '1'
-if consuming then
-  if redis.call('HEXISTS', KEYS[1], 'payload') == 0 or redis.call('HEXISTS', KEYS[1], 'consumed') == 1 then
-    return { 0 }
-  end
+if consuming and (redis.call('HEXISTS', KEYS[1], 'payload') == 0 or redis.call('HEXISTS', KEYS[1], 'consumed') == 1) then
+  return { 0 }
 end
 local counters = 2 + indexes + guards
 for i = 1, quotas do

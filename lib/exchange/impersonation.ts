@@ -171,7 +171,7 @@ export function impersonationExchange(
           event: () => exchangeSucceeded(clientId, record, session),
           record: true,
           delegation: false,
-          confirm: actor?.format === 'opaque' ? () => announceActor(ctx, sessions, session) : undefined,
+          confirm: actor?.format === 'opaque' ? () => announceActor(ctx, sessions, session, startedAt) : undefined,
         },
       };
     },
@@ -199,9 +199,9 @@ function usable(
 }
 
 /** The actor's Grant and sign-in, announced and read again (Invariant 23). */
-async function announceActor(ctx: KoaContextWithOIDC, sessions: SessionStore, session: SessionRecord): Promise<void> {
+async function announceActor(ctx: KoaContextWithOIDC, sessions: SessionStore, session: SessionRecord, since: number) {
   const { provider } = ctx.oidc;
-  await sessions.announce(session);
+  if (!(await sessions.announce(session, since))) return;
   forgetReadAheads(provider);
   const [grant, signIn] = await Promise.all([
     session.actorGrantId === undefined || provider.Grant.find(session.actorGrantId),

@@ -1,4 +1,5 @@
 import { SESSION_MODEL } from '../adapters/models.js';
+import { LRUCache } from 'lru-cache';
 import type { AdapterPayload } from 'oidc-provider';
 import { GUARD_KIND, type CommitOutcome, type CommitWrite } from '../adapters/contracts/commit.js';
 import type { QuotaCharge } from '../capacity.js';
@@ -12,6 +13,9 @@ export { SESSION_MODEL };
 
 /** How long an origin's end mark is kept (seconds); Invariant 22. */
 const MARK_SECONDS = 300;
+
+/** How long after its write an announcement stands: kept MARK_SECONDS, past the deadline (120 s) of any exchange begun since. */
+const ANNOUNCEMENT_STANDS_MS = 120_000;
 
 /** How long a record outlives its tokens, so that it can still be read and told apart from an unknown id. */
 const KEPT_AFTER_EXPIRY = 3600;
@@ -51,6 +55,8 @@ export type Closing = Pick<SessionRecord, 'revoked'> | Pick<SessionRecord, 'ende
 /** Impersonation sessions on an adapter with sorted indexes: by id, subject, actor, origin, and closed for the feed. */
 export class SessionStore {
   readonly #adapter: SessionAdapter;
+  /** The announcements this store wrote: when it sent each, and when the store confirmed it. */
+  readonly #announced = new LRUCache<string, { sentAt: number; confirmedAt: number }>({ max: 10_000 });
 
   constructor(adapter: SessionAdapter) {
     this.#adapter = adapter;
@@ -131,11 +137,25 @@ export class SessionStore {
     return saved.outcome === 'saved';
   }
 
-  /** Announces the user's origins `record` commits from; the exchange then reads them again (Invariant 23). */
-  announce(record: SessionRecord): Promise<unknown> {
+  /**
+   * Announces the user's origins `record` commits from (Invariant 23): true when the exchange must read them again,
+   * false when this store had each announced before `readSince` (the exchange's first read), standing past its deadline.
+   */
+  async announce(record: SessionRecord, readSince = -Infinity): Promise<boolean> {
     const payload = { kind: GUARD_KIND } as unknown as AdapterPayload;
     const origins = originsOf(record).filter((origin) => !('accessGrantId' in origin || 'parentSessionId' in origin));
-    return Promise.all(origins.map((origin) => this.#adapter.upsert(announcementOf(origin), payload, MARK_SECONDS)));
+    const ids = origins.map(announcementOf);
+    if (ids.every((id) => this.#standing(id, readSince))) return false;
+    const sentAt = Date.now();
+    await Promise.all(ids.map((id) => this.#adapter.upsert(id, payload, MARK_SECONDS)));
+    for (const id of ids) this.#announced.set(id, { sentAt, confirmedAt: Date.now() });
+    return true;
+  }
+
+  /** Whether this store's announcement `id` was confirmed before `readSince` and is kept past that exchange's deadline. */
+  #standing(id: string, readSince: number): boolean {
+    const times = this.#announced.get(id);
+    return !!times && times.confirmedAt < readSince && times.sentAt > readSince - ANNOUNCEMENT_STANDS_MS;
   }
 
   async find(id: string): Promise<SessionRecord | undefined> {
