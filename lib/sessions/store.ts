@@ -137,23 +137,19 @@ export class SessionStore {
     return saved.outcome === 'saved';
   }
 
-  /**
-   * Announces the user's origins `record` commits from (Invariant 23): true when the exchange must read them again,
-   * false when this store had each announced before `readSince` (the exchange's first read), standing past its deadline.
-   */
+  /** Announces `record`'s origins (Invariant 23): false, writing nothing, when each stands from before `readSince`. */
   async announce(record: SessionRecord, readSince = -Infinity): Promise<boolean> {
     const payload = { kind: GUARD_KIND } as unknown as AdapterPayload;
     const origins = originsOf(record).filter((origin) => !('accessGrantId' in origin || 'parentSessionId' in origin));
     const ids = origins.map(announcementOf);
-    if (ids.every((id) => this.#standing(id, readSince))) return false;
+    if (ids.every((id) => this.#confirmedBefore(id, readSince))) return false;
     const sentAt = Date.now();
     await Promise.all(ids.map((id) => this.#adapter.upsert(id, payload, MARK_SECONDS)));
     for (const id of ids) this.#announced.set(id, { sentAt, confirmedAt: Date.now() });
     return true;
   }
 
-  /** Whether this store's announcement `id` was confirmed before `readSince` and is kept past that exchange's deadline. */
-  #standing(id: string, readSince: number): boolean {
+  #confirmedBefore(id: string, readSince: number): boolean {
     const times = this.#announced.get(id);
     return !!times && times.confirmedAt < readSince && times.sentAt > readSince - ANNOUNCEMENT_STANDS_MS;
   }
