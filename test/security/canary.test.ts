@@ -1191,7 +1191,10 @@ describe('canary: no token value or secret leaves its place', function () {
       const refreshTokenRefusals: Array<[string, Record<string, string>]> = [
         ['refresh token of another client', await refreshTokenOf(CLIENTS.customer)],
         ['refresh token unknown', { ...held, subject_token: `${held.subject_token.slice(0, -4)}AAAA` }],
-        ['refresh token, scope wider', held],
+        [
+          'refresh token named an ID token',
+          { ...held, subject_token_type: 'urn:ietf:params:oauth:token-type:id_token' },
+        ],
       ];
       for (const [label, params] of refreshTokenRefusals) {
         expect((await ask(label, params)).status, label).to.equal(400);
