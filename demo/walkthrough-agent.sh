@@ -55,7 +55,7 @@ ORDERS_TOKEN=$(printf '%s' "$RESPONSE" | json access_token)
 echo '# 4. The orders API, with that token'
 curl -sS -H "Authorization: Bearer $ORDERS_TOKEN" "$ORDERS/api/orders"; echo
 
-echo "# 5. Once the ID token is old: the refresh token for a second ID-JAG (no scope: it may not exceed the refresh token's), redeemed, and the orders API"
+echo "# 5. Once the ID token is old: the refresh token for a second ID-JAG (scope orders:read, the orders application's), redeemed, and the orders API"
 RESPONSE=$(curl -sS -u "$AGENT" "$IDENTITY/oidc/token" \
   -d grant_type=urn:ietf:params:oauth:grant-type:token-exchange \
   -d requested_token_type=urn:ietf:params:oauth:token-type:id-jag \

@@ -10,6 +10,11 @@ declare module 'oidc-provider/lib/helpers/grants.js' {
   export const buildTokenResponse: (...args: unknown[]) => Record<string, unknown>;
 }
 
+declare module 'oidc-provider/lib/helpers/revoke.js' {
+  const revoke: (ctx: unknown, grantId: string) => Promise<void>;
+  export default revoke;
+}
+
 declare module 'oidc-provider/lib/helpers/weak_cache.js' {
   const instance: (provider: object) => unknown;
   export default instance;

@@ -4,6 +4,7 @@ import * as grants from 'oidc-provider/lib/helpers/grants.js';
 import * as providerDefaults from 'oidc-provider/lib/helpers/defaults.js';
 import { checkSessionBinding } from 'oidc-provider/lib/models/token_helpers.js';
 import instance from 'oidc-provider/lib/helpers/weak_cache.js';
+import revoke from 'oidc-provider/lib/helpers/revoke.js';
 import { sign as signJwt } from 'oidc-provider/lib/helpers/jwt.js';
 import { errors } from 'oidc-provider';
 import type {
@@ -36,6 +37,7 @@ function assertInternals(): void {
       .map((name) => `helpers/grants.js ${name}`),
     ...(typeof checkSessionBinding === 'function' ? [] : ['models/token_helpers.js checkSessionBinding']),
     ...(typeof instance === 'function' ? [] : ['helpers/weak_cache.js (default export)']),
+    ...(typeof revoke === 'function' ? [] : ['helpers/revoke.js (default export)']),
     ...(typeof signJwt === 'function' ? [] : ['helpers/jwt.js sign']),
     ...(typeof providerDefaults.defaults?.clockTolerance === 'number' ? [] : ['helpers/defaults.js clockTolerance']),
   ];
@@ -197,6 +199,11 @@ export function resolveRequestedResources(ctx: KoaContextWithOIDC): Promise<Reso
 /** Refuses scopes the client's own `scope` metadata does not allow. */
 export function validateClientScope(ctx: KoaContextWithOIDC, scopes: Iterable<string>): void {
   grants.validateClientScope(ctx.oidc.provider, ctx, new Set(scopes));
+}
+
+/** oidc-provider's revocation of a grant: its tokens, the Grant as `revokeGrantPolicy` says, `grant.revoked` emitted. */
+export function revokeGrant(ctx: KoaContextWithOIDC, grantId: string): Promise<void> {
+  return revoke(ctx, grantId);
 }
 
 export function validateDpop(ctx: KoaContextWithOIDC): Promise<DpopProof | undefined> {

@@ -293,26 +293,25 @@ async function refreshTokenSubject(ctx: KoaContextWithOIDC, params: ExchangePara
   const { provider, client } = ctx.oidc;
   if (!client!.grantTypeAllowed('refresh_token')) throw refuse.unauthorizedClient('this client uses no refresh token');
   // OpenID Connect Core 8.1: a pairwise client never learns the account id its refresh token names.
-  if (client!.subjectType === 'pairwise') throw refuse.invalidGrant("a pairwise client's subject is not passed on");
+  if (client!.subjectType === 'pairwise') throw refuse.invalidRequest("a pairwise client's subject is not passed on");
   // `find` has no unknown, expired or revoked token, nor one that ended with its sign-in (`expiresWithSession`).
   const token = await provider.RefreshToken.find(params.subject_token);
   if (!token || token.clientId !== client!.clientId)
-    throw refuse.invalidGrant('subject_token is not a valid refresh token of this client');
+    throw refuse.invalidRequest('subject_token is not a valid refresh token of this client');
   if (token.jkt !== undefined && token.jkt !== dpop?.thumbprint)
-    throw refuse.invalidGrant('subject_token is bound to a DPoP key this request does not prove');
+    throw refuse.invalidRequest('subject_token is bound to a DPoP key this request does not prove');
   // Only a public or attesting client's refresh token is bound so; checks not made here refuse it.
   if (token['x5t#S256'] !== undefined || token.attestationJkt !== undefined)
-    throw refuse.invalidGrant('subject_token is bound to a client certificate or attestation, not accepted here');
+    throw refuse.invalidRequest('subject_token is bound to a client certificate or attestation, not accepted here');
   const { grantId } = token;
-  if (token.consumed && grantId) {
-    // As the refresh_token grant: a rotated refresh token presented again ends its grant's tokens and the grant.
-    await Promise.all([provider.AccessToken, provider.RefreshToken].map((model) => model.revokeByGrantId(grantId)));
-    await provider.Grant.adapter.destroy(grantId);
+  if (token.consumed) {
+    // As the refresh_token grant: a rotated refresh token presented again revokes its grant (and `grant.revoked`).
+    if (grantId) await internals.revokeGrant(ctx, grantId);
+    throw refuse.invalidRequest('subject_token is not a valid refresh token of this client');
   }
-  if (token.consumed) throw refuse.invalidGrant('subject_token is not a valid refresh token of this client');
   const grant = grantId === undefined ? undefined : await provider.Grant.find(grantId);
   if (!grant || grant.clientId !== token.clientId || grant.accountId !== token.accountId)
-    throw refuse.invalidGrant("subject_token's grant has ended");
+    throw refuse.invalidRequest("subject_token's grant has ended");
   const signIn = { auth_time: token.authTime, acr: token.acr, amr: token.amr };
   return { sub: token.accountId, exp: token.exp ?? Infinity, signIn };
 }

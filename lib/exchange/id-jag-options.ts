@@ -50,7 +50,7 @@ export interface IdJagRedeemInput {
 /** Redeeming ID-JAGs with the jwt-bearer grant (docs/cross-app-access.md); nothing is accepted without it. */
 export interface IdJagOptions {
   trustedIssuers: TrustedIssuer[];
-  /** Decides each redemption before anything is spent: allow, refuse, or narrow the scopes (never widen). Default: allow. */
+  /** Decides each redemption before its `jti` is taken: allow, refuse, or narrow the scopes (never widen). Default: allow. */
   canRedeem?: ((input: IdJagRedeemInput) => ExchangeDecision | Promise<ExchangeDecision>) | undefined;
   /** Redemptions per hour by one client; one issuer's assertions, ten times that; beyond either, 429. Default 1,000. */
   maxRedemptionsPerClient?: number | undefined;

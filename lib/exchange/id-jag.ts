@@ -83,7 +83,7 @@ export function createIdJagHandler({ options, sessions, bus, claims: tokenClaims
     const token = newExchangeToken(ctx, { subject: accountId, scope: granted, resourceServer, dpop });
     token.gty = JWT_BEARER_GRANT;
     if (dpop) await internals.checkDpopReplay(ctx, dpop);
-    // `canRedeem`, then the decision point, before anything is spent: a refusal is the grant's `invalid_grant`.
+    // `canRedeem`, then the decision point, before the `jti` is taken or a share charged: a refusal is `invalid_grant`.
     const actor = claims.act ? { actor: claims.act.sub } : {};
     const asked = { clientId: client.clientId, subject: accountId, ...actor, issuer: claims.iss, scope: granted };
     const input: IdJagRedeemInput = Object.freeze({ ...asked, resource: resourceServer.identifier() });
@@ -139,7 +139,7 @@ function sessionOf(claims: IdJagClaims, subject: string, resource: string, scope
   } satisfies SessionRecord;
 }
 
-/** An ID-JAG's event, issued or redeemed, told from its session (its actor, when one acts); an issue names the ID token it attests. */
+/** An ID-JAG's event, issued or redeemed, told from its session (its actor, when one acts); an issue names the token it attests. */
 export function idJagEvent(name: IdJagEventName, session: SessionRecord): ImpersonationEvent<IdJagEventName> {
   return {
     name,

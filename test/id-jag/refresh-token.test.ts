@@ -210,10 +210,10 @@ describe('ID-JAG issuance from a refresh token: the draft, over HTTP', function 
       stored.jkt = key.thumbprint;
       await stored.save();
       const bound = /bound to a DPoP key/;
-      await refused(refreshToken, 'invalid_grant', bound);
+      await refused(refreshToken, 'invalid_request', bound);
       const other = await DpopKey.generate();
       const withOther = await requestIdJag(refreshToken, {}, { dpop: await other.proof(`${idp.base}/token`) });
-      expectError(withOther, 400, 'invalid_grant', bound);
+      expectError(withOther, 400, 'invalid_request', bound);
       const reply = await requestIdJag(refreshToken, {}, { dpop: await key.proof(`${idp.base}/token`) });
       expect(reply.status, JSON.stringify(reply.body)).to.equal(200);
       expect(decodeJwt(reply.body['access_token'] as string)['cnf']).to.deep.equal({ jkt: key.thumbprint });
@@ -221,40 +221,40 @@ describe('ID-JAG issuance from a refresh token: the draft, over HTTP', function 
   });
 
   describe('refusals, each with its code', () => {
-    it('a refresh token bound to a client certificate or an attestation key, not checked here: invalid_grant', async () => {
+    it('a refresh token bound to a client certificate or an attestation key, not checked here: invalid_request', async () => {
       for (const binding of [{ 'x5t#S256': 'c2VydGlmaWNhdGU' }, { attestationJkt: 'YXR0ZXN0YXRpb24' }]) {
         const refreshToken = await refreshTokenOf();
         const stored = (await idp.provider.RefreshToken.find(refreshToken))!;
         Object.assign(stored, binding);
         await stored.save();
-        await refused(refreshToken, 'invalid_grant', /bound to a client certificate or attestation/);
+        await refused(refreshToken, 'invalid_request', /bound to a client certificate or attestation/);
       }
     });
 
-    it('another client’s refresh token: invalid_grant', async () => {
+    it('another client’s refresh token: invalid_request', async () => {
       const theirs = await refreshTokenOf(OTHER_AGENT);
-      await refused(theirs, 'invalid_grant', /not a valid refresh token of this client/);
+      await refused(theirs, 'invalid_request', /not a valid refresh token of this client/);
     });
 
-    it('an unknown token, or another kind of token named a refresh token: invalid_grant', async () => {
+    it('an unknown token, or another kind of token named a refresh token: invalid_request', async () => {
       const invalid = /not a valid refresh token of this client/;
-      await refused('not-a-refresh-token', 'invalid_grant', invalid);
+      await refused('not-a-refresh-token', 'invalid_request', invalid);
       // Text no store can keep under its own name is looked up as any other, never a 500.
-      await refused('not\u0000stored\ud800', 'invalid_grant', invalid);
+      await refused('not\u0000stored\ud800', 'invalid_request', invalid);
       const { idToken, accessToken } = await userSignIn(idp, 'alice', { client: AGENT, scope: 'openid' });
-      await refused(idToken!, 'invalid_grant', invalid);
-      await refused(accessToken, 'invalid_grant', invalid);
-      await refused(await userAccessToken(idp, 'alice', { client: AGENT, resource: API }), 'invalid_grant', invalid);
+      await refused(idToken!, 'invalid_request', invalid);
+      await refused(accessToken, 'invalid_request', invalid);
+      await refused(await userAccessToken(idp, 'alice', { client: AGENT, resource: API }), 'invalid_request', invalid);
     });
 
-    it('an expired refresh token: invalid_grant', async () => {
+    it('an expired refresh token: invalid_request', async () => {
       refreshTokenTtl = 1;
       const refreshToken = await refreshTokenOf();
       await sleep(2100);
-      await refused(refreshToken, 'invalid_grant', /not a valid refresh token of this client/);
+      await refused(refreshToken, 'invalid_request', /not a valid refresh token of this client/);
     });
 
-    it('a revoked refresh token: invalid_grant', async () => {
+    it('a revoked refresh token: invalid_request', async () => {
       const refreshToken = await refreshTokenOf();
       const revocation = await fetch(`${idp.base}/token/revocation`, {
         method: 'POST',
@@ -262,29 +262,36 @@ describe('ID-JAG issuance from a refresh token: the draft, over HTTP', function 
         body: new URLSearchParams({ token: refreshToken, token_type_hint: 'refresh_token' }),
       });
       expect(revocation.status).to.equal(200);
-      await refused(refreshToken, 'invalid_grant', /not a valid refresh token of this client/);
+      await refused(refreshToken, 'invalid_request', /not a valid refresh token of this client/);
     });
 
-    it('a refresh token consumed by its rotation at the refresh_token grant: invalid_grant', async () => {
+    it('a refresh token consumed by its rotation at the refresh_token grant: invalid_request', async () => {
       const refreshToken = await refreshTokenOf();
       const rotated = await refreshGrant(refreshToken);
       expect(rotated.status, JSON.stringify(rotated.body)).to.equal(200);
       expect(rotated.body['refresh_token']).to.be.a('string').and.not.equal(refreshToken);
-      await refused(refreshToken, 'invalid_grant', /not a valid refresh token of this client/);
+      const { grantId } = (await idp.provider.RefreshToken.find(refreshToken))!;
+      const revokedGrants: string[] = [];
+      const onRevoked = (_ctx: unknown, id: string) => revokedGrants.push(id);
+      idp.provider.on('grant.revoked', onRevoked);
+      await refused(refreshToken, 'invalid_request', /not a valid refresh token of this client/);
+      idp.provider.off('grant.revoked', onRevoked);
+      // Announced as oidc-provider announces it: the plugin then ends the sessions begun from that grant.
+      expect(revokedGrants).to.deep.equal([grantId]);
       // As the refresh_token grant: the rotated token presented again ends the grant, and the token that replaced it.
       await refused(
         rotated.body['refresh_token'] as string,
-        'invalid_grant',
+        'invalid_request',
         /not a valid refresh token of this client/,
       );
       expect((await refreshGrant(rotated.body['refresh_token'] as string)).body).to.include({ error: 'invalid_grant' });
     });
 
-    it('a refresh token whose grant has ended: invalid_grant', async () => {
+    it('a refresh token whose grant has ended: invalid_request', async () => {
       const refreshToken = await refreshTokenOf();
       const { grantId } = (await idp.provider.RefreshToken.find(refreshToken))!;
       await (await idp.provider.Grant.find(grantId!))!.destroy();
-      await refused(refreshToken, 'invalid_grant', /grant has ended/);
+      await refused(refreshToken, 'invalid_request', /grant has ended/);
     });
 
     it("the ID-JAG's scope is the other server's: not bounded by the refresh token's", async () => {
@@ -294,10 +301,10 @@ describe('ID-JAG issuance from a refresh token: the draft, over HTTP', function 
       expect(decodeJwt(issued.body['access_token'] as string)).to.include({ scope: 'chat.read' });
     });
 
-    it("a pairwise client's refresh token: invalid_grant, its user's account id never told", async () => {
+    it("a pairwise client's refresh token: invalid_request, its user's account id never told", async () => {
       const refreshToken = await refreshTokenOf(PAIRWISE_AGENT);
       const reply = await requestIdJag(refreshToken, {}, {}, PAIRWISE_AGENT);
-      expectError(reply, 400, 'invalid_grant', /pairwise client's subject is not passed on/);
+      expectError(reply, 400, 'invalid_request', /pairwise client's subject is not passed on/);
       expect(JSON.stringify(reply.body)).not.to.include('alice');
     });
 
