@@ -5,17 +5,15 @@
  * the revocation feed, an opaque token inactive at once).
  */
 import { expect } from 'chai';
-import type { ClientMetadata } from 'oidc-provider';
 import { EVENTS, onImpersonationEvent, type ImpersonationEvent } from '../../lib/index.js';
-import { ID_JAG_TOKEN_TYPE, ID_TOKEN_TYPE } from '../../lib/exchange/id-jag-issuance.js';
 import { askForSubjectToken, startApprovalProvider } from '../support/approvals.js';
+import { agentAtIdp, exchangeForIdJag } from '../support/id-jag.js';
 import { adminToken, exchangeAsActor, impersonate, SESSIONS, type Impersonation } from '../support/impersonations.js';
 import {
   apiRequest,
   decodeJwt,
   expectError,
   introspect,
-  tokenRequest,
   userAccessToken,
   userSignIn,
   type Reply,
@@ -27,8 +25,6 @@ import {
   CUSTOMER_SCOPE,
   FIXTURE_CLIENTS,
   OPAQUE_API,
-  REDIRECT_URI,
-  TOKEN_EXCHANGE,
   type TestProvider,
 } from '../support/provider.js';
 
@@ -36,14 +32,7 @@ const CUSTOMER_SESSIONS = '/api/support-access/sessions';
 /** The other application's authorization server, which the agent's ID-JAGs are for. */
 const ORDERS = 'https://orders.example.com';
 const AGENT = { client_id: 'orders-assistant', client_secret: 'orders-assistant-secret' };
-const AGENT_AT_IDP: ClientMetadata = {
-  ...AGENT,
-  token_endpoint_auth_method: 'client_secret_basic',
-  grant_types: ['authorization_code', TOKEN_EXCHANGE],
-  response_types: ['code'],
-  redirect_uris: [REDIRECT_URI],
-  id_jag_audiences: ORDERS,
-};
+const AGENT_AT_IDP = agentAtIdp(AGENT, ORDERS);
 
 type Item = Record<string, unknown>;
 const idsOf = (reply: Reply) => (reply.body['items'] as Item[]).map((item) => item['id']);
@@ -182,17 +171,7 @@ describe("customer API: the customer's sessions", function () {
 
   it('lists and ends an ID-JAG issued for the customer: an agent of a client acting at an application', async () => {
     const { idToken } = await userSignIn(tp, 'bob', { client: AGENT, scope: 'openid' });
-    const issued = await tokenRequest(
-      tp,
-      {
-        grant_type: TOKEN_EXCHANGE,
-        requested_token_type: ID_JAG_TOKEN_TYPE,
-        subject_token: idToken!,
-        subject_token_type: ID_TOKEN_TYPE,
-        audience: ORDERS,
-      },
-      AGENT,
-    );
+    const issued = await exchangeForIdJag(tp, AGENT, { subject_token: idToken!, audience: ORDERS });
     expect(issued.status, JSON.stringify(issued.body)).to.equal(200);
     const assertion = decodeJwt(issued.body['access_token'] as string);
     const session = assertion['impersonation_session'] as string;

@@ -154,6 +154,16 @@ async function callOrders(demo: Demo, token: string): Promise<Reply> {
   return { status: response.status, body: (await response.json()) as Record<string, unknown> };
 }
 
+/** The orders API's answer to `token`, asked again until it refuses it or two seconds have passed since `stopped`. */
+async function ordersAnswerAfterStop(demo: Demo, token: string, stopped: number): Promise<Reply> {
+  let answer = await callOrders(demo, token);
+  while (answer.status === 200 && Date.now() - stopped < scaled(2000)) {
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    answer = await callOrders(demo, token);
+  }
+  return answer;
+}
+
 describe('demo: an agent acts for dave at the orders application (ID-JAG)', function () {
   this.timeout(30_000);
   let demo: Demo;
@@ -333,11 +343,7 @@ describe('demo: an agent acts for dave at the orders application (ID-JAG)', func
       expect(ended.status).to.equal(303);
     }
     const stopped = Date.now();
-    let refused: Reply = await callOrders(demo, token);
-    while (refused.status === 200 && Date.now() - stopped < scaled(2000)) {
-      await new Promise((resolve) => setTimeout(resolve, 50));
-      refused = await callOrders(demo, token);
-    }
+    const refused = await ordersAnswerAfterStop(demo, token, stopped);
     expect(refused.status, `after ${Date.now() - stopped} ms`).to.equal(401);
     expect(refused.body['error']).to.equal('invalid_token');
     expect(lines).to.satisfy((all: string[]) =>
@@ -447,11 +453,7 @@ describe('demo: an agent acts for dave at the orders application (ID-JAG)', func
     expect(page).to.include('id="agents-empty"');
 
     for (const token of tokens) {
-      let refused: Reply = await callOrders(demo, token);
-      while (refused.status === 200 && Date.now() - stopped < scaled(2000)) {
-        await new Promise((resolve) => setTimeout(resolve, 50));
-        refused = await callOrders(demo, token);
-      }
+      const refused = await ordersAnswerAfterStop(demo, token, stopped);
       expect(refused.status, `after ${Date.now() - stopped} ms`).to.equal(401);
       expect(refused.body['error']).to.equal('invalid_token');
     }

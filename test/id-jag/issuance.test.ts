@@ -30,7 +30,6 @@ import {
   API,
   CLIENTS,
   FIXTURE_CLIENTS,
-  REDIRECT_URI,
   startProvider,
   TOKEN_EXCHANGE,
   type TestProvider,
@@ -52,34 +51,17 @@ import { DpopKey } from '../support/dpop.js';
 import { startDecisionPoint, type DecisionPoint } from '../support/decision-point.js';
 import { scaled } from '../support/time.js';
 import { adminToken, revokeSession, SESSIONS, trailEvents } from '../support/impersonations.js';
+import { AGENT, agentAtIdp, CHAT, exchangeForIdJag, OTHER_AGENT, startChat } from '../support/id-jag.js';
 
-/** The other application's authorization server, as its issuer identifier. */
-const CHAT = 'https://chat.example.com';
 const CALENDAR = 'https://calendar.example.com';
-const AGENT = { client_id: 'chat-agent', client_secret: 'chat-agent-secret' };
 
 const AGENT_AT_IDP: ClientMetadata = {
-  ...AGENT,
-  token_endpoint_auth_method: 'client_secret_basic',
-  grant_types: ['authorization_code', TOKEN_EXCHANGE],
-  response_types: ['code'],
-  redirect_uris: [REDIRECT_URI],
-  id_jag_audiences: `${CHAT} ${CALENDAR}`,
+  ...agentAtIdp(AGENT, `${CHAT} ${CALENDAR}`),
   // The agent delegates too: a token it is issued so carries act, and is no identity of its own.
   token_exchange_delegation: API,
 };
 
-const OTHER_AGENT = { client_id: 'mail-agent', client_secret: 'mail-agent-secret' };
-
 const OTHER_AGENT_AT_IDP: ClientMetadata = { ...AGENT_AT_IDP, ...OTHER_AGENT };
-
-const AGENT_AT_CHAT: ClientMetadata = {
-  ...AGENT,
-  token_endpoint_auth_method: 'client_secret_basic',
-  grant_types: [JWT_BEARER_GRANT],
-  response_types: [],
-  redirect_uris: [],
-};
 
 const now = () => Math.floor(Date.now() / 1000);
 
@@ -110,12 +92,8 @@ describe('ID-JAG issuance (token exchange of an ID token): the draft, over HTTP'
     });
     onImpersonationEvent(idp.provider, EVENTS.idJagIssued, (event) => issued.push(event));
     jwks = (await (await fetch(`${idp.base}/jwks`)).json()) as JSONWebKeySet;
-    chat = await startProvider({
-      issuer: CHAT,
-      // The first provider's users are this one's: its `sub` is the local account.
-      plugin: { idJag: { trustedIssuers: [{ issuer: idp.issuer, jwks, accountOf: ({ sub }) => sub }] } },
-      configuration: { clients: [...FIXTURE_CLIENTS, AGENT_AT_CHAT] },
-    });
+    // The first provider's users are this one's: its `sub` is the local account.
+    chat = await startChat(idp, jwks);
     idToken = (await userSignIn(idp, 'alice', { client: AGENT, scope: 'openid' })).idToken!;
   });
   after(async () => {
@@ -128,18 +106,7 @@ describe('ID-JAG issuance (token exchange of an ID token): the draft, over HTTP'
     client: { client_id: string; client_secret?: string } = AGENT,
     on: TestProvider = idp,
   ): Promise<Reply> {
-    return tokenRequest(
-      on,
-      {
-        grant_type: TOKEN_EXCHANGE,
-        requested_token_type: ID_JAG_TOKEN_TYPE,
-        subject_token: idToken,
-        subject_token_type: ID_TOKEN_TYPE,
-        audience: CHAT,
-        ...params,
-      },
-      client,
-    );
+    return exchangeForIdJag(on, client, { subject_token: idToken, audience: CHAT, ...params });
   }
 
   /** An ID token signed with the provider's own key, as the test says: expired, of another issuer, another user. */
@@ -465,18 +432,10 @@ describe('ID-JAG issuance (token exchange of an ID token): the draft, over HTTP'
       const key = await DpopKey.generate();
       const proof = await key.proof(`${idp.base}/token`);
       const ask = () =>
-        tokenRequest(
+        exchangeForIdJag(
           idp,
-          {
-            grant_type: TOKEN_EXCHANGE,
-            requested_token_type: ID_JAG_TOKEN_TYPE,
-            subject_token: idToken,
-            subject_token_type: ID_TOKEN_TYPE,
-            audience: CHAT,
-            resource: API,
-            scope: 'profile:read',
-          },
           AGENT,
+          { subject_token: idToken, audience: CHAT, resource: API, scope: 'profile:read' },
           { dpop: proof },
         );
       const reply = await ask();
@@ -559,18 +518,7 @@ describe('ID-JAG issuance asked of an AuthZEN decision point (authzen), after ca
   });
 
   const idJagAt = (tp: TestProvider, token: string, params: Record<string, string> = {}) =>
-    tokenRequest(
-      tp,
-      {
-        grant_type: TOKEN_EXCHANGE,
-        requested_token_type: ID_JAG_TOKEN_TYPE,
-        subject_token: token,
-        subject_token_type: ID_TOKEN_TYPE,
-        audience: CHAT,
-        ...params,
-      },
-      AGENT,
-    );
+    exchangeForIdJag(tp, AGENT, { subject_token: token, audience: CHAT, ...params });
 
   it('asks issue-id-jag of the scopes canIssue let through: the client, the user, the audience, resources; allowed, issued', async () => {
     const reply = await idJagAt(idp, idToken, {
@@ -674,18 +622,7 @@ describe('ID-JAG issuance: shares and options', function () {
     });
     try {
       const idToken = (await userSignIn(tp, 'bob', { client: AGENT, scope: 'openid' })).idToken!;
-      const ask = () =>
-        tokenRequest(
-          tp,
-          {
-            grant_type: TOKEN_EXCHANGE,
-            requested_token_type: ID_JAG_TOKEN_TYPE,
-            subject_token: idToken,
-            subject_token_type: ID_TOKEN_TYPE,
-            audience: CHAT,
-          },
-          AGENT,
-        );
+      const ask = () => exchangeForIdJag(tp, AGENT, { subject_token: idToken, audience: CHAT });
       expect((await ask()).status).to.equal(200);
       expect((await ask()).status).to.equal(200);
       const third = await ask();
@@ -698,17 +635,7 @@ describe('ID-JAG issuance: shares and options', function () {
       expect(Number(third.headers.get('retry-after'))).to.be.within(1, 3600);
       // The share is the user's at this client: the user's other agents still get theirs.
       const other = (await userSignIn(tp, 'bob', { client: OTHER_AGENT, scope: 'openid' })).idToken!;
-      const theirs = await tokenRequest(
-        tp,
-        {
-          grant_type: TOKEN_EXCHANGE,
-          requested_token_type: ID_JAG_TOKEN_TYPE,
-          subject_token: other,
-          subject_token_type: ID_TOKEN_TYPE,
-          audience: CHAT,
-        },
-        OTHER_AGENT,
-      );
+      const theirs = await exchangeForIdJag(tp, OTHER_AGENT, { subject_token: other, audience: CHAT });
       expect(theirs.status, JSON.stringify(theirs.body)).to.equal(200);
     } finally {
       await tp.close();

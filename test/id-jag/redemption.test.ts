@@ -37,6 +37,7 @@ import { suiteAdapterKind } from '../support/adapters.js';
 import { DpopKey } from '../support/dpop.js';
 import { startDecisionPoint, type DecisionPoint } from '../support/decision-point.js';
 import { scaled } from '../support/time.js';
+import { agentAtRedeemer } from '../support/id-jag.js';
 
 const IDP = 'https://idp.example.com';
 const AGENT = { client_id: 'orders-agent', client_secret: 'orders-agent-secret' };
@@ -44,19 +45,10 @@ const OTHER_AGENT = { client_id: 'other-agent', client_secret: 'other-agent-secr
 const PUBLIC_AGENT = { client_id: 'public-agent' };
 const DPOP_AGENT = { client_id: 'dpop-agent', client_secret: 'dpop-agent-secret' };
 
-/** A confidential client that may use the jwt-bearer grant. */
-const confidential = (client: { client_id: string; client_secret: string }): ClientMetadata => ({
-  ...client,
-  token_endpoint_auth_method: 'client_secret_basic',
-  grant_types: [JWT_BEARER_GRANT],
-  response_types: [],
-  redirect_uris: [],
-});
-
 const AGENT_CLIENTS: ClientMetadata[] = [
-  confidential(AGENT),
-  confidential(OTHER_AGENT),
-  { ...confidential(DPOP_AGENT), dpop_bound_access_tokens: true },
+  agentAtRedeemer(AGENT),
+  agentAtRedeemer(OTHER_AGENT),
+  { ...agentAtRedeemer(DPOP_AGENT), dpop_bound_access_tokens: true },
   {
     ...PUBLIC_AGENT,
     token_endpoint_auth_method: 'none',
@@ -375,7 +367,7 @@ describe('ID-JAG redemption (jwt-bearer grant): RFC 7523 3 and the draft, over H
             maxRedemptionsPerClient: 1,
           },
         },
-        configuration: { clients: [...FIXTURE_CLIENTS, ...agents.map(confidential)] },
+        configuration: { clients: [...FIXTURE_CLIENTS, ...agents.map(agentAtRedeemer)] },
       });
       const by = (client: (typeof agents)[number], iss = IDP) =>
         idJag({ client_id: client.client_id, iss }, {}, bounded.issuer).then((assertion) =>

@@ -5,18 +5,11 @@
  */
 import { createHash } from 'node:crypto';
 import { expect } from 'chai';
-import type { ClientMetadata } from 'oidc-provider';
+import type { JSONWebKeySet } from 'jose';
 import { createMemoryAuditLog, EVENTS, onImpersonationEvent, type ImpersonationEvent } from '../../lib/index.js';
 import { JWT_BEARER_GRANT } from '../../lib/exchange/id-jag.js';
 import { ID_JAG_TOKEN_TYPE, ID_TOKEN_TYPE, REFRESH_TOKEN_TYPE } from '../../lib/exchange/id-jag-issuance.js';
-import {
-  API,
-  FIXTURE_CLIENTS,
-  REDIRECT_URI,
-  startProvider,
-  TOKEN_EXCHANGE,
-  type TestProvider,
-} from '../support/provider.js';
+import { API, FIXTURE_CLIENTS, startProvider, TOKEN_EXCHANGE, type TestProvider } from '../support/provider.js';
 import {
   basic,
   decodeJwt,
@@ -28,31 +21,14 @@ import {
   type Reply,
 } from '../support/http.js';
 import { DpopKey } from '../support/dpop.js';
+import { AGENT, agentAtIdp, CHAT, exchangeForIdJag, OTHER_AGENT, startChat } from '../support/id-jag.js';
 
-const CHAT = 'https://chat.example.com';
-const AGENT = { client_id: 'chat-agent', client_secret: 'chat-agent-secret' };
-const OTHER_AGENT = { client_id: 'mail-agent', client_secret: 'mail-agent-secret' };
 /** Its ID tokens name a pairwise `sub`; this provider's account ids are never told to it. */
 const PAIRWISE_AGENT = { client_id: 'pairwise-agent', client_secret: 'pairwise-agent-secret' };
 /** Holds refresh tokens (the deployment's `issueRefreshToken` gives them) without the refresh_token grant. */
 const NO_REFRESH_AGENT = { client_id: 'no-refresh-agent', client_secret: 'no-refresh-agent-secret' };
 
-const AGENT_AT_IDP: ClientMetadata = {
-  ...AGENT,
-  token_endpoint_auth_method: 'client_secret_basic',
-  grant_types: ['authorization_code', 'refresh_token', TOKEN_EXCHANGE],
-  response_types: ['code'],
-  redirect_uris: [REDIRECT_URI],
-  id_jag_audiences: CHAT,
-};
-
-const AGENT_AT_CHAT: ClientMetadata = {
-  ...AGENT,
-  token_endpoint_auth_method: 'client_secret_basic',
-  grant_types: [JWT_BEARER_GRANT],
-  response_types: [],
-  redirect_uris: [],
-};
+const AGENT_AT_IDP = agentAtIdp(AGENT, CHAT, ['authorization_code', 'refresh_token', TOKEN_EXCHANGE]);
 
 const SCOPE = 'openid offline_access profile:read';
 
@@ -100,12 +76,8 @@ describe('ID-JAG issuance from a refresh token: the draft, over HTTP', function 
       },
     });
     onImpersonationEvent(idp.provider, EVENTS.idJagIssued, (event) => issued.push(event));
-    const jwks = await (await fetch(`${idp.base}/jwks`)).json();
-    chat = await startProvider({
-      issuer: CHAT,
-      plugin: { idJag: { trustedIssuers: [{ issuer: idp.issuer, jwks, accountOf: ({ sub }) => sub }] } },
-      configuration: { clients: [...FIXTURE_CLIENTS, AGENT_AT_CHAT] },
-    });
+    const jwks = (await (await fetch(`${idp.base}/jwks`)).json()) as JSONWebKeySet;
+    chat = await startChat(idp, jwks);
   });
   afterEach(() => {
     refreshTokenTtl = 3600;
@@ -128,17 +100,10 @@ describe('ID-JAG issuance from a refresh token: the draft, over HTTP', function 
     headers: Record<string, string> = {},
     client: ClientCredentials = AGENT,
   ): Promise<Reply> {
-    return tokenRequest(
+    return exchangeForIdJag(
       idp,
-      {
-        grant_type: TOKEN_EXCHANGE,
-        requested_token_type: ID_JAG_TOKEN_TYPE,
-        subject_token: refreshToken,
-        subject_token_type: REFRESH_TOKEN_TYPE,
-        audience: CHAT,
-        ...params,
-      },
       client,
+      { subject_token: refreshToken, subject_token_type: REFRESH_TOKEN_TYPE, audience: CHAT, ...params },
       headers,
     );
   }

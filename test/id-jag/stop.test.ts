@@ -10,26 +10,16 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { expect } from 'chai';
 import { importJWK, SignJWT, type JSONWebKeySet } from 'jose';
-import Provider, { type ClientMetadata } from 'oidc-provider';
+import Provider from 'oidc-provider';
 import { createImpersonation, createMemoryAdapter, type IdJagOptions } from '../../lib/index.js';
 import { JWT_BEARER_GRANT } from '../../lib/exchange/id-jag.js';
-import { ID_JAG_TOKEN_TYPE, ID_TOKEN_TYPE } from '../../lib/exchange/id-jag-issuance.js';
 import {
   createImpersonationVerifier,
   ImpersonationTokenError,
   type ImpersonationVerifier,
 } from '../../lib/resource-server/index.js';
 import { FIXTURE_JWKS } from '../../fixtures/keys.js';
-import {
-  API,
-  FIXTURE_CLIENTS,
-  MANAGEMENT,
-  OPAQUE_API,
-  REDIRECT_URI,
-  startProvider,
-  TOKEN_EXCHANGE,
-  type TestProvider,
-} from '../support/provider.js';
+import { API, FIXTURE_CLIENTS, MANAGEMENT, OPAQUE_API, startProvider, type TestProvider } from '../support/provider.js';
 import { apiRequest, decodeJwt, expectError, introspect, tokenRequest, userSignIn } from '../support/http.js';
 import { adminToken, revokeSession, SESSIONS } from '../support/impersonations.js';
 import { suiteAdapterKind } from '../support/adapters.js';
@@ -44,26 +34,10 @@ import {
 } from '../support/ssf.js';
 import { scaled } from '../support/time.js';
 import { MINIMAL_CONFIGURATION } from '../support/keys.js';
+import { AGENT, agentAtIdp, agentAtRedeemer, CHAT, exchangeForIdJag } from '../support/id-jag.js';
 
-const CHAT = 'https://chat.example.com';
-const AGENT = { client_id: 'chat-agent', client_secret: 'chat-agent-secret' };
-
-const AGENT_AT_IDP: ClientMetadata = {
-  ...AGENT,
-  token_endpoint_auth_method: 'client_secret_basic',
-  grant_types: ['authorization_code', TOKEN_EXCHANGE],
-  response_types: ['code'],
-  redirect_uris: [REDIRECT_URI],
-  id_jag_audiences: CHAT,
-};
-
-const AGENT_AT_CHAT: ClientMetadata = {
-  ...AGENT,
-  token_endpoint_auth_method: 'client_secret_basic',
-  grant_types: [JWT_BEARER_GRANT],
-  response_types: [],
-  redirect_uris: [],
-};
+const AGENT_AT_IDP = agentAtIdp(AGENT, CHAT);
+const AGENT_AT_CHAT = agentAtRedeemer(AGENT);
 
 const now = () => Math.floor(Date.now() / 1000);
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -156,19 +130,7 @@ describe('ID-JAG stop: a stop at the issuer ends the tokens redeemed for it, ove
   }
 
   async function issue(resource = API, scope = 'profile:read'): Promise<string> {
-    const reply = await tokenRequest(
-      idp,
-      {
-        grant_type: TOKEN_EXCHANGE,
-        requested_token_type: ID_JAG_TOKEN_TYPE,
-        subject_token: idToken,
-        subject_token_type: ID_TOKEN_TYPE,
-        audience: CHAT,
-        resource,
-        scope,
-      },
-      AGENT,
-    );
+    const reply = await exchangeForIdJag(idp, AGENT, { subject_token: idToken, audience: CHAT, resource, scope });
     expect(reply.status, JSON.stringify(reply.body)).to.equal(200);
     return reply.body['access_token'] as string;
   }

@@ -6,7 +6,6 @@
  */
 import { createHash } from 'node:crypto';
 import { expect } from 'chai';
-import type { ClientMetadata } from 'oidc-provider';
 import {
   createImpersonation,
   createMemoryAuditLog,
@@ -17,40 +16,17 @@ import {
   type ImpersonationEvent,
 } from '../../lib/index.js';
 import { JWT_BEARER_GRANT } from '../../lib/exchange/id-jag.js';
-import { ID_JAG_TOKEN_TYPE, ID_TOKEN_TYPE } from '../../lib/exchange/id-jag-issuance.js';
-import {
-  API,
-  FIXTURE_CLIENTS,
-  REDIRECT_URI,
-  startProvider,
-  TOKEN_EXCHANGE,
-  type TestProvider,
-} from '../support/provider.js';
+import { API, FIXTURE_CLIENTS, startProvider, type TestProvider } from '../support/provider.js';
 import { apiRequest, decodeJwt, expectError, tokenRequest, userSignIn, type Reply } from '../support/http.js';
 import { adminToken, SESSIONS, trailEvents } from '../support/impersonations.js';
+import { AGENT, agentAtIdp, agentAtRedeemer, CHAT, exchangeForIdJag } from '../support/id-jag.js';
 
-const CHAT = 'https://chat.example.com';
 const CALENDAR = 'https://calendar.example.com';
-const AGENT = { client_id: 'chat-agent', client_secret: 'chat-agent-secret' };
 /** The same agent as the chat application registered it. */
 const AGENT_AT_CHAT = { client_id: 'acme-chat-agent', client_secret: 'acme-chat-agent-secret' };
 
-const AGENT_AT_IDP: ClientMetadata = {
-  ...AGENT,
-  token_endpoint_auth_method: 'client_secret_basic',
-  grant_types: ['authorization_code', TOKEN_EXCHANGE],
-  response_types: ['code'],
-  redirect_uris: [REDIRECT_URI],
-  id_jag_audiences: `${CHAT} ${CALENDAR}`,
-};
-
-const CHAT_CLIENT: ClientMetadata = {
-  ...AGENT_AT_CHAT,
-  token_endpoint_auth_method: 'client_secret_basic',
-  grant_types: [JWT_BEARER_GRANT],
-  response_types: [],
-  redirect_uris: [],
-};
+const AGENT_AT_IDP = agentAtIdp(AGENT, `${CHAT} ${CALENDAR}`);
+const CHAT_CLIENT = agentAtRedeemer(AGENT_AT_CHAT);
 
 /** A pairwise-like subject: stable for one user at one audience, telling the audience nothing of the local account. */
 const pairwise = (subject: string, audience: string) =>
@@ -115,18 +91,7 @@ describe('ID-JAG issuance: the subject and client as the audience knows them (su
   });
 
   const requestIdJag = (user: string, params: Record<string, string> = {}): Promise<Reply> =>
-    tokenRequest(
-      idp,
-      {
-        grant_type: TOKEN_EXCHANGE,
-        requested_token_type: ID_JAG_TOKEN_TYPE,
-        subject_token: idTokens[user]!,
-        subject_token_type: ID_TOKEN_TYPE,
-        audience: CHAT,
-        ...params,
-      },
-      AGENT,
-    );
+    exchangeForIdJag(idp, AGENT, { subject_token: idTokens[user]!, audience: CHAT, ...params });
 
   it("signs the hook's claims, asked after canIssue with its scopes; the other side redeems by tenant and aud_sub", async () => {
     const reply = await requestIdJag('alice', {

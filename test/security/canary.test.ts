@@ -36,7 +36,6 @@ import {
   DOWNSTREAM_API,
   MANAGEMENT,
   OPAQUE_API,
-  REDIRECT_URI,
   TENANT_API,
   TOKEN_EXCHANGE,
   startProvider,
@@ -64,6 +63,7 @@ import { newCustomer, requestIdOf, REQUESTS, startApprovalProvider } from '../su
 import { apiRequest } from '../support/http.js';
 import { startDecisionPoint } from '../support/decision-point.js';
 import { inMemoryTelemetry, type InMemoryTelemetry } from '../support/telemetry.js';
+import { agentAtIdp, agentAtRedeemer, exchangeForIdJag } from '../support/id-jag.js';
 
 interface Seen {
   label: string;
@@ -1017,7 +1017,7 @@ describe('canary: no token value or secret leaves its place', function () {
       configuration: {
         clients: [
           ...FIXTURE_CLIENTS,
-          { ...agent, grant_types: [JWT_BEARER_GRANT], response_types: [], redirect_uris: [] },
+          agentAtRedeemer(agent),
           {
             client_id: 'canary-public-agent',
             token_endpoint_auth_method: 'none',
@@ -1107,13 +1107,7 @@ describe('canary: no token value or secret leaves its place', function () {
       configuration: {
         clients: [
           ...FIXTURE_CLIENTS,
-          {
-            ...agent,
-            grant_types: ['authorization_code', 'refresh_token', TOKEN_EXCHANGE],
-            response_types: ['code'],
-            redirect_uris: [REDIRECT_URI],
-            id_jag_audiences: audience,
-          },
+          agentAtIdp(agent, audience, ['authorization_code', 'refresh_token', TOKEN_EXCHANGE]),
         ],
       },
     });
@@ -1132,19 +1126,12 @@ describe('canary: no token value or secret leaves its place', function () {
       };
       const alice = await signIn('alice');
       const ask = async (label: string, params: Record<string, string>, client: ClientCredentials = agent) => {
-        const reply = await tokenRequest(
-          idp,
-          {
-            grant_type: TOKEN_EXCHANGE,
-            requested_token_type: 'urn:ietf:params:oauth:token-type:id-jag',
-            subject_token_type: 'urn:ietf:params:oauth:token-type:id_token',
-            subject_token: alice,
-            audience,
-            scope: 'chat.read',
-            ...params,
-          },
-          client,
-        );
+        const reply = await exchangeForIdJag(idp, client, {
+          subject_token: alice,
+          audience,
+          scope: 'chat.read',
+          ...params,
+        });
         canary.accessToken(reply.body['access_token'] as string | undefined);
         return canary.response(`ID-JAG issue ${label}`, reply, [reply.body['access_token'] as string | undefined]);
       };
