@@ -178,21 +178,18 @@ export function resolveOptions(input: ImpersonationOptions): ResolvedOptions {
   const ownIssuance = input.idJagIssuance === undefined ? undefined : resolveIdJagIssuanceOptions(input.idJagIssuance);
   const decisionPoint = applyDecisionPoint(input.authzen, options);
   const ownDelegation = resolveDelegationOptions(input.delegation);
+  const { authzen } = decisionPoint;
   // `canDelegate`, `canIssue`, `canRedeem`, each with the decision point (when there is one) asked after it.
-  const delegation = decisionPoint.authzen
+  const delegation = authzen
     ? Object.freeze({
         ...ownDelegation,
-        canDelegate: askedAfter(decisionPoint.authzen, ownDelegation.canDelegate, delegationEvaluation),
+        canDelegate: askedAfter(authzen, ownDelegation.canDelegate, delegationEvaluation),
       })
     : ownDelegation;
   const idJagIssuance =
-    ownIssuance && decisionPoint.authzen
-      ? Object.freeze({
-          ...ownIssuance,
-          canIssue: askedAfter(decisionPoint.authzen, ownIssuance.canIssue, issueEvaluation),
-        })
+    ownIssuance && authzen
+      ? Object.freeze({ ...ownIssuance, canIssue: askedAfter(authzen, ownIssuance.canIssue, issueEvaluation) })
       : ownIssuance;
-  const { authzen } = decisionPoint;
   const idJag =
     ownIdJag && authzen
       ? Object.freeze({ ...ownIdJag, canRedeem: askedAfter(authzen, ownIdJag.canRedeem, redeemEvaluation) })

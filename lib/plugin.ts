@@ -288,14 +288,8 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
         const middleware = ssfDiscoveryMiddleware(transmitter);
         discovery = { middleware, handler: managementApiHandler(middleware, provider as unknown as EventEmitter) };
       }
-      api = createManagementApi(
-        bus,
-        options,
-        { subjectTokens: store, sessions, approvals },
-        transmitter,
-        telemetry,
-        customerRoutes,
-      );
+      const stores = { subjectTokens: store, sessions, approvals };
+      api = createManagementApi(bus, options, stores, transmitter, telemetry, customerRoutes);
       if (outbox && (options.webhooks || options.ssf)) {
         delivery = options.deliverOutbox
           ? startDelivery(provider, outbox, options.webhooks ?? ssfOnlyDelivery(options.ssf!), {

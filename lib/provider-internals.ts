@@ -202,9 +202,7 @@ export function validateClientScope(ctx: KoaContextWithOIDC, scopes: Iterable<st
 }
 
 /** oidc-provider's revocation of a grant: its tokens, the Grant as `revokeGrantPolicy` says, `grant.revoked` emitted. */
-export function revokeGrant(ctx: KoaContextWithOIDC, grantId: string): Promise<void> {
-  return revoke(ctx, grantId);
-}
+export const revokeGrant = (ctx: KoaContextWithOIDC, grantId: string): Promise<void> => revoke(ctx, grantId);
 
 export function validateDpop(ctx: KoaContextWithOIDC): Promise<DpopProof | undefined> {
   return grants.validateDpop(ctx.oidc.provider, ctx) as Promise<DpopProof | undefined>;

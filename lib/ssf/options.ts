@@ -44,7 +44,20 @@ export interface SsfOptions {
   streamCovers?: StreamCovers | undefined;
 }
 
-export type ResolvedSsfOptions = ReturnType<typeof resolveSsfOptions>;
+/** The options resolved: counts and durations given or defaulted; the scopes that manage, and those that read (and poll). */
+export interface ResolvedSsfOptions
+  extends
+    Record<'maxStreams' | 'maxStreamsPerReceiver' | 'maxPending' | 'maxQueued' | 'maxAttempts', number>,
+    Record<'retentionSeconds' | 'minVerificationInterval' | 'longPollTimeoutMs', number>,
+    Record<'timeoutMs' | 'pollIntervalMs', number> {
+  scope: string;
+  manageScopes: readonly string[];
+  readScopes: readonly string[];
+  path: string;
+  baseUrl: string | undefined;
+  allowedPushHosts: PushAllowList;
+  streamCovers: StreamCovers | undefined;
+}
 
 const OPTION_NAMES = Object.keys({
   ...SSF_DEFAULTS,
@@ -64,7 +77,7 @@ function whole(name: Exclude<keyof typeof SSF_DEFAULTS, 'scope' | 'path'>, value
 const PROFILE_MANAGE_SCOPE = 'ssf.manage';
 const PROFILE_READ_SCOPE = 'ssf.read';
 
-export function resolveSsfOptions(input: SsfOptions, taken: { scopes: string[]; paths: string[] }) {
+export function resolveSsfOptions(input: SsfOptions, taken: { scopes: string[]; paths: string[] }): ResolvedSsfOptions {
   check.object('ssf', input);
   check.known(input, OPTION_NAMES, 'ssf.');
   const scope = check.scope('ssf.scope', input.scope ?? SSF_DEFAULTS.scope);
@@ -116,10 +129,13 @@ export function resolveSsfOptions(input: SsfOptions, taken: { scopes: string[]; 
 }
 
 /** `ssf.pushAllowList`, resolved: host names, and addresses and ranges. */
-export type PushAllowList = NonNullable<ReturnType<typeof readPushAllowList>>;
+export interface PushAllowList {
+  names: ReadonlySet<string>;
+  addresses: BlockList;
+}
 
 /** `ssf.pushAllowList`'s entries, checked: host names, addresses and CIDR ranges; undefined when one is not. */
-function readPushAllowList(entries: unknown) {
+function readPushAllowList(entries: unknown): PushAllowList | undefined {
   if (!Array.isArray(entries) || entries.length > SSF_MAXIMA.pushAllowList) return undefined;
   const names = new Set<string>();
   const addresses = new BlockList();

@@ -47,7 +47,13 @@ export interface WebhookOptions {
   maxBackoff?: number | undefined;
 }
 
-export type ResolvedWebhookOptions = ReturnType<typeof resolveWebhookOptions>;
+/** The options resolved: each count and duration (ms) given or defaulted, each subscription with its key. */
+export interface ResolvedWebhookOptions
+  extends
+    Record<'maxPending' | 'maxAttempts' | 'maxAgeMs' | 'deadLetterRetentionMs' | 'timeoutMs', number>,
+    Record<'pollIntervalMs' | 'maxBackoffMs', number> {
+  subscriptions: readonly Readonly<WebhookSubscription & { key: Buffer }>[];
+}
 
 const OPTIONS: Record<keyof WebhookOptions, unknown> = { subscriptions: true, ...WEBHOOK_DEFAULTS };
 const OPTION_NAMES = Object.keys(OPTIONS);
@@ -66,7 +72,7 @@ function whole(name: keyof typeof WEBHOOK_DEFAULTS, value: unknown): number {
   return check.integerOr(`webhooks.${name}`, value, WEBHOOK_DEFAULTS[name], WEBHOOK_MAXIMA[name]);
 }
 
-export function resolveWebhookOptions(input: WebhookOptions) {
+export function resolveWebhookOptions(input: WebhookOptions): ResolvedWebhookOptions {
   if (typeof input !== 'object' || input === null) fail('webhooks', 'must be an object');
   check.known(input, OPTION_NAMES, 'webhooks.');
   const subscriptions = input.subscriptions as unknown;
