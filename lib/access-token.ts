@@ -3,7 +3,7 @@ import { createLocalJWKSet, jwtVerify, type JWTPayload } from 'jose';
 import { LRUCache } from 'lru-cache';
 import type { AccessToken, Provider } from 'oidc-provider';
 import type { ReadAheadAdapter } from './adapters/contracts/read-ahead.js';
-import { findAccessTokenUnbound, providerJwks, sessionBindingHolds } from './provider-internals.js';
+import { findAccessTokenUnbound, providerJwks, tokenOriginsHold } from './provider-internals.js';
 import { SESSION_CLAIM } from './token-claims.js';
 
 /** What the plugin needs to know of an access token this provider issued, whatever its format. */
@@ -117,14 +117,7 @@ async function findHonouredAccessToken(provider: Provider, value: string): Promi
   if (adapter.readAhead) await adapter.readAhead(value);
   const token = await findAccessTokenUnbound(provider, value);
   if (!token || token.isExpired || typeof token.grantId !== 'string') return undefined;
-  const [bound, grant] = await Promise.all([
-    sessionBindingHolds(provider, token),
-    provider.Grant.find(token.grantId, { ignoreExpiration: true }),
-  ]);
-  if (!bound || !grant || grant.isExpired || grant.clientId !== token.clientId || grant.accountId !== token.accountId) {
-    return undefined;
-  }
-  return token;
+  return (await tokenOriginsHold(provider, token)) ? token : undefined;
 }
 
 async function verifyJwt(provider: Provider, value: string): Promise<VerifiedAccessToken | undefined> {

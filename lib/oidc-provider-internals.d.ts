@@ -20,10 +20,6 @@ declare module 'oidc-provider/lib/helpers/weak_cache.js' {
   export default instance;
 }
 
-declare module 'oidc-provider/lib/models/token_helpers.js' {
-  export const checkSessionBinding: <T>(provider: object, token: T) => Promise<T | undefined>;
-}
-
 declare module 'oidc-provider/lib/helpers/jwt.js' {
   export const sign: (
     payload: Record<string, unknown>,

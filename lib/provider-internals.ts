@@ -2,7 +2,6 @@
 import { createHash } from 'node:crypto';
 import * as grants from 'oidc-provider/lib/helpers/grants.js';
 import * as providerDefaults from 'oidc-provider/lib/helpers/defaults.js';
-import { checkSessionBinding } from 'oidc-provider/lib/models/token_helpers.js';
 import instance from 'oidc-provider/lib/helpers/weak_cache.js';
 import revoke from 'oidc-provider/lib/helpers/revoke.js';
 import { sign as signJwt } from 'oidc-provider/lib/helpers/jwt.js';
@@ -10,6 +9,7 @@ import { errors } from 'oidc-provider';
 import type {
   AccessToken,
   AdapterConstructor,
+  AdapterPayload,
   AdapterFactory,
   Configuration,
   JWKS,
@@ -35,7 +35,6 @@ function assertInternals(): void {
     )
       .filter((name) => typeof grants[name] !== 'function')
       .map((name) => `helpers/grants.js ${name}`),
-    ...(typeof checkSessionBinding === 'function' ? [] : ['models/token_helpers.js checkSessionBinding']),
     ...(typeof instance === 'function' ? [] : ['helpers/weak_cache.js (default export)']),
     ...(typeof revoke === 'function' ? [] : ['helpers/revoke.js (default export)']),
     ...(typeof signJwt === 'function' ? [] : ['helpers/jwt.js sign']),
@@ -187,9 +186,25 @@ export function findAccessTokenUnbound(provider: Provider, value: string): Promi
   return provider.AccessToken.find(value, { ignoreSessionBinding: true } as { ignoreExpiration?: boolean });
 }
 
-/** The session check `AccessToken.find` makes, for a token found with `ignoreSessionBinding`. */
-export function sessionBindingHolds(provider: Provider, token: AccessToken): Promise<boolean> {
-  return checkSessionBinding(provider, token).then((bound) => bound !== undefined);
+/** An opaque user token's sign-in and Grant as stored, checked as the models' `find` would: kind, `exp`, binding. */
+export async function tokenOriginsHold(provider: Provider, token: AccessToken): Promise<boolean> {
+  const { expiresWithSession, sessionUid, grantId, clientId, accountId } = token as AccessToken & { clientId: string };
+  const [session, grant] = await Promise.all([
+    expiresWithSession ? provider.Session.adapter.findByUid(sessionUid!) : undefined,
+    provider.Grant.adapter.find(grantId!),
+  ]);
+  const now = Math.floor(Date.now() / 1000);
+  const authorizations = session?.['authorizations'] as Record<string, { grantId?: unknown }> | undefined;
+  const bound =
+    !expiresWithSession ||
+    (isLive(session, 'Session', now - clockToleranceOf(internals(provider).configuration)) &&
+      session.accountId === accountId &&
+      authorizations?.[clientId]?.grantId === grantId);
+  return bound && isLive(grant, 'Grant', now) && grant.clientId === clientId && grant.accountId === accountId;
+}
+
+function isLive(entry: AdapterPayload | undefined | void, kind: string, after: number): entry is AdapterPayload {
+  return entry?.kind === kind && (entry.exp === undefined || (typeof entry.exp === 'number' && entry.exp > after));
 }
 
 export function resolveRequestedResources(ctx: KoaContextWithOIDC): Promise<ResourceServerInstance[]> {

@@ -1,7 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { expect } from 'chai';
 import * as grants from 'oidc-provider/lib/helpers/grants.js';
-import * as tokenHelpers from 'oidc-provider/lib/models/token_helpers.js';
 import {
   assertModelInternals,
   certificateThumbprintOf,
@@ -12,7 +11,9 @@ import {
   providerSigningKey,
   setTokenLifetime,
   signWithProviderKey,
+  tokenOriginsHold,
 } from '../../lib/provider-internals.js';
+import { userAccessToken } from '../../fixtures/flows.js';
 import { createLocalJWKSet, jwtVerify, type JSONWebKeySet } from 'jose';
 import * as jwtHelpers from 'oidc-provider/lib/helpers/jwt.js';
 import { API, CLIENTS, startProvider, type TestProvider } from '../support/provider.js';
@@ -86,8 +87,48 @@ describe('provider-internals: the one deep import into oidc-provider', () => {
     }
   });
 
-  it("finds the session-binding check of oidc-provider's token models", () => {
-    expect(tokenHelpers.checkSessionBinding).to.be.a('function');
+  it("reads a token's sign-in and Grant as oidc-provider's models judge them, whatever changed in either", async () => {
+    const value = await userAccessToken(tp, 'alice');
+    const { provider } = tp;
+    const token = (await provider.AccessToken.find(value))!;
+    const [session, grant] = [provider.Session.adapter, provider.Grant.adapter];
+    const storedSession = (await session.findByUid(token.sessionUid!))!;
+    const storedGrant = (await grant.find(token.grantId!))!;
+    const now = Math.floor(Date.now() / 1000);
+    const changes: [string, Record<string, unknown> | undefined, Record<string, unknown> | undefined][] = [
+      ['nothing', {}, {}],
+      ['the sign-in expired', { exp: now - 60 }, {}],
+      ['the sign-in expired within the clock tolerance', { exp: now - 1 }, {}],
+      ['the sign-in of another account', { accountId: 'bob' }, {}],
+      [
+        'the sign-in holding another Grant for the client',
+        { authorizations: { [token.clientId!]: { grantId: 'x' } } },
+        {},
+      ],
+      ['the sign-in holding none', { authorizations: undefined }, {}],
+      ['an entry of another kind', { kind: 'Grant' }, {}],
+      ['the sign-in gone', undefined, {}],
+      ['the Grant expired', {}, { exp: now }],
+      ['the Grant without expiry', {}, { exp: undefined }],
+      ["the Grant another client's", {}, { clientId: 'other' }],
+      ["the Grant another account's", {}, { accountId: 'bob' }],
+      ['the Grant gone', {}, undefined],
+    ];
+    for (const [change, sessionChange, grantChange] of changes) {
+      if (sessionChange) await session.upsert(storedSession.jti!, { ...storedSession, ...sessionChange }, 600);
+      else await session.destroy(storedSession.jti!);
+      if (grantChange) await grant.upsert(token.grantId!, { ...storedGrant, ...grantChange }, 600);
+      else await grant.destroy(token.grantId!);
+      const model = await provider.Grant.find(token.grantId!, { ignoreExpiration: true });
+      const judged =
+        !!(await provider.AccessToken.find(value)) &&
+        !!model &&
+        !model.isExpired &&
+        model.clientId === token.clientId &&
+        model.accountId === token.accountId;
+      expect(await tokenOriginsHold(provider, token), change).to.equal(judged);
+      expect(judged, change).to.equal(/nothing|within|without/.test(change));
+    }
   });
 
   it('reads the configuration the provider was built with', () => {
