@@ -71,39 +71,21 @@ export async function verifyAccessToken(
       ? await findHonouredAccessToken(provider, value)
       : await provider.ClientCredentials.find(value);
   if (!token || token.isExpired) return undefined;
-  const stored = token as unknown as {
-    accountId?: string;
-    clientId: string;
-    scope?: string;
-    aud?: string | string[];
-    exp: number;
-    jti: string;
-    grantId?: string;
-    sessionUid?: string;
-    extra?: Record<string, unknown>;
-    jkt?: string;
-    'x5t#S256'?: string;
-  };
+  const stored = token as AccessToken & { clientId: string; jti: string; exp: number; aud?: string | string[] };
   const sub = model === 'AccessToken' ? stored.accountId : stored.clientId;
   if (!sub) return undefined;
   const act = stored.extra?.['act'];
   const mayAct = stored.extra?.['may_act'];
   const session = stored.extra?.[SESSION_CLAIM];
-  return {
-    format: 'opaque',
-    sub,
-    clientId: stored.clientId,
-    scopes: scopeSet(stored.scope),
-    audience: audienceList(stored.aud),
-    exp: stored.exp,
-    jti: stored.jti,
-    ...(typeof stored.grantId === 'string' ? { grantId: stored.grantId } : {}),
-    ...(typeof stored.sessionUid === 'string' ? { sessionUid: stored.sessionUid } : {}),
-    ...(isObject(act) ? { act } : {}),
-    ...(mayAct === undefined ? {} : { mayAct }),
-    ...(typeof session === 'string' ? { impersonationSession: session } : {}),
-    ...cnfOf(stored.jkt, stored['x5t#S256']),
-  };
+  const { clientId, exp, jti, grantId, sessionUid } = stored;
+  const [scopes, audience] = [scopeSet(stored.scope), audienceList(stored.aud)];
+  const verified: VerifiedAccessToken = { format: 'opaque', sub, clientId, scopes, audience, exp, jti };
+  if (typeof grantId === 'string') verified.grantId = grantId;
+  if (typeof sessionUid === 'string') verified.sessionUid = sessionUid;
+  if (isObject(act)) verified.act = act;
+  if (mayAct !== undefined) verified.mayAct = mayAct;
+  if (typeof session === 'string') verified.impersonationSession = session;
+  return Object.assign(verified, cnfOf(stored.jkt, stored['x5t#S256']));
 }
 
 /** Invariant 23: after an announcement, reads of the provider's store see it, whatever store made it. */
@@ -173,7 +155,6 @@ export function publicTokenId(format: string | undefined, jti: string): string {
   return format === 'opaque' ? `${OPAQUE_ID_PREFIX}${hash('sha256', jti, 'base64url')}` : jti;
 }
 
-/** Prefix of an opaque token's public id. */
 export const OPAQUE_ID_PREFIX = 'sha256.';
 
 /** Scopes are a set of space-separated names: `openid` is not in `openidx`. */
@@ -193,7 +174,6 @@ function cnfOf(jkt: unknown, x5t: unknown): { cnf?: VerifiedAccessToken['cnf'] }
   return Object.keys(cnf).length ? { cnf } : {};
 }
 
-/** A JSON object: not null, not an array. */
 export function isObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }

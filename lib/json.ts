@@ -7,7 +7,10 @@ export interface JsonObject {
 
 /** The members whose value is given: an option left `undefined` takes its default, and no event carries one. */
 export function definedMembers<T extends object>(members: T): Partial<T> {
-  return Object.fromEntries(Object.entries(members).filter(([, value]) => value !== undefined)) as Partial<T>;
+  const defined: Partial<T> = {};
+  for (const name of Object.keys(members) as (keyof T)[])
+    if (members[name] !== undefined) defined[name] = members[name];
+  return defined;
 }
 
 /** `value` as JSON text with every object's keys sorted: the same value always gives the same text. */

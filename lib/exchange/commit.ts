@@ -35,7 +35,7 @@ export interface Commit {
   /** A delegation's success, which goes to no webhook. */
   delegation: boolean;
   /** Announces, then reads again, what a user may end meanwhile (SessionStore.announce); beside the token's writes. */
-  confirm?: (() => Promise<void>) | undefined;
+  confirm?: (() => Promise<void> | undefined) | undefined;
   /** Checked again right before the store commit: a throw refuses the exchange, nothing charged. */
   recheck?: (() => void) | undefined;
 }
@@ -76,7 +76,8 @@ export async function commit(
       : token.format === 'opaque'
         ? issue(provider, token, session)
         : token.save();
-    value = (await Promise.all([issuing, participation.prepare(), confirm?.()]))[0];
+    const before = [participation.prepare(), confirm?.()];
+    value = before[0] || before[1] ? (await Promise.all([issuing, ...before]))[0] : await issuing;
     // Invariant 22: end marks outlive the deadline.
     if (Date.now() - startedAt > EXCHANGE_DEADLINE_MS) throw exchangeTooSlow(EXCHANGE_DEADLINE_MS);
     recheck?.();

@@ -198,14 +198,15 @@ function usable(
   return { record, key };
 }
 
-/** The actor's Grant and sign-in, announced and read again (Invariant 23). */
-async function announceActor(ctx: KoaContextWithOIDC, sessions: SessionStore, session: SessionRecord, since: number) {
+/** The actor's Grant and sign-in, announced and read again (Invariant 23); nothing to wait for when both stand. */
+function announceActor(ctx: KoaContextWithOIDC, sessions: SessionStore, session: SessionRecord, since: number) {
   const { provider } = ctx.oidc;
-  if (!(await sessions.announce(session, since))) return;
-  forgetReadAheads(provider);
-  const [grant, signIn] = await Promise.all([
-    session.actorGrantId === undefined || provider.Grant.find(session.actorGrantId),
-    session.actorSessionUid === undefined || provider.Session.findByUid(session.actorSessionUid),
-  ]);
-  if (!grant || !signIn) throw invalidRequest('actor_token was revoked, or its sign-in ended, during the exchange');
+  return sessions.announce(session, since)?.then(async () => {
+    forgetReadAheads(provider);
+    const [grant, signIn] = await Promise.all([
+      session.actorGrantId === undefined || provider.Grant.find(session.actorGrantId),
+      session.actorSessionUid === undefined || provider.Session.findByUid(session.actorSessionUid),
+    ]);
+    if (!grant || !signIn) throw invalidRequest('actor_token was revoked, or its sign-in ended, during the exchange');
+  });
 }

@@ -137,16 +137,16 @@ export class SessionStore {
     return saved.outcome === 'saved';
   }
 
-  /** Announces `record`'s origins (Invariant 23): false, writing nothing, when each stands from before `readSince`. */
-  async announce(record: SessionRecord, readSince = -Infinity): Promise<boolean> {
-    const payload = { kind: GUARD_KIND } as unknown as AdapterPayload;
+  /** Announces `record`'s origins (Invariant 23); nothing written, nor to wait for, when each stands from before `readSince`. */
+  announce(record: SessionRecord, readSince = -Infinity): Promise<void> | undefined {
     const origins = originsOf(record).filter((origin) => !('accessGrantId' in origin || 'parentSessionId' in origin));
     const ids = origins.map(announcementOf);
-    if (ids.every((id) => this.#confirmedBefore(id, readSince))) return false;
+    if (ids.every((id) => this.#confirmedBefore(id, readSince))) return undefined;
     const sentAt = Date.now();
-    await Promise.all(ids.map((id) => this.#adapter.upsert(id, payload, MARK_SECONDS)));
-    for (const id of ids) this.#announced.set(id, { sentAt, confirmedAt: Date.now() });
-    return true;
+    const payload = { kind: GUARD_KIND } as unknown as AdapterPayload;
+    return Promise.all(ids.map((id) => this.#adapter.upsert(id, payload, MARK_SECONDS))).then(() => {
+      for (const id of ids) this.#announced.set(id, { sentAt, confirmedAt: Date.now() });
+    });
   }
 
   #confirmedBefore(id: string, readSince: number): boolean {
