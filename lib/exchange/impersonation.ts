@@ -1,7 +1,7 @@
 import type { KoaContextWithOIDC } from 'oidc-provider';
 import { forgetReadAheads, type VerifiedAccessToken } from '../access-token.js';
 import { invalidRequest } from '../errors.js';
-import { deepFreeze } from '../json.js';
+import { deepFreeze, definedMembers } from '../json.js';
 import { newSessionId, SESSION_CLAIM, stateOf, type SessionRecord } from '../sessions/record.js';
 import type { SessionStore } from '../sessions/store.js';
 import type { FoundSubjectToken, SubjectTokenRecord } from '../subject-tokens/store.js';
@@ -145,16 +145,18 @@ export function impersonationExchange(
       const session: SessionRecord = {
         id: newSessionId(),
         subject: record.subject,
-        ...(actor ? { actor: actor.sub } : {}),
         clientId,
         resource,
         scope,
         context: record.context,
         subjectTokenId: record.id,
         accessTokenId: '',
-        ...(actor?.grantId === undefined ? {} : { actorGrantId: actor.grantId }),
-        ...(actor?.sessionUid === undefined ? {} : { actorSessionUid: actor.sessionUid }),
-        ...(record.accessGrantId === undefined ? {} : { accessGrantId: record.accessGrantId }),
+        ...definedMembers({
+          actor: actor?.sub,
+          actorGrantId: actor?.grantId,
+          actorSessionUid: actor?.sessionUid,
+          accessGrantId: record.accessGrantId,
+        }),
         ...(record.breakGlass === undefined ? {} : { breakGlass: { reason: record.breakGlass.reason } }),
         createdAt,
         expiresAt: createdAt + expiresIn,

@@ -26,6 +26,7 @@ const MAX_BATCH = 1000;
 const MAX_BATCHES_PER_PAGE = 10;
 
 const ACTIVE = 'active';
+const ENDED = 'ended:';
 const REVOKED = 'revoked';
 const bySubject = (subject: string) => `subject:${subject}`;
 const byActor = (actor: string) => `actor:${actor}`;
@@ -81,14 +82,14 @@ export class SessionStore {
     redeem: { model: string; id: string } | undefined,
     { journal, outbox, quotas }: Pick<CommitWrite, 'journal' | 'outbox' | 'quotas'> = {},
   ): Promise<CommitOutcome> {
-    const origins = originsOf(record);
+    const origins = originsOf(record).map(indexOf);
     const payload = recordPayload(SESSION_MODEL, record);
     return this.#adapter.commitOnce({
       ...(redeem ? { consume: redeem } : {}),
       write: { model: SESSION_MODEL, id: record.id, payload, expiresIn: keptFor(record) },
-      indexes: [...activeIndexesOf(record), ...origins.map(indexOf)],
+      indexes: [...activeIndexesOf(record), ...origins],
       expiresAt: record.expiresAt * 1000,
-      guards: origins.map(markOf),
+      guards: origins.map((index) => `${ENDED}${index}`),
       ...(quotas?.length ? { quotas } : {}),
       ...(journal ? { journal } : {}),
       ...(outbox ? { outbox } : {}),
@@ -253,7 +254,7 @@ export function endedOrigin(
 
 /** The id of an origin's end mark: never a session id (those start with `imp_`). */
 function markOf(origin: Origin): string {
-  return `ended:${indexOf(origin)}`;
+  return `${ENDED}${indexOf(origin)}`;
 }
 
 /** The id of an exchange's announcement that it is committing from `origin`. */
