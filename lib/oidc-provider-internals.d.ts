@@ -7,7 +7,6 @@ declare module 'oidc-provider/lib/helpers/grants.js' {
   export const checkDpopReplay: (...args: unknown[]) => Promise<void>;
   export const checkDpopRequired: (...args: unknown[]) => void;
   export const checkMtlsCert: (...args: unknown[]) => unknown;
-  export const buildTokenResponse: (...args: unknown[]) => Record<string, unknown>;
 }
 
 declare module 'oidc-provider/lib/helpers/revoke.js' {

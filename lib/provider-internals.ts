@@ -30,7 +30,6 @@ function assertInternals(): void {
         'checkDpopReplay',
         'checkDpopRequired',
         'checkMtlsCert',
-        'buildTokenResponse',
       ] as const
     )
       .filter((name) => typeof grants[name] !== 'function')
@@ -68,15 +67,6 @@ export interface DpopProof {
   thumbprint: string;
   jti: string;
   iat: number;
-}
-
-interface TokenResponseInput {
-  accessToken: string;
-  expiresIn: number;
-  scope?: string;
-  tokenType: string;
-  /** RFC 8693 2.2.1; none for RFC 6749's own response. */
-  issuedTokenType?: string;
 }
 
 interface ProviderKeystore {
@@ -242,8 +232,4 @@ export function checkDpopRequired(ctx: KoaContextWithOIDC, proof: DpopProof | un
 /** The client certificate, when the client uses certificate-bound access tokens. */
 export function checkMtlsCert(ctx: KoaContextWithOIDC): string | undefined {
   return grants.checkMtlsCert(ctx.oidc.provider, ctx, errors.InvalidRequest) as string | undefined;
-}
-
-export function buildTokenResponse(ctx: KoaContextWithOIDC, input: TokenResponseInput): Record<string, unknown> {
-  return grants.buildTokenResponse(ctx.oidc.provider, input);
 }

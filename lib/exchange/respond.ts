@@ -1,5 +1,4 @@
 import type { AccessToken, KoaContextWithOIDC } from 'oidc-provider';
-import { buildTokenResponse } from '../provider-internals.js';
 
 /** What an exchange issued: the token's value, the token, and the type RFC 8693 2.2.1 names it by. */
 export interface Issued {
@@ -13,6 +12,11 @@ export interface Issued {
 
 /** RFC 8693 2.2.1, as oidc-provider answers its own grants; no refresh token; `scope` always (spec 2.5). */
 export function respond(ctx: KoaContextWithOIDC, { value, token, minted, issuedTokenType }: Issued): void {
-  const answer = minted ?? { expiresIn: token!.expiration, scope: token!.scope ?? '', tokenType: token!.tokenType };
-  ctx.body = buildTokenResponse(ctx, { accessToken: value, ...answer, issuedTokenType });
+  const { expiresIn, scope, tokenType } = minted ?? {
+    expiresIn: token!.expiration,
+    scope: token!.scope ?? '',
+    tokenType: token!.tokenType,
+  };
+  const issued = issuedTokenType === undefined ? {} : { issued_token_type: issuedTokenType };
+  ctx.body = { access_token: value, ...issued, token_type: tokenType, expires_in: expiresIn, scope };
 }

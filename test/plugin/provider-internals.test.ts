@@ -35,7 +35,6 @@ describe('provider-internals: the one deep import into oidc-provider', () => {
       'checkDpopReplay',
       'checkDpopRequired',
       'checkMtlsCert',
-      'buildTokenResponse',
     ] as const) {
       expect(grants[name], name).to.be.a('function');
     }
