@@ -2,7 +2,7 @@ import type { AdapterPayload } from 'oidc-provider';
 
 /** A plugin record as an adapter entry: `kind` tells it from oidc-provider's entries and from the other kinds. */
 export function recordPayload(kind: string, record: object): AdapterPayload {
-  return { kind, ...record } as unknown as AdapterPayload;
+  return { ...record, kind } as unknown as AdapterPayload;
 }
 
 /** The record of `kind` an entry holds, without `kind`, when its `id` is a string and `fields` are of the types named. */

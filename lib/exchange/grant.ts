@@ -100,7 +100,8 @@ async function exchange<S extends Subject, A, D extends Destination>(
   const bounds = kind.ceiling(subject, actor, { resource, scope: requested });
   const ceiling = bounds instanceof Promise ? await bounds : bounds;
   progress.scope = ceiling.scope;
-  const scope = await step('policy')(kind.decide(ctx, subject, actor, { resource, scope: ceiling.scope }, params));
+  const decided = step('policy')(kind.decide(ctx, subject, actor, { resource, scope: ceiling.scope }, params));
+  const scope = decided instanceof Promise ? await decided : decided;
   progress.scope = scope;
   if (token) token.scope = scope.join(' ') || undefined;
 

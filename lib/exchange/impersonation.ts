@@ -89,18 +89,17 @@ export function impersonationExchange(
       return customerGrantBounds(customerGrantRead, record, { ...target, actor: actor?.sub });
     },
 
-    decide: (ctx, { record }, actor, target) =>
-      decide(
-        options.canExchange,
-        {
-          clientId: ctx.oidc.client!.clientId,
-          subject: record.subject,
-          ...(actor ? { actor: actor.sub } : {}),
-          ...target,
-          context: record.context,
-        },
-        { policy: 'the exchange policy', refused: 'this impersonation' },
-      ),
+    decide(ctx, { record }, actor, target) {
+      if (!options.canExchange) return target.scope;
+      const input = {
+        ...target,
+        clientId: ctx.oidc.client!.clientId,
+        subject: record.subject,
+        context: record.context,
+      };
+      const names = { policy: 'the exchange policy', refused: 'this impersonation' };
+      return decide(options.canExchange, actor ? { ...input, actor: actor.sub } : input, names);
+    },
 
     lifetime(_subject, actor, bound) {
       // An exchanged actor token's remaining life bounds a re-exchange.
@@ -123,17 +122,17 @@ export function impersonationExchange(
               options.getCustomJwtClaims,
               {
                 token: Object.freeze({
+                  ...(act ? { act } : {}),
                   sub: record.subject,
                   aud: token.aud,
                   client_id: clientId,
                   scope: token.scope,
-                  ...(act ? { act } : {}),
                 }),
                 context: {
+                  ...(act ? { actor: { id: act.sub } } : {}),
                   grant: { type: TOKEN_EXCHANGE_GRANT, subjectTokenContext: record.context },
                   client: { id: clientId },
                   user: { id: record.subject },
-                  ...(act ? { actor: { id: act.sub } } : {}),
                 },
                 environmentVariables: options.environmentVariables,
               },
@@ -143,6 +142,13 @@ export function impersonationExchange(
         : {};
       const createdAt = Math.floor(Date.now() / 1000);
       const session: SessionRecord = {
+        ...definedMembers({
+          actor: actor?.sub,
+          actorGrantId: actor?.grantId,
+          actorSessionUid: actor?.sessionUid,
+          accessGrantId: record.accessGrantId,
+          breakGlass: record.breakGlass && { reason: record.breakGlass.reason },
+        }),
         id: newSessionId(),
         subject: record.subject,
         clientId,
@@ -151,18 +157,14 @@ export function impersonationExchange(
         context: record.context,
         subjectTokenId: record.id,
         accessTokenId: '',
-        ...definedMembers({
-          actor: actor?.sub,
-          actorGrantId: actor?.grantId,
-          actorSessionUid: actor?.sessionUid,
-          accessGrantId: record.accessGrantId,
-        }),
-        ...(record.breakGlass === undefined ? {} : { breakGlass: { reason: record.breakGlass.reason } }),
         createdAt,
         expiresAt: createdAt + expiresIn,
       };
       progress.session = session;
-      claims.attach(token, { ...custom, ...(act ? { act } : {}), [SESSION_CLAIM]: session.id });
+      claims.attach(
+        token,
+        act ? { ...custom, act, [SESSION_CLAIM]: session.id } : { ...custom, [SESSION_CLAIM]: session.id },
+      );
       return {
         issuedTokenType: ACCESS_TOKEN_TYPE,
         commit: {

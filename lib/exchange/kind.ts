@@ -106,7 +106,7 @@ export interface ExchangeKind<S extends Subject, A, D extends Destination = Reso
   /** The customer's grant behind the subject, if any: the scopes it allows, and the seconds it has left. */
   ceiling(subject: S, actor: A, target: Target): CanBePromise<{ scope: string[]; secondsLeft: number }>;
   /** The deployment's policy: the scopes it allows. */
-  decide(ctx: KoaContextWithOIDC, subject: S, actor: A, target: Target, params: ExchangeParams): Promise<string[]>;
+  decide(ctx: KoaContextWithOIDC, subject: S, actor: A, target: Target, params: ExchangeParams): CanBePromise<string[]>;
   /** The token's lifetime in seconds, at most `bound`. */
   lifetime(subject: S, actor: A, bound: number): number;
   /** Claims and session: what the route commits. */

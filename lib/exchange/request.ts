@@ -129,12 +129,13 @@ export function checkStatedType(name: 'subject_token' | 'actor_token', value: st
   if (type === JWT_TOKEN_TYPE && value.split('.').length !== 3) throw invalidRequest(`${name} is not a JWT`);
 }
 
-export async function resolveSingleResource(ctx: KoaContextWithOIDC): Promise<ResourceServerInstance> {
-  const resourceServers = await resolveRequestedResources(ctx);
-  if (resourceServers.length !== 1) {
-    throw invalidTarget('exactly one resource indicator is required for token exchange');
-  }
-  return resourceServers[0]!;
+export function resolveSingleResource(ctx: KoaContextWithOIDC): Promise<ResourceServerInstance> {
+  return resolveRequestedResources(ctx).then((resourceServers) => {
+    if (resourceServers.length !== 1) {
+      throw invalidTarget('exactly one resource indicator is required for token exchange');
+    }
+    return resourceServers[0]!;
+  });
 }
 
 /** Each scope must be defined by the resource and allowed to the client: refused, never dropped. */

@@ -17,6 +17,7 @@ export function respond(ctx: KoaContextWithOIDC, { value, token, minted, issuedT
     scope: token!.scope ?? '',
     tokenType: token!.tokenType,
   };
-  const issued = issuedTokenType === undefined ? {} : { issued_token_type: issuedTokenType };
-  ctx.body = { access_token: value, ...issued, token_type: tokenType, expires_in: expiresIn, scope };
+  const answer: Record<string, unknown> = { access_token: value, token_type: tokenType, expires_in: expiresIn, scope };
+  if (issuedTokenType !== undefined) answer['issued_token_type'] = issuedTokenType;
+  ctx.body = answer;
 }

@@ -93,14 +93,16 @@ export class SubjectTokenStore {
     return { value, record };
   }
 
-  async find(value: string): Promise<FoundSubjectToken> {
+  find(value: string): Promise<FoundSubjectToken> {
     const key = hashSubjectToken(value);
-    const record = recordOf<SubjectTokenRecord>(SUBJECT_TOKEN_MODEL, await this.#adapter.find(key), SHAPE);
-    if (!record) return { state: 'unknown' };
-    if (record.withdrawn) return { state: 'withdrawn', key, record };
-    if (record.consumed) return { state: 'consumed', key, record };
-    if (record.exp <= nowSeconds()) return { state: 'expired', key, record };
-    return { state: 'valid', key, record };
+    return this.#adapter.find(key).then((payload): FoundSubjectToken => {
+      const record = recordOf<SubjectTokenRecord>(SUBJECT_TOKEN_MODEL, payload, SHAPE);
+      if (!record) return { state: 'unknown' };
+      if (record.withdrawn) return { state: 'withdrawn', key, record };
+      if (record.consumed) return { state: 'consumed', key, record };
+      if (record.exp <= nowSeconds()) return { state: 'expired', key, record };
+      return { state: 'valid', key, record };
+    });
   }
 
   /** Withdraws an unredeemed token by its public id; Invariant 33 (again: `withdrawn`). */

@@ -3,10 +3,10 @@ import type { KoaContextWithOIDC } from 'oidc-provider';
 import { endedWith, errorTypeOf, KIND, markError, type Telemetry } from './telemetry.js';
 
 /** Starts one step of an exchange (a span under the exchange's when it is traced) and ends it with the work it is given. */
-export type ExchangeStep = (step: string) => <T>(work: Promise<T>) => Promise<T>;
+export type ExchangeStep = (step: string) => <T>(work: T | Promise<T>) => T | Promise<T>;
 
-// Untraced, the step's own promise is handed back: no async frame of its own to resolve into.
-const asItIs = <T>(work: Promise<T>): Promise<T> => work;
+// Untraced, the step's own work is handed back: no async frame of its own to resolve into, no promise for a value.
+const asItIs = <T>(work: T | Promise<T>): T | Promise<T> => work;
 const untraced: ExchangeStep = () => asItIs;
 
 /** The token-exchange grant handler, traced and counted by outcome and error code; its steps' spans are children of its own. */
@@ -54,5 +54,5 @@ function counted(telemetry: Telemetry, work: Promise<void>, span?: Span): Promis
 /** One step's span under the exchange's, not made active (a driver's spans fall under the exchange's). */
 function tracedStep(telemetry: Telemetry, context: Context, step: string) {
   const span = telemetry.tracer.startSpan(`impersonation.token_exchange.${step}`, undefined, context);
-  return <T>(work: Promise<T>): Promise<T> => endedWith(span, work);
+  return <T>(work: T | Promise<T>): Promise<T> => endedWith(span, Promise.resolve(work));
 }
