@@ -84,20 +84,25 @@ async function withDeadline(answer: PromiseLike<unknown>, timeoutMs: number): Pr
 }
 
 /** Runs `getCustomJwtClaims` under a deadline; any failure is an `invalid_request`, before anything is burned. */
-export async function runCustomClaims(
+export function runCustomClaims(
   hook: CustomJwtClaimsFunction,
   input: CustomJwtClaimsInput,
   timeoutMs: number,
-): Promise<Record<string, unknown>> {
-  let result: unknown;
+): Record<string, unknown> | Promise<Record<string, unknown>> {
+  const refusal = (error: unknown) =>
+    error instanceof errors.InvalidRequest ? error : invalidRequest('getCustomJwtClaims failed', error);
   try {
-    result = hook(input);
-    if (isThenable(result)) result = await withDeadline(result, timeoutMs);
+    const result = hook(input);
+    // A hook that answers at once is not waited for.
+    if (!isThenable(result)) return checkedClaims(result);
+    return withDeadline(result, timeoutMs).then(checkedClaims, (error: unknown) => Promise.reject(refusal(error)));
   } catch (error) {
-    if (error instanceof errors.InvalidRequest) throw error;
-    throw invalidRequest('getCustomJwtClaims failed', error);
+    // Never a synchronous throw: the step timing the hook ends either way.
+    return Promise.reject(refusal(error));
   }
+}
 
+function checkedClaims(result: unknown): Record<string, unknown> {
   if (typeof result !== 'object' || result === null || Array.isArray(result)) {
     throw invalidRequest('getCustomJwtClaims must return an object');
   }

@@ -32,12 +32,16 @@ export function createExchangeHandler(dependencies: ExchangeDependencies) {
   const idJag = issuance && idJagIssuance(dependencies, issuance);
   const delegation = delegationExchange(dependencies);
   const impersonation = impersonationExchange(dependencies);
-  // Async: a throw while choosing the kind is a rejection the trace counts, as any refusal.
-  return tracedExchange(dependencies.telemetry, async (ctx, step) => {
-    if (idJag?.handles(ctx)) return handleExchange(ctx, dependencies, idJag, step);
-    return delegation.handles(ctx)
-      ? handleExchange(ctx, dependencies, delegation, step)
-      : handleExchange(ctx, dependencies, impersonation, step);
+  // A throw while choosing the kind is a rejection the trace counts, as any refusal; no async frame around the answer.
+  return tracedExchange(dependencies.telemetry, (ctx, step) => {
+    try {
+      if (idJag?.handles(ctx)) return handleExchange(ctx, dependencies, idJag, step);
+      return delegation.handles(ctx)
+        ? handleExchange(ctx, dependencies, delegation, step)
+        : handleExchange(ctx, dependencies, impersonation, step);
+    } catch (error) {
+      return Promise.reject(error as Error);
+    }
   });
 }
 

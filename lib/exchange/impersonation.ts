@@ -116,8 +116,8 @@ export function impersonationExchange(
     ) {
       const clientId = ctx.oidc.client!.clientId;
       const act = actor && actFor(actor);
-      const custom = options.getCustomJwtClaims
-        ? await step('claims')(
+      const claimed = options.getCustomJwtClaims
+        ? step('claims')(
             runCustomClaims(
               options.getCustomJwtClaims,
               {
@@ -140,6 +140,7 @@ export function impersonationExchange(
             ),
           )
         : {};
+      const custom = claimed instanceof Promise ? await claimed : claimed;
       const createdAt = Math.floor(Date.now() / 1000);
       const session: SessionRecord = {
         ...definedMembers({
