@@ -32,6 +32,8 @@ interface SubjectToken extends Subject {
   customerGrantRead: CustomerGrantRead;
 }
 
+const EXCHANGE_POLICY = { policy: 'the exchange policy', refused: 'this impersonation' };
+
 /** Impersonation: a Management API subject token (`ist_…`), redeemed once by the commit (Invariant 20). */
 export function impersonationExchange(
   dependencies: ExchangeDependencies,
@@ -97,8 +99,7 @@ export function impersonationExchange(
         subject: record.subject,
         context: record.context,
       };
-      const names = { policy: 'the exchange policy', refused: 'this impersonation' };
-      return decide(options.canExchange, actor ? { ...input, actor: actor.sub } : input, names);
+      return decide(options.canExchange, actor ? { ...input, actor: actor.sub } : input, EXCHANGE_POLICY);
     },
 
     lifetime(_subject, actor, bound) {

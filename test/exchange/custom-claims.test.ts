@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import type { CustomJwtClaimsInput } from '../../lib/index.js';
+import { runCustomClaims } from '../../lib/exchange/claims.js';
 import { API, CLIENTS, OPAQUE_API, startProvider, type TestProvider } from '../support/provider.js';
 import { basic, decodeJwt, exchange, subjectToken, userAccessToken, ACCESS_TOKEN } from '../support/http.js';
 
@@ -16,9 +17,10 @@ describe('custom claims: getCustomJwtClaims (spec 2.7)', () => {
       plugin: {
         environmentVariables: { REGION: 'eu-1' },
         customClaimsTimeout: 200,
-        getCustomJwtClaims: async (input) => {
+        // Answers as the behaviour does: a value at once (not waited for) or a promise.
+        getCustomJwtClaims: (input) => {
           calls.push(input);
-          return behaviour(input) as Record<string, unknown>;
+          return behaviour(input) as Record<string, unknown> | Promise<Record<string, unknown>>;
         },
       },
       configuration: {
@@ -139,6 +141,8 @@ describe('custom claims: getCustomJwtClaims (spec 2.7)', () => {
     ['rejects', () => Promise.reject(new Error('database down')), /getCustomJwtClaims failed/],
     ['times out', () => new Promise((resolve) => setTimeout(() => resolve({}), 1000)), /did not answer within 200 ms/],
     ['returns null', () => null, /must return an object/],
+    ['resolves to null', () => Promise.resolve(null), /must return an object/],
+    ['resolves to act', () => Promise.resolve({ act: { sub: 'mallory' } }), /reserved claims: act/],
     ['returns an array', () => ['x'], /must return an object/],
     ['returns a string', () => 'claims', /must return an object/],
     ['returns undefined', () => undefined, /must return an object/],
@@ -203,6 +207,27 @@ describe('custom claims: getCustomJwtClaims (spec 2.7)', () => {
     } finally {
       await other.close();
     }
+  });
+
+  it('answers a hook that fails at once with a rejection, never a synchronous throw: the step timing it ends', async () => {
+    const input = {} as CustomJwtClaimsInput;
+    const thrown = () => {
+      throw new Error('database down');
+    };
+    for (const [hook, description] of [
+      [thrown, /getCustomJwtClaims failed/],
+      [() => ({ act: { sub: 'mallory' } }), /reserved claims: act/],
+    ] as const) {
+      const answer = runCustomClaims(hook as never, input, 200);
+      expect(answer).to.be.instanceOf(Promise);
+      const error = await (answer as Promise<unknown>).then(
+        () => expect.fail('resolved'),
+        (refused: unknown) => refused as { error: string; error_description: string },
+      );
+      expect(error.error).to.equal('invalid_request');
+      expect(error.error_description).to.match(description);
+    }
+    expect(runCustomClaims(() => ({ tier: 'gold' }), input, 200)).to.deep.equal({ tier: 'gold' });
   });
 
   it("does not expose the hook's internal error message to the client", async () => {
