@@ -1,7 +1,7 @@
 import { hash } from 'node:crypto';
 import { createLocalJWKSet, jwtVerify, type JWTPayload } from 'jose';
 import { LRUCache } from 'lru-cache';
-import type { AccessToken, Provider } from 'oidc-provider';
+import type { AccessToken, ClientCredentials, Provider } from 'oidc-provider';
 import type { ReadAheadAdapter } from './adapters/contracts/read-ahead.js';
 import { findAccessTokenUnbound, providerJwks, tokenOriginsHold } from './provider-internals.js';
 import { SESSION_CLAIM } from './token-claims.js';
@@ -58,19 +58,23 @@ function verifierOf(provider: Provider): JwtVerifier {
 }
 
 /** Verifies an access token of this provider; `undefined` for anything not valid and ours, rejects only on a store outage. */
-export async function verifyAccessToken(
+export function verifyAccessToken(
   provider: Provider,
   value: string,
   model: AccessTokenModel,
 ): Promise<VerifiedAccessToken | undefined> {
-  if (!value) return undefined;
+  if (!value) return Promise.resolve(undefined);
   if (value.split('.').length === 3) return verifyJwt(provider, value);
+  const found =
+    model === 'AccessToken' ? findHonouredAccessToken(provider, value) : provider.ClientCredentials.find(value);
+  return found.then((token) => token && verifiedOpaque(token, model));
+}
 
-  const token =
-    model === 'AccessToken'
-      ? await findHonouredAccessToken(provider, value)
-      : await provider.ClientCredentials.find(value);
-  if (!token || token.isExpired) return undefined;
+function verifiedOpaque(
+  token: AccessToken | ClientCredentials,
+  model: AccessTokenModel,
+): VerifiedAccessToken | undefined {
+  if (token.isExpired) return undefined;
   const stored = token as AccessToken & { clientId: string; jti: string; exp: number; aud?: string | string[] };
   const sub = model === 'AccessToken' ? stored.accountId : stored.clientId;
   if (!sub) return undefined;
@@ -94,12 +98,15 @@ export function forgetReadAheads(provider: Provider): void {
 }
 
 /** Invariant 52: an opaque user token as userinfo would honour it; session and Grant read side by side. */
-async function findHonouredAccessToken(provider: Provider, value: string): Promise<AccessToken | undefined> {
+function findHonouredAccessToken(provider: Provider, value: string): Promise<AccessToken | undefined> {
   const adapter: ReadAheadAdapter = provider.AccessToken.adapter;
-  if (adapter.readAhead) await adapter.readAhead(value);
-  const token = await findAccessTokenUnbound(provider, value);
-  if (!token || token.isExpired || typeof token.grantId !== 'string') return undefined;
-  return (await tokenOriginsHold(provider, token)) ? token : undefined;
+  const find = () =>
+    findAccessTokenUnbound(provider, value).then((token) =>
+      !token || token.isExpired || typeof token.grantId !== 'string'
+        ? undefined
+        : tokenOriginsHold(provider, token).then((hold) => (hold ? token : undefined)),
+    );
+  return adapter.readAhead ? adapter.readAhead(value).then(find) : find();
 }
 
 async function verifyJwt(provider: Provider, value: string): Promise<VerifiedAccessToken | undefined> {

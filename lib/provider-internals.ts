@@ -177,20 +177,22 @@ export function findAccessTokenUnbound(provider: Provider, value: string): Promi
 }
 
 /** An opaque user token's sign-in and Grant as stored, checked as the models' `find` would: kind, `exp`, binding. */
-export async function tokenOriginsHold(provider: Provider, token: AccessToken): Promise<boolean> {
+export function tokenOriginsHold(provider: Provider, token: AccessToken): Promise<boolean> {
   const { expiresWithSession, sessionUid, grantId, clientId, accountId } = token as AccessToken & { clientId: string };
-  const [session, grant] = await Promise.all([
+  const reads = Promise.all([
     expiresWithSession ? provider.Session.adapter.findByUid(sessionUid!) : undefined,
     provider.Grant.adapter.find(grantId!),
   ]);
-  const now = Math.floor(Date.now() / 1000);
-  const authorizations = session?.['authorizations'] as Record<string, { grantId?: unknown }> | undefined;
-  const bound =
-    !expiresWithSession ||
-    (isLive(session, 'Session', now - clockToleranceOf(internals(provider).configuration)) &&
-      session.accountId === accountId &&
-      authorizations?.[clientId]?.grantId === grantId);
-  return bound && isLive(grant, 'Grant', now) && grant.clientId === clientId && grant.accountId === accountId;
+  return reads.then(([session, grant]) => {
+    const now = Math.floor(Date.now() / 1000);
+    const authorizations = session?.['authorizations'] as Record<string, { grantId?: unknown }> | undefined;
+    const bound =
+      !expiresWithSession ||
+      (isLive(session, 'Session', now - clockToleranceOf(internals(provider).configuration)) &&
+        session.accountId === accountId &&
+        authorizations?.[clientId]?.grantId === grantId);
+    return bound && isLive(grant, 'Grant', now) && grant.clientId === clientId && grant.accountId === accountId;
+  });
 }
 
 function isLive(entry: AdapterPayload | undefined | void, kind: string, after: number): entry is AdapterPayload {

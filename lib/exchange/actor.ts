@@ -78,7 +78,8 @@ export async function validateActorToken(
       throw invalidRequest('actor_token was issued to a client that no longer exists');
     }
   }
-  if (!(await accountExists(ctx, token.sub))) {
+  const exists = accountExists(ctx, token.sub);
+  if (!(exists instanceof Promise ? await exists : exists)) {
     throw invalidRequest('actor_token names a user that no longer exists');
   }
   return token;

@@ -46,26 +46,25 @@ export function createExchangeHandler(dependencies: ExchangeDependencies) {
 }
 
 /** One token-exchange request, from the authenticated client to the answer and the success event. */
-export async function handleExchange<S extends Subject, A, D extends Destination>(
+export function handleExchange<S extends Subject, A, D extends Destination>(
   ctx: KoaContextWithOIDC,
   dependencies: ExchangeDependencies,
   kind: ExchangeKind<S, A, D>,
   step: ExchangeStep,
 ): Promise<void> {
   const progress: ExchangeProgress = {};
-  let exchanged: Exchanged;
-  try {
-    dependencies.preflight?.(ctx);
-    checkClientAuthentication(ctx);
-    exchanged = await exchange(ctx, dependencies, kind, progress, step);
-  } catch (error) {
-    if (error instanceof PrincipalQuotaReached) ctx.set('Retry-After', String(error.retryAfter));
-    await kind.refused(ctx, progress, error);
-    throw error;
-  }
-  respond(ctx, exchanged);
-  // A listener that throws fails the request after its token was issued; it is never reported as a refusal.
-  if (exchanged.event) announce(ctx.oidc.provider, exchanged.event(), ctx);
+  return exchange(ctx, dependencies, kind, progress, step).then(
+    (exchanged) => {
+      respond(ctx, exchanged);
+      // A listener that throws fails the request after its token was issued; it is never reported as a refusal.
+      if (exchanged.event) announce(ctx.oidc.provider, exchanged.event(), ctx);
+    },
+    async (error: unknown) => {
+      if (error instanceof PrincipalQuotaReached) ctx.set('Retry-After', String(error.retryAfter));
+      await kind.refused(ctx, progress, error);
+      throw error;
+    },
+  );
 }
 
 /** Every exchange's steps, in protocol order; the kind supplies what differs. */
@@ -76,6 +75,8 @@ async function exchange<S extends Subject, A, D extends Destination>(
   progress: ExchangeProgress,
   step: ExchangeStep,
 ): Promise<Exchanged> {
+  dependencies.preflight?.(ctx);
+  checkClientAuthentication(ctx);
   const startedAt = Date.now();
   const params = kind.parameters(ctx, progress);
   // As oidc-provider's own grants, the proof is checked first (its replay later); it writes nothing. No proof, no wait.
@@ -97,7 +98,8 @@ async function exchange<S extends Subject, A, D extends Destination>(
 
   const certificateThumbprint = token && certificateThumbprintOf(token);
   const actor = await kind.actor(ctx, params, subject, { dpop, certificateThumbprint }, progress);
-  if (!(await accountExists(ctx, subject.sub))) {
+  const exists = accountExists(ctx, subject.sub);
+  if (!(exists instanceof Promise ? await exists : exists)) {
     throw invalidRequest('subject_token names a user that no longer exists');
   }
 
@@ -111,7 +113,7 @@ async function exchange<S extends Subject, A, D extends Destination>(
 
   const expiresIn = kind.lifetime(subject, actor, Math.min(token?.expiration ?? Infinity, ceiling.secondsLeft));
   if (token) setTokenLifetime(token, expiresIn);
-  const prepared = await kind.prepare(ctx, {
+  const preparing = kind.prepare(ctx, {
     params,
     dpop,
     token: token as Issue<S, A, D>['token'],
@@ -124,6 +126,7 @@ async function exchange<S extends Subject, A, D extends Destination>(
     progress,
     step,
   });
+  const prepared = preparing instanceof Promise ? await preparing : preparing;
   if ('issued' in prepared) return prepared.issued;
   // Built once: for the commit's subscribers, then for the listeners.
   let built: ExchangeEvent | undefined;

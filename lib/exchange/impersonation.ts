@@ -11,7 +11,7 @@ import { actFor, lookUpActorToken, validateActorToken, type ActorTokenLookup } f
 import { runCustomClaims } from './claims.js';
 import { customerGrantBounds, readCustomerGrant, type CustomerGrantRead } from './customer-grant.js';
 import { checkActorAuthentication } from './freshness.js';
-import type { ExchangeDependencies, ExchangeKind, Subject } from './kind.js';
+import type { ExchangeDependencies, ExchangeKind, Prepared, Subject } from './kind.js';
 import { decide } from './policy.js';
 import { RefusalBudget } from './refusals.js';
 import { exchangeSucceeded, reportImpersonationRefusal, type ExchangeProgress } from './report.js';
@@ -56,34 +56,38 @@ export function impersonationExchange(
       return params;
     },
 
-    async subject(ctx, params, progress) {
+    subject(ctx, params, progress) {
       // The actor token is looked up meanwhile; its verdict is read after the subject token's, in protocol order.
       const actorLookup = params.actor_token === undefined ? undefined : lookUpActorToken(ctx, params.actor_token);
-      const { record, key } = usable(await store.find(params.subject_token), ctx.oidc.client!.clientId, progress);
-      // The record is this request's own copy: frozen in place before the policy, the hook and the events share it.
-      deepFreeze(record.context);
-      // The customer's grant is read beside the actor token's Grant and sign-in: one wait for both.
-      const customerGrantRead = readCustomerGrant(customerGrants, record);
-      return { sub: record.subject, spendsProof: true, record, key, actorLookup, customerGrantRead };
+      return store.find(params.subject_token).then((found) => {
+        const { record, key } = usable(found, ctx.oidc.client!.clientId, progress);
+        // The record is this request's own copy: frozen in place before the policy, the hook and the events share it.
+        deepFreeze(record.context);
+        // The customer's grant is read beside the actor token's Grant and sign-in: one wait for both.
+        const customerGrantRead = readCustomerGrant(customerGrants, record);
+        return { sub: record.subject, spendsProof: true, record, key, actorLookup, customerGrantRead };
+      });
     },
 
     target: (ctx) => resolveSingleResource(ctx),
     scopes: (ctx, params, _subject, resourceServer) => grantedScopes(ctx, params.scope, resourceServer),
 
-    async actor(ctx, _params, { record, actorLookup }, proof, progress) {
+    actor(ctx, _params, { record, actorLookup }, proof, progress) {
       if (actorLookup === undefined) {
-        if (record.actor !== undefined) {
-          throw invalidRequest("subject_token is bound to an actor; send that actor's actor_token");
+        return record.actor === undefined
+          ? Promise.resolve(undefined)
+          : Promise.reject(invalidRequest("subject_token is bound to an actor; send that actor's actor_token"));
+      }
+      return validateActorToken(ctx, actorLookup, { ...proof, actorClients, sessionActive }).then((actor) => {
+        if (record.actor !== undefined && record.actor !== actor.sub) {
+          throw invalidRequest('actor_token is not from the actor this subject_token is bound to');
         }
-        return undefined;
-      }
-      const actor = await validateActorToken(ctx, actorLookup, { ...proof, actorClients, sessionActive });
-      if (record.actor !== undefined && record.actor !== actor.sub) {
-        throw invalidRequest('actor_token is not from the actor this subject_token is bound to');
-      }
-      if (options.actorAuthentication) await checkActorAuthentication(ctx, actor, options.actorAuthentication);
-      progress.actor = actor.sub;
-      return actor;
+        const accepted = () => ((progress.actor = actor.sub), actor);
+        const { actorAuthentication } = options;
+        return actorAuthentication
+          ? checkActorAuthentication(ctx, actor, actorAuthentication).then(accepted)
+          : accepted();
+      });
     },
 
     ceiling({ record, customerGrantRead }, actor, target) {
@@ -111,10 +115,7 @@ export function impersonationExchange(
       return expiresIn;
     },
 
-    async prepare(
-      ctx,
-      { token, subject: { record, key }, actor, resource, scope, expiresIn, startedAt, progress, step },
-    ) {
+    prepare(ctx, { token, subject: { record, key }, actor, resource, scope, expiresIn, startedAt, progress, step }) {
       const clientId = ctx.oidc.client!.clientId;
       const act = actor && actFor(actor);
       const claimed = options.getCustomJwtClaims
@@ -141,45 +142,49 @@ export function impersonationExchange(
             ),
           )
         : {};
-      const custom = claimed instanceof Promise ? await claimed : claimed;
-      const createdAt = Math.floor(Date.now() / 1000);
-      const session: SessionRecord = {
-        ...definedMembers({
-          actor: actor?.sub,
-          actorGrantId: actor?.grantId,
-          actorSessionUid: actor?.sessionUid,
-          accessGrantId: record.accessGrantId,
-          breakGlass: record.breakGlass && { reason: record.breakGlass.reason },
-        }),
-        id: newSessionId(),
-        subject: record.subject,
-        clientId,
-        resource,
-        scope,
-        context: record.context,
-        subjectTokenId: record.id,
-        accessTokenId: '',
-        createdAt,
-        expiresAt: createdAt + expiresIn,
-      };
-      progress.session = session;
-      claims.attach(
-        token,
-        act ? { ...custom, act, [SESSION_CLAIM]: session.id } : { ...custom, [SESSION_CLAIM]: session.id },
-      );
-      return {
-        issuedTokenType: ACCESS_TOKEN_TYPE,
-        commit: {
+      // A hook that answers at once is not waited for.
+      return claimed instanceof Promise ? claimed.then(prepared) : prepared(claimed);
+
+      function prepared(custom: Awaited<typeof claimed>): Prepared {
+        const createdAt = Math.floor(Date.now() / 1000);
+        const session: SessionRecord = {
+          ...definedMembers({
+            actor: actor?.sub,
+            actorGrantId: actor?.grantId,
+            actorSessionUid: actor?.sessionUid,
+            accessGrantId: record.accessGrantId,
+            breakGlass: record.breakGlass && { reason: record.breakGlass.reason },
+          }),
+          id: newSessionId(),
+          subject: record.subject,
+          clientId,
+          resource,
+          scope,
+          context: record.context,
+          subjectTokenId: record.id,
+          accessTokenId: '',
+          createdAt,
+          expiresAt: createdAt + expiresIn,
+        };
+        progress.session = session;
+        claims.attach(
           token,
-          session,
-          subjectTokenKey: key,
-          startedAt,
-          event: () => exchangeSucceeded(clientId, record, session),
-          record: true,
-          delegation: false,
-          confirm: actor?.format === 'opaque' ? () => announceActor(ctx, sessions, session, startedAt) : undefined,
-        },
-      };
+          act ? { ...custom, act, [SESSION_CLAIM]: session.id } : { ...custom, [SESSION_CLAIM]: session.id },
+        );
+        return {
+          issuedTokenType: ACCESS_TOKEN_TYPE,
+          commit: {
+            token,
+            session,
+            subjectTokenKey: key,
+            startedAt,
+            event: () => exchangeSucceeded(clientId, record, session),
+            record: true,
+            delegation: false,
+            confirm: actor?.format === 'opaque' ? () => announceActor(ctx, sessions, session, startedAt) : undefined,
+          },
+        };
+      }
     },
 
     refused: (ctx, progress, error) => reportImpersonationRefusal(ctx, dependencies.bus, refusals, progress, error),

@@ -110,7 +110,7 @@ export interface ExchangeKind<S extends Subject, A, D extends Destination = Reso
   /** The token's lifetime in seconds, at most `bound`. */
   lifetime(subject: S, actor: A, bound: number): number;
   /** Claims and session: what the route commits. */
-  prepare(ctx: KoaContextWithOIDC, issue: Issue<S, A, D>): Promise<Prepared>;
+  prepare(ctx: KoaContextWithOIDC, issue: Issue<S, A, D>): CanBePromise<Prepared>;
   /** Reports a refusal from what `progress` established (to listeners, and to the trail as its rules allow). */
   refused(ctx: KoaContextWithOIDC, progress: ExchangeProgress, error: unknown): Promise<void>;
 }
