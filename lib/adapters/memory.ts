@@ -213,7 +213,14 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
   }
 
   /** Stores an entry the model has room for (see admit), with its grant and pointers, for `ttl` ms (forever without). */
-  function put(store: ModelStore, id: string, payload: AdapterPayload, ttl?: number, share?: ReplayShare): void {
+  function put(
+    store: ModelStore,
+    id: string,
+    payload: AdapterPayload,
+    ttl?: number,
+    share?: ReplayShare,
+    handedOver = false,
+  ): void {
     if (payload.grantId && GRANTABLE_MODELS.has(store.name)) {
       const members = grants.get(payload.grantId) ?? [];
       members.push([store.name, id]);
@@ -223,7 +230,7 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
     }
     if (payload.userCode) store.pointers.set(`userCode:${payload.userCode}`, id, ttl);
     if (payload.uid) store.pointers.set(`uid:${payload.uid}`, id, ttl);
-    const stored = store.plugin ? jsonCopy(payload) : payload;
+    const stored = store.plugin && !handedOver ? jsonCopy(payload) : payload;
     store.entries.set(id, { payload: stored as JsonObject, share }, ttl);
     // After the set, whose overwrite released the earlier version's share.
     if (share) replayShares?.take(share);
@@ -389,7 +396,8 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
         if (counter) counter.payload['count'] = (counter.payload['count'] as number) + 1;
         else put(store, quota.key, { kind: QUOTA_KIND, count: 1 }, Math.max(1, quota.expiresAt - now));
       }
-      put(store, write.id, write.payload, ttl);
+      // A commit's payload is the store's from then on (contracts/commit.ts): kept as it is, copied on each read.
+      put(store, write.id, write.payload, ttl, undefined, true);
       insertMember(store, opened, write.id, expiresAt);
       if (!notes) return { outcome: 'committed' };
       const dropped = (outbox ??= createMemoryOutbox()).appendNow(notes.entries, notes.maxPending, notes.now);

@@ -11,6 +11,7 @@ export const QUOTA_KIND = 'ImpersonationQuota';
 export interface SessionCommit {
   /** The entry the exchange redeems (an impersonation's subject token); none for a delegation. */
   consume?: { model: string; id: string } | undefined;
+  /** Its payload JSON-plain and handed over: the caller changes none of it afterwards. */
   write: { model: string; id: string; payload: AdapterPayload; expiresIn: number };
   indexes: readonly string[];
   /** The index members' expiry, milliseconds since the epoch. */
