@@ -24,7 +24,8 @@ export function observeProvider(
   for (const name of ISSUED) {
     provider.on(name, (event: { sessionId?: unknown; expiresAt?: unknown }) => {
       if (typeof event.sessionId !== 'string' || typeof event.expiresAt !== 'number') return;
-      if (expiries.size < MAX_COUNTED) expiries.set(event.sessionId, event.expiresAt * 1000);
+      // Nothing kept for a gauge nobody reads: counted from the time an SDK (or the option's provider) is in force.
+      if (expiries.size < MAX_COUNTED && telemetry.metered) expiries.set(event.sessionId, event.expiresAt * 1000);
     });
   }
   for (const name of ENDED) {

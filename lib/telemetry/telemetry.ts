@@ -33,7 +33,7 @@ export class Telemetry {
   readonly instance = randomUUID();
   /** The meter provider now: the option's, or the global one, which an SDK may register after createImpersonation(). */
   readonly #meterProvider: () => MeterProvider;
-  #built: { provider: MeterProvider; instruments: Instruments } | undefined;
+  #built: { provider: MeterProvider; instruments: Instruments; metered: boolean } | undefined;
   readonly #observers: Array<{ gauge: Observed; callback: ObservableCallback }> = [];
   /** Exchanges answered, by outcome and error type: each attribute set built once, and a count beside it. */
   readonly #exchanges = new Map<string, { attributes: Attributes; count: number }>();
@@ -81,11 +81,18 @@ export class Telemetry {
   get metrics(): Instruments {
     const provider = this.#meterProvider();
     if (this.#built?.provider !== provider) {
-      const instruments = instrumentsOf(provider.getMeter(SCOPE));
+      const meter = provider.getMeter(SCOPE);
+      const instruments = instrumentsOf(meter);
       for (const { gauge, callback } of this.#observers) instruments[gauge].addCallback(callback);
-      this.#built = { provider, instruments };
+      this.#built = { provider, instruments, metered: meter !== this.api.createNoopMeter() };
     }
     return this.#built.instruments;
+  }
+
+  /** Whether anything collects the metrics: the API's no-op meter (no SDK, no option) reads no gauge. */
+  get metered(): boolean {
+    void this.metrics;
+    return this.#built!.metered;
   }
 
   /** Reads `gauge` through `callback` at each collection, on whichever meter provider is in force. */

@@ -17,6 +17,8 @@ describe('OpenTelemetry through the global providers, registered after the plugi
 
   before(async () => {
     tp = await startProvider({});
+    // Before the SDK: counted among the exchanges, kept for no gauge.
+    await impersonate(tp, { actorToken: await userAccessToken(tp, 'alice'), subject: { userId: 'carol' } });
     telemetry = inMemoryTelemetry();
     trace.setGlobalTracerProvider(telemetry.options.tracerProvider);
     metrics.setGlobalMeterProvider(telemetry.options.meterProvider);
@@ -29,7 +31,7 @@ describe('OpenTelemetry through the global providers, registered after the plugi
     await telemetry?.close();
   });
 
-  it('traces and counts the exchanges made once the SDK is in place', async () => {
+  it('traces the exchanges made once the SDK is in place, counts them all, and gauges the sessions issued since', async () => {
     await impersonate(tp, {
       actorToken: await userAccessToken(tp, 'alice'),
       subject: { userId: 'bob', context: { ticket: 'SUP-7' } },
@@ -39,7 +41,7 @@ describe('OpenTelemetry through the global providers, registered after the plugi
     const counted = (await telemetry.metrics()).find(
       (metric) => metric.descriptor.name === 'impersonation.token_exchange.requests',
     );
-    expect(counted?.dataPoints.map(({ value }) => value)).to.deep.equal([1]);
+    expect(counted?.dataPoints.map(({ value }) => value)).to.deep.equal([2]);
     const sessions = (await telemetry.metrics()).find(
       (metric) => metric.descriptor.name === 'impersonation.sessions.active',
     );
