@@ -369,9 +369,8 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
 
     async commitOnce(commit: CommitWrite): Promise<CommitOutcome> {
       const { consume, write, indexes, expiresAt, guards, quotas = [], outbox: notes } = commit;
-      if ((consume && !COMMITTED_TOGETHER.has(consume.model)) || !COMMITTED_TOGETHER.has(write.model)) {
+      if ((consume && !COMMITTED_TOGETHER.has(consume.model)) || !COMMITTED_TOGETHER.has(write.model))
         throw invalidCall('commitOnce', `commits only ${[...COMMITTED_TOGETHER].join(' and ')} entries`);
-      }
       const ttl = entryLifetimeMs(write.expiresIn);
       if (ttl === undefined || ttl === 0) throw invalidCall('commitOnce', 'the entry to write needs a lifetime');
       if (!isReady()) await whenReady();

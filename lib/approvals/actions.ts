@@ -94,9 +94,8 @@ export async function approveRequest(
   const request = await openRequest(deps, customer, requestId, ctx);
   const asked = request.scope;
   // The names asked are listed, never those sent: what a customer pastes may be anything.
-  if (chosen && asked && chosen.some((name) => !asked.includes(name))) {
+  if (chosen && asked && chosen.some((name) => !asked.includes(name)))
     throw invalidInput(`scope may only narrow the scope asked: ${asked.join(' ')}`);
-  }
   const scope = chosen ?? request.scope;
   // The deployment's decision point, when it has one, has its say before the answer is written.
   const approval = { customer, actor: request.actor, clientId: request.clientId, scope, context: request.context };
@@ -189,7 +188,6 @@ async function reservePlace(deps: ApprovalDependencies, grant: AccessGrant, maxG
   }
 }
 
-/** A grant of the customer's from now for `duration` seconds. */
 function newGrant(
   customer: string,
   duration: number,

@@ -28,9 +28,8 @@ export async function approvalForCreation(
   // The policy gets a copy of the scopes, which the grants are then compared with.
   const requirement = await settings.require({ ...ask, ...definedMembers({ scope: ask.scope && [...ask.scope] }) });
   // A policy that answers something else is a bug of the deployment: refused, never read as "none".
-  if (!REQUIREMENTS.has(requirement)) {
+  if (!REQUIREMENTS.has(requirement))
     throw invalidCall('approvals.require', 'must answer "none", "grant" or "request"');
-  }
   if (requirement === 'none') return { kind: 'none' };
   // A customer approves a person and the application they act through, never "whoever the backend sends".
   const missing = [

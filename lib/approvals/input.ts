@@ -13,21 +13,18 @@ const isScopeName = (name: unknown) => typeof name === 'string' && SCOPE_TOKEN.t
 
 /** An object's fields, refusing any not in `allowed` and listing those allowed, never the one sent. */
 export function fieldsOf(value: unknown, allowed: readonly string[], what = 'body'): Record<string, unknown> {
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+  if (typeof value !== 'object' || value === null || Array.isArray(value))
     throw invalidInput(`${what} must be a JSON object`);
-  }
-  if (Object.keys(value).some((field) => !allowed.includes(field))) {
+  if (Object.keys(value).some((field) => !allowed.includes(field)))
     throw invalidInput(`${what} has an unknown field; its fields are ${allowed.join(', ')}`);
-  }
   return value as Record<string, unknown>;
 }
 
 /** A list of scope names, without repeats, in the order given; absent stays absent. */
 export function readScopeList(value: unknown, field: string): string[] | undefined {
   if (value === undefined) return undefined;
-  if (!Array.isArray(value) || !value.length || value.length > MAX_SCOPES || !value.every(isScopeName)) {
+  if (!Array.isArray(value) || !value.length || value.length > MAX_SCOPES || !value.every(isScopeName))
     throw invalidInput(`${field} must be an array of 1 to ${MAX_SCOPES} scope names`);
-  }
   return [...new Set(value as string[])];
 }
 
@@ -36,26 +33,22 @@ export function readResource(value: unknown, field: string): string | undefined 
   if (value === undefined) return undefined;
   const storable = typeof value === 'string' && value.length <= MAX_RESOURCE_LENGTH && isStorableText(value);
   // A fragment, even an empty one, is refused by its '#'.
-  if (!storable || !URL.parse(value) || value.includes('#')) {
+  if (!storable || !URL.parse(value) || value.includes('#'))
     throw invalidInput(`${field} must be an absolute URI without a fragment`);
-  }
   return value;
 }
 
-/** Whole seconds from 1 to `max`. */
 export function readDuration(value: unknown, max: number, field = 'duration'): number {
-  if (!Number.isSafeInteger(value) || (value as number) < 1 || (value as number) > max) {
+  if (!Number.isSafeInteger(value) || (value as number) < 1 || (value as number) > max)
     throw invalidInput(`${field} must be an integer number of seconds from 1 to ${max}`);
-  }
   return value as number;
 }
 
 /** Free text: trimmed, non-empty, at most MAX_TEXT characters, storable and legible. */
 export function readText(value: unknown, field: string): string | undefined {
   if (value === undefined) return undefined;
-  if (typeof value !== 'string' || !value.trim() || value.length > MAX_TEXT) {
+  if (typeof value !== 'string' || !value.trim() || value.length > MAX_TEXT)
     throw invalidInput(`${field} must be a non-empty string of at most ${MAX_TEXT} characters`);
-  }
   if (!isStorableText(value)) throw invalidInput(`${field} holds ${UNSTORABLE_TEXT}`);
   if (!isLegibleText(value)) throw invalidInput(`${field} ${ILLEGIBLE_TEXT}`);
   return value.trim();

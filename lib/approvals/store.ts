@@ -130,9 +130,8 @@ export class ApprovalStore {
     request: ApprovalRequest,
     answer: NonNullable<ApprovalRequest['answer']>,
   ): Promise<Outcome<ApprovalRequest>> {
-    if (!(await this.#adapter.consumeOnce(request.id))) {
+    if (!(await this.#adapter.consumeOnce(request.id)))
       return { record: (await this.findRequest(request.id)) ?? request, changedNow: false };
-    }
     const record: ApprovalRequest = { ...request, answer };
     // An answered request stays readable (its backend polls it) as long as an unanswered one would have.
     const keptUntil = Math.max(request.expiresAt, answer.at);

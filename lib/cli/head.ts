@@ -5,9 +5,8 @@ import { invalidCommandLine } from '../errors/standalone.js';
 import { parseJson } from '../json.js';
 
 export async function publishedHeadOf(value: string): Promise<SignedHead> {
-  if (value.trimStart().startsWith('{')) {
+  if (value.trimStart().startsWith('{'))
     return headOf(parseJson(value, () => invalidCommandLine('--head: not a JSON object')));
-  }
   try {
     return await readLastHead(value);
   } catch (error) {

@@ -29,9 +29,8 @@ async function main(argv: string[]): Promise<number> {
   const connectionString = values['database-url'] ?? process.env['DATABASE_URL'];
   if (!connectionString) throw invalidCommandLine(`--database-url (or DATABASE_URL) is required\n${USAGE}`);
   const every = values['require-checkpoints'] === undefined ? undefined : Number(values['require-checkpoints']);
-  if (every !== undefined && !(Number.isSafeInteger(every) && every > 0)) {
+  if (every !== undefined && !(Number.isSafeInteger(every) && every > 0))
     throw invalidCommandLine("--require-checkpoints must be a positive integer (the log's checkpointEvery)");
-  }
   // Loaded only now: `pg` is an optional peer dependency, and --help and usage errors need none of it.
   const postgres = await loadPostgres();
   if (!postgres) throw invalidCommandLine('the audit commands need the pg package: npm install pg');
@@ -48,9 +47,8 @@ async function main(argv: string[]): Promise<number> {
       const heads = await Promise.all((values.head ?? []).map(publishedHeadOf));
       if (heads.length && !key)
         throw invalidCommandLine('--head needs --key: a published head is checked with the key');
-      if (every !== undefined && !key) {
+      if (every !== undefined && !key)
         throw invalidCommandLine('--require-checkpoints needs --key: the checkpoints are checked with the key');
-      }
       if (key && !heads.length)
         process.stderr.write('note: without --head, rows removed from the end of the chain are not detected\n');
       const result = await log.verify({ key, head: heads, requireCheckpoints: every !== undefined });

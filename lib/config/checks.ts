@@ -15,9 +15,8 @@ export function optionChecks(fn: string) {
     throw invalidOption(fn, name, requirement);
   };
   const integer = (name: string, value: unknown, max: number): number => {
-    if (!Number.isSafeInteger(value) || (value as number) < 1 || (value as number) > max) {
+    if (!Number.isSafeInteger(value) || (value as number) < 1 || (value as number) > max)
       fail(name, `must be an integer from 1 to ${max}`);
-    }
     return value as number;
   };
   return {
@@ -31,30 +30,23 @@ export function optionChecks(fn: string) {
     object(name: string, value: unknown): asserts value is object {
       if (typeof value !== 'object' || value === null || Array.isArray(value)) fail(name, 'must be an object');
     },
-    /** A whole number from 1 to `max`. */
     integer,
-    /** `integer`, or `fallback` when not given. */
     integerOr: (name: string, value: unknown, fallback: number, max: number) =>
       value === undefined ? fallback : integer(name, value, max),
-    /** A whole number of 1 or more, without an upper bound. */
     positive(name: string, value: unknown): number {
       if (!Number.isSafeInteger(value) || (value as number) < 1) fail(name, 'must be a positive integer');
       return value as number;
     },
-    /** A function, or nothing. */
     optionalFunction(name: string, value: unknown): void {
       if (value !== undefined && typeof value !== 'function') fail(name, 'must be a function');
     },
-    /** One scope name. */
     scope(name: string, value: unknown): string {
       if (typeof value !== 'string' || !SCOPE_TOKEN.test(value)) fail(name, 'must be a single scope name');
       return value as string;
     },
-    /** An absolute path without a trailing slash. */
     path(name: string, value: unknown): string {
-      if (typeof value !== 'string' || !ABSOLUTE_PATH.test(value)) {
+      if (typeof value !== 'string' || !ABSOLUTE_PATH.test(value))
         fail(name, 'must be an absolute path without a trailing slash');
-      }
       return value as string;
     },
     /** An absolute URI without a fragment (a resource indicator, RFC 8707). */
@@ -65,9 +57,8 @@ export function optionChecks(fn: string) {
     },
     /** An array of non-empty client ids, copied and frozen. */
     clientIds(name: string, value: unknown): string[] {
-      if (!Array.isArray(value) || value.some((id) => typeof id !== 'string' || !id)) {
+      if (!Array.isArray(value) || value.some((id) => typeof id !== 'string' || !id))
         fail(name, 'must be an array of client ids');
-      }
       return Object.freeze([...(value as string[])]) as string[];
     },
   };

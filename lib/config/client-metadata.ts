@@ -25,9 +25,8 @@ export function withClientMetadata(
     validator(ctx: KoaContextWithOIDC | undefined, key: string, value: unknown, metadata: ClientMetadata) {
       if (key !== name) return ownValidator?.(ctx, key, value, metadata);
       // Only the deployment's own clients carry it, never one registered or updated over HTTP (RFC 7591, 7592).
-      if (value !== undefined && SELF_SERVICE_ROUTES.has(String(ctx?.oidc?.route))) {
+      if (value !== undefined && SELF_SERVICE_ROUTES.has(String(ctx?.oidc?.route)))
         throw invalidClientMetadata(`${name} cannot be set through client registration`);
-      }
       check(metadata);
       return undefined;
     },

@@ -9,8 +9,7 @@ export type ExchangeDecision = PolicyDecision | { scope: string[] };
 /** `undefined` when the policy allowed; otherwise the reason it refused. */
 export function refusalReason(decision: PolicyDecision, fallback: string): string | undefined {
   if (decision === true) return undefined;
-  if (typeof decision === 'object' && decision !== null && typeof decision.reason === 'string' && decision.reason) {
+  if (typeof decision === 'object' && decision !== null && typeof decision.reason === 'string' && decision.reason)
     return decision.reason;
-  }
   return fallback;
 }

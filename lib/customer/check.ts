@@ -22,14 +22,12 @@ export function createCustomerCheck(provider: Provider, approvals: ResolvedAppro
     const token = await verifyAccessToken(provider, value, 'AccessToken');
     if (!token) return invalidToken('the access token is invalid or expired');
     // Before the audience: an impersonation token is named as such, whatever it is for.
-    if (token.act || token.impersonationSession !== undefined) {
+    if (token.act || token.impersonationSession !== undefined)
       return invalidToken('an impersonation token cannot act for the customer it impersonates');
-    }
     // A client_credentials JWT names its client as `sub`; an opaque one is not an AccessToken at all.
     if (token.sub === token.clientId) return invalidToken("the customer's own access token is required");
-    if (!token.audience.includes(approvals.customerResource)) {
+    if (!token.audience.includes(approvals.customerResource))
       return invalidToken("the access token is not for the customer's support-access API");
-    }
     if (token.cnf) return invalidToken('sender-constrained access tokens are not accepted here');
     if (!token.scopes.has(approvals.customerScope)) {
       return {
@@ -58,9 +56,8 @@ export function customerResourceInfo(
   client: { subjectType?: string },
 ): ResourceServer {
   // A pairwise client's tokens name the customer by an identifier of that client's, not by their account.
-  if (client.subjectType === 'pairwise') {
+  if (client.subjectType === 'pairwise')
     throw invalidTarget('a client with pairwise subject identifiers may not obtain tokens for the support-access API');
-  }
   const { route } = ctx.oidc;
   const grantType = ctx.oidc.params?.['grant_type'];
   const allowed =

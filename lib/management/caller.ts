@@ -16,13 +16,11 @@ export function createCallerCheck(provider: Provider, managementResource: string
     const token = await verifyAccessToken(provider, value, 'ClientCredentials');
     if (!token) return invalidToken('the access token is invalid or expired');
     if (token.sub !== token.clientId) return invalidToken('a client_credentials access token is required');
-    if (!token.audience.includes(managementResource)) {
+    if (!token.audience.includes(managementResource))
       return invalidToken('the access token is not for the Management API');
-    }
     if (token.cnf) return invalidToken('sender-constrained access tokens are not accepted here');
-    if (!token.scopes.has(required.scope)) {
+    if (!token.scopes.has(required.scope))
       return { error: 'insufficient_scope', description: `the access token lacks the ${required.scope} scope` };
-    }
     return { clientId: token.clientId };
   };
 }

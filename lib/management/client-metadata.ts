@@ -34,9 +34,8 @@ function checkManagementMetadata(metadata: ClientMetadata, managementScopes: Rea
       `${MANAGEMENT_SCOPE_METADATA} must be a space-separated list of ${[...managementScopes].join(', ')}`,
     );
   }
-  if (!Array.isArray(metadata.grant_types) || !metadata.grant_types.includes('client_credentials')) {
+  if (!Array.isArray(metadata.grant_types) || !metadata.grant_types.includes('client_credentials'))
     throw invalidClientMetadata(`${MANAGEMENT_SCOPE_METADATA} needs the client_credentials grant type`);
-  }
   metadata[MANAGEMENT_SCOPE_METADATA] = names.join(' ');
 }
 

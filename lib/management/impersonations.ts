@@ -53,9 +53,8 @@ export function impersonationRoutes(
       refuseUnknown('query parameter', ctx.query, ['subject', 'actor', 'event', 'since', 'until', 'limit', 'cursor']);
       const filter = readFilter(ctx.query);
       const cursor = ctx.query['cursor'];
-      if (cursor !== undefined && (typeof cursor !== 'string' || !/^[A-Za-z0-9_-]{1,40}$/.test(cursor))) {
+      if (cursor !== undefined && (typeof cursor !== 'string' || !/^[A-Za-z0-9_-]{1,40}$/.test(cursor)))
         throw badRequest('cursor is not one this API returned');
-      }
       ctx.body = await storeCall(async () => {
         if (typeof migrate === 'function') await (migrate as () => Promise<void>).call(trail);
         try {
@@ -169,7 +168,6 @@ function readCursor(value: unknown, allowed: readonly string[], query: Koa.Conte
   throw badRequest('cursor is not one this API returned');
 }
 
-/** The optional `{ "reason" }` of a revocation. */
 async function readReason(ctx: Koa.Context): Promise<string | undefined> {
   const body = await readOptionalJsonObject(ctx, 4096);
   refuseUnknown('field', body, ['reason']);

@@ -64,9 +64,8 @@ export function subjectTokenRoutes(
     const id = ctx.params['id']!;
     const outcome = /^stid_[A-Za-z0-9_-]{16}$/.test(id) ? await storeCall(() => store.withdraw(id)) : 'unknown';
     if (outcome === 'unknown') throw notFound('not_found', 'no subject token has this id (or it expired)');
-    if (outcome === 'redeemed') {
+    if (outcome === 'redeemed')
       throw alreadyRedeemed('the subject token was already exchanged; revoke its impersonation session instead');
-    }
     ctx.status = 204;
     await publish(bus, { name: EVENTS.subjectTokenWithdrawn, subjectTokenId: id, revokedBy: caller.clientId }, ctx);
   });
@@ -78,9 +77,8 @@ function parseCreation(body: JsonObject, options: ResolvedOptions): SubjectToken
   const { userId, context = {} } = body;
   if (!isIdentifier(userId)) throw badRequest('userId must be a non-empty string');
   if (!isJsonObject(context)) throw badRequest('context must be a JSON object');
-  if (Buffer.byteLength(JSON.stringify(context)) > options.maxContextBytes) {
+  if (Buffer.byteLength(JSON.stringify(context)) > options.maxContextBytes)
     throw requestTooLarge(`context exceeds ${options.maxContextBytes} bytes of JSON`);
-  }
   for (const name of CONTEXT_TEXT) {
     const text = context[name];
     if (typeof text === 'string' && !isLegibleText(text)) throw badRequest(`context.${name} ${ILLEGIBLE_TEXT}`);

@@ -79,16 +79,14 @@ export function createImpersonationVerifier(options: ImpersonationVerifierOption
   const refreshInterval = check.positive('refreshInterval', options.refreshInterval ?? (push ? 30_000 : 500));
   const maxStaleness = check.positive('maxStaleness', options.maxStaleness ?? (push ? 35_000 : 5000));
   const timeout = check.positive('timeout', options.timeout ?? 2000);
-  if (push && maxStaleness <= refreshInterval) {
+  if (push && maxStaleness <= refreshInterval)
     check.fail('maxStaleness', 'must be more than "refreshInterval", which each verification waits');
-  }
   const keys =
     typeof options.jwks === 'function'
       ? options.jwks
       : createRemoteJWKSet(new URL(options.jwks ?? `${options.issuer.replace(/\/$/, '')}/jwks`));
-  if ((options.revocationsUri === undefined) === (options.ssf === undefined)) {
+  if ((options.revocationsUri === undefined) === (options.ssf === undefined))
     check.fail('revocationsUri', 'or "ssf" must be given, and only one of them');
-  }
   const trust = { issuer: options.issuer, keys };
   const expected = {
     issuer: options.issuer,

@@ -121,14 +121,12 @@ export function ssfPushSource(
 
   async function receive({ body, authorization }: Parameters<PushSource['receive']>[0]): Promise<PushAnswer> {
     const given = Buffer.from(authorization ?? '');
-    if (given.length !== expected.length || !timingSafeEqual(given, expected)) {
+    if (given.length !== expected.length || !timingSafeEqual(given, expected))
       return { status: 401, body: { err: 'authentication_failed', description: 'the push is not authorized' } };
-    }
     const verified = await verifySet(body, trust, options.audience);
     if (!verified.payload) {
-      if (verified.error !== undefined) {
+      if (verified.error !== undefined)
         return { status: 400, body: { err: verified.error, description: 'the SET could not be verified' } };
-      }
       const jti = jtiOf(body);
       if (jti === undefined) return { status: 400, body: { err: 'invalid_request', description: 'no jti' } };
       if (!awaited.has(jti) && awaited.size < MAX_AWAITED) awaited.set(jti, Date.now());
@@ -162,9 +160,8 @@ export function ssfPushSource(
     }
     revocations.forgetBefore(Date.now());
     // Invariant 56: after a gap, nothing before the read is known.
-    if (freshSince === undefined || startedAt - freshSince > maxStaleness) {
+    if (freshSince === undefined || startedAt - freshSince > maxStaleness)
       revocations.knowsSince = Math.floor(startedAt / 1000) + clockSkew;
-    }
     freshSince = startedAt;
   }
 

@@ -35,9 +35,8 @@ export function ssfDelivery({ streams, options, outbox }: Transmitter): OtherDel
         // A full queue waits for the receiver to acknowledge, as a receiver that is down would.
         return queued ? { outcome: 'delivered' } : { status: 503 };
       }
-      if (pushUrlProblem(new URL(stream.delivery.endpointUrl), options.allowedPushHosts)) {
+      if (pushUrlProblem(new URL(stream.delivery.endpointUrl), options.allowedPushHosts))
         return { outcome: 'dead', reason: 'push_target_refused' };
-      }
       const { endpointUrl, authorizationHeader: authorization } = stream.delivery;
       const headers = {
         'content-type': `application/${SET_TYPE}`,

@@ -16,9 +16,8 @@ const PRINTABLE = /^[\x20-\x7E]+$/;
 const isEventUri = (uri: unknown) => typeof uri === 'string' && uri.length > 0 && uri.length <= MAX_URI;
 
 export function readStreamId(value: unknown): string {
-  if (typeof value !== 'string' || !/^[A-Za-z0-9_-]{1,64}$/.test(value)) {
+  if (typeof value !== 'string' || !/^[A-Za-z0-9_-]{1,64}$/.test(value))
     throw badRequest('stream_id must be the id of a stream');
-  }
   return value;
 }
 
@@ -33,9 +32,8 @@ export async function readReceiverSupplied(body: JsonObject, allow: PushAllowLis
   const result: ReceiverSupplied = {};
   const events = body['events_requested'];
   if (events !== undefined) {
-    if (!Array.isArray(events) || events.length > MAX_EVENTS_REQUESTED || !events.every(isEventUri)) {
+    if (!Array.isArray(events) || events.length > MAX_EVENTS_REQUESTED || !events.every(isEventUri))
       throw badRequest(`events_requested must be an array of at most ${MAX_EVENTS_REQUESTED} event type URIs`);
-    }
     result.eventsRequested = [...new Set(events as string[])];
   }
   const description = readOptionalText(body, 'description', MAX_DESCRIPTION);
@@ -51,9 +49,8 @@ export async function readReceiverSupplied(body: JsonObject, allow: PushAllowLis
 }
 
 function readDelivery(delivery: unknown, allow: PushAllowList): StreamRecord['delivery'] {
-  if (typeof delivery !== 'object' || delivery === null || Array.isArray(delivery)) {
+  if (typeof delivery !== 'object' || delivery === null || Array.isArray(delivery))
     throw badRequest('delivery must be an object');
-  }
   const { method, endpoint_url: endpoint, authorization_header: authorization } = delivery as Record<string, unknown>;
   // SSF 1.0 8.1.1.1: a delivery without a method is poll.
   if (method === undefined || method === POLL_METHOD) {
@@ -63,9 +60,8 @@ function readDelivery(delivery: unknown, allow: PushAllowList): StreamRecord['de
   }
   if (method !== PUSH_METHOD) throw badRequest(`delivery.method must be ${PUSH_METHOD} or ${POLL_METHOD}`);
   const url = typeof endpoint === 'string' && endpoint.length <= MAX_URI ? URL.parse(endpoint) : null;
-  if (!url || url.username || url.password || url.hash || !/^https?:$/.test(url.protocol)) {
+  if (!url || url.username || url.password || url.hash || !/^https?:$/.test(url.protocol))
     throw badRequest('delivery.endpoint_url must be an https URL without credentials or fragment');
-  }
   const problem = pushUrlProblem(url, allow);
   if (problem) throw badRequest(`delivery.endpoint_url ${problem}`);
   if (authorization === undefined) return { method: PUSH_METHOD, endpointUrl: url.href };
@@ -87,13 +83,11 @@ const SET_ERRS_FORM = 'setErrs must be an object of jti to { err, description }'
 /** An RFC 8936 2.4 poll request. */
 export function readPollRequest(body: JsonObject) {
   const { maxEvents = MAX_EVENTS_PER_POLL, returnImmediately = false, ack = [], setErrs = {} } = body;
-  if (!Number.isSafeInteger(maxEvents) || (maxEvents as number) < 0) {
+  if (!Number.isSafeInteger(maxEvents) || (maxEvents as number) < 0)
     throw badRequest('maxEvents must be a non-negative integer');
-  }
   if (typeof returnImmediately !== 'boolean') throw badRequest('returnImmediately must be true or false');
-  if (!Array.isArray(ack) || ack.length > MAX_ACKS || ack.some((jti) => typeof jti !== 'string' || !JTI.test(jti))) {
+  if (!Array.isArray(ack) || ack.length > MAX_ACKS || ack.some((jti) => typeof jti !== 'string' || !JTI.test(jti)))
     throw badRequest(`ack must be an array of at most ${MAX_ACKS} jti values`);
-  }
   if (typeof setErrs !== 'object' || setErrs === null || Array.isArray(setErrs)) throw badRequest(SET_ERRS_FORM);
   const errs = Object.entries(setErrs);
   if (errs.length > MAX_ACKS) throw badRequest(`setErrs must name at most ${MAX_ACKS} jti values`);
@@ -128,13 +122,11 @@ const MAX_ALIASES = 10;
 
 /** The body of an add or remove subject request (SSF 1.0 8.1.3.2, 8.1.3.3). */
 export function readSubjectChange(body: JsonObject, adding: boolean): void {
-  if (!isSubject(body['subject'], 0)) {
+  if (!isSubject(body['subject'], 0))
     throw badRequest('subject must be a subject identifier of a format RFC 9493 or SSF 1.0 defines');
-  }
   const verified = body['verified'];
-  if (verified !== undefined && (!adding || typeof verified !== 'boolean')) {
+  if (verified !== undefined && (!adding || typeof verified !== 'boolean'))
     throw badRequest(adding ? 'verified must be true or false' : 'verified applies to adding a subject only');
-  }
 }
 
 function isSubject(value: unknown, depth: number): boolean {

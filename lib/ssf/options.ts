@@ -84,20 +84,17 @@ export function resolveSsfOptions(input: SsfOptions, taken: { scopes: string[]; 
   if (taken.scopes.includes(scope)) fail('ssf.scope', "must differ from the Management API's other scopes");
   const manageScopes = Object.freeze([...new Set([scope, PROFILE_MANAGE_SCOPE])]);
   const readScopes = Object.freeze([...new Set([...manageScopes, PROFILE_READ_SCOPE])]);
-  if (readScopes.some((name) => taken.scopes.includes(name))) {
+  if (readScopes.some((name) => taken.scopes.includes(name)))
     fail('ssf.scope', `the Management API's other scopes must differ from ${readScopes.join(', ')}`);
-  }
   const path = check.path('ssf.path', input.path ?? SSF_DEFAULTS.path);
   const overlaps = (other: string) => other === path || other.startsWith(`${path}/`) || path.startsWith(`${other}/`);
-  if (path.startsWith('/.well-known') || taken.paths.some(overlaps)) {
+  if (path.startsWith('/.well-known') || taken.paths.some(overlaps))
     fail('ssf.path', "must not overlap the Management API's other paths nor /.well-known");
-  }
   let baseUrl: string | undefined;
   if (input.baseUrl !== undefined) {
     const url = typeof input.baseUrl === 'string' ? URL.parse(input.baseUrl) : null;
-    if (!url || url.search || url.hash || url.username || url.password || !/^https?:$/.test(url.protocol)) {
+    if (!url || url.search || url.hash || url.username || url.password || !/^https?:$/.test(url.protocol))
       fail('ssf.baseUrl', 'must be an absolute http(s) URL without query, fragment or credentials');
-    }
     baseUrl = url.href.replace(/\/$/, '');
   }
   const pushAllowList = readPushAllowList(input.pushAllowList ?? []);

@@ -67,9 +67,8 @@ export function pushUrlProblem(url: URL, allow: PushAllowList): string | undefin
   const host = hostOf(url.hostname);
   if (listed(host, allow)) return undefined;
   if (url.protocol !== 'https:') return 'must be https (plain http only to a host of ssf.pushAllowList)';
-  if (isIP(host) ? !reachable(host, allow) : host === 'localhost' || host.endsWith('.localhost')) {
+  if (isIP(host) ? !reachable(host, allow) : host === 'localhost' || host.endsWith('.localhost'))
     return 'must not name a loopback, private, link-local or otherwise internal address';
-  }
   return undefined;
 }
 

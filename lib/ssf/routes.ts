@@ -126,9 +126,8 @@ function view(transmitter: Transmitter, stream: StreamRecord): JsonObject {
 function assertTransmitterSupplied(transmitter: Transmitter, body: JsonObject, stream: StreamRecord): void {
   const current = view(transmitter, stream);
   for (const name of TRANSMITTER_SUPPLIED) {
-    if (body[name] !== undefined && JSON.stringify(body[name]) !== JSON.stringify(current[name])) {
+    if (body[name] !== undefined && JSON.stringify(body[name]) !== JSON.stringify(current[name]))
       throw badRequest(`${name} is set by the transmitter and differs from this stream's`);
-    }
   }
 }
 
@@ -150,9 +149,8 @@ async function createStream(ssf: Ssf, ctx: Koa.Context): Promise<void> {
     createdAt: Math.floor(Date.now() / 1000),
   };
   const created = full ?? (await storeCall(() => streams.create(stream, bounds)));
-  if (created === 'receiver') {
+  if (created === 'receiver')
     throw tooManyStreams(`this receiver has ${bounds.receiver} streams already, the most allowed`);
-  }
   if (created === 'all') throw tooManyStreams('the transmitter has as many streams as it allows');
   ctx.status = 201;
   ctx.body = view(ssf, stream);
@@ -197,9 +195,8 @@ async function readStatus(ssf: Ssf, ctx: Koa.Context): Promise<void> {
 async function changeStatus(ssf: Ssf, ctx: Koa.Context): Promise<void> {
   const { body, stream } = await bodyAndStream(ssf, ctx);
   const status = body['status'];
-  if (typeof status !== 'string' || !STATUSES.has(status as StreamStatus)) {
+  if (typeof status !== 'string' || !STATUSES.has(status as StreamStatus))
     throw badRequest('status must be enabled, paused or disabled');
-  }
   const reason = readOptionalText(body, 'reason', MAX_REASON);
   const { reason: _previous, ...rest } = stream;
   const next: StreamRecord = { ...rest, status: status as StreamStatus, ...(reason === undefined ? {} : { reason }) };

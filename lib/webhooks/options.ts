@@ -76,29 +76,25 @@ export function resolveWebhookOptions(input: WebhookOptions): ResolvedWebhookOpt
   if (typeof input !== 'object' || input === null) fail('webhooks', 'must be an object');
   check.known(input, OPTION_NAMES, 'webhooks.');
   const subscriptions = input.subscriptions as unknown;
-  if (!Array.isArray(subscriptions) || !subscriptions.length) {
+  if (!Array.isArray(subscriptions) || !subscriptions.length)
     fail('webhooks.subscriptions', 'must be a non-empty array');
-  }
   const ids = new Set<string>();
   const resolved = subscriptions.map((subscription: unknown, index) => {
     const name = `webhooks.subscriptions[${index}]`;
     if (typeof subscription !== 'object' || subscription === null) fail(name, 'must be an object');
     check.known(subscription, SUBSCRIPTION_NAMES, `${name}.`);
     const { id, url, events, secret } = subscription as Partial<Record<keyof WebhookSubscription, unknown>>;
-    if (typeof id !== 'string' || !/^[A-Za-z0-9._-]{1,64}$/.test(id)) {
+    if (typeof id !== 'string' || !/^[A-Za-z0-9._-]{1,64}$/.test(id))
       fail(`${name}.id`, 'must be 1 to 64 letters, digits, ".", "_" or "-"');
-    }
     if (ids.has(id)) fail(`${name}.id`, "must differ from the other subscriptions' ids");
     ids.add(id);
     const parsed = typeof url === 'string' ? URL.parse(url) : null;
     const secure =
       parsed?.protocol === 'https:' || (parsed?.protocol === 'http:' && LOOPBACK_HOSTS.has(parsed.hostname));
-    if (!parsed || !secure || parsed.username || parsed.password || parsed.hash) {
+    if (!parsed || !secure || parsed.username || parsed.password || parsed.hash)
       fail(`${name}.url`, 'must be an https URL without credentials or fragment (http only on a loopback address)');
-    }
-    if (!Array.isArray(events) || !events.length || !events.every(isWebhookEvent)) {
+    if (!Array.isArray(events) || !events.length || !events.every(isWebhookEvent))
       fail(`${name}.events`, `must be a non-empty array of ${WEBHOOK_EVENTS.join(', ')}`);
-    }
     return Object.freeze({
       id,
       url: parsed.href,
@@ -123,8 +119,7 @@ export function resolveWebhookOptions(input: WebhookOptions): ResolvedWebhookOpt
 function signingKey(name: string, secret: unknown): Buffer {
   const match = typeof secret === 'string' ? /^whsec_([A-Za-z0-9+/]+={0,2})$/.exec(secret) : null;
   const key = match ? Buffer.from(match[1]!, 'base64') : undefined;
-  if (!key || key.length < 24 || key.length > 64) {
+  if (!key || key.length < 24 || key.length > 64)
     fail(name, 'must be "whsec_" followed by the base64 of 24 to 64 random bytes');
-  }
   return key;
 }
