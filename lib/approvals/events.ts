@@ -7,14 +7,13 @@ type RequestEventName = typeof EVENTS.approvalRequested | typeof EVENTS.approval
 
 /** What an event says of an access grant: who gave what to whom, until when; never the note, which is for people. */
 export function grantEvent<Name extends GrantEventName>(name: Name, grant: AccessGrant): ImpersonationEvent<Name> {
-  const event: ImpersonationEvent<GrantEventName> = {
+  return {
     name,
     accessGrantId: grant.id,
     subject: grant.subject,
     expiresAt: grant.expiresAt,
     ...definedMembers({ ...ceilingOf(grant), approvalRequestId: grant.approvalRequestId }),
-  };
-  return event as ImpersonationEvent<Name>;
+  } satisfies ImpersonationEvent<GrantEventName> as ImpersonationEvent<Name>;
 }
 
 /** What an event says of an approval request: who asks to act as whom, for what, and why (its context). */
@@ -22,7 +21,7 @@ export function requestEvent<Name extends RequestEventName>(
   name: Name,
   request: ApprovalRequest,
 ): ImpersonationEvent<Name> {
-  const event: ImpersonationEvent<RequestEventName> = {
+  return {
     name,
     approvalRequestId: request.id,
     subject: request.subject,
@@ -31,8 +30,7 @@ export function requestEvent<Name extends RequestEventName>(
     context: request.context,
     expiresAt: request.expiresAt,
     ...definedMembers({ clientId: request.clientId, ...ceilingOf(request) }),
-  };
-  return event as ImpersonationEvent<Name>;
+  } satisfies ImpersonationEvent<RequestEventName> as ImpersonationEvent<Name>;
 }
 
 /** What an event says of the ceiling a grant or a request names: the actor (a grant's may be anyone), resource and scope. */

@@ -77,13 +77,11 @@ export function resolveApprovalOptions(
   const options = { ...DEFAULTS, ...definedMembers(input) } as unknown as Required<ApprovalOptions>;
 
   check.resourceIndicator('approvals.customerResource', options.customerResource);
-  if (taken.resources.includes(options.customerResource)) {
+  if (taken.resources.includes(options.customerResource))
     fail('approvals.customerResource', 'must differ from "managementResource"');
-  }
   check.scope('approvals.customerScope', options.customerScope);
-  if (taken.scopes.includes(options.customerScope)) {
+  if (taken.scopes.includes(options.customerScope))
     fail('approvals.customerScope', 'must differ from the Management API scopes');
-  }
   for (const name of ['customerPath', 'requestsPath'] as const) {
     check.path(`approvals.${name}`, options[name]);
     if (taken.paths.includes(options[name])) fail(`approvals.${name}`, 'must differ from the other paths');
@@ -94,12 +92,9 @@ export function resolveApprovalOptions(
     check.integer(`approvals.${name}`, options[name], APPROVAL_MAXIMA[name]);
   }
   const breakGlassClients = check.clientIds('approvals.breakGlassClients', options.breakGlassClients);
-  if (
-    !Array.isArray(options.widenApprovedGrants) ||
-    options.widenApprovedGrants.some((name: unknown) => !WIDENINGS.includes(name as ApprovalWidening))
-  ) {
+  const widenings: unknown = options.widenApprovedGrants;
+  if (!Array.isArray(widenings) || widenings.some((name: unknown) => !WIDENINGS.includes(name as ApprovalWidening)))
     fail('approvals.widenApprovedGrants', `must be an array of ${WIDENINGS.map((name) => `"${name}"`).join(', ')}`);
-  }
   return Object.freeze({
     ...options,
     widenApprovedGrants: Object.freeze([...new Set(options.widenApprovedGrants)]) as ApprovalWidening[],

@@ -122,13 +122,12 @@ export function createPostgresAuditLog(options: PostgresAuditLogOptions): Postgr
   const unsigned: { seq: string; hash: string }[] = [];
 
   function migrate(): Promise<void> {
-    migrated ??= runMigration(pool, names).catch((error: unknown) => {
+    return (migrated ??= runMigration(pool, names).catch((error: unknown) => {
       migrated = undefined; // retried on the next call: the database may be back, or the schema created
       if (options.schema !== undefined && (error as { code?: unknown }).code === INVALID_SCHEMA_NAME)
         throw missingSchema('createPostgresAuditLog', options.schema, error);
       throw error;
-    });
-    return migrated;
+    }));
   }
 
   // Invariant 29: group commit, refused rows alone.
