@@ -81,10 +81,8 @@ export async function commit(
     // Invariant 22: end marks outlive the deadline.
     if (Date.now() - startedAt > EXCHANGE_DEADLINE_MS) throw exchangeTooSlow(EXCHANGE_DEADLINE_MS);
     recheck?.();
-    const outcome = await sessions.commit(session, redeem, {
-      ...(quotas?.length ? { quotas } : {}),
-      ...participation.write,
-    });
+    const { journal, outbox } = participation.write;
+    const outcome = await sessions.commit(session, redeem, { quotas, journal, outbox });
     if (outcome.outcome !== 'committed') throw refusalOf(outcome, quotas ?? []);
     committed = outcome;
   } catch (error) {

@@ -1,7 +1,7 @@
 import type { KoaContextWithOIDC } from 'oidc-provider';
 import { forgetReadAheads, type VerifiedAccessToken } from '../access-token.js';
 import { invalidRequest } from '../errors.js';
-import { deepFreeze, definedMembers } from '../json.js';
+import { deepFreeze } from '../json.js';
 import { newSessionId, SESSION_CLAIM, stateOf, type SessionRecord } from '../sessions/record.js';
 import type { SessionStore } from '../sessions/store.js';
 import type { FoundSubjectToken, SubjectTokenRecord } from '../subject-tokens/store.js';
@@ -123,18 +123,19 @@ export function impersonationExchange(
             runCustomClaims(
               options.getCustomJwtClaims,
               {
+                // A member that may be absent goes last: the others are the literal's own.
                 token: Object.freeze({
-                  ...(act ? { act } : {}),
                   sub: record.subject,
                   aud: token.aud,
                   client_id: clientId,
                   scope: token.scope,
+                  ...(act ? { act } : {}),
                 }),
                 context: {
-                  ...(act ? { actor: { id: act.sub } } : {}),
                   grant: { type: TOKEN_EXCHANGE_GRANT, subjectTokenContext: record.context },
                   client: { id: clientId },
                   user: { id: record.subject },
+                  ...(act ? { actor: { id: act.sub } } : {}),
                 },
                 environmentVariables: options.environmentVariables,
               },
@@ -148,13 +149,6 @@ export function impersonationExchange(
       function prepared(custom: Awaited<typeof claimed>): Prepared {
         const createdAt = Math.floor(Date.now() / 1000);
         const session: SessionRecord = {
-          ...definedMembers({
-            actor: actor?.sub,
-            actorGrantId: actor?.grantId,
-            actorSessionUid: actor?.sessionUid,
-            accessGrantId: record.accessGrantId,
-            breakGlass: record.breakGlass && { reason: record.breakGlass.reason },
-          }),
           id: newSessionId(),
           subject: record.subject,
           clientId,
@@ -166,6 +160,11 @@ export function impersonationExchange(
           createdAt,
           expiresAt: createdAt + expiresIn,
         };
+        if (actor) session.actor = actor.sub;
+        if (actor?.grantId !== undefined) session.actorGrantId = actor.grantId;
+        if (actor?.sessionUid !== undefined) session.actorSessionUid = actor.sessionUid;
+        if (record.accessGrantId !== undefined) session.accessGrantId = record.accessGrantId;
+        if (record.breakGlass) session.breakGlass = { reason: record.breakGlass.reason };
         progress.session = session;
         claims.attach(
           token,

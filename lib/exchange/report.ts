@@ -35,7 +35,6 @@ export function exchangeSucceeded(
   session: SessionRecord,
 ): ImpersonationEvent<typeof EVENTS.exchangeSucceeded> {
   return {
-    ...definedMembers({ actor: session.actor, accessGrantId: record.accessGrantId }),
     name: EVENTS.exchangeSucceeded,
     clientId,
     subjectTokenId: record.id,
@@ -47,6 +46,7 @@ export function exchangeSucceeded(
     sessionId: session.id,
     accessTokenId: session.accessTokenId,
     expiresAt: session.expiresAt,
+    ...definedMembers({ actor: session.actor, accessGrantId: record.accessGrantId }),
   };
 }
 

@@ -85,14 +85,14 @@ export class SessionStore {
     const origins = originsOf(record).map(indexOf);
     const payload = recordPayload(SESSION_MODEL, record);
     return this.#adapter.commitOnce({
-      ...(redeem ? { consume: redeem } : {}),
+      consume: redeem,
       write: { model: SESSION_MODEL, id: record.id, payload, expiresIn: keptFor(record) },
-      indexes: [...activeIndexesOf(record), ...origins],
+      indexes: activeIndexesOf(record).concat(origins),
       expiresAt: record.expiresAt * 1000,
       guards: origins.map((index) => `${ENDED}${index}`),
-      ...(quotas?.length ? { quotas } : {}),
-      ...(journal ? { journal } : {}),
-      ...(outbox ? { outbox } : {}),
+      quotas,
+      journal,
+      outbox,
     });
   }
 
