@@ -123,7 +123,6 @@ export function impersonationExchange(
             runCustomClaims(
               options.getCustomJwtClaims,
               {
-                // A member that may be absent goes last: the others are the literal's own.
                 token: Object.freeze({
                   sub: record.subject,
                   aud: token.aud,

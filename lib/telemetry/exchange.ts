@@ -22,7 +22,10 @@ export function tracedExchange(
       attributes: { 'impersonation.client_id': ctx.oidc.client?.clientId ?? '' },
     });
     // The API's no-op tracer (no SDK) makes a span of no trace: nothing records, nothing to carry, only the count.
-    if (!api.trace.isSpanContextValid(span.spanContext())) return counted(telemetry, handler(ctx, untraced));
+    const spanContext = span.spanContext();
+    if (spanContext === api.INVALID_SPAN_CONTEXT || !api.trace.isSpanContextValid(spanContext)) {
+      return counted(telemetry, handler(ctx, untraced));
+    }
     const context = api.trace.setSpan(api.context.active(), span);
     // A span not sampled gets no children; its context still carries the decision to a driver's spans.
     const step: ExchangeStep = span.isRecording() ? (name) => tracedStep(telemetry, context, name) : untraced;
