@@ -43,7 +43,8 @@ export function createMemoryAuditLog(options: MemoryAuditLogOptions = {}): Memor
       const seq = head.seq + 1;
       const hash = rowHash(head.hash, seq, content);
       rows.push({ ...row, seq, content, prevHash: head.hash, hash });
-      Object.assign(head, { seq, hash });
+      head.seq = seq;
+      head.hash = hash;
     },
     verify: async () => {
       const walk = await walkChain([rows], async () => ({ ...head }));
