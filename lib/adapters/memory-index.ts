@@ -6,27 +6,56 @@ const COMPACT_AFTER = 1024;
 /** The members of one expiry: appended, and sorted by member once read (`unsorted` until then). */
 type Group = IndexEntry[] & { unsorted?: boolean };
 
+/** Where a model's members are listed: by member, each index holding it followed by its entry there. */
+export type Placements = Map<string, Array<MemoryIndex | IndexEntry>>;
+
 /** One sorted index of the memory adapter, members grouped by expiry: an insertion moves only a new expiry's group. */
 export class MemoryIndex {
   readonly #groups = new Map<number, Group>();
   /** The groups' expiries, ascending from `#head` on: expired groups leave from the front by moving it. */
   #expiries: number[] = [];
   #head = 0;
-  /** Each member's expiry, to find its group. */
-  readonly #expiryOf = new Map<string, number>();
+  #size = 0;
+  /** Shared by a model's indexes: one lookup finds a member in all of them. */
+  readonly #places: Placements;
+
+  constructor(places: Placements = new Map()) {
+    this.#places = places;
+  }
 
   /** Live and expired members not yet pruned. */
   get size(): number {
-    return this.#expiryOf.size;
+    return this.#size;
   }
 
   has(member: string): boolean {
-    return this.#expiryOf.has(member);
+    return this.#places.get(member)?.includes(this) ?? false;
   }
 
   /** Adds `entry` (frozen: several indexes may hold it), moving its member if listed; whether it was. */
   add(entry: IndexEntry): boolean {
-    const listed = this.remove(entry.member);
+    const places = this.#places.get(entry.member);
+    const at = places ? places.indexOf(this) : -1;
+    if (at >= 0) this.#ungroup(places![at + 1] as IndexEntry);
+    if (at >= 0) places![at + 1] = entry;
+    else if (places) places.push(this, entry);
+    else this.#places.set(entry.member, [this, entry]);
+    this.#group(entry);
+    return at >= 0;
+  }
+
+  /** Removes `member`; whether it was listed. */
+  remove(member: string): boolean {
+    const places = this.#places.get(member);
+    const at = places ? places.indexOf(this) : -1;
+    if (at < 0) return false;
+    this.#ungroup(places![at + 1] as IndexEntry);
+    this.#unplace(member, places!, at);
+    return true;
+  }
+
+  /** Files `entry` under its expiry, counting it. */
+  #group(entry: IndexEntry): void {
     let group = this.#groups.get(entry.expiresAt);
     if (!group) {
       group = [];
@@ -41,23 +70,25 @@ export class MemoryIndex {
     }
     group.unsorted ||= group.length > 0 && entry.member < group[group.length - 1]!.member;
     group.push(entry);
-    this.#expiryOf.set(entry.member, entry.expiresAt);
-    return listed;
+    this.#size += 1;
   }
 
-  /** Removes `member`; whether it was listed. */
-  remove(member: string): boolean {
-    const expiresAt = this.#expiryOf.get(member);
-    if (expiresAt === undefined) return false;
-    this.#expiryOf.delete(member);
+  /** Takes `entry` out of its expiry's group, and the group out when it empties. */
+  #ungroup({ member, expiresAt }: IndexEntry): void {
+    this.#size -= 1;
     const group = this.#groups.get(expiresAt)!;
     if (group.length > 1) {
       group.splice(memberBound(sorted(group), member), 1);
-      return true;
+      return;
     }
     this.#groups.delete(expiresAt);
     this.#expiries.splice(searchFrom(this.#expiries, this.#head, expiresAt), 1);
-    return true;
+  }
+
+  /** Drops this index from `member`'s places (at `at`), and the member once no index lists it. */
+  #unplace(member: string, places: Array<MemoryIndex | IndexEntry>, at: number): void {
+    if (places.length === 2) this.#places.delete(member);
+    else places.splice(at, 2);
   }
 
   /** Drops the members that expired by `now`; how many. */
@@ -67,7 +98,11 @@ export class MemoryIndex {
     let dropped = 0;
     while (head < expiries.length && expiries[head]! <= now) {
       const group = this.#groups.get(expiries[head]!)!;
-      for (const { member } of group) this.#expiryOf.delete(member);
+      for (const { member } of group) {
+        const places = this.#places.get(member)!;
+        this.#unplace(member, places, places.indexOf(this));
+      }
+      this.#size -= group.length;
       dropped += group.length;
       this.#groups.delete(expiries[head]!);
       head += 1;

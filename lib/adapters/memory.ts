@@ -5,7 +5,7 @@ import { invalidCall, replayShareFull, storeFull } from '../errors.js';
 import { jsonCopy, type JsonObject } from '../json.js';
 import { entryLifetimeMs, GRANTABLE_MODELS } from './contracts/entries.js';
 import type { BoundedIndexAdd, IndexEntry } from './contracts/indexes.js';
-import { MemoryIndex } from './memory-index.js';
+import { MemoryIndex, type Placements } from './memory-index.js';
 import { Expiring } from './expiring.js';
 import { OUTBOX_MODEL, PLUGIN_MODELS } from './models.js';
 import { QUOTA_KIND, type CommitOutcome, type CommitWrite } from './contracts/commit.js';
@@ -86,6 +86,7 @@ interface ModelStore {
   readonly pointers: Expiring<string>;
   /** Sorted indexes by name; never evicted, bounded in all by INDEX_MEMBERS_PER_ENTRY × `max` members. */
   readonly indexes: Map<string, MemoryIndex>;
+  readonly places: Placements;
   indexedMembers: number;
   nextPurge: number;
   lastFullPurge: number;
@@ -156,6 +157,7 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
       }),
       pointers: new Expiring<string>(bound),
       indexes: new Map(),
+      places: new Map(),
       indexedMembers: 0,
       nextPurge: 0,
       lastFullPurge: 0,
@@ -241,7 +243,7 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
     const now = Date.now();
     const indexes = names.map((name) => {
       let index = store.indexes.get(name);
-      if (!index) store.indexes.set(name, (index = new MemoryIndex()));
+      if (!index) store.indexes.set(name, (index = new MemoryIndex(store.places)));
       store.indexedMembers -= index.prune(now);
       return index;
     });
@@ -300,6 +302,7 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
         store.entries.clear();
         store.pointers.clear();
         store.indexes.clear();
+        store.places.clear();
         store.indexedMembers = 0;
       }
       grants.clear();

@@ -61,6 +61,42 @@ describe('the memory adapter: one sorted index', () => {
     expect(pages(index, 7, now)).to.deep.equal(expected(live, now));
   });
 
+  it("keeps each of a model's indexes apart when they share their members' places", () => {
+    const random = numbers(11);
+    const places = new Map();
+    const indexes = [new MemoryIndex(places), new MemoryIndex(places), new MemoryIndex(places)];
+    const live = indexes.map(() => new Map<string, number>());
+    let now = 1_000_000;
+    for (let step = 0; step < 6000; step += 1) {
+      const at = Math.floor(random() * indexes.length);
+      const [index, members] = [indexes[at]!, live[at]!];
+      const roll = random();
+      const member = `m${Math.floor(random() * 300)}`;
+      if (roll < 0.6) {
+        // The same member in several indexes, each with an expiry of its own.
+        const expiresAt = now + [60, 900][Math.floor(random() * 2)]! * 1000 + Math.floor(random() * 3) * 1000;
+        expect(index.add(Object.freeze({ member, expiresAt }))).to.equal(members.has(member));
+        members.set(member, expiresAt);
+      } else if (roll < 0.8) {
+        expect(index.remove(member)).to.equal(members.delete(member));
+      } else if (roll < 0.9) {
+        now += Math.floor(random() * 120_000);
+        indexes.forEach((each, n) => {
+          const expired = [...live[n]!].filter(([, expiresAt]) => expiresAt <= now);
+          expect(each.prune(now)).to.equal(expired.length);
+          for (const [gone] of expired) live[n]!.delete(gone);
+        });
+      } else {
+        expect(pages(index, 1 + Math.floor(random() * 40), now), `step ${step}`).to.deep.equal(expected(members, now));
+      }
+      indexes.forEach((each, n) => {
+        expect(each.size).to.equal(live[n]!.size);
+        expect(each.has(member)).to.equal(live[n]!.has(member));
+      });
+      expect(places.size).to.equal(new Set(live.flatMap((members) => [...members.keys()])).size);
+    }
+  });
+
   it('never lists a member past its expiry, pruned or not', () => {
     const index = new MemoryIndex();
     index.add({ member: 'a', expiresAt: 2000 });
