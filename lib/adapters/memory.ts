@@ -2,7 +2,7 @@ import type { AdapterPayload } from 'oidc-provider';
 import { optionChecks, type OptionChecks } from '../config/checks.js';
 import { refuseNearMisses } from '../config/names.js';
 import { invalidCall, replayShareFull, storeFull } from '../errors.js';
-import { jsonCopy, type JsonObject } from '../json.js';
+import { deepFreeze, jsonCopy, type JsonObject } from '../json.js';
 import { entryLifetimeMs, GRANTABLE_MODELS } from './contracts/entries.js';
 import type { BoundedIndexAdd, IndexEntry } from './contracts/indexes.js';
 import { MemoryIndex, type Placements } from './memory-index.js';
@@ -68,7 +68,7 @@ const INDEX_MEMBERS_PER_ENTRY = 8;
 /** When a model is full, at most one sweep per this many milliseconds before a write evicts or is refused. */
 const FULL_PURGE_INTERVAL_MS = 1000;
 
-/** An entry as kept: the plugin's records JSON round-tripped (as Redis returns them), oidc-provider's as saved. */
+/** An entry as kept: the plugin's records JSON-plain and frozen (a read never changes the store), oidc-provider's as saved. */
 interface Entry {
   payload: JsonObject;
   /** A replay entry's client share, released when the entry leaves. */
@@ -90,6 +90,12 @@ interface ModelStore {
   indexedMembers: number;
   nextPurge: number;
   lastFullPurge: number;
+}
+
+/** Replaces `entry`'s payload by one with `changes`: the one handed out by earlier reads stays as it was. */
+function changePayload(store: ModelStore, entry: Entry, changes: JsonObject): void {
+  const payload = { ...entry.payload, ...changes };
+  entry.payload = store.plugin ? Object.freeze(payload) : payload;
 }
 
 /** A grant's tokens, as `model` and `id`, for revokeByGrantId. */
@@ -232,7 +238,8 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
     }
     if (payload.userCode) store.pointers.set(`userCode:${payload.userCode}`, id, ttl);
     if (payload.uid) store.pointers.set(`uid:${payload.uid}`, id, ttl);
-    const stored = store.plugin && !handedOver ? jsonCopy(payload) : payload;
+    // The plugin's records frozen, so that every read hands out the record itself; a change replaces it.
+    const stored = store.plugin ? deepFreeze((handedOver ? payload : jsonCopy(payload)) as JsonObject) : payload;
     store.entries.set(id, { payload: stored as JsonObject, share }, ttl);
     // After the set, whose overwrite released the earlier version's share.
     if (share) replayShares?.take(share);
@@ -327,8 +334,7 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
     }
 
     #read(id: string): AdapterPayload | undefined {
-      const found = this.#store.entries.get(id)?.payload;
-      return (found && this.#store.plugin ? jsonCopy(found) : found) as AdapterPayload | undefined;
+      return this.#store.entries.get(id)?.payload as AdapterPayload | undefined;
     }
 
     async findByUid(uid: string): Promise<AdapterPayload | undefined> {
@@ -348,9 +354,9 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
 
     // Invariant 1: no await between check and set.
     async consumeOnce(id: string): Promise<boolean> {
-      const found = this.#store.entries.get(id)?.payload;
-      if (!found || found['consumed']) return false;
-      found['consumed'] = Math.floor(Date.now() / 1000);
+      const found = this.#store.entries.get(id);
+      if (!found || found.payload['consumed']) return false;
+      changePayload(this.#store, found, { consumed: Math.floor(Date.now() / 1000) });
       return true;
     }
 
@@ -383,20 +389,20 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
       const store = modelStore(write.model);
       const guard = guards.find((id) => store.entries.get(id)?.payload['ended'] !== undefined);
       if (guard !== undefined) return { outcome: 'guarded', guard };
-      const consumed = consume && modelStore(consume.model).entries.get(consume.id)?.payload;
-      if (consume && (!consumed || consumed['consumed'])) return { outcome: 'consumed' };
+      const consumed = consume && modelStore(consume.model).entries.get(consume.id);
+      if (consume && (!consumed || consumed.payload['consumed'])) return { outcome: 'consumed' };
       const spent = quotas.find((quota) => chargesOf(store, quota.key) >= quota.max);
       if (spent) return { outcome: 'spent', key: spent.key };
       const ttl = entryLifetimeMs(write.expiresIn);
       if (ttl === undefined || ttl === 0) throw invalidCall('commitOnce', 'the entry to write needs a lifetime');
       admit(store, write.id, ...quotas.map((quota) => quota.key));
       const opened = roomInIndexes(store, indexes, write.id);
-      if (consumed) consumed['consumed'] = write.id;
+      if (consumed) changePayload(modelStore(consume!.model), consumed, { consumed: write.id });
       const now = Date.now();
       for (const quota of quotas) {
         const counter = store.entries.get(quota.key);
-        // Changed in place, so that the counter keeps the expiry its first charge gave it.
-        if (counter) counter.payload['count'] = (counter.payload['count'] as number) + 1;
+        // The same entry, so that the counter keeps the expiry its first charge gave it.
+        if (counter) changePayload(store, counter, { count: (counter.payload['count'] as number) + 1 });
         else put(store, quota.key, { kind: QUOTA_KIND, count: 1 }, Math.max(1, quota.expiresAt - now));
       }
       // A commit's payload is the store's from then on (contracts/commit.ts): kept as it is, copied on each read.
@@ -408,9 +414,10 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
     }
 
     async releaseConsumed({ model, id }: { model: string; id: string }, by: string): Promise<boolean> {
-      const found = modelStore(model).entries.get(id)?.payload;
-      if (found?.['consumed'] !== by) return false;
-      delete found['consumed'];
+      const found = modelStore(model).entries.get(id);
+      if (found?.payload['consumed'] !== by) return false;
+      const { consumed: _released, ...payload } = found.payload;
+      found.payload = modelStore(model).plugin ? Object.freeze(payload) : payload;
       return true;
     }
 

@@ -13,14 +13,21 @@ describe('memory adapter', () => {
     expect(await tokens.find('a')).to.equal(undefined);
   });
 
-  it("keeps the plugin's records as deep copies, so a caller cannot change what is stored, before or after", async () => {
+  it("keeps the plugin's records as copies, frozen, so a caller cannot change what is stored, before or after", async () => {
     const sessions = new (createMemoryAdapter())('ImpersonationSession');
     const given = { jti: 's', authorizations: { app: { grantId: 'g1' } } };
     await sessions.upsert('s', given, 60);
     given.authorizations.app.grantId = 'changed after upsert';
     const found = (await sessions.find('s'))! as unknown as typeof given;
-    found.authorizations.app.grantId = 'changed after find';
+    expect(() => (found.authorizations.app.grantId = 'changed after find')).to.throw(TypeError);
+    expect(() => Object.assign(found, { jti: 'changed after find' })).to.throw(TypeError);
     expect(await sessions.find('s')).to.deep.equal({ jti: 's', authorizations: { app: { grantId: 'g1' } } });
+    // The store's own changes replace the record: one read before them still reads as it was.
+    expect(await sessions.consumeOnce('s')).to.equal(true);
+    expect(found).to.not.have.property('consumed');
+    expect(await sessions.find('s'))
+      .to.have.property('consumed')
+      .that.is.a('number');
   });
 
   it("gives back what JSON keeps of the plugin's records, as the Redis adapter does", async () => {
