@@ -238,7 +238,6 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
     }
     if (payload.userCode) store.pointers.set(`userCode:${payload.userCode}`, id, ttl);
     if (payload.uid) store.pointers.set(`uid:${payload.uid}`, id, ttl);
-    // The plugin's records frozen, so that every read hands out the record itself; a change replaces it.
     const stored = store.plugin ? deepFreeze((handedOver ? payload : jsonCopy(payload)) as JsonObject) : payload;
     store.entries.set(id, { payload: stored as JsonObject, share }, ttl);
     // After the set, whose overwrite released the earlier version's share.
