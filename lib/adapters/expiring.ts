@@ -1,6 +1,7 @@
 /** Values by key, LRU, at most `max`, each until its expiry by Date.now(); allocates only for what it holds. */
 export class Expiring<V> {
-  readonly #held = new Map<string, { value: V; expiresAt: number }>();
+  readonly #held = new Map<string, { value: V; expiresAt: number; placed: number }>();
+  #placements = 0;
 
   /** `dropped` hears of every value that leaves; `evicted` when the bound pushed it out. */
   constructor(
@@ -12,7 +13,7 @@ export class Expiring<V> {
     return this.#held.size;
   }
 
-  /** The live value of `key`, made the most recently used unless `touch` is false or nothing is ever pushed out. */
+  /** The live value of `key`; a read moves it last once over max / 2 values were placed since (it outlives max / 2 more), unless `touch` is false. */
   get(key: string, touch = this.max < Infinity): V | undefined {
     const held = this.#held.get(key);
     if (!held) return undefined;
@@ -20,8 +21,9 @@ export class Expiring<V> {
       this.delete(key);
       return undefined;
     }
-    if (touch) {
+    if (touch && this.#placements - held.placed > this.max / 2) {
       this.#held.delete(key);
+      held.placed = ++this.#placements;
       this.#held.set(key, held);
     }
     return held.value;
@@ -38,7 +40,11 @@ export class Expiring<V> {
     if (held) this.dropped?.(held.value, key, false);
     // V8 finds a key deleted and added again only past every earlier copy: an unbounded one overwrites in place.
     if (held && this.max < Infinity) this.#held.delete(key);
-    this.#held.set(key, { value, expiresAt: ttl === undefined ? Infinity : Date.now() + ttl });
+    this.#held.set(key, {
+      value,
+      expiresAt: ttl === undefined ? Infinity : Date.now() + ttl,
+      placed: ++this.#placements,
+    });
     while (this.#held.size > this.max) {
       const [oldest, { value: pushed }] = this.#held.entries().next().value!;
       this.#held.delete(oldest);

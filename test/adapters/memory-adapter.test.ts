@@ -229,6 +229,22 @@ describe('memory adapter', () => {
       expect(Memory.stats().size).to.equal(0);
     });
 
+    it('pushes out the least recently used: a read keeps an entry for at least half the bound of writes after it', async () => {
+      const evicted: string[] = [];
+      const Memory = createMemoryAdapter({ max: 4, onEvict: (_model, id) => evicted.push(id) });
+      const grants = new Memory('Grant');
+      const write = (id: string) => grants.upsert(id, { jti: id, exp: inAMinute() }, 60);
+      for (const id of ['a', 'b', 'c', 'd']) await write(id);
+      // 'a', read three writes after its own, moves last; 'd', read right after its own, stays where it is.
+      expect(await grants.find('a')).to.not.equal(undefined);
+      expect(await grants.find('d')).to.not.equal(undefined);
+      await write('e');
+      await write('f');
+      expect(evicted).to.deep.equal(['b', 'c']);
+      for (const id of ['g', 'h']) await write(id);
+      expect(evicted).to.deep.equal(['b', 'c', 'd', 'a']);
+    });
+
     it('takes a bound per model from limits', async () => {
       const Memory = createMemoryAdapter({ max: 10, limits: { Interaction: 2 } });
       const interactions = new Memory('Interaction');
