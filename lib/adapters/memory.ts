@@ -404,7 +404,7 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
         if (counter) changePayload(store, counter, { count: (counter.payload['count'] as number) + 1 });
         else put(store, quota.key, { kind: QUOTA_KIND, count: 1 }, Math.max(1, quota.expiresAt - now));
       }
-      // A commit's payload is the store's from then on (contracts/commit.ts): kept as it is, copied on each read.
+      // A commit's payload is the store's from then on (contracts/commit.ts): frozen as it is, not copied.
       put(store, write.id, write.payload, ttl, undefined, true);
       insertMember(store, opened, write.id, expiresAt);
       if (!notes) return { outcome: 'committed' };
