@@ -68,7 +68,7 @@ const INDEX_MEMBERS_PER_ENTRY = 8;
 /** When a model is full, at most one sweep per this many milliseconds before a write evicts or is refused. */
 const FULL_PURGE_INTERVAL_MS = 1000;
 
-/** An entry as kept: the plugin's records JSON-plain and frozen (a read never changes the store), oidc-provider's as saved. */
+/** An entry as kept: the plugin's records JSON-plain and frozen (what a read hands out cannot change the store), oidc-provider's as saved. */
 interface Entry {
   payload: JsonObject;
   /** A replay entry's client share, released when the entry leaves. */
