@@ -291,7 +291,8 @@ function entryBatches(run: Run, statements: ReturnType<typeof storeStatements>, 
   return { lookups, lookup, consumptions, entryWrites, indexWrites };
 }
 
-/** Invariant 11: the commits of one turn share a statement, one per kind (with notifications or not, a trail's rows or not). */
+const GROUP_COMMIT = { oneInFlight: true };
+/** Invariant 11: a group commit, one statement in flight per kind (notifying or not, with a trail's rows or not); those asked for meanwhile share the next. */
 function commitBatches(run: Run, names: Parameters<typeof commitWith>[0]) {
   const batches = new Map<string, StatementBatch<PlainCommit, CommitRow>>();
   return (appendFunction: string | undefined, notifying: boolean): StatementBatch<PlainCommit, CommitRow> => {
@@ -306,7 +307,7 @@ function commitBatches(run: Run, names: Parameters<typeof commitWith>[0]) {
           for (const row of rows as CommitRow[]) answers.set(sent[Number(row.n) - 1]!, row);
         }
         return items.map((item) => answers.get(item)!);
-      });
+      }, GROUP_COMMIT);
       batches.set(key, batch);
     }
     return batch;

@@ -59,9 +59,7 @@ export async function validateActorToken(
   if (!token) {
     throw invalidRequest('actor_token is invalid, expired, revoked or not issued by this server');
   }
-  if (token.sub === token.clientId) {
-    throw invalidRequest('actor_token does not represent a user');
-  }
+  if (token.sub === token.clientId) throw invalidRequest('actor_token does not represent a user');
   if (!token.scopes.has('openid')) {
     throw invalidRequest('actor_token must carry the openid scope');
   }
