@@ -226,10 +226,11 @@ describe('PostgreSQL adapter: operations of one turn share a statement', () => {
     }
   });
 
-  it('commits one statement at a time: those asked for while one is in flight, in turns of their own, go out together next', async () => {
+  it('commits as a group commit: those asked for while one is in flight, in turns of their own, go out together next', async () => {
     const tokens = new Adapter('SubjectToken');
     const records = new Adapter('ImpersonationSession');
-    for (const id of ['a', 'b', 'c', 'd']) await tokens.upsert(`st-${id}`, { kind: 'SubjectToken' }, 600);
+    const ids = ['a', 'b', 'c', 'd'];
+    for (const id of ids) await tokens.upsert(`st-${id}`, { kind: 'SubjectToken' }, 600);
     const commit = (id: string) =>
       records.commitOnce({
         consume: { model: 'SubjectToken', id: `st-${id}` },
@@ -247,23 +248,21 @@ describe('PostgreSQL adapter: operations of one turn share a statement', () => {
     const holder = await pool.connect();
     await holder.query('BEGIN');
     await holder.query(`SELECT 1 FROM "${schema}"."${table}" WHERE model = 'SubjectToken' AND id = 'st-a' FOR UPDATE`);
-    const first = commit('a');
-    const later: Array<Promise<unknown>> = [];
-    for (const id of ['b', 'c', 'd']) {
+    const commits: Array<Promise<unknown>> = [];
+    for (const id of ids) {
+      commits.push(commit(id));
       await new Promise((resolve) => setTimeout(resolve, 20));
-      later.push(commit(id));
     }
     const whileInFlight = sent.filter((name) => name.startsWith('commit_')).length;
     await holder.query('COMMIT');
     holder.release();
-    const outcomes = await Promise.all([first, ...later]);
+    const outcomes = await Promise.all(commits);
     expect(whileInFlight, 'the first alone in flight').to.equal(1);
     expect(outcomes.map((outcome) => (outcome as { outcome: string }).outcome)).to.deep.equal(
-      Array(4).fill('committed'),
+      Array(ids.length).fill('committed'),
     );
-    expect(sent.filter((name) => name.startsWith('commit_')).length, 'the three later ones in one statement').to.equal(
-      2,
-    );
+    const statements = sent.filter((name) => name.startsWith('commit_')).length;
+    expect(statements, 'the three later ones in one statement').to.equal(2);
   });
 
   it('sends a full batch at once rather than waiting for the turn to end', async () => {
