@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import pg from 'pg';
 import { createPostgresAdapter, type PostgresAdapterClass } from '../../lib/adapters/postgres.js';
 import { DATABASE_URL } from '../support/postgres.js';
-import { postgresRunSchema, testTable } from '../support/postgres-adapter.js';
+import { postgresRunSchema, sessionCommit, testTable } from '../support/postgres-adapter.js';
 import { TcpRelay } from '../support/relay.js';
 
 /**
@@ -231,19 +231,7 @@ describe('PostgreSQL adapter: operations of one turn share a statement', () => {
     const records = new Adapter('ImpersonationSession');
     const ids = ['a', 'b', 'c', 'd'];
     for (const id of ids) await tokens.upsert(`st-${id}`, { kind: 'SubjectToken' }, 600);
-    const commit = (id: string) =>
-      records.commitOnce({
-        consume: { model: 'SubjectToken', id: `st-${id}` },
-        write: {
-          model: 'ImpersonationSession',
-          id: `imp-${id}`,
-          payload: { kind: 'ImpersonationSession' },
-          expiresIn: 600,
-        },
-        indexes: ['active'],
-        expiresAt: Date.now() + 600_000,
-        guards: ['mark:session:u-alice'],
-      });
+    const commit = (id: string) => records.commitOnce(sessionCommit(id, ['mark:session:u-alice']));
     // Another client holds the first commit's subject token, so that its statement stays in flight.
     const holder = await pool.connect();
     await holder.query('BEGIN');

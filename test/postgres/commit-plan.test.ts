@@ -2,6 +2,7 @@ import { expect } from 'chai';
 import type { PostgresAdapterClass } from '../../lib/adapters/postgres.js';
 import type { OutboxStore } from '../../lib/outbox/contract.js';
 import { explainingAdapter as explaining, mostFiltered, type ExplainingAdapter } from '../support/postgres-plans.js';
+import { sessionCommit } from '../support/postgres-adapter.js';
 
 /** Stored sessions and subject tokens besides the guards: what a model-wide read would go through. */
 const STORED = 3000;
@@ -77,16 +78,7 @@ describe('PostgreSQL adapter: the commit reads its guards by id, however many se
       const outcomes = await Promise.all(
         ids.map((id) =>
           records.commitOnce({
-            consume: { model: 'SubjectToken', id: `st-${id}` },
-            write: {
-              model: 'ImpersonationSession',
-              id: `imp-${id}`,
-              payload: { kind: 'ImpersonationSession' },
-              expiresIn: 600,
-            },
-            indexes: ['active'],
-            expiresAt: Date.now() + 600_000,
-            guards: ['mark:grant:g-alice', 'mark:session:u-alice'],
+            ...sessionCommit(id, ['mark:grant:g-alice', 'mark:session:u-alice']),
             ...(notify && {
               outbox: {
                 entries: [{ id: `m-${id}`, subscription: 'crm', subject: `bob-${id}`, body: '{}' }],

@@ -4,6 +4,7 @@ import {
   POSTGRES_POOL_OPTIONS,
   type PostgresAdapterClass,
 } from '../../lib/adapters/postgres.js';
+import type { CommitWrite } from '../../lib/adapters/contracts/commit.js';
 import type { AdapterUnderTest } from './adapter-contract.js';
 import { DATABASE_URL, testSchema } from './postgres.js';
 
@@ -20,6 +21,22 @@ export function postgresRunSchema(): Promise<string> {
     throw error;
   });
   return runSchema;
+}
+
+/** An impersonation's commit: subject token `st-${id}` redeemed, session `imp-${id}` written and listed in `active`. */
+export function sessionCommit(id: string, guards: readonly string[]): CommitWrite {
+  return {
+    consume: { model: 'SubjectToken', id: `st-${id}` },
+    write: {
+      model: 'ImpersonationSession',
+      id: `imp-${id}`,
+      payload: { kind: 'ImpersonationSession' },
+      expiresIn: 600,
+    },
+    indexes: ['active'],
+    expiresAt: Date.now() + 600_000,
+    guards,
+  };
 }
 
 /** A fresh table name in the run's schema. */
