@@ -21,6 +21,8 @@ export interface DemoOptions {
   /** Bind address of both servers. Default 127.0.0.1. */
   bindAddress?: string;
   subjectTokenTTL?: number;
+  /** Subject tokens the backend may create per hour. Default: the plugin's (10,000). */
+  subjectTokensPerHour?: number;
   /** How long a request waits for the customer's answer, seconds. Default: the plugin's (900). */
   approvalRequestTTL?: number;
   secrets?: DemoSecrets;
@@ -114,6 +116,7 @@ async function startOn(
     hostname,
     backendOrigin: `http://${hostname}:${ports.backend}`,
     ...(options.subjectTokenTTL === undefined ? {} : { subjectTokenTTL: options.subjectTokenTTL }),
+    ...(options.subjectTokensPerHour === undefined ? {} : { subjectTokensPerHour: options.subjectTokensPerHour }),
     ...(options.approvalRequestTTL === undefined ? {} : { approvalRequestTTL: options.approvalRequestTTL }),
     secrets,
     ...(options.adapter ? { adapter: options.adapter } : {}),

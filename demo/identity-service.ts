@@ -45,6 +45,8 @@ export interface IdentityServiceOptions {
   peerBackendOrigins?: readonly string[];
   /** Subject-token lifetime, seconds. Default: the plugin's (60). */
   subjectTokenTTL?: number;
+  /** Subject tokens the backend may create per hour. Default: the plugin's (10,000). */
+  subjectTokensPerHour?: number;
   /** How long a request waits for the customer's answer, seconds. Default: the plugin's (900). */
   approvalRequestTTL?: number;
   /** The backend's webhook receiver for the customers' notifications (http on a loopback address), and its secret. */
@@ -114,6 +116,7 @@ export async function startIdentityService(options: IdentityServiceOptions): Pro
     auditLog: options.auditLog,
     customerResource,
     ...(options.subjectTokenTTL === undefined ? {} : { subjectTokenTTL: options.subjectTokenTTL }),
+    ...(options.subjectTokensPerHour === undefined ? {} : { subjectTokensPerHour: options.subjectTokensPerHour }),
     ...(options.actorMaxAge === undefined ? {} : { actorMaxAge: options.actorMaxAge }),
     ...(options.approvalRequestTTL === undefined ? {} : { approvalRequestTTL: options.approvalRequestTTL }),
     ...(options.notifications ? { notifications: options.notifications } : {}),

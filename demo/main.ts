@@ -20,11 +20,11 @@ function port(name: string, fallback: number): number {
   return value;
 }
 
-function seconds(name: string): number | undefined {
+function whole(name: string, unit = 'seconds'): number | undefined {
   const raw = process.env[name];
   if (raw === undefined || raw === '') return undefined;
   const value = Number(raw);
-  if (!Number.isInteger(value) || value < 1) throw new Error(`${name} must be a whole number of seconds, not ${raw}`);
+  if (!Number.isInteger(value) || value < 1) throw new Error(`${name} must be a whole number of ${unit}, not ${raw}`);
   return value;
 }
 
@@ -69,8 +69,10 @@ const auditLog = databaseUrl ? createPostgresAuditLog({ connectionString: databa
 const keyFile = process.env['DEMO_KEY_FILE'] || 'demo-keys.json';
 const shared = adapter ? await sharedDemoKeys(keyFile) : undefined;
 const identityPublicUrl = process.env['IDENTITY_URL'] || undefined;
-const subjectTokenTTL = seconds('SUBJECT_TOKEN_TTL');
-const actorMaxAge = seconds('ACTOR_MAX_AGE');
+const subjectTokenTTL = whole('SUBJECT_TOKEN_TTL');
+const actorMaxAge = whole('ACTOR_MAX_AGE');
+// The backend's subject tokens per hour (the plugin's maxSubjectTokensPerClient): a load test needs more than 10,000.
+const subjectTokensPerHour = whole('SUBJECT_TOKENS_PER_HOUR', 'tokens');
 const identityPort = port('PORT', 3000);
 const backendPort = port('BACKEND_PORT', 3001);
 // The orders application's authorization server, beside each identity service: PORT + 2 unless set.
@@ -108,6 +110,7 @@ try {
     backendPort,
     ordersPort,
     ...(subjectTokenTTL === undefined ? {} : { subjectTokenTTL }),
+    ...(subjectTokensPerHour === undefined ? {} : { subjectTokensPerHour }),
     ...(actorMaxAge === undefined ? {} : { actorMaxAge }),
     secrets,
     ...(adapter ? { adapter } : {}),

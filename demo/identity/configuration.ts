@@ -41,6 +41,8 @@ export interface ImpersonationSettings {
   accounts: DemoAccounts;
   /** Subject-token lifetime, seconds. Default: the plugin's. */
   subjectTokenTTL?: number;
+  /** Subject tokens the backend may create per hour. Default: the plugin's (10,000). */
+  subjectTokensPerHour?: number;
   auditLog: AuditSink;
   /** How recent the engineer's sign-in must be for an exchange, seconds. Default 300. */
   actorMaxAge?: number;
@@ -61,6 +63,9 @@ export function demoImpersonation(settings: ImpersonationSettings): Impersonatio
   return createImpersonation({
     managementResource: settings.managementResource,
     ...(settings.subjectTokenTTL === undefined ? {} : { subjectTokenTTL: settings.subjectTokenTTL }),
+    ...(settings.subjectTokensPerHour === undefined
+      ? {}
+      : { maxSubjectTokensPerClient: settings.subjectTokensPerHour }),
     // Protected accounts, the ticket, the agent's organisation and tier (support-policy.ts, docs/policy.md).
     canImpersonate: settings.policy.canImpersonate,
     // The sample function of the spec (2.7).

@@ -77,3 +77,21 @@ describe("demo: the identity service's provider, mounted below /oidc of its pare
     expect(introspection.scope.split(' ').sort()).to.deep.equal(['openid', 'profile']);
   });
 });
+
+describe('demo: subjectTokensPerHour (SUBJECT_TOKENS_PER_HOUR)', function () {
+  this.timeout(20_000);
+
+  it("bounds the backend's subject tokens per hour: the second of two is refused with 429", async () => {
+    const demo = await startDemo({ identityPort: 0, backendPort: 0, log: quiet, subjectTokensPerHour: 1 });
+    try {
+      expect(demo.identity.impersonation.options.maxSubjectTokensPerClient).to.equal(1);
+      const alice = await signIn(demo, { login: 'alice', password: 'alice-password' });
+      const ask = { userId: 'dave', reason: 'bound', ticketId: 'T-10' };
+      expect((await requestImpersonation(demo, alice, ask)).status).to.equal(200);
+      const refused = await requestImpersonation(demo, alice, ask);
+      expect(refused.status, JSON.stringify(refused.body)).to.equal(429);
+    } finally {
+      await demo.close();
+    }
+  });
+});
