@@ -244,18 +244,18 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
     if (share) replayShares?.take(share);
   }
 
-  /** The indexes `member` joins, created and pruned; refuses, changing no member, when they have no room for it. */
+  /** The indexes `member` joins, created; refuses, changing no member, when they lack room once pruned (else `admit` prunes). */
   function roomInIndexes(store: ModelStore, names: readonly string[], member: string): MemoryIndex[] {
-    const now = Date.now();
     const indexes = names.map((name) => {
       let index = store.indexes.get(name);
       if (!index) store.indexes.set(name, (index = new MemoryIndex(store.places)));
-      store.indexedMembers -= index.prune(now);
       return index;
     });
-    const room = store.max * INDEX_MEMBERS_PER_ENTRY - store.indexedMembers;
-    if (indexes.length > room && indexes.filter((index) => !index.has(member)).length > room)
-      throw refused(store, storeFull(store.name));
+    const lacking = () =>
+      indexes.length > store.max * INDEX_MEMBERS_PER_ENTRY - store.indexedMembers &&
+      indexes.filter((index) => !index.has(member)).length > store.max * INDEX_MEMBERS_PER_ENTRY - store.indexedMembers;
+    if (lacking()) for (const index of indexes) store.indexedMembers -= index.prune(Date.now());
+    if (lacking()) throw refused(store, storeFull(store.name));
     return indexes;
   }
 
@@ -373,6 +373,7 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
       const store = this.#store;
       const names = adds.map((add) => add.index);
       const indexes = roomInIndexes(store, names, member);
+      for (const index of indexes) store.indexedMembers -= index.prune(Date.now()); // bounds count live members
       const full = adds.find((add, at) => {
         const index = indexes[at]!;
         return !index.has(member) && index.size >= add.bound;
