@@ -42,7 +42,7 @@ export function createMemoryAuditLog(options: MemoryAuditLogOptions = {}): Memor
       const content = canonicalContent(row);
       const seq = head.seq + 1;
       const hash = rowHash(head.hash, seq, content);
-      rows.push({ ...row, seq, content, prevHash: head.hash, hash });
+      rows.push(Object.assign(row, { seq, content, prevHash: head.hash, hash })); // the row is this append's own
       head.seq = seq;
       head.hash = hash;
     },
