@@ -7,7 +7,7 @@ const COMPACT_AFTER = 1024;
 type Group = IndexEntry[] & { unsorted?: boolean };
 
 /** Where a model's members are listed: by member, each index holding it followed by its entry there. */
-export type Placements = Map<string, Array<MemoryIndex | IndexEntry>>;
+export type Placements = Map<string, Array<MemoryIndex | IndexEntry | undefined>>;
 
 /** One sorted index of the memory adapter, members grouped by expiry: an insertion moves only a new expiry's group. */
 export class MemoryIndex {
@@ -42,6 +42,17 @@ export class MemoryIndex {
     else this.#places.set(entry.member, [this, entry]);
     this.#group(entry);
     return at >= 0;
+  }
+
+  /** Adds `entry` (frozen, shared) to each of `indexes`; how many newly list it. A member new to all: one array, its size. */
+  static addToAll(indexes: readonly MemoryIndex[], entry: IndexEntry): number {
+    const places = indexes.length ? indexes[0]!.#places : undefined;
+    if (!places || places.has(entry.member) || indexes.some((index, at) => indexes.indexOf(index) !== at))
+      return indexes.filter((index) => !index.add(entry)).length;
+    const placed = new Array<MemoryIndex | IndexEntry | undefined>(indexes.length * 2);
+    indexes.forEach((index, at) => ((placed[at * 2] = index), (placed[at * 2 + 1] = entry), index.#group(entry)));
+    places.set(entry.member, placed);
+    return indexes.length;
   }
 
   /** Removes `member`; whether it was listed. */
@@ -85,10 +96,10 @@ export class MemoryIndex {
     this.#expiries.splice(searchFrom(this.#expiries, this.#head, expiresAt), 1);
   }
 
-  /** Drops this index from `member`'s places (at `at`), and the member once no index lists it. */
-  #unplace(member: string, places: Array<MemoryIndex | IndexEntry>, at: number): void {
-    if (places.length === 2) this.#places.delete(member);
-    else places.splice(at, 2);
+  /** Clears this index's pair from `member`'s places (at `at`), and drops the member once no index lists it. */
+  #unplace(member: string, places: Array<MemoryIndex | IndexEntry | undefined>, at: number): void {
+    places[at] = places[at + 1] = undefined;
+    if (places.every((place) => place === undefined)) this.#places.delete(member);
   }
 
   /** Drops the members that expired by `now`; how many. */

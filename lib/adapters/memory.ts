@@ -260,9 +260,7 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
   }
 
   function insertMember(store: ModelStore, indexes: MemoryIndex[], member: string, expiresAt: number): void {
-    // One frozen entry for every index the member joins: nobody can change it, so they share it.
-    const entry: IndexEntry = Object.freeze({ member, expiresAt });
-    for (const index of indexes) if (!index.add(entry)) store.indexedMembers += 1;
+    store.indexedMembers += MemoryIndex.addToAll(indexes, Object.freeze({ member, expiresAt }));
   }
 
   let outbox: MemoryOutbox | undefined;

@@ -56,13 +56,9 @@ export async function validateActorToken(
   const outcome = await lookup;
   if ('failure' in outcome) throw outcome.failure;
   const { token } = outcome;
-  if (!token) {
-    throw invalidRequest('actor_token is invalid, expired, revoked or not issued by this server');
-  }
+  if (!token) throw invalidRequest('actor_token is invalid, expired, revoked or not issued by this server');
   if (token.sub === token.clientId) throw invalidRequest('actor_token does not represent a user');
-  if (!token.scopes.has('openid')) {
-    throw invalidRequest('actor_token must carry the openid scope');
-  }
+  if (!token.scopes.has('openid')) throw invalidRequest('actor_token must carry the openid scope');
   // A stopped impersonation's JWT verifies until its exp: it must not start new impersonations.
   if (token.impersonationSession !== undefined && !(await rules.sessionActive(token.impersonationSession))) {
     throw invalidRequest('actor_token belongs to an impersonation session that was stopped');
@@ -133,9 +129,7 @@ export function checkMayAct(
 ): void {
   const mayAct = subject.mayAct;
   if (mayAct === undefined) return;
-  if (!isObject(mayAct)) {
-    throw invalidRequest('subject_token has a may_act claim that is not a JSON object');
-  }
+  if (!isObject(mayAct)) throw invalidRequest('subject_token has a may_act claim that is not a JSON object');
   const { sub, client_id: clientId, iss } = mayAct;
   if (sub === undefined && clientId === undefined) {
     throw invalidRequest('subject_token has a may_act claim that names no actor');

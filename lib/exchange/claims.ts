@@ -107,9 +107,7 @@ function checkedClaims(result: unknown): Record<string, unknown> {
     throw invalidRequest('getCustomJwtClaims must return an object');
   }
   const reserved = Object.keys(result).filter((name) => RESERVED_CLAIMS.has(name));
-  if (reserved.length) {
-    throw invalidRequest(`getCustomJwtClaims may not set reserved claims: ${reserved.join(', ')}`);
-  }
+  if (reserved.length) throw invalidRequest(`getCustomJwtClaims may not set reserved claims: ${reserved.join(', ')}`);
   try {
     // Claims must survive a JWT or the adapter; a BigInt or a cycle would fail later, at save.
     return jsonCopy(result) as Record<string, unknown>;

@@ -190,8 +190,6 @@ export function delegatedScopes(
   const requested = grantedScopes(ctx, scope, resourceServer);
   const held = new Set(subjectScopes);
   const wider = requested.filter((name) => !held.has(name));
-  if (wider.length) {
-    throw invalidScope(`scope wider than the subject token's: ${wider.join(' ')}`, wider.join(' '));
-  }
+  if (wider.length) throw invalidScope(`scope wider than the subject token's: ${wider.join(' ')}`, wider.join(' '));
   return requested;
 }

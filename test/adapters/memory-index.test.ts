@@ -61,7 +61,7 @@ describe('the memory adapter: one sorted index', () => {
     expect(pages(index, 7, now)).to.deep.equal(expected(live, now));
   });
 
-  it("keeps each of a model's indexes apart when they share their members' places", () => {
+  it("keeps each of a model's indexes apart when they share their members' places, an entry joining several at once or one", () => {
     const random = numbers(11);
     const places = new Map();
     const indexes = [new MemoryIndex(places), new MemoryIndex(places), new MemoryIndex(places)];
@@ -72,7 +72,14 @@ describe('the memory adapter: one sorted index', () => {
       const [index, members] = [indexes[at]!, live[at]!];
       const roll = random();
       const member = `m${Math.floor(random() * 300)}`;
-      if (roll < 0.6) {
+      if (roll < 0.15) {
+        // One entry for several indexes at once, as a commit's (one of them now and then named twice).
+        const chosen = indexes.filter(() => random() < 0.6).concat(random() < 0.2 ? [index] : []);
+        const expiresAt = now + 60_000 + Math.floor(random() * 3) * 1000;
+        const unlisted = new Set(chosen.filter((each) => !live[indexes.indexOf(each)]!.has(member))).size;
+        expect(MemoryIndex.addToAll(chosen, Object.freeze({ member, expiresAt }))).to.equal(unlisted);
+        for (const each of chosen) live[indexes.indexOf(each)]!.set(member, expiresAt);
+      } else if (roll < 0.6) {
         // The same member in several indexes, each with an expiry of its own.
         const expiresAt = now + [60, 900][Math.floor(random() * 2)]! * 1000 + Math.floor(random() * 3) * 1000;
         expect(index.add(Object.freeze({ member, expiresAt }))).to.equal(members.has(member));
