@@ -38,7 +38,8 @@ export class MemoryIndex {
     const at = places ? places.indexOf(this) : -1;
     if (at >= 0) this.#ungroup(places![at + 1] as IndexEntry);
     if (at >= 0) places![at + 1] = entry;
-    else if (places) places.push(this, entry);
+    else if (places)
+      places.splice(places.includes(undefined) ? places.indexOf(undefined) : places.length, 2, this, entry);
     else this.#places.set(entry.member, [this, entry]);
     this.#group(entry);
     return at >= 0;
@@ -96,7 +97,7 @@ export class MemoryIndex {
     this.#expiries.splice(searchFrom(this.#expiries, this.#head, expiresAt), 1);
   }
 
-  /** Clears this index's pair from `member`'s places (at `at`), and drops the member once no index lists it. */
+  /** Clears this index's pair (at `at`) in `member`'s places, for the next index it joins; the member once none is left. */
   #unplace(member: string, places: Array<MemoryIndex | IndexEntry | undefined>, at: number): void {
     places[at] = places[at + 1] = undefined;
     if (places.every((place) => place === undefined)) this.#places.delete(member);

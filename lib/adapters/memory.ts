@@ -251,9 +251,8 @@ export function createMemoryAdapter(options: MemoryAdapterOptions = {}): MemoryA
       if (!index) store.indexes.set(name, (index = new MemoryIndex(store.places)));
       return index;
     });
-    const lacking = () =>
-      indexes.length > store.max * INDEX_MEMBERS_PER_ENTRY - store.indexedMembers &&
-      indexes.filter((index) => !index.has(member)).length > store.max * INDEX_MEMBERS_PER_ENTRY - store.indexedMembers;
+    const lacking = (room = store.max * INDEX_MEMBERS_PER_ENTRY - store.indexedMembers) =>
+      indexes.length > room && indexes.filter((index) => !index.has(member)).length > room;
     if (lacking()) for (const index of indexes) store.indexedMembers -= index.prune(Date.now());
     if (lacking()) throw refused(store, storeFull(store.name));
     return indexes;

@@ -101,6 +101,12 @@ describe('the memory adapter: one sorted index', () => {
         expect(each.has(member)).to.equal(live[n]!.has(member));
       });
       expect(places.size).to.equal(new Set(live.flatMap((members) => [...members.keys()])).size);
+      // A member's places name each index listing it once, and never grow past a pair for each index.
+      const placed = (places.get(member) ?? []) as unknown[];
+      expect(placed.filter((place) => place instanceof MemoryIndex)).to.have.length(
+        live.filter((members) => members.has(member)).length,
+      );
+      expect(placed.length).to.be.at.most(indexes.length * 2);
     }
   });
 
