@@ -43,16 +43,7 @@ describe('PostgreSQL adapter: the commit reads its guards by id, however many se
     for (const n of [1, 2, 3]) {
       await tokens.upsert(`st-${n}`, { kind: 'SubjectToken', id: `st-${n}` }, 600);
       const outcome = await records.commitOnce({
-        consume: { model: 'SubjectToken', id: `st-${n}` },
-        write: {
-          model: 'ImpersonationSession',
-          id: `imp-${n}`,
-          payload: { kind: 'ImpersonationSession' },
-          expiresIn: 600,
-        },
-        indexes: ['active'],
-        expiresAt: Date.now() + 600_000,
-        guards: ['mark:grant:g-alice', 'mark:session:u-alice'],
+        ...sessionCommit(String(n), ['mark:grant:g-alice', 'mark:session:u-alice']),
         quotas: [{ key: 'quota:alice', max: 100, expiresAt: Date.now() + 60_000 }],
       });
       expect(outcome.outcome).to.equal('committed');
