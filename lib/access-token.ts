@@ -1,7 +1,7 @@
 import { hash } from 'node:crypto';
 import { createLocalJWKSet, jwtVerify, type JWTPayload } from 'jose';
 import { LRUCache } from 'lru-cache';
-import type { AccessToken, ClientCredentials, Provider } from 'oidc-provider';
+import type { AccessToken, AdapterPayload, ClientCredentials, Provider } from 'oidc-provider';
 import type { ReadAheadAdapter } from './adapters/contracts/read-ahead.js';
 import { findAccessTokenUnbound, providerJwks, tokenOriginsHold } from './provider-internals.js';
 import { SESSION_CLAIM } from './token-claims.js';
@@ -65,14 +65,14 @@ export function verifyAccessToken(
 ): Promise<VerifiedAccessToken | undefined> {
   if (!value) return Promise.resolve(undefined);
   if (value.split('.').length === 3) return verifyJwt(provider, value);
-  const found =
-    model === 'AccessToken' ? findHonouredAccessToken(provider, value) : provider.ClientCredentials.find(value);
-  return found.then((token) => token && verifiedOpaque(token, model));
+  if (model === 'AccessToken') return verifyHonouredAccessToken(provider, value);
+  return provider.ClientCredentials.find(value).then((token) => token && verifiedOpaque(token, model));
 }
 
 function verifiedOpaque(
   token: AccessToken | ClientCredentials,
   model: AccessTokenModel,
+  signIn?: AdapterPayload,
 ): VerifiedAccessToken | undefined {
   if (token.isExpired) return undefined;
   const stored = token as AccessToken & { clientId: string; jti: string; exp: number; aud?: string | string[] };
@@ -89,6 +89,8 @@ function verifiedOpaque(
   if (isObject(act)) verified.act = act;
   if (mayAct !== undefined) verified.mayAct = mayAct;
   if (typeof session === 'string') verified.impersonationSession = session;
+  if (typeof signIn?.['loginTs'] === 'number') verified.authTime = signIn['loginTs'];
+  if (typeof signIn?.['acr'] === 'string') verified.acr = signIn['acr'];
   return Object.assign(verified, cnfOf(stored.jkt, stored['x5t#S256']));
 }
 
@@ -98,13 +100,15 @@ export function forgetReadAheads(provider: Provider): void {
 }
 
 /** Invariant 52: an opaque user token as userinfo would honour it; session and Grant read side by side. */
-function findHonouredAccessToken(provider: Provider, value: string): Promise<AccessToken | undefined> {
+function verifyHonouredAccessToken(provider: Provider, value: string): Promise<VerifiedAccessToken | undefined> {
   const adapter: ReadAheadAdapter = provider.AccessToken.adapter;
   const find = () =>
     findAccessTokenUnbound(provider, value).then((token) =>
       !token || token.isExpired || typeof token.grantId !== 'string'
         ? undefined
-        : tokenOriginsHold(provider, token).then((hold) => (hold ? token : undefined)),
+        : tokenOriginsHold(provider, token).then((read) =>
+            read === false ? undefined : verifiedOpaque(token, 'AccessToken', read),
+          ),
     );
   return adapter.readAhead ? adapter.readAhead(value).then(find) : find();
 }

@@ -176,8 +176,8 @@ export function findAccessTokenUnbound(provider: Provider, value: string): Promi
   return provider.AccessToken.find(value, { ignoreSessionBinding: true } as { ignoreExpiration?: boolean });
 }
 
-/** An opaque user token's sign-in and Grant as stored, checked as the models' `find` would: kind, `exp`, binding. */
-export function tokenOriginsHold(provider: Provider, token: AccessToken): Promise<boolean> {
+/** An opaque user token's sign-in and Grant as stored, checked as the models' `find` would; the sign-in read, or false. */
+export function tokenOriginsHold(provider: Provider, token: AccessToken): Promise<AdapterPayload | undefined | false> {
   const { expiresWithSession, sessionUid, grantId, clientId, accountId } = token as AccessToken & { clientId: string };
   const reads = Promise.all([
     expiresWithSession ? provider.Session.adapter.findByUid(sessionUid!) : undefined,
@@ -191,7 +191,8 @@ export function tokenOriginsHold(provider: Provider, token: AccessToken): Promis
       (isLive(session, 'Session', now - clockToleranceOf(internals(provider).configuration)) &&
         session.accountId === accountId &&
         authorizations?.[clientId]?.grantId === grantId);
-    return bound && isLive(grant, 'Grant', now) && grant.clientId === clientId && grant.accountId === accountId;
+    const held = bound && isLive(grant, 'Grant', now) && grant.clientId === clientId && grant.accountId === accountId;
+    return held && (session ?? undefined);
   });
 }
 

@@ -46,18 +46,18 @@ export function shareCommit(
       return Promise.all(preparing.map(async (share) => share.prepare!())).then(() => undefined);
     },
     committed(outcome, ctx) {
-      if (!hearing.length && !recorders.length) return undefined;
       const report = { journaled: outcome.journaled ?? [], dropped: outcome.dropped ?? [] };
-      return Promise.all([
-        ...recorders.map((recorder) => recorder.record!(event)),
-        ...hearing.map(async (share) => {
-          try {
-            await share.committed!(report);
-          } catch (error) {
-            reportError(provider, error, ctx);
-          }
-        }),
-      ]).then(() => undefined);
+      const reported = (error: unknown) => reportError(provider, error, ctx);
+      const waits = recorders.map((recorder) => recorder.record!(event));
+      for (const share of hearing) {
+        try {
+          const heard = share.committed!(report);
+          if (heard) waits.push(heard.catch(reported));
+        } catch (error) {
+          reported(error);
+        }
+      }
+      return waits.length > 1 ? Promise.all(waits).then(() => undefined) : waits[0];
     },
   };
 }

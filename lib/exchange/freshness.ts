@@ -11,8 +11,8 @@ export async function checkActorAuthentication(
   actor: VerifiedAccessToken,
   required: ActorAuthentication,
 ): Promise<void> {
-  const { authTime, acr } =
-    actor.format === 'jwt' ? actor : await sessionAuthentication(ctx.oidc.provider, actor.sessionUid);
+  const read = actor.format === 'jwt' || actor.authTime !== undefined ? actor : undefined;
+  const { authTime, acr } = read ?? (await sessionAuthentication(ctx.oidc.provider, actor.sessionUid));
   const stale =
     required.maxAge !== undefined && (authTime === undefined || Date.now() / 1000 - authTime > required.maxAge);
   const weak = required.acrValues !== undefined && (acr === undefined || !required.acrValues.includes(acr));
@@ -25,15 +25,11 @@ export async function checkActorAuthentication(
   );
 }
 
-async function sessionAuthentication(
-  provider: Provider,
-  sessionUid: string | undefined,
-): Promise<{ authTime?: number; acr?: string }> {
-  if (sessionUid === undefined) return {};
-  const session = (await provider.Session.findByUid(sessionUid)) as { loginTs?: number; acr?: string } | undefined;
+async function sessionAuthentication(provider: Provider, sessionUid: string | undefined) {
+  const { loginTs, acr } = (sessionUid === undefined ? undefined : await provider.Session.findByUid(sessionUid)) ?? {};
   return {
-    ...(typeof session?.loginTs === 'number' ? { authTime: session.loginTs } : {}),
-    ...(typeof session?.acr === 'string' ? { acr: session.acr } : {}),
+    authTime: typeof loginTs === 'number' ? loginTs : undefined,
+    acr: typeof acr === 'string' ? acr : undefined,
   };
 }
 

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { EVENTS, onImpersonationEvent, type ImpersonationEvent } from '../../lib/index.js';
+import { createMemoryAdapter, EVENTS, onImpersonationEvent, type ImpersonationEvent } from '../../lib/index.js';
 import {
   API,
   CLIENTS,
@@ -409,6 +409,34 @@ describe('actor freshness (step-up, RFC 9470)', function () {
       const jwt = await userAccessToken(tp, 'alice', { scope: 'openid', resource: 'https://actor.example.com' });
       const unknown = await exchangeAsActor(tp, { subjectToken: await subjectToken(tp), actorToken: jwt });
       expectError(unknown, 400, 'insufficient_user_authentication');
+    } finally {
+      await tp.close();
+    }
+  });
+
+  it("reads an opaque actor token's sign-in once: its auth_time is the one read where its origins are checked", async () => {
+    let signInReads = 0;
+    const Memory = createMemoryAdapter();
+    class CountingSignInReads extends Memory {
+      readonly #model: string;
+      constructor(model: string) {
+        super(model);
+        this.#model = model;
+      }
+      override async findByUid(uid: string) {
+        if (this.#model === 'Session') signInReads += 1;
+        return super.findByUid(uid);
+      }
+    }
+    const tp = await startProvider({ adapter: CountingSignInReads, plugin: { actorAuthentication: { maxAge: 300 } } });
+    try {
+      const actorToken = await userAccessToken(tp, 'alice');
+      // The first exchange of a sign-in announces it and reads it again (Invariant 23); the next one does not.
+      expect((await exchangeAsActor(tp, { subjectToken: await subjectToken(tp), actorToken })).status).to.equal(200);
+      const subject = await subjectToken(tp);
+      signInReads = 0;
+      expect((await exchangeAsActor(tp, { subjectToken: subject, actorToken })).status).to.equal(200);
+      expect(signInReads).to.equal(1);
     } finally {
       await tp.close();
     }
