@@ -109,35 +109,24 @@ export function resolveOptions(input: ImpersonationOptions): ResolvedOptions {
   if (coreScopes.length !== 3) fail('readScope', 'must differ from "revokeScope", and both from "managementScope"');
   for (const name of ['managementPath', 'sessionsPath'] as const) check.path(name, options[name]);
   if (options.sessionsPath === options.managementPath) fail('sessionsPath', 'must differ from "managementPath"');
-  if (options.managementTokenFormat !== 'jwt' && options.managementTokenFormat !== 'opaque') {
+  if (options.managementTokenFormat !== 'jwt' && options.managementTokenFormat !== 'opaque')
     fail('managementTokenFormat', 'must be "jwt" or "opaque"');
-  }
-  for (const [name, max] of Object.entries(IMPERSONATION_MAXIMA)) {
+  for (const [name, max] of Object.entries(IMPERSONATION_MAXIMA))
     check.integer(name, options[name as keyof typeof IMPERSONATION_MAXIMA], max);
-  }
-  for (const name of [
-    'authenticateManagementRequest',
-    'canImpersonate',
-    'canExchange',
-    'getCustomJwtClaims',
-  ] as const) {
+  for (const name of ['authenticateManagementRequest', 'canImpersonate', 'canExchange', 'getCustomJwtClaims'] as const)
     check.optionalFunction(name, options[name]);
-  }
   const actorClients = check.clientIds('actorClients', options.actorClients);
-  if (options.auditLog !== undefined && typeof (options.auditLog as { append?: unknown })?.append !== 'function') {
+  if (options.auditLog !== undefined && typeof (options.auditLog as { append?: unknown })?.append !== 'function')
     fail('auditLog', 'must have an append(name, event) method');
-  }
-  if (options.store !== undefined && typeof options.store !== 'function') {
+  if (options.store !== undefined && typeof options.store !== 'function')
     fail('store', "must be an adapter class or factory, as oidc-provider's adapter option takes");
-  }
   checkTelemetryOptions(options.telemetry);
   const freshness = options.actorAuthentication;
   if (freshness !== undefined) {
     check.object('actorAuthentication', freshness);
     check.known(freshness, ACTOR_AUTHENTICATION_NAMES, 'actorAuthentication.');
-    if (freshness.maxAge !== undefined) {
+    if (freshness.maxAge !== undefined)
       check.integer('actorAuthentication.maxAge', freshness.maxAge, ACTOR_AUTHENTICATION_MAXIMA.maxAge);
-    }
     if (
       freshness.acrValues !== undefined &&
       (!Array.isArray(freshness.acrValues) ||

@@ -14,15 +14,12 @@ const check: OptionChecks = optionChecks('createImpersonation');
 
 export function checkTelemetryOptions(telemetry: unknown): void {
   if (telemetry === undefined || telemetry === false) return;
-  if (typeof telemetry !== 'object' || telemetry === null || Array.isArray(telemetry)) {
+  if (typeof telemetry !== 'object' || telemetry === null || Array.isArray(telemetry))
     check.fail('telemetry', 'must be false or { tracerProvider?, meterProvider? }');
-  }
   check.known(telemetry, ['tracerProvider', 'meterProvider'], 'telemetry.');
   const { tracerProvider, meterProvider } = telemetry as Record<string, { getTracer?: unknown; getMeter?: unknown }>;
-  if (tracerProvider !== undefined && typeof tracerProvider?.getTracer !== 'function') {
+  if (tracerProvider !== undefined && typeof tracerProvider?.getTracer !== 'function')
     check.fail('telemetry.tracerProvider', 'must be a TracerProvider (getTracer())');
-  }
-  if (meterProvider !== undefined && typeof meterProvider?.getMeter !== 'function') {
+  if (meterProvider !== undefined && typeof meterProvider?.getMeter !== 'function')
     check.fail('telemetry.meterProvider', 'must be a MeterProvider (getMeter())');
-  }
 }

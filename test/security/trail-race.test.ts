@@ -13,17 +13,23 @@ import { API, CLIENTS, DOWNSTREAM_API, READ_SCOPE, startProvider, type TestProvi
 const RACERS = 20;
 
 /** A deployment's own sink, as plain as one can be: rows in an array, read back newest first. */
-function plainSink(failOnce?: ImpersonationEventName): AuditSink & { rows: ImpersonationEvent[] } {
+/** `failOnce`: the event its append refuses once, by a rejection or, `throwsAtOnce`, by a throw before any promise. */
+function plainSink(
+  failOnce?: ImpersonationEventName,
+  throwsAtOnce = false,
+): AuditSink & { rows: ImpersonationEvent[] } {
   const rows: ImpersonationEvent[] = [];
   let failing = failOnce;
   return {
     rows,
-    append: async (name, event) => {
+    append: (name, event) => {
       if (name === failing) {
         failing = undefined;
-        throw new Error('trail down');
+        if (throwsAtOnce) throw new Error('trail down');
+        return Promise.reject(new Error('trail down'));
       }
       rows.push(event);
+      return Promise.resolve();
     },
     query: async ({ subject, events }) => ({
       items: rows
@@ -94,37 +100,42 @@ describe(`the trail records only what was committed (${suiteAdapterKind().name})
     });
   }
 
-  it('a trail that cannot take the success row after the commit: 500, no token, the session ended, nothing burned', async () => {
-    const sink = plainSink(EVENTS.exchangeSucceeded);
-    const tp = await startProvider({ plugin: { auditLog: sink } });
-    try {
-      const token = await subjectToken(tp, { userId: 'bob' });
-      const refused = await exchange(tp, { subject_token: token, resource: API });
-      expect(refused.status, JSON.stringify(refused.body)).to.equal(500);
-      expect(refused.body).to.not.have.property('access_token');
-      const admin = await adminToken(tp);
-      expect((await apiRequest(tp, 'GET', `${SESSIONS}?subject=bob`, admin)).body['items']).to.deep.equal([]);
-      // Listed on the revocation feed, which stops its JWT (never delivered) at resource servers.
-      const [stopped] = (await apiRequest(tp, 'GET', `${SESSIONS}/revocations`, admin)).body['revoked'] as Array<{
-        id: string;
-      }>;
-      const session = await apiRequest(tp, 'GET', `${SESSIONS}/${stopped!.id}`, admin);
-      expect(session.body).to.include({ subject: 'bob', state: 'ended', endReason: 'not_recorded' });
-      // The same subject token redeems once the trail takes rows again: one success row, for that session.
-      const redeemed = await exchange(tp, { subject_token: token, resource: API });
-      expect(redeemed.status, JSON.stringify(redeemed.body)).to.equal(200);
-      expect(sink.rows.filter((row) => row.subject === 'bob').map((row) => row.name)).to.deep.equal([
-        EVENTS.subjectTokenCreated,
-        EVENTS.exchangeRefused,
-        EVENTS.exchangeSucceeded,
-      ]);
-      expect(sink.rows.find((row) => row.name === EVENTS.exchangeSucceeded)!.sessionId).to.equal(
-        decodeJwt(redeemed.body['access_token'] as string)['impersonation_session'],
-      );
-    } finally {
-      await tp.close();
-    }
-  });
+  for (const [refusal, throwsAtOnce] of [
+    ['rejects', false],
+    ['throws at once', true],
+  ] as const)
+    it(`a trail that cannot take the success row after the commit (its append ${refusal}): 500, no token, the session ended, nothing burned`, async () => {
+      const sink = plainSink(EVENTS.exchangeSucceeded, throwsAtOnce);
+      // Without telemetry, whose timing wrapper would make the throw a rejection before the trail sees it.
+      const tp = await startProvider({ plugin: { auditLog: sink, ...(throwsAtOnce ? { telemetry: false } : {}) } });
+      try {
+        const token = await subjectToken(tp, { userId: 'bob' });
+        const refused = await exchange(tp, { subject_token: token, resource: API });
+        expect(refused.status, JSON.stringify(refused.body)).to.equal(500);
+        expect(refused.body).to.not.have.property('access_token');
+        const admin = await adminToken(tp);
+        expect((await apiRequest(tp, 'GET', `${SESSIONS}?subject=bob`, admin)).body['items']).to.deep.equal([]);
+        // Listed on the revocation feed, which stops its JWT (never delivered) at resource servers.
+        const [stopped] = (await apiRequest(tp, 'GET', `${SESSIONS}/revocations`, admin)).body['revoked'] as Array<{
+          id: string;
+        }>;
+        const session = await apiRequest(tp, 'GET', `${SESSIONS}/${stopped!.id}`, admin);
+        expect(session.body).to.include({ subject: 'bob', state: 'ended', endReason: 'not_recorded' });
+        // The same subject token redeems once the trail takes rows again: one success row, for that session.
+        const redeemed = await exchange(tp, { subject_token: token, resource: API });
+        expect(redeemed.status, JSON.stringify(redeemed.body)).to.equal(200);
+        expect(sink.rows.filter((row) => row.subject === 'bob').map((row) => row.name)).to.deep.equal([
+          EVENTS.subjectTokenCreated,
+          EVENTS.exchangeRefused,
+          EVENTS.exchangeSucceeded,
+        ]);
+        expect(sink.rows.find((row) => row.name === EVENTS.exchangeSucceeded)!.sessionId).to.equal(
+          decodeJwt(redeemed.body['access_token'] as string)['impersonation_session'],
+        );
+      } finally {
+        await tp.close();
+      }
+    });
 
   describe('delegations past perImpersonationSession', () => {
     const VARIANTS: ReadonlyArray<Record<string, string>> = [
