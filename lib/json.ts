@@ -13,14 +13,18 @@ export function definedMembers<T extends object>(members: T): Partial<T> {
   return defined;
 }
 
-/** `value` as JSON text with every object's keys sorted: the same value always gives the same text. */
+/** `value` as JSON text, objects' keys sorted (`__proto__` too), undefined members null: one value, one text. */
 export function canonicalJson(value: unknown): string {
-  if (value === null || typeof value !== 'object') return JSON.stringify(value ?? null);
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
-  const entries = Object.keys(value as Record<string, unknown>)
-    .sort()
-    .map((key) => `${JSON.stringify(key)}:${canonicalJson((value as Record<string, unknown>)[key])}`);
-  return `{${entries.join(',')}}`;
+  return JSON.stringify(keysSorted(value ?? null));
+}
+
+function keysSorted(value: unknown): unknown {
+  if (value === null || typeof value !== 'object') return value;
+  if (Array.isArray(value)) return value.map(keysSorted);
+  const sorted: Record<string, unknown> = Object.create(null);
+  for (const key of Object.keys(value).sort())
+    sorted[key] = keysSorted((value as Record<string, unknown>)[key]) ?? null;
+  return sorted;
 }
 
 /** `text` parsed, or the error `refuse` makes when it is not JSON. */

@@ -1,6 +1,7 @@
 import { expect } from 'chai';
 import { createMemoryAuditLog, EVENTS, type MemoryAuditLog } from '../../lib/index.js';
 import { canonicalContent, rowFromContent, rowHash, type ChainedRow } from '../../lib/audit/chain.js';
+import { canonicalJson } from '../../lib/json.js';
 import { API, CLIENTS, READ_SCOPE, startProvider, type TestProvider } from '../support/provider.js';
 import { exchange, expectError, managementRequest, m2mToken, subjectToken } from '../support/http.js';
 import { expectFullFlowTrail, runFullFlow, trailEvents } from '../support/impersonations.js';
@@ -173,5 +174,39 @@ describe('in-memory audit log: full', function () {
 
   it('checks its options up front', () => {
     expect(() => createMemoryAuditLog({ maxRows: 0 })).to.throw(TypeError, /maxRows/);
+  });
+});
+
+describe('the canonical text a row hash covers', () => {
+  /** The text as the chain has always written it, built member by member: what rows hashed before must hash the same. */
+  function memberByMember(value: unknown): string {
+    if (value === null || typeof value !== 'object') return JSON.stringify(value ?? null);
+    if (Array.isArray(value)) return `[${value.map(memberByMember).join(',')}]`;
+    const members = Object.keys(value).sort();
+    return `{${members.map((key) => `${JSON.stringify(key)}:${memberByMember((value as Record<string, unknown>)[key])}`).join(',')}}`;
+  }
+
+  it('sorts keys at every depth and writes the text the chain has always hashed, a "__proto__" key included', () => {
+    const values: unknown[] = [
+      null,
+      undefined,
+      'dave',
+      -0,
+      12.5,
+      [],
+      {},
+      [undefined, null, 'a', [2, 1]],
+      { b: 1, a: { d: [{ z: true, y: 'line\u2028separator', x: '"quoted" \\ é' }], c: null }, u: undefined },
+      JSON.parse('{"__proto__": {"polluted": true}, "a": 1}'),
+      [
+        '2026-12-06T23:33:47.806Z',
+        'impersonation.exchange.succeeded',
+        { ticketId: 'T-4711', reason: 'checkout fails' },
+      ],
+    ];
+    for (const value of values) expect(canonicalJson(value), JSON.stringify(value)).to.equal(memberByMember(value));
+    expect(canonicalJson({ b: [{ d: 1, c: 2 }], a: 'x' })).to.equal('{"a":"x","b":[{"c":2,"d":1}]}');
+    expect(canonicalJson(JSON.parse('{"__proto__":{"b":1,"a":2}}'))).to.equal('{"__proto__":{"a":2,"b":1}}');
+    expect(({} as { polluted?: boolean }).polluted).to.equal(undefined);
   });
 });
