@@ -12,8 +12,10 @@ import { API, CLIENTS, DOWNSTREAM_API, READ_SCOPE, startProvider, type TestProvi
 
 const RACERS = 20;
 
-/** A deployment's own sink, as plain as one can be: rows in an array, read back newest first. */
-/** `failOnce`: the event its append refuses once, by a rejection or, `throwsAtOnce`, by a throw before any promise. */
+/**
+ * A deployment's own sink, as plain as one can be: rows in an array, read back newest first. `failOnce`: the event
+ * its append refuses once, by a rejection or, `throwsAtOnce`, by a throw before it returns any promise.
+ */
 function plainSink(
   failOnce?: ImpersonationEventName,
   throwsAtOnce = false,
