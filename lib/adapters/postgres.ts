@@ -216,7 +216,7 @@ type Run = (statement: Statement, values: unknown[], operation: string) => Promi
 /** Invariant 52: the writes this adapter had answered, each dropping what was read ahead before it. */
 interface WriteCount {
   count: number;
-  readonly readAheads: Map<string, AdapterPayload | undefined>;
+  readonly readAheads: Map<string, { payload: AdapterPayload | undefined; findsLeft: number }>;
 }
 const READ_OPERATIONS = new Set(['find', 'findByUid', 'findByUserCode']);
 /** Invariant 6: the bounded index additions' isolation, whatever the pool's default. */
@@ -229,7 +229,8 @@ function entryBatches(run: Run, statements: ReturnType<typeof storeStatements>, 
   const aheadKey = ({ model, byUid, key }: Lookup) => `${model}\u0000${byUid}\u0000${key}`;
   const leave = (item: Lookup, payload: AdapterPayload | undefined) => {
     if (!readAheads.size) setImmediate(() => readAheads.clear());
-    readAheads.set(aheadKey(item), payload);
+    const at = aheadKey(item);
+    readAheads.set(at, { payload, findsLeft: (readAheads.get(at)?.findsLeft ?? 0) + 1 });
   };
 
   const lookups = new StatementBatch<Lookup, AdapterPayload | undefined>(async (items) => {
@@ -254,13 +255,13 @@ function entryBatches(run: Run, statements: ReturnType<typeof storeStatements>, 
     return found;
   });
 
-  /** A find's answer: the one readAhead left for it, taken, or else read. */
+  /** A find's answer: one that a readAhead left for it (one per readAhead), taken, or else read. */
   const lookup = (item: Lookup): Promise<AdapterPayload | undefined> => {
     const at = aheadKey(item);
-    if (!readAheads.has(at)) return lookups.add(item);
-    const payload = readAheads.get(at);
-    readAheads.delete(at);
-    return Promise.resolve(payload);
+    const ahead = readAheads.get(at);
+    if (!ahead) return lookups.add(item);
+    if (--ahead.findsLeft === 0) readAheads.delete(at);
+    return Promise.resolve(ahead.payload);
   };
 
   const entryKey = (row: { model: string; id: string }) => `${row.model}\u0000${row.id}`;

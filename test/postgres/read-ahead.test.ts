@@ -110,6 +110,22 @@ describe('PostgreSQL adapter: an opaque actor token, its session and its Grant i
     expect(finds(texts)).to.deep.equal({ plain: 4, ahead: 2 });
   });
 
+  it('answers the finds of each readAhead: two exchanges reading one token in one statement read nothing again', async () => {
+    const { tokens, sessions, grants } = await seeded();
+    await Promise.all([tokens.readAhead!('at1'), tokens.readAhead!('at1')]);
+    const twice = <T>(find: () => Promise<T>) => Promise.all([find(), find()]);
+    const [found, signIns, granted] = await Promise.all([
+      twice(() => tokens.find('at1')),
+      twice(() => sessions.findByUid('u1')),
+      twice(() => grants.find('g1')),
+    ]);
+    expect(found.concat(signIns, granted).every((payload) => payload !== undefined)).to.equal(true);
+    expect(finds(texts)).to.deep.equal({ plain: 0, ahead: 1 });
+    // Two answers each, no more: a third find reads afresh.
+    await grants.find('g1');
+    expect(finds(texts)).to.deep.equal({ plain: 1, ahead: 1 });
+  });
+
   /** Reads `at1` ahead while the entries' table is locked, runs `meanwhile`, then finds all three in the read's turn. */
   async function readAheadAround(meanwhile: () => Promise<void>): Promise<void> {
     const { tokens, grants } = await seeded();
