@@ -14,6 +14,7 @@ import { assertPlainIdentifiers } from '../postgres/identifier.js';
 import { openPool, POOL_SOURCE_NAMES, type PoolSource } from '../postgres/pool.js';
 import { optionChecks, type OptionChecks } from '../config/checks.js';
 import type { ReadAheadAdapter } from './contracts/read-ahead.js';
+import { PLUGIN_MODELS } from './models.js';
 import { commitWith, migrateStore, storeNames, storeStatements } from './postgres-schema.js';
 import type { Statement } from '../postgres/statement.js';
 import { invalidArgument, invalidCall, postgresFailed, unavailable, unstorableValue } from '../errors/standalone.js';
@@ -210,8 +211,8 @@ function checkedOptions(options: PostgresAdapterOptions) {
   return { table, cleanupInterval, cleanupBatch };
 }
 
-/** Runs one statement of `operation` on the adapter's pool, its tables ready. */
-type Run = (statement: Statement, values: unknown[], operation: string) => Promise<pg.QueryResult>;
+/** Runs one statement of `operation` on the adapter's pool, its tables ready; `keeps`: what was read ahead stays (52). */
+type Run = (statement: Statement, values: unknown[], operation: string, keeps?: boolean) => Promise<pg.QueryResult>;
 
 /** Invariant 52: the writes this adapter had answered, each dropping what was read ahead before it. */
 interface WriteCount {
@@ -224,13 +225,12 @@ const READ_COMMITTED = 'BEGIN ISOLATION LEVEL READ COMMITTED';
 
 /** Invariant 10: finds, consumptions, writes and index additions of one turn go out as one statement each. */
 function entryBatches(run: Run, statements: ReturnType<typeof storeStatements>, written: WriteCount) {
-  // Invariant 52: what readAhead read, each answer taken by the next find of its key; dropped at the next turn.
+  // Invariant 52: what readAhead read, one answer per readAhead taken by finds of its key; dropped at the next turn.
   const readAheads = written.readAheads;
   const aheadKey = ({ model, byUid, key }: Lookup) => `${model}\u0000${byUid}\u0000${key}`;
   const leave = (item: Lookup, payload: AdapterPayload | undefined) => {
     if (!readAheads.size) setImmediate(() => readAheads.clear());
-    const at = aheadKey(item);
-    readAheads.set(at, { payload, findsLeft: (readAheads.get(at)?.findsLeft ?? 0) + 1 });
+    readAheads.set(aheadKey(item), { payload, findsLeft: (readAheads.get(aheadKey(item))?.findsLeft ?? 0) + 1 });
   };
 
   const lookups = new StatementBatch<Lookup, AdapterPayload | undefined>(async (items) => {
@@ -257,10 +257,9 @@ function entryBatches(run: Run, statements: ReturnType<typeof storeStatements>, 
 
   /** A find's answer: one that a readAhead left for it (one per readAhead), taken, or else read. */
   const lookup = (item: Lookup): Promise<AdapterPayload | undefined> => {
-    const at = aheadKey(item);
-    const ahead = readAheads.get(at);
+    const ahead = readAheads.get(aheadKey(item));
     if (!ahead) return lookups.add(item);
-    if (--ahead.findsLeft === 0) readAheads.delete(at);
+    if (--ahead.findsLeft === 0) readAheads.delete(aheadKey(item));
     return Promise.resolve(ahead.payload);
   };
 
@@ -293,6 +292,8 @@ function entryBatches(run: Run, statements: ReturnType<typeof storeStatements>, 
 }
 
 const GROUP_COMMIT = { oneInFlight: true };
+const ofPluginRecords = ({ model, consumeModel }: PlainCommit) =>
+  PLUGIN_MODELS.has(model) && (consumeModel === null || PLUGIN_MODELS.has(String(consumeModel)));
 /** Invariant 11: a group commit, one statement in flight per kind (notifying or not, with a trail's rows or not); those asked for meanwhile share the next. */
 function commitBatches(run: Run, names: Parameters<typeof commitWith>[0]) {
   const batches = new Map<string, StatementBatch<PlainCommit, CommitRow>>();
@@ -304,7 +305,7 @@ function commitBatches(run: Run, names: Parameters<typeof commitWith>[0]) {
       batch = new StatementBatch<PlainCommit, CommitRow>(async (items) => {
         const answers = new Map<PlainCommit, CommitRow>();
         for (const sent of runsOfDistinct(items, commitKeys)) {
-          const { rows } = await run(statement, commitManyValues(sent), 'commitOnce');
+          const { rows } = await run(statement, commitManyValues(sent), 'commitOnce', sent.every(ofPluginRecords));
           for (const row of rows as CommitRow[]) answers.set(sent[Number(row.n) - 1]!, row);
         }
         return items.map((item) => answers.get(item)!);
@@ -352,11 +353,11 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
   /** Runs one statement once `ready`; every caller sends exactly one per operation (the first also migrates). */
   const runOn =
     (ready: () => Promise<void> | undefined): Run =>
-    async (statement, values, operation) => {
+    async (statement, values, operation, keeps = false) => {
       const waiting = ready();
       if (waiting) await waiting;
       const answer = answered(pool.query({ name: statement.name, text: statement.text, values }), operation);
-      return READ_OPERATIONS.has(operation) ? answer : answer.finally(forgetReadAheads);
+      return READ_OPERATIONS.has(operation) || keeps ? answer : answer.finally(forgetReadAheads);
     };
   const written: WriteCount = { count: 0, readAheads: new Map() };
   /** Invariant 52: a write was answered, here or in another store: nothing read before it is handed out. */

@@ -155,6 +155,44 @@ describe('PostgreSQL adapter: an opaque actor token, its session and its Grant i
     expect(finds(texts)).to.deep.equal({ plain: 1, ahead: 0 });
   });
 
+  it("keeps a read across a commit of the plugin's own records answered meanwhile: it changes no token, sign-in or Grant", async () => {
+    const { tokens, sessions, grants } = await seeded();
+    const subjectTokens = new Adapter!('SubjectToken');
+    await subjectTokens.upsert('st1', { kind: 'SubjectToken' } as never, 600);
+    const holder = new pg.Client({ connectionString: DATABASE_URL });
+    await holder.connect();
+    try {
+      // The commit waits for the subject token's row; a sleep takes the pool's other connection.
+      await holder.query('BEGIN');
+      await holder.query(`SELECT 1 FROM ${entriesTable} WHERE model = 'SubjectToken' FOR UPDATE`);
+      const committing = new Adapter!('ImpersonationSession').commitOnce({
+        consume: { model: 'SubjectToken', id: 'st1' },
+        write: { model: 'ImpersonationSession', id: 'imp_1', payload: { kind: 'probe' } as never, expiresIn: 600 },
+        indexes: ['probe'],
+        expiresAt: Date.now() + 600_000,
+        guards: [],
+      });
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      const sleeping = pool!.query('SELECT pg_sleep(0.3)');
+      // Sent now, read once the commit's connection is free: after the commit is answered.
+      const reading = tokens.readAhead!('at1');
+      await holder.query('COMMIT');
+      expect(await committing).to.deep.include({ outcome: 'committed' });
+      await reading;
+      texts.length = 0;
+      const [token, signIn, grant] = await Promise.all([
+        tokens.find('at1'),
+        sessions.findByUid('u1'),
+        grants.find('g1'),
+      ]);
+      expect([token, signIn, grant].every((payload) => payload !== undefined)).to.equal(true);
+      expect(finds(texts)).to.deep.equal({ plain: 0, ahead: 0 });
+      await sleeping;
+    } finally {
+      await holder.end();
+    }
+  });
+
   it('leaves nothing of a read once told that another store wrote (an announcement elsewhere, Invariant 23)', async () => {
     await readAheadAround(async () => {
       // The read goes out at the end of its turn, and waits behind the lock.
