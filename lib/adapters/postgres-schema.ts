@@ -220,9 +220,9 @@ export function storeStatements(names: StoreNames) {
         UNION ALL
         SELECT ${columns} FROM ${entries} WHERE q.by_uid AND model = q.model AND uid = q.key AND ${LIVE}
         LIMIT 1) AS e`;
-  // A found entry's live Session or Grant, where its `column` is `value`: `via` and `key` name it.
-  const followed = (model: string, column: string, value: string) => `SELECT f.n, e.payload, e.consumed, '${model}',
-      e.${column} FROM found AS f JOIN ${entries} AS e ON e.model = '${model}' AND e.${column} = ${value}
+  // A found entry's live Session or Grant, one per entry (a uid may name two rows): `via` and `key` name it.
+  const followed = (model: string, column: string, value: string) => `SELECT DISTINCT ON (f.n) f.n, e.payload,
+      e.consumed, '${model}', e.${column} FROM found AS f JOIN ${entries} AS e ON e.model = '${model}' AND e.${column} = ${value}
       WHERE f.follow AND ${LIVE}`;
   const texts = {
     findMany: `SELECT q.n, e.payload, e.consumed

@@ -155,6 +155,14 @@ describe('PostgreSQL adapter: an opaque actor token, its session and its Grant i
     expect(finds(texts)).to.deep.equal({ plain: 1, ahead: 0 });
   });
 
+  it('leaves one sign-in per readAhead when two live sessions share its uid (a rotation in progress)', async () => {
+    const { tokens, sessions } = await seeded();
+    await sessions.upsert('s2', { kind: 'Session', uid: 'u1', accountId: 'alice' } as never, 600);
+    await tokens.readAhead!('at1');
+    await Promise.all([sessions.findByUid('u1'), sessions.findByUid('u1')]);
+    expect(finds(texts)).to.deep.equal({ plain: 1, ahead: 1 });
+  });
+
   it("keeps a read across a commit of the plugin's own records answered meanwhile: it changes no token, sign-in or Grant", async () => {
     const { tokens, sessions, grants } = await seeded();
     const subjectTokens = new Adapter!('SubjectToken');
@@ -173,7 +181,7 @@ describe('PostgreSQL adapter: an opaque actor token, its session and its Grant i
         guards: [],
       });
       await new Promise((resolve) => setTimeout(resolve, 100));
-      const sleeping = pool!.query('SELECT pg_sleep(0.3)');
+      const sleeping = pool!.query('SELECT pg_sleep(1.5)');
       // Sent now, read once the commit's connection is free: after the commit is answered.
       const reading = tokens.readAhead!('at1');
       await holder.query('COMMIT');
