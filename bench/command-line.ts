@@ -3,7 +3,7 @@
  * defaults, and the providers they pick.
  */
 import { TELEMETRY_SETUPS, type TelemetrySetup } from './telemetry.js';
-import { flagValue, positiveInteger, windowSeconds } from './flags.js';
+import { checkFlags, flagValue, positiveInteger, windowSeconds } from './flags.js';
 import type { AdapterKind } from './protocol.js';
 import { SCENARIOS, isScenario, type ScenarioName } from './scenarios.js';
 import { serviceUrls, type ServiceUrls } from './stores.js';
@@ -54,6 +54,8 @@ export interface Configuration {
 }
 
 export interface Settings extends ServiceUrls {
+  /** --help: print the usage and measure nothing. */
+  help: boolean;
   smoke: boolean;
   rounds: number;
   duration: number;
@@ -229,9 +231,22 @@ function telemetryConfigurations(): Configuration[] {
   }));
 }
 
+export const BENCH_USAGE =
+  'npm run bench -- [--smoke] [--rounds N] [--duration S] [--connections C] [--only scenario,…] ' +
+  '[--memory-only | --redis-only | --postgres-only | --audit-only] [--deployment-only | --no-deployment | --grant-only] ' +
+  '[--no-webhooks] [--telemetry] [--skip-memory] [--profile] [--cpu-prof] [--help] (docs/benchmarks.md, "Running it")';
+
+/** Every flag parseSettings reads; those in `valued` take the word after them. */
+const FLAGS = {
+  valued: ['--rounds', '--duration', '--connections', '--only'],
+  plain: ['--help', '--smoke', '--telemetry', '--skip-memory', '--profile', '--cpu-prof', ...NARROWING_SMOKE],
+};
+
 export function parseSettings(argv: readonly string[], env: NodeJS.ProcessEnv = process.env): Settings {
+  checkFlags(argv, FLAGS, BENCH_USAGE);
   const smoke = argv.includes('--smoke');
   return {
+    help: argv.includes('--help'),
     smoke,
     rounds: positiveInteger(argv, '--rounds', smoke ? 1 : 6),
     duration: windowSeconds(argv, smoke ? 1 : 3),

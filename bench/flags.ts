@@ -1,5 +1,22 @@
 /** Reading the flags of the bench's commands (command-line.ts, scale-out-command-line.ts). */
 
+/**
+ * Refuses a flag the command does not read (a typo, `--rounds=3`), naming it
+ * with the usage, before anything runs: unnoticed, it would leave a long run
+ * measuring something else. `valued` flags take the word after them.
+ */
+export function checkFlags(
+  argv: readonly string[],
+  flags: { valued: readonly string[]; plain: readonly string[] },
+  usage: string,
+): void {
+  for (let at = 0; at < argv.length; at += 1) {
+    const flag = argv[at]!;
+    if (flags.valued.includes(flag)) at += 1;
+    else if (!flags.plain.includes(flag)) throw new TypeError(`unknown flag ${flag}; usage: ${usage}`);
+  }
+}
+
 /** The word after `name` in `argv`, or undefined when `name` is not given. */
 export function flagValue(argv: readonly string[], name: string): string | undefined {
   const index = argv.indexOf(name);

@@ -43,7 +43,7 @@
  */
 import { availableParallelism, cpus } from 'node:os';
 import { runMemoryChild, runTelemetryCostChild, runVerifierChild } from './child-measurements.js';
-import { parseSettings, type Configuration, type Settings } from './command-line.js';
+import { BENCH_USAGE, parseSettings, type Configuration, type Settings } from './command-line.js';
 import { runCommand } from './command.js';
 import { problemsOf, runNotes } from './findings.js';
 import { measureCohort, type CohortMember, type ConfigurationResult } from './measure.js';
@@ -115,6 +115,10 @@ async function onStores(
 async function main(argv: readonly string[]): Promise<string[]> {
   const started = performance.now();
   const settings = parseSettings(argv);
+  if (settings.help) {
+    log(`usage: ${BENCH_USAGE}`);
+    return [];
+  }
   for (const line of introduction(settings)) log(line);
   const profileDir = profileDirectory(settings);
   const results = await measureAll(settings, profileDir);

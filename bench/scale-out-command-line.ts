@@ -1,5 +1,5 @@
 /** The command line of bench/scale-out.ts: its flags and their defaults. */
-import { flagValue, positiveInteger, windowSeconds } from './flags.js';
+import { checkFlags, flagValue, positiveInteger, windowSeconds } from './flags.js';
 import type { AdapterKind } from './protocol.js';
 import { STORES, serviceUrls, type ServiceUrls } from './stores.js';
 
@@ -17,6 +17,7 @@ export interface ScaleOutSettings extends ServiceUrls {
 }
 
 export function parseScaleOutSettings(argv: readonly string[], env: NodeJS.ProcessEnv = process.env): ScaleOutSettings {
+  checkFlags(argv, { valued: ['--duration', '--connections', '--stores'], plain: ['--help'] }, SCALE_OUT_USAGE);
   return {
     duration: windowSeconds(argv, 5),
     connections: positiveInteger(argv, '--connections', 16),

@@ -1,3 +1,6 @@
+import { execFile } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 import { expect } from 'chai';
 import { parseSettings, scenariosRun } from '../../bench/command-line.js';
 import type { Row } from '../../bench/report.js';
@@ -6,6 +9,7 @@ import { roundOf } from '../../bench/schedule.js';
 import type { ScenarioName } from '../../bench/scenarios.js';
 import { targetLines } from '../../bench/targets.js';
 
+const execFileAsync = promisify(execFile);
 const TELEMETRY_ROWS = ['memory · telemetry off', 'memory · telemetry no-op', 'memory · telemetry sdk'];
 
 /** The configurations a command line picks, as `store · deployment` names. */
@@ -35,6 +39,27 @@ describe('bench command line', () => {
       'redis · webhooks delivered elsewhere',
       ...TELEMETRY_ROWS,
     ]);
+  });
+
+  it('refuses a flag it does not read, naming it with the usage, before anything runs; a valued flag takes its word', () => {
+    expect(() => parseSettings(['--rounds', '3', '--redis'], {})).to.throw(
+      TypeError,
+      /^unknown flag --redis; usage: npm run bench -- \[--smoke\]/,
+    );
+    expect(() => parseSettings(['--rounds=3'], {})).to.throw(TypeError, /^unknown flag --rounds=3;/);
+    const settings = parseSettings(['--only', 'baseline,exchange-actor', '--rounds', '2', '--redis-only'], {});
+    expect(settings).to.include({ rounds: 2, help: false });
+    expect(parseSettings(['--help'], {}).help).to.equal(true);
+    expect(() => parseScaleOutSettings(['--store', 'redis'], {})).to.throw(
+      TypeError,
+      /^unknown flag --store; usage: node build\/bench\/scale-out\.js/,
+    );
+  });
+
+  it('--help prints the usage and measures nothing', async () => {
+    const run = fileURLToPath(new URL('../../bench/run.js', import.meta.url));
+    const { stdout } = await execFileAsync(process.execPath, [run, '--help'], { timeout: 20_000 });
+    expect(stdout.trim()).to.match(/^usage: npm run bench -- .*"Running it"\)$/);
   });
 
   it("a cohort member's round stands alone: its own baselines at both ends, the candidates reversed on odd rounds", () => {
