@@ -34,39 +34,26 @@ export interface VerifiedAccessToken {
 
 export type AccessTokenModel = 'AccessToken' | 'ClientCredentials';
 
-export interface JwtVerifier {
-  keySet: ReturnType<typeof createLocalJWKSet>;
-  /** Invariant 51: verified JWTs by SHA-256, until their `exp`. */
-  verified: LRUCache<string, VerifiedAccessToken>;
-}
-
 const VERIFIED_JWT_CACHE_SIZE = 10_000;
-/** Per provider, a cache: its key set and the JWTs verified already, made on first use. */
-const verifiers = new WeakMap<Provider, JwtVerifier>();
 
-function verifierOf(provider: Provider): JwtVerifier {
-  let verifier = verifiers.get(provider);
-  if (!verifier) {
-    verifier = {
-      keySet: createLocalJWKSet(providerJwks(provider) as Parameters<typeof createLocalJWKSet>[0]),
-      // ttlResolution 0: read the clock on each check instead of arming a timer every millisecond to cache it.
-      verified: new LRUCache({ max: VERIFIED_JWT_CACHE_SIZE, ttlResolution: 0 }),
-    };
-    verifiers.set(provider, verifier);
+/** A provider's access tokens as the plugin honours them; each holder keeps its own cache of verified JWTs. */
+export class AccessTokens {
+  readonly keySet: ReturnType<typeof createLocalJWKSet>;
+  /** Invariant 51: verified JWTs by SHA-256, until their `exp`; ttlResolution 0 reads the clock, arming no timer. */
+  readonly verified = new LRUCache<string, VerifiedAccessToken>({ max: VERIFIED_JWT_CACHE_SIZE, ttlResolution: 0 });
+
+  constructor(readonly provider: Provider) {
+    this.keySet = createLocalJWKSet(providerJwks(provider) as Parameters<typeof createLocalJWKSet>[0]);
   }
-  return verifier;
-}
 
-/** Verifies an access token of this provider; `undefined` for anything not valid and ours, rejects only on a store outage. */
-export function verifyAccessToken(
-  provider: Provider,
-  value: string,
-  model: AccessTokenModel,
-): Promise<VerifiedAccessToken | undefined> {
-  if (!value) return Promise.resolve(undefined);
-  if (value.split('.').length === 3) return verifyJwt(provider, value);
-  if (model === 'AccessToken') return verifyHonouredAccessToken(provider, value);
-  return provider.ClientCredentials.find(value).then((token) => token && verifiedOpaque(token, model));
+  /** An access token of this provider; `undefined` for anything not valid and ours, rejects only on a store outage. */
+  verify(value: string, model: AccessTokenModel): Promise<VerifiedAccessToken | undefined> {
+    const { provider } = this;
+    if (!value) return Promise.resolve(undefined);
+    if (value.split('.').length === 3) return verifyJwt(this, value);
+    if (model === 'AccessToken') return verifyHonouredAccessToken(provider, value);
+    return provider.ClientCredentials.find(value).then((token) => token && verifiedOpaque(token, model));
+  }
 }
 
 function verifiedOpaque(
@@ -113,8 +100,8 @@ function verifyHonouredAccessToken(provider: Provider, value: string): Promise<V
   return adapter.readAhead ? adapter.readAhead(value).then(find) : find();
 }
 
-async function verifyJwt(provider: Provider, value: string): Promise<VerifiedAccessToken | undefined> {
-  const verifier = verifierOf(provider);
+async function verifyJwt(verifier: AccessTokens, value: string): Promise<VerifiedAccessToken | undefined> {
+  const { provider } = verifier;
   const cacheKey = hash('sha256', value, 'base64url');
   const cached = verifier.verified.get(cacheKey);
   if (cached) return cached.exp * 1000 > Date.now() ? cached : undefined;

@@ -1,6 +1,7 @@
 import type { EventEmitter } from 'node:events';
 import type Koa from 'koa';
 import type { Configuration, KoaContextWithOIDC, Provider, ResourceServer } from 'oidc-provider';
+import { AccessTokens } from './access-token.js';
 import { createMemoryAdapter } from './adapters/memory.js';
 import { customerResourceInfo } from './customer/check.js';
 import { ApprovalStore } from './approvals/store.js';
@@ -259,6 +260,7 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
           customerGrants: { find: (id) => approvals.findGrantWithState(id) },
           claims,
           bus,
+          tokens: new AccessTokens(provider),
           telemetry,
           preflight: assertManagementApiReachable,
         }),

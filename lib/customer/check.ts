@@ -1,6 +1,6 @@
 import type Koa from 'koa';
 import type { KoaContextWithOIDC, Provider, ResourceServer } from 'oidc-provider';
-import { verifyAccessToken } from '../access-token.js';
+import { AccessTokens } from '../access-token.js';
 import type { ManagementAuthResult } from '../core-options.js';
 import { invalidTarget } from '../errors.js';
 import type { ResolvedApprovalOptions } from '../approvals/options.js';
@@ -15,11 +15,12 @@ export interface Customer {
 
 /** The customer's API caller: an end-user token for `customerResource` with `customerScope`; never an exchange's, nor sender-constrained. */
 export function createCustomerCheck(provider: Provider, approvals: ResolvedApprovalOptions) {
+  const tokens = new AccessTokens(provider);
   async function check(ctx: Koa.Context): Promise<Customer | ManagementAuthResult> {
     const value = bearerToken(ctx.get('authorization'));
     if (!value) return invalidToken('a Bearer access token is required');
 
-    const token = await verifyAccessToken(provider, value, 'AccessToken');
+    const token = await tokens.verify(value, 'AccessToken');
     if (!token) return invalidToken('the access token is invalid or expired');
     // Before the audience: an impersonation token is named as such, whatever it is for.
     if (token.act || token.impersonationSession !== undefined)

@@ -1,10 +1,10 @@
 import type { KoaContextWithOIDC } from 'oidc-provider';
-import { isObject, verifyAccessToken, type VerifiedAccessToken } from '../access-token.js';
+import { isObject, type AccessTokens, type VerifiedAccessToken } from '../access-token.js';
 import { invalidRequest } from '../errors.js';
 import type { DpopProof } from '../provider-internals.js';
 import { accountExists } from './account.js';
 import type { VerifiedSubject } from './delegated-subject.js';
-import { checkStatedType } from './request.js';
+import { checkStatedType, type ExchangeParams } from './request.js';
 
 /** RFC 8693 4.1: the current actor, with earlier actors nested below. */
 export interface ActClaim {
@@ -17,8 +17,8 @@ export interface ActClaim {
 export type ActorTokenLookup = Promise<{ token: VerifiedAccessToken | undefined } | { failure: unknown }>;
 
 /** Looks the actor token up as oidc-provider's verifyAccessToken would honour it; a JWT until its `exp`. */
-export function lookUpActorToken(ctx: KoaContextWithOIDC, value: string): ActorTokenLookup {
-  return verifyAccessToken(ctx.oidc.provider, value, 'AccessToken').then(
+export function lookUpActorToken(tokens: AccessTokens, value: string): ActorTokenLookup {
+  return tokens.verify(value, 'AccessToken').then(
     (token) => ({ token }),
     (failure: unknown) => ({ failure }),
   );
@@ -95,17 +95,15 @@ export interface DelegationActor {
 /** The actor: the client, or the party an actor token of this provider names (its own, never an exchange's). */
 export async function delegationActor(
   ctx: KoaContextWithOIDC,
-  actorToken: string | undefined,
-  actorTokenType: string | undefined,
+  tokens: AccessTokens,
+  { actor_token: actorToken, actor_token_type: actorTokenType }: ExchangeParams,
   proof: ActorProof,
 ): Promise<DelegationActor> {
   const clientId = ctx.oidc.client!.clientId;
   if (actorToken === undefined) return { sub: clientId, type: 'client', claim: { sub: clientId, client_id: clientId } };
   checkStatedType('actor_token', actorToken, actorTokenType);
-  const provider = ctx.oidc.provider;
   const token =
-    (await verifyAccessToken(provider, actorToken, 'AccessToken')) ??
-    (await verifyAccessToken(provider, actorToken, 'ClientCredentials'));
+    (await tokens.verify(actorToken, 'AccessToken')) ?? (await tokens.verify(actorToken, 'ClientCredentials'));
   if (!token) throw invalidRequest('actor_token is invalid, expired, revoked or not issued by this server');
   refuseExchangedToken(token);
   if (token.clientId !== clientId && !proof.actorClients.has(token.clientId)) {

@@ -1,9 +1,9 @@
 import type { KoaContextWithOIDC } from 'oidc-provider';
-import { publicTokenId, verifyAccessToken, type VerifiedAccessToken } from '../access-token.js';
+import { publicTokenId, type AccessTokens, type VerifiedAccessToken } from '../access-token.js';
 import { invalidCall, invalidRequest } from '../errors.js';
 import { isStorableText } from '../storable-text.js';
 import type { DelegationSubject, ResolvedDelegationOptions } from './delegation-options.js';
-import { ACCESS_TOKEN_TYPE, checkStatedType, JWT_TOKEN_TYPE } from './request.js';
+import { ACCESS_TOKEN_TYPE, checkStatedType, JWT_TOKEN_TYPE, type ExchangeParams } from './request.js';
 
 /** The subject as established, with what only the provider's own tokens tell. */
 export interface VerifiedSubject extends Omit<DelegationSubject, 'mayAct'> {
@@ -20,13 +20,13 @@ const INVALID = 'subject_token is invalid, expired, revoked or not issued by thi
 /** A delegation's subject token, verified as its type says: this provider's access token or JWT, or a resolver's type. */
 export async function verifySubjectToken(
   ctx: KoaContextWithOIDC,
-  value: string,
-  type: string,
+  tokens: AccessTokens,
+  { subject_token: value, subject_token_type: type }: ExchangeParams,
   options: ResolvedDelegationOptions,
 ): Promise<VerifiedSubject> {
   if (type === ACCESS_TOKEN_TYPE || type === JWT_TOKEN_TYPE) {
     checkStatedType('subject_token', value, type);
-    const token = await verifyAccessToken(ctx.oidc.provider, value, 'AccessToken');
+    const token = await tokens.verify(value, 'AccessToken');
     if (!token) throw invalidRequest(INVALID);
     return {
       id: publicTokenId(token.format, token.jti),

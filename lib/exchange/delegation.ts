@@ -1,4 +1,4 @@
-import { forgetReadAheads, publicTokenId, verifyAccessToken } from '../access-token.js';
+import { forgetReadAheads, publicTokenId } from '../access-token.js';
 import { delegationQuotas, quotaRefusal, type DelegationCharge, type DelegationPrincipals } from '../capacity.js';
 import { nowSeconds } from '../clock.js';
 import { invalidRequest, PrincipalQuotaReached } from '../errors.js';
@@ -47,7 +47,7 @@ interface Acting extends DelegationActor {
 
 /** RFC 8693 delegation of this provider's access token or JWT (or a deployment's own type). */
 export function delegationExchange(dependencies: ExchangeDependencies): ExchangeKind<DelegatedSubject, Acting> {
-  const { options, sessions, customerGrants, claims } = dependencies;
+  const { options, sessions, customerGrants, claims, tokens } = dependencies;
   const delegation = options.delegation;
   const accepts = delegationAccepts(delegation);
   const actorClients: ReadonlySet<string> = new Set(options.actorClients);
@@ -70,7 +70,7 @@ export function delegationExchange(dependencies: ExchangeDependencies): Exchange
     async subject(ctx, params, progress) {
       const client = ctx.oidc.client!;
       // The subject token, and whether this client may use it: issued to it, or for an API it runs.
-      const subject = await verifySubjectToken(ctx, params.subject_token, params.subject_token_type, delegation);
+      const subject = await verifySubjectToken(ctx, tokens, params, delegation);
       progress.subjectTokenId = subject.id;
       progress.subject = subject.sub;
       // Read first: the session decides what the trail records of this request.
@@ -108,7 +108,7 @@ export function delegationExchange(dependencies: ExchangeDependencies): Exchange
       const proof = { ...given, actorClients };
       // An API exchanging a token it received cannot prove its caller's key: it is authenticated as itself.
       if (subject.clientId === ctx.oidc.client!.clientId) checkSenderConstraint('subject_token', subject.cnf, proof);
-      const actor = await delegationActor(ctx, params.actor_token, params.actor_token_type, proof);
+      const actor = await delegationActor(ctx, tokens, params, proof);
       progress.actor = actor.sub;
       checkMayAct(ctx, subject, actor);
       const { act, depth } = nestedAct(actor.claim, subject.act, delegation.maxChainDepth);
@@ -212,7 +212,7 @@ export function delegationExchange(dependencies: ExchangeDependencies): Exchange
               ? async () => {
                   await sessions.announce(session);
                   forgetReadAheads(ctx.oidc.provider);
-                  if (!(await verifyAccessToken(ctx.oidc.provider, params.subject_token, 'AccessToken'))) {
+                  if (!(await tokens.verify(params.subject_token, 'AccessToken'))) {
                     throw invalidRequest('subject_token was revoked during the exchange');
                   }
                 }

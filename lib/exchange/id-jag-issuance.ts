@@ -134,7 +134,7 @@ export function idJagIssuance(
     async actor(ctx, params, subject, proof, progress) {
       // RFC 8693 4.4: `may_act` narrows who may act; with no actor token no one acts, and the ID-JAG names none.
       if (params.actor_token === undefined) return undefined;
-      const actor = await delegationActor(ctx, params.actor_token, params.actor_token_type, { ...proof, actorClients });
+      const actor = await delegationActor(ctx, dependencies.tokens, params, { ...proof, actorClients });
       progress.actor = actor.sub;
       checkMayAct(ctx, subject, actor);
       return actor.sub;

@@ -38,7 +38,7 @@ const EXCHANGE_POLICY = { policy: 'the exchange policy', refused: 'this imperson
 export function impersonationExchange(
   dependencies: ExchangeDependencies,
 ): ExchangeKind<SubjectToken, VerifiedAccessToken | undefined> {
-  const { options, store, sessions, customerGrants, claims } = dependencies;
+  const { options, store, sessions, customerGrants, claims, tokens } = dependencies;
   const actorClients: ReadonlySet<string> = new Set(options.actorClients);
   const sessionActive = async (id: string) => {
     const session = await sessions.find(id);
@@ -58,7 +58,7 @@ export function impersonationExchange(
 
     subject(ctx, params, progress) {
       // The actor token is looked up meanwhile; its verdict is read after the subject token's, in protocol order.
-      const actorLookup = params.actor_token === undefined ? undefined : lookUpActorToken(ctx, params.actor_token);
+      const actorLookup = params.actor_token === undefined ? undefined : lookUpActorToken(tokens, params.actor_token);
       return store.find(params.subject_token).then((found) => {
         const { record, key } = usable(found, ctx.oidc.client!.clientId, progress);
         // The record is this request's own copy: frozen in place before the policy, the hook and the events share it.

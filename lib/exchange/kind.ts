@@ -1,4 +1,5 @@
 import type { AccessToken, CanBePromise, KoaContextWithOIDC, ResourceServerInstance } from 'oidc-provider';
+import type { AccessTokens } from '../access-token.js';
 import type { ImpersonationEvent } from '../event-types.js';
 import type { ResolvedCoreOptions } from '../core-options.js';
 import type { EventBus } from '../events/subscriber.js';
@@ -30,6 +31,7 @@ export interface ExchangeDependencies {
   claims: ExchangeClaims;
   /** Where the exchange's events go. */
   bus: EventBus;
+  tokens: AccessTokens;
   telemetry: Telemetry | undefined;
   /** Runs first: refuses an exchange through a provider mounted in a way the plugin cannot work in. */
   preflight?: ((ctx: KoaContextWithOIDC) => void) | undefined;

@@ -1,11 +1,12 @@
 import type Koa from 'koa';
 import type { Provider } from 'oidc-provider';
-import { verifyAccessToken } from '../access-token.js';
+import { AccessTokens } from '../access-token.js';
 import { bearerToken, invalidToken } from '../http/auth.js';
 import type { ManagementAuthResult } from '../core-options.js';
 
 /** The built-in caller check: a `client_credentials` token of this provider for the management resource, with the scope. */
 export function createCallerCheck(provider: Provider, managementResource: string) {
+  const tokens = new AccessTokens(provider);
   return async function authenticateManagementRequest(
     ctx: Koa.Context,
     required: { scope: string },
@@ -13,7 +14,7 @@ export function createCallerCheck(provider: Provider, managementResource: string
     const value = bearerToken(ctx.get('authorization'));
     if (!value) return invalidToken('a Bearer access token is required');
 
-    const token = await verifyAccessToken(provider, value, 'ClientCredentials');
+    const token = await tokens.verify(value, 'ClientCredentials');
     if (!token) return invalidToken('the access token is invalid or expired');
     if (token.sub !== token.clientId) return invalidToken('a client_credentials access token is required');
     if (!token.audience.includes(managementResource))
