@@ -54,8 +54,6 @@ export interface Configuration {
 }
 
 export interface Settings extends ServiceUrls {
-  /** --help: print the usage and measure nothing. */
-  help: boolean;
   smoke: boolean;
   rounds: number;
   duration: number;
@@ -246,7 +244,6 @@ export function parseSettings(argv: readonly string[], env: NodeJS.ProcessEnv = 
   checkFlags(argv, FLAGS, BENCH_USAGE);
   const smoke = argv.includes('--smoke');
   return {
-    help: argv.includes('--help'),
     smoke,
     rounds: positiveInteger(argv, '--rounds', smoke ? 1 : 6),
     duration: windowSeconds(argv, smoke ? 1 : 3),

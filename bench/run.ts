@@ -114,11 +114,12 @@ async function onStores(
 
 async function main(argv: readonly string[]): Promise<string[]> {
   const started = performance.now();
-  const settings = parseSettings(argv);
-  if (settings.help) {
+  // Before the other flags are read: the usage whatever else the line says.
+  if (argv.includes('--help')) {
     log(`usage: ${BENCH_USAGE}`);
     return [];
   }
+  const settings = parseSettings(argv);
   for (const line of introduction(settings)) log(line);
   const profileDir = profileDirectory(settings);
   const results = await measureAll(settings, profileDir);
