@@ -64,6 +64,10 @@ export const REDIS_CLUSTER_OPTIONS = {
   clusterRetryStrategy: (attempt: number) => Math.min(attempt * 50, 500),
 } satisfies ClusterOptions;
 
+/** How much longer than its last member an index key is kept when its TTL must grow (ms); one commit in PRUNE_EVERY drops expired members. */
+const INDEX_SLACK_MS = 600_000;
+const PRUNE_EVERY = 16;
+
 /** How many uid → id pointers findByUid remembers, per createRedisAdapter(). */
 const REMEMBERED_UIDS = 10_000;
 
@@ -104,12 +108,12 @@ elseif before == -2 or (before >= 0 and before < ttl) then redis.call('PEXPIRE',
 return 1`,
 } as const;
 
-/** Adds a member to a sorted index; the key expires with its last member. */
+/** Adds a member to a sorted index kept past its last member's expiry: pushed INDEX_SLACK_MS further when short, so most adds only read its TTL. */
 const INDEX_ADD_LUA = `
-local function index_add(key, score, member)
+local function index_add(key, score, member, now)
   redis.call('ZADD', key, score, member)
-  local last = redis.call('ZREVRANGE', key, 0, 0, 'WITHSCORES')
-  redis.call('PEXPIREAT', key, math.floor(tonumber(last[2])) + 1000)
+  local needed, left = math.floor(tonumber(score)) + 1000, redis.call('PTTL', key)
+  if left < 0 or tonumber(now) + left < needed then redis.call('PEXPIREAT', key, needed + ${INDEX_SLACK_MS}) end
 end
 `;
 
@@ -121,13 +125,13 @@ for i, key in ipairs(KEYS) do
     return i
   end
 end
-for i, key in ipairs(KEYS) do index_add(key, ARGV[1 + 2 * i], ARGV[1]) end
+for i, key in ipairs(KEYS) do index_add(key, ARGV[1 + 2 * i], ARGV[1], ARGV[2]) end
 return 0`;
 
 /**
  * One exchange's commit (Invariant 2). KEYS: the entry to consume (else the written one), the entry to
- * write, indexes, guards, counters, outbox keys. Returns {1, dropped…}, {0} consumed, {2, guard} ended
- * (its payload has `"ended":`) or {3, counter} spent.
+ * write, indexes, guards, counters, outbox keys; ARGV[12] '1' drops the indexes' expired members. Returns
+ * {1, dropped…}, {0} consumed, {2, guard} ended (its payload has `"ended":`) or {3, counter} spent.
  */
 const COMMIT = `${OUTBOX_APPEND_LUA}${INDEX_ADD_LUA}
 local indexes, guards, quotas = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[10])
@@ -142,25 +146,25 @@ end
 local counters = 2 + indexes + guards
 for i = 1, quotas do
   local count = tonumber(redis.call('HGET', KEYS[counters + i], 'count') or '0')
-  if count >= tonumber(ARGV[10 + 2 * i]) then return { 3, i } end
+  if count >= tonumber(ARGV[11 + 2 * i]) then return { 3, i } end
 end
 if consuming then redis.call('HSET', KEYS[1], 'consumed', ARGV[3]) end
 for i = 1, quotas do
   local key = KEYS[counters + i]
   local count = redis.call('HINCRBY', key, 'count', 1)
-  if count == 1 then redis.call('PEXPIREAT', key, ARGV[11 + 2 * i]) end
+  if count == 1 then redis.call('PEXPIREAT', key, ARGV[12 + 2 * i]) end
   redis.call('HSET', key, 'payload', '{"kind":"${QUOTA_KIND}","count":' .. count .. '}')
 end
 redis.call('DEL', KEYS[2])
 redis.call('HSET', KEYS[2], 'payload', ARGV[4])
 redis.call('PEXPIRE', KEYS[2], ARGV[5])
 for i = 3, 2 + indexes do
-  redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', ARGV[8])
-  index_add(KEYS[i], ARGV[7], ARGV[6])
+  if ARGV[12] == '1' then redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', ARGV[8]) end
+  index_add(KEYS[i], ARGV[7], ARGV[6], ARGV[8])
 end
 local outbox = counters + quotas + 1
 if #KEYS < outbox then return { 1 } end
-local dropped = outbox_append({ unpack(KEYS, outbox, #KEYS) }, tonumber(ARGV[9]), tonumber(ARGV[8]), ARGV, 12 + 2 * quotas)
+local dropped = outbox_append({ unpack(KEYS, outbox, #KEYS) }, tonumber(ARGV[9]), tonumber(ARGV[8]), ARGV, 13 + 2 * quotas)
 return { 1, unpack(dropped) }`;
 
 /** The scripts given their number of keys in each call (the first argument): Invariant 2 keeps those keys in one slot. */
@@ -254,6 +258,7 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
     `${prefix}${model}:index:${COMMITTED_TOGETHER.has(model) ? commitTag : `{${model}}`}:${index}`;
   // Invariant 8: a remembered uid pointer saves only the pointer's round trip.
   const uidPointers = new LRUCache<string, string>({ max: REMEMBERED_UIDS });
+  let commits = 0;
 
   let outbox: OutboxStore | undefined;
 
@@ -399,6 +404,7 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
         appending ? notes.maxPending : 0,
         quotas.length,
         consume ? 1 : 0,
+        commits++ % PRUNE_EVERY === 0 ? 1 : 0,
         ...quotas.flatMap((quota) => [quota.max, Math.ceil(quota.expiresAt)]),
         ...(appending ? outboxAppendArgs(notes.entries, notes.now) : []),
       ];

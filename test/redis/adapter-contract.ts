@@ -95,4 +95,36 @@ export function redisAdapterContract(target: () => RedisTarget): void {
     expect(await client.pttl(`${prefix}grant:{g3}`)).to.equal(-1);
     await access.revokeByGrantId('g3');
   });
+
+  /** A session committed to `indexes`, listed until `expiresAt` (ms). */
+  const commitSession = (id: string, indexes: string[], expiresAt: number) =>
+    new Adapter('ImpersonationSession').commitOnce({
+      write: { model: 'ImpersonationSession', id, payload: { kind: 'ImpersonationSession' }, expiresIn: 3600 },
+      indexes,
+      expiresAt,
+      guards: [],
+    });
+  const indexKey = (index: string) => `${prefix}ImpersonationSession:index:{${prefix}impersonation}:${index}`;
+
+  it("keeps a sessions' index while its longest-lived member lives, whatever order they came in", async () => {
+    await commitSession('imp-long', ['by-order'], Date.now() + 3_000_000);
+    await commitSession('imp-short', ['by-order'], Date.now() + 60_000);
+    expect(await client.pttl(indexKey('by-order')), 'kept past the first, longer member').to.be.above(2_990_000);
+    await commitSession('imp-longer', ['by-order'], Date.now() + 4_000_000);
+    expect(await client.pttl(indexKey('by-order')), 'pushed past the longer one').to.be.above(3_990_000);
+  });
+
+  it('drops the expired members of an index within 16 commits to it, and never lists them meanwhile', async () => {
+    await commitSession('imp-gone', ['pruned'], Date.now() + 50);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const sessions = new Adapter('ImpersonationSession');
+    for (let n = 0; n < 16; n += 1) {
+      await commitSession(`imp-${n}`, ['pruned'], Date.now() + 600_000);
+      expect((await sessions.indexRange('pruned', undefined, 100)).map((entry) => entry.member)).not.to.include(
+        'imp-gone',
+      );
+    }
+    expect(await client.zscore(indexKey('pruned'), 'imp-gone')).to.equal(null);
+    expect(await client.zcard(indexKey('pruned'))).to.equal(16);
+  });
 }
