@@ -114,7 +114,7 @@ export function redisAdapterContract(target: () => RedisTarget): void {
     expect(await client.pttl(indexKey('by-order')), 'pushed past the longer one').to.be.above(3_990_000);
   });
 
-  it('drops the expired members of an index within 16 commits to it, and never lists them meanwhile', async () => {
+  it('drops the expired members of the indexes it writes on one commit in 16, and never lists them meanwhile', async () => {
     await commitSession('imp-gone', ['pruned'], Date.now() + 50);
     await new Promise((resolve) => setTimeout(resolve, 100));
     const sessions = new Adapter('ImpersonationSession');
