@@ -125,9 +125,8 @@ function commitText({ entries, indexes }: StoreNames, outbox?: OutboxTables, app
         RETURNING model, id),
       locked AS (
         SELECT e.model, e.id, e.payload
-        FROM (SELECT DISTINCT model, id FROM g LIMIT cardinality($10::text[])) AS d
-        JOIN ${entries} AS e ON e.model = d.model AND e.id = d.id
-        ORDER BY e.model, e.id FOR SHARE OF e),
+        FROM (SELECT DISTINCT model, id FROM g ORDER BY model, id LIMIT cardinality($10::text[])) AS d
+        CROSS JOIN LATERAL (SELECT model, id, payload FROM ${entries} WHERE model = d.model AND id = d.id FOR SHARE) AS e),
       ended AS (
         SELECT g.n, min(l.id) AS id FROM g JOIN locked AS l ON l.model = g.model AND l.id = g.id
         WHERE l.payload->>'ended' IS NOT NULL GROUP BY g.n),
@@ -142,9 +141,9 @@ function commitText({ entries, indexes }: StoreNames, outbox?: OutboxTables, app
         ON CONFLICT (model, id) DO NOTHING),
       quota_locked AS (
         SELECT e.model, e.id, CASE WHEN ${live} THEN (e.payload->>'count')::int ELSE 0 END AS count
-        FROM (SELECT DISTINCT model, id FROM w LIMIT cardinality($15::text[])) AS d
-        JOIN ${entries} AS e ON e.model = d.model AND e.id = d.id
-        ORDER BY e.model, e.id FOR UPDATE OF e),
+        FROM (SELECT DISTINCT model, id FROM w ORDER BY model, id LIMIT cardinality($15::text[])) AS d
+        CROSS JOIN LATERAL (SELECT model, id, payload, expires_at FROM ${entries}
+          WHERE model = d.model AND id = d.id FOR UPDATE) AS e),
       spent AS (
         SELECT DISTINCT ON (w.n) w.n, w.id FROM w JOIN quota_locked AS l ON l.model = w.model AND l.id = w.id
         WHERE l.count >= w.max ORDER BY w.n, w.ord),
@@ -161,10 +160,9 @@ function commitText({ entries, indexes }: StoreNames, outbox?: OutboxTables, app
       target AS (
         SELECT e.model, e.id
         FROM (SELECT DISTINCT consume_model, consume_id FROM open WHERE consume_id IS NOT NULL
-          LIMIT cardinality($2::text[])) AS c
-        JOIN ${entries} AS e ON e.model = c.consume_model AND e.id = c.consume_id
-        WHERE e.consumed IS NULL AND ${LIVE}
-        ORDER BY e.model, e.id FOR UPDATE OF e),
+          ORDER BY 1, 2 LIMIT cardinality($2::text[])) AS c
+        CROSS JOIN LATERAL (SELECT model, id FROM ${entries}
+          WHERE model = c.consume_model AND id = c.consume_id AND consumed IS NULL AND ${LIVE} FOR UPDATE) AS e),
       redeemed AS (
         UPDATE ${entries} AS e SET consumed = o.consumed::json
         FROM open AS o JOIN target AS t ON t.model = o.consume_model AND t.id = o.consume_id

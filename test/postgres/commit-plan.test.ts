@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import type { PostgresAdapterClass } from '../../lib/adapters/postgres.js';
+import type { ReadAheadAdapter } from '../../lib/adapters/contracts/read-ahead.js';
 import type { OutboxStore } from '../../lib/outbox/contract.js';
 import { explainingAdapter as explaining, mostFiltered, type ExplainingAdapter } from '../support/postgres-plans.js';
 import { sessionCommit } from '../support/postgres-adapter.js';
@@ -58,13 +59,13 @@ describe('PostgreSQL adapter: the commit reads its guards by id, however many se
 
   /**
    * Three rounds of three commits asked for together (so sent as one statement), each
-   * redeeming a subject token of its own; `notify` gives each its notification.
+   * redeeming a subject token of its own; `notify` gives each its notification; `prefix` starts their ids.
    */
-  async function commitInRounds(Store: PostgresAdapterClass, notify?: { now: number }): Promise<void> {
+  async function commitInRounds(Store: PostgresAdapterClass, notify?: { now: number }, prefix = ''): Promise<void> {
     const tokens = new Store('SubjectToken');
     const records = new Store('ImpersonationSession');
     for (const round of [1, 2, 3]) {
-      const ids = [1, 2, 3].map((n) => `${round}-${n}`);
+      const ids = [1, 2, 3].map((n) => `${prefix}${round}-${n}`);
       for (const id of ids) await tokens.upsert(`st-${id}`, { kind: 'SubjectToken', id: `st-${id}` }, 600);
       const outcomes = await Promise.all(
         ids.map((id) =>
@@ -91,6 +92,50 @@ describe('PostgreSQL adapter: the commit reads its guards by id, however many se
     expect(commits, 'the batched commits were planned and explained').to.have.length.greaterThan(0);
     for (const plan of commits) expect(mostFiltered(plan), plan).to.be.below(STORED);
   });
+
+  /**
+   * A deployment starts on empty tables: the plans a connection keeps are made then, and PostgreSQL makes
+   * them again only after an ANALYZE or a VACUUM (which a server without autovacuum never runs). Joined to
+   * the entries, a key read from the commit's own rows was read by a scan of the table, whose cost grew
+   * with every session stored: each lookup is a LATERAL probe of the primary key, whatever the table holds.
+   */
+  it('probes by key once the table grows, with the plans made while it was empty', async () => {
+    const plans: string[] = [];
+    explained = await explaining(plans);
+    const Store = explained.Adapter;
+    await commitInRounds(Store, undefined, 'before');
+    await readActorToken(Store, 'before');
+    await explained.pool.query(
+      `INSERT INTO ${explained.entries} (model, id, payload, expires_at)
+       SELECT model, 'stored-' || n, '{}'::json, now() + interval '1 hour'
+       FROM generate_series(1, ${STORED}) AS n, unnest(ARRAY['ImpersonationSession', 'SubjectToken']) AS model`,
+    );
+    plans.length = 0;
+    await commitInRounds(Store, undefined, 'after');
+    await readActorToken(Store, 'after');
+    const readsAhead = plans.filter((plan) => plan.includes('UNION ALL'));
+    expect(readsAhead, 'the reads ahead were explained').to.have.length.greaterThan(0);
+    const commits = plans.filter((plan) => plan.includes('redeemed AS'));
+    expect(commits, 'the commits after the growth were explained').to.have.length.greaterThan(0);
+    for (const plan of plans) {
+      expect(mostFiltered(plan), plan).to.be.below(STORED);
+      expect(plan, 'no table read whole').to.not.match(/Seq Scan on/);
+    }
+  });
+
+  /** An access token, its Session and its Grant, written, then read as the exchange reads an actor token. */
+  async function readActorToken(Store: PostgresAdapterClass, prefix: string): Promise<void> {
+    const [tokens, sessions, grants] = ['AccessToken', 'Session', 'Grant'].map((model) => new Store(model));
+    await sessions!.upsert(`s-${prefix}`, { uid: `u-${prefix}` }, 600);
+    await grants!.upsert(`g-${prefix}`, { accountId: 'alice' }, 600);
+    await tokens!.upsert(`at-${prefix}`, { grantId: `g-${prefix}`, sessionUid: `u-${prefix}` }, 600);
+    await (tokens as ReadAheadAdapter).readAhead!(`at-${prefix}`);
+    const found = await Promise.all([tokens!.find(`at-${prefix}`), sessions!.findByUid(`u-${prefix}`)]);
+    expect(found.map((payload) => payload?.['grantId'] ?? payload?.['uid'])).to.deep.equal([
+      `g-${prefix}`,
+      `u-${prefix}`,
+    ]);
+  }
 
   it('reads the outbox by index when commits that notify go out together, however many entries wait', async () => {
     const plans: string[] = [];
