@@ -8,9 +8,9 @@ import { DATABASE_URL } from '../support/postgres.js';
 import { postgresRunSchema, testTable } from '../support/postgres-adapter.js';
 import { startProvider, type TestProvider } from '../support/provider.js';
 
-/** The finds among the statements `texts` holds: findMany, or findManyAhead (readAhead's, which names `via`). */
+/** The finds among the statements `texts` holds (a lookup by id or `by_uid`): findMany, or findManyAhead (which names `via`). */
 function finds(texts: readonly string[]): { plain: number; ahead: number } {
-  const found = texts.filter((text) => text.includes('CROSS JOIN LATERAL'));
+  const found = texts.filter((text) => text.includes('by_uid'));
   const ahead = found.filter((text) => text.includes('AS via')).length;
   return { plain: found.length - ahead, ahead };
 }
