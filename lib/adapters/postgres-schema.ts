@@ -243,12 +243,13 @@ export function storeStatements(names: StoreNames) {
         AS t(model, id, payload, consumed, grant_id, uid, user_code, lifetime)
       ON CONFLICT (model, id) DO UPDATE SET payload = EXCLUDED.payload, consumed = EXCLUDED.consumed,
         grant_id = EXCLUDED.grant_id, uid = EXCLUDED.uid, user_code = EXCLUDED.user_code, expires_at = EXCLUDED.expires_at`,
-    // Invariants 1 and 3: rows locked in key order, `consumed IS NULL` re-checked on the latest version.
+    // Invariants 1 and 3: probed and locked in key order, the update joined to the keys, re-checked on the latest version.
     consumeMany: `WITH target AS (
-        SELECT model, id FROM ${entries}
-        WHERE (model, id) IN (SELECT * FROM unnest($1::text[], $2::text[])) AND consumed IS NULL AND ${LIVE}
-        ORDER BY model, id FOR UPDATE)
-      UPDATE ${entries} AS e SET consumed = $3 FROM target
+        SELECT e.model, e.id FROM (SELECT DISTINCT * FROM unnest($1::text[], $2::text[]) AS k(model, id) ORDER BY 1, 2) AS k
+        CROSS JOIN LATERAL (SELECT model, id FROM ${entries}
+          WHERE model = k.model AND id = k.id AND consumed IS NULL AND ${LIVE} FOR UPDATE) AS e)
+      UPDATE ${entries} AS e SET consumed = $3
+      FROM target JOIN unnest($1::text[], $2::text[]) AS k(model, id) ON k.model = target.model AND k.id = target.id
       WHERE e.model = target.model AND e.id = target.id RETURNING e.model, e.id`,
     release: `UPDATE ${entries} SET consumed = NULL
       WHERE model = $1 AND id = $2 AND consumed::jsonb = $3::jsonb AND ${LIVE}`,

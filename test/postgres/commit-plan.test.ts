@@ -105,6 +105,7 @@ describe('PostgreSQL adapter: the commit reads its guards by id, however many se
     const Store = explained.Adapter;
     await commitInRounds(Store, undefined, 'before');
     await readActorToken(Store, 'before');
+    await withdraw(Store, 'before');
     await explained.pool.query(
       `INSERT INTO ${explained.entries} (model, id, payload, expires_at)
        SELECT model, 'stored-' || n, '{}'::json, now() + interval '1 hour'
@@ -113,6 +114,7 @@ describe('PostgreSQL adapter: the commit reads its guards by id, however many se
     plans.length = 0;
     await commitInRounds(Store, undefined, 'after');
     await readActorToken(Store, 'after');
+    await withdraw(Store, 'after');
     const readsAhead = plans.filter((plan) => plan.includes('UNION ALL'));
     expect(readsAhead, 'the reads ahead were explained').to.have.length.greaterThan(0);
     const commits = plans.filter((plan) => plan.includes('redeemed AS'));
@@ -135,6 +137,13 @@ describe('PostgreSQL adapter: the commit reads its guards by id, however many se
       `g-${prefix}`,
       `u-${prefix}`,
     ]);
+  }
+
+  /** A subject token written, then redeemed on its own (as a withdrawal does). */
+  async function withdraw(Store: PostgresAdapterClass, prefix: string): Promise<void> {
+    const tokens = new Store('SubjectToken');
+    await tokens.upsert(`withdrawn-${prefix}`, { kind: 'SubjectToken' }, 600);
+    expect(await tokens.consumeOnce(`withdrawn-${prefix}`)).to.equal(true);
   }
 
   it('reads the outbox by index when commits that notify go out together, however many entries wait', async () => {
