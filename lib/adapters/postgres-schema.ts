@@ -125,7 +125,8 @@ function commitText({ entries, indexes }: StoreNames, outbox?: OutboxTables, app
         RETURNING model, id),
       locked AS (
         SELECT e.model, e.id, e.payload
-        FROM (SELECT DISTINCT model, id FROM g ORDER BY model, id LIMIT cardinality($10::text[])) AS d
+        FROM (SELECT DISTINCT model COLLATE "C" AS model, id COLLATE "C" AS id FROM g ORDER BY 1, 2
+          LIMIT cardinality($10::text[])) AS d
         CROSS JOIN LATERAL (SELECT model, id, payload FROM ${entries} WHERE model = d.model AND id = d.id FOR SHARE) AS e),
       ended AS (
         SELECT g.n, min(l.id) AS id FROM g JOIN locked AS l ON l.model = g.model AND l.id = g.id
@@ -141,7 +142,8 @@ function commitText({ entries, indexes }: StoreNames, outbox?: OutboxTables, app
         ON CONFLICT (model, id) DO NOTHING),
       quota_locked AS (
         SELECT e.model, e.id, CASE WHEN ${live} THEN (e.payload->>'count')::int ELSE 0 END AS count
-        FROM (SELECT DISTINCT model, id FROM w ORDER BY model, id LIMIT cardinality($15::text[])) AS d
+        FROM (SELECT DISTINCT model COLLATE "C" AS model, id COLLATE "C" AS id FROM w ORDER BY 1, 2
+          LIMIT cardinality($15::text[])) AS d
         CROSS JOIN LATERAL (SELECT model, id, payload, expires_at FROM ${entries}
           WHERE model = d.model AND id = d.id FOR UPDATE) AS e),
       spent AS (
@@ -159,8 +161,8 @@ function commitText({ entries, indexes }: StoreNames, outbox?: OutboxTables, app
           AND q.n NOT IN (SELECT n FROM spent)),
       target AS (
         SELECT e.model, e.id
-        FROM (SELECT DISTINCT consume_model, consume_id FROM open WHERE consume_id IS NOT NULL
-          ORDER BY 1, 2 LIMIT cardinality($2::text[])) AS c
+        FROM (SELECT DISTINCT consume_model COLLATE "C" AS consume_model, consume_id COLLATE "C" AS consume_id
+          FROM open WHERE consume_id IS NOT NULL ORDER BY 1, 2 LIMIT cardinality($2::text[])) AS c
         CROSS JOIN LATERAL (SELECT model, id FROM ${entries}
           WHERE model = c.consume_model AND id = c.consume_id AND consumed IS NULL AND ${LIVE} FOR UPDATE) AS e),
       redeemed AS (
@@ -245,7 +247,8 @@ export function storeStatements(names: StoreNames) {
         grant_id = EXCLUDED.grant_id, uid = EXCLUDED.uid, user_code = EXCLUDED.user_code, expires_at = EXCLUDED.expires_at`,
     // Invariants 1 and 3: probed and locked in key order, the update joined to the keys, re-checked on the latest version.
     consumeMany: `WITH target AS (
-        SELECT e.model, e.id FROM (SELECT DISTINCT * FROM unnest($1::text[], $2::text[]) AS k(model, id) ORDER BY 1, 2) AS k
+        SELECT e.model, e.id FROM (SELECT DISTINCT model COLLATE "C" AS model, id COLLATE "C" AS id
+          FROM unnest($1::text[], $2::text[]) AS k(model, id) ORDER BY 1, 2) AS k
         CROSS JOIN LATERAL (SELECT model, id FROM ${entries}
           WHERE model = k.model AND id = k.id AND consumed IS NULL AND ${LIVE} FOR UPDATE) AS e)
       UPDATE ${entries} AS e SET consumed = $3
