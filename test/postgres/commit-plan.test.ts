@@ -96,7 +96,7 @@ describe('PostgreSQL adapter: the commit reads its guards by id, however many se
   /**
    * A deployment starts on empty tables: the plans a connection keeps are made then, and PostgreSQL makes
    * them again only after an ANALYZE or a VACUUM (which a server without autovacuum never runs). Joined to
-   * the entries, a key read from the commit's own rows was read by a scan of the table, whose cost grew
+   * the entries, a key from the commit's own rows can be planned as a scan of the table, whose cost grows
    * with every session stored: each lookup is a LATERAL probe of the primary key, whatever the table holds.
    */
   it('probes by key once the table grows, with the plans made while it was empty', async () => {
