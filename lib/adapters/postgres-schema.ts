@@ -85,11 +85,16 @@ export async function migrateStore(pool: pg.Pool, names: StoreNames): Promise<vo
 
 /** An entry is live while it has no expiry or its expiry is still ahead: no query ever returns another. */
 const LIVE = '(expires_at IS NULL OR expires_at > now())';
+const UNCONSUMED = `AND consumed IS NULL AND ${LIVE}`;
 
-/**
- * The commit, named after what it writes besides the exchanges' own rows: with `notifying`, their notifications
- * ($19–$26); with `appendFunction` (a trail in the same database), their trail rows (one text[] after those).
- */
+/** Invariants 1–3: each (model, id) of `keys` probed by primary key in byte order, whatever the plan; its row locked. */
+function probed(entries: string, keys: string, lock: string, { columns = 'model, id', where = '', limit = '' } = {}) {
+  return `FROM (SELECT DISTINCT model COLLATE "C" AS model, id COLLATE "C" AS id FROM ${keys} ORDER BY 1, 2 ${limit}) AS k
+        CROSS JOIN LATERAL (SELECT ${columns} FROM ${entries} WHERE model = k.model AND id = k.id ${where} ${lock}) AS e`;
+}
+
+// The commit, named after what it writes besides the exchanges' rows: with `notifying` their notifications
+// ($19–$26), with `appendFunction` (a trail in the same database) their trail rows (one text[] after those).
 export function commitWith(names: StoreNames, appendFunction: string | undefined, notifying: boolean): Statement {
   const outbox = notifying ? names.outbox : undefined;
   const variant = `${appendFunction ?? ''}\n${outbox ? outbox.entries : ''}`;
@@ -112,6 +117,7 @@ function commitText({ entries, indexes }: StoreNames, outbox?: OutboxTables, app
           FROM journaled AS o JOIN journal_input AS i ON i.pos = o.pos WHERE i.n = q.n)`
     : 'NULL::json';
   const live = '(e.expires_at IS NULL OR e.expires_at > now())';
+  const toRedeem = '(SELECT consume_model AS model, consume_id AS id FROM open WHERE consume_id IS NOT NULL) AS c';
   return `WITH q AS (
         SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::float8[],
           $8::bigint[]) WITH ORDINALITY AS q(consume_model, consume_id, consumed, model, id, payload, lifetime,
@@ -125,9 +131,7 @@ function commitText({ entries, indexes }: StoreNames, outbox?: OutboxTables, app
         RETURNING model, id),
       locked AS (
         SELECT e.model, e.id, e.payload
-        FROM (SELECT DISTINCT model COLLATE "C" AS model, id COLLATE "C" AS id FROM g ORDER BY 1, 2
-          LIMIT cardinality($10::text[])) AS d
-        CROSS JOIN LATERAL (SELECT model, id, payload FROM ${entries} WHERE model = d.model AND id = d.id FOR SHARE) AS e),
+        ${probed(entries, 'g', 'FOR SHARE', { columns: 'model, id, payload', limit: 'LIMIT cardinality($10::text[])' })}),
       ended AS (
         SELECT g.n, min(l.id) AS id FROM g JOIN locked AS l ON l.model = g.model AND l.id = g.id
         WHERE l.payload->>'ended' IS NOT NULL GROUP BY g.n),
@@ -142,10 +146,10 @@ function commitText({ entries, indexes }: StoreNames, outbox?: OutboxTables, app
         ON CONFLICT (model, id) DO NOTHING),
       quota_locked AS (
         SELECT e.model, e.id, CASE WHEN ${live} THEN (e.payload->>'count')::int ELSE 0 END AS count
-        FROM (SELECT DISTINCT model COLLATE "C" AS model, id COLLATE "C" AS id FROM w ORDER BY 1, 2
-          LIMIT cardinality($15::text[])) AS d
-        CROSS JOIN LATERAL (SELECT model, id, payload, expires_at FROM ${entries}
-          WHERE model = d.model AND id = d.id FOR UPDATE) AS e),
+        ${probed(entries, 'w', 'FOR UPDATE', {
+          columns: 'model, id, payload, expires_at',
+          limit: 'LIMIT cardinality($15::text[])',
+        })}),
       spent AS (
         SELECT DISTINCT ON (w.n) w.n, w.id FROM w JOIN quota_locked AS l ON l.model = w.model AND l.id = w.id
         WHERE l.count >= w.max ORDER BY w.n, w.ord),
@@ -161,10 +165,10 @@ function commitText({ entries, indexes }: StoreNames, outbox?: OutboxTables, app
           AND q.n NOT IN (SELECT n FROM spent)),
       target AS (
         SELECT e.model, e.id
-        FROM (SELECT DISTINCT consume_model COLLATE "C" AS consume_model, consume_id COLLATE "C" AS consume_id
-          FROM open WHERE consume_id IS NOT NULL ORDER BY 1, 2 LIMIT cardinality($2::text[])) AS c
-        CROSS JOIN LATERAL (SELECT model, id FROM ${entries}
-          WHERE model = c.consume_model AND id = c.consume_id AND consumed IS NULL AND ${LIVE} FOR UPDATE) AS e),
+        ${probed(entries, toRedeem, 'FOR UPDATE', {
+          where: UNCONSUMED,
+          limit: 'LIMIT cardinality($2::text[])',
+        })}),
       redeemed AS (
         UPDATE ${entries} AS e SET consumed = o.consumed::json
         FROM open AS o JOIN target AS t ON t.model = o.consume_model AND t.id = o.consume_id
@@ -245,12 +249,10 @@ export function storeStatements(names: StoreNames) {
         AS t(model, id, payload, consumed, grant_id, uid, user_code, lifetime)
       ON CONFLICT (model, id) DO UPDATE SET payload = EXCLUDED.payload, consumed = EXCLUDED.consumed,
         grant_id = EXCLUDED.grant_id, uid = EXCLUDED.uid, user_code = EXCLUDED.user_code, expires_at = EXCLUDED.expires_at`,
-    // Invariants 1 and 3: probed and locked in key order, the update joined to the keys, re-checked on the latest version.
+    // The update joined to the keys too: probed by key, each row re-checked on its latest version.
     consumeMany: `WITH target AS (
-        SELECT e.model, e.id FROM (SELECT DISTINCT model COLLATE "C" AS model, id COLLATE "C" AS id
-          FROM unnest($1::text[], $2::text[]) AS k(model, id) ORDER BY 1, 2) AS k
-        CROSS JOIN LATERAL (SELECT model, id FROM ${entries}
-          WHERE model = k.model AND id = k.id AND consumed IS NULL AND ${LIVE} FOR UPDATE) AS e)
+        SELECT e.model, e.id
+        ${probed(entries, 'unnest($1::text[], $2::text[]) AS u(model, id)', 'FOR UPDATE', { where: UNCONSUMED })})
       UPDATE ${entries} AS e SET consumed = $3
       FROM target JOIN unnest($1::text[], $2::text[]) AS k(model, id) ON k.model = target.model AND k.id = target.id
       WHERE e.model = target.model AND e.id = target.id RETURNING e.model, e.id`,
