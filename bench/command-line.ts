@@ -5,7 +5,7 @@
 import { TELEMETRY_SETUPS, type TelemetrySetup } from './telemetry.js';
 import { checkFlags, flagValue, positiveInteger, windowSeconds } from './flags.js';
 import type { AdapterKind } from './protocol.js';
-import { SCENARIOS, isScenario, type ScenarioName } from './scenarios.js';
+import { MINIMAL_SCENARIOS, SCENARIOS, isScenario, type ScenarioName } from './scenarios.js';
 import { serviceUrls, type ServiceUrls } from './stores.js';
 
 /**
@@ -78,6 +78,7 @@ const DEPLOYMENT_SCENARIOS: readonly ScenarioName[] = [
   'create',
   'exchange-actor',
   'exchange-minimal',
+  'exchange-minimal-reads',
   'delegation',
 ];
 /** Under a standing grant: what the grant's checks touch (a delegation reads no customer's grant). */
@@ -106,7 +107,7 @@ function deliveredElsewhere(adapter: AdapterKind, scenarios = WEBHOOK_SCENARIOS)
  * as a deployment), narrowed by --only.
  */
 export function scenariosRun(config: Configuration, only: readonly ScenarioName[] | undefined): ScenarioName[] {
-  const own = config.scenarios ?? SCENARIOS.filter((name) => name !== 'exchange-minimal');
+  const own = config.scenarios ?? SCENARIOS.filter((name) => !MINIMAL_SCENARIOS.includes(name));
   return SCENARIOS.filter((name) => (!only || only.includes(name)) && own.includes(name));
 }
 
@@ -183,7 +184,8 @@ function standingGrantConfiguration(adapter: AdapterKind, scenarios = GRANT_SCEN
  * deployment with a standing grant in force (the deployment's setup and the
  * grant's checks in one provider), creation, both exchanges with an actor
  * token and a delegation; on Redis and on PostgreSQL, the exchange with an
- * opaque actor token and the minimal grant on that store; with the audit log, the exchange without an actor; with
+ * opaque actor token and the minimal grant on that store (on Redis also with the guarantees' reads); with the audit
+ * log, the exchange without an actor; with
  * the audit log on the PostgreSQL store's pool, the exchange with an opaque
  * actor token; with a webhook subscription and an SSF stream, the exchange
  * with an opaque actor token, on memory and on Redis delivered by another
@@ -191,7 +193,7 @@ function standingGrantConfiguration(adapter: AdapterKind, scenarios = GRANT_SCEN
  */
 const SMOKE_CONFIGURATIONS: readonly Configuration[] = [
   standingGrantConfiguration('memory', ['baseline', 'create', 'exchange-actor', 'exchange-actor-jwt', 'delegation']),
-  configuration('redis', false, ['baseline', 'exchange-actor', 'exchange-minimal']),
+  configuration('redis', false, ['baseline', 'exchange-actor', 'exchange-minimal', 'exchange-minimal-reads']),
   configuration('postgres', false, ['baseline', 'exchange-actor', 'exchange-minimal']),
   configuration('memory+pg-audit', false, ['baseline', 'exchange']),
   configuration('postgres+pg-audit', false, ['baseline', 'exchange-actor']),

@@ -16,7 +16,7 @@ import {
   requestsFor,
   type Credentials,
 } from './requests.js';
-import { EXCHANGES, type ScenarioName } from './scenarios.js';
+import { EXCHANGES, MINIMAL_SCENARIOS, type ScenarioName } from './scenarios.js';
 import { endsRound, pairedRatios, roundOf, scheduleOf, tokensBefore, type Slot } from './schedule.js';
 import { ServerLog } from './server-log.js';
 import { startServer, type ServerProcess, type ServerProcessOptions } from './server-process.js';
@@ -177,7 +177,7 @@ class Measurement {
     const { subjectTokenBody } = this.credentials;
     const creation = creationRequest(await this.credentials.m2m(), undefined, subjectTokenBody);
     await checkOnce(this.server.base, creation, 201, 'subject token creation');
-    if (this.scenarios.includes('exchange-minimal'))
+    if (this.scenarios.some((scenario) => MINIMAL_SCENARIOS.includes(scenario)))
       await checkOnce(this.server.base, minimalSeedRequest(new TokenPool()), 201, "the minimal grant's subject token");
     await this.#warmUp(this.scenarios);
   }
@@ -248,7 +248,7 @@ class Measurement {
   }
 
   #poolOf(scenario: ScenarioName): TokenPool {
-    return scenario === 'exchange-minimal' ? this.#pools.minimal : this.#pools.plugin;
+    return MINIMAL_SCENARIOS.includes(scenario) ? this.#pools.minimal : this.#pools.plugin;
   }
 
   /**
@@ -271,7 +271,7 @@ class Measurement {
       connections,
       amount: Math.max(missing, connections),
       requests: [
-        scenario === 'exchange-minimal'
+        MINIMAL_SCENARIOS.includes(scenario)
           ? minimalSeedRequest(pool)
           : creationRequest(await this.credentials.m2m(), pool, this.credentials.subjectTokenBody),
       ],

@@ -21,6 +21,11 @@ import {
 import type pg from 'pg';
 
 export const MINIMAL_GRANT = 'urn:oidc-provider-impersonation:bench:minimal';
+/**
+ * The same grant with the two reads the exchange's guarantees add on the way (docs/benchmarks.md, "What the
+ * guarantees' reads cost"): the subject token read before it is redeemed, the actor token's Grant read after it.
+ */
+export const MINIMAL_READS_GRANT = 'urn:oidc-provider-impersonation:bench:minimal-reads';
 /** Where the bench creates this grant's subject tokens (as it creates the plugin's through the Management API). */
 export const MINIMAL_SEED_PATH = '/bench/minimal-subject-tokens';
 const ACCESS_TOKEN_TYPE = 'urn:ietf:params:oauth:token-type:access_token';
@@ -55,6 +60,8 @@ export interface MinimalStore {
   consume(hash: string, session: SessionRecord): Promise<SubjectRecord | undefined>;
   /** The session `id`, with its subject. */
   session(id: string): Promise<(SessionRecord & { subject: string }) | undefined>;
+  /** The subject token's record as stored, whatever its state; nothing changed. */
+  peek(hash: string): Promise<SubjectRecord | undefined>;
 }
 
 export interface MinimalGrantOptions {
@@ -86,6 +93,7 @@ export function memoryStore(): MinimalStore {
       return record;
     },
     session: async (id) => sessions.get(id),
+    peek: async (hash) => tokens.get(hash),
   };
 }
 
@@ -124,6 +132,10 @@ export function redisStore(redis: Redis): MinimalStore {
     async session(id) {
       const raw = await redis.get(`session:${id}`);
       return raw === null ? undefined : (JSON.parse(raw) as SessionRecord & { subject: string });
+    },
+    async peek(hash) {
+      const raw = await redis.get(`subject:${hash}`);
+      return raw === null ? undefined : (JSON.parse(raw) as SubjectRecord);
     },
   };
 }
@@ -164,6 +176,14 @@ export async function postgresStore(pool: pg.Pool, schema: string): Promise<Mini
       );
       return rows[0];
     },
+    async peek(hash) {
+      const { rows } = await pool.query<SubjectRecord>({
+        name: 'minimal-peek',
+        text: `SELECT subject, actor, client, context FROM ${tokens} WHERE hash = $1`,
+        values: [hash],
+      });
+      return rows[0];
+    },
   };
 }
 
@@ -178,83 +198,96 @@ export function minimalConfiguration(clients: readonly ClientMetadata[], console
   return {
     clients: clients.map((client) =>
       client.client_id === console
-        ? { ...client, grant_types: [...(client.grant_types ?? []), MINIMAL_GRANT] }
+        ? { ...client, grant_types: [...(client.grant_types ?? []), MINIMAL_GRANT, MINIMAL_READS_GRANT] }
         : client,
     ),
     formats: { customizers: { jwt: minimalClaimsCustomizer } },
   };
 }
 
+/** Registers the grant, and beside it the same grant with the guarantees' reads (MINIMAL_READS_GRANT). */
 export function registerMinimalGrant(provider: Provider, options: MinimalGrantOptions): void {
   const { store, findAccount, getResourceServerInfo, claims, audit } = options;
-  async function minimalExchange(ctx: KoaContextWithOIDC): Promise<void> {
-    const params = ctx.oidc.params as Record<string, string | undefined>;
-    const client = ctx.oidc.client!;
-    for (const name of ['subject_token', 'actor_token']) {
-      if (!params[name]) throw new errors.InvalidRequest(`missing required parameter '${name}'`);
-      if (params[`${name}_type`] !== ACCESS_TOKEN_TYPE) throw new errors.InvalidRequest(`unsupported ${name}_type`);
-    }
-    if ((params['requested_token_type'] ?? ACCESS_TOKEN_TYPE) !== ACCESS_TOKEN_TYPE)
-      throw new errors.InvalidRequest('unsupported requested_token_type');
-    const resource = params['resource'];
-    if (!resource) throw new errors.InvalidTarget('one resource is required');
-    // As client_credentials resolves its one resource.
-    const resourceServer = new provider.ResourceServer(resource, await getResourceServerInfo(ctx, resource, client));
-    const scope = (params['scope'] ?? '').split(' ').filter(Boolean);
-    const unknown = scope.filter((name) => !resourceServer.scopes.has(name));
-    if (unknown.length) throw new errors.InvalidScope('scope not defined by the resource server', unknown.join(' '));
+  const minimalExchange =
+    (reads: boolean) =>
+    async (ctx: KoaContextWithOIDC): Promise<void> => {
+      const params = ctx.oidc.params as Record<string, string | undefined>;
+      const client = ctx.oidc.client!;
+      for (const name of ['subject_token', 'actor_token']) {
+        if (!params[name]) throw new errors.InvalidRequest(`missing required parameter '${name}'`);
+        if (params[`${name}_type`] !== ACCESS_TOKEN_TYPE) throw new errors.InvalidRequest(`unsupported ${name}_type`);
+      }
+      if ((params['requested_token_type'] ?? ACCESS_TOKEN_TYPE) !== ACCESS_TOKEN_TYPE)
+        throw new errors.InvalidRequest('unsupported requested_token_type');
+      const resource = params['resource'];
+      if (!resource) throw new errors.InvalidTarget('one resource is required');
+      // As client_credentials resolves its one resource.
+      const resourceServer = new provider.ResourceServer(resource, await getResourceServerInfo(ctx, resource, client));
+      const scope = (params['scope'] ?? '').split(' ').filter(Boolean);
+      const unknown = scope.filter((name) => !resourceServer.scopes.has(name));
+      if (unknown.length) throw new errors.InvalidScope('scope not defined by the resource server', unknown.join(' '));
 
-    const actor = await provider.AccessToken.find(params['actor_token']!);
-    if (!actor || actor.isSenderConstrained()) throw new errors.InvalidGrant('actor_token is invalid');
+      const hash = hashOf(params['subject_token']!);
+      // With the reads: the subject token beside the actor token, as the exchange reads both before deciding.
+      const [actor, found] = reads
+        ? await Promise.all([provider.AccessToken.find(params['actor_token']!), store.peek(hash)])
+        : [await provider.AccessToken.find(params['actor_token']!), undefined];
+      if (!actor || actor.isSenderConstrained()) throw new errors.InvalidGrant('actor_token is invalid');
+      if (reads && !found) throw new errors.InvalidGrant('subject_token is unknown');
+      // With the reads: the actor token's Grant, which the exchange reads as userinfo would (lib/access-token.ts).
+      if (reads && !(actor.grantId && (await provider.Grant.adapter.find(actor.grantId)))) {
+        throw new errors.InvalidGrant('actor_token is invalid');
+      }
 
-    const token = new provider.AccessToken({
-      accountId: '',
-      client,
-      gty: MINIMAL_GRANT,
-      grantId: '',
-      scope: scope.join(' ') || undefined,
-      resourceServer,
-    });
-    const session: SessionRecord = {
-      id: randomUUID(),
-      actor: actor.accountId,
-      client: client.clientId,
-      resource,
-      scope: scope.join(' '),
-      expiresAt: now() + token.expiration,
-    };
-    const record = await store.consume(hashOf(params['subject_token']!), session);
-    if (!record)
-      throw new errors.InvalidGrant('subject_token is unknown, used, expired, or bound to another actor or client');
-    // Found after the consume (the subject is in the token): an account deleted since burns its token.
-    if (!(await findAccount(ctx, record.subject))) throw new errors.InvalidGrant('the subject is gone');
+      const token = new provider.AccessToken({
+        accountId: '',
+        client,
+        gty: MINIMAL_GRANT,
+        grantId: '',
+        scope: scope.join(' ') || undefined,
+        resourceServer,
+      });
+      const session: SessionRecord = {
+        id: randomUUID(),
+        actor: actor.accountId,
+        client: client.clientId,
+        resource,
+        scope: scope.join(' '),
+        expiresAt: now() + token.expiration,
+      };
+      const record = await store.consume(hash, session);
+      if (!record)
+        throw new errors.InvalidGrant('subject_token is unknown, used, expired, or bound to another actor or client');
+      // Found after the consume (the subject is in the token): an account deleted since burns its token.
+      if (!(await findAccount(ctx, record.subject))) throw new errors.InvalidGrant('the subject is gone');
 
-    token.accountId = record.subject;
-    (token as { [CLAIMS]?: Record<string, unknown> })[CLAIMS] = {
-      ...claims?.(record.context),
-      act: { sub: actor.accountId },
-      impersonation_session: session.id,
+      token.accountId = record.subject;
+      (token as { [CLAIMS]?: Record<string, unknown> })[CLAIMS] = {
+        ...claims?.(record.context),
+        act: { sub: actor.accountId },
+        impersonation_session: session.id,
+      };
+      const value = await token.save();
+      audit?.({
+        event: 'minimal.exchange',
+        session: session.id,
+        subject: record.subject,
+        actor: session.actor,
+        client: session.client,
+        resource,
+        scope: session.scope,
+      });
+      // RFC 8693, section 2.2.1.
+      ctx.body = {
+        access_token: value,
+        issued_token_type: ACCESS_TOKEN_TYPE,
+        token_type: token.tokenType,
+        expires_in: token.expiration,
+        scope: token.scope,
+      };
     };
-    const value = await token.save();
-    audit?.({
-      event: 'minimal.exchange',
-      session: session.id,
-      subject: record.subject,
-      actor: session.actor,
-      client: session.client,
-      resource,
-      scope: session.scope,
-    });
-    // RFC 8693, section 2.2.1.
-    ctx.body = {
-      access_token: value,
-      issued_token_type: ACCESS_TOKEN_TYPE,
-      token_type: token.tokenType,
-      expires_in: token.expiration,
-      scope: token.scope,
-    };
-  }
-  provider.registerGrantType(MINIMAL_GRANT, minimalExchange, [...PARAMETERS, 'resource', 'scope']);
+  provider.registerGrantType(MINIMAL_GRANT, minimalExchange(false), [...PARAMETERS, 'resource', 'scope']);
+  provider.registerGrantType(MINIMAL_READS_GRANT, minimalExchange(true), [...PARAMETERS, 'resource', 'scope']);
 }
 
 /** The bench's creation of this grant's subject tokens: `{ userId, actorId, clientId, context }` → 201 `{ subjectToken }`. */

@@ -13,7 +13,7 @@ import {
 } from '../fixtures/provider.js';
 import { basic, m2mToken, userAccessToken } from '../fixtures/flows.js';
 import type { RequestSpec } from './load.js';
-import { MINIMAL_GRANT, MINIMAL_SEED_PATH } from './minimal-grant.js';
+import { MINIMAL_GRANT, MINIMAL_READS_GRANT, MINIMAL_SEED_PATH } from './minimal-grant.js';
 import type { ScenarioName } from './scenarios.js';
 import type { TokenPool } from './token-pool.js';
 
@@ -204,5 +204,7 @@ export async function requestsFor(
       return [delegationRequest(credentials.delegationSubject)];
     case 'exchange-minimal':
       return [exchangeRequest(credentials.actorToken, pool, MINIMAL_GRANT)];
+    case 'exchange-minimal-reads':
+      return [exchangeRequest(credentials.actorToken, pool, MINIMAL_READS_GRANT)];
   }
 }

@@ -8,6 +8,7 @@ export const SCENARIOS = [
   'exchange-actor-jwt',
   'delegation',
   'exchange-minimal',
+  'exchange-minimal-reads',
 ] as const;
 export type ScenarioName = (typeof SCENARIOS)[number];
 
@@ -19,6 +20,7 @@ export const LABELS: Record<ScenarioName, string> = {
   'exchange-actor-jwt': 'token exchange + actor_token (JWT)',
   delegation: 'delegation (JWT subject token, RFC 8693)',
   'exchange-minimal': 'minimal RFC 8693 grant, no code of the plugin + actor_token (opaque)',
+  'exchange-minimal-reads': "minimal grant + the guarantees' two reads (subject token, actor's Grant)",
 };
 
 /** The scenarios that redeem a subject token per request, from a token pool. */
@@ -27,7 +29,11 @@ export const EXCHANGES: readonly ScenarioName[] = [
   'exchange-actor',
   'exchange-actor-jwt',
   'exchange-minimal',
+  'exchange-minimal-reads',
 ];
+
+/** The scenarios of the minimal grant (bench/minimal-grant.ts): its own subject tokens, never a target themselves. */
+export const MINIMAL_SCENARIOS: readonly ScenarioName[] = ['exchange-minimal', 'exchange-minimal-reads'];
 
 export function isScenario(name: string): name is ScenarioName {
   return (SCENARIOS as readonly string[]).includes(name);

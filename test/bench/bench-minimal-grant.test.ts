@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { expect } from 'chai';
 import { Redis } from 'ioredis';
 import { decodeJwt, decodeProtectedHeader } from 'jose';
@@ -6,6 +7,7 @@ import { contextClaims, deploymentSetup } from '../../bench/deployment.js';
 import {
   memoryStore,
   MINIMAL_GRANT,
+  MINIMAL_READS_GRANT,
   MINIMAL_SEED_PATH,
   minimalConfiguration,
   minimalSeedRoute,
@@ -148,5 +150,27 @@ describe(`bench: the minimal grant on ${suiteAdapterKind().name}`, () => {
     const answer = await minimalExchange(subject);
 
     expect(answer.status, JSON.stringify(answer.body)).to.equal(200);
+  });
+
+  it("with the guarantees' reads: reads the subject token without taking it, refuses an actor token whose Grant is gone, burning nothing", async () => {
+    const withReads = (subject: string, actor = actorToken) =>
+      tokenRequest(tp, { grant_type: MINIMAL_READS_GRANT, ...params(subject, actor) });
+    const read = await seeded();
+    const found = await minimal.store.peek(createHash('sha256').update(read).digest('base64url'));
+    expect(found).to.deep.include({ subject: 'customer-7', actor: 'alice', client: CLIENTS.console.client_id });
+    const answered = await withReads(read);
+    expect(answered.status, JSON.stringify(answered.body)).to.equal(200);
+    expect(decodeJwt(answered.body['access_token'] as string)).to.include({ sub: 'customer-7' });
+
+    // Another sign-in of alice's, whose Grant goes while its access token stays in the store.
+    const orphaned = await userAccessToken(tp, 'alice');
+    const { grantId } = (await tp.provider.AccessToken.find(orphaned))!;
+    await tp.provider.Grant.adapter.destroy(grantId!);
+    const subject = await seeded();
+    const refused = await withReads(subject, orphaned);
+    expect([refused.status, refused.body['error']]).to.deep.equal([400, 'invalid_grant']);
+    // The plain grant reads neither: the same subject token, not burned, is taken with the same actor token.
+    const taken = await minimalExchange(subject, orphaned);
+    expect(taken.status, JSON.stringify(taken.body)).to.equal(200);
   });
 });
