@@ -184,12 +184,12 @@ function standingGrantConfiguration(adapter: AdapterKind, scenarios = GRANT_SCEN
  * deployment with a standing grant in force (the deployment's setup and the
  * grant's checks in one provider), creation, both exchanges with an actor
  * token and a delegation; on Redis and on PostgreSQL, the exchange with an
- * opaque actor token and the minimal grant on that store (on Redis also with the guarantees' reads); with the audit
- * log, the exchange without an actor; with
- * the audit log on the PostgreSQL store's pool, the exchange with an opaque
- * actor token; with a webhook subscription and an SSF stream, the exchange
- * with an opaque actor token, on memory and on Redis delivered by another
- * process.
+ * opaque actor token and the minimal grant on that store (on Redis also with
+ * the guarantees' reads); with the audit log, the exchange without an actor;
+ * with the audit log on the PostgreSQL store's pool, the exchange with an
+ * opaque actor token; with a webhook subscription and an SSF stream, the
+ * exchange with an opaque actor token, on memory and on Redis delivered by
+ * another process.
  */
 const SMOKE_CONFIGURATIONS: readonly Configuration[] = [
   standingGrantConfiguration('memory', ['baseline', 'create', 'exchange-actor', 'exchange-actor-jwt', 'delegation']),
