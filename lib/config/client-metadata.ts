@@ -1,5 +1,6 @@
 import type { ClientMetadata, Configuration, KoaContextWithOIDC } from 'oidc-provider';
 import { invalidClientMetadata, invalidOption } from '../errors.js';
+import { TOKEN_EXCHANGE_GRANT } from '../token-claims.js';
 
 /** oidc-provider's routes where a client writes its own metadata. */
 const SELF_SERVICE_ROUTES: ReadonlySet<string> = new Set(['registration', 'client_update']);
@@ -31,4 +32,24 @@ export function withClientMetadata(
       return undefined;
     },
   };
+}
+
+export function withExchangeListMetadata(
+  own: Configuration['extraClientMetadata'],
+  name: string,
+  what: string,
+  valid: (names: string[]) => boolean,
+): NonNullable<Configuration['extraClientMetadata']> {
+  return withClientMetadata(own, name, (metadata) => {
+    const value = metadata[name];
+    if (value === undefined) return;
+    const names = typeof value === 'string' ? value.split(' ').filter(Boolean) : undefined;
+    if (!names || !valid(names)) throw invalidClientMetadata(`${name} must be a space-separated list of ${what}`);
+    if (!Array.isArray(metadata.grant_types) || !metadata.grant_types.includes(TOKEN_EXCHANGE_GRANT))
+      throw invalidClientMetadata(`${name} needs the ${TOKEN_EXCHANGE_GRANT} grant type`);
+    // What it grants names the acting client: a client that cannot prove it is that client may not have it.
+    if (metadata.token_endpoint_auth_method === 'none')
+      throw invalidClientMetadata(`${name} needs a client that authenticates at the token endpoint`);
+    metadata[name] = [...new Set(names)].join(' ');
+  });
 }

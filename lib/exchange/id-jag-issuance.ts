@@ -5,14 +5,14 @@ import type { ClientMetadata, Configuration, KoaContextWithOIDC } from 'oidc-pro
 import { publicTokenId, scopeSet } from '../access-token.js';
 import { idJagIssueQuotas } from '../capacity.js';
 import { nowSeconds } from '../clock.js';
-import { withClientMetadata } from '../config/client-metadata.js';
+import { withExchangeListMetadata } from '../config/client-metadata.js';
 import * as refuse from '../errors.js';
 import { EVENTS } from '../event-types.js';
 import { definedMembers } from '../json.js';
 import * as internals from '../provider-internals.js';
 import { newSessionId, type SessionRecord } from '../sessions/record.js';
 import { isStorableText } from '../storable-text.js';
-import { SESSION_CLAIM, TOKEN_EXCHANGE_GRANT } from '../token-claims.js';
+import { SESSION_CLAIM } from '../token-claims.js';
 import { checkMayAct, delegationActor } from './actor.js';
 import { idJagEvent, joseFailure } from './id-jag.js';
 import type { IdJagIssueInput, IdJagSubjectAtAudience, ResolvedIdJagIssuanceOptions } from './id-jag-options.js';
@@ -37,32 +37,9 @@ const MAX_RESOURCES = 10;
 const MAX_TEXT = 2048;
 
 /** The deployment's `extraClientMetadata`, with `id_jag_audiences` added when ID-JAGs are issued. */
-export function withIdJagMetadata(
-  own: NonNullable<Configuration['extraClientMetadata']>,
-  issued: boolean,
-): NonNullable<Configuration['extraClientMetadata']> {
-  return issued ? withClientMetadata(own, ID_JAG_AUDIENCES_METADATA, checkIdJagMetadata) : own;
-}
-
-function checkIdJagMetadata(metadata: ClientMetadata): void {
-  const value = metadata[ID_JAG_AUDIENCES_METADATA];
-  if (value === undefined) return;
-  const names = typeof value === 'string' ? value.split(' ').filter(Boolean) : undefined;
-  if (!names?.length || names.some((name) => URL.parse(name)?.protocol !== 'https:')) {
-    throw refuse.invalidClientMetadata(
-      `${ID_JAG_AUDIENCES_METADATA} must be a space-separated list of https issuer URLs`,
-    );
-  }
-  if (!Array.isArray(metadata.grant_types) || !metadata.grant_types.includes(TOKEN_EXCHANGE_GRANT)) {
-    throw refuse.invalidClientMetadata(`${ID_JAG_AUDIENCES_METADATA} needs the ${TOKEN_EXCHANGE_GRANT} grant type`);
-  }
-  // The draft's Security Considerations: an ID-JAG goes only to a client that proves who it is.
-  if (metadata.token_endpoint_auth_method === 'none') {
-    throw refuse.invalidClientMetadata(
-      `${ID_JAG_AUDIENCES_METADATA} needs a client that authenticates at the token endpoint`,
-    );
-  }
-  metadata[ID_JAG_AUDIENCES_METADATA] = [...new Set(names)].join(' ');
+export function withIdJagMetadata(own: NonNullable<Configuration['extraClientMetadata']>, issued: boolean) {
+  const valid = (names: string[]) => names.length > 0 && names.every((name) => URL.parse(name)?.protocol === 'https:');
+  return issued ? withExchangeListMetadata(own, ID_JAG_AUDIENCES_METADATA, 'https issuer URLs', valid) : own;
 }
 
 /** The user the client's ID token or refresh token attests, until its `exp`. */

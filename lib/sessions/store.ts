@@ -8,7 +8,6 @@ import type { SessionAdapter } from '../adapters/contracts/sessions.js';
 import { recordOf, recordPayload } from '../adapters/records.js';
 import { stateOf, type SessionRecord } from './record.js';
 
-/** The adapter model name the impersonation sessions and their indexes are kept under. */
 export { SESSION_MODEL };
 
 /** How long an origin's end mark is kept (seconds); Invariant 22. */
@@ -30,13 +29,7 @@ const ENDED = 'ended:';
 const REVOKED = 'revoked';
 const bySubject = (subject: string) => `subject:${subject}`;
 const byActor = (actor: string) => `actor:${actor}`;
-const byActorGrant = (grantId: string) => `actor-grant:${grantId}`;
-const byActorSession = (uid: string) => `actor-session:${uid}`;
-const byAccessGrant = (grantId: string) => `access-grant:${grantId}`;
-const byParentSession = (sessionId: string) => `parent-session:${sessionId}`;
 const byDelegationKey = (key: string) => `delegation:${key}`;
-const bySubjectToken = (tokenId: string) => `subject-token:${tokenId}`;
-const byIssuerSession = (digest: string) => `issuer-session:${digest}`;
 
 export interface SessionFilter {
   subject?: string;
@@ -233,12 +226,12 @@ export type Origin =
   | { issuerSession: string };
 
 function indexOf(origin: Origin): string {
-  if ('grantId' in origin) return byActorGrant(origin.grantId);
-  if ('issuerSession' in origin) return byIssuerSession(origin.issuerSession);
-  if ('subjectTokenId' in origin) return bySubjectToken(origin.subjectTokenId);
-  if ('sessionUid' in origin) return byActorSession(origin.sessionUid);
-  if ('parentSessionId' in origin) return byParentSession(origin.parentSessionId);
-  return byAccessGrant(origin.accessGrantId);
+  if ('grantId' in origin) return `actor-grant:${origin.grantId}`;
+  if ('issuerSession' in origin) return `issuer-session:${origin.issuerSession}`;
+  if ('subjectTokenId' in origin) return `subject-token:${origin.subjectTokenId}`;
+  if ('sessionUid' in origin) return `actor-session:${origin.sessionUid}`;
+  if ('parentSessionId' in origin) return `parent-session:${origin.parentSessionId}`;
+  return `access-grant:${origin.accessGrantId}`;
 }
 
 /** Which origin's end mark a commit was refused by (an actor's sign-in or Grant when none of the others). */
