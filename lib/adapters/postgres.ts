@@ -16,6 +16,7 @@ import { optionChecks, type OptionChecks } from '../config/checks.js';
 import type { ReadAheadAdapter } from './contracts/read-ahead.js';
 import { PLUGIN_MODELS } from './models.js';
 import { commitWith, migrateStore, storeNames, storeStatements } from './postgres-schema.js';
+import { ReadAheads } from './read-aheads.js';
 import type { Statement } from '../postgres/statement.js';
 import { invalidArgument, invalidCall, postgresFailed, unavailable, unstorableValue } from '../errors/standalone.js';
 
@@ -214,29 +215,22 @@ function checkedOptions(options: PostgresAdapterOptions) {
 /** Runs one statement of `operation` on the adapter's pool, its tables ready; `keeps`: what was read ahead stays (52). */
 type Run = (statement: Statement, values: unknown[], operation: string, keeps?: boolean) => Promise<pg.QueryResult>;
 
-/** Invariant 52: the writes this adapter had answered, each dropping what was read ahead before it. */
-interface WriteCount {
-  count: number;
-  readonly readAheads: Map<string, { payload: AdapterPayload | undefined; findsLeft: number }>;
-}
 const READ_OPERATIONS = new Set(['find', 'findByUid', 'findByUserCode']);
 /** Invariant 6: the bounded index additions' isolation, whatever the pool's default. */
 const READ_COMMITTED = 'BEGIN ISOLATION LEVEL READ COMMITTED';
 
 /** Invariant 10: finds, consumptions, writes and index additions of one turn go out as one statement each. */
-function entryBatches(run: Run, statements: ReturnType<typeof storeStatements>, written: WriteCount) {
-  // Invariant 52: what readAhead read, one answer per readAhead taken by finds of its key; dropped at the next turn.
-  const readAheads = written.readAheads;
+function entryBatches(
+  run: Run,
+  statements: ReturnType<typeof storeStatements>,
+  readAheads: ReadAheads<AdapterPayload | undefined>,
+) {
   const aheadKey = ({ model, byUid, key }: Lookup) => `${model}\u0000${byUid}\u0000${key}`;
-  const leave = (item: Lookup, payload: AdapterPayload | undefined) => {
-    if (!readAheads.size) setImmediate(() => readAheads.clear());
-    readAheads.set(aheadKey(item), { payload, findsLeft: (readAheads.get(aheadKey(item))?.findsLeft ?? 0) + 1 });
-  };
 
   const lookups = new StatementBatch<Lookup, AdapterPayload | undefined>(async (items) => {
     const following = items.some((item) => item.follow);
     const values = columnsOf(items, ['model', 'byUid', 'key']);
-    const writesBefore = written.count;
+    const asked = readAheads.forgotten;
     const { rows } = await run(
       following ? statements.findManyAhead : statements.findMany,
       following ? [...values, items.map((item) => item.follow === true)] : values,
@@ -244,23 +238,21 @@ function entryBatches(run: Run, statements: ReturnType<typeof storeStatements>, 
     );
     const found: Array<AdapterPayload | undefined> = Array.from({ length: items.length });
     // A write answered meanwhile may have changed what this read: nothing of it is left for later finds.
-    const leaving = following && written.count === writesBefore;
+    const leave = (item: Lookup, payload: AdapterPayload | undefined) =>
+      readAheads.leave(aheadKey(item), payload, asked);
     for (const row of rows as Array<Row & { n: string; via?: 'Session' | 'Grant' | null; key?: string }>) {
       // A Session or Grant is left under its stored key: only a find of that same key takes it.
-      if (row.via) {
-        if (leaving) leave({ model: row.via, byUid: row.via === 'Session', key: row.key! }, payloadOf(row));
-      } else found[Number(row.n) - 1] = payloadOf(row);
+      if (row.via) leave({ model: row.via, byUid: row.via === 'Session', key: row.key! }, payloadOf(row));
+      else found[Number(row.n) - 1] = payloadOf(row);
     }
-    if (leaving) for (const [at, item] of items.entries()) if (item.follow) leave(item, found[at]);
+    for (const [at, item] of items.entries()) if (item.follow) leave(item, found[at]);
     return found;
   });
 
   /** A find's answer: one that a readAhead left for it (one per readAhead), taken, or else read. */
   const lookup = (item: Lookup): Promise<AdapterPayload | undefined> => {
-    const ahead = readAheads.get(aheadKey(item));
-    if (!ahead) return lookups.add(item);
-    if (--ahead.findsLeft === 0) readAheads.delete(aheadKey(item));
-    return Promise.resolve(ahead.payload);
+    const ahead = readAheads.take(aheadKey(item));
+    return ahead ? Promise.resolve(ahead.answer) : lookups.add(item);
   };
 
   const entryKey = (row: { model: string; id: string }) => `${row.model}\u0000${row.id}`;
@@ -357,16 +349,12 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
       const waiting = ready();
       if (waiting) await waiting;
       const answer = answered(pool.query({ name: statement.name, text: statement.text, values }), operation);
-      return READ_OPERATIONS.has(operation) || keeps ? answer : answer.finally(forgetReadAheads);
+      return READ_OPERATIONS.has(operation) || keeps ? answer : answer.finally(() => readAheads.forget());
     };
-  const written: WriteCount = { count: 0, readAheads: new Map() };
-  /** Invariant 52: a write was answered, here or in another store: nothing read before it is handed out. */
-  const forgetReadAheads = () => {
-    written.count += 1;
-    written.readAheads.clear();
-  };
+  // Invariant 52: a write answered, here or in another store, drops what was read ahead before it.
+  const readAheads = new ReadAheads<AdapterPayload | undefined>();
   const run = runOn(storeReady);
-  const { lookups, lookup, consumptions, entryWrites, indexWrites } = entryBatches(run, statements, written);
+  const { lookups, lookup, consumptions, entryWrites, indexWrites } = entryBatches(run, statements, readAheads);
   const commitBatch = commitBatches(run, names);
 
   function cleanup(): Promise<{ entries: number; indexMembers: number }> {
@@ -424,7 +412,7 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
       throw error;
     } finally {
       client.release(broken);
-      forgetReadAheads();
+      readAheads.forget();
     }
   }
 
@@ -492,7 +480,7 @@ export function createPostgresAdapter(options: PostgresAdapterOptions): Postgres
     }
 
     forgetReadAheads(): void {
-      forgetReadAheads();
+      readAheads.forget();
     }
 
     async findByUserCode(userCode: string): Promise<AdapterPayload | undefined> {

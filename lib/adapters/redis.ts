@@ -5,6 +5,8 @@ import { entryLifetimeMs, GRANTABLE_MODELS } from './contracts/entries.js';
 import { comesAfter, type BoundedIndexAdd, type IndexEntry } from './contracts/indexes.js';
 import { COMMITTED_TOGETHER, QUOTA_KIND, type CommitOutcome, type CommitWrite } from './contracts/commit.js';
 import type { EveryDomainAdapter, ImpersonationAdapterClass } from './contract.js';
+import { ReadAheads } from './read-aheads.js';
+import { PLUGIN_MODELS } from './models.js';
 import { DerivedOperations } from './quotas.js';
 import type { OutboxStore } from '../outbox/contract.js';
 import { createRedisOutbox, OUTBOX_APPEND_LUA, outboxAppendArgs, outboxKeys } from '../outbox/redis.js';
@@ -80,7 +82,7 @@ const MAX_REDIRECTIONS = 4;
 /** How long a call waits for a (re)connection before it fails; longer than the longest retry delay. */
 const READY_WAIT_MS = 1000;
 
-// Invariant 2: each of these scripts touches one key.
+// Invariant 2: each of these scripts touches one key, but the read-ahead, never sent to a Cluster.
 const SCRIPTS = {
   // Sets `consumed` in place: the payload stays opaque (cjson would turn [] into {}).
   impersonationConsumeOnce: `
@@ -106,6 +108,18 @@ local ttl = tonumber(ARGV[2])
 if ttl <= 0 then redis.call('PERSIST', KEYS[1])
 elseif before == -2 or (before >= 0 and before < ttl) then redis.call('PEXPIRE', KEYS[1], ttl) end
 return 1`,
+  // Invariant 52: an access token, its sign-in's Session (by its uid's pointer) and its Grant; ARGV[1] the key prefix.
+  impersonationReadAhead: `
+local token = redis.call('HMGET', KEYS[1], 'payload', 'consumed')
+local parsed, decoded = pcall(cjson.decode, token[1] or '')
+if not parsed then return { token[1] } end
+local uid, grant, session = decoded.sessionUid, { false, false }, { false, false }
+if decoded.expiresWithSession == true and type(uid) == 'string' then
+  local id = redis.call('GET', ARGV[1] .. 'Session:uid:{' .. uid .. '}')
+  if id then session = redis.call('HMGET', ARGV[1] .. 'Session:{' .. id .. '}', 'payload', 'consumed') end
+end
+if type(decoded.grantId) == 'string' then grant = redis.call('HMGET', ARGV[1] .. 'Grant:{' .. decoded.grantId .. '}', 'payload', 'consumed') end
+return { token[1], token[2], session[1], session[2], grant[1], grant[2] }`,
 } as const;
 
 /** Adds a member to a sorted index kept past its last member's expiry: pushed INDEX_SLACK_MS further when short, so most adds only read its TTL. */
@@ -259,6 +273,10 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
   // Invariant 8: a remembered uid pointer saves only the pointer's round trip.
   const uidPointers = new LRUCache<string, string>({ max: REMEMBERED_UIDS });
   let commits = 0;
+  // Invariant 52: what readAhead read, for this turn's finds; a write that may change a token, sent since, drops it.
+  const readAheads = new ReadAheads<AdapterPayload | undefined>();
+  const wrote = (model: string) => PLUGIN_MODELS.has(model) || readAheads.forget();
+  let readingAhead = !cluster;
 
   let outbox: OutboxStore | undefined;
 
@@ -306,19 +324,43 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
           payload.userCode ? setPointer(this.#indexKey('userCode', payload.userCode), id, ttl) : undefined,
         ]);
       }
+      wrote(this.#name);
       await sendWrite('impersonationWrite', key, JSON.stringify(stored), consumed ? JSON.stringify(consumed) : '', ttl);
     }
 
+    async readAhead(id: string): Promise<void> {
+      if (!readingAhead) return;
+      if (!isReady()) await whenReady();
+      const asked = readAheads.forgotten;
+      // A proxy that routes commands by key refuses the keys the script reads: the finds read alone from then on.
+      const reply = (await redis.impersonationReadAhead(entryKey(this.#name, id), prefix).catch((error: Error) => {
+        readingAhead = error.name !== 'ReplyError';
+      })) as Array<string | null> | undefined;
+      if (!reply) return;
+      const [token, signIn] = [entryOf(reply[0], reply[1]), entryOf(reply[2], reply[3])];
+      readAheads.leave(`${this.#name}\u0000${id}`, token, asked);
+      const uid = token?.expiresWithSession === true && token.sessionUid;
+      if (typeof uid === 'string')
+        readAheads.leave(`Session\u0000uid\u0000${uid}`, signIn?.uid === uid ? signIn : undefined, asked);
+      if (typeof token?.grantId === 'string')
+        readAheads.leave(`Grant\u0000${token.grantId}`, entryOf(reply[4], reply[5]), asked);
+    }
+
+    forgetReadAheads(): void {
+      readAheads.forget();
+    }
+
     async find(id: string): Promise<AdapterPayload | undefined> {
+      const ahead = readAheads.take(`${this.#name}\u0000${id}`);
+      if (ahead) return ahead.answer;
       if (!isReady()) await whenReady();
       const [payload, consumed] = await redis.hmget(entryKey(this.#name, id), 'payload', 'consumed');
-      if (!payload) return undefined;
-      const found = JSON.parse(payload) as AdapterPayload;
-      if (consumed) found.consumed = JSON.parse(consumed);
-      return found;
+      return entryOf(payload, consumed);
     }
 
     async findByUid(uid: string): Promise<AdapterPayload | undefined> {
+      const ahead = readAheads.take(`${this.#name}\u0000uid\u0000${uid}`);
+      if (ahead) return ahead.answer;
       const index = this.#indexKey('uid', uid);
       const remembered = uidPointers.get(index);
       if (remembered !== undefined) {
@@ -346,6 +388,7 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
 
     async consumeOnce(id: string): Promise<boolean> {
       if (!isReady()) await whenReady();
+      wrote(this.#name);
       return (
         (await sendWrite('impersonationConsumeOnce', entryKey(this.#name, id), Math.floor(Date.now() / 1000))) === 1
       );
@@ -354,6 +397,7 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
     // Invariant 8: indexes are left to expire.
     async destroy(id: string): Promise<void> {
       if (!isReady()) await whenReady();
+      wrote(this.#name);
       await redis.del(entryKey(this.#name, id));
     }
 
@@ -448,6 +492,7 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
       if (!isReady()) await whenReady();
       const index = grantKey(grantId);
       const members = await redis.smembers(index);
+      readAheads.forget();
       // One DEL per key: on Cluster the members live in different slots.
       await Promise.all(members.map((key) => redis.del(key)));
       await redis.del(index);
@@ -481,6 +526,13 @@ export function createRedisAdapter(options: RedisAdapterOptions = {}): RedisAdap
     ttl > 0 ? redis.set(key, id, 'PX', ttl) : redis.set(key, id);
 
   return RedisAdapter;
+}
+
+function entryOf(payload: string | null | undefined, consumed: string | null | undefined): AdapterPayload | undefined {
+  if (!payload) return undefined;
+  const found = JSON.parse(payload) as AdapterPayload;
+  if (consumed) found.consumed = JSON.parse(consumed);
+  return found;
 }
 
 /** Resolves once the client (and, once, a Cluster's nodes) is ready, within READY_WAIT_MS (Invariant 9). */
