@@ -187,11 +187,7 @@ export function resolveOptions(input: ImpersonationOptions): ResolvedOptions {
     ...options,
     ...decisionPoint,
     delegation,
-    ...(approvals ? { approvals } : {}),
-    ...(webhooks ? { webhooks } : {}),
-    ...(ssf ? { ssf } : {}),
-    ...(idJag ? { idJag } : {}),
-    ...(idJagIssuance ? { idJagIssuance } : {}),
+    ...definedMembers({ approvals, webhooks, ssf, idJag, idJagIssuance }),
     actorClients,
     environmentVariables: Object.freeze({ ...env }),
   });

@@ -222,7 +222,9 @@ export function createImpersonation(input: ImpersonationOptions): Impersonation 
       }
       assertModelInternals(provider);
       if (pollsStreams && streamsFollowed) throw invalidCall('impersonation.install', ONE_STREAM_READER);
-      if (mountManagementApi && middlewareComposed(provider)) throw calledTooLate(MOUNTED_TOO_EARLY);
+      // Invariant 41: Koa's `callback()` adds `app.onerror` as the `error` listener.
+      if (mountManagementApi && provider.listeners('error').includes(provider.onerror))
+        throw calledTooLate(MOUNTED_TOO_EARLY);
       const pluginStore = ownStore || openPluginStore(providerAdapter(provider), 'provider adapter', domains);
       const { outbox, ssfStreams } = pluginStore;
       // SETs are signed with the provider's key: one it lacks stops the start, not the first stop.
@@ -401,11 +403,6 @@ const MOUNTED_TOO_EARLY =
   'provider.listen() or a mount such as koa-mount), so the Management API it adds would never be reached: ' +
   'call install() right after new Provider(), before mounting the provider; or call ' +
   'install(provider, { mountManagementApi: false }) and mount impersonation.managementApi() yourself';
-
-/** Invariant 41: Koa's `callback()` adds `app.onerror` as the `error` listener. */
-function middlewareComposed(app: Koa): boolean {
-  return app.listeners('error').includes(app.onerror);
-}
 
 type GetResourceServerInfo = (
   ctx: KoaContextWithOIDC,

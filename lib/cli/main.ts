@@ -32,9 +32,7 @@ async function main(argv: string[]): Promise<number> {
   if (every !== undefined && !(Number.isSafeInteger(every) && every > 0))
     throw invalidCommandLine("--require-checkpoints must be a positive integer (the log's checkpointEvery)");
   // Loaded only now: `pg` is an optional peer dependency, and --help and usage errors need none of it.
-  const postgres = await loadPostgres();
-  if (!postgres) throw invalidCommandLine('the audit commands need the pg package: npm install pg');
-  const [{ createPostgresAuditLog }, { exportTrail }] = postgres;
+  const [{ createPostgresAuditLog }, { exportTrail }] = await loadPostgres();
   const log = createPostgresAuditLog({
     connectionString,
     ...(values.schema ? { schema: values.schema } : {}),
@@ -84,7 +82,7 @@ async function loadPostgres() {
     return await Promise.all([import('../audit-postgres/index.js'), import('../audit-postgres/export.js')]);
   } catch (error) {
     if ((error as { code?: unknown }).code === 'ERR_MODULE_NOT_FOUND' && String(error).includes("'pg'"))
-      return undefined;
+      throw invalidCommandLine('the audit commands need the pg package: npm install pg');
     throw error;
   }
 }

@@ -4,7 +4,7 @@ import { AccessTokens } from '../access-token.js';
 import type { ManagementAuthResult } from '../core-options.js';
 import { invalidTarget } from '../errors.js';
 import type { ResolvedApprovalOptions } from '../approvals/options.js';
-import { authorize, bearerToken, invalidToken } from '../http/auth.js';
+import { authorize, bearerToken, constraintRefusal, invalidToken } from '../http/auth.js';
 
 /** Who calls the customer's API: the customer (an account id), never a client and never an actor. */
 export interface Customer {
@@ -29,14 +29,7 @@ export function createCustomerCheck(provider: Provider, approvals: ResolvedAppro
     if (token.sub === token.clientId) return invalidToken("the customer's own access token is required");
     if (!token.audience.includes(approvals.customerResource))
       return invalidToken("the access token is not for the customer's support-access API");
-    if (token.cnf) return invalidToken('sender-constrained access tokens are not accepted here');
-    if (!token.scopes.has(approvals.customerScope)) {
-      return {
-        error: 'insufficient_scope',
-        description: `the access token lacks the ${approvals.customerScope} scope`,
-      };
-    }
-    return { accountId: token.sub, clientId: token.clientId };
+    return constraintRefusal(token, approvals.customerScope) ?? { accountId: token.sub, clientId: token.clientId };
   }
 
   /** The customer (as a caller, who has a client), or a 401/403 with its `WWW-Authenticate` challenge. */

@@ -1,20 +1,26 @@
 /** Who calls: the bearer token of a request, the caller an authenticator finds in it, and a refusal's challenge. */
 import type Koa from 'koa';
 import { unauthorized, type ManagementError } from '../errors.js';
-import type { CoreOptions, ManagementCaller } from '../core-options.js';
+import type { VerifiedAccessToken } from '../access-token.js';
+import type { CoreOptions, ManagementAuthResult, ManagementCaller } from '../core-options.js';
 import { storeCall } from '../store-call.js';
 
 export type Authenticate = NonNullable<CoreOptions['authenticateManagementRequest']>;
 
-/** The caller, or a 401/403 with its `WWW-Authenticate` challenge. */
+/** The caller of one of `scopes`, tried in turn, or a 401/403 with its `WWW-Authenticate` challenge. */
 export async function authorize(
   ctx: Koa.Context,
   authenticate: Authenticate,
-  scope: string,
+  ...scopes: string[]
 ): Promise<ManagementCaller> {
-  const result = await storeCall(() => authenticate(ctx, { scope }));
-  if ('clientId' in result && typeof result.clientId === 'string') return result;
-  throw refuseToken(ctx, result as { error?: unknown; description?: unknown }, scope);
+  let refusal: { error?: unknown; description?: unknown } = {};
+  for (const scope of scopes) {
+    const result = await storeCall(() => authenticate(ctx, { scope }));
+    if ('clientId' in result && typeof result.clientId === 'string') return result;
+    refusal = result as typeof refusal;
+    if (refusal.error !== 'insufficient_scope') break;
+  }
+  throw refuseToken(ctx, refusal, scopes.join(' '));
 }
 
 /** The 401 `invalid_token` or 403 `insufficient_scope` of a refused bearer token, its challenge set on `ctx`. */
@@ -34,6 +40,13 @@ export function refuseToken(
   // A request without any credentials gets a bare challenge (RFC 6750 3.1).
   ctx.set('WWW-Authenticate', ctx.get('authorization') ? challenge : 'Bearer');
   return unauthorized(code, description);
+}
+
+/** A token otherwise accepted refused: sender-constrained, or without `scope`; undefined when it is neither. */
+export function constraintRefusal(token: VerifiedAccessToken, scope: string): ManagementAuthResult | undefined {
+  if (token.cnf) return invalidToken('sender-constrained access tokens are not accepted here');
+  if (token.scopes.has(scope)) return undefined;
+  return { error: 'insufficient_scope', description: `the access token lacks the ${scope} scope` };
 }
 
 /** An authenticator's answer for a token that is not accepted (401 `invalid_token`). */

@@ -58,13 +58,8 @@ const BODY_CONSUMED =
   'no parsed body in req.body or ctx.request.body: mount the Management API (or the provider) before ' +
   'it, or parse JSON with express.json() or @koa/bodyparser, whose parsed body the API takes';
 
-/** The same rule for the query string of every request to the plugin's APIs: the parameter is named, its value never echoed. */
-export function assertStorableQuery(query: Readonly<Record<string, string | string[] | undefined>>): void {
-  assertStorable(query, 'a query parameter name');
-}
-
 /** Refuses members holding a string no store can hold (Invariant 49), naming the member, never echoing it. */
-function assertStorable(members: Readonly<Record<string, unknown>>, memberName: string): void {
+export function assertStorable(members: Readonly<Record<string, unknown>>, memberName: string): void {
   for (const [name, value] of Object.entries(members)) {
     if (!isStorableText(name)) throw badRequest(`${memberName} holds ${UNSTORABLE_TEXT}`);
     if (!isStorableJson(value)) throw badRequest(`${name} holds ${UNSTORABLE_TEXT}`);

@@ -1,7 +1,7 @@
 import type Koa from 'koa';
 import type { Provider } from 'oidc-provider';
 import { AccessTokens } from '../access-token.js';
-import { bearerToken, invalidToken } from '../http/auth.js';
+import { bearerToken, constraintRefusal, invalidToken } from '../http/auth.js';
 import type { ManagementAuthResult } from '../core-options.js';
 
 /** The built-in caller check: a `client_credentials` token of this provider for the management resource, with the scope. */
@@ -19,9 +19,6 @@ export function createCallerCheck(provider: Provider, managementResource: string
     if (token.sub !== token.clientId) return invalidToken('a client_credentials access token is required');
     if (!token.audience.includes(managementResource))
       return invalidToken('the access token is not for the Management API');
-    if (token.cnf) return invalidToken('sender-constrained access tokens are not accepted here');
-    if (!token.scopes.has(required.scope))
-      return { error: 'insufficient_scope', description: `the access token lacks the ${required.scope} scope` };
-    return { clientId: token.clientId };
+    return constraintRefusal(token, required.scope) ?? { clientId: token.clientId };
   };
 }

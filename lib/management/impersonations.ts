@@ -86,7 +86,9 @@ export function impersonationRoutes(
 
   router.delete(`${path}/:id`, async (ctx) => {
     const caller = await authorize(ctx, authenticate, options.revokeScope);
-    const reason = await readReason(ctx);
+    const body = await readOptionalJsonObject(ctx, 4096);
+    refuseUnknown('field', body, ['reason']);
+    const reason = readText(body['reason'], 'reason');
     const record = await existing(sessions, ctx.params['id']!);
     await storeCall(() => closeSession(bus, sessions, record, { revokedBy: caller.clientId, reason }, ctx));
     ctx.status = 204;
@@ -166,10 +168,4 @@ function readCursor(value: unknown, allowed: readonly string[], query: Koa.Conte
     // Reported below.
   }
   throw badRequest('cursor is not one this API returned');
-}
-
-async function readReason(ctx: Koa.Context): Promise<string | undefined> {
-  const body = await readOptionalJsonObject(ctx, 4096);
-  refuseUnknown('field', body, ['reason']);
-  return readText(body['reason'], 'reason');
 }

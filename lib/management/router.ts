@@ -7,7 +7,7 @@ import type { EventBus } from '../events/subscriber.js';
 import { findSettledAs, viewOf } from '../approvals/requests.js';
 import { renderErrors } from '../http/answer.js';
 import { authorize } from '../http/auth.js';
-import { assertStorableQuery } from '../http/body.js';
+import { assertStorable } from '../http/body.js';
 import type { ResolvedOptions } from '../options.js';
 import type { SessionStore } from '../sessions/store.js';
 import type { SubjectTokenStore } from '../subject-tokens/store.js';
@@ -44,7 +44,8 @@ export function createManagementApi(
     renderErrors,
     // Before any handler: a query value no store can hold is the caller's error (400), never a store's (503).
     (ctx: Koa.Context, next: Koa.Next) => {
-      assertStorableQuery(ctx.query);
+      // The same rule for the query string: the parameter is named, its value never echoed.
+      assertStorable(ctx.query, 'a query parameter name');
       return next();
     },
   );

@@ -56,11 +56,7 @@ export async function verifySet(jwt: string, trust: { issuer: string; keys: JWTV
 /** The session a verified SET revokes, when it carries a CAEP session-revoked event. */
 export function revokedSessionOf(payload: JWTPayload): string | undefined {
   const events = payload['events'] as Record<string, unknown> | undefined;
-  return events?.[SESSION_REVOKED_EVENT] ? sessionOf(payload['sub_id']) : undefined;
-}
-
-/** The session a session-revoked SET names: a complex subject's `session`, or an opaque subject. */
-export function sessionOf(subject: unknown): string | undefined {
+  const subject = events?.[SESSION_REVOKED_EVENT] ? payload['sub_id'] : undefined;
   const value = subject as { format?: unknown; id?: unknown; session?: { format?: unknown; id?: unknown } } | undefined;
   const simple = value?.format === 'complex' ? value.session : value;
   return simple?.format === 'opaque' && typeof simple.id === 'string' ? simple.id : undefined;

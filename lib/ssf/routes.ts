@@ -3,7 +3,7 @@ import type Router from '@koa/router';
 import type Koa from 'koa';
 import { badRequest, notFound, streamBehind, tooManyRequests, tooManyStreams } from '../errors.js';
 import { definedMembers, type JsonObject } from '../json.js';
-import { refuseToken, type Authenticate } from '../http/auth.js';
+import { authorize, type Authenticate } from '../http/auth.js';
 import { readJsonObject } from '../http/body.js';
 import { emitOn } from '../report-error.js';
 import { waitsFor } from '../outbox/contract.js';
@@ -70,15 +70,7 @@ export function ssfRoutes(router: Router, transmitter: Transmitter, authenticate
 
 /** The receiver, by a token with one of the scopes that manage (or, `reading`, read), tried in turn only when one was missing. */
 async function callerOf({ options, authenticate }: Ssf, ctx: Koa.Context, reading = false): Promise<string> {
-  const scopes = reading ? options.readScopes : options.manageScopes;
-  let refusal: { error?: unknown; description?: unknown } = {};
-  for (const scope of scopes) {
-    const result = await storeCall(() => authenticate(ctx, { scope }));
-    if ('clientId' in result && typeof result.clientId === 'string') return result.clientId;
-    refusal = result as typeof refusal;
-    if (refusal.error !== 'insufficient_scope') break;
-  }
-  throw refuseToken(ctx, refusal, scopes.join(' '));
+  return (await authorize(ctx, authenticate, ...(reading ? options.readScopes : options.manageScopes))).clientId;
 }
 
 const streamGone = () => notFound('not_found', 'no stream with this stream_id');
@@ -123,14 +115,6 @@ function view(transmitter: Transmitter, stream: StreamRecord): JsonObject {
 }
 
 /** SSF 1.0 8.1.1.2: transmitter-supplied values a request repeats must be the stream's. */
-function assertTransmitterSupplied(transmitter: Transmitter, body: JsonObject, stream: StreamRecord): void {
-  const current = view(transmitter, stream);
-  for (const name of TRANSMITTER_SUPPLIED) {
-    if (body[name] !== undefined && JSON.stringify(body[name]) !== JSON.stringify(current[name]))
-      throw badRequest(`${name} is set by the transmitter and differs from this stream's`);
-  }
-}
-
 async function createStream(ssf: Ssf, ctx: Koa.Context): Promise<void> {
   const { streams, options } = ssf;
   const receiver = await callerOf(ssf, ctx);
@@ -169,7 +153,11 @@ async function readStreams(ssf: Ssf, ctx: Koa.Context): Promise<void> {
 function changeStream(replace: boolean) {
   return async (ssf: Ssf, ctx: Koa.Context): Promise<void> => {
     const { body, stream } = await bodyAndStream(ssf, ctx);
-    assertTransmitterSupplied(ssf, body, stream);
+    const current = view(ssf, stream);
+    for (const name of TRANSMITTER_SUPPLIED) {
+      if (body[name] !== undefined && JSON.stringify(body[name]) !== JSON.stringify(current[name]))
+        throw badRequest(`${name} is set by the transmitter and differs from this stream's`);
+    }
     const supplied = await readReceiverSupplied(body, ssf.options.allowedPushHosts);
     const { description: _replaced, ...kept } = stream;
     const next: StreamRecord = replace ? { ...kept, ...withDefaults(supplied) } : { ...stream, ...supplied };
@@ -264,18 +252,14 @@ async function queuedSets(ssf: Ssf, ctx: Koa.Context, stream: StreamRecord, requ
     if (page.sets.size) return page;
     if (stream.status !== 'enabled') throw notDelivered(ctx, stream.status);
     const now = Date.now();
-    if (!behind && (now >= until || clientGone(ctx))) return page;
-    if (now >= giveUp || clientGone(ctx)) {
+    // The poller hung up (not `ctx.req.destroyed`, which a request whose body was read already is).
+    if (!behind && (now >= until || ctx.req.socket.destroyed)) return page;
+    if (now >= giveUp || ctx.req.socket.destroyed) {
       ctx.set('Retry-After', '1');
       throw streamBehind('SETs of this stream are still on their way to its queue; poll again shortly');
     }
     await new Promise((resolve) => setTimeout(resolve, LONG_POLL_STEP_MS));
   }
-}
-
-/** The poller hung up (not `ctx.req.destroyed`, which a request whose body was read already is). */
-function clientGone(ctx: Koa.Context): boolean {
-  return ctx.req.socket.destroyed;
 }
 
 /** The 503 of a poll that found nothing on a stream that is not enabled: its SETs are held, or none is sent. */
