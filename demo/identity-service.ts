@@ -136,8 +136,6 @@ export async function startIdentityService(options: IdentityServiceOptions): Pro
   // Installed before anything mounts the provider. The Management API is served by the parent app
   // (at /api, not below /oidc), which mounts it below.
   impersonation.install(provider, { mountManagementApi: false });
-  // Each request has room for what its exchange decides of the token's lifetime (the agent's tier).
-  provider.use((_ctx, next) => policy.around(next));
   // An event nobody listens to is not even built: the feed's reads cost nothing unless they are logged.
   for (const name of Object.values(EVENTS)) {
     if (READ_EVENTS.has(name) && !options.logFeedReads) continue;

@@ -250,9 +250,9 @@ export function providerConfiguration(settings: ProviderSettings): Configuration
     pkce: { required: () => true },
     ttl: {
       // An impersonation lasts no longer than the acting agent's tier allows (support-policy.ts).
-      AccessToken: (_ctx, token) =>
+      AccessToken: (ctx, token) =>
         token.gty === TOKEN_EXCHANGE_GRANT
-          ? Math.min(token.resourceServer?.accessTokenTTL ?? 3600, settings.policy.sessionCeiling())
+          ? Math.min(token.resourceServer?.accessTokenTTL ?? 3600, settings.policy.sessionCeiling(ctx))
           : (token.resourceServer?.accessTokenTTL ?? 3600),
       ClientCredentials: (_ctx, token) => token.resourceServer?.accessTokenTTL ?? 600,
       AuthorizationCode: 60,

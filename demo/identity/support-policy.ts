@@ -5,7 +5,7 @@
  * their tier (read only, or read and write); and for no longer than their
  * tier's longest session. The words of each refusal are what the console shows.
  */
-import { AsyncLocalStorage } from 'node:async_hooks';
+import Provider, { type KoaContextWithOIDC } from 'oidc-provider';
 import type { CreationPolicyInput, ExchangeDecision, ExchangePolicyInput, PolicyDecision } from '../../lib/index.js';
 import { ORGANISATIONS, SUPPORT_TIERS, type DemoUser } from '../seed.js';
 import type { DemoAccounts } from './accounts.js';
@@ -17,16 +17,16 @@ export const SHORTEST_SESSION = Math.min(...Object.values(SUPPORT_TIERS).map((ti
 export interface SupportPolicy {
   canImpersonate(input: CreationPolicyInput): PolicyDecision;
   canExchange(input: ExchangePolicyInput): ExchangeDecision;
-  /** The longest the token an exchange is issuing may live, by the acting agent's tier. */
-  sessionCeiling(): number;
-  /** Runs a token request with room for its exchange's ceiling. */
-  around(next: () => Promise<void>): Promise<void>;
+  /** The longest the token the exchange of request `ctx` is issuing may live, by the acting agent's tier. */
+  sessionCeiling(ctx: KoaContextWithOIDC): number;
+}
+
+/** The request's state, where the exchange's decision leaves the agent's ceiling for the token's lifetime. */
+interface CeilingState {
+  sessionCeiling?: number;
 }
 
 export function supportPolicy(accounts: DemoAccounts): SupportPolicy {
-  // The acting agent's ceiling, from the exchange's decision to the token's lifetime in the same request.
-  const request = new AsyncLocalStorage<{ sessionCeiling?: number }>();
-
   /**
    * Why this agent may not act for this customer, or undefined. Without an agent (the
    * backend's own subject token, no actor token) there is no one to scope: the token is
@@ -76,7 +76,8 @@ export function supportPolicy(accounts: DemoAccounts): SupportPolicy {
       const refused = refusal(actor, subject);
       if (refused) return { reason: refused };
       const tier = tierOf(actor);
-      const state = request.getStore();
+      // The provider's own request context (oidc-provider keeps it): no store of the demo's on every request.
+      const state = Provider.ctx?.state as CeilingState | undefined;
       if (state) state.sessionCeiling = tier.maxSessionSeconds;
       // The role's ceiling, and changes only in an impersonation asked for them: anything else is narrowed.
       const allowed = scope.filter(
@@ -85,7 +86,6 @@ export function supportPolicy(accounts: DemoAccounts): SupportPolicy {
       );
       return allowed.length === scope.length ? true : { scope: allowed };
     },
-    sessionCeiling: () => request.getStore()?.sessionCeiling ?? SHORTEST_SESSION,
-    around: (next) => request.run({}, next),
+    sessionCeiling: (ctx) => (ctx.state as CeilingState).sessionCeiling ?? SHORTEST_SESSION,
   };
 }
