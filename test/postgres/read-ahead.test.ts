@@ -6,6 +6,7 @@ import { logout, subjectToken, userAccessToken, userSignIn } from '../support/ht
 import { exchangeAsActor } from '../support/impersonations.js';
 import { DATABASE_URL } from '../support/postgres.js';
 import { postgresRunSchema, testTable } from '../support/postgres-adapter.js';
+import { findEachTwice, readAheadAndFind, signedIn } from '../support/read-ahead.js';
 import { startProvider, type TestProvider } from '../support/provider.js';
 
 /** The finds among the statements `texts` holds (a lookup by id or `by_uid`): findMany, or findManyAhead (which names `via`). */
@@ -78,22 +79,12 @@ describe('PostgreSQL adapter: an opaque actor token, its session and its Grant i
   });
 
   /** Access token `at1`, its sign-in `u1` and its Grant `g1`, stored. */
-  async function seeded() {
-    const tokens = new Adapter!('AccessToken') as ReadAheadAdapter;
-    const sessions = new Adapter!('Session');
-    const grants = new Adapter!('Grant');
-    await sessions.upsert('s1', { kind: 'Session', uid: 'u1', accountId: 'alice' } as never, 600);
-    await grants.upsert('g1', { kind: 'Grant', accountId: 'alice' } as never, 600);
-    await tokens.upsert('at1', { kind: 'AccessToken', sessionUid: 'u1', grantId: 'g1' } as never, 600);
-    return { tokens, sessions, grants };
-  }
+  const seeded = () => signedIn(Adapter!, { kind: 'AccessToken', sessionUid: 'u1', grantId: 'g1' });
 
   it('answers the next find of each from what it read ahead, once and within the turn; any other find reads afresh', async () => {
-    const { tokens, sessions, grants } = await seeded();
-    await tokens.readAhead!('at1');
-    expect(await tokens.find('at1')).to.include({ sessionUid: 'u1' });
-    expect(await sessions.findByUid('u1')).to.include({ accountId: 'alice' });
-    expect(await grants.find('g1')).to.include({ accountId: 'alice' });
+    const adapters = await seeded();
+    const { tokens, sessions, grants } = adapters;
+    await readAheadAndFind(adapters);
     expect(finds(texts)).to.deep.equal({ plain: 0, ahead: 1 });
     // Taken once: a second find reads afresh.
     expect(await grants.find('g1')).to.include({ accountId: 'alice' });
@@ -113,13 +104,7 @@ describe('PostgreSQL adapter: an opaque actor token, its session and its Grant i
   it('answers the finds of each readAhead: two exchanges reading one token in one statement read nothing again', async () => {
     const { tokens, sessions, grants } = await seeded();
     await Promise.all([tokens.readAhead!('at1'), tokens.readAhead!('at1')]);
-    const twice = <T>(find: () => Promise<T>) => Promise.all([find(), find()]);
-    const [found, signIns, granted] = await Promise.all([
-      twice(() => tokens.find('at1')),
-      twice(() => sessions.findByUid('u1')),
-      twice(() => grants.find('g1')),
-    ]);
-    expect(found.concat(signIns, granted).every((payload) => payload !== undefined)).to.equal(true);
+    await findEachTwice({ tokens, sessions, grants });
     expect(finds(texts)).to.deep.equal({ plain: 0, ahead: 1 });
     // Two answers each, no more: a third find reads afresh.
     await grants.find('g1');

@@ -5,6 +5,7 @@ import type { RedisAdapterClass } from '../../lib/adapters/redis.js';
 import { assertRedisReachable, redisClient, redisTestAdapter, testPrefix } from '../support/adapter.js';
 import { logout, subjectToken, userAccessToken, userSignIn } from '../support/http.js';
 import { exchangeAsActor } from '../support/impersonations.js';
+import { findEachTwice, readAheadAndFind, signedIn } from '../support/read-ahead.js';
 import { startProvider, type TestProvider } from '../support/provider.js';
 import { monitorRedis } from '../support/redis-monitor.js';
 
@@ -85,23 +86,16 @@ describe('Redis adapter: an opaque actor token, its session and its Grant in one
 
   /** Access token `at1`, its sign-in `u1` (Session `s1`) and its Grant `g1`, stored. */
   async function seeded() {
-    const tokens = new Adapter('AccessToken') as ReadAheadAdapter;
-    const sessions = new Adapter('Session');
-    const grants = new Adapter('Grant');
-    await sessions.upsert('s1', { kind: 'Session', uid: 'u1', accountId: 'alice' } as never, 600);
-    await grants.upsert('g1', { kind: 'Grant', accountId: 'alice' } as never, 600);
     const token = { kind: 'AccessToken', sessionUid: 'u1', expiresWithSession: true, grantId: 'g1' };
-    await tokens.upsert('at1', token as never, 600);
+    const adapters = await signedIn(Adapter, token);
     await ran();
-    return { tokens, sessions, grants };
+    return adapters;
   }
 
   it('answers the next find of each from what it read ahead, once and within the turn; any other find reads afresh', async () => {
-    const { tokens, sessions, grants } = await seeded();
-    await tokens.readAhead!('at1');
-    expect(await tokens.find('at1')).to.include({ sessionUid: 'u1' });
-    expect(await sessions.findByUid('u1')).to.include({ accountId: 'alice' });
-    expect(await grants.find('g1')).to.include({ accountId: 'alice' });
+    const adapters = await seeded();
+    const { tokens, grants } = adapters;
+    await readAheadAndFind(adapters);
     expect(await ran()).to.deep.equal(['evalsha AccessToken:{}']);
     // Taken once: a second find reads afresh.
     expect(await grants.find('g1')).to.include({ accountId: 'alice' });
@@ -119,13 +113,7 @@ describe('Redis adapter: an opaque actor token, its session and its Grant in one
   it('answers the finds of each readAhead: two exchanges reading one token read nothing again', async () => {
     const { tokens, sessions, grants } = await seeded();
     await Promise.all([tokens.readAhead!('at1'), tokens.readAhead!('at1')]);
-    const twice = <T>(find: () => Promise<T>) => Promise.all([find(), find()]);
-    const [found, signIns, granted] = await Promise.all([
-      twice(() => tokens.find('at1')),
-      twice(() => sessions.findByUid('u1')),
-      twice(() => grants.find('g1')),
-    ]);
-    expect(found.concat(signIns, granted).every((payload) => payload !== undefined)).to.equal(true);
+    await findEachTwice({ tokens, sessions, grants });
     expect(await ran()).to.deep.equal(['evalsha AccessToken:{}', 'evalsha AccessToken:{}']);
   });
 
