@@ -3,17 +3,17 @@ import type { IndexEntry } from './contracts/indexes.js';
 /** Expiries left behind `head` before the expiries' array is compacted (then at most half of it is dead). */
 const COMPACT_AFTER = 1024;
 
-/** The members of one expiry: appended, and sorted by member once read (`unsorted` until then). */
-type Group = IndexEntry[] & { unsorted?: boolean };
+/** The members of one expiry: its one entry (most expiries have one), else appended, sorted by member once read (`sorted`). */
+type Group = IndexEntry | (IndexEntry[] & { unsorted?: boolean });
 
 /** Where a model's members are listed: by member, each index holding it followed by its entry there. */
 export type Placements = Map<string, Array<MemoryIndex | IndexEntry | undefined>>;
 
 /** One sorted index of the memory adapter, members grouped by expiry: an insertion moves only a new expiry's group. */
 export class MemoryIndex {
-  readonly #groups = new Map<number, Group>();
-  /** The groups' expiries, ascending from `#head` on: expired groups leave from the front by moving it. */
+  /** The groups' expiries, ascending from `#head` on, each group beside its expiry: expired ones leave by moving it. */
   #expiries: number[] = [];
+  #groups: Array<Group | undefined> = [];
   #head = 0;
   #size = 0;
   /** Shared by a model's indexes: one lookup finds a member in all of them. */
@@ -68,33 +68,36 @@ export class MemoryIndex {
 
   /** Files `entry` under its expiry, counting it. */
   #group(entry: IndexEntry): void {
-    let group = this.#groups.get(entry.expiresAt);
-    if (!group) {
-      group = [];
-      this.#groups.set(entry.expiresAt, group);
-      const expiries = this.#expiries;
-      // New members usually expire last: appending is the common case.
-      if (expiries.length === this.#head || entry.expiresAt > expiries[expiries.length - 1]!) {
-        expiries.push(entry.expiresAt);
-      } else {
-        expiries.splice(searchFrom(expiries, this.#head, entry.expiresAt), 0, entry.expiresAt);
-      }
-    }
-    group.unsorted ||= group.length > 0 && entry.member < group[group.length - 1]!.member;
-    group.push(entry);
+    const [expiries, groups] = [this.#expiries, this.#groups];
+    // New members usually expire last: the last group, or a new one after it, is the common case.
+    const last = expiries.length - 1;
+    const appended = last < this.#head || entry.expiresAt > expiries[last]!;
+    const at = appended ? last + 1 : searchFrom(expiries, this.#head, entry.expiresAt);
+    const group = expiries[at] === entry.expiresAt ? groups[at] : undefined;
     this.#size += 1;
+    if (Array.isArray(group)) {
+      if (entry.member < group[group.length - 1]!.member) group.unsorted = true;
+      group.push(entry);
+    } else if (group) {
+      groups[at] = group.member < entry.member ? [group, entry] : [entry, group];
+    } else {
+      expiries.splice(at, 0, entry.expiresAt);
+      groups.splice(at, 0, entry);
+    }
   }
 
   /** Takes `entry` out of its expiry's group, and the group out when it empties. */
   #ungroup({ member, expiresAt }: IndexEntry): void {
     this.#size -= 1;
-    const group = this.#groups.get(expiresAt)!;
-    if (group.length > 1) {
+    const at = searchFrom(this.#expiries, this.#head, expiresAt);
+    const group = this.#groups[at]!;
+    if (Array.isArray(group)) {
       group.splice(memberBound(sorted(group), member), 1);
+      if (group.length === 1) this.#groups[at] = group[0]!;
       return;
     }
-    this.#groups.delete(expiresAt);
-    this.#expiries.splice(searchFrom(this.#expiries, this.#head, expiresAt), 1);
+    this.#expiries.splice(at, 1);
+    this.#groups.splice(at, 1);
   }
 
   /** Clears this index's pair (at `at`) in `member`'s places, for the next index it joins; the member once none is left. */
@@ -109,18 +112,19 @@ export class MemoryIndex {
     let head = this.#head;
     let dropped = 0;
     while (head < expiries.length && expiries[head]! <= now) {
-      const group = this.#groups.get(expiries[head]!)!;
+      const group = [this.#groups[head]!].flat();
       for (const { member } of group) {
         const places = this.#places.get(member)!;
         this.#unplace(member, places, places.indexOf(this));
       }
       this.#size -= group.length;
       dropped += group.length;
-      this.#groups.delete(expiries[head]!);
+      this.#groups[head] = undefined;
       head += 1;
     }
     if (head >= COMPACT_AFTER && head * 2 >= expiries.length) {
       expiries.splice(0, head);
+      this.#groups.splice(0, head);
       head = 0;
     }
     this.#head = head;
@@ -135,7 +139,7 @@ export class MemoryIndex {
     for (; at >= this.#head && found.length < limit; at -= 1) {
       const expiresAt = expiries[at]!;
       if (expiresAt <= now) break;
-      const group = sorted(this.#groups.get(expiresAt)!);
+      const group = sorted(this.#groups[at]!);
       let position = after && expiresAt === after.expiresAt ? memberBound(group, after.member) : group.length;
       while (position > 0 && found.length < limit) found.push(group[(position -= 1)]!);
     }
@@ -143,7 +147,8 @@ export class MemoryIndex {
   }
 }
 
-function sorted(group: Group): Group {
+function sorted(group: Group): readonly IndexEntry[] {
+  if (!Array.isArray(group)) return [group];
   if (!group.unsorted) return group;
   group.unsorted = false;
   return group.sort((a, b) => (a.member < b.member ? -1 : 1));

@@ -94,12 +94,11 @@ export function createIdJagHandler({ options, sessions, bus, claims: tokenClaims
     const session = sessionOf(claims, accountId, resourceServer.identifier(), scope, token.expiration);
     tokenClaims.attach(token, { ...(claims.act ? { act: claims.act } : {}), [SESSION_CLAIM]: session.id });
     // Invariant 37: the assertion's `iss` and `jti` taken once, with its issuer's and client's shares, in the commit.
-    const keptUntil = Math.ceil(claims.exp) + REDEEMED_KEPT;
     const once: DelegationCharge = {
       principal: 'ID-JAG assertion',
       key: `quota:id-jag:${session.subjectTokenId}`,
       max: 1,
-      expiresAt: keptUntil * 1000,
+      expiresAt: (Math.ceil(claims.exp) + REDEEMED_KEPT) * 1000,
     };
     const quotas = [once, ...redemptionQuotas(options.maxRedemptionsPerClient, claims.client_id, claims.iss)];
     const event = () => idJagEvent(EVENTS.idJagRedeemed, session);

@@ -36,7 +36,6 @@ const ofReceiver = (receiver: string) => `streams:${receiver}`;
 /** One member while the stream exists: what an update checks after writing, since the adapter has no compare-and-set. */
 const aliveOf = (streamId: string) => `alive:${streamId}`;
 const queueOf = (streamId: string) => `queue:${streamId}`;
-const verifyingOf = (streamId: string) => `verifying:${streamId}`;
 const streamKey = (id: string) => `stream:${id}`;
 const setKey = (streamId: string, jti: string) => `set:${streamId}:${jti}`;
 /** Streams have no expiry: their index members carry the last millisecond of year 9999. */
@@ -82,7 +81,7 @@ export class StreamStore {
 
   /** The stream's one verification until `until` (ms), or undefined (racing claims may all be refused); resolves its release. */
   async claimVerification(streamId: string, until: number): Promise<(() => Promise<void>) | undefined> {
-    const [index, claim] = [verifyingOf(streamId), randomUUID()];
+    const [index, claim] = [`verifying:${streamId}`, randomUUID()];
     const release = () => this.adapter.indexRemove([index], claim);
     await this.adapter.indexAdd([index], claim, until);
     if ((await this.adapter.indexRange(index, undefined, 2)).length === 1) return release;

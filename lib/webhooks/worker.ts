@@ -242,8 +242,7 @@ function settlementOf(options: ResolvedWebhookOptions, entry: LeasedEntry, answe
   const now = Date.now();
   if (entry.attempts >= options.maxAttempts) return { outcome: 'dead', reason: 'attempts' };
   const backoff = Math.min(options.maxBackoffMs, FIRST_RETRY_MS * 2 ** (entry.attempts - 1));
-  const asked = retryAfterMs(answer.retryAfter, now);
-  const at = now + Math.min(options.maxBackoffMs, Math.max(jitter(backoff), asked ?? 0));
+  const at = now + Math.min(options.maxBackoffMs, Math.max(jitter(backoff), retryAfterMs(answer.retryAfter, now) ?? 0));
   if (at - entry.createdAt > options.maxAgeMs) return { outcome: 'dead', reason: 'age' };
   return { outcome: 'retry', at };
 }
