@@ -29,36 +29,48 @@ function pages(index: MemoryIndex, limit: number, now: number): IndexEntry[] {
   }
 }
 
+/** Random additions, moves, removals, prunes and pages of one index, each checked against a plain sort. */
+function playAgainstPlainSort(seed: number, expiryOf: (random: () => number, now: number) => number): void {
+  const random = numbers(seed);
+  const index = new MemoryIndex();
+  const live = new Map<string, number>();
+  let now = 1_000_000;
+  for (let step = 0; step < 4000; step += 1) {
+    const roll = random();
+    const member = `m${Math.floor(random() * 600)}`;
+    if (roll < 0.6) {
+      const expiresAt = expiryOf(random, now);
+      index.add(Object.freeze({ member, expiresAt }));
+      live.set(member, expiresAt);
+    } else if (roll < 0.8) {
+      expect(index.remove(member)).to.equal(live.delete(member));
+    } else if (roll < 0.9) {
+      now += Math.floor(random() * 120_000);
+      const dropped = index.prune(now);
+      const expired = [...live].filter(([, expiresAt]) => expiresAt <= now);
+      expect(dropped).to.equal(expired.length);
+      for (const [gone] of expired) live.delete(gone);
+    } else {
+      const limit = 1 + Math.floor(random() * 40);
+      expect(pages(index, limit, now), `step ${step}`).to.deep.equal(expected(live, now));
+    }
+    expect(index.size).to.equal(live.size);
+    expect(index.has(member)).to.equal(live.has(member));
+  }
+  expect(pages(index, 7, now)).to.deep.equal(expected(live, now));
+}
+
 describe('the memory adapter: one sorted index', () => {
   it('lists, pages, moves, removes and prunes as a plain sort of its members would', () => {
-    const random = numbers(7);
-    const index = new MemoryIndex();
-    const live = new Map<string, number>();
-    let now = 1_000_000;
-    for (let step = 0; step < 4000; step += 1) {
-      const roll = random();
-      const member = `m${Math.floor(random() * 600)}`;
-      if (roll < 0.6) {
-        // Few expiries, interleaved, as sessions of a few lifetimes created in the same seconds.
-        const expiresAt = now + [900, 3600, 60][Math.floor(random() * 3)]! * 1000 + Math.floor(random() * 3) * 1000;
-        index.add(Object.freeze({ member, expiresAt }));
-        live.set(member, expiresAt);
-      } else if (roll < 0.8) {
-        expect(index.remove(member)).to.equal(live.delete(member));
-      } else if (roll < 0.9) {
-        now += Math.floor(random() * 120_000);
-        const dropped = index.prune(now);
-        const expired = [...live].filter(([, expiresAt]) => expiresAt <= now);
-        expect(dropped).to.equal(expired.length);
-        for (const [gone] of expired) live.delete(gone);
-      } else {
-        const limit = 1 + Math.floor(random() * 40);
-        expect(pages(index, limit, now), `step ${step}`).to.deep.equal(expected(live, now));
-      }
-      expect(index.size).to.equal(live.size);
-      expect(index.has(member)).to.equal(live.has(member));
-    }
-    expect(pages(index, 7, now)).to.deep.equal(expected(live, now));
+    // Few expiries, interleaved, as sessions of a few lifetimes created in the same seconds.
+    playAgainstPlainSort(
+      7,
+      (random, now) => now + [900, 3600, 60][Math.floor(random() * 3)]! * 1000 + Math.floor(random() * 3) * 1000,
+    );
+  });
+
+  it('does the same with most members alone at their expiry, as the sessions of a quiet hour', () => {
+    playAgainstPlainSort(13, (random, now) => now + Math.floor(random() * 2000) * 1000);
   });
 
   it("keeps each of a model's indexes apart when they share their members' places, an entry joining several at once or one", () => {
